@@ -1,0 +1,93 @@
+//! Accelerators per instance type. Prices are compared per accelerator-hour, so every
+//! offering needs this number. EC2's DescribeInstanceTypes is the source of truth (GpuInfo /
+//! NeuronInfo); the built-in table keeps pricing working when that call is denied or throttled.
+
+use std::collections::HashMap;
+
+use super::names::InstanceType;
+
+/// Where an accelerator count came from, so an operator can tell a live answer from the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Ec2,
+    BuiltIn,
+}
+
+/// Counts known to the project (capacity-blocks.md); used only when EC2 has not answered.
+const BUILT_IN: &[(&str, u32)] = &[
+    ("p6-b300.48xlarge", 8),
+    ("p6-b200.48xlarge", 8),
+    ("p6e-gb200.36xlarge", 4),
+    ("p5.48xlarge", 8),
+    ("p5e.48xlarge", 8),
+    ("p5en.48xlarge", 8),
+    ("p5.4xlarge", 1),
+    ("p4d.24xlarge", 8),
+    ("p4de.24xlarge", 8),
+    ("trn1.32xlarge", 16),
+    ("trn2.48xlarge", 16),
+    ("trn2u.48xlarge", 16),
+    ("trn2.3xlarge", 1),
+];
+
+/// A cache of accelerator counts: EC2 answers first, the built-in table as a fallback.
+#[derive(Debug, Clone, Default)]
+pub struct AcceleratorCatalog {
+    learned: HashMap<InstanceType, u32>,
+}
+
+impl AcceleratorCatalog {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records what DescribeInstanceTypes said. A zero count (a type with no accelerator) is
+    /// kept out, so it never becomes a divisor.
+    pub fn learn(&mut self, instance_type: InstanceType, accelerators: u32) {
+        if accelerators > 0 {
+            self.learned.insert(instance_type, accelerators);
+        }
+    }
+
+    pub fn is_learned(&self, instance_type: &InstanceType) -> bool {
+        self.learned.contains_key(instance_type)
+    }
+
+    pub fn lookup(&self, instance_type: &InstanceType) -> Option<(u32, Source)> {
+        if let Some(n) = self.learned.get(instance_type) {
+            return Some((*n, Source::Ec2));
+        }
+        BUILT_IN
+            .iter()
+            .find(|(name, _)| *name == instance_type.as_str())
+            .map(|(_, n)| (*n, Source::BuiltIn))
+    }
+
+    pub fn accelerators(&self, instance_type: &InstanceType) -> Option<u32> {
+        self.lookup(instance_type).map(|(n, _)| n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> InstanceType {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn built_in_fallback_and_learned_override() {
+        let mut c = AcceleratorCatalog::new();
+        assert_eq!(c.lookup(&t("p5.48xlarge")), Some((8, Source::BuiltIn)));
+        assert_eq!(c.lookup(&t("trn1.32xlarge")), Some((16, Source::BuiltIn)));
+        assert_eq!(c.lookup(&t("p5.4xlarge")), Some((1, Source::BuiltIn)));
+        assert_eq!(c.lookup(&t("m5.large")), None);
+        c.learn(t("p5.48xlarge"), 8);
+        c.learn(t("g7.12xlarge"), 4);
+        c.learn(t("m5.large"), 0);
+        assert_eq!(c.lookup(&t("p5.48xlarge")), Some((8, Source::Ec2)));
+        assert_eq!(c.accelerators(&t("g7.12xlarge")), Some(4));
+        assert_eq!(c.accelerators(&t("m5.large")), None);
+    }
+}

@@ -1,0 +1,9 @@
+//! The domain: pure types and decisions. No AWS crate is imported below this module, and no
+//! function here reads the clock: `now` is always an argument.
+
+pub mod catalog;
+pub mod lifecycle;
+pub mod money;
+pub mod names;
+pub mod offering;
+pub mod rule;

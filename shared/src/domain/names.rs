@@ -1,0 +1,137 @@
+//! Validated names: AWS regions and EC2 instance types. Parsing them once at the edge means the
+//! rest of the code never handles a string that could be a typo.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("{0:?} is not an AWS region name (expected e.g. \"us-east-1\", \"ap-southeast-2\", \"us-gov-west-1\")")]
+    Region(String),
+    #[error("{0:?} is not an EC2 instance type (expected e.g. \"p5.48xlarge\")")]
+    InstanceType(String),
+}
+
+/// An AWS region code such as `us-east-1`: `<area>(-gov|-iso…)?-<direction>-<n>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Region(String);
+
+impl Region {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Region {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parts: Vec<&str> = s.split('-').collect();
+        let lower = |p: &str| !p.is_empty() && p.bytes().all(|c| c.is_ascii_lowercase());
+        let ok = parts.len() >= 3
+            && parts.len() <= 4
+            && parts[0].len() == 2
+            && lower(parts[0])
+            && parts[1..parts.len() - 1].iter().all(|p| lower(p))
+            && parts
+                .last()
+                .is_some_and(|n| !n.is_empty() && n.len() <= 2 && n.bytes().all(|c| c.is_ascii_digit()));
+        if ok { Ok(Region(s.to_string())) } else { Err(NameError::Region(s.to_string())) }
+    }
+}
+
+impl TryFrom<String> for Region {
+    type Error = NameError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<Region> for String {
+    fn from(r: Region) -> String {
+        r.0
+    }
+}
+
+impl fmt::Display for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An EC2 instance type such as `p5.48xlarge` or `p6-b200.48xlarge`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct InstanceType(String);
+
+impl InstanceType {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for InstanceType {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let valid_part = |p: &str| {
+            !p.is_empty() && p.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        };
+        match s.split_once('.') {
+            Some((family, size))
+                if valid_part(family)
+                    && valid_part(size)
+                    && family.as_bytes()[0].is_ascii_lowercase()
+                    && s.len() <= 64 =>
+            {
+                Ok(InstanceType(s.to_string()))
+            }
+            _ => Err(NameError::InstanceType(s.to_string())),
+        }
+    }
+}
+
+impl TryFrom<String> for InstanceType {
+    type Error = NameError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<InstanceType> for String {
+    fn from(r: InstanceType) -> String {
+        r.0
+    }
+}
+
+impl fmt::Display for InstanceType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn region_syntax() {
+        for ok in ["us-east-1", "ap-southeast-2", "us-gov-west-1", "eu-central-2", "il-central-1"] {
+            assert!(ok.parse::<Region>().is_ok(), "{ok}");
+        }
+        for bad in ["", "us-east", "US-EAST-1", "useast1", "us-east-1a", "us_east_1", "u-east-1", "us--1", "us-east-123"] {
+            assert_eq!(bad.parse::<Region>(), Err(NameError::Region(bad.into())), "{bad}");
+        }
+    }
+
+    #[test]
+    fn instance_type_syntax() {
+        for ok in ["p5.48xlarge", "p6-b200.48xlarge", "trn2.3xlarge", "p4de.24xlarge"] {
+            assert!(ok.parse::<InstanceType>().is_ok(), "{ok}");
+        }
+        for bad in ["", "p5", ".48xlarge", "p5.", "P5.48xlarge", "p5 .48xlarge", "5p.large"] {
+            assert!(bad.parse::<InstanceType>().is_err(), "{bad}");
+        }
+    }
+}

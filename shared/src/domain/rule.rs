@@ -1,0 +1,475 @@
+//! Purchase rules: what to buy, where, when and at what price. Operators write them as TOML;
+//! `RuleSpec::validate` turns a file into a `Rule` or into the full list of what is wrong
+//! with it, each problem named by its field.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, Duration, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use super::money::{Currency, Money};
+use super::names::{InstanceType, Region};
+
+/// How far ahead EC2 sells Capacity Blocks.
+pub const MAX_START_AHEAD: Duration = Duration::weeks(8);
+pub const MAX_INSTANCES_PER_BLOCK: u32 = 64;
+const MAX_TAGS: usize = 40;
+
+/// What the scan may do for a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Decide and announce, call PurchaseCapacityBlock with DryRun: nothing is bought.
+    #[default]
+    DryRun,
+    /// Buy for real.
+    Live,
+}
+
+impl Mode {
+    /// The stricter of the stack's and the rule's modes: a rule can be live only in a live stack.
+    pub fn and(self, other: Mode) -> Mode {
+        if self == Mode::Live && other == Mode::Live { Mode::Live } else { Mode::DryRun }
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Mode::DryRun => "dry-run",
+            Mode::Live => "live",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "dry-run" => Ok(Mode::DryRun),
+            "live" => Ok(Mode::Live),
+            other => Err(format!("unknown mode {other:?}: expected \"dry-run\" or \"live\"")),
+        }
+    }
+}
+
+/// An amount as written in TOML: a string ("3.10", exact) or a number (3.10, read through its
+/// shortest decimal form so 3.1 stays 3.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AmountText {
+    Text(String),
+    Int(i64),
+    Float(f64),
+}
+
+impl AmountText {
+    fn to_decimal(&self) -> Result<Decimal, String> {
+        let text = match self {
+            AmountText::Text(s) => s.trim().to_string(),
+            AmountText::Int(i) => i.to_string(),
+            AmountText::Float(f) if f.is_finite() => f.to_string(),
+            AmountText::Float(f) => return Err(format!("{f} is not a finite number")),
+        };
+        Decimal::from_str_exact(&text).map_err(|_| format!("{text:?} is not a decimal number"))
+    }
+}
+
+/// An instant as written in TOML: a TOML datetime (`2026-12-05T11:30:00Z`) or a string.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum InstantText {
+    Toml(toml::value::Datetime),
+    Text(String),
+}
+
+impl InstantText {
+    fn to_instant(&self) -> Result<DateTime<Utc>, String> {
+        let text = match self {
+            InstantText::Toml(d) => d.to_string(),
+            InstantText::Text(s) => s.clone(),
+        };
+        DateTime::parse_from_rfc3339(&text)
+            .map(|d| d.with_timezone(&Utc))
+            .map_err(|_| format!("{text:?} is not an RFC 3339 instant with a zone, e.g. 2026-12-05T11:30:00Z"))
+    }
+}
+
+/// When the block may start: either relative to the scan (`earliest_in_days`,
+/// `latest_in_days`) or absolute (`earliest`, `latest`), not both.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartWindowSpec {
+    pub earliest_in_days: Option<i64>,
+    pub latest_in_days: Option<i64>,
+    pub earliest: Option<InstantText>,
+    pub latest: Option<InstantText>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendSpec {
+    pub max_price_per_accelerator_hour: AmountText,
+    pub max_days: u32,
+    #[serde(default = "default_decide_hours")]
+    pub decide_hours_before_end: u32,
+}
+
+fn default_decide_hours() -> u32 {
+    48
+}
+fn default_platform() -> String {
+    "Linux/UNIX".into()
+}
+fn default_currency() -> String {
+    "USD".into()
+}
+fn default_one() -> u32 {
+    1
+}
+fn default_true() -> bool {
+    true
+}
+
+/// A rule file as written, before validation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    pub id: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub mode: Mode,
+    pub regions: Vec<String>,
+    pub instance_types: Vec<String>,
+    pub instance_counts: Vec<i64>,
+    pub durations_days: Vec<i64>,
+    pub start_window: StartWindowSpec,
+    pub max_price_per_accelerator_hour: AmountText,
+    #[serde(default)]
+    pub max_total_fee: Option<AmountText>,
+    pub monthly_budget: AmountText,
+    #[serde(default = "default_currency")]
+    pub currency: String,
+    #[serde(default = "default_platform")]
+    pub instance_platform: String,
+    #[serde(default = "default_one")]
+    pub max_blocks_held: u32,
+    #[serde(default = "default_one")]
+    pub max_purchases_per_month: u32,
+    #[serde(default)]
+    pub rebuy_on_payment_failure: bool,
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default)]
+    pub extend: Option<ExtendSpec>,
+}
+
+/// One problem in a rule, named by its field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleProblem {
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for RuleProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RuleError {
+    #[error("rule file is not valid TOML for a rule: {0}")]
+    Syntax(String),
+    #[error("rule {id:?} has {} problem(s):\n{}", problems.len(), problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid { id: String, problems: Vec<RuleProblem> },
+}
+
+/// Duration steps EC2 sells: 1-day steps to 14 days, then 7-day steps to 182 days.
+pub fn is_sellable_duration_days(days: i64) -> bool {
+    (1..=14).contains(&days) || (days > 14 && days <= 182 && days % 7 == 0)
+}
+
+const PLATFORMS: &[&str] = &[
+    "Linux/UNIX",
+    "Red Hat Enterprise Linux",
+    "SUSE Linux",
+    "Windows",
+    "Ubuntu Pro",
+    "Linux with SQL Server Standard",
+];
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StartWindow {
+    Relative { earliest: Duration, latest: Duration },
+    Absolute { earliest: DateTime<Utc>, latest: DateTime<Utc> },
+}
+
+impl StartWindow {
+    /// The instants a block may start between, as seen at `now`; never earlier than `now`
+    /// and never past what EC2 sells.
+    pub fn resolve(&self, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+        let (a, b) = match self {
+            StartWindow::Relative { earliest, latest } => (now + *earliest, now + *latest),
+            StartWindow::Absolute { earliest, latest } => (*earliest, *latest),
+        };
+        (a.max(now), b.min(now + MAX_START_AHEAD))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Extend {
+    pub max_price_per_accelerator_hour: Decimal,
+    pub max_days: u32,
+    pub decide_hours_before_end: u32,
+}
+
+/// A validated rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rule {
+    pub id: String,
+    pub description: String,
+    pub enabled: bool,
+    pub mode: Mode,
+    pub regions: Vec<Region>,
+    pub instance_types: Vec<InstanceType>,
+    pub instance_counts: Vec<u32>,
+    pub durations_days: Vec<u32>,
+    pub start_window: StartWindow,
+    pub currency: Currency,
+    pub max_price_per_accelerator_hour: Decimal,
+    pub max_total_fee: Option<Money>,
+    pub monthly_budget: Money,
+    pub instance_platform: String,
+    pub max_blocks_held: u32,
+    pub max_purchases_per_month: u32,
+    pub rebuy_on_payment_failure: bool,
+    pub tags: BTreeMap<String, String>,
+    pub extend: Option<Extend>,
+}
+
+impl RuleSpec {
+    pub fn from_toml(text: &str) -> Result<RuleSpec, RuleError> {
+        toml::from_str(text).map_err(|e| RuleError::Syntax(e.to_string().trim().to_string()))
+    }
+
+    /// Checks every field and reports every problem at once; `now` anchors absolute windows.
+    pub fn validate(&self, now: DateTime<Utc>) -> Result<Rule, RuleError> {
+        let mut p = Problems::default();
+
+        if self.id.is_empty()
+            || self.id.len() > 64
+            || !self.id.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_')
+        {
+            p.add("id", "must be 1-64 characters of a-z, 0-9, '-' or '_'");
+        }
+
+        let regions = p.list("regions", &self.regions, |s| s.parse::<Region>().map_err(|e| e.to_string()));
+        let instance_types =
+            p.list("instance_types", &self.instance_types, |s| s.parse::<InstanceType>().map_err(|e| e.to_string()));
+        let instance_counts = p.list("instance_counts", &self.instance_counts, |&n| {
+            u32::try_from(n)
+                .ok()
+                .filter(|n| (1..=MAX_INSTANCES_PER_BLOCK).contains(n))
+                .ok_or_else(|| format!("{n} is not between 1 and {MAX_INSTANCES_PER_BLOCK} instances"))
+        });
+        let durations_days = p.list("durations_days", &self.durations_days, |&d| {
+            if is_sellable_duration_days(d) {
+                Ok(d as u32)
+            } else {
+                Err(format!(
+                    "{d} days is not a duration EC2 sells (1-14 days, then multiples of 7 up to 182)"
+                ))
+            }
+        });
+
+        let start_window = p.start_window(&self.start_window, now);
+
+        let currency = self.currency.parse::<Currency>().unwrap_or_else(|e| {
+            p.add("currency", &e.to_string());
+            Currency::USD
+        });
+        let max_price = p.positive("max_price_per_accelerator_hour", &self.max_price_per_accelerator_hour);
+        let max_total_fee = self.max_total_fee.as_ref().map(|a| p.positive("max_total_fee", a));
+        let budget = p.positive("monthly_budget", &self.monthly_budget);
+        if let (Some(fee), b) = (max_total_fee, budget) {
+            if fee > b && b > Decimal::ZERO {
+                p.add("max_total_fee", "is larger than monthly_budget, so it can never apply");
+            }
+        }
+
+        if !PLATFORMS.contains(&self.instance_platform.as_str()) {
+            p.add("instance_platform", &format!("{:?} is not one of {}", self.instance_platform, PLATFORMS.join(", ")));
+        }
+        if self.max_blocks_held == 0 {
+            p.add("max_blocks_held", "must be at least 1");
+        }
+        if self.max_purchases_per_month == 0 {
+            p.add("max_purchases_per_month", "must be at least 1");
+        }
+
+        if self.tags.len() > MAX_TAGS - 3 {
+            p.add("tags", &format!("at most {} tags (capblock adds 3 of its own)", MAX_TAGS - 3));
+        }
+        for (k, v) in &self.tags {
+            let field = format!("tags.{k}");
+            if k.is_empty() || k.len() > 128 {
+                p.add(&field, "key must be 1-128 characters");
+            }
+            if k.starts_with("aws:") || k.starts_with("capblock:") {
+                p.add(&field, "keys starting with \"aws:\" or \"capblock:\" are reserved");
+            }
+            if v.len() > 256 {
+                p.add(&field, "value must be at most 256 characters");
+            }
+        }
+
+        let extend = self.extend.as_ref().map(|x| {
+            let price = p.positive("extend.max_price_per_accelerator_hour", &x.max_price_per_accelerator_hour);
+            if !(1..=182).contains(&x.max_days) || !is_sellable_duration_days(i64::from(x.max_days)) {
+                p.add("extend.max_days", "must be a duration EC2 sells (1-14 days, then multiples of 7 up to 182)");
+            }
+            if !(1..=56 * 24).contains(&x.decide_hours_before_end) {
+                p.add("extend.decide_hours_before_end", "must be between 1 and 1344 hours (56 days)");
+            }
+            Extend { max_price_per_accelerator_hour: price, max_days: x.max_days, decide_hours_before_end: x.decide_hours_before_end }
+        });
+
+        if !p.0.is_empty() {
+            return Err(RuleError::Invalid { id: self.id.clone(), problems: p.0 });
+        }
+        let money = |d: Decimal| Money::new(d, currency).expect("checked positive above");
+        Ok(Rule {
+            id: self.id.clone(),
+            description: self.description.clone(),
+            enabled: self.enabled,
+            mode: self.mode,
+            regions,
+            instance_types,
+            instance_counts,
+            durations_days,
+            start_window,
+            currency,
+            max_price_per_accelerator_hour: max_price,
+            max_total_fee: max_total_fee.map(money),
+            monthly_budget: money(budget),
+            instance_platform: self.instance_platform.clone(),
+            max_blocks_held: self.max_blocks_held,
+            max_purchases_per_month: self.max_purchases_per_month,
+            rebuy_on_payment_failure: self.rebuy_on_payment_failure,
+            tags: self.tags.clone(),
+            extend,
+        })
+    }
+}
+
+impl Rule {
+    /// Parses and validates a TOML rule file.
+    pub fn from_toml(text: &str, now: DateTime<Utc>) -> Result<Rule, RuleError> {
+        RuleSpec::from_toml(text)?.validate(now)
+    }
+}
+
+#[derive(Default)]
+struct Problems(Vec<RuleProblem>);
+
+impl Problems {
+    fn add(&mut self, field: &str, message: &str) {
+        self.0.push(RuleProblem { field: field.to_string(), message: message.to_string() });
+    }
+
+    /// Validates each element; the list must be non-empty and free of repeats.
+    fn list<T, U: PartialEq>(&mut self, field: &str, items: &[T], check: impl Fn(&T) -> Result<U, String>) -> Vec<U> {
+        if items.is_empty() {
+            self.add(field, "must list at least one value");
+        }
+        let mut out: Vec<U> = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            match check(item) {
+                Ok(v) if out.contains(&v) => self.add(&format!("{field}[{i}]"), "is listed twice"),
+                Ok(v) => out.push(v),
+                Err(msg) => self.add(&format!("{field}[{i}]"), &msg),
+            }
+        }
+        out
+    }
+
+    fn start_window(&mut self, w: &StartWindowSpec, now: DateTime<Utc>) -> StartWindow {
+        let fallback = StartWindow::Relative { earliest: Duration::zero(), latest: MAX_START_AHEAD };
+        let relative = w.earliest_in_days.is_some() || w.latest_in_days.is_some();
+        let absolute = w.earliest.is_some() || w.latest.is_some();
+        match (relative, absolute) {
+            (true, true) => {
+                self.add("start_window", "give either earliest_in_days/latest_in_days or earliest/latest, not both");
+                fallback
+            }
+            (false, false) => {
+                self.add("start_window", "needs earliest_in_days and latest_in_days (or earliest and latest)");
+                fallback
+            }
+            (true, false) => {
+                let (Some(e), Some(l)) = (w.earliest_in_days, w.latest_in_days) else {
+                    self.add("start_window", "needs both earliest_in_days and latest_in_days");
+                    return fallback;
+                };
+                if e < 0 {
+                    self.add("start_window.earliest_in_days", "must not be negative");
+                }
+                if l <= e {
+                    self.add("start_window.latest_in_days", "must be after earliest_in_days");
+                }
+                if l > MAX_START_AHEAD.num_days() {
+                    self.add(
+                        "start_window.latest_in_days",
+                        &format!("{l} days is beyond the 8 weeks (56 days) EC2 sells ahead"),
+                    );
+                }
+                StartWindow::Relative { earliest: Duration::days(e), latest: Duration::days(l) }
+            }
+            (false, true) => {
+                let (Some(e), Some(l)) = (&w.earliest, &w.latest) else {
+                    self.add("start_window", "needs both earliest and latest");
+                    return fallback;
+                };
+                let mut instant = |field: &str, t: &InstantText| {
+                    t.to_instant().map_err(|m| self.add(field, &m)).ok()
+                };
+                let (Some(earliest), Some(latest)) =
+                    (instant("start_window.earliest", e), instant("start_window.latest", l))
+                else {
+                    return fallback;
+                };
+                if latest <= earliest {
+                    self.add("start_window.latest", "must be after earliest");
+                }
+                if latest <= now {
+                    self.add("start_window.latest", "is in the past");
+                }
+                if earliest > now + MAX_START_AHEAD {
+                    self.add("start_window.earliest", "is beyond the 8 weeks EC2 sells ahead");
+                }
+                StartWindow::Absolute { earliest, latest }
+            }
+        }
+    }
+
+    fn positive(&mut self, field: &str, amount: &AmountText) -> Decimal {
+        match amount.to_decimal() {
+            Ok(d) if d > Decimal::ZERO => d,
+            Ok(d) => {
+                self.add(field, &format!("must be greater than zero (got {d})"));
+                Decimal::ZERO
+            }
+            Err(e) => {
+                self.add(field, &e);
+                Decimal::ZERO
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
