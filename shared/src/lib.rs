@@ -2,3 +2,5 @@
 //! AWS adapters behind those ports.
 
 pub mod domain;
+pub mod aws;
+pub mod ports;

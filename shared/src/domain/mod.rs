@@ -1,7 +1,9 @@
 //! The domain: pure types and decisions. No AWS crate is imported below this module, and no
 //! function here reads the clock: `now` is always an argument.
 
+pub mod budget;
 pub mod catalog;
+pub mod decision;
 pub mod lifecycle;
 pub mod money;
 pub mod names;

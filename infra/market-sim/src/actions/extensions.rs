@@ -1,0 +1,150 @@
+//! DescribeCapacityBlockExtensionOfferings and PurchaseCapacityBlockExtension.
+
+use super::reservations::visible;
+use super::{Ctx, dry_run, require_supported};
+use crate::market::{self, ExtensionBase, ExtensionOffering};
+use crate::pagination::{fingerprint, page_size, paginate};
+use crate::reservations::{Extension, Payment};
+use crate::wire::error::ApiError;
+use crate::wire::query::Params;
+use crate::wire::xml::Xml;
+use crate::world::World;
+
+pub const EXTENSION_OFFERING_NOT_FOUND: &str = "InvalidCapacityBlockExtensionOfferingId.NotFound";
+
+/// The extension offering of `hours` for a reservation, if it may be extended now: it is
+/// scheduled or active, has no extension still waiting for payment, and is within 56 days to
+/// 1 hour of its end.
+fn offering_for(
+    w: &World,
+    reservation_id: &str,
+    hours: i64,
+    ctx: &Ctx<'_>,
+) -> Result<Option<ExtensionOffering>, ApiError> {
+    let r = visible(w, ctx.region, reservation_id, ctx.now)?;
+    let state = r.state(ctx.now, &w.extensions);
+    if state != "scheduled" && state != "active" {
+        return Ok(None);
+    }
+    if w.extensions
+        .iter()
+        .any(|e| e.reservation_id == r.id && e.status(ctx.now) == "payment-pending")
+    {
+        return Ok(None);
+    }
+    let base = ExtensionBase {
+        reservation_id: &r.id,
+        region: &r.region,
+        instance_type: &r.instance_type,
+        availability_zone: &r.availability_zone,
+        instance_count: r.instance_count,
+        start: r.start,
+        current_end: r.end(ctx.now, &w.extensions),
+    };
+    Ok(market::extension_offering(
+        &w.scenario,
+        &base,
+        hours,
+        ctx.now,
+    ))
+}
+
+pub fn describe_offerings(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
+    require_supported(w, ctx)?;
+    let reservation_id = p.require("CapacityReservationId")?;
+    let hours = p
+        .int("CapacityBlockExtensionDurationHours")?
+        .ok_or_else(|| ApiError::missing("CapacityBlockExtensionDurationHours"))?;
+    market::duration_days_from_hours(hours, "CapacityBlockExtensionDurationHours")?;
+    let size = page_size(p, 1, 100)?;
+    dry_run(p)?;
+    let all: Vec<ExtensionOffering> = offering_for(w, reservation_id, hours, ctx)?
+        .into_iter()
+        .collect();
+    let (page, next) = paginate(
+        &all,
+        size,
+        p.get("NextToken"),
+        fingerprint(ctx.action, ctx.region, p),
+    )?;
+
+    let mut x = Xml::new();
+    x.set("capacityBlockExtensionOfferingSet", &page, |x, o| {
+        x.leaf("capacityBlockExtensionOfferingId", &o.id)
+            .leaf("instanceType", &o.instance_type)
+            .num("instanceCount", o.instance_count)
+            .leaf("availabilityZone", &o.availability_zone)
+            .time("startDate", o.start_date)
+            .time("capacityBlockExtensionStartDate", o.extension_start)
+            .time("capacityBlockExtensionEndDate", o.extension_end)
+            .num("capacityBlockExtensionDurationHours", o.duration_hours)
+            .leaf("upfrontFee", o.upfront_fee.to_string())
+            .leaf("currencyCode", &o.currency)
+            .leaf("tenancy", "default");
+    });
+    if let Some(t) = next {
+        x.leaf("nextToken", t);
+    }
+    Ok(x.into_string())
+}
+
+pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
+    require_supported(w, ctx)?;
+    let offering_id = p.require("CapacityBlockExtensionOfferingId")?.to_string();
+    let reservation_id = p.require("CapacityReservationId")?.to_string();
+    visible(w, ctx.region, &reservation_id, ctx.now)?;
+    let mut found = None;
+    for hours in market::all_durations_hours() {
+        if let Some(o) = offering_for(w, &reservation_id, hours, ctx)?
+            && o.id == offering_id
+        {
+            found = Some(o);
+            break;
+        }
+    }
+    let o = found.ok_or_else(|| {
+        ApiError::client(
+            EXTENSION_OFFERING_NOT_FOUND,
+            format!("The Capacity Block extension offering ID '{offering_id}' does not exist or is no longer available for {reservation_id}."),
+        )
+    })?;
+    dry_run(p)?;
+
+    let ext = Extension {
+        offering_id: o.id.clone(),
+        reservation_id: reservation_id.clone(),
+        duration_hours: o.duration_hours,
+        purchased: ctx.now,
+        start: o.extension_start,
+        end: o.extension_end,
+        upfront_fee: o.upfront_fee,
+        currency: o.currency.clone(),
+        payment: Payment {
+            outcome: o.payment.unwrap_or(w.behaviour.payment),
+            delay_hours: w.behaviour.payment_delay_hours,
+            explicit: false,
+        },
+    };
+    tracing::info!(reservation = %reservation_id, offering = %o.id, hours = o.duration_hours, "capacity block extension purchased");
+    let mut x = Xml::new();
+    x.set(
+        "capacityBlockExtensionSet",
+        std::slice::from_ref(&ext),
+        |x, e| {
+            x.leaf("capacityReservationId", &e.reservation_id)
+                .leaf("instanceType", &o.instance_type)
+                .num("instanceCount", o.instance_count)
+                .leaf("availabilityZone", &o.availability_zone)
+                .leaf("capacityBlockExtensionOfferingId", &e.offering_id)
+                .num("capacityBlockExtensionDurationHours", e.duration_hours)
+                .leaf("capacityBlockExtensionStatus", e.status(ctx.now))
+                .time("capacityBlockExtensionPurchaseDate", e.purchased)
+                .time("capacityBlockExtensionStartDate", e.start)
+                .time("capacityBlockExtensionEndDate", e.end)
+                .leaf("upfrontFee", e.upfront_fee.to_string())
+                .leaf("currencyCode", &e.currency);
+        },
+    );
+    w.extensions.push(ext);
+    Ok(x.into_string())
+}

@@ -1,0 +1,396 @@
+//! The JSON control API under /_sim/: inspect state, move the clock, change behaviour, reset the
+//! scenario, steer payments and inject reservations. Faults never apply here.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rust_decimal::Decimal;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::reservations::{Extension, Payment, Reservation};
+use crate::scenario::{Behaviour, PaymentOutcome, Scenario};
+use crate::wire::query::parse_timestamp;
+use crate::world::World;
+
+pub struct Reply {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+fn ok(v: Value) -> Reply {
+    Reply {
+        status: 200,
+        content_type: "application/json",
+        body: v.to_string(),
+    }
+}
+
+fn bad(status: u16, msg: impl Into<String>) -> Reply {
+    Reply {
+        status,
+        content_type: "application/json",
+        body: json!({ "error": msg.into() }).to_string(),
+    }
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Routes one control request. `world` is locked by the caller for the duration.
+pub fn handle(world: &mut World, method: &str, path: &str, body: &[u8]) -> Reply {
+    let text = String::from_utf8_lossy(body);
+    let result = match (method, path.trim_end_matches('/')) {
+        ("GET", "/_sim/health") => {
+            return Reply {
+                status: 200,
+                content_type: "text/plain",
+                body: "ok".into(),
+            };
+        }
+        ("GET", "/_sim/state") => Ok(state(world)),
+        ("GET", "/_sim/behaviour") => Ok(json!(world.behaviour)),
+        ("POST", "/_sim/clock") => clock(world, &text),
+        ("POST", "/_sim/behaviour") => behaviour(world, &text),
+        ("POST", "/_sim/scenario") => Scenario::parse(&text).map(|s| {
+            *world = World::new(s);
+            tracing::info!(now = %world.now(), "scenario reset");
+            json!({ "now": rfc3339(world.now()) })
+        }),
+        ("POST", "/_sim/payment") => payment(world, &text),
+        ("POST", "/_sim/reservations") => inject(world, &text),
+        (_, p)
+            if matches!(
+                p,
+                "/_sim/health"
+                    | "/_sim/state"
+                    | "/_sim/clock"
+                    | "/_sim/behaviour"
+                    | "/_sim/scenario"
+                    | "/_sim/payment"
+                    | "/_sim/reservations"
+            ) =>
+        {
+            return bad(405, format!("method {method} not allowed on {p}"));
+        }
+        _ => return bad(404, format!("no control endpoint {path}")),
+    };
+    match result {
+        Ok(v) => ok(v),
+        Err(e) => bad(400, e),
+    }
+}
+
+fn parse_json<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, String> {
+    serde_json::from_str(text).map_err(|e| format!("bad JSON body: {e}"))
+}
+
+fn reservation_json(w: &World, r: &Reservation) -> Value {
+    let now = w.now();
+    let tags: BTreeMap<&str, &str> = r
+        .tags
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    json!({
+        "reservation_id": r.id,
+        "offering_id": r.offering_id,
+        "region": r.region,
+        "availability_zone": r.availability_zone,
+        "instance_type": r.instance_type,
+        "instance_platform": r.instance_platform,
+        "instance_count": r.instance_count,
+        "start": rfc3339(r.start),
+        "end": rfc3339(r.end(now, &w.extensions)),
+        "original_end": rfc3339(r.original_end),
+        "upfront_fee": r.upfront_fee.to_string(),
+        "currency": r.currency,
+        "tags": tags,
+        "state": r.state(now, &w.extensions),
+        "purchased_at": rfc3339(r.created),
+        "injected": r.injected,
+    })
+}
+
+fn extension_json(w: &World, e: &Extension) -> Value {
+    json!({
+        "offering_id": e.offering_id,
+        "reservation_id": e.reservation_id,
+        "duration_hours": e.duration_hours,
+        "purchased_at": rfc3339(e.purchased),
+        "start": rfc3339(e.start),
+        "end": rfc3339(e.end),
+        "upfront_fee": e.upfront_fee.to_string(),
+        "currency": e.currency,
+        "status": e.status(w.now()),
+    })
+}
+
+fn state(w: &World) -> Value {
+    json!({
+        "now": rfc3339(w.now()),
+        "purchases": w.reservations.iter().filter(|r| !r.injected).map(|r| reservation_json(w, r)).collect::<Vec<_>>(),
+        "reservations": w.reservations.iter().map(|r| reservation_json(w, r)).collect::<Vec<_>>(),
+        "extensions": w.extensions.iter().map(|e| extension_json(w, e)).collect::<Vec<_>>(),
+        "calls": w.calls,
+        "calls_by_region": w.calls_by_region,
+        "faults_injected": w.faults,
+        "behaviour": w.behaviour,
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClockReq {
+    advance_secs: Option<i64>,
+    set: Option<String>,
+}
+
+fn clock(w: &mut World, text: &str) -> Result<Value, String> {
+    let req: ClockReq = parse_json(text)?;
+    match (req.advance_secs, req.set) {
+        (Some(s), None) => w.clock.advance(s),
+        (None, Some(t)) => w
+            .clock
+            .set(parse_timestamp(&t).ok_or_else(|| format!("bad timestamp {t:?}"))?),
+        _ => return Err("give exactly one of advance_secs or set".into()),
+    }
+    Ok(json!({ "now": rfc3339(w.now()) }))
+}
+
+/// Partial update: the body's keys are merged over the current behaviour (JSON merge, `null`
+/// clears `throttle`).
+fn behaviour(w: &mut World, text: &str) -> Result<Value, String> {
+    let patch: Value = parse_json(text)?;
+    let Value::Object(patch) = patch else {
+        return Err("body must be a JSON object".into());
+    };
+    let mut current = serde_json::to_value(&w.behaviour).map_err(|e| e.to_string())?;
+    if let Value::Object(map) = &mut current {
+        for (k, v) in patch {
+            if !map.contains_key(&k) {
+                return Err(format!("unknown behaviour field {k:?}"));
+            }
+            map.insert(k, v);
+        }
+    }
+    let b: Behaviour =
+        serde_json::from_value(current).map_err(|e| format!("bad behaviour: {e}"))?;
+    b.validate()?;
+    w.set_behaviour(b);
+    tracing::info!(behaviour = ?w.behaviour, "behaviour changed");
+    Ok(json!(w.behaviour))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PaymentReq {
+    reservation_id: String,
+    /// Target one extension of the reservation instead of the reservation itself.
+    extension_offering_id: Option<String>,
+    outcome: PaymentOutcome,
+    after_hours: Option<f64>,
+}
+
+/// Overrides how one purchase settles. `after_hours` counts from the purchase time (default: the
+/// behaviour's payment_delay_hours); the 12 h / start - 5 min deadline still applies.
+fn payment(w: &mut World, text: &str) -> Result<Value, String> {
+    let req: PaymentReq = parse_json(text)?;
+    let delay = req.after_hours.unwrap_or(w.behaviour.payment_delay_hours);
+    if !(delay >= 0.0 && delay.is_finite()) {
+        return Err("after_hours must be >= 0".into());
+    }
+    let p = Payment {
+        outcome: req.outcome,
+        delay_hours: delay,
+        explicit: true,
+    };
+    let now = w.now();
+    if let Some(ext_id) = req.extension_offering_id {
+        let e = w
+            .extensions
+            .iter_mut()
+            .rev()
+            .find(|e| e.reservation_id == req.reservation_id && e.offering_id == ext_id)
+            .ok_or_else(|| format!("no extension {ext_id} on {}", req.reservation_id))?;
+        e.payment = p;
+        let status = e.status(now);
+        return Ok(
+            json!({ "reservation_id": req.reservation_id, "extension_offering_id": ext_id, "status": status }),
+        );
+    }
+    let r = w
+        .reservations
+        .iter_mut()
+        .find(|r| r.id == req.reservation_id)
+        .ok_or_else(|| format!("no reservation {}", req.reservation_id))?;
+    r.payment = p;
+    let id = r.id.clone();
+    let state = w.reservation(&id).map(|r| r.state(now, &w.extensions));
+    Ok(json!({ "reservation_id": id, "state": state }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InjectReq {
+    #[serde(default = "default_region")]
+    region: String,
+    instance_type: String,
+    instance_count: u32,
+    availability_zone: Option<String>,
+    start: String,
+    end: String,
+    #[serde(default)]
+    upfront_fee: Option<String>,
+    #[serde(default)]
+    currency: Option<String>,
+    #[serde(default)]
+    instance_platform: Option<String>,
+    #[serde(default)]
+    tags: BTreeMap<String, String>,
+    #[serde(default)]
+    state_override: Option<String>,
+}
+
+fn default_region() -> String {
+    crate::wire::region::DEFAULT_REGION.to_string()
+}
+
+/// A reservation "bought by hand in the console": already paid, state follows the clock.
+fn inject(w: &mut World, text: &str) -> Result<Value, String> {
+    let req: InjectReq = parse_json(text)?;
+    let start = parse_timestamp(&req.start).ok_or("bad start")?;
+    let end = parse_timestamp(&req.end).ok_or("bad end")?;
+    if end <= start {
+        return Err("end must be after start".into());
+    }
+    if req.instance_count == 0 {
+        return Err("instance_count must be >= 1".into());
+    }
+    let fee = match req.upfront_fee.as_deref() {
+        Some(f) => f
+            .parse::<Decimal>()
+            .map_err(|e| format!("bad upfront_fee: {e}"))?,
+        None => Decimal::ZERO,
+    };
+    let mut fee = fee;
+    fee.rescale(2);
+    let id = w.new_id("cr-");
+    let r = Reservation {
+        id: id.clone(),
+        availability_zone: req
+            .availability_zone
+            .unwrap_or_else(|| format!("{}a", req.region)),
+        region: req.region,
+        instance_type: req.instance_type,
+        instance_platform: req.instance_platform.unwrap_or_else(|| "Linux/UNIX".into()),
+        instance_count: req.instance_count,
+        start,
+        original_end: end,
+        created: w.now(),
+        tags: req.tags.into_iter().collect(),
+        upfront_fee: fee,
+        currency: req.currency.unwrap_or_else(|| "USD".into()),
+        offering_id: None,
+        payment: Payment::paid_up_front(),
+        injected: true,
+        state_override: req.state_override,
+    };
+    w.reservations.push(r);
+    let state = w.reservation(&id).map(|r| r.state(w.now(), &w.extensions));
+    Ok(json!({ "reservation_id": id, "state": state }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world() -> World {
+        World::new(Scenario::parse("[clock]\nstart = \"2026-12-01T00:00:00Z\"").unwrap())
+    }
+
+    fn call(w: &mut World, m: &str, p: &str, body: &str) -> (u16, Value) {
+        let r = handle(w, m, p, body.as_bytes());
+        (
+            r.status,
+            serde_json::from_str(&r.body).unwrap_or(Value::String(r.body)),
+        )
+    }
+
+    #[test]
+    fn clock_and_behaviour() {
+        let mut w = world();
+        let (s, v) = call(&mut w, "POST", "/_sim/clock", r#"{"advance_secs": 3600}"#);
+        assert_eq!(s, 200);
+        assert_eq!(v["now"], "2026-12-01T01:00:00Z");
+        let (_, v) = call(
+            &mut w,
+            "POST",
+            "/_sim/clock",
+            r#"{"set": "2026-12-05T00:00:00Z"}"#,
+        );
+        assert_eq!(v["now"], "2026-12-05T00:00:00Z");
+        assert_eq!(call(&mut w, "POST", "/_sim/clock", "{}").0, 400);
+        let (s, v) = call(
+            &mut w,
+            "POST",
+            "/_sim/behaviour",
+            r#"{"latency_ms": 5, "throttle": {"rate_per_sec": 1, "burst": 2}}"#,
+        );
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v["latency_ms"], 5);
+        assert_eq!(w.behaviour.throttle.unwrap().burst, 2);
+        let (_, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"throttle": null}"#);
+        assert_eq!(v["throttle"], Value::Null);
+        assert_eq!(w.behaviour.latency_ms, 5);
+        assert_eq!(
+            call(&mut w, "POST", "/_sim/behaviour", r#"{"nope": 1}"#).0,
+            400
+        );
+        assert_eq!(
+            call(
+                &mut w,
+                "POST",
+                "/_sim/behaviour",
+                r#"{"error_5xx_rate": 3}"#
+            )
+            .0,
+            400
+        );
+        assert_eq!(call(&mut w, "GET", "/_sim/nothing", "").0, 404);
+        assert_eq!(call(&mut w, "GET", "/_sim/health", "").1, "ok");
+    }
+
+    #[test]
+    fn inject_and_state() {
+        let mut w = world();
+        let (s, v) = call(
+            &mut w,
+            "POST",
+            "/_sim/reservations",
+            r#"{"instance_type":"p5.48xlarge","instance_count":2,"start":"2026-11-30T11:30:00Z","end":"2026-12-02T11:30:00Z","tags":{"a":"b"},"upfront_fee":"10"}"#,
+        );
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v["state"], "active");
+        let (_, st) = call(&mut w, "GET", "/_sim/state", "");
+        assert_eq!(st["purchases"].as_array().unwrap().len(), 0);
+        let r = &st["reservations"][0];
+        assert_eq!(r["tags"]["a"], "b");
+        assert_eq!(r["upfront_fee"], "10.00");
+        assert_eq!(st["faults_injected"]["throttled"], 0);
+        let id = v["reservation_id"].as_str().unwrap();
+        let (s, v) = call(
+            &mut w,
+            "POST",
+            "/_sim/payment",
+            &format!(r#"{{"reservation_id":"{id}","outcome":"fail","after_hours":0}}"#),
+        );
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v["state"], "payment-failed");
+        assert_eq!(call(&mut w, "POST", "/_sim/scenario", "bogus = ").0, 400);
+        assert_eq!(call(&mut w, "POST", "/_sim/scenario", "").0, 200);
+        assert!(w.reservations.is_empty());
+    }
+}

@@ -1,0 +1,17 @@
+//! capblock-market-sim: an independent model of the EC2 Capacity Blocks market that speaks the
+//! real EC2 Query protocol, so unmodified AWS SDKs can be pointed at it. It deliberately shares
+//! no code with the rest of capblock: a misreading of the API cannot hide on both sides.
+
+pub mod actions;
+pub mod clock;
+pub mod control;
+pub mod faults;
+pub mod instance_types;
+pub mod market;
+pub mod pagination;
+pub mod reservations;
+pub mod rng;
+pub mod scenario;
+pub mod server;
+pub mod wire;
+pub mod world;

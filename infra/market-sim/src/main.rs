@@ -1,0 +1,137 @@
+use std::io::Write;
+use std::process::ExitCode;
+
+use capblock_market_sim::scenario::Scenario;
+use capblock_market_sim::server::{App, serve};
+use capblock_market_sim::world::World;
+
+const HELP: &str = "\
+capblock-market-sim: a simulated EC2 Capacity Blocks market on the EC2 Query protocol
+
+USAGE:
+    capblock-market-sim [--listen ADDR] [--scenario FILE] [--port-file FILE]
+
+OPTIONS:
+    --listen ADDR      address to bind (default 127.0.0.1:0, port 0 = pick a free one)
+    --scenario FILE    TOML scenario (default: empty market, clock = now)
+    --port-file FILE   write the bound port number to FILE
+    -h, --help         this text
+
+Point SDKs at it with AWS_ENDPOINT_URL_EC2=http://127.0.0.1:PORT (any credentials; the
+region comes from the SigV4 credential scope).
+
+SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
+    seed = 7                                  # PRNG seed for ids and faults
+    expired_visible_days = 60                 # expired ids answer NotFound after this
+    [clock]      start = \"2026-12-01T00:00:00Z\", ticking = false
+    [behaviour]  latency_ms, error_5xx_rate, timeout_rate, timeout_secs,
+                 throttle = { rate_per_sec, burst }, payment = succeed|fail|never,
+                 payment_delay_hours, down_regions, drop_purchase_response
+    [[regions]]  name, supported = true, down = false
+    [[market]]   region, instance_type, azs, counts, durations_days, start_days,
+                 price = [{ from, usd_per_accelerator_hour }], extension_usd_per_accelerator_hour,
+                 payment, currency
+
+CONTROL API (JSON): GET /_sim/state, /_sim/health, /_sim/behaviour;
+    POST /_sim/clock, /_sim/behaviour, /_sim/scenario (TOML body), /_sim/payment, /_sim/reservations
+";
+
+struct Args {
+    listen: String,
+    scenario: Option<String>,
+    port_file: Option<String>,
+}
+
+fn parse_args() -> Result<Option<Args>, String> {
+    let mut args = Args {
+        listen: "127.0.0.1:0".into(),
+        scenario: None,
+        port_file: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (a.clone(), None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or(format!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "--listen" => args.listen = value()?,
+            "--scenario" => args.scenario = Some(value()?),
+            "--port-file" => args.port_file = Some(value()?),
+            other => return Err(format!("unknown argument {other:?} (try --help)")),
+        }
+    }
+    Ok(Some(args))
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let args = match parse_args() {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            print!("{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let scenario = match &args.scenario {
+        Some(path) => match std::fs::read_to_string(path)
+            .map_err(|e| format!("{path}: {e}"))
+            .and_then(|t| Scenario::parse(&t))
+        {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => Scenario::parse("").expect("the empty scenario is valid"),
+    };
+    let listener = match tokio::net::TcpListener::bind(&args.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot bind {}: {e}", args.listen);
+            return ExitCode::from(1);
+        }
+    };
+    let addr = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if let Some(pf) = &args.port_file {
+        // Write then rename so a poller never reads a half-written file.
+        let tmp = format!("{pf}.tmp");
+        if let Err(e) =
+            std::fs::write(&tmp, addr.port().to_string()).and_then(|()| std::fs::rename(&tmp, pf))
+        {
+            eprintln!("error: cannot write port file {pf}: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    let world = World::new(scenario);
+    tracing::info!(now = %world.now(), "simulated clock");
+    println!("listening on http://{addr}");
+    let _ = std::io::stdout().flush();
+    serve(listener, App::new(world)).await;
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,494 @@
+//! The offer side of the market: which Capacity Block offerings exist at a given sim time,
+//! what they cost, and their stable ids. Pure functions of (scenario, now, query).
+
+use chrono::{DateTime, Duration, NaiveTime, Utc};
+use rust_decimal::{Decimal, RoundingStrategy};
+
+use crate::instance_types;
+use crate::rng::stable_id;
+use crate::scenario::{MarketLine, PaymentOutcome, Scenario};
+use crate::wire::error::ApiError;
+
+/// Blocks start (and so end) at 11:30 UTC.
+pub const START_TIME: NaiveTime = match NaiveTime::from_hms_opt(11, 30, 0) {
+    Some(t) => t,
+    None => panic!("11:30 is a valid time"),
+};
+/// Earliest start: about 30 minutes ahead.
+pub const MIN_LEAD_MINUTES: i64 = 30;
+/// Latest start: 8 weeks ahead.
+pub const MAX_LEAD_DAYS: i64 = 56;
+
+/// Durations the market sells: 1-14 days in 1-day steps, then 7-day steps up to 182 days.
+pub fn valid_duration_days(days: i64) -> bool {
+    (1..=14).contains(&days) || ((21..=182).contains(&days) && days % 7 == 0)
+}
+
+/// CapacityDurationHours -> days, rejecting what the market does not sell.
+pub fn duration_days_from_hours(hours: i64, param: &str) -> Result<i64, ApiError> {
+    if hours > 0 && hours % 24 == 0 && valid_duration_days(hours / 24) {
+        Ok(hours / 24)
+    } else {
+        Err(ApiError::invalid_value(format!(
+            "Value ({hours}) for parameter {param} is invalid. Capacity Block durations are 24-336 hours in 24-hour steps, then 168-hour steps up to 4368 hours."
+        )))
+    }
+}
+
+/// Exact fee: price x accelerators x instances x hours, rounded to cents.
+pub fn upfront_fee(
+    usd_per_accel_hour: Decimal,
+    accelerators: u32,
+    count: u32,
+    hours: i64,
+) -> Decimal {
+    let units = Decimal::from(i64::from(accelerators) * i64::from(count) * hours);
+    let mut fee = (usd_per_accel_hour * units)
+        .round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero);
+    fee.rescale(2);
+    fee
+}
+
+/// The price step in force at `now`: (step index, price). None before the first step.
+pub fn price_at(line: &MarketLine, now: DateTime<Utc>) -> Option<(usize, Decimal)> {
+    line.price
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, p)| p.from <= now)
+        .map(|(i, p)| (i, p.usd_per_accelerator_hour))
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offering {
+    pub id: String,
+    pub region: String,
+    pub instance_type: String,
+    pub availability_zone: String,
+    pub instance_count: u32,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub duration_hours: i64,
+    pub upfront_fee: Decimal,
+    pub currency: String,
+    /// The line's payment override, carried to the purchase.
+    pub payment: Option<PaymentOutcome>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct OfferingQuery {
+    pub region: String,
+    pub duration_days: i64,
+    pub instance_type: Option<String>,
+    pub instance_count: Option<u32>,
+    pub start_range: Option<DateTime<Utc>>,
+    pub end_range: Option<DateTime<Utc>>,
+}
+
+/// Start times a line offers at `now`: 11:30 UTC on (today + start_day), kept if at least 30
+/// minutes and at most 8 weeks ahead.
+pub fn start_times(line: &MarketLine, now: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    let today = now.date_naive();
+    let mut v: Vec<DateTime<Utc>> = line
+        .start_days
+        .iter()
+        .map(|&d| {
+            (today + Duration::days(i64::from(d)))
+                .and_time(START_TIME)
+                .and_utc()
+        })
+        .filter(|s| {
+            *s >= now + Duration::minutes(MIN_LEAD_MINUTES)
+                && *s <= now + Duration::days(MAX_LEAD_DAYS)
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn offering_id(
+    region: &str,
+    itype: &str,
+    count: u32,
+    hours: i64,
+    az: &str,
+    start: DateTime<Utc>,
+    step: usize,
+) -> String {
+    stable_id(
+        "cb-",
+        &format!(
+            "{region}|{itype}|{count}|{hours}|{az}|{}|{step}",
+            start.timestamp()
+        ),
+    )
+}
+
+/// Every offering matching the query at `now`, sorted by start, type, zone, count.
+pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> Vec<Offering> {
+    let mut out = Vec::new();
+    let hours = q.duration_days * 24;
+    for line in scenario.market.iter().filter(|l| l.region == q.region) {
+        if q.instance_type
+            .as_deref()
+            .is_some_and(|t| t != line.instance_type)
+        {
+            continue;
+        }
+        if !line
+            .durations_days
+            .iter()
+            .any(|&d| i64::from(d) == q.duration_days)
+        {
+            continue;
+        }
+        let (Some((step, price)), Some(accel)) = (
+            price_at(line, now),
+            instance_types::accelerators(&line.instance_type),
+        ) else {
+            continue;
+        };
+        for start in start_times(line, now) {
+            let end = start + Duration::hours(hours);
+            if q.start_range.is_some_and(|r| start < r) || q.end_range.is_some_and(|r| end > r) {
+                continue;
+            }
+            for az in &line.azs {
+                for &count in line
+                    .counts
+                    .iter()
+                    .filter(|&&c| q.instance_count.is_none_or(|qc| qc == c))
+                {
+                    out.push(Offering {
+                        id: offering_id(
+                            &line.region,
+                            &line.instance_type,
+                            count,
+                            hours,
+                            az,
+                            start,
+                            step,
+                        ),
+                        region: line.region.clone(),
+                        instance_type: line.instance_type.clone(),
+                        availability_zone: az.clone(),
+                        instance_count: count,
+                        start,
+                        end,
+                        duration_hours: hours,
+                        upfront_fee: upfront_fee(price, accel, count, hours),
+                        currency: line.currency.clone(),
+                        payment: line.payment,
+                    });
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        (
+            a.start,
+            &a.instance_type,
+            &a.availability_zone,
+            a.instance_count,
+        )
+            .cmp(&(
+                b.start,
+                &b.instance_type,
+                &b.availability_zone,
+                b.instance_count,
+            ))
+    });
+    out.dedup_by(|a, b| a.id == b.id);
+    out
+}
+
+/// The offering with this id if it is on offer right now (same price step) in `region`.
+pub fn find_offering(
+    scenario: &Scenario,
+    region: &str,
+    id: &str,
+    now: DateTime<Utc>,
+) -> Option<Offering> {
+    let mut days: Vec<i64> = scenario
+        .market
+        .iter()
+        .filter(|l| l.region == region)
+        .flat_map(|l| l.durations_days.iter().map(|&d| i64::from(d)))
+        .collect();
+    days.sort_unstable();
+    days.dedup();
+    days.into_iter().find_map(|d| {
+        let q = OfferingQuery {
+            region: region.to_string(),
+            duration_days: d,
+            ..Default::default()
+        };
+        offerings(scenario, &q, now)
+            .into_iter()
+            .find(|o| o.id == id)
+    })
+}
+
+/// What an extension offering is priced from: the reservation as it stands now.
+#[derive(Debug, Clone)]
+pub struct ExtensionBase<'a> {
+    pub reservation_id: &'a str,
+    pub region: &'a str,
+    pub instance_type: &'a str,
+    pub availability_zone: &'a str,
+    pub instance_count: u32,
+    pub start: DateTime<Utc>,
+    pub current_end: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtensionOffering {
+    pub id: String,
+    pub instance_type: String,
+    pub instance_count: u32,
+    pub availability_zone: String,
+    pub start_date: DateTime<Utc>,
+    pub extension_start: DateTime<Utc>,
+    pub extension_end: DateTime<Utc>,
+    pub duration_hours: i64,
+    pub upfront_fee: Decimal,
+    pub currency: String,
+    pub payment: Option<PaymentOutcome>,
+}
+
+/// Extension offerings, if the block may be extended now: from 56 days to 1 hour before its end
+/// and only if a market line sells this instance type in this region (price: the line's
+/// extension price, else its current price step). The caller checks the reservation state.
+pub fn extension_offering(
+    scenario: &Scenario,
+    base: &ExtensionBase<'_>,
+    hours: i64,
+    now: DateTime<Utc>,
+) -> Option<ExtensionOffering> {
+    if now < base.current_end - Duration::days(56) || now > base.current_end - Duration::hours(1) {
+        return None;
+    }
+    let line = scenario
+        .market
+        .iter()
+        .find(|l| l.region == base.region && l.instance_type == base.instance_type)?;
+    let price = match line.extension_usd_per_accelerator_hour {
+        Some(p) => p,
+        None => price_at(line, now)?.1,
+    };
+    let accel = instance_types::accelerators(base.instance_type)?;
+    let fee = upfront_fee(price, accel, base.instance_count, hours);
+    Some(ExtensionOffering {
+        id: stable_id(
+            "cbe-",
+            &format!(
+                "{}|{}|{hours}|{fee}",
+                base.reservation_id,
+                base.current_end.timestamp()
+            ),
+        ),
+        instance_type: base.instance_type.to_string(),
+        instance_count: base.instance_count,
+        availability_zone: base.availability_zone.to_string(),
+        start_date: base.start,
+        extension_start: base.current_end,
+        extension_end: base.current_end + Duration::hours(hours),
+        duration_hours: hours,
+        upfront_fee: fee,
+        currency: line.currency.clone(),
+        payment: line.payment,
+    })
+}
+
+/// Every valid extension duration (for finding an offering by id at purchase time).
+pub fn all_durations_hours() -> impl Iterator<Item = i64> {
+    (1..=182)
+        .filter(|d| valid_duration_days(*d))
+        .map(|d| d * 24)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use std::str::FromStr;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn scenario() -> Scenario {
+        Scenario::parse(
+            r#"
+            [[market]]
+            region = "us-east-1"
+            instance_type = "p5.48xlarge"
+            azs = ["us-east-1a", "us-east-1b"]
+            counts = [1, 2]
+            durations_days = [1, 7]
+            start_days = [0, 1, 3, 55]
+            price = [ { from = "2026-12-01T00:00:00Z", usd_per_accelerator_hour = "4.10" },
+                      { from = "2026-12-03T00:00:00Z", usd_per_accelerator_hour = "2.85" } ]
+            extension_usd_per_accelerator_hour = "3.00"
+            "#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn durations() {
+        for d in [1, 2, 13, 14, 21, 28, 182] {
+            assert!(valid_duration_days(d), "{d}");
+        }
+        for d in [0, 15, 20, 22, 183, 189] {
+            assert!(!valid_duration_days(d), "{d}");
+        }
+        assert_eq!(duration_days_from_hours(24, "X").unwrap(), 1);
+        assert_eq!(duration_days_from_hours(504, "X").unwrap(), 21);
+        assert!(duration_days_from_hours(36, "X").is_err());
+        assert!(duration_days_from_hours(360, "X").is_err());
+        assert!(duration_days_from_hours(-24, "X").is_err());
+    }
+
+    #[test]
+    fn fees_are_exact() {
+        let p = Decimal::from_str("24.05").unwrap();
+        assert_eq!(upfront_fee(p, 8, 1, 24).to_string(), "4617.60");
+        let p = Decimal::from_str("4.10").unwrap();
+        assert_eq!(upfront_fee(p, 8, 2, 168).to_string(), "11020.80");
+        // Sub-cent prices round half away from zero.
+        let p = Decimal::from_str("0.0001").unwrap();
+        assert_eq!(upfront_fee(p, 1, 1, 50).to_string(), "0.01");
+        assert_eq!(upfront_fee(Decimal::ONE, 16, 1, 24).to_string(), "384.00");
+    }
+
+    #[test]
+    fn price_steps_follow_sim_time() {
+        let s = scenario();
+        let l = &s.market[0];
+        assert_eq!(price_at(l, t("2026-11-30T23:59:59Z")), None);
+        assert_eq!(price_at(l, t("2026-12-01T00:00:00Z")).unwrap().0, 0);
+        assert_eq!(
+            price_at(l, t("2026-12-05T00:00:00Z"))
+                .unwrap()
+                .1
+                .to_string(),
+            "2.85"
+        );
+    }
+
+    #[test]
+    fn offerings_respect_windows() {
+        let s = scenario();
+        let now = t("2026-12-01T11:00:00Z");
+        let q = OfferingQuery {
+            region: "us-east-1".into(),
+            duration_days: 1,
+            ..Default::default()
+        };
+        let all = offerings(&s, &q, now);
+        // start_days 0 (11:30 today, exactly 30 min ahead: kept), 1, 3, 55 x 2 azs x 2 counts.
+        assert_eq!(all.len(), 4 * 2 * 2);
+        assert!(
+            all.iter()
+                .all(|o| o.start.time() == START_TIME && o.end == o.start + Duration::days(1))
+        );
+        assert_eq!(all[0].start, t("2026-12-01T11:30:00Z"));
+        assert_eq!(all[0].upfront_fee.to_string(), "787.20"); // 4.10 x 8 x 1 x 24
+        // 11:01 -> today's 11:30 is less than 30 minutes ahead.
+        let later = offerings(&s, &q, now + Duration::minutes(1));
+        assert_eq!(later.len(), 3 * 2 * 2);
+        // Ranges: start >= StartDateRange, end <= EndDateRange.
+        let q2 = OfferingQuery {
+            start_range: Some(t("2026-12-02T00:00:00Z")),
+            end_range: Some(t("2026-12-05T11:30:00Z")),
+            instance_count: Some(2),
+            ..q.clone()
+        };
+        let r = offerings(&s, &q2, now);
+        assert_eq!(r.len(), 2 * 2);
+        assert!(
+            r.iter()
+                .all(|o| o.instance_count == 2 && o.start >= t("2026-12-02T00:00:00Z"))
+        );
+        // Unsold duration for this line, other region, other type: nothing.
+        assert!(
+            offerings(
+                &s,
+                &OfferingQuery {
+                    duration_days: 2,
+                    ..q.clone()
+                },
+                now
+            )
+            .is_empty()
+        );
+        assert!(
+            offerings(
+                &s,
+                &OfferingQuery {
+                    region: "us-west-2".into(),
+                    ..q.clone()
+                },
+                now
+            )
+            .is_empty()
+        );
+        assert!(
+            offerings(
+                &s,
+                &OfferingQuery {
+                    instance_type: Some("p4d.24xlarge".into()),
+                    ..q.clone()
+                },
+                now
+            )
+            .is_empty()
+        );
+        // No price before the first step.
+        assert!(offerings(&s, &q, t("2026-11-30T00:00:00Z")).is_empty());
+    }
+
+    #[test]
+    fn ids_are_stable_within_a_price_step() {
+        let s = scenario();
+        let q = OfferingQuery {
+            region: "us-east-1".into(),
+            duration_days: 7,
+            ..Default::default()
+        };
+        let a = offerings(&s, &q, t("2026-12-01T01:00:00Z"));
+        let b = offerings(&s, &q, t("2026-12-01T05:00:00Z"));
+        assert_eq!(a, b);
+        let id = &a[0].id;
+        assert!(id.starts_with("cb-") && id.len() == 20);
+        assert!(find_offering(&s, "us-east-1", id, t("2026-12-01T05:00:00Z")).is_some());
+        // The price step changes on 12-03: the old id is gone.
+        assert!(find_offering(&s, "us-east-1", id, t("2026-12-03T00:00:00Z")).is_none());
+        assert!(find_offering(&s, "us-west-2", id, t("2026-12-01T05:00:00Z")).is_none());
+    }
+
+    #[test]
+    fn extension_window() {
+        let s = scenario();
+        let end = Utc.with_ymd_and_hms(2026, 12, 10, 11, 30, 0).unwrap();
+        let base = ExtensionBase {
+            reservation_id: "cr-1",
+            region: "us-east-1",
+            instance_type: "p5.48xlarge",
+            availability_zone: "us-east-1a",
+            instance_count: 2,
+            start: end - Duration::days(2),
+            current_end: end,
+        };
+        let o = extension_offering(&s, &base, 48, end - Duration::hours(2)).unwrap();
+        assert_eq!(o.extension_start, end);
+        assert_eq!(o.extension_end, end + Duration::hours(48));
+        assert_eq!(o.upfront_fee.to_string(), "2304.00"); // 3.00 x 8 x 2 x 48
+        assert!(o.id.starts_with("cbe-"));
+        assert!(extension_offering(&s, &base, 48, end - Duration::minutes(59)).is_none());
+        assert!(extension_offering(&s, &base, 48, end - Duration::days(57)).is_none());
+        assert!(extension_offering(&s, &base, 48, end - Duration::days(56)).is_some());
+    }
+}

@@ -1,0 +1,287 @@
+//! Bought blocks and their extensions, with states computed lazily from the sim clock
+//! (nothing is stored per tick, so moving the clock backwards or forwards is always consistent).
+
+use chrono::{DateTime, Duration, Utc};
+use rust_decimal::Decimal;
+
+use crate::scenario::PaymentOutcome;
+
+/// Payment must go through within 12 h of purchase...
+pub const PAYMENT_WINDOW_HOURS: i64 = 12;
+/// ...and by 5 minutes before the block starts, whichever comes first.
+pub const PAYMENT_CUTOFF_BEFORE_START_MINUTES: i64 = 5;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Payment {
+    pub outcome: PaymentOutcome,
+    pub delay_hours: f64,
+    /// Set by POST /_sim/payment: a "fail" then happens at `delay_hours` rather than at the
+    /// deadline.
+    pub explicit: bool,
+}
+
+impl Payment {
+    pub fn paid_up_front() -> Self {
+        Self {
+            outcome: PaymentOutcome::Succeed,
+            delay_hours: 0.0,
+            explicit: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    Paid(DateTime<Utc>),
+    Failed(DateTime<Utc>),
+}
+
+impl Settlement {
+    pub fn at(self) -> DateTime<Utc> {
+        match self {
+            Settlement::Paid(t) | Settlement::Failed(t) => t,
+        }
+    }
+}
+
+fn hours(h: f64) -> Duration {
+    Duration::milliseconds((h * 3_600_000.0).round() as i64)
+}
+
+/// When and how a purchase made at `purchased` for something starting at `start` settles.
+pub fn settle(purchased: DateTime<Utc>, start: DateTime<Utc>, p: &Payment) -> Settlement {
+    let deadline = (purchased + Duration::hours(PAYMENT_WINDOW_HOURS))
+        .min(start - Duration::minutes(PAYMENT_CUTOFF_BEFORE_START_MINUTES))
+        .max(purchased);
+    let at = purchased + hours(p.delay_hours);
+    match p.outcome {
+        PaymentOutcome::Succeed if at <= deadline => Settlement::Paid(at),
+        PaymentOutcome::Fail if p.explicit => Settlement::Failed(at.min(deadline)),
+        _ => Settlement::Failed(deadline),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reservation {
+    pub id: String,
+    pub region: String,
+    pub availability_zone: String,
+    pub instance_type: String,
+    pub instance_platform: String,
+    pub instance_count: u32,
+    pub start: DateTime<Utc>,
+    /// End as bought; extensions that paid move the effective end (see `end`).
+    pub original_end: DateTime<Utc>,
+    pub created: DateTime<Utc>,
+    pub tags: Vec<(String, String)>,
+    pub upfront_fee: Decimal,
+    pub currency: String,
+    /// None for reservations injected through the control API ("bought in the console").
+    pub offering_id: Option<String>,
+    pub payment: Payment,
+    /// Injected through POST /_sim/reservations: already paid, unless a payment override is set.
+    pub injected: bool,
+    pub state_override: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extension {
+    pub offering_id: String,
+    pub reservation_id: String,
+    pub duration_hours: i64,
+    pub purchased: DateTime<Utc>,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub upfront_fee: Decimal,
+    pub currency: String,
+    pub payment: Payment,
+}
+
+impl Extension {
+    pub fn status(&self, now: DateTime<Utc>) -> &'static str {
+        match settle(self.purchased, self.start, &self.payment) {
+            s if now < s.at() => "payment-pending",
+            Settlement::Paid(_) => "payment-succeeded",
+            Settlement::Failed(_) => "payment-failed",
+        }
+    }
+}
+
+impl Reservation {
+    /// Effective end: the bought end, moved by every extension whose payment has gone through.
+    pub fn end(&self, now: DateTime<Utc>, exts: &[Extension]) -> DateTime<Utc> {
+        exts.iter()
+            .filter(|e| e.reservation_id == self.id && e.status(now) == "payment-succeeded")
+            .map(|e| e.end)
+            .fold(self.original_end, DateTime::max)
+    }
+
+    pub fn settlement(&self) -> Settlement {
+        if self.injected && !self.payment.explicit {
+            Settlement::Paid(DateTime::<Utc>::MIN_UTC)
+        } else {
+            settle(self.created, self.start, &self.payment)
+        }
+    }
+
+    pub fn state(&self, now: DateTime<Utc>, exts: &[Extension]) -> String {
+        if let Some(s) = &self.state_override {
+            return s.clone();
+        }
+        match self.settlement() {
+            s if now < s.at() => "payment-pending".into(),
+            Settlement::Failed(_) => "payment-failed".into(),
+            Settlement::Paid(_) if now < self.start => "scheduled".into(),
+            Settlement::Paid(_) if now < self.end(now, exts) => "active".into(),
+            Settlement::Paid(_) => "expired".into(),
+        }
+    }
+
+    /// Whether DescribeCapacityReservations still knows the id: expired and payment-failed
+    /// blocks disappear `visible_days` after they ended / failed.
+    pub fn visible(&self, now: DateTime<Utc>, exts: &[Extension], visible_days: i64) -> bool {
+        let gone_since = match self.state(now, exts).as_str() {
+            "expired" => self.end(now, exts),
+            "payment-failed" => self.settlement().at(),
+            _ => return true,
+        };
+        now < gone_since + Duration::days(visible_days)
+    }
+
+    pub fn available_instance_count(&self, state: &str) -> u32 {
+        match state {
+            // Every instance of an active block is running (see DescribeInstances).
+            "payment-pending" | "scheduled" => self.instance_count,
+            _ => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap()
+    }
+
+    fn res(payment: Payment) -> Reservation {
+        Reservation {
+            id: "cr-1".into(),
+            region: "us-east-1".into(),
+            availability_zone: "us-east-1a".into(),
+            instance_type: "p5.48xlarge".into(),
+            instance_platform: "Linux/UNIX".into(),
+            instance_count: 2,
+            start: Utc.with_ymd_and_hms(2026, 12, 2, 11, 30, 0).unwrap(),
+            original_end: Utc.with_ymd_and_hms(2026, 12, 3, 11, 30, 0).unwrap(),
+            created: t0(),
+            tags: vec![],
+            upfront_fee: Decimal::ONE,
+            currency: "USD".into(),
+            offering_id: Some("cb-x".into()),
+            payment,
+            injected: false,
+            state_override: None,
+        }
+    }
+
+    fn pay(outcome: PaymentOutcome, delay_hours: f64, explicit: bool) -> Payment {
+        Payment {
+            outcome,
+            delay_hours,
+            explicit,
+        }
+    }
+
+    #[test]
+    fn happy_lifecycle() {
+        let r = res(pay(PaymentOutcome::Succeed, 3.0, false));
+        let st = |h: i64| r.state(t0() + Duration::hours(h), &[]);
+        assert_eq!(st(0), "payment-pending");
+        assert_eq!(
+            r.state(t0() + Duration::minutes(179), &[]),
+            "payment-pending"
+        );
+        assert_eq!(st(3), "scheduled");
+        assert_eq!(r.state(r.start, &[]), "active");
+        assert_eq!(r.state(r.original_end, &[]), "expired");
+        assert!(r.visible(r.original_end + Duration::days(59), &[], 60));
+        assert!(!r.visible(r.original_end + Duration::days(60), &[], 60));
+    }
+
+    #[test]
+    fn payment_failures() {
+        // fail / never: at min(purchase + 12 h, start - 5 min) = purchase + 12 h here.
+        for o in [PaymentOutcome::Fail, PaymentOutcome::Never] {
+            let r = res(pay(o, 3.0, false));
+            assert_eq!(r.state(t0() + Duration::hours(11), &[]), "payment-pending");
+            assert_eq!(r.state(t0() + Duration::hours(12), &[]), "payment-failed");
+            assert_eq!(r.state(r.start + Duration::days(3), &[]), "payment-failed");
+        }
+        // A delay past the deadline fails at the deadline.
+        let r = res(pay(PaymentOutcome::Succeed, 13.0, false));
+        assert_eq!(r.state(t0() + Duration::hours(12), &[]), "payment-failed");
+        // Start close by: the deadline is start - 5 min.
+        let mut r = res(pay(PaymentOutcome::Never, 3.0, false));
+        r.start = t0() + Duration::hours(2);
+        assert_eq!(
+            settle(r.created, r.start, &r.payment),
+            Settlement::Failed(t0() + Duration::minutes(115))
+        );
+        // Explicit fail happens at its own time.
+        let r = res(pay(PaymentOutcome::Fail, 1.0, true));
+        assert_eq!(r.state(t0() + Duration::hours(1), &[]), "payment-failed");
+        // Failed blocks vanish 60 days after failing.
+        assert!(!r.visible(t0() + Duration::hours(1) + Duration::days(60), &[], 60));
+    }
+
+    #[test]
+    fn override_and_injected() {
+        let mut r = res(Payment::paid_up_front());
+        r.injected = true;
+        r.created = r.start + Duration::days(5);
+        assert_eq!(r.state(r.start - Duration::hours(1), &[]), "scheduled");
+        assert_eq!(r.state(r.start, &[]), "active");
+        r.state_override = Some("unavailable".into());
+        assert_eq!(r.state(t0(), &[]), "unavailable");
+    }
+
+    #[test]
+    fn extensions_move_the_end_once_paid() {
+        let r = res(pay(PaymentOutcome::Succeed, 0.0, false));
+        let bought = r.original_end - Duration::hours(5);
+        let ext = |outcome| Extension {
+            offering_id: "cbe-1".into(),
+            reservation_id: "cr-1".into(),
+            duration_hours: 48,
+            purchased: bought,
+            start: r.original_end,
+            end: r.original_end + Duration::hours(48),
+            upfront_fee: Decimal::ONE,
+            currency: "USD".into(),
+            payment: pay(outcome, 3.0, false),
+        };
+        let ok = [ext(PaymentOutcome::Succeed)];
+        assert_eq!(ok[0].status(bought), "payment-pending");
+        assert_eq!(r.end(bought, &ok), r.original_end);
+        assert_eq!(
+            ok[0].status(bought + Duration::hours(3)),
+            "payment-succeeded"
+        );
+        assert_eq!(
+            r.end(bought + Duration::hours(3), &ok),
+            r.original_end + Duration::hours(48)
+        );
+        assert_eq!(r.state(r.original_end + Duration::hours(1), &ok), "active");
+        let bad = [ext(PaymentOutcome::Fail)];
+        // Deadline: min(bought + 12 h, ext start - 5 min) = end - 5 min.
+        assert_eq!(
+            bad[0].status(r.original_end - Duration::minutes(5)),
+            "payment-failed"
+        );
+        assert_eq!(r.end(r.original_end, &bad), r.original_end);
+        assert_eq!(r.state(r.original_end, &bad), "expired");
+    }
+}

@@ -1,0 +1,348 @@
+//! The scenario file (TOML): the market on offer, the fault behaviour and the clock start.
+//! See README.md for the format. Everything has a default so `""` is a valid (empty) market.
+
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::instance_types;
+use crate::market::valid_duration_days;
+use crate::wire::query::parse_timestamp;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    #[serde(default)]
+    pub clock: ClockCfg,
+    #[serde(default)]
+    pub behaviour: Behaviour,
+    #[serde(default)]
+    pub regions: Vec<RegionCfg>,
+    #[serde(default)]
+    pub market: Vec<MarketLine>,
+    /// How long an expired (or payment-failed) reservation stays visible to
+    /// DescribeCapacityReservations before it answers NotFound.
+    #[serde(default = "default_visible_days")]
+    pub expired_visible_days: i64,
+    #[serde(default = "default_account")]
+    pub account_id: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClockCfg {
+    /// Sim time at start; default: real time at load, truncated to the minute.
+    #[serde(default, deserialize_with = "de_opt_time")]
+    pub start: Option<DateTime<Utc>>,
+    /// When true sim time also flows with real time; default false (frozen, moved only by
+    /// POST /_sim/clock) so tests are deterministic.
+    #[serde(default)]
+    pub ticking: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PaymentOutcome {
+    Succeed,
+    Fail,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Throttle {
+    pub rate_per_sec: f64,
+    pub burst: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Behaviour {
+    pub latency_ms: u64,
+    pub error_5xx_rate: f64,
+    pub timeout_rate: f64,
+    pub timeout_secs: u64,
+    pub throttle: Option<Throttle>,
+    pub payment: PaymentOutcome,
+    pub payment_delay_hours: f64,
+    pub down_regions: Vec<String>,
+    pub drop_purchase_response: bool,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Self {
+            latency_ms: 0,
+            error_5xx_rate: 0.0,
+            timeout_rate: 0.0,
+            timeout_secs: 30,
+            throttle: None,
+            payment: PaymentOutcome::Succeed,
+            payment_delay_hours: 3.0,
+            down_regions: Vec::new(),
+            drop_purchase_response: false,
+        }
+    }
+}
+
+impl Behaviour {
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, r) in [
+            ("error_5xx_rate", self.error_5xx_rate),
+            ("timeout_rate", self.timeout_rate),
+        ] {
+            if !(0.0..=1.0).contains(&r) {
+                return Err(format!("{name} must be within 0..=1, got {r}"));
+            }
+        }
+        if !(self.payment_delay_hours >= 0.0 && self.payment_delay_hours.is_finite()) {
+            return Err("payment_delay_hours must be >= 0".into());
+        }
+        if let Some(t) = &self.throttle
+            && (t.rate_per_sec.is_nan() || t.rate_per_sec <= 0.0 || t.burst == 0)
+        {
+            return Err("throttle needs rate_per_sec > 0 and burst >= 1".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionCfg {
+    pub name: String,
+    #[serde(default = "yes")]
+    pub supported: bool,
+    #[serde(default)]
+    pub down: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceStep {
+    #[serde(deserialize_with = "de_time")]
+    pub from: DateTime<Utc>,
+    #[serde(deserialize_with = "de_decimal")]
+    pub usd_per_accelerator_hour: Decimal,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarketLine {
+    pub region: String,
+    pub instance_type: String,
+    /// Default: `[REGION + "a"]`.
+    #[serde(default)]
+    pub azs: Vec<String>,
+    #[serde(default = "one")]
+    pub counts: Vec<u32>,
+    #[serde(default = "one")]
+    pub durations_days: Vec<u32>,
+    #[serde(default = "one")]
+    pub start_days: Vec<u32>,
+    /// Step function of sim time, sorted by `from`; the line is not offered before the first step.
+    pub price: Vec<PriceStep>,
+    #[serde(default, deserialize_with = "de_opt_decimal")]
+    pub extension_usd_per_accelerator_hour: Option<Decimal>,
+    #[serde(default)]
+    pub payment: Option<PaymentOutcome>,
+    #[serde(default = "usd")]
+    pub currency: String,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+fn default_visible_days() -> i64 {
+    60
+}
+fn default_account() -> String {
+    "111122223333".into()
+}
+fn yes() -> bool {
+    true
+}
+fn one() -> Vec<u32> {
+    vec![1]
+}
+fn usd() -> String {
+    "USD".into()
+}
+
+impl Scenario {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut s: Scenario = toml::from_str(text).map_err(|e| format!("scenario: {e}"))?;
+        s.normalise();
+        s.validate()?;
+        Ok(s)
+    }
+
+    fn normalise(&mut self) {
+        for line in &mut self.market {
+            if line.azs.is_empty() {
+                line.azs.push(format!("{}a", line.region));
+            }
+            line.price.sort_by_key(|p| p.from);
+        }
+        // `down = true` in [[regions]] is the same switch as behaviour.down_regions.
+        for r in &self.regions {
+            if r.down && !self.behaviour.down_regions.contains(&r.name) {
+                self.behaviour.down_regions.push(r.name.clone());
+            }
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        self.behaviour.validate()?;
+        for (i, l) in self.market.iter().enumerate() {
+            let at = format!("market[{i}] ({} {})", l.region, l.instance_type);
+            if instance_types::lookup(&l.instance_type).is_none() {
+                return Err(format!(
+                    "{at}: unknown instance type (no accelerator count to price it)"
+                ));
+            }
+            if l.price.is_empty() {
+                return Err(format!("{at}: needs at least one price step"));
+            }
+            if l.counts.iter().any(|&c| c == 0 || c > 64) {
+                return Err(format!("{at}: counts must be within 1..=64"));
+            }
+            if let Some(d) = l
+                .durations_days
+                .iter()
+                .find(|&&d| !valid_duration_days(i64::from(d)))
+            {
+                return Err(format!(
+                    "{at}: duration {d} days is not sold (1-14 days, then 7-day steps to 182)"
+                ));
+            }
+            if l.start_days.iter().any(|&d| d > 56) {
+                return Err(format!("{at}: start_days must be <= 56 (8 weeks)"));
+            }
+            if l.price
+                .iter()
+                .any(|p| p.usd_per_accelerator_hour <= Decimal::ZERO)
+            {
+                return Err(format!("{at}: prices must be positive"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn region(&self, name: &str) -> Option<&RegionCfg> {
+        self.regions.iter().find(|r| r.name == name)
+    }
+
+    /// Capacity-block actions are refused (UnsupportedOperation) only in regions listed with
+    /// `supported = false`; unlisted regions are supported and simply have no market lines.
+    pub fn supports(&self, region: &str) -> bool {
+        self.region(region).is_none_or(|r| r.supported)
+    }
+}
+
+/// A timestamp given as a TOML datetime or as an RFC 3339 string.
+fn de_time<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+    let v = toml::Value::deserialize(d)?;
+    let text = match v {
+        toml::Value::String(s) => s,
+        toml::Value::Datetime(dt) => dt.to_string(),
+        other => {
+            return Err(serde::de::Error::custom(format!(
+                "expected a timestamp, got {other}"
+            )));
+        }
+    };
+    parse_timestamp(&text)
+        .ok_or_else(|| serde::de::Error::custom(format!("bad timestamp {text:?}")))
+}
+
+fn de_opt_time<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+    de_time(d).map(Some)
+}
+
+/// A decimal given as a string (exact, preferred) or a TOML number.
+fn de_decimal<'de, D: Deserializer<'de>>(d: D) -> Result<Decimal, D::Error> {
+    let v = toml::Value::deserialize(d)?;
+    let text = match v {
+        toml::Value::String(s) => s,
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        other => {
+            return Err(serde::de::Error::custom(format!(
+                "expected a decimal, got {other}"
+            )));
+        }
+    };
+    Decimal::from_str(text.trim())
+        .map_err(|e| serde::de::Error::custom(format!("bad decimal {text:?}: {e}")))
+}
+
+fn de_opt_decimal<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Decimal>, D::Error> {
+    de_decimal(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_example() {
+        let s = Scenario::parse(include_str!("../examples/basic.toml")).unwrap();
+        assert!(!s.market.is_empty());
+        assert!(s.clock.start.is_some());
+    }
+
+    #[test]
+    fn empty_is_valid_and_defaults_apply() {
+        let s = Scenario::parse("").unwrap();
+        assert_eq!(s.expired_visible_days, 60);
+        assert_eq!(s.behaviour.timeout_secs, 30);
+        assert_eq!(s.behaviour.payment, PaymentOutcome::Succeed);
+        assert!(s.supports("anywhere-1"));
+    }
+
+    #[test]
+    fn accepts_toml_datetimes_and_numbers() {
+        let s = Scenario::parse(
+            r#"
+            [clock]
+            start = 2026-12-01T00:00:00Z
+            [[regions]]
+            name = "eu-north-1"
+            supported = false
+            down = true
+            [[market]]
+            region = "us-east-1"
+            instance_type = "p5.48xlarge"
+            price = [ { from = 2026-12-01T00:00:00Z, usd_per_accelerator_hour = 4.1 } ]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(
+            s.market[0].price[0].usd_per_accelerator_hour.to_string(),
+            "4.1"
+        );
+        assert_eq!(s.market[0].azs, vec!["us-east-1a"]);
+        assert!(!s.supports("eu-north-1"));
+        assert_eq!(s.behaviour.down_regions, vec!["eu-north-1"]);
+    }
+
+    #[test]
+    fn rejects_bad_lines() {
+        let base = |extra: &str| {
+            format!(
+                "[[market]]\nregion = \"us-east-1\"\ninstance_type = \"p5.48xlarge\"\nprice = [{{ from = \"2026-12-01T00:00:00Z\", usd_per_accelerator_hour = \"1\" }}]\n{extra}"
+            )
+        };
+        assert!(Scenario::parse(&base("")).is_ok());
+        assert!(Scenario::parse(&base("durations_days = [15]")).is_err());
+        assert!(Scenario::parse(&base("counts = [0]")).is_err());
+        assert!(Scenario::parse(&base("bogus = 1")).is_err());
+        assert!(Scenario::parse(&base("start_days = [57]")).is_err());
+        assert!(Scenario::parse("[behaviour]\ntimeout_rate = 2.0").is_err());
+    }
+}

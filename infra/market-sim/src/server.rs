@@ -1,0 +1,174 @@
+//! The HTTP/1 server. hyper is driven directly (one task per connection) so that a call can be
+//! left unanswered and its connection closed: that is how timeouts and "the purchase went
+//! through but the response was lost" are simulated.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+use crate::actions;
+use crate::control;
+use crate::faults::Fault;
+use crate::wire::error::ApiError;
+use crate::wire::query::Params;
+use crate::wire::region;
+use crate::wire::xml::envelope;
+use crate::world::World;
+
+pub struct App {
+    world: Mutex<World>,
+}
+
+impl App {
+    pub fn new(world: World) -> Arc<Self> {
+        Arc::new(Self {
+            world: Mutex::new(world),
+        })
+    }
+
+    /// A panic while holding the lock must not take the whole simulator down with it.
+    fn lock(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+pub async fn serve(listener: TcpListener, app: Arc<App>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // E.g. out of file descriptors: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        tokio::spawn(async move {
+            let kill = Arc::new(Notify::new());
+            let svc_kill = kill.clone();
+            let svc = service_fn(move |req| {
+                let app = app.clone();
+                let kill = svc_kill.clone();
+                async move { Ok::<_, Infallible>(route(app, req, kill).await) }
+            });
+            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+            tokio::select! {
+                r = conn => if let Err(e) = r { tracing::debug!(error = %e, "connection ended") },
+                () = kill.notified() => tracing::debug!("connection dropped without a response"),
+            }
+        });
+    }
+}
+
+type Resp = Response<Full<Bytes>>;
+
+fn reply(status: u16, content_type: &str, body: String) -> Resp {
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body)))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::from_static(b"internal"))))
+}
+
+async fn route(app: Arc<App>, req: Request<Incoming>, kill: Arc<Notify>) -> Resp {
+    let method = req.method().as_str().to_string();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let auth = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return reply(400, "text/plain", format!("could not read body: {e}")),
+    };
+
+    if path == "/_sim" || path.starts_with("/_sim/") {
+        let r = control::handle(&mut app.lock(), &method, &path, &body);
+        return reply(r.status, r.content_type, r.body);
+    }
+    ec2(app, &method, &query, auth.as_deref(), &body, kill).await
+}
+
+/// Waits `secs`, then closes the connection without an answer; never returns.
+async fn hang(kill: Arc<Notify>, secs: u64) -> Resp {
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    kill.notify_one();
+    std::future::pending().await
+}
+
+async fn ec2(
+    app: Arc<App>,
+    method: &str,
+    query: &str,
+    auth: Option<&str>,
+    body: &[u8],
+    kill: Arc<Notify>,
+) -> Resp {
+    let mut params = Params::parse(query);
+    if method == "POST" {
+        params.extend(&String::from_utf8_lossy(body));
+    }
+    let region = region::from_authorization(auth, params.get("X-Amz-Credential"))
+        .unwrap_or_else(|| region::DEFAULT_REGION.to_string());
+    let action = params.get("Action").unwrap_or("").to_string();
+
+    let (request_id, fault, latency_ms, timeout_secs) = {
+        let mut w = app.lock();
+        (
+            w.request_id(),
+            w.admit(&region, &action),
+            w.behaviour.latency_ms,
+            w.behaviour.timeout_secs,
+        )
+    };
+    if latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(latency_ms)).await;
+    }
+    let error = |e: ApiError| {
+        tracing::info!(%region, %action, status = e.status, code = %e.code, "ec2 call failed");
+        reply(e.status, "text/xml;charset=UTF-8", e.to_xml(&request_id))
+    };
+    match fault {
+        Some(Fault::Hang) => {
+            tracing::info!(%region, %action, timeout_secs, "ec2 call will time out");
+            return hang(kill, timeout_secs).await;
+        }
+        Some(Fault::Throttled) => return error(ApiError::throttled()),
+        Some(Fault::InternalError) => return error(ApiError::internal()),
+        None => {}
+    }
+
+    let result = {
+        let mut w = app.lock();
+        actions::dispatch(&mut w, &region, &action, &params)
+    };
+    match result {
+        Ok(out) if out.drop_response => {
+            tracing::info!(%region, %action, timeout_secs, "action done, response dropped");
+            hang(kill, timeout_secs).await
+        }
+        Ok(out) => {
+            tracing::info!(%region, %action, "ec2 call ok");
+            reply(
+                200,
+                "text/xml;charset=UTF-8",
+                envelope(&action, &request_id, &out.body),
+            )
+        }
+        Err(e) => error(e),
+    }
+}

@@ -1,0 +1,472 @@
+#!/usr/bin/env python3
+"""boto3 conformance check for capblock-market-sim.
+
+Drives every action of the simulator through boto3's real EC2 client, so botocore parses
+(and type-converts) every response against the EC2 service model. Needs only the standard
+library and boto3.
+
+    AWS_ENDPOINT_URL_EC2=http://127.0.0.1:PORT python3 tests/boto3_check.py
+    python3 tests/boto3_check.py --endpoint http://127.0.0.1:PORT [--scenario examples/basic.toml]
+
+The check resets the simulator with POST /_sim/scenario first, so it may be run against a
+simulator that is already in use (it wipes its state). Prints `N passed, M failed` last and
+exits non-zero on any mismatch.
+"""
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import sys
+import traceback
+import urllib.error
+import urllib.request
+from decimal import Decimal
+from pathlib import Path
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
+
+UTC = dt.timezone.utc
+PASSED = 0
+FAILED = 0
+CB_ID = re.compile(r"^cb-[0-9a-f]{17}$")
+CR_ID = re.compile(r"^cr-[0-9a-f]{17}$")
+I_ID = re.compile(r"^i-[0-9a-f]{17}$")
+
+
+def check(name, cond, detail=""):
+    global PASSED, FAILED
+    if cond:
+        PASSED += 1
+    else:
+        FAILED += 1
+        print(f"FAIL: {name}" + (f" -- {detail}" if detail else ""), file=sys.stderr)
+
+
+def eq(name, got, want):
+    check(name, got == want, f"got {got!r}, want {want!r}")
+
+
+def t(s):
+    return dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+
+class Sim:
+    def __init__(self, endpoint):
+        self.endpoint = endpoint.rstrip("/")
+
+    def _req(self, method, path, body=None, ctype="application/json"):
+        data = None
+        if body is not None:
+            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        req = urllib.request.Request(self.endpoint + path, data=data, method=method, headers={"content-type": ctype})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read().decode()
+        return json.loads(text) if text.startswith(("{", "[")) else text
+
+    def scenario(self, toml_text):
+        return self._req("POST", "/_sim/scenario", toml_text, "application/toml")
+
+    def set_clock(self, when):
+        return self._req("POST", "/_sim/clock", {"set": when})
+
+    def behaviour(self, **kw):
+        return self._req("POST", "/_sim/behaviour", kw)
+
+    def payment(self, **kw):
+        return self._req("POST", "/_sim/payment", kw)
+
+    def inject(self, **kw):
+        return self._req("POST", "/_sim/reservations", kw)
+
+    def state(self):
+        return self._req("GET", "/_sim/state")
+
+
+def client(endpoint, region="us-east-1", validate=True, read_timeout=10):
+    return boto3.client(
+        "ec2",
+        region_name=region,
+        endpoint_url=endpoint,
+        aws_access_key_id="AKIDSIMULATOR",
+        aws_secret_access_key="simulator-secret",
+        config=Config(
+            # Exactly one attempt. In a client Config, botocore reads `max_attempts` as the number
+            # of RETRIES (whatever the mode): {"max_attempts": 1} sends a failing call twice.
+            retries={"total_max_attempts": 1},
+            read_timeout=read_timeout,
+            connect_timeout=3,
+            parameter_validation=validate,
+        ),
+    )
+
+
+def expect_error(name, code, status, fn, **kw):
+    try:
+        fn(**kw)
+    except ClientError as e:
+        eq(f"{name}: error code", e.response["Error"]["Code"], code)
+        eq(f"{name}: HTTP status", e.response["ResponseMetadata"]["HTTPStatusCode"], status)
+        check(f"{name}: has a message", bool(e.response["Error"].get("Message")))
+        return e
+    check(f"{name}: expected {code}", False, "the call succeeded")
+    return None
+
+
+def expect_no_answer(name, fn, **kw):
+    try:
+        fn(**kw)
+    except (ReadTimeoutError, ConnectionClosedError):
+        check(name, True)
+        return
+    except Exception as e:  # noqa: BLE001 - any transport error is what we want here
+        check(name, "Connection" in type(e).__name__ or "Timeout" in type(e).__name__, f"{type(e).__name__}: {e}")
+        return
+    check(name, False, "the call was answered")
+
+
+def all_offerings(ec2, page_size=None, **kw):
+    pages = ec2.get_paginator("describe_capacity_block_offerings").paginate(
+        PaginationConfig={"PageSize": page_size} if page_size else {}, **kw
+    )
+    out, n = [], 0
+    for page in pages:
+        n += 1
+        out.extend(page["CapacityBlockOfferings"])
+    return out, n
+
+
+def check_offerings(ec2, ec2_raw, ec2_unsupported):
+    offers, pages = all_offerings(ec2, page_size=5, CapacityDurationHours=24, InstanceType="p5.48xlarge")
+    # basic.toml: start_days 1,2,3,7 x azs a,b x counts 1,2,4.
+    eq("offerings: count", len(offers), 24)
+    check("offerings: paginated", pages >= 5, f"{pages} pages")
+    eq("offerings: ids unique", len({o["CapacityBlockOfferingId"] for o in offers}), 24)
+    for o in offers:
+        oid = o["CapacityBlockOfferingId"]
+        check(f"offering {oid}: id shape", CB_ID.match(oid) is not None, oid)
+        check(f"offering {oid}: UpfrontFee is str", isinstance(o["UpfrontFee"], str), repr(o["UpfrontFee"]))
+        want_fee = (Decimal("4.10") * 8 * o["InstanceCount"] * 24).quantize(Decimal("0.01"))
+        eq(f"offering {oid}: fee", o["UpfrontFee"], str(want_fee))
+        check(f"offering {oid}: StartDate datetime", isinstance(o["StartDate"], dt.datetime) and o["StartDate"].tzinfo is not None)
+        check(f"offering {oid}: InstanceCount int", isinstance(o["InstanceCount"], int))
+        eq(f"offering {oid}: starts 11:30 UTC", (o["StartDate"].hour, o["StartDate"].minute), (11, 30))
+        eq(f"offering {oid}: 24 h", o["EndDate"] - o["StartDate"], dt.timedelta(hours=24))
+        eq(f"offering {oid}: duration", o["CapacityBlockDurationHours"], 24)
+        eq(f"offering {oid}: minutes", o["CapacityBlockDurationMinutes"], 0)
+        eq(f"offering {oid}: currency", o["CurrencyCode"], "USD")
+        eq(f"offering {oid}: tenancy", o["Tenancy"], "default")
+        check(f"offering {oid}: start window", t("2026-12-01T00:30:00Z") <= o["StartDate"] <= t("2027-01-26T00:00:00Z"))
+
+    again, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="p5.48xlarge")
+    eq("offerings: stable ids on re-ask", sorted(o["CapacityBlockOfferingId"] for o in again), sorted(o["CapacityBlockOfferingId"] for o in offers))
+
+    ranged, _ = all_offerings(
+        ec2,
+        CapacityDurationHours=48,
+        InstanceType="p5.48xlarge",
+        InstanceCount=2,
+        StartDateRange=t("2026-12-02T12:00:00Z"),
+        EndDateRange=t("2026-12-06T11:30:00Z"),
+    )
+    # starts 12-03 (ends 12-05) and 12-04 (ends 12-06) x 2 azs, count 2 only.
+    eq("offerings: date range + count", len(ranged), 4)
+    check("offerings: range respected", all(o["StartDate"] >= t("2026-12-02T12:00:00Z") and o["EndDate"] <= t("2026-12-06T11:30:00Z") and o["InstanceCount"] == 2 for o in ranged))
+
+    trn, _ = all_offerings(ec2, CapacityDurationHours=504, InstanceType="trn2.48xlarge")
+    eq("offerings: trn2 21 days", len(trn), 1)
+    if trn:
+        eq("offerings: trn2 fee", trn[0]["UpfrontFee"], "10080.00")
+    eq("offerings: unsold duration empty", all_offerings(ec2, CapacityDurationHours=72, InstanceType="p5.48xlarge")[0], [])
+
+    expect_error("offerings: missing duration", "MissingParameter", 400, ec2_raw.describe_capacity_block_offerings, InstanceType="p5.48xlarge")
+    expect_error("offerings: 36 h", "InvalidParameterValue", 400, ec2.describe_capacity_block_offerings, CapacityDurationHours=36)
+    expect_error("offerings: 15 days", "InvalidParameterValue", 400, ec2.describe_capacity_block_offerings, CapacityDurationHours=360)
+    expect_error("offerings: MaxResults 0", "InvalidParameterValue", 400, ec2_raw.describe_capacity_block_offerings, CapacityDurationHours=24, MaxResults=0)
+    expect_error("offerings: MaxResults 1001", "InvalidParameterValue", 400, ec2_raw.describe_capacity_block_offerings, CapacityDurationHours=24, MaxResults=1001)
+    expect_error("offerings: bad token", "InvalidPaginationToken", 400, ec2.describe_capacity_block_offerings, CapacityDurationHours=24, NextToken="garbage")
+    expect_error("offerings: DryRun", "DryRunOperation", 412, ec2.describe_capacity_block_offerings, CapacityDurationHours=24, DryRun=True)
+    expect_error("offerings: unsupported region", "UnsupportedOperation", 400, ec2_unsupported.describe_capacity_block_offerings, CapacityDurationHours=24)
+    return offers
+
+
+def pick(offers, az, count, start):
+    for o in offers:
+        if o["AvailabilityZone"] == az and o["InstanceCount"] == count and o["StartDate"] == t(start):
+            return o
+    raise AssertionError(f"no offering {az} x{count} at {start}")
+
+
+def check_reservation_shape(name, r, want):
+    for k, v in want.items():
+        eq(f"{name}: {k}", r.get(k), v)
+    check(f"{name}: id shape", CR_ID.match(r["CapacityReservationId"]) is not None, r["CapacityReservationId"])
+    eq(f"{name}: arn", r["CapacityReservationArn"], f"arn:aws:ec2:us-east-1:111122223333:capacity-reservation/{r['CapacityReservationId']}")
+    for k in ("TotalInstanceCount", "AvailableInstanceCount"):
+        check(f"{name}: {k} int", isinstance(r[k], int))
+    for k in ("StartDate", "EndDate", "CreateDate"):
+        check(f"{name}: {k} datetime", isinstance(r[k], dt.datetime))
+    check(f"{name}: EbsOptimized bool", isinstance(r.get("EbsOptimized"), bool))
+    eq(f"{name}: ownerId", r["OwnerId"], "111122223333")
+    eq(f"{name}: tenancy", r["Tenancy"], "default")
+    eq(f"{name}: endDateType", r["EndDateType"], "limited")
+    eq(f"{name}: match criteria", r["InstanceMatchCriteria"], "targeted")
+    eq(f"{name}: reservation type", r["ReservationType"], "capacity-block")
+
+
+def describe_one(ec2, rid):
+    out = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])["CapacityReservations"]
+    assert len(out) == 1, out
+    return out[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--endpoint", default=os.environ.get("AWS_ENDPOINT_URL_EC2"))
+    ap.add_argument("--scenario", default=str(Path(__file__).resolve().parent.parent / "examples" / "basic.toml"))
+    args = ap.parse_args()
+    if not args.endpoint:
+        sys.exit("give --endpoint or set AWS_ENDPOINT_URL_EC2")
+    ep = args.endpoint
+    sim = Sim(ep)
+    eq("health", sim._req("GET", "/_sim/health"), "ok")
+    eq("scenario reset", sim.scenario(Path(args.scenario).read_text())["now"], "2026-12-01T00:00:00Z")
+
+    ec2 = client(ep)
+    ec2_raw = client(ep, validate=False)
+    west = client(ep, region="us-west-2")
+    north = client(ep, region="eu-north-1")
+
+    offers = check_offerings(ec2, ec2_raw, north)
+
+    # --- purchases at 2026-12-01T00:00Z ----------------------------------------------------
+    a_off = pick(offers, "us-east-1a", 2, "2026-12-02T11:30:00Z")
+    c_off = pick(offers, "us-east-1b", 1, "2026-12-02T11:30:00Z")
+    tags = [{"Key": "team", "Value": "ml"}, {"Key": "capblock:run", "Value": "r1 & <x>"}]
+    spec = [{"ResourceType": "capacity-reservation", "Tags": tags}]
+    expect_error("purchase: DryRun", "DryRunOperation", 412, ec2.purchase_capacity_block, CapacityBlockOfferingId=a_off["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX", TagSpecifications=spec, DryRun=True)
+    eq("purchase: DryRun recorded nothing", sim.state()["purchases"], [])
+    expect_error("purchase: unknown offering", "InvalidCapacityBlockOfferingId.NotFound", 400, ec2.purchase_capacity_block, CapacityBlockOfferingId="cb-0123456789abcdef0", InstancePlatform="Linux/UNIX")
+    expect_error("purchase: wrong tag resource type", "InvalidParameterValue", 400, ec2.purchase_capacity_block, CapacityBlockOfferingId=a_off["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX", TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])
+    expect_error("purchase: missing platform", "MissingParameter", 400, ec2_raw.purchase_capacity_block, CapacityBlockOfferingId=a_off["CapacityBlockOfferingId"])
+    expect_error("purchase: offering from another region", "InvalidCapacityBlockOfferingId.NotFound", 400, west.purchase_capacity_block, CapacityBlockOfferingId=a_off["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")
+
+    resp = ec2.purchase_capacity_block(CapacityBlockOfferingId=a_off["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX", TagSpecifications=spec)
+    a = resp["CapacityReservation"]
+    a_id = a["CapacityReservationId"]
+    check_reservation_shape(
+        "purchase A",
+        a,
+        {
+            "InstanceType": "p5.48xlarge",
+            "InstancePlatform": "Linux/UNIX",
+            "AvailabilityZone": "us-east-1a",
+            "TotalInstanceCount": 2,
+            "AvailableInstanceCount": 2,
+            "State": "payment-pending",
+            "StartDate": t("2026-12-02T11:30:00Z"),
+            "EndDate": t("2026-12-03T11:30:00Z"),
+            "CreateDate": t("2026-12-01T00:00:00Z"),
+        },
+    )
+    eq("purchase A: tags round-trip", sorted((x["Key"], x["Value"]) for x in a["Tags"]), sorted((x["Key"], x["Value"]) for x in tags))
+    blocks = resp.get("CapacityBlocks", [])
+    eq("purchase A: one capacity block", len(blocks), 1)
+    if blocks:
+        eq("purchase A: block lists the reservation", blocks[0]["CapacityReservationIds"], [a_id])
+        eq("purchase A: block state", blocks[0]["State"], "payment-pending")
+    c = ec2.purchase_capacity_block(CapacityBlockOfferingId=c_off["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")["CapacityReservation"]
+    c_id = c["CapacityReservationId"]
+    eq("purchase C: no tags", c.get("Tags", []), [])
+    w_offers, _ = all_offerings(west, CapacityDurationHours=24)
+    eq("us-west-2: offerings", len(w_offers), 4)
+    b = west.purchase_capacity_block(CapacityBlockOfferingId=w_offers[0]["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")["CapacityReservation"]
+    b_id = b["CapacityReservationId"]
+    eq("purchase B (us-west-2): arn region", b["CapacityReservationArn"].split(":")[3], "us-west-2")
+
+    st = sim.state()
+    eq("state: 3 purchases", len(st["purchases"]), 3)
+    pa = next(p for p in st["purchases"] if p["reservation_id"] == a_id)
+    eq("state: A fee", pa["upfront_fee"], a_off["UpfrontFee"])
+    eq("state: A offering", pa["offering_id"], a_off["CapacityBlockOfferingId"])
+    eq("state: A tags", pa["tags"], {"team": "ml", "capblock:run": "r1 & <x>"})
+    eq("state: purchase calls counted", st["calls"].get("PurchaseCapacityBlock"), 8)
+    eq("state: per-region calls", st["calls_by_region"]["us-west-2"].get("PurchaseCapacityBlock"), 2)
+
+    # --- describe by id and filters --------------------------------------------------------
+    d = describe_one(ec2, a_id)
+    eq("describe A: same as purchase", {k: d[k] for k in a if k != "Tags"}, {k: a[k] for k in a if k != "Tags"})
+    by_tag = ec2.describe_capacity_reservations(Filters=[{"Name": "tag:team", "Values": ["ml"]}])["CapacityReservations"]
+    eq("filter tag:team", [r["CapacityReservationId"] for r in by_tag], [a_id])
+    by_key = ec2.describe_capacity_reservations(Filters=[{"Name": "tag-key", "Values": ["capblock:run"]}])["CapacityReservations"]
+    eq("filter tag-key", [r["CapacityReservationId"] for r in by_key], [a_id])
+    pend = ec2.describe_capacity_reservations(Filters=[{"Name": "state", "Values": ["payment-pending"]}, {"Name": "instance-type", "Values": ["p5.48xlarge"]}])["CapacityReservations"]
+    eq("filter state+type", sorted(r["CapacityReservationId"] for r in pend), sorted([a_id, c_id]))
+    eq("filter state active: none", ec2.describe_capacity_reservations(Filters=[{"Name": "state", "Values": ["active"]}])["CapacityReservations"], [])
+    eq("regions are separate", [r["CapacityReservationId"] for r in west.describe_capacity_reservations()["CapacityReservations"]], [b_id])
+    pages = list(ec2.get_paginator("describe_capacity_reservations").paginate(PaginationConfig={"PageSize": 1}))
+    eq("describe reservations paginates", sum(len(p["CapacityReservations"]) for p in pages), 2)
+    expect_error("describe: unknown id", "InvalidCapacityReservationId.NotFound", 400, ec2.describe_capacity_reservations, CapacityReservationIds=["cr-0123456789abcdef0"])
+    expect_error("describe: other region's id", "InvalidCapacityReservationId.NotFound", 400, ec2.describe_capacity_reservations, CapacityReservationIds=[b_id])
+    expect_error("describe: bad filter", "InvalidParameterValue", 400, ec2.describe_capacity_reservations, Filters=[{"Name": "bogus", "Values": ["x"]}])
+
+    # --- payment over sim time -------------------------------------------------------------
+    sim.payment(reservation_id=c_id, outcome="fail", after_hours=1)
+    sim.set_clock("2026-12-01T00:59:00Z")
+    eq("C pending before its override", describe_one(ec2, c_id)["State"], "payment-pending")
+    sim.set_clock("2026-12-01T01:00:00Z")
+    eq("C payment-failed at +1 h", describe_one(ec2, c_id)["State"], "payment-failed")
+    eq("A still pending at +1 h", describe_one(ec2, a_id)["State"], "payment-pending")
+    sim.set_clock("2026-12-01T03:00:00Z")
+    eq("A scheduled at +3 h", describe_one(ec2, a_id)["State"], "scheduled")
+    eq("B (line payment=fail) pending at +3 h", describe_one(west, b_id)["State"], "payment-pending")
+    sim.set_clock("2026-12-01T12:00:00Z")
+    eq("B payment-failed at +12 h", describe_one(west, b_id)["State"], "payment-failed")
+    eq("instances: none while scheduled", ec2.describe_instances(Filters=[{"Name": "capacity-reservation-id", "Values": [a_id]}])["Reservations"], [])
+
+    # An offering id from an old price step is no longer purchasable.
+    sim.set_clock("2026-12-03T00:00:00Z")
+    stale = pick(offers, "us-east-1a", 1, "2026-12-08T11:30:00Z")
+    expect_error("purchase: stale price step", "InvalidCapacityBlockOfferingId.NotFound", 400, ec2.purchase_capacity_block, CapacityBlockOfferingId=stale["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")
+    new_price, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="p5.48xlarge", InstanceCount=1)
+    check("offerings: new price step", all(o["UpfrontFee"] == "547.20" for o in new_price), str({o["UpfrontFee"] for o in new_price}))
+
+    # --- active: instances, extension -------------------------------------------------------
+    sim.set_clock("2026-12-02T11:30:00Z")
+    d = describe_one(ec2, a_id)
+    eq("A active at start", d["State"], "active")
+    eq("A available 0 while active", d["AvailableInstanceCount"], 0)
+    res = ec2.describe_instances(Filters=[{"Name": "capacity-reservation-id", "Values": [a_id]}])["Reservations"]
+    insts = [i for r in res for i in r["Instances"]]
+    eq("instances: count", len(insts), 2)
+    for i in insts:
+        check("instances: id shape", I_ID.match(i["InstanceId"]) is not None, i["InstanceId"])
+        eq("instances: state", i["State"], {"Code": 16, "Name": "running"})
+        eq("instances: reservation", i["CapacityReservationId"], a_id)
+        eq("instances: az", i["Placement"]["AvailabilityZone"], "us-east-1a")
+        eq("instances: type", i["InstanceType"], "p5.48xlarge")
+    res2 = ec2.describe_instances(Filters=[{"Name": "capacity-reservation-id", "Values": [a_id]}])["Reservations"]
+    eq("instances: stable ids", sorted(i["InstanceId"] for r in res2 for i in r["Instances"]), sorted(i["InstanceId"] for i in insts))
+
+    ext_offers = ec2.describe_capacity_block_extension_offerings(CapacityReservationId=a_id, CapacityBlockExtensionDurationHours=48)["CapacityBlockExtensionOfferings"]
+    eq("extension offerings: one", len(ext_offers), 1)
+    eo = ext_offers[0]
+    eq("extension offering: starts at current end", eo["CapacityBlockExtensionStartDate"], t("2026-12-03T11:30:00Z"))
+    eq("extension offering: end", eo["CapacityBlockExtensionEndDate"], t("2026-12-05T11:30:00Z"))
+    eq("extension offering: fee", eo["UpfrontFee"], "2304.00")
+    eq("extension offering: hours", eo["CapacityBlockExtensionDurationHours"], 48)
+    eq("extension offering: count", eo["InstanceCount"], 2)
+    eq("extension offering: StartDate", eo["StartDate"], t("2026-12-02T11:30:00Z"))
+    expect_error("extension offerings: bad duration", "InvalidParameterValue", 400, ec2.describe_capacity_block_extension_offerings, CapacityReservationId=a_id, CapacityBlockExtensionDurationHours=30)
+    expect_error("extension offerings: unknown id", "InvalidCapacityReservationId.NotFound", 400, ec2.describe_capacity_block_extension_offerings, CapacityReservationId="cr-0123456789abcdef0", CapacityBlockExtensionDurationHours=24)
+    eq("extension offerings: none for failed block", ec2.describe_capacity_block_extension_offerings(CapacityReservationId=c_id, CapacityBlockExtensionDurationHours=24)["CapacityBlockExtensionOfferings"], [])
+    expect_error("extension purchase: DryRun", "DryRunOperation", 412, ec2.purchase_capacity_block_extension, CapacityBlockExtensionOfferingId=eo["CapacityBlockExtensionOfferingId"], CapacityReservationId=a_id, DryRun=True)
+    expect_error("extension purchase: unknown offering", "InvalidCapacityBlockExtensionOfferingId.NotFound", 400, ec2.purchase_capacity_block_extension, CapacityBlockExtensionOfferingId="cbe-0123456789abcdef0", CapacityReservationId=a_id)
+    ext = ec2.purchase_capacity_block_extension(CapacityBlockExtensionOfferingId=eo["CapacityBlockExtensionOfferingId"], CapacityReservationId=a_id)["CapacityBlockExtensions"]
+    eq("extension purchase: one", len(ext), 1)
+    eq("extension purchase: status", ext[0]["CapacityBlockExtensionStatus"], "payment-pending")
+    eq("extension purchase: purchase date", ext[0]["CapacityBlockExtensionPurchaseDate"], t("2026-12-02T11:30:00Z"))
+    eq("extension purchase: fee", ext[0]["UpfrontFee"], "2304.00")
+    eq("extension pending: end unchanged", describe_one(ec2, a_id)["EndDate"], t("2026-12-03T11:30:00Z"))
+    eq("extension pending: no more offerings", ec2.describe_capacity_block_extension_offerings(CapacityReservationId=a_id, CapacityBlockExtensionDurationHours=48)["CapacityBlockExtensionOfferings"], [])
+    sim.set_clock("2026-12-02T14:30:00Z")
+    eq("extension paid: end moved", describe_one(ec2, a_id)["EndDate"], t("2026-12-05T11:30:00Z"))
+    eq("extension paid: status in state", sim.state()["extensions"][0]["status"], "payment-succeeded")
+
+    # --- expiry and disappearance ----------------------------------------------------------
+    sim.set_clock("2026-12-05T11:29:00Z")
+    eq("A active before extended end", describe_one(ec2, a_id)["State"], "active")
+    sim.set_clock("2026-12-05T11:30:00Z")
+    eq("A expired at extended end", describe_one(ec2, a_id)["State"], "expired")
+    eq("instances: none once expired", ec2.describe_instances(Filters=[{"Name": "capacity-reservation-id", "Values": [a_id]}])["Reservations"], [])
+    sim.set_clock("2027-02-03T11:29:00Z")
+    eq("A visible 59 days after expiry", describe_one(ec2, a_id)["State"], "expired")
+    sim.set_clock("2027-02-03T11:30:00Z")
+    expect_error("A NotFound 60 days after expiry", "InvalidCapacityReservationId.NotFound", 400, ec2.describe_capacity_reservations, CapacityReservationIds=[a_id])
+    eq("A gone from listings", [r["CapacityReservationId"] for r in ec2.describe_capacity_reservations()["CapacityReservations"] if r["CapacityReservationId"] == a_id], [])
+
+    # --- injected (console) reservation ----------------------------------------------------
+    inj = sim.inject(region="us-east-1", instance_type="trn2.48xlarge", instance_count=1, availability_zone="us-east-1c", start="2027-02-01T11:30:00Z", end="2027-02-08T11:30:00Z", upfront_fee="1234.5", tags={"owner": "console"})
+    d = describe_one(ec2, inj["reservation_id"])
+    eq("injected: active", d["State"], "active")
+    eq("injected: tags", d["Tags"], [{"Key": "owner", "Value": "console"}])
+    st = sim.state()
+    check("injected: not a purchase", all(p["reservation_id"] != inj["reservation_id"] for p in st["purchases"]))
+    check("injected: listed in reservations", any(r["reservation_id"] == inj["reservation_id"] for r in st["reservations"]))
+    eq("injected: instances", len(ec2.describe_instances(Filters=[{"Name": "capacity-reservation-id", "Values": [inj["reservation_id"]]}])["Reservations"][0]["Instances"]), 1)
+
+    # --- instance types --------------------------------------------------------------------
+    its = {x["InstanceType"]: x for x in ec2.describe_instance_types(InstanceTypes=["p5.48xlarge", "p5.4xlarge", "trn2.48xlarge", "trn2.3xlarge", "trn1.32xlarge", "p6-b200.48xlarge"])["InstanceTypes"]}
+    eq("instance types: count", len(its), 6)
+    gpu = its["p5.48xlarge"]["GpuInfo"]["Gpus"][0]
+    eq("p5.48xlarge GPUs", gpu["Count"], 8)
+    eq("p5.48xlarge GPU maker", gpu["Manufacturer"], "NVIDIA")
+    check("p5.48xlarge GPU memory int", isinstance(gpu["MemoryInfo"]["SizeInMiB"], int))
+    eq("p5.4xlarge GPUs", its["p5.4xlarge"]["GpuInfo"]["Gpus"][0]["Count"], 1)
+    eq("p6-b200 GPUs", its["p6-b200.48xlarge"]["GpuInfo"]["Gpus"][0]["Count"], 8)
+    eq("trn2.48xlarge Neuron", its["trn2.48xlarge"]["NeuronInfo"]["NeuronDevices"][0]["Count"], 16)
+    eq("trn1.32xlarge Neuron", its["trn1.32xlarge"]["NeuronInfo"]["NeuronDevices"][0]["Count"], 16)
+    eq("trn2.3xlarge Neuron", its["trn2.3xlarge"]["NeuronInfo"]["NeuronDevices"][0]["Count"], 1)
+    check("trn2 has no GpuInfo", "GpuInfo" not in its["trn2.48xlarge"])
+    expect_error("instance types: unknown", "InvalidInstanceType", 400, ec2.describe_instance_types, InstanceTypes=["m9.fake"])
+
+    # --- faults ----------------------------------------------------------------------------
+    sim.behaviour(throttle={"rate_per_sec": 0.2, "burst": 3})
+    codes = []
+    for _ in range(6):
+        try:
+            ec2.describe_capacity_reservations()
+            codes.append("ok")
+        except ClientError as e:
+            codes.append((e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]))
+    eq("throttle: burst then RequestLimitExceeded", codes, ["ok"] * 3 + [("RequestLimitExceeded", 503)] * 3)
+    eq("throttle: /_sim/ is never throttled", sim.state()["faults_injected"]["throttled"], 3)
+    sim.behaviour(throttle=None)
+    ec2.describe_capacity_reservations()
+    check("throttle: off again", True)
+
+    sim.behaviour(error_5xx_rate=1.0)
+    expect_error("5xx: InternalError", "InternalError", 500, ec2.describe_capacity_reservations)
+    sim.behaviour(error_5xx_rate=0.0)
+
+    sim.behaviour(timeout_rate=1.0, timeout_secs=1)
+    expect_no_answer("timeout: no answer", client(ep, read_timeout=5).describe_capacity_reservations)
+    sim.behaviour(timeout_rate=0.0, down_regions=["us-west-2"])
+    expect_no_answer("down region: no answer", client(ep, region="us-west-2", read_timeout=5).describe_capacity_reservations)
+    ec2.describe_capacity_reservations()
+    check("down region: others still answer", True)
+    sim.behaviour(down_regions=[])
+
+    sim.behaviour(drop_purchase_response=True)
+    cur, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="p5.48xlarge", InstanceCount=1)
+    before = len(sim.state()["purchases"])
+    expect_no_answer("dropped purchase: no answer", client(ep, read_timeout=5).purchase_capacity_block, CapacityBlockOfferingId=cur[0]["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")
+    st = sim.state()
+    eq("dropped purchase: still recorded", len(st["purchases"]), before + 1)
+    eq("dropped purchase: counted", st["faults_injected"]["dropped_purchase_responses"], 1)
+    sim.behaviour(drop_purchase_response=False, timeout_secs=30)
+    eq("faults: timeouts counted", st["faults_injected"]["timeouts"], 1)
+    eq("faults: 5xx counted", st["faults_injected"]["error_5xx"], 1)
+
+    # --- unknown action (raw request: boto3 only sends known ones) -------------------------
+    req = urllib.request.Request(ep, data=b"Action=NoSuchThing&Version=2016-11-15", method="POST", headers={"content-type": "application/x-www-form-urlencoded"})
+    try:
+        urllib.request.urlopen(req, timeout=5)
+        check("unknown action: 400", False, "answered 200")
+    except urllib.error.HTTPError as e:
+        body = e.read().decode()
+        eq("unknown action: status", e.code, 400)
+        check("unknown action: code", "<Code>InvalidAction</Code>" in body, body)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:  # noqa: BLE001 - report, count, and fail
+        traceback.print_exc()
+        FAILED += 1
+    print(f"{PASSED} passed, {FAILED} failed")
+    sys.exit(1 if FAILED else 0)

@@ -1,0 +1,141 @@
+//! Budgets and purchase intents: the bookkeeping that makes buying safe.
+
+use chrono::{DateTime, Datelike, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::money::Money;
+use super::offering::Offering;
+
+/// A calendar month in UTC, the unit budgets are counted in ("2026-12").
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Period(String);
+
+impl Period {
+    pub fn of(t: DateTime<Utc>) -> Period {
+        Period(format!("{:04}-{:02}", t.year(), t.month()))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Whose money a budget limits.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BudgetOwner {
+    Account,
+    Rule(String),
+}
+
+impl BudgetOwner {
+    pub fn key(&self) -> String {
+        match self {
+            BudgetOwner::Account => "ACCOUNT".into(),
+            BudgetOwner::Rule(id) => format!("RULE#{id}"),
+        }
+    }
+}
+
+/// One budget a purchase draws on, with its limit for the period.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetCharge {
+    pub owner: BudgetOwner,
+    pub period: Period,
+    pub limit: Money,
+    /// For rule budgets: the most purchases the rule may make in the period.
+    pub max_purchases: Option<u32>,
+}
+
+/// What has been committed against a budget in a period: fees reserved for purchases in
+/// flight plus fees spent. `committed <= limit` always.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetUsage {
+    pub committed: Money,
+    pub spent: Money,
+    pub purchases: u32,
+}
+
+/// The states of a purchase intent. `Sent` means PurchaseCapacityBlock may have reached EC2:
+/// it is never sent again; only reconciliation by tag resolves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IntentState {
+    Reserved,
+    Sent,
+    Bought,
+    Rejected,
+    /// A dry-run decision: nothing was reserved or bought.
+    DryRun,
+}
+
+impl IntentState {
+    pub fn is_open(self) -> bool {
+        matches!(self, IntentState::Reserved | IntentState::Sent)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IntentState::Reserved => "reserved",
+            IntentState::Sent => "sent",
+            IntentState::Bought => "bought",
+            IntentState::Rejected => "rejected",
+            IntentState::DryRun => "dry-run",
+        }
+    }
+}
+
+/// The record written before any money moves: which rule buys which offering, for how much.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    pub id: String,
+    pub rule_id: String,
+    pub offering: Offering,
+    pub accelerators_per_instance: u32,
+    pub state: IntentState,
+    pub created_at: DateTime<Utc>,
+    pub sent_at: Option<DateTime<Utc>>,
+    pub reservation_id: Option<String>,
+    pub reason: Option<String>,
+    /// The month whose budgets hold the fee.
+    pub period: Period,
+}
+
+impl Intent {
+    /// Intent ids are derived from (rule, offering), so two runs deciding the same purchase
+    /// collide on the same key instead of buying twice.
+    pub fn id_for(rule_id: &str, offering_id: &str) -> String {
+        format!("{rule_id}/{offering_id}")
+    }
+
+    pub fn new(rule_id: &str, offering: Offering, accelerators_per_instance: u32, now: DateTime<Utc>) -> Intent {
+        Intent {
+            id: Intent::id_for(rule_id, &offering.id),
+            rule_id: rule_id.to_string(),
+            offering,
+            accelerators_per_instance,
+            state: IntentState::Reserved,
+            created_at: now,
+            sent_at: None,
+            reservation_id: None,
+            reason: None,
+            period: Period::of(now),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn periods_are_utc_months() {
+        assert_eq!(Period::of(Utc.with_ymd_and_hms(2026, 12, 31, 23, 59, 59).unwrap()).as_str(), "2026-12");
+        assert_eq!(Period::of(Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap()).as_str(), "2027-01");
+    }
+
+    #[test]
+    fn intent_ids_come_from_rule_and_offering() {
+        assert_eq!(Intent::id_for("p5", "cb-1"), "p5/cb-1");
+        assert_eq!(BudgetOwner::Rule("p5".into()).key(), "RULE#p5");
+        assert!(IntentState::Sent.is_open() && !IntentState::Bought.is_open());
+    }
+}

@@ -1,0 +1,133 @@
+use super::*;
+use crate::domain::names::Region;
+use crate::domain::offering::RawOffering;
+use chrono::{Duration, TimeZone};
+use rust_decimal_macros::dec;
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap()
+}
+
+fn rule() -> Rule {
+    Rule::from_toml(
+        r#"
+id = "r"
+regions = ["us-east-1", "us-west-2"]
+instance_types = ["p5.48xlarge", "trn1.32xlarge"]
+instance_counts = [1, 2]
+durations_days = [1, 2]
+max_price_per_accelerator_hour = "3.00"
+max_total_fee = "2000"
+monthly_budget = "10000"
+start_window = { earliest_in_days = 1, latest_in_days = 10 }
+"#,
+        now(),
+    )
+    .unwrap()
+}
+
+/// An offering priced at `per_gpu_hour` for 1 x p5.48xlarge (8 GPUs) over 1 day.
+fn offer(id: &str, region: &str, per_gpu_hour: Decimal, start_day: i64) -> Offering {
+    let start = now() + Duration::days(start_day) + Duration::minutes(11 * 60 + 30);
+    let fee = per_gpu_hour * dec!(8) * dec!(24);
+    Offering::parse(
+        &region.parse::<Region>().unwrap(),
+        RawOffering {
+            offering_id: Some(id.into()),
+            instance_type: Some("p5.48xlarge".into()),
+            availability_zone: Some(format!("{region}a")),
+            instance_count: Some(1),
+            start_date: Some(start),
+            end_date: Some(start + Duration::days(1)),
+            duration_hours: Some(24),
+            upfront_fee: Some(fee.to_string()),
+            currency_code: Some("USD".into()),
+            ultraserver_type: None,
+        },
+    )
+    .unwrap()
+}
+
+fn budget(amount: Decimal) -> Headroom {
+    Headroom(Money::usd(amount).unwrap())
+}
+
+fn chosen(d: &Decision) -> Option<&str> {
+    d.chosen.as_ref().map(|p| p.offering.id.as_str())
+}
+
+#[test]
+fn a_price_equal_to_the_threshold_buys_and_one_cent_above_does_not() {
+    let cat = AcceleratorCatalog::new();
+    let at = offer("cb-at", "us-east-1", dec!(3.00), 2);
+    let d = decide(&rule(), &[at], &cat, budget(dec!(10000)), now());
+    assert_eq!(chosen(&d), Some("cb-at"));
+    let above = offer("cb-above", "us-east-1", dec!(3.01), 2);
+    let d = decide(&rule(), &[above], &cat, budget(dec!(10000)), now());
+    assert_eq!(chosen(&d), None);
+    assert_eq!(d.passed_over, vec![("cb-above".into(), PassedOver::AboveThreshold)]);
+}
+
+#[test]
+fn the_cheapest_of_several_regions_wins() {
+    let cat = AcceleratorCatalog::new();
+    let offers =
+        [offer("cb-east", "us-east-1", dec!(2.90), 2), offer("cb-west", "us-west-2", dec!(2.10), 3), offer("cb-east2", "us-east-1", dec!(2.50), 1)];
+    let d = decide(&rule(), &offers, &cat, budget(dec!(10000)), now());
+    assert_eq!(chosen(&d), Some("cb-west"));
+    assert_eq!(d.eligible, 3);
+}
+
+#[test]
+fn ties_go_to_the_earliest_start() {
+    let cat = AcceleratorCatalog::new();
+    let offers = [offer("cb-late", "us-east-1", dec!(2.5), 5), offer("cb-early", "us-west-2", dec!(2.5), 2)];
+    assert_eq!(chosen(&decide(&rule(), &offers, &cat, budget(dec!(10000)), now())), Some("cb-early"));
+    let reversed = [offers[1].clone(), offers[0].clone()];
+    assert_eq!(chosen(&decide(&rule(), &reversed, &cat, budget(dec!(10000)), now())), Some("cb-early"));
+}
+
+#[test]
+fn budget_window_fee_and_scope_are_applied() {
+    let cat = AcceleratorCatalog::new();
+    // 2.5 x 8 x 24 = 480 USD.
+    let o = offer("cb-1", "us-east-1", dec!(2.5), 2);
+    assert_eq!(chosen(&decide(&rule(), std::slice::from_ref(&o), &cat, budget(dec!(480)), now())), Some("cb-1"));
+    let d = decide(&rule(), std::slice::from_ref(&o), &cat, budget(dec!(479.99)), now());
+    assert_eq!(d.passed_over, vec![("cb-1".into(), PassedOver::OverBudget)]);
+
+    let too_soon = offer("cb-soon", "us-east-1", dec!(2.5), 0);
+    let too_late = offer("cb-late", "us-east-1", dec!(2.5), 11);
+    let elsewhere = offer("cb-eu", "eu-west-1", dec!(2.5), 2);
+    let d = decide(&rule(), &[too_soon, too_late, elsewhere], &cat, budget(dec!(10000)), now());
+    assert_eq!(
+        d.passed_over.iter().map(|x| x.1.clone()).collect::<Vec<_>>(),
+        vec![PassedOver::OutsideStartWindow, PassedOver::OutsideStartWindow, PassedOver::NotInRule]
+    );
+
+    let mut r = rule();
+    r.max_total_fee = Some(Money::usd(dec!(400)).unwrap());
+    let d = decide(&r, std::slice::from_ref(&o), &cat, budget(dec!(10000)), now());
+    assert_eq!(d.passed_over, vec![("cb-1".into(), PassedOver::AboveMaxTotalFee)]);
+}
+
+#[test]
+fn other_currencies_and_unknown_types_are_passed_over() {
+    let cat = AcceleratorCatalog::new();
+    let mut yen = offer("cb-yen", "us-east-1", dec!(1), 2);
+    yen.fee = Money::parse("10", "JPY").unwrap();
+    let mut odd = offer("cb-odd", "us-east-1", dec!(1), 2);
+    odd.instance_type = "x9.huge".parse().unwrap();
+    let d = decide(&rule(), &[yen, odd], &cat, budget(dec!(10000)), now());
+    assert_eq!(
+        d.passed_over,
+        vec![("cb-yen".into(), PassedOver::OtherCurrency), ("cb-odd".into(), PassedOver::UnknownAccelerators)]
+    );
+}
+
+#[test]
+fn room_never_goes_negative() {
+    let l = Money::usd(dec!(100)).unwrap();
+    assert_eq!(room(l, Money::usd(dec!(30)).unwrap()).amount(), dec!(70));
+    assert_eq!(room(l, Money::usd(dec!(130)).unwrap()).amount(), dec!(0));
+}
