@@ -2,5 +2,8 @@
 //! AWS adapters behind those ports.
 
 pub mod domain;
+pub mod lambda;
+pub mod app;
 pub mod aws;
+pub mod config;
 pub mod ports;

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, Intent, Period};
+use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
 use crate::domain::lifecycle::{BlockState, Observed};
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
@@ -235,16 +235,27 @@ pub trait Ledger: Send + Sync {
     /// In one transaction: creates the intent (state Reserved), charges its fee to every
     /// budget (each must stay within its limit), and takes the rule guard (no open intent,
     /// `seq` unchanged since `seen_seq`). All or nothing.
-    async fn reserve(&self, intent: &Intent, charges: &[BudgetCharge], seen_seq: u64) -> Result<(), ReserveError>;
+    async fn reserve(&self, intent: &Intent, seen_seq: u64) -> Result<(), ReserveError>;
 
     /// Reserved -> Sent, just before PurchaseCapacityBlock. Fails if the intent is not Reserved.
     async fn mark_sent(&self, intent_id: &str, rule_id: &str, at: DateTime<Utc>) -> Result<(), StoreError>;
 
-    /// Sent -> Bought: writes the block, moves the fee from reserved to spent, frees the guard.
-    async fn record_bought(&self, intent: &Intent, block: &Block, charges: &[BudgetCharge]) -> Result<(), StoreError>;
+    /// Sent -> Bought: writes the block and its purchase notice, moves the fee from reserved to
+    /// spent, frees the guard. All or nothing.
+    async fn record_bought(
+        &self,
+        intent: &Intent,
+        block: &Block,
+        notice: &Notice,
+    ) -> Result<(), StoreError>;
 
     /// Reserved/Sent -> Rejected: releases the fee and frees the guard.
-    async fn record_rejected(&self, intent: &Intent, reason: &str, charges: &[BudgetCharge]) -> Result<(), StoreError>;
+    async fn record_rejected(
+        &self,
+        intent: &Intent,
+        reason: &str,
+        notice: Option<&Notice>,
+    ) -> Result<(), StoreError>;
 
     /// Records a dry-run decision (no money, no guard). Returns false if it was recorded before.
     async fn record_dry_run(&self, intent: &Intent) -> Result<bool, StoreError>;
@@ -293,16 +304,53 @@ pub enum NotifyError {
     Failed { topic: String, message: String },
 }
 
+/// Which SNS topic a message goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Topic {
+    /// People: the Slack channel.
+    Alerts,
+    /// Machines: the training jobs running on the blocks.
+    Workloads,
+}
+
 /// A message ready to publish: a body and string attributes for subscription filters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     pub body: String,
     pub attributes: BTreeMap<String, String>,
-    /// Stable id (block + milestone) so a consumer can drop a repeat.
-    pub dedup_id: String,
 }
 
 #[async_trait]
 pub trait Notifier: Send + Sync {
-    async fn alert(&self, message: &Message) -> Result<(), NotifyError>;
+    async fn publish(&self, topic: Topic, message: &Message) -> Result<(), NotifyError>;
+}
+
+/// An announcement to make exactly once: `thread` (reservation or intent id) + `milestone`
+/// is its identity. Written to the store before it is published (an outbox), so a crash
+/// delays it instead of losing it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notice {
+    pub thread: String,
+    pub milestone: String,
+    pub topic: Topic,
+    pub message: Message,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Notice {
+    pub fn id(&self) -> String {
+        format!("{}#{}", self.thread, self.milestone)
+    }
+}
+
+#[async_trait]
+pub trait Outbox: Send + Sync {
+    /// Adds a notice unless one with the same thread and milestone exists (then `false`).
+    async fn enqueue(&self, notice: &Notice) -> Result<bool, StoreError>;
+    /// Notices not yet published.
+    async fn pending(&self) -> Result<Vec<Notice>, StoreError>;
+    /// Takes the right to publish a notice until `until`; `false` if another run holds it.
+    async fn lease(&self, notice: &Notice, now: DateTime<Utc>, until: DateTime<Utc>) -> Result<bool, StoreError>;
+    async fn mark_published(&self, notice: &Notice, at: DateTime<Utc>) -> Result<(), StoreError>;
 }

@@ -23,12 +23,12 @@ use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 
 use super::dynamo_item::{Item, data, get_decimal, get_s, get_u64, json, key, n, s};
-use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, Intent, IntentState, Period};
+use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, IntentState, Period};
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::rule::Rule;
 use crate::ports::{
-    Block, BlockStore, Ledger, Observation, ObservationStore, ReserveError, RuleGuard, RuleStore, StoreError,
+    Block, BlockStore, Ledger, Notice, Observation, ObservationStore, Outbox, ReserveError, RuleGuard, RuleStore, StoreError,
     StoredRule,
 };
 
@@ -161,11 +161,10 @@ impl DynamoStore {
         intent: &Intent,
         closed: Intent,
         budget_expr: &str,
-        charges: &[BudgetCharge],
-        extra: Option<TransactWriteItem>,
+        extra: Vec<TransactWriteItem>,
     ) -> Result<(), StoreError> {
         let fee = n(intent.offering.fee.amount());
-        let mut items: Vec<TransactWriteItem> = extra.into_iter().collect();
+        let mut items: Vec<TransactWriteItem> = extra;
         items.push(tx_update(
             self.update(intent_key(&intent.rule_id, &intent.offering.id), "SET #s = :new, #d = :data REMOVE gsi1pk, gsi1sk")
                 .condition_expression("#s IN (:reserved, :sent)")
@@ -181,13 +180,16 @@ impl DynamoStore {
                 .condition_expression("open_intent = :iid")
                 .expression_attribute_values(":iid", s(&intent.id)),
         ));
-        for c in charges {
-            items.push(tx_update(
-                self.update(budget_key(&c.owner, &c.period), budget_expr)
-                    .condition_expression("attribute_exists(committed)")
-                    .expression_attribute_values(":fee", fee.clone())
-                    .expression_attribute_values(":one", n(1)),
-            ));
+        for c in &intent.charges {
+            let mut u = self
+                .update(budget_key(&c.owner, &c.period), budget_expr)
+                .condition_expression("attribute_exists(committed)")
+                .expression_attribute_values(":fee", fee.clone());
+            // DynamoDB refuses expression values the expression does not use.
+            if budget_expr.contains(":one") {
+                u = u.expression_attribute_values(":one", n(1));
+            }
+            items.push(tx_update(u));
         }
         self.transact(items).await.map_err(|e| match e {
             TxError::Cancelled(codes) => StoreError::Conflict(format!(
@@ -281,8 +283,9 @@ impl Ledger for DynamoStore {
         }))
     }
 
-    async fn reserve(&self, intent: &Intent, charges: &[BudgetCharge], seen_seq: u64) -> Result<(), ReserveError> {
+    async fn reserve(&self, intent: &Intent, seen_seq: u64) -> Result<(), ReserveError> {
         let fee = intent.offering.fee;
+        let charges = &intent.charges;
         let mut items = vec![
             tx_put(
                 Put::builder()
@@ -376,7 +379,12 @@ impl Ledger for DynamoStore {
         Ok(())
     }
 
-    async fn record_bought(&self, intent: &Intent, block: &Block, charges: &[BudgetCharge]) -> Result<(), StoreError> {
+    async fn record_bought(
+        &self,
+        intent: &Intent,
+        block: &Block,
+        notice: &Notice,
+    ) -> Result<(), StoreError> {
         let mut closed = intent.clone();
         closed.state = IntentState::Bought;
         closed.reservation_id = Some(block.reservation_id.clone());
@@ -386,14 +394,36 @@ impl Ledger for DynamoStore {
                 .set_item(Some(Self::block_item(block)))
                 .condition_expression("attribute_not_exists(pk)"),
         );
-        self.close_intent(intent, closed, "SET spent = spent + :fee", charges, Some(put_block)).await
+        let put_notice = tx_put(
+            Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(notice_item(notice)))
+                .condition_expression("attribute_not_exists(pk)"),
+        );
+        self.close_intent(intent, closed, "SET spent = spent + :fee", vec![put_block, put_notice]).await
     }
 
-    async fn record_rejected(&self, intent: &Intent, reason: &str, charges: &[BudgetCharge]) -> Result<(), StoreError> {
+    async fn record_rejected(
+        &self,
+        intent: &Intent,
+        reason: &str,
+        notice: Option<&Notice>,
+    ) -> Result<(), StoreError> {
         let mut closed = intent.clone();
         closed.state = IntentState::Rejected;
         closed.reason = Some(reason.to_string());
-        self.close_intent(intent, closed, "SET committed = committed - :fee, purchases = purchases - :one", charges, None)
+        let extra = notice
+            .map(|n| {
+                tx_put(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(notice_item(n)))
+                        .condition_expression("attribute_not_exists(pk)"),
+                )
+            })
+            .into_iter()
+            .collect();
+        self.close_intent(intent, closed, "SET committed = committed - :fee, purchases = purchases - :one", extra)
             .await
     }
 
@@ -455,6 +485,84 @@ impl BlockStore for DynamoStore {
                 other => Err(other),
             },
         }
+    }
+}
+
+const PENDING_NOTICES: &str = "NOTICE#PENDING";
+
+fn notice_key(thread: &str, milestone: &str) -> Item {
+    key(format!("BLOCK#{thread}"), format!("NOTICE#{milestone}"))
+}
+
+fn notice_item(notice: &Notice) -> Item {
+    let mut item = notice_key(&notice.thread, &notice.milestone);
+    item.insert("data".into(), json(notice));
+    item.insert("gsi1pk".into(), s(PENDING_NOTICES));
+    item.insert(
+        "gsi1sk".into(),
+        s(format!("{}#{}", notice.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true), notice.id())),
+    );
+    item
+}
+
+#[async_trait]
+impl Outbox for DynamoStore {
+    async fn enqueue(&self, notice: &Notice) -> Result<bool, StoreError> {
+        match self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(notice_item(notice)))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) => match store_err("enqueue notice", e) {
+                StoreError::Conflict(_) => Ok(false),
+                other => Err(other),
+            },
+        }
+    }
+
+    async fn pending(&self) -> Result<Vec<Notice>, StoreError> {
+        self.query_gsi(PENDING_NOTICES, None).await?.iter().map(data).collect()
+    }
+
+    async fn lease(&self, notice: &Notice, now: DateTime<Utc>, until: DateTime<Utc>) -> Result<bool, StoreError> {
+        match self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(notice_key(&notice.thread, &notice.milestone)))
+            .update_expression("SET lease_until = :until")
+            .condition_expression(
+                "attribute_exists(gsi1pk) AND (attribute_not_exists(lease_until) OR lease_until < :now)",
+            )
+            .expression_attribute_values(":until", n(until.timestamp_millis()))
+            .expression_attribute_values(":now", n(now.timestamp_millis()))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) => match store_err("lease notice", e) {
+                StoreError::Conflict(_) => Ok(false),
+                other => Err(other),
+            },
+        }
+    }
+
+    async fn mark_published(&self, notice: &Notice, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(notice_key(&notice.thread, &notice.milestone)))
+            .update_expression("SET published_at = :at REMOVE gsi1pk, gsi1sk, lease_until")
+            .expression_attribute_values(":at", s(at.to_rfc3339()))
+            .send()
+            .await
+            .map_err(|e| store_err("mark notice published", e))?;
+        Ok(())
     }
 }
 

@@ -4,3 +4,11 @@
 
 pub mod dynamo;
 mod dynamo_item;
+pub mod ec2;
+pub mod sns;
+
+/// Loads the shared SDK configuration once: region, credentials and endpoint overrides from
+/// the environment, plus capblock's timeouts.
+pub async fn load_config() -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(ec2::timeouts()).load().await
+}

@@ -96,6 +96,8 @@ pub struct Intent {
     pub reason: Option<String>,
     /// The month whose budgets hold the fee.
     pub period: Period,
+    /// The budgets the fee was charged to, so closing the intent releases exactly those.
+    pub charges: Vec<BudgetCharge>,
 }
 
 impl Intent {
@@ -105,7 +107,13 @@ impl Intent {
         format!("{rule_id}/{offering_id}")
     }
 
-    pub fn new(rule_id: &str, offering: Offering, accelerators_per_instance: u32, now: DateTime<Utc>) -> Intent {
+    pub fn new(
+        rule_id: &str,
+        offering: Offering,
+        accelerators_per_instance: u32,
+        charges: Vec<BudgetCharge>,
+        now: DateTime<Utc>,
+    ) -> Intent {
         Intent {
             id: Intent::id_for(rule_id, &offering.id),
             rule_id: rule_id.to_string(),
@@ -117,6 +125,7 @@ impl Intent {
             reservation_id: None,
             reason: None,
             period: Period::of(now),
+            charges,
         }
     }
 }

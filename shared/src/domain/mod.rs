@@ -1,6 +1,7 @@
 //! The domain: pure types and decisions. No AWS crate is imported below this module, and no
 //! function here reads the clock: `now` is always an argument.
 
+pub mod announce;
 pub mod budget;
 pub mod catalog;
 pub mod decision;
@@ -9,3 +10,4 @@ pub mod money;
 pub mod names;
 pub mod offering;
 pub mod rule;
+pub mod slack;

@@ -1,0 +1,76 @@
+//! scan-offerings: the scheduled scan-and-buy. Each run settles unknown purchase outcomes,
+//! searches the market for every enabled rule, stores the prices seen, and buys (or, in
+//! dry-run, announces) the cheapest offering that meets each rule.
+
+use std::sync::Mutex;
+
+use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
+use capblock_shared::aws::dynamo::DynamoStore;
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::config;
+use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::money::Money;
+use capblock_shared::lambda::{FunctionError, Tick, parse_event};
+use capblock_shared::ports::{Clock, SystemClock};
+use lambda_runtime::{Diagnostic, LambdaEvent};
+
+/// Everything built once per container and reused by every invocation.
+pub struct App {
+    market: Ec2Market,
+    store: DynamoStore,
+    notifier: SnsNotifier,
+    /// Accelerator counts learned from DescribeInstanceTypes outlive one invocation.
+    catalog: Mutex<AcceleratorCatalog>,
+    settings: ScanSettings,
+}
+
+/// Reads this function's settings from the environment.
+pub fn settings() -> Result<ScanSettings, FunctionError> {
+    let budget: String = config::parsed_or("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", "0".to_string())?;
+    let account_budget = Money::parse(&budget, "USD")
+        .map_err(|e| config::ConfigError::Invalid { name: "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", value: budget, problem: e.to_string() })?;
+    Ok(ScanSettings {
+        stack: config::required("CAPBLOCK_STACK")?,
+        mode: config::parsed_or("CAPBLOCK_MODE", Default::default())?,
+        // "0" means no account-wide limit beyond each rule's own.
+        account_budget: (!account_budget.amount().is_zero()).then_some(account_budget),
+        region_concurrency: config::parsed_or("CAPBLOCK_REGION_CONCURRENCY", 4usize)?,
+    })
+}
+
+impl App {
+    pub async fn from_env() -> Result<App, FunctionError> {
+        let settings = settings()?;
+        let table = config::required("CAPBLOCK_TABLE")?;
+        let alerts = config::required("CAPBLOCK_ALERTS_TOPIC_ARN")?;
+        let sdk = capblock_shared::aws::load_config().await;
+        Ok(App {
+            market: Ec2Market::new(sdk.clone()),
+            store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
+            notifier: SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None),
+            catalog: Mutex::new(AcceleratorCatalog::new()),
+            settings,
+        })
+    }
+
+    pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<ScanReport, Diagnostic> {
+        let result = async {
+            let tick: Tick = parse_event(event.payload)?;
+            let now = tick.now(&SystemClock as &dyn Clock);
+            let scanner = Scanner {
+                market: &self.market,
+                store: &self.store,
+                notifier: &self.notifier,
+                catalog: &self.catalog,
+                settings: &self.settings,
+            };
+            Ok::<_, FunctionError>(scanner.run(now).await?)
+        }
+        .await;
+        result.map_err(|e| {
+            tracing::error!(event = "invocation_failed", error_type = e.kind(), retryable = e.retryable(), error = %e, "scan failed");
+            Diagnostic { error_type: e.kind().to_string(), error_message: e.to_string() }
+        })
+    }
+}

@@ -1,0 +1,7 @@
+//! Application services: the workflows the functions and the CLI run, written against the
+//! ports only, with `now` passed in.
+
+pub mod outbox;
+pub mod purchase;
+pub mod reconcile;
+pub mod scan;

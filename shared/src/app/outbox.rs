@@ -1,0 +1,66 @@
+//! Publishing stored notices exactly once (but for the one crash window no store can close:
+//! after SNS accepted a message and before it was marked published).
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+
+use crate::domain::slack::SlackMessage;
+use crate::ports::{Message, Notice, Notifier, Outbox, StoreError, Topic};
+
+/// How long one run may hold a notice before another run may publish it instead.
+pub const LEASE: Duration = Duration::seconds(90);
+
+/// A Slack notice for the alerts topic.
+pub fn alert_notice(thread: &str, milestone: &str, msg: &SlackMessage, now: DateTime<Utc>) -> Notice {
+    Notice {
+        thread: thread.to_string(),
+        milestone: milestone.to_string(),
+        topic: Topic::Alerts,
+        message: Message {
+            body: msg.to_json(),
+            attributes: [
+                ("capblock_event".to_string(), msg.event_type.clone()),
+                ("capblock_thread".to_string(), thread.to_string()),
+            ]
+            .into(),
+        },
+        created_at: now,
+    }
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct FlushReport {
+    pub published: usize,
+    pub failed: usize,
+    pub held_elsewhere: usize,
+}
+
+/// Publishes every pending notice this run can lease. A failed publish stays pending for the
+/// next run: late rather than lost.
+pub async fn flush<O: Outbox + ?Sized, N: Notifier + ?Sized>(
+    outbox: &O,
+    notifier: &N,
+    now: DateTime<Utc>,
+) -> Result<FlushReport, StoreError> {
+    let mut report = FlushReport::default();
+    let mut pending = outbox.pending().await?;
+    pending.sort_by_key(|n| n.created_at);
+    for notice in pending {
+        if !outbox.lease(&notice, now, now + LEASE).await? {
+            report.held_elsewhere += 1;
+            continue;
+        }
+        match notifier.publish(notice.topic, &notice.message).await {
+            Ok(()) => {
+                outbox.mark_published(&notice, now).await?;
+                tracing::info!(event = "notice_published", notice = %notice.id(), "published");
+                report.published += 1;
+            }
+            Err(e) => {
+                tracing::warn!(event = "notice_publish_failed", notice = %notice.id(), error = %e, "will retry next run");
+                report.failed += 1;
+            }
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,205 @@
+//! Buying one chosen offering for one rule, exactly once.
+//!
+//! 1. Reserve: one transaction creates the intent (keyed by rule + offering), charges the fee
+//!    to the rule's and the account's monthly budgets and takes the rule's guard.
+//! 2. Re-check the offering is still there at a price the rule accepts.
+//! 3. Mark the intent Sent, then call PurchaseCapacityBlock once, without SDK retries.
+//! 4. Bought: record block + announcement. Refused: release the budget. Unknown: leave it Sent
+//!    for reconciliation by tag.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+
+use super::outbox::alert_notice;
+use super::reconcile::{INTENT_TAG, RULE_TAG, STACK_TAG, record_purchase};
+use crate::domain::announce;
+use crate::domain::budget::{BudgetCharge, BudgetOwner, Intent, Period};
+use crate::domain::decision::{Headroom, Priced, check};
+use crate::domain::money::Money;
+use crate::domain::rule::{Mode, Rule};
+use crate::ports::{
+    BlockStore, Ledger, MarketError, OfferingQuery, OfferingSource, Outbox, PurchaseOutcome, PurchaseRequest,
+    Purchaser, ReserveError, StoreError,
+};
+
+/// What happened to a decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Action {
+    /// Dry run: announced (once per offering) and nothing bought.
+    WouldBuy { offering_id: String, first_time: bool },
+    Bought { offering_id: String, reservation_id: String },
+    /// Not attempted: a limit, a budget, or another run got there first.
+    Skipped { reason: String },
+    /// EC2 refused (or the offering vanished at the re-check); the budget was released.
+    Refused { offering_id: String, reason: String },
+    /// Sent, but the answer was lost: reconciliation settles it.
+    Unknown { intent: String, reason: String },
+}
+
+/// The budgets a purchase draws on in `period`.
+pub fn charges_for(rule: &Rule, account_budget: Option<Money>, period: &Period) -> Vec<BudgetCharge> {
+    let mut c = vec![BudgetCharge {
+        owner: BudgetOwner::Rule(rule.id.clone()),
+        period: period.clone(),
+        limit: rule.monthly_budget,
+        max_purchases: Some(rule.max_purchases_per_month),
+    }];
+    if let Some(limit) = account_budget {
+        c.push(BudgetCharge { owner: BudgetOwner::Account, period: period.clone(), limit, max_purchases: None });
+    }
+    c
+}
+
+pub struct Buyer<'a, M: ?Sized, S: ?Sized> {
+    pub market: &'a M,
+    pub store: &'a S,
+    pub stack: &'a str,
+    pub account_budget: Option<Money>,
+}
+
+impl<M, S> Buyer<'_, M, S>
+where
+    M: OfferingSource + Purchaser + ?Sized,
+    S: Ledger + BlockStore + Outbox + ?Sized,
+{
+    fn tags(&self, rule: &Rule, intent_id: &str) -> BTreeMap<String, String> {
+        let mut tags = rule.tags.clone();
+        tags.insert(RULE_TAG.into(), rule.id.clone());
+        tags.insert(INTENT_TAG.into(), intent_id.to_string());
+        tags.insert(STACK_TAG.into(), self.stack.to_string());
+        tags
+    }
+
+    /// Dry run: asks EC2 with DryRun (which checks permissions and the offering), stores the
+    /// would-buy decision and announces it the first time.
+    pub async fn dry_run(&self, rule: &Rule, p: &Priced, stack_mode: Mode, now: DateTime<Utc>) -> Result<Action, StoreError> {
+        let intent = Intent::new(&rule.id, p.offering.clone(), p.accelerators_per_instance, vec![], now);
+        let req = PurchaseRequest {
+            offering: p.offering.clone(),
+            instance_platform: rule.instance_platform.clone(),
+            tags: self.tags(rule, &intent.id),
+            dry_run: true,
+        };
+        match self.market.purchase(&req).await {
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(event = "dry_run_refused", rule = %rule.id, offering = %p.offering.id, error = %e, "EC2 would refuse this purchase");
+                return Ok(Action::Refused { offering_id: p.offering.id.clone(), reason: e.to_string() });
+            }
+        }
+        let first_time = self.store.record_dry_run(&intent).await?;
+        if first_time {
+            let msg = announce::would_buy(&rule.id, p, &intent, stack_mode, rule.mode);
+            self.store.enqueue(&alert_notice(&intent.id, "would-buy", &msg, now)).await?;
+        }
+        Ok(Action::WouldBuy { offering_id: p.offering.id.clone(), first_time })
+    }
+
+    /// Live: the exactly-once path.
+    pub async fn live(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Result<Action, StoreError> {
+        let skipped = |reason: String| {
+            tracing::info!(event = "purchase_skipped", rule = %rule.id, offering = %p.offering.id, %reason, "not buying");
+            Ok(Action::Skipped { reason })
+        };
+        let guard = self.store.guard(&rule.id).await?;
+        if let Some(open) = guard.open_intent {
+            return skipped(format!("intent {open} of this rule is still open"));
+        }
+        let held = self.store.open_blocks(Some(&rule.id)).await?.iter().filter(|b| b.state.is_held()).count();
+        if held >= rule.max_blocks_held as usize {
+            return skipped(format!("the rule holds {held} block(s), its limit is {}", rule.max_blocks_held));
+        }
+
+        let period = Period::of(now);
+        let charges = charges_for(rule, self.account_budget, &period);
+        let intent = Intent::new(&rule.id, p.offering.clone(), p.accelerators_per_instance, charges, now);
+        match self.store.reserve(&intent, guard.seq).await {
+            Ok(()) => {}
+            Err(ReserveError::Store(e)) => return Err(e),
+            Err(e) => return skipped(e.to_string()),
+        }
+        tracing::info!(event = "intent_reserved", rule = %rule.id, intent = %intent.id, fee = %p.offering.fee, "budget reserved");
+
+        if let Some(reason) = self.recheck(rule, p, now).await {
+            return self.refuse(rule, p, &intent, &reason, now).await;
+        }
+
+        self.store.mark_sent(&intent.id, &rule.id, now).await?;
+        let mut sent = intent.clone();
+        sent.state = crate::domain::budget::IntentState::Sent;
+        sent.sent_at = Some(now);
+
+        let req = PurchaseRequest {
+            offering: p.offering.clone(),
+            instance_platform: rule.instance_platform.clone(),
+            tags: self.tags(rule, &intent.id),
+            dry_run: false,
+        };
+        match self.market.purchase(&req).await {
+            Ok(PurchaseOutcome::Bought(r)) => {
+                tracing::info!(event = "purchased", rule = %rule.id, intent = %intent.id, reservation = %r.id, fee = %p.offering.fee, "bought");
+                // If this write fails, the intent stays Sent and the next run adopts the block by tag.
+                record_purchase(self.store, &sent, &r, now).await?;
+                Ok(Action::Bought { offering_id: p.offering.id.clone(), reservation_id: r.id })
+            }
+            Ok(PurchaseOutcome::WouldSucceed) => Err(StoreError::Corrupt {
+                key: intent.id.clone(),
+                message: "EC2 answered a live purchase as a dry run".into(),
+            }),
+            Err(e) if e.had_no_effect() => self.refuse(rule, p, &sent, &e.to_string(), now).await,
+            Err(e) => {
+                tracing::error!(event = "purchase_failed", outcome = "unknown", rule = %rule.id, intent = %intent.id, error = %e, "purchase outcome unknown; reconciliation will settle it");
+                Ok(Action::Unknown { intent: intent.id.clone(), reason: e.to_string() })
+            }
+        }
+    }
+
+    /// The offering must still be on sale, at a price the rule accepts.
+    async fn recheck(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Option<String> {
+        let o = &p.offering;
+        let q = OfferingQuery {
+            region: o.region.clone(),
+            instance_type: o.instance_type.clone(),
+            instance_count: o.instance_count,
+            duration_hours: o.duration_hours,
+            start_from: o.start - Duration::minutes(1),
+            start_to: o.start + Duration::minutes(1),
+        };
+        match self.market.offerings(&q).await {
+            Err(e) => Some(format!("could not re-check the offering: {e}")),
+            Ok(list) => match list.into_iter().find(|x| x.id == o.id) {
+                None => Some("the offering is no longer on sale".into()),
+                Some(fresh) if fresh.fee != o.fee => {
+                    Some(format!("the price changed from {} to {}", o.fee, fresh.fee))
+                }
+                // Same offering, same fee: the price per accelerator-hour is unchanged, but the
+                // start window moves with time.
+                Some(fresh) => check(rule, &Priced { offering: fresh, ..p.clone() }, Headroom(o.fee), now)
+                    .map(|why| format!("the offering no longer meets the rule: {why:?}")),
+            },
+        }
+    }
+
+    async fn refuse(
+        &self,
+        rule: &Rule,
+        p: &Priced,
+        intent: &Intent,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Action, StoreError> {
+        tracing::warn!(event = "purchase_failed", outcome = "refused", rule = %rule.id, intent = %intent.id, %reason, "nothing bought; budget released");
+        let msg = announce::purchase_rejected(&rule.id, p, intent, reason);
+        let notice = alert_notice(&intent.id, "rejected", &msg, now);
+        self.store.record_rejected(intent, reason, Some(&notice)).await?;
+        Ok(Action::Refused { offering_id: p.offering.id.clone(), reason: reason.to_string() })
+    }
+}
+
+/// Whether the market error means the region simply does not sell Capacity Blocks.
+pub fn is_unsupported(e: &MarketError) -> bool {
+    matches!(e, MarketError::Unsupported { .. })
+}

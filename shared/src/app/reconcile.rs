@@ -1,0 +1,134 @@
+//! Settling purchase intents whose outcome is not known: a run that died after reserving, or
+//! after sending PurchaseCapacityBlock. EC2 is asked by tag; a purchase is never re-sent.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+
+use super::outbox::alert_notice;
+use crate::domain::announce;
+use crate::domain::budget::{Intent, IntentState};
+use crate::domain::decision::Priced;
+use crate::domain::lifecycle::{BlockState, payment_deadline};
+use crate::ports::{Block, Ledger, Reservation, ReservationSource, StoreError};
+
+/// The tag that ties a reservation to the intent that bought it.
+pub const INTENT_TAG: &str = "capblock:intent";
+pub const RULE_TAG: &str = "capblock:rule";
+pub const STACK_TAG: &str = "capblock:stack";
+
+/// A Reserved intent older than this was abandoned before PurchaseCapacityBlock was sent.
+pub const RESERVED_GRACE: Duration = Duration::minutes(5);
+/// A Sent intent with no tagged reservation after this long was not bought.
+pub const SENT_GRACE: Duration = Duration::minutes(15);
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum Settled {
+    Adopted { intent: String, reservation_id: String },
+    Rejected { intent: String, reason: String },
+    StillOpen { intent: String, reason: String },
+}
+
+/// The block capblock holds for a reservation its intent bought.
+pub fn block_for(intent: &Intent, r: &Reservation, now: DateTime<Utc>) -> Block {
+    let purchased_at = intent.sent_at.unwrap_or(now);
+    Block {
+        reservation_id: r.id.clone(),
+        region: r.region.clone(),
+        availability_zone: r.availability_zone.clone(),
+        instance_type: r.instance_type.clone(),
+        instance_count: r.instance_count,
+        start: r.start,
+        end: r.end,
+        state: BlockState::from_ec2(&r.state).unwrap_or(BlockState::PaymentPending),
+        fee: Some(intent.offering.fee),
+        accelerators_per_instance: Some(intent.accelerators_per_instance),
+        purchased_at,
+        payment_deadline: Some(payment_deadline(purchased_at, r.start)),
+        rule_id: Some(intent.rule_id.clone()),
+        intent_id: Some(intent.id.clone()),
+        ultraserver: intent.offering.ultraserver,
+        arn: r.arn.clone(),
+        period: Some(intent.period.clone()),
+        version: 1,
+    }
+}
+
+/// Records a bought reservation with its announcement, in one transaction.
+pub async fn record_purchase<L: Ledger + ?Sized>(
+    ledger: &L,
+    intent: &Intent,
+    r: &Reservation,
+    now: DateTime<Utc>,
+) -> Result<Block, StoreError> {
+    let block = block_for(intent, r, now);
+    let priced = Priced {
+        per_accelerator_hour: intent
+            .offering
+            .price_per_accelerator_hour(intent.accelerators_per_instance)
+            .unwrap_or_else(|| intent.offering.price_per_instance_hour()),
+        per_instance_hour: intent.offering.price_per_instance_hour(),
+        accelerators_per_instance: intent.accelerators_per_instance,
+        offering: intent.offering.clone(),
+    };
+    let msg = announce::purchased(&intent.rule_id, &priced, &r.id, r.arn.as_deref(), block.purchased_at);
+    let notice = alert_notice(&r.id, "purchased", &msg, now);
+    ledger.record_bought(intent, &block, &notice).await?;
+    Ok(block)
+}
+
+/// Settles every open intent it can. Errors on one intent are reported and do not stop others.
+pub async fn settle_open_intents<L, R>(ledger: &L, market: &R, now: DateTime<Utc>) -> Result<Vec<Settled>, StoreError>
+where
+    L: Ledger + ?Sized,
+    R: ReservationSource + ?Sized,
+{
+    let mut out = Vec::new();
+    for intent in ledger.open_intents().await? {
+        let settled = match settle(ledger, market, &intent, now).await {
+            Ok(s) => s,
+            Err(e) => Settled::StillOpen { intent: intent.id.clone(), reason: e.to_string() },
+        };
+        tracing::info!(event = "intent_settled", intent = %intent.id, result = ?settled, "reconciled");
+        out.push(settled);
+    }
+    Ok(out)
+}
+
+async fn settle<L, R>(ledger: &L, market: &R, intent: &Intent, now: DateTime<Utc>) -> Result<Settled, StoreError>
+where
+    L: Ledger + ?Sized,
+    R: ReservationSource + ?Sized,
+{
+    let id = intent.id.clone();
+    match intent.state {
+        IntentState::Reserved if now - intent.created_at >= RESERVED_GRACE => {
+            let reason = "abandoned before PurchaseCapacityBlock was sent";
+            ledger.record_rejected(intent, reason, None).await?;
+            Ok(Settled::Rejected { intent: id, reason: reason.into() })
+        }
+        IntentState::Reserved => Ok(Settled::StillOpen { intent: id, reason: "another run is buying".into() }),
+        IntentState::Sent => {
+            let found = market
+                .reservations_tagged(&intent.offering.region, INTENT_TAG, &intent.id)
+                .await
+                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            if let Some(r) = found.first() {
+                if found.len() > 1 {
+                    tracing::error!(event = "duplicate_purchase", intent = %id, count = found.len(), "more than one reservation carries this intent");
+                }
+                let block = record_purchase(ledger, intent, r, now).await?;
+                return Ok(Settled::Adopted { intent: id, reservation_id: block.reservation_id });
+            }
+            let sent_at = intent.sent_at.unwrap_or(intent.created_at);
+            if now - sent_at >= SENT_GRACE {
+                let reason = "EC2 has no reservation tagged with this intent";
+                ledger.record_rejected(intent, reason, None).await?;
+                Ok(Settled::Rejected { intent: id, reason: reason.into() })
+            } else {
+                Ok(Settled::StillOpen { intent: id, reason: "outcome unknown; waiting for EC2 to show it".into() })
+            }
+        }
+        _ => Ok(Settled::StillOpen { intent: id, reason: format!("state {}", intent.state.as_str()) }),
+    }
+}

@@ -1,0 +1,301 @@
+//! The EC2 market adapter: Capacity Block offerings, purchases, reservations and instance
+//! types, one SDK client per region (built lazily from the same shared configuration).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_config::SdkConfig;
+use aws_config::retry::RetryConfig;
+use aws_sdk_ec2::Client;
+use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_ec2::types::{
+    CapacityReservation, CapacityReservationInstancePlatform, Filter, ResourceType, Tag, TagSpecification,
+};
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use chrono::{DateTime, TimeZone, Utc};
+
+use crate::domain::lifecycle::Observed;
+use crate::domain::names::{InstanceType, Region};
+use crate::domain::offering::{Offering, RawOffering};
+use crate::ports::{
+    InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser,
+    Reservation, ReservationSource,
+};
+
+/// Describe calls: the SDK's adaptive retry (client-side rate limiting on throttling), so a
+/// scan slows to what EC2 allows instead of failing.
+const DESCRIBE_MAX_ATTEMPTS: u32 = 8;
+
+pub struct Ec2Market {
+    base: SdkConfig,
+    clients: Mutex<HashMap<Region, Client>>,
+}
+
+pub(crate) fn to_chrono(t: &aws_smithy_types::DateTime) -> Option<DateTime<Utc>> {
+    Utc.timestamp_opt(t.secs(), t.subsec_nanos()).single()
+}
+
+pub(crate) fn to_smithy(t: DateTime<Utc>) -> aws_smithy_types::DateTime {
+    aws_smithy_types::DateTime::from_secs(t.timestamp())
+}
+
+fn classify<E>(operation: &'static str, region: &Region, e: SdkError<E, HttpResponse>) -> MarketError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let region = region.to_string();
+    let code = e.code().unwrap_or_default().to_string();
+    let message = e.message().unwrap_or_default().to_string();
+    match &e {
+        SdkError::ServiceError(se) => {
+            let status = se.raw().status().as_u16();
+            match code.as_str() {
+                "RequestLimitExceeded" | "Throttling" | "ThrottlingException" => {
+                    MarketError::Throttled { operation, region }
+                }
+                "InvalidAction" | "UnsupportedOperation" => MarketError::Unsupported { operation, region },
+                _ if status >= 500 => {
+                    MarketError::Unknown { operation, region, message: format!("HTTP {status} {code}: {message}") }
+                }
+                _ => MarketError::Rejected { operation, region, code, message },
+            }
+        }
+        // Nothing left the process.
+        SdkError::ConstructionFailure(_) => MarketError::Rejected {
+            operation,
+            region,
+            code: "ConstructionFailure".into(),
+            message: DisplayErrorContext(&e).to_string(),
+        },
+        // Timeouts, connection failures and unreadable answers: the request may have arrived.
+        _ => MarketError::Unknown { operation, region, message: DisplayErrorContext(&e).to_string() },
+    }
+}
+
+impl Ec2Market {
+    /// `base` is the shared SDK configuration (credentials, endpoint overrides, timeouts).
+    pub fn new(base: SdkConfig) -> Self {
+        Ec2Market { base, clients: Mutex::new(HashMap::new()) }
+    }
+
+    fn client(&self, region: &Region) -> Client {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        clients
+            .entry(region.clone())
+            .or_insert_with(|| {
+                let conf = aws_sdk_ec2::config::Builder::from(&self.base)
+                    .region(aws_sdk_ec2::config::Region::new(region.to_string()))
+                    .retry_config(RetryConfig::adaptive().with_max_attempts(DESCRIBE_MAX_ATTEMPTS))
+                    .build();
+                Client::from_conf(conf)
+            })
+            .clone()
+    }
+}
+
+/// Converts a reservation from the SDK shape; `None` when a field we rely on is missing.
+fn reservation(region: &Region, r: &CapacityReservation) -> Result<Reservation, String> {
+    let id = r.capacity_reservation_id().ok_or("reservation without an id")?.to_string();
+    let missing = |f: &str| format!("reservation {id} has no {f}");
+    Ok(Reservation {
+        arn: r.capacity_reservation_arn().map(str::to_string),
+        region: region.clone(),
+        availability_zone: r.availability_zone().unwrap_or_default().to_string(),
+        instance_type: r
+            .instance_type()
+            .ok_or_else(|| missing("InstanceType"))?
+            .parse()
+            .map_err(|e: crate::domain::names::NameError| e.to_string())?,
+        instance_count: r.total_instance_count().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| missing("TotalInstanceCount"))?,
+        start: r.start_date().and_then(to_chrono).ok_or_else(|| missing("StartDate"))?,
+        end: r.end_date().and_then(to_chrono).ok_or_else(|| missing("EndDate"))?,
+        state: r.state().map(|s| s.as_str().to_string()).ok_or_else(|| missing("State"))?,
+        reservation_type: r.reservation_type().map(|t| t.as_str().to_string()),
+        tags: r
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+            .collect::<BTreeMap<_, _>>(),
+        id,
+    })
+}
+
+#[async_trait]
+impl OfferingSource for Ec2Market {
+    async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+        const OP: &str = "DescribeCapacityBlockOfferings";
+        let mut pages = self
+            .client(&q.region)
+            .describe_capacity_block_offerings()
+            .capacity_duration_hours(q.duration_hours as i32)
+            .instance_type(q.instance_type.as_str())
+            .instance_count(q.instance_count as i32)
+            .start_date_range(to_smithy(q.start_from))
+            // EndDateRange bounds the end of the block: the latest start plus its duration.
+            .end_date_range(to_smithy(q.start_to + chrono::Duration::hours(i64::from(q.duration_hours))))
+            .max_results(100)
+            .into_paginator()
+            .send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| classify(OP, &q.region, e))?;
+            for o in page.capacity_block_offerings() {
+                let raw = RawOffering {
+                    offering_id: o.capacity_block_offering_id().map(str::to_string),
+                    instance_type: o.instance_type().map(str::to_string),
+                    availability_zone: o.availability_zone().map(str::to_string),
+                    instance_count: o.instance_count(),
+                    start_date: o.start_date().and_then(to_chrono),
+                    end_date: o.end_date().and_then(to_chrono),
+                    duration_hours: o.capacity_block_duration_hours(),
+                    upfront_fee: o.upfront_fee().map(str::to_string),
+                    currency_code: o.currency_code().map(str::to_string),
+                    ultraserver_type: o.ultraserver_type().map(str::to_string),
+                };
+                match Offering::parse(&q.region, raw) {
+                    Ok(offering) => out.push(offering),
+                    Err(e) => tracing::warn!(region = %q.region, error = %e, "skipping an offering EC2 described badly"),
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl InstanceTypeSource for Ec2Market {
+    async fn accelerators(&self, region: &Region, types: &[InstanceType]) -> Result<Vec<(InstanceType, u32)>, MarketError> {
+        const OP: &str = "DescribeInstanceTypes";
+        let mut req = self.client(region).describe_instance_types();
+        for t in types {
+            req = req.instance_types(aws_sdk_ec2::types::InstanceType::from(t.as_str()));
+        }
+        let out = req.send().await.map_err(|e| classify(OP, region, e))?;
+        Ok(out
+            .instance_types()
+            .iter()
+            .filter_map(|info| {
+                let name: InstanceType = info.instance_type()?.as_str().parse().ok()?;
+                let gpus: i32 = info.gpu_info().map(|g| g.gpus().iter().filter_map(|d| d.count()).sum()).unwrap_or(0);
+                let neuron: i32 =
+                    info.neuron_info().map(|n| n.neuron_devices().iter().filter_map(|d| d.count()).sum()).unwrap_or(0);
+                Some((name, u32::try_from(gpus.max(neuron)).unwrap_or(0)))
+            })
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Purchaser for Ec2Market {
+    async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
+        const OP: &str = "PurchaseCapacityBlock";
+        let region = &req.offering.region;
+        let tags = TagSpecification::builder()
+            .resource_type(ResourceType::CapacityReservation)
+            .set_tags(Some(req.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()))
+            .build();
+        let result = self
+            .client(region)
+            .purchase_capacity_block()
+            .capacity_block_offering_id(&req.offering.id)
+            .instance_platform(CapacityReservationInstancePlatform::from(req.instance_platform.as_str()))
+            .tag_specifications(tags)
+            .dry_run(req.dry_run)
+            .customize()
+            // No ClientToken exists for this call: a retry could buy a second block. One attempt;
+            // an unknown outcome is settled by reconciliation (tag lookup), never by resending.
+            .config_override(aws_sdk_ec2::config::Builder::default().retry_config(RetryConfig::disabled()))
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                let r = out.capacity_reservation().ok_or_else(|| MarketError::Unknown {
+                    operation: OP,
+                    region: region.to_string(),
+                    message: "EC2 answered without a CapacityReservation".into(),
+                })?;
+                reservation(region, r)
+                    .map(PurchaseOutcome::Bought)
+                    // It was bought; we just cannot read it: reconciliation will find it by tag.
+                    .map_err(|message| MarketError::Unknown { operation: OP, region: region.to_string(), message })
+            }
+            Err(e) if req.dry_run && e.code() == Some("DryRunOperation") => Ok(PurchaseOutcome::WouldSucceed),
+            Err(e) => Err(classify(OP, region, e)),
+        }
+    }
+}
+
+#[async_trait]
+impl ReservationSource for Ec2Market {
+    async fn reservations_tagged(&self, region: &Region, key: &str, value: &str) -> Result<Vec<Reservation>, MarketError> {
+        const OP: &str = "DescribeCapacityReservations";
+        let mut pages = self
+            .client(region)
+            .describe_capacity_reservations()
+            .filters(Filter::builder().name(format!("tag:{key}")).values(value).build())
+            .into_paginator()
+            .send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| classify(OP, region, e))?;
+            for r in page.capacity_reservations() {
+                match reservation(region, r) {
+                    // The API has no reservation-type filter: keep only capacity blocks here.
+                    Ok(r) if r.is_capacity_block() => out.push(r),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(%region, error = %e, "skipping a reservation EC2 described badly"),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {
+        const OP: &str = "DescribeCapacityReservations";
+        let mut out = Vec::new();
+        for batch in ids.chunks(100) {
+            let result = self
+                .client(region)
+                .describe_capacity_reservations()
+                .set_capacity_reservation_ids(Some(batch.to_vec()))
+                .send()
+                .await;
+            match result {
+                Ok(page) => {
+                    let found: HashMap<String, Observed> = page
+                        .capacity_reservations()
+                        .iter()
+                        .filter_map(|r| {
+                            let r = reservation(region, r).ok()?;
+                            Some((r.id.clone(), Observed::Found { state: r.state, end: r.end }))
+                        })
+                        .collect();
+                    out.extend(batch.iter().map(|id| (id.clone(), found.get(id).cloned().unwrap_or(Observed::NotFound))));
+                }
+                // One unknown id fails the whole call: ask one by one to find which.
+                Err(e) if e.code() == Some("InvalidCapacityReservationId.NotFound") && batch.len() > 1 => {
+                    for id in batch {
+                        out.extend(self.observe(region, std::slice::from_ref(id)).await?);
+                    }
+                }
+                Err(e) if e.code() == Some("InvalidCapacityReservationId.NotFound") => {
+                    out.push((batch[0].clone(), Observed::NotFound));
+                }
+                Err(e) => return Err(classify(OP, region, e)),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Operation timeouts for every client: a call that hangs must fail in time for the Lambda to
+/// record what it knows.
+pub fn timeouts() -> aws_config::timeout::TimeoutConfig {
+    aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(3))
+        .operation_attempt_timeout(Duration::from_secs(10))
+        .operation_timeout(Duration::from_secs(40))
+        .build()
+}

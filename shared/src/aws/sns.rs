@@ -1,0 +1,46 @@
+//! The SNS notifier: alerts (Slack through Amazon Q Developer) and workload notices.
+
+use async_trait::async_trait;
+use aws_sdk_sns::Client;
+use aws_sdk_sns::error::DisplayErrorContext;
+use aws_sdk_sns::types::MessageAttributeValue;
+
+use crate::ports::{Message, Notifier, NotifyError, Topic};
+
+pub struct SnsNotifier {
+    client: Client,
+    alerts_topic_arn: String,
+    workloads_topic_arn: Option<String>,
+}
+
+impl SnsNotifier {
+    pub fn new(client: Client, alerts_topic_arn: String, workloads_topic_arn: Option<String>) -> Self {
+        SnsNotifier { client, alerts_topic_arn, workloads_topic_arn }
+    }
+}
+
+#[async_trait]
+impl Notifier for SnsNotifier {
+    async fn publish(&self, topic: Topic, message: &Message) -> Result<(), NotifyError> {
+        let arn = match topic {
+            Topic::Alerts => self.alerts_topic_arn.as_str(),
+            Topic::Workloads => self.workloads_topic_arn.as_deref().ok_or_else(|| NotifyError::Failed {
+                topic: "workloads".into(),
+                message: "no workloads topic is configured for this function".into(),
+            })?,
+        };
+        let mut req = self.client.publish().topic_arn(arn).message(&message.body);
+        for (k, v) in &message.attributes {
+            req = req.message_attributes(
+                k,
+                MessageAttributeValue::builder().data_type("String").string_value(v).build().map_err(|e| {
+                    NotifyError::Failed { topic: arn.to_string(), message: e.to_string() }
+                })?,
+            );
+        }
+        req.send()
+            .await
+            .map_err(|e| NotifyError::Failed { topic: arn.to_string(), message: DisplayErrorContext(&e).to_string() })?;
+        Ok(())
+    }
+}

@@ -1,0 +1,76 @@
+//! Reading settings from the environment, once, in `main`. Each function names the variables
+//! it reads as string literals in its own crate, so the template cross-check can find them.
+
+use std::str::FromStr;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("environment variable {0} is not set (the SAM template sets it; locally, see `infra/local/stack.sh env`)")]
+    Missing(&'static str),
+    #[error("environment variable {name}={value:?} is invalid: {problem}")]
+    Invalid { name: &'static str, value: String, problem: String },
+}
+
+/// A variable that must be set and non-empty.
+pub fn required(name: &'static str) -> Result<String, ConfigError> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => Ok(v.trim().to_string()),
+        _ => Err(ConfigError::Missing(name)),
+    }
+}
+
+/// An optional variable; empty counts as unset.
+pub fn optional(name: &'static str) -> Option<String> {
+    std::env::var(name).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+}
+
+/// An optional variable parsed with `FromStr`, or `default` when unset.
+pub fn parsed_or<T>(name: &'static str, default: T) -> Result<T, ConfigError>
+where
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    match optional(name) {
+        None => Ok(default),
+        Some(v) => v.parse().map_err(|e: T::Err| ConfigError::Invalid { name, value: v, problem: e.to_string() }),
+    }
+}
+
+/// A comma-separated list, each element parsed with `FromStr`.
+pub fn list_or<T>(name: &'static str, default: Vec<T>) -> Result<Vec<T>, ConfigError>
+where
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    match optional(name) {
+        None => Ok(default),
+        Some(v) => v
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse().map_err(|e: T::Err| ConfigError::Invalid { name, value: v.clone(), problem: e.to_string() })
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lists_and_reports_bad_values() {
+        // Names unique to this test: the process environment is shared between tests.
+        unsafe {
+            std::env::set_var("CAPBLOCK_TEST_LIST", "6, 1");
+            std::env::set_var("CAPBLOCK_TEST_BAD", "6,x");
+            std::env::set_var("CAPBLOCK_TEST_EMPTY", "  ");
+        }
+        assert_eq!(list_or::<u32>("CAPBLOCK_TEST_LIST", vec![]).unwrap(), vec![6, 1]);
+        let err = list_or::<u32>("CAPBLOCK_TEST_BAD", vec![]).unwrap_err();
+        assert!(err.to_string().starts_with("environment variable CAPBLOCK_TEST_BAD=\"6,x\" is invalid"), "{err}");
+        assert_eq!(required("CAPBLOCK_TEST_EMPTY"), Err(ConfigError::Missing("CAPBLOCK_TEST_EMPTY")));
+        assert_eq!(parsed_or::<u32>("CAPBLOCK_TEST_UNSET", 4).unwrap(), 4);
+    }
+}
