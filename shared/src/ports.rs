@@ -354,3 +354,25 @@ pub trait Outbox: Send + Sync {
     async fn lease(&self, notice: &Notice, now: DateTime<Utc>, until: DateTime<Utc>) -> Result<bool, StoreError>;
     async fn mark_published(&self, notice: &Notice, at: DateTime<Utc>) -> Result<(), StoreError>;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Reminders (EventBridge Scheduler)
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReminderError {
+    #[error("scheduler: {0}")]
+    Failed(String),
+}
+
+/// capblock's own checkpoint reminders: one-time schedules at operator-set lead times before a
+/// block's termination time (end - 30 min, or 60 for UltraServers).
+#[async_trait]
+pub trait Reminders: Send + Sync {
+    /// Makes sure the block has one one-time schedule per lead time, at the right instants
+    /// (moving them when the end moved); lead times already past at `now` are skipped.
+    /// Idempotent: calling it twice changes nothing.
+    async fn sync(&self, block: &Block, now: DateTime<Utc>) -> Result<(), ReminderError>;
+    /// Removes every reminder schedule of the block. Idempotent.
+    async fn clear(&self, block: &Block) -> Result<(), ReminderError>;
+}

@@ -1,1 +1,248 @@
+//! Test support: a market simulator per test (in-process, on its own loopback port), a fresh
+//! DynamoDB table and SNS topics per test on the shared moto server, and readers for what was
+//! published. Tests reach moto through the standard `AWS_ENDPOINT_URL_*` variables that
+//! `infra/local/stack.sh` exports; nothing here changes how the production code finds AWS.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_config::SdkConfig;
+use capblock_market_sim::scenario::Scenario;
+use capblock_market_sim::server::{App, serve};
+use capblock_market_sim::world::World;
+use capblock_shared::aws::dynamo::{DynamoStore, create_table};
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::sns::SnsNotifier;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+fn require_env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run the tests through `make test` (or `infra/local/stack.sh run -- cargo test`)")
+    })
+}
+
+/// A running simulator; stops when dropped.
+pub struct Sim {
+    pub url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Sim {
+    pub async fn start(scenario_toml: &str) -> Sim {
+        let scenario = Scenario::parse(scenario_toml).expect("test scenario parses");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(serve(listener, App::new(World::new(scenario))));
+        Sim { url, task }
+    }
+
+    pub async fn control(&self, method: &str, path: &str, body: &str) -> Value {
+        let (status, text) = http(method, &format!("{}{path}", self.url), body).await;
+        assert!(status < 300, "sim {method} {path} -> {status}: {text}");
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    }
+
+    pub async fn state(&self) -> Value {
+        self.control("GET", "/_sim/state", "").await
+    }
+
+    pub async fn purchases(&self) -> Vec<Value> {
+        self.state().await["purchases"].as_array().cloned().unwrap_or_default()
+    }
+
+    pub async fn advance_hours(&self, hours: i64) -> Value {
+        self.control("POST", "/_sim/clock", &format!("{{\"advance_secs\": {}}}", hours * 3600)).await
+    }
+
+    pub async fn behaviour(&self, json: &str) -> Value {
+        self.control("POST", "/_sim/behaviour", json).await
+    }
+
+    /// SDK configuration for this simulator: the shared test config with the EC2 endpoint here.
+    pub async fn sdk(&self, timeouts: aws_config::timeout::TimeoutConfig) -> SdkConfig {
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(&self.url)
+            .timeout_config(timeouts)
+            .load()
+            .await
+    }
+
+    pub async fn market(&self) -> Ec2Market {
+        Ec2Market::new(self.sdk(quick_timeouts()).await)
+    }
+}
+
+/// Short timeouts so a simulated hang costs a test seconds, not minutes.
+pub fn quick_timeouts() -> aws_config::timeout::TimeoutConfig {
+    aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(2))
+        .operation_attempt_timeout(Duration::from_millis(1500))
+        .operation_timeout(Duration::from_secs(6))
+        .build()
+}
+
+/// A minimal HTTP/1.1 client for the control endpoints (no extra dependency).
+pub async fn http(method: &str, url: &str, body: &str) -> (u16, String) {
+    let rest = url.strip_prefix("http://").expect("http url");
+    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let mut s = TcpStream::connect(host).await.expect("connect");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(body) } else { body.to_string() };
+    (status, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((len, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(len.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// moto-backed resources private to one test.
+pub struct Aws {
+    pub sdk: SdkConfig,
+    pub table: String,
+    pub alerts_topic: String,
+    pub workloads_topic: String,
+    pub alerts_queue: String,
+    pub workloads_queue: String,
+}
+
+impl Aws {
+    /// A fresh table, two topics and an SQS tap on each topic, named after the test.
+    pub async fn fresh(name: &str) -> Aws {
+        require_env("AWS_ENDPOINT_URL_DYNAMODB");
+        require_env("AWS_ENDPOINT_URL_SNS");
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+        let id = format!("{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let table = format!("capblock-test-{id}");
+        let ddb = aws_sdk_dynamodb::Client::new(&sdk);
+        create_table(&ddb, &table).await.expect("create table on moto");
+        let sns = aws_sdk_sns::Client::new(&sdk);
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let mut topics = Vec::new();
+        let mut queues = Vec::new();
+        for kind in ["alerts", "workloads"] {
+            let topic = sns.create_topic().name(format!("{kind}-{id}")).send().await.unwrap().topic_arn.unwrap();
+            let q = sqs.create_queue().queue_name(format!("{kind}-{id}")).send().await.unwrap().queue_url.unwrap();
+            let qarn = sqs
+                .get_queue_attributes()
+                .queue_url(&q)
+                .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+                .send()
+                .await
+                .unwrap()
+                .attributes
+                .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
+                .clone();
+            sns.subscribe().topic_arn(&topic).protocol("sqs").endpoint(qarn).send().await.unwrap();
+            topics.push(topic);
+            queues.push(q);
+        }
+        Aws {
+            sdk,
+            table,
+            alerts_topic: topics[0].clone(),
+            workloads_topic: topics[1].clone(),
+            alerts_queue: queues[0].clone(),
+            workloads_queue: queues[1].clone(),
+        }
+    }
+
+    pub fn store(&self) -> DynamoStore {
+        DynamoStore::new(aws_sdk_dynamodb::Client::new(&self.sdk), &self.table)
+    }
+
+    pub fn notifier(&self) -> SnsNotifier {
+        SnsNotifier::new(
+            aws_sdk_sns::Client::new(&self.sdk),
+            self.alerts_topic.clone(),
+            Some(self.workloads_topic.clone()),
+        )
+    }
+
+    /// Every message published to a topic so far, read from its SQS tap (drained).
+    pub async fn drain(&self, queue: &str) -> Vec<Published> {
+        let sqs = aws_sdk_sqs::Client::new(&self.sdk);
+        let mut out = Vec::new();
+        loop {
+            let r = sqs.receive_message().queue_url(queue).max_number_of_messages(10).send().await.unwrap();
+            let msgs = r.messages.unwrap_or_default();
+            if msgs.is_empty() {
+                break;
+            }
+            for m in msgs {
+                let envelope: Value = serde_json::from_str(m.body().unwrap()).unwrap();
+                let body: Value = serde_json::from_str(envelope["Message"].as_str().unwrap())
+                    .unwrap_or_else(|_| Value::String(envelope["Message"].as_str().unwrap().to_string()));
+                let attributes = envelope["MessageAttributes"]
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| (k.clone(), v["Value"].as_str().unwrap_or_default().to_string()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.push(Published { body, attributes });
+                sqs.delete_message().queue_url(queue).receipt_handle(m.receipt_handle().unwrap()).send().await.unwrap();
+            }
+        }
+        out
+    }
+
+    pub async fn alerts(&self) -> Vec<Published> {
+        self.drain(&self.alerts_queue).await
+    }
+
+    pub async fn workload_notices(&self) -> Vec<Published> {
+        self.drain(&self.workloads_queue).await
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub body: Value,
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// Checks a message against the custom-notification schema Amazon Q Developer renders.
+pub fn assert_slack_schema(m: &Value) {
+    assert_eq!(m["version"], "1.0", "{m}");
+    assert_eq!(m["source"], "custom", "{m}");
+    assert!(m["id"].as_str().is_some_and(|s| !s.is_empty()), "{m}");
+    let c = &m["content"];
+    assert_eq!(c["textType"], "client-markdown", "{m}");
+    assert!(c["title"].as_str().is_some_and(|s| !s.is_empty()), "{m}");
+    assert!(c["description"].as_str().is_some_and(|s| !s.is_empty()), "{m}");
+    assert!(c["nextSteps"].is_array() && c["keywords"].is_array(), "{m}");
+    let md = &m["metadata"];
+    assert!(md["threadId"].as_str().is_some_and(|s| !s.is_empty()), "{m}");
+    assert!(md["summary"].is_string() && md["eventType"].is_string(), "{m}");
+    assert!(md["relatedResources"].is_array() && md["additionalContext"].is_object(), "{m}");
+}
+
+pub type SharedSim = Arc<Sim>;

@@ -12,15 +12,23 @@ fn when(t: DateTime<Utc>) -> String {
     t.format("%a %Y-%m-%d %H:%M UTC").to_string()
 }
 
+fn days(hours: u32) -> String {
+    match hours {
+        24 => "1 day".into(),
+        h if h % 24 == 0 => format!("{} days", h / 24),
+        h => format!("{h} hours"),
+    }
+}
+
 fn what(p: &Priced) -> String {
     let o = &p.offering;
     format!(
-        "*{} x {}* in {} ({}), {} days\n• Start: {}\n• End: {}\n• Total fee: {}\n• Price: {} per accelerator-hour ({} per instance-hour)",
+        "*{} x {}* in {} ({}), {}\n• Start: {}\n• End: {}\n• Total fee: {}\n• Price: {} per accelerator-hour ({} per instance-hour)",
         o.instance_count,
         o.instance_type,
         o.region,
         o.availability_zone,
-        o.duration_hours / 24,
+        days(o.duration_hours),
         when(o.start),
         when(o.end),
         o.fee,

@@ -142,7 +142,7 @@ impl Money {
 
 impl fmt::Display for Money {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.amount.round_dp(2), self.currency)
+        write!(f, "{:.2} {}", self.amount.round_dp(2), self.currency)
     }
 }
 
@@ -158,7 +158,7 @@ pub struct Rate {
 impl Rate {
     /// Four decimals: enough to tell offerings apart, short enough for a table.
     pub fn display(&self) -> String {
-        format!("{} {}", self.per_unit.round_dp(4), self.currency)
+        format!("{:.4} {}", self.per_unit.round_dp(4), self.currency)
     }
 }
 

@@ -1,0 +1,343 @@
+//! The scan-and-buy workflow end to end: the real adapters on moto and the simulator.
+
+use std::sync::Mutex;
+
+use capblock_shared::app::purchase::Action;
+use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::domain::budget::{BudgetOwner, Period};
+use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::money::Money;
+use capblock_shared::domain::rule::{Mode, Rule};
+use capblock_shared::ports::{BlockStore, Ledger, RuleStore};
+use capblock_tests::{Aws, Sim, assert_slack_schema};
+use chrono::{DateTime, Utc};
+use rust_decimal_macros::dec;
+
+/// us-east-1 sells p5 at 3.00/GPU-hour, us-west-2 at 2.75; one start day, one AZ each, so
+/// each (region, count, duration) question has exactly one answer.
+const TWO_REGIONS: &str = r#"
+seed = 3
+[clock]
+start = "2026-12-01T00:00:00Z"
+[behaviour]
+payment = "succeed"
+[[market]]
+region = "us-east-1"
+instance_type = "p5.48xlarge"
+azs = ["us-east-1a"]
+counts = [1]
+durations_days = [1]
+start_days = [2]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
+[[market]]
+region = "us-west-2"
+instance_type = "p5.48xlarge"
+azs = ["us-west-2a"]
+counts = [1]
+durations_days = [1]
+start_days = [3]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.75" } ]
+"#;
+
+fn now() -> DateTime<Utc> {
+    "2026-12-01T00:00:00Z".parse().unwrap()
+}
+
+fn rule(id: &str, regions: &str, threshold: &str, budget: &str, mode: &str) -> Rule {
+    Rule::from_toml(
+        &format!(
+            r#"
+id = "{id}"
+mode = "{mode}"
+regions = [{regions}]
+instance_types = ["p5.48xlarge"]
+instance_counts = [1]
+durations_days = [1]
+max_price_per_accelerator_hour = "{threshold}"
+monthly_budget = "{budget}"
+max_blocks_held = 1
+start_window = {{ earliest_in_days = 1, latest_in_days = 10 }}
+tags = {{ team = "llm" }}
+"#
+        ),
+        now(),
+    )
+    .unwrap()
+}
+
+struct Harness {
+    sim: Sim,
+    aws: Aws,
+    market: Ec2Market,
+    catalog: Mutex<AcceleratorCatalog>,
+    settings: ScanSettings,
+}
+
+impl Harness {
+    async fn new(name: &str, scenario: &str, mode: Mode, account_budget: Option<&str>) -> Harness {
+        Self::with_timeouts(name, scenario, mode, account_budget, capblock_tests::quick_timeouts()).await
+    }
+
+    async fn with_timeouts(
+        name: &str,
+        scenario: &str,
+        mode: Mode,
+        account_budget: Option<&str>,
+        timeouts: aws_config::timeout::TimeoutConfig,
+    ) -> Harness {
+        let sim = Sim::start(scenario).await;
+        let market = Ec2Market::new(sim.sdk(timeouts).await);
+        Harness {
+            aws: Aws::fresh(name).await,
+            market,
+            sim,
+            catalog: Mutex::new(AcceleratorCatalog::new()),
+            settings: ScanSettings {
+                stack: "capblock-test".into(),
+                mode,
+                account_budget: account_budget.map(|b| Money::usd(b.parse().unwrap()).unwrap()),
+                region_concurrency: 4,
+            },
+        }
+    }
+
+    async fn put(&self, rules: &[Rule]) {
+        let store = self.aws.store();
+        for r in rules {
+            store.put_rule(r, None).await.unwrap();
+        }
+    }
+
+    async fn scan(&self) -> ScanReport {
+        let store = self.aws.store();
+        let notifier = self.aws.notifier();
+        let scanner =
+            Scanner { market: &self.market, store: &store, notifier: &notifier, catalog: &self.catalog, settings: &self.settings };
+        scanner.run(now()).await.unwrap()
+    }
+}
+
+fn action(r: &ScanReport, rule: &str) -> Option<Action> {
+    r.outcomes.iter().find(|o| o.rule_id == rule).and_then(|o| o.action.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_price_equal_to_the_threshold_buys_once_and_announces() {
+    let h = Harness::new("boundary", TWO_REGIONS, Mode::Live, None).await;
+    h.put(&[rule("east", "\"us-east-1\"", "3.00", "10000", "live")]).await;
+    let report = h.scan().await;
+    let Some(Action::Bought { reservation_id, .. }) = action(&report, "east") else { panic!("{report:#?}") };
+    let bought = h.sim.purchases().await;
+    assert_eq!(bought.len(), 1);
+    assert_eq!(bought[0]["reservation_id"], reservation_id.as_str());
+    let tags = &bought[0]["tags"];
+    assert_eq!(tags["capblock:rule"], "east");
+    assert_eq!(tags["capblock:stack"], "capblock-test");
+    assert_eq!(tags["capblock:intent"], format!("east/{}", bought[0]["offering_id"].as_str().unwrap()));
+    assert_eq!(tags["team"], "llm");
+
+    let block = h.aws.store().get_block(&reservation_id).await.unwrap().expect("block recorded");
+    assert_eq!(block.fee.unwrap().amount(), dec!(576.00)); // 3.00 x 8 x 24
+    let alerts = h.aws.alerts().await;
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert_slack_schema(&alerts[0].body);
+    assert_eq!(alerts[0].body["metadata"]["threadId"], reservation_id.as_str());
+    let text = alerts[0].body["content"]["description"].as_str().unwrap();
+    for needle in ["576.00 USD", "3.0000 USD per accelerator-hour", "Payment deadline", "us-east-1", "Thu 2026-12-03 11:30 UTC"] {
+        assert!(text.contains(needle), "{needle:?} missing from {text}");
+    }
+
+    // The rule now holds its one block: later scans buy nothing more and say nothing more.
+    for _ in 0..3 {
+        let again = h.scan().await;
+        assert!(matches!(action(&again, "east"), Some(Action::Skipped { .. })), "{again:#?}");
+    }
+    assert_eq!(h.sim.purchases().await.len(), 1);
+    assert!(h.aws.alerts().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cent_above_the_threshold_buys_nothing() {
+    let h = Harness::new("above", TWO_REGIONS, Mode::Live, None).await;
+    h.put(&[rule("east", "\"us-east-1\"", "2.99", "10000", "live")]).await;
+    let report = h.scan().await;
+    assert_eq!(report.outcomes[0].offerings_seen, 1);
+    assert!(report.outcomes[0].chosen.is_none());
+    assert!(h.sim.purchases().await.is_empty());
+    assert_eq!(report.observations_written, 1, "the price is recorded even when nothing is bought");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cheapest_region_wins() {
+    let h = Harness::new("cheapest", TWO_REGIONS, Mode::Live, None).await;
+    h.put(&[rule("both", "\"us-east-1\", \"us-west-2\"", "3.50", "10000", "live")]).await;
+    let report = h.scan().await;
+    assert_eq!(report.queries, 2);
+    let chosen = report.outcomes[0].chosen.as_ref().unwrap();
+    assert_eq!(chosen.offering.region.as_str(), "us-west-2");
+    let bought = h.sim.purchases().await;
+    assert_eq!(bought.len(), 1);
+    assert_eq!(bought[0]["region"], "us-west-2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_buys_nothing_and_announces_once() {
+    // A live rule in a dry-run stack (the default for a fresh deployment).
+    let h = Harness::new("dryrun", TWO_REGIONS, Mode::DryRun, None).await;
+    h.put(&[rule("east", "\"us-east-1\"", "3.00", "10000", "live")]).await;
+    let report = h.scan().await;
+    assert!(matches!(action(&report, "east"), Some(Action::WouldBuy { first_time: true, .. })), "{report:#?}");
+    assert!(h.sim.purchases().await.is_empty());
+    assert_eq!(h.sim.state().await["calls"]["PurchaseCapacityBlock"], 1, "checked once with DryRun");
+    let alerts = h.aws.alerts().await;
+    assert_eq!(alerts.len(), 1);
+    assert_slack_schema(&alerts[0].body);
+    assert!(alerts[0].body["content"]["title"].as_str().unwrap().starts_with("Would buy (dry run)"));
+    assert!(alerts[0].body["content"]["description"].as_str().unwrap().contains("Mode=live"));
+    let report = h.scan().await;
+    assert!(matches!(action(&report, "east"), Some(Action::WouldBuy { first_time: false, .. })));
+    assert!(h.aws.alerts().await.is_empty(), "the same would-buy is announced once");
+    let usage = h.aws.store().usage(&BudgetOwner::Rule("east".into()), &Period::of(now())).await.unwrap();
+    assert!(usage.is_none(), "dry runs reserve no budget");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_account_budget_runs_out_mid_scan() {
+    // Two rules, each would buy (576 and 528 USD); the account allows 1000 a month.
+    let h = Harness::new("budget", TWO_REGIONS, Mode::Live, Some("1000")).await;
+    h.put(&[rule("east", "\"us-east-1\"", "3.00", "10000", "live"), rule("west", "\"us-west-2\"", "3.00", "10000", "live")]).await;
+    let report = h.scan().await;
+    let bought: Vec<_> = report.outcomes.iter().filter(|o| matches!(o.action, Some(Action::Bought { .. }))).collect();
+    assert_eq!(bought.len(), 1, "{report:#?}");
+    assert_eq!(h.sim.purchases().await.len(), 1);
+    let usage = h.aws.store().usage(&BudgetOwner::Account, &Period::of(now())).await.unwrap().unwrap();
+    assert!(usage.committed.amount() <= dec!(1000));
+    // The other rule was either passed over for budget or refused at reservation.
+    let other = report.outcomes.iter().find(|o| !matches!(o.action, Some(Action::Bought { .. }))).unwrap();
+    assert!(
+        other.chosen.is_none() || matches!(&other.action, Some(Action::Skipped { reason }) if reason.contains("budget")),
+        "{other:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_that_times_out_does_not_stop_the_others() {
+    let h = Harness::new("down", TWO_REGIONS, Mode::Live, None).await;
+    h.sim.behaviour(r#"{"down_regions": ["us-west-2"], "timeout_secs": 2}"#).await;
+    h.put(&[rule("both", "\"us-east-1\", \"us-west-2\"", "3.50", "10000", "live")]).await;
+    let report = h.scan().await;
+    assert!(report.failed_regions.contains_key("us-west-2"), "{report:#?}");
+    assert!(!report.failed_regions.contains_key("us-east-1"));
+    let bought = h.sim.purchases().await;
+    assert_eq!(bought.len(), 1);
+    assert_eq!(bought[0]["region"], "us-east-1");
+}
+
+/// 4 types x 4 counts x 4 durations in one region: 64 questions, each with several pages.
+const WIDE: &str = r#"
+seed = 5
+[clock]
+start = "2026-12-01T00:00:00Z"
+[[market]]
+region = "us-east-1"
+instance_type = "p5.48xlarge"
+azs = ["us-east-1a", "us-east-1b"]
+counts = [1, 2, 4, 8]
+durations_days = [1, 2, 3, 4]
+start_days = [1, 2, 3, 4, 5, 6, 7, 8]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "4.00" } ]
+[[market]]
+region = "us-east-1"
+instance_type = "p4d.24xlarge"
+azs = ["us-east-1a"]
+counts = [1, 2, 4, 8]
+durations_days = [1, 2, 3, 4]
+start_days = [2, 4, 6]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.40" } ]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttling_storm_slows_the_scan_but_it_completes() {
+    // Production timeouts: the SDK's adaptive retry needs its time to find the rate.
+    let h = Harness::with_timeouts("storm", WIDE, Mode::Live, None, capblock_shared::aws::ec2::timeouts()).await;
+    // A bucket far smaller than the scan: most first attempts are throttled.
+    h.sim.behaviour(r#"{"throttle": {"rate_per_sec": 40.0, "burst": 4}}"#).await;
+    let r = Rule::from_toml(
+        r#"
+id = "wide"
+mode = "live"
+regions = ["us-east-1"]
+instance_types = ["p5.48xlarge", "p4d.24xlarge"]
+instance_counts = [1, 2, 4, 8]
+durations_days = [1, 2, 3, 4]
+max_price_per_accelerator_hour = "2.50"
+monthly_budget = "1000000"
+start_window = { earliest_in_days = 0, latest_in_days = 10 }
+"#,
+        now(),
+    )
+    .unwrap();
+    h.put(&[r]).await;
+    let report = h.scan().await;
+    assert_eq!(report.queries, 32);
+    assert!(report.failed_regions.is_empty(), "{:?}", report.failed_regions);
+    let state = h.sim.state().await;
+    assert!(state["faults_injected"]["throttled"].as_u64().unwrap() > 0, "the storm happened: {state}");
+    // p5: 2 AZs x 8 days; p4d: 3 days, per question; all seen, across pages.
+    assert_eq!(report.offerings_seen, 16 * 16 + 16 * 3);
+    let chosen = report.outcomes[0].chosen.as_ref().unwrap();
+    assert_eq!(chosen.offering.instance_type.as_str(), "p4d.24xlarge");
+    assert_eq!(h.sim.purchases().await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_concurrent_scans_buy_exactly_once() {
+    let h = std::sync::Arc::new(Harness::new("race", TWO_REGIONS, Mode::Live, None).await);
+    h.put(&[rule("east", "\"us-east-1\"", "3.00", "10000", "live")]).await;
+    let runs = (0..32).map(|_| {
+        let h = h.clone();
+        tokio::spawn(async move { h.scan().await })
+    });
+    let reports = futures::future::join_all(runs).await;
+    let mut bought = 0;
+    for r in reports {
+        if matches!(action(&r.unwrap(), "east"), Some(Action::Bought { .. })) {
+            bought += 1;
+        }
+    }
+    assert_eq!(bought, 1);
+    assert_eq!(h.sim.purchases().await.len(), 1, "exactly one purchase reached EC2");
+    assert_eq!(h.sim.state().await["calls"]["PurchaseCapacityBlock"], 1);
+    let usage = h.aws.store().usage(&BudgetOwner::Rule("east".into()), &Period::of(now())).await.unwrap().unwrap();
+    assert_eq!(usage.committed.amount(), dec!(576.00));
+    assert_eq!(h.aws.alerts().await.len(), 1, "one announcement");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_loses_the_purchase_answer_is_followed_by_one_that_adopts_the_block() {
+    let h = Harness::new("crash", TWO_REGIONS, Mode::Live, None).await;
+    h.put(&[rule("east", "\"us-east-1\"", "3.00", "10000", "live")]).await;
+    // EC2 records the purchase but the answer never arrives: to the buyer this is the same as
+    // dying right after PurchaseCapacityBlock, before the store write.
+    h.sim.behaviour(r#"{"drop_purchase_response": true, "timeout_secs": 3}"#).await;
+    let first = h.scan().await;
+    assert!(matches!(action(&first, "east"), Some(Action::Unknown { .. })), "{first:#?}");
+    assert_eq!(h.sim.purchases().await.len(), 1);
+    assert!(h.aws.store().open_blocks(None).await.unwrap().is_empty(), "not recorded yet");
+    h.sim.behaviour(r#"{"drop_purchase_response": false}"#).await;
+
+    let second = h.scan().await;
+    assert_eq!(second.settled.len(), 1, "{second:#?}");
+    assert!(matches!(&second.settled[0], capblock_shared::app::reconcile::Settled::Adopted { .. }));
+    assert!(matches!(action(&second, "east"), Some(Action::Skipped { .. })), "holds its block now: {second:#?}");
+    assert_eq!(h.sim.purchases().await.len(), 1, "nothing more was bought");
+    assert_eq!(h.sim.state().await["calls"]["PurchaseCapacityBlock"], 1);
+    let blocks = h.aws.store().open_blocks(Some("east")).await.unwrap();
+    assert_eq!(blocks.len(), 1);
+    assert_eq!(blocks[0].reservation_id, h.sim.purchases().await[0]["reservation_id"].as_str().unwrap());
+    assert!(h.aws.store().open_intents().await.unwrap().is_empty());
+    let alerts = h.aws.alerts().await;
+    assert_eq!(alerts.len(), 1);
+    assert_eq!(alerts[0].body["metadata"]["eventType"], "purchased");
+}

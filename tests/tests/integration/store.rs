@@ -1,0 +1,236 @@
+//! The DynamoDB adapter on moto: conditions, transactions, indexes.
+
+use capblock_shared::domain::budget::{BudgetCharge, BudgetOwner, Intent, IntentState, Period};
+use capblock_shared::domain::lifecycle::BlockState;
+use capblock_shared::domain::money::Money;
+use capblock_shared::domain::names::Region;
+use capblock_shared::domain::offering::{Offering, RawOffering};
+use capblock_shared::domain::rule::Rule;
+use capblock_shared::ports::{
+    Block, BlockStore, Ledger, Message, Notice, Observation, ObservationStore, Outbox, ReserveError, RuleStore,
+    StoreError, Topic,
+};
+use capblock_tests::Aws;
+use chrono::{DateTime, Duration, Utc};
+use rust_decimal::Decimal;
+use rust_decimal_macros::dec;
+
+fn now() -> DateTime<Utc> {
+    "2026-12-01T08:00:00Z".parse().unwrap()
+}
+
+pub fn rule(id: &str, budget: &str) -> Rule {
+    Rule::from_toml(
+        &format!(
+            r#"
+id = "{id}"
+mode = "live"
+regions = ["us-east-1"]
+instance_types = ["p5.48xlarge"]
+instance_counts = [1]
+durations_days = [1]
+max_price_per_accelerator_hour = "5"
+monthly_budget = "{budget}"
+max_purchases_per_month = 2
+start_window = {{ earliest_in_days = 0, latest_in_days = 14 }}
+"#
+        ),
+        now(),
+    )
+    .unwrap()
+}
+
+pub fn offering(id: &str, fee: Decimal) -> Offering {
+    let start: DateTime<Utc> = "2026-12-03T11:30:00Z".parse().unwrap();
+    Offering::parse(
+        &"us-east-1".parse::<Region>().unwrap(),
+        RawOffering {
+            offering_id: Some(id.into()),
+            instance_type: Some("p5.48xlarge".into()),
+            availability_zone: Some("us-east-1a".into()),
+            instance_count: Some(1),
+            start_date: Some(start),
+            end_date: Some(start + Duration::days(1)),
+            duration_hours: Some(24),
+            upfront_fee: Some(fee.to_string()),
+            currency_code: Some("USD".into()),
+            ultraserver_type: None,
+        },
+    )
+    .unwrap()
+}
+
+fn charges(rule: &Rule, account: Option<Decimal>) -> Vec<BudgetCharge> {
+    capblock_shared::app::purchase::charges_for(rule, account.map(|a| Money::usd(a).unwrap()), &Period::of(now()))
+}
+
+fn block_for(intent: &Intent, id: &str) -> Block {
+    Block {
+        reservation_id: id.into(),
+        region: intent.offering.region.clone(),
+        availability_zone: "us-east-1a".into(),
+        instance_type: intent.offering.instance_type.clone(),
+        instance_count: 1,
+        start: intent.offering.start,
+        end: intent.offering.end,
+        state: BlockState::PaymentPending,
+        fee: Some(intent.offering.fee),
+        accelerators_per_instance: Some(8),
+        purchased_at: now(),
+        payment_deadline: None,
+        rule_id: Some(intent.rule_id.clone()),
+        intent_id: Some(intent.id.clone()),
+        ultraserver: false,
+        arn: None,
+        period: Some(intent.period.clone()),
+        version: 1,
+    }
+}
+
+fn notice(thread: &str, milestone: &str) -> Notice {
+    Notice {
+        thread: thread.into(),
+        milestone: milestone.into(),
+        topic: Topic::Alerts,
+        message: Message { body: "{}".into(), attributes: Default::default() },
+        created_at: now(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_use_optimistic_versions() {
+    let aws = Aws::fresh("rules").await;
+    let store = aws.store();
+    let r = rule("r1", "1000");
+    assert_eq!(store.put_rule(&r, Some(0)).await.unwrap(), 1);
+    // Creating it again, or updating from a stale version, is a conflict.
+    assert!(matches!(store.put_rule(&r, Some(0)).await, Err(StoreError::Conflict(_))));
+    assert_eq!(store.put_rule(&r, Some(1)).await.unwrap(), 2);
+    assert!(matches!(store.put_rule(&r, Some(1)).await, Err(StoreError::Conflict(_))));
+    let got = store.get_rule("r1").await.unwrap().unwrap();
+    assert_eq!((got.rule, got.version), (r, 2));
+    store.put_rule(&rule("r2", "5"), None).await.unwrap();
+    let mut ids: Vec<_> = store.list_rules().await.unwrap().into_iter().map(|s| s.rule.id).collect();
+    ids.sort();
+    assert_eq!(ids, vec!["r1", "r2"]);
+    assert!(store.get_rule("nope").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserve_is_all_or_nothing() {
+    let aws = Aws::fresh("reserve").await;
+    let store = aws.store();
+    let r = rule("r1", "1000");
+    // The account budget (700) cannot take a 800 fee although the rule's (1000) could:
+    // the whole transaction fails, so neither the intent, the guard nor the rule budget moved.
+    let big = Intent::new("r1", offering("cb-big", dec!(800)), 8, charges(&r, Some(dec!(700))), now());
+    assert_eq!(store.reserve(&big, 0).await, Err(ReserveError::OverBudget("ACCOUNT".into())));
+    let mut acct = charges(&r, Some(dec!(1000)));
+    acct[1].limit = Money::usd(dec!(900)).unwrap();
+    let first = Intent::new("r1", offering("cb-a", dec!(600)), 8, acct.clone(), now());
+    store.reserve(&first, 0).await.unwrap();
+    let second = Intent::new("r1", offering("cb-b", dec!(350)), 8, acct.clone(), now());
+    // Guard taken by `first`:
+    assert_eq!(store.reserve(&second, 1).await, Err(ReserveError::RuleBusy));
+    assert!(store.get_intent("r1", &second.id).await.unwrap().is_none(), "no half-written intent");
+    let usage = store.usage(&BudgetOwner::Rule("r1".into()), &Period::of(now())).await.unwrap().unwrap();
+    assert_eq!((usage.committed.amount(), usage.purchases), (dec!(600), 1));
+
+    // Same rule + offering again: the intent key already exists.
+    assert_eq!(store.reserve(&first, 1).await, Err(ReserveError::AlreadyExists));
+
+    // Rejecting releases budget and guard, after which the account's 900 stops a 350 fee
+    // only if 600 were still committed: it is not.
+    store.record_rejected(&first, "refused", Some(&notice("r1/cb-a", "rejected"))).await.unwrap();
+    let usage = store.usage(&BudgetOwner::Account, &Period::of(now())).await.unwrap().unwrap();
+    assert_eq!((usage.committed.amount(), usage.purchases), (dec!(0), 0));
+    assert_eq!(store.guard("r1").await.unwrap().open_intent, None);
+    // A stale sequence number (the decision was made before `first`) is refused.
+    assert_eq!(store.reserve(&second, 0).await, Err(ReserveError::RuleBusy));
+    let seq = store.guard("r1").await.unwrap().seq;
+    store.reserve(&second, seq).await.unwrap();
+    assert_eq!(store.open_intents().await.unwrap().iter().map(|i| i.id.clone()).collect::<Vec<_>>(), vec![second.id.clone()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purchases_per_month_are_capped() {
+    let aws = Aws::fresh("cap").await;
+    let store = aws.store();
+    let r = rule("r1", "100000");
+    for (i, id) in ["cb-1", "cb-2"].iter().enumerate() {
+        let it = Intent::new("r1", offering(id, dec!(10)), 8, charges(&r, None), now());
+        store.reserve(&it, i as u64).await.unwrap();
+        store.mark_sent(&it.id, "r1", now()).await.unwrap();
+        let mut sent = it.clone();
+        sent.state = IntentState::Sent;
+        store.record_bought(&sent, &block_for(&sent, &format!("cr-{i}")), &notice(&format!("cr-{i}"), "purchased")).await.unwrap();
+    }
+    let third = Intent::new("r1", offering("cb-3", dec!(10)), 8, charges(&r, None), now());
+    assert_eq!(store.reserve(&third, 2).await, Err(ReserveError::PurchaseLimit));
+    let usage = store.usage(&BudgetOwner::Rule("r1".into()), &Period::of(now())).await.unwrap().unwrap();
+    assert_eq!((usage.committed.amount(), usage.spent.amount(), usage.purchases), (dec!(20), dec!(20), 2));
+    let open = store.open_blocks(Some("r1")).await.unwrap();
+    assert_eq!(open.len(), 2);
+    assert!(store.open_blocks(Some("r2")).await.unwrap().is_empty());
+    assert_eq!(store.pending().await.unwrap().len(), 2, "both purchase notices are in the outbox");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mark_sent_and_bought_need_the_right_state() {
+    let aws = Aws::fresh("states").await;
+    let store = aws.store();
+    let r = rule("r1", "1000");
+    let it = Intent::new("r1", offering("cb-1", dec!(10)), 8, charges(&r, None), now());
+    store.reserve(&it, 0).await.unwrap();
+    store.mark_sent(&it.id, "r1", now()).await.unwrap();
+    // A second run cannot send it again.
+    assert!(matches!(store.mark_sent(&it.id, "r1", now()).await, Err(StoreError::Conflict(_))));
+    let mut sent = it.clone();
+    sent.state = IntentState::Sent;
+    store.record_bought(&sent, &block_for(&sent, "cr-1"), &notice("cr-1", "purchased")).await.unwrap();
+    // Recording the same purchase twice fails as a whole (block exists, intent closed).
+    assert!(matches!(
+        store.record_bought(&sent, &block_for(&sent, "cr-1"), &notice("cr-1", "purchased")).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let got = store.get_intent("r1", &it.id).await.unwrap().unwrap();
+    assert_eq!(got.state, IntentState::Bought);
+    assert_eq!(got.reservation_id.as_deref(), Some("cr-1"));
+    assert!(store.open_intents().await.unwrap().is_empty());
+    assert_eq!(store.get_block("cr-1").await.unwrap().unwrap().fee.unwrap().amount(), dec!(10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outbox_leases_and_publishes_once() {
+    let aws = Aws::fresh("outbox").await;
+    let store = aws.store();
+    let n = notice("cr-9", "scheduled");
+    assert!(store.enqueue(&n).await.unwrap());
+    assert!(!store.enqueue(&n).await.unwrap(), "the same milestone twice is dropped");
+    assert!(store.lease(&n, now(), now() + Duration::seconds(60)).await.unwrap());
+    assert!(!store.lease(&n, now(), now() + Duration::seconds(60)).await.unwrap(), "held by the first");
+    // After the lease runs out another run may take it (the crash window).
+    assert!(store.lease(&n, now() + Duration::seconds(61), now() + Duration::seconds(120)).await.unwrap());
+    store.mark_published(&n, now()).await.unwrap();
+    assert!(store.pending().await.unwrap().is_empty());
+    assert!(!store.lease(&n, now() + Duration::days(1), now() + Duration::days(2)).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observations_are_batched_and_read_back_by_time() {
+    let aws = Aws::fresh("obs").await;
+    let store = aws.store();
+    let obs: Vec<Observation> = (0..60)
+        .map(|i| Observation {
+            offering: offering(&format!("cb-{i:03}"), Decimal::from(100 + i)),
+            accelerators_per_instance: 8,
+            seen_at: now() + Duration::minutes(i),
+        })
+        .collect();
+    assert_eq!(store.record(&obs).await.unwrap(), 60);
+    let region = "us-east-1".parse().unwrap();
+    let t = "p5.48xlarge".parse().unwrap();
+    let window = store.history(&region, &t, now() + Duration::minutes(10), now() + Duration::minutes(19)).await.unwrap();
+    assert_eq!(window.len(), 10);
+    assert_eq!(window[0].offering.fee.amount(), dec!(110));
+}
