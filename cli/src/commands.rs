@@ -1,0 +1,395 @@
+//! The commands. Exit codes: 0 success, 1 a failure talking to AWS, 2 bad input (usage, an
+//! invalid rule file), 3 nothing found where something was asked for.
+
+use std::process::ExitCode;
+use std::sync::Mutex;
+
+use capblock_shared::app::scan::{ScanSettings, Scanner, fan_out};
+use capblock_shared::aws::dynamo::DynamoStore;
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::decision::{Priced, better};
+use capblock_shared::domain::money::Money;
+use capblock_shared::domain::names::{InstanceType, Region};
+use capblock_shared::domain::rule::{Mode, Rule, RuleSpec};
+use capblock_shared::ports::{InstanceTypeSource, OfferingQuery, RuleStore};
+use chrono::{DateTime, Duration, Utc};
+use clap::{Args, Parser, Subcommand};
+
+use crate::table;
+
+pub const EXIT_FAILURE: u8 = 1;
+pub const EXIT_INVALID: u8 = 2;
+
+#[derive(Parser)]
+#[command(
+    name = "capblock",
+    version,
+    about = "Operate capblock: search the Capacity Blocks market, manage purchase rules, run a scan.",
+    long_about = "Operate capblock: search the EC2 Capacity Blocks market, manage purchase rules and run a \
+scan by hand.\n\nIt uses the standard AWS configuration (profile, region, credentials) and the same \
+endpoint settings as the functions: AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL_DYNAMODB, ... point it at a \
+local stack (see `infra/local/stack.sh env`). Commands that use the store need CAPBLOCK_TABLE.\n\n\
+Exit codes: 0 success, 1 AWS or store failure, 2 bad input (usage, invalid rule), 3 nothing found.",
+    after_help = "Examples:\n  capblock offerings --types p5.48xlarge --counts 1,2 --days 1-7 --regions us-east-1,us-west-2\n  \
+capblock rules validate infra/examples/rules/p5-weekly.toml\n  capblock rules put infra/examples/rules/*.toml\n  \
+capblock scan --time 2026-12-03T00:00:00Z"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Search the market now: every region x type x count x duration, cheapest per accelerator-hour first.
+    Offerings(OfferingsArgs),
+    /// Validate, store and list purchase rules (TOML files; see README "Rules").
+    #[command(subcommand)]
+    Rules(RulesCommand),
+    /// Run one scan-and-buy pass exactly as the scan-offerings function does, and print it.
+    Scan(ScanArgs),
+}
+
+#[derive(Args)]
+struct OfferingsArgs {
+    /// Instance types, comma-separated (e.g. p5.48xlarge,p5e.48xlarge).
+    #[arg(long, value_delimiter = ',', required = true)]
+    types: Vec<String>,
+    /// Instance counts, comma-separated (1-64).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    counts: Vec<u32>,
+    /// Durations in days: a list (1,2,7) or a range (1-7).
+    #[arg(long, default_value = "1")]
+    days: String,
+    /// Regions, comma-separated.
+    #[arg(long, value_delimiter = ',', env = "AWS_REGION", required = true)]
+    regions: Vec<String>,
+    /// Earliest start (RFC 3339); default: now.
+    #[arg(long)]
+    from: Option<DateTime<Utc>>,
+    /// Latest start (RFC 3339); default: 8 weeks after --from.
+    #[arg(long)]
+    to: Option<DateTime<Utc>>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Concurrent calls per region.
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+}
+
+#[derive(Subcommand)]
+enum RulesCommand {
+    /// Check rule files and print every problem with its field; exit 2 if any is invalid.
+    Validate { files: Vec<String> },
+    /// Validate and store rule files (creates or replaces, with a version check).
+    Put { files: Vec<String> },
+    /// List stored rules.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one stored rule.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Enable a stored rule.
+    Enable { id: String },
+    /// Disable a stored rule (the scan skips it).
+    Disable { id: String },
+}
+
+#[derive(Args)]
+struct ScanArgs {
+    /// The instant to scan as (RFC 3339); default: now. Lets a simulated market be scanned at its own time.
+    #[arg(long)]
+    time: Option<DateTime<Utc>>,
+    /// The stack mode: dry-run (default) never buys; live buys for live rules.
+    #[arg(long, env = "CAPBLOCK_MODE", default_value = "dry-run")]
+    mode: Mode,
+    /// The stack name written to purchases' capblock:stack tag.
+    #[arg(long, env = "CAPBLOCK_STACK", default_value = "capblock")]
+    stack: String,
+    /// Account-wide monthly budget in USD (0: none).
+    #[arg(long, env = "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", default_value = "0")]
+    account_budget: String,
+    /// Print the full report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_days(s: &str) -> Result<Vec<u32>, String> {
+    if let Some((a, b)) = s.split_once('-') {
+        let (a, b): (u32, u32) = (a.trim().parse().map_err(|_| format!("bad --days {s:?}"))?, b.trim().parse().map_err(|_| format!("bad --days {s:?}"))?);
+        if a == 0 || b < a {
+            return Err(format!("bad --days range {s:?}"));
+        }
+        Ok((a..=b).filter(|d| capblock_shared::domain::rule::is_sellable_duration_days(i64::from(*d))).collect())
+    } else {
+        s.split(',').map(|d| d.trim().parse().map_err(|_| format!("bad --days {s:?}"))).collect()
+    }
+}
+
+async fn store() -> Result<DynamoStore, String> {
+    let table = std::env::var("CAPBLOCK_TABLE").map_err(|_| "CAPBLOCK_TABLE is not set (the DynamoDB table of your capblock stack)".to_string())?;
+    let sdk = capblock_shared::aws::load_config().await;
+    Ok(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table))
+}
+
+pub async fn run(cli: Cli) -> Result<ExitCode, String> {
+    match cli.command {
+        Command::Offerings(a) => offerings(a).await,
+        Command::Rules(r) => rules(r).await,
+        Command::Scan(a) => scan(a).await,
+    }
+}
+
+fn money_cell(m: &Money) -> String {
+    format!("{:.2}", m.amount())
+}
+
+pub fn offering_rows(list: &[Priced]) -> Vec<Vec<String>> {
+    list.iter()
+        .map(|p| {
+            let o = &p.offering;
+            vec![
+                o.region.to_string(),
+                o.availability_zone.clone(),
+                o.instance_type.to_string(),
+                o.instance_count.to_string(),
+                o.start.format("%Y-%m-%d %H:%M").to_string(),
+                o.end.format("%Y-%m-%d %H:%M").to_string(),
+                format!("{} {}", money_cell(&o.fee), o.fee.currency()),
+                format!("{:.4}", p.per_instance_hour.per_unit),
+                format!("{:.4}", p.per_accelerator_hour.per_unit),
+            ]
+        })
+        .collect()
+}
+
+pub const OFFERING_HEADERS: [&str; 9] =
+    ["REGION", "AZ", "TYPE", "COUNT", "START (UTC)", "END (UTC)", "FEE", "$/INSTANCE-H", "$/ACCEL-H"];
+
+async fn offerings(a: OfferingsArgs) -> Result<ExitCode, String> {
+    let regions: Vec<Region> = a.regions.iter().map(|r| r.parse().map_err(|e| format!("{e}"))).collect::<Result<_, _>>()?;
+    let types: Vec<InstanceType> = a.types.iter().map(|t| t.parse().map_err(|e| format!("{e}"))).collect::<Result<_, _>>()?;
+    let days = parse_days(&a.days)?;
+    let from = a.from.unwrap_or_else(Utc::now);
+    let to = a.to.unwrap_or(from + Duration::weeks(8));
+    let mut queries = Vec::new();
+    for r in &regions {
+        for t in &types {
+            for &c in &a.counts {
+                for &d in &days {
+                    queries.push(OfferingQuery { region: r.clone(), instance_type: t.clone(), instance_count: c, duration_hours: d * 24, start_from: from, start_to: to });
+                }
+            }
+        }
+    }
+    let sdk = capblock_shared::aws::load_config().await;
+    let market = Ec2Market::new(sdk);
+    let mut catalog = AcceleratorCatalog::new();
+    if let Some(r) = regions.first() {
+        if let Ok(found) = market.accelerators(r, &types).await {
+            for (t, n) in found {
+                catalog.learn(t, n);
+            }
+        }
+    }
+    let answers = fan_out(&market, &queries, a.concurrency).await;
+    let mut priced = Vec::new();
+    let mut failures = Vec::new();
+    for (q, ans) in queries.iter().zip(answers) {
+        match ans {
+            Ok(list) => priced.extend(list.into_iter().filter_map(|o| Priced::new(o, &catalog))),
+            Err(e) => failures.push(format!("{} {} x{} {}d: {e}", q.region, q.instance_type, q.instance_count, q.duration_hours / 24)),
+        }
+    }
+    priced.sort_by(better);
+    priced.dedup_by(|a, b| a.offering.id == b.offering.id);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"offerings": priced, "failures": failures})).map_err(|e| e.to_string())?);
+    } else {
+        println!("{}", table::render(&OFFERING_HEADERS, &offering_rows(&priced)));
+        println!("{} offering(s) from {} question(s)", priced.len(), queries.len());
+        for f in &failures {
+            eprintln!("warning: {f}");
+        }
+    }
+    Ok(if priced.is_empty() { ExitCode::from(3) } else { ExitCode::SUCCESS })
+}
+
+fn load_rule(path: &str) -> Result<Rule, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    RuleSpec::from_toml(&text).and_then(|s| s.validate(Utc::now())).map_err(|e| format!("{path}: {e}"))
+}
+
+async fn rules(cmd: RulesCommand) -> Result<ExitCode, String> {
+    match cmd {
+        RulesCommand::Validate { files } => {
+            let mut bad = 0;
+            for f in &files {
+                match load_rule(f) {
+                    Ok(r) => println!("{f}: ok (rule {:?}, mode {}, {} question(s) per scan)", r.id, r.mode.as_str(), r.regions.len() * r.instance_types.len() * r.instance_counts.len() * r.durations_days.len()),
+                    Err(e) => {
+                        bad += 1;
+                        println!("{e}");
+                    }
+                }
+            }
+            Ok(if bad > 0 { ExitCode::from(EXIT_INVALID) } else { ExitCode::SUCCESS })
+        }
+        RulesCommand::Put { files } => {
+            let rules: Vec<Rule> = match files.iter().map(|f| load_rule(f)).collect::<Result<_, _>>() {
+                Ok(r) => r,
+                Err(e) => {
+                    println!("{e}");
+                    return Ok(ExitCode::from(EXIT_INVALID));
+                }
+            };
+            let store = store().await?;
+            for r in rules {
+                let current = store.get_rule(&r.id).await.map_err(|e| e.to_string())?;
+                let v = store.put_rule(&r, Some(current.map(|c| c.version).unwrap_or(0))).await.map_err(|e| e.to_string())?;
+                println!("stored rule {:?} (version {v}, mode {}, {})", r.id, r.mode.as_str(), if r.enabled { "enabled" } else { "disabled" });
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        RulesCommand::List { json } => {
+            let list = store().await?.list_rules().await.map_err(|e| e.to_string())?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?);
+            } else {
+                let rows: Vec<Vec<String>> = list
+                    .iter()
+                    .map(|s| {
+                        let r = &s.rule;
+                        vec![
+                            r.id.clone(),
+                            if r.enabled { "yes" } else { "no" }.into(),
+                            r.mode.as_str().into(),
+                            r.instance_types.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
+                            r.regions.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
+                            format!("{}", r.max_price_per_accelerator_hour),
+                            money_cell(&r.monthly_budget),
+                            s.version.to_string(),
+                        ]
+                    })
+                    .collect();
+                println!("{}", table::render(&["ID", "ENABLED", "MODE", "TYPES", "REGIONS", "MAX $/ACCEL-H", "BUDGET/MONTH", "VERSION"], &rows));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        RulesCommand::Show { id, json } => {
+            let Some(s) = store().await?.get_rule(&id).await.map_err(|e| e.to_string())? else {
+                eprintln!("no rule {id:?}");
+                return Ok(ExitCode::from(3));
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s).map_err(|e| e.to_string())?);
+            } else {
+                println!("{:#?}", s.rule);
+                println!("version {}", s.version);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        RulesCommand::Enable { id } => set_enabled(&id, true).await,
+        RulesCommand::Disable { id } => set_enabled(&id, false).await,
+    }
+}
+
+async fn set_enabled(id: &str, enabled: bool) -> Result<ExitCode, String> {
+    let store = store().await?;
+    let Some(mut s) = store.get_rule(id).await.map_err(|e| e.to_string())? else {
+        eprintln!("no rule {id:?}");
+        return Ok(ExitCode::from(3));
+    };
+    s.rule.enabled = enabled;
+    let v = store.put_rule(&s.rule, Some(s.version)).await.map_err(|e| e.to_string())?;
+    println!("rule {id:?} {} (version {v})", if enabled { "enabled" } else { "disabled" });
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn scan(a: ScanArgs) -> Result<ExitCode, String> {
+    let budget = Money::parse(&a.account_budget, "USD").map_err(|e| format!("--account-budget: {e}"))?;
+    let settings = ScanSettings {
+        stack: a.stack,
+        mode: a.mode,
+        account_budget: (!budget.amount().is_zero()).then_some(budget),
+        region_concurrency: 4,
+    };
+    let store = store().await?;
+    let sdk = capblock_shared::aws::load_config().await;
+    let market = Ec2Market::new(sdk.clone());
+    let alerts = std::env::var("CAPBLOCK_ALERTS_TOPIC_ARN").map_err(|_| "CAPBLOCK_ALERTS_TOPIC_ARN is not set".to_string())?;
+    let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None);
+    let catalog = Mutex::new(AcceleratorCatalog::new());
+    let scanner = Scanner { market: &market, store: &store, notifier: &notifier, catalog: &catalog, settings: &settings };
+    let now = a.time.unwrap_or_else(Utc::now);
+    let report = scanner.run(now).await.map_err(|e| e.to_string())?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "scan at {}: {} rule(s), {} question(s), {} offering(s) seen, {} price observation(s) stored, stack mode {}",
+        report.now.format("%Y-%m-%d %H:%M UTC"),
+        report.rules,
+        report.queries,
+        report.offerings_seen,
+        report.observations_written,
+        settings.mode.as_str()
+    );
+    for r in &report.unsupported_regions {
+        println!("  {r}: does not sell Capacity Blocks");
+    }
+    for (r, e) in &report.failed_regions {
+        println!("  {r}: FAILED this scan: {e}");
+    }
+    for s in &report.settled {
+        println!("  settled: {}", serde_json::to_string(s).unwrap_or_default());
+    }
+    for o in &report.outcomes {
+        println!("\nrule {} (mode {}): {} offering(s), {} eligible", o.rule_id, o.mode.as_str(), o.offerings_seen, o.eligible);
+        match &o.chosen {
+            None => println!("  decision: nothing meets the rule"),
+            Some(p) => {
+                println!("  decision: {} ({} per accelerator-hour, {})", p.offering.id, p.per_accelerator_hour, p.offering.fee);
+                println!("{}", indent(&table::render(&OFFERING_HEADERS, &offering_rows(std::slice::from_ref(p)))));
+            }
+        }
+        if let Some(action) = &o.action {
+            println!("  action: {}", serde_json::to_string(action).unwrap_or_default());
+        }
+    }
+    println!("\nnotices published: {}", report.notices.published);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn day_ranges_keep_sellable_durations() {
+        assert_eq!(parse_days("1-3").unwrap(), vec![1, 2, 3]);
+        assert_eq!(parse_days("13-21").unwrap(), vec![13, 14, 21]);
+        assert_eq!(parse_days("1,7").unwrap(), vec![1, 7]);
+        assert!(parse_days("3-1").is_err());
+        assert!(parse_days("x").is_err());
+    }
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}
