@@ -124,7 +124,10 @@ struct ScanArgs {
 
 fn parse_days(s: &str) -> Result<Vec<u32>, String> {
     if let Some((a, b)) = s.split_once('-') {
-        let (a, b): (u32, u32) = (a.trim().parse().map_err(|_| format!("bad --days {s:?}"))?, b.trim().parse().map_err(|_| format!("bad --days {s:?}"))?);
+        let (a, b): (u32, u32) = (
+            a.trim().parse().map_err(|_| format!("bad --days {s:?}"))?,
+            b.trim().parse().map_err(|_| format!("bad --days {s:?}"))?,
+        );
         if a == 0 || b < a {
             return Err(format!("bad --days range {s:?}"));
         }
@@ -135,7 +138,8 @@ fn parse_days(s: &str) -> Result<Vec<u32>, String> {
 }
 
 async fn store() -> Result<DynamoStore, String> {
-    let table = std::env::var("CAPBLOCK_TABLE").map_err(|_| "CAPBLOCK_TABLE is not set (the DynamoDB table of your capblock stack)".to_string())?;
+    let table = std::env::var("CAPBLOCK_TABLE")
+        .map_err(|_| "CAPBLOCK_TABLE is not set (the DynamoDB table of your capblock stack)".to_string())?;
     let sdk = capblock_shared::aws::load_config().await;
     Ok(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table))
 }
@@ -175,8 +179,10 @@ pub const OFFERING_HEADERS: [&str; 9] =
     ["REGION", "AZ", "TYPE", "COUNT", "START (UTC)", "END (UTC)", "FEE", "$/INSTANCE-H", "$/ACCEL-H"];
 
 async fn offerings(a: OfferingsArgs) -> Result<ExitCode, String> {
-    let regions: Vec<Region> = a.regions.iter().map(|r| r.parse().map_err(|e| format!("{e}"))).collect::<Result<_, _>>()?;
-    let types: Vec<InstanceType> = a.types.iter().map(|t| t.parse().map_err(|e| format!("{e}"))).collect::<Result<_, _>>()?;
+    let regions: Vec<Region> =
+        a.regions.iter().map(|r| r.parse().map_err(|e| format!("{e}"))).collect::<Result<_, _>>()?;
+    let types: Vec<InstanceType> =
+        a.types.iter().map(|t| t.parse().map_err(|e| format!("{e}"))).collect::<Result<_, _>>()?;
     let days = parse_days(&a.days)?;
     let from = a.from.unwrap_or_else(Utc::now);
     let to = a.to.unwrap_or(from + Duration::weeks(8));
@@ -185,7 +191,14 @@ async fn offerings(a: OfferingsArgs) -> Result<ExitCode, String> {
         for t in &types {
             for &c in &a.counts {
                 for &d in &days {
-                    queries.push(OfferingQuery { region: r.clone(), instance_type: t.clone(), instance_count: c, duration_hours: d * 24, start_from: from, start_to: to });
+                    queries.push(OfferingQuery {
+                        region: r.clone(),
+                        instance_type: t.clone(),
+                        instance_count: c,
+                        duration_hours: d * 24,
+                        start_from: from,
+                        start_to: to,
+                    });
                 }
             }
         }
@@ -193,11 +206,11 @@ async fn offerings(a: OfferingsArgs) -> Result<ExitCode, String> {
     let sdk = capblock_shared::aws::load_config().await;
     let market = Ec2Market::new(sdk);
     let mut catalog = AcceleratorCatalog::new();
-    if let Some(r) = regions.first() {
-        if let Ok(found) = market.accelerators(r, &types).await {
-            for (t, n) in found {
-                catalog.learn(t, n);
-            }
+    if let Some(r) = regions.first()
+        && let Ok(found) = market.accelerators(r, &types).await
+    {
+        for (t, n) in found {
+            catalog.learn(t, n);
         }
     }
     let answers = fan_out(&market, &queries, a.concurrency).await;
@@ -206,13 +219,23 @@ async fn offerings(a: OfferingsArgs) -> Result<ExitCode, String> {
     for (q, ans) in queries.iter().zip(answers) {
         match ans {
             Ok(list) => priced.extend(list.into_iter().filter_map(|o| Priced::new(o, &catalog))),
-            Err(e) => failures.push(format!("{} {} x{} {}d: {e}", q.region, q.instance_type, q.instance_count, q.duration_hours / 24)),
+            Err(e) => failures.push(format!(
+                "{} {} x{} {}d: {e}",
+                q.region,
+                q.instance_type,
+                q.instance_count,
+                q.duration_hours / 24
+            )),
         }
     }
     priced.sort_by(better);
     priced.dedup_by(|a, b| a.offering.id == b.offering.id);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"offerings": priced, "failures": failures})).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"offerings": priced, "failures": failures}))
+                .map_err(|e| e.to_string())?
+        );
     } else {
         println!("{}", table::render(&OFFERING_HEADERS, &offering_rows(&priced)));
         println!("{} offering(s) from {} question(s)", priced.len(), queries.len());
@@ -234,7 +257,12 @@ async fn rules(cmd: RulesCommand) -> Result<ExitCode, String> {
             let mut bad = 0;
             for f in &files {
                 match load_rule(f) {
-                    Ok(r) => println!("{f}: ok (rule {:?}, mode {}, {} question(s) per scan)", r.id, r.mode.as_str(), r.regions.len() * r.instance_types.len() * r.instance_counts.len() * r.durations_days.len()),
+                    Ok(r) => println!(
+                        "{f}: ok (rule {:?}, mode {}, {} question(s) per scan)",
+                        r.id,
+                        r.mode.as_str(),
+                        r.regions.len() * r.instance_types.len() * r.instance_counts.len() * r.durations_days.len()
+                    ),
                     Err(e) => {
                         bad += 1;
                         println!("{e}");
@@ -254,8 +282,16 @@ async fn rules(cmd: RulesCommand) -> Result<ExitCode, String> {
             let store = store().await?;
             for r in rules {
                 let current = store.get_rule(&r.id).await.map_err(|e| e.to_string())?;
-                let v = store.put_rule(&r, Some(current.map(|c| c.version).unwrap_or(0))).await.map_err(|e| e.to_string())?;
-                println!("stored rule {:?} (version {v}, mode {}, {})", r.id, r.mode.as_str(), if r.enabled { "enabled" } else { "disabled" });
+                let v = store
+                    .put_rule(&r, Some(current.map(|c| c.version).unwrap_or(0)))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                println!(
+                    "stored rule {:?} (version {v}, mode {}, {})",
+                    r.id,
+                    r.mode.as_str(),
+                    if r.enabled { "enabled" } else { "disabled" }
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -280,7 +316,13 @@ async fn rules(cmd: RulesCommand) -> Result<ExitCode, String> {
                         ]
                     })
                     .collect();
-                println!("{}", table::render(&["ID", "ENABLED", "MODE", "TYPES", "REGIONS", "MAX $/ACCEL-H", "BUDGET/MONTH", "VERSION"], &rows));
+                println!(
+                    "{}",
+                    table::render(
+                        &["ID", "ENABLED", "MODE", "TYPES", "REGIONS", "MAX $/ACCEL-H", "BUDGET/MONTH", "VERSION"],
+                        &rows
+                    )
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -325,10 +367,12 @@ async fn scan(a: ScanArgs) -> Result<ExitCode, String> {
     let store = store().await?;
     let sdk = capblock_shared::aws::load_config().await;
     let market = Ec2Market::new(sdk.clone());
-    let alerts = std::env::var("CAPBLOCK_ALERTS_TOPIC_ARN").map_err(|_| "CAPBLOCK_ALERTS_TOPIC_ARN is not set".to_string())?;
+    let alerts =
+        std::env::var("CAPBLOCK_ALERTS_TOPIC_ARN").map_err(|_| "CAPBLOCK_ALERTS_TOPIC_ARN is not set".to_string())?;
     let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None);
     let catalog = Mutex::new(AcceleratorCatalog::new());
-    let scanner = Scanner { market: &market, store: &store, notifier: &notifier, catalog: &catalog, settings: &settings };
+    let scanner =
+        Scanner { market: &market, store: &store, notifier: &notifier, catalog: &catalog, settings: &settings };
     let now = a.time.unwrap_or_else(Utc::now);
     let report = scanner.run(now).await.map_err(|e| e.to_string())?;
     if a.json {
@@ -354,11 +398,20 @@ async fn scan(a: ScanArgs) -> Result<ExitCode, String> {
         println!("  settled: {}", serde_json::to_string(s).unwrap_or_default());
     }
     for o in &report.outcomes {
-        println!("\nrule {} (mode {}): {} offering(s), {} eligible", o.rule_id, o.mode.as_str(), o.offerings_seen, o.eligible);
+        println!(
+            "\nrule {} (mode {}): {} offering(s), {} eligible",
+            o.rule_id,
+            o.mode.as_str(),
+            o.offerings_seen,
+            o.eligible
+        );
         match &o.chosen {
             None => println!("  decision: nothing meets the rule"),
             Some(p) => {
-                println!("  decision: {} ({} per accelerator-hour, {})", p.offering.id, p.per_accelerator_hour, p.offering.fee);
+                println!(
+                    "  decision: {} ({} per accelerator-hour, {})",
+                    p.offering.id, p.per_accelerator_hour, p.offering.fee
+                );
                 println!("{}", indent(&table::render(&OFFERING_HEADERS, &offering_rows(std::slice::from_ref(p)))));
             }
         }

@@ -8,14 +8,7 @@ pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
         }
     }
     let line = |cells: Vec<String>| {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
+        cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string()
     };
     let mut out = vec![line(headers.iter().map(|h| h.to_string()).collect())];
     out.extend(rows.iter().map(|r| line(r.clone())));

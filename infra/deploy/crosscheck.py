@@ -8,10 +8,14 @@ For every AWS::Serverless::Function in the template:
          with BuildMethod rust-cargolambda.
   env    The CAPBLOCK_* string literals in functions/<binary>/src/ equal the
          function's Environment.Variables (Globals merged), RUST_LOG excepted.
-  iam    Every SDK operation the function can reach (its own src/ plus the
-         shared/src/aws/<module>.rs adapters whose pub types its src names) is
-         allowed by the function's policy statements, and every allowed action of
-         those services is actually called. No wildcard actions.
+  iam    Every SDK operation the function can reach is allowed by the function's
+         policy statements, and every allowed action of those services is actually
+         called. No wildcard actions. Trait-level: the function needs the port
+         traits (shared/src/ports.rs) in the bounds of the app services it uses
+         (shared/src/app/) plus those its src names; it can reach the SDK calls of
+         the `impl <Trait> for <Type>` blocks of those traits (and the module
+         helpers they call) in the shared/src/aws/ adapter types its src names,
+         plus its own SDK calls. See infra/deploy/README.md.
   scope  `Resource: '*'` only on actions that have no resource-level permission
          (per cfn-lint's IAM action data).
 
@@ -205,19 +209,6 @@ FALLBACK_OPERATIONS = {
     ],
 }
 
-# Extra IAM actions an operation needs, depending on what the adapter passes to it.
-#   (service, operation, regex over the module's code or None, implied actions)
-IMPLIED = [
-    ("dynamodb", "transact_write_items", r"\bConditionCheck::builder\b", ["dynamodb:ConditionCheckItem"]),
-    ("dynamodb", "transact_write_items", r"\bPut::builder\b", ["dynamodb:PutItem"]),
-    ("dynamodb", "transact_write_items", r"\bUpdate::builder\b", ["dynamodb:UpdateItem"]),
-    ("dynamodb", "transact_write_items", r"\bDelete::builder\b", ["dynamodb:DeleteItem"]),
-    ("ec2", "purchase_capacity_block", r"\bTagSpecification\b", ["ec2:CreateTags"]),
-    ("scheduler", "create_schedule", None, ["iam:PassRole"]),
-    ("scheduler", "update_schedule", None, ["iam:PassRole"]),
-]
-
-
 def pascal(snake: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in snake.split("_"))
 
@@ -274,50 +265,187 @@ class Sdk:
         return ops or None
 
 
-# --------------------------------------------------------------------------- repo model
+# --------------------------------------------------------------------------- Rust items
+#
+# The IAM check is trait-level: one adapter type (Ec2Market, DynamoStore) implements several
+# narrow port traits, and each function uses only some of them. So the adapters are cut into
+# items - `impl <Trait> for <Type>` blocks, inherent `impl <Type>` blocks, free fns - and every
+# trait impl gets the SDK calls its methods can reach. A brace matcher over the lexed code
+# (comments gone, literals empty) is enough: no macro or string can unbalance it.
+
+
+def match_brace(code: str, i: int) -> int:
+    """Index of the `}` closing the `{` at code[i] (len(code) if it never closes)."""
+    depth = 0
+    for k in range(i, len(code)):
+        if code[k] == "{":
+            depth += 1
+        elif code[k] == "}":
+            depth -= 1
+            if depth == 0:
+                return k
+    return len(code)
+
+
+def skip_angles(s: str, i: int) -> int:
+    """Index just past the `<...>` (nested) starting at s[i]; i itself if s[i] is not `<`."""
+    if i >= len(s) or s[i] != "<":
+        return i
+    depth = 0
+    for k in range(i, len(s)):
+        if s[k] == "<":
+            depth += 1
+        elif s[k] == ">" and s[k - 1] != "-":  # `->` inside Fn(..) -> T bounds
+            depth -= 1
+            if depth == 0:
+                return k + 1
+    return len(s)
+
+
+# Item headers looked for at brace depth 0 (of a file, or of an impl/mod body).
+ITEM_RX = re.compile(
+    r"(?P<pub>pub(?:\s*\([^)]*\))?\s+)?(?:(?:const|async|unsafe|extern\s*\"\")\s+)*fn\s+(?P<fn>[A-Za-z_]\w*)"
+    r"|(?:unsafe\s+)?impl\b(?P<impl>)"
+    r"|(?:pub(?:\s*\([^)]*\))?\s+)?mod\s+(?P<mod>[A-Za-z_]\w*)\s*\{"
+    r"|(?:pub(?:\s*\([^)]*\))?\s+)?(?:struct|enum|union|trait|type|const|static)\s+(?P<item>[A-Za-z_]\w*)"
+)
+
+
+def top_items(code: str):
+    """(kind, name_or_header, text, is_pub) for the items at brace depth 0 of `code`.
+
+    kind "fn": text is the whole fn; "impl": name is the header, text the body between the
+    braces; "mod" (inline): text is the body; "item" (struct, enum, trait, type, const, static):
+    text is the whole item. Fns without a body (trait method declarations) and `mod x;` are skipped.
+    """
+    i, n, depth = 0, len(code), 0
+    while i < n:
+        c = code[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif depth == 0 and (i == 0 or not (code[i - 1].isalnum() or code[i - 1] in "_'")):
+            m = ITEM_RX.match(code, i)
+            if m:
+                j = m.end() - 1 if m.group("mod") else m.end()
+                while j < n and code[j] not in "{;":
+                    j += 1
+                if j >= n or code[j] == ";":
+                    if m.group("item"):
+                        yield "item", m.group("item"), code[m.start():j + 1], False
+                    i = j + 1
+                    continue
+                end = match_brace(code, j)
+                header = code[m.start():j]
+                body = code[j + 1:end]
+                if m.group("fn"):
+                    yield "fn", m.group("fn"), header + "{" + body + "}", bool(m.group("pub"))
+                elif m.group("mod"):
+                    yield "mod", m.group("mod"), body, False
+                elif m.group("item"):
+                    yield "item", m.group("item"), header + "{" + body + "}", False
+                else:
+                    yield "impl", header, body, False
+                i = end + 1
+                continue
+        i += 1
+
+
+def last_segment(path: str) -> str:
+    """`crate::ports::Ledger<'a>` -> `Ledger`; `&'a mut Foo<T>` -> `Foo`."""
+    path = re.sub(r"<.*", "", path.strip()).strip()
+    path = re.sub(r"^(?:&\s*(?:'\w+\s*)?(?:mut\s+)?|dyn\s+|!)+", "", path)
+    return path.split("::")[-1].strip()
+
+
+def parse_impl_header(header: str) -> tuple[str | None, str]:
+    """`impl<M> crate::ports::Foo for Bar<M> where ...` -> ("Foo", "Bar"); inherent -> (None, "Bar")."""
+    h = re.sub(r"^(?:unsafe\s+)?impl\s*", "", header.strip())
+    h = h[skip_angles(h, 0):]  # the impl's own generic parameters
+    h = re.split(r"\bwhere\b", h, maxsplit=1)[0]
+    # `for` outside angle brackets separates the trait from the type
+    depth, parts, start = 0, [], 0
+    for k, ch in enumerate(h):
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and h[k - 1] != "-":
+            depth -= 1
+        elif depth == 0 and h.startswith("for", k) and (k == 0 or not h[k - 1].isalnum()) \
+                and (k + 3 == len(h) or not (h[k + 3].isalnum() or h[k + 3] == "_")):
+            parts.append(h[start:k])
+            start = k + 3
+    parts.append(h[start:])
+    if len(parts) >= 2:
+        return last_segment(parts[0]), last_segment(parts[-1])
+    return None, last_segment(parts[0])
 
 
 @dataclass
-class Module:
+class RustFn:
+    """A fn of an adapter module: a trait-impl method, an inherent method or a free fn."""
+
     name: str
+    code: str  # header and body
     path: Path
-    code: str
-    types: set[str]
-    services: set[str]
+    owner: str | None  # the Self type, for methods
+    trait: str | None  # the implemented trait, for trait-impl methods
+    public: bool
+
+    @property
+    def label(self) -> str:
+        if self.trait:
+            return f"<{self.owner} as {self.trait}>::{self.name}"
+        return f"{self.owner}::{self.name}" if self.owner else f"{self.name}"
+
+
+def rust_fns(code: str, path: Path) -> list[RustFn]:
+    fns: list[RustFn] = []
+    for kind, name, body, public in top_items(code):
+        if kind == "fn":
+            fns.append(RustFn(name, body, path, None, None, public))
+        elif kind == "mod":
+            fns += rust_fns(body, path)
+        else:
+            trait, owner = parse_impl_header(name)
+            for k2, fname, fbody, fpub in top_items(body):
+                if k2 == "fn":
+                    # trait methods are as public as the trait
+                    fns.append(RustFn(fname, fbody, path, owner, trait, fpub or trait is not None))
+    return fns
+
+
+# --------------------------------------------------------------------------- adapter modules
+
+# Extra IAM actions an operation needs, depending on what the code passes to it, looked for in
+# the code a trait method can reach (so a Put in one trait's transaction does not make another
+# trait's transaction need PutItem).
+#   (service, operation, regex over the reachable code or None, implied actions)
+IMPLIED = [
+    # TransactWriteItems is authorized per item: each kind of item needs its own action.
+    ("dynamodb", "transact_write_items", r"\bConditionCheck::builder\b|\.\s*condition_check\s*\(", ["dynamodb:ConditionCheckItem"]),
+    ("dynamodb", "transact_write_items", r"\bPut::builder\b", ["dynamodb:PutItem"]),
+    ("dynamodb", "transact_write_items", r"\bUpdate::builder\b", ["dynamodb:UpdateItem"]),
+    ("dynamodb", "transact_write_items", r"\bDelete::builder\b", ["dynamodb:DeleteItem"]),
+    # Tags in the purchase request are applied with CreateTags (ec2:CreateAction condition).
+    ("ec2", "purchase_capacity_block", r"\bTagSpecification\b", ["ec2:CreateTags"]),
+    # A schedule whose target carries a role ARN makes the caller pass that role.
+    ("scheduler", "create_schedule", r"\.\s*role_arn\s*\(", ["iam:PassRole"]),
+    ("scheduler", "update_schedule", r"\.\s*role_arn\s*\(", ["iam:PassRole"]),
+]
+
+METHOD_CALL_RX = re.compile(r"\.\s*([a-z_][a-z0-9_]*)\s*(?:::\s*<[^>]*>\s*)?\(")
 
 
 def sdk_services(code: str) -> set[str]:
     return set(re.findall(r"\baws_sdk_(\w+?)::", code))
 
 
-def load_modules(aws_dir: Path) -> dict[str, Module]:
-    mods: dict[str, Module] = {}
-    for p in sorted(aws_dir.glob("*.rs")) if aws_dir.is_dir() else []:
-        src = read_rust(p)
-        code = strip_fn(strip_tests(src.code), "create_table")  # local-dev helper, not deployed
-        types = set(re.findall(r"\bpub\s+(?:struct|enum|trait)\s+([A-Z]\w*)", code))
-        mods[p.stem] = Module(p.stem, p, code, types, sdk_services(code))
-    return mods
-
-
-def used_modules(fn_code: str, mods: dict[str, Module]) -> list[Module]:
-    used = {m.name for m in mods.values() if any(re.search(rf"\b{t}\b", fn_code) for t in m.types)}
-    # plus the sibling modules those modules use (super::x / crate::aws::x / x::)
-    frontier = list(used)
-    while frontier:
-        m = mods[frontier.pop()]
-        for other in mods:
-            if other not in used and other != "mod" and re.search(rf"(\bsuper::|\bcrate::aws::|\baws::){other}\b", m.code):
-                used.add(other)
-                frontier.append(other)
-    return [mods[n] for n in sorted(used)]
-
-
 def sdk_calls(code: str, services: set[str], sdk: Sdk) -> tuple[dict[str, set[str]], list[str]]:
     """service -> called operations (snake_case); problems."""
     calls: dict[str, set[str]] = {}
     problems: list[str] = []
-    methods = set(re.findall(r"\.\s*([a-z_][a-z0-9_]*)\s*(?:::\s*<[^>]*>\s*)?\(", code))
+    methods = set(METHOD_CALL_RX.findall(code))
     for svc in sorted(services):
         ops = sdk.operations(svc)
         if ops is None:
@@ -329,6 +457,271 @@ def sdk_calls(code: str, services: set[str], sdk: Sdk) -> tuple[dict[str, set[st
         else:
             calls[svc] = methods & set(ops)
     return calls, problems
+
+
+def action_of(svc: str, op: str, sdk: Sdk) -> str:
+    return f"{IAM_PREFIX.get(svc, svc)}:{(sdk.operations(svc) or {}).get(op, pascal(op))}"
+
+
+@dataclass
+class Module:
+    """shared/src/aws/<name>.rs plus its child modules (shared/src/aws/<name>/**.rs): a child
+    module exists to reach its parent's private helpers, so the two are one unit here."""
+
+    name: str
+    paths: list[Path]
+    code: str
+    types: set[str]  # pub structs/enums: what a function names when it constructs the adapter
+    services: set[str]
+    fns: list[RustFn]
+
+    def impls(self) -> dict[tuple[str, str], list[RustFn]]:
+        out: dict[tuple[str, str], list[RustFn]] = {}
+        for f in self.fns:
+            if f.trait:
+                out.setdefault((f.trait, f.owner), []).append(f)
+        return out
+
+    def callees(self, f: RustFn) -> list[RustFn]:
+        """The fns of this module that `f` calls: `self.x(` / `Self::x(` / `Type::x(` methods of
+        the same type (inherent or any trait's), and bare or `super::` calls of free fns."""
+        code = f.code
+        methods = set(re.findall(r"\b(?:self\s*\.|Self\s*::)\s*([a-z_]\w*)\s*(?:::\s*<[^>]*>\s*)?\(", code))
+        typed = set(re.findall(r"\b([A-Z]\w*)\s*::\s*([a-z_]\w*)\s*(?:::\s*<[^>]*>\s*)?\(", code))
+        bare = set(re.findall(r"(?<![\w.:])(?:super\s*::\s*)*([a-z_]\w*)\s*(?:::\s*<[^>]*>\s*)?\(", code))
+        out = []
+        for g in self.fns:
+            if g is f:
+                continue
+            if g.owner is None:
+                hit = g.name in bare
+            else:
+                hit = (g.name in methods and (f.owner is None or g.owner == f.owner)) or (g.owner, g.name) in typed
+            if hit:
+                out.append(g)
+        return out
+
+    def reach(self, start: RustFn) -> list[tuple[RustFn, list[str]]]:
+        """Every fn `start` can reach through this module's helpers, with the call chain.
+
+        Transitive, not one level: record_bought -> close_intent -> transact is two helpers
+        deep before TransactWriteItems, and both are the trait method's doing."""
+        seen = {id(start): [start.name]}
+        order = [start]
+        for f in order:
+            for g in self.callees(f):
+                if id(g) not in seen:
+                    seen[id(g)] = seen[id(f)] + [g.name]
+                    order.append(g)
+        return [(f, seen[id(f)]) for f in order]
+
+    def actions_from(self, start: RustFn, sdk: Sdk, repo: Path) -> tuple[dict[str, str], list[str]]:
+        """IAM action -> why, for everything `start` can reach; problems."""
+        out: dict[str, str] = {}
+        problems: list[str] = []
+        reached = self.reach(start)
+        reach_code = "\n".join(f.code for f, _ in reached)
+        for f, chain in reached:
+            calls, probs = sdk_calls(f.code, self.services, sdk)
+            problems += [f"{rel(f.path, repo)}: {p}" for p in probs]
+            where = f"{rel(f.path, repo)} {start.label}" + (f" -> {' -> '.join(chain[1:])}" if len(chain) > 1 else "")
+            for svc, ops in calls.items():
+                for op in sorted(ops):
+                    out.setdefault(action_of(svc, op, sdk), f"{op}() in {where}")
+                    for isvc, iop, rx, extra in IMPLIED:
+                        if isvc == svc and iop == op and (rx is None or re.search(rx, reach_code)):
+                            for e in extra:
+                                out.setdefault(e, f"implied by {op}() in {where}")
+        return out, sorted(set(problems))
+
+
+def rel(p: Path, repo: Path) -> str:
+    return str(p.relative_to(repo)) if p.is_relative_to(repo) else str(p)
+
+
+def load_modules(aws_dir: Path) -> dict[str, Module]:
+    mods: dict[str, Module] = {}
+    for p in sorted(aws_dir.glob("*.rs")) if aws_dir.is_dir() else []:
+        paths = [p] + sorted((aws_dir / p.stem).rglob("*.rs"))
+        fns: list[RustFn] = []
+        codes = []
+        for q in paths:
+            # #[cfg(test)] items are not deployed; create_table is the local-dev table helper
+            code = strip_fn(strip_tests(read_rust(q).code), "create_table")
+            codes.append(code)
+            fns += rust_fns(code, q)
+        code = "\n".join(codes)
+        types = set(re.findall(r"\bpub\s+(?:struct|enum)\s+([A-Z]\w*)", code))
+        mods[p.stem] = Module(p.stem, paths, code, types, sdk_services(code), fns)
+    return mods
+
+
+# --------------------------------------------------------------------------- app services and ports
+#
+# The traits a function needs are the bounds of the generic application services it runs
+# (`Scanner<M, S, N>` where `M: OfferingSource + Purchaser + ...`). Resolved per item, not per
+# module: app/extend.rs imports only the plain fn `charges_for` from app/purchase.rs, and taking
+# all of purchase.rs would give track-blocks `Buyer`'s `Purchaser` bound - PurchaseCapacityBlock
+# in a function that never buys.
+
+
+def ports_traits(ports: Path) -> set[str]:
+    """The port traits: every `pub trait` of shared/src/ports.rs."""
+    if not ports.is_file():
+        return set()
+    return set(re.findall(r"\bpub\s+trait\s+([A-Z]\w*)", strip_tests(read_rust(ports).code)))
+
+
+def trait_bounds(code: str) -> set[str]:
+    """Trait names in generic bounds and where clauses (`M: A + B + ?Sized`), `dyn T` and `impl T`."""
+    out: set[str] = set()
+    bound = re.compile(r"\s*\??\s*(?:for\s*<[^>]*>\s*)?(?:[A-Za-z_]\w*\s*::\s*)*([A-Za-z_]\w*|'\w+)")
+    for m in re.finditer(r"(?<![\w:'])[A-Z]\w*\s*:(?!:)", code):  # `M:` but not `Foo::`
+        j = m.end()
+        while (t := bound.match(code, j)):
+            out.add(t.group(1))
+            j = skip_angles(code, t.end())
+            plus = re.compile(r"\s*\+").match(code, j)
+            if not plus:
+                break
+            j = plus.end()
+    out |= set(re.findall(r"\b(?:dyn|impl)\s+(?:[A-Za-z_]\w*\s*::\s*)*([A-Z]\w*)", code))
+    return out
+
+
+def split_top(s: str, sep: str = ",") -> list[str]:
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(s):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if ch == sep and depth == 0:
+            parts.append(s[start:k])
+            start = k + 1
+    parts.append(s[start:])
+    return [p for p in parts if p]
+
+
+def use_paths(tree: str) -> list[tuple[list[str], str]]:
+    """`a::{b, c::{d as e}}` -> [(["a","b"], "b"), (["a","c","d"], "e")]: (path, local name)."""
+    out = []
+    for part in split_top(re.sub(r"\s+", " ", tree).replace(" ::", "::").replace(":: ", "::").strip()):
+        part = part.strip()
+        if "{" in part:
+            k = part.index("{")
+            head = [x for x in part[:k].split("::") if x]
+            for sub, local in use_paths(part[k + 1:part.rindex("}")]):
+                path = head + ([] if sub == ["self"] else sub)
+                out.append((path, path[-1] if sub == ["self"] else local))
+        else:
+            name, _, alias = part.partition(" as ")
+            path = [x.strip() for x in name.split("::") if x.strip()]
+            if path and path[-1] == "self":
+                path = path[:-1]
+            if path:
+                out.append((path, alias.strip() or path[-1]))
+    return out
+
+
+@dataclass
+class AppModule:
+    name: str
+    code: str
+    items: dict[str, str]  # item -> its code: the fn, or the type with all its impl blocks
+    imports: dict[str, tuple[str, str | None]]  # local name -> (app module, item or None for the module)
+
+
+def app_refs(code: str, roots: list[str], modules: set[str]) -> dict[str, tuple[str, str | None]]:
+    """Local names a piece of code imports from app modules, given how it spells the app module
+    root (`super`, `crate::app`, `capblock_shared::app`)."""
+    refs: dict[str, tuple[str, str | None]] = {}
+    root_lists = [r.split("::") for r in roots]
+    for tree in re.findall(r"\buse\s+([^;]+);", code):
+        for path, local in use_paths(tree):
+            for root in root_lists:
+                if path[:len(root)] == root and len(path) > len(root) and path[len(root)] in modules:
+                    m = path[len(root)]
+                    rest = path[len(root) + 1:]
+                    refs[local] = (m, rest[0] if rest and rest[0] != "*" else None)
+                elif path == root[:-1] + [root[-1]] and root[-1] == "app":
+                    refs[local] = ("", None)  # `use <crate>::app;`: the app root itself
+    return refs
+
+
+def load_app(app_dir: Path, crate: str) -> dict[str, AppModule]:
+    files = {p.stem: p for p in app_dir.glob("*.rs") if p.stem != "mod"} if app_dir.is_dir() else {}
+    files |= {d.name: d / "mod.rs" for d in app_dir.iterdir() if (d / "mod.rs").is_file()} if app_dir.is_dir() else {}
+    out: dict[str, AppModule] = {}
+    for name, path in files.items():
+        code = strip_tests(read_rust(path).code)
+        items: dict[str, str] = {}
+        impls: list[tuple[str, str]] = []
+        for kind, n, text, _ in top_items(code):
+            if kind in ("fn", "item"):
+                items[n] = items.get(n, "") + "\n" + text
+            elif kind == "impl":
+                impls.append((parse_impl_header(n)[1], n + "{" + text + "}"))
+        for owner, text in impls:
+            items[owner] = items.get(owner, "") + "\n" + text
+        imports = app_refs(code, ["super", "crate::app"], set(files))
+        out[name] = AppModule(name, code, items, imports)
+    return out
+
+
+def needed_traits(fn_code: str, repo: Path, ports: set[str], crate: str) -> dict[str, str]:
+    """Port trait -> why a function needs it: the bounds of the app items it uses (followed
+    through the items they use, across app modules), plus the port traits its own code names
+    (it may call an adapter through one directly, e.g. `store.put_rule(..)` with RuleStore)."""
+    app = load_app(repo / "shared" / "src" / "app", crate)
+    out: dict[str, str] = {}
+    seen: set[tuple[str, str]] = set()
+
+    def items_named(code: str, refs: dict[str, tuple[str, str | None]], local: AppModule | None):
+        """(module, item) pairs a piece of code refers to."""
+        found = []
+        idents = set(re.findall(r"\b[A-Za-z_]\w*\b", code))
+        for ident in idents:
+            if ident in refs:
+                m, item = refs[ident]
+                if m == "":  # `app::m::X` through an imported app root
+                    found += [(m2, x) for m2, x in re.findall(rf"\b{ident}\s*::\s*(\w+)\s*::\s*(\w+)", code) if m2 in app]
+                elif item is None:  # a module import: `m::X`
+                    found += [(m, x) for x in re.findall(rf"\b{ident}\s*::\s*(\w+)", code)] or [(m, "*")]
+                else:
+                    found.append((m, item))
+            if local and ident in local.items:
+                found.append((local.name, ident))
+        # fully spelled paths, without a use
+        for root in (rf"\b{crate}\s*::\s*app", r"\bcrate\s*::\s*app", r"\bsuper"):
+            found += [(m, x) for m, x in re.findall(rf"{root}\s*::\s*(\w+)\s*::\s*(\w+)", code) if m in app]
+        return found
+
+    fn_refs = app_refs(fn_code, [f"{crate}::app"], set(app))
+    frontier = [(m, x, "used by the function") for m, x in items_named(fn_code, fn_refs, None)]
+    while frontier:
+        m, item, why = frontier.pop()
+        if (m, item) in seen or m not in app:
+            continue
+        seen.add((m, item))
+        mod = app[m]
+        # unknown item (a glob import, a re-export): take the whole module, erring on the safe side
+        code = mod.items.get(item) if item in mod.items else mod.code
+        label = f"app/{m}.rs {item if item in mod.items else '(whole module)'}"
+        for t in sorted(trait_bounds(code) & ports):
+            out.setdefault(t, f"bound in {label} ({why})")
+        for m2, x in items_named(code, mod.imports, mod):
+            frontier.append((m2, x, f"via {label}"))
+    for t in sorted(ports):
+        if re.search(rf"\b{t}\b", fn_code):
+            out.setdefault(t, "named by the function")
+    return out
+
+
+def crate_ident(repo: Path) -> str:
+    p = repo / "shared" / "Cargo.toml"
+    if p.is_file():
+        name = deep_get(tomllib.loads(p.read_text(encoding="utf-8")), "package", "name")
+        if name:
+            return name.replace("-", "_")
+    return "capblock_shared"
 
 
 # --------------------------------------------------------------------------- template model
@@ -484,9 +877,28 @@ def main(argv: list[str]) -> int:
     deployed: set[Path] = set()
 
     functions = {k: v for k, v in resources.items() if isinstance(v, dict) and v.get("Type") == "AWS::Serverless::Function"}
-    print(f"crosscheck: {template_path.relative_to(repo) if template_path.is_relative_to(repo) else template_path}: "
-          f"{len(functions)} functions; adapters: " +
-          ", ".join(f"{m.name}.rs ({'/'.join(sorted(m.types)) or '-'})" for m in modules.values() if m.types))
+    ports = ports_traits(repo / "shared" / "src" / "ports.rs")
+    crate_name = crate_ident(repo)
+    print(f"crosscheck: {rel(template_path, repo)}: {len(functions)} functions, {len(ports)} port traits; adapters: " +
+          "; ".join(f"{m.name}.rs ({', '.join(sorted(f'{o} as {t}' for t, o in m.impls() if t in ports))})"
+                    for m in modules.values() if any(t in ports for t, _ in m.impls())))
+    # SDK calls that no trait impl and no public fn can reach are attributed to nobody: say so,
+    # rather than let a new call go unchecked.
+    for m in modules.values():
+        reached = {id(g) for f in m.fns if f.trait or f.public for g, _ in m.reach(f)}
+        for f in m.fns:
+            if id(f) not in reached:
+                calls, _ = sdk_calls(f.code, m.services, sdk)
+                ops = sorted(op for v in calls.values() for op in v)
+                if ops:
+                    print(f"  note: {rel(f.path, repo)}: {f.label} calls {', '.join(ops)} but no trait impl reaches it")
+    if args.verbose:
+        for m in modules.values():
+            for (t, o), methods in sorted(m.impls().items()):
+                acts: set[str] = set()
+                for f in methods:
+                    acts |= set(m.actions_from(f, sdk, repo)[0])
+                print(f"  {o} as {t} ({m.name}.rs): {', '.join(sorted(acts)) or 'no AWS calls'}")
 
     for fid, fn in functions.items():
         props = fn.get("Properties", {}) or {}
@@ -574,25 +986,47 @@ def main(argv: list[str]) -> int:
         if not crate_ok:
             problems.append(f"cannot collect SDK calls: functions/{binary or '?'} missing")
         else:
-            fn_code = "\n".join(s.code for s in fn_srcs)
-            sources = [(f"functions/{binary}/src", fn_code, sdk_services(fn_code))]
-            for m in used_modules(fn_code, modules):
-                sources.append((str(m.path.relative_to(repo)), m.code, m.services))
-            notes.append("adapters used: " + (", ".join(Path(w).name for w, _, _ in sources[1:]) or "none"))
-            for where, code, services in sources:
-                calls, probs = sdk_calls(code, services, sdk)
-                problems += [f"{where}: {p}" for p in probs]
-                for svc, ops in calls.items():
-                    opnames = sdk.operations(svc) or {}
-                    prefix = IAM_PREFIX.get(svc, svc)
-                    checked_services.add(svc)
-                    for op in sorted(ops):
-                        required[f"{prefix}:{opnames.get(op, pascal(op))}"] = f"{op}() in {where}"
-                    for op in sorted(ops):
-                        for isvc, iop, rx, extra in IMPLIED:
-                            if isvc == svc and iop == op and (rx is None or re.search(rx, code)):
-                                for e in extra:
-                                    required.setdefault(e, f"implied by {op}() in {where}")
+            # Test code is not deployed: it neither needs permissions nor constructs adapters.
+            fn_code = "\n".join(strip_tests(s.code) for s in fn_srcs)
+            where = f"functions/{binary}/src"
+            # 1. SDK calls the function makes itself.
+            calls, probs = sdk_calls(fn_code, sdk_services(fn_code), sdk)
+            problems += [f"{where}: {p}" for p in probs]
+            for svc, ops in calls.items():
+                checked_services.add(svc)
+                for op in sorted(ops):
+                    required.setdefault(action_of(svc, op, sdk), f"{op}() in {where}")
+            # 2. The port traits it needs (app service bounds + traits it names) ...
+            traits = needed_traits(fn_code, repo, ports, crate_name)
+            # 3. ... times the adapters it constructs: the impls of those traits for those types.
+            used_impls: list[str] = []
+            for m in modules.values():
+                types = {t for t in m.types if re.search(rf"\b{t}\b", fn_code)}
+                if not types:
+                    continue
+                for (trait, owner), methods in sorted(m.impls().items()):
+                    if owner not in types or trait not in traits:
+                        continue
+                    used_impls.append(f"{owner}: {trait}")
+                    for f in methods:
+                        acts, probs = m.actions_from(f, sdk, repo)
+                        problems += probs
+                        for a, why in acts.items():
+                            required.setdefault(a, why)
+                # Public inherent methods / free fns of the adapter that the function calls itself
+                # (e.g. a helper returning the client) count too.
+                for f in m.fns:
+                    if f.trait is None and f.public and f.name not in {"new", "default"} \
+                            and re.search(rf"(?:\.|::)\s*{f.name}\s*(?:::\s*<[^>]*>\s*)?\(", fn_code):
+                        acts, probs = m.actions_from(f, sdk, repo)
+                        problems += probs
+                        for a, why in acts.items():
+                            required.setdefault(a, f"{why} (called by {where})")
+            notes.append("port traits: " + (", ".join(sorted(traits)) or "none"))
+            notes.append("adapter impls used: " + (", ".join(used_impls) or "none"))
+            unimplemented = sorted(t for t in traits if not any(u.endswith(f": {t}") for u in used_impls))
+            if unimplemented:
+                notes.append("traits with no AWS adapter constructed here: " + ", ".join(unimplemented))
             for action, why in sorted(required.items()):
                 if not any(fnmatch.fnmatchcase(action.lower(), a) for a in allowed):
                     problems.append(f"not allowed: {action} (called: {why})")
@@ -607,6 +1041,7 @@ def main(argv: list[str]) -> int:
                 if pre in prefixes and not any(r.lower() == a for r in required):
                     problems.append(f"allowed but never called: {written} (statement {s.get('Sid', '?')})")
             if args.verbose:
+                notes += [f"needs trait {t} <- {why}" for t, why in sorted(traits.items())]
                 notes += [f"needs {a} <- {why}" for a, why in sorted(required.items())]
         rep.check(fid, f"iam: {len(required)} actions needed, {len(allowed)} allowed", problems, notes + sdk.notes)
         sdk.notes = []

@@ -81,7 +81,8 @@ mod tests {
 
     #[test]
     fn ticks_parse_scheduler_and_eventbridge_payloads() {
-        let t: Tick = parse_event(serde_json::json!({"source": "capblock.schedule", "time": "2026-12-01T10:00:00Z"})).unwrap();
+        let t: Tick =
+            parse_event(serde_json::json!({"source": "capblock.schedule", "time": "2026-12-01T10:00:00Z"})).unwrap();
         assert_eq!(t.time.unwrap().to_rfc3339(), "2026-12-01T10:00:00+00:00");
         let t: Tick = parse_event(serde_json::json!({"detail-type": "Scheduled Event", "source": "aws.events", "time": "2026-12-01T10:00:00Z", "detail": {}})).unwrap();
         assert!(t.time.is_some());
@@ -90,6 +91,11 @@ mod tests {
         let e = parse_event::<Tick>(serde_json::json!({"time": "yesterday"})).unwrap_err();
         assert_eq!(e.kind(), "capblock.BadInput");
         assert!(!e.retryable());
-        assert!(e.to_string().contains("input contains invalid characters") || e.to_string().contains("premature end") || e.to_string().starts_with("bad input"), "{e}");
+        assert!(
+            e.to_string().contains("input contains invalid characters")
+                || e.to_string().contains("premature end")
+                || e.to_string().starts_with("bad input"),
+            "{e}"
+        );
     }
 }

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
+use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, Intent, Period};
 use crate::domain::lifecycle::{BlockState, Observed};
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
@@ -97,7 +97,7 @@ pub struct PurchaseRequest {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PurchaseOutcome {
-    Bought(Reservation),
+    Bought(Box<Reservation>),
     /// DryRun: EC2 would have accepted the request.
     WouldSucceed,
 }
@@ -142,6 +142,53 @@ pub trait ReservationSource: Send + Sync {
 
     /// What EC2 says about each id; ids EC2 no longer knows come back as `Observed::NotFound`.
     async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError>;
+
+    /// Every capacity-block reservation of the region, tagged or not (for adopting blocks
+    /// bought outside capblock). Other reservation types are left out.
+    async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError>;
+}
+
+/// One DescribeCapacityBlockExtensionOfferings answer row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtensionOffer {
+    pub id: String,
+    pub reservation_id: String,
+    pub duration_hours: u32,
+    /// The block's current end: where the extension starts.
+    pub start: DateTime<Utc>,
+    /// The block's end once the extension is paid.
+    pub end: DateTime<Utc>,
+    pub fee: Money,
+}
+
+/// What PurchaseCapacityBlockExtension answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtensionReceipt {
+    pub offering_id: String,
+    pub reservation_id: String,
+    /// payment-pending, payment-succeeded or payment-failed.
+    pub status: String,
+    pub end: Option<DateTime<Utc>>,
+}
+
+#[async_trait]
+pub trait ExtensionMarket: Send + Sync {
+    /// The extensions EC2 sells now for the block, for exactly `duration_hours`.
+    async fn extension_offerings(
+        &self,
+        region: &Region,
+        reservation_id: &str,
+        duration_hours: u32,
+    ) -> Result<Vec<ExtensionOffer>, MarketError>;
+
+    /// Sends PurchaseCapacityBlockExtension exactly once: the adapter must not retry it (the API
+    /// has no ClientToken either).
+    async fn purchase_extension(
+        &self,
+        region: &Region,
+        offering_id: &str,
+        reservation_id: &str,
+    ) -> Result<ExtensionReceipt, MarketError>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -242,26 +289,29 @@ pub trait Ledger: Send + Sync {
 
     /// Sent -> Bought: writes the block and its purchase notice, moves the fee from reserved to
     /// spent, frees the guard. All or nothing.
-    async fn record_bought(
-        &self,
-        intent: &Intent,
-        block: &Block,
-        notice: &Notice,
-    ) -> Result<(), StoreError>;
+    async fn record_bought(&self, intent: &Intent, block: &Block, notice: &Notice) -> Result<(), StoreError>;
 
     /// Reserved/Sent -> Rejected: releases the fee and frees the guard.
-    async fn record_rejected(
-        &self,
-        intent: &Intent,
-        reason: &str,
-        notice: Option<&Notice>,
-    ) -> Result<(), StoreError>;
+    async fn record_rejected(&self, intent: &Intent, reason: &str, notice: Option<&Notice>) -> Result<(), StoreError>;
 
     /// Records a dry-run decision (no money, no guard). Returns false if it was recorded before.
     async fn record_dry_run(&self, intent: &Intent) -> Result<bool, StoreError>;
 
     async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError>;
     async fn open_intents(&self) -> Result<Vec<Intent>, StoreError>;
+
+    /// A block whose payment failed was never charged: in one transaction, moves the intent's
+    /// fee out of `committed` and `spent` of every budget the intent charged, gives the
+    /// purchase back to the month's count when `restore_purchase`, and marks the block item
+    /// released. Returns false (and changes nothing) if the block was released before, so it
+    /// happens once per block however many runs try.
+    async fn release_failed_block(
+        &self,
+        block: &Block,
+        intent: &Intent,
+        restore_purchase: bool,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
 }
 
 #[async_trait]
@@ -271,6 +321,90 @@ pub trait BlockStore: Send + Sync {
     async fn get_block(&self, reservation_id: &str) -> Result<Option<Block>, StoreError>;
     /// Writes a block capblock did not buy itself (adoption). False if it is already known.
     async fn adopt_block(&self, block: &Block) -> Result<bool, StoreError>;
+    /// Stores the block's state, end and data if its stored version is still
+    /// `expected_version` (`Conflict` otherwise); the stored version becomes
+    /// `expected_version + 1`. A block moved to a final state leaves the open-blocks index.
+    async fn update_block(&self, block: &Block, expected_version: u64) -> Result<(), StoreError>;
+}
+
+/// The states of an extension intent. Like purchases, `Sent` is never sent again: an unknown
+/// outcome is settled by watching the block's end date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExtensionState {
+    /// Budget reserved, PurchaseCapacityBlockExtension not sent yet.
+    Reserved,
+    /// Sent; EC2's answer was lost.
+    Sent,
+    /// EC2 accepted it; payment pending.
+    Bought,
+    /// The end moved: paid.
+    Paid,
+    /// Refused by EC2, abandoned before sending, or never paid: nothing charged.
+    Released,
+}
+
+impl ExtensionState {
+    pub fn is_open(self) -> bool {
+        matches!(self, ExtensionState::Reserved | ExtensionState::Sent | ExtensionState::Bought)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExtensionState::Reserved => "reserved",
+            ExtensionState::Sent => "sent",
+            ExtensionState::Bought => "bought",
+            ExtensionState::Paid => "paid",
+            ExtensionState::Released => "released",
+        }
+    }
+}
+
+/// The record written before PurchaseCapacityBlockExtension is sent, keyed by (block,
+/// extension offering) so two runs deciding the same extension collide.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtensionIntent {
+    pub reservation_id: String,
+    pub rule_id: String,
+    pub offer: ExtensionOffer,
+    pub state: ExtensionState,
+    pub created_at: DateTime<Utc>,
+    pub sent_at: Option<DateTime<Utc>>,
+    pub reason: Option<String>,
+    pub charges: Vec<BudgetCharge>,
+}
+
+impl ExtensionIntent {
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.reservation_id, self.offer.id)
+    }
+}
+
+/// Extension bookkeeping. At most one open extension per block (a guard on the block item),
+/// budgets charged like purchases (money only: extensions do not count as purchases).
+#[async_trait]
+pub trait ExtensionLedger: Send + Sync {
+    /// In one transaction: creates the intent (must not exist), takes the block's extension
+    /// guard (no other open extension) and charges every budget within its limit.
+    async fn reserve_extension(&self, intent: &ExtensionIntent) -> Result<(), ReserveError>;
+    /// Moves an open intent to `to` (Sent, Bought) with a condition on its current state.
+    async fn advance_extension(
+        &self,
+        intent: &ExtensionIntent,
+        to: ExtensionState,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+    /// Closes an open intent as Paid (fee moves to spent) or Released (fee released), frees the
+    /// block's guard. All or nothing; `Conflict` if someone closed it first.
+    async fn close_extension(
+        &self,
+        intent: &ExtensionIntent,
+        to: ExtensionState,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError>;
+    /// Every extension intent of one block, open or closed.
+    async fn extensions_of(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError>;
+    /// Open extension intents of all blocks.
+    async fn open_extensions(&self) -> Result<Vec<ExtensionIntent>, StoreError>;
 }
 
 /// One price seen in the market.
@@ -375,4 +509,25 @@ pub trait Reminders: Send + Sync {
     async fn sync(&self, block: &Block, now: DateTime<Utc>) -> Result<(), ReminderError>;
     /// Removes every reminder schedule of the block. Idempotent.
     async fn clear(&self, block: &Block) -> Result<(), ReminderError>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instances and single reservations (EC2), for checkpoint notices
+// ---------------------------------------------------------------------------------------------
+
+#[async_trait]
+pub trait InstanceSource: Send + Sync {
+    /// Ids of the instances running (or starting) in a capacity reservation now: DescribeInstances
+    /// filtered by `capacity-reservation-id`.
+    async fn instances_in(&self, region: &Region, reservation_id: &str) -> Result<Vec<String>, MarketError>;
+    /// The capacity reservation an instance runs in; `None` when EC2 does not know the instance
+    /// or it runs outside any reservation.
+    async fn reservation_of(&self, region: &Region, instance_id: &str) -> Result<Option<String>, MarketError>;
+}
+
+#[async_trait]
+pub trait ReservationLookup: Send + Sync {
+    /// One reservation by id, whatever its type or tags (e.g. a block bought by hand);
+    /// `None` when EC2 does not know it.
+    async fn reservation(&self, region: &Region, id: &str) -> Result<Option<Reservation>, MarketError>;
 }

@@ -28,8 +28,11 @@ pub struct App {
 /// Reads this function's settings from the environment.
 pub fn settings() -> Result<ScanSettings, FunctionError> {
     let budget: String = config::parsed_or("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", "0".to_string())?;
-    let account_budget = Money::parse(&budget, "USD")
-        .map_err(|e| config::ConfigError::Invalid { name: "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", value: budget, problem: e.to_string() })?;
+    let account_budget = Money::parse(&budget, "USD").map_err(|e| config::ConfigError::Invalid {
+        name: "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET",
+        value: budget,
+        problem: e.to_string(),
+    })?;
     Ok(ScanSettings {
         stack: config::required("CAPBLOCK_STACK")?,
         mode: config::parsed_or("CAPBLOCK_MODE", Default::default())?,

@@ -18,11 +18,7 @@ impl SimClock {
             let now = Utc::now();
             now.duration_trunc(Duration::minutes(1)).unwrap_or(now)
         });
-        Self {
-            base,
-            real_base: Instant::now(),
-            ticking,
-        }
+        Self { base, real_base: Instant::now(), ticking }
     }
 
     pub fn now(&self) -> DateTime<Utc> {

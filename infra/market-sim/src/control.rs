@@ -20,19 +20,11 @@ pub struct Reply {
 }
 
 fn ok(v: Value) -> Reply {
-    Reply {
-        status: 200,
-        content_type: "application/json",
-        body: v.to_string(),
-    }
+    Reply { status: 200, content_type: "application/json", body: v.to_string() }
 }
 
 fn bad(status: u16, msg: impl Into<String>) -> Reply {
-    Reply {
-        status,
-        content_type: "application/json",
-        body: json!({ "error": msg.into() }).to_string(),
-    }
+    Reply { status, content_type: "application/json", body: json!({ "error": msg.into() }).to_string() }
 }
 
 fn rfc3339(t: DateTime<Utc>) -> String {
@@ -44,11 +36,7 @@ pub fn handle(world: &mut World, method: &str, path: &str, body: &[u8]) -> Reply
     let text = String::from_utf8_lossy(body);
     let result = match (method, path.trim_end_matches('/')) {
         ("GET", "/_sim/health") => {
-            return Reply {
-                status: 200,
-                content_type: "text/plain",
-                body: "ok".into(),
-            };
+            return Reply { status: 200, content_type: "text/plain", body: "ok".into() };
         }
         ("GET", "/_sim/state") => Ok(state(world)),
         ("GET", "/_sim/behaviour") => Ok(json!(world.behaviour)),
@@ -89,11 +77,7 @@ fn parse_json<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, String> {
 
 fn reservation_json(w: &World, r: &Reservation) -> Value {
     let now = w.now();
-    let tags: BTreeMap<&str, &str> = r
-        .tags
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+    let tags: BTreeMap<&str, &str> = r.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     json!({
         "reservation_id": r.id,
         "offering_id": r.offering_id,
@@ -152,9 +136,7 @@ fn clock(w: &mut World, text: &str) -> Result<Value, String> {
     let req: ClockReq = parse_json(text)?;
     match (req.advance_secs, req.set) {
         (Some(s), None) => w.clock.advance(s),
-        (None, Some(t)) => w
-            .clock
-            .set(parse_timestamp(&t).ok_or_else(|| format!("bad timestamp {t:?}"))?),
+        (None, Some(t)) => w.clock.set(parse_timestamp(&t).ok_or_else(|| format!("bad timestamp {t:?}"))?),
         _ => return Err("give exactly one of advance_secs or set".into()),
     }
     Ok(json!({ "now": rfc3339(w.now()) }))
@@ -176,8 +158,7 @@ fn behaviour(w: &mut World, text: &str) -> Result<Value, String> {
             map.insert(k, v);
         }
     }
-    let b: Behaviour =
-        serde_json::from_value(current).map_err(|e| format!("bad behaviour: {e}"))?;
+    let b: Behaviour = serde_json::from_value(current).map_err(|e| format!("bad behaviour: {e}"))?;
     b.validate()?;
     w.set_behaviour(b);
     tracing::info!(behaviour = ?w.behaviour, "behaviour changed");
@@ -202,11 +183,7 @@ fn payment(w: &mut World, text: &str) -> Result<Value, String> {
     if !(delay >= 0.0 && delay.is_finite()) {
         return Err("after_hours must be >= 0".into());
     }
-    let p = Payment {
-        outcome: req.outcome,
-        delay_hours: delay,
-        explicit: true,
-    };
+    let p = Payment { outcome: req.outcome, delay_hours: delay, explicit: true };
     let now = w.now();
     if let Some(ext_id) = req.extension_offering_id {
         let e = w
@@ -217,9 +194,7 @@ fn payment(w: &mut World, text: &str) -> Result<Value, String> {
             .ok_or_else(|| format!("no extension {ext_id} on {}", req.reservation_id))?;
         e.payment = p;
         let status = e.status(now);
-        return Ok(
-            json!({ "reservation_id": req.reservation_id, "extension_offering_id": ext_id, "status": status }),
-        );
+        return Ok(json!({ "reservation_id": req.reservation_id, "extension_offering_id": ext_id, "status": status }));
     }
     let r = w
         .reservations
@@ -270,9 +245,7 @@ fn inject(w: &mut World, text: &str) -> Result<Value, String> {
         return Err("instance_count must be >= 1".into());
     }
     let fee = match req.upfront_fee.as_deref() {
-        Some(f) => f
-            .parse::<Decimal>()
-            .map_err(|e| format!("bad upfront_fee: {e}"))?,
+        Some(f) => f.parse::<Decimal>().map_err(|e| format!("bad upfront_fee: {e}"))?,
         None => Decimal::ZERO,
     };
     let mut fee = fee;
@@ -280,9 +253,7 @@ fn inject(w: &mut World, text: &str) -> Result<Value, String> {
     let id = w.new_id("cr-");
     let r = Reservation {
         id: id.clone(),
-        availability_zone: req
-            .availability_zone
-            .unwrap_or_else(|| format!("{}a", req.region)),
+        availability_zone: req.availability_zone.unwrap_or_else(|| format!("{}a", req.region)),
         region: req.region,
         instance_type: req.instance_type,
         instance_platform: req.instance_platform.unwrap_or_else(|| "Linux/UNIX".into()),
@@ -313,10 +284,7 @@ mod tests {
 
     fn call(w: &mut World, m: &str, p: &str, body: &str) -> (u16, Value) {
         let r = handle(w, m, p, body.as_bytes());
-        (
-            r.status,
-            serde_json::from_str(&r.body).unwrap_or(Value::String(r.body)),
-        )
+        (r.status, serde_json::from_str(&r.body).unwrap_or(Value::String(r.body)))
     }
 
     #[test]
@@ -325,12 +293,7 @@ mod tests {
         let (s, v) = call(&mut w, "POST", "/_sim/clock", r#"{"advance_secs": 3600}"#);
         assert_eq!(s, 200);
         assert_eq!(v["now"], "2026-12-01T01:00:00Z");
-        let (_, v) = call(
-            &mut w,
-            "POST",
-            "/_sim/clock",
-            r#"{"set": "2026-12-05T00:00:00Z"}"#,
-        );
+        let (_, v) = call(&mut w, "POST", "/_sim/clock", r#"{"set": "2026-12-05T00:00:00Z"}"#);
         assert_eq!(v["now"], "2026-12-05T00:00:00Z");
         assert_eq!(call(&mut w, "POST", "/_sim/clock", "{}").0, 400);
         let (s, v) = call(
@@ -345,20 +308,8 @@ mod tests {
         let (_, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"throttle": null}"#);
         assert_eq!(v["throttle"], Value::Null);
         assert_eq!(w.behaviour.latency_ms, 5);
-        assert_eq!(
-            call(&mut w, "POST", "/_sim/behaviour", r#"{"nope": 1}"#).0,
-            400
-        );
-        assert_eq!(
-            call(
-                &mut w,
-                "POST",
-                "/_sim/behaviour",
-                r#"{"error_5xx_rate": 3}"#
-            )
-            .0,
-            400
-        );
+        assert_eq!(call(&mut w, "POST", "/_sim/behaviour", r#"{"nope": 1}"#).0, 400);
+        assert_eq!(call(&mut w, "POST", "/_sim/behaviour", r#"{"error_5xx_rate": 3}"#).0, 400);
         assert_eq!(call(&mut w, "GET", "/_sim/nothing", "").0, 404);
         assert_eq!(call(&mut w, "GET", "/_sim/health", "").1, "ok");
     }

@@ -13,12 +13,7 @@ pub struct TokenBucket {
 
 impl TokenBucket {
     pub fn new(rate_per_sec: f64, burst: u32, now: f64) -> Self {
-        Self {
-            rate: rate_per_sec,
-            burst: f64::from(burst),
-            tokens: f64::from(burst),
-            last: now,
-        }
+        Self { rate: rate_per_sec, burst: f64::from(burst), tokens: f64::from(burst), last: now }
     }
 
     pub fn try_take(&mut self, now: f64) -> bool {

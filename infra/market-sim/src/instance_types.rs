@@ -3,17 +3,8 @@
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accelerator {
-    Gpu {
-        name: &'static str,
-        manufacturer: &'static str,
-        memory_mib: u64,
-    },
-    Neuron {
-        name: &'static str,
-        core_count: u32,
-        core_version: u32,
-        memory_mib: u64,
-    },
+    Gpu { name: &'static str, manufacturer: &'static str, memory_mib: u64 },
+    Neuron { name: &'static str, core_count: u32, core_version: u32, memory_mib: u64 },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,25 +17,13 @@ pub struct InstanceTypeInfo {
 }
 
 const fn gpu(name: &'static str, memory_mib: u64) -> Accelerator {
-    Accelerator::Gpu {
-        name,
-        manufacturer: "NVIDIA",
-        memory_mib,
-    }
+    Accelerator::Gpu { name, manufacturer: "NVIDIA", memory_mib }
 }
 
-const TRAINIUM: Accelerator = Accelerator::Neuron {
-    name: "Trainium",
-    core_count: 2,
-    core_version: 2,
-    memory_mib: 32_768,
-};
-const TRAINIUM2: Accelerator = Accelerator::Neuron {
-    name: "Trainium2",
-    core_count: 8,
-    core_version: 3,
-    memory_mib: 98_304,
-};
+const TRAINIUM: Accelerator =
+    Accelerator::Neuron { name: "Trainium", core_count: 2, core_version: 2, memory_mib: 32_768 };
+const TRAINIUM2: Accelerator =
+    Accelerator::Neuron { name: "Trainium2", core_count: 8, core_version: 3, memory_mib: 98_304 };
 
 const fn it(
     name: &'static str,
@@ -53,13 +32,7 @@ const fn it(
     accelerator: Accelerator,
     accelerator_count: u32,
 ) -> InstanceTypeInfo {
-    InstanceTypeInfo {
-        name,
-        vcpus,
-        memory_mib: memory_gib * 1024,
-        accelerator,
-        accelerator_count,
-    }
+    InstanceTypeInfo { name, vcpus, memory_mib: memory_gib * 1024, accelerator, accelerator_count }
 }
 
 pub const TABLE: &[InstanceTypeInfo] = &[

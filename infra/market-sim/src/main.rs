@@ -43,23 +43,14 @@ struct Args {
 }
 
 fn parse_args() -> Result<Option<Args>, String> {
-    let mut args = Args {
-        listen: "127.0.0.1:0".into(),
-        scenario: None,
-        port_file: None,
-    };
+    let mut args = Args { listen: "127.0.0.1:0".into(), scenario: None, port_file: None };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
             _ => (a.clone(), None),
         };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or(format!("{flag} needs a value"))
-        };
+        let mut value = || inline.clone().or_else(|| it.next()).ok_or(format!("{flag} needs a value"));
         match flag.as_str() {
             "-h" | "--help" => return Ok(None),
             "--listen" => args.listen = value()?,
@@ -92,16 +83,15 @@ async fn main() -> ExitCode {
         }
     };
     let scenario = match &args.scenario {
-        Some(path) => match std::fs::read_to_string(path)
-            .map_err(|e| format!("{path}: {e}"))
-            .and_then(|t| Scenario::parse(&t))
-        {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
+        Some(path) => {
+            match std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}")).and_then(|t| Scenario::parse(&t)) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
             }
-        },
+        }
         None => Scenario::parse("").expect("the empty scenario is valid"),
     };
     let listener = match tokio::net::TcpListener::bind(&args.listen).await {
@@ -121,9 +111,7 @@ async fn main() -> ExitCode {
     if let Some(pf) = &args.port_file {
         // Write then rename so a poller never reads a half-written file.
         let tmp = format!("{pf}.tmp");
-        if let Err(e) =
-            std::fs::write(&tmp, addr.port().to_string()).and_then(|()| std::fs::rename(&tmp, pf))
-        {
+        if let Err(e) = std::fs::write(&tmp, addr.port().to_string()).and_then(|()| std::fs::rename(&tmp, pf)) {
             eprintln!("error: cannot write port file {pf}: {e}");
             return ExitCode::from(1);
         }

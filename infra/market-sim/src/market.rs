@@ -36,27 +36,16 @@ pub fn duration_days_from_hours(hours: i64, param: &str) -> Result<i64, ApiError
 }
 
 /// Exact fee: price x accelerators x instances x hours, rounded to cents.
-pub fn upfront_fee(
-    usd_per_accel_hour: Decimal,
-    accelerators: u32,
-    count: u32,
-    hours: i64,
-) -> Decimal {
+pub fn upfront_fee(usd_per_accel_hour: Decimal, accelerators: u32, count: u32, hours: i64) -> Decimal {
     let units = Decimal::from(i64::from(accelerators) * i64::from(count) * hours);
-    let mut fee = (usd_per_accel_hour * units)
-        .round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero);
+    let mut fee = (usd_per_accel_hour * units).round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero);
     fee.rescale(2);
     fee
 }
 
 /// The price step in force at `now`: (step index, price). None before the first step.
 pub fn price_at(line: &MarketLine, now: DateTime<Utc>) -> Option<(usize, Decimal)> {
-    line.price
-        .iter()
-        .enumerate()
-        .rev()
-        .find(|(_, p)| p.from <= now)
-        .map(|(i, p)| (i, p.usd_per_accelerator_hour))
+    line.price.iter().enumerate().rev().find(|(_, p)| p.from <= now).map(|(i, p)| (i, p.usd_per_accelerator_hour))
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -92,15 +81,8 @@ pub fn start_times(line: &MarketLine, now: DateTime<Utc>) -> Vec<DateTime<Utc>> 
     let mut v: Vec<DateTime<Utc>> = line
         .start_days
         .iter()
-        .map(|&d| {
-            (today + Duration::days(i64::from(d)))
-                .and_time(START_TIME)
-                .and_utc()
-        })
-        .filter(|s| {
-            *s >= now + Duration::minutes(MIN_LEAD_MINUTES)
-                && *s <= now + Duration::days(MAX_LEAD_DAYS)
-        })
+        .map(|&d| (today + Duration::days(i64::from(d))).and_time(START_TIME).and_utc())
+        .filter(|s| *s >= now + Duration::minutes(MIN_LEAD_MINUTES) && *s <= now + Duration::days(MAX_LEAD_DAYS))
         .collect();
     v.sort();
     v.dedup();
@@ -116,13 +98,7 @@ fn offering_id(
     start: DateTime<Utc>,
     step: usize,
 ) -> String {
-    stable_id(
-        "cb-",
-        &format!(
-            "{region}|{itype}|{count}|{hours}|{az}|{}|{step}",
-            start.timestamp()
-        ),
-    )
+    stable_id("cb-", &format!("{region}|{itype}|{count}|{hours}|{az}|{}|{step}", start.timestamp()))
 }
 
 /// Every offering matching the query at `now`, sorted by start, type, zone, count.
@@ -130,23 +106,15 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
     let mut out = Vec::new();
     let hours = q.duration_days * 24;
     for line in scenario.market.iter().filter(|l| l.region == q.region) {
-        if q.instance_type
-            .as_deref()
-            .is_some_and(|t| t != line.instance_type)
-        {
+        if q.instance_type.as_deref().is_some_and(|t| t != line.instance_type) {
             continue;
         }
-        if !line
-            .durations_days
-            .iter()
-            .any(|&d| i64::from(d) == q.duration_days)
-        {
+        if !line.durations_days.iter().any(|&d| i64::from(d) == q.duration_days) {
             continue;
         }
-        let (Some((step, price)), Some(accel)) = (
-            price_at(line, now),
-            instance_types::accelerators(&line.instance_type),
-        ) else {
+        let (Some((step, price)), Some(accel)) =
+            (price_at(line, now), instance_types::accelerators(&line.instance_type))
+        else {
             continue;
         };
         for start in start_times(line, now) {
@@ -155,21 +123,9 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
                 continue;
             }
             for az in &line.azs {
-                for &count in line
-                    .counts
-                    .iter()
-                    .filter(|&&c| q.instance_count.is_none_or(|qc| qc == c))
-                {
+                for &count in line.counts.iter().filter(|&&c| q.instance_count.is_none_or(|qc| qc == c)) {
                     out.push(Offering {
-                        id: offering_id(
-                            &line.region,
-                            &line.instance_type,
-                            count,
-                            hours,
-                            az,
-                            start,
-                            step,
-                        ),
+                        id: offering_id(&line.region, &line.instance_type, count, hours, az, start, step),
                         region: line.region.clone(),
                         instance_type: line.instance_type.clone(),
                         availability_zone: az.clone(),
@@ -186,30 +142,19 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
         }
     }
     out.sort_by(|a, b| {
-        (
-            a.start,
-            &a.instance_type,
-            &a.availability_zone,
-            a.instance_count,
-        )
-            .cmp(&(
-                b.start,
-                &b.instance_type,
-                &b.availability_zone,
-                b.instance_count,
-            ))
+        (a.start, &a.instance_type, &a.availability_zone, a.instance_count).cmp(&(
+            b.start,
+            &b.instance_type,
+            &b.availability_zone,
+            b.instance_count,
+        ))
     });
     out.dedup_by(|a, b| a.id == b.id);
     out
 }
 
 /// The offering with this id if it is on offer right now (same price step) in `region`.
-pub fn find_offering(
-    scenario: &Scenario,
-    region: &str,
-    id: &str,
-    now: DateTime<Utc>,
-) -> Option<Offering> {
+pub fn find_offering(scenario: &Scenario, region: &str, id: &str, now: DateTime<Utc>) -> Option<Offering> {
     let mut days: Vec<i64> = scenario
         .market
         .iter()
@@ -219,14 +164,8 @@ pub fn find_offering(
     days.sort_unstable();
     days.dedup();
     days.into_iter().find_map(|d| {
-        let q = OfferingQuery {
-            region: region.to_string(),
-            duration_days: d,
-            ..Default::default()
-        };
-        offerings(scenario, &q, now)
-            .into_iter()
-            .find(|o| o.id == id)
+        let q = OfferingQuery { region: region.to_string(), duration_days: d, ..Default::default() };
+        offerings(scenario, &q, now).into_iter().find(|o| o.id == id)
     })
 }
 
@@ -269,10 +208,7 @@ pub fn extension_offering(
     if now < base.current_end - Duration::days(56) || now > base.current_end - Duration::hours(1) {
         return None;
     }
-    let line = scenario
-        .market
-        .iter()
-        .find(|l| l.region == base.region && l.instance_type == base.instance_type)?;
+    let line = scenario.market.iter().find(|l| l.region == base.region && l.instance_type == base.instance_type)?;
     let price = match line.extension_usd_per_accelerator_hour {
         Some(p) => p,
         None => price_at(line, now)?.1,
@@ -280,14 +216,7 @@ pub fn extension_offering(
     let accel = instance_types::accelerators(base.instance_type)?;
     let fee = upfront_fee(price, accel, base.instance_count, hours);
     Some(ExtensionOffering {
-        id: stable_id(
-            "cbe-",
-            &format!(
-                "{}|{}|{hours}|{fee}",
-                base.reservation_id,
-                base.current_end.timestamp()
-            ),
-        ),
+        id: stable_id("cbe-", &format!("{}|{}|{hours}|{fee}", base.reservation_id, base.current_end.timestamp())),
         instance_type: base.instance_type.to_string(),
         instance_count: base.instance_count,
         availability_zone: base.availability_zone.to_string(),
@@ -303,9 +232,7 @@ pub fn extension_offering(
 
 /// Every valid extension duration (for finding an offering by id at purchase time).
 pub fn all_durations_hours() -> impl Iterator<Item = i64> {
-    (1..=182)
-        .filter(|d| valid_duration_days(*d))
-        .map(|d| d * 24)
+    (1..=182).filter(|d| valid_duration_days(*d)).map(|d| d * 24)
 }
 
 #[cfg(test)]
@@ -369,31 +296,18 @@ mod tests {
         let l = &s.market[0];
         assert_eq!(price_at(l, t("2026-11-30T23:59:59Z")), None);
         assert_eq!(price_at(l, t("2026-12-01T00:00:00Z")).unwrap().0, 0);
-        assert_eq!(
-            price_at(l, t("2026-12-05T00:00:00Z"))
-                .unwrap()
-                .1
-                .to_string(),
-            "2.85"
-        );
+        assert_eq!(price_at(l, t("2026-12-05T00:00:00Z")).unwrap().1.to_string(), "2.85");
     }
 
     #[test]
     fn offerings_respect_windows() {
         let s = scenario();
         let now = t("2026-12-01T11:00:00Z");
-        let q = OfferingQuery {
-            region: "us-east-1".into(),
-            duration_days: 1,
-            ..Default::default()
-        };
+        let q = OfferingQuery { region: "us-east-1".into(), duration_days: 1, ..Default::default() };
         let all = offerings(&s, &q, now);
         // start_days 0 (11:30 today, exactly 30 min ahead: kept), 1, 3, 55 x 2 azs x 2 counts.
         assert_eq!(all.len(), 4 * 2 * 2);
-        assert!(
-            all.iter()
-                .all(|o| o.start.time() == START_TIME && o.end == o.start + Duration::days(1))
-        );
+        assert!(all.iter().all(|o| o.start.time() == START_TIME && o.end == o.start + Duration::days(1)));
         assert_eq!(all[0].start, t("2026-12-01T11:30:00Z"));
         assert_eq!(all[0].upfront_fee.to_string(), "787.20"); // 4.10 x 8 x 1 x 24
         // 11:01 -> today's 11:30 is less than 30 minutes ahead.
@@ -408,43 +322,12 @@ mod tests {
         };
         let r = offerings(&s, &q2, now);
         assert_eq!(r.len(), 2 * 2);
-        assert!(
-            r.iter()
-                .all(|o| o.instance_count == 2 && o.start >= t("2026-12-02T00:00:00Z"))
-        );
+        assert!(r.iter().all(|o| o.instance_count == 2 && o.start >= t("2026-12-02T00:00:00Z")));
         // Unsold duration for this line, other region, other type: nothing.
+        assert!(offerings(&s, &OfferingQuery { duration_days: 2, ..q.clone() }, now).is_empty());
+        assert!(offerings(&s, &OfferingQuery { region: "us-west-2".into(), ..q.clone() }, now).is_empty());
         assert!(
-            offerings(
-                &s,
-                &OfferingQuery {
-                    duration_days: 2,
-                    ..q.clone()
-                },
-                now
-            )
-            .is_empty()
-        );
-        assert!(
-            offerings(
-                &s,
-                &OfferingQuery {
-                    region: "us-west-2".into(),
-                    ..q.clone()
-                },
-                now
-            )
-            .is_empty()
-        );
-        assert!(
-            offerings(
-                &s,
-                &OfferingQuery {
-                    instance_type: Some("p4d.24xlarge".into()),
-                    ..q.clone()
-                },
-                now
-            )
-            .is_empty()
+            offerings(&s, &OfferingQuery { instance_type: Some("p4d.24xlarge".into()), ..q.clone() }, now).is_empty()
         );
         // No price before the first step.
         assert!(offerings(&s, &q, t("2026-11-30T00:00:00Z")).is_empty());
@@ -453,11 +336,7 @@ mod tests {
     #[test]
     fn ids_are_stable_within_a_price_step() {
         let s = scenario();
-        let q = OfferingQuery {
-            region: "us-east-1".into(),
-            duration_days: 7,
-            ..Default::default()
-        };
+        let q = OfferingQuery { region: "us-east-1".into(), duration_days: 7, ..Default::default() };
         let a = offerings(&s, &q, t("2026-12-01T01:00:00Z"));
         let b = offerings(&s, &q, t("2026-12-01T05:00:00Z"));
         assert_eq!(a, b);

@@ -40,10 +40,7 @@ pub fn paginate<T: Clone>(
     let offset = match token.filter(|t| !t.is_empty()) {
         None => 0,
         Some(t) => decode(t, fp).filter(|&o| o <= items.len()).ok_or_else(|| {
-            ApiError::client(
-                "InvalidPaginationToken",
-                format!("The pagination token {t} is invalid or expired."),
-            )
+            ApiError::client("InvalidPaginationToken", format!("The pagination token {t} is invalid or expired."))
         })?,
     };
     let end = (offset + size).min(items.len());
@@ -87,10 +84,7 @@ mod tests {
         let items: Vec<u32> = (0..7).collect();
         let (_, next) = paginate(&items, 3, None, 42).unwrap();
         let t = next.unwrap();
-        assert_eq!(
-            paginate(&items, 3, Some(&t), 43).unwrap_err().code,
-            "InvalidPaginationToken"
-        );
+        assert_eq!(paginate(&items, 3, Some(&t), 43).unwrap_err().code, "InvalidPaginationToken");
         assert!(paginate(&items, 3, Some("nope"), 42).is_err());
         assert!(paginate(&items, 3, Some("p99x000000000000002a"), 42).is_err());
         // Exact fit: no token.
@@ -101,15 +95,9 @@ mod tests {
     #[test]
     fn max_results_bounds() {
         let p = Params::parse("MaxResults=0");
-        assert_eq!(
-            page_size(&p, 1, 1000).unwrap_err().code,
-            "InvalidParameterValue"
-        );
+        assert_eq!(page_size(&p, 1, 1000).unwrap_err().code, "InvalidParameterValue");
         assert!(page_size(&Params::parse("MaxResults=1001"), 1, 1000).is_err());
-        assert_eq!(
-            page_size(&Params::parse("MaxResults=1000"), 1, 1000).unwrap(),
-            1000
-        );
+        assert_eq!(page_size(&Params::parse("MaxResults=1000"), 1, 1000).unwrap(), 1000);
         assert_eq!(page_size(&Params::parse(""), 1, 1000).unwrap(), 1000);
     }
 }

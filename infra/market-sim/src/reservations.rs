@@ -22,11 +22,7 @@ pub struct Payment {
 
 impl Payment {
     pub fn paid_up_front() -> Self {
-        Self {
-            outcome: PaymentOutcome::Succeed,
-            delay_hours: 0.0,
-            explicit: false,
-        }
+        Self { outcome: PaymentOutcome::Succeed, delay_hours: 0.0, explicit: false }
     }
 }
 
@@ -188,11 +184,7 @@ mod tests {
     }
 
     fn pay(outcome: PaymentOutcome, delay_hours: f64, explicit: bool) -> Payment {
-        Payment {
-            outcome,
-            delay_hours,
-            explicit,
-        }
+        Payment { outcome, delay_hours, explicit }
     }
 
     #[test]
@@ -200,10 +192,7 @@ mod tests {
         let r = res(pay(PaymentOutcome::Succeed, 3.0, false));
         let st = |h: i64| r.state(t0() + Duration::hours(h), &[]);
         assert_eq!(st(0), "payment-pending");
-        assert_eq!(
-            r.state(t0() + Duration::minutes(179), &[]),
-            "payment-pending"
-        );
+        assert_eq!(r.state(t0() + Duration::minutes(179), &[]), "payment-pending");
         assert_eq!(st(3), "scheduled");
         assert_eq!(r.state(r.start, &[]), "active");
         assert_eq!(r.state(r.original_end, &[]), "expired");
@@ -226,10 +215,7 @@ mod tests {
         // Start close by: the deadline is start - 5 min.
         let mut r = res(pay(PaymentOutcome::Never, 3.0, false));
         r.start = t0() + Duration::hours(2);
-        assert_eq!(
-            settle(r.created, r.start, &r.payment),
-            Settlement::Failed(t0() + Duration::minutes(115))
-        );
+        assert_eq!(settle(r.created, r.start, &r.payment), Settlement::Failed(t0() + Duration::minutes(115)));
         // Explicit fail happens at its own time.
         let r = res(pay(PaymentOutcome::Fail, 1.0, true));
         assert_eq!(r.state(t0() + Duration::hours(1), &[]), "payment-failed");
@@ -266,21 +252,12 @@ mod tests {
         let ok = [ext(PaymentOutcome::Succeed)];
         assert_eq!(ok[0].status(bought), "payment-pending");
         assert_eq!(r.end(bought, &ok), r.original_end);
-        assert_eq!(
-            ok[0].status(bought + Duration::hours(3)),
-            "payment-succeeded"
-        );
-        assert_eq!(
-            r.end(bought + Duration::hours(3), &ok),
-            r.original_end + Duration::hours(48)
-        );
+        assert_eq!(ok[0].status(bought + Duration::hours(3)), "payment-succeeded");
+        assert_eq!(r.end(bought + Duration::hours(3), &ok), r.original_end + Duration::hours(48));
         assert_eq!(r.state(r.original_end + Duration::hours(1), &ok), "active");
         let bad = [ext(PaymentOutcome::Fail)];
         // Deadline: min(bought + 12 h, ext start - 5 min) = end - 5 min.
-        assert_eq!(
-            bad[0].status(r.original_end - Duration::minutes(5)),
-            "payment-failed"
-        );
+        assert_eq!(bad[0].status(r.original_end - Duration::minutes(5)), "payment-failed");
         assert_eq!(r.end(r.original_end, &bad), r.original_end);
         assert_eq!(r.state(r.original_end, &bad), "expired");
     }

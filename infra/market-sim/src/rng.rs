@@ -95,11 +95,7 @@ mod tests {
         let mut r = SplitMix64::new(1);
         let id = r.resource_id("cr-");
         assert_eq!(id.len(), 3 + 17);
-        assert!(
-            id[3..]
-                .chars()
-                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
-        );
+        assert!(id[3..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
         let s = stable_id("cb-", "x");
         assert_eq!(s.len(), 20);
         assert_eq!(s, stable_id("cb-", "x"));

@@ -91,10 +91,7 @@ impl Default for Behaviour {
 
 impl Behaviour {
     pub fn validate(&self) -> Result<(), String> {
-        for (name, r) in [
-            ("error_5xx_rate", self.error_5xx_rate),
-            ("timeout_rate", self.timeout_rate),
-        ] {
+        for (name, r) in [("error_5xx_rate", self.error_5xx_rate), ("timeout_rate", self.timeout_rate)] {
             if !(0.0..=1.0).contains(&r) {
                 return Err(format!("{name} must be within 0..=1, got {r}"));
             }
@@ -201,9 +198,7 @@ impl Scenario {
         for (i, l) in self.market.iter().enumerate() {
             let at = format!("market[{i}] ({} {})", l.region, l.instance_type);
             if instance_types::lookup(&l.instance_type).is_none() {
-                return Err(format!(
-                    "{at}: unknown instance type (no accelerator count to price it)"
-                ));
+                return Err(format!("{at}: unknown instance type (no accelerator count to price it)"));
             }
             if l.price.is_empty() {
                 return Err(format!("{at}: needs at least one price step"));
@@ -211,22 +206,13 @@ impl Scenario {
             if l.counts.iter().any(|&c| c == 0 || c > 64) {
                 return Err(format!("{at}: counts must be within 1..=64"));
             }
-            if let Some(d) = l
-                .durations_days
-                .iter()
-                .find(|&&d| !valid_duration_days(i64::from(d)))
-            {
-                return Err(format!(
-                    "{at}: duration {d} days is not sold (1-14 days, then 7-day steps to 182)"
-                ));
+            if let Some(d) = l.durations_days.iter().find(|&&d| !valid_duration_days(i64::from(d))) {
+                return Err(format!("{at}: duration {d} days is not sold (1-14 days, then 7-day steps to 182)"));
             }
             if l.start_days.iter().any(|&d| d > 56) {
                 return Err(format!("{at}: start_days must be <= 56 (8 weeks)"));
             }
-            if l.price
-                .iter()
-                .any(|p| p.usd_per_accelerator_hour <= Decimal::ZERO)
-            {
+            if l.price.iter().any(|p| p.usd_per_accelerator_hour <= Decimal::ZERO) {
                 return Err(format!("{at}: prices must be positive"));
             }
         }
@@ -251,13 +237,10 @@ fn de_time<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
         toml::Value::String(s) => s,
         toml::Value::Datetime(dt) => dt.to_string(),
         other => {
-            return Err(serde::de::Error::custom(format!(
-                "expected a timestamp, got {other}"
-            )));
+            return Err(serde::de::Error::custom(format!("expected a timestamp, got {other}")));
         }
     };
-    parse_timestamp(&text)
-        .ok_or_else(|| serde::de::Error::custom(format!("bad timestamp {text:?}")))
+    parse_timestamp(&text).ok_or_else(|| serde::de::Error::custom(format!("bad timestamp {text:?}")))
 }
 
 fn de_opt_time<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
@@ -272,13 +255,10 @@ fn de_decimal<'de, D: Deserializer<'de>>(d: D) -> Result<Decimal, D::Error> {
         toml::Value::Integer(i) => i.to_string(),
         toml::Value::Float(f) => f.to_string(),
         other => {
-            return Err(serde::de::Error::custom(format!(
-                "expected a decimal, got {other}"
-            )));
+            return Err(serde::de::Error::custom(format!("expected a decimal, got {other}")));
         }
     };
-    Decimal::from_str(text.trim())
-        .map_err(|e| serde::de::Error::custom(format!("bad decimal {text:?}: {e}")))
+    Decimal::from_str(text.trim()).map_err(|e| serde::de::Error::custom(format!("bad decimal {text:?}: {e}")))
 }
 
 fn de_opt_decimal<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Decimal>, D::Error> {
@@ -322,10 +302,7 @@ mod tests {
             "#,
         )
         .unwrap();
-        assert_eq!(
-            s.market[0].price[0].usd_per_accelerator_hour.to_string(),
-            "4.1"
-        );
+        assert_eq!(s.market[0].price[0].usd_per_accelerator_hour.to_string(), "4.1");
         assert_eq!(s.market[0].azs, vec!["us-east-1a"]);
         assert!(!s.supports("eu-north-1"));
         assert_eq!(s.behaviour.down_regions, vec!["eu-north-1"]);

@@ -31,9 +31,7 @@ pub struct App {
 
 impl App {
     pub fn new(world: World) -> Arc<Self> {
-        Arc::new(Self {
-            world: Mutex::new(world),
-        })
+        Arc::new(Self { world: Mutex::new(world) })
     }
 
     /// A panic while holding the lock must not take the whole simulator down with it.
@@ -86,11 +84,7 @@ async fn route(app: Arc<App>, req: Request<Incoming>, kill: Arc<Notify>) -> Resp
     let method = req.method().as_str().to_string();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
-    let auth = req
-        .headers()
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let auth = req.headers().get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_string);
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return reply(400, "text/plain", format!("could not read body: {e}")),
@@ -110,14 +104,7 @@ async fn hang(kill: Arc<Notify>, secs: u64) -> Resp {
     std::future::pending().await
 }
 
-async fn ec2(
-    app: Arc<App>,
-    method: &str,
-    query: &str,
-    auth: Option<&str>,
-    body: &[u8],
-    kill: Arc<Notify>,
-) -> Resp {
+async fn ec2(app: Arc<App>, method: &str, query: &str, auth: Option<&str>, body: &[u8], kill: Arc<Notify>) -> Resp {
     let mut params = Params::parse(query);
     if method == "POST" {
         params.extend(&String::from_utf8_lossy(body));
@@ -128,12 +115,7 @@ async fn ec2(
 
     let (request_id, fault, latency_ms, timeout_secs) = {
         let mut w = app.lock();
-        (
-            w.request_id(),
-            w.admit(&region, &action),
-            w.behaviour.latency_ms,
-            w.behaviour.timeout_secs,
-        )
+        (w.request_id(), w.admit(&region, &action), w.behaviour.latency_ms, w.behaviour.timeout_secs)
     };
     if latency_ms > 0 {
         tokio::time::sleep(Duration::from_millis(latency_ms)).await;
@@ -163,11 +145,7 @@ async fn ec2(
         }
         Ok(out) => {
             tracing::info!(%region, %action, "ec2 call ok");
-            reply(
-                200,
-                "text/xml;charset=UTF-8",
-                envelope(&action, &request_id, &out.body),
-            )
+            reply(200, "text/xml;charset=UTF-8", envelope(&action, &request_id, &out.body))
         }
         Err(e) => error(e),
     }

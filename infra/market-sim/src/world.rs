@@ -71,12 +71,7 @@ impl World {
     pub fn admit(&mut self, region: &str, action: &str) -> Option<Fault> {
         let action = if action.is_empty() { "(none)" } else { action };
         *self.calls.entry(action.to_string()).or_default() += 1;
-        *self
-            .calls_by_region
-            .entry(region.to_string())
-            .or_default()
-            .entry(action.to_string())
-            .or_default() += 1;
+        *self.calls_by_region.entry(region.to_string()).or_default().entry(action.to_string()).or_default() += 1;
 
         if self.behaviour.down_regions.iter().any(|r| r == region) {
             self.faults.region_down += 1;
@@ -126,10 +121,7 @@ mod tests {
     fn admit_counts_and_throttles_per_region() {
         let mut w = World::new(Scenario::parse("").unwrap());
         let mut b = w.behaviour.clone();
-        b.throttle = Some(Throttle {
-            rate_per_sec: 0.001,
-            burst: 2,
-        });
+        b.throttle = Some(Throttle { rate_per_sec: 0.001, burst: 2 });
         w.set_behaviour(b);
         assert_eq!(w.admit("us-east-1", "A"), None);
         assert_eq!(w.admit("us-east-1", "A"), None);
@@ -143,10 +135,8 @@ mod tests {
 
     #[test]
     fn down_regions_and_certain_faults() {
-        let mut w = World::new(
-            Scenario::parse("[behaviour]\ndown_regions = [\"eu-west-1\"]\nerror_5xx_rate = 1.0")
-                .unwrap(),
-        );
+        let mut w =
+            World::new(Scenario::parse("[behaviour]\ndown_regions = [\"eu-west-1\"]\nerror_5xx_rate = 1.0").unwrap());
         assert_eq!(w.admit("eu-west-1", "A"), Some(Fault::Hang));
         assert_eq!(w.admit("us-east-1", "A"), Some(Fault::InternalError));
         assert_eq!(w.faults.region_down, 1);

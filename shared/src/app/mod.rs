@@ -1,7 +1,10 @@
 //! Application services: the workflows the functions and the CLI run, written against the
 //! ports only, with `now` passed in.
 
+pub mod events;
+pub mod extend;
 pub mod outbox;
 pub mod purchase;
 pub mod reconcile;
 pub mod scan;
+pub mod track;

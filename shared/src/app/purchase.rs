@@ -29,14 +29,28 @@ use crate::ports::{
 #[serde(tag = "action", rename_all = "kebab-case")]
 pub enum Action {
     /// Dry run: announced (once per offering) and nothing bought.
-    WouldBuy { offering_id: String, first_time: bool },
-    Bought { offering_id: String, reservation_id: String },
+    WouldBuy {
+        offering_id: String,
+        first_time: bool,
+    },
+    Bought {
+        offering_id: String,
+        reservation_id: String,
+    },
     /// Not attempted: a limit, a budget, or another run got there first.
-    Skipped { reason: String },
+    Skipped {
+        reason: String,
+    },
     /// EC2 refused (or the offering vanished at the re-check); the budget was released.
-    Refused { offering_id: String, reason: String },
+    Refused {
+        offering_id: String,
+        reason: String,
+    },
     /// Sent, but the answer was lost: reconciliation settles it.
-    Unknown { intent: String, reason: String },
+    Unknown {
+        intent: String,
+        reason: String,
+    },
 }
 
 /// The budgets a purchase draws on in `period`.
@@ -75,7 +89,13 @@ where
 
     /// Dry run: asks EC2 with DryRun (which checks permissions and the offering), stores the
     /// would-buy decision and announces it the first time.
-    pub async fn dry_run(&self, rule: &Rule, p: &Priced, stack_mode: Mode, now: DateTime<Utc>) -> Result<Action, StoreError> {
+    pub async fn dry_run(
+        &self,
+        rule: &Rule,
+        p: &Priced,
+        stack_mode: Mode,
+        now: DateTime<Utc>,
+    ) -> Result<Action, StoreError> {
         let intent = Intent::new(&rule.id, p.offering.clone(), p.accelerators_per_instance, vec![], now);
         let req = PurchaseRequest {
             offering: p.offering.clone(),
@@ -172,9 +192,7 @@ where
             Err(e) => Some(format!("could not re-check the offering: {e}")),
             Ok(list) => match list.into_iter().find(|x| x.id == o.id) {
                 None => Some("the offering is no longer on sale".into()),
-                Some(fresh) if fresh.fee != o.fee => {
-                    Some(format!("the price changed from {} to {}", o.fee, fresh.fee))
-                }
+                Some(fresh) if fresh.fee != o.fee => Some(format!("the price changed from {} to {}", o.fee, fresh.fee)),
                 // Same offering, same fee: the price per accelerator-hour is unchanged, but the
                 // start window moves with time.
                 Some(fresh) => check(rule, &Priced { offering: fresh, ..p.clone() }, Headroom(o.fee), now)

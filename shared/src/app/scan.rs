@@ -131,7 +131,9 @@ pub async fn learn_accelerators<M: InstanceTypeSource + ?Sized>(
                     c.learn(t, n);
                 }
             }
-            Err(e) => tracing::warn!(%region, error = %e, "DescribeInstanceTypes failed; using the built-in accelerator table"),
+            Err(e) => {
+                tracing::warn!(%region, error = %e, "DescribeInstanceTypes failed; using the built-in accelerator table")
+            }
         }
     }
 }
@@ -145,8 +147,12 @@ async fn headroom<L: Ledger + ?Sized>(
     now: DateTime<Utc>,
 ) -> Result<Headroom, StoreError> {
     let period = Period::of(now);
-    let committed = |u: Option<crate::domain::budget::BudgetUsage>, cur| u.map(|u| u.committed).unwrap_or(Money::zero(cur));
-    let own = room(rule.monthly_budget, committed(ledger.usage(&BudgetOwner::Rule(rule.id.clone()), &period).await?, rule.currency));
+    let committed =
+        |u: Option<crate::domain::budget::BudgetUsage>, cur| u.map(|u| u.committed).unwrap_or(Money::zero(cur));
+    let own = room(
+        rule.monthly_budget,
+        committed(ledger.usage(&BudgetOwner::Rule(rule.id.clone()), &period).await?, rule.currency),
+    );
     let mut h = own;
     if let Some(limit) = account_budget {
         let acct = room(limit, committed(ledger.usage(&BudgetOwner::Account, &period).await?, limit.currency()));
@@ -173,7 +179,8 @@ where
 {
     /// Runs one scan over every enabled rule in the store.
     pub async fn run(&self, now: DateTime<Utc>) -> Result<ScanReport, StoreError> {
-        let rules: Vec<Rule> = self.store.list_rules().await?.into_iter().map(|s| s.rule).filter(|r| r.enabled).collect();
+        let rules: Vec<Rule> =
+            self.store.list_rules().await?.into_iter().map(|s| s.rule).filter(|r| r.enabled).collect();
         self.run_rules(&rules, now).await
     }
 

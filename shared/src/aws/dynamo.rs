@@ -16,9 +16,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, Put, PutRequest, TransactWriteItem, Update, WriteRequest,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, PutRequest, TransactWriteItem, Update, WriteRequest};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 
@@ -28,9 +26,11 @@ use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::rule::Rule;
 use crate::ports::{
-    Block, BlockStore, Ledger, Notice, Observation, ObservationStore, Outbox, ReserveError, RuleGuard, RuleStore, StoreError,
-    StoredRule,
+    Block, BlockStore, ExtensionIntent, ExtensionLedger, ExtensionState, Ledger, Notice, Observation, ObservationStore,
+    Outbox, ReserveError, RuleGuard, RuleStore, StoreError, StoredRule,
 };
+
+mod track;
 
 /// How long price observations are kept.
 pub const OBSERVATION_TTL: Duration = Duration::days(400);
@@ -45,7 +45,13 @@ pub struct DynamoStore {
     table: String,
 }
 
-fn store_err<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static, R: std::fmt::Debug + Send + Sync + 'static>(what: &str, e: SdkError<E, R>) -> StoreError {
+fn store_err<
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+>(
+    what: &str,
+    e: SdkError<E, R>,
+) -> StoreError {
     match e.code() {
         Some("ConditionalCheckFailedException") => StoreError::Conflict(what.to_string()),
         Some(code) => StoreError::Unavailable(format!("{what}: {code}: {}", e.message().unwrap_or_default())),
@@ -80,24 +86,15 @@ impl DynamoStore {
     }
 
     async fn query_gsi(&self, pk: &str, sk_prefix: Option<&str>) -> Result<Vec<Item>, StoreError> {
-        let mut q = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(GSI)
-            .expression_attribute_values(":pk", s(pk));
+        let mut q =
+            self.client.query().table_name(&self.table).index_name(GSI).expression_attribute_values(":pk", s(pk));
         q = match sk_prefix {
             Some(p) => q
                 .key_condition_expression("gsi1pk = :pk AND begins_with(gsi1sk, :p)")
                 .expression_attribute_values(":p", s(p)),
             None => q.key_condition_expression("gsi1pk = :pk"),
         };
-        q.into_paginator()
-            .items()
-            .send()
-            .collect::<Result<Vec<_>, _>>()
-            .await
-            .map_err(|e| store_err("query", e))
+        q.into_paginator().items().send().collect::<Result<Vec<_>, _>>().await.map_err(|e| store_err("query", e))
     }
 
     async fn get(&self, k: Item) -> Result<Option<Item>, StoreError> {
@@ -145,10 +142,7 @@ impl DynamoStore {
             Ok(_) => Ok(()),
             Err(e) => match e.as_service_error() {
                 Some(TransactWriteItemsError::TransactionCanceledException(c)) => Err(TxError::Cancelled(
-                    c.cancellation_reasons()
-                        .iter()
-                        .map(|r| r.code().unwrap_or("None").to_string())
-                        .collect(),
+                    c.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_string()).collect(),
                 )),
                 _ => Err(TxError::Store(store_err("transaction", e))),
             },
@@ -166,14 +160,17 @@ impl DynamoStore {
         let fee = n(intent.offering.fee.amount());
         let mut items: Vec<TransactWriteItem> = extra;
         items.push(tx_update(
-            self.update(intent_key(&intent.rule_id, &intent.offering.id), "SET #s = :new, #d = :data REMOVE gsi1pk, gsi1sk")
-                .condition_expression("#s IN (:reserved, :sent)")
-                .expression_attribute_names("#s", "state")
-                .expression_attribute_names("#d", "data")
-                .expression_attribute_values(":new", s(closed.state.as_str()))
-                .expression_attribute_values(":data", json(&closed))
-                .expression_attribute_values(":reserved", s(IntentState::Reserved.as_str()))
-                .expression_attribute_values(":sent", s(IntentState::Sent.as_str())),
+            self.update(
+                intent_key(&intent.rule_id, &intent.offering.id),
+                "SET #s = :new, #d = :data REMOVE gsi1pk, gsi1sk",
+            )
+            .condition_expression("#s IN (:reserved, :sent)")
+            .expression_attribute_names("#s", "state")
+            .expression_attribute_names("#d", "data")
+            .expression_attribute_values(":new", s(closed.state.as_str()))
+            .expression_attribute_values(":data", json(&closed))
+            .expression_attribute_values(":reserved", s(IntentState::Reserved.as_str()))
+            .expression_attribute_values(":sent", s(IntentState::Sent.as_str())),
         ));
         items.push(tx_update(
             self.update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent")
@@ -271,10 +268,8 @@ impl Ledger for DynamoStore {
         let Some(item) = self.get(budget_key(owner, period)).await? else { return Ok(None) };
         let currency = get_s(&item, "currency").unwrap_or("USD");
         let money = |d: Option<Decimal>| {
-            Money::parse(&d.unwrap_or_default().to_string(), currency).map_err(|e| StoreError::Corrupt {
-                key: format!("budget {}", owner.key()),
-                message: e.to_string(),
-            })
+            Money::parse(&d.unwrap_or_default().to_string(), currency)
+                .map_err(|e| StoreError::Corrupt { key: format!("budget {}", owner.key()), message: e.to_string() })
         };
         Ok(Some(BudgetUsage {
             committed: money(get_decimal(&item, "committed")?)?,
@@ -298,7 +293,9 @@ impl Ledger for DynamoStore {
                     key(rule_pk(&intent.rule_id), "GUARD"),
                     "SET open_intent = :iid, seq = if_not_exists(seq, :zero) + :one",
                 )
-                .condition_expression("attribute_not_exists(open_intent) AND (attribute_not_exists(seq) OR seq = :seen)")
+                .condition_expression(
+                    "attribute_not_exists(open_intent) AND (attribute_not_exists(seq) OR seq = :seen)",
+                )
                 .expression_attribute_values(":iid", s(&intent.id))
                 .expression_attribute_values(":zero", n(0))
                 .expression_attribute_values(":one", n(1))
@@ -348,7 +345,11 @@ impl Ledger for DynamoStore {
                         // Tell the two budget conditions apart by reading the item.
                         let usage = self.usage(&c.owner, &c.period).await?;
                         let at_max = matches!((c.max_purchases, &usage), (Some(m), Some(u)) if u.purchases >= m);
-                        return Err(if at_max { ReserveError::PurchaseLimit } else { ReserveError::OverBudget(c.owner.key()) });
+                        return Err(if at_max {
+                            ReserveError::PurchaseLimit
+                        } else {
+                            ReserveError::OverBudget(c.owner.key())
+                        });
                     }
                 }
                 Err(ReserveError::Store(StoreError::Conflict(format!("transaction cancelled: {}", codes.join(",")))))
@@ -379,12 +380,7 @@ impl Ledger for DynamoStore {
         Ok(())
     }
 
-    async fn record_bought(
-        &self,
-        intent: &Intent,
-        block: &Block,
-        notice: &Notice,
-    ) -> Result<(), StoreError> {
+    async fn record_bought(&self, intent: &Intent, block: &Block, notice: &Notice) -> Result<(), StoreError> {
         let mut closed = intent.clone();
         closed.state = IntentState::Bought;
         closed.reservation_id = Some(block.reservation_id.clone());
@@ -403,12 +399,7 @@ impl Ledger for DynamoStore {
         self.close_intent(intent, closed, "SET spent = spent + :fee", vec![put_block, put_notice]).await
     }
 
-    async fn record_rejected(
-        &self,
-        intent: &Intent,
-        reason: &str,
-        notice: Option<&Notice>,
-    ) -> Result<(), StoreError> {
+    async fn record_rejected(&self, intent: &Intent, reason: &str, notice: Option<&Notice>) -> Result<(), StoreError> {
         let mut closed = intent.clone();
         closed.state = IntentState::Rejected;
         closed.reason = Some(reason.to_string());
@@ -423,8 +414,7 @@ impl Ledger for DynamoStore {
             })
             .into_iter()
             .collect();
-        self.close_intent(intent, closed, "SET committed = committed - :fee, purchases = purchases - :one", extra)
-            .await
+        self.close_intent(intent, closed, "SET committed = committed - :fee, purchases = purchases - :one", extra).await
     }
 
     async fn record_dry_run(&self, intent: &Intent) -> Result<bool, StoreError> {
@@ -456,6 +446,16 @@ impl Ledger for DynamoStore {
     async fn open_intents(&self) -> Result<Vec<Intent>, StoreError> {
         self.query_gsi(OPEN_INTENTS, None).await?.iter().map(data).collect()
     }
+
+    async fn release_failed_block(
+        &self,
+        block: &Block,
+        intent: &Intent,
+        restore_purchase: bool,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.release_failed_block_tx(block, intent, restore_purchase, at).await
+    }
 }
 
 #[async_trait]
@@ -485,6 +485,43 @@ impl BlockStore for DynamoStore {
                 other => Err(other),
             },
         }
+    }
+
+    async fn update_block(&self, block: &Block, expected_version: u64) -> Result<(), StoreError> {
+        self.update_block_item(block, expected_version).await
+    }
+}
+
+#[async_trait]
+impl ExtensionLedger for DynamoStore {
+    async fn reserve_extension(&self, intent: &ExtensionIntent) -> Result<(), ReserveError> {
+        self.reserve_extension_tx(intent).await
+    }
+
+    async fn advance_extension(
+        &self,
+        intent: &ExtensionIntent,
+        to: ExtensionState,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.advance_extension_item(intent, to, at).await
+    }
+
+    async fn close_extension(
+        &self,
+        intent: &ExtensionIntent,
+        to: ExtensionState,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.close_extension_tx(intent, to, reason).await
+    }
+
+    async fn extensions_of(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError> {
+        self.extensions_of_block(reservation_id).await
+    }
+
+    async fn open_extensions(&self) -> Result<Vec<ExtensionIntent>, StoreError> {
+        self.open_extension_intents().await
     }
 }
 
@@ -645,8 +682,8 @@ impl ObservationStore for DynamoStore {
 /// Creates the table as template.yaml declares it (for local stacks and tests).
 pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError> {
     use aws_sdk_dynamodb::types::{
-        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-        ProjectionType, ScalarAttributeType,
+        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+        ScalarAttributeType,
     };
     let attr = |name: &str| {
         AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build().expect("set")

@@ -34,10 +34,10 @@ fn key_name(item: &Item) -> String {
 }
 
 pub fn data<T: DeserializeOwned>(item: &Item) -> Result<T, StoreError> {
-    let text = item.get("data").and_then(|v| v.as_s().ok()).ok_or_else(|| StoreError::Corrupt {
-        key: key_name(item),
-        message: "no data attribute".into(),
-    })?;
+    let text = item
+        .get("data")
+        .and_then(|v| v.as_s().ok())
+        .ok_or_else(|| StoreError::Corrupt { key: key_name(item), message: "no data attribute".into() })?;
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt { key: key_name(item), message: e.to_string() })
 }
 

@@ -17,11 +17,12 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use chrono::{DateTime, TimeZone, Utc};
 
 use crate::domain::lifecycle::Observed;
+use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::{Offering, RawOffering};
 use crate::ports::{
-    InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser,
-    Reservation, ReservationSource,
+    ExtensionMarket, ExtensionOffer, ExtensionReceipt, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource,
+    PurchaseOutcome, PurchaseRequest, Purchaser, Reservation, ReservationSource,
 };
 
 /// Describe calls: the SDK's adaptive retry (client-side rate limiting on throttling), so a
@@ -108,7 +109,10 @@ fn reservation(region: &Region, r: &CapacityReservation) -> Result<Reservation, 
             .ok_or_else(|| missing("InstanceType"))?
             .parse()
             .map_err(|e: crate::domain::names::NameError| e.to_string())?,
-        instance_count: r.total_instance_count().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| missing("TotalInstanceCount"))?,
+        instance_count: r
+            .total_instance_count()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| missing("TotalInstanceCount"))?,
         start: r.start_date().and_then(to_chrono).ok_or_else(|| missing("StartDate"))?,
         end: r.end_date().and_then(to_chrono).ok_or_else(|| missing("EndDate"))?,
         state: r.state().map(|s| s.as_str().to_string()).ok_or_else(|| missing("State"))?,
@@ -156,7 +160,9 @@ impl OfferingSource for Ec2Market {
                 };
                 match Offering::parse(&q.region, raw) {
                     Ok(offering) => out.push(offering),
-                    Err(e) => tracing::warn!(region = %q.region, error = %e, "skipping an offering EC2 described badly"),
+                    Err(e) => {
+                        tracing::warn!(region = %q.region, error = %e, "skipping an offering EC2 described badly")
+                    }
                 }
             }
         }
@@ -166,7 +172,11 @@ impl OfferingSource for Ec2Market {
 
 #[async_trait]
 impl InstanceTypeSource for Ec2Market {
-    async fn accelerators(&self, region: &Region, types: &[InstanceType]) -> Result<Vec<(InstanceType, u32)>, MarketError> {
+    async fn accelerators(
+        &self,
+        region: &Region,
+        types: &[InstanceType],
+    ) -> Result<Vec<(InstanceType, u32)>, MarketError> {
         const OP: &str = "DescribeInstanceTypes";
         let mut req = self.client(region).describe_instance_types();
         for t in types {
@@ -217,7 +227,7 @@ impl Purchaser for Ec2Market {
                     message: "EC2 answered without a CapacityReservation".into(),
                 })?;
                 reservation(region, r)
-                    .map(PurchaseOutcome::Bought)
+                    .map(|r| PurchaseOutcome::Bought(Box::new(r)))
                     // It was bought; we just cannot read it: reconciliation will find it by tag.
                     .map_err(|message| MarketError::Unknown { operation: OP, region: region.to_string(), message })
             }
@@ -229,7 +239,12 @@ impl Purchaser for Ec2Market {
 
 #[async_trait]
 impl ReservationSource for Ec2Market {
-    async fn reservations_tagged(&self, region: &Region, key: &str, value: &str) -> Result<Vec<Reservation>, MarketError> {
+    async fn reservations_tagged(
+        &self,
+        region: &Region,
+        key: &str,
+        value: &str,
+    ) -> Result<Vec<Reservation>, MarketError> {
         const OP: &str = "DescribeCapacityReservations";
         let mut pages = self
             .client(region)
@@ -272,7 +287,9 @@ impl ReservationSource for Ec2Market {
                             Some((r.id.clone(), Observed::Found { state: r.state, end: r.end }))
                         })
                         .collect();
-                    out.extend(batch.iter().map(|id| (id.clone(), found.get(id).cloned().unwrap_or(Observed::NotFound))));
+                    out.extend(
+                        batch.iter().map(|id| (id.clone(), found.get(id).cloned().unwrap_or(Observed::NotFound))),
+                    );
                 }
                 // One unknown id fails the whole call: ask one by one to find which.
                 Err(e) if e.code() == Some("InvalidCapacityReservationId.NotFound") && batch.len() > 1 => {
@@ -288,6 +305,113 @@ impl ReservationSource for Ec2Market {
         }
         Ok(out)
     }
+
+    async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError> {
+        const OP: &str = "DescribeCapacityReservations";
+        let mut pages = self.client(region).describe_capacity_reservations().into_paginator().send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| classify(OP, region, e))?;
+            for r in page.capacity_reservations() {
+                match reservation(region, r) {
+                    // No reservation-type filter exists: keep only capacity blocks in code.
+                    Ok(r) if r.is_capacity_block() => out.push(r),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(%region, error = %e, "skipping a reservation EC2 described badly"),
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl ExtensionMarket for Ec2Market {
+    async fn extension_offerings(
+        &self,
+        region: &Region,
+        reservation_id: &str,
+        duration_hours: u32,
+    ) -> Result<Vec<ExtensionOffer>, MarketError> {
+        const OP: &str = "DescribeCapacityBlockExtensionOfferings";
+        let hours = i32::try_from(duration_hours).map_err(|_| MarketError::Rejected {
+            operation: OP,
+            region: region.to_string(),
+            code: "InvalidParameterValue".into(),
+            message: format!("{duration_hours} hours"),
+        })?;
+        let mut pages = self
+            .client(region)
+            .describe_capacity_block_extension_offerings()
+            .capacity_reservation_id(reservation_id)
+            .capacity_block_extension_duration_hours(hours)
+            .into_paginator()
+            .send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| classify(OP, region, e))?;
+            for o in page.capacity_block_extension_offerings() {
+                let parsed = (|| {
+                    let id = o.capacity_block_extension_offering_id().ok_or("no offering id")?;
+                    let fee = o.upfront_fee().ok_or("no UpfrontFee")?;
+                    let fee = Money::parse(fee, o.currency_code().unwrap_or("USD")).map_err(|_| "a bad UpfrontFee")?;
+                    Ok::<_, &str>(ExtensionOffer {
+                        id: id.to_string(),
+                        reservation_id: reservation_id.to_string(),
+                        duration_hours: o
+                            .capacity_block_extension_duration_hours()
+                            .and_then(|h| u32::try_from(h).ok())
+                            .unwrap_or(duration_hours),
+                        start: o.capacity_block_extension_start_date().and_then(to_chrono).ok_or("no start date")?,
+                        end: o.capacity_block_extension_end_date().and_then(to_chrono).ok_or("no end date")?,
+                        fee,
+                    })
+                })();
+                match parsed {
+                    Ok(x) => out.push(x),
+                    Err(e) => {
+                        tracing::warn!(%region, reservation = reservation_id, error = e, "skipping an extension offering EC2 described badly")
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn purchase_extension(
+        &self,
+        region: &Region,
+        offering_id: &str,
+        reservation_id: &str,
+    ) -> Result<ExtensionReceipt, MarketError> {
+        const OP: &str = "PurchaseCapacityBlockExtension";
+        let result = self
+            .client(region)
+            .purchase_capacity_block_extension()
+            .capacity_block_extension_offering_id(offering_id)
+            .capacity_reservation_id(reservation_id)
+            .customize()
+            // No ClientToken here either: one attempt; an unknown outcome is settled by watching
+            // the block's end date, never by resending.
+            .config_override(aws_sdk_ec2::config::Builder::default().retry_config(RetryConfig::disabled()))
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                let x = out.capacity_block_extensions().first();
+                Ok(ExtensionReceipt {
+                    offering_id: offering_id.to_string(),
+                    reservation_id: reservation_id.to_string(),
+                    status: x
+                        .and_then(|x| x.capacity_block_extension_status())
+                        .map(|s| s.as_str().to_string())
+                        .unwrap_or_else(|| "payment-pending".into()),
+                    end: x.and_then(|x| x.capacity_block_extension_end_date()).and_then(to_chrono),
+                })
+            }
+            Err(e) => Err(classify(OP, region, e)),
+        }
+    }
 }
 
 /// Operation timeouts for every client: a call that hangs must fail in time for the Lambda to
@@ -298,4 +422,67 @@ pub fn timeouts() -> aws_config::timeout::TimeoutConfig {
         .operation_attempt_timeout(Duration::from_secs(10))
         .operation_timeout(Duration::from_secs(40))
         .build()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instances in a reservation, and single reservations by id (checkpoint notices)
+// ---------------------------------------------------------------------------------------------
+
+#[async_trait]
+impl crate::ports::InstanceSource for Ec2Market {
+    async fn instances_in(&self, region: &Region, reservation_id: &str) -> Result<Vec<String>, MarketError> {
+        const OP: &str = "DescribeInstances";
+        let mut pages = self
+            .client(region)
+            .describe_instances()
+            .filters(Filter::builder().name("capacity-reservation-id").values(reservation_id).build())
+            // Stopping or terminated instances hold no work to checkpoint.
+            .filters(Filter::builder().name("instance-state-name").values("pending").values("running").build())
+            .into_paginator()
+            .send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| classify(OP, region, e))?;
+            for r in page.reservations() {
+                out.extend(r.instances().iter().filter_map(|i| i.instance_id().map(str::to_string)));
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    async fn reservation_of(&self, region: &Region, instance_id: &str) -> Result<Option<String>, MarketError> {
+        const OP: &str = "DescribeInstances";
+        match self.client(region).describe_instances().instance_ids(instance_id).send().await {
+            Ok(out) => Ok(out
+                .reservations()
+                .iter()
+                .flat_map(|r| r.instances())
+                .filter(|i| i.instance_id() == Some(instance_id))
+                .find_map(|i| i.capacity_reservation_id().map(str::to_string))),
+            Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => Ok(None),
+            Err(e) => Err(classify(OP, region, e)),
+        }
+    }
+}
+
+#[async_trait]
+impl crate::ports::ReservationLookup for Ec2Market {
+    async fn reservation(&self, region: &Region, id: &str) -> Result<Option<Reservation>, MarketError> {
+        const OP: &str = "DescribeCapacityReservations";
+        match self.client(region).describe_capacity_reservations().capacity_reservation_ids(id).send().await {
+            Ok(out) => match out.capacity_reservations().iter().find(|r| r.capacity_reservation_id() == Some(id)) {
+                None => Ok(None),
+                Some(r) => reservation(region, r).map(Some).map_err(|message| MarketError::BadResponse {
+                    operation: OP,
+                    region: region.to_string(),
+                    message,
+                }),
+            },
+            // Expired long ago, or never in this region.
+            Err(e) if e.code() == Some("InvalidCapacityReservationId.NotFound") => Ok(None),
+            Err(e) => Err(classify(OP, region, e)),
+        }
+    }
 }

@@ -5,6 +5,7 @@
 pub mod dynamo;
 mod dynamo_item;
 pub mod ec2;
+pub mod scheduler;
 pub mod sns;
 
 /// Loads the shared SDK configuration once: region, credentials and endpoint overrides from

@@ -33,14 +33,17 @@ impl Notifier for SnsNotifier {
         for (k, v) in &message.attributes {
             req = req.message_attributes(
                 k,
-                MessageAttributeValue::builder().data_type("String").string_value(v).build().map_err(|e| {
-                    NotifyError::Failed { topic: arn.to_string(), message: e.to_string() }
-                })?,
+                MessageAttributeValue::builder()
+                    .data_type("String")
+                    .string_value(v)
+                    .build()
+                    .map_err(|e| NotifyError::Failed { topic: arn.to_string(), message: e.to_string() })?,
             );
         }
-        req.send()
-            .await
-            .map_err(|e| NotifyError::Failed { topic: arn.to_string(), message: DisplayErrorContext(&e).to_string() })?;
+        req.send().await.map_err(|e| NotifyError::Failed {
+            topic: arn.to_string(),
+            message: DisplayErrorContext(&e).to_string(),
+        })?;
         Ok(())
     }
 }

@@ -38,16 +38,17 @@ fn what(p: &Priced) -> String {
 }
 
 fn keywords(p: &Priced, extra: &str) -> Vec<String> {
-    vec![
-        "capblock".into(),
-        extra.into(),
-        p.offering.region.to_string(),
-        p.offering.instance_type.to_string(),
-    ]
+    vec!["capblock".into(), extra.into(), p.offering.region.to_string(), p.offering.instance_type.to_string()]
 }
 
 /// A block was bought: what, where, when, how much, and the payment deadline.
-pub fn purchased(rule_id: &str, p: &Priced, reservation_id: &str, arn: Option<&str>, bought_at: DateTime<Utc>) -> SlackMessage {
+pub fn purchased(
+    rule_id: &str,
+    p: &Priced,
+    reservation_id: &str,
+    arn: Option<&str>,
+    bought_at: DateTime<Utc>,
+) -> SlackMessage {
     let deadline = payment_deadline(bought_at, p.offering.start);
     SlackMessage {
         id: format!("{reservation_id}#purchased"),
@@ -59,7 +60,9 @@ pub fn purchased(rule_id: &str, p: &Priced, reservation_id: &str, arn: Option<&s
         ),
         next_steps: vec![
             "capblock tracks the payment and posts here when it succeeds or fails.".into(),
-            format!("Launch into it from the start with MarketType=capacity-block and CapacityReservationId={reservation_id}."),
+            format!(
+                "Launch into it from the start with MarketType=capacity-block and CapacityReservationId={reservation_id}."
+            ),
         ],
         keywords: keywords(p, "purchase"),
         thread_id: reservation_id.to_string(),
@@ -86,7 +89,10 @@ pub fn would_buy(rule_id: &str, p: &Priced, intent: &Intent, stack_mode: Mode, r
         next_steps: vec![format!("Offering {} was checked with a DryRun purchase request.", p.offering.id)],
         keywords: keywords(p, "dry-run"),
         thread_id: intent.id.clone(),
-        summary: format!("Would buy {} x {} for {}", p.offering.instance_count, p.offering.instance_type, p.offering.fee),
+        summary: format!(
+            "Would buy {} x {} for {}",
+            p.offering.instance_count, p.offering.instance_type, p.offering.fee
+        ),
         event_type: "would-buy".into(),
         related_resources: vec![],
     }
@@ -109,4 +115,403 @@ pub fn purchase_rejected(rule_id: &str, p: &Priced, intent: &Intent, reason: &st
         event_type: "purchase-rejected".into(),
         related_resources: vec![],
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoint moments of a block (on-capacity-event)
+// ---------------------------------------------------------------------------------------------
+
+fn block_line(f: &super::checkpoint::BlockFacts) -> String {
+    let what = match (&f.instance_type, f.instance_count) {
+        (Some(t), Some(n)) => format!("{n} x {t}"),
+        (Some(t), None) => t.to_string(),
+        _ => "Capacity Block".into(),
+    };
+    format!(
+        "*{what}* in {} (`{}`)\n• End: {}\n• Instances terminated from: {}",
+        f.region,
+        f.reservation_id,
+        when(f.end),
+        when(f.termination_time())
+    )
+}
+
+fn checkpoint_keywords(f: &super::checkpoint::BlockFacts, extra: &str) -> Vec<String> {
+    let mut k = vec!["capblock".to_string(), extra.to_string(), f.region.to_string()];
+    k.extend(f.instance_type.as_ref().map(ToString::to_string));
+    k
+}
+
+/// A checkpoint moment of a block: delivered, capblock's reminder, AWS's expiration warning or
+/// one instance's interruption warning. `instances` are the ids running in the block now.
+pub fn checkpoint(
+    f: &super::checkpoint::BlockFacts,
+    milestone: &super::checkpoint::Milestone,
+    instances: &[String],
+    now: DateTime<Utc>,
+) -> SlackMessage {
+    use super::checkpoint::{Milestone, minutes_left};
+    let left = minutes_left(f.termination_time(), now);
+    let running = match instances.len() {
+        0 => "No instance is running in it.".to_string(),
+        1 => format!("1 instance running: {}.", instances[0]),
+        n => format!("{n} instances running."),
+    };
+    let (title, summary, steps) = match milestone {
+        Milestone::Delivered => (
+            format!("Capacity Block active: {}", f.reservation_id),
+            "The block is active: its instances can run now".to_string(),
+            vec![
+                format!("Launch with MarketType=capacity-block and CapacityReservationId={}.", f.reservation_id),
+                "capblock reminds this thread (and the workloads topic) before the instances are terminated.".into(),
+            ],
+        ),
+        Milestone::Reminder { lead_minutes, .. } => (
+            format!("Checkpoint reminder: {} ends in {}", f.reservation_id, in_words(i64::from(*lead_minutes))),
+            format!("{left} minutes until the instances are terminated"),
+            vec![
+                "Checkpoint training state to durable storage now.".into(),
+                "Extend the block (PurchaseCapacityBlockExtension) if the work needs longer.".into(),
+            ],
+        ),
+        Milestone::AwsExpirationWarning => (
+            format!("AWS expiration warning: {}", f.reservation_id),
+            format!("AWS warns the block ends soon: {left} minutes until the instances are terminated"),
+            vec!["Save checkpoints now: the instances are terminated at the time above.".into()],
+        ),
+        Milestone::Interruption { instance_id } => (
+            format!("Instance interruption: {instance_id}"),
+            format!("{instance_id} in {} is about to be terminated", f.reservation_id),
+            vec![format!("Work on {instance_id} not yet saved will be lost.")],
+        ),
+    };
+    SlackMessage {
+        id: format!("{}#{}", f.reservation_id, milestone.key()),
+        title,
+        description: format!("{}\n• Minutes left: {left}\n{running}", block_line(f)),
+        next_steps: steps,
+        keywords: checkpoint_keywords(f, &milestone.kind()),
+        thread_id: f.reservation_id.clone(),
+        summary,
+        event_type: milestone.kind(),
+        related_resources: f.arn.iter().cloned().collect(),
+    }
+}
+
+fn in_words(minutes: i64) -> String {
+    match minutes {
+        m if m >= 120 && m % 60 == 0 => format!("{} hours", m / 60),
+        60 => "1 hour".into(),
+        m => format!("{m} minutes"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The life of a tracked block (track-blocks)
+// ---------------------------------------------------------------------------------------------
+
+/// The facts about a tracked block the lifecycle messages need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackedBlock {
+    pub reservation_id: String,
+    pub region: super::names::Region,
+    pub availability_zone: String,
+    pub instance_type: super::names::InstanceType,
+    pub instance_count: u32,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub ultraserver: bool,
+    pub arn: Option<String>,
+    pub rule_id: Option<String>,
+    pub payment_deadline: Option<DateTime<Utc>>,
+}
+
+fn tracked_line(b: &TrackedBlock) -> String {
+    format!(
+        "*{} x {}* in {} ({}), reservation `{}`\n• Start: {}\n• End: {}\n• Instances terminated from: {}",
+        b.instance_count,
+        b.instance_type,
+        b.region,
+        b.availability_zone,
+        b.reservation_id,
+        when(b.start),
+        when(b.end),
+        when(super::lifecycle::termination_time(b.end, b.ultraserver)),
+    )
+}
+
+fn tracked(
+    b: &TrackedBlock,
+    event: &str,
+    title: String,
+    description: String,
+    next_steps: Vec<String>,
+    summary: String,
+) -> SlackMessage {
+    SlackMessage {
+        id: format!("{}#{event}", b.reservation_id),
+        title,
+        description,
+        next_steps,
+        keywords: vec!["capblock".into(), event.into(), b.region.to_string(), b.instance_type.to_string()],
+        thread_id: b.reservation_id.clone(),
+        summary,
+        event_type: event.into(),
+        related_resources: b.arn.iter().cloned().collect(),
+    }
+}
+
+fn launch_hints(b: &TrackedBlock) -> Vec<String> {
+    vec![
+        format!(
+            "aws ec2 run-instances --region {} --instance-type {} --count {} --instance-market-options MarketType=capacity-block --capacity-reservation-specification 'CapacityReservationTarget={{CapacityReservationId={}}}' ...",
+            b.region, b.instance_type, b.instance_count, b.reservation_id
+        ),
+        format!(
+            "Karpenter: in the EC2NodeClass set capacityReservationSelectorTerms: [{{id: {}}}] and allow karpenter.sh/capacity-type: reserved in the NodePool (nodes drain 40 minutes before the end).",
+            b.reservation_id
+        ),
+    ]
+}
+
+fn left(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
+    let m = (to - from).num_minutes().max(0);
+    match (m / 60, m % 60) {
+        (0, m) => format!("{m} min"),
+        (h, 0) => format!("{h} h"),
+        (h, m) => format!("{h} h {m} min"),
+    }
+}
+
+/// Payment went through: the block is scheduled (or already running).
+pub fn payment_succeeded(b: &TrackedBlock) -> SlackMessage {
+    tracked(
+        b,
+        "payment-succeeded",
+        format!("Payment succeeded: {} x {}", b.instance_count, b.instance_type),
+        format!("The fee for `{}` is paid; the block is scheduled.\n{}", b.reservation_id, tracked_line(b)),
+        vec![
+            format!("Instances can launch into it from {}; capblock posts here when it is active.", when(b.start)),
+            format!("Use MarketType=capacity-block and CapacityReservationId={}.", b.reservation_id),
+        ],
+        format!("Paid; scheduled {} to {}", when(b.start), when(b.end)),
+    )
+}
+
+/// A block capblock sees scheduled without having watched its payment.
+pub fn scheduled(b: &TrackedBlock) -> SlackMessage {
+    tracked(
+        b,
+        "scheduled",
+        format!("Capacity Block scheduled: {} x {}", b.instance_count, b.instance_type),
+        format!("Reservation `{}` is scheduled.\n{}", b.reservation_id, tracked_line(b)),
+        vec![format!("Instances can launch into it from {}.", when(b.start))],
+        format!("Scheduled {} to {}", when(b.start), when(b.end)),
+    )
+}
+
+/// The block is active: how to launch into it.
+pub fn active(b: &TrackedBlock) -> SlackMessage {
+    tracked(
+        b,
+        "delivered",
+        format!("Capacity Block active: {} x {}", b.instance_count, b.instance_type),
+        format!("Reservation `{}` is active: its instances can run now.\n{}", b.reservation_id, tracked_line(b)),
+        launch_hints(b),
+        format!("Active until {}", when(b.end)),
+    )
+}
+
+/// The block ended: what it cost. `total_fee` includes paid extensions; `per_accelerator_hour`
+/// is None when capblock does not know the fee or the accelerator count.
+pub fn expired(
+    b: &TrackedBlock,
+    total_fee: Option<super::money::Money>,
+    per_accelerator_hour: Option<super::money::Rate>,
+) -> SlackMessage {
+    let cost = match (total_fee, per_accelerator_hour) {
+        (Some(f), Some(r)) => format!("• Total fee: {f}\n• Price: {} per accelerator-hour", r.display()),
+        (Some(f), None) => format!("• Total fee: {f}"),
+        _ => "• Fee: unknown to capblock (the block was bought outside it)".into(),
+    };
+    tracked(
+        b,
+        "expired",
+        format!("Capacity Block ended: {} x {}", b.instance_count, b.instance_type),
+        format!("Reservation `{}` has expired.\n{}\n{cost}", b.reservation_id, tracked_line(b)),
+        vec!["Nothing to do: capblock stops tracking this block.".into()],
+        match total_fee {
+            Some(f) => format!("Ended; cost {f}"),
+            None => "Ended".into(),
+        },
+    )
+}
+
+/// Payment is still pending `point_hours` (or less) before the deadline.
+pub fn payment_warning(
+    b: &TrackedBlock,
+    deadline: DateTime<Utc>,
+    point_hours: u32,
+    rebuy: bool,
+    now: DateTime<Utc>,
+) -> SlackMessage {
+    tracked(
+        b,
+        "payment-warning",
+        format!("Payment still pending: {} left for `{}`", left(now, deadline), b.reservation_id),
+        format!(
+            "EC2 has not taken payment for this block yet (warning point: {point_hours} h before the deadline).\n{}\n• Payment deadline: {} ({} from now)",
+            tracked_line(b),
+            when(deadline),
+            left(now, deadline)
+        ),
+        vec![
+            "Check the account's payment method (Billing console) if this is unexpected.".into(),
+            format!(
+                "If payment has not gone through by {}, EC2 releases the block (payment-failed) and capblock frees its budget{}.",
+                when(deadline),
+                if rebuy { "; the rule then buys a replacement" } else { "" }
+            ),
+        ],
+        format!("Payment pending; deadline {}", when(deadline)),
+    )
+}
+
+/// Payment failed: the block is gone and its budget released.
+pub fn payment_failed(b: &TrackedBlock, rebuy: bool) -> SlackMessage {
+    let next = if rebuy {
+        "The fee was released from the budgets; the rule may buy a replacement on its next scan.".to_string()
+    } else {
+        "The fee was released from the budgets. The rule does not rebuy (rebuy_on_payment_failure = false).".to_string()
+    };
+    tracked(
+        b,
+        "payment-failed",
+        format!("Payment failed: {} x {} released", b.instance_count, b.instance_type),
+        format!(
+            "EC2 did not take payment in time{}; reservation `{}` is released and nothing was charged.\n{}",
+            b.payment_deadline.map(|d| format!(" (deadline {})", when(d))).unwrap_or_default(),
+            b.reservation_id,
+            tracked_line(b)
+        ),
+        vec![next, "Check the account's payment method (Billing console).".into()],
+        "Payment failed; block released".into(),
+    )
+}
+
+/// EC2 cancelled or failed the block.
+pub fn released(b: &TrackedBlock, ec2_state: &str) -> SlackMessage {
+    tracked(
+        b,
+        "released",
+        format!("Capacity Block released: {} x {}", b.instance_count, b.instance_type),
+        format!(
+            "EC2 reports reservation `{}` as {ec2_state}: it will not be delivered.\n{}",
+            b.reservation_id,
+            tracked_line(b)
+        ),
+        vec!["capblock stops tracking this block.".into()],
+        format!("Released ({ec2_state})"),
+    )
+}
+
+/// EC2 reports something capblock cannot place.
+pub fn anomaly(b: &TrackedBlock, what: &str) -> SlackMessage {
+    tracked(
+        b,
+        "anomaly",
+        format!("Check this block: `{}`", b.reservation_id),
+        format!("{what}\n{}", tracked_line(b)),
+        vec!["capblock keeps tracking it; look at the reservation in the EC2 console.".into()],
+        "Unexpected state from EC2".into(),
+    )
+}
+
+/// A reservation capblock did not record is now tracked.
+pub fn tracking(b: &TrackedBlock, state: &str, tagged: bool) -> SlackMessage {
+    let why = if tagged {
+        "It carries this stack's `capblock:stack` tag but was missing from capblock's store."
+    } else {
+        "It was bought outside capblock (adopt_untagged is on)."
+    };
+    tracked(
+        b,
+        "tracking",
+        format!("Now tracking: {} x {}", b.instance_count, b.instance_type),
+        format!("{why} State: {state}.\n{}", tracked_line(b)),
+        vec!["capblock posts its state changes and reminders in this thread.".into()],
+        format!("Tracking {}", b.reservation_id),
+    )
+}
+
+/// An extension was paid: the block ends later.
+pub fn extended(b: &TrackedBlock, old_end: DateTime<Utc>, fee: Option<super::money::Money>) -> SlackMessage {
+    tracked(
+        b,
+        "extended",
+        format!("Capacity Block extended to {}", when(b.end)),
+        format!(
+            "Reservation `{}` now ends at {} (was {}){}.\n{}",
+            b.reservation_id,
+            when(b.end),
+            when(old_end),
+            fee.map(|f| format!("; extension fee {f}")).unwrap_or_default(),
+            tracked_line(b)
+        ),
+        vec!["Checkpoint reminders moved to the new end.".into()],
+        format!("Extended to {}", when(b.end)),
+    )
+}
+
+/// An extension was bought (payment pending) or, in dry-run, would have been.
+pub fn extension_decided(
+    b: &TrackedBlock,
+    offering_id: &str,
+    new_end: DateTime<Utc>,
+    fee: super::money::Money,
+    rate: super::money::Rate,
+    dry_run: bool,
+) -> SlackMessage {
+    let (event, title, step) = if dry_run {
+        (
+            "would-extend",
+            format!("Would extend (dry run): `{}`", b.reservation_id),
+            "Nothing was bought: the stack or the rule is in dry-run mode.".to_string(),
+        )
+    } else {
+        (
+            "extension-bought",
+            format!("Extension bought: `{}`", b.reservation_id),
+            "The end moves once EC2 takes payment; capblock posts here when it does.".to_string(),
+        )
+    };
+    tracked(
+        b,
+        event,
+        title,
+        format!(
+            "Extension offering `{offering_id}` to {}: fee {fee}, {} per accelerator-hour.\n{}",
+            when(new_end),
+            rate.display(),
+            tracked_line(b)
+        ),
+        vec![step],
+        format!("Extension to {} for {fee}", when(new_end)),
+    )
+}
+
+/// An extension was refused or never paid: the end stays, the fee is released.
+pub fn extension_released(b: &TrackedBlock, offering_id: &str, reason: &str) -> SlackMessage {
+    tracked(
+        b,
+        "extension-released",
+        format!("Extension not made: `{}`", b.reservation_id),
+        format!(
+            "Extension `{offering_id}` did not go through: {reason}. The block still ends at {}.\n{}",
+            when(b.end),
+            tracked_line(b)
+        ),
+        vec!["Its fee was released from the budgets.".into()],
+        "Extension not made".into(),
+    )
 }

@@ -57,10 +57,7 @@ impl AcceleratorCatalog {
         if let Some(n) = self.learned.get(instance_type) {
             return Some((*n, Source::Ec2));
         }
-        BUILT_IN
-            .iter()
-            .find(|(name, _)| *name == instance_type.as_str())
-            .map(|(_, n)| (*n, Source::BuiltIn))
+        BUILT_IN.iter().find(|(name, _)| *name == instance_type.as_str()).map(|(_, n)| (*n, Source::BuiltIn))
     }
 
     pub fn accelerators(&self, instance_type: &InstanceType) -> Option<u32> {

@@ -95,7 +95,10 @@ pub fn termination_time(end: DateTime<Utc>, ultraserver: bool) -> DateTime<Utc> 
 /// What DescribeCapacityReservations said about one reservation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observed {
-    Found { state: String, end: DateTime<Utc> },
+    Found {
+        state: String,
+        end: DateTime<Utc>,
+    },
     /// `InvalidCapacityReservationId.NotFound`.
     NotFound,
 }
@@ -121,9 +124,7 @@ pub fn step(current: BlockState, end: DateTime<Utc>, observed: &Observed, now: D
     match observed {
         // Expired reservations drop out of DescribeCapacityReservations after ~60 days.
         Observed::NotFound if now >= end => Step::Move { to: BlockState::Expired, end },
-        Observed::NotFound => {
-            Step::Anomaly(format!("EC2 does not know the reservation, yet it ends only at {end}"))
-        }
+        Observed::NotFound => Step::Anomaly(format!("EC2 does not know the reservation, yet it ends only at {end}")),
         Observed::Found { state, end: new_end } => match BlockState::from_ec2(state) {
             None => Step::Stay,
             Some(to) if to == current && *new_end == end => Step::Stay,
@@ -174,7 +175,10 @@ mod tests {
         assert_eq!(step(PaymentPending, end, &found("payment-pending", end), now), Step::Stay);
         assert_eq!(step(PaymentPending, end, &found("scheduled", end), now), Step::Move { to: Scheduled, end });
         assert_eq!(step(PaymentPending, end, &found("active", end), now), Step::Move { to: Active, end });
-        assert_eq!(step(PaymentPending, end, &found("payment-failed", end), now), Step::Move { to: PaymentFailed, end });
+        assert_eq!(
+            step(PaymentPending, end, &found("payment-failed", end), now),
+            Step::Move { to: PaymentFailed, end }
+        );
         assert_eq!(step(Scheduled, end, &found("active", end), now), Step::Move { to: Active, end });
         assert_eq!(step(Active, end, &found("expired", end), now), Step::Move { to: Expired, end });
         assert_eq!(step(Active, end, &found("cancelled", end), now), Step::Move { to: Released, end });

@@ -4,8 +4,11 @@
 pub mod announce;
 pub mod budget;
 pub mod catalog;
+pub mod checkpoint;
 pub mod decision;
+pub mod events;
 pub mod lifecycle;
+pub mod milestone;
 pub mod money;
 pub mod names;
 pub mod offering;

@@ -187,10 +187,7 @@ mod tests {
     #[test]
     fn rejects_bad_fee_strings() {
         for bad in ["", "abc", "1e3", "1,000", "NaN", "1.2.3", "+5", "0x10"] {
-            assert!(
-                matches!(Money::parse(bad, "USD"), Err(MoneyError::NotADecimal(_))),
-                "{bad:?} should be rejected"
-            );
+            assert!(matches!(Money::parse(bad, "USD"), Err(MoneyError::NotADecimal(_))), "{bad:?} should be rejected");
         }
         assert!(matches!(Money::parse("-1", "USD"), Err(MoneyError::Negative(_))));
         for bad in ["usd", "US", "USDX", "", "U$D"] {
@@ -202,10 +199,7 @@ mod tests {
     fn adding_different_currencies_is_an_error() {
         let a = Money::parse("1", "USD").unwrap();
         let b = Money::parse("1", "JPY").unwrap();
-        assert_eq!(
-            a.checked_add(&b),
-            Err(MoneyError::CurrencyMismatch(Currency::USD, "JPY".parse().unwrap()))
-        );
+        assert_eq!(a.checked_add(&b), Err(MoneyError::CurrencyMismatch(Currency::USD, "JPY".parse().unwrap())));
         assert_eq!(a.checked_add(&a).unwrap().amount(), dec!(2));
     }
 

@@ -35,9 +35,7 @@ impl FromStr for Region {
             && parts[0].len() == 2
             && lower(parts[0])
             && parts[1..parts.len() - 1].iter().all(|p| lower(p))
-            && parts
-                .last()
-                .is_some_and(|n| !n.is_empty() && n.len() <= 2 && n.bytes().all(|c| c.is_ascii_digit()));
+            && parts.last().is_some_and(|n| !n.is_empty() && n.len() <= 2 && n.bytes().all(|c| c.is_ascii_digit()));
         if ok { Ok(Region(s.to_string())) } else { Err(NameError::Region(s.to_string())) }
     }
 }
@@ -75,9 +73,8 @@ impl InstanceType {
 impl FromStr for InstanceType {
     type Err = NameError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let valid_part = |p: &str| {
-            !p.is_empty() && p.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-        };
+        let valid_part =
+            |p: &str| !p.is_empty() && p.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
         match s.split_once('.') {
             Some((family, size))
                 if valid_part(family)
@@ -120,7 +117,9 @@ mod tests {
         for ok in ["us-east-1", "ap-southeast-2", "us-gov-west-1", "eu-central-2", "il-central-1"] {
             assert!(ok.parse::<Region>().is_ok(), "{ok}");
         }
-        for bad in ["", "us-east", "US-EAST-1", "useast1", "us-east-1a", "us_east_1", "u-east-1", "us--1", "us-east-123"] {
+        for bad in
+            ["", "us-east", "US-EAST-1", "useast1", "us-east-1a", "us_east_1", "u-east-1", "us--1", "us-east-123"]
+        {
             assert_eq!(bad.parse::<Region>(), Err(NameError::Region(bad.into())), "{bad}");
         }
     }

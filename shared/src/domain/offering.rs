@@ -68,14 +68,9 @@ impl Offering {
             .map_err(|source| OfferingError::Name { id: id.clone(), source })?;
         let availability_zone = raw.availability_zone.ok_or_else(|| missing("AvailabilityZone"))?;
         let count = raw.instance_count.ok_or_else(|| missing("InstanceCount"))?;
-        let instance_count = u32::try_from(count)
-            .ok()
-            .filter(|n| (1..=256).contains(n))
-            .ok_or_else(|| OfferingError::OutOfRange {
-                id: id.clone(),
-                field: "InstanceCount",
-                value: count.to_string(),
-            })?;
+        let instance_count = u32::try_from(count).ok().filter(|n| (1..=256).contains(n)).ok_or_else(|| {
+            OfferingError::OutOfRange { id: id.clone(), field: "InstanceCount", value: count.to_string() }
+        })?;
         let start = raw.start_date.ok_or_else(|| missing("StartDate"))?;
         let end = raw.end_date.ok_or_else(|| missing("EndDate"))?;
         if end <= start {
@@ -86,18 +81,12 @@ impl Offering {
             Some(h) => h,
             None => i32::try_from((end - start).num_hours()).unwrap_or(0),
         };
-        let duration_hours = u32::try_from(hours)
-            .ok()
-            .filter(|h| (1..=182 * 24).contains(h))
-            .ok_or_else(|| OfferingError::OutOfRange {
-                id: id.clone(),
-                field: "CapacityBlockDurationHours",
-                value: hours.to_string(),
-            })?;
+        let duration_hours = u32::try_from(hours).ok().filter(|h| (1..=182 * 24).contains(h)).ok_or_else(|| {
+            OfferingError::OutOfRange { id: id.clone(), field: "CapacityBlockDurationHours", value: hours.to_string() }
+        })?;
         let fee_text = raw.upfront_fee.ok_or_else(|| missing("UpfrontFee"))?;
         let currency = raw.currency_code.ok_or_else(|| missing("CurrencyCode"))?;
-        let fee = Money::parse(&fee_text, &currency)
-            .map_err(|source| OfferingError::Fee { id: id.clone(), source })?;
+        let fee = Money::parse(&fee_text, &currency).map_err(|source| OfferingError::Fee { id: id.clone(), source })?;
         Ok(Offering {
             id,
             region: region.clone(),
@@ -181,10 +170,7 @@ pub(crate) mod tests {
         );
         let mut r = raw("1", "USD");
         r.instance_count = Some(0);
-        assert!(matches!(
-            Offering::parse(&region(), r),
-            Err(OfferingError::OutOfRange { field: "InstanceCount", .. })
-        ));
+        assert!(matches!(Offering::parse(&region(), r), Err(OfferingError::OutOfRange { field: "InstanceCount", .. })));
         let mut r = raw("1", "USD");
         r.end_date = r.start_date;
         assert!(matches!(Offering::parse(&region(), r), Err(OfferingError::EndBeforeStart { .. })));

@@ -280,9 +280,7 @@ impl RuleSpec {
             if is_sellable_duration_days(d) {
                 Ok(d as u32)
             } else {
-                Err(format!(
-                    "{d} days is not a duration EC2 sells (1-14 days, then multiples of 7 up to 182)"
-                ))
+                Err(format!("{d} days is not a duration EC2 sells (1-14 days, then multiples of 7 up to 182)"))
             }
         });
 
@@ -295,10 +293,11 @@ impl RuleSpec {
         let max_price = p.positive("max_price_per_accelerator_hour", &self.max_price_per_accelerator_hour);
         let max_total_fee = self.max_total_fee.as_ref().map(|a| p.positive("max_total_fee", a));
         let budget = p.positive("monthly_budget", &self.monthly_budget);
-        if let (Some(fee), b) = (max_total_fee, budget) {
-            if fee > b && b > Decimal::ZERO {
-                p.add("max_total_fee", "is larger than monthly_budget, so it can never apply");
-            }
+        if let Some(fee) = max_total_fee
+            && fee > budget
+            && budget > Decimal::ZERO
+        {
+            p.add("max_total_fee", "is larger than monthly_budget, so it can never apply");
         }
 
         if !PLATFORMS.contains(&self.instance_platform.as_str()) {
@@ -335,7 +334,11 @@ impl RuleSpec {
             if !(1..=56 * 24).contains(&x.decide_hours_before_end) {
                 p.add("extend.decide_hours_before_end", "must be between 1 and 1344 hours (56 days)");
             }
-            Extend { max_price_per_accelerator_hour: price, max_days: x.max_days, decide_hours_before_end: x.decide_hours_before_end }
+            Extend {
+                max_price_per_accelerator_hour: price,
+                max_days: x.max_days,
+                decide_hours_before_end: x.decide_hours_before_end,
+            }
         });
 
         if !p.0.is_empty() {
@@ -434,9 +437,7 @@ impl Problems {
                     self.add("start_window", "needs both earliest and latest");
                     return fallback;
                 };
-                let mut instant = |field: &str, t: &InstantText| {
-                    t.to_instant().map_err(|m| self.add(field, &m)).ok()
-                };
+                let mut instant = |field: &str, t: &InstantText| t.to_instant().map_err(|m| self.add(field, &m)).ok();
                 let (Some(earliest), Some(latest)) =
                     (instant("start_window.earliest", e), instant("start_window.latest", l))
                 else {

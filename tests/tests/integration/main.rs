@@ -1,6 +1,8 @@
 //! Integration tests against the local stack: moto for DynamoDB/SNS/SQS, the market simulator
 //! for EC2. Run them with `make test`, which starts and stops the stack.
 
+mod events;
 mod scan;
 mod sim_wire;
 mod store;
+mod track;

@@ -112,8 +112,13 @@ impl Harness {
     async fn scan(&self) -> ScanReport {
         let store = self.aws.store();
         let notifier = self.aws.notifier();
-        let scanner =
-            Scanner { market: &self.market, store: &store, notifier: &notifier, catalog: &self.catalog, settings: &self.settings };
+        let scanner = Scanner {
+            market: &self.market,
+            store: &store,
+            notifier: &notifier,
+            catalog: &self.catalog,
+            settings: &self.settings,
+        };
         scanner.run(now()).await.unwrap()
     }
 }
@@ -144,7 +149,9 @@ async fn a_price_equal_to_the_threshold_buys_once_and_announces() {
     assert_slack_schema(&alerts[0].body);
     assert_eq!(alerts[0].body["metadata"]["threadId"], reservation_id.as_str());
     let text = alerts[0].body["content"]["description"].as_str().unwrap();
-    for needle in ["576.00 USD", "3.0000 USD per accelerator-hour", "Payment deadline", "us-east-1", "Thu 2026-12-03 11:30 UTC"] {
+    for needle in
+        ["576.00 USD", "3.0000 USD per accelerator-hour", "Payment deadline", "us-east-1", "Thu 2026-12-03 11:30 UTC"]
+    {
         assert!(text.contains(needle), "{needle:?} missing from {text}");
     }
 
@@ -206,7 +213,11 @@ async fn dry_run_buys_nothing_and_announces_once() {
 async fn the_account_budget_runs_out_mid_scan() {
     // Two rules, each would buy (576 and 528 USD); the account allows 1000 a month.
     let h = Harness::new("budget", TWO_REGIONS, Mode::Live, Some("1000")).await;
-    h.put(&[rule("east", "\"us-east-1\"", "3.00", "10000", "live"), rule("west", "\"us-west-2\"", "3.00", "10000", "live")]).await;
+    h.put(&[
+        rule("east", "\"us-east-1\"", "3.00", "10000", "live"),
+        rule("west", "\"us-west-2\"", "3.00", "10000", "live"),
+    ])
+    .await;
     let report = h.scan().await;
     let bought: Vec<_> = report.outcomes.iter().filter(|o| matches!(o.action, Some(Action::Bought { .. }))).collect();
     assert_eq!(bought.len(), 1, "{report:#?}");
@@ -216,7 +227,8 @@ async fn the_account_budget_runs_out_mid_scan() {
     // The other rule was either passed over for budget or refused at reservation.
     let other = report.outcomes.iter().find(|o| !matches!(o.action, Some(Action::Bought { .. }))).unwrap();
     assert!(
-        other.chosen.is_none() || matches!(&other.action, Some(Action::Skipped { reason }) if reason.contains("budget")),
+        other.chosen.is_none()
+            || matches!(&other.action, Some(Action::Skipped { reason }) if reason.contains("budget")),
         "{other:#?}"
     );
 }
@@ -340,4 +352,98 @@ async fn a_run_that_loses_the_purchase_answer_is_followed_by_one_that_adopts_the
     let alerts = h.aws.alerts().await;
     assert_eq!(alerts.len(), 1);
     assert_eq!(alerts[0].body["metadata"]["eventType"], "purchased");
+}
+
+/// The real market for everything but PurchaseCapacityBlock, which EC2 refuses (as it does for
+/// a quota, an offering just sold out, or a price that moved).
+struct RefusingMarket(Ec2Market);
+
+#[async_trait::async_trait]
+impl capblock_shared::ports::OfferingSource for RefusingMarket {
+    async fn offerings(
+        &self,
+        q: &capblock_shared::ports::OfferingQuery,
+    ) -> Result<Vec<capblock_shared::domain::offering::Offering>, capblock_shared::ports::MarketError> {
+        self.0.offerings(q).await
+    }
+}
+
+#[async_trait::async_trait]
+impl capblock_shared::ports::InstanceTypeSource for RefusingMarket {
+    async fn accelerators(
+        &self,
+        region: &capblock_shared::domain::names::Region,
+        types: &[capblock_shared::domain::names::InstanceType],
+    ) -> Result<Vec<(capblock_shared::domain::names::InstanceType, u32)>, capblock_shared::ports::MarketError> {
+        self.0.accelerators(region, types).await
+    }
+}
+
+#[async_trait::async_trait]
+impl capblock_shared::ports::ReservationSource for RefusingMarket {
+    async fn reservations_tagged(
+        &self,
+        region: &capblock_shared::domain::names::Region,
+        key: &str,
+        value: &str,
+    ) -> Result<Vec<capblock_shared::ports::Reservation>, capblock_shared::ports::MarketError> {
+        self.0.reservations_tagged(region, key, value).await
+    }
+    async fn observe(
+        &self,
+        region: &capblock_shared::domain::names::Region,
+        ids: &[String],
+    ) -> Result<Vec<(String, capblock_shared::domain::lifecycle::Observed)>, capblock_shared::ports::MarketError> {
+        self.0.observe(region, ids).await
+    }
+    async fn capacity_blocks(
+        &self,
+        region: &capblock_shared::domain::names::Region,
+    ) -> Result<Vec<capblock_shared::ports::Reservation>, capblock_shared::ports::MarketError> {
+        self.0.capacity_blocks(region).await
+    }
+}
+
+#[async_trait::async_trait]
+impl capblock_shared::ports::Purchaser for RefusingMarket {
+    async fn purchase(
+        &self,
+        req: &capblock_shared::ports::PurchaseRequest,
+    ) -> Result<capblock_shared::ports::PurchaseOutcome, capblock_shared::ports::MarketError> {
+        Err(capblock_shared::ports::MarketError::Rejected {
+            operation: "PurchaseCapacityBlock",
+            region: req.offering.region.to_string(),
+            code: "InsufficientCapacityBlockQuota".into(),
+            message: "the account has reached its capacity-block quota".into(),
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_purchase_releases_the_budget_and_is_reported() {
+    let h = Harness::new("refused", TWO_REGIONS, Mode::Live, Some("5000")).await;
+    h.put(&[rule("east", "\"us-east-1\"", "3.00", "10000", "live")]).await;
+    let market = RefusingMarket(h.sim.market().await);
+    let store = h.aws.store();
+    let notifier = h.aws.notifier();
+    let scanner =
+        Scanner { market: &market, store: &store, notifier: &notifier, catalog: &h.catalog, settings: &h.settings };
+    let report = scanner.run(now()).await.unwrap();
+    let Some(Action::Refused { reason, .. }) = action(&report, "east") else { panic!("{report:#?}") };
+    assert!(reason.contains("InsufficientCapacityBlockQuota"), "{reason}");
+    for owner in [BudgetOwner::Rule("east".into()), BudgetOwner::Account] {
+        let usage = store.usage(&owner, &Period::of(now())).await.unwrap().unwrap();
+        assert_eq!((usage.committed.amount(), usage.purchases), (dec!(0), 0), "{owner:?} released");
+    }
+    assert_eq!(store.guard("east").await.unwrap().open_intent, None);
+    assert!(store.open_intents().await.unwrap().is_empty());
+    let alerts = h.aws.alerts().await;
+    assert_eq!(alerts.len(), 1);
+    assert_slack_schema(&alerts[0].body);
+    assert_eq!(alerts[0].body["metadata"]["eventType"], "purchase-rejected");
+    // The same offering is not tried again (its intent is closed as rejected), so a second scan
+    // neither buys nor repeats the alert.
+    let again = scanner.run(now()).await.unwrap();
+    assert!(matches!(action(&again, "east"), Some(Action::Skipped { .. })), "{again:#?}");
+    assert!(h.aws.alerts().await.is_empty());
 }

@@ -75,8 +75,11 @@ async fn offerings_follow_every_page_with_exact_fees() {
         .await
         .unwrap();
     assert_eq!(pages.len(), 5, "30 offerings at 7 a page");
-    let ids: std::collections::BTreeSet<_> =
-        pages.iter().flat_map(|p| p.capacity_block_offerings()).filter_map(|o| o.capacity_block_offering_id()).collect();
+    let ids: std::collections::BTreeSet<_> = pages
+        .iter()
+        .flat_map(|p| p.capacity_block_offerings())
+        .filter_map(|o| o.capacity_block_offering_id())
+        .collect();
     assert_eq!(ids.len(), 30);
 }
 
@@ -103,7 +106,8 @@ async fn throttling_is_a_retryable_error_and_unsupported_regions_are_named() {
             .retry_config(aws_config::retry::RetryConfig::disabled())
             .build(),
     );
-    let call = || client.describe_capacity_block_offerings().capacity_duration_hours(24).instance_type("p5.48xlarge").send();
+    let call =
+        || client.describe_capacity_block_offerings().capacity_duration_hours(24).instance_type("p5.48xlarge").send();
     call().await.unwrap();
     let err = call().await.unwrap_err();
     use aws_sdk_ec2::error::ProvideErrorMetadata;
@@ -169,7 +173,10 @@ async fn instance_types_report_accelerators() {
     let market = sim.market().await;
     let region = "us-east-1".parse().unwrap();
     let mut got = market
-        .accelerators(&region, &["p5.48xlarge".parse().unwrap(), "trn1.32xlarge".parse().unwrap(), "p5.4xlarge".parse().unwrap()])
+        .accelerators(
+            &region,
+            &["p5.48xlarge".parse().unwrap(), "trn1.32xlarge".parse().unwrap(), "p5.4xlarge".parse().unwrap()],
+        )
         .await
         .unwrap();
     got.sort();
@@ -183,7 +190,8 @@ async fn a_lost_purchase_response_is_an_unknown_outcome_not_a_refusal() {
     let market = sim.market().await;
     let offering = market.offerings(&query("us-east-1", 1, 1)).await.unwrap().remove(0);
     sim.behaviour(r#"{"drop_purchase_response": true, "timeout_secs": 3}"#).await;
-    let req = PurchaseRequest { offering, instance_platform: "Linux/UNIX".into(), tags: Default::default(), dry_run: false };
+    let req =
+        PurchaseRequest { offering, instance_platform: "Linux/UNIX".into(), tags: Default::default(), dry_run: false };
     let err = market.purchase(&req).await.unwrap_err();
     assert!(matches!(err, MarketError::Unknown { .. }), "{err:?}");
     assert!(!err.had_no_effect());

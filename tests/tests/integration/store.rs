@@ -149,7 +149,10 @@ async fn reserve_is_all_or_nothing() {
     assert_eq!(store.reserve(&second, 0).await, Err(ReserveError::RuleBusy));
     let seq = store.guard("r1").await.unwrap().seq;
     store.reserve(&second, seq).await.unwrap();
-    assert_eq!(store.open_intents().await.unwrap().iter().map(|i| i.id.clone()).collect::<Vec<_>>(), vec![second.id.clone()]);
+    assert_eq!(
+        store.open_intents().await.unwrap().iter().map(|i| i.id.clone()).collect::<Vec<_>>(),
+        vec![second.id.clone()]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,7 +166,10 @@ async fn purchases_per_month_are_capped() {
         store.mark_sent(&it.id, "r1", now()).await.unwrap();
         let mut sent = it.clone();
         sent.state = IntentState::Sent;
-        store.record_bought(&sent, &block_for(&sent, &format!("cr-{i}")), &notice(&format!("cr-{i}"), "purchased")).await.unwrap();
+        store
+            .record_bought(&sent, &block_for(&sent, &format!("cr-{i}")), &notice(&format!("cr-{i}"), "purchased"))
+            .await
+            .unwrap();
     }
     let third = Intent::new("r1", offering("cb-3", dec!(10)), 8, charges(&r, None), now());
     assert_eq!(store.reserve(&third, 2).await, Err(ReserveError::PurchaseLimit));
@@ -230,7 +236,8 @@ async fn observations_are_batched_and_read_back_by_time() {
     assert_eq!(store.record(&obs).await.unwrap(), 60);
     let region = "us-east-1".parse().unwrap();
     let t = "p5.48xlarge".parse().unwrap();
-    let window = store.history(&region, &t, now() + Duration::minutes(10), now() + Duration::minutes(19)).await.unwrap();
+    let window =
+        store.history(&region, &t, now() + Duration::minutes(10), now() + Duration::minutes(19)).await.unwrap();
     assert_eq!(window.len(), 10);
     assert_eq!(window[0].offering.fee.amount(), dec!(110));
 }

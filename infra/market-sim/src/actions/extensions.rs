@@ -26,10 +26,7 @@ fn offering_for(
     if state != "scheduled" && state != "active" {
         return Ok(None);
     }
-    if w.extensions
-        .iter()
-        .any(|e| e.reservation_id == r.id && e.status(ctx.now) == "payment-pending")
-    {
+    if w.extensions.iter().any(|e| e.reservation_id == r.id && e.status(ctx.now) == "payment-pending") {
         return Ok(None);
     }
     let base = ExtensionBase {
@@ -41,12 +38,7 @@ fn offering_for(
         start: r.start,
         current_end: r.end(ctx.now, &w.extensions),
     };
-    Ok(market::extension_offering(
-        &w.scenario,
-        &base,
-        hours,
-        ctx.now,
-    ))
+    Ok(market::extension_offering(&w.scenario, &base, hours, ctx.now))
 }
 
 pub fn describe_offerings(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
@@ -58,15 +50,8 @@ pub fn describe_offerings(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<St
     market::duration_days_from_hours(hours, "CapacityBlockExtensionDurationHours")?;
     let size = page_size(p, 1, 100)?;
     dry_run(p)?;
-    let all: Vec<ExtensionOffering> = offering_for(w, reservation_id, hours, ctx)?
-        .into_iter()
-        .collect();
-    let (page, next) = paginate(
-        &all,
-        size,
-        p.get("NextToken"),
-        fingerprint(ctx.action, ctx.region, p),
-    )?;
+    let all: Vec<ExtensionOffering> = offering_for(w, reservation_id, hours, ctx)?.into_iter().collect();
+    let (page, next) = paginate(&all, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
 
     let mut x = Xml::new();
     x.set("capacityBlockExtensionOfferingSet", &page, |x, o| {
@@ -127,24 +112,20 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     };
     tracing::info!(reservation = %reservation_id, offering = %o.id, hours = o.duration_hours, "capacity block extension purchased");
     let mut x = Xml::new();
-    x.set(
-        "capacityBlockExtensionSet",
-        std::slice::from_ref(&ext),
-        |x, e| {
-            x.leaf("capacityReservationId", &e.reservation_id)
-                .leaf("instanceType", &o.instance_type)
-                .num("instanceCount", o.instance_count)
-                .leaf("availabilityZone", &o.availability_zone)
-                .leaf("capacityBlockExtensionOfferingId", &e.offering_id)
-                .num("capacityBlockExtensionDurationHours", e.duration_hours)
-                .leaf("capacityBlockExtensionStatus", e.status(ctx.now))
-                .time("capacityBlockExtensionPurchaseDate", e.purchased)
-                .time("capacityBlockExtensionStartDate", e.start)
-                .time("capacityBlockExtensionEndDate", e.end)
-                .leaf("upfrontFee", e.upfront_fee.to_string())
-                .leaf("currencyCode", &e.currency);
-        },
-    );
+    x.set("capacityBlockExtensionSet", std::slice::from_ref(&ext), |x, e| {
+        x.leaf("capacityReservationId", &e.reservation_id)
+            .leaf("instanceType", &o.instance_type)
+            .num("instanceCount", o.instance_count)
+            .leaf("availabilityZone", &o.availability_zone)
+            .leaf("capacityBlockExtensionOfferingId", &e.offering_id)
+            .num("capacityBlockExtensionDurationHours", e.duration_hours)
+            .leaf("capacityBlockExtensionStatus", e.status(ctx.now))
+            .time("capacityBlockExtensionPurchaseDate", e.purchased)
+            .time("capacityBlockExtensionStartDate", e.start)
+            .time("capacityBlockExtensionEndDate", e.end)
+            .leaf("upfrontFee", e.upfront_fee.to_string())
+            .leaf("currencyCode", &e.currency);
+    });
     w.extensions.push(ext);
     Ok(x.into_string())
 }

@@ -6,13 +6,9 @@ use crate::wire::query::Filter;
 
 pub fn check_names(filters: &[Filter], allowed: &[&str]) -> Result<(), ApiError> {
     for f in filters {
-        let ok = allowed.contains(&f.name.as_str())
-            || (f.name.starts_with("tag:") && allowed.contains(&"tag:"));
+        let ok = allowed.contains(&f.name.as_str()) || (f.name.starts_with("tag:") && allowed.contains(&"tag:"));
         if !ok {
-            return Err(ApiError::invalid_value(format!(
-                "The filter '{}' is invalid",
-                f.name
-            )));
+            return Err(ApiError::invalid_value(format!("The filter '{}' is invalid", f.name)));
         }
     }
     Ok(())
@@ -51,11 +47,7 @@ pub fn glob(pattern: &str, text: &str) -> bool {
 }
 
 /// `tag:KEY` / `tag-key` against a tag list; other names via `field`.
-pub fn matches_all(
-    filters: &[Filter],
-    tags: &[(String, String)],
-    field: impl Fn(&str) -> Option<String>,
-) -> bool {
+pub fn matches_all(filters: &[Filter], tags: &[(String, String)], field: impl Fn(&str) -> Option<String>) -> bool {
     filters.iter().all(|f| {
         if let Some(key) = f.name.strip_prefix("tag:") {
             tags.iter().any(|(k, v)| k == key && any(f, v))
@@ -84,26 +76,14 @@ mod tests {
 
     #[test]
     fn filter_semantics() {
-        let f = |n: &str, v: &[&str]| Filter {
-            name: n.into(),
-            values: v.iter().map(|s| s.to_string()).collect(),
-        };
+        let f = |n: &str, v: &[&str]| Filter { name: n.into(), values: v.iter().map(|s| s.to_string()).collect() };
         let tags = vec![("team".to_string(), "ml".to_string())];
         let field = |n: &str| (n == "state").then(|| "active".to_string());
-        assert!(matches_all(
-            &[f("tag:team", &["ml", "x"]), f("state", &["active"])],
-            &tags,
-            field
-        ));
+        assert!(matches_all(&[f("tag:team", &["ml", "x"]), f("state", &["active"])], &tags, field));
         assert!(!matches_all(&[f("tag:team", &["x"])], &tags, field));
         assert!(matches_all(&[f("tag-key", &["te*"])], &tags, field));
         assert!(!matches_all(&[f("state", &["scheduled"])], &tags, field));
         assert!(check_names(&[f("tag:anything", &[])], &["tag:"]).is_ok());
-        assert_eq!(
-            check_names(&[f("bogus", &[])], &["state"])
-                .unwrap_err()
-                .code,
-            "InvalidParameterValue"
-        );
+        assert_eq!(check_names(&[f("bogus", &[])], &["state"]).unwrap_err().code, "InvalidParameterValue");
     }
 }

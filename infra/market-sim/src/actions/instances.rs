@@ -12,42 +12,23 @@ use crate::wire::query::Params;
 use crate::wire::xml::Xml;
 use crate::world::World;
 
-pub fn describe_instance_types(
-    _w: &mut World,
-    ctx: &Ctx<'_>,
-    p: &Params,
-) -> Result<String, ApiError> {
+pub fn describe_instance_types(_w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
     let names = p.list("InstanceType");
     let size = page_size(p, 5, 100)?;
     dry_run(p)?;
-    let unknown: Vec<&str> = names
-        .iter()
-        .map(String::as_str)
-        .filter(|n| instance_types::lookup(n).is_none())
-        .collect();
+    let unknown: Vec<&str> = names.iter().map(String::as_str).filter(|n| instance_types::lookup(n).is_none()).collect();
     if !unknown.is_empty() {
         return Err(ApiError::client(
             "InvalidInstanceType",
-            format!(
-                "The following supplied instance types do not exist: [{}]",
-                unknown.join(", ")
-            ),
+            format!("The following supplied instance types do not exist: [{}]", unknown.join(", ")),
         ));
     }
     let items: Vec<&InstanceTypeInfo> = if names.is_empty() {
         instance_types::TABLE.iter().collect()
     } else {
-        instance_types::TABLE
-            .iter()
-            .filter(|t| names.iter().any(|n| n == t.name))
-            .collect()
+        instance_types::TABLE.iter().filter(|t| names.iter().any(|n| n == t.name)).collect()
     };
-    let (page, next) = paginate(
-        &items,
-        size,
-        p.get("NextToken"),
-        fingerprint(ctx.action, ctx.region, p),
-    )?;
+    let (page, next) = paginate(&items, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
     let mut x = Xml::new();
     x.set("instanceTypeSet", &page, |x, t| write_instance_type(x, t));
     if let Some(t) = next {
@@ -67,11 +48,7 @@ fn write_instance_type(x: &mut Xml, t: &InstanceTypeInfo) {
         .close("memoryInfo");
     let n = t.accelerator_count;
     match t.accelerator {
-        Accelerator::Gpu {
-            name,
-            manufacturer,
-            memory_mib,
-        } => {
+        Accelerator::Gpu { name, manufacturer, memory_mib } => {
             x.open("gpuInfo").set("gpus", &[()], |x, _| {
                 x.leaf("name", name)
                     .leaf("manufacturer", manufacturer)
@@ -80,15 +57,9 @@ fn write_instance_type(x: &mut Xml, t: &InstanceTypeInfo) {
                     .num("sizeInMiB", memory_mib)
                     .close("memoryInfo");
             });
-            x.num("totalGpuMemoryInMiB", memory_mib * u64::from(n))
-                .close("gpuInfo");
+            x.num("totalGpuMemoryInMiB", memory_mib * u64::from(n)).close("gpuInfo");
         }
-        Accelerator::Neuron {
-            name,
-            core_count,
-            core_version,
-            memory_mib,
-        } => {
+        Accelerator::Neuron { name, core_count, core_version, memory_mib } => {
             x.open("neuronInfo").set("neuronDevices", &[()], |x, _| {
                 x.num("count", n)
                     .leaf("name", name)
@@ -100,8 +71,7 @@ fn write_instance_type(x: &mut Xml, t: &InstanceTypeInfo) {
                     .num("sizeInMiB", memory_mib)
                     .close("memoryInfo");
             });
-            x.num("totalNeuronDeviceMemoryInMiB", memory_mib * u64::from(n))
-                .close("neuronInfo");
+            x.num("totalNeuronDeviceMemoryInMiB", memory_mib * u64::from(n)).close("neuronInfo");
         }
     }
 }
@@ -162,19 +132,15 @@ pub fn describe_instances(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<St
             ));
         }
     }
-    let (page, next) = paginate(
-        &groups,
-        size,
-        p.get("NextToken"),
-        fingerprint(ctx.action, ctx.region, p),
-    )?;
+    let (page, next) = paginate(&groups, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
 
     let account = &w.scenario.account_id;
     let mut x = Xml::new();
     x.set("reservationSet", &page, |x, (r, instances)| {
-        x.leaf("reservationId", stable_id("r-", &r.id))
-            .leaf("ownerId", account)
-            .set("instancesSet", instances, |x, iid| {
+        x.leaf("reservationId", stable_id("r-", &r.id)).leaf("ownerId", account).set(
+            "instancesSet",
+            instances,
+            |x, iid| {
                 x.leaf("instanceId", iid)
                     .open("instanceState")
                     .num("code", 16)
@@ -188,7 +154,8 @@ pub fn describe_instances(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<St
                     .close("placement")
                     .leaf("instanceLifecycle", "capacity-block")
                     .leaf("capacityReservationId", &r.id);
-            });
+            },
+        );
     });
     if let Some(t) = next {
         x.leaf("nextToken", t);

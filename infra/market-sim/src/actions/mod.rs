@@ -25,10 +25,7 @@ pub struct Output {
 
 impl From<String> for Output {
     fn from(body: String) -> Self {
-        Self {
-            body,
-            drop_response: false,
-        }
+        Self { body, drop_response: false }
     }
 }
 
@@ -50,47 +47,29 @@ pub const ACTIONS: &[&str] = &[
 ];
 
 pub fn dispatch(w: &mut World, region: &str, action: &str, p: &Params) -> Result<Output, ApiError> {
-    let ctx = Ctx {
-        region,
-        action,
-        now: w.now(),
-    };
+    let ctx = Ctx { region, action, now: w.now() };
     match action {
-        "" => Err(ApiError::client(
-            "MissingAction",
-            "The request must contain the parameter Action",
-        )),
+        "" => Err(ApiError::client("MissingAction", "The request must contain the parameter Action")),
         "DescribeCapacityBlockOfferings" => offerings::describe(w, &ctx, p).map(Output::from),
         "PurchaseCapacityBlock" => purchase::purchase(w, &ctx, p),
         "DescribeCapacityReservations" => reservations::describe(w, &ctx, p).map(Output::from),
-        "DescribeCapacityBlockExtensionOfferings" => {
-            extensions::describe_offerings(w, &ctx, p).map(Output::from)
-        }
+        "DescribeCapacityBlockExtensionOfferings" => extensions::describe_offerings(w, &ctx, p).map(Output::from),
         "PurchaseCapacityBlockExtension" => extensions::purchase(w, &ctx, p).map(Output::from),
         "DescribeInstanceTypes" => instances::describe_instance_types(w, &ctx, p).map(Output::from),
         "DescribeInstances" => instances::describe_instances(w, &ctx, p).map(Output::from),
-        other => Err(ApiError::client(
-            "InvalidAction",
-            format!("The action {other} is not valid for this web service."),
-        )),
+        other => {
+            Err(ApiError::client("InvalidAction", format!("The action {other} is not valid for this web service.")))
+        }
     }
 }
 
 /// Capacity-block actions are refused in regions the scenario marks unsupported.
 fn require_supported(w: &World, ctx: &Ctx<'_>) -> Result<(), ApiError> {
-    if w.scenario.supports(ctx.region) {
-        Ok(())
-    } else {
-        Err(ApiError::unsupported(ctx.region))
-    }
+    if w.scenario.supports(ctx.region) { Ok(()) } else { Err(ApiError::unsupported(ctx.region)) }
 }
 
 fn dry_run(p: &Params) -> Result<(), ApiError> {
-    if p.dry_run()? {
-        Err(ApiError::dry_run())
-    } else {
-        Ok(())
-    }
+    if p.dry_run()? { Err(ApiError::dry_run()) } else { Ok(()) }
 }
 
 fn positive_u32(p: &Params, name: &str, max: i64) -> Result<Option<u32>, ApiError> {

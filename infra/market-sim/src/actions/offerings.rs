@@ -10,9 +10,7 @@ use crate::world::World;
 
 pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
     require_supported(w, ctx)?;
-    let hours = p
-        .int("CapacityDurationHours")?
-        .ok_or_else(|| ApiError::missing("CapacityDurationHours"))?;
+    let hours = p.int("CapacityDurationHours")?.ok_or_else(|| ApiError::missing("CapacityDurationHours"))?;
     let duration_days = market::duration_days_from_hours(hours, "CapacityDurationHours")?;
     let instance_count = positive_u32(p, "InstanceCount", 64)?;
     let start_range = p.timestamp("StartDateRange")?;
@@ -20,9 +18,7 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     if let (Some(s), Some(e)) = (start_range, end_range)
         && e <= s
     {
-        return Err(ApiError::invalid_value(
-            "EndDateRange must be later than StartDateRange.",
-        ));
+        return Err(ApiError::invalid_value("EndDateRange must be later than StartDateRange."));
     }
     let size = page_size(p, 1, 1000)?;
     p.bool("AllAvailabilityZones")?;
@@ -31,21 +27,13 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     let q = OfferingQuery {
         region: ctx.region.to_string(),
         duration_days,
-        instance_type: p
-            .get("InstanceType")
-            .filter(|s| !s.is_empty())
-            .map(str::to_string),
+        instance_type: p.get("InstanceType").filter(|s| !s.is_empty()).map(str::to_string),
         instance_count,
         start_range,
         end_range,
     };
     let all = market::offerings(&w.scenario, &q, ctx.now);
-    let (page, next) = paginate(
-        &all,
-        size,
-        p.get("NextToken"),
-        fingerprint(ctx.action, ctx.region, p),
-    )?;
+    let (page, next) = paginate(&all, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
 
     let mut x = Xml::new();
     x.set("capacityBlockOfferingSet", &page, write_offering);

@@ -65,10 +65,7 @@ pub fn tags_for_reservation(p: &Params) -> Result<Vec<(String, String)>, ApiErro
         }
     }
     if tags.len() > 50 {
-        return Err(ApiError::client(
-            "TagLimitExceeded",
-            "A resource can have at most 50 tags.",
-        ));
+        return Err(ApiError::client("TagLimitExceeded", "A resource can have at most 50 tags."));
     }
     Ok(tags)
 }
@@ -78,9 +75,7 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
     let offering_id = p.require("CapacityBlockOfferingId")?.to_string();
     let platform = p.require("InstancePlatform")?.to_string();
     if !PLATFORMS.contains(&platform.as_str()) {
-        return Err(ApiError::invalid_value(format!(
-            "Value ({platform}) for parameter InstancePlatform is invalid."
-        )));
+        return Err(ApiError::invalid_value(format!("Value ({platform}) for parameter InstancePlatform is invalid.")));
     }
     let tags = tags_for_reservation(p)?;
     // The offering must be on offer right now, at the current price step.
@@ -126,13 +121,9 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
         x.leaf("capacityBlockId", block_id(&r.id))
             .leaf("availabilityZone", &r.availability_zone)
             // A list of plain strings: the value goes directly inside <item>.
-            .set(
-                "capacityReservationIdSet",
-                std::slice::from_ref(&r.id),
-                |x, id| {
-                    x.text(id);
-                },
-            )
+            .set("capacityReservationIdSet", std::slice::from_ref(&r.id), |x, id| {
+                x.text(id);
+            })
             .time("startDate", r.start)
             .time("endDate", r.original_end)
             .time("createDate", r.created)
@@ -145,10 +136,7 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
     if drop_response {
         w.faults.dropped_purchase_responses += 1;
     }
-    Ok(Output {
-        body: x.into_string(),
-        drop_response,
-    })
+    Ok(Output { body: x.into_string(), drop_response })
 }
 
 /// The block id of a reservation (distinct from the `cb-` offering id it was bought from).

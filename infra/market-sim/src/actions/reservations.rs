@@ -57,27 +57,14 @@ pub fn write_reservation(x: &mut Xml, r: &Reservation, w: &World, now: DateTime<
 }
 
 /// A reservation that DescribeCapacityReservations still knows in this region.
-pub fn visible<'w>(
-    w: &'w World,
-    region: &str,
-    id: &str,
-    now: DateTime<Utc>,
-) -> Result<&'w Reservation, ApiError> {
+pub fn visible<'w>(w: &'w World, region: &str, id: &str, now: DateTime<Utc>) -> Result<&'w Reservation, ApiError> {
     if !id.starts_with("cr-") {
-        return Err(ApiError::client(
-            RESERVATION_MALFORMED,
-            format!("Invalid id: \"{id}\""),
-        ));
+        return Err(ApiError::client(RESERVATION_MALFORMED, format!("Invalid id: \"{id}\"")));
     }
     w.reservation(id)
-        .filter(|r| {
-            r.region == region && r.visible(now, &w.extensions, w.scenario.expired_visible_days)
-        })
+        .filter(|r| r.region == region && r.visible(now, &w.extensions, w.scenario.expired_visible_days))
         .ok_or_else(|| {
-            ApiError::client(
-                RESERVATION_NOT_FOUND,
-                format!("The capacity reservation ID '{id}' does not exist"),
-            )
+            ApiError::client(RESERVATION_NOT_FOUND, format!("The capacity reservation ID '{id}' does not exist"))
         })
 }
 
@@ -94,9 +81,7 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     let mut items: Vec<&Reservation> = w
         .reservations
         .iter()
-        .filter(|r| {
-            r.region == ctx.region && r.visible(now, &w.extensions, w.scenario.expired_visible_days)
-        })
+        .filter(|r| r.region == ctx.region && r.visible(now, &w.extensions, w.scenario.expired_visible_days))
         .filter(|r| ids.is_empty() || ids.contains(&r.id))
         .filter(|r| {
             let state = r.state(now, &w.extensions);
@@ -116,19 +101,12 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         })
         .collect();
     items.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
-    let (page, next) = paginate(
-        &items,
-        size,
-        p.get("NextToken"),
-        fingerprint(ctx.action, ctx.region, p),
-    )?;
+    let (page, next) = paginate(&items, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
 
     let mut x = Xml::new();
     if let Some(t) = next {
         x.leaf("nextToken", t);
     }
-    x.set("capacityReservationSet", &page, |x, r| {
-        write_reservation(x, r, w, now)
-    });
+    x.set("capacityReservationSet", &page, |x, r| write_reservation(x, r, w, now));
     Ok(x.into_string())
 }

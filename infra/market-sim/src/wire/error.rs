@@ -12,11 +12,7 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: u16, code: &str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code: code.to_string(),
-            message: message.into(),
-        }
+        Self { status, code: code.to_string(), message: message.into() }
     }
 
     pub fn client(code: &str, message: impl Into<String>) -> Self {
@@ -28,18 +24,11 @@ impl ApiError {
     }
 
     pub fn missing(name: &str) -> Self {
-        Self::client(
-            "MissingParameter",
-            format!("The request must contain the parameter {name}"),
-        )
+        Self::client("MissingParameter", format!("The request must contain the parameter {name}"))
     }
 
     pub fn dry_run() -> Self {
-        Self::new(
-            412,
-            "DryRunOperation",
-            "Request would have succeeded, but DryRun flag is set.",
-        )
+        Self::new(412, "DryRunOperation", "Request would have succeeded, but DryRun flag is set.")
     }
 
     pub fn throttled() -> Self {
@@ -47,18 +36,11 @@ impl ApiError {
     }
 
     pub fn internal() -> Self {
-        Self::new(
-            500,
-            "InternalError",
-            "An internal error has occurred. Please try again later.",
-        )
+        Self::new(500, "InternalError", "An internal error has occurred. Please try again later.")
     }
 
     pub fn unsupported(region: &str) -> Self {
-        Self::client(
-            "UnsupportedOperation",
-            format!("Capacity Blocks are not supported in region {region}."),
-        )
+        Self::client("UnsupportedOperation", format!("Capacity Blocks are not supported in region {region}."))
     }
 
     /// The XML body EC2 sends for errors (note: `RequestID`, not `requestId`).

@@ -67,12 +67,7 @@ impl Params {
     }
 
     pub fn from_pairs(pairs: &[(&str, &str)]) -> Self {
-        Self {
-            pairs: pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        }
+        Self { pairs: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
     }
 
     pub fn pairs(&self) -> &[(String, String)] {
@@ -81,11 +76,7 @@ impl Params {
 
     /// The last value given for `name` (EC2 does not define duplicates; last wins).
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.pairs
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
     pub fn require(&self, name: &str) -> Result<&str, ApiError> {
@@ -115,9 +106,7 @@ impl Params {
         match self.get(name) {
             None => Ok(None),
             Some(v) => v.trim().parse::<i64>().map(Some).map_err(|_| {
-                ApiError::invalid_value(format!(
-                    "Value ({v}) for parameter {name} is invalid. Expected an integer."
-                ))
+                ApiError::invalid_value(format!("Value ({v}) for parameter {name} is invalid. Expected an integer."))
             }),
         }
     }
@@ -171,10 +160,7 @@ impl Params {
             .into_iter()
             .filter_map(|i| {
                 let name = self.get(&format!("Filter.{i}.Name"))?.to_string();
-                Some(Filter {
-                    name,
-                    values: self.list(&format!("Filter.{i}.Value")),
-                })
+                Some(Filter { name, values: self.list(&format!("Filter.{i}.Value")) })
             })
             .collect()
     }
@@ -190,19 +176,11 @@ impl Params {
                     .into_iter()
                     .filter_map(|j| {
                         let key = self.get(&format!("{base}.Tag.{j}.Key"))?.to_string();
-                        let value = self
-                            .get(&format!("{base}.Tag.{j}.Value"))
-                            .unwrap_or("")
-                            .to_string();
+                        let value = self.get(&format!("{base}.Tag.{j}.Value")).unwrap_or("").to_string();
                         Some((key, value))
                     })
                     .collect();
-                TagSpec {
-                    resource_type: self
-                        .get(&format!("{base}.ResourceType"))
-                        .map(str::to_string),
-                    tags,
-                }
+                TagSpec { resource_type: self.get(&format!("{base}.ResourceType")).map(str::to_string), tags }
             })
             .collect()
     }
@@ -257,30 +235,20 @@ mod tests {
         let t = p.tag_specs();
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].resource_type.as_deref(), Some("capacity-reservation"));
-        assert_eq!(
-            t[0].tags,
-            vec![("k1".into(), "v1".into()), ("k2".into(), "".into())]
-        );
+        assert_eq!(t[0].tags, vec![("k1".into(), "v1".into()), ("k2".into(), "".into())]);
     }
 
     #[test]
     fn parses_scalars() {
-        let p = Params::parse(
-            "DryRun=true&N=24&Bad=x&T=2026-12-01T00%3A00%3A00Z&T2=2026-12-01T00:00:00.500Z&E=1796083200",
-        );
+        let p =
+            Params::parse("DryRun=true&N=24&Bad=x&T=2026-12-01T00%3A00%3A00Z&T2=2026-12-01T00:00:00.500Z&E=1796083200");
         assert_eq!(p.dry_run(), Ok(true));
         assert_eq!(p.int("N").unwrap(), Some(24));
         assert!(p.int("Bad").is_err());
         assert!(p.bool("Bad").is_err());
         assert_eq!(p.int("Missing").unwrap(), None);
-        assert_eq!(
-            p.timestamp("T").unwrap().unwrap().to_rfc3339(),
-            "2026-12-01T00:00:00+00:00"
-        );
-        assert_eq!(
-            p.timestamp("T2").unwrap().unwrap().timestamp_millis() % 1000,
-            500
-        );
+        assert_eq!(p.timestamp("T").unwrap().unwrap().to_rfc3339(), "2026-12-01T00:00:00+00:00");
+        assert_eq!(p.timestamp("T2").unwrap().unwrap().timestamp_millis() % 1000, 500);
         assert!(p.timestamp("E").unwrap().is_some());
         assert!(p.timestamp("Bad").is_err());
         assert_eq!(p.require("Missing").unwrap_err().code, "MissingParameter");

@@ -5,10 +5,7 @@ pub const DEFAULT_REGION: &str = "us-east-1";
 
 /// Region from `Authorization: AWS4-HMAC-SHA256 Credential=AKID/DATE/REGION/ec2/aws4_request, ...`
 /// or from a presigned `X-Amz-Credential` value; `None` when neither has one.
-pub fn from_authorization(
-    header: Option<&str>,
-    presigned_credential: Option<&str>,
-) -> Option<String> {
+pub fn from_authorization(header: Option<&str>, presigned_credential: Option<&str>) -> Option<String> {
     if let Some(h) = header
         && let Some(pos) = h.find("Credential=")
     {
@@ -24,11 +21,7 @@ pub fn from_authorization(
 fn region_of_scope(scope: &str) -> Option<String> {
     let parts: Vec<&str> = scope.split('/').collect();
     // AKID / DATE / REGION / SERVICE / aws4_request
-    if parts.len() >= 5 && !parts[2].is_empty() {
-        Some(parts[2].to_string())
-    } else {
-        None
-    }
+    if parts.len() >= 5 && !parts[2].is_empty() { Some(parts[2].to_string()) } else { None }
 }
 
 #[cfg(test)]
@@ -38,10 +31,7 @@ mod tests {
     #[test]
     fn parses_sigv4_scope() {
         let h = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261201/eu-west-2/ec2/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc";
-        assert_eq!(
-            from_authorization(Some(h), None).as_deref(),
-            Some("eu-west-2")
-        );
+        assert_eq!(from_authorization(Some(h), None).as_deref(), Some("eu-west-2"));
         assert_eq!(
             from_authorization(None, Some("AK/20261201/ap-south-1/ec2/aws4_request")).as_deref(),
             Some("ap-south-1")

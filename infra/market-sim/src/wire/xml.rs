@@ -73,12 +73,7 @@ impl Xml {
     }
 
     /// `<tag><item>..</item>..</tag>`, each item written by `f`.
-    pub fn set<T>(
-        &mut self,
-        tag: &str,
-        items: &[T],
-        mut f: impl FnMut(&mut Self, &T),
-    ) -> &mut Self {
+    pub fn set<T>(&mut self, tag: &str, items: &[T], mut f: impl FnMut(&mut Self, &T)) -> &mut Self {
         self.open(tag);
         for it in items {
             self.open("item");
@@ -115,10 +110,7 @@ mod tests {
 
     #[test]
     fn escapes_all_specials() {
-        assert_eq!(
-            escape("<a href=\"x\">&'</a>"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&apos;&lt;/a&gt;"
-        );
+        assert_eq!(escape("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&apos;&lt;/a&gt;");
         assert_eq!(escape("ok\u{1}"), "ok\u{fffd}");
         assert_eq!(escape("tab\tnl\n"), "tab\tnl\n");
     }
@@ -133,10 +125,7 @@ mod tests {
     fn builds_sets_and_envelope() {
         let mut x = Xml::new();
         x.tags("tagSet", &[("k".into(), "v&".into())]);
-        assert_eq!(
-            x.into_string(),
-            "<tagSet><item><key>k</key><value>v&amp;</value></item></tagSet>"
-        );
+        assert_eq!(x.into_string(), "<tagSet><item><key>k</key><value>v&amp;</value></item></tagSet>");
         let e = envelope("FooBar", "r1", "<a>1</a>");
         assert!(e.contains("<FooBarResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>r1</requestId><a>1</a></FooBarResponse>"));
     }

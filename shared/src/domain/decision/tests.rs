@@ -71,8 +71,11 @@ fn a_price_equal_to_the_threshold_buys_and_one_cent_above_does_not() {
 #[test]
 fn the_cheapest_of_several_regions_wins() {
     let cat = AcceleratorCatalog::new();
-    let offers =
-        [offer("cb-east", "us-east-1", dec!(2.90), 2), offer("cb-west", "us-west-2", dec!(2.10), 3), offer("cb-east2", "us-east-1", dec!(2.50), 1)];
+    let offers = [
+        offer("cb-east", "us-east-1", dec!(2.90), 2),
+        offer("cb-west", "us-west-2", dec!(2.10), 3),
+        offer("cb-east2", "us-east-1", dec!(2.50), 1),
+    ];
     let d = decide(&rule(), &offers, &cat, budget(dec!(10000)), now());
     assert_eq!(chosen(&d), Some("cb-west"));
     assert_eq!(d.eligible, 3);

@@ -27,9 +27,7 @@ extend = { max_price_per_accelerator_hour = 2.9, max_days = 7 }
 
 fn problems(text: &str) -> Vec<(String, String)> {
     match Rule::from_toml(text, now()) {
-        Err(RuleError::Invalid { problems, .. }) => {
-            problems.into_iter().map(|p| (p.field, p.message)).collect()
-        }
+        Err(RuleError::Invalid { problems, .. }) => problems.into_iter().map(|p| (p.field, p.message)).collect(),
         other => panic!("expected validation problems, got {other:?}"),
     }
 }
@@ -102,8 +100,11 @@ fn durations_the_market_does_not_sell() {
 
 #[test]
 fn empty_lists() {
-    let text = with("regions = []").replace("instance_types = [\"p5.48xlarge\", \"p5e.48xlarge\"]", "instance_types = []");
-    let text = text.replace("instance_counts = [1, 2, 4]", "instance_counts = []").replace("durations_days = [7, 14, 21]", "durations_days = []");
+    let text =
+        with("regions = []").replace("instance_types = [\"p5.48xlarge\", \"p5e.48xlarge\"]", "instance_types = []");
+    let text = text
+        .replace("instance_counts = [1, 2, 4]", "instance_counts = []")
+        .replace("durations_days = [7, 14, 21]", "durations_days = []");
     let p = problems(&text);
     for f in ["regions", "instance_types", "instance_counts", "durations_days"] {
         assert!(p.contains(&(f.into(), "must list at least one value".into())), "{f}: {p:?}");
@@ -121,10 +122,10 @@ fn unknown_region_syntax_and_instance_type() {
 #[test]
 fn start_beyond_eight_weeks() {
     let p = problems(&with("start_window = { earliest_in_days = 1, latest_in_days = 60 }"));
-    assert_eq!(p, vec![(
-        "start_window.latest_in_days".into(),
-        "60 days is beyond the 8 weeks (56 days) EC2 sells ahead".into()
-    )]);
+    assert_eq!(
+        p,
+        vec![("start_window.latest_in_days".into(), "60 days is beyond the 8 weeks (56 days) EC2 sells ahead".into())]
+    );
     assert_eq!(
         fields(&with("start_window = { earliest = 2027-03-01T11:30:00Z, latest = 2027-03-05T11:30:00Z }")),
         vec!["start_window.earliest"]
@@ -133,14 +134,29 @@ fn start_beyond_eight_weeks() {
 
 #[test]
 fn start_window_shapes() {
-    assert_eq!(fields(&with("start_window = { earliest_in_days = -1, latest_in_days = -2 }")),
-        vec!["start_window.earliest_in_days", "start_window.latest_in_days"]);
+    assert_eq!(
+        fields(&with("start_window = { earliest_in_days = -1, latest_in_days = -2 }")),
+        vec!["start_window.earliest_in_days", "start_window.latest_in_days"]
+    );
     assert_eq!(fields(&with("start_window = { earliest_in_days = 1 }")), vec!["start_window"]);
-    assert_eq!(fields(&with("start_window = { earliest_in_days = 1, latest_in_days = 3, earliest = 2026-12-02T00:00:00Z }")), vec!["start_window"]);
+    assert_eq!(
+        fields(&with("start_window = { earliest_in_days = 1, latest_in_days = 3, earliest = 2026-12-02T00:00:00Z }")),
+        vec!["start_window"]
+    );
     assert_eq!(fields(&with("start_window = { }")), vec!["start_window"]);
-    assert_eq!(fields(&with("start_window = { earliest = \"tomorrow\", latest = 2026-12-09T00:00:00Z }")), vec!["start_window.earliest"]);
-    assert_eq!(fields(&with("start_window = { earliest = 2026-11-01T00:00:00Z, latest = 2026-11-02T00:00:00Z }")), vec!["start_window.latest"]);
-    let r = Rule::from_toml(&with("start_window = { earliest = \"2026-12-02T00:00:00Z\", latest = 2026-12-09T00:00:00Z }"), now()).unwrap();
+    assert_eq!(
+        fields(&with("start_window = { earliest = \"tomorrow\", latest = 2026-12-09T00:00:00Z }")),
+        vec!["start_window.earliest"]
+    );
+    assert_eq!(
+        fields(&with("start_window = { earliest = 2026-11-01T00:00:00Z, latest = 2026-11-02T00:00:00Z }")),
+        vec!["start_window.latest"]
+    );
+    let r = Rule::from_toml(
+        &with("start_window = { earliest = \"2026-12-02T00:00:00Z\", latest = 2026-12-09T00:00:00Z }"),
+        now(),
+    )
+    .unwrap();
     assert!(matches!(r.start_window, StartWindow::Absolute { .. }));
     // An absolute window is clamped to [now, now + 8 weeks] when resolved.
     let (a, _) = r.start_window.resolve(now() + Duration::days(3));
@@ -163,9 +179,14 @@ fn other_fields() {
     assert_eq!(fields(&with("max_purchases_per_month = 0")), vec!["max_purchases_per_month"]);
     let text = GOOD.replace("id = \"p5-weekly\"", "id = \"x\"\ninstance_platform = \"BeOS\"\ncurrency = \"usd\"");
     assert_eq!(fields(&text), vec!["currency", "instance_platform"]);
-    assert_eq!(fields(&with("tags = { \"capblock:rule\" = \"x\", \"aws:foo\" = \"y\" }")), vec!["tags.aws:foo", "tags.capblock:rule"]);
-    assert_eq!(fields(&with("extend = { max_price_per_accelerator_hour = 0, max_days = 15, decide_hours_before_end = 0 }")),
-        vec!["extend.max_price_per_accelerator_hour", "extend.max_days", "extend.decide_hours_before_end"]);
+    assert_eq!(
+        fields(&with("tags = { \"capblock:rule\" = \"x\", \"aws:foo\" = \"y\" }")),
+        vec!["tags.aws:foo", "tags.capblock:rule"]
+    );
+    assert_eq!(
+        fields(&with("extend = { max_price_per_accelerator_hour = 0, max_days = 15, decide_hours_before_end = 0 }")),
+        vec!["extend.max_price_per_accelerator_hour", "extend.max_days", "extend.decide_hours_before_end"]
+    );
 }
 
 #[test]

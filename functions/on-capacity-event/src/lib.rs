@@ -1,0 +1,127 @@
+//! on-capacity-event: EC2's Capacity Block events (delivered, expiration warning, instance
+//! interruption) and capblock's own reminder schedules in; one Slack alert and one workload
+//! checkpoint notice per (block, milestone) out. Unusable input is acknowledged, never retried.
+
+use capblock_shared::app::events::{EventHandler, Handled};
+use capblock_shared::aws::dynamo::DynamoStore;
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::scheduler::SchedulerReminders;
+use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::config::{self, ConfigError};
+use capblock_shared::ports::{Block, ReminderError, Reminders, SystemClock};
+use chrono::{DateTime, Utc};
+use lambda_runtime::{Diagnostic, LambdaEvent};
+
+/// Lead times before the termination time, in minutes, when none are configured.
+pub const DEFAULT_LEADS: &str = "1440,120,30";
+
+/// Everything built once per container and reused by every invocation.
+pub struct App {
+    market: Ec2Market,
+    store: DynamoStore,
+    notifier: SnsNotifier,
+    scheduler: aws_sdk_scheduler::Client,
+    group: String,
+    leads: Vec<chrono::Duration>,
+    /// The role EventBridge Scheduler assumes to invoke this function. Without it this function
+    /// leaves the reminder schedules to track-blocks (which also syncs them) and only announces.
+    role_arn: Option<String>,
+}
+
+/// CAPBLOCK_REMINDER_LEAD_MINUTES: a comma-separated list of positive minute counts.
+pub fn lead_times() -> Result<Vec<chrono::Duration>, ConfigError> {
+    const NAME: &str = "CAPBLOCK_REMINDER_LEAD_MINUTES";
+    let raw = config::optional(NAME).unwrap_or_else(|| DEFAULT_LEADS.to_string());
+    let minutes: Vec<u32> = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| match s.parse::<u32>() {
+            Ok(0) => Err("0 is not a lead time".to_string()),
+            Ok(m) => Ok(m),
+            Err(e) => Err(format!("{s:?}: {e}")),
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|problem| ConfigError::Invalid { name: NAME, value: raw.clone(), problem })?;
+    Ok(minutes.into_iter().map(|m| chrono::Duration::minutes(i64::from(m))).collect())
+}
+
+/// Stands in for the scheduler when this function may not create schedules.
+struct NoReminders;
+
+#[async_trait::async_trait]
+impl Reminders for NoReminders {
+    async fn sync(&self, block: &Block, _now: DateTime<Utc>) -> Result<(), ReminderError> {
+        tracing::info!(event = "reminders_not_synced", reservation = %block.reservation_id, "CAPBLOCK_REMINDER_ROLE_ARN is not set: track-blocks keeps the schedules");
+        Ok(())
+    }
+    async fn clear(&self, _block: &Block) -> Result<(), ReminderError> {
+        Ok(())
+    }
+}
+
+impl App {
+    pub async fn from_env() -> Result<App, ConfigError> {
+        let table = config::required("CAPBLOCK_TABLE")?;
+        // Required so a misconfigured stack fails at start; logged below.
+        let stack = config::required("CAPBLOCK_STACK")?;
+        let alerts = config::required("CAPBLOCK_ALERTS_TOPIC_ARN")?;
+        let workloads = config::required("CAPBLOCK_WORKLOADS_TOPIC_ARN")?;
+        let group = config::required("CAPBLOCK_SCHEDULE_GROUP")?;
+        let role_arn = config::optional("CAPBLOCK_REMINDER_ROLE_ARN");
+        let leads = lead_times()?;
+        tracing::info!(event = "config", stack = %stack, group = %group, reminders = role_arn.is_some(), leads = ?leads.iter().map(|l| l.num_minutes()).collect::<Vec<_>>(), "on-capacity-event ready");
+        let sdk = capblock_shared::aws::load_config().await;
+        Ok(App {
+            market: Ec2Market::new(sdk.clone()),
+            store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
+            notifier: SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, Some(workloads)),
+            scheduler: aws_sdk_scheduler::Client::new(&sdk),
+            group,
+            leads,
+            role_arn,
+        })
+    }
+
+    /// The reminder schedules target this very function, by the ARN Lambda invoked it with:
+    /// the template cannot hand a function its own ARN without a circular reference.
+    fn reminders(&self, invoked_arn: &str) -> Box<dyn Reminders> {
+        match &self.role_arn {
+            Some(role) => Box::new(SchedulerReminders::new(
+                self.scheduler.clone(),
+                self.group.clone(),
+                invoked_arn.to_string(),
+                role.clone(),
+                self.leads.clone(),
+            )),
+            None => Box::new(NoReminders),
+        }
+    }
+
+    pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<Handled, Diagnostic> {
+        let reminders = self.reminders(&event.context.invoked_function_arn);
+        let handler = EventHandler {
+            store: &self.store,
+            market: &self.market,
+            notifier: &self.notifier,
+            reminders: reminders.as_ref(),
+            clock: &SystemClock,
+        };
+        handler.handle(&event.payload).await.map_err(|e| {
+            tracing::error!(event = "invocation_failed", error_type = e.kind(), error = %e, "will be retried");
+            Diagnostic { error_type: e.kind().to_string(), error_message: e.to_string() }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_lead_times() {
+        // The variable is not set in unit tests.
+        let leads = lead_times().unwrap();
+        assert_eq!(leads.iter().map(|l| l.num_minutes()).collect::<Vec<_>>(), vec![1440, 120, 30]);
+    }
+}

@@ -1,0 +1,104 @@
+//! track-blocks: the scheduled tracker. Each run settles unknown purchase outcomes, follows
+//! every open block through payment, start and end (announcing each milestone once and keeping
+//! checkpoint reminders in step), adopts reservations missing from the store, and buys the
+//! extensions rules ask for.
+
+use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
+use capblock_shared::aws::dynamo::DynamoStore;
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::scheduler::SchedulerReminders;
+use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::config;
+use capblock_shared::domain::money::Money;
+use capblock_shared::lambda::{FunctionError, Tick, parse_event};
+use capblock_shared::ports::{Clock, SystemClock};
+use lambda_runtime::{Diagnostic, LambdaEvent};
+
+/// Everything built once per container and reused by every invocation.
+pub struct App {
+    market: Ec2Market,
+    store: DynamoStore,
+    notifier: SnsNotifier,
+    reminders: SchedulerReminders,
+    settings: TrackSettings,
+}
+
+/// Reads this function's settings from the environment.
+pub fn settings() -> Result<TrackSettings, FunctionError> {
+    let budget: String = config::parsed_or("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", "0".to_string())?;
+    let account_budget = Money::parse(&budget, "USD").map_err(|e| config::ConfigError::Invalid {
+        name: "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET",
+        value: budget,
+        problem: e.to_string(),
+    })?;
+    Ok(TrackSettings {
+        stack: config::required("CAPBLOCK_STACK")?,
+        mode: config::parsed_or("CAPBLOCK_MODE", Default::default())?,
+        // "0" means no account-wide limit beyond each rule's own.
+        account_budget: (!account_budget.amount().is_zero()).then_some(account_budget),
+        payment_warning_hours: config::list_or("CAPBLOCK_PAYMENT_WARNING_HOURS", vec![6, 1])?,
+        adopt_untagged: config::parsed_or("CAPBLOCK_ADOPT_UNTAGGED", false)?,
+        regions: config::list_or("CAPBLOCK_REGIONS", vec![])?,
+    })
+}
+
+/// Lead times before termination for checkpoint reminders (same default as on-capacity-event).
+const DEFAULT_LEAD_MINUTES: [u32; 3] = [1440, 120, 30];
+
+/// The reminder adapter: track-blocks owns the schedules, so all of its settings are required
+/// (but the lead times, which default like on-capacity-event's).
+fn reminders(sdk: &aws_config::SdkConfig) -> Result<SchedulerReminders, FunctionError> {
+    const LEADS: &str = "CAPBLOCK_REMINDER_LEAD_MINUTES";
+    let minutes: Vec<u32> = config::list_or(LEADS, DEFAULT_LEAD_MINUTES.to_vec())?;
+    if let Some(bad) = minutes.iter().find(|m| **m == 0) {
+        return Err(config::ConfigError::Invalid {
+            name: LEADS,
+            value: bad.to_string(),
+            problem: "0 is not a lead time".into(),
+        }
+        .into());
+    }
+    Ok(SchedulerReminders::new(
+        aws_sdk_scheduler::Client::new(sdk),
+        config::required("CAPBLOCK_SCHEDULE_GROUP")?,
+        config::required("CAPBLOCK_REMINDER_TARGET_ARN")?,
+        config::required("CAPBLOCK_REMINDER_ROLE_ARN")?,
+        minutes.into_iter().map(|m| chrono::Duration::minutes(i64::from(m))).collect(),
+    ))
+}
+
+impl App {
+    pub async fn from_env() -> Result<App, FunctionError> {
+        let settings = settings()?;
+        let table = config::required("CAPBLOCK_TABLE")?;
+        let alerts = config::required("CAPBLOCK_ALERTS_TOPIC_ARN")?;
+        let sdk = capblock_shared::aws::load_config().await;
+        Ok(App {
+            market: Ec2Market::new(sdk.clone()),
+            store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
+            notifier: SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None),
+            reminders: reminders(&sdk)?,
+            settings,
+        })
+    }
+
+    pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<TrackReport, Diagnostic> {
+        let result = async {
+            let tick: Tick = parse_event(event.payload)?;
+            let now = tick.now(&SystemClock as &dyn Clock);
+            let tracker = Tracker {
+                market: &self.market,
+                store: &self.store,
+                notifier: &self.notifier,
+                reminders: &self.reminders,
+                settings: &self.settings,
+            };
+            Ok::<_, FunctionError>(tracker.run(now).await?)
+        }
+        .await;
+        result.map_err(|e| {
+            tracing::error!(event = "invocation_failed", error_type = e.kind(), retryable = e.retryable(), error = %e, "tracking failed");
+            Diagnostic { error_type: e.kind().to_string(), error_message: e.to_string() }
+        })
+    }
+}

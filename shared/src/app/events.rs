@@ -1,0 +1,298 @@
+//! on-capacity-event's workflow: turn an EC2 Capacity Block event or one of capblock's own
+//! reminders into one Slack alert and one workload checkpoint notice per (block, milestone).
+//!
+//! Exactly once comes from the outbox: both notices are enqueued under the milestone's key
+//! (`attribute_not_exists`), then pending notices are flushed. A duplicate delivery, the other
+//! detail-type spelling or a retry after a partial failure enqueues nothing new; a notice left
+//! unpublished by a crash is published by the next flush.
+//!
+//! Inputs that will never be actionable (malformed, unknown kind, unknown reservation) are
+//! acknowledged as `Ignored`: retrying them would only make a retry storm. Failures of the
+//! store, EC2 or the scheduler are errors, so Lambda retries the invocation.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::outbox::{FlushReport, alert_notice, flush};
+use crate::domain::announce;
+use crate::domain::checkpoint::{BlockFacts, Milestone, WorkloadNotice, reminder_is_current};
+use crate::domain::events::{Incoming, Trigger, event_id_of, parse};
+use crate::domain::names::Region;
+use crate::ports::{
+    Block, BlockStore, Clock, InstanceSource, MarketError, Message, Notice, Notifier, Outbox, ReminderError, Reminders,
+    ReservationLookup, StoreError, Topic,
+};
+
+/// Failures worth a retry of the whole invocation.
+#[derive(Debug, thiserror::Error)]
+pub enum HandleError {
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("market: {0}")]
+    Market(#[from] MarketError),
+    #[error("reminders: {0}")]
+    Reminders(#[from] ReminderError),
+    /// Some notices stayed unpublished: they are safe in the outbox, and a retry (or any later
+    /// flush) publishes them; failing the invocation asks Lambda for that retry now.
+    #[error("{failed} notice(s) could not be published; they stay in the outbox")]
+    Publish { failed: usize },
+}
+
+impl HandleError {
+    /// Lambda's `errorType`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            HandleError::Store(_) => "capblock.StoreUnavailable",
+            HandleError::Market(_) => "capblock.MarketUnavailable",
+            HandleError::Reminders(_) => "capblock.SchedulerUnavailable",
+            HandleError::Publish { .. } => "capblock.NotifyFailed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "result", rename_all = "kebab-case")]
+pub enum Handled {
+    /// The milestone's notices are in the outbox (now or before) and the outbox was flushed.
+    Announced {
+        event_id: String,
+        reservation_id: String,
+        milestone: String,
+        /// Notices this invocation added: 0 for a duplicate.
+        enqueued: usize,
+        notices: FlushReport,
+        reminders_synced: bool,
+    },
+    /// Acknowledged and dropped: `kind` names why.
+    Ignored { event_id: Option<String>, kind: String, reason: String },
+}
+
+/// The ports one invocation needs. `store` is both the block store and the outbox.
+pub struct EventHandler<'a, S: ?Sized, M: ?Sized, N: ?Sized, R: ?Sized> {
+    pub store: &'a S,
+    pub market: &'a M,
+    pub notifier: &'a N,
+    pub reminders: &'a R,
+    /// For outbox bookkeeping only (leases, `created_at`): what a message *says* is computed
+    /// from the event's own time, so a late retry tells the same story.
+    pub clock: &'a dyn Clock,
+}
+
+fn ignored(event_id: Option<String>, kind: &str, reason: impl Into<String>) -> Handled {
+    let reason = reason.into();
+    tracing::warn!(event = "event_ignored", event_id = event_id.as_deref().unwrap_or("-"), kind, reason = %reason, "acknowledged without action");
+    Handled::Ignored { event_id, kind: kind.to_string(), reason }
+}
+
+/// Where the facts about a reservation came from.
+enum Known {
+    Stored(Block),
+    Ec2(BlockFacts),
+    EventOnly(BlockFacts),
+}
+
+impl<S, M, N, R> EventHandler<'_, S, M, N, R>
+where
+    S: BlockStore + Outbox + ?Sized,
+    M: ReservationLookup + InstanceSource + ?Sized,
+    N: Notifier + ?Sized,
+    R: Reminders + ?Sized,
+{
+    pub async fn handle(&self, input: &Value) -> Result<Handled, HandleError> {
+        let incoming = match parse(input) {
+            Ok(i) => i,
+            Err(e) => return Ok(ignored(event_id_of(input), e.kind(), e.to_string())),
+        };
+        tracing::info!(event = "event_received", event_id = %incoming.event_id, trigger = ?incoming.trigger, "handling");
+        self.handle_parsed(incoming).await
+    }
+
+    pub async fn handle_parsed(&self, incoming: Incoming) -> Result<Handled, HandleError> {
+        let Incoming { event_id, region, time: now, trigger } = incoming;
+        let id = Some(event_id.clone());
+
+        let (reservation_id, event_end) = match &trigger {
+            Trigger::Delivered { reservation_id, end } | Trigger::ExpirationWarning { reservation_id, end } => {
+                (reservation_id.clone(), Some(*end))
+            }
+            Trigger::Reminder { reservation_id, .. } => (reservation_id.clone(), None),
+            Trigger::InstanceInterruption { instance_id, reservation_hint, .. } => {
+                let found = match reservation_hint {
+                    Some(r) => Some(r.clone()),
+                    None => self.market.reservation_of(&region, instance_id).await?,
+                };
+                match found {
+                    Some(r) => (r, None),
+                    None => {
+                        return Ok(ignored(
+                            id,
+                            "instance-not-in-a-reservation",
+                            format!("EC2 places {instance_id} in no capacity reservation"),
+                        ));
+                    }
+                }
+            }
+        };
+
+        let known = match self.lookup(&region, &reservation_id, event_end).await? {
+            Some(k) => k,
+            None => {
+                return Ok(ignored(
+                    id,
+                    "unknown-reservation",
+                    format!("neither capblock nor EC2 knows {reservation_id}"),
+                ));
+            }
+        };
+        let facts = match &known {
+            Known::Stored(b) => facts_of_block(b, event_end),
+            Known::Ec2(f) | Known::EventOnly(f) => f.clone(),
+        };
+
+        let milestone = match &trigger {
+            Trigger::Delivered { .. } => Milestone::Delivered,
+            Trigger::ExpirationWarning { .. } => Milestone::AwsExpirationWarning,
+            Trigger::InstanceInterruption { instance_id, .. } => {
+                Milestone::Interruption { instance_id: instance_id.clone() }
+            }
+            Trigger::Reminder { lead_minutes, fire_at, .. } => {
+                if let Known::Stored(b) = &known
+                    && b.state.is_final()
+                {
+                    return Ok(ignored(id, "block-ended", format!("{reservation_id} is {}", b.state)));
+                }
+                if !reminder_is_current(*fire_at, *lead_minutes, facts.end, facts.ultraserver) {
+                    // The end moved (an extension) after this schedule was set: make sure the
+                    // schedules match the new end, and say nothing now.
+                    if let Known::Stored(b) = &known {
+                        self.reminders.sync(&with_end(b, facts.end), now).await?;
+                    }
+                    return Ok(ignored(
+                        id,
+                        "stale-reminder",
+                        format!(
+                            "a {lead_minutes}-minute reminder for {fire_at} no longer matches the end {}",
+                            facts.end
+                        ),
+                    ));
+                }
+                Milestone::Reminder { lead_minutes: *lead_minutes, end: facts.end }
+            }
+        };
+
+        let enqueued = self.enqueue(&facts, &milestone, now).await?;
+        let notices = flush(self.store, self.notifier, self.clock.now()).await?;
+
+        // Delivered: the block is active, so its reminders must exist (set for the current end).
+        let mut reminders_synced = false;
+        if let (Milestone::Delivered, Known::Stored(b)) = (&milestone, &known) {
+            self.reminders.sync(&with_end(b, facts.end), now).await?;
+            reminders_synced = true;
+        }
+
+        if notices.failed > 0 {
+            return Err(HandleError::Publish { failed: notices.failed });
+        }
+
+        tracing::info!(event = "event_announced", event_id = %event_id, reservation = %reservation_id, milestone = %milestone.key(), enqueued, published = notices.published, "done");
+        Ok(Handled::Announced {
+            event_id,
+            reservation_id,
+            milestone: milestone.key(),
+            enqueued,
+            notices,
+            reminders_synced,
+        })
+    }
+
+    /// The store first (capblock's own blocks), then EC2 (blocks bought by hand), then what the
+    /// event itself says (enough to announce, not enough to set reminders).
+    async fn lookup(
+        &self,
+        region: &Region,
+        id: &str,
+        event_end: Option<DateTime<Utc>>,
+    ) -> Result<Option<Known>, HandleError> {
+        if let Some(b) = self.store.get_block(id).await? {
+            return Ok(Some(Known::Stored(b)));
+        }
+        if let Some(r) = self.market.reservation(region, id).await? {
+            return Ok(Some(Known::Ec2(BlockFacts {
+                reservation_id: r.id,
+                region: r.region,
+                instance_type: Some(r.instance_type),
+                instance_count: Some(r.instance_count),
+                end: event_end.unwrap_or(r.end),
+                // EC2's reservation does not say; UltraServer blocks are bought through capblock.
+                ultraserver: false,
+                arn: r.arn,
+            })));
+        }
+        Ok(event_end.map(|end| {
+            Known::EventOnly(BlockFacts {
+                reservation_id: id.to_string(),
+                region: region.clone(),
+                instance_type: None,
+                instance_count: None,
+                end,
+                ultraserver: false,
+                arn: None,
+            })
+        }))
+    }
+
+    /// Writes the Slack and the workload notice of a milestone; returns how many were new.
+    async fn enqueue(
+        &self,
+        facts: &BlockFacts,
+        milestone: &Milestone,
+        now: DateTime<Utc>,
+    ) -> Result<usize, HandleError> {
+        let instances = match self.market.instances_in(&facts.region, &facts.reservation_id).await {
+            Ok(ids) => ids,
+            // The warning matters more than the list: send it without ids rather than late.
+            Err(e) => {
+                tracing::warn!(event = "instances_unavailable", reservation = %facts.reservation_id, error = %e, "notice goes out without instance ids");
+                Vec::new()
+            }
+        };
+        let created_at = self.clock.now();
+        let slack = announce::checkpoint(facts, milestone, &instances, now);
+        let alert = alert_notice(&facts.reservation_id, &milestone.key(), &slack, created_at);
+        let workload = WorkloadNotice::new(facts, milestone, instances, now);
+        let work = Notice {
+            thread: facts.reservation_id.clone(),
+            milestone: milestone.workload_key(),
+            topic: Topic::Workloads,
+            message: Message { body: workload.body(), attributes: workload.attributes() },
+            created_at,
+        };
+        let mut added = 0;
+        for notice in [alert, work] {
+            if self.store.enqueue(&notice).await? {
+                added += 1;
+            } else {
+                tracing::info!(event = "notice_duplicate", notice = %notice.id(), "already announced or pending");
+            }
+        }
+        Ok(added)
+    }
+}
+
+fn facts_of_block(b: &Block, event_end: Option<DateTime<Utc>>) -> BlockFacts {
+    BlockFacts {
+        reservation_id: b.reservation_id.clone(),
+        region: b.region.clone(),
+        instance_type: Some(b.instance_type.clone()),
+        instance_count: Some(b.instance_count),
+        // EC2's event is fresher than the store when an extension has not been tracked yet.
+        end: event_end.unwrap_or(b.end),
+        ultraserver: b.ultraserver,
+        arn: b.arn.clone(),
+    }
+}
+
+fn with_end(b: &Block, end: DateTime<Utc>) -> Block {
+    Block { end, ..b.clone() }
+}

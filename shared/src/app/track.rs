@@ -1,0 +1,448 @@
+//! One tracker run: settle unknown purchases, observe every open block in EC2, move it through
+//! its life (announcing each milestone once, keeping reminders in step, releasing the budget of
+//! a block whose payment failed), adopt reservations missing from the store, decide and settle
+//! extensions, and publish what is pending.
+//!
+//! Order inside one block's move is what makes a crash harmless: the notices are enqueued (the
+//! outbox dedups them), the budget released (guarded by the block item), the reminders synced
+//! (idempotent) and only then the new state stored with a version condition. A run that dies
+//! half-way leaves the old state, so the next run sees the same move and redoes each step as a
+//! no-op where it already happened.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::Serialize;
+
+use super::extend::{Extender, ExtensionAction};
+use super::outbox::{FlushReport, alert_notice, flush};
+use super::reconcile::{INTENT_TAG, RULE_TAG, STACK_TAG, Settled, record_purchase, settle_open_intents};
+use crate::domain::announce::{self, TrackedBlock};
+use crate::domain::lifecycle::{BlockState, Observed, Step, step};
+use crate::domain::milestone::{Milestone, milestones, warning_due};
+use crate::domain::money::{Money, Rate};
+use crate::domain::names::Region;
+use crate::domain::rule::{Mode, Rule};
+use crate::domain::slack::SlackMessage;
+use crate::ports::{
+    Block, BlockStore, ExtensionLedger, ExtensionMarket, ExtensionState, Ledger, MarketError, Notifier, Outbox,
+    ReminderError, Reminders, Reservation, ReservationSource, RuleStore, StoreError,
+};
+
+/// Settings read once from the environment by the function's `main`.
+#[derive(Debug, Clone)]
+pub struct TrackSettings {
+    /// This stack's name: reservations tagged `capblock:stack` = it are ours.
+    pub stack: String,
+    /// A dry-run stack never extends, whatever its rules say.
+    pub mode: Mode,
+    pub account_budget: Option<Money>,
+    /// Hours before the payment deadline at which a still-pending payment is announced.
+    pub payment_warning_hours: Vec<u32>,
+    /// Adopt every capacity block of the regions, not only this stack's.
+    pub adopt_untagged: bool,
+    /// Regions to reconcile besides those of the stored rules and blocks.
+    pub regions: Vec<Region>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Moved {
+    pub reservation_id: String,
+    pub from: BlockState,
+    pub to: BlockState,
+    pub end: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TrackReport {
+    pub blocks: usize,
+    pub moved: Vec<Moved>,
+    pub warnings: Vec<String>,
+    pub anomalies: Vec<String>,
+    pub released_budgets: Vec<String>,
+    pub adopted: Vec<String>,
+    pub settled: Vec<Settled>,
+    pub extensions: Vec<ExtensionAction>,
+    pub failed_regions: BTreeMap<String, String>,
+    /// Per-block failures: the block is left as it was and looked at again next run.
+    pub errors: Vec<String>,
+    pub notices: FlushReport,
+}
+
+/// Why one block could not be handled this run.
+#[derive(Debug, thiserror::Error)]
+pub enum TrackError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Reminders(#[from] ReminderError),
+    #[error(transparent)]
+    Market(#[from] MarketError),
+}
+
+/// The facts the lifecycle messages need.
+pub fn facts(b: &Block) -> TrackedBlock {
+    TrackedBlock {
+        reservation_id: b.reservation_id.clone(),
+        region: b.region.clone(),
+        availability_zone: b.availability_zone.clone(),
+        instance_type: b.instance_type.clone(),
+        instance_count: b.instance_count,
+        start: b.start,
+        end: b.end,
+        ultraserver: b.ultraserver,
+        arn: b.arn.clone(),
+        rule_id: b.rule_id.clone(),
+        payment_deadline: b.payment_deadline,
+    }
+}
+
+/// Fee per accelerator-hour over the block's whole life (extensions included).
+pub fn per_accelerator_hour(b: &Block, total: Money) -> Option<Rate> {
+    let minutes = Decimal::from((b.end - b.start).num_minutes());
+    let accel = Decimal::from(b.accelerators_per_instance?) * Decimal::from(b.instance_count);
+    total.per(accel * minutes / Decimal::from(60))
+}
+
+/// A block for a reservation capblock did not record.
+pub fn adopted_block(r: &Reservation, tagged: bool, now: DateTime<Utc>) -> Block {
+    Block {
+        reservation_id: r.id.clone(),
+        region: r.region.clone(),
+        availability_zone: r.availability_zone.clone(),
+        instance_type: r.instance_type.clone(),
+        instance_count: r.instance_count,
+        start: r.start,
+        end: r.end,
+        state: BlockState::from_ec2(&r.state).unwrap_or(BlockState::PaymentPending),
+        fee: None,
+        accelerators_per_instance: None,
+        // Unknown: the payment deadline cannot be computed, so no payment warnings.
+        purchased_at: now.min(r.start),
+        payment_deadline: None,
+        // A block of ours (by tag) counts against its rule's limits.
+        rule_id: if tagged { r.tags.get(RULE_TAG).cloned() } else { None },
+        intent_id: None,
+        ultraserver: false,
+        arn: r.arn.clone(),
+        period: None,
+        version: 1,
+    }
+}
+
+pub struct Tracker<'a, M: ?Sized, S: ?Sized, N: ?Sized, R: ?Sized> {
+    pub market: &'a M,
+    pub store: &'a S,
+    pub notifier: &'a N,
+    pub reminders: &'a R,
+    pub settings: &'a TrackSettings,
+}
+
+impl<M, S, N, R> Tracker<'_, M, S, N, R>
+where
+    M: ReservationSource + ExtensionMarket + ?Sized,
+    S: RuleStore + Ledger + BlockStore + Outbox + ExtensionLedger + ?Sized,
+    N: Notifier + ?Sized,
+    R: Reminders + ?Sized,
+{
+    pub async fn run(&self, now: DateTime<Utc>) -> Result<TrackReport, StoreError> {
+        let mut report = TrackReport {
+            // A purchase whose recording was lost must be on the books before anything else.
+            settled: settle_open_intents(self.store, self.market, now).await?,
+            ..Default::default()
+        };
+        let rules: HashMap<String, Rule> =
+            self.store.list_rules().await?.into_iter().map(|s| (s.rule.id.clone(), s.rule)).collect();
+        let blocks = self.store.open_blocks(None).await?;
+        report.blocks = blocks.len();
+
+        let mut by_region: BTreeMap<Region, Vec<Block>> = BTreeMap::new();
+        for b in blocks {
+            by_region.entry(b.region.clone()).or_default().push(b);
+        }
+        for (region, blocks) in &by_region {
+            let ids: Vec<String> = blocks.iter().map(|b| b.reservation_id.clone()).collect();
+            let observed: HashMap<String, Observed> = match self.market.observe(region, &ids).await {
+                Ok(o) => o.into_iter().collect(),
+                Err(e) => {
+                    tracing::warn!(event = "region_failed", %region, error = %e, "blocks of this region not observed this run");
+                    report.failed_regions.insert(region.to_string(), e.to_string());
+                    continue;
+                }
+            };
+            for b in blocks {
+                let Some(obs) = observed.get(&b.reservation_id) else {
+                    continue;
+                };
+                if let Err(e) = self.track_block(b, obs, &rules, now, &mut report).await {
+                    tracing::error!(event = "block_failed", reservation = %b.reservation_id, error = %e, "left as it was; next run retries");
+                    report.errors.push(format!("{}: {e}", b.reservation_id));
+                }
+            }
+        }
+
+        let mut regions: BTreeSet<Region> = self.settings.regions.iter().cloned().collect();
+        regions.extend(rules.values().flat_map(|r| r.regions.iter().cloned()));
+        regions.extend(by_region.keys().cloned());
+        for region in &regions {
+            if let Err(e) = self.reconcile(region, now, &mut report).await {
+                tracing::warn!(event = "reconcile_failed", %region, error = %e, "reservations not reconciled this run");
+                report.failed_regions.entry(region.to_string()).or_insert_with(|| e.to_string());
+            }
+        }
+
+        let extender = Extender {
+            market: self.market,
+            store: self.store,
+            stack_mode: self.settings.mode,
+            account_budget: self.settings.account_budget,
+        };
+        report.extensions = extender.run(&rules, now).await?;
+
+        report.notices = flush(self.store, self.notifier, now).await?;
+        Ok(report)
+    }
+
+    async fn enqueue(
+        &self,
+        b: &Block,
+        milestone: &str,
+        msg: &SlackMessage,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.store.enqueue(&alert_notice(&b.reservation_id, milestone, msg, now)).await
+    }
+
+    async fn track_block(
+        &self,
+        b: &Block,
+        obs: &Observed,
+        rules: &HashMap<String, Rule>,
+        now: DateTime<Utc>,
+        report: &mut TrackReport,
+    ) -> Result<(), TrackError> {
+        match step(b.state, b.end, obs, now) {
+            Step::Stay => {
+                if b.state == BlockState::PaymentPending {
+                    self.warn_payment(b, rules, now, report).await?;
+                }
+                Ok(())
+            }
+            Step::Anomaly(why) => {
+                tracing::warn!(event = "block_anomaly", reservation = %b.reservation_id, %why, "EC2 disagrees with the store");
+                if self.enqueue(b, "anomaly", &announce::anomaly(&facts(b), &why), now).await? {
+                    report.anomalies.push(b.reservation_id.clone());
+                }
+                Ok(())
+            }
+            Step::Move { to, end } => {
+                let ec2_state = match obs {
+                    Observed::Found { state, .. } => state.as_str(),
+                    Observed::NotFound => "not found",
+                };
+                self.apply_move(b, to, end, ec2_state, rules, now, report).await
+            }
+        }
+    }
+
+    async fn warn_payment(
+        &self,
+        b: &Block,
+        rules: &HashMap<String, Rule>,
+        now: DateTime<Utc>,
+        report: &mut TrackReport,
+    ) -> Result<(), StoreError> {
+        let Some(deadline) = b.payment_deadline else {
+            return Ok(());
+        };
+        let Some(h) = warning_due(b.purchased_at, deadline, &self.settings.payment_warning_hours, now) else {
+            return Ok(());
+        };
+        let msg = announce::payment_warning(&facts(b), deadline, h, rebuys(b, rules), now);
+        if self.enqueue(b, &Milestone::PaymentWarning(h).name(), &msg, now).await? {
+            tracing::warn!(event = "payment_pending_warning", reservation = %b.reservation_id, hours = h, %deadline, "payment still pending");
+            report.warnings.push(format!("{}#{h}h", b.reservation_id));
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn apply_move(
+        &self,
+        b: &Block,
+        to: BlockState,
+        end: DateTime<Utc>,
+        ec2_state: &str,
+        rules: &HashMap<String, Rule>,
+        now: DateTime<Utc>,
+        report: &mut TrackReport,
+    ) -> Result<(), TrackError> {
+        let mut next = b.clone();
+        next.state = to;
+        next.end = end;
+        let f = facts(&next);
+        for m in milestones(b.state, to, b.end, end) {
+            let msg = match &m {
+                Milestone::PaymentSucceeded => announce::payment_succeeded(&f),
+                Milestone::Scheduled => announce::scheduled(&f),
+                Milestone::Active => announce::active(&f),
+                Milestone::Expired => {
+                    let total = self.total_fee(&next).await?;
+                    announce::expired(&f, total, total.and_then(|t| per_accelerator_hour(&next, t)))
+                }
+                Milestone::PaymentFailed => announce::payment_failed(&f, rebuys(b, rules)),
+                Milestone::Released => announce::released(&f, ec2_state),
+                Milestone::Extended(new_end) => {
+                    let fee = self
+                        .store
+                        .extensions_of(&b.reservation_id)
+                        .await?
+                        .into_iter()
+                        .find(|x| x.offer.end == *new_end)
+                        .map(|x| x.offer.fee);
+                    announce::extended(&f, b.end, fee)
+                }
+                Milestone::PaymentWarning(_) => continue,
+            };
+            self.enqueue(b, &m.name(), &msg, now).await?;
+        }
+
+        if to == BlockState::PaymentFailed && self.release_budget(b, rules, now).await? {
+            report.released_budgets.push(b.reservation_id.clone());
+        }
+
+        if to.is_final() {
+            self.reminders.clear(&next).await?;
+        } else if (to != b.state || end != b.end) && matches!(to, BlockState::Scheduled | BlockState::Active) {
+            self.reminders.sync(&next, now).await?;
+        }
+
+        match self.store.update_block(&next, b.version).await {
+            Ok(()) => {
+                tracing::info!(event = "block_moved", reservation = %b.reservation_id, from = %b.state, to = %to, %end, "block state stored");
+                report.moved.push(Moved { reservation_id: b.reservation_id.clone(), from: b.state, to, end });
+                Ok(())
+            }
+            // Another run stored this move (or a later one) first: it did the same steps.
+            Err(StoreError::Conflict(why)) => {
+                tracing::info!(event = "block_move_lost_race", reservation = %b.reservation_id, %why, "another run got there first");
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The block's fee plus every paid extension; None when capblock never knew the fee.
+    async fn total_fee(&self, b: &Block) -> Result<Option<Money>, StoreError> {
+        let Some(mut total) = b.fee else {
+            return Ok(None);
+        };
+        for x in self.store.extensions_of(&b.reservation_id).await? {
+            if x.state == ExtensionState::Paid {
+                total = total.checked_add(&x.offer.fee).unwrap_or(total);
+            }
+        }
+        Ok(Some(total))
+    }
+
+    /// Gives the never-charged fee back to the budgets, once per block. Adopted blocks charged
+    /// no budget.
+    async fn release_budget(
+        &self,
+        b: &Block,
+        rules: &HashMap<String, Rule>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let (Some(rule_id), Some(intent_id)) = (&b.rule_id, &b.intent_id) else {
+            return Ok(false);
+        };
+        let Some(intent) = self.store.get_intent(rule_id, intent_id).await? else {
+            tracing::error!(event = "intent_missing", reservation = %b.reservation_id, intent = %intent_id, "cannot release the budget of a failed payment");
+            return Ok(false);
+        };
+        // Without rebuy the failed attempt still counts as the month's purchase, so a rule
+        // limited to one purchase a month does not buy again; the money is released either way.
+        let released = self.store.release_failed_block(b, &intent, rebuys(b, rules), now).await?;
+        if released {
+            tracing::info!(event = "budget_released", reservation = %b.reservation_id, fee = %intent.offering.fee, "payment failed; fee released");
+        }
+        Ok(released)
+    }
+
+    /// Adopts this stack's (or, with adopt_untagged, any) capacity blocks the store lacks.
+    async fn reconcile(&self, region: &Region, now: DateTime<Utc>, report: &mut TrackReport) -> Result<(), TrackError> {
+        let mut found: Vec<(Reservation, bool)> = self
+            .market
+            .reservations_tagged(region, STACK_TAG, &self.settings.stack)
+            .await?
+            .into_iter()
+            .map(|r| (r, true))
+            .collect();
+        if self.settings.adopt_untagged {
+            let known: BTreeSet<String> = found.iter().map(|(r, _)| r.id.clone()).collect();
+            for r in self.market.capacity_blocks(region).await? {
+                if !known.contains(&r.id) {
+                    found.push((r, false));
+                }
+            }
+        }
+        for (r, tagged) in found {
+            // Finished reservations are history, not something to track.
+            if BlockState::from_ec2(&r.state).is_none_or(BlockState::is_final) {
+                continue;
+            }
+            if self.store.get_block(&r.id).await?.is_some() {
+                continue;
+            }
+            if tagged && self.settle_by_intent(&r, now, report).await? {
+                continue;
+            }
+            let block = adopted_block(&r, tagged, now);
+            // Enqueue first: if this run dies before the adoption, the next one adopts and the
+            // notice is already there (a duplicate enqueue is a no-op).
+            let msg = announce::tracking(&facts(&block), &r.state, tagged);
+            self.enqueue(&block, "tracking", &msg, now).await?;
+            if matches!(block.state, BlockState::Scheduled | BlockState::Active) {
+                self.reminders.sync(&block, now).await?;
+            }
+            if self.store.adopt_block(&block).await? {
+                tracing::info!(event = "block_adopted", reservation = %r.id, tagged, state = %r.state, "now tracking");
+                report.adopted.push(r.id.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// A reservation carrying an open intent of ours: record it as that intent's purchase, so
+    /// the budgets move as for any purchase.
+    async fn settle_by_intent(
+        &self,
+        r: &Reservation,
+        now: DateTime<Utc>,
+        report: &mut TrackReport,
+    ) -> Result<bool, StoreError> {
+        let Some(intent_id) = r.tags.get(INTENT_TAG) else {
+            return Ok(false);
+        };
+        let rule_id = r.tags.get(RULE_TAG).cloned().or_else(|| intent_id.split('/').next().map(str::to_string));
+        let Some(rule_id) = rule_id else {
+            return Ok(false);
+        };
+        let Some(intent) = self.store.get_intent(&rule_id, intent_id).await? else {
+            return Ok(false);
+        };
+        if !intent.state.is_open() {
+            tracing::error!(event = "reservation_after_intent_closed", reservation = %r.id, intent = %intent_id, state = intent.state.as_str(),
+                "a reservation appeared for an intent already closed; adopting it without a fee");
+            return Ok(false);
+        }
+        let block = record_purchase(self.store, &intent, r, now).await?;
+        report.settled.push(Settled::Adopted { intent: intent.id.clone(), reservation_id: block.reservation_id });
+        Ok(true)
+    }
+}
+
+fn rebuys(b: &Block, rules: &HashMap<String, Rule>) -> bool {
+    b.rule_id.as_ref().and_then(|r| rules.get(r)).is_some_and(|r| r.rebuy_on_payment_failure)
+}

@@ -1,0 +1,270 @@
+//! The tracker's part of the store: block updates, the payment-failure release and extension
+//! intents. A child module so it can use the table's private helpers.
+//!
+//! | item             | pk                    | sk                 | gsi1pk / gsi1sk         |
+//! |------------------|-----------------------|--------------------|-------------------------|
+//! | extension intent | `BLOCK#<reservation>` | `EXT#<offering>`   | `EXT#OPEN` while open   |
+//!
+//! The block item also carries `budget_released_at` (set once, by the release) and
+//! `open_extension` (the block's extension guard).
+
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use chrono::{DateTime, Utc};
+
+use super::{DynamoStore, OPEN_BLOCKS, TxError, block_gsi_sk, block_pk, budget_key, store_err, tx_put, tx_update};
+use crate::aws::dynamo_item::{Item, data, json, key, n, s};
+use crate::domain::budget::Intent;
+use crate::ports::{Block, ExtensionIntent, ExtensionState, ReserveError, StoreError};
+
+const OPEN_EXTENSIONS: &str = "EXT#OPEN";
+
+fn ext_key(reservation_id: &str, offering_id: &str) -> Item {
+    key(block_pk(reservation_id), format!("EXT#{offering_id}"))
+}
+
+fn ext_item(x: &ExtensionIntent) -> Item {
+    let mut item = ext_key(&x.reservation_id, &x.offer.id);
+    item.insert("state".into(), s(x.state.as_str()));
+    item.insert("data".into(), json(x));
+    if x.state.is_open() {
+        item.insert("gsi1pk".into(), s(OPEN_EXTENSIONS));
+        item.insert("gsi1sk".into(), s(x.id()));
+    }
+    item
+}
+
+fn cancelled(what: &str, e: TxError) -> StoreError {
+    match e {
+        TxError::Cancelled(codes) => StoreError::Conflict(format!("{what}: {}", codes.join(","))),
+        TxError::Store(e) => e,
+    }
+}
+
+fn failed_at(codes: &[String], i: usize) -> bool {
+    codes.get(i).is_some_and(|c| c == "ConditionalCheckFailed")
+}
+
+impl DynamoStore {
+    pub(super) async fn update_block_item(&self, block: &Block, expected_version: u64) -> Result<(), StoreError> {
+        let mut stored = block.clone();
+        stored.version = expected_version + 1;
+        // An UpdateItem, not a Put: the attributes other writers own (the release marker, the
+        // extension guard) must survive.
+        let expr = if stored.state.is_final() {
+            "SET #s = :state, version = :new, #d = :data REMOVE gsi1pk, gsi1sk"
+        } else {
+            "SET #s = :state, version = :new, #d = :data, gsi1pk = :gpk, gsi1sk = :gsk"
+        };
+        let mut u = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(block_pk(&block.reservation_id), "BLOCK")))
+            .update_expression(expr)
+            .condition_expression("version = :expected")
+            .expression_attribute_names("#s", "state")
+            .expression_attribute_names("#d", "data")
+            .expression_attribute_values(":state", s(stored.state.as_str()))
+            .expression_attribute_values(":new", n(stored.version))
+            .expression_attribute_values(":data", json(&stored))
+            .expression_attribute_values(":expected", n(expected_version));
+        if !stored.state.is_final() {
+            u = u.expression_attribute_values(":gpk", s(OPEN_BLOCKS)).expression_attribute_values(
+                ":gsk",
+                s(block_gsi_sk(stored.rule_id.as_deref(), &stored.reservation_id)),
+            );
+        }
+        u.send().await.map_err(|e| {
+            store_err(&format!("block {} changed since version {expected_version}", block.reservation_id), e)
+        })?;
+        Ok(())
+    }
+
+    pub(super) async fn release_failed_block_tx(
+        &self,
+        block: &Block,
+        intent: &Intent,
+        restore_purchase: bool,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let fee = n(intent.offering.fee.amount());
+        let mut items = vec![tx_update(
+            self.update(key(block_pk(&block.reservation_id), "BLOCK"), "SET budget_released_at = :at")
+                .condition_expression("attribute_exists(pk) AND attribute_not_exists(budget_released_at)")
+                .expression_attribute_values(":at", s(at.to_rfc3339())),
+        )];
+        let expr = if restore_purchase {
+            "SET committed = committed - :fee, spent = spent - :fee, purchases = purchases - :one"
+        } else {
+            "SET committed = committed - :fee, spent = spent - :fee"
+        };
+        for c in &intent.charges {
+            let mut u = self
+                .update(budget_key(&c.owner, &c.period), expr)
+                // The fee must have been spent there: never drive a budget below zero.
+                .condition_expression("spent >= :fee AND committed >= :fee")
+                .expression_attribute_values(":fee", fee.clone());
+            if restore_purchase {
+                u = u.expression_attribute_values(":one", n(1));
+            }
+            items.push(tx_update(u));
+        }
+        match self.transact(items).await {
+            Ok(()) => Ok(true),
+            Err(TxError::Cancelled(codes)) if failed_at(&codes, 0) => Ok(false),
+            Err(e) => Err(cancelled(&format!("releasing the budget of block {}", block.reservation_id), e)),
+        }
+    }
+
+    pub(super) async fn reserve_extension_tx(&self, x: &ExtensionIntent) -> Result<(), ReserveError> {
+        let fee = x.offer.fee;
+        let mut items: Vec<TransactWriteItem> = vec![
+            tx_put(
+                Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(ext_item(x)))
+                    .condition_expression("attribute_not_exists(pk)"),
+            ),
+            tx_update(
+                self.update(key(block_pk(&x.reservation_id), "BLOCK"), "SET open_extension = :id")
+                    .condition_expression("attribute_exists(pk) AND attribute_not_exists(open_extension)")
+                    .expression_attribute_values(":id", s(x.id())),
+            ),
+        ];
+        for c in &x.charges {
+            if c.limit.currency() != fee.currency() || fee.amount() > c.limit.amount() {
+                return Err(ReserveError::OverBudget(c.owner.key()));
+            }
+            items.push(tx_update(
+                self.update(
+                    budget_key(&c.owner, &c.period),
+                    "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero), \
+                     purchases = if_not_exists(purchases, :zero), #limit = :limit, currency = :cur",
+                )
+                .condition_expression("attribute_not_exists(committed) OR committed <= :headroom")
+                .expression_attribute_names("#limit", "limit")
+                .expression_attribute_values(":zero", n(0))
+                .expression_attribute_values(":fee", n(fee.amount()))
+                .expression_attribute_values(":headroom", n(c.limit.amount() - fee.amount()))
+                .expression_attribute_values(":limit", n(c.limit.amount()))
+                .expression_attribute_values(":cur", s(c.limit.currency().as_str())),
+            ));
+        }
+        match self.transact(items).await {
+            Ok(()) => Ok(()),
+            Err(TxError::Store(e)) => Err(e.into()),
+            Err(TxError::Cancelled(codes)) => {
+                if failed_at(&codes, 0) {
+                    return Err(ReserveError::AlreadyExists);
+                }
+                if failed_at(&codes, 1) {
+                    return Err(ReserveError::RuleBusy);
+                }
+                match x.charges.iter().enumerate().find(|(i, _)| failed_at(&codes, i + 2)) {
+                    Some((_, c)) => Err(ReserveError::OverBudget(c.owner.key())),
+                    None => Err(ReserveError::Store(StoreError::Conflict(format!(
+                        "extension transaction cancelled: {}",
+                        codes.join(",")
+                    )))),
+                }
+            }
+        }
+    }
+
+    pub(super) async fn advance_extension_item(
+        &self,
+        x: &ExtensionIntent,
+        to: ExtensionState,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut next = x.clone();
+        next.state = to;
+        if to == ExtensionState::Sent {
+            next.sent_at = Some(at);
+        }
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(ext_key(&x.reservation_id, &x.offer.id)))
+            .update_expression("SET #s = :to, #d = :data")
+            .condition_expression("#s = :from")
+            .expression_attribute_names("#s", "state")
+            .expression_attribute_names("#d", "data")
+            .expression_attribute_values(":to", s(to.as_str()))
+            .expression_attribute_values(":from", s(x.state.as_str()))
+            .expression_attribute_values(":data", json(&next))
+            .send()
+            .await
+            .map_err(|e| store_err(&format!("extension {} is no longer {}", x.id(), x.state.as_str()), e))?;
+        Ok(())
+    }
+
+    pub(super) async fn close_extension_tx(
+        &self,
+        x: &ExtensionIntent,
+        to: ExtensionState,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let mut closed = x.clone();
+        closed.state = to;
+        closed.reason = reason.map(str::to_string);
+        let budget_expr = match to {
+            ExtensionState::Paid => "SET spent = spent + :fee",
+            ExtensionState::Released => "SET committed = committed - :fee",
+            other => {
+                return Err(StoreError::Conflict(format!("extension {} cannot close as {}", x.id(), other.as_str())));
+            }
+        };
+        let mut items = vec![
+            tx_update(
+                self.update(ext_key(&x.reservation_id, &x.offer.id), "SET #s = :to, #d = :data REMOVE gsi1pk, gsi1sk")
+                    .condition_expression("#s IN (:r, :se, :b)")
+                    .expression_attribute_names("#s", "state")
+                    .expression_attribute_names("#d", "data")
+                    .expression_attribute_values(":to", s(to.as_str()))
+                    .expression_attribute_values(":data", json(&closed))
+                    .expression_attribute_values(":r", s(ExtensionState::Reserved.as_str()))
+                    .expression_attribute_values(":se", s(ExtensionState::Sent.as_str()))
+                    .expression_attribute_values(":b", s(ExtensionState::Bought.as_str())),
+            ),
+            tx_update(
+                self.update(key(block_pk(&x.reservation_id), "BLOCK"), "REMOVE open_extension")
+                    .condition_expression("open_extension = :id")
+                    .expression_attribute_values(":id", s(x.id())),
+            ),
+        ];
+        for c in &x.charges {
+            items.push(tx_update(
+                self.update(budget_key(&c.owner, &c.period), budget_expr)
+                    .condition_expression("attribute_exists(committed)")
+                    .expression_attribute_values(":fee", n(x.offer.fee.amount())),
+            ));
+        }
+        self.transact(items)
+            .await
+            .map_err(|e| cancelled(&format!("closing extension {} as {}", x.id(), to.as_str()), e))
+    }
+
+    pub(super) async fn extensions_of_block(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError> {
+        self.client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
+            .expression_attribute_values(":pk", s(block_pk(reservation_id)))
+            .expression_attribute_values(":p", s("EXT#"))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await
+            .map_err(|e| store_err("extensions of block", e))?
+            .iter()
+            .map(data)
+            .collect()
+    }
+
+    pub(super) async fn open_extension_intents(&self) -> Result<Vec<ExtensionIntent>, StoreError> {
+        self.query_gsi(OPEN_EXTENSIONS, None).await?.iter().map(data).collect()
+    }
+}

@@ -1,0 +1,276 @@
+//! Checkpoint notices: what a workload on a block is told before its instances are terminated,
+//! and the milestones that make each announcement happen once. Pure: `now` is an argument.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use serde::Serialize;
+
+use super::lifecycle::termination_time;
+use super::names::{InstanceType, Region};
+
+/// What capblock knows about the block an event concerns, from the store, EC2 or the event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlockFacts {
+    pub reservation_id: String,
+    pub region: Region,
+    /// Unknown only when neither the store nor EC2 knows the reservation.
+    pub instance_type: Option<InstanceType>,
+    pub instance_count: Option<u32>,
+    pub end: DateTime<Utc>,
+    pub ultraserver: bool,
+    pub arn: Option<String>,
+}
+
+impl BlockFacts {
+    pub fn termination_time(&self) -> DateTime<Utc> {
+        termination_time(self.end, self.ultraserver)
+    }
+}
+
+/// One announcement-worthy moment of a block. Its `key` is the outbox identity: everything
+/// that maps to the same key (duplicate deliveries, both detail-type spellings, a retry) is
+/// announced once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "milestone", rename_all = "kebab-case")]
+pub enum Milestone {
+    Delivered,
+    /// capblock's reminder `lead_minutes` before the termination time of the block ending at
+    /// `end`. The end is part of the identity: after an extension the reminders are due again.
+    Reminder {
+        lead_minutes: u32,
+        end: DateTime<Utc>,
+    },
+    /// AWS's own warning, 40 minutes before the end. Distinct from the 30-minute reminder: the
+    /// two say different things at different moments.
+    AwsExpirationWarning,
+    Interruption {
+        instance_id: String,
+    },
+}
+
+impl Milestone {
+    /// The outbox milestone for the alerts topic.
+    pub fn key(&self) -> String {
+        match self {
+            Milestone::Delivered => "delivered".into(),
+            Milestone::Reminder { lead_minutes, end } => {
+                format!("reminder-{lead_minutes}m-end-{}", end.format("%Y%m%dT%H%MZ"))
+            }
+            Milestone::AwsExpirationWarning => "aws-expiration-warning".into(),
+            Milestone::Interruption { instance_id } => format!("interruption-{instance_id}"),
+        }
+    }
+
+    /// The outbox milestone for the workloads topic: same moment, its own dedup record.
+    pub fn workload_key(&self) -> String {
+        format!("{}@workloads", self.key())
+    }
+
+    /// The `kind` workloads see (and may filter on).
+    pub fn kind(&self) -> String {
+        match self {
+            Milestone::Delivered => "delivered".into(),
+            Milestone::Reminder { lead_minutes, .. } => format!("reminder-{lead_minutes}m"),
+            Milestone::AwsExpirationWarning => "aws-expiration-warning".into(),
+            Milestone::Interruption { .. } => "instance-interruption".into(),
+        }
+    }
+}
+
+/// Whole minutes from `now` to the termination time, never negative.
+pub fn minutes_left(termination: DateTime<Utc>, now: DateTime<Utc>) -> i64 {
+    (termination - now).num_minutes().max(0)
+}
+
+/// The message a workload gets: the JSON body and the same fields as SNS message attributes,
+/// so a subscription can filter on `reservation_id` (or `kind`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkloadNotice {
+    /// Stable per (block, milestone): a consumer can drop a repeat.
+    pub notice_id: String,
+    pub reservation_id: String,
+    pub region: String,
+    pub instance_type: String,
+    pub end_date: String,
+    pub termination_time: String,
+    pub minutes_left: i64,
+    pub kind: String,
+    pub instance_ids: Vec<String>,
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+impl WorkloadNotice {
+    pub fn new(facts: &BlockFacts, milestone: &Milestone, instance_ids: Vec<String>, now: DateTime<Utc>) -> Self {
+        let termination = facts.termination_time();
+        WorkloadNotice {
+            notice_id: format!("{}#{}", facts.reservation_id, milestone.key()),
+            reservation_id: facts.reservation_id.clone(),
+            region: facts.region.to_string(),
+            instance_type: facts.instance_type.as_ref().map_or_else(|| "unknown".into(), ToString::to_string),
+            end_date: rfc3339(facts.end),
+            termination_time: rfc3339(termination),
+            minutes_left: minutes_left(termination, now),
+            kind: milestone.kind(),
+            instance_ids,
+        }
+    }
+
+    pub fn body(&self) -> String {
+        // A struct of strings, numbers and a list: serialization cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// SNS string attributes. Empty values are left out: SNS rejects them.
+    pub fn attributes(&self) -> BTreeMap<String, String> {
+        [
+            ("notice_id", self.notice_id.clone()),
+            ("reservation_id", self.reservation_id.clone()),
+            ("region", self.region.clone()),
+            ("instance_type", self.instance_type.clone()),
+            ("end_date", self.end_date.clone()),
+            ("termination_time", self.termination_time.clone()),
+            ("minutes_left", self.minutes_left.to_string()),
+            ("kind", self.kind.clone()),
+            ("instance_ids", self.instance_ids.join(",")),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reminder schedules
+// ---------------------------------------------------------------------------------------------
+
+/// EventBridge Scheduler's limit on schedule names.
+pub const SCHEDULE_NAME_MAX: usize = 64;
+
+/// A reminder's schedule name: deterministic in (reservation, lead), so a second sync finds
+/// and updates the first one instead of adding another.
+pub fn schedule_name(reservation_id: &str, lead: Duration) -> String {
+    let suffix = format!("-{}m", lead.num_minutes());
+    let name = format!("capblock-{reservation_id}{suffix}");
+    if name.len() <= SCHEDULE_NAME_MAX {
+        return name;
+    }
+    // Real ids (cr- + 17 hex) never get here; a stable hash keeps odd ones short and unique.
+    let hash =
+        reservation_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    format!("capblock-{hash:016x}{suffix}")
+}
+
+/// The prefix shared by every reminder schedule of a reservation (for listing them).
+pub fn schedule_prefix(reservation_id: &str) -> String {
+    format!("capblock-{reservation_id}-")
+}
+
+/// When the reminder `lead` before the termination time fires.
+pub fn reminder_at(end: DateTime<Utc>, ultraserver: bool, lead: Duration) -> DateTime<Utc> {
+    termination_time(end, ultraserver) - lead
+}
+
+/// `at(yyyy-mm-ddThh:mm:ss)`, read by the scheduler in the schedule's time zone (UTC).
+pub fn at_expression(t: DateTime<Utc>) -> String {
+    format!("at({})", t.format("%Y-%m-%dT%H:%M:%S"))
+}
+
+/// How far a reminder may fire from its intended instant and still count (the scheduler is
+/// punctual with FlexibleTimeWindow OFF; this covers a late retry of the invocation).
+pub const REMINDER_TOLERANCE: Duration = Duration::minutes(10);
+
+/// Whether a reminder that fired for `fire_at` still belongs to the block's current end (an
+/// extension moves the end, and the old schedule may have fired before it was moved).
+pub fn reminder_is_current(fire_at: DateTime<Utc>, lead_minutes: u32, end: DateTime<Utc>, ultraserver: bool) -> bool {
+    let due = reminder_at(end, ultraserver, Duration::minutes(i64::from(lead_minutes)));
+    (fire_at - due).abs() <= REMINDER_TOLERANCE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn facts() -> BlockFacts {
+        BlockFacts {
+            reservation_id: "cr-0a1b2c3d4e5f60718".into(),
+            region: "us-east-2".parse().unwrap(),
+            instance_type: Some("p5.48xlarge".parse().unwrap()),
+            instance_count: Some(2),
+            end: t("2026-12-10T11:30:00Z"),
+            ultraserver: false,
+            arn: None,
+        }
+    }
+
+    #[test]
+    fn milestones_and_kinds() {
+        let r = Milestone::Reminder { lead_minutes: 120, end: t("2026-12-10T11:30:00Z") };
+        assert_eq!(r.key(), "reminder-120m-end-20261210T1130Z");
+        assert_eq!(r.workload_key(), "reminder-120m-end-20261210T1130Z@workloads");
+        assert_eq!(r.kind(), "reminder-120m");
+        assert_eq!(Milestone::AwsExpirationWarning.key(), "aws-expiration-warning");
+        assert_eq!(Milestone::Interruption { instance_id: "i-1".into() }.key(), "interruption-i-1");
+        assert_eq!(Milestone::Interruption { instance_id: "i-1".into() }.kind(), "instance-interruption");
+        assert_ne!(
+            Milestone::AwsExpirationWarning.key(),
+            Milestone::Reminder { lead_minutes: 30, end: t("2026-12-10T11:30:00Z") }.key()
+        );
+    }
+
+    #[test]
+    fn workload_notice_fields_and_attributes() {
+        let n = WorkloadNotice::new(
+            &facts(),
+            &Milestone::AwsExpirationWarning,
+            vec!["i-1".into(), "i-2".into()],
+            t("2026-12-10T10:50:00Z"),
+        );
+        assert_eq!(n.minutes_left, 10);
+        assert_eq!(n.termination_time, "2026-12-10T11:00:00Z");
+        let a = n.attributes();
+        assert_eq!(a["reservation_id"], "cr-0a1b2c3d4e5f60718");
+        assert_eq!(a["instance_ids"], "i-1,i-2");
+        assert_eq!(a["minutes_left"], "10");
+        let body: serde_json::Value = serde_json::from_str(&n.body()).unwrap();
+        assert_eq!(body["instance_ids"][1], "i-2");
+        assert_eq!(body["kind"], "aws-expiration-warning");
+        // No instances: the attribute is left out rather than sent empty.
+        let n = WorkloadNotice::new(&facts(), &Milestone::Delivered, vec![], t("2026-12-12T00:00:00Z"));
+        assert!(!n.attributes().contains_key("instance_ids"));
+        assert_eq!(n.minutes_left, 0);
+    }
+
+    #[test]
+    fn schedule_names_and_instants() {
+        assert_eq!(
+            schedule_name("cr-0a1b2c3d4e5f60718", Duration::minutes(1440)),
+            "capblock-cr-0a1b2c3d4e5f60718-1440m"
+        );
+        let long = format!("cr-{}", "a".repeat(80));
+        let name = schedule_name(&long, Duration::minutes(30));
+        assert!(name.len() <= SCHEDULE_NAME_MAX && name.ends_with("-30m"));
+        assert_eq!(name, schedule_name(&long, Duration::minutes(30)));
+        let at = reminder_at(t("2026-12-10T11:30:00Z"), false, Duration::minutes(120));
+        assert_eq!(at, t("2026-12-10T09:00:00Z"));
+        assert_eq!(at_expression(at), "at(2026-12-10T09:00:00)");
+        assert_eq!(reminder_at(t("2026-12-10T11:30:00Z"), true, Duration::minutes(30)), t("2026-12-10T10:00:00Z"));
+    }
+
+    #[test]
+    fn stale_reminders_are_recognised() {
+        let end = t("2026-12-10T11:30:00Z");
+        assert!(reminder_is_current(t("2026-12-10T09:00:00Z"), 120, end, false));
+        assert!(reminder_is_current(t("2026-12-10T09:05:00Z"), 120, end, false));
+        // The block was extended by a day: the old 120-minute reminder is not the current one.
+        assert!(!reminder_is_current(t("2026-12-10T09:00:00Z"), 120, t("2026-12-11T11:30:00Z"), false));
+    }
+}

@@ -1,0 +1,215 @@
+//! What arrives at on-capacity-event, parsed into typed triggers. Pure: any JSON goes in, a
+//! trigger or a typed error naming the problem comes out; nothing here panics or reads a clock.
+//!
+//! Two shapes are accepted: the EventBridge envelope of EC2's Capacity Block events (both of
+//! the detail-type spellings AWS has documented), and capblock's own reminder payload sent by
+//! the one-time EventBridge Scheduler schedules.
+
+// `aws_lambda_events` is a types-only crate (serde structs, no SDK client): using its envelope
+// keeps the domain free of AWS calls while matching the exact wire shape.
+use aws_lambda_events::eventbridge::EventBridgeEvent;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::names::Region;
+
+/// The `source` of capblock's reminder payload.
+pub const REMINDER_SOURCE: &str = "capblock.reminder";
+/// The `source` of EC2's events.
+pub const EC2_SOURCE: &str = "aws.ec2";
+
+const DELIVERED: [&str; 2] = ["Capacity Block Reservation Delivered", "Capacity Block Delivered"];
+const EXPIRATION_WARNING: [&str; 2] =
+    ["Capacity Block Reservation Expiration Warning", "Capacity Block Expiration Warning"];
+const INSTANCE_INTERRUPTION: &str = "EC2 Capacity Reservation Instance Interruption Warning";
+
+/// Why an input is not something capblock acts on. The function acknowledges all of these
+/// (retrying would not change the input); `kind` names them in the logs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    #[error("the input is not a JSON object")]
+    NotAnObject,
+    #[error("the input is neither an EventBridge event nor a capblock reminder")]
+    UnknownShape,
+    #[error("events from source {0:?} are not handled")]
+    UnknownSource(String),
+    #[error("detail-type {0:?} is not handled")]
+    UnknownDetailType(String),
+    #[error("the event envelope does not parse: {0}")]
+    BadEnvelope(String),
+    #[error("field {0} is missing")]
+    MissingField(&'static str),
+    #[error("field {field} is invalid: {problem}")]
+    BadField { field: &'static str, problem: String },
+}
+
+impl EventError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventError::NotAnObject => "not-an-object",
+            EventError::UnknownShape => "unknown-shape",
+            EventError::UnknownSource(_) => "unknown-source",
+            EventError::UnknownDetailType(_) => "unknown-detail-type",
+            EventError::BadEnvelope(_) => "bad-envelope",
+            EventError::MissingField(_) => "missing-field",
+            EventError::BadField { .. } => "bad-field",
+        }
+    }
+}
+
+/// What happened, with the facts each kind carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "trigger", rename_all = "kebab-case")]
+pub enum Trigger {
+    /// The block became active.
+    Delivered { reservation_id: String, end: DateTime<Utc> },
+    /// AWS's warning, 40 minutes before the end.
+    ExpirationWarning { reservation_id: String, end: DateTime<Utc> },
+    /// One instance of a block is about to be terminated.
+    InstanceInterruption {
+        instance_id: String,
+        termination_time: DateTime<Utc>,
+        /// A reservation id if the event's resources name one (the examples name the instance).
+        reservation_hint: Option<String>,
+    },
+    /// capblock's own reminder, `lead_minutes` before the termination time.
+    Reminder { reservation_id: String, lead_minutes: u32, fire_at: DateTime<Utc> },
+}
+
+/// One parsed input: where, when (the instant the run is for) and what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Incoming {
+    /// EventBridge's event id, or `reminder:<reservation>:<lead>` for reminders.
+    pub event_id: String,
+    pub region: Region,
+    pub time: DateTime<Utc>,
+    pub trigger: Trigger,
+}
+
+/// capblock's reminder payload, as the schedules send it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReminderPayload {
+    pub source: String,
+    pub reservation_id: String,
+    pub region: String,
+    pub lead_minutes: u32,
+    pub fire_at: DateTime<Utc>,
+}
+
+/// The event id of any input, for logging even what does not parse.
+pub fn event_id_of(v: &Value) -> Option<String> {
+    v.get("id").and_then(Value::as_str).map(str::to_string)
+}
+
+/// Parses any input into an `Incoming`.
+pub fn parse(v: &Value) -> Result<Incoming, EventError> {
+    let obj = v.as_object().ok_or(EventError::NotAnObject)?;
+    if obj.contains_key("detail-type") {
+        return parse_eventbridge(v);
+    }
+    match obj.get("source").and_then(Value::as_str) {
+        Some(REMINDER_SOURCE) => parse_reminder(v),
+        Some(other) if !obj.contains_key("reservation_id") => Err(EventError::UnknownSource(other.to_string())),
+        _ => Err(EventError::UnknownShape),
+    }
+}
+
+fn parse_reminder(v: &Value) -> Result<Incoming, EventError> {
+    // Field by field, so the error names the field rather than serde's position.
+    let text = |field: &'static str| -> Result<&str, EventError> {
+        v.get(field)
+            .ok_or(EventError::MissingField(field))?
+            .as_str()
+            .ok_or(EventError::BadField { field, problem: "not a string".into() })
+    };
+    let reservation_id = reservation_id(text("reservation_id")?, "reservation_id")?;
+    let region = region(text("region")?)?;
+    let lead = v.get("lead_minutes").ok_or(EventError::MissingField("lead_minutes"))?;
+    let lead_minutes = lead.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| EventError::BadField {
+        field: "lead_minutes",
+        problem: format!("{lead} is not a whole number of minutes"),
+    })?;
+    let fire_at = timestamp(text("fire_at")?, "fire_at")?;
+    Ok(Incoming {
+        event_id: format!("reminder:{reservation_id}:{lead_minutes}m"),
+        region,
+        time: fire_at,
+        trigger: Trigger::Reminder { reservation_id, lead_minutes, fire_at },
+    })
+}
+
+fn parse_eventbridge(v: &Value) -> Result<Incoming, EventError> {
+    let e: EventBridgeEvent<Value> =
+        serde_json::from_value(v.clone()).map_err(|e| EventError::BadEnvelope(e.to_string()))?;
+    if e.source != EC2_SOURCE {
+        return Err(EventError::UnknownSource(e.source));
+    }
+    let dt = e.detail_type.as_str();
+    let known = DELIVERED.contains(&dt) || EXPIRATION_WARNING.contains(&dt) || dt == INSTANCE_INTERRUPTION;
+    if !known {
+        return Err(EventError::UnknownDetailType(e.detail_type));
+    }
+    let event_id = e.id.clone().ok_or(EventError::MissingField("id"))?;
+    let region = region(e.region.as_deref().ok_or(EventError::MissingField("region"))?)?;
+    let time = e.time.ok_or(EventError::MissingField("time"))?;
+    let detail =
+        e.detail.as_object().ok_or(EventError::BadField { field: "detail", problem: "not an object".into() })?;
+    let text = |field: &'static str| -> Result<&str, EventError> {
+        detail
+            .get(field)
+            .ok_or(EventError::MissingField(field))?
+            .as_str()
+            .ok_or(EventError::BadField { field, problem: "not a string".into() })
+    };
+    let trigger = if dt == INSTANCE_INTERRUPTION {
+        let instance_id = text("instance-id")?;
+        if !instance_id.starts_with("i-") {
+            return Err(EventError::BadField {
+                field: "instance-id",
+                problem: format!("{instance_id:?} is not an instance id"),
+            });
+        }
+        Trigger::InstanceInterruption {
+            instance_id: instance_id.to_string(),
+            termination_time: timestamp(text("instance-termination-time")?, "instance-termination-time")?,
+            reservation_hint: e.resources.iter().flatten().find_map(|arn| reservation_in_arn(arn)),
+        }
+    } else {
+        let reservation_id = reservation_id(text("capacity-reservation-id")?, "capacity-reservation-id")?;
+        let end = timestamp(text("end-date")?, "end-date")?;
+        if DELIVERED.contains(&dt) {
+            Trigger::Delivered { reservation_id, end }
+        } else {
+            Trigger::ExpirationWarning { reservation_id, end }
+        }
+    };
+    Ok(Incoming { event_id, region, time, trigger })
+}
+
+/// `arn:aws:ec2:<region>:<account>:capacity-reservation/cr-...` -> `cr-...`.
+pub fn reservation_in_arn(arn: &str) -> Option<String> {
+    arn.rsplit_once(":capacity-reservation/").map(|(_, id)| id.to_string()).filter(|id| id.starts_with("cr-"))
+}
+
+fn reservation_id(s: &str, field: &'static str) -> Result<String, EventError> {
+    let ok = s.starts_with("cr-") && s.len() > 3 && s.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(EventError::BadField { field, problem: format!("{s:?} is not a reservation id") })
+    }
+}
+
+fn region(s: &str) -> Result<Region, EventError> {
+    s.parse().map_err(|e: super::names::NameError| EventError::BadField { field: "region", problem: e.to_string() })
+}
+
+fn timestamp(s: &str, field: &'static str) -> Result<DateTime<Utc>, EventError> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| EventError::BadField { field, problem: format!("{s:?}: {e}") })
+}
+
+#[cfg(test)]
+mod tests;

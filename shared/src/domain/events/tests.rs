@@ -1,0 +1,151 @@
+use super::*;
+use serde_json::json;
+
+const DELIVERED_JSON: &str = include_str!("fixtures/capacity-block-delivered.json");
+const WARNING_JSON: &str = include_str!("fixtures/capacity-block-expiration-warning.json");
+const INTERRUPTION_JSON: &str = include_str!("fixtures/capacity-reservation-instance-interruption-warning.json");
+
+fn t(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+fn example(text: &str) -> Value {
+    serde_json::from_str(text).unwrap()
+}
+
+fn with_detail_type(mut v: Value, dt: &str) -> Value {
+    v["detail-type"] = json!(dt);
+    v
+}
+
+#[test]
+fn delivered_in_both_spellings() {
+    let v = example(DELIVERED_JSON);
+    let other = with_detail_type(v.clone(), "Capacity Block Delivered");
+    for v in [v, other] {
+        let e = parse(&v).unwrap();
+        assert_eq!(e.event_id, "6a7e8feb-b491-4cf7-a9f1-bf3703467718");
+        assert_eq!(e.region.as_str(), "us-east-2");
+        assert_eq!(e.time, t("2026-12-03T11:30:00Z"));
+        assert_eq!(
+            e.trigger,
+            Trigger::Delivered { reservation_id: "cr-0a1b2c3d4e5f60718".into(), end: t("2026-12-10T11:30:00Z") }
+        );
+    }
+}
+
+#[test]
+fn expiration_warning_in_both_spellings() {
+    let v = example(WARNING_JSON);
+    let other = with_detail_type(v.clone(), "Capacity Block Reservation Expiration Warning");
+    for v in [v, other] {
+        let e = parse(&v).unwrap();
+        assert_eq!(e.time, t("2026-12-10T10:50:00Z"));
+        assert_eq!(
+            e.trigger,
+            Trigger::ExpirationWarning {
+                reservation_id: "cr-0a1b2c3d4e5f60718".into(),
+                end: t("2026-12-10T11:30:00Z")
+            }
+        );
+    }
+}
+
+#[test]
+fn instance_interruption() {
+    let e = parse(&example(INTERRUPTION_JSON)).unwrap();
+    assert_eq!(
+        e.trigger,
+        Trigger::InstanceInterruption {
+            instance_id: "i-0abc1234def567890".into(),
+            termination_time: t("2026-12-10T11:00:00Z"),
+            reservation_hint: None,
+        }
+    );
+    // A reservation ARN among the resources is taken as a hint.
+    let mut v = example(INTERRUPTION_JSON);
+    v["resources"] = json!(["arn:aws:ec2:us-east-2:111122223333:capacity-reservation/cr-0123"]);
+    assert!(
+        matches!(parse(&v).unwrap().trigger, Trigger::InstanceInterruption { reservation_hint: Some(h), .. } if h == "cr-0123")
+    );
+}
+
+#[test]
+fn reminder_payload() {
+    let v = json!({"source": "capblock.reminder", "reservation_id": "cr-0a1b", "region": "us-east-2",
+        "lead_minutes": 120, "fire_at": "2026-12-10T09:00:00Z"});
+    let e = parse(&v).unwrap();
+    assert_eq!(e.event_id, "reminder:cr-0a1b:120m");
+    assert_eq!(e.time, t("2026-12-10T09:00:00Z"));
+    assert_eq!(
+        e.trigger,
+        Trigger::Reminder { reservation_id: "cr-0a1b".into(), lead_minutes: 120, fire_at: t("2026-12-10T09:00:00Z") }
+    );
+    // The payload the schedules carry round-trips through its own type.
+    let p: ReminderPayload = serde_json::from_value(v).unwrap();
+    assert_eq!(p.lead_minutes, 120);
+}
+
+#[test]
+fn unknown_and_malformed_inputs_are_named() {
+    let cases: Vec<(Value, &str)> = vec![
+        (json!("text"), "not-an-object"),
+        (json!(null), "not-an-object"),
+        (json!([1, 2]), "not-an-object"),
+        (json!({}), "unknown-shape"),
+        (json!({"source": "capblock.schedule", "time": "2026-12-01T10:00:00Z"}), "unknown-source"),
+        (with_detail_type(example(DELIVERED_JSON), "EC2 Spot Instance Interruption Warning"), "unknown-detail-type"),
+        (
+            json!({"detail-type": "Capacity Block Delivered", "source": "aws.ec2", "detail": {}, "time": "yesterday"}),
+            "bad-envelope",
+        ),
+        (json!({"detail-type": 7, "source": "aws.ec2", "detail": {}}), "bad-envelope"),
+        (json!({"detail-type": "Capacity Block Delivered", "source": "aws.events", "detail": {}}), "unknown-source"),
+        (
+            json!({"source": "capblock.reminder", "region": "us-east-2", "lead_minutes": 30, "fire_at": "2026-12-10T09:00:00Z"}),
+            "missing-field",
+        ),
+        (
+            json!({"source": "capblock.reminder", "reservation_id": "cr-1", "region": "us-east-2", "lead_minutes": -3, "fire_at": "2026-12-10T09:00:00Z"}),
+            "bad-field",
+        ),
+        (
+            json!({"source": "capblock.reminder", "reservation_id": "cr-1", "region": "mars", "lead_minutes": 30, "fire_at": "2026-12-10T09:00:00Z"}),
+            "bad-field",
+        ),
+        (
+            json!({"source": "capblock.reminder", "reservation_id": "i-1", "region": "us-east-2", "lead_minutes": 30, "fire_at": "2026-12-10T09:00:00Z"}),
+            "bad-field",
+        ),
+    ];
+    for (v, kind) in cases {
+        let err = parse(&v).unwrap_err();
+        assert_eq!(err.kind(), kind, "{v}: {err}");
+    }
+
+    let mut v = example(DELIVERED_JSON);
+    v["detail"].as_object_mut().unwrap().remove("end-date");
+    assert_eq!(parse(&v).unwrap_err(), EventError::MissingField("end-date"));
+
+    let mut v = example(WARNING_JSON);
+    v["detail"]["capacity-reservation-id"] = json!(42);
+    assert_eq!(parse(&v).unwrap_err().kind(), "bad-field");
+
+    let mut v = example(INTERRUPTION_JSON);
+    v["detail"]["instance-termination-time"] = json!("soon");
+    assert!(parse(&v).unwrap_err().to_string().contains("instance-termination-time"));
+
+    let mut v = example(DELIVERED_JSON);
+    v.as_object_mut().unwrap().remove("id");
+    assert_eq!(parse(&v).unwrap_err(), EventError::MissingField("id"));
+
+    let mut v = example(DELIVERED_JSON);
+    v["detail"] = json!("x");
+    assert_eq!(parse(&v).unwrap_err().kind(), "bad-field");
+}
+
+#[test]
+fn event_ids_for_logs() {
+    assert_eq!(event_id_of(&example(DELIVERED_JSON)).as_deref(), Some("6a7e8feb-b491-4cf7-a9f1-bf3703467718"));
+    assert_eq!(event_id_of(&json!(3)), None);
+}
