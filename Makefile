@@ -4,11 +4,12 @@ CARGO_TARGET_DIR ?= $(HOME)/.cache/capblock/target
 CAPBLOCK_CACHE ?= $(HOME)/.cache/capblock
 export CARGO_TARGET_DIR CAPBLOCK_CACHE
 
-.PHONY: demo test check lint-rust test-rust test-sim-boto3 test-template package bench help
+.PHONY: demo test test-long check lint-rust test-rust test-sim-boto3 test-template package bench help
 
 help:
 	@echo "make demo      run the main job locally: simulated market + emulated AWS, end to end"
 	@echo "make test      every check and test (what CI runs)"
+	@echo "make test-long the integration tests with more fault-injection rounds (CAPBLOCK_LONG=1)"
 	@echo "make package   build the Lambda deployment zips (ARCH=arm64|x86_64)"
 
 demo:
@@ -27,6 +28,11 @@ test-rust:
 	cargo build --workspace --bins
 	CAPBLOCK_STATE=$(CAPBLOCK_CACHE)/test-stack bash infra/local/stack.sh run -- cargo test --workspace
 
+# The integration tests with bigger loop counts (fault-injection rounds): CAPBLOCK_LONG=1.
+test-long:
+	cargo build --workspace --bins
+	CAPBLOCK_LONG=1 CAPBLOCK_STATE=$(CAPBLOCK_CACHE)/test-stack bash infra/local/stack.sh run -- cargo test -p capblock-tests -- --nocapture
+
 # The simulator against a second, independent EC2 client (boto3 validates its XML).
 test-sim-boto3:
 	bash infra/market-sim/tests/run_boto3_check.sh $(CAPBLOCK_CACHE)/venv/bin/python
@@ -38,3 +44,18 @@ test-template:
 ARCH ?= arm64
 package:
 	bash infra/deploy/package.sh $(ARCH)
+
+# Figures against their targets (project issue 8; README "Benchmarks"). Not part of `make test`:
+# it measures, it does not assert. Release builds go to a target dir of their own, so the bench
+# never holds the debug build lock. The arm64 zips need `rustup target add aarch64-unknown-linux-gnu`;
+# without it the x86_64 zips are measured (and labelled so).
+BENCH_TARGET_DIR ?= $(CAPBLOCK_CACHE)/target-release
+BENCH_PACKAGES := -p capblock-bench -p capblock-market-sim -p capblock-cli -p scan-offerings -p track-blocks -p on-capacity-event
+bench:
+	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) cargo build --release $(BENCH_PACKAGES)
+	if CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) bash infra/deploy/package.sh arm64; then echo arm64; \
+	  else CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) bash infra/deploy/package.sh x86_64 >&2 && echo x86_64; fi \
+	  > $(CAPBLOCK_CACHE)/bench-package-arch
+	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) CAPBLOCK_SIM_BIN=$(BENCH_TARGET_DIR)/release/capblock-market-sim \
+	  CAPBLOCK_STATE=$(CAPBLOCK_CACHE)/bench-stack BENCH_PACKAGE_ARCH=$$(cat $(CAPBLOCK_CACHE)/bench-package-arch) \
+	  bash infra/local/stack.sh run -- $(BENCH_TARGET_DIR)/release/capblock-bench --repo $(CURDIR)

@@ -67,3 +67,17 @@ slack
 echo
 echo "==> 8. what the market recorded: exactly one purchase"
 "$PY" -c 'import json,sys,urllib.request; s=json.load(urllib.request.urlopen(sys.argv[1] + "/_sim/state")); [print("  %s  %s x %s  %s  %s -> %s  fee %s  tags %s" % (p["reservation_id"], p["instance_count"], p["instance_type"], p["region"], p["start"], p["end"], p["upfront_fee"], p["tags"])) for p in s["purchases"]]; print("  purchases: %d" % len(s["purchases"]))' "$CAPBLOCK_SIM_URL"
+
+echo
+echo "==> 9. the blocks capblock tracks, as of the market's clock"
+"$CAPBLOCK" blocks --all --time "$NOW"
+
+CHART="$CAPBLOCK_CACHE/demo-prices.svg"
+echo
+echo "==> 10. the prices every scan stored, and a chart with the rule's threshold"
+"$CAPBLOCK" history --region us-east-1,us-west-2 --type p5.48xlarge --chart "$CHART" --rule infra/examples/rules/p5-weekly.toml | tail -n 4
+echo "  chart: $CHART"
+
+echo
+echo "==> 11. backtest: what p5-weekly would have bought from that history"
+"$CAPBLOCK" backtest --rule infra/examples/rules/p5-weekly.toml

@@ -21,6 +21,7 @@ use crate::table;
 
 pub const EXIT_FAILURE: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
+pub const EXIT_NOT_FOUND: u8 = 3;
 
 #[derive(Parser)]
 #[command(
@@ -34,7 +35,9 @@ local stack (see `infra/local/stack.sh env`). Commands that use the store need C
 Exit codes: 0 success, 1 AWS or store failure, 2 bad input (usage, invalid rule), 3 nothing found.",
     after_help = "Examples:\n  capblock offerings --types p5.48xlarge --counts 1,2 --days 1-7 --regions us-east-1,us-west-2\n  \
 capblock rules validate infra/examples/rules/p5-weekly.toml\n  capblock rules put infra/examples/rules/*.toml\n  \
-capblock scan --time 2026-12-03T00:00:00Z"
+capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
+capblock history --region us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n  \
+capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approve p5-weekly/cb-0123456789abcdef0"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -50,6 +53,14 @@ enum Command {
     Rules(RulesCommand),
     /// Run one scan-and-buy pass exactly as the scan-offerings function does, and print it.
     Scan(ScanArgs),
+    /// List blocks: state, payment deadline, start, end, time left, next reminder.
+    Blocks(crate::insight::BlocksArgs),
+    /// Price history from the observations every scan stores; optionally an SVG chart.
+    History(crate::insight::HistoryArgs),
+    /// Replay a rule over a price history: what it would have bought, when, at what price.
+    Backtest(crate::insight::BacktestArgs),
+    /// Buy a decision an approval-mode rule is waiting on (re-checks the offering first).
+    Approve(crate::insight::ApproveArgs),
 }
 
 #[derive(Args)]
@@ -137,7 +148,7 @@ fn parse_days(s: &str) -> Result<Vec<u32>, String> {
     }
 }
 
-async fn store() -> Result<DynamoStore, String> {
+pub async fn store() -> Result<DynamoStore, String> {
     let table = std::env::var("CAPBLOCK_TABLE")
         .map_err(|_| "CAPBLOCK_TABLE is not set (the DynamoDB table of your capblock stack)".to_string())?;
     let sdk = capblock_shared::aws::load_config().await;
@@ -149,6 +160,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Offerings(a) => offerings(a).await,
         Command::Rules(r) => rules(r).await,
         Command::Scan(a) => scan(a).await,
+        Command::Blocks(a) => crate::insight::blocks(a).await,
+        Command::History(a) => crate::insight::history(a).await,
+        Command::Backtest(a) => crate::insight::backtest_cmd(a).await,
+        Command::Approve(a) => crate::insight::approve(a).await,
     }
 }
 
@@ -246,7 +261,7 @@ async fn offerings(a: OfferingsArgs) -> Result<ExitCode, String> {
     Ok(if priced.is_empty() { ExitCode::from(3) } else { ExitCode::SUCCESS })
 }
 
-fn load_rule(path: &str) -> Result<Rule, String> {
+pub fn load_rule(path: &str) -> Result<Rule, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     RuleSpec::from_toml(&text).and_then(|s| s.validate(Utc::now())).map_err(|e| format!("{path}: {e}"))
 }

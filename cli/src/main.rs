@@ -3,6 +3,8 @@
 //! at a local stack).
 
 mod commands;
+mod insight;
+mod svg;
 mod table;
 
 use std::process::ExitCode;

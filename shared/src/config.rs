@@ -3,6 +3,8 @@
 
 use std::str::FromStr;
 
+use crate::domain::money::Money;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     #[error("environment variable {0} is not set (the SAM template sets it; locally, see `infra/local/stack.sh env`)")]
@@ -34,6 +36,14 @@ where
         None => Ok(default),
         Some(v) => v.parse().map_err(|e: T::Err| ConfigError::Invalid { name, value: v, problem: e.to_string() }),
     }
+}
+
+/// A monthly budget in USD; unset or "0" means no limit of this kind.
+pub fn budget_usd(name: &'static str) -> Result<Option<Money>, ConfigError> {
+    let Some(text) = optional(name) else { return Ok(None) };
+    let budget =
+        Money::parse(&text, "USD").map_err(|e| ConfigError::Invalid { name, value: text, problem: e.to_string() })?;
+    Ok((!budget.amount().is_zero()).then_some(budget))
 }
 
 /// A comma-separated list, each element parsed with `FromStr`.

@@ -51,6 +51,9 @@ pub enum FunctionError {
     Market(#[from] MarketError),
     #[error("notify: {0}")]
     Notify(#[from] NotifyError),
+    /// An EC2 event or reminder that could not be handled now (all of these are worth a retry).
+    #[error("event: {0}")]
+    Event(#[from] crate::app::events::HandleError),
 }
 
 impl FunctionError {
@@ -61,6 +64,7 @@ impl FunctionError {
             FunctionError::Store(_) => "capblock.StoreUnavailable",
             FunctionError::Market(_) => "capblock.MarketUnavailable",
             FunctionError::Notify(_) => "capblock.NotifyFailed",
+            FunctionError::Event(e) => e.kind(),
         }
     }
 
@@ -68,6 +72,32 @@ impl FunctionError {
     pub fn retryable(&self) -> bool {
         !matches!(self, FunctionError::BadInput(_) | FunctionError::Config(_))
     }
+}
+
+/// Turns a failed invocation into Lambda's typed error response, after one log line that says
+/// what failed, whether a retry may help, and why.
+pub fn report(function: &str, e: FunctionError) -> lambda_runtime::Diagnostic {
+    tracing::error!(event = "invocation_failed", function, error_type = e.kind(), retryable = e.retryable(), error = %e, "invocation failed");
+    lambda_runtime::Diagnostic { error_type: e.kind().to_string(), error_message: e.to_string() }
+}
+
+/// The body of a scheduled function: parse the tick, take `now` from it (or the clock), run.
+pub async fn on_tick<R, F, Fut>(
+    function: &str,
+    payload: serde_json::Value,
+    clock: &dyn Clock,
+    run: F,
+) -> Result<R, lambda_runtime::Diagnostic>
+where
+    F: FnOnce(DateTime<Utc>) -> Fut,
+    Fut: std::future::Future<Output = Result<R, FunctionError>>,
+{
+    let result = async {
+        let tick: Tick = parse_event(payload)?;
+        run(tick.now(clock)).await
+    }
+    .await;
+    result.map_err(|e| report(function, e))
 }
 
 /// Parses an event payload, naming what is wrong with it.

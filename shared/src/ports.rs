@@ -297,6 +297,18 @@ pub trait Ledger: Send + Sync {
     /// Records a dry-run decision (no money, no guard). Returns false if it was recorded before.
     async fn record_dry_run(&self, intent: &Intent) -> Result<bool, StoreError>;
 
+    /// Records a decision waiting for a person's approval (no money, no guard), under a key of
+    /// its own. Returns false if it was recorded before.
+    async fn record_approval(&self, intent: &Intent) -> Result<bool, StoreError> {
+        Err(StoreError::Unavailable(format!("this store cannot record approval {}", intent.id)))
+    }
+
+    /// The decision waiting for approval for this rule and offering, if any.
+    async fn get_approval(&self, rule_id: &str, offering_id: &str) -> Result<Option<Intent>, StoreError> {
+        let _ = (rule_id, offering_id);
+        Ok(None)
+    }
+
     async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError>;
     async fn open_intents(&self) -> Result<Vec<Intent>, StoreError>;
 
@@ -318,6 +330,11 @@ pub trait Ledger: Send + Sync {
 pub trait BlockStore: Send + Sync {
     /// Blocks not in a final state, optionally only one rule's.
     async fn open_blocks(&self, rule_id: Option<&str>) -> Result<Vec<Block>, StoreError>;
+    /// Every block, final states included (for people: the CLI). Stores without a way to list
+    /// closed blocks answer with the open ones.
+    async fn all_blocks(&self) -> Result<Vec<Block>, StoreError> {
+        self.open_blocks(None).await
+    }
     async fn get_block(&self, reservation_id: &str) -> Result<Option<Block>, StoreError>;
     /// Writes a block capblock did not buy itself (adoption). False if it is already known.
     async fn adopt_block(&self, block: &Block) -> Result<bool, StoreError>;

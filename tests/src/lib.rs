@@ -3,6 +3,8 @@
 //! published. Tests reach moto through the standard `AWS_ENDPOINT_URL_*` variables that
 //! `infra/local/stack.sh` exports; nothing here changes how the production code finds AWS.
 
+pub mod runtime;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

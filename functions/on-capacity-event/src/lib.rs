@@ -107,10 +107,7 @@ impl App {
             reminders: reminders.as_ref(),
             clock: &SystemClock,
         };
-        handler.handle(&event.payload).await.map_err(|e| {
-            tracing::error!(event = "invocation_failed", error_type = e.kind(), error = %e, "will be retried");
-            Diagnostic { error_type: e.kind().to_string(), error_message: e.to_string() }
-        })
+        handler.handle(&event.payload).await.map_err(|e| capblock_shared::lambda::report("on-capacity-event", e.into()))
     }
 }
 

@@ -10,9 +10,8 @@ use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
-use capblock_shared::domain::money::Money;
-use capblock_shared::lambda::{FunctionError, Tick, parse_event};
-use capblock_shared::ports::{Clock, SystemClock};
+use capblock_shared::lambda::{FunctionError, on_tick};
+use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
 /// Everything built once per container and reused by every invocation.
@@ -27,17 +26,11 @@ pub struct App {
 
 /// Reads this function's settings from the environment.
 pub fn settings() -> Result<ScanSettings, FunctionError> {
-    let budget: String = config::parsed_or("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", "0".to_string())?;
-    let account_budget = Money::parse(&budget, "USD").map_err(|e| config::ConfigError::Invalid {
-        name: "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET",
-        value: budget,
-        problem: e.to_string(),
-    })?;
     Ok(ScanSettings {
         stack: config::required("CAPBLOCK_STACK")?,
         mode: config::parsed_or("CAPBLOCK_MODE", Default::default())?,
-        // "0" means no account-wide limit beyond each rule's own.
-        account_budget: (!account_budget.amount().is_zero()).then_some(account_budget),
+        // Unset or "0": no account-wide limit beyond each rule's own.
+        account_budget: config::budget_usd("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")?,
         region_concurrency: config::parsed_or("CAPBLOCK_REGION_CONCURRENCY", 4usize)?,
     })
 }
@@ -58,9 +51,7 @@ impl App {
     }
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<ScanReport, Diagnostic> {
-        let result = async {
-            let tick: Tick = parse_event(event.payload)?;
-            let now = tick.now(&SystemClock as &dyn Clock);
+        on_tick("scan-offerings", event.payload, &SystemClock, |now| async move {
             let scanner = Scanner {
                 market: &self.market,
                 store: &self.store,
@@ -68,12 +59,8 @@ impl App {
                 catalog: &self.catalog,
                 settings: &self.settings,
             };
-            Ok::<_, FunctionError>(scanner.run(now).await?)
-        }
-        .await;
-        result.map_err(|e| {
-            tracing::error!(event = "invocation_failed", error_type = e.kind(), retryable = e.retryable(), error = %e, "scan failed");
-            Diagnostic { error_type: e.kind().to_string(), error_message: e.to_string() }
+            Ok(scanner.run(now).await?)
         })
+        .await
     }
 }

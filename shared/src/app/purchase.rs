@@ -41,6 +41,12 @@ pub enum Action {
     Skipped {
         reason: String,
     },
+    /// Approval mode: the decision is stored and a person was asked (once per offering).
+    AwaitingApproval {
+        offering_id: String,
+        intent: String,
+        first_time: bool,
+    },
     /// EC2 refused (or the offering vanished at the re-check); the budget was released.
     Refused {
         offering_id: String,
@@ -116,6 +122,34 @@ where
             self.store.enqueue(&alert_notice(&intent.id, "would-buy", &msg, now)).await?;
         }
         Ok(Action::WouldBuy { offering_id: p.offering.id.clone(), first_time })
+    }
+
+    /// Approval: like a dry run, but the decision is stored for `capblock approve` and the
+    /// message asks a person. Nothing is asked while the rule holds its blocks.
+    pub async fn ask(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Result<Action, StoreError> {
+        let held = self.store.open_blocks(Some(&rule.id)).await?.iter().filter(|b| b.state.is_held()).count();
+        if held >= rule.max_blocks_held as usize {
+            return Ok(Action::Skipped {
+                reason: format!("the rule holds {held} block(s), its limit is {}", rule.max_blocks_held),
+            });
+        }
+        let intent = Intent::new(&rule.id, p.offering.clone(), p.accelerators_per_instance, vec![], now);
+        let req = PurchaseRequest {
+            offering: p.offering.clone(),
+            instance_platform: rule.instance_platform.clone(),
+            tags: self.tags(rule, &intent.id),
+            dry_run: true,
+        };
+        if let Err(e) = self.market.purchase(&req).await {
+            tracing::warn!(event = "dry_run_refused", rule = %rule.id, offering = %p.offering.id, error = %e, "EC2 would refuse this purchase");
+            return Ok(Action::Refused { offering_id: p.offering.id.clone(), reason: e.to_string() });
+        }
+        let first_time = self.store.record_approval(&intent).await?;
+        if first_time {
+            let msg = announce::approval_needed(&rule.id, p, &intent);
+            self.store.enqueue(&alert_notice(&intent.id, "approval", &msg, now)).await?;
+        }
+        Ok(Action::AwaitingApproval { offering_id: p.offering.id.clone(), intent: intent.id, first_time })
     }
 
     /// Live: the exactly-once path.

@@ -265,6 +265,7 @@ where
             let action = match &decision.chosen {
                 None => None,
                 Some(p) if mode == Mode::Live => Some(buyer.live(rule, p, now).await?),
+                Some(p) if mode == Mode::Approval => Some(buyer.ask(rule, p, now).await?),
                 Some(p) => Some(buyer.dry_run(rule, p, self.settings.mode, now).await?),
             };
             tracing::info!(event = "decision", rule = %rule.id, mode = mode.as_str(), offerings = offerings.len(), eligible = decision.eligible,

@@ -6,6 +6,7 @@
 //! | rule guard  | `RULE#<id>`            | `GUARD`                    |                                 |
 //! | intent      | `RULE#<id>`            | `INTENT#<offering>`        | `INTENT#OPEN` while open        |
 //! | dry-run     | `RULE#<id>`            | `DRYRUN#<offering>`        |                                 |
+//! | approval    | `RULE#<id>`            | `APPROVAL#<offering>`      |                                 |
 //! | budget      | `BUDGET#<owner>`       | `PERIOD#<yyyy-mm>`         |                                 |
 //! | block       | `BLOCK#<reservation>`  | `BLOCK`                    | `BLOCK#OPEN` / `RULE#<r>#<id>`  |
 //! | observation | `OBS#<region>#<type>`  | `<seen-at>#<offering>`     | (ttl)                           |
@@ -438,6 +439,31 @@ impl Ledger for DynamoStore {
         }
     }
 
+    async fn record_approval(&self, intent: &Intent) -> Result<bool, StoreError> {
+        let mut item = key(rule_pk(&intent.rule_id), format!("APPROVAL#{}", intent.offering.id));
+        item.insert("data".into(), json(intent));
+        item.insert("state".into(), s("awaiting-approval"));
+        match self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) => match store_err("approval record", e) {
+                StoreError::Conflict(_) => Ok(false),
+                other => Err(other),
+            },
+        }
+    }
+
+    async fn get_approval(&self, rule_id: &str, offering_id: &str) -> Result<Option<Intent>, StoreError> {
+        self.get(key(rule_pk(rule_id), format!("APPROVAL#{offering_id}"))).await?.map(|i| data(&i)).transpose()
+    }
+
     async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError> {
         let offering_id = intent_id.strip_prefix(&format!("{rule_id}/")).unwrap_or(intent_id);
         self.get(intent_key(rule_id, offering_id)).await?.map(|i| data(&i)).transpose()
@@ -463,6 +489,24 @@ impl BlockStore for DynamoStore {
     async fn open_blocks(&self, rule_id: Option<&str>) -> Result<Vec<Block>, StoreError> {
         let prefix = rule_id.map(|r| format!("RULE#{r}#"));
         self.query_gsi(OPEN_BLOCKS, prefix.as_deref()).await?.iter().map(data).collect()
+    }
+
+    async fn all_blocks(&self) -> Result<Vec<Block>, StoreError> {
+        self.client
+            .scan()
+            .table_name(&self.table)
+            .filter_expression("sk = :sk AND begins_with(pk, :pk)")
+            .expression_attribute_values(":sk", s("BLOCK"))
+            .expression_attribute_values(":pk", s("BLOCK#"))
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await
+            .map_err(|e| store_err("all blocks", e))?
+            .iter()
+            .map(data)
+            .collect()
     }
 
     async fn get_block(&self, reservation_id: &str) -> Result<Option<Block>, StoreError> {

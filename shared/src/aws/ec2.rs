@@ -96,6 +96,36 @@ impl Ec2Market {
     }
 }
 
+impl Ec2Market {
+    /// Every page of DescribeCapacityReservations (optionally filtered), capacity blocks only:
+    /// the API has no reservation-type filter, so the type is checked here.
+    async fn capacity_block_pages(
+        &self,
+        region: &Region,
+        filter: Option<Filter>,
+    ) -> Result<Vec<Reservation>, MarketError> {
+        const OP: &str = "DescribeCapacityReservations";
+        let mut pages = self
+            .client(region)
+            .describe_capacity_reservations()
+            .set_filters(filter.map(|f| vec![f]))
+            .into_paginator()
+            .send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| classify(OP, region, e))?;
+            for r in page.capacity_reservations() {
+                match reservation(region, r) {
+                    Ok(r) if r.is_capacity_block() => out.push(r),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(%region, error = %e, "skipping a reservation EC2 described badly"),
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// Converts a reservation from the SDK shape; `None` when a field we rely on is missing.
 fn reservation(region: &Region, r: &CapacityReservation) -> Result<Reservation, String> {
     let id = r.capacity_reservation_id().ok_or("reservation without an id")?.to_string();
@@ -245,26 +275,8 @@ impl ReservationSource for Ec2Market {
         key: &str,
         value: &str,
     ) -> Result<Vec<Reservation>, MarketError> {
-        const OP: &str = "DescribeCapacityReservations";
-        let mut pages = self
-            .client(region)
-            .describe_capacity_reservations()
-            .filters(Filter::builder().name(format!("tag:{key}")).values(value).build())
-            .into_paginator()
-            .send();
-        let mut out = Vec::new();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| classify(OP, region, e))?;
-            for r in page.capacity_reservations() {
-                match reservation(region, r) {
-                    // The API has no reservation-type filter: keep only capacity blocks here.
-                    Ok(r) if r.is_capacity_block() => out.push(r),
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(%region, error = %e, "skipping a reservation EC2 described badly"),
-                }
-            }
-        }
-        Ok(out)
+        self.capacity_block_pages(region, Some(Filter::builder().name(format!("tag:{key}")).values(value).build()))
+            .await
     }
 
     async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {
@@ -307,21 +319,7 @@ impl ReservationSource for Ec2Market {
     }
 
     async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError> {
-        const OP: &str = "DescribeCapacityReservations";
-        let mut pages = self.client(region).describe_capacity_reservations().into_paginator().send();
-        let mut out = Vec::new();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| classify(OP, region, e))?;
-            for r in page.capacity_reservations() {
-                match reservation(region, r) {
-                    // No reservation-type filter exists: keep only capacity blocks in code.
-                    Ok(r) if r.is_capacity_block() => out.push(r),
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(%region, error = %e, "skipping a reservation EC2 described badly"),
-                }
-            }
-        }
-        Ok(out)
+        self.capacity_block_pages(region, None).await
     }
 }
 

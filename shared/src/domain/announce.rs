@@ -98,6 +98,31 @@ pub fn would_buy(rule_id: &str, p: &Priced, intent: &Intent, stack_mode: Mode, r
     }
 }
 
+/// An approval-mode rule found an offering it would buy: a person decides.
+pub fn approval_needed(rule_id: &str, p: &Priced, intent: &Intent) -> SlackMessage {
+    SlackMessage {
+        id: format!("{}#approval", intent.id),
+        title: format!("Approval needed: {} x {}", p.offering.instance_count, p.offering.instance_type),
+        description: format!(
+            "Rule `{rule_id}` found an offering that meets it and is in approval mode: nothing is bought until someone approves.\n{}\n• Payment deadline if bought now: {}",
+            what(p),
+            when(payment_deadline(intent.created_at, p.offering.start))
+        ),
+        next_steps: vec![
+            format!("approval needed: run `capblock approve {}`", intent.id),
+            "capblock re-reads the offering first and refuses if it is gone or its price rose above the rule's threshold.".into(),
+        ],
+        keywords: keywords(p, "approval"),
+        thread_id: intent.id.clone(),
+        summary: format!(
+            "Approval needed: {} x {} for {}",
+            p.offering.instance_count, p.offering.instance_type, p.offering.fee
+        ),
+        event_type: "approval-needed".into(),
+        related_resources: vec![],
+    }
+}
+
 /// EC2 refused a purchase: nothing was bought and the budget was released.
 pub fn purchase_rejected(rule_id: &str, p: &Priced, intent: &Intent, reason: &str) -> SlackMessage {
     SlackMessage {

@@ -2,6 +2,7 @@
 //! function here reads the clock: `now` is always an argument.
 
 pub mod announce;
+pub mod backtest;
 pub mod budget;
 pub mod catalog;
 pub mod checkpoint;

@@ -26,18 +26,26 @@ pub enum Mode {
     DryRun,
     /// Buy for real.
     Live,
+    /// Decide, store the decision and ask a person in Slack: `capblock approve <intent>` buys it.
+    Approval,
 }
 
 impl Mode {
     /// The stricter of the stack's and the rule's modes: a rule can be live only in a live stack.
+    /// Approval in a live stack means "ask"; in a dry-run stack it stays a dry run.
     pub fn and(self, other: Mode) -> Mode {
-        if self == Mode::Live && other == Mode::Live { Mode::Live } else { Mode::DryRun }
+        match (self, other) {
+            (Mode::DryRun, _) | (_, Mode::DryRun) => Mode::DryRun,
+            (Mode::Live, Mode::Live) => Mode::Live,
+            _ => Mode::Approval,
+        }
     }
 
     pub fn as_str(&self) -> &'static str {
         match self {
             Mode::DryRun => "dry-run",
             Mode::Live => "live",
+            Mode::Approval => "approval",
         }
     }
 }
@@ -48,7 +56,8 @@ impl std::str::FromStr for Mode {
         match s {
             "dry-run" => Ok(Mode::DryRun),
             "live" => Ok(Mode::Live),
-            other => Err(format!("unknown mode {other:?}: expected \"dry-run\" or \"live\"")),
+            "approval" => Ok(Mode::Approval),
+            other => Err(format!("unknown mode {other:?}: expected \"dry-run\", \"live\" or \"approval\"")),
         }
     }
 }

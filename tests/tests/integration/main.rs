@@ -1,7 +1,10 @@
 //! Integration tests against the local stack: moto for DynamoDB/SNS/SQS, the market simulator
 //! for EC2. Run them with `make test`, which starts and stops the stack.
 
+mod cli;
+mod crash;
 mod events;
+mod faults;
 mod scan;
 mod sim_wire;
 mod store;

@@ -224,3 +224,14 @@ fn rule_round_trips_through_json() {
     let back: Rule = serde_json::from_str(&j).unwrap();
     assert_eq!(back, r);
 }
+
+#[test]
+fn approval_mode_asks_in_a_live_stack_and_stays_dry_in_a_dry_run_stack() {
+    let text = GOOD.replace("mode = \"live\"", "mode = \"approval\"");
+    assert_eq!(Rule::from_toml(&text, now()).unwrap().mode, Mode::Approval);
+    assert_eq!(Mode::Live.and(Mode::Approval), Mode::Approval);
+    assert_eq!(Mode::DryRun.and(Mode::Approval), Mode::DryRun);
+    assert_eq!(Mode::Approval.and(Mode::DryRun), Mode::DryRun);
+    assert_eq!("approval".parse::<Mode>().unwrap().as_str(), "approval");
+    assert!("ask".parse::<Mode>().unwrap_err().contains("approval"));
+}

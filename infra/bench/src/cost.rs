@@ -1,0 +1,136 @@
+//! The monthly bill at the template's default settings, from this run's measured durations,
+//! memory and request counts and the list prices in `infra/bench/prices.toml`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::{Defaults, FunctionFigures, Row, info, row};
+
+pub struct Cost {
+    lines: Vec<(String, f64, String)>,
+    total: f64,
+    worst: Option<f64>,
+}
+
+fn price(p: &toml::Value, section: &str, key: &str) -> Result<f64, String> {
+    let v = &p[section][key];
+    v.as_float().or_else(|| v.as_integer().map(|i| i as f64)).ok_or(format!("prices.toml: [{section}] {key} missing"))
+}
+
+/// Billed milliseconds (Lambda rounds up to the millisecond).
+fn billed_secs(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).ceil() / 1000.0
+}
+
+pub fn monthly(
+    prices: &Path,
+    d: &Defaults,
+    fns: &[FunctionFigures],
+    scan256: Option<Duration>,
+) -> Result<Cost, String> {
+    let text = std::fs::read_to_string(prices).map_err(|e| format!("{}: {e}", prices.display()))?;
+    let p: toml::Value = toml::from_str(&text).map_err(|e| format!("prices.toml: {e}"))?;
+    let days = price(&p, "assumptions", "days_per_month")?;
+    let cold = price(&p, "assumptions", "cold_fraction")?;
+    let minutes = days * 24.0 * 60.0;
+    let invocations = |name: &str| -> Result<f64, String> {
+        Ok(match name {
+            "scan-offerings" => minutes / d.scan_minutes,
+            "track-blocks" => minutes / d.track_minutes,
+            _ => price(&p, "assumptions", "capacity_events_per_month")?,
+        })
+    };
+    let gb = d.memory_mb as f64 / 1024.0;
+    let gb_s_price = price(&p, "lambda", "arm64_gb_second")?;
+    let (mut gb_s, mut worst_gb_s, mut requests, mut wru, mut rru, mut bytes, mut publishes, mut logs, mut sched) =
+        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    let platform_log = price(&p, "assumptions", "platform_log_bytes_per_invocation")?;
+    for f in fns {
+        let n = invocations(f.name)?;
+        let secs = billed_secs(f.median_handler()) + cold * billed_secs(f.median_init());
+        gb_s += n * secs * gb;
+        let worst_secs = match (f.name, scan256) {
+            ("scan-offerings", Some(s)) => billed_secs(s) + billed_secs(f.median_init()),
+            _ => secs,
+        };
+        worst_gb_s += n * worst_secs * gb;
+        requests += n;
+        wru += n * f.per_run(f.counts.dynamo_wru);
+        rru += n * f.per_run(f.counts.dynamo_rru);
+        bytes += n * f.per_run(f.counts.dynamo_write_bytes as f64);
+        publishes += n * f.per_run(f.counts.sns_publishes as f64);
+        logs += n * (f.log_bytes() + platform_log);
+        // Scheduled functions are invoked by Scheduler; each reminder schedule fires once.
+        if f.name != "on-capacity-event" {
+            sched += n;
+        }
+        sched += n * f.per_run(f.counts.schedules_created as f64);
+    }
+    let lines = vec![
+        (
+            "Lambda compute".to_string(),
+            gb_s * gb_s_price,
+            format!("{gb_s:.0} GB-s ({} MB, arm64, init billed on every run)", d.memory_mb),
+        ),
+        (
+            "Lambda requests".to_string(),
+            requests / 1e6 * price(&p, "lambda", "requests_per_million")?,
+            format!("{requests:.0} invocations"),
+        ),
+        (
+            "DynamoDB writes".to_string(),
+            wru / 1e6 * price(&p, "dynamodb", "write_request_units_per_million")?,
+            format!("{wru:.0} WRU (counted at the wire)"),
+        ),
+        (
+            "DynamoDB reads".to_string(),
+            rru / 1e6 * price(&p, "dynamodb", "read_request_units_per_million")?,
+            format!("{rru:.0} RRU (counted at the wire)"),
+        ),
+        (
+            "DynamoDB storage".to_string(),
+            bytes / 1e9 * price(&p, "dynamodb", "storage_gb_month")?,
+            format!("{:.1} MB written a month (upper bound: nothing expires or is overwritten)", bytes / 1e6),
+        ),
+        (
+            "SNS publishes".to_string(),
+            publishes / 1e6 * price(&p, "sns", "publishes_per_million")?,
+            format!("{publishes:.0} publishes"),
+        ),
+        (
+            "Scheduler invocations".to_string(),
+            sched / 1e6 * price(&p, "scheduler", "invocations_per_million")?,
+            format!("{sched:.0} invocations"),
+        ),
+        (
+            "CloudWatch Logs ingestion".to_string(),
+            logs / 1e9 * price(&p, "cloudwatch_logs", "ingestion_per_gb")?,
+            format!("{:.1} MB of logs", logs / 1e6),
+        ),
+    ];
+    let total: f64 = lines.iter().map(|l| l.1).sum();
+    let worst = scan256.map(|_| total + (worst_gb_s - gb_s) * gb_s_price);
+    Ok(Cost { lines, total, worst })
+}
+
+impl Cost {
+    pub fn rows(&self, rows: &mut Vec<Row>) {
+        rows.push(row(
+            "monthly cost at default settings",
+            format!("${:.3}", self.total),
+            "< $2",
+            Some(self.total / 2.0),
+        ));
+        for (name, usd, what) in &self.lines {
+            rows.push(info(format!("  {name}"), format!("${usd:.4} ({what})")));
+        }
+        if let Some(w) = self.worst {
+            rows.push(row(
+                "  same, every scan 256 queries at the rate limit",
+                format!("${w:.3}"),
+                "< $2",
+                Some(w / 2.0),
+            ));
+        }
+    }
+}

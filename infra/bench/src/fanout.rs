@@ -1,0 +1,228 @@
+//! Scan fan-out against the market simulator: capblock's real `fan_out` over the real
+//! `Ec2Market` (production timeouts and adaptive retry), the token-bucket bound, and the
+//! one-by-one boto3 baseline.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use capblock_shared::app::scan::fan_out;
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::ports::{MarketError, OfferingQuery};
+use chrono::{DateTime, Utc};
+
+use crate::http;
+
+pub const REGIONS: [&str; 4] = ["us-east-1", "us-east-2", "us-west-2", "eu-west-2"];
+pub const TYPES: [&str; 4] = ["p5.48xlarge", "p5e.48xlarge", "p4d.24xlarge", "trn1.32xlarge"];
+const COUNTS: [u32; 8] = [1, 2, 4, 8, 16, 32, 48, 64];
+const DAYS: [u32; 8] = [1, 2, 3, 4, 7, 14, 21, 28];
+
+/// The simulated market's behaviour.
+#[derive(Debug, Clone, Copy)]
+pub struct Market {
+    pub latency_ms: u64,
+    /// (rate per second, burst) per region; `None`: no throttling
+    pub throttle: Option<(f64, u32)>,
+}
+
+/// The query grid: 4 regions x 4 types x k counts x k durations.
+#[derive(Debug, Clone, Copy)]
+pub struct Grid {
+    pub k: usize,
+}
+
+impl Grid {
+    pub fn for_queries(n: usize) -> Grid {
+        Grid { k: ((n / 16) as f64).sqrt().round() as usize }
+    }
+    pub fn queries(&self) -> usize {
+        16 * self.k * self.k
+    }
+    pub fn counts(&self) -> &'static [u32] {
+        &COUNTS[..self.k]
+    }
+    pub fn days(&self) -> &'static [u32] {
+        &DAYS[..self.k]
+    }
+}
+
+pub const CLOCK: &str = "2026-12-01T00:00:00Z";
+
+pub fn scenario(m: Market) -> String {
+    let mut s = format!("seed = 1\n\n[clock]\nstart = \"{CLOCK}\"\n\n[behaviour]\nlatency_ms = {}\n", m.latency_ms);
+    if let Some((rate, burst)) = m.throttle {
+        s += &format!("throttle = {{ rate_per_sec = {rate:.1}, burst = {burst} }}\n");
+    }
+    let counts = format!("{:?}", COUNTS);
+    let days = format!("{:?}", DAYS);
+    for region in REGIONS {
+        for t in TYPES {
+            s += &format!(
+                "\n[[market]]\nregion = \"{region}\"\ninstance_type = \"{t}\"\ncounts = {counts}\ndurations_days = {days}\n\
+                 start_days = [1, 4, 9]\nprice = [{{ from = \"{CLOCK}\", usd_per_accelerator_hour = \"4.10\" }}]\n"
+            );
+        }
+    }
+    s
+}
+
+fn window() -> (DateTime<Utc>, DateTime<Utc>) {
+    let now: DateTime<Utc> = CLOCK.parse().expect("constant");
+    (now + chrono::Duration::days(1), now + chrono::Duration::days(14))
+}
+
+pub fn queries(g: Grid) -> Vec<OfferingQuery> {
+    let (start_from, start_to) = window();
+    let mut out = Vec::new();
+    for r in REGIONS {
+        for t in TYPES {
+            for &c in g.counts() {
+                for &d in g.days() {
+                    out.push(OfferingQuery {
+                        region: r.parse().expect("region"),
+                        instance_type: t.parse().expect("type"),
+                        instance_count: c,
+                        duration_hours: d * 24,
+                        start_from,
+                        start_to,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The fastest any client can finish: regions in parallel, each serving n calls through a
+/// bucket of `burst` refilled at `rate`, plus one call's latency.
+pub fn bound(g: Grid, m: Market) -> Duration {
+    let per_region = (g.queries() / REGIONS.len()) as f64;
+    let wait = match m.throttle {
+        Some((rate, burst)) => ((per_region - f64::from(burst)) / rate).max(0.0),
+        None => 0.0,
+    };
+    Duration::from_secs_f64(wait + m.latency_ms as f64 / 1000.0)
+}
+
+#[derive(Debug, Clone)]
+pub struct ScanRun {
+    pub queries: usize,
+    pub elapsed: Duration,
+    pub offerings: usize,
+    pub failed: usize,
+    pub first_error: Option<String>,
+    pub throttled: u64,
+    pub calls: u64,
+}
+
+/// Resets the simulator to `m` with fresh token buckets.
+pub fn reset(sim: &str, m: Market) -> Result<(), String> {
+    let (status, body) =
+        http::request(sim, "POST", "/_sim/scenario", scenario(m).as_bytes()).map_err(|e| e.to_string())?;
+    if status != 200 {
+        return Err(format!("POST /_sim/scenario: {status} {}", String::from_utf8_lossy(&body)));
+    }
+    // Buckets are per region and refill in real time: give them a full refill anyway.
+    if let Some((rate, burst)) = m.throttle {
+        std::thread::sleep(Duration::from_secs_f64(f64::from(burst) / rate + 0.2));
+    }
+    Ok(())
+}
+
+/// (throttled answers, EC2 calls) the simulator counted since the last reset.
+pub fn sim_counts(sim: &str) -> (u64, u64) {
+    let Ok((_, body)) = http::request(sim, "GET", "/_sim/state", b"") else { return (0, 0) };
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let throttled = v["faults_injected"]["throttled"].as_u64().unwrap_or(0);
+    let calls = v["calls"].as_object().map_or(0, |m| m.values().filter_map(|n| n.as_u64()).sum());
+    (throttled, calls)
+}
+
+/// One scan in a fresh process (`capblock-bench --scan-child`), like a new Lambda container:
+/// the SDK keeps its adaptive-retry rate limiter in process-wide state, so scans in one process
+/// would inherit each other's throttling.
+pub fn capblock_scan(sim: &str, g: Grid, m: Market, per_region: usize) -> Result<ScanRun, String> {
+    reset(sim, m)?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = Command::new(exe)
+        .args(["--scan-child", sim, &g.k.to_string(), &per_region.to_string()])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("scan child failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("scan child output: {e}"))?;
+    let (throttled, calls) = sim_counts(sim);
+    Ok(ScanRun {
+        queries: g.queries(),
+        elapsed: Duration::from_secs_f64(v["seconds"].as_f64().unwrap_or(f64::NAN)),
+        offerings: v["offerings"].as_u64().unwrap_or(0) as usize,
+        failed: v["failed"].as_u64().unwrap_or(0) as usize,
+        first_error: v["first_error"].as_str().map(str::to_string),
+        throttled,
+        calls,
+    })
+}
+
+/// The child side: capblock's `fan_out` over a fresh `Ec2Market` (production timeouts and
+/// retry), timed around the fan-out; prints one JSON object.
+pub fn scan_child(sim: &str, k: usize, per_region: usize) -> Result<String, String> {
+    // SAFETY: called first thing in `main`, before any other thread exists.
+    unsafe {
+        std::env::set_var("AWS_ENDPOINT_URL_EC2", sim);
+        for (key, v) in [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")]
+        {
+            if std::env::var_os(key).is_none() {
+                std::env::set_var(key, v);
+            }
+        }
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let market = Ec2Market::new(capblock_shared::aws::load_config().await);
+        let qs = queries(Grid { k });
+        let t = Instant::now();
+        let answers = fan_out(&market, &qs, per_region).await;
+        let seconds = t.elapsed().as_secs_f64();
+        let failed: Vec<&MarketError> = answers.iter().filter_map(|a| a.as_ref().err()).collect();
+        Ok(serde_json::json!({
+            "seconds": seconds,
+            "offerings": answers.iter().filter_map(|a| a.as_ref().ok()).map(Vec::len).sum::<usize>(),
+            "failed": failed.len(),
+            "first_error": failed.first().map(|e| e.to_string()),
+        })
+        .to_string())
+    })
+}
+
+/// The boto3 baseline (`baseline.py`), one call after another, standard retry mode.
+pub fn baseline(python: &Path, script: &Path, sim: &str, g: Grid, m: Market) -> Result<ScanRun, String> {
+    reset(sim, m)?;
+    let (from, to) = window();
+    let join = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let out = Command::new(python)
+        .arg(script)
+        .args(["--endpoint", sim, "--regions", &REGIONS.join(","), "--types", &TYPES.join(",")])
+        .args(["--counts", &join(g.counts()), "--days", &join(g.days())])
+        .args(["--start", &from.to_rfc3339(), "--end", &to.to_rfc3339()])
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env_remove("AWS_ENDPOINT_URL_EC2")
+        .output()
+        .map_err(|e| format!("{}: {e}", python.display()))?;
+    if !out.status.success() {
+        return Err(format!("baseline.py failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("baseline.py output: {e}"))?;
+    let (throttled, calls) = sim_counts(sim);
+    Ok(ScanRun {
+        queries: v["queries"].as_u64().unwrap_or(0) as usize,
+        elapsed: Duration::from_secs_f64(v["seconds"].as_f64().unwrap_or(f64::NAN)),
+        offerings: v["offerings"].as_u64().unwrap_or(0) as usize,
+        failed: v["failed"].as_u64().unwrap_or(0) as usize,
+        first_error: v["first_error"].as_str().map(str::to_string),
+        throttled,
+        calls,
+    })
+}

@@ -1,0 +1,488 @@
+//! `make bench`: capblock's figures, each against its target (project issue 8).
+//!
+//! Run it under the local stack (`infra/local/stack.sh run -- capblock-bench ...`): the
+//! cold-start part needs the stack's table and topics. Every figure is measured in this run;
+//! nothing here asserts, it reports. See the README's "Benchmarks" section.
+
+mod cost;
+mod fanout;
+mod http;
+mod proxy;
+mod runtime;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fanout::{Grid, Market, ScanRun};
+
+const USAGE: &str =
+    "usage: capblock-bench [--repo DIR] [--bin-dir DIR] [--python PATH] [--runs N] [--skip-fanout] [--skip-cold]";
+
+struct Args {
+    repo: PathBuf,
+    bin_dir: PathBuf,
+    python: PathBuf,
+    runs: usize,
+    fanout: bool,
+    cold: bool,
+}
+
+fn args() -> Args {
+    let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
+    let cache = std::env::var("CAPBLOCK_CACHE").unwrap_or_else(|_| format!("{home}/.cache/capblock"));
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| format!("{cache}/target-release"));
+    let mut a = Args {
+        repo: PathBuf::from("."),
+        bin_dir: PathBuf::from(format!("{target}/release")),
+        python: PathBuf::from(format!("{cache}/venv/bin/python")),
+        runs: 15,
+        fanout: true,
+        cold: true,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut val = || it.next().unwrap_or_else(|| panic!("{arg} needs a value\n{USAGE}"));
+        match arg.as_str() {
+            "--repo" => a.repo = val().into(),
+            "--bin-dir" => a.bin_dir = val().into(),
+            "--python" => a.python = val().into(),
+            "--runs" => a.runs = val().parse().expect("--runs N"),
+            "--skip-fanout" => a.fanout = false,
+            "--skip-cold" => a.cold = false,
+            _ => {
+                eprintln!("{USAGE}");
+                std::process::exit(2);
+            }
+        }
+    }
+    a
+}
+
+/// One line of the result table.
+pub struct Row {
+    figure: String,
+    value: String,
+    target: String,
+    /// value / target, oriented so that <= 1.0 meets the target ("x" as printed)
+    ratio: Option<f64>,
+}
+
+fn row(figure: impl Into<String>, value: impl Into<String>, target: impl Into<String>, ratio: Option<f64>) -> Row {
+    Row { figure: figure.into(), value: value.into(), target: target.into(), ratio }
+}
+
+fn info(figure: impl Into<String>, value: impl Into<String>) -> Row {
+    row(figure, value, "-", None)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / 1048576.0)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    if v.is_empty() { Duration::ZERO } else { v[v.len() / 2] }
+}
+
+/// The deployed defaults, read from template.yaml so the bench follows the template.
+pub struct Defaults {
+    pub memory_mb: u64,
+    pub scan_minutes: f64,
+    pub track_minutes: f64,
+    pub region_concurrency: usize,
+}
+
+fn rate_minutes(expr: &str) -> Option<f64> {
+    let inner = expr.split_once("rate(")?.1.split(')').next()?;
+    let (n, unit) = inner.trim().split_once(' ')?;
+    let n: f64 = n.parse().ok()?;
+    Some(if unit.starts_with("hour") {
+        n * 60.0
+    } else if unit.starts_with("day") {
+        n * 1440.0
+    } else {
+        n
+    })
+}
+
+fn defaults(repo: &Path) -> Defaults {
+    let t = std::fs::read_to_string(repo.join("template.yaml")).unwrap_or_default();
+    let lines: Vec<&str> = t.lines().collect();
+    let param_default = |name: &str| -> Option<f64> {
+        let i = lines.iter().position(|l| l.trim() == format!("{name}:"))?;
+        lines[i..].iter().take(8).find_map(|l| l.trim().strip_prefix("Default:")).and_then(rate_minutes)
+    };
+    let after = |key: &str| -> Option<String> {
+        let l = lines.iter().find(|l| l.trim().starts_with(key))?;
+        Some(l.split_once(':')?.1.trim().trim_matches('\'').trim_matches('"').to_string())
+    };
+    Defaults {
+        memory_mb: after("MemorySize:").and_then(|v| v.parse().ok()).unwrap_or(128),
+        scan_minutes: param_default("ScanRate").unwrap_or(10.0),
+        track_minutes: param_default("TrackRate").unwrap_or(5.0),
+        region_concurrency: after("CAPBLOCK_REGION_CONCURRENCY:").and_then(|v| v.parse().ok()).unwrap_or(4),
+    }
+}
+
+fn start_sim(bin: &Path, scenario: &str, dir: &Path) -> Result<(Child, String), String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let (scn, port) = (dir.join("fanout-scenario.toml"), dir.join("fanout-sim.port"));
+    std::fs::write(&scn, scenario).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&port);
+    let log = std::fs::File::create(dir.join("fanout-sim.log")).map_err(|e| e.to_string())?;
+    let child = Command::new(bin)
+        .args(["--listen", "127.0.0.1:0", "--scenario"])
+        .arg(&scn)
+        .arg("--port-file")
+        .arg(&port)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("{}: {e}", bin.display()))?;
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(20) {
+        if let Ok(p) = std::fs::read_to_string(&port)
+            && !p.trim().is_empty()
+        {
+            return Ok((child, format!("http://127.0.0.1:{}", p.trim())));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err("the simulator did not write its port".into())
+}
+
+/// Results the cost model needs from the fan-out part.
+#[derive(Default)]
+struct FanoutFigures {
+    scan256: Option<Duration>,
+}
+
+fn describe(r: &ScanRun) -> String {
+    let mut s =
+        format!("{} queries, {} calls, {} throttled, {} offerings", r.queries, r.calls, r.throttled, r.offerings);
+    if r.failed > 0 {
+        s += &format!(", {} FAILED ({})", r.failed, r.first_error.clone().unwrap_or_default());
+    }
+    s
+}
+
+fn run_fanout(a: &Args, d: &Defaults, dir: &Path, rows: &mut Vec<Row>) -> Result<FanoutFigures, String> {
+    let throttled = Market { latency_ms: 40, throttle: Some((10.0, 20)) };
+    let open = Market { latency_ms: 40, throttle: None };
+    let (mut sim, url) = start_sim(&a.bin_dir.join("capblock-market-sim"), &fanout::scenario(throttled), dir)?;
+    let conc = d.region_concurrency;
+    let mut figs = FanoutFigures::default();
+    let script = a.repo.join("infra/bench/baseline.py");
+    eprintln!(
+        "bench: fan-out against {url}: 4 regions, 40 ms per call, token bucket 10/s burst 20 per region, {conc} per region"
+    );
+    let res = (|| -> Result<(), String> {
+        let g256 = Grid::for_queries(256);
+        let cap = fanout::capblock_scan(&url, g256, throttled, conc)?;
+        eprintln!("bench:   capblock 256: {} ({})", secs(cap.elapsed), describe(&cap));
+        let base = fanout::baseline(&a.python, &script, &url, g256, throttled)?;
+        eprintln!("bench:   boto3 baseline 256: {} ({})", secs(base.elapsed), describe(&base));
+        let b = fanout::bound(g256, throttled);
+        figs.scan256 = Some(cap.elapsed);
+        rows.push(row(
+            "scan 256 queries, capblock (throttled 10/s burst 20)",
+            format!("{} ({})", secs(cap.elapsed), describe(&cap)),
+            format!("<= 1.3 x bound = {}", secs(b.mul_f64(1.3))),
+            Some(cap.elapsed.as_secs_f64() / (1.3 * b.as_secs_f64())),
+        ));
+        rows.push(info("  token-bucket bound, 256 queries", secs(b)));
+        let speed = base.elapsed.as_secs_f64() / cap.elapsed.as_secs_f64();
+        rows.push(row(
+            "  speed-up vs boto3 one-by-one (throttled)",
+            format!("{speed:.1}x (baseline {}, {})", secs(base.elapsed), describe(&base)),
+            ">= 10x",
+            Some(10.0 / speed),
+        ));
+        rows.push(info(
+            "  best possible speed-up vs this baseline",
+            format!("{:.1}x (baseline / bound)", base.elapsed.as_secs_f64() / b.as_secs_f64()),
+        ));
+        for n in [64, 1024] {
+            let g = Grid::for_queries(n);
+            let r = fanout::capblock_scan(&url, g, throttled, conc)?;
+            eprintln!("bench:   capblock {n}: {} ({})", secs(r.elapsed), describe(&r));
+            let b = fanout::bound(g, throttled);
+            rows.push(row(
+                format!("scan {n} queries, capblock (throttled)"),
+                format!("{} ({})", secs(r.elapsed), describe(&r)),
+                format!("<= 1.3 x bound = {}", secs(b.mul_f64(1.3))),
+                Some(r.elapsed.as_secs_f64() / (1.3 * b.as_secs_f64())),
+            ));
+        }
+        // The same market without throttling: latency alone.
+        let cap = fanout::capblock_scan(&url, g256, open, conc)?;
+        let base = fanout::baseline(&a.python, &script, &url, g256, open)?;
+        eprintln!("bench:   unthrottled 256: capblock {} baseline {}", secs(cap.elapsed), secs(base.elapsed));
+        let speed = base.elapsed.as_secs_f64() / cap.elapsed.as_secs_f64();
+        rows.push(info(
+            "scan 256 queries, no throttling (40 ms only)",
+            format!("capblock {}, boto3 baseline {}: {speed:.1}x", secs(cap.elapsed), secs(base.elapsed)),
+        ));
+        // How the per-region concurrency setting plays against the bucket.
+        let mut sweep = Vec::new();
+        for c in [1usize, 2, 4, 8, 16] {
+            let r = fanout::capblock_scan(&url, g256, throttled, c)?;
+            eprintln!("bench:   concurrency {c}: {} ({})", secs(r.elapsed), describe(&r));
+            sweep.push(format!(
+                "{c}: {:.2}s/{}thr{}",
+                r.elapsed.as_secs_f64(),
+                r.throttled,
+                if r.failed > 0 { "/FAIL" } else { "" }
+            ));
+        }
+        rows.push(info("  256 throttled by region concurrency", sweep.join(", ")));
+        Ok(())
+    })();
+    let _ = sim.kill();
+    let _ = sim.wait();
+    res.map(|_| figs)
+}
+
+/// Per function: the cold-start runs and the requests each invocation made.
+pub struct FunctionFigures {
+    pub name: &'static str,
+    pub runs: Vec<runtime::Run>,
+    pub counts: proxy::Counts,
+}
+
+impl FunctionFigures {
+    pub fn median_init(&self) -> Duration {
+        median(self.runs.iter().map(|r| r.init).collect())
+    }
+    pub fn median_handler(&self) -> Duration {
+        median(self.runs.iter().map(|r| r.handler).collect())
+    }
+    pub fn peak_rss(&self) -> u64 {
+        self.runs.iter().map(|r| r.peak_rss).max().unwrap_or(0)
+    }
+    pub fn log_bytes(&self) -> f64 {
+        self.runs.iter().map(|r| r.log_bytes as f64).sum::<f64>() / self.runs.len().max(1) as f64
+    }
+    /// per-invocation counts
+    pub fn per_run(&self, v: f64) -> f64 {
+        v / self.runs.len().max(1) as f64
+    }
+}
+
+fn diff(after: &proxy::Counts, before: &proxy::Counts) -> proxy::Counts {
+    let mut calls = after.calls.clone();
+    for (k, n) in &before.calls {
+        if let Some(v) = calls.get_mut(k) {
+            *v -= n;
+        }
+    }
+    calls.retain(|_, n| *n > 0);
+    proxy::Counts {
+        calls,
+        dynamo_wru: after.dynamo_wru - before.dynamo_wru,
+        dynamo_rru: after.dynamo_rru - before.dynamo_rru,
+        dynamo_write_bytes: after.dynamo_write_bytes - before.dynamo_write_bytes,
+        sns_publishes: after.sns_publishes - before.sns_publishes,
+        schedules_created: after.schedules_created - before.schedules_created,
+    }
+}
+
+fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec<FunctionFigures>, String> {
+    let need = |k: &str| env0.get(k).cloned().ok_or(format!("{k} is not set: run under infra/local/stack.sh run --"));
+    let (ddb, sns, sched) =
+        (need("AWS_ENDPOINT_URL_DYNAMODB")?, need("AWS_ENDPOINT_URL_SNS")?, need("AWS_ENDPOINT_URL_SCHEDULER")?);
+    need("CAPBLOCK_TABLE")?;
+    // A typical stack: the example rule stored (3 regions, one of them unsupported).
+    let rule = a.repo.join("infra/examples/rules/p5-weekly.toml");
+    let out = Command::new(a.bin_dir.join("capblock"))
+        .args(["rules", "put"])
+        .arg(&rule)
+        .env_clear()
+        .envs(env0)
+        .output()
+        .map_err(|e| format!("capblock rules put: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("capblock rules put: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let proxies = [proxy::start("dynamodb", &ddb), proxy::start("sns", &sns), proxy::start("scheduler", &sched)];
+    let [p_ddb, p_sns, p_sched] = proxies.map(|p| p.expect("proxy"));
+    let mut env: BTreeMap<String, String> = env0.clone();
+    env.insert("AWS_ENDPOINT_URL_DYNAMODB".into(), p_ddb.url.clone());
+    env.insert("AWS_ENDPOINT_URL_SNS".into(), p_sns.url.clone());
+    env.insert("AWS_ENDPOINT_URL_SCHEDULER".into(), p_sched.url.clone());
+    env.insert("RUST_LOG".into(), "info".into());
+    env.remove("CAPBLOCK_REGION_CONCURRENCY");
+    env.insert("CAPBLOCK_SCHEDULE_GROUP".into(), "default".into());
+    env.insert(
+        "CAPBLOCK_REMINDER_TARGET_ARN".into(),
+        "arn:aws:lambda:us-east-1:123456789012:function:on-capacity-event".into(),
+    );
+    env.insert("CAPBLOCK_REMINDER_ROLE_ARN".into(), "arn:aws:iam::123456789012:role/capblock-reminder".into());
+    let env: Vec<(String, String)> = env.into_iter().collect();
+    let tick = format!(r#"{{"source": "capblock.schedule", "time": "{}"}}"#, fanout::CLOCK);
+    let warning = std::fs::read_to_string(
+        a.repo.join("shared/src/domain/events/fixtures/capacity-block-expiration-warning.json"),
+    )
+    .map_err(|e| format!("event fixture: {e}"))?;
+    let snapshot = || {
+        let mut c = p_ddb.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let s = p_sns.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let h = p_sched.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        c.calls.extend(s.calls.clone());
+        c.calls.extend(h.calls.clone());
+        c.sns_publishes = s.sns_publishes;
+        c.schedules_created = h.schedules_created;
+        c
+    };
+    let mut out = Vec::new();
+    for (name, event) in
+        [("scan-offerings", tick.as_str()), ("track-blocks", tick.as_str()), ("on-capacity-event", warning.as_str())]
+    {
+        let bin = a.bin_dir.join(name);
+        let before = snapshot();
+        let mut runs = Vec::new();
+        for i in 0..a.runs {
+            let arn = format!("arn:aws:lambda:us-east-1:123456789012:function:{name}");
+            let r = runtime::cold_start(&bin, &env, event, &arn, &dir.join(format!("{name}-{i}.log")))?;
+            if r.outcome != "response" {
+                eprintln!("bench:   {name} run {i}: {} {}", r.outcome, r.body.chars().take(300).collect::<String>());
+            }
+            runs.push(r);
+        }
+        let counts = diff(&snapshot(), &before);
+        let f = FunctionFigures { name, runs, counts };
+        eprintln!(
+            "bench:   {name}: init {} handler {} peak RSS {} requests {:?}",
+            ms(f.median_init()),
+            ms(f.median_handler()),
+            mib(f.peak_rss()),
+            f.counts.calls
+        );
+        out.push(f);
+    }
+    Ok(out)
+}
+
+fn cold_rows(fs: &[FunctionFigures], rows: &mut Vec<Row>) {
+    for f in fs {
+        let own = median(f.runs.iter().map(runtime::Run::first_response_own).collect());
+        let first = median(f.runs.iter().map(runtime::Run::first_response).collect());
+        let ok = f.runs.iter().filter(|r| r.outcome == "response").count();
+        rows.push(row(
+            format!("{} cold start -> first response, own time", f.name),
+            format!("{} (init {} + handler CPU)", ms(own), ms(f.median_init())),
+            "< 50 ms",
+            Some(own.as_secs_f64() / 0.050),
+        ));
+        rows.push(info(
+            format!("  {} spawn -> first response, wall", f.name),
+            format!(
+                "{} (handler {} incl. its AWS calls to local moto/sim; {ok}/{} answered ok)",
+                ms(first),
+                ms(f.median_handler()),
+                f.runs.len()
+            ),
+        ));
+        rows.push(row(
+            format!("  {} peak RSS (VmHWM)", f.name),
+            mib(f.peak_rss()),
+            "< 40 MiB",
+            Some(f.peak_rss() as f64 / (40.0 * 1048576.0)),
+        ));
+    }
+}
+
+fn package_rows(a: &Args, rows: &mut Vec<Row>) {
+    let arch = std::env::var("BENCH_PACKAGE_ARCH").unwrap_or_else(|_| "arm64".into());
+    let lambda_dir = a.bin_dir.parent().unwrap_or(Path::new(".")).join("lambda");
+    for name in ["scan-offerings", "track-blocks", "on-capacity-event"] {
+        let z = lambda_dir.join(name).join("bootstrap.zip");
+        match std::fs::metadata(&z) {
+            Ok(m) => rows.push(row(
+                format!("{name} zip ({arch})"),
+                mib(m.len()),
+                "< 8 MiB",
+                Some(m.len() as f64 / (8.0 * 1048576.0)),
+            )),
+            Err(_) => {
+                rows.push(row(format!("{name} zip ({arch})"), format!("not built ({})", z.display()), "< 8 MiB", None))
+            }
+        }
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    let w0 = rows.iter().map(|r| r.figure.len()).max().unwrap_or(6).max(6);
+    let w2 = rows.iter().map(|r| r.target.len()).max().unwrap_or(6).max(6);
+    println!("{:<w0$}  {:<w2$}  {:>7}  {:<4}  value", "figure", "target", "ratio", "");
+    for r in rows {
+        let (ratio, verdict) = match r.ratio {
+            Some(x) if x.is_finite() => (format!("{x:.2}x"), if x <= 1.0 { "ok" } else { "MISS" }),
+            _ => ("-".into(), ""),
+        };
+        println!("{:<w0$}  {:<w2$}  {:>7}  {:<4}  {}", r.figure, r.target, ratio, verdict, r.value);
+    }
+    println!("ratio = measured / target (for the speed-up: target / measured); <= 1.00x meets the target");
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("--scan-child") && argv.len() == 5 {
+        let (k, c) = (argv[3].parse().expect("k"), argv[4].parse().expect("per region"));
+        match fanout::scan_child(&argv[2], k, c) {
+            Ok(json) => println!("{json}"),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
+    let a = args();
+    let env0: BTreeMap<String, String> = std::env::vars().collect();
+    let d = defaults(&a.repo);
+    let cache = env0.get("CAPBLOCK_CACHE").cloned().unwrap_or_else(|| format!("{}/.cache/capblock", env0["HOME"]));
+    let dir = PathBuf::from(cache).join("bench-logs");
+    let _ = std::fs::create_dir_all(&dir);
+    let mut rows = Vec::new();
+    rows.push(info(
+        "release profile",
+        "opt-level \"s\", lto = true, codegen-units = 1, strip = true, panic = \"abort\" (root Cargo.toml)",
+    ));
+    let mut figs = FanoutFigures::default();
+    if a.fanout {
+        match run_fanout(&a, &d, &dir, &mut rows) {
+            Ok(f) => figs = f,
+            Err(e) => rows.push(info("scan fan-out", format!("NOT MEASURED: {e}"))),
+        }
+    }
+    let mut fns = Vec::new();
+    if a.cold {
+        match run_cold(&a, &env0, &dir) {
+            Ok(f) => {
+                cold_rows(&f, &mut rows);
+                fns = f;
+            }
+            Err(e) => rows.push(info("cold start / memory", format!("NOT MEASURED: {e}"))),
+        }
+    }
+    package_rows(&a, &mut rows);
+    if !fns.is_empty() {
+        match cost::monthly(&a.repo.join("infra/bench/prices.toml"), &d, &fns, figs.scan256) {
+            Ok(c) => c.rows(&mut rows),
+            Err(e) => rows.push(info("monthly cost", format!("NOT COMPUTED: {e}"))),
+        }
+    }
+    println!();
+    print_table(&rows);
+}

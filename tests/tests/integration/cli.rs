@@ -1,0 +1,334 @@
+//! The `capblock` binary against the local stack: a fresh table and topics on moto, the test's
+//! own simulator as EC2. Tables, `--json` output and exit codes are checked as an operator sees them.
+
+use capblock_shared::domain::names::Region;
+use capblock_shared::domain::offering::{Offering, RawOffering};
+use capblock_shared::ports::Observation;
+use capblock_tests::{Aws, Sim, assert_slack_schema};
+use chrono::{DateTime, Duration, Utc};
+use serde_json::Value;
+
+/// One region, p5 at 2.75/GPU-hour, one start day (+2), one AZ: one offering per question.
+const MARKET: &str = r#"
+seed = 5
+[clock]
+start = "2026-12-01T00:00:00Z"
+[behaviour]
+payment = "succeed"
+[[market]]
+region = "us-west-2"
+instance_type = "p5.48xlarge"
+azs = ["us-west-2a"]
+counts = [1]
+durations_days = [1]
+start_days = [2]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.75" } ]
+"#;
+
+const NOW: &str = "2026-12-01T00:00:00Z";
+
+fn rule_toml(id: &str, mode: &str, threshold: &str) -> String {
+    format!(
+        r#"
+id = "{id}"
+mode = "{mode}"
+regions = ["us-west-2"]
+instance_types = ["p5.48xlarge"]
+instance_counts = [1]
+durations_days = [1]
+max_price_per_accelerator_hour = "{threshold}"
+monthly_budget = "10000"
+max_purchases_per_month = 4
+start_window = {{ earliest_in_days = 1, latest_in_days = 10 }}
+"#
+    )
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
+    }
+}
+
+fn binary() -> String {
+    let target =
+        std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| format!("{}/../target", env!("CARGO_MANIFEST_DIR")));
+    let path = format!("{target}/debug/capblock");
+    assert!(std::path::Path::new(&path).exists(), "{path} is missing: run `cargo build -p capblock-cli` first");
+    path
+}
+
+struct Cli {
+    sim: Sim,
+    aws: Aws,
+    dir: std::path::PathBuf,
+}
+
+impl Cli {
+    async fn new(name: &str) -> Cli {
+        let dir = std::env::temp_dir().join(format!("capblock-cli-{name}-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Cli { sim: Sim::start(MARKET).await, aws: Aws::fresh(name).await, dir }
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+
+    async fn run(&self, args: &[&str]) -> Out {
+        let out = tokio::process::Command::new(binary())
+            .args(args)
+            .env("AWS_ENDPOINT_URL_EC2", &self.sim.url)
+            .env("CAPBLOCK_TABLE", &self.aws.table)
+            .env("CAPBLOCK_ALERTS_TOPIC_ARN", &self.aws.alerts_topic)
+            .env("CAPBLOCK_STACK", "capblock-cli-test")
+            .env_remove("CAPBLOCK_MODE")
+            .env_remove("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")
+            .env_remove("CAPBLOCK_REMINDER_LEAD_MINUTES")
+            .output()
+            .await
+            .expect("run capblock");
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    async fn put_rule(&self, toml: &str) {
+        let f = self.file("rule.toml", toml);
+        let out = self.run(&["rules", "put", &f]).await;
+        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    }
+}
+
+impl Drop for Cli {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_and_history_show_what_the_scan_bought_and_saw() {
+    let c = Cli::new("cli-blocks").await;
+    // Nothing yet: exit 3.
+    assert_eq!(c.run(&["blocks"]).await.code, 3);
+    assert_eq!(c.run(&["history", "--region", "us-west-2", "--type", "p5.48xlarge"]).await.code, 3);
+
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
+    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    assert_eq!(scan.json()["outcomes"][0]["action"]["action"], "bought");
+    assert_eq!(c.sim.purchases().await.len(), 1);
+
+    let blocks = c.run(&["blocks", "--json", "--time", NOW]).await;
+    assert_eq!(blocks.code, 0, "{}", blocks.stderr);
+    let list = blocks.json();
+    let b = &list[0];
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(b["state"], "payment-pending");
+    assert_eq!(b["rule_id"], "west");
+    assert_eq!(b["start"], "2026-12-03T11:30:00Z");
+    assert_eq!(b["termination_time"], "2026-12-04T11:00:00Z");
+    // Leads 1440, 120, 30 before the termination time: the first still ahead is a day before.
+    assert_eq!(b["next_reminder"], "2026-12-03T11:00:00Z");
+    assert_eq!(b["time_left"], "starts in 2d 11h");
+
+    let table = c.run(&["blocks", "--all", "--time", "2026-12-04T10:00:00Z"]).await;
+    assert_eq!(table.code, 0);
+    let text = &table.stdout;
+    for needle in ["RESERVATION", "NEXT REMINDER", "west", "1 x p5.48xlarge", "payment-pending", "1h 30m left"] {
+        assert!(text.contains(needle), "{needle:?} missing from\n{text}");
+    }
+    assert!(text.contains("2026-12-04 10:30"), "next reminder 30 min before termination:\n{text}");
+
+    let history = c.run(&["history", "--region", "us-west-2", "--type", "p5.48xlarge", "--json"]).await;
+    assert_eq!(history.code, 0, "{}", history.stderr);
+    let rows = history.json();
+    assert_eq!(rows.as_array().unwrap().len(), 1);
+    assert_eq!(rows[0]["per_accelerator_hour"], "2.75");
+    assert_eq!(rows[0]["days"], 1);
+    assert_eq!(rows[0]["seen_at"], NOW);
+
+    let chart = c.dir.join("prices.svg");
+    let rule = c.file("threshold.toml", &rule_toml("west", "live", "2.95"));
+    let out = c
+        .run(&[
+            "history",
+            "--region",
+            "us-west-2",
+            "--type",
+            "p5.48xlarge",
+            "--chart",
+            chart.to_str().unwrap(),
+            "--rule",
+            &rule,
+        ])
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("SEEN AT (UTC)") && out.stdout.contains("2.7500"), "{}", out.stdout);
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("<polyline") && svg.contains("rule west: 2.95"), "{svg}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_files_with_errors_exit_2_with_every_problem() {
+    let c = Cli::new("cli-invalid").await;
+    let bad = c.file(
+        "bad.toml",
+        &rule_toml("Bad Rule", "live", "-2").replace("[\"us-west-2\"]", "[\"us-west-2\", \"mars-1\"]"),
+    );
+    for args in [
+        vec!["backtest", "--rule", bad.as_str()],
+        vec!["history", "--region", "us-west-2", "--type", "p5.48xlarge", "--rule", bad.as_str()],
+        vec!["rules", "validate", bad.as_str()],
+    ] {
+        let out = c.run(&args).await;
+        assert_eq!(out.code, 2, "{args:?}: {}{}", out.stdout, out.stderr);
+        for needle in ["id:", "max_price_per_accelerator_hour", "mars-1"] {
+            assert!(out.stdout.contains(needle), "{args:?}: {needle:?} missing from {}", out.stdout);
+        }
+    }
+    let out = c.run(&["approve", "no-slash"]).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(c.run(&["approve", "nobody/cb-0"]).await.code, 3);
+    let history = c.file("history.json", "{\"not\": \"an array\"}");
+    let good = c.file("good.toml", &rule_toml("west", "live", "3.00"));
+    assert_eq!(c.run(&["backtest", "--rule", &good, "--history", &history]).await.code, 2);
+}
+
+fn observation(id: &str, seen: DateTime<Utc>, start: DateTime<Utc>, per_gpu_hour: &str) -> Observation {
+    let fee = per_gpu_hour.parse::<rust_decimal::Decimal>().unwrap() * rust_decimal::Decimal::from(192);
+    let offering = Offering::parse(
+        &"us-west-2".parse::<Region>().unwrap(),
+        RawOffering {
+            offering_id: Some(id.into()),
+            instance_type: Some("p5.48xlarge".into()),
+            availability_zone: Some("us-west-2a".into()),
+            instance_count: Some(1),
+            start_date: Some(start),
+            end_date: Some(start + Duration::days(1)),
+            duration_hours: Some(24),
+            upfront_fee: Some(fee.to_string()),
+            currency_code: Some("USD".into()),
+            ultraserver_type: None,
+        },
+    )
+    .unwrap();
+    Observation { offering, accelerators_per_instance: 8, seen_at: seen }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backtest_on_a_fixed_history_has_a_known_answer() {
+    let c = Cli::new("cli-backtest").await;
+    let t0: DateTime<Utc> = NOW.parse().unwrap();
+    let day = |d: i64| t0 + Duration::days(d);
+    let start = |d: i64| day(d) + Duration::minutes(11 * 60 + 30);
+    let history = vec![
+        observation("cb-a", day(0), start(2), "3.50"),
+        observation("cb-b", day(1), start(3), "2.90"),
+        observation("cb-c", day(2), start(4), "2.50"), // held: cb-b's block until day 4
+        observation("cb-d", day(5), start(7), "2.80"),
+    ];
+    let file = c.file("history.json", &serde_json::to_string(&history).unwrap());
+    let rule = c.file("rule.toml", &rule_toml("west", "live", "3.00"));
+    let out = c.run(&["backtest", "--rule", &rule, "--history", &file, "--json"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let r = out.json();
+    let bought: Vec<(&str, &str)> = r["purchases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["offering"]["id"].as_str().unwrap(), p["at"].as_str().unwrap()))
+        .collect();
+    assert_eq!(bought, vec![("cb-b", "2026-12-02T00:00:00Z"), ("cb-d", "2026-12-06T00:00:00Z")]);
+    assert_eq!(r["total"], "1094.40"); // (2.90 + 2.80) x 8 GPUs x 24 h
+    assert_eq!(r["scans"], 4);
+    assert_eq!(r["limited"].as_array().unwrap().len(), 1);
+
+    let table = c.run(&["backtest", "--rule", &rule, "--history", &file]).await;
+    assert_eq!(table.code, 0);
+    for needle in ["BOUGHT AT (UTC)", "cb-b", "cb-d", "2.9000", "total 1094.40 USD", "held back: holds 1 block"] {
+        assert!(table.stdout.contains(needle), "{needle:?} missing from\n{}", table.stdout);
+    }
+
+    // Without --history it replays the stored observations: one scan at 2.75 buys once.
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    assert_eq!(c.run(&["scan", "--time", NOW]).await.code, 0); // dry-run stack: records prices only
+    let stored = c.run(&["backtest", "--rule", &rule, "--json"]).await;
+    assert_eq!(stored.code, 0, "{}", stored.stderr);
+    assert_eq!(stored.json()["purchases"].as_array().unwrap().len(), 1);
+    assert_eq!(stored.json()["total"], "528.00");
+}
+
+async fn ask(c: &Cli) -> String {
+    c.put_rule(&rule_toml("west", "approval", "3.00")).await;
+    let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
+    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    let action = &scan.json()["outcomes"][0]["action"];
+    assert_eq!(action["action"], "awaiting-approval", "{action}");
+    assert!(c.sim.purchases().await.is_empty(), "approval mode buys nothing by itself");
+    let intent = action["intent"].as_str().unwrap().to_string();
+    let alerts = c.aws.alerts().await;
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert_slack_schema(&alerts[0].body);
+    let steps = alerts[0].body["content"]["nextSteps"].to_string();
+    assert!(steps.contains(&format!("approval needed: run `capblock approve {intent}`")), "{steps}");
+    // A second scan does not ask again.
+    c.run(&["scan", "--time", NOW, "--mode", "live"]).await;
+    assert!(c.aws.alerts().await.is_empty());
+    intent
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_buys_exactly_once_through_the_purchase_path() {
+    let c = Cli::new("cli-approve").await;
+    let intent = ask(&c).await;
+    let out = c.run(&["approve", &intent, "--time", NOW]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("bought 1 x p5.48xlarge"), "{}", out.stdout);
+    let bought = c.sim.purchases().await;
+    assert_eq!(bought.len(), 1);
+    assert_eq!(bought[0]["tags"]["capblock:intent"], intent.as_str());
+    assert_eq!(bought[0]["tags"]["capblock:stack"], "capblock-cli-test");
+    let alerts = c.aws.alerts().await;
+    assert!(alerts.iter().any(|a| a.body["metadata"]["eventType"] == "purchased"), "{alerts:?}");
+    // Approving again buys nothing more.
+    let again = c.run(&["approve", &intent, "--time", NOW]).await;
+    assert_eq!(again.code, 2, "{}{}", again.stdout, again.stderr);
+    assert_eq!(c.sim.purchases().await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_of_a_vanished_offering_is_refused() {
+    let c = Cli::new("cli-vanished").await;
+    let intent = ask(&c).await;
+    // Three days on, the offering's start has passed: EC2 no longer sells it.
+    c.sim.advance_hours(72).await;
+    let out = c.run(&["approve", &intent, "--time", "2026-12-04T00:00:00Z"]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("no longer on sale") && out.stderr.contains("nothing bought"), "{}", out.stderr);
+    assert!(c.sim.purchases().await.is_empty());
+    assert_eq!(c.sim.state().await["calls"]["PurchaseCapacityBlock"], 2, "only the two DryRun checks");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_is_refused_when_the_price_rose_above_the_threshold() {
+    let c = Cli::new("cli-dearer").await;
+    let intent = ask(&c).await;
+    // The operator lowered the threshold since: the same price is now above it.
+    c.put_rule(&rule_toml("west", "approval", "2.50")).await;
+    let out = c.run(&["approve", &intent, "--time", NOW]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("above rule west's threshold 2.50"), "{}", out.stderr);
+    assert!(c.sim.purchases().await.is_empty());
+}

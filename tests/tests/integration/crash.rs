@@ -1,0 +1,390 @@
+//! Crash points: the real `scan-offerings` binary, run behind a local Lambda Runtime API
+//! (`capblock_tests::runtime`) against moto and a simulator, is SIGKILLed at each step of a
+//! purchase and of its announcement. The function has no test hooks; each step is made to
+//! wait where it can be observed from outside:
+//!
+//! | point | how the run is held there |
+//! |---|---|
+//! | before the intent | every EC2 call slowed; kill once DescribeCapacityBlockOfferings arrived |
+//! | after the intent | same; kill once the intent is in the table (the re-check is waiting) |
+//! | after PurchaseCapacityBlock | `drop_purchase_response`; kill once the simulator recorded it |
+//! | after the store write | SNS behind a proxy that never forwards Publish; kill once the block is stored |
+//! | after publish | the proxy forwards Publish to moto, holds the answer; kill once it was forwarded |
+//!
+//! Then the binary runs again (the next scheduled scan, 6 minutes later: past the 5-minute
+//! grace for abandoned reservations and the 90-second notice lease) and the end state is
+//! compared with a run that did not crash.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration as StdDuration;
+
+use capblock_shared::domain::budget::{BudgetOwner, IntentState, Period};
+use capblock_shared::domain::rule::Rule;
+use capblock_shared::ports::{BlockStore, Ledger, RuleStore};
+use capblock_tests::runtime::{Outcome, RuntimeApi, binary};
+use capblock_tests::{Aws, Sim};
+use chrono::{DateTime, Duration, Utc};
+use rust_decimal::Decimal;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const T0: &str = "2026-12-01T00:00:00Z";
+const STACK: &str = "capblock-crash";
+
+/// One line, one region: 1 x p5.48xlarge for a day at 3.00/GPU-hour = 576.00, starting on
+/// days 2 and 3 (the second is what a rule buys once the first has left its window).
+const MARKET: &str = r#"
+seed = 23
+[clock]
+start = "2026-12-01T00:00:00Z"
+[[market]]
+region = "us-east-1"
+instance_type = "p5.48xlarge"
+azs = ["us-east-1a"]
+counts = [1]
+durations_days = [1]
+start_days = [2, 3]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
+"#;
+
+fn rule() -> Rule {
+    Rule::from_toml(
+        r#"
+id = "east"
+mode = "live"
+regions = ["us-east-1"]
+instance_types = ["p5.48xlarge"]
+instance_counts = [1]
+durations_days = [1]
+max_price_per_accelerator_hour = "3.00"
+monthly_budget = "5000"
+start_window = { earliest_in_days = 1, latest_in_days = 10 }
+"#,
+        T0.parse().unwrap(),
+    )
+    .unwrap()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ProxyMode {
+    Pass,
+    /// Publish is never forwarded: SNS never sees it.
+    HangBefore,
+    /// Publish is forwarded and accepted by SNS; the answer never comes back.
+    HoldAfter,
+}
+
+/// An HTTP proxy in front of moto's SNS that can hold a Publish before or after forwarding it.
+struct SnsProxy {
+    url: String,
+    mode: Arc<Mutex<ProxyMode>>,
+    forwarded_publishes: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for SnsProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl SnsProxy {
+    async fn start(upstream: String) -> SnsProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let mode = Arc::new(Mutex::new(ProxyMode::Pass));
+        let forwarded = Arc::new(AtomicUsize::new(0));
+        let (m, f) = (mode.clone(), forwarded.clone());
+        let upstream = upstream.trim_start_matches("http://").trim_end_matches('/').to_string();
+        let task = tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                tokio::spawn(proxy(sock, upstream.clone(), m.clone(), f.clone()));
+            }
+        });
+        SnsProxy { url, mode, forwarded_publishes: forwarded, task }
+    }
+
+    fn set(&self, mode: ProxyMode) {
+        *self.mode.lock().unwrap() = mode;
+    }
+}
+
+async fn read_request(sock: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let len = head
+                .lines()
+                .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-length")))
+                .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let n = sock.read(&mut chunk).await.ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return Some((head, buf[end + 4..end + 4 + len].to_vec()));
+        }
+        let n = sock.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+async fn proxy(mut sock: TcpStream, upstream: String, mode: Arc<Mutex<ProxyMode>>, forwarded: Arc<AtomicUsize>) {
+    let Some((head, body)) = read_request(&mut sock).await else { return };
+    let is_publish = String::from_utf8_lossy(&body).contains("Action=Publish");
+    let m = *mode.lock().unwrap();
+    if is_publish && m == ProxyMode::HangBefore {
+        std::future::pending::<()>().await;
+    }
+    let head: Vec<&str> =
+        head.lines().filter(|l| !l.to_ascii_lowercase().starts_with("connection:")).collect::<Vec<_>>();
+    let mut req = head.join("\r\n").into_bytes();
+    req.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
+    req.extend_from_slice(&body);
+    let Ok(mut up) = TcpStream::connect(&upstream).await else { return };
+    if up.write_all(&req).await.is_err() {
+        return;
+    }
+    let mut resp = Vec::new();
+    let _ = up.read_to_end(&mut resp).await;
+    if is_publish {
+        forwarded.fetch_add(1, Ordering::SeqCst);
+        if m == ProxyMode::HoldAfter {
+            std::future::pending::<()>().await;
+        }
+    }
+    let _ = sock.write_all(&resp).await;
+    let _ = sock.shutdown().await;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Point {
+    None,
+    BeforeIntent,
+    AfterIntent,
+    AfterPurchase,
+    AfterStoreWrite,
+    AfterPublish,
+}
+
+impl Point {
+    fn name(self) -> &'static str {
+        match self {
+            Point::None => "no crash (baseline)",
+            Point::BeforeIntent => "before the intent",
+            Point::AfterIntent => "after the intent (reserved)",
+            Point::AfterPurchase => "after PurchaseCapacityBlock",
+            Point::AfterStoreWrite => "after the store write",
+            Point::AfterPublish => "after publish (before mark)",
+        }
+    }
+}
+
+struct Row {
+    point: Point,
+    at_kill: String,
+    runs_after: usize,
+    purchases: usize,
+    purchase_calls: u64,
+    blocks: usize,
+    committed: Decimal,
+    purchased_msgs: usize,
+}
+
+async fn poll<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..600 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(StdDuration::from_millis(25)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn tick(t: DateTime<Utc>) -> serde_json::Value {
+    json!({"source": "capblock.schedule", "time": t.to_rfc3339()})
+}
+
+async fn crash_at(point: Point) -> Row {
+    let sim = Sim::start(MARKET).await;
+    let aws = Aws::fresh("crash").await;
+    let store = aws.store();
+    store.put_rule(&rule(), None).await.unwrap();
+    let moto_sns = std::env::var("AWS_ENDPOINT_URL_SNS").expect("AWS_ENDPOINT_URL_SNS (run under the local stack)");
+    let sns = SnsProxy::start(moto_sns).await;
+    let env: Vec<(String, String)> = [
+        ("AWS_ENDPOINT_URL_EC2", sim.url.as_str()),
+        ("AWS_ENDPOINT_URL_SNS", sns.url.as_str()),
+        ("CAPBLOCK_STACK", STACK),
+        ("CAPBLOCK_MODE", "live"),
+        ("CAPBLOCK_TABLE", aws.table.as_str()),
+        ("CAPBLOCK_ALERTS_TOPIC_ARN", aws.alerts_topic.as_str()),
+        ("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", "0"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let bin = binary("scan-offerings");
+    let api = RuntimeApi::start().await;
+    let t0: DateTime<Utc> = T0.parse().unwrap();
+
+    match point {
+        Point::BeforeIntent | Point::AfterIntent => {
+            sim.behaviour(r#"{"latency_ms": 2500}"#).await;
+        }
+        Point::AfterPurchase => {
+            sim.behaviour(r#"{"drop_purchase_response": true, "timeout_secs": 60}"#).await;
+        }
+        Point::AfterStoreWrite => sns.set(ProxyMode::HangBefore),
+        Point::AfterPublish => sns.set(ProxyMode::HoldAfter),
+        Point::None => {}
+    }
+    let mut child = api.spawn(&bin, &env);
+    let first = api.invoke(tick(t0));
+    let at_kill = match point {
+        Point::None => {
+            let out = api.wait_outcome(&first, StdDuration::from_secs(60)).await;
+            assert!(matches!(out, Some(Outcome::Response(_))), "{out:?}");
+            "(ran to the end)".to_string()
+        }
+        Point::BeforeIntent => {
+            poll("DescribeCapacityBlockOfferings", || async {
+                sim.state().await["calls"]["DescribeCapacityBlockOfferings"].as_u64().unwrap_or(0) >= 1
+            })
+            .await;
+            "searching".into()
+        }
+        Point::AfterIntent => {
+            poll("the intent", || async { !store.open_intents().await.unwrap().is_empty() }).await;
+            "intent reserved".into()
+        }
+        Point::AfterPurchase => {
+            poll("the purchase at EC2", || async { !sim.purchases().await.is_empty() }).await;
+            "EC2 bought, answer pending".into()
+        }
+        Point::AfterStoreWrite => {
+            poll("the block in the store", || async { !store.open_blocks(None).await.unwrap().is_empty() }).await;
+            "block + notice stored, publish pending".into()
+        }
+        Point::AfterPublish => {
+            poll("the publish at SNS", || async { sns.forwarded_publishes.load(Ordering::SeqCst) >= 1 }).await;
+            "SNS accepted, not marked".into()
+        }
+    };
+    // SIGKILL (for the baseline: the run already answered; the process is just stopped).
+    child.kill().await.expect("SIGKILL the function");
+    if point != Point::None {
+        assert!(api.outcome(&first).is_none(), "killed before it answered");
+    }
+    let intents = store.open_intents().await.unwrap();
+    let left = match intents.first() {
+        Some(i) if i.state == IntentState::Reserved => "intent reserved",
+        Some(i) if i.state == IntentState::Sent => "intent sent",
+        Some(_) => "intent other",
+        None => "no open intent",
+    };
+    let at_kill = format!("{at_kill}; {left}");
+
+    // Faults off; the next scheduled runs of the same binary converge.
+    sim.behaviour(r#"{"latency_ms": 0, "drop_purchase_response": false}"#).await;
+    sns.set(ProxyMode::Pass);
+    let mut runs_after = 0;
+    let mut now = t0;
+    let mut child = api.spawn(&bin, &env);
+    // The next scan 6 minutes later; then, if nothing was bought yet, the one after the first
+    // offering left the rule's start window (an abandoned intent's offering is not retried).
+    for step in [Duration::minutes(6), Duration::hours(36)] {
+        if point == Point::None {
+            break;
+        }
+        if step > Duration::minutes(6) && !sim.purchases().await.is_empty() {
+            break;
+        }
+        sim.control("POST", "/_sim/clock", &format!("{{\"advance_secs\": {}}}", step.num_seconds())).await;
+        now += step;
+        let id = api.invoke(tick(now));
+        let out = api.wait_outcome(&id, StdDuration::from_secs(60)).await;
+        assert!(matches!(out, Some(Outcome::Response(_))), "{:?}: rerun failed: {out:?}", point);
+        runs_after += 1;
+    }
+    child.kill().await.ok();
+
+    let state = sim.state().await;
+    let purchases = state["purchases"].as_array().cloned().unwrap_or_default();
+    let blocks = store.open_blocks(None).await.unwrap();
+    let committed = store
+        .usage(&BudgetOwner::Rule("east".into()), &Period::of(now))
+        .await
+        .unwrap()
+        .map(|u| u.committed.amount())
+        .unwrap_or_default();
+    let alerts = aws.alerts().await;
+    let purchased_msgs = alerts.iter().filter(|a| a.body["metadata"]["eventType"] == "purchased").count();
+    assert!(store.open_intents().await.unwrap().is_empty(), "{point:?}: no intent left open");
+    Row {
+        point,
+        at_kill,
+        runs_after,
+        purchases: purchases.len(),
+        purchase_calls: state["calls"]["PurchaseCapacityBlock"].as_u64().unwrap_or(0),
+        blocks: blocks.len(),
+        committed,
+        purchased_msgs,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killing_scan_offerings_at_each_step_converges_to_one_purchase() {
+    let points = [
+        Point::None,
+        Point::BeforeIntent,
+        Point::AfterIntent,
+        Point::AfterPurchase,
+        Point::AfterStoreWrite,
+        Point::AfterPublish,
+    ];
+    let rows = futures::future::join_all(points.map(crash_at)).await;
+    let mut table = String::from(
+        "\n| crash point | state at the kill | runs after | purchases at EC2 | PurchaseCapacityBlock calls | blocks in store | budget committed | \"purchased\" messages |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in &rows {
+        table.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.point.name(),
+            r.at_kill,
+            r.runs_after,
+            r.purchases,
+            r.purchase_calls,
+            r.blocks,
+            r.committed,
+            r.purchased_msgs
+        ));
+    }
+    println!("{table}");
+    for r in &rows {
+        let name = r.point.name();
+        assert_eq!(r.purchases, 1, "{name}: exactly one purchase\n{table}");
+        assert_eq!(r.purchase_calls, 1, "{name}: PurchaseCapacityBlock sent once\n{table}");
+        assert_eq!(r.blocks, 1, "{name}: one block\n{table}");
+        assert_eq!(r.committed, Decimal::from(576), "{name}: the budget holds one fee\n{table}");
+        if r.point == Point::AfterPublish {
+            assert!((1..=2).contains(&r.purchased_msgs), "{name}: announced, at most once repeated\n{table}");
+        } else {
+            assert_eq!(r.purchased_msgs, 1, "{name}: announced exactly once\n{table}");
+        }
+    }
+}

@@ -1,0 +1,537 @@
+//! Fault injection: the real scan and tracker on moto and the simulator while EC2 throttles,
+//! answers 5xx, hangs and loses a region, while runs overlap (DynamoDB conditional-check
+//! conflicts) and while SNS publishes fail. After every run and after a final convergence run
+//! with the faults off, the invariants must hold:
+//!
+//! * at most one purchase per intent (counted at the simulator, by `capblock:intent` tag);
+//! * no budget exceeded (read from the budget items), and what is committed is what was bought;
+//! * every block bought is tracked once the faults stop;
+//! * every milestone announced exactly once (late allowed, lost not): the alert ids read from
+//!   the SQS tap are unique, every purchase has its "purchased" message, nothing is pending.
+//!
+//! `CAPBLOCK_LONG=1` (`make test-long`) runs the same tests with more rounds.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration as StdDuration, Instant};
+
+use async_trait::async_trait;
+use capblock_shared::app::purchase::Action;
+use capblock_shared::app::reconcile::{INTENT_TAG, Settled};
+use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
+use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::domain::budget::{BudgetOwner, Period};
+use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::lifecycle::Observed;
+use capblock_shared::domain::money::Money;
+use capblock_shared::domain::names::{InstanceType, Region};
+use capblock_shared::domain::offering::Offering;
+use capblock_shared::domain::rule::{Mode, Rule};
+use capblock_shared::ports::{
+    Block, BlockStore, InstanceTypeSource, Ledger, MarketError, Message, Notifier, NotifyError, OfferingQuery,
+    OfferingSource, Outbox, PurchaseOutcome, PurchaseRequest, Purchaser, ReminderError, Reminders, Reservation,
+    ReservationSource, RuleStore, Topic,
+};
+use capblock_tests::{Aws, Published, Sim};
+use chrono::{DateTime, Duration, Utc};
+use rust_decimal::Decimal;
+use serde_json::Value;
+
+const STACK: &str = "capblock-faults";
+const T0: &str = "2026-12-01T00:00:00Z";
+
+/// Whether the long variants were asked for (`make test-long`).
+pub fn long() -> bool {
+    std::env::var("CAPBLOCK_LONG").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Three selling regions and one that is down. Offerings start every day, so new ones keep
+/// appearing as the clock moves; us-west-2 is cheaper than us-east-1.
+const MARKET: &str = r#"
+seed = 17
+[clock]
+start = "2026-12-01T00:00:00Z"
+[behaviour]
+payment = "succeed"
+payment_delay_hours = 3
+[[market]]
+region = "us-east-1"
+instance_type = "p5.48xlarge"
+azs = ["us-east-1a"]
+counts = [1]
+durations_days = [1]
+start_days = [2, 3, 4]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
+[[market]]
+region = "us-west-2"
+instance_type = "p5.48xlarge"
+azs = ["us-west-2a"]
+counts = [1]
+durations_days = [1]
+start_days = [2, 3, 4]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.75" } ]
+[[market]]
+region = "eu-west-1"
+instance_type = "p5.48xlarge"
+azs = ["eu-west-1a"]
+counts = [1]
+durations_days = [1]
+start_days = [2, 3, 4]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
+"#;
+
+/// Tight timeouts: a hang costs a run about a second, so many faulty rounds fit in the suite.
+fn fault_timeouts() -> aws_config::timeout::TimeoutConfig {
+    aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(StdDuration::from_secs(1))
+        .operation_attempt_timeout(StdDuration::from_millis(900))
+        .operation_timeout(StdDuration::from_millis(3000))
+        .build()
+}
+
+fn rule(id: &str, regions: &str, budget: &str, held: u32, purchases: u32) -> Rule {
+    Rule::from_toml(
+        &format!(
+            r#"
+id = "{id}"
+mode = "live"
+regions = [{regions}]
+instance_types = ["p5.48xlarge"]
+instance_counts = [1]
+durations_days = [1]
+max_price_per_accelerator_hour = "3.00"
+monthly_budget = "{budget}"
+max_blocks_held = {held}
+max_purchases_per_month = {purchases}
+start_window = {{ earliest_in_days = 1, latest_in_days = 6 }}
+"#
+        ),
+        T0.parse().unwrap(),
+    )
+    .unwrap()
+}
+
+/// A notifier that fails the first `fail_first` publishes and then every `fail_every`-th while
+/// `on`: SNS refusing (the message never reached the topic).
+pub struct FlakyNotifier {
+    inner: SnsNotifier,
+    fail_first: AtomicUsize,
+    fail_every: usize,
+    calls: AtomicUsize,
+    pub failed: AtomicUsize,
+    pub on: std::sync::atomic::AtomicBool,
+}
+
+impl FlakyNotifier {
+    fn new(inner: SnsNotifier, fail_first: usize, fail_every: usize) -> Self {
+        FlakyNotifier {
+            inner,
+            fail_first: AtomicUsize::new(fail_first),
+            fail_every,
+            calls: AtomicUsize::new(0),
+            failed: AtomicUsize::new(0),
+            on: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+}
+
+#[async_trait]
+impl Notifier for FlakyNotifier {
+    async fn publish(&self, topic: Topic, message: &Message) -> Result<(), NotifyError> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.on.load(Ordering::SeqCst) {
+            let first = self.fail_first.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+            if first || (self.fail_every > 0 && n.is_multiple_of(self.fail_every)) {
+                self.failed.fetch_add(1, Ordering::SeqCst);
+                return Err(NotifyError::Failed {
+                    topic: format!("{topic:?}"),
+                    message: "injected SNS failure".into(),
+                });
+            }
+        }
+        self.inner.publish(topic, message).await
+    }
+}
+
+struct NoReminders;
+
+#[async_trait]
+impl Reminders for NoReminders {
+    async fn sync(&self, _: &Block, _: DateTime<Utc>) -> Result<(), ReminderError> {
+        Ok(())
+    }
+    async fn clear(&self, _: &Block) -> Result<(), ReminderError> {
+        Ok(())
+    }
+}
+
+/// The real market, except that PurchaseCapacityBlock answers "HTTP 500" for the first
+/// `ambiguous` purchases *after* EC2 carried them out: the worst 5xx, one that did act.
+pub struct AmbiguousMarket {
+    pub inner: Ec2Market,
+    pub ambiguous: AtomicUsize,
+    /// When set, the first live purchase goes to this simulator with its 5xx rate at 100%:
+    /// the real 500, answered before EC2 acts.
+    pub sim_500: Option<String>,
+}
+
+#[async_trait]
+impl OfferingSource for AmbiguousMarket {
+    async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+        self.inner.offerings(q).await
+    }
+}
+
+#[async_trait]
+impl InstanceTypeSource for AmbiguousMarket {
+    async fn accelerators(
+        &self,
+        region: &Region,
+        types: &[InstanceType],
+    ) -> Result<Vec<(InstanceType, u32)>, MarketError> {
+        self.inner.accelerators(region, types).await
+    }
+}
+
+#[async_trait]
+impl ReservationSource for AmbiguousMarket {
+    async fn reservations_tagged(
+        &self,
+        region: &Region,
+        key: &str,
+        value: &str,
+    ) -> Result<Vec<Reservation>, MarketError> {
+        self.inner.reservations_tagged(region, key, value).await
+    }
+    async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {
+        self.inner.observe(region, ids).await
+    }
+    async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError> {
+        self.inner.capacity_blocks(region).await
+    }
+}
+
+#[async_trait]
+impl Purchaser for AmbiguousMarket {
+    async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
+        if !req.dry_run
+            && let Some(url) = &self.sim_500
+        {
+            capblock_tests::http("POST", &format!("{url}/_sim/behaviour"), r#"{"error_5xx_rate": 1.0}"#).await;
+            let out = self.inner.purchase(req).await;
+            capblock_tests::http("POST", &format!("{url}/_sim/behaviour"), r#"{"error_5xx_rate": 0.0}"#).await;
+            return out;
+        }
+        let out = self.inner.purchase(req).await?;
+        if !req.dry_run && self.ambiguous.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+        {
+            return Err(MarketError::Unknown {
+                operation: "PurchaseCapacityBlock",
+                region: req.offering.region.to_string(),
+                message: "HTTP 500 InternalError: injected after the purchase was made".into(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+struct H {
+    sim: Sim,
+    aws: Aws,
+    market: Ec2Market,
+    notifier: FlakyNotifier,
+    catalog: Mutex<AcceleratorCatalog>,
+    scan: ScanSettings,
+    track: TrackSettings,
+    now: Mutex<DateTime<Utc>>,
+    account_budget: Money,
+}
+
+impl H {
+    async fn new(name: &str, scenario: &str, account_budget: &str, fail_first: usize, fail_every: usize) -> H {
+        let sim = Sim::start(scenario).await;
+        let aws = Aws::fresh(name).await;
+        let market = Ec2Market::new(sim.sdk(fault_timeouts()).await);
+        let account_budget = Money::usd(account_budget.parse().unwrap()).unwrap();
+        H {
+            notifier: FlakyNotifier::new(aws.notifier(), fail_first, fail_every),
+            sim,
+            aws,
+            market,
+            catalog: Mutex::new(AcceleratorCatalog::new()),
+            scan: ScanSettings {
+                stack: STACK.into(),
+                mode: Mode::Live,
+                account_budget: Some(account_budget),
+                region_concurrency: 4,
+            },
+            track: TrackSettings {
+                stack: STACK.into(),
+                mode: Mode::Live,
+                account_budget: Some(account_budget),
+                payment_warning_hours: vec![6, 1],
+                adopt_untagged: false,
+                regions: vec![],
+            },
+            now: Mutex::new(T0.parse().unwrap()),
+            account_budget,
+        }
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        *self.now.lock().unwrap()
+    }
+
+    async fn advance_minutes(&self, minutes: i64) {
+        self.sim.control("POST", "/_sim/clock", &format!("{{\"advance_secs\": {}}}", minutes * 60)).await;
+        *self.now.lock().unwrap() += Duration::minutes(minutes);
+    }
+
+    /// One scan; a run that fails as a whole (the store unavailable) is what Lambda would retry.
+    async fn scan(&self) -> Option<ScanReport> {
+        let store = self.aws.store();
+        let s = Scanner {
+            market: &self.market,
+            store: &store,
+            notifier: &self.notifier,
+            catalog: &self.catalog,
+            settings: &self.scan,
+        };
+        s.run(self.now()).await.map_err(|e| eprintln!("scan failed: {e}")).ok()
+    }
+
+    async fn track(&self) -> Option<TrackReport> {
+        let store = self.aws.store();
+        let t = Tracker {
+            market: &self.market,
+            store: &store,
+            notifier: &self.notifier,
+            reminders: &NoReminders,
+            settings: &self.track,
+        };
+        t.run(self.now()).await.map_err(|e| eprintln!("track failed: {e}")).ok()
+    }
+
+    /// `scans` scans and `tracks` tracker runs at once, all at the same instant.
+    async fn overlapping(self: &Arc<Self>, scans: usize, tracks: usize) -> (Vec<ScanReport>, Vec<TrackReport>) {
+        let s = (0..scans).map(|_| {
+            let h = self.clone();
+            tokio::spawn(async move { h.scan().await })
+        });
+        let t = (0..tracks).map(|_| {
+            let h = self.clone();
+            tokio::spawn(async move { h.track().await })
+        });
+        let (s, t) = futures::future::join(futures::future::join_all(s), futures::future::join_all(t)).await;
+        (
+            s.into_iter().filter_map(|r| r.expect("scan task panicked")).collect(),
+            t.into_iter().filter_map(|r| r.expect("track task panicked")).collect(),
+        )
+    }
+}
+
+/// Every invariant that must hold at any time, faults or not.
+async fn assert_safe(h: &H, rules: &[Rule]) -> BTreeMap<String, usize> {
+    let purchases = h.sim.purchases().await;
+    let mut per_intent: BTreeMap<String, usize> = BTreeMap::new();
+    for p in &purchases {
+        let intent = p["tags"][INTENT_TAG].as_str().unwrap_or_else(|| panic!("untagged purchase {p}")).to_string();
+        *per_intent.entry(intent).or_default() += 1;
+    }
+    for (intent, n) in &per_intent {
+        assert_eq!(*n, 1, "intent {intent} was bought {n} times: {purchases:#?}");
+    }
+    let store = h.aws.store();
+    let period = Period::of(h.now());
+    let mut account = Decimal::ZERO;
+    for r in rules {
+        if let Some(u) = store.usage(&BudgetOwner::Rule(r.id.clone()), &period).await.unwrap() {
+            assert!(u.committed.amount() <= r.monthly_budget.amount(), "rule {} over budget: {u:?}", r.id);
+            assert!(u.purchases <= r.max_purchases_per_month, "rule {} over its purchases: {u:?}", r.id);
+            account += u.committed.amount();
+        }
+    }
+    if let Some(u) = store.usage(&BudgetOwner::Account, &period).await.unwrap() {
+        assert!(u.committed.amount() <= h.account_budget.amount(), "account over budget: {u:?}");
+        assert_eq!(u.committed.amount(), account, "the account holds what its rules hold");
+    }
+    per_intent
+}
+
+fn fee(p: &Value) -> Decimal {
+    p["upfront_fee"]
+        .as_str()
+        .map(|s| s.parse().unwrap())
+        .unwrap_or_else(|| p["upfront_fee"].to_string().parse().unwrap())
+}
+
+/// After the faults stop and one more scan and track: everything bought is tracked, paid for
+/// from the budgets exactly once, and announced exactly once.
+async fn assert_converged(h: &H, rules: &[Rule], alerts: &[Published]) {
+    assert_safe(h, rules).await;
+    let store = h.aws.store();
+    let purchases = h.sim.purchases().await;
+    let period = Period::of(h.now());
+    for r in rules {
+        let bought: Decimal = purchases.iter().filter(|p| p["tags"]["capblock:rule"] == r.id.as_str()).map(fee).sum();
+        let committed = store
+            .usage(&BudgetOwner::Rule(r.id.clone()), &period)
+            .await
+            .unwrap()
+            .map(|u| u.committed.amount())
+            .unwrap_or_default();
+        assert_eq!(committed, bought, "rule {}: budget holds exactly what was bought", r.id);
+    }
+    for p in &purchases {
+        let id = p["reservation_id"].as_str().unwrap();
+        let b = store.get_block(id).await.unwrap().unwrap_or_else(|| panic!("bought block {id} is not tracked"));
+        assert_eq!(b.intent_id.as_deref(), p["tags"][INTENT_TAG].as_str());
+    }
+    assert!(store.open_intents().await.unwrap().is_empty(), "no intent left open");
+    assert!(store.pending().await.unwrap().is_empty(), "no notice left unpublished");
+    let ids: Vec<String> = alerts.iter().map(|a| a.body["id"].as_str().unwrap().to_string()).collect();
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "a milestone was announced twice: {ids:#?}");
+    for p in &purchases {
+        let id = format!("{}#purchased", p["reservation_id"].as_str().unwrap());
+        assert!(unique.contains(&id), "{id} was never announced: {ids:#?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn throttling_5xx_timeouts_a_dead_region_overlapping_runs_and_sns_failures_lose_nothing() {
+    let started = Instant::now();
+    let rounds = if long() { 24 } else { 6 };
+    // The account allows three 1-day blocks at most (576 + 528 + 528 = 1632 <= 1700 < 2208).
+    let h = Arc::new(H::new("faults", MARKET, "1700", 3, 4).await);
+    let rules =
+        [rule("east", "\"us-east-1\", \"eu-west-1\"", "1200", 3, 3), rule("west", "\"us-west-2\"", "10000", 2, 4)];
+    for r in &rules {
+        h.aws.store().put_rule(r, None).await.unwrap();
+    }
+    // About 30% of EC2 calls throttled (a bucket far smaller than the load), 5% 500s, 5% hangs,
+    // eu-west-1 down (its cheap offerings are never seen).
+    h.sim
+        .behaviour(
+            r#"{"throttle": {"rate_per_sec": 2.0, "burst": 2}, "error_5xx_rate": 0.05, "timeout_rate": 0.05,
+                "timeout_secs": 1, "down_regions": ["eu-west-1"]}"#,
+        )
+        .await;
+    let mut alerts = Vec::new();
+    let mut conflicts = 0;
+    for _ in 0..rounds {
+        let (scans, tracks) = h.overlapping(3, 2).await;
+        for s in &scans {
+            for o in &s.outcomes {
+                if let Some(Action::Skipped { reason }) = &o.action
+                    && (reason.contains("in flight")
+                        || reason.contains("already exists")
+                        || reason.contains("still open"))
+                {
+                    conflicts += 1;
+                }
+            }
+        }
+        let _ = tracks;
+        assert_safe(&h, &rules).await;
+        alerts.extend(h.aws.alerts().await);
+        h.advance_minutes(7 * 60).await;
+    }
+    let state = h.sim.state().await;
+    // Faults off; one more scan and one more track converge.
+    h.sim.behaviour(r#"{"throttle": null, "error_5xx_rate": 0.0, "timeout_rate": 0.0, "down_regions": []}"#).await;
+    h.notifier.on.store(false, Ordering::SeqCst);
+    h.advance_minutes(20).await;
+    h.scan().await.expect("a scan without faults succeeds");
+    h.track().await.expect("a track without faults succeeds");
+    alerts.extend(h.aws.alerts().await);
+    assert_converged(&h, &rules, &alerts).await;
+
+    let purchases = h.sim.purchases().await.len();
+    let calls: u64 = state["calls"].as_object().unwrap().values().filter_map(Value::as_u64).sum();
+    println!(
+        "faults: {rounds} rounds x (3 scans + 2 tracks) in {:.1}s; EC2 calls {calls}, injected {}, SNS failures {}, \
+         overlapping-run skips {conflicts}; purchases {purchases}, alerts {}",
+        started.elapsed().as_secs_f64(),
+        state["faults_injected"],
+        h.notifier.failed.load(Ordering::SeqCst),
+        alerts.len(),
+    );
+    let f = &state["faults_injected"];
+    assert!(f["throttled"].as_u64().unwrap() > 0, "throttling happened: {f}");
+    assert!(f["region_down"].as_u64().unwrap() > 0, "the region was down: {f}");
+    assert!(h.notifier.failed.load(Ordering::SeqCst) >= 3, "SNS failed");
+    assert!(purchases >= 1, "something was bought despite the faults");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purchase_answered_5xx_after_ec2_made_it_is_adopted_and_never_resent() {
+    let h = H::new("ambig5xx", MARKET, "100000", 0, 0).await;
+    let r = rule("west", "\"us-west-2\"", "10000", 1, 4);
+    h.aws.store().put_rule(&r, None).await.unwrap();
+    let market = AmbiguousMarket { inner: h.sim.market().await, ambiguous: AtomicUsize::new(1), sim_500: None };
+    let store = h.aws.store();
+    let scan = |now| {
+        let (market, store, h) = (&market, &store, &h);
+        async move {
+            Scanner { market, store, notifier: &h.notifier, catalog: &h.catalog, settings: &h.scan }
+                .run(now)
+                .await
+                .unwrap()
+        }
+    };
+    let first = scan(h.now()).await;
+    assert!(matches!(first.outcomes[0].action, Some(Action::Unknown { .. })), "{first:#?}");
+    assert_eq!(h.sim.purchases().await.len(), 1, "EC2 did buy");
+    // The next run, same minute: adopts by tag, buys nothing more.
+    let second = scan(h.now()).await;
+    assert!(matches!(&second.settled[..], [Settled::Adopted { .. }]), "{second:#?}");
+    assert!(matches!(second.outcomes[0].action, Some(Action::Skipped { .. })), "{second:#?}");
+    assert_eq!(h.sim.state().await["calls"]["PurchaseCapacityBlock"], 1, "never re-sent");
+    assert_converged(&h, std::slice::from_ref(&r), &h.aws.alerts().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purchase_answered_5xx_that_ec2_did_not_make_is_released_after_the_grace() {
+    let h = H::new("noop5xx", MARKET, "100000", 0, 0).await;
+    let r = rule("west", "\"us-west-2\"", "10000", 1, 4);
+    h.aws.store().put_rule(&r, None).await.unwrap();
+    // The simulator answers this one PurchaseCapacityBlock with its real 500 (before acting).
+    let market = AmbiguousMarket {
+        inner: h.sim.market().await,
+        ambiguous: AtomicUsize::new(0),
+        sim_500: Some(h.sim.url.clone()),
+    };
+    let store = h.aws.store();
+    let scan = |now| {
+        let (market, store, h) = (&market, &store, &h);
+        async move {
+            Scanner { market, store, notifier: &h.notifier, catalog: &h.catalog, settings: &h.scan }
+                .run(now)
+                .await
+                .unwrap()
+        }
+    };
+    let first = scan(h.now()).await;
+    assert!(matches!(first.outcomes[0].action, Some(Action::Unknown { .. })), "{first:#?}");
+    assert_eq!(h.sim.state().await["faults_injected"]["error_5xx"], 1);
+    let period = Period::of(h.now());
+    let usage = store.usage(&BudgetOwner::Rule("west".into()), &period).await.unwrap().unwrap();
+    assert_eq!(usage.committed.amount(), Decimal::from(528), "held while the outcome is unknown");
+    assert!(h.sim.purchases().await.is_empty(), "EC2 did not act");
+    // Within the grace the intent stays open and nothing else is bought for the rule.
+    h.advance_minutes(10).await;
+    let again = scan(h.now()).await;
+    assert!(matches!(&again.settled[..], [Settled::StillOpen { .. }]), "{again:#?}");
+    assert!(matches!(again.outcomes[0].action, Some(Action::Skipped { .. })), "{again:#?}");
+    // After it, the fee is released; the same intent is never sent again.
+    h.advance_minutes(10).await;
+    let later = scan(h.now()).await;
+    assert!(matches!(&later.settled[..], [Settled::Rejected { .. }]), "{later:#?}");
+    assert_eq!(h.sim.state().await["calls"]["PurchaseCapacityBlock"], 1, "never re-sent");
+    assert_converged(&h, std::slice::from_ref(&r), &h.aws.alerts().await).await;
+}
