@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# `make demo`: the main job, locally. Builds the simulator and the CLI, starts a private local
-# stack (moto + the simulated market from infra/examples/market.toml), plays the demo steps,
-# and stops the stack again whatever happens.
+# `make demo`: the main job, locally, over two simulated weeks. Builds the simulator, the CLI,
+# the three Lambda functions and capblock-local-lambda (a local Lambda Runtime API), starts a
+# private local stack (moto + the simulated market from infra/examples/market.toml), plays
+# infra/demo-steps.sh (the real function binaries driven by infra/demo/driver.py), and stops the
+# stack and the function processes again whatever happens. Exits non-zero if the story's
+# invariants fail.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
@@ -11,7 +14,29 @@ export CAPBLOCK_CACHE="${CAPBLOCK_CACHE:-$HOME/.cache/capblock}"
 export CAPBLOCK_STATE="$CAPBLOCK_CACHE/demo-stack"
 export CAPBLOCK_SCENARIO="$REPO/infra/examples/market.toml"
 
-echo "==> building the market simulator and the capblock CLI (first build: several minutes)"
-cargo build --quiet -p capblock-market-sim -p capblock-cli
+# The driver records the capblock-local-lambda processes it starts here; it stops them itself,
+# this is the backstop if it is killed. Only pids still running capblock-local-lambda are signalled.
+stop_lambdas() {
+	local pids="$CAPBLOCK_STATE/lambdas.pids" pid
+	[[ -f $pids ]] || return 0
+	while read -r pid; do
+		[[ $pid =~ ^[0-9]+$ && -r /proc/$pid/cmdline ]] || continue
+		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q capblock-local-lambda; then
+			kill "$pid" 2>/dev/null || true
+		fi
+	done <"$pids"
+	rm -f "$pids"
+}
+trap stop_lambdas EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo "==> building the market simulator, the capblock CLI, the functions and the local Lambda runtime (first build: several minutes)"
+cargo build --quiet -p capblock-market-sim -p capblock-cli -p capblock-local-lambda \
+	-p scan-offerings -p track-blocks -p on-capacity-event
 echo "==> starting the local stack (moto + simulated market)"
-bash infra/local/stack.sh run -- bash infra/demo-steps.sh
+started=$SECONDS
+status=0
+bash infra/local/stack.sh run -- bash infra/demo-steps.sh || status=$?
+echo "==> demo done in $((SECONDS - started)) s after the build"
+exit "$status"

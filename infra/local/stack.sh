@@ -351,7 +351,8 @@ stack_up_unlocked() {
 	port_free "$sim_port" || die "port $sim_port (simulator) is already in use on 127.0.0.1"
 
 	UP_IN_PROGRESS=1
-	start_service moto "$moto_port" "$VENV/bin/moto_server" -H 127.0.0.1 -p "$moto_port"
+	# One request at a time: moto has no locking, and conditional writes must be atomic (see moto_serial.py).
+	start_service moto "$moto_port" "$VENV/bin/python" "$SCRIPT_DIR/moto_serial.py" -H 127.0.0.1 -p "$moto_port"
 	sim_args=(--listen "127.0.0.1:$sim_port")
 	[[ -n $scenario ]] && sim_args+=(--scenario "$scenario")
 	start_service sim "$sim_port" "$bin" "${sim_args[@]}"

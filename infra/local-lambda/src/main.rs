@@ -13,6 +13,10 @@
 //! `POST .../init/error`. `POST /invoke` (the body is the event) waits for the function's answer
 //! and returns it: 200 with the response, or 500 with the error document, as `Invoke` would.
 //! Invocations run one at a time, like one warm Lambda container.
+//!
+//! `--port 0` picks a free port. Once listening it prints `listening on http://127.0.0.1:PORT`
+//! on stdout (logs go to stderr). On SIGTERM or SIGINT it stops the function and exits 0; if
+//! the function exits on its own it exits 1.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -20,6 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{Notify, oneshot};
 
 struct Invocation {
@@ -171,6 +176,7 @@ async fn main() {
         eprintln!("cannot listen on 127.0.0.1:{port}: {e}");
         std::process::exit(1)
     });
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(port);
     let state = Arc::new(State { arn, timeout, ..Default::default() });
     let mut child = tokio::process::Command::new(binary)
         .args(&cmd[1..])
@@ -186,8 +192,16 @@ async fn main() {
             eprintln!("cannot start {binary}: {e}");
             std::process::exit(1)
         });
+    println!("listening on http://127.0.0.1:{port}");
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        eprintln!("cannot install signal handlers");
+        let _ = child.kill().await;
+        std::process::exit(1)
+    };
     loop {
         tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
             accepted = listener.accept() => {
                 if let Ok((stream, _)) = accepted {
                     tokio::spawn(serve(stream, state.clone()));
@@ -199,4 +213,6 @@ async fn main() {
             }
         }
     }
+    // Stopped: take the function down with us (exit() would skip kill_on_drop).
+    let _ = child.kill().await;
 }

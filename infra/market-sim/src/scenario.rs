@@ -67,6 +67,9 @@ pub struct Behaviour {
     pub timeout_rate: f64,
     pub timeout_secs: u64,
     pub throttle: Option<Throttle>,
+    /// Fraction of calls answered RequestLimitExceeded at random, on top of the token bucket:
+    /// a throttling storm whose size does not depend on how fast the client machine is.
+    pub throttle_rate: f64,
     pub payment: PaymentOutcome,
     pub payment_delay_hours: f64,
     pub down_regions: Vec<String>,
@@ -81,6 +84,7 @@ impl Default for Behaviour {
             timeout_rate: 0.0,
             timeout_secs: 30,
             throttle: None,
+            throttle_rate: 0.0,
             payment: PaymentOutcome::Succeed,
             payment_delay_hours: 3.0,
             down_regions: Vec::new(),
@@ -91,7 +95,11 @@ impl Default for Behaviour {
 
 impl Behaviour {
     pub fn validate(&self) -> Result<(), String> {
-        for (name, r) in [("error_5xx_rate", self.error_5xx_rate), ("timeout_rate", self.timeout_rate)] {
+        for (name, r) in [
+            ("error_5xx_rate", self.error_5xx_rate),
+            ("timeout_rate", self.timeout_rate),
+            ("throttle_rate", self.throttle_rate),
+        ] {
             if !(0.0..=1.0).contains(&r) {
                 return Err(format!("{name} must be within 0..=1, got {r}"));
             }

@@ -66,8 +66,8 @@ impl World {
         self.request_ids.uuid()
     }
 
-    /// Counts the call and decides whether a fault replaces it. Order: region down, throttle,
-    /// random hang, random 500.
+    /// Counts the call and decides whether a fault replaces it. Order: region down, throttle
+    /// (token bucket, then random), random hang, random 500.
     pub fn admit(&mut self, region: &str, action: &str) -> Option<Fault> {
         let action = if action.is_empty() { "(none)" } else { action };
         *self.calls.entry(action.to_string()).or_default() += 1;
@@ -87,6 +87,10 @@ impl World {
                 self.faults.throttled += 1;
                 return Some(Fault::Throttled);
             }
+        }
+        if self.fault_rng.chance(self.behaviour.throttle_rate) {
+            self.faults.throttled += 1;
+            return Some(Fault::Throttled);
         }
         if self.fault_rng.chance(self.behaviour.timeout_rate) {
             self.faults.timeouts += 1;
@@ -141,6 +145,17 @@ mod tests {
         assert_eq!(w.admit("us-east-1", "A"), Some(Fault::InternalError));
         assert_eq!(w.faults.region_down, 1);
         assert_eq!(w.faults.error_5xx, 1);
+    }
+
+    #[test]
+    fn random_throttling_takes_its_fraction_of_calls() {
+        let mut all = World::new(Scenario::parse("[behaviour]\nthrottle_rate = 1.0").unwrap());
+        assert_eq!(all.admit("us-east-1", "A"), Some(Fault::Throttled));
+        let mut some = World::new(Scenario::parse("seed = 4\n[behaviour]\nthrottle_rate = 0.3").unwrap());
+        let throttled = (0..1000).filter(|_| some.admit("us-east-1", "A") == Some(Fault::Throttled)).count();
+        assert!((240..=360).contains(&throttled), "{throttled} of 1000");
+        assert_eq!(some.faults.throttled, throttled as u64);
+        assert!(Scenario::parse("[behaviour]\nthrottle_rate = 1.5").is_err());
     }
 
     #[test]

@@ -413,11 +413,11 @@ async fn throttling_5xx_timeouts_a_dead_region_overlapping_runs_and_sns_failures
     for r in &rules {
         h.aws.store().put_rule(r, None).await.unwrap();
     }
-    // About 30% of EC2 calls throttled (a bucket far smaller than the load), 5% 500s, 5% hangs,
-    // eu-west-1 down (its cheap offerings are never seen).
+    // 30% of EC2 calls throttled, 5% 500s, 5% hangs, eu-west-1 down (its cheap offerings are
+    // never seen).
     h.sim
         .behaviour(
-            r#"{"throttle": {"rate_per_sec": 2.0, "burst": 2}, "error_5xx_rate": 0.05, "timeout_rate": 0.05,
+            r#"{"throttle_rate": 0.3, "error_5xx_rate": 0.05, "timeout_rate": 0.05,
                 "timeout_secs": 1, "down_regions": ["eu-west-1"]}"#,
         )
         .await;
@@ -443,7 +443,7 @@ async fn throttling_5xx_timeouts_a_dead_region_overlapping_runs_and_sns_failures
     }
     let state = h.sim.state().await;
     // Faults off; one more scan and one more track converge.
-    h.sim.behaviour(r#"{"throttle": null, "error_5xx_rate": 0.0, "timeout_rate": 0.0, "down_regions": []}"#).await;
+    h.sim.behaviour(r#"{"throttle_rate": 0.0, "error_5xx_rate": 0.0, "timeout_rate": 0.0, "down_regions": []}"#).await;
     h.notifier.on.store(false, Ordering::SeqCst);
     h.advance_minutes(20).await;
     h.scan().await.expect("a scan without faults succeeds");

@@ -1,0 +1,373 @@
+"""`make demo`'s story: two simulated weeks of the real Lambda functions against the local stack.
+
+Run by infra/demo-steps.sh inside a started local stack (its env loaded). Starts each function
+binary behind `capblock-local-lambda` (a local Lambda Runtime API) and plays EventBridge and
+EventBridge Scheduler around them: every step it moves the simulated market's clock, fires the
+reminder schedules whose time has come (and deletes them, as ActionAfterCompletion=DELETE
+would), sends EC2's Capacity Block events at a block's start and 40 minutes before its end, then
+invokes track-blocks and scan-offerings with the scheduler's payload. It prints a timeline, what
+Slack shows, and checks the story's invariants (exit 1 if one fails).
+"""
+
+import copy
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import boto3
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(os.environ["CARGO_TARGET_DIR"], "debug")
+SIM = os.environ["CAPBLOCK_SIM_URL"]
+STATE = os.environ["CAPBLOCK_STATE"]
+FIXTURES = os.path.join(REPO, "shared/src/domain/events/fixtures")
+GROUP = "capblock-demo-reminders"
+ACCOUNT = "123456789012"
+# moto stores schedules but never fires them: the driver does. So these ARNs are only labels.
+TARGET_ARN = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:on-capacity-event"
+ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/capblock-demo-scheduler"
+STEP = dt.timedelta(hours=3)
+DAYS = 14
+WARNING_BEFORE_END = dt.timedelta(minutes=40)
+
+FUNCTIONS = {
+    "scan-offerings": {"CAPBLOCK_MODE": "live"},
+    "track-blocks": {
+        "CAPBLOCK_MODE": "live",
+        "CAPBLOCK_SCHEDULE_GROUP": GROUP,
+        "CAPBLOCK_REMINDER_TARGET_ARN": TARGET_ARN,
+        "CAPBLOCK_REMINDER_ROLE_ARN": ROLE_ARN,
+    },
+    "on-capacity-event": {"CAPBLOCK_SCHEDULE_GROUP": GROUP, "CAPBLOCK_REMINDER_ROLE_ARN": ROLE_ARN},
+}
+
+
+def parse(ts):
+    return dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+
+
+def iso(t):
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def short(t):
+    return t.strftime("%a %m-%d %H:%M")
+
+
+def sim(path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(SIM + path, data=data, method="GET" if body is None else "POST")
+    with urllib.request.urlopen(req) as r:
+        return json.load(r)
+
+
+class Lambdas:
+    """One capblock-local-lambda (and its function binary) per function."""
+
+    def __init__(self):
+        self.procs, self.urls = {}, {}
+
+    def start(self):
+        pid_file = os.path.join(STATE, "lambdas.pids")  # infra/demo.sh stops these on any exit
+        open(pid_file, "w").close()
+        for name, settings in FUNCTIONS.items():
+            log_path = os.path.join(STATE, f"lambda-{name}.log")
+            env = dict(os.environ, **settings)
+            env.setdefault("RUST_LOG", "info")
+            with open(log_path, "w") as log:
+                p = subprocess.Popen(
+                    [f"{BIN}/capblock-local-lambda", "--port", "0", "--name", name, "--", f"{BIN}/{name}"],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                )
+            self.procs[name] = (p, log_path)
+            with open(pid_file, "a") as f:
+                f.write(f"{p.pid}\n")
+        for name, (p, log_path) in self.procs.items():
+            deadline = time.time() + 20
+            while name not in self.urls:
+                if p.poll() is not None or time.time() > deadline:
+                    sys.exit(f"capblock-local-lambda for {name} did not start; see {log_path}")
+                with open(log_path) as f:
+                    for line in f:
+                        if line.startswith("listening on "):
+                            self.urls[name] = line.split()[-1]
+                time.sleep(0.05)
+
+    def stop(self):
+        for p, _ in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p, _ in self.procs.values():
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    def invoke(self, name, event):
+        req = urllib.request.Request(self.urls[name] + "/invoke", data=json.dumps(event).encode(), method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=90) as r:
+                return True, json.load(r)
+        except urllib.error.HTTPError as e:
+            return False, json.loads(e.read() or b"{}")
+
+
+class Story:
+    def __init__(self, lambdas):
+        self.fn = lambdas
+        self.sqs = boto3.client("sqs")
+        self.scheduler = boto3.client("scheduler")
+        self.seen = {}  # reservation id -> last state seen
+        self.delivered, self.warned = set(), set()
+        self.failed_on_purpose = None
+        self.errors = []
+        self.workload_notices = 0
+        self.reminders_fired = 0
+        self.events_sent = 0
+
+    def say(self, now, text):
+        print(f"{short(now)}  {text}")
+
+    # --- what the market did ---------------------------------------------------------------
+
+    def market(self, now):
+        state = sim("/_sim/state")
+        for r in state["reservations"]:
+            rid, st = r["reservation_id"], r["state"]
+            what = f"{r['instance_count']} x {r['instance_type']} {r['region']} {rule_of(r)}"
+            old = self.seen.get(rid)
+            if old is None:
+                fee = r["upfront_fee"]
+                self.say(now, f"PURCHASE   {rid}  {what}  {short(parse(r['start']))} -> {short(parse(r['end']))}  fee {fee}")
+                if r["instance_type"] == "p4d.24xlarge" and self.failed_on_purpose is None:
+                    # The one payment failure of the story, steered through the simulator.
+                    self.failed_on_purpose = rid
+                    sim("/_sim/payment", {"reservation_id": rid, "outcome": "fail", "after_hours": 2})
+                    self.say(now, f"           (demo: the market is told to fail {rid}'s payment in 2 h)")
+            elif old != st:
+                label = {
+                    "scheduled": "PAYMENT    succeeded",
+                    "payment-failed": "PAYMENT    FAILED",
+                    "active": "STARTED   ",
+                    "expired": "EXPIRED   ",
+                }.get(st, f"STATE      {st}")
+                self.say(now, f"{label}  {rid}  {what}")
+            self.seen[rid] = st
+        for x in state.get("extensions", []):
+            key, st = (x["reservation_id"], x["offering_id"]), x["status"]
+            old = self.seen.get(key)
+            hours = x["duration_hours"]
+            if old is None:
+                self.say(now, f"EXTENSION  {x['reservation_id']}  +{hours} h bought, fee {x['upfront_fee']} (new end {short(parse(x['end']))})")
+            elif old != st:
+                self.say(now, f"EXTENSION  {x['reservation_id']}  +{hours} h: {st}")
+            self.seen[key] = st
+        return state
+
+    # --- what EventBridge would deliver --------------------------------------------------
+
+    def ec2_events(self, now, state):
+        for r in state["reservations"]:
+            rid, start, end = r["reservation_id"], parse(r["start"]), parse(r["end"])
+            if r["state"] in ("active", "expired") and rid not in self.delivered and start <= now:
+                self.delivered.add(rid)
+                self.send(now, "capacity-block-delivered.json", r, start, "AWS EVENT  Capacity Block Delivered")
+            if r["state"] == "active" and rid not in self.warned and end - WARNING_BEFORE_END <= now:
+                self.warned.add(rid)
+                self.send(
+                    now, "capacity-block-expiration-warning.json", r, end - WARNING_BEFORE_END,
+                    "AWS EVENT  Capacity Block Expiration Warning",
+                )
+
+    def send(self, now, fixture, r, at, label):
+        with open(os.path.join(FIXTURES, fixture)) as f:
+            ev = json.load(f)
+        ev = copy.deepcopy(ev)
+        rid, region = r["reservation_id"], r["region"]
+        ev.update(id=str(uuid.uuid4()), account=ACCOUNT, time=iso(at), region=region)
+        ev["resources"] = [f"arn:aws:ec2:{region}:{ACCOUNT}:capacity-reservation/{rid}"]
+        ev["detail"] = {"capacity-reservation-id": rid, "end-date": r["end"]}
+        self.say(now, f"{label}  {rid}")
+        self.events_sent += 1
+        self.call(now, "on-capacity-event", ev)
+
+    # --- what EventBridge Scheduler would fire ---------------------------------------------
+
+    def schedules(self):
+        out, token = [], None
+        while True:
+            kw = {"GroupName": GROUP, **({"NextToken": token} if token else {})}
+            page = self.scheduler.list_schedules(**kw)
+            for s in page.get("Schedules", []):
+                full = self.scheduler.get_schedule(GroupName=GROUP, Name=s["Name"])
+                expr = full["ScheduleExpression"]  # at(2026-12-11T11:00:00), in UTC
+                at = dt.datetime.fromisoformat(expr[3:-1]).replace(tzinfo=dt.timezone.utc)
+                out.append((at, s["Name"], full["Target"]["Input"]))
+            token = page.get("NextToken")
+            if not token:
+                return sorted(out)
+
+    def reminders(self, now):
+        for at, name, payload in self.schedules():
+            if at > now:
+                continue
+            p = json.loads(payload)
+            self.say(now, f"REMINDER   {p['reservation_id']}  {p['lead_minutes']} min before the end (schedule {name})")
+            self.reminders_fired += 1
+            self.call(now, "on-capacity-event", p)
+            self.scheduler.delete_schedule(GroupName=GROUP, Name=name)  # ActionAfterCompletion=DELETE
+
+    # --- the scheduled functions ---------------------------------------------------------
+
+    def tick(self, now):
+        for name in ("track-blocks", "scan-offerings"):
+            self.call(now, name, {"source": "capblock.schedule", "time": iso(now)})
+
+    def call(self, now, name, event):
+        ok, answer = self.fn.invoke(name, event)
+        if not ok:
+            self.errors.append((now, name, answer))
+            self.say(now, f"ERROR      {name}: {answer.get('errorType')}: {answer.get('errorMessage')}")
+
+    # --- what was published --------------------------------------------------------------
+
+    def drain(self, url):
+        while True:
+            msgs = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
+            if not msgs:
+                return
+            for m in msgs:
+                yield json.loads(json.loads(m["Body"])["Message"])
+                self.sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+    def slack(self):
+        for body in self.drain(os.environ["CAPBLOCK_ALERTS_TAP_URL"]):
+            c = body["content"]
+            print("      ┌─ Slack #capacity ── thread " + body["metadata"]["threadId"])
+            print("      │ " + c["title"])
+            for line in c["description"].splitlines():
+                print("      │ " + line)
+            for step in c.get("nextSteps", []):
+                print("      │ → " + step)
+            print("      └─")
+        n = sum(1 for _ in self.drain(os.environ["CAPBLOCK_WORKLOADS_TAP_URL"]))
+        if n:
+            self.workload_notices += n
+            print(f"      ({n} workload notice(s) on the workloads topic, {self.workload_notices} so far)")
+
+    # --- the clock ---------------------------------------------------------------------
+
+    def next_time(self, now, state):
+        """The next step: 3 hours on, or sooner if something is due before that."""
+        midnight = now.replace(hour=0, minute=0, second=0) + dt.timedelta(days=1)  # price steps
+        due = [now + STEP, midnight]
+        delay = dt.timedelta(hours=state["behaviour"].get("payment_delay_hours", 3))
+        for r in state["reservations"]:
+            start, end = parse(r["start"]), parse(r["end"])
+            due += [start, end, end - WARNING_BEFORE_END]
+            if r["state"] == "payment-pending":
+                bought = parse(r["purchased_at"])
+                due += [bought + delay, bought + dt.timedelta(hours=2)]
+        for x in state.get("extensions", []):
+            if x["status"] == "payment-pending":
+                due.append(parse(x["purchased_at"]) + delay)
+        due += [at for at, _, _ in self.schedules()]
+        return min(t for t in due if t > now)
+
+
+def rule_of(r):
+    tags = r.get("tags") or {}
+    return f"[{tags.get('capblock:rule', '?')}]"
+
+
+def main():
+    scheduler = boto3.client("scheduler")
+    try:
+        scheduler.create_schedule_group(Name=GROUP)
+    except scheduler.exceptions.ConflictException:
+        pass
+    lambdas = Lambdas()
+    try:
+        lambdas.start()
+        return play(Story(lambdas))
+    finally:
+        lambdas.stop()
+
+
+def play(story):
+    began = time.time()
+    start = parse(sim("/_sim/state")["now"])
+    end = start + dt.timedelta(days=DAYS)
+    print(f"==> two simulated weeks, {iso(start)} -> {iso(end)}: the real function binaries behind")
+    print("    capblock-local-lambda; scan-offerings and track-blocks every 3 h (finer when something is")
+    print("    due), EC2 events at a block's start and 40 min before its end, reminders when due")
+    print()
+    now = start
+    steps = 0
+    while True:
+        state = story.market(now)
+        story.ec2_events(now, state)
+        story.reminders(now)
+        story.tick(now)
+        story.market(now)  # a purchase made by this tick
+        story.slack()
+        steps += 1
+        state = sim("/_sim/state")
+        nxt = story.next_time(now, state)
+        if nxt > end:
+            break
+        sim("/_sim/clock", {"set": iso(nxt)})
+        now = nxt
+    print()
+    print(f"==> {steps} steps over {DAYS} simulated days in {time.time() - began:.0f} s of real time")
+    return summary(story, sim("/_sim/state"))
+
+
+def summary(story, state):
+    print()
+    print("==> what the market recorded")
+    by_rule = {}
+    for p in state["purchases"]:
+        by_rule.setdefault(p["tags"].get("capblock:rule", "?"), []).append(p)
+    final = {r["reservation_id"]: r["state"] for r in state["reservations"]}
+    for rule, ps in sorted(by_rule.items()):
+        print(f"  {rule}: {len(ps)} purchase(s)")
+        for p in ps:
+            print(
+                f"    {p['reservation_id']}  {p['instance_count']} x {p['instance_type']}  {p['region']}  "
+                f"{p['start'][:16]} -> {p['end'][:16]}  fee {p['upfront_fee']}  {final.get(p['reservation_id'])}"
+            )
+    print(
+        f"  reminders fired: {story.reminders_fired}, EC2 events sent: {story.events_sent}, "
+        f"workload notices: {story.workload_notices}, function errors: {len(story.errors)}"
+    )
+    p5 = by_rule.get("p5-weekly", [])
+    a100 = by_rule.get("a100-daily", [])
+    failed = [p for p in a100 if final.get(p["reservation_id"]) == "payment-failed"]
+    rebought = failed and any(p["purchased_at"] > failed[0]["purchased_at"] for p in a100)
+    checks = [
+        ("p5-weekly bought exactly once", len(p5) == 1),
+        ("p5-weekly's block ran and expired", len(p5) == 1 and final.get(p5[0]["reservation_id"]) == "expired"),
+        ("a100-daily's first payment failed", bool(failed) and failed[0]["reservation_id"] == story.failed_on_purpose),
+        ("a100-daily rebought after the failure", bool(rebought)),
+        ("reminders fired", story.reminders_fired > 0),
+        ("no function failed", not story.errors),
+    ]
+    print()
+    print("==> the story's invariants")
+    for what, ok in checks:
+        print(f"  {'ok  ' if ok else 'FAIL'}  {what}")
+    return 0 if all(ok for _, ok in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
