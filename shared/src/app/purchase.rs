@@ -41,6 +41,11 @@ pub enum Action {
     Skipped {
         reason: String,
     },
+    /// This rule already has an intent for this offering (bought, refused or abandoned): a
+    /// purchase is never sent twice, so the scan moves on to the next cheapest offering.
+    AlreadyTried {
+        offering_id: String,
+    },
     /// Approval mode: the decision is stored and a person was asked (once per offering).
     AwaitingApproval {
         offering_id: String,
@@ -173,6 +178,9 @@ where
         match self.store.reserve(&intent, guard.seq).await {
             Ok(()) => {}
             Err(ReserveError::Store(e)) => return Err(e),
+            Err(ReserveError::AlreadyExists) => {
+                return Ok(Action::AlreadyTried { offering_id: p.offering.id.clone() });
+            }
             Err(e) => return skipped(e.to_string()),
         }
         tracing::info!(event = "intent_reserved", rule = %rule.id, intent = %intent.id, fee = %p.offering.fee, "budget reserved");

@@ -25,6 +25,9 @@ use crate::ports::{
     OfferingSource, Outbox, Purchaser, ReservationSource, RuleStore, StoreError,
 };
 
+/// How many offerings one rule may try in one scan when the best ones were tried before.
+const MAX_ALTERNATIVES: usize = 5;
+
 /// Settings read once from the environment by the function's `main`.
 #[derive(Debug, Clone)]
 pub struct ScanSettings {
@@ -262,9 +265,24 @@ where
             let room = headroom(self.store, rule, self.settings.account_budget, now).await?;
             let decision = decide(rule, &offerings, &catalog, room, now);
             let mode = self.settings.mode.and(rule.mode);
+            let mut chosen = decision.chosen.clone();
             let action = match &decision.chosen {
                 None => None,
-                Some(p) if mode == Mode::Live => Some(buyer.live(rule, p, now).await?),
+                Some(_) if mode == Mode::Live => {
+                    // The best offering may already have been tried by this rule (refused, or
+                    // abandoned before sending): take the next cheapest, a few at most.
+                    let mut last = None;
+                    for p in decision.ranked.iter().take(MAX_ALTERNATIVES) {
+                        chosen = Some(p.clone());
+                        let action = buyer.live(rule, p, now).await?;
+                        let tried = matches!(action, Action::AlreadyTried { .. });
+                        last = Some(action);
+                        if !tried {
+                            break;
+                        }
+                    }
+                    last
+                }
                 Some(p) if mode == Mode::Approval => Some(buyer.ask(rule, p, now).await?),
                 Some(p) => Some(buyer.dry_run(rule, p, self.settings.mode, now).await?),
             };
@@ -275,7 +293,7 @@ where
                 mode,
                 offerings_seen: offerings.len(),
                 eligible: decision.eligible,
-                chosen: decision.chosen,
+                chosen,
                 action,
             });
         }

@@ -54,6 +54,10 @@ pub struct Decision {
     pub chosen: Option<Priced>,
     pub eligible: usize,
     pub passed_over: Vec<(String, PassedOver)>,
+    /// Every eligible offering, best first (`chosen` is the first): the runners-up for when
+    /// the best one was already tried.
+    #[serde(skip)]
+    pub ranked: Vec<Priced>,
 }
 
 /// Why the offering might not suit the rule, or `None` when it does.
@@ -118,7 +122,7 @@ pub fn decide(
     }
     eligible.sort_by(better);
     eligible.dedup_by(|a, b| a.offering.id == b.offering.id);
-    Decision { eligible: eligible.len(), chosen: eligible.into_iter().next(), passed_over }
+    Decision { eligible: eligible.len(), chosen: eligible.first().cloned(), passed_over, ranked: eligible }
 }
 
 /// Room left under a limit once `committed` is taken out; never negative.

@@ -441,9 +441,32 @@ async fn a_refused_purchase_releases_the_budget_and_is_reported() {
     assert_eq!(alerts.len(), 1);
     assert_slack_schema(&alerts[0].body);
     assert_eq!(alerts[0].body["metadata"]["eventType"], "purchase-rejected");
-    // The same offering is not tried again (its intent is closed as rejected), so a second scan
-    // neither buys nor repeats the alert.
+    // The same offering is never sent again (its intent is closed as rejected), so a second
+    // scan neither buys nor repeats the alert.
     let again = scanner.run(now()).await.unwrap();
-    assert!(matches!(action(&again, "east"), Some(Action::Skipped { .. })), "{again:#?}");
+    assert!(matches!(action(&again, "east"), Some(Action::AlreadyTried { .. })), "{again:#?}");
     assert!(h.aws.alerts().await.is_empty());
+    assert_eq!(h.sim.state().await["calls"].get("PurchaseCapacityBlock"), None, "the refusals came from the wrapper");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_refusal_the_next_scan_tries_the_next_cheapest_offering() {
+    let h = Harness::new("runner-up", TWO_REGIONS, Mode::Live, None).await;
+    h.put(&[rule("both", "\"us-east-1\", \"us-west-2\"", "3.00", "10000", "live")]).await;
+    let market = RefusingMarket(h.sim.market().await);
+    let store = h.aws.store();
+    let notifier = h.aws.notifier();
+    let scanner =
+        Scanner { market: &market, store: &store, notifier: &notifier, catalog: &h.catalog, settings: &h.settings };
+    let first = scanner.run(now()).await.unwrap();
+    assert_eq!(first.outcomes[0].chosen.as_ref().unwrap().offering.region.as_str(), "us-west-2");
+    assert!(matches!(action(&first, "both"), Some(Action::Refused { .. })), "{first:#?}");
+    // The cheapest (us-west-2) was tried: the next scan goes to the runner-up (us-east-1).
+    let second = scanner.run(now()).await.unwrap();
+    assert_eq!(second.outcomes[0].chosen.as_ref().unwrap().offering.region.as_str(), "us-east-1", "{second:#?}");
+    assert!(matches!(action(&second, "both"), Some(Action::Refused { .. })), "{second:#?}");
+    // Both tried: nothing left to try, nothing sent twice.
+    let third = scanner.run(now()).await.unwrap();
+    assert!(matches!(action(&third, "both"), Some(Action::AlreadyTried { .. })), "{third:#?}");
+    assert_eq!(h.aws.alerts().await.len(), 2, "one refusal alert per offering");
 }
