@@ -228,7 +228,9 @@ async fn offerings(a: OfferingsArgs) -> Result<ExitCode, String> {
             catalog.learn(t, n);
         }
     }
-    let answers = fan_out(&market, &queries, a.concurrency).await;
+    let progress = crate::progress::WithProgress::new(&market, queries.len(), a.json);
+    let answers = fan_out(&progress, &queries, a.concurrency).await;
+    progress.finish();
     let mut priced = Vec::new();
     let mut failures = Vec::new();
     for (q, ans) in queries.iter().zip(answers) {

@@ -4,6 +4,7 @@
 
 mod commands;
 mod insight;
+mod progress;
 mod svg;
 mod table;
 
