@@ -176,7 +176,8 @@ pub struct AmbiguousMarket {
     pub ambiguous: AtomicUsize,
     /// When set, the first live purchase goes to this simulator with its 5xx rate at 100%:
     /// the real 500, answered before EC2 acts.
-    pub sim_500: Option<String>,
+    /// Answer the next live purchase with the simulator's real 500 (taken once).
+    pub sim_500: std::sync::Mutex<Option<String>>,
 }
 
 #[async_trait]
@@ -218,9 +219,8 @@ impl ReservationSource for AmbiguousMarket {
 #[async_trait]
 impl Purchaser for AmbiguousMarket {
     async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
-        if !req.dry_run
-            && let Some(url) = &self.sim_500
-        {
+        let sim_500 = if req.dry_run { None } else { self.sim_500.lock().unwrap().take() };
+        if let Some(url) = sim_500 {
             capblock_tests::http("POST", &format!("{url}/_sim/behaviour"), r#"{"error_5xx_rate": 1.0}"#).await;
             let out = self.inner.purchase(req).await;
             capblock_tests::http("POST", &format!("{url}/_sim/behaviour"), r#"{"error_5xx_rate": 0.0}"#).await;
@@ -473,7 +473,11 @@ async fn a_purchase_answered_5xx_after_ec2_made_it_is_adopted_and_never_resent()
     let h = H::new("ambig5xx", MARKET, "100000", 0, 0).await;
     let r = rule("west", "\"us-west-2\"", "10000", 1, 4);
     h.aws.store().put_rule(&r, None).await.unwrap();
-    let market = AmbiguousMarket { inner: h.sim.market().await, ambiguous: AtomicUsize::new(1), sim_500: None };
+    let market = AmbiguousMarket {
+        inner: h.sim.market().await,
+        ambiguous: AtomicUsize::new(1),
+        sim_500: std::sync::Mutex::new(None),
+    };
     let store = h.aws.store();
     let scan = |now| {
         let (market, store, h) = (&market, &store, &h);
@@ -504,7 +508,7 @@ async fn a_purchase_answered_5xx_that_ec2_did_not_make_is_released_after_the_gra
     let market = AmbiguousMarket {
         inner: h.sim.market().await,
         ambiguous: AtomicUsize::new(0),
-        sim_500: Some(h.sim.url.clone()),
+        sim_500: std::sync::Mutex::new(Some(h.sim.url.clone())),
     };
     let store = h.aws.store();
     let scan = |now| {
@@ -528,10 +532,16 @@ async fn a_purchase_answered_5xx_that_ec2_did_not_make_is_released_after_the_gra
     let again = scan(h.now()).await;
     assert!(matches!(&again.settled[..], [Settled::StillOpen { .. }]), "{again:#?}");
     assert!(matches!(again.outcomes[0].action, Some(Action::Skipped { .. })), "{again:#?}");
-    // After it, the fee is released; the same intent is never sent again.
+    // After it, the fee is released; the same intent is never sent again. The rule moves on to
+    // the next cheapest offering, which is a different purchase.
+    let unknown_offering = first.outcomes[0].chosen.as_ref().unwrap().offering.id.clone();
     h.advance_minutes(10).await;
     let later = scan(h.now()).await;
     assert!(matches!(&later.settled[..], [Settled::Rejected { .. }]), "{later:#?}");
-    assert_eq!(h.sim.state().await["calls"]["PurchaseCapacityBlock"], 1, "never re-sent");
+    let calls = h.sim.state().await["calls"]["PurchaseCapacityBlock"].as_u64().unwrap();
+    let bought = h.sim.purchases().await;
+    assert!(bought.iter().all(|p| p["offering_id"] != unknown_offering.as_str()), "never re-sent: {bought:#?}");
+    assert_eq!(calls, 1 + bought.len() as u64, "every other call bought a different offering");
+    assert!(matches!(later.outcomes[0].action, Some(Action::Bought { .. })), "{later:#?}");
     assert_converged(&h, std::slice::from_ref(&r), &h.aws.alerts().await).await;
 }
