@@ -14,7 +14,7 @@ use capblock_shared::domain::money::Money;
 use capblock_shared::domain::names::{InstanceType, Region};
 use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::{
-    Block, BlockStore, Ledger, Observation, ObservationStore, OfferingQuery, OfferingSource, RuleStore,
+    Block, BlockArchive, BlockStore, Ledger, Observation, ObservationStore, OfferingQuery, OfferingSource, RuleStore,
 };
 use chrono::{DateTime, Duration, Utc};
 use clap::Args;

@@ -330,11 +330,6 @@ pub trait Ledger: Send + Sync {
 pub trait BlockStore: Send + Sync {
     /// Blocks not in a final state, optionally only one rule's.
     async fn open_blocks(&self, rule_id: Option<&str>) -> Result<Vec<Block>, StoreError>;
-    /// Every block, final states included (for people: the CLI). Stores without a way to list
-    /// closed blocks answer with the open ones.
-    async fn all_blocks(&self) -> Result<Vec<Block>, StoreError> {
-        self.open_blocks(None).await
-    }
     async fn get_block(&self, reservation_id: &str) -> Result<Option<Block>, StoreError>;
     /// Writes a block capblock did not buy itself (adoption). False if it is already known.
     async fn adopt_block(&self, block: &Block) -> Result<bool, StoreError>;
@@ -422,6 +417,13 @@ pub trait ExtensionLedger: Send + Sync {
     async fn extensions_of(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError>;
     /// Open extension intents of all blocks.
     async fn open_extensions(&self) -> Result<Vec<ExtensionIntent>, StoreError>;
+}
+
+/// Every block ever tracked, final states included: for people (the CLI), never for the
+/// functions. A trait of its own so that no function's role needs the table scan it costs.
+#[async_trait]
+pub trait BlockArchive: Send + Sync {
+    async fn all_blocks(&self) -> Result<Vec<Block>, StoreError>;
 }
 
 /// One price seen in the market.

@@ -27,8 +27,8 @@ use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::rule::Rule;
 use crate::ports::{
-    Block, BlockStore, ExtensionIntent, ExtensionLedger, ExtensionState, Ledger, Notice, Observation, ObservationStore,
-    Outbox, ReserveError, RuleGuard, RuleStore, StoreError, StoredRule,
+    Block, BlockArchive, BlockStore, ExtensionIntent, ExtensionLedger, ExtensionState, Ledger, Notice, Observation,
+    ObservationStore, Outbox, ReserveError, RuleGuard, RuleStore, StoreError, StoredRule,
 };
 
 mod track;
@@ -84,6 +84,25 @@ impl DynamoStore {
 
     pub fn table(&self) -> &str {
         &self.table
+    }
+
+    /// Writes an item that must not exist yet: `false` if it does (someone wrote it first).
+    async fn put_new(&self, item: Item, what: &str) -> Result<bool, StoreError> {
+        match self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) => match store_err(what, e) {
+                StoreError::Conflict(_) => Ok(false),
+                other => Err(other),
+            },
+        }
     }
 
     async fn query_gsi(&self, pk: &str, sk_prefix: Option<&str>) -> Result<Vec<Item>, StoreError> {
@@ -422,42 +441,14 @@ impl Ledger for DynamoStore {
         let mut item = key(rule_pk(&intent.rule_id), format!("DRYRUN#{}", intent.offering.id));
         item.insert("data".into(), json(intent));
         item.insert("state".into(), s(IntentState::DryRun.as_str()));
-        match self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) => match store_err("dry-run record", e) {
-                StoreError::Conflict(_) => Ok(false),
-                other => Err(other),
-            },
-        }
+        self.put_new(item, "dry-run record").await
     }
 
     async fn record_approval(&self, intent: &Intent) -> Result<bool, StoreError> {
         let mut item = key(rule_pk(&intent.rule_id), format!("APPROVAL#{}", intent.offering.id));
         item.insert("data".into(), json(intent));
         item.insert("state".into(), s("awaiting-approval"));
-        match self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) => match store_err("approval record", e) {
-                StoreError::Conflict(_) => Ok(false),
-                other => Err(other),
-            },
-        }
+        self.put_new(item, "approval record").await
     }
 
     async fn get_approval(&self, rule_id: &str, offering_id: &str) -> Result<Option<Intent>, StoreError> {
@@ -485,12 +476,7 @@ impl Ledger for DynamoStore {
 }
 
 #[async_trait]
-impl BlockStore for DynamoStore {
-    async fn open_blocks(&self, rule_id: Option<&str>) -> Result<Vec<Block>, StoreError> {
-        let prefix = rule_id.map(|r| format!("RULE#{r}#"));
-        self.query_gsi(OPEN_BLOCKS, prefix.as_deref()).await?.iter().map(data).collect()
-    }
-
+impl BlockArchive for DynamoStore {
     async fn all_blocks(&self) -> Result<Vec<Block>, StoreError> {
         self.client
             .scan()
@@ -508,27 +494,21 @@ impl BlockStore for DynamoStore {
             .map(data)
             .collect()
     }
+}
+
+#[async_trait]
+impl BlockStore for DynamoStore {
+    async fn open_blocks(&self, rule_id: Option<&str>) -> Result<Vec<Block>, StoreError> {
+        let prefix = rule_id.map(|r| format!("RULE#{r}#"));
+        self.query_gsi(OPEN_BLOCKS, prefix.as_deref()).await?.iter().map(data).collect()
+    }
 
     async fn get_block(&self, reservation_id: &str) -> Result<Option<Block>, StoreError> {
         self.get(key(block_pk(reservation_id), "BLOCK")).await?.map(|i| data(&i)).transpose()
     }
 
     async fn adopt_block(&self, block: &Block) -> Result<bool, StoreError> {
-        match self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(Self::block_item(block)))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) => match store_err("adopt block", e) {
-                StoreError::Conflict(_) => Ok(false),
-                other => Err(other),
-            },
-        }
+        self.put_new(Self::block_item(block), "adopt block").await
     }
 
     async fn update_block(&self, block: &Block, expected_version: u64) -> Result<(), StoreError> {
@@ -589,21 +569,7 @@ fn notice_item(notice: &Notice) -> Item {
 #[async_trait]
 impl Outbox for DynamoStore {
     async fn enqueue(&self, notice: &Notice) -> Result<bool, StoreError> {
-        match self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(notice_item(notice)))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) => match store_err("enqueue notice", e) {
-                StoreError::Conflict(_) => Ok(false),
-                other => Err(other),
-            },
-        }
+        self.put_new(notice_item(notice), "enqueue notice").await
     }
 
     async fn pending(&self) -> Result<Vec<Notice>, StoreError> {
