@@ -4,7 +4,8 @@
 use std::process::ExitCode;
 use std::sync::Mutex;
 
-use capblock_shared::app::scan::{ScanSettings, Scanner, fan_out};
+use capblock_shared::app::fan_out::{DEFAULT_REGION_CONCURRENCY, fan_out_observed};
+use capblock_shared::app::scan::{ScanSettings, Scanner};
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
@@ -86,8 +87,8 @@ struct OfferingsArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Concurrent calls per region.
-    #[arg(long, default_value_t = 4)]
+    /// Calls in flight per region (the scan function's default; paced down when EC2 throttles).
+    #[arg(long, default_value_t = DEFAULT_REGION_CONCURRENCY)]
     concurrency: usize,
 }
 
@@ -228,8 +229,8 @@ async fn offerings(a: OfferingsArgs) -> Result<ExitCode, String> {
             catalog.learn(t, n);
         }
     }
-    let progress = crate::progress::WithProgress::new(&market, queries.len(), a.json);
-    let answers = fan_out(&progress, &queries, a.concurrency).await;
+    let progress = crate::progress::Progress::new(queries.len(), a.json);
+    let answers = fan_out_observed(&market, &queries, a.concurrency, || progress.tick()).await;
     progress.finish();
     let mut priced = Vec::new();
     let mut failures = Vec::new();
@@ -379,7 +380,7 @@ async fn scan(a: ScanArgs) -> Result<ExitCode, String> {
         stack: a.stack,
         mode: a.mode,
         account_budget: (!budget.amount().is_zero()).then_some(budget),
-        region_concurrency: 4,
+        region_concurrency: DEFAULT_REGION_CONCURRENCY,
     };
     let store = store().await?;
     let sdk = capblock_shared::aws::load_config().await;

@@ -4,6 +4,7 @@
 
 use std::sync::Mutex;
 
+use capblock_shared::app::fan_out::DEFAULT_REGION_CONCURRENCY;
 use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
@@ -31,7 +32,7 @@ pub fn settings() -> Result<ScanSettings, FunctionError> {
         mode: config::parsed_or("CAPBLOCK_MODE", Default::default())?,
         // Unset or "0": no account-wide limit beyond each rule's own.
         account_budget: config::budget_usd("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")?,
-        region_concurrency: config::parsed_or("CAPBLOCK_REGION_CONCURRENCY", 4usize)?,
+        region_concurrency: config::parsed_or("CAPBLOCK_REGION_CONCURRENCY", DEFAULT_REGION_CONCURRENCY)?,
     })
 }
 

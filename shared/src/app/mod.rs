@@ -3,6 +3,7 @@
 
 pub mod events;
 pub mod extend;
+pub mod fan_out;
 pub mod outbox;
 pub mod purchase;
 pub mod reconcile;

@@ -3,13 +3,12 @@
 //! pending notices.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
-use futures::future::join_all;
 use serde::Serialize;
-use tokio::sync::Semaphore;
 
+use super::fan_out::fan_out;
 use super::outbox::{FlushReport, flush};
 use super::purchase::{Action, Buyer};
 use super::reconcile::{Settled, settle_open_intents};
@@ -89,27 +88,6 @@ pub fn queries_for(rule: &Rule, now: DateTime<Utc>) -> Vec<OfferingQuery> {
         }
     }
     out
-}
-
-/// Runs every query, at most `per_region` at a time in each region, all regions at once.
-/// Returns each query's answer in order.
-pub async fn fan_out<M: OfferingSource + ?Sized>(
-    market: &M,
-    queries: &[OfferingQuery],
-    per_region: usize,
-) -> Vec<Result<Vec<Offering>, MarketError>> {
-    let mut limits: HashMap<&Region, Arc<Semaphore>> = HashMap::new();
-    for q in queries {
-        limits.entry(&q.region).or_insert_with(|| Arc::new(Semaphore::new(per_region.max(1))));
-    }
-    join_all(queries.iter().map(|q| {
-        let limit = limits[&q.region].clone();
-        async move {
-            let _permit = limit.acquire_owned().await.expect("semaphore is never closed");
-            market.offerings(q).await
-        }
-    }))
-    .await
 }
 
 /// Learns accelerator counts from EC2 for the types not known yet; the built-in table covers

@@ -25,8 +25,8 @@ use crate::ports::{
     PurchaseOutcome, PurchaseRequest, Purchaser, Reservation, ReservationSource,
 };
 
-/// Describe calls: the SDK's adaptive retry (client-side rate limiting on throttling), so a
-/// scan slows to what EC2 allows instead of failing.
+/// Describe calls other than the offerings fan-out (which makes one attempt per call and paces
+/// itself): the SDK's adaptive retry, so the tracker slows to what EC2 allows instead of failing.
 const DESCRIBE_MAX_ATTEMPTS: u32 = 8;
 
 pub struct Ec2Market {
@@ -160,21 +160,27 @@ fn reservation(region: &Region, r: &CapacityReservation) -> Result<Reservation, 
 impl OfferingSource for Ec2Market {
     async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
         const OP: &str = "DescribeCapacityBlockOfferings";
-        let mut pages = self
-            .client(&q.region)
-            .describe_capacity_block_offerings()
-            .capacity_duration_hours(q.duration_hours as i32)
-            .instance_type(q.instance_type.as_str())
-            .instance_count(q.instance_count as i32)
-            .start_date_range(to_smithy(q.start_from))
-            // EndDateRange bounds the end of the block: the latest start plus its duration.
-            .end_date_range(to_smithy(q.start_to + chrono::Duration::hours(i64::from(q.duration_hours))))
-            .max_results(100)
-            .into_paginator()
-            .send();
         let mut out = Vec::new();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| classify(OP, &q.region, e))?;
+        let mut next_token: Option<String> = None;
+        loop {
+            let page = self
+                .client(&q.region)
+                .describe_capacity_block_offerings()
+                .capacity_duration_hours(q.duration_hours as i32)
+                .instance_type(q.instance_type.as_str())
+                .instance_count(q.instance_count as i32)
+                .start_date_range(to_smithy(q.start_from))
+                // EndDateRange bounds the end of the block: the latest start plus its duration.
+                .end_date_range(to_smithy(q.start_to + chrono::Duration::hours(i64::from(q.duration_hours))))
+                .max_results(100)
+                .set_next_token(next_token.take())
+                .customize()
+                // One attempt: the scan's fan-out paces and retries this read per region
+                // (app::fan_out), which the SDK's per-call backoff cannot do.
+                .config_override(aws_sdk_ec2::config::Builder::default().retry_config(RetryConfig::disabled()))
+                .send()
+                .await
+                .map_err(|e| classify(OP, &q.region, e))?;
             for o in page.capacity_block_offerings() {
                 let raw = RawOffering {
                     offering_id: o.capacity_block_offering_id().map(str::to_string),
@@ -195,8 +201,11 @@ impl OfferingSource for Ec2Market {
                     }
                 }
             }
+            match page.next_token() {
+                Some(token) if !token.is_empty() => next_token = Some(token.to_string()),
+                _ => return Ok(out),
+            }
         }
-        Ok(out)
     }
 }
 

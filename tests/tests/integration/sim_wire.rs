@@ -116,16 +116,25 @@ async fn throttling_is_a_retryable_error_and_unsupported_regions_are_named() {
     let raw = err.raw_response().expect("an HTTP answer");
     assert_eq!(raw.status().as_u16(), 503);
 
-    // Through the adapter the SDK retries throttling (adaptive mode): the one call reaches the
-    // market several times, then gives up as throttled or out of time, never as a refusal.
+    // Through the adapter one query is one attempt (the SDK does not retry it) and comes back
+    // as Throttled, never as a refusal: the scan's fan-out owns the retries and the pace.
     let market = sim.market().await;
-    let before = sim.state().await["calls"]["DescribeCapacityBlockOfferings"].as_u64().unwrap();
+    let calls = || async { sim.state().await["calls"]["DescribeCapacityBlockOfferings"].as_u64().unwrap() };
+    let before = calls().await;
     match market.offerings(&query("us-east-1", 1, 1)).await {
-        Err(MarketError::Throttled { .. } | MarketError::Unknown { .. }) => {}
-        other => panic!("expected Throttled or a timeout, got {other:?}"),
+        Err(e @ MarketError::Throttled { .. }) => assert!(e.had_no_effect()),
+        other => panic!("expected Throttled, got {other:?}"),
     }
-    let after = sim.state().await["calls"]["DescribeCapacityBlockOfferings"].as_u64().unwrap();
-    assert!(after - before >= 2, "the SDK retried the throttled call ({} attempts)", after - before);
+    assert_eq!(calls().await - before, 1, "one attempt");
+    // Through the fan-out the same query is retried at the lane's pace until the bucket lets
+    // it through (one token every 2 s here).
+    sim.behaviour(r#"{"throttle": {"rate_per_sec": 0.5, "burst": 1}}"#).await;
+    let before = calls().await;
+    let qs = [query("us-east-1", 1, 1), query("us-east-1", 2, 1)];
+    let answers = capblock_shared::app::fan_out::fan_out(&market, &qs, 2).await;
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    let attempts = calls().await - before;
+    assert!(attempts > 2, "throttled attempts were retried ({attempts} calls for 2 queries)");
     sim.behaviour(r#"{"throttle": null}"#).await;
     match market.offerings(&query("eu-north-1", 1, 1)).await {
         Err(MarketError::Unsupported { region, .. }) => assert_eq!(region, "eu-north-1"),
