@@ -126,7 +126,7 @@ impl Cost {
         }
         if let Some(w) = self.worst {
             rows.push(row(
-                "  same, every scan 256 queries at the rate limit",
+                "  same, every scan 256 queries through the tight bucket",
                 format!("${w:.3}"),
                 "< $2",
                 Some(w / 2.0),

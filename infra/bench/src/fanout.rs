@@ -1,5 +1,5 @@
 //! Scan fan-out against the market simulator: capblock's real `fan_out` over the real
-//! `Ec2Market` (production timeouts and adaptive retry), the token-bucket bound, and the
+//! `Ec2Market` (production timeouts, the fan-out's pacing), the token-bucket bound, and the
 //! one-by-one boto3 baseline.
 
 use std::path::Path;
@@ -17,6 +17,12 @@ pub const REGIONS: [&str; 4] = ["us-east-1", "us-east-2", "us-west-2", "eu-west-
 pub const TYPES: [&str; 4] = ["p5.48xlarge", "p5e.48xlarge", "p4d.24xlarge", "trn1.32xlarge"];
 const COUNTS: [u32; 8] = [1, 2, 4, 8, 16, 32, 48, 64];
 const DAYS: [u32; 8] = [1, 2, 3, 4, 7, 14, 21, 28];
+
+/// EC2's documented token bucket for describe (non-mutating) actions, per account, region
+/// and API: 100 tokens, refilled at 20 per second.
+pub const EC2_BUCKET: (f64, u32) = (20.0, 100);
+/// A bucket mostly spent by other callers before the scan starts: 20 tokens, 10 per second.
+pub const TIGHT_BUCKET: (f64, u32) = (10.0, 20);
 
 /// The simulated market's behaviour.
 #[derive(Debug, Clone, Copy)]
@@ -123,10 +129,7 @@ pub fn reset(sim: &str, m: Market) -> Result<(), String> {
     if status != 200 {
         return Err(format!("POST /_sim/scenario: {status} {}", String::from_utf8_lossy(&body)));
     }
-    // Buckets are per region and refill in real time: give them a full refill anyway.
-    if let Some((rate, burst)) = m.throttle {
-        std::thread::sleep(Duration::from_secs_f64(f64::from(burst) / rate + 0.2));
-    }
+    // A new scenario is a new world: every region's bucket starts full.
     Ok(())
 }
 
@@ -140,8 +143,7 @@ pub fn sim_counts(sim: &str) -> (u64, u64) {
 }
 
 /// One scan in a fresh process (`capblock-bench --scan-child`), like a new Lambda container:
-/// the SDK keeps its adaptive-retry rate limiter in process-wide state, so scans in one process
-/// would inherit each other's throttling.
+/// no connection or state carried over from an earlier scan.
 pub fn capblock_scan(sim: &str, g: Grid, m: Market, per_region: usize) -> Result<ScanRun, String> {
     reset(sim, m)?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -165,8 +167,8 @@ pub fn capblock_scan(sim: &str, g: Grid, m: Market, per_region: usize) -> Result
     })
 }
 
-/// The child side: capblock's `fan_out` over a fresh `Ec2Market` (production timeouts and
-/// retry), timed around the fan-out; prints one JSON object.
+/// The child side: capblock's `fan_out` over a fresh `Ec2Market` (production timeouts; the
+/// fan-out's own pacing and retries), timed around the fan-out; prints one JSON object.
 pub fn scan_child(sim: &str, k: usize, per_region: usize) -> Result<String, String> {
     // SAFETY: called first thing in `main`, before any other thread exists.
     unsafe {
