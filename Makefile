@@ -53,7 +53,7 @@ BENCH_TARGET_DIR ?= $(CAPBLOCK_CACHE)/target-release
 BENCH_PACKAGES := -p capblock-bench -p capblock-market-sim -p capblock-cli -p scan-offerings -p track-blocks -p on-capacity-event
 bench:
 	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) cargo build --release $(BENCH_PACKAGES)
-	if CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) bash infra/deploy/package.sh arm64; then echo arm64; \
+	if CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) bash infra/deploy/package.sh arm64 >&2; then echo arm64; \
 	  else CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) bash infra/deploy/package.sh x86_64 >&2 && echo x86_64; fi \
 	  > $(CAPBLOCK_CACHE)/bench-package-arch
 	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) CAPBLOCK_SIM_BIN=$(BENCH_TARGET_DIR)/release/capblock-market-sim \

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use capblock_shared::app::fan_out::fan_out;
 use capblock_shared::aws::ec2::Ec2Market;
-use capblock_shared::ports::{MarketError, OfferingQuery};
+use capblock_shared::ports::{InstanceTypeSource, MarketError, OfferingQuery};
 use chrono::{DateTime, Utc};
 
 use crate::http;
@@ -180,10 +180,19 @@ pub fn scan_child(sim: &str, k: usize, per_region: usize) -> Result<String, Stri
             }
         }
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
+    // The runtime the functions run on (their `main`s: current_thread).
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async {
         let market = Ec2Market::new(capblock_shared::aws::load_config().await);
         let qs = queries(Grid { k });
+        // What the scan does before its fan-out, untimed: learn each region's accelerator
+        // counts (one DescribeInstanceTypes per region, `scan::learn_accelerators`). It also
+        // builds the HTTP client (root certificates) that the fan-out then finds ready, as it
+        // does in the Lambda.
+        let types: Vec<_> = TYPES.iter().map(|t| t.parse().expect("type")).collect();
+        for r in REGIONS {
+            market.accelerators(&r.parse().expect("region"), &types).await.map_err(|e| e.to_string())?;
+        }
         let t = Instant::now();
         let answers = fan_out(&market, &qs, per_region).await;
         let seconds = t.elapsed().as_secs_f64();
