@@ -82,7 +82,10 @@ fn ms(d: Duration) -> String {
 }
 
 fn secs(d: Duration) -> String {
-    format!("{:.2} s", d.as_secs_f64())
+    match d.as_secs_f64() {
+        s if s < 1.0 => format!("{s:.3} s"),
+        s => format!("{s:.2} s"),
+    }
 }
 
 fn mib(b: u64) -> String {

@@ -31,7 +31,18 @@ const DESCRIBE_MAX_ATTEMPTS: u32 = 8;
 
 pub struct Ec2Market {
     base: SdkConfig,
-    clients: Mutex<HashMap<Region, Client>>,
+    clients: Mutex<HashMap<Region, RegionClients>>,
+}
+
+/// One region's clients, built once and shared by every call.
+#[derive(Clone)]
+struct RegionClients {
+    /// Describe calls the SDK may retry (adaptive mode).
+    retrying: Client,
+    /// One attempt per call, never retried by the SDK: the purchases (no idempotency token) and
+    /// the offerings fan-out (paced and retried by `app::fan_out`). A client of its own rather
+    /// than a per-call override, which rebuilds the call's configuration every time.
+    once: Client,
 }
 
 pub(crate) fn to_chrono(t: &aws_smithy_types::DateTime) -> Option<DateTime<Utc>> {
@@ -81,18 +92,31 @@ impl Ec2Market {
         Ec2Market { base, clients: Mutex::new(HashMap::new()) }
     }
 
-    fn client(&self, region: &Region) -> Client {
+    fn clients(&self, region: &Region) -> RegionClients {
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         clients
             .entry(region.clone())
             .or_insert_with(|| {
                 let conf = aws_sdk_ec2::config::Builder::from(&self.base)
-                    .region(aws_sdk_ec2::config::Region::new(region.to_string()))
-                    .retry_config(RetryConfig::adaptive().with_max_attempts(DESCRIBE_MAX_ATTEMPTS))
-                    .build();
-                Client::from_conf(conf)
+                    .region(aws_sdk_ec2::config::Region::new(region.to_string()));
+                RegionClients {
+                    retrying: Client::from_conf(
+                        conf.clone()
+                            .retry_config(RetryConfig::adaptive().with_max_attempts(DESCRIBE_MAX_ATTEMPTS))
+                            .build(),
+                    ),
+                    once: Client::from_conf(conf.retry_config(RetryConfig::disabled()).build()),
+                }
             })
             .clone()
+    }
+
+    fn client(&self, region: &Region) -> Client {
+        self.clients(region).retrying
+    }
+
+    fn once(&self, region: &Region) -> Client {
+        self.clients(region).once
     }
 }
 
@@ -163,8 +187,10 @@ impl OfferingSource for Ec2Market {
         let mut out = Vec::new();
         let mut next_token: Option<String> = None;
         loop {
+            // One attempt: the scan's fan-out paces and retries this read per region
+            // (app::fan_out), which the SDK's per-call backoff cannot do.
             let page = self
-                .client(&q.region)
+                .once(&q.region)
                 .describe_capacity_block_offerings()
                 .capacity_duration_hours(q.duration_hours as i32)
                 .instance_type(q.instance_type.as_str())
@@ -174,10 +200,6 @@ impl OfferingSource for Ec2Market {
                 .end_date_range(to_smithy(q.start_to + chrono::Duration::hours(i64::from(q.duration_hours))))
                 .max_results(100)
                 .set_next_token(next_token.take())
-                .customize()
-                // One attempt: the scan's fan-out paces and retries this read per region
-                // (app::fan_out), which the SDK's per-call backoff cannot do.
-                .config_override(aws_sdk_ec2::config::Builder::default().retry_config(RetryConfig::disabled()))
                 .send()
                 .await
                 .map_err(|e| classify(OP, &q.region, e))?;
@@ -245,17 +267,15 @@ impl Purchaser for Ec2Market {
             .resource_type(ResourceType::CapacityReservation)
             .set_tags(Some(req.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()))
             .build();
+        // No ClientToken exists for this call: a retry could buy a second block. One attempt;
+        // an unknown outcome is settled by reconciliation (tag lookup), never by resending.
         let result = self
-            .client(region)
+            .once(region)
             .purchase_capacity_block()
             .capacity_block_offering_id(&req.offering.id)
             .instance_platform(CapacityReservationInstancePlatform::from(req.instance_platform.as_str()))
             .tag_specifications(tags)
             .dry_run(req.dry_run)
-            .customize()
-            // No ClientToken exists for this call: a retry could buy a second block. One attempt;
-            // an unknown outcome is settled by reconciliation (tag lookup), never by resending.
-            .config_override(aws_sdk_ec2::config::Builder::default().retry_config(RetryConfig::disabled()))
             .send()
             .await;
         match result {
@@ -392,15 +412,13 @@ impl ExtensionMarket for Ec2Market {
         reservation_id: &str,
     ) -> Result<ExtensionReceipt, MarketError> {
         const OP: &str = "PurchaseCapacityBlockExtension";
+        // No ClientToken here either: one attempt; an unknown outcome is settled by watching
+        // the block's end date, never by resending.
         let result = self
-            .client(region)
+            .once(region)
             .purchase_capacity_block_extension()
             .capacity_block_extension_offering_id(offering_id)
             .capacity_reservation_id(reservation_id)
-            .customize()
-            // No ClientToken here either: one attempt; an unknown outcome is settled by watching
-            // the block's end date, never by resending.
-            .config_override(aws_sdk_ec2::config::Builder::default().retry_config(RetryConfig::disabled()))
             .send()
             .await;
         match result {
