@@ -3,7 +3,10 @@
 //! published. Tests reach moto through the standard `AWS_ENDPOINT_URL_*` variables that
 //! `infra/local/stack.sh` exports; nothing here changes how the production code finds AWS.
 
+pub mod fixtures;
 pub mod runtime;
+
+pub use fixtures::*;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -61,8 +64,13 @@ impl Sim {
         self.state().await["purchases"].as_array().cloned().unwrap_or_default()
     }
 
+    /// Moves the simulator's clock forward.
+    pub async fn advance_secs(&self, secs: i64) -> Value {
+        self.control("POST", "/_sim/clock", &format!("{{\"advance_secs\": {secs}}}")).await
+    }
+
     pub async fn advance_hours(&self, hours: i64) -> Value {
-        self.control("POST", "/_sim/clock", &format!("{{\"advance_secs\": {}}}", hours * 3600)).await
+        self.advance_secs(hours * 3600).await
     }
 
     pub async fn behaviour(&self, json: &str) -> Value {
@@ -83,13 +91,18 @@ impl Sim {
     }
 }
 
+/// Client timeouts: to connect, for each attempt, and for the whole operation with its retries.
+pub fn timeouts(connect: Duration, attempt: Duration, operation: Duration) -> aws_config::timeout::TimeoutConfig {
+    aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(connect)
+        .operation_attempt_timeout(attempt)
+        .operation_timeout(operation)
+        .build()
+}
+
 /// Short timeouts so a simulated hang costs a test seconds, not minutes.
 pub fn quick_timeouts() -> aws_config::timeout::TimeoutConfig {
-    aws_config::timeout::TimeoutConfig::builder()
-        .connect_timeout(Duration::from_secs(2))
-        .operation_attempt_timeout(Duration::from_millis(1500))
-        .operation_timeout(Duration::from_secs(6))
-        .build()
+    timeouts(Duration::from_secs(2), Duration::from_millis(1500), Duration::from_secs(6))
 }
 
 /// A minimal HTTP/1.1 client for the control endpoints (no extra dependency).
@@ -125,6 +138,33 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
+/// Creates SQS queue `name` on moto and subscribes it to SNS `topic` (with `filter_policy`, a
+/// JSON filter policy, when given); returns the queue's URL.
+pub async fn sqs_tap(sdk: &SdkConfig, topic: &str, name: &str, filter_policy: Option<String>) -> String {
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    let url = sqs.create_queue().queue_name(name).send().await.unwrap().queue_url.unwrap();
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
+        .clone();
+    aws_sdk_sns::Client::new(sdk)
+        .subscribe()
+        .topic_arn(topic)
+        .protocol("sqs")
+        .endpoint(arn)
+        .set_attributes(filter_policy.map(|p| [("FilterPolicy".to_string(), p)].into()))
+        .send()
+        .await
+        .unwrap();
+    url
+}
+
 /// moto-backed resources private to one test.
 pub struct Aws {
     pub sdk: SdkConfig,
@@ -146,25 +186,12 @@ impl Aws {
         let ddb = aws_sdk_dynamodb::Client::new(&sdk);
         create_table(&ddb, &table).await.expect("create table on moto");
         let sns = aws_sdk_sns::Client::new(&sdk);
-        let sqs = aws_sdk_sqs::Client::new(&sdk);
         let mut topics = Vec::new();
         let mut queues = Vec::new();
         for kind in ["alerts", "workloads"] {
             let topic = sns.create_topic().name(format!("{kind}-{id}")).send().await.unwrap().topic_arn.unwrap();
-            let q = sqs.create_queue().queue_name(format!("{kind}-{id}")).send().await.unwrap().queue_url.unwrap();
-            let qarn = sqs
-                .get_queue_attributes()
-                .queue_url(&q)
-                .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-                .send()
-                .await
-                .unwrap()
-                .attributes
-                .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
-                .clone();
-            sns.subscribe().topic_arn(&topic).protocol("sqs").endpoint(qarn).send().await.unwrap();
+            queues.push(sqs_tap(&sdk, &topic, &format!("{kind}-{id}"), None).await);
             topics.push(topic);
-            queues.push(q);
         }
         Aws {
             sdk,

@@ -1,47 +1,25 @@
 //! The `capblock` binary against the local stack: a fresh table and topics on moto, the test's
 //! own simulator as EC2. Tables, `--json` output and exit codes are checked as an operator sees them.
 
-use capblock_shared::domain::names::Region;
-use capblock_shared::domain::offering::{Offering, RawOffering};
 use capblock_shared::ports::Observation;
-use capblock_tests::{Aws, Sim, assert_slack_schema};
+use capblock_tests::{Aws, RuleToml, ScenarioToml, Sim, T0, assert_slack_schema, binary_env, p5_offering};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 
 /// One region, p5 at 2.75/GPU-hour, one start day (+2), one AZ: one offering per question.
-const MARKET: &str = r#"
-seed = 5
-[clock]
-start = "2026-12-01T00:00:00Z"
-[behaviour]
-payment = "succeed"
-[[market]]
-region = "us-west-2"
-instance_type = "p5.48xlarge"
-azs = ["us-west-2a"]
-counts = [1]
-durations_days = [1]
-start_days = [2]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.75" } ]
-"#;
+fn market() -> String {
+    ScenarioToml::new(5, T0).payment("succeed", None).p5("us-west-2", &[2], "2.75").build()
+}
 
-const NOW: &str = "2026-12-01T00:00:00Z";
+const NOW: &str = T0;
+
+/// A rule file for 1 x p5.48xlarge for a day in us-west-2, 10000 a month, 4 purchases.
+fn rule(id: &str, mode: &str, threshold: &str) -> RuleToml {
+    RuleToml::p5(id).mode(mode).regions(&["us-west-2"]).max_price(threshold).budget("10000").max_purchases_per_month(4)
+}
 
 fn rule_toml(id: &str, mode: &str, threshold: &str) -> String {
-    format!(
-        r#"
-id = "{id}"
-mode = "{mode}"
-regions = ["us-west-2"]
-instance_types = ["p5.48xlarge"]
-instance_counts = [1]
-durations_days = [1]
-max_price_per_accelerator_hour = "{threshold}"
-monthly_budget = "10000"
-max_purchases_per_month = 4
-start_window = {{ earliest_in_days = 1, latest_in_days = 10 }}
-"#
-    )
+    rule(id, mode, threshold).toml()
 }
 
 struct Out {
@@ -57,14 +35,6 @@ impl Out {
     }
 }
 
-fn binary() -> String {
-    let target =
-        std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| format!("{}/../target", env!("CARGO_MANIFEST_DIR")));
-    let path = format!("{target}/debug/capblock");
-    assert!(std::path::Path::new(&path).exists(), "{path} is missing: run `cargo build -p capblock-cli` first");
-    path
-}
-
 struct Cli {
     sim: Sim,
     aws: Aws,
@@ -75,7 +45,7 @@ impl Cli {
     async fn new(name: &str) -> Cli {
         let dir = std::env::temp_dir().join(format!("capblock-cli-{name}-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
-        Cli { sim: Sim::start(MARKET).await, aws: Aws::fresh(name).await, dir }
+        Cli { sim: Sim::start(&market()).await, aws: Aws::fresh(name).await, dir }
     }
 
     fn file(&self, name: &str, text: &str) -> String {
@@ -85,12 +55,9 @@ impl Cli {
     }
 
     async fn run(&self, args: &[&str]) -> Out {
-        let out = tokio::process::Command::new(binary())
+        let out = tokio::process::Command::new(capblock_tests::runtime::binary("capblock"))
             .args(args)
-            .env("AWS_ENDPOINT_URL_EC2", &self.sim.url)
-            .env("CAPBLOCK_TABLE", &self.aws.table)
-            .env("CAPBLOCK_ALERTS_TOPIC_ARN", &self.aws.alerts_topic)
-            .env("CAPBLOCK_STACK", "capblock-cli-test")
+            .envs(binary_env(&self.sim, &self.aws, "capblock-cli-test"))
             .env_remove("CAPBLOCK_MODE")
             .env_remove("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")
             .env_remove("CAPBLOCK_REMINDER_LEAD_MINUTES")
@@ -183,10 +150,7 @@ async fn blocks_and_history_show_what_the_scan_bought_and_saw() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rule_files_with_errors_exit_2_with_every_problem() {
     let c = Cli::new("cli-invalid").await;
-    let bad = c.file(
-        "bad.toml",
-        &rule_toml("Bad Rule", "live", "-2").replace("[\"us-west-2\"]", "[\"us-west-2\", \"mars-1\"]"),
-    );
+    let bad = c.file("bad.toml", &rule("Bad Rule", "live", "-2").regions(&["us-west-2", "mars-1"]).toml());
     for args in [
         vec!["backtest", "--rule", bad.as_str()],
         vec!["history", "--region", "us-west-2", "--type", "p5.48xlarge", "--rule", bad.as_str()],
@@ -208,23 +172,7 @@ async fn rule_files_with_errors_exit_2_with_every_problem() {
 
 fn observation(id: &str, seen: DateTime<Utc>, start: DateTime<Utc>, per_gpu_hour: &str) -> Observation {
     let fee = per_gpu_hour.parse::<rust_decimal::Decimal>().unwrap() * rust_decimal::Decimal::from(192);
-    let offering = Offering::parse(
-        &"us-west-2".parse::<Region>().unwrap(),
-        RawOffering {
-            offering_id: Some(id.into()),
-            instance_type: Some("p5.48xlarge".into()),
-            availability_zone: Some("us-west-2a".into()),
-            instance_count: Some(1),
-            start_date: Some(start),
-            end_date: Some(start + Duration::days(1)),
-            duration_hours: Some(24),
-            upfront_fee: Some(fee.to_string()),
-            currency_code: Some("USD".into()),
-            ultraserver_type: None,
-        },
-    )
-    .unwrap();
-    Observation { offering, accelerators_per_instance: 8, seen_at: seen }
+    Observation { offering: p5_offering("us-west-2", id, start, fee), accelerators_per_instance: 8, seen_at: seen }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

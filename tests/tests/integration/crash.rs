@@ -20,51 +20,21 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use capblock_shared::domain::budget::{BudgetOwner, IntentState, Period};
-use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::{BlockStore, Ledger, RuleStore};
 use capblock_tests::runtime::{Outcome, RuntimeApi, binary};
-use capblock_tests::{Aws, Sim};
+use capblock_tests::{Aws, RuleToml, ScenarioToml, Sim, T0, binary_env, t0};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-const T0: &str = "2026-12-01T00:00:00Z";
 const STACK: &str = "capblock-crash";
 
 /// One line, one region: 1 x p5.48xlarge for a day at 3.00/GPU-hour = 576.00, starting on
 /// days 2 and 3 (the second is what a rule buys once the first has left its window).
-const MARKET: &str = r#"
-seed = 23
-[clock]
-start = "2026-12-01T00:00:00Z"
-[[market]]
-region = "us-east-1"
-instance_type = "p5.48xlarge"
-azs = ["us-east-1a"]
-counts = [1]
-durations_days = [1]
-start_days = [2, 3]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
-"#;
-
-fn rule() -> Rule {
-    Rule::from_toml(
-        r#"
-id = "east"
-mode = "live"
-regions = ["us-east-1"]
-instance_types = ["p5.48xlarge"]
-instance_counts = [1]
-durations_days = [1]
-max_price_per_accelerator_hour = "3.00"
-monthly_budget = "5000"
-start_window = { earliest_in_days = 1, latest_in_days = 10 }
-"#,
-        T0.parse().unwrap(),
-    )
-    .unwrap()
+fn market() -> String {
+    ScenarioToml::new(23, T0).p5("us-east-1", &[2, 3], "3.00").build()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -220,27 +190,24 @@ fn tick(t: DateTime<Utc>) -> serde_json::Value {
 }
 
 async fn crash_at(point: Point) -> Row {
-    let sim = Sim::start(MARKET).await;
+    let sim = Sim::start(&market()).await;
     let aws = Aws::fresh("crash").await;
     let store = aws.store();
-    store.put_rule(&rule(), None).await.unwrap();
+    store.put_rule(&RuleToml::p5("east").rule(t0()), None).await.unwrap();
     let moto_sns = std::env::var("AWS_ENDPOINT_URL_SNS").expect("AWS_ENDPOINT_URL_SNS (run under the local stack)");
     let sns = SnsProxy::start(moto_sns).await;
-    let env: Vec<(String, String)> = [
-        ("AWS_ENDPOINT_URL_EC2", sim.url.as_str()),
-        ("AWS_ENDPOINT_URL_SNS", sns.url.as_str()),
-        ("CAPBLOCK_STACK", STACK),
-        ("CAPBLOCK_MODE", "live"),
-        ("CAPBLOCK_TABLE", aws.table.as_str()),
-        ("CAPBLOCK_ALERTS_TOPIC_ARN", aws.alerts_topic.as_str()),
-        ("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", "0"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
+    let mut env = binary_env(&sim, &aws, STACK);
+    env.extend(
+        [
+            ("AWS_ENDPOINT_URL_SNS", sns.url.as_str()),
+            ("CAPBLOCK_MODE", "live"),
+            ("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", "0"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
     let bin = binary("scan-offerings");
     let api = RuntimeApi::start().await;
-    let t0: DateTime<Utc> = T0.parse().unwrap();
+    let t0 = t0();
 
     match point {
         Point::BeforeIntent | Point::AfterIntent => {
@@ -314,7 +281,7 @@ async fn crash_at(point: Point) -> Row {
         if step > Duration::minutes(6) && !sim.purchases().await.is_empty() {
             break;
         }
-        sim.control("POST", "/_sim/clock", &format!("{{\"advance_secs\": {}}}", step.num_seconds())).await;
+        sim.advance_secs(step.num_seconds()).await;
         now += step;
         let id = api.invoke(tick(now));
         let out = api.wait_outcome(&id, StdDuration::from_secs(60)).await;

@@ -121,6 +121,15 @@ impl Harness {
         block
     }
 
+    /// A harness holding a 2-instance block, injected and adopted: its id and its instances.
+    async fn holding(name: &str) -> (Harness, String, Vec<String>) {
+        let h = Harness::new(name).await;
+        let rid = h.inject(2).await;
+        h.adopt(&rid).await;
+        let instances = h.instances(&rid).await;
+        (h, rid, instances)
+    }
+
     async fn instances(&self, reservation_id: &str) -> Vec<String> {
         self.market.instances_in(&"us-east-2".parse().unwrap(), reservation_id).await.unwrap()
     }
@@ -227,10 +236,7 @@ fn check_slack(p: &Published, reservation_id: &str, event_type: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delivered_in_both_spellings_three_times_each_announces_once_and_sets_reminders() {
-    let h = Harness::new("ev-delivered").await;
-    let rid = h.inject(2).await;
-    h.adopt(&rid).await;
-    let instances = h.instances(&rid).await;
+    let (h, rid, instances) = Harness::holding("ev-delivered").await;
     assert_eq!(instances.len(), 2);
 
     let mut enqueued = 0;
@@ -302,10 +308,7 @@ async fn instance_interruption_three_times_announces_once_per_instance() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_30_minute_reminder_and_the_aws_warning_are_distinct_but_each_is_sent_once() {
-    let h = Harness::new("ev-distinct").await;
-    let rid = h.inject(2).await;
-    h.adopt(&rid).await;
-    let instances = h.instances(&rid).await;
+    let (h, rid, instances) = Harness::holding("ev-distinct").await;
     for _ in 0..2 {
         h.send(&reminder(&rid, 30, "2026-12-10T10:30:00Z")).await;
         h.send(&example(WARNING, &rid, None)).await;
@@ -426,29 +429,10 @@ async fn reminder_schedules_are_created_at_the_right_instants_moved_and_cleared(
     assert_eq!(h.schedules().await, vec![format!("capblock-{rid}1-30m")]);
 }
 
+/// A queue on the workloads topic that takes only `reservation_id`'s notices.
 async fn filtered_queue(aws: &Aws, name: &str, reservation_id: &str) -> String {
-    let sqs = aws_sdk_sqs::Client::new(&aws.sdk);
-    let sns = aws_sdk_sns::Client::new(&aws.sdk);
-    let url = sqs.create_queue().queue_name(name).send().await.unwrap().queue_url.unwrap();
-    let arn = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
-        .clone();
-    sns.subscribe()
-        .topic_arn(&aws.workloads_topic)
-        .protocol("sqs")
-        .endpoint(arn)
-        .attributes("FilterPolicy", json!({"reservation_id": [reservation_id]}).to_string())
-        .send()
-        .await
-        .unwrap();
-    url
+    let policy = json!({"reservation_id": [reservation_id]}).to_string();
+    capblock_tests::sqs_tap(&aws.sdk, &aws.workloads_topic, name, Some(policy)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,7 @@
 //! `CAPBLOCK_LONG=1` (`make test-long`) runs the same tests with more rounds.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,29 +21,22 @@ use std::time::{Duration as StdDuration, Instant};
 use async_trait::async_trait;
 use capblock_shared::app::purchase::Action;
 use capblock_shared::app::reconcile::{INTENT_TAG, Settled};
-use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
-use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
+use capblock_shared::app::scan::ScanReport;
+use capblock_shared::app::track::TrackReport;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
-use capblock_shared::domain::catalog::AcceleratorCatalog;
-use capblock_shared::domain::lifecycle::Observed;
 use capblock_shared::domain::money::Money;
-use capblock_shared::domain::names::{InstanceType, Region};
-use capblock_shared::domain::offering::Offering;
-use capblock_shared::domain::rule::{Mode, Rule};
+use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::{
-    Block, BlockStore, InstanceTypeSource, Ledger, MarketError, Message, Notifier, NotifyError, OfferingQuery,
-    OfferingSource, Outbox, PurchaseOutcome, PurchaseRequest, Purchaser, ReminderError, Reminders, Reservation,
-    ReservationSource, RuleStore, Topic,
+    BlockStore, Ledger, MarketError, Message, Notifier, NotifyError, Outbox, PurchaseOutcome, PurchaseRequest,
+    Purchaser, Topic,
 };
-use capblock_tests::{Aws, Published, Sim};
-use chrono::{DateTime, Duration, Utc};
+use capblock_tests::{HookedMarket, Published, PurchaseHook, Rig, RuleToml, ScenarioToml, T0, t0, usd};
 use rust_decimal::Decimal;
 use serde_json::Value;
 
 const STACK: &str = "capblock-faults";
-const T0: &str = "2026-12-01T00:00:00Z";
 
 /// Whether the long variants were asked for (`make test-long`).
 pub fn long() -> bool {
@@ -51,68 +45,28 @@ pub fn long() -> bool {
 
 /// Three selling regions and one that is down. Offerings start every day, so new ones keep
 /// appearing as the clock moves; us-west-2 is cheaper than us-east-1.
-const MARKET: &str = r#"
-seed = 17
-[clock]
-start = "2026-12-01T00:00:00Z"
-[behaviour]
-payment = "succeed"
-payment_delay_hours = 3
-[[market]]
-region = "us-east-1"
-instance_type = "p5.48xlarge"
-azs = ["us-east-1a"]
-counts = [1]
-durations_days = [1]
-start_days = [2, 3, 4]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
-[[market]]
-region = "us-west-2"
-instance_type = "p5.48xlarge"
-azs = ["us-west-2a"]
-counts = [1]
-durations_days = [1]
-start_days = [2, 3, 4]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.75" } ]
-[[market]]
-region = "eu-west-1"
-instance_type = "p5.48xlarge"
-azs = ["eu-west-1a"]
-counts = [1]
-durations_days = [1]
-start_days = [2, 3, 4]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
-"#;
-
-/// Tight timeouts: a hang costs a run about a second, so many faulty rounds fit in the suite.
-fn fault_timeouts() -> aws_config::timeout::TimeoutConfig {
-    aws_config::timeout::TimeoutConfig::builder()
-        .connect_timeout(StdDuration::from_secs(1))
-        .operation_attempt_timeout(StdDuration::from_millis(900))
-        .operation_timeout(StdDuration::from_millis(3000))
+fn market() -> String {
+    ScenarioToml::new(17, T0)
+        .payment("succeed", Some(3))
+        .p5("us-east-1", &[2, 3, 4], "3.00")
+        .p5("us-west-2", &[2, 3, 4], "2.75")
+        .p5("eu-west-1", &[2, 3, 4], "2.00")
         .build()
 }
 
-fn rule(id: &str, regions: &str, budget: &str, held: u32, purchases: u32) -> Rule {
-    Rule::from_toml(
-        &format!(
-            r#"
-id = "{id}"
-mode = "live"
-regions = [{regions}]
-instance_types = ["p5.48xlarge"]
-instance_counts = [1]
-durations_days = [1]
-max_price_per_accelerator_hour = "3.00"
-monthly_budget = "{budget}"
-max_blocks_held = {held}
-max_purchases_per_month = {purchases}
-start_window = {{ earliest_in_days = 1, latest_in_days = 6 }}
-"#
-        ),
-        T0.parse().unwrap(),
-    )
-    .unwrap()
+/// Tight timeouts: a hang costs a run about a second, so many faulty rounds fit in the suite.
+fn fault_timeouts() -> aws_config::timeout::TimeoutConfig {
+    capblock_tests::timeouts(StdDuration::from_secs(1), StdDuration::from_millis(900), StdDuration::from_millis(3000))
+}
+
+fn rule(id: &str, regions: &[&str], budget: &str, held: u32, purchases: u32) -> Rule {
+    RuleToml::p5(id)
+        .regions(regions)
+        .budget(budget)
+        .max_blocks_held(held)
+        .max_purchases_per_month(purchases)
+        .window(1, 6)
+        .rule(t0())
 }
 
 /// A notifier that fails the first `fail_first` publishes and then every `fail_every`-th while
@@ -157,76 +111,26 @@ impl Notifier for FlakyNotifier {
     }
 }
 
-struct NoReminders;
-
-#[async_trait]
-impl Reminders for NoReminders {
-    async fn sync(&self, _: &Block, _: DateTime<Utc>) -> Result<(), ReminderError> {
-        Ok(())
-    }
-    async fn clear(&self, _: &Block) -> Result<(), ReminderError> {
-        Ok(())
-    }
-}
-
-/// The real market, except that PurchaseCapacityBlock answers "HTTP 500" for the first
-/// `ambiguous` purchases *after* EC2 carried them out: the worst 5xx, one that did act.
-pub struct AmbiguousMarket {
-    pub inner: Ec2Market,
+/// PurchaseCapacityBlock answered "HTTP 500" for the first `ambiguous` purchases *after* EC2
+/// carried them out: the worst 5xx, one that did act.
+pub struct Ambiguous {
     pub ambiguous: AtomicUsize,
-    /// When set, the first live purchase goes to this simulator with its 5xx rate at 100%:
-    /// the real 500, answered before EC2 acts.
-    /// Answer the next live purchase with the simulator's real 500 (taken once).
-    pub sim_500: std::sync::Mutex<Option<String>>,
+    /// When set, the next live purchase goes to this simulator with its 5xx rate at 100%: the
+    /// real 500, answered before EC2 acts (taken once).
+    pub sim_500: Mutex<Option<String>>,
 }
 
 #[async_trait]
-impl OfferingSource for AmbiguousMarket {
-    async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
-        self.inner.offerings(q).await
-    }
-}
-
-#[async_trait]
-impl InstanceTypeSource for AmbiguousMarket {
-    async fn accelerators(
-        &self,
-        region: &Region,
-        types: &[InstanceType],
-    ) -> Result<Vec<(InstanceType, u32)>, MarketError> {
-        self.inner.accelerators(region, types).await
-    }
-}
-
-#[async_trait]
-impl ReservationSource for AmbiguousMarket {
-    async fn reservations_tagged(
-        &self,
-        region: &Region,
-        key: &str,
-        value: &str,
-    ) -> Result<Vec<Reservation>, MarketError> {
-        self.inner.reservations_tagged(region, key, value).await
-    }
-    async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {
-        self.inner.observe(region, ids).await
-    }
-    async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError> {
-        self.inner.capacity_blocks(region).await
-    }
-}
-
-#[async_trait]
-impl Purchaser for AmbiguousMarket {
-    async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
+impl PurchaseHook for Ambiguous {
+    async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
         let sim_500 = if req.dry_run { None } else { self.sim_500.lock().unwrap().take() };
         if let Some(url) = sim_500 {
             capblock_tests::http("POST", &format!("{url}/_sim/behaviour"), r#"{"error_5xx_rate": 1.0}"#).await;
-            let out = self.inner.purchase(req).await;
+            let out = real.purchase(req).await;
             capblock_tests::http("POST", &format!("{url}/_sim/behaviour"), r#"{"error_5xx_rate": 0.0}"#).await;
             return out;
         }
-        let out = self.inner.purchase(req).await?;
+        let out = real.purchase(req).await?;
         if !req.dry_run && self.ambiguous.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
         {
             return Err(MarketError::Unknown {
@@ -239,81 +143,51 @@ impl Purchaser for AmbiguousMarket {
     }
 }
 
+/// The rig with a flaky notifier, scanning and tracking within an account budget.
 struct H {
-    sim: Sim,
-    aws: Aws,
-    market: Ec2Market,
+    rig: Rig,
     notifier: FlakyNotifier,
-    catalog: Mutex<AcceleratorCatalog>,
-    scan: ScanSettings,
-    track: TrackSettings,
-    now: Mutex<DateTime<Utc>>,
     account_budget: Money,
+}
+
+impl Deref for H {
+    type Target = Rig;
+    fn deref(&self) -> &Rig {
+        &self.rig
+    }
 }
 
 impl H {
     async fn new(name: &str, scenario: &str, account_budget: &str, fail_first: usize, fail_every: usize) -> H {
-        let sim = Sim::start(scenario).await;
-        let aws = Aws::fresh(name).await;
-        let market = Ec2Market::new(sim.sdk(fault_timeouts()).await);
-        let account_budget = Money::usd(account_budget.parse().unwrap()).unwrap();
-        H {
-            notifier: FlakyNotifier::new(aws.notifier(), fail_first, fail_every),
-            sim,
-            aws,
-            market,
-            catalog: Mutex::new(AcceleratorCatalog::new()),
-            scan: ScanSettings {
-                stack: STACK.into(),
-                mode: Mode::Live,
-                account_budget: Some(account_budget),
-                region_concurrency: 4,
-            },
-            track: TrackSettings {
-                stack: STACK.into(),
-                mode: Mode::Live,
-                account_budget: Some(account_budget),
-                payment_warning_hours: vec![6, 1],
-                adopt_untagged: false,
-                regions: vec![],
-            },
-            now: Mutex::new(T0.parse().unwrap()),
-            account_budget,
-        }
+        let mut rig = Rig::start(name, scenario, fault_timeouts(), t0(), STACK).await;
+        let account_budget = usd(account_budget);
+        rig.scan.account_budget = Some(account_budget);
+        rig.track.account_budget = Some(account_budget);
+        H { notifier: FlakyNotifier::new(rig.aws.notifier(), fail_first, fail_every), rig, account_budget }
     }
 
-    fn now(&self) -> DateTime<Utc> {
-        *self.now.lock().unwrap()
-    }
-
-    async fn advance_minutes(&self, minutes: i64) {
-        self.sim.control("POST", "/_sim/clock", &format!("{{\"advance_secs\": {}}}", minutes * 60)).await;
-        *self.now.lock().unwrap() += Duration::minutes(minutes);
-    }
-
-    /// One scan; a run that fails as a whole (the store unavailable) is what Lambda would retry.
+    /// One scan with the flaky notifier (in place of the rig's own, which must succeed); a run
+    /// that fails as a whole (the store unavailable) is what Lambda would retry.
     async fn scan(&self) -> Option<ScanReport> {
-        let store = self.aws.store();
-        let s = Scanner {
-            market: &self.market,
-            store: &store,
-            notifier: &self.notifier,
-            catalog: &self.catalog,
-            settings: &self.scan,
-        };
+        let s = self.scanner(&self.market, &self.notifier, &self.scan);
         s.run(self.now()).await.map_err(|e| eprintln!("scan failed: {e}")).ok()
     }
 
+    /// One tracker run with the flaky notifier, which may fail as a whole like [`H::scan`].
     async fn track(&self) -> Option<TrackReport> {
-        let store = self.aws.store();
-        let t = Tracker {
-            market: &self.market,
-            store: &store,
-            notifier: &self.notifier,
-            reminders: &NoReminders,
-            settings: &self.track,
-        };
+        let t = self.tracker(&self.notifier, &self.reminders, &self.track);
         t.run(self.now()).await.map_err(|e| eprintln!("track failed: {e}")).ok()
+    }
+
+    /// The simulator's market behind an [`Ambiguous`] purchase hook.
+    async fn ambiguous_market(&self, ambiguous: usize, sim_500: Option<String>) -> HookedMarket<Ambiguous> {
+        let hook = Ambiguous { ambiguous: AtomicUsize::new(ambiguous), sim_500: Mutex::new(sim_500) };
+        HookedMarket { real: self.sim.market().await, hook }
+    }
+
+    /// One scan on `market` at the current time, which must succeed.
+    async fn scan_on(&self, market: &HookedMarket<Ambiguous>) -> ScanReport {
+        self.scanner(market, &self.notifier, &self.scan).run(self.now()).await.unwrap()
     }
 
     /// `scans` scans and `tracks` tracker runs at once, all at the same instant.
@@ -407,12 +281,9 @@ async fn throttling_5xx_timeouts_a_dead_region_overlapping_runs_and_sns_failures
     let started = Instant::now();
     let rounds = if long() { 24 } else { 6 };
     // The account allows three 1-day blocks at most (576 + 528 + 528 = 1632 <= 1700 < 2208).
-    let h = Arc::new(H::new("faults", MARKET, "1700", 3, 4).await);
-    let rules =
-        [rule("east", "\"us-east-1\", \"eu-west-1\"", "1200", 3, 3), rule("west", "\"us-west-2\"", "10000", 2, 4)];
-    for r in &rules {
-        h.aws.store().put_rule(r, None).await.unwrap();
-    }
+    let h = Arc::new(H::new("faults", &market(), "1700", 3, 4).await);
+    let rules = [rule("east", &["us-east-1", "eu-west-1"], "1200", 3, 3), rule("west", &["us-west-2"], "10000", 2, 4)];
+    h.put_rules(&rules).await;
     // 30% of EC2 calls throttled, 5% 500s, 5% hangs, eu-west-1 down (its cheap offerings are
     // never seen).
     h.sim
@@ -470,29 +341,15 @@ async fn throttling_5xx_timeouts_a_dead_region_overlapping_runs_and_sns_failures
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purchase_answered_5xx_after_ec2_made_it_is_adopted_and_never_resent() {
-    let h = H::new("ambig5xx", MARKET, "100000", 0, 0).await;
-    let r = rule("west", "\"us-west-2\"", "10000", 1, 4);
-    h.aws.store().put_rule(&r, None).await.unwrap();
-    let market = AmbiguousMarket {
-        inner: h.sim.market().await,
-        ambiguous: AtomicUsize::new(1),
-        sim_500: std::sync::Mutex::new(None),
-    };
-    let store = h.aws.store();
-    let scan = |now| {
-        let (market, store, h) = (&market, &store, &h);
-        async move {
-            Scanner { market, store, notifier: &h.notifier, catalog: &h.catalog, settings: &h.scan }
-                .run(now)
-                .await
-                .unwrap()
-        }
-    };
-    let first = scan(h.now()).await;
+    let h = H::new("ambig5xx", &market(), "100000", 0, 0).await;
+    let r = rule("west", &["us-west-2"], "10000", 1, 4);
+    h.put_rules(std::slice::from_ref(&r)).await;
+    let market = h.ambiguous_market(1, None).await;
+    let first = h.scan_on(&market).await;
     assert!(matches!(first.outcomes[0].action, Some(Action::Unknown { .. })), "{first:#?}");
     assert_eq!(h.sim.purchases().await.len(), 1, "EC2 did buy");
     // The next run, same minute: adopts by tag, buys nothing more.
-    let second = scan(h.now()).await;
+    let second = h.scan_on(&market).await;
     assert!(matches!(&second.settled[..], [Settled::Adopted { .. }]), "{second:#?}");
     assert!(matches!(second.outcomes[0].action, Some(Action::Skipped { .. })), "{second:#?}");
     assert_eq!(h.sim.state().await["calls"]["PurchaseCapacityBlock"], 1, "never re-sent");
@@ -501,26 +358,13 @@ async fn a_purchase_answered_5xx_after_ec2_made_it_is_adopted_and_never_resent()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purchase_answered_5xx_that_ec2_did_not_make_is_released_after_the_grace() {
-    let h = H::new("noop5xx", MARKET, "100000", 0, 0).await;
-    let r = rule("west", "\"us-west-2\"", "10000", 1, 4);
-    h.aws.store().put_rule(&r, None).await.unwrap();
+    let h = H::new("noop5xx", &market(), "100000", 0, 0).await;
+    let r = rule("west", &["us-west-2"], "10000", 1, 4);
+    h.put_rules(std::slice::from_ref(&r)).await;
     // The simulator answers this one PurchaseCapacityBlock with its real 500 (before acting).
-    let market = AmbiguousMarket {
-        inner: h.sim.market().await,
-        ambiguous: AtomicUsize::new(0),
-        sim_500: std::sync::Mutex::new(Some(h.sim.url.clone())),
-    };
+    let market = h.ambiguous_market(0, Some(h.sim.url.clone())).await;
     let store = h.aws.store();
-    let scan = |now| {
-        let (market, store, h) = (&market, &store, &h);
-        async move {
-            Scanner { market, store, notifier: &h.notifier, catalog: &h.catalog, settings: &h.scan }
-                .run(now)
-                .await
-                .unwrap()
-        }
-    };
-    let first = scan(h.now()).await;
+    let first = h.scan_on(&market).await;
     assert!(matches!(first.outcomes[0].action, Some(Action::Unknown { .. })), "{first:#?}");
     assert_eq!(h.sim.state().await["faults_injected"]["error_5xx"], 1);
     let period = Period::of(h.now());
@@ -529,14 +373,14 @@ async fn a_purchase_answered_5xx_that_ec2_did_not_make_is_released_after_the_gra
     assert!(h.sim.purchases().await.is_empty(), "EC2 did not act");
     // Within the grace the intent stays open and nothing else is bought for the rule.
     h.advance_minutes(10).await;
-    let again = scan(h.now()).await;
+    let again = h.scan_on(&market).await;
     assert!(matches!(&again.settled[..], [Settled::StillOpen { .. }]), "{again:#?}");
     assert!(matches!(again.outcomes[0].action, Some(Action::Skipped { .. })), "{again:#?}");
     // After it, the fee is released; the same intent is never sent again. The rule moves on to
     // the next cheapest offering, which is a different purchase.
     let unknown_offering = first.outcomes[0].chosen.as_ref().unwrap().offering.id.clone();
     h.advance_minutes(10).await;
-    let later = scan(h.now()).await;
+    let later = h.scan_on(&market).await;
     assert!(matches!(&later.settled[..], [Settled::Rejected { .. }]), "{later:#?}");
     let calls = h.sim.state().await["calls"]["PurchaseCapacityBlock"].as_u64().unwrap();
     let bought = h.sim.purchases().await;

@@ -1,126 +1,51 @@
 //! The scan-and-buy workflow end to end: the real adapters on moto and the simulator.
 
-use std::sync::Mutex;
-
 use capblock_shared::app::purchase::Action;
-use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
+use capblock_shared::app::scan::ScanReport;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
-use capblock_shared::domain::catalog::AcceleratorCatalog;
-use capblock_shared::domain::money::Money;
 use capblock_shared::domain::rule::{Mode, Rule};
-use capblock_shared::ports::{BlockStore, Ledger, RuleStore};
-use capblock_tests::{Aws, Sim, assert_slack_schema};
-use chrono::{DateTime, Utc};
+use capblock_shared::ports::{BlockStore, Ledger, MarketError, PurchaseOutcome, PurchaseRequest};
+use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml, T0, assert_slack_schema, t0, usd};
 use rust_decimal_macros::dec;
 
 /// us-east-1 sells p5 at 3.00/GPU-hour, us-west-2 at 2.75; one start day, one AZ each, so
 /// each (region, count, duration) question has exactly one answer.
-const TWO_REGIONS: &str = r#"
-seed = 3
-[clock]
-start = "2026-12-01T00:00:00Z"
-[behaviour]
-payment = "succeed"
-[[market]]
-region = "us-east-1"
-instance_type = "p5.48xlarge"
-azs = ["us-east-1a"]
-counts = [1]
-durations_days = [1]
-start_days = [2]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
-[[market]]
-region = "us-west-2"
-instance_type = "p5.48xlarge"
-azs = ["us-west-2a"]
-counts = [1]
-durations_days = [1]
-start_days = [3]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.75" } ]
-"#;
-
-fn now() -> DateTime<Utc> {
-    "2026-12-01T00:00:00Z".parse().unwrap()
+fn two_regions() -> String {
+    ScenarioToml::new(3, T0)
+        .payment("succeed", None)
+        .p5("us-east-1", &[2], "3.00")
+        .p5("us-west-2", &[3], "2.75")
+        .build()
 }
 
-fn rule(id: &str, regions: &str, threshold: &str, budget: &str, mode: &str) -> Rule {
-    Rule::from_toml(
-        &format!(
-            r#"
-id = "{id}"
-mode = "{mode}"
-regions = [{regions}]
-instance_types = ["p5.48xlarge"]
-instance_counts = [1]
-durations_days = [1]
-max_price_per_accelerator_hour = "{threshold}"
-monthly_budget = "{budget}"
-max_blocks_held = 1
-start_window = {{ earliest_in_days = 1, latest_in_days = 10 }}
-tags = {{ team = "llm" }}
-"#
-        ),
-        now(),
-    )
-    .unwrap()
+fn rule(id: &str, regions: &[&str], threshold: &str, budget: &str, mode: &str) -> Rule {
+    RuleToml::p5(id)
+        .mode(mode)
+        .regions(regions)
+        .max_price(threshold)
+        .budget(budget)
+        .max_blocks_held(1)
+        .extra(r#"tags = { team = "llm" }"#)
+        .rule(t0())
 }
 
-struct Harness {
-    sim: Sim,
-    aws: Aws,
-    market: Ec2Market,
-    catalog: Mutex<AcceleratorCatalog>,
-    settings: ScanSettings,
+/// A rig for stack "capblock-test" in `mode`, with `account_budget` if any.
+async fn harness(name: &str, scenario: &str, mode: Mode, account_budget: Option<&str>) -> Rig {
+    harness_with_timeouts(name, scenario, mode, account_budget, capblock_tests::quick_timeouts()).await
 }
 
-impl Harness {
-    async fn new(name: &str, scenario: &str, mode: Mode, account_budget: Option<&str>) -> Harness {
-        Self::with_timeouts(name, scenario, mode, account_budget, capblock_tests::quick_timeouts()).await
-    }
-
-    async fn with_timeouts(
-        name: &str,
-        scenario: &str,
-        mode: Mode,
-        account_budget: Option<&str>,
-        timeouts: aws_config::timeout::TimeoutConfig,
-    ) -> Harness {
-        let sim = Sim::start(scenario).await;
-        let market = Ec2Market::new(sim.sdk(timeouts).await);
-        Harness {
-            aws: Aws::fresh(name).await,
-            market,
-            sim,
-            catalog: Mutex::new(AcceleratorCatalog::new()),
-            settings: ScanSettings {
-                stack: "capblock-test".into(),
-                mode,
-                account_budget: account_budget.map(|b| Money::usd(b.parse().unwrap()).unwrap()),
-                region_concurrency: 4,
-            },
-        }
-    }
-
-    async fn put(&self, rules: &[Rule]) {
-        let store = self.aws.store();
-        for r in rules {
-            store.put_rule(r, None).await.unwrap();
-        }
-    }
-
-    async fn scan(&self) -> ScanReport {
-        let store = self.aws.store();
-        let notifier = self.aws.notifier();
-        let scanner = Scanner {
-            market: &self.market,
-            store: &store,
-            notifier: &notifier,
-            catalog: &self.catalog,
-            settings: &self.settings,
-        };
-        scanner.run(now()).await.unwrap()
-    }
+async fn harness_with_timeouts(
+    name: &str,
+    scenario: &str,
+    mode: Mode,
+    account_budget: Option<&str>,
+    timeouts: aws_config::timeout::TimeoutConfig,
+) -> Rig {
+    let mut h = Rig::start(name, scenario, timeouts, t0(), "capblock-test").await;
+    h.scan.mode = mode;
+    h.scan.account_budget = account_budget.map(usd);
+    h
 }
 
 fn action(r: &ScanReport, rule: &str) -> Option<Action> {
@@ -129,8 +54,8 @@ fn action(r: &ScanReport, rule: &str) -> Option<Action> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_price_equal_to_the_threshold_buys_once_and_announces() {
-    let h = Harness::new("boundary", TWO_REGIONS, Mode::Live, None).await;
-    h.put(&[rule("east", "\"us-east-1\"", "3.00", "10000", "live")]).await;
+    let h = harness("boundary", &two_regions(), Mode::Live, None).await;
+    h.put_rules(&[rule("east", &["us-east-1"], "3.00", "10000", "live")]).await;
     let report = h.scan().await;
     let Some(Action::Bought { reservation_id, .. }) = action(&report, "east") else { panic!("{report:#?}") };
     let bought = h.sim.purchases().await;
@@ -166,8 +91,8 @@ async fn a_price_equal_to_the_threshold_buys_once_and_announces() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cent_above_the_threshold_buys_nothing() {
-    let h = Harness::new("above", TWO_REGIONS, Mode::Live, None).await;
-    h.put(&[rule("east", "\"us-east-1\"", "2.99", "10000", "live")]).await;
+    let h = harness("above", &two_regions(), Mode::Live, None).await;
+    h.put_rules(&[rule("east", &["us-east-1"], "2.99", "10000", "live")]).await;
     let report = h.scan().await;
     assert_eq!(report.outcomes[0].offerings_seen, 1);
     assert!(report.outcomes[0].chosen.is_none());
@@ -177,8 +102,8 @@ async fn a_cent_above_the_threshold_buys_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cheapest_region_wins() {
-    let h = Harness::new("cheapest", TWO_REGIONS, Mode::Live, None).await;
-    h.put(&[rule("both", "\"us-east-1\", \"us-west-2\"", "3.50", "10000", "live")]).await;
+    let h = harness("cheapest", &two_regions(), Mode::Live, None).await;
+    h.put_rules(&[rule("both", &["us-east-1", "us-west-2"], "3.50", "10000", "live")]).await;
     let report = h.scan().await;
     assert_eq!(report.queries, 2);
     let chosen = report.outcomes[0].chosen.as_ref().unwrap();
@@ -191,8 +116,8 @@ async fn the_cheapest_region_wins() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_buys_nothing_and_announces_once() {
     // A live rule in a dry-run stack (the default for a fresh deployment).
-    let h = Harness::new("dryrun", TWO_REGIONS, Mode::DryRun, None).await;
-    h.put(&[rule("east", "\"us-east-1\"", "3.00", "10000", "live")]).await;
+    let h = harness("dryrun", &two_regions(), Mode::DryRun, None).await;
+    h.put_rules(&[rule("east", &["us-east-1"], "3.00", "10000", "live")]).await;
     let report = h.scan().await;
     assert!(matches!(action(&report, "east"), Some(Action::WouldBuy { first_time: true, .. })), "{report:#?}");
     assert!(h.sim.purchases().await.is_empty());
@@ -205,24 +130,24 @@ async fn dry_run_buys_nothing_and_announces_once() {
     let report = h.scan().await;
     assert!(matches!(action(&report, "east"), Some(Action::WouldBuy { first_time: false, .. })));
     assert!(h.aws.alerts().await.is_empty(), "the same would-buy is announced once");
-    let usage = h.aws.store().usage(&BudgetOwner::Rule("east".into()), &Period::of(now())).await.unwrap();
+    let usage = h.aws.store().usage(&BudgetOwner::Rule("east".into()), &Period::of(t0())).await.unwrap();
     assert!(usage.is_none(), "dry runs reserve no budget");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_account_budget_runs_out_mid_scan() {
     // Two rules, each would buy (576 and 528 USD); the account allows 1000 a month.
-    let h = Harness::new("budget", TWO_REGIONS, Mode::Live, Some("1000")).await;
-    h.put(&[
-        rule("east", "\"us-east-1\"", "3.00", "10000", "live"),
-        rule("west", "\"us-west-2\"", "3.00", "10000", "live"),
+    let h = harness("budget", &two_regions(), Mode::Live, Some("1000")).await;
+    h.put_rules(&[
+        rule("east", &["us-east-1"], "3.00", "10000", "live"),
+        rule("west", &["us-west-2"], "3.00", "10000", "live"),
     ])
     .await;
     let report = h.scan().await;
     let bought: Vec<_> = report.outcomes.iter().filter(|o| matches!(o.action, Some(Action::Bought { .. }))).collect();
     assert_eq!(bought.len(), 1, "{report:#?}");
     assert_eq!(h.sim.purchases().await.len(), 1);
-    let usage = h.aws.store().usage(&BudgetOwner::Account, &Period::of(now())).await.unwrap().unwrap();
+    let usage = h.aws.store().usage(&BudgetOwner::Account, &Period::of(t0())).await.unwrap().unwrap();
     assert!(usage.committed.amount() <= dec!(1000));
     // The other rule was either passed over for budget or refused at reservation.
     let other = report.outcomes.iter().find(|o| !matches!(o.action, Some(Action::Bought { .. }))).unwrap();
@@ -235,9 +160,9 @@ async fn the_account_budget_runs_out_mid_scan() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_region_that_times_out_does_not_stop_the_others() {
-    let h = Harness::new("down", TWO_REGIONS, Mode::Live, None).await;
+    let h = harness("down", &two_regions(), Mode::Live, None).await;
     h.sim.behaviour(r#"{"down_regions": ["us-west-2"], "timeout_secs": 2}"#).await;
-    h.put(&[rule("both", "\"us-east-1\", \"us-west-2\"", "3.50", "10000", "live")]).await;
+    h.put_rules(&[rule("both", &["us-east-1", "us-west-2"], "3.50", "10000", "live")]).await;
     let report = h.scan().await;
     assert!(report.failed_regions.contains_key("us-west-2"), "{report:#?}");
     assert!(!report.failed_regions.contains_key("us-east-1"));
@@ -272,25 +197,18 @@ price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.40" } ]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttling_storm_slows_the_scan_but_it_completes() {
     // Production timeouts: the SDK's adaptive retry needs its time to find the rate.
-    let h = Harness::with_timeouts("storm", WIDE, Mode::Live, None, capblock_shared::aws::ec2::timeouts()).await;
+    let h = harness_with_timeouts("storm", WIDE, Mode::Live, None, capblock_shared::aws::ec2::timeouts()).await;
     // 30% of calls answered RequestLimitExceeded, however fast this machine is.
     h.sim.behaviour(r#"{"throttle_rate": 0.3}"#).await;
-    let r = Rule::from_toml(
-        r#"
-id = "wide"
-mode = "live"
-regions = ["us-east-1"]
-instance_types = ["p5.48xlarge", "p4d.24xlarge"]
-instance_counts = [1, 2, 4, 8]
-durations_days = [1, 2, 3, 4]
-max_price_per_accelerator_hour = "2.50"
-monthly_budget = "1000000"
-start_window = { earliest_in_days = 0, latest_in_days = 10 }
-"#,
-        now(),
-    )
-    .unwrap();
-    h.put(&[r]).await;
+    let r = RuleToml::p5("wide")
+        .instance_types(&["p5.48xlarge", "p4d.24xlarge"])
+        .instance_counts(&[1, 2, 4, 8])
+        .durations_days(&[1, 2, 3, 4])
+        .max_price("2.50")
+        .budget("1000000")
+        .window(0, 10)
+        .rule(t0());
+    h.put_rules(&[r]).await;
     let report = h.scan().await;
     assert_eq!(report.queries, 32);
     assert!(report.failed_regions.is_empty(), "{:?}", report.failed_regions);
@@ -305,8 +223,8 @@ start_window = { earliest_in_days = 0, latest_in_days = 10 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_concurrent_scans_buy_exactly_once() {
-    let h = std::sync::Arc::new(Harness::new("race", TWO_REGIONS, Mode::Live, None).await);
-    h.put(&[rule("east", "\"us-east-1\"", "3.00", "10000", "live")]).await;
+    let h = std::sync::Arc::new(harness("race", &two_regions(), Mode::Live, None).await);
+    h.put_rules(&[rule("east", &["us-east-1"], "3.00", "10000", "live")]).await;
     let runs = (0..32).map(|_| {
         let h = h.clone();
         tokio::spawn(async move { h.scan().await })
@@ -321,15 +239,15 @@ async fn thirty_two_concurrent_scans_buy_exactly_once() {
     assert_eq!(bought, 1);
     assert_eq!(h.sim.purchases().await.len(), 1, "exactly one purchase reached EC2");
     assert_eq!(h.sim.state().await["calls"]["PurchaseCapacityBlock"], 1);
-    let usage = h.aws.store().usage(&BudgetOwner::Rule("east".into()), &Period::of(now())).await.unwrap().unwrap();
+    let usage = h.aws.store().usage(&BudgetOwner::Rule("east".into()), &Period::of(t0())).await.unwrap().unwrap();
     assert_eq!(usage.committed.amount(), dec!(576.00));
     assert_eq!(h.aws.alerts().await.len(), 1, "one announcement");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_loses_the_purchase_answer_is_followed_by_one_that_adopts_the_block() {
-    let h = Harness::new("crash", TWO_REGIONS, Mode::Live, None).await;
-    h.put(&[rule("east", "\"us-east-1\"", "3.00", "10000", "live")]).await;
+    let h = harness("crash", &two_regions(), Mode::Live, None).await;
+    h.put_rules(&[rule("east", &["us-east-1"], "3.00", "10000", "live")]).await;
     // EC2 records the purchase but the answer never arrives: to the buyer this is the same as
     // dying right after PurchaseCapacityBlock, before the store write.
     h.sim.behaviour(r#"{"drop_purchase_response": true, "timeout_secs": 3}"#).await;
@@ -354,63 +272,14 @@ async fn a_run_that_loses_the_purchase_answer_is_followed_by_one_that_adopts_the
     assert_eq!(alerts[0].body["metadata"]["eventType"], "purchased");
 }
 
-/// The real market for everything but PurchaseCapacityBlock, which EC2 refuses (as it does for
-/// a quota, an offering just sold out, or a price that moved).
-struct RefusingMarket(Ec2Market);
+/// EC2 refusing every purchase, as it does for a quota, an offering just sold out, or a price
+/// that moved.
+struct Refuse;
 
 #[async_trait::async_trait]
-impl capblock_shared::ports::OfferingSource for RefusingMarket {
-    async fn offerings(
-        &self,
-        q: &capblock_shared::ports::OfferingQuery,
-    ) -> Result<Vec<capblock_shared::domain::offering::Offering>, capblock_shared::ports::MarketError> {
-        self.0.offerings(q).await
-    }
-}
-
-#[async_trait::async_trait]
-impl capblock_shared::ports::InstanceTypeSource for RefusingMarket {
-    async fn accelerators(
-        &self,
-        region: &capblock_shared::domain::names::Region,
-        types: &[capblock_shared::domain::names::InstanceType],
-    ) -> Result<Vec<(capblock_shared::domain::names::InstanceType, u32)>, capblock_shared::ports::MarketError> {
-        self.0.accelerators(region, types).await
-    }
-}
-
-#[async_trait::async_trait]
-impl capblock_shared::ports::ReservationSource for RefusingMarket {
-    async fn reservations_tagged(
-        &self,
-        region: &capblock_shared::domain::names::Region,
-        key: &str,
-        value: &str,
-    ) -> Result<Vec<capblock_shared::ports::Reservation>, capblock_shared::ports::MarketError> {
-        self.0.reservations_tagged(region, key, value).await
-    }
-    async fn observe(
-        &self,
-        region: &capblock_shared::domain::names::Region,
-        ids: &[String],
-    ) -> Result<Vec<(String, capblock_shared::domain::lifecycle::Observed)>, capblock_shared::ports::MarketError> {
-        self.0.observe(region, ids).await
-    }
-    async fn capacity_blocks(
-        &self,
-        region: &capblock_shared::domain::names::Region,
-    ) -> Result<Vec<capblock_shared::ports::Reservation>, capblock_shared::ports::MarketError> {
-        self.0.capacity_blocks(region).await
-    }
-}
-
-#[async_trait::async_trait]
-impl capblock_shared::ports::Purchaser for RefusingMarket {
-    async fn purchase(
-        &self,
-        req: &capblock_shared::ports::PurchaseRequest,
-    ) -> Result<capblock_shared::ports::PurchaseOutcome, capblock_shared::ports::MarketError> {
-        Err(capblock_shared::ports::MarketError::Rejected {
+impl PurchaseHook for Refuse {
+    async fn purchase(&self, _: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
+        Err(MarketError::Rejected {
             operation: "PurchaseCapacityBlock",
             region: req.offering.region.to_string(),
             code: "InsufficientCapacityBlockQuota".into(),
@@ -421,18 +290,16 @@ impl capblock_shared::ports::Purchaser for RefusingMarket {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_purchase_releases_the_budget_and_is_reported() {
-    let h = Harness::new("refused", TWO_REGIONS, Mode::Live, Some("5000")).await;
-    h.put(&[rule("east", "\"us-east-1\"", "3.00", "10000", "live")]).await;
-    let market = RefusingMarket(h.sim.market().await);
-    let store = h.aws.store();
-    let notifier = h.aws.notifier();
-    let scanner =
-        Scanner { market: &market, store: &store, notifier: &notifier, catalog: &h.catalog, settings: &h.settings };
-    let report = scanner.run(now()).await.unwrap();
+    let h = harness("refused", &two_regions(), Mode::Live, Some("5000")).await;
+    h.put_rules(&[rule("east", &["us-east-1"], "3.00", "10000", "live")]).await;
+    let market = HookedMarket { real: h.sim.market().await, hook: Refuse };
+    let scanner = h.scanner(&market, &h.notifier, &h.scan);
+    let store = &h.store;
+    let report = scanner.run(t0()).await.unwrap();
     let Some(Action::Refused { reason, .. }) = action(&report, "east") else { panic!("{report:#?}") };
     assert!(reason.contains("InsufficientCapacityBlockQuota"), "{reason}");
     for owner in [BudgetOwner::Rule("east".into()), BudgetOwner::Account] {
-        let usage = store.usage(&owner, &Period::of(now())).await.unwrap().unwrap();
+        let usage = store.usage(&owner, &Period::of(t0())).await.unwrap().unwrap();
         assert_eq!((usage.committed.amount(), usage.purchases), (dec!(0), 0), "{owner:?} released");
     }
     assert_eq!(store.guard("east").await.unwrap().open_intent, None);
@@ -443,7 +310,7 @@ async fn a_refused_purchase_releases_the_budget_and_is_reported() {
     assert_eq!(alerts[0].body["metadata"]["eventType"], "purchase-rejected");
     // The same offering is never sent again (its intent is closed as rejected), so a second
     // scan neither buys nor repeats the alert.
-    let again = scanner.run(now()).await.unwrap();
+    let again = scanner.run(t0()).await.unwrap();
     assert!(matches!(action(&again, "east"), Some(Action::AlreadyTried { .. })), "{again:#?}");
     assert!(h.aws.alerts().await.is_empty());
     assert_eq!(h.sim.state().await["calls"].get("PurchaseCapacityBlock"), None, "the refusals came from the wrapper");
@@ -451,22 +318,19 @@ async fn a_refused_purchase_releases_the_budget_and_is_reported() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_refusal_the_next_scan_tries_the_next_cheapest_offering() {
-    let h = Harness::new("runner-up", TWO_REGIONS, Mode::Live, None).await;
-    h.put(&[rule("both", "\"us-east-1\", \"us-west-2\"", "3.00", "10000", "live")]).await;
-    let market = RefusingMarket(h.sim.market().await);
-    let store = h.aws.store();
-    let notifier = h.aws.notifier();
-    let scanner =
-        Scanner { market: &market, store: &store, notifier: &notifier, catalog: &h.catalog, settings: &h.settings };
-    let first = scanner.run(now()).await.unwrap();
+    let h = harness("runner-up", &two_regions(), Mode::Live, None).await;
+    h.put_rules(&[rule("both", &["us-east-1", "us-west-2"], "3.00", "10000", "live")]).await;
+    let market = HookedMarket { real: h.sim.market().await, hook: Refuse };
+    let scanner = h.scanner(&market, &h.notifier, &h.scan);
+    let first = scanner.run(t0()).await.unwrap();
     assert_eq!(first.outcomes[0].chosen.as_ref().unwrap().offering.region.as_str(), "us-west-2");
     assert!(matches!(action(&first, "both"), Some(Action::Refused { .. })), "{first:#?}");
     // The cheapest (us-west-2) was tried: the next scan goes to the runner-up (us-east-1).
-    let second = scanner.run(now()).await.unwrap();
+    let second = scanner.run(t0()).await.unwrap();
     assert_eq!(second.outcomes[0].chosen.as_ref().unwrap().offering.region.as_str(), "us-east-1", "{second:#?}");
     assert!(matches!(action(&second, "both"), Some(Action::Refused { .. })), "{second:#?}");
     // Both tried: nothing left to try, nothing sent twice.
-    let third = scanner.run(now()).await.unwrap();
+    let third = scanner.run(t0()).await.unwrap();
     assert!(matches!(action(&third, "both"), Some(Action::AlreadyTried { .. })), "{third:#?}");
     assert_eq!(h.aws.alerts().await.len(), 2, "one refusal alert per offering");
 }

@@ -3,14 +3,13 @@
 use capblock_shared::domain::budget::{BudgetCharge, BudgetOwner, Intent, IntentState, Period};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::money::Money;
-use capblock_shared::domain::names::Region;
-use capblock_shared::domain::offering::{Offering, RawOffering};
+use capblock_shared::domain::offering::Offering;
 use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::{
     Block, BlockStore, Ledger, Message, Notice, Observation, ObservationStore, Outbox, ReserveError, RuleStore,
     StoreError, Topic,
 };
-use capblock_tests::Aws;
+use capblock_tests::{Aws, RuleToml, p5_offering};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use rust_decimal_macros::dec;
@@ -20,44 +19,11 @@ fn now() -> DateTime<Utc> {
 }
 
 pub fn rule(id: &str, budget: &str) -> Rule {
-    Rule::from_toml(
-        &format!(
-            r#"
-id = "{id}"
-mode = "live"
-regions = ["us-east-1"]
-instance_types = ["p5.48xlarge"]
-instance_counts = [1]
-durations_days = [1]
-max_price_per_accelerator_hour = "5"
-monthly_budget = "{budget}"
-max_purchases_per_month = 2
-start_window = {{ earliest_in_days = 0, latest_in_days = 14 }}
-"#
-        ),
-        now(),
-    )
-    .unwrap()
+    RuleToml::p5(id).max_price("5").budget(budget).max_purchases_per_month(2).window(0, 14).rule(now())
 }
 
 pub fn offering(id: &str, fee: Decimal) -> Offering {
-    let start: DateTime<Utc> = "2026-12-03T11:30:00Z".parse().unwrap();
-    Offering::parse(
-        &"us-east-1".parse::<Region>().unwrap(),
-        RawOffering {
-            offering_id: Some(id.into()),
-            instance_type: Some("p5.48xlarge".into()),
-            availability_zone: Some("us-east-1a".into()),
-            instance_count: Some(1),
-            start_date: Some(start),
-            end_date: Some(start + Duration::days(1)),
-            duration_hours: Some(24),
-            upfront_fee: Some(fee.to_string()),
-            currency_code: Some("USD".into()),
-            ultraserver_type: None,
-        },
-    )
-    .unwrap()
+    p5_offering("us-east-1", id, "2026-12-03T11:30:00Z".parse().unwrap(), fee)
 }
 
 fn charges(rule: &Rule, account: Option<Decimal>) -> Vec<BudgetCharge> {

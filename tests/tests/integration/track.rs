@@ -1,205 +1,58 @@
 //! The block lifecycle end to end: blocks bought through the real scan, then followed by the
 //! tracker on the simulator's clock, with the real DynamoDB and SNS adapters on moto.
 
-use std::sync::Mutex;
-
-use async_trait::async_trait;
 use capblock_shared::app::purchase::Action;
-use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
-use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
-use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::app::track::TrackSettings;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
-use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::lifecycle::BlockState;
-use capblock_shared::domain::rule::{Mode, Rule};
-use capblock_shared::ports::{Block, BlockStore, Ledger, ReminderError, Reminders, RuleStore};
-use capblock_tests::{Aws, Published, Sim, assert_slack_schema};
+use capblock_shared::domain::rule::Rule;
+use capblock_shared::ports::{BlockStore, Ledger};
+use capblock_tests::{Published, Rig, RuleToml, ScenarioToml, T0, event_types};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal_macros::dec;
 
 const STACK: &str = "capblock-test";
 
 /// One p5.48xlarge line in us-east-1 at 3.00 per GPU-hour: a 1-day block costs 576.00.
-fn scenario(clock: &str, start_days: &str, payment: &str, extension_price: Option<&str>) -> String {
-    let ext = extension_price.map(|p| format!("extension_usd_per_accelerator_hour = \"{p}\"")).unwrap_or_default();
-    format!(
-        r#"
-seed = 5
-[clock]
-start = "{clock}"
-[behaviour]
-payment = "{payment}"
-payment_delay_hours = 3
-[[market]]
-region = "us-east-1"
-instance_type = "p5.48xlarge"
-azs = ["us-east-1a"]
-counts = [1]
-durations_days = [1]
-start_days = [{start_days}]
-price = [ {{ from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" }} ]
-{ext}
-"#
-    )
+fn scenario(clock: &str, start_day: u32, payment: &str, extension_price: Option<&str>) -> String {
+    ScenarioToml::new(5, clock)
+        .payment(payment, Some(3))
+        .p5("us-east-1", &[start_day], "3.00")
+        .extension_price(extension_price)
+        .build()
 }
 
 fn rule(now: DateTime<Utc>, earliest_days: i64, extra: &str) -> Rule {
-    Rule::from_toml(
-        &format!(
-            r#"
-id = "p5"
-mode = "live"
-regions = ["us-east-1"]
-instance_types = ["p5.48xlarge"]
-instance_counts = [1]
-durations_days = [1]
-max_price_per_accelerator_hour = "3.00"
-monthly_budget = "5000"
-start_window = {{ earliest_in_days = {earliest_days}, latest_in_days = 10 }}
-{extra}
-"#
-        ),
-        now,
-    )
-    .unwrap()
+    RuleToml::p5("p5").window(earliest_days, 10).extra(extra).rule(now)
 }
 
-/// Records what the tracker asked of the reminders.
-#[derive(Default)]
-struct RecordingReminders {
-    calls: Mutex<Vec<(String, String, DateTime<Utc>)>>,
+/// A rig for stack "capblock-test" with its clock at `clock`: two concurrent queries per
+/// region, us-east-1 always reconciled.
+async fn rig(name: &str, scenario: &str, clock: &str) -> Rig {
+    let mut h = Rig::start(name, scenario, capblock_tests::quick_timeouts(), clock.parse().unwrap(), STACK).await;
+    h.scan.region_concurrency = 2;
+    h.track.regions = vec!["us-east-1".parse().unwrap()];
+    h
 }
 
-impl RecordingReminders {
-    fn calls(&self) -> Vec<(String, String, DateTime<Utc>)> {
-        self.calls.lock().unwrap().clone()
-    }
-}
-
-#[async_trait]
-impl Reminders for RecordingReminders {
-    async fn sync(&self, block: &Block, _now: DateTime<Utc>) -> Result<(), ReminderError> {
-        self.calls.lock().unwrap().push(("sync".into(), block.reservation_id.clone(), block.end));
-        Ok(())
-    }
-    async fn clear(&self, block: &Block) -> Result<(), ReminderError> {
-        self.calls.lock().unwrap().push(("clear".into(), block.reservation_id.clone(), block.end));
-        Ok(())
-    }
-}
-
-struct H {
-    sim: Sim,
-    aws: Aws,
-    market: Ec2Market,
-    catalog: Mutex<AcceleratorCatalog>,
-    reminders: RecordingReminders,
-    now: Mutex<DateTime<Utc>>,
-    track: TrackSettings,
-}
-
-impl H {
-    async fn new(name: &str, scenario: &str, clock: &str) -> H {
-        let sim = Sim::start(scenario).await;
-        let market = sim.market().await;
-        H {
-            aws: Aws::fresh(name).await,
-            market,
-            sim,
-            catalog: Mutex::new(AcceleratorCatalog::new()),
-            reminders: RecordingReminders::default(),
-            now: Mutex::new(clock.parse().unwrap()),
-            track: TrackSettings {
-                stack: STACK.into(),
-                mode: Mode::Live,
-                account_budget: None,
-                payment_warning_hours: vec![6, 1],
-                adopt_untagged: false,
-                regions: vec!["us-east-1".parse().unwrap()],
-            },
-        }
-    }
-
-    fn now(&self) -> DateTime<Utc> {
-        *self.now.lock().unwrap()
-    }
-
-    /// Moves the simulator's clock and ours together.
-    async fn advance_minutes(&self, minutes: i64) {
-        self.sim.control("POST", "/_sim/clock", &format!("{{\"advance_secs\": {}}}", minutes * 60)).await;
-        *self.now.lock().unwrap() += Duration::minutes(minutes);
-    }
-
-    async fn advance_hours(&self, hours: i64) {
-        self.sim.advance_hours(hours).await;
-        *self.now.lock().unwrap() += Duration::hours(hours);
-    }
-
-    async fn scan(&self) -> ScanReport {
-        let settings =
-            ScanSettings { stack: STACK.into(), mode: Mode::Live, account_budget: None, region_concurrency: 2 };
-        let (store, notifier) = (self.aws.store(), self.aws.notifier());
-        Scanner {
-            market: &self.market,
-            store: &store,
-            notifier: &notifier,
-            catalog: &self.catalog,
-            settings: &settings,
-        }
-        .run(self.now())
-        .await
-        .unwrap()
-    }
-
-    async fn track_with(&self, settings: &TrackSettings) -> TrackReport {
-        let (store, notifier) = (self.aws.store(), self.aws.notifier());
-        let t =
-            Tracker { market: &self.market, store: &store, notifier: &notifier, reminders: &self.reminders, settings };
-        let report = t.run(self.now()).await.unwrap();
-        assert!(report.errors.is_empty() && report.failed_regions.is_empty(), "{report:#?}");
-        report
-    }
-
-    async fn track(&self) -> TrackReport {
-        self.track_with(&self.track).await
-    }
-
-    /// Buys one block through the scan and returns its reservation id (the purchase alert drained).
-    async fn buy(&self, rule: &Rule) -> String {
-        self.aws.store().put_rule(rule, None).await.unwrap();
-        let report = self.scan().await;
-        let Some(Action::Bought { reservation_id, .. }) = report.outcomes[0].action.clone() else {
-            panic!("{report:#?}")
-        };
-        let alerts = self.aws.alerts().await;
-        assert_eq!(events(&alerts), ["purchased"]);
-        reservation_id
-    }
-
-    async fn block(&self, id: &str) -> Block {
-        self.aws.store().get_block(id).await.unwrap().unwrap()
-    }
-}
-
-fn events(alerts: &[Published]) -> Vec<String> {
-    alerts
-        .iter()
-        .map(|a| {
-            assert_slack_schema(&a.body);
-            a.body["metadata"]["eventType"].as_str().unwrap().to_string()
-        })
-        .collect()
+/// A rig on the one-line market (payment succeeds after 3 hours; an extension sells at
+/// `extension_price`, if any) with a block bought at T0 under `rule(.., 1, extra)`, then tracked
+/// once 3 hours later; the block's id.
+async fn paid_block(name: &str, extension_price: Option<&str>, extra: &str) -> (Rig, String) {
+    let h = rig(name, &scenario(T0, 2, "succeed", extension_price), T0).await;
+    let id = h.buy(&rule(h.now(), 1, extra)).await;
+    h.advance_hours(3).await;
+    h.track().await;
+    (h, id)
 }
 
 fn text(a: &Published) -> String {
     format!("{} {} {}", a.body["content"]["title"], a.body["content"]["description"], a.body["content"]["nextSteps"])
 }
 
-const T0: &str = "2026-12-01T00:00:00Z";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn payment_after_three_hours_schedules_the_block_with_one_message() {
-    let h = H::new("paid", &scenario(T0, "2", "succeed", None), T0).await;
+    let h = rig("paid", &scenario(T0, 2, "succeed", None), T0).await;
     let id = h.buy(&rule(h.now(), 1, "")).await;
     for _ in 0..3 {
         h.track().await;
@@ -212,7 +65,7 @@ async fn payment_after_three_hours_schedules_the_block_with_one_message() {
     assert_eq!(b.state, BlockState::Scheduled);
     assert_eq!(b.version, 2);
     let alerts = h.aws.alerts().await;
-    assert_eq!(events(&alerts), ["payment-succeeded"]);
+    assert_eq!(event_types(&alerts), ["payment-succeeded"]);
     assert_eq!(alerts[0].body["metadata"]["threadId"], id.as_str());
     assert!(text(&alerts[0]).contains("Thu 2026-12-03 11:30 UTC"), "{}", text(&alerts[0]));
     assert_eq!(h.reminders.calls(), [("sync".to_string(), id.clone(), b.end)]);
@@ -222,7 +75,7 @@ async fn payment_after_three_hours_schedules_the_block_with_one_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_payment_that_never_comes_fails_at_twelve_hours_after_one_warning_per_point() {
-    let h = H::new("never", &scenario(T0, "2", "never", None), T0).await;
+    let h = rig("never", &scenario(T0, 2, "never", None), T0).await;
     let id = h.buy(&rule(h.now(), 1, "")).await;
     let mut seen = Vec::new();
     for hour in 1..=13 {
@@ -252,30 +105,27 @@ async fn a_payment_that_never_comes_fails_at_twelve_hours_after_one_warning_per_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_bought_two_hours_before_its_start_fails_five_minutes_before_it() {
     let clock = "2026-12-03T09:30:00Z";
-    let h = H::new("late", &scenario(clock, "0", "never", None), clock).await;
+    let h = rig("late", &scenario(clock, 0, "never", None), clock).await;
     let id = h.buy(&rule(h.now(), 0, "")).await;
     assert_eq!(h.block(&id).await.payment_deadline, Some("2026-12-03T11:25:00Z".parse().unwrap()));
     h.track().await;
     assert!(h.aws.alerts().await.is_empty(), "the 6 h point was already past at purchase");
     h.advance_minutes(60).await; // 10:30
     h.track().await;
-    assert_eq!(events(&h.aws.alerts().await), ["payment-warning"]);
+    assert_eq!(event_types(&h.aws.alerts().await), ["payment-warning"]);
     h.advance_minutes(54).await; // 11:24
     h.track().await;
     assert_eq!(h.block(&id).await.state, BlockState::PaymentPending);
     h.advance_minutes(1).await; // 11:25
     h.track().await;
     assert_eq!(h.block(&id).await.state, BlockState::PaymentFailed);
-    assert_eq!(events(&h.aws.alerts().await), ["payment-failed"]);
+    assert_eq!(event_types(&h.aws.alerts().await), ["payment-failed"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_makes_it_active_and_end_expires_it_with_its_cost() {
-    let h = H::new("life", &scenario(T0, "2", "succeed", None), T0).await;
-    let id = h.buy(&rule(h.now(), 1, "")).await;
-    h.advance_hours(3).await;
-    h.track().await;
-    assert_eq!(events(&h.aws.alerts().await), ["payment-succeeded"]);
+    let (h, id) = paid_block("life", None, "").await;
+    assert_eq!(event_types(&h.aws.alerts().await), ["payment-succeeded"]);
     // To the start (12-03 11:30) in steps.
     for _ in 0..8 {
         h.advance_hours(7).await;
@@ -286,7 +136,7 @@ async fn start_makes_it_active_and_end_expires_it_with_its_cost() {
     h.track().await;
     assert_eq!(h.block(&id).await.state, BlockState::Active);
     let alerts = h.aws.alerts().await;
-    assert_eq!(events(&alerts), ["delivered"]);
+    assert_eq!(event_types(&alerts), ["delivered"]);
     let t = text(&alerts[0]);
     for needle in [id.as_str(), "MarketType=capacity-block", "capacityReservationSelectorTerms"] {
         assert!(t.contains(needle), "{needle} missing: {t}");
@@ -295,7 +145,7 @@ async fn start_makes_it_active_and_end_expires_it_with_its_cost() {
     h.track().await;
     assert_eq!(h.block(&id).await.state, BlockState::Expired);
     let alerts = h.aws.alerts().await;
-    assert_eq!(events(&alerts), ["expired"]);
+    assert_eq!(event_types(&alerts), ["expired"]);
     let t = text(&alerts[0]);
     assert!(t.contains("576.00 USD") && t.contains("3.0000 USD per accelerator-hour"), "{t}");
     let calls: Vec<String> = h.reminders.calls().into_iter().map(|c| c.0).collect();
@@ -304,11 +154,8 @@ async fn start_makes_it_active_and_end_expires_it_with_its_cost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_quiet_runs_say_nothing() {
-    let h = H::new("quiet", &scenario(T0, "2", "succeed", None), T0).await;
-    let id = h.buy(&rule(h.now(), 1, "")).await;
-    h.advance_hours(3).await;
-    h.track().await;
-    assert_eq!(events(&h.aws.alerts().await), ["payment-succeeded"]);
+    let (h, id) = paid_block("quiet", None, "").await;
+    assert_eq!(event_types(&h.aws.alerts().await), ["payment-succeeded"]);
     let calls = h.reminders.calls().len();
     for _ in 0..20 {
         let r = h.track().await;
@@ -319,7 +166,7 @@ async fn twenty_quiet_runs_say_nothing() {
     assert_eq!(h.block(&id).await.version, 2);
 }
 
-async fn inject(h: &H, tags: &str) -> String {
+async fn inject(h: &Rig, tags: &str) -> String {
     let body = format!(
         r#"{{"region": "us-east-1", "instance_type": "p5.48xlarge", "instance_count": 2, "start": "2026-12-05T11:30:00Z", "end": "2026-12-07T11:30:00Z", "tags": {tags}}}"#
     );
@@ -328,7 +175,7 @@ async fn inject(h: &H, tags: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tagged_reservation_missing_from_the_store_is_adopted_once() {
-    let h = H::new("adopt", &scenario(T0, "2", "succeed", None), T0).await;
+    let h = rig("adopt", &scenario(T0, 2, "succeed", None), T0).await;
     let ours = inject(&h, &format!(r#"{{"capblock:stack": "{STACK}", "capblock:rule": "p5"}}"#)).await;
     let other = inject(&h, r#"{"team": "vision"}"#).await;
     let report = h.track().await;
@@ -336,7 +183,7 @@ async fn a_tagged_reservation_missing_from_the_store_is_adopted_once() {
     let b = h.block(&ours).await;
     assert_eq!((b.state, b.rule_id.as_deref(), b.fee), (BlockState::Scheduled, Some("p5"), None));
     let alerts = h.aws.alerts().await;
-    assert_eq!(events(&alerts), ["tracking"]);
+    assert_eq!(event_types(&alerts), ["tracking"]);
     assert_eq!(alerts[0].body["metadata"]["threadId"], ours.as_str());
     assert!(h.aws.store().get_block(&other).await.unwrap().is_none(), "untagged: not without adopt_untagged");
     assert!(h.track().await.adopted.is_empty());
@@ -347,7 +194,7 @@ async fn a_tagged_reservation_missing_from_the_store_is_adopted_once() {
     let report = h.track_with(&all).await;
     assert_eq!(report.adopted, std::slice::from_ref(&other));
     assert_eq!(h.block(&other).await.rule_id, None, "a foreign block counts against no rule");
-    assert_eq!(events(&h.aws.alerts().await), ["tracking"]);
+    assert_eq!(event_types(&h.aws.alerts().await), ["tracking"]);
     assert!(h.track_with(&all).await.adopted.is_empty());
 }
 
@@ -355,10 +202,7 @@ const EXTEND: &str = "[extend]\nmax_price_per_accelerator_hour = \"3.00\"\nmax_d
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_extension_under_the_threshold_is_bought_once_and_moves_the_end() {
-    let h = H::new("extend", &scenario(T0, "2", "succeed", Some("2.50")), T0).await;
-    let id = h.buy(&rule(h.now(), 1, EXTEND)).await;
-    h.advance_hours(3).await;
-    h.track().await;
+    let (h, id) = paid_block("extend", Some("2.50"), EXTEND).await;
     h.aws.alerts().await;
     let old_end = h.block(&id).await.end;
     // 12-02 12:00: 47.5 h before the end, inside the decision window.
@@ -368,7 +212,7 @@ async fn an_extension_under_the_threshold_is_bought_once_and_moves_the_end() {
         report.extensions.iter().any(|a| matches!(a, capblock_shared::app::extend::ExtensionAction::Bought { .. })),
         "{report:#?}"
     );
-    assert_eq!(events(&h.aws.alerts().await), ["extension-bought"]);
+    assert_eq!(event_types(&h.aws.alerts().await), ["extension-bought"]);
     for _ in 0..3 {
         h.track().await;
     }
@@ -378,7 +222,7 @@ async fn an_extension_under_the_threshold_is_bought_once_and_moves_the_end() {
     let b = h.block(&id).await;
     assert_eq!(b.end, old_end + Duration::days(1));
     let alerts = h.aws.alerts().await;
-    assert_eq!(events(&alerts), ["extended"]);
+    assert_eq!(event_types(&alerts), ["extended"]);
     assert!(text(&alerts[0]).contains("480.00 USD"), "{}", text(&alerts[0]));
     assert_eq!(h.reminders.calls().last().unwrap(), &("sync".to_string(), id.clone(), b.end));
     let usage = h.aws.store().usage(&BudgetOwner::Rule("p5".into()), &Period::of(h.now())).await.unwrap().unwrap();
@@ -391,25 +235,22 @@ async fn an_extension_under_the_threshold_is_bought_once_and_moves_the_end() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_extension_above_the_threshold_is_not_bought() {
-    let h = H::new("noextend", &scenario(T0, "2", "succeed", Some("3.01")), T0).await;
-    let id = h.buy(&rule(h.now(), 1, EXTEND)).await;
-    h.advance_hours(3).await;
-    h.track().await;
+    let (h, id) = paid_block("noextend", Some("3.01"), EXTEND).await;
     h.advance_hours(33).await;
     h.track().await;
     h.track().await;
     assert!(h.sim.state().await["extensions"].as_array().unwrap().is_empty());
     assert_eq!(h.sim.state().await["calls"]["PurchaseCapacityBlockExtension"], serde_json::Value::Null);
     let _ = id;
-    assert_eq!(events(&h.aws.alerts().await), ["payment-succeeded"]);
+    assert_eq!(event_types(&h.aws.alerts().await), ["payment-succeeded"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_payment_releases_the_budget_and_the_rule_rebuys() {
-    let h = H::new("rebuy", &scenario(T0, "2", "never", None), T0).await;
+    let h = rig("rebuy", &scenario(T0, 2, "never", None), T0).await;
     let r = rule(h.now(), 1, "rebuy_on_payment_failure = true");
     let first = h.buy(&r).await;
-    let usage = |h: &H| {
+    let usage = |h: &Rig| {
         let store = h.aws.store();
         let now = h.now();
         async move { store.usage(&BudgetOwner::Rule("p5".into()), &Period::of(now)).await.unwrap().unwrap() }

@@ -1,0 +1,487 @@
+//! Builders the integration tests share: simulator scenarios, rules, offerings, the environment
+//! of a capblock binary, a test rig (simulator + moto + scanner and tracker settings + a clock
+//! that moves with the simulator's) and a market whose PurchaseCapacityBlock a test answers
+//! itself. Each test still states its own numbers; these only spell them out.
+
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use capblock_shared::app::purchase::Action;
+use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
+use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
+use capblock_shared::aws::dynamo::DynamoStore;
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::lifecycle::Observed;
+use capblock_shared::domain::money::Money;
+use capblock_shared::domain::names::{InstanceType, Region};
+use capblock_shared::domain::offering::{Offering, RawOffering};
+use capblock_shared::domain::rule::{Mode, Rule};
+use capblock_shared::ports::{
+    Block, BlockStore, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome,
+    PurchaseRequest, Purchaser, ReminderError, Reminders, Reservation, ReservationSource, RuleStore,
+};
+use chrono::{DateTime, Duration, Utc};
+use rust_decimal::Decimal;
+
+use crate::{Aws, Published, Sim, assert_slack_schema};
+
+/// The instant most tests start at (the simulator's clock and the rules' `now`).
+pub const T0: &str = "2026-12-01T00:00:00Z";
+
+/// [`T0`] as a time.
+pub fn t0() -> DateTime<Utc> {
+    T0.parse().unwrap()
+}
+
+/// A USD amount written as text ("1700").
+pub fn usd(amount: &str) -> Money {
+    Money::usd(amount.parse().unwrap()).unwrap()
+}
+
+fn toml_strings(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("\"{s}\"")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+fn toml_numbers(items: &[u32]) -> String {
+    let numbers: Vec<String> = items.iter().map(u32::to_string).collect();
+    format!("[{}]", numbers.join(", "))
+}
+
+fn owned(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// A market-simulator scenario (the TOML `Sim::start` reads), built from its seed and start
+/// clock, an optional `[behaviour]` table and any number of one-instance, one-day p5.48xlarge
+/// market lines.
+#[derive(Debug, Clone)]
+pub struct ScenarioToml(String);
+
+impl ScenarioToml {
+    /// Nothing on sale yet: the `seed` and the simulator's start `clock`.
+    pub fn new(seed: u64, clock: &str) -> Self {
+        ScenarioToml(format!("seed = {seed}\n[clock]\nstart = \"{clock}\"\n"))
+    }
+
+    /// A `[behaviour]` table: every payment ends as `payment` ("succeed", "never", ...), after
+    /// `delay_hours` when given (the simulator's default otherwise). Call before the lines.
+    pub fn payment(mut self, payment: &str, delay_hours: Option<u32>) -> Self {
+        self.0.push_str(&format!("[behaviour]\npayment = \"{payment}\"\n"));
+        if let Some(h) = delay_hours {
+            self.0.push_str(&format!("payment_delay_hours = {h}\n"));
+        }
+        self
+    }
+
+    /// A market line: 1 x p5.48xlarge for one day in `region` (one AZ, `{region}a`), starting
+    /// `start_days` days after the clock, at `usd_per_accelerator_hour` since 2026-11-01.
+    pub fn p5(mut self, region: &str, start_days: &[u32], usd_per_accelerator_hour: &str) -> Self {
+        self.0.push_str(&format!(
+            r#"[[market]]
+region = "{region}"
+instance_type = "p5.48xlarge"
+azs = ["{region}a"]
+counts = [1]
+durations_days = [1]
+start_days = {}
+price = [ {{ from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "{usd_per_accelerator_hour}" }} ]
+"#,
+            toml_numbers(start_days)
+        ));
+        self
+    }
+
+    /// The extension price of the last market line, when given (none is sold otherwise).
+    pub fn extension_price(mut self, usd_per_accelerator_hour: Option<&str>) -> Self {
+        if let Some(p) = usd_per_accelerator_hour {
+            self.0.push_str(&format!("extension_usd_per_accelerator_hour = \"{p}\"\n"));
+        }
+        self
+    }
+
+    pub fn build(self) -> String {
+        self.0
+    }
+}
+
+/// A rule's TOML file. [`RuleToml::p5`] starts from a live rule for 1 x p5.48xlarge for one
+/// day in us-east-1 at up to 3.00 per accelerator-hour, 5000 a month, starting 1 to 10 days
+/// out; optional limits are left out unless set.
+#[derive(Debug, Clone)]
+pub struct RuleToml {
+    id: String,
+    mode: String,
+    regions: Vec<String>,
+    instance_types: Vec<String>,
+    instance_counts: Vec<u32>,
+    durations_days: Vec<u32>,
+    max_price: String,
+    monthly_budget: String,
+    max_blocks_held: Option<u32>,
+    max_purchases_per_month: Option<u32>,
+    window: (i64, i64),
+    extra: String,
+}
+
+impl RuleToml {
+    pub fn p5(id: &str) -> Self {
+        RuleToml {
+            id: id.into(),
+            mode: "live".into(),
+            regions: owned(&["us-east-1"]),
+            instance_types: owned(&["p5.48xlarge"]),
+            instance_counts: vec![1],
+            durations_days: vec![1],
+            max_price: "3.00".into(),
+            monthly_budget: "5000".into(),
+            max_blocks_held: None,
+            max_purchases_per_month: None,
+            window: (1, 10),
+            extra: String::new(),
+        }
+    }
+
+    /// "live", "dry-run" or "approval".
+    pub fn mode(self, mode: &str) -> Self {
+        RuleToml { mode: mode.into(), ..self }
+    }
+
+    pub fn regions(self, regions: &[&str]) -> Self {
+        RuleToml { regions: owned(regions), ..self }
+    }
+
+    pub fn instance_types(self, types: &[&str]) -> Self {
+        RuleToml { instance_types: owned(types), ..self }
+    }
+
+    pub fn instance_counts(self, counts: &[u32]) -> Self {
+        RuleToml { instance_counts: counts.to_vec(), ..self }
+    }
+
+    pub fn durations_days(self, days: &[u32]) -> Self {
+        RuleToml { durations_days: days.to_vec(), ..self }
+    }
+
+    /// `max_price_per_accelerator_hour`, as written.
+    pub fn max_price(self, price: &str) -> Self {
+        RuleToml { max_price: price.into(), ..self }
+    }
+
+    pub fn budget(self, monthly_budget: &str) -> Self {
+        RuleToml { monthly_budget: monthly_budget.into(), ..self }
+    }
+
+    pub fn max_blocks_held(self, held: u32) -> Self {
+        RuleToml { max_blocks_held: Some(held), ..self }
+    }
+
+    pub fn max_purchases_per_month(self, purchases: u32) -> Self {
+        RuleToml { max_purchases_per_month: Some(purchases), ..self }
+    }
+
+    /// `start_window`: from `earliest` to `latest` days out.
+    pub fn window(self, earliest: i64, latest: i64) -> Self {
+        RuleToml { window: (earliest, latest), ..self }
+    }
+
+    /// Lines written after the rest (`tags = ...`, an `[extend]` table, ...).
+    pub fn extra(self, lines: &str) -> Self {
+        RuleToml { extra: lines.into(), ..self }
+    }
+
+    pub fn toml(&self) -> String {
+        let mut t = format!(
+            "id = \"{}\"\nmode = \"{}\"\nregions = {}\ninstance_types = {}\ninstance_counts = {}\n\
+             durations_days = {}\nmax_price_per_accelerator_hour = \"{}\"\nmonthly_budget = \"{}\"\n",
+            self.id,
+            self.mode,
+            toml_strings(&self.regions),
+            toml_strings(&self.instance_types),
+            toml_numbers(&self.instance_counts),
+            toml_numbers(&self.durations_days),
+            self.max_price,
+            self.monthly_budget,
+        );
+        if let Some(n) = self.max_blocks_held {
+            t.push_str(&format!("max_blocks_held = {n}\n"));
+        }
+        if let Some(n) = self.max_purchases_per_month {
+            t.push_str(&format!("max_purchases_per_month = {n}\n"));
+        }
+        let (earliest, latest) = self.window;
+        t.push_str(&format!("start_window = {{ earliest_in_days = {earliest}, latest_in_days = {latest} }}\n"));
+        if !self.extra.is_empty() {
+            t.push_str(&self.extra);
+            t.push('\n');
+        }
+        t
+    }
+
+    /// The rule as validated at `now`; panics if it is invalid.
+    pub fn rule(&self, now: DateTime<Utc>) -> Rule {
+        Rule::from_toml(&self.toml(), now).unwrap_or_else(|e| panic!("{e}: {}", self.toml()))
+    }
+}
+
+/// An offering of 1 x p5.48xlarge (8 GPUs) in `region` (AZ `{region}a`) for the day from
+/// `start`, for `fee` USD in all.
+pub fn p5_offering(region: &str, id: &str, start: DateTime<Utc>, fee: Decimal) -> Offering {
+    Offering::parse(
+        &region.parse::<Region>().unwrap(),
+        RawOffering {
+            offering_id: Some(id.into()),
+            instance_type: Some("p5.48xlarge".into()),
+            availability_zone: Some(format!("{region}a")),
+            instance_count: Some(1),
+            start_date: Some(start),
+            end_date: Some(start + Duration::days(1)),
+            duration_hours: Some(24),
+            upfront_fee: Some(fee.to_string()),
+            currency_code: Some("USD".into()),
+            ultraserver_type: None,
+        },
+    )
+    .unwrap()
+}
+
+/// The environment a capblock binary (a function or the CLI) needs to run as stack `stack`
+/// against this test's simulator (EC2) and moto resources (table, alerts topic).
+pub fn binary_env(sim: &Sim, aws: &Aws, stack: &str) -> Vec<(String, String)> {
+    [
+        ("AWS_ENDPOINT_URL_EC2", sim.url.as_str()),
+        ("CAPBLOCK_TABLE", aws.table.as_str()),
+        ("CAPBLOCK_ALERTS_TOPIC_ARN", aws.alerts_topic.as_str()),
+        ("CAPBLOCK_STACK", stack),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// Records what the tracker asked of the reminders: ("sync" or "clear", reservation id, end).
+#[derive(Default)]
+pub struct RecordingReminders {
+    calls: Mutex<Vec<(String, String, DateTime<Utc>)>>,
+}
+
+impl RecordingReminders {
+    pub fn calls(&self) -> Vec<(String, String, DateTime<Utc>)> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl Reminders for RecordingReminders {
+    async fn sync(&self, block: &Block, _now: DateTime<Utc>) -> Result<(), ReminderError> {
+        self.calls.lock().unwrap().push(("sync".into(), block.reservation_id.clone(), block.end));
+        Ok(())
+    }
+    async fn clear(&self, block: &Block) -> Result<(), ReminderError> {
+        self.calls.lock().unwrap().push(("clear".into(), block.reservation_id.clone(), block.end));
+        Ok(())
+    }
+}
+
+/// Each alert's `eventType`, in order, after checking every alert against the Slack schema.
+pub fn event_types(alerts: &[Published]) -> Vec<String> {
+    alerts
+        .iter()
+        .map(|a| {
+            assert_slack_schema(&a.body);
+            a.body["metadata"]["eventType"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+/// What a scan or track test runs on: its own simulator and moto resources, the EC2 adapter on
+/// that simulator, a store, a notifier, the accelerator catalog the scanner fills, recorded
+/// reminders, the scanner's and the tracker's settings, and the test's clock, which
+/// [`Rig::advance_minutes`] moves together with the simulator's.
+pub struct Rig {
+    pub sim: Sim,
+    pub aws: Aws,
+    pub market: Ec2Market,
+    pub store: DynamoStore,
+    pub notifier: SnsNotifier,
+    pub catalog: Mutex<AcceleratorCatalog>,
+    pub reminders: RecordingReminders,
+    pub scan: ScanSettings,
+    pub track: TrackSettings,
+    clock: Mutex<DateTime<Utc>>,
+}
+
+impl Rig {
+    /// A simulator on `scenario` whose adapter uses `timeouts`, fresh moto resources named after
+    /// `name`, and the test clock at `clock`. It scans and tracks as live stack `stack` with no
+    /// account budget, 4 concurrent queries per region, payment warnings 6 h and 1 h before the
+    /// deadline, only this stack's untracked blocks adopted and no regions besides the rules';
+    /// a test changes `scan` and `track` as it needs.
+    pub async fn start(
+        name: &str,
+        scenario: &str,
+        timeouts: aws_config::timeout::TimeoutConfig,
+        clock: DateTime<Utc>,
+        stack: &str,
+    ) -> Rig {
+        let sim = Sim::start(scenario).await;
+        let market = Ec2Market::new(sim.sdk(timeouts).await);
+        let aws = Aws::fresh(name).await;
+        Rig {
+            store: aws.store(),
+            notifier: aws.notifier(),
+            sim,
+            aws,
+            market,
+            catalog: Mutex::new(AcceleratorCatalog::new()),
+            reminders: RecordingReminders::default(),
+            scan: ScanSettings { stack: stack.into(), mode: Mode::Live, account_budget: None, region_concurrency: 4 },
+            track: TrackSettings {
+                stack: stack.into(),
+                mode: Mode::Live,
+                account_budget: None,
+                payment_warning_hours: vec![6, 1],
+                adopt_untagged: false,
+                regions: vec![],
+            },
+            clock: Mutex::new(clock),
+        }
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        *self.clock.lock().unwrap()
+    }
+
+    /// Moves the simulator's clock and the test's together.
+    pub async fn advance_minutes(&self, minutes: i64) {
+        self.sim.advance_secs(minutes * 60).await;
+        *self.clock.lock().unwrap() += Duration::minutes(minutes);
+    }
+
+    pub async fn advance_hours(&self, hours: i64) {
+        self.sim.advance_hours(hours).await;
+        *self.clock.lock().unwrap() += Duration::hours(hours);
+    }
+
+    pub async fn put_rules(&self, rules: &[Rule]) {
+        for r in rules {
+            self.store.put_rule(r, None).await.unwrap();
+        }
+    }
+
+    /// A scan on this rig's store and catalog with `market` and `notifier` (the rig's own or a
+    /// test's stand-ins).
+    pub fn scanner<'a, M: ?Sized, N: ?Sized>(
+        &'a self,
+        market: &'a M,
+        notifier: &'a N,
+        settings: &'a ScanSettings,
+    ) -> Scanner<'a, M, DynamoStore, N> {
+        Scanner { market, store: &self.store, notifier, catalog: &self.catalog, settings }
+    }
+
+    /// A tracker run on this rig's market and store with `notifier` and `reminders`.
+    pub fn tracker<'a, N: ?Sized, R: ?Sized>(
+        &'a self,
+        notifier: &'a N,
+        reminders: &'a R,
+        settings: &'a TrackSettings,
+    ) -> Tracker<'a, Ec2Market, DynamoStore, N, R> {
+        Tracker { market: &self.market, store: &self.store, notifier, reminders, settings }
+    }
+
+    /// One scan now with the rig's own market, notifier and settings; it must succeed.
+    pub async fn scan(&self) -> ScanReport {
+        self.scanner(&self.market, &self.notifier, &self.scan).run(self.now()).await.unwrap()
+    }
+
+    /// One tracker run now with `settings` and the rig's own notifier and recorded reminders;
+    /// it must succeed with no errors and no failed region.
+    pub async fn track_with(&self, settings: &TrackSettings) -> TrackReport {
+        let report = self.tracker(&self.notifier, &self.reminders, settings).run(self.now()).await.unwrap();
+        assert!(report.errors.is_empty() && report.failed_regions.is_empty(), "{report:#?}");
+        report
+    }
+
+    /// [`Rig::track_with`] the rig's own tracker settings.
+    pub async fn track(&self) -> TrackReport {
+        self.track_with(&self.track).await
+    }
+
+    /// Stores `rule`, buys one block for it through a scan and returns its reservation id; the
+    /// purchase alert, the only one, is drained.
+    pub async fn buy(&self, rule: &Rule) -> String {
+        self.put_rules(std::slice::from_ref(rule)).await;
+        let report = self.scan().await;
+        let Some(Action::Bought { reservation_id, .. }) = report.outcomes[0].action.clone() else {
+            panic!("{report:#?}")
+        };
+        let alerts = self.aws.alerts().await;
+        assert_eq!(event_types(&alerts), ["purchased"]);
+        reservation_id
+    }
+
+    /// The stored block `id`, which must exist.
+    pub async fn block(&self, id: &str) -> Block {
+        self.store.get_block(id).await.unwrap().unwrap()
+    }
+}
+
+/// How a [`HookedMarket`] answers PurchaseCapacityBlock; `real` is the adapter on the test's
+/// simulator, for a hook that lets the purchase through.
+#[async_trait]
+pub trait PurchaseHook: Send + Sync {
+    async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError>;
+}
+
+/// The real EC2 adapter for every call but PurchaseCapacityBlock, which `hook` answers: how a
+/// test makes EC2 refuse a purchase, or answer 5xx before or after acting.
+pub struct HookedMarket<H> {
+    pub real: Ec2Market,
+    pub hook: H,
+}
+
+#[async_trait]
+impl<H: Send + Sync> OfferingSource for HookedMarket<H> {
+    async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+        self.real.offerings(q).await
+    }
+}
+
+#[async_trait]
+impl<H: Send + Sync> InstanceTypeSource for HookedMarket<H> {
+    async fn accelerators(
+        &self,
+        region: &Region,
+        types: &[InstanceType],
+    ) -> Result<Vec<(InstanceType, u32)>, MarketError> {
+        self.real.accelerators(region, types).await
+    }
+}
+
+#[async_trait]
+impl<H: Send + Sync> ReservationSource for HookedMarket<H> {
+    async fn reservations_tagged(
+        &self,
+        region: &Region,
+        key: &str,
+        value: &str,
+    ) -> Result<Vec<Reservation>, MarketError> {
+        self.real.reservations_tagged(region, key, value).await
+    }
+    async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {
+        self.real.observe(region, ids).await
+    }
+    async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError> {
+        self.real.capacity_blocks(region).await
+    }
+}
+
+#[async_trait]
+impl<H: PurchaseHook> Purchaser for HookedMarket<H> {
+    async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
+        self.hook.purchase(&self.real, req).await
+    }
+}
