@@ -15,7 +15,10 @@
 //! - an unknown answer (5xx, timeout) is retried once after a short pause; a second one means
 //!   the region is unwell, and the lane fails the region's remaining queries at once with that
 //!   error instead of spending the Lambda's time on them (the scan skips the region);
-//! - a refusal or "not sold here" is final (no retry; "not sold here" also closes the lane).
+//! - a refusal or "not sold here" is final (no retry; "not sold here" also closes the lane);
+//! - the whole fan-out has `TIME_BUDGET`: a question still waiting for its turn then is given
+//!   up as throttled, so a region throttled far below `MIN_RATE` cannot make the scan miss its
+//!   Lambda timeout (60 s) and lose the purchases the other regions' answers allow.
 //!
 //! Lane time is real elapsed time (tokio's clock, so tests run it paused), never business time.
 
@@ -50,6 +53,10 @@ const DECREASE: f64 = 0.7;
 const INCREASE: f64 = 4.0;
 /// The first pace is taken from the successes seen in this window before the first throttle.
 const FIRST_WINDOW: Duration = Duration::from_secs(1);
+/// How long a fan-out may take: half the scan function's 60 s timeout, leaving the rest for
+/// deciding, buying and publishing.
+pub const TIME_BUDGET: Duration = Duration::from_secs(30);
+const OPERATION: &str = "DescribeCapacityBlockOfferings";
 
 /// Runs every query and returns each answer in the order of `queries`.
 pub async fn fan_out<M: OfferingSource + ?Sized>(
@@ -71,10 +78,11 @@ where
     M: OfferingSource + ?Sized,
     F: Fn() + Sync,
 {
+    let give_up_at = Instant::now() + TIME_BUDGET;
     let mut lanes: Vec<(&Region, Lane)> = Vec::new();
     for q in queries {
         if !lanes.iter().any(|(r, _)| *r == &q.region) {
-            lanes.push((&q.region, Lane::new(per_region)));
+            lanes.push((&q.region, Lane::new(per_region, give_up_at)));
         }
     }
     let lane_of = |r: &Region| &lanes.iter().find(|(lr, _)| *lr == r).expect("a lane per region").1;
@@ -91,6 +99,8 @@ where
 struct Lane {
     slots: Semaphore,
     pace: Mutex<Pace>,
+    /// The end of the fan-out's time budget.
+    give_up_at: Instant,
 }
 
 #[derive(Debug)]
@@ -108,8 +118,9 @@ struct Pace {
 }
 
 impl Lane {
-    fn new(per_region: usize) -> Lane {
+    fn new(per_region: usize, give_up_at: Instant) -> Lane {
         Lane {
+            give_up_at,
             slots: Semaphore::new(per_region.max(1)),
             pace: Mutex::new(Pace {
                 rate: None,
@@ -133,7 +144,7 @@ impl Lane {
         let _slot = self.slots.acquire().await.expect("the semaphore is never closed");
         let (mut throttled, mut unknown) = (0u32, 0u32);
         loop {
-            let sent = self.turn().await?;
+            let sent = self.turn(&q.region).await?;
             match market.offerings(q).await {
                 Ok(list) => {
                     self.pace().succeeded(Instant::now());
@@ -167,8 +178,8 @@ impl Lane {
     }
 
     /// Waits for this lane's next turn; returns when the call may go out, or the error that
-    /// closed the lane.
-    async fn turn(&self) -> Result<Instant, MarketError> {
+    /// closed the lane, or Throttled once the next turn would come after the time budget.
+    async fn turn(&self, region: &Region) -> Result<Instant, MarketError> {
         loop {
             let wait_until = {
                 let mut p = self.pace();
@@ -177,10 +188,15 @@ impl Lane {
                 }
                 let now = Instant::now();
                 match p.take_turn(now) {
-                    Ok(()) => return Ok(now),
+                    Ok(()) if now < self.give_up_at => return Ok(now),
+                    Ok(()) => now,
                     Err(at) => at,
                 }
             };
+            if wait_until >= self.give_up_at {
+                tracing::warn!(%region, "fan-out time budget spent; question given up as throttled");
+                return Err(MarketError::Throttled { operation: OPERATION, region: region.to_string() });
+            }
             // Several queries may wake for the same turn: one takes it, the others wait again.
             sleep_until(wait_until).await;
         }

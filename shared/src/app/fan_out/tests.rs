@@ -247,10 +247,28 @@ async fn a_region_that_does_not_sell_blocks_closes_its_lane() {
 #[tokio::test(start_paused = true)]
 async fn a_query_throttled_every_time_gives_up_after_max_throttled_calls() {
     let market = FakeMarket::new(40, Some((0.0, 0.0)));
-    let queries: Vec<_> = grid(2).into_iter().take(2).collect();
+    let queries: Vec<_> = grid(1).into_iter().take(1).collect();
     let answers = fan_out(&market, &queries, 4).await;
-    assert!(answers.iter().all(|a| matches!(a, Err(MarketError::Throttled { .. }))));
-    assert_eq!(market.total_calls(), 2 * MAX_THROTTLED);
+    assert!(matches!(answers[0], Err(MarketError::Throttled { .. })), "{answers:?}");
+    // Paced at the floor (0.5/s): 12 attempts fit in the time budget.
+    assert_eq!(market.total_calls(), MAX_THROTTLED);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_region_throttled_below_the_floor_is_given_up_when_the_time_budget_is_spent() {
+    // One token every 20 s: far below the pace's floor of 0.5/s.
+    let market = FakeMarket::new(40, Some((0.05, 4.0)));
+    let queries: Vec<_> = grid(40).into_iter().take(40).collect(); // one region
+    let t = Instant::now();
+    let answers = fan_out(&market, &queries, 8).await;
+    let took = t.elapsed();
+    // The burst's 4 and the refill's 1 (at 20 s) answered; the rest given up as throttled.
+    let ok = answers.iter().filter(|a| a.is_ok()).count();
+    assert_eq!(ok, 5, "{answers:?}");
+    assert!(answers.iter().all(|a| matches!(a, Ok(_) | Err(MarketError::Throttled { .. }))));
+    // Given up within the budget (as soon as the next turn would fall after it), not after
+    // 35 questions x 12 paced attempts (~14 virtual minutes).
+    assert!(took > Duration::from_secs(20) && took <= TIME_BUDGET, "{took:?}");
 }
 
 #[tokio::test(start_paused = true)]
