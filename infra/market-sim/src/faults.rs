@@ -45,6 +45,7 @@ pub struct FaultCounts {
     pub timeouts: u64,
     pub region_down: u64,
     pub dropped_purchase_responses: u64,
+    pub dropped_extension_purchase_responses: u64,
 }
 
 #[cfg(test)]

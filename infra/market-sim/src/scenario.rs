@@ -74,6 +74,9 @@ pub struct Behaviour {
     pub payment_delay_hours: f64,
     pub down_regions: Vec<String>,
     pub drop_purchase_response: bool,
+    /// PurchaseCapacityBlockExtension is recorded (the extension exists and settles as usual),
+    /// its response never sent: the buyer cannot tell whether it went through.
+    pub drop_extension_purchase_response: bool,
 }
 
 impl Default for Behaviour {
@@ -89,6 +92,7 @@ impl Default for Behaviour {
             payment_delay_hours: 3.0,
             down_regions: Vec::new(),
             drop_purchase_response: false,
+            drop_extension_purchase_response: false,
         }
     }
 }

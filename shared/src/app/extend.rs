@@ -3,7 +3,7 @@
 //! PurchaseCapacityBlockExtension is sent once (no SDK retries); an unknown outcome is settled
 //! by watching the block's end date, never by resending.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
@@ -79,12 +79,14 @@ where
     M: ExtensionMarket + ?Sized,
     S: Ledger + BlockStore + Outbox + ExtensionLedger + ?Sized,
 {
+    /// `observed`: the blocks whose stored state and end were checked against EC2 in this run.
     pub async fn run(
         &self,
         rules: &HashMap<String, Rule>,
+        observed: &HashSet<String>,
         now: DateTime<Utc>,
     ) -> Result<Vec<ExtensionAction>, StoreError> {
-        let mut out = self.settle(now).await?;
+        let mut out = self.settle(observed, now).await?;
         for b in self.store.open_blocks(None).await? {
             let Some(rule) = b.rule_id.as_ref().and_then(|r| rules.get(r)) else {
                 continue;
@@ -109,7 +111,7 @@ where
     }
 
     /// Closes open extension intents whose outcome is now known from the block's end date.
-    async fn settle(&self, now: DateTime<Utc>) -> Result<Vec<ExtensionAction>, StoreError> {
+    async fn settle(&self, observed: &HashSet<String>, now: DateTime<Utc>) -> Result<Vec<ExtensionAction>, StoreError> {
         let mut out = Vec::new();
         for x in self.store.open_extensions().await? {
             let Some(b) = self.store.get_block(&x.reservation_id).await? else {
@@ -121,6 +123,12 @@ where
                 (ExtensionState::Paid, None)
             } else if x.state == ExtensionState::Reserved && now - x.created_at >= RESERVED_GRACE {
                 (ExtensionState::Released, Some("abandoned before it was sent"))
+            } else if x.state != ExtensionState::Reserved && !b.state.is_final() && !observed.contains(&rid) {
+                // EC2 was not asked about the block this run (its region failed): the stored
+                // end may be stale, and releasing an extension EC2 has charged would hide the
+                // charge from the budgets. Decide when the end is known.
+                tracing::info!(event = "extension_unsettled", reservation = %rid, offering = %oid, "block not observed this run; extension left open");
+                continue;
             } else if x.state != ExtensionState::Reserved
                 && now >= payment_deadline(sent_at, x.offer.start) + SENT_GRACE
             {

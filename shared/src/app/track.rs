@@ -9,7 +9,7 @@
 //! half-way leaves the old state, so the next run sees the same move and redoes each step as a
 //! no-op where it already happened.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -157,6 +157,8 @@ where
         let blocks = self.store.open_blocks(None).await?;
         report.blocks = blocks.len();
 
+        // Blocks whose stored state and end are EC2's as of this run.
+        let mut observed_now: HashSet<String> = HashSet::new();
         let mut by_region: BTreeMap<Region, Vec<Block>> = BTreeMap::new();
         for b in blocks {
             by_region.entry(b.region.clone()).or_default().push(b);
@@ -175,9 +177,14 @@ where
                 let Some(obs) = observed.get(&b.reservation_id) else {
                     continue;
                 };
-                if let Err(e) = self.track_block(b, obs, &rules, now, &mut report).await {
-                    tracing::error!(event = "block_failed", reservation = %b.reservation_id, error = %e, "left as it was; next run retries");
-                    report.errors.push(format!("{}: {e}", b.reservation_id));
+                match self.track_block(b, obs, &rules, now, &mut report).await {
+                    Ok(()) => {
+                        observed_now.insert(b.reservation_id.clone());
+                    }
+                    Err(e) => {
+                        tracing::error!(event = "block_failed", reservation = %b.reservation_id, error = %e, "left as it was; next run retries");
+                        report.errors.push(format!("{}: {e}", b.reservation_id));
+                    }
                 }
             }
         }
@@ -198,7 +205,7 @@ where
             stack_mode: self.settings.mode,
             account_budget: self.settings.account_budget,
         };
-        report.extensions = extender.run(&rules, now).await?;
+        report.extensions = extender.run(&rules, &observed_now, now).await?;
 
         report.notices = flush(self.store, self.notifier, now).await?;
         Ok(report)
@@ -291,7 +298,7 @@ where
                     let total = self.total_fee(&next).await?;
                     announce::expired(&f, total, total.and_then(|t| per_accelerator_hour(&next, t)))
                 }
-                Milestone::PaymentFailed => announce::payment_failed(&f, rebuys(b, rules)),
+                Milestone::PaymentFailed => announce::payment_failed(&f, rebuys(b, rules), now),
                 Milestone::Released => announce::released(&f, ec2_state),
                 Milestone::Extended(new_end) => {
                     let fee = self
@@ -303,6 +310,7 @@ where
                         .map(|x| x.offer.fee);
                     announce::extended(&f, b.end, fee)
                 }
+                Milestone::EndMovedBack(_) => announce::end_moved_back(&f, b.end),
                 Milestone::PaymentWarning(_) => continue,
             };
             self.enqueue(b, &m.name(), &msg, now).await?;

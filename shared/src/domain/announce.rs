@@ -402,8 +402,15 @@ pub fn payment_warning(
     )
 }
 
-/// Payment failed: the block is gone and its budget released.
-pub fn payment_failed(b: &TrackedBlock, rebuy: bool) -> SlackMessage {
+/// Payment failed: the block is gone and its budget released. `seen_at` is when the tracker saw
+/// EC2 report `payment-failed`: before the deadline EC2 failed the payment early; at or after
+/// it the payment had not gone through by then (EC2 does not say which happened).
+pub fn payment_failed(b: &TrackedBlock, rebuy: bool, seen_at: DateTime<Utc>) -> SlackMessage {
+    let what = match b.payment_deadline {
+        Some(d) if seen_at < d => format!("EC2 failed the payment before its deadline ({})", when(d)),
+        Some(d) => format!("EC2 did not take payment by the deadline ({})", when(d)),
+        None => "EC2 reports the payment as failed".to_string(),
+    };
     let next = if rebuy {
         "The fee was released from the budgets; the rule may buy a replacement on its next scan.".to_string()
     } else {
@@ -413,12 +420,7 @@ pub fn payment_failed(b: &TrackedBlock, rebuy: bool) -> SlackMessage {
         b,
         "payment-failed",
         format!("Payment failed: {} x {} released", b.instance_count, b.instance_type),
-        format!(
-            "EC2 did not take payment in time{}; reservation `{}` is released and nothing was charged.\n{}",
-            b.payment_deadline.map(|d| format!(" (deadline {})", when(d))).unwrap_or_default(),
-            b.reservation_id,
-            tracked_line(b)
-        ),
+        format!("{what}; reservation `{}` is released and nothing was charged.\n{}", b.reservation_id, tracked_line(b)),
         vec![next, "Check the account's payment method (Billing console).".into()],
         "Payment failed; block released".into(),
     )
@@ -488,6 +490,28 @@ pub fn extended(b: &TrackedBlock, old_end: DateTime<Utc>, fee: Option<super::mon
     )
 }
 
+/// EC2 now reports an earlier end than capblock had (an extension it showed as paid was undone):
+/// the block ends at the earlier time, and the reminders follow it.
+pub fn end_moved_back(b: &TrackedBlock, old_end: DateTime<Utc>) -> SlackMessage {
+    tracked(
+        b,
+        "end-moved-back",
+        format!("Check this block: `{}` now ends earlier, at {}", b.reservation_id, when(b.end)),
+        format!(
+            "EC2 reports that reservation `{}` ends at {}, not at {} as it did before: the extension is not in force.\n{}",
+            b.reservation_id,
+            when(b.end),
+            when(old_end),
+            tracked_line(b)
+        ),
+        vec![
+            "Checkpoint reminders moved to the earlier end; plan for the instances to stop then.".into(),
+            "Look at the block's extensions in the EC2 console (describe-capacity-block-extension-history).".into(),
+        ],
+        format!("End moved back to {}", when(b.end)),
+    )
+}
+
 /// An extension was bought (payment pending) or, in dry-run, would have been.
 pub fn extension_decided(
     b: &TrackedBlock,
@@ -539,4 +563,65 @@ pub fn extension_released(b: &TrackedBlock, offering_id: &str, reason: &str) -> 
         vec!["Its fee was released from the budgets.".into()],
         "Extension not made".into(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()
+    }
+
+    /// Bought Tue 12-01 00:00 for Thu 12-03 11:30: payment deadline Tue 12-01 12:00.
+    fn block(deadline: Option<DateTime<Utc>>) -> TrackedBlock {
+        TrackedBlock {
+            reservation_id: "cr-0123456789abcdef0".into(),
+            region: "us-east-1".parse().unwrap(),
+            availability_zone: "us-east-1a".into(),
+            instance_type: "p5.48xlarge".parse().unwrap(),
+            instance_count: 2,
+            start: t(3, 11, 30),
+            end: t(4, 11, 30),
+            ultraserver: false,
+            arn: None,
+            rule_id: Some("p5".into()),
+            payment_deadline: deadline,
+        }
+    }
+
+    #[test]
+    fn payment_failed_says_whether_ec2_failed_it_early_or_it_was_not_paid_by_the_deadline() {
+        let b = block(Some(t(1, 12, 0)));
+        // EC2 reported payment-failed two hours after the purchase, well before the deadline.
+        let early = payment_failed(&b, false, t(1, 2, 0));
+        assert!(
+            early
+                .description
+                .starts_with("EC2 failed the payment before its deadline (Tue 2026-12-01 12:00 UTC); reservation `cr-0123456789abcdef0` is released"),
+            "{}",
+            early.description
+        );
+        assert!(!early.description.contains("did not take payment"), "{}", early.description);
+        // Seen at (or after) the deadline: it had not gone through by then.
+        for seen in [t(1, 12, 0), t(1, 15, 0)] {
+            let late = payment_failed(&b, true, seen);
+            assert!(
+                late.description
+                    .starts_with("EC2 did not take payment by the deadline (Tue 2026-12-01 12:00 UTC); reservation `cr-0123456789abcdef0` is released"),
+                "{}",
+                late.description
+            );
+            assert!(!late.description.contains("before its deadline"), "{}", late.description);
+            assert!(late.next_steps[0].contains("may buy a replacement"), "{:?}", late.next_steps);
+        }
+        // The rest of the message does not depend on the case.
+        assert_eq!(early.title, "Payment failed: 2 x p5.48xlarge released");
+        assert_eq!(early.id, "cr-0123456789abcdef0#payment-failed");
+        assert_eq!(early.title, payment_failed(&b, false, t(1, 12, 0)).title);
+        // An adopted block has no known deadline: neither claim is made.
+        let adopted = payment_failed(&block(None), false, t(1, 2, 0));
+        assert!(adopted.description.starts_with("EC2 reports the payment as failed;"), "{}", adopted.description);
+    }
 }

@@ -19,6 +19,8 @@ pub enum Milestone {
     Released,
     /// The end moved (an extension was paid) to this instant.
     Extended(DateTime<Utc>),
+    /// EC2 moved the end back to this instant: not an extension, and not to be announced as one.
+    EndMovedBack(DateTime<Utc>),
 }
 
 impl Milestone {
@@ -35,6 +37,7 @@ impl Milestone {
             Milestone::Released => "released".into(),
             // Keyed by the new end so a second extension is announced too.
             Milestone::Extended(end) => format!("extended-{}", end.format("%Y%m%dT%H%M")),
+            Milestone::EndMovedBack(end) => format!("end-moved-back-{}", end.format("%Y%m%dT%H%M")),
         }
     }
 }
@@ -58,8 +61,12 @@ pub fn milestones(from: BlockState, to: BlockState, old_end: DateTime<Utc>, new_
         Released => out.push(Milestone::Released),
         _ => {}
     }
-    if new_end != old_end && matches!(to, Scheduled | Active) {
-        out.push(Milestone::Extended(new_end));
+    if matches!(to, Scheduled | Active) {
+        if new_end > old_end {
+            out.push(Milestone::Extended(new_end));
+        } else if new_end < old_end {
+            out.push(Milestone::EndMovedBack(new_end));
+        }
     }
     out
 }
@@ -137,6 +144,9 @@ mod tests {
         assert_eq!(names(milestones(Scheduled, Released, e, e)), ["released"]);
         assert_eq!(names(milestones(Active, Active, e, later)), ["extended-20261211T1130"]);
         assert_eq!(names(milestones(Scheduled, Active, e, later)), ["delivered", "extended-20261211T1130"]);
+        // An end EC2 moves back (an extension it showed as paid undone) is no extension.
+        assert_eq!(names(milestones(Active, Active, later, e)), ["end-moved-back-20261210T1130"]);
+        assert_eq!(names(milestones(Scheduled, Active, later, e)), ["delivered", "end-moved-back-20261210T1130"]);
         assert!(milestones(Active, Active, e, e).is_empty());
     }
 }

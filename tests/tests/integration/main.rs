@@ -4,6 +4,7 @@
 mod cli;
 mod crash;
 mod events;
+mod extend;
 mod faults;
 mod scan;
 mod sim_wire;

@@ -1,7 +1,7 @@
 //! DescribeCapacityBlockExtensionOfferings and PurchaseCapacityBlockExtension.
 
 use super::reservations::visible;
-use super::{Ctx, dry_run, require_supported};
+use super::{Ctx, Output, dry_run, require_supported};
 use crate::market::{self, ExtensionBase, ExtensionOffering};
 use crate::pagination::{fingerprint, page_size, paginate};
 use crate::reservations::{Extension, Payment};
@@ -73,7 +73,7 @@ pub fn describe_offerings(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<St
     Ok(x.into_string())
 }
 
-pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
+pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiError> {
     require_supported(w, ctx)?;
     let offering_id = p.require("CapacityBlockExtensionOfferingId")?.to_string();
     let reservation_id = p.require("CapacityReservationId")?.to_string();
@@ -127,5 +127,97 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
             .leaf("currencyCode", &e.currency);
     });
     w.extensions.push(ext);
-    Ok(x.into_string())
+
+    let drop_response = w.behaviour.drop_extension_purchase_response;
+    if drop_response {
+        w.faults.dropped_extension_purchase_responses += 1;
+    }
+    Ok(Output { body: x.into_string(), drop_response })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actions::{Output, dispatch};
+    use crate::control::handle;
+    use crate::scenario::Scenario;
+    use serde_json::Value;
+
+    const REGION: &str = "us-east-1";
+
+    /// A market selling p5.48xlarge extensions and one active block "bought in the console"
+    /// (ends 12-02 11:30, the clock at 12-01 00:00: inside the extension window).
+    fn world(behaviour: &str) -> (World, String) {
+        let mut w = World::new(
+            Scenario::parse(
+                r#"
+                [clock]
+                start = "2026-12-01T00:00:00Z"
+                [[market]]
+                region = "us-east-1"
+                instance_type = "p5.48xlarge"
+                price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
+                extension_usd_per_accelerator_hour = "2.50"
+                "#,
+            )
+            .unwrap(),
+        );
+        let r = handle(
+            &mut w,
+            "POST",
+            "/_sim/reservations",
+            br#"{"instance_type": "p5.48xlarge", "instance_count": 1, "start": "2026-11-30T11:30:00Z", "end": "2026-12-02T11:30:00Z"}"#,
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let id = serde_json::from_str::<Value>(&r.body).unwrap()["reservation_id"].as_str().unwrap().to_string();
+        let r = handle(&mut w, "POST", "/_sim/behaviour", behaviour.as_bytes());
+        assert_eq!(r.status, 200, "{}", r.body);
+        (w, id)
+    }
+
+    fn purchase(w: &mut World, id: &str, dry_run: bool) -> Result<Output, ApiError> {
+        let ctx = Ctx { region: REGION, action: "DescribeCapacityBlockExtensionOfferings", now: w.now() };
+        let offer = offering_for(w, id, 24, &ctx).unwrap().expect("the block may be extended");
+        let mut pairs = vec![("CapacityBlockExtensionOfferingId", offer.id.as_str()), ("CapacityReservationId", id)];
+        if dry_run {
+            pairs.push(("DryRun", "true"));
+        }
+        dispatch(w, REGION, "PurchaseCapacityBlockExtension", &Params::from_pairs(&pairs))
+    }
+
+    fn faults(w: &mut World) -> Value {
+        let r = handle(w, "GET", "/_sim/state", b"");
+        serde_json::from_str::<Value>(&r.body).unwrap()["faults_injected"].clone()
+    }
+
+    #[test]
+    fn extension_purchases_are_answered_unless_told_to_drop_them() {
+        // Dropping block purchases' answers leaves extension purchases alone.
+        let (mut w, id) = world(r#"{"drop_purchase_response": true}"#);
+        let out = purchase(&mut w, &id, false).unwrap();
+        assert!(!out.drop_response);
+        assert!(out.body.contains("<capacityBlockExtensionStatus>payment-pending</capacityBlockExtensionStatus>"));
+        assert_eq!(w.extensions.len(), 1);
+        assert_eq!(faults(&mut w)["dropped_extension_purchase_responses"], 0);
+    }
+
+    #[test]
+    fn a_dropped_extension_purchase_is_recorded_and_settles_like_any_other() {
+        let (mut w, id) = world(r#"{"drop_extension_purchase_response": true}"#);
+        // A dry run checks and records nothing, so there is no answer to drop.
+        assert_eq!(purchase(&mut w, &id, true).unwrap_err().code, "DryRunOperation");
+        assert!(w.extensions.is_empty());
+
+        let out = purchase(&mut w, &id, false).unwrap();
+        assert!(out.drop_response, "the answer must never be sent");
+        assert_eq!(w.extensions.len(), 1, "EC2 took the purchase all the same");
+        assert_eq!(faults(&mut w)["dropped_extension_purchase_responses"], 1);
+        assert_eq!(faults(&mut w)["dropped_purchase_responses"], 0);
+        // Its payment goes through after the usual delay and moves the end.
+        let old_end = w.reservation(&id).unwrap().original_end;
+        assert_eq!(w.reservation(&id).unwrap().end(w.now(), &w.extensions), old_end);
+        w.clock.advance(3 * 3600);
+        assert_eq!(w.extensions[0].status(w.now()), "payment-succeeded");
+        assert_eq!(w.reservation(&id).unwrap().end(w.now(), &w.extensions), old_end + chrono::Duration::hours(24));
+    }
 }

@@ -19,7 +19,7 @@ use crate::world::World;
 pub struct Output {
     pub body: String,
     /// The action took effect but its response must never be sent (see
-    /// `drop_purchase_response`).
+    /// `drop_purchase_response` and `drop_extension_purchase_response`).
     pub drop_response: bool,
 }
 
@@ -54,7 +54,7 @@ pub fn dispatch(w: &mut World, region: &str, action: &str, p: &Params) -> Result
         "PurchaseCapacityBlock" => purchase::purchase(w, &ctx, p),
         "DescribeCapacityReservations" => reservations::describe(w, &ctx, p).map(Output::from),
         "DescribeCapacityBlockExtensionOfferings" => extensions::describe_offerings(w, &ctx, p).map(Output::from),
-        "PurchaseCapacityBlockExtension" => extensions::purchase(w, &ctx, p).map(Output::from),
+        "PurchaseCapacityBlockExtension" => extensions::purchase(w, &ctx, p),
         "DescribeInstanceTypes" => instances::describe_instance_types(w, &ctx, p).map(Output::from),
         "DescribeInstances" => instances::describe_instances(w, &ctx, p).map(Output::from),
         other => {

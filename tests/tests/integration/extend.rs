@@ -1,0 +1,544 @@
+//! Extensions of a held block, end to end: a block bought through the real scan, then the real
+//! tracker on the simulator's clock (DynamoDB and SNS on moto), for the cases where an
+//! extension does not simply go through: its answer is lost, its payment fails, the region
+//! cannot be asked at the moment it would be settled, and dry-run.
+//!
+//! One p5.48xlarge block in us-east-1, bought Tue 12-01 00:00 for Thu 12-03 11:30 -> Fri 12-04
+//! 11:30 at 3.00 per GPU-hour (fee 576.00), paid at 03:00. Its rule extends it by one day at up
+//! to 3.00 within 48 h of the end; the market sells that day at 2.50 (fee 480.00). The tracker
+//! decides at Wed 12-02 12:00; the extension's payment deadline is then min(12:00 + 12 h,
+//! end - 5 min) = Thu 12-03 00:00, and capblock gives up on it 15 minutes later.
+
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use capblock_shared::app::extend::ExtensionAction;
+use capblock_shared::app::purchase::Action;
+use capblock_shared::app::scan::{ScanSettings, Scanner};
+use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::domain::budget::{BudgetOwner, BudgetUsage, Period};
+use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::lifecycle::BlockState;
+use capblock_shared::domain::rule::{Mode, Rule};
+use capblock_shared::ports::{
+    Block, BlockStore, ExtensionIntent, ExtensionLedger, ExtensionState, Ledger, ReminderError, Reminders, RuleStore,
+};
+use capblock_tests::{Aws, Published, Sim, assert_slack_schema};
+use chrono::{DateTime, Duration, Utc};
+use rust_decimal::Decimal;
+use rust_decimal_macros::dec;
+use serde_json::Value;
+
+const STACK: &str = "capblock-extend";
+const T0: &str = "2026-12-01T00:00:00Z";
+
+const SCENARIO: &str = r#"
+seed = 11
+[clock]
+start = "2026-12-01T00:00:00Z"
+[behaviour]
+payment = "succeed"
+payment_delay_hours = 3
+[[market]]
+region = "us-east-1"
+instance_type = "p5.48xlarge"
+azs = ["us-east-1a"]
+counts = [1]
+durations_days = [1]
+start_days = [2]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
+extension_usd_per_accelerator_hour = "2.50"
+"#;
+
+fn rule(mode: Mode) -> Rule {
+    let mode = mode.as_str();
+    Rule::from_toml(
+        &format!(
+            r#"
+id = "p5"
+mode = "{mode}"
+regions = ["us-east-1"]
+instance_types = ["p5.48xlarge"]
+instance_counts = [1]
+durations_days = [1]
+max_price_per_accelerator_hour = "3.00"
+monthly_budget = "5000"
+start_window = {{ earliest_in_days = 1, latest_in_days = 10 }}
+[extend]
+max_price_per_accelerator_hour = "3.00"
+max_days = 1
+decide_hours_before_end = 48
+"#
+        ),
+        T0.parse().unwrap(),
+    )
+    .unwrap()
+}
+
+/// The end of each reminder sync the tracker asked for.
+#[derive(Default)]
+struct Synced(Mutex<Vec<DateTime<Utc>>>);
+
+#[async_trait]
+impl Reminders for Synced {
+    async fn sync(&self, block: &Block, _now: DateTime<Utc>) -> Result<(), ReminderError> {
+        self.0.lock().unwrap().push(block.end);
+        Ok(())
+    }
+    async fn clear(&self, _block: &Block) -> Result<(), ReminderError> {
+        Ok(())
+    }
+}
+
+/// One simulator, one moto table and the clocks of both moved together.
+struct X {
+    sim: Sim,
+    aws: Aws,
+    market: Ec2Market,
+    reminders: Synced,
+    now: Mutex<DateTime<Utc>>,
+    settings: TrackSettings,
+    id: String,
+    /// The block's end as bought.
+    end: DateTime<Utc>,
+}
+
+impl X {
+    /// A block bought live at T0 and paid at 03:00 (its messages drained), the clock at Wed
+    /// 12-02 12:00: inside the extension window. The tracker runs with `stack_mode`.
+    async fn at_the_decision(name: &str, stack_mode: Mode) -> X {
+        let sim = Sim::start(SCENARIO).await;
+        let market = sim.market().await;
+        let mut x = X {
+            aws: Aws::fresh(name).await,
+            market,
+            sim,
+            reminders: Synced::default(),
+            now: Mutex::new(T0.parse().unwrap()),
+            settings: TrackSettings {
+                stack: STACK.into(),
+                mode: stack_mode,
+                account_budget: None,
+                payment_warning_hours: vec![6, 1],
+                adopt_untagged: false,
+                regions: vec!["us-east-1".parse().unwrap()],
+            },
+            id: String::new(),
+            end: "2026-12-04T11:30:00Z".parse().unwrap(),
+        };
+        x.aws.store().put_rule(&rule(Mode::Live), None).await.unwrap();
+        let scan = ScanSettings { stack: STACK.into(), mode: Mode::Live, account_budget: None, region_concurrency: 2 };
+        let (store, notifier) = (x.aws.store(), x.aws.notifier());
+        let catalog = Mutex::new(AcceleratorCatalog::new());
+        let report =
+            Scanner { market: &x.market, store: &store, notifier: &notifier, catalog: &catalog, settings: &scan }
+                .run(x.now())
+                .await
+                .unwrap();
+        let Some(Action::Bought { reservation_id, .. }) = report.outcomes[0].action.clone() else {
+            panic!("{report:#?}")
+        };
+        x.id = reservation_id;
+        x.advance_minutes(3 * 60).await;
+        x.track().await;
+        assert_eq!(x.block().await.state, BlockState::Scheduled);
+        assert_eq!(x.block().await.end, x.end);
+        assert_eq!(x.events().await, ["purchased", "payment-succeeded"]);
+        x.advance_minutes(33 * 60).await;
+        assert_eq!(x.now(), at("2026-12-02T12:00:00Z"));
+        x
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        *self.now.lock().unwrap()
+    }
+
+    async fn advance_minutes(&self, minutes: i64) {
+        self.sim.control("POST", "/_sim/clock", &format!("{{\"advance_secs\": {}}}", minutes * 60)).await;
+        *self.now.lock().unwrap() += Duration::minutes(minutes);
+    }
+
+    /// Moves both clocks to `t` (later than now).
+    async fn advance_to(&self, t: &str) {
+        let minutes = (at(t) - self.now()).num_minutes();
+        assert!(minutes >= 0, "{t} is in the past");
+        self.advance_minutes(minutes).await;
+    }
+
+    /// One tracker run that must see every block and every region.
+    async fn track(&self) -> TrackReport {
+        let report = self.track_anyway().await;
+        assert!(report.errors.is_empty() && report.failed_regions.is_empty(), "{report:#?}");
+        report
+    }
+
+    /// One tracker run, whatever EC2 answers.
+    async fn track_anyway(&self) -> TrackReport {
+        let (store, notifier) = (self.aws.store(), self.aws.notifier());
+        let t = Tracker {
+            market: &self.market,
+            store: &store,
+            notifier: &notifier,
+            reminders: &self.reminders,
+            settings: &self.settings,
+        };
+        t.run(self.now()).await.unwrap()
+    }
+
+    async fn block(&self) -> Block {
+        self.aws.store().get_block(&self.id).await.unwrap().unwrap()
+    }
+
+    async fn intents(&self) -> Vec<ExtensionIntent> {
+        self.aws.store().extensions_of(&self.id).await.unwrap()
+    }
+
+    /// The one extension intent of the block.
+    async fn intent(&self) -> ExtensionIntent {
+        let mut all = self.intents().await;
+        assert_eq!(all.len(), 1, "{all:#?}");
+        all.remove(0)
+    }
+
+    /// The rule's (committed, spent) this month.
+    async fn budget(&self) -> (Decimal, Decimal) {
+        let u: BudgetUsage =
+            self.aws.store().usage(&BudgetOwner::Rule("p5".into()), &Period::of(self.now())).await.unwrap().unwrap();
+        (u.committed.amount(), u.spent.amount())
+    }
+
+    /// The Slack messages published since the last call (drained), all in the block's thread.
+    async fn alerts(&self) -> Vec<Published> {
+        let alerts = self.aws.alerts().await;
+        for a in &alerts {
+            assert_slack_schema(&a.body);
+            assert_eq!(a.body["metadata"]["threadId"], self.id.as_str(), "{}", a.body);
+        }
+        alerts
+    }
+
+    async fn events(&self) -> Vec<String> {
+        self.alerts().await.iter().map(event).collect()
+    }
+
+    /// PurchaseCapacityBlockExtension calls that reached the simulator.
+    async fn extension_calls(&self) -> u64 {
+        self.sim.state().await["calls"]["PurchaseCapacityBlockExtension"].as_u64().unwrap_or(0)
+    }
+
+    /// The extensions EC2 holds for any block.
+    async fn ec2_extensions(&self) -> Vec<Value> {
+        self.sim.state().await["extensions"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Tells the market how the block's extension `offering_id` settles.
+    async fn extension_payment(&self, offering_id: &str, outcome: &str, after_hours: Option<u32>) {
+        let after = after_hours.map(|h| format!(", \"after_hours\": {h}")).unwrap_or_default();
+        self.sim
+            .control(
+                "POST",
+                "/_sim/payment",
+                &format!(
+                    r#"{{"reservation_id": "{}", "extension_offering_id": "{offering_id}", "outcome": "{outcome}"{after}}}"#,
+                    self.id
+                ),
+            )
+            .await;
+    }
+}
+
+fn at(t: &str) -> DateTime<Utc> {
+    t.parse().unwrap()
+}
+
+fn event(a: &Published) -> String {
+    a.body["metadata"]["eventType"].as_str().unwrap().to_string()
+}
+
+fn text(a: &Published) -> String {
+    format!("{} {} {}", a.body["content"]["title"], a.body["content"]["description"], a.body["content"]["nextSteps"])
+}
+
+fn bought(report: &TrackReport) -> bool {
+    report.extensions.iter().any(|a| matches!(a, ExtensionAction::Bought { .. }))
+}
+
+/// Runs the tracker at each of `times` (in order); each run must send nothing to EC2's
+/// extension purchase, post nothing and leave the intent open in `state`.
+async fn quiet_until(x: &X, times: &[&str], state: ExtensionState) {
+    for t in times {
+        x.advance_to(t).await;
+        let report = x.track().await;
+        assert!(!bought(&report), "{t}: {report:#?}");
+        assert_eq!(x.extension_calls().await, 1, "{t}: never sent again");
+        assert_eq!(x.intent().await.state, state, "{t}");
+        assert_eq!(x.block().await.end, x.end, "{t}: the end has not moved");
+        assert!(x.events().await.is_empty(), "{t}: nothing to say");
+    }
+}
+
+/// Sends the extension purchase with its answer lost: the run reports an unknown outcome, EC2
+/// holds one extension, the intent stays Sent with the fee reserved, nothing is posted.
+async fn lose_the_extension_answer(x: &X) -> String {
+    x.sim.behaviour(r#"{"drop_extension_purchase_response": true, "timeout_secs": 3}"#).await;
+    let report = x.track().await;
+    let unknown: Vec<&ExtensionAction> =
+        report.extensions.iter().filter(|a| matches!(a, ExtensionAction::Unknown { .. })).collect();
+    assert_eq!(unknown.len(), 1, "{report:#?}");
+    x.sim.behaviour(r#"{"drop_extension_purchase_response": false}"#).await;
+    let state = x.sim.state().await;
+    assert_eq!(state["faults_injected"]["dropped_extension_purchase_responses"], 1);
+    let ec2 = x.ec2_extensions().await;
+    assert_eq!(ec2.len(), 1, "EC2 took it: {ec2:#?}");
+    assert_eq!(x.extension_calls().await, 1);
+    let intent = x.intent().await;
+    assert_eq!(intent.state, ExtensionState::Sent);
+    assert_eq!(ec2[0]["offering_id"], intent.offer.id.as_str());
+    assert_eq!(x.budget().await, (dec!(1056), dec!(576)), "the extension's fee stays reserved");
+    assert!(x.events().await.is_empty(), "nothing known yet, nothing said");
+    intent.offer.id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_extension_answer_is_never_resent_and_adopted_once_the_end_moves() {
+    let x = X::at_the_decision("ext-lost-paid", Mode::Live).await;
+    lose_the_extension_answer(&x).await;
+
+    // EC2 takes payment at 15:00 (3 h after the purchase). Until then the block is extendable
+    // again in nobody's eyes: capblock sends nothing more and says nothing.
+    quiet_until(&x, &["2026-12-02T12:30:00Z", "2026-12-02T13:00:00Z", "2026-12-02T14:59:00Z"], ExtensionState::Sent)
+        .await;
+
+    x.advance_to("2026-12-02T15:00:00Z").await;
+    let report = x.track().await;
+    assert!(report.extensions.iter().any(|a| matches!(a, ExtensionAction::Paid { .. })), "{report:#?}");
+    let new_end = x.end + Duration::days(1);
+    assert_eq!(x.block().await.end, new_end);
+    assert_eq!(x.intent().await.state, ExtensionState::Paid);
+    assert_eq!(x.budget().await, (dec!(1056), dec!(1056)), "the fee is spent, once");
+    assert_eq!(x.reminders.0.lock().unwrap().last(), Some(&new_end), "reminders follow the new end");
+    let alerts = x.alerts().await;
+    assert_eq!(alerts.iter().map(event).collect::<Vec<_>>(), ["extended"], "one message about the extension");
+    let t = text(&alerts[0]);
+    assert!(t.contains("480.00 USD") && t.contains("Sat 2026-12-05 11:30 UTC"), "{t}");
+
+    // Later runs, inside the new end's window too: nothing bought (max_days is used up), nothing
+    // said about the extension (the block starts at 12-03 11:30).
+    let mut later = Vec::new();
+    for t in ["2026-12-02T18:00:00Z", "2026-12-03T12:00:00Z", "2026-12-04T12:00:00Z"] {
+        x.advance_to(t).await;
+        x.track().await;
+        later.extend(x.events().await);
+    }
+    assert_eq!(later, ["delivered"]);
+    assert_eq!(x.extension_calls().await, 1, "exactly one extension purchase reached EC2");
+    assert_eq!(x.ec2_extensions().await.len(), 1);
+    assert_eq!(x.budget().await, (dec!(1056), dec!(1056)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_extension_answer_whose_end_never_moves_is_released_after_the_deadline() {
+    let x = X::at_the_decision("ext-lost-unpaid", Mode::Live).await;
+    let offering = lose_the_extension_answer(&x).await;
+    // EC2 never takes payment: it fails the extension at its deadline, the end stays.
+    x.extension_payment(&offering, "never", None).await;
+
+    // Open until the payment deadline (Thu 00:00) and 15 minutes beyond it.
+    quiet_until(
+        &x,
+        &["2026-12-02T13:00:00Z", "2026-12-02T18:00:00Z", "2026-12-03T00:00:00Z", "2026-12-03T00:14:00Z"],
+        ExtensionState::Sent,
+    )
+    .await;
+    assert_eq!(x.ec2_extensions().await[0]["status"], "payment-failed");
+    assert_eq!(x.budget().await, (dec!(1056), dec!(576)), "still reserved until capblock's deadline");
+
+    x.advance_to("2026-12-03T00:15:00Z").await;
+    let report = x.track().await;
+    assert!(report.extensions.iter().any(|a| matches!(a, ExtensionAction::Released { .. })), "{report:#?}");
+    let intent = x.intent().await;
+    assert_eq!(intent.state, ExtensionState::Released);
+    assert_eq!(x.budget().await, (dec!(576), dec!(576)), "the fee is released");
+    let alerts = x.alerts().await;
+    assert_eq!(alerts.iter().map(event).collect::<Vec<_>>(), ["extension-released"], "one message about it");
+    let t = text(&alerts[0]);
+    assert!(t.contains(&offering) && t.contains("did not move by the payment deadline"), "{t}");
+    assert!(t.contains("Fri 2026-12-04 11:30 UTC"), "the block still ends as bought: {t}");
+
+    // Later runs (the same offering is on sale again): never sent again, released once, nothing
+    // more said about it (the block starts at 12-03 11:30).
+    let mut later = Vec::new();
+    for t in ["2026-12-03T01:00:00Z", "2026-12-03T12:00:00Z", "2026-12-04T09:00:00Z"] {
+        x.advance_to(t).await;
+        x.track().await;
+        later.extend(x.events().await);
+        assert_eq!(x.budget().await, (dec!(576), dec!(576)), "{t}: released once");
+    }
+    assert_eq!(later, ["delivered"]);
+    assert_eq!(x.extension_calls().await, 1, "exactly one extension purchase reached EC2");
+    assert_eq!(x.intents().await.len(), 1);
+    assert_eq!(x.block().await.end, x.end);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_extension_payment_keeps_the_end_and_releases_the_fee_once() {
+    let x = X::at_the_decision("ext-fail", Mode::Live).await;
+    let report = x.track().await;
+    assert!(bought(&report), "{report:#?}");
+    let alerts = x.alerts().await;
+    assert_eq!(alerts.iter().map(event).collect::<Vec<_>>(), ["extension-bought"]);
+    let intent = x.intent().await;
+    assert_eq!(intent.state, ExtensionState::Bought);
+    assert_eq!(x.budget().await, (dec!(1056), dec!(576)));
+    // EC2 fails the payment an hour after the purchase, long before its deadline.
+    x.extension_payment(&intent.offer.id, "fail", Some(1)).await;
+
+    // capblock sees only the end, which does not move: it waits for the deadline (+15 min),
+    // keeps the fee reserved and sends no second extension.
+    quiet_until(
+        &x,
+        &["2026-12-02T13:00:00Z", "2026-12-02T20:00:00Z", "2026-12-03T00:00:00Z", "2026-12-03T00:14:00Z"],
+        ExtensionState::Bought,
+    )
+    .await;
+    assert_eq!(x.ec2_extensions().await[0]["status"], "payment-failed");
+
+    x.advance_to("2026-12-03T00:15:00Z").await;
+    x.track().await;
+    assert_eq!(x.intent().await.state, ExtensionState::Released);
+    assert_eq!(x.budget().await, (dec!(576), dec!(576)), "the fee is released");
+    let alerts = x.alerts().await;
+    assert_eq!(alerts.iter().map(event).collect::<Vec<_>>(), ["extension-released"]);
+    let t = text(&alerts[0]);
+    assert!(t.contains("Extension not made") && t.contains("Fri 2026-12-04 11:30 UTC"), "{t}");
+    assert!(t.contains("fee was released"), "{t}");
+
+    // Released once however often the tracker runs; the block ends at its original end and
+    // costs what the block cost.
+    for t in ["2026-12-03T01:00:00Z", "2026-12-03T11:30:00Z", "2026-12-04T09:00:00Z"] {
+        x.advance_to(t).await;
+        x.track().await;
+        assert_eq!(x.budget().await, (dec!(576), dec!(576)), "{t}");
+    }
+    assert_eq!(events_of(&x.alerts().await), ["delivered"], "the block started at 12-03 11:30");
+    x.advance_to("2026-12-04T11:30:00Z").await;
+    x.track().await;
+    let b = x.block().await;
+    assert_eq!((b.state, b.end), (BlockState::Expired, x.end));
+    let alerts = x.alerts().await;
+    assert_eq!(events_of(&alerts), ["expired"]);
+    assert!(text(&alerts[0]).contains("Total fee: 576.00 USD"), "{}", text(&alerts[0]));
+    assert!(x.reminders.0.lock().unwrap().iter().all(|e| *e == x.end), "reminders never left the end");
+    assert_eq!(x.extension_calls().await, 1);
+    assert_eq!(x.budget().await, (dec!(576), dec!(576)));
+}
+
+fn events_of(alerts: &[Published]) -> Vec<String> {
+    alerts.iter().map(event).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_that_ec2_moves_back_is_followed_and_not_announced_as_an_extension() {
+    let x = X::at_the_decision("ext-revert", Mode::Live).await;
+    assert!(bought(&x.track().await));
+    let offering = x.intent().await.offer.id;
+    x.alerts().await;
+    x.advance_to("2026-12-02T15:00:00Z").await; // paid
+    x.track().await;
+    let new_end = x.end + Duration::days(1);
+    assert_eq!(x.block().await.end, new_end);
+    assert_eq!(events_of(&x.alerts().await), ["extended"]);
+
+    // EC2 undoes it: the extension's payment is now reported failed and the end is the old one.
+    x.extension_payment(&offering, "fail", Some(1)).await;
+    x.advance_minutes(30).await;
+    x.track().await;
+    let b = x.block().await;
+    assert_eq!((b.state, b.end), (BlockState::Scheduled, x.end), "the stored end follows EC2 back");
+    assert_eq!(x.reminders.0.lock().unwrap().last(), Some(&x.end), "and the reminders with it");
+    let alerts = x.alerts().await;
+    assert_eq!(events_of(&alerts), ["end-moved-back"], "not an 'extended' message");
+    let t = text(&alerts[0]);
+    assert!(t.contains("Fri 2026-12-04 11:30 UTC") && t.contains("Sat 2026-12-05 11:30 UTC"), "{t}");
+    x.track().await;
+    assert!(x.alerts().await.is_empty(), "said once");
+    assert_eq!(x.extension_calls().await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_outage_at_the_deadline_does_not_release_a_paid_extension() {
+    let x = X::at_the_decision("ext-outage", Mode::Live).await;
+    assert!(bought(&x.track().await));
+    x.alerts().await;
+    // us-east-1 stops answering before EC2 takes payment (15:00) and until after capblock's
+    // deadline for the extension (Thu 00:15): capblock has never seen the end move.
+    x.sim.behaviour(r#"{"down_regions": ["us-east-1"], "timeout_secs": 3}"#).await;
+    for t in ["2026-12-02T16:00:00Z", "2026-12-03T00:15:00Z", "2026-12-03T01:00:00Z"] {
+        x.advance_to(t).await;
+        let report = x.track_anyway().await;
+        assert!(report.failed_regions.contains_key("us-east-1"), "{t}: {report:#?}");
+        assert_eq!(x.intent().await.state, ExtensionState::Bought, "{t}: not released on a stale end");
+        assert_eq!(x.budget().await, (dec!(1056), dec!(576)), "{t}");
+        assert!(x.alerts().await.is_empty(), "{t}");
+    }
+    x.sim.behaviour(r#"{"down_regions": []}"#).await;
+    x.advance_minutes(5).await;
+    x.track().await;
+    assert_eq!(x.block().await.end, x.end + Duration::days(1));
+    assert_eq!(x.intent().await.state, ExtensionState::Paid);
+    assert_eq!(x.budget().await, (dec!(1056), dec!(1056)), "the charge is in the budget");
+    assert_eq!(events_of(&x.alerts().await), ["extended"]);
+    assert_eq!(x.extension_calls().await, 1);
+}
+
+/// Several runs inside the window with the stack or the rule in dry-run: one "would extend"
+/// message, nothing bought, nothing reserved.
+async fn dry_run_announces_once(x: X) {
+    let mut first_times = Vec::new();
+    for t in ["2026-12-02T12:00:00Z", "2026-12-02T12:05:00Z", "2026-12-02T18:00:00Z", "2026-12-03T12:00:00Z"] {
+        x.advance_to(t).await;
+        let report = x.track().await;
+        let would: Vec<bool> = report
+            .extensions
+            .iter()
+            .filter_map(|a| match a {
+                ExtensionAction::WouldExtend { first_time, .. } => Some(*first_time),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(would.len(), 1, "{t}: {report:#?}");
+        first_times.push(would[0]);
+    }
+    assert_eq!(first_times, [true, false, false, false]);
+    let alerts = x.alerts().await;
+    let mut seen = events_of(&alerts);
+    seen.sort();
+    // The block became active at 12-03 11:30, between these runs.
+    assert_eq!(seen, ["delivered", "would-extend"]);
+    let would: Vec<&Published> = alerts.iter().filter(|a| event(a) == "would-extend").collect();
+    assert_eq!(would.len(), 1, "announced once");
+    let t = text(would[0]);
+    assert!(
+        t.contains("Would extend (dry run)") && t.contains("480.00 USD") && t.contains("Sat 2026-12-05 11:30 UTC"),
+        "{t}"
+    );
+    assert_eq!(x.extension_calls().await, 0, "no extension purchase, not even one");
+    assert!(x.ec2_extensions().await.is_empty());
+    assert!(x.intents().await.is_empty(), "no intent");
+    assert_eq!(x.budget().await, (dec!(576), dec!(576)), "nothing reserved");
+    assert_eq!(x.block().await.end, x.end);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_stack_announces_would_extend_once_and_buys_nothing() {
+    let x = X::at_the_decision("ext-dry-stack", Mode::DryRun).await;
+    dry_run_announces_once(x).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_rule_announces_would_extend_once_and_buys_nothing() {
+    let x = X::at_the_decision("ext-dry-rule", Mode::Live).await;
+    x.aws.store().put_rule(&rule(Mode::DryRun), None).await.unwrap();
+    dry_run_announces_once(x).await;
+}
