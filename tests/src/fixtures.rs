@@ -19,8 +19,9 @@ use capblock_shared::domain::names::{InstanceType, Region};
 use capblock_shared::domain::offering::{Offering, RawOffering};
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::ports::{
-    Block, BlockStore, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome,
-    PurchaseRequest, Purchaser, ReminderError, Reminders, Reservation, ReservationSource, RuleStore,
+    Block, BlockStore, ExtensionMarket, ExtensionOffer, ExtensionReceipt, InstanceTypeSource, MarketError,
+    OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser, ReminderError, Reminders, Reservation,
+    ReservationSource, RuleStore,
 };
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
@@ -434,10 +435,21 @@ impl Rig {
 #[async_trait]
 pub trait PurchaseHook: Send + Sync {
     async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError>;
+
+    /// PurchaseCapacityBlockExtension; by default the real one.
+    async fn purchase_extension(
+        &self,
+        real: &Ec2Market,
+        region: &Region,
+        offering_id: &str,
+        reservation_id: &str,
+    ) -> Result<ExtensionReceipt, MarketError> {
+        real.purchase_extension(region, offering_id, reservation_id).await
+    }
 }
 
-/// The real EC2 adapter for every call but PurchaseCapacityBlock, which `hook` answers: how a
-/// test makes EC2 refuse a purchase, or answer 5xx before or after acting.
+/// The real EC2 adapter for every call but the two purchases, which `hook` answers: how a test
+/// makes EC2 refuse a purchase or an extension, or answer 5xx before or after acting.
 pub struct HookedMarket<H> {
     pub real: Ec2Market,
     pub hook: H,
@@ -476,6 +488,26 @@ impl<H: Send + Sync> ReservationSource for HookedMarket<H> {
     }
     async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError> {
         self.real.capacity_blocks(region).await
+    }
+}
+
+#[async_trait]
+impl<H: PurchaseHook> ExtensionMarket for HookedMarket<H> {
+    async fn extension_offerings(
+        &self,
+        region: &Region,
+        reservation_id: &str,
+        duration_hours: u32,
+    ) -> Result<Vec<ExtensionOffer>, MarketError> {
+        self.real.extension_offerings(region, reservation_id, duration_hours).await
+    }
+    async fn purchase_extension(
+        &self,
+        region: &Region,
+        offering_id: &str,
+        reservation_id: &str,
+    ) -> Result<ExtensionReceipt, MarketError> {
+        self.hook.purchase_extension(&self.real, region, offering_id, reservation_id).await
     }
 }
 

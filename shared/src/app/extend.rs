@@ -251,6 +251,10 @@ where
             Err(e) if e.had_no_effect() => {
                 let reason = e.to_string();
                 tracing::warn!(event = "extension_refused", reservation = %rid, offering = %offer.id, %reason, "nothing bought; budget released");
+                // The notice first (keyed like settle's, so a crash before the close cannot
+                // announce it twice: the next run settles the intent and finds the notice).
+                let msg = announce::extension_released(&facts(b), &offer.id, &reason);
+                self.store.enqueue(&alert_notice(&rid, &format!("extension-released-{}", offer.id), &msg, now)).await?;
                 self.store.close_extension(&sent, ExtensionState::Released, Some(&reason)).await?;
                 Ok(Some(ExtensionAction::Refused { reservation_id: rid, offering_id: offer.id, reason }))
             }

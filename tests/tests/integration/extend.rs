@@ -10,6 +10,7 @@
 //! end - 5 min) = Thu 12-03 00:00, and capblock gives up on it 15 minutes later.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use async_trait::async_trait;
 use capblock_shared::app::extend::ExtensionAction;
@@ -20,11 +21,13 @@ use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, BudgetUsage, Period};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::lifecycle::BlockState;
+use capblock_shared::domain::names::Region;
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::ports::{
-    Block, BlockStore, ExtensionIntent, ExtensionLedger, ExtensionState, Ledger, ReminderError, Reminders, RuleStore,
+    Block, BlockStore, ExtensionIntent, ExtensionLedger, ExtensionMarket, ExtensionReceipt, ExtensionState, Ledger,
+    MarketError, PurchaseOutcome, PurchaseRequest, Purchaser, ReminderError, Reminders, RuleStore,
 };
-use capblock_tests::{Aws, Published, Sim, assert_slack_schema};
+use capblock_tests::{Aws, HookedMarket, Published, PurchaseHook, Sim, assert_slack_schema};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use rust_decimal_macros::dec;
@@ -91,11 +94,44 @@ impl Reminders for Synced {
     }
 }
 
+/// Lets every purchase through to the simulator, unless told to refuse extensions (as EC2 does
+/// with InsufficientCapacity when the extension sold out between the offer and the purchase).
+#[derive(Default)]
+struct ExtensionHook {
+    refuse: AtomicBool,
+    refused: AtomicU32,
+}
+
+#[async_trait]
+impl PurchaseHook for ExtensionHook {
+    async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
+        real.purchase(req).await
+    }
+    async fn purchase_extension(
+        &self,
+        real: &Ec2Market,
+        region: &Region,
+        offering_id: &str,
+        reservation_id: &str,
+    ) -> Result<ExtensionReceipt, MarketError> {
+        if !self.refuse.load(Ordering::SeqCst) {
+            return real.purchase_extension(region, offering_id, reservation_id).await;
+        }
+        self.refused.fetch_add(1, Ordering::SeqCst);
+        Err(MarketError::Rejected {
+            operation: "PurchaseCapacityBlockExtension",
+            region: region.to_string(),
+            code: "InsufficientCapacity".into(),
+            message: "there is not enough capacity to extend this block".into(),
+        })
+    }
+}
+
 /// One simulator, one moto table and the clocks of both moved together.
 struct X {
     sim: Sim,
     aws: Aws,
-    market: Ec2Market,
+    market: HookedMarket<ExtensionHook>,
     reminders: Synced,
     now: Mutex<DateTime<Utc>>,
     settings: TrackSettings,
@@ -109,7 +145,7 @@ impl X {
     /// 12-02 12:00: inside the extension window. The tracker runs with `stack_mode`.
     async fn at_the_decision(name: &str, stack_mode: Mode) -> X {
         let sim = Sim::start(SCENARIO).await;
-        let market = sim.market().await;
+        let market = HookedMarket { real: sim.market().await, hook: ExtensionHook::default() };
         let mut x = X {
             aws: Aws::fresh(name).await,
             market,
@@ -432,6 +468,33 @@ async fn a_failed_extension_payment_keeps_the_end_and_releases_the_fee_once() {
     assert!(x.reminders.0.lock().unwrap().iter().all(|e| *e == x.end), "reminders never left the end");
     assert_eq!(x.extension_calls().await, 1);
     assert_eq!(x.budget().await, (dec!(576), dec!(576)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_extension_is_announced_once_and_its_fee_released() {
+    let x = X::at_the_decision("ext-refused", Mode::Live).await;
+    x.market.hook.refuse.store(true, Ordering::SeqCst);
+    let report = x.track().await;
+    assert!(report.extensions.iter().any(|a| matches!(a, ExtensionAction::Refused { .. })), "{report:#?}");
+    assert_eq!(x.market.hook.refused.load(Ordering::SeqCst), 1);
+    assert_eq!(x.intent().await.state, ExtensionState::Released);
+    assert_eq!(x.budget().await, (dec!(576), dec!(576)), "the fee is released at once");
+    let alerts = x.alerts().await;
+    assert_eq!(events_of(&alerts), ["extension-released"]);
+    let t = text(&alerts[0]);
+    assert!(t.contains("Extension not made") && t.contains("InsufficientCapacity"), "{t}");
+    assert!(t.contains("Fri 2026-12-04 11:30 UTC") && t.contains("fee was released"), "{t}");
+
+    // The refused offering is not asked for again, and nothing more is said about it.
+    for t in ["2026-12-02T13:00:00Z", "2026-12-02T20:00:00Z"] {
+        x.advance_to(t).await;
+        x.track().await;
+        assert_eq!(x.market.hook.refused.load(Ordering::SeqCst), 1, "{t}");
+        assert!(x.events().await.is_empty(), "{t}");
+        assert_eq!(x.budget().await, (dec!(576), dec!(576)), "{t}");
+    }
+    assert_eq!(x.block().await.end, x.end);
+    assert_eq!(x.extension_calls().await, 0, "nothing reached EC2");
 }
 
 fn events_of(alerts: &[Published]) -> Vec<String> {
