@@ -214,8 +214,9 @@ where
             return skip(format!("none of {} extension offering(s) meets the rule and the budget", offers.len()));
         };
 
-        if self.stack_mode.and(rule.mode) != Mode::Live {
-            let msg = announce::extension_decided(&facts(b), &offer.id, offer.end, offer.fee, rate, true);
+        let mode = self.stack_mode.and(rule.mode);
+        if mode != Mode::Live {
+            let msg = announce::extension_decided(&facts(b), &offer.id, offer.end, offer.fee, rate, mode);
             let first_time = self.store.enqueue(&alert_notice(&rid, "would-extend", &msg, now)).await?;
             return Ok(Some(ExtensionAction::WouldExtend { reservation_id: rid, offering_id: offer.id, first_time }));
         }
@@ -244,7 +245,7 @@ where
                 if let Err(e) = self.store.advance_extension(&sent, ExtensionState::Bought, now).await {
                     tracing::warn!(event = "extension_record_failed", reservation = %rid, error = %e, "left Sent; settled by the end date");
                 }
-                let msg = announce::extension_decided(&facts(b), &offer.id, offer.end, offer.fee, rate, false);
+                let msg = announce::extension_decided(&facts(b), &offer.id, offer.end, offer.fee, rate, Mode::Live);
                 self.store.enqueue(&alert_notice(&rid, &format!("extension-bought-{}", offer.id), &msg, now)).await?;
                 Ok(Some(ExtensionAction::Bought { reservation_id: rid, offering_id: offer.id }))
             }

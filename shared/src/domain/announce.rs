@@ -519,20 +519,28 @@ pub fn extension_decided(
     new_end: DateTime<Utc>,
     fee: super::money::Money,
     rate: super::money::Rate,
-    dry_run: bool,
+    mode: Mode,
 ) -> SlackMessage {
-    let (event, title, step) = if dry_run {
-        (
-            "would-extend",
-            format!("Would extend (dry run): `{}`", b.reservation_id),
-            "Nothing was bought: the stack or the rule is in dry-run mode.".to_string(),
-        )
-    } else {
-        (
+    let (event, title, step) = match mode {
+        Mode::Live => (
             "extension-bought",
             format!("Extension bought: `{}`", b.reservation_id),
             "The end moves once EC2 takes payment; capblock posts here when it does.".to_string(),
-        )
+        ),
+        Mode::DryRun => (
+            "would-extend",
+            format!("Would extend (dry run): `{}`", b.reservation_id),
+            "Nothing was bought: the stack or the rule is in dry-run mode.".to_string(),
+        ),
+        // Approval is asked for purchases only: an extension is decided near the block's end,
+        // when nobody may be there to approve it in time.
+        Mode::Approval => (
+            "would-extend",
+            format!("Would extend (approval mode): `{}`", b.reservation_id),
+            "Nothing was bought: capblock does not extend blocks of rules in approval mode. \
+             Extend it in the EC2 console, or set the rule's mode to \"live\" to let capblock extend."
+                .to_string(),
+        ),
     };
     tracked(
         b,
@@ -623,5 +631,28 @@ mod tests {
         // An adopted block has no known deadline: neither claim is made.
         let adopted = payment_failed(&block(None), false, t(1, 2, 0));
         assert!(adopted.description.starts_with("EC2 reports the payment as failed;"), "{}", adopted.description);
+    }
+
+    #[test]
+    fn a_not_live_extension_says_why_nothing_was_bought() {
+        let b = block(Some(t(1, 12, 0)));
+        let fee = super::super::money::Money::usd(rust_decimal::Decimal::from(480)).unwrap();
+        let rate = super::super::money::Rate { per_unit: rust_decimal::Decimal::new(25, 1), currency: fee.currency() };
+        let msg = |mode| extension_decided(&b, "cbe-1", t(5, 11, 30), fee, rate, mode);
+        let dry = msg(Mode::DryRun);
+        assert_eq!(
+            (dry.event_type.as_str(), dry.title.as_str()),
+            ("would-extend", "Would extend (dry run): `cr-0123456789abcdef0`")
+        );
+        assert!(dry.next_steps[0].contains("dry-run mode"), "{:?}", dry.next_steps);
+        let approval = msg(Mode::Approval);
+        assert_eq!(approval.event_type, "would-extend");
+        assert_eq!(approval.title, "Would extend (approval mode): `cr-0123456789abcdef0`");
+        assert!(approval.next_steps[0].contains("approval mode") && !approval.next_steps[0].contains("dry-run"));
+        let live = msg(Mode::Live);
+        assert_eq!(
+            (live.event_type.as_str(), live.title.as_str()),
+            ("extension-bought", "Extension bought: `cr-0123456789abcdef0`")
+        );
     }
 }
