@@ -4,11 +4,11 @@
 //! cold-start part needs the stack's table and topics. Every figure is measured in this run;
 //! nothing here asserts, it reports. See the README's "Benchmarks" section.
 
+mod cold;
 mod cost;
 mod fanout;
 mod http;
 mod proxy;
-mod runtime;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -277,7 +277,7 @@ fn run_fanout(a: &Args, d: &Defaults, dir: &Path, rows: &mut Vec<Row>) -> Result
 /// Per function: the cold-start runs and the requests each invocation made.
 pub struct FunctionFigures {
     pub name: &'static str,
-    pub runs: Vec<runtime::Run>,
+    pub runs: Vec<cold::Run>,
     pub counts: proxy::Counts,
 }
 
@@ -374,7 +374,7 @@ fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec
         let mut runs = Vec::new();
         for i in 0..a.runs {
             let arn = format!("arn:aws:lambda:us-east-1:123456789012:function:{name}");
-            let r = runtime::cold_start(&bin, &env, event, &arn, &dir.join(format!("{name}-{i}.log")))?;
+            let r = cold::cold_start(&bin, &env, event, &arn, &dir.join(format!("{name}-{i}.log")))?;
             if r.outcome != "response" {
                 eprintln!("bench:   {name} run {i}: {} {}", r.outcome, r.body.chars().take(300).collect::<String>());
             }
@@ -396,8 +396,8 @@ fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec
 
 fn cold_rows(fs: &[FunctionFigures], rows: &mut Vec<Row>) {
     for f in fs {
-        let own = median(f.runs.iter().map(runtime::Run::first_response_own).collect());
-        let first = median(f.runs.iter().map(runtime::Run::first_response).collect());
+        let own = median(f.runs.iter().map(cold::Run::first_response_own).collect());
+        let first = median(f.runs.iter().map(cold::Run::first_response).collect());
         let ok = f.runs.iter().filter(|r| r.outcome == "response").count();
         rows.push(row(
             format!("{} cold start -> first response, own time", f.name),

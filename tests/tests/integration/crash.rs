@@ -1,7 +1,7 @@
 //! Crash points: the real `scan-offerings` binary, run behind a local Lambda Runtime API
-//! (`capblock_tests::runtime`) against moto and a simulator, is SIGKILLed at each step of a
-//! purchase and of its announcement. The function has no test hooks; each step is made to
-//! wait where it can be observed from outside:
+//! (`capblock_local_lambda`, through `capblock_tests::runtime`) against moto and a simulator,
+//! is SIGKILLed at each step of a purchase and of its announcement. The function has no test
+//! hooks; each step is made to wait where it can be observed from outside:
 //!
 //! | point | how the run is held there |
 //! |---|---|
@@ -21,7 +21,7 @@ use std::time::Duration as StdDuration;
 
 use capblock_shared::domain::budget::{BudgetOwner, IntentState, Period};
 use capblock_shared::ports::{BlockStore, Ledger, RuleStore};
-use capblock_tests::runtime::{Outcome, RuntimeApi, binary};
+use capblock_tests::runtime::{self, Outcome, binary};
 use capblock_tests::{Aws, RuleToml, ScenarioToml, Sim, T0, binary_env, t0};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
@@ -206,7 +206,7 @@ async fn crash_at(point: Point) -> Row {
         .map(|(k, v)| (k.to_string(), v.to_string())),
     );
     let bin = binary("scan-offerings");
-    let api = RuntimeApi::start().await;
+    let api = runtime::start().await;
     let t0 = t0();
 
     match point {
@@ -220,7 +220,7 @@ async fn crash_at(point: Point) -> Row {
         Point::AfterPublish => sns.set(ProxyMode::HoldAfter),
         Point::None => {}
     }
-    let mut child = api.spawn(&bin, &env);
+    let mut child = runtime::spawn(&api, &bin, &env);
     let first = api.invoke(tick(t0));
     let at_kill = match point {
         Point::None => {
@@ -271,7 +271,7 @@ async fn crash_at(point: Point) -> Row {
     sns.set(ProxyMode::Pass);
     let mut runs_after = 0;
     let mut now = t0;
-    let mut child = api.spawn(&bin, &env);
+    let mut child = runtime::spawn(&api, &bin, &env);
     // The next scan 6 minutes later; then, if nothing was bought yet, the one after the first
     // offering left the rule's start window (an abandoned intent's offering is not retried).
     for step in [Duration::minutes(6), Duration::hours(36)] {
