@@ -27,7 +27,7 @@ use capblock_shared::ports::{
     Block, BlockStore, ExtensionIntent, ExtensionLedger, ExtensionMarket, ExtensionReceipt, ExtensionState, Ledger,
     MarketError, PurchaseOutcome, PurchaseRequest, Purchaser, ReminderError, Reminders, RuleStore,
 };
-use capblock_tests::{Aws, HookedMarket, Published, PurchaseHook, Sim, assert_slack_schema};
+use capblock_tests::{Aws, HookedMarket, Published, PurchaseHook, RuleToml, ScenarioToml, Sim, assert_slack_schema};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use rust_decimal_macros::dec;
@@ -36,47 +36,21 @@ use serde_json::Value;
 const STACK: &str = "capblock-extend";
 const T0: &str = "2026-12-01T00:00:00Z";
 
-const SCENARIO: &str = r#"
-seed = 11
-[clock]
-start = "2026-12-01T00:00:00Z"
-[behaviour]
-payment = "succeed"
-payment_delay_hours = 3
-[[market]]
-region = "us-east-1"
-instance_type = "p5.48xlarge"
-azs = ["us-east-1a"]
-counts = [1]
-durations_days = [1]
-start_days = [2]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
-extension_usd_per_accelerator_hour = "2.50"
-"#;
+/// The market: the block's day at 3.00, its one-day extension at 2.50.
+fn scenario() -> String {
+    ScenarioToml::new(11, T0)
+        .payment("succeed", Some(3))
+        .p5("us-east-1", &[2], "3.00")
+        .extension_price(Some("2.50"))
+        .build()
+}
 
+/// The p5 rule in `mode`, extending by one day at up to 3.00 within 48 h of the end.
 fn rule(mode: Mode) -> Rule {
-    let mode = mode.as_str();
-    Rule::from_toml(
-        &format!(
-            r#"
-id = "p5"
-mode = "{mode}"
-regions = ["us-east-1"]
-instance_types = ["p5.48xlarge"]
-instance_counts = [1]
-durations_days = [1]
-max_price_per_accelerator_hour = "3.00"
-monthly_budget = "5000"
-start_window = {{ earliest_in_days = 1, latest_in_days = 10 }}
-[extend]
-max_price_per_accelerator_hour = "3.00"
-max_days = 1
-decide_hours_before_end = 48
-"#
-        ),
-        T0.parse().unwrap(),
-    )
-    .unwrap()
+    RuleToml::p5("p5")
+        .mode(mode.as_str())
+        .extra("[extend]\nmax_price_per_accelerator_hour = \"3.00\"\nmax_days = 1\ndecide_hours_before_end = 48")
+        .rule(T0.parse().unwrap())
 }
 
 /// The end of each reminder sync the tracker asked for.
@@ -144,7 +118,7 @@ impl X {
     /// A block bought live at T0 and paid at 03:00 (its messages drained), the clock at Wed
     /// 12-02 12:00: inside the extension window. The tracker runs with `stack_mode`.
     async fn at_the_decision(name: &str, stack_mode: Mode) -> X {
-        let sim = Sim::start(SCENARIO).await;
+        let sim = Sim::start(&scenario()).await;
         let market = HookedMarket { real: sim.market().await, hook: ExtensionHook::default() };
         let mut x = X {
             aws: Aws::fresh(name).await,
