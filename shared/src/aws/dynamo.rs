@@ -16,6 +16,7 @@ use std::time::Duration as StdDuration;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, PutRequest, TransactWriteItem, Update, WriteRequest};
 use chrono::{DateTime, Duration, Utc};
@@ -114,7 +115,12 @@ impl DynamoStore {
                 .expression_attribute_values(":p", s(p)),
             None => q.key_condition_expression("gsi1pk = :pk"),
         };
-        q.into_paginator().items().send().collect::<Result<Vec<_>, _>>().await.map_err(|e| store_err("query", e))
+        Self::all_items(q, "query").await
+    }
+
+    /// Every item a query matches, all pages.
+    async fn all_items(q: QueryFluentBuilder, what: &str) -> Result<Vec<Item>, StoreError> {
+        q.into_paginator().items().send().collect::<Result<Vec<_>, _>>().await.map_err(|e| store_err(what, e))
     }
 
     async fn get(&self, k: Item) -> Result<Option<Item>, StoreError> {
@@ -670,22 +676,15 @@ impl ObservationStore for DynamoStore {
         to: DateTime<Utc>,
     ) -> Result<Vec<Observation>, StoreError> {
         let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        self.client
+        let q = self
+            .client
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
             .expression_attribute_values(":pk", s(obs_pk(region, instance_type)))
             .expression_attribute_values(":a", s(fmt(from)))
-            .expression_attribute_values(":b", s(format!("{}~", fmt(to))))
-            .into_paginator()
-            .items()
-            .send()
-            .collect::<Result<Vec<_>, _>>()
-            .await
-            .map_err(|e| store_err("history", e))?
-            .iter()
-            .map(data)
-            .collect()
+            .expression_attribute_values(":b", s(format!("{}~", fmt(to))));
+        Self::all_items(q, "history").await?.iter().map(data).collect()
     }
 }
 

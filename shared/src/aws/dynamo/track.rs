@@ -246,22 +246,15 @@ impl DynamoStore {
     }
 
     pub(super) async fn extensions_of_block(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError> {
-        self.client
+        let q = self
+            .client
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
             .expression_attribute_values(":pk", s(block_pk(reservation_id)))
             .expression_attribute_values(":p", s("EXT#"))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send()
-            .collect::<Result<Vec<_>, _>>()
-            .await
-            .map_err(|e| store_err("extensions of block", e))?
-            .iter()
-            .map(data)
-            .collect()
+            .consistent_read(true);
+        Self::all_items(q, "extensions of block").await?.iter().map(data).collect()
     }
 
     pub(super) async fn open_extension_intents(&self) -> Result<Vec<ExtensionIntent>, StoreError> {
