@@ -5,10 +5,11 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use super::outbox::alert_notice;
+use super::track::adopted_block;
 use crate::domain::announce;
 use crate::domain::budget::{Intent, IntentState};
 use crate::domain::decision::Priced;
-use crate::domain::lifecycle::{BlockState, payment_deadline};
+use crate::domain::lifecycle::payment_deadline;
 use crate::ports::{Block, Ledger, Reservation, ReservationSource, StoreError};
 
 /// The tag that ties a reservation to the intent that bought it.
@@ -32,15 +33,8 @@ pub enum Settled {
 /// The block capblock holds for a reservation its intent bought.
 pub fn block_for(intent: &Intent, r: &Reservation, now: DateTime<Utc>) -> Block {
     let purchased_at = intent.sent_at.unwrap_or(now);
+    // What EC2 says of the reservation, plus what the intent knows that EC2 does not.
     Block {
-        reservation_id: r.id.clone(),
-        region: r.region.clone(),
-        availability_zone: r.availability_zone.clone(),
-        instance_type: r.instance_type.clone(),
-        instance_count: r.instance_count,
-        start: r.start,
-        end: r.end,
-        state: BlockState::from_ec2(&r.state).unwrap_or(BlockState::PaymentPending),
         fee: Some(intent.offering.fee),
         accelerators_per_instance: Some(intent.accelerators_per_instance),
         purchased_at,
@@ -48,9 +42,8 @@ pub fn block_for(intent: &Intent, r: &Reservation, now: DateTime<Utc>) -> Block 
         rule_id: Some(intent.rule_id.clone()),
         intent_id: Some(intent.id.clone()),
         ultraserver: intent.offering.ultraserver,
-        arn: r.arn.clone(),
         period: Some(intent.period.clone()),
-        version: 1,
+        ..adopted_block(r, false, now)
     }
 }
 

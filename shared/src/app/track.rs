@@ -105,7 +105,8 @@ pub fn per_accelerator_hour(b: &Block, total: Money) -> Option<Rate> {
     total.per(accel * minutes / Decimal::from(60))
 }
 
-/// A block for a reservation capblock did not record.
+/// A block for a reservation capblock did not record: what EC2 says of it, nothing more
+/// (`reconcile::block_for` adds what a purchase intent knows).
 pub fn adopted_block(r: &Reservation, tagged: bool, now: DateTime<Utc>) -> Block {
     Block {
         reservation_id: r.id.clone(),
