@@ -1,6 +1,9 @@
 //! The offer side of the market: which Capacity Block offerings exist at a given sim time,
 //! what they cost, and their stable ids. Pure functions of (scenario, now, query).
 
+use std::cmp::Ordering;
+use std::collections::HashSet;
+
 use chrono::{DateTime, Duration, NaiveTime, Utc};
 use rust_decimal::{Decimal, RoundingStrategy};
 
@@ -37,8 +40,16 @@ pub fn duration_days_from_hours(hours: i64, param: &str) -> Result<i64, ApiError
 
 /// Exact fee: price x accelerators x instances x hours, rounded to cents.
 pub fn upfront_fee(usd_per_accel_hour: Decimal, accelerators: u32, count: u32, hours: i64) -> Decimal {
-    let units = Decimal::from(i64::from(accelerators) * i64::from(count) * hours);
-    let mut fee = (usd_per_accel_hour * units).round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero);
+    upfront_fee_minutes(usd_per_accel_hour, accelerators, count, hours * 60)
+}
+
+/// Exact fee of a block lasting `minutes`: price x accelerators x instances x minutes / 60,
+/// rounded half away from zero to cents. A quotient that does not terminate is not a midpoint,
+/// and Decimal's 28 digits decide its rounding exactly.
+pub fn upfront_fee_minutes(usd_per_accel_hour: Decimal, accelerators: u32, count: u32, minutes: i64) -> Decimal {
+    let units = Decimal::from(i64::from(accelerators) * i64::from(count) * minutes);
+    let mut fee = (usd_per_accel_hour * units / Decimal::from(60))
+        .round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero);
     fee.rescale(2);
     fee
 }
@@ -57,11 +68,37 @@ pub struct Offering {
     pub instance_count: u32,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
+    /// Whole hours of the block; `duration_minutes` holds the rest (0..=59).
     pub duration_hours: i64,
+    pub duration_minutes: i64,
+    /// The price step the fee was computed from, per accelerator-hour (exact, before the fee's
+    /// rounding to cents).
+    pub usd_per_accelerator_hour: Decimal,
     pub upfront_fee: Decimal,
     pub currency: String,
     /// The line's payment override, carried to the purchase.
     pub payment: Option<PaymentOutcome>,
+}
+
+/// The order of an answer: cheapest per accelerator-hour first (the exact price, i.e. the
+/// upfront fee per accelerator-minute before its rounding to cents); ties go to the earliest
+/// start, then the availability zone name, then the instance count, then the offering id.
+pub fn cheapest_first(a: &Offering, b: &Offering) -> Ordering {
+    a.usd_per_accelerator_hour
+        .cmp(&b.usd_per_accelerator_hour)
+        .then_with(|| a.start.cmp(&b.start))
+        .then_with(|| a.availability_zone.cmp(&b.availability_zone))
+        .then_with(|| a.instance_count.cmp(&b.instance_count))
+        .then_with(|| a.id.cmp(&b.id))
+}
+
+/// What one DescribeCapacityBlockOfferings answer holds: the `cap` cheapest offerings (0 = all)
+/// of a list already in `cheapest_first` order.
+pub fn recommend(mut all: Vec<Offering>, cap: u32) -> Vec<Offering> {
+    if cap > 0 {
+        all.truncate(cap as usize);
+    }
+    all
 }
 
 #[derive(Debug, Clone, Default)]
@@ -101,7 +138,7 @@ fn offering_id(
     stable_id("cb-", &format!("{region}|{itype}|{count}|{hours}|{az}|{}|{step}", start.timestamp()))
 }
 
-/// Every offering matching the query at `now`, sorted by start, type, zone, count.
+/// Every offering matching the query at `now`, in `cheapest_first` order, without duplicate ids.
 pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> Vec<Offering> {
     let mut out = Vec::new();
     let hours = q.duration_days * 24;
@@ -133,6 +170,8 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
                         start,
                         end,
                         duration_hours: hours,
+                        duration_minutes: 0,
+                        usd_per_accelerator_hour: price,
                         upfront_fee: upfront_fee(price, accel, count, hours),
                         currency: line.currency.clone(),
                         payment: line.payment,
@@ -141,15 +180,9 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
             }
         }
     }
-    out.sort_by(|a, b| {
-        (a.start, &a.instance_type, &a.availability_zone, a.instance_count).cmp(&(
-            b.start,
-            &b.instance_type,
-            &b.availability_zone,
-            b.instance_count,
-        ))
-    });
-    out.dedup_by(|a, b| a.id == b.id);
+    out.sort_by(cheapest_first);
+    let mut seen = HashSet::new();
+    out.retain(|o| seen.insert(o.id.clone()));
     out
 }
 
@@ -238,7 +271,7 @@ pub fn all_durations_hours() -> impl Iterator<Item = i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
+    use chrono::{Datelike, TimeZone};
     use std::str::FromStr;
 
     fn t(s: &str) -> DateTime<Utc> {
@@ -288,6 +321,85 @@ mod tests {
         let p = Decimal::from_str("0.0001").unwrap();
         assert_eq!(upfront_fee(p, 1, 1, 50).to_string(), "0.01");
         assert_eq!(upfront_fee(Decimal::ONE, 16, 1, 24).to_string(), "384.00");
+    }
+
+    #[test]
+    fn fees_by_the_minute_are_exact() {
+        // 04:55 -> 11:30 is 6 h 35 min = 395 min: 4.10 x 8 x 395 / 60 = 215.9333.. -> 215.93.
+        let p = Decimal::from_str("4.10").unwrap();
+        assert_eq!(upfront_fee_minutes(p, 8, 1, 395).to_string(), "215.93");
+        assert_eq!(upfront_fee_minutes(p, 8, 2, 24 * 60).to_string(), upfront_fee(p, 8, 2, 24).to_string());
+        // An exact midpoint (0.03 x 10 / 60 = 0.005) rounds away from zero.
+        assert_eq!(upfront_fee_minutes(Decimal::from_str("0.03").unwrap(), 1, 1, 10).to_string(), "0.01");
+        assert_eq!(upfront_fee_minutes(Decimal::from_str("0.029").unwrap(), 1, 1, 10).to_string(), "0.00");
+        // A quotient that does not terminate: 1 / 60 = 0.01666.. -> 0.02.
+        assert_eq!(upfront_fee_minutes(Decimal::ONE, 1, 1, 1).to_string(), "0.02");
+    }
+
+    #[test]
+    fn answers_are_cheapest_first_with_a_stable_tie_order_and_capped() {
+        let s = Scenario::parse(
+            r#"
+            [[market]]
+            region = "us-east-1"
+            instance_type = "p5.48xlarge"
+            azs = ["us-east-1b", "us-east-1a"]
+            counts = [2, 1]
+            start_days = [2, 1]
+            price = [ { from = "2026-12-01T00:00:00Z", usd_per_accelerator_hour = "4.10" } ]
+            [[market]]
+            region = "us-east-1"
+            instance_type = "p5e.48xlarge"
+            azs = ["us-east-1a"]
+            start_days = [1]
+            price = [ { from = "2026-12-01T00:00:00Z", usd_per_accelerator_hour = "4.10" } ]
+            [[market]]
+            region = "us-east-1"
+            instance_type = "p4d.24xlarge"
+            azs = ["us-east-1c"]
+            start_days = [3]
+            price = [ { from = "2026-12-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
+            [[market]]
+            region = "us-east-1"
+            instance_type = "trn2.48xlarge"
+            azs = ["us-east-1d"]
+            counts = [4]
+            start_days = [1]
+            price = [ { from = "2026-12-01T00:00:00Z", usd_per_accelerator_hour = "4.11" } ]
+            "#,
+        )
+        .unwrap();
+        let q = OfferingQuery { region: "us-east-1".into(), duration_days: 1, ..Default::default() };
+        let all = offerings(&s, &q, t("2026-12-01T00:00:00Z"));
+        let key =
+            |o: &Offering| (o.instance_type.clone(), o.availability_zone.clone(), o.instance_count, o.start.day());
+        let got: Vec<_> = all.iter().map(key).collect();
+        // The two 4.10 offerings that tie on start, zone and count are ordered by id.
+        let (p5, p5e) = (
+            all.iter().find(|o| key(o) == ("p5.48xlarge".into(), "us-east-1a".into(), 1, 2)).unwrap(),
+            all.iter().find(|o| o.instance_type == "p5e.48xlarge").unwrap(),
+        );
+        let (first, second) = if p5.id < p5e.id { (p5, p5e) } else { (p5e, p5) };
+        let want = vec![
+            // 2.00 per accelerator-hour, although it starts last.
+            ("p4d.24xlarge".to_string(), "us-east-1c".to_string(), 1, 4),
+            // 4.10: earliest start, then zone, then count, then id.
+            key(first),
+            key(second),
+            ("p5.48xlarge".into(), "us-east-1a".into(), 2, 2),
+            ("p5.48xlarge".into(), "us-east-1b".into(), 1, 2),
+            ("p5.48xlarge".into(), "us-east-1b".into(), 2, 2),
+            ("p5.48xlarge".into(), "us-east-1a".into(), 1, 3),
+            ("p5.48xlarge".into(), "us-east-1a".into(), 2, 3),
+            ("p5.48xlarge".into(), "us-east-1b".into(), 1, 3),
+            ("p5.48xlarge".into(), "us-east-1b".into(), 2, 3),
+            // 4.11: dearer, although it starts first.
+            ("trn2.48xlarge".into(), "us-east-1d".into(), 4, 2),
+        ];
+        assert_eq!(got, want);
+        assert_eq!(recommend(all.clone(), 6), all[..6].to_vec());
+        assert_eq!(recommend(all.clone(), 0), all);
+        assert_eq!(recommend(all.clone(), 100), all);
     }
 
     #[test]

@@ -77,6 +77,9 @@ pub struct Behaviour {
     /// PurchaseCapacityBlockExtension is recorded (the extension exists and settles as usual),
     /// its response never sent: the buyer cannot tell whether it went through.
     pub drop_extension_purchase_response: bool,
+    /// DescribeCapacityBlockOfferings answers at most this many offerings, the cheapest per
+    /// accelerator-hour (0 = no cap). EC2 returns "up to 6".
+    pub max_offerings_per_answer: u32,
 }
 
 impl Default for Behaviour {
@@ -93,6 +96,7 @@ impl Default for Behaviour {
             down_regions: Vec::new(),
             drop_purchase_response: false,
             drop_extension_purchase_response: false,
+            max_offerings_per_answer: 6,
         }
     }
 }

@@ -234,6 +234,9 @@ def main():
     sim = Sim(ep)
     eq("health", sim._req("GET", "/_sim/health"), "ok")
     eq("scenario reset", sim.scenario(Path(args.scenario).read_text())["now"], "2026-12-01T00:00:00Z")
+    # The general checks below look at every offering of basic.toml, so they switch off what
+    # makes answers realistic (see check_real_market for those behaviours).
+    sim.behaviour(max_offerings_per_answer=0)
 
     ec2 = client(ep)
     ec2_raw = client(ep, validate=False)
@@ -460,6 +463,71 @@ def main():
         body = e.read().decode()
         eq("unknown action: status", e.code, 400)
         check("unknown action: code", "<Code>InvalidAction</Code>" in body, body)
+
+    check_real_market(sim, ep)
+
+
+# A market for the behaviours of the real EC2 that the general checks switch off.
+REAL_MARKET = """
+seed = 11
+[clock]
+start = "2026-12-01T04:25:00Z"
+[behaviour]
+payment_delay_hours = 0
+
+[[market]]
+region = "us-east-1"
+instance_type = "p5.48xlarge"
+azs = ["us-east-1a", "us-east-1b"]
+counts = [1, 2]
+durations_days = [1, 2]
+start_days = [1, 2, 3]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "4.10" } ]
+
+[[market]]
+region = "us-east-1"
+instance_type = "p5e.48xlarge"
+azs = ["us-east-1c"]
+counts = [1]
+durations_days = [1]
+start_days = [3]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.90" } ]
+"""
+
+ACCELERATORS = {"p5.48xlarge": 8, "p5e.48xlarge": 8, "p6-b200.48xlarge": 8, "p4d.24xlarge": 8, "trn2.48xlarge": 16}
+
+
+def minutes(o):
+    return int((o["EndDate"] - o["StartDate"]).total_seconds()) // 60
+
+
+def cheapest_first_key(o):
+    """The documented order: price per accelerator-hour, start, zone, count, id. The price is
+    recovered from the fee (rounded to cents, so exact to well under 0.001 for these blocks)."""
+    units = ACCELERATORS[o["InstanceType"]] * o["InstanceCount"] * minutes(o)
+    price = (Decimal(o["UpfrontFee"]) * 60 / units).quantize(Decimal("0.001"))
+    return (price, o["StartDate"], o["AvailabilityZone"], o["InstanceCount"], o["CapacityBlockOfferingId"])
+
+
+def check_real_market(sim, ep):
+    eq("real market: reset", sim.scenario(REAL_MARKET)["now"], "2026-12-01T04:25:00Z")
+    ec2 = client(ep)
+
+    # --- at most 6 offerings, the cheapest per accelerator-hour first ----------------------
+    answer = ec2.describe_capacity_block_offerings(CapacityDurationHours=24)
+    capped = answer["CapacityBlockOfferings"]
+    eq("cap: 6 offerings", len(capped), 6)
+    check("cap: no NextToken past the cap", "NextToken" not in answer, answer.get("NextToken"))
+    eq("cap: in cheapest-first order", [o["CapacityBlockOfferingId"] for o in capped], [o["CapacityBlockOfferingId"] for o in sorted(capped, key=cheapest_first_key)])
+    if capped:
+        eq("cap: the cheaper p5e comes first although it starts last", capped[0]["InstanceType"], "p5e.48xlarge")
+    paged, pages = all_offerings(ec2, page_size=4, CapacityDurationHours=24)
+    eq("cap: pages of 4 run over the 6", ([o["CapacityBlockOfferingId"] for o in paged], pages), ([o["CapacityBlockOfferingId"] for o in capped], 2))
+    sim.behaviour(max_offerings_per_answer=0)
+    everything, _ = all_offerings(ec2, CapacityDurationHours=24)
+    check("cap: more than 6 without the cap", len(everything) > 6, str(len(everything)))
+    eq("cap: the 6 kept are the 6 cheapest", [o["CapacityBlockOfferingId"] for o in sorted(everything, key=cheapest_first_key)[:6]], [o["CapacityBlockOfferingId"] for o in capped])
+    sim.behaviour(max_offerings_per_answer=6)
 
 
 if __name__ == "__main__":

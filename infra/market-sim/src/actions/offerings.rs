@@ -32,7 +32,7 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         start_range,
         end_range,
     };
-    let all = market::offerings(&w.scenario, &q, ctx.now);
+    let all = market::recommend(market::offerings(&w.scenario, &q, ctx.now), w.behaviour.max_offerings_per_answer);
     let (page, next) = paginate(&all, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
 
     let mut x = Xml::new();
@@ -54,5 +54,78 @@ fn write_offering(x: &mut Xml, o: &Offering) {
         .leaf("upfrontFee", o.upfront_fee.to_string())
         .leaf("currencyCode", &o.currency)
         .leaf("tenancy", "default")
-        .num("capacityBlockDurationMinutes", 0);
+        .num("capacityBlockDurationMinutes", o.duration_minutes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actions::dispatch;
+    use crate::scenario::Scenario;
+
+    const ACTION: &str = "DescribeCapacityBlockOfferings";
+
+    /// us-east-1 sells p5.48xlarge: 4 starts x 2 zones x 2 counts = 16 one-day offerings.
+    fn world(behaviour: &str) -> World {
+        World::new(
+            Scenario::parse(&format!(
+                r#"
+                [clock]
+                start = "2026-12-01T00:00:00Z"
+                [behaviour]
+                {behaviour}
+                [[market]]
+                region = "us-east-1"
+                instance_type = "p5.48xlarge"
+                azs = ["us-east-1a", "us-east-1b"]
+                counts = [1, 2]
+                start_days = [1, 2, 3, 4]
+                price = [ {{ from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "4.10" }} ]
+                "#
+            ))
+            .unwrap(),
+        )
+    }
+
+    fn call(w: &mut World, pairs: &[(&str, &str)]) -> Result<String, ApiError> {
+        let mut all = vec![("Action", ACTION)];
+        all.extend_from_slice(pairs);
+        dispatch(w, "us-east-1", ACTION, &Params::from_pairs(&all)).map(|o| o.body)
+    }
+
+    /// The values of every `<tag>` in an answer, in order.
+    fn values(body: &str, tag: &str) -> Vec<String> {
+        let open = format!("<{tag}>");
+        body.split(&open).skip(1).filter_map(|rest| rest.split_once("</").map(|(v, _)| v.to_string())).collect()
+    }
+
+    #[test]
+    fn the_answer_is_capped_before_it_is_paginated() {
+        let mut w = world("max_offerings_per_answer = 0");
+        let all = values(&call(&mut w, &[("CapacityDurationHours", "24")]).unwrap(), "capacityBlockOfferingId");
+        assert_eq!(all.len(), 16);
+
+        let mut w = world("");
+        assert_eq!(w.behaviour.max_offerings_per_answer, 6, "the default cap");
+        let capped = values(&call(&mut w, &[("CapacityDurationHours", "24")]).unwrap(), "capacityBlockOfferingId");
+        assert_eq!(capped, all[..6].to_vec(), "the six cheapest, in order");
+        // Pages of 4 run over the capped list only: 4 + 2, then no token.
+        let first = call(&mut w, &[("CapacityDurationHours", "24"), ("MaxResults", "4")]).unwrap();
+        assert_eq!(values(&first, "capacityBlockOfferingId"), all[..4].to_vec());
+        let token = values(&first, "nextToken").pop().expect("a second page");
+        let second =
+            call(&mut w, &[("CapacityDurationHours", "24"), ("MaxResults", "4"), ("NextToken", &token)]).unwrap();
+        assert_eq!(values(&second, "capacityBlockOfferingId"), all[4..6].to_vec());
+        assert!(values(&second, "nextToken").is_empty());
+    }
+
+    #[test]
+    fn whole_day_offerings_write_zero_minutes() {
+        let mut w = world("");
+        let body = call(&mut w, &[("CapacityDurationHours", "48"), ("InstanceCount", "1")]).unwrap();
+        assert!(values(&body, "capacityBlockDurationHours").is_empty(), "p5 line sells only 1 day");
+        let body = call(&mut w, &[("CapacityDurationHours", "24"), ("InstanceCount", "1")]).unwrap();
+        assert_eq!(values(&body, "capacityBlockDurationHours"), vec!["24"; 6]);
+        assert_eq!(values(&body, "capacityBlockDurationMinutes"), vec!["0"; 6]);
+    }
 }
