@@ -27,7 +27,8 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
     [behaviour]  latency_ms, error_5xx_rate, timeout_rate, timeout_secs,
                  throttle = { rate_per_sec, burst }, payment = succeed|fail|never,
                  payment_delay_hours, down_regions, drop_purchase_response,
-                 drop_extension_purchase_response, max_offerings_per_answer = 6
+                 drop_extension_purchase_response, max_offerings_per_answer = 6,
+                 same_day_offerings = true
     [[regions]]  name, supported = true, down = false
     [[market]]   region, instance_type, azs, counts, durations_days, start_days,
                  price = [{ from, usd_per_accelerator_hour }], extension_usd_per_accelerator_hour,

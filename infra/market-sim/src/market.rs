@@ -21,6 +21,8 @@ pub const START_TIME: NaiveTime = match NaiveTime::from_hms_opt(11, 30, 0) {
 pub const MIN_LEAD_MINUTES: i64 = 30;
 /// Latest start: 8 weeks ahead.
 pub const MAX_LEAD_DAYS: i64 = 56;
+/// Same-day blocks start on a 5-minute boundary.
+pub const SAME_DAY_STEP_SECS: i64 = 300;
 
 /// Durations the market sells: 1-14 days in 1-day steps, then 7-day steps up to 182 days.
 pub fn valid_duration_days(days: i64) -> bool {
@@ -109,6 +111,8 @@ pub struct OfferingQuery {
     pub instance_count: Option<u32>,
     pub start_range: Option<DateTime<Utc>>,
     pub end_range: Option<DateTime<Utc>>,
+    /// Also offer the same-day closest-match blocks (see `same_day_windows`).
+    pub same_day: bool,
 }
 
 /// Start times a line offers at `now`: 11:30 UTC on (today + start_day), kept if at least 30
@@ -126,16 +130,46 @@ pub fn start_times(line: &MarketLine, now: DateTime<Utc>) -> Vec<DateTime<Utc>> 
     v
 }
 
+/// The start of same-day blocks: now + 30 minutes, rounded up to the next multiple of 5 minutes.
+pub fn same_day_start(now: DateTime<Utc>) -> DateTime<Utc> {
+    let t = now + Duration::minutes(MIN_LEAD_MINUTES);
+    let secs = t.timestamp();
+    let floor = secs - secs.rem_euclid(SAME_DAY_STEP_SECS);
+    let start = if floor == secs && t.timestamp_subsec_nanos() == 0 { secs } else { floor + SAME_DAY_STEP_SECS };
+    DateTime::from_timestamp(start, 0).unwrap_or(t)
+}
+
+/// The latest 11:30 UTC at or before `t`.
+fn latest_end_at_or_before(t: DateTime<Utc>) -> DateTime<Utc> {
+    let same_day = t.date_naive().and_time(START_TIME).and_utc();
+    if same_day <= t { same_day } else { same_day - Duration::days(1) }
+}
+
+/// Same-day closest-match blocks for a duration of `days`: (start, end) pairs. All blocks end at
+/// 11:30 UTC, so a block starting at S = `same_day_start(now)` comes slightly shorter (ending
+/// at the latest 11:30 <= S + days) and slightly longer (24 h later). None when S is 11:30
+/// itself (the ordinary offerings cover it).
+pub fn same_day_windows(now: DateTime<Utc>, days: i64) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+    let start = same_day_start(now);
+    if start.time() == START_TIME {
+        return Vec::new();
+    }
+    let shorter = latest_end_at_or_before(start + Duration::days(days));
+    [shorter, shorter + Duration::days(1)].into_iter().filter(|end| *end > start).map(|end| (start, end)).collect()
+}
+
+/// `duration` is the duration in hours for the 11:30 blocks (the ids they always had) and
+/// `{h}h{m}m-{end}` for same-day blocks.
 fn offering_id(
     region: &str,
     itype: &str,
     count: u32,
-    hours: i64,
+    duration: &str,
     az: &str,
     start: DateTime<Utc>,
     step: usize,
 ) -> String {
-    stable_id("cb-", &format!("{region}|{itype}|{count}|{hours}|{az}|{}|{step}", start.timestamp()))
+    stable_id("cb-", &format!("{region}|{itype}|{count}|{duration}|{az}|{}|{step}", start.timestamp()))
 }
 
 /// Every offering matching the query at `now`, in `cheapest_first` order, without duplicate ids.
@@ -154,25 +188,33 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
         else {
             continue;
         };
-        for start in start_times(line, now) {
-            let end = start + Duration::hours(hours);
+        let mut windows: Vec<(DateTime<Utc>, DateTime<Utc>, String)> =
+            start_times(line, now).into_iter().map(|s| (s, s + Duration::hours(hours), hours.to_string())).collect();
+        if q.same_day {
+            windows.extend(same_day_windows(now, q.duration_days).into_iter().map(|(s, e)| {
+                let m = (e - s).num_minutes();
+                (s, e, format!("{}h{}m-{}", m / 60, m % 60, e.timestamp()))
+            }));
+        }
+        for (start, end, duration) in windows {
             if q.start_range.is_some_and(|r| start < r) || q.end_range.is_some_and(|r| end > r) {
                 continue;
             }
+            let minutes = (end - start).num_minutes();
             for az in &line.azs {
                 for &count in line.counts.iter().filter(|&&c| q.instance_count.is_none_or(|qc| qc == c)) {
                     out.push(Offering {
-                        id: offering_id(&line.region, &line.instance_type, count, hours, az, start, step),
+                        id: offering_id(&line.region, &line.instance_type, count, &duration, az, start, step),
                         region: line.region.clone(),
                         instance_type: line.instance_type.clone(),
                         availability_zone: az.clone(),
                         instance_count: count,
                         start,
                         end,
-                        duration_hours: hours,
-                        duration_minutes: 0,
+                        duration_hours: minutes / 60,
+                        duration_minutes: minutes % 60,
                         usd_per_accelerator_hour: price,
-                        upfront_fee: upfront_fee(price, accel, count, hours),
+                        upfront_fee: upfront_fee_minutes(price, accel, count, minutes),
                         currency: line.currency.clone(),
                         payment: line.payment,
                     });
@@ -186,8 +228,15 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
     out
 }
 
-/// The offering with this id if it is on offer right now (same price step) in `region`.
-pub fn find_offering(scenario: &Scenario, region: &str, id: &str, now: DateTime<Utc>) -> Option<Offering> {
+/// The offering with this id if it is on offer right now (same price step) in `region`;
+/// same-day blocks only when `same_day` offerings are on.
+pub fn find_offering(
+    scenario: &Scenario,
+    region: &str,
+    id: &str,
+    now: DateTime<Utc>,
+    same_day: bool,
+) -> Option<Offering> {
     let mut days: Vec<i64> = scenario
         .market
         .iter()
@@ -197,7 +246,7 @@ pub fn find_offering(scenario: &Scenario, region: &str, id: &str, now: DateTime<
     days.sort_unstable();
     days.dedup();
     days.into_iter().find_map(|d| {
-        let q = OfferingQuery { region: region.to_string(), duration_days: d, ..Default::default() };
+        let q = OfferingQuery { region: region.to_string(), duration_days: d, same_day, ..Default::default() };
         offerings(scenario, &q, now).into_iter().find(|o| o.id == id)
     })
 }
@@ -446,6 +495,98 @@ mod tests {
     }
 
     #[test]
+    fn same_day_blocks_start_on_the_next_5_minutes_after_30() {
+        assert_eq!(same_day_start(t("2026-12-01T04:25:00Z")), t("2026-12-01T04:55:00Z"));
+        assert_eq!(same_day_start(t("2026-12-01T04:22:10Z")), t("2026-12-01T04:55:00Z"));
+        assert_eq!(same_day_start(t("2026-12-01T04:25:00.001Z")), t("2026-12-01T05:00:00Z"));
+        assert_eq!(same_day_start(t("2026-12-01T23:59:00Z")), t("2026-12-02T00:30:00Z"));
+        // 04:55 -> 11:30 the same day (6 h 35 min) and the next day (30 h 35 min).
+        let w = same_day_windows(t("2026-12-01T04:25:00Z"), 1);
+        assert_eq!(
+            w,
+            vec![
+                (t("2026-12-01T04:55:00Z"), t("2026-12-01T11:30:00Z")),
+                (t("2026-12-01T04:55:00Z"), t("2026-12-02T11:30:00Z"))
+            ]
+        );
+        // After 11:30: 11:35 -> 11:30 next day (23 h 55 min) and the day after (47 h 55 min).
+        let w = same_day_windows(t("2026-12-01T11:00:01Z"), 2);
+        assert_eq!(
+            w,
+            vec![
+                (t("2026-12-01T11:35:00Z"), t("2026-12-03T11:30:00Z")),
+                (t("2026-12-01T11:35:00Z"), t("2026-12-04T11:30:00Z"))
+            ]
+        );
+        // A start of exactly 11:30 is an ordinary block: no same-day ones.
+        assert!(same_day_windows(t("2026-12-01T11:00:00Z"), 1).is_empty());
+    }
+
+    #[test]
+    fn same_day_offerings_carry_minutes_and_exact_fees() {
+        let s = scenario();
+        let now = t("2026-12-01T04:25:00Z");
+        let q = OfferingQuery {
+            region: "us-east-1".into(),
+            duration_days: 1,
+            instance_count: Some(1),
+            same_day: true,
+            ..Default::default()
+        };
+        let all = offerings(&s, &q, now);
+        let same_day: Vec<&Offering> = all.iter().filter(|o| o.start == t("2026-12-01T04:55:00Z")).collect();
+        // 2 ends x 2 zones; without `same_day` none of them.
+        assert_eq!(same_day.len(), 4);
+        assert_eq!(offerings(&s, &OfferingQuery { same_day: false, ..q.clone() }, now).len(), all.len() - 4);
+        let short = same_day.iter().find(|o| o.end == t("2026-12-01T11:30:00Z") && o.availability_zone == "us-east-1a");
+        let short = short.unwrap();
+        assert_eq!((short.duration_hours, short.duration_minutes), (6, 35));
+        assert_eq!(short.upfront_fee.to_string(), "215.93"); // 4.10 x 8 x 395 / 60 = 215.9333..
+        let long = same_day.iter().find(|o| o.end == t("2026-12-02T11:30:00Z")).unwrap();
+        assert_eq!((long.duration_hours, long.duration_minutes), (30, 35));
+        assert_eq!(long.upfront_fee.to_string(), "1003.13"); // 4.10 x 8 x 1835 / 60 = 1003.1333..
+        // 11:30 blocks keep minutes 0.
+        assert!(all.iter().filter(|o| o.start.time() == START_TIME).all(|o| o.duration_minutes == 0));
+        // Ids are distinct from the 11:30 blocks', stable, and purchasable (same-day on).
+        let ids: HashSet<&str> = all.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(ids.len(), all.len());
+        assert_eq!(offerings(&s, &q, now), all);
+        assert_eq!(find_offering(&s, "us-east-1", &short.id, now, true).as_ref(), Some(*short));
+        assert!(find_offering(&s, "us-east-1", &short.id, now, false).is_none());
+        // Five minutes later they start at 05:00: other blocks, other ids.
+        assert!(find_offering(&s, "us-east-1", &short.id, now + Duration::minutes(5), true).is_none());
+    }
+
+    #[test]
+    fn same_day_offerings_obey_ranges_durations_and_price_steps() {
+        let s = scenario();
+        let now = t("2026-12-01T04:25:00Z");
+        let q = OfferingQuery { region: "us-east-1".into(), duration_days: 1, same_day: true, ..Default::default() };
+        let is_same_day = |o: &Offering| o.start == t("2026-12-01T04:55:00Z");
+        // StartDateRange after S drops them; EndDateRange between the two ends keeps the shorter.
+        let late = OfferingQuery { start_range: Some(t("2026-12-01T05:00:00Z")), ..q.clone() };
+        assert!(!offerings(&s, &late, now).iter().any(is_same_day));
+        let short_only = OfferingQuery { end_range: Some(t("2026-12-02T11:29:00Z")), ..q.clone() };
+        let r = offerings(&s, &short_only, now);
+        assert_eq!(r.iter().filter(|o| is_same_day(o)).count(), 2 * 2);
+        assert!(r.iter().all(|o| o.end <= t("2026-12-02T11:29:00Z")));
+        // A duration the line does not sell: none. 7 days: 04:55 -> 12-07 11:30 and 12-08 11:30.
+        assert!(offerings(&s, &OfferingQuery { duration_days: 2, ..q.clone() }, now).is_empty());
+        let week = offerings(&s, &OfferingQuery { duration_days: 7, instance_count: Some(2), ..q.clone() }, now);
+        let ends: HashSet<_> = week.iter().filter(|o| is_same_day(o)).map(|o| (o.end, o.duration_hours)).collect();
+        assert_eq!(ends, HashSet::from([(t("2026-12-07T11:30:00Z"), 150), (t("2026-12-08T11:30:00Z"), 174)]));
+        // The price step in force: 2.85 from 12-03.
+        let later = t("2026-12-03T04:25:00Z");
+        let o = offerings(&s, &OfferingQuery { instance_count: Some(2), ..q.clone() }, later)
+            .into_iter()
+            .find(|o| o.start == t("2026-12-03T04:55:00Z") && o.end == t("2026-12-03T11:30:00Z"))
+            .unwrap();
+        assert_eq!(o.upfront_fee.to_string(), "300.20"); // 2.85 x 8 x 2 x 395 / 60
+        // No price yet: nothing at all.
+        assert!(offerings(&s, &q, t("2026-11-30T04:25:00Z")).is_empty());
+    }
+
+    #[test]
     fn ids_are_stable_within_a_price_step() {
         let s = scenario();
         let q = OfferingQuery { region: "us-east-1".into(), duration_days: 7, ..Default::default() };
@@ -454,10 +595,10 @@ mod tests {
         assert_eq!(a, b);
         let id = &a[0].id;
         assert!(id.starts_with("cb-") && id.len() == 20);
-        assert!(find_offering(&s, "us-east-1", id, t("2026-12-01T05:00:00Z")).is_some());
+        assert!(find_offering(&s, "us-east-1", id, t("2026-12-01T05:00:00Z"), true).is_some());
         // The price step changes on 12-03: the old id is gone.
-        assert!(find_offering(&s, "us-east-1", id, t("2026-12-03T00:00:00Z")).is_none());
-        assert!(find_offering(&s, "us-west-2", id, t("2026-12-01T05:00:00Z")).is_none());
+        assert!(find_offering(&s, "us-east-1", id, t("2026-12-03T00:00:00Z"), true).is_none());
+        assert!(find_offering(&s, "us-west-2", id, t("2026-12-01T05:00:00Z"), true).is_none());
     }
 
     #[test]

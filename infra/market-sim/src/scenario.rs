@@ -80,6 +80,9 @@ pub struct Behaviour {
     /// DescribeCapacityBlockOfferings answers at most this many offerings, the cheapest per
     /// accelerator-hour (0 = no cap). EC2 returns "up to 6".
     pub max_offerings_per_answer: u32,
+    /// Also offer blocks starting about 30 minutes from now with the closest-match durations
+    /// (ending at 11:30 UTC, one slightly shorter and one slightly longer than asked).
+    pub same_day_offerings: bool,
 }
 
 impl Default for Behaviour {
@@ -97,6 +100,7 @@ impl Default for Behaviour {
             drop_purchase_response: false,
             drop_extension_purchase_response: false,
             max_offerings_per_answer: 6,
+            same_day_offerings: true,
         }
     }
 }

@@ -236,7 +236,7 @@ def main():
     eq("scenario reset", sim.scenario(Path(args.scenario).read_text())["now"], "2026-12-01T00:00:00Z")
     # The general checks below look at every offering of basic.toml, so they switch off what
     # makes answers realistic (see check_real_market for those behaviours).
-    sim.behaviour(max_offerings_per_answer=0)
+    sim.behaviour(max_offerings_per_answer=0, same_day_offerings=False)
 
     ec2 = client(ep)
     ec2_raw = client(ep, validate=False)
@@ -528,6 +528,34 @@ def check_real_market(sim, ep):
     check("cap: more than 6 without the cap", len(everything) > 6, str(len(everything)))
     eq("cap: the 6 kept are the 6 cheapest", [o["CapacityBlockOfferingId"] for o in sorted(everything, key=cheapest_first_key)[:6]], [o["CapacityBlockOfferingId"] for o in capped])
     sim.behaviour(max_offerings_per_answer=6)
+
+    # --- same-day closest-match blocks: 04:25 + 30 min = 04:55, ending 11:30 -----------------
+    same, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="p5.48xlarge", InstanceCount=1)
+    eq("same-day: the four 04:55 blocks are the cheapest-first head", [o["StartDate"] for o in same[:4]], [t("2026-12-01T04:55:00Z")] * 4)
+    for o in same:
+        oid = o["CapacityBlockOfferingId"]
+        check(f"same-day {oid}: minutes parsed as int", isinstance(o["CapacityBlockDurationMinutes"], int), repr(o["CapacityBlockDurationMinutes"]))
+        eq(f"same-day {oid}: hours + minutes = the block", o["CapacityBlockDurationHours"] * 60 + o["CapacityBlockDurationMinutes"], minutes(o))
+        eq(f"same-day {oid}: ends 11:30", (o["EndDate"].hour, o["EndDate"].minute), (11, 30))
+    shorter = [o for o in same if o["EndDate"] == t("2026-12-01T11:30:00Z")]
+    longer = [o for o in same if o["StartDate"] == t("2026-12-01T04:55:00Z") and o["EndDate"] == t("2026-12-02T11:30:00Z")]
+    eq("same-day: a shorter block per zone", len(shorter), 2)
+    eq("same-day: a longer block per zone", len(longer), 2)
+    if shorter and longer:
+        eq("same-day: shorter is 6 h 35 min", (shorter[0]["CapacityBlockDurationHours"], shorter[0]["CapacityBlockDurationMinutes"]), (6, 35))
+        eq("same-day: shorter fee (4.10 x 8 x 395 / 60)", shorter[0]["UpfrontFee"], "215.93")
+        eq("same-day: longer is 30 h 35 min", (longer[0]["CapacityBlockDurationHours"], longer[0]["CapacityBlockDurationMinutes"]), (30, 35))
+        eq("same-day: longer fee (4.10 x 8 x 1835 / 60)", longer[0]["UpfrontFee"], "1003.13")
+    ranged, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="p5.48xlarge", InstanceCount=1, EndDateRange=t("2026-12-02T00:00:00Z"))
+    eq("same-day: EndDateRange keeps the shorter only", sorted(o["CapacityBlockOfferingId"] for o in ranged), sorted(o["CapacityBlockOfferingId"] for o in shorter))
+    late, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="p5.48xlarge", StartDateRange=t("2026-12-01T05:00:00Z"))
+    check("same-day: StartDateRange after 04:55 drops them", bool(late) and all(o["StartDate"] >= t("2026-12-01T05:00:00Z") for o in late))
+    if shorter:
+        r = ec2.purchase_capacity_block(CapacityBlockOfferingId=shorter[0]["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")["CapacityReservation"]
+        eq("same-day purchase: start", r["StartDate"], t("2026-12-01T04:55:00Z"))
+        eq("same-day purchase: end", r["EndDate"], t("2026-12-01T11:30:00Z"))
+        eq("same-day purchase: fee in state", sim.state()["purchases"][0]["upfront_fee"], "215.93")
+        eq("same-day purchase: paid (payment_delay_hours = 0)", describe_one(ec2, r["CapacityReservationId"])["State"], "scheduled")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         instance_count,
         start_range,
         end_range,
+        same_day: w.behaviour.same_day_offerings,
     };
     let all = market::recommend(market::offerings(&w.scenario, &q, ctx.now), w.behaviour.max_offerings_per_answer);
     let (page, next) = paginate(&all, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
@@ -101,11 +102,11 @@ mod tests {
 
     #[test]
     fn the_answer_is_capped_before_it_is_paginated() {
-        let mut w = world("max_offerings_per_answer = 0");
+        let mut w = world("max_offerings_per_answer = 0\nsame_day_offerings = false");
         let all = values(&call(&mut w, &[("CapacityDurationHours", "24")]).unwrap(), "capacityBlockOfferingId");
         assert_eq!(all.len(), 16);
 
-        let mut w = world("");
+        let mut w = world("same_day_offerings = false");
         assert_eq!(w.behaviour.max_offerings_per_answer, 6, "the default cap");
         let capped = values(&call(&mut w, &[("CapacityDurationHours", "24")]).unwrap(), "capacityBlockOfferingId");
         assert_eq!(capped, all[..6].to_vec(), "the six cheapest, in order");
@@ -121,11 +122,50 @@ mod tests {
 
     #[test]
     fn whole_day_offerings_write_zero_minutes() {
-        let mut w = world("");
+        let mut w = world("same_day_offerings = false");
         let body = call(&mut w, &[("CapacityDurationHours", "48"), ("InstanceCount", "1")]).unwrap();
         assert!(values(&body, "capacityBlockDurationHours").is_empty(), "p5 line sells only 1 day");
         let body = call(&mut w, &[("CapacityDurationHours", "24"), ("InstanceCount", "1")]).unwrap();
         assert_eq!(values(&body, "capacityBlockDurationHours"), vec!["24"; 6]);
         assert_eq!(values(&body, "capacityBlockDurationMinutes"), vec!["0"; 6]);
+    }
+
+    #[test]
+    fn a_same_day_offering_is_answered_with_its_minutes_and_can_be_bought() {
+        let mut w = world("");
+        assert!(w.behaviour.same_day_offerings, "on by default");
+        w.clock.set(chrono::DateTime::parse_from_rfc3339("2026-12-01T04:25:00Z").unwrap().to_utc());
+        // The cheapest six: all 4.10, so the earliest starts first: the four 04:55 blocks.
+        let body = call(&mut w, &[("CapacityDurationHours", "24")]).unwrap();
+        let starts = values(&body, "startDate");
+        assert_eq!(starts[..4], ["2026-12-01T04:55:00.000Z"; 4]);
+        let hours = values(&body, "capacityBlockDurationHours");
+        let minutes = values(&body, "capacityBlockDurationMinutes");
+        let ends = values(&body, "endDate");
+        // The shorter (to 11:30 today) and the longer (to 11:30 tomorrow) of zone a, count 1;
+        // they tie on start, zone and count, so the offering id orders them.
+        let short = (0..2).find(|&i| ends[i] == "2026-12-01T11:30:00.000Z").expect("the shorter block");
+        let long = 1 - short;
+        assert_eq!(ends[long], "2026-12-02T11:30:00.000Z");
+        assert_eq!((hours[short].as_str(), minutes[short].as_str()), ("6", "35"), "04:55 -> 11:30");
+        assert_eq!((hours[long].as_str(), minutes[long].as_str()), ("30", "35"));
+        let ids = values(&body, "capacityBlockOfferingId");
+        assert!(ids[0] < ids[1], "ties are ordered by id");
+        assert_eq!(values(&body, "upfrontFee")[short], "215.93");
+        let id = ids[short].clone();
+
+        let p = Params::from_pairs(&[("CapacityBlockOfferingId", &id), ("InstancePlatform", "Linux/UNIX")]);
+        let out = dispatch(&mut w, "us-east-1", "PurchaseCapacityBlock", &p).unwrap();
+        assert!(out.body.contains("<startDate>2026-12-01T04:55:00.000Z</startDate>"), "{}", out.body);
+        assert!(out.body.contains("<endDate>2026-12-01T11:30:00.000Z</endDate>"), "{}", out.body);
+        let r = &w.reservations[0];
+        assert_eq!((r.offering_id.as_deref(), r.upfront_fee.to_string()), (Some(id.as_str()), "215.93".into()));
+
+        // With same-day offerings off they are neither answered nor purchasable.
+        w.behaviour.same_day_offerings = false;
+        let body = call(&mut w, &[("CapacityDurationHours", "24")]).unwrap();
+        assert!(!values(&body, "startDate").iter().any(|s| s.starts_with("2026-12-01")));
+        let err = dispatch(&mut w, "us-east-1", "PurchaseCapacityBlock", &p).unwrap_err();
+        assert_eq!(err.code, "InvalidCapacityBlockOfferingId.NotFound");
     }
 }

@@ -79,12 +79,14 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
     }
     let tags = tags_for_reservation(p)?;
     // The offering must be on offer right now, at the current price step.
-    let offering = market::find_offering(&w.scenario, ctx.region, &offering_id, ctx.now).ok_or_else(|| {
-        ApiError::client(
-            OFFERING_NOT_FOUND,
-            format!("The Capacity Block offering ID '{offering_id}' does not exist or is no longer available."),
-        )
-    })?;
+    let offering =
+        market::find_offering(&w.scenario, ctx.region, &offering_id, ctx.now, w.behaviour.same_day_offerings)
+            .ok_or_else(|| {
+                ApiError::client(
+                    OFFERING_NOT_FOUND,
+                    format!("The Capacity Block offering ID '{offering_id}' does not exist or is no longer available."),
+                )
+            })?;
     dry_run(p)?;
 
     let id = w.new_id("cr-");
