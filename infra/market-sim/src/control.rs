@@ -315,6 +315,38 @@ mod tests {
     }
 
     #[test]
+    fn describe_limit_through_the_behaviour_endpoint() {
+        let mut w = world();
+        let (_, v) = call(&mut w, "GET", "/_sim/behaviour", "");
+        assert_eq!(v["describe_limit"], json!({"burst": 2, "refill_secs": 4.0}));
+        assert_eq!(v["describe_limit_other_callers_per_min"], 0.0);
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"describe_limit": null}"#);
+        assert_eq!((s, &v["describe_limit"]), (200, &Value::Null));
+        assert!((0..5).all(|_| w.take_describe_token("us-east-1")));
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"describe_limit": {"burst": 1}}"#);
+        assert_eq!((s, &v["describe_limit"]), (200, &json!({"burst": 1, "refill_secs": 4.0})));
+        assert!(w.take_describe_token("us-east-1"));
+        assert!(!w.take_describe_token("us-east-1"));
+        let (_, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"describe_limit": false}"#);
+        assert_eq!(v["describe_limit"], Value::Null);
+        let (_, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"describe_limit": true}"#);
+        assert_eq!(v["describe_limit"], json!({"burst": 2, "refill_secs": 4.0}));
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"describe_limit_other_callers_per_min": 12.5}"#);
+        assert_eq!((s, &v["describe_limit_other_callers_per_min"]), (200, &json!(12.5)));
+        for bad in [
+            r#"{"describe_limit": {"burst": 0}}"#,
+            r#"{"describe_limit": {"refill_secs": -4}}"#,
+            r#"{"describe_limit": "off"}"#,
+            r#"{"describe_limit_other_callers_per_min": -1}"#,
+        ] {
+            assert_eq!(call(&mut w, "POST", "/_sim/behaviour", bad).0, 400, "{bad}");
+        }
+        assert_eq!(w.behaviour.describe_limit_other_callers_per_min, 12.5, "a refused change changes nothing");
+        let (_, st) = call(&mut w, "GET", "/_sim/state", "");
+        assert_eq!(st["faults_injected"]["describe_limited"], 1);
+    }
+
+    #[test]
     fn inject_and_state() {
         let mut w = world();
         let (s, v) = call(

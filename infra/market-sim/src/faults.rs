@@ -1,25 +1,44 @@
 //! Fault injection for EC2 calls: a per-region token bucket (EC2-like throttling), random
 //! 500s and hangs, and regions that are down. Never applied to /_sim/.
 
-/// Token bucket refilled continuously at `rate` tokens/s up to `burst`. Time is passed in
-/// (seconds, monotonic) so the arithmetic is testable without sleeping.
+/// Token bucket refilled continuously at `rate` tokens/s up to `burst`, and optionally drained
+/// at `drain` tokens/s by other callers (never below 0). Time is passed in (seconds, monotonic)
+/// so the arithmetic is testable without sleeping.
 #[derive(Debug, Clone)]
 pub struct TokenBucket {
     rate: f64,
     burst: f64,
+    drain: f64,
     tokens: f64,
     last: f64,
 }
 
 impl TokenBucket {
     pub fn new(rate_per_sec: f64, burst: u32, now: f64) -> Self {
-        Self { rate: rate_per_sec, burst: f64::from(burst), tokens: f64::from(burst), last: now }
+        Self::with_drain(rate_per_sec, burst, 0.0, now)
+    }
+
+    /// A full bucket that others also spend from, `drain_per_sec` tokens a second.
+    pub fn with_drain(rate_per_sec: f64, burst: u32, drain_per_sec: f64, now: f64) -> Self {
+        Self { rate: rate_per_sec, burst: f64::from(burst), drain: drain_per_sec, tokens: f64::from(burst), last: now }
+    }
+
+    /// Brings the bucket up to `now`. Refill and drain are both steady, so the level moves in a
+    /// straight line and stays at a bound once it reaches it: clamping the end point is exact.
+    fn settle(&mut self, now: f64) {
+        let elapsed = (now - self.last).max(0.0);
+        self.tokens = (self.tokens + elapsed * (self.rate - self.drain)).clamp(0.0, self.burst);
+        self.last = self.last.max(now);
+    }
+
+    /// Changes the other callers' rate from `now` on (what they spent until now stays spent).
+    pub fn set_drain(&mut self, drain_per_sec: f64, now: f64) {
+        self.settle(now);
+        self.drain = drain_per_sec;
     }
 
     pub fn try_take(&mut self, now: f64) -> bool {
-        let elapsed = (now - self.last).max(0.0);
-        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
-        self.last = now;
+        self.settle(now);
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             true
@@ -46,6 +65,8 @@ pub struct FaultCounts {
     pub region_down: u64,
     pub dropped_purchase_responses: u64,
     pub dropped_extension_purchase_responses: u64,
+    /// DescribeCapacityBlockOfferings refused by the describe limit (an empty bucket).
+    pub describe_limited: u64,
 }
 
 #[cfg(test)]
@@ -65,6 +86,26 @@ mod tests {
         // Long idle refills only up to the burst.
         let granted = (0..10).filter(|_| b.try_take(100.0)).count();
         assert_eq!(granted, 3);
+    }
+
+    #[test]
+    fn other_callers_drain_the_bucket_pro_rata_never_below_zero() {
+        // Refill 1 token / 4 s, burst 2; others spend 30 tokens a minute (0.5/s).
+        let mut b = TokenBucket::with_drain(0.25, 2, 0.5, 0.0);
+        // After 2 s: 2 + 2 x (0.25 - 0.5) = 1.5 -> one call, 0.5 left.
+        assert!(b.try_take(2.0));
+        assert!(!b.try_take(2.0));
+        // The drain outruns the refill: the bucket stays empty however long the wait...
+        assert!(!b.try_take(1000.0));
+        // ...and does not go below 0: once the others stop, 4 s of refill give a token.
+        b.set_drain(0.0, 1000.0);
+        assert!(!b.try_take(1003.9));
+        assert!(b.try_take(1004.0));
+        // A drain slower than the refill only slows it: 0.25 - 0.125 = 1 token per 8 s.
+        let mut b = TokenBucket::with_drain(0.25, 1, 0.125, 0.0);
+        assert!(b.try_take(0.0));
+        assert!(!b.try_take(7.9));
+        assert!(b.try_take(8.0));
     }
 
     #[test]

@@ -28,7 +28,9 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
                  throttle = { rate_per_sec, burst }, payment = succeed|fail|never,
                  payment_delay_hours, down_regions, drop_purchase_response,
                  drop_extension_purchase_response, max_offerings_per_answer = 6,
-                 same_day_offerings = true
+                 same_day_offerings = true,
+                 describe_limit = { burst = 2, refill_secs = 4.0 } (false = off),
+                 describe_limit_other_callers_per_min = 0.0
     [[regions]]  name, supported = true, down = false
     [[market]]   region, instance_type, azs, counts, durations_days, start_days,
                  price = [{ from, usd_per_accelerator_hour }], extension_usd_per_accelerator_hour,

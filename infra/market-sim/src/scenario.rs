@@ -59,6 +59,22 @@ pub struct Throttle {
     pub burst: u32,
 }
 
+/// DescribeCapacityBlockOfferings' own limit per account and region: a token bucket of `burst`
+/// calls, refilled with one token every `refill_secs` seconds (real time).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DescribeLimit {
+    pub burst: u32,
+    pub refill_secs: f64,
+}
+
+impl Default for DescribeLimit {
+    /// A burst of about 2 and one call every 2-4 s: the harsher end, 4 s.
+    fn default() -> Self {
+        Self { burst: 2, refill_secs: 4.0 }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Behaviour {
@@ -83,6 +99,13 @@ pub struct Behaviour {
     /// Also offer blocks starting about 30 minutes from now with the closest-match durations
     /// (ending at 11:30 UTC, one slightly shorter and one slightly longer than asked).
     pub same_day_offerings: bool,
+    /// On by default; `false` (TOML) or `null` / `false` (JSON) turns it off, `true` is the
+    /// default limit.
+    #[serde(deserialize_with = "de_describe_limit")]
+    pub describe_limit: Option<DescribeLimit>,
+    /// Other callers in the account (a person in the console) spend this many tokens a minute
+    /// from the same describe-limit bucket, steadily.
+    pub describe_limit_other_callers_per_min: f64,
 }
 
 impl Default for Behaviour {
@@ -101,6 +124,8 @@ impl Default for Behaviour {
             drop_extension_purchase_response: false,
             max_offerings_per_answer: 6,
             same_day_offerings: true,
+            describe_limit: Some(DescribeLimit::default()),
+            describe_limit_other_callers_per_min: 0.0,
         }
     }
 }
@@ -123,6 +148,18 @@ impl Behaviour {
             && (t.rate_per_sec.is_nan() || t.rate_per_sec <= 0.0 || t.burst == 0)
         {
             return Err("throttle needs rate_per_sec > 0 and burst >= 1".into());
+        }
+        if let Some(l) = &self.describe_limit
+            && (l.burst == 0 || !(l.refill_secs > 0.0 && l.refill_secs.is_finite()))
+        {
+            return Err(format!(
+                "describe_limit needs burst >= 1 and refill_secs > 0, got burst {} and refill_secs {}",
+                l.burst, l.refill_secs
+            ));
+        }
+        let others = self.describe_limit_other_callers_per_min;
+        if !(others >= 0.0 && others.is_finite()) {
+            return Err(format!("describe_limit_other_callers_per_min must be >= 0, got {others}"));
         }
         Ok(())
     }
@@ -263,6 +300,34 @@ fn de_time<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
     parse_timestamp(&text).ok_or_else(|| serde::de::Error::custom(format!("bad timestamp {text:?}")))
 }
 
+/// `describe_limit`: a table `{ burst, refill_secs }` (either may be left out), `false` or
+/// `null` (off), or `true` (the default limit).
+fn de_describe_limit<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DescribeLimit>, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Option<DescribeLimit>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("{ burst, refill_secs }, false or null (off), or true (the default limit)")
+        }
+        fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<Self::Value, E> {
+            Ok(on.then(DescribeLimit::default))
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            de_describe_limit(d)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            DescribeLimit::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
+    }
+    d.deserialize_any(V)
+}
+
 fn de_opt_time<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
     de_time(d).map(Some)
 }
@@ -341,5 +406,39 @@ mod tests {
         assert!(Scenario::parse(&base("bogus = 1")).is_err());
         assert!(Scenario::parse(&base("start_days = [57]")).is_err());
         assert!(Scenario::parse("[behaviour]\ntimeout_rate = 2.0").is_err());
+    }
+
+    #[test]
+    fn describe_limit_spellings() {
+        let limit = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour.describe_limit);
+        assert_eq!(limit("").unwrap(), Some(DescribeLimit { burst: 2, refill_secs: 4.0 }), "on by default");
+        assert_eq!(limit("describe_limit = false").unwrap(), None);
+        assert_eq!(limit("describe_limit = true").unwrap(), Some(DescribeLimit::default()));
+        assert_eq!(
+            limit("describe_limit = { burst = 3, refill_secs = 2.5 }").unwrap(),
+            Some(DescribeLimit { burst: 3, refill_secs: 2.5 })
+        );
+        assert_eq!(
+            limit("describe_limit = { burst = 5 }").unwrap(),
+            Some(DescribeLimit { burst: 5, refill_secs: 4.0 })
+        );
+        for bad in [
+            "describe_limit = { burst = 0 }",
+            "describe_limit = { refill_secs = 0.0 }",
+            "describe_limit = { refill_secs = -1.0 }",
+            "describe_limit = { burst = 2, every = 3 }",
+            "describe_limit = \"off\"",
+            "describe_limit = 4",
+            "describe_limit_other_callers_per_min = -1.0",
+            "describe_limit_other_callers_per_min = nan",
+        ] {
+            assert!(limit(bad).is_err(), "{bad}");
+        }
+        let e = limit("describe_limit = \"off\"").unwrap_err();
+        assert!(e.contains("false or null (off)"), "{e}");
+        let e = limit("describe_limit = { burst = 0 }").unwrap_err();
+        assert!(e.contains("describe_limit needs burst >= 1"), "{e}");
+        let s = Scenario::parse("[behaviour]\ndescribe_limit_other_callers_per_min = 1.5").unwrap();
+        assert_eq!(s.behaviour.describe_limit_other_callers_per_min, 1.5);
     }
 }

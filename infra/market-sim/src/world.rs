@@ -25,6 +25,11 @@ pub struct World {
     request_ids: SplitMix64,
     fault_rng: SplitMix64,
     buckets: HashMap<String, TokenBucket>,
+    /// DescribeCapacityBlockOfferings' describe limit, one bucket per region...
+    describe_buckets: HashMap<String, TokenBucket>,
+    /// ...each starting as a copy of this one: the state every region not asked yet is in
+    /// (full when the limit was set, drained since by the other callers). None: no limit.
+    describe_fresh: Option<TokenBucket>,
     /// Throttling is about real request rates, so buckets run on real (monotonic) time.
     epoch: Instant,
 }
@@ -32,6 +37,7 @@ pub struct World {
 impl World {
     pub fn new(scenario: Scenario) -> Self {
         let seed = scenario.seed;
+        let describe_fresh = fresh_describe_bucket(&scenario.behaviour, 0.0);
         Self {
             clock: SimClock::new(scenario.clock.start, scenario.clock.ticking),
             behaviour: scenario.behaviour.clone(),
@@ -45,6 +51,8 @@ impl World {
             request_ids: SplitMix64::new(seed ^ 0x5245_5155_4553_5431),
             fault_rng: SplitMix64::new(seed ^ 0x4641_554c_5453_2121),
             buckets: HashMap::new(),
+            describe_buckets: HashMap::new(),
+            describe_fresh,
             epoch: Instant::now(),
         }
     }
@@ -103,10 +111,37 @@ impl World {
         None
     }
 
+    /// DescribeCapacityBlockOfferings' own limit (per account and region, shared with the other
+    /// callers of the account): takes a token from the region's bucket, or counts a refusal.
+    pub fn take_describe_token(&mut self, region: &str) -> bool {
+        let Some(fresh) = &self.describe_fresh else {
+            return true;
+        };
+        let now = self.epoch.elapsed().as_secs_f64();
+        let bucket = self.describe_buckets.entry(region.to_string()).or_insert_with(|| fresh.clone());
+        if bucket.try_take(now) {
+            true
+        } else {
+            self.faults.describe_limited += 1;
+            false
+        }
+    }
+
     pub fn set_behaviour(&mut self, b: Behaviour) {
+        let now = self.epoch.elapsed().as_secs_f64();
         if b.throttle != self.behaviour.throttle {
             // New limits start from a full bucket.
             self.buckets.clear();
+        }
+        if b.describe_limit != self.behaviour.describe_limit {
+            self.describe_buckets.clear();
+            self.describe_fresh = fresh_describe_bucket(&b, now);
+        } else if b.describe_limit_other_callers_per_min != self.behaviour.describe_limit_other_callers_per_min {
+            // The others change pace from now on; what they spent stays spent.
+            let drain = b.describe_limit_other_callers_per_min / 60.0;
+            for bucket in self.describe_buckets.values_mut().chain(self.describe_fresh.as_mut()) {
+                bucket.set_drain(drain, now);
+            }
         }
         self.behaviour = b;
     }
@@ -116,10 +151,17 @@ impl World {
     }
 }
 
+/// A full describe-limit bucket at `now`, or None when the limit is off.
+fn fresh_describe_bucket(b: &Behaviour, now: f64) -> Option<TokenBucket> {
+    b.describe_limit.map(|l| {
+        TokenBucket::with_drain(1.0 / l.refill_secs, l.burst, b.describe_limit_other_callers_per_min / 60.0, now)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::Throttle;
+    use crate::scenario::{DescribeLimit, Throttle};
 
     #[test]
     fn admit_counts_and_throttles_per_region() {
@@ -135,6 +177,47 @@ mod tests {
         assert_eq!(w.calls["A"], 3);
         assert_eq!(w.calls_by_region["us-west-2"]["B"], 1);
         assert_eq!(w.faults.throttled, 1);
+    }
+
+    #[test]
+    fn describe_limit_per_region_and_its_changes() {
+        // Default: burst 2, one token every 4 s.
+        let mut w = World::new(Scenario::parse("").unwrap());
+        assert!(w.take_describe_token("us-east-1"));
+        assert!(w.take_describe_token("us-east-1"));
+        assert!(!w.take_describe_token("us-east-1"));
+        assert!(w.take_describe_token("us-west-2"), "another region has its own bucket");
+        assert_eq!(w.faults.describe_limited, 1);
+        // A new limit starts full; off means never refused.
+        let mut b = w.behaviour.clone();
+        b.describe_limit = Some(DescribeLimit { burst: 1, refill_secs: 3600.0 });
+        w.set_behaviour(b.clone());
+        assert!(w.take_describe_token("us-east-1"));
+        assert!(!w.take_describe_token("us-east-1"));
+        b.describe_limit = None;
+        w.set_behaviour(b);
+        assert!((0..10).all(|_| w.take_describe_token("us-east-1")));
+        assert_eq!(w.faults.describe_limited, 2);
+    }
+
+    #[test]
+    fn other_callers_spend_the_describe_limit_even_in_regions_not_asked_yet() {
+        // 6000 a minute = 100 tokens/s: 50 ms empty a bucket of 2 (the refill gives 0.0125).
+        let mut w = World::new(Scenario::parse("[behaviour]\ndescribe_limit_other_callers_per_min = 6000.0").unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!w.take_describe_token("us-east-1"));
+        assert!(!w.take_describe_token("eu-west-1"));
+        assert_eq!(w.faults.describe_limited, 2);
+        // Slowing the others does not give back what they spent.
+        let mut b = w.behaviour.clone();
+        b.describe_limit_other_callers_per_min = 0.0;
+        w.set_behaviour(b);
+        assert!(!w.take_describe_token("us-east-1"));
+        // Without others the default bucket serves its burst.
+        let mut quiet = World::new(Scenario::parse("").unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(quiet.take_describe_token("us-east-1"));
+        assert!(quiet.take_describe_token("us-east-1"));
     }
 
     #[test]

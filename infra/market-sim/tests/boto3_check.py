@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sys
+import time
 import traceback
 import urllib.error
 import urllib.request
@@ -236,7 +237,7 @@ def main():
     eq("scenario reset", sim.scenario(Path(args.scenario).read_text())["now"], "2026-12-01T00:00:00Z")
     # The general checks below look at every offering of basic.toml, so they switch off what
     # makes answers realistic (see check_real_market for those behaviours).
-    sim.behaviour(max_offerings_per_answer=0, same_day_offerings=False)
+    sim.behaviour(max_offerings_per_answer=0, same_day_offerings=False, describe_limit=None)
 
     ec2 = client(ep)
     ec2_raw = client(ep, validate=False)
@@ -509,9 +510,57 @@ def cheapest_first_key(o):
     return (price, o["StartDate"], o["AvailabilityZone"], o["InstanceCount"], o["CapacityBlockOfferingId"])
 
 
+def describe_code(ec2, **kw):
+    """'ok', or (error code, HTTP status)."""
+    try:
+        ec2.describe_capacity_block_offerings(CapacityDurationHours=24, **kw)
+        return "ok"
+    except ClientError as e:
+        return (e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"])
+
+
+def describe_calls(sim):
+    return sim.state()["calls"].get("DescribeCapacityBlockOfferings", 0)
+
+
+def check_describe_limit(sim, ep, ec2):
+    """The default describe limit: burst 2, a token every 4 s, per account and region."""
+    limited = ("CapacityBlockDescribeLimitExceeded", 400)
+    eq("describe limit: default is on", sim._req("GET", "/_sim/behaviour")["describe_limit"], {"burst": 2, "refill_secs": 4.0})
+    codes = [describe_code(ec2) for _ in range(3)]
+    eq("describe limit: burst of 2, then CapacityBlockDescribeLimitExceeded (400)", codes, ["ok", "ok", limited])
+    e = expect_error("describe limit: DryRun is limited too", "CapacityBlockDescribeLimitExceeded", 400, ec2.describe_capacity_block_offerings, CapacityDurationHours=24, DryRun=True)
+    if e:
+        eq("describe limit: message", e.response["Error"]["Message"], "You've reached the limit for this account.")
+    eq("describe limit: other actions are not limited", len(ec2.describe_capacity_reservations()["CapacityReservations"]), 0)
+    eq("describe limit: another region has its own", describe_code(client(ep, region="us-west-2")), "ok")
+    # botocore does not class the code as throttling: even its standard retry mode sends once.
+    standard = boto3.client("ec2", region_name="us-east-1", endpoint_url=ep, aws_access_key_id="AKIDSIMULATOR", aws_secret_access_key="simulator-secret", config=Config(retries={"mode": "standard", "total_max_attempts": 3}))
+    before = describe_calls(sim)
+    eq("describe limit: standard retries", describe_code(standard), limited)
+    eq("describe limit: botocore did not retry it", describe_calls(sim) - before, 1)
+    time.sleep(4.2)
+    eq("describe limit: a token again after 4 s", describe_code(ec2), "ok")
+    eq("describe limit: and only one", describe_code(ec2), limited)
+    eq("describe limit: refusals counted", sim.state()["faults_injected"]["describe_limited"], 4)
+
+    # Other callers in the account (2 a second) empty the bucket without this client calling.
+    # (Posting the same limit again changes nothing; off and on again starts a full bucket.)
+    sim.behaviour(describe_limit=None)
+    sim.behaviour(describe_limit={"burst": 2, "refill_secs": 4.0}, describe_limit_other_callers_per_min=120.0)
+    eq("describe limit: fresh bucket", describe_code(ec2), "ok")
+    time.sleep(1.2)
+    eq("describe limit: drained by the other callers", describe_code(ec2), limited)
+    sim.behaviour(describe_limit_other_callers_per_min=0.0, describe_limit=None)
+    eq("describe limit: off", [describe_code(ec2) for _ in range(4)], ["ok"] * 4)
+
+
 def check_real_market(sim, ep):
     eq("real market: reset", sim.scenario(REAL_MARKET)["now"], "2026-12-01T04:25:00Z")
     ec2 = client(ep)
+    check_describe_limit(sim, ep, ec2)
+    # The rest looks at answers, not at pacing.
+    sim.behaviour(describe_limit=None)
 
     # --- at most 6 offerings, the cheapest per accelerator-hour first ----------------------
     answer = ec2.describe_capacity_block_offerings(CapacityDurationHours=24)

@@ -10,6 +10,11 @@ use crate::world::World;
 
 pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
     require_supported(w, ctx)?;
+    // The describe limit is spent before anything else is looked at: invalid and DryRun calls
+    // spend their token too (the harsher reading).
+    if !w.take_describe_token(ctx.region) {
+        return Err(ApiError::describe_limit());
+    }
     let hours = p.int("CapacityDurationHours")?.ok_or_else(|| ApiError::missing("CapacityDurationHours"))?;
     let duration_days = market::duration_days_from_hours(hours, "CapacityDurationHours")?;
     let instance_count = positive_u32(p, "InstanceCount", 64)?;
@@ -66,8 +71,13 @@ mod tests {
 
     const ACTION: &str = "DescribeCapacityBlockOfferings";
 
-    /// us-east-1 sells p5.48xlarge: 4 starts x 2 zones x 2 counts = 16 one-day offerings.
+    /// us-east-1 sells p5.48xlarge: 4 starts x 2 zones x 2 counts = 16 one-day offerings. The
+    /// describe limit is off unless a test is about it.
     fn world(behaviour: &str) -> World {
+        limited_world(&format!("describe_limit = false\n{behaviour}"))
+    }
+
+    fn limited_world(behaviour: &str) -> World {
         World::new(
             Scenario::parse(&format!(
                 r#"
@@ -118,6 +128,26 @@ mod tests {
             call(&mut w, &[("CapacityDurationHours", "24"), ("MaxResults", "4"), ("NextToken", &token)]).unwrap();
         assert_eq!(values(&second, "capacityBlockOfferingId"), all[4..6].to_vec());
         assert!(values(&second, "nextToken").is_empty());
+    }
+
+    #[test]
+    fn the_describe_limit_refuses_past_the_burst_counting_dry_runs_and_bad_calls() {
+        let mut w = limited_world("describe_limit = { burst = 3, refill_secs = 3600.0 }");
+        assert!(call(&mut w, &[("CapacityDurationHours", "24")]).is_ok());
+        let dry = call(&mut w, &[("CapacityDurationHours", "24"), ("DryRun", "true")]).unwrap_err();
+        assert_eq!(dry.code, "DryRunOperation");
+        let bad = call(&mut w, &[("CapacityDurationHours", "36")]).unwrap_err();
+        assert_eq!(bad.code, "InvalidParameterValue");
+        let e = call(&mut w, &[("CapacityDurationHours", "24")]).unwrap_err();
+        assert_eq!((e.status, e.code.as_str()), (400, "CapacityBlockDescribeLimitExceeded"));
+        assert_eq!(e.message, "You've reached the limit for this account.");
+        assert_eq!(w.faults.describe_limited, 1);
+        // Only DescribeCapacityBlockOfferings spends from it.
+        let other = Params::from_pairs(&[("Action", "DescribeCapacityReservations")]);
+        assert!(dispatch(&mut w, "us-east-1", "DescribeCapacityReservations", &other).is_ok());
+        // Another region of the same account has its own bucket.
+        let p = Params::from_pairs(&[("CapacityDurationHours", "24")]);
+        assert!(dispatch(&mut w, "us-west-2", ACTION, &p).is_ok());
     }
 
     #[test]

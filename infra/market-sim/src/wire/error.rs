@@ -3,6 +3,8 @@
 
 use super::xml::escape;
 
+pub const DESCRIBE_LIMIT_EXCEEDED: &str = "CapacityBlockDescribeLimitExceeded";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub status: u16,
@@ -33,6 +35,12 @@ impl ApiError {
 
     pub fn throttled() -> Self {
         Self::new(503, "RequestLimitExceeded", "Request limit exceeded.")
+    }
+
+    /// DescribeCapacityBlockOfferings past the account's describe limit, or for an instance
+    /// family whose Capacity Block quota is 0: the same code and message, a client error.
+    pub fn describe_limit() -> Self {
+        Self::client(DESCRIBE_LIMIT_EXCEEDED, "You've reached the limit for this account.")
     }
 
     pub fn internal() -> Self {
@@ -67,5 +75,8 @@ mod tests {
         assert!(x.contains("<RequestID>rid</RequestID>"));
         assert_eq!(ApiError::dry_run().status, 412);
         assert_eq!(ApiError::throttled().status, 503);
+        let limit = ApiError::describe_limit();
+        assert_eq!((limit.status, limit.code.as_str()), (400, "CapacityBlockDescribeLimitExceeded"));
+        assert!(limit.to_xml("r").contains("<Message>You&apos;ve reached the limit for this account.</Message>"));
     }
 }
