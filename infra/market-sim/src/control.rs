@@ -344,6 +344,7 @@ mod tests {
         assert_eq!(w.behaviour.describe_limit_other_callers_per_min, 12.5, "a refused change changes nothing");
         let (_, st) = call(&mut w, "GET", "/_sim/state", "");
         assert_eq!(st["faults_injected"]["describe_limited"], 1);
+        assert_eq!(st["faults_injected"]["quota_zero"], 0);
     }
 
     #[test]

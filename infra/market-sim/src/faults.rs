@@ -67,6 +67,8 @@ pub struct FaultCounts {
     pub dropped_extension_purchase_responses: u64,
     /// DescribeCapacityBlockOfferings refused by the describe limit (an empty bucket).
     pub describe_limited: u64,
+    /// DescribeCapacityBlockOfferings refused for an instance family whose quota is 0.
+    pub quota_zero: u64,
 }
 
 #[cfg(test)]

@@ -31,7 +31,8 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
                  same_day_offerings = true,
                  describe_limit = { burst = 2, refill_secs = 4.0 } (false = off),
                  describe_limit_other_callers_per_min = 0.0
-    [[regions]]  name, supported = true, down = false
+    [[regions]]  name, supported = true, down = false, zero_quota_families = [],
+                 sells = [types] (default: the region's market lines)
     [[market]]   region, instance_type, azs, counts, durations_days, start_days,
                  price = [{ from, usd_per_accelerator_hour }], extension_usd_per_accelerator_hour,
                  payment, currency

@@ -173,6 +173,15 @@ pub struct RegionCfg {
     pub supported: bool,
     #[serde(default)]
     pub down: bool,
+    /// Instance families (the part of a type before the first '.', e.g. "trn2") whose Capacity
+    /// Block quota is 0 here: DescribeCapacityBlockOfferings for them answers
+    /// CapacityBlockDescribeLimitExceeded on every call.
+    #[serde(default)]
+    pub zero_quota_families: Vec<String>,
+    /// Instance types sold as Capacity Blocks here. Absent: exactly the types of this region's
+    /// market lines.
+    #[serde(default)]
+    pub sells: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -252,6 +261,17 @@ impl Scenario {
 
     fn validate(&self) -> Result<(), String> {
         self.behaviour.validate()?;
+        for (i, r) in self.regions.iter().enumerate() {
+            let at = format!("regions[{i}] ({})", r.name);
+            if let Some(f) = r.zero_quota_families.iter().find(|f| !is_family(f)) {
+                return Err(format!(
+                    "{at}: zero_quota_families entry {f:?} is not an instance family (the part of a type before the '.', e.g. \"trn2\")"
+                ));
+            }
+            if let Some(t) = r.sells.iter().flatten().find(|t| instance_types::lookup(t).is_none()) {
+                return Err(format!("{at}: sells {t:?}, which is not in the built-in instance type table"));
+            }
+        }
         for (i, l) in self.market.iter().enumerate() {
             let at = format!("market[{i}] ({} {})", l.region, l.instance_type);
             if instance_types::lookup(&l.instance_type).is_none() {
@@ -272,6 +292,11 @@ impl Scenario {
             if l.price.iter().any(|p| p.usd_per_accelerator_hour <= Decimal::ZERO) {
                 return Err(format!("{at}: prices must be positive"));
             }
+            if let Some(sold) = self.region(&l.region).and_then(|r| r.sells.as_ref())
+                && !sold.contains(&l.instance_type)
+            {
+                return Err(format!("{at}: the region's sells list does not include {}", l.instance_type));
+            }
         }
         Ok(())
     }
@@ -285,6 +310,34 @@ impl Scenario {
     pub fn supports(&self, region: &str) -> bool {
         self.region(region).is_none_or(|r| r.supported)
     }
+
+    /// Whether `region` sells `instance_type` as Capacity Blocks: the region's `sells` list if it
+    /// has one, else exactly the types of its market lines (the harsher reading); never a type
+    /// missing from the built-in table.
+    pub fn sells(&self, region: &str, instance_type: &str) -> bool {
+        if instance_types::lookup(instance_type).is_none() {
+            return false;
+        }
+        match self.region(region).and_then(|r| r.sells.as_ref()) {
+            Some(sold) => sold.iter().any(|t| t == instance_type),
+            None => self.market.iter().any(|l| l.region == region && l.instance_type == instance_type),
+        }
+    }
+
+    /// Whether the account's Capacity Block quota for this type's family is 0 in `region`.
+    pub fn zero_quota(&self, region: &str, instance_type: &str) -> bool {
+        let family = instance_family(instance_type);
+        self.region(region).is_some_and(|r| r.zero_quota_families.iter().any(|f| f.eq_ignore_ascii_case(family)))
+    }
+}
+
+/// The instance family: the part of the type before the first '.' ("trn2" for "trn2.48xlarge").
+pub fn instance_family(instance_type: &str) -> &str {
+    instance_type.split('.').next().unwrap_or(instance_type)
+}
+
+fn is_family(f: &str) -> bool {
+    !f.is_empty() && f.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
 /// A timestamp given as a TOML datetime or as an RFC 3339 string.
@@ -406,6 +459,58 @@ mod tests {
         assert!(Scenario::parse(&base("bogus = 1")).is_err());
         assert!(Scenario::parse(&base("start_days = [57]")).is_err());
         assert!(Scenario::parse("[behaviour]\ntimeout_rate = 2.0").is_err());
+    }
+
+    #[test]
+    fn what_a_region_sells_and_zero_quota_families() {
+        let s = Scenario::parse(
+            r#"
+            [[regions]]
+            name = "us-west-2"
+            sells = ["p5.48xlarge", "p4d.24xlarge"]
+            zero_quota_families = ["trn2", "P6-B200"]
+            [[market]]
+            region = "us-east-1"
+            instance_type = "p5.48xlarge"
+            price = [ { from = "2026-12-01T00:00:00Z", usd_per_accelerator_hour = "1" } ]
+            [[market]]
+            region = "us-west-2"
+            instance_type = "p4d.24xlarge"
+            price = [ { from = "2026-12-01T00:00:00Z", usd_per_accelerator_hour = "1" } ]
+            "#,
+        )
+        .unwrap();
+        // No sells list: exactly the region's lines.
+        assert!(s.sells("us-east-1", "p5.48xlarge"));
+        assert!(!s.sells("us-east-1", "p4d.24xlarge"));
+        assert!(!s.sells("eu-west-1", "p5.48xlarge"));
+        // A sells list: its types, with or without a line.
+        assert!(s.sells("us-west-2", "p5.48xlarge"));
+        assert!(s.sells("us-west-2", "p4d.24xlarge"));
+        assert!(!s.sells("us-west-2", "p5e.48xlarge"));
+        assert!(!s.sells("us-west-2", "m9.fake"));
+        // Families, case-insensitively, in their region only.
+        assert_eq!(instance_family("p6-b200.48xlarge"), "p6-b200");
+        assert!(s.zero_quota("us-west-2", "trn2.48xlarge"));
+        assert!(s.zero_quota("us-west-2", "trn2.3xlarge"));
+        assert!(s.zero_quota("us-west-2", "p6-b200.48xlarge"));
+        assert!(!s.zero_quota("us-west-2", "trn1.32xlarge"));
+        assert!(!s.zero_quota("us-east-1", "trn2.48xlarge"));
+
+        let region = |extra: &str| Scenario::parse(&format!("[[regions]]\nname = \"us-west-2\"\n{extra}"));
+        assert!(region("sells = []").is_ok());
+        let e = region("sells = [\"m9.fake\"]").unwrap_err();
+        assert!(e.contains("regions[0] (us-west-2): sells \"m9.fake\""), "{e}");
+        let e = region("zero_quota_families = [\"trn2.48xlarge\"]").unwrap_err();
+        assert!(e.contains("is not an instance family"), "{e}");
+        assert!(region("zero_quota_families = [\"\"]").is_err());
+        assert!(region("zero_quota_families = \"trn2\"").is_err());
+        // A line for a type its region's sells list leaves out contradicts it.
+        let e = region(
+            "sells = [\"p5.48xlarge\"]\n[[market]]\nregion = \"us-west-2\"\ninstance_type = \"p4d.24xlarge\"\nprice = [{ from = \"2026-12-01T00:00:00Z\", usd_per_accelerator_hour = \"1\" }]",
+        )
+        .unwrap_err();
+        assert!(e.contains("sells list does not include p4d.24xlarge"), "{e}");
     }
 
     #[test]

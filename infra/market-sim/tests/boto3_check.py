@@ -476,6 +476,14 @@ start = "2026-12-01T04:25:00Z"
 [behaviour]
 payment_delay_hours = 0
 
+[[regions]]
+name = "us-east-1"
+zero_quota_families = ["trn2"]
+
+[[regions]]
+name = "us-west-2"
+sells = ["p4d.24xlarge", "p5.48xlarge"]
+
 [[market]]
 region = "us-east-1"
 instance_type = "p5.48xlarge"
@@ -493,6 +501,20 @@ counts = [1]
 durations_days = [1]
 start_days = [3]
 price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.90" } ]
+
+[[market]]
+region = "us-east-1"
+instance_type = "trn2.48xlarge"
+azs = ["us-east-1d"]
+start_days = [1]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "4.50" } ]
+
+[[market]]
+region = "us-west-2"
+instance_type = "p4d.24xlarge"
+azs = ["us-west-2b"]
+start_days = [1]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
 """
 
 ACCELERATORS = {"p5.48xlarge": 8, "p5e.48xlarge": 8, "p6-b200.48xlarge": 8, "p4d.24xlarge": 8, "trn2.48xlarge": 16}
@@ -554,6 +576,19 @@ def check_describe_limit(sim, ep, ec2):
     sim.behaviour(describe_limit_other_callers_per_min=0.0, describe_limit=None)
     eq("describe limit: off", [describe_code(ec2) for _ in range(4)], ["ok"] * 4)
 
+    # Quota 0 for trn2 in us-east-1: the same code on every call, however slowly asked.
+    sim.behaviour(describe_limit={"burst": 2, "refill_secs": 4.0})
+    limited_before = sim.state()["faults_injected"]["describe_limited"]
+    eq("quota 0: refused", describe_code(ec2, InstanceType="trn2.48xlarge"), limited)
+    eq("quota 0: a token was left (p5 answered)", describe_code(ec2, InstanceType="p5.48xlarge"), "ok")
+    time.sleep(4.2)
+    eq("quota 0: still refused after a wait", describe_code(ec2, InstanceType="trn2.48xlarge"), limited)
+    eq("quota 0: any trn2 size", describe_code(ec2, InstanceType="trn2.3xlarge"), limited)
+    eq("quota 0: tokens untouched (2 p5 calls answered)", [describe_code(ec2, InstanceType="p5.48xlarge") for _ in range(2)], ["ok", "ok"])
+    faults = sim.state()["faults_injected"]
+    eq("quota 0: counted as quota_zero", faults["quota_zero"], 3)
+    eq("quota 0: not as describe_limited", faults["describe_limited"], limited_before)
+
 
 def check_real_market(sim, ep):
     eq("real market: reset", sim.scenario(REAL_MARKET)["now"], "2026-12-01T04:25:00Z")
@@ -577,6 +612,18 @@ def check_real_market(sim, ep):
     check("cap: more than 6 without the cap", len(everything) > 6, str(len(everything)))
     eq("cap: the 6 kept are the 6 cheapest", [o["CapacityBlockOfferingId"] for o in sorted(everything, key=cheapest_first_key)[:6]], [o["CapacityBlockOfferingId"] for o in capped])
     sim.behaviour(max_offerings_per_answer=6)
+
+    # --- types a region does not sell ------------------------------------------------------
+    west = client(ep, region="us-west-2")
+    not_sold = "InvalidParameterValue"
+    e = expect_error("not sold: p5e in us-west-2 (not in sells)", not_sold, 400, west.describe_capacity_block_offerings, CapacityDurationHours=24, InstanceType="p5e.48xlarge")
+    if e:
+        eq("not sold: message", e.response["Error"]["Message"], "The instance type p5e.48xlarge is not supported for Capacity Blocks in us-west-2.")
+    expect_error("not sold: p4d in us-east-1 (no sells list, no line)", not_sold, 400, ec2.describe_capacity_block_offerings, CapacityDurationHours=24, InstanceType="p4d.24xlarge")
+    expect_error("not sold: a type unknown to the table", not_sold, 400, ec2.describe_capacity_block_offerings, CapacityDurationHours=24, InstanceType="m9.fake")
+    eq("sold without a line: empty answer", west.describe_capacity_block_offerings(CapacityDurationHours=24, InstanceType="p5.48xlarge")["CapacityBlockOfferings"], [])
+    check("sold with a line: offerings", len(west.describe_capacity_block_offerings(CapacityDurationHours=24, InstanceType="p4d.24xlarge")["CapacityBlockOfferings"]) > 0)
+    check("no InstanceType: not checked", len(west.describe_capacity_block_offerings(CapacityDurationHours=24)["CapacityBlockOfferings"]) > 0)
 
     # --- same-day closest-match blocks: 04:25 + 30 min = 04:55, ending 11:30 -----------------
     same, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="p5.48xlarge", InstanceCount=1)

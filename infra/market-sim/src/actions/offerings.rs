@@ -10,6 +10,15 @@ use crate::world::World;
 
 pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
     require_supported(w, ctx)?;
+    let instance_type = p.get("InstanceType").filter(|s| !s.is_empty()).map(str::to_string);
+    // A family whose Capacity Block quota is 0 gets the describe limit's code on every call,
+    // however slowly it asks; it spends no token.
+    if let Some(t) = &instance_type
+        && w.scenario.zero_quota(ctx.region, t)
+    {
+        w.faults.quota_zero += 1;
+        return Err(ApiError::describe_limit());
+    }
     // The describe limit is spent before anything else is looked at: invalid and DryRun calls
     // spend their token too (the harsher reading).
     if !w.take_describe_token(ctx.region) {
@@ -27,12 +36,20 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     }
     let size = page_size(p, 1, 1000)?;
     p.bool("AllAvailabilityZones")?;
+    if let Some(t) = &instance_type
+        && !w.scenario.sells(ctx.region, t)
+    {
+        return Err(ApiError::invalid_value(format!(
+            "The instance type {t} is not supported for Capacity Blocks in {}.",
+            ctx.region
+        )));
+    }
     dry_run(p)?;
 
     let q = OfferingQuery {
         region: ctx.region.to_string(),
         duration_days,
-        instance_type: p.get("InstanceType").filter(|s| !s.is_empty()).map(str::to_string),
+        instance_type,
         instance_count,
         start_range,
         end_range,
@@ -148,6 +165,54 @@ mod tests {
         // Another region of the same account has its own bucket.
         let p = Params::from_pairs(&[("CapacityDurationHours", "24")]);
         assert!(dispatch(&mut w, "us-west-2", ACTION, &p).is_ok());
+    }
+
+    #[test]
+    fn a_zero_quota_family_is_refused_on_every_call_without_spending_tokens() {
+        let mut w = limited_world("describe_limit = { burst = 1, refill_secs = 3600.0 }");
+        w.scenario.regions.push(
+            Scenario::parse("[[regions]]\nname = \"us-east-1\"\nzero_quota_families = [\"p5\"]").unwrap().regions[0]
+                .clone(),
+        );
+        for _ in 0..5 {
+            let e = call(&mut w, &[("CapacityDurationHours", "24"), ("InstanceType", "p5.48xlarge")]).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, "CapacityBlockDescribeLimitExceeded"));
+            assert_eq!(e.message, ApiError::describe_limit().message, "the same message as the rate limit");
+        }
+        assert_eq!((w.faults.quota_zero, w.faults.describe_limited), (5, 0));
+        // The one token is still there: a search without that family is answered...
+        assert!(call(&mut w, &[("CapacityDurationHours", "24")]).is_ok());
+        // ...and the next is refused by the rate limit, counted as such.
+        assert_eq!(
+            call(&mut w, &[("CapacityDurationHours", "24")]).unwrap_err().code,
+            "CapacityBlockDescribeLimitExceeded"
+        );
+        assert_eq!((w.faults.quota_zero, w.faults.describe_limited), (5, 1));
+    }
+
+    #[test]
+    fn an_unsold_instance_type_is_an_invalid_parameter() {
+        let mut w = world("");
+        for t in ["p4d.24xlarge", "m9.fake"] {
+            let e = call(&mut w, &[("CapacityDurationHours", "24"), ("InstanceType", t)]).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, "InvalidParameterValue"));
+            assert_eq!(e.message, format!("The instance type {t} is not supported for Capacity Blocks in us-east-1."));
+            // Parameter validation comes before DryRun.
+            let dry = call(&mut w, &[("CapacityDurationHours", "24"), ("InstanceType", t), ("DryRun", "true")]);
+            assert_eq!(dry.unwrap_err().code, "InvalidParameterValue");
+        }
+        // Sold here (its line), and a request without InstanceType is not checked.
+        assert!(call(&mut w, &[("CapacityDurationHours", "24"), ("InstanceType", "p5.48xlarge")]).is_ok());
+        assert!(call(&mut w, &[("CapacityDurationHours", "24")]).is_ok());
+        // Another region with no line for it does not sell it.
+        let p = Params::from_pairs(&[("CapacityDurationHours", "24"), ("InstanceType", "p5.48xlarge")]);
+        assert_eq!(dispatch(&mut w, "us-west-2", ACTION, &p).unwrap_err().code, "InvalidParameterValue");
+        // A sells list may name a type without a line: sold, nothing on offer.
+        w.scenario.regions.push(
+            Scenario::parse("[[regions]]\nname = \"us-west-2\"\nsells = [\"p5.48xlarge\"]").unwrap().regions[0].clone(),
+        );
+        let body = dispatch(&mut w, "us-west-2", ACTION, &p).unwrap().body;
+        assert!(values(&body, "capacityBlockOfferingId").is_empty());
     }
 
     #[test]
