@@ -32,10 +32,10 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
                  describe_limit = { burst = 2, refill_secs = 4.0 } (false = off),
                  describe_limit_other_callers_per_min = 0.0
     [[regions]]  name, supported = true, down = false, zero_quota_families = [],
-                 sells = [types] (default: the region's market lines)
+                 sells = [types] (default: the region's market lines), opted_in_zones = []
     [[market]]   region, instance_type, azs, counts, durations_days, start_days,
                  price = [{ from, usd_per_accelerator_hour }], extension_usd_per_accelerator_hour,
-                 payment, currency
+                 payment, currency, zone_type = availability-zone|local-zone
 
 CONTROL API (JSON): GET /_sim/state, /_sim/health, /_sim/behaviour;
     POST /_sim/clock, /_sim/behaviour, /_sim/scenario (TOML body), /_sim/payment, /_sim/reservations

@@ -9,7 +9,7 @@ use rust_decimal::{Decimal, RoundingStrategy};
 
 use crate::instance_types;
 use crate::rng::stable_id;
-use crate::scenario::{MarketLine, PaymentOutcome, Scenario};
+use crate::scenario::{MarketLine, PaymentOutcome, Scenario, ZoneType};
 use crate::wire::error::ApiError;
 
 /// Blocks start (and so end) at 11:30 UTC.
@@ -67,6 +67,7 @@ pub struct Offering {
     pub region: String,
     pub instance_type: String,
     pub availability_zone: String,
+    pub zone_type: ZoneType,
     pub instance_count: u32,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
@@ -113,6 +114,8 @@ pub struct OfferingQuery {
     pub end_range: Option<DateTime<Utc>>,
     /// Also offer the same-day closest-match blocks (see `same_day_windows`).
     pub same_day: bool,
+    /// AllAvailabilityZones=true: also Local Zones the account has not opted into.
+    pub all_zones: bool,
 }
 
 /// Start times a line offers at `now`: 11:30 UTC on (today + start_day), kept if at least 30
@@ -202,12 +205,16 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
             }
             let minutes = (end - start).num_minutes();
             for az in &line.azs {
+                if line.zone_type == ZoneType::LocalZone && !q.all_zones && !scenario.opted_in(&q.region, az) {
+                    continue;
+                }
                 for &count in line.counts.iter().filter(|&&c| q.instance_count.is_none_or(|qc| qc == c)) {
                     out.push(Offering {
                         id: offering_id(&line.region, &line.instance_type, count, &duration, az, start, step),
                         region: line.region.clone(),
                         instance_type: line.instance_type.clone(),
                         availability_zone: az.clone(),
+                        zone_type: line.zone_type,
                         instance_count: count,
                         start,
                         end,
@@ -229,7 +236,8 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
 }
 
 /// The offering with this id if it is on offer right now (same price step) in `region`;
-/// same-day blocks only when `same_day` offerings are on.
+/// same-day blocks only when `same_day` offerings are on. Local Zones included: an offering
+/// seen with AllAvailabilityZones=true is purchasable by id.
 pub fn find_offering(
     scenario: &Scenario,
     region: &str,
@@ -246,7 +254,13 @@ pub fn find_offering(
     days.sort_unstable();
     days.dedup();
     days.into_iter().find_map(|d| {
-        let q = OfferingQuery { region: region.to_string(), duration_days: d, same_day, ..Default::default() };
+        let q = OfferingQuery {
+            region: region.to_string(),
+            duration_days: d,
+            same_day,
+            all_zones: true,
+            ..Default::default()
+        };
         offerings(scenario, &q, now).into_iter().find(|o| o.id == id)
     })
 }
@@ -584,6 +598,57 @@ mod tests {
         assert_eq!(o.upfront_fee.to_string(), "300.20"); // 2.85 x 8 x 2 x 395 / 60
         // No price yet: nothing at all.
         assert!(offerings(&s, &q, t("2026-11-30T04:25:00Z")).is_empty());
+    }
+
+    #[test]
+    fn local_zone_offerings_need_all_zones_or_an_opt_in() {
+        let text = |opted: &str| {
+            format!(
+                r#"
+                [[regions]]
+                name = "us-east-1"
+                opted_in_zones = [{opted}]
+                [[market]]
+                region = "us-east-1"
+                instance_type = "p6-b200.48xlarge"
+                zone_type = "local-zone"
+                azs = ["us-east-1-dfw-2a", "us-east-1-mia-2a"]
+                price = [ {{ from = "2026-12-01T00:00:00Z", usd_per_accelerator_hour = "3.00" }} ]
+                [[market]]
+                region = "us-east-1"
+                instance_type = "p5.48xlarge"
+                price = [ {{ from = "2026-12-01T00:00:00Z", usd_per_accelerator_hour = "4.10" }} ]
+                "#
+            )
+        };
+        let now = t("2026-12-01T00:00:00Z");
+        let q = OfferingQuery { region: "us-east-1".into(), duration_days: 1, ..Default::default() };
+        let zones = |s: &Scenario, q: &OfferingQuery| {
+            offerings(s, q, now).iter().map(|o| (o.availability_zone.clone(), o.zone_type)).collect::<Vec<_>>()
+        };
+        let s = Scenario::parse(&text("")).unwrap();
+        assert_eq!(zones(&s, &q), vec![("us-east-1a".to_string(), ZoneType::AvailabilityZone)]);
+        let all = OfferingQuery { all_zones: true, ..q.clone() };
+        assert_eq!(
+            zones(&s, &all),
+            vec![
+                ("us-east-1-dfw-2a".to_string(), ZoneType::LocalZone),
+                ("us-east-1-mia-2a".to_string(), ZoneType::LocalZone),
+                ("us-east-1a".to_string(), ZoneType::AvailabilityZone),
+            ]
+        );
+        // Purchasable by id although a plain search does not show it.
+        let dfw = offerings(&s, &all, now).remove(0);
+        assert_eq!(find_offering(&s, "us-east-1", &dfw.id, now, false), Some(dfw));
+        // An opted-in Local Zone comes back without AllAvailabilityZones, the other does not.
+        let s = Scenario::parse(&text("\"us-east-1-dfw-2a\"")).unwrap();
+        assert_eq!(
+            zones(&s, &q),
+            vec![
+                ("us-east-1-dfw-2a".to_string(), ZoneType::LocalZone),
+                ("us-east-1a".to_string(), ZoneType::AvailabilityZone)
+            ]
+        );
     }
 
     #[test]

@@ -52,6 +52,26 @@ pub enum PaymentOutcome {
     Never,
 }
 
+/// Where a market line's zones are: Availability Zones, or Local Zones (returned only to
+/// accounts that opted in, or with AllAvailabilityZones=true).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ZoneType {
+    #[default]
+    AvailabilityZone,
+    LocalZone,
+}
+
+impl ZoneType {
+    /// The offering's `zoneType` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AvailabilityZone => "availability-zone",
+            Self::LocalZone => "local-zone",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Throttle {
@@ -182,6 +202,10 @@ pub struct RegionCfg {
     /// market lines.
     #[serde(default)]
     pub sells: Option<Vec<String>>,
+    /// Local Zones the account has opted into: their offerings come back without
+    /// AllAvailabilityZones=true.
+    #[serde(default)]
+    pub opted_in_zones: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -215,6 +239,9 @@ pub struct MarketLine {
     pub payment: Option<PaymentOutcome>,
     #[serde(default = "usd")]
     pub currency: String,
+    /// "availability-zone" (default) or "local-zone" (e.g. the Dallas Local Zone us-east-1-dfw-2a).
+    #[serde(default)]
+    pub zone_type: ZoneType,
 }
 
 fn default_seed() -> u64 {
@@ -267,6 +294,9 @@ impl Scenario {
                 return Err(format!(
                     "{at}: zero_quota_families entry {f:?} is not an instance family (the part of a type before the '.', e.g. \"trn2\")"
                 ));
+            }
+            if r.opted_in_zones.iter().any(|z| z.trim().is_empty()) {
+                return Err(format!("{at}: opted_in_zones entries must be zone names, got an empty one"));
             }
             if let Some(t) = r.sells.iter().flatten().find(|t| instance_types::lookup(t).is_none()) {
                 return Err(format!("{at}: sells {t:?}, which is not in the built-in instance type table"));
@@ -322,6 +352,11 @@ impl Scenario {
             Some(sold) => sold.iter().any(|t| t == instance_type),
             None => self.market.iter().any(|l| l.region == region && l.instance_type == instance_type),
         }
+    }
+
+    /// Whether the account has opted into the Local Zone `zone` of `region`.
+    pub fn opted_in(&self, region: &str, zone: &str) -> bool {
+        self.region(region).is_some_and(|r| r.opted_in_zones.iter().any(|z| z == zone))
     }
 
     /// Whether the account's Capacity Block quota for this type's family is 0 in `region`.
@@ -511,6 +546,25 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("sells list does not include p4d.24xlarge"), "{e}");
+    }
+
+    #[test]
+    fn zone_types_and_opted_in_zones() {
+        let line = |extra: &str| {
+            Scenario::parse(&format!(
+                "[[regions]]\nname = \"us-east-1\"\nopted_in_zones = [\"us-east-1-dfw-2a\"]\n[[market]]\nregion = \"us-east-1\"\ninstance_type = \"p6-b200.48xlarge\"\nprice = [{{ from = \"2026-12-01T00:00:00Z\", usd_per_accelerator_hour = \"1\" }}]\n{extra}"
+            ))
+        };
+        assert_eq!(line("").unwrap().market[0].zone_type, ZoneType::AvailabilityZone);
+        let s = line("zone_type = \"local-zone\"\nazs = [\"us-east-1-dfw-2a\"]").unwrap();
+        assert_eq!(s.market[0].zone_type, ZoneType::LocalZone);
+        assert_eq!(s.market[0].zone_type.as_str(), "local-zone");
+        assert!(s.opted_in("us-east-1", "us-east-1-dfw-2a"));
+        assert!(!s.opted_in("us-east-1", "us-east-1-mia-2a"));
+        assert!(!s.opted_in("us-west-2", "us-east-1-dfw-2a"));
+        let e = line("zone_type = \"wavelength-zone\"").unwrap_err();
+        assert!(e.contains("local-zone"), "{e}");
+        assert!(Scenario::parse("[[regions]]\nname = \"x\"\nopted_in_zones = [\"\"]").is_err());
     }
 
     #[test]

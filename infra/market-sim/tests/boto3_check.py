@@ -160,6 +160,7 @@ def check_offerings(ec2, ec2_raw, ec2_unsupported):
         eq(f"offering {oid}: minutes", o["CapacityBlockDurationMinutes"], 0)
         eq(f"offering {oid}: currency", o["CurrencyCode"], "USD")
         eq(f"offering {oid}: tenancy", o["Tenancy"], "default")
+        eq(f"offering {oid}: zone type", o["ZoneType"], "availability-zone")
         check(f"offering {oid}: start window", t("2026-12-01T00:30:00Z") <= o["StartDate"] <= t("2027-01-26T00:00:00Z"))
 
     again, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="p5.48xlarge")
@@ -483,6 +484,7 @@ zero_quota_families = ["trn2"]
 [[regions]]
 name = "us-west-2"
 sells = ["p4d.24xlarge", "p5.48xlarge"]
+opted_in_zones = ["us-west-2-lax-1a"]
 
 [[market]]
 region = "us-east-1"
@@ -515,6 +517,23 @@ instance_type = "p4d.24xlarge"
 azs = ["us-west-2b"]
 start_days = [1]
 price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
+
+[[market]]
+region = "us-west-2"
+instance_type = "p4d.24xlarge"
+zone_type = "local-zone"
+azs = ["us-west-2-lax-1a", "us-west-2-den-1a"]
+start_days = [1]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
+
+# P6e-GB200 UltraServer blocks are sold in the Dallas Local Zone; the table has p6-b200.
+[[market]]
+region = "us-east-1"
+instance_type = "p6-b200.48xlarge"
+zone_type = "local-zone"
+azs = ["us-east-1-dfw-2a"]
+start_days = [1]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
 """
 
 ACCELERATORS = {"p5.48xlarge": 8, "p5e.48xlarge": 8, "p6-b200.48xlarge": 8, "p4d.24xlarge": 8, "trn2.48xlarge": 16}
@@ -625,6 +644,21 @@ def check_real_market(sim, ep):
     check("sold with a line: offerings", len(west.describe_capacity_block_offerings(CapacityDurationHours=24, InstanceType="p4d.24xlarge")["CapacityBlockOfferings"]) > 0)
     check("no InstanceType: not checked", len(west.describe_capacity_block_offerings(CapacityDurationHours=24)["CapacityBlockOfferings"]) > 0)
 
+    # --- Local Zones: ZoneType, AllAvailabilityZones, opted-in zones ------------------------
+    plain = ec2.describe_capacity_block_offerings(CapacityDurationHours=24)["CapacityBlockOfferings"]
+    eq("zones: plain answers are all in availability zones", {o.get("ZoneType") for o in plain}, {"availability-zone"})
+    eq("zones: Dallas not returned without AllAvailabilityZones", ec2.describe_capacity_block_offerings(CapacityDurationHours=24, InstanceType="p6-b200.48xlarge")["CapacityBlockOfferings"], [])
+    dfw = ec2.describe_capacity_block_offerings(CapacityDurationHours=24, InstanceType="p6-b200.48xlarge", AllAvailabilityZones=True)["CapacityBlockOfferings"]
+    eq("zones: Dallas with AllAvailabilityZones (11:30 + 2 same-day)", len(dfw), 3)
+    eq("zones: Dallas offerings", {(o["AvailabilityZone"], o["ZoneType"]) for o in dfw}, {("us-east-1-dfw-2a", "local-zone")})
+    everywhere = ec2.describe_capacity_block_offerings(CapacityDurationHours=24, AllAvailabilityZones=True)["CapacityBlockOfferings"]
+    eq("zones: with AllAvailabilityZones the cheaper Dallas blocks lead", [o["InstanceType"] for o in everywhere[:3]], ["p6-b200.48xlarge"] * 3)
+    lax = {(o["AvailabilityZone"], o["ZoneType"]) for o in west.describe_capacity_block_offerings(CapacityDurationHours=24, InstanceType="p4d.24xlarge")["CapacityBlockOfferings"]}
+    eq("zones: an opted-in Local Zone comes back, the other not", lax, {("us-west-2b", "availability-zone"), ("us-west-2-lax-1a", "local-zone")})
+    if dfw:
+        r = ec2.purchase_capacity_block(CapacityBlockOfferingId=dfw[0]["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")["CapacityReservation"]
+        eq("zones: a Local Zone offering bought by id", r["AvailabilityZone"], "us-east-1-dfw-2a")
+
     # --- same-day closest-match blocks: 04:25 + 30 min = 04:55, ending 11:30 -----------------
     same, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="p5.48xlarge", InstanceCount=1)
     eq("same-day: the four 04:55 blocks are the cheapest-first head", [o["StartDate"] for o in same[:4]], [t("2026-12-01T04:55:00Z")] * 4)
@@ -650,7 +684,7 @@ def check_real_market(sim, ep):
         r = ec2.purchase_capacity_block(CapacityBlockOfferingId=shorter[0]["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")["CapacityReservation"]
         eq("same-day purchase: start", r["StartDate"], t("2026-12-01T04:55:00Z"))
         eq("same-day purchase: end", r["EndDate"], t("2026-12-01T11:30:00Z"))
-        eq("same-day purchase: fee in state", sim.state()["purchases"][0]["upfront_fee"], "215.93")
+        eq("same-day purchase: fee in state", sim.state()["purchases"][-1]["upfront_fee"], "215.93")
         eq("same-day purchase: paid (payment_delay_hours = 0)", describe_one(ec2, r["CapacityReservationId"])["State"], "scheduled")
 
 

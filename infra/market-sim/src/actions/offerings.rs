@@ -35,7 +35,7 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         return Err(ApiError::invalid_value("EndDateRange must be later than StartDateRange."));
     }
     let size = page_size(p, 1, 1000)?;
-    p.bool("AllAvailabilityZones")?;
+    let all_zones = p.bool("AllAvailabilityZones")?.unwrap_or(false);
     if let Some(t) = &instance_type
         && !w.scenario.sells(ctx.region, t)
     {
@@ -54,6 +54,7 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         start_range,
         end_range,
         same_day: w.behaviour.same_day_offerings,
+        all_zones,
     };
     let all = market::recommend(market::offerings(&w.scenario, &q, ctx.now), w.behaviour.max_offerings_per_answer);
     let (page, next) = paginate(&all, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
@@ -77,7 +78,8 @@ fn write_offering(x: &mut Xml, o: &Offering) {
         .leaf("upfrontFee", o.upfront_fee.to_string())
         .leaf("currencyCode", &o.currency)
         .leaf("tenancy", "default")
-        .num("capacityBlockDurationMinutes", o.duration_minutes);
+        .num("capacityBlockDurationMinutes", o.duration_minutes)
+        .leaf("zoneType", o.zone_type.as_str());
 }
 
 #[cfg(test)]
@@ -213,6 +215,45 @@ mod tests {
         );
         let body = dispatch(&mut w, "us-west-2", ACTION, &p).unwrap().body;
         assert!(values(&body, "capacityBlockOfferingId").is_empty());
+    }
+
+    #[test]
+    fn local_zone_offerings_come_back_with_all_availability_zones_and_are_purchasable() {
+        let mut w = world("");
+        let line = Scenario::parse(
+            r#"
+            [[market]]
+            region = "us-east-1"
+            instance_type = "p6-b200.48xlarge"
+            zone_type = "local-zone"
+            azs = ["us-east-1-dfw-2a"]
+            price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
+            "#,
+        )
+        .unwrap();
+        w.scenario.market.extend(line.market);
+        let ask = [("CapacityDurationHours", "24"), ("InstanceType", "p6-b200.48xlarge")];
+        let body = call(&mut w, &ask).unwrap();
+        assert!(values(&body, "capacityBlockOfferingId").is_empty(), "not opted in: {body}");
+        let body = call(&mut w, &[ask[0], ask[1], ("AllAvailabilityZones", "true")]).unwrap();
+        // 11:30 tomorrow, and the two same-day blocks.
+        assert_eq!(values(&body, "availabilityZone"), vec!["us-east-1-dfw-2a"; 3]);
+        assert_eq!(values(&body, "zoneType"), vec!["local-zone"; 3]);
+        assert!(call(&mut w, &[ask[0], ask[1], ("AllAvailabilityZones", "false")]).unwrap().find("<item>").is_none());
+        assert_eq!(
+            call(&mut w, &[ask[0], ("AllAvailabilityZones", "maybe")]).unwrap_err().code,
+            "InvalidParameterValue"
+        );
+        // Every offering says its zone type.
+        let body = call(&mut w, &[ask[0]]).unwrap();
+        assert_eq!(values(&body, "zoneType").len(), values(&body, "capacityBlockOfferingId").len());
+        assert!(values(&body, "zoneType").iter().all(|z| z == "availability-zone"));
+        // Bought by id without AllAvailabilityZones.
+        let body = call(&mut w, &[ask[0], ask[1], ("AllAvailabilityZones", "true")]).unwrap();
+        let id = values(&body, "capacityBlockOfferingId")[0].clone();
+        let p = Params::from_pairs(&[("CapacityBlockOfferingId", &id), ("InstancePlatform", "Linux/UNIX")]);
+        dispatch(&mut w, "us-east-1", "PurchaseCapacityBlock", &p).unwrap();
+        assert_eq!(w.reservations[0].availability_zone, "us-east-1-dfw-2a");
     }
 
     #[test]
