@@ -568,6 +568,18 @@ mod tests {
     }
 
     #[test]
+    fn answer_shape_keys_default_from_the_evidence() {
+        let b = Scenario::parse("").unwrap().behaviour;
+        assert_eq!((b.max_offerings_per_answer, b.same_day_offerings), (6, true));
+        let b = Scenario::parse("[behaviour]\nmax_offerings_per_answer = 0\nsame_day_offerings = false").unwrap();
+        assert_eq!((b.behaviour.max_offerings_per_answer, b.behaviour.same_day_offerings), (0, false));
+        for bad in ["max_offerings_per_answer = -1", "max_offerings_per_answer = 2.5", "same_day_offerings = \"yes\""] {
+            let e = Scenario::parse(&format!("[behaviour]\n{bad}")).unwrap_err();
+            assert!(e.starts_with("scenario: "), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn describe_limit_spellings() {
         let limit = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour.describe_limit);
         assert_eq!(limit("").unwrap(), Some(DescribeLimit { burst: 2, refill_secs: 4.0 }), "on by default");

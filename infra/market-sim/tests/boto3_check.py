@@ -9,8 +9,11 @@ library and boto3.
     python3 tests/boto3_check.py --endpoint http://127.0.0.1:PORT [--scenario examples/basic.toml]
 
 The check resets the simulator with POST /_sim/scenario first, so it may be run against a
-simulator that is already in use (it wipes its state). Prints `N passed, M failed` last and
-exits non-zero on any mismatch.
+simulator that is already in use (it wipes its state). The general part (--scenario) switches
+off the cap of 6 offerings, same-day blocks and the describe limit; check_real_market then
+loads its own scenario (REAL_MARKET) and checks those and the other behaviours of the real EC2
+(quota 0, unsold types, Local Zones). Prints `N passed, M failed` last and exits non-zero on
+any mismatch.
 """
 
 import argparse
