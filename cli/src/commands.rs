@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::sync::Mutex;
 
-use capblock_shared::app::fan_out::{DEFAULT_REGION_CONCURRENCY, fan_out_observed};
+use capblock_shared::app::fan_out::{Answer, Pacing, Strikes, ask_all};
 use capblock_shared::app::scan::{ScanSettings, Scanner};
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
@@ -13,6 +13,7 @@ use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::decision::{Priced, better};
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::names::{InstanceType, Region};
+use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::domain::rule::{Mode, Rule, RuleSpec};
 use capblock_shared::ports::{InstanceTypeSource, OfferingQuery, RuleStore};
 use chrono::{DateTime, Duration, Utc};
@@ -87,9 +88,34 @@ struct OfferingsArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Calls in flight per region (the scan function's default; paced down when EC2 throttles).
-    #[arg(long, default_value_t = DEFAULT_REGION_CONCURRENCY)]
-    concurrency: usize,
+    #[command(flatten)]
+    describe: DescribeArgs,
+}
+
+/// EC2's describe limit, and how much of it to take. DescribeCapacityBlockOfferings is limited
+/// per account and region (about one call every 2-4 s, a burst of 2), shared with everyone in
+/// the account: searches go out one at a time per region, `refill / share` apart.
+#[derive(Args, Clone)]
+pub struct DescribeArgs {
+    /// Seconds EC2 takes to refill one DescribeCapacityBlockOfferings call per region.
+    #[arg(long, env = "CAPBLOCK_DESCRIBE_REFILL_SECONDS", default_value_t = 4.0)]
+    refill_seconds: f64,
+    /// The share of that refill to use (0-1]; the rest is left to others in the account.
+    #[arg(long, env = "CAPBLOCK_DESCRIBE_SHARE", default_value_t = 0.5)]
+    share: f64,
+}
+
+impl DescribeArgs {
+    /// The budget, asking for at most `ask_for`.
+    pub fn budget(&self, ask_for: std::time::Duration) -> Result<DescribeBudget, String> {
+        let refill = std::time::Duration::try_from_secs_f64(self.refill_seconds)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| format!("--refill-seconds {}: expected a positive number", self.refill_seconds))?;
+        let b = DescribeBudget { refill, share: self.share, ask_for };
+        b.validate().map_err(|e| format!("--share: {e}"))?;
+        Ok(b)
+    }
 }
 
 #[derive(Subcommand)]
@@ -126,6 +152,11 @@ struct ScanArgs {
     /// The stack name written to purchases' capblock:stack tag.
     #[arg(long, env = "CAPBLOCK_STACK", default_value = "capblock")]
     stack: String,
+    #[command(flatten)]
+    describe: DescribeArgs,
+    /// Seconds of asking per scan; questions not reached wait for the next scan.
+    #[arg(long, env = "CAPBLOCK_ASK_SECONDS", default_value_t = 40.0)]
+    ask_seconds: f64,
     /// Account-wide monthly budget in USD (0: none).
     #[arg(long, env = "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", default_value = "0")]
     account_budget: String,
@@ -229,21 +260,35 @@ async fn offerings(a: OfferingsArgs) -> Result<ExitCode, String> {
             catalog.learn(t, n);
         }
     }
+    // A person waits for every answer (an hour at most), at the scan's pace.
+    let budget = a.describe.budget(std::time::Duration::from_secs(3600))?;
+    let per_region = queries.len().div_ceil(regions.len().max(1));
+    if !a.json && per_region > 1 {
+        eprintln!(
+            "asking {} question(s), one every {:.0} s per region (EC2's describe limit at a {:.0} % share): about {:.0} s",
+            queries.len(),
+            budget.pace().as_secs_f64(),
+            budget.share * 100.0,
+            (per_region - 1) as f64 * budget.pace().as_secs_f64()
+        );
+    }
     let progress = crate::progress::Progress::new(queries.len(), a.json);
-    let answers = fan_out_observed(&market, &queries, a.concurrency, || progress.tick()).await;
+    let asked = ask_all(&market, &queries, &Pacing::from(&budget), &Strikes::new(), || progress.tick()).await;
     progress.finish();
     let mut priced = Vec::new();
     let mut failures = Vec::new();
-    for (q, ans) in queries.iter().zip(answers) {
+    for (q, ans) in queries.iter().zip(asked.answers) {
+        let what = format!("{} {} x{} {}d", q.region, q.instance_type, q.instance_count, q.duration_hours / 24);
         match ans {
-            Ok(list) => priced.extend(list.into_iter().filter_map(|o| Priced::new(o, &catalog))),
-            Err(e) => failures.push(format!(
-                "{} {} x{} {}d: {e}",
-                q.region,
-                q.instance_type,
-                q.instance_count,
-                q.duration_hours / 24
+            Answer::Offerings(list) => priced.extend(list.into_iter().filter_map(|o| Priced::new(o, &catalog))),
+            Answer::CarriedOver => failures.push(format!("{what}: still throttled by EC2's describe limit; try again later")),
+            Answer::QuotaZero => failures.push(format!(
+                "{what}: EC2 answered CapacityBlockDescribeLimitExceeded every time: the account's Capacity Block quota for {} looks like 0",
+                capblock_shared::domain::plan::family(q.instance_type.as_str())
             )),
+            Answer::NotSold(m) => failures.push(format!("{what}: not sold here: {m}")),
+            Answer::Unsupported => failures.push(format!("{what}: the region does not sell Capacity Blocks")),
+            Answer::Failed(e) => failures.push(format!("{what}: {e}")),
         }
     }
     priced.sort_by(better);
@@ -380,7 +425,10 @@ async fn scan(a: ScanArgs) -> Result<ExitCode, String> {
         stack: a.stack,
         mode: a.mode,
         account_budget: (!budget.amount().is_zero()).then_some(budget),
-        region_concurrency: DEFAULT_REGION_CONCURRENCY,
+        describe: a.describe.budget(
+            std::time::Duration::try_from_secs_f64(a.ask_seconds)
+                .map_err(|_| format!("--ask-seconds {}: expected a positive number", a.ask_seconds))?,
+        )?,
     };
     let store = store().await?;
     let sdk = capblock_shared::aws::load_config().await;

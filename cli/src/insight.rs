@@ -539,6 +539,7 @@ pub async fn approve(a: ApproveArgs) -> Result<ExitCode, String> {
         store: &store,
         stack: &a.stack,
         account_budget: (!budget.amount().is_zero()).then_some(budget),
+        recheck_pause: std::time::Duration::from_secs(4),
     };
     let action = buyer.live(&rule, &priced, now).await.map_err(|e| e.to_string())?;
     if let Ok(topic) = std::env::var("CAPBLOCK_ALERTS_TOPIC_ARN") {

@@ -38,6 +38,16 @@ where
     }
 }
 
+/// A positive number of seconds (fractions allowed), or `default` when unset.
+pub fn seconds_or(name: &'static str, default: std::time::Duration) -> Result<std::time::Duration, ConfigError> {
+    let Some(text) = optional(name) else { return Ok(default) };
+    text.parse::<f64>()
+        .ok()
+        .filter(|s| *s > 0.0)
+        .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
+        .ok_or(ConfigError::Invalid { name, value: text, problem: "expected a positive number of seconds".into() })
+}
+
 /// A monthly budget in USD; unset or "0" means no limit of this kind.
 pub fn budget_usd(name: &'static str) -> Result<Option<Money>, ConfigError> {
     let Some(text) = optional(name) else { return Ok(None) };
@@ -82,5 +92,13 @@ mod tests {
         assert!(err.to_string().starts_with("environment variable CAPBLOCK_TEST_BAD=\"6,x\" is invalid"), "{err}");
         assert_eq!(required("CAPBLOCK_TEST_EMPTY"), Err(ConfigError::Missing("CAPBLOCK_TEST_EMPTY")));
         assert_eq!(parsed_or::<u32>("CAPBLOCK_TEST_UNSET", 4).unwrap(), 4);
+        unsafe {
+            std::env::set_var("CAPBLOCK_TEST_SECS", "0.25");
+            std::env::set_var("CAPBLOCK_TEST_SECS_BAD", "-1");
+        }
+        let d = std::time::Duration::from_secs(4);
+        assert_eq!(seconds_or("CAPBLOCK_TEST_SECS", d).unwrap(), std::time::Duration::from_millis(250));
+        assert_eq!(seconds_or("CAPBLOCK_TEST_SECS_UNSET", d).unwrap(), d);
+        assert!(seconds_or("CAPBLOCK_TEST_SECS_BAD", d).is_err());
     }
 }

@@ -12,6 +12,7 @@ use crate::domain::lifecycle::{BlockState, Observed};
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
+use crate::domain::plan::RegionMemory;
 use crate::domain::rule::Rule;
 
 /// The wall clock, for `main`s only: domain code takes `now` as an argument.
@@ -37,9 +38,15 @@ pub enum MarketError {
     /// EC2 said no and did nothing (4xx). For a purchase: definitely not bought.
     #[error("EC2 rejected {operation} in {region}: {code}: {message}")]
     Rejected { operation: &'static str, region: String, code: String, message: String },
-    /// RequestLimitExceeded after the SDK's retries. Nothing was done.
-    #[error("EC2 throttled {operation} in {region} (RequestLimitExceeded) after retries")]
-    Throttled { operation: &'static str, region: String },
+    /// Throttled: RequestLimitExceeded (EC2's per-API token bucket), or
+    /// CapacityBlockDescribeLimitExceeded (the low limit of DescribeCapacityBlockOfferings per
+    /// account and region, which no SDK retry mode classes as throttling). Nothing was done.
+    #[error("EC2 throttled {operation} in {region} ({code})")]
+    Throttled { operation: &'static str, region: String, code: &'static str },
+    /// The region does not sell this instance type as Capacity Blocks (InvalidParameterValue
+    /// "... not supported for Capacity Blocks"). Nothing was done.
+    #[error("{region} does not sell this as Capacity Blocks: {message}")]
+    NotSold { operation: &'static str, region: String, message: String },
     /// The region does not sell Capacity Blocks (InvalidAction / UnsupportedOperation).
     #[error("{region} does not support {operation}")]
     Unsupported { operation: &'static str, region: String },
@@ -52,10 +59,20 @@ pub enum MarketError {
     BadResponse { operation: &'static str, region: String, message: String },
 }
 
+/// EC2's codes for a throttled call, as `MarketError::Throttled` carries them.
+pub const REQUEST_LIMIT: &str = "RequestLimitExceeded";
+pub const DESCRIBE_LIMIT: &str = "CapacityBlockDescribeLimitExceeded";
+
 impl MarketError {
     /// Whether the call certainly had no effect.
     pub fn had_no_effect(&self) -> bool {
-        matches!(self, MarketError::Rejected { .. } | MarketError::Throttled { .. } | MarketError::Unsupported { .. })
+        matches!(
+            self,
+            MarketError::Rejected { .. }
+                | MarketError::Throttled { .. }
+                | MarketError::Unsupported { .. }
+                | MarketError::NotSold { .. }
+        )
     }
 }
 
@@ -291,8 +308,15 @@ pub trait Ledger: Send + Sync {
     /// spent, frees the guard. All or nothing.
     async fn record_bought(&self, intent: &Intent, block: &Block, notice: &Notice) -> Result<(), StoreError>;
 
-    /// Reserved/Sent -> Rejected: releases the fee and frees the guard.
+    /// Reserved/Sent -> Rejected: releases the fee and frees the guard. The offering stays
+    /// tried: the rule never sends a purchase for it again.
     async fn record_rejected(&self, intent: &Intent, reason: &str, notice: Option<&Notice>) -> Result<(), StoreError>;
+
+    /// For an intent whose purchase certainly never took effect at EC2 (throttled, stopped
+    /// before sending, abandoned while Reserved): in one transaction, removes the intent
+    /// (only if it is still in `intent.state`), releases the fee and frees the guard, so a later
+    /// run may try the same offering again.
+    async fn record_given_back(&self, intent: &Intent, reason: &str) -> Result<(), StoreError>;
 
     /// Records a dry-run decision (no money, no guard). Returns false if it was recorded before.
     async fn record_dry_run(&self, intent: &Intent) -> Result<bool, StoreError>;
@@ -445,6 +469,15 @@ pub trait ObservationStore: Send + Sync {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<Observation>, StoreError>;
+}
+
+/// The query planner's memory per region (`domain::plan::RegionMemory`): the cursor of what was
+/// asked when, and what EC2 said of the region.
+#[async_trait]
+pub trait MarketMemory: Send + Sync {
+    /// The region's memory; empty when none was saved.
+    async fn region_memory(&self, region: &Region) -> Result<RegionMemory, StoreError>;
+    async fn save_region_memory(&self, region: &Region, memory: &RegionMemory) -> Result<(), StoreError>;
 }
 
 // ---------------------------------------------------------------------------------------------

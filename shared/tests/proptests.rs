@@ -58,8 +58,10 @@ fn offering(i: usize, r: &MarketRow) -> Offering {
         start,
         end: start + Duration::hours(i64::from(hours)),
         duration_hours: hours,
+        duration_minutes: 0,
         fee: Money::usd(Decimal::new(cents as i64, 2)).unwrap(),
         ultraserver: false,
+        local_zone: false,
     }
 }
 
@@ -276,9 +278,11 @@ proptest! {
             start_date,
             end_date: start_date.zip(len).map(|(s, l)| s + Duration::hours(l)),
             duration_hours: hours,
+            duration_minutes: None,
             upfront_fee: fee,
             currency_code: currency,
             ultraserver_type: ultra,
+            zone_type: None,
         };
         match Offering::parse(&"us-east-1".parse().unwrap(), raw) {
             Ok(o) => {
@@ -484,6 +488,7 @@ fn function_errors_are_typed_and_tell_retryable_from_not() {
             FunctionError::Market(MarketError::Throttled {
                 operation: "DescribeCapacityBlockOfferings",
                 region: "us-east-1".into(),
+                code: "RequestLimitExceeded",
             }),
             "capblock.MarketUnavailable",
             true,

@@ -56,31 +56,64 @@ fn owned(items: &[&str]) -> Vec<String> {
 }
 
 /// A market-simulator scenario (the TOML `Sim::start` reads), built from its seed and start
-/// clock, an optional `[behaviour]` table and any number of one-instance, one-day p5.48xlarge
-/// market lines.
+/// clock, a `[behaviour]` table and any number of one-instance, one-day p5.48xlarge market
+/// lines.
+///
+/// The simulator behaves like EC2 by default: its describe limit (a burst of 2, one call per
+/// 4 s), at most 6 offerings per answer and same-day closest-match offerings. Tests about
+/// something else turn off the describe limit and the same-day offerings (they would slow them
+/// down, or win on their earlier start); [`ScenarioToml::real_market`] keeps them, for the
+/// tests about exactly that.
 #[derive(Debug, Clone)]
-pub struct ScenarioToml(String);
+pub struct ScenarioToml {
+    head: String,
+    behaviour: Vec<String>,
+    lines: String,
+}
 
 impl ScenarioToml {
     /// Nothing on sale yet: the `seed` and the simulator's start `clock`.
     pub fn new(seed: u64, clock: &str) -> Self {
-        ScenarioToml(format!("seed = {seed}\n[clock]\nstart = \"{clock}\"\n"))
+        ScenarioToml {
+            head: format!("seed = {seed}\n[clock]\nstart = \"{clock}\"\n"),
+            behaviour: vec!["describe_limit = false".into(), "same_day_offerings = false".into()],
+            lines: String::new(),
+        }
     }
 
-    /// A `[behaviour]` table: every payment ends as `payment` ("succeed", "never", ...), after
-    /// `delay_hours` when given (the simulator's default otherwise). Call before the lines.
+    /// EC2's describe limit and same-day closest matches, as the simulator has them by default.
+    pub fn real_market(mut self) -> Self {
+        self.behaviour.retain(|b| !b.starts_with("describe_limit") && !b.starts_with("same_day_offerings"));
+        self
+    }
+
+    /// One more `[behaviour]` key (`key = value` in TOML).
+    pub fn behaviour(mut self, setting: &str) -> Self {
+        self.behaviour.push(setting.to_string());
+        self
+    }
+
+    /// Every payment ends as `payment` ("succeed", "never", ...), after `delay_hours` when given
+    /// (the simulator's default otherwise).
     pub fn payment(mut self, payment: &str, delay_hours: Option<u32>) -> Self {
-        self.0.push_str(&format!("[behaviour]\npayment = \"{payment}\"\n"));
+        self.behaviour.push(format!("payment = \"{payment}\""));
         if let Some(h) = delay_hours {
-            self.0.push_str(&format!("payment_delay_hours = {h}\n"));
+            self.behaviour.push(format!("payment_delay_hours = {h}"));
         }
+        self
+    }
+
+    /// Raw TOML appended after the market lines (e.g. `[[regions]]` tables).
+    pub fn raw(mut self, toml: &str) -> Self {
+        self.lines.push_str(toml);
+        self.lines.push('\n');
         self
     }
 
     /// A market line: 1 x p5.48xlarge for one day in `region` (one AZ, `{region}a`), starting
     /// `start_days` days after the clock, at `usd_per_accelerator_hour` since 2026-11-01.
     pub fn p5(mut self, region: &str, start_days: &[u32], usd_per_accelerator_hour: &str) -> Self {
-        self.0.push_str(&format!(
+        self.lines.push_str(&format!(
             r#"[[market]]
 region = "{region}"
 instance_type = "p5.48xlarge"
@@ -98,13 +131,13 @@ price = [ {{ from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "{usd_per
     /// The extension price of the last market line, when given (none is sold otherwise).
     pub fn extension_price(mut self, usd_per_accelerator_hour: Option<&str>) -> Self {
         if let Some(p) = usd_per_accelerator_hour {
-            self.0.push_str(&format!("extension_usd_per_accelerator_hour = \"{p}\"\n"));
+            self.lines.push_str(&format!("extension_usd_per_accelerator_hour = \"{p}\"\n"));
         }
         self
     }
 
     pub fn build(self) -> String {
-        self.0
+        format!("{}[behaviour]\n{}\n{}", self.head, self.behaviour.join("\n"), self.lines)
     }
 }
 
@@ -240,9 +273,11 @@ pub fn p5_offering(region: &str, id: &str, start: DateTime<Utc>, fee: Decimal) -
             start_date: Some(start),
             end_date: Some(start + Duration::days(1)),
             duration_hours: Some(24),
+            duration_minutes: Some(0),
             upfront_fee: Some(fee.to_string()),
             currency_code: Some("USD".into()),
             ultraserver_type: None,
+            zone_type: None,
         },
     )
     .unwrap()
@@ -338,7 +373,12 @@ impl Rig {
             market,
             catalog: Mutex::new(AcceleratorCatalog::new()),
             reminders: RecordingReminders::default(),
-            scan: ScanSettings { stack: stack.into(), mode: Mode::Live, account_budget: None, region_concurrency: 4 },
+            scan: ScanSettings {
+                stack: stack.into(),
+                mode: Mode::Live,
+                account_budget: None,
+                describe: fast_describe(),
+            },
             track: TrackSettings {
                 stack: stack.into(),
                 mode: Mode::Live,
@@ -515,5 +555,15 @@ impl<H: PurchaseHook> ExtensionMarket for HookedMarket<H> {
 impl<H: PurchaseHook> Purchaser for HookedMarket<H> {
     async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
         self.hook.purchase(&self.real, req).await
+    }
+}
+
+/// A describe budget for tests that are not about EC2's describe limit: calls 10 ms apart, up
+/// to 5 s of asking. Their scenarios lift the simulator's limit (see [`ScenarioToml::new`]).
+pub fn fast_describe() -> capblock_shared::domain::plan::DescribeBudget {
+    capblock_shared::domain::plan::DescribeBudget {
+        refill: std::time::Duration::from_millis(10),
+        share: 1.0,
+        ask_for: std::time::Duration::from_secs(5),
     }
 }

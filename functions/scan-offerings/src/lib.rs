@@ -4,13 +4,13 @@
 
 use std::sync::Mutex;
 
-use capblock_shared::app::fan_out::DEFAULT_REGION_CONCURRENCY;
 use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::lambda::{FunctionError, on_tick};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -32,8 +32,28 @@ pub fn settings() -> Result<ScanSettings, FunctionError> {
         mode: config::parsed_or("CAPBLOCK_MODE", Default::default())?,
         // Unset or "0": no account-wide limit beyond each rule's own.
         account_budget: config::budget_usd("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")?,
-        region_concurrency: config::parsed_or("CAPBLOCK_REGION_CONCURRENCY", DEFAULT_REGION_CONCURRENCY)?,
+        describe: describe_budget()?,
     })
+}
+
+/// How much of each region's DescribeCapacityBlockOfferings limit a run may spend: EC2's
+/// refill interval (one call per 4 s per account and region, as public clients meet it), the
+/// share capblock takes of it while asking, and how long a run asks.
+pub fn describe_budget() -> Result<DescribeBudget, FunctionError> {
+    let d = DescribeBudget::default();
+    let budget = DescribeBudget {
+        refill: config::seconds_or("CAPBLOCK_DESCRIBE_REFILL_SECONDS", d.refill)?,
+        share: config::parsed_or("CAPBLOCK_DESCRIBE_SHARE", d.share)?,
+        ask_for: config::seconds_or("CAPBLOCK_ASK_SECONDS", d.ask_for)?,
+    };
+    budget.validate().map_err(|problem| {
+        FunctionError::Config(config::ConfigError::Invalid {
+            name: "CAPBLOCK_DESCRIBE_SHARE",
+            value: budget.share.to_string(),
+            problem,
+        })
+    })?;
+    Ok(budget)
 }
 
 impl App {

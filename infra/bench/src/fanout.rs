@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use capblock_shared::app::fan_out::fan_out;
+use crate::legacy_fan_out::fan_out;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::ports::{InstanceTypeSource, MarketError, OfferingQuery};
 use chrono::{DateTime, Utc};

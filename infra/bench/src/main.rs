@@ -8,6 +8,7 @@ mod cold;
 mod cost;
 mod fanout;
 mod http;
+mod legacy_fan_out;
 mod proxy;
 
 use std::collections::BTreeMap;
@@ -135,7 +136,7 @@ fn defaults(repo: &Path) -> Defaults {
         track_minutes: param_default("TrackRate").unwrap_or(5.0),
         region_concurrency: after("CAPBLOCK_REGION_CONCURRENCY:")
             .and_then(|v| v.parse().ok())
-            .unwrap_or(capblock_shared::app::fan_out::DEFAULT_REGION_CONCURRENCY),
+            .unwrap_or(crate::legacy_fan_out::DEFAULT_REGION_CONCURRENCY),
     }
 }
 

@@ -1,245 +1,277 @@
-//! Asking the market many questions at once: one lane per region, at most `per_region` calls in
-//! flight in each, all regions at the same time.
+//! Asking the market many questions within EC2's describe limit: one lane per region, all
+//! regions at once, one call at a time in each.
 //!
-//! EC2 throttles each API per account and region with a token bucket (a burst, then a steady
-//! refill). A scan should finish as soon as the bucket allows, neither stalling behind long
-//! backoffs nor hammering a region that has said "slow down". So the lane, not the SDK, owns the
-//! retries of this read-only call:
-//! - until a region first throttles, its lane sends as fast as `per_region` allows (the burst);
-//! - the first throttle starts pacing at 70 % of the successes of the last second, and then
-//!   the rate moves like TCP's congestion window: +`INCREASE`/s per second of successes, x0.7 on
-//!   a throttle (at most once per round trip, so one burst of refusals counts once). A token the
-//!   bucket refills while the lane is below its rate is not lost, only spent later, so the lane
-//!   keeps up with the refill rate overall;
-//! - a throttled query is retried (it did nothing), up to `MAX_THROTTLED` times;
-//! - an unknown answer (5xx, timeout) is retried once after a short pause; a second one means
-//!   the region is unwell, and the lane fails the region's remaining queries at once with that
-//!   error instead of spending the Lambda's time on them (the scan skips the region);
-//! - a refusal or "not sold here" is final (no retry; "not sold here" also closes the lane);
-//! - the whole fan-out has `TIME_BUDGET`: a question still waiting for its turn then is given
-//!   up as throttled, so a region throttled far below `MIN_RATE` cannot make the scan miss its
-//!   Lambda timeout (60 s) and lose the purchases the other regions' answers allow.
+//! DescribeCapacityBlockOfferings has a limit of its own per account and region: a burst of
+//! about 2, then about one call every 2-4 s, shared with everyone in the account. Past it EC2
+//! answers `CapacityBlockDescribeLimitExceeded`, which no SDK retry mode treats as throttling.
+//! So the lane, not the SDK, owns the retries of this read:
+//! - calls go out one at a time, `pace` apart (EC2's refill divided by capblock's share of it),
+//!   from the first one: a scan never spends the burst that a person in the console may need;
+//! - a throttled question (either limit) goes to the back of the queue and is asked again
+//!   later in the run, up to `MAX_THROTTLED` times; after a refusal that capblock's own pace
+//!   cannot explain (the call came at least one refill after the previous one) the pace is
+//!   kept, otherwise it doubles (up to 4x);
+//! - a family whose calls are refused with `CapacityBlockDescribeLimitExceeded` `QUOTA_STRIKES`
+//!   times in a row (counted across runs), each time after resting at least one full refill,
+//!   with no success of its own in between, most likely has a Capacity Block quota of 0: EC2
+//!   answers that on every call however slowly it is asked. Its questions end as `QuotaZero`.
+//!   A busy account can look the same (at a 50 % chance of refusal per rested call, once in
+//!   2^6 = 64 streaks), which is why the scan asks again an hour later;
+//! - "not sold here" (InvalidParameterValue) ends that question and the type's others;
+//!   "not supported in this region" closes the lane;
+//! - an unknown answer (5xx, timeout) is retried once; a second one fails the region's
+//!   remaining questions at once (a dead region costs two timeouts, not one per question);
+//! - when `ask_for` has passed, the questions still waiting are carried over to the next run:
+//!   throttling never makes a region "failed".
 //!
 //! Lane time is real elapsed time (tokio's clock, so tests run it paused), never business time.
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
 use futures::future::join_all;
-use tokio::sync::Semaphore;
 use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::domain::names::Region;
 use crate::domain::offering::Offering;
-use crate::ports::{MarketError, OfferingQuery, OfferingSource};
+use crate::domain::plan::{DescribeBudget, family};
+use crate::ports::{DESCRIBE_LIMIT, MarketError, OfferingQuery, OfferingSource};
 
-/// Calls in flight per region unless configured otherwise (`CAPBLOCK_REGION_CONCURRENCY`).
-/// DescribeCapacityBlockOfferings has a token bucket of its own (EC2 throttles each API
-/// separately), documented at a burst of 100 for describe calls: a scan of up to 64 questions
-/// per region goes out as one burst and leaves the other tools' buckets alone.
-pub const DEFAULT_REGION_CONCURRENCY: usize = 64;
-
-/// Throttled attempts a query may make before the lane reports it throttled.
-pub const MAX_THROTTLED: u32 = 12;
+/// Throttled attempts a question may make in one run before it is carried over.
+pub const MAX_THROTTLED: u32 = 4;
+/// Rested `CapacityBlockDescribeLimitExceeded` refusals in a row that mean a quota of 0.
+pub const QUOTA_STRIKES: u32 = 6;
 /// Extra attempts after an unknown answer (5xx, timeout).
 const UNKNOWN_RETRIES: u32 = 1;
 const UNKNOWN_PAUSE: Duration = Duration::from_millis(250);
-/// Pacing: the rate never drops below this (calls per second)...
-const MIN_RATE: f64 = 0.5;
-/// ...is cut to this fraction on a throttle...
-const DECREASE: f64 = 0.7;
-/// ...and grows by this many calls per second for every second of successes.
-const INCREASE: f64 = 4.0;
-/// The first pace is taken from the successes seen in this window before the first throttle.
-const FIRST_WINDOW: Duration = Duration::from_secs(1);
-/// How long a fan-out may take: half the scan function's 60 s timeout, leaving the rest for
-/// deciding, buying and publishing.
-pub const TIME_BUDGET: Duration = Duration::from_secs(30);
-const OPERATION: &str = "DescribeCapacityBlockOfferings";
+/// The pace never slows past this multiple of its setting.
+const MAX_SLOWDOWN: u32 = 4;
 
-/// Runs every query and returns each answer in the order of `queries`.
-pub async fn fan_out<M: OfferingSource + ?Sized>(
-    market: &M,
-    queries: &[OfferingQuery],
-    per_region: usize,
-) -> Vec<Result<Vec<Offering>, MarketError>> {
-    fan_out_observed(market, queries, per_region, || {}).await
+/// How a lane spaces its calls.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pacing {
+    /// EC2's refill interval: a refusal of a call sent at least this long after the previous
+    /// one is not capblock's doing.
+    pub refill: Duration,
+    /// capblock's gap between two calls in one region.
+    pub pace: Duration,
+    /// No call starts after this long; what is left is carried over.
+    pub ask_for: Duration,
 }
 
-/// `fan_out`, calling `answered` once per query when its final answer is in (progress bars).
-pub async fn fan_out_observed<M, F>(
+impl From<&DescribeBudget> for Pacing {
+    fn from(b: &DescribeBudget) -> Pacing {
+        Pacing { refill: b.refill, pace: b.pace(), ask_for: b.ask_for }
+    }
+}
+
+/// The final answer to one question in one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Offerings(Vec<Offering>),
+    /// Not asked, or still throttled, when the run's asking time was over: a later run asks it.
+    CarriedOver,
+    /// `CapacityBlockDescribeLimitExceeded` every time, even paced: the family's quota is 0.
+    QuotaZero,
+    /// The region does not sell this instance type as Capacity Blocks (EC2's words).
+    NotSold(String),
+    /// The region does not sell Capacity Blocks at all.
+    Unsupported,
+    /// EC2 failed (twice for unknown answers) or refused the question.
+    Failed(MarketError),
+}
+
+/// Rested refusals in a row per (region, family), carried from run to run.
+pub type Strikes = BTreeMap<(Region, String), u32>;
+
+/// What a run of questions gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Asked {
+    /// One answer per question, in the order of the questions.
+    pub answers: Vec<Answer>,
+    /// The strikes to carry to the next run (only families with some).
+    pub strikes: Strikes,
+}
+
+/// Asks every question and returns each answer in the order of `queries`; calls `answered`
+/// once per question when its answer is final (progress bars). `strikes` are the rested
+/// refusals in a row earlier runs saw.
+pub async fn ask_all<M, F>(
     market: &M,
     queries: &[OfferingQuery],
-    per_region: usize,
+    pacing: &Pacing,
+    strikes: &Strikes,
     answered: F,
-) -> Vec<Result<Vec<Offering>, MarketError>>
+) -> Asked
 where
     M: OfferingSource + ?Sized,
     F: Fn() + Sync,
 {
-    let give_up_at = Instant::now() + TIME_BUDGET;
-    let mut lanes: Vec<(&Region, Lane)> = Vec::new();
-    for q in queries {
-        if !lanes.iter().any(|(r, _)| *r == &q.region) {
-            lanes.push((&q.region, Lane::new(per_region, give_up_at)));
+    let deadline = Instant::now() + pacing.ask_for;
+    let mut lanes: Vec<(&Region, Vec<usize>)> = Vec::new();
+    for (i, q) in queries.iter().enumerate() {
+        match lanes.iter_mut().find(|(r, _)| *r == &q.region) {
+            Some((_, list)) => list.push(i),
+            None => lanes.push((&q.region, vec![i])),
         }
     }
-    let lane_of = |r: &Region| &lanes.iter().find(|(lr, _)| *lr == r).expect("a lane per region").1;
     let answered = &answered;
-    join_all(queries.iter().map(|q| async move {
-        let answer = lane_of(&q.region).ask(market, q).await;
-        answered();
-        answer
+    let results = join_all(lanes.into_iter().map(|(region, list)| {
+        let carried: HashMap<String, u32> =
+            strikes.iter().filter(|((r, _), _)| r == region).map(|((_, f), n)| (f.clone(), *n)).collect();
+        async move {
+            let lane = Lane::new(pacing, deadline, carried);
+            let (answers, strikes) = lane.run(market, queries, list, answered).await;
+            (region, answers, strikes)
+        }
     }))
-    .await
+    .await;
+    let mut out: Vec<Option<Answer>> = vec![None; queries.len()];
+    let mut strikes = Strikes::new();
+    for (region, answers, lane_strikes) in results {
+        for (i, a) in answers {
+            out[i] = Some(a);
+        }
+        strikes.extend(lane_strikes.into_iter().filter(|(_, n)| *n > 0).map(|(f, n)| ((region.clone(), f), n)));
+    }
+    Asked { answers: out.into_iter().map(|a| a.expect("every question gets an answer")).collect(), strikes }
 }
 
-/// One region's lane: a concurrency limit and a pace shared by the region's queries.
-struct Lane {
-    slots: Semaphore,
-    pace: Mutex<Pace>,
-    /// The end of the fan-out's time budget.
-    give_up_at: Instant,
+/// One region's lane.
+struct Lane<'p> {
+    pacing: &'p Pacing,
+    deadline: Instant,
+    gap: Duration,
+    last_sent: Option<Instant>,
+    /// Rested describe-limit refusals in a row, per family.
+    strikes: HashMap<String, u32>,
+    quota_zero: BTreeSet<String>,
+    not_sold: HashMap<String, String>,
 }
 
-#[derive(Debug)]
-struct Pace {
-    /// Calls per second; `None` until the region first throttles.
-    rate: Option<f64>,
-    /// The earliest instant the next paced call may go out.
-    next: Instant,
-    /// When the rate was last cut: a throttle of a call sent before it is old news.
-    cut_at: Option<Instant>,
-    /// Successes within `FIRST_WINDOW` (only kept until the first throttle).
-    recent: VecDeque<Instant>,
-    /// Set when the region is given up for this fan-out: every later query gets this error.
-    closed: Option<MarketError>,
-}
-
-impl Lane {
-    fn new(per_region: usize, give_up_at: Instant) -> Lane {
+impl<'p> Lane<'p> {
+    fn new(pacing: &'p Pacing, deadline: Instant, strikes: HashMap<String, u32>) -> Lane<'p> {
         Lane {
-            give_up_at,
-            slots: Semaphore::new(per_region.max(1)),
-            pace: Mutex::new(Pace {
-                rate: None,
-                next: Instant::now(),
-                cut_at: None,
-                recent: VecDeque::new(),
-                closed: None,
-            }),
+            pacing,
+            deadline,
+            gap: pacing.pace,
+            last_sent: None,
+            strikes,
+            quota_zero: BTreeSet::new(),
+            not_sold: HashMap::new(),
         }
     }
 
-    fn pace(&self) -> std::sync::MutexGuard<'_, Pace> {
-        self.pace.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    async fn ask<M: OfferingSource + ?Sized>(
-        &self,
+    async fn run<M, F>(
+        mut self,
         market: &M,
-        q: &OfferingQuery,
-    ) -> Result<Vec<Offering>, MarketError> {
-        let _slot = self.slots.acquire().await.expect("the semaphore is never closed");
-        let (mut throttled, mut unknown) = (0u32, 0u32);
-        loop {
-            let sent = self.turn(&q.region).await?;
+        queries: &[OfferingQuery],
+        list: Vec<usize>,
+        answered: &F,
+    ) -> (Vec<(usize, Answer)>, HashMap<String, u32>)
+    where
+        M: OfferingSource + ?Sized,
+        F: Fn() + Sync,
+    {
+        let mut out = Vec::with_capacity(list.len());
+        let done = |out: &mut Vec<(usize, Answer)>, i: usize, a: Answer| {
+            answered();
+            out.push((i, a));
+        };
+        let mut queue: VecDeque<usize> = list.into();
+        let mut throttled: HashMap<usize, u32> = HashMap::new();
+        let mut unknown = 0u32;
+        while let Some(i) = queue.pop_front() {
+            let q = &queries[i];
+            let fam = family(q.instance_type.as_str());
+            if self.quota_zero.contains(fam) {
+                done(&mut out, i, Answer::QuotaZero);
+                continue;
+            }
+            if let Some(message) = self.not_sold.get(q.instance_type.as_str()) {
+                done(&mut out, i, Answer::NotSold(message.clone()));
+                continue;
+            }
+            let send_at = self.last_sent.map_or_else(Instant::now, |t| t + self.gap);
+            if send_at > self.deadline {
+                tracing::info!(region = %q.region, waiting = queue.len() + 1, "asking time over; questions carried over to the next run");
+                done(&mut out, i, Answer::CarriedOver);
+                for j in queue.drain(..) {
+                    done(&mut out, j, Answer::CarriedOver);
+                }
+                break;
+            }
+            sleep_until(send_at).await;
+            let sent = Instant::now();
+            let rested = self.last_sent.is_none_or(|t| sent.duration_since(t) >= self.pacing.refill);
+            self.last_sent = Some(sent);
             match market.offerings(q).await {
                 Ok(list) => {
-                    self.pace().succeeded(Instant::now());
-                    return Ok(list);
+                    self.gap = self.pacing.pace;
+                    self.strikes.remove(fam);
+                    done(&mut out, i, Answer::Offerings(list));
                 }
                 Err(e @ MarketError::Throttled { .. }) => {
-                    self.pace().throttled(sent, Instant::now());
-                    throttled += 1;
-                    if throttled >= MAX_THROTTLED {
-                        tracing::warn!(region = %q.region, attempts = throttled, "query still throttled; giving up");
-                        return Err(e);
+                    let describe_limit = matches!(&e, MarketError::Throttled { code, .. } if *code == DESCRIBE_LIMIT);
+                    if describe_limit && rested {
+                        // Not our pace's doing: either someone else emptied the bucket, or this
+                        // family's quota is 0. The pace stays; the count decides.
+                        let n = self.strikes.entry(fam.to_string()).or_default();
+                        *n += 1;
+                        if *n >= QUOTA_STRIKES {
+                            tracing::warn!(region = %q.region, family = fam, "refused every time, even paced: the family's Capacity Block quota looks like 0");
+                            self.quota_zero.insert(fam.to_string());
+                            done(&mut out, i, Answer::QuotaZero);
+                            continue;
+                        }
+                    } else {
+                        self.gap = (self.gap * 2).min(self.pacing.pace * MAX_SLOWDOWN);
+                    }
+                    // A refusal after resting is retried at the pace until the asking time is
+                    // over; one our own pace may have caused counts against the question.
+                    let n = throttled.entry(i).or_default();
+                    if !(describe_limit && rested) {
+                        *n += 1;
+                    }
+                    if *n >= MAX_THROTTLED {
+                        tracing::warn!(region = %q.region, attempts = *n, error = %e, "question still throttled; carried over to the next run");
+                        done(&mut out, i, Answer::CarriedOver);
+                    } else {
+                        queue.push_back(i);
                     }
                 }
                 Err(e @ MarketError::Unknown { .. }) => {
                     unknown += 1;
                     if unknown > UNKNOWN_RETRIES {
-                        tracing::warn!(region = %q.region, error = %e, "region failed twice; skipping its other queries");
-                        self.pace().closed.get_or_insert_with(|| e.clone());
-                        return Err(e);
+                        tracing::warn!(region = %q.region, error = %e, "region failed twice; skipping its other questions");
+                        done(&mut out, i, Answer::Failed(e.clone()));
+                        for j in queue.drain(..) {
+                            done(&mut out, j, Answer::Failed(e.clone()));
+                        }
+                        break;
                     }
                     tracing::info!(region = %q.region, error = %e, "unknown answer to a read; retrying once");
                     sleep(UNKNOWN_PAUSE).await;
+                    queue.push_front(i);
                 }
-                Err(e @ MarketError::Unsupported { .. }) => {
-                    self.pace().closed.get_or_insert_with(|| e.clone());
-                    return Err(e);
+                Err(MarketError::Unsupported { .. }) => {
+                    done(&mut out, i, Answer::Unsupported);
+                    for j in queue.drain(..) {
+                        done(&mut out, j, Answer::Unsupported);
+                    }
+                    break;
                 }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Waits for this lane's next turn; returns when the call may go out, or the error that
-    /// closed the lane, or Throttled once the next turn would come after the time budget.
-    async fn turn(&self, region: &Region) -> Result<Instant, MarketError> {
-        loop {
-            let wait_until = {
-                let mut p = self.pace();
-                if let Some(e) = &p.closed {
-                    return Err(e.clone());
+                Err(MarketError::NotSold { message, .. }) => {
+                    self.not_sold.insert(q.instance_type.to_string(), message.clone());
+                    done(&mut out, i, Answer::NotSold(message));
                 }
-                let now = Instant::now();
-                match p.take_turn(now) {
-                    Ok(()) if now < self.give_up_at => return Ok(now),
-                    Ok(()) => now,
-                    Err(at) => at,
-                }
-            };
-            if wait_until >= self.give_up_at {
-                tracing::warn!(%region, "fan-out time budget spent; question given up as throttled");
-                return Err(MarketError::Throttled { operation: OPERATION, region: region.to_string() });
-            }
-            // Several queries may wake for the same turn: one takes it, the others wait again.
-            sleep_until(wait_until).await;
-        }
-    }
-}
-
-impl Pace {
-    /// `Ok`: go now (the turn is taken); `Err(t)`: not before `t`.
-    fn take_turn(&mut self, now: Instant) -> Result<(), Instant> {
-        let Some(rate) = self.rate else { return Ok(()) };
-        if self.next > now {
-            return Err(self.next);
-        }
-        let gap = Duration::from_secs_f64(1.0 / rate);
-        // A late wake-up may catch up by one gap, not more: an idle lane does not bank turns.
-        self.next = self.next.max(now.checked_sub(gap).unwrap_or(now)) + gap;
-        Ok(())
-    }
-
-    fn succeeded(&mut self, now: Instant) {
-        match &mut self.rate {
-            Some(rate) => *rate += INCREASE / *rate,
-            None => {
-                self.recent.push_back(now);
-                while self.recent.front().is_some_and(|t| now.duration_since(*t) > FIRST_WINDOW) {
-                    self.recent.pop_front();
+                Err(e) => {
+                    tracing::warn!(region = %q.region, error = %e, "EC2 refused a question");
+                    done(&mut out, i, Answer::Failed(e));
                 }
             }
         }
-    }
-
-    fn throttled(&mut self, sent: Instant, now: Instant) {
-        if self.cut_at.is_some_and(|cut| sent < cut) {
-            return;
-        }
-        let from = self.rate.unwrap_or_else(|| {
-            let seen = self.recent.iter().filter(|t| now.duration_since(**t) <= FIRST_WINDOW).count();
-            self.recent = VecDeque::new();
-            seen as f64
-        });
-        self.rate = Some((from * DECREASE).max(MIN_RATE));
-        self.cut_at = Some(now);
-        self.next = self.next.max(now);
+        (out, self.strikes)
     }
 }
 

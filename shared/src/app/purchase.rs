@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use std::time::Duration as StdDuration;
+
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
@@ -52,8 +54,15 @@ pub enum Action {
         intent: String,
         first_time: bool,
     },
-    /// EC2 refused (or the offering vanished at the re-check); the budget was released.
+    /// EC2 refused the purchase; the budget was released and the offering stays tried.
     Refused {
+        offering_id: String,
+        reason: String,
+    },
+    /// Nothing reached EC2 that could have bought it (the re-check or the purchase was
+    /// throttled, or the offering changed before sending): the budget was released and the
+    /// offering given back, so a later run may buy it.
+    GivenBack {
         offering_id: String,
         reason: String,
     },
@@ -83,6 +92,23 @@ pub struct Buyer<'a, M: ?Sized, S: ?Sized> {
     pub store: &'a S,
     pub stack: &'a str,
     pub account_budget: Option<Money>,
+    /// How long to wait before asking again when the re-check is throttled: one refill of
+    /// EC2's describe limit.
+    pub recheck_pause: StdDuration,
+}
+
+/// Attempts at the re-check (a DescribeCapacityBlockOfferings) when EC2 throttles it.
+pub const RECHECK_ATTEMPTS: u32 = 3;
+
+/// What the re-check before buying found.
+#[derive(Debug)]
+enum Recheck {
+    /// Same offering, same fee, still within the rule.
+    Confirmed,
+    /// Gone, repriced or outside the rule now.
+    Changed(String),
+    /// EC2 did not answer usefully (throttled, failed): nothing is known, nothing was sent.
+    Unanswered(MarketError),
 }
 
 impl<M, S> Buyer<'_, M, S>
@@ -185,8 +211,12 @@ where
         }
         tracing::info!(event = "intent_reserved", rule = %rule.id, intent = %intent.id, fee = %p.offering.fee, "budget reserved");
 
-        if let Some(reason) = self.recheck(rule, p, now).await {
-            return self.refuse(rule, p, &intent, &reason, now).await;
+        match self.recheck(rule, p, now).await {
+            Recheck::Confirmed => {}
+            Recheck::Changed(reason) => return self.give_back(rule, p, &intent, reason).await,
+            Recheck::Unanswered(e) => {
+                return self.give_back(rule, p, &intent, format!("could not re-check the offering: {e}")).await;
+            }
         }
 
         self.store.mark_sent(&intent.id, &rule.id, now).await?;
@@ -211,6 +241,9 @@ where
                 key: intent.id.clone(),
                 message: "EC2 answered a live purchase as a dry run".into(),
             }),
+            // Throttled: EC2 did nothing, and the offering is as good as before. Giving it back
+            // is safe because this answer is certain; an unknown one (below) never is.
+            Err(e @ MarketError::Throttled { .. }) => self.give_back(rule, p, &sent, e.to_string()).await,
             Err(e) if e.had_no_effect() => self.refuse(rule, p, &sent, &e.to_string(), now).await,
             Err(e) => {
                 tracing::error!(event = "purchase_failed", outcome = "unknown", rule = %rule.id, intent = %intent.id, error = %e, "purchase outcome unknown; reconciliation will settle it");
@@ -219,28 +252,56 @@ where
         }
     }
 
-    /// The offering must still be on sale, at a price the rule accepts.
-    async fn recheck(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Option<String> {
+    /// The offering must still be on sale, at a price the rule accepts. A throttled re-check
+    /// is asked again after `recheck_pause`, a few times.
+    async fn recheck(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Recheck {
         let o = &p.offering;
+        // Ask the question that found it: the rule's duration, not the block's own length
+        // (a same-day closest match is 6 h 35 min for a one-day question).
+        let Some(days) = rule.matching_days(o.total_minutes()) else {
+            return Recheck::Changed("the offering's length no longer matches the rule".into());
+        };
         let q = OfferingQuery {
             region: o.region.clone(),
             instance_type: o.instance_type.clone(),
             instance_count: o.instance_count,
-            duration_hours: o.duration_hours,
+            duration_hours: days * 24,
             start_from: o.start - Duration::minutes(1),
             start_to: o.start + Duration::minutes(1),
         };
-        match self.market.offerings(&q).await {
-            Err(e) => Some(format!("could not re-check the offering: {e}")),
+        let mut attempt = 1;
+        let answer = loop {
+            match self.market.offerings(&q).await {
+                Err(MarketError::Throttled { .. }) if attempt < RECHECK_ATTEMPTS => {
+                    attempt += 1;
+                    tokio::time::sleep(self.recheck_pause).await;
+                }
+                other => break other,
+            }
+        };
+        match answer {
+            Err(e) => Recheck::Unanswered(e),
             Ok(list) => match list.into_iter().find(|x| x.id == o.id) {
-                None => Some("the offering is no longer on sale".into()),
-                Some(fresh) if fresh.fee != o.fee => Some(format!("the price changed from {} to {}", o.fee, fresh.fee)),
+                None => Recheck::Changed("the offering is no longer on sale".into()),
+                Some(fresh) if fresh.fee != o.fee => {
+                    Recheck::Changed(format!("the price changed from {} to {}", o.fee, fresh.fee))
+                }
                 // Same offering, same fee: the price per accelerator-hour is unchanged, but the
                 // start window moves with time.
-                Some(fresh) => check(rule, &Priced { offering: fresh, ..p.clone() }, Headroom(o.fee), now)
-                    .map(|why| format!("the offering no longer meets the rule: {why:?}")),
+                Some(fresh) => match check(rule, &Priced { offering: fresh, ..p.clone() }, Headroom(o.fee), now) {
+                    None => Recheck::Confirmed,
+                    Some(why) => Recheck::Changed(format!("the offering no longer meets the rule: {why:?}")),
+                },
             },
         }
+    }
+
+    /// Nothing that could buy reached EC2: release the budget and let a later run try again.
+    /// No message: nothing happened that a person must know, and a busy market would repeat it.
+    async fn give_back(&self, rule: &Rule, p: &Priced, intent: &Intent, reason: String) -> Result<Action, StoreError> {
+        tracing::warn!(event = "purchase_deferred", rule = %rule.id, intent = %intent.id, %reason, "nothing bought; the offering is given back for a later run");
+        self.store.record_given_back(intent, &reason).await?;
+        Ok(Action::GivenBack { offering_id: p.offering.id.clone(), reason })
     }
 
     async fn refuse(

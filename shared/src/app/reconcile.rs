@@ -25,9 +25,23 @@ pub const SENT_GRACE: Duration = Duration::minutes(15);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
 pub enum Settled {
-    Adopted { intent: String, reservation_id: String },
-    Rejected { intent: String, reason: String },
-    StillOpen { intent: String, reason: String },
+    Adopted {
+        intent: String,
+        reservation_id: String,
+    },
+    Rejected {
+        intent: String,
+        reason: String,
+    },
+    /// Never sent: the fee was released and the offering may be tried again.
+    GivenBack {
+        intent: String,
+        reason: String,
+    },
+    StillOpen {
+        intent: String,
+        reason: String,
+    },
 }
 
 /// The block capblock holds for a reservation its intent bought.
@@ -95,10 +109,11 @@ where
 {
     let id = intent.id.clone();
     match intent.state {
+        // Nothing was sent for it, so the offering goes back to the rule for a later run.
         IntentState::Reserved if now - intent.created_at >= RESERVED_GRACE => {
             let reason = "abandoned before PurchaseCapacityBlock was sent";
-            ledger.record_rejected(intent, reason, None).await?;
-            Ok(Settled::Rejected { intent: id, reason: reason.into() })
+            ledger.record_given_back(intent, reason).await?;
+            Ok(Settled::GivenBack { intent: id, reason: reason.into() })
         }
         IntentState::Reserved => Ok(Settled::StillOpen { intent: id, reason: "another run is buying".into() }),
         IntentState::Sent => {

@@ -1,5 +1,6 @@
-//! One scan: settle open intents, ask the market for every rule's offerings (concurrently,
-//! bounded per region), store the prices seen, decide per rule, buy or announce, and publish
+//! One scan: settle open intents, plan which questions this run may ask within EC2's
+//! describe limit, ask them (paced, all regions at once), remember what was asked and what EC2
+//! said of each region, store the prices seen, decide per rule, buy or announce, and publish
 //! pending notices.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -8,19 +9,21 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::fan_out::fan_out;
-use super::outbox::{FlushReport, flush};
+use super::fan_out::{Answer, Pacing, Strikes, ask_all};
+use super::outbox::{FlushReport, alert_notice, flush};
 use super::purchase::{Action, Buyer};
 use super::reconcile::{Settled, settle_open_intents};
+use crate::domain::announce;
 use crate::domain::budget::{BudgetOwner, Period};
 use crate::domain::catalog::AcceleratorCatalog;
 use crate::domain::decision::{Headroom, Priced, decide, room};
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
-use crate::domain::rule::{Mode, Rule};
+use crate::domain::plan::{self, Asked, Candidate, DescribeBudget, MARKET_NOTE_TTL, RegionMemory, family};
+use crate::domain::rule::{Mode, Rule, StartWindow};
 use crate::ports::{
-    BlockStore, InstanceTypeSource, Ledger, MarketError, Notifier, Observation, ObservationStore, OfferingQuery,
+    BlockStore, InstanceTypeSource, Ledger, MarketMemory, Notifier, Observation, ObservationStore, OfferingQuery,
     OfferingSource, Outbox, Purchaser, ReservationSource, RuleStore, StoreError,
 };
 
@@ -36,58 +39,107 @@ pub struct ScanSettings {
     pub mode: Mode,
     /// Account-wide monthly limit across all rules, if any.
     pub account_budget: Option<Money>,
-    /// Concurrent DescribeCapacityBlockOfferings calls per region.
-    pub region_concurrency: usize,
+    /// How much of each region's DescribeCapacityBlockOfferings limit a run may spend.
+    pub describe: DescribeBudget,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RuleOutcome {
     pub rule_id: String,
     pub mode: Mode,
+    /// Of the rule's questions, how many were answered this run (the rest wait their turn).
+    pub questions_answered: usize,
+    pub questions: usize,
     pub offerings_seen: usize,
     pub eligible: usize,
     pub chosen: Option<Priced>,
     pub action: Option<Action>,
 }
 
+/// How one region's questions went this run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RegionQuestions {
+    /// Distinct questions the rules ask of the region.
+    pub questions: usize,
+    /// Picked for this run (the describe budget's calls per region at most).
+    pub planned: usize,
+    pub answered: usize,
+    /// Planned but not answered in time (throttled or out of asking time): asked in a later run.
+    pub carried_over: usize,
+    /// Runs needed to ask every question at least once at this budget.
+    pub full_cycle_runs: usize,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ScanReport {
     pub now: DateTime<Utc>,
     pub rules: usize,
+    /// Distinct questions over all regions, and how many were asked and answered this run.
     pub queries: usize,
+    pub answered: usize,
+    pub regions: BTreeMap<String, RegionQuestions>,
     pub offerings_seen: usize,
     pub observations_written: usize,
     pub failed_regions: BTreeMap<String, String>,
     pub unsupported_regions: BTreeSet<String>,
+    /// "region instance-type" pairs EC2 does not sell as blocks (remembered for a day).
+    pub not_sold: BTreeSet<String>,
+    /// "region family" pairs whose Capacity Block quota looks like 0.
+    pub quota_zero: BTreeSet<String>,
     pub settled: Vec<Settled>,
     pub outcomes: Vec<RuleOutcome>,
     pub notices: FlushReport,
 }
 
-/// The queries a rule asks for at `now`.
-pub fn queries_for(rule: &Rule, now: DateTime<Utc>) -> Vec<OfferingQuery> {
+/// One question a rule asks, with the planner's key for it: the same key run after run while
+/// the rule is unchanged, even though a relative start window moves with `now`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    pub key: String,
+    pub query: OfferingQuery,
+}
+
+fn window_key(w: &StartWindow) -> String {
+    match w {
+        StartWindow::Relative { earliest, latest } => format!("in{}h-{}h", earliest.num_hours(), latest.num_hours()),
+        StartWindow::Absolute { earliest, latest } => format!("{}-{}", earliest.timestamp(), latest.timestamp()),
+    }
+}
+
+/// The questions a rule asks at `now`: one per region x type x count x duration, each over the
+/// rule's whole start window (EC2 answers with its best offerings for the range).
+pub fn questions_for(rule: &Rule, now: DateTime<Utc>) -> Vec<Question> {
     let (start_from, start_to) = rule.start_window.resolve(now);
     let mut out = Vec::new();
     if start_to <= start_from {
         return out;
     }
+    let window = window_key(&rule.start_window);
     for region in &rule.regions {
         for instance_type in &rule.instance_types {
             for &instance_count in &rule.instance_counts {
                 for &days in &rule.durations_days {
-                    out.push(OfferingQuery {
-                        region: region.clone(),
-                        instance_type: instance_type.clone(),
-                        instance_count,
-                        duration_hours: days * 24,
-                        start_from,
-                        start_to,
+                    out.push(Question {
+                        key: format!("{instance_type}|{instance_count}|{days}d|{window}"),
+                        query: OfferingQuery {
+                            region: region.clone(),
+                            instance_type: instance_type.clone(),
+                            instance_count,
+                            duration_hours: days * 24,
+                            start_from,
+                            start_to,
+                        },
                     });
                 }
             }
         }
     }
     out
+}
+
+/// The queries a rule asks for at `now`.
+pub fn queries_for(rule: &Rule, now: DateTime<Utc>) -> Vec<OfferingQuery> {
+    questions_for(rule, now).into_iter().map(|q| q.query).collect()
 }
 
 /// Learns accelerator counts from EC2 for the types not known yet; the built-in table covers
@@ -152,10 +204,27 @@ pub struct Scanner<'a, M: ?Sized, S: ?Sized, N: ?Sized> {
     pub settings: &'a ScanSettings,
 }
 
+/// One distinct question of this run and the rules that ask it.
+struct Planned {
+    question: Question,
+    rules: Vec<usize>,
+    candidate: Candidate,
+}
+
+/// What the planner decided for one run.
+struct Plan {
+    /// Every distinct question, by region.
+    all: Vec<Planned>,
+    /// Indices into `all`, in asking order, for this run.
+    chosen: Vec<usize>,
+    memories: BTreeMap<Region, RegionMemory>,
+    regions: BTreeMap<String, RegionQuestions>,
+}
+
 impl<M, S, N> Scanner<'_, M, S, N>
 where
     M: OfferingSource + InstanceTypeSource + Purchaser + ReservationSource + ?Sized,
-    S: RuleStore + Ledger + BlockStore + ObservationStore + Outbox + ?Sized,
+    S: RuleStore + Ledger + BlockStore + ObservationStore + Outbox + MarketMemory + ?Sized,
     N: Notifier + ?Sized,
 {
     /// Runs one scan over every enabled rule in the store.
@@ -169,7 +238,35 @@ where
         // Unknown outcomes first: an unresolved intent blocks its rule, and a block bought by a
         // run that died must be on the books before anyone decides to buy more.
         let settled = settle_open_intents(self.store, self.market, now).await?;
+        self.learn_types(rules).await;
+        let mut plan = self.plan(rules, now).await;
+        let mut findings = Findings::default();
+        let answered = self.ask(&mut plan, &mut findings, now).await;
+        self.remember(&plan, &findings, rules, now).await?;
+        let observations_written = self.record_prices(&answered, now).await;
+        let outcomes = self.decide_and_act(rules, &plan, &answered, now).await?;
+        let notices = flush(self.store, self.notifier, now).await?;
+        let offerings_seen: BTreeSet<&str> = answered.values().flatten().map(|o| o.id.as_str()).collect();
+        Ok(ScanReport {
+            now,
+            rules: rules.len(),
+            queries: plan.all.len(),
+            answered: answered.len(),
+            offerings_seen: offerings_seen.len(),
+            regions: plan.regions,
+            observations_written,
+            failed_regions: findings.failed,
+            unsupported_regions: findings.unsupported,
+            not_sold: findings.not_sold.keys().map(|(r, t)| format!("{r} {t}")).collect(),
+            quota_zero: findings.quota_zero.iter().map(|(r, f)| format!("{r} {f}")).collect(),
+            settled,
+            outcomes,
+            notices,
+        })
+    }
 
+    /// Accelerator counts for every type the rules name (prices are per accelerator-hour).
+    async fn learn_types(&self, rules: &[Rule]) {
         let mut wanted: BTreeMap<Region, BTreeSet<InstanceType>> = BTreeMap::new();
         for r in rules {
             for region in &r.regions {
@@ -177,39 +274,198 @@ where
             }
         }
         learn_accelerators(self.market, self.catalog, &wanted).await;
+    }
 
-        // One query per distinct question, shared by the rules that ask it.
-        let per_rule: Vec<Vec<OfferingQuery>> = rules.iter().map(|r| queries_for(r, now)).collect();
-        let distinct: Vec<OfferingQuery> =
-            per_rule.iter().flatten().cloned().collect::<std::collections::HashSet<_>>().into_iter().collect();
-        let answers = fan_out(self.market, &distinct, self.settings.region_concurrency).await;
-
-        let mut failed_regions = BTreeMap::new();
-        let mut unsupported_regions = BTreeSet::new();
-        let mut by_query: HashMap<&OfferingQuery, Vec<Offering>> = HashMap::new();
-        for (q, a) in distinct.iter().zip(answers) {
-            match a {
-                Ok(list) => {
-                    by_query.insert(q, list);
-                }
-                Err(MarketError::Unsupported { .. }) => {
-                    unsupported_regions.insert(q.region.to_string());
-                }
-                Err(e) => {
-                    failed_regions.entry(q.region.to_string()).or_insert_with(|| e.to_string());
+    /// The distinct questions of all rules, and the few per region this run asks: what EC2 said
+    /// it does not sell is skipped for a day, a family with a quota of 0 gets one probe an hour,
+    /// and the planner picks the rest within the describe budget.
+    async fn plan(&self, rules: &[Rule], now: DateTime<Utc>) -> Plan {
+        let mut all: Vec<Planned> = Vec::new();
+        let mut index: HashMap<(Region, String), usize> = HashMap::new();
+        for (ri, rule) in rules.iter().enumerate() {
+            let closes_in = rule.start_window.resolve(now).1 - now;
+            for question in questions_for(rule, now) {
+                let k = (question.query.region.clone(), question.key.clone());
+                match index.get(&k) {
+                    Some(&i) => {
+                        let p = &mut all[i];
+                        p.rules.push(ri);
+                        p.candidate.threshold = p.candidate.threshold.min(rule.max_price_per_accelerator_hour);
+                        p.candidate.closes_in = p.candidate.closes_in.min(closes_in);
+                    }
+                    None => {
+                        index.insert(k, all.len());
+                        all.push(Planned {
+                            candidate: Candidate {
+                                key: question.key.clone(),
+                                threshold: rule.max_price_per_accelerator_hour,
+                                closes_in,
+                            },
+                            question,
+                            rules: vec![ri],
+                        });
+                    }
                 }
             }
         }
-        for (region, error) in &failed_regions {
+        let regions: BTreeSet<Region> = all.iter().map(|p| p.question.query.region.clone()).collect();
+        let mut memories = BTreeMap::new();
+        for region in regions {
+            let memory = match self.store.region_memory(&region).await {
+                Ok(m) => m,
+                Err(e) => {
+                    // The planner then starts afresh: more questions asked again, nothing lost.
+                    tracing::warn!(event = "market_memory_unreadable", %region, error = %e, "planning without the region's memory");
+                    RegionMemory::default()
+                }
+            };
+            memories.insert(region, memory);
+        }
+        let calls = self.settings.describe.calls_per_region();
+        let mut chosen = Vec::new();
+        let mut report = BTreeMap::new();
+        for (region, memory) in &memories {
+            let mut probed: BTreeSet<&str> = BTreeSet::new();
+            let askable: Vec<usize> = (0..all.len())
+                .filter(|&i| &all[i].question.query.region == region)
+                .filter(|&i| {
+                    let ty = all[i].question.query.instance_type.as_str();
+                    let fam = family(ty);
+                    if memory.is_not_sold(ty, now) || memory.skips_family(fam, now) {
+                        return false;
+                    }
+                    // A family with a quota of 0 that is due for a recheck: one question only.
+                    !memory.quota_zero.contains_key(fam) || probed.insert(fam)
+                })
+                .collect();
+            let candidates: Vec<Candidate> = askable.iter().map(|&i| all[i].candidate.clone()).collect();
+            let picked: Vec<usize> = plan::choose(&candidates, memory, calls).into_iter().map(|j| askable[j]).collect();
+            let questions = all.iter().filter(|p| &p.question.query.region == region).count();
+            report.insert(
+                region.to_string(),
+                RegionQuestions {
+                    questions,
+                    planned: picked.len(),
+                    full_cycle_runs: plan::full_cycle_runs(askable.len(), calls),
+                    ..Default::default()
+                },
+            );
+            chosen.extend(picked);
+        }
+        Plan { all, chosen, memories, regions: report }
+    }
+
+    /// Asks the planned questions; returns the offerings of each answered one (by index into
+    /// `plan.all`) and notes what EC2 said of the regions.
+    async fn ask(
+        &self,
+        plan: &mut Plan,
+        findings: &mut Findings,
+        now: DateTime<Utc>,
+    ) -> BTreeMap<usize, Vec<Offering>> {
+        let queries: Vec<OfferingQuery> = plan.chosen.iter().map(|&i| plan.all[i].question.query.clone()).collect();
+        let mut strikes = Strikes::new();
+        for (region, m) in &plan.memories {
+            strikes.extend(m.strikes.iter().map(|(f, n)| ((region.clone(), f.clone()), *n)));
+        }
+        let asked = ask_all(self.market, &queries, &Pacing::from(&self.settings.describe), &strikes, || {}).await;
+        for (region, m) in plan.memories.iter_mut() {
+            m.strikes =
+                asked.strikes.iter().filter(|((r, _), _)| r == region).map(|((_, f), n)| (f.clone(), *n)).collect();
+        }
+        let mut answered = BTreeMap::new();
+        for (&i, answer) in plan.chosen.iter().zip(asked.answers) {
+            let q = &plan.all[i].question.query;
+            let region = q.region.to_string();
+            let counts = plan.regions.entry(region.clone()).or_default();
+            let memory = plan.memories.entry(q.region.clone()).or_default();
+            let fam = family(q.instance_type.as_str()).to_string();
+            match answer {
+                Answer::Offerings(list) => {
+                    counts.answered += 1;
+                    if memory.quota_zero.remove(&fam).is_some() {
+                        tracing::info!(event = "quota_zero_cleared", %region, family = %fam, "a search succeeded: the family's quota is no longer 0");
+                    }
+                    let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    let cheapest = list
+                        .iter()
+                        .filter_map(|o| o.price_per_accelerator_hour(catalog.accelerators(&o.instance_type)?))
+                        .map(|r| r.per_unit)
+                        .min();
+                    memory.asked.insert(plan.all[i].question.key.clone(), Asked { at: now, cheapest });
+                    answered.insert(i, list);
+                }
+                Answer::CarriedOver => counts.carried_over += 1,
+                Answer::QuotaZero => {
+                    counts.carried_over += 1;
+                    let since = memory.note_quota_zero(&fam, now);
+                    findings.quota_zero.insert((region.clone(), fam.clone()));
+                    findings.quota_since.insert((region, fam), since);
+                }
+                Answer::NotSold(message) => {
+                    memory.not_sold.insert(q.instance_type.to_string(), now + MARKET_NOTE_TTL);
+                    findings.not_sold.entry((region, q.instance_type.to_string())).or_default().0 = message;
+                    findings.not_sold_rules.extend(plan.all[i].rules.iter().map(|&r| (q.instance_type.to_string(), r)));
+                }
+                Answer::Unsupported => {
+                    findings.unsupported.insert(region);
+                }
+                Answer::Failed(e) => {
+                    findings.failed.entry(region).or_insert_with(|| e.to_string());
+                }
+            }
+        }
+        for (region, error) in &findings.failed {
             tracing::warn!(event = "region_failed", %region, %error, "region skipped this scan");
         }
-        for region in &unsupported_regions {
+        for region in &findings.unsupported {
             tracing::info!(event = "region_unsupported", %region, "region does not sell Capacity Blocks");
         }
+        for (region, q) in &plan.regions {
+            tracing::info!(event = "questions", %region, questions = q.questions, planned = q.planned, answered = q.answered,
+                carried_over = q.carried_over, full_cycle_runs = q.full_cycle_runs, "asked the market");
+        }
+        answered
+    }
 
+    /// Saves each region's memory and queues one alert per market finding: a quota of 0 once
+    /// per sighting, "not sold here" once per region and type.
+    async fn remember(
+        &self,
+        plan: &Plan,
+        findings: &Findings,
+        rules: &[Rule],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        for (region, memory) in &plan.memories {
+            let mut memory = memory.clone();
+            memory.prune(now);
+            if let Err(e) = self.store.save_region_memory(region, &memory).await {
+                tracing::warn!(event = "market_memory_unsaved", %region, error = %e, "the next run plans without this one");
+            }
+        }
+        for ((region, fam), since) in &findings.quota_since {
+            let strikes = crate::app::fan_out::QUOTA_STRIKES;
+            let msg = announce::quota_zero(region, fam, *since, strikes);
+            let milestone = format!("quota-zero-{fam}-{}", since.timestamp());
+            self.store.enqueue(&alert_notice(&format!("market-{region}"), &milestone, &msg, now)).await?;
+        }
+        for ((region, ty), (message,)) in &findings.not_sold {
+            let names: BTreeSet<String> =
+                findings.not_sold_rules.iter().filter(|(t, _)| t == ty).map(|(_, r)| rules[*r].id.clone()).collect();
+            let msg = announce::not_sold(region, ty, message, &names.into_iter().collect::<Vec<_>>());
+            self.store
+                .enqueue(&alert_notice(&format!("market-{region}"), &format!("not-sold-{ty}"), &msg, now))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The price history (for people): a failure here must not stop a purchase.
+    async fn record_prices(&self, answered: &BTreeMap<usize, Vec<Offering>>, now: DateTime<Utc>) -> usize {
         let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut seen: HashMap<&str, &Offering> = HashMap::new();
-        for o in by_query.values().flatten() {
+        for o in answered.values().flatten() {
             seen.insert(o.id.as_str(), o);
         }
         let observations: Vec<Observation> = seen
@@ -222,24 +478,37 @@ where
                 })
             })
             .collect();
-        let observations_written = match self.store.record(&observations).await {
+        match self.store.record(&observations).await {
             Ok(n) => n,
             Err(e) => {
-                // Price history is for people; a failure here must not stop a purchase.
                 tracing::warn!(event = "observations_failed", error = %e, "price history not written");
                 0
             }
-        };
+        }
+    }
 
+    /// Per rule: the cheapest eligible offering among its answered questions, then buy,
+    /// ask for approval or announce, as the rule's and the stack's modes say.
+    async fn decide_and_act(
+        &self,
+        rules: &[Rule],
+        plan: &Plan,
+        answered: &BTreeMap<usize, Vec<Offering>>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<RuleOutcome>, StoreError> {
+        let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let buyer = Buyer {
             market: self.market,
             store: self.store,
             stack: &self.settings.stack,
             account_budget: self.settings.account_budget,
+            recheck_pause: self.settings.describe.refill,
         };
         let mut outcomes = Vec::new();
-        for (rule, queries) in rules.iter().zip(&per_rule) {
-            let offerings: Vec<Offering> = queries.iter().filter_map(|q| by_query.get(q)).flatten().cloned().collect();
+        for (ri, rule) in rules.iter().enumerate() {
+            let mine: Vec<usize> = (0..plan.all.len()).filter(|&i| plan.all[i].rules.contains(&ri)).collect();
+            let offerings: Vec<Offering> = mine.iter().filter_map(|i| answered.get(i)).flatten().cloned().collect();
+            let questions_answered = mine.iter().filter(|i| answered.contains_key(i)).count();
             let room = headroom(self.store, rule, self.settings.account_budget, now).await?;
             let decision = decide(rule, &offerings, &catalog, room, now);
             let mode = self.settings.mode.and(rule.mode);
@@ -247,8 +516,8 @@ where
             let action = match &decision.chosen {
                 None => None,
                 Some(_) if mode == Mode::Live => {
-                    // The best offering may already have been tried by this rule (refused, or
-                    // abandoned before sending): take the next cheapest, a few at most.
+                    // The best offering may already have been tried by this rule (refused by
+                    // EC2): take the next cheapest, a few at most.
                     let mut last = None;
                     for p in decision.ranked.iter().take(MAX_ALTERNATIVES) {
                         chosen = Some(p.clone());
@@ -264,30 +533,33 @@ where
                 Some(p) if mode == Mode::Approval => Some(buyer.ask(rule, p, now).await?),
                 Some(p) => Some(buyer.dry_run(rule, p, self.settings.mode, now).await?),
             };
-            tracing::info!(event = "decision", rule = %rule.id, mode = mode.as_str(), offerings = offerings.len(), eligible = decision.eligible,
-                chosen = ?decision.chosen.as_ref().map(|p| &p.offering.id), action = ?action, "rule evaluated");
+            tracing::info!(event = "decision", rule = %rule.id, mode = mode.as_str(), questions = mine.len(), questions_answered,
+                offerings = offerings.len(), eligible = decision.eligible, chosen = ?decision.chosen.as_ref().map(|p| &p.offering.id),
+                action = ?action, "rule evaluated");
             outcomes.push(RuleOutcome {
                 rule_id: rule.id.clone(),
                 mode,
+                questions_answered,
+                questions: mine.len(),
                 offerings_seen: offerings.len(),
                 eligible: decision.eligible,
                 chosen,
                 action,
             });
         }
-
-        let notices = flush(self.store, self.notifier, now).await?;
-        Ok(ScanReport {
-            now,
-            rules: rules.len(),
-            queries: distinct.len(),
-            offerings_seen: seen.len(),
-            observations_written,
-            failed_regions,
-            unsupported_regions,
-            settled,
-            outcomes,
-            notices,
-        })
+        Ok(outcomes)
     }
+}
+
+/// What EC2 said of the regions in one run.
+#[derive(Default)]
+struct Findings {
+    failed: BTreeMap<String, String>,
+    unsupported: BTreeSet<String>,
+    /// (region, type) -> EC2's message.
+    not_sold: BTreeMap<(String, String), (String,)>,
+    /// (type, rule index) pairs, to name the rules in the alert.
+    not_sold_rules: BTreeSet<(String, usize)>,
+    quota_zero: BTreeSet<(String, String)>,
+    quota_since: BTreeMap<(String, String), DateTime<Utc>>,
 }

@@ -10,6 +10,7 @@
 //! | budget      | `BUDGET#<owner>`       | `PERIOD#<yyyy-mm>`         |                                 |
 //! | block       | `BLOCK#<reservation>`  | `BLOCK`                    | `BLOCK#OPEN` / `RULE#<r>#<id>`  |
 //! | observation | `OBS#<region>#<type>`  | `<seen-at>#<offering>`     | (ttl)                           |
+//! | market      | `MARKET#<region>`      | `MEMORY`                   |                                 |
 
 use std::time::Duration as StdDuration;
 
@@ -18,7 +19,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, Put, PutRequest, TransactWriteItem, Update, WriteRequest};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, PutRequest, TransactWriteItem, Update, WriteRequest};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 
@@ -26,10 +27,11 @@ use super::dynamo_item::{Item, data, get_decimal, get_s, get_u64, json, key, n, 
 use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, IntentState, Period};
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
+use crate::domain::plan::RegionMemory;
 use crate::domain::rule::Rule;
 use crate::ports::{
-    Block, BlockArchive, BlockStore, ExtensionIntent, ExtensionLedger, ExtensionState, Ledger, Notice, Observation,
-    ObservationStore, Outbox, ReserveError, RuleGuard, RuleStore, StoreError, StoredRule,
+    Block, BlockArchive, BlockStore, ExtensionIntent, ExtensionLedger, ExtensionState, Ledger, MarketMemory, Notice,
+    Observation, ObservationStore, Outbox, ReserveError, RuleGuard, RuleStore, StoreError, StoredRule,
 };
 
 mod track;
@@ -37,6 +39,8 @@ mod track;
 /// How long price observations are kept.
 pub const OBSERVATION_TTL: Duration = Duration::days(400);
 const OPEN_INTENTS: &str = "INTENT#OPEN";
+/// A closed intent that spent nothing: its fee and its purchase go back to every budget.
+const RELEASE_FEE: &str = "SET committed = committed - :fee, purchases = purchases - :one";
 const OPEN_BLOCKS: &str = "BLOCK#OPEN";
 const RULES: &str = "RULES";
 pub const GSI: &str = "gsi1";
@@ -179,25 +183,42 @@ impl DynamoStore {
     async fn close_intent(
         &self,
         intent: &Intent,
-        closed: Intent,
+        closed: Option<Intent>,
         budget_expr: &str,
         extra: Vec<TransactWriteItem>,
     ) -> Result<(), StoreError> {
         let fee = n(intent.offering.fee.amount());
         let mut items: Vec<TransactWriteItem> = extra;
-        items.push(tx_update(
-            self.update(
-                intent_key(&intent.rule_id, &intent.offering.id),
-                "SET #s = :new, #d = :data REMOVE gsi1pk, gsi1sk",
-            )
-            .condition_expression("#s IN (:reserved, :sent)")
-            .expression_attribute_names("#s", "state")
-            .expression_attribute_names("#d", "data")
-            .expression_attribute_values(":new", s(closed.state.as_str()))
-            .expression_attribute_values(":data", json(&closed))
-            .expression_attribute_values(":reserved", s(IntentState::Reserved.as_str()))
-            .expression_attribute_values(":sent", s(IntentState::Sent.as_str())),
-        ));
+        match &closed {
+            Some(closed) => items.push(tx_update(
+                self.update(
+                    intent_key(&intent.rule_id, &intent.offering.id),
+                    "SET #s = :new, #d = :data REMOVE gsi1pk, gsi1sk",
+                )
+                .condition_expression("#s IN (:reserved, :sent)")
+                .expression_attribute_names("#s", "state")
+                .expression_attribute_names("#d", "data")
+                .expression_attribute_values(":new", s(closed.state.as_str()))
+                .expression_attribute_values(":data", json(closed))
+                .expression_attribute_values(":reserved", s(IntentState::Reserved.as_str()))
+                .expression_attribute_values(":sent", s(IntentState::Sent.as_str())),
+            )),
+            // Given back: the intent goes, so the rule may reserve the same offering again.
+            None => items.push(
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(&self.table)
+                            .set_key(Some(intent_key(&intent.rule_id, &intent.offering.id)))
+                            .condition_expression("#s = :expected")
+                            .expression_attribute_names("#s", "state")
+                            .expression_attribute_values(":expected", s(intent.state.as_str()))
+                            .build()
+                            .expect("table and key are set"),
+                    )
+                    .build(),
+            ),
+        }
         items.push(tx_update(
             self.update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent")
                 .condition_expression("open_intent = :iid")
@@ -218,7 +239,7 @@ impl DynamoStore {
             TxError::Cancelled(codes) => StoreError::Conflict(format!(
                 "closing intent {} as {}: {}",
                 intent.id,
-                closed.state.as_str(),
+                closed.as_ref().map_or("given back", |c| c.state.as_str()),
                 codes.join(",")
             )),
             TxError::Store(e) => e,
@@ -274,6 +295,33 @@ impl RuleStore for DynamoStore {
             .iter()
             .map(|item| Ok(StoredRule { rule: data(item)?, version: get_u64(item, "version")?.unwrap_or(0) }))
             .collect()
+    }
+}
+
+/// The planner's memory: one item per region, rewritten whole by each scan. Two overlapping
+/// scans may overwrite each other's update; the cost is a question asked again.
+#[async_trait]
+impl MarketMemory for DynamoStore {
+    async fn region_memory(&self, region: &Region) -> Result<RegionMemory, StoreError> {
+        Ok(self
+            .get(key(format!("MARKET#{region}"), "MEMORY"))
+            .await?
+            .map(|i| data(&i))
+            .transpose()?
+            .unwrap_or_default())
+    }
+
+    async fn save_region_memory(&self, region: &Region, memory: &RegionMemory) -> Result<(), StoreError> {
+        let mut item = key(format!("MARKET#{region}"), "MEMORY");
+        item.insert("data".into(), json(memory));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| store_err(&format!("market memory of {region}"), e))?;
+        Ok(())
     }
 }
 
@@ -422,7 +470,7 @@ impl Ledger for DynamoStore {
                 .set_item(Some(notice_item(notice)))
                 .condition_expression("attribute_not_exists(pk)"),
         );
-        self.close_intent(intent, closed, "SET spent = spent + :fee", vec![put_block, put_notice]).await
+        self.close_intent(intent, Some(closed), "SET spent = spent + :fee", vec![put_block, put_notice]).await
     }
 
     async fn record_rejected(&self, intent: &Intent, reason: &str, notice: Option<&Notice>) -> Result<(), StoreError> {
@@ -440,7 +488,12 @@ impl Ledger for DynamoStore {
             })
             .into_iter()
             .collect();
-        self.close_intent(intent, closed, "SET committed = committed - :fee, purchases = purchases - :one", extra).await
+        self.close_intent(intent, Some(closed), RELEASE_FEE, extra).await
+    }
+
+    async fn record_given_back(&self, intent: &Intent, reason: &str) -> Result<(), StoreError> {
+        tracing::info!(event = "intent_given_back", intent = %intent.id, %reason, "nothing reached EC2; the offering may be tried again");
+        self.close_intent(intent, None, RELEASE_FEE, vec![]).await
     }
 
     async fn record_dry_run(&self, intent: &Intent) -> Result<bool, StoreError> {

@@ -21,8 +21,8 @@ use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::{Offering, RawOffering};
 use crate::ports::{
-    ExtensionMarket, ExtensionOffer, ExtensionReceipt, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource,
-    PurchaseOutcome, PurchaseRequest, Purchaser, Reservation, ReservationSource,
+    DESCRIBE_LIMIT, ExtensionMarket, ExtensionOffer, ExtensionReceipt, InstanceTypeSource, MarketError, OfferingQuery,
+    OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser, REQUEST_LIMIT, Reservation, ReservationSource,
 };
 
 /// Describe calls other than the offerings fan-out (which makes one attempt per call and paces
@@ -65,7 +65,16 @@ where
             let status = se.raw().status().as_u16();
             match code.as_str() {
                 "RequestLimitExceeded" | "Throttling" | "ThrottlingException" => {
-                    MarketError::Throttled { operation, region }
+                    MarketError::Throttled { operation, region, code: REQUEST_LIMIT }
+                }
+                // The describe limit of DescribeCapacityBlockOfferings (and a Capacity Block
+                // quota of 0, which answers the same code on every call). Neither botocore nor
+                // the Rust SDK class it as throttling, but nothing was done: it is one.
+                DESCRIBE_LIMIT => MarketError::Throttled { operation, region, code: DESCRIBE_LIMIT },
+                "InvalidParameterValue"
+                    if message.to_ascii_lowercase().contains("not supported for capacity block") =>
+                {
+                    MarketError::NotSold { operation, region, message }
                 }
                 "InvalidAction" | "UnsupportedOperation" => MarketError::Unsupported { operation, region },
                 _ if status >= 500 => {
@@ -196,8 +205,14 @@ impl OfferingSource for Ec2Market {
                 .instance_type(q.instance_type.as_str())
                 .instance_count(q.instance_count as i32)
                 .start_date_range(to_smithy(q.start_from))
-                // EndDateRange bounds the end of the block: the latest start plus its duration.
-                .end_date_range(to_smithy(q.start_to + chrono::Duration::hours(i64::from(q.duration_hours))))
+                // EndDateRange bounds the end of the block: the latest start plus its duration,
+                // plus the day a same-day closest match may run longer than asked.
+                .end_date_range(to_smithy(
+                    q.start_to + chrono::Duration::hours(i64::from(q.duration_hours)) + chrono::Duration::days(1),
+                ))
+                // Offerings in Local Zones (P6e-GB200 in Dallas) come back only when asked for;
+                // the decision then takes them only for rules that allow them.
+                .all_availability_zones(true)
                 .max_results(100)
                 .set_next_token(next_token.take())
                 .send()
@@ -212,6 +227,8 @@ impl OfferingSource for Ec2Market {
                     start_date: o.start_date().and_then(to_chrono),
                     end_date: o.end_date().and_then(to_chrono),
                     duration_hours: o.capacity_block_duration_hours(),
+                    duration_minutes: o.capacity_block_duration_minutes(),
+                    zone_type: o.zone_type().map(str::to_string),
                     upfront_fee: o.upfront_fee().map(str::to_string),
                     currency_code: o.currency_code().map(str::to_string),
                     ultraserver_type: o.ultraserver_type().map(str::to_string),

@@ -12,14 +12,6 @@ fn when(t: DateTime<Utc>) -> String {
     t.format("%a %Y-%m-%d %H:%M UTC").to_string()
 }
 
-fn days(hours: u32) -> String {
-    match hours {
-        24 => "1 day".into(),
-        h if h % 24 == 0 => format!("{} days", h / 24),
-        h => format!("{h} hours"),
-    }
-}
-
 fn what(p: &Priced) -> String {
     let o = &p.offering;
     format!(
@@ -28,7 +20,7 @@ fn what(p: &Priced) -> String {
         o.instance_type,
         o.region,
         o.availability_zone,
-        days(o.duration_hours),
+        o.length_text(),
         when(o.start),
         when(o.end),
         o.fee,
@@ -138,6 +130,57 @@ pub fn purchase_rejected(rule_id: &str, p: &Priced, intent: &Intent, reason: &st
         thread_id: intent.id.clone(),
         summary: format!("Purchase refused: {reason}"),
         event_type: "purchase-rejected".into(),
+        related_resources: vec![],
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the market said of a region (scan-offerings)
+// ---------------------------------------------------------------------------------------------
+
+/// EC2 refused every search for a family with CapacityBlockDescribeLimitExceeded, even paced:
+/// the account's Capacity Block quota for it is most likely 0.
+pub fn quota_zero(region: &str, family: &str, since: DateTime<Utc>, refusals: u32) -> SlackMessage {
+    let upper = family.to_ascii_uppercase();
+    SlackMessage {
+        id: format!("market-{region}#quota-zero-{family}"),
+        title: format!("No Capacity Block quota for {family} in {region}?"),
+        description: format!(
+            "Since {}, EC2 has refused {refusals} searches in a row for `{family}` Capacity Blocks in {region} with `CapacityBlockDescribeLimitExceeded`, each one sent after waiting for EC2's limit to refill, while other searches went through. That is what EC2 answers on every call when the account's Capacity Block quota for the family is 0. (A very busy account can look the same.)",
+            when(since)
+        ),
+        next_steps: vec![
+            format!(
+                "In Service Quotas (Amazon Elastic Compute Cloud), check the Capacity Block quota for {upper} in {region} (for example \"Concurrent {upper} Capacity Blocks per account\") and request an increase."
+            ),
+            format!(
+                "capblock skips {family} searches in {region} and asks again every hour; nothing is bought there until a search succeeds."
+            ),
+        ],
+        keywords: vec!["capblock".into(), "quota".into(), region.to_string(), family.to_string()],
+        thread_id: format!("market-{region}"),
+        summary: format!("Capacity Block quota for {family} in {region} looks like 0"),
+        event_type: "quota-zero".into(),
+        related_resources: vec![],
+    }
+}
+
+/// A region does not sell an instance type as Capacity Blocks (InvalidParameterValue).
+pub fn not_sold(region: &str, instance_type: &str, ec2_says: &str, rules: &[String]) -> SlackMessage {
+    SlackMessage {
+        id: format!("market-{region}#not-sold-{instance_type}"),
+        title: format!("{instance_type} is not sold as Capacity Blocks in {region}"),
+        description: format!(
+            "EC2 answered a search for `{instance_type}` in {region}: {ec2_says}\nRules asking for it there: {}.",
+            rules.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(", ")
+        ),
+        next_steps: vec![format!(
+            "Remove {region} or {instance_type} from those rules, or leave it: capblock asks again once a day and says nothing more."
+        )],
+        keywords: vec!["capblock".into(), "not-sold".into(), region.to_string(), instance_type.to_string()],
+        thread_id: format!("market-{region}"),
+        summary: format!("{instance_type} not sold as Capacity Blocks in {region}"),
+        event_type: "not-sold".into(),
         related_resources: vec![],
     }
 }

@@ -164,9 +164,11 @@ start_window = {{ earliest_in_days = 1, latest_in_days = 10 }}
                 start_date: Some(start),
                 end_date: Some(start + Duration::days(1)),
                 duration_hours: Some(24),
+                duration_minutes: Some(0),
                 upfront_fee: Some((price * dec!(192)).to_string()),
                 currency_code: Some("USD".into()),
                 ultraserver_type: None,
+                zone_type: None,
             },
         )
         .unwrap();

@@ -37,6 +37,8 @@ impl Priced {
 #[serde(rename_all = "kebab-case", tag = "reason")]
 pub enum PassedOver {
     NotInRule,
+    /// In a Local Zone, and the rule does not set `local_zones = true`.
+    LocalZone,
     UnknownAccelerators,
     OtherCurrency,
     AboveThreshold,
@@ -66,9 +68,12 @@ pub fn check(rule: &Rule, p: &Priced, headroom: Headroom, now: DateTime<Utc>) ->
     if !rule.regions.contains(&o.region)
         || !rule.instance_types.contains(&o.instance_type)
         || !rule.instance_counts.contains(&o.instance_count)
-        || !rule.durations_days.iter().any(|d| d * 24 == o.duration_hours)
+        || rule.matching_days(o.total_minutes()).is_none()
     {
         return Some(PassedOver::NotInRule);
+    }
+    if o.local_zone && !rule.local_zones {
+        return Some(PassedOver::LocalZone);
     }
     if o.fee.currency() != rule.currency {
         return Some(PassedOver::OtherCurrency);

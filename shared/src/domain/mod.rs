@@ -13,5 +13,6 @@ pub mod milestone;
 pub mod money;
 pub mod names;
 pub mod offering;
+pub mod plan;
 pub mod rule;
 pub mod slack;

@@ -18,9 +18,15 @@ pub struct RawOffering {
     pub start_date: Option<DateTime<Utc>>,
     pub end_date: Option<DateTime<Utc>>,
     pub duration_hours: Option<i32>,
+    /// CapacityBlockDurationMinutes: the minutes past `duration_hours`. Blocks that start the
+    /// same day end at 11:30 UTC like every block, so they come as closest matches such as
+    /// 6 h 35 min (04:55 to 11:30).
+    pub duration_minutes: Option<i32>,
     pub upfront_fee: Option<String>,
     pub currency_code: Option<String>,
     pub ultraserver_type: Option<String>,
+    /// "availability-zone" or "local-zone".
+    pub zone_type: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -47,10 +53,19 @@ pub struct Offering {
     pub instance_count: u32,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
+    /// Whole hours of the block; `duration_minutes` holds the rest (0-59).
     pub duration_hours: u32,
+    /// Minutes past `duration_hours` (EC2's CapacityBlockDurationMinutes). Absent in records
+    /// written before capblock read it: those blocks were whole hours.
+    #[serde(default)]
+    pub duration_minutes: u32,
     pub fee: Money,
     /// UltraServer offerings lose their instances 60 minutes before the end, not 30.
     pub ultraserver: bool,
+    /// In a Local Zone (ZoneType "local-zone"): the account must be opted into the zone to
+    /// launch there, so only rules that allow Local Zones buy these.
+    #[serde(default)]
+    pub local_zone: bool,
 }
 
 impl Offering {
@@ -76,14 +91,31 @@ impl Offering {
         if end <= start {
             return Err(OfferingError::EndBeforeStart { id, start, end });
         }
-        // EC2 sends the duration; when it does not, the dates tell it.
-        let hours = match raw.duration_hours {
-            Some(h) => h,
-            None => i32::try_from((end - start).num_hours()).unwrap_or(0),
+        // EC2 sends the duration in hours plus minutes; when it does not, the dates tell it.
+        let from_dates = (end - start).num_minutes();
+        let total_minutes = match (raw.duration_hours, raw.duration_minutes) {
+            (Some(h), Some(m)) if (0..60).contains(&m) => i64::from(h) * 60 + i64::from(m),
+            (Some(_), Some(m)) => {
+                return Err(OfferingError::OutOfRange {
+                    id: id.clone(),
+                    field: "CapacityBlockDurationMinutes",
+                    value: m.to_string(),
+                });
+            }
+            // Hours without minutes: the dates carry the minutes if they agree on the hours.
+            (Some(h), None) if from_dates / 60 == i64::from(h) => from_dates,
+            (Some(h), None) => i64::from(h) * 60,
+            (None, _) => from_dates,
         };
-        let duration_hours = u32::try_from(hours).ok().filter(|h| (1..=182 * 24).contains(h)).ok_or_else(|| {
-            OfferingError::OutOfRange { id: id.clone(), field: "CapacityBlockDurationHours", value: hours.to_string() }
-        })?;
+        if !(60..=182 * 24 * 60).contains(&total_minutes) {
+            return Err(OfferingError::OutOfRange {
+                id: id.clone(),
+                field: "CapacityBlockDurationHours",
+                value: format!("{} h {} min", total_minutes / 60, total_minutes % 60),
+            });
+        }
+        let duration_hours = (total_minutes / 60) as u32;
+        let duration_minutes = (total_minutes % 60) as u32;
         let fee_text = raw.upfront_fee.ok_or_else(|| missing("UpfrontFee"))?;
         let currency = raw.currency_code.ok_or_else(|| missing("CurrencyCode"))?;
         let fee = Money::parse(&fee_text, &currency).map_err(|source| OfferingError::Fee { id: id.clone(), source })?;
@@ -96,22 +128,58 @@ impl Offering {
             start,
             end,
             duration_hours,
+            duration_minutes,
             fee,
             ultraserver: raw.ultraserver_type.is_some_and(|t| !t.is_empty()),
+            local_zone: raw.zone_type.as_deref() == Some("local-zone"),
         })
     }
 
+    /// The block's length in minutes: what EC2 charges for, hours and minutes together.
+    pub fn total_minutes(&self) -> u32 {
+        self.duration_hours * 60 + self.duration_minutes
+    }
+
+    /// The block's length, as people read it: "7 days", "30 h 35 min".
+    pub fn length_text(&self) -> String {
+        length_text(self.total_minutes())
+    }
+
     pub fn instance_hours(&self) -> Decimal {
-        Decimal::from(self.instance_count) * Decimal::from(self.duration_hours)
+        Decimal::from(self.instance_count) * Decimal::from(self.total_minutes()) / Decimal::from(60)
     }
 
     pub fn price_per_instance_hour(&self) -> Rate {
-        self.fee.per(self.instance_hours()).expect("count and hours are at least 1")
+        self.per_unit_hour(1).expect("count and minutes are at least 1")
     }
 
-    /// `UpfrontFee / (count x accelerators per instance x hours)`; `None` for a zero count.
+    /// `UpfrontFee / (count x accelerators per instance x hours)`, hours counted to the minute;
+    /// `None` for a zero count.
     pub fn price_per_accelerator_hour(&self, accelerators_per_instance: u32) -> Option<Rate> {
-        self.fee.per(self.instance_hours() * Decimal::from(accelerators_per_instance))
+        self.per_unit_hour(accelerators_per_instance)
+    }
+
+    /// fee x 60 / unit-minutes: exact for whole-hour blocks, and never rounds a 6 h 35 min
+    /// block to 6 or 7 hours.
+    fn per_unit_hour(&self, units_per_instance: u32) -> Option<Rate> {
+        let unit_minutes = Decimal::from(self.instance_count)
+            * Decimal::from(units_per_instance)
+            * Decimal::from(self.total_minutes());
+        if unit_minutes.is_zero() {
+            return None;
+        }
+        Some(Rate { per_unit: self.fee.amount() * Decimal::from(60) / unit_minutes, currency: self.fee.currency() })
+    }
+}
+
+/// "1 day", "7 days", "6 h 35 min", "30 h": a block length in minutes, for messages.
+pub fn length_text(minutes: u32) -> String {
+    let (h, m) = (minutes / 60, minutes % 60);
+    match (h, m) {
+        (24, 0) => "1 day".into(),
+        (h, 0) if h % 24 == 0 => format!("{} days", h / 24),
+        (h, 0) => format!("{h} h"),
+        (h, m) => format!("{h} h {m} min"),
     }
 }
 
@@ -130,9 +198,11 @@ pub(crate) mod tests {
             start_date: Some(Utc.with_ymd_and_hms(2026, 12, 3, 11, 30, 0).unwrap()),
             end_date: Some(Utc.with_ymd_and_hms(2026, 12, 5, 11, 30, 0).unwrap()),
             duration_hours: Some(48),
+            duration_minutes: Some(0),
             upfront_fee: Some(fee.into()),
             currency_code: Some(currency.into()),
             ultraserver_type: None,
+            zone_type: None,
         }
     }
 
@@ -188,6 +258,37 @@ pub(crate) mod tests {
     fn duration_falls_back_to_dates() {
         let mut r = raw("1", "USD");
         r.duration_hours = None;
+        r.duration_minutes = None;
         assert_eq!(Offering::parse(&region(), r).unwrap().duration_hours, 48);
+    }
+
+    /// A same-day closest match: 04:55 to 11:30 the next day is 30 h 35 min, and its price per
+    /// accelerator-hour counts the 35 minutes.
+    #[test]
+    fn minutes_count_in_the_price() {
+        let mut r = raw("1956.00", "USD");
+        r.start_date = Some(Utc.with_ymd_and_hms(2026, 12, 3, 4, 55, 0).unwrap());
+        r.end_date = Some(Utc.with_ymd_and_hms(2026, 12, 4, 11, 30, 0).unwrap());
+        r.instance_count = Some(1);
+        r.duration_hours = Some(30);
+        r.duration_minutes = Some(35);
+        let o = Offering::parse(&region(), r.clone()).unwrap();
+        assert_eq!((o.duration_hours, o.duration_minutes, o.total_minutes()), (30, 35, 1835));
+        assert_eq!(o.length_text(), "30 h 35 min");
+        // 1956 / (8 x 1835 / 60) = 7.9945...; on whole hours it would have been 8.15.
+        let per = o.price_per_accelerator_hour(8).unwrap().per_unit;
+        assert_eq!(per * Decimal::from(8) * Decimal::from(1835) / Decimal::from(60), dec!(1956));
+        assert_eq!(o.price_per_accelerator_hour(8).unwrap().display(), "7.9946 USD");
+        // Minutes missing: the dates tell them when they agree on the hours.
+        r.duration_minutes = None;
+        assert_eq!(Offering::parse(&region(), r.clone()).unwrap().duration_minutes, 35);
+        r.duration_minutes = Some(60);
+        assert!(matches!(
+            Offering::parse(&region(), r).unwrap_err(),
+            OfferingError::OutOfRange { field: "CapacityBlockDurationMinutes", .. }
+        ));
+        assert_eq!(length_text(24 * 60), "1 day");
+        assert_eq!(length_text(7 * 24 * 60), "7 days");
+        assert_eq!(length_text(6 * 60 + 35), "6 h 35 min");
     }
 }

@@ -174,6 +174,19 @@ pub struct RuleSpec {
     pub tags: BTreeMap<String, String>,
     #[serde(default)]
     pub extend: Option<ExtendSpec>,
+    #[serde(default = "default_duration_tolerance")]
+    pub duration_tolerance_hours: i64,
+    #[serde(default)]
+    pub local_zones: bool,
+}
+
+/// How far a same-day closest match may be from the asked duration by default: blocks end at
+/// 11:30 UTC, so a block starting today at 04:55 and asked for a day comes as 6 h 35 min or
+/// 30 h 35 min. Twelve hours takes the nearer one whatever the time of day, never both.
+pub const DEFAULT_DURATION_TOLERANCE_HOURS: u32 = 12;
+
+fn default_duration_tolerance() -> i64 {
+    i64::from(DEFAULT_DURATION_TOLERANCE_HOURS)
 }
 
 /// One problem in a rule, named by its field.
@@ -258,6 +271,17 @@ pub struct Rule {
     pub rebuy_on_payment_failure: bool,
     pub tags: BTreeMap<String, String>,
     pub extend: Option<Extend>,
+    /// A block may be this many hours shorter or longer than a duration the rule asks for
+    /// (EC2's closest matches for blocks starting the same day).
+    #[serde(default = "default_tolerance_u32")]
+    pub duration_tolerance_hours: u32,
+    /// Whether offerings in Local Zones may be bought.
+    #[serde(default)]
+    pub local_zones: bool,
+}
+
+fn default_tolerance_u32() -> u32 {
+    DEFAULT_DURATION_TOLERANCE_HOURS
 }
 
 impl RuleSpec {
@@ -350,6 +374,10 @@ impl RuleSpec {
             }
         });
 
+        if !(0..24).contains(&self.duration_tolerance_hours) {
+            p.add("duration_tolerance_hours", "must be between 0 and 23 hours");
+        }
+
         if !p.0.is_empty() {
             return Err(RuleError::Invalid { id: self.id.clone(), problems: p.0 });
         }
@@ -374,11 +402,25 @@ impl RuleSpec {
             rebuy_on_payment_failure: self.rebuy_on_payment_failure,
             tags: self.tags.clone(),
             extend,
+            duration_tolerance_hours: self.duration_tolerance_hours as u32,
+            local_zones: self.local_zones,
         })
     }
 }
 
 impl Rule {
+    /// The duration (in days) this rule asks for that the block's length matches: exactly, or
+    /// within `duration_tolerance_hours` (EC2's closest matches), the nearest one if several.
+    pub fn matching_days(&self, block_minutes: u32) -> Option<u32> {
+        let tolerance = i64::from(self.duration_tolerance_hours) * 60;
+        self.durations_days
+            .iter()
+            .map(|&d| (d, (i64::from(block_minutes) - i64::from(d) * 24 * 60).abs()))
+            .filter(|&(_, off)| off <= tolerance)
+            .min_by_key(|&(d, off)| (off, d))
+            .map(|(d, _)| d)
+    }
+
     /// Parses and validates a TOML rule file.
     pub fn from_toml(text: &str, now: DateTime<Utc>) -> Result<Rule, RuleError> {
         RuleSpec::from_toml(text)?.validate(now)

@@ -138,7 +138,12 @@ impl X {
             end: "2026-12-04T11:30:00Z".parse().unwrap(),
         };
         x.aws.store().put_rule(&rule(Mode::Live), None).await.unwrap();
-        let scan = ScanSettings { stack: STACK.into(), mode: Mode::Live, account_budget: None, region_concurrency: 2 };
+        let scan = ScanSettings {
+            stack: STACK.into(),
+            mode: Mode::Live,
+            account_budget: None,
+            describe: capblock_tests::fixtures::fast_describe(),
+        };
         let (store, notifier) = (x.aws.store(), x.aws.notifier());
         let catalog = Mutex::new(AcceleratorCatalog::new());
         let report =

@@ -16,6 +16,9 @@ start = "2026-12-01T00:00:00Z"
 [behaviour]
 payment = "succeed"
 payment_delay_hours = 3
+# These tests are about the wire, not EC2's describe limit (tests/integration/real_market.rs).
+describe_limit = false
+same_day_offerings = false
 [[regions]]
 name = "us-east-1"
 [[regions]]
@@ -47,40 +50,42 @@ fn query(region: &str, count: u32, days: u32) -> OfferingQuery {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn offerings_follow_every_page_with_exact_fees() {
+async fn an_answer_is_ecs_six_best_offerings_across_pages_with_exact_fees() {
     let sim = Sim::start(MARKET).await;
     let market = sim.market().await;
-    // 3 AZs x 10 start days = 30 offerings, more than one page of the adapter's MaxResults?
-    // The adapter asks 100 a page, so check pagination with the raw client at 5 a page too.
+    // 3 AZs x 10 start days = 30 offerings match, all at one price: EC2 answers with 6, the
+    // earliest starts first.
     let all = market.offerings(&query("us-east-1", 2, 1)).await.unwrap();
-    assert_eq!(all.len(), 30);
+    assert_eq!(all.len(), 6);
     let o = &all[0];
     assert_eq!(o.instance_count, 2);
-    assert_eq!(o.duration_hours, 24);
+    assert_eq!((o.duration_hours, o.duration_minutes), (24, 0));
     // 3.25 x 8 GPUs x 2 instances x 24 h = 1248.00, exactly.
     assert_eq!(o.fee.amount(), dec!(1248.00));
     assert_eq!(o.price_per_accelerator_hour(8).unwrap().per_unit, dec!(3.25));
     assert_eq!(o.start.format("%H:%M").to_string(), "11:30");
+    assert!(all.iter().all(|o| o.start <= t0() + Duration::days(2) + Duration::hours(12)), "the two earliest days");
 
+    // The adapter follows every page: at 4 a page the same 6 come in two.
     let client = aws_sdk_ec2::Client::new(&sim.sdk(quick_timeouts()).await);
     let pages: Vec<_> = client
         .describe_capacity_block_offerings()
         .capacity_duration_hours(24)
         .instance_type("p5.48xlarge")
         .instance_count(2)
-        .max_results(7)
+        .max_results(4)
         .into_paginator()
         .send()
         .collect::<Result<Vec<_>, _>>()
         .await
         .unwrap();
-    assert_eq!(pages.len(), 5, "30 offerings at 7 a page");
+    assert_eq!(pages.len(), 2, "6 offerings at 4 a page");
     let ids: std::collections::BTreeSet<_> = pages
         .iter()
         .flat_map(|p| p.capacity_block_offerings())
         .filter_map(|o| o.capacity_block_offering_id())
         .collect();
-    assert_eq!(ids.len(), 30);
+    assert_eq!(ids, all.iter().map(|o| o.id.as_str()).collect());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -131,8 +136,14 @@ async fn throttling_is_a_retryable_error_and_unsupported_regions_are_named() {
     sim.behaviour(r#"{"throttle": {"rate_per_sec": 0.5, "burst": 1}}"#).await;
     let before = calls().await;
     let qs = [query("us-east-1", 1, 1), query("us-east-1", 2, 1)];
-    let answers = capblock_shared::app::fan_out::fan_out(&market, &qs, 2).await;
-    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    let pacing = capblock_shared::app::fan_out::Pacing {
+        refill: std::time::Duration::from_millis(500),
+        pace: std::time::Duration::from_millis(500),
+        ask_for: std::time::Duration::from_secs(30),
+    };
+    let answers =
+        capblock_shared::app::fan_out::ask_all(&market, &qs, &pacing, &Default::default(), || {}).await.answers;
+    assert!(answers.iter().all(|a| matches!(a, capblock_shared::app::fan_out::Answer::Offerings(_))), "{answers:?}");
     let attempts = calls().await - before;
     assert!(attempts > 2, "throttled attempts were retried ({attempts} calls for 2 queries)");
     sim.behaviour(r#"{"throttle": null}"#).await;

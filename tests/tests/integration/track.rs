@@ -26,11 +26,9 @@ fn rule(now: DateTime<Utc>, earliest_days: i64, extra: &str) -> Rule {
     RuleToml::p5("p5").window(earliest_days, 10).extra(extra).rule(now)
 }
 
-/// A rig for stack "capblock-test" with its clock at `clock`: two concurrent queries per
-/// region, us-east-1 always reconciled.
+/// A rig for stack "capblock-test" with its clock at `clock`, us-east-1 always reconciled.
 async fn rig(name: &str, scenario: &str, clock: &str) -> Rig {
     let mut h = Rig::start(name, scenario, capblock_tests::quick_timeouts(), clock.parse().unwrap(), STACK).await;
-    h.scan.region_concurrency = 2;
     h.track.regions = vec!["us-east-1".parse().unwrap()];
     h
 }

@@ -1,7 +1,8 @@
-//! The lane against a fake market with EC2's kind of token bucket, on tokio's paused clock:
-//! time moves only when every task waits, so these runs are deterministic and take no real time.
-//! What they check is behaviour (answers, calls spent, the pace not collapsing); how fast the
-//! real thing runs is `make bench`'s business.
+//! The lanes against a fake market with EC2's describe limit (a small bucket per region,
+//! refilled slowly, that other callers may spend from), on tokio's paused clock: time moves
+//! only when every task waits, so these runs are deterministic and take no real time. What they
+//! check is behaviour (answers, calls spent, nothing lost); how fast the real thing runs is
+//! `make bench`'s business.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -11,37 +12,52 @@ use async_trait::async_trait;
 use chrono::{TimeZone, Utc};
 
 use super::*;
+use crate::ports::REQUEST_LIMIT;
 
 struct Bucket {
     tokens: f64,
     at: Instant,
 }
 
-/// Per region: a token bucket (`burst`, refilled at `rate`/s), `latency` per call, and scripted
-/// failures by instance count.
+const OP: &str = "DescribeCapacityBlockOfferings";
+
+/// Per region: the describe limit (`burst`, one token per `refill`), an optional rate at which
+/// other callers in the account take tokens, `latency` per call, families with a quota of 0,
+/// types not sold, regions that never answer, and scripted errors by instance count.
 struct FakeMarket {
     latency: Duration,
-    bucket: Option<(f64, f64)>,
+    limit: Option<(f64, Duration)>,
+    /// Other callers' tokens per second, spent from the same bucket.
+    others: f64,
     buckets: Mutex<HashMap<String, Bucket>>,
     calls: Mutex<HashMap<String, u32>>,
-    throttled: AtomicU32,
-    /// instance_count -> errors to answer first, in order
+    sent_at: Mutex<Vec<(String, Instant)>>,
+    limited: AtomicU32,
+    quota_zero: Vec<&'static str>,
+    not_sold: Vec<&'static str>,
+    dead: Vec<&'static str>,
     script: Mutex<HashMap<u32, Vec<MarketError>>>,
-    /// regions that never answer (each call times out after 10 s: unknown)
-    dead: Vec<String>,
 }
 
 impl FakeMarket {
-    fn new(latency_ms: u64, bucket: Option<(f64, f64)>) -> FakeMarket {
+    fn new(limit: Option<(f64, Duration)>) -> FakeMarket {
         FakeMarket {
-            latency: Duration::from_millis(latency_ms),
-            bucket,
+            latency: Duration::from_millis(40),
+            limit,
+            others: 0.0,
             buckets: Mutex::default(),
             calls: Mutex::default(),
-            throttled: AtomicU32::new(0),
-            script: Mutex::default(),
+            sent_at: Mutex::default(),
+            limited: AtomicU32::new(0),
+            quota_zero: Vec::new(),
+            not_sold: Vec::new(),
             dead: Vec::new(),
+            script: Mutex::default(),
         }
+    }
+    /// EC2 as public clients meet it: a burst of 2, one call per 4 s.
+    fn ec2() -> FakeMarket {
+        FakeMarket::new(Some((2.0, Duration::from_secs(4))))
     }
     fn calls(&self, region: &str) -> u32 {
         self.calls.lock().unwrap().get(region).copied().unwrap_or(0)
@@ -49,14 +65,26 @@ impl FakeMarket {
     fn total_calls(&self) -> u32 {
         self.calls.lock().unwrap().values().sum()
     }
+    fn admit(&self, region: &str) -> bool {
+        let Some((burst, refill)) = self.limit else { return true };
+        let now = Instant::now();
+        let mut all = self.buckets.lock().unwrap();
+        let b = all.entry(region.to_string()).or_insert(Bucket { tokens: burst, at: now });
+        let elapsed = now.duration_since(b.at).as_secs_f64();
+        let refilled = elapsed / refill.as_secs_f64() - elapsed * self.others;
+        b.tokens = (b.tokens + refilled).clamp(0.0, burst);
+        b.at = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 fn unknown(region: &str) -> MarketError {
-    MarketError::Unknown {
-        operation: "DescribeCapacityBlockOfferings",
-        region: region.into(),
-        message: "HTTP 500".into(),
-    }
+    MarketError::Unknown { operation: OP, region: region.into(), message: "HTTP 500".into() }
 }
 
 #[async_trait]
@@ -64,31 +92,27 @@ impl OfferingSource for FakeMarket {
     async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
         let region = q.region.to_string();
         *self.calls.lock().unwrap().entry(region.clone()).or_default() += 1;
-        // The bucket is taken when the call arrives, like the simulator and EC2.
-        let admitted = match self.bucket {
-            None => true,
-            Some((rate, burst)) => {
-                let now = Instant::now();
-                let mut all = self.buckets.lock().unwrap();
-                let b = all.entry(region.clone()).or_insert(Bucket { tokens: burst, at: now });
-                b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * rate).min(burst);
-                b.at = now;
-                if b.tokens >= 1.0 {
-                    b.tokens -= 1.0;
-                    true
-                } else {
-                    false
-                }
-            }
-        };
-        if self.dead.contains(&region) {
+        self.sent_at.lock().unwrap().push((region.clone(), Instant::now()));
+        if self.dead.contains(&region.as_str()) {
             sleep(Duration::from_secs(10)).await; // the SDK's attempt timeout
             return Err(unknown(&region));
         }
         sleep(self.latency).await;
-        if !admitted {
-            self.throttled.fetch_add(1, Ordering::SeqCst);
-            return Err(MarketError::Throttled { operation: "DescribeCapacityBlockOfferings", region });
+        let ty = q.instance_type.as_str();
+        if self.quota_zero.contains(&family(ty)) {
+            return Err(MarketError::Throttled { operation: OP, region, code: DESCRIBE_LIMIT });
+        }
+        // The bucket is taken when the call arrives, like the simulator and EC2.
+        if !self.admit(&region) {
+            self.limited.fetch_add(1, Ordering::SeqCst);
+            return Err(MarketError::Throttled { operation: OP, region, code: DESCRIBE_LIMIT });
+        }
+        if self.not_sold.contains(&ty) {
+            return Err(MarketError::NotSold {
+                operation: OP,
+                region,
+                message: format!("The instance type {ty} is not supported for Capacity Blocks."),
+            });
         }
         if let Some(errors) = self.script.lock().unwrap().get_mut(&q.instance_count)
             && !errors.is_empty()
@@ -101,214 +125,249 @@ impl OfferingSource for FakeMarket {
 
 const REGIONS: [&str; 4] = ["us-east-1", "us-east-2", "us-west-2", "eu-west-2"];
 
-fn grid(per_region: u32) -> Vec<OfferingQuery> {
+fn query(region: &str, ty: &str, count: u32) -> OfferingQuery {
     let from = Utc.with_ymd_and_hms(2026, 12, 2, 0, 0, 0).unwrap();
-    let mut out = Vec::new();
-    for r in REGIONS {
-        for n in 1..=per_region {
-            out.push(OfferingQuery {
-                region: r.parse().unwrap(),
-                instance_type: "p5.48xlarge".parse().unwrap(),
-                instance_count: n,
-                duration_hours: 24,
-                start_from: from,
-                start_to: from + chrono::Duration::days(7),
-            });
-        }
+    OfferingQuery {
+        region: region.parse().unwrap(),
+        instance_type: ty.parse().unwrap(),
+        instance_count: count,
+        duration_hours: 24,
+        start_from: from,
+        start_to: from + chrono::Duration::days(7),
     }
-    out
 }
 
-/// Virtual seconds the bucket needs at the least for `n` calls per region, plus one call.
-fn bound(n: f64, (rate, burst): (f64, f64), latency: Duration) -> f64 {
-    ((n - burst) / rate).max(0.0) + latency.as_secs_f64()
+fn grid(per_region: u32) -> Vec<OfferingQuery> {
+    REGIONS.iter().flat_map(|r| (1..=per_region).map(move |n| query(r, "p5.48xlarge", n))).collect()
 }
 
-async fn run_under_bucket(per_region_queries: u32, bucket: (f64, f64), concurrency: usize) -> (f64, u32, u32) {
-    let market = FakeMarket::new(40, Some(bucket));
-    let queries = grid(per_region_queries);
+/// The production default: 4 s refill, half of it, 40 s of asking.
+fn pacing() -> Pacing {
+    Pacing::from(&DescribeBudget::default())
+}
+
+fn count(answers: &[Answer], f: impl Fn(&Answer) -> bool) -> usize {
+    answers.iter().filter(|a| f(a)).count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_go_out_one_at_a_time_at_the_pace_in_every_region_at_once() {
+    let market = FakeMarket::ec2();
+    let queries = grid(3);
     let t = Instant::now();
-    let answers = fan_out(&market, &queries, concurrency).await;
-    let took = t.elapsed().as_secs_f64();
-    let failed: Vec<_> = answers.iter().filter_map(|a| a.as_ref().err()).collect();
-    assert!(failed.is_empty(), "every query answered: {failed:?}");
-    let b = bound(f64::from(per_region_queries), bucket, market.latency);
-    // Not a speed target (that is make bench's): a guard against a pace that collapses or a
-    // retry that waits out a long backoff, which take many times the bucket's own time.
-    assert!(took <= 1.5 * b, "{took:.2} virtual s against a bucket bound of {b:.2} s");
-    let throttled = market.throttled.load(Ordering::SeqCst);
-    // Refusals: the first wave's overflow (the lane cannot know the burst before it is spent),
-    // then at most a quarter of the queries while paced: not a storm of retries.
-    let overflow = (concurrency as u32).saturating_sub(bucket.1 as u32).min(per_region_queries) * 4;
-    assert!(throttled <= overflow + queries.len() as u32 / 4, "{throttled} refusals for {} queries", queries.len());
-    (took, throttled, market.total_calls())
+    let answers = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await.answers;
+    assert!(answers.iter().all(|a| matches!(a, Answer::Offerings(_))), "{answers:?}");
+    assert_eq!(market.total_calls(), 12, "one call per question");
+    // 0 s, 8 s, 16 s in each region, regions side by side.
+    let sent = market.sent_at.lock().unwrap();
+    let east: Vec<Duration> =
+        sent.iter().filter(|(r, _)| r == "us-east-1").map(|(_, at)| at.duration_since(t)).collect();
+    assert_eq!(east, vec![Duration::ZERO, Duration::from_secs(8), Duration::from_secs(16)]);
+    assert_eq!(market.limited.load(Ordering::SeqCst), 0, "the pace never meets the limit");
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_tight_bucket_paces_the_lane_and_every_query_is_answered() {
-    // 64 queries per region through 20 tokens and 10/s: 44 must wait for the refill.
-    let (took, throttled, calls) = run_under_bucket(64, (10.0, 20.0), DEFAULT_REGION_CONCURRENCY).await;
-    eprintln!("tight bucket, 64 at a time: {took:.2} s, {throttled} throttled of {calls} calls");
-    let (took, throttled, calls) = run_under_bucket(64, (10.0, 20.0), 4).await;
-    eprintln!("tight bucket, 4 at a time: {took:.2} s, {throttled} throttled of {calls} calls");
+async fn questions_beyond_the_asking_time_are_carried_over_not_failed() {
+    let market = FakeMarket::ec2();
+    let queries = grid(10);
+    let answers = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await.answers;
+    // 40 s at one call per 8 s: 6 questions a region; the other 4 wait for the next run.
+    assert_eq!(count(&answers, |a| matches!(a, Answer::Offerings(_))), 4 * 6);
+    assert_eq!(count(&answers, |a| matches!(a, Answer::CarriedOver)), 4 * 4);
+    // The carried-over ones are the last in each region's order.
+    for (q, a) in queries.iter().zip(&answers) {
+        assert_eq!(matches!(a, Answer::CarriedOver), q.instance_count > 6, "{q:?}");
+    }
+    assert_eq!(DescribeBudget::default().calls_per_region(), 6);
 }
 
 #[tokio::test(start_paused = true)]
-async fn ec2s_describe_bucket_is_one_burst_then_the_refill_rate() {
-    let (took, throttled, calls) = run_under_bucket(256, (20.0, 100.0), DEFAULT_REGION_CONCURRENCY).await;
-    eprintln!("EC2 bucket, 1024 queries: {took:.2} s, {throttled} throttled of {calls} calls");
+async fn a_describe_limit_storm_loses_no_question_and_fails_no_region() {
+    // Someone else in the account spends 3 tokens of every 4 that refill, in every region.
+    let mut market = FakeMarket::ec2();
+    market.others = 0.1875;
+    let mut queries = grid(3);
+    // Two families, so refusals of both read as a busy bucket, not a quota of 0.
+    queries.extend(REGIONS.iter().map(|r| query(r, "trn2.48xlarge", 1)));
+    let long = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
+    let answers = ask_all(&market, &queries, &long, &Strikes::new(), || {}).await.answers;
+    assert!(market.limited.load(Ordering::SeqCst) > 0, "the storm refused calls");
+    assert_eq!(count(&answers, |a| matches!(a, Answer::Failed(_))), 0, "no region reported failed");
+    assert_eq!(count(&answers, |a| matches!(a, Answer::QuotaZero)), 0, "no false quota alert");
+    // Nothing lost: each question is answered or carried over to a later run.
+    assert_eq!(count(&answers, |a| matches!(a, Answer::Offerings(_) | Answer::CarriedOver)), queries.len());
+    assert!(count(&answers, |a| matches!(a, Answer::Offerings(_))) >= queries.len() / 2, "{answers:?}");
 }
 
 #[tokio::test(start_paused = true)]
-async fn within_the_burst_nothing_waits_and_nothing_is_retried() {
-    let market = FakeMarket::new(40, Some((20.0, 100.0)));
-    let queries = grid(64);
+async fn a_family_refused_every_time_is_told_from_the_rate_limit() {
+    let mut market = FakeMarket::ec2();
+    market.quota_zero = vec!["trn2"];
+    let queries = vec![
+        query("us-east-1", "trn2.48xlarge", 1),
+        query("us-east-1", "p5.48xlarge", 1),
+        query("us-east-1", "trn2.48xlarge", 2),
+        query("us-east-1", "p5.48xlarge", 2),
+    ];
+    let long = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
+    let answers = ask_all(&market, &queries, &long, &Strikes::new(), || {}).await.answers;
+    assert_eq!(answers[0], Answer::QuotaZero);
+    assert_eq!(answers[2], Answer::QuotaZero, "the family's other questions are not asked");
+    assert!(matches!(answers[1], Answer::Offerings(_)) && matches!(answers[3], Answer::Offerings(_)));
+    assert_eq!(market.total_calls(), QUOTA_STRIKES + 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_single_family_with_a_quota_of_0_is_found_within_one_run() {
+    let mut market = FakeMarket::ec2();
+    market.quota_zero = vec!["trn2"];
+    let answers =
+        ask_all(&market, &[query("us-east-1", "trn2.48xlarge", 1)], &pacing(), &Strikes::new(), || {}).await.answers;
+    assert_eq!(answers, vec![Answer::QuotaZero]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_is_retried_later_in_the_run_and_slows_the_pace() {
+    let market = FakeMarket::new(None);
+    let refusal = MarketError::Throttled { operation: OP, region: "us-east-1".into(), code: REQUEST_LIMIT };
+    market.script.lock().unwrap().insert(1, vec![refusal.clone(), refusal]);
+    let queries = vec![query("us-east-1", "p5.48xlarge", 1), query("us-east-1", "p5.48xlarge", 2)];
     let t = Instant::now();
-    let answers = fan_out(&market, &queries, DEFAULT_REGION_CONCURRENCY).await;
-    assert!(answers.iter().all(Result::is_ok));
-    assert_eq!(market.total_calls(), 256, "one call per query");
-    // All 64 of a region go out together: the whole fan-out is one round trip.
-    assert_eq!(t.elapsed(), Duration::from_millis(40));
+    let answers =
+        ask_all(&market, &queries, &Pacing { ask_for: Duration::from_secs(600), ..pacing() }, &Strikes::new(), || {})
+            .await
+            .answers;
+    assert!(answers.iter().all(|a| matches!(a, Answer::Offerings(_))), "{answers:?}");
+    assert_eq!(market.total_calls(), 4);
+    // 0 (refused: our pace doubles), 16 (the other question: answered, the pace is back to
+    // 8 s), 24 (refused again), 40: answered.
+    let sent: Vec<Duration> = market.sent_at.lock().unwrap().iter().map(|(_, at)| at.duration_since(t)).collect();
+    assert_eq!(sent, [0, 16, 24, 40].map(Duration::from_secs));
 }
 
 #[tokio::test(start_paused = true)]
-async fn concurrency_per_region_is_a_hard_limit() {
-    let market = FakeMarket::new(40, None);
-    let queries = grid(12);
-    let t = Instant::now();
-    fan_out(&market, &queries, 4).await;
-    // 12 per region, 4 at a time: three round trips, regions in parallel.
-    assert_eq!(t.elapsed(), Duration::from_millis(120));
+async fn refusals_after_resting_are_counted_across_runs() {
+    // A bucket nobody ever refills: every call refused, whatever the family.
+    let market = FakeMarket::new(Some((0.0, Duration::from_secs(3600))));
+    let queries = [query("us-east-1", "p5.48xlarge", 1), query("us-east-1", "trn2.48xlarge", 1)];
+    let first = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await;
+    // 0, 8, ..., 40 s: six calls, three per family, then the asking time is over.
+    assert_eq!(first.answers, vec![Answer::CarriedOver, Answer::CarriedOver]);
+    assert_eq!(market.total_calls(), 6);
+    let east: Region = "us-east-1".parse().unwrap();
+    assert_eq!(first.strikes.get(&(east.clone(), "p5".into())), Some(&3));
+    // The next run goes on counting: three more refusals each make six.
+    let second = ask_all(&market, &queries, &pacing(), &first.strikes, || {}).await;
+    assert_eq!(second.answers, vec![Answer::QuotaZero, Answer::QuotaZero]);
+    // A success clears a family's count.
+    let open = FakeMarket::new(None);
+    let third = ask_all(&open, &queries[..1], &pacing(), &first.strikes, || {}).await;
+    assert!(matches!(third.answers[0], Answer::Offerings(_)));
+    assert_eq!(third.strikes.get(&(east.clone(), "p5".into())), None);
+    assert_eq!(third.strikes.get(&(east, "trn2".into())), Some(&3), "kept for a family not asked this run");
 }
 
 #[tokio::test(start_paused = true)]
-async fn answers_come_back_in_query_order() {
-    let market = FakeMarket::new(5, None);
-    let queries = grid(6);
+async fn a_question_our_pace_got_refused_is_carried_over_after_max_throttled_calls() {
+    let market = FakeMarket::new(None);
+    let refusal = MarketError::Throttled { operation: OP, region: "us-east-1".into(), code: REQUEST_LIMIT };
+    market.script.lock().unwrap().insert(1, vec![refusal; 10]);
+    let long = Pacing { ask_for: Duration::from_secs(3600), ..pacing() };
+    let answers = ask_all(&market, &[query("us-east-1", "p5.48xlarge", 1)], &long, &Strikes::new(), || {}).await;
+    assert_eq!(answers.answers, vec![Answer::CarriedOver]);
+    assert_eq!(market.total_calls(), MAX_THROTTLED);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_type_not_sold_ends_its_questions_with_one_call() {
+    let mut market = FakeMarket::new(None);
+    market.not_sold = vec!["p4d.24xlarge"];
+    let queries = vec![
+        query("us-east-1", "p4d.24xlarge", 1),
+        query("us-east-1", "p4d.24xlarge", 2),
+        query("us-east-1", "p5.48xlarge", 1),
+    ];
+    let answers = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await.answers;
+    assert!(matches!(&answers[0], Answer::NotSold(m) if m.contains("not supported for Capacity Blocks")));
+    assert!(matches!(&answers[1], Answer::NotSold(_)));
+    assert!(matches!(&answers[2], Answer::Offerings(_)));
+    assert_eq!(market.total_calls(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn answers_come_back_in_query_order_and_a_refusal_is_final() {
+    let market = FakeMarket::new(None);
     for n in [2, 5] {
         let rejected = MarketError::Rejected {
-            operation: "DescribeCapacityBlockOfferings",
+            operation: OP,
             region: "any".into(),
             code: format!("Count{n}"),
             message: String::new(),
         };
         market.script.lock().unwrap().insert(n, vec![rejected; 4]);
     }
-    let answers = fan_out(&market, &queries, 3).await;
+    let queries = grid(6);
+    let answers = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await.answers;
     for (q, a) in queries.iter().zip(&answers) {
         match a {
-            Ok(_) => assert!(![2, 5].contains(&q.instance_count)),
-            Err(MarketError::Rejected { code, .. }) => assert_eq!(code, &format!("Count{}", q.instance_count)),
-            Err(e) => panic!("{e}"),
+            Answer::Offerings(_) => assert!(![2, 5].contains(&q.instance_count)),
+            Answer::Failed(MarketError::Rejected { code, .. }) => {
+                assert_eq!(code, &format!("Count{}", q.instance_count))
+            }
+            other => panic!("{other:?}"),
         }
     }
-    // A refusal is final: one call per query.
     assert_eq!(market.total_calls(), 24);
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_unknown_answer_is_retried_once() {
-    let market = FakeMarket::new(5, None);
+    let market = FakeMarket::new(None);
     market.script.lock().unwrap().insert(1, vec![unknown("us-east-1")]);
-    let queries: Vec<_> = grid(1).into_iter().take(1).collect();
-    let answers = fan_out(&market, &queries, 4).await;
-    assert!(answers[0].is_ok(), "{:?}", answers[0]);
+    let answers =
+        ask_all(&market, &[query("us-east-1", "p5.48xlarge", 1)], &pacing(), &Strikes::new(), || {}).await.answers;
+    assert!(matches!(answers[0], Answer::Offerings(_)), "{:?}", answers[0]);
     assert_eq!(market.total_calls(), 2);
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_region_that_fails_twice_is_skipped_for_the_rest_of_the_fan_out() {
-    let mut market = FakeMarket::new(40, None);
-    market.dead.push("us-east-2".into());
-    let queries = grid(20);
-    let t = Instant::now();
-    let answers = fan_out(&market, &queries, 4).await;
+async fn a_region_that_fails_twice_is_skipped_for_the_rest_of_the_run() {
+    let mut market = FakeMarket::new(None);
+    market.dead = vec!["us-east-2"];
+    let queries = grid(5);
+    let answers = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await.answers;
     for (q, a) in queries.iter().zip(&answers) {
-        assert_eq!(a.is_err(), q.region.as_str() == "us-east-2", "{q:?}: {a:?}");
+        let dead = q.region.as_str() == "us-east-2";
+        assert_eq!(matches!(a, Answer::Failed(MarketError::Unknown { .. })), dead, "{q:?}: {a:?}");
     }
-    // The first 4 queries there each tried twice; the other 16 were never sent.
-    assert_eq!(market.calls("us-east-2"), 8);
-    assert_eq!(market.calls("us-east-1"), 20);
-    // Two timeouts and the pause, not 5 rounds of them.
-    assert!(t.elapsed() < Duration::from_secs(21), "{:?}", t.elapsed());
+    assert_eq!(market.calls("us-east-2"), 2, "two timeouts, not one per question");
+    assert_eq!(market.calls("us-east-1"), 5);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_region_that_does_not_sell_blocks_closes_its_lane() {
-    let market = FakeMarket::new(5, None);
-    let unsupported = MarketError::Unsupported { operation: "DescribeCapacityBlockOfferings", region: "x".into() };
-    market.script.lock().unwrap().insert(1, vec![unsupported; 4]);
-    let queries: Vec<_> = grid(8).into_iter().take(8).collect(); // us-east-1 only
-    let answers = fan_out(&market, &queries, 1).await;
-    assert!(answers.iter().all(|a| matches!(a, Err(MarketError::Unsupported { .. }))), "{answers:?}");
+    let market = FakeMarket::new(None);
+    let unsupported = MarketError::Unsupported { operation: OP, region: "x".into() };
+    market.script.lock().unwrap().insert(1, vec![unsupported]);
+    let queries: Vec<_> = grid(4).into_iter().take(4).collect(); // us-east-1 only
+    let answers = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await.answers;
+    assert!(answers.iter().all(|a| *a == Answer::Unsupported), "{answers:?}");
     assert_eq!(market.total_calls(), 1);
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_query_throttled_every_time_gives_up_after_max_throttled_calls() {
-    let market = FakeMarket::new(40, Some((0.0, 0.0)));
-    let queries: Vec<_> = grid(1).into_iter().take(1).collect();
-    let answers = fan_out(&market, &queries, 4).await;
-    assert!(matches!(answers[0], Err(MarketError::Throttled { .. })), "{answers:?}");
-    // Paced at the floor (0.5/s): 12 attempts fit in the time budget.
-    assert_eq!(market.total_calls(), MAX_THROTTLED);
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_region_throttled_below_the_floor_is_given_up_when_the_time_budget_is_spent() {
-    // One token every 20 s: far below the pace's floor of 0.5/s.
-    let market = FakeMarket::new(40, Some((0.05, 4.0)));
-    let queries: Vec<_> = grid(40).into_iter().take(40).collect(); // one region
-    let t = Instant::now();
-    let answers = fan_out(&market, &queries, 8).await;
-    let took = t.elapsed();
-    // The burst's 4 and the refill's 1 (at 20 s) answered; the rest given up as throttled.
-    let ok = answers.iter().filter(|a| a.is_ok()).count();
-    assert_eq!(ok, 5, "{answers:?}");
-    assert!(answers.iter().all(|a| matches!(a, Ok(_) | Err(MarketError::Throttled { .. }))));
-    // Given up within the budget (as soon as the next turn would fall after it), not after
-    // 35 questions x 12 paced attempts (~14 virtual minutes).
-    assert!(took > Duration::from_secs(20) && took <= TIME_BUDGET, "{took:?}");
-}
-
-#[tokio::test(start_paused = true)]
-async fn progress_is_counted_once_per_query_not_per_call() {
-    let market = FakeMarket::new(40, Some((10.0, 5.0)));
-    let queries = grid(16);
+async fn progress_is_counted_once_per_question_not_per_call() {
+    let mut market = FakeMarket::ec2();
+    market.others = 0.2;
+    let queries = grid(4);
     let done = AtomicU32::new(0);
-    fan_out_observed(&market, &queries, 4, || {
+    let long = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
+    let mut with_trn2 = queries.clone();
+    with_trn2.extend(REGIONS.iter().map(|r| query(r, "trn2.48xlarge", 1)));
+    ask_all(&market, &with_trn2, &long, &Strikes::new(), || {
         done.fetch_add(1, Ordering::SeqCst);
     })
     .await;
-    assert!(market.total_calls() > 64, "some calls were throttled and retried");
-    assert_eq!(done.load(Ordering::SeqCst), 64);
-}
-
-#[test]
-fn the_first_throttle_paces_from_the_last_seconds_successes_and_cuts_once_per_round_trip() {
-    let t0 = Instant::now();
-    let ms = |n| t0 + Duration::from_millis(n);
-    let mut p = Pace { rate: None, next: t0, cut_at: None, recent: VecDeque::new(), closed: None };
-    for i in 0..20 {
-        p.succeeded(ms(10 * i));
-    }
-    assert_eq!(p.take_turn(ms(200)), Ok(()), "unpaced: go at once");
-    p.throttled(ms(200), ms(240));
-    assert_eq!(p.rate, Some(14.0));
-    // Three more refusals of calls sent before the cut: one cut only.
-    for _ in 0..3 {
-        p.throttled(ms(230), ms(245));
-    }
-    assert_eq!(p.rate, Some(14.0));
-    // A call sent after the cut and refused cuts again.
-    p.throttled(ms(250), ms(290));
-    assert!((p.rate.unwrap() - 9.8).abs() < 1e-9);
-    // Paced: turns are 1/rate apart.
-    assert_eq!(p.take_turn(ms(300)), Ok(()));
-    assert!(p.take_turn(ms(301)).is_err());
-    // Never below the floor.
-    for i in 0..100 {
-        p.throttled(ms(400 + 50 * i), ms(401 + 50 * i));
-    }
-    assert_eq!(p.rate, Some(MIN_RATE));
+    assert!(market.total_calls() > with_trn2.len() as u32, "some calls were refused and asked again");
+    assert_eq!(done.load(Ordering::SeqCst), with_trn2.len() as u32);
 }

@@ -40,9 +40,11 @@ fn offer(id: &str, region: &str, per_gpu_hour: Decimal, start_day: i64) -> Offer
             start_date: Some(start),
             end_date: Some(start + Duration::days(1)),
             duration_hours: Some(24),
+            duration_minutes: Some(0),
             upfront_fee: Some(fee.to_string()),
             currency_code: Some("USD".into()),
             ultraserver_type: None,
+            zone_type: None,
         },
     )
     .unwrap()

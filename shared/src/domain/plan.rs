@@ -1,0 +1,212 @@
+//! The query planner: which DescribeCapacityBlockOfferings questions a scan asks, within a
+//! describe limit that allows only a few calls per region per run.
+//!
+//! EC2 answers DescribeCapacityBlockOfferings from a small, slowly refilling bucket per account
+//! and region (about one call every 2-4 s, a burst of about 2), shared with everyone in the
+//! account. A scan spends only a share of it, so a rule set with more questions than one run can
+//! ask is spread over several runs:
+//! - half of a region's calls in a run (rounded up) go to the questions asked longest ago, never
+//!   asked first: with `Q` questions and `S` such calls, every question is asked at least once
+//!   every `ceil(Q / S)` runs (`full_cycle_runs`);
+//! - the other half go to the questions most likely to lead to a purchase: the cheapest price
+//!   last seen closest to (or under) a rule's threshold, and start windows about to close.
+//!
+//! What was asked when, and the cheapest price it found, is the cursor kept between runs
+//! (`RegionMemory`), with what EC2 said of the region: types it does not sell, and instance
+//! families whose Capacity Block quota looks like 0.
+
+use std::collections::BTreeMap;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+/// How much of a region's describe limit one scan may spend.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DescribeBudget {
+    /// EC2's refill: one DescribeCapacityBlockOfferings call per this long, per account and region.
+    pub refill: StdDuration,
+    /// The share of that refill capblock takes while it asks (0 < share <= 1); the rest is left
+    /// to people and tools in the same account.
+    pub share: f64,
+    /// How long one run may keep asking.
+    pub ask_for: StdDuration,
+}
+
+impl Default for DescribeBudget {
+    fn default() -> Self {
+        DescribeBudget { refill: StdDuration::from_secs(4), share: 0.5, ask_for: StdDuration::from_secs(40) }
+    }
+}
+
+impl DescribeBudget {
+    /// The gap between two of capblock's calls in one region.
+    pub fn pace(&self) -> StdDuration {
+        self.refill.div_f64(self.share)
+    }
+
+    /// Calls one run makes per region: the first at once, then one per `pace` within `ask_for`.
+    pub fn calls_per_region(&self) -> usize {
+        1 + (self.ask_for.as_secs_f64() / self.pace().as_secs_f64()).floor() as usize
+    }
+
+    /// Checks the numbers an operator may set.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.share > 0.0 && self.share <= 1.0) {
+            return Err(format!("the describe share must be within (0, 1], got {}", self.share));
+        }
+        if self.refill.is_zero() {
+            return Err("the describe refill interval must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// What one run remembers about one question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Asked {
+    pub at: DateTime<Utc>,
+    /// The cheapest price per accelerator-hour the answer held, if it held any offering.
+    #[serde(default, with = "rust_decimal::serde::str_option")]
+    pub cheapest: Option<Decimal>,
+}
+
+/// An instance family EC2 refuses every search for, however slowly asked: its Capacity Block
+/// quota is most likely 0.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuotaZero {
+    /// When it was first seen (the alert names it once per `since`).
+    pub since: DateTime<Utc>,
+    /// When to ask again (quotas get raised).
+    pub recheck_at: DateTime<Utc>,
+}
+
+/// How long a "not sold here" is believed before asking again.
+pub const MARKET_NOTE_TTL: Duration = Duration::days(1);
+/// How long a quota of 0 is believed before one question of the family is asked again: a
+/// busy account can look like one, and quotas get raised.
+pub const QUOTA_RECHECK: Duration = Duration::hours(1);
+/// Questions not asked for this long are forgotten (their rule changed or went).
+const FORGET_AFTER: Duration = Duration::days(7);
+
+/// The planner's memory of one region, kept in the store between runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionMemory {
+    /// Question key -> when it was last answered.
+    #[serde(default)]
+    pub asked: BTreeMap<String, Asked>,
+    /// Instance type -> until when it is taken as not sold in this region.
+    #[serde(default)]
+    pub not_sold: BTreeMap<String, DateTime<Utc>>,
+    /// Instance family -> its apparent quota of 0.
+    #[serde(default)]
+    pub quota_zero: BTreeMap<String, QuotaZero>,
+    /// Instance family -> describe-limit refusals in a row after resting (see `app::fan_out`).
+    #[serde(default)]
+    pub strikes: BTreeMap<String, u32>,
+}
+
+impl RegionMemory {
+    pub fn is_not_sold(&self, instance_type: &str, now: DateTime<Utc>) -> bool {
+        self.not_sold.get(instance_type).is_some_and(|until| *until > now)
+    }
+
+    /// Whether questions of this family are skipped now (a quota of 0 not due for a recheck).
+    pub fn skips_family(&self, family: &str, now: DateTime<Utc>) -> bool {
+        self.quota_zero.get(family).is_some_and(|q| q.recheck_at > now)
+    }
+
+    /// Records a quota of 0; returns the `since` of the finding (kept from an earlier one).
+    pub fn note_quota_zero(&mut self, family: &str, now: DateTime<Utc>) -> DateTime<Utc> {
+        let since = self.quota_zero.get(family).map_or(now, |q| q.since);
+        self.quota_zero.insert(family.to_string(), QuotaZero { since, recheck_at: now + QUOTA_RECHECK });
+        since
+    }
+
+    /// Drops what is too old to matter.
+    pub fn prune(&mut self, now: DateTime<Utc>) {
+        self.asked.retain(|_, a| now - a.at < FORGET_AFTER);
+        self.not_sold.retain(|_, until| *until > now);
+    }
+}
+
+/// The family of an instance type: what Capacity Block quotas are counted per ("trn2" for
+/// "trn2.48xlarge", "p5" for "p5.4xlarge").
+pub fn family(instance_type: &str) -> &str {
+    instance_type.split('.').next().unwrap_or(instance_type)
+}
+
+/// One question a region may be asked, with what the planner weighs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub key: String,
+    /// The lowest of the rules' thresholds that ask this question.
+    pub threshold: Decimal,
+    /// How long until the earliest start window of those rules closes.
+    pub closes_in: Duration,
+}
+
+/// Lower is asked sooner: the cheapest price last seen for the question over the threshold
+/// (1 when nothing is known), less a bonus when a start window closes within days.
+pub fn priority(c: &Candidate, last: Option<&Asked>) -> Decimal {
+    let ratio = match last.and_then(|a| a.cheapest) {
+        Some(p) if !c.threshold.is_zero() => p / c.threshold,
+        _ => Decimal::ONE,
+    };
+    let bonus = if c.closes_in <= Duration::days(1) {
+        Decimal::new(25, 2)
+    } else if c.closes_in <= Duration::days(3) {
+        Decimal::new(10, 2)
+    } else {
+        Decimal::ZERO
+    };
+    ratio - bonus
+}
+
+/// Runs needed to ask every one of `questions` at least once when each run has `calls`.
+pub fn full_cycle_runs(questions: usize, calls: usize) -> usize {
+    let stale_slots = calls.div_ceil(2).max(1);
+    questions.div_ceil(stale_slots)
+}
+
+/// Picks up to `calls` of `candidates` for this run, in the order to ask them: `ceil(calls / 2)`
+/// slots go to the stalest questions (never asked first), the rest to the best priorities among
+/// the others, asked alternately from a stale one. A run cut short by throttling still spends
+/// half of its answers (rounded up) on the stalest questions, so the bound of
+/// `full_cycle_runs` holds in answers, whatever the throttling. Returns indices into
+/// `candidates`.
+pub fn choose(candidates: &[Candidate], memory: &RegionMemory, calls: usize) -> Vec<usize> {
+    let last = |i: usize| memory.asked.get(&candidates[i].key);
+    let prio = |i: usize| priority(&candidates[i], last(i));
+    if calls >= candidates.len() {
+        let mut all: Vec<usize> = (0..candidates.len()).collect();
+        all.sort_by(|&a, &b| prio(a).cmp(&prio(b)).then(candidates[a].key.cmp(&candidates[b].key)));
+        return all;
+    }
+    // Stalest first: never asked (None) sorts before any time; ties by priority, then key.
+    let mut by_age: Vec<usize> = (0..candidates.len()).collect();
+    by_age.sort_by(|&a, &b| {
+        last(a)
+            .map(|x| x.at)
+            .cmp(&last(b).map(|x| x.at))
+            .then(prio(a).cmp(&prio(b)))
+            .then(candidates[a].key.cmp(&candidates[b].key))
+    });
+    let stale_slots = calls.div_ceil(2);
+    let stale: Vec<usize> = by_age[..stale_slots].to_vec();
+    let mut rest: Vec<usize> = by_age[stale_slots..].to_vec();
+    rest.sort_by(|&a, &b| prio(a).cmp(&prio(b)).then(candidates[a].key.cmp(&candidates[b].key)));
+    rest.truncate(calls - stale_slots);
+    let mut chosen = Vec::with_capacity(calls);
+    for (k, &s) in stale.iter().enumerate() {
+        chosen.push(s);
+        if let Some(&p) = rest.get(k) {
+            chosen.push(p);
+        }
+    }
+    chosen
+}
+
+#[cfg(test)]
+mod tests;

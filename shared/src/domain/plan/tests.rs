@@ -1,0 +1,111 @@
+use std::collections::BTreeSet;
+
+use chrono::TimeZone;
+use rust_decimal_macros::dec;
+
+use super::*;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap()
+}
+
+fn cand(key: &str, threshold: Decimal, closes_in_days: i64) -> Candidate {
+    Candidate { key: key.into(), threshold, closes_in: Duration::days(closes_in_days) }
+}
+
+#[test]
+fn the_budget_turns_into_calls_per_region() {
+    let b = DescribeBudget::default();
+    // 4 s refill at a 50 % share: one call per 8 s; 40 s of asking -> 1 + 5 calls.
+    assert_eq!(b.pace(), StdDuration::from_secs(8));
+    assert_eq!(b.calls_per_region(), 6);
+    let all = DescribeBudget { share: 1.0, ..b };
+    assert_eq!(all.calls_per_region(), 11);
+    assert!(DescribeBudget { share: 0.0, ..b }.validate().is_err());
+    assert!(DescribeBudget { share: 1.5, ..b }.validate().is_err());
+    assert!(DescribeBudget { refill: StdDuration::ZERO, ..b }.validate().is_err());
+    assert!(b.validate().is_ok());
+}
+
+#[test]
+fn families_are_the_part_before_the_dot() {
+    assert_eq!(family("trn2.48xlarge"), "trn2");
+    assert_eq!(family("p5.4xlarge"), "p5");
+    assert_eq!(family("p6e-gb200.36xlarge"), "p6e-gb200");
+}
+
+#[test]
+fn cheaper_history_and_closing_windows_come_first() {
+    let mut m = RegionMemory::default();
+    m.asked.insert("near".into(), Asked { at: t0(), cheapest: Some(dec!(3.00)) });
+    m.asked.insert("far".into(), Asked { at: t0(), cheapest: Some(dec!(6.00)) });
+    let near = cand("near", dec!(3.00), 30);
+    let far = cand("far", dec!(3.00), 30);
+    let unknown = cand("unknown", dec!(3.00), 30);
+    let closing = cand("closing", dec!(3.00), 1);
+    assert_eq!(priority(&near, m.asked.get("near")), dec!(1));
+    assert_eq!(priority(&far, m.asked.get("far")), dec!(2));
+    assert_eq!(priority(&unknown, None), dec!(1));
+    assert_eq!(priority(&closing, None), dec!(0.75));
+    let order = choose(&[far.clone(), near.clone(), closing.clone()], &m, 3);
+    assert_eq!(order, vec![2, 1, 0]);
+}
+
+#[test]
+fn half_the_calls_go_to_the_stalest_questions() {
+    // Ten questions, four calls a run; "hot" is always the most promising.
+    let mut cands: Vec<Candidate> = (0..9).map(|i| cand(&format!("q{i}"), dec!(3), 30)).collect();
+    cands.push(cand("hot", dec!(3), 30));
+    let mut m = RegionMemory::default();
+    m.asked.insert("hot".into(), Asked { at: t0(), cheapest: Some(dec!(2.5)) });
+    let mut last_asked: BTreeMap<String, usize> = BTreeMap::new();
+    let mut worst_gap = 0;
+    for run in 1..=30usize {
+        let now = t0() + Duration::minutes(10 * run as i64);
+        let picked = choose(&cands, &m, 4);
+        assert_eq!(picked.len(), 4);
+        let keys: BTreeSet<&str> = picked.iter().map(|&i| cands[i].key.as_str()).collect();
+        assert_eq!(keys.len(), 4, "no question twice in a run");
+        assert!(keys.contains("hot"), "run {run}: the most promising question is asked every run");
+        for &i in &picked {
+            let k = &cands[i].key;
+            if let Some(prev) = last_asked.insert(k.clone(), run) {
+                worst_gap = worst_gap.max(run - prev);
+            }
+            let cheapest = m.asked.get(k).and_then(|a| a.cheapest);
+            m.asked.insert(k.clone(), Asked { at: now, cheapest });
+        }
+    }
+    // Every question was reached, and none waited longer than the stated bound.
+    assert_eq!(last_asked.len(), 10);
+    assert!(worst_gap <= full_cycle_runs(10, 4), "worst gap {worst_gap} runs");
+    assert_eq!(full_cycle_runs(10, 4), 5);
+    assert_eq!(full_cycle_runs(256, 6), 86);
+    assert_eq!(full_cycle_runs(3, 6), 1);
+}
+
+#[test]
+fn a_run_with_room_for_everything_asks_everything() {
+    let cands = vec![cand("a", dec!(3), 30), cand("b", dec!(3), 1)];
+    assert_eq!(choose(&cands, &RegionMemory::default(), 6), vec![1, 0]);
+    assert!(choose(&[], &RegionMemory::default(), 6).is_empty());
+}
+
+#[test]
+fn market_notes_expire_and_keep_their_first_sighting() {
+    let mut m = RegionMemory::default();
+    let since = m.note_quota_zero("trn2", t0());
+    assert_eq!(since, t0());
+    assert!(m.skips_family("trn2", t0() + Duration::minutes(59)));
+    assert!(!m.skips_family("trn2", t0() + Duration::hours(1)), "due for a recheck after an hour");
+    // Still 0 at the recheck: the finding keeps its first date, so the alert is not repeated.
+    assert_eq!(m.note_quota_zero("trn2", t0() + Duration::hours(1)), t0());
+    m.not_sold.insert("p4d.24xlarge".into(), t0() + MARKET_NOTE_TTL);
+    assert!(m.is_not_sold("p4d.24xlarge", t0()));
+    m.asked.insert("old".into(), Asked { at: t0(), cheapest: None });
+    m.prune(t0() + Duration::days(8));
+    assert!(m.asked.is_empty() && m.not_sold.is_empty());
+    assert!(m.quota_zero.contains_key("trn2"), "a quota of 0 is dropped only when a search succeeds");
+    let text = serde_json::to_string(&m).unwrap();
+    assert_eq!(serde_json::from_str::<RegionMemory>(&text).unwrap(), m);
+}
