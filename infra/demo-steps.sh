@@ -10,16 +10,18 @@ PY="$CAPBLOCK_CACHE/venv/bin/python"
 
 echo
 echo "==> validate the example rules (invalid.toml is wrong on purpose)"
-"$CAPBLOCK" rules validate infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/invalid.toml || true
+"$CAPBLOCK" rules validate infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml infra/examples/rules/invalid.toml || true
 
 echo
-echo "==> store p5-weekly (2 x p5.48xlarge for 7 days at <= 2.95/GPU-h) and a100-daily (1 x p4d.24xlarge for 1 day at <= 2.10)"
-"$CAPBLOCK" rules put infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml
+echo "==> store p5-weekly (2 x p5.48xlarge for 7 days at <= 2.95/GPU-h), a100-daily (1 x p4d.24xlarge for 1 day at <= 2.10)"
+echo "    and trn2-weekly (dry-run; this account's Trainium2 quota is 0)"
+"$CAPBLOCK" rules put infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml
 echo
 echo "    The market (infra/examples/market.toml): p5 is 4.10-4.35 until day 3, when us-west-2 drops"
 echo "    to 2.89; p4d is 2.05 all along. Payments clear 3 h after purchase, except that the demo"
 echo "    tells the market (POST /_sim/payment) to fail the first A100 purchase, so a100-daily"
-echo "    (rebuy_on_payment_failure = true) buys a replacement."
+echo "    (rebuy_on_payment_failure = true) buys a replacement. EC2's describe limit is on (80 times"
+echo "    faster, and the scan's pace with it); the account's quota for trn2 Capacity Blocks is 0."
 echo
 
 status=0
@@ -40,6 +42,14 @@ echo
 echo "==> backtest: what p5-weekly would have bought from that history"
 "$CAPBLOCK" backtest --rule infra/examples/rules/p5-weekly.toml |
 	awk '/: held back: / { n++; next } { print } END { if (n) printf "  (and %d scan(s) held back: the rule already held its one block)\n", n }'
+
+SOON="${NOW:0:10}T04:25:00Z"
+"$PY" -c 'import json,sys,urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_sim/clock", data=json.dumps({"set": sys.argv[2]}).encode(), method="POST"))' "$CAPBLOCK_SIM_URL" "$SOON"
+echo
+echo "==> blocks starting soon, asked at $SOON for one day: every block ends at 11:30 UTC, so EC2 offers"
+echo "    the closest matches (6 h 35 min and 30 h 35 min), priced here from their minutes"
+CAPBLOCK_DESCRIBE_REFILL_SECONDS=0.05 "$CAPBLOCK" offerings --types p5.48xlarge --regions us-east-1 --days 1 \
+	--from "$SOON" --to "${NOW:0:10}T06:00:00Z" || true
 
 if [[ $status -ne 0 ]]; then
 	echo

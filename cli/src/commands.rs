@@ -214,6 +214,7 @@ pub fn offering_rows(list: &[Priced]) -> Vec<Vec<String>> {
                 o.instance_count.to_string(),
                 o.start.format("%Y-%m-%d %H:%M").to_string(),
                 o.end.format("%Y-%m-%d %H:%M").to_string(),
+                o.length_text(),
                 format!("{} {}", money_cell(&o.fee), o.fee.currency()),
                 format!("{:.4}", p.per_instance_hour.per_unit),
                 format!("{:.4}", p.per_accelerator_hour.per_unit),
@@ -222,8 +223,8 @@ pub fn offering_rows(list: &[Priced]) -> Vec<Vec<String>> {
         .collect()
 }
 
-pub const OFFERING_HEADERS: [&str; 9] =
-    ["REGION", "AZ", "TYPE", "COUNT", "START (UTC)", "END (UTC)", "FEE", "$/INSTANCE-H", "$/ACCEL-H"];
+pub const OFFERING_HEADERS: [&str; 10] =
+    ["REGION", "AZ", "TYPE", "COUNT", "START (UTC)", "END (UTC)", "LENGTH", "FEE", "$/INSTANCE-H", "$/ACCEL-H"];
 
 async fn offerings(a: OfferingsArgs) -> Result<ExitCode, String> {
     let regions: Vec<Region> =

@@ -87,8 +87,10 @@ impl ScenarioToml {
         self
     }
 
-    /// One more `[behaviour]` key (`key = value` in TOML).
+    /// A `[behaviour]` key (`key = value` in TOML), replacing the same key if set.
     pub fn behaviour(mut self, setting: &str) -> Self {
+        let key = |s: &str| s.split('=').next().unwrap_or_default().trim().to_string();
+        self.behaviour.retain(|b| key(b) != key(setting));
         self.behaviour.push(setting.to_string());
         self
     }

@@ -1,0 +1,247 @@
+//! The scan against the market as a real account meets it (issue 13): EC2's describe limit, a
+//! quota of 0, types a region does not sell, same-day closest matches priced from their
+//! minutes, Local Zones, and a throttled step that must not lose the offering. The simulator's
+//! describe limit is sped up (one call per 100-200 ms instead of 4 s) and so is the scan's pace;
+//! what is checked is behaviour, not time.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use capblock_shared::app::purchase::Action;
+use capblock_shared::app::scan::ScanReport;
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::domain::budget::{BudgetOwner, Period};
+use capblock_shared::domain::plan::DescribeBudget;
+use capblock_shared::ports::{
+    DESCRIBE_LIMIT, Ledger, MarketError, MarketMemory, PurchaseOutcome, PurchaseRequest, Purchaser,
+};
+use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml, assert_slack_schema, event_types};
+use chrono::{DateTime, Utc};
+use rust_decimal_macros::dec;
+
+const STACK: &str = "capblock-test";
+
+fn at(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+/// A live rig whose scan paces itself on a sped-up describe limit (one call per 100 ms at half
+/// of it, 3 s of asking a run).
+async fn rig(name: &str, scenario: &str, clock: &str) -> Rig {
+    let mut h = Rig::start(name, scenario, capblock_tests::quick_timeouts(), at(clock), STACK).await;
+    h.scan.describe =
+        DescribeBudget { refill: Duration::from_millis(100), share: 0.5, ask_for: Duration::from_secs(3) };
+    h
+}
+
+fn action(r: &ScanReport, rule: &str) -> Option<Action> {
+    r.outcomes.iter().find(|o| o.rule_id == rule).and_then(|o| o.action.clone())
+}
+
+/// The sped-up describe limit, for `ScenarioToml::behaviour`.
+const FAST_LIMIT: &str = "describe_limit = { burst = 2, refill_secs = 0.1 }";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_same_day_closest_match_is_priced_from_its_minutes_and_bought() {
+    // 04:25 UTC: the soonest block starts 04:55 and, like every block, ends at 11:30. Asked for
+    // a day, EC2 offers 6 h 35 min and 30 h 35 min; the rule's tolerance (12 h) takes the
+    // second. Same price per accelerator-hour as the 11:30 blocks, earlier start: it wins.
+    let clock = "2026-12-01T04:25:00Z";
+    let scenario = ScenarioToml::new(41, clock)
+        .behaviour("same_day_offerings = true")
+        .payment("succeed", Some(0))
+        .p5("us-east-1", &[1, 2], "3.00")
+        .build();
+    let h = rig("same-day", &scenario, clock).await;
+    h.put_rules(&[RuleToml::p5("soon").mode("live").max_price("3.00").budget("5000").window(0, 7).rule(h.now())]).await;
+    let report = h.scan().await;
+    let chosen = report.outcomes[0].chosen.clone().expect("an offering was chosen");
+    let o = &chosen.offering;
+    assert_eq!((o.start, o.end), (at("2026-12-01T04:55:00Z"), at("2026-12-02T11:30:00Z")));
+    assert_eq!((o.duration_hours, o.duration_minutes), (30, 35));
+    // 3.00 x 8 GPUs x 30 h 35 min = 734.00, and back to exactly 3.00 per GPU-hour (on whole
+    // hours it would read 3.06 and miss the threshold).
+    assert_eq!(o.fee.amount(), dec!(734.00));
+    assert_eq!(chosen.per_accelerator_hour.per_unit, dec!(3.00));
+    let Some(Action::Bought { reservation_id, .. }) = action(&report, "soon") else { panic!("{report:#?}") };
+    let alerts = h.aws.alerts().await;
+    let bought = alerts.iter().find(|a| a.body["metadata"]["eventType"] == "purchased").expect("announced");
+    assert_slack_schema(&bought.body);
+    let text = bought.body["content"]["description"].as_str().unwrap();
+    assert!(text.contains("30 h 35 min") && text.contains("734.00 USD"), "{text}");
+    assert!(text.contains(&reservation_id));
+    // The 6 h 35 min block is too short for a one-day rule: passed over, not bought.
+    assert_eq!(h.sim.purchases().await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_of_zero_is_told_from_the_limit_alerted_once_and_skipped() {
+    let clock = "2026-12-01T00:00:00Z";
+    let scenario = ScenarioToml::new(42, clock)
+        .behaviour(FAST_LIMIT)
+        .p5("us-east-1", &[2], "3.00")
+        .raw(
+            r#"[[market]]
+region = "us-east-1"
+instance_type = "trn2.48xlarge"
+start_days = [2]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "1.00" } ]
+[[regions]]
+name = "us-east-1"
+zero_quota_families = ["trn2"]"#,
+        )
+        .build();
+    let h = rig("quota-zero", &scenario, clock).await;
+    let rule = RuleToml::p5("mixed").instance_types(&["p5.48xlarge", "trn2.48xlarge"]).max_price("2.00").budget("9000");
+    h.put_rules(&[rule.rule(h.now())]).await;
+    let first = h.scan().await;
+    assert_eq!(first.quota_zero.iter().collect::<Vec<_>>(), vec!["us-east-1 trn2"], "{first:#?}");
+    assert!(first.failed_regions.is_empty(), "a quota of 0 is not a failed region");
+    assert_eq!(first.regions["us-east-1"].answered, 1, "the p5 question was answered");
+    let alerts = h.aws.alerts().await;
+    assert_eq!(event_types(&alerts), vec!["quota-zero"]);
+    assert_slack_schema(&alerts[0].body);
+    let text = alerts[0].body["content"]["nextSteps"][0].as_str().unwrap();
+    assert!(text.contains("TRN2") && text.contains("Service Quotas"), "{text}");
+    let limited = h.sim.state().await["faults_injected"]["quota_zero"].as_u64().unwrap();
+    assert_eq!(limited, u64::from(capblock_shared::app::fan_out::QUOTA_STRIKES), "six refusals, then no more calls");
+
+    // Remembered: the next run does not ask trn2 at all, and says nothing more.
+    let second = h.scan().await;
+    assert_eq!(second.regions["us-east-1"].planned, 1, "{second:#?}");
+    assert!(h.aws.alerts().await.is_empty());
+    // An hour on, one probe (refused at once: the count is kept) and still no second alert.
+    h.advance_minutes(61).await;
+    let third = h.scan().await;
+    assert_eq!(third.regions["us-east-1"].planned, 2);
+    assert_eq!(third.quota_zero.len(), 1);
+    let after = h.sim.state().await["faults_injected"]["quota_zero"].as_u64().unwrap();
+    assert_eq!(after, limited + 1, "one probe call");
+    assert!(h.aws.alerts().await.is_empty(), "one alert per finding");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_not_sold_is_reported_once_and_skipped_for_a_day() {
+    let clock = "2026-12-01T00:00:00Z";
+    // us-east-1 sells p5 only (its market lines); the rule also asks for p4d there.
+    let scenario = ScenarioToml::new(43, clock).behaviour(FAST_LIMIT).p5("us-east-1", &[2], "3.00").build();
+    let h = rig("not-sold", &scenario, clock).await;
+    let rule = RuleToml::p5("both-types").instance_types(&["p5.48xlarge", "p4d.24xlarge"]).max_price("2.00");
+    h.put_rules(&[rule.rule(h.now())]).await;
+    let first = h.scan().await;
+    assert!(first.not_sold.contains("us-east-1 p4d.24xlarge"), "{first:#?}");
+    assert!(first.failed_regions.is_empty());
+    let alerts = h.aws.alerts().await;
+    assert_eq!(event_types(&alerts), vec!["not-sold"]);
+    let text = alerts[0].body["content"]["description"].as_str().unwrap();
+    assert!(text.contains("not supported for Capacity Blocks") && text.contains("`both-types`"), "{text}");
+    let memory = h.store.region_memory(&"us-east-1".parse().unwrap()).await.unwrap();
+    assert!(memory.is_not_sold("p4d.24xlarge", h.now()));
+
+    let second = h.scan().await;
+    assert_eq!(second.regions["us-east-1"].planned, 1, "p4d is not asked again today");
+    h.advance_hours(25).await;
+    let later = h.scan().await;
+    assert_eq!(later.regions["us-east-1"].planned, 2, "asked again the next day");
+    assert!(later.not_sold.contains("us-east-1 p4d.24xlarge"));
+    assert!(h.aws.alerts().await.is_empty(), "reported once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_recheck_gives_the_offering_back_and_a_later_run_buys_it() {
+    let clock = "2026-12-01T00:00:00Z";
+    // A burst of 1 refilled every 30 s: the scan's question takes the token, the re-check
+    // before buying finds none, three times.
+    let scenario = ScenarioToml::new(44, clock)
+        .behaviour("describe_limit = { burst = 1, refill_secs = 30.0 }")
+        .payment("succeed", None)
+        .p5("us-east-1", &[2], "3.00")
+        .build();
+    let h = rig("recheck", &scenario, clock).await;
+    h.put_rules(&[RuleToml::p5("east").mode("live").max_price("3.00").budget("5000").rule(h.now())]).await;
+    let first = h.scan().await;
+    let Some(Action::GivenBack { reason, offering_id }) = action(&first, "east") else { panic!("{first:#?}") };
+    assert!(reason.contains(DESCRIBE_LIMIT), "{reason}");
+    assert!(h.sim.purchases().await.is_empty(), "nothing sent");
+    for owner in [BudgetOwner::Rule("east".into())] {
+        let usage = h.store.usage(&owner, &Period::of(h.now())).await.unwrap().unwrap();
+        assert_eq!((usage.committed.amount(), usage.purchases), (dec!(0), 0), "released");
+    }
+    assert!(h.store.open_intents().await.unwrap().is_empty());
+    assert!(h.aws.alerts().await.is_empty(), "nothing happened that a person must act on");
+    // The throttling stops: the same offering is bought, once.
+    h.sim.behaviour(r#"{"describe_limit": null}"#).await;
+    let second = h.scan().await;
+    let Some(Action::Bought { offering_id: bought, .. }) = action(&second, "east") else { panic!("{second:#?}") };
+    assert_eq!(bought, offering_id);
+    assert_eq!(h.sim.purchases().await.len(), 1);
+}
+
+/// PurchaseCapacityBlock answered RequestLimitExceeded `throttles` times, then the real one.
+struct ThrottledFirst {
+    throttles: AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl PurchaseHook for ThrottledFirst {
+    async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
+        if self.throttles.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+            return Err(MarketError::Throttled {
+                operation: "PurchaseCapacityBlock",
+                region: req.offering.region.to_string(),
+                code: "RequestLimitExceeded",
+            });
+        }
+        real.purchase(req).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_purchase_is_given_back_but_an_unknown_one_is_never_resent() {
+    let clock = "2026-12-01T00:00:00Z";
+    let scenario = ScenarioToml::new(45, clock).payment("succeed", None).p5("us-east-1", &[2], "3.00").build();
+    let h = rig("throttled-buy", &scenario, clock).await;
+    h.put_rules(&[RuleToml::p5("east").mode("live").max_price("3.00").budget("5000").rule(h.now())]).await;
+    let market = HookedMarket { real: h.sim.market().await, hook: ThrottledFirst { throttles: AtomicU32::new(1) } };
+    let scanner = h.scanner(&market, &h.notifier, &h.scan);
+    // EC2 answered RequestLimitExceeded: certainly nothing bought, so the offering goes back.
+    let first = scanner.run(h.now()).await.unwrap();
+    assert!(matches!(action(&first, "east"), Some(Action::GivenBack { .. })), "{first:#?}");
+    assert!(h.store.open_intents().await.unwrap().is_empty());
+    let second = scanner.run(h.now()).await.unwrap();
+    assert!(matches!(action(&second, "east"), Some(Action::Bought { .. })), "{second:#?}");
+    assert_eq!(h.sim.purchases().await.len(), 1);
+    // The other side (a 5xx or a lost answer: maybe bought) stays Sent and is never re-sent:
+    // see faults::a_purchase_answered_5xx_* and scan::a_run_that_loses_the_purchase_answer_*.
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_zone_offerings_are_bought_only_by_rules_that_allow_them() {
+    let clock = "2026-12-01T00:00:00Z";
+    let scenario = ScenarioToml::new(46, clock)
+        .payment("succeed", None)
+        .p5("us-east-1", &[2], "3.00")
+        .raw(
+            r#"[[market]]
+region = "us-east-1"
+instance_type = "p5.48xlarge"
+azs = ["us-east-1-dfw-2a"]
+zone_type = "local-zone"
+start_days = [2]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.50" } ]"#,
+        )
+        .build();
+    let h = rig("local-zone", &scenario, clock).await;
+    // The adapter asks with AllAvailabilityZones: the Local Zone offering is seen...
+    let plain = RuleToml::p5("plain").max_price("3.00").budget("5000").rule(h.now());
+    let report = h.scanner(&h.market, &h.notifier, &h.scan).run_rules(&[plain], h.now()).await.unwrap();
+    let outcome = &report.outcomes[0];
+    assert_eq!((outcome.offerings_seen, outcome.eligible), (2, 1), "{outcome:#?}");
+    let chosen = outcome.chosen.clone().unwrap();
+    assert_eq!(chosen.offering.availability_zone, "us-east-1a", "the cheaper Local Zone block is passed over");
+    // ...and bought by a rule that says the account is opted in.
+    let lz = RuleToml::p5("lz").max_price("3.00").budget("5000").extra("local_zones = true").rule(h.now());
+    let report = h.scanner(&h.market, &h.notifier, &h.scan).run_rules(&[lz], h.now()).await.unwrap();
+    let chosen = report.outcomes[0].chosen.clone().unwrap();
+    assert!(chosen.offering.local_zone && chosen.offering.availability_zone == "us-east-1-dfw-2a");
+}
