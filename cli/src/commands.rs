@@ -447,14 +447,27 @@ async fn scan(a: ScanArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "scan at {}: {} rule(s), {} question(s), {} offering(s) seen, {} price observation(s) stored, stack mode {}",
+        "scan at {}: {} rule(s), {} question(s), {} answered this run, {} offering(s) seen, {} price observation(s) stored, stack mode {}",
         report.now.format("%Y-%m-%d %H:%M UTC"),
         report.rules,
         report.queries,
+        report.answered,
         report.offerings_seen,
         report.observations_written,
         settings.mode.as_str()
     );
+    for (r, q) in &report.regions {
+        println!(
+            "  {r}: {} question(s), {} asked, {} answered, {} carried over; every question is asked within {} scan(s)",
+            q.questions, q.planned, q.answered, q.carried_over, q.full_cycle_runs
+        );
+    }
+    for x in &report.quota_zero {
+        println!("  {x}: EC2 refuses every search: the Capacity Block quota looks like 0 (alerted once)");
+    }
+    for x in &report.not_sold {
+        println!("  {x}: not sold as Capacity Blocks there (asked again tomorrow)");
+    }
     for r in &report.unsupported_regions {
         println!("  {r}: does not sell Capacity Blocks");
     }
@@ -466,9 +479,11 @@ async fn scan(a: ScanArgs) -> Result<ExitCode, String> {
     }
     for o in &report.outcomes {
         println!(
-            "\nrule {} (mode {}): {} offering(s), {} eligible",
+            "\nrule {} (mode {}): {} of {} question(s) answered, {} offering(s), {} eligible",
             o.rule_id,
             o.mode.as_str(),
+            o.questions_answered,
+            o.questions,
             o.offerings_seen,
             o.eligible
         );

@@ -146,7 +146,7 @@ pub fn quota_zero(region: &str, family: &str, since: DateTime<Utc>, refusals: u3
         id: format!("market-{region}#quota-zero-{family}"),
         title: format!("No Capacity Block quota for {family} in {region}?"),
         description: format!(
-            "Since {}, EC2 has refused {refusals} searches in a row for `{family}` Capacity Blocks in {region} with `CapacityBlockDescribeLimitExceeded`, each one sent after waiting for EC2's limit to refill, while other searches went through. That is what EC2 answers on every call when the account's Capacity Block quota for the family is 0. (A very busy account can look the same.)",
+            "Since {}, EC2 has refused {refusals} searches in a row for `{family}` Capacity Blocks in {region} with `CapacityBlockDescribeLimitExceeded`, each one sent after waiting for EC2's limit to refill. That is what EC2 answers on every call when the account's Capacity Block quota for the family is 0. (A very busy account can look the same.)",
             when(since)
         ),
         next_steps: vec![
