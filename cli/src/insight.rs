@@ -196,7 +196,8 @@ struct HistoryRow<'a> {
     offering_id: &'a str,
     start: DateTime<Utc>,
     instance_count: u32,
-    days: u32,
+    /// The block's length ("7 days", "30 h 35 min").
+    length: String,
     fee: Money,
     #[serde(with = "rust_decimal::serde::str")]
     per_accelerator_hour: Decimal,
@@ -254,7 +255,7 @@ pub async fn history(a: HistoryArgs) -> Result<ExitCode, String> {
                 offering_id: &o.offering.id,
                 start: o.offering.start,
                 instance_count: o.offering.instance_count,
-                days: o.offering.duration_hours / 24,
+                length: o.offering.length_text(),
                 fee: o.offering.fee,
                 per_accelerator_hour: per_accel(o)?,
             })
@@ -291,7 +292,7 @@ pub async fn history(a: HistoryArgs) -> Result<ExitCode, String> {
                     r.instance_type.to_string(),
                     when(r.start),
                     r.instance_count.to_string(),
-                    r.days.to_string(),
+                    r.length.clone(),
                     format!("{:.2}", r.fee.amount()),
                     format!("{:.4}", r.per_accelerator_hour),
                 ]
@@ -300,7 +301,7 @@ pub async fn history(a: HistoryArgs) -> Result<ExitCode, String> {
         println!(
             "{}",
             table::render(
-                &["SEEN AT (UTC)", "REGION", "TYPE", "START (UTC)", "COUNT", "DAYS", "FEE", "$/ACCEL-H"],
+                &["SEEN AT (UTC)", "REGION", "TYPE", "START (UTC)", "COUNT", "LENGTH", "FEE", "$/ACCEL-H"],
                 &cells
             )
         );
@@ -430,7 +431,7 @@ pub async fn backtest_cmd(a: BacktestArgs) -> Result<ExitCode, String> {
                     b.offering.region.to_string(),
                     format!("{} x {}", b.offering.instance_count, b.offering.instance_type),
                     when(b.offering.start),
-                    format!("{}", b.offering.duration_hours / 24),
+                    b.offering.length_text(),
                     format!("{:.2}", b.fee.amount()),
                     format!("{:.4}", b.per_accelerator_hour.per_unit),
                 ]
@@ -439,7 +440,7 @@ pub async fn backtest_cmd(a: BacktestArgs) -> Result<ExitCode, String> {
         println!(
             "{}",
             table::render(
-                &["BOUGHT AT (UTC)", "OFFERING", "REGION", "BLOCK", "START (UTC)", "DAYS", "FEE", "$/ACCEL-H"],
+                &["BOUGHT AT (UTC)", "OFFERING", "REGION", "BLOCK", "START (UTC)", "LENGTH", "FEE", "$/ACCEL-H"],
                 &rows
             )
         );
@@ -510,7 +511,9 @@ pub async fn approve(a: ApproveArgs) -> Result<ExitCode, String> {
         region: o.region.clone(),
         instance_type: o.instance_type.clone(),
         instance_count: o.instance_count,
-        duration_hours: o.duration_hours,
+        // The question that found it: a same-day closest match (30 h 35 min) was found by a
+        // one-day question, and EC2 only takes whole days here.
+        duration_hours: rule.matching_days(o.total_minutes()).map_or(o.duration_hours, |d| d * 24),
         start_from: o.start - Duration::minutes(1),
         start_to: o.start + Duration::minutes(1),
     };

@@ -123,7 +123,7 @@ async fn blocks_and_history_show_what_the_scan_bought_and_saw() {
     let rows = history.json();
     assert_eq!(rows.as_array().unwrap().len(), 1);
     assert_eq!(rows[0]["per_accelerator_hour"], "2.75");
-    assert_eq!(rows[0]["days"], 1);
+    assert_eq!(rows[0]["length"], "1 day");
     assert_eq!(rows[0]["seen_at"], NOW);
 
     let chart = c.dir.join("prices.svg");
