@@ -143,7 +143,8 @@ enum RulesCommand {
 
 #[derive(Args)]
 struct ScanArgs {
-    /// The instant to scan as (RFC 3339); default: now. Lets a simulated market be scanned at its own time.
+    /// The instant to scan as (RFC 3339); default: the clock. A dry-run scan may replay another time;
+    /// a live one runs on the clock (budget months guard money) and refuses a --time 5+ minutes off it.
     #[arg(long)]
     time: Option<DateTime<Utc>>,
     /// The stack mode: dry-run (default) never buys; live buys for live rules.
@@ -310,6 +311,20 @@ async fn offerings(a: OfferingsArgs) -> Result<ExitCode, String> {
     Ok(if priced.is_empty() { ExitCode::from(3) } else { ExitCode::SUCCESS })
 }
 
+/// The instant a scan or an approval runs at: a live one on the clock (the wall clock, or a
+/// simulator's through CAPBLOCK_SIMULATED_CLOCK_URL), never on `--time` more than a few minutes
+/// off it (budget months and waits guard money); a dry run at `--time` if given. The inner
+/// `Err` is the exit code for a refused `--time`, after saying why.
+pub async fn run_now(time: Option<DateTime<Utc>>, live: bool) -> Result<Result<DateTime<Utc>, ExitCode>, String> {
+    use capblock_shared::lambda::{TimeSource, run_time};
+    let source = TimeSource::from_env().map_err(|e| e.to_string())?;
+    let clock_now = source.now(&capblock_shared::ports::SystemClock).await.map_err(|e| e.to_string())?;
+    Ok(run_time(time, clock_now, live).map_err(|e| {
+        eprintln!("--time: {e}");
+        ExitCode::from(EXIT_INVALID)
+    }))
+}
+
 pub fn load_rule(path: &str) -> Result<Rule, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     RuleSpec::from_toml(&text).and_then(|s| s.validate(Utc::now())).map_err(|e| format!("{path}: {e}"))
@@ -440,7 +455,10 @@ async fn scan(a: ScanArgs) -> Result<ExitCode, String> {
     let catalog = Mutex::new(AcceleratorCatalog::new());
     let scanner =
         Scanner { market: &market, store: &store, notifier: &notifier, catalog: &catalog, settings: &settings };
-    let now = a.time.unwrap_or_else(Utc::now);
+    let now = match run_now(a.time, a.mode == Mode::Live).await? {
+        Ok(now) => now,
+        Err(code) => return Ok(code),
+    };
     let report = scanner.run(now).await.map_err(|e| e.to_string())?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);

@@ -471,7 +471,8 @@ Exit codes: 0 bought, 1 AWS or store failure (or an unknown outcome, settled by 
 pub struct ApproveArgs {
     /// The intent from the Slack message: <rule-id>/<offering-id>.
     intent: String,
-    /// The instant to buy as (RFC 3339); default: now.
+    /// The clock's time, for a check only: approving buys, so it runs on the clock (the wall
+    /// clock, or CAPBLOCK_SIMULATED_CLOCK_URL's) and a --time more than 5 minutes off it is refused.
     #[arg(long)]
     time: Option<DateTime<Utc>>,
     /// The stack name written to the purchase's capblock:stack tag.
@@ -493,7 +494,11 @@ pub async fn approve(a: ApproveArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::from(EXIT_INVALID));
     };
     let budget = Money::parse(&a.account_budget, "USD").map_err(|e| format!("--account-budget: {e}"))?;
-    let now = a.time.unwrap_or_else(Utc::now);
+    // Approving buys: the clock decides the budget month, never `--time`.
+    let now = match crate::commands::run_now(a.time, true).await? {
+        Ok(now) => now,
+        Err(code) => return Ok(code),
+    };
     let store = store().await?;
     let Some(stored) = store.get_rule(rule_id).await.map_err(|e| e.to_string())? else {
         eprintln!("no rule {rule_id:?}");

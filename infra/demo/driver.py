@@ -50,6 +50,12 @@ FUNCTIONS = {
 }
 
 
+# Every function runs on the simulated market's clock (a deployed stack runs on the wall clock;
+# a live one refuses a payload whose time is not its clock's).
+for _settings in FUNCTIONS.values():
+    _settings["CAPBLOCK_SIMULATED_CLOCK_URL"] = SIM.rstrip("/") + "/_sim/clock"
+
+
 def parse(ts):
     return dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
 

@@ -22,7 +22,7 @@ pub fn init_logging() {
 
 /// The payload the recurring schedules send: `{"source": "capblock.schedule", "time":
 /// "<aws.scheduler.scheduled-time>"}`. The EventBridge "Scheduled Event" envelope also fits.
-/// `time` is the instant the run is for; without it the wall clock is used.
+/// `time` is when the schedule meant to run; what a run takes as `now` is `run_time`'s choice.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Tick {
     #[serde(default)]
@@ -31,10 +31,89 @@ pub struct Tick {
     pub time: Option<DateTime<Utc>>,
 }
 
-impl Tick {
-    pub fn now(&self, clock: &dyn Clock) -> DateTime<Utc> {
-        self.time.unwrap_or_else(|| clock.now())
+/// How far a tick's `time` may be from the time source before a live stack refuses it: a
+/// schedule fires on time and a late retry is dropped after 10 minutes (the template's
+/// MaximumEventAgeInSeconds), so more than this is a forged or replayed payload.
+pub const TICK_TOLERANCE: chrono::Duration = chrono::Duration::minutes(5);
+
+/// The instant a run is for. Money never follows a payload: in a live stack `now` is the time
+/// source's (budget months, intents' times, the 15-minute and payment-deadline waits), and a tick
+/// further than `TICK_TOLERANCE` from it is refused. A dry-run stack moves no money, so there a
+/// tick's time may drive what people read (replays, what-ifs).
+pub fn run_time(
+    tick: Option<DateTime<Utc>>,
+    source_now: DateTime<Utc>,
+    live: bool,
+) -> Result<DateTime<Utc>, FunctionError> {
+    match tick {
+        Some(t) if live && (t - source_now).abs() > TICK_TOLERANCE => Err(FunctionError::BadInput(format!(
+            "the run's time {t} is {} minutes from the clock ({source_now}); a live stack runs on its clock, never on a payload's time",
+            (t - source_now).num_minutes()
+        ))),
+        Some(t) if !live => Ok(t),
+        _ => Ok(source_now),
     }
+}
+
+/// Where `now` comes from: the wall clock, or in simulations only (`make demo`, the tests that
+/// run the real binaries) the market simulator's clock, `GET CAPBLOCK_SIMULATED_CLOCK_URL` ->
+/// `{"now": "<RFC 3339>"}`. The template never sets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimeSource {
+    Wall,
+    /// `http://HOST:PORT/PATH`, plain HTTP on a local simulator.
+    Simulated {
+        host: String,
+        path: String,
+    },
+}
+
+impl TimeSource {
+    pub fn from_env() -> Result<TimeSource, ConfigError> {
+        const NAME: &str = "CAPBLOCK_SIMULATED_CLOCK_URL";
+        let Some(url) = crate::config::optional(NAME) else { return Ok(TimeSource::Wall) };
+        let invalid = |problem: &str| ConfigError::Invalid { name: NAME, value: url.clone(), problem: problem.into() };
+        let rest = url.strip_prefix("http://").ok_or_else(|| invalid("expected http://HOST:PORT/PATH"))?;
+        let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
+        if host.is_empty() || !host.contains(':') {
+            return Err(invalid("expected http://HOST:PORT/PATH"));
+        }
+        Ok(TimeSource::Simulated { host: host.to_string(), path })
+    }
+
+    pub async fn now(&self, clock: &dyn Clock) -> Result<DateTime<Utc>, FunctionError> {
+        match self {
+            TimeSource::Wall => Ok(clock.now()),
+            TimeSource::Simulated { host, path } => simulated_now(host, path).await.map_err(|e| {
+                FunctionError::Config(ConfigError::Invalid {
+                    name: "CAPBLOCK_SIMULATED_CLOCK_URL",
+                    value: format!("http://{host}{path}"),
+                    problem: format!("the simulated clock did not answer: {e}"),
+                })
+            }),
+        }
+    }
+}
+
+/// One plain HTTP/1.1 GET to the simulator's clock (no TLS, no redirects: a local simulator only).
+async fn simulated_now(host: &str, path: &str) -> Result<DateTime<Utc>, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let io = async {
+        let mut stream = tokio::net::TcpStream::connect(host).await.map_err(|e| e.to_string())?;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.map_err(|e| e.to_string())?;
+        Ok::<_, String>(answer)
+    };
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(5), io).await.map_err(|_| "timed out")??;
+    let text = String::from_utf8_lossy(&answer);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).ok_or("no HTTP body")?;
+    #[derive(Deserialize)]
+    struct Now {
+        now: DateTime<Utc>,
+    }
+    serde_json::from_str::<Now>(body.trim()).map(|n| n.now).map_err(|e| format!("{e}: {body}"))
 }
 
 /// Why a function invocation failed. The variant name is Lambda's `errorType`, so alarms and
@@ -81,11 +160,14 @@ pub fn report(function: &str, e: FunctionError) -> lambda_runtime::Diagnostic {
     lambda_runtime::Diagnostic { error_type: e.kind().to_string(), error_message: e.to_string() }
 }
 
-/// The body of a scheduled function: parse the tick, take `now` from it (or the clock), run.
+/// The body of a scheduled function: parse the tick, take `now` from the time source (see
+/// `run_time`: a live stack never runs on a payload's time), run.
 pub async fn on_tick<R, F, Fut>(
     function: &str,
     payload: serde_json::Value,
+    source: &TimeSource,
     clock: &dyn Clock,
+    live: bool,
     run: F,
 ) -> Result<R, lambda_runtime::Diagnostic>
 where
@@ -94,7 +176,8 @@ where
 {
     let result = async {
         let tick: Tick = parse_event(payload)?;
-        run(tick.now(clock)).await
+        let now = run_time(tick.time, source.now(clock).await?, live)?;
+        run(now).await
     }
     .await;
     result.map_err(|e| report(function, e))
@@ -108,6 +191,42 @@ pub fn parse_event<T: serde::de::DeserializeOwned>(payload: serde_json::Value) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    /// A live stack takes its clock's time, whatever a payload says: a tick a month back is
+    /// refused, a schedule a minute late runs at the clock's time.
+    #[test]
+    fn live_runs_never_take_the_payloads_time() {
+        let clock = at("2026-12-20T10:00:00Z");
+        let month_back = at("2026-11-20T10:00:00Z");
+        let e = run_time(Some(month_back), clock, true).unwrap_err();
+        assert_eq!(e.kind(), "capblock.BadInput");
+        assert!(e.to_string().contains("a live stack runs on its clock"), "{e}");
+        assert_eq!(run_time(Some(clock - chrono::Duration::minutes(1)), clock, true).unwrap(), clock);
+        assert_eq!(run_time(None, clock, true).unwrap(), clock);
+        assert!(run_time(Some(clock + chrono::Duration::minutes(6)), clock, true).is_err());
+        // Dry-run: nothing to spend, the tick may drive what people read.
+        assert_eq!(run_time(Some(month_back), clock, false).unwrap(), month_back);
+        assert_eq!(run_time(None, clock, false).unwrap(), clock);
+    }
+
+    #[test]
+    fn the_simulated_time_source_is_a_local_http_url() {
+        // Names unique to this test: the process environment is shared between tests.
+        unsafe { std::env::remove_var("CAPBLOCK_SIMULATED_CLOCK_URL") };
+        assert_eq!(TimeSource::from_env().unwrap(), TimeSource::Wall);
+        unsafe { std::env::set_var("CAPBLOCK_SIMULATED_CLOCK_URL", "http://127.0.0.1:9/_sim/clock") };
+        assert_eq!(
+            TimeSource::from_env().unwrap(),
+            TimeSource::Simulated { host: "127.0.0.1:9".into(), path: "/_sim/clock".into() }
+        );
+        unsafe { std::env::set_var("CAPBLOCK_SIMULATED_CLOCK_URL", "https://example.com/now") };
+        assert!(TimeSource::from_env().is_err());
+        unsafe { std::env::remove_var("CAPBLOCK_SIMULATED_CLOCK_URL") };
+    }
 
     #[test]
     fn ticks_parse_scheduler_and_eventbridge_payloads() {

@@ -288,8 +288,11 @@ pub fn p5_offering(region: &str, id: &str, start: DateTime<Utc>, fee: Decimal) -
 /// The environment a capblock binary (a function or the CLI) needs to run as stack `stack`
 /// against this test's simulator (EC2) and moto resources (table, alerts topic).
 pub fn binary_env(sim: &Sim, aws: &Aws, stack: &str) -> Vec<(String, String)> {
+    // The binaries run on the simulator's clock, as a deployed stack runs on the wall clock.
+    let clock = format!("{}/_sim/clock", sim.url.trim_end_matches('/'));
     [
         ("AWS_ENDPOINT_URL_EC2", sim.url.as_str()),
+        ("CAPBLOCK_SIMULATED_CLOCK_URL", clock.as_str()),
         ("CAPBLOCK_TABLE", aws.table.as_str()),
         ("CAPBLOCK_ALERTS_TOPIC_ARN", aws.alerts_topic.as_str()),
         ("CAPBLOCK_STACK", stack),

@@ -100,12 +100,15 @@ impl App {
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<Handled, Diagnostic> {
         let reminders = self.reminders(&event.context.invoked_function_arn);
+        // arn:aws:lambda:REGION:ACCOUNT:function:NAME
+        let account = event.context.invoked_function_arn.split(':').nth(4).filter(|a| !a.is_empty());
         let handler = EventHandler {
             store: &self.store,
             market: &self.market,
             notifier: &self.notifier,
             reminders: reminders.as_ref(),
             clock: &SystemClock,
+            account,
         };
         handler.handle(&event.payload).await.map_err(|e| capblock_shared::lambda::report("on-capacity-event", e.into()))
     }

@@ -11,12 +11,15 @@ use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
-use capblock_shared::lambda::{FunctionError, on_tick};
+use capblock_shared::domain::rule::Mode;
+use capblock_shared::lambda::{FunctionError, TimeSource, on_tick};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
 /// Everything built once per container and reused by every invocation.
 pub struct App {
+    /// Where `now` comes from: the wall clock in a deployed stack.
+    time: TimeSource,
     market: Ec2Market,
     store: DynamoStore,
     notifier: SnsNotifier,
@@ -67,12 +70,14 @@ impl App {
             store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
             notifier: SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None),
             catalog: Mutex::new(AcceleratorCatalog::new()),
+            time: TimeSource::from_env()?,
             settings,
         })
     }
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<ScanReport, Diagnostic> {
-        on_tick("scan-offerings", event.payload, &SystemClock, |now| async move {
+        let live = self.settings.mode == Mode::Live;
+        on_tick("scan-offerings", event.payload, &self.time, &SystemClock, live, |now| async move {
             let scanner = Scanner {
                 market: &self.market,
                 store: &self.store,

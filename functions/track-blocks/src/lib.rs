@@ -9,12 +9,15 @@ use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::config;
-use capblock_shared::lambda::{FunctionError, on_tick};
+use capblock_shared::domain::rule::Mode;
+use capblock_shared::lambda::{FunctionError, TimeSource, on_tick};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
 /// Everything built once per container and reused by every invocation.
 pub struct App {
+    /// Where `now` comes from: the wall clock in a deployed stack.
+    time: TimeSource,
     market: Ec2Market,
     store: DynamoStore,
     notifier: SnsNotifier,
@@ -71,12 +74,14 @@ impl App {
             store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
             notifier: SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None),
             reminders: reminders(&sdk)?,
+            time: TimeSource::from_env()?,
             settings,
         })
     }
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<TrackReport, Diagnostic> {
-        on_tick("track-blocks", event.payload, &SystemClock, |now| async move {
+        let live = self.settings.mode == Mode::Live;
+        on_tick("track-blocks", event.payload, &self.time, &SystemClock, live, |now| async move {
             let tracker = Tracker {
                 market: &self.market,
                 store: &self.store,

@@ -40,6 +40,8 @@ pub fn handle(world: &mut World, method: &str, path: &str, body: &[u8]) -> Reply
         }
         ("GET", "/_sim/state") => Ok(state(world)),
         ("GET", "/_sim/behaviour") => Ok(json!(world.behaviour)),
+        // The simulated "now", for capblock's simulated time source (CAPBLOCK_SIMULATED_CLOCK_URL).
+        ("GET", "/_sim/clock") => Ok(json!({ "now": rfc3339(world.now()) })),
         ("POST", "/_sim/clock") => clock(world, &text),
         ("POST", "/_sim/behaviour") => behaviour(world, &text),
         ("POST", "/_sim/scenario") => Scenario::parse(&text).map(|s| {
@@ -295,6 +297,7 @@ mod tests {
         assert_eq!(v["now"], "2026-12-01T01:00:00Z");
         let (_, v) = call(&mut w, "POST", "/_sim/clock", r#"{"set": "2026-12-05T00:00:00Z"}"#);
         assert_eq!(v["now"], "2026-12-05T00:00:00Z");
+        assert_eq!(call(&mut w, "GET", "/_sim/clock", "").1["now"], "2026-12-05T00:00:00Z");
         assert_eq!(call(&mut w, "POST", "/_sim/clock", "{}").0, 400);
         let (s, v) = call(
             &mut w,

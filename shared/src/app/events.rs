@@ -77,6 +77,9 @@ pub struct EventHandler<'a, S: ?Sized, M: ?Sized, N: ?Sized, R: ?Sized> {
     /// For outbox bookkeeping only (leases, `created_at`): what a message *says* is computed
     /// from the event's own time, so a late retry tells the same story.
     pub clock: &'a dyn Clock,
+    /// The account this function runs in (from the ARN Lambda invoked it with): EC2 events
+    /// from any other account are ignored. `None` only where no ARN is known.
+    pub account: Option<&'a str>,
 }
 
 fn ignored(event_id: Option<String>, kind: &str, reason: impl Into<String>) -> Handled {
@@ -85,11 +88,11 @@ fn ignored(event_id: Option<String>, kind: &str, reason: impl Into<String>) -> H
     Handled::Ignored { event_id, kind: kind.to_string(), reason }
 }
 
-/// Where the facts about a reservation came from.
+/// Where the facts about a reservation came from: capblock's store, or EC2 itself. An event
+/// about a reservation neither knows is never announced (it may be forged or misrouted).
 enum Known {
     Stored(Block),
     Ec2(BlockFacts),
-    EventOnly(BlockFacts),
 }
 
 impl<S, M, N, R> EventHandler<'_, S, M, N, R>
@@ -109,8 +112,13 @@ where
     }
 
     pub async fn handle_parsed(&self, incoming: Incoming) -> Result<Handled, HandleError> {
-        let Incoming { event_id, region, time: now, trigger } = incoming;
+        let Incoming { event_id, region, time: now, trigger, account } = incoming;
         let id = Some(event_id.clone());
+        if let (Some(own), Some(from)) = (self.account, account.as_deref())
+            && own != from
+        {
+            return Ok(ignored(id, "other-account", format!("the event comes from account {from}, not {own}")));
+        }
 
         let (reservation_id, event_end) = match &trigger {
             Trigger::Delivered { reservation_id, end } | Trigger::ExpirationWarning { reservation_id, end } => {
@@ -135,7 +143,7 @@ where
             }
         };
 
-        let known = match self.lookup(&region, &reservation_id, event_end).await? {
+        let known = match self.lookup(&region, &reservation_id).await? {
             Some(k) => k,
             None => {
                 return Ok(ignored(
@@ -146,8 +154,8 @@ where
             }
         };
         let facts = match &known {
-            Known::Stored(b) => facts_of_block(b, event_end),
-            Known::Ec2(f) | Known::EventOnly(f) => f.clone(),
+            Known::Stored(b) => facts_of_block(b, self.confirmed_end(b, event_end).await?),
+            Known::Ec2(f) => f.clone(),
         };
 
         let milestone = match &trigger {
@@ -206,40 +214,45 @@ where
         })
     }
 
-    /// The store first (capblock's own blocks), then EC2 (blocks bought by hand), then what the
-    /// event itself says (enough to announce, not enough to set reminders).
-    async fn lookup(
-        &self,
-        region: &Region,
-        id: &str,
-        event_end: Option<DateTime<Utc>>,
-    ) -> Result<Option<Known>, HandleError> {
+    /// The store first (capblock's own blocks), then EC2 (blocks bought by hand). What the
+    /// event says is never enough on its own.
+    async fn lookup(&self, region: &Region, id: &str) -> Result<Option<Known>, HandleError> {
         if let Some(b) = self.store.get_block(id).await? {
             return Ok(Some(Known::Stored(b)));
         }
-        if let Some(r) = self.market.reservation(region, id).await? {
-            return Ok(Some(Known::Ec2(BlockFacts {
+        Ok(self.market.reservation(region, id).await?.map(|r| {
+            Known::Ec2(BlockFacts {
                 reservation_id: r.id,
                 region: r.region,
                 instance_type: Some(r.instance_type),
                 instance_count: Some(r.instance_count),
-                end: event_end.unwrap_or(r.end),
+                // EC2's own end, not the event's.
+                end: r.end,
                 // EC2's reservation does not say; UltraServer blocks are bought through capblock.
                 ultraserver: false,
                 arn: r.arn,
-            })));
-        }
-        Ok(event_end.map(|end| {
-            Known::EventOnly(BlockFacts {
-                reservation_id: id.to_string(),
-                region: region.clone(),
-                instance_type: None,
-                instance_count: None,
-                end,
-                ultraserver: false,
-                arn: None,
             })
         }))
+    }
+
+    /// The end to announce and to set reminders from: the stored one, unless the event says
+    /// otherwise and EC2 confirms the change (an extension the tracker has not seen yet). An
+    /// event's end alone never moves the schedules.
+    async fn confirmed_end(&self, b: &Block, event_end: Option<DateTime<Utc>>) -> Result<DateTime<Utc>, HandleError> {
+        match event_end {
+            Some(end) if end != b.end => {
+                let ec2 = self.market.reservation(&b.region, &b.reservation_id).await?;
+                Ok(match ec2 {
+                    Some(r) if r.end == end => end,
+                    Some(r) => {
+                        tracing::warn!(event = "event_end_unconfirmed", reservation = %b.reservation_id, event_end = %end, ec2_end = %r.end, "the event's end is not EC2's; EC2's is used");
+                        r.end
+                    }
+                    None => b.end,
+                })
+            }
+            _ => Ok(b.end),
+        }
     }
 
     /// Writes the Slack and the workload notice of a milestone; returns how many were new.
@@ -280,14 +293,13 @@ where
     }
 }
 
-fn facts_of_block(b: &Block, event_end: Option<DateTime<Utc>>) -> BlockFacts {
+fn facts_of_block(b: &Block, end: DateTime<Utc>) -> BlockFacts {
     BlockFacts {
         reservation_id: b.reservation_id.clone(),
         region: b.region.clone(),
         instance_type: Some(b.instance_type.clone()),
         instance_count: Some(b.instance_count),
-        // EC2's event is fresher than the store when an extension has not been tracked yet.
-        end: event_end.unwrap_or(b.end),
+        end,
         ultraserver: b.ultraserver,
         arn: b.arn.clone(),
     }

@@ -85,6 +85,9 @@ pub struct Incoming {
     pub region: Region,
     pub time: DateTime<Utc>,
     pub trigger: Trigger,
+    /// The AWS account an EC2 event comes from (EventBridge's `account`); `None` for capblock's
+    /// own reminders. The handler ignores events from any account but its own.
+    pub account: Option<String>,
 }
 
 /// capblock's reminder payload, as the schedules send it.
@@ -136,6 +139,7 @@ fn parse_reminder(v: &Value) -> Result<Incoming, EventError> {
         region,
         time: fire_at,
         trigger: Trigger::Reminder { reservation_id, lead_minutes, fire_at },
+        account: None,
     })
 }
 
@@ -184,7 +188,8 @@ fn parse_eventbridge(v: &Value) -> Result<Incoming, EventError> {
             Trigger::ExpirationWarning { reservation_id, end }
         }
     };
-    Ok(Incoming { event_id, region, time, trigger })
+    let account = Some(e.account.clone().ok_or(EventError::MissingField("account"))?);
+    Ok(Incoming { event_id, region, time, trigger, account })
 }
 
 /// `arn:aws:ec2:<region>:<account>:capacity-reservation/cr-...` -> `cr-...`.

@@ -84,6 +84,28 @@ impl Drop for Cli {
     }
 }
 
+/// A live scan or an approval never runs at a `--time` off the clock: the budget month would be
+/// the wrong one (issue 15: a month back bought a second block for a one-a-month rule).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_scan_or_approval_refuses_a_time_off_the_clock() {
+    let c = Cli::new("cli-forged-time").await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let month_back = "2026-11-01T00:00:00Z";
+    let scan = c.run(&["scan", "--time", month_back, "--mode", "live"]).await;
+    assert_eq!(scan.code, 2, "{}{}", scan.stdout, scan.stderr);
+    assert!(scan.stderr.contains("a live stack runs on its clock"), "{}", scan.stderr);
+    assert!(c.sim.purchases().await.is_empty(), "nothing bought");
+    let approve = c.run(&["approve", "west/cb-00000000000000000", "--time", month_back]).await;
+    assert_eq!(approve.code, 2, "{}{}", approve.stdout, approve.stderr);
+    // A dry-run scan may replay another time: nothing to spend.
+    assert_eq!(c.run(&["scan", "--time", month_back]).await.code, 0);
+    // Live at the clock's time (the simulator's, as a deployed stack's is the wall clock): buys.
+    let live = c.run(&["scan", "--mode", "live", "--json"]).await;
+    assert_eq!(live.code, 0, "{}{}", live.stdout, live.stderr);
+    assert_eq!(live.json()["now"], "2026-12-01T00:00:00Z");
+    assert_eq!(c.sim.purchases().await.len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocks_and_history_show_what_the_scan_bought_and_saw() {
     let c = Cli::new("cli-blocks").await;

@@ -139,8 +139,15 @@ impl Harness {
         let store = self.aws.store();
         let reminders = self.reminders();
         let clock = FixedClock(t(wall));
-        let handler =
-            EventHandler { store: &store, market: &self.market, notifier, reminders: &reminders, clock: &clock };
+        let handler = EventHandler {
+            store: &store,
+            market: &self.market,
+            notifier,
+            reminders: &reminders,
+            clock: &clock,
+            // The simulator's account, which the example events carry.
+            account: Some("111122223333"),
+        };
         handler.handle(event).await
     }
 
@@ -262,6 +269,20 @@ async fn delivered_in_both_spellings_three_times_each_announces_once_and_sets_re
         v
     };
     assert_eq!(h.schedules().await, want);
+}
+
+/// The reminders follow the end EC2 confirms, never an event's own `end-date` (issue 15: a
+/// Delivered event moved the real schedules while the stored end stayed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_events_end_date_moves_nothing_unless_ec2_confirms_it() {
+    let (h, rid, instances) = Harness::holding("ev-forged-end").await;
+    let mut forged = example(DELIVERED, &rid, None);
+    forged["detail"]["end-date"] = json!("2026-12-31T11:30:00Z");
+    assert!(matches!(h.send(&forged).await, Handled::Announced { reminders_synced: true, .. }));
+    // The notice and the schedules carry the real end (2026-12-10T11:30, termination 11:00).
+    check_workload(&one(&h.aws.workload_notices().await, "workload"), &rid, "delivered", 7 * 1440 - 30, &instances);
+    let s = h.scheduler().get_schedule().name(format!("capblock-{rid}-30m")).group_name(&h.group).send().await.unwrap();
+    assert_eq!(s.schedule_expression(), Some("at(2026-12-10T10:30:00)"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -473,8 +494,20 @@ async fn malformed_and_unknown_events_are_acknowledged_and_produce_nothing() {
             json!({"source": "capblock.reminder", "reservation_id": rid, "region": "us-east-2", "lead_minutes": "soon", "fire_at": "2026-12-10T10:30:00Z"}),
             "bad-field",
         ),
-        // Well formed, but nobody knows the reservation or the instance.
+        // Well formed, but nobody knows the reservation or the instance: never announced from
+        // the event alone (issue 15: a forged Delivered was announced as "Capacity Block active").
         (reminder("cr-00000000000000000", 30, "2026-12-10T10:30:00Z"), "unknown-reservation"),
+        (example(DELIVERED, "cr-00000000000000000", None), "unknown-reservation"),
+        (example(WARNING, "cr-00000000000000000", None), "unknown-reservation"),
+        // Another account's event, about a block this account holds.
+        (
+            {
+                let mut e = example(DELIVERED, &rid, None);
+                e["account"] = json!("999999999999");
+                e
+            },
+            "other-account",
+        ),
         (interruption("i-00000000000000000"), "instance-not-in-a-reservation"),
     ];
     for (event, kind) in cases {
