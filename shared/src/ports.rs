@@ -1,5 +1,6 @@
 //! The narrow traits the application code depends on. The AWS adapters (`crate::aws`)
-//! implement them for real; `crate::fakes` (feature `mocks`) in memory for fast tests.
+//! implement them for real; unit tests implement the few they need in memory (see
+//! `app/fan_out/tests.rs`), and every adapter is also tested on the local stack (`tests/`).
 
 use std::collections::BTreeMap;
 

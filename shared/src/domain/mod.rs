@@ -1,4 +1,5 @@
-//! The domain: pure types and decisions. No AWS crate is imported below this module, and no
+//! The domain: pure types and decisions. No AWS SDK client and no I/O below this module (the
+//! one AWS crate here is `aws_lambda_events`, serde types for the EventBridge envelope), and no
 //! function here reads the clock: `now` is always an argument.
 
 pub mod announce;
