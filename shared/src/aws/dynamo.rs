@@ -11,6 +11,8 @@
 //! | block       | `BLOCK#<reservation>`  | `BLOCK`                    | `BLOCK#OPEN` / `RULE#<r>#<id>`  |
 //! | observation | `OBS#<region>#<type>`  | `<seen-at>#<offering>`     | (ttl)                           |
 //! | market      | `MARKET#<region>`      | `MEMORY`                   |                                 |
+//! | notice      | `BLOCK#<thread>`       | `NOTICE#<milestone>`       | `NOTICE#PENDING` until sent     |
+//! | extension   | `BLOCK#<reservation>`  | `EXT#<offering>`           | `EXT#OPEN` (see `dynamo/track`) |
 
 use std::time::Duration as StdDuration;
 
