@@ -40,6 +40,7 @@ test-sim-boto3:
 test-template:
 	bash infra/deploy/lint.sh
 	bash infra/deploy/crosscheck.sh
+	bash infra/deploy/unit.sh
 
 ARCH ?= arm64
 package:
