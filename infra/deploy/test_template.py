@@ -7,6 +7,9 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
 - alarms: every money problem the functions only log has a metric filter in the log group of
   each function that logs it, and an alarm on the alarms topic, whose key is its own (a broken
   alerts topic or key cannot silence it). crosscheck.py checks the event names against the code.
+- live budget: the template's Rules refuse Mode=live without a positive AccountMonthlyBudget
+  (evaluated here as CloudFormation would, for the parameter sets below), and '0' is the only
+  spelling of zero the parameter's pattern accepts.
 """
 
 from __future__ import annotations
@@ -46,6 +49,54 @@ def as_list(v) -> list:
 
 def ref(v) -> str | None:
     return crosscheck.ref_target(v)
+
+
+# --------------------------------------------------------------------------- CloudFormation Rules
+
+
+class RuleError(Exception):
+    pass
+
+
+def evaluate(expr, params: dict[str, str]):
+    """Evaluates a Rules expression (Fn::Equals/Not/And/Or/Contains, Ref to a parameter)."""
+    if isinstance(expr, (str, bool, int)):
+        return expr
+    if isinstance(expr, list):
+        return [evaluate(e, params) for e in expr]
+    if not isinstance(expr, dict) or len(expr) != 1:
+        raise RuleError(f"unsupported expression {expr!r}")
+    (fn, arg), = expr.items()
+    if fn == "Ref":
+        if arg not in params:
+            raise RuleError(f"Ref to {arg!r}: not a parameter")
+        return params[arg]
+    args = evaluate(arg, params)
+    if fn == "Fn::Equals":
+        return str(args[0]) == str(args[1])
+    if fn == "Fn::Not":
+        return not args[0]
+    if fn == "Fn::And":
+        return all(args)
+    if fn == "Fn::Or":
+        return any(args)
+    if fn == "Fn::Contains":
+        return str(args[1]) in [str(x) for x in args[0]]
+    raise RuleError(f"unsupported function {fn}")
+
+
+def failed_assertions(tpl: dict, overrides: dict[str, str]) -> list[str]:
+    """The AssertDescriptions CloudFormation would stop a deploy with, for these parameters."""
+    params = {k: str(v.get("Default", "")) for k, v in (tpl.get("Parameters") or {}).items()}
+    params.update(overrides)
+    out = []
+    for name, rule in (tpl.get("Rules") or {}).items():
+        if "RuleCondition" in rule and not evaluate(rule["RuleCondition"], params):
+            continue
+        for a in rule.get("Assertions", []):
+            if not evaluate(a["Assert"], params):
+                out.append(f"{name}: {a.get('AssertDescription', '')}")
+    return out
 
 
 # --------------------------------------------------------------------------- tests
@@ -115,6 +166,28 @@ class Alarms(Template):
             self.assertEqual(ref(sub["Properties"]["Endpoint"]), param)
             self.assertIn("Condition", sub)
             self.assertEqual(self.tpl["Parameters"][param]["Default"], "")
+
+
+class LiveBudget(Template):
+    def test_live_without_an_account_budget_is_refused_with_a_clear_message(self):
+        failed = failed_assertions(self.tpl, {"Mode": "live"})
+        self.assertEqual(len(failed), 1, failed)
+        self.assertIn("Mode=live needs a positive AccountMonthlyBudget", failed[0])
+        self.assertTrue(failed_assertions(self.tpl, {"Mode": "live", "AccountMonthlyBudget": "0"}))
+
+    def test_live_with_a_budget_and_dry_run_without_one_deploy(self):
+        self.assertEqual(failed_assertions(self.tpl, {"Mode": "live", "AccountMonthlyBudget": "250000"}), [])
+        self.assertEqual(failed_assertions(self.tpl, {"Mode": "live", "AccountMonthlyBudget": "1.50"}), [])
+        self.assertEqual(failed_assertions(self.tpl, {"Mode": "dry-run"}), [])
+        self.assertEqual(failed_assertions(self.tpl, {"Mode": "dry-run", "AccountMonthlyBudget": "0"}), [])
+
+    def test_zero_has_one_spelling(self):
+        # The rule compares with '0': any other spelling of zero must not pass the pattern.
+        pattern = re.compile(self.tpl["Parameters"]["AccountMonthlyBudget"]["AllowedPattern"])
+        for ok in ["0", "1", "250000", "250000.00", "1.5", "999999999999.99"]:
+            self.assertTrue(pattern.fullmatch(ok), ok)
+        for bad in ["00", "0.0", "0.00", "000", "0.5", "01", "-1", "1e6", "", "1.234"]:
+            self.assertFalse(pattern.fullmatch(bad), bad)
 
 
 if __name__ == "__main__":
