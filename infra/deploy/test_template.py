@@ -10,6 +10,11 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
 - live budget: the template's Rules refuse Mode=live without a positive AccountMonthlyBudget
   (evaluated here as CloudFormation would, for the parameter sets below), and '0' is the only
   spelling of zero the parameter's pattern accepts.
+- guards: purchases (and their tags, and extensions) only in PurchaseRegions; the table keeps
+  DeletionProtectionEnabled; scan-offerings runs one at a time; every service principal trusted
+  by a key policy or a role comes with aws:SourceAccount and aws:SourceArn; only the roles that
+  publish to a topic (and CloudWatch, for the topics alarms use) may publish to it; the extension
+  offerings describe is scoped to this stack's blocks.
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ MONEY_EVENTS = {
     ("notice_publish_failed", None): {"ScanOfferingsFunction", "TrackBlocksFunction"},
 }
 
+PURCHASE_ACTIONS = {"ec2:PurchaseCapacityBlock", "ec2:PurchaseCapacityBlockExtension", "ec2:CreateTags"}
+# Service principals whose trust needs no confused-deputy condition: Lambda assumes execution
+# roles for this account's functions only; the chat role carries no permission at all.
+NO_SOURCE_CONDITION = {"lambda.amazonaws.com", "chatbot.amazonaws.com"}
 
 
 def as_list(v) -> list:
@@ -188,6 +197,96 @@ class LiveBudget(Template):
             self.assertTrue(pattern.fullmatch(ok), ok)
         for bad in ["00", "0.0", "0.00", "000", "0.5", "01", "-1", "1e6", "", "1.234"]:
             self.assertFalse(pattern.fullmatch(bad), bad)
+
+
+class Guards(Template):
+    def statements(self):
+        for rid in self.of_type("AWS::IAM::Role"):
+            for s in self.role_statements(rid):
+                yield rid, s
+
+    def test_purchases_only_in_the_purchase_regions(self):
+        seen = set()
+        for rid, s in self.statements():
+            acts = set(as_list(s.get("Action"))) & PURCHASE_ACTIONS
+            if not acts:
+                continue
+            seen |= acts
+            cond = s.get("Condition", {}).get("StringEquals", {})
+            self.assertEqual(ref(cond.get("aws:RequestedRegion")), "PurchaseRegions", f"{rid} {s.get('Sid')}")
+        self.assertEqual(seen, PURCHASE_ACTIONS)
+        self.assertEqual(self.tpl["Parameters"]["PurchaseRegions"]["Type"], "CommaDelimitedList")
+
+    def test_the_ledger_table_is_protected_from_deletion(self):
+        table = self.res["Table"]
+        self.assertIs(table["Properties"].get("DeletionProtectionEnabled"), True)
+        self.assertEqual(table.get("DeletionPolicy"), "Retain")
+
+    def test_scan_offerings_runs_one_at_a_time(self):
+        self.assertEqual(self.res["ScanOfferingsFunction"]["Properties"].get("ReservedConcurrentExecutions"), 1)
+
+    def test_service_principals_come_with_source_account_and_arn(self):
+        docs = []
+        for kid, k in self.of_type("AWS::KMS::Key").items():
+            docs += [(kid, s) for s in k["Properties"]["KeyPolicy"]["Statement"]]
+        for rid, r in self.of_type("AWS::IAM::Role").items():
+            docs += [(rid, s) for s in r["Properties"]["AssumeRolePolicyDocument"]["Statement"]]
+        for pid, p in self.of_type("AWS::SNS::TopicPolicy").items():
+            docs += [(pid, s) for s in p["Properties"]["PolicyDocument"]["Statement"]]
+        checked = 0
+        for where, s in docs:
+            services = set(as_list((s.get("Principal") or {}).get("Service"))) if isinstance(s.get("Principal"), dict) else set()
+            if s.get("Effect") != "Allow" or not services - NO_SOURCE_CONDITION:
+                continue
+            checked += 1
+            keys = {k for op in (s.get("Condition") or {}).values() for k in op}
+            self.assertLessEqual({"aws:SourceAccount", "aws:SourceArn"}, keys, f"{where} {s.get('Sid', '')} {services}")
+        self.assertGreaterEqual(checked, 5)  # 2 keys, 2 scheduler roles, topic policies for alarms
+
+    def test_only_the_publishing_roles_and_cloudwatch_publish_to_each_topic(self):
+        alarm_topics = {ref(x) for a in self.of_type("AWS::CloudWatch::Alarm").values()
+                        for x in a["Properties"].get("AlarmActions", []) + a["Properties"].get("OKActions", [])}
+        policy_of = {ref(t): p["Properties"]["PolicyDocument"] for p in self.of_type("AWS::SNS::TopicPolicy").values()
+                     for t in p["Properties"]["Topics"]}
+        for tid in self.of_type("AWS::SNS::Topic"):
+            publishers = {rid for rid, s in self.statements()
+                          if "sns:Publish" in as_list(s.get("Action")) and tid in {ref(r) for r in as_list(s.get("Resource"))}}
+            self.assertIn(tid, policy_of, f"{tid} has no topic policy")
+            stmts = policy_of[tid]["Statement"]
+            allowed_roles, allowed_services, denies = set(), set(), []
+            for s in stmts:
+                if "sns:Publish" not in as_list(s.get("Action")):
+                    continue
+                principal = s.get("Principal", {})
+                if s["Effect"] == "Deny":
+                    denies.append(s)
+                    continue
+                allowed_services |= set(as_list(principal.get("Service")))
+                for a in as_list(principal.get("AWS")):
+                    self.assertIsInstance(a, dict, f"{tid}: publisher {a!r} is not one of this template's roles")
+                    allowed_roles.add(a["Fn::GetAtt"][0])
+            self.assertEqual(allowed_roles, publishers, tid)
+            self.assertEqual(allowed_services, {"cloudwatch.amazonaws.com"} if tid in alarm_topics else set(), tid)
+            # ... and a Deny for every other principal of the account, whatever their IAM policies.
+            self.assertEqual(len(denies), 1, f"{tid}: expected one Deny for other publishers")
+            d = denies[0]
+            self.assertEqual(d["Principal"], {"AWS": "*"})
+            cond = d["Condition"]
+            exempt = {x["Fn::GetAtt"][0] for x in as_list(cond.get("ArnNotEquals", {}).get("aws:PrincipalArn"))}
+            self.assertEqual(exempt, publishers, tid)
+            if tid in alarm_topics:
+                self.assertEqual(cond.get("Bool"), {"aws:PrincipalIsAWSService": "false"}, tid)
+
+    def test_extension_offerings_are_asked_only_about_this_stacks_blocks(self):
+        found = False
+        for rid, s in self.statements():
+            if "ec2:DescribeCapacityBlockExtensionOfferings" not in as_list(s.get("Action")):
+                continue
+            found = True
+            self.assertFalse(crosscheck.is_star(s.get("Resource")), f"{rid}: scope it (capacity-reservation)")
+            cond = s.get("Condition", {}).get("StringEquals", {})
+            self.assertEqual(ref(cond.get("aws:ResourceTag/capblock:stack")), "AWS::StackName", rid)
+        self.assertTrue(found)
 
 
 if __name__ == "__main__":
