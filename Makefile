@@ -4,13 +4,14 @@ CARGO_TARGET_DIR ?= $(HOME)/.cache/capblock/target
 CAPBLOCK_CACHE ?= $(HOME)/.cache/capblock
 export CARGO_TARGET_DIR CAPBLOCK_CACHE
 
-.PHONY: demo test test-long check lint-rust test-rust test-sim-boto3 test-template package bench help
+.PHONY: demo test test-long check lint-rust test-rust test-sim-boto3 test-template package bench audit help
 
 help:
 	@echo "make demo      run the main job locally: simulated market + emulated AWS, end to end"
 	@echo "make test      every check and test (what CI runs)"
 	@echo "make test-long the integration tests with more fault-injection rounds (CAPBLOCK_LONG=1)"
 	@echo "make package   build the Lambda deployment zips (ARCH=arm64|x86_64)"
+	@echo "make audit     cargo-audit on Cargo.lock: make audit ADVISORY_DB=/path/to/advisory-db"
 
 demo:
 	bash infra/demo.sh
@@ -40,6 +41,16 @@ test-sim-boto3:
 test-template:
 	bash infra/deploy/lint.sh
 	bash infra/deploy/crosscheck.sh
+	bash infra/deploy/unit.sh
+
+# Supply chain (not part of `make test`): cargo-audit (`cargo install cargo-audit --locked`) on
+# Cargo.lock against a local clone of RustSec's advisory-db; nothing is fetched (--no-fetch).
+# AUDIT_FLAGS go to cargo-audit (e.g. --stale for an old clone). infra/deploy/audit-fixture holds
+# two stand-in advisories for a dry run without the real database.
+ADVISORY_DB ?=
+AUDIT_FLAGS ?=
+audit:
+	bash infra/deploy/audit.sh "$(ADVISORY_DB)" $(AUDIT_FLAGS)
 
 ARCH ?= arm64
 package:

@@ -134,7 +134,10 @@ FUNCTION = """
     async fn main() {
         let table = std::env::var("CAPBLOCK_TABLE").unwrap();
         let store = Store::new(todo!(), table);
-        let _ = Lookup { reader: &store }.run("x").await;
+        if Lookup { reader: &store }.run("x").await.is_none() {
+            tracing::error!(event = "lookup_missing", tagged = true, id = %"x", "no (item) found");
+        }
+        tracing::debug!(event = "lookup_done", "quiet");
     }
 """
 
@@ -158,12 +161,31 @@ TEMPLATE = """
             Variables:
               RUST_LOG: info
               CAPBLOCK_TABLE: !Ref Table
+          LoggingConfig:
+            LogFormat: Text
+            LogGroup: !Ref LookupLogGroup
           Policies:
             - Statement:
                 - Sid: Table
                   Effect: Allow
                   Action: [dynamodb:GetItem]
                   Resource: !GetAtt Table.Arn
+      LookupLogGroup:
+        Type: AWS::Logs::LogGroup
+      LookupMissingFilter:
+        Type: AWS::Logs::MetricFilter
+        Properties:
+          LogGroupName: !Ref LookupLogGroup
+          FilterPattern: '{ ($.fields.event = "lookup_missing") && ($.fields.tagged IS TRUE) }'
+          MetricTransformations:
+            - MetricNamespace: !Sub lookup/${AWS::StackName}
+              MetricName: LookupMissing
+              MetricValue: '1'
+      LookupMissingAlarm:
+        Type: AWS::CloudWatch::Alarm
+        Properties:
+          Namespace: !Sub lookup/${AWS::StackName}
+          MetricName: LookupMissing
 """
 
 
@@ -279,6 +301,53 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
         self.assertIn("set in the template, never read by the code: CAPBLOCK_EXTRA", out)
         self.assertIn("FAIL env: 2 variables", out)
         self.assertSummary(out, 1)
+
+    # ---------------------------------------------------------------- log alarms
+
+    def test_log_filter_on_a_logged_event_passes(self):
+        rc, out = self.run_check()
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok   LookupMissingFilter: lookup_missing <- functions/lookup/src/main.rs:", out)
+
+    def test_misspelled_event_in_a_log_filter_fails(self):
+        self.edit("template.yaml", '$.fields.event = "lookup_missing"', '$.fields.event = "lookup_mising"')
+        rc, out = self.run_check()
+        self.assertEqual(rc, 1, out)
+        self.assertIn("event 'lookup_mising' is logged nowhere in shared/src or functions/*/src of LookupFunction "
+                      "(did you mean lookup_missing?)", out)
+        self.assertSummary(out, 1)
+
+    def test_log_filter_field_missing_from_the_call_fails(self):
+        self.edit("template.yaml", "$.fields.tagged IS TRUE", "$.fields.taged IS TRUE")
+        rc, out = self.run_check()
+        self.assertEqual(rc, 1, out)
+        self.assertIn("field 'taged' is not in the tracing call that logs 'lookup_missing'", out)
+
+    def test_log_filter_without_the_fields_key_fails(self):
+        self.edit("template.yaml", '$.fields.event = "lookup_missing"', '$.event = "lookup_missing"')
+        rc, out = self.run_check()
+        self.assertEqual(rc, 1, out)
+        self.assertIn("the log lines carry their fields under $.fields.*", out)
+
+    def test_flattened_logs_move_the_fields_key(self):
+        self.write("shared/src/lambda.rs", "pub fn init_logging() { fmt().json().flatten_event(true).init(); }\n")
+        rc, out = self.run_check()
+        self.assertEqual(rc, 1, out)
+        self.assertIn("$.fields.event, $.fields.tagged: the log lines carry their fields under $.*", out)
+
+    def test_event_logged_below_rust_log_fails(self):
+        self.edit("template.yaml", '$.fields.event = "lookup_missing"', '$.fields.event = "lookup_done"')
+        self.edit("template.yaml", " && ($.fields.tagged IS TRUE)", "")
+        rc, out = self.run_check()
+        self.assertEqual(rc, 1, out)
+        self.assertIn("event 'lookup_done' is logged only below RUST_LOG=info of LookupFunction", out)
+
+    def test_log_metric_without_alarm_fails(self):
+        self.edit("template.yaml", "Namespace: !Sub lookup/${AWS::StackName}\n      MetricName: LookupMissing",
+                  "Namespace: !Sub lookup/${AWS::StackName}\n      MetricName: Other")
+        rc, out = self.run_check()
+        self.assertEqual(rc, 1, out)
+        self.assertIn("metric LookupMissing has no AWS::CloudWatch::Alarm", out)
 
 
 class RustParsing(unittest.TestCase):

@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""What template.yaml promises about money and access, checked on the template itself.
+
+Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
+     python3 infra/deploy/test_template.py [TEMPLATE]
+
+- alarms: every money problem the functions only log has a metric filter in the log group of
+  each function that logs it, and an alarm on the alarms topic, whose key is its own (a broken
+  alerts topic or key cannot silence it). crosscheck.py checks the event names against the code.
+- live budget: the template's Rules refuse Mode=live without a positive AccountMonthlyBudget
+  (evaluated here as CloudFormation would, for the parameter sets below), and '0' is the only
+  spelling of zero the parameter's pattern accepts.
+- guards: purchases (and their tags, and extensions) only in PurchaseRegions; the table keeps
+  DeletionProtectionEnabled; scan-offerings runs one at a time; every service principal trusted
+  by a key policy or a role comes with aws:SourceAccount and aws:SourceArn; only the roles that
+  publish to a topic (and CloudWatch, for the topics alarms use) may publish to it; the extension
+  offerings describe is scoped to this stack's blocks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import unittest
+from pathlib import Path
+
+sys.dont_write_bytecode = True  # leave no __pycache__ in infra/deploy
+HERE = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("crosscheck", HERE / "crosscheck.py")
+crosscheck = importlib.util.module_from_spec(_spec)
+sys.modules["crosscheck"] = crosscheck
+_spec.loader.exec_module(crosscheck)
+
+TEMPLATE = HERE.parent.parent / "template.yaml"
+
+# The money problems of issue 15, item 3: (event, extra condition on a field or None) -> the
+# functions whose log groups must be filtered for it.
+MONEY_EVENTS = {
+    ("duplicate_purchase", None): {"ScanOfferingsFunction", "TrackBlocksFunction"},
+    ("reservation_after_intent_closed", None): {"TrackBlocksFunction"},
+    ("block_adopted", "tagged"): {"TrackBlocksFunction"},  # an adoption without a fee
+    ("intent_missing", None): {"TrackBlocksFunction"},
+    ("extension_unknown", None): {"TrackBlocksFunction"},
+    ("block_failed", None): {"TrackBlocksFunction"},
+    ("notice_publish_failed", None): {"ScanOfferingsFunction", "TrackBlocksFunction"},
+}
+
+PURCHASE_ACTIONS = {"ec2:PurchaseCapacityBlock", "ec2:PurchaseCapacityBlockExtension", "ec2:CreateTags"}
+# Service principals whose trust needs no confused-deputy condition: Lambda assumes execution
+# roles for this account's functions only; the chat role carries no permission at all.
+NO_SOURCE_CONDITION = {"lambda.amazonaws.com", "chatbot.amazonaws.com"}
+
+
+def as_list(v) -> list:
+    return crosscheck.as_list(v)
+
+
+def ref(v) -> str | None:
+    return crosscheck.ref_target(v)
+
+
+# --------------------------------------------------------------------------- CloudFormation Rules
+
+
+class RuleError(Exception):
+    pass
+
+
+def evaluate(expr, params: dict[str, str]):
+    """Evaluates a Rules expression (Fn::Equals/Not/And/Or/Contains, Ref to a parameter)."""
+    if isinstance(expr, (str, bool, int)):
+        return expr
+    if isinstance(expr, list):
+        return [evaluate(e, params) for e in expr]
+    if not isinstance(expr, dict) or len(expr) != 1:
+        raise RuleError(f"unsupported expression {expr!r}")
+    (fn, arg), = expr.items()
+    if fn == "Ref":
+        if arg not in params:
+            raise RuleError(f"Ref to {arg!r}: not a parameter")
+        return params[arg]
+    args = evaluate(arg, params)
+    if fn == "Fn::Equals":
+        return str(args[0]) == str(args[1])
+    if fn == "Fn::Not":
+        return not args[0]
+    if fn == "Fn::And":
+        return all(args)
+    if fn == "Fn::Or":
+        return any(args)
+    if fn == "Fn::Contains":
+        return str(args[1]) in [str(x) for x in args[0]]
+    raise RuleError(f"unsupported function {fn}")
+
+
+def failed_assertions(tpl: dict, overrides: dict[str, str]) -> list[str]:
+    """The AssertDescriptions CloudFormation would stop a deploy with, for these parameters."""
+    params = {k: str(v.get("Default", "")) for k, v in (tpl.get("Parameters") or {}).items()}
+    params.update(overrides)
+    out = []
+    for name, rule in (tpl.get("Rules") or {}).items():
+        if "RuleCondition" in rule and not evaluate(rule["RuleCondition"], params):
+            continue
+        for a in rule.get("Assertions", []):
+            if not evaluate(a["Assert"], params):
+                out.append(f"{name}: {a.get('AssertDescription', '')}")
+    return out
+
+
+# --------------------------------------------------------------------------- tests
+
+
+class Template(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tpl = crosscheck.load_template(TEMPLATE)
+        cls.res = cls.tpl["Resources"]
+
+    def of_type(self, t: str) -> dict[str, dict]:
+        return {k: v for k, v in self.res.items() if v.get("Type") == t}
+
+    def role_statements(self, role_id: str) -> list[dict]:
+        role = self.res[role_id]["Properties"]
+        out = [s for p in role.get("Policies", []) for s in as_list(p["PolicyDocument"]["Statement"])]
+        for v in self.of_type("AWS::IAM::Policy").values():
+            if any(ref(r) == role_id for r in v["Properties"].get("Roles", [])):
+                out += as_list(v["Properties"]["PolicyDocument"]["Statement"])
+        return out
+
+
+class Alarms(Template):
+    def test_every_money_problem_has_a_filter_per_function_and_an_alarm_on_the_alarms_topic(self):
+        fns = self.of_type("AWS::Serverless::Function")
+        group_of = {ref(f["Properties"]["LoggingConfig"]["LogGroup"]): fid for fid, f in fns.items()}
+        alarms = self.of_type("AWS::CloudWatch::Alarm")
+        found: dict[tuple[str, str | None], set[str]] = {}
+        for fid, f in self.of_type("AWS::Logs::MetricFilter").items():
+            p = f["Properties"]
+            pattern = p["FilterPattern"]
+            for ev in re.findall(r'\$\.fields\.event = "([^"]+)"', pattern):
+                fields = re.findall(r"\$\.fields\.(\w+) IS TRUE", pattern)
+                key = (ev, fields[0] if fields else None)
+                metric = p["MetricTransformations"][0]
+                alarm = [a for a in alarms.values() if a["Properties"]["MetricName"] == metric["MetricName"]
+                         and a["Properties"]["Namespace"] == metric["MetricNamespace"]]
+                self.assertTrue(alarm, f"{fid}: no alarm on {metric['MetricName']}")
+                for a in alarm:
+                    actions = [ref(x) for x in a["Properties"].get("AlarmActions", [])]
+                    self.assertIn("AlarmsTopic", actions, f"{fid}: its alarm does not publish to AlarmsTopic")
+                found.setdefault(key, set()).add(group_of.get(ref(p["LogGroupName"]), "?"))
+        for key, functions in MONEY_EVENTS.items():
+            self.assertIn(key, found, f"no metric filter for {key}")
+            self.assertLessEqual(functions, found[key], f"{key}: filtered only in {sorted(found[key])}")
+
+    def test_every_alarm_publishes_to_the_alarms_topic(self):
+        for aid, a in self.of_type("AWS::CloudWatch::Alarm").items():
+            self.assertIn("AlarmsTopic", [ref(x) for x in a["Properties"].get("AlarmActions", [])], aid)
+
+    def test_the_alarms_topic_has_a_key_of_its_own_that_cloudwatch_may_use(self):
+        topic = self.res["AlarmsTopic"]["Properties"]
+        key = ref(topic["KmsMasterKeyId"])
+        self.assertIsNotNone(key, "the alarms topic must be encrypted with a key of this template")
+        for tid, t in self.of_type("AWS::SNS::Topic").items():
+            if tid != "AlarmsTopic":
+                self.assertNotEqual(ref(t["Properties"].get("KmsMasterKeyId")), key, f"{tid} shares the alarms key")
+        stmts = self.res[key]["Properties"]["KeyPolicy"]["Statement"]
+        cw = [s for s in stmts if s.get("Principal", {}).get("Service") == "cloudwatch.amazonaws.com"]
+        self.assertTrue(cw and {"kms:Decrypt", "kms:GenerateDataKey"} <= set(as_list(cw[0]["Action"])))
+
+    def test_alarm_subscriptions_are_optional(self):
+        for sid, param in [("AlarmsEmailSubscription", "AlarmEmail"), ("AlarmsHttpsSubscription", "AlarmHttpsEndpoint")]:
+            sub = self.res[sid]
+            self.assertEqual(ref(sub["Properties"]["TopicArn"]), "AlarmsTopic")
+            self.assertEqual(ref(sub["Properties"]["Endpoint"]), param)
+            self.assertIn("Condition", sub)
+            self.assertEqual(self.tpl["Parameters"][param]["Default"], "")
+
+
+class LiveBudget(Template):
+    def test_live_without_an_account_budget_is_refused_with_a_clear_message(self):
+        failed = failed_assertions(self.tpl, {"Mode": "live"})
+        self.assertEqual(len(failed), 1, failed)
+        self.assertIn("Mode=live needs a positive AccountMonthlyBudget", failed[0])
+        self.assertTrue(failed_assertions(self.tpl, {"Mode": "live", "AccountMonthlyBudget": "0"}))
+
+    def test_live_with_a_budget_and_dry_run_without_one_deploy(self):
+        self.assertEqual(failed_assertions(self.tpl, {"Mode": "live", "AccountMonthlyBudget": "250000"}), [])
+        self.assertEqual(failed_assertions(self.tpl, {"Mode": "live", "AccountMonthlyBudget": "1.50"}), [])
+        self.assertEqual(failed_assertions(self.tpl, {"Mode": "dry-run"}), [])
+        self.assertEqual(failed_assertions(self.tpl, {"Mode": "dry-run", "AccountMonthlyBudget": "0"}), [])
+
+    def test_zero_has_one_spelling(self):
+        # The rule compares with '0': any other spelling of zero must not pass the pattern.
+        pattern = re.compile(self.tpl["Parameters"]["AccountMonthlyBudget"]["AllowedPattern"])
+        for ok in ["0", "1", "250000", "250000.00", "1.5", "999999999999.99"]:
+            self.assertTrue(pattern.fullmatch(ok), ok)
+        for bad in ["00", "0.0", "0.00", "000", "0.5", "01", "-1", "1e6", "", "1.234"]:
+            self.assertFalse(pattern.fullmatch(bad), bad)
+
+
+class Guards(Template):
+    def statements(self):
+        for rid in self.of_type("AWS::IAM::Role"):
+            for s in self.role_statements(rid):
+                yield rid, s
+
+    def test_purchases_only_in_the_purchase_regions(self):
+        seen = set()
+        for rid, s in self.statements():
+            acts = set(as_list(s.get("Action"))) & PURCHASE_ACTIONS
+            if not acts:
+                continue
+            seen |= acts
+            cond = s.get("Condition", {}).get("StringEquals", {})
+            self.assertEqual(ref(cond.get("aws:RequestedRegion")), "PurchaseRegions", f"{rid} {s.get('Sid')}")
+        self.assertEqual(seen, PURCHASE_ACTIONS)
+        self.assertEqual(self.tpl["Parameters"]["PurchaseRegions"]["Type"], "CommaDelimitedList")
+
+    def test_the_ledger_table_is_protected_from_deletion(self):
+        table = self.res["Table"]
+        self.assertIs(table["Properties"].get("DeletionProtectionEnabled"), True)
+        self.assertEqual(table.get("DeletionPolicy"), "Retain")
+
+    def test_scan_offerings_runs_one_at_a_time(self):
+        self.assertEqual(self.res["ScanOfferingsFunction"]["Properties"].get("ReservedConcurrentExecutions"), 1)
+
+    def test_service_principals_come_with_source_account_and_arn(self):
+        docs = []
+        for kid, k in self.of_type("AWS::KMS::Key").items():
+            docs += [(kid, s) for s in k["Properties"]["KeyPolicy"]["Statement"]]
+        for rid, r in self.of_type("AWS::IAM::Role").items():
+            docs += [(rid, s) for s in r["Properties"]["AssumeRolePolicyDocument"]["Statement"]]
+        for pid, p in self.of_type("AWS::SNS::TopicPolicy").items():
+            docs += [(pid, s) for s in p["Properties"]["PolicyDocument"]["Statement"]]
+        checked = 0
+        for where, s in docs:
+            services = set(as_list((s.get("Principal") or {}).get("Service"))) if isinstance(s.get("Principal"), dict) else set()
+            if s.get("Effect") != "Allow" or not services - NO_SOURCE_CONDITION:
+                continue
+            checked += 1
+            keys = {k for op in (s.get("Condition") or {}).values() for k in op}
+            self.assertLessEqual({"aws:SourceAccount", "aws:SourceArn"}, keys, f"{where} {s.get('Sid', '')} {services}")
+        self.assertGreaterEqual(checked, 5)  # 2 keys, 2 scheduler roles, topic policies for alarms
+
+    def test_only_the_publishing_roles_and_cloudwatch_publish_to_each_topic(self):
+        alarm_topics = {ref(x) for a in self.of_type("AWS::CloudWatch::Alarm").values()
+                        for x in a["Properties"].get("AlarmActions", []) + a["Properties"].get("OKActions", [])}
+        policy_of = {ref(t): p["Properties"]["PolicyDocument"] for p in self.of_type("AWS::SNS::TopicPolicy").values()
+                     for t in p["Properties"]["Topics"]}
+        for tid in self.of_type("AWS::SNS::Topic"):
+            publishers = {rid for rid, s in self.statements()
+                          if "sns:Publish" in as_list(s.get("Action")) and tid in {ref(r) for r in as_list(s.get("Resource"))}}
+            self.assertIn(tid, policy_of, f"{tid} has no topic policy")
+            stmts = policy_of[tid]["Statement"]
+            allowed_roles, allowed_services, denies = set(), set(), []
+            for s in stmts:
+                if "sns:Publish" not in as_list(s.get("Action")):
+                    continue
+                principal = s.get("Principal", {})
+                if s["Effect"] == "Deny":
+                    denies.append(s)
+                    continue
+                allowed_services |= set(as_list(principal.get("Service")))
+                for a in as_list(principal.get("AWS")):
+                    self.assertIsInstance(a, dict, f"{tid}: publisher {a!r} is not one of this template's roles")
+                    allowed_roles.add(a["Fn::GetAtt"][0])
+            self.assertEqual(allowed_roles, publishers, tid)
+            self.assertEqual(allowed_services, {"cloudwatch.amazonaws.com"} if tid in alarm_topics else set(), tid)
+            # ... and a Deny for every other principal of the account, whatever their IAM policies.
+            self.assertEqual(len(denies), 1, f"{tid}: expected one Deny for other publishers")
+            d = denies[0]
+            self.assertEqual(d["Principal"], {"AWS": "*"})
+            cond = d["Condition"]
+            exempt = {x["Fn::GetAtt"][0] for x in as_list(cond.get("ArnNotEquals", {}).get("aws:PrincipalArn"))}
+            self.assertEqual(exempt, publishers, tid)
+            if tid in alarm_topics:
+                self.assertEqual(cond.get("Bool"), {"aws:PrincipalIsAWSService": "false"}, tid)
+
+    def test_extension_offerings_are_asked_only_about_this_stacks_blocks(self):
+        found = False
+        for rid, s in self.statements():
+            if "ec2:DescribeCapacityBlockExtensionOfferings" not in as_list(s.get("Action")):
+                continue
+            found = True
+            self.assertFalse(crosscheck.is_star(s.get("Resource")), f"{rid}: scope it (capacity-reservation)")
+            cond = s.get("Condition", {}).get("StringEquals", {})
+            self.assertEqual(ref(cond.get("aws:ResourceTag/capblock:stack")), "AWS::StackName", rid)
+        self.assertTrue(found)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+        TEMPLATE = Path(sys.argv.pop(1)).resolve()
+    unittest.main(verbosity=2)
