@@ -6,6 +6,18 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+/// The longest region name accepted: the longest today, "ap-southeast-7", is 14 characters.
+const MAX_REGION_LEN: usize = 32;
+
+/// At most the first 64 characters of `s`, marked when cut: an error never echoes a whole
+/// hostile input (a 20 MB name becomes a 20 MB message otherwise).
+pub fn prefix(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     #[error("{0:?} is not an AWS region name (expected e.g. \"us-east-1\", \"ap-southeast-2\", \"us-gov-west-1\")")]
@@ -23,20 +35,69 @@ impl Region {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Whether the region is one AWS runs today (`KNOWN_REGIONS`). A well-formed name is not
+    /// enough for a rule: each region costs every scan questions and every track a visit.
+    pub fn is_known(&self) -> bool {
+        KNOWN_REGIONS.contains(&self.0.as_str())
+    }
 }
+
+/// The regions of the `aws` and `aws-us-gov` partitions as of the end of 2025 (AWS's "Region
+/// billing codes" page). A rule naming another region needs `allow_unknown_regions = true`: a
+/// region launched later, or a typo that is still a well-formed name.
+pub const KNOWN_REGIONS: &[&str] = &[
+    "us-east-1",
+    "us-east-2",
+    "us-west-1",
+    "us-west-2",
+    "ca-central-1",
+    "ca-west-1",
+    "mx-central-1",
+    "sa-east-1",
+    "af-south-1",
+    "eu-west-1",
+    "eu-west-2",
+    "eu-west-3",
+    "eu-central-1",
+    "eu-central-2",
+    "eu-north-1",
+    "eu-south-1",
+    "eu-south-2",
+    "il-central-1",
+    "me-south-1",
+    "me-central-1",
+    "ap-east-1",
+    "ap-east-2",
+    "ap-south-1",
+    "ap-south-2",
+    "ap-northeast-1",
+    "ap-northeast-2",
+    "ap-northeast-3",
+    "ap-southeast-1",
+    "ap-southeast-2",
+    "ap-southeast-3",
+    "ap-southeast-4",
+    "ap-southeast-5",
+    "ap-southeast-6",
+    "ap-southeast-7",
+    "us-gov-east-1",
+    "us-gov-west-1",
+];
 
 impl FromStr for Region {
     type Err = NameError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let parts: Vec<&str> = s.split('-').collect();
         let lower = |p: &str| !p.is_empty() && p.bytes().all(|c| c.is_ascii_lowercase());
-        let ok = parts.len() >= 3
+        let ok = s.len() <= MAX_REGION_LEN
+            && parts.len() >= 3
             && parts.len() <= 4
             && parts[0].len() == 2
             && lower(parts[0])
             && parts[1..parts.len() - 1].iter().all(|p| lower(p))
             && parts.last().is_some_and(|n| !n.is_empty() && n.len() <= 2 && n.bytes().all(|c| c.is_ascii_digit()));
-        if ok { Ok(Region(s.to_string())) } else { Err(NameError::Region(s.to_string())) }
+        if ok { Ok(Region(s.to_string())) } else { Err(NameError::Region(prefix(s))) }
     }
 }
 
@@ -84,7 +145,7 @@ impl FromStr for InstanceType {
             {
                 Ok(InstanceType(s.to_string()))
             }
-            _ => Err(NameError::InstanceType(s.to_string())),
+            _ => Err(NameError::InstanceType(prefix(s))),
         }
     }
 }
@@ -122,6 +183,21 @@ mod tests {
         {
             assert_eq!(bad.parse::<Region>(), Err(NameError::Region(bad.into())), "{bad}");
         }
+        // A huge name is refused without being echoed whole.
+        let huge = format!("us-{}-1", "e".repeat(1 << 20));
+        let err = huge.parse::<Region>().unwrap_err().to_string();
+        assert!(err.len() < 200 && err.contains('…'), "{err}");
+        let err = format!("p5.{}", "x".repeat(1 << 20)).parse::<InstanceType>().unwrap_err().to_string();
+        assert!(err.len() < 200, "{err}");
+    }
+
+    #[test]
+    fn known_regions_are_well_formed_and_listed_once() {
+        for (i, r) in KNOWN_REGIONS.iter().enumerate() {
+            assert!(r.parse::<Region>().is_ok_and(|r| r.is_known()), "{r}");
+            assert!(!KNOWN_REGIONS[..i].contains(r), "{r} listed twice");
+        }
+        assert!(!"us-east-9".parse::<Region>().unwrap().is_known());
     }
 
     #[test]
