@@ -474,6 +474,13 @@ async fn scan(a: ScanArgs) -> Result<ExitCode, String> {
     for (r, e) in &report.failed_regions {
         println!("  {r}: FAILED this scan: {e}");
     }
+    if !report.skipped_rules.is_empty() {
+        println!(
+            "  SKIPPED rule(s) {}: the scan's questions would pass {}; disable or narrow some rules",
+            report.skipped_rules.join(", "),
+            capblock_shared::app::scan::MAX_QUESTIONS_PER_SCAN
+        );
+    }
     for s in &report.settled {
         println!("  settled: {}", serde_json::to_string(s).unwrap_or_default());
     }
