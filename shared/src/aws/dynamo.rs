@@ -280,7 +280,12 @@ impl RuleStore for DynamoStore {
             Some(0) => put.condition_expression("attribute_not_exists(pk)"),
             Some(v) => put.condition_expression("version = :v").expression_attribute_values(":v", n(v)),
         };
-        put.send().await.map_err(|e| store_err(&format!("rule {} (version changed)", rule.id), e))?;
+        // Only a failed condition is a version conflict: a refused item (too large) or an
+        // unreachable table is not, and must not read like one.
+        put.send().await.map_err(|e| match store_err(&format!("rule {}", rule.id), e) {
+            StoreError::Conflict(what) => StoreError::Conflict(format!("{what} (version changed)")),
+            other => other,
+        })?;
         Ok(version)
     }
 

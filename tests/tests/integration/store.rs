@@ -83,6 +83,22 @@ async fn rules_use_optimistic_versions() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_failed_condition_reads_as_a_version_change() {
+    let aws = Aws::fresh("rule-label").await;
+    let store = aws.store();
+    let r = rule("r1", "1000");
+    store.put_rule(&r, Some(0)).await.unwrap();
+    let conflict = store.put_rule(&r, Some(0)).await.unwrap_err();
+    assert!(conflict.to_string().ends_with("rule r1 (version changed)"), "{conflict}");
+    // An item DynamoDB refuses (over 400 KB) is not a version conflict.
+    let huge = Rule { description: "x".repeat(500 * 1024), ..r.clone() };
+    let refused = store.put_rule(&huge, Some(1)).await.unwrap_err();
+    assert!(!matches!(refused, StoreError::Conflict(_)), "{refused}");
+    assert!(!refused.to_string().contains("version changed"), "{refused}");
+    assert_eq!(store.get_rule("r1").await.unwrap().unwrap().version, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reserve_is_all_or_nothing() {
     let aws = Aws::fresh("reserve").await;
     let store = aws.store();
