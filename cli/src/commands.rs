@@ -37,6 +37,7 @@ local stack (see `infra/local/stack.sh env`). Commands that use the store need C
 Exit codes: 0 success, 1 AWS or store failure, 2 bad input (usage, invalid rule), 3 nothing found.",
     after_help = "Examples:\n  capblock offerings --types p5.48xlarge --counts 1,2 --days 1-7 --regions us-east-1,us-west-2\n  \
 capblock rules validate infra/examples/rules/p5-weekly.toml\n  capblock rules put infra/examples/rules/*.toml\n  \
+capblock rules delete p5-weekly\n  \
 capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
 capblock history --region us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n  \
 capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approve p5-weekly/cb-0123456789abcdef0"
@@ -139,6 +140,10 @@ enum RulesCommand {
     Enable { id: String },
     /// Disable a stored rule (the scan skips it).
     Disable { id: String },
+    /// Delete a stored rule. Only the rule goes: its blocks are still tracked to their end, its
+    /// purchase intents settled and its budgets kept (a rule put again under the same id finds
+    /// this month's spending and purchases as they were). To stop it for a while, `disable` it.
+    Delete { id: String },
 }
 
 #[derive(Args)]
@@ -405,6 +410,15 @@ async fn rules(cmd: RulesCommand) -> Result<ExitCode, String> {
         }
         RulesCommand::Enable { id } => set_enabled(&id, true).await,
         RulesCommand::Disable { id } => set_enabled(&id, false).await,
+        RulesCommand::Delete { id } => {
+            if store().await?.delete_rule(&id).await.map_err(|e| e.to_string())? {
+                println!("deleted rule {id:?}; its blocks, intents and budgets are kept");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!("no rule {id:?}");
+                Ok(ExitCode::from(EXIT_NOT_FOUND))
+            }
+        }
     }
 }
 

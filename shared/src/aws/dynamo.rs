@@ -301,6 +301,19 @@ impl RuleStore for DynamoStore {
             .map(|item| Ok(StoredRule { rule: data(item)?, version: get_u64(item, "version")?.unwrap_or(0) }))
             .collect()
     }
+
+    async fn delete_rule(&self, id: &str) -> Result<bool, StoreError> {
+        let out = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(rule_pk(id), "RULE")))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|e| store_err(&format!("rule {id}"), e))?;
+        Ok(out.attributes.is_some_and(|a| !a.is_empty()))
+    }
 }
 
 /// The planner's memory: one item per region, rewritten whole by each scan. Two overlapping
