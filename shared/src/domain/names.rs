@@ -120,6 +120,24 @@ impl fmt::Display for Region {
     }
 }
 
+/// `prefix` then lowercase hex digits, as many as one of `lengths`.
+fn ec2_id(s: &str, prefix: &str, lengths: &[usize]) -> bool {
+    s.strip_prefix(prefix).is_some_and(|hex| {
+        lengths.contains(&hex.len()) && hex.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    })
+}
+
+/// EC2's capacity reservation ids: `cr-` and 17 hex digits. Checked where an event brings one,
+/// so what is not one (a 300 KB string, Slack markup) never reaches the store or a message.
+pub fn is_reservation_id(s: &str) -> bool {
+    ec2_id(s, "cr-", &[17])
+}
+
+/// EC2's instance ids: `i-` and 8 (older instances) or 17 hex digits.
+pub fn is_instance_id(s: &str) -> bool {
+    ec2_id(s, "i-", &[8, 17])
+}
+
 /// An EC2 instance type such as `p5.48xlarge` or `p6-b200.48xlarge`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -198,6 +216,19 @@ mod tests {
             assert!(!KNOWN_REGIONS[..i].contains(r), "{r} listed twice");
         }
         assert!(!"us-east-9".parse::<Region>().unwrap().is_known());
+    }
+
+    #[test]
+    fn ec2_ids_have_their_shape() {
+        assert!(is_reservation_id("cr-0a1b2c3d4e5f60718"));
+        assert!(is_instance_id("i-0abc1234def567890") && is_instance_id("i-0abc1234"));
+        for bad in ["cr-0a1b", "cr-0A1B2C3D4E5F60718", "cr-0a1b2c3d4e5f607189", "i-0abc1234def567890", "cr-", ""] {
+            assert!(!is_reservation_id(bad), "{bad}");
+        }
+        let huge = format!("i-{}", "0".repeat(300 * 1024));
+        for bad in ["i-0abc123", "i-<!channel>", "i-0abc1234def56789g", "cr-0abc1234", &huge] {
+            assert!(!is_instance_id(bad), "{bad}");
+        }
     }
 
     #[test]
