@@ -37,6 +37,7 @@ local stack (see `infra/local/stack.sh env`). Commands that use the store need C
 Exit codes: 0 success, 1 AWS or store failure, 2 bad input (usage, invalid rule), 3 nothing found.",
     after_help = "Examples:\n  capblock offerings --types p5.48xlarge --counts 1,2 --days 1-7 --regions us-east-1,us-west-2\n  \
 capblock rules validate infra/examples/rules/p5-weekly.toml\n  capblock rules put infra/examples/rules/*.toml\n  \
+capblock rules delete p5-weekly\n  \
 capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
 capblock history --region us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n  \
 capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approve p5-weekly/cb-0123456789abcdef0"
@@ -65,20 +66,24 @@ enum Command {
     Approve(crate::insight::ApproveArgs),
 }
 
+// Every argument is parsed by clap, so a bad one is a usage error: exit 2 with the argument
+// named, before anything is asked.
 #[derive(Args)]
 struct OfferingsArgs {
     /// Instance types, comma-separated (e.g. p5.48xlarge,p5e.48xlarge).
     #[arg(long, value_delimiter = ',', required = true)]
-    types: Vec<String>,
+    types: Vec<InstanceType>,
     /// Instance counts, comma-separated (1-64).
-    #[arg(long, value_delimiter = ',', default_value = "1")]
+    #[arg(long, value_delimiter = ',', default_value = "1",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(capblock_shared::domain::rule::MAX_INSTANCES_PER_BLOCK)))]
     counts: Vec<u32>,
-    /// Durations in days: a list (1,2,7) or a range (1-7).
-    #[arg(long, default_value = "1")]
-    days: String,
+    /// Durations in days EC2 sells (1-14, then multiples of 7 up to 182): a list (1,2,7) or a
+    /// range (1-7, keeping the sellable ones).
+    #[arg(long, default_value = "1", value_parser = parse_days)]
+    days: Days,
     /// Regions, comma-separated.
     #[arg(long, value_delimiter = ',', env = "AWS_REGION", required = true)]
-    regions: Vec<String>,
+    regions: Vec<Region>,
     /// Earliest start (RFC 3339); default: now.
     #[arg(long)]
     from: Option<DateTime<Utc>>,
@@ -139,6 +144,10 @@ enum RulesCommand {
     Enable { id: String },
     /// Disable a stored rule (the scan skips it).
     Disable { id: String },
+    /// Delete a stored rule. Only the rule goes: its blocks are still tracked to their end, its
+    /// purchase intents settled and its budgets kept (a rule put again under the same id finds
+    /// this month's spending and purchases as they were). To stop it for a while, `disable` it.
+    Delete { id: String },
 }
 
 #[derive(Args)]
@@ -166,19 +175,31 @@ struct ScanArgs {
     json: bool,
 }
 
-fn parse_days(s: &str) -> Result<Vec<u32>, String> {
-    if let Some((a, b)) = s.split_once('-') {
-        let (a, b): (u32, u32) = (
-            a.trim().parse().map_err(|_| format!("bad --days {s:?}"))?,
-            b.trim().parse().map_err(|_| format!("bad --days {s:?}"))?,
-        );
-        if a == 0 || b < a {
-            return Err(format!("bad --days range {s:?}"));
+/// `--days`, parsed: durations EC2 sells.
+#[derive(Debug, Clone, PartialEq)]
+struct Days(Vec<u32>);
+
+fn parse_days(s: &str) -> Result<Days, String> {
+    use capblock_shared::domain::rule::is_sellable_duration_days as sellable;
+    const SOLD: &str = "EC2 sells 1-14 days, then multiples of 7 up to 182";
+    let number = |d: &str| d.trim().parse::<u32>().map_err(|_| format!("{d:?} is not a number of days"));
+    let days: Vec<u32> = if let Some((a, b)) = s.split_once('-') {
+        let (a, b) = (number(a)?, number(b)?);
+        if a == 0 || b < a || b > 182 {
+            return Err(format!("{s:?} is not a range of days within 1-182"));
         }
-        Ok((a..=b).filter(|d| capblock_shared::domain::rule::is_sellable_duration_days(i64::from(*d))).collect())
+        (a..=b).filter(|d| sellable(i64::from(*d))).collect()
     } else {
-        s.split(',').map(|d| d.trim().parse().map_err(|_| format!("bad --days {s:?}"))).collect()
+        let days = s.split(',').map(number).collect::<Result<Vec<u32>, _>>()?;
+        if let Some(d) = days.iter().find(|d| !sellable(i64::from(**d))) {
+            return Err(format!("{d} days is not a duration EC2 sells ({SOLD})"));
+        }
+        days
+    };
+    if days.is_empty() {
+        return Err(format!("{s:?} holds no duration EC2 sells ({SOLD})"));
     }
+    Ok(Days(days))
 }
 
 pub async fn store() -> Result<DynamoStore, String> {
@@ -228,13 +249,9 @@ pub const OFFERING_HEADERS: [&str; 10] =
     ["REGION", "AZ", "TYPE", "COUNT", "START (UTC)", "END (UTC)", "LENGTH", "FEE", "$/INSTANCE-H", "$/ACCEL-H"];
 
 async fn offerings(a: OfferingsArgs) -> Result<ExitCode, String> {
-    let regions: Vec<Region> =
-        a.regions.iter().map(|r| r.parse().map_err(|e| format!("{e}"))).collect::<Result<_, _>>()?;
-    let types: Vec<InstanceType> =
-        a.types.iter().map(|t| t.parse().map_err(|e| format!("{e}"))).collect::<Result<_, _>>()?;
-    let days = parse_days(&a.days)?;
+    let (regions, types, Days(days)) = (a.regions, a.types, a.days);
     let from = a.from.unwrap_or_else(Utc::now);
-    let to = a.to.unwrap_or(from + Duration::weeks(8));
+    let to = a.to.unwrap_or_else(|| from.checked_add_signed(Duration::weeks(8)).unwrap_or(DateTime::<Utc>::MAX_UTC));
     let mut queries = Vec::new();
     for r in &regions {
         for t in &types {
@@ -420,6 +437,15 @@ async fn rules(cmd: RulesCommand) -> Result<ExitCode, String> {
         }
         RulesCommand::Enable { id } => set_enabled(&id, true).await,
         RulesCommand::Disable { id } => set_enabled(&id, false).await,
+        RulesCommand::Delete { id } => {
+            if store().await?.delete_rule(&id).await.map_err(|e| e.to_string())? {
+                println!("deleted rule {id:?}; its blocks, intents and budgets are kept");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!("no rule {id:?}");
+                Ok(ExitCode::from(EXIT_NOT_FOUND))
+            }
+        }
     }
 }
 
@@ -492,6 +518,13 @@ async fn scan(a: ScanArgs) -> Result<ExitCode, String> {
     for (r, e) in &report.failed_regions {
         println!("  {r}: FAILED this scan: {e}");
     }
+    if !report.skipped_rules.is_empty() {
+        println!(
+            "  SKIPPED rule(s) {}: the scan's questions would pass {}; disable or narrow some rules",
+            report.skipped_rules.join(", "),
+            capblock_shared::app::scan::MAX_QUESTIONS_PER_SCAN
+        );
+    }
     for s in &report.settled {
         println!("  settled: {}", serde_json::to_string(s).unwrap_or_default());
     }
@@ -533,11 +566,41 @@ mod tests {
 
     #[test]
     fn day_ranges_keep_sellable_durations() {
-        assert_eq!(parse_days("1-3").unwrap(), vec![1, 2, 3]);
-        assert_eq!(parse_days("13-21").unwrap(), vec![13, 14, 21]);
-        assert_eq!(parse_days("1,7").unwrap(), vec![1, 7]);
+        assert_eq!(parse_days("1-3").unwrap().0, vec![1, 2, 3]);
+        assert_eq!(parse_days("13-21").unwrap().0, vec![13, 14, 21]);
+        assert_eq!(parse_days("1,7").unwrap().0, vec![1, 7]);
         assert!(parse_days("3-1").is_err());
         assert!(parse_days("x").is_err());
+        // Durations EC2 does not sell, and ranges that would take forever to walk.
+        for bad in ["0", "15", "1,183", "4294967295", "1-4294967295", "15-20", ""] {
+            assert!(parse_days(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Bad offerings arguments are usage errors (exit 2, clap's code), named, before any call.
+    #[test]
+    fn bad_offerings_arguments_are_usage_errors() {
+        use clap::Parser;
+        let args = |extra: &[&str]| {
+            let mut v = vec!["capblock", "offerings", "--types", "p5.48xlarge", "--regions", "us-east-1"];
+            v.extend_from_slice(extra);
+            Cli::try_parse_from(v)
+        };
+        assert!(args(&["--counts", "1,64", "--days", "1-7"]).is_ok());
+        for (bad, named) in [
+            (vec!["--counts", "4294967295"], "--counts"),
+            (vec!["--counts", "0"], "--counts"),
+            (vec!["--counts", "65"], "--counts"),
+            (vec!["--days", "x"], "--days"),
+            (vec!["--days", "0-3"], "--days"),
+            (vec!["--days", "15"], "--days"),
+            (vec!["--regions", "mars"], "--regions"),
+            (vec!["--types", "p5"], "--types"),
+        ] {
+            let Err(e) = args(&bad) else { panic!("{bad:?} accepted") };
+            assert_eq!(e.exit_code(), i32::from(EXIT_INVALID), "{bad:?}");
+            assert!(e.to_string().contains(named), "{bad:?}: {e}");
+        }
     }
 
     #[test]

@@ -1,17 +1,43 @@
-//! Plain text tables: columns padded to their widest cell.
+//! Plain text tables: columns padded to their widest cell, at most `MAX_COLUMN` characters.
+
+/// The widest a column gets: a longer cell (a rule with many regions) is cut with an ellipsis,
+/// so one value cannot push the others off the screen.
+pub const MAX_COLUMN: usize = 60;
+
+/// `cell`, cut to `MAX_COLUMN` characters.
+fn clamp(cell: &str) -> String {
+    match cell.char_indices().nth(MAX_COLUMN) {
+        None => cell.to_string(),
+        Some(_) => {
+            let keep = cell.char_indices().nth(MAX_COLUMN - 1).map_or(cell.len(), |(i, _)| i);
+            format!("{}…", &cell[..keep])
+        }
+    }
+}
 
 pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for r in rows {
+    let clamped = |cells: &mut dyn Iterator<Item = &str>| cells.map(clamp).collect::<Vec<_>>();
+    let head = clamped(&mut headers.iter().copied());
+    let body: Vec<Vec<String>> = rows.iter().map(|r| clamped(&mut r.iter().map(String::as_str))).collect();
+    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for r in &body {
         for (w, c) in widths.iter_mut().zip(r) {
             *w = (*w).max(c.chars().count());
         }
     }
-    let line = |cells: Vec<String>| {
-        cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string()
+    // Padded by hand: `format!("{c:<w$}")` panics for widths past 65,535.
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c}{}", " ".repeat(w.saturating_sub(c.chars().count()))))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
     };
-    let mut out = vec![line(headers.iter().map(|h| h.to_string()).collect())];
-    out.extend(rows.iter().map(|r| line(r.clone())));
+    let mut out = vec![line(&head)];
+    out.extend(body.iter().map(|r| line(r)));
     out.join("\n")
 }
 
@@ -21,5 +47,22 @@ mod tests {
     fn pads_columns() {
         let t = super::render(&["a", "bb"], &[vec!["xxx".into(), "y".into()]]);
         assert_eq!(t, "a    bb\nxxx  y");
+    }
+
+    #[test]
+    fn wide_cells_are_cut_with_an_ellipsis() {
+        // A rule with 10,000 regions: the REGIONS cell is 150,000 characters.
+        let regions = vec!["us-east-1"; 10_000].join(",");
+        let t = super::render(&["ID", "REGIONS", "MODE"], &[vec!["r".into(), regions, "live".into()]]);
+        let row = t.lines().nth(1).unwrap();
+        // "ID" is two wide, then two spaces.
+        let cell: String = row.chars().skip(4).take(super::MAX_COLUMN).collect();
+        assert!(cell.starts_with("us-east-1,us-east-1,") && cell.ends_with('…'), "{cell}");
+        assert_eq!(row.chars().count(), 4 + super::MAX_COLUMN + 2 + 4);
+        // Exactly at the limit, nothing is cut; multi-byte characters are counted as one.
+        let exact = "é".repeat(super::MAX_COLUMN);
+        assert_eq!(super::render(&["X"], &[vec![exact.clone()]]).lines().nth(1), Some(exact.as_str()));
+        let over = super::render(&["X"], &[vec!["é".repeat(super::MAX_COLUMN + 1)]]);
+        assert_eq!(over.lines().nth(1).unwrap().chars().count(), super::MAX_COLUMN);
     }
 }

@@ -185,6 +185,17 @@ where
 
 /// Parses an event payload, naming what is wrong with it.
 pub fn parse_event<T: serde::de::DeserializeOwned>(payload: serde_json::Value) -> Result<T, FunctionError> {
+    // serde builds a struct from an array as well (`[]` is a `Tick` with every field left out,
+    // which ran a full scan): every payload capblock reads is an object.
+    let shape = match &payload {
+        serde_json::Value::Object(_) => None,
+        serde_json::Value::Array(_) => Some("an array"),
+        serde_json::Value::Null => Some("null"),
+        _ => Some("a scalar"),
+    };
+    if let Some(shape) = shape {
+        return Err(FunctionError::BadInput(format!("the payload must be a JSON object, not {shape}")));
+    }
     serde_json::from_value(payload).map_err(|e| FunctionError::BadInput(e.to_string()))
 }
 
@@ -246,5 +257,19 @@ mod tests {
                 || e.to_string().starts_with("bad input"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_payload_must_be_an_object() {
+        for v in [
+            serde_json::json!([]),
+            serde_json::json!(["2026-12-01T10:00:00Z"]),
+            serde_json::json!(null),
+            serde_json::json!(3),
+        ] {
+            let e = parse_event::<Tick>(v.clone()).unwrap_err();
+            assert_eq!(e.kind(), "capblock.BadInput", "{v}");
+            assert!(e.to_string().contains("must be a JSON object"), "{v}: {e}");
+        }
     }
 }

@@ -241,6 +241,10 @@ pub trait RuleStore: Send + Sync {
     async fn put_rule(&self, rule: &Rule, expected_version: Option<u64>) -> Result<u64, StoreError>;
     async fn get_rule(&self, id: &str) -> Result<Option<StoredRule>, StoreError>;
     async fn list_rules(&self) -> Result<Vec<StoredRule>, StoreError>;
+    /// Deletes the rule itself, nothing else: its blocks are tracked to their end, its open
+    /// intents settled, and its budgets and purchase guard stay (a rule put again under the
+    /// same id finds its month as it was). `false` if there was no such rule.
+    async fn delete_rule(&self, id: &str) -> Result<bool, StoreError>;
 }
 
 /// Why a reservation of funds was refused.

@@ -121,6 +121,7 @@ max_price_per_accelerator_hour = "{}"
 monthly_budget = "{}"
 max_blocks_held = 64
 max_purchases_per_month = 1000
+unlimited = true
 start_window = {{ earliest_in_days = {}, latest_in_days = {} }}
 {max_fee}
 "#,

@@ -30,6 +30,12 @@ use crate::ports::{
 /// How many offerings one rule may try in one scan when the best ones were tried before.
 const MAX_ALTERNATIVES: usize = 5;
 
+/// Distinct questions one scan plans over all its rules. Each rule is bounded on its own
+/// (`rule::MAX_QUESTIONS_PER_RULE`), but many rules could still make a scan that outgrows its
+/// memory and time and starves every rule: the rules that would push the total past this are
+/// left out of the scan (named in the report and a warning), the others are asked as usual.
+pub const MAX_QUESTIONS_PER_SCAN: usize = 1024;
+
 /// Settings read once from the environment by the function's `main`.
 #[derive(Debug, Clone)]
 pub struct ScanSettings {
@@ -86,6 +92,8 @@ pub struct ScanReport {
     pub not_sold: BTreeSet<String>,
     /// "region family" pairs whose Capacity Block quota looks like 0.
     pub quota_zero: BTreeSet<String>,
+    /// Rules left out of this scan: their questions would have passed `MAX_QUESTIONS_PER_SCAN`.
+    pub skipped_rules: Vec<String>,
     pub settled: Vec<Settled>,
     pub outcomes: Vec<RuleOutcome>,
     pub notices: FlushReport,
@@ -219,6 +227,51 @@ struct Plan {
     chosen: Vec<usize>,
     memories: BTreeMap<Region, RegionMemory>,
     regions: BTreeMap<String, RegionQuestions>,
+    /// Indices into the rules of those left out (see `MAX_QUESTIONS_PER_SCAN`).
+    skipped: Vec<usize>,
+}
+
+/// The distinct questions of `rules`, each with the rules that ask it, taken rule by rule while
+/// the total stays within `limit`; a rule whose new questions would pass it is left out whole
+/// (half a rule's questions would look like a market with nothing to sell). Returns the
+/// questions and the indices of the rules left out.
+fn gather(rules: &[Rule], now: DateTime<Utc>, limit: usize) -> (Vec<Planned>, Vec<usize>) {
+    let mut all: Vec<Planned> = Vec::new();
+    let mut index: HashMap<(Region, String), usize> = HashMap::new();
+    let mut skipped = Vec::new();
+    for (ri, rule) in rules.iter().enumerate() {
+        let questions = questions_for(rule, now);
+        let new = questions.iter().filter(|q| !index.contains_key(&(q.query.region.clone(), q.key.clone()))).count();
+        if all.len() + new > limit {
+            skipped.push(ri);
+            continue;
+        }
+        let closes_in = rule.start_window.resolve(now).1 - now;
+        for question in questions {
+            let k = (question.query.region.clone(), question.key.clone());
+            match index.get(&k) {
+                Some(&i) => {
+                    let p = &mut all[i];
+                    p.rules.push(ri);
+                    p.candidate.threshold = p.candidate.threshold.min(rule.max_price_per_accelerator_hour);
+                    p.candidate.closes_in = p.candidate.closes_in.min(closes_in);
+                }
+                None => {
+                    index.insert(k, all.len());
+                    all.push(Planned {
+                        candidate: Candidate {
+                            key: question.key.clone(),
+                            threshold: rule.max_price_per_accelerator_hour,
+                            closes_in,
+                        },
+                        question,
+                        rules: vec![ri],
+                    });
+                }
+            }
+        }
+    }
+    (all, skipped)
 }
 
 impl<M, S, N> Scanner<'_, M, S, N>
@@ -259,6 +312,7 @@ where
             unsupported_regions: findings.unsupported,
             not_sold: findings.not_sold.keys().map(|(r, t)| format!("{r} {t}")).collect(),
             quota_zero: findings.quota_zero.iter().map(|(r, f)| format!("{r} {f}")).collect(),
+            skipped_rules: plan.skipped.iter().map(|&i| rules[i].id.clone()).collect(),
             settled,
             outcomes,
             notices,
@@ -280,33 +334,11 @@ where
     /// it does not sell is skipped for a day, a family with a quota of 0 gets one probe an hour,
     /// and the planner picks the rest within the describe budget.
     async fn plan(&self, rules: &[Rule], now: DateTime<Utc>) -> Plan {
-        let mut all: Vec<Planned> = Vec::new();
-        let mut index: HashMap<(Region, String), usize> = HashMap::new();
-        for (ri, rule) in rules.iter().enumerate() {
-            let closes_in = rule.start_window.resolve(now).1 - now;
-            for question in questions_for(rule, now) {
-                let k = (question.query.region.clone(), question.key.clone());
-                match index.get(&k) {
-                    Some(&i) => {
-                        let p = &mut all[i];
-                        p.rules.push(ri);
-                        p.candidate.threshold = p.candidate.threshold.min(rule.max_price_per_accelerator_hour);
-                        p.candidate.closes_in = p.candidate.closes_in.min(closes_in);
-                    }
-                    None => {
-                        index.insert(k, all.len());
-                        all.push(Planned {
-                            candidate: Candidate {
-                                key: question.key.clone(),
-                                threshold: rule.max_price_per_accelerator_hour,
-                                closes_in,
-                            },
-                            question,
-                            rules: vec![ri],
-                        });
-                    }
-                }
-            }
+        let (all, skipped) = gather(rules, now, MAX_QUESTIONS_PER_SCAN);
+        if !skipped.is_empty() {
+            let names: Vec<&str> = skipped.iter().map(|&i| rules[i].id.as_str()).collect();
+            tracing::warn!(event = "rules_skipped", rules = ?names, limit = MAX_QUESTIONS_PER_SCAN,
+                "these rules would push the scan past its questions; disable or narrow some rules");
         }
         let regions: BTreeSet<Region> = all.iter().map(|p| p.question.query.region.clone()).collect();
         let mut memories = BTreeMap::new();
@@ -352,7 +384,7 @@ where
             );
             chosen.extend(picked);
         }
-        Plan { all, chosen, memories, regions: report }
+        Plan { all, chosen, memories, regions: report, skipped }
     }
 
     /// Asks the planned questions; returns the offerings of each answered one (by index into
@@ -562,4 +594,55 @@ struct Findings {
     not_sold_rules: BTreeSet<(String, usize)>,
     quota_zero: BTreeSet<(String, String)>,
     quota_since: BTreeMap<(String, String), DateTime<Utc>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    fn rule(id: &str, types: &[&str], regions: usize) -> Rule {
+        let regions = crate::domain::names::KNOWN_REGIONS[..regions].iter().map(|r| format!("\"{r}\""));
+        let types = types.iter().map(|t| format!("\"{t}\""));
+        let text = format!(
+            "id = \"{id}\"\nregions = [{}]\ninstance_types = [{}]\ninstance_counts = [1, 2, 4]\ndurations_days = [1, 2, 7]\n\
+             start_window = {{ earliest_in_days = 1, latest_in_days = 14 }}\n\
+             max_price_per_accelerator_hour = \"3\"\nmonthly_budget = \"1000\"\n",
+            regions.collect::<Vec<_>>().join(", "),
+            types.collect::<Vec<_>>().join(", ")
+        );
+        Rule::from_toml(&text, now()).unwrap()
+    }
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap()
+    }
+
+    #[test]
+    fn rules_that_would_push_the_scan_past_its_questions_are_left_out_whole() {
+        // 14 regions x 2 types x 3 counts x 3 durations = 252 questions each.
+        let rules = [
+            rule("a", &["p5.48xlarge", "p5e.48xlarge"], 14),
+            rule("b", &["p4d.24xlarge", "p4de.24xlarge"], 14),
+            rule("c", &["trn1.32xlarge", "trn2.48xlarge"], 14),
+            rule("d", &["p5en.48xlarge", "p6-b200.48xlarge"], 14),
+            // 1008 so far: 252 more would pass 1024.
+            rule("e", &["g6.48xlarge", "g6e.48xlarge"], 14),
+            // Asks only what "a" asks: nothing new, so it stays.
+            rule("same-as-a", &["p5.48xlarge"], 3),
+            // 1 type x 1 region x 9 = 9 new: 1017, still within.
+            rule("small", &["p3.16xlarge"], 1),
+        ];
+        let (all, skipped) = gather(&rules, now(), MAX_QUESTIONS_PER_SCAN);
+        assert_eq!(skipped, vec![4], "only the rule that passes the bound is left out");
+        assert_eq!(all.len(), 4 * 252 + 9);
+        assert!(all.iter().all(|p| !p.rules.contains(&4)));
+        let shared = all.iter().filter(|p| p.rules == vec![0, 5]).count();
+        assert_eq!(shared, 3 * 9, "the shared questions are asked once for both rules");
+        // Under the bound nothing is left out.
+        let (all, skipped) = gather(&rules[..4], now(), MAX_QUESTIONS_PER_SCAN);
+        assert!(skipped.is_empty());
+        assert_eq!(all.len(), 1008);
+    }
 }

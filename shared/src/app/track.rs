@@ -190,8 +190,10 @@ where
             }
         }
 
+        // A disabled rule buys nothing, so nothing of it can be missing from the store: its
+        // regions cost a visit each and are not worth it (a rule may name many).
         let mut regions: BTreeSet<Region> = self.settings.regions.iter().cloned().collect();
-        regions.extend(rules.values().flat_map(|r| r.regions.iter().cloned()));
+        regions.extend(rules.values().filter(|r| r.enabled).flat_map(|r| r.regions.iter().cloned()));
         regions.extend(by_region.keys().cloned());
         for region in &regions {
             if let Err(e) = self.reconcile(region, now, &mut report).await {

@@ -282,7 +282,12 @@ impl RuleStore for DynamoStore {
             Some(0) => put.condition_expression("attribute_not_exists(pk)"),
             Some(v) => put.condition_expression("version = :v").expression_attribute_values(":v", n(v)),
         };
-        put.send().await.map_err(|e| store_err(&format!("rule {} (version changed)", rule.id), e))?;
+        // Only a failed condition is a version conflict: a refused item (too large) or an
+        // unreachable table is not, and must not read like one.
+        put.send().await.map_err(|e| match store_err(&format!("rule {}", rule.id), e) {
+            StoreError::Conflict(what) => StoreError::Conflict(format!("{what} (version changed)")),
+            other => other,
+        })?;
         Ok(version)
     }
 
@@ -297,6 +302,19 @@ impl RuleStore for DynamoStore {
             .iter()
             .map(|item| Ok(StoredRule { rule: data(item)?, version: get_u64(item, "version")?.unwrap_or(0) }))
             .collect()
+    }
+
+    async fn delete_rule(&self, id: &str) -> Result<bool, StoreError> {
+        let out = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(rule_pk(id), "RULE")))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|e| store_err(&format!("rule {id}"), e))?;
+        Ok(out.attributes.is_some_and(|a| !a.is_empty()))
     }
 }
 

@@ -189,10 +189,23 @@ fn reservation(region: &Region, r: &CapacityReservation) -> Result<Reservation, 
     })
 }
 
+/// An integer parameter as EC2 takes it (a 32-bit int). A value past it is refused here and
+/// never sent: `as i32` would wrap 4294967295 into -1.
+fn int_param(operation: &'static str, region: &Region, name: &str, value: u32) -> Result<i32, MarketError> {
+    i32::try_from(value).map_err(|_| MarketError::Rejected {
+        operation,
+        region: region.to_string(),
+        code: "InvalidParameterValue".into(),
+        message: format!("{name} {value} is out of range (not sent)"),
+    })
+}
+
 #[async_trait]
 impl OfferingSource for Ec2Market {
     async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
         const OP: &str = "DescribeCapacityBlockOfferings";
+        let hours = int_param(OP, &q.region, "CapacityDurationHours", q.duration_hours)?;
+        let count = int_param(OP, &q.region, "InstanceCount", q.instance_count)?;
         let mut out = Vec::new();
         let mut next_token: Option<String> = None;
         loop {
@@ -201,14 +214,18 @@ impl OfferingSource for Ec2Market {
             let page = self
                 .once(&q.region)
                 .describe_capacity_block_offerings()
-                .capacity_duration_hours(q.duration_hours as i32)
+                .capacity_duration_hours(hours)
                 .instance_type(q.instance_type.as_str())
-                .instance_count(q.instance_count as i32)
+                .instance_count(count)
                 .start_date_range(to_smithy(q.start_from))
                 // EndDateRange bounds the end of the block: the latest start plus its duration,
                 // plus the day a same-day closest match may run longer than asked.
                 .end_date_range(to_smithy(
-                    q.start_to + chrono::Duration::hours(i64::from(q.duration_hours)) + chrono::Duration::days(1),
+                    q.start_to
+                        .checked_add_signed(
+                            chrono::Duration::hours(i64::from(q.duration_hours)) + chrono::Duration::days(1),
+                        )
+                        .unwrap_or(DateTime::<Utc>::MAX_UTC),
                 ))
                 // Offerings in Local Zones (P6e-GB200 in Dallas) come back only when asked for;
                 // the decision then takes them only for rules that allow them.
@@ -378,12 +395,7 @@ impl ExtensionMarket for Ec2Market {
         duration_hours: u32,
     ) -> Result<Vec<ExtensionOffer>, MarketError> {
         const OP: &str = "DescribeCapacityBlockExtensionOfferings";
-        let hours = i32::try_from(duration_hours).map_err(|_| MarketError::Rejected {
-            operation: OP,
-            region: region.to_string(),
-            code: "InvalidParameterValue".into(),
-            message: format!("{duration_hours} hours"),
-        })?;
+        let hours = int_param(OP, region, "CapacityBlockExtensionDurationHours", duration_hours)?;
         let mut pages = self
             .client(region)
             .describe_capacity_block_extension_offerings()

@@ -676,6 +676,41 @@ mod tests {
         assert!(adopted.description.starts_with("EC2 reports the payment as failed;"), "{}", adopted.description);
     }
 
+    /// `slack::to_json` escapes `& < >` in every text; capblock's own texts use none of them,
+    /// so its markdown reaches Slack unchanged.
+    #[test]
+    fn capblocks_own_texts_need_no_escaping() {
+        let b = block(Some(t(1, 12, 0)));
+        let fee = super::super::money::Money::usd(rust_decimal::Decimal::from(480)).unwrap();
+        let rate = super::super::money::Rate { per_unit: rust_decimal::Decimal::new(25, 1), currency: fee.currency() };
+        let messages = [
+            payment_succeeded(&b),
+            scheduled(&b),
+            active(&b),
+            expired(&b, Some(fee), Some(rate)),
+            expired(&b, None, None),
+            payment_warning(&b, t(1, 12, 0), 6, true, t(1, 6, 0)),
+            payment_failed(&b, true, t(1, 2, 0)),
+            released(&b, "cancelled"),
+            anomaly(&b, "not found"),
+            tracking(&b, "scheduled", true),
+            tracking(&b, "active", false),
+            extended(&b, t(3, 11, 30), Some(fee)),
+            end_moved_back(&b, t(5, 11, 30)),
+            extension_decided(&b, "cbe-1", t(5, 11, 30), fee, rate, Mode::Live),
+            extension_decided(&b, "cbe-1", t(5, 11, 30), fee, rate, Mode::Approval),
+            extension_released(&b, "cbe-1", "refused"),
+            quota_zero("us-east-1", "trn2", t(1, 0, 0), 6),
+            not_sold("us-west-1", "p4d.24xlarge", "not supported", &["a".into()]),
+        ];
+        for m in &messages {
+            let texts = [&m.title, &m.description, &m.summary].into_iter().chain(&m.next_steps).chain(&m.keywords);
+            for text in texts {
+                assert!(!text.contains(['&', '<', '>']), "{}: {text}", m.event_type);
+            }
+        }
+    }
+
     #[test]
     fn a_not_live_extension_says_why_nothing_was_bought() {
         let b = block(Some(t(1, 12, 0)));

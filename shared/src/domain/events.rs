@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::names::Region;
+use super::names::{Region, is_instance_id, is_reservation_id, prefix};
 
 /// The `source` of capblock's reminder payload.
 pub const REMINDER_SOURCE: &str = "capblock.reminder";
@@ -100,9 +100,13 @@ pub struct ReminderPayload {
     pub fire_at: DateTime<Utc>,
 }
 
-/// The event id of any input, for logging even what does not parse.
+/// The longest EventBridge event id accepted (they are UUIDs, 36 characters).
+const MAX_EVENT_ID_LEN: usize = 128;
+
+/// The event id of any input, for logging even what does not parse (cut to its first
+/// characters: the input may be hostile).
 pub fn event_id_of(v: &Value) -> Option<String> {
-    v.get("id").and_then(Value::as_str).map(str::to_string)
+    v.get("id").and_then(Value::as_str).map(prefix)
 }
 
 /// Parses any input into an `Incoming`.
@@ -113,7 +117,7 @@ pub fn parse(v: &Value) -> Result<Incoming, EventError> {
     }
     match obj.get("source").and_then(Value::as_str) {
         Some(REMINDER_SOURCE) => parse_reminder(v),
-        Some(other) if !obj.contains_key("reservation_id") => Err(EventError::UnknownSource(other.to_string())),
+        Some(other) if !obj.contains_key("reservation_id") => Err(EventError::UnknownSource(prefix(other))),
         _ => Err(EventError::UnknownShape),
     }
 }
@@ -147,14 +151,20 @@ fn parse_eventbridge(v: &Value) -> Result<Incoming, EventError> {
     let e: EventBridgeEvent<Value> =
         serde_json::from_value(v.clone()).map_err(|e| EventError::BadEnvelope(e.to_string()))?;
     if e.source != EC2_SOURCE {
-        return Err(EventError::UnknownSource(e.source));
+        return Err(EventError::UnknownSource(prefix(&e.source)));
     }
     let dt = e.detail_type.as_str();
     let known = DELIVERED.contains(&dt) || EXPIRATION_WARNING.contains(&dt) || dt == INSTANCE_INTERRUPTION;
     if !known {
-        return Err(EventError::UnknownDetailType(e.detail_type));
+        return Err(EventError::UnknownDetailType(prefix(&e.detail_type)));
     }
     let event_id = e.id.clone().ok_or(EventError::MissingField("id"))?;
+    if event_id.len() > MAX_EVENT_ID_LEN || event_id.chars().any(char::is_control) {
+        return Err(EventError::BadField {
+            field: "id",
+            problem: format!("{:?} is not an EventBridge event id", prefix(&event_id)),
+        });
+    }
     let region = region(e.region.as_deref().ok_or(EventError::MissingField("region"))?)?;
     let time = e.time.ok_or(EventError::MissingField("time"))?;
     let detail =
@@ -168,10 +178,10 @@ fn parse_eventbridge(v: &Value) -> Result<Incoming, EventError> {
     };
     let trigger = if dt == INSTANCE_INTERRUPTION {
         let instance_id = text("instance-id")?;
-        if !instance_id.starts_with("i-") {
+        if !is_instance_id(instance_id) {
             return Err(EventError::BadField {
                 field: "instance-id",
-                problem: format!("{instance_id:?} is not an instance id"),
+                problem: format!("{:?} is not an instance id (i- and 8 or 17 hex digits)", prefix(instance_id)),
             });
         }
         Trigger::InstanceInterruption {
@@ -194,15 +204,17 @@ fn parse_eventbridge(v: &Value) -> Result<Incoming, EventError> {
 
 /// `arn:aws:ec2:<region>:<account>:capacity-reservation/cr-...` -> `cr-...`.
 pub fn reservation_in_arn(arn: &str) -> Option<String> {
-    arn.rsplit_once(":capacity-reservation/").map(|(_, id)| id.to_string()).filter(|id| id.starts_with("cr-"))
+    arn.rsplit_once(":capacity-reservation/").map(|(_, id)| id.to_string()).filter(|id| is_reservation_id(id))
 }
 
 fn reservation_id(s: &str, field: &'static str) -> Result<String, EventError> {
-    let ok = s.starts_with("cr-") && s.len() > 3 && s.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-');
-    if ok {
+    if is_reservation_id(s) {
         Ok(s.to_string())
     } else {
-        Err(EventError::BadField { field, problem: format!("{s:?} is not a reservation id") })
+        Err(EventError::BadField {
+            field,
+            problem: format!("{:?} is not a reservation id (cr- and 17 hex digits)", prefix(s)),
+        })
     }
 }
 
@@ -213,7 +225,7 @@ fn region(s: &str) -> Result<Region, EventError> {
 fn timestamp(s: &str, field: &'static str) -> Result<DateTime<Utc>, EventError> {
     DateTime::parse_from_rfc3339(s)
         .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| EventError::BadField { field, problem: format!("{s:?}: {e}") })
+        .map_err(|e| EventError::BadField { field, problem: format!("{:?}: {e}", prefix(s)) })
 }
 
 #[cfg(test)]

@@ -10,12 +10,33 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::money::{Currency, Money};
-use super::names::{InstanceType, Region};
+use super::names::{InstanceType, Region, prefix};
 
 /// How far ahead EC2 sells Capacity Blocks.
 pub const MAX_START_AHEAD: Duration = Duration::weeks(8);
 pub const MAX_INSTANCES_PER_BLOCK: u32 = 64;
 const MAX_TAGS: usize = 40;
+/// Questions one rule may ask per scan (regions x types x counts x durations). EC2 answers a
+/// few a minute per region, so a rule past this would take hours to ask each question once
+/// and crowd out the others (the scan has a total bound too, `app::scan::MAX_QUESTIONS_PER_SCAN`).
+pub const MAX_QUESTIONS_PER_RULE: usize = 256;
+/// A description is a note for people, not a document: the item must stay far below
+/// DynamoDB's 400 KB.
+pub const MAX_DESCRIPTION_CHARS: usize = 1024;
+/// Sane maximums for a rule's own limits; a rule goes past them only with `unlimited = true`,
+/// so a typo (an extra zero) cannot lift a limit that guards money.
+pub const MAX_PURCHASES_PER_MONTH: u32 = 10;
+pub const MAX_BLOCKS_HELD: u32 = 10;
+/// In the rule's currency.
+pub const MAX_MONTHLY_BUDGET: u32 = 1_000_000;
+/// EC2's tag rules: keys 1-128 and values 0-256 Unicode characters, of letters, digits, spaces
+/// and these.
+const TAG_KEY_CHARS: usize = 128;
+const TAG_VALUE_CHARS: usize = 256;
+const TAG_PUNCTUATION: &str = "_.:/=+-@";
+/// Key prefixes that are not the rule's to set (compared without case): EC2 reserves `aws:`,
+/// and capblock's own tags decide what a reservation belongs to.
+const RESERVED_TAG_PREFIXES: [&str; 2] = ["aws:", "capblock:"];
 
 /// What the scan may do for a rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -178,6 +199,13 @@ pub struct RuleSpec {
     pub duration_tolerance_hours: i64,
     #[serde(default)]
     pub local_zones: bool,
+    /// Accept regions outside `KNOWN_REGIONS` (one launched after this release).
+    #[serde(default)]
+    pub allow_unknown_regions: bool,
+    /// Lift the sane maximums of `max_purchases_per_month`, `max_blocks_held` and
+    /// `monthly_budget`.
+    #[serde(default)]
+    pub unlimited: bool,
 }
 
 /// How far a same-day closest match may be from the asked duration by default: blocks end at
@@ -234,11 +262,13 @@ impl StartWindow {
     /// The instants a block may start between, as seen at `now`; never earlier than `now`
     /// and never past what EC2 sells.
     pub fn resolve(&self, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+        // Saturating: `now` comes from outside, and the end of time is not worth a panic.
+        let plus = |d: Duration| now.checked_add_signed(d).unwrap_or(DateTime::<Utc>::MAX_UTC);
         let (a, b) = match self {
-            StartWindow::Relative { earliest, latest } => (now + *earliest, now + *latest),
+            StartWindow::Relative { earliest, latest } => (plus(*earliest), plus(*latest)),
             StartWindow::Absolute { earliest, latest } => (*earliest, *latest),
         };
-        (a.max(now), b.min(now + MAX_START_AHEAD))
+        (a.max(now), b.min(plus(MAX_START_AHEAD)))
     }
 }
 
@@ -278,6 +308,11 @@ pub struct Rule {
     /// Whether offerings in Local Zones may be bought.
     #[serde(default)]
     pub local_zones: bool,
+    /// Kept so `rules show` tells why a region or a limit past the usual was accepted.
+    #[serde(default)]
+    pub allow_unknown_regions: bool,
+    #[serde(default)]
+    pub unlimited: bool,
 }
 
 fn default_tolerance_u32() -> u32 {
@@ -300,7 +335,23 @@ impl RuleSpec {
             p.add("id", "must be 1-64 characters of a-z, 0-9, '-' or '_'");
         }
 
-        let regions = p.list("regions", &self.regions, |s| s.parse::<Region>().map_err(|e| e.to_string()));
+        if self.description.chars().count() > MAX_DESCRIPTION_CHARS {
+            p.add(
+                "description",
+                &format!("is {} characters long; at most {MAX_DESCRIPTION_CHARS}", self.description.chars().count()),
+            );
+        }
+
+        let regions = p.list("regions", &self.regions, |s| {
+            let region = s.parse::<Region>().map_err(|e| e.to_string())?;
+            if region.is_known() || self.allow_unknown_regions {
+                Ok(region)
+            } else {
+                Err(format!(
+                    "{s:?} is not a region capblock knows; if AWS opened it recently, set allow_unknown_regions = true"
+                ))
+            }
+        });
         let instance_types =
             p.list("instance_types", &self.instance_types, |s| s.parse::<InstanceType>().map_err(|e| e.to_string()));
         let instance_counts = p.list("instance_counts", &self.instance_counts, |&n| {
@@ -317,6 +368,21 @@ impl RuleSpec {
             }
         });
 
+        // Counted over the valid, distinct entries, so the problem is not repeated for a
+        // list that is wrong anyway.
+        let questions = [regions.len(), instance_types.len(), instance_counts.len(), durations_days.len()];
+        let total = questions.iter().fold(1usize, |a, &n| a.saturating_mul(n));
+        if total > MAX_QUESTIONS_PER_RULE {
+            p.add(
+                "regions x instance_types x instance_counts x durations_days",
+                &format!(
+                    "the rule asks {total} questions per scan ({} x {} x {} x {}); at most {MAX_QUESTIONS_PER_RULE}: \
+                     split it into several rules or ask for fewer",
+                    questions[0], questions[1], questions[2], questions[3]
+                ),
+            );
+        }
+
         let start_window = p.start_window(&self.start_window, now);
 
         let currency = self.currency.parse::<Currency>().unwrap_or_else(|e| {
@@ -326,6 +392,12 @@ impl RuleSpec {
         let max_price = p.positive("max_price_per_accelerator_hour", &self.max_price_per_accelerator_hour);
         let max_total_fee = self.max_total_fee.as_ref().map(|a| p.positive("max_total_fee", a));
         let budget = p.positive("monthly_budget", &self.monthly_budget);
+        if !self.unlimited && budget > Decimal::from(MAX_MONTHLY_BUDGET) {
+            p.add(
+                "monthly_budget",
+                &format!("{budget} is more than {MAX_MONTHLY_BUDGET}; set unlimited = true if you mean it"),
+            );
+        }
         if let Some(fee) = max_total_fee
             && fee > budget
             && budget > Decimal::ZERO
@@ -336,26 +408,30 @@ impl RuleSpec {
         if !PLATFORMS.contains(&self.instance_platform.as_str()) {
             p.add("instance_platform", &format!("{:?} is not one of {}", self.instance_platform, PLATFORMS.join(", ")));
         }
-        if self.max_blocks_held == 0 {
-            p.add("max_blocks_held", "must be at least 1");
-        }
-        if self.max_purchases_per_month == 0 {
-            p.add("max_purchases_per_month", "must be at least 1");
-        }
+        p.limit("max_blocks_held", self.max_blocks_held, MAX_BLOCKS_HELD, self.unlimited);
+        p.limit("max_purchases_per_month", self.max_purchases_per_month, MAX_PURCHASES_PER_MONTH, self.unlimited);
 
         if self.tags.len() > MAX_TAGS - 3 {
             p.add("tags", &format!("at most {} tags (capblock adds 3 of its own)", MAX_TAGS - 3));
         }
         for (k, v) in &self.tags {
-            let field = format!("tags.{k}");
-            if k.is_empty() || k.len() > 128 {
-                p.add(&field, "key must be 1-128 characters");
+            let field = format!("tags.{}", prefix(&k.escape_debug().to_string()));
+            let n = k.chars().count();
+            if n == 0 || n > TAG_KEY_CHARS {
+                p.add(&field, &format!("key must be 1-{TAG_KEY_CHARS} characters"));
             }
-            if k.starts_with("aws:") || k.starts_with("capblock:") {
-                p.add(&field, "keys starting with \"aws:\" or \"capblock:\" are reserved");
+            if let Some(c) = k.chars().find(|&c| !tag_char(c)) {
+                p.add(&field, &format!("key has {c:?}: {TAG_CHARS_ALLOWED}"));
             }
-            if v.len() > 256 {
-                p.add(&field, "value must be at most 256 characters");
+            let reserved = |p: &str| k.get(..p.len()).is_some_and(|start| start.eq_ignore_ascii_case(p));
+            if let Some(taken) = RESERVED_TAG_PREFIXES.into_iter().find(|p| reserved(p)) {
+                p.add(&field, &format!("keys starting with {taken:?} (in any case) are reserved"));
+            }
+            if v.chars().count() > TAG_VALUE_CHARS {
+                p.add(&field, &format!("value must be at most {TAG_VALUE_CHARS} characters"));
+            }
+            if let Some(c) = v.chars().find(|&c| !tag_char(c)) {
+                p.add(&field, &format!("value has {c:?}: {TAG_CHARS_ALLOWED}"));
             }
         }
 
@@ -404,8 +480,20 @@ impl RuleSpec {
             extend,
             duration_tolerance_hours: self.duration_tolerance_hours as u32,
             local_zones: self.local_zones,
+            allow_unknown_regions: self.allow_unknown_regions,
+            unlimited: self.unlimited,
         })
     }
+}
+
+const TAG_CHARS_ALLOWED: &str = "tags hold only letters, digits, spaces and _ . : / = + - @";
+
+/// EC2's tag alphabet: Unicode letters, digits and spaces, and `_ . : / = + - @`. No line
+/// breaks or control characters: a tag ends up in consoles, logs and Slack.
+fn tag_char(c: char) -> bool {
+    c.is_alphanumeric()
+        || TAG_PUNCTUATION.contains(c)
+        || (c.is_whitespace() && !c.is_control() && !matches!(c, '\u{2028}' | '\u{2029}'))
 }
 
 impl Rule {
@@ -469,19 +557,30 @@ impl Problems {
                     self.add("start_window", "needs both earliest_in_days and latest_in_days");
                     return fallback;
                 };
+                let ahead = MAX_START_AHEAD.num_days();
                 if e < 0 {
                     self.add("start_window.earliest_in_days", "must not be negative");
+                }
+                if e > ahead {
+                    self.add(
+                        "start_window.earliest_in_days",
+                        &format!("{e} days is beyond the 8 weeks (56 days) EC2 sells ahead"),
+                    );
                 }
                 if l <= e {
                     self.add("start_window.latest_in_days", "must be after earliest_in_days");
                 }
-                if l > MAX_START_AHEAD.num_days() {
+                if l > ahead {
                     self.add(
                         "start_window.latest_in_days",
                         &format!("{l} days is beyond the 8 weeks (56 days) EC2 sells ahead"),
                     );
                 }
-                StartWindow::Relative { earliest: Duration::days(e), latest: Duration::days(l) }
+                // Checked: days near i64::MAX are not a Duration (reported above, not a panic).
+                match (Duration::try_days(e), Duration::try_days(l)) {
+                    (Some(earliest), Some(latest)) => StartWindow::Relative { earliest, latest },
+                    _ => fallback,
+                }
             }
             (false, true) => {
                 let (Some(e), Some(l)) = (&w.earliest, &w.latest) else {
@@ -500,11 +599,20 @@ impl Problems {
                 if latest <= now {
                     self.add("start_window.latest", "is in the past");
                 }
-                if earliest > now + MAX_START_AHEAD {
+                if now.checked_add_signed(MAX_START_AHEAD).is_some_and(|limit| earliest > limit) {
                     self.add("start_window.earliest", "is beyond the 8 weeks EC2 sells ahead");
                 }
                 StartWindow::Absolute { earliest, latest }
             }
+        }
+    }
+
+    /// A limit of at least 1, and at most `max` unless the rule says `unlimited = true`.
+    fn limit(&mut self, field: &str, value: u32, max: u32, unlimited: bool) {
+        if value == 0 {
+            self.add(field, "must be at least 1");
+        } else if value > max && !unlimited {
+            self.add(field, &format!("{value} is more than {max}; set unlimited = true if you mean it"));
         }
     }
 

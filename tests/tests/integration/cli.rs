@@ -302,3 +302,20 @@ async fn approval_is_refused_when_the_price_rose_above_the_threshold() {
     assert!(out.stderr.contains("above rule west's threshold 2.50"), "{}", out.stderr);
     assert!(c.sim.purchases().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_delete_removes_the_rule_only() {
+    let c = Cli::new("cli-delete").await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let out = c.run(&["rules", "delete", "west"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("deleted rule \"west\"; its blocks, intents and budgets are kept"), "{}", out.stdout);
+    assert_eq!(c.run(&["rules", "show", "west"]).await.code, 3);
+    assert_eq!(c.run(&["rules", "delete", "west"]).await.code, 3, "nothing to delete");
+    let help = c.run(&["rules", "delete", "--help"]).await;
+    assert!(
+        help.stdout.contains("blocks are still tracked") && help.stdout.contains("budgets kept"),
+        "{}",
+        help.stdout
+    );
+}

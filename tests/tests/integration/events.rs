@@ -521,3 +521,23 @@ async fn malformed_and_unknown_events_are_acknowledged_and_produce_nothing() {
     assert!(h.aws.store().pending().await.unwrap().is_empty());
     assert!(h.schedules().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_not_shaped_like_ec2s_are_bad_input_and_reach_neither_store_nor_slack() {
+    let h = Harness::new("ev-ids").await;
+    let rid = h.inject(1).await;
+    let huge = format!("i-{}", "0".repeat(300 * 1024));
+    let mut huge_rid = example(DELIVERED, &rid, None);
+    huge_rid["detail"]["capacity-reservation-id"] = json!(format!("cr-{}", "0".repeat(300 * 1024)));
+    // The audit's interruption, a 300 KB instance id, a 300 KB reservation id, and a hint
+    // with markup: each is acknowledged as bad input, never retried as StoreUnavailable.
+    for event in [interruption("i-<!channel> <https://evil.example|click>"), interruption(&huge), huge_rid] {
+        match h.send(&event).await {
+            Handled::Ignored { kind, .. } => assert_eq!(kind, "bad-field"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(h.aws.alerts().await.is_empty());
+    assert!(h.aws.workload_notices().await.is_empty());
+    assert!(h.aws.store().pending().await.unwrap().is_empty());
+}

@@ -103,6 +103,25 @@ async fn date_ranges_narrow_the_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integers_past_ec2s_range_are_refused_not_wrapped() {
+    let sim = Sim::start(MARKET).await;
+    let market = sim.market().await;
+    // `as i32` sent InstanceCount=-1 for this.
+    for (q, named) in [
+        (query("us-east-1", u32::MAX, 1), "InstanceCount 4294967295"),
+        (OfferingQuery { duration_hours: u32::MAX, ..query("us-east-1", 1, 1) }, "CapacityDurationHours 4294967295"),
+    ] {
+        match market.offerings(&q).await {
+            Err(MarketError::Rejected { code, message, .. }) => {
+                assert_eq!(code, "InvalidParameterValue");
+                assert!(message.contains(named) && message.contains("not sent"), "{message}");
+            }
+            other => panic!("{named}: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttling_is_a_retryable_error_and_unsupported_regions_are_named() {
     let sim = Sim::start(MARKET).await;
     sim.behaviour(r#"{"throttle": {"rate_per_sec": 0.01, "burst": 1}}"#).await;

@@ -83,6 +83,50 @@ async fn rules_use_optimistic_versions() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_failed_condition_reads_as_a_version_change() {
+    let aws = Aws::fresh("rule-label").await;
+    let store = aws.store();
+    let r = rule("r1", "1000");
+    store.put_rule(&r, Some(0)).await.unwrap();
+    let conflict = store.put_rule(&r, Some(0)).await.unwrap_err();
+    assert!(conflict.to_string().ends_with("rule r1 (version changed)"), "{conflict}");
+    // An item DynamoDB refuses (over 400 KB) is not a version conflict.
+    let huge = Rule { description: "x".repeat(500 * 1024), ..r.clone() };
+    let refused = store.put_rule(&huge, Some(1)).await.unwrap_err();
+    assert!(!matches!(refused, StoreError::Conflict(_)), "{refused}");
+    assert!(!refused.to_string().contains("version changed"), "{refused}");
+    assert_eq!(store.get_rule("r1").await.unwrap().unwrap().version, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_rule_keeps_its_blocks_intents_and_budgets() {
+    let aws = Aws::fresh("rule-delete").await;
+    let store = aws.store();
+    let r = rule("r1", "1000");
+    store.put_rule(&r, None).await.unwrap();
+    let bought = Intent::new("r1", offering("cb-1", dec!(10)), 8, charges(&r, None), now());
+    store.reserve(&bought, 0).await.unwrap();
+    store.mark_sent(&bought.id, "r1", now()).await.unwrap();
+    let sent = Intent { state: IntentState::Sent, ..bought.clone() };
+    store.record_bought(&sent, &block_for(&sent, "cr-1"), &notice("cr-1", "purchased")).await.unwrap();
+    let open = Intent::new("r1", offering("cb-2", dec!(20)), 8, charges(&r, None), now());
+    store.reserve(&open, store.guard("r1").await.unwrap().seq).await.unwrap();
+
+    assert!(store.delete_rule("r1").await.unwrap());
+    assert!(store.get_rule("r1").await.unwrap().is_none());
+    assert!(store.list_rules().await.unwrap().is_empty());
+    assert!(!store.delete_rule("r1").await.unwrap(), "gone already");
+    // Everything but the rule stays.
+    assert_eq!(store.open_blocks(Some("r1")).await.unwrap().len(), 1);
+    assert_eq!(store.open_intents().await.unwrap().iter().map(|i| &i.id).collect::<Vec<_>>(), [&open.id]);
+    let usage = store.usage(&BudgetOwner::Rule("r1".into()), &Period::of(now())).await.unwrap().unwrap();
+    assert_eq!((usage.committed.amount(), usage.purchases), (dec!(30), 2));
+    assert_eq!(store.guard("r1").await.unwrap().open_intent.as_deref(), Some(open.id.as_str()));
+    // Put again, it is a new rule (version 1) that finds its month as it was.
+    assert_eq!(store.put_rule(&r, Some(0)).await.unwrap(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reserve_is_all_or_nothing() {
     let aws = Aws::fresh("reserve").await;
     let store = aws.store();

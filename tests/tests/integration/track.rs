@@ -6,7 +6,7 @@ use capblock_shared::app::track::TrackSettings;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::rule::Rule;
-use capblock_shared::ports::{BlockStore, Ledger};
+use capblock_shared::ports::{BlockStore, Ledger, RuleStore};
 use capblock_tests::{Published, Rig, RuleToml, ScenarioToml, T0, event_types};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal_macros::dec;
@@ -194,6 +194,22 @@ async fn a_tagged_reservation_missing_from_the_store_is_adopted_once() {
     assert_eq!(h.block(&other).await.rule_id, None, "a foreign block counts against no rule");
     assert_eq!(event_types(&h.aws.alerts().await), ["tracking"]);
     assert!(h.track_with(&all).await.adopted.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_rules_regions_are_not_visited() {
+    let h = rig("disabled-regions", &scenario(T0, 2, "succeed", None), T0).await;
+    // eu-west-1 hangs: a visit there would show as a failed region.
+    h.sim.behaviour(r#"{"down_regions": ["eu-west-1"], "timeout_secs": 3}"#).await;
+    let mut r = RuleToml::p5("far").regions(&["eu-west-1"]).extra("enabled = false").rule(h.now());
+    h.put_rules(std::slice::from_ref(&r)).await;
+    let report = h.track().await;
+    assert!(report.failed_regions.is_empty(), "{report:#?}");
+    // Enabled, its region is reconciled again.
+    r.enabled = true;
+    h.store.put_rule(&r, Some(1)).await.unwrap();
+    let report = h.tracker(&h.notifier, &h.reminders, &h.track).run(h.now()).await.unwrap();
+    assert_eq!(report.failed_regions.keys().collect::<Vec<_>>(), ["eu-west-1"], "{report:#?}");
 }
 
 const EXTEND: &str = "[extend]\nmax_price_per_accelerator_hour = \"3.00\"\nmax_days = 1\ndecide_hours_before_end = 48";

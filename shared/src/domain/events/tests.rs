@@ -64,22 +64,26 @@ fn instance_interruption() {
     );
     // A reservation ARN among the resources is taken as a hint.
     let mut v = example(INTERRUPTION_JSON);
-    v["resources"] = json!(["arn:aws:ec2:us-east-2:111122223333:capacity-reservation/cr-0123"]);
+    v["resources"] = json!(["arn:aws:ec2:us-east-2:111122223333:capacity-reservation/cr-0123456789abcdef0"]);
     assert!(
-        matches!(parse(&v).unwrap().trigger, Trigger::InstanceInterruption { reservation_hint: Some(h), .. } if h == "cr-0123")
+        matches!(parse(&v).unwrap().trigger, Trigger::InstanceInterruption { reservation_hint: Some(h), .. } if h == "cr-0123456789abcdef0")
     );
 }
 
 #[test]
 fn reminder_payload() {
-    let v = json!({"source": "capblock.reminder", "reservation_id": "cr-0a1b", "region": "us-east-2",
+    let v = json!({"source": "capblock.reminder", "reservation_id": "cr-0a1b2c3d4e5f60718", "region": "us-east-2",
         "lead_minutes": 120, "fire_at": "2026-12-10T09:00:00Z"});
     let e = parse(&v).unwrap();
-    assert_eq!(e.event_id, "reminder:cr-0a1b:120m");
+    assert_eq!(e.event_id, "reminder:cr-0a1b2c3d4e5f60718:120m");
     assert_eq!(e.time, t("2026-12-10T09:00:00Z"));
     assert_eq!(
         e.trigger,
-        Trigger::Reminder { reservation_id: "cr-0a1b".into(), lead_minutes: 120, fire_at: t("2026-12-10T09:00:00Z") }
+        Trigger::Reminder {
+            reservation_id: "cr-0a1b2c3d4e5f60718".into(),
+            lead_minutes: 120,
+            fire_at: t("2026-12-10T09:00:00Z")
+        }
     );
     // The payload the schedules carry round-trips through its own type.
     let p: ReminderPayload = serde_json::from_value(v).unwrap();
@@ -106,11 +110,11 @@ fn unknown_and_malformed_inputs_are_named() {
             "missing-field",
         ),
         (
-            json!({"source": "capblock.reminder", "reservation_id": "cr-1", "region": "us-east-2", "lead_minutes": -3, "fire_at": "2026-12-10T09:00:00Z"}),
+            json!({"source": "capblock.reminder", "reservation_id": "cr-0a1b2c3d4e5f60718", "region": "us-east-2", "lead_minutes": -3, "fire_at": "2026-12-10T09:00:00Z"}),
             "bad-field",
         ),
         (
-            json!({"source": "capblock.reminder", "reservation_id": "cr-1", "region": "mars", "lead_minutes": 30, "fire_at": "2026-12-10T09:00:00Z"}),
+            json!({"source": "capblock.reminder", "reservation_id": "cr-0a1b2c3d4e5f60718", "region": "mars", "lead_minutes": 30, "fire_at": "2026-12-10T09:00:00Z"}),
             "bad-field",
         ),
         (
@@ -148,4 +152,42 @@ fn unknown_and_malformed_inputs_are_named() {
 fn event_ids_for_logs() {
     assert_eq!(event_id_of(&example(DELIVERED_JSON)).as_deref(), Some("6a7e8feb-b491-4cf7-a9f1-bf3703467718"));
     assert_eq!(event_id_of(&json!(3)), None);
+}
+
+#[test]
+fn ids_must_have_ec2s_shape_and_length() {
+    // The audit's interruption: Slack markup in the instance id.
+    let mut v = example(INTERRUPTION_JSON);
+    v["detail"]["instance-id"] = json!("i-<!channel> <https://evil.example|click>");
+    let err = parse(&v).unwrap_err();
+    assert_eq!(err.kind(), "bad-field", "{err}");
+    assert!(err.to_string().contains("instance-id"), "{err}");
+    // A 300 KB id is bad input, named without being echoed whole.
+    let huge = format!("cr-{}", "0".repeat(300 * 1024));
+    for (mut v, field) in [
+        (example(DELIVERED_JSON), "capacity-reservation-id"),
+        (example(INTERRUPTION_JSON), "instance-id"),
+        (example(WARNING_JSON), "id"),
+    ] {
+        if field == "id" {
+            v["id"] = json!(huge);
+        } else {
+            v["detail"][field] = json!(huge);
+        }
+        let err = parse(&v).unwrap_err();
+        assert_eq!(err.kind(), "bad-field", "{field}");
+        assert!(
+            err.to_string().contains(field) && err.to_string().len() < 300,
+            "{field}: {}",
+            prefix(&err.to_string())
+        );
+    }
+    let reminder = json!({"source": "capblock.reminder", "reservation_id": huge, "region": "us-east-2",
+        "lead_minutes": 30, "fire_at": "2026-12-10T09:00:00Z"});
+    assert_eq!(parse(&reminder).unwrap_err().kind(), "bad-field");
+    // A hint that is not a reservation id is no hint.
+    let mut v = example(INTERRUPTION_JSON);
+    v["resources"] = json!(["arn:aws:ec2:us-east-2:111122223333:capacity-reservation/cr-<!here>"]);
+    assert!(matches!(parse(&v).unwrap().trigger, Trigger::InstanceInterruption { reservation_hint: None, .. }));
+    assert_eq!(event_id_of(&json!({"id": huge})).map(|id| id.chars().count()), Some(65));
 }

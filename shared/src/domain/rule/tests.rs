@@ -235,3 +235,126 @@ fn approval_mode_asks_in_a_live_stack_and_stays_dry_in_a_dry_run_stack() {
     assert_eq!("approval".parse::<Mode>().unwrap().as_str(), "approval");
     assert!("ask".parse::<Mode>().unwrap_err().contains("approval"));
 }
+
+#[test]
+fn regions_must_be_known_unless_the_rule_allows_unknown_ones() {
+    let p = problems(&with("regions = [\"us-east-1\", \"us-east-9\", \"ap-southeast-7\"]"));
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].0, "regions[1]");
+    assert!(
+        p[0].1.contains("\"us-east-9\" is not a region capblock knows") && p[0].1.contains("allow_unknown_regions")
+    );
+    let text = format!("{}\nallow_unknown_regions = true", with("regions = [\"us-east-1\", \"us-east-9\"]"));
+    let r = Rule::from_toml(&text, now()).unwrap();
+    assert_eq!(r.regions.len(), 2);
+    assert!(r.allow_unknown_regions);
+    // The override never lets a malformed name through.
+    let text = format!("{}\nallow_unknown_regions = true", with("regions = [\"mars\"]"));
+    assert_eq!(fields(&text), vec!["regions[0]"]);
+}
+
+#[test]
+fn a_rule_asks_at_most_256_questions_per_scan() {
+    // 10,000 well-formed regions, allowed: the product is refused with its count and the limit.
+    let many: Vec<String> = (0..10_000).map(|i| format!("\"xx-test-{}\"", i % 100)).collect();
+    let text = format!("{}\nallow_unknown_regions = true", with(&format!("regions = [{}]", many.join(", "))));
+    let p = problems(&text);
+    let q: Vec<_> = p.iter().filter(|(f, _)| f.starts_with("regions x")).collect();
+    assert_eq!(q.len(), 1, "{p:?}");
+    assert!(q[0].1.contains("asks 1800 questions per scan (100 x 2 x 3 x 3); at most 256"), "{}", q[0].1);
+    // 14 x 2 x 3 x 3 = 252 passes; 15 regions = 270 does not.
+    let known = |n: usize| {
+        crate::domain::names::KNOWN_REGIONS[..n].iter().map(|r| format!("\"{r}\"")).collect::<Vec<_>>().join(", ")
+    };
+    assert!(Rule::from_toml(&with(&format!("regions = [{}]", known(14))), now()).is_ok());
+    assert_eq!(
+        fields(&with(&format!("regions = [{}]", known(15)))),
+        vec!["regions x instance_types x instance_counts x durations_days"]
+    );
+}
+
+#[test]
+fn days_near_i64_max_are_a_field_problem_not_a_panic() {
+    for (e, l) in [(i64::MAX, i64::MAX), (i64::MAX - 1, i64::MAX), (1, i64::MAX), (i64::MIN, i64::MAX), (i64::MIN, 3)] {
+        let p = fields(&with(&format!("start_window = {{ earliest_in_days = {e}, latest_in_days = {l} }}")));
+        assert!(!p.is_empty() && p.iter().all(|f| f.starts_with("start_window.")), "{e} {l}: {p:?}");
+    }
+    assert_eq!(
+        fields(&with(
+            "start_window = { earliest_in_days = 9223372036854775806, latest_in_days = 9223372036854775807 }"
+        )),
+        vec!["start_window.earliest_in_days", "start_window.latest_in_days"]
+    );
+    // Absolute windows at the edges of time, and a `now` at the end of it.
+    let text = with("start_window = { earliest = 0001-01-01T00:00:00Z, latest = 9999-12-31T23:59:59Z }");
+    let r = Rule::from_toml(&text, now()).unwrap();
+    let (a, b) = r.start_window.resolve(DateTime::<Utc>::MAX_UTC);
+    assert!(a >= b, "nothing to ask at the end of time");
+    let r = Rule::from_toml(GOOD, now()).unwrap();
+    let _ = r.start_window.resolve(DateTime::<Utc>::MAX_UTC);
+    assert!(RuleSpec::from_toml(&text).unwrap().validate(DateTime::<Utc>::MAX_UTC).is_err());
+}
+
+#[test]
+fn a_long_description_is_refused_with_its_limit() {
+    let long = "x".repeat(20 * 1024 * 1024);
+    let p = problems(&with(&format!("description = \"{long}\"")));
+    assert_eq!(p, vec![("description".into(), format!("is {} characters long; at most 1024", long.len()))]);
+    // Characters, not bytes: 1024 of "é" are fine.
+    assert!(Rule::from_toml(&with(&format!("description = \"{}\"", "é".repeat(1024))), now()).is_ok());
+}
+
+#[test]
+fn limits_past_the_sane_maximums_need_unlimited() {
+    let text = with("max_blocks_held = 11")
+        .replace("max_purchases_per_month = 3", "max_purchases_per_month = 4294967295")
+        .replace("monthly_budget = \"120000.50\"", "monthly_budget = \"1000000.01\"");
+    let p = problems(&text);
+    assert_eq!(
+        p,
+        vec![
+            ("monthly_budget".into(), "1000000.01 is more than 1000000; set unlimited = true if you mean it".into()),
+            ("max_blocks_held".into(), "11 is more than 10; set unlimited = true if you mean it".into()),
+            (
+                "max_purchases_per_month".into(),
+                "4294967295 is more than 10; set unlimited = true if you mean it".into()
+            ),
+        ]
+    );
+    let r = Rule::from_toml(&format!("{text}\nunlimited = true"), now()).unwrap();
+    assert!(r.unlimited);
+    assert_eq!((r.max_blocks_held, r.max_purchases_per_month), (11, 4294967295));
+    // The maximums themselves are fine without it.
+    let text = with("max_blocks_held = 10")
+        .replace("max_purchases_per_month = 3", "max_purchases_per_month = 10")
+        .replace("monthly_budget = \"120000.50\"", "monthly_budget = 1000000");
+    assert!(Rule::from_toml(&text, now()).is_ok());
+}
+
+#[test]
+fn tags_follow_ec2s_rules() {
+    let p = problems(&with(
+        "tags = { \"AWS:x\" = \"a\", \"Capblock:intent\" = \"b\", \"bad<!here>key\" = \"c\", ok = \"line\\nbreak\", tab = \"a\\tb\" }",
+    ));
+    let fields: Vec<&str> = p.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        fields,
+        vec!["tags.AWS:x", "tags.Capblock:intent", "tags.bad<!here>key", "tags.ok", "tags.tab"],
+        "{p:?}"
+    );
+    assert!(p[0].1.contains("\"aws:\" (in any case) are reserved"), "{}", p[0].1);
+    assert!(p[1].1.contains("\"capblock:\" (in any case) are reserved"), "{}", p[1].1);
+    assert_eq!(p[2].1, "key has '<': tags hold only letters, digits, spaces and _ . : / = + - @");
+    assert_eq!(p[3].1, "value has '\\n': tags hold only letters, digits, spaces and _ . : / = + - @");
+    // Lengths in characters; Unicode letters, spaces and the allowed punctuation pass.
+    let ok = format!(
+        "tags = {{ \"{}\" = \"{}\", \"Équipe données\" = \"llm_train.v2:a/b=c+d-e@f\", empty = \"\" }}",
+        "k".repeat(128),
+        "é".repeat(256)
+    );
+    assert!(Rule::from_toml(&with(&ok), now()).is_ok(), "{:?}", Rule::from_toml(&with(&ok), now()));
+    let long = format!("tags = {{ \"{}\" = \"{}\" }}", "k".repeat(129), "v".repeat(257));
+    let p = problems(&with(&long));
+    assert_eq!(p.len(), 2, "{p:?}");
+    assert!(p[0].0.ends_with('…') && p[0].0.len() < 80, "a long key is cut in the field name: {}", p[0].0);
+}
