@@ -6,12 +6,13 @@
 //!
 //! The figures on EC2's describe limit come first (issue 13): (a) full coverage and (c) the
 //! storm against the simulator with the limit sped up (`paced.rs`), (b) detection latency and
-//! (d) the budget left to others are not measured yet. The figures of issue 8 follow
+//! (d) the budget left to others in virtual time (`detect.rs`). The figures of issue 8 follow
 //! as secondary ones: the fan-out of before issue 13 on EC2's general token bucket
 //! (`fanout.rs`), cold start, memory, package size, and the monthly cost.
 
 mod cold;
 mod cost;
+mod detect;
 mod fanout;
 mod http;
 mod legacy_fan_out;
@@ -25,15 +26,18 @@ use std::time::{Duration, Instant};
 
 use fanout::{Grid, Market, ScanRun};
 
-const USAGE: &str = "usage: capblock-bench [--repo DIR] [--bin-dir DIR] [--python PATH] [--runs N] [--skip-paced] \
-     [--skip-fanout] [--skip-cold]";
+const USAGE: &str = "usage: capblock-bench [--repo DIR] [--bin-dir DIR] [--python PATH] [--runs N] [--detect-days N] \
+     [--skip-paced] [--skip-detect] [--skip-fanout] [--skip-cold]";
 
 struct Args {
     repo: PathBuf,
     bin_dir: PathBuf,
     python: PathBuf,
     runs: usize,
+    /// Virtual days the detection simulation covers.
+    detect_days: u64,
     paced: bool,
+    detect: bool,
     fanout: bool,
     cold: bool,
 }
@@ -47,7 +51,9 @@ fn args() -> Args {
         bin_dir: PathBuf::from(format!("{target}/release")),
         python: PathBuf::from(format!("{cache}/venv/bin/python")),
         runs: 15,
+        detect_days: 30,
         paced: true,
+        detect: true,
         fanout: true,
         cold: true,
     };
@@ -59,7 +65,9 @@ fn args() -> Args {
             "--bin-dir" => a.bin_dir = val().into(),
             "--python" => a.python = val().into(),
             "--runs" => a.runs = val().parse().expect("--runs N"),
+            "--detect-days" => a.detect_days = val().parse().expect("--detect-days N"),
             "--skip-paced" => a.paced = false,
+            "--skip-detect" => a.detect = false,
             "--skip-fanout" => a.fanout = false,
             "--skip-cold" => a.cold = false,
             _ => {
@@ -387,6 +395,141 @@ fn run_paced(a: &Args, dir: &Path, rows: &mut Vec<Row>) -> Result<(), String> {
     res
 }
 
+fn minutes(secs: f64) -> String {
+    if secs < 600.0 { format!("{secs:.0} s") } else { format!("{secs:.0} s = {:.0} min", secs / 60.0) }
+}
+
+fn latency_text(o: &detect::Outcome) -> String {
+    let or_missed = |v: Option<f64>| v.map_or("not found".to_string(), minutes);
+    format!(
+        "median {}, p90 {}, worst found {}; {}/{} found, {} never ({:.1} %)",
+        or_missed(o.median()),
+        or_missed(o.percentile(0.9)),
+        or_missed(o.worst()),
+        o.found.len(),
+        o.appearances,
+        o.missed(),
+        100.0 * o.missed() as f64 / o.appearances.max(1) as f64
+    )
+}
+
+/// (b) detection latency and (d) the describe budget left to others, in virtual time.
+fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) {
+    use capblock_shared::domain::plan::DescribeBudget;
+    use detect::Asker;
+    let setup = detect::Setup { horizon: Duration::from_secs(a.detect_days * 86400), ..Default::default() };
+    let world = detect::World::new(setup);
+    let budget = DescribeBudget::default();
+    let q = world.questions_per_region() as f64;
+    let rate = budget.share / budget.refill.as_secs_f64();
+    let bound = q / rate / 2.0;
+    let target = 1.5 * bound;
+    let (on_cheap, on_top3) = world.clustering();
+    eprintln!(
+        "bench: detection: {} appearances over {} days, {:.0} % on a cheap pair, {:.0} % on one of its 3 cheapest \
+         questions; bound {bound:.0} s",
+        world.appearances(),
+        a.detect_days,
+        on_cheap * 100.0,
+        on_top3 * 100.0
+    );
+    let timed = |name: &str, asker: Asker| {
+        let t = Instant::now();
+        let o = detect::run(&world, asker);
+        eprintln!("bench:   {name}: {} ({:.1} s to simulate)", latency_text(&o), t.elapsed().as_secs_f64());
+        o
+    };
+    let target_text = format!("median <= 1.5 x bound {bound:.0} s = {target:.0} s");
+    let tokens_per_day = 86400.0 / budget.refill.as_secs_f64();
+    // The template's schedule first (every 10 min), then shorter ones.
+    let schedules: [(f64, DescribeBudget); 4] = [
+        (d.scan_minutes, budget),
+        (5.0, budget),
+        (1.0, budget),
+        (1.0, DescribeBudget { ask_for: Duration::from_secs(56), ..budget }),
+    ];
+    let mut default_outcome = None;
+    for (k, (every, b)) in schedules.into_iter().enumerate() {
+        let label = format!("scan every {every} min, {} s asking", b.ask_for.as_secs());
+        let every_d = Duration::from_secs_f64(every * 60.0);
+        let o = timed(&format!("capblock {label}"), Asker::Capblock { every: every_d, budget: b });
+        let ask = o.ask_secs.iter().sum::<f64>() / o.ask_secs.len().max(1) as f64;
+        let median = o.median().unwrap_or(f64::INFINITY);
+        let value = format!(
+            "{}; {:.0} % of finds by the planner's promising half; {} calls per region and day; the purchase \
+             follows in the same run, after its {ask:.0} s of asking",
+            latency_text(&o),
+            100.0 * o.by_priority as f64 / o.found.len().max(1) as f64,
+            o.calls_per_region_day().round()
+        );
+        let figure = if k == 0 {
+            format!("(b) detection latency, capblock: {label} (defaults)")
+        } else {
+            format!("  capblock: {label}")
+        };
+        rows.push(row(figure, value, target_text.clone(), Some(median / target)));
+        if k == 0 {
+            default_outcome = Some(o);
+        }
+    }
+    let legacy = timed(
+        "legacy fan-out",
+        Asker::Legacy { every: Duration::from_secs(600), per_region: legacy_fan_out::DEFAULT_REGION_CONCURRENCY },
+    );
+    rows.push(info(
+        "  today's unpaced fan-out, every 10 min, 64 in flight per region",
+        format!(
+            "{}; a refusal ends the question: {:.1} of {} calls per region and run refused",
+            latency_text(&legacy),
+            legacy.refused as f64 / legacy.regions as f64 / (legacy.days * 144.0),
+            world.questions_per_region()
+        ),
+    ));
+    let script = timed("script", Asker::RoundRobin { gap: detect::REFILL });
+    rows.push(info(
+        "  one-by-one script, 1 call / 4 s / region, all day",
+        format!("{}; {} refused of {} calls", latency_text(&script), script.refused, script.calls),
+    ));
+    let ideal = timed("ideal", Asker::RoundRobin { gap: budget.pace() });
+    rows.push(info(
+        "  ideal asker at capblock's share, 1 call / 8 s / region (the bound)",
+        format!("{}; median / bound = {:.2}", latency_text(&ideal), ideal.median().unwrap_or(f64::INFINITY) / bound),
+    ));
+    // (d): the share of each region's describe budget left to other callers.
+    if let Some(o) = default_outcome {
+        let used = o.calls_per_region_day() / tokens_per_day;
+        let left = 1.0 - used;
+        let while_asking = 1.0 - budget.share;
+        rows.push(row(
+            "(d) describe budget left to other callers, capblock defaults",
+            format!(
+                "{:.1} % over a day ({:.0} calls per region and day of {tokens_per_day:.0} (86400 s / 4 s), {} \
+                 refused, counted in the simulation); {:.0} % while a run asks (one call per 8 s)",
+                left * 100.0,
+                o.calls_per_region_day(),
+                o.refused,
+                while_asking * 100.0
+            ),
+            format!(">= {:.0} % (1 - share)", while_asking * 100.0),
+            Some(while_asking / left),
+        ));
+        for (name, x, note) in [
+            ("today's unpaced fan-out", &legacy, "; but every run empties the bucket: whoever asks next is refused"),
+            ("one-by-one script", &script, ""),
+        ] {
+            rows.push(info(
+                format!("  budget left: {name}"),
+                format!(
+                    "{:.1} % over a day ({:.0} calls, {:.0} answered per region and day{note})",
+                    100.0 * (1.0 - x.tokens_per_region_day() / tokens_per_day),
+                    x.calls_per_region_day(),
+                    x.tokens_per_region_day()
+                ),
+            ));
+        }
+    }
+}
+
 /// Per function: the cold-start runs and the requests each invocation made.
 pub struct FunctionFigures {
     pub name: &'static str,
@@ -618,6 +761,9 @@ fn main() {
         if let Err(e) = run_paced(&a, &dir, &mut rows) {
             rows.push(info("(a) coverage / (c) storm", format!("NOT MEASURED: {e}")));
         }
+    }
+    if a.detect {
+        run_detect(&a, &d, &mut rows);
     }
     rows.push(info("secondary figures (issue 8)", "-"));
     let mut figs = FanoutFigures::default();
