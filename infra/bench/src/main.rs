@@ -244,19 +244,12 @@ fn scan_row(url: &str, g: Grid, m: Market, conc: usize, label: &str, rows: &mut 
     Ok(r)
 }
 
-/// Results the cost model needs from the fan-out part.
-#[derive(Default)]
-struct FanoutFigures {
-    scan256: Option<Duration>,
-}
-
-fn run_fanout(a: &Args, d: &Defaults, dir: &Path, rows: &mut Vec<Row>) -> Result<FanoutFigures, String> {
+fn run_fanout(a: &Args, d: &Defaults, dir: &Path, rows: &mut Vec<Row>) -> Result<(), String> {
     let ec2 = Market { latency_ms: 40, throttle: Some(fanout::EC2_BUCKET) };
     let tight = Market { latency_ms: 40, throttle: Some(fanout::TIGHT_BUCKET) };
     let open = Market { latency_ms: 40, throttle: None };
     let (mut sim, url) = start_sim(&a.bin_dir.join("capblock-market-sim"), "fanout", &fanout::scenario(ec2), dir)?;
     let conc = d.region_concurrency;
-    let mut figs = FanoutFigures::default();
     let script = a.repo.join("infra/bench/baseline.py");
     eprintln!(
         "bench: fan-out against {url}: 4 regions, 40 ms per call, a token bucket per region, {conc} calls in flight per region"
@@ -280,7 +273,6 @@ fn run_fanout(a: &Args, d: &Defaults, dir: &Path, rows: &mut Vec<Row>) -> Result
         // A bucket other callers have mostly spent: the pace, not the burst, decides.
         let label = format!("tight {}", bucket_label(fanout::TIGHT_BUCKET));
         let cap = scan_row(&url, g256, tight, conc, &label, rows)?;
-        figs.scan256 = Some(cap.elapsed); // the cost model's worst case
         let base = fanout::baseline(&a.python, &script, &url, g256, tight)?;
         eprintln!("bench:   boto3 baseline 256 (tight): {} ({})", secs(base.elapsed), describe(&base));
         let b = fanout::bound(g256, tight);
@@ -322,7 +314,7 @@ fn run_fanout(a: &Args, d: &Defaults, dir: &Path, rows: &mut Vec<Row>) -> Result
     })();
     let _ = sim.kill();
     let _ = sim.wait();
-    res.map(|_| figs)
+    res
 }
 
 /// (a) full coverage and (c) the storm, against a simulator of their own.
@@ -395,6 +387,13 @@ fn run_paced(a: &Args, dir: &Path, rows: &mut Vec<Row>) -> Result<(), String> {
     res
 }
 
+/// What the cost model takes from the detection simulation: per schedule, minutes between
+/// runs and the mean asking time of a run.
+#[derive(Default)]
+struct DetectFigures {
+    schedules: Vec<(String, f64, f64)>,
+}
+
 fn minutes(secs: f64) -> String {
     if secs < 600.0 { format!("{secs:.0} s") } else { format!("{secs:.0} s = {:.0} min", secs / 60.0) }
 }
@@ -414,7 +413,7 @@ fn latency_text(o: &detect::Outcome) -> String {
 }
 
 /// (b) detection latency and (d) the describe budget left to others, in virtual time.
-fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) {
+fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
     use capblock_shared::domain::plan::DescribeBudget;
     use detect::Asker;
     let setup = detect::Setup { horizon: Duration::from_secs(a.detect_days * 86400), ..Default::default() };
@@ -439,6 +438,7 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) {
         eprintln!("bench:   {name}: {} ({:.1} s to simulate)", latency_text(&o), t.elapsed().as_secs_f64());
         o
     };
+    let mut figs = DetectFigures::default();
     let target_text = format!("median <= 1.5 x bound {bound:.0} s = {target:.0} s");
     let tokens_per_day = 86400.0 / budget.refill.as_secs_f64();
     // The template's schedule first (every 10 min), then shorter ones.
@@ -468,6 +468,7 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) {
             format!("  capblock: {label}")
         };
         rows.push(row(figure, value, target_text.clone(), Some(median / target)));
+        figs.schedules.push((label, every, ask));
         if k == 0 {
             default_outcome = Some(o);
         }
@@ -528,6 +529,7 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) {
             ));
         }
     }
+    figs
 }
 
 /// Per function: the cold-start runs and the requests each invocation made.
@@ -762,16 +764,15 @@ fn main() {
             rows.push(info("(a) coverage / (c) storm", format!("NOT MEASURED: {e}")));
         }
     }
+    let mut detected = DetectFigures::default();
     if a.detect {
-        run_detect(&a, &d, &mut rows);
+        detected = run_detect(&a, &d, &mut rows);
     }
     rows.push(info("secondary figures (issue 8)", "-"));
-    let mut figs = FanoutFigures::default();
-    if a.fanout {
-        match run_fanout(&a, &d, &dir, &mut rows) {
-            Ok(f) => figs = f,
-            Err(e) => rows.push(info("scan fan-out", format!("NOT MEASURED: {e}"))),
-        }
+    if a.fanout
+        && let Err(e) = run_fanout(&a, &d, &dir, &mut rows)
+    {
+        rows.push(info("scan fan-out", format!("NOT MEASURED: {e}")));
     }
     let mut fns = Vec::new();
     if a.cold {
@@ -785,9 +786,24 @@ fn main() {
     }
     package_rows(&a, &mut rows);
     if !fns.is_empty() {
-        match cost::monthly(&a.repo.join("infra/bench/prices.toml"), &d, &fns, figs.scan256) {
-            Ok(c) => c.rows(&mut rows),
-            Err(e) => rows.push(info("monthly cost", format!("NOT COMPUTED: {e}"))),
+        let prices = a.repo.join("infra/bench/prices.toml");
+        let mut loads: Vec<cost::ScanLoad> = detected
+            .schedules
+            .iter()
+            .map(|(label, every, ask)| cost::ScanLoad { label: label.clone(), every_minutes: *every, ask_secs: *ask })
+            .collect();
+        if loads.is_empty() {
+            loads.push(cost::ScanLoad {
+                label: "ask time not simulated".into(),
+                every_minutes: d.scan_minutes,
+                ask_secs: 0.0,
+            });
+        }
+        for (k, load) in loads.iter().enumerate() {
+            match cost::monthly(&prices, &d, &fns, load) {
+                Ok(c) => c.rows(&mut rows, k == 0),
+                Err(e) => rows.push(info("monthly cost", format!("NOT COMPUTED: {e}"))),
+            }
         }
     }
     println!();
