@@ -720,7 +720,10 @@ fn print_table(rows: &[Row]) {
         };
         println!("{:<w0$}  {:<w2$}  {:>7}  {:<4}  {}", r.figure, r.target, ratio, verdict, r.value);
     }
-    println!("ratio = measured / target (for the speed-up: target / measured); <= 1.00x meets the target");
+    println!(
+        "ratio = measured / target (for the speed-up and the budget left: target / measured; for a count that \
+         must be 0: the count); <= 1.00x meets the target"
+    );
 }
 
 fn child_main(argv: &[String]) -> Option<Result<String, String>> {
