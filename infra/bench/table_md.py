@@ -1,5 +1,8 @@
 """Turns the table `make bench` prints into the Markdown table README.md keeps.
 
+A row whose value, target and ratio are all "-" is a section heading (bold, nothing else).
+A count that must be 0 (target "= 0") shows the count itself as its ratio.
+
 Usage: python3 infra/bench/table_md.py ~/.cache/capblock/bench-logs/run-HHMM.log
 """
 
@@ -22,6 +25,10 @@ def main(path):
         ratio = line[ratio_end - 7:ratio_end].strip()
         verdict = line[ratio_end:value_at].strip()
         value = line[value_at:].strip()
+        if value == "-" and target == "-" and ratio == "-":
+            # A section heading, e.g. "secondary figures (issue 8)".
+            print(f"| **{figure.strip()}** | | | |")
+            continue
         if figure.startswith("  "):
             figure = "&nbsp;&nbsp;" + figure.strip()
         shown = f"{ratio} {verdict}".strip() if ratio != "-" else "-"

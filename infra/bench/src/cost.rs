@@ -1,5 +1,10 @@
 //! The monthly bill at the template's default settings, from this run's measured durations,
 //! memory and request counts and the list prices in `infra/bench/prices.toml`.
+//!
+//! The scan now asks for up to `DescribeBudget::ask_for` (40 s) per run when the rule set has
+//! more questions than a run may ask: its billed duration is the cold start's handler (the
+//! example rule, one question per region) plus the mean asking time of a run of the 256-question
+//! rule set, measured in the detection simulation (`detect.rs`), for each schedule priced.
 
 use std::path::Path;
 use std::time::Duration;
@@ -7,9 +12,17 @@ use std::time::Duration;
 use crate::{Defaults, FunctionFigures, Row, info, row};
 
 pub struct Cost {
+    load: ScanLoad,
     lines: Vec<(String, f64, String)>,
     total: f64,
-    worst: Option<f64>,
+}
+
+/// How often the scan runs and how long each run asks.
+#[derive(Debug, Clone)]
+pub struct ScanLoad {
+    pub label: String,
+    pub every_minutes: f64,
+    pub ask_secs: f64,
 }
 
 fn price(p: &toml::Value, section: &str, key: &str) -> Result<f64, String> {
@@ -22,12 +35,7 @@ fn billed_secs(d: Duration) -> f64 {
     (d.as_secs_f64() * 1000.0).ceil() / 1000.0
 }
 
-pub fn monthly(
-    prices: &Path,
-    d: &Defaults,
-    fns: &[FunctionFigures],
-    scan256: Option<Duration>,
-) -> Result<Cost, String> {
+pub fn monthly(prices: &Path, d: &Defaults, fns: &[FunctionFigures], load: &ScanLoad) -> Result<Cost, String> {
     let text = std::fs::read_to_string(prices).map_err(|e| format!("{}: {e}", prices.display()))?;
     let p: toml::Value = toml::from_str(&text).map_err(|e| format!("prices.toml: {e}"))?;
     let days = price(&p, "assumptions", "days_per_month")?;
@@ -35,25 +43,22 @@ pub fn monthly(
     let minutes = days * 24.0 * 60.0;
     let invocations = |name: &str| -> Result<f64, String> {
         Ok(match name {
-            "scan-offerings" => minutes / d.scan_minutes,
+            "scan-offerings" => minutes / load.every_minutes,
             "track-blocks" => minutes / d.track_minutes,
             _ => price(&p, "assumptions", "capacity_events_per_month")?,
         })
     };
     let gb = d.memory_mb as f64 / 1024.0;
     let gb_s_price = price(&p, "lambda", "arm64_gb_second")?;
-    let (mut gb_s, mut worst_gb_s, mut requests, mut wru, mut rru, mut bytes, mut publishes, mut logs, mut sched) =
-        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    let (mut gb_s, mut requests, mut wru, mut rru, mut bytes, mut publishes, mut logs, mut sched) =
+        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     let platform_log = price(&p, "assumptions", "platform_log_bytes_per_invocation")?;
     for f in fns {
         let n = invocations(f.name)?;
-        let secs = billed_secs(f.median_handler()) + cold * billed_secs(f.median_init());
+        let asking = if f.name == "scan-offerings" { load.ask_secs } else { 0.0 };
+        let secs =
+            billed_secs(f.median_handler() + Duration::from_secs_f64(asking)) + cold * billed_secs(f.median_init());
         gb_s += n * secs * gb;
-        let worst_secs = match (f.name, scan256) {
-            ("scan-offerings", Some(s)) => billed_secs(s) + billed_secs(f.median_init()),
-            _ => secs,
-        };
-        worst_gb_s += n * worst_secs * gb;
         requests += n;
         wru += n * f.per_run(f.counts.dynamo_wru);
         rru += n * f.per_run(f.counts.dynamo_rru);
@@ -70,7 +75,10 @@ pub fn monthly(
         (
             "Lambda compute".to_string(),
             gb_s * gb_s_price,
-            format!("{gb_s:.0} GB-s ({} MB, arm64, init billed on every run)", d.memory_mb),
+            format!(
+                "{gb_s:.0} GB-s ({} MB, arm64, init billed on every run; scan {:.1} s of asking per run)",
+                d.memory_mb, load.ask_secs
+            ),
         ),
         (
             "Lambda requests".to_string(),
@@ -109,28 +117,29 @@ pub fn monthly(
         ),
     ];
     let total: f64 = lines.iter().map(|l| l.1).sum();
-    let worst = scan256.map(|_| total + (worst_gb_s - gb_s) * gb_s_price);
-    Ok(Cost { lines, total, worst })
+    Ok(Cost { load: load.clone(), lines, total })
 }
 
 impl Cost {
-    pub fn rows(&self, rows: &mut Vec<Row>) {
+    /// The first (default) schedule with its breakdown; the others as one line each.
+    pub fn rows(&self, rows: &mut Vec<Row>, primary: bool) {
+        if !primary {
+            rows.push(row(
+                format!("  monthly cost, {}", self.load.label),
+                format!("${:.3} (Lambda compute ${:.3})", self.total, self.lines[0].1),
+                "< $2",
+                Some(self.total / 2.0),
+            ));
+            return;
+        }
         rows.push(row(
-            "monthly cost at default settings",
+            format!("monthly cost at default settings ({})", self.load.label),
             format!("${:.3}", self.total),
             "< $2",
             Some(self.total / 2.0),
         ));
         for (name, usd, what) in &self.lines {
             rows.push(info(format!("  {name}"), format!("${usd:.4} ({what})")));
-        }
-        if let Some(w) = self.worst {
-            rows.push(row(
-                "  same, every scan 256 queries through the tight bucket",
-                format!("${w:.3}"),
-                "< $2",
-                Some(w / 2.0),
-            ));
         }
     }
 }

@@ -55,8 +55,16 @@ impl Grid {
 
 pub const CLOCK: &str = "2026-12-01T00:00:00Z";
 
+/// The legacy rows' market: EC2's general token bucket only, the describe limit off (what
+/// they measured before issue 13; the describe limit is `paced.rs`'s business).
 pub fn scenario(m: Market) -> String {
-    let mut s = format!("seed = 1\n\n[clock]\nstart = \"{CLOCK}\"\n\n[behaviour]\nlatency_ms = {}\n", m.latency_ms);
+    scenario_with(m, "describe_limit = false\n")
+}
+
+/// The grid's market with `behaviour` added to its `[behaviour]` table.
+pub fn scenario_with(m: Market, behaviour: &str) -> String {
+    let mut s =
+        format!("seed = 1\n\n[clock]\nstart = \"{CLOCK}\"\n\n[behaviour]\nlatency_ms = {}\n{behaviour}", m.latency_ms);
     if let Some((rate, burst)) = m.throttle {
         s += &format!("throttle = {{ rate_per_sec = {rate:.1}, burst = {burst} }}\n");
     }
@@ -171,16 +179,7 @@ pub fn capblock_scan(sim: &str, g: Grid, m: Market, per_region: usize) -> Result
 /// The child side: capblock's `fan_out` over a fresh `Ec2Market` (production timeouts; the
 /// fan-out's own pacing and retries), timed around the fan-out; prints one JSON object.
 pub fn scan_child(sim: &str, k: usize, per_region: usize) -> Result<String, String> {
-    // SAFETY: called first thing in `main`, before any other thread exists.
-    unsafe {
-        std::env::set_var("AWS_ENDPOINT_URL_EC2", sim);
-        for (key, v) in [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")]
-        {
-            if std::env::var_os(key).is_none() {
-                std::env::set_var(key, v);
-            }
-        }
-    }
+    child_env(sim);
     // The runtime the functions run on (their `main`s: current_thread).
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async {
@@ -206,6 +205,20 @@ pub fn scan_child(sim: &str, k: usize, per_region: usize) -> Result<String, Stri
         })
         .to_string())
     })
+}
+
+/// A child's environment: EC2 at the simulator, any credentials.
+pub fn child_env(sim: &str) {
+    // SAFETY: called first thing in the child's `main`, before any other thread exists.
+    unsafe {
+        std::env::set_var("AWS_ENDPOINT_URL_EC2", sim);
+        for (key, v) in [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")]
+        {
+            if std::env::var_os(key).is_none() {
+                std::env::set_var(key, v);
+            }
+        }
+    }
 }
 
 /// The boto3 baseline (`baseline.py`), one call after another, standard retry mode.

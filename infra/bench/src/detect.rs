@@ -1,0 +1,641 @@
+//! (b) Detection latency, in virtual time: how long after a qualifying offering appears does a
+//! scan's answer contain it (the purchase follows in the same run, after the run's asking).
+//!
+//! Each asker runs on a tokio runtime of its own with the clock paused (time jumps to the next
+//! timer whenever every task waits), against the same in-process market and the same
+//! appearances:
+//! - capblock: the real planner (`plan::choose` over a `RegionMemory` per region, kept from run
+//!   to run like the scan keeps it) and the real `ask_all`, one run per schedule tick;
+//! - today's unpaced fan-out (`legacy_fan_out`, 64 calls in flight per region) every 10 min,
+//!   meeting the describe limit as it did before issue 13: a refusal ends the question;
+//! - a one-by-one script: every question of a region in turn, one call per 4 s per region;
+//! - the ideal asker the bound is defined by: the same at capblock's share (one call per 8 s).
+//!
+//! The market: 4 regions x 2-4 instance types x counts x durations = 256 questions, EC2's
+//! describe limit per region (burst 2, one token per 4 s), 100-300 ms per call. Every question
+//! always has a standing offering above the rule's threshold: its price is the (region, type)
+//! pair's level times a factor of the question (1.00-1.20, fixed). One type per region is
+//! "cheap" (level 1.05x the threshold, the others 1.40x), re-drawn every 3 days. Qualifying
+//! offerings (0.90x the threshold) appear at random times (exponential gaps) and last 12 h
+//! unless bought; 80 % of them on a cheap pair (the closer a question's standing price is to
+//! the threshold, the likelier: weight 1 / (ratio - 1)), the rest on any question. So price
+//! memory can help, and most of the time nothing qualifies.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use capblock_shared::app::fan_out::{Answer, Pacing, Strikes, ask_all};
+use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::money::Money;
+use capblock_shared::domain::names::{InstanceType, Region};
+use capblock_shared::domain::offering::Offering;
+use capblock_shared::domain::plan::{self, Asked, Candidate, DescribeBudget, RegionMemory};
+use capblock_shared::ports::{DESCRIBE_LIMIT, MarketError, OfferingQuery, OfferingSource};
+use chrono::{DateTime, Utc};
+use tokio::time::{Instant, sleep, sleep_until};
+
+use crate::legacy_fan_out;
+
+/// splitmix64: small, seedable, good enough for a benchmark's coin flips.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.unit() * n as f64) as usize % n.max(1)
+    }
+    /// Index drawn with probability proportional to `w`.
+    pub fn weighted(&mut self, w: &[f64]) -> usize {
+        let total: f64 = w.iter().sum();
+        let mut x = self.unit() * total;
+        for (i, wi) in w.iter().enumerate() {
+            if x < *wi {
+                return i;
+            }
+            x -= wi;
+        }
+        w.len() - 1
+    }
+}
+
+/// One region of the market: its name, the types it sells, instance counts, durations in days.
+type RegionGrid = (&'static str, &'static [&'static str], &'static [u32], &'static [u32]);
+
+/// The market's regions and what each sells.
+const GRID: [RegionGrid; 4] = [
+    ("us-east-1", &["p5.48xlarge", "p5e.48xlarge", "p4d.24xlarge", "trn1.32xlarge"], &[1, 2, 4, 8], &[1, 2, 7, 14]),
+    ("us-east-2", &["p5.48xlarge", "p4d.24xlarge"], &[1, 2, 4, 8], &[1, 2, 3, 4, 7, 14, 21, 28]),
+    ("us-west-2", &["p5.48xlarge", "p5e.48xlarge", "p4d.24xlarge", "trn1.32xlarge"], &[1, 2, 4, 8], &[1, 2, 7, 14]),
+    ("eu-west-2", &["p5.48xlarge", "trn1.32xlarge"], &[1, 2, 4, 8, 16, 32, 48, 64], &[1, 2, 7, 14]),
+];
+const THRESHOLD: &str = "2.95";
+const CHEAP_LEVEL: f64 = 1.05;
+const DEAR_LEVEL: f64 = 1.40;
+const APPEARANCE_LEVEL: f64 = 0.90;
+/// EC2's describe limit as public clients meet it, per region.
+pub const BURST: f64 = 2.0;
+pub const REFILL: Duration = Duration::from_secs(4);
+const LATENCY_MS: (u64, u64) = (100, 300);
+const CLOCK: &str = "2026-12-01T00:00:00Z";
+
+/// What the market does over the horizon.
+#[derive(Debug, Clone, Copy)]
+pub struct Setup {
+    pub seed: u64,
+    pub horizon: Duration,
+    /// Mean gap between two appearances anywhere in the market.
+    pub mean_gap: Duration,
+    /// How long an appearance stays on offer unless bought.
+    pub lifetime: Duration,
+    /// Share of appearances on a currently cheap (region, type) pair.
+    pub clustered: f64,
+    /// How often each region's cheap type is re-drawn.
+    pub rotate: Duration,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            seed: 13,
+            horizon: Duration::from_secs(30 * 86400),
+            mean_gap: Duration::from_secs(3600),
+            lifetime: Duration::from_secs(12 * 3600),
+            clustered: 0.8,
+            rotate: Duration::from_secs(3 * 86400),
+        }
+    }
+}
+
+struct Question {
+    key: String,
+    query: OfferingQuery,
+    region: usize,
+    pair: usize,
+    factor: f64,
+    /// The standing offering at the cheap and at the dear level, and the qualifying one.
+    standing: [Offering; 2],
+    qualifying: Offering,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Appearance {
+    question: usize,
+    at: Duration,
+    until: Duration,
+}
+
+/// The market's script: questions, the cheap pair of each region per epoch, the appearances.
+pub struct World {
+    setup: Setup,
+    questions: Vec<Question>,
+    by_query: HashMap<(String, String, u32, u32), usize>,
+    /// epoch -> region -> cheap pair
+    cheap: Vec<Vec<usize>>,
+    appearances: Vec<Appearance>,
+    /// question -> its appearances, by time
+    by_question: Vec<Vec<usize>>,
+    pub threshold: Money,
+}
+
+fn offering(id: String, q: &OfferingQuery, acc: u32, ratio: f64, start: DateTime<Utc>) -> Offering {
+    let hours = q.duration_hours;
+    let fee = 2.95 * ratio * f64::from(acc * q.instance_count * hours);
+    Offering {
+        id,
+        region: q.region.clone(),
+        availability_zone: format!("{}a", q.region),
+        instance_type: q.instance_type.clone(),
+        instance_count: q.instance_count,
+        start,
+        end: start + chrono::Duration::hours(i64::from(hours)),
+        duration_hours: hours,
+        duration_minutes: 0,
+        fee: Money::parse(&format!("{fee:.2}"), "USD").expect("a fee"),
+        ultraserver: false,
+        local_zone: false,
+    }
+}
+
+pub fn clock() -> DateTime<Utc> {
+    CLOCK.parse().expect("constant")
+}
+
+impl World {
+    pub fn new(setup: Setup) -> World {
+        let mut rng = Rng::new(setup.seed);
+        let now = clock();
+        let (from, to) = (now + chrono::Duration::days(1), now + chrono::Duration::days(14));
+        let start = now + chrono::Duration::days(3) + chrono::Duration::minutes(11 * 60 + 30);
+        let catalog = AcceleratorCatalog::new();
+        let mut questions = Vec::new();
+        let mut pairs = Vec::new();
+        for (ri, (region, types, counts, days)) in GRID.iter().enumerate() {
+            for t in *types {
+                let pair = pairs.len();
+                pairs.push((ri, *t));
+                let it: InstanceType = t.parse().expect("type");
+                let acc = catalog.accelerators(&it).expect("a known type");
+                for &c in *counts {
+                    for &d in *days {
+                        let query = OfferingQuery {
+                            region: region.parse().expect("region"),
+                            instance_type: it.clone(),
+                            instance_count: c,
+                            duration_hours: d * 24,
+                            start_from: from,
+                            start_to: to,
+                        };
+                        let factor = 1.0 + 0.2 * rng.unit();
+                        let i = questions.len();
+                        let standing = [CHEAP_LEVEL, DEAR_LEVEL]
+                            .map(|l| offering(format!("cb-standing-{i}-{l}"), &query, acc, l * factor, start));
+                        let qualifying = offering(format!("cb-qualifying-{i}"), &query, acc, APPEARANCE_LEVEL, start);
+                        questions.push(Question {
+                            key: format!("{t}|{c}|{d}d|in24h-336h"),
+                            query,
+                            region: ri,
+                            pair,
+                            factor,
+                            standing,
+                            qualifying,
+                        });
+                    }
+                }
+            }
+        }
+        let epochs = (setup.horizon.as_secs_f64() / setup.rotate.as_secs_f64()).ceil() as usize + 1;
+        let cheap: Vec<Vec<usize>> = (0..epochs)
+            .map(|_| {
+                (0..GRID.len())
+                    .map(|ri| {
+                        let mine: Vec<usize> = (0..pairs.len()).filter(|&p| pairs[p].0 == ri).collect();
+                        mine[rng.below(mine.len())]
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut w = World {
+            setup,
+            questions,
+            by_query: HashMap::new(),
+            cheap,
+            appearances: Vec::new(),
+            by_question: Vec::new(),
+            threshold: Money::parse(THRESHOLD, "USD").expect("constant"),
+        };
+        for (i, q) in w.questions.iter().enumerate() {
+            let k = &q.query;
+            w.by_query
+                .insert((k.region.to_string(), k.instance_type.to_string(), k.instance_count, k.duration_hours), i);
+        }
+        w.by_question = vec![Vec::new(); w.questions.len()];
+        // Appearances until one lifetime before the horizon: each has its whole life to be found.
+        let mut t = 0.0;
+        let last = setup.horizon.saturating_sub(setup.lifetime).as_secs_f64();
+        loop {
+            t += -setup.mean_gap.as_secs_f64() * (1.0 - rng.unit()).ln();
+            if t >= last {
+                break;
+            }
+            let at = Duration::from_secs_f64(t);
+            let q = if rng.unit() < setup.clustered {
+                let epoch = w.epoch(at);
+                let cheap: Vec<usize> =
+                    (0..w.questions.len()).filter(|&i| w.cheap[epoch].contains(&w.questions[i].pair)).collect();
+                let weights: Vec<f64> = cheap.iter().map(|&i| 1.0 / (w.ratio(i, at) - 1.0)).collect();
+                cheap[rng.weighted(&weights)]
+            } else {
+                rng.below(w.questions.len())
+            };
+            // One live appearance per question at a time.
+            if w.by_question[q].iter().any(|&a| w.appearances[a].until > at) {
+                continue;
+            }
+            w.by_question[q].push(w.appearances.len());
+            w.appearances.push(Appearance { question: q, at, until: at + setup.lifetime });
+        }
+        w
+    }
+
+    fn epoch(&self, at: Duration) -> usize {
+        ((at.as_secs_f64() / self.setup.rotate.as_secs_f64()) as usize).min(self.cheap.len() - 1)
+    }
+
+    fn is_cheap(&self, q: usize, at: Duration) -> bool {
+        self.cheap[self.epoch(at)][self.questions[q].region] == self.questions[q].pair
+    }
+
+    /// The standing price over the threshold.
+    fn ratio(&self, q: usize, at: Duration) -> f64 {
+        let level = if self.is_cheap(q, at) { CHEAP_LEVEL } else { DEAR_LEVEL };
+        level * self.questions[q].factor
+    }
+
+    pub fn appearances(&self) -> usize {
+        self.appearances.len()
+    }
+
+    pub fn questions_per_region(&self) -> usize {
+        self.questions.len() / GRID.len()
+    }
+
+    /// Every question, in the market's order (region by region).
+    fn queries(&self) -> Vec<OfferingQuery> {
+        self.questions.iter().map(|q| q.query.clone()).collect()
+    }
+
+    /// The share of appearances on a cheap pair, and on the 3 questions of it with the lowest
+    /// standing price (what the planner's price memory can reach first).
+    pub fn clustering(&self) -> (f64, f64) {
+        let (mut on_cheap, mut on_top3) = (0usize, 0usize);
+        for a in &self.appearances {
+            if !self.is_cheap(a.question, a.at) {
+                continue;
+            }
+            on_cheap += 1;
+            let pair = self.questions[a.question].pair;
+            let mut mine: Vec<usize> = (0..self.questions.len()).filter(|&i| self.questions[i].pair == pair).collect();
+            mine.sort_by(|&x, &y| self.questions[x].factor.total_cmp(&self.questions[y].factor));
+            if mine[..3].contains(&a.question) {
+                on_top3 += 1;
+            }
+        }
+        let n = self.appearances.len().max(1) as f64;
+        (on_cheap as f64 / n, on_top3 as f64 / n)
+    }
+}
+
+/// A market run: the world, the describe limit's buckets, what was found when.
+pub struct Market<'w> {
+    world: &'w World,
+    start: Instant,
+    state: Mutex<State>,
+}
+
+struct State {
+    rng: Rng,
+    /// per region: tokens, last update
+    buckets: Vec<(f64, Instant)>,
+    /// appearance -> when an answer first held it
+    found: Vec<Option<Duration>>,
+    calls: u64,
+    refused: u64,
+}
+
+type Answered<'a> = Pin<Box<dyn Future<Output = Result<Vec<Offering>, MarketError>> + Send + 'a>>;
+
+impl<'w> Market<'w> {
+    pub fn new(world: &'w World, seed: u64) -> Market<'w> {
+        let start = Instant::now();
+        Market {
+            world,
+            start,
+            state: Mutex::new(State {
+                rng: Rng::new(seed),
+                buckets: vec![(BURST, start); GRID.len()],
+                found: vec![None; world.appearances.len()],
+                calls: 0,
+                refused: 0,
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn answer(&self, query: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+        let w = self.world;
+        let key =
+            (query.region.to_string(), query.instance_type.to_string(), query.instance_count, query.duration_hours);
+        let qi = *w.by_query.get(&key).expect("a question of the market");
+        let q = &w.questions[qi];
+        let latency = {
+            let mut s = self.state();
+            let (lo, hi) = LATENCY_MS;
+            Duration::from_millis(lo + s.rng.next_u64() % (hi - lo + 1))
+        };
+        // The bucket is looked at when the call arrives, half way.
+        sleep(latency / 2).await;
+        let now = Instant::now();
+        let at = now - self.start;
+        let answer = {
+            let mut s = self.state();
+            s.calls += 1;
+            let (tokens, last) = s.buckets[q.region];
+            let tokens = (tokens + now.duration_since(last).as_secs_f64() / REFILL.as_secs_f64()).min(BURST);
+            if tokens < 1.0 {
+                s.buckets[q.region] = (tokens, now);
+                s.refused += 1;
+                Err(MarketError::Throttled {
+                    operation: "DescribeCapacityBlockOfferings",
+                    region: query.region.to_string(),
+                    code: DESCRIBE_LIMIT,
+                })
+            } else {
+                s.buckets[q.region] = (tokens - 1.0, now);
+                let mut list = Vec::with_capacity(2);
+                for &a in &w.by_question[qi] {
+                    let ap = w.appearances[a];
+                    if ap.at <= at && at < ap.until && s.found[a].is_none() {
+                        // Bought in this run: gone for everyone after it.
+                        s.found[a] = Some(at + latency / 2 - ap.at);
+                        list.push(q.qualifying.clone());
+                    }
+                }
+                list.push(q.standing[usize::from(!w.is_cheap(qi, at))].clone());
+                Ok(list)
+            }
+        };
+        sleep(latency / 2).await;
+        answer
+    }
+}
+
+impl OfferingSource for Market<'_> {
+    fn offerings<'life0, 'life1, 'async_trait>(&'life0 self, query: &'life1 OfferingQuery) -> Answered<'async_trait>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(self.answer(query))
+    }
+}
+
+/// The market as the fan-out of before issue 13 met it: the EC2 adapter then classed
+/// CapacityBlockDescribeLimitExceeded as a refusal, which ends the question.
+pub struct RefusedAsRejected<'a, M: ?Sized>(pub &'a M);
+
+impl<M: OfferingSource + ?Sized> OfferingSource for RefusedAsRejected<'_, M> {
+    fn offerings<'life0, 'life1, 'async_trait>(&'life0 self, query: &'life1 OfferingQuery) -> Answered<'async_trait>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(async move {
+            self.0.offerings(query).await.map_err(|e| match e {
+                MarketError::Throttled { operation, region, code } if code == DESCRIBE_LIMIT => MarketError::Rejected {
+                    operation,
+                    region,
+                    code: DESCRIBE_LIMIT.to_string(),
+                    message: "You've reached the limit for this account.".to_string(),
+                },
+                e => e,
+            })
+        })
+    }
+}
+
+/// Who asks, and how.
+#[derive(Debug, Clone, Copy)]
+pub enum Asker {
+    /// The planner and `ask_all`, one run every `every`.
+    Capblock { every: Duration, budget: DescribeBudget },
+    /// `legacy_fan_out::fan_out` of every question every `every`, `per_region` in flight.
+    Legacy { every: Duration, per_region: usize },
+    /// Every question of a region in turn, one call per `gap` per region, forever.
+    RoundRobin { gap: Duration },
+}
+
+/// What one asker achieved over the horizon.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Detection latency of each appearance found, seconds.
+    pub found: Vec<f64>,
+    pub appearances: usize,
+    pub calls: u64,
+    pub refused: u64,
+    pub days: f64,
+    pub regions: usize,
+    /// capblock: seconds each run spent asking (start of the run to `ask_all`'s return).
+    pub ask_secs: Vec<f64>,
+    /// capblock: appearances found by a question the planner picked as most promising.
+    pub by_priority: usize,
+    /// capblock: answers carried over to the next run.
+    pub carried_over: u64,
+    /// capblock: answers that were neither offerings nor carried over.
+    pub lost: u64,
+}
+
+impl Outcome {
+    fn sorted(&self) -> Vec<f64> {
+        let mut v = self.found.clone();
+        v.sort_by(f64::total_cmp);
+        v
+    }
+    /// The median over all appearances, a missed one counting as longer than any found.
+    pub fn median(&self) -> Option<f64> {
+        let v = self.sorted();
+        let mid = self.appearances / 2;
+        v.get(mid).copied()
+    }
+    pub fn percentile(&self, p: f64) -> Option<f64> {
+        let v = self.sorted();
+        let i = ((self.appearances as f64 * p).ceil() as usize).saturating_sub(1);
+        v.get(i).copied()
+    }
+    pub fn worst(&self) -> Option<f64> {
+        self.sorted().last().copied()
+    }
+    pub fn missed(&self) -> usize {
+        self.appearances - self.found.len()
+    }
+    pub fn calls_per_region_day(&self) -> f64 {
+        self.calls as f64 / self.regions as f64 / self.days
+    }
+    /// Tokens spent (calls EC2 answered) per region and day.
+    pub fn tokens_per_region_day(&self) -> f64 {
+        (self.calls - self.refused) as f64 / self.regions as f64 / self.days
+    }
+}
+
+/// Runs one asker over the world's horizon on a fresh runtime with the clock paused.
+pub fn run(world: &World, asker: Asker) -> Outcome {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().expect("a runtime");
+    rt.block_on(async {
+        let market = Market::new(world, world.setup.seed ^ 0xA5A5);
+        let end = market.start + world.setup.horizon;
+        let mut out = Outcome {
+            found: Vec::new(),
+            appearances: world.appearances(),
+            calls: 0,
+            refused: 0,
+            days: world.setup.horizon.as_secs_f64() / 86400.0,
+            regions: GRID.len(),
+            ask_secs: Vec::new(),
+            by_priority: 0,
+            carried_over: 0,
+            lost: 0,
+        };
+        match asker {
+            Asker::Capblock { every, budget } => capblock(world, &market, end, every, budget, &mut out).await,
+            Asker::Legacy { every, per_region } => {
+                let all = world.queries();
+                let mut tick = market.start;
+                while tick < end {
+                    sleep_until(tick).await;
+                    legacy_fan_out::fan_out(&RefusedAsRejected(&market), &all, per_region).await;
+                    tick += every;
+                }
+            }
+            Asker::RoundRobin { gap } => {
+                let all = world.queries();
+                let lanes = (0..GRID.len()).map(|ri| {
+                    let mine: Vec<&OfferingQuery> =
+                        (0..all.len()).filter(|&i| world.questions[i].region == ri).map(|i| &all[i]).collect();
+                    let market = &market;
+                    async move {
+                        let (mut next, mut k) = (market.start, 0usize);
+                        while next < end {
+                            sleep_until(next).await;
+                            // A refused question is asked again at the next turn.
+                            if market.offerings(mine[k % mine.len()]).await.is_ok() {
+                                k += 1;
+                            }
+                            next += gap;
+                        }
+                    }
+                });
+                futures::future::join_all(lanes).await;
+            }
+        }
+        let s = market.state();
+        out.found = s.found.iter().flatten().map(Duration::as_secs_f64).collect();
+        out.calls = s.calls;
+        out.refused = s.refused;
+        out
+    })
+}
+
+/// capblock's scan, reduced to its asking: plan, `ask_all`, remember; one run per tick.
+async fn capblock(
+    world: &World,
+    market: &Market<'_>,
+    end: Instant,
+    every: Duration,
+    budget: DescribeBudget,
+    out: &mut Outcome,
+) {
+    let catalog = AcceleratorCatalog::new();
+    let pacing = Pacing::from(&budget);
+    let calls = budget.calls_per_region();
+    let regions: Vec<Region> = GRID.iter().map(|g| g.0.parse().expect("region")).collect();
+    let mut memories: BTreeMap<Region, RegionMemory> =
+        regions.iter().map(|r| (r.clone(), Default::default())).collect();
+    let mut strikes = Strikes::new();
+    let threshold = world.threshold.amount();
+    let mut tick = market.start;
+    while tick < end {
+        sleep_until(tick).await;
+        let now = clock() + chrono::Duration::from_std(tick - market.start).expect("in range");
+        // The plan, region by region as the scan makes it (all questions askable).
+        let mut chosen: Vec<(usize, bool)> = Vec::new();
+        for (region, memory) in &memories {
+            let mine: Vec<usize> =
+                (0..world.questions.len()).filter(|&i| &world.questions[i].query.region == region).collect();
+            let candidates: Vec<Candidate> = mine
+                .iter()
+                .map(|&i| Candidate {
+                    key: world.questions[i].key.clone(),
+                    threshold,
+                    closes_in: chrono::Duration::days(14),
+                })
+                .collect();
+            let picked = plan::choose(&candidates, memory, calls);
+            // `choose` alternates: stale, promising, stale, ... (when it cannot ask them all).
+            let split = calls < candidates.len();
+            chosen.extend(picked.into_iter().enumerate().map(|(k, j)| (mine[j], split && k % 2 == 1)));
+        }
+        let queries: Vec<OfferingQuery> = chosen.iter().map(|&(i, _)| world.questions[i].query.clone()).collect();
+        let asked = ask_all(market, &queries, &pacing, &strikes, || {}).await;
+        out.ask_secs.push((Instant::now() - tick).as_secs_f64());
+        strikes = asked.strikes;
+        for (&(i, promising), answer) in chosen.iter().zip(asked.answers) {
+            let q = &world.questions[i];
+            match answer {
+                Answer::Offerings(list) => {
+                    if promising && list.iter().any(|o| o.id.starts_with("cb-qualifying-")) {
+                        out.by_priority += 1;
+                    }
+                    let cheapest = list
+                        .iter()
+                        .filter_map(|o| o.price_per_accelerator_hour(catalog.accelerators(&o.instance_type)?))
+                        .map(|r| r.per_unit)
+                        .min();
+                    let memory = memories.get_mut(&q.query.region).expect("a region");
+                    memory.asked.insert(q.key.clone(), Asked { at: now, cheapest });
+                }
+                Answer::CarriedOver => out.carried_over += 1,
+                _ => out.lost += 1,
+            }
+        }
+        for m in memories.values_mut() {
+            m.prune(now);
+        }
+        tick += every;
+        // A run that overran its tick starts the next one at once (Lambda would overlap them).
+        let now = Instant::now();
+        if tick < now {
+            tick = now;
+        }
+    }
+}
