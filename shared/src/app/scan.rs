@@ -145,11 +145,6 @@ pub fn questions_for(rule: &Rule, now: DateTime<Utc>) -> Vec<Question> {
     out
 }
 
-/// The queries a rule asks for at `now`.
-pub fn queries_for(rule: &Rule, now: DateTime<Utc>) -> Vec<OfferingQuery> {
-    questions_for(rule, now).into_iter().map(|q| q.query).collect()
-}
-
 /// Learns accelerator counts from EC2 for the types not known yet; the built-in table covers
 /// a region whose DescribeInstanceTypes fails.
 pub async fn learn_accelerators<M: InstanceTypeSource + ?Sized>(
@@ -405,6 +400,8 @@ where
             m.strikes =
                 asked.strikes.iter().filter(|((r, _), _)| r == region).map(|((_, f), n)| (f.clone(), *n)).collect();
         }
+        // The accelerator counts, once: each answer's cheapest price per accelerator-hour is kept.
+        let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut answered = BTreeMap::new();
         for (&i, answer) in plan.chosen.iter().zip(asked.answers) {
             let q = &plan.all[i].question.query;
@@ -418,7 +415,6 @@ where
                     if memory.quota_zero.remove(&fam).is_some() {
                         tracing::info!(event = "quota_zero_cleared", %region, family = %fam, "a search succeeded: the family's quota is no longer 0");
                     }
-                    let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
                     let cheapest = list
                         .iter()
                         .filter_map(|o| o.price_per_accelerator_hour(catalog.accelerators(&o.instance_type)?))
@@ -436,7 +432,7 @@ where
                 }
                 Answer::NotSold(message) => {
                     memory.not_sold.insert(q.instance_type.to_string(), now + MARKET_NOTE_TTL);
-                    findings.not_sold.entry((region, q.instance_type.to_string())).or_default().0 = message;
+                    findings.not_sold.insert((region, q.instance_type.to_string()), message);
                     findings.not_sold_rules.extend(plan.all[i].rules.iter().map(|&r| (q.instance_type.to_string(), r)));
                 }
                 Answer::Unsupported => {
@@ -482,7 +478,7 @@ where
             let milestone = format!("quota-zero-{fam}-{}", since.timestamp());
             self.store.enqueue(&alert_notice(&format!("market-{region}"), &milestone, &msg, now)).await?;
         }
-        for ((region, ty), (message,)) in &findings.not_sold {
+        for ((region, ty), message) in &findings.not_sold {
             let names: BTreeSet<String> =
                 findings.not_sold_rules.iter().filter(|(t, _)| t == ty).map(|(_, r)| rules[*r].id.clone()).collect();
             let msg = announce::not_sold(region, ty, message, &names.into_iter().collect::<Vec<_>>());
@@ -589,7 +585,7 @@ struct Findings {
     failed: BTreeMap<String, String>,
     unsupported: BTreeSet<String>,
     /// (region, type) -> EC2's message.
-    not_sold: BTreeMap<(String, String), (String,)>,
+    not_sold: BTreeMap<(String, String), String>,
     /// (type, rule index) pairs, to name the rules in the alert.
     not_sold_rules: BTreeSet<(String, usize)>,
     quota_zero: BTreeSet<(String, String)>,
