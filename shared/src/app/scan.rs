@@ -306,7 +306,7 @@ where
             failed_regions: findings.failed,
             unsupported_regions: findings.unsupported,
             not_sold: findings.not_sold.keys().map(|(r, t)| format!("{r} {t}")).collect(),
-            quota_zero: findings.quota_zero.iter().map(|(r, f)| format!("{r} {f}")).collect(),
+            quota_zero: findings.quota_zero.keys().map(|(r, f)| format!("{r} {f}")).collect(),
             skipped_rules: plan.skipped.iter().map(|&i| rules[i].id.clone()).collect(),
             settled,
             outcomes,
@@ -427,8 +427,7 @@ where
                 Answer::QuotaZero => {
                     counts.carried_over += 1;
                     let since = memory.note_quota_zero(&fam, now);
-                    findings.quota_zero.insert((region.clone(), fam.clone()));
-                    findings.quota_since.insert((region, fam), since);
+                    findings.quota_zero.insert((region, fam), since);
                 }
                 Answer::NotSold(message) => {
                     memory.not_sold.insert(q.instance_type.to_string(), now + MARKET_NOTE_TTL);
@@ -472,7 +471,7 @@ where
                 tracing::warn!(event = "market_memory_unsaved", %region, error = %e, "the next run plans without this one");
             }
         }
-        for ((region, fam), since) in &findings.quota_since {
+        for ((region, fam), since) in &findings.quota_zero {
             let strikes = crate::app::fan_out::QUOTA_STRIKES;
             let msg = announce::quota_zero(region, fam, *since, strikes);
             let milestone = format!("quota-zero-{fam}-{}", since.timestamp());
@@ -588,8 +587,8 @@ struct Findings {
     not_sold: BTreeMap<(String, String), String>,
     /// (type, rule index) pairs, to name the rules in the alert.
     not_sold_rules: BTreeSet<(String, usize)>,
-    quota_zero: BTreeSet<(String, String)>,
-    quota_since: BTreeMap<(String, String), DateTime<Utc>>,
+    /// (region, family) -> when its quota of 0 was first seen (the alert's identity).
+    quota_zero: BTreeMap<(String, String), DateTime<Utc>>,
 }
 
 #[cfg(test)]
