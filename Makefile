@@ -2,6 +2,9 @@
 # Builds share a target directory outside the clone, so a fresh clone reuses earlier builds.
 CARGO_TARGET_DIR ?= $(HOME)/.cache/capblock/target
 CAPBLOCK_CACHE ?= $(HOME)/.cache/capblock
+# The local stack `make test` starts and stops (its own state folder, so a developer's stack and
+# parallel worktrees never share one).
+TEST_STATE ?= $(CAPBLOCK_CACHE)/test-stack
 export CARGO_TARGET_DIR CAPBLOCK_CACHE
 
 .PHONY: demo test test-long check lint-rust test-rust test-sim-boto3 test-template package bench audit help
@@ -27,12 +30,12 @@ lint-rust:
 
 test-rust:
 	cargo build --workspace --bins
-	CAPBLOCK_STATE=$(CAPBLOCK_CACHE)/test-stack bash infra/local/stack.sh run -- cargo test --workspace
+	CAPBLOCK_STATE=$(TEST_STATE) bash infra/local/stack.sh run -- cargo test --workspace
 
 # The integration tests with bigger loop counts (fault-injection rounds): CAPBLOCK_LONG=1.
 test-long:
 	cargo build --workspace --bins
-	CAPBLOCK_LONG=1 CAPBLOCK_STATE=$(CAPBLOCK_CACHE)/test-stack bash infra/local/stack.sh run -- cargo test -p capblock-tests -- --nocapture
+	CAPBLOCK_LONG=1 CAPBLOCK_STATE=$(TEST_STATE) bash infra/local/stack.sh run -- cargo test -p capblock-tests -- --nocapture
 
 # The simulator against a second, independent EC2 client (boto3 validates its XML).
 test-sim-boto3:
