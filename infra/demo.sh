@@ -11,7 +11,7 @@ cd "$REPO"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/capblock/target}"
 export CAPBLOCK_CACHE="${CAPBLOCK_CACHE:-$HOME/.cache/capblock}"
 # A stack of its own, so the demo never stops a stack a developer has running.
-export CAPBLOCK_STATE="$CAPBLOCK_CACHE/demo-stack"
+export CAPBLOCK_STATE="${DEMO_STATE:-$CAPBLOCK_CACHE/demo-stack}"
 export CAPBLOCK_SCENARIO="$REPO/infra/examples/market.toml"
 
 # The driver records the capblock-local-lambda processes it starts here; it stops them itself,
