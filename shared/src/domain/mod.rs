@@ -5,10 +5,12 @@
 pub mod announce;
 pub mod backtest;
 pub mod budget;
+pub mod bus;
 pub mod catalog;
 pub mod checkpoint;
 pub mod decision;
 pub mod events;
+pub mod handoff;
 pub mod lifecycle;
 pub mod milestone;
 pub mod money;

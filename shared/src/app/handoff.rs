@@ -1,0 +1,280 @@
+//! Hand-off to the workloads: capblock's events for EventBridge, and the actions rules ask for.
+//!
+//! Both go through the outbox. An event is a notice for `Topic::Events`, keyed by (block,
+//! step), published by `outbox::flush` like any SNS notice. An action is a notice for
+//! `Topic::Actions`, keyed by (block, action): `run` leases it, does it, announces the result
+//! in the block's Slack thread and marks it done. A failed action stays pending (its failure
+//! announced once) and is tried again by the next run; nothing of the block's life waits for it.
+//! Every action is safe to repeat: parameters and capacities are set, not added to, and a
+//! command is sent only to the instances that do not have it yet (found by its comment).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::outbox::{LEASE, alert_notice};
+use crate::domain::bus::{self, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Step, Subject};
+use crate::domain::handoff::{self, Invocation, Order, Planned};
+use crate::domain::names::Region;
+use crate::ports::{
+    ActionError, Commands, Groups, InstanceSource, Message, Notice, Outbox, Parameters, StoreError, Topic,
+};
+
+/// The outbox notice of one lifecycle step's event. `step_key` is the step's milestone name
+/// (the Slack notice's), so the event and the message of a step are each sent once.
+pub fn event_notice(subject: &Subject, step: &Step, step_key: &str, arn: Option<&str>, now: DateTime<Utc>) -> Notice {
+    let detail = bus::detail(subject, step, step_key);
+    let mut attributes: BTreeMap<String, String> =
+        [(DETAIL_TYPE_ATTRIBUTE.to_string(), step.detail_type().as_str().to_string())].into();
+    if let Some(arn) = arn {
+        attributes.insert(RESOURCE_ATTRIBUTE.to_string(), arn.to_string());
+    }
+    Notice {
+        thread: subject.reservation_id.clone(),
+        milestone: format!("{step_key}@events"),
+        topic: Topic::Events,
+        // A struct of strings and numbers: serializing it cannot fail.
+        message: Message { body: serde_json::to_string(&detail).unwrap_or_default(), attributes },
+        created_at: now,
+    }
+}
+
+/// The outbox record of one action for one block.
+pub fn action_notice(p: &Planned, now: DateTime<Utc>) -> Notice {
+    Notice {
+        thread: p.target.reservation_id.clone(),
+        milestone: p.key.clone(),
+        topic: Topic::Actions,
+        message: Message { body: serde_json::to_string(p).unwrap_or_default(), attributes: BTreeMap::new() },
+        created_at: now,
+    }
+}
+
+/// Enqueues the planned actions; returns how many were new (0 when all were planned before).
+pub async fn enqueue_actions<O: Outbox + ?Sized>(
+    outbox: &O,
+    planned: &[Planned],
+    now: DateTime<Utc>,
+) -> Result<usize, StoreError> {
+    let mut added = 0;
+    for p in planned {
+        if outbox.enqueue(&action_notice(p, now)).await? {
+            tracing::info!(event = "action_planned", reservation = %p.target.reservation_id, action = %p.key, dry_run = p.dry_run, "will run");
+            added += 1;
+        }
+    }
+    Ok(added)
+}
+
+/// The AWS sides the actions reach.
+pub struct Hands<'a, P: ?Sized, G: ?Sized, C: ?Sized, I: ?Sized> {
+    pub parameters: &'a P,
+    pub groups: &'a G,
+    pub commands: &'a C,
+    pub instances: &'a I,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ActionReport {
+    pub done: Vec<String>,
+    /// Failed this run; pending, tried again next run.
+    pub failed: Vec<String>,
+    /// Waiting (a command still running on some instance).
+    pub waiting: Vec<String>,
+    pub held_elsewhere: usize,
+}
+
+/// What one try of an order came to.
+enum Tried {
+    Done(String),
+    /// Done, and a follow-up order to run next (collecting a command's results).
+    Then(String, Planned),
+    NotYet(String),
+}
+
+impl<P, G, C, I> Hands<'_, P, G, C, I>
+where
+    P: Parameters + ?Sized,
+    G: Groups + ?Sized,
+    C: Commands + ?Sized,
+    I: InstanceSource + ?Sized,
+{
+    /// Runs every pending action this run can lease.
+    pub async fn run<O: Outbox + ?Sized>(&self, outbox: &O, now: DateTime<Utc>) -> Result<ActionReport, StoreError> {
+        let mut report = ActionReport::default();
+        let mut pending: Vec<Notice> =
+            outbox.pending().await?.into_iter().filter(|n| n.topic == Topic::Actions).collect();
+        pending.sort_by_key(|n| n.created_at);
+        for notice in pending {
+            let p: Planned = match serde_json::from_str(&notice.message.body) {
+                Ok(p) => p,
+                Err(e) => {
+                    // Written by this code only: a bug or a hand edit. Left for a person.
+                    tracing::error!(event = "action_corrupt", notice = %notice.id(), error = %e, "cannot read the action; left pending");
+                    report.failed.push(notice.id());
+                    continue;
+                }
+            };
+            if !outbox.lease(&notice, now, now + LEASE).await? {
+                report.held_elsewhere += 1;
+                continue;
+            }
+            let tried = if p.dry_run {
+                Ok(Tried::Done("Dry run: nothing was changed.".into()))
+            } else {
+                self.try_order(&p).await
+            };
+            let thread = &p.target.reservation_id;
+            match tried {
+                Ok(Tried::Done(what)) => {
+                    outbox
+                        .enqueue(&alert_notice(
+                            thread,
+                            &format!("{}-done", p.key),
+                            &handoff::announce_done(&p, &what),
+                            now,
+                        ))
+                        .await?;
+                    outbox.mark_published(&notice, now).await?;
+                    tracing::info!(event = "action_done", reservation = %thread, action = %p.key, dry_run = p.dry_run, "{what}");
+                    report.done.push(notice.id());
+                }
+                Ok(Tried::Then(what, next)) => {
+                    // The follow-up first: if this run dies here, the retry finds the command
+                    // sent (by its comment) and plans the same follow-up again (a no-op).
+                    enqueue_actions(outbox, std::slice::from_ref(&next), now).await?;
+                    outbox
+                        .enqueue(&alert_notice(
+                            thread,
+                            &format!("{}-done", p.key),
+                            &handoff::announce_done(&p, &what),
+                            now,
+                        ))
+                        .await?;
+                    outbox.mark_published(&notice, now).await?;
+                    tracing::info!(event = "action_done", reservation = %thread, action = %p.key, "{what}");
+                    report.done.push(notice.id());
+                }
+                Ok(Tried::NotYet(why)) => {
+                    tracing::info!(event = "action_waiting", reservation = %thread, action = %p.key, %why, "next run looks again");
+                    report.waiting.push(notice.id());
+                }
+                Err(e) => {
+                    let msg = handoff::announce_failed(&p, &e.to_string());
+                    // Announced once per action, however many runs it fails.
+                    outbox.enqueue(&alert_notice(thread, &format!("{}-failed", p.key), &msg, now)).await?;
+                    tracing::warn!(event = "action_failed", reservation = %thread, action = %p.key, error = %e, "retried next run");
+                    report.failed.push(notice.id());
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    async fn try_order(&self, p: &Planned) -> Result<Tried, ActionError> {
+        let region = region_of(p)?;
+        match &p.order {
+            Order::PublishParameter { name, value } => {
+                self.parameters.put_parameter(&region, name, value).await?;
+                Ok(Tried::Done(format!("`{name}` = `{value}`")))
+            }
+            Order::ClearParameter { name } => {
+                let current = self.parameters.parameter(&region, name).await?;
+                let names_this_block =
+                    current.as_deref().and_then(|v| serde_json::from_str::<serde_json::Value>(v).ok()).is_some_and(
+                        |v| v.get("reservation_id").and_then(|r| r.as_str()) == Some(p.target.reservation_id.as_str()),
+                    );
+                if names_this_block {
+                    self.parameters.delete_parameter(&region, name).await?;
+                    Ok(Tried::Done(format!("`{name}` deleted.")))
+                } else {
+                    // Another block of the rule published since (or it is gone): not ours to clear.
+                    Ok(Tried::Done(format!("`{name}` no longer names this block; left as it is.")))
+                }
+            }
+            Order::SetCapacity { group, desired } => {
+                self.groups.set_desired(&region, group, *desired).await?;
+                Ok(Tried::Done(format!("`{group}` desired capacity is {desired}.")))
+            }
+            Order::RunCommand { document, comment } => self.send_command(p, &region, document, comment).await,
+            Order::CommandResult { commands, .. } => {
+                let mut results = BTreeMap::new();
+                for (instance, command_id) in commands {
+                    results.insert(instance.clone(), self.commands.invocation(&region, command_id, instance).await?);
+                }
+                match handoff::command_summary(&results) {
+                    None => {
+                        let running = results.iter().filter(|(_, r)| **r == Invocation::Running).count();
+                        Ok(Tried::NotYet(format!("{running} instance(s) still running it")))
+                    }
+                    Some((ran, failed)) => {
+                        let msg = handoff::announce_command_result(p, &ran, &failed);
+                        Ok(Tried::Done(msg.description))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends the command to the block's running instances that do not have it yet.
+    async fn send_command(
+        &self,
+        p: &Planned,
+        region: &Region,
+        document: &str,
+        comment: &str,
+    ) -> Result<Tried, ActionError> {
+        let fail =
+            |operation: &'static str, message: String| ActionError { operation, region: region.to_string(), message };
+        let instances = self
+            .instances
+            .instances_in(region, &p.target.reservation_id)
+            .await
+            .map_err(|e| fail("DescribeInstances", e.to_string()))?;
+        if instances.is_empty() {
+            return Ok(Tried::Done("No instance runs in the block: nothing to send.".into()));
+        }
+        let mut by_instance: BTreeMap<String, String> = BTreeMap::new();
+        for sent in self.commands.sent(region, comment, &instances).await? {
+            for i in sent.instance_ids {
+                by_instance.entry(i).or_insert_with(|| sent.command_id.clone());
+            }
+        }
+        let rest: Vec<String> = instances.iter().filter(|i| !by_instance.contains_key(*i)).cloned().collect();
+        let already = instances.len() - rest.len();
+        if !rest.is_empty() {
+            let id = self.commands.send(region, document, &rest, comment).await?;
+            for i in &rest {
+                by_instance.insert(i.clone(), id.clone());
+            }
+        }
+        let commands: BTreeMap<String, String> =
+            by_instance.into_iter().filter(|(i, _)| instances.contains(i)).collect();
+        let ids: BTreeSet<&String> = commands.values().collect();
+        let what = format!(
+            "Sent to {} instance(s) ({} had it already): command {}.",
+            rest.len(),
+            already,
+            ids.into_iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+        );
+        let next = Planned {
+            key: format!("{}-result", p.key),
+            target: p.target.clone(),
+            order: Order::CommandResult { document: document.to_string(), commands },
+            dry_run: false,
+        };
+        Ok(Tried::Then(what, next))
+    }
+}
+
+fn region_of(p: &Planned) -> Result<Region, ActionError> {
+    p.target.region.parse().map_err(|e: crate::domain::names::NameError| ActionError {
+        operation: "plan",
+        region: p.target.region.clone(),
+        message: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests;
