@@ -4,7 +4,6 @@
 
 pub mod autoscaling;
 pub mod dynamo;
-mod dynamo_item;
 pub mod ec2;
 pub mod eventbridge;
 mod regional;

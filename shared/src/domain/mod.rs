@@ -4,12 +4,14 @@
 
 pub mod announce;
 pub mod backtest;
+pub mod block;
 pub mod budget;
 pub mod bus;
 pub mod catalog;
 pub mod checkpoint;
 pub mod decision;
 pub mod events;
+pub mod extension;
 pub mod handoff;
 pub mod lifecycle;
 pub mod milestone;
@@ -19,3 +21,4 @@ pub mod offering;
 pub mod plan;
 pub mod rule;
 pub mod slack;
+pub mod tags;
