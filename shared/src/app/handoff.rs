@@ -89,7 +89,7 @@ pub struct ActionReport {
 enum Tried {
     Done(String),
     /// Done, and a follow-up order to run next (collecting a command's results).
-    Then(String, Planned),
+    Then(String, Box<Planned>),
     NotYet(String),
 }
 
@@ -140,10 +140,10 @@ where
                     tracing::info!(event = "action_done", reservation = %thread, action = %p.key, dry_run = p.dry_run, "{what}");
                     report.done.push(notice.id());
                 }
-                Ok(Tried::Then(what, next)) => {
+                Ok(Tried::Then(what, Box::new(next))) => {
                     // The follow-up first: if this run dies here, the retry finds the command
                     // sent (by its comment) and plans the same follow-up again (a no-op).
-                    enqueue_actions(outbox, std::slice::from_ref(&next), now).await?;
+                    enqueue_actions(outbox, std::slice::from_ref(next.as_ref()), now).await?;
                     outbox
                         .enqueue(&alert_notice(
                             thread,
@@ -208,8 +208,8 @@ where
                         let running = results.iter().filter(|(_, r)| **r == Invocation::Running).count();
                         Ok(Tried::NotYet(format!("{running} instance(s) still running it")))
                     }
-                    Some((ran, failed)) => {
-                        let msg = handoff::announce_command_result(p, &ran, &failed);
+                    Some(summary) => {
+                        let msg = handoff::announce_command_result(p, &summary.ran, &summary.failed);
                         Ok(Tried::Done(msg.description))
                     }
                 }
@@ -264,7 +264,7 @@ where
             order: Order::CommandResult { document: document.to_string(), commands },
             dry_run: false,
         };
-        Ok(Tried::Then(what, next))
+        Ok(Tried::Then(what, Box::new(next)))
     }
 }
 

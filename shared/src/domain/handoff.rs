@@ -342,8 +342,15 @@ pub enum Invocation {
     Failed(String),
 }
 
+/// Which instances ran a command, and which failed it (with SSM's status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSummary {
+    pub ran: Vec<String>,
+    pub failed: Vec<(String, String)>,
+}
+
 /// The result of a command once every instance finished, or `None` while any still runs.
-pub fn command_summary(results: &BTreeMap<String, Invocation>) -> Option<(Vec<String>, Vec<(String, String)>)> {
+pub fn command_summary(results: &BTreeMap<String, Invocation>) -> Option<CommandSummary> {
     if results.values().any(|r| *r == Invocation::Running) {
         return None;
     }
@@ -355,7 +362,7 @@ pub fn command_summary(results: &BTreeMap<String, Invocation>) -> Option<(Vec<St
             _ => None,
         })
         .collect();
-    Some((ran, failed))
+    Some(CommandSummary { ran, failed })
 }
 
 /// What an order does, for people: the first line of its Slack message.

@@ -187,9 +187,9 @@ fn command_results_wait_for_every_instance() {
         [("i-1".to_string(), Invocation::Succeeded), ("i-2".to_string(), Invocation::Running)].into();
     assert_eq!(command_summary(&r), None);
     r.insert("i-2".into(), Invocation::Failed("TimedOut".into()));
-    let (ran, failed) = command_summary(&r).unwrap();
-    assert_eq!(ran, ["i-1"]);
-    assert_eq!(failed, [("i-2".to_string(), "TimedOut".to_string())]);
+    let s = command_summary(&r).unwrap();
+    assert_eq!(s.ran, ["i-1"]);
+    assert_eq!(s.failed, [("i-2".to_string(), "TimedOut".to_string())]);
 }
 
 #[test]
