@@ -72,7 +72,7 @@ CfnLoader.add_multi_constructor("!", _intrinsic)
 
 def load_template(path: Path) -> dict:
     with path.open(encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=CfnLoader)  # noqa: S506 - SafeLoader subclass
+        return yaml.load(fh, Loader=CfnLoader)
 
 
 # --------------------------------------------------------------------------- Rust source
@@ -799,7 +799,7 @@ def is_star(resource) -> bool:
 
 def load_action_data() -> dict | None:
     try:
-        import cfnlint  # noqa: PLC0415
+        import cfnlint
 
         p = Path(cfnlint.__file__).parent / "data" / "AdditionalSpecs" / "Policies.json"
         return json.loads(p.read_text(encoding="utf-8"))
@@ -865,7 +865,7 @@ def level_of(rust_log) -> str:
     return "info"
 
 
-def check_log_alarms(tpl: dict, repo: Path, globals_fn: dict, rep: "Report") -> None:
+def check_log_alarms(tpl: dict, repo: Path, globals_fn: dict, rep: Report) -> None:
     resources: dict = tpl.get("Resources", {}) or {}
     filters = {k: v for k, v in resources.items() if isinstance(v, dict) and v.get("Type") == "AWS::Logs::MetricFilter"}
     alarms = [v.get("Properties", {}) or {} for v in resources.values()
@@ -1076,7 +1076,7 @@ def main(argv: list[str]) -> int:
                 problems.append(f"functions/{binary}/Cargo.toml does not exist")
                 crate_ok = False
             else:
-                pkg, bins = crate_binaries(crate)
+                _pkg, bins = crate_binaries(crate)
                 if binary not in bins:
                     problems.append(f"functions/{binary}/Cargo.toml declares no binary {binary!r} (has: {sorted(bins) or 'none'})")
                 if members and crate.resolve() not in members:
