@@ -187,6 +187,16 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
         last = output.strip().splitlines()[-1]
         self.assertRegex(last, rf"^\d+ passed, {failed} failed$")
 
+    def assertFails(self, *expected: str, failed: int | None = None) -> str:
+        """The check exits 1 and prints each of `expected`; `failed` checks, if given."""
+        rc, out = self.run_check()
+        self.assertEqual(rc, 1, out)
+        for text in expected:
+            self.assertIn(text, out)
+        if failed is not None:
+            self.assertSummary(out, failed)
+        return out
+
     # ------------------------------------------------------------------ tests
 
     def test_the_declared_ports_actions_are_required(self):
@@ -212,47 +222,34 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
 
     def test_missing_action_fails(self):
         self.edit("template.yaml", "Action: [dynamodb:GetItem]", "Action: [dynamodb:Query]")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("not allowed: dynamodb:GetItem (needed by port Reader)", out)
-        self.assertIn("allowed but never needed: dynamodb:Query (statement Table)", out)
-        self.assertSummary(out, 1)
+        self.assertFails(
+            "not allowed: dynamodb:GetItem (needed by port Reader)",
+            "allowed but never needed: dynamodb:Query (statement Table)",
+            failed=1,
+        )
 
     def test_a_port_the_function_declares_needs_its_actions(self):
         self.edit("functions/lookup/src/main.rs", '&["Reader"]', '&["Reader", "Writer"]')
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("not allowed: dynamodb:PutItem (needed by port Writer)", out)
-        self.assertSummary(out, 1)
+        self.assertFails("not allowed: dynamodb:PutItem (needed by port Writer)", failed=1)
 
     def test_extra_grant_fails(self):
         self.edit("template.yaml", "Action: [dynamodb:GetItem]", "Action: [dynamodb:GetItem, dynamodb:PutItem]")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("allowed but never needed: dynamodb:PutItem (statement Table)", out)
+        out = self.assertFails("allowed but never needed: dynamodb:PutItem (statement Table)", failed=1)
         self.assertNotIn("not allowed:", out)
-        self.assertSummary(out, 1)
 
     def test_wildcard_action_fails(self):
         self.edit("template.yaml", "Action: [dynamodb:GetItem]", "Action: [dynamodb:Get*]")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("wildcard action dynamodb:Get*", out)
+        self.assertFails("wildcard action dynamodb:Get*")
 
     def test_undeclared_sdk_call_fails(self):
         self.edit("shared/src/aws/store.rs", "let _ = client.put_item().table_name(table);",
                   "let _ = client.put_item().table_name(table);\n    let _ = client.query();")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("undeclared SDK call: query() needs dynamodb:Query", out)
-        self.assertSummary(out, 1)
+        self.assertFails("undeclared SDK call: query() needs dynamodb:Query", failed=1)
 
     def test_stale_declaration_fails(self):
         self.edit("shared/src/aws/store.rs", '("Writer", &["dynamodb:PutItem"])',
                   '("Writer", &["dynamodb:PutItem", "dynamodb:Scan"])')
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("declared but never called: dynamodb:Scan", out)
+        self.assertFails("declared but never called: dynamodb:Scan")
 
     def test_implied_action_must_be_declared(self):
         # A transaction with a Delete item needs DeleteItem besides TransactWriteItems.
@@ -261,42 +258,33 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
         self.edit("shared/src/aws/store.rs", "let _ = client.put_item().table_name(table);",
                   "let _ = client.put_item().table_name(table);\n"
                   "    let _ = client.transact_write_items().transact_items(Delete::builder().build());")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("undeclared SDK call: implied by transact_write_items() needs dynamodb:DeleteItem", out)
+        self.assertFails("undeclared SDK call: implied by transact_write_items() needs dynamodb:DeleteItem")
 
     def test_function_without_port_table_fails(self):
         self.edit("functions/lookup/src/main.rs", 'pub const AWS_PORTS: &[&str] = &["Reader"];', "")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("declares no `pub const AWS_PORTS`", out)
+        self.assertFails("declares no `pub const AWS_PORTS`")
 
     def test_unknown_or_unbuilt_port_fails(self):
         self.edit("functions/lookup/src/main.rs", '&["Reader"]', '&["Reader", "Clock"]')
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("AWS_PORTS names Clock, which no adapter's ACTIONS table declares", out)
+        self.assertFails("AWS_PORTS names Clock, which no adapter's ACTIONS table declares")
         self.edit("functions/lookup/src/main.rs", '&["Reader", "Clock"]', "&[]")
-        rc, out = self.run_check()
-        self.assertIn("builds the store adapter (Store) but declares none of its ports in AWS_PORTS", out)
+        self.assertFails("builds the store adapter (Store) but declares none of its ports in AWS_PORTS")
 
     def test_function_calling_the_sdk_itself_fails(self):
         self.edit("functions/lookup/src/main.rs", "let table =",
                   "let _ = aws_sdk_dynamodb::Client::new(&sdk).scan();\n    let table =")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("calls scan() of aws-sdk-dynamodb itself", out)
+        self.assertFails("calls scan() of aws-sdk-dynamodb itself")
 
     def test_env_var_mismatch_fails(self):
         self.edit("template.yaml", "CAPBLOCK_TABLE: !Ref Table", "CAPBLOCK_TABLE: !Ref Table\n          CAPBLOCK_EXTRA: x")
         self.edit("functions/lookup/src/main.rs", 'std::env::var("CAPBLOCK_TABLE")',
                   'std::env::var("CAPBLOCK_TABLE").and(std::env::var("CAPBLOCK_MODE"))')
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("read by the code, missing in the template: CAPBLOCK_MODE", out)
-        self.assertIn("set in the template, never read by the code: CAPBLOCK_EXTRA", out)
-        self.assertIn("FAIL env: 2 variables", out)
-        self.assertSummary(out, 1)
+        self.assertFails(
+            "read by the code, missing in the template: CAPBLOCK_MODE",
+            "set in the template, never read by the code: CAPBLOCK_EXTRA",
+            "FAIL env: 2 variables",
+            failed=1,
+        )
 
     # ---------------------------------------------------------------- log alarms
 
@@ -307,43 +295,33 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
 
     def test_misspelled_event_in_a_log_filter_fails(self):
         self.edit("template.yaml", '$.fields.event = "lookup_missing"', '$.fields.event = "lookup_mising"')
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("event 'lookup_mising' is logged nowhere in shared/src or functions/*/src of LookupFunction "
-                      "(did you mean lookup_missing?)", out)
-        self.assertSummary(out, 1)
+        self.assertFails(
+            "event 'lookup_mising' is logged nowhere in shared/src or functions/*/src of LookupFunction "
+                      "(did you mean lookup_missing?)",
+            failed=1,
+        )
 
     def test_log_filter_field_missing_from_the_call_fails(self):
         self.edit("template.yaml", "$.fields.tagged IS TRUE", "$.fields.taged IS TRUE")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("field 'taged' is not in the tracing call that logs 'lookup_missing'", out)
+        self.assertFails("field 'taged' is not in the tracing call that logs 'lookup_missing'")
 
     def test_log_filter_without_the_fields_key_fails(self):
         self.edit("template.yaml", '$.fields.event = "lookup_missing"', '$.event = "lookup_missing"')
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("the log lines carry their fields under $.fields.*", out)
+        self.assertFails("the log lines carry their fields under $.fields.*")
 
     def test_flattened_logs_move_the_fields_key(self):
         self.write("shared/src/lambda.rs", "pub fn init_logging() { fmt().json().flatten_event(true).init(); }\n")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("$.fields.event, $.fields.tagged: the log lines carry their fields under $.*", out)
+        self.assertFails("$.fields.event, $.fields.tagged: the log lines carry their fields under $.*")
 
     def test_event_logged_below_rust_log_fails(self):
         self.edit("template.yaml", '$.fields.event = "lookup_missing"', '$.fields.event = "lookup_done"')
         self.edit("template.yaml", " && ($.fields.tagged IS TRUE)", "")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("event 'lookup_done' is logged only below RUST_LOG=info of LookupFunction", out)
+        self.assertFails("event 'lookup_done' is logged only below RUST_LOG=info of LookupFunction")
 
     def test_log_metric_without_alarm_fails(self):
         self.edit("template.yaml", "Namespace: !Sub lookup/${AWS::StackName}\n      MetricName: LookupMissing",
                   "Namespace: !Sub lookup/${AWS::StackName}\n      MetricName: Other")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("metric LookupMissing has no AWS::CloudWatch::Alarm", out)
+        self.assertFails("metric LookupMissing has no AWS::CloudWatch::Alarm")
 
 
 class DeclaredTables(unittest.TestCase):
