@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import tomllib
 from pathlib import Path
 
 from .cfn import deep_get, load_action_data, load_template
-from .code import crate_binaries, workspace_members
+from .code import crate_binaries, env_read, workspace_members
 from .iam import (
     CHECKED_SERVICES,
     allowed_actions,
@@ -146,7 +145,7 @@ def main(argv: list[str]) -> int:
             problems.append(f"cannot read functions/{binary or '?'}/src: crate missing")
         else:
             fn_srcs = [read_rust(p) for p in sorted((crate / "src").rglob("*.rs"))]
-            code_env = {m for s in fn_srcs for lit in s.strings for m in re.findall(r"^(CAPBLOCK_[A-Z0-9_]+)$", lit)}
+            code_env = env_read(repo, fn_srcs)
             missing = sorted(code_env - tpl_env)
             unused = sorted(tpl_env - code_env)
             if missing:

@@ -1,12 +1,14 @@
 """Where each function's code is (CodeUri -> functions/<binary>/, a workspace member that
-declares that binary), and the environment it reads against the one the template sets."""
+declares that binary), and which CAPBLOCK_* variables it reads."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
 from .cfn import deep_get
+from .rust import RustSource
 
 
 def crate_binaries(crate: Path) -> tuple[str | None, set[str]]:
@@ -34,3 +36,29 @@ def workspace_members(repo: Path) -> set[Path]:
         out |= {d.resolve() for d in repo.glob(m)}
     return out
 
+
+
+def config_readers(repo: Path) -> dict[str, set[str]]:
+    """The CAPBLOCK_* variables each public reader in shared/src/config.rs reads, by name."""
+    # Literals are blanked in a lexed RustSource's code; read them from the text, fn by fn.
+    path = repo / "shared" / "src" / "config.rs"
+    if not path.is_file():
+        return {}
+    text = path.read_text(encoding="utf-8").split("#[cfg(test)]")[0]
+    out: dict[str, set[str]] = {}
+    for m in re.finditer(r"pub fn (\w+)", text):
+        start = m.end()
+        nxt = re.search(r"\n(pub fn |/// )", text[start:])
+        body = text[start : start + nxt.start()] if nxt else text[start:]
+        out[m.group(1)] = set(re.findall(r'"(CAPBLOCK_[A-Z0-9_]+)"', body))
+    return {k: v for k, v in out.items() if v}
+
+
+def env_read(repo: Path, srcs: list[RustSource]) -> set[str]:
+    """The CAPBLOCK_* variables a function reads: the literals in its crate, and those of each
+    shared reader it calls (settings several functions share are read in shared/src/config.rs)."""
+    names = {m for s in srcs for lit in s.strings for m in re.findall(r"^(CAPBLOCK_[A-Z0-9_]+)$", lit)}
+    for reader, read in config_readers(repo).items():
+        if any(re.search(rf"\bconfig::{reader}\(", s.code) for s in srcs):
+            names |= read
+    return names

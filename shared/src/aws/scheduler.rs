@@ -9,9 +9,10 @@ use aws_sdk_scheduler::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_scheduler::types::{ActionAfterCompletion, FlexibleTimeWindow, FlexibleTimeWindowMode, Target};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 
+use crate::domain::block::Block;
 use crate::domain::checkpoint::{at_expression, reminder_at, schedule_name, schedule_prefix};
 use crate::domain::events::{REMINDER_SOURCE, ReminderPayload};
-use crate::ports::{Block, ReminderError, Reminders};
+use crate::ports::{ReminderError, Reminders};
 
 /// The IAM actions each port of this adapter needs: a function's role allows exactly those of
 /// the ports it declares in `AWS_PORTS`. infra/deploy/crosscheck checks that every SDK call here
