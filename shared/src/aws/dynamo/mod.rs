@@ -52,6 +52,35 @@ mod table;
 
 pub use table::create_table;
 
+/// The IAM actions each port of this adapter needs: a function's role allows exactly those of
+/// the ports it declares in `AWS_PORTS`. infra/deploy/crosscheck checks that every SDK call here
+/// has its action in this table and that nothing in it is uncalled (ARCHITECTURE.md, "Where a
+/// change goes": a new AWS call).
+// A transaction needs the action of each kind of item it carries (Put, Update, Delete) besides
+// TransactWriteItems.
+pub const ACTIONS: &[(&str, &[&str])] = &[
+    ("RuleStore", &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"]),
+    ("MarketMemory", &["dynamodb:GetItem", "dynamodb:PutItem"]),
+    (
+        "Ledger",
+        &[
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:Query",
+            "dynamodb:TransactWriteItems",
+        ],
+    ),
+    ("BlockArchive", &["dynamodb:Scan"]),
+    ("BlockStore", &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
+    ("ExtensionLedger", &["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:TransactWriteItems"]),
+    ("Outbox", &["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
+    ("ObservationStore", &["dynamodb:BatchWriteItem", "dynamodb:Query"]),
+    // Not a port: `create_table` sets up the local stack and the tests; no function declares it.
+    ("TableSetup", &["dynamodb:CreateTable"]),
+];
+
 /// How long price observations are kept.
 pub const OBSERVATION_TTL: Duration = Duration::days(400);
 const OPEN_INTENTS: &str = "INTENT#OPEN";
