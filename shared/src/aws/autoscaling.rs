@@ -9,6 +9,10 @@ use super::regional::Regional;
 use crate::domain::names::Region;
 use crate::ports::{ActionError, Groups};
 
+/// The IAM actions each port implemented here calls (see `aws::sns::ACTIONS`).
+pub const ACTIONS: &[(&str, &[&str])] =
+    &[("Groups", &["autoscaling:SetDesiredCapacity", "autoscaling:DescribeAutoScalingGroups"])];
+
 pub struct AutoScaling {
     clients: Regional<Client>,
 }

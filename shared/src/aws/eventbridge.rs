@@ -10,6 +10,10 @@ use super::sns::SnsNotifier;
 use crate::domain::bus::{self, BusEntry, DETAIL_TYPE_ATTRIBUTE, DetailType, RESOURCE_ATTRIBUTE};
 use crate::ports::{EventBus, Message, Notifier, NotifyError, Topic};
 
+/// The IAM actions each port implemented here calls (the cross-check compares them with the
+/// SDK calls below and with the roles of the functions that use the port).
+pub const ACTIONS: &[(&str, &[&str])] = &[("EventBus", &["events:PutEvents"])];
+
 pub struct EventBridgeBus {
     client: Client,
     /// A name or ARN; "default" is the account's default bus.

@@ -11,6 +11,12 @@ use crate::domain::handoff::Invocation;
 use crate::domain::names::Region;
 use crate::ports::{ActionError, Commands, Parameters, SentCommand};
 
+/// The IAM actions each port implemented here calls (see `aws::sns::ACTIONS`).
+pub const ACTIONS: &[(&str, &[&str])] = &[
+    ("Parameters", &["ssm:PutParameter", "ssm:GetParameter", "ssm:DeleteParameter"]),
+    ("Commands", &["ssm:SendCommand", "ssm:ListCommands", "ssm:GetCommandInvocation"]),
+];
+
 pub struct Ssm {
     clients: Regional<Client>,
 }
