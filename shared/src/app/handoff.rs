@@ -140,7 +140,7 @@ where
                     tracing::info!(event = "action_done", reservation = %thread, action = %p.key, dry_run = p.dry_run, "{what}");
                     report.done.push(notice.id());
                 }
-                Ok(Tried::Then(what, Box::new(next))) => {
+                Ok(Tried::Then(what, next)) => {
                     // The follow-up first: if this run dies here, the retry finds the command
                     // sent (by its comment) and plans the same follow-up again (a no-op).
                     enqueue_actions(outbox, std::slice::from_ref(next.as_ref()), now).await?;
