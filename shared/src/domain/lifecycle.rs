@@ -87,6 +87,15 @@ pub fn payment_deadline(purchased_at: DateTime<Utc>, start: DateTime<Utc>) -> Da
     (purchased_at + PAYMENT_WINDOW).min(start - PAYMENT_CUTOFF_BEFORE_START)
 }
 
+/// An extension is released unless paid within 12 hours of its purchase or by 35 minutes
+/// before the block's scheduled end (its end before the extension), whichever comes first
+/// (capacity-blocks.md, "Extensions"): min(sent + 12 h, end - 35 min).
+pub const EXTENSION_CUTOFF_BEFORE_END: Duration = Duration::minutes(35);
+
+pub fn extension_payment_deadline(sent_at: DateTime<Utc>, block_end: DateTime<Utc>) -> DateTime<Utc> {
+    (sent_at + PAYMENT_WINDOW).min(block_end - EXTENSION_CUTOFF_BEFORE_END)
+}
+
 /// When EC2 begins terminating the block's instances: when unsaved work is lost.
 pub fn termination_time(end: DateTime<Utc>, ultraserver: bool) -> DateTime<Utc> {
     end - if ultraserver { ULTRASERVER_TERMINATION_LEAD } else { TERMINATION_LEAD }
@@ -142,6 +151,14 @@ mod tests {
 
     fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()
+    }
+
+    #[test]
+    fn extension_deadline_is_twelve_hours_or_35_minutes_before_the_end() {
+        // Bought 2 days ahead of the end: 12 h after the purchase.
+        assert_eq!(extension_payment_deadline(t(1, 9, 0), t(3, 11, 30)), t(1, 21, 0));
+        // Bought 3 h before the end: 35 minutes before it (not 5, as for a block's start).
+        assert_eq!(extension_payment_deadline(t(3, 8, 30), t(3, 11, 30)), t(3, 10, 55));
     }
 
     #[test]

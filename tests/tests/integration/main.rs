@@ -11,3 +11,4 @@ mod scan;
 mod sim_wire;
 mod store;
 mod track;
+mod ultraserver_wire;
