@@ -10,6 +10,9 @@ use crate::scenario::{HealthStep, PaymentOutcome};
 pub const PAYMENT_WINDOW_HOURS: i64 = 12;
 /// ...and by 5 minutes before the block starts, whichever comes first.
 pub const PAYMENT_CUTOFF_BEFORE_START_MINUTES: i64 = 5;
+/// An extension: by 35 minutes before the block's scheduled end (the extension's start), EC2
+/// User Guide, "Extend a Capacity Block".
+pub const EXTENSION_CUTOFF_BEFORE_END_MINUTES: i64 = 35;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Payment {
@@ -46,8 +49,13 @@ fn hours(h: f64) -> Duration {
 
 /// When and how a purchase made at `purchased` for something starting at `start` settles.
 pub fn settle(purchased: DateTime<Utc>, start: DateTime<Utc>, p: &Payment) -> Settlement {
+    settle_by(purchased, start, PAYMENT_CUTOFF_BEFORE_START_MINUTES, p)
+}
+
+/// `settle` with the cutoff before `start` in minutes (5 for blocks, 35 for extensions).
+pub fn settle_by(purchased: DateTime<Utc>, start: DateTime<Utc>, cutoff_minutes: i64, p: &Payment) -> Settlement {
     let deadline = (purchased + Duration::hours(PAYMENT_WINDOW_HOURS))
-        .min(start - Duration::minutes(PAYMENT_CUTOFF_BEFORE_START_MINUTES))
+        .min(start - Duration::minutes(cutoff_minutes))
         .max(purchased);
     let at = purchased + hours(p.delay_hours);
     match p.outcome {
@@ -110,7 +118,7 @@ pub struct Extension {
 
 impl Extension {
     pub fn status(&self, now: DateTime<Utc>) -> &'static str {
-        match settle(self.purchased, self.start, &self.payment) {
+        match settle_by(self.purchased, self.start, EXTENSION_CUTOFF_BEFORE_END_MINUTES, &self.payment) {
             s if now < s.at() => "payment-pending",
             Settlement::Paid(_) => "payment-succeeded",
             Settlement::Failed(_) => "payment-failed",
@@ -344,8 +352,9 @@ mod tests {
         assert_eq!(r.end(bought + Duration::hours(3), &ok), r.original_end + Duration::hours(48));
         assert_eq!(r.state(r.original_end + Duration::hours(1), &ok), "active");
         let bad = [ext(PaymentOutcome::Fail)];
-        // Deadline: min(bought + 12 h, ext start - 5 min) = end - 5 min.
-        assert_eq!(bad[0].status(r.original_end - Duration::minutes(5)), "payment-failed");
+        // Deadline: min(bought + 12 h, ext start - 35 min) = end - 35 min.
+        assert_eq!(bad[0].status(r.original_end - Duration::minutes(36)), "payment-pending");
+        assert_eq!(bad[0].status(r.original_end - Duration::minutes(35)), "payment-failed");
         assert_eq!(r.end(r.original_end, &bad), r.original_end);
         assert_eq!(r.state(r.original_end, &bad), "expired");
     }

@@ -16,7 +16,7 @@ use super::track::facts;
 use crate::domain::announce;
 use crate::domain::budget::{BudgetOwner, Period};
 use crate::domain::decision::room;
-use crate::domain::lifecycle::{BlockState, payment_deadline};
+use crate::domain::lifecycle::{BlockState, extension_payment_deadline};
 use crate::domain::money::{Money, Rate};
 use crate::domain::rule::{Extend, Mode, Rule, is_sellable_duration_days};
 use crate::ports::{
@@ -130,7 +130,7 @@ where
                 tracing::info!(event = "extension_unsettled", reservation = %rid, offering = %oid, "block not observed this run; extension left open");
                 continue;
             } else if x.state != ExtensionState::Reserved
-                && now >= payment_deadline(sent_at, x.offer.start) + SENT_GRACE
+                && now >= extension_payment_deadline(sent_at, x.offer.start) + SENT_GRACE
             {
                 (ExtensionState::Released, Some("the end did not move by the payment deadline"))
             } else if b.state.is_final() {

@@ -122,6 +122,10 @@ pub enum Step {
     /// EC2 says something we cannot place (e.g. "not found" before the end): keep the block,
     /// report it, look again next run.
     Anomaly(String),
+    /// EC2 reports a state that is not on a block's path (unavailable, cancelling, delayed,
+    /// assessing, or one capblock does not know): the block stays as it is, and a person is
+    /// told, so a block is never left silently.
+    Check { ec2_state: String },
 }
 
 /// Decides what an observation means for a block in `current` state ending at `end`.
@@ -135,7 +139,7 @@ pub fn step(current: BlockState, end: DateTime<Utc>, observed: &Observed, now: D
         Observed::NotFound if now >= end => Step::Move { to: BlockState::Expired, end },
         Observed::NotFound => Step::Anomaly(format!("EC2 does not know the reservation, yet it ends only at {end}")),
         Observed::Found { state, end: new_end } => match BlockState::from_ec2(state) {
-            None => Step::Stay,
+            None => Step::Check { ec2_state: state.clone() },
             Some(to) if to == current && *new_end == end => Step::Stay,
             Some(to) if to == current => Step::Move { to, end: *new_end },
             Some(to) if to.rank() > current.rank() || to.is_final() => Step::Move { to, end: *new_end },
@@ -182,6 +186,20 @@ mod tests {
 
     fn found(state: &str, end: DateTime<Utc>) -> Observed {
         Observed::Found { state: state.into(), end }
+    }
+
+    #[test]
+    fn states_off_the_path_are_checked_never_ignored() {
+        let end = t(5, 11, 30);
+        for s in ["unavailable", "cancelling", "delayed", "assessing", "pending", "some-future-state"] {
+            assert_eq!(
+                step(BlockState::Active, end, &found(s, end), t(4, 0, 0)),
+                Step::Check { ec2_state: s.into() },
+                "{s}"
+            );
+        }
+        // A block capblock holds as final stays final.
+        assert_eq!(step(BlockState::Expired, end, &found("unavailable", end), t(6, 0, 0)), Step::Stay);
     }
 
     #[test]
