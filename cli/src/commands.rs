@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use capblock_shared::app::fan_out::{Answer, Pacing, Strikes, ask_all};
 use capblock_shared::app::scan::{ScanSettings, Scanner};
+use capblock_shared::app::settings::StackSettings;
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
@@ -464,9 +465,11 @@ async fn set_enabled(id: &str, enabled: bool) -> Result<ExitCode, String> {
 async fn scan(a: ScanArgs) -> Result<ExitCode, String> {
     let budget = Money::parse(&a.account_budget, "USD").map_err(|e| format!("--account-budget: {e}"))?;
     let settings = ScanSettings {
-        stack: a.stack,
-        mode: a.mode,
-        account_budget: (!budget.amount().is_zero()).then_some(budget),
+        stack: StackSettings {
+            name: a.stack,
+            mode: a.mode,
+            account_budget: (!budget.amount().is_zero()).then_some(budget),
+        },
         describe: a.describe.budget(
             std::time::Duration::try_from_secs_f64(a.ask_seconds)
                 .map_err(|_| format!("--ask-seconds {}: expected a positive number", a.ask_seconds))?,
@@ -498,7 +501,7 @@ async fn scan(a: ScanArgs) -> Result<ExitCode, String> {
         report.answered,
         report.offerings_seen,
         report.observations_written,
-        settings.mode.as_str()
+        settings.stack.mode.as_str()
     );
     for (r, q) in &report.regions {
         println!(

@@ -8,13 +8,14 @@ use capblock_shared::app::purchase::{Action, Buyer};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::backtest::{Sample, backtest};
+use capblock_shared::domain::block::Block;
 use capblock_shared::domain::decision::Priced;
 use capblock_shared::domain::lifecycle::termination_time;
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::names::{InstanceType, Region};
 use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::{
-    Block, BlockArchive, BlockStore, Ledger, Observation, ObservationStore, OfferingQuery, OfferingSource, RuleStore,
+    BlockArchive, BlockStore, Ledger, Observation, ObservationStore, OfferingQuery, OfferingSource, RuleStore,
 };
 use chrono::{DateTime, Duration, Utc};
 use clap::Args;

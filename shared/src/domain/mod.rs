@@ -4,11 +4,13 @@
 
 pub mod announce;
 pub mod backtest;
+pub mod block;
 pub mod budget;
 pub mod catalog;
 pub mod checkpoint;
 pub mod decision;
 pub mod events;
+pub mod extension;
 pub mod health;
 pub mod lifecycle;
 pub mod milestone;
@@ -18,4 +20,5 @@ pub mod offering;
 pub mod plan;
 pub mod rule;
 pub mod slack;
+pub mod tags;
 pub mod ultraserver;
