@@ -217,7 +217,7 @@ mod tests {
         assert_eq!(step(Scheduled, end, &found("active", end), now), Step::Move { to: Active, end });
         assert_eq!(step(Active, end, &found("expired", end), now), Step::Move { to: Expired, end });
         assert_eq!(step(Active, end, &found("cancelled", end), now), Step::Move { to: Released, end });
-        assert_eq!(step(Active, end, &found("assessing", end), now), Step::Stay);
+        assert_eq!(step(Active, end, &found("assessing", end), now), Step::Check { ec2_state: "assessing".into() });
     }
 
     #[test]
