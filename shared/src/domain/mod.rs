@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod decision;
 pub mod events;
 pub mod lifecycle;
+pub mod metrics;
 pub mod milestone;
 pub mod money;
 pub mod names;
