@@ -1,8 +1,12 @@
-//! Reading settings from the environment, once, in `main`. Each function names the variables
-//! it reads as string literals in its own crate, so the template cross-check can find them.
+//! Reading settings from the environment, once, in `main`. A function names the variables it
+//! reads as string literals, in its own crate or in a reader here that it calls (the template
+//! cross-check reads both). Settings more than one function reads have one reader here, with
+//! their one default.
 
 use std::str::FromStr;
 
+use crate::app::settings::StackSettings;
+use crate::domain::checkpoint::DEFAULT_REMINDER_LEAD_MINUTES;
 use crate::domain::money::Money;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -75,6 +79,31 @@ where
     }
 }
 
+/// The stack's name, mode (dry-run unless set to live) and account-wide budget.
+pub fn stack_settings() -> Result<StackSettings, ConfigError> {
+    Ok(StackSettings {
+        name: required("CAPBLOCK_STACK")?,
+        mode: parsed_or("CAPBLOCK_MODE", Default::default())?,
+        // Unset or "0": no account-wide limit beyond each rule's own.
+        account_budget: budget_usd("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")?,
+    })
+}
+
+/// The checkpoint reminders' lead times before a block's termination time (whole minutes,
+/// comma-separated; `DEFAULT_REMINDER_LEAD_MINUTES` when unset).
+pub fn reminder_leads() -> Result<Vec<chrono::Duration>, ConfigError> {
+    const NAME: &str = "CAPBLOCK_REMINDER_LEAD_MINUTES";
+    let minutes: Vec<u32> = list_or(NAME, DEFAULT_REMINDER_LEAD_MINUTES.to_vec())?;
+    if minutes.contains(&0) {
+        return Err(ConfigError::Invalid {
+            name: NAME,
+            value: optional(NAME).unwrap_or_default(),
+            problem: "0 is not a lead time".into(),
+        });
+    }
+    Ok(minutes.into_iter().map(|m| chrono::Duration::minutes(i64::from(m))).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +129,20 @@ mod tests {
         assert_eq!(seconds_or("CAPBLOCK_TEST_SECS", d).unwrap(), std::time::Duration::from_millis(250));
         assert_eq!(seconds_or("CAPBLOCK_TEST_SECS_UNSET", d).unwrap(), d);
         assert!(seconds_or("CAPBLOCK_TEST_SECS_BAD", d).is_err());
+    }
+
+    #[test]
+    fn reminder_leads_default_and_refuse_zero() {
+        // The only test that sets this variable: the environment is shared between tests.
+        unsafe { std::env::remove_var("CAPBLOCK_REMINDER_LEAD_MINUTES") };
+        let minutes = |l: Vec<chrono::Duration>| l.iter().map(|d| d.num_minutes()).collect::<Vec<_>>();
+        assert_eq!(minutes(reminder_leads().unwrap()), vec![1440, 120, 30]);
+        unsafe { std::env::set_var("CAPBLOCK_REMINDER_LEAD_MINUTES", "90, 15") };
+        assert_eq!(minutes(reminder_leads().unwrap()), vec![90, 15]);
+        unsafe { std::env::set_var("CAPBLOCK_REMINDER_LEAD_MINUTES", "60,0") };
+        assert!(reminder_leads().unwrap_err().to_string().contains("0 is not a lead time"));
+        unsafe { std::env::set_var("CAPBLOCK_REMINDER_LEAD_MINUTES", "60,x") };
+        assert!(reminder_leads().is_err());
+        unsafe { std::env::remove_var("CAPBLOCK_REMINDER_LEAD_MINUTES") };
     }
 }

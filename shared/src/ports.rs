@@ -8,9 +8,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, Intent, Period};
-use crate::domain::lifecycle::{BlockState, Observed};
-use crate::domain::money::Money;
+use crate::domain::block::{Block, Reservation};
+use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
+use crate::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionReceipt, ExtensionState};
+use crate::domain::lifecycle::Observed;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::plan::RegionMemory;
@@ -126,28 +127,6 @@ pub trait Purchaser: Send + Sync {
     async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError>;
 }
 
-/// A capacity reservation as DescribeCapacityReservations reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reservation {
-    pub id: String,
-    pub arn: Option<String>,
-    pub region: Region,
-    pub availability_zone: String,
-    pub instance_type: InstanceType,
-    pub instance_count: u32,
-    pub start: DateTime<Utc>,
-    pub end: DateTime<Utc>,
-    pub state: String,
-    pub reservation_type: Option<String>,
-    pub tags: BTreeMap<String, String>,
-}
-
-impl Reservation {
-    pub fn is_capacity_block(&self) -> bool {
-        self.reservation_type.as_deref() == Some("capacity-block")
-    }
-}
-
 #[async_trait]
 pub trait ReservationSource: Send + Sync {
     /// Capacity-block reservations carrying `tag_key` = `tag_value`.
@@ -164,29 +143,6 @@ pub trait ReservationSource: Send + Sync {
     /// Every capacity-block reservation of the region, tagged or not (for adopting blocks
     /// bought outside capblock). Other reservation types are left out.
     async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError>;
-}
-
-/// One DescribeCapacityBlockExtensionOfferings answer row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExtensionOffer {
-    pub id: String,
-    pub reservation_id: String,
-    pub duration_hours: u32,
-    /// The block's current end: where the extension starts.
-    pub start: DateTime<Utc>,
-    /// The block's end once the extension is paid.
-    pub end: DateTime<Utc>,
-    pub fee: Money,
-}
-
-/// What PurchaseCapacityBlockExtension answered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExtensionReceipt {
-    pub offering_id: String,
-    pub reservation_id: String,
-    /// payment-pending, payment-succeeded or payment-failed.
-    pub status: String,
-    pub end: Option<DateTime<Utc>>,
 }
 
 #[async_trait]
@@ -270,31 +226,6 @@ pub struct RuleGuard {
     pub seq: u64,
 }
 
-/// A block capblock tracks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Block {
-    pub reservation_id: String,
-    pub region: Region,
-    pub availability_zone: String,
-    pub instance_type: InstanceType,
-    pub instance_count: u32,
-    pub start: DateTime<Utc>,
-    pub end: DateTime<Utc>,
-    pub state: BlockState,
-    /// None for blocks adopted from the account whose price capblock never saw.
-    pub fee: Option<Money>,
-    pub accelerators_per_instance: Option<u32>,
-    pub purchased_at: DateTime<Utc>,
-    pub payment_deadline: Option<DateTime<Utc>>,
-    pub rule_id: Option<String>,
-    pub intent_id: Option<String>,
-    pub ultraserver: bool,
-    pub arn: Option<String>,
-    /// Budget period the fee was charged to.
-    pub period: Option<Period>,
-    pub version: u64,
-}
-
 /// Purchase bookkeeping: intents, budgets and the rule guard, moved together in transactions.
 #[async_trait]
 pub trait Ledger: Send + Sync {
@@ -366,58 +297,6 @@ pub trait BlockStore: Send + Sync {
     /// `expected_version` (`Conflict` otherwise); the stored version becomes
     /// `expected_version + 1`. A block moved to a final state leaves the open-blocks index.
     async fn update_block(&self, block: &Block, expected_version: u64) -> Result<(), StoreError>;
-}
-
-/// The states of an extension intent. Like purchases, `Sent` is never sent again: an unknown
-/// outcome is settled by watching the block's end date.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ExtensionState {
-    /// Budget reserved, PurchaseCapacityBlockExtension not sent yet.
-    Reserved,
-    /// Sent; EC2's answer was lost.
-    Sent,
-    /// EC2 accepted it; payment pending.
-    Bought,
-    /// The end moved: paid.
-    Paid,
-    /// Refused by EC2, abandoned before sending, or never paid: nothing charged.
-    Released,
-}
-
-impl ExtensionState {
-    pub fn is_open(self) -> bool {
-        matches!(self, ExtensionState::Reserved | ExtensionState::Sent | ExtensionState::Bought)
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ExtensionState::Reserved => "reserved",
-            ExtensionState::Sent => "sent",
-            ExtensionState::Bought => "bought",
-            ExtensionState::Paid => "paid",
-            ExtensionState::Released => "released",
-        }
-    }
-}
-
-/// The record written before PurchaseCapacityBlockExtension is sent, keyed by (block,
-/// extension offering) so two runs deciding the same extension collide.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExtensionIntent {
-    pub reservation_id: String,
-    pub rule_id: String,
-    pub offer: ExtensionOffer,
-    pub state: ExtensionState,
-    pub created_at: DateTime<Utc>,
-    pub sent_at: Option<DateTime<Utc>>,
-    pub reason: Option<String>,
-    pub charges: Vec<BudgetCharge>,
-}
-
-impl ExtensionIntent {
-    pub fn id(&self) -> String {
-        format!("{}/{}", self.reservation_id, self.offer.id)
-    }
 }
 
 /// Extension bookkeeping. At most one open extension per block (a guard on the block item),

@@ -8,20 +8,22 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use capblock_shared::app::purchase::Action;
 use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
+use capblock_shared::app::settings::StackSettings;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::domain::block::{Block, Reservation};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::extension::{ExtensionOffer, ExtensionReceipt};
 use capblock_shared::domain::lifecycle::Observed;
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::names::{InstanceType, Region};
 use capblock_shared::domain::offering::{Offering, RawOffering};
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::ports::{
-    Block, BlockStore, ExtensionMarket, ExtensionOffer, ExtensionReceipt, InstanceTypeSource, MarketError,
-    OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser, ReminderError, Reminders, Reservation,
-    ReservationSource, RuleStore,
+    BlockStore, ExtensionMarket, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome,
+    PurchaseRequest, Purchaser, ReminderError, Reminders, ReservationSource, RuleStore,
 };
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
@@ -379,15 +381,11 @@ impl Rig {
             catalog: Mutex::new(AcceleratorCatalog::new()),
             reminders: RecordingReminders::default(),
             scan: ScanSettings {
-                stack: stack.into(),
-                mode: Mode::Live,
-                account_budget: None,
+                stack: StackSettings { name: stack.into(), mode: Mode::Live, account_budget: None },
                 describe: fast_describe(),
             },
             track: TrackSettings {
-                stack: stack.into(),
-                mode: Mode::Live,
-                account_budget: None,
+                stack: StackSettings { name: stack.into(), mode: Mode::Live, account_budget: None },
                 payment_warning_hours: vec![6, 1],
                 adopt_untagged: false,
                 regions: vec![],

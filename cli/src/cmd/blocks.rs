@@ -1,7 +1,9 @@
 //! `capblock blocks`: the blocks tracked, with time left and the next reminder.
 
 use capblock_shared::domain::lifecycle::termination_time;
-use capblock_shared::ports::{Block, BlockArchive, BlockStore};
+use capblock_shared::domain::block::Block;
+use capblock_shared::domain::checkpoint::DEFAULT_REMINDER_LEAD_MINUTES;
+use capblock_shared::ports::{BlockArchive, BlockStore};
 use chrono::{DateTime, Duration, Utc};
 use clap::Args;
 use serde::Serialize;
@@ -23,8 +25,8 @@ pub struct BlocksArgs {
     #[arg(long)]
     time: Option<DateTime<Utc>>,
     /// Reminder lead times in minutes before termination time.
-    #[arg(long, env = "CAPBLOCK_REMINDER_LEAD_MINUTES", value_delimiter = ',', default_value = "1440,120,30")]
-    reminder_lead_minutes: Vec<i64>,
+    #[arg(long, env = "CAPBLOCK_REMINDER_LEAD_MINUTES", value_delimiter = ',', default_values_t = DEFAULT_REMINDER_LEAD_MINUTES)]
+    reminder_lead_minutes: Vec<u32>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -39,12 +41,12 @@ struct BlockView<'a> {
     next_reminder: Option<DateTime<Utc>>,
 }
 
-fn next_reminder(b: &Block, leads: &[i64], now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+fn next_reminder(b: &Block, leads: &[u32], now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     if b.state.is_final() {
         return None;
     }
     let term = termination_time(b.end, b.ultraserver);
-    leads.iter().map(|m| term - Duration::minutes(*m)).filter(|t| *t > now).min()
+    leads.iter().map(|m| term - Duration::minutes(i64::from(*m))).filter(|t| *t > now).min()
 }
 
 fn time_left(b: &Block, now: DateTime<Utc>) -> String {

@@ -3,6 +3,7 @@
 use std::sync::Mutex;
 
 use capblock_shared::app::scan::{ScanSettings, Scanner};
+use capblock_shared::app::settings::StackSettings;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
@@ -72,7 +73,7 @@ pub async fn run(a: ScanArgs) -> CliResult {
         report.answered,
         report.offerings_seen,
         report.observations_written,
-        settings.mode.as_str()
+        settings.stack.mode.as_str()
     );
     for (r, q) in &report.regions {
         println!(

@@ -8,12 +8,10 @@ use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::config::{self, ConfigError};
-use capblock_shared::ports::{Block, ReminderError, Reminders, SystemClock};
+use capblock_shared::domain::block::Block;
+use capblock_shared::ports::{ReminderError, Reminders, SystemClock};
 use chrono::{DateTime, Utc};
 use lambda_runtime::{Diagnostic, LambdaEvent};
-
-/// Lead times before the termination time, in minutes, when none are configured.
-pub const DEFAULT_LEADS: &str = "1440,120,30";
 
 /// Everything built once per container and reused by every invocation.
 pub struct App {
@@ -26,24 +24,6 @@ pub struct App {
     /// The role EventBridge Scheduler assumes to invoke this function. Without it this function
     /// leaves the reminder schedules to track-blocks (which also syncs them) and only announces.
     role_arn: Option<String>,
-}
-
-/// CAPBLOCK_REMINDER_LEAD_MINUTES: a comma-separated list of positive minute counts.
-pub fn lead_times() -> Result<Vec<chrono::Duration>, ConfigError> {
-    const NAME: &str = "CAPBLOCK_REMINDER_LEAD_MINUTES";
-    let raw = config::optional(NAME).unwrap_or_else(|| DEFAULT_LEADS.to_string());
-    let minutes: Vec<u32> = raw
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| match s.parse::<u32>() {
-            Ok(0) => Err("0 is not a lead time".to_string()),
-            Ok(m) => Ok(m),
-            Err(e) => Err(format!("{s:?}: {e}")),
-        })
-        .collect::<Result<_, _>>()
-        .map_err(|problem| ConfigError::Invalid { name: NAME, value: raw.clone(), problem })?;
-    Ok(minutes.into_iter().map(|m| chrono::Duration::minutes(i64::from(m))).collect())
 }
 
 /// Stands in for the scheduler when this function may not create schedules.
@@ -69,7 +49,7 @@ impl App {
         let workloads = config::required("CAPBLOCK_WORKLOADS_TOPIC_ARN")?;
         let group = config::required("CAPBLOCK_SCHEDULE_GROUP")?;
         let role_arn = config::optional("CAPBLOCK_REMINDER_ROLE_ARN");
-        let leads = lead_times()?;
+        let leads = config::reminder_leads()?;
         tracing::info!(event = "config", stack = %stack, group = %group, reminders = role_arn.is_some(), leads = ?leads.iter().map(|l| l.num_minutes()).collect::<Vec<_>>(), "on-capacity-event ready");
         let sdk = capblock_shared::aws::load_config().await;
         Ok(App {
@@ -111,17 +91,5 @@ impl App {
             account,
         };
         handler.handle(&event.payload).await.map_err(|e| capblock_shared::lambda::report("on-capacity-event", e.into()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_lead_times() {
-        // The variable is not set in unit tests.
-        let leads = lead_times().unwrap();
-        assert_eq!(leads.iter().map(|l| l.num_minutes()).collect::<Vec<_>>(), vec![1440, 120, 30]);
     }
 }

@@ -30,13 +30,7 @@ pub struct App {
 
 /// Reads this function's settings from the environment.
 pub fn settings() -> Result<ScanSettings, FunctionError> {
-    Ok(ScanSettings {
-        stack: config::required("CAPBLOCK_STACK")?,
-        mode: config::parsed_or("CAPBLOCK_MODE", Default::default())?,
-        // Unset or "0": no account-wide limit beyond each rule's own.
-        account_budget: config::budget_usd("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")?,
-        describe: describe_budget()?,
-    })
+    Ok(ScanSettings { stack: config::stack_settings()?, describe: describe_budget()? })
 }
 
 /// How much of each region's DescribeCapacityBlockOfferings limit a run may spend: EC2's
@@ -76,7 +70,7 @@ impl App {
     }
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<ScanReport, Diagnostic> {
-        let live = self.settings.mode == Mode::Live;
+        let live = self.settings.stack.mode == Mode::Live;
         on_tick("scan-offerings", event.payload, &self.time, &SystemClock, live, |now| async move {
             let scanner = Scanner {
                 market: &self.market,

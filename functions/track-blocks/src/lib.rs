@@ -28,38 +28,21 @@ pub struct App {
 /// Reads this function's settings from the environment.
 pub fn settings() -> Result<TrackSettings, FunctionError> {
     Ok(TrackSettings {
-        stack: config::required("CAPBLOCK_STACK")?,
-        mode: config::parsed_or("CAPBLOCK_MODE", Default::default())?,
-        // Unset or "0": no account-wide limit beyond each rule's own.
-        account_budget: config::budget_usd("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")?,
+        stack: config::stack_settings()?,
         payment_warning_hours: config::list_or("CAPBLOCK_PAYMENT_WARNING_HOURS", vec![6, 1])?,
         adopt_untagged: config::parsed_or("CAPBLOCK_ADOPT_UNTAGGED", false)?,
         regions: config::list_or("CAPBLOCK_REGIONS", vec![])?,
     })
 }
 
-/// Lead times before termination for checkpoint reminders (same default as on-capacity-event).
-const DEFAULT_LEAD_MINUTES: [u32; 3] = [1440, 120, 30];
-
-/// The reminder adapter: track-blocks owns the schedules, so all of its settings are required
-/// (but the lead times, which default like on-capacity-event's).
+/// The reminder adapter: track-blocks owns the schedules, so all of its settings are required.
 fn reminders(sdk: &aws_config::SdkConfig) -> Result<SchedulerReminders, FunctionError> {
-    const LEADS: &str = "CAPBLOCK_REMINDER_LEAD_MINUTES";
-    let minutes: Vec<u32> = config::list_or(LEADS, DEFAULT_LEAD_MINUTES.to_vec())?;
-    if let Some(bad) = minutes.iter().find(|m| **m == 0) {
-        return Err(config::ConfigError::Invalid {
-            name: LEADS,
-            value: bad.to_string(),
-            problem: "0 is not a lead time".into(),
-        }
-        .into());
-    }
     Ok(SchedulerReminders::new(
         aws_sdk_scheduler::Client::new(sdk),
         config::required("CAPBLOCK_SCHEDULE_GROUP")?,
         config::required("CAPBLOCK_REMINDER_TARGET_ARN")?,
         config::required("CAPBLOCK_REMINDER_ROLE_ARN")?,
-        minutes.into_iter().map(|m| chrono::Duration::minutes(i64::from(m))).collect(),
+        config::reminder_leads()?,
     ))
 }
 
@@ -80,7 +63,7 @@ impl App {
     }
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<TrackReport, Diagnostic> {
-        let live = self.settings.mode == Mode::Live;
+        let live = self.settings.stack.mode == Mode::Live;
         on_tick("track-blocks", event.payload, &self.time, &SystemClock, live, |now| async move {
             let tracker = Tracker {
                 market: &self.market,

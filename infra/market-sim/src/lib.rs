@@ -12,6 +12,7 @@ pub mod pagination;
 pub mod reservations;
 pub mod rng;
 pub mod scenario;
+pub mod sellable;
 pub mod server;
 pub mod wire;
 pub mod world;

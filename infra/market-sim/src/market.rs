@@ -10,6 +10,7 @@ use rust_decimal::{Decimal, RoundingStrategy};
 use crate::instance_types;
 use crate::rng::stable_id;
 use crate::scenario::{MarketLine, PaymentOutcome, Scenario, ZoneType};
+pub use crate::sellable::valid_duration_days;
 use crate::wire::error::ApiError;
 
 /// Blocks start (and so end) at 11:30 UTC.
@@ -23,11 +24,6 @@ pub const MIN_LEAD_MINUTES: i64 = 30;
 pub const MAX_LEAD_DAYS: i64 = 56;
 /// Same-day blocks start on a 5-minute boundary.
 pub const SAME_DAY_STEP_SECS: i64 = 300;
-
-/// Durations the market sells: 1-14 days in 1-day steps, then 7-day steps up to 182 days.
-pub fn valid_duration_days(days: i64) -> bool {
-    (1..=14).contains(&days) || ((21..=182).contains(&days) && days % 7 == 0)
-}
 
 /// CapacityDurationHours -> days, rejecting what the market does not sell.
 pub fn duration_days_from_hours(hours: i64, param: &str) -> Result<i64, ApiError> {

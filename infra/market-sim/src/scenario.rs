@@ -8,7 +8,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::instance_types;
-use crate::market::valid_duration_days;
+use crate::sellable::valid_duration_days;
 use crate::wire::query::parse_timestamp;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -16,11 +16,12 @@ use serde_json::Value;
 
 use super::outbox::{FlushReport, alert_notice, flush};
 use crate::domain::announce;
-use crate::domain::checkpoint::{BlockFacts, Milestone, WorkloadNotice, reminder_is_current};
+use crate::domain::block::Block;
+use crate::domain::checkpoint::{CheckpointMilestone, WorkloadNotice, reminder_is_current};
 use crate::domain::events::{Incoming, Trigger, event_id_of, parse};
 use crate::domain::names::Region;
 use crate::ports::{
-    Block, BlockStore, Clock, InstanceSource, MarketError, Message, Notice, Notifier, Outbox, ReminderError, Reminders,
+    BlockStore, Clock, InstanceSource, MarketError, Message, Notice, Notifier, Outbox, ReminderError, Reminders,
     ReservationLookup, StoreError, Topic,
 };
 
@@ -82,6 +83,9 @@ pub struct EventHandler<'a, S: ?Sized, M: ?Sized, N: ?Sized, R: ?Sized> {
     pub account: Option<&'a str>,
 }
 
+/// Why an event is acknowledged without action: the `Ignored` kind and its reason.
+type Skip = (&'static str, String);
+
 fn ignored(event_id: Option<String>, kind: &str, reason: impl Into<String>) -> Handled {
     let reason = reason.into();
     tracing::warn!(event = "event_ignored", event_id = event_id.as_deref().unwrap_or("-"), kind, reason = %reason, "acknowledged without action");
@@ -92,7 +96,7 @@ fn ignored(event_id: Option<String>, kind: &str, reason: impl Into<String>) -> H
 /// about a reservation neither knows is never announced (it may be forged or misrouted).
 enum Known {
     Stored(Block),
-    Ec2(BlockFacts),
+    Ec2(Block),
 }
 
 impl<S, M, N, R> EventHandler<'_, S, M, N, R>
@@ -111,6 +115,9 @@ where
         self.handle_parsed(incoming).await
     }
 
+    /// Four phases: whose event it is (the account), which reservation it concerns, what
+    /// capblock or EC2 knows of that reservation, and which milestone it marks; then the
+    /// milestone's notices are enqueued and flushed.
     pub async fn handle_parsed(&self, incoming: Incoming) -> Result<Handled, HandleError> {
         let Incoming { event_id, region, time: now, trigger, account } = incoming;
         let id = Some(event_id.clone());
@@ -119,8 +126,32 @@ where
         {
             return Ok(ignored(id, "other-account", format!("the event comes from account {from}, not {own}")));
         }
+        let (reservation_id, event_end) = match self.reservation_of(&region, &trigger).await? {
+            Ok(r) => r,
+            Err((kind, reason)) => return Ok(ignored(id, kind, reason)),
+        };
+        let Some(known) = self.lookup(&region, &reservation_id).await? else {
+            return Ok(ignored(id, "unknown-reservation", format!("neither capblock nor EC2 knows {reservation_id}")));
+        };
+        let facts = match &known {
+            Known::Stored(b) => b.with_end(self.confirmed_end(b, event_end).await?),
+            Known::Ec2(b) => b.clone(),
+        };
+        let milestone = match self.milestone_of(&trigger, &known, &facts, now).await? {
+            Ok(m) => m,
+            Err((kind, reason)) => return Ok(ignored(id, kind, reason)),
+        };
+        self.announce(event_id, &known, &facts, milestone, now).await
+    }
 
-        let (reservation_id, event_end) = match &trigger {
+    /// The reservation the event concerns, and the end it claims (checked against EC2 later).
+    /// An interruption names an instance: EC2 says which reservation holds it.
+    async fn reservation_of(
+        &self,
+        region: &Region,
+        trigger: &Trigger,
+    ) -> Result<Result<(String, Option<DateTime<Utc>>), Skip>, HandleError> {
+        Ok(Ok(match trigger {
             Trigger::Delivered { reservation_id, end } | Trigger::ExpirationWarning { reservation_id, end } => {
                 (reservation_id.clone(), Some(*end))
             }
@@ -128,74 +159,78 @@ where
             Trigger::InstanceInterruption { instance_id, reservation_hint, .. } => {
                 let found = match reservation_hint {
                     Some(r) => Some(r.clone()),
-                    None => self.market.reservation_of(&region, instance_id).await?,
+                    None => self.market.reservation_of(region, instance_id).await?,
                 };
                 match found {
                     Some(r) => (r, None),
                     None => {
-                        return Ok(ignored(
-                            id,
+                        return Ok(Err((
                             "instance-not-in-a-reservation",
                             format!("EC2 places {instance_id} in no capacity reservation"),
-                        ));
+                        )));
                     }
                 }
             }
-        };
+        }))
+    }
 
-        let known = match self.lookup(&region, &reservation_id).await? {
-            Some(k) => k,
-            None => {
-                return Ok(ignored(
-                    id,
-                    "unknown-reservation",
-                    format!("neither capblock nor EC2 knows {reservation_id}"),
-                ));
-            }
-        };
-        let facts = match &known {
-            Known::Stored(b) => facts_of_block(b, self.confirmed_end(b, event_end).await?),
-            Known::Ec2(f) => f.clone(),
-        };
-
-        let milestone = match &trigger {
-            Trigger::Delivered { .. } => Milestone::Delivered,
-            Trigger::ExpirationWarning { .. } => Milestone::AwsExpirationWarning,
+    /// The milestone the event marks. A reminder counts only while the block is not over and
+    /// the reminder belongs to the block's current end; a stale one re-syncs the schedules and
+    /// says nothing.
+    async fn milestone_of(
+        &self,
+        trigger: &Trigger,
+        known: &Known,
+        facts: &Block,
+        now: DateTime<Utc>,
+    ) -> Result<Result<CheckpointMilestone, Skip>, HandleError> {
+        Ok(Ok(match trigger {
+            Trigger::Delivered { .. } => CheckpointMilestone::Delivered,
+            Trigger::ExpirationWarning { .. } => CheckpointMilestone::AwsExpirationWarning,
             Trigger::InstanceInterruption { instance_id, .. } => {
-                Milestone::Interruption { instance_id: instance_id.clone() }
+                CheckpointMilestone::Interruption { instance_id: instance_id.clone() }
             }
             Trigger::Reminder { lead_minutes, fire_at, .. } => {
-                if let Known::Stored(b) = &known
+                if let Known::Stored(b) = known
                     && b.state.is_final()
                 {
-                    return Ok(ignored(id, "block-ended", format!("{reservation_id} is {}", b.state)));
+                    return Ok(Err(("block-ended", format!("{} is {}", b.reservation_id, b.state))));
                 }
                 if !reminder_is_current(*fire_at, *lead_minutes, facts.end, facts.ultraserver) {
                     // The end moved (an extension) after this schedule was set: make sure the
-                    // schedules match the new end, and say nothing now.
-                    if let Known::Stored(b) = &known {
-                        self.reminders.sync(&with_end(b, facts.end), now).await?;
+                    // schedules match the new end.
+                    if let Known::Stored(b) = known {
+                        self.reminders.sync(&b.with_end(facts.end), now).await?;
                     }
-                    return Ok(ignored(
-                        id,
+                    return Ok(Err((
                         "stale-reminder",
                         format!(
                             "a {lead_minutes}-minute reminder for {fire_at} no longer matches the end {}",
                             facts.end
                         ),
-                    ));
+                    )));
                 }
-                Milestone::Reminder { lead_minutes: *lead_minutes, end: facts.end }
+                CheckpointMilestone::Reminder { lead_minutes: *lead_minutes, end: facts.end }
             }
-        };
+        }))
+    }
 
-        let enqueued = self.enqueue(&facts, &milestone, now).await?;
+    /// Enqueues the milestone's notices and flushes the outbox; when the block became active,
+    /// makes sure its reminders exist for the current end.
+    async fn announce(
+        &self,
+        event_id: String,
+        known: &Known,
+        facts: &Block,
+        milestone: CheckpointMilestone,
+        now: DateTime<Utc>,
+    ) -> Result<Handled, HandleError> {
+        let enqueued = self.enqueue(facts, &milestone, now).await?;
         let notices = flush(self.store, self.notifier, self.clock.now()).await?;
 
-        // Delivered: the block is active, so its reminders must exist (set for the current end).
         let mut reminders_synced = false;
-        if let (Milestone::Delivered, Known::Stored(b)) = (&milestone, &known) {
-            self.reminders.sync(&with_end(b, facts.end), now).await?;
+        if let (CheckpointMilestone::Delivered, Known::Stored(b)) = (&milestone, known) {
+            self.reminders.sync(&b.with_end(facts.end), now).await?;
             reminders_synced = true;
         }
 
@@ -203,6 +238,7 @@ where
             return Err(HandleError::Publish { failed: notices.failed });
         }
 
+        let reservation_id = facts.reservation_id.clone();
         tracing::info!(event = "event_announced", event_id = %event_id, reservation = %reservation_id, milestone = %milestone.key(), enqueued, published = notices.published, "done");
         Ok(Handled::Announced {
             event_id,
@@ -220,19 +256,9 @@ where
         if let Some(b) = self.store.get_block(id).await? {
             return Ok(Some(Known::Stored(b)));
         }
-        Ok(self.market.reservation(region, id).await?.map(|r| {
-            Known::Ec2(BlockFacts {
-                reservation_id: r.id,
-                region: r.region,
-                instance_type: Some(r.instance_type),
-                instance_count: Some(r.instance_count),
-                // EC2's own end, not the event's.
-                end: r.end,
-                // EC2's reservation does not say; UltraServer blocks are bought through capblock.
-                ultraserver: false,
-                arn: r.arn,
-            })
-        }))
+        // EC2's own facts (its end, not the event's). Adopted as of `now` = the clock: nothing
+        // here is stored, the block only carries the facts the notices need.
+        Ok(self.market.reservation(region, id).await?.map(|r| Known::Ec2(Block::adopted(&r, false, self.clock.now()))))
     }
 
     /// The end to announce and to set reminders from: the stored one, unless the event says
@@ -258,8 +284,8 @@ where
     /// Writes the Slack and the workload notice of a milestone; returns how many were new.
     async fn enqueue(
         &self,
-        facts: &BlockFacts,
-        milestone: &Milestone,
+        facts: &Block,
+        milestone: &CheckpointMilestone,
         now: DateTime<Utc>,
     ) -> Result<usize, HandleError> {
         let instances = match self.market.instances_in(&facts.region, &facts.reservation_id).await {
@@ -291,20 +317,4 @@ where
         }
         Ok(added)
     }
-}
-
-fn facts_of_block(b: &Block, end: DateTime<Utc>) -> BlockFacts {
-    BlockFacts {
-        reservation_id: b.reservation_id.clone(),
-        region: b.region.clone(),
-        instance_type: Some(b.instance_type.clone()),
-        instance_count: Some(b.instance_count),
-        end,
-        ultraserver: b.ultraserver,
-        arn: b.arn.clone(),
-    }
-}
-
-fn with_end(b: &Block, end: DateTime<Utc>) -> Block {
-    Block { end, ..b.clone() }
 }

@@ -8,4 +8,5 @@ pub mod outbox;
 pub mod purchase;
 pub mod reconcile;
 pub mod scan;
+pub mod settings;
 pub mod track;

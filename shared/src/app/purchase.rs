@@ -15,12 +15,13 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use super::outbox::alert_notice;
-use super::reconcile::{INTENT_TAG, RULE_TAG, STACK_TAG, record_purchase};
+use super::reconcile::record_purchase;
 use crate::domain::announce;
-use crate::domain::budget::{BudgetCharge, BudgetOwner, Intent, Period};
+use crate::domain::budget::{Intent, Period, charges_for};
 use crate::domain::decision::{Headroom, Priced, check};
 use crate::domain::money::Money;
 use crate::domain::rule::{Mode, Rule};
+use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::ports::{
     BlockStore, Ledger, MarketError, OfferingQuery, OfferingSource, Outbox, PurchaseOutcome, PurchaseRequest,
     Purchaser, ReserveError, StoreError,
@@ -71,20 +72,6 @@ pub enum Action {
         intent: String,
         reason: String,
     },
-}
-
-/// The budgets a purchase draws on in `period`.
-pub fn charges_for(rule: &Rule, account_budget: Option<Money>, period: &Period) -> Vec<BudgetCharge> {
-    let mut c = vec![BudgetCharge {
-        owner: BudgetOwner::Rule(rule.id.clone()),
-        period: period.clone(),
-        limit: rule.monthly_budget,
-        max_purchases: Some(rule.max_purchases_per_month),
-    }];
-    if let Some(limit) = account_budget {
-        c.push(BudgetCharge { owner: BudgetOwner::Account, period: period.clone(), limit, max_purchases: None });
-    }
-    c
 }
 
 pub struct Buyer<'a, M: ?Sized, S: ?Sized> {

@@ -1,26 +1,16 @@
 //! Settling purchase intents whose outcome is not known: a run that died after reserving, or
 //! after sending PurchaseCapacityBlock. EC2 is asked by tag; a purchase is never re-sent.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::outbox::alert_notice;
-use super::track::adopted_block;
 use crate::domain::announce;
-use crate::domain::budget::{Intent, IntentState};
+use crate::domain::block::{Block, Reservation};
+use crate::domain::budget::{Intent, IntentState, RESERVED_GRACE, SENT_GRACE};
 use crate::domain::decision::Priced;
-use crate::domain::lifecycle::payment_deadline;
-use crate::ports::{Block, Ledger, Reservation, ReservationSource, StoreError};
-
-/// The tag that ties a reservation to the intent that bought it.
-pub const INTENT_TAG: &str = "capblock:intent";
-pub const RULE_TAG: &str = "capblock:rule";
-pub const STACK_TAG: &str = "capblock:stack";
-
-/// A Reserved intent older than this was abandoned before PurchaseCapacityBlock was sent.
-pub const RESERVED_GRACE: Duration = Duration::minutes(5);
-/// A Sent intent with no tagged reservation after this long was not bought.
-pub const SENT_GRACE: Duration = Duration::minutes(15);
+use crate::domain::tags::INTENT_TAG;
+use crate::ports::{Ledger, ReservationSource, StoreError};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
@@ -44,23 +34,6 @@ pub enum Settled {
     },
 }
 
-/// The block capblock holds for a reservation its intent bought.
-pub fn block_for(intent: &Intent, r: &Reservation, now: DateTime<Utc>) -> Block {
-    let purchased_at = intent.sent_at.unwrap_or(now);
-    // What EC2 says of the reservation, plus what the intent knows that EC2 does not.
-    Block {
-        fee: Some(intent.offering.fee),
-        accelerators_per_instance: Some(intent.accelerators_per_instance),
-        purchased_at,
-        payment_deadline: Some(payment_deadline(purchased_at, r.start)),
-        rule_id: Some(intent.rule_id.clone()),
-        intent_id: Some(intent.id.clone()),
-        ultraserver: intent.offering.ultraserver,
-        period: Some(intent.period.clone()),
-        ..adopted_block(r, false, now)
-    }
-}
-
 /// Records a bought reservation with its announcement, in one transaction.
 pub async fn record_purchase<L: Ledger + ?Sized>(
     ledger: &L,
@@ -68,7 +41,7 @@ pub async fn record_purchase<L: Ledger + ?Sized>(
     r: &Reservation,
     now: DateTime<Utc>,
 ) -> Result<Block, StoreError> {
-    let block = block_for(intent, r, now);
+    let block = Block::bought(intent, r, now);
     let priced = Priced {
         per_accelerator_hour: intent
             .offering

@@ -13,6 +13,7 @@ use super::fan_out::{Answer, Pacing, Strikes, ask_all};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::purchase::{Action, Buyer};
 use super::reconcile::{Settled, settle_open_intents};
+use super::settings::StackSettings;
 use crate::domain::announce;
 use crate::domain::budget::{BudgetOwner, Period};
 use crate::domain::catalog::AcceleratorCatalog;
@@ -39,12 +40,8 @@ pub const MAX_QUESTIONS_PER_SCAN: usize = 1024;
 /// Settings read once from the environment by the function's `main`.
 #[derive(Debug, Clone)]
 pub struct ScanSettings {
-    /// The stack name, written to every purchase's `capblock:stack` tag.
-    pub stack: String,
-    /// The stack-wide mode: a dry-run stack never buys, whatever its rules say.
-    pub mode: Mode,
-    /// Account-wide monthly limit across all rules, if any.
-    pub account_budget: Option<Money>,
+    /// Stack name, mode and account budget.
+    pub stack: StackSettings,
     /// How much of each region's DescribeCapacityBlockOfferings limit a run may spend.
     pub describe: DescribeBudget,
 }
@@ -527,8 +524,8 @@ where
         let buyer = Buyer {
             market: self.market,
             store: self.store,
-            stack: &self.settings.stack,
-            account_budget: self.settings.account_budget,
+            stack: &self.settings.stack.name,
+            account_budget: self.settings.stack.account_budget,
             recheck_pause: self.settings.describe.refill,
         };
         let mut outcomes = Vec::new();
@@ -536,9 +533,9 @@ where
             let mine: Vec<usize> = (0..plan.all.len()).filter(|&i| plan.all[i].rules.contains(&ri)).collect();
             let offerings: Vec<Offering> = mine.iter().filter_map(|i| answered.get(i)).flatten().cloned().collect();
             let questions_answered = mine.iter().filter(|i| answered.contains_key(i)).count();
-            let room = headroom(self.store, rule, self.settings.account_budget, now).await?;
+            let room = headroom(self.store, rule, self.settings.stack.account_budget, now).await?;
             let decision = decide(rule, &offerings, &catalog, room, now);
-            let mode = self.settings.mode.and(rule.mode);
+            let mode = self.settings.stack.mode.and(rule.mode);
             let mut chosen = decision.chosen.clone();
             let action = match &decision.chosen {
                 None => None,
@@ -558,7 +555,7 @@ where
                     last
                 }
                 Some(p) if mode == Mode::Approval => Some(buyer.ask(rule, p, now).await?),
-                Some(p) => Some(buyer.dry_run(rule, p, self.settings.mode, now).await?),
+                Some(p) => Some(buyer.dry_run(rule, p, self.settings.stack.mode, now).await?),
             };
             tracing::info!(event = "decision", rule = %rule.id, mode = mode.as_str(), questions = mine.len(), questions_answered,
                 offerings = offerings.len(), eligible = decision.eligible, chosen = ?decision.chosen.as_ref().map(|p| &p.offering.id),

@@ -12,32 +12,32 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use rust_decimal::Decimal;
 use serde::Serialize;
 
 use super::extend::{Extender, ExtensionAction};
 use super::outbox::{FlushReport, alert_notice, flush};
-use super::reconcile::{INTENT_TAG, RULE_TAG, STACK_TAG, Settled, record_purchase, settle_open_intents};
-use crate::domain::announce::{self, TrackedBlock};
+use super::reconcile::{Settled, record_purchase, settle_open_intents};
+use super::settings::StackSettings;
+use crate::domain::announce;
+use crate::domain::block::{Block, Reservation};
+use crate::domain::extension::ExtensionState;
 use crate::domain::lifecycle::{BlockState, Observed, Step, step};
 use crate::domain::milestone::{Milestone, milestones, warning_due};
-use crate::domain::money::{Money, Rate};
+use crate::domain::money::Money;
 use crate::domain::names::Region;
-use crate::domain::rule::{Mode, Rule};
+use crate::domain::rule::Rule;
 use crate::domain::slack::SlackMessage;
+use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::ports::{
-    Block, BlockStore, ExtensionLedger, ExtensionMarket, ExtensionState, Ledger, MarketError, Notifier, Outbox,
-    ReminderError, Reminders, Reservation, ReservationSource, RuleStore, StoreError,
+    BlockStore, ExtensionLedger, ExtensionMarket, Ledger, MarketError, Notifier, Outbox, ReminderError, Reminders,
+    ReservationSource, RuleStore, StoreError,
 };
 
 /// Settings read once from the environment by the function's `main`.
 #[derive(Debug, Clone)]
 pub struct TrackSettings {
-    /// This stack's name: reservations tagged `capblock:stack` = it are ours.
-    pub stack: String,
-    /// A dry-run stack never extends, whatever its rules say.
-    pub mode: Mode,
-    pub account_budget: Option<Money>,
+    /// Stack name, mode and account budget.
+    pub stack: StackSettings,
     /// Hours before the payment deadline at which a still-pending payment is announced.
     pub payment_warning_hours: Vec<u32>,
     /// Adopt every capacity block of the regions, not only this stack's.
@@ -79,57 +79,6 @@ pub enum TrackError {
     Reminders(#[from] ReminderError),
     #[error(transparent)]
     Market(#[from] MarketError),
-}
-
-/// The facts the lifecycle messages need.
-pub fn facts(b: &Block) -> TrackedBlock {
-    TrackedBlock {
-        reservation_id: b.reservation_id.clone(),
-        region: b.region.clone(),
-        availability_zone: b.availability_zone.clone(),
-        instance_type: b.instance_type.clone(),
-        instance_count: b.instance_count,
-        start: b.start,
-        end: b.end,
-        ultraserver: b.ultraserver,
-        arn: b.arn.clone(),
-        rule_id: b.rule_id.clone(),
-        payment_deadline: b.payment_deadline,
-    }
-}
-
-/// Fee per accelerator-hour over the block's whole life (extensions included).
-pub fn per_accelerator_hour(b: &Block, total: Money) -> Option<Rate> {
-    let minutes = Decimal::from((b.end - b.start).num_minutes());
-    let accel = Decimal::from(b.accelerators_per_instance?) * Decimal::from(b.instance_count);
-    total.per(accel * minutes / Decimal::from(60))
-}
-
-/// A block for a reservation capblock did not record: what EC2 says of it, nothing more
-/// (`reconcile::block_for` adds what a purchase intent knows).
-pub fn adopted_block(r: &Reservation, tagged: bool, now: DateTime<Utc>) -> Block {
-    Block {
-        reservation_id: r.id.clone(),
-        region: r.region.clone(),
-        availability_zone: r.availability_zone.clone(),
-        instance_type: r.instance_type.clone(),
-        instance_count: r.instance_count,
-        start: r.start,
-        end: r.end,
-        state: BlockState::from_ec2(&r.state).unwrap_or(BlockState::PaymentPending),
-        fee: None,
-        accelerators_per_instance: None,
-        // Unknown: the payment deadline cannot be computed, so no payment warnings.
-        purchased_at: now.min(r.start),
-        payment_deadline: None,
-        // A block of ours (by tag) counts against its rule's limits.
-        rule_id: if tagged { r.tags.get(RULE_TAG).cloned() } else { None },
-        intent_id: None,
-        ultraserver: false,
-        arn: r.arn.clone(),
-        period: None,
-        version: 1,
-    }
 }
 
 pub struct Tracker<'a, M: ?Sized, S: ?Sized, N: ?Sized, R: ?Sized> {
@@ -205,8 +154,8 @@ where
         let extender = Extender {
             market: self.market,
             store: self.store,
-            stack_mode: self.settings.mode,
-            account_budget: self.settings.account_budget,
+            stack_mode: self.settings.stack.mode,
+            account_budget: self.settings.stack.account_budget,
         };
         report.extensions = extender.run(&rules, &observed_now, now).await?;
 
@@ -241,7 +190,7 @@ where
             }
             Step::Anomaly(why) => {
                 tracing::warn!(event = "block_anomaly", reservation = %b.reservation_id, %why, "EC2 disagrees with the store");
-                if self.enqueue(b, "anomaly", &announce::anomaly(&facts(b), &why), now).await? {
+                if self.enqueue(b, "anomaly", &announce::anomaly(b, &why), now).await? {
                     report.anomalies.push(b.reservation_id.clone());
                 }
                 Ok(())
@@ -269,7 +218,7 @@ where
         let Some(h) = warning_due(b.purchased_at, deadline, &self.settings.payment_warning_hours, now) else {
             return Ok(());
         };
-        let msg = announce::payment_warning(&facts(b), deadline, h, rebuys(b, rules), now);
+        let msg = announce::payment_warning(b, deadline, h, rebuys(b, rules), now);
         if self.enqueue(b, &Milestone::PaymentWarning(h).name(), &msg, now).await? {
             tracing::warn!(event = "payment_pending_warning", reservation = %b.reservation_id, hours = h, %deadline, "payment still pending");
             report.warnings.push(format!("{}#{h}h", b.reservation_id));
@@ -291,18 +240,18 @@ where
         let mut next = b.clone();
         next.state = to;
         next.end = end;
-        let f = facts(&next);
+        let f = &next;
         for m in milestones(b.state, to, b.end, end) {
             let msg = match &m {
-                Milestone::PaymentSucceeded => announce::payment_succeeded(&f),
-                Milestone::Scheduled => announce::scheduled(&f),
-                Milestone::Active => announce::active(&f),
+                Milestone::PaymentSucceeded => announce::payment_succeeded(f),
+                Milestone::Scheduled => announce::scheduled(f),
+                Milestone::Active => announce::active(f),
                 Milestone::Expired => {
                     let total = self.total_fee(&next).await?;
-                    announce::expired(&f, total, total.and_then(|t| per_accelerator_hour(&next, t)))
+                    announce::expired(f, total, total.and_then(|t| next.per_accelerator_hour(t)))
                 }
-                Milestone::PaymentFailed => announce::payment_failed(&f, rebuys(b, rules), now),
-                Milestone::Released => announce::released(&f, ec2_state),
+                Milestone::PaymentFailed => announce::payment_failed(f, rebuys(b, rules), now),
+                Milestone::Released => announce::released(f, ec2_state),
                 Milestone::Extended(new_end) => {
                     let fee = self
                         .store
@@ -311,9 +260,9 @@ where
                         .into_iter()
                         .find(|x| x.offer.end == *new_end)
                         .map(|x| x.offer.fee);
-                    announce::extended(&f, b.end, fee)
+                    announce::extended(f, b.end, fee)
                 }
-                Milestone::EndMovedBack(_) => announce::end_moved_back(&f, b.end),
+                Milestone::EndMovedBack(_) => announce::end_moved_back(f, b.end),
                 Milestone::PaymentWarning(_) => continue,
             };
             self.enqueue(b, &m.name(), &msg, now).await?;
@@ -385,7 +334,7 @@ where
     async fn reconcile(&self, region: &Region, now: DateTime<Utc>, report: &mut TrackReport) -> Result<(), TrackError> {
         let mut found: Vec<(Reservation, bool)> = self
             .market
-            .reservations_tagged(region, STACK_TAG, &self.settings.stack)
+            .reservations_tagged(region, STACK_TAG, &self.settings.stack.name)
             .await?
             .into_iter()
             .map(|r| (r, true))
@@ -409,10 +358,10 @@ where
             if tagged && self.settle_by_intent(&r, now, report).await? {
                 continue;
             }
-            let block = adopted_block(&r, tagged, now);
+            let block = Block::adopted(&r, tagged, now);
             // Enqueue first: if this run dies before the adoption, the next one adopts and the
             // notice is already there (a duplicate enqueue is a no-op).
-            let msg = announce::tracking(&facts(&block), &r.state, tagged);
+            let msg = announce::tracking(&block, &r.state, tagged);
             self.enqueue(&block, "tracking", &msg, now).await?;
             if matches!(block.state, BlockState::Scheduled | BlockState::Active) {
                 self.reminders.sync(&block, now).await?;

@@ -16,13 +16,15 @@ use aws_sdk_ec2::types::{
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use chrono::{DateTime, TimeZone, Utc};
 
+use crate::domain::block::Reservation;
+use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
 use crate::domain::lifecycle::Observed;
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::{Offering, RawOffering};
 use crate::ports::{
-    DESCRIBE_LIMIT, ExtensionMarket, ExtensionOffer, ExtensionReceipt, InstanceTypeSource, MarketError, OfferingQuery,
-    OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser, REQUEST_LIMIT, Reservation, ReservationSource,
+    DESCRIBE_LIMIT, ExtensionMarket, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome,
+    PurchaseRequest, Purchaser, REQUEST_LIMIT, ReservationSource,
 };
 
 /// Describe calls other than the offerings fan-out (which makes one attempt per call and paces

@@ -3,7 +3,6 @@
 //! without any code path of their own.
 
 pub mod dynamo;
-mod dynamo_item;
 pub mod ec2;
 pub mod scheduler;
 pub mod sns;

@@ -9,9 +9,10 @@ use aws_sdk_scheduler::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_scheduler::types::{ActionAfterCompletion, FlexibleTimeWindow, FlexibleTimeWindowMode, Target};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 
+use crate::domain::block::Block;
 use crate::domain::checkpoint::{at_expression, reminder_at, schedule_name, schedule_prefix};
 use crate::domain::events::{REMINDER_SOURCE, ReminderPayload};
-use crate::ports::{Block, ReminderError, Reminders};
+use crate::ports::{ReminderError, Reminders};
 
 pub struct SchedulerReminders {
     client: Client,

@@ -2,7 +2,9 @@
 
 use chrono::{DateTime, Utc};
 
+use super::block::Block;
 use super::budget::Intent;
+use super::checkpoint::{CheckpointMilestone, minutes_left};
 use super::decision::Priced;
 use super::lifecycle::payment_deadline;
 use super::rule::Mode;
@@ -189,14 +191,11 @@ pub fn not_sold(region: &str, instance_type: &str, ec2_says: &str, rules: &[Stri
 // Checkpoint moments of a block (on-capacity-event)
 // ---------------------------------------------------------------------------------------------
 
-fn block_line(f: &super::checkpoint::BlockFacts) -> String {
-    let what = match (&f.instance_type, f.instance_count) {
-        (Some(t), Some(n)) => format!("{n} x {t}"),
-        (Some(t), None) => t.to_string(),
-        _ => "Capacity Block".into(),
-    };
+fn block_line(f: &Block) -> String {
     format!(
-        "*{what}* in {} (`{}`)\n• End: {}\n• Instances terminated from: {}",
+        "*{} x {}* in {} (`{}`)\n• End: {}\n• Instances terminated from: {}",
+        f.instance_count,
+        f.instance_type,
         f.region,
         f.reservation_id,
         when(f.end),
@@ -204,21 +203,18 @@ fn block_line(f: &super::checkpoint::BlockFacts) -> String {
     )
 }
 
-fn checkpoint_keywords(f: &super::checkpoint::BlockFacts, extra: &str) -> Vec<String> {
-    let mut k = vec!["capblock".to_string(), extra.to_string(), f.region.to_string()];
-    k.extend(f.instance_type.as_ref().map(ToString::to_string));
-    k
+fn checkpoint_keywords(f: &Block, extra: &str) -> Vec<String> {
+    vec!["capblock".to_string(), extra.to_string(), f.region.to_string(), f.instance_type.to_string()]
 }
 
 /// A checkpoint moment of a block: delivered, capblock's reminder, AWS's expiration warning or
 /// one instance's interruption warning. `instances` are the ids running in the block now.
 pub fn checkpoint(
-    f: &super::checkpoint::BlockFacts,
-    milestone: &super::checkpoint::Milestone,
+    f: &Block,
+    milestone: &CheckpointMilestone,
     instances: &[String],
     now: DateTime<Utc>,
 ) -> SlackMessage {
-    use super::checkpoint::{Milestone, minutes_left};
     let left = minutes_left(f.termination_time(), now);
     let running = match instances.len() {
         0 => "No instance is running in it.".to_string(),
@@ -226,7 +222,7 @@ pub fn checkpoint(
         n => format!("{n} instances running."),
     };
     let (title, summary, steps) = match milestone {
-        Milestone::Delivered => (
+        CheckpointMilestone::Delivered => (
             format!("Capacity Block active: {}", f.reservation_id),
             "The block is active: its instances can run now".to_string(),
             vec![
@@ -234,7 +230,7 @@ pub fn checkpoint(
                 "capblock reminds this thread (and the workloads topic) before the instances are terminated.".into(),
             ],
         ),
-        Milestone::Reminder { lead_minutes, .. } => (
+        CheckpointMilestone::Reminder { lead_minutes, .. } => (
             format!("Checkpoint reminder: {} ends in {}", f.reservation_id, in_words(i64::from(*lead_minutes))),
             format!("{left} minutes until the instances are terminated"),
             vec![
@@ -242,12 +238,12 @@ pub fn checkpoint(
                 "Extend the block (PurchaseCapacityBlockExtension) if the work needs longer.".into(),
             ],
         ),
-        Milestone::AwsExpirationWarning => (
+        CheckpointMilestone::AwsExpirationWarning => (
             format!("AWS expiration warning: {}", f.reservation_id),
             format!("AWS warns the block ends soon: {left} minutes until the instances are terminated"),
             vec!["Save checkpoints now: the instances are terminated at the time above.".into()],
         ),
-        Milestone::Interruption { instance_id } => (
+        CheckpointMilestone::Interruption { instance_id } => (
             format!("Instance interruption: {instance_id}"),
             format!("{instance_id} in {} is about to be terminated", f.reservation_id),
             vec![format!("Work on {instance_id} not yet saved will be lost.")],
@@ -278,23 +274,7 @@ fn in_words(minutes: i64) -> String {
 // The life of a tracked block (track-blocks)
 // ---------------------------------------------------------------------------------------------
 
-/// The facts about a tracked block the lifecycle messages need.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TrackedBlock {
-    pub reservation_id: String,
-    pub region: super::names::Region,
-    pub availability_zone: String,
-    pub instance_type: super::names::InstanceType,
-    pub instance_count: u32,
-    pub start: DateTime<Utc>,
-    pub end: DateTime<Utc>,
-    pub ultraserver: bool,
-    pub arn: Option<String>,
-    pub rule_id: Option<String>,
-    pub payment_deadline: Option<DateTime<Utc>>,
-}
-
-fn tracked_line(b: &TrackedBlock) -> String {
+fn tracked_line(b: &Block) -> String {
     format!(
         "*{} x {}* in {} ({}), reservation `{}`\n• Start: {}\n• End: {}\n• Instances terminated from: {}",
         b.instance_count,
@@ -304,12 +284,12 @@ fn tracked_line(b: &TrackedBlock) -> String {
         b.reservation_id,
         when(b.start),
         when(b.end),
-        when(super::lifecycle::termination_time(b.end, b.ultraserver)),
+        when(b.termination_time()),
     )
 }
 
 fn tracked(
-    b: &TrackedBlock,
+    b: &Block,
     event: &str,
     title: String,
     description: String,
@@ -329,7 +309,7 @@ fn tracked(
     }
 }
 
-fn launch_hints(b: &TrackedBlock) -> Vec<String> {
+fn launch_hints(b: &Block) -> Vec<String> {
     vec![
         format!(
             "aws ec2 run-instances --region {} --instance-type {} --count {} --instance-market-options MarketType=capacity-block --capacity-reservation-specification 'CapacityReservationTarget={{CapacityReservationId={}}}' ...",
@@ -352,7 +332,7 @@ fn left(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
 }
 
 /// Payment went through: the block is scheduled (or already running).
-pub fn payment_succeeded(b: &TrackedBlock) -> SlackMessage {
+pub fn payment_succeeded(b: &Block) -> SlackMessage {
     tracked(
         b,
         "payment-succeeded",
@@ -367,7 +347,7 @@ pub fn payment_succeeded(b: &TrackedBlock) -> SlackMessage {
 }
 
 /// A block capblock sees scheduled without having watched its payment.
-pub fn scheduled(b: &TrackedBlock) -> SlackMessage {
+pub fn scheduled(b: &Block) -> SlackMessage {
     tracked(
         b,
         "scheduled",
@@ -379,7 +359,7 @@ pub fn scheduled(b: &TrackedBlock) -> SlackMessage {
 }
 
 /// The block is active: how to launch into it.
-pub fn active(b: &TrackedBlock) -> SlackMessage {
+pub fn active(b: &Block) -> SlackMessage {
     tracked(
         b,
         "delivered",
@@ -393,7 +373,7 @@ pub fn active(b: &TrackedBlock) -> SlackMessage {
 /// The block ended: what it cost. `total_fee` includes paid extensions; `per_accelerator_hour`
 /// is None when capblock does not know the fee or the accelerator count.
 pub fn expired(
-    b: &TrackedBlock,
+    b: &Block,
     total_fee: Option<super::money::Money>,
     per_accelerator_hour: Option<super::money::Rate>,
 ) -> SlackMessage {
@@ -417,7 +397,7 @@ pub fn expired(
 
 /// Payment is still pending `point_hours` (or less) before the deadline.
 pub fn payment_warning(
-    b: &TrackedBlock,
+    b: &Block,
     deadline: DateTime<Utc>,
     point_hours: u32,
     rebuy: bool,
@@ -448,7 +428,7 @@ pub fn payment_warning(
 /// Payment failed: the block is gone and its budget released. `seen_at` is when the tracker saw
 /// EC2 report `payment-failed`: before the deadline EC2 failed the payment early; at or after
 /// it the payment had not gone through by then (EC2 does not say which happened).
-pub fn payment_failed(b: &TrackedBlock, rebuy: bool, seen_at: DateTime<Utc>) -> SlackMessage {
+pub fn payment_failed(b: &Block, rebuy: bool, seen_at: DateTime<Utc>) -> SlackMessage {
     let what = match b.payment_deadline {
         Some(d) if seen_at < d => format!("EC2 failed the payment before its deadline ({})", when(d)),
         Some(d) => format!("EC2 did not take payment by the deadline ({})", when(d)),
@@ -470,7 +450,7 @@ pub fn payment_failed(b: &TrackedBlock, rebuy: bool, seen_at: DateTime<Utc>) -> 
 }
 
 /// EC2 cancelled or failed the block.
-pub fn released(b: &TrackedBlock, ec2_state: &str) -> SlackMessage {
+pub fn released(b: &Block, ec2_state: &str) -> SlackMessage {
     tracked(
         b,
         "released",
@@ -486,7 +466,7 @@ pub fn released(b: &TrackedBlock, ec2_state: &str) -> SlackMessage {
 }
 
 /// EC2 reports something capblock cannot place.
-pub fn anomaly(b: &TrackedBlock, what: &str) -> SlackMessage {
+pub fn anomaly(b: &Block, what: &str) -> SlackMessage {
     tracked(
         b,
         "anomaly",
@@ -498,7 +478,7 @@ pub fn anomaly(b: &TrackedBlock, what: &str) -> SlackMessage {
 }
 
 /// A reservation capblock did not record is now tracked.
-pub fn tracking(b: &TrackedBlock, state: &str, tagged: bool) -> SlackMessage {
+pub fn tracking(b: &Block, state: &str, tagged: bool) -> SlackMessage {
     let why = if tagged {
         "It carries this stack's `capblock:stack` tag but was missing from capblock's store."
     } else {
@@ -515,7 +495,7 @@ pub fn tracking(b: &TrackedBlock, state: &str, tagged: bool) -> SlackMessage {
 }
 
 /// An extension was paid: the block ends later.
-pub fn extended(b: &TrackedBlock, old_end: DateTime<Utc>, fee: Option<super::money::Money>) -> SlackMessage {
+pub fn extended(b: &Block, old_end: DateTime<Utc>, fee: Option<super::money::Money>) -> SlackMessage {
     tracked(
         b,
         "extended",
@@ -535,7 +515,7 @@ pub fn extended(b: &TrackedBlock, old_end: DateTime<Utc>, fee: Option<super::mon
 
 /// EC2 now reports an earlier end than capblock had (an extension it showed as paid was undone):
 /// the block ends at the earlier time, and the reminders follow it.
-pub fn end_moved_back(b: &TrackedBlock, old_end: DateTime<Utc>) -> SlackMessage {
+pub fn end_moved_back(b: &Block, old_end: DateTime<Utc>) -> SlackMessage {
     tracked(
         b,
         "end-moved-back",
@@ -557,7 +537,7 @@ pub fn end_moved_back(b: &TrackedBlock, old_end: DateTime<Utc>) -> SlackMessage 
 
 /// An extension was bought (payment pending) or, in dry-run, would have been.
 pub fn extension_decided(
-    b: &TrackedBlock,
+    b: &Block,
     offering_id: &str,
     new_end: DateTime<Utc>,
     fee: super::money::Money,
@@ -601,7 +581,7 @@ pub fn extension_decided(
 }
 
 /// An extension was refused or never paid: the end stays, the fee is released.
-pub fn extension_released(b: &TrackedBlock, offering_id: &str, reason: &str) -> SlackMessage {
+pub fn extension_released(b: &Block, offering_id: &str, reason: &str) -> SlackMessage {
     tracked(
         b,
         "extension-released",
@@ -626,20 +606,8 @@ mod tests {
     }
 
     /// Bought Tue 12-01 00:00 for Thu 12-03 11:30: payment deadline Tue 12-01 12:00.
-    fn block(deadline: Option<DateTime<Utc>>) -> TrackedBlock {
-        TrackedBlock {
-            reservation_id: "cr-0123456789abcdef0".into(),
-            region: "us-east-1".parse().unwrap(),
-            availability_zone: "us-east-1a".into(),
-            instance_type: "p5.48xlarge".parse().unwrap(),
-            instance_count: 2,
-            start: t(3, 11, 30),
-            end: t(4, 11, 30),
-            ultraserver: false,
-            arn: None,
-            rule_id: Some("p5".into()),
-            payment_deadline: deadline,
-        }
+    fn block(deadline: Option<DateTime<Utc>>) -> Block {
+        Block { payment_deadline: deadline, ..super::super::block::example(t(3, 11, 30), t(4, 11, 30)) }
     }
 
     #[test]

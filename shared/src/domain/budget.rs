@@ -1,10 +1,11 @@
 //! Budgets and purchase intents: the bookkeeping that makes buying safe.
 
-use chrono::{DateTime, Datelike, Utc};
+use chrono::{DateTime, Datelike, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::money::Money;
 use super::offering::Offering;
+use super::rule::Rule;
 
 /// A calendar month in UTC, the unit budgets are counted in ("2026-12").
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -129,6 +130,26 @@ impl Intent {
         }
     }
 }
+
+/// The budgets a purchase draws on in `period`.
+pub fn charges_for(rule: &Rule, account_budget: Option<Money>, period: &Period) -> Vec<BudgetCharge> {
+    let mut c = vec![BudgetCharge {
+        owner: BudgetOwner::Rule(rule.id.clone()),
+        period: period.clone(),
+        limit: rule.monthly_budget,
+        max_purchases: Some(rule.max_purchases_per_month),
+    }];
+    if let Some(limit) = account_budget {
+        c.push(BudgetCharge { owner: BudgetOwner::Account, period: period.clone(), limit, max_purchases: None });
+    }
+    c
+}
+
+// How long an open intent may stay open before its outcome is decided without EC2's answer.
+/// A Reserved intent older than this was abandoned before PurchaseCapacityBlock was sent.
+pub const RESERVED_GRACE: Duration = Duration::minutes(5);
+/// A Sent intent with no tagged reservation after this long was not bought.
+pub const SENT_GRACE: Duration = Duration::minutes(15);
 
 #[cfg(test)]
 mod tests {

@@ -6,34 +6,15 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde::Serialize;
 
+use super::block::Block;
 use super::lifecycle::termination_time;
-use super::names::{InstanceType, Region};
-
-/// What capblock knows about the block an event concerns, from the store, EC2 or the event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BlockFacts {
-    pub reservation_id: String,
-    pub region: Region,
-    /// Unknown only when neither the store nor EC2 knows the reservation.
-    pub instance_type: Option<InstanceType>,
-    pub instance_count: Option<u32>,
-    pub end: DateTime<Utc>,
-    pub ultraserver: bool,
-    pub arn: Option<String>,
-}
-
-impl BlockFacts {
-    pub fn termination_time(&self) -> DateTime<Utc> {
-        termination_time(self.end, self.ultraserver)
-    }
-}
 
 /// One announcement-worthy moment of a block. Its `key` is the outbox identity: everything
 /// that maps to the same key (duplicate deliveries, both detail-type spellings, a retry) is
 /// announced once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "milestone", rename_all = "kebab-case")]
-pub enum Milestone {
+pub enum CheckpointMilestone {
     Delivered,
     /// capblock's reminder `lead_minutes` before the termination time of the block ending at
     /// `end`. The end is part of the identity: after an extension the reminders are due again.
@@ -49,16 +30,16 @@ pub enum Milestone {
     },
 }
 
-impl Milestone {
+impl CheckpointMilestone {
     /// The outbox milestone for the alerts topic.
     pub fn key(&self) -> String {
         match self {
-            Milestone::Delivered => "delivered".into(),
-            Milestone::Reminder { lead_minutes, end } => {
+            CheckpointMilestone::Delivered => "delivered".into(),
+            CheckpointMilestone::Reminder { lead_minutes, end } => {
                 format!("reminder-{lead_minutes}m-end-{}", end.format("%Y%m%dT%H%MZ"))
             }
-            Milestone::AwsExpirationWarning => "aws-expiration-warning".into(),
-            Milestone::Interruption { instance_id } => format!("interruption-{instance_id}"),
+            CheckpointMilestone::AwsExpirationWarning => "aws-expiration-warning".into(),
+            CheckpointMilestone::Interruption { instance_id } => format!("interruption-{instance_id}"),
         }
     }
 
@@ -70,10 +51,10 @@ impl Milestone {
     /// The `kind` workloads see (and may filter on).
     pub fn kind(&self) -> String {
         match self {
-            Milestone::Delivered => "delivered".into(),
-            Milestone::Reminder { lead_minutes, .. } => format!("reminder-{lead_minutes}m"),
-            Milestone::AwsExpirationWarning => "aws-expiration-warning".into(),
-            Milestone::Interruption { .. } => "instance-interruption".into(),
+            CheckpointMilestone::Delivered => "delivered".into(),
+            CheckpointMilestone::Reminder { lead_minutes, .. } => format!("reminder-{lead_minutes}m"),
+            CheckpointMilestone::AwsExpirationWarning => "aws-expiration-warning".into(),
+            CheckpointMilestone::Interruption { .. } => "instance-interruption".into(),
         }
     }
 }
@@ -104,13 +85,13 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 }
 
 impl WorkloadNotice {
-    pub fn new(facts: &BlockFacts, milestone: &Milestone, instance_ids: Vec<String>, now: DateTime<Utc>) -> Self {
+    pub fn new(facts: &Block, milestone: &CheckpointMilestone, instance_ids: Vec<String>, now: DateTime<Utc>) -> Self {
         let termination = facts.termination_time();
         WorkloadNotice {
             notice_id: format!("{}#{}", facts.reservation_id, milestone.key()),
             reservation_id: facts.reservation_id.clone(),
             region: facts.region.to_string(),
-            instance_type: facts.instance_type.as_ref().map_or_else(|| "unknown".into(), ToString::to_string),
+            instance_type: facts.instance_type.to_string(),
             end_date: rfc3339(facts.end),
             termination_time: rfc3339(termination),
             minutes_left: minutes_left(termination, now),
@@ -180,6 +161,10 @@ pub fn at_expression(t: DateTime<Utc>) -> String {
     format!("at({})", t.format("%Y-%m-%dT%H:%M:%S"))
 }
 
+/// Checkpoint reminders, in minutes before the termination time, when none are configured:
+/// a day ahead (plan), two hours (finish a step), 30 minutes (save now).
+pub const DEFAULT_REMINDER_LEAD_MINUTES: [u32; 3] = [1440, 120, 30];
+
 /// How far a reminder may fire from its intended instant and still count (the scheduler is
 /// punctual with FlexibleTimeWindow OFF; this covers a late retry of the invocation).
 pub const REMINDER_TOLERANCE: Duration = Duration::minutes(10);
@@ -199,30 +184,26 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn facts() -> BlockFacts {
-        BlockFacts {
+    fn facts() -> Block {
+        Block {
             reservation_id: "cr-0a1b2c3d4e5f60718".into(),
             region: "us-east-2".parse().unwrap(),
-            instance_type: Some("p5.48xlarge".parse().unwrap()),
-            instance_count: Some(2),
-            end: t("2026-12-10T11:30:00Z"),
-            ultraserver: false,
-            arn: None,
+            ..crate::domain::block::example(t("2026-12-08T11:30:00Z"), t("2026-12-10T11:30:00Z"))
         }
     }
 
     #[test]
     fn milestones_and_kinds() {
-        let r = Milestone::Reminder { lead_minutes: 120, end: t("2026-12-10T11:30:00Z") };
+        let r = CheckpointMilestone::Reminder { lead_minutes: 120, end: t("2026-12-10T11:30:00Z") };
         assert_eq!(r.key(), "reminder-120m-end-20261210T1130Z");
         assert_eq!(r.workload_key(), "reminder-120m-end-20261210T1130Z@workloads");
         assert_eq!(r.kind(), "reminder-120m");
-        assert_eq!(Milestone::AwsExpirationWarning.key(), "aws-expiration-warning");
-        assert_eq!(Milestone::Interruption { instance_id: "i-1".into() }.key(), "interruption-i-1");
-        assert_eq!(Milestone::Interruption { instance_id: "i-1".into() }.kind(), "instance-interruption");
+        assert_eq!(CheckpointMilestone::AwsExpirationWarning.key(), "aws-expiration-warning");
+        assert_eq!(CheckpointMilestone::Interruption { instance_id: "i-1".into() }.key(), "interruption-i-1");
+        assert_eq!(CheckpointMilestone::Interruption { instance_id: "i-1".into() }.kind(), "instance-interruption");
         assert_ne!(
-            Milestone::AwsExpirationWarning.key(),
-            Milestone::Reminder { lead_minutes: 30, end: t("2026-12-10T11:30:00Z") }.key()
+            CheckpointMilestone::AwsExpirationWarning.key(),
+            CheckpointMilestone::Reminder { lead_minutes: 30, end: t("2026-12-10T11:30:00Z") }.key()
         );
     }
 
@@ -230,7 +211,7 @@ mod tests {
     fn workload_notice_fields_and_attributes() {
         let n = WorkloadNotice::new(
             &facts(),
-            &Milestone::AwsExpirationWarning,
+            &CheckpointMilestone::AwsExpirationWarning,
             vec!["i-1".into(), "i-2".into()],
             t("2026-12-10T10:50:00Z"),
         );
@@ -244,7 +225,7 @@ mod tests {
         assert_eq!(body["instance_ids"][1], "i-2");
         assert_eq!(body["kind"], "aws-expiration-warning");
         // No instances: the attribute is left out rather than sent empty.
-        let n = WorkloadNotice::new(&facts(), &Milestone::Delivered, vec![], t("2026-12-12T00:00:00Z"));
+        let n = WorkloadNotice::new(&facts(), &CheckpointMilestone::Delivered, vec![], t("2026-12-12T00:00:00Z"));
         assert!(!n.attributes().contains_key("instance_ids"));
         assert_eq!(n.minutes_left, 0);
     }

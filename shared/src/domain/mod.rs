@@ -4,11 +4,13 @@
 
 pub mod announce;
 pub mod backtest;
+pub mod block;
 pub mod budget;
 pub mod catalog;
 pub mod checkpoint;
 pub mod decision;
 pub mod events;
+pub mod extension;
 pub mod lifecycle;
 pub mod metrics;
 pub mod milestone;
@@ -18,3 +20,4 @@ pub mod offering;
 pub mod plan;
 pub mod rule;
 pub mod slack;
+pub mod tags;

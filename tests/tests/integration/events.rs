@@ -9,9 +9,10 @@ use capblock_shared::app::events::{EventHandler, HandleError, Handled};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::domain::block::Block;
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::ports::{
-    Block, BlockStore, Clock, InstanceSource, Message, Notifier, NotifyError, Outbox, Reminders, Topic,
+    BlockStore, Clock, InstanceSource, Message, Notifier, NotifyError, Outbox, Reminders, Topic,
 };
 use capblock_tests::{Aws, Published, Sim, assert_slack_schema};
 use chrono::{DateTime, Duration, Utc};

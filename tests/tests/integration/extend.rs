@@ -16,16 +16,19 @@ use async_trait::async_trait;
 use capblock_shared::app::extend::ExtensionAction;
 use capblock_shared::app::purchase::Action;
 use capblock_shared::app::scan::{ScanSettings, Scanner};
+use capblock_shared::app::settings::StackSettings;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::domain::block::Block;
 use capblock_shared::domain::budget::{BudgetOwner, BudgetUsage, Period};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::extension::{ExtensionIntent, ExtensionReceipt, ExtensionState};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::names::Region;
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::ports::{
-    Block, BlockStore, ExtensionIntent, ExtensionLedger, ExtensionMarket, ExtensionReceipt, ExtensionState, Ledger,
-    MarketError, PurchaseOutcome, PurchaseRequest, Purchaser, ReminderError, Reminders, RuleStore,
+    BlockStore, ExtensionLedger, ExtensionMarket, Ledger, MarketError, PurchaseOutcome, PurchaseRequest, Purchaser,
+    ReminderError, Reminders, RuleStore,
 };
 use capblock_tests::{Aws, HookedMarket, Published, PurchaseHook, RuleToml, ScenarioToml, Sim, assert_slack_schema};
 use chrono::{DateTime, Duration, Utc};
@@ -127,9 +130,7 @@ impl X {
             reminders: Synced::default(),
             now: Mutex::new(T0.parse().unwrap()),
             settings: TrackSettings {
-                stack: STACK.into(),
-                mode: stack_mode,
-                account_budget: None,
+                stack: StackSettings { name: STACK.into(), mode: stack_mode, account_budget: None },
                 payment_warning_hours: vec![6, 1],
                 adopt_untagged: false,
                 regions: vec!["us-east-1".parse().unwrap()],
@@ -139,9 +140,7 @@ impl X {
         };
         x.aws.store().put_rule(&rule(Mode::Live), None).await.unwrap();
         let scan = ScanSettings {
-            stack: STACK.into(),
-            mode: Mode::Live,
-            account_budget: None,
+            stack: StackSettings { name: STACK.into(), mode: Mode::Live, account_budget: None },
             describe: capblock_tests::fixtures::fast_describe(),
         };
         let (store, notifier) = (x.aws.store(), x.aws.notifier());

@@ -20,7 +20,7 @@ use std::time::{Duration as StdDuration, Instant};
 
 use async_trait::async_trait;
 use capblock_shared::app::purchase::Action;
-use capblock_shared::app::reconcile::{INTENT_TAG, Settled};
+use capblock_shared::app::reconcile::Settled;
 use capblock_shared::app::scan::ScanReport;
 use capblock_shared::app::track::TrackReport;
 use capblock_shared::aws::ec2::Ec2Market;
@@ -28,6 +28,7 @@ use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::rule::Rule;
+use capblock_shared::domain::tags::INTENT_TAG;
 use capblock_shared::ports::{
     BlockStore, Ledger, MarketError, Message, Notifier, NotifyError, Outbox, PurchaseOutcome, PurchaseRequest,
     Purchaser, Topic,
@@ -161,8 +162,8 @@ impl H {
     async fn new(name: &str, scenario: &str, account_budget: &str, fail_first: usize, fail_every: usize) -> H {
         let mut rig = Rig::start(name, scenario, fault_timeouts(), t0(), STACK).await;
         let account_budget = usd(account_budget);
-        rig.scan.account_budget = Some(account_budget);
-        rig.track.account_budget = Some(account_budget);
+        rig.scan.stack.account_budget = Some(account_budget);
+        rig.track.stack.account_budget = Some(account_budget);
         H { notifier: FlakyNotifier::new(rig.aws.notifier(), fail_first, fail_every), rig, account_budget }
     }
 

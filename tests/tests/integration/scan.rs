@@ -46,8 +46,8 @@ async fn harness_with_timeouts(
     timeouts: aws_config::timeout::TimeoutConfig,
 ) -> Rig {
     let mut h = Rig::start(name, scenario, timeouts, t0(), "capblock-test").await;
-    h.scan.mode = mode;
-    h.scan.account_budget = account_budget.map(usd);
+    h.scan.stack.mode = mode;
+    h.scan.stack.account_budget = account_budget.map(usd);
     h
 }
 

@@ -1,13 +1,14 @@
 //! The DynamoDB adapter on moto: conditions, transactions, indexes.
 
+use capblock_shared::domain::block::Block;
 use capblock_shared::domain::budget::{BudgetCharge, BudgetOwner, Intent, IntentState, Period};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::offering::Offering;
 use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::{
-    Block, BlockStore, Ledger, Message, Notice, Observation, ObservationStore, Outbox, ReserveError, RuleStore,
-    StoreError, Topic,
+    BlockStore, Ledger, Message, Notice, Observation, ObservationStore, Outbox, ReserveError, RuleStore, StoreError,
+    Topic,
 };
 use capblock_tests::{Aws, RuleToml, p5_offering};
 use chrono::{DateTime, Duration, Utc};
@@ -27,7 +28,7 @@ pub fn offering(id: &str, fee: Decimal) -> Offering {
 }
 
 fn charges(rule: &Rule, account: Option<Decimal>) -> Vec<BudgetCharge> {
-    capblock_shared::app::purchase::charges_for(rule, account.map(|a| Money::usd(a).unwrap()), &Period::of(now()))
+    capblock_shared::domain::budget::charges_for(rule, account.map(|a| Money::usd(a).unwrap()), &Period::of(now()))
 }
 
 fn block_for(intent: &Intent, id: &str) -> Block {

@@ -8,13 +8,7 @@
 //! The block item also carries `budget_released_at` (set once, by the release) and
 //! `open_extension` (the block's extension guard).
 
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
-use chrono::{DateTime, Utc};
-
-use super::{DynamoStore, OPEN_BLOCKS, TxError, block_gsi_sk, block_pk, budget_key, store_err, tx_put, tx_update};
-use crate::aws::dynamo_item::{Item, data, json, key, n, s};
-use crate::domain::budget::Intent;
-use crate::ports::{Block, ExtensionIntent, ExtensionState, ReserveError, StoreError};
+use super::*;
 
 const OPEN_EXTENSIONS: &str = "EXT#OPEN";
 
@@ -259,5 +253,38 @@ impl DynamoStore {
 
     pub(super) async fn open_extension_intents(&self) -> Result<Vec<ExtensionIntent>, StoreError> {
         self.query_gsi(OPEN_EXTENSIONS, None).await?.iter().map(data).collect()
+    }
+}
+
+#[async_trait]
+impl ExtensionLedger for DynamoStore {
+    async fn reserve_extension(&self, intent: &ExtensionIntent) -> Result<(), ReserveError> {
+        self.reserve_extension_tx(intent).await
+    }
+
+    async fn advance_extension(
+        &self,
+        intent: &ExtensionIntent,
+        to: ExtensionState,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.advance_extension_item(intent, to, at).await
+    }
+
+    async fn close_extension(
+        &self,
+        intent: &ExtensionIntent,
+        to: ExtensionState,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.close_extension_tx(intent, to, reason).await
+    }
+
+    async fn extensions_of(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError> {
+        self.extensions_of_block(reservation_id).await
+    }
+
+    async fn open_extensions(&self) -> Result<Vec<ExtensionIntent>, StoreError> {
+        self.open_extension_intents().await
     }
 }

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Checks the import rules of ARCHITECTURE.md on the Rust sources, by their `use` lines.
+
+- No module cycle among the files of shared/src/app, shared/src/domain, cli/src and
+  infra/market-sim/src (a module is a file; `foo/bar.rs` belongs to module `foo`).
+- shared/src/domain imports nothing else of capblock's (no app, ports, aws, config, lambda).
+- shared/src/app imports domain, ports and app only (never aws, config or lambda).
+- shared/src/ports.rs imports domain only.
+- infra/market-sim shares no code with capblock (no capblock_shared anywhere in it).
+
+Usage: check_layers.py [REPO]   (exit 1 and one line per problem when a rule is broken)
+"""
+
+import re
+import sys
+from pathlib import Path
+
+USE = re.compile(r"\buse\s+(crate|super|capblock_shared)::([\w:]+|\{)")
+# `crate::x::y` or `super::y` anywhere in code (paths written inline, not only in `use`).
+PATH = re.compile(r"\b(crate|super|capblock_shared)::([a-z_][\w]*)(?:::([a-z_][\w]*))?")
+
+
+def strip(text: str) -> str:
+    """Source without comments or #[cfg(test)] modules (tests may import freely)."""
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    i = text.find("#[cfg(test)]\nmod tests {")
+    return text[:i] if i >= 0 else text
+
+
+def module_of(path: Path, root: Path) -> str:
+    rel = path.relative_to(root)
+    return rel.parts[0].removesuffix(".rs")
+
+
+def edges(root: Path, crate_prefix: str) -> dict[str, set[str]]:
+    """module -> modules of the same directory it refers to (by `super::m` from a top-level
+    file, `crate::<crate_prefix>::m`, or `super::super::m` from a child)."""
+    out: dict[str, set[str]] = {}
+    siblings = {p.stem for p in root.glob("*.rs")} | {p.name for p in root.iterdir() if p.is_dir()}
+    for p in sorted(root.rglob("*.rs")):
+        if p.name == "tests.rs" or "tests" in p.relative_to(root).parts[:-1]:
+            continue
+        m = module_of(p, root)
+        if m in ("mod", "lib", "main"):
+            continue
+        depth = len(p.relative_to(root).parts) - 1  # 0 for top-level files
+        if p.name == "mod.rs":
+            depth -= 1
+        code = strip(p.read_text())
+        refs = out.setdefault(m, set())
+        for pre, first, second in PATH.findall(code):
+            target = None
+            if pre == "super":
+                # `super::x` from a top-level file names a sibling; from a child, its parent's item.
+                if depth == 0:
+                    target = first
+                elif first == "super" and depth == 1:
+                    target = second
+            elif crate_prefix and pre == "crate" and first == crate_prefix:
+                target = second
+            elif not crate_prefix and pre == "crate":
+                target = first
+            if target and target in siblings and target != m:
+                refs.add(target)
+    return out
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    found, state, stack = [], {}, []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        stack.append(n)
+        for d in sorted(graph.get(n, ())):
+            if state.get(d) == 1:
+                found.append(stack[stack.index(d) :] + [d])
+            elif d not in state:
+                visit(d)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+    return found
+
+
+def layer_refs(path: Path) -> set[str]:
+    """The top-level modules of shared/src a file refers to through `crate::`."""
+    return {first for pre, first, _ in PATH.findall(strip(path.read_text())) if pre == "crate"}
+
+
+def main(argv: list[str]) -> int:
+    repo = Path(argv[1] if len(argv) > 1 else ".").resolve()
+    problems: list[str] = []
+    for root, prefix in [
+        (repo / "shared/src/app", "app"),
+        (repo / "shared/src/domain", "domain"),
+        (repo / "cli/src", ""),
+        (repo / "infra/market-sim/src", ""),
+    ]:
+        for c in cycles(edges(root, prefix)):
+            problems.append(f"{root.relative_to(repo)}: module cycle {' -> '.join(c)}")
+    allowed = {
+        "domain": {"domain"},
+        "app": {"app", "domain", "ports"},
+        "ports.rs": {"domain"},
+    }
+    for layer, ok in allowed.items():
+        base = repo / "shared/src" / layer
+        files = [base] if base.is_file() else sorted(base.rglob("*.rs"))
+        for p in files:
+            bad = layer_refs(p) - ok
+            if bad:
+                problems.append(f"{p.relative_to(repo)}: imports {', '.join(sorted(bad))} (allowed: {', '.join(sorted(ok))})")
+    for p in sorted((repo / "infra/market-sim").rglob("*.rs")):
+        if "capblock_shared" in p.read_text():
+            problems.append(f"{p.relative_to(repo)}: the simulator uses capblock_shared")
+    for line in problems:
+        print(line)
+    print(f"check_layers: {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

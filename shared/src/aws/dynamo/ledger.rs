@@ -1,0 +1,214 @@
+//! Purchase bookkeeping: intents (`RULE#<id>` / `INTENT#<offering>`), the rule guard, the
+//! budgets (`BUDGET#<owner>` / `PERIOD#<yyyy-mm>`), dry-run and approval records, and the
+//! block a purchase records, moved together in transactions.
+
+use super::*;
+
+#[async_trait]
+impl Ledger for DynamoStore {
+    async fn guard(&self, rule_id: &str) -> Result<RuleGuard, StoreError> {
+        let item = self.get(key(rule_pk(rule_id), "GUARD")).await?;
+        Ok(match item {
+            None => RuleGuard::default(),
+            Some(i) => RuleGuard {
+                open_intent: get_s(&i, "open_intent").map(str::to_string),
+                seq: get_u64(&i, "seq")?.unwrap_or(0),
+            },
+        })
+    }
+
+    async fn usage(&self, owner: &BudgetOwner, period: &Period) -> Result<Option<BudgetUsage>, StoreError> {
+        let Some(item) = self.get(budget_key(owner, period)).await? else { return Ok(None) };
+        let currency = get_s(&item, "currency").unwrap_or("USD");
+        let money = |d: Option<Decimal>| {
+            Money::parse(&d.unwrap_or_default().to_string(), currency)
+                .map_err(|e| StoreError::Corrupt { key: format!("budget {}", owner.key()), message: e.to_string() })
+        };
+        Ok(Some(BudgetUsage {
+            committed: money(get_decimal(&item, "committed")?)?,
+            spent: money(get_decimal(&item, "spent")?)?,
+            purchases: get_u64(&item, "purchases")?.unwrap_or(0) as u32,
+        }))
+    }
+
+    async fn reserve(&self, intent: &Intent, seen_seq: u64) -> Result<(), ReserveError> {
+        let fee = intent.offering.fee;
+        let charges = &intent.charges;
+        let mut items = vec![
+            tx_put(
+                Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(Self::intent_item(intent)))
+                    .condition_expression("attribute_not_exists(pk)"),
+            ),
+            tx_update(
+                self.update(
+                    key(rule_pk(&intent.rule_id), "GUARD"),
+                    "SET open_intent = :iid, seq = if_not_exists(seq, :zero) + :one",
+                )
+                .condition_expression(
+                    "attribute_not_exists(open_intent) AND (attribute_not_exists(seq) OR seq = :seen)",
+                )
+                .expression_attribute_values(":iid", s(&intent.id))
+                .expression_attribute_values(":zero", n(0))
+                .expression_attribute_values(":one", n(1))
+                .expression_attribute_values(":seen", n(seen_seq)),
+            ),
+        ];
+        for c in charges {
+            if c.limit.currency() != fee.currency() || fee.amount() > c.limit.amount() {
+                return Err(ReserveError::OverBudget(c.owner.key()));
+            }
+            // DynamoDB conditions cannot add, so the check is `committed <= limit - fee`.
+            let headroom = c.limit.amount() - fee.amount();
+            let mut cond = "(attribute_not_exists(committed) OR committed <= :headroom)".to_string();
+            let mut u = self.update(
+                budget_key(&c.owner, &c.period),
+                "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero), \
+                 purchases = if_not_exists(purchases, :zero) + :one, #limit = :limit, currency = :cur",
+            );
+            if let Some(max) = c.max_purchases {
+                cond.push_str(" AND (attribute_not_exists(purchases) OR purchases < :maxp)");
+                u = u.expression_attribute_values(":maxp", n(max));
+            }
+            items.push(tx_update(
+                u.condition_expression(cond)
+                    .expression_attribute_names("#limit", "limit")
+                    .expression_attribute_values(":zero", n(0))
+                    .expression_attribute_values(":one", n(1))
+                    .expression_attribute_values(":fee", n(fee.amount()))
+                    .expression_attribute_values(":headroom", n(headroom))
+                    .expression_attribute_values(":limit", n(c.limit.amount()))
+                    .expression_attribute_values(":cur", s(c.limit.currency().as_str())),
+            ));
+        }
+        match self.transact(items).await {
+            Ok(()) => Ok(()),
+            Err(TxError::Store(e)) => Err(e.into()),
+            Err(TxError::Cancelled(codes)) => {
+                let failed = |i: usize| codes.get(i).is_some_and(|c| c == "ConditionalCheckFailed");
+                if failed(0) {
+                    return Err(ReserveError::AlreadyExists);
+                }
+                if failed(1) {
+                    return Err(ReserveError::RuleBusy);
+                }
+                for (i, c) in charges.iter().enumerate() {
+                    if failed(i + 2) {
+                        // Tell the two budget conditions apart by reading the item.
+                        let usage = self.usage(&c.owner, &c.period).await?;
+                        let at_max = matches!((c.max_purchases, &usage), (Some(m), Some(u)) if u.purchases >= m);
+                        return Err(if at_max {
+                            ReserveError::PurchaseLimit
+                        } else {
+                            ReserveError::OverBudget(c.owner.key())
+                        });
+                    }
+                }
+                Err(ReserveError::Store(StoreError::Conflict(format!("transaction cancelled: {}", codes.join(",")))))
+            }
+        }
+    }
+
+    async fn mark_sent(&self, intent_id: &str, rule_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let Some(mut intent) = self.get_intent(rule_id, intent_id).await? else {
+            return Err(StoreError::NotFound { what: format!("intent {intent_id}") });
+        };
+        intent.state = IntentState::Sent;
+        intent.sent_at = Some(at);
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(intent_key(rule_id, &intent.offering.id)))
+            .update_expression("SET #s = :sent, #d = :data")
+            .condition_expression("#s = :reserved")
+            .expression_attribute_names("#s", "state")
+            .expression_attribute_names("#d", "data")
+            .expression_attribute_values(":sent", s(IntentState::Sent.as_str()))
+            .expression_attribute_values(":reserved", s(IntentState::Reserved.as_str()))
+            .expression_attribute_values(":data", json(&intent))
+            .send()
+            .await
+            .map_err(|e| store_err(&format!("intent {intent_id} is no longer reserved"), e))?;
+        Ok(())
+    }
+
+    async fn record_bought(&self, intent: &Intent, block: &Block, notice: &Notice) -> Result<(), StoreError> {
+        let mut closed = intent.clone();
+        closed.state = IntentState::Bought;
+        closed.reservation_id = Some(block.reservation_id.clone());
+        let put_block = tx_put(
+            Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(Self::block_item(block)))
+                .condition_expression("attribute_not_exists(pk)"),
+        );
+        let put_notice = tx_put(
+            Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(super::outbox::notice_item(notice)))
+                .condition_expression("attribute_not_exists(pk)"),
+        );
+        self.close_intent(intent, Some(closed), "SET spent = spent + :fee", vec![put_block, put_notice]).await
+    }
+
+    async fn record_rejected(&self, intent: &Intent, reason: &str, notice: Option<&Notice>) -> Result<(), StoreError> {
+        let mut closed = intent.clone();
+        closed.state = IntentState::Rejected;
+        closed.reason = Some(reason.to_string());
+        let extra = notice
+            .map(|n| {
+                tx_put(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(super::outbox::notice_item(n)))
+                        .condition_expression("attribute_not_exists(pk)"),
+                )
+            })
+            .into_iter()
+            .collect();
+        self.close_intent(intent, Some(closed), RELEASE_FEE, extra).await
+    }
+
+    async fn record_given_back(&self, intent: &Intent, reason: &str) -> Result<(), StoreError> {
+        tracing::info!(event = "intent_given_back", intent = %intent.id, %reason, "nothing reached EC2; the offering may be tried again");
+        self.close_intent(intent, None, RELEASE_FEE, vec![]).await
+    }
+
+    async fn record_dry_run(&self, intent: &Intent) -> Result<bool, StoreError> {
+        let mut item = key(rule_pk(&intent.rule_id), format!("DRYRUN#{}", intent.offering.id));
+        item.insert("data".into(), json(intent));
+        item.insert("state".into(), s(IntentState::DryRun.as_str()));
+        self.put_new(item, "dry-run record").await
+    }
+
+    async fn record_approval(&self, intent: &Intent) -> Result<bool, StoreError> {
+        let mut item = key(rule_pk(&intent.rule_id), format!("APPROVAL#{}", intent.offering.id));
+        item.insert("data".into(), json(intent));
+        item.insert("state".into(), s("awaiting-approval"));
+        self.put_new(item, "approval record").await
+    }
+
+    async fn get_approval(&self, rule_id: &str, offering_id: &str) -> Result<Option<Intent>, StoreError> {
+        self.get(key(rule_pk(rule_id), format!("APPROVAL#{offering_id}"))).await?.map(|i| data(&i)).transpose()
+    }
+
+    async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError> {
+        let offering_id = intent_id.strip_prefix(&format!("{rule_id}/")).unwrap_or(intent_id);
+        self.get(intent_key(rule_id, offering_id)).await?.map(|i| data(&i)).transpose()
+    }
+
+    async fn open_intents(&self) -> Result<Vec<Intent>, StoreError> {
+        self.query_gsi(OPEN_INTENTS, None).await?.iter().map(data).collect()
+    }
+
+    async fn release_failed_block(
+        &self,
+        block: &Block,
+        intent: &Intent,
+        restore_purchase: bool,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.release_failed_block_tx(block, intent, restore_purchase, at).await
+    }
+}

@@ -1,0 +1,281 @@
+//! The DynamoDB store: one table, several item kinds, one file each (`rules`, `market`,
+//! `ledger`, `blocks`, `extensions`, `outbox`, `observations`; `item` holds the attribute
+//! helpers, `table` creates the table). ARCHITECTURE.md ("The data model") is the same table.
+//!
+//! | item        | pk                     | sk                         | gsi1pk / gsi1sk                 |
+//! |-------------|------------------------|----------------------------|---------------------------------|
+//! | rule        | `RULE#<id>`            | `RULE`                     | `RULES` / `<id>`                |
+//! | rule guard  | `RULE#<id>`            | `GUARD`                    |                                 |
+//! | intent      | `RULE#<id>`            | `INTENT#<offering>`        | `INTENT#OPEN` while open        |
+//! | dry-run     | `RULE#<id>`            | `DRYRUN#<offering>`        |                                 |
+//! | approval    | `RULE#<id>`            | `APPROVAL#<offering>`      |                                 |
+//! | budget      | `BUDGET#<owner>`       | `PERIOD#<yyyy-mm>`         |                                 |
+//! | block       | `BLOCK#<reservation>`  | `BLOCK`                    | `BLOCK#OPEN` / `RULE#<r>#<id>`  |
+//! | observation | `OBS#<region>#<type>`  | `<seen-at>#<offering>`     | (ttl)                           |
+//! | market      | `MARKET#<region>`      | `MEMORY`                   |                                 |
+//! | notice      | `BLOCK#<thread>`       | `NOTICE#<milestone>`       | `NOTICE#PENDING` until sent     |
+//! | extension   | `BLOCK#<reservation>`  | `EXT#<offering>`           | `EXT#OPEN` while open         |
+
+use std::time::Duration as StdDuration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, PutRequest, TransactWriteItem, Update, WriteRequest};
+use chrono::{DateTime, Duration, Utc};
+use rust_decimal::Decimal;
+
+use crate::domain::block::Block;
+use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, IntentState, Period};
+use crate::domain::extension::{ExtensionIntent, ExtensionState};
+use crate::domain::money::Money;
+use crate::domain::names::{InstanceType, Region};
+use crate::domain::plan::RegionMemory;
+use crate::domain::rule::Rule;
+use crate::ports::{
+    BlockArchive, BlockStore, ExtensionLedger, Ledger, MarketMemory, Notice, Observation, ObservationStore, Outbox,
+    ReserveError, RuleGuard, RuleStore, StoreError, StoredRule,
+};
+use item::{Item, data, get_decimal, get_s, get_u64, json, key, n, s};
+
+mod blocks;
+mod extensions;
+mod item;
+mod ledger;
+mod market;
+mod observations;
+mod outbox;
+mod rules;
+mod table;
+
+pub use table::create_table;
+
+/// How long price observations are kept.
+pub const OBSERVATION_TTL: Duration = Duration::days(400);
+const OPEN_INTENTS: &str = "INTENT#OPEN";
+/// A closed intent that spent nothing: its fee and its purchase go back to every budget.
+const RELEASE_FEE: &str = "SET committed = committed - :fee, purchases = purchases - :one";
+const OPEN_BLOCKS: &str = "BLOCK#OPEN";
+const RULES: &str = "RULES";
+pub const GSI: &str = "gsi1";
+
+#[derive(Clone, Debug)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+fn store_err<
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+>(
+    what: &str,
+    e: SdkError<E, R>,
+) -> StoreError {
+    match e.code() {
+        Some("ConditionalCheckFailedException") => StoreError::Conflict(what.to_string()),
+        Some(code) => StoreError::Unavailable(format!("{what}: {code}: {}", e.message().unwrap_or_default())),
+        None => StoreError::Unavailable(format!("{what}: {}", aws_sdk_dynamodb::error::DisplayErrorContext(&e))),
+    }
+}
+
+fn rule_pk(id: &str) -> String {
+    format!("RULE#{id}")
+}
+fn block_pk(id: &str) -> String {
+    format!("BLOCK#{id}")
+}
+fn budget_key(owner: &BudgetOwner, period: &Period) -> Item {
+    key(format!("BUDGET#{}", owner.key()), format!("PERIOD#{}", period.as_str()))
+}
+fn intent_key(rule_id: &str, offering_id: &str) -> Item {
+    key(rule_pk(rule_id), format!("INTENT#{offering_id}"))
+}
+
+impl DynamoStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        DynamoStore { client, table: table.into() }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Writes an item that must not exist yet: `false` if it does (someone wrote it first).
+    async fn put_new(&self, item: Item, what: &str) -> Result<bool, StoreError> {
+        match self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) => match store_err(what, e) {
+                StoreError::Conflict(_) => Ok(false),
+                other => Err(other),
+            },
+        }
+    }
+
+    async fn query_gsi(&self, pk: &str, sk_prefix: Option<&str>) -> Result<Vec<Item>, StoreError> {
+        let mut q =
+            self.client.query().table_name(&self.table).index_name(GSI).expression_attribute_values(":pk", s(pk));
+        q = match sk_prefix {
+            Some(p) => q
+                .key_condition_expression("gsi1pk = :pk AND begins_with(gsi1sk, :p)")
+                .expression_attribute_values(":p", s(p)),
+            None => q.key_condition_expression("gsi1pk = :pk"),
+        };
+        Self::all_items(q, "query").await
+    }
+
+    /// Every item a query matches, all pages.
+    async fn all_items(q: QueryFluentBuilder, what: &str) -> Result<Vec<Item>, StoreError> {
+        q.into_paginator().items().send().collect::<Result<Vec<_>, _>>().await.map_err(|e| store_err(what, e))
+    }
+
+    async fn get(&self, k: Item) -> Result<Option<Item>, StoreError> {
+        self.client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(k))
+            .consistent_read(true)
+            .send()
+            .await
+            .map(|o| o.item)
+            .map_err(|e| store_err("get", e))
+    }
+
+    fn intent_item(intent: &Intent) -> Item {
+        let mut item = intent_key(&intent.rule_id, &intent.offering.id);
+        item.insert("state".into(), s(intent.state.as_str()));
+        item.insert("data".into(), json(intent));
+        if intent.state.is_open() {
+            item.insert("gsi1pk".into(), s(OPEN_INTENTS));
+            item.insert("gsi1sk".into(), s(&intent.id));
+        }
+        item
+    }
+
+    fn block_item(block: &Block) -> Item {
+        let mut item = key(block_pk(&block.reservation_id), "BLOCK");
+        item.insert("state".into(), s(block.state.as_str()));
+        item.insert("version".into(), n(block.version));
+        item.insert("data".into(), json(block));
+        if !block.state.is_final() {
+            item.insert("gsi1pk".into(), s(OPEN_BLOCKS));
+            item.insert("gsi1sk".into(), s(block_gsi_sk(block.rule_id.as_deref(), &block.reservation_id)));
+        }
+        item
+    }
+
+    fn update(&self, k: Item, expr: &str) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+        Update::builder().table_name(&self.table).set_key(Some(k)).update_expression(expr)
+    }
+
+    /// Runs a transaction; a cancelled one comes back with the per-item reason codes.
+    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<(), TxError> {
+        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+            Ok(_) => Ok(()),
+            Err(e) => match e.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(c)) => Err(TxError::Cancelled(
+                    c.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_string()).collect(),
+                )),
+                _ => Err(TxError::Store(store_err("transaction", e))),
+            },
+        }
+    }
+
+    /// Moves an intent out of the open states, frees the rule guard and adjusts the budgets.
+    async fn close_intent(
+        &self,
+        intent: &Intent,
+        closed: Option<Intent>,
+        budget_expr: &str,
+        extra: Vec<TransactWriteItem>,
+    ) -> Result<(), StoreError> {
+        let fee = n(intent.offering.fee.amount());
+        let mut items: Vec<TransactWriteItem> = extra;
+        match &closed {
+            Some(closed) => items.push(tx_update(
+                self.update(
+                    intent_key(&intent.rule_id, &intent.offering.id),
+                    "SET #s = :new, #d = :data REMOVE gsi1pk, gsi1sk",
+                )
+                .condition_expression("#s IN (:reserved, :sent)")
+                .expression_attribute_names("#s", "state")
+                .expression_attribute_names("#d", "data")
+                .expression_attribute_values(":new", s(closed.state.as_str()))
+                .expression_attribute_values(":data", json(closed))
+                .expression_attribute_values(":reserved", s(IntentState::Reserved.as_str()))
+                .expression_attribute_values(":sent", s(IntentState::Sent.as_str())),
+            )),
+            // Given back: the intent goes, so the rule may reserve the same offering again.
+            None => items.push(
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(&self.table)
+                            .set_key(Some(intent_key(&intent.rule_id, &intent.offering.id)))
+                            .condition_expression("#s = :expected")
+                            .expression_attribute_names("#s", "state")
+                            .expression_attribute_values(":expected", s(intent.state.as_str()))
+                            .build()
+                            .expect("table and key are set"),
+                    )
+                    .build(),
+            ),
+        }
+        items.push(tx_update(
+            self.update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent")
+                .condition_expression("open_intent = :iid")
+                .expression_attribute_values(":iid", s(&intent.id)),
+        ));
+        for c in &intent.charges {
+            let mut u = self
+                .update(budget_key(&c.owner, &c.period), budget_expr)
+                .condition_expression("attribute_exists(committed)")
+                .expression_attribute_values(":fee", fee.clone());
+            // DynamoDB refuses expression values the expression does not use.
+            if budget_expr.contains(":one") {
+                u = u.expression_attribute_values(":one", n(1));
+            }
+            items.push(tx_update(u));
+        }
+        self.transact(items).await.map_err(|e| match e {
+            TxError::Cancelled(codes) => StoreError::Conflict(format!(
+                "closing intent {} as {}: {}",
+                intent.id,
+                closed.as_ref().map_or("given back", |c| c.state.as_str()),
+                codes.join(",")
+            )),
+            TxError::Store(e) => e,
+        })
+    }
+}
+
+enum TxError {
+    Cancelled(Vec<String>),
+    Store(StoreError),
+}
+
+fn tx_update(u: aws_sdk_dynamodb::types::builders::UpdateBuilder) -> TransactWriteItem {
+    TransactWriteItem::builder().update(u.build().expect("table, key and expression are set")).build()
+}
+
+fn tx_put(p: aws_sdk_dynamodb::types::builders::PutBuilder) -> TransactWriteItem {
+    TransactWriteItem::builder().put(p.build().expect("table and item are set")).build()
+}
+
+fn block_gsi_sk(rule_id: Option<&str>, reservation_id: &str) -> String {
+    format!("RULE#{}#{reservation_id}", rule_id.unwrap_or("-"))
+}

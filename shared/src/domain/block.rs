@@ -1,0 +1,154 @@
+//! A Capacity Block as capblock holds it (`Block`), and a capacity reservation as EC2 reports it
+//! (`Reservation`). Every view the messages and notices need is read from `Block` itself, so a
+//! tracked block exists once.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use super::budget::{Intent, Period};
+use super::lifecycle::{BlockState, payment_deadline, termination_time};
+use super::money::{Money, Rate};
+use super::names::{InstanceType, Region};
+use super::tags::RULE_TAG;
+
+/// A capacity reservation as DescribeCapacityReservations reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reservation {
+    pub id: String,
+    pub arn: Option<String>,
+    pub region: Region,
+    pub availability_zone: String,
+    pub instance_type: InstanceType,
+    pub instance_count: u32,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub state: String,
+    pub reservation_type: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+impl Reservation {
+    pub fn is_capacity_block(&self) -> bool {
+        self.reservation_type.as_deref() == Some("capacity-block")
+    }
+}
+
+/// A block capblock tracks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Block {
+    pub reservation_id: String,
+    pub region: Region,
+    pub availability_zone: String,
+    pub instance_type: InstanceType,
+    pub instance_count: u32,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub state: BlockState,
+    /// None for blocks adopted from the account whose price capblock never saw.
+    pub fee: Option<Money>,
+    pub accelerators_per_instance: Option<u32>,
+    pub purchased_at: DateTime<Utc>,
+    pub payment_deadline: Option<DateTime<Utc>>,
+    pub rule_id: Option<String>,
+    pub intent_id: Option<String>,
+    pub ultraserver: bool,
+    pub arn: Option<String>,
+    /// Budget period the fee was charged to.
+    pub period: Option<Period>,
+    pub version: u64,
+}
+
+impl Block {
+    /// A block for a reservation capblock did not record: what EC2 says of it, nothing more.
+    /// `tagged`: the reservation carries this stack's tags, so it counts against its rule.
+    pub fn adopted(r: &Reservation, tagged: bool, now: DateTime<Utc>) -> Block {
+        Block {
+            reservation_id: r.id.clone(),
+            region: r.region.clone(),
+            availability_zone: r.availability_zone.clone(),
+            instance_type: r.instance_type.clone(),
+            instance_count: r.instance_count,
+            start: r.start,
+            end: r.end,
+            state: BlockState::from_ec2(&r.state).unwrap_or(BlockState::PaymentPending),
+            fee: None,
+            accelerators_per_instance: None,
+            // Unknown: the payment deadline cannot be computed, so no payment warnings.
+            purchased_at: now.min(r.start),
+            payment_deadline: None,
+            rule_id: if tagged { r.tags.get(RULE_TAG).cloned() } else { None },
+            intent_id: None,
+            ultraserver: false,
+            arn: r.arn.clone(),
+            period: None,
+            version: 1,
+        }
+    }
+
+    /// The block a purchase intent bought: what EC2 says of the reservation, plus what the
+    /// intent knows that EC2 does not (fee, accelerators, budget period, payment deadline).
+    pub fn bought(intent: &Intent, r: &Reservation, now: DateTime<Utc>) -> Block {
+        let purchased_at = intent.sent_at.unwrap_or(now);
+        Block {
+            fee: Some(intent.offering.fee),
+            accelerators_per_instance: Some(intent.accelerators_per_instance),
+            purchased_at,
+            payment_deadline: Some(payment_deadline(purchased_at, r.start)),
+            rule_id: Some(intent.rule_id.clone()),
+            intent_id: Some(intent.id.clone()),
+            ultraserver: intent.offering.ultraserver,
+            period: Some(intent.period.clone()),
+            ..Block::adopted(r, false, now)
+        }
+    }
+
+    /// The same block ending at `end` (an extension EC2 confirmed, not yet stored).
+    pub fn with_end(&self, end: DateTime<Utc>) -> Block {
+        Block { end, ..self.clone() }
+    }
+
+    /// When EC2 begins terminating the block's instances: when unsaved work is lost.
+    pub fn termination_time(&self) -> DateTime<Utc> {
+        termination_time(self.end, self.ultraserver)
+    }
+
+    /// `total` per accelerator-hour over the block's whole life (extensions included); None
+    /// when the accelerator count is unknown (an adopted block).
+    pub fn per_accelerator_hour(&self, total: Money) -> Option<Rate> {
+        let minutes = Decimal::from((self.end - self.start).num_minutes());
+        let accel = Decimal::from(self.accelerators_per_instance?) * Decimal::from(self.instance_count);
+        total.per(accel * minutes / Decimal::from(60))
+    }
+}
+
+/// A scheduled 2 x p5.48xlarge block in us-east-1 from `start` to `end`, bought through rule
+/// `p5` two days before its start, for the unit tests of the modules that read blocks.
+#[cfg(test)]
+pub(crate) fn example(start: DateTime<Utc>, end: DateTime<Utc>) -> Block {
+    Block {
+        reservation_id: "cr-0123456789abcdef0".into(),
+        region: "us-east-1".parse().expect("a valid region"),
+        availability_zone: "us-east-1a".into(),
+        instance_type: "p5.48xlarge".parse().expect("a valid type"),
+        instance_count: 2,
+        start,
+        end,
+        state: BlockState::Scheduled,
+        fee: None,
+        accelerators_per_instance: Some(8),
+        purchased_at: start - chrono::Duration::days(2),
+        payment_deadline: None,
+        rule_id: Some("p5".into()),
+        intent_id: None,
+        ultraserver: false,
+        arn: None,
+        period: None,
+        version: 1,
+    }
+}
+
+#[cfg(test)]
+mod tests;

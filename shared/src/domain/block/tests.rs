@@ -1,0 +1,105 @@
+use std::collections::BTreeMap;
+
+use chrono::{Duration, TimeZone};
+use rust_decimal_macros::dec;
+
+use super::*;
+use crate::domain::budget::Intent;
+use crate::domain::offering::Offering;
+
+fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()
+}
+
+fn reservation(tags: &[(&str, &str)]) -> Reservation {
+    Reservation {
+        id: "cr-0123456789abcdef0".into(),
+        arn: Some("arn:aws:ec2:us-east-1:111122223333:capacity-reservation/cr-0123456789abcdef0".into()),
+        region: "us-east-1".parse().unwrap(),
+        availability_zone: "us-east-1a".into(),
+        instance_type: "p5.48xlarge".parse().unwrap(),
+        instance_count: 2,
+        start: t(3, 11, 30),
+        end: t(5, 11, 30),
+        state: "scheduled".into(),
+        reservation_type: Some("capacity-block".into()),
+        tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+    }
+}
+
+fn offering(ultraserver: bool) -> Offering {
+    Offering {
+        id: "cb-1".into(),
+        region: "us-east-1".parse().unwrap(),
+        availability_zone: "us-east-1a".into(),
+        instance_type: "p5.48xlarge".parse().unwrap(),
+        instance_count: 2,
+        start: t(3, 11, 30),
+        end: t(5, 11, 30),
+        duration_hours: 48,
+        duration_minutes: 0,
+        fee: Money::usd(dec!(3072)).unwrap(),
+        ultraserver,
+        local_zone: false,
+    }
+}
+
+#[test]
+fn an_adopted_block_knows_only_what_ec2_says() {
+    let now = t(1, 9, 0);
+    let b = Block::adopted(&reservation(&[]), false, now);
+    assert_eq!(b.state, BlockState::Scheduled);
+    assert_eq!(
+        (b.fee, b.accelerators_per_instance, b.payment_deadline, b.rule_id.as_deref()),
+        (None, None, None, None)
+    );
+    assert_eq!(b.purchased_at, now);
+    // A start before `now` caps the purchase time: the block cannot have been bought after it.
+    assert_eq!(Block::adopted(&reservation(&[]), false, t(4, 0, 0)).purchased_at, t(3, 11, 30));
+}
+
+#[test]
+fn only_a_tagged_reservation_counts_against_its_rule() {
+    let r = reservation(&[(RULE_TAG, "p5-weekly")]);
+    assert_eq!(Block::adopted(&r, true, t(1, 9, 0)).rule_id.as_deref(), Some("p5-weekly"));
+    assert_eq!(Block::adopted(&r, false, t(1, 9, 0)).rule_id, None);
+}
+
+#[test]
+fn an_unknown_ec2_state_is_held_as_payment_pending() {
+    let r = Reservation { state: "no-such-state".into(), ..reservation(&[]) };
+    assert_eq!(Block::adopted(&r, false, t(1, 9, 0)).state, BlockState::PaymentPending);
+}
+
+#[test]
+fn a_bought_block_keeps_what_the_intent_knew() {
+    let mut intent = Intent::new("p5-weekly", offering(true), 8, Vec::new(), t(1, 8, 0));
+    intent.sent_at = Some(t(1, 9, 0));
+    let b = Block::bought(&intent, &reservation(&[]), t(1, 10, 0));
+    assert_eq!(b.purchased_at, t(1, 9, 0));
+    assert_eq!(b.payment_deadline, Some(t(1, 21, 0)));
+    assert_eq!((b.rule_id.as_deref(), b.intent_id.as_deref()), (Some("p5-weekly"), Some("p5-weekly/cb-1")));
+    assert_eq!(b.fee, Some(Money::usd(dec!(3072)).unwrap()));
+    assert!(b.ultraserver);
+    // UltraServer instances go 60 minutes before the end, others 30.
+    assert_eq!(b.termination_time(), t(5, 10, 30));
+    assert_eq!(Block { ultraserver: false, ..b.clone() }.termination_time(), t(5, 11, 0));
+    assert_eq!(b.with_end(t(6, 11, 30)).termination_time(), t(6, 10, 30));
+}
+
+#[test]
+fn price_per_accelerator_hour_spans_the_whole_block() {
+    let mut intent = Intent::new("p5-weekly", offering(false), 8, Vec::new(), t(1, 8, 0));
+    intent.sent_at = Some(t(1, 9, 0));
+    let b = Block::bought(&intent, &reservation(&[]), t(1, 10, 0));
+    // 3072 over 2 x 8 accelerators x 48 h = 4.00.
+    assert_eq!(b.per_accelerator_hour(Money::usd(dec!(3072)).unwrap()).unwrap().per_unit, dec!(4));
+    let extended = b.with_end(b.end + Duration::hours(24));
+    assert_eq!(
+        extended.per_accelerator_hour(Money::usd(dec!(3072)).unwrap()).unwrap().per_unit,
+        dec!(2.6666666666666666666666666667)
+    );
+    assert!(
+        Block { accelerators_per_instance: None, ..b }.per_accelerator_hour(Money::usd(dec!(1)).unwrap()).is_none()
+    );
+}

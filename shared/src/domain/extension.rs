@@ -1,0 +1,169 @@
+//! Extensions of a block: what EC2 offers and answers, capblock's record of one it decided,
+//! the choice among offers, the decision window, and how an open record is settled. Pure: the
+//! tracker (`app/extend.rs`) brings the offers, the stored records and `now`.
+
+use chrono::{DateTime, Duration, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use super::block::Block;
+use super::budget::{BudgetCharge, RESERVED_GRACE, SENT_GRACE};
+use super::lifecycle::{BlockState, payment_deadline};
+use super::money::{Money, Rate};
+use super::rule::Extend;
+
+/// EC2 sells extensions until 1 hour before the end.
+pub const LAST_EXTENSION_BEFORE_END: Duration = Duration::hours(1);
+
+/// One DescribeCapacityBlockExtensionOfferings answer row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtensionOffer {
+    pub id: String,
+    pub reservation_id: String,
+    pub duration_hours: u32,
+    /// The block's current end: where the extension starts.
+    pub start: DateTime<Utc>,
+    /// The block's end once the extension is paid.
+    pub end: DateTime<Utc>,
+    pub fee: Money,
+}
+
+/// What PurchaseCapacityBlockExtension answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtensionReceipt {
+    pub offering_id: String,
+    pub reservation_id: String,
+    /// payment-pending, payment-succeeded or payment-failed.
+    pub status: String,
+    pub end: Option<DateTime<Utc>>,
+}
+
+/// The states of an extension intent. Like purchases, `Sent` is never sent again: an unknown
+/// outcome is settled by watching the block's end date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExtensionState {
+    /// Budget reserved, PurchaseCapacityBlockExtension not sent yet.
+    Reserved,
+    /// Sent; EC2's answer was lost.
+    Sent,
+    /// EC2 accepted it; payment pending.
+    Bought,
+    /// The end moved: paid.
+    Paid,
+    /// Refused by EC2, abandoned before sending, or never paid: nothing charged.
+    Released,
+}
+
+impl ExtensionState {
+    pub fn is_open(self) -> bool {
+        matches!(self, ExtensionState::Reserved | ExtensionState::Sent | ExtensionState::Bought)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExtensionState::Reserved => "reserved",
+            ExtensionState::Sent => "sent",
+            ExtensionState::Bought => "bought",
+            ExtensionState::Paid => "paid",
+            ExtensionState::Released => "released",
+        }
+    }
+}
+
+/// The record written before PurchaseCapacityBlockExtension is sent, keyed by (block,
+/// extension offering) so two runs deciding the same extension collide.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtensionIntent {
+    pub reservation_id: String,
+    pub rule_id: String,
+    pub offer: ExtensionOffer,
+    pub state: ExtensionState,
+    pub created_at: DateTime<Utc>,
+    pub sent_at: Option<DateTime<Utc>>,
+    pub reason: Option<String>,
+    pub charges: Vec<BudgetCharge>,
+}
+
+impl ExtensionIntent {
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.reservation_id, self.offer.id)
+    }
+}
+
+/// The cheapest offer per accelerator-hour at or under `max_rate` whose fee fits `headroom`.
+pub fn choose(
+    offers: &[ExtensionOffer],
+    instance_count: u32,
+    accelerators_per_instance: u32,
+    max_rate: Decimal,
+    headroom: Money,
+) -> Option<(ExtensionOffer, Rate)> {
+    offers
+        .iter()
+        .filter(|o| o.fee.currency() == headroom.currency() && o.fee.amount() <= headroom.amount())
+        .filter_map(|o| {
+            let units = Decimal::from(instance_count)
+                * Decimal::from(accelerators_per_instance)
+                * Decimal::from(o.duration_hours);
+            Some((o.clone(), o.fee.per(units)?))
+        })
+        .filter(|(_, r)| r.per_unit <= max_rate)
+        .min_by(|a, b| a.1.per_unit.cmp(&b.1.per_unit).then(a.0.duration_hours.cmp(&b.0.duration_hours)))
+}
+
+/// Whether the block is in its rule's decision window at `now`.
+pub fn in_window(b: &Block, x: &Extend, now: DateTime<Utc>) -> bool {
+    matches!(b.state, BlockState::Scheduled | BlockState::Active)
+        && now >= b.end - Duration::hours(i64::from(x.decide_hours_before_end))
+        && now <= b.end - LAST_EXTENSION_BEFORE_END
+}
+
+/// Extension days already paid for the block: `max_days` bounds them in total, so a cheap
+/// market cannot keep a block alive forever.
+pub fn paid_days(history: &[ExtensionIntent]) -> u32 {
+    history.iter().filter(|e| e.state == ExtensionState::Paid).map(|e| e.offer.duration_hours / 24).sum()
+}
+
+/// What becomes of an open extension record in this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    /// The block's end moved to the extension's end: paid.
+    Paid,
+    /// Closed without a charge, for this reason.
+    Release(&'static str),
+    /// EC2 was not asked about the block this run (its region failed): the stored end may be
+    /// stale, and releasing an extension EC2 has charged would hide the charge from the
+    /// budgets. Decided when the end is known.
+    Unobserved,
+    /// Still within its payment window.
+    Wait,
+}
+
+/// Settles `x` from what the block's end says. `observed`: EC2 was asked about the block in
+/// this run, so `b` holds EC2's end. A Sent record is never sent again: an unknown outcome is
+/// settled by the end date alone.
+pub fn settlement(x: &ExtensionIntent, b: &Block, observed: bool, now: DateTime<Utc>) -> Settlement {
+    let sent_at = x.sent_at.unwrap_or(x.created_at);
+    if b.end >= x.offer.end {
+        Settlement::Paid
+    } else if x.state == ExtensionState::Reserved {
+        if now - x.created_at >= RESERVED_GRACE {
+            Settlement::Release("abandoned before it was sent")
+        } else if b.state.is_final() {
+            Settlement::Release("the block ended")
+        } else {
+            Settlement::Wait
+        }
+    } else if !b.state.is_final() && !observed {
+        Settlement::Unobserved
+    } else if now >= payment_deadline(sent_at, x.offer.start) + SENT_GRACE {
+        Settlement::Release("the end did not move by the payment deadline")
+    } else if b.state.is_final() {
+        Settlement::Release("the block ended")
+    } else {
+        Settlement::Wait
+    }
+}
+
+#[cfg(test)]
+mod tests;

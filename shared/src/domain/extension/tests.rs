@@ -1,0 +1,110 @@
+use super::*;
+use chrono::TimeZone;
+use rust_decimal_macros::dec;
+
+fn offer(id: &str, hours: u32, fee: Decimal) -> ExtensionOffer {
+    let t = Utc.with_ymd_and_hms(2026, 12, 3, 11, 30, 0).unwrap();
+    ExtensionOffer {
+        id: id.into(),
+        reservation_id: "cr-1".into(),
+        duration_hours: hours,
+        start: t,
+        end: t + Duration::hours(i64::from(hours)),
+        fee: Money::usd(fee).unwrap(),
+    }
+}
+
+#[test]
+fn picks_the_cheapest_rate_under_the_threshold_and_the_budget() {
+    // 1 x 8 GPUs: 1 day at 2.50 = 480, 2 days at 2.40 = 921.60, 3 days at 3.10 = 1785.60.
+    let offers = [offer("a", 24, dec!(480)), offer("b", 48, dec!(921.60)), offer("c", 72, dec!(1785.60))];
+    let h = |v| Money::usd(v).unwrap();
+    let (o, r) = choose(&offers, 1, 8, dec!(3.00), h(dec!(10000))).unwrap();
+    assert_eq!((o.id.as_str(), r.per_unit), ("b", dec!(2.40)));
+    // The budget left only fits the one-day extension.
+    assert_eq!(choose(&offers, 1, 8, dec!(3.00), h(dec!(500))).unwrap().0.id, "a");
+    // The threshold is inclusive; a cent below refuses everything.
+    assert_eq!(choose(&offers, 1, 8, dec!(2.40), h(dec!(10000))).unwrap().0.id, "b");
+    assert!(choose(&offers, 1, 8, dec!(2.39), h(dec!(10000))).is_none());
+}
+
+fn at(h: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 3, 11, 30, 0).unwrap() + Duration::hours(h)
+}
+
+/// A block ending at `end`, in `state`.
+fn block(state: BlockState, end: DateTime<Utc>) -> Block {
+    Block { state, instance_count: 1, ..crate::domain::block::example(at(-48), end) }
+}
+
+/// A one-day extension of the block above, created at `created` in `state`.
+fn record(state: ExtensionState, created: DateTime<Utc>) -> ExtensionIntent {
+    ExtensionIntent {
+        reservation_id: "cr-1".into(),
+        rule_id: "p5".into(),
+        offer: offer("x", 24, dec!(480)),
+        state,
+        created_at: created,
+        sent_at: (state != ExtensionState::Reserved).then_some(created),
+        reason: None,
+        charges: Vec::new(),
+    }
+}
+
+#[test]
+fn an_extension_is_paid_when_the_end_reaches_its_end() {
+    let x = record(ExtensionState::Sent, at(-3));
+    assert_eq!(settlement(&x, &block(BlockState::Active, at(24)), true, at(-2)), Settlement::Paid);
+    // Paid wins even when the block was not observed this run: the stored end already moved.
+    assert_eq!(settlement(&x, &block(BlockState::Active, at(24)), false, at(-2)), Settlement::Paid);
+}
+
+#[test]
+fn a_reserved_record_is_released_after_its_grace() {
+    let x = record(ExtensionState::Reserved, at(-3));
+    let b = block(BlockState::Active, at(0));
+    assert_eq!(settlement(&x, &b, true, at(-3) + Duration::minutes(4)), Settlement::Wait);
+    assert_eq!(settlement(&x, &b, true, at(-3) + RESERVED_GRACE), Settlement::Release("abandoned before it was sent"));
+    // Never sent: an unobserved block does not hold it open.
+    assert_eq!(settlement(&x, &b, false, at(-3) + RESERVED_GRACE), Settlement::Release("abandoned before it was sent"));
+}
+
+#[test]
+fn a_sent_record_waits_for_its_payment_deadline_and_for_ec2() {
+    // Sent 3 h before the end at at(0): its payment deadline is the offer's start minus 5 min.
+    let x = record(ExtensionState::Sent, at(-3));
+    let b = block(BlockState::Active, at(0));
+    let deadline = payment_deadline(at(-3), x.offer.start);
+    assert_eq!(settlement(&x, &b, true, deadline), Settlement::Wait);
+    assert_eq!(
+        settlement(&x, &b, true, deadline + SENT_GRACE),
+        Settlement::Release("the end did not move by the payment deadline")
+    );
+    // EC2 not asked this run: the stored end may be stale, so a charge could hide.
+    assert_eq!(settlement(&x, &b, false, deadline + SENT_GRACE), Settlement::Unobserved);
+    // A block that ended releases what it never paid for, observed or not.
+    let ended = block(BlockState::Expired, at(0));
+    assert_eq!(settlement(&x, &ended, false, at(-2)), Settlement::Release("the block ended"));
+}
+
+#[test]
+fn the_decision_window_closes_an_hour_before_the_end() {
+    let x = Extend { max_price_per_accelerator_hour: dec!(3), max_days: 2, decide_hours_before_end: 6 };
+    let b = block(BlockState::Active, at(0));
+    assert!(!in_window(&b, &x, at(-6) - Duration::minutes(1)));
+    assert!(in_window(&b, &x, at(-6)));
+    assert!(in_window(&b, &x, at(0) - LAST_EXTENSION_BEFORE_END));
+    assert!(!in_window(&b, &x, at(0) - LAST_EXTENSION_BEFORE_END + Duration::minutes(1)));
+    assert!(!in_window(&block(BlockState::PaymentPending, at(0)), &x, at(-2)));
+}
+
+#[test]
+fn paid_days_count_only_paid_extensions() {
+    let history = [
+        record(ExtensionState::Paid, at(-30)),
+        record(ExtensionState::Released, at(-20)),
+        ExtensionIntent { offer: offer("y", 48, dec!(900)), ..record(ExtensionState::Paid, at(-10)) },
+    ];
+    assert_eq!(paid_days(&history), 3);
+    assert_eq!(paid_days(&[]), 0);
+}
