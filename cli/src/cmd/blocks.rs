@@ -1,8 +1,8 @@
 //! `capblock blocks`: the blocks tracked, with time left and the next reminder.
 
-use capblock_shared::domain::lifecycle::termination_time;
 use capblock_shared::domain::block::Block;
 use capblock_shared::domain::checkpoint::DEFAULT_REMINDER_LEAD_MINUTES;
+use capblock_shared::domain::lifecycle::termination_time;
 use capblock_shared::ports::{BlockArchive, BlockStore};
 use chrono::{DateTime, Duration, Utc};
 use clap::Args;
