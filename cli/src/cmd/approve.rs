@@ -1,12 +1,11 @@
 //! `capblock approve`: buy a decision an approval-mode rule is waiting on.
 
 use capblock_shared::app::outbox::flush;
-use capblock_shared::app::purchase::{Action, Buyer};
+use capblock_shared::app::purchase::{Action, Approval, Buyer};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
-use capblock_shared::domain::decision::Priced;
-use capblock_shared::ports::{Ledger, OfferingQuery, OfferingSource, RuleStore};
-use chrono::{DateTime, Duration, Utc};
+use capblock_shared::ports::{Ledger, RuleStore};
+use chrono::{DateTime, Utc};
 use clap::Args;
 
 use crate::context::{CliError, CliResult, account_budget, run_now, sdk, store};
@@ -50,39 +49,8 @@ pub async fn run(a: ApproveArgs) -> CliResult {
     let intent = store.get_approval(rule_id, offering_id).await?.ok_or_else(|| {
         CliError::NotFound(format!("no decision awaiting approval for rule {rule_id:?} and offering {offering_id:?}"))
     })?;
-    let o = &intent.offering;
     let sdk = sdk().await;
     let market = Ec2Market::new(sdk.clone());
-    let q = OfferingQuery {
-        region: o.region.clone(),
-        instance_type: o.instance_type.clone(),
-        instance_count: o.instance_count,
-        // The question that found it: a same-day closest match (30 h 35 min) was found by a
-        // one-day question, and EC2 only takes whole days here.
-        duration_hours: rule.matching_days(o.total_minutes()).map_or(o.duration_hours, |d| d * 24),
-        start_from: o.start - Duration::minutes(1),
-        start_to: o.start + Duration::minutes(1),
-    };
-    let fresh = market.offerings(&q).await?.into_iter().find(|x| x.id == o.id);
-    let Some(fresh) = fresh else {
-        return Err(CliError::Refused(format!("offering {} is no longer on sale", o.id)));
-    };
-    let acc = intent.accelerators_per_instance;
-    let (Some(per_acc), Some(was)) = (fresh.price_per_accelerator_hour(acc), o.price_per_accelerator_hour(acc)) else {
-        return Err(CliError::Failed(format!("offering {} has no price per accelerator-hour", o.id)));
-    };
-    if per_acc.per_unit > rule.max_price_per_accelerator_hour {
-        return Err(CliError::Refused(format!(
-            "the price is {} per accelerator-hour (was {} when decided), above rule {}'s threshold {}",
-            per_acc, was, rule.id, rule.max_price_per_accelerator_hour
-        )));
-    }
-    let priced = Priced {
-        per_instance_hour: fresh.price_per_instance_hour(),
-        per_accelerator_hour: per_acc,
-        accelerators_per_instance: acc,
-        offering: fresh,
-    };
     let buyer = Buyer {
         market: &market,
         store: &store,
@@ -90,7 +58,11 @@ pub async fn run(a: ApproveArgs) -> CliResult {
         account_budget,
         recheck_pause: std::time::Duration::from_secs(4),
     };
-    let action = buyer.live(&rule, &priced, now).await?;
+    let (priced, action) = match buyer.approve(&rule, &intent, now).await? {
+        Approval::Refused(why) => return Err(CliError::Refused(why)),
+        Approval::Unanswered(e) => return Err(e.into()),
+        Approval::Decided { priced, action } => (priced, action),
+    };
     if let Ok(topic) = std::env::var("CAPBLOCK_ALERTS_TOPIC_ARN") {
         let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), topic, None);
         if let Err(e) = flush(&store, &notifier, now).await {
