@@ -112,9 +112,58 @@ pub fn documents(text: &str) -> Vec<&str> {
     text.lines().filter(|l| l.trim_start().starts_with('{') && l.contains("\"_aws\"")).collect()
 }
 
+/// The metric names template.yaml's dashboard names (`MetricName="X"` in its SEARCH expressions).
+pub fn dashboard_metrics(template: &str) -> std::collections::BTreeSet<String> {
+    const KEY: &str = "MetricName=\\\"";
+    template
+        .match_indices(KEY)
+        .filter_map(|(i, _)| {
+            let rest = &template[i + KEY.len()..];
+            let end = rest.find(|c: char| !c.is_ascii_alphanumeric())?;
+            Some(rest[..end].to_string())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The dashboard names only metrics capblock's catalogue defines (and so emits through the
+    /// typed `Batch` methods), and shows every one of them.
+    #[test]
+    fn the_dashboard_names_exactly_the_catalogue() {
+        let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+        let named = dashboard_metrics(&template);
+        let catalogue: std::collections::BTreeSet<String> =
+            capblock_shared::domain::metrics::ALL.iter().map(|m| m.name.to_string()).collect();
+        assert!(!named.is_empty(), "no MetricName in the dashboard body");
+        assert_eq!(named, catalogue, "dashboard (left) and domain::metrics::ALL (right) differ");
+    }
+
+    /// What the builder writes passes this checker.
+    #[test]
+    fn the_builders_documents_are_valid_emf() {
+        use capblock_shared::domain::metrics::{Batch, Questions};
+        let at = chrono::DateTime::from_timestamp(1_796_083_200, 0).unwrap();
+        let mut b = Batch::new("capblock", at);
+        b.price(&"us-east-1".parse().unwrap(), &"p5.48xlarge".parse().unwrap(), rust_decimal::Decimal::new(275, 2));
+        b.threshold("r", rust_decimal::Decimal::new(3, 0));
+        b.questions(&"us-east-1".parse().unwrap(), Questions { asked: 2, answered: 1, throttled: 1, carried_over: 1, allowed: 4 });
+        b.blocks("active", 1);
+        b.budget("account", rust_decimal::Decimal::ONE, rust_decimal::Decimal::ZERO, rust_decimal::Decimal::TEN);
+        b.hours_to_payment_deadline(at);
+        b.hours_to_termination(at);
+        b.error("scan-offerings", "capblock.BadInput");
+        let mut names = std::collections::BTreeSet::new();
+        for line in b.lines() {
+            for (ns, name) in validate(&line).unwrap_or_else(|e| panic!("{line}: {e}")) {
+                assert_eq!(ns, "capblock");
+                names.insert(name);
+            }
+        }
+        assert_eq!(names.len(), capblock_shared::domain::metrics::ALL.len());
+    }
 
     #[test]
     fn accepts_the_specifications_example_and_names_what_is_wrong() {

@@ -9,6 +9,7 @@ mod history;
 mod offerings;
 mod rules;
 mod scan;
+mod status;
 
 use clap::{Parser, Subcommand};
 
@@ -29,7 +30,8 @@ capblock rules validate infra/examples/rules/p5-weekly.toml\n  capblock rules pu
 capblock rules delete p5-weekly\n  \
 capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
 capblock history --region us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n  \
-capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approve p5-weekly/cb-0123456789abcdef0"
+capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
+capblock status"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -53,6 +55,8 @@ enum Command {
     Backtest(backtest::BacktestArgs),
     /// Buy a decision an approval-mode rule is waiting on (re-checks the offering first).
     Approve(approve::ApproveArgs),
+    /// One screen: mode, rules, open blocks, this month's spend, the last scan, the dashboard.
+    Status(status::StatusArgs),
 }
 
 pub async fn run(cli: Cli) -> CliResult {
@@ -64,6 +68,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Command::History(a) => history::run(a).await,
         Command::Backtest(a) => backtest::run(a).await,
         Command::Approve(a) => approve::run(a).await,
+        Command::Status(a) => status::run(a).await,
     }
 }
 
