@@ -149,7 +149,10 @@ mod tests {
         let mut b = Batch::new("capblock", at);
         b.price(&"us-east-1".parse().unwrap(), &"p5.48xlarge".parse().unwrap(), rust_decimal::Decimal::new(275, 2));
         b.threshold("r", rust_decimal::Decimal::new(3, 0));
-        b.questions(&"us-east-1".parse().unwrap(), Questions { asked: 2, answered: 1, throttled: 1, carried_over: 1, allowed: 4 });
+        b.questions(
+            &"us-east-1".parse().unwrap(),
+            Questions { asked: 2, answered: 1, throttled: 1, carried_over: 1, allowed: 4 },
+        );
         b.blocks("active", 1);
         b.budget("account", rust_decimal::Decimal::ONE, rust_decimal::Decimal::ZERO, rust_decimal::Decimal::TEN);
         b.hours_to_payment_deadline(at);
