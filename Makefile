@@ -7,7 +7,7 @@ CAPBLOCK_CACHE ?= $(HOME)/.cache/capblock
 TEST_STATE ?= $(CAPBLOCK_CACHE)/test-stack
 export CARGO_TARGET_DIR CAPBLOCK_CACHE
 
-.PHONY: demo test test-long check lint-rust test-rust test-sim-boto3 test-template package bench audit help
+.PHONY: demo test test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-template package bench audit help
 
 help:
 	@echo "make demo      run the main job locally: simulated market + emulated AWS, end to end"
@@ -16,29 +16,38 @@ help:
 	@echo "make package   build the Lambda deployment zips (ARCH=arm64|x86_64)"
 	@echo "make audit     cargo-audit on Cargo.lock: make audit ADVISORY_DB=/path/to/advisory-db"
 
-demo:
+# The toolchain rust-toolchain.toml pins, made available offline (infra/toolchain.sh); every
+# target that runs cargo depends on it.
+toolchain:
+	@bash infra/toolchain.sh
+
+demo: toolchain
 	bash infra/demo.sh
 
 # Everything CI runs. The local stack is started and stopped by the command itself, in a state
 # folder of its own so it never touches a stack a developer has running.
-test: lint-rust test-rust test-sim-boto3 test-template
+test: lint-rust lint-infra test-rust test-sim-boto3 test-template
 	@echo "make test: all checks passed"
 
-lint-rust:
+lint-rust: toolchain
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
-test-rust:
+# shellcheck on infra/**/*.sh, ruff (ruff.toml) on infra/**/*.py; pinned in infra/lint/requirements.txt.
+lint-infra:
+	bash infra/lint/check.sh
+
+test-rust: toolchain
 	cargo build --workspace --bins
 	CAPBLOCK_STATE=$(TEST_STATE) bash infra/local/stack.sh run -- cargo test --workspace
 
 # The integration tests with bigger loop counts (fault-injection rounds): CAPBLOCK_LONG=1.
-test-long:
+test-long: toolchain
 	cargo build --workspace --bins
 	CAPBLOCK_LONG=1 CAPBLOCK_STATE=$(TEST_STATE) bash infra/local/stack.sh run -- cargo test -p capblock-tests -- --nocapture
 
 # The simulator against a second, independent EC2 client (boto3 validates its XML).
-test-sim-boto3:
+test-sim-boto3: toolchain
 	bash infra/market-sim/tests/run_boto3_check.sh $(CAPBLOCK_CACHE)/venv/bin/python
 
 test-template:
@@ -52,11 +61,11 @@ test-template:
 # two stand-in advisories for a dry run without the real database.
 ADVISORY_DB ?=
 AUDIT_FLAGS ?=
-audit:
+audit: toolchain
 	bash infra/deploy/audit.sh "$(ADVISORY_DB)" $(AUDIT_FLAGS)
 
 ARCH ?= arm64
-package:
+package: toolchain
 	bash infra/deploy/package.sh $(ARCH)
 
 # Figures against their targets (project issues 8 and 13; README "Benchmarks"). Not part of `make test`:
@@ -67,7 +76,7 @@ BENCH_TARGET_DIR ?= $(CAPBLOCK_CACHE)/target-release
 # The bench is built on its own: it enables tokio's test-util (its detection simulation runs on
 # the paused clock), which must not reach the function binaries whose cold start it measures.
 BENCH_PACKAGES := -p capblock-market-sim -p capblock-cli -p scan-offerings -p track-blocks -p on-capacity-event
-bench:
+bench: toolchain
 	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) cargo build --release $(BENCH_PACKAGES)
 	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) cargo build --release -p capblock-bench
 	if CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) bash infra/deploy/package.sh arm64 >&2; then echo arm64; \

@@ -16,6 +16,7 @@ export CAPBLOCK_SCENARIO="$REPO/infra/examples/market.toml"
 
 # The driver records the capblock-local-lambda processes it starts here; it stops them itself,
 # this is the backstop if it is killed. Only pids still running capblock-local-lambda are signalled.
+# shellcheck disable=SC2329 # run by the EXIT trap below, which shellcheck does not follow
 stop_lambdas() {
 	local pids="$CAPBLOCK_STATE/lambdas.pids" pid
 	[[ -f $pids ]] || return 0

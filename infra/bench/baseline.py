@@ -13,6 +13,7 @@ import time
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
 
 def main():
@@ -30,20 +31,20 @@ def main():
     queries = offerings = failed = 0
     first_error = None
     t0 = time.perf_counter()
-    for region, ec2 in clients.items():
+    for ec2 in clients.values():
         for itype in a.types.split(","):
             for count in a.counts.split(","):
                 for days in a.days.split(","):
                     queries += 1
                     hours = int(days) * 24
-                    kwargs = dict(
-                        CapacityDurationHours=hours,
-                        InstanceType=itype,
-                        InstanceCount=int(count),
-                        StartDateRange=start,
-                        EndDateRange=latest + dt.timedelta(hours=hours),
-                        MaxResults=100,
-                    )
+                    kwargs = {
+                        "CapacityDurationHours": hours,
+                        "InstanceType": itype,
+                        "InstanceCount": int(count),
+                        "StartDateRange": start,
+                        "EndDateRange": latest + dt.timedelta(hours=hours),
+                        "MaxResults": 100,
+                    }
                     try:
                         while True:
                             page = ec2.describe_capacity_block_offerings(**kwargs)
@@ -51,7 +52,7 @@ def main():
                             if not page.get("NextToken"):
                                 break
                             kwargs["NextToken"] = page["NextToken"]
-                    except Exception as e:  # a script would log and go on
+                    except (BotoCoreError, ClientError) as e:  # a script would log and go on
                         failed += 1
                         first_error = first_error or f"{type(e).__name__}: {e}"
     seconds = time.perf_counter() - t0

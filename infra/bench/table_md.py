@@ -10,7 +10,8 @@ import sys
 
 
 def main(path):
-    lines = open(path, encoding="utf-8").read().splitlines()
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
     start = next(i for i, l in enumerate(lines) if l.startswith("figure ") and "target" in l)
     head = lines[start]
     target_at, value_at = head.index("target"), head.index("value")

@@ -57,7 +57,7 @@ for _settings in FUNCTIONS.values():
 
 
 def parse(ts):
-    return dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    return dt.datetime.fromisoformat(ts)
 
 
 def iso(t):
@@ -219,7 +219,7 @@ class Story:
             for s in page.get("Schedules", []):
                 full = self.scheduler.get_schedule(GroupName=GROUP, Name=s["Name"])
                 expr = full["ScheduleExpression"]  # at(2026-12-11T11:00:00), in UTC
-                at = dt.datetime.fromisoformat(expr[3:-1]).replace(tzinfo=dt.timezone.utc)
+                at = dt.datetime.fromisoformat(expr[3:-1]).replace(tzinfo=dt.UTC)
                 out.append((at, s["Name"], full["Target"]["Input"]))
             token = page.get("NextToken")
             if not token:

@@ -23,7 +23,7 @@ PATH = re.compile(r"\b(crate|super|capblock_shared)::([a-z_][\w]*)(?:::([a-z_][\
 def strip(text: str) -> str:
     """Source without comments or #[cfg(test)] modules (tests may import freely)."""
     text = re.sub(r"//[^\n]*", "", text)
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.DOTALL)
     i = text.find("#[cfg(test)]\nmod tests {")
     return text[:i] if i >= 0 else text
 

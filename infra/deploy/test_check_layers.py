@@ -8,7 +8,7 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import check_layers  # noqa: E402
+import check_layers
 
 
 def tree(files: dict[str, str]) -> Path:

@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
-"""Self-test of crosscheck.py on a small fake repository built in a temp dir.
+"""Self-test of the crosscheck package on a small fake repository built in a temp dir.
 
 Run: python3 infra/deploy/test_crosscheck.py   (needs PyYAML; stdlib unittest otherwise)
 
-The fake repo has two port traits (Reader, Writer) implemented by one adapter type (Store):
-Reader reaches GetItem through an inherent helper method, Writer reaches PutItem through a free
-helper fn. The function uses an app service bounded by Reader only, so it must need GetItem and
-nothing else. No cargo registry is given, so the built-in DynamoDB operation list is used.
+The fake repo has one adapter (`Store`, in shared/src/aws/store.rs) implementing two ports:
+its ACTIONS table says Reader needs GetItem and Writer PutItem, and the adapter's code calls
+get_item (in a helper method) and put_item (in a free helper fn). The function declares
+AWS_PORTS = ["Reader"], so its role must allow GetItem and nothing else. No cargo registry is
+given, so the built-in DynamoDB operation list is used.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import sys
 import tempfile
@@ -21,29 +21,20 @@ import unittest
 from pathlib import Path
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in infra/deploy
-HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("crosscheck", HERE / "crosscheck.py")
-crosscheck = importlib.util.module_from_spec(_spec)
-sys.modules["crosscheck"] = crosscheck  # dataclasses look their module up there
-_spec.loader.exec_module(crosscheck)
-
-PORTS = """
-    //! Ports: two narrow traits.
-    #[async_trait]
-    pub trait Reader: Send + Sync {
-        async fn read(&self, id: &str) -> Option<String>;
-    }
-
-    #[async_trait]
-    pub trait Writer: Send + Sync {
-        /// Writes "it" (braces in a comment { must not matter).
-        async fn write(&self, id: &str);
-    }
-"""
+# the crosscheck package beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import crosscheck
+from crosscheck import rust
 
 ADAPTER = """
     use aws_sdk_dynamodb::Client;
     use crate::ports::{Reader, Writer};
+
+    pub const ACTIONS: &[(&str, &[&str])] = &[
+        ("Reader", &["dynamodb:GetItem"]),
+        // a comment with "quotes" and ] must not matter
+        ("Writer", &["dynamodb:PutItem"]),
+    ];
 
     pub struct Store {
         client: Client,
@@ -56,7 +47,7 @@ ADAPTER = """
         }
 
         async fn fetch(&self, id: &str) -> Option<String> {
-            let msg = "not a call: .put_item( }"; // a string with a brace and an op name
+            let msg = "not a call: .delete_item( }"; // a string with a brace and an op name
             self.client.get_item().table_name(&self.table).send().await.ok().map(|_| msg.to_string())
         }
     }
@@ -79,56 +70,17 @@ ADAPTER = """
         }
     }
 
-    /// Local-dev helper: never deployed, so never required.
-    pub async fn create_table(client: &Client) {
-        let _ = client.create_table().send().await;
-    }
-
     #[cfg(test)]
     mod tests {
         fn t(c: &aws_sdk_dynamodb::Client) { let _ = c.delete_item(); }
     }
 """
 
-APP = """
-    use super::other::plain;
-    use crate::ports::Reader;
-
-    pub struct Lookup<'a, R: ?Sized> {
-        pub reader: &'a R,
-    }
-
-    impl<R> Lookup<'_, R>
-    where
-        R: Reader + ?Sized,
-    {
-        pub async fn run(&self, id: &str) -> Option<String> {
-            plain();
-            self.reader.read(id).await
-        }
-    }
-"""
-
-# Imported by app/lookup.rs for `plain` only: `Saver`'s Writer bound must not count.
-APP_OTHER = """
-    use crate::ports::Writer;
-
-    pub fn plain() {}
-
-    pub struct Saver<'a, W: ?Sized> {
-        pub writer: &'a W,
-    }
-
-    impl<W: Writer + ?Sized> Saver<'_, W> {
-        pub async fn save(&self) {
-            self.writer.write("x").await
-        }
-    }
-"""
-
 FUNCTION = """
     use capblock_shared::app::lookup::Lookup;
     use capblock_shared::aws::store::Store;
+
+    pub const AWS_PORTS: &[&str] = &["Reader"];
 
     #[tokio::main]
     async fn main() {
@@ -200,12 +152,8 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
         files = {
             "Cargo.toml": '[workspace]\nmembers = ["shared", "functions/lookup"]\n',
             "shared/Cargo.toml": '[package]\nname = "capblock-shared"\nversion = "0.1.0"\n',
-            "shared/src/ports.rs": PORTS,
             "shared/src/aws/mod.rs": "pub mod store;\n",
             "shared/src/aws/store.rs": ADAPTER,
-            "shared/src/app/mod.rs": "pub mod lookup;\npub mod other;\n",
-            "shared/src/app/lookup.rs": APP,
-            "shared/src/app/other.rs": APP_OTHER,
             "functions/lookup/Cargo.toml": '[package]\nname = "lookup"\nversion = "0.1.0"\n',
             "functions/lookup/src/main.rs": FUNCTION,
             "template.yaml": TEMPLATE,
@@ -239,68 +187,104 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
         last = output.strip().splitlines()[-1]
         self.assertRegex(last, rf"^\d+ passed, {failed} failed$")
 
+    def assertFails(self, *expected: str, failed: int | None = None) -> str:
+        """The check exits 1 and prints each of `expected`; `failed` checks, if given."""
+        rc, out = self.run_check()
+        self.assertEqual(rc, 1, out)
+        for text in expected:
+            self.assertIn(text, out)
+        if failed is not None:
+            self.assertSummary(out, failed)
+        return out
+
     # ------------------------------------------------------------------ tests
 
-    def test_only_the_used_traits_actions_are_required(self):
+    def test_the_declared_ports_actions_are_required(self):
         rc, out = self.run_check("-v")
         self.assertEqual(rc, 0, out)
         self.assertSummary(out, 0)
+        self.assertIn("ok   store: every SDK call declared (2 actions)", out)
         self.assertIn("iam: 1 actions needed, 1 allowed", out)
-        # reached through the inherent helper Store::fetch
-        self.assertRegex(out, r"needs dynamodb:GetItem <- get_item\(\) in shared/src/aws/store.rs <Store as Reader>::read -> fetch")
-        # Writer's PutItem, the local-dev CreateTable and the test-only DeleteItem are not needed,
-        # nor the op name inside a string literal
+        self.assertIn("needs dynamodb:GetItem <- Reader", out)
+        # Writer's PutItem is not declared by the function; the test-only DeleteItem and the op
+        # name inside a string literal are no calls
         self.assertNotIn("needs dynamodb:PutItem", out)
-        self.assertNotIn("CreateTable", out)
         self.assertNotIn("DeleteItem", out)
-        # app/lookup.rs imports app/other.rs's plain fn only, not Saver's Writer bound
-        self.assertIn("port traits: Reader\n", out)
 
-    def test_writer_trait_named_by_the_function_adds_its_helpers_actions(self):
-        # the function now also uses Writer directly: PutItem (through put_one) is required
-        self.edit("functions/lookup/src/main.rs", "use capblock_shared::aws::store::Store;",
-                  "use capblock_shared::aws::store::Store;\nuse capblock_shared::ports::Writer;")
+    def test_a_moved_call_still_passes(self):
+        # Layout does not matter: the call moves into a child module of the adapter.
+        self.edit("shared/src/aws/store.rs", "fn put_one(client: &Client, table: &str) {\n"
+                  "    let _ = client.put_item().table_name(table);\n}", "")
+        self.write("shared/src/aws/store/helpers.rs",
+                   "pub(super) fn put_one(client: &Client, table: &str) { let _ = client.put_item(); }\n")
         rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertRegex(out, r"not allowed: dynamodb:PutItem \(called: put_item\(\) in shared/src/aws/store.rs "
-                              r"<Store as Writer>::write -> put_one\)")
-        self.assertSummary(out, 1)
-
-    def test_app_service_bound_of_another_module_counts_when_used(self):
-        # using Saver (bounded by Writer) makes PutItem needed
-        self.edit("functions/lookup/src/main.rs", "use capblock_shared::app::lookup::Lookup;",
-                  "use capblock_shared::app::lookup::Lookup;\nuse capblock_shared::app::other::Saver;")
-        rc, out = self.run_check("-v")
-        self.assertEqual(rc, 1, out)
-        self.assertIn("needs trait Writer <- bound in app/other.rs Saver", out)
-        self.assertIn("not allowed: dynamodb:PutItem", out)
+        self.assertEqual(rc, 0, out)
 
     def test_missing_action_fails(self):
         self.edit("template.yaml", "Action: [dynamodb:GetItem]", "Action: [dynamodb:Query]")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("not allowed: dynamodb:GetItem", out)
-        self.assertIn("allowed but never called: dynamodb:Query (statement Table)", out)
-        self.assertSummary(out, 1)
+        self.assertFails(
+            "not allowed: dynamodb:GetItem (needed by port Reader)",
+            "allowed but never needed: dynamodb:Query (statement Table)",
+            failed=1,
+        )
 
-    def test_allowed_but_unused_action_fails(self):
+    def test_a_port_the_function_declares_needs_its_actions(self):
+        self.edit("functions/lookup/src/main.rs", '&["Reader"]', '&["Reader", "Writer"]')
+        self.assertFails("not allowed: dynamodb:PutItem (needed by port Writer)", failed=1)
+
+    def test_extra_grant_fails(self):
         self.edit("template.yaml", "Action: [dynamodb:GetItem]", "Action: [dynamodb:GetItem, dynamodb:PutItem]")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("allowed but never called: dynamodb:PutItem (statement Table)", out)
+        out = self.assertFails("allowed but never needed: dynamodb:PutItem (statement Table)", failed=1)
         self.assertNotIn("not allowed:", out)
-        self.assertSummary(out, 1)
+
+    def test_wildcard_action_fails(self):
+        self.edit("template.yaml", "Action: [dynamodb:GetItem]", "Action: [dynamodb:Get*]")
+        self.assertFails("wildcard action dynamodb:Get*")
+
+    def test_undeclared_sdk_call_fails(self):
+        self.edit("shared/src/aws/store.rs", "let _ = client.put_item().table_name(table);",
+                  "let _ = client.put_item().table_name(table);\n    let _ = client.query();")
+        self.assertFails("undeclared SDK call: query() needs dynamodb:Query", failed=1)
+
+    def test_stale_declaration_fails(self):
+        self.edit("shared/src/aws/store.rs", '("Writer", &["dynamodb:PutItem"])',
+                  '("Writer", &["dynamodb:PutItem", "dynamodb:Scan"])')
+        self.assertFails("declared but never called: dynamodb:Scan")
+
+    def test_implied_action_must_be_declared(self):
+        # A transaction with a Delete item needs DeleteItem besides TransactWriteItems.
+        self.edit("shared/src/aws/store.rs", '("Writer", &["dynamodb:PutItem"])',
+                  '("Writer", &["dynamodb:PutItem", "dynamodb:TransactWriteItems"])')
+        self.edit("shared/src/aws/store.rs", "let _ = client.put_item().table_name(table);",
+                  "let _ = client.put_item().table_name(table);\n"
+                  "    let _ = client.transact_write_items().transact_items(Delete::builder().build());")
+        self.assertFails("undeclared SDK call: implied by transact_write_items() needs dynamodb:DeleteItem")
+
+    def test_function_without_port_table_fails(self):
+        self.edit("functions/lookup/src/main.rs", 'pub const AWS_PORTS: &[&str] = &["Reader"];', "")
+        self.assertFails("declares no `pub const AWS_PORTS`")
+
+    def test_unknown_or_unbuilt_port_fails(self):
+        self.edit("functions/lookup/src/main.rs", '&["Reader"]', '&["Reader", "Clock"]')
+        self.assertFails("AWS_PORTS names Clock, which no adapter's ACTIONS table declares")
+        self.edit("functions/lookup/src/main.rs", '&["Reader", "Clock"]', "&[]")
+        self.assertFails("builds the store adapter (Store) but declares none of its ports in AWS_PORTS")
+
+    def test_function_calling_the_sdk_itself_fails(self):
+        self.edit("functions/lookup/src/main.rs", "let table =",
+                  "let _ = aws_sdk_dynamodb::Client::new(&sdk).scan();\n    let table =")
+        self.assertFails("calls scan() of aws-sdk-dynamodb itself")
 
     def test_env_var_mismatch_fails(self):
         self.edit("template.yaml", "CAPBLOCK_TABLE: !Ref Table", "CAPBLOCK_TABLE: !Ref Table\n          CAPBLOCK_EXTRA: x")
         self.edit("functions/lookup/src/main.rs", 'std::env::var("CAPBLOCK_TABLE")',
                   'std::env::var("CAPBLOCK_TABLE").and(std::env::var("CAPBLOCK_MODE"))')
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("read by the code, missing in the template: CAPBLOCK_MODE", out)
-        self.assertIn("set in the template, never read by the code: CAPBLOCK_EXTRA", out)
-        self.assertIn("FAIL env: 2 variables", out)
-        self.assertSummary(out, 1)
+        self.assertFails(
+            "read by the code, missing in the template: CAPBLOCK_MODE",
+            "set in the template, never read by the code: CAPBLOCK_EXTRA",
+            "FAIL env: 2 variables",
+            failed=1,
+        )
 
     # ---------------------------------------------------------------- log alarms
 
@@ -311,57 +295,45 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
 
     def test_misspelled_event_in_a_log_filter_fails(self):
         self.edit("template.yaml", '$.fields.event = "lookup_missing"', '$.fields.event = "lookup_mising"')
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("event 'lookup_mising' is logged nowhere in shared/src or functions/*/src of LookupFunction "
-                      "(did you mean lookup_missing?)", out)
-        self.assertSummary(out, 1)
+        self.assertFails(
+            "event 'lookup_mising' is logged nowhere in shared/src or functions/*/src of LookupFunction "
+                      "(did you mean lookup_missing?)",
+            failed=1,
+        )
 
     def test_log_filter_field_missing_from_the_call_fails(self):
         self.edit("template.yaml", "$.fields.tagged IS TRUE", "$.fields.taged IS TRUE")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("field 'taged' is not in the tracing call that logs 'lookup_missing'", out)
+        self.assertFails("field 'taged' is not in the tracing call that logs 'lookup_missing'")
 
     def test_log_filter_without_the_fields_key_fails(self):
         self.edit("template.yaml", '$.fields.event = "lookup_missing"', '$.event = "lookup_missing"')
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("the log lines carry their fields under $.fields.*", out)
+        self.assertFails("the log lines carry their fields under $.fields.*")
 
     def test_flattened_logs_move_the_fields_key(self):
         self.write("shared/src/lambda.rs", "pub fn init_logging() { fmt().json().flatten_event(true).init(); }\n")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("$.fields.event, $.fields.tagged: the log lines carry their fields under $.*", out)
+        self.assertFails("$.fields.event, $.fields.tagged: the log lines carry their fields under $.*")
 
     def test_event_logged_below_rust_log_fails(self):
         self.edit("template.yaml", '$.fields.event = "lookup_missing"', '$.fields.event = "lookup_done"')
         self.edit("template.yaml", " && ($.fields.tagged IS TRUE)", "")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("event 'lookup_done' is logged only below RUST_LOG=info of LookupFunction", out)
+        self.assertFails("event 'lookup_done' is logged only below RUST_LOG=info of LookupFunction")
 
     def test_log_metric_without_alarm_fails(self):
         self.edit("template.yaml", "Namespace: !Sub lookup/${AWS::StackName}\n      MetricName: LookupMissing",
                   "Namespace: !Sub lookup/${AWS::StackName}\n      MetricName: Other")
-        rc, out = self.run_check()
-        self.assertEqual(rc, 1, out)
-        self.assertIn("metric LookupMissing has no AWS::CloudWatch::Alarm", out)
+        self.assertFails("metric LookupMissing has no AWS::CloudWatch::Alarm")
 
 
-class RustParsing(unittest.TestCase):
-    def test_impl_headers(self):
-        p = crosscheck.parse_impl_header
-        self.assertEqual(p("impl Reader for Store"), ("Reader", "Store"))
-        self.assertEqual(p("impl crate::ports::Writer for Store "), ("Writer", "Store"))
-        self.assertEqual(p("impl<M, S> Buyer<'_, M, S> where M: A + B + ?Sized, S: C"), (None, "Buyer"))
-        self.assertEqual(p("impl<T: Fn() -> u8> Foo<T> for Bar<T>"), ("Foo", "Bar"))
+class DeclaredTables(unittest.TestCase):
+    def test_actions_table(self):
+        text = 'pub const ACTIONS: &[(&str, &[&str])] = &[\n    ("A", &["x:One", "x:Two"]),\n' \
+               '    // ("Gone", &["x:Three"]),\n    (\n        "B",\n        &[\n            "y:Four",\n        ],\n    ),\n];'
+        self.assertEqual(rust.declared_actions(text), {"A": ["x:One", "x:Two"], "B": ["y:Four"]})
+        self.assertIsNone(rust.declared_actions("pub const OTHER: u8 = 1;"))
 
-    def test_trait_bounds(self):
-        code = "impl<M, S> X<M, S> where M: OfferingSource + Purchaser + ?Sized, S: Ledger {}" \
-               " fn f<L: Ledger + ?Sized, O: crate::ports::Outbox>(c: &dyn Clock) {}"
-        self.assertTrue({"OfferingSource", "Purchaser", "Ledger", "Outbox", "Clock"} <= crosscheck.trait_bounds(code))
+    def test_ports_table(self):
+        self.assertEqual(rust.declared_ports('pub const AWS_PORTS: &[&str] = &[\n    "A",\n    "B",\n];'), ["A", "B"])
+        self.assertIsNone(rust.declared_ports("fn main() {}"))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ SDK's defaults again. `make audit ADVISORY_DB=...` runs cargo-audit itself.
 
 from __future__ import annotations
 
-import re
 import sys
 import tomllib
 import unittest

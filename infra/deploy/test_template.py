@@ -6,7 +6,7 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
 
 - alarms: every money problem the functions only log has a metric filter in the log group of
   each function that logs it, and an alarm on the alarms topic, whose key is its own (a broken
-  alerts topic or key cannot silence it). crosscheck.py checks the event names against the code.
+  alerts topic or key cannot silence it). infra/deploy/crosscheck checks the event names against the code.
 - live budget: the template's Rules refuse Mode=live without a positive AccountMonthlyBudget
   (evaluated here as CloudFormation would, for the parameter sets below), and '0' is the only
   spelling of zero the parameter's pattern accepts.
@@ -19,7 +19,6 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 import unittest
@@ -27,10 +26,9 @@ from pathlib import Path
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in infra/deploy
 HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("crosscheck", HERE / "crosscheck.py")
-crosscheck = importlib.util.module_from_spec(_spec)
-sys.modules["crosscheck"] = crosscheck
-_spec.loader.exec_module(crosscheck)
+# the crosscheck package beside this file: its template reader
+sys.path.insert(0, str(HERE))
+from crosscheck import cfn as crosscheck
 
 TEMPLATE = HERE.parent.parent / "template.yaml"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Offline self-tests of the deployment side (every infra/deploy/test_*.py), with the deploy
 # venv's Python (PyYAML). Part of `make test-template`; a few seconds.
-#   test_crosscheck.py crosscheck.py on a small fake repository
+#   test_crosscheck.py the crosscheck package on a small fake repository
 #   test_lock.py       Cargo.lock holds none of the AWS SDK's legacy HTTP stack
 #   test_template.py   what template.yaml promises (alarms, live budget rule, IAM guards)
 # Usage: infra/deploy/unit.sh

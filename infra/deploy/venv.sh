@@ -1,34 +1,52 @@
 # shellcheck shell=bash
-# Sourced by lint.sh, crosscheck.sh and package.sh: makes sure the deploy venv
-# exists and matches requirements.txt, then exports DEPLOY_VENV and puts its
-# bin/ first on PATH.
+# Sourced by the scripts that need a Python tool venv (lint.sh, crosscheck.sh, unit.sh,
+# package.sh, infra/lint/check.sh). cached_venv keeps a venv per requirements file, rebuilt from
+# scratch whenever the sha256 of that file changes; deploy_venv is the deploy tooling's
+# (cfn-lint, sam, cargo-lambda, PyYAML), exported as DEPLOY_VENV with its bin/ first on PATH.
 #
-#   CAPBLOCK_CACHE   cache folder (default $HOME/.cache/capblock); the venv is
-#                    $CAPBLOCK_CACHE/deploy-venv and is rebuilt from scratch
-#                    whenever the sha256 of requirements.txt changes.
-#   PYTHON           interpreter used to create the venv (default python3)
+#   CAPBLOCK_CACHE   cache folder (default $HOME/.cache/capblock); the deploy venv is
+#                    $CAPBLOCK_CACHE/deploy-venv
+#   PYTHON           interpreter used to create a venv (default python3)
 
 DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck disable=SC2034 # read by the scripts that source this file
 REPO_DIR="$(cd "$DEPLOY_DIR/../.." && pwd)"
 CAPBLOCK_CACHE="${CAPBLOCK_CACHE:-$HOME/.cache/capblock}"
 DEPLOY_VENV="$CAPBLOCK_CACHE/deploy-venv"
 export CAPBLOCK_CACHE DEPLOY_VENV
 
-deploy_venv() {
-	local req="$DEPLOY_DIR/requirements.txt" stamp="$DEPLOY_VENV/.requirements.sha256" want have=""
+# cached_venv VENV REQUIREMENTS: makes sure VENV exists and was installed from exactly
+# REQUIREMENTS. Parallel runs (several worktrees share CAPBLOCK_CACHE) take a lock, so one
+# installs and the others wait instead of deleting the venv under each other.
+cached_venv() {
+	local venv="$1" req="$2" stamp="$1/.requirements.sha256" want have=""
 	want="$(sha256sum "$req" | cut -d' ' -f1)"
 	[[ -f $stamp ]] && have="$(cat "$stamp")"
-	if [[ $want != "$have" || ! -x $DEPLOY_VENV/bin/python ]]; then
-		echo "deploy venv: installing $req into $DEPLOY_VENV" >&2
-		rm -rf "$DEPLOY_VENV"
-		mkdir -p "$CAPBLOCK_CACHE"
-		"${PYTHON:-python3}" -m venv "$DEPLOY_VENV" >&2
-		"$DEPLOY_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" >&2 || {
-			echo "deploy venv: pip install failed" >&2
-			rm -rf "$DEPLOY_VENV"
+	[[ $want == "$have" && -x $venv/bin/python ]] && return 0
+	mkdir -p "$CAPBLOCK_CACHE"
+	exec 9>"$venv.lock"
+	flock -w 900 9 || {
+		echo "venv: timed out waiting for another install into $venv" >&2
+		return 1
+	}
+	have=""
+	[[ -f $stamp ]] && have="$(cat "$stamp")"
+	if [[ $want != "$have" || ! -x $venv/bin/python ]]; then
+		echo "venv: installing $req into $venv" >&2
+		rm -rf "$venv"
+		"${PYTHON:-python3}" -m venv "$venv" >&2
+		"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" >&2 || {
+			echo "venv: pip install -r $req failed" >&2
+			rm -rf "$venv"
+			exec 9>&-
 			return 1
 		}
 		echo "$want" >"$stamp"
 	fi
+	exec 9>&-
+}
+
+deploy_venv() {
+	cached_venv "$DEPLOY_VENV" "$DEPLOY_DIR/requirements.txt" || return 1
 	export PATH="$DEPLOY_VENV/bin:$PATH"
 }

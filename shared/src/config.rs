@@ -17,17 +17,22 @@ pub enum ConfigError {
     Invalid { name: &'static str, value: String, problem: String },
 }
 
+// Each reader below is `optional(name)` and a parser of that text (`*_in`): the tests call the
+// parsers, since a test may not change the process environment (`unsafe_code` is forbidden).
+
 /// A variable that must be set and non-empty.
 pub fn required(name: &'static str) -> Result<String, ConfigError> {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => Ok(v.trim().to_string()),
-        _ => Err(ConfigError::Missing(name)),
-    }
+    optional(name).ok_or(ConfigError::Missing(name))
 }
 
 /// An optional variable; empty counts as unset.
 pub fn optional(name: &'static str) -> Option<String> {
-    std::env::var(name).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+    present(std::env::var(name).ok())
+}
+
+/// A variable's text, trimmed; empty counts as unset.
+fn present(raw: Option<String>) -> Option<String> {
+    raw.map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
 }
 
 /// An optional variable parsed with `FromStr`, or `default` when unset.
@@ -36,7 +41,15 @@ where
     T: FromStr,
     T::Err: std::fmt::Display,
 {
-    match optional(name) {
+    parsed_in(name, optional(name), default)
+}
+
+fn parsed_in<T>(name: &'static str, text: Option<String>, default: T) -> Result<T, ConfigError>
+where
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    match text {
         None => Ok(default),
         Some(v) => v.parse().map_err(|e: T::Err| ConfigError::Invalid { name, value: v, problem: e.to_string() }),
     }
@@ -44,7 +57,15 @@ where
 
 /// A positive number of seconds (fractions allowed), or `default` when unset.
 pub fn seconds_or(name: &'static str, default: std::time::Duration) -> Result<std::time::Duration, ConfigError> {
-    let Some(text) = optional(name) else { return Ok(default) };
+    seconds_in(name, optional(name), default)
+}
+
+fn seconds_in(
+    name: &'static str,
+    text: Option<String>,
+    default: std::time::Duration,
+) -> Result<std::time::Duration, ConfigError> {
+    let Some(text) = text else { return Ok(default) };
     text.parse::<f64>()
         .ok()
         .filter(|s| *s > 0.0)
@@ -66,7 +87,15 @@ where
     T: FromStr,
     T::Err: std::fmt::Display,
 {
-    match optional(name) {
+    list_in(name, optional(name), default)
+}
+
+fn list_in<T>(name: &'static str, text: Option<String>, default: Vec<T>) -> Result<Vec<T>, ConfigError>
+where
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    match text {
         None => Ok(default),
         Some(v) => v
             .split(',')
@@ -93,11 +122,15 @@ pub fn stack_settings() -> Result<StackSettings, ConfigError> {
 /// comma-separated; `DEFAULT_REMINDER_LEAD_MINUTES` when unset).
 pub fn reminder_leads() -> Result<Vec<chrono::Duration>, ConfigError> {
     const NAME: &str = "CAPBLOCK_REMINDER_LEAD_MINUTES";
-    let minutes: Vec<u32> = list_or(NAME, DEFAULT_REMINDER_LEAD_MINUTES.to_vec())?;
+    leads_in(NAME, optional(NAME))
+}
+
+fn leads_in(name: &'static str, text: Option<String>) -> Result<Vec<chrono::Duration>, ConfigError> {
+    let minutes: Vec<u32> = list_in(name, text.clone(), DEFAULT_REMINDER_LEAD_MINUTES.to_vec())?;
     if minutes.contains(&0) {
         return Err(ConfigError::Invalid {
-            name: NAME,
-            value: optional(NAME).unwrap_or_default(),
+            name,
+            value: text.unwrap_or_default(),
             problem: "0 is not a lead time".into(),
         });
     }
@@ -110,39 +143,30 @@ mod tests {
 
     #[test]
     fn parses_lists_and_reports_bad_values() {
-        // Names unique to this test: the process environment is shared between tests.
-        unsafe {
-            std::env::set_var("CAPBLOCK_TEST_LIST", "6, 1");
-            std::env::set_var("CAPBLOCK_TEST_BAD", "6,x");
-            std::env::set_var("CAPBLOCK_TEST_EMPTY", "  ");
-        }
-        assert_eq!(list_or::<u32>("CAPBLOCK_TEST_LIST", vec![]).unwrap(), vec![6, 1]);
-        let err = list_or::<u32>("CAPBLOCK_TEST_BAD", vec![]).unwrap_err();
+        let text = |v: &str| present(Some(v.to_string()));
+        assert_eq!(list_in::<u32>("L", text("6, 1"), vec![]).unwrap(), vec![6, 1]);
+        let err = list_in::<u32>("CAPBLOCK_TEST_BAD", text("6,x"), vec![]).unwrap_err();
         assert!(err.to_string().starts_with("environment variable CAPBLOCK_TEST_BAD=\"6,x\" is invalid"), "{err}");
-        assert_eq!(required("CAPBLOCK_TEST_EMPTY"), Err(ConfigError::Missing("CAPBLOCK_TEST_EMPTY")));
+        assert_eq!(text("  "), None, "blank is unset");
+        assert_eq!(text(" a "), Some("a".into()));
+        // Really unset in the process environment: the public readers' own path.
+        assert_eq!(required("CAPBLOCK_TEST_UNSET"), Err(ConfigError::Missing("CAPBLOCK_TEST_UNSET")));
         assert_eq!(parsed_or::<u32>("CAPBLOCK_TEST_UNSET", 4).unwrap(), 4);
-        unsafe {
-            std::env::set_var("CAPBLOCK_TEST_SECS", "0.25");
-            std::env::set_var("CAPBLOCK_TEST_SECS_BAD", "-1");
-        }
+        assert_eq!(parsed_in::<u32>("N", text("7"), 4).unwrap(), 7);
+        assert!(parsed_in::<u32>("N", text("x"), 4).is_err());
         let d = std::time::Duration::from_secs(4);
-        assert_eq!(seconds_or("CAPBLOCK_TEST_SECS", d).unwrap(), std::time::Duration::from_millis(250));
+        assert_eq!(seconds_in("S", text("0.25"), d).unwrap(), std::time::Duration::from_millis(250));
         assert_eq!(seconds_or("CAPBLOCK_TEST_SECS_UNSET", d).unwrap(), d);
-        assert!(seconds_or("CAPBLOCK_TEST_SECS_BAD", d).is_err());
+        assert!(seconds_in("S", text("-1"), d).is_err());
     }
 
     #[test]
     fn reminder_leads_default_and_refuse_zero() {
-        // The only test that sets this variable: the environment is shared between tests.
-        unsafe { std::env::remove_var("CAPBLOCK_REMINDER_LEAD_MINUTES") };
+        let leads = |v: Option<&str>| leads_in("CAPBLOCK_REMINDER_LEAD_MINUTES", v.map(str::to_string));
         let minutes = |l: Vec<chrono::Duration>| l.iter().map(|d| d.num_minutes()).collect::<Vec<_>>();
-        assert_eq!(minutes(reminder_leads().unwrap()), vec![1440, 120, 30]);
-        unsafe { std::env::set_var("CAPBLOCK_REMINDER_LEAD_MINUTES", "90, 15") };
-        assert_eq!(minutes(reminder_leads().unwrap()), vec![90, 15]);
-        unsafe { std::env::set_var("CAPBLOCK_REMINDER_LEAD_MINUTES", "60,0") };
-        assert!(reminder_leads().unwrap_err().to_string().contains("0 is not a lead time"));
-        unsafe { std::env::set_var("CAPBLOCK_REMINDER_LEAD_MINUTES", "60,x") };
-        assert!(reminder_leads().is_err());
-        unsafe { std::env::remove_var("CAPBLOCK_REMINDER_LEAD_MINUTES") };
+        assert_eq!(minutes(leads(None).unwrap()), vec![1440, 120, 30]);
+        assert_eq!(minutes(leads(Some("90, 15")).unwrap()), vec![90, 15]);
+        assert!(leads(Some("60,0")).unwrap_err().to_string().contains("0 is not a lead time"));
+        assert!(leads(Some("60,x")).is_err());
     }
 }

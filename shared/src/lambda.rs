@@ -70,8 +70,15 @@ pub enum TimeSource {
 
 impl TimeSource {
     pub fn from_env() -> Result<TimeSource, ConfigError> {
-        const NAME: &str = "CAPBLOCK_SIMULATED_CLOCK_URL";
-        let Some(url) = crate::config::optional(NAME) else { return Ok(TimeSource::Wall) };
+        Self::from_setting(crate::config::optional(Self::SETTING))
+    }
+
+    const SETTING: &str = "CAPBLOCK_SIMULATED_CLOCK_URL";
+
+    /// The source a value of `CAPBLOCK_SIMULATED_CLOCK_URL` names (`None`: unset).
+    fn from_setting(url: Option<String>) -> Result<TimeSource, ConfigError> {
+        const NAME: &str = TimeSource::SETTING;
+        let Some(url) = url else { return Ok(TimeSource::Wall) };
         let invalid = |problem: &str| ConfigError::Invalid { name: NAME, value: url.clone(), problem: problem.into() };
         let rest = url.strip_prefix("http://").ok_or_else(|| invalid("expected http://HOST:PORT/PATH"))?;
         let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
@@ -226,17 +233,14 @@ mod tests {
 
     #[test]
     fn the_simulated_time_source_is_a_local_http_url() {
-        // Names unique to this test: the process environment is shared between tests.
-        unsafe { std::env::remove_var("CAPBLOCK_SIMULATED_CLOCK_URL") };
-        assert_eq!(TimeSource::from_env().unwrap(), TimeSource::Wall);
-        unsafe { std::env::set_var("CAPBLOCK_SIMULATED_CLOCK_URL", "http://127.0.0.1:9/_sim/clock") };
+        let url = |v: &str| TimeSource::from_setting(Some(v.to_string()));
+        assert_eq!(TimeSource::from_setting(None).unwrap(), TimeSource::Wall);
         assert_eq!(
-            TimeSource::from_env().unwrap(),
+            url("http://127.0.0.1:9/_sim/clock").unwrap(),
             TimeSource::Simulated { host: "127.0.0.1:9".into(), path: "/_sim/clock".into() }
         );
-        unsafe { std::env::set_var("CAPBLOCK_SIMULATED_CLOCK_URL", "https://example.com/now") };
-        assert!(TimeSource::from_env().is_err());
-        unsafe { std::env::remove_var("CAPBLOCK_SIMULATED_CLOCK_URL") };
+        assert!(url("https://example.com/now").is_err());
+        assert!(url("http://no-port/now").is_err());
     }
 
     #[test]

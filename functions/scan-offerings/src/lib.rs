@@ -16,6 +16,23 @@ use capblock_shared::lambda::{FunctionError, TimeSource, on_tick};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
+/// The ports of the AWS adapters this function uses (`ACTIONS` in shared/src/aws): its role in
+/// template.yaml allows exactly their actions (infra/deploy/crosscheck). A new port in the bounds
+/// of the app service it runs goes here too.
+pub const AWS_PORTS: &[&str] = &[
+    "OfferingSource",
+    "InstanceTypeSource",
+    "Purchaser",
+    "ReservationSource",
+    "RuleStore",
+    "MarketMemory",
+    "Ledger",
+    "BlockStore",
+    "Outbox",
+    "ObservationStore",
+    "Notifier",
+];
+
 /// Everything built once per container and reused by every invocation.
 pub struct App {
     /// Where `now` comes from: the wall clock in a deployed stack.

@@ -10,9 +10,25 @@ use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::config;
 use capblock_shared::domain::rule::Mode;
+
 use capblock_shared::lambda::{FunctionError, TimeSource, on_tick};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
+
+/// The ports of the AWS adapters this function uses (`ACTIONS` in shared/src/aws): its role in
+/// template.yaml allows exactly their actions (infra/deploy/crosscheck). A new port in the bounds
+/// of the app service it runs goes here too.
+pub const AWS_PORTS: &[&str] = &[
+    "ReservationSource",
+    "ExtensionMarket",
+    "RuleStore",
+    "Ledger",
+    "BlockStore",
+    "ExtensionLedger",
+    "Outbox",
+    "Notifier",
+    "Reminders",
+];
 
 /// Everything built once per container and reused by every invocation.
 pub struct App {

@@ -155,9 +155,8 @@ pub fn sim_counts(sim: &str) -> (u64, u64) {
 /// no connection or state carried over from an earlier scan.
 pub fn capblock_scan(sim: &str, g: Grid, m: Market, per_region: usize) -> Result<ScanRun, String> {
     reset(sim, m)?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = Command::new(exe)
-        .args(["--scan-child", sim, &g.k.to_string(), &per_region.to_string()])
+    let out = child_command(sim)?
+        .args(["--scan-child", &g.k.to_string(), &per_region.to_string()])
         .output()
         .map_err(|e| e.to_string())?;
     if !out.status.success() {
@@ -178,8 +177,7 @@ pub fn capblock_scan(sim: &str, g: Grid, m: Market, per_region: usize) -> Result
 
 /// The child side: capblock's `fan_out` over a fresh `Ec2Market` (production timeouts; the
 /// fan-out's own pacing and retries), timed around the fan-out; prints one JSON object.
-pub fn scan_child(sim: &str, k: usize, per_region: usize) -> Result<String, String> {
-    child_env(sim);
+pub fn scan_child(k: usize, per_region: usize) -> Result<String, String> {
     // The runtime the functions run on (their `main`s: current_thread).
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async {
@@ -207,18 +205,17 @@ pub fn scan_child(sim: &str, k: usize, per_region: usize) -> Result<String, Stri
     })
 }
 
-/// A child's environment: EC2 at the simulator, any credentials.
-pub fn child_env(sim: &str) {
-    // SAFETY: called first thing in the child's `main`, before any other thread exists.
-    unsafe {
-        std::env::set_var("AWS_ENDPOINT_URL_EC2", sim);
-        for (key, v) in [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")]
-        {
-            if std::env::var_os(key).is_none() {
-                std::env::set_var(key, v);
-            }
+/// This binary again as a child process, its environment set by the parent (a process never
+/// changes its own environment): EC2 at the simulator, test credentials where none are set.
+pub fn child_command(sim: &str) -> Result<Command, String> {
+    let mut cmd = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
+    cmd.env("AWS_ENDPOINT_URL_EC2", sim);
+    for (key, v) in [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")] {
+        if std::env::var_os(key).is_none() {
+            cmd.env(key, v);
         }
     }
+    Ok(cmd)
 }
 
 /// The boto3 baseline (`baseline.py`), one call after another, standard retry mode.

@@ -728,12 +728,12 @@ fn print_table(rows: &[Row]) {
 
 fn child_main(argv: &[String]) -> Option<Result<String, String>> {
     Some(match (argv.get(1).map(String::as_str), argv.len()) {
-        (Some("--scan-child"), 5) => {
-            let (k, c) = (argv[3].parse().expect("k"), argv[4].parse().expect("per region"));
-            fanout::scan_child(&argv[2], k, c)
+        (Some("--scan-child"), 4) => {
+            let (k, c) = (argv[2].parse().expect("k"), argv[3].parse().expect("per region"));
+            fanout::scan_child(k, c)
         }
-        (Some("--cover-child"), 3) => paced::cover_child(&argv[2]),
-        (Some("--storm-child"), 4) => paced::storm_child(&argv[2], argv[3].parse().expect("rounds")),
+        (Some("--cover-child"), 2) => paced::cover_child(),
+        (Some("--storm-child"), 3) => paced::storm_child(argv[2].parse().expect("rounds")),
         _ => return None,
     })
 }

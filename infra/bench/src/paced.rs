@@ -4,7 +4,6 @@
 //! minutes of EC2 time takes seconds here. Figures are given in EC2 time (wall x `SCALE`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use capblock_shared::app::fan_out::{Answer, Pacing, Strikes, ask_all};
@@ -75,9 +74,8 @@ fn load(sim: &str, scenario: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn child(args: &[&str]) -> Result<serde_json::Value, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = Command::new(exe).args(args).output().map_err(|e| e.to_string())?;
+fn child(args: &[&str], sim: &str) -> Result<serde_json::Value, String> {
+    let out = fanout::child_command(sim)?.args(args).output().map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(format!("{} failed: {}", args[0], String::from_utf8_lossy(&out.stderr)));
     }
@@ -130,7 +128,7 @@ pub struct Coverage {
 
 pub fn coverage(sim: &str) -> Result<Coverage, String> {
     load(sim, &scenario(0.0, 0.0))?;
-    let v = child(&["--cover-child", sim])?;
+    let v = child(&["--cover-child"], sim)?;
     let wall = v["seconds"].as_f64().unwrap_or(f64::NAN);
     let tally: Tally = serde_json::from_value(v["tally"].clone()).map_err(|e| e.to_string())?;
     Ok(Coverage { ec2_secs: wall * SCALE, wall_secs: wall, tally, sim: sim_counts(sim) })
@@ -156,7 +154,7 @@ pub const STORM_THROTTLE_RATE: f64 = 0.2;
 
 pub fn storm(sim: &str) -> Result<Storm, String> {
     load(sim, &scenario(STORM_OTHERS, STORM_THROTTLE_RATE))?;
-    let v = child(&["--storm-child", sim, &STORM_ROUNDS.to_string()])?;
+    let v = child(&["--storm-child", &STORM_ROUNDS.to_string()], sim)?;
     let tally: Tally = serde_json::from_value(v["tally"].clone()).map_err(|e| e.to_string())?;
     Ok(Storm {
         rounds: u64::from(STORM_ROUNDS),
@@ -175,8 +173,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 /// The child of (a): every question at once through `ask_all`, asking time long enough.
-pub fn cover_child(sim: &str) -> Result<String, String> {
-    fanout::child_env(sim);
+pub fn cover_child() -> Result<String, String> {
     runtime()?.block_on(async {
         let market = Ec2Market::new(capblock_shared::aws::load_config().await);
         warm_up(&market).await?;
@@ -206,8 +203,7 @@ async fn warm_up(market: &Ec2Market) -> Result<(), String> {
 /// The child of (c): `rounds` scans' worth of asking, each planned by the real planner from
 /// the cursor the earlier ones left (`RegionMemory.asked`), carrying the strikes, at capblock's
 /// default budget sped up by `SCALE`, a scaled 10 s apart.
-pub fn storm_child(sim: &str, rounds: u32) -> Result<String, String> {
-    fanout::child_env(sim);
+pub fn storm_child(rounds: u32) -> Result<String, String> {
     runtime()?.block_on(async {
         let market = Ec2Market::new(capblock_shared::aws::load_config().await);
         let budget = scaled(DescribeBudget::default());

@@ -33,7 +33,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 PASSED = 0
 FAILED = 0
 CB_ID = re.compile(r"^cb-[0-9a-f]{17}$")
@@ -55,7 +55,7 @@ def eq(name, got, want):
 
 
 def t(s):
-    return dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+    return dt.datetime.fromisoformat(s)
 
 
 class Sim:

@@ -27,6 +27,21 @@ use crate::ports::{
     PurchaseRequest, Purchaser, REQUEST_LIMIT, ReservationSource,
 };
 
+/// The IAM actions each port of this adapter needs: a function's role allows exactly those of
+/// the ports it declares in `AWS_PORTS`. infra/deploy/crosscheck checks that every SDK call here
+/// has its action in this table and that nothing in it is uncalled (ARCHITECTURE.md, "Where a
+/// change goes": a new AWS call).
+pub const ACTIONS: &[(&str, &[&str])] = &[
+    ("OfferingSource", &["ec2:DescribeCapacityBlockOfferings"]),
+    ("InstanceTypeSource", &["ec2:DescribeInstanceTypes"]),
+    // The purchase carries tags (TagSpecification): EC2 applies them with CreateTags.
+    ("Purchaser", &["ec2:PurchaseCapacityBlock", "ec2:CreateTags"]),
+    ("ReservationSource", &["ec2:DescribeCapacityReservations"]),
+    ("ReservationLookup", &["ec2:DescribeCapacityReservations"]),
+    ("ExtensionMarket", &["ec2:DescribeCapacityBlockExtensionOfferings", "ec2:PurchaseCapacityBlockExtension"]),
+    ("InstanceSource", &["ec2:DescribeInstances"]),
+];
+
 /// Describe calls other than the offerings fan-out (which makes one attempt per call and paces
 /// itself): the SDK's adaptive retry, so the tracker slows to what EC2 allows instead of failing.
 const DESCRIBE_MAX_ATTEMPTS: u32 = 8;

@@ -14,6 +14,23 @@ use crate::domain::checkpoint::{at_expression, reminder_at, schedule_name, sched
 use crate::domain::events::{REMINDER_SOURCE, ReminderPayload};
 use crate::ports::{ReminderError, Reminders};
 
+/// The IAM actions each port of this adapter needs: a function's role allows exactly those of
+/// the ports it declares in `AWS_PORTS`. infra/deploy/crosscheck checks that every SDK call here
+/// has its action in this table and that nothing in it is uncalled (ARCHITECTURE.md, "Where a
+/// change goes": a new AWS call).
+pub const ACTIONS: &[(&str, &[&str])] = &[(
+    "Reminders",
+    &[
+        "scheduler:CreateSchedule",
+        "scheduler:UpdateSchedule",
+        "scheduler:GetSchedule",
+        "scheduler:ListSchedules",
+        "scheduler:DeleteSchedule",
+        // A schedule's target carries the reminder role: creating or updating it passes the role.
+        "iam:PassRole",
+    ],
+)];
+
 pub struct SchedulerReminders {
     client: Client,
     group: String,

@@ -7,6 +7,12 @@ use aws_sdk_sns::types::MessageAttributeValue;
 
 use crate::ports::{Message, Notifier, NotifyError, Topic};
 
+/// The IAM actions each port of this adapter needs: a function's role allows exactly those of
+/// the ports it declares in `AWS_PORTS`. infra/deploy/crosscheck checks that every SDK call here
+/// has its action in this table and that nothing in it is uncalled (ARCHITECTURE.md, "Where a
+/// change goes": a new AWS call).
+pub const ACTIONS: &[(&str, &[&str])] = &[("Notifier", &["sns:Publish"])];
+
 pub struct SnsNotifier {
     client: Client,
     alerts_topic_arn: String,

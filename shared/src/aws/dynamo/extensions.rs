@@ -34,10 +34,6 @@ fn cancelled(what: &str, e: TxError) -> StoreError {
     }
 }
 
-fn failed_at(codes: &[String], i: usize) -> bool {
-    codes.get(i).is_some_and(|c| c == "ConditionalCheckFailed")
-}
-
 impl DynamoStore {
     pub(super) async fn update_block_item(&self, block: &Block, expected_version: u64) -> Result<(), StoreError> {
         let mut stored = block.clone();
@@ -126,23 +122,8 @@ impl DynamoStore {
             ),
         ];
         for c in &x.charges {
-            if c.limit.currency() != fee.currency() || fee.amount() > c.limit.amount() {
-                return Err(ReserveError::OverBudget(c.owner.key()));
-            }
-            items.push(tx_update(
-                self.update(
-                    budget_key(&c.owner, &c.period),
-                    "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero), \
-                     purchases = if_not_exists(purchases, :zero), #limit = :limit, currency = :cur",
-                )
-                .condition_expression("attribute_not_exists(committed) OR committed <= :headroom")
-                .expression_attribute_names("#limit", "limit")
-                .expression_attribute_values(":zero", n(0))
-                .expression_attribute_values(":fee", n(fee.amount()))
-                .expression_attribute_values(":headroom", n(c.limit.amount() - fee.amount()))
-                .expression_attribute_values(":limit", n(c.limit.amount()))
-                .expression_attribute_values(":cur", s(c.limit.currency().as_str())),
-            ));
+            // Money only: an extension is not a purchase, so the purchase count stays.
+            items.push(self.charge(c, fee, false)?);
         }
         match self.transact(items).await {
             Ok(()) => Ok(()),

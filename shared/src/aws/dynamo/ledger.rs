@@ -56,45 +56,20 @@ impl Ledger for DynamoStore {
             ),
         ];
         for c in charges {
-            if c.limit.currency() != fee.currency() || fee.amount() > c.limit.amount() {
-                return Err(ReserveError::OverBudget(c.owner.key()));
-            }
-            // DynamoDB conditions cannot add, so the check is `committed <= limit - fee`.
-            let headroom = c.limit.amount() - fee.amount();
-            let mut cond = "(attribute_not_exists(committed) OR committed <= :headroom)".to_string();
-            let mut u = self.update(
-                budget_key(&c.owner, &c.period),
-                "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero), \
-                 purchases = if_not_exists(purchases, :zero) + :one, #limit = :limit, currency = :cur",
-            );
-            if let Some(max) = c.max_purchases {
-                cond.push_str(" AND (attribute_not_exists(purchases) OR purchases < :maxp)");
-                u = u.expression_attribute_values(":maxp", n(max));
-            }
-            items.push(tx_update(
-                u.condition_expression(cond)
-                    .expression_attribute_names("#limit", "limit")
-                    .expression_attribute_values(":zero", n(0))
-                    .expression_attribute_values(":one", n(1))
-                    .expression_attribute_values(":fee", n(fee.amount()))
-                    .expression_attribute_values(":headroom", n(headroom))
-                    .expression_attribute_values(":limit", n(c.limit.amount()))
-                    .expression_attribute_values(":cur", s(c.limit.currency().as_str())),
-            ));
+            items.push(self.charge(c, fee, true)?);
         }
         match self.transact(items).await {
             Ok(()) => Ok(()),
             Err(TxError::Store(e)) => Err(e.into()),
             Err(TxError::Cancelled(codes)) => {
-                let failed = |i: usize| codes.get(i).is_some_and(|c| c == "ConditionalCheckFailed");
-                if failed(0) {
+                if failed_at(&codes, 0) {
                     return Err(ReserveError::AlreadyExists);
                 }
-                if failed(1) {
+                if failed_at(&codes, 1) {
                     return Err(ReserveError::RuleBusy);
                 }
                 for (i, c) in charges.iter().enumerate() {
-                    if failed(i + 2) {
+                    if failed_at(&codes, i + 2) {
                         // Tell the two budget conditions apart by reading the item.
                         let usage = self.usage(&c.owner, &c.period).await?;
                         let at_max = matches!((c.max_purchases, &usage), (Some(m), Some(u)) if u.purchases >= m);

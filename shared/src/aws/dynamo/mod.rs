@@ -28,7 +28,7 @@ use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 
 use crate::domain::block::Block;
-use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, IntentState, Period};
+use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, Intent, IntentState, Period};
 use crate::domain::extension::{ExtensionIntent, ExtensionState};
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
@@ -51,6 +51,35 @@ mod rules;
 mod table;
 
 pub use table::create_table;
+
+/// The IAM actions each port of this adapter needs: a function's role allows exactly those of
+/// the ports it declares in `AWS_PORTS`. infra/deploy/crosscheck checks that every SDK call here
+/// has its action in this table and that nothing in it is uncalled (ARCHITECTURE.md, "Where a
+/// change goes": a new AWS call).
+// A transaction needs the action of each kind of item it carries (Put, Update, Delete) besides
+// TransactWriteItems.
+pub const ACTIONS: &[(&str, &[&str])] = &[
+    ("RuleStore", &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"]),
+    ("MarketMemory", &["dynamodb:GetItem", "dynamodb:PutItem"]),
+    (
+        "Ledger",
+        &[
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:Query",
+            "dynamodb:TransactWriteItems",
+        ],
+    ),
+    ("BlockArchive", &["dynamodb:Scan"]),
+    ("BlockStore", &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
+    ("ExtensionLedger", &["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:TransactWriteItems"]),
+    ("Outbox", &["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
+    ("ObservationStore", &["dynamodb:BatchWriteItem", "dynamodb:Query"]),
+    // Not a port: `create_table` sets up the local stack and the tests; no function declares it.
+    ("TableSetup", &["dynamodb:CreateTable"]),
+];
 
 /// How long price observations are kept.
 pub const OBSERVATION_TTL: Duration = Duration::days(400);
@@ -261,6 +290,49 @@ impl DynamoStore {
             TxError::Store(e) => e,
         })
     }
+}
+
+impl DynamoStore {
+    /// The transaction step that charges `fee` to one budget within its limit. DynamoDB
+    /// conditions cannot add, so the check is `committed <= limit - fee`. A purchase also counts
+    /// against the budget's purchase limit; an extension spends money only.
+    fn charge(&self, c: &BudgetCharge, fee: Money, purchase: bool) -> Result<TransactWriteItem, ReserveError> {
+        if c.limit.currency() != fee.currency() || fee.amount() > c.limit.amount() {
+            return Err(ReserveError::OverBudget(c.owner.key()));
+        }
+        let mut cond = "(attribute_not_exists(committed) OR committed <= :headroom)".to_string();
+        let mut u = self.update(
+            budget_key(&c.owner, &c.period),
+            if purchase {
+                "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero), \
+                 purchases = if_not_exists(purchases, :zero) + :one, #limit = :limit, currency = :cur"
+            } else {
+                "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero), \
+                 purchases = if_not_exists(purchases, :zero), #limit = :limit, currency = :cur"
+            },
+        );
+        if purchase {
+            u = u.expression_attribute_values(":one", n(1));
+            if let Some(max) = c.max_purchases {
+                cond.push_str(" AND (attribute_not_exists(purchases) OR purchases < :maxp)");
+                u = u.expression_attribute_values(":maxp", n(max));
+            }
+        }
+        Ok(tx_update(
+            u.condition_expression(cond)
+                .expression_attribute_names("#limit", "limit")
+                .expression_attribute_values(":zero", n(0))
+                .expression_attribute_values(":fee", n(fee.amount()))
+                .expression_attribute_values(":headroom", n(c.limit.amount() - fee.amount()))
+                .expression_attribute_values(":limit", n(c.limit.amount()))
+                .expression_attribute_values(":cur", s(c.limit.currency().as_str())),
+        ))
+    }
+}
+
+/// Whether the `i`th step of a cancelled transaction failed its condition.
+fn failed_at(codes: &[String], i: usize) -> bool {
+    codes.get(i).is_some_and(|c| c == "ConditionalCheckFailed")
 }
 
 enum TxError {
