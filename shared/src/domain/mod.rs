@@ -13,6 +13,7 @@ pub mod events;
 pub mod extension;
 pub mod health;
 pub mod lifecycle;
+pub mod metrics;
 pub mod milestone;
 pub mod money;
 pub mod names;
