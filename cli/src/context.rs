@@ -128,7 +128,7 @@ pub fn load_rule(path: &str) -> Result<Rule, CliError> {
 /// An optional monthly budget in USD ("0": none).
 pub fn account_budget(text: &str) -> Result<Option<capblock_shared::domain::money::Money>, CliError> {
     let budget = capblock_shared::domain::money::Money::parse(text, "USD")
-        .map_err(|e| CliError::Failed(format!("--account-budget: {e}")))?;
+        .map_err(|e| CliError::Invalid(format!("--account-budget: {e}")))?;
     Ok((!budget.amount().is_zero()).then_some(budget))
 }
 
@@ -150,10 +150,10 @@ impl DescribeArgs {
     pub fn budget(&self, ask_for: std::time::Duration) -> Result<DescribeBudget, CliError> {
         let refill =
             std::time::Duration::try_from_secs_f64(self.refill_seconds).ok().filter(|d| !d.is_zero()).ok_or_else(
-                || CliError::Failed(format!("--refill-seconds {}: expected a positive number", self.refill_seconds)),
+                || CliError::Invalid(format!("--refill-seconds {}: expected a positive number", self.refill_seconds)),
             )?;
         let b = DescribeBudget { refill, share: self.share, ask_for };
-        b.validate().map_err(|e| CliError::Failed(format!("--share: {e}")))?;
+        b.validate().map_err(|e| CliError::Invalid(format!("--share: {e}")))?;
         Ok(b)
     }
 }

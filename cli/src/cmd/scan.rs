@@ -42,7 +42,7 @@ pub struct ScanArgs {
 
 pub async fn run(a: ScanArgs) -> CliResult {
     let ask_for = std::time::Duration::try_from_secs_f64(a.ask_seconds)
-        .map_err(|_| CliError::Failed(format!("--ask-seconds {}: expected a positive number", a.ask_seconds)))?;
+        .map_err(|_| CliError::Invalid(format!("--ask-seconds {}: expected a positive number", a.ask_seconds)))?;
     let settings = ScanSettings {
         stack: StackSettings { name: a.stack, mode: a.mode, account_budget: account_budget(&a.account_budget)? },
         describe: a.describe.budget(ask_for)?,
