@@ -51,6 +51,7 @@ test-sim-boto3: toolchain
 	bash infra/market-sim/tests/run_boto3_check.sh $(CAPBLOCK_CACHE)/venv/bin/python
 
 test-template:
+	python3 infra/deploy/check_layers.py .
 	bash infra/deploy/lint.sh
 	bash infra/deploy/crosscheck.sh
 	bash infra/deploy/unit.sh

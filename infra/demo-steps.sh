@@ -37,6 +37,9 @@ echo
 echo "==> the prices every scan stored, and a chart with p5-weekly's threshold"
 "$CAPBLOCK" history --region us-east-1,us-west-2 --type p5.48xlarge --chart "$CHART" --rule infra/examples/rules/p5-weekly.toml | tail -n 2
 echo "  chart: $CHART"
+DASHBOARD="$CAPBLOCK_CACHE/demo-dashboard.json"
+"$PY" infra/deploy/dashboard.py --stack "${CAPBLOCK_STACK:-capblock}" --region "${AWS_REGION:-us-east-1}" --out "$DASHBOARD"
+echo "  the CloudWatch dashboard body template.yaml would deploy: $DASHBOARD"
 
 echo
 echo "==> backtest: what p5-weekly would have bought from that history"
@@ -50,6 +53,10 @@ echo "==> blocks starting soon, asked at $SOON for one day: every block ends at 
 echo "    the closest matches (6 h 35 min and 30 h 35 min), priced here from their minutes"
 CAPBLOCK_DESCRIBE_REFILL_SECONDS=0.05 "$CAPBLOCK" offerings --types p5.48xlarge --regions us-east-1 --days 1 \
 	--from "$SOON" --to "${NOW:0:10}T06:00:00Z" || true
+
+echo
+echo "==> capblock status: the operator's one screen"
+"$CAPBLOCK" status --time "$NOW" || status=$?
 
 if [[ $status -ne 0 ]]; then
 	echo

@@ -33,8 +33,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 echo "==> building the market simulator, the capblock CLI, the functions and the local Lambda runtime (first build: several minutes)"
-cargo build --quiet -p capblock-market-sim -p capblock-cli -p capblock-local-lambda \
-	-p scan-offerings -p track-blocks -p on-capacity-event
+# The same build as `make test` (the whole workspace's binaries): one feature set, so the two
+# commands share every compiled crate.
+cargo build --quiet --workspace --bins
 echo "==> starting the local stack (moto + simulated market)"
 started=$SECONDS
 status=0

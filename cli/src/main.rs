@@ -1,9 +1,12 @@
 //! `capblock`: the operator's command line. It runs the same `shared/` code as the functions,
 //! against the same endpoints (the standard AWS configuration, so `AWS_ENDPOINT_URL_*` points it
 //! at a local stack).
+//!
+//! Modules: `cmd/` (one file per command) over `context` (store, SDK config, exit codes) and the
+//! output helpers `table`, `svg` and `progress`; nothing below `cmd/` imports it back.
 
-mod commands;
-mod insight;
+mod cmd;
+mod context;
 mod progress;
 mod svg;
 mod table;
@@ -14,12 +17,12 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = commands::Cli::parse();
-    match commands::run(cli).await {
-        Ok(code) => code,
+    let cli = cmd::Cli::parse();
+    match cmd::run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(commands::EXIT_FAILURE)
+            e.report();
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -15,6 +15,34 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
+const DAY: i64 = 86_400;
+/// At most this many steps on an axis (labels stay legible).
+const MAX_STEPS: f64 = 8.0;
+
+/// The price axis: `lo..=hi` padded a little and widened to whole steps of 1, 2.5 or 5 x 10^k
+/// dollars (so labels read $2.75, $3.00, ...; below 10 cents 1, 2 or 5 cents, which two decimals
+/// show exactly), never below zero. Returns (low, high, step).
+pub fn price_axis(lo: f64, hi: f64) -> (f64, f64, f64) {
+    let pad = ((hi - lo) * 0.05).max(0.05);
+    let (lo, hi) = ((lo - pad).max(0.0), hi + pad);
+    let raw = (hi - lo) / MAX_STEPS;
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let multiples: &[f64] = if magnitude >= 0.1 { &[1.0, 2.5, 5.0, 10.0] } else { &[1.0, 2.0, 5.0, 10.0] };
+    let step = multiples.iter().map(|m| m * magnitude).find(|s| *s >= raw).unwrap_or(10.0 * magnitude);
+    // Float noise (0.1 x 2.5) would show in the equality the ticks are drawn by.
+    let step = (step * 1e9).round() / 1e9;
+    ((lo / step).floor() * step, (hi / step).ceil() * step, step)
+}
+
+/// The time axis: `t0..=t1` (Unix seconds) widened to whole UTC days, with a tick every step
+/// days. Returns (start, end, step in days).
+pub fn day_axis(t0: i64, t1: i64) -> (i64, i64, i64) {
+    let start = t0.div_euclid(DAY) * DAY;
+    let end = (t1.div_euclid(DAY) + 1) * DAY;
+    let days = (end - start) / DAY;
+    (start, end, (days as f64 / MAX_STEPS).ceil().max(1.0) as i64)
+}
+
 /// One line: its label and its points in time order.
 pub type Series = (String, Vec<(DateTime<Utc>, f64)>);
 
@@ -36,14 +64,12 @@ pub fn chart(title: &str, series: &[Series], threshold: Option<(&str, f64)>) -> 
     if t0 > t1 {
         (t0, t1) = (0, 1);
     }
-    if t1 == t0 {
-        t1 = t0 + 3600;
-    }
     if y0 > y1 {
         (y0, y1) = (0.0, 1.0);
     }
-    let pad = ((y1 - y0) * 0.1).max(0.05);
-    let (y0, y1) = ((y0 - pad).max(0.0), y1 + pad);
+    // Round values on both axes: prices at a 1-2-2.5-5 step, time at whole days.
+    let (y0, y1, y_step) = price_axis(y0, y1);
+    let (t0, t1, day_step) = day_axis(t0, t1);
     let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
     let x = |t: i64| LEFT + (t - t0) as f64 / (t1 - t0) as f64 * pw;
     let y = |v: f64| TOP + (1.0 - (v - y0) / (y1 - y0)) * ph;
@@ -54,9 +80,10 @@ pub fn chart(title: &str, series: &[Series], threshold: Option<(&str, f64)>) -> 
 <text x=\"{LEFT}\" y=\"28\" font-size=\"16\" font-weight=\"bold\">{}</text>\n",
         esc(title)
     );
-    // Y grid and labels.
-    for i in 0..=5 {
-        let v = y0 + (y1 - y0) * f64::from(i) / 5.0;
+    // Y grid and labels, one per step.
+    let steps = ((y1 - y0) / y_step).round() as i64;
+    for i in 0..=steps {
+        let v = y0 + y_step * i as f64;
         let yy = y(v);
         s += &format!(
             "<line x1=\"{LEFT}\" y1=\"{yy:.1}\" x2=\"{:.1}\" y2=\"{yy:.1}\" stroke=\"#e5e5e5\"/>\n\
@@ -66,12 +93,10 @@ pub fn chart(title: &str, series: &[Series], threshold: Option<(&str, f64)>) -> 
             yy + 4.0
         );
     }
-    // X labels: up to 8 evenly spaced dates.
-    let ticks = 8;
-    for i in 0..=ticks {
-        let t = t0 + (t1 - t0) * i / ticks;
-        let label =
-            DateTime::<Utc>::from_timestamp(t, 0).map(|d| d.format("%m-%d %H:%M").to_string()).unwrap_or_default();
+    // X labels at day boundaries (UTC), every `day_step` days.
+    let mut t = t0;
+    while t <= t1 {
+        let label = DateTime::<Utc>::from_timestamp(t, 0).map(|d| d.format("%m-%d").to_string()).unwrap_or_default();
         let xx = x(t);
         s += &format!(
             "<line x1=\"{xx:.1}\" y1=\"{TOP}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"#f0f0f0\"/>\n\
@@ -79,6 +104,7 @@ pub fn chart(title: &str, series: &[Series], threshold: Option<(&str, f64)>) -> 
             TOP + ph,
             TOP + ph + 18.0
         );
+        t += day_step * DAY;
     }
     s += &format!(
         "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#999\"/>\n\
@@ -142,6 +168,35 @@ mod tests {
         assert!(svg.contains("stroke-dasharray"));
         assert!(svg.contains("t &lt;&amp;&gt;"));
         assert!(svg.trim_end().ends_with("</svg>"));
+    }
+
+    /// Ticks are round: $2.75, $3.00, ... rather than $3.09, $3.44.
+    #[test]
+    fn price_ticks_are_round_values() {
+        let (lo, hi, step) = price_axis(2.80, 4.10);
+        assert_eq!(step, 0.25);
+        assert_eq!((lo, hi), (2.5, 4.25));
+        let (lo, hi, step) = price_axis(3.0, 3.0);
+        assert_eq!(step, 0.02);
+        assert!(lo <= 3.0 && hi >= 3.0 && ((lo / step).round() * step - lo).abs() < 1e-9);
+        let (lo, _, step) = price_axis(0.01, 40.0);
+        assert_eq!((lo, step), (0.0, 10.0));
+        let svg =
+            chart("t", &[("a".into(), vec![(DateTime::<Utc>::from_timestamp(0, 0).unwrap(), 2.8)])], Some(("r", 4.1)));
+        for label in ["$2.75", "$3.00", "$4.25"] {
+            assert!(svg.contains(label), "{label}");
+        }
+        assert!(!svg.contains("$3.09"));
+    }
+
+    /// The date axis starts and ends at midnight UTC and steps in whole days.
+    #[test]
+    fn the_date_axis_uses_day_boundaries() {
+        let noon = 1_796_083_200 + 12 * 3600;
+        assert_eq!(day_axis(noon, noon + 3600), (1_796_083_200, 1_796_083_200 + DAY, 1));
+        let (start, end, step) = day_axis(noon, noon + 20 * DAY);
+        assert_eq!((start % DAY, end % DAY), (0, 0));
+        assert_eq!(((end - start) / DAY, step), (21, 3));
     }
 
     #[test]

@@ -1,5 +1,31 @@
 //! Plain text tables: columns padded to their widest cell, at most `MAX_COLUMN` characters.
 
+use capblock_shared::domain::money::Money;
+use chrono::{DateTime, Duration, Utc};
+
+/// A time cell: "2026-12-03 10:30" (UTC; the headers say so).
+pub fn when(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M").to_string()
+}
+
+/// A money cell: the amount to the cent, without the currency (the header names it).
+pub fn money(m: &Money) -> String {
+    format!("{:.2}", m.amount())
+}
+
+/// A duration cell: "2d 3h", "5h 10m", "12m".
+pub fn span(d: Duration) -> String {
+    let m = d.num_minutes().max(0);
+    let (days, hours, mins) = (m / 1440, (m % 1440) / 60, m % 60);
+    if days > 0 {
+        format!("{days}d {hours}h")
+    } else if hours > 0 {
+        format!("{hours}h {mins}m")
+    } else {
+        format!("{mins}m")
+    }
+}
+
 /// The widest a column gets: a longer cell (a rule with many regions) is cut with an ellipsis,
 /// so one value cannot push the others off the screen.
 pub const MAX_COLUMN: usize = 60;

@@ -24,6 +24,14 @@ else
 	status=1
 fi
 
+echo "== the dashboard body as CloudFormation would deploy it: JSON with widgets"
+if python3 infra/deploy/dashboard.py --template "$TEMPLATE" --out /dev/null; then
+	echo "dashboard body: valid JSON"
+else
+	echo "dashboard body: FAILED"
+	status=1
+fi
+
 echo "== sam validate --lint (aws-sam-cli $(sam --version | awk '{print $NF}'))"
 out="$(sam validate --lint --template "$TEMPLATE" --region us-east-1 2>&1)" && rc=0 || rc=$?
 printf '%s\n' "$out"

@@ -165,6 +165,14 @@ pub trait ExtensionMarket: Send + Sync {
         offering_id: &str,
         reservation_id: &str,
     ) -> Result<ExtensionReceipt, MarketError>;
+    /// PurchaseCapacityBlockExtension with DryRun=true, as purchases are checked in a dry run:
+    /// Ok when EC2 answers DryRunOperation (the call would have been allowed), nothing bought.
+    async fn check_extension(
+        &self,
+        region: &Region,
+        offering_id: &str,
+        reservation_id: &str,
+    ) -> Result<(), MarketError>;
 }
 
 // ---------------------------------------------------------------------------------------------

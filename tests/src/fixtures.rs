@@ -552,6 +552,14 @@ impl<H: PurchaseHook> ExtensionMarket for HookedMarket<H> {
     ) -> Result<ExtensionReceipt, MarketError> {
         self.hook.purchase_extension(&self.real, region, offering_id, reservation_id).await
     }
+    async fn check_extension(
+        &self,
+        region: &Region,
+        offering_id: &str,
+        reservation_id: &str,
+    ) -> Result<(), MarketError> {
+        self.real.check_extension(region, offering_id, reservation_id).await
+    }
 }
 
 #[async_trait]

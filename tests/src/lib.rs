@@ -3,6 +3,7 @@
 //! published. Tests reach moto through the standard `AWS_ENDPOINT_URL_*` variables that
 //! `infra/local/stack.sh` exports; nothing here changes how the production code finds AWS.
 
+pub mod emf;
 pub mod fixtures;
 pub mod runtime;
 

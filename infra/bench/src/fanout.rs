@@ -130,6 +130,23 @@ pub struct ScanRun {
     pub calls: u64,
 }
 
+impl ScanRun {
+    /// A run as a scanner process reported it (one JSON object: `seconds`, `offerings`,
+    /// `failed`, `first_error`), with what the simulator counted since its last reset.
+    fn reported(queries: usize, v: &serde_json::Value, sim: &str) -> ScanRun {
+        let (throttled, calls) = sim_counts(sim);
+        ScanRun {
+            queries,
+            elapsed: Duration::from_secs_f64(v["seconds"].as_f64().unwrap_or(f64::NAN)),
+            offerings: v["offerings"].as_u64().unwrap_or(0) as usize,
+            failed: v["failed"].as_u64().unwrap_or(0) as usize,
+            first_error: v["first_error"].as_str().map(str::to_string),
+            throttled,
+            calls,
+        }
+    }
+}
+
 /// Resets the simulator to `m` with fresh token buckets.
 pub fn reset(sim: &str, m: Market) -> Result<(), String> {
     let (status, body) =
@@ -163,16 +180,7 @@ pub fn capblock_scan(sim: &str, g: Grid, m: Market, per_region: usize) -> Result
         return Err(format!("scan child failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("scan child output: {e}"))?;
-    let (throttled, calls) = sim_counts(sim);
-    Ok(ScanRun {
-        queries: g.queries(),
-        elapsed: Duration::from_secs_f64(v["seconds"].as_f64().unwrap_or(f64::NAN)),
-        offerings: v["offerings"].as_u64().unwrap_or(0) as usize,
-        failed: v["failed"].as_u64().unwrap_or(0) as usize,
-        first_error: v["first_error"].as_str().map(str::to_string),
-        throttled,
-        calls,
-    })
+    Ok(ScanRun::reported(g.queries(), &v, sim))
 }
 
 /// The child side: capblock's `fan_out` over a fresh `Ec2Market` (production timeouts; the
@@ -237,14 +245,5 @@ pub fn baseline(python: &Path, script: &Path, sim: &str, g: Grid, m: Market) -> 
         return Err(format!("baseline.py failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("baseline.py output: {e}"))?;
-    let (throttled, calls) = sim_counts(sim);
-    Ok(ScanRun {
-        queries: v["queries"].as_u64().unwrap_or(0) as usize,
-        elapsed: Duration::from_secs_f64(v["seconds"].as_f64().unwrap_or(f64::NAN)),
-        offerings: v["offerings"].as_u64().unwrap_or(0) as usize,
-        failed: v["failed"].as_u64().unwrap_or(0) as usize,
-        first_error: v["first_error"].as_str().map(str::to_string),
-        throttled,
-        calls,
-    })
+    Ok(ScanRun::reported(v["queries"].as_u64().unwrap_or(0) as usize, &v, sim))
 }

@@ -51,10 +51,14 @@ pub fn handle(world: &mut World, method: &str, path: &str, body: &[u8]) -> Reply
         }),
         ("POST", "/_sim/payment") => payment(world, &text),
         ("POST", "/_sim/reservations") => inject(world, &text),
+        ("POST", "/_sim/reservations/state") => set_state(world, &text),
+        ("POST", "/_sim/blocks/health") => set_health(world, &text),
         (_, p)
             if matches!(
                 p,
-                "/_sim/health"
+                "/_sim/reservations/state"
+                    | "/_sim/blocks/health"
+                    | "/_sim/health"
                     | "/_sim/state"
                     | "/_sim/clock"
                     | "/_sim/behaviour"
@@ -97,6 +101,11 @@ fn reservation_json(w: &World, r: &Reservation) -> Value {
         "state": r.state(now, &w.extensions),
         "purchased_at": rfc3339(r.created),
         "injected": r.injected,
+        "capacity_block_id": r.capacity_block_id,
+        "block_state": r.block_state(now, &w.extensions),
+        "ultraserver_type": r.ultraserver_type,
+        "interconnect": r.health(now).interconnect,
+        "unavailable": r.health(now).unavailable,
     })
 }
 
@@ -229,6 +238,10 @@ struct InjectReq {
     tags: BTreeMap<String, String>,
     #[serde(default)]
     state_override: Option<String>,
+    /// A block of one UltraServer of this type: `instance_type` and `instance_count` must be
+    /// the UltraServer's.
+    #[serde(default)]
+    ultraserver_type: Option<String>,
 }
 
 fn default_region() -> String {
@@ -245,6 +258,12 @@ fn inject(w: &mut World, text: &str) -> Result<Value, String> {
     }
     if req.instance_count == 0 {
         return Err("instance_count must be >= 1".into());
+    }
+    if let Some(u) = &req.ultraserver_type {
+        let info = crate::instance_types::ultraserver(u).ok_or_else(|| format!("unknown ultraserver_type {u:?}"))?;
+        if info.instance_type != req.instance_type || info.instances != req.instance_count {
+            return Err(format!("one {u} is {} x {}", info.instances, info.instance_type));
+        }
     }
     let fee = match req.upfront_fee.as_deref() {
         Some(f) => f.parse::<Decimal>().map_err(|e| format!("bad upfront_fee: {e}"))?,
@@ -270,10 +289,97 @@ fn inject(w: &mut World, text: &str) -> Result<Value, String> {
         payment: Payment::paid_up_front(),
         injected: true,
         state_override: req.state_override,
+        capacity_block_id: crate::actions::block_id(&id),
+        ultraserver_type: req.ultraserver_type,
+        health_steps: Vec::new(),
+        health_override: None,
     };
     w.reservations.push(r);
     let state = w.reservation(&id).map(|r| r.state(w.now(), &w.extensions));
     Ok(json!({ "reservation_id": id, "state": state }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateReq {
+    reservation_id: String,
+    /// Any non-empty string (a state the client does not know included); null goes back to
+    /// the lifecycle.
+    state: Option<String>,
+}
+
+/// Puts a reservation in a state EC2 may set on its own (unavailable, cancelling, delayed,
+/// assessing, ...), or back to the one the clock gives it.
+fn set_state(w: &mut World, text: &str) -> Result<Value, String> {
+    let req: StateReq = parse_json(text)?;
+    if req.state.as_deref().is_some_and(|s| s.trim().is_empty()) {
+        return Err("state must be a non-empty string or null".into());
+    }
+    let now = w.now();
+    let r = w
+        .reservations
+        .iter_mut()
+        .find(|r| r.id == req.reservation_id)
+        .ok_or_else(|| format!("no reservation {}", req.reservation_id))?;
+    r.state_override = req.state;
+    let r = r.clone();
+    Ok(
+        json!({ "reservation_id": r.id, "state": r.state(now, &w.extensions), "block_state": r.block_state(now, &w.extensions) }),
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HealthReq {
+    reservation_id: Option<String>,
+    capacity_block_id: Option<String>,
+    interconnect: Option<String>,
+    unavailable: Option<u32>,
+    /// true: back to the market line's health steps.
+    #[serde(default)]
+    clear: bool,
+}
+
+/// Impairs a block's interconnect and/or takes instances out of it (DescribeCapacityBlockStatus,
+/// DescribeInstances and availableInstanceCount follow). Unset fields keep their value.
+fn set_health(w: &mut World, text: &str) -> Result<Value, String> {
+    let req: HealthReq = parse_json(text)?;
+    if let Some(i) = &req.interconnect
+        && !crate::scenario::INTERCONNECT_STATUSES.contains(&i.as_str())
+    {
+        return Err(format!("interconnect must be one of {:?}", crate::scenario::INTERCONNECT_STATUSES));
+    }
+    let now = w.now();
+    let r = w
+        .reservations
+        .iter_mut()
+        .find(|r| {
+            req.reservation_id.as_ref().is_some_and(|id| *id == r.id)
+                || req.capacity_block_id.as_ref().is_some_and(|id| *id == r.capacity_block_id)
+        })
+        .ok_or("name an existing reservation_id or capacity_block_id")?;
+    if req.clear {
+        r.health_override = None;
+    } else {
+        let mut h = r.health(now);
+        if let Some(i) = req.interconnect {
+            h.interconnect = i;
+        }
+        if let Some(n) = req.unavailable {
+            if n > r.instance_count {
+                return Err(format!("unavailable {n} > the block's {} instances", r.instance_count));
+            }
+            h.unavailable = n;
+        }
+        r.health_override = Some(h);
+    }
+    let h = r.health(now);
+    Ok(json!({
+        "reservation_id": r.id,
+        "capacity_block_id": r.capacity_block_id,
+        "interconnect": h.interconnect,
+        "unavailable": h.unavailable,
+    }))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use rust_decimal::{Decimal, RoundingStrategy};
 
 use crate::instance_types;
 use crate::rng::stable_id;
-use crate::scenario::{MarketLine, PaymentOutcome, Scenario, ZoneType};
+use crate::scenario::{HealthStep, MarketLine, PaymentOutcome, Scenario, ZoneType};
 pub use crate::sellable::valid_duration_days;
 use crate::wire::error::ApiError;
 
@@ -77,6 +77,19 @@ pub struct Offering {
     pub currency: String,
     /// The line's payment override, carried to the purchase.
     pub payment: Option<PaymentOutcome>,
+    /// An UltraServer offering: its type and how many UltraServers (`instance_count` is the
+    /// total of their instances).
+    pub ultraserver: Option<UltraServers>,
+    /// The line's health steps, carried to the reservations it becomes.
+    pub health: Vec<HealthStep>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UltraServers {
+    pub ultraserver_type: String,
+    pub count: u32,
+    /// Instances in one UltraServer.
+    pub instances_each: u32,
 }
 
 /// The order of an answer: cheapest per accelerator-hour first (the exact price, i.e. the
@@ -112,6 +125,31 @@ pub struct OfferingQuery {
     pub same_day: bool,
     /// AllAvailabilityZones=true: also Local Zones the account has not opted into.
     pub all_zones: bool,
+    /// UltraserverType / UltraserverCount: only that UltraServer type's offerings.
+    pub ultraserver_type: Option<String>,
+    pub ultraserver_count: Option<u32>,
+}
+
+/// (instance count, UltraServers) pairs a line offers for a query: an instance line its
+/// `counts` (never with UltraserverType); an UltraServer line its `ultraserver_counts` when
+/// the query names its type or names no type at all (InstanceCount then compares with the
+/// total of instances).
+fn line_counts(line: &MarketLine, q: &OfferingQuery) -> Vec<(u32, Option<UltraServers>)> {
+    match (&line.ultraserver_type, &q.ultraserver_type) {
+        (None, None) if q.instance_type.as_deref().is_none_or(|t| t == line.instance_type) => {
+            line.counts.iter().filter(|&&c| q.instance_count.is_none_or(|qc| qc == c)).map(|&c| (c, None)).collect()
+        }
+        (Some(u), asked) if asked.as_ref().is_none_or(|a| a == u) && (asked.is_some() || q.instance_type.is_none()) => {
+            let each = instance_types::ultraserver(u).map_or(0, |i| i.instances);
+            line.ultraserver_counts()
+                .into_iter()
+                .filter(|&n| q.ultraserver_count.is_none_or(|qn| qn == n))
+                .filter(|&n| q.instance_count.is_none_or(|qc| qc == n * each))
+                .map(|n| (n * each, Some(UltraServers { ultraserver_type: u.clone(), count: n, instances_each: each })))
+                .collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// Start times a line offers at `now`: 11:30 UTC on (today + start_day), kept if at least 30
@@ -176,7 +214,8 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
     let mut out = Vec::new();
     let hours = q.duration_days * 24;
     for line in scenario.market.iter().filter(|l| l.region == q.region) {
-        if q.instance_type.as_deref().is_some_and(|t| t != line.instance_type) {
+        let counts = line_counts(line, q);
+        if counts.is_empty() {
             continue;
         }
         if !line.durations_days.iter().any(|&d| i64::from(d) == q.duration_days) {
@@ -204,9 +243,18 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
                 if line.zone_type == ZoneType::LocalZone && !q.all_zones && !scenario.opted_in(&q.region, az) {
                     continue;
                 }
-                for &count in line.counts.iter().filter(|&&c| q.instance_count.is_none_or(|qc| qc == c)) {
+                for (count, ultra) in &counts {
+                    let count = *count;
+                    // Instance lines keep the ids they always had.
+                    let id = match ultra {
+                        None => offering_id(&line.region, &line.instance_type, count, &duration, az, start, step),
+                        Some(u) => {
+                            let product = format!("{}|{}", u.ultraserver_type, line.instance_type);
+                            offering_id(&line.region, &product, u.count, &duration, az, start, step)
+                        }
+                    };
                     out.push(Offering {
-                        id: offering_id(&line.region, &line.instance_type, count, &duration, az, start, step),
+                        id,
                         region: line.region.clone(),
                         instance_type: line.instance_type.clone(),
                         availability_zone: az.clone(),
@@ -220,6 +268,8 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
                         upfront_fee: upfront_fee_minutes(price, accel, count, minutes),
                         currency: line.currency.clone(),
                         payment: line.payment,
+                        ultraserver: ultra.clone(),
+                        health: line.health.clone(),
                     });
                 }
             }

@@ -4,12 +4,15 @@
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 
-use crate::scenario::PaymentOutcome;
+use crate::scenario::{HealthStep, PaymentOutcome};
 
 /// Payment must go through within 12 h of purchase...
 pub const PAYMENT_WINDOW_HOURS: i64 = 12;
 /// ...and by 5 minutes before the block starts, whichever comes first.
 pub const PAYMENT_CUTOFF_BEFORE_START_MINUTES: i64 = 5;
+/// An extension: by 35 minutes before the block's scheduled end (the extension's start), EC2
+/// User Guide, "Extend a Capacity Block".
+pub const EXTENSION_CUTOFF_BEFORE_END_MINUTES: i64 = 35;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Payment {
@@ -46,8 +49,13 @@ fn hours(h: f64) -> Duration {
 
 /// When and how a purchase made at `purchased` for something starting at `start` settles.
 pub fn settle(purchased: DateTime<Utc>, start: DateTime<Utc>, p: &Payment) -> Settlement {
+    settle_by(purchased, start, PAYMENT_CUTOFF_BEFORE_START_MINUTES, p)
+}
+
+/// `settle` with the cutoff before `start` in minutes (5 for blocks, 35 for extensions).
+pub fn settle_by(purchased: DateTime<Utc>, start: DateTime<Utc>, cutoff_minutes: i64, p: &Payment) -> Settlement {
     let deadline = (purchased + Duration::hours(PAYMENT_WINDOW_HOURS))
-        .min(start - Duration::minutes(PAYMENT_CUTOFF_BEFORE_START_MINUTES))
+        .min(start - Duration::minutes(cutoff_minutes))
         .max(purchased);
     let at = purchased + hours(p.delay_hours);
     match p.outcome {
@@ -78,6 +86,21 @@ pub struct Reservation {
     /// Injected through POST /_sim/reservations: already paid, unless a payment override is set.
     pub injected: bool,
     pub state_override: Option<String>,
+    /// The Capacity Block this reservation belongs to (DescribeCapacityBlocks).
+    pub capacity_block_id: String,
+    /// Set when the block is one EC2 UltraServer.
+    pub ultraserver_type: Option<String>,
+    /// Health steps from the market line (relative to the start)...
+    pub health_steps: Vec<HealthStep>,
+    /// ...unless POST /_sim/blocks/health set the health explicitly.
+    pub health_override: Option<Health>,
+}
+
+/// What DescribeCapacityBlockStatus reports beyond the counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    pub interconnect: String,
+    pub unavailable: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -95,7 +118,7 @@ pub struct Extension {
 
 impl Extension {
     pub fn status(&self, now: DateTime<Utc>) -> &'static str {
-        match settle(self.purchased, self.start, &self.payment) {
+        match settle_by(self.purchased, self.start, EXTENSION_CUTOFF_BEFORE_END_MINUTES, &self.payment) {
             s if now < s.at() => "payment-pending",
             Settlement::Paid(_) => "payment-succeeded",
             Settlement::Failed(_) => "payment-failed",
@@ -144,11 +167,54 @@ impl Reservation {
         now < gone_since + Duration::days(visible_days)
     }
 
-    pub fn available_instance_count(&self, state: &str) -> u32 {
+    pub fn available_instance_count(&self, state: &str, now: DateTime<Utc>) -> u32 {
         match state {
-            // Every instance of an active block is running (see DescribeInstances).
-            "payment-pending" | "scheduled" => self.instance_count,
+            // Every instance of an active block is running (see DescribeInstances), except the
+            // ones taken out (unavailable), which are neither running nor available.
+            "payment-pending" | "scheduled" => self.instance_count.saturating_sub(self.health(now).unavailable),
             _ => 0,
+        }
+    }
+
+    /// The interconnect status and unavailable instances at `now`: the explicit override, else
+    /// the last health step reached (counted from the start), else ok with everything there.
+    pub fn health(&self, now: DateTime<Utc>) -> Health {
+        if let Some(h) = &self.health_override {
+            return h.clone();
+        }
+        self.health_steps
+            .iter()
+            .filter(|h| self.start + hours(h.after_start_hours) <= now)
+            .max_by(|a, b| a.after_start_hours.total_cmp(&b.after_start_hours))
+            .map(|h| Health {
+                interconnect: h.interconnect.clone(),
+                unavailable: h.unavailable.min(self.instance_count),
+            })
+            .unwrap_or(Health { interconnect: "ok".into(), unavailable: 0 })
+    }
+
+    /// The running instances of an active block.
+    pub fn running(&self, state: &str, now: DateTime<Utc>) -> u32 {
+        if state == "active" { self.instance_count.saturating_sub(self.health(now).unavailable) } else { 0 }
+    }
+
+    /// The state of the Capacity Block (CapacityBlockResourceState has fewer values than
+    /// CapacityReservationState): an override the block enum knows shows through; one it does
+    /// not (assessing, delayed, cancelling, pending, unsupported) leaves the lifecycle state.
+    pub fn block_state(&self, now: DateTime<Utc>, exts: &[Extension]) -> String {
+        const BLOCK_STATES: &[&str] = &[
+            "active",
+            "expired",
+            "unavailable",
+            "cancelled",
+            "failed",
+            "scheduled",
+            "payment-pending",
+            "payment-failed",
+        ];
+        match &self.state_override {
+            Some(s) if BLOCK_STATES.contains(&s.as_str()) => s.clone(),
+            _ => Reservation { state_override: None, ..self.clone() }.state(now, exts),
         }
     }
 }
@@ -180,6 +246,10 @@ mod tests {
             payment,
             injected: false,
             state_override: None,
+            capacity_block_id: "cb-b".into(),
+            ultraserver_type: None,
+            health_steps: vec![],
+            health_override: None,
         }
     }
 
@@ -232,6 +302,32 @@ mod tests {
         assert_eq!(r.state(r.start, &[]), "active");
         r.state_override = Some("unavailable".into());
         assert_eq!(r.state(t0(), &[]), "unavailable");
+        assert_eq!(r.block_state(t0(), &[]), "unavailable");
+        // A reservation state the block enum lacks leaves the block's lifecycle state.
+        r.state_override = Some("assessing".into());
+        assert_eq!(r.state(r.start, &[]), "assessing");
+        assert_eq!(r.block_state(r.start, &[]), "active");
+    }
+
+    #[test]
+    fn health_follows_its_steps_and_the_override() {
+        let mut r = res(Payment::paid_up_front());
+        r.injected = true;
+        r.instance_count = 4;
+        r.health_steps = vec![
+            HealthStep { after_start_hours: 2.0, interconnect: "impaired".into(), unavailable: 9 },
+            HealthStep { after_start_hours: 1.0, interconnect: "ok".into(), unavailable: 1 },
+        ];
+        let h = |r: &Reservation, m: i64| r.health(r.start + Duration::minutes(m));
+        assert_eq!(h(&r, 59), Health { interconnect: "ok".into(), unavailable: 0 });
+        assert_eq!(h(&r, 60), Health { interconnect: "ok".into(), unavailable: 1 });
+        // Capped at the block's size.
+        assert_eq!(h(&r, 120), Health { interconnect: "impaired".into(), unavailable: 4 });
+        assert_eq!(r.running("active", r.start + Duration::minutes(60)), 3);
+        assert_eq!(r.available_instance_count("scheduled", r.start + Duration::minutes(60)), 3);
+        r.health_override = Some(Health { interconnect: "insufficient-data".into(), unavailable: 0 });
+        assert_eq!(h(&r, 120).interconnect, "insufficient-data");
+        assert_eq!(r.running("active", r.start + Duration::minutes(120)), 4);
     }
 
     #[test]
@@ -256,8 +352,9 @@ mod tests {
         assert_eq!(r.end(bought + Duration::hours(3), &ok), r.original_end + Duration::hours(48));
         assert_eq!(r.state(r.original_end + Duration::hours(1), &ok), "active");
         let bad = [ext(PaymentOutcome::Fail)];
-        // Deadline: min(bought + 12 h, ext start - 5 min) = end - 5 min.
-        assert_eq!(bad[0].status(r.original_end - Duration::minutes(5)), "payment-failed");
+        // Deadline: min(bought + 12 h, ext start - 35 min) = end - 35 min.
+        assert_eq!(bad[0].status(r.original_end - Duration::minutes(36)), "payment-pending");
+        assert_eq!(bad[0].status(r.original_end - Duration::minutes(35)), "payment-failed");
         assert_eq!(r.end(r.original_end, &bad), r.original_end);
         assert_eq!(r.state(r.original_end, &bad), "expired");
     }

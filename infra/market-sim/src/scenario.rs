@@ -242,6 +242,48 @@ pub struct MarketLine {
     /// "availability-zone" (default) or "local-zone" (e.g. the Dallas Local Zone us-east-1-dfw-2a).
     #[serde(default)]
     pub zone_type: ZoneType,
+    /// An UltraServer line (e.g. "u-p6e-gb200x72"): sells whole UltraServers of `instance_type`
+    /// (which must be the UltraServer's), found only with `UltraserverType` or with no type at
+    /// all; `counts` is not used, `ultraserver_counts` says how many UltraServers.
+    #[serde(default)]
+    pub ultraserver_type: Option<String>,
+    /// UltraServer counts offered (default [1]); only with `ultraserver_type`.
+    #[serde(default)]
+    pub ultraserver_counts: Vec<u32>,
+    /// Health changes of every block bought from this line, relative to its start (see
+    /// README, "Block health").
+    #[serde(default)]
+    pub health: Vec<HealthStep>,
+}
+
+/// From `after_start_hours` after a block's start on, its interconnect status and how many of
+/// its instances are unavailable (until the next step).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthStep {
+    pub after_start_hours: f64,
+    #[serde(default = "interconnect_ok")]
+    pub interconnect: String,
+    #[serde(default)]
+    pub unavailable: u32,
+}
+
+/// CapacityBlockInterconnectStatus values of the EC2 model.
+pub const INTERCONNECT_STATUSES: &[&str] = &["ok", "impaired", "insufficient-data"];
+
+fn interconnect_ok() -> String {
+    "ok".into()
+}
+
+impl MarketLine {
+    /// The UltraServer counts this line offers (none for an instance line).
+    pub fn ultraserver_counts(&self) -> Vec<u32> {
+        match (&self.ultraserver_type, self.ultraserver_counts.is_empty()) {
+            (None, _) => Vec::new(),
+            (Some(_), true) => vec![1],
+            (Some(_), false) => self.ultraserver_counts.clone(),
+        }
+    }
 }
 
 fn default_seed() -> u64 {
@@ -298,7 +340,12 @@ impl Scenario {
             if r.opted_in_zones.iter().any(|z| z.trim().is_empty()) {
                 return Err(format!("{at}: opted_in_zones entries must be zone names, got an empty one"));
             }
-            if let Some(t) = r.sells.iter().flatten().find(|t| instance_types::lookup(t).is_none()) {
+            if let Some(t) = r
+                .sells
+                .iter()
+                .flatten()
+                .find(|t| instance_types::lookup(t).is_none() && instance_types::ultraserver(t).is_none())
+            {
                 return Err(format!("{at}: sells {t:?}, which is not in the built-in instance type table"));
             }
         }
@@ -309,6 +356,30 @@ impl Scenario {
             }
             if l.price.is_empty() {
                 return Err(format!("{at}: needs at least one price step"));
+            }
+            match &l.ultraserver_type {
+                Some(u) => {
+                    let info = instance_types::ultraserver(u)
+                        .ok_or_else(|| format!("{at}: unknown ultraserver_type {u:?}"))?;
+                    if info.instance_type != l.instance_type {
+                        return Err(format!("{at}: {u} is made of {}", info.instance_type));
+                    }
+                    if l.ultraserver_counts.iter().any(|&c| c == 0 || c > 16) {
+                        return Err(format!("{at}: ultraserver_counts must be within 1..=16"));
+                    }
+                }
+                None if !l.ultraserver_counts.is_empty() => {
+                    return Err(format!("{at}: ultraserver_counts needs ultraserver_type"));
+                }
+                None => {}
+            }
+            for h in &l.health {
+                if !(h.after_start_hours >= 0.0 && h.after_start_hours.is_finite()) {
+                    return Err(format!("{at}: health after_start_hours must be >= 0"));
+                }
+                if !INTERCONNECT_STATUSES.contains(&h.interconnect.as_str()) {
+                    return Err(format!("{at}: health interconnect must be one of {INTERCONNECT_STATUSES:?}"));
+                }
             }
             if l.counts.iter().any(|&c| c == 0 || c > 64) {
                 return Err(format!("{at}: counts must be within 1..=64"));
@@ -322,10 +393,11 @@ impl Scenario {
             if l.price.iter().any(|p| p.usd_per_accelerator_hour <= Decimal::ZERO) {
                 return Err(format!("{at}: prices must be positive"));
             }
+            let product = l.ultraserver_type.as_ref().unwrap_or(&l.instance_type);
             if let Some(sold) = self.region(&l.region).and_then(|r| r.sells.as_ref())
-                && !sold.contains(&l.instance_type)
+                && !sold.contains(product)
             {
-                return Err(format!("{at}: the region's sells list does not include {}", l.instance_type));
+                return Err(format!("{at}: the region's sells list does not include {product}"));
             }
         }
         Ok(())
@@ -350,7 +422,25 @@ impl Scenario {
         }
         match self.region(region).and_then(|r| r.sells.as_ref()) {
             Some(sold) => sold.iter().any(|t| t == instance_type),
-            None => self.market.iter().any(|l| l.region == region && l.instance_type == instance_type),
+            None => self
+                .market
+                .iter()
+                .any(|l| l.region == region && l.instance_type == instance_type && l.ultraserver_type.is_none()),
+        }
+    }
+
+    /// Whether `region` sells the UltraServer type `ultraserver_type` as Capacity Blocks: the
+    /// `sells` list if the region has one, else the UltraServer lines of the region.
+    pub fn sells_ultraserver(&self, region: &str, ultraserver_type: &str) -> bool {
+        if instance_types::ultraserver(ultraserver_type).is_none() {
+            return false;
+        }
+        match self.region(region).and_then(|r| r.sells.as_ref()) {
+            Some(sold) => sold.iter().any(|t| t == ultraserver_type),
+            None => self
+                .market
+                .iter()
+                .any(|l| l.region == region && l.ultraserver_type.as_deref() == Some(ultraserver_type)),
         }
     }
 

@@ -470,6 +470,7 @@ def main():
         check("unknown action: code", "<Code>InvalidAction</Code>" in body, body)
 
     check_real_market(sim, ep)
+    check_ultraservers_and_health(sim, ep)
 
 
 # A market for the behaviours of the real EC2 that the general checks switch off.
@@ -689,6 +690,152 @@ def check_real_market(sim, ep):
         eq("same-day purchase: end", r["EndDate"], t("2026-12-01T11:30:00Z"))
         eq("same-day purchase: fee in state", sim.state()["purchases"][-1]["upfront_fee"], "215.93")
         eq("same-day purchase: paid (payment_delay_hours = 0)", describe_one(ec2, r["CapacityReservationId"])["State"], "scheduled")
+
+
+ULTRA_MARKET = """
+[clock]
+start = "2026-12-01T00:00:00Z"
+[behaviour]
+describe_limit = false
+same_day_offerings = false
+payment_delay_hours = 0.0
+[[regions]]
+name = "us-east-1"
+opted_in_zones = ["us-east-1-dfw-2a"]
+[[market]]
+region = "us-east-1"
+instance_type = "p6e-gb200.36xlarge"
+ultraserver_type = "u-p6e-gb200x72"
+ultraserver_counts = [1, 2]
+azs = ["us-east-1-dfw-2a"]
+zone_type = "local-zone"
+start_days = [1]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "10.00" } ]
+health = [ { after_start_hours = 1.0, interconnect = "impaired", unavailable = 2 } ]
+[[market]]
+region = "us-east-1"
+instance_type = "trn2u.48xlarge"
+ultraserver_type = "u-trn2x64"
+start_days = [1]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
+[[market]]
+region = "us-east-1"
+instance_type = "p5.48xlarge"
+start_days = [1]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "4.00" } ]
+"""
+
+
+def check_ultraservers_and_health(sim, ep):
+    """UltraServer offerings and purchases, the block view, block status and health, reservation
+    states set by EC2, the extension history and a dry-run extension purchase."""
+    eq("ultra: reset", sim.scenario(ULTRA_MARKET)["now"], "2026-12-01T00:00:00Z")
+    ec2 = client(ep)
+    gb, _ = all_offerings(ec2, CapacityDurationHours=24, UltraserverType="u-p6e-gb200x72", UltraserverCount=2)
+    eq("ultra: one offering of 2 x u-p6e-gb200x72", len(gb), 1)
+    if gb:
+        o = gb[0]
+        eq("ultra: UltraserverType", o.get("UltraserverType"), "u-p6e-gb200x72")
+        eq("ultra: UltraserverCount parsed as int", o.get("UltraserverCount"), 2)
+        eq("ultra: instance type", o["InstanceType"], "p6e-gb200.36xlarge")
+        eq("ultra: instances = 2 x 18", o["InstanceCount"], 36)
+        eq("ultra: fee = 10.00 x 4 GPUs x 36 x 24 h", o["UpfrontFee"], "34560.00")
+        eq("ultra: Local Zone", o["ZoneType"], "local-zone")
+    any_kind, _ = all_offerings(ec2, CapacityDurationHours=24)
+    eq("ultra: a search naming no type sees every kind",
+       sorted({o.get("UltraserverType", "-") for o in any_kind}), ["-", "u-p6e-gb200x72", "u-trn2x64"])
+    p5, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="p5.48xlarge")
+    check("ultra: an instance search sees no UltraServer", all("UltraserverType" not in o for o in p5))
+    expect_error("ultra: with InstanceType", "InvalidParameterCombination", 400, ec2.describe_capacity_block_offerings,
+                 CapacityDurationHours=24, UltraserverType="u-trn2x64", InstanceType="trn2u.48xlarge")
+    expect_error("ultra: count without type", "InvalidParameterCombination", 400, ec2.describe_capacity_block_offerings,
+                 CapacityDurationHours=24, UltraserverCount=1)
+    expect_error("ultra: a type not sold", "InvalidParameterValue", 400, ec2.describe_capacity_block_offerings,
+                 CapacityDurationHours=24, UltraserverType="u-p6e-gb200x36")
+    expect_error("ultra: its instances alone are not sold", "InvalidParameterValue", 400, ec2.describe_capacity_block_offerings,
+                 CapacityDurationHours=24, InstanceType="trn2u.48xlarge")
+
+    # A purchase of 2 UltraServers makes two blocks, each one reservation of 18 instances.
+    bought = ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=gb[0]["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX",
+        TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}])
+    blocks = bought.get("CapacityBlocks", [])
+    eq("ultra purchase: two blocks", len(blocks), 2)
+    eq("ultra purchase: each block its UltraServer type", [b.get("UltraserverType") for b in blocks], ["u-p6e-gb200x72"] * 2)
+    rids = [rid for b in blocks for rid in b["CapacityReservationIds"]]
+    eq("ultra purchase: the reservation is the first block's", bought["CapacityReservation"]["CapacityReservationId"], rids[0] if rids else None)
+    eq("ultra purchase: the reservation names its block", bought["CapacityReservation"].get("CapacityBlockId"), blocks[0]["CapacityBlockId"] if blocks else None)
+    res = ec2.describe_capacity_reservations(CapacityReservationIds=rids)["CapacityReservations"]
+    eq("ultra purchase: 18 instances each", [r["TotalInstanceCount"] for r in res], [18, 18])
+    eq("ultra purchase: tags on each", [r["Tags"] for r in res], [[{"Key": "team", "Value": "ml"}]] * 2)
+    cb = ec2.describe_capacity_blocks(CapacityBlockIds=[blocks[0]["CapacityBlockId"]])["CapacityBlocks"]
+    eq("describe blocks: by id", [b["CapacityBlockId"] for b in cb], [blocks[0]["CapacityBlockId"]])
+    eq("describe blocks: state", cb[0]["State"], "scheduled")
+    check("describe blocks: dates parsed", isinstance(cb[0]["StartDate"], dt.datetime))
+    eq("describe blocks: tags", cb[0]["Tags"], [{"Key": "team", "Value": "ml"}])
+    hand = sim.inject(instance_type="trn2u.48xlarge", instance_count=4, ultraserver_type="u-trn2x64",
+                      start="2026-11-30T11:30:00Z", end="2026-12-03T11:30:00Z")
+    p5r = ec2.purchase_capacity_block(CapacityBlockOfferingId=p5[0]["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")["CapacityReservation"]
+    kinds = {f: [b["CapacityBlockId"] for b in ec2.describe_capacity_blocks(Filters=[{"Name": "ultraserver-type", "Values": [f]}])["CapacityBlocks"]]
+             for f in ("instances", "ultraservers")}
+    eq("describe blocks: kinds", (len(kinds["instances"]), len(kinds["ultraservers"])), (1, 3))
+    eq("describe blocks: the p5 block is of instances", kinds["instances"], [p5r["CapacityBlockId"]])
+    expect_error("describe blocks: unknown id", "InvalidCapacityBlockId.NotFound", 400, ec2.describe_capacity_blocks,
+                 CapacityBlockIds=["cb-00000000000000000"])
+    hand_r = describe_one(ec2, hand["reservation_id"])
+    hand_b = ec2.describe_capacity_blocks(CapacityBlockIds=[hand_r["CapacityBlockId"]])["CapacityBlocks"][0]
+    eq("hand-bought UltraServer: type from the block", hand_b.get("UltraserverType"), "u-trn2x64")
+    eq("hand-bought UltraServer: active", hand_b["State"], "active")
+
+    # Status: only the active block (the hand-bought one) has one; asking for a scheduled one fails.
+    st = ec2.describe_capacity_block_status()["CapacityBlockStatuses"]
+    eq("status: active blocks only", [s["CapacityBlockId"] for s in st], [hand_r["CapacityBlockId"]])
+    eq("status: ok", st[0]["InterconnectStatus"], "ok")
+    eq("status: counts", (st[0]["TotalCapacity"], st[0]["TotalAvailableCapacity"], st[0]["TotalUnavailableCapacity"]), (4, 0, 0))
+    expect_error("status: a scheduled block by id", "IncorrectState", 400, ec2.describe_capacity_block_status,
+                 CapacityBlockIds=[blocks[0]["CapacityBlockId"]])
+    h = sim._req("POST", "/_sim/blocks/health", {"capacity_block_id": hand_r["CapacityBlockId"], "interconnect": "impaired", "unavailable": 1})
+    eq("health control: answer", (h["interconnect"], h["unavailable"]), ("impaired", 1))
+    st = ec2.describe_capacity_block_status(CapacityBlockIds=[hand_r["CapacityBlockId"]])["CapacityBlockStatuses"][0]
+    eq("status: impaired", st["InterconnectStatus"], "impaired")
+    eq("status: one unavailable", st["TotalUnavailableCapacity"], 1)
+    eq("status: per reservation", st["CapacityReservationStatuses"][0]["CapacityReservationId"], hand["reservation_id"])
+    running = ec2.describe_instances(Filters=[{"Name": "capacity-reservation-id", "Values": [hand["reservation_id"]]}])["Reservations"]
+    eq("instances: the one taken out is gone", sum(len(r["Instances"]) for r in running), 3)
+    imp = ec2.describe_capacity_block_status(Filters=[{"Name": "interconnect-status", "Values": ["impaired"]}])["CapacityBlockStatuses"]
+    eq("status: interconnect filter", len(imp), 1)
+    # The market line's health step: 1 h after start the GB200 blocks are impaired, 2 out.
+    sim.set_clock("2026-12-02T12:30:00Z")
+    st = {s["CapacityBlockId"]: s for s in ec2.describe_capacity_block_status()["CapacityBlockStatuses"]}
+    got = st.get(blocks[0]["CapacityBlockId"], {})
+    eq("status: scenario step", (got.get("InterconnectStatus"), got.get("TotalUnavailableCapacity"), got.get("TotalCapacity")), ("impaired", 2, 18))
+
+    # States EC2 sets on its own, the unknown one included (botocore keeps the string).
+    for state in ["unavailable", "cancelling", "delayed", "assessing", "some-future-state"]:
+        sim._req("POST", "/_sim/reservations/state", {"reservation_id": p5r["CapacityReservationId"], "state": state})
+        eq(f"state {state}: reservation", describe_one(ec2, p5r["CapacityReservationId"])["State"], state)
+    blk = ec2.describe_capacity_blocks(CapacityBlockIds=[p5r["CapacityBlockId"]])["CapacityBlocks"][0]
+    eq("state: an unknown reservation state leaves the block's lifecycle state", blk["State"], "active")
+    sim._req("POST", "/_sim/reservations/state", {"reservation_id": p5r["CapacityReservationId"], "state": None})
+    eq("state: back to the lifecycle", describe_one(ec2, p5r["CapacityReservationId"])["State"], "active")
+
+    # Extensions: DryRun checks and records nothing; the history reports the payment status.
+    ext = ec2.describe_capacity_block_extension_offerings(CapacityReservationId=p5r["CapacityReservationId"], CapacityBlockExtensionDurationHours=24)["CapacityBlockExtensionOfferings"]
+    eq("extension: one offering", len(ext), 1)
+    if ext:
+        kw = {"CapacityBlockExtensionOfferingId": ext[0]["CapacityBlockExtensionOfferingId"], "CapacityReservationId": p5r["CapacityReservationId"]}
+        expect_error("extension: DryRun", "DryRunOperation", 412, ec2.purchase_capacity_block_extension, DryRun=True, **kw)
+        eq("extension history: empty after the dry run", ec2.describe_capacity_block_extension_history()["CapacityBlockExtensions"], [])
+        sim.behaviour(payment_delay_hours=3.0)
+        ec2.purchase_capacity_block_extension(**kw)
+        hist = ec2.describe_capacity_block_extension_history(CapacityReservationIds=[p5r["CapacityReservationId"]])["CapacityBlockExtensions"]
+        eq("extension history: pending", [x["CapacityBlockExtensionStatus"] for x in hist], ["payment-pending"])
+        eq("extension history: fields", (hist[0]["InstanceType"], hist[0]["CapacityBlockExtensionDurationHours"], hist[0]["UpfrontFee"]), ("p5.48xlarge", 24, ext[0]["UpfrontFee"]))
+        sim._req("POST", "/_sim/clock", {"advance_secs": 3 * 3600})
+        hist = ec2.describe_capacity_block_extension_history(Filters=[{"Name": "capacity-block-extension-status", "Values": ["payment-succeeded"]}])["CapacityBlockExtensions"]
+        eq("extension history: succeeded", len(hist), 1)
+        expect_error("extension history: unknown reservation", "InvalidCapacityReservationId.NotFound", 400,
+                     ec2.describe_capacity_block_extension_history, CapacityReservationIds=["cr-00000000000000000"])
 
 
 if __name__ == "__main__":

@@ -162,6 +162,15 @@ where
         if mode != Mode::Live {
             let msg = announce::extension_decided(b, &offer.id, offer.end, offer.fee, rate, mode);
             let first_time = self.store.enqueue(&alert_notice(&rid, "would-extend", &msg, now)).await?;
+            // Checked with DryRun=true, once per decision, so a permission problem shows now
+            // rather than in the first live run.
+            if first_time && let Err(e) = self.market.check_extension(&b.region, &offer.id, &rid).await {
+                tracing::warn!(event = "extension_dry_run_refused", reservation = %rid, offering = %offer.id, error = %e, "EC2 would refuse this extension");
+                let why = format!("A dry-run PurchaseCapacityBlockExtension of `{}` was refused: {e}", offer.id);
+                self.store
+                    .enqueue(&alert_notice(&rid, "would-extend-refused", &announce::anomaly(b, &why), now))
+                    .await?;
+            }
             return Ok(Some(ExtensionAction::WouldExtend { reservation_id: rid, offering_id: offer.id, first_time }));
         }
         self.buy(b, rule, offer, rate, now).await

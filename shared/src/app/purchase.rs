@@ -20,6 +20,7 @@ use crate::domain::announce;
 use crate::domain::budget::{Intent, Period, charges_for};
 use crate::domain::decision::{Headroom, Priced, check};
 use crate::domain::money::Money;
+use crate::domain::offering::Offering;
 use crate::domain::rule::{Mode, Rule};
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::ports::{
@@ -74,6 +75,17 @@ pub enum Action {
     },
 }
 
+/// What an approval came to.
+#[derive(Debug)]
+pub enum Approval {
+    /// Looked at again and not bought (gone, or above the threshold now): nothing reserved.
+    Refused(String),
+    /// EC2 did not answer the look (still throttled, or failed): nothing reserved.
+    Unanswered(MarketError),
+    /// Sent down the live path with the offering as it is on sale now.
+    Decided { priced: Priced, action: Action },
+}
+
 pub struct Buyer<'a, M: ?Sized, S: ?Sized> {
     pub market: &'a M,
     pub store: &'a S,
@@ -95,6 +107,15 @@ enum Recheck {
     /// Gone, repriced or outside the rule now.
     Changed(String),
     /// EC2 did not answer usefully (throttled, failed): nothing is known, nothing was sent.
+    Unanswered(MarketError),
+}
+
+/// What looking at an offering again found.
+enum Looked {
+    OnSale(Offering),
+    Gone,
+    /// The rule no longer asks a question that could find it.
+    Unaskable(String),
     Unanswered(MarketError),
 }
 
@@ -239,14 +260,49 @@ where
         }
     }
 
-    /// The offering must still be on sale, at a price the rule accepts. A throttled re-check
-    /// is asked again after `recheck_pause`, a few times.
-    async fn recheck(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Recheck {
-        let o = &p.offering;
-        // Ask the question that found it: the rule's duration, not the block's own length
-        // (a same-day closest match is 6 h 35 min for a one-day question).
+    /// Approval: a person said yes to `intent` (a decision `ask` stored). The offering is
+    /// looked at again first: gone, or priced above the rule's threshold now, it is refused
+    /// with nothing reserved; otherwise it is bought at today's price through `live` (which
+    /// re-checks it once more after reserving the budget).
+    pub async fn approve(&self, rule: &Rule, intent: &Intent, now: DateTime<Utc>) -> Result<Approval, StoreError> {
+        let o = &intent.offering;
+        let fresh = match self.look_again(rule, o).await {
+            Looked::OnSale(fresh) => fresh,
+            Looked::Gone => return Ok(Approval::Refused(format!("offering {} is no longer on sale", o.id))),
+            Looked::Unanswered(e) => return Ok(Approval::Unanswered(e)),
+            Looked::Unaskable(why) => return Ok(Approval::Refused(why)),
+        };
+        let acc = intent.accelerators_per_instance;
+        let (Some(per_acc), Some(was)) = (fresh.price_per_accelerator_hour(acc), o.price_per_accelerator_hour(acc))
+        else {
+            return Err(StoreError::Corrupt {
+                key: intent.id.clone(),
+                message: format!("offering {} has no price per accelerator-hour", o.id),
+            });
+        };
+        if per_acc.per_unit > rule.max_price_per_accelerator_hour {
+            return Ok(Approval::Refused(format!(
+                "the price is {} per accelerator-hour (was {} when decided), above rule {}'s threshold {}",
+                per_acc, was, rule.id, rule.max_price_per_accelerator_hour
+            )));
+        }
+        let priced = Priced {
+            per_instance_hour: fresh.price_per_instance_hour(),
+            per_accelerator_hour: per_acc,
+            accelerators_per_instance: acc,
+            offering: fresh,
+        };
+        let action = self.live(rule, &priced, now).await?;
+        Ok(Approval::Decided { priced, action })
+    }
+
+    /// Asks EC2 for `o` again with the question that found it (the rule's duration, not the
+    /// block's own length: a same-day closest match is 6 h 35 min for a one-day question),
+    /// over a start window of one minute either side. A throttled question is asked again
+    /// after `recheck_pause`, a few times.
+    async fn look_again(&self, rule: &Rule, o: &Offering) -> Looked {
         let Some(days) = rule.matching_days(o.total_minutes()) else {
-            return Recheck::Changed("the offering's length no longer matches the rule".into());
+            return Looked::Unaskable("the offering's length no longer matches the rule".into());
         };
         let q = OfferingQuery {
             region: o.region.clone(),
@@ -267,19 +323,29 @@ where
             }
         };
         match answer {
-            Err(e) => Recheck::Unanswered(e),
-            Ok(list) => match list.into_iter().find(|x| x.id == o.id) {
-                None => Recheck::Changed("the offering is no longer on sale".into()),
-                Some(fresh) if fresh.fee != o.fee => {
-                    Recheck::Changed(format!("the price changed from {} to {}", o.fee, fresh.fee))
-                }
-                // Same offering, same fee: the price per accelerator-hour is unchanged, but the
-                // start window moves with time.
-                Some(fresh) => match check(rule, &Priced { offering: fresh, ..p.clone() }, Headroom(o.fee), now) {
+            Err(e) => Looked::Unanswered(e),
+            Ok(list) => list.into_iter().find(|x| x.id == o.id).map_or(Looked::Gone, Looked::OnSale),
+        }
+    }
+
+    /// The offering must still be on sale, at the same fee, within the rule.
+    async fn recheck(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Recheck {
+        let o = &p.offering;
+        match self.look_again(rule, o).await {
+            Looked::Unaskable(why) => Recheck::Changed(why),
+            Looked::Unanswered(e) => Recheck::Unanswered(e),
+            Looked::Gone => Recheck::Changed("the offering is no longer on sale".into()),
+            Looked::OnSale(fresh) if fresh.fee != o.fee => {
+                Recheck::Changed(format!("the price changed from {} to {}", o.fee, fresh.fee))
+            }
+            // Same offering, same fee: the price per accelerator-hour is unchanged, but the
+            // start window moves with time.
+            Looked::OnSale(fresh) => {
+                match check(rule, &Priced { offering: fresh, ..p.clone() }, Headroom(o.fee), now) {
                     None => Recheck::Confirmed,
                     Some(why) => Recheck::Changed(format!("the offering no longer meets the rule: {why:?}")),
-                },
-            },
+                }
+            }
         }
     }
 

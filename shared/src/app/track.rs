@@ -60,6 +60,8 @@ pub struct TrackReport {
     pub moved: Vec<Moved>,
     pub warnings: Vec<String>,
     pub anomalies: Vec<String>,
+    /// Blocks announced in a state off their path (`reservation#state`).
+    pub checks: Vec<String>,
     pub released_budgets: Vec<String>,
     pub adopted: Vec<String>,
     pub settled: Vec<Settled>,
@@ -192,6 +194,17 @@ where
                 tracing::warn!(event = "block_anomaly", reservation = %b.reservation_id, %why, "EC2 disagrees with the store");
                 if self.enqueue(b, "anomaly", &announce::anomaly(b, &why), now).await? {
                     report.anomalies.push(b.reservation_id.clone());
+                }
+                Ok(())
+            }
+            Step::Check { ec2_state } => {
+                // Once per (state, capblock's state): a block that goes unavailable while
+                // scheduled and again once active is announced twice, a state seen on every
+                // run once.
+                let milestone = format!("ec2-state-{ec2_state}-while-{}", b.state);
+                if self.enqueue(b, &milestone, &announce::ec2_state(b, &ec2_state), now).await? {
+                    tracing::warn!(event = "block_state_check", reservation = %b.reservation_id, state = %ec2_state, "EC2 reports a state off the block's path");
+                    report.checks.push(format!("{}#{ec2_state}", b.reservation_id));
                 }
                 Ok(())
             }

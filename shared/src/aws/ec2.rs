@@ -451,6 +451,34 @@ impl ExtensionMarket for Ec2Market {
         Ok(out)
     }
 
+    async fn check_extension(
+        &self,
+        region: &Region,
+        offering_id: &str,
+        reservation_id: &str,
+    ) -> Result<(), MarketError> {
+        const OP: &str = "PurchaseCapacityBlockExtension";
+        // DryRun buys nothing; still one attempt, like the real call.
+        let result = self
+            .once(region)
+            .purchase_capacity_block_extension()
+            .capacity_block_extension_offering_id(offering_id)
+            .capacity_reservation_id(reservation_id)
+            .dry_run(true)
+            .send()
+            .await;
+        match result {
+            Err(e) if e.code() == Some("DryRunOperation") => Ok(()),
+            Err(e) => Err(classify(OP, region, e)),
+            // EC2 never answers a dry run with success; if it did, something was bought.
+            Ok(_) => Err(MarketError::Unknown {
+                operation: OP,
+                region: region.to_string(),
+                message: "EC2 answered a DryRun extension purchase with success".into(),
+            }),
+        }
+    }
+
     async fn purchase_extension(
         &self,
         region: &Region,

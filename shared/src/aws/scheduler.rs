@@ -50,6 +50,22 @@ fn failed<E: ProvideErrorMetadata + std::error::Error + 'static>(what: &str, nam
     ReminderError::Failed(format!("{what} {name}: {}", DisplayErrorContext(&e)))
 }
 
+/// The settings a reminder schedule is created and updated with (the two SDK builders are
+/// different types with the same setters).
+macro_rules! schedule {
+    ($this:expr, $w:expr, $builder:expr) => {
+        $builder
+            .name(&$w.name)
+            .group_name(&$this.group)
+            .schedule_expression(&$w.expression)
+            .schedule_expression_timezone("UTC")
+            .flexible_time_window(Self::window()?)
+            .action_after_completion(ActionAfterCompletion::Delete)
+            .target($this.target(&$w.input)?)
+            .description("capblock checkpoint reminder")
+    };
+}
+
 impl SchedulerReminders {
     pub fn new(client: Client, group: String, target_arn: String, role_arn: String, leads: Vec<Duration>) -> Self {
         SchedulerReminders { client, group, target_arn, role_arn, leads }
@@ -100,19 +116,7 @@ impl SchedulerReminders {
     }
 
     async fn create(&self, w: &Wanted) -> Result<(), ReminderError> {
-        let result = self
-            .client
-            .create_schedule()
-            .name(&w.name)
-            .group_name(&self.group)
-            .schedule_expression(&w.expression)
-            .schedule_expression_timezone("UTC")
-            .flexible_time_window(Self::window()?)
-            .action_after_completion(ActionAfterCompletion::Delete)
-            .target(self.target(&w.input)?)
-            .description("capblock checkpoint reminder")
-            .send()
-            .await;
+        let result = schedule!(self, w, self.client.create_schedule()).send().await;
         match result {
             Ok(_) => Ok(()),
             // Another sync created it between our get and create: settle it with an update.
@@ -122,16 +126,7 @@ impl SchedulerReminders {
     }
 
     async fn update(&self, w: &Wanted) -> Result<(), ReminderError> {
-        self.client
-            .update_schedule()
-            .name(&w.name)
-            .group_name(&self.group)
-            .schedule_expression(&w.expression)
-            .schedule_expression_timezone("UTC")
-            .flexible_time_window(Self::window()?)
-            .action_after_completion(ActionAfterCompletion::Delete)
-            .target(self.target(&w.input)?)
-            .description("capblock checkpoint reminder")
+        schedule!(self, w, self.client.update_schedule())
             .send()
             .await
             .map(|_| ())

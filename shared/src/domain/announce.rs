@@ -477,6 +477,27 @@ pub fn anomaly(b: &Block, what: &str) -> SlackMessage {
     )
 }
 
+/// EC2 reports a state that is not on a block's path: what it means, and what to look at.
+pub fn ec2_state(b: &Block, state: &str) -> SlackMessage {
+    let meaning = match state {
+        "unavailable" => "EC2 reports the block unavailable: its capacity cannot be used right now.",
+        "cancelling" => "EC2 is cancelling the block.",
+        "delayed" => "EC2 reports the block delayed: its capacity is not delivered yet.",
+        "assessing" => "EC2 is assessing the block.",
+        _ => "EC2 reports a state capblock does not know.",
+    };
+    tracked(
+        b,
+        "ec2-state",
+        format!("Check this block: EC2 reports it `{state}`"),
+        format!("{meaning}\n{}", tracked_line(b)),
+        vec![
+            "Look at the reservation in the EC2 console; capblock keeps tracking it and says so again if the state changes.".into(),
+        ],
+        format!("{} is {state}", b.reservation_id),
+    )
+}
+
 /// A reservation capblock did not record is now tracked.
 pub fn tracking(b: &Block, state: &str, tagged: bool) -> SlackMessage {
     let why = if tagged {

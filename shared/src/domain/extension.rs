@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::block::Block;
 use super::budget::{BudgetCharge, RESERVED_GRACE, SENT_GRACE};
-use super::lifecycle::{BlockState, payment_deadline};
+use super::lifecycle::{BlockState, extension_payment_deadline};
 use super::money::{Money, Rate};
 use super::rule::Extend;
 
@@ -156,7 +156,7 @@ pub fn settlement(x: &ExtensionIntent, b: &Block, observed: bool, now: DateTime<
         }
     } else if !b.state.is_final() && !observed {
         Settlement::Unobserved
-    } else if now >= payment_deadline(sent_at, x.offer.start) + SENT_GRACE {
+    } else if now >= extension_payment_deadline(sent_at, x.offer.start) + SENT_GRACE {
         Settlement::Release("the end did not move by the payment deadline")
     } else if b.state.is_final() {
         Settlement::Release("the block ended")

@@ -87,6 +87,15 @@ pub fn payment_deadline(purchased_at: DateTime<Utc>, start: DateTime<Utc>) -> Da
     (purchased_at + PAYMENT_WINDOW).min(start - PAYMENT_CUTOFF_BEFORE_START)
 }
 
+/// An extension is released unless paid within 12 hours of its purchase or by 35 minutes
+/// before the block's scheduled end (its end before the extension), whichever comes first
+/// (capacity-blocks.md, "Extensions"): min(sent + 12 h, end - 35 min).
+pub const EXTENSION_CUTOFF_BEFORE_END: Duration = Duration::minutes(35);
+
+pub fn extension_payment_deadline(sent_at: DateTime<Utc>, block_end: DateTime<Utc>) -> DateTime<Utc> {
+    (sent_at + PAYMENT_WINDOW).min(block_end - EXTENSION_CUTOFF_BEFORE_END)
+}
+
 /// When EC2 begins terminating the block's instances: when unsaved work is lost.
 pub fn termination_time(end: DateTime<Utc>, ultraserver: bool) -> DateTime<Utc> {
     end - if ultraserver { ULTRASERVER_TERMINATION_LEAD } else { TERMINATION_LEAD }
@@ -113,6 +122,10 @@ pub enum Step {
     /// EC2 says something we cannot place (e.g. "not found" before the end): keep the block,
     /// report it, look again next run.
     Anomaly(String),
+    /// EC2 reports a state that is not on a block's path (unavailable, cancelling, delayed,
+    /// assessing, or one capblock does not know): the block stays as it is, and a person is
+    /// told, so a block is never left silently.
+    Check { ec2_state: String },
 }
 
 /// Decides what an observation means for a block in `current` state ending at `end`.
@@ -126,7 +139,7 @@ pub fn step(current: BlockState, end: DateTime<Utc>, observed: &Observed, now: D
         Observed::NotFound if now >= end => Step::Move { to: BlockState::Expired, end },
         Observed::NotFound => Step::Anomaly(format!("EC2 does not know the reservation, yet it ends only at {end}")),
         Observed::Found { state, end: new_end } => match BlockState::from_ec2(state) {
-            None => Step::Stay,
+            None => Step::Check { ec2_state: state.clone() },
             Some(to) if to == current && *new_end == end => Step::Stay,
             Some(to) if to == current => Step::Move { to, end: *new_end },
             Some(to) if to.rank() > current.rank() || to.is_final() => Step::Move { to, end: *new_end },
@@ -142,6 +155,14 @@ mod tests {
 
     fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()
+    }
+
+    #[test]
+    fn extension_deadline_is_twelve_hours_or_35_minutes_before_the_end() {
+        // Bought 2 days ahead of the end: 12 h after the purchase.
+        assert_eq!(extension_payment_deadline(t(1, 9, 0), t(3, 11, 30)), t(1, 21, 0));
+        // Bought 3 h before the end: 35 minutes before it (not 5, as for a block's start).
+        assert_eq!(extension_payment_deadline(t(3, 8, 30), t(3, 11, 30)), t(3, 10, 55));
     }
 
     #[test]
@@ -168,6 +189,20 @@ mod tests {
     }
 
     #[test]
+    fn states_off_the_path_are_checked_never_ignored() {
+        let end = t(5, 11, 30);
+        for s in ["unavailable", "cancelling", "delayed", "assessing", "pending", "some-future-state"] {
+            assert_eq!(
+                step(BlockState::Active, end, &found(s, end), t(4, 0, 0)),
+                Step::Check { ec2_state: s.into() },
+                "{s}"
+            );
+        }
+        // A block capblock holds as final stays final.
+        assert_eq!(step(BlockState::Expired, end, &found("unavailable", end), t(6, 0, 0)), Step::Stay);
+    }
+
+    #[test]
     fn forward_transitions() {
         let end = t(10, 11, 30);
         let now = t(2, 0, 0);
@@ -182,7 +217,7 @@ mod tests {
         assert_eq!(step(Scheduled, end, &found("active", end), now), Step::Move { to: Active, end });
         assert_eq!(step(Active, end, &found("expired", end), now), Step::Move { to: Expired, end });
         assert_eq!(step(Active, end, &found("cancelled", end), now), Step::Move { to: Released, end });
-        assert_eq!(step(Active, end, &found("assessing", end), now), Step::Stay);
+        assert_eq!(step(Active, end, &found("assessing", end), now), Step::Check { ec2_state: "assessing".into() });
     }
 
     #[test]

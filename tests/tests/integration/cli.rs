@@ -84,6 +84,24 @@ impl Drop for Cli {
     }
 }
 
+/// Bad pacing or budget arguments are bad input (exit 2, the flag named), and nothing is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_scan_arguments_exit_2_naming_the_flag() {
+    let c = Cli::new("cli-bad-scan-args").await;
+    c.put_rule(&rule_toml("west", "dry-run", "3.00")).await;
+    for (args, flag) in [
+        (["--share", "2"], "--share"),
+        (["--refill-seconds", "0"], "--refill-seconds"),
+        (["--ask-seconds", "nan"], "--ask-seconds"),
+        (["--account-budget", "lots"], "--account-budget"),
+    ] {
+        let out = c.run(&["scan", args[0], args[1]]).await;
+        assert_eq!(out.code, 2, "{args:?}: {}{}", out.stdout, out.stderr);
+        assert!(out.stderr.contains(flag), "{args:?}: {}", out.stderr);
+    }
+    assert!(c.sim.purchases().await.is_empty(), "nothing bought");
+}
+
 /// A live scan or an approval never runs at a `--time` off the clock: the budget month would be
 /// the wrong one (issue 15: a month back bought a second block for a one-a-month rule).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

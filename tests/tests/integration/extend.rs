@@ -564,7 +564,8 @@ async fn dry_run_announces_once(x: X) {
         t.contains("Would extend (dry run)") && t.contains("480.00 USD") && t.contains("Sat 2026-12-05 11:30 UTC"),
         "{t}"
     );
-    assert_eq!(x.extension_calls().await, 0, "no extension purchase, not even one");
+    // One PurchaseCapacityBlockExtension with DryRun=true (the permission check), nothing bought.
+    assert_eq!(x.extension_calls().await, 1, "one dry-run call");
     assert!(x.ec2_extensions().await.is_empty());
     assert!(x.intents().await.is_empty(), "no intent");
     assert_eq!(x.budget().await, (dec!(576), dec!(576)), "nothing reserved");

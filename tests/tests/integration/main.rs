@@ -12,3 +12,4 @@ mod scan;
 mod sim_wire;
 mod store;
 mod track;
+mod ultraserver_wire;

@@ -290,3 +290,47 @@ async fn a_failed_payment_releases_the_budget_and_the_rule_rebuys() {
     assert_eq!(h.sim.purchases().await.len(), 2);
     assert_eq!(usage(&h).await.purchases, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_state_off_the_path_is_announced_once_per_change() {
+    let (h, id) = paid_block("states", None, "").await;
+    assert_eq!(event_types(&h.aws.alerts().await), ["payment-succeeded"]);
+    let set = |state: &str| {
+        let body = if state == "null" {
+            format!(r#"{{"reservation_id": "{id}", "state": null}}"#)
+        } else {
+            format!(r#"{{"reservation_id": "{id}", "state": "{state}"}}"#)
+        };
+        let sim = &h.sim;
+        async move { sim.control("POST", "/_sim/reservations/state", &body).await }
+    };
+    for state in ["unavailable", "cancelling", "delayed", "assessing", "some-future-state"] {
+        set(state).await;
+        let report = h.track().await;
+        assert_eq!(report.checks, [format!("{id}#{state}")], "{report:#?}");
+        let alerts = h.aws.alerts().await;
+        assert_eq!(event_types(&alerts), ["ec2-state"], "{state}");
+        assert!(
+            text(&alerts[0]).contains(&format!("Check this block: EC2 reports it `{state}`")),
+            "{}",
+            text(&alerts[0])
+        );
+        assert_eq!(alerts[0].body["metadata"]["threadId"], id.as_str());
+        // The same state on the next runs: nothing more; the block is left as it was.
+        assert!(h.track().await.checks.is_empty());
+        assert!(h.aws.alerts().await.is_empty());
+        assert_eq!(h.block(&id).await.state, BlockState::Scheduled);
+    }
+    // Back on its path: tracked as before, in silence.
+    set("null").await;
+    let report = h.track().await;
+    assert!(report.checks.is_empty() && report.moved.is_empty(), "{report:#?}");
+    assert!(h.aws.alerts().await.is_empty());
+    // Once active, unavailable again is a new change: announced once more.
+    h.sim.control("POST", "/_sim/clock", r#"{"set": "2026-12-03T11:30:00Z"}"#).await;
+    h.track().await;
+    assert_eq!(event_types(&h.aws.alerts().await), ["delivered"]);
+    set("unavailable").await;
+    assert_eq!(h.track().await.checks.len(), 1);
+    assert_eq!(event_types(&h.aws.alerts().await), ["ec2-state"]);
+}

@@ -1,5 +1,6 @@
 //! DescribeCapacityBlockExtensionOfferings and PurchaseCapacityBlockExtension.
 
+use super::blocks::write_extension;
 use super::reservations::visible;
 use super::{Ctx, Output, dry_run, require_supported};
 use crate::market::{self, ExtensionBase, ExtensionOffering};
@@ -112,20 +113,9 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
     };
     tracing::info!(reservation = %reservation_id, offering = %o.id, hours = o.duration_hours, "capacity block extension purchased");
     let mut x = Xml::new();
-    x.set("capacityBlockExtensionSet", std::slice::from_ref(&ext), |x, e| {
-        x.leaf("capacityReservationId", &e.reservation_id)
-            .leaf("instanceType", &o.instance_type)
-            .num("instanceCount", o.instance_count)
-            .leaf("availabilityZone", &o.availability_zone)
-            .leaf("capacityBlockExtensionOfferingId", &e.offering_id)
-            .num("capacityBlockExtensionDurationHours", e.duration_hours)
-            .leaf("capacityBlockExtensionStatus", e.status(ctx.now))
-            .time("capacityBlockExtensionPurchaseDate", e.purchased)
-            .time("capacityBlockExtensionStartDate", e.start)
-            .time("capacityBlockExtensionEndDate", e.end)
-            .leaf("upfrontFee", e.upfront_fee.to_string())
-            .leaf("currencyCode", &e.currency);
-    });
+    if let Some(r) = w.reservation(&reservation_id) {
+        x.set("capacityBlockExtensionSet", std::slice::from_ref(&ext), |x, e| write_extension(x, e, r, ctx.now));
+    }
     w.extensions.push(ext);
 
     let drop_response = w.behaviour.drop_extension_purchase_response;

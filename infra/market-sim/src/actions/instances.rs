@@ -101,10 +101,9 @@ pub fn describe_instances(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<St
     // One EC2 "reservation" (launch) per active capacity block; instances carry no tags.
     let mut groups: Vec<(&Reservation, Vec<String>)> = Vec::new();
     for r in w.reservations.iter().filter(|r| r.region == ctx.region) {
-        if r.state(ctx.now, &w.extensions) != "active" {
-            continue;
-        }
-        let instances: Vec<String> = (0..r.instance_count)
+        let state = r.state(ctx.now, &w.extensions);
+        // Instances taken out of the block (unavailable capacity) are gone.
+        let instances: Vec<String> = (0..r.running(&state, ctx.now))
             .map(|i| instance_id(&r.id, i))
             .filter(|iid| ids.is_empty() || ids.contains(iid))
             .filter(|iid| {

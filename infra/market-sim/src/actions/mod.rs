@@ -1,6 +1,7 @@
 //! EC2 actions. Each handler validates its parameters, applies DryRun, reads or changes the
 //! world and returns the XML body that goes inside `<{Action}Response>`.
 
+mod blocks;
 mod extensions;
 mod filters;
 mod instances;
@@ -9,6 +10,8 @@ mod purchase;
 mod reservations;
 
 use chrono::{DateTime, Utc};
+
+pub use purchase::block_id;
 
 use crate::wire::error::ApiError;
 use crate::wire::query::Params;
@@ -44,6 +47,9 @@ pub const ACTIONS: &[&str] = &[
     "PurchaseCapacityBlockExtension",
     "DescribeInstanceTypes",
     "DescribeInstances",
+    "DescribeCapacityBlocks",
+    "DescribeCapacityBlockStatus",
+    "DescribeCapacityBlockExtensionHistory",
 ];
 
 pub fn dispatch(w: &mut World, region: &str, action: &str, p: &Params) -> Result<Output, ApiError> {
@@ -57,10 +63,24 @@ pub fn dispatch(w: &mut World, region: &str, action: &str, p: &Params) -> Result
         "PurchaseCapacityBlockExtension" => extensions::purchase(w, &ctx, p),
         "DescribeInstanceTypes" => instances::describe_instance_types(w, &ctx, p).map(Output::from),
         "DescribeInstances" => instances::describe_instances(w, &ctx, p).map(Output::from),
+        "DescribeCapacityBlocks" => guarded(w, &ctx, p, blocks::describe_blocks),
+        "DescribeCapacityBlockStatus" => guarded(w, &ctx, p, blocks::describe_status),
+        "DescribeCapacityBlockExtensionHistory" => guarded(w, &ctx, p, blocks::describe_extension_history),
         other => {
             Err(ApiError::client("InvalidAction", format!("The action {other} is not valid for this web service.")))
         }
     }
+}
+
+/// A capacity-block action that only reads: refused where the region does not support them.
+fn guarded(
+    w: &mut World,
+    ctx: &Ctx<'_>,
+    p: &Params,
+    f: fn(&mut World, &Ctx<'_>, &Params) -> Result<String, ApiError>,
+) -> Result<Output, ApiError> {
+    require_supported(w, ctx)?;
+    f(w, ctx, p).map(Output::from)
 }
 
 /// Capacity-block actions are refused in regions the scenario marks unsupported.

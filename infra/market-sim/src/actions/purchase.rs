@@ -1,5 +1,8 @@
 //! PurchaseCapacityBlock. Like the real API it has no ClientToken: every successful call buys.
 
+use rust_decimal::{Decimal, RoundingStrategy};
+
+use super::blocks::write_block;
 use super::reservations::write_reservation;
 use super::{Ctx, Output, dry_run, require_supported};
 use crate::market;
@@ -89,50 +92,58 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
             })?;
     dry_run(p)?;
 
-    let id = w.new_id("cr-");
-    let res = Reservation {
-        id,
-        region: ctx.region.to_string(),
-        availability_zone: offering.availability_zone.clone(),
-        instance_type: offering.instance_type.clone(),
-        instance_platform: platform,
-        instance_count: offering.instance_count,
-        start: offering.start,
-        original_end: offering.end,
-        created: ctx.now,
-        tags,
-        upfront_fee: offering.upfront_fee,
-        currency: offering.currency.clone(),
-        offering_id: Some(offering.id.clone()),
-        payment: Payment {
-            outcome: offering.payment.unwrap_or(w.behaviour.payment),
-            delay_hours: w.behaviour.payment_delay_hours,
-            explicit: false,
-        },
-        injected: false,
-        state_override: None,
+    // One capacity block (and reservation) per purchase, except UltraServers: EC2 documents that
+    // "for Trn2u instances, a capacity block ID refers to an EC2 UltraServer", so a purchase of
+    // N UltraServers makes N blocks, each one reservation of one UltraServer's instances (the
+    // harsher reading: a client must read every block of the answer). The fee is split
+    // evenly, the cents left over go to the first.
+    let (parts, each) = match &offering.ultraserver {
+        Some(u) => (u.count, u.instances_each),
+        None => (1, offering.instance_count),
     };
-    tracing::info!(reservation = %res.id, offering = %offering.id, fee = %res.upfront_fee, "capacity block purchased");
+    let share = (offering.upfront_fee / Decimal::from(parts)).round_dp_with_strategy(2, RoundingStrategy::ToZero);
+    let mut bought = Vec::new();
+    for part in 0..parts {
+        let id = w.new_id("cr-");
+        let mut fee = if part == 0 { offering.upfront_fee - share * Decimal::from(parts - 1) } else { share };
+        fee.rescale(2);
+        bought.push(Reservation {
+            capacity_block_id: block_id(&id),
+            id,
+            region: ctx.region.to_string(),
+            availability_zone: offering.availability_zone.clone(),
+            instance_type: offering.instance_type.clone(),
+            instance_platform: platform.clone(),
+            instance_count: each,
+            start: offering.start,
+            original_end: offering.end,
+            created: ctx.now,
+            tags: tags.clone(),
+            upfront_fee: fee,
+            currency: offering.currency.clone(),
+            offering_id: Some(offering.id.clone()),
+            payment: Payment {
+                outcome: offering.payment.unwrap_or(w.behaviour.payment),
+                delay_hours: w.behaviour.payment_delay_hours,
+                explicit: false,
+            },
+            injected: false,
+            state_override: None,
+            ultraserver_type: offering.ultraserver.as_ref().map(|u| u.ultraserver_type.clone()),
+            health_steps: offering.health.clone(),
+            health_override: None,
+        });
+    }
+    for res in &bought {
+        tracing::info!(reservation = %res.id, offering = %offering.id, fee = %res.upfront_fee, "capacity block purchased");
+    }
 
     let mut x = Xml::new();
     x.open("capacityReservation");
-    write_reservation(&mut x, &res, w, ctx.now);
+    write_reservation(&mut x, &bought[0], w, ctx.now);
     x.close("capacityReservation");
-    let state = res.state(ctx.now, &w.extensions);
-    x.set("capacityBlockSet", std::slice::from_ref(&res), |x, r| {
-        x.leaf("capacityBlockId", block_id(&r.id))
-            .leaf("availabilityZone", &r.availability_zone)
-            // A list of plain strings: the value goes directly inside <item>.
-            .set("capacityReservationIdSet", std::slice::from_ref(&r.id), |x, id| {
-                x.text(id);
-            })
-            .time("startDate", r.start)
-            .time("endDate", r.original_end)
-            .time("createDate", r.created)
-            .leaf("state", &state)
-            .tags("tagSet", &r.tags);
-    });
-    w.reservations.push(res);
+    x.set("capacityBlockSet", &bought, |x, r| write_block(x, r, w, ctx.now));
+    w.reservations.extend(bought);
 
     let drop_response = w.behaviour.drop_purchase_response;
     if drop_response {

@@ -43,7 +43,7 @@ pub fn write_reservation(x: &mut Xml, r: &Reservation, w: &World, now: DateTime<
         .leaf("availabilityZone", &r.availability_zone)
         .leaf("tenancy", "default")
         .num("totalInstanceCount", r.instance_count)
-        .num("availableInstanceCount", r.available_instance_count(&state))
+        .num("availableInstanceCount", r.available_instance_count(&state, now))
         .leaf("ebsOptimized", "true")
         .leaf("ephemeralStorage", "false")
         .leaf("state", &state)
@@ -53,7 +53,8 @@ pub fn write_reservation(x: &mut Xml, r: &Reservation, w: &World, now: DateTime<
         .leaf("instanceMatchCriteria", "targeted")
         .time("createDate", r.created)
         .tags("tagSet", &r.tags)
-        .leaf("reservationType", "capacity-block");
+        .leaf("reservationType", "capacity-block")
+        .leaf("capacityBlockId", &r.capacity_block_id);
 }
 
 /// A reservation that DescribeCapacityReservations still knows in this region.

@@ -129,11 +129,8 @@ impl DynamoStore {
             Ok(()) => Ok(()),
             Err(TxError::Store(e)) => Err(e.into()),
             Err(TxError::Cancelled(codes)) => {
-                if failed_at(&codes, 0) {
-                    return Err(ReserveError::AlreadyExists);
-                }
-                if failed_at(&codes, 1) {
-                    return Err(ReserveError::RuleBusy);
+                if let Some(e) = record_or_guard_failed(&codes) {
+                    return Err(e);
                 }
                 match x.charges.iter().enumerate().find(|(i, _)| failed_at(&codes, i + 2)) {
                     Some((_, c)) => Err(ReserveError::OverBudget(c.owner.key())),

@@ -62,11 +62,8 @@ impl Ledger for DynamoStore {
             Ok(()) => Ok(()),
             Err(TxError::Store(e)) => Err(e.into()),
             Err(TxError::Cancelled(codes)) => {
-                if failed_at(&codes, 0) {
-                    return Err(ReserveError::AlreadyExists);
-                }
-                if failed_at(&codes, 1) {
-                    return Err(ReserveError::RuleBusy);
+                if let Some(e) = record_or_guard_failed(&codes) {
+                    return Err(e);
                 }
                 for (i, c) in charges.iter().enumerate() {
                     if failed_at(&codes, i + 2) {

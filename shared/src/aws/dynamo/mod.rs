@@ -335,6 +335,18 @@ fn failed_at(codes: &[String], i: usize) -> bool {
     codes.get(i).is_some_and(|c| c == "ConditionalCheckFailed")
 }
 
+/// A reserve transaction (purchase or extension) puts its record first and takes its guard
+/// second, then charges the budgets: the refusal its first two steps stand for, if either failed.
+fn record_or_guard_failed(codes: &[String]) -> Option<ReserveError> {
+    if failed_at(codes, 0) {
+        Some(ReserveError::AlreadyExists)
+    } else if failed_at(codes, 1) {
+        Some(ReserveError::RuleBusy)
+    } else {
+        None
+    }
+}
+
 enum TxError {
     Cancelled(Vec<String>),
     Store(StoreError),

@@ -27,20 +27,22 @@ fn reservation(tags: &[(&str, &str)]) -> Reservation {
     }
 }
 
+/// What was bought to get `reservation(&[])`: the same block, for 3072 USD.
 fn offering(ultraserver: bool) -> Offering {
+    let r = reservation(&[]);
     Offering {
         id: "cb-1".into(),
-        region: "us-east-1".parse().unwrap(),
-        availability_zone: "us-east-1a".into(),
-        instance_type: "p5.48xlarge".parse().unwrap(),
-        instance_count: 2,
-        start: t(3, 11, 30),
-        end: t(5, 11, 30),
         duration_hours: 48,
         duration_minutes: 0,
         fee: Money::usd(dec!(3072)).unwrap(),
         ultraserver,
         local_zone: false,
+        region: r.region,
+        availability_zone: r.availability_zone,
+        instance_type: r.instance_type,
+        instance_count: r.instance_count,
+        start: r.start,
+        end: r.end,
     }
 }
 

@@ -1,6 +1,5 @@
 use super::*;
 use crate::domain::names::Region;
-use crate::domain::offering::RawOffering;
 use chrono::{Duration, TimeZone};
 use rust_decimal_macros::dec;
 
@@ -29,25 +28,20 @@ start_window = { earliest_in_days = 1, latest_in_days = 10 }
 /// An offering priced at `per_gpu_hour` for 1 x p5.48xlarge (8 GPUs) over 1 day.
 fn offer(id: &str, region: &str, per_gpu_hour: Decimal, start_day: i64) -> Offering {
     let start = now() + Duration::days(start_day) + Duration::minutes(11 * 60 + 30);
-    let fee = per_gpu_hour * dec!(8) * dec!(24);
-    Offering::parse(
-        &region.parse::<Region>().unwrap(),
-        RawOffering {
-            offering_id: Some(id.into()),
-            instance_type: Some("p5.48xlarge".into()),
-            availability_zone: Some(format!("{region}a")),
-            instance_count: Some(1),
-            start_date: Some(start),
-            end_date: Some(start + Duration::days(1)),
-            duration_hours: Some(24),
-            duration_minutes: Some(0),
-            upfront_fee: Some(fee.to_string()),
-            currency_code: Some("USD".into()),
-            ultraserver_type: None,
-            zone_type: None,
-        },
-    )
-    .unwrap()
+    Offering {
+        id: id.into(),
+        region: region.parse::<Region>().unwrap(),
+        availability_zone: format!("{region}a"),
+        instance_type: "p5.48xlarge".parse().unwrap(),
+        instance_count: 1,
+        start,
+        end: start + Duration::days(1),
+        duration_hours: 24,
+        duration_minutes: 0,
+        fee: Money::usd(per_gpu_hour * dec!(8) * dec!(24)).unwrap(),
+        ultraserver: false,
+        local_zone: false,
+    }
 }
 
 fn budget(amount: Decimal) -> Headroom {

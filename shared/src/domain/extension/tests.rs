@@ -71,10 +71,12 @@ fn a_reserved_record_is_released_after_its_grace() {
 
 #[test]
 fn a_sent_record_waits_for_its_payment_deadline_and_for_ec2() {
-    // Sent 3 h before the end at at(0): its payment deadline is the offer's start minus 5 min.
+    // Sent 3 h before the end at at(0): its payment deadline is 35 minutes before the block's
+    // scheduled end (the offer's start), not the 5 minutes a block's own payment has.
     let x = record(ExtensionState::Sent, at(-3));
     let b = block(BlockState::Active, at(0));
-    let deadline = payment_deadline(at(-3), x.offer.start);
+    let deadline = extension_payment_deadline(at(-3), x.offer.start);
+    assert_eq!(deadline, x.offer.start - Duration::minutes(35));
     assert_eq!(settlement(&x, &b, true, deadline), Settlement::Wait);
     assert_eq!(
         settlement(&x, &b, true, deadline + SENT_GRACE),

@@ -1,0 +1,125 @@
+//! `capblock backtest`: replay a rule over a price history.
+
+use capblock_shared::domain::backtest::{Sample, backtest};
+use capblock_shared::ports::{Observation, ObservationStore};
+use chrono::{DateTime, Utc};
+use clap::Args;
+
+use super::history::bounds;
+use crate::context::{CliError, CliResult, load_rule, store};
+use crate::table::{self, when};
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  \
+capblock backtest --rule my-rule.toml --history prices.json --json\n\n\
+The history is replayed scan by scan (each distinct observation time): the rule decides over the \
+offerings seen then, exactly as the scan does, with its monthly budget, max_purchases_per_month and \
+max_blocks_held applied (a block is held from its purchase to its end).\n\
+--history takes a JSON array of observations ({\"offering\": {...}, \"accelerators_per_instance\": 8, \
+\"seen_at\": \"...\"}), e.g. `capblock history --json` turned back into observations; without it the \
+stored history of the rule's regions and types is used.\n\
+Exit codes: 0 replayed (whether or not anything was bought), 1 store failure, 2 bad input (invalid \
+rule or history file), 3 no history.")]
+pub struct BacktestArgs {
+    /// The rule file to test.
+    #[arg(long)]
+    rule: String,
+    /// A JSON file with an array of observations, instead of the stored history.
+    #[arg(long)]
+    history: Option<String>,
+    /// Earliest stored observation to use (RFC 3339).
+    #[arg(long)]
+    from: Option<DateTime<Utc>>,
+    /// Latest stored observation to use (RFC 3339).
+    #[arg(long)]
+    to: Option<DateTime<Utc>>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A history file: a JSON array of observations.
+fn read_history(path: &str) -> Result<Vec<Observation>, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| CliError::Invalid(format!("{path}: {e}")))?;
+    serde_json::from_str(&text).map_err(|e| CliError::Invalid(format!("{path}: not a JSON array of observations: {e}")))
+}
+
+pub async fn run(a: BacktestArgs) -> CliResult {
+    let rule = load_rule(&a.rule)?;
+    let observations: Vec<Observation> = match &a.history {
+        Some(path) => read_history(path)?,
+        None => {
+            let (from, to) = bounds(a.from, a.to);
+            let store = store().await?;
+            let mut all = Vec::new();
+            for r in &rule.regions {
+                for t in &rule.instance_types {
+                    all.extend(store.history(r, t, from, to).await?);
+                }
+            }
+            all
+        }
+    };
+    if observations.is_empty() {
+        return Err(CliError::NotFound(format!("no price history for rule {:?}: nothing to replay", rule.id)));
+    }
+    let samples: Vec<Sample> = observations
+        .into_iter()
+        .map(|o| Sample {
+            seen_at: o.seen_at,
+            offering: o.offering,
+            accelerators_per_instance: o.accelerators_per_instance,
+        })
+        .collect();
+    let report = backtest(&rule, &samples);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "rule {} (max {} per accelerator-hour, budget {}/month, {} purchase(s)/month, {} block(s) held): \
+{} observation(s) in {} scan(s)",
+        rule.id,
+        rule.max_price_per_accelerator_hour,
+        rule.monthly_budget,
+        rule.max_purchases_per_month,
+        rule.max_blocks_held,
+        report.observations,
+        report.scans
+    );
+    if report.purchases.is_empty() {
+        println!("it would have bought nothing");
+    } else {
+        let rows: Vec<Vec<String>> = report
+            .purchases
+            .iter()
+            .map(|b| {
+                vec![
+                    when(b.at),
+                    b.offering.id.clone(),
+                    b.offering.region.to_string(),
+                    format!("{} x {}", b.offering.instance_count, b.offering.instance_type),
+                    when(b.offering.start),
+                    b.offering.length_text(),
+                    table::money(&b.fee),
+                    format!("{:.4}", b.per_accelerator_hour.per_unit),
+                ]
+            })
+            .collect();
+        println!(
+            "{}",
+            table::render(
+                &["BOUGHT AT (UTC)", "OFFERING", "REGION", "BLOCK", "START (UTC)", "LENGTH", "FEE", "$/ACCEL-H"],
+                &rows
+            )
+        );
+        println!("total {:.2} {}", report.total, rule.currency);
+        for (month, spent) in &report.spent_by_month {
+            println!("  {month}: {spent:.2} of {}", rule.monthly_budget);
+        }
+    }
+    for h in &report.limited {
+        println!("  {}: held back: {}", when(h.at), h.reason);
+    }
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! `capblock blocks`: the blocks tracked, with time left and the next reminder.
+
+use capblock_shared::domain::block::Block;
+use capblock_shared::domain::checkpoint::DEFAULT_REMINDER_LEAD_MINUTES;
+use capblock_shared::domain::lifecycle::termination_time;
+use capblock_shared::ports::{BlockArchive, BlockStore};
+use chrono::{DateTime, Duration, Utc};
+use clap::Args;
+use serde::Serialize;
+
+use crate::context::{CliError, CliResult, store};
+use crate::table::{self, span, when};
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  capblock blocks\n  capblock blocks --all --json\n  \
+capblock blocks --time 2026-12-10T00:00:00Z   # as seen at a simulated market's time\n\n\
+The next reminder is the first of termination time (end - 30 min, 60 for UltraServers) minus each \
+lead time in CAPBLOCK_REMINDER_LEAD_MINUTES (default 1440,120,30) still ahead.\n\
+Exit codes: 0 blocks listed, 1 store failure, 2 bad input, 3 no blocks.")]
+pub struct BlocksArgs {
+    /// Include blocks in final states (expired, payment-failed, released).
+    #[arg(long)]
+    all: bool,
+    /// The instant to compute time left and reminders from (RFC 3339); default: now.
+    #[arg(long)]
+    time: Option<DateTime<Utc>>,
+    /// Reminder lead times in minutes before termination time.
+    #[arg(long, env = "CAPBLOCK_REMINDER_LEAD_MINUTES", value_delimiter = ',', default_values_t = DEFAULT_REMINDER_LEAD_MINUTES)]
+    reminder_lead_minutes: Vec<u32>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct BlockView<'a> {
+    #[serde(flatten)]
+    block: &'a Block,
+    time_left: String,
+    termination_time: DateTime<Utc>,
+    next_reminder: Option<DateTime<Utc>>,
+}
+
+fn next_reminder(b: &Block, leads: &[u32], now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    if b.state.is_final() {
+        return None;
+    }
+    let term = termination_time(b.end, b.ultraserver);
+    leads.iter().map(|m| term - Duration::minutes(i64::from(*m))).filter(|t| *t > now).min()
+}
+
+fn time_left(b: &Block, now: DateTime<Utc>) -> String {
+    if b.state.is_final() || now >= b.end {
+        "-".into()
+    } else if now < b.start {
+        format!("starts in {}", span(b.start - now))
+    } else {
+        format!("{} left", span(b.end - now))
+    }
+}
+
+pub async fn run(a: BlocksArgs) -> CliResult {
+    let now = a.time.unwrap_or_else(Utc::now);
+    let store = store().await?;
+    let mut list = if a.all { store.all_blocks().await } else { store.open_blocks(None).await }?;
+    list.sort_by(|x, y| x.start.cmp(&y.start).then(x.reservation_id.cmp(&y.reservation_id)));
+    let views: Vec<BlockView> = list
+        .iter()
+        .map(|b| BlockView {
+            block: b,
+            time_left: time_left(b, now),
+            termination_time: termination_time(b.end, b.ultraserver),
+            next_reminder: next_reminder(b, &a.reminder_lead_minutes, now),
+        })
+        .collect();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&views)?);
+    } else if views.is_empty() {
+        eprintln!("no {}blocks", if a.all { "" } else { "open " });
+    } else {
+        let rows: Vec<Vec<String>> = views
+            .iter()
+            .map(|v| {
+                let b = v.block;
+                vec![
+                    b.reservation_id.clone(),
+                    b.rule_id.clone().unwrap_or_else(|| "(adopted)".into()),
+                    b.region.to_string(),
+                    format!("{} x {}", b.instance_count, b.instance_type),
+                    b.state.as_str().into(),
+                    b.payment_deadline.map(when).unwrap_or_else(|| "-".into()),
+                    when(b.start),
+                    when(b.end),
+                    v.time_left.clone(),
+                    v.next_reminder.map(when).unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect();
+        println!(
+            "{}",
+            table::render(
+                &[
+                    "RESERVATION",
+                    "RULE",
+                    "REGION",
+                    "BLOCK",
+                    "STATE",
+                    "PAY BY (UTC)",
+                    "START (UTC)",
+                    "END (UTC)",
+                    "TIME LEFT",
+                    "NEXT REMINDER"
+                ],
+                &rows
+            )
+        );
+    }
+    if views.is_empty() { Err(CliError::NothingFound) } else { Ok(()) }
+}

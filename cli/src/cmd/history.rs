@@ -1,0 +1,250 @@
+//! `capblock history`: the price observations every scan stores, as a table, JSON or a chart.
+
+use std::collections::BTreeMap;
+
+use capblock_shared::domain::money::Money;
+use capblock_shared::domain::names::{InstanceType, Region};
+use capblock_shared::ports::{Observation, ObservationStore};
+use chrono::{DateTime, Utc};
+use clap::Args;
+use rust_decimal::Decimal;
+use rust_decimal::prelude::ToPrimitive;
+use serde::Serialize;
+
+use crate::context::{CliError, CliResult, load_rule, store};
+use crate::svg;
+use crate::table::{self, when};
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  capblock history --region us-west-2 --type p5.48xlarge\n  \
+capblock history --region us-east-1,us-west-2 --type p5.48xlarge --from 2026-12-01T00:00:00Z --json\n  \
+capblock history --region us-east-1,us-west-2 --type p5.48xlarge --csv > prices.csv\n  \
+capblock history --region us-east-1,us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n\n\
+Prices come from the observations every scan stores (kept 400 days). --json and --csv export every \
+observation with every field; the JSON is also what `capblock backtest --history` reads.\n\
+Exit codes: 0 history printed, 1 store failure, 2 bad input (e.g. an invalid --rule), 3 no observations.")]
+pub struct HistoryArgs {
+    /// Regions, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    region: Vec<String>,
+    /// Instance types, comma-separated.
+    #[arg(long = "type", value_delimiter = ',', required = true)]
+    instance_type: Vec<String>,
+    /// Earliest observation (RFC 3339); default: everything kept.
+    #[arg(long)]
+    from: Option<DateTime<Utc>>,
+    /// Latest observation (RFC 3339); default: everything kept.
+    #[arg(long)]
+    to: Option<DateTime<Utc>>,
+    /// Also write an SVG chart of $/accelerator-hour over time (cheapest per scan) to this file.
+    #[arg(long)]
+    chart: Option<String>,
+    /// A rule file whose threshold is drawn on the chart.
+    #[arg(long)]
+    rule: Option<String>,
+    /// Print every observation as JSON instead of a table.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print every observation as CSV (a header line, then one line each) instead of a table.
+    #[arg(long)]
+    csv: bool,
+}
+
+/// One observation as exported: the stored observation itself (so the JSON reads back as
+/// `backtest --history`), and the figures a reader would otherwise compute.
+#[derive(Serialize)]
+struct HistoryRow<'a> {
+    #[serde(flatten)]
+    observation: &'a Observation,
+    region: &'a Region,
+    instance_type: &'a InstanceType,
+    offering_id: &'a str,
+    start: DateTime<Utc>,
+    instance_count: u32,
+    /// The block's length ("7 days", "30 h 35 min").
+    length: String,
+    fee: Money,
+    #[serde(with = "rust_decimal::serde::str")]
+    per_instance_hour: Decimal,
+    /// None when the accelerator count is unknown.
+    #[serde(with = "rust_decimal::serde::str_option")]
+    per_accelerator_hour: Option<Decimal>,
+}
+
+impl HistoryRow<'_> {
+    fn seen_at(&self) -> DateTime<Utc> {
+        self.observation.seen_at
+    }
+}
+
+const CSV_HEADERS: [&str; 15] = [
+    "seen_at",
+    "region",
+    "instance_type",
+    "offering_id",
+    "availability_zone",
+    "start",
+    "end",
+    "instance_count",
+    "duration_minutes",
+    "fee",
+    "currency",
+    "accelerators_per_instance",
+    "per_instance_hour",
+    "per_accelerator_hour",
+    "ultraserver",
+];
+
+/// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+}
+
+fn csv_line(r: &HistoryRow) -> String {
+    let o = &r.observation.offering;
+    let fields = [
+        r.seen_at().to_rfc3339(),
+        o.region.to_string(),
+        o.instance_type.to_string(),
+        o.id.clone(),
+        o.availability_zone.clone(),
+        o.start.to_rfc3339(),
+        o.end.to_rfc3339(),
+        o.instance_count.to_string(),
+        o.total_minutes().to_string(),
+        o.fee.amount().to_string(),
+        o.fee.currency().to_string(),
+        r.observation.accelerators_per_instance.to_string(),
+        r.per_instance_hour.to_string(),
+        r.per_accelerator_hour.map(|d| d.to_string()).unwrap_or_default(),
+        o.ultraserver.to_string(),
+    ];
+    fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",")
+}
+
+fn per_accel(o: &Observation) -> Option<Decimal> {
+    o.offering.price_per_accelerator_hour(o.accelerators_per_instance).map(|r| r.per_unit)
+}
+
+/// The window to read: everything kept unless bounded.
+pub fn bounds(from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>) -> (DateTime<Utc>, DateTime<Utc>) {
+    let epoch = DateTime::<Utc>::from_timestamp(0, 0).expect("epoch");
+    let far = DateTime::<Utc>::from_timestamp(4_102_444_800, 0).expect("2100");
+    (from.unwrap_or(epoch), to.unwrap_or(far))
+}
+
+fn parse_pairs(regions: &[String], types: &[String]) -> Result<Vec<(Region, InstanceType)>, CliError> {
+    let regions: Vec<Region> = regions
+        .iter()
+        .map(|r| r.parse().map_err(|e| CliError::Invalid(format!("--region: {e}"))))
+        .collect::<Result<_, _>>()?;
+    let types: Vec<InstanceType> = types
+        .iter()
+        .map(|t| t.parse().map_err(|e| CliError::Invalid(format!("--type: {e}"))))
+        .collect::<Result<_, _>>()?;
+    Ok(regions.iter().flat_map(|r| types.iter().map(move |t| (r.clone(), t.clone()))).collect())
+}
+
+pub async fn run(a: HistoryArgs) -> CliResult {
+    let pairs = parse_pairs(&a.region, &a.instance_type)?;
+    let threshold = a.rule.as_deref().map(load_rule).transpose()?.map(|r| (r.id, r.max_price_per_accelerator_hour));
+    let (from, to) = bounds(a.from, a.to);
+    let store = store().await?;
+    let mut all: Vec<Observation> = Vec::new();
+    for (r, t) in &pairs {
+        all.extend(store.history(r, t, from, to).await?);
+    }
+    all.sort_by(|x, y| {
+        x.seen_at.cmp(&y.seen_at).then(per_accel(x).cmp(&per_accel(y))).then(x.offering.id.cmp(&y.offering.id))
+    });
+    let rows: Vec<HistoryRow> = all
+        .iter()
+        .map(|o| HistoryRow {
+            observation: o,
+            region: &o.offering.region,
+            instance_type: &o.offering.instance_type,
+            offering_id: &o.offering.id,
+            start: o.offering.start,
+            instance_count: o.offering.instance_count,
+            length: o.offering.length_text(),
+            fee: o.offering.fee,
+            per_instance_hour: o.offering.price_per_instance_hour().per_unit,
+            per_accelerator_hour: per_accel(o),
+        })
+        .collect();
+    if let Some(path) = &a.chart {
+        let mut series: BTreeMap<String, BTreeMap<DateTime<Utc>, f64>> = BTreeMap::new();
+        for r in &rows {
+            let Some(v) = r.per_accelerator_hour.and_then(|d| d.to_f64()) else { continue };
+            let e =
+                series.entry(format!("{} {}", r.region, r.instance_type)).or_default().entry(r.seen_at()).or_insert(v);
+            *e = e.min(v);
+        }
+        let threshold = threshold.as_ref().map(|(id, t)| (format!("rule {id}: {t}"), t.to_f64().unwrap_or(0.0)));
+        let doc = svg::chart(
+            "Cheapest $ per accelerator-hour seen per scan",
+            &series.into_iter().map(|(k, v)| (k, v.into_iter().collect())).collect::<Vec<_>>(),
+            threshold.as_ref().map(|(l, v)| (l.as_str(), *v)),
+        );
+        std::fs::write(path, doc).map_err(|e| CliError::Failed(format!("{path}: {e}")))?;
+        eprintln!("chart written to {path}");
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else if a.csv {
+        println!("{}", CSV_HEADERS.join(","));
+        for r in &rows {
+            println!("{}", csv_line(r));
+        }
+    } else if rows.is_empty() {
+        eprintln!("no observations for {} between {} and {}", describe(&pairs), when(from), when(to));
+    } else if a.chart.is_none() || rows.len() <= 200 {
+        let cells: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    when(r.seen_at()),
+                    r.region.to_string(),
+                    r.instance_type.to_string(),
+                    when(r.start),
+                    r.instance_count.to_string(),
+                    r.length.clone(),
+                    table::money(&r.fee),
+                    r.per_accelerator_hour.map_or_else(|| "-".into(), |d| format!("{d:.4}")),
+                ]
+            })
+            .collect();
+        println!(
+            "{}",
+            table::render(
+                &["SEEN AT (UTC)", "REGION", "TYPE", "START (UTC)", "COUNT", "LENGTH", "FEE", "$/ACCEL-H"],
+                &cells
+            )
+        );
+        println!("{} observation(s)", rows.len());
+    } else {
+        println!(
+            "{} observation(s) of {}; the chart has them (use --json for every row)",
+            rows.len(),
+            describe(&pairs)
+        );
+    }
+    if rows.is_empty() { Err(CliError::NothingFound) } else { Ok(()) }
+}
+
+fn describe(pairs: &[(Region, InstanceType)]) -> String {
+    pairs.iter().map(|(r, t)| format!("{r} {t}")).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_only_when_needed() {
+        assert_eq!(csv_field("us-east-1"), "us-east-1");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(CSV_HEADERS.len(), 15);
+    }
+}

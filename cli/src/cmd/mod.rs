@@ -1,0 +1,110 @@
+//! The commands, one file each. This module holds only the command line's shape and the
+//! dispatch; each command's arguments and work live in its own file, and what they share in
+//! `crate::context`.
+
+mod approve;
+mod backtest;
+mod blocks;
+mod history;
+mod offerings;
+mod rules;
+mod scan;
+mod status;
+
+use clap::{Parser, Subcommand};
+
+use crate::context::CliResult;
+
+#[derive(Parser)]
+#[command(
+    name = "capblock",
+    version,
+    about = "Operate capblock: search the Capacity Blocks market, manage purchase rules, run a scan.",
+    long_about = "Operate capblock: search the EC2 Capacity Blocks market, manage purchase rules and run a \
+scan by hand.\n\nIt uses the standard AWS configuration (profile, region, credentials) and the same \
+endpoint settings as the functions: AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL_DYNAMODB, ... point it at a \
+local stack (see `infra/local/stack.sh env`). Commands that use the store need CAPBLOCK_TABLE.\n\n\
+Exit codes: 0 success, 1 AWS or store failure, 2 bad input (usage, invalid rule), 3 nothing found.",
+    after_help = "Examples:\n  capblock offerings --types p5.48xlarge --counts 1,2 --days 1-7 --regions us-east-1,us-west-2\n  \
+capblock rules validate infra/examples/rules/p5-weekly.toml\n  capblock rules put infra/examples/rules/*.toml\n  \
+capblock rules delete p5-weekly\n  \
+capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
+capblock history --region us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n  \
+capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
+capblock status"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Search the market now: every region x type x count x duration, cheapest per accelerator-hour first.
+    Offerings(offerings::OfferingsArgs),
+    /// Validate, store and list purchase rules (TOML files; see README "Rules").
+    #[command(subcommand)]
+    Rules(rules::RulesCommand),
+    /// Run one scan-and-buy pass exactly as the scan-offerings function does, and print it.
+    Scan(scan::ScanArgs),
+    /// List blocks: state, payment deadline, start, end, time left, next reminder.
+    Blocks(blocks::BlocksArgs),
+    /// Price history from the observations every scan stores; optionally an SVG chart.
+    History(history::HistoryArgs),
+    /// Replay a rule over a price history: what it would have bought, when, at what price.
+    Backtest(backtest::BacktestArgs),
+    /// Buy a decision an approval-mode rule is waiting on (re-checks the offering first).
+    Approve(approve::ApproveArgs),
+    /// One screen: mode, rules, open blocks, this month's spend, the last scan, the dashboard.
+    Status(status::StatusArgs),
+}
+
+pub async fn run(cli: Cli) -> CliResult {
+    match cli.command {
+        Command::Offerings(a) => offerings::run(a).await,
+        Command::Rules(r) => rules::run(r).await,
+        Command::Scan(a) => scan::run(a).await,
+        Command::Blocks(a) => blocks::run(a).await,
+        Command::History(a) => history::run(a).await,
+        Command::Backtest(a) => backtest::run(a).await,
+        Command::Approve(a) => approve::run(a).await,
+        Command::Status(a) => status::run(a).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::EXIT_INVALID;
+
+    /// Bad offerings arguments are usage errors (exit 2, clap's code), named, before any call.
+    #[test]
+    fn bad_offerings_arguments_are_usage_errors() {
+        let args = |extra: &[&str]| {
+            let mut v = vec!["capblock", "offerings", "--types", "p5.48xlarge", "--regions", "us-east-1"];
+            v.extend_from_slice(extra);
+            Cli::try_parse_from(v)
+        };
+        assert!(args(&["--counts", "1,64", "--days", "1-7"]).is_ok());
+        for (bad, named) in [
+            (vec!["--counts", "4294967295"], "--counts"),
+            (vec!["--counts", "0"], "--counts"),
+            (vec!["--counts", "65"], "--counts"),
+            (vec!["--days", "x"], "--days"),
+            (vec!["--days", "0-3"], "--days"),
+            (vec!["--days", "15"], "--days"),
+            (vec!["--regions", "mars"], "--regions"),
+            (vec!["--types", "p5"], "--types"),
+        ] {
+            let Err(e) = args(&bad) else { panic!("{bad:?} accepted") };
+            assert_eq!(e.exit_code(), i32::from(EXIT_INVALID), "{bad:?}");
+            assert!(e.to_string().contains(named), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

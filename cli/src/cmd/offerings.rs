@@ -1,0 +1,188 @@
+//! `capblock offerings`: search the market now, cheapest per accelerator-hour first.
+
+use capblock_shared::app::fan_out::{Answer, Pacing, Strikes, ask_all};
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::decision::{Priced, better};
+use capblock_shared::domain::names::{InstanceType, Region};
+use capblock_shared::ports::{InstanceTypeSource, OfferingQuery};
+use chrono::{DateTime, Duration, Utc};
+use clap::Args;
+
+use crate::context::{CliError, CliResult, DescribeArgs, sdk};
+use crate::table;
+
+// Every argument is parsed by clap, so a bad one is a usage error: exit 2 with the argument
+// named, before anything is asked.
+#[derive(Args)]
+pub struct OfferingsArgs {
+    /// Instance types, comma-separated (e.g. p5.48xlarge,p5e.48xlarge).
+    #[arg(long, value_delimiter = ',', required = true)]
+    types: Vec<InstanceType>,
+    /// Instance counts, comma-separated (1-64).
+    #[arg(long, value_delimiter = ',', default_value = "1",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(capblock_shared::domain::rule::MAX_INSTANCES_PER_BLOCK)))]
+    counts: Vec<u32>,
+    /// Durations in days EC2 sells (1-14, then multiples of 7 up to 182): a list (1,2,7) or a
+    /// range (1-7, keeping the sellable ones).
+    #[arg(long, default_value = "1", value_parser = parse_days)]
+    days: Days,
+    /// Regions, comma-separated.
+    #[arg(long, value_delimiter = ',', env = "AWS_REGION", required = true)]
+    regions: Vec<Region>,
+    /// Earliest start (RFC 3339); default: now.
+    #[arg(long)]
+    from: Option<DateTime<Utc>>,
+    /// Latest start (RFC 3339); default: 8 weeks after --from.
+    #[arg(long)]
+    to: Option<DateTime<Utc>>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    describe: DescribeArgs,
+}
+
+/// `--days`, parsed: durations EC2 sells.
+#[derive(Debug, Clone, PartialEq)]
+struct Days(Vec<u32>);
+
+fn parse_days(s: &str) -> Result<Days, String> {
+    use capblock_shared::domain::rule::is_sellable_duration_days as sellable;
+    const SOLD: &str = "EC2 sells 1-14 days, then multiples of 7 up to 182";
+    let number = |d: &str| d.trim().parse::<u32>().map_err(|_| format!("{d:?} is not a number of days"));
+    let days: Vec<u32> = if let Some((a, b)) = s.split_once('-') {
+        let (a, b) = (number(a)?, number(b)?);
+        if a == 0 || b < a || b > 182 {
+            return Err(format!("{s:?} is not a range of days within 1-182"));
+        }
+        (a..=b).filter(|d| sellable(i64::from(*d))).collect()
+    } else {
+        let days = s.split(',').map(number).collect::<Result<Vec<u32>, _>>()?;
+        if let Some(d) = days.iter().find(|d| !sellable(i64::from(**d))) {
+            return Err(format!("{d} days is not a duration EC2 sells ({SOLD})"));
+        }
+        days
+    };
+    if days.is_empty() {
+        return Err(format!("{s:?} holds no duration EC2 sells ({SOLD})"));
+    }
+    Ok(Days(days))
+}
+
+/// Offerings as table rows (also the scan's decision).
+pub fn offering_rows(list: &[Priced]) -> Vec<Vec<String>> {
+    list.iter()
+        .map(|p| {
+            let o = &p.offering;
+            vec![
+                o.region.to_string(),
+                o.availability_zone.clone(),
+                o.instance_type.to_string(),
+                o.instance_count.to_string(),
+                o.start.format("%Y-%m-%d %H:%M").to_string(),
+                o.end.format("%Y-%m-%d %H:%M").to_string(),
+                o.length_text(),
+                format!("{} {}", table::money(&o.fee), o.fee.currency()),
+                format!("{:.4}", p.per_instance_hour.per_unit),
+                format!("{:.4}", p.per_accelerator_hour.per_unit),
+            ]
+        })
+        .collect()
+}
+
+pub const OFFERING_HEADERS: [&str; 10] =
+    ["REGION", "AZ", "TYPE", "COUNT", "START (UTC)", "END (UTC)", "LENGTH", "FEE", "$/INSTANCE-H", "$/ACCEL-H"];
+
+pub async fn run(a: OfferingsArgs) -> CliResult {
+    let (regions, types, Days(days)) = (a.regions, a.types, a.days);
+    let from = a.from.unwrap_or_else(Utc::now);
+    let to = a.to.unwrap_or_else(|| from.checked_add_signed(Duration::weeks(8)).unwrap_or(DateTime::<Utc>::MAX_UTC));
+    let mut queries = Vec::new();
+    for r in &regions {
+        for t in &types {
+            for &c in &a.counts {
+                for &d in &days {
+                    queries.push(OfferingQuery {
+                        region: r.clone(),
+                        instance_type: t.clone(),
+                        instance_count: c,
+                        duration_hours: d * 24,
+                        start_from: from,
+                        start_to: to,
+                    });
+                }
+            }
+        }
+    }
+    let market = Ec2Market::new(sdk().await);
+    let mut catalog = AcceleratorCatalog::new();
+    if let Some(r) = regions.first()
+        && let Ok(found) = market.accelerators(r, &types).await
+    {
+        for (t, n) in found {
+            catalog.learn(t, n);
+        }
+    }
+    // A person waits for every answer (an hour at most), at the scan's pace.
+    let budget = a.describe.budget(std::time::Duration::from_secs(3600))?;
+    let per_region = queries.len().div_ceil(regions.len().max(1));
+    if !a.json && per_region > 1 {
+        eprintln!(
+            "asking {} question(s), one every {:.0} s per region (EC2's describe limit at a {:.0} % share): about {:.0} s",
+            queries.len(),
+            budget.pace().as_secs_f64(),
+            budget.share * 100.0,
+            (per_region - 1) as f64 * budget.pace().as_secs_f64()
+        );
+    }
+    let progress = crate::progress::Progress::new(queries.len(), a.json);
+    let asked = ask_all(&market, &queries, &Pacing::from(&budget), &Strikes::new(), || progress.tick()).await;
+    progress.finish();
+    let mut priced = Vec::new();
+    let mut failures = Vec::new();
+    for (q, ans) in queries.iter().zip(asked.answers) {
+        let what = format!("{} {} x{} {}d", q.region, q.instance_type, q.instance_count, q.duration_hours / 24);
+        match ans {
+            Answer::Offerings(list) => priced.extend(list.into_iter().filter_map(|o| Priced::new(o, &catalog))),
+            Answer::CarriedOver => failures.push(format!("{what}: still throttled by EC2's describe limit; try again later")),
+            Answer::QuotaZero => failures.push(format!(
+                "{what}: EC2 answered CapacityBlockDescribeLimitExceeded every time: the account's Capacity Block quota for {} looks like 0",
+                capblock_shared::domain::plan::family(q.instance_type.as_str())
+            )),
+            Answer::NotSold(m) => failures.push(format!("{what}: not sold here: {m}")),
+            Answer::Unsupported => failures.push(format!("{what}: the region does not sell Capacity Blocks")),
+            Answer::Failed(e) => failures.push(format!("{what}: {e}")),
+        }
+    }
+    priced.sort_by(better);
+    priced.dedup_by(|a, b| a.offering.id == b.offering.id);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"offerings": priced, "failures": failures}))?);
+    } else {
+        println!("{}", table::render(&OFFERING_HEADERS, &offering_rows(&priced)));
+        println!("{} offering(s) from {} question(s)", priced.len(), queries.len());
+        for f in &failures {
+            eprintln!("warning: {f}");
+        }
+    }
+    if priced.is_empty() { Err(CliError::NothingFound) } else { Ok(()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn day_ranges_keep_sellable_durations() {
+        assert_eq!(parse_days("1-3").unwrap().0, vec![1, 2, 3]);
+        assert_eq!(parse_days("13-21").unwrap().0, vec![13, 14, 21]);
+        assert_eq!(parse_days("1,7").unwrap().0, vec![1, 7]);
+        assert!(parse_days("3-1").is_err());
+        assert!(parse_days("x").is_err());
+        // Durations EC2 does not sell, and ranges that would take forever to walk.
+        for bad in ["0", "15", "1,183", "4294967295", "1-4294967295", "15-20", ""] {
+            assert!(parse_days(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! `capblock rules`: validate, store, list, show, enable, disable and delete purchase rules.
+
+use capblock_shared::domain::rule::Rule;
+use capblock_shared::ports::RuleStore;
+use clap::Subcommand;
+
+use crate::context::{CliError, CliResult, load_rule, store};
+use crate::table;
+
+#[derive(Subcommand)]
+pub enum RulesCommand {
+    /// Check rule files and print every problem with its field; exit 2 if any is invalid.
+    Validate { files: Vec<String> },
+    /// Validate and store rule files (creates or replaces, with a version check).
+    Put { files: Vec<String> },
+    /// List stored rules.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one stored rule.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Enable a stored rule.
+    Enable { id: String },
+    /// Disable a stored rule (the scan skips it).
+    Disable { id: String },
+    /// Delete a stored rule. Only the rule goes: its blocks are still tracked to their end, its
+    /// purchase intents settled and its budgets kept (a rule put again under the same id finds
+    /// this month's spending and purchases as they were). To stop it for a while, `disable` it.
+    Delete { id: String },
+}
+
+fn no_rule(id: &str) -> CliError {
+    CliError::NotFound(format!("no rule {id:?}"))
+}
+
+pub async fn run(cmd: RulesCommand) -> CliResult {
+    match cmd {
+        RulesCommand::Validate { files } => validate(&files),
+        RulesCommand::Put { files } => put(&files).await,
+        RulesCommand::List { json } => list(json).await,
+        RulesCommand::Show { id, json } => {
+            let s = store().await?.get_rule(&id).await?.ok_or_else(|| no_rule(&id))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                println!("{:#?}", s.rule);
+                println!("version {}", s.version);
+            }
+            Ok(())
+        }
+        RulesCommand::Enable { id } => set_enabled(&id, true).await,
+        RulesCommand::Disable { id } => set_enabled(&id, false).await,
+        RulesCommand::Delete { id } => {
+            if store().await?.delete_rule(&id).await? {
+                println!("deleted rule {id:?}; its blocks, intents and budgets are kept");
+                Ok(())
+            } else {
+                Err(no_rule(&id))
+            }
+        }
+    }
+}
+
+/// Every file is checked and reported, good or bad, before the exit code says whether any failed.
+fn validate(files: &[String]) -> CliResult {
+    let mut bad = 0;
+    for f in files {
+        match load_rule(f) {
+            Ok(r) => println!(
+                "{f}: ok (rule {:?}, mode {}, {} question(s) per scan)",
+                r.id,
+                r.mode.as_str(),
+                r.regions.len() * r.instance_types.len() * r.instance_counts.len() * r.durations_days.len()
+            ),
+            Err(e) => {
+                bad += 1;
+                println!("{e}");
+            }
+        }
+    }
+    if bad > 0 { Err(CliError::InvalidFiles(bad)) } else { Ok(()) }
+}
+
+/// All files are validated before any is stored: a bad one stores none.
+async fn put(files: &[String]) -> CliResult {
+    let rules: Vec<Rule> = files.iter().map(|f| load_rule(f)).collect::<Result<_, _>>()?;
+    let store = store().await?;
+    for r in rules {
+        let current = store.get_rule(&r.id).await?;
+        let v = store.put_rule(&r, Some(current.map(|c| c.version).unwrap_or(0))).await?;
+        println!(
+            "stored rule {:?} (version {v}, mode {}, {})",
+            r.id,
+            r.mode.as_str(),
+            if r.enabled { "enabled" } else { "disabled" }
+        );
+    }
+    Ok(())
+}
+
+async fn list(json: bool) -> CliResult {
+    let list = store().await?.list_rules().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|s| {
+            let r = &s.rule;
+            vec![
+                r.id.clone(),
+                if r.enabled { "yes" } else { "no" }.into(),
+                r.mode.as_str().into(),
+                r.instance_types.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
+                r.regions.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
+                format!("{}", r.max_price_per_accelerator_hour),
+                table::money(&r.monthly_budget),
+                s.version.to_string(),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        table::render(
+            &["ID", "ENABLED", "MODE", "TYPES", "REGIONS", "MAX $/ACCEL-H", "BUDGET/MONTH", "VERSION"],
+            &rows
+        )
+    );
+    Ok(())
+}
+
+async fn set_enabled(id: &str, enabled: bool) -> CliResult {
+    let store = store().await?;
+    let mut s = store.get_rule(id).await?.ok_or_else(|| no_rule(id))?;
+    s.rule.enabled = enabled;
+    let v = store.put_rule(&s.rule, Some(s.version)).await?;
+    println!("rule {id:?} {} (version {v})", if enabled { "enabled" } else { "disabled" });
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! `capblock scan`: one scan-and-buy pass exactly as the scan-offerings function runs it.
+
+use std::sync::Mutex;
+
+use capblock_shared::app::scan::{ScanSettings, Scanner};
+use capblock_shared::app::settings::StackSettings;
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::rule::Mode;
+use chrono::{DateTime, Utc};
+use clap::Args;
+
+use super::offerings::{OFFERING_HEADERS, offering_rows};
+use crate::context::{CliError, CliResult, DescribeArgs, account_budget, run_now, sdk, store};
+use crate::table;
+
+#[derive(Args)]
+pub struct ScanArgs {
+    /// The instant to scan as (RFC 3339); default: the clock. A dry-run scan may replay another time;
+    /// a live one runs on the clock (budget months guard money) and refuses a --time 5+ minutes off it.
+    #[arg(long)]
+    time: Option<DateTime<Utc>>,
+    /// The stack mode: dry-run (default) never buys; live buys for live rules.
+    #[arg(long, env = "CAPBLOCK_MODE", default_value = "dry-run")]
+    mode: Mode,
+    /// The stack name written to purchases' capblock:stack tag.
+    #[arg(long, env = "CAPBLOCK_STACK", default_value = "capblock")]
+    stack: String,
+    #[command(flatten)]
+    describe: DescribeArgs,
+    /// Seconds of asking per scan; questions not reached wait for the next scan.
+    #[arg(long, env = "CAPBLOCK_ASK_SECONDS", default_value_t = 40.0)]
+    ask_seconds: f64,
+    /// Account-wide monthly budget in USD (0: none).
+    #[arg(long, env = "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", default_value = "0")]
+    account_budget: String,
+    /// Print the full report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(a: ScanArgs) -> CliResult {
+    let ask_for = std::time::Duration::try_from_secs_f64(a.ask_seconds)
+        .map_err(|_| CliError::Invalid(format!("--ask-seconds {}: expected a positive number", a.ask_seconds)))?;
+    let settings = ScanSettings {
+        stack: StackSettings { name: a.stack, mode: a.mode, account_budget: account_budget(&a.account_budget)? },
+        describe: a.describe.budget(ask_for)?,
+    };
+    let store = store().await?;
+    let sdk = sdk().await;
+    let market = Ec2Market::new(sdk.clone());
+    let alerts = std::env::var("CAPBLOCK_ALERTS_TOPIC_ARN")
+        .map_err(|_| CliError::failed("CAPBLOCK_ALERTS_TOPIC_ARN is not set"))?;
+    let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None);
+    let catalog = Mutex::new(AcceleratorCatalog::new());
+    let scanner =
+        Scanner { market: &market, store: &store, notifier: &notifier, catalog: &catalog, settings: &settings };
+    let now = run_now(a.time, a.mode == Mode::Live).await?;
+    let report = scanner.run(now).await.map_err(CliError::failed)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "scan at {}: {} rule(s), {} question(s), {} answered this run, {} offering(s) seen, {} price observation(s) stored, stack mode {}",
+        report.now.format("%Y-%m-%d %H:%M UTC"),
+        report.rules,
+        report.queries,
+        report.answered,
+        report.offerings_seen,
+        report.observations_written,
+        settings.stack.mode.as_str()
+    );
+    for (r, q) in &report.regions {
+        println!(
+            "  {r}: {} question(s), {} asked, {} answered, {} carried over; every question is asked within {} scan(s)",
+            q.questions, q.planned, q.answered, q.carried_over, q.full_cycle_runs
+        );
+    }
+    for x in &report.quota_zero {
+        println!("  {x}: EC2 refuses every search: the Capacity Block quota looks like 0 (alerted once)");
+    }
+    for x in &report.not_sold {
+        println!("  {x}: not sold as Capacity Blocks there (asked again tomorrow)");
+    }
+    for r in &report.unsupported_regions {
+        println!("  {r}: does not sell Capacity Blocks");
+    }
+    for (r, e) in &report.failed_regions {
+        println!("  {r}: FAILED this scan: {e}");
+    }
+    if !report.skipped_rules.is_empty() {
+        println!(
+            "  SKIPPED rule(s) {}: the scan's questions would pass {}; disable or narrow some rules",
+            report.skipped_rules.join(", "),
+            capblock_shared::app::scan::MAX_QUESTIONS_PER_SCAN
+        );
+    }
+    for s in &report.settled {
+        println!("  settled: {}", serde_json::to_string(s).unwrap_or_default());
+    }
+    for o in &report.outcomes {
+        println!(
+            "\nrule {} (mode {}): {} of {} question(s) answered, {} offering(s), {} eligible",
+            o.rule_id,
+            o.mode.as_str(),
+            o.questions_answered,
+            o.questions,
+            o.offerings_seen,
+            o.eligible
+        );
+        match &o.chosen {
+            None => println!("  decision: nothing meets the rule"),
+            Some(p) => {
+                println!(
+                    "  decision: {} ({} per accelerator-hour, {})",
+                    p.offering.id, p.per_accelerator_hour, p.offering.fee
+                );
+                println!("{}", indent(&table::render(&OFFERING_HEADERS, &offering_rows(std::slice::from_ref(p)))));
+            }
+        }
+        if let Some(action) = &o.action {
+            println!("  action: {}", serde_json::to_string(action).unwrap_or_default());
+        }
+    }
+    println!("\nnotices published: {}", report.notices.published);
+    Ok(())
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
+}

@@ -1,0 +1,112 @@
+//! `capblock status`: one screen for the operator: the stack's mode, its rules, its blocks,
+//! this month's spend against the budgets, the last scan, and where the dashboard is.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use capblock_shared::domain::budget::{BudgetOwner, Period};
+use capblock_shared::domain::rule::Mode;
+use capblock_shared::ports::{BlockStore, Ledger, MarketMemory, RuleStore};
+use chrono::{DateTime, Utc};
+use clap::Args;
+
+use crate::context::{CliResult, account_budget, sdk, store};
+use crate::table::{self, when};
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  capblock status\n  capblock status --time 2026-12-10T00:00:00Z\n\n\
+The dashboard URL is the stack output DashboardUrl (the dashboard is named after the stack, in the \
+SDK's region). Its Alarms widget shows the stack's alarms.\n\
+Exit codes: 0 printed, 1 store failure.")]
+pub struct StatusArgs {
+    /// The instant whose month's spend to show (RFC 3339); default: now.
+    #[arg(long)]
+    time: Option<DateTime<Utc>>,
+    /// The stack mode the functions run in.
+    #[arg(long, env = "CAPBLOCK_MODE", default_value = "dry-run")]
+    mode: Mode,
+    /// The stack name (the dashboard's name and the alarms' prefix).
+    #[arg(long, env = "CAPBLOCK_STACK", default_value = "capblock")]
+    stack: String,
+    /// Account-wide monthly budget in USD (0: none).
+    #[arg(long, env = "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", default_value = "0")]
+    account_budget: String,
+}
+
+/// The stack output DashboardUrl, built the same way as in template.yaml.
+pub fn dashboard_url(stack: &str, region: &str) -> String {
+    format!("https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#dashboards:name={stack}")
+}
+
+pub async fn run(a: StatusArgs) -> CliResult {
+    let now = a.time.unwrap_or_else(Utc::now);
+    let account = account_budget(&a.account_budget)?;
+    let store = store().await?;
+    let rules = store.list_rules().await?;
+    let blocks = store.open_blocks(None).await?;
+    let period = Period::of(now);
+
+    println!("stack {} in mode {} ({} UTC)", a.stack, a.mode.as_str(), when(now));
+    let enabled = rules.iter().filter(|r| r.rule.enabled).count();
+    println!("rules: {} ({} enabled)", rules.len(), enabled);
+
+    let mut by_state: BTreeMap<&str, usize> = BTreeMap::new();
+    for b in &blocks {
+        *by_state.entry(b.state.as_str()).or_default() += 1;
+    }
+    let states: Vec<String> = by_state.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    println!("blocks: {}", if states.is_empty() { "none open".to_string() } else { states.join(", ") });
+
+    let mut rows = Vec::new();
+    if let Some(limit) = account {
+        let u = store.usage(&BudgetOwner::Account, &period).await?;
+        rows.push(budget_row("(account)", u.as_ref(), &table::money(&limit)));
+    }
+    for r in &rules {
+        let u = store.usage(&BudgetOwner::Rule(r.rule.id.clone()), &period).await?;
+        rows.push(budget_row(&r.rule.id, u.as_ref(), &table::money(&r.rule.monthly_budget)));
+    }
+    println!("spend in {}:", period.as_str());
+    println!("{}", indent(&table::render(&["BUDGET", "SPENT", "COMMITTED", "PURCHASES", "LIMIT"], &rows)));
+
+    let regions: BTreeSet<_> = rules.iter().filter(|r| r.rule.enabled).flat_map(|r| r.rule.regions.iter()).collect();
+    let mut last: Option<DateTime<Utc>> = None;
+    for r in regions {
+        let memory = store.region_memory(r).await?;
+        last = last.max(memory.asked.values().map(|q| q.at).max());
+    }
+    println!("last scan answered: {}", last.map_or_else(|| "never".to_string(), |t| format!("{} UTC", when(t))));
+
+    let region = sdk().await.region().map_or_else(|| "us-east-1".to_string(), |r| r.to_string());
+    println!("dashboard: {}", dashboard_url(&a.stack, &region));
+    println!("alarms: the dashboard's Alarms widget (alarm names start with {}-)", a.stack);
+    Ok(())
+}
+
+fn budget_row(owner: &str, u: Option<&capblock_shared::domain::budget::BudgetUsage>, limit: &str) -> Vec<String> {
+    vec![
+        owner.to_string(),
+        u.map_or_else(|| "0.00".into(), |u| table::money(&u.spent)),
+        u.map_or_else(|| "0.00".into(), |u| table::money(&u.committed)),
+        u.map_or(0, |u| u.purchases).to_string(),
+        limit.to_string(),
+    ]
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_dashboard_url_matches_the_stack_output() {
+        let template = include_str!("../../../template.yaml");
+        assert!(template.contains(
+            "https://${AWS::Region}.console.aws.amazon.com/cloudwatch/home?region=${AWS::Region}#dashboards:name=${Dashboard}"
+        ));
+        assert_eq!(
+            super::dashboard_url("prod", "us-west-2"),
+            "https://us-west-2.console.aws.amazon.com/cloudwatch/home?region=us-west-2#dashboards:name=prod"
+        );
+    }
+}

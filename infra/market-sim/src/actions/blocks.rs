@@ -1,0 +1,461 @@
+//! The block-level view: DescribeCapacityBlocks, DescribeCapacityBlockStatus and
+//! DescribeCapacityBlockExtensionHistory (the CapacityBlock XML shape is shared with purchase).
+
+use chrono::{DateTime, Utc};
+
+use super::filters::{check_names, matches_all};
+use super::reservations::visible;
+use super::{Ctx, dry_run};
+use crate::pagination::{fingerprint, page_size, paginate};
+use crate::reservations::{Extension, Reservation};
+use crate::wire::error::ApiError;
+use crate::wire::query::Params;
+use crate::wire::xml::{Xml, timestamp};
+use crate::world::World;
+
+/// Not in EC2's public error list; the code other emulators use for the same case.
+pub const BLOCK_NOT_FOUND: &str = "InvalidCapacityBlockId.NotFound";
+
+const BLOCK_FILTERS: &[&str] = &[
+    "capacity-block-id",
+    "ultraserver-type",
+    "availability-zone",
+    "start-date",
+    "end-date",
+    "create-date",
+    "state",
+    "tag:",
+    "tag-key",
+];
+const STATUS_FILTERS: &[&str] = &["interconnect-status"];
+const HISTORY_FILTERS: &[&str] = &[
+    "availability-zone",
+    "availability-zone-id",
+    "capacity-block-extension-offering-id",
+    "capacity-block-extension-status",
+    "capacity-reservation-id",
+    "instance-type",
+];
+
+/// The availability zone id of a zone name (`use1-az1` for `us-east-1a`): stable, made up.
+fn zone_id(az: &str) -> String {
+    let letter = az.chars().last().map_or(1, |c| (c as u32).saturating_sub('a' as u32) + 1);
+    let region: String = az.split('-').filter_map(|p| p.chars().next()).collect();
+    format!("{region}-az{letter}")
+}
+
+/// The members of CapacityBlock, in model order. A block is one reservation here (see purchase).
+pub fn write_block(x: &mut Xml, r: &Reservation, w: &World, now: DateTime<Utc>) {
+    x.leaf("capacityBlockId", &r.capacity_block_id);
+    if let Some(u) = &r.ultraserver_type {
+        x.leaf("ultraserverType", u);
+    }
+    x.leaf("availabilityZone", &r.availability_zone)
+        .leaf("availabilityZoneId", zone_id(&r.availability_zone))
+        // A list of plain strings: the value goes directly inside <item>.
+        .set("capacityReservationIdSet", std::slice::from_ref(&r.id), |x, id| {
+            x.text(id);
+        })
+        .time("startDate", r.start)
+        .time("endDate", r.end(now, &w.extensions))
+        .time("createDate", r.created)
+        .leaf("state", r.block_state(now, &w.extensions))
+        .tags("tagSet", &r.tags);
+}
+
+/// The reservations of the region whose blocks are still visible, in creation order.
+fn blocks<'w>(w: &'w World, region: &str, now: DateTime<Utc>) -> Vec<&'w Reservation> {
+    let mut v: Vec<&Reservation> = w
+        .reservations
+        .iter()
+        .filter(|r| r.region == region && r.visible(now, &w.extensions, w.scenario.expired_visible_days))
+        .collect();
+    v.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
+    v
+}
+
+fn block_by_id<'w>(all: &[&'w Reservation], id: &str) -> Result<&'w Reservation, ApiError> {
+    all.iter()
+        .find(|r| r.capacity_block_id == id)
+        .copied()
+        .ok_or_else(|| ApiError::client(BLOCK_NOT_FOUND, format!("The Capacity Block ID '{id}' does not exist")))
+}
+
+pub fn describe_blocks(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
+    let ids = p.list("CapacityBlockId");
+    let filters = p.filters();
+    check_names(&filters, BLOCK_FILTERS)?;
+    let size = page_size(p, 1, 1000)?;
+    dry_run(p)?;
+    let now = ctx.now;
+    let all = blocks(w, ctx.region, now);
+    for id in &ids {
+        block_by_id(&all, id)?;
+    }
+    let items: Vec<&Reservation> = all
+        .into_iter()
+        .filter(|r| ids.is_empty() || ids.contains(&r.capacity_block_id))
+        .filter(|r| {
+            matches_all(&filters, &r.tags, |name| {
+                Some(match name {
+                    "capacity-block-id" => r.capacity_block_id.clone(),
+                    // The documented values are the kind, not the UltraServer type.
+                    "ultraserver-type" => {
+                        if r.ultraserver_type.is_some() { "ultraservers" } else { "instances" }.into()
+                    }
+                    "availability-zone" => r.availability_zone.clone(),
+                    "start-date" => timestamp(r.start),
+                    "end-date" => timestamp(r.end(now, &w.extensions)),
+                    "create-date" => timestamp(r.created),
+                    "state" => r.block_state(now, &w.extensions),
+                    _ => return None,
+                })
+            })
+        })
+        .collect();
+    let (page, next) = paginate(&items, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
+    let mut x = Xml::new();
+    x.set("capacityBlockSet", &page, |x, r| write_block(x, r, w, now));
+    if let Some(t) = next {
+        x.leaf("nextToken", t);
+    }
+    Ok(x.into_string())
+}
+
+/// Blocks that have a status to report: active ones (instances running or taken out) and
+/// ones EC2 marked unavailable.
+fn has_status(r: &Reservation, w: &World, now: DateTime<Utc>) -> bool {
+    matches!(r.state(now, &w.extensions).as_str(), "active" | "unavailable")
+}
+
+pub fn describe_status(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
+    let ids = p.list("CapacityBlockId");
+    let filters = p.filters();
+    check_names(&filters, STATUS_FILTERS)?;
+    let size = page_size(p, 1, 1000)?;
+    dry_run(p)?;
+    let now = ctx.now;
+    let all = blocks(w, ctx.region, now);
+    // Asked by id, a block that has no status yet (scheduled, payment-pending) or any more
+    // (expired) fails the whole call: the harsher reading of "fails for blocks that are still
+    // scheduled". Without ids the answer simply holds the blocks that have one.
+    for id in &ids {
+        let r = block_by_id(&all, id)?;
+        if !has_status(r, w, now) {
+            return Err(ApiError::client(
+                "IncorrectState",
+                format!(
+                    "The Capacity Block '{id}' is in state {} and has no status.",
+                    r.block_state(now, &w.extensions)
+                ),
+            ));
+        }
+    }
+    let items: Vec<&Reservation> = all
+        .into_iter()
+        .filter(|r| has_status(r, w, now))
+        .filter(|r| ids.is_empty() || ids.contains(&r.capacity_block_id))
+        .filter(|r| {
+            let h = r.health(now);
+            matches_all(&filters, &[], |name| (name == "interconnect-status").then(|| h.interconnect.clone()))
+        })
+        .collect();
+    let (page, next) = paginate(&items, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
+    let mut x = Xml::new();
+    x.set("capacityBlockStatusSet", &page, |x, r| {
+        let h = r.health(now);
+        let state = r.state(now, &w.extensions);
+        let available = r.available_instance_count(&state, now);
+        x.leaf("capacityBlockId", &r.capacity_block_id)
+            .leaf("interconnectStatus", &h.interconnect)
+            .num("totalCapacity", r.instance_count)
+            .num("totalAvailableCapacity", available)
+            .num("totalUnavailableCapacity", h.unavailable)
+            .set("capacityReservationStatusSet", std::slice::from_ref(r), |x, r| {
+                x.leaf("capacityReservationId", &r.id)
+                    .num("totalCapacity", r.instance_count)
+                    .num("totalAvailableCapacity", available)
+                    .num("totalUnavailableCapacity", h.unavailable);
+            });
+    });
+    if let Some(t) = next {
+        x.leaf("nextToken", t);
+    }
+    Ok(x.into_string())
+}
+
+/// The members of CapacityBlockExtension, in model order (shared with the extension purchase).
+pub fn write_extension(x: &mut Xml, e: &Extension, r: &Reservation, now: DateTime<Utc>) {
+    x.leaf("capacityReservationId", &e.reservation_id)
+        .leaf("instanceType", &r.instance_type)
+        .num("instanceCount", r.instance_count)
+        .leaf("availabilityZone", &r.availability_zone)
+        .leaf("availabilityZoneId", zone_id(&r.availability_zone))
+        .leaf("capacityBlockExtensionOfferingId", &e.offering_id)
+        .num("capacityBlockExtensionDurationHours", e.duration_hours)
+        .leaf("capacityBlockExtensionStatus", e.status(now))
+        .time("capacityBlockExtensionPurchaseDate", e.purchased)
+        .time("capacityBlockExtensionStartDate", e.start)
+        .time("capacityBlockExtensionEndDate", e.end)
+        .leaf("upfrontFee", e.upfront_fee.to_string())
+        .leaf("currencyCode", &e.currency);
+}
+
+pub fn describe_extension_history(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
+    let ids = p.list("CapacityReservationId");
+    let filters = p.filters();
+    check_names(&filters, HISTORY_FILTERS)?;
+    let size = page_size(p, 1, 1000)?;
+    dry_run(p)?;
+    let now = ctx.now;
+    for id in &ids {
+        visible(w, ctx.region, id, now)?;
+    }
+    let mut items: Vec<(&Extension, &Reservation)> = w
+        .extensions
+        .iter()
+        .filter(|e| ids.is_empty() || ids.contains(&e.reservation_id))
+        .filter_map(|e| {
+            let r = w.reservation(&e.reservation_id)?;
+            (r.region == ctx.region && r.visible(now, &w.extensions, w.scenario.expired_visible_days)).then_some((e, r))
+        })
+        .filter(|(e, r)| {
+            matches_all(&filters, &[], |name| {
+                Some(match name {
+                    "availability-zone" => r.availability_zone.clone(),
+                    "availability-zone-id" => zone_id(&r.availability_zone),
+                    "capacity-block-extension-offering-id" => e.offering_id.clone(),
+                    "capacity-block-extension-status" => e.status(now).into(),
+                    "capacity-reservation-id" => e.reservation_id.clone(),
+                    "instance-type" => r.instance_type.clone(),
+                    _ => return None,
+                })
+            })
+        })
+        .collect();
+    items.sort_by(|a, b| (a.0.purchased, &a.0.offering_id).cmp(&(b.0.purchased, &b.0.offering_id)));
+    let (page, next) = paginate(&items, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
+    let mut x = Xml::new();
+    x.set("capacityBlockExtensionSet", &page, |x, (e, r)| write_extension(x, e, r, now));
+    if let Some(t) = next {
+        x.leaf("nextToken", t);
+    }
+    Ok(x.into_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actions::dispatch;
+    use crate::control::handle;
+    use crate::scenario::Scenario;
+    use serde_json::Value;
+
+    const REGION: &str = "us-east-1";
+
+    /// A market selling u-trn2x64 UltraServers (1 or 2) and p5.48xlarge, clock 2026-12-01 00:00.
+    fn world() -> World {
+        let mut w = World::new(
+            Scenario::parse(
+                r#"
+                [clock]
+                start = "2026-12-01T00:00:00Z"
+                [behaviour]
+                describe_limit = false
+                payment_delay_hours = 0.0
+                same_day_offerings = false
+                [[market]]
+                region = "us-east-1"
+                instance_type = "trn2u.48xlarge"
+                ultraserver_type = "u-trn2x64"
+                ultraserver_counts = [1, 2]
+                start_days = [1]
+                price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
+                health = [ { after_start_hours = 2.0, interconnect = "impaired", unavailable = 1 } ]
+                [[market]]
+                region = "us-east-1"
+                instance_type = "p5.48xlarge"
+                start_days = [1]
+                price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "4.00" } ]
+                "#,
+            )
+            .unwrap(),
+        );
+        w.clock.set(w.now());
+        w
+    }
+
+    fn call(w: &mut World, action: &str, pairs: &[(&str, &str)]) -> Result<String, ApiError> {
+        dispatch(w, REGION, action, &Params::from_pairs(pairs)).map(|o| o.body)
+    }
+
+    fn values(body: &str, tag: &str) -> Vec<String> {
+        let open = format!("<{tag}>");
+        body.split(&open).skip(1).filter_map(|rest| rest.split_once("</").map(|(v, _)| v.to_string())).collect()
+    }
+
+    fn buy(w: &mut World, pairs: &[(&str, &str)]) -> String {
+        let mut q = vec![("CapacityDurationHours", "24")];
+        q.extend_from_slice(pairs);
+        let offers = call(w, "DescribeCapacityBlockOfferings", &q).unwrap();
+        let id = values(&offers, "capacityBlockOfferingId").remove(0);
+        call(w, "PurchaseCapacityBlock", &[("CapacityBlockOfferingId", &id), ("InstancePlatform", "Linux/UNIX")])
+            .unwrap()
+    }
+
+    #[test]
+    fn ultraserver_offerings_are_searched_by_type_and_count() {
+        let mut w = world();
+        let body = call(
+            &mut w,
+            "DescribeCapacityBlockOfferings",
+            &[("CapacityDurationHours", "24"), ("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")],
+        )
+        .unwrap();
+        assert_eq!(values(&body, "ultraserverType"), vec!["u-trn2x64"]);
+        assert_eq!(values(&body, "ultraserverCount"), vec!["2"]);
+        assert_eq!(values(&body, "instanceCount"), vec!["8"], "2 UltraServers of 4 instances");
+        // 2.00 x 16 chips x 8 instances x 24 h
+        assert_eq!(values(&body, "upfrontFee"), vec!["6144.00"]);
+        // An instance search never sees them; a search naming no type does.
+        let p5 = call(
+            &mut w,
+            "DescribeCapacityBlockOfferings",
+            &[("CapacityDurationHours", "24"), ("InstanceType", "p5.48xlarge")],
+        )
+        .unwrap();
+        assert!(values(&p5, "ultraserverType").is_empty());
+        let any = call(&mut w, "DescribeCapacityBlockOfferings", &[("CapacityDurationHours", "24")]).unwrap();
+        assert_eq!(values(&any, "ultraserverType").len(), 2);
+        // Combinations EC2 refuses.
+        for bad in [
+            vec![("UltraserverType", "u-trn2x64"), ("InstanceType", "trn2u.48xlarge")],
+            vec![("UltraserverType", "u-trn2x64"), ("InstanceCount", "4")],
+            vec![("UltraserverCount", "1")],
+        ] {
+            let mut q = vec![("CapacityDurationHours", "24")];
+            q.extend(bad);
+            let e = call(&mut w, "DescribeCapacityBlockOfferings", &q).unwrap_err();
+            assert_eq!(e.code, "InvalidParameterCombination", "{q:?}");
+        }
+        let e = call(
+            &mut w,
+            "DescribeCapacityBlockOfferings",
+            &[("CapacityDurationHours", "24"), ("UltraserverType", "u-p6e-gb200x72")],
+        )
+        .unwrap_err();
+        assert_eq!(e.code, "InvalidParameterValue", "not sold here");
+        let e = call(
+            &mut w,
+            "DescribeCapacityBlockOfferings",
+            &[("CapacityDurationHours", "24"), ("InstanceType", "trn2u.48xlarge")],
+        )
+        .unwrap_err();
+        assert_eq!(e.code, "InvalidParameterValue", "sold only as UltraServers");
+    }
+
+    #[test]
+    fn an_ultraserver_purchase_makes_one_block_per_ultraserver() {
+        let mut w = world();
+        let body = buy(&mut w, &[("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")]);
+        let blocks = values(&body, "capacityBlockId");
+        // One in the reservation, then two blocks.
+        assert_eq!(blocks.len(), 3, "{body}");
+        assert_eq!(blocks[0], blocks[1]);
+        assert_ne!(blocks[1], blocks[2]);
+        assert_eq!(w.reservations.len(), 2);
+        assert!(w.reservations.iter().all(|r| r.instance_count == 4));
+        let fees: rust_decimal::Decimal = w.reservations.iter().map(|r| r.upfront_fee).sum();
+        assert_eq!(fees.to_string(), "6144.00");
+
+        let all = call(&mut w, "DescribeCapacityBlocks", &[]).unwrap();
+        assert_eq!(values(&all, "ultraserverType"), vec!["u-trn2x64", "u-trn2x64"]);
+        let one = call(&mut w, "DescribeCapacityBlocks", &[("CapacityBlockId.1", &blocks[2])]).unwrap();
+        assert_eq!(values(&one, "capacityBlockId"), vec![blocks[2].clone()]);
+        let e = call(&mut w, "DescribeCapacityBlocks", &[("CapacityBlockId.1", "cb-00000000000000000")]).unwrap_err();
+        assert_eq!(e.code, BLOCK_NOT_FOUND);
+        buy(&mut w, &[("InstanceType", "p5.48xlarge")]);
+        let kinds = |w: &mut World, v: &str| {
+            let b =
+                call(w, "DescribeCapacityBlocks", &[("Filter.1.Name", "ultraserver-type"), ("Filter.1.Value.1", v)])
+                    .unwrap();
+            values(&b, "capacityBlockId").len()
+        };
+        assert_eq!((kinds(&mut w, "ultraservers"), kinds(&mut w, "instances")), (2, 1));
+    }
+
+    #[test]
+    fn status_reports_health_for_active_blocks_only() {
+        let mut w = world();
+        buy(&mut w, &[("UltraserverType", "u-trn2x64"), ("UltraserverCount", "1")]);
+        let block = w.reservations[0].capacity_block_id.clone();
+        // Scheduled: not listed, and asking by id fails.
+        assert!(values(&call(&mut w, "DescribeCapacityBlockStatus", &[]).unwrap(), "capacityBlockId").is_empty());
+        let e = call(&mut w, "DescribeCapacityBlockStatus", &[("CapacityBlockId.1", &block)]).unwrap_err();
+        assert_eq!(e.code, "IncorrectState");
+        // Active: ok, then the line's step (2 h after the start) impairs it and takes one out.
+        w.clock.set(w.reservations[0].start);
+        let ok = call(&mut w, "DescribeCapacityBlockStatus", &[("CapacityBlockId.1", &block)]).unwrap();
+        assert_eq!(values(&ok, "interconnectStatus"), vec!["ok"]);
+        assert_eq!(values(&ok, "totalUnavailableCapacity"), vec!["0", "0"]);
+        w.clock.advance(2 * 3600);
+        let bad = call(&mut w, "DescribeCapacityBlockStatus", &[]).unwrap();
+        assert_eq!(values(&bad, "interconnectStatus"), vec!["impaired"]);
+        assert_eq!(values(&bad, "totalCapacity"), vec!["4", "4"]);
+        assert_eq!(values(&bad, "totalUnavailableCapacity"), vec!["1", "1"]);
+        // The control endpoint overrides it.
+        let r = handle(
+            &mut w,
+            "POST",
+            "/_sim/blocks/health",
+            format!(r#"{{"capacity_block_id": "{block}", "interconnect": "ok", "unavailable": 0}}"#).as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v: Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!(v["interconnect"], "ok");
+        let filtered = call(
+            &mut w,
+            "DescribeCapacityBlockStatus",
+            &[("Filter.1.Name", "interconnect-status"), ("Filter.1.Value.1", "impaired")],
+        )
+        .unwrap();
+        assert!(values(&filtered, "capacityBlockId").is_empty());
+    }
+
+    #[test]
+    fn extension_history_lists_each_extension_with_its_payment_status() {
+        let mut w = world();
+        buy(&mut w, &[("InstanceType", "p5.48xlarge")]);
+        let id = w.reservations[0].id.clone();
+        w.clock.set(w.reservations[0].start);
+        let offers = call(
+            &mut w,
+            "DescribeCapacityBlockExtensionOfferings",
+            &[("CapacityReservationId", &id), ("CapacityBlockExtensionDurationHours", "24")],
+        )
+        .unwrap();
+        let offer = values(&offers, "capacityBlockExtensionOfferingId").remove(0);
+        let pairs = [("CapacityBlockExtensionOfferingId", offer.as_str()), ("CapacityReservationId", id.as_str())];
+        let mut dry = pairs.to_vec();
+        dry.push(("DryRun", "true"));
+        assert_eq!(call(&mut w, "PurchaseCapacityBlockExtension", &dry).unwrap_err().code, "DryRunOperation");
+        let empty = call(&mut w, "DescribeCapacityBlockExtensionHistory", &[]).unwrap();
+        assert!(values(&empty, "capacityReservationId").is_empty(), "a dry run records nothing");
+        call(&mut w, "PurchaseCapacityBlockExtension", &pairs).unwrap();
+        let h = call(&mut w, "DescribeCapacityBlockExtensionHistory", &[("CapacityReservationId.1", &id)]).unwrap();
+        assert_eq!(values(&h, "capacityBlockExtensionStatus"), vec!["payment-succeeded"], "delay 0");
+        let none = call(
+            &mut w,
+            "DescribeCapacityBlockExtensionHistory",
+            &[("Filter.1.Name", "capacity-block-extension-status"), ("Filter.1.Value.1", "payment-failed")],
+        )
+        .unwrap();
+        assert!(values(&none, "capacityReservationId").is_empty());
+        let e = call(
+            &mut w,
+            "DescribeCapacityBlockExtensionHistory",
+            &[("CapacityReservationId.1", "cr-00000000000000000")],
+        );
+        assert_eq!(e.unwrap_err().code, "InvalidCapacityReservationId.NotFound");
+    }
+}
