@@ -125,6 +125,12 @@ pub fn reminder_leads() -> Result<Vec<chrono::Duration>, ConfigError> {
     leads_in(NAME, optional(NAME))
 }
 
+/// The EventBridge bus capblock puts its own events on: a bus name, the account's default bus
+/// when unset.
+pub fn event_bus() -> String {
+    optional("CAPBLOCK_EVENT_BUS").unwrap_or_else(|| "default".into())
+}
+
 fn leads_in(name: &'static str, text: Option<String>) -> Result<Vec<chrono::Duration>, ConfigError> {
     let minutes: Vec<u32> = list_in(name, text.clone(), DEFAULT_REMINDER_LEAD_MINUTES.to_vec())?;
     if minutes.contains(&0) {

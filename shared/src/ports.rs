@@ -252,7 +252,7 @@ pub trait Ledger: Send + Sync {
 
     /// Sent -> Bought: writes the block and its purchase notice, moves the fee from reserved to
     /// spent, frees the guard. All or nothing.
-    async fn record_bought(&self, intent: &Intent, block: &Block, notice: &Notice) -> Result<(), StoreError>;
+    async fn record_bought(&self, intent: &Intent, block: &Block, notices: &[Notice]) -> Result<(), StoreError>;
 
     /// Reserved/Sent -> Rejected: releases the fee and frees the guard. The offering stays
     /// tried: the rule never sends a purchase for it again.

@@ -5,6 +5,7 @@
 use capblock_shared::app::events::{EventHandler, Handled};
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::config::{self, ConfigError};
@@ -17,13 +18,13 @@ use lambda_runtime::{Diagnostic, LambdaEvent};
 /// template.yaml allows exactly their actions (infra/deploy/crosscheck). A new port in the bounds
 /// of the app service it runs goes here too.
 pub const AWS_PORTS: &[&str] =
-    &["ReservationLookup", "InstanceSource", "BlockStore", "Outbox", "Notifier", "Reminders"];
+    &["ReservationLookup", "InstanceSource", "BlockStore", "Outbox", "Notifier", "EventBus", "Reminders"];
 
 /// Everything built once per container and reused by every invocation.
 pub struct App {
     market: Ec2Market,
     store: DynamoStore,
-    notifier: SnsNotifier,
+    notifier: Delivery,
     scheduler: aws_sdk_scheduler::Client,
     group: String,
     leads: Vec<chrono::Duration>,
@@ -61,7 +62,11 @@ impl App {
         Ok(App {
             market: Ec2Market::new(sdk.clone()),
             store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
-            notifier: SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, Some(workloads)),
+            notifier: Delivery::new(
+                &sdk,
+                SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, Some(workloads)),
+                config::event_bus(),
+            ),
             scheduler: aws_sdk_scheduler::Client::new(&sdk),
             group,
             leads,

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
@@ -31,6 +32,7 @@ pub const AWS_PORTS: &[&str] = &[
     "Outbox",
     "ObservationStore",
     "Notifier",
+    "EventBus",
 ];
 
 /// Everything built once per container and reused by every invocation.
@@ -39,7 +41,7 @@ pub struct App {
     time: TimeSource,
     market: Ec2Market,
     store: DynamoStore,
-    notifier: SnsNotifier,
+    notifier: Delivery,
     /// Accelerator counts learned from DescribeInstanceTypes outlive one invocation.
     catalog: Mutex<AcceleratorCatalog>,
     settings: ScanSettings,
@@ -79,7 +81,11 @@ impl App {
         Ok(App {
             market: Ec2Market::new(sdk.clone()),
             store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
-            notifier: SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None),
+            notifier: Delivery::new(
+                &sdk,
+                SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None),
+                config::event_bus(),
+            ),
             catalog: Mutex::new(AcceleratorCatalog::new()),
             time: TimeSource::from_env()?,
             settings,

@@ -3,11 +3,15 @@
 //! checkpoint reminders in step), adopts reservations missing from the store, and buys the
 //! extensions rules ask for.
 
+use capblock_shared::app::handoff::Hands;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
+use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
 use capblock_shared::domain::rule::Mode;
 
@@ -28,6 +32,12 @@ pub const AWS_PORTS: &[&str] = &[
     "Outbox",
     "Notifier",
     "Reminders",
+    "EventBus",
+    // The hand-off actions (`app::handoff::Hands`).
+    "Parameters",
+    "Groups",
+    "Commands",
+    "InstanceSource",
 ];
 
 /// Everything built once per container and reused by every invocation.
@@ -36,7 +46,9 @@ pub struct App {
     time: TimeSource,
     market: Ec2Market,
     store: DynamoStore,
-    notifier: SnsNotifier,
+    notifier: Delivery,
+    ssm: Ssm,
+    groups: AutoScaling,
     reminders: SchedulerReminders,
     settings: TrackSettings,
 }
@@ -71,7 +83,13 @@ impl App {
         Ok(App {
             market: Ec2Market::new(sdk.clone()),
             store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
-            notifier: SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None),
+            notifier: Delivery::new(
+                &sdk,
+                SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None),
+                config::event_bus(),
+            ),
+            ssm: Ssm::new(sdk.clone()),
+            groups: AutoScaling::new(sdk.clone()),
             reminders: reminders(&sdk)?,
             time: TimeSource::from_env()?,
             settings,
@@ -81,12 +99,15 @@ impl App {
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<TrackReport, Diagnostic> {
         let live = self.settings.stack.mode == Mode::Live;
         on_tick("track-blocks", event.payload, &self.time, &SystemClock, live, |now| async move {
+            let hands =
+                Hands { parameters: &self.ssm, groups: &self.groups, commands: &self.ssm, instances: &self.market };
             let tracker = Tracker {
                 market: &self.market,
                 store: &self.store,
                 notifier: &self.notifier,
                 reminders: &self.reminders,
                 settings: &self.settings,
+                hands: Some(hands),
             };
             Ok(tracker.run(now).await?)
         })

@@ -8,17 +8,21 @@
 //! Every action is safe to repeat: parameters and capacities are set, not added to, and a
 //! command is sent only to the instances that do not have it yet (found by its comment).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::outbox::{LEASE, alert_notice};
+use crate::domain::block::Block;
 use crate::domain::bus::{self, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Step, Subject};
-use crate::domain::handoff::{self, Invocation, Order, Planned};
+use crate::domain::handoff::{self, Invocation, Order, Planned, Point, Target};
+use crate::domain::milestone::Milestone;
 use crate::domain::names::Region;
+use crate::domain::rule::{Mode, Rule};
+use crate::domain::slack::SlackMessage;
 use crate::ports::{
-    ActionError, Commands, Groups, InstanceSource, Message, Notice, Outbox, Parameters, StoreError, Topic,
+    ActionError, BlockStore, Commands, Groups, InstanceSource, Message, Notice, Outbox, Parameters, StoreError, Topic,
 };
 
 /// The outbox notice of one lifecycle step's event. `step_key` is the step's milestone name
@@ -38,6 +42,94 @@ pub fn event_notice(subject: &Subject, step: &Step, step_key: &str, arn: Option<
         message: Message { body: serde_json::to_string(&detail).unwrap_or_default(), attributes },
         created_at: now,
     }
+}
+
+/// Enqueues the event of `step` for block `b` (stored under `step_key`); true when it is new.
+pub async fn enqueue_event<O: Outbox + ?Sized>(
+    outbox: &O,
+    b: &Block,
+    tags: BTreeMap<String, String>,
+    step: &Step,
+    step_key: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let notice = event_notice(&Subject::of(b, tags), step, step_key, b.arn.as_deref(), now);
+    let added = outbox.enqueue(&notice).await?;
+    if added {
+        tracing::info!(event = "event_planned", reservation = %b.reservation_id, detail_type = %step.detail_type(), key = step_key, "will put");
+    }
+    Ok(added)
+}
+
+/// Whether a rule's actions only announce: while the stack or the rule is in dry-run. A rule
+/// in approval mode acts (a person approved its blocks).
+fn dry_run(stack_mode: Mode, rule: &Rule) -> bool {
+    stack_mode.and(rule.mode) == Mode::DryRun
+}
+
+/// What one tracker move hands off, enqueued before the move is stored (as its Slack notices
+/// are, so a run that dies half-way redoes it as a no-op): the event of each milestone, and
+/// once the block is over, the orders that undo its rule's actions (parameter cleared, groups
+/// to 0).
+pub async fn at_move<O: Outbox + ?Sized>(
+    outbox: &O,
+    before: &Block,
+    after: &Block,
+    milestones: &[Milestone],
+    rule: Option<&Rule>,
+    stack_mode: Mode,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let tags = rule.map(|r| r.tags.clone()).unwrap_or_default();
+    for m in milestones {
+        if let Some(step) = bus::step_of_milestone(m, before.end) {
+            enqueue_event(outbox, after, tags.clone(), &step, &m.name(), now).await?;
+        }
+    }
+    if let (true, Some(rule), Some(target)) = (after.state.is_final(), rule, Target::of(after)) {
+        let orders = handoff::at_point(&rule.actions, &target, Point::Ended, dry_run(stack_mode, rule));
+        enqueue_actions(outbox, &orders, now).await?;
+    }
+    Ok(())
+}
+
+/// The tracker's hand-off pass: plans the orders every open block of a rule with actions calls
+/// for now (`handoff::current`; the outbox keeps those planned before) and runs what is pending.
+/// Never an error: a failure is logged and reported, and the block's life goes on.
+pub async fn tracker_pass<S: BlockStore + Outbox + ?Sized>(
+    store: &S,
+    hands: &Hands<'_>,
+    rules: &HashMap<String, Rule>,
+    stack_mode: Mode,
+    now: DateTime<Utc>,
+) -> ActionReport {
+    let planned = async {
+        let mut planned = 0;
+        for b in store.open_blocks(None).await? {
+            let (Some(rule), Some(target)) = (b.rule_id.as_ref().and_then(|r| rules.get(r)), Target::of(&b)) else {
+                continue;
+            };
+            if rule.actions.is_empty() {
+                continue;
+            }
+            let orders = handoff::current(&rule.actions, &target, b.state, now, dry_run(stack_mode, rule));
+            planned += enqueue_actions(store, &orders, now).await?;
+        }
+        Ok::<usize, StoreError>(planned)
+    }
+    .await;
+    let mut report = match hands.run(store, now).await {
+        Ok(r) => r,
+        Err(e) => ActionReport { error: Some(e.to_string()), ..Default::default() },
+    };
+    match planned {
+        Ok(n) => report.planned = n,
+        Err(e) => report.error = Some(e.to_string()),
+    }
+    if let Some(e) = &report.error {
+        tracing::warn!(event = "handoff_failed", error = %e, "hand-off actions not all planned or run; next run retries");
+    }
+    report
 }
 
 /// The outbox record of one action for one block.
@@ -68,21 +160,26 @@ pub async fn enqueue_actions<O: Outbox + ?Sized>(
 }
 
 /// The AWS sides the actions reach.
-pub struct Hands<'a, P: ?Sized, G: ?Sized, C: ?Sized, I: ?Sized> {
-    pub parameters: &'a P,
-    pub groups: &'a G,
-    pub commands: &'a C,
-    pub instances: &'a I,
+#[derive(Clone, Copy)]
+pub struct Hands<'a> {
+    pub parameters: &'a dyn Parameters,
+    pub groups: &'a dyn Groups,
+    pub commands: &'a dyn Commands,
+    pub instances: &'a dyn InstanceSource,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ActionReport {
+    /// Orders this run added to the outbox.
+    pub planned: usize,
     pub done: Vec<String>,
     /// Failed this run; pending, tried again next run.
     pub failed: Vec<String>,
     /// Waiting (a command still running on some instance).
     pub waiting: Vec<String>,
     pub held_elsewhere: usize,
+    /// The store failed: what was not planned or run is retried next run.
+    pub error: Option<String>,
 }
 
 /// What one try of an order came to.
@@ -90,16 +187,12 @@ enum Tried {
     Done(String),
     /// Done, and a follow-up order to run next (collecting a command's results).
     Then(String, Box<Planned>),
+    /// Done, with a message of its own (a command's results).
+    Reported(SlackMessage),
     NotYet(String),
 }
 
-impl<P, G, C, I> Hands<'_, P, G, C, I>
-where
-    P: Parameters + ?Sized,
-    G: Groups + ?Sized,
-    C: Commands + ?Sized,
-    I: InstanceSource + ?Sized,
-{
+impl Hands<'_> {
     /// Runs every pending action this run can lease.
     pub async fn run<O: Outbox + ?Sized>(&self, outbox: &O, now: DateTime<Utc>) -> Result<ActionReport, StoreError> {
         let mut report = ActionReport::default();
@@ -126,39 +219,14 @@ where
                 self.try_order(&p).await
             };
             let thread = &p.target.reservation_id;
-            match tried {
-                Ok(Tried::Done(what)) => {
-                    outbox
-                        .enqueue(&alert_notice(
-                            thread,
-                            &format!("{}-done", p.key),
-                            &handoff::announce_done(&p, &what),
-                            now,
-                        ))
-                        .await?;
-                    outbox.mark_published(&notice, now).await?;
-                    tracing::info!(event = "action_done", reservation = %thread, action = %p.key, dry_run = p.dry_run, "{what}");
-                    report.done.push(notice.id());
-                }
-                Ok(Tried::Then(what, next)) => {
-                    // The follow-up first: if this run dies here, the retry finds the command
-                    // sent (by its comment) and plans the same follow-up again (a no-op).
-                    enqueue_actions(outbox, std::slice::from_ref(next.as_ref()), now).await?;
-                    outbox
-                        .enqueue(&alert_notice(
-                            thread,
-                            &format!("{}-done", p.key),
-                            &handoff::announce_done(&p, &what),
-                            now,
-                        ))
-                        .await?;
-                    outbox.mark_published(&notice, now).await?;
-                    tracing::info!(event = "action_done", reservation = %thread, action = %p.key, "{what}");
-                    report.done.push(notice.id());
-                }
+            let (message, next) = match tried {
+                Ok(Tried::Done(what)) => (handoff::announce_done(&p, &what), None),
+                Ok(Tried::Reported(message)) => (message, None),
+                Ok(Tried::Then(what, next)) => (handoff::announce_done(&p, &what), Some(next)),
                 Ok(Tried::NotYet(why)) => {
                     tracing::info!(event = "action_waiting", reservation = %thread, action = %p.key, %why, "next run looks again");
                     report.waiting.push(notice.id());
+                    continue;
                 }
                 Err(e) => {
                     let msg = handoff::announce_failed(&p, &e.to_string());
@@ -166,8 +234,18 @@ where
                     outbox.enqueue(&alert_notice(thread, &format!("{}-failed", p.key), &msg, now)).await?;
                     tracing::warn!(event = "action_failed", reservation = %thread, action = %p.key, error = %e, "retried next run");
                     report.failed.push(notice.id());
+                    continue;
                 }
+            };
+            // The follow-up first: if this run dies here, the retry finds the command sent (by
+            // its comment) and plans the same follow-up again (a no-op).
+            if let Some(next) = next {
+                enqueue_actions(outbox, std::slice::from_ref(next.as_ref()), now).await?;
             }
+            outbox.enqueue(&alert_notice(thread, &format!("{}-done", p.key), &message, now)).await?;
+            outbox.mark_published(&notice, now).await?;
+            tracing::info!(event = "action_done", reservation = %thread, action = %p.key, dry_run = p.dry_run, "{}", message.description);
+            report.done.push(notice.id());
         }
         Ok(report)
     }
@@ -209,8 +287,7 @@ where
                         Ok(Tried::NotYet(format!("{running} instance(s) still running it")))
                     }
                     Some(summary) => {
-                        let msg = handoff::announce_command_result(p, &summary.ran, &summary.failed);
-                        Ok(Tried::Done(msg.description))
+                        Ok(Tried::Reported(handoff::announce_command_result(p, &summary.ran, &summary.failed)))
                     }
                 }
             }

@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::extend::{Extender, ExtensionAction};
+use super::handoff::{self, ActionReport, Hands};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::reconcile::{Settled, record_purchase, settle_open_intents};
 use super::settings::StackSettings;
@@ -67,6 +68,8 @@ pub struct TrackReport {
     pub settled: Vec<Settled>,
     pub extensions: Vec<ExtensionAction>,
     pub failed_regions: BTreeMap<String, String>,
+    /// Hand-off actions planned and run this run (`app::handoff`).
+    pub handoff: ActionReport,
     /// Per-block failures: the block is left as it was and looked at again next run.
     pub errors: Vec<String>,
     pub notices: FlushReport,
@@ -89,6 +92,8 @@ pub struct Tracker<'a, M: ?Sized, S: ?Sized, N: ?Sized, R: ?Sized> {
     pub notifier: &'a N,
     pub reminders: &'a R,
     pub settings: &'a TrackSettings,
+    /// Where rules' hand-off actions act; `None` runs none (they wait in the outbox).
+    pub hands: Option<Hands<'a>>,
 }
 
 impl<M, S, N, R> Tracker<'_, M, S, N, R>
@@ -160,6 +165,10 @@ where
             account_budget: self.settings.stack.account_budget,
         };
         report.extensions = extender.run(&rules, &observed_now, now).await?;
+
+        if let Some(hands) = &self.hands {
+            report.handoff = handoff::tracker_pass(self.store, hands, &rules, self.settings.stack.mode, now).await;
+        }
 
         report.notices = flush(self.store, self.notifier, now).await?;
         Ok(report)
@@ -254,8 +263,9 @@ where
         next.state = to;
         next.end = end;
         let f = &next;
-        for m in milestones(b.state, to, b.end, end) {
-            let msg = match &m {
+        let moved = milestones(b.state, to, b.end, end);
+        for m in &moved {
+            let msg = match m {
                 Milestone::PaymentSucceeded => announce::payment_succeeded(f),
                 Milestone::Scheduled => announce::scheduled(f),
                 Milestone::Active => announce::active(f),
@@ -280,6 +290,8 @@ where
             };
             self.enqueue(b, &m.name(), &msg, now).await?;
         }
+        let rule = b.rule_id.as_ref().and_then(|r| rules.get(r));
+        handoff::at_move(self.store, b, &next, &moved, rule, self.settings.stack.mode, now).await?;
 
         if to == BlockState::PaymentFailed && self.release_budget(b, rules, now).await? {
             report.released_budgets.push(b.reservation_id.clone());

@@ -89,6 +89,13 @@ pub struct Delivery {
     pub bus: EventBridgeBus,
 }
 
+impl Delivery {
+    /// `sns` for the topics, and the bus `bus` (a name; see `config::event_bus`).
+    pub fn new(sdk: &aws_config::SdkConfig, sns: SnsNotifier, bus: String) -> Delivery {
+        Delivery { sns, bus: EventBridgeBus::new(Client::new(sdk), bus) }
+    }
+}
+
 #[async_trait]
 impl Notifier for Delivery {
     async fn publish(&self, topic: Topic, message: &Message) -> Result<(), NotifyError> {

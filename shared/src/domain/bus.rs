@@ -9,7 +9,11 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
+use super::block::Block;
+use super::checkpoint::CheckpointMilestone;
+use super::health::HealthChange;
 use super::lifecycle::termination_time;
+use super::milestone::Milestone;
 use super::names::{InstanceType, Region};
 
 /// The `source` of every event capblock puts.
@@ -88,6 +92,69 @@ pub struct Subject {
     pub ultraserver: bool,
     pub rule_id: Option<String>,
     pub tags: BTreeMap<String, String>,
+}
+
+impl Subject {
+    /// The block as an event tells it; `tags` as `event_tags` gives them.
+    pub fn of(b: &Block, tags: BTreeMap<String, String>) -> Subject {
+        Subject {
+            reservation_id: b.reservation_id.clone(),
+            region: b.region.clone(),
+            availability_zone: b.availability_zone.clone(),
+            instance_type: b.instance_type.clone(),
+            instance_count: b.instance_count,
+            start: b.start,
+            end: b.end,
+            ultraserver: b.ultraserver,
+            rule_id: b.rule_id.clone(),
+            tags,
+        }
+    }
+}
+
+/// The tags an event carries: the reservation's without capblock's own `capblock:*`
+/// bookkeeping, i.e. the rule's `tags` capblock bought it with.
+pub fn event_tags<'a>(tags: impl IntoIterator<Item = (&'a String, &'a String)>) -> BTreeMap<String, String> {
+    tags.into_iter().filter(|(k, _)| !k.starts_with("capblock:")).map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// The event of a tracker milestone, keyed by the milestone's outbox name (the Slack notice's,
+/// so the tracker and on-capacity-event, which share "delivered", put one Block Active between
+/// them). `previous_end`: the end before the move. `None`: not an event (payment succeeded,
+/// scheduled, an end moved back, payment warnings).
+pub fn step_of_milestone(m: &Milestone, previous_end: DateTime<Utc>) -> Option<Step> {
+    match m {
+        Milestone::PaymentFailed => Some(Step::PaymentFailed),
+        Milestone::Active => Some(Step::Active),
+        Milestone::Expired => Some(Step::Ended { outcome: EndOutcome::Expired }),
+        Milestone::Released => Some(Step::Ended { outcome: EndOutcome::Released }),
+        Milestone::Extended(_) => Some(Step::Extended { previous_end }),
+        Milestone::PaymentSucceeded
+        | Milestone::Scheduled
+        | Milestone::EndMovedBack(_)
+        | Milestone::PaymentWarning(_) => None,
+    }
+}
+
+/// The event of an on-capacity-event milestone (its key is the milestone's `key()`): the block
+/// delivered, and each of capblock's reminders with the minutes left. AWS's own warning and an
+/// instance's interruption are EC2's events already (source `aws.ec2`).
+pub fn step_of_checkpoint(m: &CheckpointMilestone) -> Option<Step> {
+    match m {
+        CheckpointMilestone::Delivered => Some(Step::Active),
+        CheckpointMilestone::Reminder { lead_minutes, .. } => Some(Step::Ending { minutes_left: *lead_minutes }),
+        CheckpointMilestone::AwsExpirationWarning | CheckpointMilestone::Interruption { .. } => None,
+    }
+}
+
+/// The event of a block's health change: `status` is `degraded` or `recovered`, the summary the
+/// Slack title's. Its key is the health notice's own (issue 16 wires the tracker's reads).
+pub fn step_of_health(change: &HealthChange) -> Step {
+    let status = match change {
+        HealthChange::Degraded { .. } => "degraded",
+        HealthChange::Recovered { .. } => "recovered",
+    };
+    Step::HealthChanged { status: status.into(), summary: change.summary() }
 }
 
 /// What one step adds to the common part. Each variant is one detail-type, so an event can

@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::lifecycle::termination_time;
+use super::block::Block;
+use super::lifecycle::{BlockState, termination_time};
 use super::slack::SlackMessage;
 
 /// Every parameter capblock writes is under this path (the IAM policy grants no other).
@@ -179,6 +180,22 @@ pub struct Target {
 }
 
 impl Target {
+    /// The target of a block a rule bought (or a block tagged with the rule); `None` for a
+    /// block of no rule, which no rule's actions concern.
+    pub fn of(b: &Block) -> Option<Target> {
+        Some(Target {
+            reservation_id: b.reservation_id.clone(),
+            region: b.region.to_string(),
+            availability_zone: b.availability_zone.clone(),
+            instance_type: b.instance_type.to_string(),
+            instance_count: b.instance_count,
+            start: b.start,
+            end: b.end,
+            ultraserver: b.ultraserver,
+            rule_id: b.rule_id.clone()?,
+        })
+    }
+
     pub fn termination_time(&self) -> DateTime<Utc> {
         termination_time(self.end, self.ultraserver)
     }
@@ -295,6 +312,38 @@ pub fn at_point(actions: &[Action], t: &Target, point: Point, dry_run: bool) -> 
             (Action::ScaleGroup { group, .. }, Point::Ended) => out.push(scale_down(t, group, dry_run)),
             _ => {}
         }
+    }
+    out
+}
+
+/// Every order a block in `state` calls for at `now`, whatever happened before: the tracker
+/// plans these on each run and the outbox keeps the ones already planned, so a run that was
+/// missed, a crash or a block adopted late still gets its orders, each once.
+/// - paid (scheduled or active): the parameter, for the current end;
+/// - active: each group scaled up, unless its scale-down is already due (scaling up for minutes
+///   would only launch instances EC2 is about to terminate), and the lead-time orders due.
+pub fn current(actions: &[Action], t: &Target, state: BlockState, now: DateTime<Utc>, dry_run: bool) -> Vec<Planned> {
+    let mut out = Vec::new();
+    if matches!(state, BlockState::Scheduled | BlockState::Active) {
+        let paid = at_point(actions, t, Point::Paid, dry_run);
+        out.extend(paid.into_iter().filter(|p| matches!(p.order, Order::PublishParameter { .. })));
+    }
+    if state == BlockState::Active {
+        let due_now = due(actions, t, now, dry_run);
+        let down: BTreeSet<&str> = due_now
+            .iter()
+            .filter_map(|p| match &p.order {
+                Order::SetCapacity { group, .. } => Some(group.as_str()),
+                _ => None,
+            })
+            .collect();
+        let up = at_point(actions, t, Point::Active, dry_run);
+        // The parameter came with the paid orders above; the groups go up here.
+        out.extend(up.into_iter().filter(|p| match &p.order {
+            Order::SetCapacity { group, .. } => !down.contains(group.as_str()),
+            _ => false,
+        }));
+        out.extend(due_now);
     }
     out
 }
@@ -423,6 +472,15 @@ pub fn announce_command_result(p: &Planned, ran: &[String], failed: &[(String, S
     let ran_text = if ran.is_empty() { "none".to_string() } else { ran.join(", ") };
     let failed_line = if failed.is_empty() { "none".to_string() } else { failed_text.join(", ") };
     message(p, "result", title.into(), format!("Ran on: {ran_text}\nFailed on: {failed_line}"))
+}
+
+/// `block::example`'s target: rule `p5`, 2 x p5.48xlarge in us-east-1 from 12-10 11:30 to 12-11
+/// 11:30 (2026), for the unit tests of the modules that run actions.
+#[cfg(test)]
+pub(crate) fn example_target() -> Target {
+    use chrono::TimeZone;
+    let at = |d| Utc.with_ymd_and_hms(2026, 12, d, 11, 30, 0).single().expect("a valid time");
+    Target::of(&super::block::example(at(10), at(11))).expect("the example block has a rule")
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use chrono::{Duration, TimeZone};
 
 use super::*;
-use crate::domain::handoff::{Action, Point, Target, at_point, due};
+use crate::domain::handoff::{Action, Point, Target, at_point, due, example_target};
 use crate::ports::{MarketError, SentCommand};
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
@@ -154,17 +154,7 @@ impl InstanceSource for Aws {
 }
 
 fn target() -> Target {
-    Target {
-        reservation_id: "cr-0123456789abcdef0".into(),
-        region: "us-east-1".into(),
-        availability_zone: "us-east-1a".into(),
-        instance_type: "p5.48xlarge".into(),
-        instance_count: 2,
-        start: t(10, 11, 30),
-        end: t(11, 11, 30),
-        ultraserver: false,
-        rule_id: "p5".into(),
-    }
+    example_target()
 }
 
 fn actions() -> Vec<Action> {
@@ -175,7 +165,7 @@ fn actions() -> Vec<Action> {
     ]
 }
 
-fn hands(aws: &Aws) -> Hands<'_, Aws, Aws, Aws, Aws> {
+fn hands(aws: &Aws) -> Hands<'_> {
     Hands { parameters: aws, groups: aws, commands: aws, instances: aws }
 }
 

@@ -6,18 +6,8 @@ fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
 }
 
 pub(crate) fn subject() -> Subject {
-    Subject {
-        reservation_id: "cr-0123456789abcdef0".into(),
-        region: "us-east-1".parse().unwrap(),
-        availability_zone: "us-east-1a".into(),
-        instance_type: "p5.48xlarge".parse().unwrap(),
-        instance_count: 2,
-        start: t(10, 11, 30),
-        end: t(12, 11, 30),
-        ultraserver: false,
-        rule_id: Some("p5-weekly".into()),
-        tags: [("team".to_string(), "llm".to_string())].into(),
-    }
+    let block = crate::domain::block::example(t(10, 11, 30), t(12, 11, 30));
+    Subject::of(&block, [("team".to_string(), "llm".to_string())].into())
 }
 
 /// One step of each detail-type, so a test over all of them misses none.
@@ -47,7 +37,7 @@ fn detail_carries_the_common_facts_and_the_steps_own() {
     assert_eq!(d["start"], "2026-12-10T11:30:00Z");
     assert_eq!(d["end"], "2026-12-12T11:30:00Z");
     assert_eq!(d["termination_time"], "2026-12-12T11:00:00Z");
-    assert_eq!(d["rule_id"], "p5-weekly");
+    assert_eq!(d["rule_id"], "p5");
     assert_eq!(d["tags"]["team"], "llm");
     assert_eq!(d["minutes_left"], 30);
 
@@ -145,4 +135,65 @@ fn calls_hold_at_most_ten_entries() {
     let order: Vec<&str> = calls(&entries).flatten().map(BusEntry::detail).collect();
     assert_eq!(order.first(), Some(&"{\"n\":0}"));
     assert_eq!(order.last(), Some(&"{\"n\":22}"));
+}
+
+#[test]
+fn tracker_milestones_map_to_their_events_and_the_rest_to_none() {
+    let before = t(12, 11, 30);
+    let cases = [
+        (Milestone::PaymentFailed, Some(DetailType::PaymentFailed)),
+        (Milestone::Active, Some(DetailType::BlockActive)),
+        (Milestone::Expired, Some(DetailType::BlockEnded)),
+        (Milestone::Released, Some(DetailType::BlockEnded)),
+        (Milestone::Extended(t(13, 11, 30)), Some(DetailType::BlockExtended)),
+        (Milestone::PaymentSucceeded, None),
+        (Milestone::Scheduled, None),
+        (Milestone::EndMovedBack(t(11, 11, 30)), None),
+        (Milestone::PaymentWarning(6), None),
+    ];
+    for (m, want) in cases {
+        assert_eq!(step_of_milestone(&m, before).map(|s| s.detail_type()), want, "{m:?}");
+    }
+    assert_eq!(
+        step_of_milestone(&Milestone::Extended(t(13, 11, 30)), before),
+        Some(Step::Extended { previous_end: before })
+    );
+    assert_eq!(step_of_milestone(&Milestone::Released, before), Some(Step::Ended { outcome: EndOutcome::Released }));
+}
+
+#[test]
+fn the_tracker_and_the_ec2_event_share_one_block_active_key() {
+    // Both put "Block Active" under the same outbox milestone, so it goes out once.
+    assert_eq!(Milestone::Active.name(), CheckpointMilestone::Delivered.key());
+    assert_eq!(step_of_checkpoint(&CheckpointMilestone::Delivered), Some(Step::Active));
+    let reminder = CheckpointMilestone::Reminder { lead_minutes: 30, end: t(12, 11, 30) };
+    assert_eq!(step_of_checkpoint(&reminder), Some(Step::Ending { minutes_left: 30 }));
+    assert_eq!(step_of_checkpoint(&CheckpointMilestone::AwsExpirationWarning), None);
+    assert_eq!(step_of_checkpoint(&CheckpointMilestone::Interruption { instance_id: "i-1".into() }), None);
+}
+
+#[test]
+fn event_tags_leave_out_capblocks_own() {
+    let tags: BTreeMap<String, String> = [
+        ("team".to_string(), "llm".to_string()),
+        ("capblock:rule".to_string(), "p5".to_string()),
+        ("capblock:stack".to_string(), "prod".to_string()),
+    ]
+    .into();
+    assert_eq!(event_tags(&tags), [("team".to_string(), "llm".to_string())].into());
+}
+
+#[test]
+fn a_health_change_is_degraded_or_recovered_with_its_summary() {
+    use crate::domain::health::{BlockHealth, Interconnect};
+    let health = BlockHealth { interconnect: Interconnect::from_ec2("impaired"), total: 16, unavailable: 2 };
+    let degraded = HealthChange::Degraded { health: health.clone(), problems: vec!["interconnect impaired".into()] };
+    assert_eq!(
+        step_of_health(&degraded),
+        Step::HealthChanged { status: "degraded".into(), summary: "interconnect impaired".into() }
+    );
+    let Step::HealthChanged { status, .. } = step_of_health(&HealthChange::Recovered { health }) else {
+        panic!("a health step")
+    };
+    assert_eq!(status, "recovered");
 }

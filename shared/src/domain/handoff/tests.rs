@@ -11,17 +11,7 @@ fn limits() -> ActionLimits {
 }
 
 fn target() -> Target {
-    Target {
-        reservation_id: "cr-0123456789abcdef0".into(),
-        region: "us-east-1".into(),
-        availability_zone: "us-east-1a".into(),
-        instance_type: "p5.48xlarge".into(),
-        instance_count: 2,
-        start: t(10, 11, 30),
-        end: t(11, 11, 30),
-        ultraserver: false,
-        rule_id: "p5".into(),
-    }
+    example_target()
 }
 
 fn all() -> Vec<Action> {
@@ -213,4 +203,28 @@ fn messages_go_to_the_blocks_thread_and_say_dry_run() {
 fn comments_fit_ssm() {
     let c = command_comment(&"cr-".repeat(60), 30, t(1, 0, 0));
     assert_eq!(c.len(), 100);
+}
+
+#[test]
+fn current_orders_follow_the_blocks_state_and_the_clock() {
+    let tg = target(); // termination 12-11 11:00; scale-down lead 45, command lead 30
+    let keys_at = |state, now| keys(&current(&all(), &tg, state, now, false)).join(" ");
+    assert_eq!(keys_at(BlockState::PaymentPending, t(9, 12, 0)), "", "nothing before it is paid");
+    assert_eq!(keys_at(BlockState::Scheduled, t(9, 12, 0)), "action-parameter-end-20261211T1130Z");
+    assert_eq!(
+        keys_at(BlockState::Active, t(10, 12, 0)),
+        "action-parameter-end-20261211T1130Z action-scale-up-trainers"
+    );
+    // Past the scale-down lead: no scale-up (a block found active this late is not scaled up
+    // only to be scaled down), the scale-down instead.
+    assert_eq!(
+        keys_at(BlockState::Active, t(11, 10, 20)),
+        "action-parameter-end-20261211T1130Z action-scale-down-trainers-end-20261211T1130Z"
+    );
+    assert_eq!(
+        keys_at(BlockState::Active, t(11, 10, 30)),
+        "action-parameter-end-20261211T1130Z action-scale-down-trainers-end-20261211T1130Z \
+         action-run-command-capblock-checkpoint-30m-end-20261211T1130Z"
+    );
+    assert_eq!(keys_at(BlockState::Expired, t(11, 12, 0)), "", "the end's orders come with the move");
 }
