@@ -175,6 +175,32 @@ pub async fn bus_with_queue(sdk: &SdkConfig, name: &str) -> String {
     url
 }
 
+/// Creates Auto Scaling group `name` (0 to 4 instances, none wanted) in `region` on moto.
+pub async fn auto_scaling_group(sdk: &SdkConfig, region: &str, name: &str) {
+    let asg = aws_sdk_autoscaling::Client::from_conf(
+        aws_sdk_autoscaling::config::Builder::from(sdk)
+            .region(aws_sdk_autoscaling::config::Region::new(region.to_string()))
+            .build(),
+    );
+    asg.create_launch_configuration()
+        .launch_configuration_name(name)
+        .image_id("ami-12c6146b")
+        .instance_type("p5.48xlarge")
+        .send()
+        .await
+        .unwrap();
+    asg.create_auto_scaling_group()
+        .auto_scaling_group_name(name)
+        .launch_configuration_name(name)
+        .min_size(0)
+        .max_size(4)
+        .desired_capacity(0)
+        .availability_zones(format!("{region}a"))
+        .send()
+        .await
+        .unwrap();
+}
+
 /// Creates SQS queue `name` on moto and subscribes it to SNS `topic` (with `filter_policy`, a
 /// JSON filter policy, when given); returns the queue's URL.
 pub async fn sqs_tap(sdk: &SdkConfig, topic: &str, name: &str, filter_policy: Option<String>) -> String {

@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::outbox::{LEASE, alert_notice};
 use crate::domain::block::Block;
 use crate::domain::bus::{self, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Step, Subject};
-use crate::domain::handoff::{self, Invocation, Order, Planned, Point, Target};
+use crate::domain::handoff::{self, Action, Invocation, Order, Planned, Point, Target};
 use crate::domain::milestone::Milestone;
 use crate::domain::names::Region;
 use crate::domain::rule::{Mode, Rule};
@@ -130,6 +130,35 @@ pub async fn tracker_pass<S: BlockStore + Outbox + ?Sized>(
         tracing::warn!(event = "handoff_failed", error = %e, "hand-off actions not all planned or run; next run retries");
     }
     report
+}
+
+/// The groups a rule's `scale_group` actions name that Auto Scaling does not know in one of the
+/// rule's regions (a block of the rule may be in any of them), as `(field, problem)` like the
+/// rule's own problems. For `capblock rules validate`.
+pub async fn unknown_groups(groups: &dyn Groups, rule: &Rule) -> Result<Vec<(String, String)>, ActionError> {
+    let named: Vec<(usize, &str)> = rule
+        .actions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| match a {
+            Action::ScaleGroup { group, .. } => Some((i, group.as_str())),
+            _ => None,
+        })
+        .collect();
+    let mut problems = Vec::new();
+    if named.is_empty() {
+        return Ok(problems);
+    }
+    let names: Vec<String> = named.iter().map(|(_, g)| g.to_string()).collect();
+    for region in &rule.regions {
+        let found = groups.existing(region, &names).await?;
+        for (i, group) in &named {
+            if !found.iter().any(|f| f == group) {
+                problems.push((format!("actions[{i}].group"), format!("no Auto Scaling group {group:?} in {region}")));
+            }
+        }
+    }
+    Ok(problems)
 }
 
 /// The outbox record of one action for one block.

@@ -16,7 +16,9 @@ use capblock_shared::domain::handoff::{Action, Point, Target, at_point, due};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::names::Region;
 use capblock_shared::ports::{InstanceSource, MarketError, Outbox, Parameters};
-use capblock_tests::{Aws, Published, Rig, RuleToml, ScenarioToml, T0, detail_types, event_types, example_block};
+use capblock_tests::{
+    Aws, Published, Rig, RuleToml, ScenarioToml, T0, auto_scaling_group, detail_types, event_types, example_block,
+};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
@@ -141,27 +143,6 @@ impl InstanceSource for TwoInstances {
     }
 }
 
-async fn group(sdk: &SdkConfig, name: &str) {
-    let asg = aws_sdk_autoscaling::Client::new(sdk);
-    asg.create_launch_configuration()
-        .launch_configuration_name(name)
-        .image_id("ami-12c6146b")
-        .instance_type("p5.48xlarge")
-        .send()
-        .await
-        .unwrap();
-    asg.create_auto_scaling_group()
-        .auto_scaling_group_name(name)
-        .launch_configuration_name(name)
-        .min_size(0)
-        .max_size(4)
-        .desired_capacity(0)
-        .availability_zones("us-east-1a")
-        .send()
-        .await
-        .unwrap();
-}
-
 async fn desired(sdk: &SdkConfig, name: &str) -> i32 {
     let asg = aws_sdk_autoscaling::Client::new(sdk);
     let out = asg.describe_auto_scaling_groups().auto_scaling_group_names(name).send().await.unwrap();
@@ -193,7 +174,7 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
     let value = ssm.parameter(&region, &format!("/capblock/{rule}/current")).await.unwrap().unwrap();
     assert!(value.contains(&target.reservation_id), "{value}");
 
-    group(&aws.sdk, &group_name).await;
+    auto_scaling_group(&aws.sdk, "us-east-1", &group_name).await;
     // A duplicate trigger plans nothing new; the retry (past the lease) succeeds.
     assert_eq!(enqueue_actions(&store, &at_point(&actions, &target, Point::Active, false), now).await.unwrap(), 0);
     let retry = hands.run(&store, now + Duration::minutes(5)).await.unwrap();
@@ -308,7 +289,7 @@ async fn commands_per_instance(h: &Rig, reservation: &str, document: &str) -> BT
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocks_life_puts_each_event_once_and_runs_each_action_once() {
     let (h, group_name) = life_rig("handoff-life").await;
-    group(&h.aws.sdk, &group_name).await;
+    auto_scaling_group(&h.aws.sdk, "us-east-1", &group_name).await;
     let region: Region = "us-east-1".parse().unwrap();
     let (rule, document) = (format!("life-{}", id()), "AWS-RunShellScript");
     let id = h.buy(&life_rule(&h, &rule, &group_name, document)).await;
@@ -380,7 +361,7 @@ async fn a_failing_action_is_announced_once_retried_and_never_holds_the_block_ba
     let report = h.track().await;
     assert_eq!(report.handoff.failed.len(), 1, "still retried: {:#?}", report.handoff);
     // Fixed by a person: the next run scales it up.
-    group(&h.aws.sdk, &group_name).await;
+    auto_scaling_group(&h.aws.sdk, "us-east-1", &group_name).await;
     h.advance_minutes(5).await;
     let report = h.track().await;
     assert!(report.handoff.failed.is_empty(), "{:#?}", report.handoff);
@@ -390,7 +371,7 @@ async fn a_failing_action_is_announced_once_retried_and_never_holds_the_block_ba
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_dry_run_actions_are_announced_and_change_nothing() {
     let (mut h, group_name) = life_rig("handoff-dry").await;
-    group(&h.aws.sdk, &group_name).await;
+    auto_scaling_group(&h.aws.sdk, "us-east-1", &group_name).await;
     let region: Region = "us-east-1".parse().unwrap();
     let (rule, document) = (format!("dry-{}", id()), format!("checkpoint-{}", id()));
     let id = h.buy(&life_rule(&h, &rule, &group_name, &document)).await;
