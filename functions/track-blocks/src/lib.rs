@@ -6,16 +6,12 @@
 use capblock_shared::app::handoff::Hands;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::autoscaling::AutoScaling;
-use capblock_shared::aws::dynamo::DynamoStore;
-use capblock_shared::aws::ec2::Ec2Market;
-use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::scheduler::SchedulerReminders;
-use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
 use capblock_shared::domain::rule::Mode;
 
-use capblock_shared::lambda::{FunctionError, TimeSource, on_tick};
+use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, on_tick};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -44,9 +40,8 @@ pub const AWS_PORTS: &[&str] = &[
 pub struct App {
     /// Where `now` comes from: the wall clock in a deployed stack.
     time: TimeSource,
-    market: Ec2Market,
-    store: DynamoStore,
-    notifier: Delivery,
+    aws: Adapters,
+    /// Where rules' hand-off actions act (parameters and Run Command; Auto Scaling groups).
     ssm: Ssm,
     groups: AutoScaling,
     reminders: SchedulerReminders,
@@ -76,23 +71,14 @@ fn reminders(sdk: &aws_config::SdkConfig) -> Result<SchedulerReminders, Function
 
 impl App {
     pub async fn from_env() -> Result<App, FunctionError> {
-        let settings = settings()?;
-        let table = config::required("CAPBLOCK_TABLE")?;
-        let alerts = config::required("CAPBLOCK_ALERTS_TOPIC_ARN")?;
-        let sdk = capblock_shared::aws::load_config().await;
+        let aws = Adapters::new(config::targets()?, None).await;
         Ok(App {
-            market: Ec2Market::new(sdk.clone()),
-            store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
-            notifier: Delivery::new(
-                &sdk,
-                SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None),
-                config::event_bus(),
-            ),
-            ssm: Ssm::new(sdk.clone()),
-            groups: AutoScaling::new(sdk.clone()),
-            reminders: reminders(&sdk)?,
+            settings: settings()?,
+            reminders: reminders(&aws.sdk)?,
             time: TimeSource::from_env()?,
-            settings,
+            ssm: Ssm::new(aws.sdk.clone()),
+            groups: AutoScaling::new(aws.sdk.clone()),
+            aws,
         })
     }
 
@@ -100,11 +86,11 @@ impl App {
         let live = self.settings.stack.mode == Mode::Live;
         on_tick("track-blocks", event.payload, &self.time, &SystemClock, live, |now| async move {
             let hands =
-                Hands { parameters: &self.ssm, groups: &self.groups, commands: &self.ssm, instances: &self.market };
+                Hands { parameters: &self.ssm, groups: &self.groups, commands: &self.ssm, instances: &self.aws.market };
             let tracker = Tracker {
-                market: &self.market,
-                store: &self.store,
-                notifier: &self.notifier,
+                market: &self.aws.market,
+                store: &self.aws.store,
+                notifier: &self.aws.notifier,
                 reminders: &self.reminders,
                 settings: &self.settings,
                 hands: Some(hands),

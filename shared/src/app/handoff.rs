@@ -44,6 +44,22 @@ pub fn event_notice(subject: &Subject, step: &Step, step_key: &str, arn: Option<
     }
 }
 
+/// The target of a block a rule bought (or a block tagged with the rule); `None` for a block of
+/// no rule, which no rule's actions concern.
+pub fn target_of(b: &Block) -> Option<Target> {
+    Some(Target {
+        reservation_id: b.reservation_id.clone(),
+        region: b.region.to_string(),
+        availability_zone: b.availability_zone.clone(),
+        instance_type: b.instance_type.to_string(),
+        instance_count: b.instance_count,
+        start: b.start,
+        end: b.end,
+        ultraserver: b.ultraserver,
+        rule_id: b.rule_id.clone()?,
+    })
+}
+
 /// Enqueues the event of `step` for block `b` (stored under `step_key`); true when it is new.
 pub async fn enqueue_event<O: Outbox + ?Sized>(
     outbox: &O,
@@ -86,7 +102,7 @@ pub async fn at_move<O: Outbox + ?Sized>(
             enqueue_event(outbox, after, tags.clone(), &step, &m.name(), now).await?;
         }
     }
-    if let (true, Some(rule), Some(target)) = (after.state.is_final(), rule, Target::of(after)) {
+    if let (true, Some(rule), Some(target)) = (after.state.is_final(), rule, target_of(after)) {
         let orders = handoff::at_point(&rule.actions, &target, Point::Ended, dry_run(stack_mode, rule));
         enqueue_actions(outbox, &orders, now).await?;
     }
@@ -106,7 +122,7 @@ pub async fn tracker_pass<S: BlockStore + Outbox + ?Sized>(
     let planned = async {
         let mut planned = 0;
         for b in store.open_blocks(None).await? {
-            let (Some(rule), Some(target)) = (b.rule_id.as_ref().and_then(|r| rules.get(r)), Target::of(&b)) else {
+            let (Some(rule), Some(target)) = (b.rule_id.as_ref().and_then(|r| rules.get(r)), target_of(&b)) else {
                 continue;
             };
             if rule.actions.is_empty() {

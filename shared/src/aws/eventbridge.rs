@@ -90,7 +90,7 @@ pub struct Delivery {
 }
 
 impl Delivery {
-    /// `sns` for the topics, and the bus `bus` (a name; see `config::event_bus`).
+    /// `sns` for the topics, and the bus `bus` (a name; see `config::targets`).
     pub fn new(sdk: &aws_config::SdkConfig, sns: SnsNotifier, bus: String) -> Delivery {
         Delivery { sns, bus: EventBridgeBus::new(Client::new(sdk), bus) }
     }

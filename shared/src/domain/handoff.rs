@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::block::Block;
 use super::lifecycle::{BlockState, termination_time};
 use super::slack::SlackMessage;
 
@@ -180,22 +179,6 @@ pub struct Target {
 }
 
 impl Target {
-    /// The target of a block a rule bought (or a block tagged with the rule); `None` for a
-    /// block of no rule, which no rule's actions concern.
-    pub fn of(b: &Block) -> Option<Target> {
-        Some(Target {
-            reservation_id: b.reservation_id.clone(),
-            region: b.region.to_string(),
-            availability_zone: b.availability_zone.clone(),
-            instance_type: b.instance_type.to_string(),
-            instance_count: b.instance_count,
-            start: b.start,
-            end: b.end,
-            ultraserver: b.ultraserver,
-            rule_id: b.rule_id.clone()?,
-        })
-    }
-
     pub fn termination_time(&self) -> DateTime<Utc> {
         termination_time(self.end, self.ultraserver)
     }
@@ -472,15 +455,6 @@ pub fn announce_command_result(p: &Planned, ran: &[String], failed: &[(String, S
     let ran_text = if ran.is_empty() { "none".to_string() } else { ran.join(", ") };
     let failed_line = if failed.is_empty() { "none".to_string() } else { failed_text.join(", ") };
     message(p, "result", title.into(), format!("Ran on: {ran_text}\nFailed on: {failed_line}"))
-}
-
-/// `block::example`'s target: rule `p5`, 2 x p5.48xlarge in us-east-1 from 12-10 11:30 to 12-11
-/// 11:30 (2026), for the unit tests of the modules that run actions.
-#[cfg(test)]
-pub(crate) fn example_target() -> Target {
-    use chrono::TimeZone;
-    let at = |d| Utc.with_ymd_and_hms(2026, 12, d, 11, 30, 0).single().expect("a valid time");
-    Target::of(&super::block::example(at(10), at(11))).expect("the example block has a rule")
 }
 
 #[cfg(test)]

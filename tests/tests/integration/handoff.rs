@@ -5,14 +5,14 @@
 use std::collections::BTreeMap;
 
 use aws_config::SdkConfig;
-use capblock_shared::app::handoff::{Hands, enqueue_actions, event_notice};
+use capblock_shared::app::handoff::{Hands, enqueue_actions, event_notice, target_of};
 use capblock_shared::app::outbox::flush;
 use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::domain::block::Block;
 use capblock_shared::domain::bus::{EndOutcome, Step, Subject};
-use capblock_shared::domain::handoff::{Action, Point, Target, at_point, due};
+use capblock_shared::domain::handoff::{Action, Point, at_point, due};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::names::Region;
 use capblock_shared::ports::{InstanceSource, MarketError, Outbox, Parameters};
@@ -162,7 +162,7 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
         Action::ScaleGroup { group: group_name.clone(), desired: 2, down_lead_minutes: 45 },
         Action::RunCommand { document: "AWS-RunShellScript".into(), lead_minutes: 30 },
     ];
-    let target = Target::of(&block(&format!("cr-{}0000000000", id()), &rule)).unwrap();
+    let target = target_of(&block(&format!("cr-{}0000000000", id()), &rule)).unwrap();
     let region: Region = "us-east-1".parse().unwrap();
     let now = t(10, 11, 35);
 

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use chrono::{Duration, TimeZone};
 
 use super::*;
-use crate::domain::handoff::{Action, Point, Target, at_point, due, example_target};
+use crate::domain::handoff::{Action, Point, Target, at_point, due};
 use crate::ports::{MarketError, SentCommand};
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
@@ -153,8 +153,9 @@ impl InstanceSource for Aws {
     }
 }
 
+/// `block::example`'s: rule `p5`, 2 x p5.48xlarge in us-east-1, 12-10 to 12-11 11:30.
 fn target() -> Target {
-    example_target()
+    target_of(&crate::domain::block::example(t(10, 11, 30), t(11, 11, 30))).unwrap()
 }
 
 fn actions() -> Vec<Action> {

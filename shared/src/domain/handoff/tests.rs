@@ -11,7 +11,17 @@ fn limits() -> ActionLimits {
 }
 
 fn target() -> Target {
-    example_target()
+    Target {
+        reservation_id: "cr-0123456789abcdef0".into(),
+        region: "us-east-1".into(),
+        availability_zone: "us-east-1a".into(),
+        instance_type: "p5.48xlarge".into(),
+        instance_count: 2,
+        start: t(10, 11, 30),
+        end: t(11, 11, 30),
+        ultraserver: false,
+        rule_id: "p5".into(),
+    }
 }
 
 fn all() -> Vec<Action> {
