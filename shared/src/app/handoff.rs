@@ -273,6 +273,14 @@ impl Hands<'_> {
                     report.waiting.push(notice.id());
                     continue;
                 }
+                Err(e) if handoff::gives_up(&p, now) => {
+                    let msg = handoff::announce_given_up(&p, &e.to_string());
+                    outbox.enqueue(&alert_notice(thread, &format!("{}-given-up", p.key), &msg, now)).await?;
+                    outbox.mark_published(&notice, now).await?;
+                    tracing::warn!(event = "action_given_up", reservation = %thread, action = %p.key, error = %e, "dropped a day after the block's end");
+                    report.failed.push(notice.id());
+                    continue;
+                }
                 Err(e) => {
                     let msg = handoff::announce_failed(&p, &e.to_string());
                     // Announced once per action, however many runs it fails.

@@ -433,6 +433,29 @@ pub fn announce_done(p: &Planned, what: &str) -> SlackMessage {
     message(p, "done", title.into(), format!("{verb} {}.\n{what}", describe(&p.order)))
 }
 
+/// How long after a block's end a failing order is still retried: past it, the group, document
+/// or parameter the order is about is gone or was never there, and the order is dropped (said
+/// once in the thread) rather than retried for ever.
+pub const GIVE_UP_AFTER_END: Duration = Duration::hours(24);
+
+/// Whether a failing order is dropped at `now` instead of retried.
+pub fn gives_up(p: &Planned, now: DateTime<Utc>) -> bool {
+    now >= p.target.end + GIVE_UP_AFTER_END
+}
+
+/// The order failed for the last time: it is dropped.
+pub fn announce_given_up(p: &Planned, error: &str) -> SlackMessage {
+    message(
+        p,
+        "given-up",
+        "Hand-off action dropped".into(),
+        format!(
+            "Could not {}: {error}\nThe block ended more than a day ago; capblock stops retrying it.",
+            describe(&p.order)
+        ),
+    )
+}
+
 /// The order failed; it is retried every run until it succeeds. Announced once per order.
 pub fn announce_failed(p: &Planned, error: &str) -> SlackMessage {
     let mut m = message(

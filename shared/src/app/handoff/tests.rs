@@ -227,6 +227,22 @@ async fn a_failing_action_is_announced_once_and_retried_until_it_succeeds() {
 }
 
 #[tokio::test]
+async fn an_action_still_failing_a_day_after_the_end_is_dropped_once() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let end = target().end;
+    enqueue_actions(&outbox, &at_point(&actions(), &target(), Point::Ended, false), end).await.unwrap();
+    aws.fail(true);
+    let before = hands(&aws).run(&outbox, end + Duration::hours(23)).await.unwrap();
+    assert_eq!(before.failed.len(), 2, "{before:?}");
+    let last = hands(&aws).run(&outbox, end + Duration::hours(24)).await.unwrap();
+    assert_eq!(last.failed.len(), 2, "{last:?}");
+    let after = hands(&aws).run(&outbox, end + Duration::hours(25)).await.unwrap();
+    assert_eq!(after, ActionReport::default(), "dropped: no longer tried");
+    let given_up = outbox.alerts().into_iter().filter(|a| a.ends_with("-given-up")).count();
+    assert_eq!(given_up, 2);
+}
+
+#[tokio::test]
 async fn a_leased_action_is_left_to_the_run_holding_it() {
     let (outbox, aws) = (Memory::default(), Aws::default());
     let now = t(10, 11, 35);
