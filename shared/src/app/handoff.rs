@@ -35,7 +35,7 @@ pub fn event_notice(subject: &Subject, step: &Step, step_key: &str, arn: Option<
         attributes.insert(RESOURCE_ATTRIBUTE.to_string(), arn.to_string());
     }
     Notice {
-        thread: subject.reservation_id.clone(),
+        thread: subject.block.reservation_id.clone(),
         milestone: format!("{step_key}@events"),
         topic: Topic::Events,
         // A struct of strings and numbers: serializing it cannot fail.

@@ -12,9 +12,7 @@ use serde::Serialize;
 use super::block::Block;
 use super::checkpoint::CheckpointMilestone;
 use super::health::HealthChange;
-use super::lifecycle::termination_time;
 use super::milestone::Milestone;
-use super::names::{InstanceType, Region};
 
 /// The `source` of every event capblock puts.
 pub const SOURCE: &str = "capblock";
@@ -79,36 +77,17 @@ impl std::fmt::Display for DetailType {
     }
 }
 
-/// The block an event is about, as capblock knows it when the step happens.
+/// The block an event is about, as capblock knows it when the step happens, with the tags the
+/// event carries (`event_tags`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subject {
-    pub reservation_id: String,
-    pub region: Region,
-    pub availability_zone: String,
-    pub instance_type: InstanceType,
-    pub instance_count: u32,
-    pub start: DateTime<Utc>,
-    pub end: DateTime<Utc>,
-    pub ultraserver: bool,
-    pub rule_id: Option<String>,
+    pub block: Block,
     pub tags: BTreeMap<String, String>,
 }
 
 impl Subject {
-    /// The block as an event tells it; `tags` as `event_tags` gives them.
     pub fn of(b: &Block, tags: BTreeMap<String, String>) -> Subject {
-        Subject {
-            reservation_id: b.reservation_id.clone(),
-            region: b.region.clone(),
-            availability_zone: b.availability_zone.clone(),
-            instance_type: b.instance_type.clone(),
-            instance_count: b.instance_count,
-            start: b.start,
-            end: b.end,
-            ultraserver: b.ultraserver,
-            rule_id: b.rule_id.clone(),
-            tags,
-        }
+        Subject { block: b.clone(), tags }
     }
 }
 
@@ -248,17 +227,18 @@ pub fn detail(subject: &Subject, step: &Step, step_key: &str) -> Detail {
         Step::Ended { outcome } => Extra::Ended { outcome: *outcome },
         Step::HealthChanged { status, summary } => Extra::Health { status: status.clone(), summary: summary.clone() },
     };
+    let b = &subject.block;
     Detail {
-        event_key: format!("{}#{step_key}", subject.reservation_id),
-        reservation_id: subject.reservation_id.clone(),
-        region: subject.region.to_string(),
-        availability_zone: subject.availability_zone.clone(),
-        instance_type: subject.instance_type.to_string(),
-        instance_count: subject.instance_count,
-        start: rfc3339(subject.start),
-        end: rfc3339(subject.end),
-        termination_time: rfc3339(termination_time(subject.end, subject.ultraserver)),
-        rule_id: subject.rule_id.clone(),
+        event_key: format!("{}#{step_key}", b.reservation_id),
+        reservation_id: b.reservation_id.clone(),
+        region: b.region.to_string(),
+        availability_zone: b.availability_zone.clone(),
+        instance_type: b.instance_type.to_string(),
+        instance_count: b.instance_count,
+        start: rfc3339(b.start),
+        end: rfc3339(b.end),
+        termination_time: rfc3339(b.termination_time()),
+        rule_id: b.rule_id.clone(),
         tags: subject.tags.clone(),
         extra,
     }

@@ -51,7 +51,7 @@ fn detail_carries_the_common_facts_and_the_steps_own() {
 #[test]
 fn ultraserver_termination_is_an_hour_before_the_end() {
     let mut s = subject();
-    s.ultraserver = true;
+    s.block.ultraserver = true;
     let d = detail(&s, &Step::Active, "delivered");
     assert_eq!(d.termination_time, "2026-12-12T10:30:00Z");
 }
@@ -59,7 +59,7 @@ fn ultraserver_termination_is_an_hour_before_the_end() {
 #[test]
 fn an_adopted_block_has_a_null_rule() {
     let mut s = subject();
-    s.rule_id = None;
+    s.block.rule_id = None;
     let d = serde_json::to_value(detail(&s, &Step::Active, "delivered")).unwrap();
     assert!(d["rule_id"].is_null());
 }
