@@ -14,9 +14,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::outbox::{LEASE, alert_notice};
+use crate::domain::actions::Action;
 use crate::domain::block::Block;
 use crate::domain::bus::{self, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Step, Subject};
-use crate::domain::handoff::{self, Action, Invocation, Order, Planned, Point, Target};
+use crate::domain::handoff::{self, Invocation, Order, Planned, Point, Target};
 use crate::domain::milestone::Milestone;
 use crate::domain::names::Region;
 use crate::domain::rule::{Mode, Rule};
@@ -42,22 +43,6 @@ pub fn event_notice(subject: &Subject, step: &Step, step_key: &str, arn: Option<
         message: Message { body: serde_json::to_string(&detail).unwrap_or_default(), attributes },
         created_at: now,
     }
-}
-
-/// The target of a block a rule bought (or a block tagged with the rule); `None` for a block of
-/// no rule, which no rule's actions concern.
-pub fn target_of(b: &Block) -> Option<Target> {
-    Some(Target {
-        reservation_id: b.reservation_id.clone(),
-        region: b.region.to_string(),
-        availability_zone: b.availability_zone.clone(),
-        instance_type: b.instance_type.to_string(),
-        instance_count: b.instance_count,
-        start: b.start,
-        end: b.end,
-        ultraserver: b.ultraserver,
-        rule_id: b.rule_id.clone()?,
-    })
 }
 
 /// Enqueues the event of `step` for block `b` (stored under `step_key`); true when it is new.
@@ -102,7 +87,7 @@ pub async fn at_move<O: Outbox + ?Sized>(
             enqueue_event(outbox, after, tags.clone(), &step, &m.name(), now).await?;
         }
     }
-    if let (true, Some(rule), Some(target)) = (after.state.is_final(), rule, target_of(after)) {
+    if let (true, Some(rule), Some(target)) = (after.state.is_final(), rule, Target::of(after)) {
         let orders = handoff::at_point(&rule.actions, &target, Point::Ended, dry_run(stack_mode, rule));
         enqueue_actions(outbox, &orders, now).await?;
     }
@@ -122,7 +107,7 @@ pub async fn tracker_pass<S: BlockStore + Outbox + ?Sized>(
     let planned = async {
         let mut planned = 0;
         for b in store.open_blocks(None).await? {
-            let (Some(rule), Some(target)) = (b.rule_id.as_ref().and_then(|r| rules.get(r)), target_of(&b)) else {
+            let (Some(rule), Some(target)) = (b.rule_id.as_ref().and_then(|r| rules.get(r)), Target::of(&b)) else {
                 continue;
             };
             if rule.actions.is_empty() {
@@ -180,7 +165,7 @@ pub async fn unknown_groups(groups: &dyn Groups, rule: &Rule) -> Result<Vec<(Str
 /// The outbox record of one action for one block.
 pub fn action_notice(p: &Planned, now: DateTime<Utc>) -> Notice {
     Notice {
-        thread: p.target.reservation_id.clone(),
+        thread: p.target.block.reservation_id.clone(),
         milestone: p.key.clone(),
         topic: Topic::Actions,
         message: Message { body: serde_json::to_string(p).unwrap_or_default(), attributes: BTreeMap::new() },
@@ -197,7 +182,7 @@ pub async fn enqueue_actions<O: Outbox + ?Sized>(
     let mut added = 0;
     for p in planned {
         if outbox.enqueue(&action_notice(p, now)).await? {
-            tracing::info!(event = "action_planned", reservation = %p.target.reservation_id, action = %p.key, dry_run = p.dry_run, "will run");
+            tracing::info!(event = "action_planned", reservation = %p.target.block.reservation_id, action = %p.key, dry_run = p.dry_run, "will run");
             added += 1;
         }
     }
@@ -263,7 +248,7 @@ impl Hands<'_> {
             } else {
                 self.try_order(&p).await
             };
-            let thread = &p.target.reservation_id;
+            let thread = &p.target.block.reservation_id;
             let (message, next) = match tried {
                 Ok(Tried::Done(what)) => (handoff::announce_done(&p, &what), None),
                 Ok(Tried::Reported(message)) => (message, None),
@@ -304,7 +289,7 @@ impl Hands<'_> {
     }
 
     async fn try_order(&self, p: &Planned) -> Result<Tried, ActionError> {
-        let region = region_of(p)?;
+        let region = p.target.block.region.clone();
         match &p.order {
             Order::PublishParameter { name, value } => {
                 self.parameters.put_parameter(&region, name, value).await?;
@@ -312,10 +297,12 @@ impl Hands<'_> {
             }
             Order::ClearParameter { name } => {
                 let current = self.parameters.parameter(&region, name).await?;
-                let names_this_block =
-                    current.as_deref().and_then(|v| serde_json::from_str::<serde_json::Value>(v).ok()).is_some_and(
-                        |v| v.get("reservation_id").and_then(|r| r.as_str()) == Some(p.target.reservation_id.as_str()),
-                    );
+                let names_this_block = current
+                    .as_deref()
+                    .and_then(|v| serde_json::from_str::<serde_json::Value>(v).ok())
+                    .is_some_and(|v| {
+                        v.get("reservation_id").and_then(|r| r.as_str()) == Some(p.target.block.reservation_id.as_str())
+                    });
                 if names_this_block {
                     self.parameters.delete_parameter(&region, name).await?;
                     Ok(Tried::Done(format!("`{name}` deleted.")))
@@ -359,7 +346,7 @@ impl Hands<'_> {
             |operation: &'static str, message: String| ActionError { operation, region: region.to_string(), message };
         let instances = self
             .instances
-            .instances_in(region, &p.target.reservation_id)
+            .instances_in(region, &p.target.block.reservation_id)
             .await
             .map_err(|e| fail("DescribeInstances", e.to_string()))?;
         if instances.is_empty() {
@@ -396,14 +383,6 @@ impl Hands<'_> {
         };
         Ok(Tried::Then(what, Box::new(next)))
     }
-}
-
-fn region_of(p: &Planned) -> Result<Region, ActionError> {
-    p.target.region.parse().map_err(|e: crate::domain::names::NameError| ActionError {
-        operation: "plan",
-        region: p.target.region.clone(),
-        message: e.to_string(),
-    })
 }
 
 #[cfg(test)]

@@ -8,179 +8,37 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::lifecycle::{BlockState, termination_time};
+use super::actions::Action;
+use super::block::Block;
+use super::lifecycle::BlockState;
 use super::slack::SlackMessage;
 
 /// Every parameter capblock writes is under this path (the IAM policy grants no other).
 pub const PARAMETER_ROOT: &str = "/capblock";
-/// SSM's limit on a document name, and its characters.
-const DOCUMENT_NAME_CHARS: std::ops::RangeInclusive<usize> = 3..=128;
-/// Auto Scaling's limit on a group name.
-const GROUP_NAME_CHARS: std::ops::RangeInclusive<usize> = 1..=255;
 /// SendCommand's `Comment` is at most 100 characters: capblock's mark fits.
 const COMMENT_CHARS: usize = 100;
-
-/// An action as an operator writes it in a rule (`[[actions]]`, `kind` = ...).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum ActionSpec {
-    /// Write the block's reservation id, AZ and end to `/capblock/<rule>/current` once it is
-    /// paid (again when it is extended); delete it when the block ends.
-    PublishParameter {},
-    /// Set the group's desired capacity to `desired` when the block becomes active, and to 0
-    /// `down_lead_minutes` before the instances' termination time.
-    ScaleGroup { group: String, desired: i64, down_lead_minutes: i64 },
-    /// Send the SSM document to the block's running instances `lead_minutes` before the
-    /// termination time.
-    RunCommand { document: String, lead_minutes: i64 },
-}
-
-/// A validated action.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Action {
-    PublishParameter,
-    ScaleGroup { group: String, desired: u32, down_lead_minutes: u32 },
-    RunCommand { document: String, lead_minutes: u32 },
-}
-
-/// What the rule's validation needs to judge its actions.
-pub struct ActionLimits {
-    /// The shortest block the rule may buy, in minutes (shortest duration minus the tolerance).
-    pub shortest_block_minutes: i64,
-    /// The termination lead (30 min; 60 for UltraServers): a lead is counted from there.
-    pub termination_lead_minutes: i64,
-    /// The most instances a block of the rule has: a group scaled past it would launch
-    /// instances the reservation cannot hold.
-    pub max_instances: u32,
-}
-
-/// Checks each action; problems are `(field, message)` like the rest of the rule's.
-pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Vec<(String, String)>) {
-    let mut out = Vec::new();
-    let mut problems = Vec::new();
-    let mut seen = BTreeSet::new();
-    // The longest a lead may be: the block's time before termination.
-    let room = limits.shortest_block_minutes - limits.termination_lead_minutes;
-    let lead = |field: String, v: i64, problems: &mut Vec<(String, String)>| -> Option<u32> {
-        if v < 1 {
-            problems.push((field, format!("{v} is not a lead time: at least 1 minute")));
-            None
-        } else if v >= room {
-            problems.push((
-                field,
-                format!(
-                    "{v} minutes is longer than the block: the shortest block this rule buys has {room} minutes before its instances are terminated"
-                ),
-            ));
-            None
-        } else {
-            u32::try_from(v).ok()
-        }
-    };
-    for (i, spec) in specs.iter().enumerate() {
-        let at = |f: &str| format!("actions[{i}].{f}");
-        match spec {
-            ActionSpec::PublishParameter {} => {
-                if !seen.insert("publish_parameter".to_string()) {
-                    problems.push((at("kind"), "publish_parameter is given twice".into()));
-                    continue;
-                }
-                out.push(Action::PublishParameter);
-            }
-            ActionSpec::ScaleGroup { group, desired, down_lead_minutes } => {
-                let before = problems.len();
-                if !GROUP_NAME_CHARS.contains(&group.chars().count()) || group.trim() != group {
-                    problems.push((
-                        at("group"),
-                        format!(
-                            "{group:?} is not an Auto Scaling group name (1-255 characters, no surrounding spaces)"
-                        ),
-                    ));
-                } else if !seen.insert(format!("group:{group}")) {
-                    problems.push((at("group"), format!("the group {group:?} is scaled by two actions")));
-                }
-                let desired = match u32::try_from(*desired) {
-                    Ok(d) if d >= 1 && d <= limits.max_instances => Some(d),
-                    _ => {
-                        problems.push((
-                            at("desired"),
-                            format!(
-                                "{desired} is not between 1 and {} (the most instances a block of this rule holds)",
-                                limits.max_instances
-                            ),
-                        ));
-                        None
-                    }
-                };
-                let lead = lead(at("down_lead_minutes"), *down_lead_minutes, &mut problems);
-                if let (Some(desired), Some(down_lead_minutes), true) = (desired, lead, problems.len() == before) {
-                    out.push(Action::ScaleGroup { group: group.clone(), desired, down_lead_minutes });
-                }
-            }
-            ActionSpec::RunCommand { document, lead_minutes } => {
-                let before = problems.len();
-                if document.is_empty() {
-                    problems.push((at("document"), "the document name is empty".into()));
-                } else if !is_document_name(document) {
-                    problems.push((
-                        at("document"),
-                        format!("{document:?} is not an SSM document name (3-128 letters, digits, _ - . : /)"),
-                    ));
-                }
-                let lead = lead(at("lead_minutes"), *lead_minutes, &mut problems);
-                if let (Some(lead_minutes), true) = (lead, problems.len() == before) {
-                    if !seen.insert(format!("command:{document}:{lead_minutes}")) {
-                        problems
-                            .push((at("document"), format!("{document:?} at {lead_minutes} minutes is given twice")));
-                        continue;
-                    }
-                    out.push(Action::RunCommand { document: document.clone(), lead_minutes });
-                }
-            }
-        }
-    }
-    (out, problems)
-}
-
-fn is_document_name(s: &str) -> bool {
-    DOCUMENT_NAME_CHARS.contains(&s.chars().count())
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:/".contains(c))
-}
-
-/// The groups and documents rules name: what the IAM policy grants and `rules validate` checks.
-pub fn named_groups(actions: &[Action]) -> Vec<&str> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::ScaleGroup { group, .. } => Some(group.as_str()),
-            _ => None,
-        })
-        .collect()
-}
 
 /// The parameter a rule's `publish_parameter` writes.
 pub fn parameter_name(rule_id: &str) -> String {
     format!("{PARAMETER_ROOT}/{rule_id}/current")
 }
 
-/// The block an action is about.
+/// The block an action is about, and the rule whose action it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Target {
-    pub reservation_id: String,
-    pub region: String,
-    pub availability_zone: String,
-    pub instance_type: String,
-    pub instance_count: u32,
-    pub start: DateTime<Utc>,
-    pub end: DateTime<Utc>,
-    pub ultraserver: bool,
+    pub block: Block,
     pub rule_id: String,
 }
 
 impl Target {
+    /// The target of a block a rule bought (or a block tagged with the rule); `None` for a
+    /// block of no rule, which no rule's actions concern.
+    pub fn of(b: &Block) -> Option<Target> {
+        Some(Target { rule_id: b.rule_id.clone()?, block: b.clone() })
+    }
+
     pub fn termination_time(&self) -> DateTime<Utc> {
-        termination_time(self.end, self.ultraserver)
+        self.block.termination_time()
     }
 }
 
@@ -245,13 +103,13 @@ fn stamp(t: DateTime<Utc>) -> String {
 
 fn parameter_value(t: &Target) -> String {
     serde_json::json!({
-        "reservation_id": t.reservation_id,
-        "region": t.region,
-        "availability_zone": t.availability_zone,
-        "instance_type": t.instance_type,
-        "instance_count": t.instance_count,
-        "start": t.start.to_rfc3339_opts(SecondsFormat::Secs, true),
-        "end": t.end.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "reservation_id": t.block.reservation_id,
+        "region": t.block.region.to_string(),
+        "availability_zone": t.block.availability_zone,
+        "instance_type": t.block.instance_type.to_string(),
+        "instance_count": t.block.instance_count,
+        "start": t.block.start.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "end": t.block.end.to_rfc3339_opts(SecondsFormat::Secs, true),
         "termination_time": t.termination_time().to_rfc3339_opts(SecondsFormat::Secs, true),
     })
     .to_string()
@@ -260,7 +118,7 @@ fn parameter_value(t: &Target) -> String {
 fn scale_down(t: &Target, group: &str, dry_run: bool) -> Planned {
     // Keyed by the end: after an extension the group goes down again before the new end.
     Planned {
-        key: format!("action-scale-down-{group}-end-{}", stamp(t.end)),
+        key: format!("action-scale-down-{group}-end-{}", stamp(t.block.end)),
         target: t.clone(),
         order: Order::SetCapacity { group: group.to_string(), desired: 0 },
         dry_run,
@@ -276,7 +134,7 @@ pub fn at_point(actions: &[Action], t: &Target, point: Point, dry_run: bool) -> 
             (Action::PublishParameter, Point::Paid | Point::Active | Point::Extended) => {
                 let name = parameter_name(&t.rule_id);
                 out.push(plan(
-                    format!("action-parameter-end-{}", stamp(t.end)),
+                    format!("action-parameter-end-{}", stamp(t.block.end)),
                     Order::PublishParameter { value: parameter_value(t), name },
                 ));
             }
@@ -343,9 +201,9 @@ pub fn due(actions: &[Action], t: &Target, now: DateTime<Utc>, dry_run: bool) ->
                 out.push(scale_down(t, group, dry_run));
             }
             Action::RunCommand { document, lead_minutes } if reached(*lead_minutes) && now < term => {
-                let comment = command_comment(&t.reservation_id, *lead_minutes, t.end);
+                let comment = command_comment(&t.block.reservation_id, *lead_minutes, t.block.end);
                 out.push(Planned {
-                    key: format!("action-run-command-{document}-{lead_minutes}m-end-{}", stamp(t.end)),
+                    key: format!("action-run-command-{document}-{lead_minutes}m-end-{}", stamp(t.block.end)),
                     target: t.clone(),
                     order: Order::RunCommand { document: document.clone(), comment },
                     dry_run,
@@ -414,15 +272,15 @@ pub fn describe(order: &Order) -> String {
 
 fn message(p: &Planned, suffix: &str, title: String, description: String) -> SlackMessage {
     SlackMessage {
-        id: format!("{}#{}-{suffix}", p.target.reservation_id, p.key),
+        id: format!("{}#{}-{suffix}", p.target.block.reservation_id, p.key),
         title,
         description,
         next_steps: Vec::new(),
-        keywords: vec![p.target.rule_id.clone(), p.target.instance_type.clone()],
-        thread_id: p.target.reservation_id.clone(),
-        summary: format!("{} ({})", describe(&p.order), p.target.reservation_id),
+        keywords: vec![p.target.rule_id.clone(), p.target.block.instance_type.to_string()],
+        thread_id: p.target.block.reservation_id.clone(),
+        summary: format!("{} ({})", describe(&p.order), p.target.block.reservation_id),
         event_type: format!("action-{suffix}"),
-        related_resources: vec![p.target.reservation_id.clone()],
+        related_resources: vec![p.target.block.reservation_id.clone()],
     }
 }
 
@@ -440,7 +298,7 @@ pub const GIVE_UP_AFTER_END: Duration = Duration::hours(24);
 
 /// Whether a failing order is dropped at `now` instead of retried.
 pub fn gives_up(p: &Planned, now: DateTime<Utc>) -> bool {
-    now >= p.target.end + GIVE_UP_AFTER_END
+    now >= p.target.block.end + GIVE_UP_AFTER_END
 }
 
 /// The order failed for the last time: it is dropped.
@@ -481,4 +339,4 @@ pub fn announce_command_result(p: &Planned, ran: &[String], failed: &[(String, S
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -9,7 +9,7 @@ use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use super::handoff::{self, Action, ActionLimits, ActionSpec};
+use super::actions::{self, Action, ActionLimits, ActionSpec};
 use super::lifecycle::TERMINATION_LEAD;
 use super::money::{Currency, Money};
 use super::names::{InstanceType, Region, prefix};
@@ -472,7 +472,7 @@ impl RuleSpec {
             termination_lead_minutes: TERMINATION_LEAD.num_minutes(),
             max_instances: instance_counts.iter().copied().max().unwrap_or(1),
         };
-        let (actions, action_problems) = handoff::validate(&self.actions, &limits);
+        let (actions, action_problems) = actions::validate(&self.actions, &limits);
         for (field, message) in action_problems {
             p.add(&field, &message);
         }

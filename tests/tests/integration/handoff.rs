@@ -5,14 +5,15 @@
 use std::collections::BTreeMap;
 
 use aws_config::SdkConfig;
-use capblock_shared::app::handoff::{Hands, enqueue_actions, event_notice, target_of};
+use capblock_shared::app::handoff::{Hands, enqueue_actions, event_notice};
 use capblock_shared::app::outbox::flush;
 use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::ssm::Ssm;
+use capblock_shared::domain::actions::Action;
 use capblock_shared::domain::block::Block;
 use capblock_shared::domain::bus::{EndOutcome, Step, Subject};
-use capblock_shared::domain::handoff::{Action, Point, at_point, due};
+use capblock_shared::domain::handoff::{Point, Target, at_point, due};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::names::Region;
 use capblock_shared::ports::{InstanceSource, MarketError, Outbox, Parameters};
@@ -162,7 +163,7 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
         Action::ScaleGroup { group: group_name.clone(), desired: 2, down_lead_minutes: 45 },
         Action::RunCommand { document: "AWS-RunShellScript".into(), lead_minutes: 30 },
     ];
-    let target = target_of(&block(&format!("cr-{}0000000000", id()), &rule)).unwrap();
+    let target = Target::of(&block(&format!("cr-{}0000000000", id()), &rule)).unwrap();
     let region: Region = "us-east-1".parse().unwrap();
     let now = t(10, 11, 35);
 
@@ -172,7 +173,7 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
     assert_eq!(first.done.len(), 1, "the parameter: {first:?}");
     assert_eq!(first.failed.len(), 1, "the group: {first:?}");
     let value = ssm.parameter(&region, &format!("/capblock/{rule}/current")).await.unwrap().unwrap();
-    assert!(value.contains(&target.reservation_id), "{value}");
+    assert!(value.contains(&target.block.reservation_id), "{value}");
 
     auto_scaling_group(&aws.sdk, "us-east-1", &group_name).await;
     // A duplicate trigger plans nothing new; the retry (past the lease) succeeds.
@@ -198,7 +199,7 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
         let ours = listed
             .commands()
             .iter()
-            .filter(|c| c.comment().is_some_and(|c| c.contains(&target.reservation_id)))
+            .filter(|c| c.comment().is_some_and(|c| c.contains(&target.block.reservation_id)))
             .count();
         sent_to.insert(i.to_string(), ours);
     }
@@ -216,7 +217,7 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
     assert_eq!(flushed.failed, 0);
     let alerts = aws.alerts().await;
     let threads: Vec<&str> = alerts.iter().filter_map(|a| a.body["metadata"]["threadId"].as_str()).collect();
-    assert!(threads.iter().all(|t| *t == target.reservation_id), "{threads:?}");
+    assert!(threads.iter().all(|t| *t == target.block.reservation_id), "{threads:?}");
     let failed = alerts.iter().filter(|a| a.body["metadata"]["eventType"] == "action-failed").count();
     assert_eq!(failed, 1, "a failure is announced once");
 }

@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use chrono::{Duration, TimeZone};
 
 use super::*;
-use crate::domain::handoff::{Action, Point, Target, at_point, due};
+use crate::domain::handoff::tests::{all, target};
+use crate::domain::handoff::{Point, at_point, due};
 use crate::ports::{MarketError, SentCommand};
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
@@ -153,19 +154,6 @@ impl InstanceSource for Aws {
     }
 }
 
-/// `block::example`'s: rule `p5`, 2 x p5.48xlarge in us-east-1, 12-10 to 12-11 11:30.
-fn target() -> Target {
-    target_of(&crate::domain::block::example(t(10, 11, 30), t(11, 11, 30))).unwrap()
-}
-
-fn actions() -> Vec<Action> {
-    vec![
-        Action::PublishParameter,
-        Action::ScaleGroup { group: "trainers".into(), desired: 2, down_lead_minutes: 45 },
-        Action::RunCommand { document: "checkpoint".into(), lead_minutes: 30 },
-    ]
-}
-
 fn hands(aws: &Aws) -> Hands<'_> {
     Hands { parameters: aws, groups: aws, commands: aws, instances: aws }
 }
@@ -174,7 +162,7 @@ fn hands(aws: &Aws) -> Hands<'_> {
 async fn each_action_runs_once_under_duplicate_triggers_and_runs() {
     let (outbox, aws) = (Memory::default(), Aws::default());
     let now = t(10, 11, 35);
-    let planned = at_point(&actions(), &target(), Point::Active, false);
+    let planned = at_point(&all(), &target(), Point::Active, false);
     assert_eq!(enqueue_actions(&outbox, &planned, now).await.unwrap(), 2);
     // The event and the tracker both see the block active; and a retried invocation.
     assert_eq!(enqueue_actions(&outbox, &planned, now).await.unwrap(), 0);
@@ -195,8 +183,8 @@ async fn each_action_runs_once_under_duplicate_triggers_and_runs() {
 async fn dry_run_announces_and_touches_nothing() {
     let (outbox, aws) = (Memory::default(), Aws::default());
     let now = t(10, 11, 35);
-    enqueue_actions(&outbox, &at_point(&actions(), &target(), Point::Active, true), now).await.unwrap();
-    enqueue_actions(&outbox, &due(&actions(), &target(), t(11, 10, 40), true), now).await.unwrap();
+    enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Active, true), now).await.unwrap();
+    enqueue_actions(&outbox, &due(&all(), &target(), t(11, 10, 40), true), now).await.unwrap();
     let report = hands(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.done.len(), 4, "{report:?}");
     assert!(aws.parameters.lock().unwrap().is_empty());
@@ -209,7 +197,7 @@ async fn dry_run_announces_and_touches_nothing() {
 async fn a_failing_action_is_announced_once_and_retried_until_it_succeeds() {
     let (outbox, aws) = (Memory::default(), Aws::default());
     let now = t(10, 11, 35);
-    enqueue_actions(&outbox, &at_point(&actions(), &target(), Point::Active, false), now).await.unwrap();
+    enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Active, false), now).await.unwrap();
     aws.fail(true);
     for run in 0..3 {
         // Each run past the previous one's lease.
@@ -229,8 +217,8 @@ async fn a_failing_action_is_announced_once_and_retried_until_it_succeeds() {
 #[tokio::test]
 async fn an_action_still_failing_a_day_after_the_end_is_dropped_once() {
     let (outbox, aws) = (Memory::default(), Aws::default());
-    let end = target().end;
-    enqueue_actions(&outbox, &at_point(&actions(), &target(), Point::Ended, false), end).await.unwrap();
+    let end = target().block.end;
+    enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Ended, false), end).await.unwrap();
     aws.fail(true);
     let before = hands(&aws).run(&outbox, end + Duration::hours(23)).await.unwrap();
     assert_eq!(before.failed.len(), 2, "{before:?}");
@@ -246,7 +234,7 @@ async fn an_action_still_failing_a_day_after_the_end_is_dropped_once() {
 async fn a_leased_action_is_left_to_the_run_holding_it() {
     let (outbox, aws) = (Memory::default(), Aws::default());
     let now = t(10, 11, 35);
-    enqueue_actions(&outbox, &at_point(&actions(), &target(), Point::Active, false), now).await.unwrap();
+    enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Active, false), now).await.unwrap();
     for n in outbox.pending().await.unwrap() {
         assert!(outbox.lease(&n, now, now + LEASE).await.unwrap());
     }
@@ -259,14 +247,14 @@ async fn a_leased_action_is_left_to_the_run_holding_it() {
 async fn a_command_goes_once_to_each_instance_and_its_result_comes_back() {
     let (outbox, aws) = (Memory::default(), Aws::default());
     let now = t(11, 10, 30);
-    let run = due(&actions(), &target(), now, false)
+    let run = due(&all(), &target(), now, false)
         .into_iter()
         .filter(|p| matches!(p.order, Order::RunCommand { .. }))
         .collect::<Vec<_>>();
     enqueue_actions(&outbox, &run, now).await.unwrap();
     // A run that sent the command to i-1 and died before marking it: the mark is the comment.
     let Order::RunCommand { comment, .. } = &run[0].order else { unreachable!() };
-    aws.sent.lock().unwrap().push(("checkpoint".into(), vec!["i-1".into()], comment.clone()));
+    aws.sent.lock().unwrap().push(("capblock-checkpoint".into(), vec!["i-1".into()], comment.clone()));
 
     let report = hands(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.done.len(), 1, "{report:?}");
@@ -298,17 +286,17 @@ async fn a_command_goes_once_to_each_instance_and_its_result_comes_back() {
 async fn a_parameter_is_cleared_only_while_it_names_the_block() {
     let (outbox, aws) = (Memory::default(), Aws::default());
     let now = t(10, 11, 35);
-    enqueue_actions(&outbox, &at_point(&actions(), &target(), Point::Paid, false), now).await.unwrap();
+    enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Paid, false), now).await.unwrap();
     hands(&aws).run(&outbox, now).await.unwrap();
     // Another block of the rule published over it: the first block's end leaves it alone.
     let mut other = target();
-    other.reservation_id = "cr-0fedcba9876543210".into();
-    enqueue_actions(&outbox, &at_point(&actions(), &other, Point::Paid, false), now).await.unwrap();
-    enqueue_actions(&outbox, &at_point(&actions(), &target(), Point::Ended, false), now).await.unwrap();
+    other.block.reservation_id = "cr-0fedcba9876543210".into();
+    enqueue_actions(&outbox, &at_point(&all(), &other, Point::Paid, false), now).await.unwrap();
+    enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Ended, false), now).await.unwrap();
     hands(&aws).run(&outbox, now).await.unwrap();
     let value = aws.parameters.lock().unwrap().get("/capblock/p5/current").cloned().unwrap();
     assert!(value.contains("cr-0fedcba9876543210"));
-    enqueue_actions(&outbox, &at_point(&actions(), &other, Point::Ended, false), now).await.unwrap();
+    enqueue_actions(&outbox, &at_point(&all(), &other, Point::Ended, false), now).await.unwrap();
     hands(&aws).run(&outbox, now).await.unwrap();
     assert!(aws.parameters.lock().unwrap().is_empty());
 }

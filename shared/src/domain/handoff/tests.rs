@@ -1,4 +1,5 @@
 use super::*;
+use crate::domain::actions::{ActionLimits, ActionSpec, validate};
 use chrono::TimeZone;
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
@@ -10,21 +11,12 @@ fn limits() -> ActionLimits {
     ActionLimits { shortest_block_minutes: 24 * 60, termination_lead_minutes: 30, max_instances: 4 }
 }
 
-fn target() -> Target {
-    Target {
-        reservation_id: "cr-0123456789abcdef0".into(),
-        region: "us-east-1".into(),
-        availability_zone: "us-east-1a".into(),
-        instance_type: "p5.48xlarge".into(),
-        instance_count: 2,
-        start: t(10, 11, 30),
-        end: t(11, 11, 30),
-        ultraserver: false,
-        rule_id: "p5".into(),
-    }
+/// `block::example`'s: rule `p5`, 2 x p5.48xlarge in us-east-1, 12-10 to 12-11 11:30.
+pub(crate) fn target() -> Target {
+    Target::of(&crate::domain::block::example(t(10, 11, 30), t(11, 11, 30))).unwrap()
 }
 
-fn all() -> Vec<Action> {
+pub(crate) fn all() -> Vec<Action> {
     vec![
         Action::PublishParameter,
         Action::ScaleGroup { group: "trainers".into(), desired: 2, down_lead_minutes: 45 },
@@ -175,7 +167,7 @@ fn lead_orders_are_due_from_their_lead_until_termination() {
 fn an_extension_makes_lead_orders_due_again_under_new_keys() {
     let mut tg = target();
     let before = keys(&due(&all(), &tg, t(11, 10, 30), false)).iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    tg.end = t(12, 11, 30);
+    tg.block.end = t(12, 11, 30);
     assert!(due(&all(), &tg, t(11, 10, 30), false).is_empty(), "the new end is a day away");
     let after = due(&all(), &tg, t(12, 10, 30), false);
     assert!(after.iter().all(|p| !before.contains(&p.key)));
