@@ -4,6 +4,7 @@
 pub mod events;
 pub mod extend;
 pub mod fan_out;
+pub mod metrics;
 pub mod outbox;
 pub mod purchase;
 pub mod reconcile;
