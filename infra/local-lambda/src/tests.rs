@@ -3,7 +3,7 @@
 
 use super::*;
 use serde_json::json;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -13,18 +13,18 @@ struct Client {
     w: tokio::net::tcp::OwnedWriteHalf,
 }
 
+/// A reply, read with the shared HTTP/1.1 reader.
 struct Reply {
     status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    message: Message,
 }
 
 impl Reply {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.message.header(&name.to_ascii_lowercase())
     }
     fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap()
+        serde_json::from_slice(&self.message.body).unwrap()
     }
 }
 
@@ -41,25 +41,8 @@ impl Client {
     }
 
     async fn reply(&mut self) -> Reply {
-        let mut status = String::new();
-        self.r.read_line(&mut status).await.unwrap();
-        let status = status.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("status line");
-        let mut headers = Vec::new();
-        loop {
-            let mut h = String::new();
-            self.r.read_line(&mut h).await.unwrap();
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            let (k, v) = h.split_once(':').unwrap();
-            headers.push((k.to_string(), v.trim().to_string()));
-        }
-        let len: usize =
-            headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-length")).unwrap().1.parse().unwrap();
-        let mut body = vec![0; len];
-        self.r.read_exact(&mut body).await.unwrap();
-        Reply { status, headers, body }
+        let message = read_message(&mut self.r, false).await.unwrap().expect("a reply");
+        Reply { status: message.status(), message }
     }
 
     async fn call(&mut self, method: &str, path: &str, body: &[u8]) -> Reply {
@@ -143,7 +126,7 @@ async fn a_body_that_is_not_json_is_kept_as_text() {
     let api = api().await;
     let id = api.invoke_bytes("plain event");
     let mut f = Client::connect(&api).await;
-    assert_eq!(f.call("GET", &next_path(), b"").await.body, b"plain event");
+    assert_eq!(f.call("GET", &next_path(), b"").await.message.body, b"plain event");
     f.call("POST", &format!("{RUNTIME_PATH}/invocation/{id}/response"), b"not json").await;
     assert_eq!(api.outcome(&id), Some(Outcome::Response(Value::String("not json".into()))));
 }
