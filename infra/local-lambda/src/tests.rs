@@ -143,12 +143,18 @@ async fn init_error_is_recorded() {
     assert!(matches!(&seen[..], [Event::InitError { body, .. }] if body == r#"{"errorType":"Config"}"#), "{seen:?}");
 }
 
+/// A function that asked for its next invocation `ms` milliseconds ago, still waiting.
+async fn waiting(api: &RuntimeApi, ms: u64) -> Client {
+    let mut f = Client::connect(api).await;
+    f.send("GET", &next_path(), b"").await;
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    f
+}
+
 #[tokio::test]
 async fn next_waits_for_an_invocation() {
     let api = api().await;
-    let mut f = Client::connect(&api).await;
-    f.send("GET", &next_path(), b"").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut f = waiting(&api, 200).await;
     assert!(api.handed_out().is_empty());
     let asked = api.first_asked().expect("the GET arrived");
     let id = api.invoke(json!({"late": true}));
@@ -163,9 +169,7 @@ async fn next_waits_for_an_invocation() {
 #[tokio::test]
 async fn a_caller_that_hangs_up_takes_nothing() {
     let api = api().await;
-    let mut dead = Client::connect(&api).await;
-    dead.send("GET", &next_path(), b"").await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let dead = waiting(&api, 100).await;
     drop(dead); // e.g. the function was killed while it waited
     tokio::time::sleep(Duration::from_millis(100)).await;
     let id = api.invoke(json!({"n": 2}));
@@ -250,8 +254,7 @@ async fn invoke_endpoint_times_out_and_withdraws_the_invocation() {
     let r = c.call("POST", "/invoke", b"{}").await;
     assert_eq!((r.status, r.json()["errorType"].clone()), (500, json!("Timeout")));
     // A function that asks now gets nothing (it waits).
-    let mut f = Client::connect(&api).await;
-    f.send("GET", &next_path(), b"").await;
+    let mut f = waiting(&api, 0).await;
     assert!(tokio::time::timeout(Duration::from_millis(300), f.reply()).await.is_err());
     assert!(api.handed_out().is_empty());
 }
@@ -275,9 +278,7 @@ async fn unknown_paths_are_404() {
 #[tokio::test]
 async fn dropping_the_api_closes_waiting_connections() {
     let api = api().await;
-    let mut f = Client::connect(&api).await;
-    f.send("GET", &next_path(), b"").await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut f = waiting(&api, 100).await;
     drop(api);
     let mut rest = Vec::new();
     let read = tokio::time::timeout(WAIT, f.r.read_to_end(&mut rest)).await.expect("closed");
