@@ -4,12 +4,12 @@
 //! extensions rules ask for.
 
 use capblock_shared::app::handoff::Hands;
+use capblock_shared::app::metrics;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
-use capblock_shared::domain::rule::Mode;
 
 use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, on_tick};
 use capblock_shared::ports::SystemClock;
@@ -83,8 +83,8 @@ impl App {
     }
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<TrackReport, Diagnostic> {
-        let live = self.settings.stack.mode == Mode::Live;
-        on_tick("track-blocks", event.payload, &self.time, &SystemClock, live, |now| async move {
+        let stack = &self.settings.stack;
+        on_tick("track-blocks", event.payload, &self.time, &SystemClock, stack, |now| async move {
             let hands =
                 Hands { parameters: &self.ssm, groups: &self.groups, commands: &self.ssm, instances: &self.aws.market };
             let tracker = Tracker {
@@ -95,7 +95,9 @@ impl App {
                 settings: &self.settings,
                 hands: Some(hands),
             };
-            Ok(tracker.run(now).await?)
+            let report = tracker.run(now).await?;
+            let metrics = metrics::of_track(&report, &stack.name);
+            Ok((report, metrics))
         })
         .await
     }

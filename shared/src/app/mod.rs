@@ -5,6 +5,7 @@ pub mod events;
 pub mod extend;
 pub mod fan_out;
 pub mod handoff;
+pub mod metrics;
 pub mod outbox;
 pub mod purchase;
 pub mod reconcile;

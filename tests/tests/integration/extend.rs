@@ -293,6 +293,13 @@ async fn quiet_until(x: &X, times: &[&str], state: ExtensionState) {
     }
 }
 
+/// Quiet from 13:00, through `midday` and the payment deadline (Thu 00:00) to 14 minutes past
+/// it, while EC2 has already failed the extension's payment.
+async fn quiet_past_the_deadline(x: &X, midday: &str, state: ExtensionState) {
+    quiet_until(x, &["2026-12-02T13:00:00Z", midday, "2026-12-03T00:00:00Z", "2026-12-03T00:14:00Z"], state).await;
+    assert_eq!(x.ec2_extensions().await[0]["status"], "payment-failed");
+}
+
 /// Sends the extension purchase with its answer lost: the run reports an unknown outcome, EC2
 /// holds one extension, the intent stays Sent with the fee reserved, nothing is posted.
 async fn lose_the_extension_answer(x: &X) -> String {
@@ -360,13 +367,7 @@ async fn a_lost_extension_answer_whose_end_never_moves_is_released_after_the_dea
     x.extension_payment(&offering, "never", None).await;
 
     // Open until the payment deadline (Thu 00:00) and 15 minutes beyond it.
-    quiet_until(
-        &x,
-        &["2026-12-02T13:00:00Z", "2026-12-02T18:00:00Z", "2026-12-03T00:00:00Z", "2026-12-03T00:14:00Z"],
-        ExtensionState::Sent,
-    )
-    .await;
-    assert_eq!(x.ec2_extensions().await[0]["status"], "payment-failed");
+    quiet_past_the_deadline(&x, "2026-12-02T18:00:00Z", ExtensionState::Sent).await;
     assert_eq!(x.budget().await, (dec!(1056), dec!(576)), "still reserved until capblock's deadline");
 
     x.advance_to("2026-12-03T00:15:00Z").await;
@@ -411,13 +412,7 @@ async fn a_failed_extension_payment_keeps_the_end_and_releases_the_fee_once() {
 
     // capblock sees only the end, which does not move: it waits for the deadline (+15 min),
     // keeps the fee reserved and sends no second extension.
-    quiet_until(
-        &x,
-        &["2026-12-02T13:00:00Z", "2026-12-02T20:00:00Z", "2026-12-03T00:00:00Z", "2026-12-03T00:14:00Z"],
-        ExtensionState::Bought,
-    )
-    .await;
-    assert_eq!(x.ec2_extensions().await[0]["status"], "payment-failed");
+    quiet_past_the_deadline(&x, "2026-12-02T20:00:00Z", ExtensionState::Bought).await;
 
     x.advance_to("2026-12-03T00:15:00Z").await;
     x.track().await;
