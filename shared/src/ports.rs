@@ -505,6 +505,9 @@ pub trait EventBus: Send + Sync {
     async fn put(&self, entries: &[BusEntry]) -> Vec<Result<(), NotifyError>>;
 }
 
+/// What a hand-off action's AWS call comes to.
+pub type ActionResult<T> = Result<T, ActionError>;
+
 /// A hand-off action's AWS call failed. Nothing about money: a retry is always safe.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{operation} in {region} failed: {message}")]
@@ -542,13 +545,7 @@ pub struct SentCommand {
 #[async_trait]
 pub trait Commands: Send + Sync {
     /// SendCommand of `document` to the instances, marked with `comment`; the command id.
-    async fn send(
-        &self,
-        region: &Region,
-        document: &str,
-        instance_ids: &[String],
-        comment: &str,
-    ) -> Result<String, ActionError>;
+    async fn send(&self, region: &Region, document: &str, instances: &[String], comment: &str) -> ActionResult<String>;
     /// The commands marked `comment` sent to any of the instances (a retry sends to the others).
     async fn sent(
         &self,
@@ -557,6 +554,5 @@ pub trait Commands: Send + Sync {
         instance_ids: &[String],
     ) -> Result<Vec<SentCommand>, ActionError>;
     /// One instance's outcome of a command.
-    async fn invocation(&self, region: &Region, command_id: &str, instance_id: &str)
-    -> Result<Invocation, ActionError>;
+    async fn invocation(&self, region: &Region, command_id: &str, instance: &str) -> ActionResult<Invocation>;
 }

@@ -19,15 +19,7 @@ pub struct AutoScaling {
 
 impl AutoScaling {
     pub fn new(base: SdkConfig) -> Self {
-        AutoScaling {
-            clients: Regional::new(base, |base, region| {
-                Client::from_conf(
-                    aws_sdk_autoscaling::config::Builder::from(base)
-                        .region(aws_sdk_autoscaling::config::Region::new(region.to_string()))
-                        .build(),
-                )
-            }),
-        }
+        AutoScaling { clients: Regional::new(base, Client::new) }
     }
 }
 

@@ -10,17 +10,20 @@ use crate::domain::names::Region;
 
 pub struct Regional<C> {
     base: SdkConfig,
-    build: fn(&SdkConfig, &Region) -> C,
+    /// The client's `new` (e.g. `aws_sdk_ssm::Client::new`), given the base with the region set.
+    build: fn(&SdkConfig) -> C,
     clients: Mutex<HashMap<Region, C>>,
 }
 
 impl<C: Clone> Regional<C> {
-    pub fn new(base: SdkConfig, build: fn(&SdkConfig, &Region) -> C) -> Self {
+    pub fn new(base: SdkConfig, build: fn(&SdkConfig) -> C) -> Self {
         Regional { base, build, clients: Mutex::new(HashMap::new()) }
     }
 
     pub fn get(&self, region: &Region) -> C {
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        clients.entry(region.clone()).or_insert_with(|| (self.build)(&self.base, region)).clone()
+        let build =
+            || (self.build)(&self.base.to_builder().region(aws_config::Region::new(region.to_string())).build());
+        clients.entry(region.clone()).or_insert_with(build).clone()
     }
 }

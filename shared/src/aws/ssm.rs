@@ -9,7 +9,7 @@ use aws_sdk_ssm::types::{CommandInvocationStatus, ParameterType};
 use super::regional::Regional;
 use crate::domain::handoff::Invocation;
 use crate::domain::names::Region;
-use crate::ports::{ActionError, Commands, Parameters, SentCommand};
+use crate::ports::{ActionError, ActionResult, Commands, Parameters, SentCommand};
 
 /// The IAM actions each port implemented here calls (see `aws::sns::ACTIONS`).
 pub const ACTIONS: &[(&str, &[&str])] = &[
@@ -23,15 +23,7 @@ pub struct Ssm {
 
 impl Ssm {
     pub fn new(base: SdkConfig) -> Self {
-        Ssm {
-            clients: Regional::new(base, |base, region| {
-                Client::from_conf(
-                    aws_sdk_ssm::config::Builder::from(base)
-                        .region(aws_sdk_ssm::config::Region::new(region.to_string()))
-                        .build(),
-                )
-            }),
-        }
+        Ssm { clients: Regional::new(base, Client::new) }
     }
 }
 
@@ -78,23 +70,10 @@ impl Parameters for Ssm {
 
 #[async_trait]
 impl Commands for Ssm {
-    async fn send(
-        &self,
-        region: &Region,
-        document: &str,
-        instance_ids: &[String],
-        comment: &str,
-    ) -> Result<String, ActionError> {
-        let out = self
-            .clients
-            .get(region)
-            .send_command()
-            .document_name(document)
-            .set_instance_ids(Some(instance_ids.to_vec()))
-            .comment(comment)
-            .send()
-            .await
-            .map_err(|e| failed("SendCommand", region, e))?;
+    async fn send(&self, region: &Region, document: &str, instances: &[String], comment: &str) -> ActionResult<String> {
+        let request = self.clients.get(region).send_command().document_name(document).comment(comment);
+        let sent = request.set_instance_ids(Some(instances.to_vec())).send().await;
+        let out = sent.map_err(|e| failed("SendCommand", region, e))?;
         out.command().and_then(|c| c.command_id()).map(str::to_string).ok_or_else(|| ActionError {
             operation: "SendCommand",
             region: region.to_string(),
@@ -129,21 +108,10 @@ impl Commands for Ssm {
         Ok(found)
     }
 
-    async fn invocation(
-        &self,
-        region: &Region,
-        command_id: &str,
-        instance_id: &str,
-    ) -> Result<Invocation, ActionError> {
-        let out = self
-            .clients
-            .get(region)
-            .get_command_invocation()
-            .command_id(command_id)
-            .instance_id(instance_id)
-            .send()
-            .await
-            .map_err(|e| failed("GetCommandInvocation", region, e))?;
+    async fn invocation(&self, region: &Region, command_id: &str, instance: &str) -> ActionResult<Invocation> {
+        let client = self.clients.get(region);
+        let asked = client.get_command_invocation().command_id(command_id).instance_id(instance).send().await;
+        let out = asked.map_err(|e| failed("GetCommandInvocation", region, e))?;
         Ok(match out.status() {
             Some(CommandInvocationStatus::Success) => Invocation::Succeeded,
             Some(
