@@ -66,6 +66,14 @@ def setup():
     return url
 
 
+def block_instances(r):
+    """The block's running instances, as the simulated EC2 reports them (capblock's own question)."""
+    ec2 = boto3.client("ec2", region_name=r["region"])
+    filters = [{"Name": "capacity-reservation-id", "Values": [r["reservation_id"]]}]
+    pages = ec2.describe_instances(Filters=filters)["Reservations"]
+    return {i["InstanceId"] for page in pages for i in page["Instances"]}
+
+
 class HandOff:
     def __init__(self, say):
         self.say = say
@@ -99,7 +107,9 @@ class HandOff:
             ssm = boto3.client("ssm", region_name=r["region"])
             sent = [c for c in ssm.list_commands()["Commands"] if rid in (c.get("Comment") or "")]
             if sent:
-                instances = sorted(sent[0]["InstanceIds"])
+                # moto's SendCommand also lists every instance of its own EC2 (the group's) as a
+                # target when none are given; the block's instances are what capblock sent to.
+                instances = sorted(set(sent[0]["InstanceIds"]) & block_instances(r))
                 self.commands[rid] = (now, instances, len(sent))
                 self.say(now, f"HAND-OFF   Run Command {sent[0]['DocumentName']} {sent[0]['CommandId']} sent to {len(instances)} instance(s) of {rid}")
         while True:
