@@ -3,6 +3,7 @@
 //! function here reads the clock: `now` is always an argument.
 
 pub mod actions;
+pub mod alarm;
 pub mod announce;
 pub mod backtest;
 pub mod block;
