@@ -16,14 +16,16 @@ use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::block::{Block, Reservation};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::extension::{ExtensionOffer, ExtensionReceipt};
+use capblock_shared::domain::health::BlockHealth;
 use capblock_shared::domain::lifecycle::Observed;
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::names::{InstanceType, Region};
 use capblock_shared::domain::offering::{Offering, RawOffering};
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::ports::{
-    BlockStore, ExtensionMarket, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome,
-    PurchaseRequest, Purchaser, ReminderError, Reminders, ReservationSource, RuleStore,
+    BlockKinds, BlockStatusSource, BlockStore, CapacityBlockFacts, ExtensionHistory, ExtensionMarket, ExtensionRecord,
+    InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser,
+    ReminderError, Reminders, ReservationSource, RuleStore,
 };
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
@@ -281,6 +283,7 @@ pub fn p5_offering(region: &str, id: &str, start: DateTime<Utc>, fee: Decimal) -
             upfront_fee: Some(fee.to_string()),
             currency_code: Some("USD".into()),
             ultraserver_type: None,
+            ultraserver_count: None,
             zone_type: None,
         },
     )
@@ -559,6 +562,35 @@ impl<H: PurchaseHook> ExtensionMarket for HookedMarket<H> {
         reservation_id: &str,
     ) -> Result<(), MarketError> {
         self.real.check_extension(region, offering_id, reservation_id).await
+    }
+}
+
+#[async_trait]
+impl<H: Send + Sync> BlockKinds for HookedMarket<H> {
+    async fn capacity_blocks_by_id(
+        &self,
+        region: &Region,
+        ids: &[String],
+    ) -> Result<Vec<CapacityBlockFacts>, MarketError> {
+        self.real.capacity_blocks_by_id(region, ids).await
+    }
+}
+
+#[async_trait]
+impl<H: Send + Sync> BlockStatusSource for HookedMarket<H> {
+    async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, BlockHealth)>, MarketError> {
+        self.real.block_status(region, ids).await
+    }
+}
+
+#[async_trait]
+impl<H: Send + Sync> ExtensionHistory for HookedMarket<H> {
+    async fn extension_history(
+        &self,
+        region: &Region,
+        reservation_ids: &[String],
+    ) -> Result<Vec<ExtensionRecord>, MarketError> {
+        self.real.extension_history(region, reservation_ids).await
     }
 }
 

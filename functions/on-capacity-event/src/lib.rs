@@ -17,7 +17,7 @@ use lambda_runtime::{Diagnostic, LambdaEvent};
 /// template.yaml allows exactly their actions (infra/deploy/crosscheck). A new port in the bounds
 /// of the app service it runs goes here too.
 pub const AWS_PORTS: &[&str] =
-    &["ReservationLookup", "InstanceSource", "BlockStore", "Outbox", "Notifier", "Reminders"];
+    &["ReservationLookup", "InstanceSource", "BlockKinds", "BlockStore", "Outbox", "Notifier", "Reminders"];
 
 /// Everything built once per container and reused by every invocation.
 pub struct App {

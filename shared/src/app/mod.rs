@@ -4,6 +4,8 @@
 pub mod events;
 pub mod extend;
 pub mod fan_out;
+pub mod health;
+pub mod kinds;
 pub mod outbox;
 pub mod purchase;
 pub mod reconcile;

@@ -15,11 +15,14 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::extend::{Extender, ExtensionAction};
+use super::health;
+use super::kinds::ultraserver_reservations;
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::reconcile::{Settled, record_purchase, settle_open_intents};
 use super::settings::StackSettings;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
+use crate::domain::budget::IntentState;
 use crate::domain::extension::ExtensionState;
 use crate::domain::lifecycle::{BlockState, Observed, Step, step};
 use crate::domain::milestone::{Milestone, milestones, warning_due};
@@ -29,8 +32,8 @@ use crate::domain::rule::Rule;
 use crate::domain::slack::SlackMessage;
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::ports::{
-    BlockStore, ExtensionLedger, ExtensionMarket, Ledger, MarketError, Notifier, Outbox, ReminderError, Reminders,
-    ReservationSource, RuleStore, StoreError,
+    BlockKinds, BlockStatusSource, BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, Ledger, MarketError,
+    Notifier, Outbox, ReminderError, Reminders, ReservationSource, RuleStore, StoreError,
 };
 
 /// Settings read once from the environment by the function's `main`.
@@ -65,6 +68,8 @@ pub struct TrackReport {
     pub released_budgets: Vec<String>,
     pub adopted: Vec<String>,
     pub settled: Vec<Settled>,
+    /// Health changes announced (`reservation#summary`).
+    pub health: Vec<String>,
     pub extensions: Vec<ExtensionAction>,
     pub failed_regions: BTreeMap<String, String>,
     /// Per-block failures: the block is left as it was and looked at again next run.
@@ -93,7 +98,7 @@ pub struct Tracker<'a, M: ?Sized, S: ?Sized, N: ?Sized, R: ?Sized> {
 
 impl<M, S, N, R> Tracker<'_, M, S, N, R>
 where
-    M: ReservationSource + ExtensionMarket + ?Sized,
+    M: ReservationSource + ExtensionMarket + BlockKinds + BlockStatusSource + ExtensionHistory + ?Sized,
     S: RuleStore + Ledger + BlockStore + Outbox + ExtensionLedger + ?Sized,
     N: Notifier + ?Sized,
     R: Reminders + ?Sized,
@@ -139,6 +144,7 @@ where
                     }
                 }
             }
+            self.check_health(region, blocks, &observed, now, &mut report).await;
         }
 
         // A disabled rule buys nothing, so nothing of it can be missing from the store: its
@@ -163,6 +169,31 @@ where
 
         report.notices = flush(self.store, self.notifier, now).await?;
         Ok(report)
+    }
+
+    /// Health of the blocks EC2 calls active (or unavailable) this run: a failure is reported
+    /// and retried next run, never fatal to the rest.
+    async fn check_health(
+        &self,
+        region: &Region,
+        blocks: &[Block],
+        observed: &HashMap<String, Observed>,
+        now: DateTime<Utc>,
+        report: &mut TrackReport,
+    ) {
+        let with_status: Vec<&Block> = blocks
+            .iter()
+            .filter(|b| {
+                matches!(observed.get(&b.reservation_id), Some(Observed::Found { state, .. }) if state == "active" || state == "unavailable")
+            })
+            .collect();
+        match health::check(self.market, self.store, region, &with_status, now).await {
+            Ok(changes) => report.health.extend(changes),
+            Err(e) => {
+                tracing::warn!(event = "health_failed", %region, error = %e, "block health not checked this run");
+                report.errors.push(format!("health in {region}: {e}"));
+            }
+        }
     }
 
     async fn enqueue(
@@ -360,6 +391,7 @@ where
                 }
             }
         }
+        let mut missing = Vec::new();
         for (r, tagged) in found {
             // Finished reservations are history, not something to track.
             if BlockState::from_ec2(&r.state).is_none_or(BlockState::is_final) {
@@ -371,7 +403,14 @@ where
             if tagged && self.settle_by_intent(&r, now, report).await? {
                 continue;
             }
-            let block = Block::adopted(&r, tagged, now);
+            missing.push((r, tagged));
+        }
+        // The kind from EC2, for all of them at once: an UltraServer's reminders count from 60
+        // minutes before the end.
+        let ultra =
+            ultraserver_reservations(self.market, region, &missing.iter().map(|(r, _)| r).collect::<Vec<_>>()).await?;
+        for (r, tagged) in missing {
+            let block = Block::adopted(&r, tagged, now).with_kind(ultra.contains(&r.id));
             // Enqueue first: if this run dies before the adoption, the next one adopts and the
             // notice is already there (a duplicate enqueue is a no-op).
             let msg = announce::tracking(&block, &r.state, tagged);
@@ -394,7 +433,7 @@ where
         r: &Reservation,
         now: DateTime<Utc>,
         report: &mut TrackReport,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<bool, TrackError> {
         let Some(intent_id) = r.tags.get(INTENT_TAG) else {
             return Ok(false);
         };
@@ -405,6 +444,20 @@ where
         let Some(intent) = self.store.get_intent(&rule_id, intent_id).await? else {
             return Ok(false);
         };
+        if intent.state == IntentState::Bought {
+            // Another reservation of the same purchase (one per UltraServer): its part of the
+            // fee, no money moved again (the intent's purchase was recorded once).
+            let block = Block::bought(&intent, r, now);
+            self.enqueue(&block, "tracking", &announce::tracking(&block, &r.state, true), now).await?;
+            if matches!(block.state, BlockState::Scheduled | BlockState::Active) {
+                self.reminders.sync(&block, now).await?;
+            }
+            if self.store.adopt_block(&block).await? {
+                tracing::info!(event = "purchase_part_adopted", reservation = %r.id, intent = %intent_id, "another reservation of a recorded purchase");
+                report.adopted.push(r.id.clone());
+            }
+            return Ok(true);
+        }
         if !intent.state.is_open() {
             tracing::error!(event = "reservation_after_intent_closed", reservation = %r.id, intent = %intent_id, state = intent.state.as_str(),
                 "a reservation appeared for an intent already closed; adopting it without a fee");

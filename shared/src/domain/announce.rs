@@ -6,6 +6,7 @@ use super::block::Block;
 use super::budget::Intent;
 use super::checkpoint::{CheckpointMilestone, minutes_left};
 use super::decision::Priced;
+use super::health::HealthChange;
 use super::lifecycle::payment_deadline;
 use super::rule::Mode;
 use super::slack::SlackMessage;
@@ -495,6 +496,39 @@ pub fn ec2_state(b: &Block, state: &str) -> SlackMessage {
             "Look at the reservation in the EC2 console; capblock keeps tracking it and says so again if the state changes.".into(),
         ],
         format!("{} is {state}", b.reservation_id),
+    )
+}
+
+/// DescribeCapacityBlockStatus reports a change of the block's health: new problems, or the
+/// recovery from those announced before.
+pub fn health(b: &Block, change: &HealthChange) -> SlackMessage {
+    let h = change.health();
+    let (title, steps) = match change {
+        HealthChange::Degraded { .. } => (
+            format!("Check this block: {}", change.summary()),
+            vec![
+                "Look at the block in the EC2 console (Capacity Blocks, status); jobs may need to move to the instances still available.".into(),
+                "capblock says so again when the health changes, and when it recovers.".into(),
+            ],
+        ),
+        HealthChange::Recovered { .. } => (
+            "Block healthy again".to_string(),
+            vec!["Nothing to do: the problems announced before are gone.".into()],
+        ),
+    };
+    let available = h.total.saturating_sub(h.unavailable);
+    tracked(
+        b,
+        "health",
+        title,
+        format!(
+            "EC2 reports interconnect `{}`, {available} of {} instances available.\n{}",
+            h.interconnect,
+            h.total,
+            tracked_line(b)
+        ),
+        steps,
+        format!("{}: {}", b.reservation_id, change.summary()),
     )
 }
 

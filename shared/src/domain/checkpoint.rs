@@ -86,16 +86,21 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 
 impl WorkloadNotice {
     pub fn new(facts: &Block, milestone: &CheckpointMilestone, instance_ids: Vec<String>, now: DateTime<Utc>) -> Self {
+        Self::of_kind(facts, &milestone.key(), milestone.kind(), instance_ids, now)
+    }
+
+    /// A notice of any kind (`health` too), `key` its outbox milestone.
+    pub fn of_kind(facts: &Block, key: &str, kind: String, instance_ids: Vec<String>, now: DateTime<Utc>) -> Self {
         let termination = facts.termination_time();
         WorkloadNotice {
-            notice_id: format!("{}#{}", facts.reservation_id, milestone.key()),
+            notice_id: format!("{}#{key}", facts.reservation_id),
             reservation_id: facts.reservation_id.clone(),
             region: facts.region.to_string(),
             instance_type: facts.instance_type.to_string(),
             end_date: rfc3339(facts.end),
             termination_time: rfc3339(termination),
             minutes_left: minutes_left(termination, now),
-            kind: milestone.kind(),
+            kind,
             instance_ids,
         }
     }

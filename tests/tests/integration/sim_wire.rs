@@ -43,6 +43,7 @@ fn query(region: &str, count: u32, days: u32) -> OfferingQuery {
         region: region.parse().unwrap(),
         instance_type: "p5.48xlarge".parse().unwrap(),
         instance_count: count,
+        ultraservers: None,
         duration_hours: days * 24,
         start_from: t0(),
         start_to: t0() + Duration::days(14),
@@ -187,7 +188,9 @@ async fn purchase_dry_run_tags_and_reservation_lookups() {
     assert!(sim.purchases().await.is_empty(), "a dry run buys nothing");
 
     req.dry_run = false;
-    let PurchaseOutcome::Bought(r) = market.purchase(&req).await.unwrap() else { panic!("bought") };
+    let PurchaseOutcome::Bought(bought) = market.purchase(&req).await.unwrap() else { panic!("bought") };
+    assert!(bought.more.is_empty(), "one reservation for an instance block");
+    let r = bought.reservation;
     assert_eq!(r.state, "payment-pending");
     assert!(r.is_capacity_block());
     assert_eq!(r.tags["team"], "llm");
