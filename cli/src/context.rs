@@ -4,9 +4,11 @@
 //! Exit codes (README "CLI"): 0 success, 1 a failure talking to AWS or the store, 2 bad input
 //! (usage, an invalid rule, a refused purchase), 3 nothing found where something was asked for.
 
+use capblock_shared::app::settings::StackSettings;
 use capblock_shared::aws::dynamo::DynamoStore;
+use capblock_shared::domain::money::Money;
 use capblock_shared::domain::plan::DescribeBudget;
-use capblock_shared::domain::rule::{Rule, RuleSpec};
+use capblock_shared::domain::rule::{Mode, Rule, RuleSpec};
 use capblock_shared::ports::{MarketError, StoreError};
 use chrono::{DateTime, Utc};
 use clap::Args;
@@ -125,10 +127,30 @@ pub fn load_rule(path: &str) -> Result<Rule, CliError> {
         .map_err(|e| CliError::InvalidRule(format!("{path}: {e}")))
 }
 
+/// The stack's settings, as the functions read them from their environment (`CAPBLOCK_*`), so a
+/// command run beside a stack sees what the stack sees.
+#[derive(Args, Clone)]
+pub struct StackArgs {
+    /// The stack mode: dry-run (default) never buys; live buys for live rules.
+    #[arg(long, env = "CAPBLOCK_MODE", default_value = "dry-run")]
+    mode: Mode,
+    /// The stack name: purchases' capblock:stack tag, the dashboard's name, the alarms' prefix.
+    #[arg(long, env = "CAPBLOCK_STACK", default_value = "capblock")]
+    stack: String,
+    /// Account-wide monthly budget in USD (0: none).
+    #[arg(long, env = "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", default_value = "0")]
+    account_budget: String,
+}
+
+impl StackArgs {
+    pub fn settings(self) -> Result<StackSettings, CliError> {
+        Ok(StackSettings { account_budget: account_budget(&self.account_budget)?, name: self.stack, mode: self.mode })
+    }
+}
+
 /// An optional monthly budget in USD ("0": none).
-pub fn account_budget(text: &str) -> Result<Option<capblock_shared::domain::money::Money>, CliError> {
-    let budget = capblock_shared::domain::money::Money::parse(text, "USD")
-        .map_err(|e| CliError::Invalid(format!("--account-budget: {e}")))?;
+pub fn account_budget(text: &str) -> Result<Option<Money>, CliError> {
+    let budget = Money::parse(text, "USD").map_err(|e| CliError::Invalid(format!("--account-budget: {e}")))?;
     Ok((!budget.amount().is_zero()).then_some(budget))
 }
 

@@ -270,6 +270,18 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
         self.edit("functions/lookup/src/main.rs", '&["Reader", "Clock"]', "&[]")
         self.assertFails("builds the store adapter (Store) but declares none of its ports in AWS_PORTS")
 
+    def test_adapters_built_through_the_shared_edge_count(self):
+        # The function builds its adapters through shared/src/lambda.rs's `Adapters::new`.
+        self.write("shared/src/lambda.rs", "pub struct Adapters { pub store: crate::aws::store::Store }\n"
+                   "impl Adapters { pub async fn new() -> Adapters { todo!() } }\n")
+        self.edit("functions/lookup/src/main.rs", "use capblock_shared::aws::store::Store;\n", "")
+        self.edit("functions/lookup/src/main.rs", "let store = Store::new(todo!(), table);",
+                  "let store = capblock_shared::lambda::Adapters::new().await.store;")
+        rc, out = self.run_check()
+        self.assertEqual(rc, 0, out)
+        self.edit("functions/lookup/src/main.rs", '&["Reader"]', "&[]")
+        self.assertFails("builds the store adapter (Store) but declares none of its ports in AWS_PORTS")
+
     def test_function_calling_the_sdk_itself_fails(self):
         self.edit("functions/lookup/src/main.rs", "let table =",
                   "let _ = aws_sdk_dynamodb::Client::new(&sdk).scan();\n    let table =")

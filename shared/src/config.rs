@@ -118,6 +118,19 @@ pub fn stack_settings() -> Result<StackSettings, ConfigError> {
     })
 }
 
+/// Where every function keeps its state and sends its alerts. Read here, once, so that each
+/// function's use of them is a call of this reader (infra/deploy/crosscheck follows it).
+pub fn targets() -> Result<Targets, ConfigError> {
+    Ok(Targets { table: required("CAPBLOCK_TABLE")?, alerts_topic: required("CAPBLOCK_ALERTS_TOPIC_ARN")? })
+}
+
+/// The DynamoDB table and the SNS alerts topic.
+#[derive(Debug, Clone)]
+pub struct Targets {
+    pub table: String,
+    pub alerts_topic: String,
+}
+
 /// The checkpoint reminders' lead times before a block's termination time (whole minutes,
 /// comma-separated; `DEFAULT_REMINDER_LEAD_MINUTES` when unset).
 pub fn reminder_leads() -> Result<Vec<chrono::Duration>, ConfigError> {

@@ -20,6 +20,30 @@ pub fn init_logging() {
         .try_init();
 }
 
+/// The adapters every function talks through, built once per container from the standard AWS
+/// configuration chain (so `AWS_ENDPOINT_URL_<SERVICE>` points them at an emulator): the market
+/// (EC2), the table and the notifier (alerts, plus the workloads topic for the function that
+/// sends checkpoint notices).
+pub struct Adapters {
+    pub sdk: aws_config::SdkConfig,
+    pub market: crate::aws::ec2::Ec2Market,
+    pub store: crate::aws::dynamo::DynamoStore,
+    pub notifier: crate::aws::sns::SnsNotifier,
+}
+
+impl Adapters {
+    pub async fn new(targets: crate::config::Targets, workloads_topic: Option<String>) -> Adapters {
+        let crate::config::Targets { table, alerts_topic: alerts } = targets;
+        let sdk = crate::aws::load_config().await;
+        Adapters {
+            market: crate::aws::ec2::Ec2Market::new(sdk.clone()),
+            store: crate::aws::dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
+            notifier: crate::aws::sns::SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, workloads_topic),
+            sdk,
+        }
+    }
+}
+
 /// The payload the recurring schedules send: `{"source": "capblock.schedule", "time":
 /// "<aws.scheduler.scheduled-time>"}`. The EventBridge "Scheduled Event" envelope also fits.
 /// `time` is when the schedule meant to run; what a run takes as `now` is `run_time`'s choice.

@@ -3,7 +3,6 @@
 use std::sync::Mutex;
 
 use capblock_shared::app::scan::{ScanSettings, Scanner};
-use capblock_shared::app::settings::StackSettings;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
@@ -12,7 +11,7 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 
 use super::offerings::{OFFERING_HEADERS, offering_rows};
-use crate::context::{CliError, CliResult, DescribeArgs, account_budget, run_now, sdk, store};
+use crate::context::{CliError, CliResult, DescribeArgs, StackArgs, run_now, sdk, store};
 use crate::table;
 
 #[derive(Args)]
@@ -21,20 +20,13 @@ pub struct ScanArgs {
     /// a live one runs on the clock (budget months guard money) and refuses a --time 5+ minutes off it.
     #[arg(long)]
     time: Option<DateTime<Utc>>,
-    /// The stack mode: dry-run (default) never buys; live buys for live rules.
-    #[arg(long, env = "CAPBLOCK_MODE", default_value = "dry-run")]
-    mode: Mode,
-    /// The stack name written to purchases' capblock:stack tag.
-    #[arg(long, env = "CAPBLOCK_STACK", default_value = "capblock")]
-    stack: String,
+    #[command(flatten)]
+    stack: StackArgs,
     #[command(flatten)]
     describe: DescribeArgs,
     /// Seconds of asking per scan; questions not reached wait for the next scan.
     #[arg(long, env = "CAPBLOCK_ASK_SECONDS", default_value_t = 40.0)]
     ask_seconds: f64,
-    /// Account-wide monthly budget in USD (0: none).
-    #[arg(long, env = "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", default_value = "0")]
-    account_budget: String,
     /// Print the full report as JSON.
     #[arg(long)]
     json: bool,
@@ -43,10 +35,7 @@ pub struct ScanArgs {
 pub async fn run(a: ScanArgs) -> CliResult {
     let ask_for = std::time::Duration::try_from_secs_f64(a.ask_seconds)
         .map_err(|_| CliError::Invalid(format!("--ask-seconds {}: expected a positive number", a.ask_seconds)))?;
-    let settings = ScanSettings {
-        stack: StackSettings { name: a.stack, mode: a.mode, account_budget: account_budget(&a.account_budget)? },
-        describe: a.describe.budget(ask_for)?,
-    };
+    let settings = ScanSettings { stack: a.stack.settings()?, describe: a.describe.budget(ask_for)? };
     let store = store().await?;
     let sdk = sdk().await;
     let market = Ec2Market::new(sdk.clone());
@@ -56,7 +45,7 @@ pub async fn run(a: ScanArgs) -> CliResult {
     let catalog = Mutex::new(AcceleratorCatalog::new());
     let scanner =
         Scanner { market: &market, store: &store, notifier: &notifier, catalog: &catalog, settings: &settings };
-    let now = run_now(a.time, a.mode == Mode::Live).await?;
+    let now = run_now(a.time, settings.stack.mode == Mode::Live).await?;
     let report = scanner.run(now).await.map_err(CliError::failed)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -4,12 +4,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use capblock_shared::domain::budget::{BudgetOwner, Period};
-use capblock_shared::domain::rule::Mode;
 use capblock_shared::ports::{BlockStore, Ledger, MarketMemory, RuleStore};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use crate::context::{CliResult, account_budget, sdk, store};
+use crate::context::{CliResult, StackArgs, sdk, store};
 use crate::table::{self, when};
 
 #[derive(Args)]
@@ -21,15 +20,8 @@ pub struct StatusArgs {
     /// The instant whose month's spend to show (RFC 3339); default: now.
     #[arg(long)]
     time: Option<DateTime<Utc>>,
-    /// The stack mode the functions run in.
-    #[arg(long, env = "CAPBLOCK_MODE", default_value = "dry-run")]
-    mode: Mode,
-    /// The stack name (the dashboard's name and the alarms' prefix).
-    #[arg(long, env = "CAPBLOCK_STACK", default_value = "capblock")]
-    stack: String,
-    /// Account-wide monthly budget in USD (0: none).
-    #[arg(long, env = "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", default_value = "0")]
-    account_budget: String,
+    #[command(flatten)]
+    stack: StackArgs,
 }
 
 /// The stack output DashboardUrl, built the same way as in template.yaml.
@@ -39,13 +31,14 @@ pub fn dashboard_url(stack: &str, region: &str) -> String {
 
 pub async fn run(a: StatusArgs) -> CliResult {
     let now = a.time.unwrap_or_else(Utc::now);
-    let account = account_budget(&a.account_budget)?;
+    let stack = a.stack.settings()?;
+    let account = stack.account_budget;
     let store = store().await?;
     let rules = store.list_rules().await?;
     let blocks = store.open_blocks(None).await?;
     let period = Period::of(now);
 
-    println!("stack {} in mode {} ({} UTC)", a.stack, a.mode.as_str(), when(now));
+    println!("stack {} in mode {} ({} UTC)", stack.name, stack.mode.as_str(), when(now));
     let enabled = rules.iter().filter(|r| r.rule.enabled).count();
     println!("rules: {} ({} enabled)", rules.len(), enabled);
 
@@ -77,8 +70,8 @@ pub async fn run(a: StatusArgs) -> CliResult {
     println!("last scan answered: {}", last.map_or_else(|| "never".to_string(), |t| format!("{} UTC", when(t))));
 
     let region = sdk().await.region().map_or_else(|| "us-east-1".to_string(), |r| r.to_string());
-    println!("dashboard: {}", dashboard_url(&a.stack, &region));
-    println!("alarms: the dashboard's Alarms widget (alarm names start with {}-)", a.stack);
+    println!("dashboard: {}", dashboard_url(&stack.name, &region));
+    println!("alarms: the dashboard's Alarms widget (alarm names start with {}-)", stack.name);
     Ok(())
 }
 

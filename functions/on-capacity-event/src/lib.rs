@@ -3,12 +3,10 @@
 //! checkpoint notice per (block, milestone) out. Unusable input is acknowledged, never retried.
 
 use capblock_shared::app::events::{EventHandler, Handled};
-use capblock_shared::aws::dynamo::DynamoStore;
-use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::scheduler::SchedulerReminders;
-use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::config::{self, ConfigError};
 use capblock_shared::domain::block::Block;
+use capblock_shared::lambda::Adapters;
 use capblock_shared::ports::{ReminderError, Reminders, SystemClock};
 use chrono::{DateTime, Utc};
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -21,9 +19,7 @@ pub const AWS_PORTS: &[&str] =
 
 /// Everything built once per container and reused by every invocation.
 pub struct App {
-    market: Ec2Market,
-    store: DynamoStore,
-    notifier: SnsNotifier,
+    aws: Adapters,
     scheduler: aws_sdk_scheduler::Client,
     group: String,
     leads: Vec<chrono::Duration>,
@@ -48,25 +44,15 @@ impl Reminders for NoReminders {
 
 impl App {
     pub async fn from_env() -> Result<App, ConfigError> {
-        let table = config::required("CAPBLOCK_TABLE")?;
         // Required so a misconfigured stack fails at start; logged below.
         let stack = config::required("CAPBLOCK_STACK")?;
-        let alerts = config::required("CAPBLOCK_ALERTS_TOPIC_ARN")?;
         let workloads = config::required("CAPBLOCK_WORKLOADS_TOPIC_ARN")?;
         let group = config::required("CAPBLOCK_SCHEDULE_GROUP")?;
         let role_arn = config::optional("CAPBLOCK_REMINDER_ROLE_ARN");
         let leads = config::reminder_leads()?;
         tracing::info!(event = "config", stack = %stack, group = %group, reminders = role_arn.is_some(), leads = ?leads.iter().map(|l| l.num_minutes()).collect::<Vec<_>>(), "on-capacity-event ready");
-        let sdk = capblock_shared::aws::load_config().await;
-        Ok(App {
-            market: Ec2Market::new(sdk.clone()),
-            store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
-            notifier: SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, Some(workloads)),
-            scheduler: aws_sdk_scheduler::Client::new(&sdk),
-            group,
-            leads,
-            role_arn,
-        })
+        let aws = Adapters::new(config::targets()?, Some(workloads)).await;
+        Ok(App { scheduler: aws_sdk_scheduler::Client::new(&aws.sdk), aws, group, leads, role_arn })
     }
 
     /// The reminder schedules target this very function, by the ARN Lambda invoked it with:
@@ -89,9 +75,9 @@ impl App {
         // arn:aws:lambda:REGION:ACCOUNT:function:NAME
         let account = event.context.invoked_function_arn.split(':').nth(4).filter(|a| !a.is_empty());
         let handler = EventHandler {
-            store: &self.store,
-            market: &self.market,
-            notifier: &self.notifier,
+            store: &self.aws.store,
+            market: &self.aws.market,
+            notifier: &self.aws.notifier,
             reminders: reminders.as_ref(),
             clock: &SystemClock,
             account,

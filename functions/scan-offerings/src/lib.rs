@@ -5,14 +5,11 @@
 use std::sync::Mutex;
 
 use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
-use capblock_shared::aws::dynamo::DynamoStore;
-use capblock_shared::aws::ec2::Ec2Market;
-use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::domain::rule::Mode;
-use capblock_shared::lambda::{FunctionError, TimeSource, on_tick};
+use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, on_tick};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -37,9 +34,7 @@ pub const AWS_PORTS: &[&str] = &[
 pub struct App {
     /// Where `now` comes from: the wall clock in a deployed stack.
     time: TimeSource,
-    market: Ec2Market,
-    store: DynamoStore,
-    notifier: SnsNotifier,
+    aws: Adapters,
     /// Accelerator counts learned from DescribeInstanceTypes outlive one invocation.
     catalog: Mutex<AcceleratorCatalog>,
     settings: ScanSettings,
@@ -72,17 +67,11 @@ pub fn describe_budget() -> Result<DescribeBudget, FunctionError> {
 
 impl App {
     pub async fn from_env() -> Result<App, FunctionError> {
-        let settings = settings()?;
-        let table = config::required("CAPBLOCK_TABLE")?;
-        let alerts = config::required("CAPBLOCK_ALERTS_TOPIC_ARN")?;
-        let sdk = capblock_shared::aws::load_config().await;
         Ok(App {
-            market: Ec2Market::new(sdk.clone()),
-            store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
-            notifier: SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None),
+            settings: settings()?,
+            aws: Adapters::new(config::targets()?, None).await,
             catalog: Mutex::new(AcceleratorCatalog::new()),
             time: TimeSource::from_env()?,
-            settings,
         })
     }
 
@@ -90,9 +79,9 @@ impl App {
         let live = self.settings.stack.mode == Mode::Live;
         on_tick("scan-offerings", event.payload, &self.time, &SystemClock, live, |now| async move {
             let scanner = Scanner {
-                market: &self.market,
-                store: &self.store,
-                notifier: &self.notifier,
+                market: &self.aws.market,
+                store: &self.aws.store,
+                notifier: &self.aws.notifier,
                 catalog: &self.catalog,
                 settings: &self.settings,
             };

@@ -4,14 +4,11 @@
 //! extensions rules ask for.
 
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
-use capblock_shared::aws::dynamo::DynamoStore;
-use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::scheduler::SchedulerReminders;
-use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::config;
 use capblock_shared::domain::rule::Mode;
 
-use capblock_shared::lambda::{FunctionError, TimeSource, on_tick};
+use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, on_tick};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -37,9 +34,7 @@ pub const AWS_PORTS: &[&str] = &[
 pub struct App {
     /// Where `now` comes from: the wall clock in a deployed stack.
     time: TimeSource,
-    market: Ec2Market,
-    store: DynamoStore,
-    notifier: SnsNotifier,
+    aws: Adapters,
     reminders: SchedulerReminders,
     settings: TrackSettings,
 }
@@ -67,27 +62,17 @@ fn reminders(sdk: &aws_config::SdkConfig) -> Result<SchedulerReminders, Function
 
 impl App {
     pub async fn from_env() -> Result<App, FunctionError> {
-        let settings = settings()?;
-        let table = config::required("CAPBLOCK_TABLE")?;
-        let alerts = config::required("CAPBLOCK_ALERTS_TOPIC_ARN")?;
-        let sdk = capblock_shared::aws::load_config().await;
-        Ok(App {
-            market: Ec2Market::new(sdk.clone()),
-            store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
-            notifier: SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None),
-            reminders: reminders(&sdk)?,
-            time: TimeSource::from_env()?,
-            settings,
-        })
+        let aws = Adapters::new(config::targets()?, None).await;
+        Ok(App { settings: settings()?, reminders: reminders(&aws.sdk)?, time: TimeSource::from_env()?, aws })
     }
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<TrackReport, Diagnostic> {
         let live = self.settings.stack.mode == Mode::Live;
         on_tick("track-blocks", event.payload, &self.time, &SystemClock, live, |now| async move {
             let tracker = Tracker {
-                market: &self.market,
-                store: &self.store,
-                notifier: &self.notifier,
+                market: &self.aws.market,
+                store: &self.aws.store,
+                notifier: &self.aws.notifier,
                 reminders: &self.reminders,
                 settings: &self.settings,
             };

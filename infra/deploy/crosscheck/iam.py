@@ -7,7 +7,9 @@
   table, and every declared action is called or implied by a call (IMPLIED); so the table is
   neither short nor stale, wherever the calls sit inside the adapter.
 - Each function crate declares `pub const AWS_PORTS: &[&str]`, the ports it uses; it must build
-  an adapter of each declared port's module and declare a port of each adapter it builds.
+  an adapter of each declared port's module and declare a port of each adapter it builds. A
+  function that builds the shared `Adapters` (shared/src/lambda.rs) builds every adapter type
+  named there.
 - `check_function`: its role in template.yaml allows exactly the actions of its ports (no
   wildcard, no NotAction, nothing of ec2/dynamodb/sns/scheduler or iam:PassRole unneeded), and
   the function makes no SDK call of its own.
@@ -107,6 +109,10 @@ def function_needs(src: Path, adapters: dict[str, Adapter], sdk: Sdk) -> Needs:
         ports = declared_ports(p.read_text(encoding="utf-8")) if ports is None else ports
     by_port = port_actions(adapters)
     built = {a.name for a in adapters.values() if any(re.search(rf"\b{t}\b", code) for t in a.types)}
+    edge = src.parent.parent.parent / "shared" / "src" / "lambda.rs"
+    if re.search(r"\bAdapters::new\(", code) and edge.is_file():
+        shared = deployed_code([edge])
+        built |= {a.name for a in adapters.values() if any(re.search(rf"\b{t}\b", shared) for t in a.types)}
     required: dict[str, str] = {}
     if ports is None:
         problems.append(f"{src}: declares no `pub const AWS_PORTS` (the ports of the AWS adapters it uses)")

@@ -447,37 +447,7 @@ mod tests {
 
     #[test]
     fn answers_are_cheapest_first_with_a_stable_tie_order_and_capped() {
-        let s = Scenario::parse(
-            r#"
-            [[market]]
-            region = "us-east-1"
-            instance_type = "p5.48xlarge"
-            azs = ["us-east-1b", "us-east-1a"]
-            counts = [2, 1]
-            start_days = [2, 1]
-            price = [ { from = "2026-12-01T00:00:00Z", usd_per_accelerator_hour = "4.10" } ]
-            [[market]]
-            region = "us-east-1"
-            instance_type = "p5e.48xlarge"
-            azs = ["us-east-1a"]
-            start_days = [1]
-            price = [ { from = "2026-12-01T00:00:00Z", usd_per_accelerator_hour = "4.10" } ]
-            [[market]]
-            region = "us-east-1"
-            instance_type = "p4d.24xlarge"
-            azs = ["us-east-1c"]
-            start_days = [3]
-            price = [ { from = "2026-12-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
-            [[market]]
-            region = "us-east-1"
-            instance_type = "trn2.48xlarge"
-            azs = ["us-east-1d"]
-            counts = [4]
-            start_days = [1]
-            price = [ { from = "2026-12-01T00:00:00Z", usd_per_accelerator_hour = "4.11" } ]
-            "#,
-        )
-        .unwrap();
+        let s = Scenario::parse(include_str!("../tests/scenarios/cheapest-first.toml")).unwrap();
         let q = OfferingQuery { region: "us-east-1".into(), duration_days: 1, ..Default::default() };
         let all = offerings(&s, &q, t("2026-12-01T00:00:00Z"));
         let key =

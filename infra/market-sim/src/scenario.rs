@@ -417,30 +417,23 @@ impl Scenario {
     /// has one, else exactly the types of its market lines (the harsher reading); never a type
     /// missing from the built-in table.
     pub fn sells(&self, region: &str, instance_type: &str) -> bool {
-        if instance_types::lookup(instance_type).is_none() {
-            return false;
-        }
-        match self.region(region).and_then(|r| r.sells.as_ref()) {
-            Some(sold) => sold.iter().any(|t| t == instance_type),
-            None => self
-                .market
-                .iter()
-                .any(|l| l.region == region && l.instance_type == instance_type && l.ultraserver_type.is_none()),
-        }
+        instance_types::lookup(instance_type).is_some()
+            && self.sold(region, instance_type, |l| l.instance_type == instance_type && l.ultraserver_type.is_none())
     }
 
     /// Whether `region` sells the UltraServer type `ultraserver_type` as Capacity Blocks: the
     /// `sells` list if the region has one, else the UltraServer lines of the region.
     pub fn sells_ultraserver(&self, region: &str, ultraserver_type: &str) -> bool {
-        if instance_types::ultraserver(ultraserver_type).is_none() {
-            return false;
-        }
+        instance_types::ultraserver(ultraserver_type).is_some()
+            && self.sold(region, ultraserver_type, |l| l.ultraserver_type.as_deref() == Some(ultraserver_type))
+    }
+
+    /// `name` is in the region's `sells` list if it has one, else some market line of the
+    /// region is `of_kind`.
+    fn sold(&self, region: &str, name: &str, of_kind: impl Fn(&MarketLine) -> bool) -> bool {
         match self.region(region).and_then(|r| r.sells.as_ref()) {
-            Some(sold) => sold.iter().any(|t| t == ultraserver_type),
-            None => self
-                .market
-                .iter()
-                .any(|l| l.region == region && l.ultraserver_type.as_deref() == Some(ultraserver_type)),
+            Some(sold) => sold.iter().any(|t| t == name),
+            None => self.market.iter().any(|l| l.region == region && of_kind(l)),
         }
     }
 

@@ -33,6 +33,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
 
+# Scenarios kept as data, beside this check.
+SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+
 UTC = dt.UTC
 PASSED = 0
 FAILED = 0
@@ -474,71 +477,7 @@ def main():
 
 
 # A market for the behaviours of the real EC2 that the general checks switch off.
-REAL_MARKET = """
-seed = 11
-[clock]
-start = "2026-12-01T04:25:00Z"
-[behaviour]
-payment_delay_hours = 0
-
-[[regions]]
-name = "us-east-1"
-zero_quota_families = ["trn2"]
-
-[[regions]]
-name = "us-west-2"
-sells = ["p4d.24xlarge", "p5.48xlarge"]
-opted_in_zones = ["us-west-2-lax-1a"]
-
-[[market]]
-region = "us-east-1"
-instance_type = "p5.48xlarge"
-azs = ["us-east-1a", "us-east-1b"]
-counts = [1, 2]
-durations_days = [1, 2]
-start_days = [1, 2, 3]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "4.10" } ]
-
-[[market]]
-region = "us-east-1"
-instance_type = "p5e.48xlarge"
-azs = ["us-east-1c"]
-counts = [1]
-durations_days = [1]
-start_days = [3]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.90" } ]
-
-[[market]]
-region = "us-east-1"
-instance_type = "trn2.48xlarge"
-azs = ["us-east-1d"]
-start_days = [1]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "4.50" } ]
-
-[[market]]
-region = "us-west-2"
-instance_type = "p4d.24xlarge"
-azs = ["us-west-2b"]
-start_days = [1]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
-
-[[market]]
-region = "us-west-2"
-instance_type = "p4d.24xlarge"
-zone_type = "local-zone"
-azs = ["us-west-2-lax-1a", "us-west-2-den-1a"]
-start_days = [1]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
-
-# P6e-GB200 UltraServer blocks are sold in the Dallas Local Zone; the table has p6-b200.
-[[market]]
-region = "us-east-1"
-instance_type = "p6-b200.48xlarge"
-zone_type = "local-zone"
-azs = ["us-east-1-dfw-2a"]
-start_days = [1]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
-"""
+REAL_MARKET = (SCENARIOS / "real-market.toml").read_text(encoding="utf-8")
 
 ACCELERATORS = {"p5.48xlarge": 8, "p5e.48xlarge": 8, "p6-b200.48xlarge": 8, "p4d.24xlarge": 8, "trn2.48xlarge": 16}
 
@@ -692,38 +631,7 @@ def check_real_market(sim, ep):
         eq("same-day purchase: paid (payment_delay_hours = 0)", describe_one(ec2, r["CapacityReservationId"])["State"], "scheduled")
 
 
-ULTRA_MARKET = """
-[clock]
-start = "2026-12-01T00:00:00Z"
-[behaviour]
-describe_limit = false
-same_day_offerings = false
-payment_delay_hours = 0.0
-[[regions]]
-name = "us-east-1"
-opted_in_zones = ["us-east-1-dfw-2a"]
-[[market]]
-region = "us-east-1"
-instance_type = "p6e-gb200.36xlarge"
-ultraserver_type = "u-p6e-gb200x72"
-ultraserver_counts = [1, 2]
-azs = ["us-east-1-dfw-2a"]
-zone_type = "local-zone"
-start_days = [1]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "10.00" } ]
-health = [ { after_start_hours = 1.0, interconnect = "impaired", unavailable = 2 } ]
-[[market]]
-region = "us-east-1"
-instance_type = "trn2u.48xlarge"
-ultraserver_type = "u-trn2x64"
-start_days = [1]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
-[[market]]
-region = "us-east-1"
-instance_type = "p5.48xlarge"
-start_days = [1]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "4.00" } ]
-"""
+ULTRA_MARKET = (SCENARIOS / "ultra-market.toml").read_text(encoding="utf-8")
 
 
 def check_ultraservers_and_health(sim, ep):

@@ -116,6 +116,16 @@ where
         tags
     }
 
+    /// What EC2 is asked, for real or with DryRun: the same offering, platform and tags.
+    fn request(&self, rule: &Rule, p: &Priced, intent_id: &str, dry_run: bool) -> PurchaseRequest {
+        PurchaseRequest {
+            offering: p.offering.clone(),
+            instance_platform: rule.instance_platform.clone(),
+            tags: self.tags(rule, intent_id),
+            dry_run,
+        }
+    }
+
     /// Dry run: asks EC2 with DryRun (which checks permissions and the offering), stores the
     /// would-buy decision and announces it the first time.
     pub async fn dry_run(
@@ -126,13 +136,7 @@ where
         now: DateTime<Utc>,
     ) -> Result<Action, StoreError> {
         let intent = Intent::new(&rule.id, p.offering.clone(), p.accelerators_per_instance, vec![], now);
-        let req = PurchaseRequest {
-            offering: p.offering.clone(),
-            instance_platform: rule.instance_platform.clone(),
-            tags: self.tags(rule, &intent.id),
-            dry_run: true,
-        };
-        match self.market.purchase(&req).await {
+        match self.market.purchase(&self.request(rule, p, &intent.id, true)).await {
             Ok(_) => {}
             Err(e) => {
                 tracing::warn!(event = "dry_run_refused", rule = %rule.id, offering = %p.offering.id, error = %e, "EC2 would refuse this purchase");
@@ -216,13 +220,7 @@ where
         sent.state = crate::domain::budget::IntentState::Sent;
         sent.sent_at = Some(now);
 
-        let req = PurchaseRequest {
-            offering: p.offering.clone(),
-            instance_platform: rule.instance_platform.clone(),
-            tags: self.tags(rule, &intent.id),
-            dry_run: false,
-        };
-        match self.market.purchase(&req).await {
+        match self.market.purchase(&self.request(rule, p, &intent.id, false)).await {
             Ok(PurchaseOutcome::Bought(bought)) => {
                 let (r, more) = (bought.reservation, bought.more);
                 tracing::info!(event = "purchased", rule = %rule.id, intent = %intent.id, reservation = %r.id, more = ?more, fee = %p.offering.fee, "bought");

@@ -483,22 +483,13 @@ impl ExtensionMarket for Ec2Market {
         offering_id: &str,
         reservation_id: &str,
     ) -> Result<(), MarketError> {
-        const OP: &str = "PurchaseCapacityBlockExtension";
         // DryRun buys nothing; still one attempt, like the real call.
-        let result = self
-            .once(region)
-            .purchase_capacity_block_extension()
-            .capacity_block_extension_offering_id(offering_id)
-            .capacity_reservation_id(reservation_id)
-            .dry_run(true)
-            .send()
-            .await;
-        match result {
+        match self.extension_purchase(region, offering_id, reservation_id, true).await {
             Err(e) if e.code() == Some("DryRunOperation") => Ok(()),
-            Err(e) => Err(classify(OP, region, e)),
+            Err(e) => Err(classify(EXTENSION_OP, region, e)),
             // EC2 never answers a dry run with success; if it did, something was bought.
             Ok(_) => Err(MarketError::Unknown {
-                operation: OP,
+                operation: EXTENSION_OP,
                 region: region.to_string(),
                 message: "EC2 answered a DryRun extension purchase with success".into(),
             }),
@@ -511,17 +502,9 @@ impl ExtensionMarket for Ec2Market {
         offering_id: &str,
         reservation_id: &str,
     ) -> Result<ExtensionReceipt, MarketError> {
-        const OP: &str = "PurchaseCapacityBlockExtension";
         // No ClientToken here either: one attempt; an unknown outcome is settled by watching
         // the block's end date, never by resending.
-        let result = self
-            .once(region)
-            .purchase_capacity_block_extension()
-            .capacity_block_extension_offering_id(offering_id)
-            .capacity_reservation_id(reservation_id)
-            .send()
-            .await;
-        match result {
+        match self.extension_purchase(region, offering_id, reservation_id, false).await {
             Ok(out) => {
                 let x = out.capacity_block_extensions().first();
                 Ok(ExtensionReceipt {
@@ -534,8 +517,32 @@ impl ExtensionMarket for Ec2Market {
                     end: x.and_then(|x| x.capacity_block_extension_end_date()).and_then(to_chrono),
                 })
             }
-            Err(e) => Err(classify(OP, region, e)),
+            Err(e) => Err(classify(EXTENSION_OP, region, e)),
         }
+    }
+}
+
+const EXTENSION_OP: &str = "PurchaseCapacityBlockExtension";
+
+impl Ec2Market {
+    /// PurchaseCapacityBlockExtension, sent once (no retry: it has no idempotency token).
+    async fn extension_purchase(
+        &self,
+        region: &Region,
+        offering_id: &str,
+        reservation_id: &str,
+        dry_run: bool,
+    ) -> Result<
+        aws_sdk_ec2::operation::purchase_capacity_block_extension::PurchaseCapacityBlockExtensionOutput,
+        SdkError<aws_sdk_ec2::operation::purchase_capacity_block_extension::PurchaseCapacityBlockExtensionError>,
+    > {
+        self.once(region)
+            .purchase_capacity_block_extension()
+            .capacity_block_extension_offering_id(offering_id)
+            .capacity_reservation_id(reservation_id)
+            .dry_run(dry_run)
+            .send()
+            .await
     }
 }
 

@@ -6,6 +6,31 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+/// A name kept as the text EC2 uses: parsed with `FromStr` (which checks it) whether it comes from
+/// serde or a `String`, and written back as that text.
+macro_rules! text_name {
+    ($t:ident) => {
+        impl TryFrom<String> for $t {
+            type Error = NameError;
+            fn try_from(s: String) -> Result<Self, Self::Error> {
+                s.parse()
+            }
+        }
+
+        impl From<$t> for String {
+            fn from(n: $t) -> String {
+                n.0
+            }
+        }
+
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
 /// The longest region name accepted: the longest today, "ap-southeast-7", is 14 characters.
 const MAX_REGION_LEN: usize = 32;
 
@@ -101,24 +126,7 @@ impl FromStr for Region {
     }
 }
 
-impl TryFrom<String> for Region {
-    type Error = NameError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
-    }
-}
-
-impl From<Region> for String {
-    fn from(r: Region) -> String {
-        r.0
-    }
-}
-
-impl fmt::Display for Region {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+text_name!(Region);
 
 /// `prefix` then lowercase hex digits, as many as one of `lengths`.
 fn ec2_id(s: &str, prefix: &str, lengths: &[usize]) -> bool {
@@ -168,24 +176,7 @@ impl FromStr for InstanceType {
     }
 }
 
-impl TryFrom<String> for InstanceType {
-    type Error = NameError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
-    }
-}
-
-impl From<InstanceType> for String {
-    fn from(r: InstanceType) -> String {
-        r.0
-    }
-}
-
-impl fmt::Display for InstanceType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+text_name!(InstanceType);
 
 #[cfg(test)]
 mod tests {

@@ -201,7 +201,12 @@ async fn a_hand_bought_ultraserver_block_is_adopted_with_the_60_minute_lead() {
     let alerts = h.aws.alerts().await;
     assert_eq!(event_types(&alerts), ["tracking", "tracking"]);
     let ut = alerts.iter().find(|a| a.body["metadata"]["threadId"] == ultra.as_str()).unwrap();
-    assert!(format!("{}", ut.body["content"]["description"]).contains("Instances terminated from: Mon 2026-12-07 10:30 UTC"), "{:?}", ut.body);
+    assert!(
+        format!("{}", ut.body["content"]["description"])
+            .contains("Instances terminated from: Mon 2026-12-07 10:30 UTC"),
+        "{:?}",
+        ut.body
+    );
     // Adopted once.
     assert!(track(&h, &reminders, &all).await.adopted.is_empty());
     assert!(h.aws.alerts().await.is_empty());

@@ -5,28 +5,7 @@ use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{CapacityBlockInterconnectStatus, CapacityReservationInstancePlatform, Filter};
 use capblock_tests::{Sim, quick_timeouts};
 
-const MARKET: &str = r#"
-seed = 16
-[clock]
-start = "2026-12-01T00:00:00Z"
-[behaviour]
-describe_limit = false
-same_day_offerings = false
-payment_delay_hours = 0.0
-[[market]]
-region = "us-east-1"
-instance_type = "trn2u.48xlarge"
-ultraserver_type = "u-trn2x64"
-ultraserver_counts = [1, 2]
-start_days = [1]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
-health = [ { after_start_hours = 1.0, interconnect = "impaired", unavailable = 2 } ]
-[[market]]
-region = "us-east-1"
-instance_type = "p5.48xlarge"
-start_days = [1]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "4.00" } ]
-"#;
+const MARKET: &str = include_str!("../../scenarios/ultraserver-wire.toml");
 
 async fn client(sim: &Sim) -> aws_sdk_ec2::Client {
     aws_sdk_ec2::Client::new(&sim.sdk(quick_timeouts()).await)

@@ -255,32 +255,7 @@ mod tests {
 
     /// A market selling u-trn2x64 UltraServers (1 or 2) and p5.48xlarge, clock 2026-12-01 00:00.
     fn world() -> World {
-        let mut w = World::new(
-            Scenario::parse(
-                r#"
-                [clock]
-                start = "2026-12-01T00:00:00Z"
-                [behaviour]
-                describe_limit = false
-                payment_delay_hours = 0.0
-                same_day_offerings = false
-                [[market]]
-                region = "us-east-1"
-                instance_type = "trn2u.48xlarge"
-                ultraserver_type = "u-trn2x64"
-                ultraserver_counts = [1, 2]
-                start_days = [1]
-                price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
-                health = [ { after_start_hours = 2.0, interconnect = "impaired", unavailable = 1 } ]
-                [[market]]
-                region = "us-east-1"
-                instance_type = "p5.48xlarge"
-                start_days = [1]
-                price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "4.00" } ]
-                "#,
-            )
-            .unwrap(),
-        );
+        let mut w = World::new(Scenario::parse(include_str!("../../tests/scenarios/ultra-world.toml")).unwrap());
         w.clock.set(w.now());
         w
     }

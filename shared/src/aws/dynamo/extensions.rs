@@ -108,7 +108,7 @@ impl DynamoStore {
 
     pub(super) async fn reserve_extension_tx(&self, x: &ExtensionIntent) -> Result<(), ReserveError> {
         let fee = x.offer.fee;
-        let mut items: Vec<TransactWriteItem> = vec![
+        let items: Vec<TransactWriteItem> = vec![
             tx_put(
                 Put::builder()
                     .table_name(&self.table)
@@ -121,26 +121,8 @@ impl DynamoStore {
                     .expression_attribute_values(":id", s(x.id())),
             ),
         ];
-        for c in &x.charges {
-            // Money only: an extension is not a purchase, so the purchase count stays.
-            items.push(self.charge(c, fee, false)?);
-        }
-        match self.transact(items).await {
-            Ok(()) => Ok(()),
-            Err(TxError::Store(e)) => Err(e.into()),
-            Err(TxError::Cancelled(codes)) => {
-                if let Some(e) = record_or_guard_failed(&codes) {
-                    return Err(e);
-                }
-                match x.charges.iter().enumerate().find(|(i, _)| failed_at(&codes, i + 2)) {
-                    Some((_, c)) => Err(ReserveError::OverBudget(c.owner.key())),
-                    None => Err(ReserveError::Store(StoreError::Conflict(format!(
-                        "extension transaction cancelled: {}",
-                        codes.join(",")
-                    )))),
-                }
-            }
-        }
+        // Money only: an extension is not a purchase, so the purchase count stays.
+        self.reserve_charged(items, &x.charges, fee, false).await
     }
 
     pub(super) async fn advance_extension_item(

@@ -34,7 +34,7 @@ impl Ledger for DynamoStore {
     async fn reserve(&self, intent: &Intent, seen_seq: u64) -> Result<(), ReserveError> {
         let fee = intent.offering.fee;
         let charges = &intent.charges;
-        let mut items = vec![
+        let items = vec![
             tx_put(
                 Put::builder()
                     .table_name(&self.table)
@@ -55,31 +55,7 @@ impl Ledger for DynamoStore {
                 .expression_attribute_values(":seen", n(seen_seq)),
             ),
         ];
-        for c in charges {
-            items.push(self.charge(c, fee, true)?);
-        }
-        match self.transact(items).await {
-            Ok(()) => Ok(()),
-            Err(TxError::Store(e)) => Err(e.into()),
-            Err(TxError::Cancelled(codes)) => {
-                if let Some(e) = record_or_guard_failed(&codes) {
-                    return Err(e);
-                }
-                for (i, c) in charges.iter().enumerate() {
-                    if failed_at(&codes, i + 2) {
-                        // Tell the two budget conditions apart by reading the item.
-                        let usage = self.usage(&c.owner, &c.period).await?;
-                        let at_max = matches!((c.max_purchases, &usage), (Some(m), Some(u)) if u.purchases >= m);
-                        return Err(if at_max {
-                            ReserveError::PurchaseLimit
-                        } else {
-                            ReserveError::OverBudget(c.owner.key())
-                        });
-                    }
-                }
-                Err(ReserveError::Store(StoreError::Conflict(format!("transaction cancelled: {}", codes.join(",")))))
-            }
-        }
+        self.reserve_charged(items, charges, fee, true).await
     }
 
     async fn mark_sent(&self, intent_id: &str, rule_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {

@@ -293,6 +293,44 @@ impl DynamoStore {
 }
 
 impl DynamoStore {
+    /// Writes `items` (the record and its guard, in that order) with one budget charge per
+    /// entry of `charges`, atomically, and names what refused it: the record or guard, a
+    /// purchase limit (`purchase` only: an extension counts money, never a purchase) or the
+    /// budget of one owner.
+    async fn reserve_charged(
+        &self,
+        mut items: Vec<TransactWriteItem>,
+        charges: &[BudgetCharge],
+        fee: Money,
+        purchase: bool,
+    ) -> Result<(), ReserveError> {
+        for c in charges {
+            items.push(self.charge(c, fee, purchase)?);
+        }
+        let codes = match self.transact(items).await {
+            Ok(()) => return Ok(()),
+            Err(TxError::Store(e)) => return Err(e.into()),
+            Err(TxError::Cancelled(codes)) => codes,
+        };
+        if let Some(e) = record_or_guard_failed(&codes) {
+            return Err(e);
+        }
+        let Some(c) = charges.iter().enumerate().find(|(i, _)| failed_at(&codes, i + 2)).map(|(_, c)| c) else {
+            return Err(ReserveError::Store(StoreError::Conflict(format!(
+                "transaction cancelled: {}",
+                codes.join(",")
+            ))));
+        };
+        if purchase {
+            // Tell the two budget conditions apart by reading the item.
+            let usage = self.usage(&c.owner, &c.period).await?;
+            if matches!((c.max_purchases, &usage), (Some(m), Some(u)) if u.purchases >= m) {
+                return Err(ReserveError::PurchaseLimit);
+            }
+        }
+        Err(ReserveError::OverBudget(c.owner.key()))
+    }
+
     /// The transaction step that charges `fee` to one budget within its limit. DynamoDB
     /// conditions cannot add, so the check is `committed <= limit - fee`. A purchase also counts
     /// against the budget's purchase limit; an extension spends money only.

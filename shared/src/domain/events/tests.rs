@@ -18,12 +18,15 @@ fn with_detail_type(mut v: Value, dt: &str) -> Value {
     v
 }
 
+/// The example event, parsed as it is and with its detail-type spelled `other`.
+fn in_both_spellings(text: &str, other: &str) -> [Incoming; 2] {
+    let v = example(text);
+    [parse(&v).unwrap(), parse(&with_detail_type(v, other)).unwrap()]
+}
+
 #[test]
 fn delivered_in_both_spellings() {
-    let v = example(DELIVERED_JSON);
-    let other = with_detail_type(v.clone(), "Capacity Block Delivered");
-    for v in [v, other] {
-        let e = parse(&v).unwrap();
+    for e in in_both_spellings(DELIVERED_JSON, "Capacity Block Delivered") {
         assert_eq!(e.event_id, "6a7e8feb-b491-4cf7-a9f1-bf3703467718");
         assert_eq!(e.region.as_str(), "us-east-2");
         assert_eq!(e.time, t("2026-12-03T11:30:00Z"));
@@ -36,10 +39,7 @@ fn delivered_in_both_spellings() {
 
 #[test]
 fn expiration_warning_in_both_spellings() {
-    let v = example(WARNING_JSON);
-    let other = with_detail_type(v.clone(), "Capacity Block Reservation Expiration Warning");
-    for v in [v, other] {
-        let e = parse(&v).unwrap();
+    for e in in_both_spellings(WARNING_JSON, "Capacity Block Reservation Expiration Warning") {
         assert_eq!(e.time, t("2026-12-10T10:50:00Z"));
         assert_eq!(
             e.trigger,
