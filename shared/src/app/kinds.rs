@@ -2,7 +2,7 @@
 //! before the end, not 30). The reservation does not say; its `CapacityBlockId` leads to
 //! DescribeCapacityBlocks, which names the UltraServer type.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::domain::block::Reservation;
 use crate::domain::names::Region;
@@ -10,7 +10,8 @@ use crate::domain::ultraserver::only_in_ultraservers;
 use crate::ports::{BlockKinds, MarketError};
 
 /// The ids (of `reservations`) that are UltraServer blocks, in one batched
-/// DescribeCapacityBlocks for all of them. A reservation without a CapacityBlockId is an
+/// DescribeCapacityBlocks for all of them: EC2's `UltraserverType` decides. A reservation EC2
+/// describes no block for (no CapacityBlockId, or the block not in the answer) is an
 /// UltraServer's only if its instance type is sold only inside UltraServers.
 pub async fn ultraserver_reservations<M: BlockKinds + ?Sized>(
     market: &M,
@@ -20,22 +21,21 @@ pub async fn ultraserver_reservations<M: BlockKinds + ?Sized>(
     let mut ids: Vec<String> = reservations.iter().filter_map(|r| r.capacity_block_id.clone()).collect();
     ids.sort();
     ids.dedup();
-    let ultra_blocks: HashSet<String> = if ids.is_empty() {
-        HashSet::new()
+    let described: HashMap<String, bool> = if ids.is_empty() {
+        HashMap::new()
     } else {
         market
             .capacity_blocks_by_id(region, &ids)
             .await?
             .into_iter()
-            .filter(|b| b.ultraserver_type.is_some())
-            .map(|b| b.capacity_block_id)
+            .map(|b| (b.capacity_block_id, b.ultraserver_type.is_some()))
             .collect()
     };
     Ok(reservations
         .iter()
-        .filter(|r| {
-            r.capacity_block_id.as_ref().is_some_and(|b| ultra_blocks.contains(b))
-                || only_in_ultraservers(r.instance_type.as_str()).is_some()
+        .filter(|r| match r.capacity_block_id.as_ref().and_then(|b| described.get(b)) {
+            Some(&ultra) => ultra,
+            None => only_in_ultraservers(r.instance_type.as_str()).is_some(),
         })
         .map(|r| r.id.clone())
         .collect())

@@ -277,3 +277,53 @@ async fn each_health_change_of_an_active_block_is_announced_once_and_so_is_the_r
 async fn purchase_calls(h: &Rig) -> u64 {
     h.sim.state().await["calls"]["PurchaseCapacityBlock"].as_u64().unwrap_or(0)
 }
+
+struct FixedClock(DateTime<Utc>);
+
+impl capblock_shared::ports::Clock for FixedClock {
+    fn now(&self) -> DateTime<Utc> {
+        self.0
+    }
+}
+
+/// on-capacity-event for a hand-bought UltraServer block capblock does not track: the kind is
+/// looked up in EC2, so the workload is told its instances go 60 minutes before the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_for_a_hand_bought_ultraserver_block_names_its_60_minute_termination() {
+    let (h, reminders) = rig("ultra-event").await;
+    let mut ids = Vec::new();
+    for body in [
+        json!({"region": "us-east-2", "instance_type": "trn2u.48xlarge", "instance_count": 4,
+            "ultraserver_type": "u-trn2x64", "start": "2026-12-03T11:30:00Z", "end": "2026-12-10T11:30:00Z"}),
+        json!({"region": "us-east-2", "instance_type": "p5.48xlarge", "instance_count": 2,
+            "start": "2026-12-03T11:30:00Z", "end": "2026-12-10T11:30:00Z"}),
+    ] {
+        ids.push(
+            h.sim.control("POST", "/_sim/reservations", &body.to_string()).await["reservation_id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let clock = FixedClock(t("2026-12-03T11:31:00Z"));
+    let handler = capblock_shared::app::events::EventHandler {
+        store: &h.store,
+        market: &h.market,
+        notifier: &h.notifier,
+        reminders: &reminders,
+        clock: &clock,
+        account: None,
+    };
+    let fixture = include_str!("../../../shared/src/domain/events/fixtures/capacity-block-delivered.json");
+    for (id, termination) in ids.iter().zip(["2026-12-10T10:30:00Z", "2026-12-10T11:00:00Z"]) {
+        let mut event: serde_json::Value = serde_json::from_str(fixture).unwrap();
+        event["id"] = json!(format!("ev-{id}"));
+        event["detail"]["capacity-reservation-id"] = json!(id);
+        event["resources"] = json!([format!("arn:aws:ec2:us-east-2:111122223333:capacity-reservation/{id}")]);
+        handler.handle(&event).await.unwrap();
+        let work = h.aws.workload_notices().await;
+        assert_eq!(work.len(), 1, "{work:#?}");
+        assert_eq!(work[0].attributes["termination_time"], termination, "{id}");
+        assert_eq!(event_types(&h.aws.alerts().await), ["delivered"]);
+    }
+}
