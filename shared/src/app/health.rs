@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use super::outbox::alert_notice;
 use crate::domain::announce;
 use crate::domain::block::Block;
+use crate::domain::checkpoint::health_notice;
 use crate::domain::health::{self, BlockHealth, HealthChange};
 use crate::domain::names::Region;
 use crate::ports::{BlockStatusSource, BlockStore, MarketError, Message, Notice, Outbox, StoreError, Topic};
@@ -68,7 +69,7 @@ async fn announce_change<S: BlockStore + Outbox + ?Sized>(
     let key = health::milestone(n, change);
     store.enqueue(&alert_notice(&b.reservation_id, &key, &announce::health(b, change), now)).await?;
     let work_key = format!("{key}@workloads");
-    let (body, attributes) = health::workload_message(b, &work_key, change, now);
+    let (body, attributes) = health_notice(b, &work_key, change, now);
     store
         .enqueue(&Notice {
             thread: b.reservation_id.clone(),

@@ -36,6 +36,14 @@ fn keywords(p: &Priced, extra: &str) -> Vec<String> {
     vec!["capblock".into(), extra.into(), p.offering.region.to_string(), p.offering.instance_type.to_string()]
 }
 
+/// "2 x p5.48xlarge", or for UltraServers "2 x u-trn2x64 (8 x trn2u.48xlarge)".
+fn size(o: &super::offering::Offering) -> String {
+    match &o.ultraservers {
+        Some(u) => format!("{u} ({} x {})", o.instance_count, o.instance_type),
+        None => format!("{} x {}", o.instance_count, o.instance_type),
+    }
+}
+
 /// A block was bought: what, where, when, how much, and the payment deadline.
 pub fn purchased(
     rule_id: &str,
@@ -47,7 +55,7 @@ pub fn purchased(
     let deadline = payment_deadline(bought_at, p.offering.start);
     SlackMessage {
         id: format!("{reservation_id}#purchased"),
-        title: format!("Capacity Block bought: {} x {}", p.offering.instance_count, p.offering.instance_type),
+        title: format!("Capacity Block bought: {}", size(&p.offering)),
         description: format!(
             "Rule `{rule_id}` bought reservation `{reservation_id}`.\n{}\n• Payment deadline: {} (the block is released if payment has not gone through by then)",
             what(p),
@@ -61,7 +69,7 @@ pub fn purchased(
         ],
         keywords: keywords(p, "purchase"),
         thread_id: reservation_id.to_string(),
-        summary: format!("Bought {} x {} for {}", p.offering.instance_count, p.offering.instance_type, p.offering.fee),
+        summary: format!("Bought {} for {}", size(&p.offering), p.offering.fee),
         event_type: "purchased".into(),
         related_resources: arn.map(str::to_string).into_iter().collect(),
     }

@@ -6,13 +6,7 @@
 //! recovery. `insufficient-data` alone is not a problem: EC2 reports it while it has nothing to
 //! measure (e.g. right after the start).
 
-use std::collections::BTreeMap;
-
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-
-use super::block::Block;
-use super::checkpoint::WorkloadNotice;
 
 /// CapacityBlockInterconnectStatus, plus whatever EC2 may add later (kept as its text, and
 /// treated as a problem: a status capblock cannot judge is one to look at).
@@ -123,22 +117,6 @@ pub fn milestone(n: u32, change: &HealthChange) -> String {
     format!("health-{n}-{what}")
 }
 
-/// The workload notice of a health change (kind `health`): the usual fields and attributes,
-/// and in the body the change itself (`health`: the status, the problems).
-pub fn workload_message(
-    b: &Block,
-    key: &str,
-    change: &HealthChange,
-    now: DateTime<Utc>,
-) -> (String, BTreeMap<String, String>) {
-    let notice = WorkloadNotice::of_kind(b, key, HealthChange::KIND.into(), Vec::new(), now);
-    let mut body = serde_json::to_value(&notice).unwrap_or_default();
-    if let Some(fields) = body.as_object_mut() {
-        fields.insert("health".into(), serde_json::to_value(change).unwrap_or_default());
-    }
-    (body.to_string(), notice.attributes())
-}
-
 /// What a new observation means, given the last one capblock acted on (None: never measured).
 /// Only a change of the problems counts: the same impairment seen again, or a healthy block
 /// seen for the first time, is no news.
@@ -191,18 +169,9 @@ mod tests {
     }
 
     #[test]
-    fn milestones_and_workload_notices() {
-        let t = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+    fn milestones() {
         let d = change(None, &h("impaired", 2)).unwrap();
         assert_eq!(milestone(1, &d), "health-1-interconnectimpaired2of16instancesunavailable");
         assert_ne!(milestone(1, &d), milestone(3, &d), "the same problem after a recovery is news again");
-        let b = crate::domain::block::example(t("2026-12-03T11:30:00Z"), t("2026-12-05T11:30:00Z"));
-        let (body, attrs) = workload_message(&b, "health-1-x@workloads", &d, t("2026-12-04T11:00:00Z"));
-        assert_eq!(attrs["kind"], "health");
-        assert_eq!(attrs["minutes_left"], "1440");
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(v["health"]["change"], "degraded");
-        assert_eq!(v["health"]["problems"][1], "2 of 16 instances unavailable");
-        assert_eq!(v["notice_id"], "cr-0123456789abcdef0#health-1-x@workloads");
     }
 }

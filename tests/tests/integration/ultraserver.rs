@@ -122,7 +122,9 @@ async fn an_ultraserver_rule_is_bought_once_and_tracked_to_expiry_with_60_minute
     assert_eq!(more.len(), 1, "one reservation per UltraServer: {report:#?}");
     let second = more[0].clone();
     assert_eq!(purchase_calls(&h).await, 1);
-    assert_eq!(event_types(&h.aws.alerts().await), ["purchased"]);
+    let alerts = h.aws.alerts().await;
+    assert_eq!(event_types(&alerts), ["purchased"]);
+    assert_eq!(title(&alerts[0]), "Capacity Block bought: 2 x u-trn2x64 (8 x trn2u.48xlarge)");
     let chosen = report.outcomes[0].chosen.clone().unwrap();
     assert_eq!(chosen.per_accelerator_hour.per_unit, dec!(2), "over all 128 chips of the offering");
     // A second scan buys nothing more.
