@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::extend::{Extender, ExtensionAction};
 use super::health;
-use super::kinds::ultraserver_reservations;
+use super::kinds::{backfill, ultraserver_reservations};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::reconcile::{Settled, record_purchase, settle_open_intents};
 use super::settings::StackSettings;
@@ -144,7 +144,8 @@ where
                     }
                 }
             }
-            self.check_health(region, blocks, &observed, now, &mut report).await;
+            let blocks = self.backfill(region, blocks, &observed, now, &mut report).await;
+            self.check_health(region, &blocks, &observed, now, &mut report).await;
         }
 
         // A disabled rule buys nothing, so nothing of it can be missing from the store: its
@@ -169,6 +170,60 @@ where
 
         report.notices = flush(self.store, self.notifier, now).await?;
         Ok(report)
+    }
+
+    /// Blocks stored before capblock kept their CapacityBlockId get it, and their kind, from
+    /// EC2; an UltraServer found so has its reminders moved to the 60-minute lead. Returns the
+    /// region's blocks as they are now. A failure is reported and retried next run.
+    async fn backfill(
+        &self,
+        region: &Region,
+        blocks: &[Block],
+        observed: &HashMap<String, Observed>,
+        now: DateTime<Utc>,
+        report: &mut TrackReport,
+    ) -> Vec<Block> {
+        let mut out = blocks.to_vec();
+        let changed = match backfill(self.market, region, blocks, observed).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(event = "kinds_failed", %region, error = %e, "block kinds not read this run");
+                report.errors.push(format!("kinds in {region}: {e}"));
+                return out;
+            }
+        };
+        for learned in changed {
+            match self.store_kind(&learned, now).await {
+                Ok(Some(b)) => {
+                    if let Some(slot) = out.iter_mut().find(|x| x.reservation_id == b.reservation_id) {
+                        *slot = b;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => report.errors.push(format!("{}: {e}", learned.reservation_id)),
+            }
+        }
+        out
+    }
+
+    /// Stores what `learned` says of the block's id and kind on the block as stored now.
+    async fn store_kind(&self, learned: &Block, now: DateTime<Utc>) -> Result<Option<Block>, TrackError> {
+        let Some(current) = self.store.get_block(&learned.reservation_id).await? else {
+            return Ok(None);
+        };
+        let next = Block { capacity_block_id: learned.capacity_block_id.clone(), ..current.clone() }
+            .with_kind(learned.ultraserver);
+        if next.ultraserver != current.ultraserver && matches!(next.state, BlockState::Scheduled | BlockState::Active) {
+            self.reminders.sync(&next, now).await?;
+        }
+        match self.store.update_block(&next, current.version).await {
+            Ok(()) => {
+                tracing::info!(event = "block_kind_learned", reservation = %next.reservation_id, ultraserver = next.ultraserver, "CapacityBlockId stored");
+                Ok(Some(Block { version: current.version + 1, ..next }))
+            }
+            Err(StoreError::Conflict(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Health of the blocks EC2 calls active (or unavailable) this run: a failure is reported

@@ -402,7 +402,10 @@ impl ReservationSource for Ec2Market {
                         .iter()
                         .filter_map(|r| {
                             let r = reservation(region, r).ok()?;
-                            Some((r.id.clone(), Observed::Found { state: r.state, end: r.end }))
+                            Some((
+                                r.id.clone(),
+                                Observed::Found { state: r.state, end: r.end, capacity_block_id: r.capacity_block_id },
+                            ))
                         })
                         .collect();
                     out.extend(

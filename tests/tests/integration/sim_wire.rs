@@ -205,7 +205,12 @@ async fn purchase_dry_run_tags_and_reservation_lookups() {
     // (Whether it is or not, capblock never sends it twice; see the scan tests.)
     sim.advance_hours(4).await;
     let seen = market.observe(&offering.region, &[r.id.clone(), "cr-00000000000000000".into()]).await.unwrap();
-    assert_eq!(seen[0], (r.id.clone(), Observed::Found { state: "scheduled".into(), end: offering.end }));
+    let block_id = r.capacity_block_id.clone();
+    assert!(block_id.is_some(), "the reservation names its block");
+    assert_eq!(
+        seen[0],
+        (r.id.clone(), Observed::Found { state: "scheduled".into(), end: offering.end, capacity_block_id: block_id })
+    );
     assert_eq!(seen[1].1, Observed::NotFound);
 }
 

@@ -329,3 +329,33 @@ async fn an_event_for_a_hand_bought_ultraserver_block_names_its_60_minute_termin
         assert_eq!(event_types(&h.aws.alerts().await), ["delivered"]);
     }
 }
+
+/// A hand-bought UltraServer block adopted by an earlier capblock (no CapacityBlockId kept,
+/// taken as instances): the tracker learns its id and kind, and moves its reminders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_adopted_before_kinds_were_read_is_corrected_once() {
+    use capblock_shared::domain::block::Block;
+    use capblock_shared::ports::{BlockStore, ReservationLookup};
+    let (h, reminders) = rig("ultra-backfill").await;
+    let body = json!({"region": "us-east-1", "instance_type": "trn2u.48xlarge", "instance_count": 4,
+        "ultraserver_type": "u-trn2x64", "start": "2026-12-05T11:30:00Z", "end": "2026-12-07T11:30:00Z"});
+    let id = h.sim.control("POST", "/_sim/reservations", &body.to_string()).await["reservation_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut r = h.market.reservation(&"us-east-1".parse().unwrap(), &id).await.unwrap().unwrap();
+    r.capacity_block_id = None;
+    let old = Block::adopted(&r, false, h.now());
+    assert!(!old.ultraserver);
+    assert!(h.store.adopt_block(&old).await.unwrap());
+
+    track(&h, &reminders, &h.track).await;
+    let b = h.block(&id).await;
+    assert!(b.ultraserver && b.capacity_block_id.is_some(), "{b:#?}");
+    assert_eq!(b.version, 2);
+    assert_eq!(reminder_at(&h, &id, 30).await.as_deref(), Some("at(2026-12-07T10:00:00)"));
+    assert!(h.aws.alerts().await.is_empty(), "nothing to tell anyone");
+    // Once.
+    track(&h, &reminders, &h.track).await;
+    assert_eq!(h.block(&id).await.version, 2);
+}
