@@ -4,7 +4,10 @@
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+use crate::app::settings::StackSettings;
 use crate::config::ConfigError;
+use crate::domain::metrics::Batch;
+use crate::domain::rule::Mode;
 use crate::ports::{Clock, MarketError, NotifyError, StoreError};
 
 /// JSON logs (one object a line) at the level `RUST_LOG` asks for, `info` by default.
@@ -186,32 +189,62 @@ impl FunctionError {
 
 /// Turns a failed invocation into Lambda's typed error response, after one log line that says
 /// what failed, whether a retry may help, and why.
-pub fn report(function: &str, e: FunctionError) -> lambda_runtime::Diagnostic {
+/// The failure also counts in the `Errors` metric of `stack`, by function and kind.
+pub fn report(function: &str, stack: &str, e: FunctionError) -> lambda_runtime::Diagnostic {
     tracing::error!(event = "invocation_failed", function, error_type = e.kind(), retryable = e.retryable(), error = %e, "invocation failed");
+    // The metric's timestamp only: nothing is decided by it.
+    let mut errors = Batch::new(stack, Utc::now());
+    errors.error(function, e.kind());
+    emit(&errors);
     lambda_runtime::Diagnostic { error_type: e.kind().to_string(), error_message: e.to_string() }
 }
 
+/// Writes metrics as CloudWatch embedded metric format: one JSON document a line on stdout,
+/// which Lambda sends to the function's log group, where CloudWatch extracts the metrics
+/// (no API call, no extra permission). The JSON logs go to stderr, so the two never interleave
+/// within a line.
+pub fn emit(batch: &Batch) {
+    use std::io::Write;
+    let mut text = batch.lines().join("\n");
+    if text.is_empty() {
+        return;
+    }
+    text.push('\n');
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        tracing::warn!(event = "metrics_not_written", error = %e, "metrics lost for this run");
+    }
+}
+
 /// The body of a scheduled function: parse the tick, take `now` from the time source (see
-/// `run_time`: a live stack never runs on a payload's time), run.
+/// `run_time`: a live stack never runs on a payload's time), run, and emit the run's metrics.
 pub async fn on_tick<R, F, Fut>(
     function: &str,
     payload: serde_json::Value,
     source: &TimeSource,
     clock: &dyn Clock,
-    live: bool,
+    stack: &StackSettings,
     run: F,
 ) -> Result<R, lambda_runtime::Diagnostic>
 where
     F: FnOnce(DateTime<Utc>) -> Fut,
-    Fut: std::future::Future<Output = Result<R, FunctionError>>,
+    Fut: std::future::Future<Output = Result<(R, Option<Batch>), FunctionError>>,
 {
     let result = async {
         let tick: Tick = parse_event(payload)?;
-        let now = run_time(tick.time, source.now(clock).await?, live)?;
+        let now = run_time(tick.time, source.now(clock).await?, stack.mode == Mode::Live)?;
         run(now).await
     }
     .await;
-    result.map_err(|e| report(function, e))
+    match result {
+        Ok((report, metrics)) => {
+            if let Some(m) = metrics {
+                emit(&m);
+            }
+            Ok(report)
+        }
+        Err(e) => Err(report(function, &stack.name, e)),
+    }
 }
 
 /// Parses an event payload, naming what is wrong with it.

@@ -16,14 +16,27 @@ pub async fn start() -> RuntimeApi {
 /// `CAPBLOCK_FUNCTION_LOG` (default `warn`), `env` on top. Output goes to the test's stderr;
 /// the process is killed when the returned child is dropped.
 pub fn spawn(api: &RuntimeApi, binary: &Path, env: &[(String, String)]) -> tokio::process::Child {
-    let function = Function::new(binary)
+    start_function(api, function(binary, env), binary)
+}
+
+/// As `spawn`, with the function's stdout piped to the test (where Lambda's log group would
+/// get it: the EMF metric lines).
+pub fn spawn_capturing_stdout(api: &RuntimeApi, binary: &Path, env: &[(String, String)]) -> tokio::process::Child {
+    start_function(api, function(binary, env).stdout(std::process::Stdio::piped()), binary)
+}
+
+fn start_function(api: &RuntimeApi, function: Function, binary: &Path) -> tokio::process::Child {
+    api.spawn(function)
+        .unwrap_or_else(|e| panic!("start {}: {e} (run `cargo build --workspace --bins`)", binary.display()))
+}
+
+fn function(binary: &Path, env: &[(String, String)]) -> Function {
+    Function::new(binary)
         .memory_mb(512)
         .log_group("local")
         .log_stream("local")
         .env("RUST_LOG", std::env::var("CAPBLOCK_FUNCTION_LOG").unwrap_or_else(|_| "warn".into()))
-        .envs(env.iter().map(|(k, v)| (k, v)));
-    api.spawn(function)
-        .unwrap_or_else(|e| panic!("start {}: {e} (run `cargo build --workspace --bins`)", binary.display()))
+        .envs(env.iter().map(|(k, v)| (k, v)))
 }
 
 /// A function binary in the cargo target directory (debug profile).

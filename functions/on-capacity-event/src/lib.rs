@@ -20,6 +20,7 @@ pub const AWS_PORTS: &[&str] =
 /// Everything built once per container and reused by every invocation.
 pub struct App {
     aws: Adapters,
+    stack: String,
     scheduler: aws_sdk_scheduler::Client,
     group: String,
     leads: Vec<chrono::Duration>,
@@ -44,7 +45,7 @@ impl Reminders for NoReminders {
 
 impl App {
     pub async fn from_env() -> Result<App, ConfigError> {
-        // Required so a misconfigured stack fails at start; logged below.
+        // Required so a misconfigured stack fails at start; also the Errors metric's Stack.
         let stack = config::required("CAPBLOCK_STACK")?;
         let workloads = config::required("CAPBLOCK_WORKLOADS_TOPIC_ARN")?;
         let group = config::required("CAPBLOCK_SCHEDULE_GROUP")?;
@@ -52,7 +53,7 @@ impl App {
         let leads = config::reminder_leads()?;
         tracing::info!(event = "config", stack = %stack, group = %group, reminders = role_arn.is_some(), leads = ?leads.iter().map(|l| l.num_minutes()).collect::<Vec<_>>(), "on-capacity-event ready");
         let aws = Adapters::new(config::targets()?, Some(workloads)).await;
-        Ok(App { scheduler: aws_sdk_scheduler::Client::new(&aws.sdk), aws, group, leads, role_arn })
+        Ok(App { scheduler: aws_sdk_scheduler::Client::new(&aws.sdk), aws, stack, group, leads, role_arn })
     }
 
     /// The reminder schedules target this very function, by the ARN Lambda invoked it with:
@@ -82,6 +83,9 @@ impl App {
             clock: &SystemClock,
             account,
         };
-        handler.handle(&event.payload).await.map_err(|e| capblock_shared::lambda::report("on-capacity-event", e.into()))
+        handler
+            .handle(&event.payload)
+            .await
+            .map_err(|e| capblock_shared::lambda::report("on-capacity-event", &self.stack, e.into()))
     }
 }

@@ -4,11 +4,11 @@
 
 use std::sync::Mutex;
 
+use capblock_shared::app::metrics;
 use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
-use capblock_shared::domain::rule::Mode;
 use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, on_tick};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -76,8 +76,8 @@ impl App {
     }
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<ScanReport, Diagnostic> {
-        let live = self.settings.stack.mode == Mode::Live;
-        on_tick("scan-offerings", event.payload, &self.time, &SystemClock, live, |now| async move {
+        let stack = &self.settings.stack;
+        on_tick("scan-offerings", event.payload, &self.time, &SystemClock, stack, |now| async move {
             let scanner = Scanner {
                 market: &self.aws.market,
                 store: &self.aws.store,
@@ -85,7 +85,9 @@ impl App {
                 catalog: &self.catalog,
                 settings: &self.settings,
             };
-            Ok(scanner.run(now).await?)
+            let report = scanner.run(now).await?;
+            let metrics = metrics::of_scan(&report, &stack.name);
+            Ok((report, Some(metrics)))
         })
         .await
     }

@@ -3,10 +3,10 @@
 //! checkpoint reminders in step), adopts reservations missing from the store, and buys the
 //! extensions rules ask for.
 
+use capblock_shared::app::metrics;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::config;
-use capblock_shared::domain::rule::Mode;
 
 use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, on_tick};
 use capblock_shared::ports::SystemClock;
@@ -67,8 +67,8 @@ impl App {
     }
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<TrackReport, Diagnostic> {
-        let live = self.settings.stack.mode == Mode::Live;
-        on_tick("track-blocks", event.payload, &self.time, &SystemClock, live, |now| async move {
+        let stack = &self.settings.stack;
+        on_tick("track-blocks", event.payload, &self.time, &SystemClock, stack, |now| async move {
             let tracker = Tracker {
                 market: &self.aws.market,
                 store: &self.aws.store,
@@ -76,7 +76,9 @@ impl App {
                 reminders: &self.reminders,
                 settings: &self.settings,
             };
-            Ok(tracker.run(now).await?)
+            let report = tracker.run(now).await?;
+            let metrics = metrics::of_track(&report, &stack.name);
+            Ok((report, metrics))
         })
         .await
     }

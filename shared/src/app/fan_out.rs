@@ -91,6 +91,15 @@ pub struct Asked {
     pub answers: Vec<Answer>,
     /// The strikes to carry to the next run (only families with some).
     pub strikes: Strikes,
+    /// The calls each region's lane sent (a question may take several).
+    pub calls: BTreeMap<Region, Calls>,
+}
+
+/// DescribeCapacityBlockOfferings calls one region's lane sent, and how many EC2 throttled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Calls {
+    pub sent: usize,
+    pub throttled: usize,
 }
 
 /// Asks every question and returns each answer in the order of `queries`; calls `answered`
@@ -121,20 +130,22 @@ where
             strikes.iter().filter(|((r, _), _)| r == region).map(|((_, f), n)| (f.clone(), *n)).collect();
         async move {
             let lane = Lane::new(pacing, deadline, carried);
-            let (answers, strikes) = lane.run(market, queries, list, answered).await;
-            (region, answers, strikes)
+            let (answers, strikes, calls) = lane.run(market, queries, list, answered).await;
+            (region, answers, strikes, calls)
         }
     }))
     .await;
     let mut out: Vec<Option<Answer>> = vec![None; queries.len()];
     let mut strikes = Strikes::new();
-    for (region, answers, lane_strikes) in results {
+    let mut calls = BTreeMap::new();
+    for (region, answers, lane_strikes, lane_calls) in results {
+        calls.insert(region.clone(), lane_calls);
         for (i, a) in answers {
             out[i] = Some(a);
         }
         strikes.extend(lane_strikes.into_iter().filter(|(_, n)| *n > 0).map(|(f, n)| ((region.clone(), f), n)));
     }
-    Asked { answers: out.into_iter().map(|a| a.expect("every question gets an answer")).collect(), strikes }
+    Asked { answers: out.into_iter().map(|a| a.expect("every question gets an answer")).collect(), strikes, calls }
 }
 
 /// One region's lane.
@@ -147,6 +158,7 @@ struct Lane<'p> {
     strikes: HashMap<String, u32>,
     quota_zero: BTreeSet<String>,
     not_sold: HashMap<String, String>,
+    calls: Calls,
 }
 
 impl<'p> Lane<'p> {
@@ -159,6 +171,7 @@ impl<'p> Lane<'p> {
             strikes,
             quota_zero: BTreeSet::new(),
             not_sold: HashMap::new(),
+            calls: Calls::default(),
         }
     }
 
@@ -168,7 +181,7 @@ impl<'p> Lane<'p> {
         queries: &[OfferingQuery],
         list: Vec<usize>,
         answered: &F,
-    ) -> (Vec<(usize, Answer)>, HashMap<String, u32>)
+    ) -> (Vec<(usize, Answer)>, HashMap<String, u32>, Calls)
     where
         M: OfferingSource + ?Sized,
         F: Fn() + Sync,
@@ -205,6 +218,7 @@ impl<'p> Lane<'p> {
             let sent = Instant::now();
             let rested = self.last_sent.is_none_or(|t| sent.duration_since(t) >= self.pacing.refill);
             self.last_sent = Some(sent);
+            self.calls.sent += 1;
             match market.offerings(q).await {
                 Ok(list) => {
                     self.gap = self.pacing.pace;
@@ -212,6 +226,7 @@ impl<'p> Lane<'p> {
                     done(&mut out, i, Answer::Offerings(list));
                 }
                 Err(e @ MarketError::Throttled { .. }) => {
+                    self.calls.throttled += 1;
                     let describe_limit = matches!(&e, MarketError::Throttled { code, .. } if *code == DESCRIBE_LIMIT);
                     if describe_limit && rested {
                         // Not our pace's doing: either someone else emptied the bucket, or this
@@ -271,7 +286,7 @@ impl<'p> Lane<'p> {
                 }
             }
         }
-        (out, self.strikes)
+        (out, self.strikes, self.calls)
     }
 }
 

@@ -6,6 +6,7 @@ pub mod extend;
 pub mod fan_out;
 pub mod health;
 pub mod kinds;
+pub mod metrics;
 pub mod outbox;
 pub mod purchase;
 pub mod reconcile;

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
 use serde::Serialize;
 
 use super::fan_out::{Answer, Pacing, Strikes, ask_all};
@@ -71,6 +72,19 @@ pub struct RegionQuestions {
     pub carried_over: usize,
     /// Runs needed to ask every question at least once at this budget.
     pub full_cycle_runs: usize,
+    /// DescribeCapacityBlockOfferings calls sent (a throttled question is asked again), of the
+    /// `allowed` the describe budget gives the region each run, and how many EC2 throttled.
+    pub asked: usize,
+    pub allowed: usize,
+    pub throttled: usize,
+}
+
+/// The cheapest price per accelerator-hour one region and instance type offered this run.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeenPrice {
+    pub region: Region,
+    pub instance_type: InstanceType,
+    pub per_accelerator_hour: Decimal,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -83,6 +97,10 @@ pub struct ScanReport {
     pub regions: BTreeMap<String, RegionQuestions>,
     pub offerings_seen: usize,
     pub observations_written: usize,
+    /// The cheapest price per region and instance type, and each rule's threshold (what the
+    /// dashboard draws prices against).
+    pub prices: Vec<SeenPrice>,
+    pub thresholds: BTreeMap<String, Decimal>,
     pub failed_regions: BTreeMap<String, String>,
     pub unsupported_regions: BTreeSet<String>,
     /// "region instance-type" pairs EC2 does not sell as blocks (remembered for a day).
@@ -294,7 +312,7 @@ where
         let mut findings = Findings::default();
         let answered = self.ask(&mut plan, &mut findings, now).await;
         self.remember(&plan, &findings, rules, now).await?;
-        let observations_written = self.record_prices(&answered, now).await;
+        let (observations_written, prices) = self.record_prices(&answered, now).await;
         let outcomes = self.decide_and_act(rules, &plan, &answered, now).await?;
         let notices = flush(self.store, self.notifier, now).await?;
         let offerings_seen: BTreeSet<&str> = answered.values().flatten().map(|o| o.id.as_str()).collect();
@@ -306,6 +324,8 @@ where
             offerings_seen: offerings_seen.len(),
             regions: plan.regions,
             observations_written,
+            prices,
+            thresholds: rules.iter().map(|r| (r.id.clone(), r.max_price_per_accelerator_hour)).collect(),
             failed_regions: findings.failed,
             unsupported_regions: findings.unsupported,
             not_sold: findings.not_sold.keys().map(|(r, t)| format!("{r} {t}")).collect(),
@@ -377,6 +397,7 @@ where
                     questions,
                     planned: picked.len(),
                     full_cycle_runs: plan::full_cycle_runs(askable.len(), calls),
+                    allowed: calls,
                     ..Default::default()
                 },
             );
@@ -399,6 +420,10 @@ where
             strikes.extend(m.strikes.iter().map(|(f, n)| ((region.clone(), f.clone()), *n)));
         }
         let asked = ask_all(self.market, &queries, &Pacing::from(&self.settings.describe), &strikes, || {}).await;
+        for (region, c) in &asked.calls {
+            let counts = plan.regions.entry(region.to_string()).or_default();
+            (counts.asked, counts.throttled) = (c.sent, c.throttled);
+        }
         for (region, m) in plan.memories.iter_mut() {
             m.strikes =
                 asked.strikes.iter().filter(|((r, _), _)| r == region).map(|((_, f), n)| (f.clone(), *n)).collect();
@@ -492,7 +517,11 @@ where
     }
 
     /// The price history (for people): a failure here must not stop a purchase.
-    async fn record_prices(&self, answered: &BTreeMap<usize, Vec<Offering>>, now: DateTime<Utc>) -> usize {
+    async fn record_prices(
+        &self,
+        answered: &BTreeMap<usize, Vec<Offering>>,
+        now: DateTime<Utc>,
+    ) -> (usize, Vec<SeenPrice>) {
         let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut seen: HashMap<&str, &Offering> = HashMap::new();
         for o in answered.values().flatten() {
@@ -508,13 +537,28 @@ where
                 })
             })
             .collect();
-        match self.store.record(&observations).await {
+        let mut cheapest: BTreeMap<(Region, InstanceType), Decimal> = BTreeMap::new();
+        for o in &observations {
+            let Some(rate) = o.offering.price_per_accelerator_hour(o.accelerators_per_instance) else { continue };
+            let key = (o.offering.region.clone(), o.offering.instance_type.clone());
+            cheapest.entry(key).and_modify(|p| *p = (*p).min(rate.per_unit)).or_insert(rate.per_unit);
+        }
+        let prices = cheapest
+            .into_iter()
+            .map(|((region, instance_type), per_accelerator_hour)| SeenPrice {
+                region,
+                instance_type,
+                per_accelerator_hour,
+            })
+            .collect();
+        let written = match self.store.record(&observations).await {
             Ok(n) => n,
             Err(e) => {
                 tracing::warn!(event = "observations_failed", error = %e, "price history not written");
                 0
             }
-        }
+        };
+        (written, prices)
     }
 
     /// Per rule: the cheapest eligible offering among its answered questions, then buy,

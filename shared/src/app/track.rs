@@ -22,9 +22,10 @@ use super::reconcile::{Settled, record_purchase, settle_open_intents};
 use super::settings::StackSettings;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
-use crate::domain::budget::IntentState;
+use crate::domain::budget::{BudgetOwner, IntentState, Period};
 use crate::domain::extension::ExtensionState;
 use crate::domain::lifecycle::{BlockState, Observed, Step, step};
+use crate::domain::metrics::ACCOUNT_BUDGET;
 use crate::domain::milestone::{Milestone, milestones, warning_due};
 use crate::domain::money::Money;
 use crate::domain::names::Region;
@@ -75,6 +76,27 @@ pub struct TrackReport {
     /// Per-block failures: the block is left as it was and looked at again next run.
     pub errors: Vec<String>,
     pub notices: FlushReport,
+    /// What is held after this run (the tracker's metrics).
+    pub holdings: Holdings,
+}
+
+/// The open blocks by state, this month's budgets, and the next deadlines, as of a run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Holdings {
+    pub now: Option<DateTime<Utc>>,
+    pub by_state: BTreeMap<String, usize>,
+    pub budgets: Vec<BudgetLine>,
+    pub next_payment_deadline: Option<DateTime<Utc>>,
+    pub next_termination: Option<DateTime<Utc>>,
+}
+
+/// One budget this month: the account's (owner `account`) or a rule's (owner: its id).
+#[derive(Debug, Clone, Serialize)]
+pub struct BudgetLine {
+    pub owner: String,
+    pub committed: Money,
+    pub spent: Money,
+    pub limit: Money,
 }
 
 /// Why one block could not be handled this run.
@@ -169,6 +191,7 @@ where
         report.extensions = extender.run(&rules, &observed_now, now).await?;
 
         report.notices = flush(self.store, self.notifier, now).await?;
+        report.holdings = self.holdings(&rules, now).await?;
         Ok(report)
     }
 
@@ -249,6 +272,44 @@ where
                 report.errors.push(format!("health in {region}: {e}"));
             }
         }
+    }
+
+    /// The blocks still open after this run, and each budget of the month.
+    async fn holdings(&self, rules: &HashMap<String, Rule>, now: DateTime<Utc>) -> Result<Holdings, StoreError> {
+        // Every open state is reported, 0 included, so a graph falls to 0 instead of stopping.
+        let open = [BlockState::PaymentPending, BlockState::Scheduled, BlockState::Active];
+        let by_state = open.iter().map(|s| (s.as_str().to_string(), 0)).collect();
+        let mut h = Holdings { now: Some(now), by_state, ..Default::default() };
+        for b in self.store.open_blocks(None).await? {
+            *h.by_state.entry(b.state.as_str().to_string()).or_default() += 1;
+            if b.state == BlockState::PaymentPending {
+                h.next_payment_deadline = h.next_payment_deadline.into_iter().chain(b.payment_deadline).min();
+            }
+            let t = b.termination_time();
+            if t > now {
+                h.next_termination = Some(h.next_termination.map_or(t, |n| n.min(t)));
+            }
+        }
+        let period = Period::of(now);
+        let mut owners: Vec<(BudgetOwner, Money)> =
+            self.settings.stack.account_budget.map(|limit| (BudgetOwner::Account, limit)).into_iter().collect();
+        let mut ids: Vec<&String> = rules.keys().collect();
+        ids.sort();
+        owners.extend(ids.into_iter().map(|id| (BudgetOwner::Rule(id.clone()), rules[id].monthly_budget)));
+        for (owner, limit) in owners {
+            let zero = Money::zero(limit.currency());
+            let usage = self.store.usage(&owner, &period).await?;
+            h.budgets.push(BudgetLine {
+                owner: match owner {
+                    BudgetOwner::Account => ACCOUNT_BUDGET.to_string(),
+                    BudgetOwner::Rule(id) => id,
+                },
+                committed: usage.as_ref().map_or(zero, |u| u.committed),
+                spent: usage.as_ref().map_or(zero, |u| u.spent),
+                limit,
+            });
+        }
+        Ok(h)
     }
 
     async fn enqueue(

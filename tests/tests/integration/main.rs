@@ -6,6 +6,7 @@ mod crash;
 mod events;
 mod extend;
 mod faults;
+mod metrics;
 mod real_market;
 mod scan;
 mod sim_wire;

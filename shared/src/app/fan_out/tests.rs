@@ -191,8 +191,15 @@ async fn a_describe_limit_storm_loses_no_question_and_fails_no_region() {
     // Two families, so refusals of both read as a busy bucket, not a quota of 0.
     queries.extend(REGIONS.iter().map(|r| query(r, "trn2.48xlarge", 1)));
     let long = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
-    let answers = ask_all(&market, &queries, &long, &Strikes::new(), || {}).await.answers;
+    let asked = ask_all(&market, &queries, &long, &Strikes::new(), || {}).await;
+    let answers = asked.answers;
     assert!(market.limited.load(Ordering::SeqCst) > 0, "the storm refused calls");
+    // The calls each lane reports are the market's own count, refusals included.
+    for r in REGIONS {
+        assert_eq!(asked.calls[&r.parse::<Region>().unwrap()].sent as u32, market.calls(r), "{r}");
+    }
+    let throttled: usize = asked.calls.values().map(|c| c.throttled).sum();
+    assert_eq!(throttled as u32, market.limited.load(Ordering::SeqCst));
     assert_eq!(count(&answers, |a| matches!(a, Answer::Failed(_))), 0, "no region reported failed");
     assert_eq!(count(&answers, |a| matches!(a, Answer::QuotaZero)), 0, "no false quota alert");
     // Nothing lost: each question is answered or carried over to a later run.
