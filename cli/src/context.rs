@@ -127,6 +127,16 @@ pub fn load_rule(path: &str) -> Result<Rule, CliError> {
         .map_err(|e| CliError::InvalidRule(format!("{path}: {e}")))
 }
 
+/// A time window, `--from` to `--to` (RFC 3339). What it bounds (an offering's start, an
+/// observation's time) and its defaults, each command says in its own help (`mut_arg`).
+#[derive(Args, Clone)]
+pub struct Window {
+    #[arg(long)]
+    pub from: Option<DateTime<Utc>>,
+    #[arg(long)]
+    pub to: Option<DateTime<Utc>>,
+}
+
 /// The stack's settings, as the functions read them from their environment (`CAPBLOCK_*`), so a
 /// command run beside a stack sees what the stack sees.
 #[derive(Args, Clone)]

@@ -373,6 +373,16 @@ def summary(story, state):
     # minutes before it (a plain block's, 60).
     ultra_30 = [at for rid, lead, at in story.fired if rid == ultra_id and lead == 30]
     health = story.alert_types.count("health")
+    emf_lines, emf_names, emf_problems = metric_lines()
+    # Errors appears only when an invocation fails, which this story never has.
+    dashboard = subprocess.run(
+        [sys.executable, os.path.join(REPO, "infra", "deploy", "dashboard.py"), "--metrics"],
+        capture_output=True, text=True, check=True, cwd=REPO,
+    ).stdout.split()
+    missing = sorted(set(dashboard) - emf_names - {"Errors"})
+    print(f"  metrics: {emf_lines} EMF line(s) in the function logs, {len(emf_names)} metric(s)"
+          + (f"; problems: {emf_problems[:3]}" if emf_problems else "")
+          + (f"; the dashboard's {missing} never written" if missing else ""))
     checks = [
         ("p5-weekly bought exactly once", len(p5) == 1),
         ("p5-weekly's block ran and expired", len(p5) == 1 and final.get(p5[0]["reservation_id"]) == "expired"),
@@ -386,12 +396,44 @@ def summary(story, state):
          ultra_30 == [ultra_end - dt.timedelta(minutes=90)] if ultra_end else False),
         ("its health alert and its recovery, once each", health == 2),
         ("no function failed", not story.errors),
+        ("every dashboard metric written as valid EMF", emf_lines > 0 and not emf_problems and not missing),
     ]
     print()
     print("==> the story's invariants")
     for what, ok in checks:
         print(f"  {'ok  ' if ok else 'FAIL'}  {what}")
     return 0 if all(ok for _, ok in checks) else 1
+
+
+
+def metric_lines():
+    """The EMF documents the functions wrote to stdout (here, their lambda-*.log): how many,
+    the metric names they define, and what is wrong with any of them (a short reading of the
+    EMF specification; tests/src/emf.rs is the full one, run on real function runs in make test)."""
+    count, names, problems = 0, set(), []
+    for f in sorted(os.listdir(STATE)):
+        if not (f.startswith("lambda-") and f.endswith(".log")):
+            continue
+        with open(os.path.join(STATE, f), encoding="utf-8", errors="replace") as log:
+            for line in log:
+                if '"_aws"' not in line or not line.lstrip().startswith("{"):
+                    continue
+                count += 1
+                try:
+                    doc = json.loads(line)
+                    for d in doc["_aws"]["CloudWatchMetrics"]:
+                        for dims in d["Dimensions"]:
+                            if not all(isinstance(doc.get(k), str) and doc[k] for k in dims):
+                                problems.append(f"{f}: a dimension of {dims} is missing")
+                        for m in d["Metrics"]:
+                            if not isinstance(doc.get(m["Name"]), (int, float)):
+                                problems.append(f"{f}: {m['Name']} has no number")
+                            names.add(m["Name"])
+                    if not isinstance(doc["_aws"]["Timestamp"], int):
+                        problems.append(f"{f}: Timestamp is not an integer")
+                except (ValueError, KeyError, TypeError) as e:
+                    problems.append(f"{f}: {e!r}")
+    return count, names, problems
 
 
 if __name__ == "__main__":

@@ -42,25 +42,20 @@ class CheckLayers(unittest.TestCase):
     def test_a_tree_that_keeps_the_rules_passes(self):
         self.assertEqual(problems({}), 0)
 
-    def test_a_cycle_in_app_fails(self):
-        self.assertEqual(problems({"shared/src/app/outbox.rs": "use super::scan::Scanner;\n"}), 1)
-
-    def test_a_cycle_in_the_cli_fails(self):
-        self.assertEqual(problems({"cli/src/context.rs": "use crate::scan::run;\n"}), 1)
-
-    def test_a_cycle_through_a_child_module_fails(self):
-        self.assertEqual(
-            problems({"infra/market-sim/src/scenario/parse.rs": "use crate::market::valid;\n"}), 1
-        )
-
-    def test_the_domain_may_not_import_ports(self):
-        self.assertEqual(problems({"shared/src/domain/money.rs": "use crate::ports::Clock;\n"}), 1)
-
-    def test_app_may_not_import_the_adapters(self):
-        self.assertEqual(problems({"shared/src/app/outbox.rs": "use crate::aws::sns::SnsNotifier;\n"}), 1)
-
-    def test_the_simulator_shares_no_code(self):
-        self.assertEqual(problems({"infra/market-sim/src/market.rs": "use capblock_shared::domain;\n"}), 1)
+    def test_each_broken_rule_is_one_problem(self):
+        cases = {
+            "a cycle in app": {"shared/src/app/outbox.rs": "use super::scan::Scanner;\n"},
+            "a cycle in the cli": {"cli/src/context.rs": "use crate::scan::run;\n"},
+            "a cycle through a child module": {
+                "infra/market-sim/src/scenario/parse.rs": "use crate::market::valid;\n"
+            },
+            "the domain importing ports": {"shared/src/domain/money.rs": "use crate::ports::Clock;\n"},
+            "app importing the adapters": {"shared/src/app/outbox.rs": "use crate::aws::sns::SnsNotifier;\n"},
+            "the simulator sharing code": {"infra/market-sim/src/market.rs": "use capblock_shared::domain;\n"},
+        }
+        for name, files in cases.items():
+            with self.subTest(name):
+                self.assertEqual(problems(files), 1)
 
     def test_tests_and_comments_do_not_count(self):
         self.assertEqual(

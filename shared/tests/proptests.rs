@@ -159,17 +159,17 @@ fn usd(d: Decimal) -> Money {
     Money::usd(d).unwrap()
 }
 
+/// A rule and a market of `rows` offerings to decide over.
+fn market(rows: std::ops::Range<usize>) -> impl Strategy<Value = (Rule, Vec<Offering>)> {
+    (prop::collection::vec(market_row(), rows), rule_params())
+        .prop_map(|(rows, p)| (rule("r", &p), rows.iter().enumerate().map(|(i, r)| offering(i, r)).collect()))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn the_choice_is_the_cheapest_eligible_offering(
-        rows in prop::collection::vec(market_row(), 0..40),
-        p in rule_params(),
-        committed in 0u32..60_000,
-    ) {
-        let rule = rule("r", &p);
-        let offerings: Vec<Offering> = rows.iter().enumerate().map(|(i, r)| offering(i, r)).collect();
+    fn the_choice_is_the_cheapest_eligible_offering((rule, offerings) in market(0..40), committed in 0u32..60_000) {
         let headroom = room(rule.monthly_budget, usd(Decimal::from(committed)));
         let d = decide(&rule, &offerings, &AcceleratorCatalog::new(), Headroom(headroom), now());
         let eligible: Vec<(Decimal, &Offering)> = offerings
@@ -190,13 +190,7 @@ proptest! {
     }
 
     #[test]
-    fn the_same_market_in_any_order_gives_the_same_choice(
-        rows in prop::collection::vec(market_row(), 0..40),
-        p in rule_params(),
-        seed in any::<u64>(),
-    ) {
-        let rule = rule("r", &p);
-        let offerings: Vec<Offering> = rows.iter().enumerate().map(|(i, r)| offering(i, r)).collect();
+    fn the_same_market_in_any_order_gives_the_same_choice((rule, offerings) in market(0..40), seed in any::<u64>()) {
         let mut shuffled = offerings.clone();
         // Fisher-Yates with a splitmix64 stream: a deterministic shuffle per case.
         let mut s = seed;
@@ -218,13 +212,7 @@ proptest! {
     /// not fit it. (That concurrent runs cannot overspend between deciding and reserving is the
     /// store's conditional transaction, tested against DynamoDB in the integration suite.)
     #[test]
-    fn the_decision_never_spends_past_the_headroom(
-        rows in prop::collection::vec(market_row(), 1..30),
-        params in rule_params(),
-        headroom in 0u32..80_000,
-    ) {
-        let rule = rule("r", &params);
-        let offerings: Vec<Offering> = rows.iter().enumerate().map(|(i, r)| offering(i, r)).collect();
+    fn the_decision_never_spends_past_the_headroom((rule, offerings) in market(1..30), headroom in 0u32..80_000) {
         let room = usd(Decimal::from(headroom));
         if let Some(c) = decide(&rule, &offerings, &AcceleratorCatalog::new(), Headroom(room), now()).chosen {
             prop_assert!(c.offering.fee.amount() <= room.amount(), "{} > {}", c.offering.fee, room);

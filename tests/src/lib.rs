@@ -21,8 +21,7 @@ use capblock_shared::aws::dynamo::{DynamoStore, create_table};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 fn require_env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
@@ -106,37 +105,14 @@ pub fn quick_timeouts() -> aws_config::timeout::TimeoutConfig {
     timeouts(Duration::from_secs(2), Duration::from_millis(1500), Duration::from_secs(6))
 }
 
-/// A minimal HTTP/1.1 client for the control endpoints (no extra dependency).
+/// One request to a control endpoint (the simulator's `/_sim/...`, the SQS taps' URLs).
 pub async fn http(method: &str, url: &str, body: &str) -> (u16, String) {
     let rest = url.strip_prefix("http://").expect("http url");
     let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
-    let mut s = TcpStream::connect(host).await.expect("connect");
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.unwrap();
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body =
-        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(body) } else { body.to_string() };
-    (status, body)
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((len, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(len.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
+    let (status, body) = capblock_http1::request(host, method, &path, body.as_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    (status, String::from_utf8_lossy(&body).into_owned())
 }
 
 /// Creates SQS queue `name` on moto and subscribes it to SNS `topic` (with `filter_policy`, a

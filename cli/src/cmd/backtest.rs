@@ -2,11 +2,10 @@
 
 use capblock_shared::domain::backtest::{Sample, backtest};
 use capblock_shared::ports::{Observation, ObservationStore};
-use chrono::{DateTime, Utc};
 use clap::Args;
 
 use super::history::bounds;
-use crate::context::{CliError, CliResult, load_rule, store};
+use crate::context::{CliError, CliResult, Window, load_rule, store};
 use crate::table::{self, when};
 
 #[derive(Args)]
@@ -20,6 +19,7 @@ max_blocks_held applied (a block is held from its purchase to its end).\n\
 stored history of the rule's regions and types is used.\n\
 Exit codes: 0 replayed (whether or not anything was bought), 1 store failure, 2 bad input (invalid \
 rule or history file), 3 no history.")]
+#[command(mut_arg("from", |a| a.help("Earliest stored observation to use (RFC 3339).")), mut_arg("to", |a| a.help("Latest stored observation to use (RFC 3339).")))]
 pub struct BacktestArgs {
     /// The rule file to test.
     #[arg(long)]
@@ -27,12 +27,8 @@ pub struct BacktestArgs {
     /// A JSON file with an array of observations, instead of the stored history.
     #[arg(long)]
     history: Option<String>,
-    /// Earliest stored observation to use (RFC 3339).
-    #[arg(long)]
-    from: Option<DateTime<Utc>>,
-    /// Latest stored observation to use (RFC 3339).
-    #[arg(long)]
-    to: Option<DateTime<Utc>>,
+    #[command(flatten)]
+    window: Window,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -49,7 +45,7 @@ pub async fn run(a: BacktestArgs) -> CliResult {
     let observations: Vec<Observation> = match &a.history {
         Some(path) => read_history(path)?,
         None => {
-            let (from, to) = bounds(a.from, a.to);
+            let (from, to) = bounds(a.window.from, a.window.to);
             let store = store().await?;
             let mut all = Vec::new();
             for r in &rule.regions {

@@ -11,7 +11,7 @@ use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 use serde::Serialize;
 
-use crate::context::{CliError, CliResult, load_rule, store};
+use crate::context::{CliError, CliResult, Window, load_rule, store};
 use crate::svg;
 use crate::table::{self, when};
 
@@ -23,6 +23,7 @@ capblock history --region us-east-1,us-west-2 --type p5.48xlarge --chart prices.
 Prices come from the observations every scan stores (kept 400 days). --json and --csv export every \
 observation with every field; the JSON is also what `capblock backtest --history` reads.\n\
 Exit codes: 0 history printed, 1 store failure, 2 bad input (e.g. an invalid --rule), 3 no observations.")]
+#[command(mut_arg("from", |a| a.help("Earliest observation (RFC 3339); default: everything kept.")), mut_arg("to", |a| a.help("Latest observation (RFC 3339); default: everything kept.")))]
 pub struct HistoryArgs {
     /// Regions, comma-separated.
     #[arg(long, value_delimiter = ',', required = true)]
@@ -30,12 +31,8 @@ pub struct HistoryArgs {
     /// Instance types, comma-separated.
     #[arg(long = "type", value_delimiter = ',', required = true)]
     instance_type: Vec<String>,
-    /// Earliest observation (RFC 3339); default: everything kept.
-    #[arg(long)]
-    from: Option<DateTime<Utc>>,
-    /// Latest observation (RFC 3339); default: everything kept.
-    #[arg(long)]
-    to: Option<DateTime<Utc>>,
+    #[command(flatten)]
+    window: Window,
     /// Also write an SVG chart of $/accelerator-hour over time (cheapest per scan) to this file.
     #[arg(long)]
     chart: Option<String>,
@@ -148,7 +145,7 @@ fn parse_pairs(regions: &[String], types: &[String]) -> Result<Vec<(Region, Inst
 pub async fn run(a: HistoryArgs) -> CliResult {
     let pairs = parse_pairs(&a.region, &a.instance_type)?;
     let threshold = a.rule.as_deref().map(load_rule).transpose()?.map(|r| (r.id, r.max_price_per_accelerator_hour));
-    let (from, to) = bounds(a.from, a.to);
+    let (from, to) = bounds(a.window.from, a.window.to);
     let store = store().await?;
     let mut all: Vec<Observation> = Vec::new();
     for (r, t) in &pairs {

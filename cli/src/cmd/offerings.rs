@@ -10,12 +10,13 @@ use capblock_shared::ports::{InstanceTypeSource, OfferingQuery};
 use chrono::{DateTime, Duration, Utc};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, DescribeArgs, sdk};
+use crate::context::{CliError, CliResult, DescribeArgs, Window, sdk};
 use crate::table;
 
 // Every argument is parsed by clap, so a bad one is a usage error: exit 2 with the argument
 // named, before anything is asked.
 #[derive(Args)]
+#[command(mut_arg("from", |a| a.help("Earliest start (RFC 3339); default: now.")), mut_arg("to", |a| a.help("Latest start (RFC 3339); default: 8 weeks after --from.")))]
 pub struct OfferingsArgs {
     /// Instance types, comma-separated (e.g. p5.48xlarge,p5e.48xlarge).
     #[arg(long, value_delimiter = ',', required_unless_present = "ultraservers", conflicts_with = "ultraservers")]
@@ -39,12 +40,8 @@ pub struct OfferingsArgs {
     /// Regions, comma-separated.
     #[arg(long, value_delimiter = ',', env = "AWS_REGION", required = true)]
     regions: Vec<Region>,
-    /// Earliest start (RFC 3339); default: now.
-    #[arg(long)]
-    from: Option<DateTime<Utc>>,
-    /// Latest start (RFC 3339); default: 8 weeks after --from.
-    #[arg(long)]
-    to: Option<DateTime<Utc>>,
+    #[command(flatten)]
+    window: Window,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -108,8 +105,9 @@ pub const OFFERING_HEADERS: [&str; 10] =
 
 pub async fn run(a: OfferingsArgs) -> CliResult {
     let (regions, types, Days(days)) = (a.regions, a.types, a.days);
-    let from = a.from.unwrap_or_else(Utc::now);
-    let to = a.to.unwrap_or_else(|| from.checked_add_signed(Duration::weeks(8)).unwrap_or(DateTime::<Utc>::MAX_UTC));
+    let from = a.window.from.unwrap_or_else(Utc::now);
+    let to =
+        a.window.to.unwrap_or_else(|| from.checked_add_signed(Duration::weeks(8)).unwrap_or(DateTime::<Utc>::MAX_UTC));
     // (instance type, instance count, UltraServers): instances, or whole UltraServers.
     let mut asks: Vec<(InstanceType, u32, Option<UltraServers>)> =
         types.iter().flat_map(|t| a.counts.iter().map(move |&c| (t.clone(), c, None))).collect();

@@ -11,8 +11,6 @@ use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::ports::{InstanceTypeSource, MarketError, OfferingQuery};
 use chrono::{DateTime, Utc};
 
-use crate::http;
-
 pub const REGIONS: [&str; 4] = ["us-east-1", "us-east-2", "us-west-2", "eu-west-2"];
 pub const TYPES: [&str; 4] = ["p5.48xlarge", "p5e.48xlarge", "p4d.24xlarge", "trn1.32xlarge"];
 const COUNTS: [u32; 8] = [1, 2, 4, 8, 16, 32, 48, 64];
@@ -150,8 +148,8 @@ impl ScanRun {
 
 /// Resets the simulator to `m` with fresh token buckets.
 pub fn reset(sim: &str, m: Market) -> Result<(), String> {
-    let (status, body) =
-        http::request(sim, "POST", "/_sim/scenario", scenario(m).as_bytes()).map_err(|e| e.to_string())?;
+    let (status, body) = capblock_http1::blocking::request(sim, "POST", "/_sim/scenario", scenario(m).as_bytes())
+        .map_err(|e| e.to_string())?;
     if status != 200 {
         return Err(format!("POST /_sim/scenario: {status} {}", String::from_utf8_lossy(&body)));
     }
@@ -162,7 +160,7 @@ pub fn reset(sim: &str, m: Market) -> Result<(), String> {
 /// (throttled answers, DescribeCapacityBlockOfferings calls) the simulator counted since the
 /// last reset (a scan's DescribeInstanceTypes calls are not counted).
 pub fn sim_counts(sim: &str) -> (u64, u64) {
-    let Ok((_, body)) = http::request(sim, "GET", "/_sim/state", b"") else { return (0, 0) };
+    let Ok((_, body)) = capblock_http1::blocking::request(sim, "GET", "/_sim/state", b"") else { return (0, 0) };
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let throttled = v["faults_injected"]["throttled"].as_u64().unwrap_or(0);
     let calls = v["calls"]["DescribeCapacityBlockOfferings"].as_u64().unwrap_or(0);

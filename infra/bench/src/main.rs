@@ -14,7 +14,6 @@ mod cold;
 mod cost;
 mod detect;
 mod fanout;
-mod http;
 mod legacy_fan_out;
 mod paced;
 mod proxy;
@@ -584,9 +583,13 @@ fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec
     // Each of the cold starts below asks one question per region of the example rule. One
     // after another they would find the describe limit's bucket spent by the run before and
     // wait out its refill, which a scan every 10 minutes never does: the limit is off here.
-    let (status, body) =
-        http::request(&need("AWS_ENDPOINT_URL_EC2")?, "POST", "/_sim/behaviour", br#"{"describe_limit": null}"#)
-            .map_err(|e| format!("POST /_sim/behaviour: {e}"))?;
+    let (status, body) = capblock_http1::blocking::request(
+        &need("AWS_ENDPOINT_URL_EC2")?,
+        "POST",
+        "/_sim/behaviour",
+        br#"{"describe_limit": null}"#,
+    )
+    .map_err(|e| format!("POST /_sim/behaviour: {e}"))?;
     if status != 200 {
         return Err(format!("POST /_sim/behaviour: {status} {}", String::from_utf8_lossy(&body)));
     }

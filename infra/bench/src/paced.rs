@@ -55,7 +55,9 @@ pub struct SimCounts {
 }
 
 pub fn sim_counts(sim: &str) -> SimCounts {
-    let Ok((_, body)) = crate::http::request(sim, "GET", "/_sim/state", b"") else { return SimCounts::default() };
+    let Ok((_, body)) = capblock_http1::blocking::request(sim, "GET", "/_sim/state", b"") else {
+        return SimCounts::default();
+    };
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let n = |p: &str| v.pointer(p).and_then(serde_json::Value::as_u64).unwrap_or(0);
     SimCounts {
@@ -66,8 +68,8 @@ pub fn sim_counts(sim: &str) -> SimCounts {
 }
 
 fn load(sim: &str, scenario: &str) -> Result<(), String> {
-    let (status, body) =
-        crate::http::request(sim, "POST", "/_sim/scenario", scenario.as_bytes()).map_err(|e| e.to_string())?;
+    let (status, body) = capblock_http1::blocking::request(sim, "POST", "/_sim/scenario", scenario.as_bytes())
+        .map_err(|e| e.to_string())?;
     if status != 200 {
         return Err(format!("POST /_sim/scenario: {status} {}", String::from_utf8_lossy(&body)));
     }

@@ -8,14 +8,14 @@
 //! consistent, x2 in a transaction), control-plane calls nothing.
 
 use std::collections::BTreeMap;
-use std::io::BufReader;
-use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
 use serde_json::Value;
 
-use crate::http::{Message, read_message, write_message};
+use capblock_http1::{Message, exchange, read_message, write_message};
+use tokio::io::BufReader;
+use tokio::net::TcpStream;
 
 #[derive(Debug, Default, Clone)]
 pub struct Counts {
@@ -40,35 +40,37 @@ pub struct Proxy {
     pub counts: Arc<Mutex<Counts>>,
 }
 
-/// Starts a proxy for `service` ("dynamodb", "sns", "scheduler") forwarding to `upstream`.
+/// Starts a proxy for `service` ("dynamodb", "sns", "scheduler") forwarding to `upstream`, on a
+/// thread and runtime of its own (the bench's drivers are not async).
 pub fn start(service: &'static str, upstream: &str) -> std::io::Result<Proxy> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
     let url = format!("http://{}", listener.local_addr()?);
     let counts = Arc::new(Mutex::new(Counts::default()));
     let upstream = upstream.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let c = counts.clone();
     thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            let (c, up) = (c.clone(), upstream.clone());
-            thread::spawn(move || {
-                let _ = serve(conn, service, &up, &c);
-            });
-        }
+        rt.block_on(async move {
+            let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
+            while let Ok((conn, _)) = listener.accept().await {
+                let (c, up) = (c.clone(), upstream.clone());
+                tokio::spawn(async move {
+                    let _ = serve(conn, service, &up, &c).await;
+                });
+            }
+        })
     });
     Ok(Proxy { url, counts })
 }
 
-fn serve(conn: TcpStream, service: &str, upstream: &str, counts: &Mutex<Counts>) -> std::io::Result<()> {
-    let mut w = conn.try_clone()?;
-    let mut r = BufReader::new(conn);
-    while let Some(req) = read_message(&mut r, false)? {
-        let mut up = TcpStream::connect(upstream)?;
-        write_message(&mut up, &req, false)?;
-        let mut ur = BufReader::new(up);
-        let resp =
-            read_message(&mut ur, true)?.unwrap_or_else(|| crate::http::response(502, "Bad Gateway", "", vec![]));
+async fn serve(conn: TcpStream, service: &str, upstream: &str, counts: &Mutex<Counts>) -> std::io::Result<()> {
+    let (r, mut w) = conn.into_split();
+    let mut r = BufReader::new(r);
+    while let Some(req) = read_message(&mut r, false).await? {
+        let resp = exchange(upstream, &req).await.unwrap_or_else(|_| Message::response(502, b""));
         count(service, &req, &resp, &mut counts.lock().unwrap_or_else(|p| p.into_inner()));
-        write_message(&mut w, &resp, true)?;
+        write_message(&mut w, &resp, true).await?;
     }
     Ok(())
 }

@@ -36,8 +36,9 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use capblock_http1::{Message, read_message, write_message};
 use serde_json::Value;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
@@ -48,9 +49,6 @@ pub const RUNTIME_PATH: &str = "/2018-06-01/runtime";
 
 /// The account id in the ARNs handed to functions.
 pub const ACCOUNT: &str = "123456789012";
-
-/// Largest request body read (Lambda's own payload limit is 6 MB).
-const MAX_BODY: usize = 64 << 20;
 
 /// The ARN of function `name` in `region`, in the local account.
 pub fn function_arn(region: &str, name: &str) -> String {
@@ -511,100 +509,9 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-struct Request {
-    method: String,
-    path: String,
-    body: Vec<u8>,
-}
-
-/// Reads one request (Content-Length or chunked body); `None` at the end of the stream.
-async fn read_request<R: AsyncBufRead + Unpin>(r: &mut R) -> io::Result<Option<Request>> {
-    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if r.read_line(&mut line).await? == 0 {
-            return Ok(None);
-        }
-        if !line.trim().is_empty() {
-            break;
-        }
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap_or_default().to_string();
-    let target = parts.next().ok_or_else(|| bad("no request target"))?;
-    let path = target.split('?').next().unwrap_or_default().to_string();
-    let (mut length, mut chunked) = (0usize, false);
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h).await? == 0 {
-            return Err(bad("end of stream in the headers"));
-        }
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("content-length") {
-                length = v.trim().parse().map_err(|_| bad("bad content-length"))?;
-            } else if k.trim().eq_ignore_ascii_case("transfer-encoding") {
-                chunked = v.to_ascii_lowercase().contains("chunked");
-            }
-        }
-    }
-    let mut body = Vec::new();
-    if chunked {
-        loop {
-            let mut size = String::new();
-            r.read_line(&mut size).await?;
-            let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or_default(), 16)
-                .map_err(|_| bad("bad chunk size"))?;
-            if n == 0 {
-                // trailers up to the blank line
-                loop {
-                    let mut t = String::new();
-                    if r.read_line(&mut t).await? == 0 || t.trim().is_empty() {
-                        break;
-                    }
-                }
-                break;
-            }
-            if body.len() + n > MAX_BODY {
-                return Err(bad("body too large"));
-            }
-            let start = body.len();
-            body.resize(start + n, 0);
-            r.read_exact(&mut body[start..]).await?;
-            let mut crlf = String::new();
-            r.read_line(&mut crlf).await?;
-        }
-    } else {
-        if length > MAX_BODY {
-            return Err(bad("body too large"));
-        }
-        body.resize(length, 0);
-        r.read_exact(&mut body).await?;
-    }
-    Ok(Some(Request { method, path, body }))
-}
-
-fn response(status: u16, headers: &[(&str, String)], body: &[u8]) -> Vec<u8> {
-    let reason = match status {
-        200 => "OK",
-        202 => "Accepted",
-        400 => "Bad Request",
-        404 => "Not Found",
-        _ => "Internal Server Error",
-    };
-    let mut head =
-        format!("HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n", body.len());
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    let mut out = head.into_bytes();
-    out.extend_from_slice(body);
-    out
+/// A JSON response with `headers`.
+fn response(status: u16, headers: &[(&str, String)], body: &[u8]) -> Message {
+    headers.iter().fold(Message::response(status, body), |m, (k, v)| m.with_header(k, v.clone()))
 }
 
 const ACCEPTED: &[u8] = br#"{"status":"OK"}"#;
@@ -642,10 +549,11 @@ async fn connection(sock: TcpStream, shared: Arc<Shared>) {
     let _ = sock.set_nodelay(true);
     let (r, mut w) = sock.into_split();
     let mut r = BufReader::new(r);
-    while let Ok(Some(req)) = read_request(&mut r).await {
+    while let Ok(Some(req)) = read_message(&mut r, false).await {
         let at = Instant::now();
-        let rest = req.path.strip_prefix(RUNTIME_PATH);
-        let reply = match (req.method.as_str(), rest) {
+        let (method, path) = (req.method().to_string(), req.path().to_string());
+        let rest = path.strip_prefix(RUNTIME_PATH);
+        let reply = match (method.as_str(), rest) {
             ("GET", Some("/invocation/next")) => {
                 let Some(q) = next_invocation(&shared, at, &mut r).await else { return };
                 let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -661,7 +569,7 @@ async fn connection(sock: TcpStream, shared: Arc<Shared>) {
                     ],
                     &q.body,
                 );
-                if w.write_all(&reply).await.is_err() {
+                if write_message(&mut w, &reply, true).await.is_err() {
                     shared.give_back(q);
                     return;
                 }
@@ -685,7 +593,7 @@ async fn connection(sock: TcpStream, shared: Arc<Shared>) {
                     _ => response(404, &[], br#"{"errorMessage":"unknown path"}"#),
                 }
             }
-            ("POST", None) if req.path == "/invoke" => {
+            ("POST", None) if path == "/invoke" => {
                 let id = shared.enqueue(req.body);
                 let deadline = tokio::time::Instant::now() + shared.config.timeout;
                 match shared.wait_answer(&id, deadline, true).await {
@@ -699,7 +607,7 @@ async fn connection(sock: TcpStream, shared: Arc<Shared>) {
             }
             _ => response(404, &[], br#"{"errorMessage":"unknown path"}"#),
         };
-        if w.write_all(&reply).await.is_err() {
+        if write_message(&mut w, &reply, true).await.is_err() {
             return;
         }
     }

@@ -3,7 +3,7 @@
 
 use super::*;
 use serde_json::json;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -13,18 +13,18 @@ struct Client {
     w: tokio::net::tcp::OwnedWriteHalf,
 }
 
+/// A reply, read with the shared HTTP/1.1 reader.
 struct Reply {
     status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    message: Message,
 }
 
 impl Reply {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.message.header(&name.to_ascii_lowercase())
     }
     fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap()
+        serde_json::from_slice(&self.message.body).unwrap()
     }
 }
 
@@ -41,25 +41,8 @@ impl Client {
     }
 
     async fn reply(&mut self) -> Reply {
-        let mut status = String::new();
-        self.r.read_line(&mut status).await.unwrap();
-        let status = status.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("status line");
-        let mut headers = Vec::new();
-        loop {
-            let mut h = String::new();
-            self.r.read_line(&mut h).await.unwrap();
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            let (k, v) = h.split_once(':').unwrap();
-            headers.push((k.to_string(), v.trim().to_string()));
-        }
-        let len: usize =
-            headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-length")).unwrap().1.parse().unwrap();
-        let mut body = vec![0; len];
-        self.r.read_exact(&mut body).await.unwrap();
-        Reply { status, headers, body }
+        let message = read_message(&mut self.r, false).await.unwrap().expect("a reply");
+        Reply { status: message.status(), message }
     }
 
     async fn call(&mut self, method: &str, path: &str, body: &[u8]) -> Reply {
@@ -143,7 +126,7 @@ async fn a_body_that_is_not_json_is_kept_as_text() {
     let api = api().await;
     let id = api.invoke_bytes("plain event");
     let mut f = Client::connect(&api).await;
-    assert_eq!(f.call("GET", &next_path(), b"").await.body, b"plain event");
+    assert_eq!(f.call("GET", &next_path(), b"").await.message.body, b"plain event");
     f.call("POST", &format!("{RUNTIME_PATH}/invocation/{id}/response"), b"not json").await;
     assert_eq!(api.outcome(&id), Some(Outcome::Response(Value::String("not json".into()))));
 }
@@ -160,12 +143,18 @@ async fn init_error_is_recorded() {
     assert!(matches!(&seen[..], [Event::InitError { body, .. }] if body == r#"{"errorType":"Config"}"#), "{seen:?}");
 }
 
+/// A function that asked for its next invocation `ms` milliseconds ago, still waiting.
+async fn waiting(api: &RuntimeApi, ms: u64) -> Client {
+    let mut f = Client::connect(api).await;
+    f.send("GET", &next_path(), b"").await;
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    f
+}
+
 #[tokio::test]
 async fn next_waits_for_an_invocation() {
     let api = api().await;
-    let mut f = Client::connect(&api).await;
-    f.send("GET", &next_path(), b"").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut f = waiting(&api, 200).await;
     assert!(api.handed_out().is_empty());
     let asked = api.first_asked().expect("the GET arrived");
     let id = api.invoke(json!({"late": true}));
@@ -180,9 +169,7 @@ async fn next_waits_for_an_invocation() {
 #[tokio::test]
 async fn a_caller_that_hangs_up_takes_nothing() {
     let api = api().await;
-    let mut dead = Client::connect(&api).await;
-    dead.send("GET", &next_path(), b"").await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let dead = waiting(&api, 100).await;
     drop(dead); // e.g. the function was killed while it waited
     tokio::time::sleep(Duration::from_millis(100)).await;
     let id = api.invoke(json!({"n": 2}));
@@ -267,8 +254,7 @@ async fn invoke_endpoint_times_out_and_withdraws_the_invocation() {
     let r = c.call("POST", "/invoke", b"{}").await;
     assert_eq!((r.status, r.json()["errorType"].clone()), (500, json!("Timeout")));
     // A function that asks now gets nothing (it waits).
-    let mut f = Client::connect(&api).await;
-    f.send("GET", &next_path(), b"").await;
+    let mut f = waiting(&api, 0).await;
     assert!(tokio::time::timeout(Duration::from_millis(300), f.reply()).await.is_err());
     assert!(api.handed_out().is_empty());
 }
@@ -292,9 +278,7 @@ async fn unknown_paths_are_404() {
 #[tokio::test]
 async fn dropping_the_api_closes_waiting_connections() {
     let api = api().await;
-    let mut f = Client::connect(&api).await;
-    f.send("GET", &next_path(), b"").await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut f = waiting(&api, 100).await;
     drop(api);
     let mut rest = Vec::new();
     let read = tokio::time::timeout(WAIT, f.r.read_to_end(&mut rest)).await.expect("closed");

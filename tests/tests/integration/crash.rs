@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
+use capblock_http1::{exchange, read_message, write_message};
 use capblock_shared::domain::budget::{BudgetOwner, IntentState, Period};
 use capblock_shared::ports::{BlockStore, Ledger, RuleStore};
 use capblock_tests::runtime::{self, Outcome, binary};
@@ -26,7 +27,7 @@ use capblock_tests::{Aws, RuleToml, ScenarioToml, Sim, T0, binary_env, t0};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::BufReader;
 use tokio::net::{TcpListener, TcpStream};
 
 const STACK: &str = "capblock-crash";
@@ -81,60 +82,22 @@ impl SnsProxy {
     }
 }
 
-async fn read_request(sock: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_string();
-            let len = head
-                .lines()
-                .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-length")))
-                .and_then(|(_, v)| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let n = sock.read(&mut chunk).await.ok()?;
-                if n == 0 {
-                    return None;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            return Some((head, buf[end + 4..end + 4 + len].to_vec()));
-        }
-        let n = sock.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
-async fn proxy(mut sock: TcpStream, upstream: String, mode: Arc<Mutex<ProxyMode>>, forwarded: Arc<AtomicUsize>) {
-    let Some((head, body)) = read_request(&mut sock).await else { return };
-    let is_publish = String::from_utf8_lossy(&body).contains("Action=Publish");
+async fn proxy(sock: TcpStream, upstream: String, mode: Arc<Mutex<ProxyMode>>, forwarded: Arc<AtomicUsize>) {
+    let (r, mut w) = sock.into_split();
+    let Ok(Some(req)) = read_message(&mut BufReader::new(r), false).await else { return };
+    let is_publish = String::from_utf8_lossy(&req.body).contains("Action=Publish");
     let m = *mode.lock().unwrap();
     if is_publish && m == ProxyMode::HangBefore {
         std::future::pending::<()>().await;
     }
-    let head: Vec<&str> =
-        head.lines().filter(|l| !l.to_ascii_lowercase().starts_with("connection:")).collect::<Vec<_>>();
-    let mut req = head.join("\r\n").into_bytes();
-    req.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
-    req.extend_from_slice(&body);
-    let Ok(mut up) = TcpStream::connect(&upstream).await else { return };
-    if up.write_all(&req).await.is_err() {
-        return;
-    }
-    let mut resp = Vec::new();
-    let _ = up.read_to_end(&mut resp).await;
+    let Ok(resp) = exchange(&upstream, &req).await else { return };
     if is_publish {
         forwarded.fetch_add(1, Ordering::SeqCst);
         if m == ProxyMode::HoldAfter {
             std::future::pending::<()>().await;
         }
     }
-    let _ = sock.write_all(&resp).await;
-    let _ = sock.shutdown().await;
+    let _ = write_message(&mut w, &resp, false).await;
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

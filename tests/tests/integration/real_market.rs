@@ -27,6 +27,19 @@ fn at(s: &str) -> DateTime<Utc> {
 
 /// A live rig whose scan paces itself on a sped-up describe limit (one call per 100 ms at half
 /// of it, 3 s of asking a run).
+/// One p5.48xlarge offering in us-east-1 at 3.00 per GPU-hour, paid at once, on a market with
+/// `behaviour`, and a live rule `east` that buys it (budget 5,000).
+async fn east_at_three(name: &str, seed: u64, behaviour: Option<&str>) -> Rig {
+    let clock = "2026-12-01T00:00:00Z";
+    let mut scenario = ScenarioToml::new(seed, clock).payment("succeed", None).p5("us-east-1", &[2], "3.00");
+    if let Some(b) = behaviour {
+        scenario = scenario.behaviour(b);
+    }
+    let h = rig(name, &scenario.build(), clock).await;
+    h.put_rules(&[RuleToml::p5("east").mode("live").max_price("3.00").budget("5000").rule(h.now())]).await;
+    h
+}
+
 async fn rig(name: &str, scenario: &str, clock: &str) -> Rig {
     let mut h = Rig::start(name, scenario, capblock_tests::quick_timeouts(), at(clock), STACK).await;
     h.scan.describe =
@@ -149,16 +162,9 @@ async fn a_type_not_sold_is_reported_once_and_skipped_for_a_day() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_recheck_gives_the_offering_back_and_a_later_run_buys_it() {
-    let clock = "2026-12-01T00:00:00Z";
     // A burst of 1 refilled every 30 s: the scan's question takes the token, the re-check
     // before buying finds none, three times.
-    let scenario = ScenarioToml::new(44, clock)
-        .behaviour("describe_limit = { burst = 1, refill_secs = 30.0 }")
-        .payment("succeed", None)
-        .p5("us-east-1", &[2], "3.00")
-        .build();
-    let h = rig("recheck", &scenario, clock).await;
-    h.put_rules(&[RuleToml::p5("east").mode("live").max_price("3.00").budget("5000").rule(h.now())]).await;
+    let h = east_at_three("recheck", 44, Some("describe_limit = { burst = 1, refill_secs = 30.0 }")).await;
     let first = h.scan().await;
     let Some(Action::GivenBack { reason, offering_id }) = action(&first, "east") else { panic!("{first:#?}") };
     assert!(reason.contains(DESCRIBE_LIMIT), "{reason}");
@@ -198,10 +204,7 @@ impl PurchaseHook for ThrottledFirst {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_purchase_is_given_back_but_an_unknown_one_is_never_resent() {
-    let clock = "2026-12-01T00:00:00Z";
-    let scenario = ScenarioToml::new(45, clock).payment("succeed", None).p5("us-east-1", &[2], "3.00").build();
-    let h = rig("throttled-buy", &scenario, clock).await;
-    h.put_rules(&[RuleToml::p5("east").mode("live").max_price("3.00").budget("5000").rule(h.now())]).await;
+    let h = east_at_three("throttled-buy", 45, None).await;
     let market = HookedMarket { real: h.sim.market().await, hook: ThrottledFirst { throttles: AtomicU32::new(1) } };
     let scanner = h.scanner(&market, &h.notifier, &h.scan);
     // EC2 answered RequestLimitExceeded: certainly nothing bought, so the offering goes back.
@@ -252,14 +255,7 @@ price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.50" } ]
 /// the throttling stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttling_storm_over_overlapping_scans_never_loses_the_offering() {
-    let clock = "2026-12-01T00:00:00Z";
-    let scenario = ScenarioToml::new(47, clock)
-        .behaviour("throttle_rate = 0.75")
-        .payment("succeed", None)
-        .p5("us-east-1", &[2], "3.00")
-        .build();
-    let h = std::sync::Arc::new(rig("storm-five", &scenario, clock).await);
-    h.put_rules(&[RuleToml::p5("east").mode("live").max_price("3.00").budget("5000").rule(h.now())]).await;
+    let h = std::sync::Arc::new(east_at_three("storm-five", 47, Some("throttle_rate = 0.75")).await);
     for _round in 0..2 {
         let runs = (0..5).map(|_| {
             let h = h.clone();

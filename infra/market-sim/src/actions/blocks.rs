@@ -9,6 +9,7 @@ use super::{Ctx, dry_run};
 use crate::pagination::{fingerprint, page_size, paginate};
 use crate::reservations::{Extension, Reservation};
 use crate::wire::error::ApiError;
+use crate::wire::query::Filter;
 use crate::wire::query::Params;
 use crate::wire::xml::{Xml, timestamp};
 use crate::world::World;
@@ -81,14 +82,26 @@ fn block_by_id<'w>(all: &[&'w Reservation], id: &str) -> Result<&'w Reservation,
         .ok_or_else(|| ApiError::client(BLOCK_NOT_FOUND, format!("The Capacity Block ID '{id}' does not exist")))
 }
 
-pub fn describe_blocks(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
-    let ids = p.list("CapacityBlockId");
+/// What both block calls read first: the ids asked for, the filters (each name one of
+/// `allowed`), the page size (1-1000), DryRun, and the region's blocks.
+struct BlockQuery<'w> {
+    ids: Vec<String>,
+    filters: Vec<Filter>,
+    size: usize,
+    all: Vec<&'w Reservation>,
+}
+
+fn block_query<'w>(w: &'w World, ctx: &Ctx<'_>, p: &Params, allowed: &[&str]) -> Result<BlockQuery<'w>, ApiError> {
     let filters = p.filters();
-    check_names(&filters, BLOCK_FILTERS)?;
+    check_names(&filters, allowed)?;
     let size = page_size(p, 1, 1000)?;
     dry_run(p)?;
+    Ok(BlockQuery { ids: p.list("CapacityBlockId"), filters, size, all: blocks(w, ctx.region, ctx.now) })
+}
+
+pub fn describe_blocks(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
     let now = ctx.now;
-    let all = blocks(w, ctx.region, now);
+    let BlockQuery { ids, filters, size, all } = block_query(w, ctx, p, BLOCK_FILTERS)?;
     for id in &ids {
         block_by_id(&all, id)?;
     }
@@ -129,13 +142,8 @@ fn has_status(r: &Reservation, w: &World, now: DateTime<Utc>) -> bool {
 }
 
 pub fn describe_status(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
-    let ids = p.list("CapacityBlockId");
-    let filters = p.filters();
-    check_names(&filters, STATUS_FILTERS)?;
-    let size = page_size(p, 1, 1000)?;
-    dry_run(p)?;
     let now = ctx.now;
-    let all = blocks(w, ctx.region, now);
+    let BlockQuery { ids, filters, size, all } = block_query(w, ctx, p, STATUS_FILTERS)?;
     // Asked by id, a block that has no status yet (scheduled, payment-pending) or any more
     // (expired) fails the whole call: the harsher reading of "fails for blocks that are still
     // scheduled". Without ids the answer simply holds the blocks that have one.

@@ -27,13 +27,6 @@ fn ext_item(x: &ExtensionIntent) -> Item {
     item
 }
 
-fn cancelled(what: &str, e: TxError) -> StoreError {
-    match e {
-        TxError::Cancelled(codes) => StoreError::Conflict(format!("{what}: {}", codes.join(","))),
-        TxError::Store(e) => e,
-    }
-}
-
 impl DynamoStore {
     pub(super) async fn update_block_item(&self, block: &Block, expected_version: u64) -> Result<(), StoreError> {
         let mut stored = block.clone();
@@ -68,42 +61,6 @@ impl DynamoStore {
             store_err(&format!("block {} changed since version {expected_version}", block.reservation_id), e)
         })?;
         Ok(())
-    }
-
-    pub(super) async fn release_failed_block_tx(
-        &self,
-        block: &Block,
-        intent: &Intent,
-        restore_purchase: bool,
-        at: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let fee = n(intent.offering.fee.amount());
-        let mut items = vec![tx_update(
-            self.update(key(block_pk(&block.reservation_id), "BLOCK"), "SET budget_released_at = :at")
-                .condition_expression("attribute_exists(pk) AND attribute_not_exists(budget_released_at)")
-                .expression_attribute_values(":at", s(at.to_rfc3339())),
-        )];
-        let expr = if restore_purchase {
-            "SET committed = committed - :fee, spent = spent - :fee, purchases = purchases - :one"
-        } else {
-            "SET committed = committed - :fee, spent = spent - :fee"
-        };
-        for c in &intent.charges {
-            let mut u = self
-                .update(budget_key(&c.owner, &c.period), expr)
-                // The fee must have been spent there: never drive a budget below zero.
-                .condition_expression("spent >= :fee AND committed >= :fee")
-                .expression_attribute_values(":fee", fee.clone());
-            if restore_purchase {
-                u = u.expression_attribute_values(":one", n(1));
-            }
-            items.push(tx_update(u));
-        }
-        match self.transact(items).await {
-            Ok(()) => Ok(true),
-            Err(TxError::Cancelled(codes)) if failed_at(&codes, 0) => Ok(false),
-            Err(e) => Err(cancelled(&format!("releasing the budget of block {}", block.reservation_id), e)),
-        }
     }
 
     pub(super) async fn reserve_extension_tx(&self, x: &ExtensionIntent) -> Result<(), ReserveError> {

@@ -123,6 +123,14 @@ fn intent_key(rule_id: &str, offering_id: &str) -> Item {
     key(rule_pk(rule_id), format!("INTENT#{offering_id}"))
 }
 
+/// A refused transaction as a store error that says what it was doing.
+fn cancelled(what: &str, e: TxError) -> StoreError {
+    match e {
+        TxError::Cancelled(codes) => StoreError::Conflict(format!("{what}: {}", codes.join(","))),
+        TxError::Store(e) => e,
+    }
+}
+
 impl DynamoStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         DynamoStore { client, table: table.into() }
