@@ -134,6 +134,33 @@ price = [ {{ from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "{usd_per
         self
     }
 
+    /// A market line of u-trn2x64 UltraServers (4 x trn2u.48xlarge, 64 chips) in `region` (AZ
+    /// `{region}a`), `counts` of them per block, for one day from `start_days` after the clock, at
+    /// `usd_per_accelerator_hour` since 2026-11-01.
+    pub fn trn2_ultra(
+        mut self,
+        region: &str,
+        counts: &[u32],
+        start_days: &[u32],
+        usd_per_accelerator_hour: &str,
+    ) -> Self {
+        self.lines.push_str(&format!(
+            r#"[[market]]
+region = "{region}"
+instance_type = "trn2u.48xlarge"
+ultraserver_type = "u-trn2x64"
+ultraserver_counts = {}
+azs = ["{region}a"]
+durations_days = [1]
+start_days = {}
+price = [ {{ from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "{usd_per_accelerator_hour}" }} ]
+"#,
+            toml_numbers(counts),
+            toml_numbers(start_days)
+        ));
+        self
+    }
+
     /// The extension price of the last market line, when given (none is sold otherwise).
     pub fn extension_price(mut self, usd_per_accelerator_hour: Option<&str>) -> Self {
         if let Some(p) = usd_per_accelerator_hour {
@@ -567,12 +594,8 @@ impl<H: PurchaseHook> ExtensionMarket for HookedMarket<H> {
 
 #[async_trait]
 impl<H: Send + Sync> BlockKinds for HookedMarket<H> {
-    async fn capacity_blocks_by_id(
-        &self,
-        region: &Region,
-        ids: &[String],
-    ) -> Result<Vec<CapacityBlockFacts>, MarketError> {
-        self.real.capacity_blocks_by_id(region, ids).await
+    async fn capacity_blocks_by_id(&self, r: &Region, ids: &[String]) -> Result<Vec<CapacityBlockFacts>, MarketError> {
+        self.real.capacity_blocks_by_id(r, ids).await
     }
 }
 
@@ -585,12 +608,8 @@ impl<H: Send + Sync> BlockStatusSource for HookedMarket<H> {
 
 #[async_trait]
 impl<H: Send + Sync> ExtensionHistory for HookedMarket<H> {
-    async fn extension_history(
-        &self,
-        region: &Region,
-        reservation_ids: &[String],
-    ) -> Result<Vec<ExtensionRecord>, MarketError> {
-        self.real.extension_history(region, reservation_ids).await
+    async fn extension_history(&self, r: &Region, ids: &[String]) -> Result<Vec<ExtensionRecord>, MarketError> {
+        self.real.extension_history(r, ids).await
     }
 }
 

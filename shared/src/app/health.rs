@@ -14,51 +14,36 @@ use crate::domain::health::{self, BlockHealth, HealthChange};
 use crate::domain::names::Region;
 use crate::ports::{BlockStatusSource, BlockStore, MarketError, Message, Notice, Outbox, StoreError, Topic};
 
-#[derive(Debug, thiserror::Error)]
-pub enum HealthError {
-    #[error(transparent)]
-    Market(#[from] MarketError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
+/// A change of one block's health, to announce: the block, the change, the status seen.
+pub type Found<'b> = (&'b Block, HealthChange, BlockHealth);
 
 /// Asks EC2 about the health of `blocks` (those of one region EC2 reports active or
-/// unavailable) and announces each change. Returns the changes announced, as `reservation#summary`.
-pub async fn check<M, S>(
+/// unavailable), in one batched DescribeCapacityBlockStatus, and returns the changes since
+/// what was announced last.
+pub async fn changes<'b, M: BlockStatusSource + ?Sized>(
     market: &M,
-    store: &S,
     region: &Region,
-    blocks: &[&Block],
-    now: DateTime<Utc>,
-) -> Result<Vec<String>, HealthError>
-where
-    M: BlockStatusSource + ?Sized,
-    S: BlockStore + Outbox + ?Sized,
-{
-    let asked: Vec<&Block> = blocks.iter().copied().filter(|b| b.capacity_block_id.is_some()).collect();
-    let ids: Vec<String> = asked.iter().filter_map(|b| b.capacity_block_id.clone()).collect();
+    blocks: &[&'b Block],
+) -> Result<Vec<Found<'b>>, MarketError> {
+    let ids: Vec<String> = blocks.iter().filter_map(|b| b.capacity_block_id.clone()).collect();
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut announced = Vec::new();
-    for (block_id, now_health) in market.block_status(region, &ids).await? {
-        for b in asked.iter().filter(|b| b.capacity_block_id.as_deref() == Some(block_id.as_str())) {
-            let Some(change) = health::change(b.health.as_ref(), &now_health) else {
-                continue;
-            };
-            if announce_change(store, b, &change, &now_health, now).await? {
-                tracing::warn!(event = "block_health_changed", reservation = %b.reservation_id, change = %change.summary(), "announced");
-                announced.push(format!("{}#{}", b.reservation_id, change.summary()));
+    let mut found = Vec::new();
+    for (block_id, seen) in market.block_status(region, &ids).await? {
+        for &b in blocks.iter().filter(|b| b.capacity_block_id.as_deref() == Some(block_id.as_str())) {
+            if let Some(change) = health::change(b.health.as_ref(), &seen) {
+                found.push((b, change, seen.clone()));
             }
         }
     }
-    Ok(announced)
+    Ok(found)
 }
 
 /// Enqueues the Slack and the workload notice of the change, then stores the health it
 /// announced (so the same status is no news next run). Enqueue first: a run that dies before
 /// the store write repeats the enqueue, which the outbox drops. Returns whether it stored.
-async fn announce_change<S: BlockStore + Outbox + ?Sized>(
+pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
     store: &S,
     b: &Block,
     change: &HealthChange,

@@ -166,8 +166,7 @@ where
                     }
                 }
             }
-            let blocks = self.backfill(region, blocks, &observed, now, &mut report).await;
-            self.check_health(region, &blocks, &observed, now, &mut report).await;
+            self.block_view(region, blocks, &observed, now, &mut report).await;
         }
 
         // A disabled rule buys nothing, so nothing of it can be missing from the store: its
@@ -195,26 +194,55 @@ where
         Ok(report)
     }
 
-    /// Blocks stored before capblock kept their CapacityBlockId get it, and their kind, from
-    /// EC2; an UltraServer found so has its reminders moved to the 60-minute lead. Returns the
-    /// region's blocks as they are now. A failure is reported and retried next run.
-    async fn backfill(
+    /// What the block view adds once a region's blocks are tracked. First, blocks stored before
+    /// capblock kept their CapacityBlockId get it, and their kind, from EC2 (an UltraServer found
+    /// so has its reminders moved to the 60-minute lead). Then the health of the blocks EC2
+    /// calls active (or unavailable) is checked. A failure is reported and retried next run,
+    /// never fatal to the rest.
+    async fn block_view(
         &self,
         region: &Region,
         blocks: &[Block],
         observed: &HashMap<String, Observed>,
         now: DateTime<Utc>,
         report: &mut TrackReport,
-    ) -> Vec<Block> {
-        let mut out = blocks.to_vec();
-        let changed = match backfill(self.market, region, blocks, observed).await {
-            Ok(c) => c,
+    ) {
+        let mut now_blocks = blocks.to_vec();
+        match backfill(self.market, region, blocks, observed).await {
+            Ok(changed) => self.store_kinds(changed, &mut now_blocks, now, report).await,
             Err(e) => {
                 tracing::warn!(event = "kinds_failed", %region, error = %e, "block kinds not read this run");
                 report.errors.push(format!("kinds in {region}: {e}"));
-                return out;
+            }
+        }
+        let with_status: Vec<&Block> = now_blocks
+            .iter()
+            .filter(|b| {
+                matches!(observed.get(&b.reservation_id), Some(Observed::Found { state, .. }) if state == "active" || state == "unavailable")
+            })
+            .collect();
+        let found = match health::changes(self.market, region, &with_status).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(event = "health_failed", %region, error = %e, "block health not checked this run");
+                report.errors.push(format!("health in {region}: {e}"));
+                return;
             }
         };
+        for (b, change, seen) in found {
+            match health::announce_change(self.store, b, &change, &seen, now).await {
+                Ok(true) => {
+                    tracing::warn!(event = "block_health_changed", reservation = %b.reservation_id, change = %change.summary(), "announced");
+                    report.health.push(format!("{}#{}", b.reservation_id, change.summary()));
+                }
+                Ok(false) => {}
+                Err(e) => report.errors.push(format!("{}: {e}", b.reservation_id)),
+            }
+        }
+    }
+
+    /// Stores each learned id and kind, and puts the stored block in `out`.
+    async fn store_kinds(&self, changed: Vec<Block>, out: &mut [Block], now: DateTime<Utc>, report: &mut TrackReport) {
         for learned in changed {
             match self.store_kind(&learned, now).await {
                 Ok(Some(b)) => {
@@ -226,7 +254,6 @@ where
                 Err(e) => report.errors.push(format!("{}: {e}", learned.reservation_id)),
             }
         }
-        out
     }
 
     /// Stores what `learned` says of the block's id and kind on the block as stored now.
@@ -246,31 +273,6 @@ where
             }
             Err(StoreError::Conflict(_)) => Ok(None),
             Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Health of the blocks EC2 calls active (or unavailable) this run: a failure is reported
-    /// and retried next run, never fatal to the rest.
-    async fn check_health(
-        &self,
-        region: &Region,
-        blocks: &[Block],
-        observed: &HashMap<String, Observed>,
-        now: DateTime<Utc>,
-        report: &mut TrackReport,
-    ) {
-        let with_status: Vec<&Block> = blocks
-            .iter()
-            .filter(|b| {
-                matches!(observed.get(&b.reservation_id), Some(Observed::Found { state, .. }) if state == "active" || state == "unavailable")
-            })
-            .collect();
-        match health::check(self.market, self.store, region, &with_status, now).await {
-            Ok(changes) => report.health.extend(changes),
-            Err(e) => {
-                tracing::warn!(event = "health_failed", %region, error = %e, "block health not checked this run");
-                report.errors.push(format!("health in {region}: {e}"));
-            }
         }
     }
 

@@ -752,13 +752,9 @@ impl BlockStatusSource for Ec2Market {
 
 #[async_trait]
 impl ExtensionHistory for Ec2Market {
-    async fn extension_history(
-        &self,
-        region: &Region,
-        reservation_ids: &[String],
-    ) -> Result<Vec<ExtensionRecord>, MarketError> {
+    async fn extension_history(&self, region: &Region, ids: &[String]) -> Result<Vec<ExtensionRecord>, MarketError> {
         const OP: &str = "DescribeCapacityBlockExtensionHistory";
-        in_batches(reservation_ids, &["InvalidCapacityReservationId.NotFound"], |batch| async move {
+        in_batches(ids, &["InvalidCapacityReservationId.NotFound"], |batch| async move {
             let history = all_items!(
                 OP,
                 region,

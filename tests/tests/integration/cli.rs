@@ -347,20 +347,7 @@ async fn rules_delete_removes_the_rule_only() {
 /// chips; `rules validate` names the combinations EC2 refuses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offerings_search_ultraservers_and_validate_names_what_ec2_refuses() {
-    let scenario = ScenarioToml::new(5, T0)
-        .raw(
-            r#"[[market]]
-region = "us-east-1"
-instance_type = "trn2u.48xlarge"
-ultraserver_type = "u-trn2x64"
-ultraserver_counts = [1, 2]
-azs = ["us-east-1a"]
-durations_days = [1]
-start_days = [2]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
-"#,
-        )
-        .build();
+    let scenario = ScenarioToml::new(5, T0).trn2_ultra("us-east-1", &[1, 2], &[2], "2.00").build();
     let c = Cli::on("cli-ultra", &scenario).await;
     let args = ["offerings", "--ultraservers", "u-trn2x64", "--ultraserver-counts", "2", "--days", "1"];
     let out = c.run(&[&args[..], &["--regions", "us-east-1", "--from", NOW]].concat()).await;

@@ -21,21 +21,7 @@ const LEADS: [i64; 2] = [120, 30];
 /// u-trn2x64 UltraServers (4 x trn2u.48xlarge of 16 Trainium2 chips), 1 or 2 per block, for a
 /// day from 12-03 11:30, at 2.00 per chip-hour: 2 UltraServers cost 2.00 x 128 x 24 = 6144.
 fn scenario() -> String {
-    ScenarioToml::new(16, T0)
-        .payment("succeed", Some(3))
-        .raw(
-            r#"[[market]]
-region = "us-east-1"
-instance_type = "trn2u.48xlarge"
-ultraserver_type = "u-trn2x64"
-ultraserver_counts = [1, 2]
-azs = ["us-east-1a"]
-durations_days = [1]
-start_days = [2]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.00" } ]
-"#,
-        )
-        .build()
+    ScenarioToml::new(16, T0).payment("succeed", Some(3)).trn2_ultra("us-east-1", &[1, 2], &[2], "2.00").build()
 }
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -177,20 +163,17 @@ async fn an_ultraserver_rule_is_bought_once_and_tracked_to_expiry_with_60_minute
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_bought_ultraserver_block_is_adopted_with_the_60_minute_lead() {
     let (h, reminders) = rig("ultra-adopt").await;
-    let inject = |body: serde_json::Value| {
-        let sim = &h.sim;
-        async move {
-            sim.control("POST", "/_sim/reservations", &body.to_string()).await["reservation_id"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        }
-    };
-    let ultra = inject(json!({"region": "us-east-1", "instance_type": "p6e-gb200.36xlarge", "instance_count": 9,
-        "ultraserver_type": "u-p6e-gb200x36", "start": "2026-12-05T11:30:00Z", "end": "2026-12-07T11:30:00Z"}))
+    let ultra = bought_by_hand(
+        &h,
+        json!({"region": "us-east-1", "instance_type": "p6e-gb200.36xlarge", "instance_count": 9,
+        "ultraserver_type": "u-p6e-gb200x36", "start": "2026-12-05T11:30:00Z", "end": "2026-12-07T11:30:00Z"}),
+    )
     .await;
-    let plain = inject(json!({"region": "us-east-1", "instance_type": "p5.48xlarge", "instance_count": 2,
-        "start": "2026-12-05T11:30:00Z", "end": "2026-12-07T11:30:00Z"}))
+    let plain = bought_by_hand(
+        &h,
+        json!({"region": "us-east-1", "instance_type": "p5.48xlarge", "instance_count": 2,
+        "start": "2026-12-05T11:30:00Z", "end": "2026-12-07T11:30:00Z"}),
+    )
     .await;
     let all = TrackSettings { adopt_untagged: true, ..h.track.clone() };
     let report = track(&h, &reminders, &all).await;
@@ -218,12 +201,7 @@ async fn a_hand_bought_ultraserver_block_is_adopted_with_the_60_minute_lead() {
 async fn each_health_change_of_an_active_block_is_announced_once_and_so_is_the_recovery() {
     let (h, reminders) = rig("ultra-health").await;
     // Active now (T0 = 12-01 00:00): one u-trn2x64, bought by hand, adopted.
-    let body = json!({"region": "us-east-1", "instance_type": "trn2u.48xlarge", "instance_count": 4,
-        "ultraserver_type": "u-trn2x64", "start": "2026-11-30T11:30:00Z", "end": "2026-12-02T11:30:00Z"});
-    let id = h.sim.control("POST", "/_sim/reservations", &body.to_string()).await["reservation_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = trn2_ultra_by_hand(&h, "2026-11-30T11:30:00Z", "2026-12-02T11:30:00Z").await;
     let all = TrackSettings { adopt_untagged: true, ..h.track.clone() };
     track(&h, &reminders, &all).await;
     assert_eq!(h.block(&id).await.state, BlockState::Active);
@@ -300,12 +278,7 @@ async fn an_event_for_a_hand_bought_ultraserver_block_names_its_60_minute_termin
         json!({"region": "us-east-2", "instance_type": "p5.48xlarge", "instance_count": 2,
             "start": "2026-12-03T11:30:00Z", "end": "2026-12-10T11:30:00Z"}),
     ] {
-        ids.push(
-            h.sim.control("POST", "/_sim/reservations", &body.to_string()).await["reservation_id"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        );
+        ids.push(bought_by_hand(&h, body).await);
     }
     let clock = FixedClock(t("2026-12-03T11:31:00Z"));
     let handler = capblock_shared::app::events::EventHandler {
@@ -337,12 +310,7 @@ async fn a_block_adopted_before_kinds_were_read_is_corrected_once() {
     use capblock_shared::domain::block::Block;
     use capblock_shared::ports::{BlockStore, ReservationLookup};
     let (h, reminders) = rig("ultra-backfill").await;
-    let body = json!({"region": "us-east-1", "instance_type": "trn2u.48xlarge", "instance_count": 4,
-        "ultraserver_type": "u-trn2x64", "start": "2026-12-05T11:30:00Z", "end": "2026-12-07T11:30:00Z"});
-    let id = h.sim.control("POST", "/_sim/reservations", &body.to_string()).await["reservation_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = trn2_ultra_by_hand(&h, "2026-12-05T11:30:00Z", "2026-12-07T11:30:00Z").await;
     let mut r = h.market.reservation(&"us-east-1".parse().unwrap(), &id).await.unwrap().unwrap();
     r.capacity_block_id = None;
     let old = Block::adopted(&r, false, h.now());
@@ -358,4 +326,16 @@ async fn a_block_adopted_before_kinds_were_read_is_corrected_once() {
     // Once.
     track(&h, &reminders, &h.track).await;
     assert_eq!(h.block(&id).await.version, 2);
+}
+
+/// A reservation "bought in the console" (`POST /_sim/reservations`): its id.
+async fn bought_by_hand(h: &Rig, body: serde_json::Value) -> String {
+    h.sim.control("POST", "/_sim/reservations", &body.to_string()).await["reservation_id"].as_str().unwrap().to_string()
+}
+
+/// One u-trn2x64 in us-east-1 bought by hand, from `start` to `end`: its id.
+async fn trn2_ultra_by_hand(h: &Rig, start: &str, end: &str) -> String {
+    let body = json!({"region": "us-east-1", "instance_type": "trn2u.48xlarge", "instance_count": 4,
+        "ultraserver_type": "u-trn2x64", "start": start, "end": end});
+    bought_by_hand(h, body).await
 }
