@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::domain::alarm::AlarmState;
 use crate::domain::block::{Block, Reservation};
 use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
 use crate::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionReceipt, ExtensionState};
@@ -428,6 +429,16 @@ pub trait ObservationStore: Send + Sync {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<Observation>, StoreError>;
+}
+
+/// The last state of each of the stack's CloudWatch alarms, as their state-change events tell it.
+#[async_trait]
+pub trait AlarmStore: Send + Sync {
+    /// Keeps `state` unless a later one is kept already (events may arrive out of order);
+    /// returns whether it was kept.
+    async fn record_alarm(&self, state: &AlarmState) -> Result<bool, StoreError>;
+    /// Every alarm's last state, by name.
+    async fn alarms(&self) -> Result<Vec<AlarmState>, StoreError>;
 }
 
 /// The query planner's memory per region (`domain::plan::RegionMemory`): the cursor of what was

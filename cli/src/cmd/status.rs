@@ -3,8 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use capblock_shared::domain::alarm::AlarmValue;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
-use capblock_shared::ports::{BlockStore, Ledger, MarketMemory, RuleStore};
+use capblock_shared::ports::{AlarmStore, BlockStore, Ledger, MarketMemory, RuleStore};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
@@ -14,7 +15,8 @@ use crate::table::{self, when};
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock status\n  capblock status --time 2026-12-10T00:00:00Z\n\n\
 The dashboard URL is the stack output DashboardUrl (the dashboard is named after the stack, in the \
-SDK's region). Its Alarms widget shows the stack's alarms.\n\
+SDK's region). The alarms in ALARM are those whose last state-change event (kept by \
+on-capacity-event) said so.\n\
 Exit codes: 0 printed, 1 store failure.")]
 pub struct StatusArgs {
     /// The instant whose month's spend to show (RFC 3339); default: now.
@@ -71,7 +73,20 @@ pub async fn run(a: StatusArgs) -> CliResult {
 
     let region = sdk().await.region().map_or_else(|| "us-east-1".to_string(), |r| r.to_string());
     println!("dashboard: {}", dashboard_url(&stack.name, &region));
-    println!("alarms: the dashboard's Alarms widget (alarm names start with {}-)", stack.name);
+    // From the alarms' state-change events (on-capacity-event keeps each one's last state),
+    // not DescribeAlarms: see domain::alarm.
+    let firing: Vec<String> = store
+        .alarms()
+        .await?
+        .into_iter()
+        .filter(|a| a.value == AlarmValue::Alarm && a.alarm.starts_with(&format!("{}-", stack.name)))
+        .map(|a| format!("{} (since {} UTC)", a.alarm, when(a.at)))
+        .collect();
+    if firing.is_empty() {
+        println!("alarms in ALARM: none");
+    } else {
+        println!("alarms in ALARM: {}", firing.join(", "));
+    }
     Ok(())
 }
 

@@ -2,11 +2,13 @@
 //! interruption) and capblock's own reminder schedules in; one Slack alert and one workload
 //! checkpoint notice per (block, milestone) out. Unusable input is acknowledged, never retried.
 
+use capblock_shared::app::alarms;
 use capblock_shared::app::events::{EventHandler, Handled};
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::config::{self, ConfigError};
+use capblock_shared::domain::alarm;
 use capblock_shared::domain::block::Block;
-use capblock_shared::lambda::Adapters;
+use capblock_shared::lambda::{Adapters, FunctionError};
 use capblock_shared::ports::{ReminderError, Reminders, SystemClock};
 use chrono::{DateTime, Utc};
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -14,8 +16,16 @@ use lambda_runtime::{Diagnostic, LambdaEvent};
 /// The ports of the AWS adapters this function uses (`ACTIONS` in shared/src/aws): its role in
 /// template.yaml allows exactly their actions (infra/deploy/crosscheck). A new port in the bounds
 /// of the app service it runs goes here too.
-pub const AWS_PORTS: &[&str] =
-    &["ReservationLookup", "InstanceSource", "BlockKinds", "BlockStore", "Outbox", "Notifier", "Reminders"];
+pub const AWS_PORTS: &[&str] = &[
+    "ReservationLookup",
+    "InstanceSource",
+    "BlockKinds",
+    "BlockStore",
+    "Outbox",
+    "Notifier",
+    "Reminders",
+    "AlarmStore",
+];
 
 /// Everything built once per container and reused by every invocation.
 pub struct App {
@@ -72,6 +82,11 @@ impl App {
     }
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<Handled, Diagnostic> {
+        let fail = |e: FunctionError| capblock_shared::lambda::report("on-capacity-event", &self.stack, e);
+        // The stack's own alarms (template: AlarmStateRule) only say how they are: kept for status.
+        if alarm::is_cloudwatch_event(&event.payload) {
+            return alarms::record(&self.aws.store, &event.payload).await.map_err(|e| fail(e.into()));
+        }
         let reminders = self.reminders(&event.context.invoked_function_arn);
         // arn:aws:lambda:REGION:ACCOUNT:function:NAME
         let account = event.context.invoked_function_arn.split(':').nth(4).filter(|a| !a.is_empty());
@@ -83,9 +98,6 @@ impl App {
             clock: &SystemClock,
             account,
         };
-        handler
-            .handle(&event.payload)
-            .await
-            .map_err(|e| capblock_shared::lambda::report("on-capacity-event", &self.stack, e.into()))
+        handler.handle(&event.payload).await.map_err(|e| fail(e.into()))
     }
 }

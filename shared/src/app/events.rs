@@ -67,6 +67,8 @@ pub enum Handled {
     },
     /// Acknowledged and dropped: `kind` names why.
     Ignored { event_id: Option<String>, kind: String, reason: String },
+    /// A stack alarm's new state, kept unless a later one already was (`app::alarms`).
+    Alarm { event_id: Option<String>, alarm: String, state: String, kept: bool },
 }
 
 /// The ports one invocation needs. `store` is both the block store and the outbox.
@@ -86,7 +88,7 @@ pub struct EventHandler<'a, S: ?Sized, M: ?Sized, N: ?Sized, R: ?Sized> {
 /// Why an event is acknowledged without action: the `Ignored` kind and its reason.
 type Skip = (&'static str, String);
 
-fn ignored(event_id: Option<String>, kind: &str, reason: impl Into<String>) -> Handled {
+pub(super) fn ignored(event_id: Option<String>, kind: &str, reason: impl Into<String>) -> Handled {
     let reason = reason.into();
     tracing::warn!(event = "event_ignored", event_id = event_id.as_deref().unwrap_or("-"), kind, reason = %reason, "acknowledged without action");
     Handled::Ignored { event_id, kind: kind.to_string(), reason }

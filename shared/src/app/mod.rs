@@ -1,6 +1,7 @@
 //! Application services: the workflows the functions and the CLI run, written against the
 //! ports only, with `now` passed in.
 
+pub mod alarms;
 pub mod events;
 pub mod extend;
 pub mod fan_out;

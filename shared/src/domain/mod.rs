@@ -2,6 +2,7 @@
 //! one AWS crate here is `aws_lambda_events`, serde types for the EventBridge envelope), and no
 //! function here reads the clock: `now` is always an argument.
 
+pub mod alarm;
 pub mod announce;
 pub mod backtest;
 pub mod block;

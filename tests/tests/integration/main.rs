@@ -1,6 +1,7 @@
 //! Integration tests against the local stack: moto for DynamoDB/SNS/SQS, the market simulator
 //! for EC2. Run them with `make test`, which starts and stops the stack.
 
+mod alarms;
 mod cli;
 mod crash;
 mod events;

@@ -1,5 +1,5 @@
 //! The DynamoDB store: one table, several item kinds, one file each (`rules`, `market`,
-//! `ledger`, `blocks`, `extensions`, `outbox`, `observations`; `item` holds the attribute
+//! `ledger`, `blocks`, `extensions`, `outbox`, `observations`, `alarms`; `item` holds the attribute
 //! helpers, `table` creates the table). ARCHITECTURE.md ("The data model") is the same table.
 //!
 //! | item        | pk                     | sk                         | gsi1pk / gsi1sk                 |
@@ -15,6 +15,7 @@
 //! | market      | `MARKET#<region>`      | `MEMORY`                   |                                 |
 //! | notice      | `BLOCK#<thread>`       | `NOTICE#<milestone>`       | `NOTICE#PENDING` until sent     |
 //! | extension   | `BLOCK#<reservation>`  | `EXT#<offering>`           | `EXT#OPEN` while open         |
+//! | alarm       | `ALARM#<name>`         | `STATE`                    | `ALARMS` / `<name>`             |
 
 use std::time::Duration as StdDuration;
 
@@ -35,11 +36,12 @@ use crate::domain::names::{InstanceType, Region};
 use crate::domain::plan::RegionMemory;
 use crate::domain::rule::Rule;
 use crate::ports::{
-    BlockArchive, BlockStore, ExtensionLedger, Ledger, MarketMemory, Notice, Observation, ObservationStore, Outbox,
-    ReserveError, RuleGuard, RuleStore, StoreError, StoredRule,
+    AlarmStore, BlockArchive, BlockStore, ExtensionLedger, Ledger, MarketMemory, Notice, Observation, ObservationStore,
+    Outbox, ReserveError, RuleGuard, RuleStore, StoreError, StoredRule,
 };
 use item::{Item, data, get_decimal, get_s, get_u64, json, key, n, s};
 
+mod alarms;
 mod blocks;
 mod extensions;
 mod item;
@@ -77,6 +79,7 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("ExtensionLedger", &["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:TransactWriteItems"]),
     ("Outbox", &["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
     ("ObservationStore", &["dynamodb:BatchWriteItem", "dynamodb:Query"]),
+    ("AlarmStore", &["dynamodb:PutItem", "dynamodb:Query"]),
     // Not a port: `create_table` sets up the local stack and the tests; no function declares it.
     ("TableSetup", &["dynamodb:CreateTable"]),
 ];
