@@ -18,6 +18,9 @@ use lambda_runtime::{Diagnostic, LambdaEvent};
 pub const AWS_PORTS: &[&str] = &[
     "ReservationSource",
     "ExtensionMarket",
+    "BlockKinds",
+    "BlockStatusSource",
+    "ExtensionHistory",
     "RuleStore",
     "Ledger",
     "BlockStore",

@@ -5,6 +5,8 @@ pub mod alarms;
 pub mod events;
 pub mod extend;
 pub mod fan_out;
+pub mod health;
+pub mod kinds;
 pub mod metrics;
 pub mod outbox;
 pub mod purchase;

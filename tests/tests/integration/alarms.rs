@@ -63,10 +63,7 @@ async fn alarm_events_are_kept_in_order_and_status_lists_those_in_alarm() {
     let late = send(change("OK", "2026-12-02T16:00:00Z")).await;
     assert_eq!(late["kept"], json!(false), "{late}");
     let shown = status(&sim, &aws).await;
-    assert!(
-        shown.contains("alarms in ALARM: capblock-PurchaseFailedAlarm (since 2026-12-02 17:04 UTC)"),
-        "{shown}"
-    );
+    assert!(shown.contains("alarms in ALARM: capblock-PurchaseFailedAlarm (since 2026-12-02 17:04 UTC)"), "{shown}");
 
     // Another stack's alarm, and a CloudWatch event of another kind, change nothing shown.
     let mut other = change("ALARM", "2026-12-02T17:10:00Z");

@@ -185,6 +185,9 @@ fn block(reservation_id: &str) -> Block {
         arn: Some(format!("arn:aws:ec2:us-east-2:111122223333:capacity-reservation/{reservation_id}")),
         period: None,
         version: 1,
+        capacity_block_id: None,
+        health: None,
+        health_changes: 0,
     }
 }
 
