@@ -16,18 +16,21 @@ echo "    p5-trainers (desired 0) and the Run Command document capblock-checkpoi
 
 echo
 echo "==> validate the example rules (invalid.toml is wrong on purpose)"
-"$CAPBLOCK" rules validate infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml infra/examples/rules/invalid.toml || true
+"$CAPBLOCK" rules validate infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml infra/examples/rules/trn2-ultra.toml infra/examples/rules/invalid.toml || true
 
 echo
 echo "==> store p5-weekly (2 x p5.48xlarge for 7 days at <= 2.95/GPU-h), a100-daily (1 x p4d.24xlarge for 1 day at <= 2.10)"
-echo "    and trn2-weekly (dry-run; this account's Trainium2 quota is 0)"
-"$CAPBLOCK" rules put infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml
+echo "    trn2-weekly (dry-run; this account's Trainium2 quota is 0) and trn2-ultra (one u-trn2x64"
+echo "    UltraServer for 2 days at <= 2.00/chip-h)"
+"$CAPBLOCK" rules put infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml infra/examples/rules/trn2-ultra.toml
 echo
 echo "    The market (infra/examples/market.toml): p5 is 4.10-4.35 until day 3, when us-west-2 drops"
 echo "    to 2.89; p4d is 2.05 all along. Payments clear 3 h after purchase, except that the demo"
 echo "    tells the market (POST /_sim/payment) to fail the first A100 purchase, so a100-daily"
 echo "    (rebuy_on_payment_failure = true) buys a replacement. EC2's describe limit is on (80 times"
 echo "    faster, and the scan's pace with it); the account's quota for trn2 Capacity Blocks is 0."
+echo "    Trn2 UltraServers sell at 1.80; six hours into a block the market impairs its interconnect"
+echo "    and takes one instance out, twelve hours later it recovers."
 echo
 
 status=0

@@ -142,6 +142,7 @@ class Story:
         self.errors = []
         self.workload_notices = 0
         self.reminders_fired = 0
+        self.fired = []  # (reservation id, lead minutes, when the schedule was due)
         self.events_sent = 0
         self.alert_types = []
         self.handoff = HandOff(self.say)
@@ -235,6 +236,7 @@ class Story:
             p = json.loads(payload)
             self.say(now, f"REMINDER   {p['reservation_id']}  {p['lead_minutes']} min before the end (schedule {name})")
             self.reminders_fired += 1
+            self.fired.append((p["reservation_id"], p["lead_minutes"], at))
             self.call(now, "on-capacity-event", p)
             self.scheduler.delete_schedule(GroupName=GROUP, Name=name)  # ActionAfterCompletion=DELETE
 
@@ -369,6 +371,13 @@ def summary(story, state):
     a100 = by_rule.get("a100-daily", [])
     failed = [p for p in a100 if final.get(p["reservation_id"]) == "payment-failed"]
     rebought = failed and any(p["purchased_at"] > failed[0]["purchased_at"] for p in a100)
+    ultra = by_rule.get("trn2-ultra", [])
+    ultra_id = ultra[0]["reservation_id"] if len(ultra) == 1 else None
+    ultra_end = parse(ultra[0]["end"]) if ultra_id else None
+    # An UltraServer's instances go 60 minutes before the end: its 30-minute reminder is due 90
+    # minutes before it (a plain block's, 60).
+    ultra_30 = [at for rid, lead, at in story.fired if rid == ultra_id and lead == 30]
+    health = story.alert_types.count("health")
     emf_lines, emf_names, emf_problems = metric_lines()
     # Errors appears only when an invocation fails, which this story never has.
     dashboard = subprocess.run(
@@ -386,6 +395,11 @@ def summary(story, state):
         ("a100-daily rebought after the failure", bool(rebought)),
         ("reminders fired", story.reminders_fired > 0),
         ("trn2's quota of 0 alerted once", story.alert_types.count("quota-zero") == 1),
+        ("trn2-ultra bought one UltraServer block, which ran and expired",
+         ultra_id is not None and final.get(ultra_id) == "expired"),
+        ("the UltraServer's 30-minute reminder came 90 minutes before its end",
+         ultra_30 == [ultra_end - dt.timedelta(minutes=90)] if ultra_end else False),
+        ("its health alert and its recovery, once each", health == 2),
         ("no function failed", not story.errors),
         ("every dashboard metric written as valid EMF", emf_lines > 0 and not emf_problems and not missing),
         *story.handoff.checks(state),

@@ -14,11 +14,13 @@ use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
 use crate::domain::bus::BusEntry;
 use crate::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionReceipt, ExtensionState};
 use crate::domain::handoff::Invocation;
+use crate::domain::health::BlockHealth;
 use crate::domain::lifecycle::Observed;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::plan::RegionMemory;
 use crate::domain::rule::Rule;
+use crate::domain::ultraserver::UltraServers;
 
 /// The wall clock, for `main`s only: domain code takes `now` as an argument.
 pub trait Clock: Send + Sync {
@@ -87,6 +89,9 @@ pub struct OfferingQuery {
     pub region: Region,
     pub instance_type: InstanceType,
     pub instance_count: u32,
+    /// Set for an UltraServer search: EC2 is asked with UltraserverType + UltraserverCount, and
+    /// `instance_type` / `instance_count` are the UltraServers' own (never sent).
+    pub ultraservers: Option<UltraServers>,
     pub duration_hours: u32,
     pub start_from: DateTime<Utc>,
     pub start_to: DateTime<Utc>,
@@ -117,9 +122,20 @@ pub struct PurchaseRequest {
     pub dry_run: bool,
 }
 
+/// What one PurchaseCapacityBlock created. A purchase may make several reservations: one per
+/// UltraServer today, one per segment once the SDK has `CapacityBlockOfferingSegments`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Purchase {
+    /// The reservation the answer describes in full (CapacityReservation).
+    pub reservation: Reservation,
+    /// The other reservations the answer names (by id only, in its CapacityBlocks): tagged like
+    /// the first, they are adopted by the tracker as parts of the same purchase.
+    pub more: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PurchaseOutcome {
-    Bought(Box<Reservation>),
+    Bought(Box<Purchase>),
     /// DryRun: EC2 would have accepted the request.
     WouldSucceed,
 }
@@ -174,6 +190,57 @@ pub trait ExtensionMarket: Send + Sync {
         offering_id: &str,
         reservation_id: &str,
     ) -> Result<(), MarketError>;
+}
+
+/// A block as DescribeCapacityBlocks describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapacityBlockFacts {
+    pub capacity_block_id: String,
+    /// Set for an UltraServer's block (the type as EC2 names it).
+    pub ultraserver_type: Option<String>,
+    pub state: String,
+    pub reservation_ids: Vec<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// The kind of a block (UltraServer or instances), which only DescribeCapacityBlocks tells.
+#[async_trait]
+pub trait BlockKinds: Send + Sync {
+    /// The blocks with these ids (at most a page of 1000 per call, every page followed); ids
+    /// EC2 does not know are left out.
+    async fn capacity_blocks_by_id(
+        &self,
+        region: &Region,
+        ids: &[String],
+    ) -> Result<Vec<CapacityBlockFacts>, MarketError>;
+}
+
+/// DescribeCapacityBlockStatus: interconnect health and capacity of blocks that have some.
+#[async_trait]
+pub trait BlockStatusSource: Send + Sync {
+    /// Health of each block of `ids` that EC2 reports one for. A block without a status yet
+    /// (scheduled) or any more is left out rather than failing the others.
+    async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, BlockHealth)>, MarketError>;
+}
+
+/// One entry of DescribeCapacityBlockExtensionHistory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtensionRecord {
+    pub reservation_id: String,
+    pub offering_id: String,
+    /// payment-pending, payment-failed or payment-succeeded (or what EC2 adds later).
+    pub status: String,
+    pub end: Option<DateTime<Utc>>,
+}
+
+#[async_trait]
+pub trait ExtensionHistory: Send + Sync {
+    /// Every extension EC2 recorded for these reservations.
+    async fn extension_history(
+        &self,
+        region: &Region,
+        reservation_ids: &[String],
+    ) -> Result<Vec<ExtensionRecord>, MarketError>;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -61,6 +61,7 @@ fn offering(i: usize, r: &MarketRow) -> Offering {
         duration_minutes: 0,
         fee: Money::usd(Decimal::new(cents as i64, 2)).unwrap(),
         ultraserver: false,
+        ultraservers: None,
         local_zone: false,
     }
 }
@@ -271,6 +272,7 @@ proptest! {
             upfront_fee: fee,
             currency_code: currency,
             ultraserver_type: ultra,
+            ultraserver_count: None,
             zone_type: None,
         };
         match Offering::parse(&"us-east-1".parse().unwrap(), raw) {

@@ -19,14 +19,16 @@ use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::domain::block::{Block, Reservation};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::extension::{ExtensionOffer, ExtensionReceipt};
+use capblock_shared::domain::health::BlockHealth;
 use capblock_shared::domain::lifecycle::{BlockState, Observed};
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::names::{InstanceType, Region};
 use capblock_shared::domain::offering::{Offering, RawOffering};
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::ports::{
-    BlockStore, ExtensionMarket, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome,
-    PurchaseRequest, Purchaser, ReminderError, Reminders, ReservationSource, RuleStore,
+    BlockKinds, BlockStatusSource, BlockStore, CapacityBlockFacts, ExtensionHistory, ExtensionMarket, ExtensionRecord,
+    InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser,
+    ReminderError, Reminders, ReservationSource, RuleStore,
 };
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
@@ -130,6 +132,33 @@ durations_days = [1]
 start_days = {}
 price = [ {{ from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "{usd_per_accelerator_hour}" }} ]
 "#,
+            toml_numbers(start_days)
+        ));
+        self
+    }
+
+    /// A market line of u-trn2x64 UltraServers (4 x trn2u.48xlarge, 64 chips) in `region` (AZ
+    /// `{region}a`), `counts` of them per block, for one day from `start_days` after the clock, at
+    /// `usd_per_accelerator_hour` since 2026-11-01.
+    pub fn trn2_ultra(
+        mut self,
+        region: &str,
+        counts: &[u32],
+        start_days: &[u32],
+        usd_per_accelerator_hour: &str,
+    ) -> Self {
+        self.lines.push_str(&format!(
+            r#"[[market]]
+region = "{region}"
+instance_type = "trn2u.48xlarge"
+ultraserver_type = "u-trn2x64"
+ultraserver_counts = {}
+azs = ["{region}a"]
+durations_days = [1]
+start_days = {}
+price = [ {{ from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "{usd_per_accelerator_hour}" }} ]
+"#,
+            toml_numbers(counts),
             toml_numbers(start_days)
         ));
         self
@@ -284,6 +313,7 @@ pub fn p5_offering(region: &str, id: &str, start: DateTime<Utc>, fee: Decimal) -
             upfront_fee: Some(fee.to_string()),
             currency_code: Some("USD".into()),
             ultraserver_type: None,
+            ultraserver_count: None,
             zone_type: None,
         },
     )
@@ -577,6 +607,27 @@ impl<H: PurchaseHook> ExtensionMarket for HookedMarket<H> {
 }
 
 #[async_trait]
+impl<H: Send + Sync> BlockKinds for HookedMarket<H> {
+    async fn capacity_blocks_by_id(&self, r: &Region, ids: &[String]) -> Result<Vec<CapacityBlockFacts>, MarketError> {
+        self.real.capacity_blocks_by_id(r, ids).await
+    }
+}
+
+#[async_trait]
+impl<H: Send + Sync> BlockStatusSource for HookedMarket<H> {
+    async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, BlockHealth)>, MarketError> {
+        self.real.block_status(region, ids).await
+    }
+}
+
+#[async_trait]
+impl<H: Send + Sync> ExtensionHistory for HookedMarket<H> {
+    async fn extension_history(&self, r: &Region, ids: &[String]) -> Result<Vec<ExtensionRecord>, MarketError> {
+        self.real.extension_history(r, ids).await
+    }
+}
+
+#[async_trait]
 impl<H: PurchaseHook> Purchaser for HookedMarket<H> {
     async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
         self.hook.purchase(&self.real, req).await
@@ -615,5 +666,8 @@ pub fn example_block(reservation_id: &str) -> Block {
         arn: Some(format!("arn:aws:ec2:us-east-2:111122223333:capacity-reservation/{reservation_id}")),
         period: None,
         version: 1,
+        capacity_block_id: None,
+        health: None,
+        health_changes: 0,
     }
 }

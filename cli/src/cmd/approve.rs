@@ -61,7 +61,7 @@ pub async fn run(a: ApproveArgs) -> CliResult {
     let (priced, action) = match buyer.approve(&rule, &intent, now).await? {
         Approval::Refused(why) => return Err(CliError::Refused(why)),
         Approval::Unanswered(e) => return Err(e.into()),
-        Approval::Decided { priced, action } => (priced, action),
+        Approval::Decided { priced, action } => (*priced, action),
     };
     if let Ok(topic) = std::env::var("CAPBLOCK_ALERTS_TOPIC_ARN") {
         let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), topic, None);

@@ -5,6 +5,7 @@ use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::decision::{Priced, better};
 use capblock_shared::domain::names::{InstanceType, Region};
+use capblock_shared::domain::ultraserver::{UltraServerType, UltraServers};
 use capblock_shared::ports::{InstanceTypeSource, OfferingQuery};
 use chrono::{DateTime, Duration, Utc};
 use clap::Args;
@@ -18,8 +19,16 @@ use crate::table;
 #[command(mut_arg("from", |a| a.help("Earliest start (RFC 3339); default: now.")), mut_arg("to", |a| a.help("Latest start (RFC 3339); default: 8 weeks after --from.")))]
 pub struct OfferingsArgs {
     /// Instance types, comma-separated (e.g. p5.48xlarge,p5e.48xlarge).
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required_unless_present = "ultraservers", conflicts_with = "ultraservers")]
     types: Vec<InstanceType>,
+    /// UltraServer types instead of instance types, comma-separated (u-p6e-gb200x72,
+    /// u-p6e-gb200x36, u-trn2x64): EC2 is asked with UltraserverType + UltraserverCount.
+    #[arg(long, value_delimiter = ',')]
+    ultraservers: Vec<UltraServerType>,
+    /// How many UltraServers per block, comma-separated (1-16), with --ultraservers.
+    #[arg(long, value_delimiter = ',', default_value = "1",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(capblock_shared::domain::ultraserver::MAX_COUNT)))]
+    ultraserver_counts: Vec<u32>,
     /// Instance counts, comma-separated (1-64).
     #[arg(long, value_delimiter = ',', default_value = "1",
           value_parser = clap::value_parser!(u32).range(1..=i64::from(capblock_shared::domain::rule::MAX_INSTANCES_PER_BLOCK)))]
@@ -75,7 +84,10 @@ pub fn offering_rows(list: &[Priced]) -> Vec<Vec<String>> {
             vec![
                 o.region.to_string(),
                 o.availability_zone.clone(),
-                o.instance_type.to_string(),
+                match &o.ultraservers {
+                    Some(u) => format!("{u} ({})", o.instance_type),
+                    None => o.instance_type.to_string(),
+                },
                 o.instance_count.to_string(),
                 o.start.format("%Y-%m-%d %H:%M").to_string(),
                 o.end.format("%Y-%m-%d %H:%M").to_string(),
@@ -96,20 +108,34 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
     let from = a.window.from.unwrap_or_else(Utc::now);
     let to =
         a.window.to.unwrap_or_else(|| from.checked_add_signed(Duration::weeks(8)).unwrap_or(DateTime::<Utc>::MAX_UTC));
+    // (instance type, instance count, UltraServers): instances, or whole UltraServers.
+    let mut asks: Vec<(InstanceType, u32, Option<UltraServers>)> =
+        types.iter().flat_map(|t| a.counts.iter().map(move |&c| (t.clone(), c, None))).collect();
+    for &kind in &a.ultraservers {
+        let instance_type = kind.instance_type().map_err(|e| CliError::Invalid(e.to_string()))?;
+        for &count in &a.ultraserver_counts {
+            let u = UltraServers { kind, count };
+            asks.push((instance_type.clone(), u.instances(), Some(u)));
+        }
+    }
+    let types: Vec<InstanceType> = {
+        let mut v: Vec<InstanceType> = asks.iter().map(|(t, _, _)| t.clone()).collect();
+        v.dedup();
+        v
+    };
     let mut queries = Vec::new();
     for r in &regions {
-        for t in &types {
-            for &c in &a.counts {
-                for &d in &days {
-                    queries.push(OfferingQuery {
-                        region: r.clone(),
-                        instance_type: t.clone(),
-                        instance_count: c,
-                        duration_hours: d * 24,
-                        start_from: from,
-                        start_to: to,
-                    });
-                }
+        for (t, c, u) in &asks {
+            for &d in &days {
+                queries.push(OfferingQuery {
+                    region: r.clone(),
+                    instance_type: t.clone(),
+                    instance_count: *c,
+                    ultraservers: *u,
+                    duration_hours: d * 24,
+                    start_from: from,
+                    start_to: to,
+                });
             }
         }
     }

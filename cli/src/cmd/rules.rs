@@ -108,7 +108,7 @@ async fn validate(files: &[String], offline: bool) -> CliResult {
                 "{f}: ok (rule {:?}, mode {}, {} question(s) per scan)",
                 r.id,
                 r.mode.as_str(),
-                r.regions.len() * r.instance_types.len() * r.instance_counts.len() * r.durations_days.len()
+                r.regions.len() * r.asks().len() * r.durations_days.len()
             ),
             Err(e) => {
                 bad += 1;
@@ -150,7 +150,13 @@ async fn list(json: bool) -> CliResult {
                 r.id.clone(),
                 if r.enabled { "yes" } else { "no" }.into(),
                 r.mode.as_str().into(),
-                r.instance_types.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
+                // Instance types, or the UltraServer types of an UltraServer rule.
+                r.instance_types
+                    .iter()
+                    .map(|t| t.to_string())
+                    .chain(r.ultraserver_types.iter().map(|u| u.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(","),
                 r.regions.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
                 format!("{}", r.max_price_per_accelerator_hour),
                 table::money(&r.monthly_budget),

@@ -16,8 +16,17 @@ use lambda_runtime::{Diagnostic, LambdaEvent};
 /// The ports of the AWS adapters this function uses (`ACTIONS` in shared/src/aws): its role in
 /// template.yaml allows exactly their actions (infra/deploy/crosscheck). A new port in the bounds
 /// of the app service it runs goes here too.
-pub const AWS_PORTS: &[&str] =
-    &["ReservationLookup", "InstanceSource", "BlockStore", "Outbox", "Notifier", "EventBus", "Reminders", "AlarmStore"];
+pub const AWS_PORTS: &[&str] = &[
+    "ReservationLookup",
+    "InstanceSource",
+    "BlockKinds",
+    "BlockStore",
+    "Outbox",
+    "Notifier",
+    "EventBus",
+    "Reminders",
+    "AlarmStore",
+];
 
 /// Everything built once per container and reused by every invocation.
 pub struct App {

@@ -21,6 +21,9 @@ use lambda_runtime::{Diagnostic, LambdaEvent};
 pub const AWS_PORTS: &[&str] = &[
     "ReservationSource",
     "ExtensionMarket",
+    "BlockKinds",
+    "BlockStatusSource",
+    "ExtensionHistory",
     "RuleStore",
     "Ledger",
     "BlockStore",

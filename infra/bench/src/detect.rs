@@ -169,6 +169,7 @@ fn offering(id: String, q: &OfferingQuery, acc: u32, ratio: f64, start: DateTime
         duration_minutes: 0,
         fee: Money::parse(&format!("{fee:.2}"), "USD").expect("a fee"),
         ultraserver: false,
+        ultraservers: None,
         local_zone: false,
     }
 }
@@ -198,6 +199,7 @@ impl World {
                             region: region.parse().expect("region"),
                             instance_type: it.clone(),
                             instance_count: c,
+                            ultraservers: None,
                             duration_hours: d * 24,
                             start_from: from,
                             start_to: to,

@@ -95,6 +95,7 @@ pub fn queries(g: Grid) -> Vec<OfferingQuery> {
                         region: r.parse().expect("region"),
                         instance_type: t.parse().expect("type"),
                         instance_count: c,
+                        ultraservers: None,
                         duration_hours: d * 24,
                         start_from,
                         start_to,

@@ -23,8 +23,8 @@ use crate::domain::checkpoint::{CheckpointMilestone, WorkloadNotice, reminder_is
 use crate::domain::events::{Incoming, Trigger, event_id_of, parse};
 use crate::domain::names::Region;
 use crate::ports::{
-    BlockStore, Clock, InstanceSource, MarketError, Message, Notice, Notifier, Outbox, ReminderError, Reminders,
-    ReservationLookup, StoreError, Topic,
+    BlockKinds, BlockStore, Clock, InstanceSource, MarketError, Message, Notice, Notifier, Outbox, ReminderError,
+    Reminders, ReservationLookup, StoreError, Topic,
 };
 
 /// Failures worth a retry of the whole invocation.
@@ -106,7 +106,7 @@ enum Known {
 impl<S, M, N, R> EventHandler<'_, S, M, N, R>
 where
     S: BlockStore + Outbox + ?Sized,
-    M: ReservationLookup + InstanceSource + ?Sized,
+    M: ReservationLookup + InstanceSource + BlockKinds + ?Sized,
     N: Notifier + ?Sized,
     R: Reminders + ?Sized,
 {
@@ -261,8 +261,13 @@ where
             return Ok(Some(Known::Stored(b)));
         }
         // EC2's own facts (its end, not the event's). Adopted as of `now` = the clock: nothing
-        // here is stored, the block only carries the facts the notices need.
-        Ok(self.market.reservation(region, id).await?.map(|r| Known::Ec2(Block::adopted(&r, false, self.clock.now()))))
+        // here is stored, the block only carries the facts the notices need, its kind (an
+        // UltraServer's termination time) included.
+        let Some(r) = self.market.reservation(region, id).await? else {
+            return Ok(None);
+        };
+        let ultra = super::kinds::ultraserver_reservations(self.market, region, &[&r]).await?;
+        Ok(Some(Known::Ec2(Block::adopted(&r, false, self.clock.now()).with_kind(ultra.contains(&r.id)))))
     }
 
     /// The end to announce and to set reminders from: the stored one, unless the event says

@@ -14,11 +14,15 @@ use crate::domain::block::Block;
 use crate::domain::budget::{BudgetOwner, Period, charges_for};
 use crate::domain::decision::room;
 use crate::domain::extension::{
-    ExtensionIntent, ExtensionOffer, ExtensionState, Settlement, choose, in_window, paid_days, settlement,
+    ExtensionIntent, ExtensionOffer, ExtensionState, PaymentStatus, Settlement, choose, history_disagrees, in_window,
+    paid_days, settlement_with_history,
 };
 use crate::domain::money::{Money, Rate};
+use crate::domain::names::Region;
 use crate::domain::rule::{Extend, Mode, Rule, is_sellable_duration_days};
-use crate::ports::{BlockStore, ExtensionLedger, ExtensionMarket, Ledger, Outbox, ReserveError, StoreError};
+use crate::ports::{
+    BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, Ledger, Outbox, ReserveError, StoreError,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]
@@ -41,7 +45,7 @@ pub struct Extender<'a, M: ?Sized, S: ?Sized> {
 
 impl<M, S> Extender<'_, M, S>
 where
-    M: ExtensionMarket + ?Sized,
+    M: ExtensionMarket + ExtensionHistory + ?Sized,
     S: Ledger + BlockStore + Outbox + ExtensionLedger + ?Sized,
 {
     /// `observed`: the blocks whose stored state and end were checked against EC2 in this run.
@@ -75,15 +79,53 @@ where
         Ok(out)
     }
 
-    /// Closes open extension intents whose outcome is now known from the block's end date.
+    /// EC2's payment status of each open extension, from one
+    /// DescribeCapacityBlockExtensionHistory per region. A region that fails is left to the
+    /// end date this run.
+    async fn payment_statuses(&self, open: &[(ExtensionIntent, Block)]) -> HashMap<(String, String), PaymentStatus> {
+        let mut by_region: HashMap<Region, Vec<String>> = HashMap::new();
+        for (x, b) in open {
+            by_region.entry(b.region.clone()).or_default().push(x.reservation_id.clone());
+        }
+        let mut out = HashMap::new();
+        for (region, mut ids) in by_region {
+            ids.sort();
+            ids.dedup();
+            match self.market.extension_history(&region, &ids).await {
+                Ok(records) => out.extend(
+                    records
+                        .into_iter()
+                        .filter_map(|r| Some(((r.reservation_id, r.offering_id), PaymentStatus::from_ec2(&r.status)?))),
+                ),
+                Err(e) => {
+                    tracing::warn!(event = "extension_history_failed", %region, error = %e, "settling by the end date this run")
+                }
+            }
+        }
+        out
+    }
+
+    /// Closes open extension intents whose outcome is now known: from EC2's extension history,
+    /// or from the block's end date when the history does not have it.
     async fn settle(&self, observed: &HashSet<String>, now: DateTime<Utc>) -> Result<Vec<ExtensionAction>, StoreError> {
-        let mut out = Vec::new();
+        let mut open = Vec::new();
         for x in self.store.open_extensions().await? {
-            let Some(b) = self.store.get_block(&x.reservation_id).await? else {
-                continue;
-            };
+            if let Some(b) = self.store.get_block(&x.reservation_id).await? {
+                open.push((x, b));
+            }
+        }
+        let statuses = if open.is_empty() { HashMap::new() } else { self.payment_statuses(&open).await };
+        let mut out = Vec::new();
+        for (x, b) in open {
             let (rid, oid) = (x.reservation_id.clone(), x.offer.id.clone());
-            let (to, reason): (ExtensionState, Option<&str>) = match settlement(&x, &b, observed.contains(&rid), now) {
+            let status = statuses.get(&(rid.clone(), oid.clone())).copied();
+            let seen = observed.contains(&rid);
+            if history_disagrees(&x, &b, seen, status) {
+                tracing::warn!(event = "extension_history_disagrees", reservation = %rid, offering = %oid, end = %b.end,
+                    "EC2's history says paid, the block's end has not moved yet; counted as paid");
+            }
+            let (to, reason): (ExtensionState, Option<&str>) = match settlement_with_history(&x, &b, seen, status, now)
+            {
                 Settlement::Paid => (ExtensionState::Paid, None),
                 Settlement::Release(why) => (ExtensionState::Released, Some(why)),
                 Settlement::Unobserved => {

@@ -6,6 +6,8 @@ pub mod events;
 pub mod extend;
 pub mod fan_out;
 pub mod handoff;
+pub mod health;
+pub mod kinds;
 pub mod metrics;
 pub mod outbox;
 pub mod purchase;

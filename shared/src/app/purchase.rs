@@ -33,46 +33,30 @@ use crate::ports::{
 #[serde(tag = "action", rename_all = "kebab-case")]
 pub enum Action {
     /// Dry run: announced (once per offering) and nothing bought.
-    WouldBuy {
-        offering_id: String,
-        first_time: bool,
-    },
+    WouldBuy { offering_id: String, first_time: bool },
     Bought {
         offering_id: String,
         reservation_id: String,
+        /// The purchase's other reservations (one per UltraServer past the first): the
+        /// tracker adopts them by their intent tag as parts of this purchase.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        more: Vec<String>,
     },
     /// Not attempted: a limit, a budget, or another run got there first.
-    Skipped {
-        reason: String,
-    },
+    Skipped { reason: String },
     /// This rule already has an intent for this offering (bought, refused or abandoned): a
     /// purchase is never sent twice, so the scan moves on to the next cheapest offering.
-    AlreadyTried {
-        offering_id: String,
-    },
+    AlreadyTried { offering_id: String },
     /// Approval mode: the decision is stored and a person was asked (once per offering).
-    AwaitingApproval {
-        offering_id: String,
-        intent: String,
-        first_time: bool,
-    },
+    AwaitingApproval { offering_id: String, intent: String, first_time: bool },
     /// EC2 refused the purchase; the budget was released and the offering stays tried.
-    Refused {
-        offering_id: String,
-        reason: String,
-    },
+    Refused { offering_id: String, reason: String },
     /// Nothing reached EC2 that could have bought it (the re-check or the purchase was
     /// throttled, or the offering changed before sending): the budget was released and the
     /// offering given back, so a later run may buy it.
-    GivenBack {
-        offering_id: String,
-        reason: String,
-    },
+    GivenBack { offering_id: String, reason: String },
     /// Sent, but the answer was lost: reconciliation settles it.
-    Unknown {
-        intent: String,
-        reason: String,
-    },
+    Unknown { intent: String, reason: String },
 }
 
 /// What an approval came to.
@@ -83,7 +67,7 @@ pub enum Approval {
     /// EC2 did not answer the look (still throttled, or failed): nothing reserved.
     Unanswered(MarketError),
     /// Sent down the live path with the offering as it is on sale now.
-    Decided { priced: Priced, action: Action },
+    Decided { priced: Box<Priced>, action: Action },
 }
 
 pub struct Buyer<'a, M: ?Sized, S: ?Sized> {
@@ -237,11 +221,12 @@ where
         sent.sent_at = Some(now);
 
         match self.market.purchase(&self.request(rule, p, &intent.id, false)).await {
-            Ok(PurchaseOutcome::Bought(r)) => {
-                tracing::info!(event = "purchased", rule = %rule.id, intent = %intent.id, reservation = %r.id, fee = %p.offering.fee, "bought");
+            Ok(PurchaseOutcome::Bought(bought)) => {
+                let (r, more) = (bought.reservation, bought.more);
+                tracing::info!(event = "purchased", rule = %rule.id, intent = %intent.id, reservation = %r.id, more = ?more, fee = %p.offering.fee, "bought");
                 // If this write fails, the intent stays Sent and the next run adopts the block by tag.
                 record_purchase(self.store, &sent, &r, now).await?;
-                Ok(Action::Bought { offering_id: p.offering.id.clone(), reservation_id: r.id })
+                Ok(Action::Bought { offering_id: p.offering.id.clone(), reservation_id: r.id, more })
             }
             Ok(PurchaseOutcome::WouldSucceed) => Err(StoreError::Corrupt {
                 key: intent.id.clone(),
@@ -291,7 +276,7 @@ where
             offering: fresh,
         };
         let action = self.live(rule, &priced, now).await?;
-        Ok(Approval::Decided { priced, action })
+        Ok(Approval::Decided { priced: Box::new(priced), action })
     }
 
     /// Asks EC2 for `o` again with the question that found it (the rule's duration, not the
@@ -306,6 +291,7 @@ where
             region: o.region.clone(),
             instance_type: o.instance_type.clone(),
             instance_count: o.instance_count,
+            ultraservers: o.ultraservers,
             duration_hours: days * 24,
             start_from: o.start - Duration::minutes(1),
             start_to: o.start + Duration::minutes(1),

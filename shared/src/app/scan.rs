@@ -138,22 +138,28 @@ pub fn questions_for(rule: &Rule, now: DateTime<Utc>) -> Vec<Question> {
         return out;
     }
     let window = window_key(&rule.start_window);
+    let asks = rule.asks();
     for region in &rule.regions {
-        for instance_type in &rule.instance_types {
-            for &instance_count in &rule.instance_counts {
-                for &days in &rule.durations_days {
-                    out.push(Question {
-                        key: format!("{instance_type}|{instance_count}|{days}d|{window}"),
-                        query: OfferingQuery {
-                            region: region.clone(),
-                            instance_type: instance_type.clone(),
-                            instance_count,
-                            duration_hours: days * 24,
-                            start_from,
-                            start_to,
-                        },
-                    });
-                }
+        for ask in &asks {
+            for &days in &rule.durations_days {
+                // An UltraServer question has a key of its own: the same instances asked as
+                // instances are another question (and EC2 answers it differently).
+                let what = match &ask.ultraservers {
+                    Some(u) => format!("{}|{}u", u.kind, u.count),
+                    None => format!("{}|{}", ask.instance_type, ask.instance_count),
+                };
+                out.push(Question {
+                    key: format!("{what}|{days}d|{window}"),
+                    query: OfferingQuery {
+                        region: region.clone(),
+                        instance_type: ask.instance_type.clone(),
+                        instance_count: ask.instance_count,
+                        ultraservers: ask.ultraservers,
+                        duration_hours: days * 24,
+                        start_from,
+                        start_to,
+                    },
+                });
             }
         }
     }
@@ -336,7 +342,7 @@ where
         let mut wanted: BTreeMap<Region, BTreeSet<InstanceType>> = BTreeMap::new();
         for r in rules {
             for region in &r.regions {
-                wanted.entry(region.clone()).or_default().extend(r.instance_types.iter().cloned());
+                wanted.entry(region.clone()).or_default().extend(r.priced_types());
             }
         }
         learn_accelerators(self.market, self.catalog, &wanted).await;
@@ -680,5 +686,21 @@ mod tests {
         let (all, skipped) = gather(&rules[..4], now(), MAX_QUESTIONS_PER_SCAN);
         assert!(skipped.is_empty());
         assert_eq!(all.len(), 1008);
+    }
+
+    /// An UltraServer rule asks with its UltraServers (type and count), under keys of their own.
+    #[test]
+    fn ultraserver_rules_ask_for_ultraservers() {
+        let text = "id = \"u\"\nregions = [\"us-east-1\"]\nultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [1, 2]\n\
+                    durations_days = [1]\nstart_window = { earliest_in_days = 1, latest_in_days = 14 }\n\
+                    max_price_per_accelerator_hour = \"3\"\nmonthly_budget = \"100000\"\n";
+        let q = questions_for(&Rule::from_toml(text, now()).unwrap(), now());
+        assert_eq!(q.len(), 2);
+        assert!(q[0].key.starts_with("u-trn2x64|1u|1d|"), "{}", q[0].key);
+        let u = q[1].query.ultraservers.expect("an UltraServer question");
+        assert_eq!((u.kind.as_str(), u.count), ("u-trn2x64", 2));
+        assert_eq!((q[1].query.instance_type.as_str(), q[1].query.instance_count), ("trn2u.48xlarge", 8));
+        // Instance questions carry none.
+        assert!(questions_for(&rule("a", &["p5.48xlarge"], 1), now()).iter().all(|q| q.query.ultraservers.is_none()));
     }
 }

@@ -16,12 +16,14 @@ use serde::Serialize;
 
 use super::extend::{Extender, ExtensionAction};
 use super::handoff::{self, ActionReport, Hands};
+use super::health;
+use super::kinds::{backfill, ultraserver_reservations};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::reconcile::{Settled, record_purchase, settle_open_intents};
 use super::settings::StackSettings;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
-use crate::domain::budget::{BudgetOwner, Period};
+use crate::domain::budget::{BudgetOwner, IntentState, Period};
 use crate::domain::extension::ExtensionState;
 use crate::domain::lifecycle::{BlockState, Observed, Step, step};
 use crate::domain::metrics::ACCOUNT_BUDGET;
@@ -32,8 +34,8 @@ use crate::domain::rule::Rule;
 use crate::domain::slack::SlackMessage;
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::ports::{
-    BlockStore, ExtensionLedger, ExtensionMarket, Ledger, MarketError, Notifier, Outbox, ReminderError, Reminders,
-    ReservationSource, RuleStore, StoreError,
+    BlockKinds, BlockStatusSource, BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, Ledger, MarketError,
+    Notifier, Outbox, ReminderError, Reminders, ReservationSource, RuleStore, StoreError,
 };
 
 /// Settings read once from the environment by the function's `main`.
@@ -68,6 +70,8 @@ pub struct TrackReport {
     pub released_budgets: Vec<String>,
     pub adopted: Vec<String>,
     pub settled: Vec<Settled>,
+    /// Health changes announced (`reservation#summary`).
+    pub health: Vec<String>,
     pub extensions: Vec<ExtensionAction>,
     pub failed_regions: BTreeMap<String, String>,
     /// Hand-off actions planned and run this run (`app::handoff`).
@@ -121,7 +125,7 @@ pub struct Tracker<'a, M: ?Sized, S: ?Sized, N: ?Sized, R: ?Sized> {
 
 impl<M, S, N, R> Tracker<'_, M, S, N, R>
 where
-    M: ReservationSource + ExtensionMarket + ?Sized,
+    M: ReservationSource + ExtensionMarket + BlockKinds + BlockStatusSource + ExtensionHistory + ?Sized,
     S: RuleStore + Ledger + BlockStore + Outbox + ExtensionLedger + ?Sized,
     N: Notifier + ?Sized,
     R: Reminders + ?Sized,
@@ -167,6 +171,7 @@ where
                     }
                 }
             }
+            self.block_view(region, blocks, &observed, &rules, now, &mut report).await;
         }
 
         // A disabled rule buys nothing, so nothing of it can be missing from the store: its
@@ -196,6 +201,90 @@ where
         report.notices = flush(self.store, self.notifier, now).await?;
         report.holdings = self.holdings(&rules, now).await?;
         Ok(report)
+    }
+
+    /// What the block view adds once a region's blocks are tracked. First, blocks stored before
+    /// capblock kept their CapacityBlockId get it, and their kind, from EC2 (an UltraServer found
+    /// so has its reminders moved to the 60-minute lead). Then the health of the blocks EC2
+    /// calls active (or unavailable) is checked. A failure is reported and retried next run,
+    /// never fatal to the rest.
+    async fn block_view(
+        &self,
+        region: &Region,
+        blocks: &[Block],
+        observed: &HashMap<String, Observed>,
+        rules: &HashMap<String, Rule>,
+        now: DateTime<Utc>,
+        report: &mut TrackReport,
+    ) {
+        let mut now_blocks = blocks.to_vec();
+        match backfill(self.market, region, blocks, observed).await {
+            Ok(changed) => self.store_kinds(changed, &mut now_blocks, now, report).await,
+            Err(e) => {
+                tracing::warn!(event = "kinds_failed", %region, error = %e, "block kinds not read this run");
+                report.errors.push(format!("kinds in {region}: {e}"));
+            }
+        }
+        let with_status: Vec<&Block> = now_blocks
+            .iter()
+            .filter(|b| {
+                matches!(observed.get(&b.reservation_id), Some(Observed::Found { state, .. }) if state == "active" || state == "unavailable")
+            })
+            .collect();
+        let found = match health::changes(self.market, region, &with_status).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(event = "health_failed", %region, error = %e, "block health not checked this run");
+                report.errors.push(format!("health in {region}: {e}"));
+                return;
+            }
+        };
+        for (b, change, seen) in found {
+            let tags = b.rule_id.as_ref().and_then(|r| rules.get(r)).map(|r| r.tags.clone()).unwrap_or_default();
+            match health::announce_change(self.store, b, &change, &seen, tags, now).await {
+                Ok(true) => {
+                    tracing::warn!(event = "block_health_changed", reservation = %b.reservation_id, change = %change.summary(), "announced");
+                    report.health.push(format!("{}#{}", b.reservation_id, change.summary()));
+                }
+                Ok(false) => {}
+                Err(e) => report.errors.push(format!("{}: {e}", b.reservation_id)),
+            }
+        }
+    }
+
+    /// Stores each learned id and kind, and puts the stored block in `out`.
+    async fn store_kinds(&self, changed: Vec<Block>, out: &mut [Block], now: DateTime<Utc>, report: &mut TrackReport) {
+        for learned in changed {
+            match self.store_kind(&learned, now).await {
+                Ok(Some(b)) => {
+                    if let Some(slot) = out.iter_mut().find(|x| x.reservation_id == b.reservation_id) {
+                        *slot = b;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => report.errors.push(format!("{}: {e}", learned.reservation_id)),
+            }
+        }
+    }
+
+    /// Stores what `learned` says of the block's id and kind on the block as stored now.
+    async fn store_kind(&self, learned: &Block, now: DateTime<Utc>) -> Result<Option<Block>, TrackError> {
+        let Some(current) = self.store.get_block(&learned.reservation_id).await? else {
+            return Ok(None);
+        };
+        let next = Block { capacity_block_id: learned.capacity_block_id.clone(), ..current.clone() }
+            .with_kind(learned.ultraserver);
+        if next.ultraserver != current.ultraserver && matches!(next.state, BlockState::Scheduled | BlockState::Active) {
+            self.reminders.sync(&next, now).await?;
+        }
+        match self.store.update_block(&next, current.version).await {
+            Ok(()) => {
+                tracing::info!(event = "block_kind_learned", reservation = %next.reservation_id, ultraserver = next.ultraserver, "CapacityBlockId stored");
+                Ok(Some(Block { version: current.version + 1, ..next }))
+            }
+            Err(StoreError::Conflict(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The blocks still open after this run, and each budget of the month.
@@ -434,6 +523,7 @@ where
                 }
             }
         }
+        let mut missing = Vec::new();
         for (r, tagged) in found {
             // Finished reservations are history, not something to track.
             if BlockState::from_ec2(&r.state).is_none_or(BlockState::is_final) {
@@ -445,7 +535,14 @@ where
             if tagged && self.settle_by_intent(&r, now, report).await? {
                 continue;
             }
-            let block = Block::adopted(&r, tagged, now);
+            missing.push((r, tagged));
+        }
+        // The kind from EC2, for all of them at once: an UltraServer's reminders count from 60
+        // minutes before the end.
+        let ultra =
+            ultraserver_reservations(self.market, region, &missing.iter().map(|(r, _)| r).collect::<Vec<_>>()).await?;
+        for (r, tagged) in missing {
+            let block = Block::adopted(&r, tagged, now).with_kind(ultra.contains(&r.id));
             // Enqueue first: if this run dies before the adoption, the next one adopts and the
             // notice is already there (a duplicate enqueue is a no-op).
             let msg = announce::tracking(&block, &r.state, tagged);
@@ -468,7 +565,7 @@ where
         r: &Reservation,
         now: DateTime<Utc>,
         report: &mut TrackReport,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<bool, TrackError> {
         let Some(intent_id) = r.tags.get(INTENT_TAG) else {
             return Ok(false);
         };
@@ -479,6 +576,20 @@ where
         let Some(intent) = self.store.get_intent(&rule_id, intent_id).await? else {
             return Ok(false);
         };
+        if intent.state == IntentState::Bought {
+            // Another reservation of the same purchase (one per UltraServer): its part of the
+            // fee, no money moved again (the intent's purchase was recorded once).
+            let block = Block::bought(&intent, r, now);
+            self.enqueue(&block, "tracking", &announce::tracking(&block, &r.state, true), now).await?;
+            if matches!(block.state, BlockState::Scheduled | BlockState::Active) {
+                self.reminders.sync(&block, now).await?;
+            }
+            if self.store.adopt_block(&block).await? {
+                tracing::info!(event = "purchase_part_adopted", reservation = %r.id, intent = %intent_id, "another reservation of a recorded purchase");
+                report.adopted.push(r.id.clone());
+            }
+            return Ok(true);
+        }
         if !intent.state.is_open() {
             tracing::error!(event = "reservation_after_intent_closed", reservation = %r.id, intent = %intent_id, state = intent.state.as_str(),
                 "a reservation appeared for an intent already closed; adopting it without a fee");

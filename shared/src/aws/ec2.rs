@@ -18,12 +18,14 @@ use chrono::{DateTime, TimeZone, Utc};
 
 use crate::domain::block::Reservation;
 use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
+use crate::domain::health::{BlockHealth, Interconnect};
 use crate::domain::lifecycle::Observed;
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::{Offering, RawOffering};
 use crate::ports::{
-    DESCRIBE_LIMIT, ExtensionMarket, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome,
+    BlockKinds, BlockStatusSource, CapacityBlockFacts, DESCRIBE_LIMIT, ExtensionHistory, ExtensionMarket,
+    ExtensionRecord, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, Purchase, PurchaseOutcome,
     PurchaseRequest, Purchaser, REQUEST_LIMIT, ReservationSource,
 };
 
@@ -40,6 +42,9 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("ReservationLookup", &["ec2:DescribeCapacityReservations"]),
     ("ExtensionMarket", &["ec2:DescribeCapacityBlockExtensionOfferings", "ec2:PurchaseCapacityBlockExtension"]),
     ("InstanceSource", &["ec2:DescribeInstances"]),
+    ("BlockKinds", &["ec2:DescribeCapacityBlocks"]),
+    ("BlockStatusSource", &["ec2:DescribeCapacityBlockStatus"]),
+    ("ExtensionHistory", &["ec2:DescribeCapacityBlockExtensionHistory"]),
 ];
 
 /// Describe calls other than the offerings fan-out (which makes one attempt per call and paces
@@ -197,11 +202,8 @@ fn reservation(region: &Region, r: &CapacityReservation) -> Result<Reservation, 
         end: r.end_date().and_then(to_chrono).ok_or_else(|| missing("EndDate"))?,
         state: r.state().map(|s| s.as_str().to_string()).ok_or_else(|| missing("State"))?,
         reservation_type: r.reservation_type().map(|t| t.as_str().to_string()),
-        tags: r
-            .tags()
-            .iter()
-            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
-            .collect::<BTreeMap<_, _>>(),
+        tags: tag_map(r.tags()),
+        capacity_block_id: r.capacity_block_id().map(str::to_string),
         id,
     })
 }
@@ -222,7 +224,19 @@ impl OfferingSource for Ec2Market {
     async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
         const OP: &str = "DescribeCapacityBlockOfferings";
         let hours = int_param(OP, &q.region, "CapacityDurationHours", q.duration_hours)?;
-        let count = int_param(OP, &q.region, "InstanceCount", q.instance_count)?;
+        // An UltraServer search names the UltraServers only: EC2 refuses UltraserverType with
+        // InstanceType or InstanceCount.
+        let (instance_type, count, ultraserver_type, ultraserver_count) = match &q.ultraservers {
+            Some(u) => {
+                (None, None, Some(u.kind.as_str()), Some(int_param(OP, &q.region, "UltraserverCount", u.count)?))
+            }
+            None => (
+                Some(q.instance_type.as_str()),
+                Some(int_param(OP, &q.region, "InstanceCount", q.instance_count)?),
+                None,
+                None,
+            ),
+        };
         let mut out = Vec::new();
         let mut next_token: Option<String> = None;
         loop {
@@ -232,8 +246,10 @@ impl OfferingSource for Ec2Market {
                 .once(&q.region)
                 .describe_capacity_block_offerings()
                 .capacity_duration_hours(hours)
-                .instance_type(q.instance_type.as_str())
-                .instance_count(count)
+                .set_instance_type(instance_type.map(str::to_string))
+                .set_instance_count(count)
+                .set_ultraserver_type(ultraserver_type.map(str::to_string))
+                .set_ultraserver_count(ultraserver_count)
                 .start_date_range(to_smithy(q.start_from))
                 // EndDateRange bounds the end of the block: the latest start plus its duration,
                 // plus the day a same-day closest match may run longer than asked.
@@ -266,6 +282,7 @@ impl OfferingSource for Ec2Market {
                     upfront_fee: o.upfront_fee().map(str::to_string),
                     currency_code: o.currency_code().map(str::to_string),
                     ultraserver_type: o.ultraserver_type().map(str::to_string),
+                    ultraserver_count: o.ultraserver_count(),
                 };
                 match Offering::parse(&q.region, raw) {
                     Ok(offering) => out.push(offering),
@@ -336,8 +353,17 @@ impl Purchaser for Ec2Market {
                     region: region.to_string(),
                     message: "EC2 answered without a CapacityReservation".into(),
                 })?;
+                // Every reservation the answer names: the first in full, the others (one per
+                // UltraServer) by id in its CapacityBlocks.
+                let more: Vec<String> = out
+                    .capacity_blocks()
+                    .iter()
+                    .flat_map(|b| b.capacity_reservation_ids())
+                    .filter(|id| Some(id.as_str()) != r.capacity_reservation_id())
+                    .cloned()
+                    .collect();
                 reservation(region, r)
-                    .map(|r| PurchaseOutcome::Bought(Box::new(r)))
+                    .map(|reservation| PurchaseOutcome::Bought(Box::new(Purchase { reservation, more })))
                     // It was bought; we just cannot read it: reconciliation will find it by tag.
                     .map_err(|message| MarketError::Unknown { operation: OP, region: region.to_string(), message })
             }
@@ -376,7 +402,10 @@ impl ReservationSource for Ec2Market {
                         .iter()
                         .filter_map(|r| {
                             let r = reservation(region, r).ok()?;
-                            Some((r.id.clone(), Observed::Found { state: r.state, end: r.end }))
+                            Some((
+                                r.id.clone(),
+                                Observed::Found { state: r.state, end: r.end, capacity_block_id: r.capacity_block_id },
+                            ))
                         })
                         .collect();
                     out.extend(
@@ -590,5 +619,161 @@ impl crate::ports::ReservationLookup for Ec2Market {
             Err(e) if e.code() == Some("InvalidCapacityReservationId.NotFound") => Ok(None),
             Err(e) => Err(classify(OP, region, e)),
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The block view: kinds, health, extension history
+// ---------------------------------------------------------------------------------------------
+
+/// Ids per describe call: well inside EC2's MaxResults (1000) and a short query string.
+const IDS_PER_CALL: usize = 100;
+/// EC2's answer when a block id it does not know is asked for (the simulator's code, too).
+const BLOCK_NOT_FOUND: &str = "InvalidCapacityBlockId.NotFound";
+/// DescribeCapacityBlockStatus by id for a block that has no status (scheduled or over).
+const NO_STATUS: &str = "IncorrectState";
+
+/// Asks `ask` about `ids` in batches. A batch EC2 refuses because of one id (a code in
+/// `per_id`: unknown, or without a status) is asked again one id at a time, and an id refused
+/// alone is left out, so one odd block never hides the others.
+async fn in_batches<T, F, Fut>(ids: &[String], per_id: &[&str], ask: F) -> Result<Vec<T>, MarketError>
+where
+    F: Fn(Vec<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<T>, (Option<String>, MarketError)>>,
+{
+    let refused_for_one = |code: &Option<String>| code.as_deref().is_some_and(|c| per_id.contains(&c));
+    let mut out = Vec::new();
+    for batch in ids.chunks(IDS_PER_CALL) {
+        match ask(batch.to_vec()).await {
+            Ok(v) => out.extend(v),
+            Err((code, _)) if refused_for_one(&code) && batch.len() > 1 => {
+                for id in batch {
+                    match ask(vec![id.clone()]).await {
+                        Ok(v) => out.extend(v),
+                        Err((code, _)) if refused_for_one(&code) => {}
+                        Err((_, e)) => return Err(e),
+                    }
+                }
+            }
+            Err((code, _)) if refused_for_one(&code) => {}
+            Err((_, e)) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// An SDK error with its code kept, for `in_batches`.
+fn coded<E>(operation: &'static str, region: &Region, e: SdkError<E, HttpResponse>) -> (Option<String>, MarketError)
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    (e.code().map(str::to_string), classify(operation, region, e))
+}
+
+fn tag_map(tags: &[Tag]) -> BTreeMap<String, String> {
+    tags.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
+}
+
+/// Every item of every page of a paginated describe call, its error kept with its code.
+macro_rules! all_items {
+    ($op:expr, $region:expr, $request:expr) => {
+        $request
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await
+            .map_err(|e| coded($op, $region, e))
+    };
+}
+
+/// The block view of one region, read in three calls that answer lists of items.
+#[async_trait]
+impl BlockKinds for Ec2Market {
+    async fn capacity_blocks_by_id(
+        &self,
+        region: &Region,
+        ids: &[String],
+    ) -> Result<Vec<CapacityBlockFacts>, MarketError> {
+        const OP: &str = "DescribeCapacityBlocks";
+        in_batches(ids, &[BLOCK_NOT_FOUND], |batch| async move {
+            let blocks = all_items!(
+                OP,
+                region,
+                self.client(region).describe_capacity_blocks().set_capacity_block_ids(Some(batch))
+            )?;
+            Ok(blocks
+                .iter()
+                .filter_map(|b| {
+                    Some(CapacityBlockFacts {
+                        capacity_block_id: b.capacity_block_id()?.to_string(),
+                        ultraserver_type: b.ultraserver_type().filter(|t| !t.is_empty()).map(str::to_string),
+                        state: b.state().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                        reservation_ids: b.capacity_reservation_ids().to_vec(),
+                        tags: tag_map(b.tags()),
+                    })
+                })
+                .collect())
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl BlockStatusSource for Ec2Market {
+    async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, BlockHealth)>, MarketError> {
+        const OP: &str = "DescribeCapacityBlockStatus";
+        // A block without a status (it moved since the store said active) fails the whole call.
+        in_batches(ids, &[NO_STATUS, BLOCK_NOT_FOUND], |batch| async move {
+            let statuses = all_items!(
+                OP,
+                region,
+                self.client(region).describe_capacity_block_status().set_capacity_block_ids(Some(batch))
+            )?;
+            let count = |n: Option<i32>| n.and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
+            Ok(statuses
+                .iter()
+                .filter_map(|s| {
+                    let health = BlockHealth {
+                        // No status at all is "nothing measured", not a problem.
+                        interconnect: s
+                            .interconnect_status()
+                            .map_or(Interconnect::InsufficientData, |i| Interconnect::from_ec2(i.as_str())),
+                        total: count(s.total_capacity()),
+                        unavailable: count(s.total_unavailable_capacity()),
+                    };
+                    Some((s.capacity_block_id()?.to_string(), health))
+                })
+                .collect())
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl ExtensionHistory for Ec2Market {
+    async fn extension_history(&self, region: &Region, ids: &[String]) -> Result<Vec<ExtensionRecord>, MarketError> {
+        const OP: &str = "DescribeCapacityBlockExtensionHistory";
+        in_batches(ids, &["InvalidCapacityReservationId.NotFound"], |batch| async move {
+            let history = all_items!(
+                OP,
+                region,
+                self.client(region)
+                    .describe_capacity_block_extension_history()
+                    .set_capacity_reservation_ids(Some(batch))
+            )?;
+            Ok(history
+                .iter()
+                .filter_map(|x| {
+                    Some(ExtensionRecord {
+                        reservation_id: x.capacity_reservation_id()?.to_string(),
+                        offering_id: x.capacity_block_extension_offering_id()?.to_string(),
+                        status: x.capacity_block_extension_status()?.as_str().to_string(),
+                        end: x.capacity_block_extension_end_date().and_then(to_chrono),
+                    })
+                })
+                .collect())
+        })
+        .await
     }
 }

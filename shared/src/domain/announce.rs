@@ -6,6 +6,7 @@ use super::block::Block;
 use super::budget::Intent;
 use super::checkpoint::{CheckpointMilestone, minutes_left};
 use super::decision::Priced;
+use super::health::HealthChange;
 use super::lifecycle::payment_deadline;
 use super::rule::Mode;
 use super::slack::SlackMessage;
@@ -35,6 +36,14 @@ fn keywords(p: &Priced, extra: &str) -> Vec<String> {
     vec!["capblock".into(), extra.into(), p.offering.region.to_string(), p.offering.instance_type.to_string()]
 }
 
+/// "2 x p5.48xlarge", or for UltraServers "2 x u-trn2x64 (8 x trn2u.48xlarge)".
+fn size(o: &super::offering::Offering) -> String {
+    match &o.ultraservers {
+        Some(u) => format!("{u} ({} x {})", o.instance_count, o.instance_type),
+        None => format!("{} x {}", o.instance_count, o.instance_type),
+    }
+}
+
 /// A block was bought: what, where, when, how much, and the payment deadline.
 pub fn purchased(
     rule_id: &str,
@@ -46,7 +55,7 @@ pub fn purchased(
     let deadline = payment_deadline(bought_at, p.offering.start);
     SlackMessage {
         id: format!("{reservation_id}#purchased"),
-        title: format!("Capacity Block bought: {} x {}", p.offering.instance_count, p.offering.instance_type),
+        title: format!("Capacity Block bought: {}", size(&p.offering)),
         description: format!(
             "Rule `{rule_id}` bought reservation `{reservation_id}`.\n{}\n• Payment deadline: {} (the block is released if payment has not gone through by then)",
             what(p),
@@ -60,7 +69,7 @@ pub fn purchased(
         ],
         keywords: keywords(p, "purchase"),
         thread_id: reservation_id.to_string(),
-        summary: format!("Bought {} x {} for {}", p.offering.instance_count, p.offering.instance_type, p.offering.fee),
+        summary: format!("Bought {} for {}", size(&p.offering), p.offering.fee),
         event_type: "purchased".into(),
         related_resources: arn.map(str::to_string).into_iter().collect(),
     }
@@ -495,6 +504,39 @@ pub fn ec2_state(b: &Block, state: &str) -> SlackMessage {
             "Look at the reservation in the EC2 console; capblock keeps tracking it and says so again if the state changes.".into(),
         ],
         format!("{} is {state}", b.reservation_id),
+    )
+}
+
+/// DescribeCapacityBlockStatus reports a change of the block's health: new problems, or the
+/// recovery from those announced before.
+pub fn health(b: &Block, change: &HealthChange) -> SlackMessage {
+    let h = change.health();
+    let (title, steps) = match change {
+        HealthChange::Degraded { .. } => (
+            format!("Check this block: {}", change.summary()),
+            vec![
+                "Look at the block in the EC2 console (Capacity Blocks, status); jobs may need to move to the instances still available.".into(),
+                "capblock says so again when the health changes, and when it recovers.".into(),
+            ],
+        ),
+        HealthChange::Recovered { .. } => (
+            "Block healthy again".to_string(),
+            vec!["Nothing to do: the problems announced before are gone.".into()],
+        ),
+    };
+    let available = h.total.saturating_sub(h.unavailable);
+    tracked(
+        b,
+        "health",
+        title,
+        format!(
+            "EC2 reports interconnect `{}`, {available} of {} instances available.\n{}",
+            h.interconnect,
+            h.total,
+            tracked_line(b)
+        ),
+        steps,
+        format!("{}: {}", b.reservation_id, change.summary()),
     )
 }
 

@@ -168,6 +168,7 @@ start_window = {{ earliest_in_days = 1, latest_in_days = 10 }}
                 upfront_fee: Some((price * dec!(192)).to_string()),
                 currency_code: Some("USD".into()),
                 ultraserver_type: None,
+                ultraserver_count: None,
                 zone_type: None,
             },
         )

@@ -9,6 +9,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::budget::{Intent, Period};
+use super::health::BlockHealth;
 use super::lifecycle::{BlockState, payment_deadline, termination_time};
 use super::money::{Money, Rate};
 use super::names::{InstanceType, Region};
@@ -28,6 +29,10 @@ pub struct Reservation {
     pub state: String,
     pub reservation_type: Option<String>,
     pub tags: BTreeMap<String, String>,
+    /// CapacityBlockId: the block DescribeCapacityBlocks and DescribeCapacityBlockStatus know
+    /// it by (an UltraServer's block, or a group of instances).
+    #[serde(default)]
+    pub capacity_block_id: Option<String>,
 }
 
 impl Reservation {
@@ -59,6 +64,15 @@ pub struct Block {
     /// Budget period the fee was charged to.
     pub period: Option<Period>,
     pub version: u64,
+    /// EC2's CapacityBlockId (None in records written before capblock read it).
+    #[serde(default)]
+    pub capacity_block_id: Option<String>,
+    /// The last health capblock announced (None: nothing announced yet), and how many health
+    /// changes it announced: the outbox milestone of the next one.
+    #[serde(default)]
+    pub health: Option<BlockHealth>,
+    #[serde(default)]
+    pub health_changes: u32,
 }
 
 impl Block {
@@ -85,6 +99,9 @@ impl Block {
             arn: r.arn.clone(),
             period: None,
             version: 1,
+            capacity_block_id: r.capacity_block_id.clone(),
+            health: None,
+            health_changes: 0,
         }
     }
 
@@ -93,7 +110,7 @@ impl Block {
     pub fn bought(intent: &Intent, r: &Reservation, now: DateTime<Utc>) -> Block {
         let purchased_at = intent.sent_at.unwrap_or(now);
         Block {
-            fee: Some(intent.offering.fee),
+            fee: Some(share_of_fee(intent, r)),
             accelerators_per_instance: Some(intent.accelerators_per_instance),
             purchased_at,
             payment_deadline: Some(payment_deadline(purchased_at, r.start)),
@@ -103,6 +120,12 @@ impl Block {
             period: Some(intent.period.clone()),
             ..Block::adopted(r, false, now)
         }
+    }
+
+    /// The block as DescribeCapacityBlocks describes its kind: an UltraServer's instances are
+    /// terminated 60 minutes before the end, not 30.
+    pub fn with_kind(self, ultraserver: bool) -> Block {
+        Block { ultraserver: self.ultraserver || ultraserver, ..self }
     }
 
     /// The same block ending at `end` (an extension EC2 confirmed, not yet stored).
@@ -122,6 +145,19 @@ impl Block {
         let accel = Decimal::from(self.accelerators_per_instance?) * Decimal::from(self.instance_count);
         total.per(accel * minutes / Decimal::from(60))
     }
+}
+
+/// The part of the intent's fee one reservation of its purchase carries: all of it when the
+/// purchase made one reservation; when it made several (one per UltraServer), each its share
+/// by instances, so a block's price per accelerator-hour stays true.
+fn share_of_fee(intent: &Intent, r: &Reservation) -> Money {
+    let (all, mine) = (intent.offering.instance_count, r.instance_count);
+    if mine == 0 || mine >= all {
+        return intent.offering.fee;
+    }
+    let fee = intent.offering.fee;
+    let share = (fee.amount() * Decimal::from(mine) / Decimal::from(all)).round_dp(2);
+    Money::new(share, fee.currency()).unwrap_or(fee)
 }
 
 /// A scheduled 2 x p5.48xlarge block in us-east-1 from `start` to `end`, bought through rule
@@ -147,6 +183,9 @@ pub(crate) fn example(start: DateTime<Utc>, end: DateTime<Utc>) -> Block {
         arn: None,
         period: None,
         version: 1,
+        capacity_block_id: None,
+        health: None,
+        health_changes: 0,
     }
 }
 

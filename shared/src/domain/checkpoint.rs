@@ -7,6 +7,7 @@ use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde::Serialize;
 
 use super::block::Block;
+use super::health::HealthChange;
 use super::lifecycle::termination_time;
 
 /// One announcement-worthy moment of a block. Its `key` is the outbox identity: everything
@@ -86,16 +87,21 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 
 impl WorkloadNotice {
     pub fn new(facts: &Block, milestone: &CheckpointMilestone, instance_ids: Vec<String>, now: DateTime<Utc>) -> Self {
+        Self::of_kind(facts, &milestone.key(), milestone.kind(), instance_ids, now)
+    }
+
+    /// A notice of any kind (`health` too), `key` its outbox milestone.
+    pub fn of_kind(facts: &Block, key: &str, kind: String, instance_ids: Vec<String>, now: DateTime<Utc>) -> Self {
         let termination = facts.termination_time();
         WorkloadNotice {
-            notice_id: format!("{}#{}", facts.reservation_id, milestone.key()),
+            notice_id: format!("{}#{key}", facts.reservation_id),
             reservation_id: facts.reservation_id.clone(),
             region: facts.region.to_string(),
             instance_type: facts.instance_type.to_string(),
             end_date: rfc3339(facts.end),
             termination_time: rfc3339(termination),
             minutes_left: minutes_left(termination, now),
-            kind: milestone.kind(),
+            kind,
             instance_ids,
         }
     }
@@ -123,6 +129,22 @@ impl WorkloadNotice {
         .map(|(k, v)| (k.to_string(), v))
         .collect()
     }
+}
+
+/// The workload notice of a health change (kind `health`): the usual fields and attributes,
+/// and in the body the change itself (`health`: the status, the problems).
+pub fn health_notice(
+    b: &Block,
+    key: &str,
+    change: &HealthChange,
+    now: DateTime<Utc>,
+) -> (String, BTreeMap<String, String>) {
+    let notice = WorkloadNotice::of_kind(b, key, HealthChange::KIND.into(), Vec::new(), now);
+    let mut body = serde_json::to_value(&notice).unwrap_or_default();
+    if let Some(fields) = body.as_object_mut() {
+        fields.insert("health".into(), serde_json::to_value(change).unwrap_or_default());
+    }
+    (body.to_string(), notice.attributes())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -228,6 +250,21 @@ mod tests {
         let n = WorkloadNotice::new(&facts(), &CheckpointMilestone::Delivered, vec![], t("2026-12-12T00:00:00Z"));
         assert!(!n.attributes().contains_key("instance_ids"));
         assert_eq!(n.minutes_left, 0);
+    }
+
+    #[test]
+    fn health_notices_have_kind_health_and_the_change() {
+        use crate::domain::health::{BlockHealth, Interconnect, change};
+        let h = BlockHealth { interconnect: Interconnect::Impaired, total: 16, unavailable: 2 };
+        let d = change(None, &h).unwrap();
+        let b = crate::domain::block::example(t("2026-12-03T11:30:00Z"), t("2026-12-05T11:30:00Z"));
+        let (body, attrs) = health_notice(&b, "health-1-x@workloads", &d, t("2026-12-04T11:00:00Z"));
+        assert_eq!(attrs["kind"], "health");
+        assert_eq!(attrs["minutes_left"], "1440");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["health"]["change"], "degraded");
+        assert_eq!(v["health"]["problems"][1], "2 of 16 instances unavailable");
+        assert_eq!(v["notice_id"], "cr-0123456789abcdef0#health-1-x@workloads");
     }
 
     #[test]

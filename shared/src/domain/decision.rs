@@ -65,11 +65,7 @@ pub struct Decision {
 /// Why the offering might not suit the rule, or `None` when it does.
 pub fn check(rule: &Rule, p: &Priced, headroom: Headroom, now: DateTime<Utc>) -> Option<PassedOver> {
     let o = &p.offering;
-    if !rule.regions.contains(&o.region)
-        || !rule.instance_types.contains(&o.instance_type)
-        || !rule.instance_counts.contains(&o.instance_count)
-        || rule.matching_days(o.total_minutes()).is_none()
-    {
+    if !rule.regions.contains(&o.region) || !rule.asks_for(o) || rule.matching_days(o.total_minutes()).is_none() {
         return Some(PassedOver::NotInRule);
     }
     if o.local_zone && !rule.local_zones {

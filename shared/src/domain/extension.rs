@@ -165,5 +165,53 @@ pub fn settlement(x: &ExtensionIntent, b: &Block, observed: bool, now: DateTime<
     }
 }
 
+/// EC2's word on an extension (DescribeCapacityBlockExtensionHistory), when it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaymentStatus {
+    Pending,
+    Failed,
+    Succeeded,
+}
+
+impl PaymentStatus {
+    /// None for a status capblock does not know: the end date decides then.
+    pub fn from_ec2(s: &str) -> Option<PaymentStatus> {
+        match s {
+            "payment-pending" => Some(PaymentStatus::Pending),
+            "payment-failed" => Some(PaymentStatus::Failed),
+            "payment-succeeded" => Some(PaymentStatus::Succeeded),
+            _ => None,
+        }
+    }
+}
+
+/// Settles `x` from EC2's payment status when the history has the extension, with the end date
+/// as a cross-check: an end that moved is a paid extension whatever the history says (the
+/// budget keeps the charge rather than hide one), and a pending payment is waited for even
+/// past the deadline (EC2 says when it failed). Without a status, `settlement` decides by the
+/// end date as before.
+pub fn settlement_with_history(
+    x: &ExtensionIntent,
+    b: &Block,
+    observed: bool,
+    status: Option<PaymentStatus>,
+    now: DateTime<Utc>,
+) -> Settlement {
+    let moved = b.end >= x.offer.end;
+    match status {
+        Some(PaymentStatus::Succeeded) => Settlement::Paid,
+        Some(_) if moved => Settlement::Paid,
+        Some(PaymentStatus::Failed) => Settlement::Release("EC2 reports the extension's payment failed"),
+        Some(PaymentStatus::Pending) => Settlement::Wait,
+        None => settlement(x, b, observed, now),
+    }
+}
+
+/// The history says paid but EC2's end has not moved (as observed this run): worth a warning,
+/// since one of the two is wrong or late.
+pub fn history_disagrees(x: &ExtensionIntent, b: &Block, observed: bool, status: Option<PaymentStatus>) -> bool {
+    observed && status == Some(PaymentStatus::Succeeded) && b.end < x.offer.end
+}
+
 #[cfg(test)]
 mod tests;

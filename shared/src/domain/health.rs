@@ -109,6 +109,14 @@ impl HealthChange {
     }
 }
 
+/// The outbox milestone of a block's `n`th announced health change: the count makes a problem
+/// that comes back after a recovery news again; the problems in it keep a run that died
+/// half-way and then saw something else from hiding the new change behind the old one.
+pub fn milestone(n: u32, change: &HealthChange) -> String {
+    let what: String = change.summary().chars().filter(char::is_ascii_alphanumeric).take(64).collect();
+    format!("health-{n}-{what}")
+}
+
 /// What a new observation means, given the last one capblock acted on (None: never measured).
 /// Only a change of the problems counts: the same impairment seen again, or a healthy block
 /// seen for the first time, is no news.
@@ -158,5 +166,12 @@ mod tests {
         assert!(matches!(r, HealthChange::Recovered { .. }));
         assert_eq!(r.summary(), "healthy again: interconnect ok, all 16 instances available");
         assert_eq!(change(Some(&h("ok", 0)), &h("ok", 0)), None);
+    }
+
+    #[test]
+    fn milestones() {
+        let d = change(None, &h("impaired", 2)).unwrap();
+        assert_eq!(milestone(1, &d), "health-1-interconnectimpaired2of16instancesunavailable");
+        assert_ne!(milestone(1, &d), milestone(3, &d), "the same problem after a recovery is news again");
     }
 }

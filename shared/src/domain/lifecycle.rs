@@ -107,6 +107,8 @@ pub enum Observed {
     Found {
         state: String,
         end: DateTime<Utc>,
+        /// Its CapacityBlockId, for blocks stored before capblock kept it.
+        capacity_block_id: Option<String>,
     },
     /// `InvalidCapacityReservationId.NotFound`.
     NotFound,
@@ -138,7 +140,7 @@ pub fn step(current: BlockState, end: DateTime<Utc>, observed: &Observed, now: D
         // Expired reservations drop out of DescribeCapacityReservations after ~60 days.
         Observed::NotFound if now >= end => Step::Move { to: BlockState::Expired, end },
         Observed::NotFound => Step::Anomaly(format!("EC2 does not know the reservation, yet it ends only at {end}")),
-        Observed::Found { state, end: new_end } => match BlockState::from_ec2(state) {
+        Observed::Found { state, end: new_end, .. } => match BlockState::from_ec2(state) {
             None => Step::Check { ec2_state: state.clone() },
             Some(to) if to == current && *new_end == end => Step::Stay,
             Some(to) if to == current => Step::Move { to, end: *new_end },
@@ -185,7 +187,7 @@ mod tests {
     }
 
     fn found(state: &str, end: DateTime<Utc>) -> Observed {
-        Observed::Found { state: state.into(), end }
+        Observed::Found { state: state.into(), end, capacity_block_id: None }
     }
 
     #[test]

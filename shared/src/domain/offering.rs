@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::money::{Money, MoneyError, Rate};
 use super::names::{InstanceType, NameError, Region};
+use super::ultraserver::{UltraServerType, UltraServers};
 
 /// An offering as EC2 describes it, field by field, before any of it is trusted. The EC2
 /// adapter fills this from the SDK's `CapacityBlockOffering`; `Offering::parse` checks it.
@@ -25,6 +26,8 @@ pub struct RawOffering {
     pub upfront_fee: Option<String>,
     pub currency_code: Option<String>,
     pub ultraserver_type: Option<String>,
+    #[serde(default)]
+    pub ultraserver_count: Option<i32>,
     /// "availability-zone" or "local-zone".
     pub zone_type: Option<String>,
 }
@@ -62,6 +65,10 @@ pub struct Offering {
     pub fee: Money,
     /// UltraServer offerings lose their instances 60 minutes before the end, not 30.
     pub ultraserver: bool,
+    /// Which UltraServers and how many, when EC2 named a type capblock knows (absent in records
+    /// written before capblock read it). `ultraserver` holds even for an unknown type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ultraservers: Option<UltraServers>,
     /// In a Local Zone (ZoneType "local-zone"): the account must be opted into the zone to
     /// launch there, so only rules that allow Local Zones buy these.
     #[serde(default)]
@@ -119,6 +126,13 @@ impl Offering {
         let fee_text = raw.upfront_fee.ok_or_else(|| missing("UpfrontFee"))?;
         let currency = raw.currency_code.ok_or_else(|| missing("CurrencyCode"))?;
         let fee = Money::parse(&fee_text, &currency).map_err(|source| OfferingError::Fee { id: id.clone(), source })?;
+        let ultraserver_type = raw.ultraserver_type.filter(|t| !t.is_empty());
+        // A count EC2 left out is taken from the instances: they come in whole UltraServers.
+        let ultraservers = ultraserver_type.as_deref().and_then(|t| t.parse::<UltraServerType>().ok()).map(|kind| {
+            let from_instances = instance_count / kind.instances().max(1);
+            let count = raw.ultraserver_count.and_then(|c| u32::try_from(c).ok()).unwrap_or(from_instances);
+            UltraServers { kind, count }
+        });
         Ok(Offering {
             id,
             region: region.clone(),
@@ -130,7 +144,8 @@ impl Offering {
             duration_hours,
             duration_minutes,
             fee,
-            ultraserver: raw.ultraserver_type.is_some_and(|t| !t.is_empty()),
+            ultraserver: ultraserver_type.is_some(),
+            ultraservers,
             local_zone: raw.zone_type.as_deref() == Some("local-zone"),
         })
     }
@@ -202,6 +217,7 @@ pub(crate) mod tests {
             upfront_fee: Some(fee.into()),
             currency_code: Some(currency.into()),
             ultraserver_type: None,
+            ultraserver_count: None,
             zone_type: None,
         }
     }
@@ -290,5 +306,27 @@ pub(crate) mod tests {
         assert_eq!(length_text(24 * 60), "1 day");
         assert_eq!(length_text(7 * 24 * 60), "7 days");
         assert_eq!(length_text(6 * 60 + 35), "6 h 35 min");
+    }
+
+    /// 2 x u-trn2x64 = 8 trn2u.48xlarge of 16 chips: the price is over all 128 chips.
+    #[test]
+    fn ultraserver_offerings_know_their_kind_and_count() {
+        let mut r = raw("6144.00", "USD");
+        r.instance_type = Some("trn2u.48xlarge".into());
+        r.instance_count = Some(8);
+        r.duration_hours = Some(24);
+        r.end_date = Some(Utc.with_ymd_and_hms(2026, 12, 4, 11, 30, 0).unwrap());
+        r.ultraserver_type = Some("u-trn2x64".into());
+        r.ultraserver_count = Some(2);
+        let o = Offering::parse(&region(), r.clone()).unwrap();
+        assert!(o.ultraserver);
+        assert_eq!(o.ultraservers.map(|u| (u.kind.as_str(), u.count)), Some(("u-trn2x64", 2)));
+        assert_eq!(o.price_per_accelerator_hour(16).unwrap().per_unit, dec!(2));
+        // No count: the instances tell it. An unknown type: still an UltraServer, kind unknown.
+        r.ultraserver_count = None;
+        assert_eq!(Offering::parse(&region(), r.clone()).unwrap().ultraservers.map(|u| u.count), Some(2));
+        r.ultraserver_type = Some("u-new-kind".into());
+        let o = Offering::parse(&region(), r).unwrap();
+        assert!(o.ultraserver && o.ultraservers.is_none());
     }
 }

@@ -13,6 +13,8 @@ use super::actions::{self, Action, ActionLimits, ActionSpec};
 use super::lifecycle::TERMINATION_LEAD;
 use super::money::{Currency, Money};
 use super::names::{InstanceType, Region, prefix};
+use super::offering::Offering;
+use super::ultraserver::{self, UltraServerType, UltraServers};
 
 /// How far ahead EC2 sells Capacity Blocks.
 pub const MAX_START_AHEAD: Duration = Duration::weeks(8);
@@ -175,8 +177,16 @@ pub struct RuleSpec {
     #[serde(default)]
     pub mode: Mode,
     pub regions: Vec<String>,
+    #[serde(default)]
     pub instance_types: Vec<String>,
+    #[serde(default)]
     pub instance_counts: Vec<i64>,
+    /// Instead of instance types and counts: UltraServer types (`u-p6e-gb200x72`, ...) and
+    /// how many of them one block holds.
+    #[serde(default)]
+    pub ultraserver_types: Vec<String>,
+    #[serde(default)]
+    pub ultraserver_counts: Vec<i64>,
     pub durations_days: Vec<i64>,
     pub start_window: StartWindowSpec,
     pub max_price_per_accelerator_hour: AmountText,
@@ -292,8 +302,14 @@ pub struct Rule {
     pub enabled: bool,
     pub mode: Mode,
     pub regions: Vec<Region>,
+    /// Empty for a rule that asks for UltraServers.
     pub instance_types: Vec<InstanceType>,
     pub instance_counts: Vec<u32>,
+    /// Empty for a rule that asks for instances.
+    #[serde(default)]
+    pub ultraserver_types: Vec<UltraServerType>,
+    #[serde(default)]
+    pub ultraserver_counts: Vec<u32>,
     pub durations_days: Vec<u32>,
     pub start_window: StartWindow,
     pub currency: Currency,
@@ -361,14 +377,7 @@ impl RuleSpec {
                 ))
             }
         });
-        let instance_types =
-            p.list("instance_types", &self.instance_types, |s| s.parse::<InstanceType>().map_err(|e| e.to_string()));
-        let instance_counts = p.list("instance_counts", &self.instance_counts, |&n| {
-            u32::try_from(n)
-                .ok()
-                .filter(|n| (1..=MAX_INSTANCES_PER_BLOCK).contains(n))
-                .ok_or_else(|| format!("{n} is not between 1 and {MAX_INSTANCES_PER_BLOCK} instances"))
-        });
+        let (instance_types, instance_counts, ultraserver_types, ultraserver_counts) = p.what_to_buy(self);
         let durations_days = p.list("durations_days", &self.durations_days, |&d| {
             if is_sellable_duration_days(d) {
                 Ok(d as u32)
@@ -379,7 +388,12 @@ impl RuleSpec {
 
         // Counted over the valid, distinct entries, so the problem is not repeated for a
         // list that is wrong anyway.
-        let questions = [regions.len(), instance_types.len(), instance_counts.len(), durations_days.len()];
+        let questions = [
+            regions.len(),
+            instance_types.len().max(ultraserver_types.len()),
+            instance_counts.len().max(ultraserver_counts.len()),
+            durations_days.len(),
+        ];
         let total = questions.iter().fold(1usize, |a, &n| a.saturating_mul(n));
         if total > MAX_QUESTIONS_PER_RULE {
             p.add(
@@ -489,6 +503,8 @@ impl RuleSpec {
             regions,
             instance_types,
             instance_counts,
+            ultraserver_types,
+            ultraserver_counts,
             durations_days,
             start_window,
             currency,
@@ -533,14 +549,69 @@ impl Rule {
             .map(|(d, _)| d)
     }
 
+    /// What the rule searches for, one entry per (type, count): instances, or UltraServers
+    /// (then the instance type and count are the UltraServers' own, as EC2's offerings name them).
+    pub fn asks(&self) -> Vec<Ask> {
+        let instances = self.instance_types.iter().flat_map(|t| {
+            self.instance_counts.iter().map(|&n| Ask {
+                instance_type: t.clone(),
+                instance_count: n,
+                ultraservers: None,
+            })
+        });
+        let ultra = self.ultraserver_types.iter().flat_map(|&kind| {
+            self.ultraserver_counts.iter().filter_map(move |&count| {
+                let u = UltraServers { kind, count };
+                Some(Ask {
+                    instance_type: kind.instance_type().ok()?,
+                    instance_count: u.instances(),
+                    ultraservers: Some(u),
+                })
+            })
+        });
+        instances.chain(ultra).collect()
+    }
+
+    /// The instance types whose accelerators price the rule's offerings.
+    pub fn priced_types(&self) -> Vec<InstanceType> {
+        let mut v: Vec<InstanceType> = self.asks().into_iter().map(|a| a.instance_type).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Whether the offering is of a kind and size the rule asks for: an UltraServer offering
+    /// for an UltraServer rule (type and count), an instance offering for an instance rule.
+    pub fn asks_for(&self, o: &Offering) -> bool {
+        match (&o.ultraservers, o.ultraserver) {
+            (Some(u), _) => self.ultraserver_types.contains(&u.kind) && self.ultraserver_counts.contains(&u.count),
+            // An UltraServer of a type capblock does not know: no rule can name it.
+            (None, true) => false,
+            (None, false) => {
+                self.instance_types.contains(&o.instance_type) && self.instance_counts.contains(&o.instance_count)
+            }
+        }
+    }
+
     /// Parses and validates a TOML rule file.
     pub fn from_toml(text: &str, now: DateTime<Utc>) -> Result<Rule, RuleError> {
         RuleSpec::from_toml(text)?.validate(now)
     }
 }
 
+/// One (type, count) a rule searches for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ask {
+    pub instance_type: InstanceType,
+    pub instance_count: u32,
+    /// Set when the search names UltraServers (UltraserverType + UltraserverCount).
+    pub ultraservers: Option<UltraServers>,
+}
+
 #[derive(Default)]
 struct Problems(Vec<RuleProblem>);
+
+type WhatToBuy = (Vec<InstanceType>, Vec<u32>, Vec<UltraServerType>, Vec<u32>);
 
 impl Problems {
     fn add(&mut self, field: &str, message: &str) {
@@ -561,6 +632,59 @@ impl Problems {
             }
         }
         out
+    }
+
+    /// Instance types and counts, or UltraServer types and counts: never both, since EC2
+    /// refuses a search that names UltraserverType with InstanceType or InstanceCount
+    /// (InvalidParameterCombination), and instance types sold only inside UltraServers are
+    /// refused as instances.
+    fn what_to_buy(&mut self, spec: &RuleSpec) -> WhatToBuy {
+        let ultra = !spec.ultraserver_types.is_empty() || !spec.ultraserver_counts.is_empty();
+        let instances = !spec.instance_types.is_empty() || !spec.instance_counts.is_empty();
+        if ultra && instances {
+            self.add(
+                "ultraserver_types",
+                "a rule asks for instances (instance_types, instance_counts) or for UltraServers \
+                 (ultraserver_types, ultraserver_counts), not both: EC2 refuses UltraserverType with InstanceType or \
+                 InstanceCount",
+            );
+            return Default::default();
+        }
+        if ultra {
+            let kinds = self.list("ultraserver_types", &spec.ultraserver_types, |s| {
+                s.parse::<UltraServerType>().map_err(|e| e.to_string())
+            });
+            let counts = self.list("ultraserver_counts", &spec.ultraserver_counts, |&n| {
+                u32::try_from(n)
+                    .ok()
+                    .filter(|n| (1..=ultraserver::MAX_COUNT).contains(n))
+                    .ok_or_else(|| format!("{n} is not between 1 and {} UltraServers", ultraserver::MAX_COUNT))
+            });
+            for &kind in &kinds {
+                for (i, &count) in counts.iter().enumerate() {
+                    if let Some(why) = ultraserver::count_problem(kind, count) {
+                        self.add(&format!("ultraserver_counts[{i}]"), &why);
+                    }
+                }
+            }
+            return (Vec::new(), Vec::new(), kinds, counts);
+        }
+        let types = self.list("instance_types", &spec.instance_types, |s| {
+            let t = s.parse::<InstanceType>().map_err(|e| e.to_string())?;
+            match ultraserver::only_in_ultraservers(t.as_str()) {
+                Some(u) => Err(format!(
+                    "{s} is sold only inside UltraServers: ask with ultraserver_types = [\"{u}\"] and ultraserver_counts"
+                )),
+                None => Ok(t),
+            }
+        });
+        let counts = self.list("instance_counts", &spec.instance_counts, |&n| {
+            u32::try_from(n)
+                .ok()
+                .filter(|n| (1..=MAX_INSTANCES_PER_BLOCK).contains(n))
+                .ok_or_else(|| format!("{n} is not between 1 and {MAX_INSTANCES_PER_BLOCK} instances"))
+        });
+        (types, counts, Vec::new(), Vec::new())
     }
 
     fn start_window(&mut self, w: &StartWindowSpec, now: DateTime<Utc>) -> StartWindow {

@@ -84,6 +84,51 @@ impl fmt::Display for UltraServerType {
     }
 }
 
+/// How many UltraServers of one type an offering (or a question) is: searched and bought as
+/// `UltraserverType` + `UltraserverCount`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct UltraServers {
+    pub kind: UltraServerType,
+    pub count: u32,
+}
+
+impl UltraServers {
+    /// Instances in all of them: what EC2 reports as the offering's InstanceCount.
+    pub fn instances(&self) -> u32 {
+        self.kind.instances().saturating_mul(self.count)
+    }
+}
+
+impl fmt::Display for UltraServers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} x {}", self.count, self.kind)
+    }
+}
+
+/// Instances one account may hold in Capacity Blocks on a given date (capacity-blocks.md):
+/// more UltraServers than this allows can never be bought at once.
+pub const MAX_ACCOUNT_INSTANCES: u32 = 256;
+
+/// Why EC2 would not take `count` UltraServers of `kind` in one search or purchase, if it would
+/// not.
+pub fn count_problem(kind: UltraServerType, count: u32) -> Option<String> {
+    if !(1..=MAX_COUNT).contains(&count) {
+        return Some(format!("{count} is not between 1 and {MAX_COUNT} UltraServers"));
+    }
+    let instances = kind.instances().saturating_mul(count);
+    (instances > MAX_ACCOUNT_INSTANCES).then(|| {
+        format!(
+            "{count} x {kind} is {instances} instances, more than the {MAX_ACCOUNT_INSTANCES} an account may hold in \
+             Capacity Blocks at once"
+        )
+    })
+}
+
+/// Whether an instance type is sold only inside UltraServers (never searched as instances).
+pub fn only_in_ultraservers(instance_type: &str) -> Option<UltraServerType> {
+    KNOWN.iter().find(|k| k.instance_type == instance_type).map(UltraServerType)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +146,28 @@ mod tests {
             assert_eq!(serde_json::to_string(&u).unwrap(), format!("\"{}\"", k.name));
         }
         assert!("p5.48xlarge".parse::<UltraServerType>().is_err());
+        assert_eq!(only_in_ultraservers("trn2u.48xlarge").map(|u| u.as_str()), Some("u-trn2x64"));
+        assert!(only_in_ultraservers("trn2.48xlarge").is_none());
         assert!(serde_json::from_str::<UltraServerType>("\"u-nope\"").is_err());
+    }
+}
+
+#[cfg(test)]
+mod count_tests {
+    use super::*;
+
+    #[test]
+    fn counts_ec2_takes() {
+        let x72: UltraServerType = "u-p6e-gb200x72".parse().unwrap();
+        let trn: UltraServerType = "u-trn2x64".parse().unwrap();
+        assert_eq!(count_problem(trn, 1), None);
+        assert_eq!(count_problem(trn, 16), None);
+        assert!(count_problem(trn, 0).unwrap().contains("between 1 and 16"));
+        assert!(count_problem(trn, 17).is_some());
+        // 14 x 18 = 252 instances fit the account's 256; 15 x 18 = 270 do not.
+        assert_eq!(count_problem(x72, 14), None);
+        assert!(count_problem(x72, 15).unwrap().contains("270 instances"));
+        assert_eq!(UltraServers { kind: trn, count: 2 }.instances(), 8);
+        assert_eq!(UltraServers { kind: trn, count: 2 }.to_string(), "2 x u-trn2x64");
     }
 }

@@ -45,9 +45,14 @@ struct Cli {
 
 impl Cli {
     async fn new(name: &str) -> Cli {
+        Cli::on(name, &market()).await
+    }
+
+    /// A CLI against a simulator playing `scenario`.
+    async fn on(name: &str, scenario: &str) -> Cli {
         let dir = std::env::temp_dir().join(format!("capblock-cli-{name}-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
-        Cli { sim: Sim::start(&market()).await, aws: Aws::fresh(name).await, dir }
+        Cli { sim: Sim::start(scenario).await, aws: Aws::fresh(name).await, dir }
     }
 
     fn file(&self, name: &str, text: &str) -> String {
@@ -376,4 +381,40 @@ async fn rules_validate_names_unknown_groups_empty_documents_and_leads_past_the_
     auto_scaling_group(&c.aws.sdk, "us-west-2", &group).await;
     let out = c.run(&["rules", "validate", &missing]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
+/// `offerings --ultraservers` asks EC2 for whole UltraServers and prices them over all their
+/// chips; `rules validate` names the combinations EC2 refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offerings_search_ultraservers_and_validate_names_what_ec2_refuses() {
+    let scenario = ScenarioToml::new(5, T0).trn2_ultra("us-east-1", &[1, 2], &[2], "2.00").build();
+    let c = Cli::on("cli-ultra", &scenario).await;
+    let args = ["offerings", "--ultraservers", "u-trn2x64", "--ultraserver-counts", "2", "--days", "1"];
+    let out = c.run(&[&args[..], &["--regions", "us-east-1", "--from", NOW]].concat()).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("2 x u-trn2x64 (trn2u.48xlarge)"), "{}", out.stdout);
+    assert!(out.stdout.contains("6144.00 USD") && out.stdout.contains("2.0000"), "{}", out.stdout);
+    assert!(!out.stdout.contains("1 x u-trn2x64"), "only the count asked for: {}", out.stdout);
+    // Instance types and UltraServers in one search: a usage error.
+    let out =
+        c.run(&["offerings", "--types", "p5.48xlarge", "--ultraservers", "u-trn2x64", "--regions", "us-east-1"]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    let both = c.file(
+        "both.toml",
+        &rule("both", "live", "2.00").extra("ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [1]").toml(),
+    );
+    let out = c.run(&["rules", "validate", &both]).await;
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(out.stdout.contains("ultraserver_types: a rule asks for instances"), "{}", out.stdout);
+    let ultra = c.file(
+        "ultra.toml",
+        &rule("ultra", "live", "2.00")
+            .instance_types(&[])
+            .instance_counts(&[])
+            .extra("ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [1, 2]")
+            .toml(),
+    );
+    let out = c.run(&["rules", "validate", &ultra]).await;
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert!(out.stdout.contains("2 question(s) per scan"), "{}", out.stdout);
 }

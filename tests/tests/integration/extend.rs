@@ -293,13 +293,6 @@ async fn quiet_until(x: &X, times: &[&str], state: ExtensionState) {
     }
 }
 
-/// Quiet from 13:00, through `midday` and the payment deadline (Thu 00:00) to 14 minutes past
-/// it, while EC2 has already failed the extension's payment.
-async fn quiet_past_the_deadline(x: &X, midday: &str, state: ExtensionState) {
-    quiet_until(x, &["2026-12-02T13:00:00Z", midday, "2026-12-03T00:00:00Z", "2026-12-03T00:14:00Z"], state).await;
-    assert_eq!(x.ec2_extensions().await[0]["status"], "payment-failed");
-}
-
 /// Sends the extension purchase with its answer lost: the run reports an unknown outcome, EC2
 /// holds one extension, the intent stays Sent with the fee reserved, nothing is posted.
 async fn lose_the_extension_answer(x: &X) -> String {
@@ -360,17 +353,23 @@ async fn a_lost_extension_answer_is_never_resent_and_adopted_once_the_end_moves(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_extension_answer_whose_end_never_moves_is_released_after_the_deadline() {
+async fn a_lost_extension_answer_whose_payment_fails_is_released_when_ec2_says_so() {
     let x = X::at_the_decision("ext-lost-unpaid", Mode::Live).await;
     let offering = lose_the_extension_answer(&x).await;
-    // EC2 never takes payment: it fails the extension at its deadline, the end stays.
+    // EC2 never takes payment: it fails the extension at its deadline, min(sent + 12 h, end -
+    // 35 min) = Thu 00:00, and the end stays.
     x.extension_payment(&offering, "never", None).await;
 
-    // Open until the payment deadline (Thu 00:00) and 15 minutes beyond it.
-    quiet_past_the_deadline(&x, "2026-12-02T18:00:00Z", ExtensionState::Sent).await;
-    assert_eq!(x.budget().await, (dec!(1056), dec!(576)), "still reserved until capblock's deadline");
+    // Open while DescribeCapacityBlockExtensionHistory says payment-pending.
+    quiet_until(&x, &["2026-12-02T13:00:00Z", "2026-12-02T18:00:00Z", "2026-12-02T23:59:00Z"], ExtensionState::Sent)
+        .await;
+    assert_eq!(x.ec2_extensions().await[0]["status"], "payment-pending");
+    assert_eq!(x.budget().await, (dec!(1056), dec!(576)), "still reserved while EC2 waits for the payment");
 
-    x.advance_to("2026-12-03T00:15:00Z").await;
+    // The first run after EC2 failed it releases it (the end date alone would wait 15 minutes
+    // more).
+    x.advance_to("2026-12-03T00:01:00Z").await;
+    assert_eq!(x.ec2_extensions().await[0]["status"], "payment-failed");
     let report = x.track().await;
     assert!(report.extensions.iter().any(|a| matches!(a, ExtensionAction::Released { .. })), "{report:#?}");
     let intent = x.intent().await;
@@ -379,7 +378,7 @@ async fn a_lost_extension_answer_whose_end_never_moves_is_released_after_the_dea
     let alerts = x.alerts().await;
     assert_eq!(alerts.iter().map(event).collect::<Vec<_>>(), ["extension-released"], "one message about it");
     let t = text(&alerts[0]);
-    assert!(t.contains(&offering) && t.contains("did not move by the payment deadline"), "{t}");
+    assert!(t.contains(&offering) && t.contains("EC2 reports the extension's payment failed"), "{t}");
     assert!(t.contains("Fri 2026-12-04 11:30 UTC"), "the block still ends as bought: {t}");
 
     // Later runs (the same offering is on sale again): never sent again, released once, nothing
@@ -410,11 +409,13 @@ async fn a_failed_extension_payment_keeps_the_end_and_releases_the_fee_once() {
     // EC2 fails the payment an hour after the purchase, long before its deadline.
     x.extension_payment(&intent.offer.id, "fail", Some(1)).await;
 
-    // capblock sees only the end, which does not move: it waits for the deadline (+15 min),
-    // keeps the fee reserved and sends no second extension.
-    quiet_past_the_deadline(&x, "2026-12-02T20:00:00Z", ExtensionState::Bought).await;
+    // Pending for an hour: the fee stays reserved, no second extension is sent.
+    quiet_until(&x, &["2026-12-02T12:30:00Z", "2026-12-02T12:59:00Z"], ExtensionState::Bought).await;
 
-    x.advance_to("2026-12-03T00:15:00Z").await;
+    // DescribeCapacityBlockExtensionHistory says payment-failed: released at the next run, not
+    // 11 hours later at the deadline the end date alone would wait for.
+    x.advance_to("2026-12-02T13:01:00Z").await;
+    assert_eq!(x.ec2_extensions().await[0]["status"], "payment-failed");
     x.track().await;
     assert_eq!(x.intent().await.state, ExtensionState::Released);
     assert_eq!(x.budget().await, (dec!(576), dec!(576)), "the fee is released");

@@ -14,4 +14,5 @@ mod scan;
 mod sim_wire;
 mod store;
 mod track;
+mod ultraserver;
 mod ultraserver_wire;

@@ -43,6 +43,7 @@ fn query(region: &str, count: u32, days: u32) -> OfferingQuery {
         region: region.parse().unwrap(),
         instance_type: "p5.48xlarge".parse().unwrap(),
         instance_count: count,
+        ultraservers: None,
         duration_hours: days * 24,
         start_from: t0(),
         start_to: t0() + Duration::days(14),
@@ -187,7 +188,9 @@ async fn purchase_dry_run_tags_and_reservation_lookups() {
     assert!(sim.purchases().await.is_empty(), "a dry run buys nothing");
 
     req.dry_run = false;
-    let PurchaseOutcome::Bought(r) = market.purchase(&req).await.unwrap() else { panic!("bought") };
+    let PurchaseOutcome::Bought(bought) = market.purchase(&req).await.unwrap() else { panic!("bought") };
+    assert!(bought.more.is_empty(), "one reservation for an instance block");
+    let r = bought.reservation;
     assert_eq!(r.state, "payment-pending");
     assert!(r.is_capacity_block());
     assert_eq!(r.tags["team"], "llm");
@@ -202,7 +205,12 @@ async fn purchase_dry_run_tags_and_reservation_lookups() {
     // (Whether it is or not, capblock never sends it twice; see the scan tests.)
     sim.advance_hours(4).await;
     let seen = market.observe(&offering.region, &[r.id.clone(), "cr-00000000000000000".into()]).await.unwrap();
-    assert_eq!(seen[0], (r.id.clone(), Observed::Found { state: "scheduled".into(), end: offering.end }));
+    let block_id = r.capacity_block_id.clone();
+    assert!(block_id.is_some(), "the reservation names its block");
+    assert_eq!(
+        seen[0],
+        (r.id.clone(), Observed::Found { state: "scheduled".into(), end: offering.end, capacity_block_id: block_id })
+    );
     assert_eq!(seen[1].1, Observed::NotFound);
 }
 

@@ -51,6 +51,9 @@ fn block_for(intent: &Intent, id: &str) -> Block {
         arn: None,
         period: Some(intent.period.clone()),
         version: 1,
+        capacity_block_id: None,
+        health: None,
+        health_changes: 0,
     }
 }
 

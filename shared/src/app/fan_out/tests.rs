@@ -131,6 +131,7 @@ fn query(region: &str, ty: &str, count: u32) -> OfferingQuery {
         region: region.parse().unwrap(),
         instance_type: ty.parse().unwrap(),
         instance_count: count,
+        ultraservers: None,
         duration_hours: 24,
         start_from: from,
         start_to: from + chrono::Duration::days(7),

@@ -23,6 +23,7 @@ fn reservation(tags: &[(&str, &str)]) -> Reservation {
         end: t(5, 11, 30),
         state: "scheduled".into(),
         reservation_type: Some("capacity-block".into()),
+        capacity_block_id: None,
         tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
     }
 }
@@ -36,6 +37,7 @@ fn offering(ultraserver: bool) -> Offering {
         duration_minutes: 0,
         fee: Money::usd(dec!(3072)).unwrap(),
         ultraserver,
+        ultraservers: None,
         local_zone: false,
         region: r.region,
         availability_zone: r.availability_zone,

@@ -40,6 +40,7 @@ fn offer(id: &str, region: &str, per_gpu_hour: Decimal, start_day: i64) -> Offer
         duration_minutes: 0,
         fee: Money::usd(per_gpu_hour * dec!(8) * dec!(24)).unwrap(),
         ultraserver: false,
+        ultraservers: None,
         local_zone: false,
     }
 }
@@ -129,4 +130,58 @@ fn room_never_goes_negative() {
     let l = Money::usd(dec!(100)).unwrap();
     assert_eq!(room(l, Money::usd(dec!(30)).unwrap()).amount(), dec!(70));
     assert_eq!(room(l, Money::usd(dec!(130)).unwrap()).amount(), dec!(0));
+}
+
+/// An UltraServer rule buys UltraServer offerings of its types and counts only, priced over
+/// every accelerator of the offering; an instance rule never buys an UltraServer.
+#[test]
+fn ultraserver_offerings_go_to_ultraserver_rules() {
+    use crate::domain::ultraserver::{UltraServerType, UltraServers};
+    let ultra_rule = Rule::from_toml(
+        r#"
+id = "u"
+start_window = { earliest_in_days = 1, latest_in_days = 10 }
+ultraserver_types = ["u-trn2x64"]
+ultraserver_counts = [2]
+max_price_per_accelerator_hour = "2.00"
+monthly_budget = "100000"
+durations_days = [1]
+regions = ["us-east-1"]
+"#,
+        now(),
+    )
+    .unwrap();
+    let kind: UltraServerType = "u-trn2x64".parse().unwrap();
+    // 2 x u-trn2x64 = 8 x trn2u.48xlarge of 16 chips for a day: 2.00 per chip-hour is 6144.
+    let u = |id: &str, count: u32, fee| Offering {
+        id: id.into(),
+        instance_type: "trn2u.48xlarge".parse().unwrap(),
+        instance_count: 4 * count,
+        fee: Money::usd(fee).unwrap(),
+        ultraserver: true,
+        ultraservers: Some(UltraServers { kind, count }),
+        ..offer(id, "us-east-1", dec!(1), 2)
+    };
+    let cat = AcceleratorCatalog::new();
+    let d = decide(
+        &ultra_rule,
+        &[u("cb-two", 2, dec!(6144)), u("cb-one", 1, dec!(1000))],
+        &cat,
+        budget(dec!(100000)),
+        now(),
+    );
+    assert_eq!(chosen(&d), Some("cb-two"));
+    assert_eq!(d.chosen.as_ref().unwrap().per_accelerator_hour.per_unit, dec!(2));
+    assert_eq!(d.passed_over, vec![("cb-one".to_string(), PassedOver::NotInRule)], "a count the rule does not ask for");
+    // A cent over the threshold per chip-hour: passed over.
+    let d = decide(&ultra_rule, &[u("cb-dear", 2, dec!(6145))], &cat, budget(dec!(100000)), now());
+    assert_eq!(d.passed_over[0].1, PassedOver::AboveThreshold);
+    // Instance rules never take UltraServers, even of a type they name; nor the reverse.
+    let p5_ultra = Offering { ultraserver: true, ..offer("cb-p5u", "us-east-1", dec!(1), 2) };
+    assert_eq!(decide(&rule(), &[p5_ultra], &cat, budget(dec!(10000)), now()).passed_over[0].1, PassedOver::NotInRule);
+    let plain = offer("cb-plain", "us-east-1", dec!(1), 2);
+    assert_eq!(
+        decide(&ultra_rule, &[plain], &cat, budget(dec!(100000)), now()).passed_over[0].1,
+        PassedOver::NotInRule
+    );
 }

@@ -110,3 +110,25 @@ fn paid_days_count_only_paid_extensions() {
     assert_eq!(paid_days(&history), 3);
     assert_eq!(paid_days(&[]), 0);
 }
+
+/// DescribeCapacityBlockExtensionHistory decides; the end date cross-checks.
+#[test]
+fn the_history_settles_and_the_end_cross_checks() {
+    let x = record(ExtensionState::Sent, at(-3));
+    let (old_end, new_end) = (block(BlockState::Active, at(0)), block(BlockState::Active, at(24)));
+    let s = |b: &Block, st: &str, now| settlement_with_history(&x, b, true, PaymentStatus::from_ec2(st), now);
+    assert_eq!(s(&old_end, "payment-succeeded", at(-2)), Settlement::Paid, "paid before the end moved");
+    assert!(history_disagrees(&x, &old_end, true, PaymentStatus::from_ec2("payment-succeeded")));
+    assert!(!history_disagrees(&x, &new_end, true, PaymentStatus::from_ec2("payment-succeeded")));
+    assert_eq!(
+        s(&old_end, "payment-failed", at(-2)),
+        Settlement::Release("EC2 reports the extension's payment failed")
+    );
+    // The end moved all the same: the charge is kept.
+    assert_eq!(s(&new_end, "payment-failed", at(-2)), Settlement::Paid);
+    // Pending: waited for, even past the deadline (the end date alone would release it).
+    assert_eq!(s(&old_end, "payment-pending", at(10)), Settlement::Wait);
+    assert_ne!(settlement(&x, &old_end, true, at(10)), Settlement::Wait);
+    // An unknown status, or none: the end date decides as before.
+    assert_eq!(s(&old_end, "payment-mystery", at(10)), settlement(&x, &old_end, true, at(10)));
+}

@@ -383,3 +383,63 @@ fn actions_validate_with_the_rule_and_name_their_problems() {
     assert_eq!(f, ["actions[0].document", "actions[1].lead_minutes", "actions[2].desired"], "{p:?}");
     assert!(p[1].1.contains("longer than the block"), "{p:?}");
 }
+
+/// GOOD with its instance lines replaced by `lines` (UltraServer keys, or both kinds).
+fn ultra(lines: &str) -> String {
+    GOOD.lines()
+        .filter(|l| !l.starts_with("instance_types") && !l.starts_with("instance_counts"))
+        .chain(lines.lines())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn an_ultraserver_rule_asks_for_whole_ultraservers() {
+    let r = Rule::from_toml(
+        &ultra("ultraserver_types = [\"u-trn2x64\", \"u-p6e-gb200x72\"]\nultraserver_counts = [1, 2]"),
+        now(),
+    )
+    .unwrap();
+    assert!(r.instance_types.is_empty() && r.instance_counts.is_empty());
+    let asks = r.asks();
+    assert_eq!(asks.len(), 4);
+    // 2 x u-p6e-gb200x72 = 36 p6e-gb200.36xlarge, asked as UltraServers.
+    let big = asks.iter().find(|a| a.ultraservers.is_some_and(|u| u.kind.as_str() == "u-p6e-gb200x72" && u.count == 2));
+    let big = big.unwrap();
+    assert_eq!((big.instance_type.as_str(), big.instance_count), ("p6e-gb200.36xlarge", 36));
+    assert_eq!(
+        r.priced_types().iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+        ["p6e-gb200.36xlarge", "trn2u.48xlarge"]
+    );
+    // A stored rule from before these keys still loads (serde defaults).
+    let mut v = serde_json::to_value(Rule::from_toml(GOOD, now()).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("ultraserver_types");
+    v.as_object_mut().unwrap().remove("ultraserver_counts");
+    assert!(serde_json::from_value::<Rule>(v).unwrap().ultraserver_types.is_empty());
+}
+
+#[test]
+fn ultraserver_combinations_ec2_refuses_are_named() {
+    // Both kinds at once: EC2 refuses UltraserverType with InstanceType or InstanceCount.
+    let both = format!("{GOOD}\nultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [1]");
+    assert_eq!(fields(&both), ["ultraserver_types"]);
+    let p = problems(&ultra("ultraserver_types = [\"u-nope\", \"u-trn2x64\"]\nultraserver_counts = [0, 17, 1]"));
+    assert_eq!(p[0].0, "ultraserver_types[0]");
+    assert!(p[0].1.contains("unknown UltraServer type"));
+    assert_eq!(
+        p.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(),
+        ["ultraserver_types[0]", "ultraserver_counts[0]", "ultraserver_counts[1]"]
+    );
+    // 15 x u-p6e-gb200x72 is 270 instances: more than an account may hold.
+    let p = problems(&ultra("ultraserver_types = [\"u-p6e-gb200x72\"]\nultraserver_counts = [14, 15]"));
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].0, "ultraserver_counts[1]");
+    assert!(p[0].1.contains("270 instances"), "{p:?}");
+    // Types without counts, and the reverse.
+    assert_eq!(fields(&ultra("ultraserver_types = [\"u-trn2x64\"]")), ["ultraserver_counts"]);
+    assert_eq!(fields(&ultra("ultraserver_counts = [1]")), ["ultraserver_types"]);
+    // An instance type sold only inside UltraServers, asked as instances.
+    let p = problems(&with("instance_types = [\"trn2u.48xlarge\"]"));
+    assert_eq!(p[0].0, "instance_types[0]");
+    assert!(p[0].1.contains("ultraserver_types = [\"u-trn2x64\"]"), "{p:?}");
+}

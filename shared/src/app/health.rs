@@ -1,0 +1,87 @@
+//! Block health in the tracker: DescribeCapacityBlockStatus for the active blocks of a region
+//! (one batched call), and each change announced once, in Slack and to the workloads (kind
+//! `health`), through the outbox like every other milestone. EC2 reports no status for a block
+//! that is still scheduled (the call fails for it), so the tracker asks about the blocks EC2
+//! calls active (or unavailable) in this run.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use super::handoff::enqueue_event;
+use super::outbox::alert_notice;
+use crate::domain::announce;
+use crate::domain::block::Block;
+use crate::domain::bus;
+use crate::domain::checkpoint::health_notice;
+use crate::domain::health::{self, BlockHealth, HealthChange};
+use crate::domain::names::Region;
+use crate::ports::{BlockStatusSource, BlockStore, MarketError, Message, Notice, Outbox, StoreError, Topic};
+
+/// A change of one block's health, to announce: the block, the change, the status seen.
+pub type Found<'b> = (&'b Block, HealthChange, BlockHealth);
+
+/// Asks EC2 about the health of `blocks` (those of one region EC2 reports active or
+/// unavailable), in one batched DescribeCapacityBlockStatus, and returns the changes since
+/// what was announced last.
+pub async fn changes<'b, M: BlockStatusSource + ?Sized>(
+    market: &M,
+    region: &Region,
+    blocks: &[&'b Block],
+) -> Result<Vec<Found<'b>>, MarketError> {
+    let ids: Vec<String> = blocks.iter().filter_map(|b| b.capacity_block_id.clone()).collect();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut found = Vec::new();
+    for (block_id, seen) in market.block_status(region, &ids).await? {
+        for &b in blocks.iter().filter(|b| b.capacity_block_id.as_deref() == Some(block_id.as_str())) {
+            if let Some(change) = health::change(b.health.as_ref(), &seen) {
+                found.push((b, change, seen.clone()));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Enqueues the Slack and the workload notice of the change, and capblock's Health Changed
+/// event (with `tags`, the rule's), then stores the health it announced (so the same status is no news next run). Enqueue first: a run that dies before
+/// the store write repeats the enqueue, which the outbox drops. Returns whether it stored.
+pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
+    store: &S,
+    b: &Block,
+    change: &HealthChange,
+    seen: &BlockHealth,
+    tags: BTreeMap<String, String>,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let n = b.health_changes + 1;
+    let key = health::milestone(n, change);
+    store.enqueue(&alert_notice(&b.reservation_id, &key, &announce::health(b, change), now)).await?;
+    let work_key = format!("{key}@workloads");
+    let (body, attributes) = health_notice(b, &work_key, change, now);
+    store
+        .enqueue(&Notice {
+            thread: b.reservation_id.clone(),
+            milestone: work_key,
+            topic: Topic::Workloads,
+            message: Message { body, attributes },
+            created_at: now,
+        })
+        .await?;
+    enqueue_event(store, b, tags, &bus::step_of_health(change), &key, now).await?;
+    // The block as stored now: the tracker may have moved it in this run.
+    let Some(current) = store.get_block(&b.reservation_id).await? else {
+        return Ok(false);
+    };
+    if current.health_changes >= n {
+        return Ok(false);
+    }
+    let next = Block { health: Some(seen.clone()), health_changes: n, ..current.clone() };
+    match store.update_block(&next, current.version).await {
+        Ok(()) => Ok(true),
+        // Another run stored a newer block first: it saw the same status and did the same.
+        Err(StoreError::Conflict(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
