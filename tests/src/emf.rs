@@ -148,6 +148,7 @@ mod tests {
         let at = chrono::DateTime::from_timestamp(1_796_083_200, 0).unwrap();
         let mut b = Batch::new("capblock", at);
         b.price(&"us-east-1".parse().unwrap(), &"p5.48xlarge".parse().unwrap(), rust_decimal::Decimal::new(275, 2));
+        b.ultraserver_price(&"us-east-1".parse().unwrap(), "u-trn2x64", rust_decimal::Decimal::new(2, 0));
         b.threshold("r", rust_decimal::Decimal::new(3, 0));
         b.questions(
             &"us-east-1".parse().unwrap(),

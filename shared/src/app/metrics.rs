@@ -10,7 +10,10 @@ use crate::domain::metrics::{Batch, Questions};
 pub fn of_scan(r: &ScanReport, stack: &str) -> Batch {
     let mut b = Batch::new(stack, r.now);
     for p in &r.prices {
-        b.price(&p.region, &p.instance_type, p.per_accelerator_hour);
+        match &p.ultraserver_type {
+            Some(kind) => b.ultraserver_price(&p.region, kind, p.per_accelerator_hour),
+            None => b.price(&p.region, &p.instance_type, p.per_accelerator_hour),
+        }
     }
     for (rule, max) in &r.thresholds {
         b.threshold(rule, *max);

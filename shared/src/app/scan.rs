@@ -84,6 +84,8 @@ pub struct RegionQuestions {
 pub struct SeenPrice {
     pub region: Region,
     pub instance_type: InstanceType,
+    /// The UltraServer type of UltraServer offerings (priced apart from single instances).
+    pub ultraserver_type: Option<String>,
     pub per_accelerator_hour: Decimal,
 }
 
@@ -537,17 +539,19 @@ where
                 })
             })
             .collect();
-        let mut cheapest: BTreeMap<(Region, InstanceType), Decimal> = BTreeMap::new();
+        let mut cheapest: BTreeMap<(Region, InstanceType, Option<String>), Decimal> = BTreeMap::new();
         for o in &observations {
             let Some(rate) = o.offering.price_per_accelerator_hour(o.accelerators_per_instance) else { continue };
-            let key = (o.offering.region.clone(), o.offering.instance_type.clone());
+            let kind = o.offering.ultraservers.as_ref().map(|u| u.kind.as_str().to_string());
+            let key = (o.offering.region.clone(), o.offering.instance_type.clone(), kind);
             cheapest.entry(key).and_modify(|p| *p = (*p).min(rate.per_unit)).or_insert(rate.per_unit);
         }
         let prices = cheapest
             .into_iter()
-            .map(|((region, instance_type), per_accelerator_hour)| SeenPrice {
+            .map(|((region, instance_type, ultraserver_type), per_accelerator_hour)| SeenPrice {
                 region,
                 instance_type,
+                ultraserver_type,
                 per_accelerator_hour,
             })
             .collect();

@@ -59,6 +59,8 @@ const fn metric(name: &'static str, unit: Unit, dimensions: &'static [&'static s
 // `UltraServerType`) through a method beside `Batch::price`, leaving these series unchanged.
 pub const PRICE_PER_ACCELERATOR_HOUR: Metric =
     metric("PricePerAcceleratorHour", Unit::None, &["Region", "InstanceType"]);
+pub const ULTRASERVER_PRICE_PER_ACCELERATOR_HOUR: Metric =
+    metric("UltraServerPricePerAcceleratorHour", Unit::None, &["Region", "UltraServerType"]);
 pub const MAX_PRICE_PER_ACCELERATOR_HOUR: Metric = metric("MaxPricePerAcceleratorHour", Unit::None, &["Rule"]);
 pub const QUESTIONS_ASKED: Metric = metric("QuestionsAsked", Unit::Count, &["Region"]);
 pub const QUESTIONS_ANSWERED: Metric = metric("QuestionsAnswered", Unit::Count, &["Region"]);
@@ -78,6 +80,7 @@ pub const ERRORS: Metric = metric("Errors", Unit::Count, &["Function", "Kind"]);
 /// Every metric capblock emits.
 pub const ALL: &[Metric] = &[
     PRICE_PER_ACCELERATOR_HOUR,
+    ULTRASERVER_PRICE_PER_ACCELERATOR_HOUR,
     MAX_PRICE_PER_ACCELERATOR_HOUR,
     QUESTIONS_ASKED,
     QUESTIONS_ANSWERED,
@@ -155,6 +158,12 @@ impl Batch {
     }
 
     /// A rule's threshold, drawn against the prices.
+    /// An UltraServer offering's price, over every accelerator of every UltraServer in it.
+    pub fn ultraserver_price(&mut self, region: &Region, ultraserver_type: &str, per_accelerator_hour: Decimal) {
+        let (m, v) = Batch::money(ULTRASERVER_PRICE_PER_ACCELERATOR_HOUR, per_accelerator_hour);
+        self.put(m, &[region.as_str(), ultraserver_type], v);
+    }
+
     pub fn threshold(&mut self, rule: &str, max_per_accelerator_hour: Decimal) {
         let (m, v) = Batch::money(MAX_PRICE_PER_ACCELERATOR_HOUR, max_per_accelerator_hour);
         self.put(m, &[rule], v);

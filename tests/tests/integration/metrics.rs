@@ -51,11 +51,22 @@ fn value(docs: &[Value], name: &str, dims: &[(&str, &str)]) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_runs_emit_every_catalogued_metric_as_valid_emf() {
-    // 1 x p5.48xlarge for a day at 3.00 per GPU-hour (576.00), paid 6 hours after purchase.
-    let scenario = ScenarioToml::new(61, T0).payment("succeed", Some(6)).p5("us-east-1", &[2], "3.00").build();
+    // 1 x p5.48xlarge for a day at 3.00 per GPU-hour (576.00), paid 6 hours after purchase,
+    // and one u-trn2x64 UltraServer at 2.00 that a rule watches without buying (threshold 1.00).
+    let scenario = ScenarioToml::new(61, T0)
+        .payment("succeed", Some(6))
+        .p5("us-east-1", &[2], "3.00")
+        .trn2_ultra("us-east-1", &[1], &[2], "2.00")
+        .build();
     let sim = Sim::start(&scenario).await;
     let aws = Aws::fresh("metrics").await;
     aws.store().put_rule(&RuleToml::p5("east").rule(t0()), None).await.unwrap();
+    let ultra = RuleToml::p5("ultra")
+        .instance_types(&[])
+        .instance_counts(&[])
+        .max_price("1.00")
+        .extra("ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [1]");
+    aws.store().put_rule(&ultra.rule(t0()), None).await.unwrap();
     let group = "default".to_string();
     let mut env = binary_env(&sim, &aws, STACK);
     env.extend(
@@ -80,7 +91,15 @@ async fn real_runs_emit_every_catalogued_metric_as_valid_emf() {
         Some(3.0)
     );
     assert_eq!(value(&scan, "MaxPricePerAcceleratorHour", &[("Rule", "east")]), Some(3.0));
-    assert_eq!(value(&scan, "QuestionsAnswered", &east), Some(1.0));
+    assert_eq!(
+        value(
+            &scan,
+            "UltraServerPricePerAcceleratorHour",
+            &[("Region", "us-east-1"), ("UltraServerType", "u-trn2x64")]
+        ),
+        Some(2.0)
+    );
+    assert_eq!(value(&scan, "QuestionsAnswered", &east), Some(2.0));
     assert!(value(&scan, "QuestionsAsked", &east).unwrap() >= 1.0);
     assert_eq!(value(&scan, "QuestionsThrottled", &east), Some(0.0));
     assert_eq!(value(&scan, "QuestionsCarriedOver", &east), Some(0.0));
