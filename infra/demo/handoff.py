@@ -23,6 +23,9 @@ RULE = "capblock-events-to-queue"
 RULE_ID = "p5-weekly"
 GROUP = "p5-trainers"
 DOCUMENT = "capblock-checkpoint"
+ALL_DETAIL_TYPES = {
+    "Block Purchased", "Payment Failed", "Block Active", "Block Ending", "Block Extended", "Block Ended", "Health Changed",
+}
 REGIONS = ["us-east-1", "us-west-2", "eu-north-1"]
 # p5-weekly's leads: the group goes to 0 an hour before termination, the command 30 minutes
 # before it; termination is 30 minutes before the end.
@@ -120,7 +123,7 @@ class HandOff:
                 e = json.loads(m["Body"])
                 self.events.append(e)
                 d = e["detail"]
-                extra = "".join(f" {k}={d[k]}" for k in ("minutes_left", "outcome", "previous_end") if k in d)
+                extra = "".join(f" {k}={d[k]}" for k in ("minutes_left", "outcome", "previous_end", "status") if k in d)
                 self.say(now, f"EVENT      {e['detail-type']:<15} {d['reservation_id']}{extra}  (capblock -> rule -> SQS)")
                 self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=m["ReceiptHandle"])
 
@@ -163,8 +166,7 @@ class HandOff:
             ("p5-trainers back to 0 before the end", down_ok),
             ("Run Command sent once, 30 min before termination", command_ok),
             ("each capblock event on the queue once per (block, step)", bool(keys) and len(keys) == len(set(keys))),
-            ("the events include Block Purchased, Active, Ending, Ended and Payment Failed",
-             {"Block Purchased", "Block Active", "Block Ending", "Block Ended", "Payment Failed"} <= {t for _, t in types}),
+            ("all seven detail-types went out", ALL_DETAIL_TYPES <= {t for _, t in types}),
             ("every event matches its JSON Schema", self.schema_check()),
         ]
 
