@@ -9,6 +9,12 @@ CAPBLOCK="$CARGO_TARGET_DIR/debug/capblock"
 PY="$CAPBLOCK_CACHE/venv/bin/python"
 
 echo
+echo "==> the workloads' side (README \"Hand-off to workloads\"): an EventBridge rule sending every"
+echo "    capblock event to an SQS queue, and in each of p5-weekly's regions the Auto Scaling group"
+echo "    p5-trainers (desired 0) and the Run Command document capblock-checkpoint its actions name"
+"$PY" infra/demo/handoff.py
+
+echo
 echo "==> validate the example rules (invalid.toml is wrong on purpose)"
 "$CAPBLOCK" rules validate infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml infra/examples/rules/trn2-ultra.toml infra/examples/rules/invalid.toml || true
 

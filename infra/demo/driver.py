@@ -6,7 +6,8 @@ EventBridge Scheduler around them: every step it moves the simulated market's cl
 reminder schedules whose time has come (and deletes them, as ActionAfterCompletion=DELETE
 would), sends EC2's Capacity Block events at a block's start and 40 minutes before its end, then
 invokes track-blocks and scan-offerings with the scheduler's payload. It prints a timeline, what
-Slack shows, and checks the story's invariants (exit 1 if one fails).
+Slack shows, and checks the story's invariants (exit 1 if one fails). The hand-off to the
+workloads (capblock's events on a queue, p5-weekly's group and Run Command) is in handoff.py.
 """
 
 import copy
@@ -21,6 +22,7 @@ import urllib.request
 import uuid
 
 import boto3
+from handoff import HandOff
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.join(os.environ["CARGO_TARGET_DIR"], "debug")
@@ -143,6 +145,7 @@ class Story:
         self.fired = []  # (reservation id, lead minutes, when the schedule was due)
         self.events_sent = 0
         self.alert_types = []
+        self.handoff = HandOff(self.say)
 
     def say(self, now, text):
         print(f"{short(now)}  {text}")
@@ -293,6 +296,7 @@ class Story:
             if x["status"] == "payment-pending":
                 due.append(parse(x["purchased_at"]) + delay)
         due += [at for at, _, _ in self.schedules()]
+        due += self.handoff.due(state)
         return min(t for t in due if t > now)
 
 
@@ -330,8 +334,9 @@ def play(story):
         story.ec2_events(now, state)
         story.reminders(now)
         story.tick(now)
-        story.market(now)  # a purchase made by this tick
+        state = story.market(now)  # a purchase made by this tick
         story.slack()
+        story.handoff.observe(now, state)
         steps += 1
         state = sim("/_sim/state")
         nxt = story.next_time(now, state)
@@ -397,6 +402,7 @@ def summary(story, state):
         ("its health alert and its recovery, once each", health == 2),
         ("no function failed", not story.errors),
         ("every dashboard metric written as valid EMF", emf_lines > 0 and not emf_problems and not missing),
+        *story.handoff.checks(state),
     ]
     print()
     print("==> the story's invariants")

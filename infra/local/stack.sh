@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# capblock local stack: moto (DynamoDB, SNS, SQS, EventBridge, Scheduler) plus
+# capblock local stack: moto (DynamoDB, SNS, SQS, EventBridge, Scheduler, SSM, Auto Scaling) plus
 # the capblock market simulator (EC2 capacity-block API). See --help.
 set -euo pipefail
 
@@ -44,7 +44,7 @@ Commands:
 The env file exports:
   AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
   AWS_DEFAULT_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
-  AWS_ENDPOINT_URL_{DYNAMODB,SNS,SQS,SCHEDULER,EVENTBRIDGE}  -> moto
+  AWS_ENDPOINT_URL_{DYNAMODB,SNS,SQS,SCHEDULER,EVENTBRIDGE,SSM,AUTO_SCALING} -> moto
   AWS_ENDPOINT_URL_EC2, CAPBLOCK_SIM_URL                      -> simulator
   CAPBLOCK_MOTO_URL, CAPBLOCK_TABLE, CAPBLOCK_STACK=capblock-local
   CAPBLOCK_ALERTS_TOPIC_ARN, CAPBLOCK_WORKLOADS_TOPIC_ARN
@@ -381,6 +381,8 @@ stack_up_unlocked() {
 			AWS_ENDPOINT_URL_SQS "$moto_url"
 			AWS_ENDPOINT_URL_SCHEDULER "$moto_url"
 			AWS_ENDPOINT_URL_EVENTBRIDGE "$moto_url"
+			AWS_ENDPOINT_URL_SSM "$moto_url"
+			AWS_ENDPOINT_URL_AUTO_SCALING "$moto_url"
 			AWS_ENDPOINT_URL_EC2 "$sim_url"
 			CAPBLOCK_SIM_URL "$sim_url"
 			CAPBLOCK_MOTO_URL "$moto_url"

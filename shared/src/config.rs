@@ -121,14 +121,20 @@ pub fn stack_settings() -> Result<StackSettings, ConfigError> {
 /// Where every function keeps its state and sends its alerts. Read here, once, so that each
 /// function's use of them is a call of this reader (infra/deploy/crosscheck follows it).
 pub fn targets() -> Result<Targets, ConfigError> {
-    Ok(Targets { table: required("CAPBLOCK_TABLE")?, alerts_topic: required("CAPBLOCK_ALERTS_TOPIC_ARN")? })
+    Ok(Targets {
+        table: required("CAPBLOCK_TABLE")?,
+        alerts_topic: required("CAPBLOCK_ALERTS_TOPIC_ARN")?,
+        // The account's default bus unless set.
+        event_bus: optional("CAPBLOCK_EVENT_BUS").unwrap_or_else(|| "default".into()),
+    })
 }
 
-/// The DynamoDB table and the SNS alerts topic.
+/// The DynamoDB table, the SNS alerts topic and the EventBridge bus of capblock's events.
 #[derive(Debug, Clone)]
 pub struct Targets {
     pub table: String,
     pub alerts_topic: String,
+    pub event_bus: String,
 }
 
 /// The checkpoint reminders' lead times before a block's termination time (whole minutes,

@@ -26,22 +26,26 @@ pub fn init_logging() {
 /// The adapters every function talks through, built once per container from the standard AWS
 /// configuration chain (so `AWS_ENDPOINT_URL_<SERVICE>` points them at an emulator): the market
 /// (EC2), the table and the notifier (alerts, plus the workloads topic for the function that
-/// sends checkpoint notices).
+/// sends checkpoint notices, and capblock's events to the EventBridge bus).
 pub struct Adapters {
     pub sdk: aws_config::SdkConfig,
     pub market: crate::aws::ec2::Ec2Market,
     pub store: crate::aws::dynamo::DynamoStore,
-    pub notifier: crate::aws::sns::SnsNotifier,
+    pub notifier: crate::aws::eventbridge::Delivery,
 }
 
 impl Adapters {
     pub async fn new(targets: crate::config::Targets, workloads_topic: Option<String>) -> Adapters {
-        let crate::config::Targets { table, alerts_topic: alerts } = targets;
+        let crate::config::Targets { table, alerts_topic: alerts, event_bus } = targets;
         let sdk = crate::aws::load_config().await;
         Adapters {
             market: crate::aws::ec2::Ec2Market::new(sdk.clone()),
             store: crate::aws::dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
-            notifier: crate::aws::sns::SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, workloads_topic),
+            notifier: crate::aws::eventbridge::Delivery::new(
+                &sdk,
+                crate::aws::sns::SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, workloads_topic),
+                event_bus,
+            ),
             sdk,
         }
     }

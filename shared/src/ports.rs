@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use crate::domain::alarm::AlarmState;
 use crate::domain::block::{Block, Reservation};
 use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
+use crate::domain::bus::BusEntry;
 use crate::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionReceipt, ExtensionState};
+use crate::domain::handoff::Invocation;
 use crate::domain::health::BlockHealth;
 use crate::domain::lifecycle::Observed;
 use crate::domain::names::{InstanceType, Region};
@@ -318,7 +320,7 @@ pub trait Ledger: Send + Sync {
 
     /// Sent -> Bought: writes the block and its purchase notice, moves the fee from reserved to
     /// spent, frees the guard. All or nothing.
-    async fn record_bought(&self, intent: &Intent, block: &Block, notice: &Notice) -> Result<(), StoreError>;
+    async fn record_bought(&self, intent: &Intent, block: &Block, notices: &[Notice]) -> Result<(), StoreError>;
 
     /// Reserved/Sent -> Rejected: releases the fee and frees the guard. The offering stays
     /// tried: the rule never sends a purchase for it again.
@@ -468,6 +470,11 @@ pub enum Topic {
     Alerts,
     /// Machines: the training jobs running on the blocks.
     Workloads,
+    /// capblock's own events, for EventBridge (`domain::bus`): anyone routes them with a rule.
+    Events,
+    /// Not a message: a hand-off action to run once (`app::handoff`); `flush` leaves these to
+    /// the action runner.
+    Actions,
 }
 
 /// A message ready to publish: a body and string attributes for subscription filters.
@@ -480,6 +487,16 @@ pub struct Message {
 #[async_trait]
 pub trait Notifier: Send + Sync {
     async fn publish(&self, topic: Topic, message: &Message) -> Result<(), NotifyError>;
+
+    /// Publishes several messages to one topic: one result per message, in order. An adapter
+    /// whose service takes batches (EventBridge) overrides it.
+    async fn publish_all(&self, topic: Topic, messages: &[Message]) -> Vec<Result<(), NotifyError>> {
+        let mut out = Vec::with_capacity(messages.len());
+        for m in messages {
+            out.push(self.publish(topic, m).await);
+        }
+        out
+    }
 }
 
 /// An announcement to make exactly once: `thread` (reservation or intent id) + `milestone`
@@ -552,4 +569,68 @@ pub trait ReservationLookup: Send + Sync {
     /// One reservation by id, whatever its type or tags (e.g. a block bought by hand);
     /// `None` when EC2 does not know it.
     async fn reservation(&self, region: &Region, id: &str) -> Result<Option<Reservation>, MarketError>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hand-off to the workloads: capblock's events (EventBridge) and the actions rules ask for
+// (SSM parameters and Run Command, Auto Scaling)
+// ---------------------------------------------------------------------------------------------
+
+#[async_trait]
+pub trait EventBus: Send + Sync {
+    /// Puts the entries on the bus, in PutEvents calls of at most 10. One result per entry, in
+    /// order: EventBridge accepts or refuses each entry on its own.
+    async fn put(&self, entries: &[BusEntry]) -> Vec<Result<(), NotifyError>>;
+}
+
+/// What a hand-off action's AWS call comes to.
+pub type ActionResult<T> = Result<T, ActionError>;
+
+/// A hand-off action's AWS call failed. Nothing about money: a retry is always safe.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{operation} in {region} failed: {message}")]
+pub struct ActionError {
+    pub operation: &'static str,
+    pub region: String,
+    pub message: String,
+}
+
+#[async_trait]
+pub trait Parameters: Send + Sync {
+    /// Writes (overwrites) a String parameter.
+    async fn put_parameter(&self, region: &Region, name: &str, value: &str) -> Result<(), ActionError>;
+    /// The parameter's value; `None` when it does not exist.
+    async fn parameter(&self, region: &Region, name: &str) -> Result<Option<String>, ActionError>;
+    /// Deletes it; a parameter already gone is no error.
+    async fn delete_parameter(&self, region: &Region, name: &str) -> Result<(), ActionError>;
+}
+
+#[async_trait]
+pub trait Groups: Send + Sync {
+    /// SetDesiredCapacity (without honoring cooldowns: the block's time is the schedule).
+    async fn set_desired(&self, region: &Region, group: &str, desired: u32) -> Result<(), ActionError>;
+    /// Which of the groups exist in the region (for `rules validate`).
+    async fn existing(&self, region: &Region, groups: &[String]) -> Result<Vec<String>, ActionError>;
+}
+
+/// A Run Command capblock sent, as SSM lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentCommand {
+    pub command_id: String,
+    pub instance_ids: Vec<String>,
+}
+
+#[async_trait]
+pub trait Commands: Send + Sync {
+    /// SendCommand of `document` to the instances, marked with `comment`; the command id.
+    async fn send(&self, region: &Region, document: &str, instances: &[String], comment: &str) -> ActionResult<String>;
+    /// The commands marked `comment` sent to any of the instances (a retry sends to the others).
+    async fn sent(
+        &self,
+        region: &Region,
+        comment: &str,
+        instance_ids: &[String],
+    ) -> Result<Vec<SentCommand>, ActionError>;
+    /// One instance's outcome of a command.
+    async fn invocation(&self, region: &Region, command_id: &str, instance: &str) -> ActionResult<Invocation>;
 }

@@ -6,18 +6,21 @@
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use capblock_shared::app::handoff::Hands;
 use capblock_shared::app::purchase::Action;
 use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::app::settings::StackSettings;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
+use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
-use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::aws::eventbridge::Delivery;
+use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::domain::block::{Block, Reservation};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::extension::{ExtensionOffer, ExtensionReceipt};
 use capblock_shared::domain::health::BlockHealth;
-use capblock_shared::domain::lifecycle::Observed;
+use capblock_shared::domain::lifecycle::{BlockState, Observed};
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::names::{InstanceType, Region};
 use capblock_shared::domain::offering::{Offering, RawOffering};
@@ -378,7 +381,10 @@ pub struct Rig {
     pub aws: Aws,
     pub market: Ec2Market,
     pub store: DynamoStore,
-    pub notifier: SnsNotifier,
+    pub notifier: Delivery,
+    /// The hand-off's SSM and Auto Scaling, on moto.
+    pub ssm: Ssm,
+    pub groups: AutoScaling,
     pub catalog: Mutex<AcceleratorCatalog>,
     pub reminders: RecordingReminders,
     pub scan: ScanSettings,
@@ -405,6 +411,8 @@ impl Rig {
         Rig {
             store: aws.store(),
             notifier: aws.notifier(),
+            ssm: Ssm::new(aws.sdk.clone()),
+            groups: AutoScaling::new(aws.sdk.clone()),
             sim,
             aws,
             market,
@@ -456,14 +464,20 @@ impl Rig {
         Scanner { market, store: &self.store, notifier, catalog: &self.catalog, settings }
     }
 
-    /// A tracker run on this rig's market and store with `notifier` and `reminders`.
+    /// The hand-off's actions on moto, the block's instances from the simulator.
+    pub fn hands(&self) -> Hands<'_> {
+        Hands { parameters: &self.ssm, groups: &self.groups, commands: &self.ssm, instances: &self.market }
+    }
+
+    /// A tracker run on this rig's market and store with `notifier` and `reminders`, its
+    /// hand-off actions on [`Rig::hands`].
     pub fn tracker<'a, N: ?Sized, R: ?Sized>(
         &'a self,
         notifier: &'a N,
         reminders: &'a R,
         settings: &'a TrackSettings,
     ) -> Tracker<'a, Ec2Market, DynamoStore, N, R> {
-        Tracker { market: &self.market, store: &self.store, notifier, reminders, settings }
+        Tracker { market: &self.market, store: &self.store, notifier, reminders, settings, hands: Some(self.hands()) }
     }
 
     /// One scan now with the rig's own market, notifier and settings; it must succeed.
@@ -627,5 +641,33 @@ pub fn fast_describe() -> capblock_shared::domain::plan::DescribeBudget {
         refill: std::time::Duration::from_millis(10),
         share: 1.0,
         ask_for: std::time::Duration::from_secs(5),
+    }
+}
+
+/// capblock's record of an example block: 2 x p5.48xlarge in us-east-2, 12-03 to 12-10 11:30,
+/// scheduled, bought by rule `train`.
+pub fn example_block(reservation_id: &str) -> Block {
+    Block {
+        reservation_id: reservation_id.to_string(),
+        region: "us-east-2".parse().unwrap(),
+        availability_zone: "us-east-2a".into(),
+        instance_type: "p5.48xlarge".parse().unwrap(),
+        instance_count: 2,
+        start: "2026-12-03T11:30:00Z".parse().unwrap(),
+        end: "2026-12-10T11:30:00Z".parse().unwrap(),
+        state: BlockState::Scheduled,
+        fee: None,
+        accelerators_per_instance: Some(8),
+        purchased_at: "2026-12-01T09:00:00Z".parse().unwrap(),
+        payment_deadline: None,
+        rule_id: Some("train".into()),
+        intent_id: None,
+        ultraserver: false,
+        arn: Some(format!("arn:aws:ec2:us-east-2:111122223333:capacity-reservation/{reservation_id}")),
+        period: None,
+        version: 1,
+        capacity_block_id: None,
+        health: None,
+        health_changes: 0,
     }
 }

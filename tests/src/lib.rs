@@ -19,6 +19,7 @@ use capblock_market_sim::server::{App, serve};
 use capblock_market_sim::world::World;
 use capblock_shared::aws::dynamo::{DynamoStore, create_table};
 use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::sns::SnsNotifier;
 use serde_json::Value;
 use tokio::net::TcpListener;
@@ -115,9 +116,8 @@ pub async fn http(method: &str, url: &str, body: &str) -> (u16, String) {
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
-/// Creates SQS queue `name` on moto and subscribes it to SNS `topic` (with `filter_policy`, a
-/// JSON filter policy, when given); returns the queue's URL.
-pub async fn sqs_tap(sdk: &SdkConfig, topic: &str, name: &str, filter_policy: Option<String>) -> String {
+/// Creates SQS queue `name` on moto; returns its URL and ARN.
+async fn queue(sdk: &SdkConfig, name: &str) -> (String, String) {
     let sqs = aws_sdk_sqs::Client::new(sdk);
     let url = sqs.create_queue().queue_name(name).send().await.unwrap().queue_url.unwrap();
     let arn = sqs
@@ -130,6 +130,57 @@ pub async fn sqs_tap(sdk: &SdkConfig, topic: &str, name: &str, filter_policy: Op
         .attributes
         .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
         .clone();
+    (url, arn)
+}
+
+/// Creates EventBridge bus `name` on moto with the README's rule: every event of source
+/// `capblock` to a new SQS queue of the same name; returns the queue's URL.
+pub async fn bus_with_queue(sdk: &SdkConfig, name: &str) -> String {
+    let eb = aws_sdk_eventbridge::Client::new(sdk);
+    eb.create_event_bus().name(name).send().await.unwrap();
+    let (url, arn) = queue(sdk, name).await;
+    let rule = format!("{name}-all");
+    eb.put_rule().name(&rule).event_bus_name(name).event_pattern(r#"{"source": ["capblock"]}"#).send().await.unwrap();
+    eb.put_targets()
+        .rule(&rule)
+        .event_bus_name(name)
+        .targets(aws_sdk_eventbridge::types::Target::builder().id("queue").arn(arn).build().unwrap())
+        .send()
+        .await
+        .unwrap();
+    url
+}
+
+/// Creates Auto Scaling group `name` (0 to 4 instances, none wanted) in `region` on moto.
+pub async fn auto_scaling_group(sdk: &SdkConfig, region: &str, name: &str) {
+    let asg = aws_sdk_autoscaling::Client::from_conf(
+        aws_sdk_autoscaling::config::Builder::from(sdk)
+            .region(aws_sdk_autoscaling::config::Region::new(region.to_string()))
+            .build(),
+    );
+    asg.create_launch_configuration()
+        .launch_configuration_name(name)
+        .image_id("ami-12c6146b")
+        .instance_type("p5.48xlarge")
+        .send()
+        .await
+        .unwrap();
+    asg.create_auto_scaling_group()
+        .auto_scaling_group_name(name)
+        .launch_configuration_name(name)
+        .min_size(0)
+        .max_size(4)
+        .desired_capacity(0)
+        .availability_zones(format!("{region}a"))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// Creates SQS queue `name` on moto and subscribes it to SNS `topic` (with `filter_policy`, a
+/// JSON filter policy, when given); returns the queue's URL.
+pub async fn sqs_tap(sdk: &SdkConfig, topic: &str, name: &str, filter_policy: Option<String>) -> String {
+    let (url, arn) = queue(sdk, name).await;
     aws_sdk_sns::Client::new(sdk)
         .subscribe()
         .topic_arn(topic)
@@ -150,6 +201,9 @@ pub struct Aws {
     pub workloads_topic: String,
     pub alerts_queue: String,
     pub workloads_queue: String,
+    /// capblock's events: the test's own bus, and the queue a rule routes them to.
+    pub events_bus: String,
+    pub events_queue: String,
 }
 
 impl Aws {
@@ -170,9 +224,13 @@ impl Aws {
             queues.push(sqs_tap(&sdk, &topic, &format!("{kind}-{id}"), None).await);
             topics.push(topic);
         }
+        let events_bus = format!("events-{id}");
+        let events_queue = bus_with_queue(&sdk, &events_bus).await;
         Aws {
             sdk,
             table,
+            events_bus,
+            events_queue,
             alerts_topic: topics[0].clone(),
             workloads_topic: topics[1].clone(),
             alerts_queue: queues[0].clone(),
@@ -184,12 +242,40 @@ impl Aws {
         DynamoStore::new(aws_sdk_dynamodb::Client::new(&self.sdk), &self.table)
     }
 
-    pub fn notifier(&self) -> SnsNotifier {
+    /// The functions' notifier on this test's topics and bus.
+    pub fn notifier(&self) -> Delivery {
+        Delivery::new(&self.sdk, self.sns(), self.events_bus.clone())
+    }
+
+    /// The SNS side alone: capblock's events stay pending with it.
+    pub fn sns(&self) -> SnsNotifier {
         SnsNotifier::new(
             aws_sdk_sns::Client::new(&self.sdk),
             self.alerts_topic.clone(),
             Some(self.workloads_topic.clone()),
         )
+    }
+
+    /// Every capblock event put on this test's bus so far (whole EventBridge events, drained),
+    /// each checked against its JSON Schema.
+    pub async fn events(&self) -> Vec<Value> {
+        let sqs = aws_sdk_sqs::Client::new(&self.sdk);
+        let mut out = Vec::new();
+        loop {
+            let r =
+                sqs.receive_message().queue_url(&self.events_queue).max_number_of_messages(10).send().await.unwrap();
+            let msgs = r.messages.unwrap_or_default();
+            if msgs.is_empty() {
+                break;
+            }
+            for m in msgs {
+                out.push(serde_json::from_str(m.body().unwrap()).unwrap());
+                let handle = m.receipt_handle().unwrap();
+                sqs.delete_message().queue_url(&self.events_queue).receipt_handle(handle).send().await.unwrap();
+            }
+        }
+        validate_events(&out).await;
+        out
     }
 
     /// Every message published to a topic so far, read from its SQS tap (drained).
@@ -228,6 +314,38 @@ impl Aws {
     pub async fn workload_notices(&self) -> Vec<Published> {
         self.drain(&self.workloads_queue).await
     }
+}
+
+/// Checks every event against its JSON Schema with `infra/local/validate_events.py` (jsonschema,
+/// Draft 2020-12) in the local stack's Python: the schemas are the contract, not this code.
+pub async fn validate_events(events: &[Value]) {
+    use tokio::io::AsyncWriteExt;
+    if events.is_empty() {
+        return;
+    }
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cache = std::env::var("CAPBLOCK_CACHE")
+        .unwrap_or_else(|_| format!("{}/.cache/capblock", std::env::var("HOME").unwrap_or_default()));
+    let mut child = tokio::process::Command::new(format!("{cache}/venv/bin/python"))
+        .arg(repo.join("infra/local/validate_events.py"))
+        .arg(repo.join("shared/schemas/events"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the local stack's venv python");
+    let input: String = events.iter().map(|e| format!("{e}\n")).collect();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "events do not validate against their schemas:\n{text}");
+    assert_eq!(text.lines().filter(|l| l.ends_with(": valid")).count(), events.len(), "{text}");
+}
+
+/// The detail-types of `events`, in order.
+pub fn detail_types(events: &[Value]) -> Vec<String> {
+    events.iter().map(|e| e["detail-type"].as_str().unwrap_or_default().to_string()).collect()
 }
 
 #[derive(Debug, Clone)]

@@ -1,16 +1,25 @@
 //! `capblock rules`: validate, store, list, show, enable, disable and delete purchase rules.
 
+use capblock_shared::app::handoff::unknown_groups;
+use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::RuleStore;
 use clap::Subcommand;
 
-use crate::context::{CliError, CliResult, load_rule, store};
+use crate::context::{CliError, CliResult, load_rule, sdk, store};
 use crate::table;
 
 #[derive(Subcommand)]
 pub enum RulesCommand {
     /// Check rule files and print every problem with its field; exit 2 if any is invalid.
-    Validate { files: Vec<String> },
+    /// The Auto Scaling groups `scale_group` actions name must exist in each of the rule's
+    /// regions (asked of AWS unless --offline).
+    Validate {
+        files: Vec<String>,
+        /// Skip the checks that ask AWS.
+        #[arg(long)]
+        offline: bool,
+    },
     /// Validate and store rule files (creates or replaces, with a version check).
     Put { files: Vec<String> },
     /// List stored rules.
@@ -40,7 +49,7 @@ fn no_rule(id: &str) -> CliError {
 
 pub async fn run(cmd: RulesCommand) -> CliResult {
     match cmd {
-        RulesCommand::Validate { files } => validate(&files),
+        RulesCommand::Validate { files, offline } => validate(&files, offline).await,
         RulesCommand::Put { files } => put(&files).await,
         RulesCommand::List { json } => list(json).await,
         RulesCommand::Show { id, json } => {
@@ -67,10 +76,34 @@ pub async fn run(cmd: RulesCommand) -> CliResult {
 }
 
 /// Every file is checked and reported, good or bad, before the exit code says whether any failed.
-fn validate(files: &[String]) -> CliResult {
+async fn validate(files: &[String], offline: bool) -> CliResult {
     let mut bad = 0;
+    let mut groups: Option<AutoScaling> = None;
     for f in files {
-        match load_rule(f) {
+        let loaded = match load_rule(f) {
+            Ok(r) if !offline => {
+                let groups = match &groups {
+                    Some(g) => g,
+                    None => groups.insert(AutoScaling::new(sdk().await)),
+                };
+                let problems = unknown_groups(groups, &r).await.map_err(|e| {
+                    CliError::failed(format!("{f}: cannot check its Auto Scaling groups ({e}); --offline skips it"))
+                })?;
+                if problems.is_empty() {
+                    Ok(r)
+                } else {
+                    let lines: Vec<String> = problems.iter().map(|(field, p)| format!("  - {field}: {p}")).collect();
+                    Err(CliError::InvalidRule(format!(
+                        "{f}: rule {:?} has {} problem(s):\n{}",
+                        r.id,
+                        problems.len(),
+                        lines.join("\n")
+                    )))
+                }
+            }
+            other => other,
+        };
+        match loaded {
             Ok(r) => println!(
                 "{f}: ok (rule {:?}, mode {}, {} question(s) per scan)",
                 r.id,

@@ -23,6 +23,7 @@ pub const AWS_PORTS: &[&str] = &[
     "BlockStore",
     "Outbox",
     "Notifier",
+    "EventBus",
     "Reminders",
     "AlarmStore",
 ];

@@ -28,6 +28,7 @@ pub const AWS_PORTS: &[&str] = &[
     "Outbox",
     "ObservationStore",
     "Notifier",
+    "EventBus",
 ];
 
 /// Everything built once per container and reused by every invocation.

@@ -3,9 +3,12 @@
 //! checkpoint reminders in step), adopts reservations missing from the store, and buys the
 //! extensions rules ask for.
 
+use capblock_shared::app::handoff::Hands;
 use capblock_shared::app::metrics;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
+use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::scheduler::SchedulerReminders;
+use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
 
 use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, on_tick};
@@ -28,6 +31,12 @@ pub const AWS_PORTS: &[&str] = &[
     "Outbox",
     "Notifier",
     "Reminders",
+    "EventBus",
+    // The hand-off actions (`app::handoff::Hands`).
+    "Parameters",
+    "Groups",
+    "Commands",
+    "InstanceSource",
 ];
 
 /// Everything built once per container and reused by every invocation.
@@ -35,6 +44,9 @@ pub struct App {
     /// Where `now` comes from: the wall clock in a deployed stack.
     time: TimeSource,
     aws: Adapters,
+    /// Where rules' hand-off actions act (parameters and Run Command; Auto Scaling groups).
+    ssm: Ssm,
+    groups: AutoScaling,
     reminders: SchedulerReminders,
     settings: TrackSettings,
 }
@@ -63,18 +75,28 @@ fn reminders(sdk: &aws_config::SdkConfig) -> Result<SchedulerReminders, Function
 impl App {
     pub async fn from_env() -> Result<App, FunctionError> {
         let aws = Adapters::new(config::targets()?, None).await;
-        Ok(App { settings: settings()?, reminders: reminders(&aws.sdk)?, time: TimeSource::from_env()?, aws })
+        Ok(App {
+            settings: settings()?,
+            reminders: reminders(&aws.sdk)?,
+            time: TimeSource::from_env()?,
+            ssm: Ssm::new(aws.sdk.clone()),
+            groups: AutoScaling::new(aws.sdk.clone()),
+            aws,
+        })
     }
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<TrackReport, Diagnostic> {
         let stack = &self.settings.stack;
         on_tick("track-blocks", event.payload, &self.time, &SystemClock, stack, |now| async move {
+            let hands =
+                Hands { parameters: &self.ssm, groups: &self.groups, commands: &self.ssm, instances: &self.aws.market };
             let tracker = Tracker {
                 market: &self.aws.market,
                 store: &self.aws.store,
                 notifier: &self.aws.notifier,
                 reminders: &self.reminders,
                 settings: &self.settings,
+                hands: Some(hands),
             };
             let report = tracker.run(now).await?;
             let metrics = metrics::of_track(&report, &stack.name);

@@ -14,9 +14,11 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::handoff::event_notice;
 use super::outbox::{FlushReport, alert_notice, flush};
 use crate::domain::announce;
 use crate::domain::block::Block;
+use crate::domain::bus::{self, Subject};
 use crate::domain::checkpoint::{CheckpointMilestone, WorkloadNotice, reminder_is_current};
 use crate::domain::events::{Incoming, Trigger, event_id_of, parse};
 use crate::domain::names::Region;
@@ -288,7 +290,24 @@ where
         }
     }
 
-    /// Writes the Slack and the workload notice of a milestone; returns how many were new.
+    /// The event of a milestone that is one (delivered, capblock's reminders). Its tags are the
+    /// reservation's as EC2 reports them: a block's facts here come from the store, which keeps
+    /// no tags. The event matters more than its tags: without EC2's answer it goes out without.
+    async fn event(&self, facts: &Block, milestone: &CheckpointMilestone, created_at: DateTime<Utc>) -> Option<Notice> {
+        let step = bus::step_of_checkpoint(milestone)?;
+        let tags = match self.market.reservation(&facts.region, &facts.reservation_id).await {
+            Ok(r) => r.map(|r| bus::event_tags(&r.tags)).unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(event = "event_tags_unavailable", reservation = %facts.reservation_id, error = %e, "event goes out without tags");
+                Default::default()
+            }
+        };
+        let subject = Subject::of(facts, tags);
+        Some(event_notice(&subject, &step, &milestone.key(), facts.arn.as_deref(), created_at))
+    }
+
+    /// Writes the Slack and the workload notice of a milestone, and its event if it is one;
+    /// returns how many were new.
     async fn enqueue(
         &self,
         facts: &Block,
@@ -314,8 +333,9 @@ where
             message: Message { body: workload.body(), attributes: workload.attributes() },
             created_at,
         };
+        let event = self.event(facts, milestone, created_at).await;
         let mut added = 0;
-        for notice in [alert, work] {
+        for notice in [Some(alert), Some(work), event].into_iter().flatten() {
             if self.store.enqueue(&notice).await? {
                 added += 1;
             } else {

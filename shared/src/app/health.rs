@@ -4,11 +4,15 @@
 //! that is still scheduled (the call fails for it), so the tracker asks about the blocks EC2
 //! calls active (or unavailable) in this run.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 
+use super::handoff::enqueue_event;
 use super::outbox::alert_notice;
 use crate::domain::announce;
 use crate::domain::block::Block;
+use crate::domain::bus;
 use crate::domain::checkpoint::health_notice;
 use crate::domain::health::{self, BlockHealth, HealthChange};
 use crate::domain::names::Region;
@@ -40,14 +44,15 @@ pub async fn changes<'b, M: BlockStatusSource + ?Sized>(
     Ok(found)
 }
 
-/// Enqueues the Slack and the workload notice of the change, then stores the health it
-/// announced (so the same status is no news next run). Enqueue first: a run that dies before
+/// Enqueues the Slack and the workload notice of the change, and capblock's Health Changed
+/// event (with `tags`, the rule's), then stores the health it announced (so the same status is no news next run). Enqueue first: a run that dies before
 /// the store write repeats the enqueue, which the outbox drops. Returns whether it stored.
 pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
     store: &S,
     b: &Block,
     change: &HealthChange,
     seen: &BlockHealth,
+    tags: BTreeMap<String, String>,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     let n = b.health_changes + 1;
@@ -64,6 +69,7 @@ pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
             created_at: now,
         })
         .await?;
+    enqueue_event(store, b, tags, &bus::step_of_health(change), &key, now).await?;
     // The block as stored now: the tracker may have moved it in this run.
     let Some(current) = store.get_block(&b.reservation_id).await? else {
         return Ok(false);

@@ -5,6 +5,7 @@ pub mod alarms;
 pub mod events;
 pub mod extend;
 pub mod fan_out;
+pub mod handoff;
 pub mod health;
 pub mod kinds;
 pub mod metrics;

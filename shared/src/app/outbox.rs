@@ -5,7 +5,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use crate::domain::slack::SlackMessage;
-use crate::ports::{Message, Notice, Notifier, Outbox, StoreError, Topic};
+use crate::ports::{Message, Notice, Notifier, NotifyError, Outbox, StoreError, Topic};
 
 /// How long one run may hold a notice before another run may publish it instead.
 pub const LEASE: Duration = Duration::seconds(90);
@@ -35,8 +35,9 @@ pub struct FlushReport {
     pub held_elsewhere: usize,
 }
 
-/// Publishes every pending notice this run can lease. A failed publish stays pending for the
-/// next run: late rather than lost.
+/// Publishes every pending notice this run can lease, topic by topic (so capblock's events go
+/// out in PutEvents batches). A failed publish stays pending for the next run: late rather than
+/// lost. Actions are not messages: `app::handoff` runs them.
 pub async fn flush<O: Outbox + ?Sized, N: Notifier + ?Sized>(
     outbox: &O,
     notifier: &N,
@@ -44,21 +45,36 @@ pub async fn flush<O: Outbox + ?Sized, N: Notifier + ?Sized>(
 ) -> Result<FlushReport, StoreError> {
     let mut report = FlushReport::default();
     let mut pending = outbox.pending().await?;
+    pending.retain(|n| n.topic != Topic::Actions);
     pending.sort_by_key(|n| n.created_at);
+    let mut leased: Vec<Notice> = Vec::with_capacity(pending.len());
     for notice in pending {
-        if !outbox.lease(&notice, now, now + LEASE).await? {
+        if outbox.lease(&notice, now, now + LEASE).await? {
+            leased.push(notice);
+        } else {
             report.held_elsewhere += 1;
+        }
+    }
+    for topic in [Topic::Alerts, Topic::Workloads, Topic::Events] {
+        let notices: Vec<&Notice> = leased.iter().filter(|n| n.topic == topic).collect();
+        if notices.is_empty() {
             continue;
         }
-        match notifier.publish(notice.topic, &notice.message).await {
-            Ok(()) => {
-                outbox.mark_published(&notice, now).await?;
-                tracing::info!(event = "notice_published", notice = %notice.id(), "published");
-                report.published += 1;
-            }
-            Err(e) => {
-                tracing::warn!(event = "notice_publish_failed", notice = %notice.id(), error = %e, "will retry next run");
-                report.failed += 1;
+        let messages: Vec<Message> = notices.iter().map(|n| n.message.clone()).collect();
+        let results = notifier.publish_all(topic, &messages).await;
+        for (i, notice) in notices.into_iter().enumerate() {
+            match results.get(i).cloned().unwrap_or_else(|| {
+                Err(NotifyError::Failed { topic: format!("{topic:?}"), message: "no result for this message".into() })
+            }) {
+                Ok(()) => {
+                    outbox.mark_published(notice, now).await?;
+                    tracing::info!(event = "notice_published", notice = %notice.id(), "published");
+                    report.published += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(event = "notice_publish_failed", notice = %notice.id(), error = %e, "will retry next run");
+                    report.failed += 1;
+                }
             }
         }
     }

@@ -4,10 +4,12 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::handoff::event_notice;
 use super::outbox::alert_notice;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
 use crate::domain::budget::{Intent, IntentState, RESERVED_GRACE, SENT_GRACE};
+use crate::domain::bus::{Step, Subject, event_tags};
 use crate::domain::decision::Priced;
 use crate::domain::tags::INTENT_TAG;
 use crate::ports::{Ledger, ReservationSource, StoreError};
@@ -34,7 +36,8 @@ pub enum Settled {
     },
 }
 
-/// Records a bought reservation with its announcement, in one transaction.
+/// Records a bought reservation with its announcement and its Block Purchased event, in one
+/// transaction: a purchase on the books is always announced, once.
 pub async fn record_purchase<L: Ledger + ?Sized>(
     ledger: &L,
     intent: &Intent,
@@ -53,7 +56,9 @@ pub async fn record_purchase<L: Ledger + ?Sized>(
     };
     let msg = announce::purchased(&intent.rule_id, &priced, &r.id, r.arn.as_deref(), block.purchased_at);
     let notice = alert_notice(&r.id, "purchased", &msg, now);
-    ledger.record_bought(intent, &block, &notice).await?;
+    let subject = Subject::of(&block, event_tags(&r.tags));
+    let event = event_notice(&subject, &Step::Purchased, "purchased", r.arn.as_deref(), now);
+    ledger.record_bought(intent, &block, &[notice, event]).await?;
     Ok(block)
 }
 

@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::extend::{Extender, ExtensionAction};
+use super::handoff::{self, ActionReport, Hands};
 use super::health;
 use super::kinds::{backfill, ultraserver_reservations};
 use super::outbox::{FlushReport, alert_notice, flush};
@@ -73,6 +74,8 @@ pub struct TrackReport {
     pub health: Vec<String>,
     pub extensions: Vec<ExtensionAction>,
     pub failed_regions: BTreeMap<String, String>,
+    /// Hand-off actions planned and run this run (`app::handoff`).
+    pub handoff: ActionReport,
     /// Per-block failures: the block is left as it was and looked at again next run.
     pub errors: Vec<String>,
     pub notices: FlushReport,
@@ -116,6 +119,8 @@ pub struct Tracker<'a, M: ?Sized, S: ?Sized, N: ?Sized, R: ?Sized> {
     pub notifier: &'a N,
     pub reminders: &'a R,
     pub settings: &'a TrackSettings,
+    /// Where rules' hand-off actions act; `None` runs none (they wait in the outbox).
+    pub hands: Option<Hands<'a>>,
 }
 
 impl<M, S, N, R> Tracker<'_, M, S, N, R>
@@ -166,7 +171,7 @@ where
                     }
                 }
             }
-            self.block_view(region, blocks, &observed, now, &mut report).await;
+            self.block_view(region, blocks, &observed, &rules, now, &mut report).await;
         }
 
         // A disabled rule buys nothing, so nothing of it can be missing from the store: its
@@ -189,6 +194,10 @@ where
         };
         report.extensions = extender.run(&rules, &observed_now, now).await?;
 
+        if let Some(hands) = &self.hands {
+            report.handoff = handoff::tracker_pass(self.store, hands, &rules, self.settings.stack.mode, now).await;
+        }
+
         report.notices = flush(self.store, self.notifier, now).await?;
         report.holdings = self.holdings(&rules, now).await?;
         Ok(report)
@@ -204,6 +213,7 @@ where
         region: &Region,
         blocks: &[Block],
         observed: &HashMap<String, Observed>,
+        rules: &HashMap<String, Rule>,
         now: DateTime<Utc>,
         report: &mut TrackReport,
     ) {
@@ -230,7 +240,8 @@ where
             }
         };
         for (b, change, seen) in found {
-            match health::announce_change(self.store, b, &change, &seen, now).await {
+            let tags = b.rule_id.as_ref().and_then(|r| rules.get(r)).map(|r| r.tags.clone()).unwrap_or_default();
+            match health::announce_change(self.store, b, &change, &seen, tags, now).await {
                 Ok(true) => {
                     tracing::warn!(event = "block_health_changed", reservation = %b.reservation_id, change = %change.summary(), "announced");
                     report.health.push(format!("{}#{}", b.reservation_id, change.summary()));
@@ -403,8 +414,9 @@ where
         next.state = to;
         next.end = end;
         let f = &next;
-        for m in milestones(b.state, to, b.end, end) {
-            let msg = match &m {
+        let moved = milestones(b.state, to, b.end, end);
+        for m in &moved {
+            let msg = match m {
                 Milestone::PaymentSucceeded => announce::payment_succeeded(f),
                 Milestone::Scheduled => announce::scheduled(f),
                 Milestone::Active => announce::active(f),
@@ -429,6 +441,8 @@ where
             };
             self.enqueue(b, &m.name(), &msg, now).await?;
         }
+        let rule = b.rule_id.as_ref().and_then(|r| rules.get(r));
+        handoff::at_move(self.store, b, &next, &moved, rule, self.settings.stack.mode, now).await?;
 
         if to == BlockState::PaymentFailed && self.release_budget(b, rules, now).await? {
             report.released_budgets.push(b.reservation_id.clone());

@@ -2,10 +2,14 @@
 //! AWS configuration chain, so `AWS_ENDPOINT_URL_<SERVICE>` points them at an emulator
 //! without any code path of their own.
 
+pub mod autoscaling;
 pub mod dynamo;
 pub mod ec2;
+pub mod eventbridge;
+mod regional;
 pub mod scheduler;
 pub mod sns;
+pub mod ssm;
 
 /// Loads the shared SDK configuration once: region, credentials and endpoint overrides from
 /// the environment, plus capblock's timeouts.

@@ -34,6 +34,14 @@ impl Notifier for SnsNotifier {
                 topic: "workloads".into(),
                 message: "no workloads topic is configured for this function".into(),
             })?,
+            // Events go to EventBridge (`aws::eventbridge::Delivery`) and actions are run, not
+            // published: a notifier without a bus leaves them pending for one that has one.
+            Topic::Events | Topic::Actions => {
+                return Err(NotifyError::Failed {
+                    topic: format!("{topic:?}"),
+                    message: "this notifier publishes to SNS only".into(),
+                });
+            }
         };
         let mut req = self.client.publish().topic_arn(arn).message(&message.body);
         for (k, v) in &message.attributes {

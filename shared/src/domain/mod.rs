@@ -2,16 +2,19 @@
 //! one AWS crate here is `aws_lambda_events`, serde types for the EventBridge envelope), and no
 //! function here reads the clock: `now` is always an argument.
 
+pub mod actions;
 pub mod alarm;
 pub mod announce;
 pub mod backtest;
 pub mod block;
 pub mod budget;
+pub mod bus;
 pub mod catalog;
 pub mod checkpoint;
 pub mod decision;
 pub mod events;
 pub mod extension;
+pub mod handoff;
 pub mod health;
 pub mod lifecycle;
 pub mod metrics;

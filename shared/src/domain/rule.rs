@@ -9,6 +9,8 @@ use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+use super::actions::{self, Action, ActionLimits, ActionSpec};
+use super::lifecycle::TERMINATION_LEAD;
 use super::money::{Currency, Money};
 use super::names::{InstanceType, Region, prefix};
 use super::offering::Offering;
@@ -216,6 +218,9 @@ pub struct RuleSpec {
     /// `monthly_budget`.
     #[serde(default)]
     pub unlimited: bool,
+    /// Hand-off actions (`[[actions]]`): see `domain::handoff`.
+    #[serde(default)]
+    pub actions: Vec<ActionSpec>,
 }
 
 /// How far a same-day closest match may be from the asked duration by default: blocks end at
@@ -329,6 +334,10 @@ pub struct Rule {
     pub allow_unknown_regions: bool,
     #[serde(default)]
     pub unlimited: bool,
+    /// What to do for the workloads at points of each block's life (stored rules without the
+    /// key have none).
+    #[serde(default)]
+    pub actions: Vec<Action>,
 }
 
 fn default_tolerance_u32() -> u32 {
@@ -468,6 +477,20 @@ impl RuleSpec {
             p.add("duration_tolerance_hours", "must be between 0 and 23 hours");
         }
 
+        // A lead is judged against the shortest block the rule may buy: its shortest duration
+        // less the tolerance (EC2's closest matches may be that much shorter).
+        let shortest_days = durations_days.iter().copied().min().unwrap_or(1);
+        let limits = ActionLimits {
+            shortest_block_minutes: i64::from(shortest_days) * 24 * 60
+                - self.duration_tolerance_hours.clamp(0, 23) * 60,
+            termination_lead_minutes: TERMINATION_LEAD.num_minutes(),
+            max_instances: instance_counts.iter().copied().max().unwrap_or(1),
+        };
+        let (actions, action_problems) = actions::validate(&self.actions, &limits);
+        for (field, message) in action_problems {
+            p.add(&field, &message);
+        }
+
         if !p.0.is_empty() {
             return Err(RuleError::Invalid { id: self.id.clone(), problems: p.0 });
         }
@@ -498,6 +521,7 @@ impl RuleSpec {
             local_zones: self.local_zones,
             allow_unknown_regions: self.allow_unknown_regions,
             unlimited: self.unlimited,
+            actions,
         })
     }
 }

@@ -2,7 +2,9 @@
 //! own simulator as EC2. Tables, `--json` output and exit codes are checked as an operator sees them.
 
 use capblock_shared::ports::Observation;
-use capblock_tests::{Aws, RuleToml, ScenarioToml, Sim, T0, assert_slack_schema, binary_env, p5_offering};
+use capblock_tests::{
+    Aws, RuleToml, ScenarioToml, Sim, T0, assert_slack_schema, auto_scaling_group, binary_env, p5_offering,
+};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 
@@ -341,6 +343,44 @@ async fn rules_delete_removes_the_rule_only() {
         "{}",
         help.stdout
     );
+}
+
+/// `rules validate` names bad hand-off actions: a group Auto Scaling does not know (asked of
+/// moto in the rule's region), an empty document, a lead longer than the block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_validate_names_unknown_groups_empty_documents_and_leads_past_the_block() {
+    let c = Cli::new("cli-handoff").await;
+    let group = format!("trainers-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let actions = |group: &str, document: &str, lead: u32| {
+        rule("handoff", "live", "3.00")
+            .extra(&format!(
+                "[[actions]]\nkind = \"scale_group\"\ngroup = \"{group}\"\ndesired = 1\ndown_lead_minutes = 45\n\
+                 [[actions]]\nkind = \"run_command\"\ndocument = \"{document}\"\nlead_minutes = {lead}"
+            ))
+            .toml()
+    };
+    let missing = c.file("missing.toml", &actions(&group, "AWS-RunShellScript", 30));
+    let out = c.run(&["rules", "validate", &missing]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    let want = format!("actions[0].group: no Auto Scaling group \"{group}\" in us-west-2");
+    assert!(out.stdout.contains(&want), "{}", out.stdout);
+    // Offline, the group is not asked about.
+    assert_eq!(c.run(&["rules", "validate", "--offline", &missing]).await.code, 0);
+
+    // A 1-day block has 23.5 hours before termination: 1440 minutes is longer.
+    let bad = c.file("bad.toml", &actions(&group, "", 1440));
+    let out = c.run(&["rules", "validate", &bad]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    for needle in [
+        "actions[1].document: the document name is empty",
+        "actions[1].lead_minutes: 1440 minutes is longer than the block",
+    ] {
+        assert!(out.stdout.contains(needle), "{needle:?} missing from {}", out.stdout);
+    }
+
+    auto_scaling_group(&c.aws.sdk, "us-west-2", &group).await;
+    let out = c.run(&["rules", "validate", &missing]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
 
 /// `offerings --ultraservers` asks EC2 for whole UltraServers and prices them over all their

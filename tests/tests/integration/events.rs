@@ -7,14 +7,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 use capblock_shared::app::events::{EventHandler, HandleError, Handled};
 use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::scheduler::SchedulerReminders;
-use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::block::Block;
-use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::ports::{
     BlockStore, Clock, InstanceSource, Message, Notifier, NotifyError, Outbox, Reminders, Topic,
 };
-use capblock_tests::{Aws, Published, Sim, assert_slack_schema};
+use capblock_tests::{Aws, Published, Sim, assert_slack_schema, detail_types, example_block};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
@@ -47,7 +46,7 @@ impl Clock for FixedClock {
 
 /// A notifier that fails the first `fail_workloads` publishes to the workloads topic.
 struct Flaky {
-    inner: SnsNotifier,
+    inner: Delivery,
     fail_workloads: AtomicUsize,
 }
 
@@ -117,7 +116,7 @@ impl Harness {
 
     /// Writes the block to the store, as capblock's own purchases are.
     async fn adopt(&self, reservation_id: &str) -> Block {
-        let block = block(reservation_id);
+        let block = example_block(reservation_id);
         assert!(self.aws.store().adopt_block(&block).await.unwrap());
         block
     }
@@ -161,33 +160,6 @@ impl Harness {
         let mut names: Vec<String> = out.schedules().iter().filter_map(|s| s.name()).map(str::to_string).collect();
         names.sort();
         names
-    }
-}
-
-/// capblock's record of an example block.
-fn block(reservation_id: &str) -> Block {
-    Block {
-        reservation_id: reservation_id.to_string(),
-        region: "us-east-2".parse().unwrap(),
-        availability_zone: "us-east-2a".into(),
-        instance_type: "p5.48xlarge".parse().unwrap(),
-        instance_count: 2,
-        start: t("2026-12-03T11:30:00Z"),
-        end: t("2026-12-10T11:30:00Z"),
-        state: BlockState::Scheduled,
-        fee: None,
-        accelerators_per_instance: Some(8),
-        purchased_at: t("2026-12-01T09:00:00Z"),
-        payment_deadline: None,
-        rule_id: Some("train".into()),
-        intent_id: None,
-        ultraserver: false,
-        arn: Some(format!("arn:aws:ec2:us-east-2:111122223333:capacity-reservation/{reservation_id}")),
-        period: None,
-        version: 1,
-        capacity_block_id: None,
-        health: None,
-        health_changes: 0,
     }
 }
 
@@ -263,8 +235,12 @@ async fn delivered_in_both_spellings_three_times_each_announces_once_and_sets_re
             }
         }
     }
-    assert_eq!(enqueued, 2, "one Slack and one workload notice, once");
+    assert_eq!(enqueued, 3, "one Slack notice, one workload notice and one event, once");
     check_slack(&one(&h.aws.alerts().await, "slack"), &rid, "delivered");
+    let events = h.aws.events().await;
+    assert_eq!(detail_types(&events), ["Block Active"], "{events:#?}");
+    assert_eq!(events[0]["detail"]["reservation_id"], rid.as_str());
+    assert_eq!(events[0]["detail"]["event_key"], format!("{rid}#delivered"));
     // The event's time is the block's start: 7 days and 23.5 hours to the termination time.
     check_workload(&one(&h.aws.workload_notices().await, "workload"), &rid, "delivered", 7 * 1440 - 30, &instances);
     let want: Vec<String> = {
@@ -349,6 +325,11 @@ async fn the_30_minute_reminder_and_the_aws_warning_are_distinct_but_each_is_sen
     assert_eq!(notices.len(), 2, "{notices:#?}");
     check_workload(&notices[0], &rid, "aws-expiration-warning", 10, &instances);
     check_workload(&notices[1], &rid, "reminder-30m", 30, &instances);
+    // capblock's reminder is a Block Ending event, once; AWS's own warning is EC2's event.
+    let events = h.aws.events().await;
+    assert_eq!(detail_types(&events), ["Block Ending"], "{events:#?}");
+    assert_eq!(events[0]["detail"]["minutes_left"], 30);
+    assert_eq!(events[0]["detail"]["termination_time"], "2026-12-10T11:00:00Z");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -381,7 +362,7 @@ async fn a_reminder_left_over_from_before_an_extension_says_nothing_and_moves_th
     let rid = h.inject(2).await;
     // The store already knows the block was extended by a day; the 120-minute schedule for the
     // old end fired before the tracker moved it.
-    let block = Block { end: t("2026-12-11T11:30:00Z"), ..block(&rid) };
+    let block = Block { end: t("2026-12-11T11:30:00Z"), ..example_block(&rid) };
     assert!(h.aws.store().adopt_block(&block).await.unwrap());
     let r = h.send(&reminder(&block.reservation_id, 120, "2026-12-10T09:00:00Z")).await;
     assert!(matches!(&r, Handled::Ignored { kind, .. } if kind == "stale-reminder"), "{r:?}");

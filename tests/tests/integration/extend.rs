@@ -196,6 +196,7 @@ impl X {
             notifier: &notifier,
             reminders: &self.reminders,
             settings: &self.settings,
+            hands: None,
         };
         t.run(self.now()).await.unwrap()
     }

@@ -24,7 +24,7 @@ use capblock_shared::app::reconcile::Settled;
 use capblock_shared::app::scan::ScanReport;
 use capblock_shared::app::track::TrackReport;
 use capblock_shared::aws::ec2::Ec2Market;
-use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::rule::Rule;
@@ -73,7 +73,7 @@ fn rule(id: &str, regions: &[&str], budget: &str, held: u32, purchases: u32) -> 
 /// A notifier that fails the first `fail_first` publishes and then every `fail_every`-th while
 /// `on`: SNS refusing (the message never reached the topic).
 pub struct FlakyNotifier {
-    inner: SnsNotifier,
+    inner: Delivery,
     fail_first: AtomicUsize,
     fail_every: usize,
     calls: AtomicUsize,
@@ -82,7 +82,7 @@ pub struct FlakyNotifier {
 }
 
 impl FlakyNotifier {
-    fn new(inner: SnsNotifier, fail_first: usize, fail_every: usize) -> Self {
+    fn new(inner: Delivery, fail_first: usize, fail_every: usize) -> Self {
         FlakyNotifier {
             inner,
             fail_first: AtomicUsize::new(fail_first),

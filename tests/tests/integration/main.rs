@@ -7,6 +7,7 @@ mod crash;
 mod events;
 mod extend;
 mod faults;
+mod handoff;
 mod metrics;
 mod real_market;
 mod scan;

@@ -112,7 +112,7 @@ async fn deleting_a_rule_keeps_its_blocks_intents_and_budgets() {
     store.reserve(&bought, 0).await.unwrap();
     store.mark_sent(&bought.id, "r1", now()).await.unwrap();
     let sent = Intent { state: IntentState::Sent, ..bought.clone() };
-    store.record_bought(&sent, &block_for(&sent, "cr-1"), &notice("cr-1", "purchased")).await.unwrap();
+    store.record_bought(&sent, &block_for(&sent, "cr-1"), &[notice("cr-1", "purchased")]).await.unwrap();
     let open = Intent::new("r1", offering("cb-2", dec!(20)), 8, charges(&r, None), now());
     store.reserve(&open, store.guard("r1").await.unwrap().seq).await.unwrap();
 
@@ -181,7 +181,7 @@ async fn purchases_per_month_are_capped() {
         let mut sent = it.clone();
         sent.state = IntentState::Sent;
         store
-            .record_bought(&sent, &block_for(&sent, &format!("cr-{i}")), &notice(&format!("cr-{i}"), "purchased"))
+            .record_bought(&sent, &block_for(&sent, &format!("cr-{i}")), &[notice(&format!("cr-{i}"), "purchased")])
             .await
             .unwrap();
     }
@@ -207,10 +207,10 @@ async fn mark_sent_and_bought_need_the_right_state() {
     assert!(matches!(store.mark_sent(&it.id, "r1", now()).await, Err(StoreError::Conflict(_))));
     let mut sent = it.clone();
     sent.state = IntentState::Sent;
-    store.record_bought(&sent, &block_for(&sent, "cr-1"), &notice("cr-1", "purchased")).await.unwrap();
+    store.record_bought(&sent, &block_for(&sent, "cr-1"), &[notice("cr-1", "purchased")]).await.unwrap();
     // Recording the same purchase twice fails as a whole (block exists, intent closed).
     assert!(matches!(
-        store.record_bought(&sent, &block_for(&sent, "cr-1"), &notice("cr-1", "purchased")).await,
+        store.record_bought(&sent, &block_for(&sent, "cr-1"), &[notice("cr-1", "purchased")]).await,
         Err(StoreError::Conflict(_))
     ));
     let got = store.get_intent("r1", &it.id).await.unwrap().unwrap();

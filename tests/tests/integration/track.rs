@@ -7,7 +7,7 @@ use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::{BlockStore, Ledger, RuleStore};
-use capblock_tests::{Published, Rig, RuleToml, ScenarioToml, T0, event_types};
+use capblock_tests::{Published, Rig, RuleToml, ScenarioToml, T0, detail_types, event_types};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal_macros::dec;
 
@@ -97,6 +97,8 @@ async fn a_payment_that_never_comes_fails_at_twelve_hours_after_one_warning_per_
     assert!(seen[0].2.contains("6 h left") && seen[1].2.contains("1 h left"), "{seen:#?}");
     assert!(seen[2].2.contains("Tue 2026-12-01 12:00 UTC"), "{}", seen[2].2);
     assert!(h.aws.store().open_blocks(None).await.unwrap().is_empty(), "a failed block leaves the open index");
+    // One Payment Failed event over 13 runs; a payment failure is not also a Block Ended.
+    assert_eq!(detail_types(&h.aws.events().await), ["Block Purchased", "Payment Failed"]);
     assert_eq!(h.reminders.calls(), [("clear".to_string(), id.clone(), h.block(&id).await.end)]);
 }
 
@@ -245,6 +247,12 @@ async fn an_extension_under_the_threshold_is_bought_once_and_moves_the_end() {
     h.advance_hours(24).await;
     h.track().await;
     assert_eq!(h.sim.state().await["extensions"].as_array().unwrap().len(), 1);
+    // capblock's events: the purchase, one Block Extended for the runs that saw it, and the
+    // start (12-03 11:30) the last day crossed.
+    let events = h.aws.events().await;
+    assert_eq!(detail_types(&events), ["Block Purchased", "Block Extended", "Block Active"]);
+    assert_eq!(events[1]["detail"]["previous_end"], old_end.format("%Y-%m-%dT%H:%M:%SZ").to_string());
+    assert_eq!(events[1]["detail"]["end"], b.end.format("%Y-%m-%dT%H:%M:%SZ").to_string());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::ports::{Ledger, MarketError, OfferingQuery, OfferingSource};
-use capblock_tests::{Published, Rig, RuleToml, ScenarioToml, T0, event_types};
+use capblock_tests::{Published, Rig, RuleToml, ScenarioToml, T0, detail_types, event_types};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal_macros::dec;
 use serde_json::json;
@@ -238,11 +238,16 @@ async fn each_health_change_of_an_active_block_is_announced_once_and_so_is_the_r
             if expected.starts_with("Block") { "recovered" } else { "degraded" }
         );
         assert_eq!(h.block(&id).await.health_changes, i as u32 + 1);
+        // capblock's event too, once (Aws::events checks it against its schema).
+        let events = h.aws.events().await;
+        assert_eq!(detail_types(&events), ["Health Changed"], "step {i}");
+        assert_eq!(events[0]["detail"]["status"], work[0].body["health"]["change"]);
         // The same status on the next runs: nothing more.
         for _ in 0..2 {
             assert!(track(&h, &reminders, &all).await.health.is_empty());
         }
         assert!(h.aws.alerts().await.is_empty() && h.aws.workload_notices().await.is_empty(), "step {i}");
+        assert!(h.aws.events().await.is_empty(), "step {i}");
     }
     // insufficient-data alone is not a problem: going there from ok says nothing.
     set(json!({"interconnect": "ok"})).await;

@@ -81,7 +81,7 @@ impl Ledger for DynamoStore {
         Ok(())
     }
 
-    async fn record_bought(&self, intent: &Intent, block: &Block, notice: &Notice) -> Result<(), StoreError> {
+    async fn record_bought(&self, intent: &Intent, block: &Block, notices: &[Notice]) -> Result<(), StoreError> {
         let mut closed = intent.clone();
         closed.state = IntentState::Bought;
         closed.reservation_id = Some(block.reservation_id.clone());
@@ -91,30 +91,16 @@ impl Ledger for DynamoStore {
                 .set_item(Some(Self::block_item(block)))
                 .condition_expression("attribute_not_exists(pk)"),
         );
-        let put_notice = tx_put(
-            Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(super::outbox::notice_item(notice)))
-                .condition_expression("attribute_not_exists(pk)"),
-        );
-        self.close_intent(intent, Some(closed), "SET spent = spent + :fee", vec![put_block, put_notice]).await
+        let mut puts = vec![put_block];
+        puts.extend(notices.iter().map(|n| self.put_notice(n)));
+        self.close_intent(intent, Some(closed), "SET spent = spent + :fee", puts).await
     }
 
     async fn record_rejected(&self, intent: &Intent, reason: &str, notice: Option<&Notice>) -> Result<(), StoreError> {
         let mut closed = intent.clone();
         closed.state = IntentState::Rejected;
         closed.reason = Some(reason.to_string());
-        let extra = notice
-            .map(|n| {
-                tx_put(
-                    Put::builder()
-                        .table_name(&self.table)
-                        .set_item(Some(super::outbox::notice_item(n)))
-                        .condition_expression("attribute_not_exists(pk)"),
-                )
-            })
-            .into_iter()
-            .collect();
+        let extra = notice.map(|n| self.put_notice(n)).into_iter().collect();
         self.close_intent(intent, Some(closed), RELEASE_FEE, extra).await
     }
 

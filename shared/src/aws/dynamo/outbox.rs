@@ -20,6 +20,18 @@ pub(super) fn notice_item(notice: &Notice) -> Item {
     item
 }
 
+impl DynamoStore {
+    /// A new notice as one step of a transaction (a notice written with what it announces).
+    pub(super) fn put_notice(&self, notice: &Notice) -> TransactWriteItem {
+        tx_put(
+            Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(notice_item(notice)))
+                .condition_expression("attribute_not_exists(pk)"),
+        )
+    }
+}
+
 #[async_trait]
 impl Outbox for DynamoStore {
     async fn enqueue(&self, notice: &Notice) -> Result<bool, StoreError> {

@@ -364,6 +364,26 @@ fn tags_follow_ec2s_rules() {
     assert!(p[0].0.ends_with('…') && p[0].0.len() < 80, "a long key is cut in the field name: {}", p[0].0);
 }
 
+#[test]
+fn actions_validate_with_the_rule_and_name_their_problems() {
+    let good = format!(
+        "{GOOD}\n[[actions]]\nkind = \"publish_parameter\"\n[[actions]]\nkind = \"scale_group\"\ngroup = \"trainers\"\ndesired = 4\ndown_lead_minutes = 45\n[[actions]]\nkind = \"run_command\"\ndocument = \"capblock-checkpoint\"\nlead_minutes = 30\n"
+    );
+    let r = Rule::from_toml(&good, now()).unwrap();
+    assert_eq!(r.actions.len(), 3);
+    assert!(Rule::from_toml(GOOD, now()).unwrap().actions.is_empty(), "no key, no actions");
+
+    // The shortest block: 7 days less the 12 h tolerance; a lead must end before its termination.
+    let room = 7 * 24 * 60 - 12 * 60 - 30;
+    let bad = format!(
+        "{GOOD}\n[[actions]]\nkind = \"run_command\"\ndocument = \"\"\nlead_minutes = 30\n[[actions]]\nkind = \"run_command\"\ndocument = \"doc\"\nlead_minutes = {room}\n[[actions]]\nkind = \"scale_group\"\ngroup = \"g\"\ndesired = 5\ndown_lead_minutes = 30\n"
+    );
+    let p = problems(&bad);
+    let f: Vec<&str> = p.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(f, ["actions[0].document", "actions[1].lead_minutes", "actions[2].desired"], "{p:?}");
+    assert!(p[1].1.contains("longer than the block"), "{p:?}");
+}
+
 /// GOOD with its instance lines replaced by `lines` (UltraServer keys, or both kinds).
 fn ultra(lines: &str) -> String {
     GOOD.lines()

@@ -1,0 +1,175 @@
+"""The demo's hand-off side (README "Hand-off to workloads"): what a workload sees of capblock.
+
+- An EventBridge rule on the default bus sends every `capblock` event to an SQS queue, as the
+  README shows; the story drains it each step and prints the events (each checked against its
+  JSON Schema at the end with infra/local/validate_events.py).
+- p5-weekly's actions (infra/examples/rules/p5-weekly.toml) act on moto: the SSM parameter
+  /capblock/p5-weekly/current, the Auto Scaling group `p5-trainers` (made here in each of the
+  rule's regions, with desired capacity 0) and the Run Command document `capblock-checkpoint`.
+  Each step the story reads the group's desired capacity and the commands sent to a block's
+  instances, with the simulated time they were first seen.
+"""
+
+import datetime as dt
+import json
+import os
+import subprocess
+
+import boto3
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+QUEUE = "capblock-demo-events"
+RULE = "capblock-events-to-queue"
+RULE_ID = "p5-weekly"
+GROUP = "p5-trainers"
+DOCUMENT = "capblock-checkpoint"
+ALL_DETAIL_TYPES = {
+    "Block Purchased", "Payment Failed", "Block Active", "Block Ending", "Block Extended", "Block Ended", "Health Changed",
+}
+REGIONS = ["us-east-1", "us-west-2", "eu-north-1"]
+# p5-weekly's leads: the group goes to 0 an hour before termination, the command 30 minutes
+# before it; termination is 30 minutes before the end.
+DOWN_BEFORE_END = dt.timedelta(minutes=60 + 30)
+COMMAND_BEFORE_END = dt.timedelta(minutes=30 + 30)
+
+
+def setup():
+    """The README's EventBridge rule to a queue, the group and the document (before the rules
+    are validated: `rules validate` asks Auto Scaling whether the group exists)."""
+    sqs, events = boto3.client("sqs"), boto3.client("events")
+    url = sqs.create_queue(QueueName=QUEUE)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name=RULE, EventPattern=json.dumps({"source": ["capblock"]}))
+    events.put_targets(Rule=RULE, Targets=[{"Id": "queue", "Arn": arn}])
+    for region in REGIONS:
+        asg = boto3.client("autoscaling", region_name=region)
+        asg.create_launch_configuration(LaunchConfigurationName=GROUP, ImageId="ami-12c6146b", InstanceType="p5.48xlarge")
+        asg.create_auto_scaling_group(
+            AutoScalingGroupName=GROUP,
+            LaunchConfigurationName=GROUP,
+            MinSize=0,
+            MaxSize=2,
+            DesiredCapacity=0,
+            AvailabilityZones=[f"{region}a"],
+            Tags=[{"Key": "capblock:handoff", "Value": "capblock-local", "PropagateAtLaunch": True}],
+        )
+        boto3.client("ssm", region_name=region).create_document(
+            Name=DOCUMENT,
+            DocumentType="Command",
+            Content=json.dumps({
+                "schemaVersion": "2.2",
+                "description": "Ask the training job to checkpoint now.",
+                "mainSteps": [{
+                    "action": "aws:runShellScript",
+                    "name": "checkpoint",
+                    "inputs": {"runCommand": ["pkill -USR1 -f train.py || true"]},
+                }],
+            }),
+        )
+    return url
+
+
+def block_instances(r):
+    """The block's running instances, as the simulated EC2 reports them (capblock's own question)."""
+    ec2 = boto3.client("ec2", region_name=r["region"])
+    filters = [{"Name": "capacity-reservation-id", "Values": [r["reservation_id"]]}]
+    pages = ec2.describe_instances(Filters=filters)["Reservations"]
+    return {i["InstanceId"] for page in pages for i in page["Instances"]}
+
+
+class HandOff:
+    def __init__(self, say):
+        self.say = say
+        self.sqs = boto3.client("sqs")
+        self.url = self.sqs.get_queue_url(QueueName=QUEUE)["QueueUrl"]  # made by setup()
+        self.events = []  # whole EventBridge events, in arrival order
+        self.desired = {}  # region -> last desired capacity seen
+        self.scaled = []  # (now, region, desired)
+        self.commands = {}  # reservation id -> (now, instances)
+
+    def due(self, state):
+        """Times the story must step at: the group's scale-down and the command's lead."""
+        out = []
+        for r in state["reservations"]:
+            end = dt.datetime.fromisoformat(r["end"])
+            out += [end - DOWN_BEFORE_END, end - COMMAND_BEFORE_END]
+        return out
+
+    def observe(self, now, state):
+        for region in REGIONS:
+            g = boto3.client("autoscaling", region_name=region).describe_auto_scaling_groups(AutoScalingGroupNames=[GROUP])
+            desired = g["AutoScalingGroups"][0]["DesiredCapacity"]
+            if desired != self.desired.get(region, 0):
+                self.say(now, f"HAND-OFF   {GROUP} in {region}: desired capacity {self.desired.get(region, 0)} -> {desired}")
+                self.scaled.append((now, region, desired))
+            self.desired[region] = desired
+        for r in state["reservations"]:
+            rid = r["reservation_id"]
+            if rid in self.commands or r["state"] != "active":
+                continue
+            ssm = boto3.client("ssm", region_name=r["region"])
+            sent = [c for c in ssm.list_commands()["Commands"] if rid in (c.get("Comment") or "")]
+            if sent:
+                # moto's SendCommand also lists every instance of its own EC2 (the group's) as a
+                # target when none are given; the block's instances are what capblock sent to.
+                instances = sorted(set(sent[0]["InstanceIds"]) & block_instances(r))
+                self.commands[rid] = (now, instances, len(sent))
+                self.say(now, f"HAND-OFF   Run Command {sent[0]['DocumentName']} {sent[0]['CommandId']} sent to {len(instances)} instance(s) of {rid}")
+        while True:
+            msgs = self.sqs.receive_message(QueueUrl=self.url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
+            if not msgs:
+                break
+            for m in msgs:
+                e = json.loads(m["Body"])
+                self.events.append(e)
+                d = e["detail"]
+                extra = "".join(f" {k}={d[k]}" for k in ("minutes_left", "outcome", "previous_end", "status") if k in d)
+                self.say(now, f"EVENT      {e['detail-type']:<15} {d['reservation_id']}{extra}  (capblock -> rule -> SQS)")
+                self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=m["ReceiptHandle"])
+
+    def schema_check(self):
+        """Every event against its JSON Schema (infra/local/validate_events.py)."""
+        text = "".join(json.dumps(e) + "\n" for e in self.events)
+        out = subprocess.run(
+            [os.path.join(os.environ["CAPBLOCK_CACHE"], "venv/bin/python"),
+             os.path.join(REPO, "infra/local/validate_events.py"), os.path.join(REPO, "shared/schemas/events")],
+            input=text, capture_output=True, text=True, check=False,
+        )
+        if out.returncode != 0:
+            print(out.stdout)
+        return out.returncode == 0
+
+    def checks(self, state):
+        p5 = [r for r in state["reservations"] if (r.get("tags") or {}).get("capblock:rule") == RULE_ID]
+        keys = [e["detail"]["event_key"] for e in self.events]
+        types = {(e["detail"]["reservation_id"], e["detail-type"]) for e in self.events}
+        up_ok = down_ok = command_ok = False
+        if len(p5) == 1:
+            r = p5[0]
+            start, end = dt.datetime.fromisoformat(r["start"]), dt.datetime.fromisoformat(r["end"])
+            termination = end - dt.timedelta(minutes=30)
+            mine = [(t, d) for t, region, d in self.scaled if region == r["region"]]
+            up_ok = any(d == 2 and start <= t < start + dt.timedelta(hours=3) for t, d in mine)
+            down_ok = any(d == 0 and end - DOWN_BEFORE_END <= t < termination for t, d in mine)
+            sent = self.commands.get(r["reservation_id"])
+            command_ok = bool(sent) and end - COMMAND_BEFORE_END <= sent[0] < termination and sent[2] == 1
+            print()
+            print("==> the hand-off, for p5-weekly's block " + r["reservation_id"])
+            for t, d in mine:
+                print(f"  {t:%a %m-%d %H:%M}  {GROUP} desired capacity -> {d}")
+            if sent:
+                print(f"  {sent[0]:%a %m-%d %H:%M}  Run Command {DOCUMENT} to {', '.join(sent[1])}")
+            print(f"  termination {termination:%a %m-%d %H:%M}; events: "
+                  + ", ".join(sorted(t for rid, t in types if rid == r["reservation_id"])))
+        return [
+            ("p5-trainers scaled up at the block's start", up_ok),
+            ("p5-trainers back to 0 before the end", down_ok),
+            ("Run Command sent once, 30 min before termination", command_ok),
+            ("each capblock event on the queue once per (block, step)", bool(keys) and len(keys) == len(set(keys))),
+            ("all seven detail-types went out", ALL_DETAIL_TYPES <= {t for _, t in types}),
+            ("every event matches its JSON Schema", self.schema_check()),
+        ]
+
+
+if __name__ == "__main__":
+    setup()

@@ -1,0 +1,389 @@
+//! Hand-off to the workloads: capblock's events for EventBridge, and the actions rules ask for.
+//!
+//! Both go through the outbox. An event is a notice for `Topic::Events`, keyed by (block,
+//! step), published by `outbox::flush` like any SNS notice. An action is a notice for
+//! `Topic::Actions`, keyed by (block, action): `run` leases it, does it, announces the result
+//! in the block's Slack thread and marks it done. A failed action stays pending (its failure
+//! announced once) and is tried again by the next run; nothing of the block's life waits for it.
+//! Every action is safe to repeat: parameters and capacities are set, not added to, and a
+//! command is sent only to the instances that do not have it yet (found by its comment).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::outbox::{LEASE, alert_notice};
+use crate::domain::actions::Action;
+use crate::domain::block::Block;
+use crate::domain::bus::{self, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Step, Subject};
+use crate::domain::handoff::{self, Invocation, Order, Planned, Point, Target};
+use crate::domain::milestone::Milestone;
+use crate::domain::names::Region;
+use crate::domain::rule::{Mode, Rule};
+use crate::domain::slack::SlackMessage;
+use crate::ports::{
+    ActionError, BlockStore, Commands, Groups, InstanceSource, Message, Notice, Outbox, Parameters, StoreError, Topic,
+};
+
+/// The outbox notice of one lifecycle step's event. `step_key` is the step's milestone name
+/// (the Slack notice's), so the event and the message of a step are each sent once.
+pub fn event_notice(subject: &Subject, step: &Step, step_key: &str, arn: Option<&str>, now: DateTime<Utc>) -> Notice {
+    let detail = bus::detail(subject, step, step_key);
+    let mut attributes: BTreeMap<String, String> =
+        [(DETAIL_TYPE_ATTRIBUTE.to_string(), step.detail_type().as_str().to_string())].into();
+    if let Some(arn) = arn {
+        attributes.insert(RESOURCE_ATTRIBUTE.to_string(), arn.to_string());
+    }
+    Notice {
+        thread: subject.block.reservation_id.clone(),
+        milestone: format!("{step_key}@events"),
+        topic: Topic::Events,
+        // A struct of strings and numbers: serializing it cannot fail.
+        message: Message { body: serde_json::to_string(&detail).unwrap_or_default(), attributes },
+        created_at: now,
+    }
+}
+
+/// Enqueues the event of `step` for block `b` (stored under `step_key`); true when it is new.
+pub async fn enqueue_event<O: Outbox + ?Sized>(
+    outbox: &O,
+    b: &Block,
+    tags: BTreeMap<String, String>,
+    step: &Step,
+    step_key: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let notice = event_notice(&Subject::of(b, tags), step, step_key, b.arn.as_deref(), now);
+    let added = outbox.enqueue(&notice).await?;
+    if added {
+        tracing::info!(event = "event_planned", reservation = %b.reservation_id, detail_type = %step.detail_type(), key = step_key, "will put");
+    }
+    Ok(added)
+}
+
+/// Whether a rule's actions only announce: while the stack or the rule is in dry-run. A rule
+/// in approval mode acts (a person approved its blocks).
+fn dry_run(stack_mode: Mode, rule: &Rule) -> bool {
+    stack_mode.and(rule.mode) == Mode::DryRun
+}
+
+/// What one tracker move hands off, enqueued before the move is stored (as its Slack notices
+/// are, so a run that dies half-way redoes it as a no-op): the event of each milestone, and
+/// once the block is over, the orders that undo its rule's actions (parameter cleared, groups
+/// to 0).
+pub async fn at_move<O: Outbox + ?Sized>(
+    outbox: &O,
+    before: &Block,
+    after: &Block,
+    milestones: &[Milestone],
+    rule: Option<&Rule>,
+    stack_mode: Mode,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let tags = rule.map(|r| r.tags.clone()).unwrap_or_default();
+    for m in milestones {
+        if let Some(step) = bus::step_of_milestone(m, before.end) {
+            enqueue_event(outbox, after, tags.clone(), &step, &m.name(), now).await?;
+        }
+    }
+    if let (true, Some(rule), Some(target)) = (after.state.is_final(), rule, Target::of(after)) {
+        let orders = handoff::at_point(&rule.actions, &target, Point::Ended, dry_run(stack_mode, rule));
+        enqueue_actions(outbox, &orders, now).await?;
+    }
+    Ok(())
+}
+
+/// The tracker's hand-off pass: plans the orders every open block of a rule with actions calls
+/// for now (`handoff::current`; the outbox keeps those planned before) and runs what is pending.
+/// Never an error: a failure is logged and reported, and the block's life goes on.
+pub async fn tracker_pass<S: BlockStore + Outbox + ?Sized>(
+    store: &S,
+    hands: &Hands<'_>,
+    rules: &HashMap<String, Rule>,
+    stack_mode: Mode,
+    now: DateTime<Utc>,
+) -> ActionReport {
+    let planned = async {
+        let mut planned = 0;
+        for b in store.open_blocks(None).await? {
+            let (Some(rule), Some(target)) = (b.rule_id.as_ref().and_then(|r| rules.get(r)), Target::of(&b)) else {
+                continue;
+            };
+            if rule.actions.is_empty() {
+                continue;
+            }
+            let orders = handoff::current(&rule.actions, &target, b.state, now, dry_run(stack_mode, rule));
+            planned += enqueue_actions(store, &orders, now).await?;
+        }
+        Ok::<usize, StoreError>(planned)
+    }
+    .await;
+    let mut report = match hands.run(store, now).await {
+        Ok(r) => r,
+        Err(e) => ActionReport { error: Some(e.to_string()), ..Default::default() },
+    };
+    match planned {
+        Ok(n) => report.planned = n,
+        Err(e) => report.error = Some(e.to_string()),
+    }
+    if let Some(e) = &report.error {
+        tracing::warn!(event = "handoff_failed", error = %e, "hand-off actions not all planned or run; next run retries");
+    }
+    report
+}
+
+/// The groups a rule's `scale_group` actions name that Auto Scaling does not know in one of the
+/// rule's regions (a block of the rule may be in any of them), as `(field, problem)` like the
+/// rule's own problems. For `capblock rules validate`.
+pub async fn unknown_groups(groups: &dyn Groups, rule: &Rule) -> Result<Vec<(String, String)>, ActionError> {
+    let named: Vec<(usize, &str)> = rule
+        .actions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| match a {
+            Action::ScaleGroup { group, .. } => Some((i, group.as_str())),
+            _ => None,
+        })
+        .collect();
+    let mut problems = Vec::new();
+    if named.is_empty() {
+        return Ok(problems);
+    }
+    let names: Vec<String> = named.iter().map(|(_, g)| g.to_string()).collect();
+    for region in &rule.regions {
+        let found = groups.existing(region, &names).await?;
+        for (i, group) in &named {
+            if !found.iter().any(|f| f == group) {
+                problems.push((format!("actions[{i}].group"), format!("no Auto Scaling group {group:?} in {region}")));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+/// The outbox record of one action for one block.
+pub fn action_notice(p: &Planned, now: DateTime<Utc>) -> Notice {
+    Notice {
+        thread: p.target.block.reservation_id.clone(),
+        milestone: p.key.clone(),
+        topic: Topic::Actions,
+        message: Message { body: serde_json::to_string(p).unwrap_or_default(), attributes: BTreeMap::new() },
+        created_at: now,
+    }
+}
+
+/// Enqueues the planned actions; returns how many were new (0 when all were planned before).
+pub async fn enqueue_actions<O: Outbox + ?Sized>(
+    outbox: &O,
+    planned: &[Planned],
+    now: DateTime<Utc>,
+) -> Result<usize, StoreError> {
+    let mut added = 0;
+    for p in planned {
+        if outbox.enqueue(&action_notice(p, now)).await? {
+            tracing::info!(event = "action_planned", reservation = %p.target.block.reservation_id, action = %p.key, dry_run = p.dry_run, "will run");
+            added += 1;
+        }
+    }
+    Ok(added)
+}
+
+/// The AWS sides the actions reach.
+#[derive(Clone, Copy)]
+pub struct Hands<'a> {
+    pub parameters: &'a dyn Parameters,
+    pub groups: &'a dyn Groups,
+    pub commands: &'a dyn Commands,
+    pub instances: &'a dyn InstanceSource,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ActionReport {
+    /// Orders this run added to the outbox.
+    pub planned: usize,
+    pub done: Vec<String>,
+    /// Failed this run; pending, tried again next run.
+    pub failed: Vec<String>,
+    /// Waiting (a command still running on some instance).
+    pub waiting: Vec<String>,
+    pub held_elsewhere: usize,
+    /// The store failed: what was not planned or run is retried next run.
+    pub error: Option<String>,
+}
+
+/// What one try of an order came to.
+enum Tried {
+    Done(String),
+    /// Done, and a follow-up order to run next (collecting a command's results).
+    Then(String, Box<Planned>),
+    /// Done, with a message of its own (a command's results).
+    Reported(SlackMessage),
+    NotYet(String),
+}
+
+impl Hands<'_> {
+    /// Runs every pending action this run can lease.
+    pub async fn run<O: Outbox + ?Sized>(&self, outbox: &O, now: DateTime<Utc>) -> Result<ActionReport, StoreError> {
+        let mut report = ActionReport::default();
+        let mut pending: Vec<Notice> =
+            outbox.pending().await?.into_iter().filter(|n| n.topic == Topic::Actions).collect();
+        pending.sort_by_key(|n| n.created_at);
+        for notice in pending {
+            let p: Planned = match serde_json::from_str(&notice.message.body) {
+                Ok(p) => p,
+                Err(e) => {
+                    // Written by this code only: a bug or a hand edit. Left for a person.
+                    tracing::error!(event = "action_corrupt", notice = %notice.id(), error = %e, "cannot read the action; left pending");
+                    report.failed.push(notice.id());
+                    continue;
+                }
+            };
+            if !outbox.lease(&notice, now, now + LEASE).await? {
+                report.held_elsewhere += 1;
+                continue;
+            }
+            let tried = if p.dry_run {
+                Ok(Tried::Done("Dry run: nothing was changed.".into()))
+            } else {
+                self.try_order(&p).await
+            };
+            let thread = &p.target.block.reservation_id;
+            let (message, next) = match tried {
+                Ok(Tried::Done(what)) => (handoff::announce_done(&p, &what), None),
+                Ok(Tried::Reported(message)) => (message, None),
+                Ok(Tried::Then(what, next)) => (handoff::announce_done(&p, &what), Some(next)),
+                Ok(Tried::NotYet(why)) => {
+                    tracing::info!(event = "action_waiting", reservation = %thread, action = %p.key, %why, "next run looks again");
+                    report.waiting.push(notice.id());
+                    continue;
+                }
+                Err(e) if handoff::gives_up(&p, now) => {
+                    let msg = handoff::announce_given_up(&p, &e.to_string());
+                    outbox.enqueue(&alert_notice(thread, &format!("{}-given-up", p.key), &msg, now)).await?;
+                    outbox.mark_published(&notice, now).await?;
+                    tracing::warn!(event = "action_given_up", reservation = %thread, action = %p.key, error = %e, "dropped a day after the block's end");
+                    report.failed.push(notice.id());
+                    continue;
+                }
+                Err(e) => {
+                    let msg = handoff::announce_failed(&p, &e.to_string());
+                    // Announced once per action, however many runs it fails.
+                    outbox.enqueue(&alert_notice(thread, &format!("{}-failed", p.key), &msg, now)).await?;
+                    tracing::warn!(event = "action_failed", reservation = %thread, action = %p.key, error = %e, "retried next run");
+                    report.failed.push(notice.id());
+                    continue;
+                }
+            };
+            // The follow-up first: if this run dies here, the retry finds the command sent (by
+            // its comment) and plans the same follow-up again (a no-op).
+            if let Some(next) = next {
+                enqueue_actions(outbox, std::slice::from_ref(next.as_ref()), now).await?;
+            }
+            outbox.enqueue(&alert_notice(thread, &format!("{}-done", p.key), &message, now)).await?;
+            outbox.mark_published(&notice, now).await?;
+            tracing::info!(event = "action_done", reservation = %thread, action = %p.key, dry_run = p.dry_run, "{}", message.description);
+            report.done.push(notice.id());
+        }
+        Ok(report)
+    }
+
+    async fn try_order(&self, p: &Planned) -> Result<Tried, ActionError> {
+        let region = p.target.block.region.clone();
+        match &p.order {
+            Order::PublishParameter { name, value } => {
+                self.parameters.put_parameter(&region, name, value).await?;
+                Ok(Tried::Done(format!("`{name}` = `{value}`")))
+            }
+            Order::ClearParameter { name } => {
+                let current = self.parameters.parameter(&region, name).await?;
+                let names_this_block = current
+                    .as_deref()
+                    .and_then(|v| serde_json::from_str::<serde_json::Value>(v).ok())
+                    .is_some_and(|v| {
+                        v.get("reservation_id").and_then(|r| r.as_str()) == Some(p.target.block.reservation_id.as_str())
+                    });
+                if names_this_block {
+                    self.parameters.delete_parameter(&region, name).await?;
+                    Ok(Tried::Done(format!("`{name}` deleted.")))
+                } else {
+                    // Another block of the rule published since (or it is gone): not ours to clear.
+                    Ok(Tried::Done(format!("`{name}` no longer names this block; left as it is.")))
+                }
+            }
+            Order::SetCapacity { group, desired } => {
+                self.groups.set_desired(&region, group, *desired).await?;
+                Ok(Tried::Done(format!("`{group}` desired capacity is {desired}.")))
+            }
+            Order::RunCommand { document, comment } => self.send_command(p, &region, document, comment).await,
+            Order::CommandResult { commands, .. } => {
+                let mut results = BTreeMap::new();
+                for (instance, command_id) in commands {
+                    results.insert(instance.clone(), self.commands.invocation(&region, command_id, instance).await?);
+                }
+                match handoff::command_summary(&results) {
+                    None => {
+                        let running = results.iter().filter(|(_, r)| **r == Invocation::Running).count();
+                        Ok(Tried::NotYet(format!("{running} instance(s) still running it")))
+                    }
+                    Some(summary) => {
+                        Ok(Tried::Reported(handoff::announce_command_result(p, &summary.ran, &summary.failed)))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends the command to the block's running instances that do not have it yet.
+    async fn send_command(
+        &self,
+        p: &Planned,
+        region: &Region,
+        document: &str,
+        comment: &str,
+    ) -> Result<Tried, ActionError> {
+        let fail =
+            |operation: &'static str, message: String| ActionError { operation, region: region.to_string(), message };
+        let instances = self
+            .instances
+            .instances_in(region, &p.target.block.reservation_id)
+            .await
+            .map_err(|e| fail("DescribeInstances", e.to_string()))?;
+        if instances.is_empty() {
+            return Ok(Tried::Done("No instance runs in the block: nothing to send.".into()));
+        }
+        let mut by_instance: BTreeMap<String, String> = BTreeMap::new();
+        for sent in self.commands.sent(region, comment, &instances).await? {
+            for i in sent.instance_ids {
+                by_instance.entry(i).or_insert_with(|| sent.command_id.clone());
+            }
+        }
+        let rest: Vec<String> = instances.iter().filter(|i| !by_instance.contains_key(*i)).cloned().collect();
+        let already = instances.len() - rest.len();
+        if !rest.is_empty() {
+            let id = self.commands.send(region, document, &rest, comment).await?;
+            for i in &rest {
+                by_instance.insert(i.clone(), id.clone());
+            }
+        }
+        let commands: BTreeMap<String, String> =
+            by_instance.into_iter().filter(|(i, _)| instances.contains(i)).collect();
+        let ids: BTreeSet<&String> = commands.values().collect();
+        let what = format!(
+            "Sent to {} instance(s) ({} had it already): command {}.",
+            rest.len(),
+            already,
+            ids.into_iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+        );
+        let next = Planned {
+            key: format!("{}-result", p.key),
+            target: p.target.clone(),
+            order: Order::CommandResult { document: document.to_string(), commands },
+            dry_run: false,
+        };
+        Ok(Tried::Then(what, Box::new(next)))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,314 @@
+//! The action runner against in-memory sides (the local-stack tests in `tests/` run the same
+//! workflow on moto's SSM and Auto Scaling).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use chrono::{Duration, TimeZone};
+
+use super::*;
+use crate::domain::handoff::tests::{all, target};
+use crate::domain::handoff::{Point, at_point, due};
+use crate::ports::{MarketError, SentCommand};
+
+fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()
+}
+
+/// An outbox in memory: the same contract as the DynamoDB one (enqueue once, lease, publish).
+#[derive(Default)]
+struct Memory {
+    notices: Mutex<Vec<(Notice, bool, DateTime<Utc>)>>,
+}
+
+impl Memory {
+    fn alerts(&self) -> Vec<String> {
+        let n = self.notices.lock().unwrap();
+        n.iter().filter(|(n, _, _)| n.topic == Topic::Alerts).map(|(n, _, _)| n.milestone.clone()).collect()
+    }
+}
+
+#[async_trait]
+impl Outbox for Memory {
+    async fn enqueue(&self, notice: &Notice) -> Result<bool, StoreError> {
+        let mut n = self.notices.lock().unwrap();
+        if n.iter().any(|(x, _, _)| x.id() == notice.id()) {
+            return Ok(false);
+        }
+        n.push((notice.clone(), false, DateTime::<Utc>::MIN_UTC));
+        Ok(true)
+    }
+    async fn pending(&self) -> Result<Vec<Notice>, StoreError> {
+        Ok(self.notices.lock().unwrap().iter().filter(|(_, p, _)| !p).map(|(n, _, _)| n.clone()).collect())
+    }
+    async fn lease(&self, notice: &Notice, now: DateTime<Utc>, until: DateTime<Utc>) -> Result<bool, StoreError> {
+        let mut n = self.notices.lock().unwrap();
+        let Some(e) = n.iter_mut().find(|(x, _, _)| x.id() == notice.id()) else {
+            return Ok(false);
+        };
+        if e.1 || e.2 > now {
+            return Ok(false);
+        }
+        e.2 = until;
+        Ok(true)
+    }
+    async fn mark_published(&self, notice: &Notice, _at: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut n = self.notices.lock().unwrap();
+        if let Some(e) = n.iter_mut().find(|(x, _, _)| x.id() == notice.id()) {
+            e.1 = true;
+        }
+        Ok(())
+    }
+}
+
+/// Every AWS side in memory, with a switch that makes every call fail.
+#[derive(Default)]
+struct Aws {
+    failing: Mutex<bool>,
+    parameters: Mutex<BTreeMap<String, String>>,
+    capacity: Mutex<Vec<(String, u32)>>,
+    sent: Mutex<Vec<(String, Vec<String>, String)>>,
+    running: Mutex<bool>,
+}
+
+impl Aws {
+    fn check(&self, operation: &'static str) -> Result<(), ActionError> {
+        if *self.failing.lock().unwrap() {
+            return Err(ActionError { operation, region: "us-east-1".into(), message: "AccessDenied".into() });
+        }
+        Ok(())
+    }
+    fn fail(&self, on: bool) {
+        *self.failing.lock().unwrap() = on;
+    }
+}
+
+#[async_trait]
+impl Parameters for Aws {
+    async fn put_parameter(&self, _r: &Region, name: &str, value: &str) -> Result<(), ActionError> {
+        self.check("PutParameter")?;
+        self.parameters.lock().unwrap().insert(name.into(), value.into());
+        Ok(())
+    }
+    async fn parameter(&self, _r: &Region, name: &str) -> Result<Option<String>, ActionError> {
+        self.check("GetParameter")?;
+        Ok(self.parameters.lock().unwrap().get(name).cloned())
+    }
+    async fn delete_parameter(&self, _r: &Region, name: &str) -> Result<(), ActionError> {
+        self.check("DeleteParameter")?;
+        self.parameters.lock().unwrap().remove(name);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Groups for Aws {
+    async fn set_desired(&self, _r: &Region, group: &str, desired: u32) -> Result<(), ActionError> {
+        self.check("SetDesiredCapacity")?;
+        self.capacity.lock().unwrap().push((group.into(), desired));
+        Ok(())
+    }
+    async fn existing(&self, _r: &Region, groups: &[String]) -> Result<Vec<String>, ActionError> {
+        Ok(groups.to_vec())
+    }
+}
+
+#[async_trait]
+impl Commands for Aws {
+    async fn send(&self, _r: &Region, document: &str, ids: &[String], comment: &str) -> Result<String, ActionError> {
+        self.check("SendCommand")?;
+        let mut sent = self.sent.lock().unwrap();
+        sent.push((document.into(), ids.to_vec(), comment.into()));
+        Ok(format!("cmd-{}", sent.len()))
+    }
+    async fn sent(&self, _r: &Region, comment: &str, ids: &[String]) -> Result<Vec<SentCommand>, ActionError> {
+        self.check("ListCommands")?;
+        let sent = self.sent.lock().unwrap();
+        Ok(sent
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, to, c))| c == comment && to.iter().any(|i| ids.contains(i)))
+            .map(|(n, (_, to, _))| SentCommand { command_id: format!("cmd-{}", n + 1), instance_ids: to.clone() })
+            .collect())
+    }
+    async fn invocation(&self, _r: &Region, _c: &str, instance: &str) -> Result<Invocation, ActionError> {
+        self.check("GetCommandInvocation")?;
+        Ok(if *self.running.lock().unwrap() {
+            Invocation::Running
+        } else if instance.ends_with('2') {
+            Invocation::Failed("Failed".into())
+        } else {
+            Invocation::Succeeded
+        })
+    }
+}
+
+#[async_trait]
+impl InstanceSource for Aws {
+    async fn instances_in(&self, _r: &Region, _id: &str) -> Result<Vec<String>, MarketError> {
+        Ok(vec!["i-1".into(), "i-2".into()])
+    }
+    async fn reservation_of(&self, _r: &Region, _i: &str) -> Result<Option<String>, MarketError> {
+        Ok(None)
+    }
+}
+
+fn hands(aws: &Aws) -> Hands<'_> {
+    Hands { parameters: aws, groups: aws, commands: aws, instances: aws }
+}
+
+#[tokio::test]
+async fn each_action_runs_once_under_duplicate_triggers_and_runs() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let now = t(10, 11, 35);
+    let planned = at_point(&all(), &target(), Point::Active, false);
+    assert_eq!(enqueue_actions(&outbox, &planned, now).await.unwrap(), 2);
+    // The event and the tracker both see the block active; and a retried invocation.
+    assert_eq!(enqueue_actions(&outbox, &planned, now).await.unwrap(), 0);
+    let first = hands(&aws).run(&outbox, now).await.unwrap();
+    assert_eq!(first.done.len(), 2, "{first:?}");
+    let again = hands(&aws).run(&outbox, now + Duration::minutes(5)).await.unwrap();
+    assert_eq!(again, ActionReport::default());
+    assert_eq!(enqueue_actions(&outbox, &planned, now).await.unwrap(), 0, "done stays done");
+    assert_eq!(*aws.capacity.lock().unwrap(), [("trainers".to_string(), 2)]);
+    let value = aws.parameters.lock().unwrap()["/capblock/p5/current"].clone();
+    assert!(value.contains("cr-0123456789abcdef0"), "{value}");
+    let mut alerts = outbox.alerts();
+    alerts.sort();
+    assert_eq!(alerts, ["action-parameter-end-20261211T1130Z-done", "action-scale-up-trainers-done"]);
+}
+
+#[tokio::test]
+async fn dry_run_announces_and_touches_nothing() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let now = t(10, 11, 35);
+    enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Active, true), now).await.unwrap();
+    enqueue_actions(&outbox, &due(&all(), &target(), t(11, 10, 40), true), now).await.unwrap();
+    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    assert_eq!(report.done.len(), 4, "{report:?}");
+    assert!(aws.parameters.lock().unwrap().is_empty());
+    assert!(aws.capacity.lock().unwrap().is_empty());
+    assert!(aws.sent.lock().unwrap().is_empty());
+    assert_eq!(outbox.alerts().len(), 4);
+}
+
+#[tokio::test]
+async fn a_failing_action_is_announced_once_and_retried_until_it_succeeds() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let now = t(10, 11, 35);
+    enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Active, false), now).await.unwrap();
+    aws.fail(true);
+    for run in 0..3 {
+        // Each run past the previous one's lease.
+        let report = hands(&aws).run(&outbox, now + Duration::minutes(5 * run)).await.unwrap();
+        assert_eq!(report.failed.len(), 2, "{report:?}");
+    }
+    let mut alerts = outbox.alerts();
+    alerts.sort();
+    assert_eq!(alerts, ["action-parameter-end-20261211T1130Z-failed", "action-scale-up-trainers-failed"]);
+    aws.fail(false);
+    let report = hands(&aws).run(&outbox, now + Duration::minutes(20)).await.unwrap();
+    assert_eq!(report.done.len(), 2);
+    assert_eq!(*aws.capacity.lock().unwrap(), [("trainers".to_string(), 2)]);
+    assert_eq!(outbox.alerts().len(), 4, "failed once and done once, per action");
+}
+
+#[tokio::test]
+async fn an_action_still_failing_a_day_after_the_end_is_dropped_once() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let end = target().block.end;
+    enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Ended, false), end).await.unwrap();
+    aws.fail(true);
+    let before = hands(&aws).run(&outbox, end + Duration::hours(23)).await.unwrap();
+    assert_eq!(before.failed.len(), 2, "{before:?}");
+    let last = hands(&aws).run(&outbox, end + Duration::hours(24)).await.unwrap();
+    assert_eq!(last.failed.len(), 2, "{last:?}");
+    let after = hands(&aws).run(&outbox, end + Duration::hours(25)).await.unwrap();
+    assert_eq!(after, ActionReport::default(), "dropped: no longer tried");
+    let given_up = outbox.alerts().into_iter().filter(|a| a.ends_with("-given-up")).count();
+    assert_eq!(given_up, 2);
+}
+
+#[tokio::test]
+async fn a_leased_action_is_left_to_the_run_holding_it() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let now = t(10, 11, 35);
+    enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Active, false), now).await.unwrap();
+    for n in outbox.pending().await.unwrap() {
+        assert!(outbox.lease(&n, now, now + LEASE).await.unwrap());
+    }
+    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    assert_eq!(report.held_elsewhere, 2);
+    assert!(aws.capacity.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_command_goes_once_to_each_instance_and_its_result_comes_back() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let now = t(11, 10, 30);
+    let run = due(&all(), &target(), now, false)
+        .into_iter()
+        .filter(|p| matches!(p.order, Order::RunCommand { .. }))
+        .collect::<Vec<_>>();
+    enqueue_actions(&outbox, &run, now).await.unwrap();
+    // A run that sent the command to i-1 and died before marking it: the mark is the comment.
+    let Order::RunCommand { comment, .. } = &run[0].order else { unreachable!() };
+    aws.sent.lock().unwrap().push(("capblock-checkpoint".into(), vec!["i-1".into()], comment.clone()));
+
+    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    let sent = aws.sent.lock().unwrap().clone();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[1].1, ["i-2"], "only the instance without it");
+
+    *aws.running.lock().unwrap() = true;
+    let report = hands(&aws).run(&outbox, now + Duration::minutes(5)).await.unwrap();
+    assert_eq!(report.waiting.len(), 1, "the result waits for every instance: {report:?}");
+    assert!(!outbox.alerts().iter().any(|a| a.contains("result")), "nothing said while it runs");
+
+    *aws.running.lock().unwrap() = false;
+    let report = hands(&aws).run(&outbox, now + Duration::minutes(10)).await.unwrap();
+    assert_eq!(report.done.len(), 1);
+    assert_eq!(aws.sent.lock().unwrap().len(), 2, "nothing sent again");
+    let result = outbox
+        .notices
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(n, _, _)| n.milestone.ends_with("-result-done"))
+        .map(|(n, _, _)| n.message.body.clone())
+        .unwrap();
+    assert!(result.contains("Ran on: i-1") && result.contains("Failed on: i-2 (Failed)"), "{result}");
+}
+
+#[tokio::test]
+async fn a_parameter_is_cleared_only_while_it_names_the_block() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let now = t(10, 11, 35);
+    enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Paid, false), now).await.unwrap();
+    hands(&aws).run(&outbox, now).await.unwrap();
+    // Another block of the rule published over it: the first block's end leaves it alone.
+    let mut other = target();
+    other.block.reservation_id = "cr-0fedcba9876543210".into();
+    enqueue_actions(&outbox, &at_point(&all(), &other, Point::Paid, false), now).await.unwrap();
+    enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Ended, false), now).await.unwrap();
+    hands(&aws).run(&outbox, now).await.unwrap();
+    let value = aws.parameters.lock().unwrap().get("/capblock/p5/current").cloned().unwrap();
+    assert!(value.contains("cr-0fedcba9876543210"));
+    enqueue_actions(&outbox, &at_point(&all(), &other, Point::Ended, false), now).await.unwrap();
+    hands(&aws).run(&outbox, now).await.unwrap();
+    assert!(aws.parameters.lock().unwrap().is_empty());
+}
+
+#[test]
+fn event_notices_are_keyed_by_block_and_step() {
+    let s = bus::tests::subject();
+    let n = event_notice(&s, &Step::Active, "delivered", Some("arn:x"), t(1, 0, 0));
+    assert_eq!(n.id(), "cr-0123456789abcdef0#delivered@events");
+    assert_eq!(n.topic, Topic::Events);
+    assert_eq!(n.message.attributes[DETAIL_TYPE_ATTRIBUTE], "Block Active");
+    assert_eq!(n.message.attributes[RESOURCE_ATTRIBUTE], "arn:x");
+    let d: serde_json::Value = serde_json::from_str(&n.message.body).unwrap();
+    assert_eq!(d["event_key"], "cr-0123456789abcdef0#delivered");
+}

@@ -1,0 +1,69 @@
+//! Auto Scaling for the hand-off: `scale_group` sets a group's desired capacity.
+
+use async_trait::async_trait;
+use aws_config::SdkConfig;
+use aws_sdk_autoscaling::Client;
+use aws_sdk_autoscaling::error::DisplayErrorContext;
+
+use super::regional::Regional;
+use crate::domain::names::Region;
+use crate::ports::{ActionError, Groups};
+
+/// The IAM actions each port implemented here calls (see `aws::sns::ACTIONS`).
+pub const ACTIONS: &[(&str, &[&str])] =
+    &[("Groups", &["autoscaling:SetDesiredCapacity", "autoscaling:DescribeAutoScalingGroups"])];
+
+pub struct AutoScaling {
+    clients: Regional<Client>,
+}
+
+impl AutoScaling {
+    pub fn new(base: SdkConfig) -> Self {
+        AutoScaling { clients: Regional::new(base, Client::new) }
+    }
+}
+
+#[async_trait]
+impl Groups for AutoScaling {
+    async fn set_desired(&self, region: &Region, group: &str, desired: u32) -> Result<(), ActionError> {
+        let fail =
+            |message: String| ActionError { operation: "SetDesiredCapacity", region: region.to_string(), message };
+        let desired = i32::try_from(desired).map_err(|_| fail(format!("{desired} is not a capacity")))?;
+        self.clients
+            .get(region)
+            .set_desired_capacity()
+            .auto_scaling_group_name(group)
+            .desired_capacity(desired)
+            // The block's times are the schedule: a cooldown must not defer them.
+            .honor_cooldown(false)
+            .send()
+            .await
+            .map_err(|e| fail(DisplayErrorContext(&e).to_string()))?;
+        Ok(())
+    }
+
+    async fn existing(&self, region: &Region, groups: &[String]) -> Result<Vec<String>, ActionError> {
+        let mut found = Vec::new();
+        // DescribeAutoScalingGroups takes at most 100 names per call.
+        for names in groups.chunks(100) {
+            let mut pages = self
+                .clients
+                .get(region)
+                .describe_auto_scaling_groups()
+                .set_auto_scaling_group_names(Some(names.to_vec()))
+                .into_paginator()
+                .send();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(|e| ActionError {
+                    operation: "DescribeAutoScalingGroups",
+                    region: region.to_string(),
+                    message: DisplayErrorContext(&e).to_string(),
+                })?;
+                found.extend(
+                    page.auto_scaling_groups().iter().filter_map(|g| g.auto_scaling_group_name()).map(str::to_string),
+                );
+            }
+        }
+        Ok(found)
+    }
+}

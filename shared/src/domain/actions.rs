@@ -1,0 +1,151 @@
+//! The actions a rule may ask for (`[[actions]]`) and their validation. Apart from
+//! `domain::handoff` (when each is due, under which key) so that `domain::rule` can validate
+//! them without depending on blocks.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+/// SSM's limit on a document name, and its characters.
+const DOCUMENT_NAME_CHARS: std::ops::RangeInclusive<usize> = 3..=128;
+/// Auto Scaling's limit on a group name.
+const GROUP_NAME_CHARS: std::ops::RangeInclusive<usize> = 1..=255;
+
+/// An action as an operator writes it in a rule (`[[actions]]`, `kind` = ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ActionSpec {
+    /// Write the block's reservation id, AZ and end to `/capblock/<rule>/current` once it is
+    /// paid (again when it is extended); delete it when the block ends.
+    PublishParameter {},
+    /// Set the group's desired capacity to `desired` when the block becomes active, and to 0
+    /// `down_lead_minutes` before the instances' termination time.
+    ScaleGroup { group: String, desired: i64, down_lead_minutes: i64 },
+    /// Send the SSM document to the block's running instances `lead_minutes` before the
+    /// termination time.
+    RunCommand { document: String, lead_minutes: i64 },
+}
+
+/// A validated action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    PublishParameter,
+    ScaleGroup { group: String, desired: u32, down_lead_minutes: u32 },
+    RunCommand { document: String, lead_minutes: u32 },
+}
+
+/// What the rule's validation needs to judge its actions.
+pub struct ActionLimits {
+    /// The shortest block the rule may buy, in minutes (shortest duration minus the tolerance).
+    pub shortest_block_minutes: i64,
+    /// The termination lead (30 min; 60 for UltraServers): a lead is counted from there.
+    pub termination_lead_minutes: i64,
+    /// The most instances a block of the rule has: a group scaled past it would launch
+    /// instances the reservation cannot hold.
+    pub max_instances: u32,
+}
+
+/// Checks each action; problems are `(field, message)` like the rest of the rule's.
+pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Vec<(String, String)>) {
+    let mut out = Vec::new();
+    let mut problems = Vec::new();
+    let mut seen = BTreeSet::new();
+    // The longest a lead may be: the block's time before termination.
+    let room = limits.shortest_block_minutes - limits.termination_lead_minutes;
+    let lead = |field: String, v: i64, problems: &mut Vec<(String, String)>| -> Option<u32> {
+        if v < 1 {
+            problems.push((field, format!("{v} is not a lead time: at least 1 minute")));
+            None
+        } else if v >= room {
+            problems.push((
+                field,
+                format!(
+                    "{v} minutes is longer than the block: the shortest block this rule buys has {room} minutes before its instances are terminated"
+                ),
+            ));
+            None
+        } else {
+            u32::try_from(v).ok()
+        }
+    };
+    for (i, spec) in specs.iter().enumerate() {
+        let at = |f: &str| format!("actions[{i}].{f}");
+        match spec {
+            ActionSpec::PublishParameter {} => {
+                if !seen.insert("publish_parameter".to_string()) {
+                    problems.push((at("kind"), "publish_parameter is given twice".into()));
+                    continue;
+                }
+                out.push(Action::PublishParameter);
+            }
+            ActionSpec::ScaleGroup { group, desired, down_lead_minutes } => {
+                let before = problems.len();
+                if !GROUP_NAME_CHARS.contains(&group.chars().count()) || group.trim() != group {
+                    problems.push((
+                        at("group"),
+                        format!(
+                            "{group:?} is not an Auto Scaling group name (1-255 characters, no surrounding spaces)"
+                        ),
+                    ));
+                } else if !seen.insert(format!("group:{group}")) {
+                    problems.push((at("group"), format!("the group {group:?} is scaled by two actions")));
+                }
+                let desired = match u32::try_from(*desired) {
+                    Ok(d) if d >= 1 && d <= limits.max_instances => Some(d),
+                    _ => {
+                        problems.push((
+                            at("desired"),
+                            format!(
+                                "{desired} is not between 1 and {} (the most instances a block of this rule holds)",
+                                limits.max_instances
+                            ),
+                        ));
+                        None
+                    }
+                };
+                let lead = lead(at("down_lead_minutes"), *down_lead_minutes, &mut problems);
+                if let (Some(desired), Some(down_lead_minutes), true) = (desired, lead, problems.len() == before) {
+                    out.push(Action::ScaleGroup { group: group.clone(), desired, down_lead_minutes });
+                }
+            }
+            ActionSpec::RunCommand { document, lead_minutes } => {
+                let before = problems.len();
+                if document.is_empty() {
+                    problems.push((at("document"), "the document name is empty".into()));
+                } else if !is_document_name(document) {
+                    problems.push((
+                        at("document"),
+                        format!("{document:?} is not an SSM document name (3-128 letters, digits, _ - . : /)"),
+                    ));
+                }
+                let lead = lead(at("lead_minutes"), *lead_minutes, &mut problems);
+                if let (Some(lead_minutes), true) = (lead, problems.len() == before) {
+                    if !seen.insert(format!("command:{document}:{lead_minutes}")) {
+                        problems
+                            .push((at("document"), format!("{document:?} at {lead_minutes} minutes is given twice")));
+                        continue;
+                    }
+                    out.push(Action::RunCommand { document: document.clone(), lead_minutes });
+                }
+            }
+        }
+    }
+    (out, problems)
+}
+
+fn is_document_name(s: &str) -> bool {
+    DOCUMENT_NAME_CHARS.contains(&s.chars().count())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:/".contains(c))
+}
+
+/// The groups and documents rules name: what the IAM policy grants and `rules validate` checks.
+pub fn named_groups(actions: &[Action]) -> Vec<&str> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::ScaleGroup { group, .. } => Some(group.as_str()),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,298 @@
+//! capblock's own events on EventBridge: what each lifecycle step tells workloads, in a shape
+//! written down as a JSON Schema per detail-type (`shared/schemas/events/`), and the limits of
+//! PutEvents that EventBridge enforces but the local emulator does not.
+//!
+//! Pure: the caller passes every fact, `now` included.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+
+use super::block::Block;
+use super::checkpoint::CheckpointMilestone;
+use super::health::HealthChange;
+use super::milestone::Milestone;
+
+/// The `source` of every event capblock puts.
+pub const SOURCE: &str = "capblock";
+/// PutEvents takes at most this many entries per call.
+pub const MAX_ENTRIES_PER_CALL: usize = 10;
+/// PutEvents refuses an entry (the whole call, in fact) above 256 KB, counted as EventBridge
+/// counts it: see `entry_size`.
+pub const MAX_ENTRY_BYTES: usize = 256 * 1024;
+/// An event's outbox notice carries its detail as the body and these as attributes.
+pub const DETAIL_TYPE_ATTRIBUTE: &str = "detail-type";
+pub const RESOURCE_ATTRIBUTE: &str = "resource";
+
+/// One detail-type: one kind of lifecycle step, with a schema of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DetailType {
+    BlockPurchased,
+    PaymentFailed,
+    BlockActive,
+    BlockEnding,
+    BlockExtended,
+    BlockEnded,
+    HealthChanged,
+}
+
+impl DetailType {
+    pub const ALL: [DetailType; 7] = [
+        DetailType::BlockPurchased,
+        DetailType::PaymentFailed,
+        DetailType::BlockActive,
+        DetailType::BlockEnding,
+        DetailType::BlockExtended,
+        DetailType::BlockEnded,
+        DetailType::HealthChanged,
+    ];
+
+    /// The `detail-type` as EventBridge rules match it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DetailType::BlockPurchased => "Block Purchased",
+            DetailType::PaymentFailed => "Payment Failed",
+            DetailType::BlockActive => "Block Active",
+            DetailType::BlockEnding => "Block Ending",
+            DetailType::BlockExtended => "Block Extended",
+            DetailType::BlockEnded => "Block Ended",
+            DetailType::HealthChanged => "Health Changed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DetailType> {
+        DetailType::ALL.into_iter().find(|d| d.as_str() == s)
+    }
+
+    /// The schema's file name under `shared/schemas/events/`.
+    pub fn schema_file(self) -> String {
+        format!("{}.schema.json", self.as_str().to_ascii_lowercase().replace(' ', "-"))
+    }
+}
+
+impl std::fmt::Display for DetailType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The block an event is about, as capblock knows it when the step happens, with the tags the
+/// event carries (`event_tags`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    pub block: Block,
+    pub tags: BTreeMap<String, String>,
+}
+
+impl Subject {
+    pub fn of(b: &Block, tags: BTreeMap<String, String>) -> Subject {
+        Subject { block: b.clone(), tags }
+    }
+}
+
+/// The tags an event carries: the reservation's without capblock's own `capblock:*`
+/// bookkeeping, i.e. the rule's `tags` capblock bought it with.
+pub fn event_tags<'a>(tags: impl IntoIterator<Item = (&'a String, &'a String)>) -> BTreeMap<String, String> {
+    tags.into_iter().filter(|(k, _)| !k.starts_with("capblock:")).map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// The event of a tracker milestone, keyed by the milestone's outbox name (the Slack notice's,
+/// so the tracker and on-capacity-event, which share "delivered", put one Block Active between
+/// them). `previous_end`: the end before the move. `None`: not an event (payment succeeded,
+/// scheduled, an end moved back, payment warnings).
+pub fn step_of_milestone(m: &Milestone, previous_end: DateTime<Utc>) -> Option<Step> {
+    match m {
+        Milestone::PaymentFailed => Some(Step::PaymentFailed),
+        Milestone::Active => Some(Step::Active),
+        Milestone::Expired => Some(Step::Ended { outcome: EndOutcome::Expired }),
+        Milestone::Released => Some(Step::Ended { outcome: EndOutcome::Released }),
+        Milestone::Extended(_) => Some(Step::Extended { previous_end }),
+        Milestone::PaymentSucceeded
+        | Milestone::Scheduled
+        | Milestone::EndMovedBack(_)
+        | Milestone::PaymentWarning(_) => None,
+    }
+}
+
+/// The event of an on-capacity-event milestone (its key is the milestone's `key()`): the block
+/// delivered, and each of capblock's reminders with the minutes left. AWS's own warning and an
+/// instance's interruption are EC2's events already (source `aws.ec2`).
+pub fn step_of_checkpoint(m: &CheckpointMilestone) -> Option<Step> {
+    match m {
+        CheckpointMilestone::Delivered => Some(Step::Active),
+        CheckpointMilestone::Reminder { lead_minutes, .. } => Some(Step::Ending { minutes_left: *lead_minutes }),
+        CheckpointMilestone::AwsExpirationWarning | CheckpointMilestone::Interruption { .. } => None,
+    }
+}
+
+/// The event of a block's health change: `status` is `degraded` or `recovered`, the summary the
+/// Slack title's. Its key is the health notice's own (issue 16 wires the tracker's reads).
+pub fn step_of_health(change: &HealthChange) -> Step {
+    let status = match change {
+        HealthChange::Degraded { .. } => "degraded",
+        HealthChange::Recovered { .. } => "recovered",
+    };
+    Step::HealthChanged { status: status.into(), summary: change.summary() }
+}
+
+/// What one step adds to the common part. Each variant is one detail-type, so an event can
+/// never carry the extra fields of another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Purchased,
+    PaymentFailed,
+    Active,
+    /// A reminder `minutes_left` minutes before the instances' termination time.
+    Ending {
+        minutes_left: u32,
+    },
+    Extended {
+        previous_end: DateTime<Utc>,
+    },
+    /// `outcome`: EC2's final word, `expired` or `released` (cancelled, failed).
+    Ended {
+        outcome: EndOutcome,
+    },
+    /// A health notice about the block (its own kind, e.g. an UltraServer node degraded).
+    HealthChanged {
+        status: String,
+        summary: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndOutcome {
+    Expired,
+    Released,
+}
+
+impl Step {
+    pub fn detail_type(&self) -> DetailType {
+        match self {
+            Step::Purchased => DetailType::BlockPurchased,
+            Step::PaymentFailed => DetailType::PaymentFailed,
+            Step::Active => DetailType::BlockActive,
+            Step::Ending { .. } => DetailType::BlockEnding,
+            Step::Extended { .. } => DetailType::BlockExtended,
+            Step::Ended { .. } => DetailType::BlockEnded,
+            Step::HealthChanged { .. } => DetailType::HealthChanged,
+        }
+    }
+}
+
+/// The `detail` of an event. Field names are snake_case like the workload notices'; times are
+/// RFC 3339 UTC with a `Z`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Detail {
+    /// Stable per (block, step): a consumer drops a repeat by it (the outbox allows exactly one,
+    /// in the crash window between PutEvents and marking the notice published).
+    pub event_key: String,
+    pub reservation_id: String,
+    pub region: String,
+    pub availability_zone: String,
+    pub instance_type: String,
+    pub instance_count: u32,
+    pub start: String,
+    pub end: String,
+    /// When EC2 begins terminating the instances (end - 30 min, 60 for UltraServers).
+    pub termination_time: String,
+    pub rule_id: Option<String>,
+    pub tags: BTreeMap<String, String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Extra {
+    None {},
+    Ending { minutes_left: u32 },
+    Extended { previous_end: String },
+    Ended { outcome: EndOutcome },
+    Health { status: String, summary: String },
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// The detail of `step` for `subject`; `step_key` is the outbox milestone it is stored under.
+pub fn detail(subject: &Subject, step: &Step, step_key: &str) -> Detail {
+    let extra = match step {
+        Step::Purchased | Step::PaymentFailed | Step::Active => Extra::None {},
+        Step::Ending { minutes_left } => Extra::Ending { minutes_left: *minutes_left },
+        Step::Extended { previous_end } => Extra::Extended { previous_end: rfc3339(*previous_end) },
+        Step::Ended { outcome } => Extra::Ended { outcome: *outcome },
+        Step::HealthChanged { status, summary } => Extra::Health { status: status.clone(), summary: summary.clone() },
+    };
+    let b = &subject.block;
+    Detail {
+        event_key: format!("{}#{step_key}", b.reservation_id),
+        reservation_id: b.reservation_id.clone(),
+        region: b.region.to_string(),
+        availability_zone: b.availability_zone.clone(),
+        instance_type: b.instance_type.to_string(),
+        instance_count: b.instance_count,
+        start: rfc3339(b.start),
+        end: rfc3339(b.end),
+        termination_time: rfc3339(b.termination_time()),
+        rule_id: b.rule_id.clone(),
+        tags: subject.tags.clone(),
+        extra,
+    }
+}
+
+/// One PutEvents entry that EventBridge will take: the size is checked when it is made, so an
+/// entry that exists fits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BusEntry {
+    detail_type: DetailType,
+    detail: String,
+    resources: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("a {detail_type} event of {bytes} bytes is over PutEvents' {MAX_ENTRY_BYTES}-byte limit")]
+    TooLarge { detail_type: DetailType, bytes: usize },
+    #[error("unknown detail-type {0:?}")]
+    UnknownDetailType(String),
+}
+
+/// The size EventBridge counts for an entry: the UTF-8 bytes of source, detail-type, detail and
+/// each resource, plus 14 for the time. capblock sets no time (EventBridge stamps the put) but
+/// counts it anyway: the limit then holds whichever way EventBridge counts.
+/// <https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-putevent-size.html>
+pub fn entry_size(detail_type: &str, detail: &str, resources: &[String]) -> usize {
+    14 + SOURCE.len() + detail_type.len() + detail.len() + resources.iter().map(String::len).sum::<usize>()
+}
+
+impl BusEntry {
+    pub fn new(detail_type: DetailType, detail: String, resources: Vec<String>) -> Result<BusEntry, EntryError> {
+        let bytes = entry_size(detail_type.as_str(), &detail, &resources);
+        if bytes > MAX_ENTRY_BYTES {
+            return Err(EntryError::TooLarge { detail_type, bytes });
+        }
+        Ok(BusEntry { detail_type, detail, resources })
+    }
+
+    pub fn detail_type(&self) -> DetailType {
+        self.detail_type
+    }
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+    pub fn resources(&self) -> &[String] {
+        &self.resources
+    }
+}
+
+/// Entries in PutEvents-sized calls, in order.
+pub fn calls(entries: &[BusEntry]) -> std::slice::Chunks<'_, BusEntry> {
+    entries.chunks(MAX_ENTRIES_PER_CALL)
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

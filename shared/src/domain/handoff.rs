@@ -1,0 +1,342 @@
+//! Hand-off to the workloads: the actions a rule may ask for at points of a block's life, and
+//! when each is due. Pure: which order to run, under which key, is decided here; the app runs
+//! it through the outbox (one record per (block, action), so it runs once and is retried until
+//! it succeeds) and the adapters do the AWS calls.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::actions::Action;
+use super::block::Block;
+use super::lifecycle::BlockState;
+use super::slack::SlackMessage;
+
+/// Every parameter capblock writes is under this path (the IAM policy grants no other).
+pub const PARAMETER_ROOT: &str = "/capblock";
+/// SendCommand's `Comment` is at most 100 characters: capblock's mark fits.
+const COMMENT_CHARS: usize = 100;
+
+/// The parameter a rule's `publish_parameter` writes.
+pub fn parameter_name(rule_id: &str) -> String {
+    format!("{PARAMETER_ROOT}/{rule_id}/current")
+}
+
+/// The block an action is about, and the rule whose action it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    pub block: Block,
+    pub rule_id: String,
+}
+
+impl Target {
+    /// The target of a block a rule bought (or a block tagged with the rule); `None` for a
+    /// block of no rule, which no rule's actions concern.
+    pub fn of(b: &Block) -> Option<Target> {
+        Some(Target { rule_id: b.rule_id.clone()?, block: b.clone() })
+    }
+
+    pub fn termination_time(&self) -> DateTime<Utc> {
+        self.block.termination_time()
+    }
+}
+
+/// One thing to do for one block. Stored as the body of an outbox record, so its fields are
+/// everything the run needs (the rule may have changed or gone since).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "order", rename_all = "snake_case")]
+pub enum Order {
+    PublishParameter {
+        name: String,
+        value: String,
+    },
+    /// Deletes the parameter if it still names this block (another block of the rule may have
+    /// taken it over).
+    ClearParameter {
+        name: String,
+    },
+    SetCapacity {
+        group: String,
+        desired: u32,
+    },
+    /// SendCommand to the block's running instances, marked with `comment` so a retry finds
+    /// which instances already have it and sends to the others only.
+    RunCommand {
+        document: String,
+        comment: String,
+    },
+    /// Reads the results of a sent command and reports them; not done while any instance is
+    /// still running it.
+    /// `commands`: instance id -> the command it was sent in.
+    CommandResult {
+        document: String,
+        commands: BTreeMap<String, String>,
+    },
+}
+
+/// An order for a block under its outbox key, dry-run or not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Planned {
+    pub key: String,
+    pub target: Target,
+    pub order: Order,
+    /// Announce what would be done, do nothing.
+    pub dry_run: bool,
+}
+
+/// The lifecycle points actions hang on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Point {
+    /// Paid: payment succeeded, or the block was found scheduled or active.
+    Paid,
+    Active,
+    /// The end moved later (a paid extension).
+    Extended,
+    /// Expired, released or payment failed.
+    Ended,
+}
+
+fn stamp(t: DateTime<Utc>) -> String {
+    t.format("%Y%m%dT%H%MZ").to_string()
+}
+
+fn parameter_value(t: &Target) -> String {
+    serde_json::json!({
+        "reservation_id": t.block.reservation_id,
+        "region": t.block.region.to_string(),
+        "availability_zone": t.block.availability_zone,
+        "instance_type": t.block.instance_type.to_string(),
+        "instance_count": t.block.instance_count,
+        "start": t.block.start.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "end": t.block.end.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "termination_time": t.termination_time().to_rfc3339_opts(SecondsFormat::Secs, true),
+    })
+    .to_string()
+}
+
+fn scale_down(t: &Target, group: &str, dry_run: bool) -> Planned {
+    // Keyed by the end: after an extension the group goes down again before the new end.
+    Planned {
+        key: format!("action-scale-down-{group}-end-{}", stamp(t.block.end)),
+        target: t.clone(),
+        order: Order::SetCapacity { group: group.to_string(), desired: 0 },
+        dry_run,
+    }
+}
+
+/// The orders a lifecycle point calls for.
+pub fn at_point(actions: &[Action], t: &Target, point: Point, dry_run: bool) -> Vec<Planned> {
+    let plan = |key: String, order: Order| Planned { key, target: t.clone(), order, dry_run };
+    let mut out = Vec::new();
+    for a in actions {
+        match (a, point) {
+            (Action::PublishParameter, Point::Paid | Point::Active | Point::Extended) => {
+                let name = parameter_name(&t.rule_id);
+                out.push(plan(
+                    format!("action-parameter-end-{}", stamp(t.block.end)),
+                    Order::PublishParameter { value: parameter_value(t), name },
+                ));
+            }
+            (Action::PublishParameter, Point::Ended) => {
+                out.push(plan(
+                    "action-parameter-clear".into(),
+                    Order::ClearParameter { name: parameter_name(&t.rule_id) },
+                ));
+            }
+            (Action::ScaleGroup { group, desired, .. }, Point::Active) => out.push(plan(
+                format!("action-scale-up-{group}"),
+                Order::SetCapacity { group: group.clone(), desired: *desired },
+            )),
+            // A group that missed its scale-down (the tracker did not run in the window) goes
+            // to 0 at the end anyway: same key, so never twice.
+            (Action::ScaleGroup { group, .. }, Point::Ended) => out.push(scale_down(t, group, dry_run)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Every order a block in `state` calls for at `now`, whatever happened before: the tracker
+/// plans these on each run and the outbox keeps the ones already planned, so a run that was
+/// missed, a crash or a block adopted late still gets its orders, each once.
+/// - paid (scheduled or active): the parameter, for the current end;
+/// - active: each group scaled up, unless its scale-down is already due (scaling up for minutes
+///   would only launch instances EC2 is about to terminate), and the lead-time orders due.
+pub fn current(actions: &[Action], t: &Target, state: BlockState, now: DateTime<Utc>, dry_run: bool) -> Vec<Planned> {
+    let mut out = Vec::new();
+    if matches!(state, BlockState::Scheduled | BlockState::Active) {
+        let paid = at_point(actions, t, Point::Paid, dry_run);
+        out.extend(paid.into_iter().filter(|p| matches!(p.order, Order::PublishParameter { .. })));
+    }
+    if state == BlockState::Active {
+        let due_now = due(actions, t, now, dry_run);
+        let down: BTreeSet<&str> = due_now
+            .iter()
+            .filter_map(|p| match &p.order {
+                Order::SetCapacity { group, .. } => Some(group.as_str()),
+                _ => None,
+            })
+            .collect();
+        let up = at_point(actions, t, Point::Active, dry_run);
+        // The parameter came with the paid orders above; the groups go up here.
+        out.extend(up.into_iter().filter(|p| match &p.order {
+            Order::SetCapacity { group, .. } => !down.contains(group.as_str()),
+            _ => false,
+        }));
+        out.extend(due_now);
+    }
+    out
+}
+
+/// The lead-time orders due at `now` for an active block: each once its lead is reached, and
+/// only before the termination time (a command sent after it would find no instance).
+pub fn due(actions: &[Action], t: &Target, now: DateTime<Utc>, dry_run: bool) -> Vec<Planned> {
+    let term = t.termination_time();
+    let reached = |lead: u32| now >= term - Duration::minutes(i64::from(lead));
+    let mut out = Vec::new();
+    for a in actions {
+        match a {
+            Action::ScaleGroup { group, down_lead_minutes, .. } if reached(*down_lead_minutes) => {
+                out.push(scale_down(t, group, dry_run));
+            }
+            Action::RunCommand { document, lead_minutes } if reached(*lead_minutes) && now < term => {
+                let comment = command_comment(&t.block.reservation_id, *lead_minutes, t.block.end);
+                out.push(Planned {
+                    key: format!("action-run-command-{document}-{lead_minutes}m-end-{}", stamp(t.block.end)),
+                    target: t.clone(),
+                    order: Order::RunCommand { document: document.clone(), comment },
+                    dry_run,
+                });
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The mark a command carries: the block, the lead and the end (at most 100 characters).
+pub fn command_comment(reservation_id: &str, lead_minutes: u32, end: DateTime<Utc>) -> String {
+    let mut c = format!("capblock {reservation_id} {lead_minutes}m {}", stamp(end));
+    c.truncate(COMMENT_CHARS);
+    c
+}
+
+/// One instance's outcome of a command, as SSM reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Invocation {
+    /// Still pending, in progress or delayed.
+    Running,
+    Succeeded,
+    /// Failed, timed out, cancelled or undeliverable: SSM's status text.
+    Failed(String),
+}
+
+/// Which instances ran a command, and which failed it (with SSM's status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSummary {
+    pub ran: Vec<String>,
+    pub failed: Vec<(String, String)>,
+}
+
+/// The result of a command once every instance finished, or `None` while any still runs.
+pub fn command_summary(results: &BTreeMap<String, Invocation>) -> Option<CommandSummary> {
+    if results.values().any(|r| *r == Invocation::Running) {
+        return None;
+    }
+    let ran = results.iter().filter(|(_, r)| **r == Invocation::Succeeded).map(|(i, _)| i.clone()).collect();
+    let failed = results
+        .iter()
+        .filter_map(|(i, r)| match r {
+            Invocation::Failed(why) => Some((i.clone(), why.clone())),
+            _ => None,
+        })
+        .collect();
+    Some(CommandSummary { ran, failed })
+}
+
+/// What an order does, for people: the first line of its Slack message.
+pub fn describe(order: &Order) -> String {
+    match order {
+        Order::PublishParameter { name, .. } => format!("publish the block to the SSM parameter `{name}`"),
+        Order::ClearParameter { name } => format!("clear the SSM parameter `{name}`"),
+        Order::SetCapacity { group, desired } => {
+            format!("set the desired capacity of the group `{group}` to {desired}")
+        }
+        Order::RunCommand { document, .. } => {
+            format!("send the Run Command document `{document}` to the block's instances")
+        }
+        Order::CommandResult { document, .. } => format!("collect the results of `{document}`"),
+    }
+}
+
+fn message(p: &Planned, suffix: &str, title: String, description: String) -> SlackMessage {
+    SlackMessage {
+        id: format!("{}#{}-{suffix}", p.target.block.reservation_id, p.key),
+        title,
+        description,
+        next_steps: Vec::new(),
+        keywords: vec![p.target.rule_id.clone(), p.target.block.instance_type.to_string()],
+        thread_id: p.target.block.reservation_id.clone(),
+        summary: format!("{} ({})", describe(&p.order), p.target.block.reservation_id),
+        event_type: format!("action-{suffix}"),
+        related_resources: vec![p.target.block.reservation_id.clone()],
+    }
+}
+
+/// The order ran (or, in dry-run, would have).
+pub fn announce_done(p: &Planned, what: &str) -> SlackMessage {
+    let (title, verb) =
+        if p.dry_run { ("Dry run: hand-off action not run", "Would") } else { ("Hand-off action done", "Done:") };
+    message(p, "done", title.into(), format!("{verb} {}.\n{what}", describe(&p.order)))
+}
+
+/// How long after a block's end a failing order is still retried: past it, the group, document
+/// or parameter the order is about is gone or was never there, and the order is dropped (said
+/// once in the thread) rather than retried for ever.
+pub const GIVE_UP_AFTER_END: Duration = Duration::hours(24);
+
+/// Whether a failing order is dropped at `now` instead of retried.
+pub fn gives_up(p: &Planned, now: DateTime<Utc>) -> bool {
+    now >= p.target.block.end + GIVE_UP_AFTER_END
+}
+
+/// The order failed for the last time: it is dropped.
+pub fn announce_given_up(p: &Planned, error: &str) -> SlackMessage {
+    message(
+        p,
+        "given-up",
+        "Hand-off action dropped".into(),
+        format!(
+            "Could not {}: {error}\nThe block ended more than a day ago; capblock stops retrying it.",
+            describe(&p.order)
+        ),
+    )
+}
+
+/// The order failed; it is retried every run until it succeeds. Announced once per order.
+pub fn announce_failed(p: &Planned, error: &str) -> SlackMessage {
+    let mut m = message(
+        p,
+        "failed",
+        "Hand-off action failed: retrying".into(),
+        format!(
+            "Could not {}: {error}\ncapblock retries it every tracker run; the block's life goes on.",
+            describe(&p.order)
+        ),
+    );
+    m.next_steps = vec!["Check the IAM policy and the group, document or parameter the rule names.".into()];
+    m
+}
+
+/// The per-instance result of a command.
+pub fn announce_command_result(p: &Planned, ran: &[String], failed: &[(String, String)]) -> SlackMessage {
+    let failed_text: Vec<String> = failed.iter().map(|(i, why)| format!("{i} ({why})")).collect();
+    let title = if failed.is_empty() { "Run Command finished" } else { "Run Command finished with failures" };
+    let ran_text = if ran.is_empty() { "none".to_string() } else { ran.join(", ") };
+    let failed_line = if failed.is_empty() { "none".to_string() } else { failed_text.join(", ") };
+    message(p, "result", title.into(), format!("Ran on: {ran_text}\nFailed on: {failed_line}"))
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

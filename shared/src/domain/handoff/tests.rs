@@ -1,0 +1,232 @@
+use super::*;
+use crate::domain::actions::{ActionLimits, ActionSpec, validate};
+use chrono::TimeZone;
+
+fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()
+}
+
+fn limits() -> ActionLimits {
+    // A 1-day block, tolerance 0, 30 minutes termination lead.
+    ActionLimits { shortest_block_minutes: 24 * 60, termination_lead_minutes: 30, max_instances: 4 }
+}
+
+/// `block::example`'s: rule `p5`, 2 x p5.48xlarge in us-east-1, 12-10 to 12-11 11:30.
+pub(crate) fn target() -> Target {
+    Target::of(&crate::domain::block::example(t(10, 11, 30), t(11, 11, 30))).unwrap()
+}
+
+pub(crate) fn all() -> Vec<Action> {
+    vec![
+        Action::PublishParameter,
+        Action::ScaleGroup { group: "trainers".into(), desired: 2, down_lead_minutes: 45 },
+        Action::RunCommand { document: "capblock-checkpoint".into(), lead_minutes: 30 },
+    ]
+}
+
+fn fields(problems: &[(String, String)]) -> Vec<&str> {
+    problems.iter().map(|(f, _)| f.as_str()).collect()
+}
+
+#[test]
+fn good_actions_validate() {
+    let specs: Vec<ActionSpec> = toml::from_str::<toml::Table>(
+        r#"
+        [[actions]]
+        kind = "publish_parameter"
+        [[actions]]
+        kind = "scale_group"
+        group = "trainers"
+        desired = 2
+        down_lead_minutes = 45
+        [[actions]]
+        kind = "run_command"
+        document = "capblock-checkpoint"
+        lead_minutes = 30
+        "#,
+    )
+    .unwrap()["actions"]
+        .clone()
+        .try_into()
+        .unwrap();
+    let (actions, problems) = validate(&specs, &limits());
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(actions, all());
+}
+
+#[test]
+fn an_empty_document_is_named() {
+    let specs = [ActionSpec::RunCommand { document: String::new(), lead_minutes: 30 }];
+    let (actions, problems) = validate(&specs, &limits());
+    assert!(actions.is_empty());
+    assert_eq!(fields(&problems), ["actions[0].document"]);
+    assert!(problems[0].1.contains("empty"), "{problems:?}");
+}
+
+#[test]
+fn a_lead_longer_than_the_block_is_named() {
+    // 24 h block, 30 min termination lead: 1410 minutes of room; a lead must be shorter.
+    let specs = [
+        ActionSpec::RunCommand { document: "doc".into(), lead_minutes: 1410 },
+        ActionSpec::ScaleGroup { group: "g".into(), desired: 1, down_lead_minutes: 2000 },
+        ActionSpec::RunCommand { document: "doc".into(), lead_minutes: 0 },
+    ];
+    let (actions, problems) = validate(&specs, &limits());
+    assert!(actions.is_empty());
+    assert_eq!(
+        fields(&problems),
+        ["actions[0].lead_minutes", "actions[1].down_lead_minutes", "actions[2].lead_minutes"]
+    );
+    assert!(problems[0].1.contains("longer than the block"), "{problems:?}");
+    let (ok, none) = validate(&[ActionSpec::RunCommand { document: "doc".into(), lead_minutes: 1409 }], &limits());
+    assert!(none.is_empty() && ok.len() == 1);
+}
+
+#[test]
+fn bad_groups_and_counts_are_named() {
+    let specs = [
+        ActionSpec::ScaleGroup { group: String::new(), desired: 1, down_lead_minutes: 30 },
+        ActionSpec::ScaleGroup { group: "g".into(), desired: 5, down_lead_minutes: 30 },
+        ActionSpec::ScaleGroup { group: "h".into(), desired: 1, down_lead_minutes: 30 },
+        ActionSpec::ScaleGroup { group: "h".into(), desired: 1, down_lead_minutes: 40 },
+        ActionSpec::RunCommand { document: "bad name!".into(), lead_minutes: 30 },
+        ActionSpec::PublishParameter {},
+        ActionSpec::PublishParameter {},
+    ];
+    let (actions, problems) = validate(&specs, &limits());
+    assert_eq!(
+        fields(&problems),
+        ["actions[0].group", "actions[1].desired", "actions[3].group", "actions[4].document", "actions[6].kind"]
+    );
+    assert_eq!(actions.len(), 2, "h once and one publish_parameter: {actions:?}");
+}
+
+#[test]
+fn unknown_keys_are_refused() {
+    let r: Result<ActionSpec, _> =
+        toml::from_str("kind = \"run_command\"\ndocument = \"d\"\nlead_minutes = 1\nleed = 2\n");
+    assert!(r.is_err());
+    let r: Result<ActionSpec, _> = toml::from_str("kind = \"scale\"\n");
+    assert!(r.is_err());
+}
+
+fn keys(p: &[Planned]) -> Vec<&str> {
+    p.iter().map(|p| p.key.as_str()).collect()
+}
+
+#[test]
+fn points_call_for_their_orders() {
+    let tg = target();
+    assert_eq!(keys(&at_point(&all(), &tg, Point::Paid, false)), ["action-parameter-end-20261211T1130Z"]);
+    assert_eq!(
+        keys(&at_point(&all(), &tg, Point::Active, false)),
+        ["action-parameter-end-20261211T1130Z", "action-scale-up-trainers"]
+    );
+    assert_eq!(
+        keys(&at_point(&all(), &tg, Point::Ended, false)),
+        ["action-parameter-clear", "action-scale-down-trainers-end-20261211T1130Z"]
+    );
+    let up = &at_point(&all(), &tg, Point::Active, true)[1];
+    assert_eq!(up.order, Order::SetCapacity { group: "trainers".into(), desired: 2 });
+    assert!(up.dry_run);
+    let Order::PublishParameter { name, value } = &at_point(&all(), &tg, Point::Paid, false)[0].order else {
+        panic!("not a parameter");
+    };
+    assert_eq!(name, "/capblock/p5/current");
+    let v: serde_json::Value = serde_json::from_str(value).unwrap();
+    assert_eq!(v["reservation_id"], "cr-0123456789abcdef0");
+    assert_eq!(v["availability_zone"], "us-east-1a");
+    assert_eq!(v["end"], "2026-12-11T11:30:00Z");
+}
+
+#[test]
+fn lead_orders_are_due_from_their_lead_until_termination() {
+    let tg = target(); // termination 11 Dec 11:00
+    assert!(due(&all(), &tg, t(11, 10, 14), false).is_empty());
+    assert_eq!(keys(&due(&all(), &tg, t(11, 10, 15), false)), ["action-scale-down-trainers-end-20261211T1130Z"]);
+    let both = due(&all(), &tg, t(11, 10, 30), false);
+    assert_eq!(
+        keys(&both),
+        [
+            "action-scale-down-trainers-end-20261211T1130Z",
+            "action-run-command-capblock-checkpoint-30m-end-20261211T1130Z"
+        ]
+    );
+    assert_eq!(
+        both[1].order,
+        Order::RunCommand {
+            document: "capblock-checkpoint".into(),
+            comment: "capblock cr-0123456789abcdef0 30m 20261211T1130Z".into()
+        }
+    );
+    // After termination a command finds no instance; the scale-down is still due.
+    assert_eq!(keys(&due(&all(), &tg, t(11, 11, 0), false)), ["action-scale-down-trainers-end-20261211T1130Z"]);
+}
+
+#[test]
+fn an_extension_makes_lead_orders_due_again_under_new_keys() {
+    let mut tg = target();
+    let before = keys(&due(&all(), &tg, t(11, 10, 30), false)).iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    tg.block.end = t(12, 11, 30);
+    assert!(due(&all(), &tg, t(11, 10, 30), false).is_empty(), "the new end is a day away");
+    let after = due(&all(), &tg, t(12, 10, 30), false);
+    assert!(after.iter().all(|p| !before.contains(&p.key)));
+}
+
+#[test]
+fn command_results_wait_for_every_instance() {
+    let mut r: BTreeMap<String, Invocation> =
+        [("i-1".to_string(), Invocation::Succeeded), ("i-2".to_string(), Invocation::Running)].into();
+    assert_eq!(command_summary(&r), None);
+    r.insert("i-2".into(), Invocation::Failed("TimedOut".into()));
+    let s = command_summary(&r).unwrap();
+    assert_eq!(s.ran, ["i-1"]);
+    assert_eq!(s.failed, [("i-2".to_string(), "TimedOut".to_string())]);
+}
+
+#[test]
+fn messages_go_to_the_blocks_thread_and_say_dry_run() {
+    let p = &at_point(&all(), &target(), Point::Active, true)[1];
+    let m = announce_done(p, "");
+    assert_eq!(m.thread_id, "cr-0123456789abcdef0");
+    assert!(m.title.starts_with("Dry run"), "{}", m.title);
+    assert!(m.description.contains("Would set the desired capacity of the group `trainers` to 2"), "{}", m.description);
+    let f = announce_failed(p, "AccessDenied");
+    assert!(f.description.contains("AccessDenied") && f.description.contains("retries"));
+    let r = announce_command_result(p, &["i-1".into()], &[("i-2".into(), "Failed".into())]);
+    assert!(
+        r.description.contains("Ran on: i-1") && r.description.contains("Failed on: i-2 (Failed)"),
+        "{}",
+        r.description
+    );
+}
+
+#[test]
+fn comments_fit_ssm() {
+    let c = command_comment(&"cr-".repeat(60), 30, t(1, 0, 0));
+    assert_eq!(c.len(), 100);
+}
+
+#[test]
+fn current_orders_follow_the_blocks_state_and_the_clock() {
+    let tg = target(); // termination 12-11 11:00; scale-down lead 45, command lead 30
+    let keys_at = |state, now| keys(&current(&all(), &tg, state, now, false)).join(" ");
+    assert_eq!(keys_at(BlockState::PaymentPending, t(9, 12, 0)), "", "nothing before it is paid");
+    assert_eq!(keys_at(BlockState::Scheduled, t(9, 12, 0)), "action-parameter-end-20261211T1130Z");
+    assert_eq!(
+        keys_at(BlockState::Active, t(10, 12, 0)),
+        "action-parameter-end-20261211T1130Z action-scale-up-trainers"
+    );
+    // Past the scale-down lead: no scale-up (a block found active this late is not scaled up
+    // only to be scaled down), the scale-down instead.
+    assert_eq!(
+        keys_at(BlockState::Active, t(11, 10, 20)),
+        "action-parameter-end-20261211T1130Z action-scale-down-trainers-end-20261211T1130Z"
+    );
+    assert_eq!(
+        keys_at(BlockState::Active, t(11, 10, 30)),
+        "action-parameter-end-20261211T1130Z action-scale-down-trainers-end-20261211T1130Z \
+         action-run-command-capblock-checkpoint-30m-end-20261211T1130Z"
+    );
+    assert_eq!(keys_at(BlockState::Expired, t(11, 12, 0)), "", "the end's orders come with the move");
+}

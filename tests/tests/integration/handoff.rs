@@ -1,0 +1,391 @@
+//! Hand-off to the workloads on the local stack: capblock's events through the outbox onto an
+//! EventBridge bus, routed by a rule to an SQS queue and validated against their JSON Schemas;
+//! and the actions on moto's SSM and Auto Scaling through the real adapters.
+
+use std::collections::BTreeMap;
+
+use aws_config::SdkConfig;
+use capblock_shared::app::handoff::{Hands, enqueue_actions, event_notice};
+use capblock_shared::app::outbox::flush;
+use capblock_shared::aws::autoscaling::AutoScaling;
+use capblock_shared::aws::eventbridge::Delivery;
+use capblock_shared::aws::ssm::Ssm;
+use capblock_shared::domain::actions::Action;
+use capblock_shared::domain::block::Block;
+use capblock_shared::domain::bus::{EndOutcome, Step, Subject};
+use capblock_shared::domain::handoff::{Point, Target, at_point, due};
+use capblock_shared::domain::lifecycle::BlockState;
+use capblock_shared::domain::names::Region;
+use capblock_shared::ports::{InstanceSource, MarketError, Outbox, Parameters};
+use capblock_tests::{
+    Aws, Published, Rig, RuleToml, ScenarioToml, T0, auto_scaling_group, detail_types, event_types, example_block,
+};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+
+fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()
+}
+
+fn id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
+}
+
+/// `example_block` in us-east-1 (where the test's group and parameters are), ending 12-12.
+fn block(reservation: &str, rule: &str) -> Block {
+    Block {
+        region: "us-east-1".parse().unwrap(),
+        availability_zone: "us-east-1a".into(),
+        start: t(10, 11, 30),
+        end: t(12, 11, 30),
+        rule_id: Some(rule.into()),
+        ..example_block(reservation)
+    }
+}
+
+fn subject(reservation: &str) -> Subject {
+    Subject::of(&block(reservation, "p5-weekly"), [("team".to_string(), "llm".to_string())].into())
+}
+
+fn every_step() -> Vec<(Step, &'static str)> {
+    vec![
+        (Step::Purchased, "purchased"),
+        (Step::PaymentFailed, "payment-failed"),
+        (Step::Active, "delivered"),
+        (Step::Ending { minutes_left: 30 }, "reminder-30m-end-20261212T1130Z"),
+        (Step::Ending { minutes_left: 120 }, "reminder-120m-end-20261212T1130Z"),
+        (Step::Extended { previous_end: t(11, 11, 30) }, "extended-20261212T1130"),
+        (Step::Ended { outcome: EndOutcome::Expired }, "expired"),
+        (Step::HealthChanged { status: "impaired".into(), summary: "a node degraded".into() }, "health-1"),
+    ]
+}
+
+#[tokio::test]
+async fn every_event_reaches_a_rules_queue_once_and_matches_its_schema() {
+    let aws = Aws::fresh("handoff-events").await;
+    let store = aws.store();
+    let delivery = aws.notifier();
+    let reservation = format!("cr-{}0000000000", id());
+    let s = subject(&reservation);
+    let now = t(10, 11, 30);
+    let arn = format!("arn:aws:ec2:us-east-1:123456789012:capacity-reservation/{reservation}");
+    for (step, key) in every_step() {
+        assert!(store.enqueue(&event_notice(&s, &step, key, Some(&arn), now)).await.unwrap());
+    }
+    // Duplicate triggers (the event and the tracker, a retried invocation) add nothing.
+    for (step, key) in every_step() {
+        assert!(!store.enqueue(&event_notice(&s, &step, key, Some(&arn), now)).await.unwrap());
+    }
+    let first = flush(&store, &delivery, now).await.unwrap();
+    assert_eq!((first.published, first.failed), (8, 0), "{first:?}");
+    let again = flush(&store, &delivery, now + Duration::minutes(5)).await.unwrap();
+    assert_eq!(again.published, 0, "published once: {again:?}");
+
+    let events = aws.events().await;
+    assert_eq!(events.len(), 8, "{events:#?}");
+    let mut keys: Vec<&str> = events.iter().map(|e| e["detail"]["event_key"].as_str().unwrap()).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 8, "each (block, step) once");
+    for e in &events {
+        assert_eq!(e["source"], "capblock");
+        assert_eq!(e["resources"][0], arn.as_str());
+        assert_eq!(e["detail"]["reservation_id"], reservation.as_str());
+    }
+    let ending: Vec<i64> = events
+        .iter()
+        .filter(|e| e["detail-type"] == "Block Ending")
+        .filter_map(|e| e["detail"]["minutes_left"].as_i64())
+        .collect();
+    assert_eq!(ending.len(), 2, "one per reminder lead");
+}
+
+#[tokio::test]
+async fn more_than_ten_events_go_out_in_putevents_sized_calls() {
+    let aws = Aws::fresh("handoff-batch").await;
+    let store = aws.store();
+    let delivery = aws.notifier();
+    let now = t(10, 11, 30);
+    // moto refuses a call of more than 10 entries, as EventBridge does: 23 go out in 3 calls.
+    for n in 0..23 {
+        let s = subject(&format!("cr-{}{n:010}", id()));
+        store.enqueue(&event_notice(&s, &Step::Active, "delivered", None, now)).await.unwrap();
+    }
+    let report = flush(&store, &delivery, now).await.unwrap();
+    assert_eq!((report.published, report.failed), (23, 0), "{report:?}");
+    assert_eq!(aws.events().await.len(), 23);
+}
+
+#[tokio::test]
+async fn an_event_the_bus_refuses_stays_pending_and_goes_out_later() {
+    let aws = Aws::fresh("handoff-retry").await;
+    let store = aws.store();
+    let missing = Delivery::new(&aws.sdk, aws.sns(), format!("{}-no-such-bus", aws.events_bus));
+    let now = t(10, 11, 30);
+    let s = subject(&format!("cr-{}0000000000", id()));
+    store.enqueue(&event_notice(&s, &Step::Active, "delivered", None, now)).await.unwrap();
+    let failed = flush(&store, &missing, now).await.unwrap();
+    assert_eq!((failed.published, failed.failed), (0, 1), "{failed:?}");
+
+    let later = flush(&store, &aws.notifier(), now + Duration::minutes(5)).await.unwrap();
+    assert_eq!(later.published, 1, "{later:?}");
+    assert_eq!(aws.events().await.len(), 1);
+}
+
+/// The block's instances: the market simulator's, as the tracker sees them.
+struct TwoInstances;
+
+#[async_trait::async_trait]
+impl InstanceSource for TwoInstances {
+    async fn instances_in(&self, _r: &Region, _id: &str) -> Result<Vec<String>, MarketError> {
+        Ok(vec!["i-0aaaaaaaaaaaaaaa1".into(), "i-0aaaaaaaaaaaaaaa2".into()])
+    }
+    async fn reservation_of(&self, _r: &Region, _i: &str) -> Result<Option<String>, MarketError> {
+        Ok(None)
+    }
+}
+
+async fn desired(sdk: &SdkConfig, name: &str) -> i32 {
+    let asg = aws_sdk_autoscaling::Client::new(sdk);
+    let out = asg.describe_auto_scaling_groups().auto_scaling_group_names(name).send().await.unwrap();
+    out.auto_scaling_groups()[0].desired_capacity().unwrap()
+}
+
+#[tokio::test]
+async fn actions_run_once_on_moto_and_a_failure_is_retried() {
+    let aws = Aws::fresh("handoff-actions").await;
+    let store = aws.store();
+    let rule = format!("rule-{}", id());
+    let group_name = format!("trainers-{}", id());
+    let (ssm, asg) = (Ssm::new(aws.sdk.clone()), AutoScaling::new(aws.sdk.clone()));
+    let hands = Hands { parameters: &ssm, groups: &asg, commands: &ssm, instances: &TwoInstances };
+    let actions = vec![
+        Action::PublishParameter,
+        Action::ScaleGroup { group: group_name.clone(), desired: 2, down_lead_minutes: 45 },
+        Action::RunCommand { document: "AWS-RunShellScript".into(), lead_minutes: 30 },
+    ];
+    let target = Target::of(&block(&format!("cr-{}0000000000", id()), &rule)).unwrap();
+    let region: Region = "us-east-1".parse().unwrap();
+    let now = t(10, 11, 35);
+
+    // The group does not exist yet: scale-up fails, is announced, and stays pending.
+    enqueue_actions(&store, &at_point(&actions, &target, Point::Active, false), now).await.unwrap();
+    let first = hands.run(&store, now).await.unwrap();
+    assert_eq!(first.done.len(), 1, "the parameter: {first:?}");
+    assert_eq!(first.failed.len(), 1, "the group: {first:?}");
+    let value = ssm.parameter(&region, &format!("/capblock/{rule}/current")).await.unwrap().unwrap();
+    assert!(value.contains(&target.block.reservation_id), "{value}");
+
+    auto_scaling_group(&aws.sdk, "us-east-1", &group_name).await;
+    // A duplicate trigger plans nothing new; the retry (past the lease) succeeds.
+    assert_eq!(enqueue_actions(&store, &at_point(&actions, &target, Point::Active, false), now).await.unwrap(), 0);
+    let retry = hands.run(&store, now + Duration::minutes(5)).await.unwrap();
+    assert_eq!((retry.done.len(), retry.failed.len()), (1, 0), "{retry:?}");
+    assert_eq!(desired(&aws.sdk, &group_name).await, 2);
+
+    // 30 minutes before termination: the group went to 0 (45 min lead) and the command is sent.
+    let late = t(12, 10, 30);
+    enqueue_actions(&store, &due(&actions, &target, late, false), late).await.unwrap();
+    enqueue_actions(&store, &due(&actions, &target, late, false), late).await.unwrap();
+    let down = hands.run(&store, late).await.unwrap();
+    assert_eq!(down.done.len(), 2, "{down:?}");
+    assert_eq!(desired(&aws.sdk, &group_name).await, 0);
+    let results = hands.run(&store, late + Duration::minutes(5)).await.unwrap();
+    assert_eq!(results.done.len(), 1, "moto's invocations succeed at once: {results:?}");
+
+    let ssm_client = aws_sdk_ssm::Client::new(&aws.sdk);
+    let mut sent_to: BTreeMap<String, usize> = BTreeMap::new();
+    for i in ["i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2"] {
+        let listed = ssm_client.list_commands().instance_id(i).send().await.unwrap();
+        let ours = listed
+            .commands()
+            .iter()
+            .filter(|c| c.comment().is_some_and(|c| c.contains(&target.block.reservation_id)))
+            .count();
+        sent_to.insert(i.to_string(), ours);
+    }
+    assert!(sent_to.values().all(|n| *n == 1), "once per instance: {sent_to:?}");
+
+    // The end clears the parameter; nothing runs twice.
+    enqueue_actions(&store, &at_point(&actions, &target, Point::Ended, false), late).await.unwrap();
+    hands.run(&store, late + Duration::minutes(10)).await.unwrap();
+    assert_eq!(ssm.parameter(&region, &format!("/capblock/{rule}/current")).await.unwrap(), None);
+    let idle = hands.run(&store, late + Duration::minutes(20)).await.unwrap();
+    assert!(idle.done.is_empty() && idle.failed.is_empty(), "{idle:?}");
+
+    // Every step announced in the block's thread: done, and the one failure.
+    let flushed = flush(&store, &aws.notifier(), late + Duration::minutes(30)).await.unwrap();
+    assert_eq!(flushed.failed, 0);
+    let alerts = aws.alerts().await;
+    let threads: Vec<&str> = alerts.iter().filter_map(|a| a.body["metadata"]["threadId"].as_str()).collect();
+    assert!(threads.iter().all(|t| *t == target.block.reservation_id), "{threads:?}");
+    let failed = alerts.iter().filter(|a| a.body["metadata"]["eventType"] == "action-failed").count();
+    assert_eq!(failed, 1, "a failure is announced once");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A block's life through the real scan and tracker: its events and its rule's actions.
+// ---------------------------------------------------------------------------------------------
+
+/// A 1-day p5 block starting 12-03 11:30 (termination 12-04 11:00), payment after 3 hours.
+fn life_scenario() -> String {
+    ScenarioToml::new(5, T0).payment("succeed", Some(3)).p5("us-east-1", &[2], "3.00").build()
+}
+
+/// The rule `rule` (of its own, as moto's parameters and commands are shared by the tests):
+/// tagged, and with every action (the group scaled to 1, down 45 minutes before termination;
+/// `document` sent 30 minutes before).
+fn life_rule(h: &Rig, rule: &str, group: &str, document: &str) -> capblock_shared::domain::rule::Rule {
+    let actions = format!(
+        "tags = {{ team = \"llm\" }}\n\
+         [[actions]]\nkind = \"publish_parameter\"\n\
+         [[actions]]\nkind = \"scale_group\"\ngroup = \"{group}\"\ndesired = 1\ndown_lead_minutes = 45\n\
+         [[actions]]\nkind = \"run_command\"\ndocument = \"{document}\"\nlead_minutes = 30"
+    );
+    RuleToml::p5(rule).window(1, 10).extra(&actions).rule(h.now())
+}
+
+async fn life_rig(name: &str) -> (Rig, String) {
+    let mut h =
+        Rig::start(name, &life_scenario(), capblock_tests::quick_timeouts(), T0.parse().unwrap(), "capblock-test")
+            .await;
+    h.track.regions = vec!["us-east-1".parse().unwrap()];
+    let group_name = format!("trainers-{}", id());
+    (h, group_name)
+}
+
+/// Moves the rig's clock to `at` in steps of at most 7 hours, tracking after each step (twice at
+/// the last: a duplicate run).
+async fn track_until(h: &Rig, at: &str) {
+    let at: DateTime<Utc> = at.parse().unwrap();
+    while h.now() < at {
+        h.advance_minutes((at - h.now()).num_minutes().min(7 * 60)).await;
+        h.track().await;
+    }
+    h.track().await;
+}
+
+fn parameter_name(rule: &str) -> String {
+    format!("/capblock/{rule}/current")
+}
+
+/// The commands of `document` each of the block's instances was sent (the simulator's ids
+/// repeat between tests: the document tells this test's apart).
+async fn commands_per_instance(h: &Rig, reservation: &str, document: &str) -> BTreeMap<String, usize> {
+    let instances = h.market.instances_in(&"us-east-1".parse().unwrap(), reservation).await.unwrap();
+    assert!(!instances.is_empty(), "an active block has running instances");
+    let ssm = aws_sdk_ssm::Client::new(&h.aws.sdk);
+    let mut out = BTreeMap::new();
+    for i in instances {
+        let listed = ssm.list_commands().instance_id(&i).send().await.unwrap();
+        let ours = listed
+            .commands()
+            .iter()
+            .filter(|c| c.document_name() == Some(document) && c.comment().is_some_and(|c| c.contains(reservation)))
+            .count();
+        out.insert(i, ours);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocks_life_puts_each_event_once_and_runs_each_action_once() {
+    let (h, group_name) = life_rig("handoff-life").await;
+    auto_scaling_group(&h.aws.sdk, "us-east-1", &group_name).await;
+    let region: Region = "us-east-1".parse().unwrap();
+    let (rule, document) = (format!("life-{}", id()), "AWS-RunShellScript");
+    let id = h.buy(&life_rule(&h, &rule, &group_name, document)).await;
+    let events = h.aws.events().await;
+    assert_eq!(detail_types(&events), ["Block Purchased"]);
+    let d = &events[0]["detail"];
+    assert_eq!((d["reservation_id"].as_str(), d["rule_id"].as_str()), (Some(id.as_str()), Some(rule.as_str())));
+    assert_eq!(d["tags"], serde_json::json!({"team": "llm"}), "the rule's tags, not capblock's own");
+    assert_eq!(d["termination_time"], "2026-12-04T11:00:00Z");
+
+    // Paid: the parameter names the block; no event (payment succeeded is not one).
+    track_until(&h, "2026-12-01T03:00:00Z").await;
+    let value = h.ssm.parameter(&region, &parameter_name(&rule)).await.unwrap().expect("published");
+    assert!(value.contains(&id) && value.contains("2026-12-04T11:30:00Z"), "{value}");
+    assert!(h.aws.events().await.is_empty());
+    assert_eq!(desired(&h.aws.sdk, &group_name).await, 0, "not before the start");
+
+    // Active: Block Active once, the group scaled up once.
+    track_until(&h, "2026-12-03T11:35:00Z").await;
+    assert_eq!(detail_types(&h.aws.events().await), ["Block Active"]);
+    assert_eq!(desired(&h.aws.sdk, &group_name).await, 1);
+
+    // 45 minutes before termination the group goes to 0; the command waits for its own lead.
+    track_until(&h, "2026-12-04T10:15:00Z").await;
+    assert_eq!(desired(&h.aws.sdk, &group_name).await, 0);
+    assert!(commands_per_instance(&h, &id, document).await.values().all(|n| *n == 0));
+    // 30 minutes before: the command, once per instance, and its result collected.
+    track_until(&h, "2026-12-04T10:30:00Z").await;
+    track_until(&h, "2026-12-04T10:40:00Z").await;
+    let sent = commands_per_instance(&h, &id, document).await;
+    assert!(sent.values().all(|n| *n == 1), "once per instance: {sent:?}");
+
+    // The end: Block Ended, the parameter cleared.
+    track_until(&h, "2026-12-04T11:35:00Z").await;
+    let ended = h.aws.events().await;
+    assert_eq!(detail_types(&ended), ["Block Ended"]);
+    assert_eq!(ended[0]["detail"]["outcome"], "expired");
+    assert_eq!(h.ssm.parameter(&region, &parameter_name(&rule)).await.unwrap(), None);
+    assert!(h.aws.events().await.is_empty());
+
+    // Every action announced once in the block's thread: parameter, up, down, command, its
+    // result, and the parameter cleared (the group's end scale-down shares the lead's key).
+    let alerts = h.aws.alerts().await;
+    let actions: Vec<&Published> =
+        alerts.iter().filter(|a| a.body["metadata"]["eventType"].as_str().unwrap().starts_with("action-")).collect();
+    let mut ids: Vec<&str> = actions.iter().map(|a| a.body["id"].as_str().unwrap()).collect();
+    ids.sort();
+    let n = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "each once: {ids:#?}");
+    assert_eq!(n, 6, "{ids:#?}");
+    assert!(actions.iter().all(|a| a.body["metadata"]["threadId"] == id.as_str()));
+    let result = actions.iter().find(|a| a.body["metadata"]["eventType"] == "action-result").expect("a result");
+    assert!(result.body["content"]["description"].as_str().unwrap().contains("Ran on: i-"), "{:#?}", result.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_action_is_announced_once_retried_and_never_holds_the_block_back() {
+    let (h, group_name) = life_rig("handoff-fail").await;
+    let id = h.buy(&life_rule(&h, &format!("fail-{}", id()), &group_name, "AWS-RunShellScript")).await;
+    // The group does not exist: each run fails the scale-up, the block goes on regardless.
+    track_until(&h, "2026-12-03T11:35:00Z").await;
+    track_until(&h, "2026-12-03T12:00:00Z").await;
+    assert_eq!(h.block(&id).await.state, BlockState::Active);
+    assert_eq!(detail_types(&h.aws.events().await), ["Block Purchased", "Block Active"]);
+    let failed: Vec<String> = event_types(&h.aws.alerts().await).into_iter().filter(|t| t == "action-failed").collect();
+    assert_eq!(failed.len(), 1, "announced once, however many runs it fails");
+    h.advance_minutes(5).await; // past the last try's lease
+    let report = h.track().await;
+    assert_eq!(report.handoff.failed.len(), 1, "still retried: {:#?}", report.handoff);
+    // Fixed by a person: the next run scales it up.
+    auto_scaling_group(&h.aws.sdk, "us-east-1", &group_name).await;
+    h.advance_minutes(5).await;
+    let report = h.track().await;
+    assert!(report.handoff.failed.is_empty(), "{:#?}", report.handoff);
+    assert_eq!(desired(&h.aws.sdk, &group_name).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_dry_run_actions_are_announced_and_change_nothing() {
+    let (mut h, group_name) = life_rig("handoff-dry").await;
+    auto_scaling_group(&h.aws.sdk, "us-east-1", &group_name).await;
+    let region: Region = "us-east-1".parse().unwrap();
+    let (rule, document) = (format!("dry-{}", id()), format!("checkpoint-{}", id()));
+    let id = h.buy(&life_rule(&h, &rule, &group_name, &document)).await;
+    h.track.stack.mode = capblock_shared::domain::rule::Mode::DryRun;
+    track_until(&h, "2026-12-04T10:40:00Z").await;
+    assert_eq!(desired(&h.aws.sdk, &group_name).await, 0);
+    assert_eq!(h.ssm.parameter(&region, &parameter_name(&rule)).await.unwrap(), None);
+    assert!(commands_per_instance(&h, &id, &document).await.values().all(|n| *n == 0));
+    let alerts = h.aws.alerts().await;
+    let would: Vec<&Published> = alerts.iter().filter(|a| a.body["metadata"]["eventType"] == "action-done").collect();
+    // Parameter, up, down, command: each announced once as what would be done.
+    assert_eq!(would.len(), 4, "{:#?}", event_types(&alerts));
+    assert!(would.iter().all(|a| a.body["content"]["description"].as_str().unwrap().starts_with("Would ")));
+    // The events are facts, not actions: they go out in dry-run too.
+    assert_eq!(detail_types(&h.aws.events().await), ["Block Purchased", "Block Active"]);
+}
