@@ -1,10 +1,14 @@
 # capblock: the two commands are `make demo` and `make test` (see README.md).
-# Builds share a target directory outside the clone, so a fresh clone reuses earlier builds.
-CARGO_TARGET_DIR ?= $(HOME)/.cache/capblock/target
 CAPBLOCK_CACHE ?= $(HOME)/.cache/capblock
-# The local stack `make test` starts and stops (its own state folder, so a developer's stack and
-# parallel worktrees never share one).
-TEST_STATE ?= $(CAPBLOCK_CACHE)/test-stack
+# Each clone builds outside itself, in a target directory of its own keyed by its path: two
+# clones building at once into one directory overwrite each other's path-crate artifacts. The
+# first build of a new clone starts from a copy of the newest target directory in the cache
+# (infra/target-dir.sh), so the dependencies are reused.
+CLONE_KEY := $(notdir $(CURDIR))-$(firstword $(shell printf '%s' '$(CURDIR)' | cksum))
+CARGO_TARGET_DIR ?= $(CAPBLOCK_CACHE)/target-$(CLONE_KEY)
+# The local stack `make test` starts and stops (its own state folder per clone, so a developer's
+# stack and parallel clones never share one).
+TEST_STATE ?= $(CAPBLOCK_CACHE)/test-stack-$(CLONE_KEY)
 export CARGO_TARGET_DIR CAPBLOCK_CACHE
 
 .PHONY: demo test test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-template package bench audit help
@@ -20,6 +24,7 @@ help:
 # target that runs cargo depends on it.
 toolchain:
 	@bash infra/toolchain.sh
+	@bash infra/target-dir.sh "$(CARGO_TARGET_DIR)"
 
 demo: toolchain
 	bash infra/demo.sh
@@ -69,11 +74,11 @@ ARCH ?= arm64
 package: toolchain
 	bash infra/deploy/package.sh $(ARCH)
 
-# Figures against their targets (project issues 8 and 13; README "Benchmarks"). Not part of `make test`:
+# Figures against their targets (docs/benchmarks.md). Not part of `make test`:
 # it measures, it does not assert. Release builds go to a target dir of their own, so the bench
 # never holds the debug build lock. The arm64 zips need `rustup target add aarch64-unknown-linux-gnu`;
 # without it the x86_64 zips are measured (and labelled so).
-BENCH_TARGET_DIR ?= $(CAPBLOCK_CACHE)/target-release
+BENCH_TARGET_DIR ?= $(CARGO_TARGET_DIR)-release
 # The bench is built on its own: it enables tokio's test-util (its detection simulation runs on
 # the paused clock), which must not reach the function binaries whose cold start it measures.
 BENCH_PACKAGES := -p capblock-market-sim -p capblock-cli -p scan-offerings -p track-blocks -p on-capacity-event

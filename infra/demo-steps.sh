@@ -9,7 +9,7 @@ CAPBLOCK="$CARGO_TARGET_DIR/debug/capblock"
 PY="$CAPBLOCK_CACHE/venv/bin/python"
 
 echo
-echo "==> the workloads' side (README \"Hand-off to workloads\"): an EventBridge rule sending every"
+echo "==> the workloads' side (docs/handoff.md): an EventBridge rule sending every"
 echo "    capblock event to an SQS queue, and in each of p5-weekly's regions the Auto Scaling group"
 echo "    p5-trainers (desired 0) and the Run Command document capblock-checkpoint its actions name"
 "$PY" infra/demo/handoff.py

@@ -1,7 +1,7 @@
 //! What every command shares: the exit codes and the error that carries them, the SDK
 //! configuration, the store, the instant a run happens at, rule files and EC2's describe limit.
 //!
-//! Exit codes (README "CLI"): 0 success, 1 a failure talking to AWS or the store, 2 bad input
+//! Exit codes (docs/operate.md, "The operator CLI"): 0 success, 1 a failure talking to AWS or the store, 2 bad input
 //! (usage, an invalid rule, a refused purchase), 3 nothing found where something was asked for.
 
 use capblock_shared::app::settings::StackSettings;
@@ -194,7 +194,7 @@ impl DescribeArgs {
 mod tests {
     use super::*;
 
-    /// Every kind maps to the code README documents.
+    /// Every kind maps to the code docs/operate.md documents.
     #[test]
     fn errors_map_to_the_documented_exit_codes() {
         let cases = [

@@ -1,4 +1,4 @@
-"""Turns the table `make bench` prints into the Markdown table README.md keeps.
+"""Turns the table `make bench` prints into the Markdown table docs/benchmarks.md keeps.
 
 A row whose value, target and ratio are all "-" is a section heading (bold, nothing else).
 A count that must be 0 (target "= 0") shows the count itself as its ratio.

@@ -1,7 +1,7 @@
-"""The demo's hand-off side (README "Hand-off to workloads"): what a workload sees of capblock.
+"""The demo's hand-off side (docs/handoff.md): what a workload sees of capblock.
 
 - An EventBridge rule on the default bus sends every `capblock` event to an SQS queue, as the
-  README shows; the story drains it each step and prints the events (each checked against its
+  docs/handoff.md shows; the story drains it each step and prints the events (each checked against its
   JSON Schema at the end with infra/local/validate_events.py).
 - p5-weekly's actions (infra/examples/rules/p5-weekly.toml) act on moto: the SSM parameter
   /capblock/p5-weekly/current, the Auto Scaling group `p5-trainers` (made here in each of the
@@ -34,7 +34,7 @@ COMMAND_BEFORE_END = dt.timedelta(minutes=30 + 30)
 
 
 def setup():
-    """The README's EventBridge rule to a queue, the group and the document (before the rules
+    """The EventBridge rule of docs/handoff.md to a queue, the group and the document (before the rules
     are validated: `rules validate` asks Auto Scaling whether the group exists)."""
     sqs, events = boto3.client("sqs"), boto3.client("events")
     url = sqs.create_queue(QueueName=QUEUE)["QueueUrl"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The gates on the scripts under infra/ (part of `make test`): shellcheck on every *.sh, ruff
-# (rules in <repo>/ruff.toml) on every *.py. Any finding fails. The tools come pinned from
+# (rules in <repo>/ruff.toml) on every *.py, and the doc-link check. Any finding fails. The tools come pinned from
 # infra/lint/requirements.txt into a cached venv.
 # Usage: infra/lint/check.sh
 set -euo pipefail
@@ -18,5 +18,9 @@ echo "== shellcheck $("$LINT_VENV/bin/shellcheck" --version | awk '/^version:/ {
 
 echo "== $("$LINT_VENV/bin/ruff" --version): infra/**/*.py"
 "$LINT_VENV/bin/ruff" check --no-cache --output-format concise infra || status=1
+
+# Every relative link in the Markdown resolves inside the repository (and the checker's self-test).
+python3 -m unittest discover -s infra/lint -p 'test_check_docs.py' -q || status=1
+python3 infra/lint/check_docs.py "$REPO_DIR" || status=1
 
 exit "$status"

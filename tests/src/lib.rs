@@ -133,7 +133,7 @@ async fn queue(sdk: &SdkConfig, name: &str) -> (String, String) {
     (url, arn)
 }
 
-/// Creates EventBridge bus `name` on moto with the README's rule: every event of source
+/// Creates EventBridge bus `name` on moto with the rule of docs/handoff.md: every event of source
 /// `capblock` to a new SQS queue of the same name; returns the queue's URL.
 pub async fn bus_with_queue(sdk: &SdkConfig, name: &str) -> String {
     let eb = aws_sdk_eventbridge::Client::new(sdk);

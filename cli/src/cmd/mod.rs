@@ -42,7 +42,7 @@ pub struct Cli {
 enum Command {
     /// Search the market now: every region x type x count x duration, cheapest per accelerator-hour first.
     Offerings(offerings::OfferingsArgs),
-    /// Validate, store and list purchase rules (TOML files; see README "Rules").
+    /// Validate, store and list purchase rules (TOML files; see docs/rules.md).
     #[command(subcommand)]
     Rules(rules::RulesCommand),
     /// Run one scan-and-buy pass exactly as the scan-offerings function does, and print it.

@@ -2,7 +2,7 @@
 //!
 //! Run it under the local stack (`infra/local/stack.sh run -- capblock-bench ...`): the
 //! cold-start part needs the stack's table and topics. Every figure is measured in this run;
-//! nothing here asserts, it reports. See the README's "Benchmarks" section.
+//! nothing here asserts, it reports. See docs/benchmarks.md.
 //!
 //! The figures on EC2's describe limit come first (issue 13): (a) full coverage and (c) the
 //! storm against the simulator with the limit sped up (`paced.rs`), (b) detection latency and

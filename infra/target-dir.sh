@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Seeds a clone's own Cargo target directory (`make toolchain` runs it before any build).
+#
+# Each clone builds into a target directory of its own under the cache, keyed by the clone's
+# path (the Makefile's CARGO_TARGET_DIR), because path crates of two clones get the same
+# artifact names: two clones building at once into one directory overwrote each other's
+# rlibs (a doctest then failed, unable to find one). A directory of its own is safe, but cold:
+# the AWS SDK crates take minutes. So the first time, it starts as a copy of the most recently
+# used target directory in the cache: the dependencies are reused and only the workspace's own
+# crates rebuild. The copy goes to a temporary name and is renamed into place, so a clone
+# interrupted while seeding never builds in half a directory.
+#
+# Usage: infra/target-dir.sh TARGET_DIR
+set -euo pipefail
+target="${1:?usage: infra/target-dir.sh TARGET_DIR}"
+[[ -d $target ]] && exit 0
+cache="$(dirname "$target")"
+mkdir -p "$cache"
+# The newest other target directory (debug builds only: a release tree would not help).
+seed="$(find "$cache" -mindepth 1 -maxdepth 1 -type d -name 'target*' ! -name '*-release' ! -name '*.seeding.*' \
+	! -path "$target" -printf '%T@ %p\n' 2>/dev/null | sort -rn | head -n 1 | cut -d' ' -f2-)"
+if [[ -z $seed || ! -d $seed/debug ]]; then
+	exit 0
+fi
+echo "target-dir: seeding $target from $seed (dependencies reused; the workspace rebuilds)" >&2
+tmp="$target.seeding.$$"
+trap 'rm -rf "$tmp"' EXIT
+cp -a "$seed" "$tmp"
+mv -T "$tmp" "$target" 2>/dev/null || true
