@@ -15,8 +15,17 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+fn main() -> ExitCode {
+    // Rust ignores SIGPIPE, so a write to a closed pipe (`capblock blocks | head`) is an error that
+    // `println!` turns into a panic. A command line tool should end quietly there, as other Unix
+    // tools do: the default action ends the process on the signal. Sockets are unaffected: the
+    // standard library sends with MSG_NOSIGNAL, so the SDK's connections still see an error.
+    sigpipe::reset();
+    run()
+}
+
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn run() -> ExitCode {
     let cli = cmd::Cli::parse();
     match cmd::run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
