@@ -81,7 +81,10 @@ pub fn run_time(tick: Option<DateTime<Utc>>, source_now: DateTime<Utc>, live: bo
 
 /// Where `now` comes from: the wall clock, or in simulations only (`make demo`, the tests that
 /// run the real binaries) the market simulator's clock, `GET CAPBLOCK_SIMULATED_CLOCK_URL` ->
-/// `{"now": "<RFC 3339>"}`. The template never sets it.
+/// `{"now": "<RFC 3339>"}`. The template never sets it. Whoever answers it decides every wait
+/// and budget month, so it is taken from this machine only (a loopback host: 127.0.0.0/8,
+/// `localhost`, `[::1]`), in any mode: a simulation runs its simulator beside the binaries,
+/// and a deployed function has none on its loopback.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TimeSource {
     Wall,
@@ -106,8 +109,14 @@ impl TimeSource {
         let invalid = |problem: &str| ConfigError::Invalid { name: NAME, value: url.clone(), problem: problem.into() };
         let rest = url.strip_prefix("http://").ok_or_else(|| invalid("expected http://HOST:PORT/PATH"))?;
         let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
-        if host.is_empty() || !host.contains(':') {
+        let (name, port) = host.rsplit_once(':').ok_or_else(|| invalid("expected http://HOST:PORT/PATH"))?;
+        if name.is_empty() || port.parse::<u16>().is_err() {
             return Err(invalid("expected http://HOST:PORT/PATH"));
+        }
+        if !is_loopback(name) {
+            return Err(invalid(
+                "the simulated clock must be on this machine (127.0.0.1, localhost or [::1]); a deployed stack runs on the wall clock: unset it",
+            ));
         }
         Ok(TimeSource::Simulated { host: host.to_string(), path })
     }
@@ -124,6 +133,14 @@ impl TimeSource {
             }),
         }
     }
+}
+
+/// Whether a URL's host names this machine: `localhost`, an address of 127.0.0.0/8, or `[::1]`.
+fn is_loopback(name: &str) -> bool {
+    if let Some(v6) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
+        return v6.parse::<std::net::Ipv6Addr>().is_ok_and(|a| a.is_loopback());
+    }
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_loopback())
 }
 
 /// One plain HTTP/1.1 GET to the simulator's clock (no TLS, no redirects: a local simulator only).
@@ -315,6 +332,27 @@ mod tests {
         );
         assert!(url("https://example.com/now").is_err());
         assert!(url("http://no-port/now").is_err());
+        for local in ["http://127.0.0.1:9/c", "http://127.8.9.10:9/c", "http://localhost:9/c", "http://LOCALHOST:9", "http://[::1]:9/c"] {
+            assert!(url(local).is_ok(), "{local}");
+        }
+        // Anything another machine could answer is refused, with the setting named.
+        for remote in [
+            "http://10.0.0.5:9/c",
+            "http://169.254.169.254:80/latest",
+            "http://example.com:80/now",
+            "http://localhost.example.com:80/now",
+            "http://127.0.0.1.nip.io:80/now",
+            "http://[::ffff:10.0.0.5]:9/c",
+            "http://[2001:db8::1]:9/c",
+            "http://0.0.0.0:9/c",
+            "http://127.0.0.1:notaport/c",
+            "http://:9/c",
+        ] {
+            let e = url(remote).unwrap_err();
+            assert!(e.to_string().contains("CAPBLOCK_SIMULATED_CLOCK_URL"), "{remote}: {e}");
+        }
+        let e = url("http://203.0.113.7:8080/_sim/clock").unwrap_err();
+        assert!(e.to_string().contains("must be on this machine"), "{e}");
     }
 
     #[test]

@@ -159,3 +159,6 @@ where
         _ => Ok(Settled::StillOpen { intent: id, reason: format!("state {}", intent.state.as_str()) }),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -668,6 +668,9 @@ struct Findings {
 }
 
 #[cfg(test)]
+mod replay;
+
+#[cfg(test)]
 mod tests {
     use chrono::TimeZone;
 

@@ -643,3 +643,6 @@ where
 fn rebuys(b: &Block, rules: &HashMap<String, Rule>) -> bool {
     b.rule_id.as_ref().and_then(|r| rules.get(r)).is_some_and(|r| r.rebuy_on_payment_failure)
 }
+
+#[cfg(test)]
+mod tests;
