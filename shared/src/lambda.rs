@@ -332,7 +332,13 @@ mod tests {
         );
         assert!(url("https://example.com/now").is_err());
         assert!(url("http://no-port/now").is_err());
-        for local in ["http://127.0.0.1:9/c", "http://127.8.9.10:9/c", "http://localhost:9/c", "http://LOCALHOST:9", "http://[::1]:9/c"] {
+        for local in [
+            "http://127.0.0.1:9/c",
+            "http://127.8.9.10:9/c",
+            "http://localhost:9/c",
+            "http://LOCALHOST:9",
+            "http://[::1]:9/c",
+        ] {
             assert!(url(local).is_ok(), "{local}");
         }
         // Anything another machine could answer is refused, with the setting named.

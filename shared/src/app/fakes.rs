@@ -164,7 +164,13 @@ impl Ledger for Table {
     async fn open_intents(&self) -> Result<Vec<Intent>, StoreError> {
         Ok(self.intents.iter().filter(|i| i.state.is_open()).cloned().collect())
     }
-    async fn release_failed_block(&self, block: &Block, _: &Intent, _: bool, _: DateTime<Utc>) -> Result<bool, StoreError> {
+    async fn release_failed_block(
+        &self,
+        block: &Block,
+        _: &Intent,
+        _: bool,
+        _: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
         self.wrote(format!("release_failed_block {}", block.reservation_id));
         Ok(true)
     }
@@ -195,11 +201,21 @@ impl ExtensionLedger for Table {
         self.wrote(format!("reserve_extension {}", intent.id()));
         Ok(())
     }
-    async fn advance_extension(&self, intent: &ExtensionIntent, to: ExtensionState, _: DateTime<Utc>) -> Result<(), StoreError> {
+    async fn advance_extension(
+        &self,
+        intent: &ExtensionIntent,
+        to: ExtensionState,
+        _: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         self.wrote(format!("advance_extension {} {}", intent.id(), to.as_str()));
         Ok(())
     }
-    async fn close_extension(&self, intent: &ExtensionIntent, to: ExtensionState, _: Option<&str>) -> Result<(), StoreError> {
+    async fn close_extension(
+        &self,
+        intent: &ExtensionIntent,
+        to: ExtensionState,
+        _: Option<&str>,
+    ) -> Result<(), StoreError> {
         self.wrote(format!("close_extension {} {}", intent.id(), to.as_str()));
         Ok(())
     }
@@ -217,7 +233,13 @@ impl ObservationStore for Table {
         self.wrote(format!("record {} observation(s)", observations.len()));
         Ok(observations.len())
     }
-    async fn history(&self, _: &Region, _: &InstanceType, _: DateTime<Utc>, _: DateTime<Utc>) -> Result<Vec<Observation>, StoreError> {
+    async fn history(
+        &self,
+        _: &Region,
+        _: &InstanceType,
+        _: DateTime<Utc>,
+        _: DateTime<Utc>,
+    ) -> Result<Vec<Observation>, StoreError> {
         Ok(vec![])
     }
 }
@@ -289,7 +311,9 @@ impl OfferingSource for Market {
         Ok(self
             .offerings
             .iter()
-            .filter(|o| o.region == q.region && o.instance_type == q.instance_type && o.instance_count == q.instance_count)
+            .filter(|o| {
+                o.region == q.region && o.instance_type == q.instance_type && o.instance_count == q.instance_count
+            })
             .cloned()
             .collect())
     }
@@ -320,7 +344,12 @@ impl Purchaser for Market {
 
 #[async_trait]
 impl ReservationSource for Market {
-    async fn reservations_tagged(&self, region: &Region, key: &str, value: &str) -> Result<Vec<Reservation>, MarketError> {
+    async fn reservations_tagged(
+        &self,
+        region: &Region,
+        key: &str,
+        value: &str,
+    ) -> Result<Vec<Reservation>, MarketError> {
         if self.hang {
             std::future::pending::<()>().await;
         }
@@ -351,7 +380,12 @@ impl ExtensionMarket for Market {
     async fn extension_offerings(&self, _: &Region, _: &str, _: u32) -> Result<Vec<ExtensionOffer>, MarketError> {
         Ok(vec![])
     }
-    async fn purchase_extension(&self, _: &Region, offering_id: &str, _: &str) -> Result<ExtensionReceipt, MarketError> {
+    async fn purchase_extension(
+        &self,
+        _: &Region,
+        offering_id: &str,
+        _: &str,
+    ) -> Result<ExtensionReceipt, MarketError> {
         self.purchases.lock().unwrap().push(format!("purchase_extension {offering_id}"));
         Err(MarketError::Rejected {
             operation: "PurchaseCapacityBlockExtension",

@@ -336,7 +336,8 @@ where
         }
         let (observations_written, prices) = self.record_prices(&answered, at).await;
         let outcomes = self.decide_and_act(rules, &plan, &answered, at).await?;
-        let notices = if at.is_replay() { FlushReport::default() } else { flush(self.store, self.notifier, now).await? };
+        let notices =
+            if at.is_replay() { FlushReport::default() } else { flush(self.store, self.notifier, now).await? };
         let offerings_seen: BTreeSet<&str> = answered.values().flatten().map(|o| o.id.as_str()).collect();
         Ok(ScanReport {
             now: at.view(),

@@ -136,7 +136,8 @@ async fn a_dry_run_replay_never_releases_a_live_purchase_in_flight() {
     assert_eq!(store.open_intents().await.unwrap(), open, "the intent is still open, as it was");
     let region = "us-east-1".parse().unwrap();
     assert_eq!(store.region_memory(&region).await.unwrap(), Default::default(), "no market memory written");
-    let seen = store.history(&region, &"p5.48xlarge".parse().unwrap(), t0() - Duration::days(1), t0() + Duration::days(30));
+    let seen =
+        store.history(&region, &"p5.48xlarge".parse().unwrap(), t0() - Duration::days(1), t0() + Duration::days(30));
     assert!(seen.await.unwrap().is_empty(), "no prices written");
     assert!(sim.purchases().await.is_empty(), "nothing asked of EC2 to buy");
 

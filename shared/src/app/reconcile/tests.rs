@@ -58,12 +58,18 @@ async fn lookups_stop_at_the_runs_time() {
         .expect("settlement ends by the run's time")
         .unwrap();
     assert_eq!(settled.len(), 2);
-    assert!(settled.iter().all(|s| matches!(s, Settled::StillOpen { reason, .. } if reason == OUT_OF_TIME)), "{settled:?}");
+    assert!(
+        settled.iter().all(|s| matches!(s, Settled::StillOpen { reason, .. } if reason == OUT_OF_TIME)),
+        "{settled:?}"
+    );
     assert!(Instant::now() <= until, "no lookup outlived the run's time");
     assert!(table.writes().is_empty(), "{:?}", table.writes());
     // Settlement takes half of what is left of a run; without a deadline it is not bounded.
     let now = Instant::now();
-    assert_eq!(settling_until(Some(now + std::time::Duration::from_secs(40))), Some(now + std::time::Duration::from_secs(20)));
+    assert_eq!(
+        settling_until(Some(now + std::time::Duration::from_secs(40))),
+        Some(now + std::time::Duration::from_secs(20))
+    );
     assert_eq!(settling_until(Some(now - std::time::Duration::from_secs(1))), Some(now));
     assert_eq!(settling_until(None), None);
 }

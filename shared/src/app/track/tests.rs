@@ -46,13 +46,23 @@ async fn a_replayed_tick_on_a_dry_run_stack_moves_nothing() {
     };
     let market = Market { reservations: vec![r], ..Default::default() };
     let settings = TrackSettings {
-        stack: StackSettings { name: "capblock-test".into(), mode: crate::domain::rule::Mode::DryRun, account_budget: None },
+        stack: StackSettings {
+            name: "capblock-test".into(),
+            mode: crate::domain::rule::Mode::DryRun,
+            account_budget: None,
+        },
         payment_warning_hours: vec![6, 1],
         adopt_untagged: false,
         regions: vec![],
     };
-    let tracker =
-        Tracker { market: &market, store: &table, notifier: &table, reminders: &table, settings: &settings, hands: None };
+    let tracker = Tracker {
+        market: &market,
+        store: &table,
+        notifier: &table,
+        reminders: &table,
+        settings: &settings,
+        hands: None,
+    };
     let days_ahead = t0() + Duration::days(5);
     let report = tracker.run(RunTime::asked(t0() + Duration::minutes(1), Some(days_ahead))).await.unwrap();
     assert!(report.replay);
