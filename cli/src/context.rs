@@ -9,6 +9,7 @@ use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::domain::rule::{Mode, Rule, RuleSpec};
+use capblock_shared::domain::run_time::RunTime;
 use capblock_shared::ports::{MarketError, StoreError};
 use chrono::{DateTime, Utc};
 use clap::Args;
@@ -109,10 +110,11 @@ pub async fn store() -> Result<DynamoStore, CliError> {
     Ok(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk().await), table))
 }
 
-/// The instant a scan or an approval runs at: a live one on the clock (the wall clock, or a
-/// simulator's through CAPBLOCK_SIMULATED_CLOCK_URL), never on `--time` more than a few minutes
-/// off it (budget months and waits guard money); a dry run at `--time` if given.
-pub async fn run_now(time: Option<DateTime<Utc>>, live: bool) -> Result<DateTime<Utc>, CliError> {
+/// The instants a scan or an approval runs at: the clock's (the wall clock, or a simulator's
+/// through CAPBLOCK_SIMULATED_CLOCK_URL) for everything that settles, waits, charges or is
+/// stored, and `--time` as the moment looked at. A `--time` off the clock is a replay: a live
+/// run refuses it (budget months and waits guard money); a dry run replays it and writes nothing.
+pub async fn run_now(time: Option<DateTime<Utc>>, live: bool) -> Result<RunTime, CliError> {
     use capblock_shared::lambda::{TimeSource, run_time};
     let source = TimeSource::from_env().map_err(CliError::failed)?;
     let clock_now = source.now(&capblock_shared::ports::SystemClock).await.map_err(CliError::failed)?;

@@ -8,6 +8,7 @@ use crate::app::settings::StackSettings;
 use crate::config::ConfigError;
 use crate::domain::metrics::Batch;
 use crate::domain::rule::Mode;
+use crate::domain::run_time::RunTime;
 use crate::ports::{Clock, MarketError, NotifyError, StoreError};
 
 /// JSON logs (one object a line) at the level `RUST_LOG` asks for, `info` by default.
@@ -62,33 +63,28 @@ pub struct Tick {
     pub time: Option<DateTime<Utc>>,
 }
 
-/// How far a tick's `time` may be from the time source before a live stack refuses it: a
-/// schedule fires on time and a late retry is dropped after 10 minutes (the template's
-/// MaximumEventAgeInSeconds), so more than this is a forged or replayed payload.
-pub const TICK_TOLERANCE: chrono::Duration = chrono::Duration::minutes(5);
-
-/// The instant a run is for. Money never follows a payload: in a live stack `now` is the time
-/// source's (budget months, intents' times, the 15-minute and payment-deadline waits), and a tick
-/// further than `TICK_TOLERANCE` from it is refused. A dry-run stack moves no money, so there a
-/// tick's time may drive what people read (replays, what-ifs).
-pub fn run_time(
-    tick: Option<DateTime<Utc>>,
-    source_now: DateTime<Utc>,
-    live: bool,
-) -> Result<DateTime<Utc>, FunctionError> {
-    match tick {
-        Some(t) if live && (t - source_now).abs() > TICK_TOLERANCE => Err(FunctionError::BadInput(format!(
+/// The instants a run is for (see `RunTime`). Money never follows a payload: settlement, waits,
+/// budget months and stored times are the time source's. A tick further than
+/// `RunTime::TOLERANCE` from it is a replay: a live stack refuses it (a forged or replayed
+/// payload); a dry-run stack runs it as a replay, which shows the tick's moment and writes nothing.
+pub fn run_time(tick: Option<DateTime<Utc>>, source_now: DateTime<Utc>, live: bool) -> Result<RunTime, FunctionError> {
+    let at = RunTime::asked(source_now, tick);
+    if live && at.is_replay() {
+        let t = at.view();
+        return Err(FunctionError::BadInput(format!(
             "the run's time {t} is {} minutes from the clock ({source_now}); a live stack runs on its clock, never on a payload's time",
             (t - source_now).num_minutes()
-        ))),
-        Some(t) if !live => Ok(t),
-        _ => Ok(source_now),
+        )));
     }
+    Ok(at)
 }
 
 /// Where `now` comes from: the wall clock, or in simulations only (`make demo`, the tests that
 /// run the real binaries) the market simulator's clock, `GET CAPBLOCK_SIMULATED_CLOCK_URL` ->
-/// `{"now": "<RFC 3339>"}`. The template never sets it.
+/// `{"now": "<RFC 3339>"}`. The template never sets it. Whoever answers it decides every wait
+/// and budget month, so it is taken from this machine only (a loopback host: 127.0.0.0/8,
+/// `localhost`, `[::1]`), in any mode: a simulation runs its simulator beside the binaries,
+/// and a deployed function has none on its loopback.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TimeSource {
     Wall,
@@ -113,8 +109,14 @@ impl TimeSource {
         let invalid = |problem: &str| ConfigError::Invalid { name: NAME, value: url.clone(), problem: problem.into() };
         let rest = url.strip_prefix("http://").ok_or_else(|| invalid("expected http://HOST:PORT/PATH"))?;
         let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
-        if host.is_empty() || !host.contains(':') {
+        let (name, port) = host.rsplit_once(':').ok_or_else(|| invalid("expected http://HOST:PORT/PATH"))?;
+        if name.is_empty() || port.parse::<u16>().is_err() {
             return Err(invalid("expected http://HOST:PORT/PATH"));
+        }
+        if !is_loopback(name) {
+            return Err(invalid(
+                "the simulated clock must be on this machine (127.0.0.1, localhost or [::1]); a deployed stack runs on the wall clock: unset it",
+            ));
         }
         Ok(TimeSource::Simulated { host: host.to_string(), path })
     }
@@ -131,6 +133,14 @@ impl TimeSource {
             }),
         }
     }
+}
+
+/// Whether a URL's host names this machine: `localhost`, an address of 127.0.0.0/8, or `[::1]`.
+fn is_loopback(name: &str) -> bool {
+    if let Some(v6) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
+        return v6.parse::<std::net::Ipv6Addr>().is_ok_and(|a| a.is_loopback());
+    }
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_loopback())
 }
 
 /// One plain HTTP/1.1 GET to the simulator's clock (no TLS, no redirects: a local simulator only).
@@ -231,13 +241,20 @@ pub async fn on_tick<R, F, Fut>(
     run: F,
 ) -> Result<R, lambda_runtime::Diagnostic>
 where
-    F: FnOnce(DateTime<Utc>) -> Fut,
+    F: FnOnce(RunTime) -> Fut,
     Fut: std::future::Future<Output = Result<(R, Option<Batch>), FunctionError>>,
 {
     let result = async {
         let tick: Tick = parse_event(payload)?;
-        let now = run_time(tick.time, source.now(clock).await?, stack.mode == Mode::Live)?;
-        run(now).await
+        let at = run_time(tick.time, source.now(clock).await?, stack.mode == Mode::Live)?;
+        let (report, metrics) = run(at).await?;
+        // A replay's figures are of another moment: on the stack's dashboard they would read
+        // as what the stack holds and spends now.
+        if at.is_replay() {
+            tracing::info!(event = "replay", function, view = %at.view(), clock = %at.clock(), "a replay: nothing written, no metrics");
+            return Ok((report, None));
+        }
+        Ok((report, metrics))
     }
     .await;
     match result {
@@ -249,6 +266,18 @@ where
         }
         Err(e) => Err(report(function, &stack.name, e)),
     }
+}
+
+/// When this invocation must be done by (Lambda's deadline, milliseconds since the epoch) as a
+/// monotonic instant; `None` when Lambda gave none. The time left is measured on the wall clock
+/// whatever the time source: it is the function's real time, not the market's.
+pub fn invocation_deadline(context: &lambda_runtime::Context) -> Option<tokio::time::Instant> {
+    if context.deadline == 0 {
+        return None;
+    }
+    let deadline = std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(context.deadline))?;
+    let left = deadline.duration_since(std::time::SystemTime::now()).unwrap_or_default();
+    Some(tokio::time::Instant::now() + left)
 }
 
 /// Parses an event payload, naming what is wrong with it.
@@ -284,12 +313,13 @@ mod tests {
         let e = run_time(Some(month_back), clock, true).unwrap_err();
         assert_eq!(e.kind(), "capblock.BadInput");
         assert!(e.to_string().contains("a live stack runs on its clock"), "{e}");
-        assert_eq!(run_time(Some(clock - chrono::Duration::minutes(1)), clock, true).unwrap(), clock);
-        assert_eq!(run_time(None, clock, true).unwrap(), clock);
+        assert_eq!(run_time(Some(clock - chrono::Duration::minutes(1)), clock, true).unwrap(), RunTime::from(clock));
+        assert_eq!(run_time(None, clock, true).unwrap(), RunTime::from(clock));
         assert!(run_time(Some(clock + chrono::Duration::minutes(6)), clock, true).is_err());
-        // Dry-run: nothing to spend, the tick may drive what people read.
-        assert_eq!(run_time(Some(month_back), clock, false).unwrap(), month_back);
-        assert_eq!(run_time(None, clock, false).unwrap(), clock);
+        // Dry-run: the tick may drive what people read, as a replay; the clock stays the clock's.
+        let replay = run_time(Some(month_back), clock, false).unwrap();
+        assert_eq!((replay.view(), replay.clock(), replay.is_replay()), (month_back, clock, true));
+        assert_eq!(run_time(None, clock, false).unwrap(), RunTime::from(clock));
     }
 
     #[test]
@@ -302,6 +332,33 @@ mod tests {
         );
         assert!(url("https://example.com/now").is_err());
         assert!(url("http://no-port/now").is_err());
+        for local in [
+            "http://127.0.0.1:9/c",
+            "http://127.8.9.10:9/c",
+            "http://localhost:9/c",
+            "http://LOCALHOST:9",
+            "http://[::1]:9/c",
+        ] {
+            assert!(url(local).is_ok(), "{local}");
+        }
+        // Anything another machine could answer is refused, with the setting named.
+        for remote in [
+            "http://10.0.0.5:9/c",
+            "http://169.254.169.254:80/latest",
+            "http://example.com:80/now",
+            "http://localhost.example.com:80/now",
+            "http://127.0.0.1.nip.io:80/now",
+            "http://[::ffff:10.0.0.5]:9/c",
+            "http://[2001:db8::1]:9/c",
+            "http://0.0.0.0:9/c",
+            "http://127.0.0.1:notaport/c",
+            "http://:9/c",
+        ] {
+            let e = url(remote).unwrap_err();
+            assert!(e.to_string().contains("CAPBLOCK_SIMULATED_CLOCK_URL"), "{remote}: {e}");
+        }
+        let e = url("http://203.0.113.7:8080/_sim/clock").unwrap_err();
+        assert!(e.to_string().contains("must be on this machine"), "{e}");
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub async fn run(a: ApproveArgs) -> CliResult {
     };
     let account_budget = account_budget(&a.account_budget)?;
     // Approving buys: the clock decides the budget month, never `--time`.
-    let now = run_now(a.time, true).await?;
+    let now = run_now(a.time, true).await?.clock();
     let store = store().await?;
     let rule = store.get_rule(rule_id).await?.ok_or_else(|| CliError::NotFound(format!("no rule {rule_id:?}")))?.rule;
     let intent = store.get_approval(rule_id, offering_id).await?.ok_or_else(|| {

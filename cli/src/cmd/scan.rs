@@ -16,8 +16,9 @@ use crate::table;
 
 #[derive(Args)]
 pub struct ScanArgs {
-    /// The instant to scan as (RFC 3339); default: the clock. A dry-run scan may replay another time;
-    /// a live one runs on the clock (budget months guard money) and refuses a --time 5+ minutes off it.
+    /// The instant to scan as (RFC 3339); default: the clock. A dry-run scan may replay another time
+    /// and then writes nothing (no settlement, market memory, prices, decisions or notices); a live
+    /// one runs on the clock (budget months guard money) and refuses a --time 5+ minutes off it.
     #[arg(long)]
     time: Option<DateTime<Utc>>,
     #[command(flatten)]
@@ -45,11 +46,18 @@ pub async fn run(a: ScanArgs) -> CliResult {
     let catalog = Mutex::new(AcceleratorCatalog::new());
     let scanner =
         Scanner { market: &market, store: &store, notifier: &notifier, catalog: &catalog, settings: &settings };
-    let now = run_now(a.time, settings.stack.mode == Mode::Live).await?;
-    let report = scanner.run(now).await.map_err(CliError::failed)?;
+    let at = run_now(a.time, settings.stack.mode == Mode::Live).await?;
+    let report = scanner.run(at).await.map_err(CliError::failed)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
+    }
+    if report.replay {
+        println!(
+            "replay of {} (the clock is at {}): nothing settled, stored or announced; what the rules would choose then:",
+            report.now.format("%Y-%m-%d %H:%M UTC"),
+            at.clock().format("%Y-%m-%d %H:%M UTC")
+        );
     }
     println!(
         "scan at {}: {} rule(s), {} question(s), {} answered this run, {} offering(s) seen, {} price observation(s) stored, stack mode {}",

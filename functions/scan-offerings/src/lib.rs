@@ -9,7 +9,7 @@ use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
-use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, on_tick};
+use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, invocation_deadline, on_tick};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -78,7 +78,8 @@ impl App {
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<ScanReport, Diagnostic> {
         let stack = &self.settings.stack;
-        on_tick("scan-offerings", event.payload, &self.time, &SystemClock, stack, |now| async move {
+        let until = invocation_deadline(&event.context);
+        on_tick("scan-offerings", event.payload, &self.time, &SystemClock, stack, |at| async move {
             let scanner = Scanner {
                 market: &self.aws.market,
                 store: &self.aws.store,
@@ -86,7 +87,7 @@ impl App {
                 catalog: &self.catalog,
                 settings: &self.settings,
             };
-            let report = scanner.run(now).await?;
+            let report = scanner.run_until(at, until).await?;
             let metrics = metrics::of_scan(&report, &stack.name);
             Ok((report, Some(metrics)))
         })

@@ -11,7 +11,7 @@ use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
 
-use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, on_tick};
+use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, invocation_deadline, on_tick};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -87,7 +87,8 @@ impl App {
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<TrackReport, Diagnostic> {
         let stack = &self.settings.stack;
-        on_tick("track-blocks", event.payload, &self.time, &SystemClock, stack, |now| async move {
+        let until = invocation_deadline(&event.context);
+        on_tick("track-blocks", event.payload, &self.time, &SystemClock, stack, |at| async move {
             let hands =
                 Hands { parameters: &self.ssm, groups: &self.groups, commands: &self.ssm, instances: &self.aws.market };
             let tracker = Tracker {
@@ -98,7 +99,7 @@ impl App {
                 settings: &self.settings,
                 hands: Some(hands),
             };
-            let report = tracker.run(now).await?;
+            let report = tracker.run_until(at, until).await?;
             let metrics = metrics::of_track(&report, &stack.name);
             Ok((report, metrics))
         })

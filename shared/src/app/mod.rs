@@ -4,6 +4,8 @@
 pub mod alarms;
 pub mod events;
 pub mod extend;
+#[cfg(test)]
+mod fakes;
 pub mod fan_out;
 pub mod handoff;
 pub mod health;

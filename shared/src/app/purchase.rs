@@ -57,6 +57,9 @@ pub enum Action {
     GivenBack { offering_id: String, reason: String },
     /// Sent, but the answer was lost: reconciliation settles it.
     Unknown { intent: String, reason: String },
+    /// A replay of another moment: what the rule would choose then. Nothing was asked of EC2,
+    /// stored or announced.
+    Replayed { offering_id: String },
 }
 
 /// What an approval came to.

@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use tokio::time::Instant;
 
 use super::handoff::event_notice;
 use super::outbox::alert_notice;
@@ -11,6 +12,7 @@ use crate::domain::block::{Block, Reservation};
 use crate::domain::budget::{Intent, IntentState, RESERVED_GRACE, SENT_GRACE};
 use crate::domain::bus::{Step, Subject, event_tags};
 use crate::domain::decision::Priced;
+use crate::domain::run_time::RunTime;
 use crate::domain::tags::INTENT_TAG;
 use crate::ports::{Ledger, ReservationSource, StoreError};
 
@@ -62,17 +64,33 @@ pub async fn record_purchase<L: Ledger + ?Sized>(
     Ok(block)
 }
 
-/// Settles every open intent it can. Errors on one intent are reported and do not stop others.
-pub async fn settle_open_intents<L, R>(ledger: &L, market: &R, now: DateTime<Utc>) -> Result<Vec<Settled>, StoreError>
+/// Settles every open intent it can, on the clock's time (never a replayed one: a replay looks
+/// at another moment and settles nothing; each open intent is reported still open). EC2's
+/// answers are waited for until `until` at most (the run must keep time for the rest of its
+/// work): an intent not looked at in time stays open for the next run. Errors on one intent are
+/// reported and do not stop others.
+pub async fn settle_open_intents<L, R>(
+    ledger: &L,
+    market: &R,
+    at: RunTime,
+    until: Option<Instant>,
+) -> Result<Vec<Settled>, StoreError>
 where
     L: Ledger + ?Sized,
     R: ReservationSource + ?Sized,
 {
     let mut out = Vec::new();
     for intent in ledger.open_intents().await? {
-        let settled = match settle(ledger, market, &intent, now).await {
-            Ok(s) => s,
-            Err(e) => Settled::StillOpen { intent: intent.id.clone(), reason: e.to_string() },
+        let settled = if at.is_replay() {
+            Settled::StillOpen {
+                intent: intent.id.clone(),
+                reason: format!("a replay of {} settles nothing; the next run on the clock does", at.view()),
+            }
+        } else {
+            match settle(ledger, market, &intent, at.clock(), until).await {
+                Ok(s) => s,
+                Err(e) => Settled::StillOpen { intent: intent.id.clone(), reason: e.to_string() },
+            }
         };
         tracing::info!(event = "intent_settled", intent = %intent.id, result = ?settled, "reconciled");
         out.push(settled);
@@ -80,7 +98,24 @@ where
     Ok(out)
 }
 
-async fn settle<L, R>(ledger: &L, market: &R, intent: &Intent, now: DateTime<Utc>) -> Result<Settled, StoreError>
+/// When settlement stops waiting for EC2 in a run that must be done by `run_until`: half of the
+/// time left, so the rest of the run (what it observes, decides and announces) keeps the other
+/// half. `None`: no bound (a person's command waits for its answers).
+pub fn settling_until(run_until: Option<Instant>) -> Option<Instant> {
+    let now = Instant::now();
+    run_until.map(|until| now + until.saturating_duration_since(now) / 2)
+}
+
+/// Why an intent was left open when the run's time for settling ran out.
+pub const OUT_OF_TIME: &str = "not settled within the run's time; looked at again next run";
+
+async fn settle<L, R>(
+    ledger: &L,
+    market: &R,
+    intent: &Intent,
+    now: DateTime<Utc>,
+    until: Option<Instant>,
+) -> Result<Settled, StoreError>
 where
     L: Ledger + ?Sized,
     R: ReservationSource + ?Sized,
@@ -95,10 +130,16 @@ where
         }
         IntentState::Reserved => Ok(Settled::StillOpen { intent: id, reason: "another run is buying".into() }),
         IntentState::Sent => {
-            let found = market
-                .reservations_tagged(&intent.offering.region, INTENT_TAG, &intent.id)
-                .await
-                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            // Only the lookup is bounded: a store write, once started, runs to its end.
+            let lookup = market.reservations_tagged(&intent.offering.region, INTENT_TAG, &intent.id);
+            let answer = match until {
+                Some(until) => tokio::time::timeout_at(until, lookup).await,
+                None => Ok(lookup.await),
+            };
+            let Ok(answer) = answer else {
+                return Ok(Settled::StillOpen { intent: id, reason: OUT_OF_TIME.into() });
+            };
+            let found = answer.map_err(|e| StoreError::Unavailable(e.to_string()))?;
             if let Some(r) = found.first() {
                 if found.len() > 1 {
                     tracing::error!(event = "duplicate_purchase", intent = %id, count = found.len(), "more than one reservation carries this intent");
@@ -118,3 +159,6 @@ where
         _ => Ok(Settled::StillOpen { intent: id, reason: format!("state {}", intent.state.as_str()) }),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -9,11 +9,12 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::Serialize;
+use tokio::time::Instant;
 
 use super::fan_out::{Answer, Pacing, Strikes, ask_all};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::purchase::{Action, Buyer};
-use super::reconcile::{Settled, settle_open_intents};
+use super::reconcile::{Settled, settle_open_intents, settling_until};
 use super::settings::StackSettings;
 use crate::domain::announce;
 use crate::domain::budget::{BudgetOwner, Period};
@@ -24,6 +25,7 @@ use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::plan::{self, Asked, Candidate, DescribeBudget, MARKET_NOTE_TTL, RegionMemory, family};
 use crate::domain::rule::{Mode, Rule, StartWindow};
+use crate::domain::run_time::RunTime;
 use crate::ports::{
     BlockStore, InstanceTypeSource, Ledger, MarketMemory, Notifier, Observation, ObservationStore, OfferingQuery,
     OfferingSource, Outbox, Purchaser, ReservationSource, RuleStore, StoreError,
@@ -91,7 +93,10 @@ pub struct SeenPrice {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ScanReport {
+    /// The moment the scan looked at: the clock's, or a replay's.
     pub now: DateTime<Utc>,
+    /// A replay of another moment than the clock's: nothing was written or sent.
+    pub replay: bool,
     pub rules: usize,
     /// Distinct questions over all regions, and how many were asked and answered this run.
     pub queries: usize,
@@ -299,27 +304,44 @@ where
     N: Notifier + ?Sized,
 {
     /// Runs one scan over every enabled rule in the store.
-    pub async fn run(&self, now: DateTime<Utc>) -> Result<ScanReport, StoreError> {
-        let rules: Vec<Rule> =
-            self.store.list_rules().await?.into_iter().map(|s| s.rule).filter(|r| r.enabled).collect();
-        self.run_rules(&rules, now).await
+    pub async fn run(&self, at: impl Into<RunTime>) -> Result<ScanReport, StoreError> {
+        self.run_until(at.into(), None).await
     }
 
-    pub async fn run_rules(&self, rules: &[Rule], now: DateTime<Utc>) -> Result<ScanReport, StoreError> {
+    /// [`Scanner::run`] within a run's time: `until` is when the run must be done by (the
+    /// function's deadline), which bounds how long settlement waits for EC2.
+    pub async fn run_until(&self, at: RunTime, until: Option<Instant>) -> Result<ScanReport, StoreError> {
+        let rules: Vec<Rule> =
+            self.store.list_rules().await?.into_iter().map(|s| s.rule).filter(|r| r.enabled).collect();
+        self.scan(&rules, at, until).await
+    }
+
+    pub async fn run_rules(&self, rules: &[Rule], at: impl Into<RunTime>) -> Result<ScanReport, StoreError> {
+        self.scan(rules, at.into(), None).await
+    }
+
+    /// A replay (`at` looks at another moment than the clock's) asks EC2 and decides as of that
+    /// moment, and writes nothing: no settlement, market memory, prices, decisions or notices.
+    async fn scan(&self, rules: &[Rule], at: RunTime, until: Option<Instant>) -> Result<ScanReport, StoreError> {
+        let now = at.clock();
         // Unknown outcomes first: an unresolved intent blocks its rule, and a block bought by a
         // run that died must be on the books before anyone decides to buy more.
-        let settled = settle_open_intents(self.store, self.market, now).await?;
+        let settled = settle_open_intents(self.store, self.market, at, settling_until(until)).await?;
         self.learn_types(rules).await;
-        let mut plan = self.plan(rules, now).await;
+        let mut plan = self.plan(rules, at).await;
         let mut findings = Findings::default();
         let answered = self.ask(&mut plan, &mut findings, now).await;
-        self.remember(&plan, &findings, rules, now).await?;
-        let (observations_written, prices) = self.record_prices(&answered, now).await;
-        let outcomes = self.decide_and_act(rules, &plan, &answered, now).await?;
-        let notices = flush(self.store, self.notifier, now).await?;
+        if !at.is_replay() {
+            self.remember(&plan, &findings, rules, now).await?;
+        }
+        let (observations_written, prices) = self.record_prices(&answered, at).await;
+        let outcomes = self.decide_and_act(rules, &plan, &answered, at).await?;
+        let notices =
+            if at.is_replay() { FlushReport::default() } else { flush(self.store, self.notifier, now).await? };
         let offerings_seen: BTreeSet<&str> = answered.values().flatten().map(|o| o.id.as_str()).collect();
         Ok(ScanReport {
-            now,
+            now: at.view(),
+            replay: at.is_replay(),
             rules: rules.len(),
             queries: plan.all.len(),
             answered: answered.len(),
@@ -353,7 +375,8 @@ where
     /// The distinct questions of all rules, and the few per region this run asks: what EC2 said
     /// it does not sell is skipped for a day, a family with a quota of 0 gets one probe an hour,
     /// and the planner picks the rest within the describe budget.
-    async fn plan(&self, rules: &[Rule], now: DateTime<Utc>) -> Plan {
+    async fn plan(&self, rules: &[Rule], at: RunTime) -> Plan {
+        let now = at.view();
         let (all, skipped) = gather(rules, now, MAX_QUESTIONS_PER_SCAN);
         if !skipped.is_empty() {
             let names: Vec<&str> = skipped.iter().map(|&i| rules[i].id.as_str()).collect();
@@ -364,7 +387,7 @@ where
         let mut memories = BTreeMap::new();
         for region in regions {
             let memory = match self.store.region_memory(&region).await {
-                Ok(m) => m,
+                Ok(m) => m.clamped(at.clock()),
                 Err(e) => {
                     // The planner then starts afresh: more questions asked again, nothing lost.
                     tracing::warn!(event = "market_memory_unreadable", %region, error = %e, "planning without the region's memory");
@@ -519,11 +542,7 @@ where
     }
 
     /// The price history (for people): a failure here must not stop a purchase.
-    async fn record_prices(
-        &self,
-        answered: &BTreeMap<usize, Vec<Offering>>,
-        now: DateTime<Utc>,
-    ) -> (usize, Vec<SeenPrice>) {
+    async fn record_prices(&self, answered: &BTreeMap<usize, Vec<Offering>>, at: RunTime) -> (usize, Vec<SeenPrice>) {
         let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut seen: HashMap<&str, &Offering> = HashMap::new();
         for o in answered.values().flatten() {
@@ -535,7 +554,7 @@ where
                 Some(Observation {
                     accelerators_per_instance: catalog.accelerators(&o.instance_type)?,
                     offering: (*o).clone(),
-                    seen_at: now,
+                    seen_at: at.clock(),
                 })
             })
             .collect();
@@ -555,6 +574,9 @@ where
                 per_accelerator_hour,
             })
             .collect();
+        if at.is_replay() {
+            return (0, prices);
+        }
         let written = match self.store.record(&observations).await {
             Ok(n) => n,
             Err(e) => {
@@ -572,8 +594,10 @@ where
         rules: &[Rule],
         plan: &Plan,
         answered: &BTreeMap<usize, Vec<Offering>>,
-        now: DateTime<Utc>,
+        at: RunTime,
     ) -> Result<Vec<RuleOutcome>, StoreError> {
+        // Budget months are the clock's; what is on sale and eligible is judged as of the view.
+        let (now, view) = (at.clock(), at.view());
         let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let buyer = Buyer {
             market: self.market,
@@ -588,11 +612,13 @@ where
             let offerings: Vec<Offering> = mine.iter().filter_map(|i| answered.get(i)).flatten().cloned().collect();
             let questions_answered = mine.iter().filter(|i| answered.contains_key(i)).count();
             let room = headroom(self.store, rule, self.settings.stack.account_budget, now).await?;
-            let decision = decide(rule, &offerings, &catalog, room, now);
+            let decision = decide(rule, &offerings, &catalog, room, view);
             let mode = self.settings.stack.mode.and(rule.mode);
             let mut chosen = decision.chosen.clone();
             let action = match &decision.chosen {
                 None => None,
+                // A replay only says what the rule would choose: nothing is asked or stored.
+                Some(p) if at.is_replay() => Some(Action::Replayed { offering_id: p.offering.id.clone() }),
                 Some(_) if mode == Mode::Live => {
                     // The best offering may already have been tried by this rule (refused by
                     // EC2): take the next cheapest, a few at most.
@@ -641,6 +667,9 @@ struct Findings {
     /// (region, family) -> when its quota of 0 was first seen (the alert's identity).
     quota_zero: BTreeMap<(String, String), DateTime<Utc>>,
 }
+
+#[cfg(test)]
+mod replay;
 
 #[cfg(test)]
 mod tests {

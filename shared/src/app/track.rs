@@ -13,13 +13,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use tokio::time::Instant;
 
 use super::extend::{Extender, ExtensionAction};
 use super::handoff::{self, ActionReport, Hands};
 use super::health;
 use super::kinds::{backfill, ultraserver_reservations};
 use super::outbox::{FlushReport, alert_notice, flush};
-use super::reconcile::{Settled, record_purchase, settle_open_intents};
+use super::reconcile::{Settled, record_purchase, settle_open_intents, settling_until};
 use super::settings::StackSettings;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
@@ -31,6 +32,7 @@ use crate::domain::milestone::{Milestone, milestones, warning_due};
 use crate::domain::money::Money;
 use crate::domain::names::Region;
 use crate::domain::rule::Rule;
+use crate::domain::run_time::RunTime;
 use crate::domain::slack::SlackMessage;
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::ports::{
@@ -61,6 +63,8 @@ pub struct Moved {
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TrackReport {
+    /// A replay of another moment than the clock's: nothing was settled, moved or sent.
+    pub replay: bool,
     pub blocks: usize,
     pub moved: Vec<Moved>,
     pub warnings: Vec<String>,
@@ -130,10 +134,21 @@ where
     N: Notifier + ?Sized,
     R: Reminders + ?Sized,
 {
-    pub async fn run(&self, now: DateTime<Utc>) -> Result<TrackReport, StoreError> {
+    pub async fn run(&self, at: impl Into<RunTime>) -> Result<TrackReport, StoreError> {
+        self.run_until(at.into(), None).await
+    }
+
+    /// [`Tracker::run`] within a run's time: `until` is when the run must be done by (the
+    /// function's deadline), which bounds how long settlement waits for EC2. Every move, wait
+    /// and deadline is judged on the clock; a replay of another moment moves nothing.
+    pub async fn run_until(&self, at: RunTime, until: Option<Instant>) -> Result<TrackReport, StoreError> {
+        if at.is_replay() {
+            return self.replay(at).await;
+        }
+        let now = at.clock();
         let mut report = TrackReport {
             // A purchase whose recording was lost must be on the books before anything else.
-            settled: settle_open_intents(self.store, self.market, now).await?,
+            settled: settle_open_intents(self.store, self.market, at, settling_until(until)).await?,
             ..Default::default()
         };
         let rules: HashMap<String, Rule> =
@@ -201,6 +216,30 @@ where
         report.notices = flush(self.store, self.notifier, now).await?;
         report.holdings = self.holdings(&rules, now).await?;
         Ok(report)
+    }
+
+    /// A replay: what is open, and that it was left so. Payment deadlines, the graces of
+    /// unknown purchases and extensions' deadlines are the clock's, so a replayed moment settles,
+    /// moves, announces and releases nothing (the next run on the clock does what is due).
+    async fn replay(&self, at: RunTime) -> Result<TrackReport, StoreError> {
+        let why = format!("a replay of {} settles nothing; the next run on the clock does", at.view());
+        let rules: HashMap<String, Rule> =
+            self.store.list_rules().await?.into_iter().map(|s| (s.rule.id.clone(), s.rule)).collect();
+        let extensions = self
+            .store
+            .open_extensions()
+            .await?
+            .into_iter()
+            .map(|x| ExtensionAction::Skipped { reservation_id: x.reservation_id, reason: why.clone() })
+            .collect();
+        Ok(TrackReport {
+            replay: true,
+            settled: settle_open_intents(self.store, self.market, at, None).await?,
+            blocks: self.store.open_blocks(None).await?.len(),
+            extensions,
+            holdings: self.holdings(&rules, at.clock()).await?,
+            ..Default::default()
+        })
     }
 
     /// What the block view adds once a region's blocks are tracked. First, blocks stored before
@@ -604,3 +643,6 @@ where
 fn rebuys(b: &Block, rules: &HashMap<String, Rule>) -> bool {
     b.rule_id.as_ref().and_then(|r| rules.get(r)).is_some_and(|r| r.rebuy_on_payment_failure)
 }
+
+#[cfg(test)]
+mod tests;

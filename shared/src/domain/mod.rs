@@ -24,6 +24,7 @@ pub mod names;
 pub mod offering;
 pub mod plan;
 pub mod rule;
+pub mod run_time;
 pub mod slack;
 pub mod tags;
 pub mod ultraserver;

@@ -89,6 +89,9 @@ pub const MARKET_NOTE_TTL: Duration = Duration::days(1);
 pub const QUOTA_RECHECK: Duration = Duration::hours(1);
 /// Questions not asked for this long are forgotten (their rule changed or went).
 const FORGET_AFTER: Duration = Duration::days(7);
+/// How far past the clock a time the memory recorded may be before it is taken as the clock's
+/// (clocks of different runs differ a little; more than this was never the clock's).
+const AHEAD_MARGIN: Duration = Duration::minutes(10);
 
 /// The planner's memory of one region, kept in the store between runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,6 +125,31 @@ impl RegionMemory {
         let since = self.quota_zero.get(family).map_or(now, |q| q.since);
         self.quota_zero.insert(family.to_string(), QuotaZero { since, recheck_at: now + QUOTA_RECHECK });
         since
+    }
+
+    /// The memory as of `clock`: a time it recorded later than the clock (plus a small margin)
+    /// is taken as the clock's. A memory written at a replayed or forged future time would
+    /// otherwise switch a type or family off for as long as that time is ahead (years).
+    /// Times kept as "until" count from when they were recorded (a not-sold note until
+    /// recorded + a day, a quota recheck at recorded + an hour).
+    pub fn clamped(mut self, clock: DateTime<Utc>) -> RegionMemory {
+        let latest = clock + AHEAD_MARGIN;
+        let clamp = |t: &mut DateTime<Utc>, recorded_before: Duration| {
+            if t.checked_sub_signed(recorded_before).is_some_and(|recorded| recorded > latest) {
+                *t = clock + recorded_before;
+            }
+        };
+        for a in self.asked.values_mut() {
+            clamp(&mut a.at, Duration::zero());
+        }
+        for until in self.not_sold.values_mut() {
+            clamp(until, MARKET_NOTE_TTL);
+        }
+        for q in self.quota_zero.values_mut() {
+            clamp(&mut q.since, Duration::zero());
+            clamp(&mut q.recheck_at, QUOTA_RECHECK);
+        }
+        self
     }
 
     /// Drops what is too old to matter.

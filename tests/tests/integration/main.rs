@@ -10,6 +10,7 @@ mod faults;
 mod handoff;
 mod metrics;
 mod real_market;
+mod replay;
 mod scan;
 mod sim_wire;
 mod store;

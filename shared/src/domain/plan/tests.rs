@@ -109,3 +109,36 @@ fn market_notes_expire_and_keep_their_first_sighting() {
     let text = serde_json::to_string(&m).unwrap();
     assert_eq!(serde_json::from_str::<RegionMemory>(&text).unwrap(), m);
 }
+
+/// A memory stored at a far-future time (a replay, a forged item) is read as of the clock: the
+/// type and family it switched off are asked again on the clock's schedule.
+#[test]
+fn a_far_future_memory_is_read_as_of_the_clock() {
+    let clock = t0();
+    let years = clock + Duration::days(3 * 365);
+    let mut m = RegionMemory::default();
+    m.asked.insert("future".into(), Asked { at: years, cheapest: None });
+    m.asked.insert("past".into(), Asked { at: clock - Duration::hours(2), cheapest: None });
+    m.not_sold.insert("p5.48xlarge".into(), years + MARKET_NOTE_TTL);
+    m.not_sold.insert("p4d.24xlarge".into(), clock + Duration::hours(20));
+    m.note_quota_zero("trn2", years);
+    // Stored as is, the far-future notes switch p5 and trn2 off for years.
+    assert!(m.is_not_sold("p5.48xlarge", clock + Duration::days(365)));
+    assert!(m.skips_family("trn2", clock + Duration::days(365)));
+    let m = m.clamped(clock);
+    assert_eq!(m.asked["future"].at, clock);
+    assert_eq!(m.asked["past"].at, clock - Duration::hours(2), "a past time is kept");
+    assert_eq!(m.not_sold["p5.48xlarge"], clock + MARKET_NOTE_TTL);
+    assert_eq!(m.not_sold["p4d.24xlarge"], clock + Duration::hours(20), "a note within its day is kept");
+    assert!(!m.is_not_sold("p5.48xlarge", clock + MARKET_NOTE_TTL));
+    assert_eq!(m.quota_zero["trn2"], QuotaZero { since: clock, recheck_at: clock + QUOTA_RECHECK });
+    assert!(!m.skips_family("trn2", clock + QUOTA_RECHECK));
+    // Within the margin (clocks differ a little between runs): kept.
+    let mut near = RegionMemory::default();
+    near.asked.insert("k".into(), Asked { at: clock + Duration::minutes(9), cheapest: None });
+    assert_eq!(near.clone().clamped(clock), near);
+    // Extreme stored times neither panic nor move.
+    let mut extreme = RegionMemory::default();
+    extreme.not_sold.insert("x".into(), DateTime::<Utc>::MIN_UTC);
+    assert_eq!(extreme.clone().clamped(clock), extreme);
+}

@@ -1,0 +1,75 @@
+//! Settlement on the clock, never on a replayed time, and within the run's time.
+
+use chrono::Duration;
+
+use super::*;
+use crate::app::fakes::{Market, Table, offering, reservation_of, rule, sent_intent, t0};
+
+/// Two purchases whose answers were lost, sent at the clock's 10:00: one EC2 made, one not.
+fn two_unknown() -> (Table, Market) {
+    let (east, west) = (rule("east", "live"), rule("west", "live"));
+    let start = t0() + Duration::days(2);
+    let made = sent_intent(&east, offering("cb-made", start), t0());
+    let lost = sent_intent(&west, offering("cb-lost", start), t0());
+    let market = Market { reservations: vec![reservation_of(&made, "cr-made")], ..Default::default() };
+    (Table { rules: vec![east, west], intents: vec![made, lost], ..Default::default() }, market)
+}
+
+/// A replayed moment past every grace settles nothing: the fee of a
+/// purchase whose answer is only late stays held (a replay an hour ahead released it, and the
+/// next scan bought a second block).
+#[tokio::test]
+async fn a_replay_settles_nothing() {
+    let (table, market) = two_unknown();
+    let replay = RunTime::asked(t0() + Duration::minutes(5), Some(t0() + Duration::hours(1)));
+    let settled = settle_open_intents(&table, &market, replay, None).await.unwrap();
+    assert_eq!(settled.len(), 2);
+    for s in &settled {
+        let Settled::StillOpen { reason, .. } = s else { panic!("{settled:?}") };
+        assert!(reason.contains("a replay"), "{reason}");
+    }
+    assert!(table.writes().is_empty(), "{:?}", table.writes());
+}
+
+/// On the clock the same intents settle: the one EC2 made is adopted, the other is rejected
+/// once the clock is past the grace (a stack back in dry-run still settles its live intents).
+#[tokio::test]
+async fn on_the_clock_intents_settle_by_its_graces() {
+    let (table, market) = two_unknown();
+    let within = settle_open_intents(&table, &market, RunTime::from(t0() + Duration::minutes(10)), None).await.unwrap();
+    assert!(matches!(&within[..], [Settled::Adopted { .. }, Settled::StillOpen { .. }]), "{within:?}");
+    let past = settle_open_intents(&table, &market, RunTime::from(t0() + SENT_GRACE), None).await.unwrap();
+    assert!(matches!(&past[..], [Settled::Adopted { .. }, Settled::Rejected { .. }]), "{past:?}");
+    assert!(table.writes().contains(&"record_rejected west/cb-lost".to_string()), "{:?}", table.writes());
+}
+
+/// EC2 that never answers (a throttle storm the SDK keeps retrying): every lookup stops at the
+/// run's time and its intent stays open, reported so, instead of each waiting the operation
+/// timeout and the run dying at its own.
+#[tokio::test(start_paused = true)]
+async fn lookups_stop_at_the_runs_time() {
+    let (table, market) = two_unknown();
+    let market = Market { hang: true, ..market };
+    let until = Instant::now() + std::time::Duration::from_secs(10);
+    let at = RunTime::from(t0() + SENT_GRACE);
+    let settling = settle_open_intents(&table, &market, at, Some(until));
+    let settled = tokio::time::timeout(std::time::Duration::from_secs(600), settling)
+        .await
+        .expect("settlement ends by the run's time")
+        .unwrap();
+    assert_eq!(settled.len(), 2);
+    assert!(
+        settled.iter().all(|s| matches!(s, Settled::StillOpen { reason, .. } if reason == OUT_OF_TIME)),
+        "{settled:?}"
+    );
+    assert!(Instant::now() <= until, "no lookup outlived the run's time");
+    assert!(table.writes().is_empty(), "{:?}", table.writes());
+    // Settlement takes half of what is left of a run; without a deadline it is not bounded.
+    let now = Instant::now();
+    assert_eq!(
+        settling_until(Some(now + std::time::Duration::from_secs(40))),
+        Some(now + std::time::Duration::from_secs(20))
+    );
+    assert_eq!(settling_until(Some(now - std::time::Duration::from_secs(1))), Some(now));
+    assert_eq!(settling_until(None), None);
+}

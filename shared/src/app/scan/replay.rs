@@ -1,0 +1,68 @@
+//! A scan replaying another moment than the clock's writes nothing; a scan on the clock settles
+//! on the clock, whatever the stack's mode.
+
+use chrono::Duration;
+
+use super::*;
+use crate::app::fakes::{Market, Table, offering, reservation_of, rule, sent_intent, t0};
+
+fn settings(mode: Mode) -> ScanSettings {
+    ScanSettings {
+        stack: StackSettings { name: "capblock-test".into(), mode, account_budget: None },
+        describe: DescribeBudget {
+            refill: std::time::Duration::from_millis(1),
+            share: 1.0,
+            ask_for: std::time::Duration::from_secs(1),
+        },
+    }
+}
+
+/// The reproduction: a live rule (1 purchase, 600 a month) whose purchase answer is late (the
+/// intent Sent at the clock's 00:00, its 480 held), another rule, and an offering on sale. A
+/// dry-run scan replaying an hour later settles nothing, remembers nothing, stores no price,
+/// decision or notice, and asks EC2 to buy nothing, not even with DryRun: it reports what the
+/// rules would choose then (the first none: its budget still holds the late purchase's fee).
+#[tokio::test]
+async fn a_replayed_scan_writes_nothing() {
+    let east = rule("east", "live");
+    let start = t0() + Duration::days(2);
+    let late = sent_intent(&east, offering("cb-late", start), t0());
+    let table = Table { rules: vec![east, rule("west", "dry-run")], intents: vec![late], ..Default::default() };
+    let market = Market { offerings: vec![offering("cb-next", start + Duration::days(1))], ..Default::default() };
+    let (catalog, settings) = (Mutex::new(AcceleratorCatalog::new()), settings(Mode::DryRun));
+    let scanner = Scanner { market: &market, store: &table, notifier: &table, catalog: &catalog, settings: &settings };
+    let hour_later = t0() + Duration::hours(1);
+    let report = scanner.run(RunTime::asked(t0() + Duration::minutes(1), Some(hour_later))).await.unwrap();
+    assert!(report.replay);
+    assert_eq!(report.now, hour_later);
+    assert!(matches!(&report.settled[..], [Settled::StillOpen { .. }]), "{:?}", report.settled);
+    assert_eq!(report.answered, 1, "EC2 was asked what is on sale");
+    assert_eq!(report.observations_written, 0);
+    let actions: Vec<_> = report.outcomes.iter().map(|o| (o.rule_id.as_str(), o.action.clone())).collect();
+    assert_eq!(actions, [("east", None), ("west", Some(Action::Replayed { offering_id: "cb-next".into() }))]);
+    assert!(table.writes().is_empty(), "a replay wrote {:?}", table.writes());
+    assert!(market.purchases.lock().unwrap().is_empty(), "{:?}", market.purchases.lock().unwrap());
+}
+
+/// A stack switched back to dry-run while its live intents are open still settles them, on the
+/// clock: the purchase EC2 made is adopted, the one it did not is released after the grace.
+/// The same run at a `--time` within the tolerance is a run on the clock.
+#[tokio::test]
+async fn a_dry_run_stack_settles_open_live_intents_on_the_clock() {
+    let (east, west) = (rule("east", "live"), rule("west", "live"));
+    let start = t0() + Duration::days(2);
+    let made = sent_intent(&east, offering("cb-made", start), t0());
+    let lost = sent_intent(&west, offering("cb-lost", start), t0());
+    let market = Market { reservations: vec![reservation_of(&made, "cr-made")], ..Default::default() };
+    let table = Table { rules: vec![east, west], intents: vec![made, lost], ..Default::default() };
+    let (catalog, settings) = (Mutex::new(AcceleratorCatalog::new()), settings(Mode::DryRun));
+    let scanner = Scanner { market: &market, store: &table, notifier: &table, catalog: &catalog, settings: &settings };
+    let clock = t0() + Duration::minutes(20);
+    let report = scanner.run(RunTime::asked(clock, Some(clock + Duration::minutes(4)))).await.unwrap();
+    assert!(!report.replay);
+    assert_eq!(report.now, clock);
+    assert!(matches!(&report.settled[..], [Settled::Adopted { .. }, Settled::Rejected { .. }]), "{:?}", report.settled);
+    let writes = table.writes();
+    assert!(writes.contains(&"record_bought east/cb-made".to_string()), "{writes:?}");
+    assert!(writes.contains(&"record_rejected west/cb-lost".to_string()), "{writes:?}");
+}

@@ -1,0 +1,84 @@
+//! A tracker run replaying another moment than the clock's moves no money and writes nothing.
+
+use chrono::Duration;
+
+use super::*;
+use crate::app::fakes::{Market, Table, offering, reservation_of, rule, sent_intent, t0};
+use crate::domain::extension::{ExtensionIntent, ExtensionOffer};
+use crate::domain::money::Money;
+
+/// A dry-run stack holding what its live days left: a bought block with an extension whose
+/// payment is still open, and a purchase whose answer is late. A tick replaying a moment days
+/// ahead (past the block's end, the extension's payment deadline and every grace) releases no
+/// extension, settles no purchase, moves no block and sends nothing.
+#[tokio::test]
+async fn a_replayed_tick_on_a_dry_run_stack_moves_nothing() {
+    let east = rule("east", "live");
+    let start = t0() + Duration::days(1);
+    let mut bought = sent_intent(&east, offering("cb-held", start), t0() - Duration::hours(1));
+    bought.state = crate::domain::budget::IntentState::Bought;
+    let r = reservation_of(&bought, "cr-held");
+    let block = Block::bought(&bought, &r, t0() - Duration::hours(1));
+    let extension = ExtensionIntent {
+        reservation_id: r.id.clone(),
+        rule_id: east.id.clone(),
+        offer: ExtensionOffer {
+            id: "cbx-1".into(),
+            reservation_id: r.id.clone(),
+            duration_hours: 24,
+            start: block.end,
+            end: block.end + Duration::days(1),
+            fee: Money::parse("480", "USD").unwrap(),
+        },
+        state: ExtensionState::Sent,
+        created_at: t0(),
+        sent_at: Some(t0()),
+        reason: None,
+        charges: vec![],
+    };
+    let late = sent_intent(&rule("west", "live"), offering("cb-late", start), t0());
+    let table = Table {
+        rules: vec![east, rule("west", "live")],
+        intents: vec![bought, late],
+        blocks: vec![block],
+        extensions: vec![extension],
+        ..Default::default()
+    };
+    let market = Market { reservations: vec![r], ..Default::default() };
+    let settings = TrackSettings {
+        stack: StackSettings {
+            name: "capblock-test".into(),
+            mode: crate::domain::rule::Mode::DryRun,
+            account_budget: None,
+        },
+        payment_warning_hours: vec![6, 1],
+        adopt_untagged: false,
+        regions: vec![],
+    };
+    let tracker = Tracker {
+        market: &market,
+        store: &table,
+        notifier: &table,
+        reminders: &table,
+        settings: &settings,
+        hands: None,
+    };
+    let days_ahead = t0() + Duration::days(5);
+    let report = tracker.run(RunTime::asked(t0() + Duration::minutes(1), Some(days_ahead))).await.unwrap();
+    assert!(report.replay);
+    assert!(matches!(&report.settled[..], [Settled::StillOpen { .. }]), "{:?}", report.settled);
+    assert!(
+        matches!(&report.extensions[..], [ExtensionAction::Skipped { reason, .. }] if reason.contains("a replay")),
+        "{:?}",
+        report.extensions
+    );
+    assert!(report.moved.is_empty(), "{:?}", report.moved);
+    assert_eq!(report.blocks, 1);
+    assert!(table.writes().is_empty(), "a replay wrote {:?}", table.writes());
+    assert!(market.purchases.lock().unwrap().is_empty());
+    // On the clock days later, the same stack settles: the extension's deadline has passed.
+    let on_clock = tracker.run(days_ahead).await.unwrap();
+    assert!(!on_clock.replay);
+    assert!(table.writes().iter().any(|w| w.starts_with("close_extension cr-held/cbx-1")), "{:?}", table.writes());
+    assert!(table.writes().contains(&"record_rejected west/cb-late".to_string()), "{:?}", table.writes());
+}

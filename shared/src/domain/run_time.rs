@@ -1,0 +1,72 @@
+//! The instants one run is for. Money follows the clock: every wait that guards money (the
+//! graces of an unknown purchase, payment and extension deadlines), every budget month and
+//! every time written to the table is the clock's. People may ask to look at another moment
+//! (a dry-run replay or what-if); that moment is the run's view. A run whose view is off the
+//! clock is a replay: it reads and reports, and writes nothing.
+
+use chrono::{DateTime, Duration, Utc};
+
+/// A run's clock instant and the instant it shows. Built only through [`RunTime::asked`] (or
+/// from a clock instant), so a view within [`RunTime::TOLERANCE`] of the clock is the clock
+/// itself and "is this a replay" has one answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunTime {
+    clock: DateTime<Utc>,
+    view: DateTime<Utc>,
+}
+
+impl RunTime {
+    /// How far an asked time may be from the clock and still be a run at the clock: a schedule
+    /// fires on time and a late retry is dropped after 10 minutes (the template's
+    /// MaximumEventAgeInSeconds), so further than this is a replay, or a forged payload.
+    pub const TOLERANCE: Duration = Duration::minutes(5);
+
+    /// A run at the clock's `clock`, asked to look at `asked` (none: the clock). An asked time
+    /// within the tolerance is the clock's: a schedule a minute late runs at the clock.
+    pub fn asked(clock: DateTime<Utc>, asked: Option<DateTime<Utc>>) -> RunTime {
+        let view = asked.filter(|t| (*t - clock).abs() > Self::TOLERANCE).unwrap_or(clock);
+        RunTime { clock, view }
+    }
+
+    /// The clock's instant: what settles, waits, charges and is stored.
+    pub fn clock(&self) -> DateTime<Utc> {
+        self.clock
+    }
+
+    /// The instant the run looks at and reports (the clock's, unless a replay).
+    pub fn view(&self) -> DateTime<Utc> {
+        self.view
+    }
+
+    /// A replay looks at a moment off the clock: it must write nothing.
+    pub fn is_replay(&self) -> bool {
+        self.view != self.clock
+    }
+}
+
+/// A run at the clock (what every scheduled run without a replayed time is).
+impl From<DateTime<Utc>> for RunTime {
+    fn from(clock: DateTime<Utc>) -> RunTime {
+        RunTime { clock, view: clock }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_off_the_clock_is_a_replay_and_a_time_near_it_is_the_clock() {
+        let clock: DateTime<Utc> = "2026-12-01T10:00:00Z".parse().unwrap();
+        let at = RunTime::asked(clock, None);
+        assert_eq!((at.clock(), at.view(), at.is_replay()), (clock, clock, false));
+        let late = RunTime::asked(clock, Some(clock - Duration::minutes(5)));
+        assert_eq!((late.view(), late.is_replay()), (clock, false), "within the tolerance: the clock");
+        let hour = clock + Duration::hours(1);
+        let replay = RunTime::asked(clock, Some(hour));
+        assert_eq!((replay.clock(), replay.view(), replay.is_replay()), (clock, hour, true));
+        let back = RunTime::asked(clock, Some(clock - Duration::minutes(6)));
+        assert!(back.is_replay());
+        assert_eq!(RunTime::from(clock), at);
+    }
+}
