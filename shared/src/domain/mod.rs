@@ -5,6 +5,7 @@
 pub mod actions;
 pub mod alarm;
 pub mod announce;
+pub mod approval;
 pub mod backtest;
 pub mod block;
 pub mod budget;
@@ -25,5 +26,6 @@ pub mod offering;
 pub mod plan;
 pub mod rule;
 pub mod slack;
+pub mod stack;
 pub mod tags;
 pub mod ultraserver;
