@@ -63,7 +63,8 @@ mod tests {
             &format!(
                 "id = \"p5\"\nmode = \"{mode}\"\nenabled = {enabled}\nregions = [\"us-east-1\"]\n\
                  instance_types = [\"p5.48xlarge\"]\ninstance_counts = [2]\ndurations_days = [2]\n\
-                 max_price_per_accelerator_hour = \"3.00\"\nmonthly_budget = \"5000\"\n"
+                 max_price_per_accelerator_hour = \"3.00\"\nmonthly_budget = \"5000\"\n\
+                 start_window = {{ earliest_in_days = 1, latest_in_days = 10 }}\n"
             ),
             at(1, 0),
         )

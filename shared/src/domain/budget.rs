@@ -182,7 +182,8 @@ mod tests {
     fn the_account_is_always_charged() {
         let rule = crate::domain::rule::Rule::from_toml(
             "id = \"p5\"\nregions = [\"us-east-1\"]\ninstance_types = [\"p5.48xlarge\"]\ninstance_counts = [1]\n\
-             durations_days = [1]\nmax_price_per_accelerator_hour = \"3.00\"\nmonthly_budget = \"5000\"\n",
+             durations_days = [1]\nmax_price_per_accelerator_hour = \"3.00\"\nmonthly_budget = \"5000\"\n\
+             start_window = { earliest_in_days = 1, latest_in_days = 10 }\n",
             Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap(),
         )
         .unwrap();
