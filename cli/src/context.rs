@@ -6,11 +6,11 @@
 
 use capblock_shared::app::settings::StackSettings;
 use capblock_shared::aws::dynamo::DynamoStore;
-use capblock_shared::domain::money::Money;
 use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::domain::rule::{Mode, Rule, RuleSpec};
 use capblock_shared::domain::run_time::RunTime;
-use capblock_shared::ports::{MarketError, StoreError};
+use capblock_shared::domain::stack::StoredSettings;
+use capblock_shared::ports::{MarketError, SettingsStore, StoreError};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
@@ -139,31 +139,80 @@ pub struct Window {
     pub to: Option<DateTime<Utc>>,
 }
 
-/// The stack's settings, as the functions read them from their environment (`CAPBLOCK_*`), so a
-/// command run beside a stack sees what the stack sees.
+/// The stack's settings as its functions stored them in the table (`None`: no function has run
+/// against it yet). The CLI never takes the stack's mode or account budget from a variable of
+/// the operator's shell, which may be missing or stale.
+pub async fn stored_settings(store: &DynamoStore) -> Result<Option<StoredSettings>, StoreError> {
+    store.stored_settings().await
+}
+
+/// The stored settings a purchase from the CLI acts on, in a stack whose stored mode allows
+/// `mode` (live, or approval: both buy); refused (exit 2, saying what to do) when they cannot be
+/// read or the stack's mode is stricter.
+pub async fn settings_to_buy(store: &DynamoStore, mode: Mode) -> Result<StoredSettings, CliError> {
+    let table = store.table();
+    let stored = match stored_settings(store).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return Err(CliError::Refused(format!(
+                "the stack's settings are not in table {table} (no function of the stack has run against it yet), \
+                 and a purchase from the CLI needs the stack's mode and account budget: invoke the stack's \
+                 scan-offerings function once (or wait for its schedule) and try again"
+            )));
+        }
+        Err(e) => {
+            return Err(CliError::Refused(format!(
+                "the stack's settings could not be read from table {table} ({e}), and a purchase from the CLI \
+                 needs the stack's mode and account budget: check CAPBLOCK_TABLE and the table, then try again"
+            )));
+        }
+    };
+    if stored.stack.mode.and(mode) != mode {
+        return Err(CliError::Refused(format!(
+            "stack {} is in mode {} (its settings as stored at {}), so the CLI does not buy in mode {} for it: \
+             deploy the stack with Mode={} first, or run a dry-run scan",
+            stored.stack.name,
+            stored.stack.mode.as_str(),
+            stored.written_at.format("%Y-%m-%d %H:%M UTC"),
+            mode.as_str(),
+            mode.as_str()
+        )));
+    }
+    Ok(stored)
+}
+
+/// The stack's mode for a scan from the CLI.
 #[derive(Args, Clone)]
 pub struct StackArgs {
-    /// The stack mode: dry-run (default) never buys; live buys for live rules.
+    /// dry-run (default) never buys; live buys for live rules, and only in a stack whose stored
+    /// mode (the functions' configuration, in the table) is live.
     #[arg(long, env = "CAPBLOCK_MODE", default_value = "dry-run")]
     mode: Mode,
-    /// The stack name: purchases' capblock:stack tag, the dashboard's name, the alarms' prefix.
-    #[arg(long, env = "CAPBLOCK_STACK", default_value = "capblock")]
-    stack: String,
-    /// Account-wide monthly budget in USD (0: none).
-    #[arg(long, env = "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", default_value = "0")]
-    account_budget: String,
 }
 
 impl StackArgs {
-    pub fn settings(self) -> Result<StackSettings, CliError> {
-        Ok(StackSettings { account_budget: account_budget(&self.account_budget)?, name: self.stack, mode: self.mode })
+    /// The settings a scan runs with and the stack's alerts topic if stored: a live (or
+    /// approval) scan takes the stored settings or is refused; a dry run takes them when stored,
+    /// and otherwise runs as stack CAPBLOCK_STACK (default "capblock") with no account cap, which
+    /// it says.
+    pub async fn settings(&self, store: &DynamoStore) -> Result<(StackSettings, Option<String>), CliError> {
+        if self.mode != Mode::DryRun {
+            let stored = settings_to_buy(store, self.mode).await?;
+            return Ok((StackSettings { mode: self.mode, ..stored.stack }, Some(stored.alerts_topic)));
+        }
+        match stored_settings(store).await {
+            Ok(Some(stored)) => Ok((StackSettings { mode: Mode::DryRun, ..stored.stack }, Some(stored.alerts_topic))),
+            found => {
+                let why = match found {
+                    Err(e) => format!("could not be read ({e})"),
+                    _ => "are not stored yet".to_string(),
+                };
+                let name = std::env::var("CAPBLOCK_STACK").unwrap_or_else(|_| "capblock".into());
+                eprintln!("note: the stack's settings {why}: a dry run as stack {name:?} with no account budget");
+                Ok((StackSettings { name, mode: Mode::DryRun, account_budget: None }, None))
+            }
+        }
     }
-}
-
-/// An optional monthly budget in USD ("0": none).
-pub fn account_budget(text: &str) -> Result<Option<Money>, CliError> {
-    let budget = Money::parse(text, "USD").map_err(|e| CliError::Invalid(format!("--account-budget: {e}")))?;
-    Ok((!budget.amount().is_zero()).then_some(budget))
 }
 
 /// EC2's describe limit, and how much of it to take. DescribeCapacityBlockOfferings is limited

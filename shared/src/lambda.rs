@@ -9,7 +9,8 @@ use crate::config::ConfigError;
 use crate::domain::metrics::Batch;
 use crate::domain::rule::Mode;
 use crate::domain::run_time::RunTime;
-use crate::ports::{Clock, MarketError, NotifyError, StoreError};
+use crate::domain::stack::StoredSettings;
+use crate::ports::{Clock, MarketError, NotifyError, SettingsStore, StoreError};
 
 /// JSON logs (one object a line) at the level `RUST_LOG` asks for, `info` by default.
 pub fn init_logging() {
@@ -30,6 +31,8 @@ pub fn init_logging() {
 /// sends checkpoint notices, and capblock's events to the EventBridge bus).
 pub struct Adapters {
     pub sdk: aws_config::SdkConfig,
+    /// The alerts topic, as configured (stored with the stack's settings for the CLI).
+    pub alerts_topic: String,
     pub market: crate::aws::ec2::Ec2Market,
     pub store: crate::aws::dynamo::DynamoStore,
     pub notifier: crate::aws::eventbridge::Delivery,
@@ -42,6 +45,7 @@ impl Adapters {
         Adapters {
             market: crate::aws::ec2::Ec2Market::new(sdk.clone()),
             store: crate::aws::dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
+            alerts_topic: alerts.clone(),
             notifier: crate::aws::eventbridge::Delivery::new(
                 &sdk,
                 crate::aws::sns::SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, workloads_topic),
@@ -49,6 +53,44 @@ impl Adapters {
             ),
             sdk,
         }
+    }
+}
+
+/// Stores the stack's settings (from this function's configuration) in the table, for the CLI
+/// to act as the stack does: at the start of the container's first invocation, and again at the
+/// next one if that failed. The store writes only when what is stored differs, so three
+/// functions with the same configuration leave one item with the time the settings last changed.
+pub struct SettingsKeeper {
+    stack: StackSettings,
+    alerts_topic: String,
+    stored: std::sync::atomic::AtomicBool,
+}
+
+impl SettingsKeeper {
+    pub fn new(stack: StackSettings, alerts_topic: String) -> SettingsKeeper {
+        SettingsKeeper { stack, alerts_topic, stored: std::sync::atomic::AtomicBool::new(false) }
+    }
+
+    /// Stores the settings unless this container did already. A failure fails the invocation
+    /// (retryable): a CLI reading settings older than the stack's could spend past a new cap.
+    pub async fn keep(
+        &self,
+        store: &dyn SettingsStore,
+        source: &TimeSource,
+        clock: &dyn Clock,
+    ) -> Result<(), FunctionError> {
+        use std::sync::atomic::Ordering;
+        if self.stored.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // When they were written: the time source's, never a payload's.
+        let written_at = source.now(clock).await?;
+        let settings =
+            StoredSettings { stack: self.stack.clone(), alerts_topic: self.alerts_topic.clone(), written_at };
+        let written = store.store_settings(&settings).await?;
+        tracing::info!(event = "stack_settings_kept", written, mode = self.stack.mode.as_str(), account_budget = ?self.stack.account_budget, "the stack's settings are in the table");
+        self.stored.store(true, Ordering::Release);
+        Ok(())
     }
 }
 
@@ -320,6 +362,60 @@ mod tests {
         let replay = run_time(Some(month_back), clock, false).unwrap();
         assert_eq!((replay.view(), replay.clock(), replay.is_replay()), (month_back, clock, true));
         assert_eq!(run_time(None, clock, false).unwrap(), RunTime::from(clock));
+    }
+
+    /// Counts the writes asked of it; fails the first `fail` of them.
+    #[derive(Default)]
+    struct Settings {
+        asked: std::sync::Mutex<Vec<StoredSettings>>,
+        fail: std::sync::atomic::AtomicU32,
+    }
+
+    #[async_trait::async_trait]
+    impl SettingsStore for Settings {
+        async fn store_settings(&self, s: &StoredSettings) -> Result<bool, StoreError> {
+            use std::sync::atomic::Ordering;
+            if self.fail.load(Ordering::SeqCst) > 0 {
+                self.fail.fetch_sub(1, Ordering::SeqCst);
+                return Err(StoreError::Unavailable("throttled".into()));
+            }
+            self.asked.lock().unwrap().push(s.clone());
+            Ok(true)
+        }
+        async fn stored_settings(&self) -> Result<Option<StoredSettings>, StoreError> {
+            Ok(self.asked.lock().unwrap().last().cloned())
+        }
+    }
+
+    struct Fixed(DateTime<Utc>);
+    impl Clock for Fixed {
+        fn now(&self) -> DateTime<Utc> {
+            self.0
+        }
+    }
+
+    /// The settings are stored at a container's first invocation, from its configuration and
+    /// with the clock's time; not again while it lives; and again after a failed write, which
+    /// fails the invocation (retryable) rather than leave the CLI with older settings.
+    #[tokio::test]
+    async fn the_stacks_settings_are_stored_once_per_container_and_after_a_failure() {
+        let stack = StackSettings {
+            name: "prod".into(),
+            mode: Mode::Live,
+            account_budget: Some(crate::domain::money::Money::parse("1000", "USD").unwrap()),
+        };
+        let keeper = SettingsKeeper::new(stack.clone(), "arn:aws:sns:us-east-1:1:alerts".into());
+        let store = Settings { fail: 1.into(), ..Default::default() };
+        let clock = Fixed(at("2026-12-20T10:00:00Z"));
+        let e = keeper.keep(&store, &TimeSource::Wall, &clock).await.unwrap_err();
+        assert!(e.retryable(), "{e}");
+        keeper.keep(&store, &TimeSource::Wall, &clock).await.unwrap();
+        keeper.keep(&store, &TimeSource::Wall, &Fixed(at("2026-12-20T11:00:00Z"))).await.unwrap();
+        let asked = store.asked.lock().unwrap().clone();
+        assert_eq!(
+            asked,
+            vec![StoredSettings { stack, alerts_topic: "arn:aws:sns:us-east-1:1:alerts".into(), written_at: clock.0 }]
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::plan::RegionMemory;
 use crate::domain::rule::Rule;
+use crate::domain::stack::StoredSettings;
 use crate::domain::ultraserver::UltraServers;
 
 /// The wall clock, for `main`s only: domain code takes `now` as an argument.
@@ -441,6 +442,17 @@ pub trait AlarmStore: Send + Sync {
     async fn record_alarm(&self, state: &AlarmState) -> Result<bool, StoreError>;
     /// Every alarm's last state, by name.
     async fn alarms(&self) -> Result<Vec<AlarmState>, StoreError>;
+}
+
+/// The stack's settings as its functions last stored them from their configuration: how the
+/// CLI learns the stack's mode, account cap, name and alerts topic.
+#[async_trait]
+pub trait SettingsStore: Send + Sync {
+    /// Stores `settings` unless the same settings are stored already (whenever written);
+    /// returns whether it wrote.
+    async fn store_settings(&self, settings: &StoredSettings) -> Result<bool, StoreError>;
+    /// The stored settings; `None` when no function has stored any yet.
+    async fn stored_settings(&self) -> Result<Option<StoredSettings>, StoreError>;
 }
 
 /// The query planner's memory per region (`domain::plan::RegionMemory`): the cursor of what was

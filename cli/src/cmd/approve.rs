@@ -4,21 +4,26 @@ use capblock_shared::app::outbox::flush;
 use capblock_shared::app::purchase::{Action, Approval, Buyer};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::domain::rule::Mode;
 use capblock_shared::ports::{Ledger, RuleStore};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, account_budget, run_now, sdk, store};
+use crate::context::{CliError, CliResult, run_now, sdk, settings_to_buy, store};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
 capblock approve p5-weekly/cb-0123456789abcdef0 --time 2026-12-03T01:00:00Z   # a simulated market's time\n\n\
 Rules in mode = \"approval\" do not buy: the scan stores its decision and posts \"approval needed\" in \
-Slack with the intent to approve. This command re-reads the offering, refuses if it is gone or its \
-price rose above the rule's threshold, and otherwise buys it through the same exactly-once path as the \
+Slack with the intent to approve. This command buys only in a live stack (its mode and account \
+budget as the stack's functions stored them in the table), for a rule still enabled and in approval \
+mode, within the approval's validity (24 h from when it was asked, never past the offering's start). \
+It re-reads the offering, refuses if it is gone or its price rose above the rule's threshold, and \
+otherwise buys it through the same exactly-once path as the \
 scan (budgets reserved first, one PurchaseCapacityBlock, reconciliation by tag if the answer is lost).\n\
 Exit codes: 0 bought, 1 AWS or store failure (or an unknown outcome, settled by the next scan), \
-2 refused (offering gone, price rose, a limit or budget), 3 no such rule or decision.")]
+2 refused (the stack's settings unreadable or not live, the rule disabled or not in approval mode, \
+the approval expired, offering gone, price rose, a limit or budget), 3 no such rule or decision.")]
 pub struct ApproveArgs {
     /// The intent from the Slack message: <rule-id>/<offering-id>.
     intent: String,
@@ -26,12 +31,6 @@ pub struct ApproveArgs {
     /// clock, or CAPBLOCK_SIMULATED_CLOCK_URL's) and a --time more than 5 minutes off it is refused.
     #[arg(long)]
     time: Option<DateTime<Utc>>,
-    /// The stack name written to the purchase's capblock:stack tag.
-    #[arg(long, env = "CAPBLOCK_STACK", default_value = "capblock")]
-    stack: String,
-    /// Account-wide monthly budget in USD (0: none).
-    #[arg(long, env = "CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", default_value = "0")]
-    account_budget: String,
 }
 
 pub async fn run(a: ApproveArgs) -> CliResult {
@@ -41,7 +40,6 @@ pub async fn run(a: ApproveArgs) -> CliResult {
             a.intent
         )));
     };
-    let account_budget = account_budget(&a.account_budget)?;
     // Approving buys: the clock decides the budget month, never `--time`.
     let now = run_now(a.time, true).await?.clock();
     let store = store().await?;
@@ -49,25 +47,26 @@ pub async fn run(a: ApproveArgs) -> CliResult {
     let intent = store.get_approval(rule_id, offering_id).await?.ok_or_else(|| {
         CliError::NotFound(format!("no decision awaiting approval for rule {rule_id:?} and offering {offering_id:?}"))
     })?;
+    // The stack's name, account budget and alerts topic as its functions stored them, in a live
+    // stack only: never a variable of the shell.
+    let stored = settings_to_buy(&store, Mode::Live).await?;
     let sdk = sdk().await;
     let market = Ec2Market::new(sdk.clone());
     let buyer = Buyer {
         market: &market,
         store: &store,
-        stack: &a.stack,
-        account_budget,
+        stack: &stored.stack.name,
+        account_budget: stored.stack.account_budget,
         recheck_pause: std::time::Duration::from_secs(4),
     };
-    let (priced, action) = match buyer.approve(&rule, &intent, now).await? {
+    let (priced, action) = match buyer.approve(&rule, &intent, stored.stack.mode, now).await? {
         Approval::Refused(why) => return Err(CliError::Refused(why)),
         Approval::Unanswered(e) => return Err(e.into()),
         Approval::Decided { priced, action } => (*priced, action),
     };
-    if let Ok(topic) = std::env::var("CAPBLOCK_ALERTS_TOPIC_ARN") {
-        let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), topic, None);
-        if let Err(e) = flush(&store, &notifier, now).await {
-            eprintln!("warning: notices not published yet (the next scan publishes them): {e}");
-        }
+    let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), stored.alerts_topic.clone(), None);
+    if let Err(e) = flush(&store, &notifier, now).await {
+        eprintln!("warning: notices not published yet (the next scan publishes them): {e}");
     }
     match action {
         Action::Bought { reservation_id, .. } => {

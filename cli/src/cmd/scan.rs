@@ -36,12 +36,16 @@ pub struct ScanArgs {
 pub async fn run(a: ScanArgs) -> CliResult {
     let ask_for = std::time::Duration::try_from_secs_f64(a.ask_seconds)
         .map_err(|_| CliError::Invalid(format!("--ask-seconds {}: expected a positive number", a.ask_seconds)))?;
-    let settings = ScanSettings { stack: a.stack.settings()?, describe: a.describe.budget(ask_for)? };
+    let describe = a.describe.budget(ask_for)?;
     let store = store().await?;
+    let (stack, stored_alerts) = a.stack.settings(&store).await?;
+    let settings = ScanSettings { stack, describe };
     let sdk = sdk().await;
     let market = Ec2Market::new(sdk.clone());
-    let alerts = std::env::var("CAPBLOCK_ALERTS_TOPIC_ARN")
-        .map_err(|_| CliError::failed("CAPBLOCK_ALERTS_TOPIC_ARN is not set"))?;
+    // The stack's own topic when stored; for a dry run of a table without settings, the variable.
+    let alerts = stored_alerts.or_else(|| std::env::var("CAPBLOCK_ALERTS_TOPIC_ARN").ok()).ok_or_else(|| {
+        CliError::failed("CAPBLOCK_ALERTS_TOPIC_ARN is not set (and the stack's settings are not stored)")
+    })?;
     let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None);
     let catalog = Mutex::new(AcceleratorCatalog::new());
     let scanner =

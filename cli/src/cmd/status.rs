@@ -9,7 +9,7 @@ use capblock_shared::ports::{AlarmStore, BlockStore, Ledger, MarketMemory, RuleS
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use crate::context::{CliResult, StackArgs, sdk, store};
+use crate::context::{CliResult, sdk, store, stored_settings};
 use crate::table::{self, when};
 
 #[derive(Args)]
@@ -22,8 +22,6 @@ pub struct StatusArgs {
     /// The instant whose month's spend to show (RFC 3339); default: now.
     #[arg(long)]
     time: Option<DateTime<Utc>>,
-    #[command(flatten)]
-    stack: StackArgs,
 }
 
 /// The stack output DashboardUrl, built the same way as in template.yaml.
@@ -33,14 +31,27 @@ pub fn dashboard_url(stack: &str, region: &str) -> String {
 
 pub async fn run(a: StatusArgs) -> CliResult {
     let now = a.time.unwrap_or_else(Utc::now);
-    let stack = a.stack.settings()?;
-    let account = stack.account_budget;
     let store = store().await?;
+    // The stack's settings as its functions stored them; none yet: said so.
+    let stored = stored_settings(&store).await?;
+    let account = stored.as_ref().and_then(|s| s.stack.account_budget);
     let rules = store.list_rules().await?;
     let blocks = store.open_blocks(None).await?;
     let period = Period::of(now);
 
-    println!("stack {} in mode {} ({} UTC)", stack.name, stack.mode.as_str(), when(now));
+    match &stored {
+        Some(s) => println!(
+            "stack {} in mode {} ({} UTC; settings stored {} UTC)",
+            s.stack.name,
+            s.stack.mode.as_str(),
+            when(now),
+            when(s.written_at)
+        ),
+        None => println!(
+            "stack settings not stored yet: no function of the stack has run against this table ({} UTC)",
+            when(now)
+        ),
+    }
     let enabled = rules.iter().filter(|r| r.rule.enabled).count();
     println!("rules: {} ({} enabled)", rules.len(), enabled);
 
@@ -52,9 +63,10 @@ pub async fn run(a: StatusArgs) -> CliResult {
     println!("blocks: {}", if states.is_empty() { "none open".to_string() } else { states.join(", ") });
 
     let mut rows = Vec::new();
-    if let Some(limit) = account {
-        let u = store.usage(&BudgetOwner::Account, &period).await?;
-        rows.push(budget_row("(account)", u.as_ref(), &table::money(&limit)));
+    // The account's usage is counted with or without a cap: shown when capped or used.
+    let u = store.usage(&BudgetOwner::Account, &period).await?;
+    if account.is_some() || u.is_some() {
+        rows.push(budget_row("(account)", u.as_ref(), &account.map_or_else(|| "none".into(), |l| table::money(&l))));
     }
     for r in &rules {
         let u = store.usage(&BudgetOwner::Rule(r.rule.id.clone()), &period).await?;
@@ -72,14 +84,16 @@ pub async fn run(a: StatusArgs) -> CliResult {
     println!("last scan answered: {}", last.map_or_else(|| "never".to_string(), |t| format!("{} UTC", when(t))));
 
     let region = sdk().await.region().map_or_else(|| "us-east-1".to_string(), |r| r.to_string());
-    println!("dashboard: {}", dashboard_url(&stack.name, &region));
+    // Without stored settings, the name the template gives a stack by default.
+    let name = stored.as_ref().map_or("capblock", |s| s.stack.name.as_str());
+    println!("dashboard: {}", dashboard_url(name, &region));
     // From the alarms' state-change events (on-capacity-event keeps each one's last state),
     // not DescribeAlarms: see domain::alarm.
     let firing: Vec<String> = store
         .alarms()
         .await?
         .into_iter()
-        .filter(|a| a.value == AlarmValue::Alarm && a.alarm.starts_with(&format!("{}-", stack.name)))
+        .filter(|a| a.value == AlarmValue::Alarm && a.alarm.starts_with(&format!("{name}-")))
         .map(|a| format!("{} (since {} UTC)", a.alarm, when(a.at)))
         .collect();
     if firing.is_empty() {

@@ -9,7 +9,7 @@ use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
-use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, invocation_deadline, on_tick};
+use capblock_shared::lambda::{Adapters, FunctionError, SettingsKeeper, TimeSource, invocation_deadline, on_tick, report};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -22,6 +22,7 @@ pub const AWS_PORTS: &[&str] = &[
     "Purchaser",
     "ReservationSource",
     "RuleStore",
+    "SettingsStore",
     "MarketMemory",
     "Ledger",
     "BlockStore",
@@ -33,6 +34,8 @@ pub const AWS_PORTS: &[&str] = &[
 
 /// Everything built once per container and reused by every invocation.
 pub struct App {
+    /// Stores the stack's settings in the table for the CLI, once per container.
+    keeper: SettingsKeeper,
     /// Where `now` comes from: the wall clock in a deployed stack.
     time: TimeSource,
     aws: Adapters,
@@ -68,9 +71,12 @@ pub fn describe_budget() -> Result<DescribeBudget, FunctionError> {
 
 impl App {
     pub async fn from_env() -> Result<App, FunctionError> {
+        let settings = settings()?;
+        let aws = Adapters::new(config::targets()?, None).await;
         Ok(App {
-            settings: settings()?,
-            aws: Adapters::new(config::targets()?, None).await,
+            keeper: SettingsKeeper::new(settings.stack.clone(), aws.alerts_topic.clone()),
+            settings,
+            aws,
             catalog: Mutex::new(AcceleratorCatalog::new()),
             time: TimeSource::from_env()?,
         })
@@ -78,6 +84,9 @@ impl App {
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<ScanReport, Diagnostic> {
         let stack = &self.settings.stack;
+        if let Err(e) = self.keeper.keep(&self.aws.store, &self.time, &SystemClock).await {
+            return Err(report("scan-offerings", &stack.name, e));
+        }
         let until = invocation_deadline(&event.context);
         on_tick("scan-offerings", event.payload, &self.time, &SystemClock, stack, |at| async move {
             let scanner = Scanner {

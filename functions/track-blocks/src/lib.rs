@@ -11,7 +11,7 @@ use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
 
-use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, invocation_deadline, on_tick};
+use capblock_shared::lambda::{Adapters, FunctionError, SettingsKeeper, TimeSource, invocation_deadline, on_tick, report};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -25,6 +25,7 @@ pub const AWS_PORTS: &[&str] = &[
     "BlockStatusSource",
     "ExtensionHistory",
     "RuleStore",
+    "SettingsStore",
     "Ledger",
     "BlockStore",
     "ExtensionLedger",
@@ -41,6 +42,8 @@ pub const AWS_PORTS: &[&str] = &[
 
 /// Everything built once per container and reused by every invocation.
 pub struct App {
+    /// Stores the stack's settings in the table for the CLI, once per container.
+    keeper: SettingsKeeper,
     /// Where `now` comes from: the wall clock in a deployed stack.
     time: TimeSource,
     aws: Adapters,
@@ -75,8 +78,10 @@ fn reminders(sdk: &aws_config::SdkConfig) -> Result<SchedulerReminders, Function
 impl App {
     pub async fn from_env() -> Result<App, FunctionError> {
         let aws = Adapters::new(config::targets()?, None).await;
+        let settings = settings()?;
         Ok(App {
-            settings: settings()?,
+            keeper: SettingsKeeper::new(settings.stack.clone(), aws.alerts_topic.clone()),
+            settings,
             reminders: reminders(&aws.sdk)?,
             time: TimeSource::from_env()?,
             ssm: Ssm::new(aws.sdk.clone()),
@@ -87,6 +92,9 @@ impl App {
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<TrackReport, Diagnostic> {
         let stack = &self.settings.stack;
+        if let Err(e) = self.keeper.keep(&self.aws.store, &self.time, &SystemClock).await {
+            return Err(report("track-blocks", &stack.name, e));
+        }
         let until = invocation_deadline(&event.context);
         on_tick("track-blocks", event.payload, &self.time, &SystemClock, stack, |at| async move {
             let hands =

@@ -17,6 +17,7 @@ use serde::Serialize;
 use super::outbox::alert_notice;
 use super::reconcile::record_purchase;
 use crate::domain::announce;
+use crate::domain::approval;
 use crate::domain::budget::{Intent, Period, charges_for};
 use crate::domain::decision::{Headroom, Priced, check};
 use crate::domain::money::Money;
@@ -246,11 +247,23 @@ where
         }
     }
 
-    /// Approval: a person said yes to `intent` (a decision `ask` stored). The offering is
-    /// looked at again first: gone, or priced above the rule's threshold now, it is refused
-    /// with nothing reserved; otherwise it is bought at today's price through `live` (which
-    /// re-checks it once more after reserving the budget).
-    pub async fn approve(&self, rule: &Rule, intent: &Intent, now: DateTime<Utc>) -> Result<Approval, StoreError> {
+    /// Approval: a person said yes to `intent` (a decision `ask` stored). Refused with nothing
+    /// asked or reserved unless the stack (`stack_mode`, as stored) is live, the rule enabled
+    /// and in approval mode, and the approval not expired at `now` (the clock's time). The
+    /// offering is looked at again first: gone, or priced above the rule's threshold now, it is
+    /// refused with nothing reserved; otherwise it is bought at today's price through `live`
+    /// (which re-checks it once more after reserving the budget).
+    pub async fn approve(
+        &self,
+        rule: &Rule,
+        intent: &Intent,
+        stack_mode: Mode,
+        now: DateTime<Utc>,
+    ) -> Result<Approval, StoreError> {
+        if let Some(why) = approval::refusal(rule, intent, stack_mode, now) {
+            tracing::warn!(event = "approval_refused", rule = %rule.id, intent = %intent.id, reason = %why, "nothing bought");
+            return Ok(Approval::Refused(why));
+        }
         let o = &intent.offering;
         let fresh = match self.look_again(rule, o).await {
             Looked::OnSale(fresh) => fresh,

@@ -107,12 +107,13 @@ pub fn approval_needed(rule_id: &str, p: &Priced, intent: &Intent) -> SlackMessa
         id: format!("{}#approval", intent.id),
         title: format!("Approval needed: {} x {}", p.offering.instance_count, p.offering.instance_type),
         description: format!(
-            "Rule `{rule_id}` found an offering that meets it and is in approval mode: nothing is bought until someone approves.\n{}\n• Payment deadline if bought now: {}",
+            "Rule `{rule_id}` found an offering that meets it and is in approval mode: nothing is bought until someone approves.\n{}\n• Approval valid until: {}\n• Payment deadline if bought now: {}",
             what(p),
+            when(super::approval::expires_at(intent)),
             when(payment_deadline(intent.created_at, p.offering.start))
         ),
         next_steps: vec![
-            format!("approval needed: run `capblock approve {}`", intent.id),
+            format!("approval needed: run `capblock approve {}` before {}", intent.id, when(super::approval::expires_at(intent))),
             "capblock re-reads the offering first and refuses if it is gone or its price rose above the rule's threshold.".into(),
         ],
         keywords: keywords(p, "approval"),
@@ -705,6 +706,33 @@ mod tests {
         // An adopted block has no known deadline: neither claim is made.
         let adopted = payment_failed(&block(None), false, t(1, 2, 0));
         assert!(adopted.description.starts_with("EC2 reports the payment as failed;"), "{}", adopted.description);
+    }
+
+    /// The approval request says until when it may be approved (a day after it was asked, or
+    /// the offering's start if sooner), in the description and in the command to run.
+    #[test]
+    fn approval_needed_says_until_when_it_is_valid() {
+        let o = super::super::offering::Offering::parse(
+            &"us-east-1".parse().unwrap(),
+            super::super::offering::tests::raw("2304.00", "USD"),
+        )
+        .unwrap();
+        let p = Priced {
+            per_instance_hour: o.price_per_instance_hour(),
+            per_accelerator_hour: o.price_per_accelerator_hour(8).unwrap(),
+            accelerators_per_instance: 8,
+            offering: o.clone(),
+        };
+        let asked = Intent::new("p5", o, 8, vec![], t(1, 9, 15));
+        let m = approval_needed("p5", &p, &asked);
+        assert!(m.description.contains("• Approval valid until: Wed 2026-12-02 09:15 UTC"), "{}", m.description);
+        assert_eq!(
+            m.next_steps[0],
+            "approval needed: run `capblock approve p5/cb-0123456789abcdef0` before Wed 2026-12-02 09:15 UTC"
+        );
+        // Asked late: the offering's start (Thu 11:30) ends it.
+        let late = approval_needed("p5", &p, &Intent { created_at: t(2, 20, 0), ..asked });
+        assert!(late.description.contains("• Approval valid until: Thu 2026-12-03 11:30 UTC"), "{}", late.description);
     }
 
     /// `slack::to_json` escapes `& < >` in every text; capblock's own texts use none of them,

@@ -41,7 +41,9 @@ impl BudgetOwner {
 pub struct BudgetCharge {
     pub owner: BudgetOwner,
     pub period: Period,
-    pub limit: Money,
+    /// The most the budget may commit in the period; `None`: no cap, the usage is only counted
+    /// (the account's, when the stack has no account budget: so a cap set later sees the spend).
+    pub limit: Option<Money>,
     /// For rule budgets: the most purchases the rule may make in the period.
     pub max_purchases: Option<u32>,
 }
@@ -131,18 +133,23 @@ impl Intent {
     }
 }
 
-/// The budgets a purchase draws on in `period`.
+/// The budgets a purchase draws on in `period`: the rule's, and always the account's (capped by
+/// `account_budget` when there is one, counted in any case).
 pub fn charges_for(rule: &Rule, account_budget: Option<Money>, period: &Period) -> Vec<BudgetCharge> {
-    let mut c = vec![BudgetCharge {
-        owner: BudgetOwner::Rule(rule.id.clone()),
-        period: period.clone(),
-        limit: rule.monthly_budget,
-        max_purchases: Some(rule.max_purchases_per_month),
-    }];
-    if let Some(limit) = account_budget {
-        c.push(BudgetCharge { owner: BudgetOwner::Account, period: period.clone(), limit, max_purchases: None });
-    }
-    c
+    vec![
+        BudgetCharge {
+            owner: BudgetOwner::Rule(rule.id.clone()),
+            period: period.clone(),
+            limit: Some(rule.monthly_budget),
+            max_purchases: Some(rule.max_purchases_per_month),
+        },
+        BudgetCharge {
+            owner: BudgetOwner::Account,
+            period: period.clone(),
+            limit: account_budget,
+            max_purchases: None,
+        },
+    ]
 }
 
 // How long an open intent may stay open before its outcome is decided without EC2's answer.
@@ -167,5 +174,28 @@ mod tests {
         assert_eq!(Intent::id_for("p5", "cb-1"), "p5/cb-1");
         assert_eq!(BudgetOwner::Rule("p5".into()).key(), "RULE#p5");
         assert!(IntentState::Sent.is_open() && !IntentState::Bought.is_open());
+    }
+
+    /// The account's usage is charged on every purchase, cap or no cap: a cap set later must
+    /// see what was spent before it.
+    #[test]
+    fn the_account_is_always_charged() {
+        let rule = crate::domain::rule::Rule::from_toml(
+            "id = \"p5\"\nregions = [\"us-east-1\"]\ninstance_types = [\"p5.48xlarge\"]\ninstance_counts = [1]\n\
+             durations_days = [1]\nmax_price_per_accelerator_hour = \"3.00\"\nmonthly_budget = \"5000\"\n\
+             start_window = { earliest_in_days = 1, latest_in_days = 10 }\n",
+            Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap(),
+        )
+        .unwrap();
+        let period = Period::of(Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap());
+        let owners = |cap: Option<Money>| {
+            charges_for(&rule, cap, &period).into_iter().map(|c| (c.owner, c.limit)).collect::<Vec<_>>()
+        };
+        let cap = Money::parse("1000", "USD").unwrap();
+        assert_eq!(
+            owners(None),
+            vec![(BudgetOwner::Rule("p5".into()), Some(rule.monthly_budget)), (BudgetOwner::Account, None)]
+        );
+        assert_eq!(owners(Some(cap))[1], (BudgetOwner::Account, Some(cap)));
     }
 }

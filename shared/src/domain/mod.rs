@@ -5,6 +5,7 @@
 pub mod actions;
 pub mod alarm;
 pub mod announce;
+pub mod approval;
 pub mod backtest;
 pub mod block;
 pub mod budget;
@@ -26,5 +27,6 @@ pub mod plan;
 pub mod rule;
 pub mod run_time;
 pub mod slack;
+pub mod stack;
 pub mod tags;
 pub mod ultraserver;

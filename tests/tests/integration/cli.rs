@@ -1,9 +1,13 @@
 //! The `capblock` binary against the local stack: a fresh table and topics on moto, the test's
 //! own simulator as EC2. Tables, `--json` output and exit codes are checked as an operator sees them.
 
-use capblock_shared::ports::Observation;
+use capblock_shared::domain::budget::{BudgetOwner, Period};
+use capblock_shared::domain::rule::Mode;
+use capblock_shared::domain::stack::{StackSettings, StoredSettings};
+use capblock_shared::ports::{Ledger, Observation, SettingsStore};
+use capblock_tests::runtime::{self, Outcome};
 use capblock_tests::{
-    Aws, RuleToml, ScenarioToml, Sim, T0, assert_slack_schema, auto_scaling_group, binary_env, p5_offering,
+    Aws, RuleToml, ScenarioToml, Sim, T0, assert_slack_schema, auto_scaling_group, binary_env, p5_offering, t0, usd,
 };
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
@@ -14,6 +18,8 @@ fn market() -> String {
 }
 
 const NOW: &str = T0;
+/// The stack the CLI runs beside (its functions' CAPBLOCK_STACK).
+const STACK: &str = "capblock-cli-test";
 
 /// A rule file for 1 x p5.48xlarge for a day in us-west-2, 10000 a month, 4 purchases.
 fn rule(id: &str, mode: &str, threshold: &str) -> RuleToml {
@@ -64,7 +70,7 @@ impl Cli {
     async fn run(&self, args: &[&str]) -> Out {
         let out = tokio::process::Command::new(capblock_tests::runtime::binary("capblock"))
             .args(args)
-            .envs(binary_env(&self.sim, &self.aws, "capblock-cli-test"))
+            .envs(binary_env(&self.sim, &self.aws, STACK))
             .env_remove("CAPBLOCK_MODE")
             .env_remove("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")
             .env_remove("CAPBLOCK_REMINDER_LEAD_MINUTES")
@@ -76,6 +82,32 @@ impl Cli {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
+    }
+
+    /// The stack's settings in its table, as its functions store them (through the store's
+    /// own adapter): mode `mode`, account budget `cap`.
+    async fn stack(&self, mode: Mode, cap: Option<&str>) {
+        let settings = StoredSettings {
+            stack: StackSettings { name: STACK.into(), mode, account_budget: cap.map(usd) },
+            alerts_topic: self.aws.alerts_topic.clone(),
+            written_at: t0(),
+        };
+        self.aws.store().store_settings(&settings).await.unwrap();
+    }
+
+    /// Runs the stack's scan-offerings function once, configured with `mode` and an account
+    /// budget of `cap` USD, as a deployed stack's schedule would: it stores the stack's settings.
+    async fn deploy(&self, mode: &str, cap: &str) {
+        let mut env = binary_env(&self.sim, &self.aws, STACK);
+        env.extend(
+            [("CAPBLOCK_MODE", mode), ("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", cap)].map(|(k, v)| (k.into(), v.into())),
+        );
+        let api = runtime::start().await;
+        let mut child = runtime::spawn(&api, &runtime::binary("scan-offerings"), &env);
+        let id = api.invoke(serde_json::json!({"source": "capblock.schedule"}));
+        let out = api.wait_outcome(&id, std::time::Duration::from_secs(60)).await;
+        child.kill().await.expect("stop the function");
+        assert!(matches!(out, Some(Outcome::Response(_))), "{out:?}");
     }
 
     async fn put_rule(&self, toml: &str) {
@@ -100,7 +132,6 @@ async fn bad_scan_arguments_exit_2_naming_the_flag() {
         (["--share", "2"], "--share"),
         (["--refill-seconds", "0"], "--refill-seconds"),
         (["--ask-seconds", "nan"], "--ask-seconds"),
-        (["--account-budget", "lots"], "--account-budget"),
     ] {
         let out = c.run(&["scan", args[0], args[1]]).await;
         assert_eq!(out.code, 2, "{args:?}: {}{}", out.stdout, out.stderr);
@@ -114,6 +145,7 @@ async fn bad_scan_arguments_exit_2_naming_the_flag() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_scan_or_approval_refuses_a_time_off_the_clock() {
     let c = Cli::new("cli-forged-time").await;
+    c.stack(Mode::Live, None).await;
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let month_back = "2026-11-01T00:00:00Z";
     let scan = c.run(&["scan", "--time", month_back, "--mode", "live"]).await;
@@ -134,6 +166,7 @@ async fn a_live_scan_or_approval_refuses_a_time_off_the_clock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocks_and_history_show_what_the_scan_bought_and_saw() {
     let c = Cli::new("cli-blocks").await;
+    c.stack(Mode::Live, None).await;
     // Nothing yet: exit 3.
     assert_eq!(c.run(&["blocks"]).await.code, 3);
     assert_eq!(c.run(&["history", "--region", "us-west-2", "--type", "p5.48xlarge"]).await.code, 3);
@@ -266,6 +299,7 @@ async fn backtest_on_a_fixed_history_has_a_known_answer() {
 }
 
 async fn ask(c: &Cli) -> String {
+    c.stack(Mode::Live, None).await;
     c.put_rule(&rule_toml("west", "approval", "3.00")).await;
     let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
     assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
@@ -277,7 +311,10 @@ async fn ask(c: &Cli) -> String {
     assert_eq!(alerts.len(), 1, "{alerts:?}");
     assert_slack_schema(&alerts[0].body);
     let steps = alerts[0].body["content"]["nextSteps"].to_string();
-    assert!(steps.contains(&format!("approval needed: run `capblock approve {intent}`")), "{steps}");
+    assert!(
+        steps.contains(&format!("approval needed: run `capblock approve {intent}` before Wed 2026-12-02 00:00 UTC")),
+        "{steps}"
+    );
     // A second scan does not ask again.
     c.run(&["scan", "--time", NOW, "--mode", "live"]).await;
     assert!(c.aws.alerts().await.is_empty());
@@ -305,11 +342,27 @@ async fn approval_buys_exactly_once_through_the_purchase_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_of_a_vanished_offering_is_refused() {
-    let c = Cli::new("cli-vanished").await;
+    // The market steps its price at noon (to the same price): from then on the offering is a
+    // new one, and the one decided on is no longer sold, while the approval still holds.
+    let scenario = ScenarioToml::new(5, T0)
+        .payment("succeed", None)
+        .raw(
+            r#"[[market]]
+region = "us-west-2"
+instance_type = "p5.48xlarge"
+azs = ["us-west-2a"]
+counts = [1]
+durations_days = [1]
+start_days = [2]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.75" },
+          { from = "2026-12-01T12:00:00Z", usd_per_accelerator_hour = "2.75" } ]
+"#,
+        )
+        .build();
+    let c = Cli::on("cli-vanished", &scenario).await;
     let intent = ask(&c).await;
-    // Three days on, the offering's start has passed: EC2 no longer sells it.
-    c.sim.advance_hours(72).await;
-    let out = c.run(&["approve", &intent, "--time", "2026-12-04T00:00:00Z"]).await;
+    c.sim.advance_hours(13).await;
+    let out = c.run(&["approve", &intent, "--time", "2026-12-01T13:00:00Z"]).await;
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("no longer on sale") && out.stderr.contains("nothing bought"), "{}", out.stderr);
     assert!(c.sim.purchases().await.is_empty());
@@ -326,6 +379,100 @@ async fn approval_is_refused_when_the_price_rose_above_the_threshold() {
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("above rule west's threshold 2.50"), "{}", out.stderr);
     assert!(c.sim.purchases().await.is_empty());
+}
+
+/// An approval buys only in a live stack (as stored), for a rule still enabled and in approval
+/// mode, within a day of being asked (or before the offering's start): each refused, exit 2,
+/// nothing bought; and once all hold again, it buys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_is_refused_unless_live_enabled_in_approval_mode_and_fresh() {
+    let c = Cli::new("cli-approve-refused").await;
+    let intent = ask(&c).await;
+    let refused = |out: &Out, why: &str| {
+        assert_eq!(out.code, 2, "{why}: {}{}", out.stdout, out.stderr);
+        assert!(out.stderr.contains(why) && out.stderr.contains("nothing bought"), "{why}: {}", out.stderr);
+    };
+    c.stack(Mode::DryRun, None).await;
+    refused(&c.run(&["approve", &intent, "--time", NOW]).await, "is in mode dry-run");
+    c.stack(Mode::Live, None).await;
+    c.put_rule(&rule("west", "approval", "3.00").extra("enabled = false").toml()).await;
+    refused(&c.run(&["approve", &intent, "--time", NOW]).await, "rule west is disabled");
+    c.put_rule(&rule_toml("west", "dry-run", "3.00")).await;
+    refused(&c.run(&["approve", &intent, "--time", NOW]).await, "rule west is in mode dry-run now, not approval");
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    refused(&c.run(&["approve", &intent, "--time", NOW]).await, "rule west is in mode live now, not approval");
+    c.put_rule(&rule_toml("west", "approval", "3.00")).await;
+    // Asked at 00:00: valid until 00:00 the next day, whatever the market says then.
+    c.sim.advance_hours(24).await;
+    refused(
+        &c.run(&["approve", &intent, "--time", "2026-12-02T00:00:00Z"]).await,
+        "the approval expired at 2026-12-02 00:00 UTC",
+    );
+    assert!(c.sim.purchases().await.is_empty());
+    assert_eq!(c.sim.state().await["calls"]["PurchaseCapacityBlock"], 2, "only the two scans' DryRun checks");
+}
+
+/// A live purchase from the CLI takes the stack's mode and account budget from the table: with
+/// none stored it is refused (exit 2, saying what to do), in a stack stored as dry-run too; a
+/// dry-run scan still runs without them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_purchase_from_the_cli_needs_the_stacks_stored_live_settings() {
+    let c = Cli::new("cli-no-settings").await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let live = c.run(&["scan", "--mode", "live"]).await;
+    assert_eq!(live.code, 2, "{}{}", live.stdout, live.stderr);
+    assert!(
+        live.stderr.contains("the stack's settings are not in table")
+            && live.stderr.contains("invoke the stack's scan-offerings function once"),
+        "{}",
+        live.stderr
+    );
+    let dry = c.run(&["scan", "--json"]).await;
+    assert_eq!(dry.code, 0, "{}{}", dry.stdout, dry.stderr);
+    assert_eq!(dry.json()["outcomes"][0]["action"]["action"], "would-buy");
+    assert!(dry.stderr.contains("a dry run as stack"), "{}", dry.stderr);
+
+    c.deploy("dry-run", "0").await;
+    let live = c.run(&["scan", "--mode", "live"]).await;
+    assert_eq!(live.code, 2, "{}{}", live.stdout, live.stderr);
+    assert!(live.stderr.contains(&format!("stack {STACK} is in mode dry-run")), "{}", live.stderr);
+    assert!(c.sim.purchases().await.is_empty(), "nothing bought");
+}
+
+/// The audit's reproduction: a stack deployed with a $1,000 account budget (the operator's shell
+/// has no CAPBLOCK_ACCOUNT_MONTHLY_BUDGET), blocks at $480: a live scan buys one and asks about
+/// another, the approval buys it ($960), and the next live scan buys nothing: $960 under the
+/// cap, not $1,440.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_purchases_stop_at_the_stacks_account_budget() {
+    let scenario = ScenarioToml::new(5, T0)
+        .payment("succeed", None)
+        .p5("us-west-2", &[2, 3], "2.50")
+        .p5("us-east-1", &[2], "2.50")
+        .build();
+    let c = Cli::on("cli-account-cap", &scenario).await;
+    c.deploy("live", "1000").await;
+    c.put_rule(&rule("west", "live", "3.00").max_blocks_held(3).toml()).await;
+    c.put_rule(&rule("ask", "approval", "3.00").regions(&["us-east-1"]).toml()).await;
+
+    let scan = c.run(&["scan", "--mode", "live", "--json"]).await;
+    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    let report = scan.json();
+    let action = |rule: &str| {
+        report["outcomes"].as_array().unwrap().iter().find(|o| o["rule_id"] == rule).unwrap()["action"].clone()
+    };
+    assert_eq!(action("west")["action"], "bought", "{}", scan.stdout);
+    assert_eq!(action("ask")["action"], "awaiting-approval", "{}", scan.stdout);
+    let intent = action("ask")["intent"].as_str().unwrap().to_string();
+    let out = c.run(&["approve", &intent]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(c.sim.purchases().await.len(), 2);
+
+    let again = c.run(&["scan", "--mode", "live", "--json"]).await;
+    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    assert_eq!(c.sim.purchases().await.len(), 2, "a third block would pass the $1,000 cap: {}", again.stdout);
+    let usage = c.aws.store().usage(&BudgetOwner::Account, &Period::of(t0())).await.unwrap().unwrap();
+    assert_eq!((usage.committed, usage.purchases), (usd("960"), 2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,7 @@ use capblock_shared::domain::budget::{BudgetCharge, BudgetOwner, Intent, IntentS
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::offering::Offering;
-use capblock_shared::domain::rule::Rule;
+use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::ports::{
     BlockStore, Ledger, Message, Notice, Observation, ObservationStore, Outbox, ReserveError, RuleStore, StoreError,
     Topic,
@@ -140,7 +140,7 @@ async fn reserve_is_all_or_nothing() {
     let big = Intent::new("r1", offering("cb-big", dec!(800)), 8, charges(&r, Some(dec!(700))), now());
     assert_eq!(store.reserve(&big, 0).await, Err(ReserveError::OverBudget("ACCOUNT".into())));
     let mut acct = charges(&r, Some(dec!(1000)));
-    acct[1].limit = Money::usd(dec!(900)).unwrap();
+    acct[1].limit = Some(Money::usd(dec!(900)).unwrap());
     let first = Intent::new("r1", offering("cb-a", dec!(600)), 8, acct.clone(), now());
     store.reserve(&first, 0).await.unwrap();
     let second = Intent::new("r1", offering("cb-b", dec!(350)), 8, acct.clone(), now());
@@ -189,6 +189,9 @@ async fn purchases_per_month_are_capped() {
     assert_eq!(store.reserve(&third, 2).await, Err(ReserveError::PurchaseLimit));
     let usage = store.usage(&BudgetOwner::Rule("r1".into()), &Period::of(now())).await.unwrap().unwrap();
     assert_eq!((usage.committed.amount(), usage.spent.amount(), usage.purchases), (dec!(20), dec!(20), 2));
+    // No account budget: the account's usage is counted all the same, for a cap set later.
+    let account = store.usage(&BudgetOwner::Account, &Period::of(now())).await.unwrap().expect("the account charged");
+    assert_eq!((account.committed.amount(), account.spent.amount(), account.purchases), (dec!(20), dec!(20), 2));
     let open = store.open_blocks(Some("r1")).await.unwrap();
     assert_eq!(open.len(), 2);
     assert!(store.open_blocks(Some("r2")).await.unwrap().is_empty());
@@ -254,4 +257,31 @@ async fn observations_are_batched_and_read_back_by_time() {
         store.history(&region, &t, now() + Duration::minutes(10), now() + Duration::minutes(19)).await.unwrap();
     assert_eq!(window.len(), 10);
     assert_eq!(window[0].offering.fee.amount(), dec!(110));
+}
+
+/// The stack's settings: one item, written when what it says differs (the time it was written
+/// aside), read back whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stacks_settings_are_rewritten_only_when_they_change() {
+    use capblock_shared::domain::stack::{StackSettings, StoredSettings};
+    use capblock_shared::ports::SettingsStore;
+    let aws = Aws::fresh("settings").await;
+    let store = aws.store();
+    assert_eq!(store.stored_settings().await.unwrap(), None);
+    let live = StoredSettings {
+        stack: StackSettings {
+            name: "prod".into(),
+            mode: Mode::Live,
+            account_budget: Some(Money::usd(dec!(1000)).unwrap()),
+        },
+        alerts_topic: aws.alerts_topic.clone(),
+        written_at: now(),
+    };
+    assert!(store.store_settings(&live).await.unwrap());
+    let later = StoredSettings { written_at: now() + Duration::hours(1), ..live.clone() };
+    assert!(!store.store_settings(&later).await.unwrap(), "the same settings: nothing written");
+    assert_eq!(store.stored_settings().await.unwrap(), Some(live.clone()));
+    let uncapped = StoredSettings { stack: StackSettings { account_budget: None, ..live.stack.clone() }, ..later };
+    assert!(store.store_settings(&uncapped).await.unwrap());
+    assert_eq!(store.stored_settings().await.unwrap(), Some(uncapped));
 }

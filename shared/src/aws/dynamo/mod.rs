@@ -1,5 +1,5 @@
 //! The DynamoDB store: one table, several item kinds, one file each (`rules`, `market`,
-//! `ledger`, `blocks`, `extensions`, `outbox`, `observations`, `alarms`; `item` holds the attribute
+//! `ledger`, `blocks`, `extensions`, `outbox`, `observations`, `alarms`, `settings`; `item` holds the attribute
 //! helpers, `table` creates the table). ARCHITECTURE.md ("The data model") is the same table.
 //!
 //! | item        | pk                     | sk                         | gsi1pk / gsi1sk                 |
@@ -16,6 +16,7 @@
 //! | notice      | `BLOCK#<thread>`       | `NOTICE#<milestone>`       | `NOTICE#PENDING` until sent     |
 //! | extension   | `BLOCK#<reservation>`  | `EXT#<offering>`           | `EXT#OPEN` while open         |
 //! | alarm       | `ALARM#<name>`         | `STATE`                    | `ALARMS` / `<name>`             |
+//! | settings    | `STACK`                | `SETTINGS`                 |                                 |
 
 use std::time::Duration as StdDuration;
 
@@ -50,6 +51,7 @@ mod market;
 mod observations;
 mod outbox;
 mod rules;
+mod settings;
 mod table;
 
 pub use table::create_table;
@@ -80,6 +82,7 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("Outbox", &["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
     ("ObservationStore", &["dynamodb:BatchWriteItem", "dynamodb:Query"]),
     ("AlarmStore", &["dynamodb:PutItem", "dynamodb:Query"]),
+    ("SettingsStore", &["dynamodb:GetItem", "dynamodb:PutItem"]),
     // Not a port: `create_table` sets up the local stack and the tests; no function declares it.
     ("TableSetup", &["dynamodb:CreateTable"]),
 ];
@@ -342,40 +345,57 @@ impl DynamoStore {
         Err(ReserveError::OverBudget(c.owner.key()))
     }
 
-    /// The transaction step that charges `fee` to one budget within its limit. DynamoDB
-    /// conditions cannot add, so the check is `committed <= limit - fee`. A purchase also counts
-    /// against the budget's purchase limit; an extension spends money only.
+    /// The transaction step that charges `fee` to one budget within its limit (if it has one).
+    /// DynamoDB conditions cannot add, so the check is `committed <= limit - fee`. A purchase
+    /// also counts against the budget's purchase limit; an extension spends money only.
     fn charge(&self, c: &BudgetCharge, fee: Money, purchase: bool) -> Result<TransactWriteItem, ReserveError> {
-        if c.limit.currency() != fee.currency() || fee.amount() > c.limit.amount() {
-            return Err(ReserveError::OverBudget(c.owner.key()));
-        }
-        let mut cond = "(attribute_not_exists(committed) OR committed <= :headroom)".to_string();
-        let mut u = self.update(
-            budget_key(&c.owner, &c.period),
+        let mut conds = Vec::new();
+        let mut set = vec![
+            "committed = if_not_exists(committed, :zero) + :fee",
+            "spent = if_not_exists(spent, :zero)",
             if purchase {
-                "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero), \
-                 purchases = if_not_exists(purchases, :zero) + :one, #limit = :limit, currency = :cur"
+                "purchases = if_not_exists(purchases, :zero) + :one"
             } else {
-                "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero), \
-                 purchases = if_not_exists(purchases, :zero), #limit = :limit, currency = :cur"
+                "purchases = if_not_exists(purchases, :zero)"
             },
-        );
+            "currency = :cur",
+        ];
+        if let Some(limit) = c.limit {
+            if limit.currency() != fee.currency() || fee.amount() > limit.amount() {
+                return Err(ReserveError::OverBudget(c.owner.key()));
+            }
+            conds.push("(attribute_not_exists(committed) OR committed <= :headroom)");
+            set.push("#limit = :limit");
+        }
+        if purchase && c.max_purchases.is_some() {
+            conds.push("(attribute_not_exists(purchases) OR purchases < :maxp)");
+        }
+        let mut expr = format!("SET {}", set.join(", "));
+        if c.limit.is_none() {
+            // Uncapped: no limit of an earlier cap stays on the item to mislead a reader.
+            expr.push_str(" REMOVE #limit");
+        }
+        let mut u = self
+            .update(budget_key(&c.owner, &c.period), &expr)
+            .expression_attribute_names("#limit", "limit")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":fee", n(fee.amount()))
+            .expression_attribute_values(":cur", s(fee.currency().as_str()));
         if purchase {
             u = u.expression_attribute_values(":one", n(1));
             if let Some(max) = c.max_purchases {
-                cond.push_str(" AND (attribute_not_exists(purchases) OR purchases < :maxp)");
                 u = u.expression_attribute_values(":maxp", n(max));
             }
         }
-        Ok(tx_update(
-            u.condition_expression(cond)
-                .expression_attribute_names("#limit", "limit")
-                .expression_attribute_values(":zero", n(0))
-                .expression_attribute_values(":fee", n(fee.amount()))
-                .expression_attribute_values(":headroom", n(c.limit.amount() - fee.amount()))
-                .expression_attribute_values(":limit", n(c.limit.amount()))
-                .expression_attribute_values(":cur", s(c.limit.currency().as_str())),
-        ))
+        if let Some(limit) = c.limit {
+            u = u
+                .expression_attribute_values(":headroom", n(limit.amount() - fee.amount()))
+                .expression_attribute_values(":limit", n(limit.amount()));
+        }
+        if !conds.is_empty() {
+            u = u.condition_expression(conds.join(" AND "));
+        }
+        Ok(tx_update(u))
     }
 }
 
