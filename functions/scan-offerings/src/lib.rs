@@ -9,7 +9,7 @@ use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
-use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, on_tick};
+use capblock_shared::lambda::{Adapters, FunctionError, Payload, TimeSource, emit_corrupt_items, on_tick};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -76,9 +76,9 @@ impl App {
         })
     }
 
-    pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<ScanReport, Diagnostic> {
+    pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<ScanReport, Diagnostic> {
         let stack = &self.settings.stack;
-        on_tick("scan-offerings", event.payload, &self.time, &SystemClock, stack, |now| async move {
+        let out = on_tick("scan-offerings", event.payload, &self.time, &SystemClock, stack, |now| async move {
             let scanner = Scanner {
                 market: &self.aws.market,
                 store: &self.aws.store,
@@ -90,6 +90,8 @@ impl App {
             let metrics = metrics::of_scan(&report, &stack.name);
             Ok((report, Some(metrics)))
         })
-        .await
+        .await;
+        emit_corrupt_items("scan-offerings", &stack.name, &self.aws.store);
+        out
     }
 }

@@ -11,7 +11,7 @@ use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
 
-use capblock_shared::lambda::{Adapters, FunctionError, TimeSource, on_tick};
+use capblock_shared::lambda::{Adapters, FunctionError, Payload, TimeSource, emit_corrupt_items, on_tick};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -85,9 +85,9 @@ impl App {
         })
     }
 
-    pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<TrackReport, Diagnostic> {
+    pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<TrackReport, Diagnostic> {
         let stack = &self.settings.stack;
-        on_tick("track-blocks", event.payload, &self.time, &SystemClock, stack, |now| async move {
+        let out = on_tick("track-blocks", event.payload, &self.time, &SystemClock, stack, |now| async move {
             let hands =
                 Hands { parameters: &self.ssm, groups: &self.groups, commands: &self.ssm, instances: &self.aws.market };
             let tracker = Tracker {
@@ -102,6 +102,8 @@ impl App {
             let metrics = metrics::of_track(&report, &stack.name);
             Ok((report, metrics))
         })
-        .await
+        .await;
+        emit_corrupt_items("track-blocks", &stack.name, &self.aws.store);
+        out
     }
 }

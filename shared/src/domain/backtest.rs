@@ -100,18 +100,20 @@ pub fn backtest(rule: &Rule, samples: &[Sample]) -> Backtest {
             continue;
         }
         let Priced { offering, per_accelerator_hour, .. } = p;
-        spent.insert(period, (used + offering.fee.amount(), count + 1));
+        // Saturating: each fee is bounded (`Money`), a sum of them is only read.
+        spent.insert(period, (used.saturating_add(offering.fee.amount()), count + 1));
         purchases.push(Bought { at: t, fee: offering.fee, per_accelerator_hour, offering });
     }
     let mut spent_by_month = BTreeMap::new();
     for b in &purchases {
-        *spent_by_month.entry(Period::of(b.at).as_str().to_string()).or_insert(Decimal::ZERO) += b.fee.amount();
+        let month = spent_by_month.entry(Period::of(b.at).as_str().to_string()).or_insert(Decimal::ZERO);
+        *month = month.saturating_add(b.fee.amount());
     }
     Backtest {
         rule_id: rule.id.clone(),
         scans: by_time.len(),
         observations: samples.len(),
-        total: purchases.iter().map(|b| b.fee.amount()).sum(),
+        total: purchases.iter().fold(Decimal::ZERO, |t, b| t.saturating_add(b.fee.amount())),
         purchases,
         spent_by_month,
         limited,

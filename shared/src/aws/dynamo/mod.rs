@@ -97,6 +97,8 @@ pub const GSI: &str = "gsi1";
 pub struct DynamoStore {
     client: Client,
     table: String,
+    /// Items left out of listings because they did not decode, since `take_corrupt_items`.
+    corrupt: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 fn store_err<
@@ -136,7 +138,31 @@ fn cancelled(what: &str, e: TxError) -> StoreError {
 
 impl DynamoStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        DynamoStore { client, table: table.into() }
+        DynamoStore { client, table: table.into(), corrupt: Default::default() }
+    }
+
+    /// How many items listings have left out as corrupt since the last call (the functions
+    /// count them in `Errors`, kind `capblock.CorruptItem`, once per invocation).
+    pub fn take_corrupt_items(&self) -> u64 {
+        self.corrupt.swap(0, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Decodes every item of a listing. One item that does not decode (a bug or a hand edit)
+    /// must not stop every run: it is left out, with an error line naming its key, and counted
+    /// (`take_corrupt_items`). Only for listings whose items stand alone: where a missing item
+    /// would lift a limit (a rule's held blocks, a block's paid extensions) an error is the answer.
+    fn decode_each<T>(&self, items: &[Item], what: &str, decode: impl Fn(&Item) -> Result<T, StoreError>) -> Vec<T> {
+        items
+            .iter()
+            .filter_map(|item| match decode(item) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    self.corrupt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::error!(event = "corrupt_item_skipped", listing = what, error = %e, "an item does not decode; left out until repaired");
+                    None
+                }
+            })
+            .collect()
     }
 
     pub fn client(&self) -> &Client {
@@ -346,9 +372,11 @@ impl DynamoStore {
     /// conditions cannot add, so the check is `committed <= limit - fee`. A purchase also counts
     /// against the budget's purchase limit; an extension spends money only.
     fn charge(&self, c: &BudgetCharge, fee: Money, purchase: bool) -> Result<TransactWriteItem, ReserveError> {
-        if c.limit.currency() != fee.currency() || fee.amount() > c.limit.amount() {
+        // fee <= limit, both non-negative: the headroom cannot overflow; checked all the same.
+        let headroom = c.limit.amount().checked_sub(fee.amount()).filter(|h| *h >= rust_decimal::Decimal::ZERO);
+        let Some(headroom) = headroom.filter(|_| c.limit.currency() == fee.currency()) else {
             return Err(ReserveError::OverBudget(c.owner.key()));
-        }
+        };
         let mut cond = "(attribute_not_exists(committed) OR committed <= :headroom)".to_string();
         let mut u = self.update(
             budget_key(&c.owner, &c.period),
@@ -372,7 +400,7 @@ impl DynamoStore {
                 .expression_attribute_names("#limit", "limit")
                 .expression_attribute_values(":zero", n(0))
                 .expression_attribute_values(":fee", n(fee.amount()))
-                .expression_attribute_values(":headroom", n(c.limit.amount() - fee.amount()))
+                .expression_attribute_values(":headroom", n(headroom))
                 .expression_attribute_values(":limit", n(c.limit.amount()))
                 .expression_attribute_values(":cur", s(c.limit.currency().as_str())),
         ))
