@@ -25,6 +25,75 @@ pub fn init_logging() {
         .try_init();
 }
 
+/// The `Errors` kind of a panic: a bug, or input no check caught.
+pub const PANIC_KIND: &str = "capblock.Panic";
+
+/// Makes a panic leave what a failed invocation leaves: a JSON log line (what panicked, where)
+/// and the `Errors` metric of kind `capblock.Panic`, which the stack's alarm watches. Release
+/// builds abort on panic, so without this the process ends with neither. Call once, first
+/// thing in `main`; the stack's name is read here so that a panic while reading the rest of
+/// the settings is counted too.
+pub fn install_panic_hook(function: &'static str) {
+    let stack = crate::config::optional("CAPBLOCK_STACK").unwrap_or_else(|| "unknown".to_string());
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".to_string());
+        let location = info.location().map(|l| l.to_string());
+        // The metric's timestamp only: nothing is decided by it.
+        let (line, metrics) = panic_report(function, &stack, &message, location.as_deref(), Utc::now());
+        // Written by hand, not through `tracing`: the panic may have come from inside it.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
+        emit(&metrics);
+    }));
+}
+
+/// What the panic hook writes: the log line (shaped like the `tracing` JSON lines) and the
+/// `Errors` metric batch.
+pub fn panic_report(
+    function: &str,
+    stack: &str,
+    message: &str,
+    location: Option<&str>,
+    at: DateTime<Utc>,
+) -> (String, Batch) {
+    let line = serde_json::json!({
+        "timestamp": at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+        "level": "ERROR",
+        "fields": {
+            "message": "panicked",
+            "event": "panic",
+            "function": function,
+            "error_type": PANIC_KIND,
+            "error": message,
+            "location": location,
+        },
+    });
+    let mut errors = Batch::new(stack, at);
+    errors.error(function, PANIC_KIND);
+    (line.to_string(), errors)
+}
+
+/// The `Errors` kind of a stored item that does not decode: one left out of a listing, or
+/// one an invocation needed.
+pub const CORRUPT_KIND: &str = "capblock.CorruptItem";
+
+/// Counts the items `store`'s listings left out as corrupt during this invocation in `Errors`
+/// (kind `capblock.CorruptItem`): each one was logged with its key when it was skipped.
+pub fn emit_corrupt_items(function: &str, stack: &str, store: &crate::aws::dynamo::DynamoStore) {
+    let n = store.take_corrupt_items();
+    if n > 0 {
+        // The metric's timestamp only: nothing is decided by it.
+        let mut errors = Batch::new(stack, Utc::now());
+        errors.errors(function, CORRUPT_KIND, n);
+        emit(&errors);
+    }
+}
+
 /// The adapters every function talks through, built once per container from the standard AWS
 /// configuration chain (so `AWS_ENDPOINT_URL_<SERVICE>` points them at an emulator): the market
 /// (EC2), the table and the notifier (alerts, plus the workloads topic for the function that
@@ -230,6 +299,7 @@ impl FunctionError {
         match self {
             FunctionError::BadInput(_) => "capblock.BadInput",
             FunctionError::Config(_) => "capblock.Config",
+            FunctionError::Store(StoreError::Corrupt { .. }) => CORRUPT_KIND,
             FunctionError::Store(_) => "capblock.StoreUnavailable",
             FunctionError::Market(_) => "capblock.MarketUnavailable",
             FunctionError::Notify(_) => "capblock.NotifyFailed",
@@ -239,7 +309,11 @@ impl FunctionError {
 
     /// Whether a retry of the same invocation may succeed.
     pub fn retryable(&self) -> bool {
-        !matches!(self, FunctionError::BadInput(_) | FunctionError::Config(_))
+        // A corrupt item reads the same on every retry, until someone repairs it.
+        !matches!(
+            self,
+            FunctionError::BadInput(_) | FunctionError::Config(_) | FunctionError::Store(StoreError::Corrupt { .. })
+        )
     }
 }
 
@@ -276,7 +350,7 @@ pub fn emit(batch: &Batch) {
 /// `run_time`: a live stack never runs on a payload's time), run, and emit the run's metrics.
 pub async fn on_tick<R, F, Fut>(
     function: &str,
-    payload: serde_json::Value,
+    payload: Payload,
     source: &TimeSource,
     clock: &dyn Clock,
     stack: &StackSettings,
@@ -287,7 +361,7 @@ where
     Fut: std::future::Future<Output = Result<(R, Option<Batch>), FunctionError>>,
 {
     let result = async {
-        let tick: Tick = parse_event(payload)?;
+        let tick: Tick = parse_event(payload.into_json()?)?;
         let at = run_time(tick.time, source.now(clock).await?, stack.mode == Mode::Live)?;
         let (report, metrics) = run(at).await?;
         // A replay's figures are of another moment: on the stack's dashboard they would read
@@ -320,6 +394,42 @@ pub fn invocation_deadline(context: &lambda_runtime::Context) -> Option<tokio::t
     let deadline = std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(context.deadline))?;
     let left = deadline.duration_since(std::time::SystemTime::now()).unwrap_or_default();
     Some(tokio::time::Instant::now() + left)
+}
+
+/// An invocation's payload as the runtime hands it over: JSON, or why it is not. The runtime
+/// parses the body into the handler's type before capblock sees it, and a body that is not JSON
+/// failed there, untyped and with no `Errors` line; this type takes any body, so capblock's own
+/// parse (`into_json`) names the problem as `capblock.BadInput`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Payload {
+    Json(serde_json::Value),
+    /// The JSON parser's complaint (line and column), never the body itself.
+    NotJson(String),
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // The parser's error comes back through this call: keep it as the payload instead.
+        Ok(match serde_json::Value::deserialize(d) {
+            Ok(v) => Payload::Json(v),
+            Err(e) => Payload::NotJson(e.to_string()),
+        })
+    }
+}
+
+impl From<serde_json::Value> for Payload {
+    fn from(v: serde_json::Value) -> Self {
+        Payload::Json(v)
+    }
+}
+
+impl Payload {
+    pub fn into_json(self) -> Result<serde_json::Value, FunctionError> {
+        match self {
+            Payload::Json(v) => Ok(v),
+            Payload::NotJson(why) => Err(FunctionError::BadInput(format!("the payload is not JSON: {why}"))),
+        }
+    }
 }
 
 /// Parses an event payload, naming what is wrong with it.
@@ -418,6 +528,28 @@ mod tests {
         );
     }
 
+    /// A panic is logged as one JSON line with what and where, and counted in `Errors` by
+    /// function and kind, as a failed invocation is.
+    #[test]
+    fn a_panic_is_logged_and_counted_as_an_error() {
+        let at = at("2026-12-20T10:00:00Z");
+        let (line, metrics) =
+            panic_report("scan-offerings", "prod", "Division overflowed", Some("shared/src/domain/plan.rs:154:33"), at);
+        let log: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert!(!line.contains('\n'));
+        assert_eq!(log["level"], "ERROR");
+        assert_eq!(log["fields"]["event"], "panic");
+        assert_eq!(log["fields"]["function"], "scan-offerings");
+        assert_eq!(log["fields"]["error_type"], "capblock.Panic");
+        assert_eq!(log["fields"]["error"], "Division overflowed");
+        assert_eq!(log["fields"]["location"], "shared/src/domain/plan.rs:154:33");
+        let mut expected = Batch::new("prod", at);
+        expected.error("scan-offerings", "capblock.Panic");
+        assert_eq!(metrics.lines(), expected.lines());
+        let doc: serde_json::Value = serde_json::from_str(&metrics.lines()[0]).unwrap();
+        assert_eq!((doc["Errors"].as_f64(), doc["Kind"].as_str()), (Some(1.0), Some("capblock.Panic")), "{doc}");
+    }
+
     #[test]
     fn the_simulated_time_source_is_a_local_http_url() {
         let url = |v: &str| TimeSource::from_setting(Some(v.to_string()));
@@ -475,6 +607,23 @@ mod tests {
                 || e.to_string().starts_with("bad input"),
             "{e}"
         );
+    }
+
+    /// A body that is not JSON reaches capblock's parse (the runtime's own failed untyped):
+    /// `capblock.BadInput`, not retried, naming where the JSON breaks.
+    #[test]
+    fn a_body_that_is_not_json_is_bad_input() {
+        for body in ["{not json", "", "{\"time\": ", "\u{0}"] {
+            // As the runtime reads a body (`lambda_runtime::deserializer`): no check past the value.
+            let p = Payload::deserialize(&mut serde_json::Deserializer::from_str(body)).unwrap();
+            assert!(matches!(p, Payload::NotJson(_)), "{body:?}: {p:?}");
+            let e = p.into_json().unwrap_err();
+            assert_eq!(e.kind(), "capblock.BadInput");
+            assert!(!e.retryable());
+            assert!(e.to_string().contains("the payload is not JSON") && e.to_string().contains("line 1"), "{e}");
+        }
+        let p = Payload::deserialize(&mut serde_json::Deserializer::from_str(r#"{"source": "capblock.schedule"}"#)).unwrap();
+        assert_eq!(p.into_json().unwrap(), serde_json::json!({"source": "capblock.schedule"}));
     }
 
     #[test]

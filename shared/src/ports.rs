@@ -258,7 +258,10 @@ pub enum StoreError {
     /// The store is unreachable, throttled or failed: safe to retry later.
     #[error("store unavailable: {0}")]
     Unavailable(String),
-    /// An item that does not decode: a bug or a hand edit.
+    /// An item that does not decode: a bug or a hand edit. Listings leave such an item out
+    /// (logged with its key, and counted) so that one item cannot stop every run; an item asked
+    /// for by its key, and a listing whose every item bounds money (a rule's own blocks, a
+    /// block's extensions), return this instead. A retry reads the same item: not retryable.
     #[error("corrupt item {key}: {message}")]
     Corrupt { key: String, message: String },
 }
@@ -367,7 +370,8 @@ pub trait Ledger: Send + Sync {
 
 #[async_trait]
 pub trait BlockStore: Send + Sync {
-    /// Blocks not in a final state, optionally only one rule's.
+    /// Blocks not in a final state, optionally only one rule's (strict then: they count against
+    /// its `max_blocks_held`, so a corrupt one is `StoreError::Corrupt`, never left out).
     async fn open_blocks(&self, rule_id: Option<&str>) -> Result<Vec<Block>, StoreError>;
     async fn get_block(&self, reservation_id: &str) -> Result<Option<Block>, StoreError>;
     /// Writes a block capblock did not buy itself (adoption). False if it is already known.
@@ -400,7 +404,7 @@ pub trait ExtensionLedger: Send + Sync {
         to: ExtensionState,
         reason: Option<&str>,
     ) -> Result<(), StoreError>;
-    /// Every extension intent of one block, open or closed.
+    /// Every extension intent of one block, open or closed (strict: paid ones bound `max_days`).
     async fn extensions_of(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError>;
     /// Open extension intents of all blocks.
     async fn open_extensions(&self) -> Result<Vec<ExtensionIntent>, StoreError>;

@@ -8,7 +8,7 @@ use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::config::{self, ConfigError};
 use capblock_shared::domain::alarm;
 use capblock_shared::domain::block::Block;
-use capblock_shared::lambda::{Adapters, FunctionError};
+use capblock_shared::lambda::{Adapters, FunctionError, Payload, emit_corrupt_items};
 use capblock_shared::ports::{ReminderError, Reminders, SystemClock};
 use chrono::{DateTime, Utc};
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -82,15 +82,23 @@ impl App {
         }
     }
 
-    pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<Handled, Diagnostic> {
+    pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<Handled, Diagnostic> {
+        let out = self.handle_event(event).await;
+        emit_corrupt_items("on-capacity-event", &self.stack, &self.aws.store);
+        out
+    }
+
+    async fn handle_event(&self, event: LambdaEvent<Payload>) -> Result<Handled, Diagnostic> {
         let fail = |e: FunctionError| capblock_shared::lambda::report("on-capacity-event", &self.stack, e);
+        let LambdaEvent { payload, context } = event;
+        let payload = payload.into_json().map_err(fail)?;
         // The stack's own alarms (template: AlarmStateRule) only say how they are: kept for status.
-        if alarm::is_cloudwatch_event(&event.payload) {
-            return alarms::record(&self.aws.store, &event.payload).await.map_err(|e| fail(e.into()));
+        if alarm::is_cloudwatch_event(&payload) {
+            return alarms::record(&self.aws.store, &payload).await.map_err(|e| fail(e.into()));
         }
-        let reminders = self.reminders(&event.context.invoked_function_arn);
+        let reminders = self.reminders(&context.invoked_function_arn);
         // arn:aws:lambda:REGION:ACCOUNT:function:NAME
-        let account = event.context.invoked_function_arn.split(':').nth(4).filter(|a| !a.is_empty());
+        let account = context.invoked_function_arn.split(':').nth(4).filter(|a| !a.is_empty());
         let handler = EventHandler {
             store: &self.aws.store,
             market: &self.aws.market,
@@ -99,6 +107,6 @@ impl App {
             clock: &SystemClock,
             account,
         };
-        handler.handle(&event.payload).await.map_err(|e| fail(e.into()))
+        handler.handle(&payload).await.map_err(|e| fail(e.into()))
     }
 }

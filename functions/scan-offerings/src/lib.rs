@@ -9,7 +9,9 @@ use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
-use capblock_shared::lambda::{Adapters, FunctionError, SettingsKeeper, TimeSource, invocation_deadline, on_tick, report};
+use capblock_shared::lambda::{
+    Adapters, FunctionError, Payload, SettingsKeeper, TimeSource, emit_corrupt_items, invocation_deadline, on_tick, report,
+};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -82,13 +84,13 @@ impl App {
         })
     }
 
-    pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<ScanReport, Diagnostic> {
+    pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<ScanReport, Diagnostic> {
         let stack = &self.settings.stack;
         if let Err(e) = self.keeper.keep(&self.aws.store, &self.time, &SystemClock).await {
             return Err(report("scan-offerings", &stack.name, e));
         }
         let until = invocation_deadline(&event.context);
-        on_tick("scan-offerings", event.payload, &self.time, &SystemClock, stack, |at| async move {
+        let out = on_tick("scan-offerings", event.payload, &self.time, &SystemClock, stack, |at| async move {
             let scanner = Scanner {
                 market: &self.aws.market,
                 store: &self.aws.store,
@@ -100,6 +102,8 @@ impl App {
             let metrics = metrics::of_scan(&report, &stack.name);
             Ok((report, Some(metrics)))
         })
-        .await
+        .await;
+        emit_corrupt_items("scan-offerings", &stack.name, &self.aws.store);
+        out
     }
 }

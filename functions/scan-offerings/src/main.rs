@@ -4,6 +4,7 @@ use lambda_runtime::{Error, service_fn};
 // cross-thread wake-ups (make bench: a 256-question fan-out took 0.09 s multi-threaded, 0.07 s here).
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
+    capblock_shared::lambda::install_panic_hook("scan-offerings");
     capblock_shared::lambda::init_logging();
     let app = scan_offerings::App::from_env().await?;
     lambda_runtime::run(service_fn(|event| app.handle(event))).await

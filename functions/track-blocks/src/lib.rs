@@ -11,7 +11,9 @@ use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
 
-use capblock_shared::lambda::{Adapters, FunctionError, SettingsKeeper, TimeSource, invocation_deadline, on_tick, report};
+use capblock_shared::lambda::{
+    Adapters, FunctionError, Payload, SettingsKeeper, TimeSource, emit_corrupt_items, invocation_deadline, on_tick, report,
+};
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -90,13 +92,13 @@ impl App {
         })
     }
 
-    pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<TrackReport, Diagnostic> {
+    pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<TrackReport, Diagnostic> {
         let stack = &self.settings.stack;
         if let Err(e) = self.keeper.keep(&self.aws.store, &self.time, &SystemClock).await {
             return Err(report("track-blocks", &stack.name, e));
         }
         let until = invocation_deadline(&event.context);
-        on_tick("track-blocks", event.payload, &self.time, &SystemClock, stack, |at| async move {
+        let out = on_tick("track-blocks", event.payload, &self.time, &SystemClock, stack, |at| async move {
             let hands =
                 Hands { parameters: &self.ssm, groups: &self.groups, commands: &self.ssm, instances: &self.aws.market };
             let tracker = Tracker {
@@ -111,6 +113,8 @@ impl App {
             let metrics = metrics::of_track(&report, &stack.name);
             Ok((report, metrics))
         })
-        .await
+        .await;
+        emit_corrupt_items("track-blocks", &stack.name, &self.aws.store);
+        out
     }
 }

@@ -158,7 +158,10 @@ where
     /// Approval: like a dry run, but the decision is stored for `capblock approve` and the
     /// message asks a person. Nothing is asked while the rule holds its blocks.
     pub async fn ask(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Result<Action, StoreError> {
-        let held = self.store.open_blocks(Some(&rule.id)).await?.iter().filter(|b| b.state.is_held()).count();
+        let held = match self.held(rule).await? {
+            Ok(n) => n,
+            Err(reason) => return Ok(Action::Skipped { reason }),
+        };
         if held >= rule.max_blocks_held as usize {
             return Ok(Action::Skipped {
                 reason: format!("the rule holds {held} block(s), its limit is {}", rule.max_blocks_held),
@@ -183,6 +186,20 @@ where
         Ok(Action::AwaitingApproval { offering_id: p.offering.id.clone(), intent: intent.id, first_time })
     }
 
+    /// How many blocks the rule holds, or why it may not buy now: a block of the rule that
+    /// does not decode cannot be counted against `max_blocks_held`, so the rule waits until
+    /// the item is repaired (the other rules go on).
+    async fn held(&self, rule: &Rule) -> Result<Result<usize, String>, StoreError> {
+        match self.store.open_blocks(Some(&rule.id)).await {
+            Ok(blocks) => Ok(Ok(blocks.iter().filter(|b| b.state.is_held()).count())),
+            Err(e @ StoreError::Corrupt { .. }) => {
+                tracing::error!(event = "rule_blocks_corrupt", rule = %rule.id, error = %e, "the rule's held blocks cannot be counted; not buying");
+                Ok(Err(format!("its held blocks cannot be counted ({e}); repair the item")))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Live: the exactly-once path.
     pub async fn live(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Result<Action, StoreError> {
         let skipped = |reason: String| {
@@ -193,7 +210,10 @@ where
         if let Some(open) = guard.open_intent {
             return skipped(format!("intent {open} of this rule is still open"));
         }
-        let held = self.store.open_blocks(Some(&rule.id)).await?.iter().filter(|b| b.state.is_held()).count();
+        let held = match self.held(rule).await? {
+            Ok(n) => n,
+            Err(reason) => return skipped(reason),
+        };
         if held >= rule.max_blocks_held as usize {
             return skipped(format!("the rule holds {held} block(s), its limit is {}", rule.max_blocks_held));
         }

@@ -67,13 +67,14 @@ pub fn backtest(rule: &Rule, samples: &[Sample]) -> Backtest {
     let mut purchases: Vec<Bought> = Vec::new();
     let mut limited = Vec::new();
     let mut spent: HashMap<Period, (Decimal, u32)> = HashMap::new();
-    let unlimited = Headroom(Money::new(Decimal::MAX, rule.currency).expect("max is non-negative"));
+    let unlimited = Headroom(Money::new(Money::MAX_AMOUNT, rule.currency).expect("the bound itself is an amount"));
     for (t, offerings) in &by_time {
         let t = *t;
         let held = purchases.iter().filter(|b| b.at <= t && t < b.offering.end).count();
         let period = Period::of(t);
         let (used, count) = spent.get(&period).copied().unwrap_or((Decimal::ZERO, 0));
-        let committed = Money::new(used, rule.currency).expect("spent is non-negative");
+        // Purchases stay within the budget, itself a `Money`: `used` is too (clamped all the same).
+        let committed = Money::new(used.min(Money::MAX_AMOUNT), rule.currency).expect("spent is non-negative");
         let headroom = Headroom(room(rule.monthly_budget, committed));
         let decision = decide(rule, offerings, &catalog, headroom, t);
         let Some(p) = decision.chosen else {
@@ -100,18 +101,20 @@ pub fn backtest(rule: &Rule, samples: &[Sample]) -> Backtest {
             continue;
         }
         let Priced { offering, per_accelerator_hour, .. } = p;
-        spent.insert(period, (used + offering.fee.amount(), count + 1));
+        // Saturating: each fee is bounded (`Money`), a sum of them is only read.
+        spent.insert(period, (used.saturating_add(offering.fee.amount()), count + 1));
         purchases.push(Bought { at: t, fee: offering.fee, per_accelerator_hour, offering });
     }
     let mut spent_by_month = BTreeMap::new();
     for b in &purchases {
-        *spent_by_month.entry(Period::of(b.at).as_str().to_string()).or_insert(Decimal::ZERO) += b.fee.amount();
+        let month = spent_by_month.entry(Period::of(b.at).as_str().to_string()).or_insert(Decimal::ZERO);
+        *month = month.saturating_add(b.fee.amount());
     }
     Backtest {
         rule_id: rule.id.clone(),
         scans: by_time.len(),
         observations: samples.len(),
-        total: purchases.iter().map(|b| b.fee.amount()).sum(),
+        total: purchases.iter().fold(Decimal::ZERO, |t, b| t.saturating_add(b.fee.amount())),
         purchases,
         spent_by_month,
         limited,

@@ -141,9 +141,10 @@ impl Block {
     /// `total` per accelerator-hour over the block's whole life (extensions included); None
     /// when the accelerator count is unknown (an adopted block).
     pub fn per_accelerator_hour(&self, total: Money) -> Option<Rate> {
+        // Checked: a stored block's counts and dates are not re-parsed.
         let minutes = Decimal::from((self.end - self.start).num_minutes());
-        let accel = Decimal::from(self.accelerators_per_instance?) * Decimal::from(self.instance_count);
-        total.per(accel * minutes / Decimal::from(60))
+        let accel = Decimal::from(u64::from(self.accelerators_per_instance?) * u64::from(self.instance_count));
+        total.per(accel.checked_mul(minutes)?.checked_div(Decimal::from(60))?)
     }
 }
 
@@ -156,8 +157,10 @@ fn share_of_fee(intent: &Intent, r: &Reservation) -> Money {
         return intent.offering.fee;
     }
     let fee = intent.offering.fee;
-    let share = (fee.amount() * Decimal::from(mine) / Decimal::from(all)).round_dp(2);
-    Money::new(share, fee.currency()).unwrap_or(fee)
+    // mine < all, so the share is below the fee: only a stored fee past Decimal's range could
+    // overflow, and then the whole fee is the answer.
+    let share = fee.amount().checked_mul(Decimal::from(mine)).and_then(|f| f.checked_div(Decimal::from(all)));
+    share.and_then(|s| Money::new(s.round_dp(2), fee.currency()).ok()).unwrap_or(fee)
 }
 
 /// A scheduled 2 x p5.48xlarge block in us-east-1 from `start` to `end`, bought through rule

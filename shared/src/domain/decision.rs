@@ -128,8 +128,10 @@ pub fn decide(
 
 /// Room left under a limit once `committed` is taken out; never negative.
 pub fn room(limit: Money, committed: Money) -> Money {
-    let left = (limit.amount() - committed.amount()).max(Decimal::ZERO);
-    Money::new(left, limit.currency()).expect("clamped at zero")
+    // Both are non-negative and bounded (`Money`), so the difference is in range; checked all
+    // the same, and an impossible answer is no room at all.
+    let left = limit.amount().checked_sub(committed.amount()).unwrap_or(Decimal::ZERO).max(Decimal::ZERO);
+    Money::new(left, limit.currency()).unwrap_or(Money::zero(limit.currency()))
 }
 
 #[cfg(test)]

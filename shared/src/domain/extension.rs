@@ -103,8 +103,8 @@ pub fn choose(
         .filter(|o| o.fee.currency() == headroom.currency() && o.fee.amount() <= headroom.amount())
         .filter_map(|o| {
             let units = Decimal::from(instance_count)
-                * Decimal::from(accelerators_per_instance)
-                * Decimal::from(o.duration_hours);
+                .checked_mul(Decimal::from(accelerators_per_instance))?
+                .checked_mul(Decimal::from(o.duration_hours))?;
             Some((o.clone(), o.fee.per(units)?))
         })
         .filter(|(_, r)| r.per_unit <= max_rate)
@@ -121,7 +121,11 @@ pub fn in_window(b: &Block, x: &Extend, now: DateTime<Utc>) -> bool {
 /// Extension days already paid for the block: `max_days` bounds them in total, so a cheap
 /// market cannot keep a block alive forever.
 pub fn paid_days(history: &[ExtensionIntent]) -> u32 {
-    history.iter().filter(|e| e.state == ExtensionState::Paid).map(|e| e.offer.duration_hours / 24).sum()
+    // Saturating: stored records are not re-parsed, and a forged length is not worth a panic.
+    history
+        .iter()
+        .filter(|e| e.state == ExtensionState::Paid)
+        .fold(0u32, |days, e| days.saturating_add(e.offer.duration_hours / 24))
 }
 
 /// What becomes of an open extension record in this run.

@@ -209,7 +209,12 @@ impl Batch {
 
     /// One failed invocation of `function`, by error kind (`FunctionError::kind`).
     pub fn error(&mut self, function: &str, kind: &str) {
-        self.put(ERRORS, &[function, kind], 1.0);
+        self.errors(function, kind, 1);
+    }
+
+    /// `count` failures of one kind (items skipped in one run).
+    pub fn errors(&mut self, function: &str, kind: &str, count: u64) {
+        self.put(ERRORS, &[function, kind], count as f64);
     }
 
     /// The EMF documents, one per group of dimension values.

@@ -30,6 +30,8 @@ pub enum MoneyError {
     Negative(String),
     #[error("cannot combine {0} and {1}: different currencies")]
     CurrencyMismatch(Currency, Currency),
+    #[error("amount {0:?} is more than {max}, more than any fee or budget", max = Money::MAX_AMOUNT)]
+    TooLarge(String),
 }
 
 impl FromStr for Currency {
@@ -74,6 +76,9 @@ pub fn parse_amount(s: &str) -> Result<Decimal, MoneyError> {
     if d.is_sign_negative() && !d.is_zero() {
         return Err(MoneyError::Negative(s.to_string()));
     }
+    if d > Money::MAX_AMOUNT {
+        return Err(MoneyError::TooLarge(s.to_string()));
+    }
     Ok(d.normalize_keep_scale())
 }
 
@@ -87,18 +92,43 @@ impl NormalizeKeepScale for Decimal {
     }
 }
 
-/// An exact, non-negative amount in one currency.
+/// An exact, non-negative amount in one currency, at most `Money::MAX_AMOUNT`. Stored amounts
+/// are checked on the way in too (`MoneyRecord`): a forged item cannot hold a negative or
+/// absurd amount that would overflow the arithmetic on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "MoneyRecord")]
 pub struct Money {
     #[serde(with = "rust_decimal::serde::str")]
     amount: Decimal,
     currency: Currency,
 }
 
+/// Money as stored, before `Money::new` has checked it.
+#[derive(Deserialize)]
+struct MoneyRecord {
+    #[serde(with = "rust_decimal::serde::str")]
+    amount: Decimal,
+    currency: Currency,
+}
+
+impl TryFrom<MoneyRecord> for Money {
+    type Error = MoneyError;
+    fn try_from(r: MoneyRecord) -> Result<Self, Self::Error> {
+        Money::new(r.amount, r.currency)
+    }
+}
+
 impl Money {
+    /// No fee or budget comes near a million billion; below it, a fee times any count, hour or
+    /// minute of a block stays far inside `Decimal`'s range (about 7.9e28).
+    pub const MAX_AMOUNT: Decimal = Decimal::from_parts(0xa4c6_8000, 0x0003_8d7e, 0, false, 0); // 10^15
+
     pub fn new(amount: Decimal, currency: Currency) -> Result<Self, MoneyError> {
         if amount.is_sign_negative() && !amount.is_zero() {
             return Err(MoneyError::Negative(amount.to_string()));
+        }
+        if amount > Money::MAX_AMOUNT {
+            return Err(MoneyError::TooLarge(amount.to_string()));
         }
         Ok(Money { amount: amount.normalize_keep_scale(), currency })
     }
@@ -111,9 +141,12 @@ impl Money {
         Money { amount: Decimal::ZERO, currency }
     }
 
-    /// Parses EC2's `UpfrontFee` and `CurrencyCode` pair.
+    /// Parses EC2's `UpfrontFee` and `CurrencyCode` pair. Surrounding spaces are forgiven; an
+    /// error names the text as given (" \u{b}" is not "").
     pub fn parse(amount: &str, currency: &str) -> Result<Self, MoneyError> {
-        Money::new(parse_amount(amount)?, currency.trim().parse()?)
+        let amount = parse_amount(amount)?;
+        let currency = currency.trim().parse().map_err(|_| MoneyError::BadCurrency(currency.to_string()))?;
+        Money::new(amount, currency)
     }
 
     pub fn amount(&self) -> Decimal {
@@ -128,15 +161,14 @@ impl Money {
         if self.currency != other.currency {
             return Err(MoneyError::CurrencyMismatch(self.currency, other.currency));
         }
-        Money::new(self.amount + other.amount, self.currency)
+        let sum = self.amount.checked_add(other.amount).ok_or_else(|| MoneyError::TooLarge(format!("{self} + {other}")))?;
+        Money::new(sum, self.currency)
     }
 
-    /// Amount per unit, exact to 28 significant digits; `None` when `units` is zero.
+    /// Amount per unit, exact to 28 significant digits; `None` when `units` is zero or the
+    /// rate is out of `Decimal`'s range (a fraction of a unit can make it so).
     pub fn per(&self, units: Decimal) -> Option<Rate> {
-        if units.is_zero() {
-            return None;
-        }
-        Some(Rate { per_unit: self.amount / units, currency: self.currency })
+        Some(Rate { per_unit: self.amount.checked_div(units)?, currency: self.currency })
     }
 }
 
@@ -195,6 +227,17 @@ mod tests {
         }
     }
 
+    /// The error names the currency as given, escaped: a vertical tab was reported as "".
+    #[test]
+    fn a_bad_currency_is_named_as_given() {
+        for given in ["\u{b}", " \t", "usd ", " US D"] {
+            let e = Money::parse("1", given).unwrap_err();
+            assert_eq!(e, MoneyError::BadCurrency(given.to_string()));
+            assert!(e.to_string().contains(&format!("{given:?}")), "{e}");
+        }
+        assert_eq!(Money::parse("1", " EUR\n").unwrap().currency().as_str(), "EUR");
+    }
+
     #[test]
     fn adding_different_currencies_is_an_error() {
         let a = Money::parse("1", "USD").unwrap();
@@ -211,6 +254,30 @@ mod tests {
         assert!(r.per_unit < dec!(333.3334));
         assert_eq!(r.display(), "333.3333 USD");
         assert!(fee.per(Decimal::ZERO).is_none());
+    }
+
+    #[test]
+    fn amounts_stay_within_a_bound_that_arithmetic_cannot_overflow() {
+        assert_eq!(Money::MAX_AMOUNT, dec!(1_000_000_000_000_000));
+        assert!(Money::usd(Money::MAX_AMOUNT).is_ok());
+        assert!(matches!(Money::parse("1000000000000000.01", "USD"), Err(MoneyError::TooLarge(_))));
+        assert!(matches!(Money::usd(Decimal::MAX), Err(MoneyError::TooLarge(_))));
+        let max = Money::usd(Money::MAX_AMOUNT).unwrap();
+        assert!(matches!(max.checked_add(&max), Err(MoneyError::TooLarge(_))));
+        // A fraction of a unit: the rate would pass Decimal::MAX, so there is none.
+        assert!(max.per(dec!(0.0000000000000000000000000001)).is_none());
+    }
+
+    /// A stored amount is checked like a new one: a forged item cannot bring a negative or an
+    /// overflowing amount back in.
+    #[test]
+    fn stored_money_is_checked_on_the_way_in() {
+        for bad in [
+            r#"{"amount":"-5","currency":"USD"}"#,
+            r#"{"amount":"79228162514264337593543950335","currency":"USD"}"#,
+        ] {
+            assert!(serde_json::from_str::<Money>(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -152,7 +152,8 @@ impl Offering {
 
     /// The block's length in minutes: what EC2 charges for, hours and minutes together.
     pub fn total_minutes(&self) -> u32 {
-        self.duration_hours * 60 + self.duration_minutes
+        // Saturating: a stored record is not re-parsed, and a forged length is not worth a panic.
+        self.duration_hours.saturating_mul(60).saturating_add(self.duration_minutes)
     }
 
     /// The block's length, as people read it: "7 days", "30 h 35 min".
@@ -161,11 +162,15 @@ impl Offering {
     }
 
     pub fn instance_hours(&self) -> Decimal {
-        Decimal::from(self.instance_count) * Decimal::from(self.total_minutes()) / Decimal::from(60)
+        // u32 x u32 / 60 is far inside Decimal's range: no overflow to check.
+        Decimal::from(u64::from(self.instance_count) * u64::from(self.total_minutes())) / Decimal::from(60)
     }
 
+    /// `Offering::parse` makes count and minutes at least 1 and `Money` bounds the fee, so
+    /// there is always a price; a forged stored offering (no instances) gets the highest one,
+    /// above every threshold, rather than a panic.
     pub fn price_per_instance_hour(&self) -> Rate {
-        self.per_unit_hour(1).expect("count and minutes are at least 1")
+        self.per_unit_hour(1).unwrap_or(Rate { per_unit: Decimal::MAX, currency: self.fee.currency() })
     }
 
     /// `UpfrontFee / (count x accelerators per instance x hours)`, hours counted to the minute;
@@ -175,15 +180,13 @@ impl Offering {
     }
 
     /// fee x 60 / unit-minutes: exact for whole-hour blocks, and never rounds a 6 h 35 min
-    /// block to 6 or 7 hours.
+    /// block to 6 or 7 hours. Checked: a stored offering is not re-parsed.
     fn per_unit_hour(&self, units_per_instance: u32) -> Option<Rate> {
         let unit_minutes = Decimal::from(self.instance_count)
-            * Decimal::from(units_per_instance)
-            * Decimal::from(self.total_minutes());
-        if unit_minutes.is_zero() {
-            return None;
-        }
-        Some(Rate { per_unit: self.fee.amount() * Decimal::from(60) / unit_minutes, currency: self.fee.currency() })
+            .checked_mul(Decimal::from(units_per_instance))?
+            .checked_mul(Decimal::from(self.total_minutes()))?;
+        let fee_minutes = self.fee.amount().checked_mul(Decimal::from(60))?;
+        Some(Rate { per_unit: fee_minutes.checked_div(unit_minutes)?, currency: self.fee.currency() })
     }
 }
 
@@ -237,6 +240,23 @@ pub(crate) mod tests {
         let tiny = Offering::parse(&region(), raw("0.10", "USD")).unwrap();
         assert_eq!(tiny.price_per_instance_hour().per_unit, dec!(0.10) / dec!(96));
         assert!(o.price_per_accelerator_hour(0).is_none());
+    }
+
+    /// A stored offering is not re-parsed: one forged with no instances, an endless length
+    /// and the largest fee is priced (above every threshold) without a panic.
+    #[test]
+    fn a_forged_stored_offering_is_priced_without_panicking() {
+        let o = Offering::parse(&region(), raw("2304.00", "USD")).unwrap();
+        let mut forged = serde_json::to_value(&o).unwrap();
+        forged["instance_count"] = 0.into();
+        forged["duration_hours"] = u32::MAX.into();
+        forged["fee"]["amount"] = Money::MAX_AMOUNT.to_string().into();
+        let forged: Offering = serde_json::from_value(forged).unwrap();
+        assert_eq!(forged.total_minutes(), u32::MAX);
+        assert_eq!(forged.price_per_instance_hour().per_unit, Decimal::MAX);
+        assert!(forged.price_per_accelerator_hour(u32::MAX).is_none());
+        let one = Offering { instance_count: u32::MAX, ..forged };
+        assert!(one.price_per_accelerator_hour(u32::MAX).is_some());
     }
 
     #[test]

@@ -177,9 +177,13 @@ pub struct Candidate {
 
 /// Lower is asked sooner: the cheapest price last seen for the question over the threshold
 /// (1 when nothing is known), less a bonus when a start window closes within days.
+///
+/// Both numbers come from the store (a rule's threshold, the memory's price), so neither is
+/// trusted to keep the ratio in range: one past `Decimal`'s range is as far from a purchase as
+/// a ratio gets, and sorts last.
 pub fn priority(c: &Candidate, last: Option<&Asked>) -> Decimal {
     let ratio = match last.and_then(|a| a.cheapest) {
-        Some(p) if !c.threshold.is_zero() => p / c.threshold,
+        Some(p) if !c.threshold.is_zero() => p.checked_div(c.threshold).unwrap_or(Decimal::MAX),
         _ => Decimal::ONE,
     };
     let bonus = if c.closes_in <= Duration::days(1) {
@@ -189,7 +193,7 @@ pub fn priority(c: &Candidate, last: Option<&Asked>) -> Decimal {
     } else {
         Decimal::ZERO
     };
-    ratio - bonus
+    ratio.saturating_sub(bonus)
 }
 
 /// Runs needed to ask every one of `questions` at least once when each run has `calls`.

@@ -33,6 +33,12 @@ pub const MAX_PURCHASES_PER_MONTH: u32 = 10;
 pub const MAX_BLOCKS_HELD: u32 = 10;
 /// In the rule's currency.
 pub const MAX_MONTHLY_BUDGET: u32 = 1_000_000;
+/// The bounds of every amount a rule sets, in its currency, `unlimited` or not: the smallest
+/// unit of a price (a threshold of 1e-28 made every ratio to it overflow), and amounts far
+/// past any Capacity Block (the dearest sell for tens of dollars per accelerator-hour).
+pub const MIN_AMOUNT: Decimal = Decimal::from_parts(1, 0, 0, false, 2); // 0.01
+pub const MAX_PRICE_PER_ACCELERATOR_HOUR: u32 = 10_000;
+pub const MAX_AMOUNT: u64 = 1_000_000_000_000;
 /// EC2's tag rules: keys 1-128 and values 0-256 Unicode characters, of letters, digits, spaces
 /// and these.
 const TAG_KEY_CHARS: usize = 128;
@@ -412,9 +418,10 @@ impl RuleSpec {
             p.add("currency", &e.to_string());
             Currency::USD
         });
-        let max_price = p.positive("max_price_per_accelerator_hour", &self.max_price_per_accelerator_hour);
-        let max_total_fee = self.max_total_fee.as_ref().map(|a| p.positive("max_total_fee", a));
-        let budget = p.positive("monthly_budget", &self.monthly_budget);
+        let price_max = Decimal::from(MAX_PRICE_PER_ACCELERATOR_HOUR);
+        let max_price = p.amount("max_price_per_accelerator_hour", &self.max_price_per_accelerator_hour, price_max);
+        let max_total_fee = self.max_total_fee.as_ref().map(|a| p.amount("max_total_fee", a, MAX_AMOUNT.into()));
+        let budget = p.amount("monthly_budget", &self.monthly_budget, MAX_AMOUNT.into());
         if !self.unlimited && budget > Decimal::from(MAX_MONTHLY_BUDGET) {
             p.add(
                 "monthly_budget",
@@ -459,7 +466,8 @@ impl RuleSpec {
         }
 
         let extend = self.extend.as_ref().map(|x| {
-            let price = p.positive("extend.max_price_per_accelerator_hour", &x.max_price_per_accelerator_hour);
+            let price =
+                p.amount("extend.max_price_per_accelerator_hour", &x.max_price_per_accelerator_hour, price_max);
             if !(1..=182).contains(&x.max_days) || !is_sellable_duration_days(i64::from(x.max_days)) {
                 p.add("extend.max_days", "must be a duration EC2 sells (1-14 days, then multiples of 7 up to 182)");
             }
@@ -494,7 +502,7 @@ impl RuleSpec {
         if !p.0.is_empty() {
             return Err(RuleError::Invalid { id: self.id.clone(), problems: p.0 });
         }
-        let money = |d: Decimal| Money::new(d, currency).expect("checked positive above");
+        let money = |d: Decimal| Money::new(d, currency).expect("checked within MIN_AMOUNT..=MAX_AMOUNT above");
         Ok(Rule {
             id: self.id.clone(),
             description: self.description.clone(),
@@ -764,11 +772,20 @@ impl Problems {
         }
     }
 
-    fn positive(&mut self, field: &str, amount: &AmountText) -> Decimal {
+    /// An amount within `MIN_AMOUNT..=max`.
+    fn amount(&mut self, field: &str, amount: &AmountText, max: Decimal) -> Decimal {
         match amount.to_decimal() {
-            Ok(d) if d > Decimal::ZERO => d,
-            Ok(d) => {
+            Ok(d) if (MIN_AMOUNT..=max).contains(&d) => d,
+            Ok(d) if d <= Decimal::ZERO => {
                 self.add(field, &format!("must be greater than zero (got {d})"));
+                Decimal::ZERO
+            }
+            Ok(d) if d < MIN_AMOUNT => {
+                self.add(field, &format!("must be at least {MIN_AMOUNT} (got {d})"));
+                Decimal::ZERO
+            }
+            Ok(d) => {
+                self.add(field, &format!("must be at most {max} (got {d})"));
                 Decimal::ZERO
             }
             Err(e) => {

@@ -11,6 +11,7 @@ use capblock_shared::domain::metrics;
 use capblock_shared::ports::RuleStore;
 use capblock_tests::runtime::{self, Outcome, binary};
 use capblock_tests::{Aws, RuleToml, ScenarioToml, Sim, T0, binary_env, emf, t0};
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
@@ -24,11 +25,17 @@ fn tick(t: DateTime<Utc>) -> Value {
 /// Runs `function` once per payload, then stops it; returns each invocation's outcome and the
 /// EMF documents it printed, parsed.
 async fn run(function: &str, env: &[(String, String)], payloads: &[Value]) -> (Vec<Outcome>, Vec<Value>) {
+    let bodies: Vec<Vec<u8>> = payloads.iter().map(|p| p.to_string().into_bytes()).collect();
+    run_bodies(function, env, &bodies).await
+}
+
+/// As `run`, with each invocation's body as sent (JSON or not).
+async fn run_bodies(function: &str, env: &[(String, String)], bodies: &[Vec<u8>]) -> (Vec<Outcome>, Vec<Value>) {
     let api = runtime::start().await;
     let mut child = runtime::spawn_capturing_stdout(&api, &binary(function), env);
     let mut outcomes = Vec::new();
-    for p in payloads {
-        let id = api.invoke(p.clone());
+    for body in bodies {
+        let id = api.invoke_bytes(body.clone());
         outcomes.push(api.wait_outcome(&id, StdDuration::from_secs(60)).await.expect("the function answered"));
     }
     child.kill().await.expect("stop the function");
@@ -126,4 +133,73 @@ async fn real_runs_emit_every_catalogued_metric_as_valid_emf() {
         scan.iter().chain(&track).flat_map(|d| d.as_object().unwrap().keys().map(String::as_str)).collect();
     let missing: Vec<&str> = metrics::ALL.iter().map(|m| m.name).filter(|n| !emitted.contains(n)).collect();
     assert!(missing.is_empty(), "catalogued but never emitted by a real run: {missing:?}");
+}
+
+/// A body that is not JSON reaches capblock's own parse in every function (it used to fail
+/// untyped inside the runtime, with no `Errors` line): `capblock.BadInput`, counted. And a
+/// corrupt stored rule no longer stops the scan: the other rules run, and the skipped item is
+/// counted as `capblock.CorruptItem`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_that_are_not_json_and_corrupt_items_are_counted_errors() {
+    let sim = Sim::start(&ScenarioToml::new(62, T0).p5("us-east-1", &[2], "3.00").build()).await;
+    let aws = Aws::fresh("badbodies").await;
+    let store = aws.store();
+    store.put_rule(&RuleToml::p5("east").rule(t0()), None).await.unwrap();
+    store
+        .client()
+        .put_item()
+        .table_name(store.table())
+        .item("pk", AttributeValue::S("RULE#broken".into()))
+        .item("sk", AttributeValue::S("RULE".into()))
+        .item("gsi1pk", AttributeValue::S("RULES".into()))
+        .item("gsi1sk", AttributeValue::S("broken".into()))
+        .item("data", AttributeValue::S("{\"id\": \"broken\", \"regions\": 7".into()))
+        .send()
+        .await
+        .unwrap();
+    let mut env = binary_env(&sim, &aws, STACK);
+    env.extend(
+        [
+            ("CAPBLOCK_WORKLOADS_TOPIC_ARN", aws.workloads_topic.as_str()),
+            ("CAPBLOCK_SCHEDULE_GROUP", "default"),
+            ("CAPBLOCK_REMINDER_TARGET_ARN", "arn:aws:lambda:us-east-1:123456789012:function:on-capacity-event"),
+            ("CAPBLOCK_REMINDER_ROLE_ARN", "arn:aws:iam::123456789012:role/capblock-reminder"),
+        ]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    let not_json = b"{\"source\": \"capblock.schedule\", \"time\": ".to_vec();
+    for function in ["scan-offerings", "track-blocks", "on-capacity-event"] {
+        let (outcomes, docs) = run_bodies(function, &env, std::slice::from_ref(&not_json)).await;
+        let Outcome::Error(e) = &outcomes[0] else { panic!("{function}: {:?}", outcomes[0]) };
+        assert_eq!(e["errorType"], "capblock.BadInput", "{function}: {e}");
+        assert!(e["errorMessage"].as_str().unwrap().contains("the payload is not JSON"), "{function}: {e}");
+        assert_eq!(value(&docs, "Errors", &[("Function", function), ("Kind", "capblock.BadInput")]), Some(1.0));
+    }
+
+    // A live scan: the broken rule is left out and counted, the good rule decided. One of its
+    // held blocks does not decode, so its blocks cannot be counted against `max_blocks_held`:
+    // it buys nothing (it waits for the repair), and the scan goes on.
+    store
+        .client()
+        .put_item()
+        .table_name(store.table())
+        .item("pk", AttributeValue::S("BLOCK#cr-bad".into()))
+        .item("sk", AttributeValue::S("BLOCK".into()))
+        .item("gsi1pk", AttributeValue::S("BLOCK#OPEN".into()))
+        .item("gsi1sk", AttributeValue::S("RULE#east#cr-bad".into()))
+        .item("data", AttributeValue::S("{}".into()))
+        .send()
+        .await
+        .unwrap();
+    env.extend(
+        [("CAPBLOCK_MODE", "live"), ("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", "20000")]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    let (outcomes, scan) = run("scan-offerings", &env, &[tick(t0())]).await;
+    let Outcome::Response(report) = &outcomes[0] else { panic!("{:?}", outcomes[0]) };
+    let text = report.to_string();
+    assert!(text.contains("its held blocks cannot be counted") && text.contains("BLOCK#cr-bad/BLOCK"), "{report}");
+    assert!(!text.contains("broken"), "{report}");
+    assert!(sim.purchases().await.is_empty(), "nothing bought while the rule's blocks cannot be counted");
+    assert_eq!(value(&scan, "Errors", &[("Function", "scan-offerings"), ("Kind", "capblock.CorruptItem")]), Some(1.0));
 }

@@ -285,3 +285,61 @@ async fn the_stacks_settings_are_rewritten_only_when_they_change() {
     assert!(store.store_settings(&uncapped).await.unwrap());
     assert_eq!(store.stored_settings().await.unwrap(), Some(uncapped));
 }
+
+/// Writes an item whose `data` does not decode, with the keys and index entries of its kind.
+async fn put_corrupt(store: &capblock_shared::aws::dynamo::DynamoStore, attrs: &[(&str, &str)]) {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let mut put = store.client().put_item().table_name(store.table());
+    for (k, v) in attrs {
+        put = put.item(*k, AttributeValue::S(v.to_string()));
+    }
+    put.item("data", AttributeValue::S("{\"truncated\": ".into())).send().await.unwrap();
+}
+
+/// One corrupt item used to stop every run that listed its kind (a retryable store error, so
+/// retried forever). A listing now leaves it out and counts it; the good items beside it are
+/// returned. A rule's own blocks stay strict (they bound `max_blocks_held`), and so does a
+/// single requested item: a typed, non-retryable error naming its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_item_is_left_out_of_listings_and_named_when_asked_for() {
+    let aws = Aws::fresh("corrupt").await;
+    let store = aws.store();
+    store.put_rule(&rule("good", "1000"), None).await.unwrap();
+    put_corrupt(&store, &[("pk", "RULE#bad"), ("sk", "RULE"), ("gsi1pk", "RULES"), ("gsi1sk", "bad")]).await;
+    let r = rule("r1", "1000");
+    let it = Intent::new("r1", offering("cb-1", dec!(10)), 8, charges(&r, None), now());
+    store.reserve(&it, 0).await.unwrap();
+    put_corrupt(&store, &[("pk", "RULE#r2"), ("sk", "INTENT#cb-2"), ("gsi1pk", "INTENT#OPEN"), ("gsi1sk", "r2/cb-2")])
+        .await;
+    let mut sent = it.clone();
+    store.mark_sent(&it.id, "r1", now()).await.unwrap();
+    sent.state = IntentState::Sent;
+    store.record_bought(&sent, &block_for(&sent, "cr-1"), &[]).await.unwrap();
+    put_corrupt(&store, &[("pk", "BLOCK#cr-bad"), ("sk", "BLOCK"), ("gsi1pk", "BLOCK#OPEN"), ("gsi1sk", "RULE#r1#cr-bad")])
+        .await;
+    store.enqueue(&notice("cr-1", "scheduled")).await.unwrap();
+    put_corrupt(
+        &store,
+        &[("pk", "BLOCK#cr-bad"), ("sk", "NOTICE#active"), ("gsi1pk", "NOTICE#PENDING"), ("gsi1sk", "2026-12-01T08:00:00.000Z#x")],
+    )
+    .await;
+    assert_eq!(store.take_corrupt_items(), 0);
+
+    let rules: Vec<String> = store.list_rules().await.unwrap().into_iter().map(|s| s.rule.id).collect();
+    assert_eq!(rules, vec!["good".to_string()]);
+    assert!(store.open_intents().await.unwrap().is_empty(), "the good intent is closed, the corrupt one left out");
+    let open: Vec<String> = store.open_blocks(None).await.unwrap().into_iter().map(|b| b.reservation_id).collect();
+    assert_eq!(open, vec!["cr-1".to_string()]);
+    let pending: Vec<String> = store.pending().await.unwrap().into_iter().map(|n| n.milestone).collect();
+    assert_eq!(pending, vec!["scheduled".to_string()]);
+    assert_eq!(store.take_corrupt_items(), 4, "each skipped item is counted");
+    assert_eq!(store.take_corrupt_items(), 0);
+
+    // Strict where a missing item would lift a limit, or was asked for by name.
+    let e = store.open_blocks(Some("r1")).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Corrupt { key, .. } if key == "BLOCK#cr-bad/BLOCK"), "{e}");
+    let e = store.get_rule("bad").await.unwrap_err();
+    assert!(matches!(&e, StoreError::Corrupt { key, .. } if key == "RULE#bad/RULE"), "{e}");
+    let e = capblock_shared::lambda::FunctionError::from(e);
+    assert_eq!((e.kind(), e.retryable()), ("capblock.CorruptItem", false));
+}

@@ -32,6 +32,6 @@ impl AlarmStore for DynamoStore {
     }
 
     async fn alarms(&self) -> Result<Vec<AlarmState>, StoreError> {
-        self.query_gsi(ALARMS, None).await?.iter().map(data).collect()
+        Ok(self.decode_each(&self.query_gsi(ALARMS, None).await?, "alarms", data))
     }
 }

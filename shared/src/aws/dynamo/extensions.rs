@@ -165,11 +165,13 @@ impl DynamoStore {
             .expression_attribute_values(":pk", s(block_pk(reservation_id)))
             .expression_attribute_values(":p", s("EXT#"))
             .consistent_read(true);
+        // Strict: paid extensions bound a block's extension days (`max_days`).
         Self::all_items(q, "extensions of block").await?.iter().map(data).collect()
     }
 
     pub(super) async fn open_extension_intents(&self) -> Result<Vec<ExtensionIntent>, StoreError> {
-        self.query_gsi(OPEN_EXTENSIONS, None).await?.iter().map(data).collect()
+        // One left out stays open with its fee committed: nothing is spent on it.
+        Ok(self.decode_each(&self.query_gsi(OPEN_EXTENSIONS, None).await?, "open extensions", data))
     }
 }
 

@@ -100,6 +100,8 @@ pub const GSI: &str = "gsi1";
 pub struct DynamoStore {
     client: Client,
     table: String,
+    /// Items left out of listings because they did not decode, since `take_corrupt_items`.
+    corrupt: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 fn store_err<
@@ -139,7 +141,31 @@ fn cancelled(what: &str, e: TxError) -> StoreError {
 
 impl DynamoStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        DynamoStore { client, table: table.into() }
+        DynamoStore { client, table: table.into(), corrupt: Default::default() }
+    }
+
+    /// How many items listings have left out as corrupt since the last call (the functions
+    /// count them in `Errors`, kind `capblock.CorruptItem`, once per invocation).
+    pub fn take_corrupt_items(&self) -> u64 {
+        self.corrupt.swap(0, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Decodes every item of a listing. One item that does not decode (a bug or a hand edit)
+    /// must not stop every run: it is left out, with an error line naming its key, and counted
+    /// (`take_corrupt_items`). Only for listings whose items stand alone: where a missing item
+    /// would lift a limit (a rule's held blocks, a block's paid extensions) an error is the answer.
+    fn decode_each<T>(&self, items: &[Item], what: &str, decode: impl Fn(&Item) -> Result<T, StoreError>) -> Vec<T> {
+        items
+            .iter()
+            .filter_map(|item| match decode(item) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    self.corrupt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::error!(event = "corrupt_item_skipped", listing = what, error = %e, "an item does not decode; left out until repaired");
+                    None
+                }
+            })
+            .collect()
     }
 
     pub fn client(&self) -> &Client {
@@ -360,10 +386,18 @@ impl DynamoStore {
             },
             "currency = :cur",
         ];
-        if let Some(limit) = c.limit {
-            if limit.currency() != fee.currency() || fee.amount() > limit.amount() {
-                return Err(ReserveError::OverBudget(c.owner.key()));
+        // fee <= limit, both non-negative: the headroom cannot overflow; checked all the same.
+        let headroom = match c.limit {
+            None => None,
+            Some(limit) => {
+                let headroom = limit.amount().checked_sub(fee.amount()).filter(|h| *h >= rust_decimal::Decimal::ZERO);
+                match headroom.filter(|_| limit.currency() == fee.currency()) {
+                    Some(h) => Some((limit, h)),
+                    None => return Err(ReserveError::OverBudget(c.owner.key())),
+                }
             }
+        };
+        if headroom.is_some() {
             conds.push("(attribute_not_exists(committed) OR committed <= :headroom)");
             set.push("#limit = :limit");
         }
@@ -387,9 +421,9 @@ impl DynamoStore {
                 u = u.expression_attribute_values(":maxp", n(max));
             }
         }
-        if let Some(limit) = c.limit {
+        if let Some((limit, headroom)) = headroom {
             u = u
-                .expression_attribute_values(":headroom", n(limit.amount() - fee.amount()))
+                .expression_attribute_values(":headroom", n(headroom))
                 .expression_attribute_values(":limit", n(limit.amount()));
         }
         if !conds.is_empty() {

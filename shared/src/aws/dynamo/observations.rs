@@ -68,6 +68,6 @@ impl ObservationStore for DynamoStore {
             .expression_attribute_values(":pk", s(obs_pk(region, instance_type)))
             .expression_attribute_values(":a", s(fmt(from)))
             .expression_attribute_values(":b", s(format!("{}~", fmt(to))));
-        Self::all_items(q, "history").await?.iter().map(data).collect()
+        Ok(self.decode_each(&Self::all_items(q, "history").await?, "price history", data))
     }
 }

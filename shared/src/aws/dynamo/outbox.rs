@@ -39,7 +39,7 @@ impl Outbox for DynamoStore {
     }
 
     async fn pending(&self) -> Result<Vec<Notice>, StoreError> {
-        self.query_gsi(PENDING_NOTICES, None).await?.iter().map(data).collect()
+        Ok(self.decode_each(&self.query_gsi(PENDING_NOTICES, None).await?, "pending notices", data))
     }
 
     async fn lease(&self, notice: &Notice, now: DateTime<Utc>, until: DateTime<Utc>) -> Result<bool, StoreError> {

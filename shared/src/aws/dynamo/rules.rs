@@ -33,11 +33,10 @@ impl RuleStore for DynamoStore {
     }
 
     async fn list_rules(&self) -> Result<Vec<StoredRule>, StoreError> {
-        self.query_gsi(RULES, None)
-            .await?
-            .iter()
-            .map(|item| Ok(StoredRule { rule: data(item)?, version: get_u64(item, "version")?.unwrap_or(0) }))
-            .collect()
+        let items = self.query_gsi(RULES, None).await?;
+        Ok(self.decode_each(&items, "rules", |item| {
+            Ok(StoredRule { rule: data(item)?, version: get_u64(item, "version")?.unwrap_or(0) })
+        }))
     }
 
     async fn delete_rule(&self, id: &str) -> Result<bool, StoreError> {

@@ -142,3 +142,27 @@ fn a_far_future_memory_is_read_as_of_the_clock() {
     extreme.not_sold.insert("x".into(), DateTime::<Utc>::MIN_UTC);
     assert_eq!(extreme.clone().clamped(clock), extreme);
 }
+
+/// A stored rule with a threshold no validation would accept and a forged `MARKET#` memory
+/// with prices at the ends of `Decimal`'s range: the planner orders them, it does not panic
+/// ("Division overflowed" stopped every rule's scan).
+#[test]
+fn extreme_thresholds_and_forged_prices_do_not_panic_the_planner() {
+    let memory: RegionMemory = serde_json::from_value(serde_json::json!({
+        "asked": {
+            "tiny": {"at": "2026-11-30T00:00:00Z", "cheapest": "79228162514264337593543950335"},
+            "negative": {"at": "2026-11-30T00:00:00Z", "cheapest": "-79228162514264337593543950335"},
+            "plain": {"at": "2026-11-30T00:00:00Z", "cheapest": "3.00"}
+        }
+    }))
+    .unwrap();
+    let tiny = dec!(0.0000000000000000000000000001);
+    let cands =
+        vec![cand("tiny", tiny, 1), cand("negative", tiny, 1), cand("plain", dec!(3), 30), cand("new", tiny, 30)];
+    assert_eq!(priority(&cands[0], memory.asked.get("tiny")), Decimal::MAX - dec!(0.25));
+    assert_eq!(priority(&cands[1], memory.asked.get("negative")), Decimal::MAX - dec!(0.25));
+    let all = choose(&cands, &memory, 4);
+    assert_eq!(all.len(), 4);
+    assert_eq!(&all[2..].iter().map(|&i| cands[i].key.as_str()).collect::<BTreeSet<_>>(), &BTreeSet::from(["negative", "tiny"]));
+    assert_eq!(choose(&cands, &memory, 2).len(), 2);
+}

@@ -180,6 +180,33 @@ fn negative_and_zero_prices() {
     assert_eq!(fields(&with("max_total_fee = 200000")), vec!["max_total_fee"]);
 }
 
+/// A threshold of 1e-28 was accepted and overflowed every ratio the planner takes to it:
+/// every amount a rule sets lies between a cent and a sane maximum, named by its field.
+#[test]
+fn amounts_are_bounded_below_and_above() {
+    let tiny = "\"0.0000000000000000000000000001\"";
+    let p = problems(&with(&format!("max_price_per_accelerator_hour = {tiny}")));
+    assert_eq!(
+        p,
+        vec![(
+            "max_price_per_accelerator_hour".into(),
+            "must be at least 0.01 (got 0.0000000000000000000000000001)".into()
+        )]
+    );
+    let p = problems(&with("max_price_per_accelerator_hour = 10000.01"));
+    assert_eq!(p, vec![("max_price_per_accelerator_hour".into(), "must be at most 10000 (got 10000.01)".into())]);
+    assert!(Rule::from_toml(&with("max_price_per_accelerator_hour = \"0.01\""), now()).is_ok());
+    assert!(Rule::from_toml(&with("max_price_per_accelerator_hour = 10000"), now()).is_ok());
+    assert_eq!(fields(&with(&format!("max_total_fee = {tiny}"))), vec!["max_total_fee"]);
+    assert_eq!(fields(&with(&format!("monthly_budget = {tiny}"))), vec!["monthly_budget"]);
+    let tiny_extend = format!("extend = {{ max_price_per_accelerator_hour = {tiny}, max_days = 7 }}");
+    assert_eq!(fields(&with(&tiny_extend)), vec!["extend.max_price_per_accelerator_hour"]);
+    // `unlimited` lifts the usual maximum of a budget, never the hard one.
+    let huge = with("monthly_budget = \"79228162514264337593543950335\"");
+    let p = problems(&format!("{huge}\nunlimited = true"));
+    assert_eq!(p, vec![("monthly_budget".into(), "must be at most 1000000000000 (got 79228162514264337593543950335)".into())]);
+}
+
 #[test]
 fn other_fields() {
     assert_eq!(fields(&with("id = \"Has Spaces\"")), vec!["id"]);
