@@ -562,12 +562,7 @@ impl<H: Send + Sync> InstanceTypeSource for HookedMarket<H> {
 
 #[async_trait]
 impl<H: Send + Sync> ReservationSource for HookedMarket<H> {
-    async fn reservations_tagged(
-        &self,
-        region: &Region,
-        key: &str,
-        value: &str,
-    ) -> Result<Tagged, MarketError> {
+    async fn reservations_tagged(&self, region: &Region, key: &str, value: &str) -> Result<Tagged, MarketError> {
         self.real.reservations_tagged(region, key, value).await
     }
     async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {

@@ -1,6 +1,6 @@
 //! `capblock offerings`: search the market now, cheapest per accelerator-hour first.
 
-use capblock_shared::app::fan_out::{Answer, Pacing, Carried, ask_all};
+use capblock_shared::app::fan_out::{Answer, Carried, Pacing, ask_all};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::decision::{Priced, better};

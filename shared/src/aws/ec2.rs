@@ -379,12 +379,7 @@ impl Purchaser for Ec2Market {
 
 #[async_trait]
 impl ReservationSource for Ec2Market {
-    async fn reservations_tagged(
-        &self,
-        region: &Region,
-        key: &str,
-        value: &str,
-    ) -> Result<Tagged, MarketError> {
+    async fn reservations_tagged(&self, region: &Region, key: &str, value: &str) -> Result<Tagged, MarketError> {
         self.capacity_block_pages(region, Some(Filter::builder().name(format!("tag:{key}")).values(value).build()))
             .await
     }

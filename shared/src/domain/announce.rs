@@ -602,7 +602,12 @@ pub fn unreadable_reservation(intent: &Intent, ids: &[&str], reasons: &[&str]) -
             "The purchase's fee stays committed to its budgets and the rule buys nothing more while it is open.".into(),
             format!("In the EC2 console, look up the reservations tagged `capblock:intent` = `{}`.", intent.id),
         ],
-        keywords: vec!["capblock".into(), "unreadable-reservation".into(), o.region.to_string(), o.instance_type.to_string()],
+        keywords: vec![
+            "capblock".into(),
+            "unreadable-reservation".into(),
+            o.region.to_string(),
+            o.instance_type.to_string(),
+        ],
         thread_id: intent.id.clone(),
         summary: format!("Unreadable reservations for intent {}", intent.id),
         event_type: "unreadable-reservation".into(),

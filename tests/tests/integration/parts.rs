@@ -133,7 +133,9 @@ async fn an_unreadable_reservation_with_the_intent_tag_keeps_the_intent_open() {
     h.advance_hours(1).await;
     let report = h.track().await;
     assert!(
-        report.settled.iter().any(|s| matches!(s, Settled::StillOpen { intent, reason } if *intent == intent_id && reason.contains(&odd))),
+        report.settled.iter().any(
+            |s| matches!(s, Settled::StillOpen { intent, reason } if *intent == intent_id && reason.contains(&odd))
+        ),
         "{report:#?}"
     );
     let intent = h.store.get_intent("p5", &intent_id).await.unwrap().unwrap();

@@ -277,10 +277,15 @@ async fn a_rate_limit_is_retried_later_in_the_run_and_slows_the_pace() {
     market.script.lock().unwrap().insert(1, vec![refusal.clone(), refusal]);
     let queries = vec![query("us-east-1", "p5.48xlarge", 1), query("us-east-1", "p5.48xlarge", 2)];
     let t = Instant::now();
-    let answers =
-        ask_all(&market, &queries, &Pacing { ask_for: Duration::from_secs(600), ..pacing() }, &Carried::default(), || {})
-            .await
-            .answers;
+    let answers = ask_all(
+        &market,
+        &queries,
+        &Pacing { ask_for: Duration::from_secs(600), ..pacing() },
+        &Carried::default(),
+        || {},
+    )
+    .await
+    .answers;
     assert!(answers.iter().all(|a| matches!(a, Answer::Offerings(_))), "{answers:?}");
     assert_eq!(market.total_calls(), 4);
     // 0 (refused: our pace doubles), 16 (the other question: answered, the pace is back to

@@ -291,7 +291,10 @@ fn a_rule_names_at_most_16_regions() {
     };
     assert_eq!(Rule::from_toml(&one_question_each(&known(16)), now()).unwrap().regions.len(), 16);
     let p = problems(&one_question_each(&known(17)));
-    assert_eq!(p, vec![("regions".to_string(), "lists 17 regions; at most 16: split it into several rules".to_string())]);
+    assert_eq!(
+        p,
+        vec![("regions".to_string(), "lists 17 regions; at most 16: split it into several rules".to_string())]
+    );
     // The audit's rule: 256 well-formed unknown regions, allowed, one question each (256, within
     // the questions' bound): refused for its regions.
     let many: Vec<String> = (0..256).map(|i| format!("\"xx-test{}-{}\"", ["a", "b", "c"][i / 99], i % 99)).collect();
