@@ -147,15 +147,28 @@ pub trait Purchaser: Send + Sync {
     async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError>;
 }
 
+/// A reservation EC2 listed that capblock cannot read: a field it relies on is missing or
+/// malformed. It is never dropped silently: one carrying a purchase's tag may be that purchase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// Its id, when EC2 gave one.
+    pub id: Option<String>,
+    pub reason: String,
+}
+
+/// The capacity blocks carrying a tag: those capblock read, and those it could not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tagged {
+    pub reservations: Vec<Reservation>,
+    pub unreadable: Vec<Unreadable>,
+}
+
 #[async_trait]
 pub trait ReservationSource: Send + Sync {
-    /// Capacity-block reservations carrying `tag_key` = `tag_value`.
-    async fn reservations_tagged(
-        &self,
-        region: &Region,
-        tag_key: &str,
-        tag_value: &str,
-    ) -> Result<Vec<Reservation>, MarketError>;
+    /// Capacity-block reservations carrying `tag_key` = `tag_value`, with any that carry it but
+    /// cannot be read.
+    async fn reservations_tagged(&self, region: &Region, tag_key: &str, tag_value: &str)
+    -> Result<Tagged, MarketError>;
 
     /// What EC2 says about each id; ids EC2 no longer knows come back as `Observed::NotFound`.
     async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError>;

@@ -28,7 +28,7 @@ use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::ports::{
     BlockKinds, BlockStatusSource, BlockStore, CapacityBlockFacts, ExtensionHistory, ExtensionMarket, ExtensionRecord,
     InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser,
-    ReminderError, Reminders, ReservationSource, RuleStore,
+    ReminderError, Reminders, ReservationSource, RuleStore, Tagged,
 };
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
@@ -562,12 +562,7 @@ impl<H: Send + Sync> InstanceTypeSource for HookedMarket<H> {
 
 #[async_trait]
 impl<H: Send + Sync> ReservationSource for HookedMarket<H> {
-    async fn reservations_tagged(
-        &self,
-        region: &Region,
-        key: &str,
-        value: &str,
-    ) -> Result<Vec<Reservation>, MarketError> {
+    async fn reservations_tagged(&self, region: &Region, key: &str, value: &str) -> Result<Tagged, MarketError> {
         self.real.reservations_tagged(region, key, value).await
     }
     async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {

@@ -1,6 +1,6 @@
 //! `capblock offerings`: search the market now, cheapest per accelerator-hour first.
 
-use capblock_shared::app::fan_out::{Answer, Pacing, Strikes, ask_all};
+use capblock_shared::app::fan_out::{Answer, Carried, Pacing, ask_all};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::decision::{Priced, better};
@@ -161,7 +161,7 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
         );
     }
     let progress = crate::progress::Progress::new(queries.len(), a.json);
-    let asked = ask_all(&market, &queries, &Pacing::from(&budget), &Strikes::new(), || progress.tick()).await;
+    let asked = ask_all(&market, &queries, &Pacing::from(&budget), &Carried::default(), || progress.tick()).await;
     progress.finish();
     let mut priced = Vec::new();
     let mut failures = Vec::new();

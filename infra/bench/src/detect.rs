@@ -27,7 +27,7 @@ use std::pin::Pin;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use capblock_shared::app::fan_out::{Answer, Pacing, Strikes, ask_all};
+use capblock_shared::app::fan_out::{Answer, Carried, Pacing, Strikes, ask_all};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::names::{InstanceType, Region};
@@ -608,7 +608,7 @@ async fn capblock(
             chosen.extend(picked.into_iter().enumerate().map(|(k, j)| (mine[j], split && k % 2 == 1)));
         }
         let queries: Vec<OfferingQuery> = chosen.iter().map(|&(i, _)| world.questions[i].query.clone()).collect();
-        let asked = ask_all(market, &queries, &pacing, &strikes, || {}).await;
+        let asked = ask_all(market, &queries, &pacing, &Carried::from(strikes.clone()), || {}).await;
         out.ask_secs.push((Instant::now() - tick).as_secs_f64());
         strikes = asked.strikes;
         for (&(i, promising), answer) in chosen.iter().zip(asked.answers) {

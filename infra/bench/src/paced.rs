@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use capblock_shared::app::fan_out::{Answer, Pacing, Strikes, ask_all};
+use capblock_shared::app::fan_out::{Answer, Carried, Pacing, Strikes, ask_all};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::names::Region;
 use capblock_shared::domain::plan::{self, Asked, Candidate, DescribeBudget, RegionMemory};
@@ -184,7 +184,7 @@ pub fn cover_child() -> Result<String, String> {
             Pacing { refill: budget.refill, pace: budget.pace(), ask_for: coverage_bound(&budget).mul_f64(2.0) };
         let qs = fanout::queries(GRID);
         let t = Instant::now();
-        let asked = ask_all(&market, &qs, &pacing, &Strikes::new(), || {}).await;
+        let asked = ask_all(&market, &qs, &pacing, &Carried::default(), || {}).await;
         let seconds = t.elapsed().as_secs_f64();
         let mut tally = Tally::default();
         asked.answers.iter().for_each(|a| tally.add(a));
@@ -232,7 +232,7 @@ pub fn storm_child(rounds: u32) -> Result<String, String> {
                 chosen.extend(plan::choose(&candidates, memory, calls).into_iter().map(|j| mine[j]));
             }
             let queries: Vec<OfferingQuery> = chosen.iter().map(|&i| qs[i].clone()).collect();
-            let asked = ask_all(&market, &queries, &pacing, &strikes, || {}).await;
+            let asked = ask_all(&market, &queries, &pacing, &Carried::from(strikes.clone()), || {}).await;
             strikes = asked.strikes;
             max_strikes = max_strikes.max(strikes.values().copied().max().unwrap_or(0));
             for (&i, a) in chosen.iter().zip(&asked.answers) {

@@ -14,9 +14,12 @@
 //! - a family whose calls are refused with `CapacityBlockDescribeLimitExceeded` `QUOTA_STRIKES`
 //!   times in a row (counted across runs), each time after resting at least one full refill,
 //!   with no success of its own in between, most likely has a Capacity Block quota of 0: EC2
-//!   answers that on every call however slowly it is asked. Its questions end as `QuotaZero`.
-//!   A busy account can look the same (at a 50 % chance of refusal per rested call, once in
-//!   2^6 = 64 streaks), which is why the scan asks again an hour later;
+//!   answers that on every call however slowly it is asked. Its questions end as `QuotaZero`,
+//!   but only when the caller says the family's refusals are spread over runs and time
+//!   (`Carried::conclusive`, `domain::plan::Refusals`): anyone allowed the call can empty the
+//!   account's bucket with one burst, and a busy account can look the same for a while. A
+//!   finding starts the count again. A family with a quota of 0 noted gets one call a run
+//!   (`Carried::probes`), never retried in the run: the first success clears the finding;
 //! - "not sold here" (InvalidParameterValue) ends that question and the type's others;
 //!   "not supported in this region" closes the lane;
 //! - an unknown answer (5xx, timeout) is retried once; a second one fails the region's
@@ -26,7 +29,7 @@
 //!
 //! Lane time is real elapsed time (tokio's clock, so tests run it paused), never business time.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -84,13 +87,33 @@ pub enum Answer {
 /// Rested refusals in a row per (region, family), carried from run to run.
 pub type Strikes = BTreeMap<(Region, String), u32>;
 
+/// What earlier runs leave the lanes, per (region, family).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// Rested refusals in a row.
+    pub strikes: Strikes,
+    /// Families whose refusals may conclude a quota of 0 this run (spread over runs and time).
+    pub conclusive: BTreeSet<(Region, String)>,
+    /// Families with a quota of 0 noted: one call this run, not retried.
+    pub probes: BTreeSet<(Region, String)>,
+}
+
+impl From<Strikes> for Carried {
+    fn from(strikes: Strikes) -> Carried {
+        Carried { strikes, ..Default::default() }
+    }
+}
+
 /// What a run of questions gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Asked {
     /// One answer per question, in the order of the questions.
     pub answers: Vec<Answer>,
-    /// The strikes to carry to the next run (only families with some).
+    /// The strikes to carry to the next run (only families with some; a family found with a
+    /// quota of 0 starts again at none).
     pub strikes: Strikes,
+    /// The families refused after resting in this run.
+    pub refused: BTreeSet<(Region, String)>,
     /// The calls each region's lane sent (a question may take several).
     pub calls: BTreeMap<Region, Calls>,
 }
@@ -103,13 +126,13 @@ pub struct Calls {
 }
 
 /// Asks every question and returns each answer in the order of `queries`; calls `answered`
-/// once per question when its answer is final (progress bars). `strikes` are the rested
-/// refusals in a row earlier runs saw.
+/// once per question when its answer is final (progress bars). `carried`: what earlier runs
+/// saw of each family.
 pub async fn ask_all<M, F>(
     market: &M,
     queries: &[OfferingQuery],
     pacing: &Pacing,
-    strikes: &Strikes,
+    carried: &Carried,
     answered: F,
 ) -> Asked
 where
@@ -126,26 +149,54 @@ where
     }
     let answered = &answered;
     let results = join_all(lanes.into_iter().map(|(region, list)| {
-        let carried: HashMap<String, u32> =
-            strikes.iter().filter(|((r, _), _)| r == region).map(|((_, f), n)| (f.clone(), *n)).collect();
+        let of_region = |set: &BTreeSet<(Region, String)>| -> HashSet<String> {
+            set.iter().filter(|(r, _)| r == region).map(|(_, f)| f.clone()).collect()
+        };
+        let families = Families {
+            strikes: carried
+                .strikes
+                .iter()
+                .filter(|((r, _), _)| r == region)
+                .map(|((_, f), n)| (f.clone(), *n))
+                .collect(),
+            conclusive: of_region(&carried.conclusive),
+            probes: of_region(&carried.probes),
+            refused: HashSet::new(),
+        };
         async move {
-            let lane = Lane::new(pacing, deadline, carried);
-            let (answers, strikes, calls) = lane.run(market, queries, list, answered).await;
-            (region, answers, strikes, calls)
+            let lane = Lane::new(pacing, deadline, families);
+            let (answers, families, calls) = lane.run(market, queries, list, answered).await;
+            (region, answers, families, calls)
         }
     }))
     .await;
     let mut out: Vec<Option<Answer>> = vec![None; queries.len()];
-    let mut strikes = Strikes::new();
+    let (mut strikes, mut refused) = (Strikes::new(), BTreeSet::new());
     let mut calls = BTreeMap::new();
-    for (region, answers, lane_strikes, lane_calls) in results {
+    for (region, answers, families, lane_calls) in results {
         calls.insert(region.clone(), lane_calls);
         for (i, a) in answers {
             out[i] = Some(a);
         }
-        strikes.extend(lane_strikes.into_iter().filter(|(_, n)| *n > 0).map(|(f, n)| ((region.clone(), f), n)));
+        strikes.extend(families.strikes.into_iter().filter(|(_, n)| *n > 0).map(|(f, n)| ((region.clone(), f), n)));
+        refused.extend(families.refused.into_iter().map(|f| (region.clone(), f)));
     }
-    Asked { answers: out.into_iter().map(|a| a.expect("every question gets an answer")).collect(), strikes, calls }
+    Asked {
+        answers: out.into_iter().map(|a| a.expect("every question gets an answer")).collect(),
+        strikes,
+        refused,
+        calls,
+    }
+}
+
+/// What one lane knows and learns of its region's families.
+struct Families {
+    /// Rested describe-limit refusals in a row.
+    strikes: HashMap<String, u32>,
+    conclusive: HashSet<String>,
+    probes: HashSet<String>,
+    /// Refused after resting in this run.
+    refused: HashSet<String>,
 }
 
 /// One region's lane.
@@ -154,21 +205,20 @@ struct Lane<'p> {
     deadline: Instant,
     gap: Duration,
     last_sent: Option<Instant>,
-    /// Rested describe-limit refusals in a row, per family.
-    strikes: HashMap<String, u32>,
+    families: Families,
     quota_zero: BTreeSet<String>,
     not_sold: HashMap<String, String>,
     calls: Calls,
 }
 
 impl<'p> Lane<'p> {
-    fn new(pacing: &'p Pacing, deadline: Instant, strikes: HashMap<String, u32>) -> Lane<'p> {
+    fn new(pacing: &'p Pacing, deadline: Instant, families: Families) -> Lane<'p> {
         Lane {
             pacing,
             deadline,
             gap: pacing.pace,
             last_sent: None,
-            strikes,
+            families,
             quota_zero: BTreeSet::new(),
             not_sold: HashMap::new(),
             calls: Calls::default(),
@@ -181,7 +231,7 @@ impl<'p> Lane<'p> {
         queries: &[OfferingQuery],
         list: Vec<usize>,
         answered: &F,
-    ) -> (Vec<(usize, Answer)>, HashMap<String, u32>, Calls)
+    ) -> (Vec<(usize, Answer)>, Families, Calls)
     where
         M: OfferingSource + ?Sized,
         F: Fn() + Sync,
@@ -222,7 +272,7 @@ impl<'p> Lane<'p> {
             match market.offerings(q).await {
                 Ok(list) => {
                     self.gap = self.pacing.pace;
-                    self.strikes.remove(fam);
+                    self.families.strikes.remove(fam);
                     done(&mut out, i, Answer::Offerings(list));
                 }
                 Err(e @ MarketError::Throttled { .. }) => {
@@ -230,17 +280,26 @@ impl<'p> Lane<'p> {
                     let describe_limit = matches!(&e, MarketError::Throttled { code, .. } if *code == DESCRIBE_LIMIT);
                     if describe_limit && rested {
                         // Not our pace's doing: either someone else emptied the bucket, or this
-                        // family's quota is 0. The pace stays; the count decides.
-                        let n = self.strikes.entry(fam.to_string()).or_default();
+                        // family's quota is 0. The pace stays; the count, spread over runs and
+                        // time, decides.
+                        let f = &mut self.families;
+                        f.refused.insert(fam.to_string());
+                        let n = f.strikes.entry(fam.to_string()).or_default();
                         *n += 1;
-                        if *n >= QUOTA_STRIKES {
-                            tracing::warn!(region = %q.region, family = fam, "refused every time, even paced: the family's Capacity Block quota looks like 0");
+                        if *n >= QUOTA_STRIKES && f.conclusive.contains(fam) {
+                            tracing::warn!(region = %q.region, family = fam, "refused every time, even paced, over runs: the family's Capacity Block quota looks like 0");
+                            f.strikes.remove(fam);
                             self.quota_zero.insert(fam.to_string());
                             done(&mut out, i, Answer::QuotaZero);
                             continue;
                         }
                     } else {
                         self.gap = (self.gap * 2).min(self.pacing.pace * MAX_SLOWDOWN);
+                    }
+                    if self.families.probes.contains(fam) {
+                        // One call a run for a family with a quota of 0 noted.
+                        done(&mut out, i, Answer::CarriedOver);
+                        continue;
                     }
                     // A refusal after resting is retried at the pace until the asking time is
                     // over; one our own pace may have caused counts against the question.
@@ -286,7 +345,7 @@ impl<'p> Lane<'p> {
                 }
             }
         }
-        (out, self.strikes, self.calls)
+        (out, self.families, self.calls)
     }
 }
 

@@ -38,8 +38,8 @@ pub enum Action {
     Bought {
         offering_id: String,
         reservation_id: String,
-        /// The purchase's other reservations (one per UltraServer past the first): the
-        /// tracker adopts them by their intent tag as parts of this purchase.
+        /// The purchase's other reservations (one per UltraServer past the first), stored on
+        /// the intent: the tracker adopts exactly these by their intent tag as its parts.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         more: Vec<String>,
     },
@@ -249,7 +249,7 @@ where
                 let (r, more) = (bought.reservation, bought.more);
                 tracing::info!(event = "purchased", rule = %rule.id, intent = %intent.id, reservation = %r.id, more = ?more, fee = %p.offering.fee, "bought");
                 // If this write fails, the intent stays Sent and the next run adopts the block by tag.
-                record_purchase(self.store, &sent, &r, now).await?;
+                record_purchase(self.store, &sent, &r, &more, now).await?;
                 Ok(Action::Bought { offering_id: p.offering.id.clone(), reservation_id: r.id, more })
             }
             Ok(PurchaseOutcome::WouldSucceed) => Err(StoreError::Corrupt {

@@ -8,13 +8,13 @@ use tokio::time::Instant;
 use super::handoff::event_notice;
 use super::outbox::alert_notice;
 use crate::domain::announce;
-use crate::domain::block::{Block, Reservation};
+use crate::domain::block::{Block, Reservation, split_by_tag};
 use crate::domain::budget::{Intent, IntentState, RESERVED_GRACE, SENT_GRACE};
 use crate::domain::bus::{Step, Subject, event_tags};
 use crate::domain::decision::Priced;
 use crate::domain::run_time::RunTime;
 use crate::domain::tags::INTENT_TAG;
-use crate::ports::{Ledger, ReservationSource, StoreError};
+use crate::ports::{Ledger, Outbox, ReservationSource, StoreError, Unreadable};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
@@ -39,13 +39,19 @@ pub enum Settled {
 }
 
 /// Records a bought reservation with its announcement and its Block Purchased event, in one
-/// transaction: a purchase on the books is always announced, once.
+/// transaction: a purchase on the books is always announced, once. `more`: the purchase's
+/// other reservations (one per UltraServer past the first), stored on the intent with `r` as
+/// its parts: the tracker adopts only those as parts of it.
 pub async fn record_purchase<L: Ledger + ?Sized>(
     ledger: &L,
     intent: &Intent,
     r: &Reservation,
+    more: &[String],
     now: DateTime<Utc>,
 ) -> Result<Block, StoreError> {
+    let mut parts = vec![r.id.clone()];
+    parts.extend(more.iter().filter(|id| **id != r.id).cloned());
+    let intent = &Intent { parts, ..intent.clone() };
     let block = Block::bought(intent, r, now);
     let priced = Priced {
         per_accelerator_hour: intent
@@ -76,7 +82,7 @@ pub async fn settle_open_intents<L, R>(
     until: Option<Instant>,
 ) -> Result<Vec<Settled>, StoreError>
 where
-    L: Ledger + ?Sized,
+    L: Ledger + Outbox + ?Sized,
     R: ReservationSource + ?Sized,
 {
     let mut out = Vec::new();
@@ -117,7 +123,7 @@ async fn settle<L, R>(
     until: Option<Instant>,
 ) -> Result<Settled, StoreError>
 where
-    L: Ledger + ?Sized,
+    L: Ledger + Outbox + ?Sized,
     R: ReservationSource + ?Sized,
 {
     let id = intent.id.clone();
@@ -140,12 +146,23 @@ where
                 return Ok(Settled::StillOpen { intent: id, reason: OUT_OF_TIME.into() });
             };
             let found = answer.map_err(|e| StoreError::Unavailable(e.to_string()))?;
-            if let Some(r) = found.first() {
-                if found.len() > 1 {
-                    tracing::error!(event = "duplicate_purchase", intent = %id, count = found.len(), "more than one reservation carries this intent");
+            if !found.reservations.is_empty() {
+                // The answer that named the purchase's reservations was lost: which are its
+                // parts is decided by what an offering's purchase makes (`split_by_tag`).
+                let split = split_by_tag(&intent.offering, found.reservations);
+                if !split.duplicates.is_empty() {
+                    let extra: Vec<&str> = split.duplicates.iter().map(|r| r.id.as_str()).collect();
+                    tracing::error!(event = "duplicate_purchase", intent = %id, reservations = ?extra,
+                        "more reservations carry this intent than its purchase makes; the tracker records them uncharged");
                 }
-                let block = record_purchase(ledger, intent, r, now).await?;
+                let more: Vec<String> = split.parts.iter().skip(1).map(|r| r.id.clone()).collect();
+                let block = record_purchase(ledger, intent, &split.parts[0], &more, now).await?;
                 return Ok(Settled::Adopted { intent: id, reservation_id: block.reservation_id });
+            }
+            if !found.unreadable.is_empty() {
+                // EC2 holds something with this intent's tag that capblock cannot read: it may
+                // be the purchase, so the fee stays committed until a person looks.
+                return hold_unreadable(ledger, intent, &found.unreadable, now).await;
             }
             let sent_at = intent.sent_at.unwrap_or(intent.created_at);
             if now - sent_at >= SENT_GRACE {
@@ -158,6 +175,26 @@ where
         }
         _ => Ok(Settled::StillOpen { intent: id, reason: format!("state {}", intent.state.as_str()) }),
     }
+}
+
+/// Keeps a Sent intent open while the only reservations carrying its tag cannot be read: the
+/// alarm every run, one alert (per intent) for a person to look in EC2.
+async fn hold_unreadable<L: Outbox + ?Sized>(
+    ledger: &L,
+    intent: &Intent,
+    unreadable: &[Unreadable],
+    now: DateTime<Utc>,
+) -> Result<Settled, StoreError> {
+    let ids: Vec<&str> = unreadable.iter().map(|u| u.id.as_deref().unwrap_or("(no id)")).collect();
+    let reasons: Vec<&str> = unreadable.iter().map(|u| u.reason.as_str()).collect();
+    tracing::error!(event = "reservation_unreadable", intent = %intent.id, reservations = ?ids, reasons = ?reasons,
+        "a reservation carries this intent's tag but cannot be read; the intent stays open, its fee committed");
+    let msg = announce::unreadable_reservation(intent, &ids, &reasons);
+    ledger.enqueue(&alert_notice(&intent.id, "unreadable-reservation", &msg, now)).await?;
+    Ok(Settled::StillOpen {
+        intent: intent.id.clone(),
+        reason: format!("reservations {} carry this intent but cannot be read", ids.join(", ")),
+    })
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::fan_out::{Answer, Pacing, Strikes, ask_all};
+use super::fan_out::{Answer, Carried, Pacing, QUOTA_STRIKES, ask_all};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::purchase::{Action, Buyer};
 use super::reconcile::{Settled, settle_open_intents, settling_until};
@@ -23,7 +23,7 @@ use crate::domain::decision::{Headroom, Priced, decide, room};
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
-use crate::domain::plan::{self, Asked, Candidate, DescribeBudget, MARKET_NOTE_TTL, RegionMemory, family};
+use crate::domain::plan::{self, Asked, Candidate, DescribeBudget, MARKET_NOTE_TTL, Refusals, RegionMemory, family};
 use crate::domain::rule::{Mode, Rule, StartWindow};
 use crate::domain::run_time::RunTime;
 use crate::ports::{
@@ -39,6 +39,21 @@ const MAX_ALTERNATIVES: usize = 5;
 /// memory and time and starves every rule: the rules that would push the total past this are
 /// left out of the scan (named in the report and a warning), the others are asked as usual.
 pub const MAX_QUESTIONS_PER_SCAN: usize = 1024;
+
+/// Distinct regions one scan visits over all its rules. Each region costs its own clients,
+/// memory item, instance-type lookup and paced questions, so many regions (each rule is bounded
+/// by `rule::MAX_REGIONS_PER_RULE`) outgrow the scan's time and memory whatever the questions:
+/// rules that would push the regions past this are left out whole, like the questions' bound.
+pub const MAX_REGIONS_PER_SCAN: usize = 32;
+
+/// The bounds `gather` keeps a scan within.
+#[derive(Debug, Clone, Copy)]
+struct ScanBounds {
+    questions: usize,
+    regions: usize,
+}
+
+const SCAN_BOUNDS: ScanBounds = ScanBounds { questions: MAX_QUESTIONS_PER_SCAN, regions: MAX_REGIONS_PER_SCAN };
 
 /// Settings read once from the environment by the function's `main`.
 #[derive(Debug, Clone)]
@@ -255,20 +270,27 @@ struct Plan {
 }
 
 /// The distinct questions of `rules`, each with the rules that ask it, taken rule by rule while
-/// the total stays within `limit`; a rule whose new questions would pass it is left out whole
-/// (half a rule's questions would look like a market with nothing to sell). Returns the
-/// questions and the indices of the rules left out.
-fn gather(rules: &[Rule], now: DateTime<Utc>, limit: usize) -> (Vec<Planned>, Vec<usize>) {
+/// the questions and the regions stay within `bounds`; a rule whose new questions or regions
+/// would pass them is left out whole (half a rule's questions would look like a market with
+/// nothing to sell). Returns the questions and the indices of the rules left out.
+fn gather(rules: &[Rule], now: DateTime<Utc>, bounds: ScanBounds) -> (Vec<Planned>, Vec<usize>) {
     let mut all: Vec<Planned> = Vec::new();
     let mut index: HashMap<(Region, String), usize> = HashMap::new();
+    let mut regions: BTreeSet<&Region> = BTreeSet::new();
     let mut skipped = Vec::new();
     for (ri, rule) in rules.iter().enumerate() {
-        let questions = questions_for(rule, now);
-        let new = questions.iter().filter(|q| !index.contains_key(&(q.query.region.clone(), q.key.clone()))).count();
-        if all.len() + new > limit {
+        let new_regions = rule.regions.iter().filter(|r| !regions.contains(r)).collect::<BTreeSet<_>>();
+        if regions.len() + new_regions.len() > bounds.regions {
             skipped.push(ri);
             continue;
         }
+        let questions = questions_for(rule, now);
+        let new = questions.iter().filter(|q| !index.contains_key(&(q.query.region.clone(), q.key.clone()))).count();
+        if all.len() + new > bounds.questions {
+            skipped.push(ri);
+            continue;
+        }
+        regions.extend(new_regions);
         let closes_in = rule.start_window.resolve(now).1 - now;
         for question in questions {
             let k = (question.query.region.clone(), question.key.clone());
@@ -327,8 +349,11 @@ where
         // Unknown outcomes first: an unresolved intent blocks its rule, and a block bought by a
         // run that died must be on the books before anyone decides to buy more.
         let settled = settle_open_intents(self.store, self.market, at, settling_until(until)).await?;
-        self.learn_types(rules).await;
         let mut plan = self.plan(rules, at).await;
+        // Only the regions of the rules the plan kept are visited, even to learn types.
+        let kept: Vec<Rule> =
+            rules.iter().enumerate().filter(|(i, _)| !plan.skipped.contains(i)).map(|(_, r)| r.clone()).collect();
+        self.learn_types(&kept).await;
         let mut findings = Findings::default();
         let answered = self.ask(&mut plan, &mut findings, now).await;
         if !at.is_replay() {
@@ -377,11 +402,11 @@ where
     /// and the planner picks the rest within the describe budget.
     async fn plan(&self, rules: &[Rule], at: RunTime) -> Plan {
         let now = at.view();
-        let (all, skipped) = gather(rules, now, MAX_QUESTIONS_PER_SCAN);
+        let (all, skipped) = gather(rules, now, SCAN_BOUNDS);
         if !skipped.is_empty() {
             let names: Vec<&str> = skipped.iter().map(|&i| rules[i].id.as_str()).collect();
-            tracing::warn!(event = "rules_skipped", rules = ?names, limit = MAX_QUESTIONS_PER_SCAN,
-                "these rules would push the scan past its questions; disable or narrow some rules");
+            tracing::warn!(event = "rules_skipped", rules = ?names, questions = MAX_QUESTIONS_PER_SCAN, regions = MAX_REGIONS_PER_SCAN,
+                "these rules would push the scan past its questions or regions; disable or narrow some rules");
         }
         let regions: BTreeSet<Region> = all.iter().map(|p| p.question.query.region.clone()).collect();
         let mut memories = BTreeMap::new();
@@ -406,10 +431,11 @@ where
                 .filter(|&i| {
                     let ty = all[i].question.query.instance_type.as_str();
                     let fam = family(ty);
-                    if memory.is_not_sold(ty, now) || memory.skips_family(fam, now) {
+                    if memory.is_not_sold(ty, now) {
                         return false;
                     }
-                    // A family with a quota of 0 that is due for a recheck: one question only.
+                    // A family with a quota of 0 noted: one question a run (a probe), so the
+                    // first success clears it.
                     !memory.quota_zero.contains_key(fam) || probed.insert(fam)
                 })
                 .collect();
@@ -440,18 +466,40 @@ where
         now: DateTime<Utc>,
     ) -> BTreeMap<usize, Vec<Offering>> {
         let queries: Vec<OfferingQuery> = plan.chosen.iter().map(|&i| plan.all[i].question.query.clone()).collect();
-        let mut strikes = Strikes::new();
+        let mut carried = Carried::default();
         for (region, m) in &plan.memories {
-            strikes.extend(m.strikes.iter().map(|(f, n)| ((region.clone(), f.clone()), *n)));
+            for (f, r) in &m.refusals {
+                let key = (region.clone(), f.clone());
+                if r.conclusive(now) {
+                    carried.conclusive.insert(key.clone());
+                }
+                carried.strikes.insert(key, r.count);
+            }
+            carried.probes.extend(m.quota_zero.keys().map(|f| (region.clone(), f.clone())));
         }
-        let asked = ask_all(self.market, &queries, &Pacing::from(&self.settings.describe), &strikes, || {}).await;
+        let asked = ask_all(self.market, &queries, &Pacing::from(&self.settings.describe), &carried, || {}).await;
         for (region, c) in &asked.calls {
             let counts = plan.regions.entry(region.to_string()).or_default();
             (counts.asked, counts.throttled) = (c.sent, c.throttled);
         }
-        for (region, m) in plan.memories.iter_mut() {
-            m.strikes =
-                asked.strikes.iter().filter(|((r, _), _)| r == region).map(|((_, f), n)| (f.clone(), *n)).collect();
+        // Each family's refusals as this run leaves them (only regions asked this run: the
+        // others' are as they were). The record before the run names a finding's refusals.
+        let mut before: BTreeMap<(Region, String), Refusals> = BTreeMap::new();
+        for (region, m) in plan.memories.iter_mut().filter(|(r, _)| asked.calls.contains_key(*r)) {
+            let earlier = std::mem::take(&mut m.refusals);
+            for ((r, f), &count) in asked.strikes.iter().filter(|((r, _), _)| r == region) {
+                let key = (r.clone(), f.clone());
+                let record = if asked.refused.contains(&key) {
+                    Refusals::after_run(earlier.get(f), count, now)
+                } else {
+                    match earlier.get(f) {
+                        Some(e) => e.clone(),
+                        None => continue,
+                    }
+                };
+                m.refusals.insert(f.clone(), record);
+            }
+            before.extend(earlier.into_iter().map(|(f, r)| ((region.clone(), f), r)));
         }
         // The accelerator counts, once: each answer's cheapest price per accelerator-hour is kept.
         let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -479,8 +527,9 @@ where
                 Answer::CarriedOver => counts.carried_over += 1,
                 Answer::QuotaZero => {
                     counts.carried_over += 1;
+                    let refused = Refusals::after_run(before.get(&(q.region.clone(), fam.clone())), QUOTA_STRIKES, now);
                     let since = memory.note_quota_zero(&fam, now);
-                    findings.quota_zero.insert((region, fam), since);
+                    findings.quota_zero.insert((region, fam), (since, refused));
                 }
                 Answer::NotSold(message) => {
                     memory.not_sold.insert(q.instance_type.to_string(), now + MARKET_NOTE_TTL);
@@ -524,9 +573,8 @@ where
                 tracing::warn!(event = "market_memory_unsaved", %region, error = %e, "the next run plans without this one");
             }
         }
-        for ((region, fam), since) in &findings.quota_zero {
-            let strikes = crate::app::fan_out::QUOTA_STRIKES;
-            let msg = announce::quota_zero(region, fam, *since, strikes);
+        for ((region, fam), (since, refused)) in &findings.quota_zero {
+            let msg = announce::quota_zero(region, fam, refused, now);
             let milestone = format!("quota-zero-{fam}-{}", since.timestamp());
             self.store.enqueue(&alert_notice(&format!("market-{region}"), &milestone, &msg, now)).await?;
         }
@@ -664,8 +712,9 @@ struct Findings {
     not_sold: BTreeMap<(String, String), String>,
     /// (type, rule index) pairs, to name the rules in the alert.
     not_sold_rules: BTreeSet<(String, usize)>,
-    /// (region, family) -> when its quota of 0 was first seen (the alert's identity).
-    quota_zero: BTreeMap<(String, String), DateTime<Utc>>,
+    /// (region, family) -> when its quota of 0 was first seen (the alert's identity), and the
+    /// refusals that showed it.
+    quota_zero: BTreeMap<(String, String), (DateTime<Utc>, Refusals)>,
 }
 
 #[cfg(test)]
@@ -709,16 +758,48 @@ mod tests {
             // 1 type x 1 region x 9 = 9 new: 1017, still within.
             rule("small", &["p3.16xlarge"], 1),
         ];
-        let (all, skipped) = gather(&rules, now(), MAX_QUESTIONS_PER_SCAN);
+        let (all, skipped) = gather(&rules, now(), SCAN_BOUNDS);
         assert_eq!(skipped, vec![4], "only the rule that passes the bound is left out");
         assert_eq!(all.len(), 4 * 252 + 9);
         assert!(all.iter().all(|p| !p.rules.contains(&4)));
         let shared = all.iter().filter(|p| p.rules == vec![0, 5]).count();
         assert_eq!(shared, 3 * 9, "the shared questions are asked once for both rules");
         // Under the bound nothing is left out.
-        let (all, skipped) = gather(&rules[..4], now(), MAX_QUESTIONS_PER_SCAN);
+        let (all, skipped) = gather(&rules[..4], now(), SCAN_BOUNDS);
         assert!(skipped.is_empty());
         assert_eq!(all.len(), 1008);
+    }
+
+    #[test]
+    fn rules_that_would_push_the_scan_past_its_regions_are_left_out_whole() {
+        // Regions `from..to` of the known ones, one question each.
+        let over = |id: &str, from: usize, to: usize| {
+            let regions = crate::domain::names::KNOWN_REGIONS[from..to].iter().map(|r| format!("\"{r}\""));
+            let text = format!(
+                "id = \"{id}\"\nregions = [{}]\ninstance_types = [\"p5.48xlarge\"]\ninstance_counts = [1]\n\
+                 durations_days = [1]\nstart_window = {{ earliest_in_days = 1, latest_in_days = 14 }}\n\
+                 max_price_per_accelerator_hour = \"3\"\nmonthly_budget = \"1000\"\n",
+                regions.collect::<Vec<_>>().join(", ")
+            );
+            Rule::from_toml(&text, now()).unwrap()
+        };
+        let bounds = ScanBounds { questions: MAX_QUESTIONS_PER_SCAN, regions: 20 };
+        let rules = [
+            over("a", 0, 16),
+            // 4 new: 20 regions, the bound.
+            over("b", 12, 20),
+            // 1 new: past it, left out whole though its other regions are visited anyway.
+            over("c", 19, 21),
+            // Only regions already visited: stays.
+            over("d", 0, 3),
+        ];
+        let (all, skipped) = gather(&rules, now(), bounds);
+        assert_eq!(skipped, vec![2]);
+        let regions: BTreeSet<&Region> = all.iter().map(|p| &p.question.query.region).collect();
+        assert_eq!(regions.len(), 20);
+        assert!(all.iter().all(|p| !p.rules.contains(&2)));
+        // The scan's own bound: 32 regions.
+        assert_eq!(SCAN_BOUNDS.regions, 32);
     }
 
     /// An UltraServer rule asks with its UltraServers (type and count), under keys of their own.

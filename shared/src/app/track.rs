@@ -20,7 +20,7 @@ use super::handoff::{self, ActionReport, Hands};
 use super::health;
 use super::kinds::{backfill, ultraserver_reservations};
 use super::outbox::{FlushReport, alert_notice, flush};
-use super::reconcile::{Settled, record_purchase, settle_open_intents, settling_until};
+use super::reconcile::{Settled, settle_open_intents, settling_until};
 use super::settings::StackSettings;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
@@ -547,13 +547,13 @@ where
 
     /// Adopts this stack's (or, with adopt_untagged, any) capacity blocks the store lacks.
     async fn reconcile(&self, region: &Region, now: DateTime<Utc>, report: &mut TrackReport) -> Result<(), TrackError> {
-        let mut found: Vec<(Reservation, bool)> = self
-            .market
-            .reservations_tagged(region, STACK_TAG, &self.settings.stack.name)
-            .await?
-            .into_iter()
-            .map(|r| (r, true))
-            .collect();
+        let ours = self.market.reservations_tagged(region, STACK_TAG, &self.settings.stack.name).await?;
+        for u in &ours.unreadable {
+            // Logged every run (the alarm stays on) until EC2 describes it readably.
+            tracing::error!(event = "reservation_unreadable", %region, reservation = ?u.id, error = %u.reason,
+                "a reservation carries this stack's tag but cannot be read; it is not tracked");
+        }
+        let mut found: Vec<(Reservation, bool)> = ours.reservations.into_iter().map(|r| (r, true)).collect();
         if self.settings.adopt_untagged {
             let known: BTreeSet<String> = found.iter().map(|(r, _)| r.id.clone()).collect();
             for r in self.market.capacity_blocks(region).await? {
@@ -571,20 +571,30 @@ where
             if self.store.get_block(&r.id).await?.is_some() {
                 continue;
             }
-            if tagged && self.settle_by_intent(&r, now, report).await? {
-                continue;
+            let of_intent = if tagged { self.settle_by_intent(&r, now, report).await? } else { OfIntent::None };
+            match of_intent {
+                OfIntent::Settled => continue,
+                OfIntent::None => missing.push((r, tagged, None)),
+                OfIntent::Duplicate(intent) => missing.push((r, tagged, Some(intent))),
             }
-            missing.push((r, tagged));
         }
         // The kind from EC2, for all of them at once: an UltraServer's reminders count from 60
         // minutes before the end.
         let ultra =
-            ultraserver_reservations(self.market, region, &missing.iter().map(|(r, _)| r).collect::<Vec<_>>()).await?;
-        for (r, tagged) in missing {
+            ultraserver_reservations(self.market, region, &missing.iter().map(|(r, ..)| r).collect::<Vec<_>>()).await?;
+        for (r, tagged, duplicate_of) in missing {
             let block = Block::adopted(&r, tagged, now).with_kind(ultra.contains(&r.id));
             // Enqueue first: if this run dies before the adoption, the next one adopts and the
-            // notice is already there (a duplicate enqueue is a no-op).
-            let msg = announce::tracking(&block, &r.state, tagged);
+            // notice is already there (a duplicate enqueue is a no-op). A second purchase is
+            // announced as such, in its own thread, once.
+            let msg = match &duplicate_of {
+                Some(intent) => {
+                    tracing::error!(event = "duplicate_purchase", reservation = %r.id, intent = %intent,
+                        "a reservation carries a recorded purchase's intent but is not one of its parts; tracked uncharged");
+                    announce::duplicate_purchase(&block, &r.state, intent)
+                }
+                None => announce::tracking(&block, &r.state, tagged),
+            };
             self.enqueue(&block, "tracking", &msg, now).await?;
             if matches!(block.state, BlockState::Scheduled | BlockState::Active) {
                 self.reminders.sync(&block, now).await?;
@@ -597,25 +607,25 @@ where
         Ok(())
     }
 
-    /// A reservation carrying an open intent of ours: record it as that intent's purchase, so
-    /// the budgets move as for any purchase.
+    /// A reservation carrying an intent of ours: one of a recorded purchase's parts is adopted
+    /// with its part of the fee (no money moves again); one that is not is a second purchase.
     async fn settle_by_intent(
         &self,
         r: &Reservation,
         now: DateTime<Utc>,
         report: &mut TrackReport,
-    ) -> Result<bool, TrackError> {
+    ) -> Result<OfIntent, TrackError> {
         let Some(intent_id) = r.tags.get(INTENT_TAG) else {
-            return Ok(false);
+            return Ok(OfIntent::None);
         };
         let rule_id = r.tags.get(RULE_TAG).cloned().or_else(|| intent_id.split('/').next().map(str::to_string));
         let Some(rule_id) = rule_id else {
-            return Ok(false);
+            return Ok(OfIntent::None);
         };
         let Some(intent) = self.store.get_intent(&rule_id, intent_id).await? else {
-            return Ok(false);
+            return Ok(OfIntent::None);
         };
-        if intent.state == IntentState::Bought {
+        if intent.state == IntentState::Bought && intent.is_part(&r.id) {
             // Another reservation of the same purchase (one per UltraServer): its part of the
             // fee, no money moved again (the intent's purchase was recorded once).
             let block = Block::bought(&intent, r, now);
@@ -627,17 +637,32 @@ where
                 tracing::info!(event = "purchase_part_adopted", reservation = %r.id, intent = %intent_id, "another reservation of a recorded purchase");
                 report.adopted.push(r.id.clone());
             }
-            return Ok(true);
+            return Ok(OfIntent::Settled);
         }
-        if !intent.state.is_open() {
-            tracing::error!(event = "reservation_after_intent_closed", reservation = %r.id, intent = %intent_id, state = intent.state.as_str(),
-                "a reservation appeared for an intent already closed; adopting it without a fee");
-            return Ok(false);
+        if intent.state == IntentState::Bought {
+            return Ok(OfIntent::Duplicate(intent.id));
         }
-        let block = record_purchase(self.store, &intent, r, now).await?;
-        report.settled.push(Settled::Adopted { intent: intent.id.clone(), reservation_id: block.reservation_id });
-        Ok(true)
+        if intent.state.is_open() {
+            // Its settlement (every run, by the intent's tag) records the purchase with all its
+            // parts and tells any duplicate apart; adopting one reservation here, uncharged,
+            // would leave the intent's fee to be released.
+            tracing::info!(event = "reservation_awaits_settlement", reservation = %r.id, intent = %intent_id, "left to the intent's settlement");
+            return Ok(OfIntent::Settled);
+        }
+        tracing::error!(event = "reservation_after_intent_closed", reservation = %r.id, intent = %intent_id, state = intent.state.as_str(),
+            "a reservation appeared for an intent already closed; adopting it without a fee");
+        Ok(OfIntent::None)
     }
+}
+
+/// What a stack-tagged reservation missing from the store is to its intent.
+enum OfIntent {
+    /// No intent of ours (or one closed unbought): adopted as found, without a fee.
+    None,
+    /// Recorded as a part of its purchase, or left to its open intent's settlement.
+    Settled,
+    /// Not a part of the recorded purchase of this intent: a second purchase.
+    Duplicate(String),
 }
 
 fn rebuys(b: &Block, rules: &HashMap<String, Rule>) -> bool {

@@ -26,7 +26,7 @@ use crate::domain::offering::{Offering, RawOffering};
 use crate::ports::{
     BlockKinds, BlockStatusSource, CapacityBlockFacts, DESCRIBE_LIMIT, ExtensionHistory, ExtensionMarket,
     ExtensionRecord, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, Purchase, PurchaseOutcome,
-    PurchaseRequest, Purchaser, REQUEST_LIMIT, ReservationSource,
+    PurchaseRequest, Purchaser, REQUEST_LIMIT, ReservationSource, Tagged, Unreadable,
 };
 
 /// The IAM actions each port of this adapter needs: a function's role allows exactly those of
@@ -153,12 +153,10 @@ impl Ec2Market {
 
 impl Ec2Market {
     /// Every page of DescribeCapacityReservations (optionally filtered), capacity blocks only:
-    /// the API has no reservation-type filter, so the type is checked here.
-    async fn capacity_block_pages(
-        &self,
-        region: &Region,
-        filter: Option<Filter>,
-    ) -> Result<Vec<Reservation>, MarketError> {
+    /// the API has no reservation-type filter, so the type is checked here. A reservation of
+    /// another type is left out (PurchaseCapacityBlock makes none); one that cannot be read
+    /// (its type missing included) is returned as unreadable, never dropped.
+    async fn capacity_block_pages(&self, region: &Region, filter: Option<Filter>) -> Result<Tagged, MarketError> {
         const OP: &str = "DescribeCapacityReservations";
         let mut pages = self
             .client(region)
@@ -166,14 +164,20 @@ impl Ec2Market {
             .set_filters(filter.map(|f| vec![f]))
             .into_paginator()
             .send();
-        let mut out = Vec::new();
+        let mut out = Tagged::default();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| classify(OP, region, e))?;
-            for r in page.capacity_reservations() {
-                match reservation(region, r) {
-                    Ok(r) if r.is_capacity_block() => out.push(r),
+            for raw in page.capacity_reservations() {
+                let read = reservation(region, raw).and_then(|r| match r.reservation_type {
+                    None => Err(format!("reservation {} has no ReservationType", r.id)),
+                    Some(_) => Ok(r),
+                });
+                match read {
+                    Ok(r) if r.is_capacity_block() => out.reservations.push(r),
                     Ok(_) => {}
-                    Err(e) => tracing::warn!(%region, error = %e, "skipping a reservation EC2 described badly"),
+                    Err(reason) => out
+                        .unreadable
+                        .push(Unreadable { id: raw.capacity_reservation_id().map(str::to_string), reason }),
                 }
             }
         }
@@ -375,12 +379,7 @@ impl Purchaser for Ec2Market {
 
 #[async_trait]
 impl ReservationSource for Ec2Market {
-    async fn reservations_tagged(
-        &self,
-        region: &Region,
-        key: &str,
-        value: &str,
-    ) -> Result<Vec<Reservation>, MarketError> {
+    async fn reservations_tagged(&self, region: &Region, key: &str, value: &str) -> Result<Tagged, MarketError> {
         self.capacity_block_pages(region, Some(Filter::builder().name(format!("tag:{key}")).values(value).build()))
             .await
     }
@@ -428,7 +427,11 @@ impl ReservationSource for Ec2Market {
     }
 
     async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError> {
-        self.capacity_block_pages(region, None).await
+        let all = self.capacity_block_pages(region, None).await?;
+        for u in &all.unreadable {
+            tracing::warn!(%region, reservation = ?u.id, error = %u.reason, "skipping a reservation EC2 described badly");
+        }
+        Ok(all.reservations)
     }
 }
 

@@ -8,6 +8,7 @@ use super::checkpoint::{CheckpointMilestone, minutes_left};
 use super::decision::Priced;
 use super::health::HealthChange;
 use super::lifecycle::payment_deadline;
+use super::plan::Refusals;
 use super::rule::Mode;
 use super::slack::SlackMessage;
 
@@ -150,23 +151,26 @@ pub fn purchase_rejected(rule_id: &str, p: &Priced, intent: &Intent, reason: &st
 // What the market said of a region (scan-offerings)
 // ---------------------------------------------------------------------------------------------
 
-/// EC2 refused every search for a family with CapacityBlockDescribeLimitExceeded, even paced:
-/// the account's Capacity Block quota for it is most likely 0.
-pub fn quota_zero(region: &str, family: &str, since: DateTime<Utc>, refusals: u32) -> SlackMessage {
+/// EC2 refused every search for a family with CapacityBlockDescribeLimitExceeded, even paced,
+/// over several runs: the account's Capacity Block quota for it is most likely 0.
+pub fn quota_zero(region: &str, family: &str, refused: &Refusals, now: DateTime<Utc>) -> SlackMessage {
     let upper = family.to_ascii_uppercase();
     SlackMessage {
         id: format!("market-{region}#quota-zero-{family}"),
         title: format!("No Capacity Block quota for {family} in {region}?"),
         description: format!(
-            "Since {}, EC2 has refused {refusals} searches in a row for `{family}` Capacity Blocks in {region} with `CapacityBlockDescribeLimitExceeded`, each one sent after waiting for EC2's limit to refill. That is what EC2 answers on every call when the account's Capacity Block quota for the family is 0. (A very busy account can look the same.)",
-            when(since)
+            "Between {} and {}, over {} scans, EC2 refused {} searches in a row for `{family}` Capacity Blocks in {region} with `CapacityBlockDescribeLimitExceeded`, each sent after waiting for EC2's limit to refill, and none succeeded. That is what EC2 answers on every call when the account's Capacity Block quota for the family is 0. It is also what anyone in the account calling DescribeCapacityBlockOfferings often enough would cause: capblock has not confirmed the quota itself.",
+            when(refused.first_at),
+            when(now),
+            refused.runs,
+            refused.count,
         ),
         next_steps: vec![
             format!(
-                "In Service Quotas (Amazon Elastic Compute Cloud), check the Capacity Block quota for {upper} in {region} (for example \"Concurrent {upper} Capacity Blocks per account\") and request an increase."
+                "In Service Quotas (Amazon Elastic Compute Cloud), check the Capacity Block quota for {upper} in {region} (for example \"Concurrent {upper} Capacity Blocks per account\") and request an increase; if it is not 0, look in CloudTrail for who calls DescribeCapacityBlockOfferings in {region}."
             ),
             format!(
-                "capblock skips {family} searches in {region} and asks again every hour; nothing is bought there until a search succeeds."
+                "capblock asks one {family} question in {region} each scan; nothing is bought there until one succeeds, and the first that does ends this."
             ),
         ],
         keywords: vec!["capblock".into(), "quota".into(), region.to_string(), family.to_string()],
@@ -558,6 +562,60 @@ pub fn tracking(b: &Block, state: &str, tagged: bool) -> SlackMessage {
     )
 }
 
+/// A reservation carries the tag of an intent whose purchase is recorded, but is not one of
+/// that purchase's reservations: EC2 sold a second block for one decision (or someone tagged
+/// one by hand). It is tracked; its fee is in no budget.
+pub fn duplicate_purchase(b: &Block, state: &str, intent_id: &str) -> SlackMessage {
+    tracked(
+        b,
+        "duplicate-purchase",
+        format!("Second purchase for one decision: {} x {}", b.instance_count, b.instance_type),
+        format!(
+            "Reservation `{}` carries the `capblock:intent` tag `{intent_id}`, whose purchase is already recorded, but is not one of that purchase's reservations. EC2 may have sold two blocks for one decision. State: {state}.\n{}",
+            b.reservation_id,
+            tracked_line(b)
+        ),
+        vec![
+            format!("In the EC2 console, look up the reservations tagged `capblock:intent` = `{intent_id}`."),
+            "capblock tracks this block, but its fee is charged to no budget: correct the budgets by hand if it was bought.".into(),
+        ],
+        format!("Second purchase for intent {intent_id}: {}", b.reservation_id),
+    )
+}
+
+/// EC2 lists a reservation carrying an open intent's tag that capblock cannot read: it may be
+/// the purchase, so the intent stays open with its fee committed until a person looks.
+pub fn unreadable_reservation(intent: &Intent, ids: &[&str], reasons: &[&str]) -> SlackMessage {
+    let o = &intent.offering;
+    SlackMessage {
+        id: format!("{}#unreadable-reservation", intent.id),
+        title: format!("Purchase outcome unclear: {} x {}", o.instance_count, o.instance_type),
+        description: format!(
+            "Rule `{}` sent a purchase of offering `{}` in {} and its answer was lost. EC2 lists reservations carrying its `capblock:intent` tag `{}` that capblock cannot read: {} ({}).",
+            intent.rule_id,
+            o.id,
+            o.region,
+            intent.id,
+            ids.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", "),
+            reasons.join("; ")
+        ),
+        next_steps: vec![
+            "The purchase's fee stays committed to its budgets and the rule buys nothing more while it is open.".into(),
+            format!("In the EC2 console, look up the reservations tagged `capblock:intent` = `{}`.", intent.id),
+        ],
+        keywords: vec![
+            "capblock".into(),
+            "unreadable-reservation".into(),
+            o.region.to_string(),
+            o.instance_type.to_string(),
+        ],
+        thread_id: intent.id.clone(),
+        summary: format!("Unreadable reservations for intent {}", intent.id),
+        event_type: "unreadable-reservation".into(),
+        related_resources: vec![],
+    }
+}
+
 /// An extension was paid: the block ends later.
 pub fn extended(b: &Block, old_end: DateTime<Utc>, fee: Option<super::money::Money>) -> SlackMessage {
     tracked(
@@ -754,12 +812,18 @@ mod tests {
             anomaly(&b, "not found"),
             tracking(&b, "scheduled", true),
             tracking(&b, "active", false),
+            duplicate_purchase(&b, "scheduled", "p5/cb-1"),
             extended(&b, t(3, 11, 30), Some(fee)),
             end_moved_back(&b, t(5, 11, 30)),
             extension_decided(&b, "cbe-1", t(5, 11, 30), fee, rate, Mode::Live),
             extension_decided(&b, "cbe-1", t(5, 11, 30), fee, rate, Mode::Approval),
             extension_released(&b, "cbe-1", "refused"),
-            quota_zero("us-east-1", "trn2", t(1, 0, 0), 6),
+            quota_zero(
+                "us-east-1",
+                "trn2",
+                &super::super::plan::Refusals { count: 6, first_at: t(1, 0, 0), runs: 2 },
+                t(1, 0, 40),
+            ),
             not_sold("us-west-1", "p4d.24xlarge", "not supported", &["a".into()]),
         ];
         for m in &messages {

@@ -13,6 +13,7 @@ use super::health::BlockHealth;
 use super::lifecycle::{BlockState, payment_deadline, termination_time};
 use super::money::{Money, Rate};
 use super::names::{InstanceType, Region};
+use super::offering::Offering;
 use super::tags::RULE_TAG;
 
 /// A capacity reservation as DescribeCapacityReservations reports it.
@@ -161,6 +162,51 @@ fn share_of_fee(intent: &Intent, r: &Reservation) -> Money {
     // overflow, and then the whole fee is the answer.
     let share = fee.amount().checked_mul(Decimal::from(mine)).and_then(|f| f.checked_div(Decimal::from(all)));
     share.and_then(|s| Money::new(s.round_dp(2), fee.currency()).ok()).unwrap_or(fee)
+}
+
+/// The reservations carrying one intent's tag, told apart: the purchase's own and any more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Split {
+    /// The purchase's reservations, the one it is recorded by first.
+    pub parts: Vec<Reservation>,
+    /// Reservations beyond the purchase: a second purchase for one decision (or a hand-made
+    /// tag). Recorded, never charged as a part, always alarmed.
+    pub duplicates: Vec<Reservation>,
+}
+
+/// Which reservations carrying an intent's tag are its purchase's parts when the purchase's
+/// answer (which names them) was lost and EC2 is asked by tag.
+///
+/// A purchase's reservations hold exactly its offering's instances: an instance purchase makes
+/// one reservation of all of them, an UltraServer purchase one per UltraServer (`count` of
+/// them). So the parts are the first reservations whose instances fit in the offering's, and
+/// the rest are duplicates: for an instance purchase exactly one part, for an UltraServer
+/// purchase at most `count`. Which ones are "first" is not knowable from EC2 (the purchases
+/// are identical); reservations that match the offering (type, zone, start) come before any
+/// that do not, then by id, so every run picks the same ones. Either way the fee is charged
+/// once and every extra reservation is alarmed.
+pub fn split_by_tag(offering: &Offering, mut found: Vec<Reservation>) -> Split {
+    let matches = |r: &Reservation| {
+        r.instance_type == offering.instance_type
+            && r.availability_zone == offering.availability_zone
+            && r.start == offering.start
+    };
+    found.sort_by(|a, b| (!matches(a), &a.id).cmp(&(!matches(b), &b.id)));
+    let mut held: u64 = 0;
+    let mut split = Split { parts: Vec::new(), duplicates: Vec::new() };
+    for r in found {
+        // A reservation of no instances still takes a place: it cannot make room for more.
+        let instances = u64::from(r.instance_count.max(1));
+        let fits = held + instances <= u64::from(offering.instance_count);
+        // The first is always the purchase: EC2 shows it, so something was bought.
+        if split.duplicates.is_empty() && (split.parts.is_empty() || fits) {
+            held += instances;
+            split.parts.push(r);
+        } else {
+            split.duplicates.push(r);
+        }
+    }
+    split
 }
 
 /// A scheduled 2 x p5.48xlarge block in us-east-1 from `start` to `end`, bought through rule

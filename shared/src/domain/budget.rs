@@ -96,6 +96,12 @@ pub struct Intent {
     pub created_at: DateTime<Utc>,
     pub sent_at: Option<DateTime<Utc>>,
     pub reservation_id: Option<String>,
+    /// Every reservation the purchase made (`reservation_id` first), written when it is
+    /// recorded: only these are parts of it. Another reservation carrying the intent's tag is
+    /// a second purchase. Empty in intents recorded before capblock stored them: their one
+    /// part is `reservation_id`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<String>,
     pub reason: Option<String>,
     /// The month whose budgets hold the fee.
     pub period: Period,
@@ -108,6 +114,11 @@ impl Intent {
     /// collide on the same key instead of buying twice.
     pub fn id_for(rule_id: &str, offering_id: &str) -> String {
         format!("{rule_id}/{offering_id}")
+    }
+
+    /// Whether reservation `id` is one of the purchase's own reservations (see `parts`).
+    pub fn is_part(&self, id: &str) -> bool {
+        self.parts.iter().any(|p| p == id) || self.reservation_id.as_deref() == Some(id)
     }
 
     pub fn new(
@@ -126,6 +137,7 @@ impl Intent {
             created_at: now,
             sent_at: None,
             reservation_id: None,
+            parts: Vec::new(),
             reason: None,
             period: Period::of(now),
             charges,

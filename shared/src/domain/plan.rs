@@ -73,20 +73,49 @@ pub struct Asked {
 }
 
 /// An instance family EC2 refuses every search for, however slowly asked: its Capacity Block
-/// quota is most likely 0.
+/// quota is most likely 0. While it is noted, each run asks one question of the family (a
+/// probe); the first that succeeds clears it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuotaZero {
-    /// When it was first seen (the alert names it once per `since`).
+    /// When it was first found (the alert names it once per `since`).
     pub since: DateTime<Utc>,
-    /// When to ask again (quotas get raised).
-    pub recheck_at: DateTime<Utc>,
+}
+
+/// Rested describe-limit refusals in a row of one family (see `app::fan_out`), with when the
+/// first came and in how many runs. A quota of 0 is concluded only from refusals spread over
+/// `QUOTA_RUNS` runs and `QUOTA_SPREAD`: one burst by anyone allowed
+/// DescribeCapacityBlockOfferings can empty the account's bucket for one run, not for half an
+/// hour of runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusals {
+    pub count: u32,
+    pub first_at: DateTime<Utc>,
+    pub runs: u32,
+}
+
+/// Runs the refusals that conclude a quota of 0 must come in.
+pub const QUOTA_RUNS: u32 = 2;
+/// How long after the first refusal a quota of 0 may be concluded.
+pub const QUOTA_SPREAD: Duration = Duration::minutes(30);
+
+impl Refusals {
+    /// Whether refusals in a run at `now` may conclude a quota of 0: some came in an earlier
+    /// run, at least `QUOTA_SPREAD` before.
+    pub fn conclusive(&self, now: DateTime<Utc>) -> bool {
+        self.runs.saturating_add(1) >= QUOTA_RUNS && now - self.first_at >= QUOTA_SPREAD
+    }
+
+    /// The record after a run at `now` that left `count` refusals in a row, some of them its own.
+    pub fn after_run(earlier: Option<&Refusals>, count: u32, now: DateTime<Utc>) -> Refusals {
+        match earlier {
+            Some(e) => Refusals { count, first_at: e.first_at.min(now), runs: e.runs.saturating_add(1) },
+            None => Refusals { count, first_at: now, runs: 1 },
+        }
+    }
 }
 
 /// How long a "not sold here" is believed before asking again.
 pub const MARKET_NOTE_TTL: Duration = Duration::days(1);
-/// How long a quota of 0 is believed before one question of the family is asked again: a
-/// busy account can look like one, and quotas get raised.
-pub const QUOTA_RECHECK: Duration = Duration::hours(1);
 /// Questions not asked for this long are forgotten (their rule changed or went).
 const FORGET_AFTER: Duration = Duration::days(7);
 /// How far past the clock a time the memory recorded may be before it is taken as the clock's
@@ -106,8 +135,10 @@ pub struct RegionMemory {
     #[serde(default)]
     pub quota_zero: BTreeMap<String, QuotaZero>,
     /// Instance family -> describe-limit refusals in a row after resting (see `app::fan_out`).
+    /// (Memories written before capblock kept their times held `strikes`, a bare count: it is
+    /// ignored, so counting starts again.)
     #[serde(default)]
-    pub strikes: BTreeMap<String, u32>,
+    pub refusals: BTreeMap<String, Refusals>,
 }
 
 impl RegionMemory {
@@ -115,15 +146,12 @@ impl RegionMemory {
         self.not_sold.get(instance_type).is_some_and(|until| *until > now)
     }
 
-    /// Whether questions of this family are skipped now (a quota of 0 not due for a recheck).
-    pub fn skips_family(&self, family: &str, now: DateTime<Utc>) -> bool {
-        self.quota_zero.get(family).is_some_and(|q| q.recheck_at > now)
-    }
-
-    /// Records a quota of 0; returns the `since` of the finding (kept from an earlier one).
+    /// Records a quota of 0 and starts the family's count again (a finding is not re-made from
+    /// the refusals that made it); returns the `since` of the finding (kept from an earlier one).
     pub fn note_quota_zero(&mut self, family: &str, now: DateTime<Utc>) -> DateTime<Utc> {
         let since = self.quota_zero.get(family).map_or(now, |q| q.since);
-        self.quota_zero.insert(family.to_string(), QuotaZero { since, recheck_at: now + QUOTA_RECHECK });
+        self.quota_zero.insert(family.to_string(), QuotaZero { since });
+        self.refusals.remove(family);
         since
     }
 

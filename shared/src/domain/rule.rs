@@ -24,6 +24,11 @@ const MAX_TAGS: usize = 40;
 /// few a minute per region, so a rule past this would take hours to ask each question once
 /// and crowd out the others (the scan has a total bound too, `app::scan::MAX_QUESTIONS_PER_SCAN`).
 pub const MAX_QUESTIONS_PER_RULE: usize = 256;
+/// Distinct regions one rule may name. Each region is visited on its own (clients, memory,
+/// instance types, paced questions), so a rule of many cheap questions over many regions would
+/// outgrow a scan's time and memory (the scan has a total bound too,
+/// `app::scan::MAX_REGIONS_PER_SCAN`).
+pub const MAX_REGIONS_PER_RULE: usize = 16;
 /// A description is a note for people, not a document: the item must stay far below
 /// DynamoDB's 400 KB.
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
@@ -383,6 +388,15 @@ impl RuleSpec {
                 ))
             }
         });
+        if regions.len() > MAX_REGIONS_PER_RULE {
+            p.add(
+                "regions",
+                &format!(
+                    "lists {} regions; at most {MAX_REGIONS_PER_RULE}: split it into several rules",
+                    regions.len()
+                ),
+            );
+        }
         let (instance_types, instance_counts, ultraserver_types, ultraserver_counts) = p.what_to_buy(self);
         let durations_days = p.list("durations_days", &self.durations_days, |&d| {
             if is_sellable_duration_days(d) {

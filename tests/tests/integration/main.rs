@@ -9,6 +9,7 @@ mod extend;
 mod faults;
 mod handoff;
 mod metrics;
+mod parts;
 mod real_market;
 mod replay;
 mod scan;

@@ -88,7 +88,7 @@ async fn a_same_day_closest_match_is_priced_from_its_minutes_and_bought() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_quota_of_zero_is_told_from_the_limit_alerted_once_and_skipped() {
+async fn a_quota_of_zero_is_concluded_over_runs_alerted_once_and_probed_each_run() {
     let clock = "2026-12-01T00:00:00Z";
     let scenario = ScenarioToml::new(42, clock)
         .behaviour(FAST_LIMIT)
@@ -107,30 +107,40 @@ zero_quota_families = ["trn2"]"#,
     let h = rig("quota-zero", &scenario, clock).await;
     let rule = RuleToml::p5("mixed").instance_types(&["p5.48xlarge", "trn2.48xlarge"]).max_price("2.00").budget("9000");
     h.put_rules(&[rule.rule(h.now())]).await;
+    let limited = || async { h.sim.state().await["faults_injected"]["quota_zero"].as_u64().unwrap() };
+    // One run of refusals is what anyone's burst on the account's describe limit looks like:
+    // counted, never concluded.
     let first = h.scan().await;
-    assert_eq!(first.quota_zero.iter().collect::<Vec<_>>(), vec!["us-east-1 trn2"], "{first:#?}");
-    assert!(first.failed_regions.is_empty(), "a quota of 0 is not a failed region");
+    assert!(first.quota_zero.is_empty(), "{first:#?}");
+    assert!(first.failed_regions.is_empty(), "a refused family is not a failed region");
     assert_eq!(first.regions["us-east-1"].answered, 1, "the p5 question was answered");
+    assert!(h.aws.alerts().await.is_empty());
+    let refused = limited().await;
+    assert!(refused >= u64::from(capblock_shared::app::fan_out::QUOTA_STRIKES), "{refused}");
+    // Another run within 30 minutes of the first refusal: still not concluded.
+    h.advance_minutes(20).await;
+    assert!(h.scan().await.quota_zero.is_empty());
+    // Half an hour after the first refusal, another run concludes it: one alert.
+    h.advance_minutes(11).await;
+    let found = h.scan().await;
+    assert_eq!(found.quota_zero.iter().collect::<Vec<_>>(), vec!["us-east-1 trn2"], "{found:#?}");
     let alerts = h.aws.alerts().await;
     assert_eq!(event_types(&alerts), vec!["quota-zero"]);
     assert_slack_schema(&alerts[0].body);
-    let text = alerts[0].body["content"]["nextSteps"][0].as_str().unwrap();
-    assert!(text.contains("TRN2") && text.contains("Service Quotas"), "{text}");
-    let limited = h.sim.state().await["faults_injected"]["quota_zero"].as_u64().unwrap();
-    assert_eq!(limited, u64::from(capblock_shared::app::fan_out::QUOTA_STRIKES), "six refusals, then no more calls");
+    let text = alerts[0].body["content"]["description"].as_str().unwrap();
+    assert!(text.contains("over 3 scans") && text.contains("Tue 2026-12-01 00:00 UTC"), "{text}");
+    let steps = alerts[0].body["content"]["nextSteps"][0].as_str().unwrap();
+    assert!(steps.contains("TRN2") && steps.contains("Service Quotas"), "{steps}");
 
-    // Remembered: the next run does not ask trn2 at all, and says nothing more.
-    let second = h.scan().await;
-    assert_eq!(second.regions["us-east-1"].planned, 1, "{second:#?}");
-    assert!(h.aws.alerts().await.is_empty());
-    // An hour on, one probe (refused at once: the count is kept) and still no second alert.
-    h.advance_minutes(61).await;
-    let third = h.scan().await;
-    assert_eq!(third.regions["us-east-1"].planned, 2);
-    assert_eq!(third.quota_zero.len(), 1);
-    let after = h.sim.state().await["faults_injected"]["quota_zero"].as_u64().unwrap();
-    assert_eq!(after, limited + 1, "one probe call");
-    assert!(h.aws.alerts().await.is_empty(), "one alert per finding");
+    // Noted: each later run asks one trn2 question (a probe), once, and says nothing more.
+    for _ in 0..2 {
+        h.advance_minutes(10).await;
+        let before = limited().await;
+        let next = h.scan().await;
+        assert_eq!(next.regions["us-east-1"].planned, 2, "{next:#?}");
+        assert_eq!(limited().await, before + 1, "one probe call");
+        assert!(h.aws.alerts().await.is_empty(), "one alert per finding");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -198,8 +198,12 @@ async fn purchase_dry_run_tags_and_reservation_lookups() {
     assert_eq!(sim.purchases().await.len(), 1);
 
     let found = market.reservations_tagged(&offering.region, "capblock:intent", "r/cb-1").await.unwrap();
-    assert_eq!(found.iter().map(|x| &x.id).collect::<Vec<_>>(), vec![&r.id]);
-    assert!(market.reservations_tagged(&offering.region, "capblock:intent", "other").await.unwrap().is_empty());
+    assert_eq!(found.reservations.iter().map(|x| &x.id).collect::<Vec<_>>(), vec![&r.id]);
+    assert!(found.unreadable.is_empty());
+    assert_eq!(
+        market.reservations_tagged(&offering.region, "capblock:intent", "other").await.unwrap(),
+        Default::default()
+    );
 
     // Buying the same offering again is refused by EC2 (it is no longer on sale): no effect.
     // (Whether it is or not, capblock never sends it twice; see the scan tests.)

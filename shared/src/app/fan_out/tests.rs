@@ -156,7 +156,7 @@ async fn calls_go_out_one_at_a_time_at_the_pace_in_every_region_at_once() {
     let market = FakeMarket::ec2();
     let queries = grid(3);
     let t = Instant::now();
-    let answers = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await.answers;
+    let answers = ask_all(&market, &queries, &pacing(), &Carried::default(), || {}).await.answers;
     assert!(answers.iter().all(|a| matches!(a, Answer::Offerings(_))), "{answers:?}");
     assert_eq!(market.total_calls(), 12, "one call per question");
     // 0 s, 8 s, 16 s in each region, regions side by side.
@@ -171,7 +171,7 @@ async fn calls_go_out_one_at_a_time_at_the_pace_in_every_region_at_once() {
 async fn questions_beyond_the_asking_time_are_carried_over_not_failed() {
     let market = FakeMarket::ec2();
     let queries = grid(10);
-    let answers = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await.answers;
+    let answers = ask_all(&market, &queries, &pacing(), &Carried::default(), || {}).await.answers;
     // 40 s at one call per 8 s: 6 questions a region; the other 4 wait for the next run.
     assert_eq!(count(&answers, |a| matches!(a, Answer::Offerings(_))), 4 * 6);
     assert_eq!(count(&answers, |a| matches!(a, Answer::CarriedOver)), 4 * 4);
@@ -191,7 +191,7 @@ async fn a_describe_limit_storm_loses_no_question_and_fails_no_region() {
     // Two families, so refusals of both read as a busy bucket, not a quota of 0.
     queries.extend(REGIONS.iter().map(|r| query(r, "trn2.48xlarge", 1)));
     let long = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
-    let asked = ask_all(&market, &queries, &long, &Strikes::new(), || {}).await;
+    let asked = ask_all(&market, &queries, &long, &Carried::default(), || {}).await;
     let answers = asked.answers;
     assert!(market.limited.load(Ordering::SeqCst) > 0, "the storm refused calls");
     // The calls each lane reports are the market's own count, refusals included.
@@ -218,20 +218,56 @@ async fn a_family_refused_every_time_is_told_from_the_rate_limit() {
         query("us-east-1", "p5.48xlarge", 2),
     ];
     let long = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
-    let answers = ask_all(&market, &queries, &long, &Strikes::new(), || {}).await.answers;
+    let answers = ask_all(&market, &queries, &long, &conclusive("trn2"), || {}).await.answers;
     assert_eq!(answers[0], Answer::QuotaZero);
     assert_eq!(answers[2], Answer::QuotaZero, "the family's other questions are not asked");
     assert!(matches!(answers[1], Answer::Offerings(_)) && matches!(answers[3], Answer::Offerings(_)));
     assert_eq!(market.total_calls(), QUOTA_STRIKES + 2);
 }
 
+/// What earlier runs leave when `family`'s refusals in us-east-1 are spread enough to conclude.
+fn conclusive(family: &str) -> Carried {
+    Carried { conclusive: [("us-east-1".parse().unwrap(), family.to_string())].into(), ..Default::default() }
+}
+
 #[tokio::test(start_paused = true)]
-async fn a_single_family_with_a_quota_of_0_is_found_within_one_run() {
+async fn one_run_of_refusals_never_concludes_a_quota_of_0() {
+    // A burst by anyone in the account looks the same as a quota of 0 for a run: refused at
+    // every rested call, the question is carried over and the refusals are counted, no more.
     let mut market = FakeMarket::ec2();
     market.quota_zero = vec!["trn2"];
-    let answers =
-        ask_all(&market, &[query("us-east-1", "trn2.48xlarge", 1)], &pacing(), &Strikes::new(), || {}).await.answers;
-    assert_eq!(answers, vec![Answer::QuotaZero]);
+    let east: Region = "us-east-1".parse().unwrap();
+    let key = (east, "trn2".to_string());
+    let q = [query("us-east-1", "trn2.48xlarge", 1)];
+    let long = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
+    let first = ask_all(&market, &q, &long, &Carried::default(), || {}).await;
+    assert_eq!(first.answers, vec![Answer::CarriedOver]);
+    assert!(first.strikes[&key] >= QUOTA_STRIKES, "{:?}", first.strikes);
+    assert!(first.refused.contains(&key));
+    // Once the caller says the refusals are spread over runs and time, the count concludes,
+    // and starts again.
+    let carried = Carried { strikes: first.strikes.clone(), ..conclusive("trn2") };
+    let second = ask_all(&market, &q, &pacing(), &carried, || {}).await;
+    assert_eq!(second.answers, vec![Answer::QuotaZero]);
+    assert_eq!(second.strikes.get(&key), None, "a finding starts the count again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_family_with_a_quota_of_0_noted_gets_one_call_a_run() {
+    let mut market = FakeMarket::ec2();
+    market.quota_zero = vec!["trn2"];
+    let key = ("us-east-1".parse::<Region>().unwrap(), "trn2".to_string());
+    let probes = Carried { probes: [key.clone()].into(), ..Default::default() };
+    let long = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
+    let asked = ask_all(&market, &[query("us-east-1", "trn2.48xlarge", 1)], &long, &probes, || {}).await;
+    assert_eq!(asked.answers, vec![Answer::CarriedOver]);
+    assert_eq!(market.total_calls(), 1, "refused: not asked again in the run");
+    assert_eq!(asked.strikes[&key], 1);
+    // Answered: the probe clears the count (the scan clears the finding).
+    let open = FakeMarket::ec2();
+    let asked = ask_all(&open, &[query("us-east-1", "trn2.48xlarge", 1)], &long, &probes, || {}).await;
+    assert!(matches!(asked.answers[0], Answer::Offerings(_)));
+    assert!(asked.strikes.is_empty() && asked.refused.is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -241,10 +277,15 @@ async fn a_rate_limit_is_retried_later_in_the_run_and_slows_the_pace() {
     market.script.lock().unwrap().insert(1, vec![refusal.clone(), refusal]);
     let queries = vec![query("us-east-1", "p5.48xlarge", 1), query("us-east-1", "p5.48xlarge", 2)];
     let t = Instant::now();
-    let answers =
-        ask_all(&market, &queries, &Pacing { ask_for: Duration::from_secs(600), ..pacing() }, &Strikes::new(), || {})
-            .await
-            .answers;
+    let answers = ask_all(
+        &market,
+        &queries,
+        &Pacing { ask_for: Duration::from_secs(600), ..pacing() },
+        &Carried::default(),
+        || {},
+    )
+    .await
+    .answers;
     assert!(answers.iter().all(|a| matches!(a, Answer::Offerings(_))), "{answers:?}");
     assert_eq!(market.total_calls(), 4);
     // 0 (refused: our pace doubles), 16 (the other question: answered, the pace is back to
@@ -258,18 +299,26 @@ async fn refusals_after_resting_are_counted_across_runs() {
     // A bucket nobody ever refills: every call refused, whatever the family.
     let market = FakeMarket::new(Some((0.0, Duration::from_secs(3600))));
     let queries = [query("us-east-1", "p5.48xlarge", 1), query("us-east-1", "trn2.48xlarge", 1)];
-    let first = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await;
+    let first = ask_all(&market, &queries, &pacing(), &Carried::default(), || {}).await;
     // 0, 8, ..., 40 s: six calls, three per family, then the asking time is over.
     assert_eq!(first.answers, vec![Answer::CarriedOver, Answer::CarriedOver]);
     assert_eq!(market.total_calls(), 6);
     let east: Region = "us-east-1".parse().unwrap();
     assert_eq!(first.strikes.get(&(east.clone(), "p5".into())), Some(&3));
-    // The next run goes on counting: three more refusals each make six.
-    let second = ask_all(&market, &queries, &pacing(), &first.strikes, || {}).await;
+    // The next run goes on counting: three more refusals each make six, a quota of 0 once the
+    // refusals are spread enough (the scan's call), only refused otherwise.
+    let second = ask_all(&market, &queries, &pacing(), &Carried::from(first.strikes.clone()), || {}).await;
+    assert_eq!(second.answers, vec![Answer::CarriedOver, Answer::CarriedOver]);
+    assert_eq!(second.strikes.get(&(east.clone(), "p5".into())), Some(&6));
+    let spread = Carried {
+        conclusive: [(east.clone(), "p5".to_string()), (east.clone(), "trn2".to_string())].into(),
+        ..Carried::from(first.strikes.clone())
+    };
+    let second = ask_all(&market, &queries, &pacing(), &spread, || {}).await;
     assert_eq!(second.answers, vec![Answer::QuotaZero, Answer::QuotaZero]);
     // A success clears a family's count.
     let open = FakeMarket::new(None);
-    let third = ask_all(&open, &queries[..1], &pacing(), &first.strikes, || {}).await;
+    let third = ask_all(&open, &queries[..1], &pacing(), &Carried::from(first.strikes.clone()), || {}).await;
     assert!(matches!(third.answers[0], Answer::Offerings(_)));
     assert_eq!(third.strikes.get(&(east.clone(), "p5".into())), None);
     assert_eq!(third.strikes.get(&(east, "trn2".into())), Some(&3), "kept for a family not asked this run");
@@ -281,7 +330,7 @@ async fn a_question_our_pace_got_refused_is_carried_over_after_max_throttled_cal
     let refusal = MarketError::Throttled { operation: OP, region: "us-east-1".into(), code: REQUEST_LIMIT };
     market.script.lock().unwrap().insert(1, vec![refusal; 10]);
     let long = Pacing { ask_for: Duration::from_secs(3600), ..pacing() };
-    let answers = ask_all(&market, &[query("us-east-1", "p5.48xlarge", 1)], &long, &Strikes::new(), || {}).await;
+    let answers = ask_all(&market, &[query("us-east-1", "p5.48xlarge", 1)], &long, &Carried::default(), || {}).await;
     assert_eq!(answers.answers, vec![Answer::CarriedOver]);
     assert_eq!(market.total_calls(), MAX_THROTTLED);
 }
@@ -295,7 +344,7 @@ async fn a_type_not_sold_ends_its_questions_with_one_call() {
         query("us-east-1", "p4d.24xlarge", 2),
         query("us-east-1", "p5.48xlarge", 1),
     ];
-    let answers = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await.answers;
+    let answers = ask_all(&market, &queries, &pacing(), &Carried::default(), || {}).await.answers;
     assert!(matches!(&answers[0], Answer::NotSold(m) if m.contains("not supported for Capacity Blocks")));
     assert!(matches!(&answers[1], Answer::NotSold(_)));
     assert!(matches!(&answers[2], Answer::Offerings(_)));
@@ -315,7 +364,7 @@ async fn answers_come_back_in_query_order_and_a_refusal_is_final() {
         market.script.lock().unwrap().insert(n, vec![rejected; 4]);
     }
     let queries = grid(6);
-    let answers = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await.answers;
+    let answers = ask_all(&market, &queries, &pacing(), &Carried::default(), || {}).await.answers;
     for (q, a) in queries.iter().zip(&answers) {
         match a {
             Answer::Offerings(_) => assert!(![2, 5].contains(&q.instance_count)),
@@ -333,7 +382,7 @@ async fn an_unknown_answer_is_retried_once() {
     let market = FakeMarket::new(None);
     market.script.lock().unwrap().insert(1, vec![unknown("us-east-1")]);
     let answers =
-        ask_all(&market, &[query("us-east-1", "p5.48xlarge", 1)], &pacing(), &Strikes::new(), || {}).await.answers;
+        ask_all(&market, &[query("us-east-1", "p5.48xlarge", 1)], &pacing(), &Carried::default(), || {}).await.answers;
     assert!(matches!(answers[0], Answer::Offerings(_)), "{:?}", answers[0]);
     assert_eq!(market.total_calls(), 2);
 }
@@ -343,7 +392,7 @@ async fn a_region_that_fails_twice_is_skipped_for_the_rest_of_the_run() {
     let mut market = FakeMarket::new(None);
     market.dead = vec!["us-east-2"];
     let queries = grid(5);
-    let answers = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await.answers;
+    let answers = ask_all(&market, &queries, &pacing(), &Carried::default(), || {}).await.answers;
     for (q, a) in queries.iter().zip(&answers) {
         let dead = q.region.as_str() == "us-east-2";
         assert_eq!(matches!(a, Answer::Failed(MarketError::Unknown { .. })), dead, "{q:?}: {a:?}");
@@ -358,7 +407,7 @@ async fn a_region_that_does_not_sell_blocks_closes_its_lane() {
     let unsupported = MarketError::Unsupported { operation: OP, region: "x".into() };
     market.script.lock().unwrap().insert(1, vec![unsupported]);
     let queries: Vec<_> = grid(4).into_iter().take(4).collect(); // us-east-1 only
-    let answers = ask_all(&market, &queries, &pacing(), &Strikes::new(), || {}).await.answers;
+    let answers = ask_all(&market, &queries, &pacing(), &Carried::default(), || {}).await.answers;
     assert!(answers.iter().all(|a| *a == Answer::Unsupported), "{answers:?}");
     assert_eq!(market.total_calls(), 1);
 }
@@ -372,7 +421,7 @@ async fn progress_is_counted_once_per_question_not_per_call() {
     let long = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
     let mut with_trn2 = queries.clone();
     with_trn2.extend(REGIONS.iter().map(|r| query(r, "trn2.48xlarge", 1)));
-    ask_all(&market, &with_trn2, &long, &Strikes::new(), || {
+    ask_all(&market, &with_trn2, &long, &Carried::default(), || {
         done.fetch_add(1, Ordering::SeqCst);
     })
     .await;

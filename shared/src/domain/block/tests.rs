@@ -107,3 +107,44 @@ fn price_per_accelerator_hour_spans_the_whole_block() {
         Block { accelerators_per_instance: None, ..b }.per_accelerator_hour(Money::usd(dec!(1)).unwrap()).is_none()
     );
 }
+
+fn with_id(id: &str, r: Reservation) -> Reservation {
+    Reservation { id: id.into(), ..r }
+}
+
+fn ids(rs: &[Reservation]) -> Vec<&str> {
+    rs.iter().map(|r| r.id.as_str()).collect()
+}
+
+#[test]
+fn a_lost_instance_purchase_has_one_part_and_any_more_are_duplicates() {
+    // The same 2-instance block twice with the intent's tag: the purchase is one reservation
+    // of both instances, so the second is a second purchase, not a part.
+    let found = vec![with_id("cr-b", reservation(&[])), with_id("cr-a", reservation(&[]))];
+    let split = split_by_tag(&offering(false), found);
+    assert_eq!((ids(&split.parts), ids(&split.duplicates)), (vec!["cr-a"], vec!["cr-b"]));
+    // One alone is the purchase.
+    let split = split_by_tag(&offering(false), vec![with_id("cr-a", reservation(&[]))]);
+    assert_eq!((ids(&split.parts), split.duplicates.len()), (vec!["cr-a"], 0));
+}
+
+#[test]
+fn a_lost_ultraserver_purchase_has_count_parts_and_more_are_duplicates() {
+    // Two UltraServers of 4 instances each: 8 instances, two parts; a third is a duplicate.
+    let o = Offering { instance_count: 8, ..offering(true) };
+    let one = |id: &str| Reservation { instance_count: 4, ..with_id(id, reservation(&[])) };
+    let split = split_by_tag(&o, vec![one("cr-c"), one("cr-a"), one("cr-b")]);
+    assert_eq!((ids(&split.parts), ids(&split.duplicates)), (vec!["cr-a", "cr-b"], vec!["cr-c"]));
+}
+
+#[test]
+fn reservations_unlike_the_offering_come_last_and_no_instances_take_a_place() {
+    // A hand-tagged reservation in another zone sorts after the real one, whatever its id.
+    let other = Reservation { availability_zone: "us-east-1b".into(), ..with_id("cr-a", reservation(&[])) };
+    let split = split_by_tag(&offering(false), vec![other, with_id("cr-z", reservation(&[]))]);
+    assert_eq!((ids(&split.parts), ids(&split.duplicates)), (vec!["cr-z"], vec!["cr-a"]));
+    // Reservations claiming no instances cannot be parts without end.
+    let empty = |id: &str| Reservation { instance_count: 0, ..with_id(id, reservation(&[])) };
+    let split = split_by_tag(&offering(false), vec![empty("cr-a"), empty("cr-b"), empty("cr-c")]);
+    assert_eq!((ids(&split.parts), ids(&split.duplicates)), (vec!["cr-a", "cr-b"], vec!["cr-c"]));
+}

@@ -94,11 +94,11 @@ fn a_run_with_room_for_everything_asks_everything() {
 #[test]
 fn market_notes_expire_and_keep_their_first_sighting() {
     let mut m = RegionMemory::default();
+    m.refusals.insert("trn2".into(), Refusals { count: 6, first_at: t0() - Duration::hours(1), runs: 3 });
     let since = m.note_quota_zero("trn2", t0());
     assert_eq!(since, t0());
-    assert!(m.skips_family("trn2", t0() + Duration::minutes(59)));
-    assert!(!m.skips_family("trn2", t0() + Duration::hours(1)), "due for a recheck after an hour");
-    // Still 0 at the recheck: the finding keeps its first date, so the alert is not repeated.
+    assert!(m.refusals.is_empty(), "a finding starts the count again");
+    // Still 0 later: the finding keeps its first date, so the alert is not repeated.
     assert_eq!(m.note_quota_zero("trn2", t0() + Duration::hours(1)), t0());
     m.not_sold.insert("p4d.24xlarge".into(), t0() + MARKET_NOTE_TTL);
     assert!(m.is_not_sold("p4d.24xlarge", t0()));
@@ -165,4 +165,24 @@ fn extreme_thresholds_and_forged_prices_do_not_panic_the_planner() {
     assert_eq!(all.len(), 4);
     assert_eq!(&all[2..].iter().map(|&i| cands[i].key.as_str()).collect::<BTreeSet<_>>(), &BTreeSet::from(["negative", "tiny"]));
     assert_eq!(choose(&cands, &memory, 2).len(), 2);
+}
+
+#[test]
+fn a_quota_of_0_is_concluded_only_from_refusals_over_two_runs_and_30_minutes() {
+    // The first run's refusals: never conclusive in that run, whatever their number.
+    let first = Refusals::after_run(None, 40, t0());
+    assert_eq!((first.count, first.first_at, first.runs), (40, t0(), 1));
+    // A later run: conclusive once 30 minutes have passed since the first refusal.
+    assert!(!first.conclusive(t0() + Duration::minutes(29)));
+    assert!(first.conclusive(t0() + QUOTA_SPREAD));
+    // Refusals in one run only are never conclusive in it, however long ago they began.
+    let fresh = Refusals { count: 6, first_at: t0() - Duration::hours(2), runs: 0 };
+    assert!(!fresh.conclusive(t0()));
+    // A run adds itself and keeps the first refusal's time.
+    let second = Refusals::after_run(Some(&first), 46, t0() + Duration::minutes(10));
+    assert_eq!((second.count, second.first_at, second.runs), (46, t0(), 2));
+    // A stored memory of the old kind (a bare count per family) still loads, counting afresh.
+    let old = r#"{"asked": {}, "strikes": {"trn2": 5}, "quota_zero": {"p5": {"since": "2026-12-01T00:00:00Z", "recheck_at": "2026-12-01T01:00:00Z"}}}"#;
+    let m: RegionMemory = serde_json::from_str(old).unwrap();
+    assert!(m.refusals.is_empty() && m.quota_zero["p5"].since == t0());
 }

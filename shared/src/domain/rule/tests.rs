@@ -306,6 +306,30 @@ fn a_rule_asks_at_most_256_questions_per_scan() {
 }
 
 #[test]
+fn a_rule_names_at_most_16_regions() {
+    let one_question_each = |regions: &str| {
+        with(&format!("regions = [{regions}]"))
+            .replace("instance_types = [\"p5.48xlarge\", \"p5e.48xlarge\"]", "instance_types = [\"p5.48xlarge\"]")
+            .replace("instance_counts = [1, 2, 4]", "instance_counts = [1]")
+            .replace("durations_days = [7, 14, 21]", "durations_days = [7]")
+    };
+    let known = |n: usize| {
+        crate::domain::names::KNOWN_REGIONS[..n].iter().map(|r| format!("\"{r}\"")).collect::<Vec<_>>().join(", ")
+    };
+    assert_eq!(Rule::from_toml(&one_question_each(&known(16)), now()).unwrap().regions.len(), 16);
+    let p = problems(&one_question_each(&known(17)));
+    assert_eq!(
+        p,
+        vec![("regions".to_string(), "lists 17 regions; at most 16: split it into several rules".to_string())]
+    );
+    // The audit's rule: 256 well-formed unknown regions, allowed, one question each (256, within
+    // the questions' bound): refused for its regions.
+    let many: Vec<String> = (0..256).map(|i| format!("\"xx-test{}-{}\"", ["a", "b", "c"][i / 99], i % 99)).collect();
+    let text = format!("{}\nallow_unknown_regions = true", one_question_each(&many.join(", ")));
+    assert_eq!(fields(&text), vec!["regions"]);
+}
+
+#[test]
 fn days_near_i64_max_are_a_field_problem_not_a_panic() {
     for (e, l) in [(i64::MAX, i64::MAX), (i64::MAX - 1, i64::MAX), (1, i64::MAX), (i64::MIN, i64::MAX), (i64::MIN, 3)] {
         let p = fields(&with(&format!("start_window = {{ earliest_in_days = {e}, latest_in_days = {l} }}")));
