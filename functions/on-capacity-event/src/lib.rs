@@ -9,7 +9,7 @@ use capblock_shared::config::{self, ConfigError};
 use capblock_shared::domain::alarm;
 use capblock_shared::domain::block::Block;
 use capblock_shared::lambda::{Adapters, FunctionError};
-use capblock_shared::ports::{ReminderError, Reminders, SystemClock};
+use capblock_shared::ports::{Clock, ReminderError, Reminders, SystemClock};
 use chrono::{DateTime, Utc};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -84,13 +84,15 @@ impl App {
 
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<Handled, Diagnostic> {
         let fail = |e: FunctionError| capblock_shared::lambda::report("on-capacity-event", &self.stack, e);
-        // The stack's own alarms (template: AlarmStateRule) only say how they are: kept for status.
-        if alarm::is_cloudwatch_event(&event.payload) {
-            return alarms::record(&self.aws.store, &event.payload).await.map_err(|e| fail(e.into()));
-        }
-        let reminders = self.reminders(&event.context.invoked_function_arn);
         // arn:aws:lambda:REGION:ACCOUNT:function:NAME
         let account = event.context.invoked_function_arn.split(':').nth(4).filter(|a| !a.is_empty());
+        // The stack's own alarms (template: AlarmStateRule) only say how they are: kept for status.
+        if alarm::is_cloudwatch_event(&event.payload) {
+            return alarms::record(&self.aws.store, &event.payload, account, SystemClock.now())
+                .await
+                .map_err(|e| fail(e.into()));
+        }
+        let reminders = self.reminders(&event.context.invoked_function_arn);
         let handler = EventHandler {
             store: &self.aws.store,
             market: &self.aws.market,
