@@ -14,6 +14,8 @@ use capblock_shared::ports::{MarketError, SettingsStore, StoreError};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
+use crate::table::safe;
+
 pub const EXIT_FAILURE: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
 pub const EXIT_NOT_FOUND: u8 = 3;
@@ -63,11 +65,12 @@ impl CliError {
     /// Say it where the operator (or a script) expects it.
     pub fn report(&self) {
         match self {
-            CliError::Failed(_) => eprintln!("error: {self}"),
-            CliError::InvalidRule(_) => println!("{self}"),
+            // Errors carry what came from outside (names, AWS's messages): escaped.
+            CliError::Failed(_) => eprintln!("error: {}", safe(&self.to_string())),
+            CliError::InvalidRule(_) => println!("{}", safe(&self.to_string())),
             CliError::InvalidFiles(_) | CliError::NothingFound => {}
             CliError::Unknown { .. } | CliError::Invalid(_) | CliError::Refused(_) | CliError::NotFound(_) => {
-                eprintln!("{self}")
+                eprintln!("{}", safe(&self.to_string()))
             }
         }
     }

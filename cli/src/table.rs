@@ -1,7 +1,20 @@
 //! Plain text tables: columns padded to their widest cell, at most `MAX_COLUMN` characters.
 
+use std::borrow::Cow;
+
 use capblock_shared::domain::money::Money;
 use chrono::{DateTime, Duration, Utc};
+
+/// Text from outside (an alarm's name, an event's field, an AWS error) made safe for a
+/// terminal: control characters (escape sequences that move the cursor, clear the screen or
+/// rewrite the title) and bidirectional overrides are written as `\u{..}` escapes.
+pub fn safe(text: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(text.chars().map(|c| if unsafe_char(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect())
+}
 
 /// A time cell: "2026-12-03 10:30" (UTC; the headers say so).
 pub fn when(t: DateTime<Utc>) -> String {
@@ -42,7 +55,7 @@ fn clamp(cell: &str) -> String {
 }
 
 pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let clamped = |cells: &mut dyn Iterator<Item = &str>| cells.map(clamp).collect::<Vec<_>>();
+    let clamped = |cells: &mut dyn Iterator<Item = &str>| cells.map(|c| clamp(&safe(c))).collect::<Vec<_>>();
     let head = clamped(&mut headers.iter().copied());
     let body: Vec<Vec<String>> = rows.iter().map(|r| clamped(&mut r.iter().map(String::as_str))).collect();
     let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
@@ -69,6 +82,17 @@ pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn control_characters_reach_no_terminal() {
+        let hostile = "capblock-x\u{1b}]0;owned\u{7}\u{1b}[2J\r\u{9b}31m\u{202e}gpj";
+        let shown = super::safe(hostile);
+        assert!(!shown.chars().any(|c| c.is_control() || c == '\u{202e}'), "{shown:?}");
+        assert_eq!(shown, "capblock-x\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\u{d}\\u{9b}31m\\u{202e}gpj");
+        assert!(matches!(super::safe("plain é text"), std::borrow::Cow::Borrowed(_)));
+        let table = super::render(&["ALARM"], &[vec![hostile.into()]]);
+        assert!(!table.chars().any(|c| c != '\n' && c.is_control()), "{table:?}");
+    }
+
     #[test]
     fn pads_columns() {
         let t = super::render(&["a", "bb"], &[vec!["xxx".into(), "y".into()]]);

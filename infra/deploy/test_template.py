@@ -106,6 +106,58 @@ def failed_assertions(tpl: dict, overrides: dict[str, str]) -> list[str]:
     return out
 
 
+
+# --------------------------------------------------------------------------- IAM, evaluated
+
+PSEUDO = {
+    "AWS::Partition": "aws",
+    "AWS::AccountId": "111122223333",
+    "AWS::Region": "us-east-1",
+    "AWS::StackName": "capblock",
+}
+
+
+def resolve(expr, params: dict[str, str]):
+    """A resource expression's value (Ref, Fn::Sub, Fn::Join, Fn::Split) for these parameters."""
+    if isinstance(expr, str):
+        return expr
+    if isinstance(expr, list):
+        return [resolve(e, params) for e in expr]
+    (fn, arg), = expr.items()
+    if fn == "Ref":
+        return {**PSEUDO, **params}[arg]
+    if fn == "Fn::Sub":
+        text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], arg[1])
+        names = {**PSEUDO, **params, **{k: resolve(v, params) for k, v in extra.items()}}
+        return re.sub(r"\$\{([^}!]+)\}", lambda m: names[m.group(1)], text)
+    if fn == "Fn::Join":
+        return arg[0].join(resolve(arg[1], params))
+    if fn == "Fn::Split":
+        return resolve(arg[1], params).split(arg[0])
+    raise RuleError(f"unsupported function {fn}")
+
+
+def arn_matches(pattern: str, arn: str) -> bool:
+    """IAM's ARN matching: `*` any run of characters, `?` one."""
+    return re.fullmatch("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern), arn) is not None
+
+
+def allowed(statements: list[dict], action: str, arn: str, params: dict[str, str]) -> bool:
+    """Whether the statements (without conditions) allow `action` on `arn`: an Allow matches and
+    no Deny does."""
+
+    def matches(s: dict) -> bool:
+        if action not in as_list(s.get("Action")):
+            return False
+        if "NotResource" in s:
+            return not any(arn_matches(r, arn) for r in as_list(resolve(s["NotResource"], params)))
+        return any(arn_matches(r, arn) for r in as_list(resolve(s.get("Resource"), params)))
+
+    return any(s["Effect"] == "Allow" and matches(s) for s in statements) and not any(
+        s["Effect"] == "Deny" and matches(s) for s in statements
+    )
+
+
 # --------------------------------------------------------------------------- tests
 
 
@@ -285,6 +337,61 @@ class Guards(Template):
             cond = s.get("Condition", {}).get("StringEquals", {})
             self.assertEqual(ref(cond.get("aws:ResourceTag/capblock:stack")), "AWS::StackName", rid)
         self.assertTrue(found)
+
+    def test_commands_run_only_this_accounts_documents_and_aws_owned_ones(self):
+        params = {"HandoffDocuments": "capblock-checkpoint,AWS-RunShellScript"}
+        ssm = "arn:aws:ssm:us-west-2"
+        senders = {
+            rid for rid, s in self.statements() if "ssm:SendCommand" in as_list(s.get("Action"))
+        }
+        self.assertTrue(senders)
+        for rid in senders:
+            stmts = [s for s in self.role_statements(rid) if "Condition" not in s]
+
+            def may(arn: str) -> bool:
+                return allowed(stmts, "ssm:SendCommand", arn, params)
+
+            self.assertTrue(may(f"{ssm}:111122223333:document/capblock-checkpoint"), rid)
+            self.assertTrue(may(f"{ssm}::document/AWS-RunShellScript"), rid)
+            # Another account's document of a listed name, and a name not listed.
+            self.assertFalse(may(f"{ssm}:999999999999:document/capblock-checkpoint"), rid)
+            self.assertFalse(may(f"{ssm}:999999999999:document/AWS-RunShellScript"), rid)
+            self.assertFalse(may(f"{ssm}:111122223333:document/other"), rid)
+        # The parameter takes names only: an ARN names another account's document.
+        pattern = self.tpl["Parameters"]["HandoffDocuments"]["AllowedPattern"]
+        self.assertIsNotNone(re.fullmatch(pattern, params["HandoffDocuments"]))
+        self.assertIsNone(re.fullmatch(pattern, "arn:aws:ssm:us-east-1:999999999999:document/x"))
+
+    def test_by_default_only_the_functions_put_events_on_capblocks_bus(self):
+        (bid, bus), = self.of_type("AWS::Events::EventBus").items()
+        self.assertEqual(self.tpl["Parameters"]["EventBusName"]["Default"], "")
+        own = {"EventBusName": ""}
+        name = resolve(bus["Properties"]["Name"], own)
+        arn = f"arn:aws:events:us-east-1:111122223333:event-bus/{name}"
+        conds = self.tpl["Conditions"]
+        self.assertEqual(evaluate(conds[bus["Condition"]], own), True, "the default makes the bus")
+        fns = self.of_type("AWS::Serverless::Function")
+        for fid, f in fns.items():
+            env = f["Properties"]["Environment"]["Variables"]["CAPBLOCK_EVENT_BUS"]
+            (cond, then, _), = env.values()
+            self.assertEqual((cond, resolve(then, own)), (bus["Condition"], name), fid)
+        putters = set()
+        for rid, s in self.statements():
+            if "events:PutEvents" in as_list(s.get("Action")):
+                putters.add(rid)
+                (cond, then, _), = s["Resource"].values()
+                self.assertEqual(resolve(then, own), arn, rid)
+        # The bus's policy: the functions' roles put, everyone else of the account is denied.
+        stmts = bus["Properties"]["Policy"]["Statement"]
+        allow = [s for s in stmts if s["Effect"] == "Allow"]
+        deny = [s for s in stmts if s["Effect"] == "Deny"]
+        self.assertEqual({ref(r) for s in allow for r in as_list(s["Principal"]["AWS"])}, putters)
+        self.assertEqual(len(deny), 1)
+        self.assertEqual(deny[0]["Principal"], {"AWS": "*"})
+        self.assertEqual(deny[0]["Action"], "events:PutEvents")
+        self.assertEqual(resolve(deny[0]["Resource"], own), arn)
+        exempt = {ref(r) for r in as_list(deny[0]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"])}
+        self.assertEqual(exempt, putters)
 
 
 if __name__ == "__main__":

@@ -555,6 +555,11 @@ pub trait Outbox: Send + Sync {
     /// Takes the right to publish a notice until `until`; `false` if another run holds it.
     async fn lease(&self, notice: &Notice, now: DateTime<Utc>, until: DateTime<Utc>) -> Result<bool, StoreError>;
     async fn mark_published(&self, notice: &Notice, at: DateTime<Utc>) -> Result<(), StoreError>;
+    /// Writes a record: a notice that is never published (what capblock did, for a retry to
+    /// read). `false` if one with the same thread and milestone exists.
+    async fn put_record(&self, notice: &Notice) -> Result<bool, StoreError>;
+    /// The thread's notices and records whose milestone starts with `prefix`.
+    async fn records(&self, thread: &str, prefix: &str) -> Result<Vec<Notice>, StoreError>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -642,8 +647,8 @@ pub trait Groups: Send + Sync {
     async fn existing(&self, region: &Region, groups: &[String]) -> Result<Vec<String>, ActionError>;
 }
 
-/// A Run Command capblock sent, as SSM lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A Run Command capblock sent: as SSM lists it, and as capblock records it once sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SentCommand {
     pub command_id: String,
     pub instance_ids: Vec<String>,
@@ -653,10 +658,13 @@ pub struct SentCommand {
 pub trait Commands: Send + Sync {
     /// SendCommand of `document` to the instances, marked with `comment`; the command id.
     async fn send(&self, region: &Region, document: &str, instances: &[String], comment: &str) -> ActionResult<String>;
-    /// The commands marked `comment` sent to any of the instances (a retry sends to the others).
+    /// The commands of `document` marked `comment` sent to any of the instances. Anyone allowed
+    /// to send commands can send one with that mark: asked only for a send of capblock's whose
+    /// answer was lost.
     async fn sent(
         &self,
         region: &Region,
+        document: &str,
         comment: &str,
         instance_ids: &[String],
     ) -> Result<Vec<SentCommand>, ActionError>;

@@ -12,7 +12,7 @@ use clap::Args;
 
 use super::offerings::{OFFERING_HEADERS, offering_rows};
 use crate::context::{CliError, CliResult, DescribeArgs, StackArgs, run_now, sdk, store};
-use crate::table;
+use crate::table::{self, safe};
 
 #[derive(Args)]
 pub struct ScanArgs {
@@ -89,7 +89,7 @@ pub async fn run(a: ScanArgs) -> CliResult {
         println!("  {r}: does not sell Capacity Blocks");
     }
     for (r, e) in &report.failed_regions {
-        println!("  {r}: FAILED this scan: {e}");
+        println!("  {r}: FAILED this scan: {}", safe(&e.to_string()));
     }
     if !report.skipped_rules.is_empty() {
         println!(

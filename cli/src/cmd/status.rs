@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 
 use crate::context::{CliResult, sdk, store, stored_settings};
-use crate::table::{self, when};
+use crate::table::{self, safe, when};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock status\n  capblock status --time 2026-12-10T00:00:00Z\n\n\
@@ -94,7 +94,7 @@ pub async fn run(a: StatusArgs) -> CliResult {
         .await?
         .into_iter()
         .filter(|a| a.value == AlarmValue::Alarm && a.alarm.starts_with(&format!("{name}-")))
-        .map(|a| format!("{} (since {} UTC)", a.alarm, when(a.at)))
+        .map(|a| format!("{} (since {} UTC)", safe(&a.alarm), when(a.at)))
         .collect();
     if firing.is_empty() {
         println!("alarms in ALARM: none");

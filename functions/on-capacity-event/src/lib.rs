@@ -9,7 +9,7 @@ use capblock_shared::config::{self, ConfigError};
 use capblock_shared::domain::alarm;
 use capblock_shared::domain::block::Block;
 use capblock_shared::lambda::{Adapters, FunctionError, Payload, emit_corrupt_items};
-use capblock_shared::ports::{ReminderError, Reminders, SystemClock};
+use capblock_shared::ports::{Clock, ReminderError, Reminders, SystemClock};
 use chrono::{DateTime, Utc};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -92,13 +92,13 @@ impl App {
         let fail = |e: FunctionError| capblock_shared::lambda::report("on-capacity-event", &self.stack, e);
         let LambdaEvent { payload, context } = event;
         let payload = payload.into_json().map_err(fail)?;
-        // The stack's own alarms (template: AlarmStateRule) only say how they are: kept for status.
-        if alarm::is_cloudwatch_event(&payload) {
-            return alarms::record(&self.aws.store, &payload).await.map_err(|e| fail(e.into()));
-        }
-        let reminders = self.reminders(&context.invoked_function_arn);
         // arn:aws:lambda:REGION:ACCOUNT:function:NAME
         let account = context.invoked_function_arn.split(':').nth(4).filter(|a| !a.is_empty());
+        // The stack's own alarms (template: AlarmStateRule) only say how they are: kept for status.
+        if alarm::is_cloudwatch_event(&payload) {
+            return alarms::record(&self.aws.store, &payload, account, SystemClock.now()).await.map_err(|e| fail(e.into()));
+        }
+        let reminders = self.reminders(&context.invoked_function_arn);
         let handler = EventHandler {
             store: &self.aws.store,
             market: &self.aws.market,

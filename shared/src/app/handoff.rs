@@ -6,7 +6,8 @@
 //! in the block's Slack thread and marks it done. A failed action stays pending (its failure
 //! announced once) and is tried again by the next run; nothing of the block's life waits for it.
 //! Every action is safe to repeat: parameters and capacities are set, not added to, and a
-//! command is sent only to the instances that do not have it yet (found by its comment).
+//! command is sent only to the instances that do not have it yet (by the commands capblock
+//! recorded sending).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -23,7 +24,8 @@ use crate::domain::names::Region;
 use crate::domain::rule::{Mode, Rule};
 use crate::domain::slack::SlackMessage;
 use crate::ports::{
-    ActionError, BlockStore, Commands, Groups, InstanceSource, Message, Notice, Outbox, Parameters, StoreError, Topic,
+    ActionError, BlockStore, Commands, Groups, InstanceSource, Message, Notice, Outbox, Parameters, SentCommand,
+    StoreError, Topic,
 };
 
 /// The outbox notice of one lifecycle step's event. `step_key` is the step's milestone name
@@ -104,31 +106,39 @@ pub async fn tracker_pass<S: BlockStore + Outbox + ?Sized>(
     stack_mode: Mode,
     now: DateTime<Utc>,
 ) -> ActionReport {
-    let planned = async {
-        let mut planned = 0;
-        for b in store.open_blocks(None).await? {
-            let (Some(rule), Some(target)) = (b.rule_id.as_ref().and_then(|r| rules.get(r)), Target::of(&b)) else {
-                continue;
-            };
-            if rule.actions.is_empty() {
-                continue;
+    let mut planned = 0;
+    let mut errors = Vec::new();
+    match store.open_blocks(None).await {
+        Err(e) => errors.push(e.to_string()),
+        Ok(blocks) => {
+            for b in blocks {
+                let (Some(rule), Some(target)) = (b.rule_id.as_ref().and_then(|r| rules.get(r)), Target::of(&b))
+                else {
+                    continue;
+                };
+                if rule.actions.is_empty() {
+                    continue;
+                }
+                let orders = handoff::current(&rule.actions, &target, b.state, now, dry_run(stack_mode, rule));
+                // One block's failure is that block's: every other block is still planned.
+                match enqueue_actions(store, &orders, now).await {
+                    Ok(n) => planned += n,
+                    Err(e) => {
+                        tracing::warn!(event = "handoff_failed", reservation = %b.reservation_id, error = %e, "this block's actions not planned; next run retries");
+                        errors.push(format!("{}: {e}", b.reservation_id));
+                    }
+                }
             }
-            let orders = handoff::current(&rule.actions, &target, b.state, now, dry_run(stack_mode, rule));
-            planned += enqueue_actions(store, &orders, now).await?;
         }
-        Ok::<usize, StoreError>(planned)
     }
-    .await;
     let mut report = match hands.run(store, now).await {
         Ok(r) => r,
-        Err(e) => ActionReport { error: Some(e.to_string()), ..Default::default() },
+        Err(e) => ActionReport { errors: vec![e.to_string()], ..Default::default() },
     };
-    match planned {
-        Ok(n) => report.planned = n,
-        Err(e) => report.error = Some(e.to_string()),
-    }
-    if let Some(e) = &report.error {
-        tracing::warn!(event = "handoff_failed", error = %e, "hand-off actions not all planned or run; next run retries");
+    report.planned = planned;
+    report.errors.splice(0..0, errors);
+    if !report.errors.is_empty() {
+        tracing::warn!(event = "handoff_failed", errors = ?report.errors, "hand-off actions not all planned or run; next run retries");
     }
     report
 }
@@ -173,6 +183,18 @@ pub fn action_notice(p: &Planned, now: DateTime<Utc>) -> Notice {
     }
 }
 
+/// A record (never published) of what an action did, in the block's thread.
+fn record<T: Serialize>(thread: &str, milestone: String, body: &T, now: DateTime<Utc>) -> Notice {
+    Notice {
+        thread: thread.to_string(),
+        milestone,
+        topic: Topic::Actions,
+        // Strings and lists of strings: serializing cannot fail.
+        message: Message { body: serde_json::to_string(body).unwrap_or_default(), attributes: BTreeMap::new() },
+        created_at: now,
+    }
+}
+
 /// Enqueues the planned actions; returns how many were new (0 when all were planned before).
 pub async fn enqueue_actions<O: Outbox + ?Sized>(
     outbox: &O,
@@ -208,8 +230,9 @@ pub struct ActionReport {
     /// Waiting (a command still running on some instance).
     pub waiting: Vec<String>,
     pub held_elsewhere: usize,
-    /// The store failed: what was not planned or run is retried next run.
-    pub error: Option<String>,
+    /// What the store refused, per block or action: what was not planned or run is retried
+    /// next run; the others went on.
+    pub errors: Vec<String>,
 }
 
 /// What one try of an order came to.
@@ -230,65 +253,86 @@ impl Hands<'_> {
             outbox.pending().await?.into_iter().filter(|n| n.topic == Topic::Actions).collect();
         pending.sort_by_key(|n| n.created_at);
         for notice in pending {
-            let p: Planned = match serde_json::from_str(&notice.message.body) {
-                Ok(p) => p,
-                Err(e) => {
-                    // Written by this code only: a bug or a hand edit. Left for a person.
-                    tracing::error!(event = "action_corrupt", notice = %notice.id(), error = %e, "cannot read the action; left pending");
-                    report.failed.push(notice.id());
-                    continue;
-                }
-            };
-            if !outbox.lease(&notice, now, now + LEASE).await? {
-                report.held_elsewhere += 1;
-                continue;
+            // One action's failure is that action's: the others still run.
+            if let Err(e) = self.run_one(outbox, &notice, now, &mut report).await {
+                tracing::warn!(event = "handoff_failed", notice = %notice.id(), error = %e, "this action not run or not recorded; next run retries");
+                report.errors.push(format!("{}: {e}", notice.id()));
             }
-            let tried = if p.dry_run {
-                Ok(Tried::Done("Dry run: nothing was changed.".into()))
-            } else {
-                self.try_order(&p).await
-            };
-            let thread = &p.target.block.reservation_id;
-            let (message, next) = match tried {
-                Ok(Tried::Done(what)) => (handoff::announce_done(&p, &what), None),
-                Ok(Tried::Reported(message)) => (message, None),
-                Ok(Tried::Then(what, next)) => (handoff::announce_done(&p, &what), Some(next)),
-                Ok(Tried::NotYet(why)) => {
-                    tracing::info!(event = "action_waiting", reservation = %thread, action = %p.key, %why, "next run looks again");
-                    report.waiting.push(notice.id());
-                    continue;
-                }
-                Err(e) if handoff::gives_up(&p, now) => {
-                    let msg = handoff::announce_given_up(&p, &e.to_string());
-                    outbox.enqueue(&alert_notice(thread, &format!("{}-given-up", p.key), &msg, now)).await?;
-                    outbox.mark_published(&notice, now).await?;
-                    tracing::warn!(event = "action_given_up", reservation = %thread, action = %p.key, error = %e, "dropped a day after the block's end");
-                    report.failed.push(notice.id());
-                    continue;
-                }
-                Err(e) => {
-                    let msg = handoff::announce_failed(&p, &e.to_string());
-                    // Announced once per action, however many runs it fails.
-                    outbox.enqueue(&alert_notice(thread, &format!("{}-failed", p.key), &msg, now)).await?;
-                    tracing::warn!(event = "action_failed", reservation = %thread, action = %p.key, error = %e, "retried next run");
-                    report.failed.push(notice.id());
-                    continue;
-                }
-            };
-            // The follow-up first: if this run dies here, the retry finds the command sent (by
-            // its comment) and plans the same follow-up again (a no-op).
-            if let Some(next) = next {
-                enqueue_actions(outbox, std::slice::from_ref(next.as_ref()), now).await?;
-            }
-            outbox.enqueue(&alert_notice(thread, &format!("{}-done", p.key), &message, now)).await?;
-            outbox.mark_published(&notice, now).await?;
-            tracing::info!(event = "action_done", reservation = %thread, action = %p.key, dry_run = p.dry_run, "{}", message.description);
-            report.done.push(notice.id());
         }
         Ok(report)
     }
 
-    async fn try_order(&self, p: &Planned) -> Result<Tried, ActionError> {
+    /// Runs one pending action (if this run can lease it) and records what came of it.
+    async fn run_one<O: Outbox + ?Sized>(
+        &self,
+        outbox: &O,
+        notice: &Notice,
+        now: DateTime<Utc>,
+        report: &mut ActionReport,
+    ) -> Result<(), StoreError> {
+        let p: Planned = match serde_json::from_str(&notice.message.body) {
+            Ok(p) => p,
+            Err(e) => {
+                // Written by this code only: a bug or a hand edit. Left for a person.
+                tracing::error!(event = "action_corrupt", notice = %notice.id(), error = %e, "cannot read the action; left pending");
+                report.failed.push(notice.id());
+                return Ok(());
+            }
+        };
+        if !outbox.lease(notice, now, now + LEASE).await? {
+            report.held_elsewhere += 1;
+            return Ok(());
+        }
+        let tried = if p.dry_run {
+            Ok(Tried::Done("Dry run: nothing was changed.".into()))
+        } else {
+            self.try_order(outbox, &p, now).await
+        };
+        let thread = &p.target.block.reservation_id;
+        let (message, next) = match tried {
+            Ok(Tried::Done(what)) => (handoff::announce_done(&p, &what), None),
+            Ok(Tried::Reported(message)) => (message, None),
+            Ok(Tried::Then(what, next)) => (handoff::announce_done(&p, &what), Some(next)),
+            Ok(Tried::NotYet(why)) => {
+                tracing::info!(event = "action_waiting", reservation = %thread, action = %p.key, %why, "next run looks again");
+                report.waiting.push(notice.id());
+                return Ok(());
+            }
+            Err(e) if handoff::gives_up(&p, now) => {
+                let msg = handoff::announce_given_up(&p, &e.to_string());
+                outbox.enqueue(&alert_notice(thread, &format!("{}-given-up", p.key), &msg, now)).await?;
+                outbox.mark_published(notice, now).await?;
+                tracing::warn!(event = "action_given_up", reservation = %thread, action = %p.key, error = %e, "dropped a day after the block's end");
+                report.failed.push(notice.id());
+                return Ok(());
+            }
+            Err(e) => {
+                let msg = handoff::announce_failed(&p, &e.to_string());
+                // Announced once per action, however many runs it fails.
+                outbox.enqueue(&alert_notice(thread, &format!("{}-failed", p.key), &msg, now)).await?;
+                tracing::warn!(event = "action_failed", reservation = %thread, action = %p.key, error = %e, "retried next run");
+                report.failed.push(notice.id());
+                return Ok(());
+            }
+        };
+        // The follow-up first: if this run dies here, the retry finds the command sent (by
+        // its comment) and plans the same follow-up again (a no-op).
+        if let Some(next) = next {
+            enqueue_actions(outbox, std::slice::from_ref(next.as_ref()), now).await?;
+        }
+        outbox.enqueue(&alert_notice(thread, &format!("{}-done", p.key), &message, now)).await?;
+        outbox.mark_published(notice, now).await?;
+        tracing::info!(event = "action_done", reservation = %thread, action = %p.key, dry_run = p.dry_run, "{}", message.description);
+        report.done.push(notice.id());
+        Ok(())
+    }
+
+    async fn try_order<O: Outbox + ?Sized>(
+        &self,
+        outbox: &O,
+        p: &Planned,
+        now: DateTime<Utc>,
+    ) -> Result<Tried, ActionError> {
         let region = p.target.block.region.clone();
         match &p.order {
             Order::PublishParameter { name, value } => {
@@ -315,7 +359,9 @@ impl Hands<'_> {
                 self.groups.set_desired(&region, group, *desired).await?;
                 Ok(Tried::Done(format!("`{group}` desired capacity is {desired}.")))
             }
-            Order::RunCommand { document, comment } => self.send_command(p, &region, document, comment).await,
+            Order::RunCommand { document, comment } => {
+                self.send_command(outbox, p, &region, document, comment, now).await
+            }
             Order::CommandResult { commands, .. } => {
                 let mut results = BTreeMap::new();
                 for (instance, command_id) in commands {
@@ -334,34 +380,71 @@ impl Hands<'_> {
         }
     }
 
-    /// Sends the command to the block's running instances that do not have it yet.
-    async fn send_command(
+    /// Sends the command to the block's running instances that do not have it yet: those its
+    /// own recorded commands reached. Each send is recorded twice: `sending-<n>` (the instances)
+    /// before SendCommand and `sent-<n>` (the command id) after it. A command found by its mark
+    /// (`Commands::sent`) is taken as capblock's only for a send whose answer was lost (marked
+    /// sending, never recorded sent), and only to the instances that send was for: anyone allowed
+    /// to send commands can send one with the same mark, and must not suppress capblock's.
+    async fn send_command<O: Outbox + ?Sized>(
         &self,
+        outbox: &O,
         p: &Planned,
         region: &Region,
         document: &str,
         comment: &str,
+        now: DateTime<Utc>,
     ) -> Result<Tried, ActionError> {
         let fail =
             |operation: &'static str, message: String| ActionError { operation, region: region.to_string(), message };
+        let store = |e: StoreError| fail("the table", e.to_string());
+        let thread = &p.target.block.reservation_id;
         let instances = self
             .instances
-            .instances_in(region, &p.target.block.reservation_id)
+            .instances_in(region, thread)
             .await
             .map_err(|e| fail("DescribeInstances", e.to_string()))?;
         if instances.is_empty() {
             return Ok(Tried::Done("No instance runs in the block: nothing to send.".into()));
         }
+        let (sending, sent) = (format!("{}-sending-", p.key), format!("{}-sent-", p.key));
+        let records = outbox.records(thread, &format!("{}-sen", p.key)).await.map_err(store)?;
+        let read = |prefix: &str| -> BTreeMap<String, String> {
+            records
+                .iter()
+                .filter_map(|r| Some((r.milestone.strip_prefix(prefix)?.to_string(), r.message.body.clone())))
+                .collect()
+        };
+        let (marked, recorded) = (read(&sending), read(&sent));
         let mut by_instance: BTreeMap<String, String> = BTreeMap::new();
-        for sent in self.commands.sent(region, comment, &instances).await? {
-            for i in sent.instance_ids {
-                by_instance.entry(i).or_insert_with(|| sent.command_id.clone());
+        for body in recorded.values() {
+            let own: SentCommand = serde_json::from_str(body).map_err(|e| fail("the table", e.to_string()))?;
+            for i in own.instance_ids {
+                by_instance.entry(i).or_insert_with(|| own.command_id.clone());
+            }
+        }
+        for (n, body) in marked.iter().filter(|(n, _)| !recorded.contains_key(*n)) {
+            let to: Vec<String> = serde_json::from_str(body).map_err(|e| fail("the table", e.to_string()))?;
+            let found = self.commands.sent(region, document, comment, &to).await?;
+            let Some(own) = found.into_iter().find(|c| c.instance_ids.iter().all(|i| to.contains(i))) else {
+                // SSM never had it: the instances are sent it below, under a new number.
+                continue;
+            };
+            outbox.put_record(&record(thread, format!("{sent}{n}"), &own, now)).await.map_err(store)?;
+            for i in own.instance_ids {
+                by_instance.entry(i).or_insert_with(|| own.command_id.clone());
             }
         }
         let rest: Vec<String> = instances.iter().filter(|i| !by_instance.contains_key(*i)).cloned().collect();
         let already = instances.len() - rest.len();
         if !rest.is_empty() {
+            let n = marked.len();
+            if !outbox.put_record(&record(thread, format!("{sending}{n}"), &rest, now)).await.map_err(store)? {
+                return Err(fail("the table", format!("another run is sending {} (send {n})", p.key)));
+            }
             let id = self.commands.send(region, document, &rest, comment).await?;
+            let own = SentCommand { command_id: id.clone(), instance_ids: rest.clone() };
+            outbox.put_record(&record(thread, format!("{sent}{n}"), &own, now)).await.map_err(store)?;
             for i in &rest {
                 by_instance.insert(i.clone(), id.clone());
             }

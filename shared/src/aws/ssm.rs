@@ -84,6 +84,7 @@ impl Commands for Ssm {
     async fn sent(
         &self,
         region: &Region,
+        document: &str,
         comment: &str,
         instance_ids: &[String],
     ) -> Result<Vec<SentCommand>, ActionError> {
@@ -95,7 +96,7 @@ impl Commands for Ssm {
             while let Some(page) = pages.next().await {
                 let page = page.map_err(|e| failed("ListCommands", region, e))?;
                 for c in page.commands() {
-                    if c.comment() != Some(comment) {
+                    if c.comment() != Some(comment) || c.document_name() != Some(document) {
                         continue;
                     }
                     let Some(id) = c.command_id() else { continue };

@@ -6,10 +6,18 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-/// SSM's limit on a document name, and its characters.
-const DOCUMENT_NAME_CHARS: std::ops::RangeInclusive<usize> = 3..=128;
-/// Auto Scaling's limit on a group name.
-const GROUP_NAME_CHARS: std::ops::RangeInclusive<usize> = 1..=255;
+use super::names::prefix;
+
+/// SSM's limit on a document name (`DocumentName`: `^[a-zA-Z0-9_\-.]{3,128}$`). A name, never
+/// an ARN: SendCommand needs an ARN only for a document shared from another account, and a
+/// document of another account would run as root on the block's instances.
+const DOCUMENT_NAME_BYTES: std::ops::RangeInclusive<usize> = 3..=128;
+/// Auto Scaling's limit on a group name: 1-255 of the ASCII characters 33 to 126, no colon
+/// (CreateAutoScalingGroup). Counted in bytes: the name goes into outbox keys, and DynamoDB
+/// limits a sort key to 1,024 bytes.
+const GROUP_NAME_BYTES: std::ops::RangeInclusive<usize> = 1..=255;
+/// Most actions one rule may ask for: each is planned for each open block on every tracker run.
+pub const MAX_ACTIONS: usize = 10;
 
 /// An action as an operator writes it in a rule (`[[actions]]`, `kind` = ...).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +59,13 @@ pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Ve
     let mut out = Vec::new();
     let mut problems = Vec::new();
     let mut seen = BTreeSet::new();
+    if specs.len() > MAX_ACTIONS {
+        problems.push((
+            "actions".to_string(),
+            format!("{} actions; at most {MAX_ACTIONS} per rule (each runs for every block on every tracker run)", specs.len()),
+        ));
+        return (out, problems);
+    }
     // The longest a lead may be: the block's time before termination.
     let room = limits.shortest_block_minutes - limits.termination_lead_minutes;
     let lead = |field: String, v: i64, problems: &mut Vec<(String, String)>| -> Option<u32> {
@@ -81,11 +96,12 @@ pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Ve
             }
             ActionSpec::ScaleGroup { group, desired, down_lead_minutes } => {
                 let before = problems.len();
-                if !GROUP_NAME_CHARS.contains(&group.chars().count()) || group.trim() != group {
+                if !is_group_name(group) {
                     problems.push((
                         at("group"),
                         format!(
-                            "{group:?} is not an Auto Scaling group name (1-255 characters, no surrounding spaces)"
+                            "{:?} is not an Auto Scaling group name (1-255 ASCII letters, digits and punctuation, no colon or space)",
+                            prefix(group)
                         ),
                     ));
                 } else if !seen.insert(format!("group:{group}")) {
@@ -113,10 +129,18 @@ pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Ve
                 let before = problems.len();
                 if document.is_empty() {
                     problems.push((at("document"), "the document name is empty".into()));
+                } else if document.starts_with("arn:") || document.contains([':', '/']) {
+                    problems.push((
+                        at("document"),
+                        format!(
+                            "{:?} is an ARN: name the document instead; only this account's documents and AWS-owned ones (AWS-...) may run",
+                            prefix(document)
+                        ),
+                    ));
                 } else if !is_document_name(document) {
                     problems.push((
                         at("document"),
-                        format!("{document:?} is not an SSM document name (3-128 letters, digits, _ - . : /)"),
+                        format!("{:?} is not an SSM document name (3-128 letters, digits, _ - .)", prefix(document)),
                     ));
                 }
                 let lead = lead(at("lead_minutes"), *lead_minutes, &mut problems);
@@ -134,9 +158,14 @@ pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Ve
     (out, problems)
 }
 
-fn is_document_name(s: &str) -> bool {
-    DOCUMENT_NAME_CHARS.contains(&s.chars().count())
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:/".contains(c))
+/// A name SendCommand takes for a document of this account or AWS's (never an ARN).
+pub fn is_document_name(s: &str) -> bool {
+    DOCUMENT_NAME_BYTES.contains(&s.len()) && s.bytes().all(|c| c.is_ascii_alphanumeric() || b"_-.".contains(&c))
+}
+
+/// A name CreateAutoScalingGroup accepts.
+pub fn is_group_name(s: &str) -> bool {
+    GROUP_NAME_BYTES.contains(&s.len()) && s.bytes().all(|c| (33..=126).contains(&c) && c != b':')
 }
 
 /// The groups and documents rules name: what the IAM policy grants and `rules validate` checks.

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use super::actions::Action;
 use super::block::Block;
@@ -97,6 +98,23 @@ pub enum Point {
     Ended,
 }
 
+/// The longest name an outbox key carries as it is. Every key built here adds less than 100
+/// bytes to the name, and DynamoDB limits a sort key to 1,024 bytes.
+const KEY_NAME_BYTES: usize = 768;
+
+/// A group's or document's name as it goes into an outbox key: the name itself while it fits
+/// (so the keys of records stored before stay the same, and a key says what it is about), a
+/// hash of it when it does not (a name from a rule stored before names were checked by bytes).
+/// SHA-256: two names of one rule never share a key, so neither action is skipped as done.
+fn key_name(name: &str) -> String {
+    if name.len() <= KEY_NAME_BYTES {
+        return name.to_string();
+    }
+    let digest = Sha256::digest(name.as_bytes());
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("sha256-{hex}")
+}
+
 fn stamp(t: DateTime<Utc>) -> String {
     t.format("%Y%m%dT%H%MZ").to_string()
 }
@@ -118,7 +136,7 @@ fn parameter_value(t: &Target) -> String {
 fn scale_down(t: &Target, group: &str, dry_run: bool) -> Planned {
     // Keyed by the end: after an extension the group goes down again before the new end.
     Planned {
-        key: format!("action-scale-down-{group}-end-{}", stamp(t.block.end)),
+        key: format!("action-scale-down-{}-end-{}", key_name(group), stamp(t.block.end)),
         target: t.clone(),
         order: Order::SetCapacity { group: group.to_string(), desired: 0 },
         dry_run,
@@ -145,7 +163,7 @@ pub fn at_point(actions: &[Action], t: &Target, point: Point, dry_run: bool) -> 
                 ));
             }
             (Action::ScaleGroup { group, desired, .. }, Point::Active) => out.push(plan(
-                format!("action-scale-up-{group}"),
+                format!("action-scale-up-{}", key_name(group)),
                 Order::SetCapacity { group: group.clone(), desired: *desired },
             )),
             // A group that missed its scale-down (the tracker did not run in the window) goes
@@ -203,7 +221,11 @@ pub fn due(actions: &[Action], t: &Target, now: DateTime<Utc>, dry_run: bool) ->
             Action::RunCommand { document, lead_minutes } if reached(*lead_minutes) && now < term => {
                 let comment = command_comment(&t.block.reservation_id, *lead_minutes, t.block.end);
                 out.push(Planned {
-                    key: format!("action-run-command-{document}-{lead_minutes}m-end-{}", stamp(t.block.end)),
+                    key: format!(
+                        "action-run-command-{}-{lead_minutes}m-end-{}",
+                        key_name(document),
+                        stamp(t.block.end)
+                    ),
                     target: t.clone(),
                     order: Order::RunCommand { document: document.clone(), comment },
                     dry_run,

@@ -98,7 +98,12 @@ pub fn extension_payment_deadline(sent_at: DateTime<Utc>, block_end: DateTime<Ut
 
 /// When EC2 begins terminating the block's instances: when unsaved work is lost.
 pub fn termination_time(end: DateTime<Utc>, ultraserver: bool) -> DateTime<Utc> {
-    end - if ultraserver { ULTRASERVER_TERMINATION_LEAD } else { TERMINATION_LEAD }
+    end - termination_lead(ultraserver)
+}
+
+/// How long before a block's end EC2 terminates its instances.
+pub fn termination_lead(ultraserver: bool) -> Duration {
+    if ultraserver { ULTRASERVER_TERMINATION_LEAD } else { TERMINATION_LEAD }
 }
 
 /// What DescribeCapacityReservations said about one reservation.

@@ -10,7 +10,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::actions::{self, Action, ActionLimits, ActionSpec};
-use super::lifecycle::TERMINATION_LEAD;
+use super::lifecycle::termination_lead;
 use super::money::{Currency, Money};
 use super::names::{InstanceType, Region, prefix};
 use super::offering::Offering;
@@ -502,11 +502,17 @@ impl RuleSpec {
         // A lead is judged against the shortest block the rule may buy: its shortest duration
         // less the tolerance (EC2's closest matches may be that much shorter).
         let shortest_days = durations_days.iter().copied().min().unwrap_or(1);
+        // An UltraServer rule's blocks hold all the instances of their UltraServers, and EC2
+        // terminates them 60 minutes before the end, not 30.
+        let ultra = !ultraserver_types.is_empty();
+        let ultra_instances = ultraserver_types
+            .iter()
+            .flat_map(|&kind| ultraserver_counts.iter().map(move |&count| UltraServers { kind, count }.instances()));
         let limits = ActionLimits {
             shortest_block_minutes: i64::from(shortest_days) * 24 * 60
                 - self.duration_tolerance_hours.clamp(0, 23) * 60,
-            termination_lead_minutes: TERMINATION_LEAD.num_minutes(),
-            max_instances: instance_counts.iter().copied().max().unwrap_or(1),
+            termination_lead_minutes: termination_lead(ultra).num_minutes(),
+            max_instances: instance_counts.iter().copied().chain(ultra_instances).max().unwrap_or(1),
         };
         let (actions, action_problems) = actions::validate(&self.actions, &limits);
         for (field, message) in action_problems {

@@ -14,6 +14,12 @@ use serde_json::{Value, json};
 /// The stack the alarms are named after (`<stack>-...`).
 const STACK: &str = "capblock";
 
+/// `minutes` from the wall clock (the function's clock: a state's time is never later), as
+/// CloudWatch writes an event's `time`.
+fn ago(minutes: i64) -> String {
+    (chrono::Utc::now() - chrono::Duration::minutes(minutes)).format("%Y-%m-%dT%H:%M:00Z").to_string()
+}
+
 fn change(value: &str, time: &str) -> Value {
     let mut v: Value =
         serde_json::from_str(include_str!("../../../shared/src/domain/alarm/state-change.json")).unwrap();
@@ -25,7 +31,7 @@ fn change(value: &str, time: &str) -> Value {
 
 async fn status(sim: &Sim, aws: &Aws) -> String {
     let out = tokio::process::Command::new(binary("capblock"))
-        .args(["status", "--time", "2026-12-02T18:00:00Z"])
+        .args(["status", "--time", &ago(0)])
         .envs(binary_env(sim, aws, STACK))
         .output()
         .await
@@ -57,25 +63,37 @@ async fn alarm_events_are_kept_in_order_and_status_lists_those_in_alarm() {
     };
 
     assert!(status(&sim, &aws).await.contains("alarms in ALARM: none"));
-    let fired = send(change("ALARM", "2026-12-02T17:04:40Z")).await;
+    let fired_at = ago(60);
+    let fired = send(change("ALARM", &fired_at)).await;
     assert_eq!((&fired["result"], &fired["state"], &fired["kept"]), (&json!("alarm"), &json!("ALARM"), &json!(true)));
     // An older OK delivered late does not hide the alarm.
-    let late = send(change("OK", "2026-12-02T16:00:00Z")).await;
+    let late = send(change("OK", &ago(120))).await;
     assert_eq!(late["kept"], json!(false), "{late}");
     let shown = status(&sim, &aws).await;
-    assert!(shown.contains("alarms in ALARM: capblock-PurchaseFailedAlarm (since 2026-12-02 17:04 UTC)"), "{shown}");
+    let since = format!("(since {} UTC)", fired_at[..16].replace('T', " "));
+    assert!(shown.contains(&format!("alarms in ALARM: capblock-PurchaseFailedAlarm {since}")), "{shown}");
 
-    // Another stack's alarm, and a CloudWatch event of another kind, change nothing shown.
-    let mut other = change("ALARM", "2026-12-02T17:10:00Z");
+    // Another stack's alarm, another account's, a CloudWatch event of another kind, and an OK
+    // from the far future (which would pin the state) change nothing shown.
+    let mut other = change("ALARM", &ago(55));
     other["detail"]["alarmName"] = json!("someone-else-errors");
     send(other).await;
-    let mut config = change("ALARM", "2026-12-02T17:11:00Z");
+    let mut forged = change("OK", &ago(54));
+    forged["account"] = json!("999999999999");
+    assert_eq!(send(forged).await["kind"], json!("other-account"));
+    let mut config = change("ALARM", &ago(53));
     config["detail-type"] = json!("CloudWatch Alarm Configuration Change");
     assert_eq!(send(config).await["kind"], json!("unknown-detail-type"));
     assert!(status(&sim, &aws).await.contains("alarms in ALARM: capblock-PurchaseFailedAlarm ("));
+    send(change("OK", "2099-01-01T00:00:00Z")).await;
+    // Kept at the function's clock: a genuine event after it still counts.
+    tokio::time::sleep(StdDuration::from_millis(1100)).await;
+    send(change("ALARM", &chrono::Utc::now().to_rfc3339())).await;
+    assert!(status(&sim, &aws).await.contains("alarms in ALARM: capblock-PurchaseFailedAlarm ("), "not pinned");
 
     // Back to OK: nothing in ALARM for this stack.
-    send(change("OK", "2026-12-02T17:30:00Z")).await;
+    tokio::time::sleep(StdDuration::from_millis(1100)).await;
+    send(change("OK", &chrono::Utc::now().to_rfc3339())).await;
     assert!(status(&sim, &aws).await.contains("alarms in ALARM: none"));
     let kept = aws.store().alarms().await.unwrap();
     let mine: Vec<_> = kept.iter().filter(|a| a.alarm == "capblock-PurchaseFailedAlarm").collect();

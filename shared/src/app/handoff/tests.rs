@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use chrono::{Duration, TimeZone};
 
 use super::*;
+use crate::domain::block::example;
 use crate::domain::handoff::tests::{all, target};
+use crate::domain::lifecycle::BlockState;
 use crate::domain::handoff::{Point, at_point, due};
 use crate::ports::{MarketError, SentCommand};
 
@@ -16,10 +18,33 @@ fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()
 }
 
-/// An outbox in memory: the same contract as the DynamoDB one (enqueue once, lease, publish).
+/// An outbox in memory: the same contract as the DynamoDB one (enqueue once, lease, publish,
+/// a sort key of at most 1,024 bytes), with the open blocks of `BlockStore`, and a thread whose
+/// writes fail (a store error that concerns one block).
 #[derive(Default)]
 struct Memory {
     notices: Mutex<Vec<(Notice, bool, DateTime<Utc>)>>,
+    blocks: Vec<Block>,
+    failing_thread: Mutex<Option<String>>,
+}
+
+/// DynamoDB's limit on a sort key (`NOTICE#<milestone>`), in bytes.
+const SORT_KEY_BYTES: usize = 1024;
+
+#[async_trait]
+impl BlockStore for Memory {
+    async fn open_blocks(&self, _rule_id: Option<&str>) -> Result<Vec<Block>, StoreError> {
+        Ok(self.blocks.clone())
+    }
+    async fn get_block(&self, id: &str) -> Result<Option<Block>, StoreError> {
+        Ok(self.blocks.iter().find(|b| b.reservation_id == id).cloned())
+    }
+    async fn adopt_block(&self, _block: &Block) -> Result<bool, StoreError> {
+        unreachable!("the hand-off adopts nothing")
+    }
+    async fn update_block(&self, _block: &Block, _expected_version: u64) -> Result<(), StoreError> {
+        unreachable!("the hand-off moves no block")
+    }
 }
 
 impl Memory {
@@ -32,6 +57,12 @@ impl Memory {
 #[async_trait]
 impl Outbox for Memory {
     async fn enqueue(&self, notice: &Notice) -> Result<bool, StoreError> {
+        if format!("NOTICE#{}", notice.milestone).len() > SORT_KEY_BYTES {
+            return Err(StoreError::Unavailable("ValidationException: the sort key is over 1024 bytes".into()));
+        }
+        if self.failing_thread.lock().unwrap().as_deref() == Some(notice.thread.as_str()) {
+            return Err(StoreError::Unavailable("InternalServerError".into()));
+        }
         let mut n = self.notices.lock().unwrap();
         if n.iter().any(|(x, _, _)| x.id() == notice.id()) {
             return Ok(false);
@@ -52,6 +83,17 @@ impl Outbox for Memory {
         }
         e.2 = until;
         Ok(true)
+    }
+    async fn put_record(&self, notice: &Notice) -> Result<bool, StoreError> {
+        let added = self.enqueue(notice).await?;
+        if added {
+            self.mark_published(notice, notice.created_at).await?;
+        }
+        Ok(added)
+    }
+    async fn records(&self, thread: &str, prefix: &str) -> Result<Vec<Notice>, StoreError> {
+        let n = self.notices.lock().unwrap();
+        Ok(n.iter().filter(|(x, _, _)| x.thread == thread && x.milestone.starts_with(prefix)).map(|(x, _, _)| x.clone()).collect())
     }
     async fn mark_published(&self, notice: &Notice, _at: DateTime<Utc>) -> Result<(), StoreError> {
         let mut n = self.notices.lock().unwrap();
@@ -122,13 +164,19 @@ impl Commands for Aws {
         sent.push((document.into(), ids.to_vec(), comment.into()));
         Ok(format!("cmd-{}", sent.len()))
     }
-    async fn sent(&self, _r: &Region, comment: &str, ids: &[String]) -> Result<Vec<SentCommand>, ActionError> {
+    async fn sent(
+        &self,
+        _r: &Region,
+        document: &str,
+        comment: &str,
+        ids: &[String],
+    ) -> Result<Vec<SentCommand>, ActionError> {
         self.check("ListCommands")?;
         let sent = self.sent.lock().unwrap();
         Ok(sent
             .iter()
             .enumerate()
-            .filter(|(_, (_, to, c))| c == comment && to.iter().any(|i| ids.contains(i)))
+            .filter(|(_, (d, to, c))| d == document && c == comment && to.iter().any(|i| ids.contains(i)))
             .map(|(n, (_, to, _))| SentCommand { command_id: format!("cmd-{}", n + 1), instance_ids: to.clone() })
             .collect())
     }
@@ -252,9 +300,12 @@ async fn a_command_goes_once_to_each_instance_and_its_result_comes_back() {
         .filter(|p| matches!(p.order, Order::RunCommand { .. }))
         .collect::<Vec<_>>();
     enqueue_actions(&outbox, &run, now).await.unwrap();
-    // A run that sent the command to i-1 and died before marking it: the mark is the comment.
+    // A run that sent the command to i-1 and died before recording its id: it had marked the
+    // send, and SSM has a command of the document with capblock's comment to i-1.
     let Order::RunCommand { comment, .. } = &run[0].order else { unreachable!() };
     aws.sent.lock().unwrap().push(("capblock-checkpoint".into(), vec!["i-1".into()], comment.clone()));
+    let marker = record(&run[0].target.block.reservation_id, format!("{}-sending-0", run[0].key), &["i-1"], now);
+    outbox.put_record(&marker).await.unwrap();
 
     let report = hands(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.done.len(), 1, "{report:?}");
@@ -311,4 +362,99 @@ fn event_notices_are_keyed_by_block_and_step() {
     assert_eq!(n.message.attributes[RESOURCE_ATTRIBUTE], "arn:x");
     let d: serde_json::Value = serde_json::from_str(&n.message.body).unwrap();
     assert_eq!(d["event_key"], "cr-0123456789abcdef0#delivered");
+}
+
+/// A live rule `id` with these actions, as stored (its actions unchecked: a rule stored before
+/// names were judged by bytes).
+fn rule_with(id: &str, actions: Vec<Action>) -> Rule {
+    let text = format!(
+        "id = \"{id}\"\nmode = \"live\"\nregions = [\"us-east-1\"]\ninstance_types = [\"p5.48xlarge\"]\ninstance_counts = [2]\n\
+         durations_days = [1]\nmax_price_per_accelerator_hour = \"3.00\"\nmonthly_budget = \"10000\"\n\
+         start_window = {{ earliest_in_days = 1, latest_in_days = 10 }}\n"
+    );
+    let mut rule = Rule::from_toml(&text, t(1, 0, 0)).unwrap();
+    rule.actions = actions;
+    rule
+}
+
+/// Two active blocks: `cr-...0` of rule `a`, `cr-...1` of rule `b`, each scaling its group.
+fn two_blocks(group_a: &str) -> (Memory, HashMap<String, Rule>) {
+    let block = |id: &str, rule: &str| Block {
+        reservation_id: id.into(),
+        rule_id: Some(rule.into()),
+        state: BlockState::Active,
+        ..example(t(10, 11, 30), t(11, 11, 30))
+    };
+    let scale = |g: &str| vec![Action::ScaleGroup { group: g.into(), desired: 2, down_lead_minutes: 45 }];
+    let rules = [rule_with("a", scale(group_a)), rule_with("b", scale("trainers"))];
+    let store = Memory {
+        blocks: vec![block("cr-0000000000000000a", "a"), block("cr-0000000000000000b", "b")],
+        ..Memory::default()
+    };
+    (store, rules.into_iter().map(|r| (r.id.clone(), r)).collect())
+}
+
+#[tokio::test]
+async fn a_group_name_of_any_length_gets_a_key_the_store_takes() {
+    // 255 emoji: 1,020 bytes, accepted before names were judged by bytes.
+    let long = "😀".repeat(255);
+    let (store, rules) = two_blocks(&long);
+    let aws = Aws::default();
+    let report = tracker_pass(&store, &hands(&aws), &rules, Mode::Live, t(10, 12, 0)).await;
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(report.done.len(), 2, "{report:?}");
+    let mut set = aws.capacity.lock().unwrap().clone();
+    set.sort();
+    assert_eq!(set, [("trainers".to_string(), 2), (long, 2)]);
+    // The key of a name that fits is the one stored before: those records are still found.
+    assert!(store.notices.lock().unwrap().iter().any(|(n, _, _)| n.milestone == "action-scale-up-trainers"));
+}
+
+#[tokio::test]
+async fn one_blocks_store_error_stops_no_other_block() {
+    let (store, rules) = two_blocks("first");
+    *store.failing_thread.lock().unwrap() = Some("cr-0000000000000000a".into());
+    let aws = Aws::default();
+    let report = tracker_pass(&store, &hands(&aws), &rules, Mode::Live, t(10, 12, 0)).await;
+    assert_eq!(*aws.capacity.lock().unwrap(), [("trainers".to_string(), 2)], "{report:?}");
+    assert_eq!(report.done, ["cr-0000000000000000b#action-scale-up-trainers"]);
+    assert_eq!(report.errors.len(), 1, "{report:?}");
+    assert!(report.errors[0].starts_with("cr-0000000000000000a"), "{report:?}");
+
+    // Both planned; the first block's action runs but its record cannot be written: the
+    // second still runs, and the first is retried by the next run.
+    let (store, rules) = two_blocks("first");
+    let aws = Aws::default();
+    let first = rules["a"].clone();
+    let planned = handoff::current(&first.actions, &Target::of(&store.blocks[0]).unwrap(), BlockState::Active, t(10, 12, 0), false);
+    enqueue_actions(&store, &planned, t(10, 11, 59)).await.unwrap();
+    *store.failing_thread.lock().unwrap() = Some("cr-0000000000000000a".into());
+    let report = tracker_pass(&store, &hands(&aws), &rules, Mode::Live, t(10, 12, 0)).await;
+    assert_eq!(report.done, ["cr-0000000000000000b#action-scale-up-trainers"], "{report:?}");
+    assert_eq!(report.errors.len(), 2, "planning and running the first block: {report:?}");
+    *store.failing_thread.lock().unwrap() = None;
+    let report = tracker_pass(&store, &hands(&aws), &rules, Mode::Live, t(10, 12, 10)).await;
+    assert_eq!(report.done, ["cr-0000000000000000a#action-scale-up-first"], "{report:?}");
+}
+
+#[tokio::test]
+async fn a_command_someone_else_sent_with_capblocks_mark_suppresses_nothing() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let now = t(11, 10, 30);
+    let run: Vec<Planned> =
+        due(&all(), &target(), now, false).into_iter().filter(|p| matches!(p.order, Order::RunCommand { .. })).collect();
+    enqueue_actions(&outbox, &run, now).await.unwrap();
+    let Order::RunCommand { comment, .. } = &run[0].order else { unreachable!() };
+    // Someone allowed to send commands sent one with capblock's comment (the document too)
+    // to both instances before capblock did: capblock never marked a send, so it is not its.
+    aws.sent.lock().unwrap().push(("capblock-checkpoint".into(), vec!["i-1".into(), "i-2".into()], comment.clone()));
+    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    let sent = aws.sent.lock().unwrap().clone();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[1].1, ["i-1", "i-2"], "capblock's own command goes to every instance");
+    // Its id is recorded: a retry of the same order sends nothing again.
+    let recorded = outbox.records(&run[0].target.block.reservation_id, &format!("{}-sent-", run[0].key)).await.unwrap();
+    assert_eq!(recorded.len(), 1);
+    assert!(recorded[0].message.body.contains("cmd-2"), "{:?}", recorded[0]);
 }

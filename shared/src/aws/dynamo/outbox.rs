@@ -65,6 +65,26 @@ impl Outbox for DynamoStore {
         }
     }
 
+    async fn put_record(&self, notice: &Notice) -> Result<bool, StoreError> {
+        // Not in the pending index: nothing publishes or runs it.
+        let mut item = notice_item(notice);
+        item.remove("gsi1pk");
+        item.remove("gsi1sk");
+        self.put_new(item, "write record").await
+    }
+
+    async fn records(&self, thread: &str, prefix: &str) -> Result<Vec<Notice>, StoreError> {
+        let q = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
+            .expression_attribute_values(":pk", s(format!("BLOCK#{thread}")))
+            .expression_attribute_values(":p", s(format!("NOTICE#{prefix}")))
+            .consistent_read(true);
+        Self::all_items(q, "records").await?.iter().map(data).collect()
+    }
+
     async fn mark_published(&self, notice: &Notice, at: DateTime<Utc>) -> Result<(), StoreError> {
         self.client
             .update_item()

@@ -102,6 +102,50 @@ fn bad_groups_and_counts_are_named() {
 }
 
 #[test]
+fn a_document_of_another_account_is_refused() {
+    let doc = |d: &str| [ActionSpec::RunCommand { document: d.into(), lead_minutes: 30 }];
+    for arn in [
+        "arn:aws:ssm:us-east-1:999999999999:document/Exfiltrate",
+        "arn:aws:ssm:us-east-1::document/AWS-RunShellScript",
+        "999999999999:document/x",
+        "team/doc",
+    ] {
+        let (actions, problems) = validate(&doc(arn), &limits());
+        assert!(actions.is_empty(), "{arn}");
+        assert_eq!(fields(&problems), ["actions[0].document"], "{arn}");
+        assert!(problems[0].1.contains("is an ARN") && problems[0].1.contains("AWS-owned"), "{problems:?}");
+    }
+    // This account's documents and AWS's are named by name.
+    for name in ["AWS-RunShellScript", "capblock-checkpoint", "my_doc.v2"] {
+        let (actions, problems) = validate(&doc(name), &limits());
+        assert!(problems.is_empty() && actions.len() == 1, "{name}: {problems:?}");
+    }
+}
+
+#[test]
+fn names_are_judged_by_bytes_and_the_services_patterns() {
+    let group = |g: String| [ActionSpec::ScaleGroup { group: g, desired: 1, down_lead_minutes: 30 }];
+    // 255 characters, 1,020 bytes: past the outbox key's room; Auto Scaling takes ASCII only.
+    for bad in ["😀".repeat(255), "😀".into(), "a".repeat(256), "a:b".into(), "a b".into(), "tab\there".into(), "\u{1b}[2J".into()]
+    {
+        let (actions, problems) = validate(&group(bad.clone()), &limits());
+        assert!(actions.is_empty(), "{bad:?}");
+        assert_eq!(fields(&problems), ["actions[0].group"], "{bad:?}");
+        assert!(problems[0].1.len() < 300, "the message cuts a long name: {}", problems[0].1);
+    }
+    for good in ["a".repeat(255), "trainers".into(), "eks-nodes_p5/ml.[prod]~1".into()] {
+        let (actions, problems) = validate(&group(good.clone()), &limits());
+        assert!(problems.is_empty() && actions.len() == 1, "{good}: {problems:?}");
+    }
+    let doc = |d: String| [ActionSpec::RunCommand { document: d, lead_minutes: 30 }];
+    for bad in ["é".repeat(100), "a".repeat(129), "ab".into(), "doc!".into()] {
+        let (_, problems) = validate(&doc(bad.clone()), &limits());
+        assert_eq!(fields(&problems), ["actions[0].document"], "{bad:?}");
+    }
+    assert!(validate(&doc("a".repeat(128)), &limits()).1.is_empty());
+}
+
+#[test]
 fn unknown_keys_are_refused() {
     let r: Result<ActionSpec, _> =
         toml::from_str("kind = \"run_command\"\ndocument = \"d\"\nlead_minutes = 1\nleed = 2\n");

@@ -494,3 +494,41 @@ fn ultraserver_combinations_ec2_refuses_are_named() {
     assert_eq!(p[0].0, "instance_types[0]");
     assert!(p[0].1.contains("ultraserver_types = [\"u-trn2x64\"]"), "{p:?}");
 }
+
+#[test]
+fn an_ultraserver_rules_actions_are_judged_by_its_blocks_size_and_60_minute_lead() {
+    // 2 x u-trn2x64 is 8 trn2u.48xlarge: a group may be scaled to 8 (not capped at 1).
+    let rule = |actions: &str| {
+        format!(
+            "{}\n{actions}",
+            ultra("ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [1, 2]")
+                .replace("durations_days = [7, 14, 21]", "durations_days = [1]")
+                .replace("extend = { max_price_per_accelerator_hour = 2.9, max_days = 7 }", "")
+        )
+    };
+    let scale = |desired: u32, lead: u32| {
+        rule(&format!(
+            "duration_tolerance_hours = 0\n[[actions]]\nkind = \"scale_group\"\ngroup = \"g\"\ndesired = {desired}\ndown_lead_minutes = {lead}\n"
+        ))
+    };
+    let r = Rule::from_toml(&scale(8, 30), now()).unwrap();
+    assert_eq!(r.actions, [Action::ScaleGroup { group: "g".into(), desired: 8, down_lead_minutes: 30 }]);
+    assert_eq!(fields(&scale(9, 30)), ["actions[0].desired"]);
+    // A 1-day block's instances end 60 minutes before its end: 1380 minutes of room, not 1410.
+    assert!(Rule::from_toml(&scale(1, 1379), now()).is_ok());
+    let p = problems(&scale(1, 1400));
+    assert_eq!(p.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(), ["actions[0].down_lead_minutes"]);
+    assert!(p[0].1.contains("1380 minutes"), "{p:?}");
+}
+
+#[test]
+fn a_rule_has_at_most_ten_actions() {
+    let action = |i: usize| format!("[[actions]]\nkind = \"run_command\"\ndocument = \"doc\"\nlead_minutes = {}\n", i + 1);
+    let ten: String = (0..10).map(action).collect();
+    assert_eq!(Rule::from_toml(&format!("{GOOD}\n{ten}"), now()).unwrap().actions.len(), 10);
+    let many: String = (0..300).map(action).collect();
+    let p = problems(&format!("{GOOD}\n{many}"));
+    assert_eq!(p.len(), 1, "one problem, not one per action: {p:?}");
+    assert_eq!(p[0].0, "actions");
+    assert!(p[0].1.contains("at most 10"), "{p:?}");
+}
