@@ -36,6 +36,16 @@ impl Clock for SystemClock {
     }
 }
 
+/// A clock read once: an invocation's `now`, from whichever source the function runs on (the
+/// wall clock, or a simulation's), held for the whole invocation.
+pub struct ReadClock(pub DateTime<Utc>);
+
+impl Clock for ReadClock {
+    fn now(&self) -> DateTime<Utc> {
+        self.0
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Market (EC2)
 // ---------------------------------------------------------------------------------------------

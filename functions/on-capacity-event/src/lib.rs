@@ -8,8 +8,8 @@ use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::config::{self, ConfigError};
 use capblock_shared::domain::alarm;
 use capblock_shared::domain::block::Block;
-use capblock_shared::lambda::{Adapters, FunctionError, Payload, emit_corrupt_items};
-use capblock_shared::ports::{Clock, ReminderError, Reminders, SystemClock};
+use capblock_shared::lambda::{Adapters, FunctionError, Payload, TimeSource, emit_corrupt_items};
+use capblock_shared::ports::{ReadClock, ReminderError, Reminders, SystemClock};
 use chrono::{DateTime, Utc};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -38,6 +38,9 @@ pub struct App {
     /// The role EventBridge Scheduler assumes to invoke this function. Without it this function
     /// leaves the reminder schedules to track-blocks (which also syncs them) and only announces.
     role_arn: Option<String>,
+    /// Where `now` comes from: the wall clock in a deployed stack. An input far from it is
+    /// refused, so a simulation's events are judged on the simulation's clock.
+    time: TimeSource,
 }
 
 /// Stands in for the scheduler when this function may not create schedules.
@@ -64,7 +67,8 @@ impl App {
         let leads = config::reminder_leads()?;
         tracing::info!(event = "config", stack = %stack, group = %group, reminders = role_arn.is_some(), leads = ?leads.iter().map(|l| l.num_minutes()).collect::<Vec<_>>(), "on-capacity-event ready");
         let aws = Adapters::new(config::targets()?, Some(workloads)).await;
-        Ok(App { scheduler: aws_sdk_scheduler::Client::new(&aws.sdk), aws, stack, group, leads, role_arn })
+        let time = TimeSource::from_env()?;
+        Ok(App { scheduler: aws_sdk_scheduler::Client::new(&aws.sdk), aws, stack, group, leads, role_arn, time })
     }
 
     /// The reminder schedules target this very function, by the ARN Lambda invoked it with:
@@ -92,11 +96,12 @@ impl App {
         let fail = |e: FunctionError| capblock_shared::lambda::report("on-capacity-event", &self.stack, e);
         let LambdaEvent { payload, context } = event;
         let payload = payload.into_json().map_err(fail)?;
+        let clock = ReadClock(self.time.now(&SystemClock).await.map_err(fail)?);
         // arn:aws:lambda:REGION:ACCOUNT:function:NAME
         let account = context.invoked_function_arn.split(':').nth(4).filter(|a| !a.is_empty());
         // The stack's own alarms (template: AlarmStateRule) only say how they are: kept for status.
         if alarm::is_cloudwatch_event(&payload) {
-            return alarms::record(&self.aws.store, &payload, account, SystemClock.now()).await.map_err(|e| fail(e.into()));
+            return alarms::record(&self.aws.store, &payload, account, clock.0).await.map_err(|e| fail(e.into()));
         }
         let reminders = self.reminders(&context.invoked_function_arn);
         let handler = EventHandler {
@@ -104,7 +109,8 @@ impl App {
             market: &self.aws.market,
             notifier: &self.aws.notifier,
             reminders: reminders.as_ref(),
-            clock: &SystemClock,
+            clock: &clock,
+            leads: &self.leads,
             account,
         };
         handler.handle(&payload).await.map_err(|e| fail(e.into()))

@@ -625,6 +625,12 @@ fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec
         a.repo.join("shared/src/domain/events/fixtures/capacity-block-expiration-warning.json"),
     )
     .map_err(|e| format!("event fixture: {e}"))?;
+    // on-capacity-event refuses an input far from its clock: the warning arrives as it would, now.
+    let warning = {
+        let mut v: serde_json::Value = serde_json::from_str(&warning).map_err(|e| format!("event fixture: {e}"))?;
+        v["time"] = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true).into();
+        v.to_string()
+    };
     let snapshot = || {
         let mut c = p_ddb.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let s = p_sns.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();

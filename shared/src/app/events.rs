@@ -10,7 +10,7 @@
 //! acknowledged as `Ignored`: retrying them would only make a retry storm. Failures of the
 //! store, EC2 or the scheduler are errors, so Lambda retries the invocation.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -20,7 +20,7 @@ use crate::domain::announce;
 use crate::domain::block::Block;
 use crate::domain::bus::{self, Subject};
 use crate::domain::checkpoint::{CheckpointMilestone, WorkloadNotice, reminder_is_current};
-use crate::domain::events::{Incoming, Trigger, event_id_of, parse};
+use crate::domain::events::{Incoming, Trigger, event_id_of, lead_is_configured, parse, timely};
 use crate::domain::names::Region;
 use crate::ports::{
     BlockKinds, BlockStore, Clock, InstanceSource, MarketError, Message, Notice, Notifier, Outbox, ReminderError,
@@ -79,9 +79,13 @@ pub struct EventHandler<'a, S: ?Sized, M: ?Sized, N: ?Sized, R: ?Sized> {
     pub market: &'a M,
     pub notifier: &'a N,
     pub reminders: &'a R,
-    /// For outbox bookkeeping only (leases, `created_at`): what a message *says* is computed
+    /// The wall clock: an input whose time is far from it is refused (`domain::events::timely`),
+    /// and the outbox's bookkeeping (leases, `created_at`). What a message *says* is computed
     /// from the event's own time, so a late retry tells the same story.
     pub clock: &'a dyn Clock,
+    /// The reminder leads this stack schedules (`CAPBLOCK_REMINDER_LEAD_MINUTES`): a reminder
+    /// with any other lead is not one of capblock's.
+    pub leads: &'a [Duration],
     /// The account this function runs in (from the ARN Lambda invoked it with): EC2 events
     /// from any other account are ignored. `None` only where no ARN is known.
     pub account: Option<&'a str>,
@@ -123,8 +127,16 @@ where
     /// capblock or EC2 knows of that reservation, and which milestone it marks; then the
     /// milestone's notices are enqueued and flushed.
     pub async fn handle_parsed(&self, incoming: Incoming) -> Result<Handled, HandleError> {
+        let id = Some(incoming.event_id.clone());
+        // Anyone allowed to invoke the function or to create schedules can send anything: what
+        // is far from the clock, or not a lead this stack schedules, is not capblock's to say.
+        if let Err((kind, reason)) = timely(&incoming, self.clock.now()) {
+            return Ok(ignored(id, kind, reason));
+        }
+        if let Err((kind, reason)) = lead_is_configured(&incoming.trigger, self.leads) {
+            return Ok(ignored(id, kind, reason));
+        }
         let Incoming { event_id, region, time: now, trigger, account } = incoming;
-        let id = Some(event_id.clone());
         if let (Some(own), Some(from)) = (self.account, account.as_deref())
             && own != from
         {
@@ -137,6 +149,11 @@ where
         let Some(known) = self.lookup(&region, &reservation_id).await? else {
             return Ok(ignored(id, "unknown-reservation", format!("neither capblock nor EC2 knows {reservation_id}")));
         };
+        if let Known::Stored(b) = &known
+            && b.region != region
+        {
+            return Ok(ignored(id, "wrong-region", format!("{reservation_id} is in {}, not {region}", b.region)));
+        }
         let facts = match &known {
             Known::Stored(b) => b.with_end(self.confirmed_end(b, event_end).await?),
             Known::Ec2(b) => b.clone(),
@@ -160,19 +177,23 @@ where
                 (reservation_id.clone(), Some(*end))
             }
             Trigger::Reminder { reservation_id, .. } => (reservation_id.clone(), None),
+            // The event's `resources` may name a reservation, but only EC2 says which one holds
+            // the instance: an interruption for an instance outside the block is not the block's.
             Trigger::InstanceInterruption { instance_id, reservation_hint, .. } => {
-                let found = match reservation_hint {
-                    Some(r) => Some(r.clone()),
-                    None => self.market.reservation_of(region, instance_id).await?,
-                };
-                match found {
-                    Some(r) => (r, None),
-                    None => {
+                match (self.market.reservation_of(region, instance_id).await?, reservation_hint) {
+                    (None, _) => {
                         return Ok(Err((
                             "instance-not-in-a-reservation",
                             format!("EC2 places {instance_id} in no capacity reservation"),
                         )));
                     }
+                    (Some(placed), Some(hint)) if placed != *hint => {
+                        return Ok(Err((
+                            "instance-not-in-the-block",
+                            format!("the event names {hint}, but EC2 places {instance_id} in {placed}"),
+                        )));
+                    }
+                    (Some(placed), _) => (placed, None),
                 }
             }
         }))
@@ -189,7 +210,20 @@ where
         now: DateTime<Utc>,
     ) -> Result<Result<CheckpointMilestone, Skip>, HandleError> {
         Ok(Ok(match trigger {
-            Trigger::Delivered { .. } => CheckpointMilestone::Delivered,
+            // Only EC2 says a block is delivered: an event alone would announce it early and
+            // suppress the genuine announcement (one per milestone).
+            Trigger::Delivered { .. } => match self.market.reservation(&facts.region, &facts.reservation_id).await? {
+                Some(r) if r.state == "active" => CheckpointMilestone::Delivered,
+                Some(r) => {
+                    return Ok(Err((
+                        "not-active",
+                        format!("EC2 shows {} as {}, not active", facts.reservation_id, r.state),
+                    )));
+                }
+                None => {
+                    return Ok(Err(("unknown-reservation", format!("EC2 does not know {}", facts.reservation_id))));
+                }
+            },
             Trigger::ExpirationWarning { .. } => CheckpointMilestone::AwsExpirationWarning,
             Trigger::InstanceInterruption { instance_id, .. } => {
                 CheckpointMilestone::Interruption { instance_id: instance_id.clone() }

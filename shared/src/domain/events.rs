@@ -8,7 +8,7 @@
 // `aws_lambda_events` is a types-only crate (serde structs, no SDK client): using its envelope
 // keeps the domain free of AWS calls while matching the exact wire shape.
 use aws_lambda_events::eventbridge::EventBridgeEvent;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -98,6 +98,53 @@ pub struct ReminderPayload {
     pub region: String,
     pub lead_minutes: u32,
     pub fire_at: DateTime<Utc>,
+}
+
+/// How late an input may reach the function: Lambda retries an asynchronous invocation for
+/// at most 6 hours (its maximum event age). An input older than that on the clock is not a
+/// retry but a replay or a forgery, and announcing it would suppress the genuine one.
+pub const MAX_EVENT_AGE: Duration = Duration::hours(6);
+/// How far ahead of the clock an input's time may be: clocks differ by seconds. A reminder
+/// whose time is ahead of the clock would warn workloads early (a forged schedule).
+pub const MAX_EVENT_AHEAD: Duration = Duration::minutes(5);
+
+/// Why an input is refused though it parses: its kind (for the logs) and the reason.
+pub type Refusal = (&'static str, String);
+
+/// Whether an input's time fits the clock's `now`: not older than [`MAX_EVENT_AGE`], not ahead
+/// by more than [`MAX_EVENT_AHEAD`]. A reminder's time is its `fire_at`, so one sent early is
+/// refused here.
+pub fn timely(incoming: &Incoming, now: DateTime<Utc>) -> Result<(), Refusal> {
+    if incoming.time > now + MAX_EVENT_AHEAD {
+        return Err((
+            "ahead-of-the-clock",
+            format!("the input's time {} is ahead of the clock ({now}) by more than 5 minutes", incoming.time),
+        ));
+    }
+    if incoming.time < now - MAX_EVENT_AGE {
+        return Err((
+            "too-old",
+            format!("the input's time {} is more than 6 hours before the clock ({now})", incoming.time),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a reminder's lead is one this stack schedules (`leads`); any other input is not a
+/// reminder and passes.
+pub fn lead_is_configured(trigger: &Trigger, leads: &[Duration]) -> Result<(), Refusal> {
+    match trigger {
+        Trigger::Reminder { lead_minutes, .. }
+            if !leads.iter().any(|l| l.num_minutes() == i64::from(*lead_minutes)) =>
+        {
+            let known: Vec<String> = leads.iter().map(|l| l.num_minutes().to_string()).collect();
+            Err((
+                "unknown-lead",
+                format!("a {lead_minutes}-minute reminder; this stack's leads are {} minutes", known.join(", ")),
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The longest EventBridge event id accepted (they are UUIDs, 36 characters).

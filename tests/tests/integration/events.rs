@@ -31,6 +31,7 @@ start = "2026-12-10T10:00:00Z"
 "#;
 
 const LEADS: [i64; 3] = [1440, 120, 30];
+const LEAD_DURATIONS: [Duration; 3] = [Duration::minutes(1440), Duration::minutes(120), Duration::minutes(30)];
 
 fn t(s: &str) -> DateTime<Utc> {
     s.parse().unwrap()
@@ -145,14 +146,19 @@ impl Harness {
             notifier,
             reminders: &reminders,
             clock: &clock,
+            leads: &LEAD_DURATIONS,
             // The simulator's account, which the example events carry.
             account: Some("111122223333"),
         };
         handler.handle(event).await
     }
 
+    /// One invocation as it comes in a real stack: on time, the wall clock at the input's own
+    /// time (an event's `time`, a reminder's `fire_at`).
     async fn send(&self, event: &Value) -> Handled {
-        self.invoke(&self.aws.notifier(), event, "2026-12-10T10:00:00Z").await.unwrap()
+        let wall = event.get("time").or_else(|| event.get("fire_at")).and_then(Value::as_str);
+        let wall = wall.filter(|w| w.parse::<DateTime<Utc>>().is_ok()).unwrap_or("2026-12-10T10:00:00Z");
+        self.invoke(&self.aws.notifier(), event, wall).await.unwrap()
     }
 
     async fn schedules(&self) -> Vec<String> {
@@ -525,4 +531,65 @@ async fn ids_not_shaped_like_ec2s_are_bad_input_and_reach_neither_store_nor_slac
     assert!(h.aws.alerts().await.is_empty());
     assert!(h.aws.workload_notices().await.is_empty());
     assert!(h.aws.store().pending().await.unwrap().is_empty());
+}
+
+/// What anyone allowed to invoke the function or create schedules could send about a real
+/// block: a reminder ahead of its time (workloads told early), an event replayed days late, a
+/// lead the stack does not schedule, the block in another region, an interruption whose
+/// `resources` name the block for an instance EC2 places elsewhere, and a Delivered for a block
+/// EC2 shows scheduled. Each is refused, and the genuine reminder is still announced after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_or_replayed_inputs_about_a_real_block_are_refused_and_suppress_nothing() {
+    let (h, rid, _) = Harness::holding("ev-forged").await;
+    let other = h.inject(1).await;
+    let elsewhere = h.instances(&other).await;
+    let notifier = h.aws.notifier();
+    let mut in_another_region = reminder(&rid, 30, "2026-12-10T10:30:00Z");
+    in_another_region["region"] = json!("us-west-2");
+    let mut misplaced = interruption(&elsewhere[0]);
+    misplaced["resources"] = json!([format!("arn:aws:ec2:us-east-2:111122223333:capacity-reservation/{rid}")]);
+    let cases = [
+        // The 30-minute reminder, an hour before its time.
+        (reminder(&rid, 30, "2026-12-10T10:30:00Z"), "2026-12-10T09:30:00Z", "ahead-of-the-clock"),
+        // EC2's Delivered of a week ago, sent again.
+        (example(DELIVERED, &rid, None), "2026-12-10T10:00:00Z", "too-old"),
+        (reminder(&rid, 600, "2026-12-10T01:30:00Z"), "2026-12-10T01:30:00Z", "unknown-lead"),
+        (in_another_region, "2026-12-10T10:30:00Z", "wrong-region"),
+        (misplaced, "2026-12-10T10:58:00Z", "instance-not-in-the-block"),
+    ];
+    for (event, wall, kind) in cases {
+        match h.invoke(&notifier, &event, wall).await.unwrap() {
+            Handled::Ignored { kind: k, .. } => assert_eq!(k, kind, "{event}"),
+            other => panic!("{event}: {other:?}"),
+        }
+    }
+    assert!(h.aws.alerts().await.is_empty());
+    assert!(h.aws.workload_notices().await.is_empty());
+    assert!(h.aws.store().pending().await.unwrap().is_empty());
+    // The genuine reminder, at its time: announced, nothing suppressed it.
+    let r = h.send(&reminder(&rid, 30, "2026-12-10T10:30:00Z")).await;
+    assert!(matches!(&r, Handled::Announced { enqueued: 3, .. }), "{r:?}");
+    check_slack(&one(&h.aws.alerts().await, "slack"), &rid, "reminder-30m");
+
+    // A block EC2 shows scheduled: a Delivered event for it is not believed.
+    let future = h
+        .sim
+        .control(
+            "POST",
+            "/_sim/reservations",
+            &json!({"region": "us-east-2", "instance_type": "p5.48xlarge", "instance_count": 1,
+                "start": "2026-12-12T11:30:00Z", "end": "2026-12-13T11:30:00Z"})
+            .to_string(),
+        )
+        .await;
+    assert_eq!(future["state"], "scheduled", "{future}");
+    let scheduled = future["reservation_id"].as_str().unwrap().to_string();
+    h.adopt(&scheduled).await;
+    let mut early = example(DELIVERED, &scheduled, None);
+    early["time"] = json!("2026-12-10T10:00:00Z");
+    match h.invoke(&notifier, &early, "2026-12-10T10:00:00Z").await.unwrap() {
+        Handled::Ignored { kind, reason, .. } => assert_eq!(kind, "not-active", "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(h.aws.alerts().await.is_empty());
 }

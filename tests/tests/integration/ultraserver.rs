@@ -285,6 +285,8 @@ async fn an_event_for_a_hand_bought_ultraserver_block_names_its_60_minute_termin
     ] {
         ids.push(bought_by_hand(&h, body).await);
     }
+    // EC2 shows them active only once they start: the market's clock moves there.
+    h.advance_minutes(59 * 60 + 31).await;
     let clock = FixedClock(t("2026-12-03T11:31:00Z"));
     let handler = capblock_shared::app::events::EventHandler {
         store: &h.store,
@@ -292,6 +294,7 @@ async fn an_event_for_a_hand_bought_ultraserver_block_names_its_60_minute_termin
         notifier: &h.notifier,
         reminders: &reminders,
         clock: &clock,
+        leads: &[chrono::Duration::minutes(1440), chrono::Duration::minutes(120), chrono::Duration::minutes(30)],
         account: None,
     };
     let fixture = include_str!("../../../shared/src/domain/events/fixtures/capacity-block-delivered.json");

@@ -191,3 +191,39 @@ fn ids_must_have_ec2s_shape_and_length() {
     assert!(matches!(parse(&v).unwrap().trigger, Trigger::InstanceInterruption { reservation_hint: None, .. }));
     assert_eq!(event_id_of(&json!({"id": huge})).map(|id| id.chars().count()), Some(65));
 }
+
+/// An input's time must fit the clock: a reminder sent early (its `fire_at` ahead) or an event
+/// replayed from long ago is refused; Lambda's own retries (up to 6 hours late) and a few
+/// seconds of clock skew are not.
+#[test]
+fn an_inputs_time_must_fit_the_clock() {
+    let v = json!({"source": "capblock.reminder", "reservation_id": "cr-0a1b2c3d4e5f60718", "region": "us-east-2",
+        "lead_minutes": 120, "fire_at": "2026-12-10T09:00:00Z"});
+    let reminder = parse(&v).unwrap();
+    assert_eq!(timely(&reminder, t("2026-12-10T09:00:00Z")), Ok(()));
+    assert_eq!(timely(&reminder, t("2026-12-10T08:55:00Z")), Ok(()), "5 minutes of skew");
+    assert_eq!(timely(&reminder, t("2026-12-10T08:54:59Z")).unwrap_err().0, "ahead-of-the-clock");
+    assert_eq!(timely(&reminder, t("2026-12-10T15:00:00Z")), Ok(()), "a retry 6 hours late");
+    assert_eq!(timely(&reminder, t("2026-12-10T15:00:01Z")).unwrap_err().0, "too-old");
+    let delivered = parse(&example(DELIVERED_JSON)).unwrap();
+    assert_eq!(timely(&delivered, delivered.time), Ok(()));
+    let (kind, reason) = timely(&delivered, delivered.time - Duration::days(3)).unwrap_err();
+    assert_eq!(kind, "ahead-of-the-clock");
+    assert!(reason.contains("2026-12-03 11:30:00 UTC"), "{reason}");
+}
+
+/// Only the leads the stack schedules are reminders; EC2's events have no lead.
+#[test]
+fn a_reminder_must_have_a_configured_lead() {
+    let leads = [Duration::minutes(1440), Duration::minutes(120), Duration::minutes(30)];
+    let reminder = |lead: u32| Trigger::Reminder {
+        reservation_id: "cr-0a1b2c3d4e5f60718".into(),
+        lead_minutes: lead,
+        fire_at: t("2026-12-10T09:00:00Z"),
+    };
+    assert_eq!(lead_is_configured(&reminder(120), &leads), Ok(()));
+    let (kind, reason) = lead_is_configured(&reminder(600), &leads).unwrap_err();
+    assert_eq!(kind, "unknown-lead");
+    assert!(reason.contains("1440, 120, 30"), "{reason}");
+    assert_eq!(lead_is_configured(&parse(&example(DELIVERED_JSON)).unwrap().trigger, &leads), Ok(()));
+}
