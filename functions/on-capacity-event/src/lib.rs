@@ -96,7 +96,9 @@ impl App {
         let account = context.invoked_function_arn.split(':').nth(4).filter(|a| !a.is_empty());
         // The stack's own alarms (template: AlarmStateRule) only say how they are: kept for status.
         if alarm::is_cloudwatch_event(&payload) {
-            return alarms::record(&self.aws.store, &payload, account, SystemClock.now()).await.map_err(|e| fail(e.into()));
+            return alarms::record(&self.aws.store, &payload, account, SystemClock.now())
+                .await
+                .map_err(|e| fail(e.into()));
         }
         let reminders = self.reminders(&context.invoked_function_arn);
         let handler = EventHandler {
