@@ -13,7 +13,9 @@ pub fn safe(text: &str) -> Cow<'_, str> {
     if !text.chars().any(unsafe_char) {
         return Cow::Borrowed(text);
     }
-    Cow::Owned(text.chars().map(|c| if unsafe_char(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect())
+    Cow::Owned(
+        text.chars().map(|c| if unsafe_char(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect(),
+    )
 }
 
 /// A time cell: "2026-12-03 10:30" (UTC; the headers say so).

@@ -622,7 +622,8 @@ mod tests {
             assert!(!e.retryable());
             assert!(e.to_string().contains("the payload is not JSON") && e.to_string().contains("line 1"), "{e}");
         }
-        let p = Payload::deserialize(&mut serde_json::Deserializer::from_str(r#"{"source": "capblock.schedule"}"#)).unwrap();
+        let p = Payload::deserialize(&mut serde_json::Deserializer::from_str(r#"{"source": "capblock.schedule"}"#))
+            .unwrap();
         assert_eq!(p.into_json().unwrap(), serde_json::json!({"source": "capblock.schedule"}));
     }
 

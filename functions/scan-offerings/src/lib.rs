@@ -10,7 +10,8 @@ use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::lambda::{
-    Adapters, FunctionError, Payload, SettingsKeeper, TimeSource, emit_corrupt_items, invocation_deadline, on_tick, report,
+    Adapters, FunctionError, Payload, SettingsKeeper, TimeSource, emit_corrupt_items, invocation_deadline, on_tick,
+    report,
 };
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};

@@ -272,6 +272,13 @@ impl Outbox for Table {
         self.wrote(format!("mark_published {}", notice.id()));
         Ok(())
     }
+    async fn put_record(&self, notice: &Notice) -> Result<bool, StoreError> {
+        self.wrote(format!("put_record {}", notice.id()));
+        Ok(true)
+    }
+    async fn records(&self, _: &str, _: &str) -> Result<Vec<Notice>, StoreError> {
+        Ok(vec![])
+    }
 }
 
 #[async_trait]
@@ -344,17 +351,12 @@ impl Purchaser for Market {
 
 #[async_trait]
 impl ReservationSource for Market {
-    async fn reservations_tagged(
-        &self,
-        region: &Region,
-        key: &str,
-        value: &str,
-    ) -> Result<Vec<Reservation>, MarketError> {
+    async fn reservations_tagged(&self, region: &Region, key: &str, value: &str) -> Result<Tagged, MarketError> {
         if self.hang {
             std::future::pending::<()>().await;
         }
         let tagged = |r: &&Reservation| &r.region == region && r.tags.get(key).is_some_and(|v| v == value);
-        Ok(self.reservations.iter().filter(tagged).cloned().collect())
+        Ok(Tagged { reservations: self.reservations.iter().filter(tagged).cloned().collect(), unreadable: vec![] })
     }
     async fn observe(&self, _: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {
         Ok(ids

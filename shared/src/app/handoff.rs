@@ -112,8 +112,7 @@ pub async fn tracker_pass<S: BlockStore + Outbox + ?Sized>(
         Err(e) => errors.push(e.to_string()),
         Ok(blocks) => {
             for b in blocks {
-                let (Some(rule), Some(target)) = (b.rule_id.as_ref().and_then(|r| rules.get(r)), Target::of(&b))
-                else {
+                let (Some(rule), Some(target)) = (b.rule_id.as_ref().and_then(|r| rules.get(r)), Target::of(&b)) else {
                     continue;
                 };
                 if rule.actions.is_empty() {
@@ -399,11 +398,8 @@ impl Hands<'_> {
             |operation: &'static str, message: String| ActionError { operation, region: region.to_string(), message };
         let store = |e: StoreError| fail("the table", e.to_string());
         let thread = &p.target.block.reservation_id;
-        let instances = self
-            .instances
-            .instances_in(region, thread)
-            .await
-            .map_err(|e| fail("DescribeInstances", e.to_string()))?;
+        let instances =
+            self.instances.instances_in(region, thread).await.map_err(|e| fail("DescribeInstances", e.to_string()))?;
         if instances.is_empty() {
             return Ok(Tried::Done("No instance runs in the block: nothing to send.".into()));
         }

@@ -62,7 +62,10 @@ pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Ve
     if specs.len() > MAX_ACTIONS {
         problems.push((
             "actions".to_string(),
-            format!("{} actions; at most {MAX_ACTIONS} per rule (each runs for every block on every tracker run)", specs.len()),
+            format!(
+                "{} actions; at most {MAX_ACTIONS} per rule (each runs for every block on every tracker run)",
+                specs.len()
+            ),
         ));
         return (out, problems);
     }

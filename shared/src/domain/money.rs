@@ -161,7 +161,8 @@ impl Money {
         if self.currency != other.currency {
             return Err(MoneyError::CurrencyMismatch(self.currency, other.currency));
         }
-        let sum = self.amount.checked_add(other.amount).ok_or_else(|| MoneyError::TooLarge(format!("{self} + {other}")))?;
+        let sum =
+            self.amount.checked_add(other.amount).ok_or_else(|| MoneyError::TooLarge(format!("{self} + {other}")))?;
         Money::new(sum, self.currency)
     }
 
@@ -272,10 +273,9 @@ mod tests {
     /// overflowing amount back in.
     #[test]
     fn stored_money_is_checked_on_the_way_in() {
-        for bad in [
-            r#"{"amount":"-5","currency":"USD"}"#,
-            r#"{"amount":"79228162514264337593543950335","currency":"USD"}"#,
-        ] {
+        for bad in
+            [r#"{"amount":"-5","currency":"USD"}"#, r#"{"amount":"79228162514264337593543950335","currency":"USD"}"#]
+        {
             assert!(serde_json::from_str::<Money>(bad).is_err(), "{bad}");
         }
     }

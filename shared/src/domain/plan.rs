@@ -175,7 +175,10 @@ impl RegionMemory {
         }
         for q in self.quota_zero.values_mut() {
             clamp(&mut q.since, Duration::zero());
-            clamp(&mut q.recheck_at, QUOTA_RECHECK);
+        }
+        // A first refusal "in the future" would never be QUOTA_SPREAD old: no finding, ever.
+        for r in self.refusals.values_mut() {
+            clamp(&mut r.first_at, Duration::zero());
         }
         self
     }

@@ -480,8 +480,7 @@ impl RuleSpec {
         }
 
         let extend = self.extend.as_ref().map(|x| {
-            let price =
-                p.amount("extend.max_price_per_accelerator_hour", &x.max_price_per_accelerator_hour, price_max);
+            let price = p.amount("extend.max_price_per_accelerator_hour", &x.max_price_per_accelerator_hour, price_max);
             if !(1..=182).contains(&x.max_days) || !is_sellable_duration_days(i64::from(x.max_days)) {
                 p.add("extend.max_days", "must be a duration EC2 sells (1-14 days, then multiples of 7 up to 182)");
             }

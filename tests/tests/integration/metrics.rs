@@ -7,11 +7,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration as StdDuration;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use capblock_shared::domain::metrics;
 use capblock_shared::ports::RuleStore;
 use capblock_tests::runtime::{self, Outcome, binary};
 use capblock_tests::{Aws, RuleToml, ScenarioToml, Sim, T0, binary_env, emf, t0};
-use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
@@ -165,7 +165,7 @@ async fn bodies_that_are_not_json_and_corrupt_items_are_counted_errors() {
             ("CAPBLOCK_REMINDER_TARGET_ARN", "arn:aws:lambda:us-east-1:123456789012:function:on-capacity-event"),
             ("CAPBLOCK_REMINDER_ROLE_ARN", "arn:aws:iam::123456789012:role/capblock-reminder"),
         ]
-            .map(|(k, v)| (k.to_string(), v.to_string())),
+        .map(|(k, v)| (k.to_string(), v.to_string())),
     );
     let not_json = b"{\"source\": \"capblock.schedule\", \"time\": ".to_vec();
     for function in ["scan-offerings", "track-blocks", "on-capacity-event"] {

@@ -74,7 +74,8 @@ async fn serve(sock: TcpStream, upstream: String, held: Arc<Mutex<Vec<Message>>>
     let Ok(Some(req)) = read_message(&mut BufReader::new(r), false).await else { return };
     if String::from_utf8_lossy(&req.body).contains("Action=PurchaseCapacityBlock&") {
         held.lock().unwrap().push(req);
-        std::future::pending::<()>().await;
+        // The caller waits for an answer that never comes, as after a lost connection.
+        return std::future::pending::<()>().await;
     }
     let Ok(resp) = exchange(&upstream, &req).await else { return };
     let _ = write_message(&mut w, &resp, false).await;
@@ -136,9 +137,9 @@ async fn a_dry_run_replay_never_releases_a_live_purchase_in_flight() {
     assert_eq!(store.open_intents().await.unwrap(), open, "the intent is still open, as it was");
     let region = "us-east-1".parse().unwrap();
     assert_eq!(store.region_memory(&region).await.unwrap(), Default::default(), "no market memory written");
-    let seen =
-        store.history(&region, &"p5.48xlarge".parse().unwrap(), t0() - Duration::days(1), t0() + Duration::days(30));
-    assert!(seen.await.unwrap().is_empty(), "no prices written");
+    let p5 = "p5.48xlarge".parse().unwrap();
+    let seen = store.history(&region, &p5, t0() - Duration::days(1), t0() + Duration::days(30)).await.unwrap();
+    assert!(seen.is_empty(), "no prices written");
     assert!(sim.purchases().await.is_empty(), "nothing asked of EC2 to buy");
 
     // EC2 makes the purchase; the next live scan adopts it and buys nothing more.

@@ -315,12 +315,20 @@ async fn a_corrupt_item_is_left_out_of_listings_and_named_when_asked_for() {
     store.mark_sent(&it.id, "r1", now()).await.unwrap();
     sent.state = IntentState::Sent;
     store.record_bought(&sent, &block_for(&sent, "cr-1"), &[]).await.unwrap();
-    put_corrupt(&store, &[("pk", "BLOCK#cr-bad"), ("sk", "BLOCK"), ("gsi1pk", "BLOCK#OPEN"), ("gsi1sk", "RULE#r1#cr-bad")])
-        .await;
+    put_corrupt(
+        &store,
+        &[("pk", "BLOCK#cr-bad"), ("sk", "BLOCK"), ("gsi1pk", "BLOCK#OPEN"), ("gsi1sk", "RULE#r1#cr-bad")],
+    )
+    .await;
     store.enqueue(&notice("cr-1", "scheduled")).await.unwrap();
     put_corrupt(
         &store,
-        &[("pk", "BLOCK#cr-bad"), ("sk", "NOTICE#active"), ("gsi1pk", "NOTICE#PENDING"), ("gsi1sk", "2026-12-01T08:00:00.000Z#x")],
+        &[
+            ("pk", "BLOCK#cr-bad"),
+            ("sk", "NOTICE#active"),
+            ("gsi1pk", "NOTICE#PENDING"),
+            ("gsi1sk", "2026-12-01T08:00:00.000Z#x"),
+        ],
     )
     .await;
     assert_eq!(store.take_corrupt_items(), 0);

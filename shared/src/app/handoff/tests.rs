@@ -10,8 +10,8 @@ use chrono::{Duration, TimeZone};
 use super::*;
 use crate::domain::block::example;
 use crate::domain::handoff::tests::{all, target};
-use crate::domain::lifecycle::BlockState;
 use crate::domain::handoff::{Point, at_point, due};
+use crate::domain::lifecycle::BlockState;
 use crate::ports::{MarketError, SentCommand};
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
@@ -93,7 +93,10 @@ impl Outbox for Memory {
     }
     async fn records(&self, thread: &str, prefix: &str) -> Result<Vec<Notice>, StoreError> {
         let n = self.notices.lock().unwrap();
-        Ok(n.iter().filter(|(x, _, _)| x.thread == thread && x.milestone.starts_with(prefix)).map(|(x, _, _)| x.clone()).collect())
+        Ok(n.iter()
+            .filter(|(x, _, _)| x.thread == thread && x.milestone.starts_with(prefix))
+            .map(|(x, _, _)| x.clone())
+            .collect())
     }
     async fn mark_published(&self, notice: &Notice, _at: DateTime<Utc>) -> Result<(), StoreError> {
         let mut n = self.notices.lock().unwrap();
@@ -426,7 +429,13 @@ async fn one_blocks_store_error_stops_no_other_block() {
     let (store, rules) = two_blocks("first");
     let aws = Aws::default();
     let first = rules["a"].clone();
-    let planned = handoff::current(&first.actions, &Target::of(&store.blocks[0]).unwrap(), BlockState::Active, t(10, 12, 0), false);
+    let planned = handoff::current(
+        &first.actions,
+        &Target::of(&store.blocks[0]).unwrap(),
+        BlockState::Active,
+        t(10, 12, 0),
+        false,
+    );
     enqueue_actions(&store, &planned, t(10, 11, 59)).await.unwrap();
     *store.failing_thread.lock().unwrap() = Some("cr-0000000000000000a".into());
     let report = tracker_pass(&store, &hands(&aws), &rules, Mode::Live, t(10, 12, 0)).await;
@@ -441,8 +450,10 @@ async fn one_blocks_store_error_stops_no_other_block() {
 async fn a_command_someone_else_sent_with_capblocks_mark_suppresses_nothing() {
     let (outbox, aws) = (Memory::default(), Aws::default());
     let now = t(11, 10, 30);
-    let run: Vec<Planned> =
-        due(&all(), &target(), now, false).into_iter().filter(|p| matches!(p.order, Order::RunCommand { .. })).collect();
+    let run: Vec<Planned> = due(&all(), &target(), now, false)
+        .into_iter()
+        .filter(|p| matches!(p.order, Order::RunCommand { .. }))
+        .collect();
     enqueue_actions(&outbox, &run, now).await.unwrap();
     let Order::RunCommand { comment, .. } = &run[0].order else { unreachable!() };
     // Someone allowed to send commands sent one with capblock's comment (the document too)

@@ -126,8 +126,15 @@ fn a_document_of_another_account_is_refused() {
 fn names_are_judged_by_bytes_and_the_services_patterns() {
     let group = |g: String| [ActionSpec::ScaleGroup { group: g, desired: 1, down_lead_minutes: 30 }];
     // 255 characters, 1,020 bytes: past the outbox key's room; Auto Scaling takes ASCII only.
-    for bad in ["😀".repeat(255), "😀".into(), "a".repeat(256), "a:b".into(), "a b".into(), "tab\there".into(), "\u{1b}[2J".into()]
-    {
+    for bad in [
+        "😀".repeat(255),
+        "😀".into(),
+        "a".repeat(256),
+        "a:b".into(),
+        "a b".into(),
+        "tab\there".into(),
+        "\u{1b}[2J".into(),
+    ] {
         let (actions, problems) = validate(&group(bad.clone()), &limits());
         assert!(actions.is_empty(), "{bad:?}");
         assert_eq!(fields(&problems), ["actions[0].group"], "{bad:?}");

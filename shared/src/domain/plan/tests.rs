@@ -122,17 +122,20 @@ fn a_far_future_memory_is_read_as_of_the_clock() {
     m.not_sold.insert("p5.48xlarge".into(), years + MARKET_NOTE_TTL);
     m.not_sold.insert("p4d.24xlarge".into(), clock + Duration::hours(20));
     m.note_quota_zero("trn2", years);
-    // Stored as is, the far-future notes switch p5 and trn2 off for years.
+    m.refusals.insert("p5".into(), Refusals { count: 6, first_at: years, runs: 1 });
+    // Stored as is, the far-future notes switch p5 off for years, and p5's refusals never
+    // conclude anything.
     assert!(m.is_not_sold("p5.48xlarge", clock + Duration::days(365)));
-    assert!(m.skips_family("trn2", clock + Duration::days(365)));
+    assert!(!m.refusals["p5"].conclusive(clock + Duration::days(365)));
     let m = m.clamped(clock);
     assert_eq!(m.asked["future"].at, clock);
     assert_eq!(m.asked["past"].at, clock - Duration::hours(2), "a past time is kept");
     assert_eq!(m.not_sold["p5.48xlarge"], clock + MARKET_NOTE_TTL);
     assert_eq!(m.not_sold["p4d.24xlarge"], clock + Duration::hours(20), "a note within its day is kept");
     assert!(!m.is_not_sold("p5.48xlarge", clock + MARKET_NOTE_TTL));
-    assert_eq!(m.quota_zero["trn2"], QuotaZero { since: clock, recheck_at: clock + QUOTA_RECHECK });
-    assert!(!m.skips_family("trn2", clock + QUOTA_RECHECK));
+    assert_eq!(m.quota_zero["trn2"], QuotaZero { since: clock });
+    assert_eq!(m.refusals["p5"].first_at, clock);
+    assert!(m.refusals["p5"].conclusive(clock + QUOTA_SPREAD));
     // Within the margin (clocks differ a little between runs): kept.
     let mut near = RegionMemory::default();
     near.asked.insert("k".into(), Asked { at: clock + Duration::minutes(9), cheapest: None });
@@ -163,7 +166,10 @@ fn extreme_thresholds_and_forged_prices_do_not_panic_the_planner() {
     assert_eq!(priority(&cands[1], memory.asked.get("negative")), Decimal::MAX - dec!(0.25));
     let all = choose(&cands, &memory, 4);
     assert_eq!(all.len(), 4);
-    assert_eq!(&all[2..].iter().map(|&i| cands[i].key.as_str()).collect::<BTreeSet<_>>(), &BTreeSet::from(["negative", "tiny"]));
+    assert_eq!(
+        &all[2..].iter().map(|&i| cands[i].key.as_str()).collect::<BTreeSet<_>>(),
+        &BTreeSet::from(["negative", "tiny"])
+    );
     assert_eq!(choose(&cands, &memory, 2).len(), 2);
 }
 

@@ -204,7 +204,10 @@ fn amounts_are_bounded_below_and_above() {
     // `unlimited` lifts the usual maximum of a budget, never the hard one.
     let huge = with("monthly_budget = \"79228162514264337593543950335\"");
     let p = problems(&format!("{huge}\nunlimited = true"));
-    assert_eq!(p, vec![("monthly_budget".into(), "must be at most 1000000000000 (got 79228162514264337593543950335)".into())]);
+    assert_eq!(
+        p,
+        vec![("monthly_budget".into(), "must be at most 1000000000000 (got 79228162514264337593543950335)".into())]
+    );
 }
 
 #[test]
@@ -523,7 +526,8 @@ fn an_ultraserver_rules_actions_are_judged_by_its_blocks_size_and_60_minute_lead
 
 #[test]
 fn a_rule_has_at_most_ten_actions() {
-    let action = |i: usize| format!("[[actions]]\nkind = \"run_command\"\ndocument = \"doc\"\nlead_minutes = {}\n", i + 1);
+    let action =
+        |i: usize| format!("[[actions]]\nkind = \"run_command\"\ndocument = \"doc\"\nlead_minutes = {}\n", i + 1);
     let ten: String = (0..10).map(action).collect();
     assert_eq!(Rule::from_toml(&format!("{GOOD}\n{ten}"), now()).unwrap().actions.len(), 10);
     let many: String = (0..300).map(action).collect();
