@@ -118,10 +118,9 @@ pub async fn store() -> Result<DynamoStore, CliError> {
 /// stored, and `--time` as the moment looked at. A `--time` off the clock is a replay: a live
 /// run refuses it (budget months and waits guard money); a dry run replays it and writes nothing.
 pub async fn run_now(time: Option<DateTime<Utc>>, live: bool) -> Result<RunTime, CliError> {
-    use capblock_shared::lambda::{TimeSource, run_time};
-    let source = TimeSource::from_env().map_err(CliError::failed)?;
+    let source = capblock_shared::config::time_source().map_err(CliError::failed)?;
     let clock_now = source.now(&capblock_shared::ports::SystemClock).await.map_err(CliError::failed)?;
-    run_time(time, clock_now, live).map_err(|e| CliError::Invalid(format!("--time: {e}")))
+    RunTime::for_stack(clock_now, time, live).map_err(|e| CliError::Invalid(format!("--time: {e}")))
 }
 
 /// A rule file, parsed and validated; every problem names its field.
@@ -242,6 +241,13 @@ impl DescribeArgs {
         b.validate().map_err(|e| CliError::Invalid(format!("--share: {e}")))?;
         Ok(b)
     }
+}
+
+/// The window to read: everything kept unless bounded.
+pub fn bounds(from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>) -> (DateTime<Utc>, DateTime<Utc>) {
+    let epoch = DateTime::<Utc>::from_timestamp(0, 0).expect("epoch");
+    let far = DateTime::<Utc>::from_timestamp(4_102_444_800, 0).expect("2100");
+    (from.unwrap_or(epoch), to.unwrap_or(far))
 }
 
 #[cfg(test)]

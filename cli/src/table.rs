@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 
+use capblock_shared::domain::decision::Priced;
 use capblock_shared::domain::money::Money;
 use chrono::{DateTime, Duration, Utc};
 
@@ -81,6 +82,33 @@ pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
     out.extend(body.iter().map(|r| line(r)));
     out.join("\n")
 }
+
+/// Offerings as table rows (also the scan's decision).
+pub fn offering_rows(list: &[Priced]) -> Vec<Vec<String>> {
+    list.iter()
+        .map(|p| {
+            let o = &p.offering;
+            vec![
+                o.region.to_string(),
+                o.availability_zone.clone(),
+                match &o.ultraservers {
+                    Some(u) => format!("{u} ({})", o.instance_type),
+                    None => o.instance_type.to_string(),
+                },
+                o.instance_count.to_string(),
+                o.start.format("%Y-%m-%d %H:%M").to_string(),
+                o.end.format("%Y-%m-%d %H:%M").to_string(),
+                o.length_text(),
+                format!("{} {}", money(&o.fee), o.fee.currency()),
+                format!("{:.4}", p.per_instance_hour.per_unit),
+                format!("{:.4}", p.per_accelerator_hour.per_unit),
+            ]
+        })
+        .collect()
+}
+
+pub const OFFERING_HEADERS: [&str; 10] =
+    ["REGION", "AZ", "TYPE", "COUNT", "START (UTC)", "END (UTC)", "LENGTH", "FEE", "$/INSTANCE-H", "$/ACCEL-H"];
 
 #[cfg(test)]
 mod tests {

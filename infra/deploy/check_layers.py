@@ -5,7 +5,10 @@
   infra/market-sim/src (a module is a file; `foo/bar.rs` belongs to module `foo`).
 - shared/src/domain imports nothing else of capblock's (no app, ports, aws, config, lambda).
 - shared/src/app imports domain, ports and app only (never aws, config or lambda).
-- shared/src/ports.rs imports domain only.
+- shared/src/ports/ imports domain only.
+- Each CLI command (cli/src/cmd/*.rs) is a module of its own and imports no other command:
+  what two commands share lives in cli/src/table.rs or cli/src/context.rs.
+- The CLI never imports the Lambda glue (capblock_shared::lambda).
 - infra/market-sim shares no code with capblock (no capblock_shared anywhere in it).
 
 Usage: check_layers.py [REPO]   (exit 1 and one line per problem when a rule is broken)
@@ -102,10 +105,18 @@ def main(argv: list[str]) -> int:
     ]:
         for c in cycles(edges(root, prefix)):
             problems.append(f"{root.relative_to(repo)}: module cycle {' -> '.join(c)}")
+    cmd = repo / "cli/src/cmd"
+    if cmd.is_dir():
+        for m, refs in sorted(edges(cmd, "cmd").items()):
+            for other in sorted(refs):
+                problems.append(f"cli/src/cmd/{m}.rs: imports the command {other} (shared code goes to table.rs or context.rs)")
+    for p in sorted((repo / "cli/src").rglob("*.rs")):
+        if re.search(r"\bcapblock_shared::lambda\b", strip(p.read_text())):
+            problems.append(f"{p.relative_to(repo)}: imports capblock_shared::lambda (the functions' edge, not the CLI's)")
     allowed = {
         "domain": {"domain"},
         "app": {"app", "domain", "ports"},
-        "ports.rs": {"domain"},
+        "ports": {"domain", "ports"},
     }
     for layer, ok in allowed.items():
         base = repo / "shared/src" / layer

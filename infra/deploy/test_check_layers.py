@@ -18,7 +18,8 @@ def tree(files: dict[str, str]) -> Path:
         "shared/src/app/outbox.rs": "use crate::ports::Notifier;\n",
         "shared/src/domain/rule.rs": "use super::money::Money;\n",
         "shared/src/domain/money.rs": "",
-        "shared/src/ports.rs": "use crate::domain::rule::Rule;\n",
+        "shared/src/ports/mod.rs": "mod store;\n",
+        "shared/src/ports/store.rs": "use crate::domain::rule::Rule;\n",
         "cli/src/main.rs": "mod scan;\n",
         "cli/src/scan.rs": "use crate::context::Ctx;\n",
         "cli/src/context.rs": "",
@@ -51,6 +52,13 @@ class CheckLayers(unittest.TestCase):
             },
             "the domain importing ports": {"shared/src/domain/money.rs": "use crate::ports::Clock;\n"},
             "app importing the adapters": {"shared/src/app/outbox.rs": "use crate::aws::sns::SnsNotifier;\n"},
+            "a port importing the app": {"shared/src/ports/store.rs": "use crate::app::scan::Scanner;\n"},
+            "a command importing another": {
+                "cli/src/cmd/mod.rs": "pub mod scan;\npub mod offerings;\n",
+                "cli/src/cmd/scan.rs": "use super::offerings::offering_rows;\n",
+                "cli/src/cmd/offerings.rs": "use crate::table;\n",
+            },
+            "the cli importing the lambda glue": {"cli/src/context.rs": "use capblock_shared::lambda::run_time;\n"},
             "the simulator sharing code": {"infra/market-sim/src/market.rs": "use capblock_shared::domain;\n"},
         }
         for name, files in cases.items():

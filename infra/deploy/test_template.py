@@ -348,7 +348,7 @@ class Guards(Template):
         for rid in senders:
             stmts = [s for s in self.role_statements(rid) if "Condition" not in s]
 
-            def may(arn: str) -> bool:
+            def may(arn: str, stmts: list = stmts) -> bool:
                 return allowed(stmts, "ssm:SendCommand", arn, params)
 
             self.assertTrue(may(f"{ssm}:111122223333:document/capblock-checkpoint"), rid)
@@ -363,7 +363,7 @@ class Guards(Template):
         self.assertIsNone(re.fullmatch(pattern, "arn:aws:ssm:us-east-1:999999999999:document/x"))
 
     def test_by_default_only_the_functions_put_events_on_capblocks_bus(self):
-        (bid, bus), = self.of_type("AWS::Events::EventBus").items()
+        (_, bus), = self.of_type("AWS::Events::EventBus").items()
         self.assertEqual(self.tpl["Parameters"]["EventBusName"]["Default"], "")
         own = {"EventBusName": ""}
         name = resolve(bus["Properties"]["Name"], own)

@@ -137,6 +137,23 @@ pub struct Targets {
     pub event_bus: String,
 }
 
+/// Where a run's `now` comes from: the wall clock, or a local simulator's clock named by
+/// `CAPBLOCK_SIMULATED_CLOCK_URL` (simulations only; see `aws::clock`).
+pub fn time_source() -> Result<crate::aws::clock::TimeSource, ConfigError> {
+    time_source_in(optional(SIMULATED_CLOCK_URL))
+}
+
+/// The setting that names a simulated clock.
+pub const SIMULATED_CLOCK_URL: &str = "CAPBLOCK_SIMULATED_CLOCK_URL";
+
+fn time_source_in(text: Option<String>) -> Result<crate::aws::clock::TimeSource, ConfigError> {
+    crate::aws::clock::TimeSource::from_url(text.as_deref()).map_err(|e| ConfigError::Invalid {
+        name: SIMULATED_CLOCK_URL,
+        value: text.unwrap_or_default(),
+        problem: e.to_string(),
+    })
+}
+
 /// The checkpoint reminders' lead times before a block's termination time (whole minutes,
 /// comma-separated; `DEFAULT_REMINDER_LEAD_MINUTES` when unset).
 pub fn reminder_leads() -> Result<Vec<chrono::Duration>, ConfigError> {
@@ -187,5 +204,15 @@ mod tests {
         assert_eq!(minutes(leads(Some("90, 15")).unwrap()), vec![90, 15]);
         assert!(leads(Some("60,0")).unwrap_err().to_string().contains("0 is not a lead time"));
         assert!(leads(Some("60,x")).is_err());
+    }
+
+    #[test]
+    fn a_simulated_clock_off_this_machine_is_refused_with_the_setting_named() {
+        use crate::aws::clock::TimeSource;
+        assert_eq!(time_source_in(None).unwrap(), TimeSource::Wall);
+        assert!(matches!(time_source_in(Some("http://127.0.0.1:9/c".into())).unwrap(), TimeSource::Simulated { .. }));
+        let e = time_source_in(Some("http://203.0.113.7:8080/_sim/clock".into())).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("CAPBLOCK_SIMULATED_CLOCK_URL") && text.contains("must be on this machine"), "{text}");
     }
 }

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use crate::app::settings::StackSettings;
+use crate::aws::clock::{ClockError, TimeSource};
 use crate::config::ConfigError;
 use crate::domain::metrics::Batch;
 use crate::domain::rule::Mode;
@@ -174,105 +175,15 @@ pub struct Tick {
     pub time: Option<DateTime<Utc>>,
 }
 
-/// The instants a run is for (see `RunTime`). Money never follows a payload: settlement, waits,
-/// budget months and stored times are the time source's. A tick further than
-/// `RunTime::TOLERANCE` from it is a replay: a live stack refuses it (a forged or replayed
-/// payload); a dry-run stack runs it as a replay, which shows the tick's moment and writes nothing.
-pub fn run_time(tick: Option<DateTime<Utc>>, source_now: DateTime<Utc>, live: bool) -> Result<RunTime, FunctionError> {
-    let at = RunTime::asked(source_now, tick);
-    if live && at.is_replay() {
-        let t = at.view();
-        return Err(FunctionError::BadInput(format!(
-            "the run's time {t} is {} minutes from the clock ({source_now}); a live stack runs on its clock, never on a payload's time",
-            (t - source_now).num_minutes()
-        )));
+/// A time source that cannot be used is the stack's configuration at fault: named by its setting.
+impl From<ClockError> for FunctionError {
+    fn from(e: ClockError) -> Self {
+        let (url, problem) = match e {
+            ClockError::Invalid { url, problem } => (url, problem),
+            ClockError::Unanswered { url, problem } => (url, format!("the simulated clock did not answer: {problem}")),
+        };
+        FunctionError::Config(ConfigError::Invalid { name: crate::config::SIMULATED_CLOCK_URL, value: url, problem })
     }
-    Ok(at)
-}
-
-/// Where `now` comes from: the wall clock, or in simulations only (`make demo`, the tests that
-/// run the real binaries) the market simulator's clock, `GET CAPBLOCK_SIMULATED_CLOCK_URL` ->
-/// `{"now": "<RFC 3339>"}`. The template never sets it. Whoever answers it decides every wait
-/// and budget month, so it is taken from this machine only (a loopback host: 127.0.0.0/8,
-/// `localhost`, `[::1]`), in any mode: a simulation runs its simulator beside the binaries,
-/// and a deployed function has none on its loopback.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TimeSource {
-    Wall,
-    /// `http://HOST:PORT/PATH`, plain HTTP on a local simulator.
-    Simulated {
-        host: String,
-        path: String,
-    },
-}
-
-impl TimeSource {
-    pub fn from_env() -> Result<TimeSource, ConfigError> {
-        Self::from_setting(crate::config::optional(Self::SETTING))
-    }
-
-    const SETTING: &str = "CAPBLOCK_SIMULATED_CLOCK_URL";
-
-    /// The source a value of `CAPBLOCK_SIMULATED_CLOCK_URL` names (`None`: unset).
-    fn from_setting(url: Option<String>) -> Result<TimeSource, ConfigError> {
-        const NAME: &str = TimeSource::SETTING;
-        let Some(url) = url else { return Ok(TimeSource::Wall) };
-        let invalid = |problem: &str| ConfigError::Invalid { name: NAME, value: url.clone(), problem: problem.into() };
-        let rest = url.strip_prefix("http://").ok_or_else(|| invalid("expected http://HOST:PORT/PATH"))?;
-        let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
-        let (name, port) = host.rsplit_once(':').ok_or_else(|| invalid("expected http://HOST:PORT/PATH"))?;
-        if name.is_empty() || port.parse::<u16>().is_err() {
-            return Err(invalid("expected http://HOST:PORT/PATH"));
-        }
-        if !is_loopback(name) {
-            return Err(invalid(
-                "the simulated clock must be on this machine (127.0.0.1, localhost or [::1]); a deployed stack runs on the wall clock: unset it",
-            ));
-        }
-        Ok(TimeSource::Simulated { host: host.to_string(), path })
-    }
-
-    pub async fn now(&self, clock: &dyn Clock) -> Result<DateTime<Utc>, FunctionError> {
-        match self {
-            TimeSource::Wall => Ok(clock.now()),
-            TimeSource::Simulated { host, path } => simulated_now(host, path).await.map_err(|e| {
-                FunctionError::Config(ConfigError::Invalid {
-                    name: "CAPBLOCK_SIMULATED_CLOCK_URL",
-                    value: format!("http://{host}{path}"),
-                    problem: format!("the simulated clock did not answer: {e}"),
-                })
-            }),
-        }
-    }
-}
-
-/// Whether a URL's host names this machine: `localhost`, an address of 127.0.0.0/8, or `[::1]`.
-fn is_loopback(name: &str) -> bool {
-    if let Some(v6) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
-        return v6.parse::<std::net::Ipv6Addr>().is_ok_and(|a| a.is_loopback());
-    }
-    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_loopback())
-}
-
-/// One plain HTTP/1.1 GET to the simulator's clock (no TLS, no redirects: a local simulator only).
-async fn simulated_now(host: &str, path: &str) -> Result<DateTime<Utc>, String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let io = async {
-        let mut stream = tokio::net::TcpStream::connect(host).await.map_err(|e| e.to_string())?;
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer).await.map_err(|e| e.to_string())?;
-        Ok::<_, String>(answer)
-    };
-    let answer = tokio::time::timeout(std::time::Duration::from_secs(5), io).await.map_err(|_| "timed out")??;
-    let text = String::from_utf8_lossy(&answer);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).ok_or("no HTTP body")?;
-    #[derive(Deserialize)]
-    struct Now {
-        now: DateTime<Utc>,
-    }
-    serde_json::from_str::<Now>(body.trim()).map(|n| n.now).map_err(|e| format!("{e}: {body}"))
 }
 
 /// Why a function invocation failed. The variant name is Lambda's `errorType`, so alarms and
@@ -362,7 +273,8 @@ where
 {
     let result = async {
         let tick: Tick = parse_event(payload.into_json()?)?;
-        let at = run_time(tick.time, source.now(clock).await?, stack.mode == Mode::Live)?;
+        let at = RunTime::for_stack(source.now(clock).await?, tick.time, stack.mode == Mode::Live)
+            .map_err(|e| FunctionError::BadInput(e.to_string()))?;
         let (report, metrics) = run(at).await?;
         // A replay's figures are of another moment: on the stack's dashboard they would read
         // as what the stack holds and spends now.
@@ -456,24 +368,6 @@ mod tests {
         s.parse().unwrap()
     }
 
-    /// A live stack takes its clock's time, whatever a payload says: a tick a month back is
-    /// refused, a schedule a minute late runs at the clock's time.
-    #[test]
-    fn live_runs_never_take_the_payloads_time() {
-        let clock = at("2026-12-20T10:00:00Z");
-        let month_back = at("2026-11-20T10:00:00Z");
-        let e = run_time(Some(month_back), clock, true).unwrap_err();
-        assert_eq!(e.kind(), "capblock.BadInput");
-        assert!(e.to_string().contains("a live stack runs on its clock"), "{e}");
-        assert_eq!(run_time(Some(clock - chrono::Duration::minutes(1)), clock, true).unwrap(), RunTime::from(clock));
-        assert_eq!(run_time(None, clock, true).unwrap(), RunTime::from(clock));
-        assert!(run_time(Some(clock + chrono::Duration::minutes(6)), clock, true).is_err());
-        // Dry-run: the tick may drive what people read, as a replay; the clock stays the clock's.
-        let replay = run_time(Some(month_back), clock, false).unwrap();
-        assert_eq!((replay.view(), replay.clock(), replay.is_replay()), (month_back, clock, true));
-        assert_eq!(run_time(None, clock, false).unwrap(), RunTime::from(clock));
-    }
-
     /// Counts the writes asked of it; fails the first `fail` of them.
     #[derive(Default)]
     struct Settings {
@@ -548,45 +442,6 @@ mod tests {
         assert_eq!(metrics.lines(), expected.lines());
         let doc: serde_json::Value = serde_json::from_str(&metrics.lines()[0]).unwrap();
         assert_eq!((doc["Errors"].as_f64(), doc["Kind"].as_str()), (Some(1.0), Some("capblock.Panic")), "{doc}");
-    }
-
-    #[test]
-    fn the_simulated_time_source_is_a_local_http_url() {
-        let url = |v: &str| TimeSource::from_setting(Some(v.to_string()));
-        assert_eq!(TimeSource::from_setting(None).unwrap(), TimeSource::Wall);
-        assert_eq!(
-            url("http://127.0.0.1:9/_sim/clock").unwrap(),
-            TimeSource::Simulated { host: "127.0.0.1:9".into(), path: "/_sim/clock".into() }
-        );
-        assert!(url("https://example.com/now").is_err());
-        assert!(url("http://no-port/now").is_err());
-        for local in [
-            "http://127.0.0.1:9/c",
-            "http://127.8.9.10:9/c",
-            "http://localhost:9/c",
-            "http://LOCALHOST:9",
-            "http://[::1]:9/c",
-        ] {
-            assert!(url(local).is_ok(), "{local}");
-        }
-        // Anything another machine could answer is refused, with the setting named.
-        for remote in [
-            "http://10.0.0.5:9/c",
-            "http://169.254.169.254:80/latest",
-            "http://example.com:80/now",
-            "http://localhost.example.com:80/now",
-            "http://127.0.0.1.nip.io:80/now",
-            "http://[::ffff:10.0.0.5]:9/c",
-            "http://[2001:db8::1]:9/c",
-            "http://0.0.0.0:9/c",
-            "http://127.0.0.1:notaport/c",
-            "http://:9/c",
-        ] {
-            let e = url(remote).unwrap_err();
-            assert!(e.to_string().contains("CAPBLOCK_SIMULATED_CLOCK_URL"), "{remote}: {e}");
-        }
-        let e = url("http://203.0.113.7:8080/_sim/clock").unwrap_err();
-        assert!(e.to_string().contains("must be on this machine"), "{e}");
     }
 
     #[test]

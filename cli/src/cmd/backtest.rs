@@ -4,8 +4,7 @@ use capblock_shared::domain::backtest::{Sample, backtest};
 use capblock_shared::ports::{Observation, ObservationStore};
 use clap::Args;
 
-use super::history::bounds;
-use crate::context::{CliError, CliResult, Window, load_rule, store};
+use crate::context::{CliError, CliResult, Window, bounds, load_rule, store};
 use crate::table::{self, when};
 
 #[derive(Args)]

@@ -11,7 +11,7 @@ use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 use serde::Serialize;
 
-use crate::context::{CliError, CliResult, Window, load_rule, store};
+use crate::context::{CliError, CliResult, Window, bounds, load_rule, store};
 use crate::svg;
 use crate::table::{self, when};
 
@@ -121,13 +121,6 @@ fn csv_line(r: &HistoryRow) -> String {
 
 fn per_accel(o: &Observation) -> Option<Decimal> {
     o.offering.price_per_accelerator_hour(o.accelerators_per_instance).map(|r| r.per_unit)
-}
-
-/// The window to read: everything kept unless bounded.
-pub fn bounds(from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>) -> (DateTime<Utc>, DateTime<Utc>) {
-    let epoch = DateTime::<Utc>::from_timestamp(0, 0).expect("epoch");
-    let far = DateTime::<Utc>::from_timestamp(4_102_444_800, 0).expect("2100");
-    (from.unwrap_or(epoch), to.unwrap_or(far))
 }
 
 fn parse_pairs(regions: &[String], types: &[String]) -> Result<Vec<(Region, InstanceType)>, CliError> {

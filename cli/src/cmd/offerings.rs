@@ -76,33 +76,6 @@ fn parse_days(s: &str) -> Result<Days, String> {
     Ok(Days(days))
 }
 
-/// Offerings as table rows (also the scan's decision).
-pub fn offering_rows(list: &[Priced]) -> Vec<Vec<String>> {
-    list.iter()
-        .map(|p| {
-            let o = &p.offering;
-            vec![
-                o.region.to_string(),
-                o.availability_zone.clone(),
-                match &o.ultraservers {
-                    Some(u) => format!("{u} ({})", o.instance_type),
-                    None => o.instance_type.to_string(),
-                },
-                o.instance_count.to_string(),
-                o.start.format("%Y-%m-%d %H:%M").to_string(),
-                o.end.format("%Y-%m-%d %H:%M").to_string(),
-                o.length_text(),
-                format!("{} {}", table::money(&o.fee), o.fee.currency()),
-                format!("{:.4}", p.per_instance_hour.per_unit),
-                format!("{:.4}", p.per_accelerator_hour.per_unit),
-            ]
-        })
-        .collect()
-}
-
-pub const OFFERING_HEADERS: [&str; 10] =
-    ["REGION", "AZ", "TYPE", "COUNT", "START (UTC)", "END (UTC)", "LENGTH", "FEE", "$/INSTANCE-H", "$/ACCEL-H"];
-
 pub async fn run(a: OfferingsArgs) -> CliResult {
     let (regions, types, Days(days)) = (a.regions, a.types, a.days);
     let from = a.window.from.unwrap_or_else(Utc::now);
@@ -184,7 +157,7 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({"offerings": priced, "failures": failures}))?);
     } else {
-        println!("{}", table::render(&OFFERING_HEADERS, &offering_rows(&priced)));
+        println!("{}", table::render(&table::OFFERING_HEADERS, &table::offering_rows(&priced)));
         println!("{} offering(s) from {} question(s)", priced.len(), queries.len());
         for f in &failures {
             eprintln!("warning: {f}");

@@ -10,7 +10,6 @@ use capblock_shared::domain::rule::Mode;
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use super::offerings::{OFFERING_HEADERS, offering_rows};
 use crate::context::{CliError, CliResult, DescribeArgs, StackArgs, run_now, sdk, store};
 use crate::table::{self, safe};
 
@@ -118,7 +117,10 @@ pub async fn run(a: ScanArgs) -> CliResult {
                     "  decision: {} ({} per accelerator-hour, {})",
                     p.offering.id, p.per_accelerator_hour, p.offering.fee
                 );
-                println!("{}", indent(&table::render(&OFFERING_HEADERS, &offering_rows(std::slice::from_ref(p)))));
+                println!(
+                    "{}",
+                    indent(&table::render(&table::OFFERING_HEADERS, &table::offering_rows(std::slice::from_ref(p))))
+                );
             }
         }
         if let Some(action) = &o.action {

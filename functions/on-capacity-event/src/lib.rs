@@ -8,7 +8,7 @@ use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::config::{self, ConfigError};
 use capblock_shared::domain::alarm;
 use capblock_shared::domain::block::Block;
-use capblock_shared::lambda::{Adapters, FunctionError, Payload, TimeSource, emit_corrupt_items};
+use capblock_shared::lambda::{Adapters, FunctionError, Payload, emit_corrupt_items};
 use capblock_shared::ports::{ReadClock, ReminderError, Reminders, SystemClock};
 use chrono::{DateTime, Utc};
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -40,7 +40,7 @@ pub struct App {
     role_arn: Option<String>,
     /// Where `now` comes from: the wall clock in a deployed stack. An input far from it is
     /// refused, so a simulation's events are judged on the simulation's clock.
-    time: TimeSource,
+    time: capblock_shared::aws::clock::TimeSource,
 }
 
 /// Stands in for the scheduler when this function may not create schedules.
@@ -67,7 +67,7 @@ impl App {
         let leads = config::reminder_leads()?;
         tracing::info!(event = "config", stack = %stack, group = %group, reminders = role_arn.is_some(), leads = ?leads.iter().map(|l| l.num_minutes()).collect::<Vec<_>>(), "on-capacity-event ready");
         let aws = Adapters::new(config::targets()?, Some(workloads)).await;
-        let time = TimeSource::from_env()?;
+        let time = config::time_source()?;
         Ok(App { scheduler: aws_sdk_scheduler::Client::new(&aws.sdk), aws, stack, group, leads, role_arn, time })
     }
 
@@ -96,7 +96,7 @@ impl App {
         let fail = |e: FunctionError| capblock_shared::lambda::report("on-capacity-event", &self.stack, e);
         let LambdaEvent { payload, context } = event;
         let payload = payload.into_json().map_err(fail)?;
-        let clock = ReadClock(self.time.now(&SystemClock).await.map_err(fail)?);
+        let clock = ReadClock(self.time.now(&SystemClock).await.map_err(|e| fail(e.into()))?);
         // arn:aws:lambda:REGION:ACCOUNT:function:NAME
         let account = context.invoked_function_arn.split(':').nth(4).filter(|a| !a.is_empty());
         // The stack's own alarms (template: AlarmStateRule) only say how they are: kept for status.

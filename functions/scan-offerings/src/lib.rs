@@ -10,8 +10,7 @@ use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::lambda::{
-    Adapters, FunctionError, Payload, SettingsKeeper, TimeSource, emit_corrupt_items, invocation_deadline, on_tick,
-    report,
+    Adapters, FunctionError, Payload, SettingsKeeper, emit_corrupt_items, invocation_deadline, on_tick, report,
 };
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -40,7 +39,7 @@ pub struct App {
     /// Stores the stack's settings in the table for the CLI, once per container.
     keeper: SettingsKeeper,
     /// Where `now` comes from: the wall clock in a deployed stack.
-    time: TimeSource,
+    time: capblock_shared::aws::clock::TimeSource,
     aws: Adapters,
     /// Accelerator counts learned from DescribeInstanceTypes outlive one invocation.
     catalog: Mutex<AcceleratorCatalog>,
@@ -81,7 +80,7 @@ impl App {
             settings,
             aws,
             catalog: Mutex::new(AcceleratorCatalog::new()),
-            time: TimeSource::from_env()?,
+            time: config::time_source()?,
         })
     }
 

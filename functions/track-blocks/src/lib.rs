@@ -12,8 +12,7 @@ use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
 
 use capblock_shared::lambda::{
-    Adapters, FunctionError, Payload, SettingsKeeper, TimeSource, emit_corrupt_items, invocation_deadline, on_tick,
-    report,
+    Adapters, FunctionError, Payload, SettingsKeeper, emit_corrupt_items, invocation_deadline, on_tick, report,
 };
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -48,7 +47,7 @@ pub struct App {
     /// Stores the stack's settings in the table for the CLI, once per container.
     keeper: SettingsKeeper,
     /// Where `now` comes from: the wall clock in a deployed stack.
-    time: TimeSource,
+    time: capblock_shared::aws::clock::TimeSource,
     aws: Adapters,
     /// Where rules' hand-off actions act (parameters and Run Command; Auto Scaling groups).
     ssm: Ssm,
@@ -86,7 +85,7 @@ impl App {
             keeper: SettingsKeeper::new(settings.stack.clone(), aws.alerts_topic.clone()),
             settings,
             reminders: reminders(&aws.sdk)?,
-            time: TimeSource::from_env()?,
+            time: config::time_source()?,
             ssm: Ssm::new(aws.sdk.clone()),
             groups: AutoScaling::new(aws.sdk.clone()),
             aws,

@@ -3,6 +3,7 @@
 //! without any code path of their own.
 
 pub mod autoscaling;
+pub mod clock;
 pub mod dynamo;
 pub mod ec2;
 pub mod eventbridge;

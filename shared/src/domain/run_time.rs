@@ -44,6 +44,31 @@ impl RunTime {
     }
 }
 
+/// A live stack's run asked to look at a moment off its clock: refused, since a live run moves
+/// money and money follows the clock (a forged or replayed payload).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the run's time {view} is {minutes} minutes from the clock ({clock}); a live stack runs on its clock, never on a payload's time"
+)]
+pub struct OffTheClock {
+    pub view: DateTime<Utc>,
+    pub clock: DateTime<Utc>,
+    pub minutes: i64,
+}
+
+impl RunTime {
+    /// The instants of a run of a stack (`live` or not) at the clock's `clock`, asked to look at
+    /// `asked`: a live stack refuses a replay; a dry-run stack runs it as one, which shows the
+    /// asked moment and writes nothing.
+    pub fn for_stack(clock: DateTime<Utc>, asked: Option<DateTime<Utc>>, live: bool) -> Result<RunTime, OffTheClock> {
+        let at = RunTime::asked(clock, asked);
+        if live && at.is_replay() {
+            return Err(OffTheClock { view: at.view, clock, minutes: (at.view - clock).num_minutes() });
+        }
+        Ok(at)
+    }
+}
+
 /// A run at the clock (what every scheduled run without a replayed time is).
 impl From<DateTime<Utc>> for RunTime {
     fn from(clock: DateTime<Utc>) -> RunTime {
@@ -68,5 +93,24 @@ mod tests {
         let back = RunTime::asked(clock, Some(clock - Duration::minutes(6)));
         assert!(back.is_replay());
         assert_eq!(RunTime::from(clock), at);
+    }
+
+    /// A live stack takes its clock's time, whatever a payload says: a tick a month back is
+    /// refused, a schedule a minute late runs at the clock's time.
+    #[test]
+    fn live_runs_never_take_the_payloads_time() {
+        let clock: DateTime<Utc> = "2026-12-20T10:00:00Z".parse().unwrap();
+        let month_back: DateTime<Utc> = "2026-11-20T10:00:00Z".parse().unwrap();
+        let e = RunTime::for_stack(clock, Some(month_back), true).unwrap_err();
+        assert!(e.to_string().contains("a live stack runs on its clock"), "{e}");
+        assert_eq!(e.minutes, -30 * 24 * 60);
+        let late = RunTime::for_stack(clock, Some(clock - Duration::minutes(1)), true).unwrap();
+        assert_eq!(late, RunTime::from(clock));
+        assert_eq!(RunTime::for_stack(clock, None, true).unwrap(), RunTime::from(clock));
+        assert!(RunTime::for_stack(clock, Some(clock + Duration::minutes(6)), true).is_err());
+        // Dry-run: the tick may drive what people read, as a replay; the clock stays the clock's.
+        let replay = RunTime::for_stack(clock, Some(month_back), false).unwrap();
+        assert_eq!((replay.view(), replay.clock(), replay.is_replay()), (month_back, clock, true));
+        assert_eq!(RunTime::for_stack(clock, None, false).unwrap(), RunTime::from(clock));
     }
 }

@@ -1,0 +1,248 @@
+//! The EC2 market adapter: Capacity Block offerings, purchases, reservations and instance
+//! types, one SDK client per region (built lazily from the same shared configuration).
+//!
+//! This file holds the client, the error classification and the `ACTIONS` table; each port's
+//! calls are in a file of their own: `offerings`, `purchase`, `reservations`, `extensions`,
+//! `blocks`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_config::SdkConfig;
+use aws_config::retry::RetryConfig;
+use aws_sdk_ec2::Client;
+use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_ec2::types::{
+    CapacityReservation, CapacityReservationInstancePlatform, Filter, ResourceType, Tag, TagSpecification,
+};
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use chrono::{DateTime, TimeZone, Utc};
+
+use crate::domain::block::Reservation;
+use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
+use crate::domain::health::{BlockHealth, Interconnect};
+use crate::domain::lifecycle::Observed;
+use crate::domain::money::Money;
+use crate::domain::names::{InstanceType, Region};
+use crate::domain::offering::{Offering, RawOffering};
+use crate::ports::{
+    BlockKinds, BlockStatusSource, CapacityBlockFacts, DESCRIBE_LIMIT, ExtensionHistory, ExtensionMarket,
+    ExtensionRecord, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, Purchase, PurchaseOutcome,
+    PurchaseRequest, Purchaser, REQUEST_LIMIT, ReservationSource, Tagged, Unreadable,
+};
+
+mod blocks;
+mod extensions;
+mod offerings;
+mod purchase;
+mod reservations;
+
+/// The IAM actions each port of this adapter needs: a function's role allows exactly those of
+/// the ports it declares in `AWS_PORTS`. infra/deploy/crosscheck checks that every SDK call here
+/// has its action in this table and that nothing in it is uncalled (ARCHITECTURE.md, "Where a
+/// change goes": a new AWS call).
+pub const ACTIONS: &[(&str, &[&str])] = &[
+    ("OfferingSource", &["ec2:DescribeCapacityBlockOfferings"]),
+    ("InstanceTypeSource", &["ec2:DescribeInstanceTypes"]),
+    // The purchase carries tags (TagSpecification): EC2 applies them with CreateTags.
+    ("Purchaser", &["ec2:PurchaseCapacityBlock", "ec2:CreateTags"]),
+    ("ReservationSource", &["ec2:DescribeCapacityReservations"]),
+    ("ReservationLookup", &["ec2:DescribeCapacityReservations"]),
+    ("ExtensionMarket", &["ec2:DescribeCapacityBlockExtensionOfferings", "ec2:PurchaseCapacityBlockExtension"]),
+    ("InstanceSource", &["ec2:DescribeInstances"]),
+    ("BlockKinds", &["ec2:DescribeCapacityBlocks"]),
+    ("BlockStatusSource", &["ec2:DescribeCapacityBlockStatus"]),
+    ("ExtensionHistory", &["ec2:DescribeCapacityBlockExtensionHistory"]),
+];
+
+/// Describe calls other than the offerings fan-out (which makes one attempt per call and paces
+/// itself): the SDK's adaptive retry, so the tracker slows to what EC2 allows instead of failing.
+const DESCRIBE_MAX_ATTEMPTS: u32 = 8;
+
+pub struct Ec2Market {
+    base: SdkConfig,
+    clients: Mutex<HashMap<Region, RegionClients>>,
+}
+
+/// One region's clients, built once and shared by every call.
+#[derive(Clone)]
+struct RegionClients {
+    /// Describe calls the SDK may retry (adaptive mode).
+    retrying: Client,
+    /// One attempt per call, never retried by the SDK: the purchases (no idempotency token) and
+    /// the offerings fan-out (paced and retried by `app::fan_out`). A client of its own rather
+    /// than a per-call override, which rebuilds the call's configuration every time.
+    once: Client,
+}
+
+pub(crate) fn to_chrono(t: &aws_smithy_types::DateTime) -> Option<DateTime<Utc>> {
+    Utc.timestamp_opt(t.secs(), t.subsec_nanos()).single()
+}
+
+pub(crate) fn to_smithy(t: DateTime<Utc>) -> aws_smithy_types::DateTime {
+    aws_smithy_types::DateTime::from_secs(t.timestamp())
+}
+
+fn classify<E>(operation: &'static str, region: &Region, e: SdkError<E, HttpResponse>) -> MarketError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let region = region.to_string();
+    let code = e.code().unwrap_or_default().to_string();
+    let message = e.message().unwrap_or_default().to_string();
+    match &e {
+        SdkError::ServiceError(se) => {
+            let status = se.raw().status().as_u16();
+            match code.as_str() {
+                "RequestLimitExceeded" | "Throttling" | "ThrottlingException" => {
+                    MarketError::Throttled { operation, region, code: REQUEST_LIMIT }
+                }
+                // The describe limit of DescribeCapacityBlockOfferings (and a Capacity Block
+                // quota of 0, which answers the same code on every call). Neither botocore nor
+                // the Rust SDK class it as throttling, but nothing was done: it is one.
+                DESCRIBE_LIMIT => MarketError::Throttled { operation, region, code: DESCRIBE_LIMIT },
+                "InvalidParameterValue"
+                    if message.to_ascii_lowercase().contains("not supported for capacity block") =>
+                {
+                    MarketError::NotSold { operation, region, message }
+                }
+                "InvalidAction" | "UnsupportedOperation" => MarketError::Unsupported { operation, region },
+                _ if status >= 500 => {
+                    MarketError::Unknown { operation, region, message: format!("HTTP {status} {code}: {message}") }
+                }
+                _ => MarketError::Rejected { operation, region, code, message },
+            }
+        }
+        // Nothing left the process.
+        SdkError::ConstructionFailure(_) => MarketError::Rejected {
+            operation,
+            region,
+            code: "ConstructionFailure".into(),
+            message: DisplayErrorContext(&e).to_string(),
+        },
+        // Timeouts, connection failures and unreadable answers: the request may have arrived.
+        _ => MarketError::Unknown { operation, region, message: DisplayErrorContext(&e).to_string() },
+    }
+}
+
+impl Ec2Market {
+    /// `base` is the shared SDK configuration (credentials, endpoint overrides, timeouts).
+    pub fn new(base: SdkConfig) -> Self {
+        Ec2Market { base, clients: Mutex::new(HashMap::new()) }
+    }
+
+    fn clients(&self, region: &Region) -> RegionClients {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        clients
+            .entry(region.clone())
+            .or_insert_with(|| {
+                let conf = aws_sdk_ec2::config::Builder::from(&self.base)
+                    .region(aws_sdk_ec2::config::Region::new(region.to_string()));
+                RegionClients {
+                    retrying: Client::from_conf(
+                        conf.clone()
+                            .retry_config(RetryConfig::adaptive().with_max_attempts(DESCRIBE_MAX_ATTEMPTS))
+                            .build(),
+                    ),
+                    once: Client::from_conf(conf.retry_config(RetryConfig::disabled()).build()),
+                }
+            })
+            .clone()
+    }
+
+    fn client(&self, region: &Region) -> Client {
+        self.clients(region).retrying
+    }
+
+    fn once(&self, region: &Region) -> Client {
+        self.clients(region).once
+    }
+}
+
+impl Ec2Market {
+    /// Every page of DescribeCapacityReservations (optionally filtered), capacity blocks only:
+    /// the API has no reservation-type filter, so the type is checked here. A reservation of
+    /// another type is left out (PurchaseCapacityBlock makes none); one that cannot be read
+    /// (its type missing included) is returned as unreadable, never dropped.
+    async fn capacity_block_pages(&self, region: &Region, filter: Option<Filter>) -> Result<Tagged, MarketError> {
+        const OP: &str = "DescribeCapacityReservations";
+        let mut pages = self
+            .client(region)
+            .describe_capacity_reservations()
+            .set_filters(filter.map(|f| vec![f]))
+            .into_paginator()
+            .send();
+        let mut out = Tagged::default();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| classify(OP, region, e))?;
+            for raw in page.capacity_reservations() {
+                let read = reservation(region, raw).and_then(|r| match r.reservation_type {
+                    None => Err(format!("reservation {} has no ReservationType", r.id)),
+                    Some(_) => Ok(r),
+                });
+                match read {
+                    Ok(r) if r.is_capacity_block() => out.reservations.push(r),
+                    Ok(_) => {}
+                    Err(reason) => out
+                        .unreadable
+                        .push(Unreadable { id: raw.capacity_reservation_id().map(str::to_string), reason }),
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Converts a reservation from the SDK shape; `None` when a field we rely on is missing.
+fn reservation(region: &Region, r: &CapacityReservation) -> Result<Reservation, String> {
+    let id = r.capacity_reservation_id().ok_or("reservation without an id")?.to_string();
+    let missing = |f: &str| format!("reservation {id} has no {f}");
+    Ok(Reservation {
+        arn: r.capacity_reservation_arn().map(str::to_string),
+        region: region.clone(),
+        availability_zone: r.availability_zone().unwrap_or_default().to_string(),
+        instance_type: r
+            .instance_type()
+            .ok_or_else(|| missing("InstanceType"))?
+            .parse()
+            .map_err(|e: crate::domain::names::NameError| e.to_string())?,
+        instance_count: r
+            .total_instance_count()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| missing("TotalInstanceCount"))?,
+        start: r.start_date().and_then(to_chrono).ok_or_else(|| missing("StartDate"))?,
+        end: r.end_date().and_then(to_chrono).ok_or_else(|| missing("EndDate"))?,
+        state: r.state().map(|s| s.as_str().to_string()).ok_or_else(|| missing("State"))?,
+        reservation_type: r.reservation_type().map(|t| t.as_str().to_string()),
+        tags: tag_map(r.tags()),
+        capacity_block_id: r.capacity_block_id().map(str::to_string),
+        id,
+    })
+}
+
+/// An integer parameter as EC2 takes it (a 32-bit int). A value past it is refused here and
+/// never sent: `as i32` would wrap 4294967295 into -1.
+fn int_param(operation: &'static str, region: &Region, name: &str, value: u32) -> Result<i32, MarketError> {
+    i32::try_from(value).map_err(|_| MarketError::Rejected {
+        operation,
+        region: region.to_string(),
+        code: "InvalidParameterValue".into(),
+        message: format!("{name} {value} is out of range (not sent)"),
+    })
+}
+
+/// Operation timeouts for every client: a call that hangs must fail in time for the Lambda to
+/// record what it knows.
+pub fn timeouts() -> aws_config::timeout::TimeoutConfig {
+    aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(3))
+        .operation_attempt_timeout(Duration::from_secs(10))
+        .operation_timeout(Duration::from_secs(40))
+        .build()
+}
+
+fn tag_map(tags: &[Tag]) -> BTreeMap<String, String> {
+    tags.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
+}

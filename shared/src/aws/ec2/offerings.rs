@@ -1,0 +1,111 @@
+//! DescribeCapacityBlockOfferings (the market's answers, priced) and DescribeInstanceTypes
+//! (what a type carries).
+
+use super::*;
+
+#[async_trait]
+impl OfferingSource for Ec2Market {
+    async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+        const OP: &str = "DescribeCapacityBlockOfferings";
+        let hours = int_param(OP, &q.region, "CapacityDurationHours", q.duration_hours)?;
+        // An UltraServer search names the UltraServers only: EC2 refuses UltraserverType with
+        // InstanceType or InstanceCount.
+        let (instance_type, count, ultraserver_type, ultraserver_count) = match &q.ultraservers {
+            Some(u) => {
+                (None, None, Some(u.kind.as_str()), Some(int_param(OP, &q.region, "UltraserverCount", u.count)?))
+            }
+            None => (
+                Some(q.instance_type.as_str()),
+                Some(int_param(OP, &q.region, "InstanceCount", q.instance_count)?),
+                None,
+                None,
+            ),
+        };
+        let mut out = Vec::new();
+        let mut next_token: Option<String> = None;
+        loop {
+            // One attempt: the scan's fan-out paces and retries this read per region
+            // (app::fan_out), which the SDK's per-call backoff cannot do.
+            let page = self
+                .once(&q.region)
+                .describe_capacity_block_offerings()
+                .capacity_duration_hours(hours)
+                .set_instance_type(instance_type.map(str::to_string))
+                .set_instance_count(count)
+                .set_ultraserver_type(ultraserver_type.map(str::to_string))
+                .set_ultraserver_count(ultraserver_count)
+                .start_date_range(to_smithy(q.start_from))
+                // EndDateRange bounds the end of the block: the latest start plus its duration,
+                // plus the day a same-day closest match may run longer than asked.
+                .end_date_range(to_smithy(
+                    q.start_to
+                        .checked_add_signed(
+                            chrono::Duration::hours(i64::from(q.duration_hours)) + chrono::Duration::days(1),
+                        )
+                        .unwrap_or(DateTime::<Utc>::MAX_UTC),
+                ))
+                // Offerings in Local Zones (P6e-GB200 in Dallas) come back only when asked for;
+                // the decision then takes them only for rules that allow them.
+                .all_availability_zones(true)
+                .max_results(100)
+                .set_next_token(next_token.take())
+                .send()
+                .await
+                .map_err(|e| classify(OP, &q.region, e))?;
+            for o in page.capacity_block_offerings() {
+                let raw = RawOffering {
+                    offering_id: o.capacity_block_offering_id().map(str::to_string),
+                    instance_type: o.instance_type().map(str::to_string),
+                    availability_zone: o.availability_zone().map(str::to_string),
+                    instance_count: o.instance_count(),
+                    start_date: o.start_date().and_then(to_chrono),
+                    end_date: o.end_date().and_then(to_chrono),
+                    duration_hours: o.capacity_block_duration_hours(),
+                    duration_minutes: o.capacity_block_duration_minutes(),
+                    zone_type: o.zone_type().map(str::to_string),
+                    upfront_fee: o.upfront_fee().map(str::to_string),
+                    currency_code: o.currency_code().map(str::to_string),
+                    ultraserver_type: o.ultraserver_type().map(str::to_string),
+                    ultraserver_count: o.ultraserver_count(),
+                };
+                match Offering::parse(&q.region, raw) {
+                    Ok(offering) => out.push(offering),
+                    Err(e) => {
+                        tracing::warn!(region = %q.region, error = %e, "skipping an offering EC2 described badly")
+                    }
+                }
+            }
+            match page.next_token() {
+                Some(token) if !token.is_empty() => next_token = Some(token.to_string()),
+                _ => return Ok(out),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl InstanceTypeSource for Ec2Market {
+    async fn accelerators(
+        &self,
+        region: &Region,
+        types: &[InstanceType],
+    ) -> Result<Vec<(InstanceType, u32)>, MarketError> {
+        const OP: &str = "DescribeInstanceTypes";
+        let mut req = self.client(region).describe_instance_types();
+        for t in types {
+            req = req.instance_types(aws_sdk_ec2::types::InstanceType::from(t.as_str()));
+        }
+        let out = req.send().await.map_err(|e| classify(OP, region, e))?;
+        Ok(out
+            .instance_types()
+            .iter()
+            .filter_map(|info| {
+                let name: InstanceType = info.instance_type()?.as_str().parse().ok()?;
+                let gpus: i32 = info.gpu_info().map(|g| g.gpus().iter().filter_map(|d| d.count()).sum()).unwrap_or(0);
+                let neuron: i32 =
+                    info.neuron_info().map(|n| n.neuron_devices().iter().filter_map(|d| d.count()).sum()).unwrap_or(0);
+                Some((name, u32::try_from(gpus.max(neuron)).unwrap_or(0)))
+            })
+            .collect())
+    }
+}

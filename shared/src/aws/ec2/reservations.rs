@@ -1,0 +1,121 @@
+//! Reservations: those carrying a tag (settling a lost purchase answer), what EC2 shows of
+//! a block now, one reservation by id, and the instances in a reservation.
+
+use super::*;
+
+#[async_trait]
+impl ReservationSource for Ec2Market {
+    async fn reservations_tagged(&self, region: &Region, key: &str, value: &str) -> Result<Tagged, MarketError> {
+        self.capacity_block_pages(region, Some(Filter::builder().name(format!("tag:{key}")).values(value).build()))
+            .await
+    }
+
+    async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {
+        const OP: &str = "DescribeCapacityReservations";
+        let mut out = Vec::new();
+        for batch in ids.chunks(100) {
+            let result = self
+                .client(region)
+                .describe_capacity_reservations()
+                .set_capacity_reservation_ids(Some(batch.to_vec()))
+                .send()
+                .await;
+            match result {
+                Ok(page) => {
+                    let found: HashMap<String, Observed> = page
+                        .capacity_reservations()
+                        .iter()
+                        .filter_map(|r| {
+                            let r = reservation(region, r).ok()?;
+                            Some((
+                                r.id.clone(),
+                                Observed::Found { state: r.state, end: r.end, capacity_block_id: r.capacity_block_id },
+                            ))
+                        })
+                        .collect();
+                    out.extend(
+                        batch.iter().map(|id| (id.clone(), found.get(id).cloned().unwrap_or(Observed::NotFound))),
+                    );
+                }
+                // One unknown id fails the whole call: ask one by one to find which.
+                Err(e) if e.code() == Some("InvalidCapacityReservationId.NotFound") && batch.len() > 1 => {
+                    for id in batch {
+                        out.extend(self.observe(region, std::slice::from_ref(id)).await?);
+                    }
+                }
+                Err(e) if e.code() == Some("InvalidCapacityReservationId.NotFound") => {
+                    out.push((batch[0].clone(), Observed::NotFound));
+                }
+                Err(e) => return Err(classify(OP, region, e)),
+            }
+        }
+        Ok(out)
+    }
+
+    async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError> {
+        let all = self.capacity_block_pages(region, None).await?;
+        for u in &all.unreadable {
+            tracing::warn!(%region, reservation = ?u.id, error = %u.reason, "skipping a reservation EC2 described badly");
+        }
+        Ok(all.reservations)
+    }
+}
+
+#[async_trait]
+impl crate::ports::InstanceSource for Ec2Market {
+    async fn instances_in(&self, region: &Region, reservation_id: &str) -> Result<Vec<String>, MarketError> {
+        const OP: &str = "DescribeInstances";
+        let mut pages = self
+            .client(region)
+            .describe_instances()
+            .filters(Filter::builder().name("capacity-reservation-id").values(reservation_id).build())
+            // Stopping or terminated instances hold no work to checkpoint.
+            .filters(Filter::builder().name("instance-state-name").values("pending").values("running").build())
+            .into_paginator()
+            .send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| classify(OP, region, e))?;
+            for r in page.reservations() {
+                out.extend(r.instances().iter().filter_map(|i| i.instance_id().map(str::to_string)));
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    async fn reservation_of(&self, region: &Region, instance_id: &str) -> Result<Option<String>, MarketError> {
+        const OP: &str = "DescribeInstances";
+        match self.client(region).describe_instances().instance_ids(instance_id).send().await {
+            Ok(out) => Ok(out
+                .reservations()
+                .iter()
+                .flat_map(|r| r.instances())
+                .filter(|i| i.instance_id() == Some(instance_id))
+                .find_map(|i| i.capacity_reservation_id().map(str::to_string))),
+            Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => Ok(None),
+            Err(e) => Err(classify(OP, region, e)),
+        }
+    }
+}
+
+#[async_trait]
+impl crate::ports::ReservationLookup for Ec2Market {
+    async fn reservation(&self, region: &Region, id: &str) -> Result<Option<Reservation>, MarketError> {
+        const OP: &str = "DescribeCapacityReservations";
+        match self.client(region).describe_capacity_reservations().capacity_reservation_ids(id).send().await {
+            Ok(out) => match out.capacity_reservations().iter().find(|r| r.capacity_reservation_id() == Some(id)) {
+                None => Ok(None),
+                Some(r) => reservation(region, r).map(Some).map_err(|message| MarketError::BadResponse {
+                    operation: OP,
+                    region: region.to_string(),
+                    message,
+                }),
+            },
+            // Expired long ago, or never in this region.
+            Err(e) if e.code() == Some("InvalidCapacityReservationId.NotFound") => Ok(None),
+            Err(e) => Err(classify(OP, region, e)),
+        }
+    }
+}

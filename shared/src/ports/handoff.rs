@@ -1,0 +1,73 @@
+//! Hand-off to the workloads: capblock's events (EventBridge) and the actions rules ask for
+//! (SSM parameters and Run Command, Auto Scaling).
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::domain::bus::BusEntry;
+use crate::domain::handoff::Invocation;
+use crate::domain::names::Region;
+
+use super::NotifyError;
+
+#[async_trait]
+pub trait EventBus: Send + Sync {
+    /// Puts the entries on the bus, in PutEvents calls of at most 10. One result per entry, in
+    /// order: EventBridge accepts or refuses each entry on its own.
+    async fn put(&self, entries: &[BusEntry]) -> Vec<Result<(), NotifyError>>;
+}
+
+/// What a hand-off action's AWS call comes to.
+pub type ActionResult<T> = Result<T, ActionError>;
+
+/// A hand-off action's AWS call failed. Nothing about money: a retry is always safe.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{operation} in {region} failed: {message}")]
+pub struct ActionError {
+    pub operation: &'static str,
+    pub region: String,
+    pub message: String,
+}
+
+#[async_trait]
+pub trait Parameters: Send + Sync {
+    /// Writes (overwrites) a String parameter.
+    async fn put_parameter(&self, region: &Region, name: &str, value: &str) -> Result<(), ActionError>;
+    /// The parameter's value; `None` when it does not exist.
+    async fn parameter(&self, region: &Region, name: &str) -> Result<Option<String>, ActionError>;
+    /// Deletes it; a parameter already gone is no error.
+    async fn delete_parameter(&self, region: &Region, name: &str) -> Result<(), ActionError>;
+}
+
+#[async_trait]
+pub trait Groups: Send + Sync {
+    /// SetDesiredCapacity (without honoring cooldowns: the block's time is the schedule).
+    async fn set_desired(&self, region: &Region, group: &str, desired: u32) -> Result<(), ActionError>;
+    /// Which of the groups exist in the region (for `rules validate`).
+    async fn existing(&self, region: &Region, groups: &[String]) -> Result<Vec<String>, ActionError>;
+}
+
+/// A Run Command capblock sent: as SSM lists it, and as capblock records it once sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentCommand {
+    pub command_id: String,
+    pub instance_ids: Vec<String>,
+}
+
+#[async_trait]
+pub trait Commands: Send + Sync {
+    /// SendCommand of `document` to the instances, marked with `comment`; the command id.
+    async fn send(&self, region: &Region, document: &str, instances: &[String], comment: &str) -> ActionResult<String>;
+    /// The commands of `document` marked `comment` sent to any of the instances. Anyone allowed
+    /// to send commands can send one with that mark: asked only for a send of capblock's whose
+    /// answer was lost.
+    async fn sent(
+        &self,
+        region: &Region,
+        document: &str,
+        comment: &str,
+        instance_ids: &[String],
+    ) -> Result<Vec<SentCommand>, ActionError>;
+    /// One instance's outcome of a command.
+    async fn invocation(&self, region: &Region, command_id: &str, instance: &str) -> ActionResult<Invocation>;
+}

@@ -1,0 +1,238 @@
+//! The store: DynamoDB's items (rules, the ledger of intents and budgets, blocks, extensions,
+//! observations, alarms, the stack's settings, market memory).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::domain::alarm::AlarmState;
+use crate::domain::block::Block;
+use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
+use crate::domain::extension::{ExtensionIntent, ExtensionState};
+use crate::domain::names::{InstanceType, Region};
+use crate::domain::offering::Offering;
+use crate::domain::plan::RegionMemory;
+use crate::domain::rule::Rule;
+use crate::domain::stack::StoredSettings;
+
+use super::Notice;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// A condition did not hold: someone else got there first.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("{what} not found")]
+    NotFound { what: String },
+    /// The store is unreachable, throttled or failed: safe to retry later.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// An item that does not decode: a bug or a hand edit. Listings leave such an item out
+    /// (logged with its key, and counted) so that one item cannot stop every run; an item asked
+    /// for by its key, and a listing whose every item bounds money (a rule's own blocks, a
+    /// block's extensions), return this instead. A retry reads the same item: not retryable.
+    #[error("corrupt item {key}: {message}")]
+    Corrupt { key: String, message: String },
+}
+
+/// A stored rule, with the version used for optimistic updates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredRule {
+    pub rule: Rule,
+    pub version: u64,
+}
+
+#[async_trait]
+pub trait RuleStore: Send + Sync {
+    /// Creates or replaces a rule; `expected_version` 0 means "must not exist yet".
+    async fn put_rule(&self, rule: &Rule, expected_version: Option<u64>) -> Result<u64, StoreError>;
+    async fn get_rule(&self, id: &str) -> Result<Option<StoredRule>, StoreError>;
+    async fn list_rules(&self) -> Result<Vec<StoredRule>, StoreError>;
+    /// Deletes the rule itself, nothing else: its blocks are tracked to their end, its open
+    /// intents settled, and its budgets and purchase guard stay (a rule put again under the
+    /// same id finds its month as it was). `false` if there was no such rule.
+    async fn delete_rule(&self, id: &str) -> Result<bool, StoreError>;
+}
+
+/// Why a reservation of funds was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReserveError {
+    #[error("an intent for this rule and offering already exists")]
+    AlreadyExists,
+    #[error("the rule has another purchase in flight, or bought since the decision was made")]
+    RuleBusy,
+    #[error("the budget {0} would be exceeded")]
+    OverBudget(String),
+    #[error("the rule reached its purchases for this month")]
+    PurchaseLimit,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The per-rule purchase guard: at most one open intent per rule, and a sequence number that
+/// moves on every reservation so a decision made on stale counts cannot commit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleGuard {
+    pub open_intent: Option<String>,
+    pub seq: u64,
+}
+
+/// Purchase bookkeeping: intents, budgets and the rule guard, moved together in transactions.
+#[async_trait]
+pub trait Ledger: Send + Sync {
+    async fn guard(&self, rule_id: &str) -> Result<RuleGuard, StoreError>;
+    async fn usage(&self, owner: &BudgetOwner, period: &Period) -> Result<Option<BudgetUsage>, StoreError>;
+
+    /// In one transaction: creates the intent (state Reserved), charges its fee to every
+    /// budget (each must stay within its limit), and takes the rule guard (no open intent,
+    /// `seq` unchanged since `seen_seq`). All or nothing.
+    async fn reserve(&self, intent: &Intent, seen_seq: u64) -> Result<(), ReserveError>;
+
+    /// Reserved -> Sent, just before PurchaseCapacityBlock. Fails if the intent is not Reserved.
+    async fn mark_sent(&self, intent_id: &str, rule_id: &str, at: DateTime<Utc>) -> Result<(), StoreError>;
+
+    /// Sent -> Bought: writes the block and its purchase notice, moves the fee from reserved to
+    /// spent, frees the guard. All or nothing.
+    async fn record_bought(&self, intent: &Intent, block: &Block, notices: &[Notice]) -> Result<(), StoreError>;
+
+    /// Reserved/Sent -> Rejected: releases the fee and frees the guard. The offering stays
+    /// tried: the rule never sends a purchase for it again.
+    async fn record_rejected(&self, intent: &Intent, reason: &str, notice: Option<&Notice>) -> Result<(), StoreError>;
+
+    /// For an intent whose purchase certainly never took effect at EC2 (throttled, stopped
+    /// before sending, abandoned while Reserved): in one transaction, removes the intent
+    /// (only if it is still in `intent.state`), releases the fee and frees the guard, so a later
+    /// run may try the same offering again.
+    async fn record_given_back(&self, intent: &Intent, reason: &str) -> Result<(), StoreError>;
+
+    /// Records a dry-run decision (no money, no guard). Returns false if it was recorded before.
+    async fn record_dry_run(&self, intent: &Intent) -> Result<bool, StoreError>;
+
+    /// Records a decision waiting for a person's approval (no money, no guard), under a key of
+    /// its own. Returns false if it was recorded before.
+    async fn record_approval(&self, intent: &Intent) -> Result<bool, StoreError> {
+        Err(StoreError::Unavailable(format!("this store cannot record approval {}", intent.id)))
+    }
+
+    /// The decision waiting for approval for this rule and offering, if any.
+    async fn get_approval(&self, rule_id: &str, offering_id: &str) -> Result<Option<Intent>, StoreError> {
+        let _ = (rule_id, offering_id);
+        Ok(None)
+    }
+
+    async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError>;
+    async fn open_intents(&self) -> Result<Vec<Intent>, StoreError>;
+
+    /// A block whose payment failed was never charged: in one transaction, moves the intent's
+    /// fee out of `committed` and `spent` of every budget the intent charged, gives the
+    /// purchase back to the month's count when `restore_purchase`, and marks the block item
+    /// released. Returns false (and changes nothing) if the block was released before, so it
+    /// happens once per block however many runs try.
+    async fn release_failed_block(
+        &self,
+        block: &Block,
+        intent: &Intent,
+        restore_purchase: bool,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+}
+
+#[async_trait]
+pub trait BlockStore: Send + Sync {
+    /// Blocks not in a final state, optionally only one rule's (strict then: they count against
+    /// its `max_blocks_held`, so a corrupt one is `StoreError::Corrupt`, never left out).
+    async fn open_blocks(&self, rule_id: Option<&str>) -> Result<Vec<Block>, StoreError>;
+    async fn get_block(&self, reservation_id: &str) -> Result<Option<Block>, StoreError>;
+    /// Writes a block capblock did not buy itself (adoption). False if it is already known.
+    async fn adopt_block(&self, block: &Block) -> Result<bool, StoreError>;
+    /// Stores the block's state, end and data if its stored version is still
+    /// `expected_version` (`Conflict` otherwise); the stored version becomes
+    /// `expected_version + 1`. A block moved to a final state leaves the open-blocks index.
+    async fn update_block(&self, block: &Block, expected_version: u64) -> Result<(), StoreError>;
+}
+
+/// Extension bookkeeping. At most one open extension per block (a guard on the block item),
+/// budgets charged like purchases (money only: extensions do not count as purchases).
+#[async_trait]
+pub trait ExtensionLedger: Send + Sync {
+    /// In one transaction: creates the intent (must not exist), takes the block's extension
+    /// guard (no other open extension) and charges every budget within its limit.
+    async fn reserve_extension(&self, intent: &ExtensionIntent) -> Result<(), ReserveError>;
+    /// Moves an open intent to `to` (Sent, Bought) with a condition on its current state.
+    async fn advance_extension(
+        &self,
+        intent: &ExtensionIntent,
+        to: ExtensionState,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+    /// Closes an open intent as Paid (fee moves to spent) or Released (fee released), frees the
+    /// block's guard. All or nothing; `Conflict` if someone closed it first.
+    async fn close_extension(
+        &self,
+        intent: &ExtensionIntent,
+        to: ExtensionState,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError>;
+    /// Every extension intent of one block, open or closed (strict: paid ones bound `max_days`).
+    async fn extensions_of(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError>;
+    /// Open extension intents of all blocks.
+    async fn open_extensions(&self) -> Result<Vec<ExtensionIntent>, StoreError>;
+}
+
+/// Every block ever tracked, final states included: for people (the CLI), never for the
+/// functions. A trait of its own so that no function's role needs the table scan it costs.
+#[async_trait]
+pub trait BlockArchive: Send + Sync {
+    async fn all_blocks(&self) -> Result<Vec<Block>, StoreError>;
+}
+
+/// One price seen in the market.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observation {
+    pub offering: Offering,
+    pub accelerators_per_instance: u32,
+    pub seen_at: DateTime<Utc>,
+}
+
+#[async_trait]
+pub trait ObservationStore: Send + Sync {
+    /// Stores observations in batches; returns how many were written.
+    async fn record(&self, observations: &[Observation]) -> Result<usize, StoreError>;
+    async fn history(
+        &self,
+        region: &Region,
+        instance_type: &InstanceType,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<Observation>, StoreError>;
+}
+
+/// The last state of each of the stack's CloudWatch alarms, as their state-change events tell it.
+#[async_trait]
+pub trait AlarmStore: Send + Sync {
+    /// Keeps `state` unless a later one is kept already (events may arrive out of order);
+    /// returns whether it was kept.
+    async fn record_alarm(&self, state: &AlarmState) -> Result<bool, StoreError>;
+    /// Every alarm's last state, by name.
+    async fn alarms(&self) -> Result<Vec<AlarmState>, StoreError>;
+}
+
+/// The stack's settings as its functions last stored them from their configuration: how the
+/// CLI learns the stack's mode, account cap, name and alerts topic.
+#[async_trait]
+pub trait SettingsStore: Send + Sync {
+    /// Stores `settings` unless the same settings are stored already (whenever written);
+    /// returns whether it wrote.
+    async fn store_settings(&self, settings: &StoredSettings) -> Result<bool, StoreError>;
+    /// The stored settings; `None` when no function has stored any yet.
+    async fn stored_settings(&self) -> Result<Option<StoredSettings>, StoreError>;
+}
+
+/// The query planner's memory per region (`domain::plan::RegionMemory`): the cursor of what was
+/// asked when, and what EC2 said of the region.
+#[async_trait]
+pub trait MarketMemory: Send + Sync {
+    /// The region's memory; empty when none was saved.
+    async fn region_memory(&self, region: &Region) -> Result<RegionMemory, StoreError>;
+    async fn save_region_memory(&self, region: &Region, memory: &RegionMemory) -> Result<(), StoreError>;
+}
