@@ -108,8 +108,8 @@ pub async fn sdk() -> aws_config::SdkConfig {
 
 /// The stack's store: the table CAPBLOCK_TABLE names.
 pub async fn store() -> Result<DynamoStore, CliError> {
-    let table = std::env::var("CAPBLOCK_TABLE")
-        .map_err(|_| CliError::failed("CAPBLOCK_TABLE is not set (the DynamoDB table of your capblock stack)"))?;
+    let table = capblock_shared::config::optional("CAPBLOCK_TABLE")
+        .ok_or_else(|| CliError::failed("CAPBLOCK_TABLE is not set (the DynamoDB table of your capblock stack)"))?;
     Ok(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk().await), table))
 }
 
@@ -209,7 +209,7 @@ impl StackArgs {
                     Err(e) => format!("could not be read ({e})"),
                     _ => "are not stored yet".to_string(),
                 };
-                let name = std::env::var("CAPBLOCK_STACK").unwrap_or_else(|_| "capblock".into());
+                let name = capblock_shared::config::optional("CAPBLOCK_STACK").unwrap_or_else(|| "capblock".into());
                 eprintln!("note: the stack's settings {why}: a dry run as stack {name:?} with no account budget");
                 Ok((StackSettings { name, mode: Mode::DryRun, account_budget: None }, None))
             }
@@ -223,10 +223,10 @@ impl StackArgs {
 #[derive(Args, Clone)]
 pub struct DescribeArgs {
     /// Seconds EC2 takes to refill one DescribeCapacityBlockOfferings call per region.
-    #[arg(long, env = "CAPBLOCK_DESCRIBE_REFILL_SECONDS", default_value_t = 4.0)]
+    #[arg(long, env = "CAPBLOCK_DESCRIBE_REFILL_SECONDS", default_value_t = DescribeBudget::default().refill.as_secs_f64())]
     refill_seconds: f64,
     /// The share of that refill to use (0-1]; the rest is left to others in the account.
-    #[arg(long, env = "CAPBLOCK_DESCRIBE_SHARE", default_value_t = 0.5)]
+    #[arg(long, env = "CAPBLOCK_DESCRIBE_SHARE", default_value_t = DescribeBudget::default().share)]
     share: f64,
 }
 

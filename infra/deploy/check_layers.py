@@ -9,6 +9,8 @@
 - Each CLI command (cli/src/cmd/*.rs) is a module of its own and imports no other command:
   what two commands share lives in cli/src/table.rs or cli/src/context.rs.
 - The CLI never imports the Lambda glue (capblock_shared::lambda).
+- Every public type name in shared/src is used once (two `Step`s read the same in a `use`
+  line and mean different things).
 - infra/market-sim shares no code with capblock (no capblock_shared anywhere in it).
 
 Usage: check_layers.py [REPO]   (exit 1 and one line per problem when a rule is broken)
@@ -18,6 +20,7 @@ import re
 import sys
 from pathlib import Path
 
+PUB_TYPE = re.compile(r"^\s*pub\s+(?:struct|enum|trait|type)\s+([A-Z]\w*)", re.MULTILINE)
 USE = re.compile(r"\buse\s+(crate|super|capblock_shared)::([\w:]+|\{)")
 # `crate::x::y` or `super::y` anywhere in code (paths written inline, not only in `use`).
 PATH = re.compile(r"\b(crate|super|capblock_shared)::([a-z_][\w]*)(?:::([a-z_][\w]*))?")
@@ -113,6 +116,15 @@ def main(argv: list[str]) -> int:
     for p in sorted((repo / "cli/src").rglob("*.rs")):
         if re.search(r"\bcapblock_shared::lambda\b", strip(p.read_text())):
             problems.append(f"{p.relative_to(repo)}: imports capblock_shared::lambda (the functions' edge, not the CLI's)")
+    owners: dict[str, list[str]] = {}
+    for p in sorted((repo / "shared/src").rglob("*.rs")):
+        if p.name == "tests.rs" or "tests" in p.parts:
+            continue
+        for name in PUB_TYPE.findall(strip(p.read_text())):
+            owners.setdefault(name, []).append(str(p.relative_to(repo)))
+    for name, where in sorted(owners.items()):
+        if len(where) > 1:
+            problems.append(f"public type {name} is declared {len(where)} times: {', '.join(where)} (one name per type)")
     allowed = {
         "domain": {"domain"},
         "app": {"app", "domain", "ports"},

@@ -59,6 +59,10 @@ class CheckLayers(unittest.TestCase):
                 "cli/src/cmd/offerings.rs": "use crate::table;\n",
             },
             "the cli importing the lambda glue": {"cli/src/context.rs": "use capblock_shared::lambda::run_time;\n"},
+            "one public type name twice": {
+                "shared/src/domain/money.rs": "pub struct Step;\n",
+                "shared/src/domain/rule.rs": "use super::money::Money;\npub enum Step { A }\n",
+            },
             "the simulator sharing code": {"infra/market-sim/src/market.rs": "use capblock_shared::domain;\n"},
         }
         for name, files in cases.items():

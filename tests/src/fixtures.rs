@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use capblock_shared::app::handoff::Hands;
-use capblock_shared::app::purchase::Action;
+use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::app::settings::StackSettings;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
@@ -503,7 +503,7 @@ impl Rig {
     pub async fn buy(&self, rule: &Rule) -> String {
         self.put_rules(std::slice::from_ref(rule)).await;
         let report = self.scan().await;
-        let Some(Action::Bought { reservation_id, .. }) = report.outcomes[0].action.clone() else {
+        let Some(Outcome::Bought { reservation_id, .. }) = report.outcomes[0].action.clone() else {
             panic!("{report:#?}")
         };
         let alerts = self.aws.alerts().await;

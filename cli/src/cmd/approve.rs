@@ -1,7 +1,7 @@
 //! `capblock approve`: buy a decision an approval-mode rule is waiting on.
 
 use capblock_shared::app::outbox::flush;
-use capblock_shared::app::purchase::{Action, Approval, Buyer};
+use capblock_shared::app::purchase::{Outcome, Approval, Buyer};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::rule::Mode;
@@ -69,7 +69,7 @@ pub async fn run(a: ApproveArgs) -> CliResult {
         eprintln!("warning: notices not published yet (the next scan publishes them): {e}");
     }
     match action {
-        Action::Bought { reservation_id, .. } => {
+        Outcome::Bought { reservation_id, .. } => {
             println!(
                 "bought {} x {} in {} for {} ({} per accelerator-hour): reservation {reservation_id}",
                 priced.offering.instance_count,
@@ -80,8 +80,8 @@ pub async fn run(a: ApproveArgs) -> CliResult {
             );
             Ok(())
         }
-        Action::Refused { reason, .. } | Action::Skipped { reason } => Err(CliError::Refused(reason)),
-        Action::Unknown { intent, reason } => Err(CliError::Unknown { intent, reason }),
+        Outcome::Refused { reason, .. } | Outcome::Skipped { reason } => Err(CliError::Refused(reason)),
+        Outcome::Unknown { intent, reason } => Err(CliError::Unknown { intent, reason }),
         other => Err(CliError::Failed(format!("unexpected outcome {other:?}"))),
     }
 }

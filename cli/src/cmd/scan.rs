@@ -6,6 +6,7 @@ use capblock_shared::app::scan::{ScanSettings, Scanner};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::domain::rule::Mode;
 use chrono::{DateTime, Utc};
 use clap::Args;
@@ -25,7 +26,7 @@ pub struct ScanArgs {
     #[command(flatten)]
     describe: DescribeArgs,
     /// Seconds of asking per scan; questions not reached wait for the next scan.
-    #[arg(long, env = "CAPBLOCK_ASK_SECONDS", default_value_t = 40.0)]
+    #[arg(long, env = "CAPBLOCK_ASK_SECONDS", default_value_t = DescribeBudget::default().ask_for.as_secs_f64())]
     ask_seconds: f64,
     /// Print the full report as JSON.
     #[arg(long)]
@@ -42,7 +43,7 @@ pub async fn run(a: ScanArgs) -> CliResult {
     let sdk = sdk().await;
     let market = Ec2Market::new(sdk.clone());
     // The stack's own topic when stored; for a dry run of a table without settings, the variable.
-    let alerts = stored_alerts.or_else(|| std::env::var("CAPBLOCK_ALERTS_TOPIC_ARN").ok()).ok_or_else(|| {
+    let alerts = stored_alerts.or_else(|| capblock_shared::config::optional("CAPBLOCK_ALERTS_TOPIC_ARN")).ok_or_else(|| {
         CliError::failed("CAPBLOCK_ALERTS_TOPIC_ARN is not set (and the stack's settings are not stored)")
     })?;
     let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None);

@@ -106,7 +106,7 @@ impl From<Strikes> for Carried {
 
 /// What a run of questions gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Asked {
+pub struct RunAnswers {
     /// One answer per question, in the order of the questions.
     pub answers: Vec<Answer>,
     /// The strikes to carry to the next run (only families with some; a family found with a
@@ -134,7 +134,7 @@ pub async fn ask_all<M, F>(
     pacing: &Pacing,
     carried: &Carried,
     answered: F,
-) -> Asked
+) -> RunAnswers
 where
     M: OfferingSource + ?Sized,
     F: Fn() + Sync,
@@ -181,7 +181,7 @@ where
         strikes.extend(families.strikes.into_iter().filter(|(_, n)| *n > 0).map(|(f, n)| ((region.clone(), f), n)));
         refused.extend(families.refused.into_iter().map(|f| (region.clone(), f)));
     }
-    Asked {
+    RunAnswers {
         answers: out.into_iter().map(|a| a.expect("every question gets an answer")).collect(),
         strikes,
         refused,

@@ -32,7 +32,7 @@ use crate::ports::{
 /// What happened to a decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]
-pub enum Action {
+pub enum Outcome {
     /// Dry run: announced (once per offering) and nothing bought.
     WouldBuy { offering_id: String, first_time: bool },
     Bought {
@@ -71,7 +71,7 @@ pub enum Approval {
     /// EC2 did not answer the look (still throttled, or failed): nothing reserved.
     Unanswered(MarketError),
     /// Sent down the live path with the offering as it is on sale now.
-    Decided { priced: Box<Priced>, action: Action },
+    Decided { priced: Box<Priced>, action: Outcome },
 }
 
 pub struct Buyer<'a, M: ?Sized, S: ?Sized> {
@@ -138,13 +138,13 @@ where
         p: &Priced,
         stack_mode: Mode,
         now: DateTime<Utc>,
-    ) -> Result<Action, StoreError> {
+    ) -> Result<Outcome, StoreError> {
         let intent = Intent::new(&rule.id, p.offering.clone(), p.accelerators_per_instance, vec![], now);
         match self.market.purchase(&self.request(rule, p, &intent.id, true)).await {
             Ok(_) => {}
             Err(e) => {
                 tracing::warn!(event = "dry_run_refused", rule = %rule.id, offering = %p.offering.id, error = %e, "EC2 would refuse this purchase");
-                return Ok(Action::Refused { offering_id: p.offering.id.clone(), reason: e.to_string() });
+                return Ok(Outcome::Refused { offering_id: p.offering.id.clone(), reason: e.to_string() });
             }
         }
         let first_time = self.store.record_dry_run(&intent).await?;
@@ -152,18 +152,18 @@ where
             let msg = announce::would_buy(&rule.id, p, &intent, stack_mode, rule.mode);
             self.store.enqueue(&alert_notice(&intent.id, "would-buy", &msg, now)).await?;
         }
-        Ok(Action::WouldBuy { offering_id: p.offering.id.clone(), first_time })
+        Ok(Outcome::WouldBuy { offering_id: p.offering.id.clone(), first_time })
     }
 
     /// Approval: like a dry run, but the decision is stored for `capblock approve` and the
     /// message asks a person. Nothing is asked while the rule holds its blocks.
-    pub async fn ask(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Result<Action, StoreError> {
+    pub async fn ask(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Result<Outcome, StoreError> {
         let held = match self.held(rule).await? {
             Ok(n) => n,
-            Err(reason) => return Ok(Action::Skipped { reason }),
+            Err(reason) => return Ok(Outcome::Skipped { reason }),
         };
         if held >= rule.max_blocks_held as usize {
-            return Ok(Action::Skipped {
+            return Ok(Outcome::Skipped {
                 reason: format!("the rule holds {held} block(s), its limit is {}", rule.max_blocks_held),
             });
         }
@@ -176,14 +176,14 @@ where
         };
         if let Err(e) = self.market.purchase(&req).await {
             tracing::warn!(event = "dry_run_refused", rule = %rule.id, offering = %p.offering.id, error = %e, "EC2 would refuse this purchase");
-            return Ok(Action::Refused { offering_id: p.offering.id.clone(), reason: e.to_string() });
+            return Ok(Outcome::Refused { offering_id: p.offering.id.clone(), reason: e.to_string() });
         }
         let first_time = self.store.record_approval(&intent).await?;
         if first_time {
             let msg = announce::approval_needed(&rule.id, p, &intent);
             self.store.enqueue(&alert_notice(&intent.id, "approval", &msg, now)).await?;
         }
-        Ok(Action::AwaitingApproval { offering_id: p.offering.id.clone(), intent: intent.id, first_time })
+        Ok(Outcome::AwaitingApproval { offering_id: p.offering.id.clone(), intent: intent.id, first_time })
     }
 
     /// How many blocks the rule holds, or why it may not buy now: a block of the rule that
@@ -201,10 +201,10 @@ where
     }
 
     /// Live: the exactly-once path.
-    pub async fn live(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Result<Action, StoreError> {
+    pub async fn live(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Result<Outcome, StoreError> {
         let skipped = |reason: String| {
             tracing::info!(event = "purchase_skipped", rule = %rule.id, offering = %p.offering.id, %reason, "not buying");
-            Ok(Action::Skipped { reason })
+            Ok(Outcome::Skipped { reason })
         };
         let guard = self.store.guard(&rule.id).await?;
         if let Some(open) = guard.open_intent {
@@ -225,7 +225,7 @@ where
             Ok(()) => {}
             Err(ReserveError::Store(e)) => return Err(e),
             Err(ReserveError::AlreadyExists) => {
-                return Ok(Action::AlreadyTried { offering_id: p.offering.id.clone() });
+                return Ok(Outcome::AlreadyTried { offering_id: p.offering.id.clone() });
             }
             Err(e) => return skipped(e.to_string()),
         }
@@ -250,7 +250,7 @@ where
                 tracing::info!(event = "purchased", rule = %rule.id, intent = %intent.id, reservation = %r.id, more = ?more, fee = %p.offering.fee, "bought");
                 // If this write fails, the intent stays Sent and the next run adopts the block by tag.
                 record_purchase(self.store, &sent, &r, &more, now).await?;
-                Ok(Action::Bought { offering_id: p.offering.id.clone(), reservation_id: r.id, more })
+                Ok(Outcome::Bought { offering_id: p.offering.id.clone(), reservation_id: r.id, more })
             }
             Ok(PurchaseOutcome::WouldSucceed) => Err(StoreError::Corrupt {
                 key: intent.id.clone(),
@@ -262,7 +262,7 @@ where
             Err(e) if e.had_no_effect() => self.refuse(rule, p, &sent, &e.to_string(), now).await,
             Err(e) => {
                 tracing::error!(event = "purchase_failed", outcome = "unknown", rule = %rule.id, intent = %intent.id, error = %e, "purchase outcome unknown; reconciliation will settle it");
-                Ok(Action::Unknown { intent: intent.id.clone(), reason: e.to_string() })
+                Ok(Outcome::Unknown { intent: intent.id.clone(), reason: e.to_string() })
             }
         }
     }
@@ -371,10 +371,10 @@ where
 
     /// Nothing that could buy reached EC2: release the budget and let a later run try again.
     /// No message: nothing happened that a person must know, and a busy market would repeat it.
-    async fn give_back(&self, rule: &Rule, p: &Priced, intent: &Intent, reason: String) -> Result<Action, StoreError> {
+    async fn give_back(&self, rule: &Rule, p: &Priced, intent: &Intent, reason: String) -> Result<Outcome, StoreError> {
         tracing::warn!(event = "purchase_deferred", rule = %rule.id, intent = %intent.id, %reason, "nothing bought; the offering is given back for a later run");
         self.store.record_given_back(intent, &reason).await?;
-        Ok(Action::GivenBack { offering_id: p.offering.id.clone(), reason })
+        Ok(Outcome::GivenBack { offering_id: p.offering.id.clone(), reason })
     }
 
     async fn refuse(
@@ -384,12 +384,12 @@ where
         intent: &Intent,
         reason: &str,
         now: DateTime<Utc>,
-    ) -> Result<Action, StoreError> {
+    ) -> Result<Outcome, StoreError> {
         tracing::warn!(event = "purchase_failed", outcome = "refused", rule = %rule.id, intent = %intent.id, %reason, "nothing bought; budget released");
         let msg = announce::purchase_rejected(&rule.id, p, intent, reason);
         let notice = alert_notice(&intent.id, "rejected", &msg, now);
         self.store.record_rejected(intent, reason, Some(&notice)).await?;
-        Ok(Action::Refused { offering_id: p.offering.id.clone(), reason: reason.to_string() })
+        Ok(Outcome::Refused { offering_id: p.offering.id.clone(), reason: reason.to_string() })
     }
 }
 

@@ -10,7 +10,7 @@ use super::outbox::alert_notice;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation, split_by_tag};
 use crate::domain::budget::{Intent, IntentState, RESERVED_GRACE, SENT_GRACE};
-use crate::domain::bus::{Step, Subject, event_tags};
+use crate::domain::bus::{BusStep, Subject, event_tags};
 use crate::domain::decision::Priced;
 use crate::domain::run_time::RunTime;
 use crate::domain::tags::INTENT_TAG;
@@ -65,7 +65,7 @@ pub async fn record_purchase<L: Ledger + ?Sized>(
     let msg = announce::purchased(&intent.rule_id, &priced, &r.id, r.arn.as_deref(), block.purchased_at);
     let notice = alert_notice(&r.id, "purchased", &msg, now);
     let subject = Subject::of(&block, event_tags(&r.tags));
-    let event = event_notice(&subject, &Step::Purchased, "purchased", r.arn.as_deref(), now);
+    let event = event_notice(&subject, &BusStep::Purchased, "purchased", r.arn.as_deref(), now);
     ledger.record_bought(intent, &block, &[notice, event]).await?;
     Ok(block)
 }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::fan_out::{Answer, Carried, Pacing, QUOTA_STRIKES, ask_all};
 use super::outbox::{FlushReport, alert_notice, flush};
-use super::purchase::{Action, Buyer};
+use super::purchase::{Outcome, Buyer};
 use super::reconcile::{Settled, settle_open_intents, settling_until};
 use super::settings::StackSettings;
 use crate::domain::announce;
@@ -74,7 +74,7 @@ pub struct RuleOutcome {
     pub offerings_seen: usize,
     pub eligible: usize,
     pub chosen: Option<Priced>,
-    pub action: Option<Action>,
+    pub action: Option<Outcome>,
 }
 
 /// How one region's questions went this run.
@@ -666,7 +666,7 @@ where
             let action = match &decision.chosen {
                 None => None,
                 // A replay only says what the rule would choose: nothing is asked or stored.
-                Some(p) if at.is_replay() => Some(Action::Replayed { offering_id: p.offering.id.clone() }),
+                Some(p) if at.is_replay() => Some(Outcome::Replayed { offering_id: p.offering.id.clone() }),
                 Some(_) if mode == Mode::Live => {
                     // The best offering may already have been tried by this rule (refused by
                     // EC2): take the next cheapest, a few at most.
@@ -674,7 +674,7 @@ where
                     for p in decision.ranked.iter().take(MAX_ALTERNATIVES) {
                         chosen = Some(p.clone());
                         let action = buyer.live(rule, p, now).await?;
-                        let tried = matches!(action, Action::AlreadyTried { .. });
+                        let tried = matches!(action, Outcome::AlreadyTried { .. });
                         last = Some(action);
                         if !tried {
                             break;

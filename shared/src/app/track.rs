@@ -26,7 +26,7 @@ use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
 use crate::domain::budget::{BudgetOwner, IntentState, Period};
 use crate::domain::extension::ExtensionState;
-use crate::domain::lifecycle::{BlockState, Observed, Step, step};
+use crate::domain::lifecycle::{BlockState, Observed, Transition, step};
 use crate::domain::metrics::ACCOUNT_BUDGET;
 use crate::domain::milestone::{Milestone, milestones, warning_due};
 use crate::domain::money::Money;
@@ -383,20 +383,20 @@ where
         report: &mut TrackReport,
     ) -> Result<(), TrackError> {
         match step(b.state, b.end, obs, now) {
-            Step::Stay => {
+            Transition::Stay => {
                 if b.state == BlockState::PaymentPending {
                     self.warn_payment(b, rules, now, report).await?;
                 }
                 Ok(())
             }
-            Step::Anomaly(why) => {
+            Transition::Anomaly(why) => {
                 tracing::warn!(event = "block_anomaly", reservation = %b.reservation_id, %why, "EC2 disagrees with the store");
                 if self.enqueue(b, "anomaly", &announce::anomaly(b, &why), now).await? {
                     report.anomalies.push(b.reservation_id.clone());
                 }
                 Ok(())
             }
-            Step::Check { ec2_state } => {
+            Transition::Check { ec2_state } => {
                 // Once per (state, capblock's state): a block that goes unavailable while
                 // scheduled and again once active is announced twice, a state seen on every
                 // run once.
@@ -407,7 +407,7 @@ where
                 }
                 Ok(())
             }
-            Step::Move { to, end } => {
+            Transition::Move { to, end } => {
                 let ec2_state = match obs {
                     Observed::Found { state, .. } => state.as_str(),
                     Observed::NotFound => "not found",

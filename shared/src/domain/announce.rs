@@ -376,7 +376,7 @@ pub fn scheduled(b: &Block) -> SlackMessage {
 pub fn active(b: &Block) -> SlackMessage {
     tracked(
         b,
-        "delivered",
+        super::milestone::DELIVERED,
         format!("Capacity Block active: {} x {}", b.instance_count, b.instance_type),
         format!("Reservation `{}` is active: its instances can run now.\n{}", b.reservation_id, tracked_line(b)),
         launch_hints(b),

@@ -101,13 +101,13 @@ pub fn event_tags<'a>(tags: impl IntoIterator<Item = (&'a String, &'a String)>) 
 /// so the tracker and on-capacity-event, which share "delivered", put one Block Active between
 /// them). `previous_end`: the end before the move. `None`: not an event (payment succeeded,
 /// scheduled, an end moved back, payment warnings).
-pub fn step_of_milestone(m: &Milestone, previous_end: DateTime<Utc>) -> Option<Step> {
+pub fn step_of_milestone(m: &Milestone, previous_end: DateTime<Utc>) -> Option<BusStep> {
     match m {
-        Milestone::PaymentFailed => Some(Step::PaymentFailed),
-        Milestone::Active => Some(Step::Active),
-        Milestone::Expired => Some(Step::Ended { outcome: EndOutcome::Expired }),
-        Milestone::Released => Some(Step::Ended { outcome: EndOutcome::Released }),
-        Milestone::Extended(_) => Some(Step::Extended { previous_end }),
+        Milestone::PaymentFailed => Some(BusStep::PaymentFailed),
+        Milestone::Active => Some(BusStep::Active),
+        Milestone::Expired => Some(BusStep::Ended { outcome: EndOutcome::Expired }),
+        Milestone::Released => Some(BusStep::Ended { outcome: EndOutcome::Released }),
+        Milestone::Extended(_) => Some(BusStep::Extended { previous_end }),
         Milestone::PaymentSucceeded
         | Milestone::Scheduled
         | Milestone::EndMovedBack(_)
@@ -118,28 +118,28 @@ pub fn step_of_milestone(m: &Milestone, previous_end: DateTime<Utc>) -> Option<S
 /// The event of an on-capacity-event milestone (its key is the milestone's `key()`): the block
 /// delivered, and each of capblock's reminders with the minutes left. AWS's own warning and an
 /// instance's interruption are EC2's events already (source `aws.ec2`).
-pub fn step_of_checkpoint(m: &CheckpointMilestone) -> Option<Step> {
+pub fn step_of_checkpoint(m: &CheckpointMilestone) -> Option<BusStep> {
     match m {
-        CheckpointMilestone::Delivered => Some(Step::Active),
-        CheckpointMilestone::Reminder { lead_minutes, .. } => Some(Step::Ending { minutes_left: *lead_minutes }),
+        CheckpointMilestone::Delivered => Some(BusStep::Active),
+        CheckpointMilestone::Reminder { lead_minutes, .. } => Some(BusStep::Ending { minutes_left: *lead_minutes }),
         CheckpointMilestone::AwsExpirationWarning | CheckpointMilestone::Interruption { .. } => None,
     }
 }
 
 /// The event of a block's health change: `status` is `degraded` or `recovered`, the summary the
 /// Slack title's. Its key is the health notice's own (issue 16 wires the tracker's reads).
-pub fn step_of_health(change: &HealthChange) -> Step {
+pub fn step_of_health(change: &HealthChange) -> BusStep {
     let status = match change {
         HealthChange::Degraded { .. } => "degraded",
         HealthChange::Recovered { .. } => "recovered",
     };
-    Step::HealthChanged { status: status.into(), summary: change.summary() }
+    BusStep::HealthChanged { status: status.into(), summary: change.summary() }
 }
 
 /// What one step adds to the common part. Each variant is one detail-type, so an event can
 /// never carry the extra fields of another.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub enum BusStep {
     Purchased,
     PaymentFailed,
     Active,
@@ -168,16 +168,16 @@ pub enum EndOutcome {
     Released,
 }
 
-impl Step {
+impl BusStep {
     pub fn detail_type(&self) -> DetailType {
         match self {
-            Step::Purchased => DetailType::BlockPurchased,
-            Step::PaymentFailed => DetailType::PaymentFailed,
-            Step::Active => DetailType::BlockActive,
-            Step::Ending { .. } => DetailType::BlockEnding,
-            Step::Extended { .. } => DetailType::BlockExtended,
-            Step::Ended { .. } => DetailType::BlockEnded,
-            Step::HealthChanged { .. } => DetailType::HealthChanged,
+            BusStep::Purchased => DetailType::BlockPurchased,
+            BusStep::PaymentFailed => DetailType::PaymentFailed,
+            BusStep::Active => DetailType::BlockActive,
+            BusStep::Ending { .. } => DetailType::BlockEnding,
+            BusStep::Extended { .. } => DetailType::BlockExtended,
+            BusStep::Ended { .. } => DetailType::BlockEnded,
+            BusStep::HealthChanged { .. } => DetailType::HealthChanged,
         }
     }
 }
@@ -219,13 +219,13 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 }
 
 /// The detail of `step` for `subject`; `step_key` is the outbox milestone it is stored under.
-pub fn detail(subject: &Subject, step: &Step, step_key: &str) -> Detail {
+pub fn detail(subject: &Subject, step: &BusStep, step_key: &str) -> Detail {
     let extra = match step {
-        Step::Purchased | Step::PaymentFailed | Step::Active => Extra::None {},
-        Step::Ending { minutes_left } => Extra::Ending { minutes_left: *minutes_left },
-        Step::Extended { previous_end } => Extra::Extended { previous_end: rfc3339(*previous_end) },
-        Step::Ended { outcome } => Extra::Ended { outcome: *outcome },
-        Step::HealthChanged { status, summary } => Extra::Health { status: status.clone(), summary: summary.clone() },
+        BusStep::Purchased | BusStep::PaymentFailed | BusStep::Active => Extra::None {},
+        BusStep::Ending { minutes_left } => Extra::Ending { minutes_left: *minutes_left },
+        BusStep::Extended { previous_end } => Extra::Extended { previous_end: rfc3339(*previous_end) },
+        BusStep::Ended { outcome } => Extra::Ended { outcome: *outcome },
+        BusStep::HealthChanged { status, summary } => Extra::Health { status: status.clone(), summary: summary.clone() },
     };
     let b = &subject.block;
     Detail {

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::block::Block;
 use super::health::HealthChange;
 use super::lifecycle::termination_time;
+use super::milestone::DELIVERED;
 
 /// One announcement-worthy moment of a block. Its `key` is the outbox identity: everything
 /// that maps to the same key (duplicate deliveries, both detail-type spellings, a retry) is
@@ -35,7 +36,7 @@ impl CheckpointMilestone {
     /// The outbox milestone for the alerts topic.
     pub fn key(&self) -> String {
         match self {
-            CheckpointMilestone::Delivered => "delivered".into(),
+            CheckpointMilestone::Delivered => DELIVERED.into(),
             CheckpointMilestone::Reminder { lead_minutes, end } => {
                 format!("reminder-{lead_minutes}m-end-{}", end.format("%Y%m%dT%H%MZ"))
             }
@@ -216,6 +217,8 @@ mod tests {
 
     #[test]
     fn milestones_and_kinds() {
+        // The tracker and on-capacity-event announce a block's activation under one key.
+        assert_eq!(CheckpointMilestone::Delivered.key(), crate::domain::milestone::Milestone::Active.name());
         let r = CheckpointMilestone::Reminder { lead_minutes: 120, end: t("2026-12-10T11:30:00Z") };
         assert_eq!(r.key(), "reminder-120m-end-20261210T1130Z");
         assert_eq!(r.workload_key(), "reminder-120m-end-20261210T1130Z@workloads");

@@ -121,7 +121,7 @@ pub enum Observed {
 
 /// What the tracker should do with a block after an observation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub enum Transition {
     /// Nothing changed.
     Stay,
     /// Move to a new state (and, for extensions, a new end).
@@ -137,20 +137,20 @@ pub enum Step {
 
 /// Decides what an observation means for a block in `current` state ending at `end`.
 /// States only move forward; a final state never changes.
-pub fn step(current: BlockState, end: DateTime<Utc>, observed: &Observed, now: DateTime<Utc>) -> Step {
+pub fn step(current: BlockState, end: DateTime<Utc>, observed: &Observed, now: DateTime<Utc>) -> Transition {
     if current.is_final() {
-        return Step::Stay;
+        return Transition::Stay;
     }
     match observed {
         // Expired reservations drop out of DescribeCapacityReservations after ~60 days.
-        Observed::NotFound if now >= end => Step::Move { to: BlockState::Expired, end },
-        Observed::NotFound => Step::Anomaly(format!("EC2 does not know the reservation, yet it ends only at {end}")),
+        Observed::NotFound if now >= end => Transition::Move { to: BlockState::Expired, end },
+        Observed::NotFound => Transition::Anomaly(format!("EC2 does not know the reservation, yet it ends only at {end}")),
         Observed::Found { state, end: new_end, .. } => match BlockState::from_ec2(state) {
-            None => Step::Check { ec2_state: state.clone() },
-            Some(to) if to == current && *new_end == end => Step::Stay,
-            Some(to) if to == current => Step::Move { to, end: *new_end },
-            Some(to) if to.rank() > current.rank() || to.is_final() => Step::Move { to, end: *new_end },
-            Some(to) => Step::Anomaly(format!("EC2 reports {to} for a block capblock saw {current}")),
+            None => Transition::Check { ec2_state: state.clone() },
+            Some(to) if to == current && *new_end == end => Transition::Stay,
+            Some(to) if to == current => Transition::Move { to, end: *new_end },
+            Some(to) if to.rank() > current.rank() || to.is_final() => Transition::Move { to, end: *new_end },
+            Some(to) => Transition::Anomaly(format!("EC2 reports {to} for a block capblock saw {current}")),
         },
     }
 }
@@ -201,12 +201,12 @@ mod tests {
         for s in ["unavailable", "cancelling", "delayed", "assessing", "pending", "some-future-state"] {
             assert_eq!(
                 step(BlockState::Active, end, &found(s, end), t(4, 0, 0)),
-                Step::Check { ec2_state: s.into() },
+                Transition::Check { ec2_state: s.into() },
                 "{s}"
             );
         }
         // A block capblock holds as final stays final.
-        assert_eq!(step(BlockState::Expired, end, &found("unavailable", end), t(6, 0, 0)), Step::Stay);
+        assert_eq!(step(BlockState::Expired, end, &found("unavailable", end), t(6, 0, 0)), Transition::Stay);
     }
 
     #[test]
@@ -214,17 +214,17 @@ mod tests {
         let end = t(10, 11, 30);
         let now = t(2, 0, 0);
         use BlockState::*;
-        assert_eq!(step(PaymentPending, end, &found("payment-pending", end), now), Step::Stay);
-        assert_eq!(step(PaymentPending, end, &found("scheduled", end), now), Step::Move { to: Scheduled, end });
-        assert_eq!(step(PaymentPending, end, &found("active", end), now), Step::Move { to: Active, end });
+        assert_eq!(step(PaymentPending, end, &found("payment-pending", end), now), Transition::Stay);
+        assert_eq!(step(PaymentPending, end, &found("scheduled", end), now), Transition::Move { to: Scheduled, end });
+        assert_eq!(step(PaymentPending, end, &found("active", end), now), Transition::Move { to: Active, end });
         assert_eq!(
             step(PaymentPending, end, &found("payment-failed", end), now),
-            Step::Move { to: PaymentFailed, end }
+            Transition::Move { to: PaymentFailed, end }
         );
-        assert_eq!(step(Scheduled, end, &found("active", end), now), Step::Move { to: Active, end });
-        assert_eq!(step(Active, end, &found("expired", end), now), Step::Move { to: Expired, end });
-        assert_eq!(step(Active, end, &found("cancelled", end), now), Step::Move { to: Released, end });
-        assert_eq!(step(Active, end, &found("assessing", end), now), Step::Check { ec2_state: "assessing".into() });
+        assert_eq!(step(Scheduled, end, &found("active", end), now), Transition::Move { to: Active, end });
+        assert_eq!(step(Active, end, &found("expired", end), now), Transition::Move { to: Expired, end });
+        assert_eq!(step(Active, end, &found("cancelled", end), now), Transition::Move { to: Released, end });
+        assert_eq!(step(Active, end, &found("assessing", end), now), Transition::Check { ec2_state: "assessing".into() });
     }
 
     #[test]
@@ -233,7 +233,7 @@ mod tests {
         let later = t(17, 11, 30);
         assert_eq!(
             step(BlockState::Active, end, &found("active", later), t(9, 0, 0)),
-            Step::Move { to: BlockState::Active, end: later }
+            Transition::Move { to: BlockState::Active, end: later }
         );
     }
 
@@ -242,17 +242,17 @@ mod tests {
         let end = t(10, 11, 30);
         assert_eq!(
             step(BlockState::Active, end, &Observed::NotFound, t(10, 11, 30)),
-            Step::Move { to: BlockState::Expired, end }
+            Transition::Move { to: BlockState::Expired, end }
         );
-        assert!(matches!(step(BlockState::Active, end, &Observed::NotFound, t(9, 0, 0)), Step::Anomaly(_)));
+        assert!(matches!(step(BlockState::Active, end, &Observed::NotFound, t(9, 0, 0)), Transition::Anomaly(_)));
     }
 
     #[test]
     fn states_never_move_backwards_and_final_states_stay() {
         let end = t(10, 11, 30);
-        assert!(matches!(step(BlockState::Active, end, &found("scheduled", end), t(5, 0, 0)), Step::Anomaly(_)));
-        assert_eq!(step(BlockState::Expired, end, &found("active", end), t(5, 0, 0)), Step::Stay);
-        assert_eq!(step(BlockState::PaymentFailed, end, &Observed::NotFound, t(5, 0, 0)), Step::Stay);
+        assert!(matches!(step(BlockState::Active, end, &found("scheduled", end), t(5, 0, 0)), Transition::Anomaly(_)));
+        assert_eq!(step(BlockState::Expired, end, &found("active", end), t(5, 0, 0)), Transition::Stay);
+        assert_eq!(step(BlockState::PaymentFailed, end, &Observed::NotFound, t(5, 0, 0)), Transition::Stay);
     }
 
     #[test]

@@ -23,6 +23,11 @@ pub enum Milestone {
     EndMovedBack(DateTime<Utc>),
 }
 
+/// The outbox key of a block's activation. The tracker (`Milestone::Active`) and on-capacity-event
+/// (`CheckpointMilestone::Delivered`) both write it: whichever sees the block active first
+/// announces it, and the other finds it taken.
+pub const DELIVERED: &str = "delivered";
+
 impl Milestone {
     pub fn name(&self) -> String {
         match self {
@@ -32,7 +37,7 @@ impl Milestone {
             Milestone::Scheduled => "scheduled".into(),
             // The same outbox key as on-capacity-event's "block delivered" announcement: whichever
             // of the event and the tracker sees the block active first announces it, once.
-            Milestone::Active => "delivered".into(),
+            Milestone::Active => DELIVERED.into(),
             Milestone::Expired => "expired".into(),
             Milestone::Released => "released".into(),
             // Keyed by the new end so a second extension is announced too.

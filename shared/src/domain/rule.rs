@@ -378,25 +378,7 @@ impl RuleSpec {
             );
         }
 
-        let regions = p.list("regions", &self.regions, |s| {
-            let region = s.parse::<Region>().map_err(|e| e.to_string())?;
-            if region.is_known() || self.allow_unknown_regions {
-                Ok(region)
-            } else {
-                Err(format!(
-                    "{s:?} is not a region capblock knows; if AWS opened it recently, set allow_unknown_regions = true"
-                ))
-            }
-        });
-        if regions.len() > MAX_REGIONS_PER_RULE {
-            p.add(
-                "regions",
-                &format!(
-                    "lists {} regions; at most {MAX_REGIONS_PER_RULE}: split it into several rules",
-                    regions.len()
-                ),
-            );
-        }
+        let regions = p.regions(self);
         let (instance_types, instance_counts, ultraserver_types, ultraserver_counts) = p.what_to_buy(self);
         let durations_days = p.list("durations_days", &self.durations_days, |&d| {
             if is_sellable_duration_days(d) {
@@ -408,23 +390,12 @@ impl RuleSpec {
 
         // Counted over the valid, distinct entries, so the problem is not repeated for a
         // list that is wrong anyway.
-        let questions = [
+        p.question_bound([
             regions.len(),
             instance_types.len().max(ultraserver_types.len()),
             instance_counts.len().max(ultraserver_counts.len()),
             durations_days.len(),
-        ];
-        let total = questions.iter().fold(1usize, |a, &n| a.saturating_mul(n));
-        if total > MAX_QUESTIONS_PER_RULE {
-            p.add(
-                "regions x instance_types x instance_counts x durations_days",
-                &format!(
-                    "the rule asks {total} questions per scan ({} x {} x {} x {}); at most {MAX_QUESTIONS_PER_RULE}: \
-                     split it into several rules or ask for fewer",
-                    questions[0], questions[1], questions[2], questions[3]
-                ),
-            );
-        }
+        ]);
 
         let start_window = p.start_window(&self.start_window, now);
 
@@ -455,68 +426,15 @@ impl RuleSpec {
         p.limit("max_blocks_held", self.max_blocks_held, MAX_BLOCKS_HELD, self.unlimited);
         p.limit("max_purchases_per_month", self.max_purchases_per_month, MAX_PURCHASES_PER_MONTH, self.unlimited);
 
-        if self.tags.len() > MAX_TAGS - 3 {
-            p.add("tags", &format!("at most {} tags (capblock adds 3 of its own)", MAX_TAGS - 3));
-        }
-        for (k, v) in &self.tags {
-            let field = format!("tags.{}", prefix(&k.escape_debug().to_string()));
-            let n = k.chars().count();
-            if n == 0 || n > TAG_KEY_CHARS {
-                p.add(&field, &format!("key must be 1-{TAG_KEY_CHARS} characters"));
-            }
-            if let Some(c) = k.chars().find(|&c| !tag_char(c)) {
-                p.add(&field, &format!("key has {c:?}: {TAG_CHARS_ALLOWED}"));
-            }
-            let reserved = |p: &str| k.get(..p.len()).is_some_and(|start| start.eq_ignore_ascii_case(p));
-            if let Some(taken) = RESERVED_TAG_PREFIXES.into_iter().find(|p| reserved(p)) {
-                p.add(&field, &format!("keys starting with {taken:?} (in any case) are reserved"));
-            }
-            if v.chars().count() > TAG_VALUE_CHARS {
-                p.add(&field, &format!("value must be at most {TAG_VALUE_CHARS} characters"));
-            }
-            if let Some(c) = v.chars().find(|&c| !tag_char(c)) {
-                p.add(&field, &format!("value has {c:?}: {TAG_CHARS_ALLOWED}"));
-            }
-        }
+        p.tags(&self.tags);
 
-        let extend = self.extend.as_ref().map(|x| {
-            let price = p.amount("extend.max_price_per_accelerator_hour", &x.max_price_per_accelerator_hour, price_max);
-            if !(1..=182).contains(&x.max_days) || !is_sellable_duration_days(i64::from(x.max_days)) {
-                p.add("extend.max_days", "must be a duration EC2 sells (1-14 days, then multiples of 7 up to 182)");
-            }
-            if !(1..=56 * 24).contains(&x.decide_hours_before_end) {
-                p.add("extend.decide_hours_before_end", "must be between 1 and 1344 hours (56 days)");
-            }
-            Extend {
-                max_price_per_accelerator_hour: price,
-                max_days: x.max_days,
-                decide_hours_before_end: x.decide_hours_before_end,
-            }
-        });
+        let extend = self.extend.as_ref().map(|x| p.extend(x, price_max));
 
         if !(0..24).contains(&self.duration_tolerance_hours) {
             p.add("duration_tolerance_hours", "must be between 0 and 23 hours");
         }
 
-        // A lead is judged against the shortest block the rule may buy: its shortest duration
-        // less the tolerance (EC2's closest matches may be that much shorter).
-        let shortest_days = durations_days.iter().copied().min().unwrap_or(1);
-        // An UltraServer rule's blocks hold all the instances of their UltraServers, and EC2
-        // terminates them 60 minutes before the end, not 30.
-        let ultra = !ultraserver_types.is_empty();
-        let ultra_instances = ultraserver_types
-            .iter()
-            .flat_map(|&kind| ultraserver_counts.iter().map(move |&count| UltraServers { kind, count }.instances()));
-        let limits = ActionLimits {
-            shortest_block_minutes: i64::from(shortest_days) * 24 * 60
-                - self.duration_tolerance_hours.clamp(0, 23) * 60,
-            termination_lead_minutes: termination_lead(ultra).num_minutes(),
-            max_instances: instance_counts.iter().copied().chain(ultra_instances).max().unwrap_or(1),
-        };
-        let (actions, action_problems) = actions::validate(&self.actions, &limits);
-        for (field, message) in action_problems {
-            p.add(&field, &message);
-        }
+        let actions = p.actions(self, &durations_days, &instance_counts, &ultraserver_types, &ultraserver_counts);
 
         if !p.0.is_empty() {
             return Err(RuleError::Invalid { id: self.id.clone(), problems: p.0 });
@@ -643,6 +561,119 @@ type WhatToBuy = (Vec<InstanceType>, Vec<u32>, Vec<UltraServerType>, Vec<u32>);
 impl Problems {
     fn add(&mut self, field: &str, message: &str) {
         self.0.push(RuleProblem { field: field.to_string(), message: message.to_string() });
+    }
+
+    /// The rule's regions: each known (or unknown ones allowed), at most `MAX_REGIONS_PER_RULE`.
+    fn regions(&mut self, spec: &RuleSpec) -> Vec<Region> {
+        let regions = self.list("regions", &spec.regions, |s| {
+            let region = s.parse::<Region>().map_err(|e| e.to_string())?;
+            if region.is_known() || spec.allow_unknown_regions {
+                Ok(region)
+            } else {
+                Err(format!(
+                    "{s:?} is not a region capblock knows; if AWS opened it recently, set allow_unknown_regions = true"
+                ))
+            }
+        });
+        if regions.len() > MAX_REGIONS_PER_RULE {
+            self.add(
+                "regions",
+                &format!(
+                    "lists {} regions; at most {MAX_REGIONS_PER_RULE}: split it into several rules",
+                    regions.len()
+                ),
+            );
+        }
+        regions
+    }
+
+    /// The questions a rule asks each scan (regions x types x counts x durations), bounded.
+    fn question_bound(&mut self, questions: [usize; 4]) {
+        let total = questions.iter().fold(1usize, |a, &n| a.saturating_mul(n));
+        if total > MAX_QUESTIONS_PER_RULE {
+            self.add(
+                "regions x instance_types x instance_counts x durations_days",
+                &format!(
+                    "the rule asks {total} questions per scan ({} x {} x {} x {}); at most {MAX_QUESTIONS_PER_RULE}: \
+                     split it into several rules or ask for fewer",
+                    questions[0], questions[1], questions[2], questions[3]
+                ),
+            );
+        }
+    }
+
+    /// EC2's tag rules, and capblock's own tags' room and prefixes.
+    fn tags(&mut self, tags: &BTreeMap<String, String>) {
+        if tags.len() > MAX_TAGS - 3 {
+            self.add("tags", &format!("at most {} tags (capblock adds 3 of its own)", MAX_TAGS - 3));
+        }
+        for (k, v) in tags {
+            let field = format!("tags.{}", prefix(&k.escape_debug().to_string()));
+            let n = k.chars().count();
+            if n == 0 || n > TAG_KEY_CHARS {
+                self.add(&field, &format!("key must be 1-{TAG_KEY_CHARS} characters"));
+            }
+            if let Some(c) = k.chars().find(|&c| !tag_char(c)) {
+                self.add(&field, &format!("key has {c:?}: {TAG_CHARS_ALLOWED}"));
+            }
+            let reserved = |p: &str| k.get(..p.len()).is_some_and(|start| start.eq_ignore_ascii_case(p));
+            if let Some(taken) = RESERVED_TAG_PREFIXES.into_iter().find(|p| reserved(p)) {
+                self.add(&field, &format!("keys starting with {taken:?} (in any case) are reserved"));
+            }
+            if v.chars().count() > TAG_VALUE_CHARS {
+                self.add(&field, &format!("value must be at most {TAG_VALUE_CHARS} characters"));
+            }
+            if let Some(c) = v.chars().find(|&c| !tag_char(c)) {
+                self.add(&field, &format!("value has {c:?}: {TAG_CHARS_ALLOWED}"));
+            }
+        }
+    }
+
+    /// Auto-extension: its price threshold, a length EC2 sells, when to decide.
+    fn extend(&mut self, x: &ExtendSpec, price_max: Decimal) -> Extend {
+        let price = self.amount("extend.max_price_per_accelerator_hour", &x.max_price_per_accelerator_hour, price_max);
+        if !(1..=182).contains(&x.max_days) || !is_sellable_duration_days(i64::from(x.max_days)) {
+            self.add("extend.max_days", "must be a duration EC2 sells (1-14 days, then multiples of 7 up to 182)");
+        }
+        if !(1..=56 * 24).contains(&x.decide_hours_before_end) {
+            self.add("extend.decide_hours_before_end", "must be between 1 and 1344 hours (56 days)");
+        }
+        Extend {
+            max_price_per_accelerator_hour: price,
+            max_days: x.max_days,
+            decide_hours_before_end: x.decide_hours_before_end,
+        }
+    }
+
+    /// The hand-off actions, judged against the shortest block the rule may buy and its size.
+    fn actions(
+        &mut self,
+        spec: &RuleSpec,
+        durations_days: &[u32],
+        instance_counts: &[u32],
+        ultraserver_types: &[UltraServerType],
+        ultraserver_counts: &[u32],
+    ) -> Vec<Action> {
+        // A lead is judged against the shortest block the rule may buy: its shortest duration
+        // less the tolerance (EC2's closest matches may be that much shorter).
+        let shortest_days = durations_days.iter().copied().min().unwrap_or(1);
+        // An UltraServer rule's blocks hold all the instances of their UltraServers, and EC2
+        // terminates them 60 minutes before the end, not 30.
+        let ultra = !ultraserver_types.is_empty();
+        let ultra_instances = ultraserver_types
+            .iter()
+            .flat_map(|&kind| ultraserver_counts.iter().map(move |&count| UltraServers { kind, count }.instances()));
+        let limits = ActionLimits {
+            shortest_block_minutes: i64::from(shortest_days) * 24 * 60
+                - spec.duration_tolerance_hours.clamp(0, 23) * 60,
+            termination_lead_minutes: termination_lead(ultra).num_minutes(),
+            max_instances: instance_counts.iter().copied().chain(ultra_instances).max().unwrap_or(1),
+        };
+        let (actions, action_problems) = actions::validate(&spec.actions, &limits);
+        for (field, message) in action_problems {
+            self.add(&field, &message);
+        }
+        actions
     }
 
     /// Validates each element; the list must be non-empty and free of repeats.

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use async_trait::async_trait;
 use capblock_shared::app::extend::ExtensionAction;
-use capblock_shared::app::purchase::Action;
+use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::scan::{ScanSettings, Scanner};
 use capblock_shared::app::settings::StackSettings;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
@@ -150,7 +150,7 @@ impl X {
                 .run(x.now())
                 .await
                 .unwrap();
-        let Some(Action::Bought { reservation_id, .. }) = report.outcomes[0].action.clone() else {
+        let Some(Outcome::Bought { reservation_id, .. }) = report.outcomes[0].action.clone() else {
             panic!("{report:#?}")
         };
         x.id = reservation_id;

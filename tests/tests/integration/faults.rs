@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration as StdDuration, Instant};
 
 use async_trait::async_trait;
-use capblock_shared::app::purchase::Action;
+use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::reconcile::Settled;
 use capblock_shared::app::scan::ScanReport;
 use capblock_shared::app::track::TrackReport;
@@ -299,7 +299,7 @@ async fn throttling_5xx_timeouts_a_dead_region_overlapping_runs_and_sns_failures
         let (scans, tracks) = h.overlapping(3, 2).await;
         for s in &scans {
             for o in &s.outcomes {
-                if let Some(Action::Skipped { reason }) = &o.action
+                if let Some(Outcome::Skipped { reason }) = &o.action
                     && (reason.contains("in flight")
                         || reason.contains("already exists")
                         || reason.contains("still open"))
@@ -347,12 +347,12 @@ async fn a_purchase_answered_5xx_after_ec2_made_it_is_adopted_and_never_resent()
     h.put_rules(std::slice::from_ref(&r)).await;
     let market = h.ambiguous_market(1, None).await;
     let first = h.scan_on(&market).await;
-    assert!(matches!(first.outcomes[0].action, Some(Action::Unknown { .. })), "{first:#?}");
+    assert!(matches!(first.outcomes[0].action, Some(Outcome::Unknown { .. })), "{first:#?}");
     assert_eq!(h.sim.purchases().await.len(), 1, "EC2 did buy");
     // The next run, same minute: adopts by tag, buys nothing more.
     let second = h.scan_on(&market).await;
     assert!(matches!(&second.settled[..], [Settled::Adopted { .. }]), "{second:#?}");
-    assert!(matches!(second.outcomes[0].action, Some(Action::Skipped { .. })), "{second:#?}");
+    assert!(matches!(second.outcomes[0].action, Some(Outcome::Skipped { .. })), "{second:#?}");
     assert_eq!(h.sim.state().await["calls"]["PurchaseCapacityBlock"], 1, "never re-sent");
     assert_converged(&h, std::slice::from_ref(&r), &h.aws.alerts().await).await;
 }
@@ -366,7 +366,7 @@ async fn a_purchase_answered_5xx_that_ec2_did_not_make_is_released_after_the_gra
     let market = h.ambiguous_market(0, Some(h.sim.url.clone())).await;
     let store = h.aws.store();
     let first = h.scan_on(&market).await;
-    assert!(matches!(first.outcomes[0].action, Some(Action::Unknown { .. })), "{first:#?}");
+    assert!(matches!(first.outcomes[0].action, Some(Outcome::Unknown { .. })), "{first:#?}");
     assert_eq!(h.sim.state().await["faults_injected"]["error_5xx"], 1);
     let period = Period::of(h.now());
     let usage = store.usage(&BudgetOwner::Rule("west".into()), &period).await.unwrap().unwrap();
@@ -376,7 +376,7 @@ async fn a_purchase_answered_5xx_that_ec2_did_not_make_is_released_after_the_gra
     h.advance_minutes(10).await;
     let again = h.scan_on(&market).await;
     assert!(matches!(&again.settled[..], [Settled::StillOpen { .. }]), "{again:#?}");
-    assert!(matches!(again.outcomes[0].action, Some(Action::Skipped { .. })), "{again:#?}");
+    assert!(matches!(again.outcomes[0].action, Some(Outcome::Skipped { .. })), "{again:#?}");
     // After it, the fee is released; the same intent is never sent again. The rule moves on to
     // the next cheapest offering, which is a different purchase.
     let unknown_offering = first.outcomes[0].chosen.as_ref().unwrap().offering.id.clone();
@@ -387,6 +387,6 @@ async fn a_purchase_answered_5xx_that_ec2_did_not_make_is_released_after_the_gra
     let bought = h.sim.purchases().await;
     assert!(bought.iter().all(|p| p["offering_id"] != unknown_offering.as_str()), "never re-sent: {bought:#?}");
     assert_eq!(calls, 1 + bought.len() as u64, "every other call bought a different offering");
-    assert!(matches!(later.outcomes[0].action, Some(Action::Bought { .. })), "{later:#?}");
+    assert!(matches!(later.outcomes[0].action, Some(Outcome::Bought { .. })), "{later:#?}");
     assert_converged(&h, std::slice::from_ref(&r), &h.aws.alerts().await).await;
 }

@@ -12,7 +12,7 @@ use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::domain::actions::Action;
 use capblock_shared::domain::block::Block;
-use capblock_shared::domain::bus::{EndOutcome, Step, Subject};
+use capblock_shared::domain::bus::{EndOutcome, BusStep, Subject};
 use capblock_shared::domain::handoff::{Point, Target, at_point, due};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::names::Region;
@@ -46,16 +46,16 @@ fn subject(reservation: &str) -> Subject {
     Subject::of(&block(reservation, "p5-weekly"), [("team".to_string(), "llm".to_string())].into())
 }
 
-fn every_step() -> Vec<(Step, &'static str)> {
+fn every_step() -> Vec<(BusStep, &'static str)> {
     vec![
-        (Step::Purchased, "purchased"),
-        (Step::PaymentFailed, "payment-failed"),
-        (Step::Active, "delivered"),
-        (Step::Ending { minutes_left: 30 }, "reminder-30m-end-20261212T1130Z"),
-        (Step::Ending { minutes_left: 120 }, "reminder-120m-end-20261212T1130Z"),
-        (Step::Extended { previous_end: t(11, 11, 30) }, "extended-20261212T1130"),
-        (Step::Ended { outcome: EndOutcome::Expired }, "expired"),
-        (Step::HealthChanged { status: "impaired".into(), summary: "a node degraded".into() }, "health-1"),
+        (BusStep::Purchased, "purchased"),
+        (BusStep::PaymentFailed, "payment-failed"),
+        (BusStep::Active, "delivered"),
+        (BusStep::Ending { minutes_left: 30 }, "reminder-30m-end-20261212T1130Z"),
+        (BusStep::Ending { minutes_left: 120 }, "reminder-120m-end-20261212T1130Z"),
+        (BusStep::Extended { previous_end: t(11, 11, 30) }, "extended-20261212T1130"),
+        (BusStep::Ended { outcome: EndOutcome::Expired }, "expired"),
+        (BusStep::HealthChanged { status: "impaired".into(), summary: "a node degraded".into() }, "health-1"),
     ]
 }
 
@@ -108,7 +108,7 @@ async fn more_than_ten_events_go_out_in_putevents_sized_calls() {
     // moto refuses a call of more than 10 entries, as EventBridge does: 23 go out in 3 calls.
     for n in 0..23 {
         let s = subject(&format!("cr-{}{n:010}", id()));
-        store.enqueue(&event_notice(&s, &Step::Active, "delivered", None, now)).await.unwrap();
+        store.enqueue(&event_notice(&s, &BusStep::Active, "delivered", None, now)).await.unwrap();
     }
     let report = flush(&store, &delivery, now).await.unwrap();
     assert_eq!((report.published, report.failed), (23, 0), "{report:?}");
@@ -122,7 +122,7 @@ async fn an_event_the_bus_refuses_stays_pending_and_goes_out_later() {
     let missing = Delivery::new(&aws.sdk, aws.sns(), format!("{}-no-such-bus", aws.events_bus));
     let now = t(10, 11, 30);
     let s = subject(&format!("cr-{}0000000000", id()));
-    store.enqueue(&event_notice(&s, &Step::Active, "delivered", None, now)).await.unwrap();
+    store.enqueue(&event_notice(&s, &BusStep::Active, "delivered", None, now)).await.unwrap();
     let failed = flush(&store, &missing, now).await.unwrap();
     assert_eq!((failed.published, failed.failed), (0, 1), "{failed:?}");
 

@@ -4,7 +4,7 @@
 //! read keeps its intent open. Through the real scan and tracker on the simulator and moto.
 
 use async_trait::async_trait;
-use capblock_shared::app::purchase::Action;
+use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::reconcile::Settled;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, IntentState, Period};
@@ -69,7 +69,7 @@ async fn scan_losing_the_answer(h: &Rig, buys: bool) -> String {
     h.put_rules(&[rule(h)]).await;
     let market = HookedMarket { real: h.sim.market().await, hook: LostAnswer { buys } };
     let report = h.scanner(&market, &h.notifier, &h.scan).run(h.now()).await.unwrap();
-    let Some(Action::Unknown { intent, .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
+    let Some(Outcome::Unknown { intent, .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
     intent
 }
 

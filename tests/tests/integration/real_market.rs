@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use capblock_shared::app::purchase::Action;
+use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::scan::ScanReport;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
@@ -47,7 +47,7 @@ async fn rig(name: &str, scenario: &str, clock: &str) -> Rig {
     h
 }
 
-fn action(r: &ScanReport, rule: &str) -> Option<Action> {
+fn action(r: &ScanReport, rule: &str) -> Option<Outcome> {
     r.outcomes.iter().find(|o| o.rule_id == rule).and_then(|o| o.action.clone())
 }
 
@@ -76,7 +76,7 @@ async fn a_same_day_closest_match_is_priced_from_its_minutes_and_bought() {
     // hours it would read 3.06 and miss the threshold).
     assert_eq!(o.fee.amount(), dec!(734.00));
     assert_eq!(chosen.per_accelerator_hour.per_unit, dec!(3.00));
-    let Some(Action::Bought { reservation_id, .. }) = action(&report, "soon") else { panic!("{report:#?}") };
+    let Some(Outcome::Bought { reservation_id, .. }) = action(&report, "soon") else { panic!("{report:#?}") };
     let alerts = h.aws.alerts().await;
     let bought = alerts.iter().find(|a| a.body["metadata"]["eventType"] == "purchased").expect("announced");
     assert_slack_schema(&bought.body);
@@ -176,7 +176,7 @@ async fn a_throttled_recheck_gives_the_offering_back_and_a_later_run_buys_it() {
     // before buying finds none, three times.
     let h = east_at_three("recheck", 44, Some("describe_limit = { burst = 1, refill_secs = 30.0 }")).await;
     let first = h.scan().await;
-    let Some(Action::GivenBack { reason, offering_id }) = action(&first, "east") else { panic!("{first:#?}") };
+    let Some(Outcome::GivenBack { reason, offering_id }) = action(&first, "east") else { panic!("{first:#?}") };
     assert!(reason.contains(DESCRIBE_LIMIT), "{reason}");
     assert!(h.sim.purchases().await.is_empty(), "nothing sent");
     for owner in [BudgetOwner::Rule("east".into())] {
@@ -188,7 +188,7 @@ async fn a_throttled_recheck_gives_the_offering_back_and_a_later_run_buys_it() {
     // The throttling stops: the same offering is bought, once.
     h.sim.behaviour(r#"{"describe_limit": null}"#).await;
     let second = h.scan().await;
-    let Some(Action::Bought { offering_id: bought, .. }) = action(&second, "east") else { panic!("{second:#?}") };
+    let Some(Outcome::Bought { offering_id: bought, .. }) = action(&second, "east") else { panic!("{second:#?}") };
     assert_eq!(bought, offering_id);
     assert_eq!(h.sim.purchases().await.len(), 1);
 }
@@ -219,10 +219,10 @@ async fn a_throttled_purchase_is_given_back_but_an_unknown_one_is_never_resent()
     let scanner = h.scanner(&market, &h.notifier, &h.scan);
     // EC2 answered RequestLimitExceeded: certainly nothing bought, so the offering goes back.
     let first = scanner.run(h.now()).await.unwrap();
-    assert!(matches!(action(&first, "east"), Some(Action::GivenBack { .. })), "{first:#?}");
+    assert!(matches!(action(&first, "east"), Some(Outcome::GivenBack { .. })), "{first:#?}");
     assert!(h.store.open_intents().await.unwrap().is_empty());
     let second = scanner.run(h.now()).await.unwrap();
-    assert!(matches!(action(&second, "east"), Some(Action::Bought { .. })), "{second:#?}");
+    assert!(matches!(action(&second, "east"), Some(Outcome::Bought { .. })), "{second:#?}");
     assert_eq!(h.sim.purchases().await.len(), 1);
     // The other side (a 5xx or a lost answer: maybe bought) stays Sent and is never re-sent:
     // see faults::a_purchase_answered_5xx_* and scan::a_run_that_loses_the_purchase_answer_*.

@@ -1,6 +1,6 @@
 //! The scan-and-buy workflow end to end: the real adapters on moto and the simulator.
 
-use capblock_shared::app::purchase::Action;
+use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::scan::ScanReport;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
@@ -51,7 +51,7 @@ async fn harness_with_timeouts(
     h
 }
 
-fn action(r: &ScanReport, rule: &str) -> Option<Action> {
+fn action(r: &ScanReport, rule: &str) -> Option<Outcome> {
     r.outcomes.iter().find(|o| o.rule_id == rule).and_then(|o| o.action.clone())
 }
 
@@ -60,7 +60,7 @@ async fn a_price_equal_to_the_threshold_buys_once_and_announces() {
     let h = harness("boundary", &two_regions(), Mode::Live, None).await;
     h.put_rules(&[rule("east", &["us-east-1"], "3.00", "10000", "live")]).await;
     let report = h.scan().await;
-    let Some(Action::Bought { reservation_id, .. }) = action(&report, "east") else { panic!("{report:#?}") };
+    let Some(Outcome::Bought { reservation_id, .. }) = action(&report, "east") else { panic!("{report:#?}") };
     let bought = h.sim.purchases().await;
     assert_eq!(bought.len(), 1);
     assert_eq!(bought[0]["reservation_id"], reservation_id.as_str());
@@ -86,7 +86,7 @@ async fn a_price_equal_to_the_threshold_buys_once_and_announces() {
     // The rule now holds its one block: later scans buy nothing more and say nothing more.
     for _ in 0..3 {
         let again = h.scan().await;
-        assert!(matches!(action(&again, "east"), Some(Action::Skipped { .. })), "{again:#?}");
+        assert!(matches!(action(&again, "east"), Some(Outcome::Skipped { .. })), "{again:#?}");
     }
     assert_eq!(h.sim.purchases().await.len(), 1);
     assert!(h.aws.alerts().await.is_empty());
@@ -122,7 +122,7 @@ async fn dry_run_buys_nothing_and_announces_once() {
     let h = harness("dryrun", &two_regions(), Mode::DryRun, None).await;
     h.put_rules(&[rule("east", &["us-east-1"], "3.00", "10000", "live")]).await;
     let report = h.scan().await;
-    assert!(matches!(action(&report, "east"), Some(Action::WouldBuy { first_time: true, .. })), "{report:#?}");
+    assert!(matches!(action(&report, "east"), Some(Outcome::WouldBuy { first_time: true, .. })), "{report:#?}");
     assert!(h.sim.purchases().await.is_empty());
     assert_eq!(h.sim.state().await["calls"]["PurchaseCapacityBlock"], 1, "checked once with DryRun");
     let alerts = h.aws.alerts().await;
@@ -131,7 +131,7 @@ async fn dry_run_buys_nothing_and_announces_once() {
     assert!(alerts[0].body["content"]["title"].as_str().unwrap().starts_with("Would buy (dry run)"));
     assert!(alerts[0].body["content"]["description"].as_str().unwrap().contains("Mode=live"));
     let report = h.scan().await;
-    assert!(matches!(action(&report, "east"), Some(Action::WouldBuy { first_time: false, .. })));
+    assert!(matches!(action(&report, "east"), Some(Outcome::WouldBuy { first_time: false, .. })));
     assert!(h.aws.alerts().await.is_empty(), "the same would-buy is announced once");
     let usage = h.aws.store().usage(&BudgetOwner::Rule("east".into()), &Period::of(t0())).await.unwrap();
     assert!(usage.is_none(), "dry runs reserve no budget");
@@ -147,16 +147,16 @@ async fn the_account_budget_runs_out_mid_scan() {
     ])
     .await;
     let report = h.scan().await;
-    let bought: Vec<_> = report.outcomes.iter().filter(|o| matches!(o.action, Some(Action::Bought { .. }))).collect();
+    let bought: Vec<_> = report.outcomes.iter().filter(|o| matches!(o.action, Some(Outcome::Bought { .. }))).collect();
     assert_eq!(bought.len(), 1, "{report:#?}");
     assert_eq!(h.sim.purchases().await.len(), 1);
     let usage = h.aws.store().usage(&BudgetOwner::Account, &Period::of(t0())).await.unwrap().unwrap();
     assert!(usage.committed.amount() <= dec!(1000));
     // The other rule was either passed over for budget or refused at reservation.
-    let other = report.outcomes.iter().find(|o| !matches!(o.action, Some(Action::Bought { .. }))).unwrap();
+    let other = report.outcomes.iter().find(|o| !matches!(o.action, Some(Outcome::Bought { .. }))).unwrap();
     assert!(
         other.chosen.is_none()
-            || matches!(&other.action, Some(Action::Skipped { reason }) if reason.contains("budget")),
+            || matches!(&other.action, Some(Outcome::Skipped { reason }) if reason.contains("budget")),
         "{other:#?}"
     );
 }
@@ -239,7 +239,7 @@ async fn a_describe_limit_storm_loses_no_question_and_fails_no_region() {
         // The cursor in DynamoDB: every question answered so far, with when.
         answered_keys = h.store.region_memory(&"us-east-1".parse().unwrap()).await.unwrap().asked.len();
         seen += report.offerings_seen;
-        bought |= matches!(action(&report, "wide"), Some(Action::Bought { .. }));
+        bought |= matches!(action(&report, "wide"), Some(Outcome::Bought { .. }));
         fewest_answers = fewest_answers.min(east.answered);
         assert!(fewest_answers >= 1, "every run gets some answer through the storm");
         // The planner's bound, counted in the answers the storm let through.
@@ -264,7 +264,7 @@ async fn thirty_two_concurrent_scans_buy_exactly_once() {
     let reports = futures::future::join_all(runs).await;
     let mut bought = 0;
     for r in reports {
-        if matches!(action(&r.unwrap(), "east"), Some(Action::Bought { .. })) {
+        if matches!(action(&r.unwrap(), "east"), Some(Outcome::Bought { .. })) {
             bought += 1;
         }
     }
@@ -284,7 +284,7 @@ async fn a_run_that_loses_the_purchase_answer_is_followed_by_one_that_adopts_the
     // dying right after PurchaseCapacityBlock, before the store write.
     h.sim.behaviour(r#"{"drop_purchase_response": true, "timeout_secs": 3}"#).await;
     let first = h.scan().await;
-    assert!(matches!(action(&first, "east"), Some(Action::Unknown { .. })), "{first:#?}");
+    assert!(matches!(action(&first, "east"), Some(Outcome::Unknown { .. })), "{first:#?}");
     assert_eq!(h.sim.purchases().await.len(), 1);
     assert!(h.aws.store().open_blocks(None).await.unwrap().is_empty(), "not recorded yet");
     h.sim.behaviour(r#"{"drop_purchase_response": false}"#).await;
@@ -292,7 +292,7 @@ async fn a_run_that_loses_the_purchase_answer_is_followed_by_one_that_adopts_the
     let second = h.scan().await;
     assert_eq!(second.settled.len(), 1, "{second:#?}");
     assert!(matches!(&second.settled[0], capblock_shared::app::reconcile::Settled::Adopted { .. }));
-    assert!(matches!(action(&second, "east"), Some(Action::Skipped { .. })), "holds its block now: {second:#?}");
+    assert!(matches!(action(&second, "east"), Some(Outcome::Skipped { .. })), "holds its block now: {second:#?}");
     assert_eq!(h.sim.purchases().await.len(), 1, "nothing more was bought");
     assert_eq!(h.sim.state().await["calls"]["PurchaseCapacityBlock"], 1);
     let blocks = h.aws.store().open_blocks(Some("east")).await.unwrap();
@@ -328,7 +328,7 @@ async fn a_refused_purchase_releases_the_budget_and_is_reported() {
     let scanner = h.scanner(&market, &h.notifier, &h.scan);
     let store = &h.store;
     let report = scanner.run(t0()).await.unwrap();
-    let Some(Action::Refused { reason, .. }) = action(&report, "east") else { panic!("{report:#?}") };
+    let Some(Outcome::Refused { reason, .. }) = action(&report, "east") else { panic!("{report:#?}") };
     assert!(reason.contains("InsufficientCapacityBlockQuota"), "{reason}");
     for owner in [BudgetOwner::Rule("east".into()), BudgetOwner::Account] {
         let usage = store.usage(&owner, &Period::of(t0())).await.unwrap().unwrap();
@@ -343,7 +343,7 @@ async fn a_refused_purchase_releases_the_budget_and_is_reported() {
     // The same offering is never sent again (its intent is closed as rejected), so a second
     // scan neither buys nor repeats the alert.
     let again = scanner.run(t0()).await.unwrap();
-    assert!(matches!(action(&again, "east"), Some(Action::AlreadyTried { .. })), "{again:#?}");
+    assert!(matches!(action(&again, "east"), Some(Outcome::AlreadyTried { .. })), "{again:#?}");
     assert!(h.aws.alerts().await.is_empty());
     assert_eq!(h.sim.state().await["calls"].get("PurchaseCapacityBlock"), None, "the refusals came from the wrapper");
 }
@@ -356,13 +356,13 @@ async fn after_a_refusal_the_next_scan_tries_the_next_cheapest_offering() {
     let scanner = h.scanner(&market, &h.notifier, &h.scan);
     let first = scanner.run(t0()).await.unwrap();
     assert_eq!(first.outcomes[0].chosen.as_ref().unwrap().offering.region.as_str(), "us-west-2");
-    assert!(matches!(action(&first, "both"), Some(Action::Refused { .. })), "{first:#?}");
+    assert!(matches!(action(&first, "both"), Some(Outcome::Refused { .. })), "{first:#?}");
     // The cheapest (us-west-2) was tried: the next scan goes to the runner-up (us-east-1).
     let second = scanner.run(t0()).await.unwrap();
     assert_eq!(second.outcomes[0].chosen.as_ref().unwrap().offering.region.as_str(), "us-east-1", "{second:#?}");
-    assert!(matches!(action(&second, "both"), Some(Action::Refused { .. })), "{second:#?}");
+    assert!(matches!(action(&second, "both"), Some(Outcome::Refused { .. })), "{second:#?}");
     // Both tried: nothing left to try, nothing sent twice.
     let third = scanner.run(t0()).await.unwrap();
-    assert!(matches!(action(&third, "both"), Some(Action::AlreadyTried { .. })), "{third:#?}");
+    assert!(matches!(action(&third, "both"), Some(Outcome::AlreadyTried { .. })), "{third:#?}");
     assert_eq!(h.aws.alerts().await.len(), 2, "one refusal alert per offering");
 }

@@ -1,7 +1,7 @@
 //! The block lifecycle end to end: blocks bought through the real scan, then followed by the
 //! tracker on the simulator's clock, with the real DynamoDB and SNS adapters on moto.
 
-use capblock_shared::app::purchase::Action;
+use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::track::TrackSettings;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::lifecycle::BlockState;
@@ -293,7 +293,7 @@ async fn a_failed_payment_releases_the_budget_and_the_rule_rebuys() {
     // The next day's offering (a new offering id) is bought as a replacement.
     h.advance_hours(13).await;
     let report = h.scan().await;
-    let Some(Action::Bought { reservation_id, .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
+    let Some(Outcome::Bought { reservation_id, .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
     assert_ne!(reservation_id, first);
     assert_eq!(h.sim.purchases().await.len(), 2);
     assert_eq!(usage(&h).await.purchases, 1);

@@ -3,7 +3,7 @@
 //! an active block announced once each. The simulator plays EC2, moto plays DynamoDB, SNS and
 //! EventBridge Scheduler (the real reminder schedules, so the 60-minute lead is read back).
 
-use capblock_shared::app::purchase::Action;
+use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::track::TrackSettings;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
@@ -102,7 +102,7 @@ async fn an_ultraserver_rule_is_bought_once_and_tracked_to_expiry_with_60_minute
     // Bought through the one purchase path: one PurchaseCapacityBlock, two reservations.
     h.put_rules(std::slice::from_ref(&rule)).await;
     let report = h.scan().await;
-    let Some(Action::Bought { reservation_id: first, more, .. }) = report.outcomes[0].action.clone() else {
+    let Some(Outcome::Bought { reservation_id: first, more, .. }) = report.outcomes[0].action.clone() else {
         panic!("{report:#?}")
     };
     assert_eq!(more.len(), 1, "one reservation per UltraServer: {report:#?}");
@@ -115,7 +115,7 @@ async fn an_ultraserver_rule_is_bought_once_and_tracked_to_expiry_with_60_minute
     assert_eq!(chosen.per_accelerator_hour.per_unit, dec!(2), "over all 128 chips of the offering");
     // A second scan buys nothing more.
     let again = h.scan().await;
-    assert!(!matches!(again.outcomes[0].action, Some(Action::Bought { .. })), "{again:#?}");
+    assert!(!matches!(again.outcomes[0].action, Some(Outcome::Bought { .. })), "{again:#?}");
 
     let b = h.block(&first).await;
     assert!(b.ultraserver && b.capacity_block_id.is_some());

@@ -358,7 +358,7 @@ async fn a_parameter_is_cleared_only_while_it_names_the_block() {
 #[test]
 fn event_notices_are_keyed_by_block_and_step() {
     let s = bus::tests::subject();
-    let n = event_notice(&s, &Step::Active, "delivered", Some("arn:x"), t(1, 0, 0));
+    let n = event_notice(&s, &BusStep::Active, "delivered", Some("arn:x"), t(1, 0, 0));
     assert_eq!(n.id(), "cr-0123456789abcdef0#delivered@events");
     assert_eq!(n.topic, Topic::Events);
     assert_eq!(n.message.attributes[DETAIL_TYPE_ATTRIBUTE], "Block Active");

@@ -39,7 +39,7 @@ async fn a_replayed_scan_writes_nothing() {
     assert_eq!(report.answered, 1, "EC2 was asked what is on sale");
     assert_eq!(report.observations_written, 0);
     let actions: Vec<_> = report.outcomes.iter().map(|o| (o.rule_id.as_str(), o.action.clone())).collect();
-    assert_eq!(actions, [("east", None), ("west", Some(Action::Replayed { offering_id: "cb-next".into() }))]);
+    assert_eq!(actions, [("east", None), ("west", Some(Outcome::Replayed { offering_id: "cb-next".into() }))]);
     assert!(table.writes().is_empty(), "a replay wrote {:?}", table.writes());
     assert!(market.purchases.lock().unwrap().is_empty(), "{:?}", market.purchases.lock().unwrap());
 }

@@ -11,24 +11,24 @@ pub(crate) fn subject() -> Subject {
 }
 
 /// One step of each detail-type, so a test over all of them misses none.
-pub(crate) fn every_step() -> Vec<Step> {
+pub(crate) fn every_step() -> Vec<BusStep> {
     let steps = vec![
-        Step::Purchased,
-        Step::PaymentFailed,
-        Step::Active,
-        Step::Ending { minutes_left: 30 },
-        Step::Extended { previous_end: t(11, 11, 30) },
-        Step::Ended { outcome: EndOutcome::Expired },
-        Step::HealthChanged { status: "impaired".into(), summary: "one node degraded".into() },
+        BusStep::Purchased,
+        BusStep::PaymentFailed,
+        BusStep::Active,
+        BusStep::Ending { minutes_left: 30 },
+        BusStep::Extended { previous_end: t(11, 11, 30) },
+        BusStep::Ended { outcome: EndOutcome::Expired },
+        BusStep::HealthChanged { status: "impaired".into(), summary: "one node degraded".into() },
     ];
-    let types: Vec<DetailType> = steps.iter().map(Step::detail_type).collect();
+    let types: Vec<DetailType> = steps.iter().map(BusStep::detail_type).collect();
     assert_eq!(types, DetailType::ALL, "one step per detail-type, in order");
     steps
 }
 
 #[test]
 fn detail_carries_the_common_facts_and_the_steps_own() {
-    let d = serde_json::to_value(detail(&subject(), &Step::Ending { minutes_left: 30 }, "reminder-30m")).unwrap();
+    let d = serde_json::to_value(detail(&subject(), &BusStep::Ending { minutes_left: 30 }, "reminder-30m")).unwrap();
     assert_eq!(d["event_key"], "cr-0123456789abcdef0#reminder-30m");
     assert_eq!(d["region"], "us-east-1");
     assert_eq!(d["availability_zone"], "us-east-1a");
@@ -41,10 +41,10 @@ fn detail_carries_the_common_facts_and_the_steps_own() {
     assert_eq!(d["tags"]["team"], "llm");
     assert_eq!(d["minutes_left"], 30);
 
-    let active = serde_json::to_value(detail(&subject(), &Step::Active, "delivered")).unwrap();
+    let active = serde_json::to_value(detail(&subject(), &BusStep::Active, "delivered")).unwrap();
     assert!(active.get("minutes_left").is_none(), "no other step's fields: {active}");
     let ended =
-        serde_json::to_value(detail(&subject(), &Step::Ended { outcome: EndOutcome::Released }, "released")).unwrap();
+        serde_json::to_value(detail(&subject(), &BusStep::Ended { outcome: EndOutcome::Released }, "released")).unwrap();
     assert_eq!(ended["outcome"], "released");
 }
 
@@ -52,7 +52,7 @@ fn detail_carries_the_common_facts_and_the_steps_own() {
 fn ultraserver_termination_is_an_hour_before_the_end() {
     let mut s = subject();
     s.block.ultraserver = true;
-    let d = detail(&s, &Step::Active, "delivered");
+    let d = detail(&s, &BusStep::Active, "delivered");
     assert_eq!(d.termination_time, "2026-12-12T10:30:00Z");
 }
 
@@ -60,7 +60,7 @@ fn ultraserver_termination_is_an_hour_before_the_end() {
 fn an_adopted_block_has_a_null_rule() {
     let mut s = subject();
     s.block.rule_id = None;
-    let d = serde_json::to_value(detail(&s, &Step::Active, "delivered")).unwrap();
+    let d = serde_json::to_value(detail(&s, &BusStep::Active, "delivered")).unwrap();
     assert!(d["rule_id"].is_null());
 }
 
@@ -156,18 +156,18 @@ fn tracker_milestones_map_to_their_events_and_the_rest_to_none() {
     }
     assert_eq!(
         step_of_milestone(&Milestone::Extended(t(13, 11, 30)), before),
-        Some(Step::Extended { previous_end: before })
+        Some(BusStep::Extended { previous_end: before })
     );
-    assert_eq!(step_of_milestone(&Milestone::Released, before), Some(Step::Ended { outcome: EndOutcome::Released }));
+    assert_eq!(step_of_milestone(&Milestone::Released, before), Some(BusStep::Ended { outcome: EndOutcome::Released }));
 }
 
 #[test]
 fn the_tracker_and_the_ec2_event_share_one_block_active_key() {
     // Both put "Block Active" under the same outbox milestone, so it goes out once.
     assert_eq!(Milestone::Active.name(), CheckpointMilestone::Delivered.key());
-    assert_eq!(step_of_checkpoint(&CheckpointMilestone::Delivered), Some(Step::Active));
+    assert_eq!(step_of_checkpoint(&CheckpointMilestone::Delivered), Some(BusStep::Active));
     let reminder = CheckpointMilestone::Reminder { lead_minutes: 30, end: t(12, 11, 30) };
-    assert_eq!(step_of_checkpoint(&reminder), Some(Step::Ending { minutes_left: 30 }));
+    assert_eq!(step_of_checkpoint(&reminder), Some(BusStep::Ending { minutes_left: 30 }));
     assert_eq!(step_of_checkpoint(&CheckpointMilestone::AwsExpirationWarning), None);
     assert_eq!(step_of_checkpoint(&CheckpointMilestone::Interruption { instance_id: "i-1".into() }), None);
 }
@@ -190,9 +190,9 @@ fn a_health_change_is_degraded_or_recovered_with_its_summary() {
     let degraded = HealthChange::Degraded { health: health.clone(), problems: vec!["interconnect impaired".into()] };
     assert_eq!(
         step_of_health(&degraded),
-        Step::HealthChanged { status: "degraded".into(), summary: "interconnect impaired".into() }
+        BusStep::HealthChanged { status: "degraded".into(), summary: "interconnect impaired".into() }
     );
-    let Step::HealthChanged { status, .. } = step_of_health(&HealthChange::Recovered { health }) else {
+    let BusStep::HealthChanged { status, .. } = step_of_health(&HealthChange::Recovered { health }) else {
         panic!("a health step")
     };
     assert_eq!(status, "recovered");
