@@ -361,5 +361,31 @@ class DeclaredTables(unittest.TestCase):
         self.assertIsNone(rust.declared_ports("fn main() {}"))
 
 
+class KnownToIam(unittest.TestCase):
+    """Actions IAM does not know, and EC2 actions on resource types they are not authorized on,
+    allow nothing: each is named."""
+
+    DATA = {
+        "dynamodb": {"Actions": {"putitem": {"Resources": ["table"]}}},
+        "ec2": {"Actions": {"purchasecapacityblock": {"Resources": ["capacity-reservation"]}}},
+    }
+
+    def test_an_unknown_action_and_a_resource_type_that_allows_nothing_fail(self):
+        from crosscheck.iam import check_known
+        allow = [
+            {"Sid": "Table", "Action": ["dynamodb:PutItem", "dynamodb:TransactWriteItems"], "Resource": "*"},
+            {"Sid": "Buy", "Action": "ec2:PurchaseCapacityBlock", "Resource": [
+                {"Fn::Sub": "arn:${AWS::Partition}:ec2:*:${AWS::AccountId}:capacity-reservation/*"},
+                {"Fn::Sub": "arn:${AWS::Partition}:ec2:*:${AWS::AccountId}:capacity-block/*"},
+            ]},
+        ]
+        problems, _ = check_known(allow, self.DATA, {"dynamodb:PutItem"})
+        self.assertEqual(len(problems), 2, problems)
+        self.assertIn("dynamodb:TransactWriteItems is not an IAM action", problems[0])
+        self.assertIn("ec2:PurchaseCapacityBlock on capacity-block/* allows nothing", problems[1])
+        ok, _ = check_known([allow[0] | {"Action": ["dynamodb:PutItem"]}], self.DATA, {"dynamodb:PutItem"})
+        self.assertEqual(ok, [])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

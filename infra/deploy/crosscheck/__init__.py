@@ -36,6 +36,7 @@ from .iam import (
     CHECKED_SERVICES,
     allowed_actions,
     check_adapter,
+    check_known,
     check_scope,
     compare,
     function_needs,
@@ -173,6 +174,11 @@ def main(argv: list[str]) -> int:
         # ---- (d) Resource '*' scoping
         problems, notes = check_scope(allow, action_data)
         rep.check(fid, "scope: Resource '*' only where no resource-level permission exists", problems, notes)
+
+        # ---- (e) every action known to IAM, on resource types it is authorized on
+        declared = {x for a in adapters.values() for acts in (a.actions or {}).values() for x in acts}
+        problems, notes = check_known(allow, action_data, declared)
+        rep.check(fid, "known: every action and resource type is one IAM authorizes", problems, notes)
 
     # ---- every function crate is deployed
     crates = sorted(p.parent.resolve() for p in (repo / "functions").glob("*/Cargo.toml"))

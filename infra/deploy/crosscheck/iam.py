@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .cfn import as_list, deep_get, is_star, policy_statements
 from .rust import declared_actions, declared_ports, deployed_code, read_rust, rust_files
-from .sdk import IAM_PREFIX, IMPLIED, Sdk, action_of, sdk_calls, sdk_services
+from .sdk import IAM_PREFIX, IMPLIED, NOT_ACTIONS, Sdk, action_of, sdk_calls, sdk_services
 
 # Services whose allowed-but-unneeded actions fail (plus every service an adapter declares).
 CHECKED_SERVICES = {"ec2", "dynamodb", "sns", "scheduler"}
@@ -75,7 +75,8 @@ def check_adapter(a: Adapter, sdk: Sdk) -> tuple[list[str], list[str]]:
     called: dict[str, str] = {}  # action -> the operation
     for svc, ops in calls.items():
         for op in sorted(ops):
-            called.setdefault(action_of(svc, op, sdk), f"{op}()")
+            if action_of(svc, op, sdk) not in NOT_ACTIONS:
+                called.setdefault(action_of(svc, op, sdk), f"{op}()")
             for isvc, iop, rx, extra in IMPLIED:
                 if isvc == svc and iop == op and (rx is None or re.search(rx, code)):
                     for e in extra:
@@ -191,3 +192,36 @@ def check_scope(allow: list[dict], action_data: dict | None) -> tuple[list[str],
                 problems.append(f"statement {s.get('Sid', '?')}: {a} on Resource '*' "
                                 "(it has resource-level permissions: scope it)")
     return problems, notes
+
+
+def check_known(allow: list[dict], action_data: dict | None, declared: set[str]) -> tuple[list[str], list[str]]:
+    """Every action a role allows or an adapter declares is one IAM knows, and an EC2 action is
+    allowed only on resource types it is authorized on: a statement that allows nothing reads as
+    a permission and hides a missing one."""
+    if action_data is None:
+        return [], ["cfn-lint not importable: actions and resource types not checked against IAM's data"]
+    problems: list[str] = []
+    named = {a for s in allow for a in as_list(s.get("Action")) if isinstance(a, str) and ":" in a} | declared
+    for a in sorted(named):
+        svc, act = a.split(":", 1)
+        if "*" in act:
+            continue
+        if deep_get(action_data, svc.lower(), "Actions", act.lower()) is None:
+            problems.append(f"{a} is not an IAM action (the Service Authorization Reference has no such action)")
+    for s in allow:
+        # An ARN written with !Sub is checked by its text: the resource type is literal.
+        resources = [r.get("Fn::Sub") if isinstance(r, dict) else r for r in as_list(s.get("Resource"))]
+        resources = [r for r in resources if isinstance(r, str)]
+        for a in as_list(s.get("Action")):
+            if not isinstance(a, str) or not a.startswith("ec2:"):
+                continue
+            info = deep_get(action_data, "ec2", "Actions", a.split(":", 1)[1].lower())
+            kinds = {k.lower() for k in (info or {}).get("Resources", [])}
+            if not kinds:
+                continue
+            for r in resources:
+                m = re.search(r":([a-z-]+)/[^:]*$", r) if ":ec2:" in r else None
+                if m and m.group(1) not in kinds:
+                    problems.append(f"statement {s.get('Sid', '?')}: {a} on {m.group(1)}/* allows nothing "
+                                    f"(IAM authorizes it on {', '.join(sorted(kinds))})")
+    return problems, []

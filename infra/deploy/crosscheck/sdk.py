@@ -91,6 +91,11 @@ class Sdk:
 # Extra IAM actions an operation needs, depending on what the code passes to it, looked for in
 # the code a adapter's code (a transaction that carries a Delete needs DeleteItem too).
 #   (service, operation, regex over the reachable code or None, implied actions)
+# Operations IAM does not authorize as themselves: a transaction is checked item by item
+# (IMPLIED below), and `dynamodb:TransactWriteItems` is no action of the Service Authorization
+# Reference, so a policy naming it allows nothing.
+NOT_ACTIONS = {"dynamodb:TransactWriteItems", "dynamodb:TransactGetItems"}
+
 IMPLIED = [
     # TransactWriteItems is authorized per item: each kind of item needs its own action.
     ("dynamodb", "transact_write_items", r"\bConditionCheck::builder\b|\.\s*condition_check\s*\(", ["dynamodb:ConditionCheckItem"]),

@@ -367,6 +367,7 @@ impl ReservationSource for Market {
                     state: r.state.clone(),
                     end: r.end,
                     capacity_block_id: None,
+                    instance_count: r.instance_count,
                 });
                 (id.clone(), o)
             })

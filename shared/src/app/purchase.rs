@@ -25,8 +25,8 @@ use crate::domain::offering::Offering;
 use crate::domain::rule::{Mode, Rule};
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::ports::{
-    BlockStore, Ledger, MarketError, OfferingQuery, OfferingSource, Outbox, PurchaseOutcome, PurchaseRequest,
-    Purchaser, ReserveError, StoreError,
+    BlockStore, Ledger, MarketError, OFFERING_ID_EXPIRED, OfferingQuery, OfferingSource, Outbox, PurchaseOutcome,
+    PurchaseRequest, Purchaser, ReserveError, StoreError,
 };
 
 /// What happened to a decision.
@@ -90,8 +90,9 @@ pub const RECHECK_ATTEMPTS: u32 = 3;
 /// What the re-check before buying found.
 #[derive(Debug)]
 enum Recheck {
-    /// Same offering, same fee, still within the rule.
-    Confirmed,
+    /// Same offering, same fee, still within the rule: the fresh answer's offering (its id may
+    /// be a new one).
+    Confirmed(Offering),
     /// Gone, repriced or outside the rule now.
     Changed(String),
     /// EC2 did not answer usefully (throttled, failed): nothing is known, nothing was sent.
@@ -231,12 +232,15 @@ where
         }
         tracing::info!(event = "intent_reserved", rule = %rule.id, intent = %intent.id, fee = %p.offering.fee, "budget reserved");
 
-        match self.recheck(rule, p, now).await {
-            Recheck::Confirmed => {}
+        let fresh = match self.recheck(rule, p, now).await {
+            Recheck::Confirmed(fresh) => fresh,
             Recheck::Changed(reason) => return self.give_back(rule, p, &intent, reason).await,
             Recheck::Unanswered(e) => {
                 return self.give_back(rule, p, &intent, format!("could not re-check the offering: {e}")).await;
             }
+        };
+        if fresh.id != p.offering.id {
+            tracing::info!(event = "offering_id_changed", rule = %rule.id, intent = %intent.id, decided = %p.offering.id, buying = %fresh.id, "EC2 answered the same block under a new id; buying under it");
         }
 
         self.store.mark_sent(&intent.id, &rule.id, now).await?;
@@ -244,7 +248,8 @@ where
         sent.state = crate::domain::budget::IntentState::Sent;
         sent.sent_at = Some(now);
 
-        match self.market.purchase(&self.request(rule, p, &intent.id, false)).await {
+        let buying = Priced { offering: fresh, ..p.clone() };
+        match self.market.purchase(&self.request(rule, &buying, &intent.id, false)).await {
             Ok(PurchaseOutcome::Bought(bought)) => {
                 let (r, more) = (bought.reservation, bought.more);
                 tracing::info!(event = "purchased", rule = %rule.id, intent = %intent.id, reservation = %r.id, more = ?more, fee = %p.offering.fee, "bought");
@@ -259,6 +264,11 @@ where
             // Throttled: EC2 did nothing, and the offering is as good as before. Giving it back
             // is safe because this answer is certain; an unknown one (below) never is.
             Err(e @ MarketError::Throttled { .. }) => self.give_back(rule, p, &sent, e.to_string()).await,
+            // An id EC2 no longer takes: the block may still be on sale under a new one, so the
+            // offering is asked again by a later run, never refused for good.
+            Err(e @ MarketError::Rejected { .. }) if e.code() == Some(OFFERING_ID_EXPIRED) => {
+                self.give_back(rule, p, &sent, e.to_string()).await
+            }
             Err(e) if e.had_no_effect() => self.refuse(rule, p, &sent, &e.to_string(), now).await,
             Err(e) => {
                 tracing::error!(event = "purchase_failed", outcome = "unknown", rule = %rule.id, intent = %intent.id, error = %e, "purchase outcome unknown; reconciliation will settle it");
@@ -344,7 +354,12 @@ where
         };
         match answer {
             Err(e) => Looked::Unanswered(e),
-            Ok(list) => list.into_iter().find(|x| x.id == o.id).map_or(Looked::Gone, Looked::OnSale),
+            // By id, or by what it is: EC2 may give the same block a new id in a new answer.
+            // What is bought is the fresh answer's offering, under the id EC2 gave it there.
+            Ok(list) => {
+                let same = |x: &Offering| x.id == o.id || o.same_block(x);
+                list.into_iter().find(same).map_or(Looked::Gone, Looked::OnSale)
+            }
         }
     }
 
@@ -361,8 +376,8 @@ where
             // Same offering, same fee: the price per accelerator-hour is unchanged, but the
             // start window moves with time.
             Looked::OnSale(fresh) => {
-                match check(rule, &Priced { offering: fresh, ..p.clone() }, Headroom(o.fee), now) {
-                    None => Recheck::Confirmed,
+                match check(rule, &Priced { offering: fresh.clone(), ..p.clone() }, Headroom(o.fee), now) {
+                    None => Recheck::Confirmed(fresh),
                     Some(why) => Recheck::Changed(format!("the offering no longer meets the rule: {why:?}")),
                 }
             }

@@ -26,7 +26,7 @@ use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
 use crate::domain::budget::{BudgetOwner, IntentState, Period};
 use crate::domain::extension::ExtensionState;
-use crate::domain::lifecycle::{BlockState, Observed, Transition, step};
+use crate::domain::lifecycle::{BlockState, Observed, Transition};
 use crate::domain::metrics::ACCOUNT_BUDGET;
 use crate::domain::milestone::{Milestone, milestones, warning_due};
 use crate::domain::money::Money;
@@ -176,6 +176,8 @@ where
                 let Some(obs) = observed.get(&b.reservation_id) else {
                     continue;
                 };
+                let raised = self.raise_count(b, obs).await;
+                let b = raised.as_ref().unwrap_or(b);
                 match self.track_block(b, obs, &rules, now, &mut report).await {
                     Ok(()) => {
                         observed_now.insert(b.reservation_id.clone());
@@ -374,6 +376,27 @@ where
         self.store.enqueue(&alert_notice(&b.reservation_id, milestone, msg, now)).await
     }
 
+    /// The block with the count EC2 shows now when it is higher than the stored one (a block
+    /// adopted before its start, while EC2 showed 0), stored; `None` when nothing changes. A
+    /// count is never lowered: instances that stop running do not shrink what was bought.
+    async fn raise_count(&self, b: &Block, obs: &Observed) -> Option<Block> {
+        let Observed::Found { instance_count, .. } = obs else { return None };
+        if *instance_count <= b.instance_count {
+            return None;
+        }
+        let raised = Block { instance_count: *instance_count, ..b.clone() };
+        match self.store.update_block(&raised, b.version).await {
+            Ok(()) => {
+                tracing::info!(event = "block_count_raised", reservation = %b.reservation_id, from = b.instance_count, to = instance_count, "EC2 shows more instances than stored");
+                Some(Block { version: b.version + 1, ..raised })
+            }
+            Err(e) => {
+                tracing::warn!(event = "block_count_not_raised", reservation = %b.reservation_id, error = %e, "next run tries again");
+                None
+            }
+        }
+    }
+
     async fn track_block(
         &self,
         b: &Block,
@@ -382,7 +405,7 @@ where
         now: DateTime<Utc>,
         report: &mut TrackReport,
     ) -> Result<(), TrackError> {
-        match step(b.state, b.end, obs, now) {
+        match b.transition(obs, now) {
             Transition::Stay => {
                 if b.state == BlockState::PaymentPending {
                     self.warn_payment(b, rules, now, report).await?;

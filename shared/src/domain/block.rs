@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::budget::{Intent, Period};
 use super::health::BlockHealth;
-use super::lifecycle::{BlockState, payment_deadline, termination_time};
+use super::lifecycle::{BlockState, Observed, Transition, payment_deadline, step, termination_time};
 use super::money::{Money, Rate};
 use super::names::{InstanceType, Region};
 use super::offering::Offering;
@@ -110,8 +110,10 @@ impl Block {
     /// intent knows that EC2 does not (fee, accelerators, budget period, payment deadline).
     pub fn bought(intent: &Intent, r: &Reservation, now: DateTime<Utc>) -> Block {
         let purchased_at = intent.sent_at.unwrap_or(now);
+        let instance_count = bought_count(intent, r);
         Block {
-            fee: Some(share_of_fee(intent, r)),
+            instance_count,
+            fee: Some(share_of_fee(intent, instance_count)),
             accelerators_per_instance: Some(intent.accelerators_per_instance),
             purchased_at,
             payment_deadline: Some(payment_deadline(purchased_at, r.start)),
@@ -134,6 +136,23 @@ impl Block {
         Block { end, ..self.clone() }
     }
 
+    /// What an observation means for this block (`lifecycle::step`), and one case only the
+    /// block's own facts decide: a block still waiting for its payment that EC2 no longer shows
+    /// once its payment deadline has passed failed its payment. EC2 keeps a failed request
+    /// visible only a while (the API model: 60 minutes), so it may be gone before capblock
+    /// sees it fail. Before the deadline it stays an anomaly: a reservation just bought may not
+    /// be listed yet, and its fee is held until it is known.
+    pub fn transition(&self, observed: &Observed, now: DateTime<Utc>) -> Transition {
+        if self.state == BlockState::PaymentPending
+            && *observed == Observed::NotFound
+            && self.payment_deadline.is_some_and(|d| now >= d)
+            && now < self.end
+        {
+            return Transition::Move { to: BlockState::PaymentFailed, end: self.end };
+        }
+        step(self.state, self.end, observed, now)
+    }
+
     /// When EC2 begins terminating the block's instances: when unsaved work is lost.
     pub fn termination_time(&self) -> DateTime<Utc> {
         termination_time(self.end, self.ultraserver)
@@ -149,11 +168,22 @@ impl Block {
     }
 }
 
+/// The instances of one reservation of the intent's purchase: what EC2 shows, or, while it
+/// shows none (before the block starts and without the requested-quantity tag), the offering's
+/// instances shared evenly by the purchase's parts (one per UltraServer).
+fn bought_count(intent: &Intent, r: &Reservation) -> u32 {
+    if r.instance_count > 0 {
+        return r.instance_count;
+    }
+    let parts = u32::try_from(intent.parts.len()).unwrap_or(u32::MAX).max(1);
+    (intent.offering.instance_count / parts).max(1)
+}
+
 /// The part of the intent's fee one reservation of its purchase carries: all of it when the
 /// purchase made one reservation; when it made several (one per UltraServer), each its share
 /// by instances, so a block's price per accelerator-hour stays true.
-fn share_of_fee(intent: &Intent, r: &Reservation) -> Money {
-    let (all, mine) = (intent.offering.instance_count, r.instance_count);
+fn share_of_fee(intent: &Intent, mine: u32) -> Money {
+    let all = intent.offering.instance_count;
     if mine == 0 || mine >= all {
         return intent.offering.fee;
     }

@@ -114,6 +114,9 @@ pub enum Observed {
         end: DateTime<Utc>,
         /// Its CapacityBlockId, for blocks stored before capblock kept it.
         capacity_block_id: Option<String>,
+        /// Its instances as EC2 shows them (before the start, from the requested-quantity tag;
+        /// 0 when EC2 shows none): a block's count is raised to it, never lowered.
+        instance_count: u32,
     },
     /// `InvalidCapacityReservationId.NotFound`.
     NotFound,
@@ -192,7 +195,7 @@ mod tests {
     }
 
     fn found(state: &str, end: DateTime<Utc>) -> Observed {
-        Observed::Found { state: state.into(), end, capacity_block_id: None }
+        Observed::Found { state: state.into(), end, capacity_block_id: None, instance_count: 2 }
     }
 
     #[test]

@@ -76,6 +76,21 @@ pub struct Offering {
 }
 
 impl Offering {
+    /// Whether `other` offers the same block: where, what, how many, when and for how much.
+    /// Nothing documents that EC2 repeats an offering's id from one answer to the next (it has
+    /// an `InvalidCapacityBlockOfferingIdExpired` error), so an offering seen again is known by
+    /// what it is, not by its id.
+    pub fn same_block(&self, other: &Offering) -> bool {
+        self.region == other.region
+            && self.availability_zone == other.availability_zone
+            && self.instance_type == other.instance_type
+            && self.ultraservers == other.ultraservers
+            && self.instance_count == other.instance_count
+            && self.start == other.start
+            && self.end == other.end
+            && self.fee == other.fee
+    }
+
     pub fn parse(region: &Region, raw: RawOffering) -> Result<Offering, OfferingError> {
         let id = raw.offering_id.clone().unwrap_or_else(|| "<no id>".to_string());
         let missing = |field| OfferingError::Missing { id: id.clone(), field };

@@ -41,11 +41,24 @@ pub enum MarketError {
     BadResponse { operation: &'static str, region: String, message: String },
 }
 
+/// EC2's code for an offering id it no longer takes (the EC2 API reference's error codes):
+/// ask again, the block may be on sale under a new id.
+pub const OFFERING_ID_EXPIRED: &str = "InvalidCapacityBlockOfferingIdExpired";
+
 /// EC2's codes for a throttled call, as `MarketError::Throttled` carries them.
 pub const REQUEST_LIMIT: &str = "RequestLimitExceeded";
 pub const DESCRIBE_LIMIT: &str = "CapacityBlockDescribeLimitExceeded";
 
 impl MarketError {
+    /// EC2's error code, when it refused with one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            MarketError::Rejected { code, .. } => Some(code),
+            MarketError::Throttled { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
     /// Whether the call certainly had no effect.
     pub fn had_no_effect(&self) -> bool {
         matches!(

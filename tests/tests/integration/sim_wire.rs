@@ -213,7 +213,15 @@ async fn purchase_dry_run_tags_and_reservation_lookups() {
     assert!(block_id.is_some(), "the reservation names its block");
     assert_eq!(
         seen[0],
-        (r.id.clone(), Observed::Found { state: "scheduled".into(), end: offering.end, capacity_block_id: block_id })
+        (
+            r.id.clone(),
+            Observed::Found {
+                state: "scheduled".into(),
+                end: offering.end,
+                capacity_block_id: block_id,
+                instance_count: offering.instance_count,
+            }
+        )
     );
     assert_eq!(seen[1].1, Observed::NotFound);
 }

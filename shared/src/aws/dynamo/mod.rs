@@ -60,8 +60,8 @@ pub use table::create_table;
 /// the ports it declares in `AWS_PORTS`. infra/deploy/crosscheck checks that every SDK call here
 /// has its action in this table and that nothing in it is uncalled (ARCHITECTURE.md, "Where a
 /// change goes": a new AWS call).
-// A transaction needs the action of each kind of item it carries (Put, Update, Delete) besides
-// TransactWriteItems.
+// A transaction is authorized item by item: it needs the action of each kind of item it carries
+// (Put, Update, Delete). IAM has no `dynamodb:TransactWriteItems` action.
 pub const ACTIONS: &[(&str, &[&str])] = &[
     ("RuleStore", &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"]),
     ("MarketMemory", &["dynamodb:GetItem", "dynamodb:PutItem"]),
@@ -73,12 +73,11 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "dynamodb:Query",
-            "dynamodb:TransactWriteItems",
         ],
     ),
     ("BlockArchive", &["dynamodb:Scan"]),
     ("BlockStore", &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
-    ("ExtensionLedger", &["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:TransactWriteItems"]),
+    ("ExtensionLedger", &["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
     ("Outbox", &["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
     ("ObservationStore", &["dynamodb:BatchWriteItem", "dynamodb:Query"]),
     ("AlarmStore", &["dynamodb:PutItem", "dynamodb:Query"]),

@@ -9,6 +9,9 @@ const IDS_PER_CALL: usize = 100;
 const BLOCK_NOT_FOUND: &str = "InvalidCapacityBlockId.NotFound";
 /// DescribeCapacityBlockStatus by id for a block that has no status (scheduled or over).
 const NO_STATUS: &str = "IncorrectState";
+/// The documented answer for the status of a block not active yet (the EC2 API reference's
+/// error codes): one such id is left out, never the region's whole answer.
+const PENDING_ACTIVATION: &str = "InvalidCapacityReservationState.PendingActivation";
 
 /// Asks `ask` about `ids` in batches. A batch EC2 refuses because of one id (a code in
 /// `per_id`: unknown, or without a status) is asked again one id at a time, and an id refused
@@ -97,7 +100,7 @@ impl BlockStatusSource for Ec2Market {
     async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, BlockHealth)>, MarketError> {
         const OP: &str = "DescribeCapacityBlockStatus";
         // A block without a status (it moved since the store said active) fails the whole call.
-        in_batches(ids, &[NO_STATUS, BLOCK_NOT_FOUND], |batch| async move {
+        in_batches(ids, &[NO_STATUS, PENDING_ACTIVATION, BLOCK_NOT_FOUND], |batch| async move {
             let statuses = all_items!(
                 OP,
                 region,

@@ -103,8 +103,9 @@ where
                 // quota of 0, which answers the same code on every call). Neither botocore nor
                 // the Rust SDK class it as throttling, but nothing was done: it is one.
                 DESCRIBE_LIMIT => MarketError::Throttled { operation, region, code: DESCRIBE_LIMIT },
-                "InvalidParameterValue"
-                    if message.to_ascii_lowercase().contains("not supported for capacity block") =>
+                // "... is not supported for Capacity Blocks" in this region, however EC2 words the
+                // rest: public clients match "not supported" alone.
+                "InvalidParameterValue" if message.to_ascii_lowercase().contains("not supported") =>
                 {
                     MarketError::NotSold { operation, region, message }
                 }
@@ -162,16 +163,16 @@ impl Ec2Market {
 }
 
 impl Ec2Market {
-    /// Every page of DescribeCapacityReservations (optionally filtered), capacity blocks only:
-    /// the API has no reservation-type filter, so the type is checked here. A reservation of
-    /// another type is left out (PurchaseCapacityBlock makes none); one that cannot be read
-    /// (its type missing included) is returned as unreadable, never dropped.
-    async fn capacity_block_pages(&self, region: &Region, filter: Option<Filter>) -> Result<Tagged, MarketError> {
+    /// Every page of DescribeCapacityReservations under `filters`, capacity blocks only. The type
+    /// is checked here too, whatever the filters: a reservation of another type is left out
+    /// (PurchaseCapacityBlock makes none); one that cannot be read (its type missing included)
+    /// is returned as unreadable, never dropped.
+    async fn capacity_block_pages(&self, region: &Region, filters: Vec<Filter>) -> Result<Tagged, MarketError> {
         const OP: &str = "DescribeCapacityReservations";
         let mut pages = self
             .client(region)
             .describe_capacity_reservations()
-            .set_filters(filter.map(|f| vec![f]))
+            .set_filters((!filters.is_empty()).then_some(filters))
             .into_paginator()
             .send();
         let mut out = Tagged::default();
@@ -208,10 +209,7 @@ fn reservation(region: &Region, r: &CapacityReservation) -> Result<Reservation, 
             .ok_or_else(|| missing("InstanceType"))?
             .parse()
             .map_err(|e: crate::domain::names::NameError| e.to_string())?,
-        instance_count: r
-            .total_instance_count()
-            .and_then(|n| u32::try_from(n).ok())
-            .ok_or_else(|| missing("TotalInstanceCount"))?,
+        instance_count: instance_count(r).ok_or_else(|| missing("TotalInstanceCount"))?,
         start: r.start_date().and_then(to_chrono).ok_or_else(|| missing("StartDate"))?,
         end: r.end_date().and_then(to_chrono).ok_or_else(|| missing("EndDate"))?,
         state: r.state().map(|s| s.as_str().to_string()).ok_or_else(|| missing("State"))?,
@@ -220,6 +218,24 @@ fn reservation(region: &Region, r: &CapacityReservation) -> Result<Reservation, 
         capacity_block_id: r.capacity_block_id().map(str::to_string),
         id,
     })
+}
+
+/// The tag EC2 puts on a Capacity Block reservation with the instances it was bought for.
+pub const REQUESTED_QUANTITY_TAG: &str = "aws:ec2capacityreservation:incrementalRequestedQuantity";
+
+/// A reservation's instances. Before a Capacity Block starts EC2 shows its counts as 0 (the EC2
+/// user guide, "View Capacity Blocks": "Before a Capacity Block reservation begins, the
+/// available capacity appears as zero") and keeps the bought count in the
+/// `incrementalRequestedQuantity` tag: that tag while the count is 0. `None`: no count at all.
+fn instance_count(r: &CapacityReservation) -> Option<u32> {
+    let total = r.total_instance_count().and_then(|n| u32::try_from(n).ok());
+    let tagged = || {
+        r.tags().iter().find(|t| t.key() == Some(REQUESTED_QUANTITY_TAG)).and_then(|t| t.value()?.trim().parse().ok())
+    };
+    match total {
+        Some(0) | None => tagged().or(total),
+        n => n,
+    }
 }
 
 /// An integer parameter as EC2 takes it (a 32-bit int). A value past it is refused here and

@@ -6,7 +6,9 @@ use super::*;
 #[async_trait]
 impl ReservationSource for Ec2Market {
     async fn reservations_tagged(&self, region: &Region, key: &str, value: &str) -> Result<Tagged, MarketError> {
-        self.capacity_block_pages(region, Some(Filter::builder().name(format!("tag:{key}")).values(value).build()))
+        // By tag only: a reservation carrying the tag is seen whatever EC2 says its type is, so
+        // one it cannot type is held (unreadable), never missed.
+        self.capacity_block_pages(region, vec![Filter::builder().name(format!("tag:{key}")).values(value).build()])
             .await
     }
 
@@ -29,7 +31,12 @@ impl ReservationSource for Ec2Market {
                             let r = reservation(region, r).ok()?;
                             Some((
                                 r.id.clone(),
-                                Observed::Found { state: r.state, end: r.end, capacity_block_id: r.capacity_block_id },
+                                Observed::Found {
+                                    state: r.state,
+                                    end: r.end,
+                                    capacity_block_id: r.capacity_block_id,
+                                    instance_count: r.instance_count,
+                                },
                             ))
                         })
                         .collect();
@@ -53,7 +60,10 @@ impl ReservationSource for Ec2Market {
     }
 
     async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError> {
-        let all = self.capacity_block_pages(region, None).await?;
+        // The user guide's CLI example filters by `reservation-type`: only the region's
+        // Capacity Blocks come back, not every reservation of the account.
+        let blocks = Filter::builder().name("reservation-type").values("capacity-block").build();
+        let all = self.capacity_block_pages(region, vec![blocks]).await?;
         for u in &all.unreadable {
             tracing::warn!(%region, reservation = ?u.id, error = %u.reason, "skipping a reservation EC2 described badly");
         }

@@ -148,3 +148,47 @@ fn reservations_unlike_the_offering_come_last_and_no_instances_take_a_place() {
     let split = split_by_tag(&offering(false), vec![empty("cr-a"), empty("cr-b"), empty("cr-c")]);
     assert_eq!((ids(&split.parts), ids(&split.duplicates)), (vec!["cr-a", "cr-b"], vec!["cr-c"]));
 }
+
+/// Before a block starts EC2 shows 0 instances: a bought block takes its count from the
+/// offering, shared by the purchase's parts, and each part carries its share of the fee (the
+/// budget is charged once; the parts' fees sum to it).
+#[test]
+fn a_block_bought_before_ec2_shows_its_count_takes_the_offerings() {
+    let zero = Reservation { instance_count: 0, ..reservation(&[]) };
+    let mut intent = Intent::new("p5-weekly", offering(false), 8, Vec::new(), t(1, 8, 0));
+    intent.sent_at = Some(t(1, 9, 0));
+    let b = Block::bought(&intent, &zero, t(1, 10, 0));
+    assert_eq!((b.instance_count, b.fee), (2, Some(Money::usd(dec!(3072)).unwrap())));
+    // An UltraServer purchase of 2 x 4 instances made two reservations, each showing 0.
+    let ultra = Offering { instance_count: 8, ..offering(true) };
+    let mut two = Intent::new("trn2", ultra, 16, Vec::new(), t(1, 8, 0));
+    two.parts = vec!["cr-0000000000000000a".into(), "cr-0000000000000000b".into()];
+    let parts: Vec<Block> = two
+        .parts
+        .iter()
+        .map(|id| Block::bought(&two, &Reservation { id: id.clone(), ..zero.clone() }, t(1, 10, 0)))
+        .collect();
+    assert!(parts.iter().all(|p| p.instance_count == 4), "{parts:?}");
+    let fees: Decimal = parts.iter().map(|p| p.fee.unwrap().amount()).sum();
+    assert_eq!(fees, dec!(3072), "the parts' fees sum to the fee");
+}
+
+/// A block waiting for its payment that EC2 no longer lists after its payment deadline failed
+/// its payment (EC2 keeps a failed request visible only a while); before the deadline it is an
+/// anomaly, and once the block has ended it expired.
+#[test]
+fn a_pending_block_gone_after_its_payment_deadline_failed_its_payment() {
+    let mut intent = Intent::new("p5-weekly", offering(false), 8, Vec::new(), t(1, 8, 0));
+    intent.sent_at = Some(t(1, 9, 0));
+    let b = Block { state: BlockState::PaymentPending, ..Block::bought(&intent, &reservation(&[]), t(1, 10, 0)) };
+    let deadline = b.payment_deadline.unwrap();
+    assert!(matches!(b.transition(&Observed::NotFound, deadline - Duration::minutes(1)), Transition::Anomaly(_)));
+    assert_eq!(
+        b.transition(&Observed::NotFound, deadline),
+        Transition::Move { to: BlockState::PaymentFailed, end: b.end }
+    );
+    assert_eq!(b.transition(&Observed::NotFound, b.end), Transition::Move { to: BlockState::Expired, end: b.end });
+    // A scheduled block gone before its end is still only an anomaly.
+    let scheduled = Block { state: BlockState::Scheduled, ..b.clone() };
+    assert!(matches!(scheduled.transition(&Observed::NotFound, deadline), Transition::Anomaly(_)));
+}
