@@ -154,7 +154,8 @@ fn clock(w: &mut World, text: &str) -> Result<Value, String> {
 }
 
 /// Partial update: the body's keys are merged over the current behaviour (JSON merge, `null`
-/// clears `throttle`).
+/// clears `throttle`). A body giving `payment_delay_minutes` without `payment_delay_hours`
+/// clears the hours, so that the minutes it gives take effect.
 fn behaviour(w: &mut World, text: &str) -> Result<Value, String> {
     let patch: Value = parse_json(text)?;
     let Value::Object(patch) = patch else {
@@ -162,6 +163,9 @@ fn behaviour(w: &mut World, text: &str) -> Result<Value, String> {
     };
     let mut current = serde_json::to_value(&w.behaviour).map_err(|e| e.to_string())?;
     if let Value::Object(map) = &mut current {
+        if patch.contains_key("payment_delay_minutes") && !patch.contains_key("payment_delay_hours") {
+            map.insert("payment_delay_hours".into(), Value::Null);
+        }
         for (k, v) in patch {
             if !map.contains_key(&k) {
                 return Err(format!("unknown behaviour field {k:?}"));
@@ -187,10 +191,10 @@ struct PaymentReq {
 }
 
 /// Overrides how one purchase settles. `after_hours` counts from the purchase time (default: the
-/// behaviour's payment_delay_hours); the 12 h / start - 5 min deadline still applies.
+/// behaviour's payment delay); the 12 h / start - 5 min deadline still applies.
 fn payment(w: &mut World, text: &str) -> Result<Value, String> {
     let req: PaymentReq = parse_json(text)?;
-    let delay = req.after_hours.unwrap_or(w.behaviour.payment_delay_hours);
+    let delay = req.after_hours.unwrap_or(w.behaviour.payment_delay());
     if !(delay >= 0.0 && delay.is_finite()) {
         return Err("after_hours must be >= 0".into());
     }
@@ -421,6 +425,36 @@ mod tests {
         assert_eq!(call(&mut w, "POST", "/_sim/behaviour", r#"{"error_5xx_rate": 3}"#).0, 400);
         assert_eq!(call(&mut w, "GET", "/_sim/nothing", "").0, 404);
         assert_eq!(call(&mut w, "GET", "/_sim/health", "").1, "ok");
+    }
+
+    #[test]
+    fn the_payment_delay_through_the_behaviour_endpoint() {
+        let mut w = world();
+        let (_, v) = call(&mut w, "GET", "/_sim/behaviour", "");
+        assert_eq!((&v["payment_delay_minutes"], &v["payment_delay_hours"]), (&json!(5.0), &Value::Null));
+        // The hours win while set...
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"payment_delay_hours": 3}"#);
+        assert_eq!((s, &v["payment_delay_hours"]), (200, &json!(3.0)));
+        assert_eq!(w.behaviour.payment_delay(), 3.0);
+        call(&mut w, "POST", "/_sim/behaviour", r#"{"latency_ms": 1}"#);
+        assert_eq!(w.behaviour.payment_delay(), 3.0, "another key leaves them");
+        // ...until a body gives the minutes alone: they take effect.
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"payment_delay_minutes": 20}"#);
+        assert_eq!((s, &v["payment_delay_hours"]), (200, &Value::Null));
+        assert_eq!(w.behaviour.payment_delay(), 20.0 / 60.0);
+        // Both in one body: the hours win, as in a scenario.
+        call(&mut w, "POST", "/_sim/behaviour", r#"{"payment_delay_minutes": 7, "payment_delay_hours": 1}"#);
+        assert_eq!(w.behaviour.payment_delay(), 1.0);
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"failed_payment_visible_minutes": 5}"#);
+        assert_eq!((s, &v["failed_payment_visible_minutes"]), (200, &json!(5)));
+        for bad in [
+            r#"{"payment_delay_minutes": -1}"#,
+            r#"{"payment_delay_hours": -1}"#,
+            r#"{"failed_payment_visible_minutes": -1}"#,
+            r#"{"failed_payment_visible_minutes": "1h"}"#,
+        ] {
+            assert_eq!(call(&mut w, "POST", "/_sim/behaviour", bad).0, 400, "{bad}");
+        }
     }
 
     #[test]

@@ -107,7 +107,15 @@ pub struct Behaviour {
     /// a throttling storm whose size does not depend on how fast the client machine is.
     pub throttle_rate: f64,
     pub payment: PaymentOutcome,
-    pub payment_delay_hours: f64,
+    /// Minutes from a purchase (block or extension) to its payment going through, when the
+    /// outcome is `succeed`. EC2: payments take minutes (the Terraform provider waits at most
+    /// 40 for `payment-pending` to end), up to 12 hours.
+    pub payment_delay_minutes: f64,
+    /// The older key, in hours: when given it wins over `payment_delay_minutes`.
+    pub payment_delay_hours: Option<f64>,
+    /// How long a payment-failed block stays visible to DescribeCapacityReservations and
+    /// DescribeCapacityBlocks after it failed: the model keeps failed requests 60 minutes.
+    pub failed_payment_visible_minutes: u64,
     pub down_regions: Vec<String>,
     pub drop_purchase_response: bool,
     /// PurchaseCapacityBlockExtension is recorded (the extension exists and settles as usual),
@@ -138,7 +146,9 @@ impl Default for Behaviour {
             throttle: None,
             throttle_rate: 0.0,
             payment: PaymentOutcome::Succeed,
-            payment_delay_hours: 3.0,
+            payment_delay_minutes: 5.0,
+            payment_delay_hours: None,
+            failed_payment_visible_minutes: 60,
             down_regions: Vec::new(),
             drop_purchase_response: false,
             drop_extension_purchase_response: false,
@@ -151,6 +161,11 @@ impl Default for Behaviour {
 }
 
 impl Behaviour {
+    /// The payment delay in hours: `payment_delay_hours` when given, else the minutes.
+    pub fn payment_delay(&self) -> f64 {
+        self.payment_delay_hours.unwrap_or(self.payment_delay_minutes / 60.0)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         for (name, r) in [
             ("error_5xx_rate", self.error_5xx_rate),
@@ -161,8 +176,13 @@ impl Behaviour {
                 return Err(format!("{name} must be within 0..=1, got {r}"));
             }
         }
-        if !(self.payment_delay_hours >= 0.0 && self.payment_delay_hours.is_finite()) {
-            return Err("payment_delay_hours must be >= 0".into());
+        if !(self.payment_delay_minutes >= 0.0 && self.payment_delay_minutes.is_finite()) {
+            return Err(format!("payment_delay_minutes must be >= 0, got {}", self.payment_delay_minutes));
+        }
+        if let Some(h) = self.payment_delay_hours
+            && !(h >= 0.0 && h.is_finite())
+        {
+            return Err(format!("payment_delay_hours must be >= 0, got {h}"));
         }
         if let Some(t) = &self.throttle
             && (t.rate_per_sec.is_nan() || t.rate_per_sec <= 0.0 || t.burst == 0)
@@ -659,6 +679,39 @@ mod tests {
         for bad in ["max_offerings_per_answer = -1", "max_offerings_per_answer = 2.5", "same_day_offerings = \"yes\""] {
             let e = Scenario::parse(&format!("[behaviour]\n{bad}")).unwrap_err();
             assert!(e.starts_with("scenario: "), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn payment_delay_in_minutes_by_default_and_hours_when_given() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        let d = b("").unwrap();
+        assert_eq!((d.payment_delay_minutes, d.payment_delay_hours), (5.0, None));
+        assert_eq!(d.payment_delay(), 5.0 / 60.0, "5 minutes");
+        assert_eq!(b("payment_delay_minutes = 40").unwrap().payment_delay(), 40.0 / 60.0);
+        assert_eq!(b("payment_delay_hours = 3").unwrap().payment_delay(), 3.0);
+        // An explicit payment_delay_hours wins over the minutes.
+        assert_eq!(b("payment_delay_hours = 3\npayment_delay_minutes = 10").unwrap().payment_delay(), 3.0);
+        assert_eq!(b("payment_delay_hours = 0.0").unwrap().payment_delay(), 0.0);
+        for bad in [
+            "payment_delay_minutes = -1",
+            "payment_delay_minutes = nan",
+            "payment_delay_minutes = \"5\"",
+            "payment_delay_hours = -0.5",
+            "payment_delay_hours = inf",
+        ] {
+            assert!(b(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn failed_payments_stay_visible_an_hour_by_default() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        assert_eq!(b("").unwrap().failed_payment_visible_minutes, 60);
+        assert_eq!(b("failed_payment_visible_minutes = 0").unwrap().failed_payment_visible_minutes, 0);
+        assert_eq!(b("failed_payment_visible_minutes = 86400").unwrap().failed_payment_visible_minutes, 86400);
+        for bad in ["failed_payment_visible_minutes = -1", "failed_payment_visible_minutes = 1.5"] {
+            assert!(b(bad).is_err(), "{bad}");
         }
     }
 

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use crate::clock::SimClock;
 use crate::faults::{Fault, FaultCounts, TokenBucket};
-use crate::reservations::{Extension, Reservation};
+use crate::reservations::{Extension, Reservation, Visibility};
 use crate::rng::SplitMix64;
 use crate::scenario::{Behaviour, Scenario};
 
@@ -148,6 +148,15 @@ impl World {
 
     pub fn reservation(&self, id: &str) -> Option<&Reservation> {
         self.reservations.iter().find(|r| r.id == id)
+    }
+
+    /// Whether EC2 still shows `r` at `now` (expired and payment-failed blocks vanish).
+    pub fn shows(&self, r: &Reservation, now: DateTime<Utc>) -> bool {
+        let v = Visibility {
+            expired_days: self.scenario.expired_visible_days,
+            failed_minutes: self.behaviour.failed_payment_visible_minutes,
+        };
+        r.visible(now, &self.extensions, v)
     }
 }
 

@@ -66,11 +66,7 @@ pub fn write_block(x: &mut Xml, r: &Reservation, w: &World, now: DateTime<Utc>) 
 
 /// The reservations of the region whose blocks are still visible, in creation order.
 fn blocks<'w>(w: &'w World, region: &str, now: DateTime<Utc>) -> Vec<&'w Reservation> {
-    let mut v: Vec<&Reservation> = w
-        .reservations
-        .iter()
-        .filter(|r| r.region == region && r.visible(now, &w.extensions, w.scenario.expired_visible_days))
-        .collect();
+    let mut v: Vec<&Reservation> = w.reservations.iter().filter(|r| r.region == region && w.shows(r, now)).collect();
     v.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
     v
 }
@@ -225,7 +221,7 @@ pub fn describe_extension_history(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> R
         .filter(|e| ids.is_empty() || ids.contains(&e.reservation_id))
         .filter_map(|e| {
             let r = w.reservation(&e.reservation_id)?;
-            (r.region == ctx.region && r.visible(now, &w.extensions, w.scenario.expired_visible_days)).then_some((e, r))
+            (r.region == ctx.region && w.shows(r, now)).then_some((e, r))
         })
         .filter(|(e, r)| {
             matches_all(&filters, &[], |name| {

@@ -124,7 +124,7 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
             offering_id: Some(offering.id.clone()),
             payment: Payment {
                 outcome: offering.payment.unwrap_or(w.behaviour.payment),
-                delay_hours: w.behaviour.payment_delay_hours,
+                delay_hours: w.behaviour.payment_delay(),
                 explicit: false,
             },
             injected: false,

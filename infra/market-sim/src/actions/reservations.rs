@@ -62,11 +62,9 @@ pub fn visible<'w>(w: &'w World, region: &str, id: &str, now: DateTime<Utc>) -> 
     if !id.starts_with("cr-") {
         return Err(ApiError::client(RESERVATION_MALFORMED, format!("Invalid id: \"{id}\"")));
     }
-    w.reservation(id)
-        .filter(|r| r.region == region && r.visible(now, &w.extensions, w.scenario.expired_visible_days))
-        .ok_or_else(|| {
-            ApiError::client(RESERVATION_NOT_FOUND, format!("The capacity reservation ID '{id}' does not exist"))
-        })
+    w.reservation(id).filter(|r| r.region == region && w.shows(r, now)).ok_or_else(|| {
+        ApiError::client(RESERVATION_NOT_FOUND, format!("The capacity reservation ID '{id}' does not exist"))
+    })
 }
 
 pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
@@ -82,7 +80,7 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     let mut items: Vec<&Reservation> = w
         .reservations
         .iter()
-        .filter(|r| r.region == ctx.region && r.visible(now, &w.extensions, w.scenario.expired_visible_days))
+        .filter(|r| r.region == ctx.region && w.shows(r, now))
         .filter(|r| ids.is_empty() || ids.contains(&r.id))
         .filter(|r| {
             let state = r.state(now, &w.extensions);
@@ -110,4 +108,100 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     }
     x.set("capacityReservationSet", &page, |x, r| write_reservation(x, r, w, now));
     Ok(x.into_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actions::dispatch;
+    use crate::scenario::Scenario;
+
+    const REGION: &str = "us-east-1";
+
+    /// One p5.48xlarge line (1 instance, a day from 12-02 11:30), the clock at 12-01 00:00.
+    fn world(behaviour: &str) -> World {
+        World::new(
+            Scenario::parse(&format!(
+                r#"
+                [clock]
+                start = "2026-12-01T00:00:00Z"
+                [behaviour]
+                describe_limit = false
+                same_day_offerings = false
+                {behaviour}
+                [[market]]
+                region = "us-east-1"
+                instance_type = "p5.48xlarge"
+                price = [ {{ from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" }} ]
+                "#
+            ))
+            .unwrap(),
+        )
+    }
+
+    fn call(w: &mut World, action: &str, pairs: &[(&str, &str)]) -> Result<String, ApiError> {
+        dispatch(w, REGION, action, &Params::from_pairs(pairs)).map(|o| o.body)
+    }
+
+    fn values(body: &str, tag: &str) -> Vec<String> {
+        let open = format!("<{tag}>");
+        body.split(&open).skip(1).filter_map(|rest| rest.split_once("</").map(|(v, _)| v.to_string())).collect()
+    }
+
+    /// Buys the first offering; the reservation id.
+    fn buy(w: &mut World) -> String {
+        let offers = call(w, "DescribeCapacityBlockOfferings", &[("CapacityDurationHours", "24")]).unwrap();
+        let id = values(&offers, "capacityBlockOfferingId").remove(0);
+        let body =
+            call(w, "PurchaseCapacityBlock", &[("CapacityBlockOfferingId", &id), ("InstancePlatform", "Linux/UNIX")])
+                .unwrap();
+        values(&body, "capacityReservationId").remove(0)
+    }
+
+    fn state(w: &mut World, id: &str) -> Result<String, ApiError> {
+        let body = call(w, "DescribeCapacityReservations", &[("CapacityReservationId.1", id)])?;
+        Ok(values(&body, "state").remove(0))
+    }
+
+    #[test]
+    fn payments_go_through_five_minutes_after_the_purchase_by_default() {
+        let mut w = world("");
+        let id = buy(&mut w);
+        w.clock.advance(4 * 60 + 59);
+        assert_eq!(state(&mut w, &id).unwrap(), "payment-pending");
+        w.clock.advance(1);
+        assert_eq!(state(&mut w, &id).unwrap(), "scheduled");
+        // The old key, when given, wins.
+        let mut w = world("payment_delay_hours = 3\npayment_delay_minutes = 1");
+        let id = buy(&mut w);
+        w.clock.advance(3 * 3600 - 1);
+        assert_eq!(state(&mut w, &id).unwrap(), "payment-pending");
+        w.clock.advance(1);
+        assert_eq!(state(&mut w, &id).unwrap(), "scheduled");
+    }
+
+    #[test]
+    fn a_failed_payment_vanishes_failed_payment_visible_minutes_after_it_failed() {
+        // Fails at the deadline, purchase + 12 h (the start is 35.5 h away).
+        let mut w = world("payment = \"fail\"");
+        let id = buy(&mut w);
+        let block = w.reservation(&id).unwrap().capacity_block_id.clone();
+        w.clock.advance(12 * 3600);
+        assert_eq!(state(&mut w, &id).unwrap(), "payment-failed");
+        w.clock.advance(59 * 60);
+        assert_eq!(state(&mut w, &id).unwrap(), "payment-failed");
+        let blocks = call(&mut w, "DescribeCapacityBlocks", &[]).unwrap();
+        assert_eq!(values(&blocks, "capacityBlockId"), vec![block.clone()]);
+        // 60 minutes after failing: gone from both calls, by id and in listings.
+        w.clock.advance(60);
+        assert_eq!(state(&mut w, &id).unwrap_err().code, RESERVATION_NOT_FOUND);
+        let all = call(&mut w, "DescribeCapacityReservations", &[]).unwrap();
+        assert!(values(&all, "capacityReservationId").is_empty(), "{all}");
+        assert!(values(&call(&mut w, "DescribeCapacityBlocks", &[]).unwrap(), "capacityBlockId").is_empty());
+        let e = call(&mut w, "DescribeCapacityBlocks", &[("CapacityBlockId.1", &block)]).unwrap_err();
+        assert_eq!(e.code, "InvalidCapacityBlockId.NotFound");
+        // A longer setting keeps it; expired blocks keep expired_visible_days.
+        w.behaviour.failed_payment_visible_minutes = 24 * 60;
+        assert_eq!(state(&mut w, &id).unwrap(), "payment-failed");
+    }
 }
