@@ -263,6 +263,10 @@ fn inject(w: &mut World, text: &str) -> Result<Value, String> {
     if req.instance_count == 0 {
         return Err("instance_count must be >= 1".into());
     }
+    // EC2 sets its aws: tags itself (see counts_before_start); nobody else can.
+    if let Some(k) = req.tags.keys().find(|k| k.to_ascii_lowercase().starts_with("aws:")) {
+        return Err(format!("tag {k:?}: keys starting with aws: are EC2's own"));
+    }
     if let Some(u) = &req.ultraserver_type {
         let info = crate::instance_types::ultraserver(u).ok_or_else(|| format!("unknown ultraserver_type {u:?}"))?;
         if info.instance_type != req.instance_type || info.instances != req.instance_count {
@@ -516,6 +520,14 @@ mod tests {
         );
         assert_eq!(s, 200, "{v}");
         assert_eq!(v["state"], "payment-failed");
+        // EC2's own tags cannot be injected.
+        let (s, v) = call(
+            &mut w,
+            "POST",
+            "/_sim/reservations",
+            r#"{"instance_type":"p5.48xlarge","instance_count":1,"start":"2026-12-02T11:30:00Z","end":"2026-12-03T11:30:00Z","tags":{"AWS:x":"1"}}"#,
+        );
+        assert_eq!(s, 400, "{v}");
         assert_eq!(call(&mut w, "POST", "/_sim/scenario", "bogus = ").0, 400);
         assert_eq!(call(&mut w, "POST", "/_sim/scenario", "").0, 200);
         assert!(w.reservations.is_empty());

@@ -72,6 +72,19 @@ impl ZoneType {
     }
 }
 
+/// What DescribeCapacityReservations shows of a Capacity Block before it starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CountsBeforeStart {
+    /// `totalInstanceCount` and `availableInstanceCount` 0 until the start, the count in the
+    /// tag `aws:ec2capacityreservation:incrementalRequestedQuantity` (EC2 User Guide, "View
+    /// Capacity Blocks").
+    #[default]
+    Zero,
+    /// The full count from the purchase on, no `aws:` tags (the simulator's earlier reading).
+    Full,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Throttle {
@@ -134,6 +147,8 @@ pub struct Behaviour {
     /// Other callers in the account (a person in the console) spend this many tokens a minute
     /// from the same describe-limit bucket, steadily.
     pub describe_limit_other_callers_per_min: f64,
+    /// Instance counts of a block before its start: "zero" (EC2's) or "full".
+    pub counts_before_start: CountsBeforeStart,
 }
 
 impl Default for Behaviour {
@@ -156,6 +171,7 @@ impl Default for Behaviour {
             same_day_offerings: true,
             describe_limit: Some(DescribeLimit::default()),
             describe_limit_other_callers_per_min: 0.0,
+            counts_before_start: CountsBeforeStart::Zero,
         }
     }
 }
@@ -702,6 +718,19 @@ mod tests {
         ] {
             assert!(b(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn counts_before_start_readings() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        assert_eq!(b("").unwrap().counts_before_start, CountsBeforeStart::Zero);
+        assert_eq!(b("counts_before_start = \"zero\"").unwrap().counts_before_start, CountsBeforeStart::Zero);
+        assert_eq!(b("counts_before_start = \"full\"").unwrap().counts_before_start, CountsBeforeStart::Full);
+        for bad in ["counts_before_start = \"Zero\"", "counts_before_start = \"none\"", "counts_before_start = 0"] {
+            assert!(b(bad).is_err(), "{bad}");
+        }
+        let json = serde_json::to_value(b("counts_before_start = \"full\"").unwrap()).unwrap();
+        assert_eq!(json["counts_before_start"], "full");
     }
 
     #[test]

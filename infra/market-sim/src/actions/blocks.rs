@@ -344,6 +344,16 @@ mod tests {
         assert_ne!(blocks[1], blocks[2]);
         assert_eq!(w.reservations.len(), 2);
         assert!(w.reservations.iter().all(|r| r.instance_count == 4));
+        // Before the start each part shows 0 instances and its own count in EC2's tag.
+        let listed = call(&mut w, "DescribeCapacityReservations", &[]).unwrap();
+        assert_eq!(values(&listed, "totalInstanceCount"), vec!["0", "0"]);
+        let quantities: Vec<String> = values(&listed, "key")
+            .into_iter()
+            .zip(values(&listed, "value"))
+            .filter(|(k, _)| k == crate::actions::reservations::REQUESTED_QUANTITY_TAG)
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(quantities, vec!["4", "4"]);
         let fees: rust_decimal::Decimal = w.reservations.iter().map(|r| r.upfront_fee).sum();
         assert_eq!(fees.to_string(), "6144.00");
 
