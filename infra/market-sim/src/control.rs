@@ -132,6 +132,7 @@ fn state(w: &World) -> Value {
         "calls": w.calls,
         "calls_by_region": w.calls_by_region,
         "faults_injected": w.faults,
+        "offering_ids_minted": w.minted_count(),
         "behaviour": w.behaviour,
     })
 }

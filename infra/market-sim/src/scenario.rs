@@ -85,6 +85,17 @@ pub enum CountsBeforeStart {
     Full,
 }
 
+/// Whether DescribeCapacityBlockOfferings repeats an offering's id from answer to answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OfferingIds {
+    /// One id per offering (region, type, count, duration, zone, start, price step).
+    #[default]
+    Stable,
+    /// Every answer mints fresh ids, each purchasable for `offering_id_ttl_secs`.
+    PerAnswer,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Throttle {
@@ -149,6 +160,11 @@ pub struct Behaviour {
     pub describe_limit_other_callers_per_min: f64,
     /// Instance counts of a block before its start: "zero" (EC2's) or "full".
     pub counts_before_start: CountsBeforeStart,
+    /// Offering ids: "stable" or "per_answer" (fresh ids in every answer).
+    pub offering_ids: OfferingIds,
+    /// With "per_answer", an id is purchasable while younger than this (sim time), then
+    /// answers InvalidCapacityBlockOfferingIdExpired.
+    pub offering_id_ttl_secs: u64,
 }
 
 impl Default for Behaviour {
@@ -172,9 +188,14 @@ impl Default for Behaviour {
             describe_limit: Some(DescribeLimit::default()),
             describe_limit_other_callers_per_min: 0.0,
             counts_before_start: CountsBeforeStart::Zero,
+            offering_ids: OfferingIds::Stable,
+            offering_id_ttl_secs: 300,
         }
     }
 }
+
+/// Offering ids live at most as long as offerings are sold ahead: 8 weeks.
+pub const MAX_OFFERING_ID_TTL_SECS: u64 = 56 * 24 * 3600;
 
 impl Behaviour {
     /// The payment delay in hours: `payment_delay_hours` when given, else the minutes.
@@ -211,6 +232,12 @@ impl Behaviour {
             return Err(format!(
                 "describe_limit needs burst >= 1 and refill_secs > 0, got burst {} and refill_secs {}",
                 l.burst, l.refill_secs
+            ));
+        }
+        if self.offering_id_ttl_secs == 0 || self.offering_id_ttl_secs > MAX_OFFERING_ID_TTL_SECS {
+            return Err(format!(
+                "offering_id_ttl_secs must be within 1..={MAX_OFFERING_ID_TTL_SECS}, got {}",
+                self.offering_id_ttl_secs
             ));
         }
         let others = self.describe_limit_other_callers_per_min;
@@ -731,6 +758,25 @@ mod tests {
         }
         let json = serde_json::to_value(b("counts_before_start = \"full\"").unwrap()).unwrap();
         assert_eq!(json["counts_before_start"], "full");
+    }
+
+    #[test]
+    fn offering_id_readings() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        let d = b("").unwrap();
+        assert_eq!((d.offering_ids, d.offering_id_ttl_secs), (OfferingIds::Stable, 300));
+        let p = b("offering_ids = \"per_answer\"\noffering_id_ttl_secs = 60").unwrap();
+        assert_eq!((p.offering_ids, p.offering_id_ttl_secs), (OfferingIds::PerAnswer, 60));
+        assert_eq!(serde_json::to_value(&p).unwrap()["offering_ids"], "per_answer");
+        for bad in [
+            "offering_ids = \"per-answer\"",
+            "offering_ids = true",
+            "offering_id_ttl_secs = 0",
+            "offering_id_ttl_secs = -5",
+            "offering_id_ttl_secs = 4838401",
+        ] {
+            assert!(b(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@ use super::{Ctx, dry_run, positive_u32, require_supported};
 use crate::instance_types;
 use crate::market::{self, Offering, OfferingQuery};
 use crate::pagination::{fingerprint, page_size, paginate};
+use crate::scenario::OfferingIds;
 use crate::wire::error::ApiError;
 use crate::wire::query::Params;
 use crate::wire::xml::Xml;
@@ -86,7 +87,12 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         ultraserver_count,
     };
     let all = market::recommend(market::offerings(&w.scenario, &q, ctx.now), w.behaviour.max_offerings_per_answer);
-    let (page, next) = paginate(&all, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
+    let (mut page, next) = paginate(&all, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
+    if w.behaviour.offering_ids == OfferingIds::PerAnswer {
+        for o in &mut page {
+            o.id = w.mint_offering_id(ctx.region, &o.id, ctx.now);
+        }
+    }
 
     let mut x = Xml::new();
     x.set("capacityBlockOfferingSet", &page, write_offering);
@@ -333,6 +339,108 @@ mod tests {
         let body = call(&mut w, &[("CapacityDurationHours", "24")]).unwrap();
         assert!(!values(&body, "startDate").iter().any(|s| s.starts_with("2026-12-01")));
         let err = dispatch(&mut w, "us-east-1", "PurchaseCapacityBlock", &p).unwrap_err();
-        assert_eq!(err.code, "InvalidCapacityBlockOfferingId.NotFound");
+        assert_eq!(err.code, "InvalidCapacityBlockOfferingIdNotFound");
+    }
+
+    fn purchase(w: &mut World, region: &str, id: &str) -> Result<String, ApiError> {
+        let p = Params::from_pairs(&[("CapacityBlockOfferingId", id), ("InstancePlatform", "Linux/UNIX")]);
+        dispatch(w, region, "PurchaseCapacityBlock", &p).map(|o| o.body)
+    }
+
+    #[test]
+    fn offering_ids_are_stable_by_default_and_the_documented_codes_refuse_the_rest() {
+        let mut w = world("same_day_offerings = false");
+        let ask = [("CapacityDurationHours", "24"), ("InstanceCount", "1")];
+        let first = values(&call(&mut w, &ask).unwrap(), "capacityBlockOfferingId");
+        assert_eq!(values(&call(&mut w, &ask).unwrap(), "capacityBlockOfferingId"), first, "the same ids again");
+        // Hours later, the same ids are still purchasable (no expiry under "stable").
+        w.clock.advance(6 * 3600);
+        assert!(purchase(&mut w, "us-east-1", &first[0]).is_ok());
+        for (id, code) in [
+            ("cb-0123456789abcdef0", "InvalidCapacityBlockOfferingIdNotFound"),
+            ("cb-01234567", "InvalidCapacityBlockOfferingIdNotFound"),
+            ("cb-xyz", "InvalidCapacityBlockOfferingIdMalformed"),
+            ("cb-0123456789abcdef", "InvalidCapacityBlockOfferingIdMalformed"),
+            ("cr-0123456789abcdef0", "InvalidCapacityBlockOfferingIdMalformed"),
+            ("offering", "InvalidCapacityBlockOfferingIdMalformed"),
+        ] {
+            let e = purchase(&mut w, "us-east-1", id).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, code), "{id}");
+            assert!(e.message.contains(id), "{}", e.message);
+        }
+        // Another region's id is not found here.
+        assert_eq!(
+            purchase(&mut w, "us-west-2", &first[1]).unwrap_err().code,
+            "InvalidCapacityBlockOfferingIdNotFound"
+        );
+        assert_eq!(w.minted_count(), 0, "nothing minted under stable");
+    }
+
+    #[test]
+    fn per_answer_ids_are_fresh_in_every_answer_and_expire_after_their_ttl() {
+        let mut w = world("same_day_offerings = false\noffering_ids = \"per_answer\"\noffering_id_ttl_secs = 300");
+        let ask = [("CapacityDurationHours", "24"), ("InstanceCount", "1")];
+        let a = call(&mut w, &ask).unwrap();
+        let b = call(&mut w, &ask).unwrap();
+        let (ids_a, ids_b) = (values(&a, "capacityBlockOfferingId"), values(&b, "capacityBlockOfferingId"));
+        // The same offerings, in the same order, under new ids.
+        assert_eq!(ids_a.len(), 6);
+        for tag in ["startDate", "availabilityZone", "upfrontFee", "instanceCount"] {
+            assert_eq!(values(&a, tag), values(&b, tag), "{tag}");
+        }
+        assert!(ids_a.iter().all(|id| !ids_b.contains(id) && id.len() == 20 && id.starts_with("cb-")));
+        assert_eq!(w.minted_count(), 12);
+        // Pages mint for what they hold.
+        let page = call(&mut w, &[ask[0], ask[1], ("MaxResults", "4")]).unwrap();
+        assert_eq!(values(&page, "capacityBlockOfferingId").len(), 4);
+        assert_eq!(w.minted_count(), 16);
+        // A DryRun answer mints nothing.
+        assert_eq!(call(&mut w, &[ask[0], ("DryRun", "true")]).unwrap_err().code, "DryRunOperation");
+        assert_eq!(w.minted_count(), 16);
+
+        // An id of an earlier answer is purchasable while younger than the TTL (sim time)...
+        w.clock.advance(299);
+        let body = purchase(&mut w, "us-east-1", &ids_a[0]).unwrap();
+        assert!(body.contains("<totalInstanceCount>0</totalInstanceCount>"), "{body}");
+        let r = w.reservations.last().unwrap();
+        assert_eq!(r.offering_id.as_deref(), Some(ids_a[0].as_str()), "recorded as the id named");
+        assert_eq!(r.start.to_rfc3339(), "2026-12-02T11:30:00+00:00");
+        // ...and expired from then on (a DryRun too), while a fresh answer's ids work.
+        w.clock.advance(1);
+        for dry in ["false", "true"] {
+            let p = Params::from_pairs(&[
+                ("CapacityBlockOfferingId", &ids_a[1]),
+                ("InstancePlatform", "Linux/UNIX"),
+                ("DryRun", dry),
+            ]);
+            let e = dispatch(&mut w, "us-east-1", "PurchaseCapacityBlock", &p).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, "InvalidCapacityBlockOfferingIdExpired"), "DryRun={dry}");
+            assert_eq!(e.message, format!("The Capacity Block offering ID '{}' is no longer available.", ids_a[1]));
+        }
+        assert_eq!(w.reservations.len(), 1);
+        let fresh = values(&call(&mut w, &ask).unwrap(), "capacityBlockOfferingId");
+        assert!(purchase(&mut w, "us-east-1", &fresh[1]).is_ok());
+        // Never minted: not found, a stable id included; another region's: not found.
+        let stable = w.minted(&fresh[2]).unwrap().offering_id.clone();
+        for id in [stable.as_str(), "cb-0123456789abcdef0"] {
+            assert_eq!(purchase(&mut w, "us-east-1", id).unwrap_err().code, "InvalidCapacityBlockOfferingIdNotFound");
+        }
+        assert_eq!(
+            purchase(&mut w, "us-west-2", &fresh[2]).unwrap_err().code,
+            "InvalidCapacityBlockOfferingIdNotFound"
+        );
+        assert_eq!(purchase(&mut w, "us-east-1", "cb-?").unwrap_err().code, "InvalidCapacityBlockOfferingIdMalformed");
+        // A young id whose offering is no longer on offer (its start came too close): not found.
+        let late = values(&call(&mut w, &ask).unwrap(), "capacityBlockOfferingId");
+        let m = w.minted(&late[0]).unwrap().clone();
+        let o = crate::market::find_offering(&w.scenario, "us-east-1", &m.offering_id, w.now(), false).unwrap();
+        w.behaviour.offering_id_ttl_secs = 10 * 24 * 3600;
+        w.clock.set(o.start - chrono::Duration::minutes(29));
+        assert_eq!(purchase(&mut w, "us-east-1", &late[0]).unwrap_err().code, "InvalidCapacityBlockOfferingIdNotFound");
+        // Back to "stable": minted ids keep their meaning, stable ids work again.
+        w.clock.set(m.at);
+        w.behaviour.offering_ids = OfferingIds::Stable;
+        assert!(purchase(&mut w, "us-east-1", &late[1]).is_ok());
+        assert!(purchase(&mut w, "us-east-1", &stable).is_ok());
     }
 }
