@@ -96,6 +96,19 @@ pub enum OfferingIds {
     PerAnswer,
 }
 
+/// How DescribeCapacityBlockOfferings takes an UltraServer search.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UltraserverSearch {
+    /// InstanceType (the UltraServer's) is required beside UltraserverType/UltraserverCount, as
+    /// the API model says: without it MissingParameter.
+    #[default]
+    InstanceTypeRequired,
+    /// UltraserverType/UltraserverCount alone; with InstanceType InvalidParameterCombination
+    /// (the simulator's earlier reading).
+    UltraserverOnly,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Throttle {
@@ -165,6 +178,8 @@ pub struct Behaviour {
     /// With "per_answer", an id is purchasable while younger than this (sim time), then
     /// answers InvalidCapacityBlockOfferingIdExpired.
     pub offering_id_ttl_secs: u64,
+    /// UltraServer searches: "instance_type_required" or "ultraserver_only".
+    pub ultraserver_search: UltraserverSearch,
 }
 
 impl Default for Behaviour {
@@ -190,6 +205,7 @@ impl Default for Behaviour {
             counts_before_start: CountsBeforeStart::Zero,
             offering_ids: OfferingIds::Stable,
             offering_id_ttl_secs: 300,
+            ultraserver_search: UltraserverSearch::InstanceTypeRequired,
         }
     }
 }
@@ -775,6 +791,19 @@ mod tests {
             "offering_id_ttl_secs = -5",
             "offering_id_ttl_secs = 4838401",
         ] {
+            assert!(b(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ultraserver_search_readings() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        assert_eq!(b("").unwrap().ultraserver_search, UltraserverSearch::InstanceTypeRequired);
+        let only = b("ultraserver_search = \"ultraserver_only\"").unwrap();
+        assert_eq!(only.ultraserver_search, UltraserverSearch::UltraserverOnly);
+        assert_eq!(serde_json::to_value(&only).unwrap()["ultraserver_search"], "ultraserver_only");
+        assert!(b("ultraserver_search = \"instance_type_required\"").is_ok());
+        for bad in ["ultraserver_search = \"required\"", "ultraserver_search = false"] {
             assert!(b(bad).is_err(), "{bad}");
         }
     }

@@ -282,61 +282,81 @@ mod tests {
             .unwrap()
     }
 
+    /// u-trn2x64 UltraServers are 4 x trn2u.48xlarge.
+    const TRN2U: (&str, &str) = ("InstanceType", "trn2u.48xlarge");
+
+    fn offerings(w: &mut World, pairs: &[(&str, &str)]) -> Result<String, ApiError> {
+        let mut q = vec![("CapacityDurationHours", "24")];
+        q.extend_from_slice(pairs);
+        call(w, "DescribeCapacityBlockOfferings", &q)
+    }
+
     #[test]
-    fn ultraserver_offerings_are_searched_by_type_and_count() {
+    fn ultraserver_offerings_are_searched_with_their_instance_type_by_default() {
         let mut w = world();
-        let body = call(
-            &mut w,
-            "DescribeCapacityBlockOfferings",
-            &[("CapacityDurationHours", "24"), ("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")],
-        )
-        .unwrap();
+        let body = offerings(&mut w, &[TRN2U, ("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")]).unwrap();
         assert_eq!(values(&body, "ultraserverType"), vec!["u-trn2x64"]);
         assert_eq!(values(&body, "ultraserverCount"), vec!["2"]);
+        assert_eq!(values(&body, "instanceType"), vec!["trn2u.48xlarge"]);
         assert_eq!(values(&body, "instanceCount"), vec!["8"], "2 UltraServers of 4 instances");
         // 2.00 x 16 chips x 8 instances x 24 h
         assert_eq!(values(&body, "upfrontFee"), vec!["6144.00"]);
+        // Without InstanceType: MissingParameter, naming it (UltraserverCount alone too).
+        for without in [
+            vec![("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")],
+            vec![("UltraserverType", "u-trn2x64")],
+            vec![("UltraserverCount", "1")],
+        ] {
+            let e = offerings(&mut w, &without).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, "MissingParameter"), "{without:?}");
+            assert!(e.message.contains("InstanceType"), "{}", e.message);
+        }
         // An instance search never sees them; a search naming no type does.
-        let p5 = call(
-            &mut w,
-            "DescribeCapacityBlockOfferings",
-            &[("CapacityDurationHours", "24"), ("InstanceType", "p5.48xlarge")],
-        )
-        .unwrap();
+        let p5 = offerings(&mut w, &[("InstanceType", "p5.48xlarge")]).unwrap();
         assert!(values(&p5, "ultraserverType").is_empty());
-        let any = call(&mut w, "DescribeCapacityBlockOfferings", &[("CapacityDurationHours", "24")]).unwrap();
+        let any = offerings(&mut w, &[]).unwrap();
         assert_eq!(values(&any, "ultraserverType").len(), 2);
-        // Combinations EC2 refuses.
+        // Combinations refused under both readings, and an instance type not the UltraServer's.
         for bad in [
-            vec![("UltraserverType", "u-trn2x64"), ("InstanceType", "trn2u.48xlarge")],
+            vec![TRN2U, ("UltraserverType", "u-trn2x64"), ("InstanceCount", "4")],
+            vec![TRN2U, ("UltraserverCount", "1")],
+        ] {
+            assert_eq!(offerings(&mut w, &bad).unwrap_err().code, "InvalidParameterCombination", "{bad:?}");
+        }
+        let e = offerings(&mut w, &[("InstanceType", "p5.48xlarge"), ("UltraserverType", "u-trn2x64")]).unwrap_err();
+        assert_eq!(e.code, "InvalidParameterValue");
+        assert!(e.message.contains("not the instance type of UltraServer type u-trn2x64"), "{}", e.message);
+        let e = offerings(&mut w, &[("InstanceType", "p6e-gb200.36xlarge"), ("UltraserverType", "u-p6e-gb200x72")]);
+        assert_eq!(e.unwrap_err().code, "InvalidParameterValue", "not sold here");
+        let e = offerings(&mut w, &[TRN2U]).unwrap_err();
+        assert_eq!(e.code, "InvalidParameterValue", "sold only as UltraServers");
+    }
+
+    #[test]
+    fn ultraserver_only_names_the_ultraserver_alone() {
+        let mut w = world();
+        w.behaviour.ultraserver_search = crate::scenario::UltraserverSearch::UltraserverOnly;
+        let body = offerings(&mut w, &[("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")]).unwrap();
+        assert_eq!(values(&body, "upfrontFee"), vec!["6144.00"]);
+        assert_eq!(values(&body, "instanceType"), vec!["trn2u.48xlarge"]);
+        for bad in [
+            vec![("UltraserverType", "u-trn2x64"), TRN2U],
             vec![("UltraserverType", "u-trn2x64"), ("InstanceCount", "4")],
             vec![("UltraserverCount", "1")],
         ] {
-            let mut q = vec![("CapacityDurationHours", "24")];
-            q.extend(bad);
-            let e = call(&mut w, "DescribeCapacityBlockOfferings", &q).unwrap_err();
-            assert_eq!(e.code, "InvalidParameterCombination", "{q:?}");
+            let e = offerings(&mut w, &bad).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, "InvalidParameterCombination"), "{bad:?}");
         }
-        let e = call(
-            &mut w,
-            "DescribeCapacityBlockOfferings",
-            &[("CapacityDurationHours", "24"), ("UltraserverType", "u-p6e-gb200x72")],
-        )
-        .unwrap_err();
+        let e = offerings(&mut w, &[("UltraserverType", "u-trn2x64"), TRN2U]).unwrap_err();
+        assert_eq!(e.message, "UltraserverType cannot be combined with InstanceType or InstanceCount.");
+        let e = offerings(&mut w, &[("UltraserverType", "u-p6e-gb200x72")]).unwrap_err();
         assert_eq!(e.code, "InvalidParameterValue", "not sold here");
-        let e = call(
-            &mut w,
-            "DescribeCapacityBlockOfferings",
-            &[("CapacityDurationHours", "24"), ("InstanceType", "trn2u.48xlarge")],
-        )
-        .unwrap_err();
-        assert_eq!(e.code, "InvalidParameterValue", "sold only as UltraServers");
     }
 
     #[test]
     fn an_ultraserver_purchase_makes_one_block_per_ultraserver() {
         let mut w = world();
-        let body = buy(&mut w, &[("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")]);
+        let body = buy(&mut w, &[TRN2U, ("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")]);
         let blocks = values(&body, "capacityBlockId");
         // One in the reservation, then two blocks.
         assert_eq!(blocks.len(), 3, "{body}");
@@ -376,7 +396,7 @@ mod tests {
     #[test]
     fn status_reports_health_for_active_blocks_only() {
         let mut w = world();
-        buy(&mut w, &[("UltraserverType", "u-trn2x64"), ("UltraserverCount", "1")]);
+        buy(&mut w, &[TRN2U, ("UltraserverType", "u-trn2x64"), ("UltraserverCount", "1")]);
         let block = w.reservations[0].capacity_block_id.clone();
         // Scheduled: not listed, and asking by id fails.
         assert!(values(&call(&mut w, "DescribeCapacityBlockStatus", &[]).unwrap(), "capacityBlockId").is_empty());

@@ -4,7 +4,7 @@ use super::{Ctx, dry_run, positive_u32, require_supported};
 use crate::instance_types;
 use crate::market::{self, Offering, OfferingQuery};
 use crate::pagination::{fingerprint, page_size, paginate};
-use crate::scenario::OfferingIds;
+use crate::scenario::{OfferingIds, UltraserverSearch};
 use crate::wire::error::ApiError;
 use crate::wire::query::Params;
 use crate::wire::xml::Xml;
@@ -35,14 +35,34 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     let duration_days = market::duration_days_from_hours(hours, "CapacityDurationHours")?;
     let instance_count = positive_u32(p, "InstanceCount", 64)?;
     let ultraserver_count = positive_u32(p, "UltraserverCount", 64)?;
-    // An UltraServer search names the UltraServer, not its instances; a count of UltraServers
-    // without their type means nothing. EC2 documents neither combination: the simulator
-    // refuses both (the harsher reading), as EC2 refuses other mixed parameters.
-    if ultraserver_type.is_some() && (instance_type.is_some() || instance_count.is_some()) {
-        return Err(ApiError::client(
-            "InvalidParameterCombination",
-            "UltraserverType cannot be combined with InstanceType or InstanceCount.",
-        ));
+    // An UltraServer search: the API model says InstanceType (or InstanceTypePreferences) is
+    // required, so with "instance_type_required" one without it is refused and one naming the
+    // UltraServer's instance type is answered; with "ultraserver_only" (the earlier reading) the
+    // UltraServer is named alone and InstanceType beside it is refused. Either way InstanceCount
+    // does not go with UltraserverType (an UltraServer's size is fixed) and a count of
+    // UltraServers without their type means nothing: EC2 documents neither, the simulator
+    // refuses both, as EC2 refuses other mixed parameters.
+    let ultra_search = ultraserver_type.is_some() || ultraserver_count.is_some();
+    match w.behaviour.ultraserver_search {
+        UltraserverSearch::InstanceTypeRequired => {
+            if ultra_search && instance_type.is_none() {
+                return Err(ApiError::missing("InstanceType"));
+            }
+            if ultraserver_type.is_some() && instance_count.is_some() {
+                return Err(ApiError::client(
+                    "InvalidParameterCombination",
+                    "UltraserverType cannot be combined with InstanceCount.",
+                ));
+            }
+        }
+        UltraserverSearch::UltraserverOnly => {
+            if ultraserver_type.is_some() && (instance_type.is_some() || instance_count.is_some()) {
+                return Err(ApiError::client(
+                    "InvalidParameterCombination",
+                    "UltraserverType cannot be combined with InstanceType or InstanceCount.",
+                ));
+            }
+        }
     }
     if ultraserver_count.is_some() && ultraserver_type.is_none() {
         return Err(ApiError::client("InvalidParameterCombination", "UltraserverCount requires UltraserverType."));
@@ -56,21 +76,31 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     }
     let size = page_size(p, 1, 1000)?;
     let all_zones = p.bool("AllAvailabilityZones")?.unwrap_or(false);
-    if let Some(t) = &instance_type
-        && !w.scenario.sells(ctx.region, t)
-    {
-        return Err(ApiError::invalid_value(format!(
-            "The instance type {t} is not supported for Capacity Blocks in {}.",
-            ctx.region
-        )));
-    }
-    if let Some(u) = &ultraserver_type
-        && !w.scenario.sells_ultraserver(ctx.region, u)
-    {
-        return Err(ApiError::invalid_value(format!(
-            "The UltraServer type {u} is not supported for Capacity Blocks in {}.",
-            ctx.region
-        )));
+    match (&ultraserver_type, &instance_type) {
+        (Some(u), _) if !w.scenario.sells_ultraserver(ctx.region, u) => {
+            return Err(ApiError::invalid_value(format!(
+                "The UltraServer type {u} is not supported for Capacity Blocks in {}.",
+                ctx.region
+            )));
+        }
+        // Beside UltraserverType the instance type must be the UltraServer's (the simulator's
+        // reading: EC2 does not document another combination).
+        (Some(u), Some(t)) => {
+            let of = instance_types::ultraserver(u).map(|i| i.instance_type);
+            if of != Some(t.as_str()) {
+                return Err(ApiError::invalid_value(format!(
+                    "The instance type {t} is not the instance type of UltraServer type {u} ({}).",
+                    of.unwrap_or("unknown")
+                )));
+            }
+        }
+        (None, Some(t)) if !w.scenario.sells(ctx.region, t) => {
+            return Err(ApiError::invalid_value(format!(
+                "The instance type {t} is not supported for Capacity Blocks in {}.",
+                ctx.region
+            )));
+        }
+        _ => {}
     }
     dry_run(p)?;
 
