@@ -16,6 +16,10 @@ use crate::world::World;
 
 /// Not in EC2's public error list; the code other emulators use for the same case.
 pub const BLOCK_NOT_FOUND: &str = "InvalidCapacityBlockId.NotFound";
+/// DescribeCapacityBlockStatus for a block not active yet (EC2 API error list).
+pub const PENDING_ACTIVATION: &str = "InvalidCapacityReservationState.PendingActivation";
+/// ...and for one that has no status any more (the simulator's choice, undocumented).
+pub const NO_STATUS: &str = "IncorrectState";
 
 const BLOCK_FILTERS: &[&str] = &[
     "capacity-block-id",
@@ -140,19 +144,21 @@ fn has_status(r: &Reservation, w: &World, now: DateTime<Utc>) -> bool {
 pub fn describe_status(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
     let now = ctx.now;
     let BlockQuery { ids, filters, size, all } = block_query(w, ctx, p, STATUS_FILTERS)?;
-    // Asked by id, a block that has no status yet (scheduled, payment-pending) or any more
-    // (expired) fails the whole call: the harsher reading of "fails for blocks that are still
-    // scheduled". Without ids the answer simply holds the blocks that have one.
+    // Asked by id, a block that has no status yet (payment-pending, scheduled) answers EC2's
+    // documented InvalidCapacityReservationState.PendingActivation ("Your Capacity Block is not
+    // active yet."); one that has none any more (expired, payment-failed, ...) IncorrectState (the
+    // simulator's choice: EC2 documents no code for it). Either fails the whole call (a reading:
+    // EC2 does not say whether the other ids are answered). Without ids the answer simply holds
+    // the blocks that have a status.
     for id in &ids {
         let r = block_by_id(&all, id)?;
         if !has_status(r, w, now) {
-            return Err(ApiError::client(
-                "IncorrectState",
-                format!(
-                    "The Capacity Block '{id}' is in state {} and has no status.",
-                    r.block_state(now, &w.extensions)
-                ),
-            ));
+            let state = r.block_state(now, &w.extensions);
+            return Err(if matches!(state.as_str(), "payment-pending" | "scheduled") {
+                ApiError::client(PENDING_ACTIVATION, format!("Your Capacity Block '{id}' is not active yet."))
+            } else {
+                ApiError::client(NO_STATUS, format!("The Capacity Block '{id}' is in state {state} and has no status."))
+            });
         }
     }
     let items: Vec<&Reservation> = all
@@ -396,12 +402,20 @@ mod tests {
     #[test]
     fn status_reports_health_for_active_blocks_only() {
         let mut w = world();
+        // Paid a minute after the purchase.
+        (w.behaviour.payment_delay_hours, w.behaviour.payment_delay_minutes) = (None, 1.0);
         buy(&mut w, &[TRN2U, ("UltraserverType", "u-trn2x64"), ("UltraserverCount", "1")]);
         let block = w.reservations[0].capacity_block_id.clone();
-        // Scheduled: not listed, and asking by id fails.
+        // Not active yet (payment-pending, then scheduled): not listed, and asking by id fails
+        // with EC2's documented code, naming the block.
         assert!(values(&call(&mut w, "DescribeCapacityBlockStatus", &[]).unwrap(), "capacityBlockId").is_empty());
-        let e = call(&mut w, "DescribeCapacityBlockStatus", &[("CapacityBlockId.1", &block)]).unwrap_err();
-        assert_eq!(e.code, "IncorrectState");
+        for state in ["payment-pending", "scheduled"] {
+            assert_eq!(w.reservations[0].state(w.now(), &w.extensions), state);
+            let e = call(&mut w, "DescribeCapacityBlockStatus", &[("CapacityBlockId.1", &block)]).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, PENDING_ACTIVATION), "{state}");
+            assert_eq!(e.message, format!("Your Capacity Block '{block}' is not active yet."));
+            w.clock.advance(60);
+        }
         // Active: ok, then the line's step (2 h after the start) impairs it and takes one out.
         w.clock.set(w.reservations[0].start);
         let ok = call(&mut w, "DescribeCapacityBlockStatus", &[("CapacityBlockId.1", &block)]).unwrap();
@@ -429,6 +443,10 @@ mod tests {
         )
         .unwrap();
         assert!(values(&filtered, "capacityBlockId").is_empty());
+        // Expired: no status any more, IncorrectState.
+        w.clock.set(w.reservations[0].original_end);
+        let e = call(&mut w, "DescribeCapacityBlockStatus", &[("CapacityBlockId.1", &block)]).unwrap_err();
+        assert_eq!(e.code, NO_STATUS);
     }
 
     #[test]

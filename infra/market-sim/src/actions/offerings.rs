@@ -79,7 +79,7 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     match (&ultraserver_type, &instance_type) {
         (Some(u), _) if !w.scenario.sells_ultraserver(ctx.region, u) => {
             return Err(ApiError::invalid_value(format!(
-                "The UltraServer type {u} is not supported for Capacity Blocks in {}.",
+                "The UltraServer type '{u}' is not supported for Capacity Blocks in '{}'. Specify a compatible UltraServer type and try again.",
                 ctx.region
             )));
         }
@@ -95,10 +95,7 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
             }
         }
         (None, Some(t)) if !w.scenario.sells(ctx.region, t) => {
-            return Err(ApiError::invalid_value(format!(
-                "The instance type {t} is not supported for Capacity Blocks in {}.",
-                ctx.region
-            )));
+            return Err(ApiError::invalid_value(not_sold_message(t, ctx.region)));
         }
         _ => {}
     }
@@ -130,6 +127,14 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         x.leaf("nextToken", t);
     }
     Ok(x.into_string())
+}
+
+/// EC2's answer for a type a region does not sell as Capacity Blocks, as a public client's test
+/// records it from a live account; public clients match its "not supported for Capacity Blocks".
+pub fn not_sold_message(instance_type: &str, region: &str) -> String {
+    format!(
+        "The instance type '{instance_type}' is not supported for Capacity Blocks in '{region}'. Specify a compatible instance type and try again."
+    )
 }
 
 fn write_offering(x: &mut Xml, o: &Offering) {
@@ -265,7 +270,13 @@ mod tests {
         for t in ["p4d.24xlarge", "m9.fake"] {
             let e = call(&mut w, &[("CapacityDurationHours", "24"), ("InstanceType", t)]).unwrap_err();
             assert_eq!((e.status, e.code.as_str()), (400, "InvalidParameterValue"));
-            assert_eq!(e.message, format!("The instance type {t} is not supported for Capacity Blocks in us-east-1."));
+            assert_eq!(
+                e.message,
+                format!(
+                    "The instance type '{t}' is not supported for Capacity Blocks in 'us-east-1'. Specify a compatible instance type and try again."
+                )
+            );
+            assert!(e.message.contains("not supported"), "what public clients match");
             // Parameter validation comes before DryRun.
             let dry = call(&mut w, &[("CapacityDurationHours", "24"), ("InstanceType", t), ("DryRun", "true")]);
             assert_eq!(dry.unwrap_err().code, "InvalidParameterValue");
