@@ -112,6 +112,42 @@ impl ScenarioToml {
         self
     }
 
+    /// `[behaviour] counts_before_start`: "zero" (the simulator's default, EC2's: a block shows 0
+    /// instances until its start, its count in the `aws:ec2capacityreservation:*` tags) or "full".
+    pub fn counts_before_start(self, reading: &str) -> Self {
+        self.behaviour(&format!("counts_before_start = \"{reading}\""))
+    }
+
+    /// `[behaviour] offering_ids`: "stable" (the default) or "per_answer" (every answer mints fresh
+    /// ids, purchasable for `offering_id_ttl_secs`).
+    pub fn offering_ids(self, reading: &str) -> Self {
+        self.behaviour(&format!("offering_ids = \"{reading}\""))
+    }
+
+    /// `[behaviour] offering_id_ttl_secs` (default 300): how long a "per_answer" id is purchasable.
+    pub fn offering_id_ttl_secs(self, secs: u64) -> Self {
+        self.behaviour(&format!("offering_id_ttl_secs = {secs}"))
+    }
+
+    /// `[behaviour] ultraserver_search`: "instance_type_required" (the default) or
+    /// "ultraserver_only".
+    pub fn ultraserver_search(self, reading: &str) -> Self {
+        self.behaviour(&format!("ultraserver_search = \"{reading}\""))
+    }
+
+    /// `[behaviour] failed_payment_visible_minutes` (default 60): how long a payment-failed block
+    /// stays visible after it failed.
+    pub fn failed_payment_visible_minutes(self, minutes: u32) -> Self {
+        self.behaviour(&format!("failed_payment_visible_minutes = {minutes}"))
+    }
+
+    /// `[behaviour] payment_delay_minutes` (default 5). It replaces a `payment_delay_hours` set
+    /// before (through [`ScenarioToml::payment`]), which would otherwise win.
+    pub fn payment_delay_minutes(mut self, minutes: u32) -> Self {
+        self.behaviour.retain(|b| !b.starts_with("payment_delay_hours"));
+        self.behaviour(&format!("payment_delay_minutes = {minutes}"))
+    }
+
     /// Raw TOML appended after the market lines (e.g. `[[regions]]` tables).
     pub fn raw(mut self, toml: &str) -> Self {
         self.lines.push_str(toml);

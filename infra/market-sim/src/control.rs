@@ -132,6 +132,7 @@ fn state(w: &World) -> Value {
         "calls": w.calls,
         "calls_by_region": w.calls_by_region,
         "faults_injected": w.faults,
+        "offering_ids_minted": w.minted_count(),
         "behaviour": w.behaviour,
     })
 }
@@ -154,7 +155,8 @@ fn clock(w: &mut World, text: &str) -> Result<Value, String> {
 }
 
 /// Partial update: the body's keys are merged over the current behaviour (JSON merge, `null`
-/// clears `throttle`).
+/// clears `throttle`). A body giving `payment_delay_minutes` without `payment_delay_hours`
+/// clears the hours, so that the minutes it gives take effect.
 fn behaviour(w: &mut World, text: &str) -> Result<Value, String> {
     let patch: Value = parse_json(text)?;
     let Value::Object(patch) = patch else {
@@ -162,6 +164,9 @@ fn behaviour(w: &mut World, text: &str) -> Result<Value, String> {
     };
     let mut current = serde_json::to_value(&w.behaviour).map_err(|e| e.to_string())?;
     if let Value::Object(map) = &mut current {
+        if patch.contains_key("payment_delay_minutes") && !patch.contains_key("payment_delay_hours") {
+            map.insert("payment_delay_hours".into(), Value::Null);
+        }
         for (k, v) in patch {
             if !map.contains_key(&k) {
                 return Err(format!("unknown behaviour field {k:?}"));
@@ -187,10 +192,10 @@ struct PaymentReq {
 }
 
 /// Overrides how one purchase settles. `after_hours` counts from the purchase time (default: the
-/// behaviour's payment_delay_hours); the 12 h / start - 5 min deadline still applies.
+/// behaviour's payment delay); the 12 h / start - 5 min deadline still applies.
 fn payment(w: &mut World, text: &str) -> Result<Value, String> {
     let req: PaymentReq = parse_json(text)?;
-    let delay = req.after_hours.unwrap_or(w.behaviour.payment_delay_hours);
+    let delay = req.after_hours.unwrap_or(w.behaviour.payment_delay());
     if !(delay >= 0.0 && delay.is_finite()) {
         return Err("after_hours must be >= 0".into());
     }
@@ -258,6 +263,10 @@ fn inject(w: &mut World, text: &str) -> Result<Value, String> {
     }
     if req.instance_count == 0 {
         return Err("instance_count must be >= 1".into());
+    }
+    // EC2 sets its aws: tags itself (see counts_before_start); nobody else can.
+    if let Some(k) = req.tags.keys().find(|k| k.to_ascii_lowercase().starts_with("aws:")) {
+        return Err(format!("tag {k:?}: keys starting with aws: are EC2's own"));
     }
     if let Some(u) = &req.ultraserver_type {
         let info = crate::instance_types::ultraserver(u).ok_or_else(|| format!("unknown ultraserver_type {u:?}"))?;
@@ -424,6 +433,36 @@ mod tests {
     }
 
     #[test]
+    fn the_payment_delay_through_the_behaviour_endpoint() {
+        let mut w = world();
+        let (_, v) = call(&mut w, "GET", "/_sim/behaviour", "");
+        assert_eq!((&v["payment_delay_minutes"], &v["payment_delay_hours"]), (&json!(5.0), &Value::Null));
+        // The hours win while set...
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"payment_delay_hours": 3}"#);
+        assert_eq!((s, &v["payment_delay_hours"]), (200, &json!(3.0)));
+        assert_eq!(w.behaviour.payment_delay(), 3.0);
+        call(&mut w, "POST", "/_sim/behaviour", r#"{"latency_ms": 1}"#);
+        assert_eq!(w.behaviour.payment_delay(), 3.0, "another key leaves them");
+        // ...until a body gives the minutes alone: they take effect.
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"payment_delay_minutes": 20}"#);
+        assert_eq!((s, &v["payment_delay_hours"]), (200, &Value::Null));
+        assert_eq!(w.behaviour.payment_delay(), 20.0 / 60.0);
+        // Both in one body: the hours win, as in a scenario.
+        call(&mut w, "POST", "/_sim/behaviour", r#"{"payment_delay_minutes": 7, "payment_delay_hours": 1}"#);
+        assert_eq!(w.behaviour.payment_delay(), 1.0);
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"failed_payment_visible_minutes": 5}"#);
+        assert_eq!((s, &v["failed_payment_visible_minutes"]), (200, &json!(5)));
+        for bad in [
+            r#"{"payment_delay_minutes": -1}"#,
+            r#"{"payment_delay_hours": -1}"#,
+            r#"{"failed_payment_visible_minutes": -1}"#,
+            r#"{"failed_payment_visible_minutes": "1h"}"#,
+        ] {
+            assert_eq!(call(&mut w, "POST", "/_sim/behaviour", bad).0, 400, "{bad}");
+        }
+    }
+
+    #[test]
     fn describe_limit_through_the_behaviour_endpoint() {
         let mut w = world();
         let (_, v) = call(&mut w, "GET", "/_sim/behaviour", "");
@@ -482,6 +521,14 @@ mod tests {
         );
         assert_eq!(s, 200, "{v}");
         assert_eq!(v["state"], "payment-failed");
+        // EC2's own tags cannot be injected.
+        let (s, v) = call(
+            &mut w,
+            "POST",
+            "/_sim/reservations",
+            r#"{"instance_type":"p5.48xlarge","instance_count":1,"start":"2026-12-02T11:30:00Z","end":"2026-12-03T11:30:00Z","tags":{"AWS:x":"1"}}"#,
+        );
+        assert_eq!(s, 400, "{v}");
         assert_eq!(call(&mut w, "POST", "/_sim/scenario", "bogus = ").0, 400);
         assert_eq!(call(&mut w, "POST", "/_sim/scenario", "").0, 200);
         assert!(w.reservations.is_empty());

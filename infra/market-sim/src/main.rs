@@ -26,11 +26,15 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
     [clock]      start = \"2026-12-01T00:00:00Z\", ticking = false
     [behaviour]  latency_ms, error_5xx_rate, timeout_rate, timeout_secs,
                  throttle = { rate_per_sec, burst }, payment = succeed|fail|never,
-                 payment_delay_hours, down_regions, drop_purchase_response,
+                 payment_delay_minutes = 5 (payment_delay_hours, when given, wins),
+                 failed_payment_visible_minutes = 60, down_regions, drop_purchase_response,
                  drop_extension_purchase_response, max_offerings_per_answer = 6,
                  same_day_offerings = true,
                  describe_limit = { burst = 2, refill_secs = 4.0 } (false = off),
-                 describe_limit_other_callers_per_min = 0.0
+                 describe_limit_other_callers_per_min = 0.0,
+                 counts_before_start = zero|full, offering_ids = stable|per_answer,
+                 offering_id_ttl_secs = 300,
+                 ultraserver_search = instance_type_required|ultraserver_only
     [[regions]]  name, supported = true, down = false, zero_quota_families = [],
                  sells = [types] (default: the region's market lines), opted_in_zones = []
     [[market]]   region, instance_type, azs, counts, durations_days, start_days,

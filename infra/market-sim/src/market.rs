@@ -132,14 +132,18 @@ pub struct OfferingQuery {
 
 /// (instance count, UltraServers) pairs a line offers for a query: an instance line its
 /// `counts` (never with UltraserverType); an UltraServer line its `ultraserver_counts` when
-/// the query names its type or names no type at all (InstanceCount then compares with the
-/// total of instances).
+/// the query names its type (with or without its instance type) or names no type at all
+/// (InstanceCount then compares with the total of instances).
 fn line_counts(line: &MarketLine, q: &OfferingQuery) -> Vec<(u32, Option<UltraServers>)> {
     match (&line.ultraserver_type, &q.ultraserver_type) {
         (None, None) if q.instance_type.as_deref().is_none_or(|t| t == line.instance_type) => {
             line.counts.iter().filter(|&&c| q.instance_count.is_none_or(|qc| qc == c)).map(|&c| (c, None)).collect()
         }
-        (Some(u), asked) if asked.as_ref().is_none_or(|a| a == u) && (asked.is_some() || q.instance_type.is_none()) => {
+        (Some(u), asked)
+            if asked.as_ref().is_none_or(|a| a == u)
+                && (asked.is_some() || q.instance_type.is_none())
+                && q.instance_type.as_ref().is_none_or(|t| *t == line.instance_type) =>
+        {
             let each = instance_types::ultraserver(u).map_or(0, |i| i.instances);
             line.ultraserver_counts()
                 .into_iter()

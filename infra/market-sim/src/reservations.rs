@@ -65,6 +65,13 @@ pub fn settle_by(purchased: DateTime<Utc>, start: DateTime<Utc>, cutoff_minutes:
     }
 }
 
+/// How long gone blocks stay visible (`expired_visible_days`, `failed_payment_visible_minutes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Visibility {
+    pub expired_days: i64,
+    pub failed_minutes: u64,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reservation {
     pub id: String,
@@ -156,15 +163,19 @@ impl Reservation {
         }
     }
 
-    /// Whether DescribeCapacityReservations still knows the id: expired and payment-failed
-    /// blocks disappear `visible_days` after they ended / failed.
-    pub fn visible(&self, now: DateTime<Utc>, exts: &[Extension], visible_days: i64) -> bool {
-        let gone_since = match self.state(now, exts).as_str() {
-            "expired" => self.end(now, exts),
-            "payment-failed" => self.settlement().at(),
-            _ => return true,
-        };
-        now < gone_since + Duration::days(visible_days)
+    /// Whether DescribeCapacityReservations (and DescribeCapacityBlocks) still know the block:
+    /// an expired one disappears `v.expired_days` after its end, a payment-failed one
+    /// `v.failed_minutes` after it failed.
+    pub fn visible(&self, now: DateTime<Utc>, exts: &[Extension], v: Visibility) -> bool {
+        match self.state(now, exts).as_str() {
+            "expired" => now < self.end(now, exts) + Duration::days(v.expired_days),
+            "payment-failed" => i64::try_from(v.failed_minutes)
+                .ok()
+                .and_then(Duration::try_minutes)
+                .and_then(|d| self.settlement().at().checked_add_signed(d))
+                .is_none_or(|gone| now < gone),
+            _ => true,
+        }
     }
 
     pub fn available_instance_count(&self, state: &str, now: DateTime<Utc>) -> u32 {
@@ -266,8 +277,9 @@ mod tests {
         assert_eq!(st(3), "scheduled");
         assert_eq!(r.state(r.start, &[]), "active");
         assert_eq!(r.state(r.original_end, &[]), "expired");
-        assert!(r.visible(r.original_end + Duration::days(59), &[], 60));
-        assert!(!r.visible(r.original_end + Duration::days(60), &[], 60));
+        let v = Visibility { expired_days: 60, failed_minutes: 60 };
+        assert!(r.visible(r.original_end + Duration::days(59), &[], v));
+        assert!(!r.visible(r.original_end + Duration::days(60), &[], v));
     }
 
     #[test]
@@ -289,8 +301,15 @@ mod tests {
         // Explicit fail happens at its own time.
         let r = res(pay(PaymentOutcome::Fail, 1.0, true));
         assert_eq!(r.state(t0() + Duration::hours(1), &[]), "payment-failed");
-        // Failed blocks vanish 60 days after failing.
-        assert!(!r.visible(t0() + Duration::hours(1) + Duration::days(60), &[], 60));
+        // Failed blocks vanish `failed_minutes` after failing (the model keeps failed requests
+        // 60 minutes); expired ones keep their days.
+        let v = |failed_minutes| Visibility { expired_days: 60, failed_minutes };
+        let failed = t0() + Duration::hours(1);
+        assert!(r.visible(failed + Duration::minutes(59), &[], v(60)));
+        assert!(!r.visible(failed + Duration::minutes(60), &[], v(60)));
+        assert!(r.visible(failed + Duration::days(59), &[], v(60 * 24 * 60)));
+        assert!(!r.visible(failed, &[], v(0)), "0: gone the moment it fails");
+        assert!(r.visible(failed - Duration::seconds(1), &[], v(0)), "still payment-pending");
     }
 
     #[test]

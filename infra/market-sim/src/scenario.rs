@@ -72,6 +72,43 @@ impl ZoneType {
     }
 }
 
+/// What DescribeCapacityReservations shows of a Capacity Block before it starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CountsBeforeStart {
+    /// `totalInstanceCount` and `availableInstanceCount` 0 until the start, the count in the
+    /// tag `aws:ec2capacityreservation:incrementalRequestedQuantity` (EC2 User Guide, "View
+    /// Capacity Blocks").
+    #[default]
+    Zero,
+    /// The full count from the purchase on, no `aws:` tags (the simulator's earlier reading).
+    Full,
+}
+
+/// Whether DescribeCapacityBlockOfferings repeats an offering's id from answer to answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OfferingIds {
+    /// One id per offering (region, type, count, duration, zone, start, price step).
+    #[default]
+    Stable,
+    /// Every answer mints fresh ids, each purchasable for `offering_id_ttl_secs`.
+    PerAnswer,
+}
+
+/// How DescribeCapacityBlockOfferings takes an UltraServer search.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UltraserverSearch {
+    /// InstanceType (the UltraServer's) is required beside UltraserverType/UltraserverCount, as
+    /// the API model says: without it MissingParameter.
+    #[default]
+    InstanceTypeRequired,
+    /// UltraserverType/UltraserverCount alone; with InstanceType InvalidParameterCombination
+    /// (the simulator's earlier reading).
+    UltraserverOnly,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Throttle {
@@ -107,7 +144,15 @@ pub struct Behaviour {
     /// a throttling storm whose size does not depend on how fast the client machine is.
     pub throttle_rate: f64,
     pub payment: PaymentOutcome,
-    pub payment_delay_hours: f64,
+    /// Minutes from a purchase (block or extension) to its payment going through, when the
+    /// outcome is `succeed`. EC2: payments take minutes (the Terraform provider waits at most
+    /// 40 for `payment-pending` to end), up to 12 hours.
+    pub payment_delay_minutes: f64,
+    /// The older key, in hours: when given it wins over `payment_delay_minutes`.
+    pub payment_delay_hours: Option<f64>,
+    /// How long a payment-failed block stays visible to DescribeCapacityReservations and
+    /// DescribeCapacityBlocks after it failed: the model keeps failed requests 60 minutes.
+    pub failed_payment_visible_minutes: u64,
     pub down_regions: Vec<String>,
     pub drop_purchase_response: bool,
     /// PurchaseCapacityBlockExtension is recorded (the extension exists and settles as usual),
@@ -126,6 +171,15 @@ pub struct Behaviour {
     /// Other callers in the account (a person in the console) spend this many tokens a minute
     /// from the same describe-limit bucket, steadily.
     pub describe_limit_other_callers_per_min: f64,
+    /// Instance counts of a block before its start: "zero" (EC2's) or "full".
+    pub counts_before_start: CountsBeforeStart,
+    /// Offering ids: "stable" or "per_answer" (fresh ids in every answer).
+    pub offering_ids: OfferingIds,
+    /// With "per_answer", an id is purchasable while younger than this (sim time), then
+    /// answers InvalidCapacityBlockOfferingIdExpired.
+    pub offering_id_ttl_secs: u64,
+    /// UltraServer searches: "instance_type_required" or "ultraserver_only".
+    pub ultraserver_search: UltraserverSearch,
 }
 
 impl Default for Behaviour {
@@ -138,7 +192,9 @@ impl Default for Behaviour {
             throttle: None,
             throttle_rate: 0.0,
             payment: PaymentOutcome::Succeed,
-            payment_delay_hours: 3.0,
+            payment_delay_minutes: 5.0,
+            payment_delay_hours: None,
+            failed_payment_visible_minutes: 60,
             down_regions: Vec::new(),
             drop_purchase_response: false,
             drop_extension_purchase_response: false,
@@ -146,11 +202,23 @@ impl Default for Behaviour {
             same_day_offerings: true,
             describe_limit: Some(DescribeLimit::default()),
             describe_limit_other_callers_per_min: 0.0,
+            counts_before_start: CountsBeforeStart::Zero,
+            offering_ids: OfferingIds::Stable,
+            offering_id_ttl_secs: 300,
+            ultraserver_search: UltraserverSearch::InstanceTypeRequired,
         }
     }
 }
 
+/// Offering ids live at most as long as offerings are sold ahead: 8 weeks.
+pub const MAX_OFFERING_ID_TTL_SECS: u64 = 56 * 24 * 3600;
+
 impl Behaviour {
+    /// The payment delay in hours: `payment_delay_hours` when given, else the minutes.
+    pub fn payment_delay(&self) -> f64 {
+        self.payment_delay_hours.unwrap_or(self.payment_delay_minutes / 60.0)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         for (name, r) in [
             ("error_5xx_rate", self.error_5xx_rate),
@@ -161,8 +229,13 @@ impl Behaviour {
                 return Err(format!("{name} must be within 0..=1, got {r}"));
             }
         }
-        if !(self.payment_delay_hours >= 0.0 && self.payment_delay_hours.is_finite()) {
-            return Err("payment_delay_hours must be >= 0".into());
+        if !(self.payment_delay_minutes >= 0.0 && self.payment_delay_minutes.is_finite()) {
+            return Err(format!("payment_delay_minutes must be >= 0, got {}", self.payment_delay_minutes));
+        }
+        if let Some(h) = self.payment_delay_hours
+            && !(h >= 0.0 && h.is_finite())
+        {
+            return Err(format!("payment_delay_hours must be >= 0, got {h}"));
         }
         if let Some(t) = &self.throttle
             && (t.rate_per_sec.is_nan() || t.rate_per_sec <= 0.0 || t.burst == 0)
@@ -175,6 +248,12 @@ impl Behaviour {
             return Err(format!(
                 "describe_limit needs burst >= 1 and refill_secs > 0, got burst {} and refill_secs {}",
                 l.burst, l.refill_secs
+            ));
+        }
+        if self.offering_id_ttl_secs == 0 || self.offering_id_ttl_secs > MAX_OFFERING_ID_TTL_SECS {
+            return Err(format!(
+                "offering_id_ttl_secs must be within 1..={MAX_OFFERING_ID_TTL_SECS}, got {}",
+                self.offering_id_ttl_secs
             ));
         }
         let others = self.describe_limit_other_callers_per_min;
@@ -659,6 +738,84 @@ mod tests {
         for bad in ["max_offerings_per_answer = -1", "max_offerings_per_answer = 2.5", "same_day_offerings = \"yes\""] {
             let e = Scenario::parse(&format!("[behaviour]\n{bad}")).unwrap_err();
             assert!(e.starts_with("scenario: "), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn payment_delay_in_minutes_by_default_and_hours_when_given() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        let d = b("").unwrap();
+        assert_eq!((d.payment_delay_minutes, d.payment_delay_hours), (5.0, None));
+        assert_eq!(d.payment_delay(), 5.0 / 60.0, "5 minutes");
+        assert_eq!(b("payment_delay_minutes = 40").unwrap().payment_delay(), 40.0 / 60.0);
+        assert_eq!(b("payment_delay_hours = 3").unwrap().payment_delay(), 3.0);
+        // An explicit payment_delay_hours wins over the minutes.
+        assert_eq!(b("payment_delay_hours = 3\npayment_delay_minutes = 10").unwrap().payment_delay(), 3.0);
+        assert_eq!(b("payment_delay_hours = 0.0").unwrap().payment_delay(), 0.0);
+        for bad in [
+            "payment_delay_minutes = -1",
+            "payment_delay_minutes = nan",
+            "payment_delay_minutes = \"5\"",
+            "payment_delay_hours = -0.5",
+            "payment_delay_hours = inf",
+        ] {
+            assert!(b(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn counts_before_start_readings() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        assert_eq!(b("").unwrap().counts_before_start, CountsBeforeStart::Zero);
+        assert_eq!(b("counts_before_start = \"zero\"").unwrap().counts_before_start, CountsBeforeStart::Zero);
+        assert_eq!(b("counts_before_start = \"full\"").unwrap().counts_before_start, CountsBeforeStart::Full);
+        for bad in ["counts_before_start = \"Zero\"", "counts_before_start = \"none\"", "counts_before_start = 0"] {
+            assert!(b(bad).is_err(), "{bad}");
+        }
+        let json = serde_json::to_value(b("counts_before_start = \"full\"").unwrap()).unwrap();
+        assert_eq!(json["counts_before_start"], "full");
+    }
+
+    #[test]
+    fn offering_id_readings() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        let d = b("").unwrap();
+        assert_eq!((d.offering_ids, d.offering_id_ttl_secs), (OfferingIds::Stable, 300));
+        let p = b("offering_ids = \"per_answer\"\noffering_id_ttl_secs = 60").unwrap();
+        assert_eq!((p.offering_ids, p.offering_id_ttl_secs), (OfferingIds::PerAnswer, 60));
+        assert_eq!(serde_json::to_value(&p).unwrap()["offering_ids"], "per_answer");
+        for bad in [
+            "offering_ids = \"per-answer\"",
+            "offering_ids = true",
+            "offering_id_ttl_secs = 0",
+            "offering_id_ttl_secs = -5",
+            "offering_id_ttl_secs = 4838401",
+        ] {
+            assert!(b(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ultraserver_search_readings() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        assert_eq!(b("").unwrap().ultraserver_search, UltraserverSearch::InstanceTypeRequired);
+        let only = b("ultraserver_search = \"ultraserver_only\"").unwrap();
+        assert_eq!(only.ultraserver_search, UltraserverSearch::UltraserverOnly);
+        assert_eq!(serde_json::to_value(&only).unwrap()["ultraserver_search"], "ultraserver_only");
+        assert!(b("ultraserver_search = \"instance_type_required\"").is_ok());
+        for bad in ["ultraserver_search = \"required\"", "ultraserver_search = false"] {
+            assert!(b(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn failed_payments_stay_visible_an_hour_by_default() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        assert_eq!(b("").unwrap().failed_payment_visible_minutes, 60);
+        assert_eq!(b("failed_payment_visible_minutes = 0").unwrap().failed_payment_visible_minutes, 0);
+        assert_eq!(b("failed_payment_visible_minutes = 86400").unwrap().failed_payment_visible_minutes, 86400);
+        for bad in ["failed_payment_visible_minutes = -1", "failed_payment_visible_minutes = 1.5"] {
+            assert!(b(bad).is_err(), "{bad}");
         }
     }
 

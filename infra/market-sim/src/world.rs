@@ -7,9 +7,18 @@ use chrono::{DateTime, Utc};
 
 use crate::clock::SimClock;
 use crate::faults::{Fault, FaultCounts, TokenBucket};
-use crate::reservations::{Extension, Reservation};
+use crate::reservations::{Extension, Reservation, Visibility};
 use crate::rng::SplitMix64;
 use crate::scenario::{Behaviour, Scenario};
+
+/// An offering id one answer handed out: what it stands for, where, and since when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MintedId {
+    pub region: String,
+    /// The offering's stable id (see `market::offerings`).
+    pub offering_id: String,
+    pub at: DateTime<Utc>,
+}
 
 pub struct World {
     pub scenario: Scenario,
@@ -24,6 +33,9 @@ pub struct World {
     ids: SplitMix64,
     request_ids: SplitMix64,
     fault_rng: SplitMix64,
+    /// Offering ids minted by answers under `offering_ids = "per_answer"`, by id.
+    minted: HashMap<String, MintedId>,
+    offer_ids: SplitMix64,
     buckets: HashMap<String, TokenBucket>,
     /// DescribeCapacityBlockOfferings' describe limit, one bucket per region...
     describe_buckets: HashMap<String, TokenBucket>,
@@ -50,6 +62,8 @@ impl World {
             ids: SplitMix64::new(seed),
             request_ids: SplitMix64::new(seed ^ 0x5245_5155_4553_5431),
             fault_rng: SplitMix64::new(seed ^ 0x4641_554c_5453_2121),
+            minted: HashMap::new(),
+            offer_ids: SplitMix64::new(seed ^ 0x4f46_4645_5249_4e47),
             buckets: HashMap::new(),
             describe_buckets: HashMap::new(),
             describe_fresh,
@@ -68,6 +82,28 @@ impl World {
                 return id;
             }
         }
+    }
+
+    /// A fresh id for the offering `offering_id` of `region`, handed out at `now`.
+    pub fn mint_offering_id(&mut self, region: &str, offering_id: &str, now: DateTime<Utc>) -> String {
+        loop {
+            let id = self.offer_ids.resource_id("cb-");
+            if !self.minted.contains_key(&id) && id != offering_id {
+                let m = MintedId { region: region.to_string(), offering_id: offering_id.to_string(), at: now };
+                self.minted.insert(id.clone(), m);
+                return id;
+            }
+        }
+    }
+
+    /// The offering behind an id an answer minted, if one did.
+    pub fn minted(&self, id: &str) -> Option<&MintedId> {
+        self.minted.get(id)
+    }
+
+    /// How many offering ids answers have minted.
+    pub fn minted_count(&self) -> usize {
+        self.minted.len()
     }
 
     pub fn request_id(&mut self) -> String {
@@ -148,6 +184,15 @@ impl World {
 
     pub fn reservation(&self, id: &str) -> Option<&Reservation> {
         self.reservations.iter().find(|r| r.id == id)
+    }
+
+    /// Whether EC2 still shows `r` at `now` (expired and payment-failed blocks vanish).
+    pub fn shows(&self, r: &Reservation, now: DateTime<Utc>) -> bool {
+        let v = Visibility {
+            expired_days: self.scenario.expired_visible_days,
+            failed_minutes: self.behaviour.failed_payment_visible_minutes,
+        };
+        r.visible(now, &self.extensions, v)
     }
 }
 

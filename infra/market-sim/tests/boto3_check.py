@@ -42,6 +42,9 @@ FAILED = 0
 CB_ID = re.compile(r"^cb-[0-9a-f]{17}$")
 CR_ID = re.compile(r"^cr-[0-9a-f]{17}$")
 I_ID = re.compile(r"^i-[0-9a-f]{17}$")
+QUANTITY_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
+TYPE_TAG = "aws:ec2capacityreservation:capacityReservationType"
+NOT_FOUND = "InvalidCapacityBlockOfferingIdNotFound"
 
 
 def check(name, cond, detail=""):
@@ -225,6 +228,16 @@ def check_reservation_shape(name, r, want):
     eq(f"{name}: reservation type", r["ReservationType"], "capacity-block")
 
 
+def own_tags(r):
+    """The buyer's tags of a reservation, without EC2's aws: tags."""
+    return [x for x in r.get("Tags", []) if not x["Key"].startswith("aws:")]
+
+
+def ec2_tags(r):
+    """EC2's aws: tags of a reservation, as a dict."""
+    return {x["Key"]: x["Value"] for x in r.get("Tags", []) if x["Key"].startswith("aws:")}
+
+
 def describe_one(ec2, rid):
     out = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])["CapacityReservations"]
     assert len(out) == 1, out
@@ -260,10 +273,12 @@ def main():
     spec = [{"ResourceType": "capacity-reservation", "Tags": tags}]
     expect_error("purchase: DryRun", "DryRunOperation", 412, ec2.purchase_capacity_block, CapacityBlockOfferingId=a_off["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX", TagSpecifications=spec, DryRun=True)
     eq("purchase: DryRun recorded nothing", sim.state()["purchases"], [])
-    expect_error("purchase: unknown offering", "InvalidCapacityBlockOfferingId.NotFound", 400, ec2.purchase_capacity_block, CapacityBlockOfferingId="cb-0123456789abcdef0", InstancePlatform="Linux/UNIX")
+    expect_error("purchase: unknown offering", NOT_FOUND, 400, ec2.purchase_capacity_block, CapacityBlockOfferingId="cb-0123456789abcdef0", InstancePlatform="Linux/UNIX")
+    expect_error("purchase: malformed offering id", "InvalidCapacityBlockOfferingIdMalformed", 400, ec2.purchase_capacity_block, CapacityBlockOfferingId="cb-nothex", InstancePlatform="Linux/UNIX")
+    expect_error("purchase: an aws: tag", "InvalidParameterValue", 400, ec2.purchase_capacity_block, CapacityBlockOfferingId=a_off["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX", TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": [{"Key": QUANTITY_TAG, "Value": "64"}]}])
     expect_error("purchase: wrong tag resource type", "InvalidParameterValue", 400, ec2.purchase_capacity_block, CapacityBlockOfferingId=a_off["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX", TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])
     expect_error("purchase: missing platform", "MissingParameter", 400, ec2_raw.purchase_capacity_block, CapacityBlockOfferingId=a_off["CapacityBlockOfferingId"])
-    expect_error("purchase: offering from another region", "InvalidCapacityBlockOfferingId.NotFound", 400, west.purchase_capacity_block, CapacityBlockOfferingId=a_off["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")
+    expect_error("purchase: offering from another region", NOT_FOUND, 400, west.purchase_capacity_block, CapacityBlockOfferingId=a_off["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")
 
     resp = ec2.purchase_capacity_block(CapacityBlockOfferingId=a_off["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX", TagSpecifications=spec)
     a = resp["CapacityReservation"]
@@ -275,15 +290,18 @@ def main():
             "InstanceType": "p5.48xlarge",
             "InstancePlatform": "Linux/UNIX",
             "AvailabilityZone": "us-east-1a",
-            "TotalInstanceCount": 2,
-            "AvailableInstanceCount": 2,
+            # Before its start a block shows no instances (counts_before_start = "zero")...
+            "TotalInstanceCount": 0,
+            "AvailableInstanceCount": 0,
             "State": "payment-pending",
             "StartDate": t("2026-12-02T11:30:00Z"),
             "EndDate": t("2026-12-03T11:30:00Z"),
             "CreateDate": t("2026-12-01T00:00:00Z"),
         },
     )
-    eq("purchase A: tags round-trip", sorted((x["Key"], x["Value"]) for x in a["Tags"]), sorted((x["Key"], x["Value"]) for x in tags))
+    eq("purchase A: tags round-trip", sorted((x["Key"], x["Value"]) for x in own_tags(a)), sorted((x["Key"], x["Value"]) for x in tags))
+    # ...and its count in EC2's tag.
+    eq("purchase A: EC2's tags", ec2_tags(a), {QUANTITY_TAG: "2", TYPE_TAG: "capacity-block"})
     blocks = resp.get("CapacityBlocks", [])
     eq("purchase A: one capacity block", len(blocks), 1)
     if blocks:
@@ -291,7 +309,8 @@ def main():
         eq("purchase A: block state", blocks[0]["State"], "payment-pending")
     c = ec2.purchase_capacity_block(CapacityBlockOfferingId=c_off["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")["CapacityReservation"]
     c_id = c["CapacityReservationId"]
-    eq("purchase C: no tags", c.get("Tags", []), [])
+    eq("purchase C: no tags but EC2's", own_tags(c), [])
+    eq("purchase C: EC2's tags", ec2_tags(c), {QUANTITY_TAG: "1", TYPE_TAG: "capacity-block"})
     w_offers, _ = all_offerings(west, CapacityDurationHours=24)
     eq("us-west-2: offerings", len(w_offers), 4)
     b = west.purchase_capacity_block(CapacityBlockOfferingId=w_offers[0]["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")["CapacityReservation"]
@@ -304,7 +323,7 @@ def main():
     eq("state: A fee", pa["upfront_fee"], a_off["UpfrontFee"])
     eq("state: A offering", pa["offering_id"], a_off["CapacityBlockOfferingId"])
     eq("state: A tags", pa["tags"], {"team": "ml", "capblock:run": "r1 & <x>"})
-    eq("state: purchase calls counted", st["calls"].get("PurchaseCapacityBlock"), 8)
+    eq("state: purchase calls counted", st["calls"].get("PurchaseCapacityBlock"), 10)
     eq("state: per-region calls", st["calls_by_region"]["us-west-2"].get("PurchaseCapacityBlock"), 2)
 
     # --- describe by id and filters --------------------------------------------------------
@@ -314,6 +333,11 @@ def main():
     eq("filter tag:team", [r["CapacityReservationId"] for r in by_tag], [a_id])
     by_key = ec2.describe_capacity_reservations(Filters=[{"Name": "tag-key", "Values": ["capblock:run"]}])["CapacityReservations"]
     eq("filter tag-key", [r["CapacityReservationId"] for r in by_key], [a_id])
+    by_quantity = ec2.describe_capacity_reservations(Filters=[{"Name": f"tag:{QUANTITY_TAG}", "Values": ["2"]}])["CapacityReservations"]
+    eq("filter on EC2's quantity tag", [r["CapacityReservationId"] for r in by_quantity], [a_id])
+    blocks_only = ec2.describe_capacity_reservations(Filters=[{"Name": "reservation-type", "Values": ["capacity-block"]}])["CapacityReservations"]
+    eq("filter reservation-type capacity-block", sorted(r["CapacityReservationId"] for r in blocks_only), sorted([a_id, c_id]))
+    eq("filter reservation-type default: none", ec2.describe_capacity_reservations(Filters=[{"Name": "reservation-type", "Values": ["default"]}])["CapacityReservations"], [])
     pend = ec2.describe_capacity_reservations(Filters=[{"Name": "state", "Values": ["payment-pending"]}, {"Name": "instance-type", "Values": ["p5.48xlarge"]}])["CapacityReservations"]
     eq("filter state+type", sorted(r["CapacityReservationId"] for r in pend), sorted([a_id, c_id]))
     eq("filter state active: none", ec2.describe_capacity_reservations(Filters=[{"Name": "state", "Values": ["active"]}])["CapacityReservations"], [])
@@ -330,18 +354,26 @@ def main():
     eq("C pending before its override", describe_one(ec2, c_id)["State"], "payment-pending")
     sim.set_clock("2026-12-01T01:00:00Z")
     eq("C payment-failed at +1 h", describe_one(ec2, c_id)["State"], "payment-failed")
+    # A failed block stays visible failed_payment_visible_minutes (60), then is gone.
+    sim.set_clock("2026-12-01T01:59:00Z")
+    eq("C still visible 59 min after failing", describe_one(ec2, c_id)["State"], "payment-failed")
+    sim.set_clock("2026-12-01T02:00:00Z")
+    expect_error("C NotFound 60 min after failing", "InvalidCapacityReservationId.NotFound", 400, ec2.describe_capacity_reservations, CapacityReservationIds=[c_id])
+    check("C gone from listings", c_id not in [r["CapacityReservationId"] for r in ec2.describe_capacity_reservations()["CapacityReservations"]])
     eq("A still pending at +1 h", describe_one(ec2, a_id)["State"], "payment-pending")
     sim.set_clock("2026-12-01T03:00:00Z")
     eq("A scheduled at +3 h", describe_one(ec2, a_id)["State"], "scheduled")
+    eq("A: no instances shown while scheduled", (describe_one(ec2, a_id)["TotalInstanceCount"], describe_one(ec2, a_id)["AvailableInstanceCount"]), (0, 0))
     eq("B (line payment=fail) pending at +3 h", describe_one(west, b_id)["State"], "payment-pending")
     sim.set_clock("2026-12-01T12:00:00Z")
     eq("B payment-failed at +12 h", describe_one(west, b_id)["State"], "payment-failed")
+    eq("extension offerings: none for failed block", west.describe_capacity_block_extension_offerings(CapacityReservationId=b_id, CapacityBlockExtensionDurationHours=24)["CapacityBlockExtensionOfferings"], [])
     eq("instances: none while scheduled", ec2.describe_instances(Filters=[{"Name": "capacity-reservation-id", "Values": [a_id]}])["Reservations"], [])
 
     # An offering id from an old price step is no longer purchasable.
     sim.set_clock("2026-12-03T00:00:00Z")
     stale = pick(offers, "us-east-1a", 1, "2026-12-08T11:30:00Z")
-    expect_error("purchase: stale price step", "InvalidCapacityBlockOfferingId.NotFound", 400, ec2.purchase_capacity_block, CapacityBlockOfferingId=stale["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")
+    expect_error("purchase: stale price step", NOT_FOUND, 400, ec2.purchase_capacity_block, CapacityBlockOfferingId=stale["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")
     new_price, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="p5.48xlarge", InstanceCount=1)
     check("offerings: new price step", all(o["UpfrontFee"] == "547.20" for o in new_price), str({o["UpfrontFee"] for o in new_price}))
 
@@ -349,6 +381,8 @@ def main():
     sim.set_clock("2026-12-02T11:30:00Z")
     d = describe_one(ec2, a_id)
     eq("A active at start", d["State"], "active")
+    eq("A shows its 2 instances from its start", d["TotalInstanceCount"], 2)
+    eq("A keeps EC2's tags once active", ec2_tags(d), {QUANTITY_TAG: "2", TYPE_TAG: "capacity-block"})
     eq("A available 0 while active", d["AvailableInstanceCount"], 0)
     res = ec2.describe_instances(Filters=[{"Name": "capacity-reservation-id", "Values": [a_id]}])["Reservations"]
     insts = [i for r in res for i in r["Instances"]]
@@ -373,7 +407,7 @@ def main():
     eq("extension offering: StartDate", eo["StartDate"], t("2026-12-02T11:30:00Z"))
     expect_error("extension offerings: bad duration", "InvalidParameterValue", 400, ec2.describe_capacity_block_extension_offerings, CapacityReservationId=a_id, CapacityBlockExtensionDurationHours=30)
     expect_error("extension offerings: unknown id", "InvalidCapacityReservationId.NotFound", 400, ec2.describe_capacity_block_extension_offerings, CapacityReservationId="cr-0123456789abcdef0", CapacityBlockExtensionDurationHours=24)
-    eq("extension offerings: none for failed block", ec2.describe_capacity_block_extension_offerings(CapacityReservationId=c_id, CapacityBlockExtensionDurationHours=24)["CapacityBlockExtensionOfferings"], [])
+    expect_error("extension offerings: a failed block gone", "InvalidCapacityReservationId.NotFound", 400, ec2.describe_capacity_block_extension_offerings, CapacityReservationId=c_id, CapacityBlockExtensionDurationHours=24)
     expect_error("extension purchase: DryRun", "DryRunOperation", 412, ec2.purchase_capacity_block_extension, CapacityBlockExtensionOfferingId=eo["CapacityBlockExtensionOfferingId"], CapacityReservationId=a_id, DryRun=True)
     expect_error("extension purchase: unknown offering", "InvalidCapacityBlockExtensionOfferingId.NotFound", 400, ec2.purchase_capacity_block_extension, CapacityBlockExtensionOfferingId="cbe-0123456789abcdef0", CapacityReservationId=a_id)
     ext = ec2.purchase_capacity_block_extension(CapacityBlockExtensionOfferingId=eo["CapacityBlockExtensionOfferingId"], CapacityReservationId=a_id)["CapacityBlockExtensions"]
@@ -403,7 +437,8 @@ def main():
     inj = sim.inject(region="us-east-1", instance_type="trn2.48xlarge", instance_count=1, availability_zone="us-east-1c", start="2027-02-01T11:30:00Z", end="2027-02-08T11:30:00Z", upfront_fee="1234.5", tags={"owner": "console"})
     d = describe_one(ec2, inj["reservation_id"])
     eq("injected: active", d["State"], "active")
-    eq("injected: tags", d["Tags"], [{"Key": "owner", "Value": "console"}])
+    eq("injected: tags", own_tags(d), [{"Key": "owner", "Value": "console"}])
+    eq("injected: EC2's tags", ec2_tags(d), {QUANTITY_TAG: "1", TYPE_TAG: "capacity-block"})
     st = sim.state()
     check("injected: not a purchase", all(p["reservation_id"] != inj["reservation_id"] for p in st["purchases"]))
     check("injected: listed in reservations", any(r["reservation_id"] == inj["reservation_id"] for r in st["reservations"]))
@@ -474,6 +509,7 @@ def main():
 
     check_real_market(sim, ep)
     check_ultraservers_and_health(sim, ep)
+    check_readings(sim, ep, Path(args.scenario).read_text())
 
 
 # A market for the behaviours of the real EC2 that the general checks switch off.
@@ -580,7 +616,7 @@ def check_real_market(sim, ep):
     not_sold = "InvalidParameterValue"
     e = expect_error("not sold: p5e in us-west-2 (not in sells)", not_sold, 400, west.describe_capacity_block_offerings, CapacityDurationHours=24, InstanceType="p5e.48xlarge")
     if e:
-        eq("not sold: message", e.response["Error"]["Message"], "The instance type p5e.48xlarge is not supported for Capacity Blocks in us-west-2.")
+        eq("not sold: message", e.response["Error"]["Message"], "The instance type 'p5e.48xlarge' is not supported for Capacity Blocks in 'us-west-2'. Specify a compatible instance type and try again.")
     expect_error("not sold: p4d in us-east-1 (no sells list, no line)", not_sold, 400, ec2.describe_capacity_block_offerings, CapacityDurationHours=24, InstanceType="p4d.24xlarge")
     expect_error("not sold: a type unknown to the table", not_sold, 400, ec2.describe_capacity_block_offerings, CapacityDurationHours=24, InstanceType="m9.fake")
     eq("sold without a line: empty answer", west.describe_capacity_block_offerings(CapacityDurationHours=24, InstanceType="p5.48xlarge")["CapacityBlockOfferings"], [])
@@ -639,7 +675,7 @@ def check_ultraservers_and_health(sim, ep):
     states set by EC2, the extension history and a dry-run extension purchase."""
     eq("ultra: reset", sim.scenario(ULTRA_MARKET)["now"], "2026-12-01T00:00:00Z")
     ec2 = client(ep)
-    gb, _ = all_offerings(ec2, CapacityDurationHours=24, UltraserverType="u-p6e-gb200x72", UltraserverCount=2)
+    gb, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="p6e-gb200.36xlarge", UltraserverType="u-p6e-gb200x72", UltraserverCount=2)
     eq("ultra: one offering of 2 x u-p6e-gb200x72", len(gb), 1)
     if gb:
         o = gb[0]
@@ -654,12 +690,26 @@ def check_ultraservers_and_health(sim, ep):
        sorted({o.get("UltraserverType", "-") for o in any_kind}), ["-", "u-p6e-gb200x72", "u-trn2x64"])
     p5, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="p5.48xlarge")
     check("ultra: an instance search sees no UltraServer", all("UltraserverType" not in o for o in p5))
-    expect_error("ultra: with InstanceType", "InvalidParameterCombination", 400, ec2.describe_capacity_block_offerings,
-                 CapacityDurationHours=24, UltraserverType="u-trn2x64", InstanceType="trn2u.48xlarge")
+    # ultraserver_search = "instance_type_required" (default): InstanceType is required.
+    e = expect_error("ultra: without InstanceType", "MissingParameter", 400, ec2.describe_capacity_block_offerings,
+                     CapacityDurationHours=24, UltraserverType="u-trn2x64", UltraserverCount=1)
+    if e:
+        check("ultra: MissingParameter names InstanceType", "InstanceType" in e.response["Error"]["Message"], e.response["Error"]["Message"])
+    trn, _ = all_offerings(ec2, CapacityDurationHours=24, InstanceType="trn2u.48xlarge", UltraserverType="u-trn2x64")
+    eq("ultra: with its InstanceType", [(o.get("UltraserverType"), o["InstanceType"], o["InstanceCount"]) for o in trn], [("u-trn2x64", "trn2u.48xlarge", 4)])
+    expect_error("ultra: with InstanceCount", "InvalidParameterCombination", 400, ec2.describe_capacity_block_offerings,
+                 CapacityDurationHours=24, InstanceType="trn2u.48xlarge", UltraserverType="u-trn2x64", InstanceCount=4)
     expect_error("ultra: count without type", "InvalidParameterCombination", 400, ec2.describe_capacity_block_offerings,
-                 CapacityDurationHours=24, UltraserverCount=1)
+                 CapacityDurationHours=24, InstanceType="trn2u.48xlarge", UltraserverCount=1)
     expect_error("ultra: a type not sold", "InvalidParameterValue", 400, ec2.describe_capacity_block_offerings,
-                 CapacityDurationHours=24, UltraserverType="u-p6e-gb200x36")
+                 CapacityDurationHours=24, InstanceType="p6e-gb200.36xlarge", UltraserverType="u-p6e-gb200x36")
+    # "ultraserver_only": the UltraServer alone; InstanceType beside it is refused.
+    sim.behaviour(ultraserver_search="ultraserver_only")
+    alone, _ = all_offerings(ec2, CapacityDurationHours=24, UltraserverType="u-trn2x64")
+    eq("ultraserver_only: answered alone", [o["CapacityBlockOfferingId"] for o in alone], [o["CapacityBlockOfferingId"] for o in trn])
+    expect_error("ultraserver_only: with InstanceType", "InvalidParameterCombination", 400, ec2.describe_capacity_block_offerings,
+                 CapacityDurationHours=24, UltraserverType="u-trn2x64", InstanceType="trn2u.48xlarge")
+    sim.behaviour(ultraserver_search="instance_type_required")
     expect_error("ultra: its instances alone are not sold", "InvalidParameterValue", 400, ec2.describe_capacity_block_offerings,
                  CapacityDurationHours=24, InstanceType="trn2u.48xlarge")
 
@@ -674,8 +724,9 @@ def check_ultraservers_and_health(sim, ep):
     eq("ultra purchase: the reservation is the first block's", bought["CapacityReservation"]["CapacityReservationId"], rids[0] if rids else None)
     eq("ultra purchase: the reservation names its block", bought["CapacityReservation"].get("CapacityBlockId"), blocks[0]["CapacityBlockId"] if blocks else None)
     res = ec2.describe_capacity_reservations(CapacityReservationIds=rids)["CapacityReservations"]
-    eq("ultra purchase: 18 instances each", [r["TotalInstanceCount"] for r in res], [18, 18])
-    eq("ultra purchase: tags on each", [r["Tags"] for r in res], [[{"Key": "team", "Value": "ml"}]] * 2)
+    eq("ultra purchase: no instances shown before the start", [r["TotalInstanceCount"] for r in res], [0, 0])
+    eq("ultra purchase: 18 instances each (EC2's tag)", [ec2_tags(r).get(QUANTITY_TAG) for r in res], ["18", "18"])
+    eq("ultra purchase: tags on each", [own_tags(r) for r in res], [[{"Key": "team", "Value": "ml"}]] * 2)
     cb = ec2.describe_capacity_blocks(CapacityBlockIds=[blocks[0]["CapacityBlockId"]])["CapacityBlocks"]
     eq("describe blocks: by id", [b["CapacityBlockId"] for b in cb], [blocks[0]["CapacityBlockId"]])
     eq("describe blocks: state", cb[0]["State"], "scheduled")
@@ -700,7 +751,7 @@ def check_ultraservers_and_health(sim, ep):
     eq("status: active blocks only", [s["CapacityBlockId"] for s in st], [hand_r["CapacityBlockId"]])
     eq("status: ok", st[0]["InterconnectStatus"], "ok")
     eq("status: counts", (st[0]["TotalCapacity"], st[0]["TotalAvailableCapacity"], st[0]["TotalUnavailableCapacity"]), (4, 0, 0))
-    expect_error("status: a scheduled block by id", "IncorrectState", 400, ec2.describe_capacity_block_status,
+    expect_error("status: a scheduled block by id", "InvalidCapacityReservationState.PendingActivation", 400, ec2.describe_capacity_block_status,
                  CapacityBlockIds=[blocks[0]["CapacityBlockId"]])
     h = sim._req("POST", "/_sim/blocks/health", {"capacity_block_id": hand_r["CapacityBlockId"], "interconnect": "impaired", "unavailable": 1})
     eq("health control: answer", (h["interconnect"], h["unavailable"]), ("impaired", 1))
@@ -744,6 +795,66 @@ def check_ultraservers_and_health(sim, ep):
         eq("extension history: succeeded", len(hist), 1)
         expect_error("extension history: unknown reservation", "InvalidCapacityReservationId.NotFound", 400,
                      ec2.describe_capacity_block_extension_history, CapacityReservationIds=["cr-00000000000000000"])
+
+
+def offered(offers):
+    """What an answer offers, ids aside."""
+    return [(o["StartDate"], o["AvailabilityZone"], o["UpfrontFee"]) for o in offers]
+
+
+def check_readings(sim, ep, scenario):
+    """The readings of a real account that are settings: offering ids minted per answer, counts
+    before the start, the payment delay in minutes and how long a failed payment stays visible."""
+    eq("readings: reset", sim.scenario(scenario)["now"], "2026-12-01T00:00:00Z")
+    ec2 = client(ep)
+    b = sim.behaviour(describe_limit=None, same_day_offerings=False, payment_delay_minutes=5)
+    eq("readings: the minutes clear payment_delay_hours", (b["payment_delay_minutes"], b["payment_delay_hours"]), (5.0, None))
+    ask = {"CapacityDurationHours": 24, "InstanceType": "p5.48xlarge", "InstanceCount": 1}
+
+    # Offering ids: stable by default, fresh in every answer with "per_answer".
+    first = ec2.describe_capacity_block_offerings(**ask)["CapacityBlockOfferings"]
+    eq("ids: stable by default", [o["CapacityBlockOfferingId"] for o in ec2.describe_capacity_block_offerings(**ask)["CapacityBlockOfferings"]], [o["CapacityBlockOfferingId"] for o in first])
+    sim.behaviour(offering_ids="per_answer", offering_id_ttl_secs=300)
+    one = ec2.describe_capacity_block_offerings(**ask)["CapacityBlockOfferings"]
+    two = ec2.describe_capacity_block_offerings(**ask)["CapacityBlockOfferings"]
+    eq("ids per answer: the same offerings", offered(one), offered(two))
+    check("ids per answer: new ids", not {o["CapacityBlockOfferingId"] for o in one} & {o["CapacityBlockOfferingId"] for o in two})
+    check("ids per answer: EC2's shape", all(CB_ID.match(o["CapacityBlockOfferingId"]) for o in one + two))
+    eq("ids per answer: counted", sim.state()["offering_ids_minted"], len(one) + len(two))
+    expect_error("ids per answer: a stable id was never handed out", NOT_FOUND, 400, ec2.purchase_capacity_block, CapacityBlockOfferingId=first[0]["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")
+    sim._req("POST", "/_sim/clock", {"advance_secs": 299})
+    r = ec2.purchase_capacity_block(CapacityBlockOfferingId=one[0]["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")["CapacityReservation"]
+    eq("ids per answer: bought within the TTL", r["StartDate"], one[0]["StartDate"])
+    eq("ids per answer: the state records the id named", sim.state()["purchases"][-1]["offering_id"], one[0]["CapacityBlockOfferingId"])
+    sim._req("POST", "/_sim/clock", {"advance_secs": 1})
+    e = expect_error("ids per answer: expired after the TTL", "InvalidCapacityBlockOfferingIdExpired", 400, ec2.purchase_capacity_block, CapacityBlockOfferingId=one[1]["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")
+    if e:
+        eq("ids per answer: expired message", e.response["Error"]["Message"], f"The Capacity Block offering ID '{one[1]['CapacityBlockOfferingId']}' is no longer available.")
+    sim.behaviour(offering_ids="stable")
+
+    # Counts before the start: "zero" (default) shows 0 and EC2's tags; "full" the count.
+    eq("counts: zero before the start", (r["TotalInstanceCount"], r["AvailableInstanceCount"]), (0, 0))
+    eq("counts: EC2's tags", ec2_tags(r), {QUANTITY_TAG: "1", TYPE_TAG: "capacity-block"})
+    sim.behaviour(counts_before_start="full")
+    full = describe_one(ec2, r["CapacityReservationId"])
+    eq("counts full: the count before the start", (full["TotalInstanceCount"], full["AvailableInstanceCount"]), (1, 1))
+    eq("counts full: no aws: tags", full.get("Tags", []), [])
+    sim.behaviour(counts_before_start="zero")
+
+    # The payment delay: 5 minutes from the purchase (bought at 00:04:59, now 00:05:00).
+    sim._req("POST", "/_sim/clock", {"advance_secs": 298})
+    eq("payment: pending 4 min 59 s after", describe_one(ec2, r["CapacityReservationId"])["State"], "payment-pending")
+    sim._req("POST", "/_sim/clock", {"advance_secs": 1})
+    eq("payment: scheduled 5 min after", describe_one(ec2, r["CapacityReservationId"])["State"], "scheduled")
+
+    # A failed payment stays visible failed_payment_visible_minutes: here 10.
+    sim.behaviour(failed_payment_visible_minutes=10)
+    f = ec2.purchase_capacity_block(CapacityBlockOfferingId=first[1]["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")["CapacityReservation"]
+    sim.payment(reservation_id=f["CapacityReservationId"], outcome="fail", after_hours=0)
+    eq("failed payment: visible", describe_one(ec2, f["CapacityReservationId"])["State"], "payment-failed")
+    sim._req("POST", "/_sim/clock", {"advance_secs": 600})
+    expect_error("failed payment: gone 10 min later", "InvalidCapacityReservationId.NotFound", 400, ec2.describe_capacity_reservations, CapacityReservationIds=[f["CapacityReservationId"]])
+    check("failed payment: its block gone too", f["CapacityBlockId"] not in [x["CapacityBlockId"] for x in ec2.describe_capacity_blocks()["CapacityBlocks"]])
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ use crate::world::World;
 
 /// Not in EC2's public error list; the code other emulators use for the same case.
 pub const BLOCK_NOT_FOUND: &str = "InvalidCapacityBlockId.NotFound";
+/// DescribeCapacityBlockStatus for a block not active yet (EC2 API error list).
+pub const PENDING_ACTIVATION: &str = "InvalidCapacityReservationState.PendingActivation";
+/// ...and for one that has no status any more (the simulator's choice, undocumented).
+pub const NO_STATUS: &str = "IncorrectState";
 
 const BLOCK_FILTERS: &[&str] = &[
     "capacity-block-id",
@@ -66,11 +70,7 @@ pub fn write_block(x: &mut Xml, r: &Reservation, w: &World, now: DateTime<Utc>) 
 
 /// The reservations of the region whose blocks are still visible, in creation order.
 fn blocks<'w>(w: &'w World, region: &str, now: DateTime<Utc>) -> Vec<&'w Reservation> {
-    let mut v: Vec<&Reservation> = w
-        .reservations
-        .iter()
-        .filter(|r| r.region == region && r.visible(now, &w.extensions, w.scenario.expired_visible_days))
-        .collect();
+    let mut v: Vec<&Reservation> = w.reservations.iter().filter(|r| r.region == region && w.shows(r, now)).collect();
     v.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
     v
 }
@@ -144,19 +144,21 @@ fn has_status(r: &Reservation, w: &World, now: DateTime<Utc>) -> bool {
 pub fn describe_status(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
     let now = ctx.now;
     let BlockQuery { ids, filters, size, all } = block_query(w, ctx, p, STATUS_FILTERS)?;
-    // Asked by id, a block that has no status yet (scheduled, payment-pending) or any more
-    // (expired) fails the whole call: the harsher reading of "fails for blocks that are still
-    // scheduled". Without ids the answer simply holds the blocks that have one.
+    // Asked by id, a block that has no status yet (payment-pending, scheduled) answers EC2's
+    // documented InvalidCapacityReservationState.PendingActivation ("Your Capacity Block is not
+    // active yet."); one that has none any more (expired, payment-failed, ...) IncorrectState (the
+    // simulator's choice: EC2 documents no code for it). Either fails the whole call (a reading:
+    // EC2 does not say whether the other ids are answered). Without ids the answer simply holds
+    // the blocks that have a status.
     for id in &ids {
         let r = block_by_id(&all, id)?;
         if !has_status(r, w, now) {
-            return Err(ApiError::client(
-                "IncorrectState",
-                format!(
-                    "The Capacity Block '{id}' is in state {} and has no status.",
-                    r.block_state(now, &w.extensions)
-                ),
-            ));
+            let state = r.block_state(now, &w.extensions);
+            return Err(if matches!(state.as_str(), "payment-pending" | "scheduled") {
+                ApiError::client(PENDING_ACTIVATION, format!("Your Capacity Block '{id}' is not active yet."))
+            } else {
+                ApiError::client(NO_STATUS, format!("The Capacity Block '{id}' is in state {state} and has no status."))
+            });
         }
     }
     let items: Vec<&Reservation> = all
@@ -225,7 +227,7 @@ pub fn describe_extension_history(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> R
         .filter(|e| ids.is_empty() || ids.contains(&e.reservation_id))
         .filter_map(|e| {
             let r = w.reservation(&e.reservation_id)?;
-            (r.region == ctx.region && r.visible(now, &w.extensions, w.scenario.expired_visible_days)).then_some((e, r))
+            (r.region == ctx.region && w.shows(r, now)).then_some((e, r))
         })
         .filter(|(e, r)| {
             matches_all(&filters, &[], |name| {
@@ -286,61 +288,81 @@ mod tests {
             .unwrap()
     }
 
+    /// u-trn2x64 UltraServers are 4 x trn2u.48xlarge.
+    const TRN2U: (&str, &str) = ("InstanceType", "trn2u.48xlarge");
+
+    fn offerings(w: &mut World, pairs: &[(&str, &str)]) -> Result<String, ApiError> {
+        let mut q = vec![("CapacityDurationHours", "24")];
+        q.extend_from_slice(pairs);
+        call(w, "DescribeCapacityBlockOfferings", &q)
+    }
+
     #[test]
-    fn ultraserver_offerings_are_searched_by_type_and_count() {
+    fn ultraserver_offerings_are_searched_with_their_instance_type_by_default() {
         let mut w = world();
-        let body = call(
-            &mut w,
-            "DescribeCapacityBlockOfferings",
-            &[("CapacityDurationHours", "24"), ("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")],
-        )
-        .unwrap();
+        let body = offerings(&mut w, &[TRN2U, ("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")]).unwrap();
         assert_eq!(values(&body, "ultraserverType"), vec!["u-trn2x64"]);
         assert_eq!(values(&body, "ultraserverCount"), vec!["2"]);
+        assert_eq!(values(&body, "instanceType"), vec!["trn2u.48xlarge"]);
         assert_eq!(values(&body, "instanceCount"), vec!["8"], "2 UltraServers of 4 instances");
         // 2.00 x 16 chips x 8 instances x 24 h
         assert_eq!(values(&body, "upfrontFee"), vec!["6144.00"]);
+        // Without InstanceType: MissingParameter, naming it (UltraserverCount alone too).
+        for without in [
+            vec![("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")],
+            vec![("UltraserverType", "u-trn2x64")],
+            vec![("UltraserverCount", "1")],
+        ] {
+            let e = offerings(&mut w, &without).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, "MissingParameter"), "{without:?}");
+            assert!(e.message.contains("InstanceType"), "{}", e.message);
+        }
         // An instance search never sees them; a search naming no type does.
-        let p5 = call(
-            &mut w,
-            "DescribeCapacityBlockOfferings",
-            &[("CapacityDurationHours", "24"), ("InstanceType", "p5.48xlarge")],
-        )
-        .unwrap();
+        let p5 = offerings(&mut w, &[("InstanceType", "p5.48xlarge")]).unwrap();
         assert!(values(&p5, "ultraserverType").is_empty());
-        let any = call(&mut w, "DescribeCapacityBlockOfferings", &[("CapacityDurationHours", "24")]).unwrap();
+        let any = offerings(&mut w, &[]).unwrap();
         assert_eq!(values(&any, "ultraserverType").len(), 2);
-        // Combinations EC2 refuses.
+        // Combinations refused under both readings, and an instance type not the UltraServer's.
         for bad in [
-            vec![("UltraserverType", "u-trn2x64"), ("InstanceType", "trn2u.48xlarge")],
+            vec![TRN2U, ("UltraserverType", "u-trn2x64"), ("InstanceCount", "4")],
+            vec![TRN2U, ("UltraserverCount", "1")],
+        ] {
+            assert_eq!(offerings(&mut w, &bad).unwrap_err().code, "InvalidParameterCombination", "{bad:?}");
+        }
+        let e = offerings(&mut w, &[("InstanceType", "p5.48xlarge"), ("UltraserverType", "u-trn2x64")]).unwrap_err();
+        assert_eq!(e.code, "InvalidParameterValue");
+        assert!(e.message.contains("not the instance type of UltraServer type u-trn2x64"), "{}", e.message);
+        let e = offerings(&mut w, &[("InstanceType", "p6e-gb200.36xlarge"), ("UltraserverType", "u-p6e-gb200x72")]);
+        assert_eq!(e.unwrap_err().code, "InvalidParameterValue", "not sold here");
+        let e = offerings(&mut w, &[TRN2U]).unwrap_err();
+        assert_eq!(e.code, "InvalidParameterValue", "sold only as UltraServers");
+    }
+
+    #[test]
+    fn ultraserver_only_names_the_ultraserver_alone() {
+        let mut w = world();
+        w.behaviour.ultraserver_search = crate::scenario::UltraserverSearch::UltraserverOnly;
+        let body = offerings(&mut w, &[("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")]).unwrap();
+        assert_eq!(values(&body, "upfrontFee"), vec!["6144.00"]);
+        assert_eq!(values(&body, "instanceType"), vec!["trn2u.48xlarge"]);
+        for bad in [
+            vec![("UltraserverType", "u-trn2x64"), TRN2U],
             vec![("UltraserverType", "u-trn2x64"), ("InstanceCount", "4")],
             vec![("UltraserverCount", "1")],
         ] {
-            let mut q = vec![("CapacityDurationHours", "24")];
-            q.extend(bad);
-            let e = call(&mut w, "DescribeCapacityBlockOfferings", &q).unwrap_err();
-            assert_eq!(e.code, "InvalidParameterCombination", "{q:?}");
+            let e = offerings(&mut w, &bad).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, "InvalidParameterCombination"), "{bad:?}");
         }
-        let e = call(
-            &mut w,
-            "DescribeCapacityBlockOfferings",
-            &[("CapacityDurationHours", "24"), ("UltraserverType", "u-p6e-gb200x72")],
-        )
-        .unwrap_err();
+        let e = offerings(&mut w, &[("UltraserverType", "u-trn2x64"), TRN2U]).unwrap_err();
+        assert_eq!(e.message, "UltraserverType cannot be combined with InstanceType or InstanceCount.");
+        let e = offerings(&mut w, &[("UltraserverType", "u-p6e-gb200x72")]).unwrap_err();
         assert_eq!(e.code, "InvalidParameterValue", "not sold here");
-        let e = call(
-            &mut w,
-            "DescribeCapacityBlockOfferings",
-            &[("CapacityDurationHours", "24"), ("InstanceType", "trn2u.48xlarge")],
-        )
-        .unwrap_err();
-        assert_eq!(e.code, "InvalidParameterValue", "sold only as UltraServers");
     }
 
     #[test]
     fn an_ultraserver_purchase_makes_one_block_per_ultraserver() {
         let mut w = world();
-        let body = buy(&mut w, &[("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")]);
+        let body = buy(&mut w, &[TRN2U, ("UltraserverType", "u-trn2x64"), ("UltraserverCount", "2")]);
         let blocks = values(&body, "capacityBlockId");
         // One in the reservation, then two blocks.
         assert_eq!(blocks.len(), 3, "{body}");
@@ -348,6 +370,16 @@ mod tests {
         assert_ne!(blocks[1], blocks[2]);
         assert_eq!(w.reservations.len(), 2);
         assert!(w.reservations.iter().all(|r| r.instance_count == 4));
+        // Before the start each part shows 0 instances and its own count in EC2's tag.
+        let listed = call(&mut w, "DescribeCapacityReservations", &[]).unwrap();
+        assert_eq!(values(&listed, "totalInstanceCount"), vec!["0", "0"]);
+        let quantities: Vec<String> = values(&listed, "key")
+            .into_iter()
+            .zip(values(&listed, "value"))
+            .filter(|(k, _)| k == crate::actions::reservations::REQUESTED_QUANTITY_TAG)
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(quantities, vec!["4", "4"]);
         let fees: rust_decimal::Decimal = w.reservations.iter().map(|r| r.upfront_fee).sum();
         assert_eq!(fees.to_string(), "6144.00");
 
@@ -370,12 +402,20 @@ mod tests {
     #[test]
     fn status_reports_health_for_active_blocks_only() {
         let mut w = world();
-        buy(&mut w, &[("UltraserverType", "u-trn2x64"), ("UltraserverCount", "1")]);
+        // Paid a minute after the purchase.
+        (w.behaviour.payment_delay_hours, w.behaviour.payment_delay_minutes) = (None, 1.0);
+        buy(&mut w, &[TRN2U, ("UltraserverType", "u-trn2x64"), ("UltraserverCount", "1")]);
         let block = w.reservations[0].capacity_block_id.clone();
-        // Scheduled: not listed, and asking by id fails.
+        // Not active yet (payment-pending, then scheduled): not listed, and asking by id fails
+        // with EC2's documented code, naming the block.
         assert!(values(&call(&mut w, "DescribeCapacityBlockStatus", &[]).unwrap(), "capacityBlockId").is_empty());
-        let e = call(&mut w, "DescribeCapacityBlockStatus", &[("CapacityBlockId.1", &block)]).unwrap_err();
-        assert_eq!(e.code, "IncorrectState");
+        for state in ["payment-pending", "scheduled"] {
+            assert_eq!(w.reservations[0].state(w.now(), &w.extensions), state);
+            let e = call(&mut w, "DescribeCapacityBlockStatus", &[("CapacityBlockId.1", &block)]).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, PENDING_ACTIVATION), "{state}");
+            assert_eq!(e.message, format!("Your Capacity Block '{block}' is not active yet."));
+            w.clock.advance(60);
+        }
         // Active: ok, then the line's step (2 h after the start) impairs it and takes one out.
         w.clock.set(w.reservations[0].start);
         let ok = call(&mut w, "DescribeCapacityBlockStatus", &[("CapacityBlockId.1", &block)]).unwrap();
@@ -403,6 +443,10 @@ mod tests {
         )
         .unwrap();
         assert!(values(&filtered, "capacityBlockId").is_empty());
+        // Expired: no status any more, IncorrectState.
+        w.clock.set(w.reservations[0].original_end);
+        let e = call(&mut w, "DescribeCapacityBlockStatus", &[("CapacityBlockId.1", &block)]).unwrap_err();
+        assert_eq!(e.code, NO_STATUS);
     }
 
     #[test]

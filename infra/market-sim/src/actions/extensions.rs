@@ -107,7 +107,7 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
         currency: o.currency.clone(),
         payment: Payment {
             outcome: o.payment.unwrap_or(w.behaviour.payment),
-            delay_hours: w.behaviour.payment_delay_hours,
+            delay_hours: w.behaviour.payment_delay(),
             explicit: false,
         },
     };

@@ -4,6 +4,7 @@ use super::{Ctx, dry_run, positive_u32, require_supported};
 use crate::instance_types;
 use crate::market::{self, Offering, OfferingQuery};
 use crate::pagination::{fingerprint, page_size, paginate};
+use crate::scenario::{OfferingIds, UltraserverSearch};
 use crate::wire::error::ApiError;
 use crate::wire::query::Params;
 use crate::wire::xml::Xml;
@@ -34,14 +35,34 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     let duration_days = market::duration_days_from_hours(hours, "CapacityDurationHours")?;
     let instance_count = positive_u32(p, "InstanceCount", 64)?;
     let ultraserver_count = positive_u32(p, "UltraserverCount", 64)?;
-    // An UltraServer search names the UltraServer, not its instances; a count of UltraServers
-    // without their type means nothing. EC2 documents neither combination: the simulator
-    // refuses both (the harsher reading), as EC2 refuses other mixed parameters.
-    if ultraserver_type.is_some() && (instance_type.is_some() || instance_count.is_some()) {
-        return Err(ApiError::client(
-            "InvalidParameterCombination",
-            "UltraserverType cannot be combined with InstanceType or InstanceCount.",
-        ));
+    // An UltraServer search: the API model says InstanceType (or InstanceTypePreferences) is
+    // required, so with "instance_type_required" one without it is refused and one naming the
+    // UltraServer's instance type is answered; with "ultraserver_only" (the earlier reading) the
+    // UltraServer is named alone and InstanceType beside it is refused. Either way InstanceCount
+    // does not go with UltraserverType (an UltraServer's size is fixed) and a count of
+    // UltraServers without their type means nothing: EC2 documents neither, the simulator
+    // refuses both, as EC2 refuses other mixed parameters.
+    let ultra_search = ultraserver_type.is_some() || ultraserver_count.is_some();
+    match w.behaviour.ultraserver_search {
+        UltraserverSearch::InstanceTypeRequired => {
+            if ultra_search && instance_type.is_none() {
+                return Err(ApiError::missing("InstanceType"));
+            }
+            if ultraserver_type.is_some() && instance_count.is_some() {
+                return Err(ApiError::client(
+                    "InvalidParameterCombination",
+                    "UltraserverType cannot be combined with InstanceCount.",
+                ));
+            }
+        }
+        UltraserverSearch::UltraserverOnly => {
+            if ultraserver_type.is_some() && (instance_type.is_some() || instance_count.is_some()) {
+                return Err(ApiError::client(
+                    "InvalidParameterCombination",
+                    "UltraserverType cannot be combined with InstanceType or InstanceCount.",
+                ));
+            }
+        }
     }
     if ultraserver_count.is_some() && ultraserver_type.is_none() {
         return Err(ApiError::client("InvalidParameterCombination", "UltraserverCount requires UltraserverType."));
@@ -55,21 +76,28 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     }
     let size = page_size(p, 1, 1000)?;
     let all_zones = p.bool("AllAvailabilityZones")?.unwrap_or(false);
-    if let Some(t) = &instance_type
-        && !w.scenario.sells(ctx.region, t)
-    {
-        return Err(ApiError::invalid_value(format!(
-            "The instance type {t} is not supported for Capacity Blocks in {}.",
-            ctx.region
-        )));
-    }
-    if let Some(u) = &ultraserver_type
-        && !w.scenario.sells_ultraserver(ctx.region, u)
-    {
-        return Err(ApiError::invalid_value(format!(
-            "The UltraServer type {u} is not supported for Capacity Blocks in {}.",
-            ctx.region
-        )));
+    match (&ultraserver_type, &instance_type) {
+        (Some(u), _) if !w.scenario.sells_ultraserver(ctx.region, u) => {
+            return Err(ApiError::invalid_value(format!(
+                "The UltraServer type '{u}' is not supported for Capacity Blocks in '{}'. Specify a compatible UltraServer type and try again.",
+                ctx.region
+            )));
+        }
+        // Beside UltraserverType the instance type must be the UltraServer's (the simulator's
+        // reading: EC2 does not document another combination).
+        (Some(u), Some(t)) => {
+            let of = instance_types::ultraserver(u).map(|i| i.instance_type);
+            if of != Some(t.as_str()) {
+                return Err(ApiError::invalid_value(format!(
+                    "The instance type {t} is not the instance type of UltraServer type {u} ({}).",
+                    of.unwrap_or("unknown")
+                )));
+            }
+        }
+        (None, Some(t)) if !w.scenario.sells(ctx.region, t) => {
+            return Err(ApiError::invalid_value(not_sold_message(t, ctx.region)));
+        }
+        _ => {}
     }
     dry_run(p)?;
 
@@ -86,7 +114,12 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         ultraserver_count,
     };
     let all = market::recommend(market::offerings(&w.scenario, &q, ctx.now), w.behaviour.max_offerings_per_answer);
-    let (page, next) = paginate(&all, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
+    let (mut page, next) = paginate(&all, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
+    if w.behaviour.offering_ids == OfferingIds::PerAnswer {
+        for o in &mut page {
+            o.id = w.mint_offering_id(ctx.region, &o.id, ctx.now);
+        }
+    }
 
     let mut x = Xml::new();
     x.set("capacityBlockOfferingSet", &page, write_offering);
@@ -94,6 +127,14 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         x.leaf("nextToken", t);
     }
     Ok(x.into_string())
+}
+
+/// EC2's answer for a type a region does not sell as Capacity Blocks, as a public client's test
+/// records it from a live account; public clients match its "not supported for Capacity Blocks".
+pub fn not_sold_message(instance_type: &str, region: &str) -> String {
+    format!(
+        "The instance type '{instance_type}' is not supported for Capacity Blocks in '{region}'. Specify a compatible instance type and try again."
+    )
 }
 
 fn write_offering(x: &mut Xml, o: &Offering) {
@@ -229,7 +270,13 @@ mod tests {
         for t in ["p4d.24xlarge", "m9.fake"] {
             let e = call(&mut w, &[("CapacityDurationHours", "24"), ("InstanceType", t)]).unwrap_err();
             assert_eq!((e.status, e.code.as_str()), (400, "InvalidParameterValue"));
-            assert_eq!(e.message, format!("The instance type {t} is not supported for Capacity Blocks in us-east-1."));
+            assert_eq!(
+                e.message,
+                format!(
+                    "The instance type '{t}' is not supported for Capacity Blocks in 'us-east-1'. Specify a compatible instance type and try again."
+                )
+            );
+            assert!(e.message.contains("not supported"), "what public clients match");
             // Parameter validation comes before DryRun.
             let dry = call(&mut w, &[("CapacityDurationHours", "24"), ("InstanceType", t), ("DryRun", "true")]);
             assert_eq!(dry.unwrap_err().code, "InvalidParameterValue");
@@ -333,6 +380,108 @@ mod tests {
         let body = call(&mut w, &[("CapacityDurationHours", "24")]).unwrap();
         assert!(!values(&body, "startDate").iter().any(|s| s.starts_with("2026-12-01")));
         let err = dispatch(&mut w, "us-east-1", "PurchaseCapacityBlock", &p).unwrap_err();
-        assert_eq!(err.code, "InvalidCapacityBlockOfferingId.NotFound");
+        assert_eq!(err.code, "InvalidCapacityBlockOfferingIdNotFound");
+    }
+
+    fn purchase(w: &mut World, region: &str, id: &str) -> Result<String, ApiError> {
+        let p = Params::from_pairs(&[("CapacityBlockOfferingId", id), ("InstancePlatform", "Linux/UNIX")]);
+        dispatch(w, region, "PurchaseCapacityBlock", &p).map(|o| o.body)
+    }
+
+    #[test]
+    fn offering_ids_are_stable_by_default_and_the_documented_codes_refuse_the_rest() {
+        let mut w = world("same_day_offerings = false");
+        let ask = [("CapacityDurationHours", "24"), ("InstanceCount", "1")];
+        let first = values(&call(&mut w, &ask).unwrap(), "capacityBlockOfferingId");
+        assert_eq!(values(&call(&mut w, &ask).unwrap(), "capacityBlockOfferingId"), first, "the same ids again");
+        // Hours later, the same ids are still purchasable (no expiry under "stable").
+        w.clock.advance(6 * 3600);
+        assert!(purchase(&mut w, "us-east-1", &first[0]).is_ok());
+        for (id, code) in [
+            ("cb-0123456789abcdef0", "InvalidCapacityBlockOfferingIdNotFound"),
+            ("cb-01234567", "InvalidCapacityBlockOfferingIdNotFound"),
+            ("cb-xyz", "InvalidCapacityBlockOfferingIdMalformed"),
+            ("cb-0123456789abcdef", "InvalidCapacityBlockOfferingIdMalformed"),
+            ("cr-0123456789abcdef0", "InvalidCapacityBlockOfferingIdMalformed"),
+            ("offering", "InvalidCapacityBlockOfferingIdMalformed"),
+        ] {
+            let e = purchase(&mut w, "us-east-1", id).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, code), "{id}");
+            assert!(e.message.contains(id), "{}", e.message);
+        }
+        // Another region's id is not found here.
+        assert_eq!(
+            purchase(&mut w, "us-west-2", &first[1]).unwrap_err().code,
+            "InvalidCapacityBlockOfferingIdNotFound"
+        );
+        assert_eq!(w.minted_count(), 0, "nothing minted under stable");
+    }
+
+    #[test]
+    fn per_answer_ids_are_fresh_in_every_answer_and_expire_after_their_ttl() {
+        let mut w = world("same_day_offerings = false\noffering_ids = \"per_answer\"\noffering_id_ttl_secs = 300");
+        let ask = [("CapacityDurationHours", "24"), ("InstanceCount", "1")];
+        let a = call(&mut w, &ask).unwrap();
+        let b = call(&mut w, &ask).unwrap();
+        let (ids_a, ids_b) = (values(&a, "capacityBlockOfferingId"), values(&b, "capacityBlockOfferingId"));
+        // The same offerings, in the same order, under new ids.
+        assert_eq!(ids_a.len(), 6);
+        for tag in ["startDate", "availabilityZone", "upfrontFee", "instanceCount"] {
+            assert_eq!(values(&a, tag), values(&b, tag), "{tag}");
+        }
+        assert!(ids_a.iter().all(|id| !ids_b.contains(id) && id.len() == 20 && id.starts_with("cb-")));
+        assert_eq!(w.minted_count(), 12);
+        // Pages mint for what they hold.
+        let page = call(&mut w, &[ask[0], ask[1], ("MaxResults", "4")]).unwrap();
+        assert_eq!(values(&page, "capacityBlockOfferingId").len(), 4);
+        assert_eq!(w.minted_count(), 16);
+        // A DryRun answer mints nothing.
+        assert_eq!(call(&mut w, &[ask[0], ("DryRun", "true")]).unwrap_err().code, "DryRunOperation");
+        assert_eq!(w.minted_count(), 16);
+
+        // An id of an earlier answer is purchasable while younger than the TTL (sim time)...
+        w.clock.advance(299);
+        let body = purchase(&mut w, "us-east-1", &ids_a[0]).unwrap();
+        assert!(body.contains("<totalInstanceCount>0</totalInstanceCount>"), "{body}");
+        let r = w.reservations.last().unwrap();
+        assert_eq!(r.offering_id.as_deref(), Some(ids_a[0].as_str()), "recorded as the id named");
+        assert_eq!(r.start.to_rfc3339(), "2026-12-02T11:30:00+00:00");
+        // ...and expired from then on (a DryRun too), while a fresh answer's ids work.
+        w.clock.advance(1);
+        for dry in ["false", "true"] {
+            let p = Params::from_pairs(&[
+                ("CapacityBlockOfferingId", &ids_a[1]),
+                ("InstancePlatform", "Linux/UNIX"),
+                ("DryRun", dry),
+            ]);
+            let e = dispatch(&mut w, "us-east-1", "PurchaseCapacityBlock", &p).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, "InvalidCapacityBlockOfferingIdExpired"), "DryRun={dry}");
+            assert_eq!(e.message, format!("The Capacity Block offering ID '{}' is no longer available.", ids_a[1]));
+        }
+        assert_eq!(w.reservations.len(), 1);
+        let fresh = values(&call(&mut w, &ask).unwrap(), "capacityBlockOfferingId");
+        assert!(purchase(&mut w, "us-east-1", &fresh[1]).is_ok());
+        // Never minted: not found, a stable id included; another region's: not found.
+        let stable = w.minted(&fresh[2]).unwrap().offering_id.clone();
+        for id in [stable.as_str(), "cb-0123456789abcdef0"] {
+            assert_eq!(purchase(&mut w, "us-east-1", id).unwrap_err().code, "InvalidCapacityBlockOfferingIdNotFound");
+        }
+        assert_eq!(
+            purchase(&mut w, "us-west-2", &fresh[2]).unwrap_err().code,
+            "InvalidCapacityBlockOfferingIdNotFound"
+        );
+        assert_eq!(purchase(&mut w, "us-east-1", "cb-?").unwrap_err().code, "InvalidCapacityBlockOfferingIdMalformed");
+        // A young id whose offering is no longer on offer (its start came too close): not found.
+        let late = values(&call(&mut w, &ask).unwrap(), "capacityBlockOfferingId");
+        let m = w.minted(&late[0]).unwrap().clone();
+        let o = crate::market::find_offering(&w.scenario, "us-east-1", &m.offering_id, w.now(), false).unwrap();
+        w.behaviour.offering_id_ttl_secs = 10 * 24 * 3600;
+        w.clock.set(o.start - chrono::Duration::minutes(29));
+        assert_eq!(purchase(&mut w, "us-east-1", &late[0]).unwrap_err().code, "InvalidCapacityBlockOfferingIdNotFound");
+        // Back to "stable": minted ids keep their meaning, stable ids work again.
+        w.clock.set(m.at);
+        w.behaviour.offering_ids = OfferingIds::Stable;
+        assert!(purchase(&mut w, "us-east-1", &late[1]).is_ok());
+        assert!(purchase(&mut w, "us-east-1", &stable).is_ok());
     }
 }

@@ -8,6 +8,7 @@ use super::{Ctx, Output, dry_run, require_supported};
 use crate::market;
 use crate::reservations::{Payment, Reservation};
 use crate::rng::stable_id;
+use crate::scenario::OfferingIds;
 use crate::wire::error::ApiError;
 use crate::wire::query::Params;
 use crate::wire::xml::Xml;
@@ -35,7 +36,51 @@ pub const PLATFORMS: &[&str] = &[
     "Ubuntu Pro",
 ];
 
-pub const OFFERING_NOT_FOUND: &str = "InvalidCapacityBlockOfferingId.NotFound";
+/// The documented codes (EC2 API error list; no dot in these).
+pub const OFFERING_NOT_FOUND: &str = "InvalidCapacityBlockOfferingIdNotFound";
+pub const OFFERING_EXPIRED: &str = "InvalidCapacityBlockOfferingIdExpired";
+pub const OFFERING_MALFORMED: &str = "InvalidCapacityBlockOfferingIdMalformed";
+
+/// The shape of EC2's ids: `cb-` and 8 or 17 hex digits.
+fn well_formed(id: &str) -> bool {
+    id.strip_prefix("cb-").is_some_and(|hex| matches!(hex.len(), 8 | 17) && hex.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// The offering a purchase names, if it may be bought now. An id an answer minted (`offering_ids
+/// = "per_answer"`) stands for its offering while younger than `offering_id_ttl_secs`, then is
+/// expired; a stable id is purchasable only under "stable". Either way the offering must still
+/// be on offer, at the current price step (otherwise NotFound, as always).
+fn offering_named(w: &World, ctx: &Ctx<'_>, id: &str) -> Result<market::Offering, ApiError> {
+    if !well_formed(id) {
+        return Err(ApiError::client(
+            OFFERING_MALFORMED,
+            format!("The Capacity Block offering ID '{id}' is malformed."),
+        ));
+    }
+    let not_found = || {
+        ApiError::client(
+            OFFERING_NOT_FOUND,
+            format!("The Capacity Block offering ID '{id}' cannot be found for this account."),
+        )
+    };
+    let stable = match w.minted(id) {
+        Some(m) if m.region != ctx.region => return Err(not_found()),
+        Some(m) => {
+            let ttl = i64::try_from(w.behaviour.offering_id_ttl_secs).unwrap_or(i64::MAX);
+            if ctx.now.signed_duration_since(m.at).num_milliseconds() >= ttl.saturating_mul(1000) {
+                return Err(ApiError::client(
+                    OFFERING_EXPIRED,
+                    format!("The Capacity Block offering ID '{id}' is no longer available."),
+                ));
+            }
+            m.offering_id.as_str()
+        }
+        None if w.behaviour.offering_ids == OfferingIds::PerAnswer => return Err(not_found()),
+        None => id,
+    };
+    market::find_offering(&w.scenario, ctx.region, stable, ctx.now, w.behaviour.same_day_offerings)
+        .ok_or_else(not_found)
+}
 
 /// Tags from TagSpecification.N, which must target `capacity-reservation`.
 pub fn tags_for_reservation(p: &Params) -> Result<Vec<(String, String)>, ApiError> {
@@ -81,15 +126,7 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
         return Err(ApiError::invalid_value(format!("Value ({platform}) for parameter InstancePlatform is invalid.")));
     }
     let tags = tags_for_reservation(p)?;
-    // The offering must be on offer right now, at the current price step.
-    let offering =
-        market::find_offering(&w.scenario, ctx.region, &offering_id, ctx.now, w.behaviour.same_day_offerings)
-            .ok_or_else(|| {
-                ApiError::client(
-                    OFFERING_NOT_FOUND,
-                    format!("The Capacity Block offering ID '{offering_id}' does not exist or is no longer available."),
-                )
-            })?;
+    let offering = offering_named(w, ctx, &offering_id)?;
     dry_run(p)?;
 
     // One capacity block (and reservation) per purchase, except UltraServers: EC2 documents that
@@ -121,10 +158,11 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
             tags: tags.clone(),
             upfront_fee: fee,
             currency: offering.currency.clone(),
-            offering_id: Some(offering.id.clone()),
+            // The id the buyer named (a minted one under "per_answer").
+            offering_id: Some(offering_id.clone()),
             payment: Payment {
                 outcome: offering.payment.unwrap_or(w.behaviour.payment),
-                delay_hours: w.behaviour.payment_delay_hours,
+                delay_hours: w.behaviour.payment_delay(),
                 explicit: false,
             },
             injected: false,
