@@ -94,7 +94,12 @@ impl Subject {
 /// The tags an event carries: the reservation's without capblock's own `capblock:*`
 /// bookkeeping, i.e. the rule's `tags` capblock bought it with.
 pub fn event_tags<'a>(tags: impl IntoIterator<Item = (&'a String, &'a String)>) -> BTreeMap<String, String> {
-    tags.into_iter().filter(|(k, _)| !k.starts_with("capblock:")).map(|(k, v)| (k.clone(), v.clone())).collect()
+    // capblock's own tags are in the detail's fields already; `aws:` tags are EC2's (the
+    // requested quantity, the reservation type), not the rule's.
+    tags.into_iter()
+        .filter(|(k, _)| !k.starts_with("capblock:") && !k.starts_with("aws:"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// The event of a tracker milestone, keyed by the milestone's outbox name (the Slack notice's,

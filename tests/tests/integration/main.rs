@@ -10,6 +10,7 @@ mod faults;
 mod handoff;
 mod metrics;
 mod parts;
+mod readings;
 mod real_market;
 mod replay;
 mod scan;

@@ -18,6 +18,7 @@ async fn the_sdk_reads_ultraserver_offerings_and_every_block_of_a_purchase() {
     let offers = ec2
         .describe_capacity_block_offerings()
         .capacity_duration_hours(24)
+        .instance_type("trn2u.48xlarge")
         .ultraserver_type("u-trn2x64")
         .ultraserver_count(2)
         .send()
@@ -28,16 +29,16 @@ async fn the_sdk_reads_ultraserver_offerings_and_every_block_of_a_purchase() {
     assert_eq!((o.instance_type(), o.instance_count()), (Some("trn2u.48xlarge"), Some(8)));
     // 2.00 x 16 chips x 8 instances x 24 h: priced over every accelerator of the offering.
     assert_eq!(o.upfront_fee(), Some("6144.00"));
-    // EC2 refuses an UltraServer search that also names an instance type.
+    // The API model's reading (the simulator's default): InstanceType is required, so an
+    // UltraServer search without it is refused.
     let e = ec2
         .describe_capacity_block_offerings()
         .capacity_duration_hours(24)
         .ultraserver_type("u-trn2x64")
-        .instance_type("trn2u.48xlarge")
         .send()
         .await
         .unwrap_err();
-    assert_eq!(e.code(), Some("InvalidParameterCombination"));
+    assert_eq!(e.code(), Some("MissingParameter"));
 
     let bought = ec2
         .purchase_capacity_block()
@@ -74,6 +75,7 @@ async fn the_sdk_reads_block_status_and_the_extension_history() {
     let offer = ec2
         .describe_capacity_block_offerings()
         .capacity_duration_hours(24)
+        .instance_type("trn2u.48xlarge")
         .ultraserver_type("u-trn2x64")
         .ultraserver_count(1)
         .send()
@@ -93,7 +95,7 @@ async fn the_sdk_reads_block_status_and_the_extension_history() {
     let none = ec2.describe_capacity_block_status().send().await.unwrap();
     assert!(none.capacity_block_statuses().is_empty());
     let e = ec2.describe_capacity_block_status().capacity_block_ids(&block).send().await.unwrap_err();
-    assert_eq!(e.code(), Some("IncorrectState"));
+    assert_eq!(e.code(), Some("InvalidCapacityReservationState.PendingActivation"));
 
     // An hour after the start the market impairs it and takes 2 of its 4 instances out.
     sim.control("POST", "/_sim/clock", r#"{"set": "2026-12-02T12:30:00Z"}"#).await;

@@ -3,17 +3,67 @@
 
 use super::*;
 
+const OP: &str = "DescribeCapacityBlockOfferings";
+
+/// How an UltraServer search is put to EC2 in a region. The API model says InstanceType is
+/// required; EC2 has also been seen to refuse UltraserverType beside InstanceType
+/// (InvalidParameterCombination). Nothing settles which holds, so the adapter asks in the
+/// model's form first and learns from EC2's answer, per region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum UltraForm {
+    /// InstanceType (the UltraServer's) with UltraserverType and UltraserverCount.
+    WithInstanceType,
+    /// UltraserverType and UltraserverCount alone.
+    UltraserverOnly,
+}
+
+impl UltraForm {
+    fn other(self) -> UltraForm {
+        match self {
+            UltraForm::WithInstanceType => UltraForm::UltraserverOnly,
+            UltraForm::UltraserverOnly => UltraForm::WithInstanceType,
+        }
+    }
+
+    /// Whether EC2's refusal says this form is not the one it takes.
+    fn refused_by(self, e: &MarketError) -> bool {
+        match self {
+            UltraForm::WithInstanceType => e.code() == Some("InvalidParameterCombination"),
+            UltraForm::UltraserverOnly => e.code() == Some("MissingParameter"),
+        }
+    }
+}
+
 #[async_trait]
 impl OfferingSource for Ec2Market {
     async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
-        const OP: &str = "DescribeCapacityBlockOfferings";
-        let hours = int_param(OP, &q.region, "CapacityDurationHours", q.duration_hours)?;
-        // An UltraServer search names the UltraServers only: EC2 refuses UltraserverType with
-        // InstanceType or InstanceCount.
-        let (instance_type, count, ultraserver_type, ultraserver_count) = match &q.ultraservers {
-            Some(u) => {
-                (None, None, Some(u.kind.as_str()), Some(int_param(OP, &q.region, "UltraserverCount", u.count)?))
+        if q.ultraservers.is_none() {
+            return self.ask_offerings(q, UltraForm::WithInstanceType).await;
+        }
+        let form = self.ultra_form(&q.region);
+        match self.ask_offerings(q, form).await {
+            Err(e) if form.refused_by(&e) => {
+                tracing::info!(region = %q.region, from = ?form, to = ?form.other(), error = %e, "EC2 takes UltraServer searches in the other form: switching for this region");
+                self.set_ultra_form(&q.region, form.other());
+                self.ask_offerings(q, form.other()).await
             }
+            answer => answer,
+        }
+    }
+}
+
+impl Ec2Market {
+    async fn ask_offerings(&self, q: &OfferingQuery, form: UltraForm) -> Result<Vec<Offering>, MarketError> {
+        let hours = int_param(OP, &q.region, "CapacityDurationHours", q.duration_hours)?;
+        // An UltraServer search never names InstanceCount; InstanceType only in the form EC2
+        // takes (`UltraForm`).
+        let (instance_type, count, ultraserver_type, ultraserver_count) = match &q.ultraservers {
+            Some(u) => (
+                (form == UltraForm::WithInstanceType).then_some(q.instance_type.as_str()),
+                None,
+                Some(u.kind.as_str()),
+                Some(int_param(OP, &q.region, "UltraserverCount", u.count)?),
+            ),
             None => (
                 Some(q.instance_type.as_str()),
                 Some(int_param(OP, &q.region, "InstanceCount", q.instance_count)?),

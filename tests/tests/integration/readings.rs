@@ -1,0 +1,204 @@
+//! capblock under each reading of EC2 the public record leaves open or contradicts, as the
+//! simulator plays them (infra/market-sim/README.md, "Readings of a real account"): counts of
+//! 0 before a block starts, offering ids minted per answer (and expired), the two forms of an
+//! UltraServer search, and failed payments EC2 forgets. Under each, a rule buys exactly once
+//! and the books carry the true count and fee.
+
+use std::time::Duration as StdDuration;
+
+use capblock_shared::app::purchase::Outcome;
+use capblock_shared::domain::budget::{BudgetOwner, Period};
+use capblock_shared::domain::lifecycle::BlockState;
+use capblock_shared::domain::plan::DescribeBudget;
+use capblock_shared::ports::Ledger;
+use capblock_tests::{Rig, RuleToml, ScenarioToml, event_types};
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use rust_decimal_macros::dec;
+
+const STACK: &str = "capblock-test";
+const CLOCK: &str = "2026-12-01T00:00:00Z";
+
+fn at(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+async fn rig(name: &str, scenario: &str) -> Rig {
+    let mut h = Rig::start(name, scenario, capblock_tests::quick_timeouts(), at(CLOCK), STACK).await;
+    h.scan.describe =
+        DescribeBudget { refill: StdDuration::from_millis(100), share: 0.5, ask_for: StdDuration::from_secs(3) };
+    h
+}
+
+fn bought(report: &capblock_shared::app::scan::ScanReport) -> Option<(String, Vec<String>)> {
+    report.outcomes.iter().find_map(|o| match &o.action {
+        Some(Outcome::Bought { reservation_id, more, .. }) => Some((reservation_id.clone(), more.clone())),
+        _ => None,
+    })
+}
+
+/// EC2 names the same block anew in every answer: the re-check finds it by what it is and buys
+/// it under the fresh id. Four scans at once still make one purchase.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offerings_renamed_in_every_answer_are_bought_once_by_what_they_are() {
+    let scenario = ScenarioToml::new(61, CLOCK)
+        .offering_ids("per_answer")
+        .behaviour("describe_limit = false")
+        .payment("succeed", None)
+        .p5("us-east-1", &[2], "3.00")
+        .build();
+    let h = rig("ids-per-answer", &scenario).await;
+    h.put_rules(&[RuleToml::p5("east").mode("live").max_price("3.00").budget("5000").rule(h.now())]).await;
+    let reports = futures::future::join_all((0..4).map(|_| h.scan())).await;
+    let buys: Vec<_> = reports.iter().filter_map(bought).collect();
+    assert_eq!(buys.len(), 1, "{reports:#?}");
+    assert_eq!(h.sim.purchases().await.len(), 1, "one PurchaseCapacityBlock");
+    let usage = h.store.usage(&BudgetOwner::Rule("east".into()), &Period::of(h.now())).await.unwrap().unwrap();
+    assert_eq!(usage.purchases, 1);
+    // The next scan sees the block held (and the offering under yet another id): nothing more.
+    let again = h.scan().await;
+    assert!(bought(&again).is_none(), "{again:#?}");
+    assert_eq!(h.sim.purchases().await.len(), 1);
+}
+
+/// An id EC2 calls expired is given back, not refused for good: nothing is announced as a
+/// rejection, and the block is bought by a later run once an id is fresh enough.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_offering_id_is_asked_again_never_refused_for_good() {
+    let scenario = ScenarioToml::new(62, CLOCK)
+        .offering_ids("per_answer")
+        .offering_id_ttl_secs(0)
+        .behaviour("describe_limit = false")
+        .payment("succeed", None)
+        .p5("us-east-1", &[2], "3.00")
+        .build();
+    let h = rig("ids-expired", &scenario).await;
+    h.put_rules(&[RuleToml::p5("east").mode("live").max_price("3.00").budget("5000").rule(h.now())]).await;
+    let report = h.scan().await;
+    let Some(Outcome::GivenBack { reason, .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
+    assert!(reason.contains("InvalidCapacityBlockOfferingIdExpired"), "{reason}");
+    assert!(h.aws.alerts().await.is_empty(), "nothing happened that a person must act on");
+    let usage = h.store.usage(&BudgetOwner::Rule("east".into()), &Period::of(h.now())).await.unwrap();
+    assert!(usage.is_none_or(|u| u.committed.amount() == Decimal::ZERO && u.purchases == 0), "{usage:?}");
+    // Asked again next run (not "already tried"): given back again while ids expire at once.
+    let again = h.scan().await;
+    assert!(matches!(again.outcomes[0].action, Some(Outcome::GivenBack { .. })), "{again:#?}");
+}
+
+/// EC2 shows 0 instances before a block starts: the block capblock records carries the count
+/// it bought, and so does what people read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_bought_before_its_start_carries_the_count_it_was_bought_with() {
+    let scenario = ScenarioToml::new(63, CLOCK)
+        .counts_before_start("zero")
+        .behaviour("describe_limit = false")
+        .payment("succeed", None)
+        .p5("us-east-1", &[2], "3.00")
+        .build();
+    let h = rig("counts-zero", &scenario).await;
+    let rule = RuleToml::p5("east").mode("live").max_price("3.00").budget("5000").rule(h.now());
+    let id = h.buy(&rule).await;
+    let b = h.block(&id).await;
+    assert_eq!(b.instance_count, 1, "the offering's count, though EC2 shows 0: {b:?}");
+    // The tracker reads the count from EC2's tag until the start, and never lowers it.
+    h.advance_minutes(10).await;
+    h.track().await;
+    assert_eq!(h.block(&id).await.instance_count, 1);
+    let title = |p: &capblock_tests::Published| p.body["content"]["title"].as_str().unwrap_or_default().to_string();
+    let alerts = h.aws.alerts().await;
+    assert!(alerts.iter().all(|a| !title(a).contains("0 x")), "{alerts:#?}");
+}
+
+/// The UltraServer search in either form EC2 may take: the adapter learns which from EC2's
+/// answer. Under both, one purchase, its parts' counts and fees summing to the offering's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ultraserver_block_is_bought_once_under_either_search_form() {
+    for (i, form) in ["instance_type_required", "ultraserver_only"].into_iter().enumerate() {
+        let scenario = ScenarioToml::new(64 + i as u64, CLOCK)
+            .ultraserver_search(form)
+            .behaviour("describe_limit = false")
+            .payment("succeed", None)
+            .trn2_ultra("us-east-1", &[2], &[2], "2.00")
+            .build();
+        let h = rig(&format!("ultra-form-{i}"), &scenario).await;
+        let rule = RuleToml::p5("trn2-ultra")
+            .instance_types(&[])
+            .instance_counts(&[])
+            .max_price("2.00")
+            .budget("10000")
+            .extra("ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [2]")
+            .rule(h.now());
+        h.put_rules(std::slice::from_ref(&rule)).await;
+        let report = h.scan().await;
+        let Some((first, more)) = bought(&report) else { panic!("{form}: {report:#?}") };
+        assert_eq!(h.sim.purchases().await.len(), 1, "{form}");
+        assert_eq!(more.len(), 1, "{form}");
+        let fee = report.outcomes[0].chosen.clone().unwrap().offering.fee.amount();
+        let a = h.block(&first).await;
+        assert_eq!(a.instance_count, 4, "{form}: {a:?}");
+        h.advance_minutes(10).await;
+        h.track().await;
+        let b = h.block(&more[0]).await;
+        assert_eq!(b.instance_count, 4, "{form}: {b:?}");
+        let sum: Decimal = [&a, &b].iter().map(|x| x.fee.unwrap().amount()).sum();
+        assert_eq!(sum, fee, "{form}: the parts' fees sum to the fee");
+        assert_eq!(fee, dec!(6144.00));
+    }
+}
+
+/// A payment that fails and a block EC2 forgets an hour later: once its payment deadline has
+/// passed, the tracker takes it as failed, releases its fee once and says so once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_payment_ec2_forgets_releases_the_fee_once() {
+    let scenario = ScenarioToml::new(66, CLOCK)
+        .behaviour("describe_limit = false")
+        .payment("fail", None)
+        .payment_delay_minutes(5)
+        .failed_payment_visible_minutes(60)
+        .p5("us-east-1", &[2], "3.00")
+        .build();
+    let h = rig("payment-forgotten", &scenario).await;
+    let rule = RuleToml::p5("east").mode("live").max_price("3.00").budget("5000").rule(h.now());
+    let id = h.buy(&rule).await;
+    // The tracker looks only after EC2 forgot the failed request (the payment failed at 5 min,
+    // gone at 65), and after the payment deadline (12 h after the purchase).
+    h.advance_hours(13).await;
+    let report = h.track().await;
+    assert!(report.released_budgets.contains(&id), "{report:#?}");
+    assert_eq!(h.block(&id).await.state, BlockState::PaymentFailed);
+    let usage = h.store.usage(&BudgetOwner::Rule("east".into()), &Period::of(h.now())).await.unwrap().unwrap();
+    assert_eq!(usage.committed.amount(), Decimal::ZERO, "{usage:?}");
+    assert_eq!(event_types(&h.aws.alerts().await), ["payment-failed"]);
+    h.advance_minutes(10).await;
+    let again = h.track().await;
+    assert!(again.released_budgets.is_empty(), "{again:#?}");
+    assert!(h.aws.alerts().await.is_empty());
+}
+
+/// A block that starts the same day, on the simulator's defaults (payment in minutes, counts
+/// of 0 before the start): bought, paid, started and tracked within the hour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_same_day_block_is_bought_paid_started_and_tracked_on_the_defaults() {
+    let clock = "2026-12-01T04:25:00Z";
+    let scenario = ScenarioToml::new(67, clock)
+        .behaviour("same_day_offerings = true")
+        .behaviour("describe_limit = false")
+        .p5("us-east-1", &[1, 2], "3.00")
+        .build();
+    let mut h = Rig::start("same-day-life", &scenario, capblock_tests::quick_timeouts(), at(clock), STACK).await;
+    h.scan.describe =
+        DescribeBudget { refill: StdDuration::from_millis(100), share: 0.5, ask_for: StdDuration::from_secs(3) };
+    let rule = RuleToml::p5("soon").mode("live").max_price("3.00").budget("5000").window(0, 7).rule(h.now());
+    let id = h.buy(&rule).await;
+    let b = h.block(&id).await;
+    assert_eq!((b.start, b.state), (at("2026-12-01T04:55:00Z"), BlockState::PaymentPending));
+    h.advance_minutes(10).await;
+    h.track().await;
+    assert_eq!(h.block(&id).await.state, BlockState::Scheduled, "paid within minutes");
+    h.advance_minutes(25).await;
+    h.track().await;
+    let active = h.block(&id).await;
+    assert_eq!((active.state, active.instance_count), (BlockState::Active, 1));
+    let kinds = event_types(&h.aws.alerts().await);
+    assert!(kinds.contains(&"delivered".to_string()), "{kinds:?}");
+}
