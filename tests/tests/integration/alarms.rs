@@ -45,6 +45,9 @@ async fn alarm_events_are_kept_in_order_and_status_lists_those_in_alarm() {
     let sim = Sim::start(&ScenarioToml::new(71, T0).build()).await;
     let aws = Aws::fresh("alarms").await;
     let mut env = binary_env(&sim, &aws, STACK);
+    // CloudWatch's times are the wall clock's, and so is the function's clock here, as in a
+    // deployed stack: not the simulated market's.
+    env.retain(|(k, _)| k != "CAPBLOCK_SIMULATED_CLOCK_URL");
     env.extend(
         [("CAPBLOCK_WORKLOADS_TOPIC_ARN", aws.workloads_topic.as_str()), ("CAPBLOCK_SCHEDULE_GROUP", "default")]
             .map(|(k, v)| (k.to_string(), v.to_string())),

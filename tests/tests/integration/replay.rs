@@ -10,7 +10,9 @@ use std::time::Duration as StdDuration;
 
 use capblock_http1::{Message, exchange, read_message, write_message};
 use capblock_shared::domain::budget::{BudgetOwner, IntentState, Period};
-use capblock_shared::ports::{BlockStore, Ledger, MarketMemory, ObservationStore, RuleStore};
+use capblock_shared::domain::rule::Mode;
+use capblock_shared::domain::stack::{StackSettings, StoredSettings};
+use capblock_shared::ports::{BlockStore, Ledger, MarketMemory, ObservationStore, RuleStore, SettingsStore};
 use capblock_tests::{Aws, RuleToml, ScenarioToml, Sim, T0, binary_env, t0};
 use chrono::Duration;
 use rust_decimal::Decimal;
@@ -109,6 +111,13 @@ async fn a_dry_run_replay_never_releases_a_live_purchase_in_flight() {
     store.put_rule(&rule.rule(t0()), None).await.unwrap();
     let owner = BudgetOwner::Rule("east".into());
     let period = Period::of(t0());
+    // A live stack, as its functions store it: the CLI buys only on the stack's own settings.
+    let live_stack = StoredSettings {
+        stack: StackSettings { name: STACK.into(), mode: Mode::Live, account_budget: None },
+        alerts_topic: aws.alerts_topic.clone(),
+        written_at: t0(),
+    };
+    store.store_settings(&live_stack).await.unwrap();
 
     // The live scan sends its purchase; EC2 has not acted when the scan dies.
     let proxy = HeldPurchases::start(&sim).await;
@@ -126,6 +135,17 @@ async fn a_dry_run_replay_never_releases_a_live_purchase_in_flight() {
     let usage = store.usage(&owner, &period).await.unwrap().unwrap();
     assert_eq!((usage.committed.amount(), usage.purchases), (Decimal::from(480), 1), "held while unknown");
 
+    // What the live scan stored before it died: the replay must leave it as it is.
+    let region = "us-east-1".parse().unwrap();
+    let p5 = "p5.48xlarge".parse().unwrap();
+    let memory = store.region_memory(&region).await.unwrap();
+    let prices = |store: &capblock_shared::aws::dynamo::DynamoStore| {
+        let (region, p5) = (&region, &p5);
+        let store = store.clone();
+        async move { store.history(region, p5, t0() - Duration::days(1), t0() + Duration::days(30)).await.unwrap() }
+    };
+    let seen = prices(&store).await;
+
     // An operator looks at an hour later with a dry-run scan (the README's what-if).
     let hour_later = (t0() + Duration::hours(1)).to_rfc3339();
     let replay = scan_json(&sim, &aws, &["scan", "--time", &hour_later, "--json"]).await;
@@ -135,11 +155,8 @@ async fn a_dry_run_replay_never_releases_a_live_purchase_in_flight() {
     let usage = store.usage(&owner, &period).await.unwrap().unwrap();
     assert_eq!((usage.committed.amount(), usage.purchases), (Decimal::from(480), 1), "the replay released nothing");
     assert_eq!(store.open_intents().await.unwrap(), open, "the intent is still open, as it was");
-    let region = "us-east-1".parse().unwrap();
-    assert_eq!(store.region_memory(&region).await.unwrap(), Default::default(), "no market memory written");
-    let p5 = "p5.48xlarge".parse().unwrap();
-    let seen = store.history(&region, &p5, t0() - Duration::days(1), t0() + Duration::days(30)).await.unwrap();
-    assert!(seen.is_empty(), "no prices written");
+    assert_eq!(store.region_memory(&region).await.unwrap(), memory, "no market memory written");
+    assert_eq!(prices(&store).await, seen, "no prices written");
     assert!(sim.purchases().await.is_empty(), "nothing asked of EC2 to buy");
 
     // EC2 makes the purchase; the next live scan adopts it and buys nothing more.
