@@ -1,7 +1,7 @@
 //! `capblock approve`: buy a decision an approval-mode rule is waiting on.
 
 use capblock_shared::app::outbox::flush;
-use capblock_shared::app::purchase::{Outcome, Approval, Buyer};
+use capblock_shared::app::purchase::{Approval, Buyer, Outcome};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::rule::Mode;

@@ -43,9 +43,10 @@ pub async fn run(a: ScanArgs) -> CliResult {
     let sdk = sdk().await;
     let market = Ec2Market::new(sdk.clone());
     // The stack's own topic when stored; for a dry run of a table without settings, the variable.
-    let alerts = stored_alerts.or_else(|| capblock_shared::config::optional("CAPBLOCK_ALERTS_TOPIC_ARN")).ok_or_else(|| {
-        CliError::failed("CAPBLOCK_ALERTS_TOPIC_ARN is not set (and the stack's settings are not stored)")
-    })?;
+    let alerts =
+        stored_alerts.or_else(|| capblock_shared::config::optional("CAPBLOCK_ALERTS_TOPIC_ARN")).ok_or_else(|| {
+            CliError::failed("CAPBLOCK_ALERTS_TOPIC_ARN is not set (and the stack's settings are not stored)")
+        })?;
     let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None);
     let catalog = Mutex::new(AcceleratorCatalog::new());
     let scanner =

@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::outbox::{LEASE, alert_notice};
 use crate::domain::actions::Action;
 use crate::domain::block::Block;
-use crate::domain::bus::{self, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, BusStep, Subject};
+use crate::domain::bus::{self, BusStep, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Subject};
 use crate::domain::handoff::{self, Invocation, Order, Planned, Point, Target};
 use crate::domain::milestone::Milestone;
 use crate::domain::names::Region;
@@ -30,7 +30,13 @@ use crate::ports::{
 
 /// The outbox notice of one lifecycle step's event. `step_key` is the step's milestone name
 /// (the Slack notice's), so the event and the message of a step are each sent once.
-pub fn event_notice(subject: &Subject, step: &BusStep, step_key: &str, arn: Option<&str>, now: DateTime<Utc>) -> Notice {
+pub fn event_notice(
+    subject: &Subject,
+    step: &BusStep,
+    step_key: &str,
+    arn: Option<&str>,
+    now: DateTime<Utc>,
+) -> Notice {
     let detail = bus::detail(subject, step, step_key);
     let mut attributes: BTreeMap<String, String> =
         [(DETAIL_TYPE_ATTRIBUTE.to_string(), step.detail_type().as_str().to_string())].into();

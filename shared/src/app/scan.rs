@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::fan_out::{Answer, Carried, Pacing, QUOTA_STRIKES, ask_all};
 use super::outbox::{FlushReport, alert_notice, flush};
-use super::purchase::{Outcome, Buyer};
+use super::purchase::{Buyer, Outcome};
 use super::reconcile::{Settled, settle_open_intents, settling_until};
 use super::settings::StackSettings;
 use crate::domain::announce;

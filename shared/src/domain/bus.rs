@@ -230,7 +230,9 @@ pub fn detail(subject: &Subject, step: &BusStep, step_key: &str) -> Detail {
         BusStep::Ending { minutes_left } => Extra::Ending { minutes_left: *minutes_left },
         BusStep::Extended { previous_end } => Extra::Extended { previous_end: rfc3339(*previous_end) },
         BusStep::Ended { outcome } => Extra::Ended { outcome: *outcome },
-        BusStep::HealthChanged { status, summary } => Extra::Health { status: status.clone(), summary: summary.clone() },
+        BusStep::HealthChanged { status, summary } => {
+            Extra::Health { status: status.clone(), summary: summary.clone() }
+        }
     };
     let b = &subject.block;
     Detail {

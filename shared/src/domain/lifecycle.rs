@@ -147,7 +147,9 @@ pub fn step(current: BlockState, end: DateTime<Utc>, observed: &Observed, now: D
     match observed {
         // Expired reservations drop out of DescribeCapacityReservations after ~60 days.
         Observed::NotFound if now >= end => Transition::Move { to: BlockState::Expired, end },
-        Observed::NotFound => Transition::Anomaly(format!("EC2 does not know the reservation, yet it ends only at {end}")),
+        Observed::NotFound => {
+            Transition::Anomaly(format!("EC2 does not know the reservation, yet it ends only at {end}"))
+        }
         Observed::Found { state, end: new_end, .. } => match BlockState::from_ec2(state) {
             None => Transition::Check { ec2_state: state.clone() },
             Some(to) if to == current && *new_end == end => Transition::Stay,
@@ -227,7 +229,10 @@ mod tests {
         assert_eq!(step(Scheduled, end, &found("active", end), now), Transition::Move { to: Active, end });
         assert_eq!(step(Active, end, &found("expired", end), now), Transition::Move { to: Expired, end });
         assert_eq!(step(Active, end, &found("cancelled", end), now), Transition::Move { to: Released, end });
-        assert_eq!(step(Active, end, &found("assessing", end), now), Transition::Check { ec2_state: "assessing".into() });
+        assert_eq!(
+            step(Active, end, &found("assessing", end), now),
+            Transition::Check { ec2_state: "assessing".into() }
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::domain::actions::Action;
 use capblock_shared::domain::block::Block;
-use capblock_shared::domain::bus::{EndOutcome, BusStep, Subject};
+use capblock_shared::domain::bus::{BusStep, EndOutcome, Subject};
 use capblock_shared::domain::handoff::{Point, Target, at_point, due};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::names::Region;

@@ -79,7 +79,7 @@ async fn an_expired_offering_id_is_asked_again_never_refused_for_good() {
     assert!(reason.contains("InvalidCapacityBlockOfferingIdExpired"), "{reason}");
     assert!(h.aws.alerts().await.is_empty(), "nothing happened that a person must act on");
     let usage = h.store.usage(&BudgetOwner::Rule("east".into()), &Period::of(h.now())).await.unwrap();
-    assert!(usage.is_none_or(|u| u.committed.amount() == Decimal::ZERO && u.purchases == 0), "{usage:?}");
+    assert!(usage.as_ref().is_none_or(|u| u.committed.amount() == Decimal::ZERO && u.purchases == 0), "{usage:?}");
     // Asked again next run (not "already tried"): given back again while ids expire at once.
     let again = h.scan().await;
     assert!(matches!(again.outcomes[0].action, Some(Outcome::GivenBack { .. })), "{again:#?}");

@@ -67,13 +67,7 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("MarketMemory", &["dynamodb:GetItem", "dynamodb:PutItem"]),
     (
         "Ledger",
-        &[
-            "dynamodb:GetItem",
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:DeleteItem",
-            "dynamodb:Query",
-        ],
+        &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"],
     ),
     ("BlockArchive", &["dynamodb:Scan"]),
     ("BlockStore", &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),

@@ -107,8 +107,7 @@ where
                 DESCRIBE_LIMIT => MarketError::Throttled { operation, region, code: DESCRIBE_LIMIT },
                 // "... is not supported for Capacity Blocks" in this region, however EC2 words the
                 // rest: public clients match "not supported" alone.
-                "InvalidParameterValue" if message.to_ascii_lowercase().contains("not supported") =>
-                {
+                "InvalidParameterValue" if message.to_ascii_lowercase().contains("not supported") => {
                     MarketError::NotSold { operation, region, message }
                 }
                 "InvalidAction" | "UnsupportedOperation" => MarketError::Unsupported { operation, region },

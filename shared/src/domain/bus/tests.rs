@@ -43,8 +43,8 @@ fn detail_carries_the_common_facts_and_the_steps_own() {
 
     let active = serde_json::to_value(detail(&subject(), &BusStep::Active, "delivered")).unwrap();
     assert!(active.get("minutes_left").is_none(), "no other step's fields: {active}");
-    let ended =
-        serde_json::to_value(detail(&subject(), &BusStep::Ended { outcome: EndOutcome::Released }, "released")).unwrap();
+    let ended = serde_json::to_value(detail(&subject(), &BusStep::Ended { outcome: EndOutcome::Released }, "released"))
+        .unwrap();
     assert_eq!(ended["outcome"], "released");
 }
 
