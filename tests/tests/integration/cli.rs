@@ -342,8 +342,9 @@ async fn approval_buys_exactly_once_through_the_purchase_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_of_a_vanished_offering_is_refused() {
-    // The market steps its price at noon (to the same price): from then on the offering is a
-    // new one, and the one decided on is no longer sold, while the approval still holds.
+    // The market reprices the block at noon: from then on the block decided on is no longer
+    // sold at its fee (a block is known by what it is, its fee included), while the approval
+    // still holds.
     let scenario = ScenarioToml::new(5, T0)
         .payment("succeed", None)
         .raw(
@@ -355,7 +356,7 @@ counts = [1]
 durations_days = [1]
 start_days = [2]
 price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.75" },
-          { from = "2026-12-01T12:00:00Z", usd_per_accelerator_hour = "2.75" } ]
+          { from = "2026-12-01T12:00:00Z", usd_per_accelerator_hour = "2.70" } ]
 "#,
         )
         .build();

@@ -7,11 +7,12 @@
 use std::time::Duration as StdDuration;
 
 use capblock_shared::app::purchase::Outcome;
+use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::plan::DescribeBudget;
-use capblock_shared::ports::Ledger;
-use capblock_tests::{Rig, RuleToml, ScenarioToml, event_types};
+use capblock_shared::ports::{Ledger, MarketError, PurchaseOutcome, PurchaseRequest, Purchaser};
+use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml, event_types};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use rust_decimal_macros::dec;
@@ -61,28 +62,50 @@ async fn offerings_renamed_in_every_answer_are_bought_once_by_what_they_are() {
     assert_eq!(h.sim.purchases().await.len(), 1);
 }
 
+/// Lets `delay_secs` of simulated time pass between the re-check's answer and the purchase, as
+/// a slow network or a busy function would.
+struct Late {
+    sim_url: String,
+    delay_secs: i64,
+}
+
+#[async_trait::async_trait]
+impl PurchaseHook for Late {
+    async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
+        if !req.dry_run {
+            let body = format!("{{\"advance_secs\": {}}}", self.delay_secs);
+            capblock_tests::http("POST", &format!("{}/_sim/clock", self.sim_url), &body).await;
+        }
+        real.purchase(req).await
+    }
+}
+
 /// An id EC2 calls expired is given back, not refused for good: nothing is announced as a
-/// rejection, and the block is bought by a later run once an id is fresh enough.
+/// rejection, the fee is released, and the next run asks again and buys the same block under
+/// a fresh id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_offering_id_is_asked_again_never_refused_for_good() {
     let scenario = ScenarioToml::new(62, CLOCK)
         .offering_ids("per_answer")
-        .offering_id_ttl_secs(0)
+        .offering_id_ttl_secs(60)
         .behaviour("describe_limit = false")
         .payment("succeed", None)
         .p5("us-east-1", &[2], "3.00")
         .build();
     let h = rig("ids-expired", &scenario).await;
     h.put_rules(&[RuleToml::p5("east").mode("live").max_price("3.00").budget("5000").rule(h.now())]).await;
-    let report = h.scan().await;
+    let late = HookedMarket { real: h.sim.market().await, hook: Late { sim_url: h.sim.url.clone(), delay_secs: 120 } };
+    let report = h.scanner(&late, &h.notifier, &h.scan).run(h.now()).await.unwrap();
     let Some(Outcome::GivenBack { reason, .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
     assert!(reason.contains("InvalidCapacityBlockOfferingIdExpired"), "{reason}");
     assert!(h.aws.alerts().await.is_empty(), "nothing happened that a person must act on");
     let usage = h.store.usage(&BudgetOwner::Rule("east".into()), &Period::of(h.now())).await.unwrap();
     assert!(usage.as_ref().is_none_or(|u| u.committed.amount() == Decimal::ZERO && u.purchases == 0), "{usage:?}");
-    // Asked again next run (not "already tried"): given back again while ids expire at once.
+    assert!(h.sim.purchases().await.is_empty());
+    // Asked again by the next run (not "already tried"), in time: bought.
     let again = h.scan().await;
-    assert!(matches!(again.outcomes[0].action, Some(Outcome::GivenBack { .. })), "{again:#?}");
+    assert!(bought(&again).is_some(), "{again:#?}");
+    assert_eq!(h.sim.purchases().await.len(), 1);
 }
 
 /// EC2 shows 0 instances before a block starts: the block capblock records carries the count
@@ -131,7 +154,8 @@ async fn an_ultraserver_block_is_bought_once_under_either_search_form() {
         h.put_rules(std::slice::from_ref(&rule)).await;
         let report = h.scan().await;
         let Some((first, more)) = bought(&report) else { panic!("{form}: {report:#?}") };
-        assert_eq!(h.sim.purchases().await.len(), 1, "{form}");
+        let calls = h.sim.state().await["calls"]["PurchaseCapacityBlock"].as_u64().unwrap_or(0);
+        assert_eq!(calls, 1, "{form}: one PurchaseCapacityBlock");
         assert_eq!(more.len(), 1, "{form}");
         let fee = report.outcomes[0].chosen.clone().unwrap().offering.fee.amount();
         let a = h.block(&first).await;
