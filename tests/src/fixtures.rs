@@ -28,7 +28,7 @@ use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::ports::{
     BlockKinds, BlockStatusSource, BlockStore, CapacityBlockFacts, ExtensionHistory, ExtensionMarket, ExtensionRecord,
     InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser,
-    ReminderError, Reminders, ReservationSource, RuleStore, Tagged,
+    QuotaSource, ReminderError, Reminders, ReservationSource, RuleStore, Tagged,
 };
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
@@ -582,6 +582,13 @@ pub struct HookedMarket<H> {
 impl<H: Send + Sync> OfferingSource for HookedMarket<H> {
     async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
         self.real.offerings(q).await
+    }
+}
+
+#[async_trait]
+impl<H: Send + Sync> QuotaSource for HookedMarket<H> {
+    async fn capacity_block_quota(&self, region: &Region, family: &str) -> Option<u32> {
+        self.real.capacity_block_quota(region, family).await
     }
 }
 

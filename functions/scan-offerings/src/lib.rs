@@ -23,6 +23,7 @@ pub const AWS_PORTS: &[&str] = &[
     "InstanceTypeSource",
     "Purchaser",
     "ReservationSource",
+    "QuotaSource",
     "RuleStore",
     "SettingsStore",
     "MarketMemory",

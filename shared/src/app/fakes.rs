@@ -313,6 +313,13 @@ pub struct Market {
 }
 
 #[async_trait]
+impl QuotaSource for Market {
+    async fn capacity_block_quota(&self, _: &Region, _: &str) -> Option<u32> {
+        None
+    }
+}
+
+#[async_trait]
 impl OfferingSource for Market {
     async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
         Ok(self

@@ -28,7 +28,7 @@ use crate::domain::rule::{Mode, Rule, StartWindow};
 use crate::domain::run_time::RunTime;
 use crate::ports::{
     BlockStore, InstanceTypeSource, Ledger, MarketMemory, Notifier, Observation, ObservationStore, OfferingQuery,
-    OfferingSource, Outbox, Purchaser, ReservationSource, RuleStore, StoreError,
+    OfferingSource, Outbox, Purchaser, QuotaSource, ReservationSource, RuleStore, StoreError,
 };
 
 /// How many offerings one rule may try in one scan when the best ones were tried before.
@@ -321,7 +321,7 @@ fn gather(rules: &[Rule], now: DateTime<Utc>, bounds: ScanBounds) -> (Vec<Planne
 
 impl<M, S, N> Scanner<'_, M, S, N>
 where
-    M: OfferingSource + InstanceTypeSource + Purchaser + ReservationSource + ?Sized,
+    M: OfferingSource + InstanceTypeSource + Purchaser + ReservationSource + QuotaSource + ?Sized,
     S: RuleStore + Ledger + BlockStore + ObservationStore + Outbox + MarketMemory + ?Sized,
     N: Notifier + ?Sized,
 {
@@ -504,6 +504,8 @@ where
         // The accelerator counts, once: each answer's cheapest price per accelerator-hour is kept.
         let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut answered = BTreeMap::new();
+        // Service Quotas, read once per family and region in a run.
+        let mut quotas: BTreeMap<(Region, String), Option<u32>> = BTreeMap::new();
         for (&i, answer) in plan.chosen.iter().zip(asked.answers) {
             let q = &plan.all[i].question.query;
             let region = q.region.to_string();
@@ -527,6 +529,23 @@ where
                 Answer::CarriedOver => counts.carried_over += 1,
                 Answer::QuotaZero => {
                     counts.carried_over += 1;
+                    // Refusals over runs say "quota 0" or "someone keeps spending the limit";
+                    // Service Quotas, where the role may read it, tells them apart.
+                    let key = (q.region.clone(), fam.clone());
+                    let quota = match quotas.get(&key) {
+                        Some(known) => *known,
+                        None => {
+                            let read = self.market.capacity_block_quota(&q.region, &fam).await;
+                            *quotas.entry(key).or_insert(read)
+                        }
+                    };
+                    if let Some(quota) = quota
+                        && quota > 0
+                    {
+                        tracing::warn!(event = "quota_not_zero", %region, family = %fam, quota, "refused over runs, but Service Quotas allows this family: others in the account spend the describe limit");
+                        memory.refusals.remove(&fam);
+                        continue;
+                    }
                     let refused = Refusals::after_run(before.get(&(q.region.clone(), fam.clone())), QUOTA_STRIKES, now);
                     let since = memory.note_quota_zero(&fam, now);
                     findings.quota_zero.insert((region, fam), (since, refused));

@@ -260,3 +260,12 @@ pub trait ReservationLookup: Send + Sync {
     /// `None` when EC2 does not know it.
     async fn reservation(&self, region: &Region, id: &str) -> Result<Option<Reservation>, MarketError>;
 }
+
+#[async_trait]
+pub trait QuotaSource: Send + Sync {
+    /// The account's Capacity Block quota for an instance family in `region` as Service Quotas
+    /// states it ("Concurrent TRN2 Capacity Blocks per account"), when it can be read: `None`
+    /// when Service Quotas names no such quota, the role may not ask, or the call fails. Only a
+    /// confirmation: a quota of 0 is still concluded from EC2's refusals when this is `None`.
+    async fn capacity_block_quota(&self, region: &Region, family: &str) -> Option<u32>;
+}

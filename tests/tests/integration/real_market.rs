@@ -286,3 +286,14 @@ async fn a_throttling_storm_over_overlapping_scans_never_loses_the_offering() {
     let usage = h.store.usage(&BudgetOwner::Rule("east".into()), &Period::of(h.now())).await.unwrap().unwrap();
     assert_eq!(usage.purchases, 1, "one purchase counted");
 }
+
+/// Service Quotas on the emulator: the adapter lists EC2's quotas over the wire and, finding
+/// no Capacity Block quota of the family, says it cannot tell (the quota of 0 then rests on
+/// EC2's refusals, as the quota test above shows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_quotas_without_a_capacity_block_quota_cannot_tell() {
+    use capblock_shared::ports::QuotaSource;
+    let aws = capblock_tests::Aws::fresh("quotas").await;
+    let market = Ec2Market::new(aws.sdk.clone());
+    assert_eq!(market.capacity_block_quota(&"us-east-1".parse().unwrap(), "trn2").await, None);
+}

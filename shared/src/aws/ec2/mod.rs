@@ -30,13 +30,14 @@ use crate::domain::offering::{Offering, RawOffering};
 use crate::ports::{
     BlockKinds, BlockStatusSource, CapacityBlockFacts, DESCRIBE_LIMIT, ExtensionHistory, ExtensionMarket,
     ExtensionRecord, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, Purchase, PurchaseOutcome,
-    PurchaseRequest, Purchaser, REQUEST_LIMIT, ReservationSource, Tagged, Unreadable,
+    PurchaseRequest, Purchaser, QuotaSource, REQUEST_LIMIT, ReservationSource, Tagged, Unreadable,
 };
 
 mod blocks;
 mod extensions;
 mod offerings;
 mod purchase;
+mod quotas;
 mod reservations;
 
 /// The IAM actions each port of this adapter needs: a function's role allows exactly those of
@@ -55,6 +56,8 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("BlockKinds", &["ec2:DescribeCapacityBlocks"]),
     ("BlockStatusSource", &["ec2:DescribeCapacityBlockStatus"]),
     ("ExtensionHistory", &["ec2:DescribeCapacityBlockExtensionHistory"]),
+    // A quota of 0 confirmed (or ruled out) by Service Quotas where the role may read it.
+    ("QuotaSource", &["servicequotas:ListAWSDefaultServiceQuotas", "servicequotas:GetServiceQuota"]),
 ];
 
 /// Describe calls other than the offerings fan-out (which makes one attempt per call and paces

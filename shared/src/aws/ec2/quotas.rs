@@ -1,0 +1,109 @@
+//! Service Quotas, read to confirm what EC2's refusals suggest: a family's Capacity Block
+//! quota of 0. EC2 answers a search for a family with quota 0 exactly as it answers a search
+//! past the account's describe limit (`CapacityBlockDescribeLimitExceeded`), so refusals alone
+//! can be someone else's burst. Service Quotas names the quota ("Concurrent TRN2 Capacity
+//! Blocks per account"): found by its name among EC2's quotas, then read as applied to the
+//! account. Anything else (no such quota, no permission, an error) is "cannot tell".
+
+use aws_sdk_servicequotas::Client as QuotasClient;
+
+use super::*;
+
+/// The quota's name as Service Quotas writes it, for a family ("trn2" -> "TRN2").
+fn names_family(quota_name: &str, family: &str) -> bool {
+    let name = quota_name.to_ascii_lowercase();
+    name.contains("capacity block") && name.split_whitespace().any(|w| w == family.to_ascii_lowercase())
+}
+
+impl Ec2Market {
+    fn quotas(&self, region: &Region) -> QuotasClient {
+        let conf = aws_sdk_servicequotas::config::Builder::from(&self.base)
+            .region(aws_sdk_servicequotas::config::Region::new(region.to_string()))
+            .build();
+        QuotasClient::from_conf(conf)
+    }
+}
+
+#[async_trait]
+impl QuotaSource for Ec2Market {
+    async fn capacity_block_quota(&self, region: &Region, family: &str) -> Option<u32> {
+        quota_of(&self.quotas(region), region, family).await
+    }
+}
+
+/// The family's Capacity Block quota as `client`'s Service Quotas states it.
+async fn quota_of(client: &QuotasClient, region: &Region, family: &str) -> Option<u32> {
+        let listed = client
+            .list_aws_default_service_quotas()
+            .service_code("ec2")
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await;
+        let defaults = match listed {
+            Ok(list) => list,
+            Err(e) => {
+                tracing::info!(%region, family, error = %DisplayErrorContext(&e), "Service Quotas not read: the quota of 0 rests on EC2's refusals");
+                return None;
+            }
+        };
+        let quota = defaults.into_iter().find(|q| q.quota_name().is_some_and(|n| names_family(n, family)))?;
+        let code = quota.quota_code()?.to_string();
+        // The value applied to the account, or the default when none was ever applied.
+        let applied = client.get_service_quota().service_code("ec2").quota_code(&code).send().await;
+        let value = match applied {
+            Ok(out) => out.quota().and_then(|q| q.value()).or(quota.value()),
+            Err(e) => {
+                tracing::info!(%region, family, quota = %code, error = %DisplayErrorContext(&e), "the applied quota not read; its default stands");
+                quota.value()
+            }
+        }?;
+        // Quotas are whole counts; a negative or absurd value is no answer.
+        (value.is_finite() && value >= 0.0 && value <= f64::from(u32::MAX)).then(|| value as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_servicequotas::operation::get_service_quota::GetServiceQuotaOutput;
+    use aws_sdk_servicequotas::operation::list_aws_default_service_quotas::ListAwsDefaultServiceQuotasOutput;
+    use aws_sdk_servicequotas::types::ServiceQuota;
+    use aws_smithy_mocks::{mock, mock_client};
+
+    use super::*;
+
+    fn quota(name: &str, code: &str, value: f64) -> ServiceQuota {
+        ServiceQuota::builder().quota_name(name).quota_code(code).value(value).build()
+    }
+
+    /// The family's quota is found by name among EC2's defaults and read as applied.
+    #[tokio::test]
+    async fn the_applied_quota_of_the_family_is_read() {
+        let list = mock!(QuotasClient::list_aws_default_service_quotas).then_output(|| {
+            ListAwsDefaultServiceQuotasOutput::builder()
+                .quotas(quota("Running On-Demand P instances", "L-417A185B", 0.0))
+                .quotas(quota("Concurrent TRN2 Capacity Blocks per account", "L-TRN2CB", 0.0))
+                .build()
+        });
+        let get = mock!(QuotasClient::get_service_quota)
+            .match_requests(|r| r.quota_code() == Some("L-TRN2CB"))
+            .then_output(|| {
+                GetServiceQuotaOutput::builder()
+                    .quota(quota("Concurrent TRN2 Capacity Blocks per account", "L-TRN2CB", 4.0))
+                    .build()
+            });
+        let client = mock_client!(aws_sdk_servicequotas, [&list, &get]);
+        let east: Region = "us-east-1".parse().unwrap();
+        assert_eq!(quota_of(&client, &east, "trn2").await, Some(4));
+        // No quota of that name: cannot tell.
+        assert_eq!(quota_of(&client, &east, "p6e").await, None);
+    }
+
+    #[test]
+    fn a_quota_is_found_by_its_family_name() {
+        assert!(names_family("Concurrent TRN2 Capacity Blocks per account", "trn2"));
+        assert!(names_family("Concurrent P5 Capacity Blocks per account", "p5"));
+        assert!(!names_family("Concurrent P5e Capacity Blocks per account", "p5"), "p5e is not p5");
+        assert!(!names_family("Running On-Demand P instances", "p5"));
+    }
+}
