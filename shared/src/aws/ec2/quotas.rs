@@ -33,34 +33,34 @@ impl QuotaSource for Ec2Market {
 
 /// The family's Capacity Block quota as `client`'s Service Quotas states it.
 async fn quota_of(client: &QuotasClient, region: &Region, family: &str) -> Option<u32> {
-        let listed = client
-            .list_aws_default_service_quotas()
-            .service_code("ec2")
-            .into_paginator()
-            .items()
-            .send()
-            .collect::<Result<Vec<_>, _>>()
-            .await;
-        let defaults = match listed {
-            Ok(list) => list,
-            Err(e) => {
-                tracing::info!(%region, family, error = %DisplayErrorContext(&e), "Service Quotas not read: the quota of 0 rests on EC2's refusals");
-                return None;
-            }
-        };
-        let quota = defaults.into_iter().find(|q| q.quota_name().is_some_and(|n| names_family(n, family)))?;
-        let code = quota.quota_code()?.to_string();
-        // The value applied to the account, or the default when none was ever applied.
-        let applied = client.get_service_quota().service_code("ec2").quota_code(&code).send().await;
-        let value = match applied {
-            Ok(out) => out.quota().and_then(|q| q.value()).or(quota.value()),
-            Err(e) => {
-                tracing::info!(%region, family, quota = %code, error = %DisplayErrorContext(&e), "the applied quota not read; its default stands");
-                quota.value()
-            }
-        }?;
-        // Quotas are whole counts; a negative or absurd value is no answer.
-        (value.is_finite() && value >= 0.0 && value <= f64::from(u32::MAX)).then(|| value as u32)
+    let listed = client
+        .list_aws_default_service_quotas()
+        .service_code("ec2")
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<Vec<_>, _>>()
+        .await;
+    let defaults = match listed {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::info!(%region, family, error = %DisplayErrorContext(&e), "Service Quotas not read: the quota of 0 rests on EC2's refusals");
+            return None;
+        }
+    };
+    let quota = defaults.into_iter().find(|q| q.quota_name().is_some_and(|n| names_family(n, family)))?;
+    let code = quota.quota_code()?.to_string();
+    // The value applied to the account, or the default when none was ever applied.
+    let applied = client.get_service_quota().service_code("ec2").quota_code(&code).send().await;
+    let value = match applied {
+        Ok(out) => out.quota().and_then(|q| q.value()).or(quota.value()),
+        Err(e) => {
+            tracing::info!(%region, family, quota = %code, error = %DisplayErrorContext(&e), "the applied quota not read; its default stands");
+            quota.value()
+        }
+    }?;
+    // Quotas are whole counts; a negative or absurd value is no answer.
+    (value.is_finite() && value >= 0.0 && value <= f64::from(u32::MAX)).then_some(value as u32)
 }
 
 #[cfg(test)]
