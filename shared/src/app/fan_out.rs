@@ -225,6 +225,54 @@ impl<'p> Lane<'p> {
         }
     }
 
+    /// A question EC2 throttled: the family's refusal counted (a refusal after resting) or the
+    /// lane's pace slowed (one its own pace may have caused), and what becomes of the question:
+    /// its answer, or `None` to ask it again later in the run.
+    fn after_throttle(
+        &mut self,
+        e: MarketError,
+        i: usize,
+        q: &OfferingQuery,
+        rested: bool,
+        throttled: &mut HashMap<usize, u32>,
+    ) -> Option<Answer> {
+        let fam = family(q.instance_type.as_str());
+        self.calls.throttled += 1;
+        let describe_limit = matches!(&e, MarketError::Throttled { code, .. } if *code == DESCRIBE_LIMIT);
+        if describe_limit && rested {
+            // Not our pace's doing: either someone else emptied the bucket, or this
+            // family's quota is 0. The pace stays; the count, spread over runs and
+            // time, decides.
+            let f = &mut self.families;
+            f.refused.insert(fam.to_string());
+            let n = f.strikes.entry(fam.to_string()).or_default();
+            *n += 1;
+            if *n >= QUOTA_STRIKES && f.conclusive.contains(fam) {
+                tracing::warn!(region = %q.region, family = fam, "refused every time, even paced, over runs: the family's Capacity Block quota looks like 0");
+                f.strikes.remove(fam);
+                self.quota_zero.insert(fam.to_string());
+                return Some(Answer::QuotaZero);
+            }
+        } else {
+            self.gap = (self.gap * 2).min(self.pacing.pace * MAX_SLOWDOWN);
+        }
+        if self.families.probes.contains(fam) {
+            // One call a run for a family with a quota of 0 noted.
+            return Some(Answer::CarriedOver);
+        }
+        // A refusal after resting is retried at the pace until the asking time is
+        // over; one our own pace may have caused counts against the question.
+        let n = throttled.entry(i).or_default();
+        if !(describe_limit && rested) {
+            *n += 1;
+        }
+        if *n >= MAX_THROTTLED {
+            tracing::warn!(region = %q.region, attempts = *n, error = %e, "question still throttled; carried over to the next run");
+            return Some(Answer::CarriedOver);
+        }
+        None
+    }
+
     async fn run<M, F>(
         mut self,
         market: &M,
@@ -275,45 +323,10 @@ impl<'p> Lane<'p> {
                     self.families.strikes.remove(fam);
                     done(&mut out, i, Answer::Offerings(list));
                 }
-                Err(e @ MarketError::Throttled { .. }) => {
-                    self.calls.throttled += 1;
-                    let describe_limit = matches!(&e, MarketError::Throttled { code, .. } if *code == DESCRIBE_LIMIT);
-                    if describe_limit && rested {
-                        // Not our pace's doing: either someone else emptied the bucket, or this
-                        // family's quota is 0. The pace stays; the count, spread over runs and
-                        // time, decides.
-                        let f = &mut self.families;
-                        f.refused.insert(fam.to_string());
-                        let n = f.strikes.entry(fam.to_string()).or_default();
-                        *n += 1;
-                        if *n >= QUOTA_STRIKES && f.conclusive.contains(fam) {
-                            tracing::warn!(region = %q.region, family = fam, "refused every time, even paced, over runs: the family's Capacity Block quota looks like 0");
-                            f.strikes.remove(fam);
-                            self.quota_zero.insert(fam.to_string());
-                            done(&mut out, i, Answer::QuotaZero);
-                            continue;
-                        }
-                    } else {
-                        self.gap = (self.gap * 2).min(self.pacing.pace * MAX_SLOWDOWN);
-                    }
-                    if self.families.probes.contains(fam) {
-                        // One call a run for a family with a quota of 0 noted.
-                        done(&mut out, i, Answer::CarriedOver);
-                        continue;
-                    }
-                    // A refusal after resting is retried at the pace until the asking time is
-                    // over; one our own pace may have caused counts against the question.
-                    let n = throttled.entry(i).or_default();
-                    if !(describe_limit && rested) {
-                        *n += 1;
-                    }
-                    if *n >= MAX_THROTTLED {
-                        tracing::warn!(region = %q.region, attempts = *n, error = %e, "question still throttled; carried over to the next run");
-                        done(&mut out, i, Answer::CarriedOver);
-                    } else {
-                        queue.push_back(i);
-                    }
-                }
+                Err(e @ MarketError::Throttled { .. }) => match self.after_throttle(e, i, q, rested, &mut throttled) {
+                    Some(answer) => done(&mut out, i, answer),
+                    None => queue.push_back(i),
+                },
                 Err(e @ MarketError::Unknown { .. }) => {
                     unknown += 1;
                     if unknown > UNKNOWN_RETRIES {
