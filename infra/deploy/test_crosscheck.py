@@ -19,6 +19,7 @@ import tempfile
 import textwrap
 import unittest
 from pathlib import Path
+from typing import ClassVar
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in infra/deploy
 # the crosscheck package beside this file
@@ -365,7 +366,7 @@ class KnownToIam(unittest.TestCase):
     """Actions IAM does not know, and EC2 actions on resource types they are not authorized on,
     allow nothing: each is named."""
 
-    DATA = {
+    DATA: ClassVar[dict] = {
         "dynamodb": {"Actions": {"putitem": {"Resources": ["table"]}}},
         "ec2": {"Actions": {"purchasecapacityblock": {"Resources": ["capacity-reservation"]}}},
     }

@@ -25,7 +25,15 @@ from pathlib import Path
 
 from .cfn import as_list, deep_get, is_star, policy_statements
 from .rust import declared_actions, declared_ports, deployed_code, read_rust, rust_files
-from .sdk import IAM_PREFIX, IMPLIED, NOT_ACTIONS, Sdk, action_of, sdk_calls, sdk_services
+from .sdk import (
+    IAM_PREFIX,
+    IMPLIED,
+    NOT_ACTIONS,
+    Sdk,
+    action_of,
+    sdk_calls,
+    sdk_services,
+)
 
 # Services whose allowed-but-unneeded actions fail (plus every service an adapter declares).
 CHECKED_SERVICES = {"ec2", "dynamodb", "sns", "scheduler"}

@@ -249,7 +249,7 @@ impl MarketMemory for Table {
     async fn region_memory(&self, region: &Region) -> Result<RegionMemory, StoreError> {
         Ok(self.memory.get(region).cloned().unwrap_or_default())
     }
-    async fn save_region_memory(&self, region: &Region, _: &RegionMemory) -> Result<(), StoreError> {
+    async fn save_region_memory(&self, region: &Region, _: &RegionMemory, _: &RegionMemory) -> Result<(), StoreError> {
         self.wrote(format!("save_region_memory {region}"));
         Ok(())
     }

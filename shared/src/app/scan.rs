@@ -264,6 +264,9 @@ struct Plan {
     /// Indices into `all`, in asking order, for this run.
     chosen: Vec<usize>,
     memories: BTreeMap<Region, RegionMemory>,
+    /// The memories as read, for the store to merge this run's changes into whatever an
+    /// overlapping run saved meanwhile.
+    read: BTreeMap<Region, RegionMemory>,
     regions: BTreeMap<String, RegionQuestions>,
     /// Indices into the rules of those left out (see `MAX_QUESTIONS_PER_SCAN`).
     skipped: Vec<usize>,
@@ -454,7 +457,7 @@ where
             );
             chosen.extend(picked);
         }
-        Plan { all, chosen, memories, regions: report, skipped }
+        Plan { all, chosen, read: memories.clone(), memories, regions: report, skipped }
     }
 
     /// Asks the planned questions; returns the offerings of each answered one (by index into
@@ -588,7 +591,8 @@ where
         for (region, memory) in &plan.memories {
             let mut memory = memory.clone();
             memory.prune(now);
-            if let Err(e) = self.store.save_region_memory(region, &memory).await {
+            let read = plan.read.get(region).cloned().unwrap_or_default();
+            if let Err(e) = self.store.save_region_memory(region, &read, &memory).await {
                 tracing::warn!(event = "market_memory_unsaved", %region, error = %e, "the next run plans without this one");
             }
         }

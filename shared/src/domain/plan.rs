@@ -183,11 +183,57 @@ impl RegionMemory {
         self
     }
 
+    /// What a run that read `read` and ends with `self` leaves when another run saved `theirs`
+    /// meanwhile: a three-way merge, entry by entry. What this run changed or added wins over
+    /// what it read (an entry both changed keeps the later fact: the later answer, the later
+    /// "not sold" horizon, the earlier quota finding); what this run dropped is dropped unless
+    /// the other run changed it; everything else is theirs. So two overlapping scans lose
+    /// neither's answers.
+    pub fn merged(self, read: &RegionMemory, theirs: RegionMemory) -> RegionMemory {
+        RegionMemory {
+            asked: merge_map(&read.asked, self.asked, theirs.asked, |m, t| if t.at > m.at { t } else { m }),
+            not_sold: merge_map(&read.not_sold, self.not_sold, theirs.not_sold, |m, t| m.max(t)),
+            quota_zero: merge_map(&read.quota_zero, self.quota_zero, theirs.quota_zero, |m, t| {
+                if t.since < m.since { t } else { m }
+            }),
+            refusals: merge_map(&read.refusals, self.refusals, theirs.refusals, |m, t| {
+                if t.first_at < m.first_at { Refusals { count: m.count.max(t.count), ..t } } else { m }
+            }),
+        }
+    }
+
     /// Drops what is too old to matter.
     pub fn prune(&mut self, now: DateTime<Utc>) {
         self.asked.retain(|_, a| now - a.at < FORGET_AFTER);
         self.not_sold.retain(|_, until| *until > now);
     }
+}
+
+/// `merged`'s rule for one map: start from `theirs`, take back what `mine` dropped of `read`
+/// (unless theirs changed it since), and put in what `mine` changed or added (`pick` decides
+/// when both changed one entry).
+fn merge_map<V: Clone + PartialEq>(
+    read: &BTreeMap<String, V>,
+    mine: BTreeMap<String, V>,
+    mut theirs: BTreeMap<String, V>,
+    pick: impl Fn(V, V) -> V,
+) -> BTreeMap<String, V> {
+    for (k, was) in read {
+        if !mine.contains_key(k) && theirs.get(k) == Some(was) {
+            theirs.remove(k);
+        }
+    }
+    for (k, v) in mine {
+        if read.get(&k) == Some(&v) {
+            continue;
+        }
+        let v = match theirs.remove(&k) {
+            Some(t) if read.get(&k) != Some(&t) => pick(v, t),
+            _ => v,
+        };
+        theirs.insert(k, v);
+    }
+    theirs
 }
 
 /// The family of an instance type: what Capacity Block quotas are counted per ("trn2" for

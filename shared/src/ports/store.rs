@@ -234,5 +234,12 @@ pub trait SettingsStore: Send + Sync {
 pub trait MarketMemory: Send + Sync {
     /// The region's memory; empty when none was saved.
     async fn region_memory(&self, region: &Region) -> Result<RegionMemory, StoreError>;
-    async fn save_region_memory(&self, region: &Region, memory: &RegionMemory) -> Result<(), StoreError>;
+    /// Saves `memory`, what a run that read `read` ends with. Another run may have saved since
+    /// (overlapping scans): the store merges the two (`RegionMemory::merged`), never overwrites.
+    async fn save_region_memory(
+        &self,
+        region: &Region,
+        read: &RegionMemory,
+        memory: &RegionMemory,
+    ) -> Result<(), StoreError>;
 }

@@ -351,3 +351,30 @@ async fn a_corrupt_item_is_left_out_of_listings_and_named_when_asked_for() {
     let e = capblock_shared::lambda::FunctionError::from(e);
     assert_eq!((e.kind(), e.retryable()), ("capblock.CorruptItem", false));
 }
+
+/// Two scans that read the same market memory and save at once: DynamoDB keeps both answers
+/// (the second save merges into the first, on the item's version), never the last alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_saves_of_the_market_memory_lose_nothing() {
+    use capblock_shared::domain::plan::{Asked, RegionMemory};
+    use capblock_shared::ports::MarketMemory;
+    let aws = Aws::fresh("memory-merge").await;
+    let store = aws.store();
+    let region = "us-east-1".parse().unwrap();
+    let read = store.region_memory(&region).await.unwrap();
+    let answered = |key: &str| {
+        let mut m = read.clone();
+        m.asked.insert(key.into(), Asked { at: now(), cheapest: None });
+        m
+    };
+    let saves = (1..=4).map(|i| {
+        let (store, read, mine) = (store.clone(), read.clone(), answered(&format!("q{i}")));
+        let region = &region;
+        async move { store.save_region_memory(region, &read, &mine).await }
+    });
+    for r in futures::future::join_all(saves).await {
+        r.unwrap();
+    }
+    let stored: RegionMemory = store.region_memory(&region).await.unwrap();
+    assert_eq!(stored.asked.len(), 4, "{stored:?}");
+}

@@ -2,29 +2,55 @@
 
 use super::*;
 
-/// The planner's memory: one item per region, rewritten whole by each scan. Two overlapping
-/// scans may overwrite each other's update; the cost is a question asked again.
+/// How often a save is tried against other runs' saves before it gives up (the next run
+/// saves again; a lost save costs questions asked again, never money).
+const SAVE_ATTEMPTS: u32 = 4;
+
+/// The planner's memory: one item per region, versioned. A save merges this run's changes into
+/// the stored memory and writes it only if no other run saved in between (a conditional put on
+/// the version), so two overlapping scans lose neither's answers.
 #[async_trait]
 impl MarketMemory for DynamoStore {
     async fn region_memory(&self, region: &Region) -> Result<RegionMemory, StoreError> {
-        Ok(self
-            .get(key(format!("MARKET#{region}"), "MEMORY"))
-            .await?
-            .map(|i| data(&i))
-            .transpose()?
-            .unwrap_or_default())
+        Ok(self.versioned_memory(region).await?.0)
     }
 
-    async fn save_region_memory(&self, region: &Region, memory: &RegionMemory) -> Result<(), StoreError> {
-        let mut item = key(format!("MARKET#{region}"), "MEMORY");
-        item.insert("data".into(), json(memory));
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| store_err(&format!("market memory of {region}"), e))?;
-        Ok(())
+    async fn save_region_memory(
+        &self,
+        region: &Region,
+        read: &RegionMemory,
+        memory: &RegionMemory,
+    ) -> Result<(), StoreError> {
+        for _ in 0..SAVE_ATTEMPTS {
+            let (stored, version) = self.versioned_memory(region).await?;
+            let merged = memory.clone().merged(read, stored);
+            let mut item = key(format!("MARKET#{region}"), "MEMORY");
+            item.insert("data".into(), json(&merged));
+            item.insert("version".into(), n(version.map_or(1, |v| v + 1)));
+            let put = self.client.put_item().table_name(&self.table).set_item(Some(item));
+            let put = match version {
+                Some(v) => put.condition_expression("version = :v").expression_attribute_values(":v", n(v)),
+                None => put.condition_expression("attribute_not_exists(pk)"),
+            };
+            match put.send().await.map_err(|e| store_err(&format!("market memory of {region}"), e)) {
+                Ok(_) => return Ok(()),
+                Err(StoreError::Conflict(_)) => {
+                    tracing::info!(%region, "another run saved the market memory meanwhile: merging again");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Unavailable(format!("market memory of {region}: other runs kept saving; not saved this run")))
+    }
+}
+
+impl DynamoStore {
+    /// The region's memory and its version (`None`: never saved, or saved before versions).
+    async fn versioned_memory(&self, region: &Region) -> Result<(RegionMemory, Option<u64>), StoreError> {
+        let Some(item) = self.get(key(format!("MARKET#{region}"), "MEMORY")).await? else {
+            return Ok((RegionMemory::default(), None));
+        };
+        let version = item.get("version").and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok());
+        Ok((data(&item)?, version))
     }
 }

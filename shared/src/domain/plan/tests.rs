@@ -192,3 +192,33 @@ fn a_quota_of_0_is_concluded_only_from_refusals_over_two_runs_and_30_minutes() {
     let m: RegionMemory = serde_json::from_str(old).unwrap();
     assert!(m.refusals.is_empty() && m.quota_zero["p5"].since == t0());
 }
+
+/// Two overlapping scans read the same memory and save their own answers: the second save
+/// merges into the first instead of overwriting it, what one dropped stays dropped, and an
+/// entry both changed keeps the later fact.
+#[test]
+fn overlapping_runs_merge_their_memories() {
+    let t = t0();
+    let mut read = RegionMemory::default();
+    read.asked.insert("old".into(), Asked { at: t - Duration::days(8), cheapest: None });
+    read.asked.insert("both".into(), Asked { at: t - Duration::hours(1), cheapest: None });
+    read.quota_zero.insert("trn2".into(), QuotaZero { since: t - Duration::hours(3) });
+    // The first run answered "a" and "both", and cleared trn2 (a search succeeded).
+    let mut first = read.clone();
+    first.asked.insert("a".into(), Asked { at: t, cheapest: Some(dec!(3)) });
+    first.asked.insert("both".into(), Asked { at: t, cheapest: Some(dec!(4)) });
+    first.quota_zero.remove("trn2");
+    // The second answered "b" and "both" a minute later, and pruned "old".
+    let mut second = read.clone();
+    second.asked.insert("b".into(), Asked { at: t, cheapest: None });
+    second.asked.insert("both".into(), Asked { at: t + Duration::minutes(1), cheapest: Some(dec!(5)) });
+    second.asked.remove("old");
+    let stored = first.clone().merged(&read, RegionMemory::default());
+    let stored = second.merged(&read, stored);
+    let keys: Vec<&str> = stored.asked.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["a", "b", "both"], "neither run's answers lost; the pruned one gone");
+    assert_eq!(stored.asked["both"].at, t + Duration::minutes(1), "the later answer");
+    assert!(stored.quota_zero.is_empty(), "the first run's clearing stands");
+    // A run that changed nothing leaves the other's memory as it is.
+    assert_eq!(read.clone().merged(&read, first.clone()), first);
+}
