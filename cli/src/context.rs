@@ -43,6 +43,9 @@ pub enum CliError {
     /// A purchase refused before or by EC2: nothing bought (exit 2).
     #[error("refused: {0}; nothing bought")]
     Refused(String),
+    /// Preflight checks failed; the findings say which and what to do (exit 2).
+    #[error("{0} preflight check(s) failed")]
+    ChecksFailed(usize),
     /// What was asked for does not exist (exit 3, on stderr).
     #[error("{0}")]
     NotFound(String),
@@ -55,9 +58,11 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Failed(_) | CliError::Unknown { .. } => EXIT_FAILURE,
-            CliError::Invalid(_) | CliError::InvalidRule(_) | CliError::InvalidFiles(_) | CliError::Refused(_) => {
-                EXIT_INVALID
-            }
+            CliError::Invalid(_)
+            | CliError::InvalidRule(_)
+            | CliError::InvalidFiles(_)
+            | CliError::Refused(_)
+            | CliError::ChecksFailed(_) => EXIT_INVALID,
             CliError::NotFound(_) | CliError::NothingFound => EXIT_NOT_FOUND,
         }
     }
@@ -68,7 +73,7 @@ impl CliError {
             // Errors carry what came from outside (names, AWS's messages): escaped.
             CliError::Failed(_) => eprintln!("error: {}", safe(&self.to_string())),
             CliError::InvalidRule(_) => println!("{}", safe(&self.to_string())),
-            CliError::InvalidFiles(_) | CliError::NothingFound => {}
+            CliError::InvalidFiles(_) | CliError::NothingFound | CliError::ChecksFailed(_) => {}
             CliError::Unknown { .. } | CliError::Invalid(_) | CliError::Refused(_) | CliError::NotFound(_) => {
                 eprintln!("{}", safe(&self.to_string()))
             }

@@ -7,6 +7,7 @@ mod backtest;
 mod blocks;
 mod history;
 mod offerings;
+mod preflight;
 mod rules;
 mod scan;
 mod status;
@@ -31,7 +32,7 @@ capblock rules delete p5-weekly\n  \
 capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
 capblock history --region us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n  \
 capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
-capblock status"
+capblock status\n  capblock preflight"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -57,6 +58,8 @@ enum Command {
     Approve(approve::ApproveArgs),
     /// One screen: mode, rules, open blocks, this month's spend, the last scan, the dashboard.
     Status(status::StatusArgs),
+    /// Check the stack in its account before switching it to live: settings, alerts, market, blocks.
+    Preflight(preflight::PreflightArgs),
 }
 
 pub async fn run(cli: Cli) -> CliResult {
@@ -69,6 +72,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Command::Backtest(a) => backtest::run(a).await,
         Command::Approve(a) => approve::run(a).await,
         Command::Status(a) => status::run(a).await,
+        Command::Preflight(a) => preflight::run(a).await,
     }
 }
 

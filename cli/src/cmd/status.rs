@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use capblock_shared::domain::alarm::AlarmValue;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
-use capblock_shared::ports::{AlarmStore, BlockStore, Ledger, MarketMemory, RuleStore};
+use capblock_shared::domain::preflight::Verdict;
+use capblock_shared::ports::{AlarmStore, BlockStore, Ledger, MarketMemory, PreflightStore, RuleStore};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
@@ -82,6 +83,17 @@ pub async fn run(a: StatusArgs) -> CliResult {
         last = last.max(memory.asked.values().map(|q| q.at).max());
     }
     println!("last scan answered: {}", last.map_or_else(|| "never".to_string(), |t| format!("{} UTC", when(t))));
+    match store.last_preflight().await? {
+        Some(p) => println!(
+            "preflight: {} at {} UTC ({} warn, {} failed, {} not checked)",
+            if p.passed() { "passed" } else { "FAILED" },
+            when(p.at),
+            p.count(Verdict::Warn),
+            p.count(Verdict::Fail),
+            p.count(Verdict::NotChecked)
+        ),
+        None => println!("preflight: never run (run `capblock preflight` before switching to live)"),
+    }
 
     let region = sdk().await.region().map_or_else(|| "us-east-1".to_string(), |r| r.to_string());
     // Without stored settings, the name the template gives a stack by default.

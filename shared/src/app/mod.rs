@@ -12,6 +12,7 @@ pub mod health;
 pub mod kinds;
 pub mod metrics;
 pub mod outbox;
+pub mod preflight;
 pub mod purchase;
 pub mod reconcile;
 pub mod scan;

@@ -11,7 +11,8 @@ use crate::ports::{Message, Notifier, NotifyError, Topic};
 /// the ports it declares in `AWS_PORTS`. infra/deploy/crosscheck checks that every SDK call here
 /// has its action in this table and that nothing in it is uncalled (ARCHITECTURE.md, "Where a
 /// change goes": a new AWS call).
-pub const ACTIONS: &[(&str, &[&str])] = &[("Notifier", &["sns:Publish"])];
+pub const ACTIONS: &[(&str, &[&str])] =
+    &[("Notifier", &["sns:Publish"]), ("Subscriptions", &["sns:ListSubscriptionsByTopic"])];
 
 pub struct SnsNotifier {
     client: Client,
@@ -59,5 +60,26 @@ impl Notifier for SnsNotifier {
             message: DisplayErrorContext(&e).to_string(),
         })?;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl crate::ports::Subscriptions for SnsNotifier {
+    async fn confirmed_subscriptions(&self, topic_arn: &str) -> Result<usize, NotifyError> {
+        let subs = self
+            .client
+            .list_subscriptions_by_topic()
+            .topic_arn(topic_arn)
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await
+            .map_err(|e| NotifyError::Failed {
+                topic: topic_arn.to_string(),
+                message: DisplayErrorContext(&e).to_string(),
+            })?;
+        // A subscription waiting for its confirmation has no ARN yet ("PendingConfirmation").
+        Ok(subs.iter().filter(|s| s.subscription_arn().is_some_and(|a| a.starts_with("arn:"))).count())
     }
 }

@@ -24,6 +24,7 @@ pub mod money;
 pub mod names;
 pub mod offering;
 pub mod plan;
+pub mod preflight;
 pub mod rule;
 pub mod run_time;
 pub mod slack;

@@ -8,3 +8,7 @@ pub const INTENT_TAG: &str = "capblock:intent";
 pub const RULE_TAG: &str = "capblock:rule";
 /// The stack (deployment) that bought it: a tracker adopts only its own stack's blocks as ours.
 pub const STACK_TAG: &str = "capblock:stack";
+
+/// The tag EC2 puts on a Capacity Block reservation with the instances it was bought for (the
+/// EC2 user guide): before the block starts, its counts show 0 and this holds the count.
+pub const REQUESTED_QUANTITY_TAG: &str = "aws:ec2capacityreservation:incrementalRequestedQuantity";

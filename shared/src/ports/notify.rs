@@ -17,6 +17,13 @@ pub enum NotifyError {
     Failed { topic: String, message: String },
 }
 
+/// Who hears a topic: its confirmed subscriptions (preflight).
+#[async_trait]
+pub trait Subscriptions: Send + Sync {
+    /// How many of the topic's subscriptions are confirmed (pending ones are not).
+    async fn confirmed_subscriptions(&self, topic_arn: &str) -> Result<usize, NotifyError>;
+}
+
 /// Which SNS topic a message goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

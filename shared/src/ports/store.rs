@@ -12,6 +12,7 @@ use crate::domain::extension::{ExtensionIntent, ExtensionState};
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::plan::RegionMemory;
+use crate::domain::preflight::Preflight;
 use crate::domain::rule::Rule;
 use crate::domain::stack::StoredSettings;
 
@@ -226,6 +227,14 @@ pub trait SettingsStore: Send + Sync {
     async fn store_settings(&self, settings: &StoredSettings) -> Result<bool, StoreError>;
     /// The stored settings; `None` when no function has stored any yet.
     async fn stored_settings(&self) -> Result<Option<StoredSettings>, StoreError>;
+}
+
+/// The last `capblock preflight` of the stack, for `capblock status`.
+#[async_trait]
+pub trait PreflightStore: Send + Sync {
+    async fn save_preflight(&self, preflight: &Preflight) -> Result<(), StoreError>;
+    /// The last preflight; `None` when none was run.
+    async fn last_preflight(&self) -> Result<Option<Preflight>, StoreError>;
 }
 
 /// The query planner's memory per region (`domain::plan::RegionMemory`): the cursor of what was

@@ -566,3 +566,54 @@ async fn offerings_search_ultraservers_and_validate_names_what_ec2_refuses() {
     assert_eq!(out.code, 0, "{}", out.stdout);
     assert!(out.stdout.contains("2 question(s) per scan"), "{}", out.stdout);
 }
+
+/// `capblock preflight` on a live local stack with a rule: every check passes (the purchase
+/// permissions reported as not checked), the findings are stored, and `status` shows them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preflight_passes_on_a_live_local_stack_and_status_shows_it() {
+    let c = Cli::new("cli-preflight-ok").await;
+    c.stack(Mode::Live, Some("1000")).await;
+    let file = c.file("east.toml", &rule_toml("west", "live", "3.00"));
+    assert_eq!(c.run(&["rules", "put", &file]).await.code, 0);
+    let out = c.run(&["preflight", "--pause-seconds", "0.05"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("preflight passed"), "{}", out.stdout);
+    assert!(out.stdout.contains("market us-west-2 p5.48xlarge") && out.stdout.contains("answered"), "{}", out.stdout);
+    assert!(out.stdout.contains("offering ids (us-west-2)"), "{}", out.stdout);
+    assert!(out.stdout.contains("not checked"), "the purchase permissions are never claimed: {}", out.stdout);
+    let status = c.run(&["status"]).await;
+    assert!(status.stdout.contains("preflight: passed at"), "{}", status.stdout);
+}
+
+/// A family whose quota is 0 and an alerts topic nobody confirmed: each a failed check that
+/// says what to do, exit 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preflight_names_a_quota_of_0_and_an_unheard_alerts_topic() {
+    let scenario = ScenarioToml::new(5, T0)
+        .payment("succeed", None)
+        .p5("us-west-2", &[2], "2.75")
+        .raw("[[regions]]\nname = \"us-west-2\"\nzero_quota_families = [\"p5\"]\n")
+        .build();
+    let c = Cli::on("cli-preflight-fail", &scenario).await;
+    let sns = aws_sdk_sns::Client::new(&c.aws.sdk);
+    let unheard = sns.create_topic().name(format!("unheard-{}", uuid::Uuid::new_v4().simple())).send().await.unwrap();
+    let settings = StoredSettings {
+        stack: StackSettings { name: STACK.into(), mode: Mode::Live, account_budget: Some(usd("1000")) },
+        alerts_topic: unheard.topic_arn().unwrap().to_string(),
+        written_at: t0(),
+    };
+    c.aws.store().store_settings(&settings).await.unwrap();
+    let file = c.file("west.toml", &rule_toml("west", "live", "3.00"));
+    assert_eq!(c.run(&["rules", "put", &file]).await.code, 0);
+    let out = c.run(&["preflight", "--pause-seconds", "0.05", "--json"]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    let findings = out.json()["findings"].as_array().unwrap().clone();
+    let failed: Vec<&str> =
+        findings.iter().filter(|f| f["verdict"] == "fail").map(|f| f["check"].as_str().unwrap()).collect();
+    assert_eq!(failed, ["alerts topic", "market us-west-2 p5.48xlarge"], "{findings:#?}");
+    let todo =
+        |check: &str| findings.iter().find(|f| f["check"] == check).unwrap()["todo"].as_str().unwrap().to_string();
+    assert!(todo("alerts topic").contains("subscribe"), "{findings:#?}");
+    assert!(todo("market us-west-2 p5.48xlarge").contains("Service Quotas"), "{findings:#?}");
+    assert!(c.run(&["status"]).await.stdout.contains("preflight: FAILED at"));
+}

@@ -50,6 +50,7 @@ mod ledger;
 mod market;
 mod observations;
 mod outbox;
+mod preflight;
 mod rules;
 mod settings;
 mod table;
@@ -76,6 +77,7 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("ObservationStore", &["dynamodb:BatchWriteItem", "dynamodb:Query"]),
     ("AlarmStore", &["dynamodb:PutItem", "dynamodb:Query"]),
     ("SettingsStore", &["dynamodb:GetItem", "dynamodb:PutItem"]),
+    ("PreflightStore", &["dynamodb:GetItem", "dynamodb:PutItem"]),
     // Not a port: `create_table` sets up the local stack and the tests; no function declares it.
     ("TableSetup", &["dynamodb:CreateTable"]),
 ];

@@ -27,6 +27,7 @@ use crate::domain::lifecycle::Observed;
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::{Offering, RawOffering};
+use crate::domain::tags::REQUESTED_QUANTITY_TAG;
 use crate::ports::{
     BlockKinds, BlockStatusSource, CapacityBlockFacts, DESCRIBE_LIMIT, ExtensionHistory, ExtensionMarket,
     ExtensionRecord, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, Purchase, PurchaseOutcome,
@@ -232,9 +233,6 @@ fn reservation(region: &Region, r: &CapacityReservation) -> Result<Reservation, 
         id,
     })
 }
-
-/// The tag EC2 puts on a Capacity Block reservation with the instances it was bought for.
-pub const REQUESTED_QUANTITY_TAG: &str = "aws:ec2capacityreservation:incrementalRequestedQuantity";
 
 /// A reservation's instances. Before a Capacity Block starts EC2 shows its counts as 0 (the EC2
 /// user guide, "View Capacity Blocks": "Before a Capacity Block reservation begins, the

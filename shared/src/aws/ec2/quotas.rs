@@ -79,12 +79,15 @@ mod tests {
     /// The family's quota is found by name among EC2's defaults and read as applied.
     #[tokio::test]
     async fn the_applied_quota_of_the_family_is_read() {
-        let list = mock!(QuotasClient::list_aws_default_service_quotas).then_output(|| {
-            ListAwsDefaultServiceQuotasOutput::builder()
-                .quotas(quota("Running On-Demand P instances", "L-417A185B", 0.0))
-                .quotas(quota("Concurrent TRN2 Capacity Blocks per account", "L-TRN2CB", 0.0))
-                .build()
-        });
+        let defaults = || {
+            mock!(QuotasClient::list_aws_default_service_quotas).then_output(|| {
+                ListAwsDefaultServiceQuotasOutput::builder()
+                    .quotas(quota("Running On-Demand P instances", "L-417A185B", 0.0))
+                    .quotas(quota("Concurrent TRN2 Capacity Blocks per account", "L-TRN2CB", 0.0))
+                    .build()
+            })
+        };
+        let list = defaults();
         let get = mock!(QuotasClient::get_service_quota)
             .match_requests(|r| r.quota_code() == Some("L-TRN2CB"))
             .then_output(|| {
@@ -96,6 +99,8 @@ mod tests {
         let east: Region = "us-east-1".parse().unwrap();
         assert_eq!(quota_of(&client, &east, "trn2").await, Some(4));
         // No quota of that name: cannot tell.
+        let list = defaults();
+        let client = mock_client!(aws_sdk_servicequotas, [&list]);
         assert_eq!(quota_of(&client, &east, "p6e").await, None);
     }
 

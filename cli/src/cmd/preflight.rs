@@ -1,0 +1,68 @@
+//! `capblock preflight`: checks a stack in its real account before it is switched to live.
+
+use capblock_shared::app::preflight::Preflighter;
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::domain::preflight::Verdict;
+use capblock_shared::ports::SettingsStore;
+use chrono::Utc;
+use clap::Args;
+
+use crate::context::{CliError, CliResult, sdk, store};
+use crate::table::{self, safe};
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  capblock preflight\n  capblock preflight --json\n\n\
+Run it with the stack's table (CAPBLOCK_TABLE) before deploying with Mode=live. It spends nothing: it \
+reads the stack's stored settings and rules, counts the alerts topic's confirmed subscriptions, asks \
+one question per region the rules name (paced as a scan is), asks one of them twice to see whether \
+EC2 repeats offering ids, and lists each region's Capacity Blocks as the tracker does. What cannot be \
+tried without effect (the functions' purchase permissions) is reported as not checked, never as \
+passed. The findings are stored in the table; `capblock status` shows the last one.\n\
+Exit codes: 0 nothing failed, 1 AWS or store failure, 2 a check failed (each says what to do).")]
+pub struct PreflightArgs {
+    /// Print the findings as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Seconds between two questions to one region (EC2's describe refill).
+    #[arg(long, default_value_t = 4.0)]
+    pause_seconds: f64,
+}
+
+pub async fn run(a: PreflightArgs) -> CliResult {
+    let pause = std::time::Duration::try_from_secs_f64(a.pause_seconds)
+        .map_err(|_| CliError::Invalid(format!("--pause-seconds {}: expected a positive number", a.pause_seconds)))?;
+    let store = store().await?;
+    let sdk = sdk().await;
+    let market = Ec2Market::new(sdk.clone());
+    let topic = store.stored_settings().await?.map(|s| s.alerts_topic).unwrap_or_default();
+    let topics = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), topic, None);
+    eprintln!("preflight: asking the stack's table, topic and regions (about {} s a region)...", 3 * pause.as_secs());
+    let report = Preflighter { market: &market, store: &store, topics: &topics, pause }.run(Utc::now()).await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let rows: Vec<Vec<String>> = report
+            .findings
+            .iter()
+            .map(|f| {
+                vec![
+                    safe(&f.check).into_owned(),
+                    f.verdict.as_str().to_string(),
+                    safe(&f.seen).into_owned(),
+                    f.todo.as_deref().map(|t| safe(t).into_owned()).unwrap_or_default(),
+                ]
+            })
+            .collect();
+        println!("{}", table::render(&["CHECK", "VERDICT", "SEEN", "WHAT TO DO"], &rows));
+        println!(
+            "preflight {}: {} ok, {} warn, {} failed, {} not checked",
+            if report.passed() { "passed" } else { "FAILED" },
+            report.count(Verdict::Ok),
+            report.count(Verdict::Warn),
+            report.count(Verdict::Fail),
+            report.count(Verdict::NotChecked)
+        );
+    }
+    if report.passed() { Ok(()) } else { Err(CliError::ChecksFailed(report.count(Verdict::Fail))) }
+}

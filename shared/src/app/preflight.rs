@@ -1,0 +1,207 @@
+//! `capblock preflight`: what an operator checks in the real account before switching a stack
+//! to live. It spends nothing and writes nothing but its own report (and the market answers it
+//! reads count against the account's describe limit, paced as a scan's). The verdicts are
+//! `domain::preflight`'s; this module asks.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::scan::questions_for;
+use crate::domain::names::Region;
+use crate::domain::plan::family;
+use crate::domain::preflight::{Finding, Preflight, Verdict, id_stability, scheduled_block};
+use crate::domain::rule::Rule;
+use crate::domain::tags::REQUESTED_QUANTITY_TAG;
+use crate::ports::{
+    DESCRIBE_LIMIT, MarketError, OfferingQuery, OfferingSource, PreflightStore, QuotaSource, ReservationSource,
+    RuleStore, SettingsStore, StoreError, Subscriptions,
+};
+
+/// The ports preflight reads, and how long it waits between two questions to one region.
+pub struct Preflighter<'a, M: ?Sized, S: ?Sized, T: ?Sized> {
+    pub market: &'a M,
+    pub store: &'a S,
+    pub topics: &'a T,
+    /// EC2's describe refill: preflight asks one region no faster.
+    pub pause: Duration,
+}
+
+impl<M, S, T> Preflighter<'_, M, S, T>
+where
+    M: OfferingSource + ReservationSource + QuotaSource + ?Sized,
+    S: SettingsStore + RuleStore + PreflightStore + ?Sized,
+    T: Subscriptions + ?Sized,
+{
+    /// Every check, stored as the stack's last preflight.
+    pub async fn run(&self, now: DateTime<Utc>) -> Result<Preflight, StoreError> {
+        let mut findings = Vec::new();
+        self.stack(&mut findings).await?;
+        let rules: Vec<Rule> =
+            self.store.list_rules().await?.into_iter().map(|s| s.rule).filter(|r| r.enabled).collect();
+        if rules.is_empty() {
+            findings.push(Finding::flagged(
+                "rules",
+                Verdict::Warn,
+                "no enabled rule",
+                "put a rule (capblock rules put FILE): a stack without rules watches nothing",
+            ));
+        } else {
+            findings.push(Finding::ok("rules", format!("{} enabled", rules.len())));
+        }
+        // One question per region: the first each rule asks there.
+        let mut first: BTreeMap<Region, OfferingQuery> = BTreeMap::new();
+        for rule in &rules {
+            for q in questions_for(rule, now) {
+                first.entry(q.query.region.clone()).or_insert(q.query);
+            }
+        }
+        let mut stability_asked = false;
+        for (region, q) in &first {
+            let answered = self.market_in(region, q, &mut findings).await;
+            if !stability_asked && answered.as_ref().is_some_and(|a| !a.is_empty()) {
+                stability_asked = true;
+                tokio::time::sleep(self.pause).await;
+                let check = format!("offering ids ({region})");
+                match self.market.offerings(q).await {
+                    Ok(second) => findings.push(id_stability(&check, answered.as_deref().unwrap_or(&[]), &second)),
+                    Err(e) => findings.push(Finding::flagged(
+                        check,
+                        Verdict::NotChecked,
+                        format!("the second answer failed: {e}"),
+                        "run preflight again",
+                    )),
+                }
+            }
+            self.blocks_in(region, &mut findings).await;
+        }
+        findings.push(Finding::flagged(
+            "the functions' own roles",
+            Verdict::NotChecked,
+            "PurchaseCapacityBlock, PurchaseCapacityBlockExtension and CreateTags cannot be tried without effect from here",
+            "deploy the template unchanged; a dry-run stack's scans try PurchaseCapacityBlock with DryRun and log \
+             dry_run_refused if the role may not",
+        ));
+        let report = Preflight { at: now, findings };
+        self.store.save_preflight(&report).await?;
+        Ok(report)
+    }
+
+    /// The stack's stored settings and who hears its alerts.
+    async fn stack(&self, findings: &mut Vec<Finding>) -> Result<(), StoreError> {
+        let Some(s) = self.store.stored_settings().await? else {
+            findings.push(Finding::flagged(
+                "stack settings",
+                Verdict::Fail,
+                "not in the table",
+                "invoke the stack's scan-offerings function once (or wait for its schedule), then run preflight again",
+            ));
+            return Ok(());
+        };
+        let cap = s.stack.account_budget.map_or("no account cap".to_string(), |m| format!("account cap {m}"));
+        findings
+            .push(Finding::ok("stack settings", format!("{} in mode {}, {cap}", s.stack.name, s.stack.mode.as_str())));
+        findings.push(match self.topics.confirmed_subscriptions(&s.alerts_topic).await {
+            Ok(0) => Finding::flagged(
+                "alerts topic",
+                Verdict::Fail,
+                format!("{} has no confirmed subscription", s.alerts_topic),
+                "subscribe Slack (AWS Chatbot) or an e-mail address to the alerts topic and confirm it: nobody hears capblock",
+            ),
+            Ok(n) => Finding::ok("alerts topic", format!("{n} confirmed subscription(s)")),
+            Err(e) => Finding::flagged(
+                "alerts topic",
+                Verdict::Warn,
+                format!("subscriptions not read: {e}"),
+                "allow sns:ListSubscriptionsByTopic to the operator, or check the topic in the console",
+            ),
+        });
+        Ok(())
+    }
+
+    /// One question to the region: sold, a quota of 0, or what an answer holds. A refusal is
+    /// asked again after a rest; refused every time, the family's quota is taken to be 0 unless
+    /// Service Quotas says otherwise.
+    async fn market_in(
+        &self,
+        region: &Region,
+        q: &OfferingQuery,
+        findings: &mut Vec<Finding>,
+    ) -> Option<Vec<crate::domain::offering::Offering>> {
+        let check = format!("market {region} {}", q.instance_type);
+        let fam = family(q.instance_type.as_str()).to_string();
+        let mut refused = 0;
+        let answer = loop {
+            match self.market.offerings(q).await {
+                Err(MarketError::Throttled { code, .. }) if code == DESCRIBE_LIMIT && refused < 2 => {
+                    refused += 1;
+                    tokio::time::sleep(self.pause).await;
+                }
+                other => break other,
+            }
+        };
+        match answer {
+            Ok(list) => {
+                findings.push(Finding::ok(check, format!("answered: {} offering(s)", list.len())));
+                Some(list)
+            }
+            Err(MarketError::Throttled { code, .. }) if code == DESCRIBE_LIMIT => {
+                findings.push(match self.market.capacity_block_quota(region, &fam).await {
+                    Some(n) if n > 0 => Finding::flagged(
+                        check,
+                        Verdict::Warn,
+                        format!("refused 3 times, rested; Service Quotas allows {n} {fam} blocks"),
+                        "someone else in the account spends the describe limit: find them in CloudTrail",
+                    ),
+                    _ => Finding::flagged(
+                        check,
+                        Verdict::Fail,
+                        format!("refused 3 times, rested: the {fam} Capacity Block quota looks like 0"),
+                        format!(
+                            "request a quota for {} Capacity Blocks in {region} in Service Quotas",
+                            fam.to_uppercase()
+                        ),
+                    ),
+                });
+                None
+            }
+            Err(e @ (MarketError::NotSold { .. } | MarketError::Unsupported { .. })) => {
+                findings.push(Finding::flagged(
+                    check,
+                    Verdict::Fail,
+                    e.to_string(),
+                    "remove the type or the region from the rules that ask for it",
+                ));
+                None
+            }
+            Err(e) => {
+                findings.push(Finding::flagged(check, Verdict::Warn, e.to_string(), "run preflight again"));
+                None
+            }
+        }
+    }
+
+    /// The region's Capacity Blocks as the tracker lists them (with the `reservation-type`
+    /// filter), and what EC2 shows of each one not started yet.
+    async fn blocks_in(&self, region: &Region, findings: &mut Vec<Finding>) {
+        let check = format!("blocks {region}");
+        match self.market.capacity_blocks(region).await {
+            Ok(blocks) => {
+                findings.push(Finding::ok(
+                    check.clone(),
+                    format!("listed with the reservation-type filter: {} block(s)", blocks.len()),
+                ));
+                for r in blocks.iter().filter(|r| matches!(r.state.as_str(), "scheduled" | "payment-pending")) {
+                    findings.push(scheduled_block(&format!("{check} {}", r.id), r, REQUESTED_QUANTITY_TAG));
+                }
+            }
+            Err(e) => findings.push(Finding::flagged(
+                check,
+                Verdict::Fail,
+                e.to_string(),
+                "the tracker lists a region's blocks this way: check the role and the region",
+            )),
+        }
+    }
+}

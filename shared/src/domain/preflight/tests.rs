@@ -1,0 +1,66 @@
+use chrono::TimeZone;
+use rust_decimal_macros::dec;
+
+use super::*;
+use crate::domain::money::Money;
+
+fn t(d: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, d, 11, 30, 0).unwrap()
+}
+
+fn offering(id: &str, start: u32) -> Offering {
+    Offering {
+        id: id.into(),
+        region: "us-east-1".parse().unwrap(),
+        availability_zone: "us-east-1a".into(),
+        instance_type: "p5.48xlarge".parse().unwrap(),
+        instance_count: 1,
+        start: t(start),
+        end: t(start + 1),
+        duration_hours: 24,
+        duration_minutes: 0,
+        fee: Money::usd(dec!(576)).unwrap(),
+        ultraserver: false,
+        ultraservers: None,
+        local_zone: false,
+    }
+}
+
+#[test]
+fn id_stability_tells_the_two_readings_and_a_moved_market_apart() {
+    let first = [offering("cb-1", 3), offering("cb-2", 4)];
+    let stable = id_stability("ids", &first, &[offering("cb-1", 3)]);
+    assert_eq!(stable.verdict, Verdict::Ok);
+    assert!(stable.seen.contains("kept their ids"), "{stable:?}");
+    let minted = id_stability("ids", &first, &[offering("cb-9", 3)]);
+    assert_eq!(minted.verdict, Verdict::Ok);
+    assert!(minted.seen.contains("minted per answer"), "{minted:?}");
+    assert_eq!(id_stability("ids", &first, &[offering("cb-9", 9)]).verdict, Verdict::Warn);
+    assert_eq!(id_stability("ids", &first, &[]).verdict, Verdict::NotChecked);
+}
+
+#[test]
+fn a_scheduled_blocks_count_is_read_from_ec2s_tag_while_it_shows_0() {
+    let tag = "aws:ec2capacityreservation:incrementalRequestedQuantity";
+    let r = Reservation {
+        id: "cr-0123456789abcdef0".into(),
+        arn: None,
+        region: "us-east-1".parse().unwrap(),
+        availability_zone: "us-east-1a".into(),
+        instance_type: "p5.48xlarge".parse().unwrap(),
+        instance_count: 0,
+        start: t(3),
+        end: t(4),
+        state: "scheduled".into(),
+        reservation_type: Some("capacity-block".into()),
+        tags: [(tag.to_string(), "2".to_string())].into(),
+        capacity_block_id: None,
+    };
+    assert_eq!(scheduled_block("c", &r, tag).verdict, Verdict::Ok);
+    let bare = Reservation { tags: Default::default(), ..r.clone() };
+    assert_eq!(scheduled_block("c", &bare, tag).verdict, Verdict::Warn);
+    let full = Reservation { instance_count: 2, ..bare };
+    assert_eq!(scheduled_block("c", &full, tag).verdict, Verdict::Ok);
+    let report = Preflight { at: t(1), findings: vec![scheduled_block("c", &r, tag)] };
+    assert!(report.passed());
+}
