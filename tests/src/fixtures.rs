@@ -233,6 +233,17 @@ pub struct RuleToml {
 }
 
 impl RuleToml {
+    /// A live rule `id` for `counts` u-trn2x64 UltraServers (no instance types) at 2.00 per
+    /// chip-hour, budget 10,000: what `ScenarioToml::trn2_ultra` sells.
+    pub fn trn2_ultra(id: &str, counts: &[u32]) -> Self {
+        RuleToml::p5(id)
+            .instance_types(&[])
+            .instance_counts(&[])
+            .max_price("2.00")
+            .budget("10000")
+            .extra(&format!("ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = {}", toml_numbers(counts)))
+    }
+
     pub fn p5(id: &str) -> Self {
         RuleToml {
             id: id.into(),

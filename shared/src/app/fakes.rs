@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Duration, TimeZone, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 
 use crate::domain::block::{Block, Reservation};
 use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, IntentState, Period};
@@ -37,21 +37,7 @@ pub fn rule(id: &str, mode: &str) -> Rule {
 
 /// 1 x p5.48xlarge (8 GPUs) in us-east-1a for the day from `start`, 480 USD (2.50 per GPU-hour).
 pub fn offering(id: &str, start: DateTime<Utc>) -> Offering {
-    Offering {
-        id: id.into(),
-        region: "us-east-1".parse().unwrap(),
-        availability_zone: "us-east-1a".into(),
-        instance_type: "p5.48xlarge".parse().unwrap(),
-        instance_count: 1,
-        start,
-        end: start + Duration::days(1),
-        duration_hours: 24,
-        duration_minutes: 0,
-        fee: Money::parse("480", "USD").unwrap(),
-        ultraserver: false,
-        ultraservers: None,
-        local_zone: false,
-    }
+    crate::domain::offering::example(id, "us-east-1", start, Money::parse("480", "USD").unwrap())
 }
 
 /// `rule`'s intent for `offering`, sent to EC2 at `sent_at` (its answer lost).

@@ -216,6 +216,27 @@ pub fn length_text(minutes: u32) -> String {
     }
 }
 
+/// 1 x p5.48xlarge (8 GPUs) in `{region}a` for the day from `start` at `fee`, for the unit tests
+/// of the modules that read offerings.
+#[cfg(test)]
+pub(crate) fn example(id: &str, region: &str, start: DateTime<Utc>, fee: Money) -> Offering {
+    Offering {
+        id: id.into(),
+        region: region.parse().expect("a valid region"),
+        availability_zone: format!("{region}a"),
+        instance_type: "p5.48xlarge".parse().expect("a valid type"),
+        instance_count: 1,
+        start,
+        end: start + chrono::Duration::days(1),
+        duration_hours: 24,
+        duration_minutes: 0,
+        fee,
+        ultraserver: false,
+        ultraservers: None,
+        local_zone: false,
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

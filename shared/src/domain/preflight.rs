@@ -107,20 +107,21 @@ pub fn id_stability(check: &str, first: &[Offering], second: &[Offering]) -> Fin
     }
 }
 
-/// What EC2 shows of a block that has not started: its count fields and its `aws:` tags. A
-/// count of 0 with the requested-quantity tag is the user guide's reading, which capblock
-/// reads; a count of 0 without the tag leaves capblock the offering's count only.
+/// What capblock reads of a block that has not started: its instances, and whether EC2 tags it
+/// with the requested quantity. Before the start EC2 shows the counts as 0 (the user guide)
+/// and capblock reads the tag; a block with neither leaves capblock the offering's count only.
 pub fn scheduled_block(check: &str, r: &Reservation, requested_tag: &str) -> Finding {
-    let tag = r.tags.get(requested_tag);
-    match (r.instance_count, tag) {
-        (n, _) if n > 0 => Finding::ok(check, format!("{} shows {n} instances before its start", r.id)),
-        (_, Some(q)) => Finding::ok(check, format!("{} shows 0 instances, {requested_tag} = {q}", r.id)),
-        (_, None) => Finding::flagged(
+    let tag = r.tags.get(requested_tag).map_or("absent".to_string(), |q| format!("{requested_tag} = {q}"));
+    let seen = format!("{} reads as {} instance(s); {tag}", r.id, r.instance_count);
+    if r.instance_count > 0 {
+        Finding::ok(check, seen)
+    } else {
+        Finding::flagged(
             check,
             Verdict::Warn,
-            format!("{} shows 0 instances and no {requested_tag} tag", r.id),
-            "capblock takes the count from the offering it bought; adopted blocks show 0 until they start",
-        ),
+            seen,
+            "capblock takes a bought block's count from its offering; an adopted one reads 0 until it starts",
+        )
     }
 }
 

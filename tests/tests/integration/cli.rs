@@ -617,3 +617,57 @@ async fn preflight_names_a_quota_of_0_and_an_unheard_alerts_topic() {
     assert!(todo("market us-west-2 p5.48xlarge").contains("Service Quotas"), "{findings:#?}");
     assert!(c.run(&["status"]).await.stdout.contains("preflight: FAILED at"));
 }
+
+/// Preflight under each reading the simulator plays where the record is silent or contradicts
+/// an earlier belief: offering ids repeated or minted per answer (it says which), and a block
+/// not started showing its count or 0 with EC2's tag (read either way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preflight_reports_each_reading_of_the_market() {
+    for (i, (ids, counts, says)) in
+        [("stable", "zero", "kept their ids"), ("per_answer", "full", "minted per answer")].into_iter().enumerate()
+    {
+        let scenario = ScenarioToml::new(5, T0)
+            .payment("succeed", None)
+            .offering_ids(ids)
+            .counts_before_start(counts)
+            .p5("us-west-2", &[2], "2.75")
+            .build();
+        let c = Cli::on(&format!("cli-preflight-reading-{i}"), &scenario).await;
+        c.stack(Mode::DryRun, None).await;
+        let file = c.file("west.toml", &rule_toml("west", "live", "3.00"));
+        assert_eq!(c.run(&["rules", "put", &file]).await.code, 0);
+        // A block bought by hand (through EC2's API), not started: its count as this reading
+        // shows it.
+        let conf = aws_sdk_ec2::config::Builder::from(&c.sim.sdk(capblock_tests::quick_timeouts()).await)
+            .region(aws_sdk_ec2::config::Region::new("us-west-2"))
+            .build();
+        let ec2 = aws_sdk_ec2::Client::from_conf(conf);
+        let offers = ec2
+            .describe_capacity_block_offerings()
+            .instance_type("p5.48xlarge")
+            .instance_count(1)
+            .capacity_duration_hours(24)
+            .send()
+            .await
+            .unwrap();
+        let id = offers.capacity_block_offerings()[0].capacity_block_offering_id().unwrap().to_string();
+        let bought = ec2
+            .purchase_capacity_block()
+            .capacity_block_offering_id(id)
+            .instance_platform(aws_sdk_ec2::types::CapacityReservationInstancePlatform::LinuxUnix)
+            .send()
+            .await
+            .unwrap();
+        let rid = bought.capacity_reservation().unwrap().capacity_reservation_id().unwrap().to_string();
+        let out = c.run(&["preflight", "--pause-seconds", "0.05", "--json"]).await;
+        assert_eq!(out.code, 0, "{ids}/{counts}: {}{}", out.stdout, out.stderr);
+        let findings = out.json()["findings"].as_array().unwrap().clone();
+        let seen = |prefix: &str| {
+            findings.iter().find(|f| f["check"].as_str().unwrap().starts_with(prefix)).map(|f| f["seen"].to_string())
+        };
+        assert!(seen("offering ids").unwrap().contains(says), "{ids}: {findings:#?}");
+        let block = seen(&format!("blocks us-west-2 {rid}")).unwrap_or_default();
+        // Either way capblock reads its true count (from EC2's tag while EC2 shows 0).
+        assert!(block.contains("reads as 1 instance(s)"), "{counts}: {findings:#?}");
+    }
+}

@@ -144,13 +144,7 @@ async fn an_ultraserver_block_is_bought_once_under_either_search_form() {
             .trn2_ultra("us-east-1", &[2], &[2], "2.00")
             .build();
         let h = rig(&format!("ultra-form-{i}"), &scenario).await;
-        let rule = RuleToml::p5("trn2-ultra")
-            .instance_types(&[])
-            .instance_counts(&[])
-            .max_price("2.00")
-            .budget("10000")
-            .extra("ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [2]")
-            .rule(h.now());
+        let rule = RuleToml::trn2_ultra("trn2-ultra", &[2]).rule(h.now());
         h.put_rules(std::slice::from_ref(&rule)).await;
         let report = h.scan().await;
         let Some((first, more)) = bought(&report) else { panic!("{form}: {report:#?}") };

@@ -15,11 +15,11 @@ use rust_decimal_macros::dec;
 /// us-east-1 sells p5 at 3.00/GPU-hour, us-west-2 at 2.75; one start day, one AZ each, so
 /// each (region, count, duration) question has exactly one answer.
 fn two_regions() -> String {
-    ScenarioToml::new(3, T0)
-        .payment("succeed", None)
-        .p5("us-east-1", &[2], "3.00")
-        .p5("us-west-2", &[3], "2.75")
-        .build()
+    two_regions_scenario().build()
+}
+
+fn two_regions_scenario() -> ScenarioToml {
+    ScenarioToml::new(3, T0).payment("succeed", None).p5("us-east-1", &[2], "3.00").p5("us-west-2", &[3], "2.75")
 }
 
 fn rule(id: &str, regions: &[&str], threshold: &str, budget: &str, mode: &str) -> Rule {
@@ -253,9 +253,18 @@ async fn a_describe_limit_storm_loses_no_question_and_fails_no_region() {
     assert_eq!(h.sim.purchases().await.len(), 1);
 }
 
+/// Under both readings of offering ids (EC2 repeats them between answers, or mints new ones in
+/// every answer), 32 scans at once buy the block once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_concurrent_scans_buy_exactly_once() {
-    let h = std::sync::Arc::new(harness("race", &two_regions(), Mode::Live, None).await);
+    for ids in ["stable", "per_answer"] {
+        thirty_two_concurrent_scans(ids).await;
+    }
+}
+
+async fn thirty_two_concurrent_scans(ids: &str) {
+    let scenario = two_regions_scenario().offering_ids(ids).build();
+    let h = std::sync::Arc::new(harness(&format!("race-{ids}"), &scenario, Mode::Live, None).await);
     h.put_rules(&[rule("east", &["us-east-1"], "3.00", "10000", "live")]).await;
     let runs = (0..32).map(|_| {
         let h = h.clone();
@@ -268,8 +277,8 @@ async fn thirty_two_concurrent_scans_buy_exactly_once() {
             bought += 1;
         }
     }
-    assert_eq!(bought, 1);
-    assert_eq!(h.sim.purchases().await.len(), 1, "exactly one purchase reached EC2");
+    assert_eq!(bought, 1, "{ids}");
+    assert_eq!(h.sim.purchases().await.len(), 1, "{ids}: exactly one purchase reached EC2");
     assert_eq!(h.sim.state().await["calls"]["PurchaseCapacityBlock"], 1);
     let usage = h.aws.store().usage(&BudgetOwner::Rule("east".into()), &Period::of(t0())).await.unwrap().unwrap();
     assert_eq!(usage.committed.amount(), dec!(576.00));

@@ -81,13 +81,7 @@ fn title(a: &Published) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ultraserver_rule_is_bought_once_and_tracked_to_expiry_with_60_minute_reminders() {
     let (h, reminders) = rig("ultra-life").await;
-    let rule = RuleToml::p5("trn2-ultra")
-        .instance_types(&[])
-        .instance_counts(&[])
-        .max_price("2.00")
-        .budget("10000")
-        .extra("ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [2]")
-        .rule(h.now());
+    let rule = RuleToml::trn2_ultra("trn2-ultra", &[2]).rule(h.now());
 
     // The search names the UltraServers: the market answers the 2-UltraServer offering only.
     let q = capblock_shared::app::scan::questions_for(&rule, h.now());

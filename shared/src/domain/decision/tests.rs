@@ -1,5 +1,4 @@
 use super::*;
-use crate::domain::names::Region;
 use chrono::{Duration, TimeZone};
 use rust_decimal_macros::dec;
 
@@ -28,21 +27,7 @@ start_window = { earliest_in_days = 1, latest_in_days = 10 }
 /// An offering priced at `per_gpu_hour` for 1 x p5.48xlarge (8 GPUs) over 1 day.
 fn offer(id: &str, region: &str, per_gpu_hour: Decimal, start_day: i64) -> Offering {
     let start = now() + Duration::days(start_day) + Duration::minutes(11 * 60 + 30);
-    Offering {
-        id: id.into(),
-        region: region.parse::<Region>().unwrap(),
-        availability_zone: format!("{region}a"),
-        instance_type: "p5.48xlarge".parse().unwrap(),
-        instance_count: 1,
-        start,
-        end: start + Duration::days(1),
-        duration_hours: 24,
-        duration_minutes: 0,
-        fee: Money::usd(per_gpu_hour * dec!(8) * dec!(24)).unwrap(),
-        ultraserver: false,
-        ultraservers: None,
-        local_zone: false,
-    }
+    crate::domain::offering::example(id, region, start, Money::usd(per_gpu_hour * dec!(8) * dec!(24)).unwrap())
 }
 
 fn budget(amount: Decimal) -> Headroom {

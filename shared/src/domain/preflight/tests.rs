@@ -9,21 +9,7 @@ fn t(d: u32) -> DateTime<Utc> {
 }
 
 fn offering(id: &str, start: u32) -> Offering {
-    Offering {
-        id: id.into(),
-        region: "us-east-1".parse().unwrap(),
-        availability_zone: "us-east-1a".into(),
-        instance_type: "p5.48xlarge".parse().unwrap(),
-        instance_count: 1,
-        start: t(start),
-        end: t(start + 1),
-        duration_hours: 24,
-        duration_minutes: 0,
-        fee: Money::usd(dec!(576)).unwrap(),
-        ultraserver: false,
-        ultraservers: None,
-        local_zone: false,
-    }
+    crate::domain::offering::example(id, "us-east-1", t(start), Money::usd(dec!(576)).unwrap())
 }
 
 #[test]
@@ -56,11 +42,15 @@ fn a_scheduled_blocks_count_is_read_from_ec2s_tag_while_it_shows_0() {
         tags: [(tag.to_string(), "2".to_string())].into(),
         capacity_block_id: None,
     };
-    assert_eq!(scheduled_block("c", &r, tag).verdict, Verdict::Ok);
+    // The adapter reads the tag while EC2 shows 0: the block reads as 2.
+    let read = Reservation { instance_count: 2, ..r.clone() };
+    let f = scheduled_block("c", &read, tag);
+    assert_eq!(f.verdict, Verdict::Ok);
+    assert!(f.seen.contains("2 instance(s)") && f.seen.contains("incrementalRequestedQuantity = 2"), "{f:?}");
     let bare = Reservation { tags: Default::default(), ..r.clone() };
-    assert_eq!(scheduled_block("c", &bare, tag).verdict, Verdict::Warn);
-    let full = Reservation { instance_count: 2, ..bare };
-    assert_eq!(scheduled_block("c", &full, tag).verdict, Verdict::Ok);
-    let report = Preflight { at: t(1), findings: vec![scheduled_block("c", &r, tag)] };
+    let f = scheduled_block("c", &bare, tag);
+    assert_eq!(f.verdict, Verdict::Warn);
+    assert!(f.seen.contains("absent"), "{f:?}");
+    let report = Preflight { at: t(1), findings: vec![scheduled_block("c", &read, tag)] };
     assert!(report.passed());
 }
