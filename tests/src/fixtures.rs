@@ -157,7 +157,14 @@ impl ScenarioToml {
 
     /// A market line: 1 x p5.48xlarge for one day in `region` (one AZ, `{region}a`), starting
     /// `start_days` days after the clock, at `usd_per_accelerator_hour` since 2026-11-01.
-    pub fn p5(mut self, region: &str, start_days: &[u32], usd_per_accelerator_hour: &str) -> Self {
+    pub fn p5(self, region: &str, start_days: &[u32], usd_per_accelerator_hour: &str) -> Self {
+        self.p5_priced(region, start_days, &[("2026-11-01T00:00:00Z", usd_per_accelerator_hour)])
+    }
+
+    /// [`ScenarioToml::p5`] with its price stepping: `(from, usd_per_accelerator_hour)` pairs.
+    pub fn p5_priced(mut self, region: &str, start_days: &[u32], prices: &[(&str, &str)]) -> Self {
+        let steps: Vec<String> =
+            prices.iter().map(|(from, p)| format!("{{ from = \"{from}\", usd_per_accelerator_hour = \"{p}\" }}")).collect();
         self.lines.push_str(&format!(
             r#"[[market]]
 region = "{region}"
@@ -166,9 +173,10 @@ azs = ["{region}a"]
 counts = [1]
 durations_days = [1]
 start_days = {}
-price = [ {{ from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "{usd_per_accelerator_hour}" }} ]
+price = [ {} ]
 "#,
-            toml_numbers(start_days)
+            toml_numbers(start_days),
+            steps.join(", ")
         ));
         self
     }

@@ -347,18 +347,7 @@ async fn approval_of_a_vanished_offering_is_refused() {
     // still holds.
     let scenario = ScenarioToml::new(5, T0)
         .payment("succeed", None)
-        .raw(
-            r#"[[market]]
-region = "us-west-2"
-instance_type = "p5.48xlarge"
-azs = ["us-west-2a"]
-counts = [1]
-durations_days = [1]
-start_days = [2]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.75" },
-          { from = "2026-12-01T12:00:00Z", usd_per_accelerator_hour = "2.70" } ]
-"#,
-        )
+        .p5_priced("us-west-2", &[2], &[("2026-11-01T00:00:00Z", "2.75"), ("2026-12-01T12:00:00Z", "2.70")])
         .build();
     let c = Cli::on("cli-vanished", &scenario).await;
     let intent = ask(&c).await;

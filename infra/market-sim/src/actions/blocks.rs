@@ -257,6 +257,7 @@ pub fn describe_extension_history(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> R
 mod tests {
     use super::*;
     use crate::actions::dispatch;
+    use crate::actions::test_support::values;
     use crate::control::handle;
     use crate::scenario::Scenario;
     use serde_json::Value;
@@ -274,10 +275,6 @@ mod tests {
         dispatch(w, REGION, action, &Params::from_pairs(pairs)).map(|o| o.body)
     }
 
-    fn values(body: &str, tag: &str) -> Vec<String> {
-        let open = format!("<{tag}>");
-        body.split(&open).skip(1).filter_map(|rest| rest.split_once("</").map(|(v, _)| v.to_string())).collect()
-    }
 
     fn buy(w: &mut World, pairs: &[(&str, &str)]) -> String {
         let mut q = vec![("CapacityDurationHours", "24")];

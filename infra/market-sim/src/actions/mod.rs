@@ -8,6 +8,8 @@ mod instances;
 mod offerings;
 mod purchase;
 mod reservations;
+#[cfg(test)]
+mod test_support;
 
 use chrono::{DateTime, Utc};
 

@@ -158,6 +158,7 @@ fn write_offering(x: &mut Xml, o: &Offering) {
 mod tests {
     use super::*;
     use crate::actions::dispatch;
+    use crate::actions::test_support::{values, world_of};
     use crate::scenario::Scenario;
 
     const ACTION: &str = "DescribeCapacityBlockOfferings";
@@ -169,24 +170,10 @@ mod tests {
     }
 
     fn limited_world(behaviour: &str) -> World {
-        World::new(
-            Scenario::parse(&format!(
-                r#"
-                [clock]
-                start = "2026-12-01T00:00:00Z"
-                [behaviour]
-                {behaviour}
-                [[market]]
-                region = "us-east-1"
-                instance_type = "p5.48xlarge"
-                azs = ["us-east-1a", "us-east-1b"]
-                counts = [1, 2]
-                start_days = [1, 2, 3, 4]
-                price = [ {{ from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "4.10" }} ]
-                "#
-            ))
-            .unwrap(),
-        )
+        let market = "[[market]]\nregion = \"us-east-1\"\ninstance_type = \"p5.48xlarge\"\n\
+            azs = [\"us-east-1a\", \"us-east-1b\"]\ncounts = [1, 2]\nstart_days = [1, 2, 3, 4]\n\
+            price = [ { from = \"2026-11-01T00:00:00Z\", usd_per_accelerator_hour = \"4.10\" } ]";
+        world_of(behaviour, market)
     }
 
     fn call(w: &mut World, pairs: &[(&str, &str)]) -> Result<String, ApiError> {
@@ -195,11 +182,6 @@ mod tests {
         dispatch(w, "us-east-1", ACTION, &Params::from_pairs(&all)).map(|o| o.body)
     }
 
-    /// The values of every `<tag>` in an answer, in order.
-    fn values(body: &str, tag: &str) -> Vec<String> {
-        let open = format!("<{tag}>");
-        body.split(&open).skip(1).filter_map(|rest| rest.split_once("</").map(|(v, _)| v.to_string())).collect()
-    }
 
     #[test]
     fn the_answer_is_capped_before_it_is_paginated() {

@@ -151,28 +151,20 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
 mod tests {
     use super::*;
     use crate::actions::dispatch;
-    use crate::scenario::Scenario;
+    use crate::actions::test_support::{values, world_of};
 
     const REGION: &str = "us-east-1";
 
     /// One p5.48xlarge line (1 instance, a day from 12-02 11:30), the clock at 12-01 00:00.
     fn world(behaviour: &str) -> World {
-        World::new(
-            Scenario::parse(&format!(
-                r#"
-                [clock]
-                start = "2026-12-01T00:00:00Z"
-                [behaviour]
-                describe_limit = false
-                same_day_offerings = false
-                {behaviour}
+        world_of(
+            &format!("describe_limit = false\nsame_day_offerings = false\n{behaviour}"),
+            r#"
                 [[market]]
                 region = "us-east-1"
                 instance_type = "p5.48xlarge"
-                price = [ {{ from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" }} ]
-                "#
-            ))
-            .unwrap(),
+                price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
+                "#,
         )
     }
 
@@ -180,10 +172,6 @@ mod tests {
         dispatch(w, REGION, action, &Params::from_pairs(pairs)).map(|o| o.body)
     }
 
-    fn values(body: &str, tag: &str) -> Vec<String> {
-        let open = format!("<{tag}>");
-        body.split(&open).skip(1).filter_map(|rest| rest.split_once("</").map(|(v, _)| v.to_string())).collect()
-    }
 
     /// Buys the first offering; the reservation id.
     fn buy(w: &mut World) -> String {
