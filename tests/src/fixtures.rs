@@ -163,8 +163,10 @@ impl ScenarioToml {
 
     /// [`ScenarioToml::p5`] with its price stepping: `(from, usd_per_accelerator_hour)` pairs.
     pub fn p5_priced(mut self, region: &str, start_days: &[u32], prices: &[(&str, &str)]) -> Self {
-        let steps: Vec<String> =
-            prices.iter().map(|(from, p)| format!("{{ from = \"{from}\", usd_per_accelerator_hour = \"{p}\" }}")).collect();
+        let steps: Vec<String> = prices
+            .iter()
+            .map(|(from, p)| format!("{{ from = \"{from}\", usd_per_accelerator_hour = \"{p}\" }}"))
+            .collect();
         self.lines.push_str(&format!(
             r#"[[market]]
 region = "{region}"

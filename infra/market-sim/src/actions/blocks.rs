@@ -275,7 +275,6 @@ mod tests {
         dispatch(w, REGION, action, &Params::from_pairs(pairs)).map(|o| o.body)
     }
 
-
     fn buy(w: &mut World, pairs: &[(&str, &str)]) -> String {
         let mut q = vec![("CapacityDurationHours", "24")];
         q.extend_from_slice(pairs);

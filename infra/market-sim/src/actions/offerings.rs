@@ -182,7 +182,6 @@ mod tests {
         dispatch(w, "us-east-1", ACTION, &Params::from_pairs(&all)).map(|o| o.body)
     }
 
-
     #[test]
     fn the_answer_is_capped_before_it_is_paginated() {
         let mut w = world("max_offerings_per_answer = 0\nsame_day_offerings = false");

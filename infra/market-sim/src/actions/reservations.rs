@@ -172,7 +172,6 @@ mod tests {
         dispatch(w, REGION, action, &Params::from_pairs(pairs)).map(|o| o.body)
     }
 
-
     /// Buys the first offering; the reservation id.
     fn buy(w: &mut World) -> String {
         let offers = call(w, "DescribeCapacityBlockOfferings", &[("CapacityDurationHours", "24")]).unwrap();
