@@ -64,8 +64,8 @@ CAPBLOCK_DESCRIBE_REFILL_SECONDS=0.05 "$CAPBLOCK" offerings --types p5.48xlarge 
 	--from "$SOON" --to "${NOW:0:10}T06:00:00Z" || true
 
 echo
-echo "==> capblock preflight: what an operator checks in the account before Mode=live (here the simulator;"
-echo "    trn2's quota of 0 is a failed check on purpose)"
+echo "==> capblock preflight: what an operator checks in the account before Mode=live (here the simulator:"
+echo "    the account's trn2 quota of 0 is a failed check, on purpose)"
 "$CAPBLOCK" preflight --pause-seconds 0.05 || true
 
 echo

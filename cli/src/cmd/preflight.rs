@@ -37,7 +37,10 @@ pub async fn run(a: PreflightArgs) -> CliResult {
     let market = Ec2Market::new(sdk.clone());
     let topic = store.stored_settings().await?.map(|s| s.alerts_topic).unwrap_or_default();
     let topics = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), topic, None);
-    eprintln!("preflight: asking the stack's table, topic and regions (about {} s a region)...", 3 * pause.as_secs());
+    eprintln!(
+        "preflight: asking the stack's table, topic and regions ({:.1} s between two questions to a region)...",
+        pause.as_secs_f64()
+    );
     let report = Preflighter { market: &market, store: &store, topics: &topics, pause }.run(Utc::now()).await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -76,6 +76,23 @@ pub struct Offering {
 }
 
 impl Offering {
+    /// The block an offering sells, as text: what `same_block` compares. Records that must hold
+    /// once per block whatever id EC2 gives it (a dry run's "would buy", an approval request)
+    /// are keyed by it.
+    pub fn block_key(&self) -> String {
+        let what = match &self.ultraservers {
+            Some(u) => format!("{u}"),
+            None => format!("{}x{}", self.instance_count, self.instance_type),
+        };
+        format!(
+            "{}|{what}|{}|{}|{}",
+            self.availability_zone,
+            self.start.format("%Y%m%dT%H%M"),
+            self.end.format("%Y%m%dT%H%M"),
+            self.fee
+        )
+    }
+
     /// Whether `other` offers the same block: where, what, how many, when and for how much.
     /// Nothing documents that EC2 repeats an offering's id from one answer to the next (it has
     /// an `InvalidCapacityBlockOfferingIdExpired` error), so an offering seen again is known by

@@ -220,3 +220,25 @@ async fn a_same_day_block_is_bought_paid_started_and_tracked_on_the_defaults() {
     let kinds = event_types(&h.aws.alerts().await);
     assert!(kinds.contains(&"delivered".to_string()), "{kinds:?}");
 }
+
+/// A dry-run rule and an approval rule on a market that names every block anew in each answer:
+/// each block is announced once ("would buy", "approval needed"), not once per answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_renamed_in_every_answer_are_announced_once() {
+    for mode in ["dry-run", "approval"] {
+        let scenario = ScenarioToml::new(68, CLOCK)
+            .offering_ids("per_answer")
+            .behaviour("describe_limit = false")
+            .p5("us-east-1", &[2], "3.00")
+            .build();
+        let h = rig(&format!("ids-announced-{mode}"), &scenario).await;
+        h.put_rules(&[RuleToml::p5("east").mode(mode).max_price("3.00").budget("5000").rule(h.now())]).await;
+        for _ in 0..3 {
+            h.scan().await;
+            h.advance_minutes(10).await;
+        }
+        let kinds = event_types(&h.aws.alerts().await);
+        assert_eq!(kinds.len(), 1, "{mode}: {kinds:?}");
+        assert!(h.sim.purchases().await.is_empty(), "{mode}: nothing bought");
+    }
+}

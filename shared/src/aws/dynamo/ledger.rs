@@ -110,17 +110,23 @@ impl Ledger for DynamoStore {
     }
 
     async fn record_dry_run(&self, intent: &Intent) -> Result<bool, StoreError> {
-        let mut item = key(rule_pk(&intent.rule_id), format!("DRYRUN#{}", intent.offering.id));
+        // Once per block, whatever id EC2 gave it in this answer.
+        let mut item = key(rule_pk(&intent.rule_id), format!("DRYRUN#{}", intent.offering.block_key()));
         item.insert("data".into(), json(intent));
         item.insert("state".into(), s(IntentState::DryRun.as_str()));
         self.put_new(item, "dry-run record").await
     }
 
     async fn record_approval(&self, intent: &Intent) -> Result<bool, StoreError> {
+        // The request by the offering's id (what `capblock approve` names), then the block's
+        // marker, which decides: a block EC2 names anew in a later answer is asked about once.
+        // A run that dies between the two writes leaves no marker, so the next one asks.
         let mut item = key(rule_pk(&intent.rule_id), format!("APPROVAL#{}", intent.offering.id));
         item.insert("data".into(), json(intent));
         item.insert("state".into(), s("awaiting-approval"));
-        self.put_new(item, "approval record").await
+        self.put_new(item, "approval record").await?;
+        let marker = key(rule_pk(&intent.rule_id), format!("APPROVALBLOCK#{}", intent.offering.block_key()));
+        self.put_new(marker, "approval marker").await
     }
 
     async fn get_approval(&self, rule_id: &str, offering_id: &str) -> Result<Option<Intent>, StoreError> {

@@ -7,8 +7,8 @@
 //! | rule        | `RULE#<id>`            | `RULE`                     | `RULES` / `<id>`                |
 //! | rule guard  | `RULE#<id>`            | `GUARD`                    |                                 |
 //! | intent      | `RULE#<id>`            | `INTENT#<offering>`        | `INTENT#OPEN` while open        |
-//! | dry-run     | `RULE#<id>`            | `DRYRUN#<offering>`        |                                 |
-//! | approval    | `RULE#<id>`            | `APPROVAL#<offering>`      |                                 |
+//! | dry-run     | `RULE#<id>`            | `DRYRUN#<block key>`       |                                 |
+//! | approval    | `RULE#<id>`            | `APPROVAL#<offering>`      | (+ `APPROVALBLOCK#<block key>`) |
 //! | budget      | `BUDGET#<owner>`       | `PERIOD#<yyyy-mm>`         |                                 |
 //! | block       | `BLOCK#<reservation>`  | `BLOCK`                    | `BLOCK#OPEN` / `RULE#<r>#<id>`  |
 //! | observation | `OBS#<region>#<type>`  | `<seen-at>#<offering>`     | (ttl)                           |
