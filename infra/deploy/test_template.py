@@ -272,9 +272,6 @@ class Guards(Template):
         self.assertIs(table["Properties"].get("DeletionProtectionEnabled"), True)
         self.assertEqual(table.get("DeletionPolicy"), "Retain")
 
-    def test_scan_offerings_runs_one_at_a_time(self):
-        self.assertEqual(self.res["ScanOfferingsFunction"]["Properties"].get("ReservedConcurrentExecutions"), 1)
-
     def test_service_principals_come_with_source_account_and_arn(self):
         docs = []
         for kid, k in self.of_type("AWS::KMS::Key").items():
@@ -361,6 +358,16 @@ class Guards(Template):
         pattern = self.tpl["Parameters"]["HandoffDocuments"]["AllowedPattern"]
         self.assertIsNotNone(re.fullmatch(pattern, params["HandoffDocuments"]))
         self.assertIsNone(re.fullmatch(pattern, "arn:aws:ssm:us-east-1:999999999999:document/x"))
+
+    def test_the_scan_reserves_concurrency_only_when_asked(self):
+        # A new account (Lambda concurrency quota 10) cannot reserve any: the default reserves none.
+        self.assertEqual(self.tpl["Parameters"]["ScanReservedConcurrency"]["Default"], "none")
+        fn = self.tpl["Resources"]["ScanOfferingsFunction"]["Properties"]
+        cond, reserved, otherwise = fn["ReservedConcurrentExecutions"]["Fn::If"]
+        conds = self.tpl["Conditions"]
+        self.assertFalse(evaluate(conds[cond], {"ScanReservedConcurrency": "none"}))
+        self.assertTrue(evaluate(conds[cond], {"ScanReservedConcurrency": "1"}))
+        self.assertEqual((reserved, otherwise), (1, {"Ref": "AWS::NoValue"}))
 
     def test_by_default_only_the_functions_put_events_on_capblocks_bus(self):
         (_, bus), = self.of_type("AWS::Events::EventBus").items()
