@@ -128,6 +128,26 @@ pub async fn run_now(time: Option<DateTime<Utc>>, live: bool) -> Result<RunTime,
     RunTime::for_stack(clock_now, time, live).map_err(|e| CliError::Invalid(format!("--time: {e}")))
 }
 
+/// Asks before money moves: `question` on the terminal, and a yes. Without a terminal (a script,
+/// a pipe) only `--yes` says yes; nothing is bought otherwise.
+pub fn confirm(question: &str, yes: bool) -> Result<(), CliError> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(CliError::Refused("this spends money and there is no terminal to confirm on: pass --yes".into()));
+    }
+    eprint!("{question} [y/N] ");
+    std::io::stderr().flush().map_err(CliError::failed)?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer).map_err(CliError::failed)?;
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Ok(()),
+        _ => Err(CliError::Refused("not confirmed".into())),
+    }
+}
+
 /// A rule file, parsed and validated; every problem names its field.
 pub fn load_rule(path: &str) -> Result<Rule, CliError> {
     let text = std::fs::read_to_string(path).map_err(|e| CliError::InvalidRule(format!("{path}: {e}")))?;

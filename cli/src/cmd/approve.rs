@@ -9,7 +9,7 @@ use capblock_shared::ports::{Ledger, RuleStore};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, run_now, sdk, settings_to_buy, store};
+use crate::context::{CliError, CliResult, confirm, run_now, sdk, settings_to_buy, store};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
@@ -21,6 +21,8 @@ mode, within the approval's validity (24 h from when it was asked, never past th
 It re-reads the offering, refuses if it is gone or its price rose above the rule's threshold, and \
 otherwise buys it through the same exactly-once path as the \
 scan (budgets reserved first, one PurchaseCapacityBlock, reconciliation by tag if the answer is lost).\n\
+On a terminal it asks before buying (--yes for scripts; without a terminal and without --yes nothing is \
+bought).\n\
 Exit codes: 0 bought, 1 AWS or store failure (or an unknown outcome, settled by the next scan), \
 2 refused (the stack's settings unreadable or not live, the rule disabled or not in approval mode, \
 the approval expired, offering gone, price rose, a limit or budget), 3 no such rule or decision.")]
@@ -31,6 +33,9 @@ pub struct ApproveArgs {
     /// clock, or CAPBLOCK_SIMULATED_CLOCK_URL's) and a --time more than 5 minutes off it is refused.
     #[arg(long)]
     time: Option<DateTime<Utc>>,
+    /// Buy without asking (scripts): on a terminal, approve asks first.
+    #[arg(long)]
+    yes: bool,
 }
 
 pub async fn run(a: ApproveArgs) -> CliResult {
@@ -50,6 +55,23 @@ pub async fn run(a: ApproveArgs) -> CliResult {
     // The stack's name, account budget and alerts topic as its functions stored them, in a live
     // stack only: never a variable of the shell.
     let stored = settings_to_buy(&store, Mode::Live).await?;
+    let o = &intent.offering;
+    let cap = stored.stack.account_budget.map_or("no account cap".to_string(), |m| format!("account cap {m} a month"));
+    confirm(
+        &format!(
+            "Buy {} x {} in {} from {} to {} UTC for {}, charged to rule {} (budget {} a month) and the account ({cap})? \
+             The offering is looked at again first; a price above the rule's threshold is refused.",
+            o.instance_count,
+            o.instance_type,
+            o.availability_zone,
+            o.start.format("%Y-%m-%d %H:%M"),
+            o.end.format("%Y-%m-%d %H:%M"),
+            o.fee,
+            rule.id,
+            rule.monthly_budget
+        ),
+        a.yes,
+    )?;
     let sdk = sdk().await;
     let market = Ec2Market::new(sdk.clone());
     let buyer = Buyer {

@@ -11,7 +11,7 @@ use capblock_shared::domain::rule::Mode;
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, DescribeArgs, StackArgs, run_now, sdk, store};
+use crate::context::{CliError, CliResult, DescribeArgs, StackArgs, confirm, run_now, sdk, store};
 use crate::table::{self, safe};
 
 #[derive(Args)]
@@ -31,6 +31,9 @@ pub struct ScanArgs {
     /// Print the full report as JSON.
     #[arg(long)]
     json: bool,
+    /// A live scan without asking (scripts): on a terminal, a live scan asks first.
+    #[arg(long)]
+    yes: bool,
 }
 
 pub async fn run(a: ScanArgs) -> CliResult {
@@ -39,6 +42,17 @@ pub async fn run(a: ScanArgs) -> CliResult {
     let describe = a.describe.budget(ask_for)?;
     let store = store().await?;
     let (stack, stored_alerts) = a.stack.settings(&store).await?;
+    if stack.mode == Mode::Live {
+        let cap = stack.account_budget.map_or("no account cap".to_string(), |m| format!("account cap {m} a month"));
+        confirm(
+            &format!(
+                "A live scan of stack {} buys what its live rules decide, now, within each rule's budget and the \
+                 account's ({cap}); a purchase cannot be cancelled. Run it?",
+                stack.name
+            ),
+            a.yes,
+        )?;
+    }
     let settings = ScanSettings { stack, describe };
     let sdk = sdk().await;
     let market = Ec2Market::new(sdk.clone());

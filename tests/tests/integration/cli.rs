@@ -67,7 +67,18 @@ impl Cli {
         p.to_string_lossy().into_owned()
     }
 
+    /// `capblock args`, as a script runs it: commands that spend money get `--yes` (without a
+    /// terminal they refuse to buy otherwise; `unconfirmed` runs them without it).
     async fn run(&self, args: &[&str]) -> Out {
+        let spends = args.first() == Some(&"approve") || (args.first() == Some(&"scan") && args.contains(&"live"));
+        let mut args = args.to_vec();
+        if spends {
+            args.push("--yes");
+        }
+        self.unconfirmed(&args).await
+    }
+
+    async fn unconfirmed(&self, args: &[&str]) -> Out {
         let out = tokio::process::Command::new(capblock_tests::runtime::binary("capblock"))
             .args(args)
             .envs(binary_env(&self.sim, &self.aws, STACK))
@@ -659,4 +670,24 @@ async fn preflight_reports_each_reading_of_the_market() {
         // Either way capblock reads its true count (from EC2's tag while EC2 shows 0).
         assert!(block.contains("reads as 1 instance(s)"), "{counts}: {findings:#?}");
     }
+}
+
+/// Money never moves unasked: without a terminal to confirm on, a live scan and an approval
+/// buy nothing unless the script says `--yes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_scan_or_an_approval_without_a_yes_buys_nothing() {
+    let c = Cli::new("cli-confirm").await;
+    c.stack(Mode::Live, Some("100000")).await;
+    let file = c.file("west.toml", &rule_toml("west", "live", "3.00"));
+    assert_eq!(c.run(&["rules", "put", &file]).await.code, 0);
+    let out = c.unconfirmed(&["scan", "--mode", "live"]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("pass --yes") && out.stderr.contains("nothing bought"), "{}", out.stderr);
+    let out = c.unconfirmed(&["approve", "west/cb-00000000000000000"]).await;
+    assert_ne!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(c.sim.purchases().await.is_empty());
+    // Said yes to: bought.
+    let out = c.run(&["scan", "--mode", "live"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(c.sim.purchases().await.len(), 1);
 }

@@ -121,7 +121,7 @@ async fn a_dry_run_replay_never_releases_a_live_purchase_in_flight() {
 
     // The live scan sends its purchase; EC2 has not acted when the scan dies.
     let proxy = HeldPurchases::start(&sim).await;
-    let mut live = capblock(&sim, &aws, &proxy.url, &["scan", "--mode", "live", "--json"]).spawn().unwrap();
+    let mut live = capblock(&sim, &aws, &proxy.url, &["scan", "--mode", "live", "--yes", "--json"]).spawn().unwrap();
     for _ in 0..1200 {
         if proxy.held() == 1 {
             break;
@@ -162,7 +162,7 @@ async fn a_dry_run_replay_never_releases_a_live_purchase_in_flight() {
     // EC2 makes the purchase; the next live scan adopts it and buys nothing more.
     proxy.release().await;
     assert_eq!(sim.purchases().await.len(), 1);
-    let next = scan_json(&sim, &aws, &["scan", "--mode", "live", "--json"]).await;
+    let next = scan_json(&sim, &aws, &["scan", "--mode", "live", "--yes", "--json"]).await;
     assert_eq!(next["settled"][0]["outcome"], "adopted", "{next:#}");
     assert_ne!(next["outcomes"][0]["action"]["action"], "bought", "{next:#}");
     assert_eq!(sim.purchases().await.len(), 1, "exactly one block bought");
