@@ -16,9 +16,15 @@ target="${1:?usage: infra/target-dir.sh TARGET_DIR}"
 [[ -d $target ]] && exit 0
 cache="$(dirname "$target")"
 mkdir -p "$cache"
-# The newest other target directory (debug builds only: a release tree would not help).
-seed="$(find "$cache" -mindepth 1 -maxdepth 1 -type d -name 'target*' ! -name '*-release' ! -name '*.seeding.*' \
-	! -path "$target" -printf '%T@ %p\n' 2>/dev/null | sort -rn | head -n 1 | cut -d' ' -f2-)"
+# The most recently built other target directory (debug builds only: a release tree would not
+# help). A directory's own mtime does not move when a build writes inside it, so the build's
+# fingerprints say when it was last built.
+seed="$(
+	for d in "$cache"/target*; do
+		[[ $d == "$target" || $d == *-release || $d == *.seeding.* || ! -d $d/debug/.fingerprint ]] && continue
+		printf '%s %s\n' "$(stat -c %Y "$d/debug/.fingerprint")" "$d"
+	done | sort -rn | head -n 1 | cut -d' ' -f2-
+)"
 if [[ -z $seed || ! -d $seed/debug ]]; then
 	exit 0
 fi

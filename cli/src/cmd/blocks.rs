@@ -16,7 +16,7 @@ use crate::table::{self, span, when};
 capblock blocks --time 2026-12-10T00:00:00Z   # as seen at a simulated market's time\n\n\
 The next reminder is the first of termination time (end - 30 min, 60 for UltraServers) minus each \
 lead time in CAPBLOCK_REMINDER_LEAD_MINUTES (default 1440,120,30) still ahead.\n\
-Exit codes: 0 blocks listed, 1 store failure, 2 bad input, 3 no blocks.")]
+Exit codes: 0 listed (an empty list says so), 1 store failure, 2 bad input.")]
 pub struct BlocksArgs {
     /// Include blocks in final states (expired, payment-failed, released).
     #[arg(long)]
@@ -76,7 +76,7 @@ pub async fn run(a: BlocksArgs) -> CliResult {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&views)?);
     } else if views.is_empty() {
-        eprintln!("no {}blocks", if a.all { "" } else { "open " });
+        println!("no {}blocks", if a.all { "" } else { "open " });
     } else {
         let rows: Vec<Vec<String>> = views
             .iter()
@@ -115,5 +115,5 @@ pub async fn run(a: BlocksArgs) -> CliResult {
             )
         );
     }
-    if views.is_empty() { Err(CliError::NothingFound) } else { Ok(()) }
+    Ok(())
 }

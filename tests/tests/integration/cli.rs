@@ -178,8 +178,9 @@ async fn a_live_scan_or_approval_refuses_a_time_off_the_clock() {
 async fn blocks_and_history_show_what_the_scan_bought_and_saw() {
     let c = Cli::new("cli-blocks").await;
     c.stack(Mode::Live, None).await;
-    // Nothing yet: exit 3.
-    assert_eq!(c.run(&["blocks"]).await.code, 3);
+    // Nothing yet: said, exit 0.
+    let none = c.run(&["blocks"]).await;
+    assert_eq!((none.code, none.stdout.trim()), (0, "no open blocks"), "{}", none.stderr);
     assert_eq!(c.run(&["history", "--region", "us-west-2", "--type", "p5.48xlarge"]).await.code, 3);
 
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
@@ -508,12 +509,15 @@ async fn rules_validate_names_unknown_groups_empty_documents_and_leads_past_the_
             .toml()
     };
     let missing = c.file("missing.toml", &actions(&group, "AWS-RunShellScript", 30));
-    let out = c.run(&["rules", "validate", &missing]).await;
+    let out = c.run(&["rules", "validate", "--check-aws", &missing]).await;
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     let want = format!("actions[0].group: no Auto Scaling group \"{group}\" in us-west-2");
     assert!(out.stdout.contains(&want), "{}", out.stdout);
-    // Offline, the group is not asked about.
+    // Offline by default (and with the older --offline): the group is not asked about.
+    assert_eq!(c.run(&["rules", "validate", &missing]).await.code, 0);
     assert_eq!(c.run(&["rules", "validate", "--offline", &missing]).await.code, 0);
+    // No file at all is a usage error, not a pass.
+    assert_eq!(c.run(&["rules", "validate"]).await.code, 2);
 
     // A 1-day block has 23.5 hours before termination: 1440 minutes is longer.
     let bad = c.file("bad.toml", &actions(&group, "", 1440));
@@ -527,7 +531,7 @@ async fn rules_validate_names_unknown_groups_empty_documents_and_leads_past_the_
     }
 
     auto_scaling_group(&c.aws.sdk, "us-west-2", &group).await;
-    let out = c.run(&["rules", "validate", &missing]).await;
+    let out = c.run(&["rules", "validate", "--check-aws", &missing]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
 

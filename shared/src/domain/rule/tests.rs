@@ -536,3 +536,13 @@ fn a_rule_has_at_most_ten_actions() {
     assert_eq!(p[0].0, "actions");
     assert!(p[0].1.contains("at most 10"), "{p:?}");
 }
+
+/// A misspelt key is named with the key it was probably meant to be.
+#[test]
+fn an_unknown_key_suggests_the_closest_one() {
+    let e = RuleSpec::from_toml("id = \"a\"\nmonthly_budgett = \"10\"\n").unwrap_err().to_string();
+    assert!(e.contains("unknown field `monthly_budgett`") && e.contains("did you mean `monthly_budget`?"), "{e}");
+    let e = RuleSpec::from_toml("id = \"a\"\nzzzz = 1\n").unwrap_err().to_string();
+    assert!(e.contains("unknown field `zzzz`") && !e.contains("did you mean"), "{e}");
+    assert_eq!(super::edit_distance("kitten", "sitting"), 3);
+}
