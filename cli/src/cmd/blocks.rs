@@ -8,7 +8,7 @@ use chrono::{DateTime, Duration, Utc};
 use clap::Args;
 use serde::Serialize;
 
-use crate::context::{CliError, CliResult, store};
+use crate::context::{CliResult, store};
 use crate::table::{self, span, when};
 
 #[derive(Args)]

@@ -95,7 +95,9 @@ async fn validate(files: &[String], check_aws: bool) -> CliResult {
                     Ok(p) => p,
                     Err(e) => vec![(
                         "actions".to_string(),
-                        format!("the Auto Scaling groups could not be checked ({e}); without --check-aws this is skipped"),
+                        format!(
+                            "the Auto Scaling groups could not be checked ({e}); without --check-aws this is skipped"
+                        ),
                     )],
                 };
                 if problems.is_empty() {

@@ -270,7 +270,8 @@ fn with_suggestion(message: &str) -> String {
     let Some((_, rest)) = message.split_once("unknown field `") else { return message.to_string() };
     let Some((unknown, rest)) = rest.split_once('`') else { return message.to_string() };
     let Some((_, expected)) = rest.split_once("expected one of ") else { return message.to_string() };
-    let known = expected.split(',').filter_map(|k| k.trim().trim_start_matches("or ").strip_prefix('`')?.split('`').next());
+    let known =
+        expected.split(',').filter_map(|k| k.trim().trim_start_matches("or ").strip_prefix('`')?.split('`').next());
     let closest = known.map(|k| (edit_distance(unknown, k), k)).min();
     match closest {
         Some((d, k)) if d <= 2.max(unknown.len() / 4) => format!("{message} (did you mean `{k}`?)"),
