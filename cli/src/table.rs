@@ -102,13 +102,27 @@ pub fn offering_rows(list: &[Priced]) -> Vec<Vec<String>> {
                 format!("{} {}", money(&o.fee), o.fee.currency()),
                 format!("{:.4}", p.per_instance_hour.per_unit),
                 format!("{:.4}", p.per_accelerator_hour.per_unit),
+                o.id.clone(),
             ]
         })
         .collect()
 }
 
-pub const OFFERING_HEADERS: [&str; 10] =
-    ["REGION", "AZ", "TYPE", "COUNT", "START (UTC)", "END (UTC)", "LENGTH", "FEE", "$/INSTANCE-H", "$/ACCEL-H"];
+/// The offering id last: what an approval names, and EC2 may give the same block a new one in
+/// its next answer.
+pub const OFFERING_HEADERS: [&str; 11] = [
+    "REGION",
+    "AZ",
+    "TYPE",
+    "COUNT",
+    "START (UTC)",
+    "END (UTC)",
+    "LENGTH",
+    "FEE",
+    "$/INSTANCE-H",
+    "$/ACCEL-H",
+    "OFFERING",
+];
 
 #[cfg(test)]
 mod tests {
