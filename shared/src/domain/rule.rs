@@ -272,27 +272,11 @@ fn with_suggestion(message: &str) -> String {
     let Some((_, expected)) = rest.split_once("expected one of ") else { return message.to_string() };
     let known =
         expected.split(',').filter_map(|k| k.trim().trim_start_matches("or ").strip_prefix('`')?.split('`').next());
-    let closest = known.map(|k| (edit_distance(unknown, k), k)).min();
+    let closest = known.map(|k| (strsim::levenshtein(unknown, k), k)).min();
     match closest {
         Some((d, k)) if d <= 2.max(unknown.len() / 4) => format!("{message} (did you mean `{k}`?)"),
         _ => message.to_string(),
     }
-}
-
-/// Levenshtein distance between two short keys.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let next = (row[j + 1] + 1).min(row[j] + 1).min(prev + usize::from(ca != *cb));
-            prev = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
 }
 
 /// Duration steps EC2 sells: 1-day steps to 14 days, then 7-day steps to 182 days.
