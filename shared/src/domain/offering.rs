@@ -76,36 +76,31 @@ pub struct Offering {
 }
 
 impl Offering {
-    /// The block an offering sells, as text: what `same_block` compares. Records that must hold
-    /// once per block whatever id EC2 gives it (a dry run's "would buy", an approval request)
-    /// are keyed by it.
+    /// The block an offering sells, as text: where, what, how many, when and for how much,
+    /// every field exactly (the fee normalized, so 576 and 576.00 are one fee). Records that
+    /// must hold once per block whatever id EC2 gives it (a dry run's "would buy", an approval
+    /// request) are keyed by it, and `same_block` is its equality.
     pub fn block_key(&self) -> String {
-        let what = match &self.ultraservers {
-            Some(u) => format!("{u}"),
-            None => format!("{}x{}", self.instance_count, self.instance_type),
-        };
+        let ultra = self.ultraservers.map_or_else(|| "-".to_string(), |u| u.to_string());
+        let at = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
         format!(
-            "{}|{what}|{}|{}|{}",
+            "{}|{}|{}x{}|{ultra}|{}|{}|{} {}",
+            self.region,
             self.availability_zone,
-            self.start.format("%Y%m%dT%H%M"),
-            self.end.format("%Y%m%dT%H%M"),
-            self.fee
+            self.instance_count,
+            self.instance_type,
+            at(self.start),
+            at(self.end),
+            self.fee.amount().normalize(),
+            self.fee.currency()
         )
     }
 
-    /// Whether `other` offers the same block: where, what, how many, when and for how much.
-    /// Nothing documents that EC2 repeats an offering's id from one answer to the next (it has
-    /// an `InvalidCapacityBlockOfferingIdExpired` error), so an offering seen again is known by
-    /// what it is, not by its id.
+    /// Whether `other` offers the same block. Nothing documents that EC2 repeats an offering's
+    /// id from one answer to the next (it has an `InvalidCapacityBlockOfferingIdExpired` error),
+    /// so an offering seen again is known by what it is, not by its id.
     pub fn same_block(&self, other: &Offering) -> bool {
-        self.region == other.region
-            && self.availability_zone == other.availability_zone
-            && self.instance_type == other.instance_type
-            && self.ultraservers == other.ultraservers
-            && self.instance_count == other.instance_count
-            && self.start == other.start
-            && self.end == other.end
-            && self.fee == other.fee
+        self.block_key() == other.block_key()
     }
 
     pub fn parse(region: &Region, raw: RawOffering) -> Result<Offering, OfferingError> {
@@ -401,5 +396,23 @@ pub(crate) mod tests {
         r.ultraserver_type = Some("u-new-kind".into());
         let o = Offering::parse(&region(), r).unwrap();
         assert!(o.ultraserver && o.ultraservers.is_none());
+    }
+
+    /// One block, one key, whatever its id or how its fee is written; anything else about it
+    /// makes another block.
+    #[test]
+    fn the_block_key_is_the_block_whatever_its_id() {
+        let a = Offering::parse(&region(), raw("576", "USD")).unwrap();
+        let b =
+            Offering { id: "cb-0000000000000000a".into(), ..Offering::parse(&region(), raw("576.00", "USD")).unwrap() };
+        assert!(a.same_block(&b) && a.block_key() == b.block_key(), "{} / {}", a.block_key(), b.block_key());
+        for other in [
+            Offering { start: a.start + chrono::Duration::days(1), ..a.clone() },
+            Offering { instance_count: 1, ..a.clone() },
+            Offering { availability_zone: "us-east-1b".into(), ..a.clone() },
+            Offering::parse(&region(), raw("576.01", "USD")).unwrap(),
+        ] {
+            assert!(!a.same_block(&other), "{}", other.block_key());
+        }
     }
 }
