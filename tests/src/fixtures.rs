@@ -489,6 +489,20 @@ impl Rig {
         }
     }
 
+    /// [`Rig::start`] with quick timeouts, at `clock` (RFC 3339), its scan pacing itself on a
+    /// sped-up describe limit (one call per 100 ms at half of it, 3 s of asking a run): for a
+    /// simulator whose describe limit is sped up the same way.
+    pub async fn paced(name: &str, scenario: &str, clock: &str, stack: &str) -> Rig {
+        let at = clock.parse().expect("an RFC 3339 clock");
+        let mut h = Rig::start(name, scenario, crate::quick_timeouts(), at, stack).await;
+        h.scan.describe = capblock_shared::domain::plan::DescribeBudget {
+            refill: std::time::Duration::from_millis(100),
+            share: 0.5,
+            ask_for: std::time::Duration::from_secs(3),
+        };
+        h
+    }
+
     pub fn now(&self) -> DateTime<Utc> {
         *self.clock.lock().unwrap()
     }

@@ -577,8 +577,7 @@ async fn offerings_search_ultraservers_and_validate_names_what_ec2_refuses() {
 async fn preflight_passes_on_a_live_local_stack_and_status_shows_it() {
     let c = Cli::new("cli-preflight-ok").await;
     c.stack(Mode::Live, Some("1000")).await;
-    let file = c.file("east.toml", &rule_toml("west", "live", "3.00"));
-    assert_eq!(c.run(&["rules", "put", &file]).await.code, 0);
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let out = c.run(&["preflight", "--pause-seconds", "0.05"]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("preflight passed"), "{}", out.stdout);
@@ -607,8 +606,7 @@ async fn preflight_names_a_quota_of_0_and_an_unheard_alerts_topic() {
         written_at: t0(),
     };
     c.aws.store().store_settings(&settings).await.unwrap();
-    let file = c.file("west.toml", &rule_toml("west", "live", "3.00"));
-    assert_eq!(c.run(&["rules", "put", &file]).await.code, 0);
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let out = c.run(&["preflight", "--pause-seconds", "0.05", "--json"]).await;
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     let findings = out.json()["findings"].as_array().unwrap().clone();
@@ -638,8 +636,7 @@ async fn preflight_reports_each_reading_of_the_market() {
             .build();
         let c = Cli::on(&format!("cli-preflight-reading-{i}"), &scenario).await;
         c.stack(Mode::DryRun, None).await;
-        let file = c.file("west.toml", &rule_toml("west", "live", "3.00"));
-        assert_eq!(c.run(&["rules", "put", &file]).await.code, 0);
+        c.put_rule(&rule_toml("west", "live", "3.00")).await;
         // A block bought by hand (through EC2's API), not started: its count as this reading
         // shows it.
         let conf = aws_sdk_ec2::config::Builder::from(&c.sim.sdk(capblock_tests::quick_timeouts()).await)
@@ -682,8 +679,7 @@ async fn preflight_reports_each_reading_of_the_market() {
 async fn a_live_scan_or_an_approval_without_a_yes_buys_nothing() {
     let c = Cli::new("cli-confirm").await;
     c.stack(Mode::Live, Some("100000")).await;
-    let file = c.file("west.toml", &rule_toml("west", "live", "3.00"));
-    assert_eq!(c.run(&["rules", "put", &file]).await.code, 0);
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let out = c.unconfirmed(&["scan", "--mode", "live"]).await;
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("pass --yes") && out.stderr.contains("nothing bought"), "{}", out.stderr);

@@ -4,13 +4,10 @@
 //! UltraServer search, and failed payments EC2 forgets. Under each, a rule buys exactly once
 //! and the books carry the true count and fee.
 
-use std::time::Duration as StdDuration;
-
 use capblock_shared::app::purchase::Outcome;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::lifecycle::BlockState;
-use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::ports::{Ledger, MarketError, PurchaseOutcome, PurchaseRequest, Purchaser};
 use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml, event_types};
 use chrono::{DateTime, Utc};
@@ -25,10 +22,7 @@ fn at(s: &str) -> DateTime<Utc> {
 }
 
 async fn rig(name: &str, scenario: &str) -> Rig {
-    let mut h = Rig::start(name, scenario, capblock_tests::quick_timeouts(), at(CLOCK), STACK).await;
-    h.scan.describe =
-        DescribeBudget { refill: StdDuration::from_millis(100), share: 0.5, ask_for: StdDuration::from_secs(3) };
-    h
+    Rig::paced(name, scenario, CLOCK, STACK).await
 }
 
 fn bought(report: &capblock_shared::app::scan::ScanReport) -> Option<(String, Vec<String>)> {
@@ -203,9 +197,7 @@ async fn a_same_day_block_is_bought_paid_started_and_tracked_on_the_defaults() {
         .behaviour("describe_limit = false")
         .p5("us-east-1", &[1, 2], "3.00")
         .build();
-    let mut h = Rig::start("same-day-life", &scenario, capblock_tests::quick_timeouts(), at(clock), STACK).await;
-    h.scan.describe =
-        DescribeBudget { refill: StdDuration::from_millis(100), share: 0.5, ask_for: StdDuration::from_secs(3) };
+    let h = Rig::paced("same-day-life", &scenario, clock, STACK).await;
     let rule = RuleToml::p5("soon").mode("live").max_price("3.00").budget("5000").window(0, 7).rule(h.now());
     let id = h.buy(&rule).await;
     let b = h.block(&id).await;

@@ -5,13 +5,11 @@
 //! what is checked is behaviour, not time.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::scan::ScanReport;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
-use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::ports::{
     DESCRIBE_LIMIT, Ledger, MarketError, MarketMemory, PurchaseOutcome, PurchaseRequest, Purchaser,
 };
@@ -41,10 +39,7 @@ async fn east_at_three(name: &str, seed: u64, behaviour: Option<&str>) -> Rig {
 }
 
 async fn rig(name: &str, scenario: &str, clock: &str) -> Rig {
-    let mut h = Rig::start(name, scenario, capblock_tests::quick_timeouts(), at(clock), STACK).await;
-    h.scan.describe =
-        DescribeBudget { refill: Duration::from_millis(100), share: 0.5, ask_for: Duration::from_secs(3) };
-    h
+    Rig::paced(name, scenario, clock, STACK).await
 }
 
 fn action(r: &ScanReport, rule: &str) -> Option<Outcome> {
