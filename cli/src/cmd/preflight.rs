@@ -3,7 +3,7 @@
 use capblock_shared::app::preflight::Preflighter;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
-use capblock_shared::domain::preflight::Verdict;
+use capblock_shared::domain::preflight::{Finding, Verdict};
 use capblock_shared::ports::SettingsStore;
 use chrono::Utc;
 use clap::Args;
@@ -41,7 +41,10 @@ pub async fn run(a: PreflightArgs) -> CliResult {
         "preflight: asking the stack's table, topic and regions ({:.1} s between two questions to a region)...",
         pause.as_secs_f64()
     );
-    let report = Preflighter { market: &market, store: &store, topics: &topics, pause }.run(Utc::now()).await?;
+    // Progress on stderr, a line per finding: the findings themselves are stdout's.
+    let tell = |f: &Finding| eprintln!("  {}: {}", safe(&f.check), f.verdict.as_str());
+    let report =
+        Preflighter { market: &market, store: &store, topics: &topics, pause, tell: &tell }.run(Utc::now()).await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -26,6 +26,21 @@ pub struct Preflighter<'a, M: ?Sized, S: ?Sized, T: ?Sized> {
     pub topics: &'a T,
     /// EC2's describe refill: preflight asks one region no faster.
     pub pause: Duration,
+    /// Told each finding as it is made (a person waits seconds per region): progress.
+    pub tell: &'a (dyn Fn(&Finding) + Sync),
+}
+
+/// The findings so far; each one is told as it is added.
+struct Findings<'t> {
+    list: Vec<Finding>,
+    tell: &'t (dyn Fn(&Finding) + Sync),
+}
+
+impl Findings<'_> {
+    fn push(&mut self, f: Finding) {
+        (self.tell)(&f);
+        self.list.push(f);
+    }
 }
 
 impl<M, S, T> Preflighter<'_, M, S, T>
@@ -36,7 +51,7 @@ where
 {
     /// Every check, stored as the stack's last preflight.
     pub async fn run(&self, now: DateTime<Utc>) -> Result<Preflight, StoreError> {
-        let mut findings = Vec::new();
+        let mut findings = Findings { list: Vec::new(), tell: self.tell };
         self.stack(&mut findings).await?;
         let rules: Vec<Rule> =
             self.store.list_rules().await?.into_iter().map(|s| s.rule).filter(|r| r.enabled).collect();
@@ -88,13 +103,13 @@ where
             "deploy the template unchanged; a dry-run stack's scans try PurchaseCapacityBlock with DryRun and log \
              dry_run_refused if the role may not",
         ));
-        let report = Preflight { at: now, findings };
+        let report = Preflight { at: now, findings: findings.list };
         self.store.save_preflight(&report).await?;
         Ok(report)
     }
 
     /// The stack's stored settings and who hears its alerts.
-    async fn stack(&self, findings: &mut Vec<Finding>) -> Result<(), StoreError> {
+    async fn stack(&self, findings: &mut Findings<'_>) -> Result<(), StoreError> {
         let Some(s) = self.store.stored_settings().await? else {
             findings.push(Finding::flagged(
                 "stack settings",
@@ -132,7 +147,7 @@ where
         &self,
         region: &Region,
         q: &OfferingQuery,
-        findings: &mut Vec<Finding>,
+        findings: &mut Findings<'_>,
     ) -> Option<Vec<crate::domain::offering::Offering>> {
         let check = format!("market {region} {}", q.instance_type);
         let fam = family(q.instance_type.as_str()).to_string();
@@ -190,7 +205,7 @@ where
 
     /// The region's Capacity Blocks as the tracker lists them (with the `reservation-type`
     /// filter), and what EC2 shows of each one not started yet.
-    async fn blocks_in(&self, region: &Region, findings: &mut Vec<Finding>) {
+    async fn blocks_in(&self, region: &Region, findings: &mut Findings<'_>) {
         let check = format!("blocks {region}");
         match self.market.capacity_blocks(region).await {
             Ok(blocks) => {
