@@ -38,7 +38,11 @@ pub fn handle(world: &mut World, method: &str, path: &str, body: &[u8]) -> Reply
         ("GET", "/_sim/health") => {
             return Reply { status: 200, content_type: "text/plain", body: "ok".into() };
         }
-        ("GET", "/_sim/state") => Ok(state(world)),
+        ("GET", "/_sim/state") => {
+            // The other callers are played lazily: bring their counts up to now first.
+            world.settle_describe_limit();
+            Ok(state(world))
+        }
         ("GET", "/_sim/behaviour") => Ok(json!(world.behaviour)),
         // The simulated "now", for capblock's simulated time source (CAPBLOCK_SIMULATED_CLOCK_URL).
         ("GET", "/_sim/clock") => Ok(json!({ "now": rfc3339(world.now()) })),
@@ -133,6 +137,7 @@ fn state(w: &World) -> Value {
         "calls_by_region": w.calls_by_region,
         "faults_injected": w.faults,
         "offering_ids_minted": w.minted_count(),
+        "describe_limit_others": w.others_report(),
         "behaviour": w.behaviour,
     })
 }
@@ -493,6 +498,71 @@ mod tests {
         let (_, st) = call(&mut w, "GET", "/_sim/state", "");
         assert_eq!(st["faults_injected"]["describe_limited"], 1);
         assert_eq!(st["faults_injected"]["quota_zero"], 0);
+    }
+
+    #[test]
+    fn describe_limit_others_through_the_behaviour_endpoint_and_their_counts_in_the_state() {
+        let mut w = world();
+        let (_, v) = call(&mut w, "GET", "/_sim/behaviour", "");
+        assert_eq!(v["describe_limit_others"], json!([]));
+        let (_, st) = call(&mut w, "GET", "/_sim/state", "");
+        assert_eq!(st["describe_limit_others"], json!({"calls": 0, "refused": 0, "by_region": {}, "by_caller": {}}));
+        // A burst of 2 that refills in an hour; a script's 3 calls at once, now and hourly.
+        let body = r#"{"describe_limit": {"burst": 2, "refill_secs": 3600},
+                       "describe_limit_others": [{"name": "script", "calls": 3, "every_secs": 3600}]}"#;
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", body);
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(
+            v["describe_limit_others"],
+            json!([{"name": "script", "calls": 3, "over_secs": 0.0, "every_secs": 3600.0, "offset_secs": 0.0}])
+        );
+        // capblock's first call in us-east-1 finds the script's calls played before it.
+        assert!(!w.take_describe_token("us-east-1"));
+        let (_, st) = call(&mut w, "GET", "/_sim/state", "");
+        let others = &st["describe_limit_others"];
+        assert_eq!((&others["calls"], &others["refused"]), (&json!(3), &json!(1)));
+        assert_eq!(others["by_region"], json!({"us-east-1": {"calls": 3, "refused": 1}}));
+        assert_eq!(others["by_caller"], json!({"script": {"calls": 3, "refused": 1}}));
+        assert_eq!(st["faults_injected"]["describe_limited"], 1, "only capblock's refusal");
+        assert_eq!(st["behaviour"]["describe_limit_others"][0]["name"], "script");
+        // A new pattern starts now: the notebook's first call at once (refused, the bucket is
+        // empty); the script's counts stay.
+        let (s, _) = call(
+            &mut w,
+            "POST",
+            "/_sim/behaviour",
+            r#"{"describe_limit_others": [{"name": "notebook", "calls": 1, "every_secs": 3600, "offset_secs": 0}]}"#,
+        );
+        assert_eq!(s, 200);
+        let (_, st) = call(&mut w, "GET", "/_sim/state", "");
+        let others = &st["describe_limit_others"];
+        assert_eq!(
+            others["by_caller"],
+            json!({"notebook": {"calls": 1, "refused": 1}, "script": {"calls": 3, "refused": 1}})
+        );
+        assert_eq!((&others["calls"], &others["refused"]), (&json!(4), &json!(2)));
+        for (bad, says) in [
+            (r#"{"describe_limit_others": [{"name": "", "calls": 1, "every_secs": 20}]}"#, "name must not be empty"),
+            (r#"{"describe_limit_others": [{"name": "a", "calls": 0, "every_secs": 20}]}"#, "calls must be within"),
+            (
+                r#"{"describe_limit_others": [{"name": "a", "calls": 1, "every_secs": 20, "over_secs": 30}]}"#,
+                "over_secs",
+            ),
+            (r#"{"describe_limit_others": [{"name": "a", "calls": 1}]}"#, "missing field `every_secs`"),
+            (r#"{"describe_limit_others": [{"name": "a", "calls": 1, "every_secs": 1, "x": 1}]}"#, "unknown field `x`"),
+            (r#"{"describe_limit_others": {"name": "a", "calls": 1, "every_secs": 20}}"#, "bad behaviour"),
+            (r#"{"describe_limit_others": null}"#, "bad behaviour"),
+        ] {
+            let (s, v) = call(&mut w, "POST", "/_sim/behaviour", bad);
+            assert_eq!(s, 400, "{bad}");
+            assert!(v["error"].as_str().unwrap().contains(says), "{bad}: {v}");
+        }
+        assert_eq!(w.behaviour.describe_limit_others[0].name, "notebook", "a refused change changes nothing");
+        // [] removes them; a new scenario resets the counts.
+        let (_, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"describe_limit_others": []}"#);
+        assert_eq!(v["describe_limit_others"], json!([]));
+        call(&mut w, "POST", "/_sim/scenario", "");
+        assert_eq!(call(&mut w, "GET", "/_sim/state", "").1["describe_limit_others"]["calls"], 0);
     }
 
     #[test]

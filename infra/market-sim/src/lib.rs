@@ -5,6 +5,7 @@
 pub mod actions;
 pub mod clock;
 pub mod control;
+pub mod describe_limit;
 pub mod faults;
 pub mod instance_types;
 pub mod market;

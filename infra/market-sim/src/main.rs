@@ -32,6 +32,8 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
                  same_day_offerings = true,
                  describe_limit = { burst = 2, refill_secs = 4.0 } (false = off),
                  describe_limit_other_callers_per_min = 0.0,
+                 describe_limit_others = [{ name, calls, over_secs = 0, every_secs,
+                 offset_secs = 0 }] (other callers, refusable; counts in /_sim/state),
                  counts_before_start = zero|full, offering_ids = stable|per_answer,
                  offering_id_ttl_secs = 300,
                  ultraserver_search = instance_type_required|ultraserver_only

@@ -132,6 +132,29 @@ impl Default for DescribeLimit {
     }
 }
 
+/// Another caller of DescribeCapacityBlockOfferings in the account (a person in the console, a
+/// notebook, another tool): `calls` calls spread evenly over `over_secs` (0: all at once), the
+/// first at the start of each period of `every_secs`, the first period starting `offset_secs`
+/// after its schedule did. It spends from the same describe-limit bucket as capblock, in every
+/// region, and a call that finds the bucket empty is refused (and counted).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtherCaller {
+    pub name: String,
+    pub calls: u32,
+    #[serde(default)]
+    pub over_secs: f64,
+    pub every_secs: f64,
+    #[serde(default)]
+    pub offset_secs: f64,
+}
+
+/// At most this many calls in one period of one caller...
+pub const MAX_OTHER_CALLS_PER_PERIOD: u32 = 10_000;
+/// ...and this many calls a second from all of them together, on average: every call is played
+/// one by one (in every region with a bucket), and the people of an account call far slower.
+pub const MAX_OTHER_CALLS_PER_SEC: f64 = 100.0;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Behaviour {
@@ -171,6 +194,8 @@ pub struct Behaviour {
     /// Other callers in the account (a person in the console) spend this many tokens a minute
     /// from the same describe-limit bucket, steadily.
     pub describe_limit_other_callers_per_min: f64,
+    /// Other callers making discrete calls on a pattern, each of which can be refused.
+    pub describe_limit_others: Vec<OtherCaller>,
     /// Instance counts of a block before its start: "zero" (EC2's) or "full".
     pub counts_before_start: CountsBeforeStart,
     /// Offering ids: "stable" or "per_answer" (fresh ids in every answer).
@@ -202,6 +227,7 @@ impl Default for Behaviour {
             same_day_offerings: true,
             describe_limit: Some(DescribeLimit::default()),
             describe_limit_other_callers_per_min: 0.0,
+            describe_limit_others: Vec::new(),
             counts_before_start: CountsBeforeStart::Zero,
             offering_ids: OfferingIds::Stable,
             offering_id_ttl_secs: 300,
@@ -260,8 +286,46 @@ impl Behaviour {
         if !(others >= 0.0 && others.is_finite()) {
             return Err(format!("describe_limit_other_callers_per_min must be >= 0, got {others}"));
         }
-        Ok(())
+        validate_others(&self.describe_limit_others)
     }
+}
+
+/// Each caller's pattern must be playable, its name its own (the counts are kept by name), and
+/// all of them together slow enough to be played call by call.
+fn validate_others(others: &[OtherCaller]) -> Result<(), String> {
+    let mut per_sec = 0.0;
+    for (i, c) in others.iter().enumerate() {
+        if c.name.trim().is_empty() {
+            return Err(format!("describe_limit_others[{i}]: name must not be empty"));
+        }
+        let at = format!("describe_limit_others[{i}] ({})", c.name);
+        if let Some(j) = others[..i].iter().position(|o| o.name == c.name) {
+            return Err(format!("{at}: the name is already taken by describe_limit_others[{j}]"));
+        }
+        if !(1..=MAX_OTHER_CALLS_PER_PERIOD).contains(&c.calls) {
+            return Err(format!("{at}: calls must be within 1..={MAX_OTHER_CALLS_PER_PERIOD}, got {}", c.calls));
+        }
+        if !(c.every_secs > 0.0 && c.every_secs.is_finite()) {
+            return Err(format!("{at}: every_secs must be > 0, got {}", c.every_secs));
+        }
+        // Spread over more than the period, one period's calls would run into the next one's.
+        if !(c.over_secs >= 0.0 && c.over_secs <= c.every_secs) {
+            return Err(format!(
+                "{at}: over_secs must be within 0..=every_secs ({}), got {}",
+                c.every_secs, c.over_secs
+            ));
+        }
+        if !(c.offset_secs >= 0.0 && c.offset_secs.is_finite()) {
+            return Err(format!("{at}: offset_secs must be >= 0, got {}", c.offset_secs));
+        }
+        per_sec += f64::from(c.calls) / c.every_secs;
+    }
+    if per_sec > MAX_OTHER_CALLS_PER_SEC {
+        return Err(format!(
+            "describe_limit_others: together the callers make {per_sec} calls a second, more than {MAX_OTHER_CALLS_PER_SEC}"
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -612,6 +676,25 @@ mod tests {
     }
 
     #[test]
+    fn the_describe_limit_examples_play_the_readings() {
+        let limit = |text: &str| Scenario::parse(text).unwrap().behaviour.describe_limit.unwrap();
+        let paced_4s = limit(include_str!("../examples/describe-limit-4s.toml"));
+        assert_eq!(paced_4s, DescribeLimit::default(), "the default reading");
+        assert_eq!(
+            limit(include_str!("../examples/describe-limit-burst-10.toml")),
+            DescribeLimit { burst: 10, refill_secs: 6.667 }
+        );
+        assert_eq!(
+            limit(include_str!("../examples/describe-limit-2s.toml")),
+            DescribeLimit { burst: 2, refill_secs: 2.0 }
+        );
+        let others = Scenario::parse(include_str!("../examples/describe-limit-others.toml")).unwrap();
+        assert_eq!(others.behaviour.describe_limit, Some(DescribeLimit::default()));
+        let names: Vec<_> = others.behaviour.describe_limit_others.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["console", "notebook"]);
+    }
+
+    #[test]
     fn empty_is_valid_and_defaults_apply() {
         let s = Scenario::parse("").unwrap();
         assert_eq!(s.expired_visible_days, 60);
@@ -851,5 +934,94 @@ mod tests {
         assert!(e.contains("describe_limit needs burst >= 1"), "{e}");
         let s = Scenario::parse("[behaviour]\ndescribe_limit_other_callers_per_min = 1.5").unwrap();
         assert_eq!(s.behaviour.describe_limit_other_callers_per_min, 1.5);
+    }
+
+    #[test]
+    fn describe_limit_others_parse_with_their_defaults() {
+        let others = |text: &str| {
+            Scenario::parse(&format!("[behaviour]\ndescribe_limit_others = {text}"))
+                .map(|s| s.behaviour.describe_limit_others)
+        };
+        assert!(Scenario::parse("").unwrap().behaviour.describe_limit_others.is_empty(), "none by default");
+        let o = others(
+            r#"[ { name = "console", calls = 10, over_secs = 120, every_secs = 1800 },
+                 { name = "notebook", calls = 1, every_secs = 20, offset_secs = 5.5 } ]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            o,
+            [
+                OtherCaller {
+                    name: "console".into(),
+                    calls: 10,
+                    over_secs: 120.0,
+                    every_secs: 1800.0,
+                    offset_secs: 0.0
+                },
+                OtherCaller { name: "notebook".into(), calls: 1, over_secs: 0.0, every_secs: 20.0, offset_secs: 5.5 },
+            ]
+        );
+        let json = serde_json::to_value(
+            Scenario::parse("[behaviour]\ndescribe_limit_others = [{ name = \"n\", calls = 1, every_secs = 20 }]")
+                .unwrap()
+                .behaviour,
+        )
+        .unwrap();
+        assert_eq!(
+            json["describe_limit_others"],
+            serde_json::json!([{"name": "n", "calls": 1, "over_secs": 0.0, "every_secs": 20.0, "offset_secs": 0.0}])
+        );
+    }
+
+    #[test]
+    fn describe_limit_others_are_validated_by_name() {
+        let err = |text: &str| {
+            Scenario::parse(&format!("[behaviour]\ndescribe_limit_others = [{text}]")).map(|_| ()).unwrap_err()
+        };
+        let one = |extra: &str| err(&format!("{{ name = \"console\", calls = 1, every_secs = 20{extra} }}"));
+        let cases = [
+            (err("{ name = \" \", calls = 1, every_secs = 20 }"), "describe_limit_others[0]: name must not be empty"),
+            (
+                err("{ name = \"a\", calls = 1, every_secs = 20 }, { name = \"a\", calls = 2, every_secs = 60 }"),
+                "describe_limit_others[1] (a): the name is already taken by describe_limit_others[0]",
+            ),
+            (
+                err("{ name = \"console\", calls = 0, every_secs = 20 }"),
+                "describe_limit_others[0] (console): calls must be within 1..=10000, got 0",
+            ),
+            (
+                err("{ name = \"console\", calls = 10001, every_secs = 1e9 }"),
+                "calls must be within 1..=10000, got 10001",
+            ),
+            (
+                err("{ name = \"console\", calls = 1, every_secs = 0 }"),
+                "describe_limit_others[0] (console): every_secs must be > 0, got 0",
+            ),
+            (err("{ name = \"console\", calls = 1, every_secs = -20 }"), "every_secs must be > 0, got -20"),
+            (err("{ name = \"console\", calls = 1, every_secs = nan }"), "every_secs must be > 0, got NaN"),
+            (err("{ name = \"console\", calls = 1, every_secs = inf }"), "every_secs must be > 0, got inf"),
+            (
+                one(", over_secs = 21"),
+                "describe_limit_others[0] (console): over_secs must be within 0..=every_secs (20), got 21",
+            ),
+            (one(", over_secs = -1"), "over_secs must be within 0..=every_secs (20), got -1"),
+            (one(", offset_secs = -1"), "describe_limit_others[0] (console): offset_secs must be >= 0, got -1"),
+            (one(", offset_secs = inf"), "offset_secs must be >= 0, got inf"),
+            (
+                err("{ name = \"a\", calls = 50, every_secs = 1 }, { name = \"b\", calls = 51, every_secs = 1 }"),
+                "describe_limit_others: together the callers make 101 calls a second, more than 100",
+            ),
+            // serde's own: the unknown key, a missing key, the wrong type.
+            (one(", evry_secs = 2"), "unknown field `evry_secs`"),
+            (err("{ name = \"console\", calls = 1 }"), "missing field `every_secs`"),
+            (err("{ name = \"console\", calls = -1, every_secs = 20 }"), "scenario: "),
+        ];
+        for (e, want) in cases {
+            assert!(e.contains(want), "{e:?} should say {want:?}");
+        }
+        assert!(Scenario::parse("[behaviour]\ndescribe_limit_others = \"console\"").is_err());
+        // Exactly 100 a second together is allowed, and so is over_secs = every_secs.
+        let ok = "[behaviour]\ndescribe_limit_others = [{ name = \"a\", calls = 100, over_secs = 1, every_secs = 1 }]";
+        assert!(Scenario::parse(ok).is_ok());
     }
 }

@@ -1,11 +1,13 @@
 //! Everything the simulator knows, behind one Mutex in the server. Never held across an await.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 
 use crate::clock::SimClock;
+use crate::describe_limit::{DescribeBucket, OtherCounts};
 use crate::faults::{Fault, FaultCounts, TokenBucket};
 use crate::reservations::{Extension, Reservation, Visibility};
 use crate::rng::SplitMix64;
@@ -37,11 +39,14 @@ pub struct World {
     minted: HashMap<String, MintedId>,
     offer_ids: SplitMix64,
     buckets: HashMap<String, TokenBucket>,
-    /// DescribeCapacityBlockOfferings' describe limit, one bucket per region...
-    describe_buckets: HashMap<String, TokenBucket>,
-    /// ...each starting as a copy of this one: the state every region not asked yet is in
-    /// (full when the limit was set, drained since by the other callers). None: no limit.
-    describe_fresh: Option<TokenBucket>,
+    /// DescribeCapacityBlockOfferings' describe limit, one bucket per region: from the load on
+    /// for the regions the scenario names (so that the other callers' counts show there), and
+    /// from its first call for any other region...
+    describe_buckets: BTreeMap<String, DescribeBucket>,
+    /// ...which starts as a copy of this one: the state every region not asked yet is in (full
+    /// when the limit was set, spent since by the other callers). While the limit is off the
+    /// buckets are left as they were (nothing is played) and restarted when it comes back on.
+    describe_fresh: DescribeBucket,
     /// Throttling is about real request rates, so buckets run on real (monotonic) time.
     epoch: Instant,
 }
@@ -50,6 +55,7 @@ impl World {
     pub fn new(scenario: Scenario) -> Self {
         let seed = scenario.seed;
         let describe_fresh = fresh_describe_bucket(&scenario.behaviour, 0.0);
+        let describe_buckets = regions_named(&scenario).into_iter().map(|r| (r, describe_fresh.clone())).collect();
         Self {
             clock: SimClock::new(scenario.clock.start, scenario.clock.ticking),
             behaviour: scenario.behaviour.clone(),
@@ -65,7 +71,7 @@ impl World {
             minted: HashMap::new(),
             offer_ids: SplitMix64::new(seed ^ 0x4f46_4645_5249_4e47),
             buckets: HashMap::new(),
-            describe_buckets: HashMap::new(),
+            describe_buckets,
             describe_fresh,
             epoch: Instant::now(),
         }
@@ -147,13 +153,24 @@ impl World {
         None
     }
 
+    /// Seconds of real (monotonic) time since the scenario's load: the describe limit's clock.
+    fn real_secs(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64()
+    }
+
     /// DescribeCapacityBlockOfferings' own limit (per account and region, shared with the other
     /// callers of the account): takes a token from the region's bucket, or counts a refusal.
     pub fn take_describe_token(&mut self, region: &str) -> bool {
-        let Some(fresh) = &self.describe_fresh else {
+        let now = self.real_secs();
+        self.take_describe_token_at(region, now)
+    }
+
+    /// `take_describe_token` at `now` (real seconds since the load), for tests.
+    pub fn take_describe_token_at(&mut self, region: &str, now: f64) -> bool {
+        if self.behaviour.describe_limit.is_none() {
             return true;
-        };
-        let now = self.epoch.elapsed().as_secs_f64();
+        }
+        let fresh = &self.describe_fresh;
         let bucket = self.describe_buckets.entry(region.to_string()).or_insert_with(|| fresh.clone());
         if bucket.try_take(now) {
             true
@@ -163,23 +180,81 @@ impl World {
         }
     }
 
+    /// Plays the other callers' calls due by now in every bucket, so that their counts are
+    /// current (GET /_sim/state). Exact at any moment: it changes nothing that follows.
+    pub fn settle_describe_limit(&mut self) {
+        let now = self.real_secs();
+        self.settle_describe_limit_at(now);
+    }
+
+    pub fn settle_describe_limit_at(&mut self, now: f64) {
+        if self.behaviour.describe_limit.is_some() {
+            self.describe_buckets_mut().for_each(|b| b.settle(now));
+        }
+    }
+
+    /// Every region's bucket and the one regions not asked yet copy.
+    fn describe_buckets_mut(&mut self) -> impl Iterator<Item = &mut DescribeBucket> {
+        self.describe_buckets.values_mut().chain(std::iter::once(&mut self.describe_fresh))
+    }
+
+    /// The other callers' calls and refusals so far (as last settled), by region and by caller.
+    pub fn others_report(&self) -> OthersReport {
+        let mut r = OthersReport::default();
+        for (region, bucket) in &self.describe_buckets {
+            let counts = bucket.counts();
+            r.calls += counts.calls;
+            r.refused += counts.refused;
+            r.by_region.insert(region.clone(), counts);
+            for (name, c) in bucket.by_caller() {
+                r.by_caller.entry(name.clone()).or_default().add(*c);
+            }
+        }
+        r
+    }
+
     pub fn set_behaviour(&mut self, b: Behaviour) {
-        let now = self.epoch.elapsed().as_secs_f64();
+        let now = self.real_secs();
+        self.set_behaviour_at(b, now);
+    }
+
+    /// `set_behaviour` at `now` (real seconds since the load), for tests.
+    pub fn set_behaviour_at(&mut self, b: Behaviour, now: f64) {
         if b.throttle != self.behaviour.throttle {
             // New limits start from a full bucket.
             self.buckets.clear();
         }
-        if b.describe_limit != self.behaviour.describe_limit {
-            self.describe_buckets.clear();
-            self.describe_fresh = fresh_describe_bucket(&b, now);
-        } else if b.describe_limit_other_callers_per_min != self.behaviour.describe_limit_other_callers_per_min {
-            // The others change pace from now on; what they spent stays spent.
-            let drain = b.describe_limit_other_callers_per_min / 60.0;
-            for bucket in self.describe_buckets.values_mut().chain(self.describe_fresh.as_mut()) {
-                bucket.set_drain(drain, now);
+        self.change_describe_limit(&b, now);
+        self.behaviour = b;
+    }
+
+    /// A new limit starts every bucket full; a new steady drain changes pace from now on (what
+    /// was spent stays spent); new discrete callers start their schedules now. Turned off, the
+    /// buckets are left as they are; turned back on, they restart full with the callers'
+    /// schedules from now.
+    fn change_describe_limit(&mut self, b: &Behaviour, now: f64) {
+        let old = &self.behaviour;
+        let (was, drain) = (old.describe_limit, b.describe_limit_other_callers_per_min / 60.0);
+        let new_drain = b.describe_limit_other_callers_per_min != old.describe_limit_other_callers_per_min;
+        let new_callers = b.describe_limit_others != old.describe_limit_others;
+        match (was, b.describe_limit) {
+            (_, None) => self.settle_describe_limit_at(now),
+            (None, Some(l)) => {
+                self.describe_buckets_mut().for_each(|k| k.restart(l, drain, &b.describe_limit_others, now))
+            }
+            (Some(was), Some(l)) => {
+                for bucket in self.describe_buckets_mut() {
+                    if was != l {
+                        bucket.set_limit(l, drain, now);
+                    } else if new_drain {
+                        bucket.set_drain(drain, now);
+                    }
+                    if new_callers {
+                        bucket.set_callers(&b.describe_limit_others, now);
+                    }
+                }
             }
         }
-        self.behaviour = b;
     }
 
     pub fn reservation(&self, id: &str) -> Option<&Reservation> {
@@ -196,11 +271,28 @@ impl World {
     }
 }
 
-/// A full describe-limit bucket at `now`, or None when the limit is off.
-fn fresh_describe_bucket(b: &Behaviour, now: f64) -> Option<TokenBucket> {
-    b.describe_limit.map(|l| {
-        TokenBucket::with_drain(1.0 / l.refill_secs, l.burst, b.describe_limit_other_callers_per_min / 60.0, now)
-    })
+/// A full describe-limit bucket at `now`, the other callers' schedules starting then. With the
+/// limit off it is never played, and restarted when the limit comes on.
+fn fresh_describe_bucket(b: &Behaviour, now: f64) -> DescribeBucket {
+    let limit = b.describe_limit.unwrap_or_default();
+    DescribeBucket::new(limit, b.describe_limit_other_callers_per_min / 60.0, &b.describe_limit_others, now)
+}
+
+/// The regions a scenario names where DescribeCapacityBlockOfferings can be called: its
+/// `[[regions]]` that are supported and the regions of its `[[market]]` lines.
+fn regions_named(s: &Scenario) -> BTreeSet<String> {
+    let listed = s.regions.iter().map(|r| r.name.clone());
+    listed.chain(s.market.iter().map(|l| l.region.clone())).filter(|r| s.supports(r)).collect()
+}
+
+/// The other callers' calls and refusals (`describe_limit_others` in GET /_sim/state): in total,
+/// by region (every region with a bucket), and by caller name (over every region).
+#[derive(Debug, Default, Serialize)]
+pub struct OthersReport {
+    pub calls: u64,
+    pub refused: u64,
+    pub by_region: BTreeMap<String, OtherCounts>,
+    pub by_caller: BTreeMap<String, OtherCounts>,
 }
 
 #[cfg(test)]
@@ -263,6 +355,85 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert!(quiet.take_describe_token("us-east-1"));
         assert!(quiet.take_describe_token("us-east-1"));
+    }
+
+    fn others_world(behaviour: &str) -> World {
+        let regions = "[[regions]]\nname = \"us-west-2\"\n[[regions]]\nname = \"eu-north-1\"\nsupported = false";
+        World::new(Scenario::parse(&format!("[behaviour]\n{behaviour}\n{regions}")).unwrap())
+    }
+
+    #[test]
+    fn discrete_other_callers_play_in_every_region_and_are_counted() {
+        // Burst 2, an hour per token; a script makes 3 calls at load, then every hour.
+        let mut w = others_world(
+            "describe_limit = { burst = 2, refill_secs = 3600.0 }\n\
+             describe_limit_others = [{ name = \"script\", calls = 3, every_secs = 3600 }]",
+        );
+        // capblock's first call in us-east-1 (a region the scenario does not name) comes after
+        // the script's: its bucket was played from the load on, like every region's.
+        assert!(!w.take_describe_token_at("us-east-1", 1.0));
+        assert_eq!(w.faults.describe_limited, 1, "capblock's refusal, not the script's");
+        w.settle_describe_limit_at(2.0);
+        let r = w.others_report();
+        // Named (us-west-2, supported) and asked (us-east-1); never the unsupported eu-north-1.
+        assert_eq!(r.by_region.keys().collect::<Vec<_>>(), ["us-east-1", "us-west-2"]);
+        assert_eq!(r.by_region["us-west-2"], OtherCounts { calls: 3, refused: 1 });
+        assert_eq!(r.by_region["us-east-1"], OtherCounts { calls: 3, refused: 1 });
+        assert_eq!((r.calls, r.refused), (6, 2));
+        assert_eq!(r.by_caller["script"], OtherCounts { calls: 6, refused: 2 });
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["by_region"]["us-west-2"], serde_json::json!({"calls": 3, "refused": 1}));
+        // The next hour, in both.
+        w.settle_describe_limit_at(3600.0);
+        assert_eq!(w.others_report().by_region["us-west-2"], OtherCounts { calls: 6, refused: 3 });
+        assert_eq!(w.others_report().calls, 12);
+    }
+
+    #[test]
+    fn changing_the_others_restarts_their_schedules_and_keeps_the_counts() {
+        let mut w = others_world(
+            "describe_limit = { burst = 1, refill_secs = 3600.0 }\n\
+             describe_limit_others = [{ name = \"notebook\", calls = 1, every_secs = 20 }]",
+        );
+        w.settle_describe_limit_at(50.0);
+        assert_eq!(w.others_report().by_caller["notebook"], OtherCounts { calls: 3, refused: 2 });
+        // A console from 55 s on: the notebook stops, its counts stay; the console's first
+        // calls come at 55 s, not at 0.
+        let mut b = w.behaviour.clone();
+        b.describe_limit_others = Scenario::parse(
+            "[behaviour]\ndescribe_limit_others = [{ name = \"console\", calls = 2, every_secs = 100 }]",
+        )
+        .unwrap()
+        .behaviour
+        .describe_limit_others;
+        w.set_behaviour_at(b.clone(), 55.0);
+        w.settle_describe_limit_at(54.9 + 100.0);
+        let r = w.others_report();
+        assert_eq!(r.by_region["us-west-2"], OtherCounts { calls: 5, refused: 4 });
+        assert_eq!(r.by_caller["console"], OtherCounts { calls: 2, refused: 2 });
+        // Posting the same callers again changes nothing (the schedule is not restarted).
+        w.set_behaviour_at(b.clone(), 154.95);
+        w.settle_describe_limit_at(155.0);
+        assert_eq!(w.others_report().by_caller["console"], OtherCounts { calls: 4, refused: 4 });
+        // Off: nothing is played; on again: full, the console's schedule from then.
+        let mut off = b.clone();
+        off.describe_limit = None;
+        w.set_behaviour_at(off, 200.0);
+        w.settle_describe_limit_at(5000.0);
+        assert!(w.take_describe_token_at("us-west-2", 5000.0));
+        assert_eq!(w.others_report().by_caller["console"], OtherCounts { calls: 4, refused: 4 });
+        w.set_behaviour_at(b, 6000.0);
+        w.settle_describe_limit_at(6000.0);
+        assert_eq!(
+            w.others_report().by_caller["console"],
+            OtherCounts { calls: 6, refused: 5 },
+            "one region: us-west-2"
+        );
+        // us-west-2: the notebook's 3 (2 refused), the console's 4 refused, 2 at 6000 s (1 served).
+        assert_eq!(w.others_report().by_region["us-west-2"], OtherCounts { calls: 9, refused: 7 });
+        // A new scenario resets every count.
+        let w = others_world("");
+        assert_eq!((w.others_report().calls, w.others_report().refused), (0, 0));
     }
 
     #[test]

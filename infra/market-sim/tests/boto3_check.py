@@ -539,6 +539,15 @@ def describe_code(ec2, **kw):
         return (e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"])
 
 
+def sim_error(sim, behaviour):
+    """The error a refused POST /_sim/behaviour answers ('' if it was accepted)."""
+    try:
+        sim.behaviour(**behaviour)
+        return ""
+    except urllib.error.HTTPError as e:
+        return json.loads(e.read().decode())["error"]
+
+
 def describe_calls(sim):
     return sim.state()["calls"].get("DescribeCapacityBlockOfferings", 0)
 
@@ -573,6 +582,25 @@ def check_describe_limit(sim, ep, ec2):
     eq("describe limit: drained by the other callers", describe_code(ec2), limited)
     sim.behaviour(describe_limit_other_callers_per_min=0.0, describe_limit=None)
     eq("describe limit: off", [describe_code(ec2) for _ in range(4)], ["ok"] * 4)
+
+    # Discrete other callers: a person's 3 searches at once in the console (then none for an
+    # hour) spend the same bucket in every region, one of them refused; GET /_sim/state counts
+    # them per region (the regions the scenario names, and those asked) and per caller.
+    limited_before = sim.state()["faults_injected"]["describe_limited"]
+    console = {"name": "console", "calls": 3, "every_secs": 3600}
+    b = sim.behaviour(describe_limit={"burst": 2, "refill_secs": 4.0}, describe_limit_others=[console])
+    eq("others: in the behaviour", b["describe_limit_others"], [dict(console, over_secs=0.0, every_secs=3600.0, offset_secs=0.0)])
+    eq("others: capblock finds the bucket spent", describe_code(ec2), limited)
+    others = sim.state()["describe_limit_others"]
+    eq("others: us-east-1, 2 served and 1 refused", others["by_region"].get("us-east-1"), {"calls": 3, "refused": 1})
+    eq("others: us-west-2 as well, not asked since", others["by_region"].get("us-west-2"), {"calls": 3, "refused": 1})
+    totals = {"calls": sum(r["calls"] for r in others["by_region"].values()), "refused": sum(r["refused"] for r in others["by_region"].values())}
+    eq("others: the totals are the regions'", {"calls": others["calls"], "refused": others["refused"]}, totals)
+    eq("others: by caller", others["by_caller"], {"console": totals})
+    eq("others: their refusals are not capblock's", sim.state()["faults_injected"]["describe_limited"], limited_before + 1)
+    bad_caller = sim_error(sim, {"describe_limit_others": [{"name": "console", "calls": 0, "every_secs": 20}]})
+    check("others: a bad caller is refused by name", "describe_limit_others[0] (console): calls" in bad_caller, bad_caller)
+    sim.behaviour(describe_limit_others=[], describe_limit=None)
 
     # Quota 0 for trn2 in us-east-1: the same code on every call, however slowly asked.
     sim.behaviour(describe_limit={"burst": 2, "refill_secs": 4.0})

@@ -223,6 +223,20 @@ mod tests {
     }
 
     #[test]
+    fn other_callers_in_the_account_can_leave_capblock_nothing() {
+        // A person searched twice in the console at load: the burst of 2 is theirs.
+        let mut w = limited_world(
+            "describe_limit = { burst = 2, refill_secs = 3600.0 }\n\
+             describe_limit_others = [{ name = \"console\", calls = 2, every_secs = 3600 }]",
+        );
+        let e = call(&mut w, &[("CapacityDurationHours", "24")]).unwrap_err();
+        assert_eq!((e.status, e.code.as_str()), (400, "CapacityBlockDescribeLimitExceeded"));
+        assert_eq!(w.faults.describe_limited, 1);
+        let others = w.others_report();
+        assert_eq!((others.calls, others.refused), (2, 0), "the console's calls were served");
+    }
+
+    #[test]
     fn a_zero_quota_family_is_refused_on_every_call_without_spending_tokens() {
         let mut w = limited_world("describe_limit = { burst = 1, refill_secs = 3600.0 }");
         w.scenario.regions.push(
