@@ -262,7 +262,7 @@ impl DescribeArgs {
             std::time::Duration::try_from_secs_f64(self.refill_seconds).ok().filter(|d| !d.is_zero()).ok_or_else(
                 || CliError::Invalid(format!("--refill-seconds {}: expected a positive number", self.refill_seconds)),
             )?;
-        let b = DescribeBudget { refill, share: self.share, ask_for };
+        let b = DescribeBudget::for_refill(refill, self.share, ask_for);
         b.validate().map_err(|e| CliError::Invalid(format!("--share: {e}")))?;
         Ok(b)
     }

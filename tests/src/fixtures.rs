@@ -495,11 +495,11 @@ impl Rig {
     pub async fn paced(name: &str, scenario: &str, clock: &str, stack: &str) -> Rig {
         let at = clock.parse().expect("an RFC 3339 clock");
         let mut h = Rig::start(name, scenario, crate::quick_timeouts(), at, stack).await;
-        h.scan.describe = capblock_shared::domain::plan::DescribeBudget {
-            refill: std::time::Duration::from_millis(100),
-            share: 0.5,
-            ask_for: std::time::Duration::from_secs(3),
-        };
+        h.scan.describe = capblock_shared::domain::plan::DescribeBudget::for_refill(
+            std::time::Duration::from_millis(100),
+            0.5,
+            std::time::Duration::from_secs(3),
+        );
         h
     }
 
@@ -710,11 +710,11 @@ impl<H: PurchaseHook> Purchaser for HookedMarket<H> {
 /// A describe budget for tests that are not about EC2's describe limit: calls 10 ms apart, up
 /// to 5 s of asking. Their scenarios lift the simulator's limit (see [`ScenarioToml::new`]).
 pub fn fast_describe() -> capblock_shared::domain::plan::DescribeBudget {
-    capblock_shared::domain::plan::DescribeBudget {
-        refill: std::time::Duration::from_millis(10),
-        share: 1.0,
-        ask_for: std::time::Duration::from_secs(5),
-    }
+    capblock_shared::domain::plan::DescribeBudget::for_refill(
+        std::time::Duration::from_millis(10),
+        1.0,
+        std::time::Duration::from_secs(5),
+    )
 }
 
 /// capblock's record of an example block: 2 x p5.48xlarge in us-east-2, 12-03 to 12-10 11:30,

@@ -80,6 +80,8 @@ pub async fn run(a: ApproveArgs) -> CliResult {
         stack: &stored.stack.name,
         account_budget: stored.stack.account_budget,
         recheck_pause: std::time::Duration::from_secs(4),
+        // The approval looked the offering up again just before: `live` re-checks it once more.
+        answered_at: None,
     };
     let (priced, action) = match buyer.approve(&rule, &intent, stored.stack.mode, now).await? {
         Approval::Refused(why) => return Err(CliError::Refused(why)),

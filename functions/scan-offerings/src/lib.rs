@@ -52,14 +52,17 @@ pub fn settings() -> Result<ScanSettings, FunctionError> {
     Ok(ScanSettings { stack: config::stack_settings()?, describe: describe_budget()? })
 }
 
-/// How much of each region's DescribeCapacityBlockOfferings limit a run may spend: EC2's
-/// refill interval (one call per 4 s per account and region, as public clients meet it), the
-/// share capblock takes of it while asking, and how long a run asks.
+/// How a run asks each region's DescribeCapacityBlockOfferings: EC2's refill interval as
+/// assumed (one call per 4 s per account and region, as public clients meet it), the share of
+/// it a region starts at before its pace is learned, the bounds of the learned pace, and how
+/// long a run asks.
 pub fn describe_budget() -> Result<DescribeBudget, FunctionError> {
     let d = DescribeBudget::default();
     let budget = DescribeBudget {
         refill: config::seconds_or("CAPBLOCK_DESCRIBE_REFILL_SECONDS", d.refill)?,
         share: config::parsed_or("CAPBLOCK_DESCRIBE_SHARE", d.share)?,
+        fastest: config::seconds_or("CAPBLOCK_DESCRIBE_FASTEST_SECONDS", d.fastest)?,
+        slowest: config::seconds_or("CAPBLOCK_DESCRIBE_SLOWEST_SECONDS", d.slowest)?,
         ask_for: config::seconds_or("CAPBLOCK_ASK_SECONDS", d.ask_for)?,
     };
     budget.validate().map_err(|problem| {

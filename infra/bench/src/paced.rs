@@ -23,7 +23,13 @@ pub const GRID: Grid = Grid { k: 4 };
 
 /// capblock's describe budget with every duration divided by `SCALE`.
 pub fn scaled(b: DescribeBudget) -> DescribeBudget {
-    DescribeBudget { refill: b.refill.div_f64(SCALE), share: b.share, ask_for: b.ask_for.div_f64(SCALE) }
+    DescribeBudget {
+        refill: b.refill.div_f64(SCALE),
+        share: b.share,
+        fastest: b.fastest.div_f64(SCALE),
+        slowest: b.slowest.div_f64(SCALE),
+        ask_for: b.ask_for.div_f64(SCALE),
+    }
 }
 
 /// The simulator's scenario: the query grid's market, the sped-up describe limit, other
@@ -180,8 +186,7 @@ pub fn cover_child() -> Result<String, String> {
         let market = Ec2Market::new(capblock_shared::aws::load_config().await);
         warm_up(&market).await?;
         let budget = scaled(DescribeBudget::default());
-        let pacing =
-            Pacing { refill: budget.refill, pace: budget.pace(), ask_for: coverage_bound(&budget).mul_f64(2.0) };
+        let pacing = Pacing { bounds: budget.bounds(), ask_for: coverage_bound(&budget).mul_f64(2.0) };
         let qs = fanout::queries(GRID);
         let t = Instant::now();
         let asked = ask_all(&market, &qs, &pacing, &Carried::default(), || {}).await;

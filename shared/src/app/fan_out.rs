@@ -5,12 +5,13 @@
 //! about 2, then about one call every 2-4 s, shared with everyone in the account. Past it EC2
 //! answers `CapacityBlockDescribeLimitExceeded`, which no SDK retry mode treats as throttling.
 //! So the lane, not the SDK, owns the retries of this read:
-//! - calls go out one at a time, `pace` apart (EC2's refill divided by capblock's share of it),
-//!   from the first one: a scan never spends the burst that a person in the console may need;
+//! - calls go out one at a time at the region's learned pace (`domain::pace`: it rises while
+//!   EC2 answers and falls on each refusal, sharper when capblock's own pace cannot explain it,
+//!   i.e. the call came at least one refill after the previous one), from the first one: a scan
+//!   never spends the burst that a person in the console may need. Each lane returns the pace
+//!   it ends with, for the next run to start from;
 //! - a throttled question (either limit) goes to the back of the queue and is asked again
-//!   later in the run, up to `MAX_THROTTLED` times; after a refusal that capblock's own pace
-//!   cannot explain (the call came at least one refill after the previous one) the pace is
-//!   kept, otherwise it doubles (up to 4x);
+//!   later in the run, up to `MAX_THROTTLED` times;
 //! - a family whose calls are refused with `CapacityBlockDescribeLimitExceeded` `QUOTA_STRIKES`
 //!   times in a row (counted across runs), each time after resting at least one full refill,
 //!   with no success of its own in between, most likely has a Capacity Block quota of 0: EC2
@@ -37,6 +38,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::domain::names::Region;
 use crate::domain::offering::Offering;
+use crate::domain::pace::{Pace, PaceBounds};
 use crate::domain::plan::{DescribeBudget, family};
 use crate::ports::{DESCRIBE_LIMIT, MarketError, OfferingQuery, OfferingSource};
 
@@ -47,24 +49,20 @@ pub const QUOTA_STRIKES: u32 = 6;
 /// Extra attempts after an unknown answer (5xx, timeout).
 const UNKNOWN_RETRIES: u32 = 1;
 const UNKNOWN_PAUSE: Duration = Duration::from_millis(250);
-/// The pace never slows past this multiple of its setting.
-const MAX_SLOWDOWN: u32 = 4;
 
 /// How a lane spaces its calls.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pacing {
-    /// EC2's refill interval: a refusal of a call sent at least this long after the previous
-    /// one is not capblock's doing.
-    pub refill: Duration,
-    /// capblock's gap between two calls in one region.
-    pub pace: Duration,
+    /// Where a region's pace starts and the bounds it learns within. `bounds.refill`: a
+    /// refusal of a call sent at least this long after the previous one is not capblock's doing.
+    pub bounds: PaceBounds,
     /// No call starts after this long; what is left is carried over.
     pub ask_for: Duration,
 }
 
 impl From<&DescribeBudget> for Pacing {
     fn from(b: &DescribeBudget) -> Pacing {
-        Pacing { refill: b.refill, pace: b.pace(), ask_for: b.ask_for }
+        Pacing { bounds: b.bounds(), ask_for: b.ask_for }
     }
 }
 
@@ -96,6 +94,8 @@ pub struct Carried {
     pub conclusive: BTreeSet<(Region, String)>,
     /// Families with a quota of 0 noted: one call this run, not retried.
     pub probes: BTreeSet<(Region, String)>,
+    /// The pace each region's lane starts at (learned by earlier runs; else the bounds' start).
+    pub paces: BTreeMap<Region, Pace>,
 }
 
 impl From<Strikes> for Carried {
@@ -116,6 +116,8 @@ pub struct RunAnswers {
     pub refused: BTreeSet<(Region, String)>,
     /// The calls each region's lane sent (a question may take several).
     pub calls: BTreeMap<Region, Calls>,
+    /// The pace each region's lane ended with (only regions asked).
+    pub paces: BTreeMap<Region, Pace>,
 }
 
 /// DescribeCapacityBlockOfferings calls one region's lane sent, and how many EC2 throttled.
@@ -123,6 +125,9 @@ pub struct RunAnswers {
 pub struct Calls {
     pub sent: usize,
     pub throttled: usize,
+    /// Of the throttled, the describe-limit refusals capblock's own pace does not explain: the
+    /// bucket was emptied by someone else, who likely met refusals too.
+    pub contended: usize,
 }
 
 /// Asks every question and returns each answer in the order of `queries`; calls `answered`
@@ -139,6 +144,22 @@ where
     M: OfferingSource + ?Sized,
     F: Fn() + Sync,
 {
+    ask_all_seeing(market, queries, pacing, carried, |_, _| answered()).await
+}
+
+/// [`ask_all`], handing each final answer to `seen` (with its index into `queries`) the moment
+/// it is final: a scan buys what qualifies while the other questions are still being asked.
+pub async fn ask_all_seeing<M, F>(
+    market: &M,
+    queries: &[OfferingQuery],
+    pacing: &Pacing,
+    carried: &Carried,
+    seen: F,
+) -> RunAnswers
+where
+    M: OfferingSource + ?Sized,
+    F: Fn(usize, &Answer) + Sync,
+{
     let deadline = Instant::now() + pacing.ask_for;
     let mut lanes: Vec<(&Region, Vec<usize>)> = Vec::new();
     for (i, q) in queries.iter().enumerate() {
@@ -147,7 +168,7 @@ where
             None => lanes.push((&q.region, vec![i])),
         }
     }
-    let answered = &answered;
+    let seen = &seen;
     let results = join_all(lanes.into_iter().map(|(region, list)| {
         let of_region = |set: &BTreeSet<(Region, String)>| -> HashSet<String> {
             set.iter().filter(|(r, _)| r == region).map(|(_, f)| f.clone()).collect()
@@ -163,18 +184,20 @@ where
             probes: of_region(&carried.probes),
             refused: HashSet::new(),
         };
+        let pace = carried.paces.get(region).map_or_else(|| Pace::start(&pacing.bounds), |p| p.within(&pacing.bounds));
         async move {
-            let lane = Lane::new(pacing, deadline, families);
-            let (answers, families, calls) = lane.run(market, queries, list, answered).await;
-            (region, answers, families, calls)
+            let lane = Lane::new(pacing, deadline, families, pace);
+            let (answers, families, calls, pace) = lane.run(market, queries, list, seen).await;
+            (region, answers, families, calls, pace)
         }
     }))
     .await;
     let mut out: Vec<Option<Answer>> = vec![None; queries.len()];
     let (mut strikes, mut refused) = (Strikes::new(), BTreeSet::new());
-    let mut calls = BTreeMap::new();
-    for (region, answers, families, lane_calls) in results {
+    let (mut calls, mut paces) = (BTreeMap::new(), BTreeMap::new());
+    for (region, answers, families, lane_calls, pace) in results {
         calls.insert(region.clone(), lane_calls);
+        paces.insert(region.clone(), pace);
         for (i, a) in answers {
             out[i] = Some(a);
         }
@@ -186,6 +209,7 @@ where
         strikes,
         refused,
         calls,
+        paces,
     }
 }
 
@@ -203,7 +227,7 @@ struct Families {
 struct Lane<'p> {
     pacing: &'p Pacing,
     deadline: Instant,
-    gap: Duration,
+    pace: Pace,
     last_sent: Option<Instant>,
     families: Families,
     quota_zero: BTreeSet<String>,
@@ -212,11 +236,11 @@ struct Lane<'p> {
 }
 
 impl<'p> Lane<'p> {
-    fn new(pacing: &'p Pacing, deadline: Instant, families: Families) -> Lane<'p> {
+    fn new(pacing: &'p Pacing, deadline: Instant, families: Families, pace: Pace) -> Lane<'p> {
         Lane {
             pacing,
             deadline,
-            gap: pacing.pace,
+            pace,
             last_sent: None,
             families,
             quota_zero: BTreeSet::new(),
@@ -239,7 +263,13 @@ impl<'p> Lane<'p> {
         let fam = family(q.instance_type.as_str());
         self.calls.throttled += 1;
         let describe_limit = matches!(&e, MarketError::Throttled { code, .. } if *code == DESCRIBE_LIMIT);
+        // A probe of a family with a quota of 0 noted is refused by the quota, not the limit:
+        // it says nothing of the pace.
+        if !self.families.probes.contains(fam) {
+            self.pace.refused(describe_limit && rested, &self.pacing.bounds);
+        }
         if describe_limit && rested {
+            self.calls.contended += 1;
             // Not our pace's doing: either someone else emptied the bucket, or this
             // family's quota is 0. The pace stays; the count, spread over runs and
             // time, decides.
@@ -253,8 +283,6 @@ impl<'p> Lane<'p> {
                 self.quota_zero.insert(fam.to_string());
                 return Some(Answer::QuotaZero);
             }
-        } else {
-            self.gap = (self.gap * 2).min(self.pacing.pace * MAX_SLOWDOWN);
         }
         if self.families.probes.contains(fam) {
             // One call a run for a family with a quota of 0 noted.
@@ -278,15 +306,15 @@ impl<'p> Lane<'p> {
         market: &M,
         queries: &[OfferingQuery],
         list: Vec<usize>,
-        answered: &F,
-    ) -> (Vec<(usize, Answer)>, Families, Calls)
+        seen: &F,
+    ) -> (Vec<(usize, Answer)>, Families, Calls, Pace)
     where
         M: OfferingSource + ?Sized,
-        F: Fn() + Sync,
+        F: Fn(usize, &Answer) + Sync,
     {
         let mut out = Vec::with_capacity(list.len());
         let done = |out: &mut Vec<(usize, Answer)>, i: usize, a: Answer| {
-            answered();
+            seen(i, &a);
             out.push((i, a));
         };
         let mut queue: VecDeque<usize> = list.into();
@@ -303,7 +331,7 @@ impl<'p> Lane<'p> {
                 done(&mut out, i, Answer::NotSold(message.clone()));
                 continue;
             }
-            let send_at = self.last_sent.map_or_else(Instant::now, |t| t + self.gap);
+            let send_at = self.last_sent.map_or_else(Instant::now, |t| t + self.pace.gap());
             if send_at > self.deadline {
                 tracing::info!(region = %q.region, waiting = queue.len() + 1, "asking time over; questions carried over to the next run");
                 done(&mut out, i, Answer::CarriedOver);
@@ -314,12 +342,12 @@ impl<'p> Lane<'p> {
             }
             sleep_until(send_at).await;
             let sent = Instant::now();
-            let rested = self.last_sent.is_none_or(|t| sent.duration_since(t) >= self.pacing.refill);
+            let rested = self.last_sent.is_none_or(|t| sent.duration_since(t) >= self.pacing.bounds.refill);
             self.last_sent = Some(sent);
             self.calls.sent += 1;
             match market.offerings(q).await {
                 Ok(list) => {
-                    self.gap = self.pacing.pace;
+                    self.pace.answered(&self.pacing.bounds);
                     self.families.strikes.remove(fam);
                     done(&mut out, i, Answer::Offerings(list));
                 }
@@ -358,7 +386,7 @@ impl<'p> Lane<'p> {
                 }
             }
         }
-        (out, self.families, self.calls)
+        (out, self.families, self.calls, self.pace)
     }
 }
 

@@ -82,7 +82,19 @@ pub struct Buyer<'a, M: ?Sized, S: ?Sized> {
     /// How long to wait before asking again when the re-check is throttled: one refill of
     /// EC2's describe limit.
     pub recheck_pause: StdDuration,
+    /// When EC2's answer that holds the offering came (tokio's clock). An answer at most
+    /// `FRESH_ANSWER` old stands in for the re-check.
+    pub answered_at: Option<tokio::time::Instant>,
 }
+
+/// How old an answer may be and still stand in for the re-check before buying. The re-check is
+/// one more paced DescribeCapacityBlockOfferings (seconds of the describe limit) asked only to
+/// learn what an answer this young already says: the same block, under the id EC2 gave it, at
+/// its fee. What could change meanwhile cannot cost money: a purchase of an id EC2 no longer
+/// takes is refused (`...OfferingIdExpired` / `...IdNotFound`, API reference), nothing is
+/// charged, and the offering is given back or refused as after any refusal. The rule's checks
+/// (window, threshold, room) are still run on the clock.
+pub const FRESH_ANSWER: StdDuration = StdDuration::from_secs(15);
 
 /// Attempts at the re-check (a DescribeCapacityBlockOfferings) when EC2 throttles it.
 pub const RECHECK_ATTEMPTS: u32 = 3;
@@ -232,7 +244,9 @@ where
         }
         tracing::info!(event = "intent_reserved", rule = %rule.id, intent = %intent.id, fee = %p.offering.fee, "budget reserved");
 
-        let fresh = match self.recheck(rule, p, now).await {
+        let just_answered = self.answered_at.is_some_and(|t| t.elapsed() <= FRESH_ANSWER);
+        let recheck = if just_answered { self.still_meets(rule, p, now) } else { self.recheck(rule, p, now).await };
+        let fresh = match recheck {
             Recheck::Confirmed(fresh) => fresh,
             Recheck::Changed(reason) => return self.give_back(rule, p, &intent, reason).await,
             Recheck::Unanswered(e) => {
@@ -375,12 +389,15 @@ where
             }
             // Same offering, same fee: the price per accelerator-hour is unchanged, but the
             // start window moves with time.
-            Looked::OnSale(fresh) => {
-                match check(rule, &Priced { offering: fresh.clone(), ..p.clone() }, Headroom(o.fee), now) {
-                    None => Recheck::Confirmed(fresh),
-                    Some(why) => Recheck::Changed(format!("the offering no longer meets the rule: {why:?}")),
-                }
-            }
+            Looked::OnSale(fresh) => self.still_meets(rule, &Priced { offering: fresh, ..p.clone() }, now),
+        }
+    }
+
+    /// The offering as answered still meets the rule at `now`.
+    fn still_meets(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Recheck {
+        match check(rule, p, Headroom(p.offering.fee), now) {
+            None => Recheck::Confirmed(p.offering.clone()),
+            Some(why) => Recheck::Changed(format!("the offering no longer meets the rule: {why:?}")),
         }
     }
 

@@ -11,7 +11,7 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::fan_out::{Answer, Carried, Pacing, QUOTA_STRIKES, ask_all};
+use super::fan_out::{Answer, Carried, Pacing, QUOTA_STRIKES, ask_all_seeing};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::purchase::{Buyer, Outcome};
 use super::reconcile::{Settled, settle_open_intents, settling_until};
@@ -19,11 +19,13 @@ use super::settings::StackSettings;
 use crate::domain::announce;
 use crate::domain::budget::{BudgetOwner, Period};
 use crate::domain::catalog::AcceleratorCatalog;
-use crate::domain::decision::{Headroom, Priced, decide, room};
+use crate::domain::decision::{Decision, Headroom, Priced, decide, room};
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
-use crate::domain::plan::{self, Asked, Candidate, DescribeBudget, MARKET_NOTE_TTL, Refusals, RegionMemory, family};
+use crate::domain::plan::{
+    self, Asked, Candidate, DescribeBudget, FORGET_AFTER, MARKET_NOTE_TTL, Refusals, RegionMemory, Watch, family,
+};
 use crate::domain::rule::{Mode, Rule, StartWindow};
 use crate::domain::run_time::RunTime;
 use crate::ports::{
@@ -94,6 +96,15 @@ pub struct RegionQuestions {
     pub asked: usize,
     pub allowed: usize,
     pub throttled: usize,
+    /// Of the throttled, the refusals capblock's own pace does not explain (someone else in
+    /// the account emptied the bucket, and likely met refusals too).
+    pub contended: usize,
+    /// The learned gap between two calls in the region as this run left it, milliseconds.
+    pub pace_ms: u64,
+    /// How long ago the region's questions were last answered, after this run: the median and
+    /// the longest (a full cycle), seconds.
+    pub age_p50_secs: u64,
+    pub age_max_secs: u64,
 }
 
 /// The cheapest price per accelerator-hour one region and instance type offered this run.
@@ -358,12 +369,27 @@ where
             rules.iter().enumerate().filter(|(i, _)| !plan.skipped.contains(i)).map(|(_, r)| r.clone()).collect();
         self.learn_types(&kept).await;
         let mut findings = Findings::default();
-        let answered = self.ask(&mut plan, &mut findings, now).await;
+        // Buy on sight: each answer with offerings goes to the rules that asked it while the
+        // other questions are still being asked; a rule acts on the first answer that holds
+        // an offering it would take, not after the asking time.
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let owners: Vec<Vec<usize>> = plan.all.iter().map(|p| p.rules.clone()).collect();
+        let send = move |i: usize, a: &Answer| {
+            if let Answer::Offerings(list) = a
+                && !list.is_empty()
+            {
+                // The receiver only goes when the scan already failed: nothing to tell.
+                let _ = tx.send(Sighting { question: i, offerings: list.clone(), at: Instant::now() });
+            }
+        };
+        let (answered, on_sight) =
+            tokio::join!(self.ask(&mut plan, &mut findings, now, send), self.on_sight(rules, &owners, rx, at));
+        let on_sight = on_sight?;
         if !at.is_replay() {
             self.remember(&plan, &findings, rules, now).await?;
         }
         let (observations_written, prices) = self.record_prices(&answered, at).await;
-        let outcomes = self.decide_and_act(rules, &plan, &answered, at).await?;
+        let outcomes = self.decide_and_act(rules, &plan, &answered, on_sight, at).await?;
         let notices =
             if at.is_replay() { FlushReport::default() } else { flush(self.store, self.notifier, now).await? };
         let offerings_seen: BTreeSet<&str> = answered.values().flatten().map(|o| o.id.as_str()).collect();
@@ -424,10 +450,15 @@ where
             };
             memories.insert(region, memory);
         }
-        let calls = self.settings.describe.calls_per_region();
+        let budget = &self.settings.describe;
+        let bounds = budget.bounds();
         let mut chosen = Vec::new();
         let mut report = BTreeMap::new();
         for (region, memory) in &memories {
+            // As many questions as the learned pace fits in the asking time, and half again:
+            // the pace rises while EC2 answers, and what is not reached is carried over.
+            let gap = memory.pace.map_or(bounds.start, |p| p.within(&bounds).gap());
+            let calls = budget.calls_at(gap) * 3 / 2;
             let mut probed: BTreeSet<&str> = BTreeSet::new();
             let askable: Vec<usize> = (0..all.len())
                 .filter(|&i| &all[i].question.query.region == region)
@@ -467,6 +498,7 @@ where
         plan: &mut Plan,
         findings: &mut Findings,
         now: DateTime<Utc>,
+        seen: impl Fn(usize, &Answer) + Sync,
     ) -> BTreeMap<usize, Vec<Offering>> {
         let queries: Vec<OfferingQuery> = plan.chosen.iter().map(|&i| plan.all[i].question.query.clone()).collect();
         let mut carried = Carried::default();
@@ -479,11 +511,20 @@ where
                 carried.strikes.insert(key, r.count);
             }
             carried.probes.extend(m.quota_zero.keys().map(|f| (region.clone(), f.clone())));
+            if let Some(p) = m.pace {
+                carried.paces.insert(region.clone(), p);
+            }
         }
-        let asked = ask_all(self.market, &queries, &Pacing::from(&self.settings.describe), &carried, || {}).await;
+        let chosen = &plan.chosen;
+        let pacing = Pacing::from(&self.settings.describe);
+        let asked = ask_all_seeing(self.market, &queries, &pacing, &carried, |k, a| seen(chosen[k], a)).await;
         for (region, c) in &asked.calls {
             let counts = plan.regions.entry(region.to_string()).or_default();
-            (counts.asked, counts.throttled) = (c.sent, c.throttled);
+            (counts.asked, counts.throttled, counts.contended) = (c.sent, c.throttled, c.contended);
+        }
+        for (region, pace) in &asked.paces {
+            plan.memories.entry(region.clone()).or_default().pace = Some(*pace);
+            plan.regions.entry(region.to_string()).or_default().pace_ms = pace.gap_ms;
         }
         // Each family's refusals as this run leaves them (only regions asked this run: the
         // others' are as they were). The record before the run names a finding's refusals.
@@ -572,11 +613,44 @@ where
         for region in &findings.unsupported {
             tracing::info!(event = "region_unsupported", %region, "region does not sell Capacity Blocks");
         }
+        self.watch(plan, &asked.calls, now);
         for (region, q) in &plan.regions {
             tracing::info!(event = "questions", %region, questions = q.questions, planned = q.planned, answered = q.answered,
-                carried_over = q.carried_over, full_cycle_runs = q.full_cycle_runs, "asked the market");
+                carried_over = q.carried_over, full_cycle_runs = q.full_cycle_runs, pace_ms = q.pace_ms,
+                every_question_within_secs = q.age_max_secs, contended = q.contended, "asked the market");
         }
         answered
+    }
+
+    /// How well each region asked this run is watched now: the ages of its questions' last
+    /// answers (never answered: `FORGET_AFTER`), into the report and the region's memory.
+    fn watch(&self, plan: &mut Plan, calls: &BTreeMap<Region, super::fan_out::Calls>, now: DateTime<Utc>) {
+        for (region, c) in calls {
+            let Some(memory) = plan.memories.get_mut(region) else { continue };
+            let mut ages: Vec<u64> = plan
+                .all
+                .iter()
+                .filter(|p| &p.question.query.region == region)
+                .map(|p| {
+                    let age = memory.asked.get(&p.question.key).map_or(FORGET_AFTER, |a| now - a.at);
+                    age.num_seconds().max(0) as u64
+                })
+                .collect();
+            let questions = ages.len() as u32;
+            let (p50, max) = Watch::ages(&mut ages);
+            let counts = plan.regions.entry(region.to_string()).or_default();
+            (counts.age_p50_secs, counts.age_max_secs) = (p50, max);
+            memory.watch = Some(Watch {
+                at: now,
+                questions,
+                age_p50_secs: p50,
+                age_max_secs: max,
+                calls: c.sent as u32,
+                refused: c.throttled as u32,
+                contended: c.contended as u32,
+                gap_ms: memory.pace.map_or(0, |p| p.gap_ms),
+            });
+        }
     }
 
     /// Saves each region's memory and queues one alert per market finding: a quota of 0 once
@@ -658,25 +732,102 @@ where
         (written, prices)
     }
 
-    /// Per rule: the cheapest eligible offering among its answered questions, then buy,
-    /// ask for approval or announce, as the rule's and the stack's modes say.
-    async fn decide_and_act(
+    /// Per rule that asked the sighted question: every offering its answered questions held so
+    /// far, and if one is eligible now, the rule acts at once (`act`). Returns what each rule
+    /// that acted did, by rule index; the others decide after the asking (`decide_and_act`).
+    async fn on_sight(
         &self,
         rules: &[Rule],
-        plan: &Plan,
-        answered: &BTreeMap<usize, Vec<Offering>>,
+        owners: &[Vec<usize>],
+        mut sightings: tokio::sync::mpsc::UnboundedReceiver<Sighting>,
         at: RunTime,
-    ) -> Result<Vec<RuleOutcome>, StoreError> {
-        // Budget months are the clock's; what is on sale and eligible is judged as of the view.
-        let (now, view) = (at.clock(), at.view());
+    ) -> Result<BTreeMap<usize, Acted>, StoreError> {
         let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut seen: BTreeMap<usize, Vec<Offering>> = BTreeMap::new();
+        let mut acted = BTreeMap::new();
+        while let Some(sighting) = sightings.recv().await {
+            for &ri in &owners[sighting.question] {
+                if acted.contains_key(&ri) {
+                    continue;
+                }
+                let rule = &rules[ri];
+                let offerings = seen.entry(ri).or_default();
+                offerings.extend(sighting.offerings.iter().cloned());
+                // The budgets are read only when an offering meets the rule on price and window.
+                if decide(rule, offerings, &catalog, Headroom(rule.monthly_budget), at.view()).chosen.is_none() {
+                    continue;
+                }
+                let room = headroom(self.store, rule, self.settings.stack.account_budget, at.clock()).await?;
+                let decision = decide(rule, offerings, &catalog, room, at.view());
+                if decision.chosen.is_none() {
+                    continue;
+                }
+                tracing::info!(event = "on_sight", rule = %rule.id, offering = ?decision.chosen.as_ref().map(|p| &p.offering.id),
+                    "an answer holds an offering the rule takes: acting now");
+                acted.insert(ri, self.act(rule, &decision, at, Some(sighting.at)).await?);
+            }
+        }
+        Ok(acted)
+    }
+
+    /// Buys, asks for approval or announces `decision`'s choice, as the rule's and the stack's
+    /// modes say. `answered_at`: when EC2's answer holding it came, if just now.
+    async fn act(
+        &self,
+        rule: &Rule,
+        decision: &Decision,
+        at: RunTime,
+        answered_at: Option<Instant>,
+    ) -> Result<Acted, StoreError> {
+        let now = at.clock();
         let buyer = Buyer {
             market: self.market,
             store: self.store,
             stack: &self.settings.stack.name,
             account_budget: self.settings.stack.account_budget,
             recheck_pause: self.settings.describe.refill,
+            answered_at,
         };
+        let mode = self.settings.stack.mode.and(rule.mode);
+        let mut chosen = decision.chosen.clone();
+        let action = match &decision.chosen {
+            None => None,
+            // A replay only says what the rule would choose: nothing is asked or stored.
+            Some(p) if at.is_replay() => Some(Outcome::Replayed { offering_id: p.offering.id.clone() }),
+            Some(_) if mode == Mode::Live => {
+                // The best offering may already have been tried by this rule (refused by
+                // EC2): take the next cheapest, a few at most.
+                let mut last = None;
+                for p in decision.ranked.iter().take(MAX_ALTERNATIVES) {
+                    chosen = Some(p.clone());
+                    let action = buyer.live(rule, p, now).await?;
+                    let tried = matches!(action, Outcome::AlreadyTried { .. });
+                    last = Some(action);
+                    if !tried {
+                        break;
+                    }
+                }
+                last
+            }
+            Some(p) if mode == Mode::Approval => Some(buyer.ask(rule, p, now).await?),
+            Some(p) => Some(buyer.dry_run(rule, p, self.settings.stack.mode, now).await?),
+        };
+        Ok(Acted { chosen, action })
+    }
+
+    /// Per rule: the cheapest eligible offering among its answered questions, then buy,
+    /// ask for approval or announce (`act`), unless the rule already acted on sight.
+    async fn decide_and_act(
+        &self,
+        rules: &[Rule],
+        plan: &Plan,
+        answered: &BTreeMap<usize, Vec<Offering>>,
+        mut on_sight: BTreeMap<usize, Acted>,
+        at: RunTime,
+    ) -> Result<Vec<RuleOutcome>, StoreError> {
+        // Budget months are the clock's; what is on sale and eligible is judged as of the view.
+        let (now, view) = (at.clock(), at.view());
+        let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut outcomes = Vec::new();
         for (ri, rule) in rules.iter().enumerate() {
             let mine: Vec<usize> = (0..plan.all.len()).filter(|&i| plan.all[i].rules.contains(&ri)).collect();
@@ -685,31 +836,12 @@ where
             let room = headroom(self.store, rule, self.settings.stack.account_budget, now).await?;
             let decision = decide(rule, &offerings, &catalog, room, view);
             let mode = self.settings.stack.mode.and(rule.mode);
-            let mut chosen = decision.chosen.clone();
-            let action = match &decision.chosen {
-                None => None,
-                // A replay only says what the rule would choose: nothing is asked or stored.
-                Some(p) if at.is_replay() => Some(Outcome::Replayed { offering_id: p.offering.id.clone() }),
-                Some(_) if mode == Mode::Live => {
-                    // The best offering may already have been tried by this rule (refused by
-                    // EC2): take the next cheapest, a few at most.
-                    let mut last = None;
-                    for p in decision.ranked.iter().take(MAX_ALTERNATIVES) {
-                        chosen = Some(p.clone());
-                        let action = buyer.live(rule, p, now).await?;
-                        let tried = matches!(action, Outcome::AlreadyTried { .. });
-                        last = Some(action);
-                        if !tried {
-                            break;
-                        }
-                    }
-                    last
-                }
-                Some(p) if mode == Mode::Approval => Some(buyer.ask(rule, p, now).await?),
-                Some(p) => Some(buyer.dry_run(rule, p, self.settings.stack.mode, now).await?),
+            let Acted { chosen, action } = match on_sight.remove(&ri) {
+                Some(acted) => acted,
+                None => self.act(rule, &decision, at, None).await?,
             };
             tracing::info!(event = "decision", rule = %rule.id, mode = mode.as_str(), questions = mine.len(), questions_answered,
-                offerings = offerings.len(), eligible = decision.eligible, chosen = ?decision.chosen.as_ref().map(|p| &p.offering.id),
+                offerings = offerings.len(), eligible = decision.eligible, chosen = ?chosen.as_ref().map(|p| &p.offering.id),
                 action = ?action, "rule evaluated");
             outcomes.push(RuleOutcome {
                 rule_id: rule.id.clone(),
@@ -724,6 +856,20 @@ where
         }
         Ok(outcomes)
     }
+}
+
+/// An answer that held offerings, the moment it came.
+struct Sighting {
+    /// Index into the plan's questions.
+    question: usize,
+    offerings: Vec<Offering>,
+    at: Instant,
+}
+
+/// What a rule did with its choice.
+struct Acted {
+    chosen: Option<Priced>,
+    action: Option<Outcome>,
 }
 
 /// What EC2 said of the regions in one run.

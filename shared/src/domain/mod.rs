@@ -23,6 +23,7 @@ pub mod milestone;
 pub mod money;
 pub mod names;
 pub mod offering;
+pub mod pace;
 pub mod plan;
 pub mod preflight;
 pub mod rule;

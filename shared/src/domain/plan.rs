@@ -22,33 +22,65 @@ use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-/// How much of a region's describe limit one scan may spend.
+use super::pace::{Pace, PaceBounds};
+
+/// How a scan asks each region: where its pace starts, the bounds the learned pace keeps
+/// within (`domain::pace`), and how long one run asks.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DescribeBudget {
-    /// EC2's refill: one DescribeCapacityBlockOfferings call per this long, per account and region.
+    /// EC2's refill as capblock assumes it: one DescribeCapacityBlockOfferings call per this
+    /// long, per account and region (a refusal a full refill after the previous call is
+    /// someone else's doing).
     pub refill: StdDuration,
-    /// The share of that refill capblock takes while it asks (0 < share <= 1); the rest is left
-    /// to people and tools in the same account.
+    /// The share of that refill a region starts at before its pace is learned (0 < share <= 1).
     pub share: f64,
+    /// The shortest gap between two calls in one region, whatever is learned (the ceiling).
+    pub fastest: StdDuration,
+    /// The longest gap (the floor): a region is never asked slower than this.
+    pub slowest: StdDuration,
     /// How long one run may keep asking.
     pub ask_for: StdDuration,
 }
 
 impl Default for DescribeBudget {
     fn default() -> Self {
-        DescribeBudget { refill: StdDuration::from_secs(4), share: 0.5, ask_for: StdDuration::from_secs(40) }
+        DescribeBudget {
+            refill: StdDuration::from_secs(4),
+            share: 0.5,
+            fastest: StdDuration::from_secs(1),
+            slowest: StdDuration::from_secs(30),
+            ask_for: StdDuration::from_secs(50),
+        }
     }
 }
 
 impl DescribeBudget {
-    /// The gap between two of capblock's calls in one region.
+    /// A budget for EC2's refill of `refill` with the default bounds' proportions: the fastest
+    /// gap a quarter of the refill, the slowest 7.5 refills (1 s and 30 s for 4 s). For a
+    /// describe limit sped up or slowed down as a whole (tests, the CLI's `--refill-seconds`).
+    pub fn for_refill(refill: StdDuration, share: f64, ask_for: StdDuration) -> DescribeBudget {
+        DescribeBudget { refill, share, fastest: refill / 4, slowest: refill.mul_f64(7.5), ask_for }
+    }
+
+    /// The gap a region starts at before its pace is learned.
     pub fn pace(&self) -> StdDuration {
         self.refill.div_f64(self.share)
     }
 
-    /// Calls one run makes per region: the first at once, then one per `pace` within `ask_for`.
+    /// The bounds of the learned pace.
+    pub fn bounds(&self) -> PaceBounds {
+        PaceBounds { refill: self.refill, start: self.pace(), fastest: self.fastest, slowest: self.slowest }
+    }
+
+    /// Calls one run makes per region at the starting pace.
     pub fn calls_per_region(&self) -> usize {
-        1 + (self.ask_for.as_secs_f64() / self.pace().as_secs_f64()).floor() as usize
+        self.calls_at(self.pace())
+    }
+
+    /// Calls one run makes per region at `gap`: the first at once, then one per gap within
+    /// `ask_for`.
+    pub fn calls_at(&self, gap: StdDuration) -> usize {
+        1 + (self.ask_for.as_secs_f64() / gap.as_secs_f64().max(0.001)).floor() as usize
     }
 
     /// Checks the numbers an operator may set.
@@ -59,7 +91,7 @@ impl DescribeBudget {
         if self.refill.is_zero() {
             return Err("the describe refill interval must be positive".into());
         }
-        Ok(())
+        self.bounds().validate()
     }
 }
 
@@ -117,7 +149,7 @@ impl Refusals {
 /// How long a "not sold here" is believed before asking again.
 pub const MARKET_NOTE_TTL: Duration = Duration::days(1);
 /// Questions not asked for this long are forgotten (their rule changed or went).
-const FORGET_AFTER: Duration = Duration::days(7);
+pub const FORGET_AFTER: Duration = Duration::days(7);
 /// How far past the clock a time the memory recorded may be before it is taken as the clock's
 /// (clocks of different runs differ a little; more than this was never the clock's).
 const AHEAD_MARGIN: Duration = Duration::minutes(10);
@@ -139,6 +171,42 @@ pub struct RegionMemory {
     /// ignored, so counting starts again.)
     #[serde(default)]
     pub refusals: BTreeMap<String, Refusals>,
+    /// The pace learned from EC2's answers in this region (`domain::pace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace: Option<Pace>,
+    /// How the watch of this region went, as of the last run that asked it (for people).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<Watch>,
+}
+
+/// How well one region is watched, as the last run that asked it left it: what `capblock
+/// status` and the dashboard show.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Watch {
+    pub at: DateTime<Utc>,
+    /// Distinct questions the rules ask of the region.
+    pub questions: u32,
+    /// Of them, how long ago each was last answered: the median and the longest, in seconds
+    /// (never answered counts as `FORGET_AFTER`). The longest is how long a full cycle of the
+    /// region's questions takes now.
+    pub age_p50_secs: u64,
+    pub age_max_secs: u64,
+    /// This run's calls, the refusals among them, and the refusals capblock's own pace does not
+    /// explain (someone else emptied the bucket: each is likely one of their calls refused too).
+    pub calls: u32,
+    pub refused: u32,
+    pub contended: u32,
+    /// The learned gap between calls, in milliseconds.
+    pub gap_ms: u64,
+}
+
+impl Watch {
+    /// The ages of each question (seconds since last answered) summarised.
+    pub fn ages(ages: &mut [u64]) -> (u64, u64) {
+        ages.sort_unstable();
+        let p50 = ages.get(ages.len().saturating_sub(1) / 2).copied().unwrap_or(0);
+        (p50, ages.last().copied().unwrap_or(0))
+    }
 }
 
 impl RegionMemory {
@@ -199,6 +267,19 @@ impl RegionMemory {
             refusals: merge_map(&read.refusals, self.refusals, theirs.refusals, |m, t| {
                 if t.first_at < m.first_at { Refusals { count: m.count.max(t.count), ..t } } else { m }
             }),
+            // Both learned a pace: the slower is the careful reading of the limit.
+            pace: match (self.pace == read.pace, theirs.pace == read.pace) {
+                (true, _) => theirs.pace,
+                (false, true) => self.pace,
+                (false, false) => match (self.pace, theirs.pace) {
+                    (Some(m), Some(t)) => Some(m.slower(t)),
+                    (m, t) => m.or(t),
+                },
+            },
+            watch: match (self.watch, theirs.watch) {
+                (Some(m), Some(t)) => Some(if t.at > m.at { t } else { m }),
+                (m, t) => m.or(t),
+            },
         }
     }
 

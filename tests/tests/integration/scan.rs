@@ -208,8 +208,7 @@ price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.40" } ]
 async fn a_describe_limit_storm_loses_no_question_and_fails_no_region() {
     let mut h = harness_with_timeouts("storm", WIDE, Mode::Live, None, capblock_shared::aws::ec2::timeouts()).await;
     // The scan's pace on the sped-up limit: half of it, 4 s of asking a run.
-    h.scan.describe =
-        DescribeBudget { refill: Duration::from_millis(200), share: 0.5, ask_for: Duration::from_secs(4) };
+    h.scan.describe = DescribeBudget::for_refill(Duration::from_millis(200), 0.5, Duration::from_secs(4));
     let r = RuleToml::p5("wide")
         .instance_types(&["p5.48xlarge", "p4d.24xlarge"])
         .instance_counts(&[1, 2, 4, 8])

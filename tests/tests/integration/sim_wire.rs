@@ -156,11 +156,12 @@ async fn throttling_is_a_retryable_error_and_unsupported_regions_are_named() {
     sim.behaviour(r#"{"throttle": {"rate_per_sec": 0.5, "burst": 1}}"#).await;
     let before = calls().await;
     let qs = [query("us-east-1", 1, 1), query("us-east-1", 2, 1)];
-    let pacing = capblock_shared::app::fan_out::Pacing {
-        refill: std::time::Duration::from_millis(500),
-        pace: std::time::Duration::from_millis(500),
-        ask_for: std::time::Duration::from_secs(30),
-    };
+    let pacing =
+        capblock_shared::app::fan_out::Pacing::from(&capblock_shared::domain::plan::DescribeBudget::for_refill(
+            std::time::Duration::from_millis(500),
+            1.0,
+            std::time::Duration::from_secs(30),
+        ));
     let answers =
         capblock_shared::app::fan_out::ask_all(&market, &qs, &pacing, &Default::default(), || {}).await.answers;
     assert!(answers.iter().all(|a| matches!(a, capblock_shared::app::fan_out::Answer::Offerings(_))), "{answers:?}");

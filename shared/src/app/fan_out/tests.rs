@@ -142,7 +142,7 @@ fn grid(per_region: u32) -> Vec<OfferingQuery> {
     REGIONS.iter().flat_map(|r| (1..=per_region).map(move |n| query(r, "p5.48xlarge", n))).collect()
 }
 
-/// The production default: 4 s refill, half of it, 40 s of asking.
+/// The production default: 4 s refill, starting at half of it, 50 s of asking.
 fn pacing() -> Pacing {
     Pacing::from(&DescribeBudget::default())
 }
@@ -159,12 +159,42 @@ async fn calls_go_out_one_at_a_time_at_the_pace_in_every_region_at_once() {
     let answers = ask_all(&market, &queries, &pacing(), &Carried::default(), || {}).await.answers;
     assert!(answers.iter().all(|a| matches!(a, Answer::Offerings(_))), "{answers:?}");
     assert_eq!(market.total_calls(), 12, "one call per question");
-    // 0 s, 8 s, 16 s in each region, regions side by side.
+    // 0 s, then a little sooner than the starting pace of 8 s after each answer (the pace
+    // rises: 0.125 + 0.005 calls/s: 7.692 s, then 7.407 s), in each region, side by side.
     let sent = market.sent_at.lock().unwrap();
-    let east: Vec<Duration> =
-        sent.iter().filter(|(r, _)| r == "us-east-1").map(|(_, at)| at.duration_since(t)).collect();
-    assert_eq!(east, vec![Duration::ZERO, Duration::from_secs(8), Duration::from_secs(16)]);
+    for r in REGIONS {
+        let at: Vec<Duration> = sent.iter().filter(|(x, _)| x == r).map(|(_, at)| at.duration_since(t)).collect();
+        assert_eq!(at, vec![Duration::ZERO, Duration::from_millis(7692), Duration::from_millis(7692 + 7407)], "{r}");
+    }
     assert_eq!(market.limited.load(Ordering::SeqCst), 0, "the pace never meets the limit");
+}
+
+/// The learned pace: on a quiet account it rises to about EC2's refill (one call per 4 s here)
+/// and stays near it; when someone else spends 3 of every 4 tokens it falls well below, and the
+/// refusals it meets are counted as theirs (contended).
+#[tokio::test(start_paused = true)]
+async fn the_pace_rises_on_a_quiet_account_and_falls_when_others_spend_the_limit() {
+    let long = Pacing { ask_for: Duration::from_secs(1800), ..pacing() };
+    let east: Region = "us-east-1".parse().unwrap();
+    let queries: Vec<OfferingQuery> = (1..=600).map(|n| query("us-east-1", "p5.48xlarge", n)).collect();
+    let quiet = FakeMarket::ec2();
+    let asked = ask_all(&quiet, &queries, &long, &Carried::default(), || {}).await;
+    let pace = asked.paces[&east];
+    assert!((3500..=5000).contains(&pace.gap_ms), "near the refill of 4 s: {pace:?}");
+    assert!(pace.limit_ms.is_some(), "the limit was met once and learned: {pace:?}");
+    let answered = count(&asked.answers, |a| matches!(a, Answer::Offerings(_)));
+    // The whole limit over 30 min would answer 450 + the burst; the starting pace 225.
+    assert!(answered > 380, "{answered} answered in 30 min");
+    let refused = quiet.limited.load(Ordering::SeqCst);
+    assert!(refused * 50 < answered as u32, "refusals are rare: {refused}");
+
+    let mut busy = FakeMarket::ec2();
+    busy.others = 0.1875;
+    let carried = Carried { paces: asked.paces.clone(), ..Carried::default() };
+    let asked = ask_all(&busy, &queries, &long, &carried, || {}).await;
+    let pace = asked.paces[&east];
+    assert!(pace.gap_ms >= 10_000, "far below the limit now: {pace:?}");
+    assert!(asked.calls[&east].contended > 0, "someone else's refusals: {:?}", asked.calls[&east]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -172,14 +202,15 @@ async fn questions_beyond_the_asking_time_are_carried_over_not_failed() {
     let market = FakeMarket::ec2();
     let queries = grid(10);
     let answers = ask_all(&market, &queries, &pacing(), &Carried::default(), || {}).await.answers;
-    // 40 s at one call per 8 s: 6 questions a region; the other 4 wait for the next run.
-    assert_eq!(count(&answers, |a| matches!(a, Answer::Offerings(_))), 4 * 6);
-    assert_eq!(count(&answers, |a| matches!(a, Answer::CarriedOver)), 4 * 4);
+    // 50 s from one call per 8 s, rising after each answer: 8 questions a region (at 0, 7.7,
+    // 15.1, 22.2, 29.1, 35.8, 42.3, 48.5 s; the next would be at 54.5 s); the other 2 wait for
+    // the next run.
+    assert_eq!(count(&answers, |a| matches!(a, Answer::Offerings(_))), 4 * 8);
+    assert_eq!(count(&answers, |a| matches!(a, Answer::CarriedOver)), 4 * 2);
     // The carried-over ones are the last in each region's order.
     for (q, a) in queries.iter().zip(&answers) {
-        assert_eq!(matches!(a, Answer::CarriedOver), q.instance_count > 6, "{q:?}");
+        assert_eq!(matches!(a, Answer::CarriedOver), q.instance_count > 8, "{q:?}");
     }
-    assert_eq!(DescribeBudget::default().calls_per_region(), 6);
 }
 
 #[tokio::test(start_paused = true)]
@@ -288,10 +319,11 @@ async fn a_rate_limit_is_retried_later_in_the_run_and_slows_the_pace() {
     .answers;
     assert!(answers.iter().all(|a| matches!(a, Answer::Offerings(_))), "{answers:?}");
     assert_eq!(market.total_calls(), 4);
-    // 0 (refused: our pace doubles), 16 (the other question: answered, the pace is back to
-    // 8 s), 24 (refused again), 40: answered.
+    // 0 (refused: our pace, 1/8 s, cut to 0.7 of it: 11.429 s), 11.429 (the other question:
+    // answered, the pace rises a little: 10.811 s), 22.240 (refused again: 15.444 s), 37.684:
+    // answered.
     let sent: Vec<Duration> = market.sent_at.lock().unwrap().iter().map(|(_, at)| at.duration_since(t)).collect();
-    assert_eq!(sent, [0, 16, 24, 40].map(Duration::from_secs));
+    assert_eq!(sent, [0, 11_429, 22_240, 37_684].map(Duration::from_millis));
 }
 
 #[tokio::test(start_paused = true)]
@@ -300,19 +332,25 @@ async fn refusals_after_resting_are_counted_across_runs() {
     let market = FakeMarket::new(Some((0.0, Duration::from_secs(3600))));
     let queries = [query("us-east-1", "p5.48xlarge", 1), query("us-east-1", "trn2.48xlarge", 1)];
     let first = ask_all(&market, &queries, &pacing(), &Carried::default(), || {}).await;
-    // 0, 8, ..., 40 s: six calls, three per family, then the asking time is over.
+    // 0 (p5), 16 (trn2), 46 s (p5): each refusal after resting halves the pace, down to its
+    // floor (30 s); then the asking time is over.
     assert_eq!(first.answers, vec![Answer::CarriedOver, Answer::CarriedOver]);
-    assert_eq!(market.total_calls(), 6);
+    assert_eq!(market.total_calls(), 3);
     let east: Region = "us-east-1".parse().unwrap();
-    assert_eq!(first.strikes.get(&(east.clone(), "p5".into())), Some(&3));
-    // The next run goes on counting: three more refusals each make six, a quota of 0 once the
-    // refusals are spread enough (the scan's call), only refused otherwise.
-    let second = ask_all(&market, &queries, &pacing(), &Carried::from(first.strikes.clone()), || {}).await;
+    assert_eq!(first.strikes.get(&(east.clone(), "p5".into())), Some(&2));
+    assert_eq!(first.calls[&east].contended, 3, "none of them our own pace's doing");
+    // The next run goes on counting, from the pace the first ended with (30 s: 0 and 30 s).
+    let carried = Carried { paces: first.paces.clone(), ..Carried::from(first.strikes.clone()) };
+    let second = ask_all(&market, &queries, &pacing(), &carried, || {}).await;
     assert_eq!(second.answers, vec![Answer::CarriedOver, Answer::CarriedOver]);
-    assert_eq!(second.strikes.get(&(east.clone(), "p5".into())), Some(&6));
+    assert_eq!(second.strikes.get(&(east.clone(), "p5".into())), Some(&3));
+    assert_eq!(second.strikes.get(&(east.clone(), "trn2".into())), Some(&2));
+    // Six in a row make a quota of 0 once the refusals are spread enough (the scan's call),
+    // only refused otherwise.
+    let five: Strikes = [((east.clone(), "p5".to_string()), 5), ((east.clone(), "trn2".to_string()), 5)].into();
     let spread = Carried {
         conclusive: [(east.clone(), "p5".to_string()), (east.clone(), "trn2".to_string())].into(),
-        ..Carried::from(first.strikes.clone())
+        ..Carried::from(five)
     };
     let second = ask_all(&market, &queries, &pacing(), &spread, || {}).await;
     assert_eq!(second.answers, vec![Answer::QuotaZero, Answer::QuotaZero]);
@@ -321,7 +359,7 @@ async fn refusals_after_resting_are_counted_across_runs() {
     let third = ask_all(&open, &queries[..1], &pacing(), &Carried::from(first.strikes.clone()), || {}).await;
     assert!(matches!(third.answers[0], Answer::Offerings(_)));
     assert_eq!(third.strikes.get(&(east.clone(), "p5".into())), None);
-    assert_eq!(third.strikes.get(&(east, "trn2".into())), Some(&3), "kept for a family not asked this run");
+    assert_eq!(third.strikes.get(&(east, "trn2".into())), Some(&1), "kept for a family not asked this run");
 }
 
 #[tokio::test(start_paused = true)]

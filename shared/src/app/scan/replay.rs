@@ -9,11 +9,11 @@ use crate::app::fakes::{Market, Table, offering, reservation_of, rule, sent_inte
 fn settings(mode: Mode) -> ScanSettings {
     ScanSettings {
         stack: StackSettings { name: "capblock-test".into(), mode, account_budget: None },
-        describe: DescribeBudget {
-            refill: std::time::Duration::from_millis(1),
-            share: 1.0,
-            ask_for: std::time::Duration::from_secs(1),
-        },
+        describe: DescribeBudget::for_refill(
+            std::time::Duration::from_millis(1),
+            1.0,
+            std::time::Duration::from_secs(1),
+        ),
     }
 }
 

@@ -16,11 +16,15 @@ fn cand(key: &str, threshold: Decimal, closes_in_days: i64) -> Candidate {
 #[test]
 fn the_budget_turns_into_calls_per_region() {
     let b = DescribeBudget::default();
-    // 4 s refill at a 50 % share: one call per 8 s; 40 s of asking -> 1 + 5 calls.
+    // 4 s refill at a 50 % share: one call per 8 s to start; 50 s of asking -> 1 + 6 calls.
     assert_eq!(b.pace(), StdDuration::from_secs(8));
-    assert_eq!(b.calls_per_region(), 6);
+    assert_eq!(b.calls_per_region(), 7);
     let all = DescribeBudget { share: 1.0, ..b };
-    assert_eq!(all.calls_per_region(), 11);
+    assert_eq!(all.calls_per_region(), 13);
+    assert_eq!(b.calls_at(StdDuration::from_secs(5)), 11);
+    // The learned pace's bounds: 1 s to 30 s by default, and never the wrong way round.
+    assert_eq!((b.bounds().fastest, b.bounds().slowest), (StdDuration::from_secs(1), StdDuration::from_secs(30)));
+    assert!(DescribeBudget { fastest: StdDuration::from_secs(40), ..b }.validate().is_err());
     assert!(DescribeBudget { share: 0.0, ..b }.validate().is_err());
     assert!(DescribeBudget { share: 1.5, ..b }.validate().is_err());
     assert!(DescribeBudget { refill: StdDuration::ZERO, ..b }.validate().is_err());
