@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use capblock_shared::domain::alarm::AlarmValue;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
+use capblock_shared::domain::plan::Watch;
 use capblock_shared::domain::preflight::Verdict;
 use capblock_shared::ports::{AlarmStore, BlockStore, Ledger, MarketMemory, PreflightStore, RuleStore};
 use chrono::{DateTime, Utc};
@@ -78,11 +79,22 @@ pub async fn run(a: StatusArgs) -> CliResult {
 
     let regions: BTreeSet<_> = rules.iter().filter(|r| r.rule.enabled).flat_map(|r| r.rule.regions.iter()).collect();
     let mut last: Option<DateTime<Utc>> = None;
+    let mut watch = Vec::new();
     for r in regions {
         let memory = store.region_memory(r).await?;
         last = last.max(memory.asked.values().map(|q| q.at).max());
+        watch.push(match &memory.watch {
+            Some(w) => watch_line(r.as_str(), w),
+            None => format!("{r}: not asked yet"),
+        });
     }
     println!("last scan answered: {}", last.map_or_else(|| "never".to_string(), |t| format!("{} UTC", when(t))));
+    if !watch.is_empty() {
+        println!("the watch, per region (as the last scan that asked it left it):");
+        for line in watch {
+            println!("  {}", safe(&line));
+        }
+    }
     match store.last_preflight().await? {
         Some(p) => println!(
             "preflight: {} at {} UTC ({} warn, {} failed, {} not checked)",
@@ -126,12 +138,62 @@ fn budget_row(owner: &str, u: Option<&capblock_shared::domain::budget::BudgetUsa
     ]
 }
 
+/// "us-east-1: 64 questions, every question asked within 4 min 20 s (half within 2 min 10 s),
+/// one call every 4.2 s (2026-12-01 10:00 UTC)", and the refusals others likely met too.
+fn watch_line(region: &str, w: &Watch) -> String {
+    let mut line = format!(
+        "{region}: {} question{}, every question asked within {} (half within {}), one call every {:.1} s",
+        w.questions,
+        if w.questions == 1 { "" } else { "s" },
+        secs(w.age_max_secs),
+        secs(w.age_p50_secs),
+        w.gap_ms as f64 / 1000.0
+    );
+    if w.contended > 0 {
+        line.push_str(&format!("; {} refusal(s) others in the account likely met too", w.contended));
+    }
+    line.push_str(&format!(" ({} UTC)", when(w.at)));
+    line
+}
+
+/// "45 s", "4 min 20 s", "2 h 5 min", "3 d 4 h": seconds matter in a watch of minutes.
+fn secs(s: u64) -> String {
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min {} s", s / 60, s % 60),
+        3600..86_400 => format!("{} h {} min", s / 3600, s % 3600 / 60),
+        _ => format!("{} d {} h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
 fn indent(s: &str) -> String {
     s.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_line_says_how_soon_every_question_is_asked() {
+        let w = Watch {
+            at: "2026-12-01T10:00:00Z".parse().unwrap(),
+            questions: 64,
+            age_p50_secs: 130,
+            age_max_secs: 260,
+            calls: 12,
+            refused: 1,
+            contended: 0,
+            gap_ms: 4200,
+        };
+        assert_eq!(
+            watch_line("us-east-1", &w),
+            "us-east-1: 64 questions, every question asked within 4 min 20 s (half within 2 min 10 s), \
+             one call every 4.2 s (2026-12-01 10:00 UTC)"
+        );
+        assert_eq!((secs(45), secs(7500), secs(90_000)), ("45 s".into(), "2 h 5 min".into(), "1 d 1 h".into()));
+    }
+
     #[test]
     fn the_dashboard_url_matches_the_stack_output() {
         let template = include_str!("../../../template.yaml");

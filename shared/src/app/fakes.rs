@@ -76,6 +76,8 @@ pub struct Table {
     pub blocks: Vec<Block>,
     pub extensions: Vec<ExtensionIntent>,
     pub memory: BTreeMap<Region, RegionMemory>,
+    /// Region -> (run, until): which run asks it now.
+    pub watch: Mutex<BTreeMap<Region, (String, DateTime<Utc>)>>,
     pub writes: Mutex<Vec<String>>,
 }
 
@@ -237,6 +239,27 @@ impl MarketMemory for Table {
     }
     async fn save_region_memory(&self, region: &Region, _: &RegionMemory, _: &RegionMemory) -> Result<(), StoreError> {
         self.wrote(format!("save_region_memory {region}"));
+        Ok(())
+    }
+    async fn claim_watch(
+        &self,
+        region: &Region,
+        run: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut all = self.watch.lock().unwrap();
+        if all.get(region).is_some_and(|(r, u)| r != run && *u >= now) {
+            return Ok(false);
+        }
+        all.insert(region.clone(), (run.to_string(), until));
+        Ok(true)
+    }
+    async fn release_watch(&self, region: &Region, run: &str) -> Result<(), StoreError> {
+        let mut all = self.watch.lock().unwrap();
+        if all.get(region).is_some_and(|(r, _)| r == run) {
+            all.remove(region);
+        }
         Ok(())
     }
 }

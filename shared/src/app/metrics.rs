@@ -4,7 +4,7 @@
 
 use super::scan::ScanReport;
 use super::track::TrackReport;
-use crate::domain::metrics::{Batch, Questions};
+use crate::domain::metrics::{Batch, Questions, Watched};
 
 /// Prices seen against each rule's threshold, and how each region's questions went.
 pub fn of_scan(r: &ScanReport, stack: &str) -> Batch {
@@ -30,6 +30,19 @@ pub fn of_scan(r: &ScanReport, stack: &str) -> Batch {
                 allowed: q.allowed,
             },
         );
+        // Only regions this run asked: an overlapping run's are its own to report.
+        if q.asked > 0 {
+            b.watched(
+                &region,
+                Watched {
+                    questions: q.questions,
+                    cycle_secs: q.age_max_secs,
+                    median_age_secs: q.age_p50_secs,
+                    pace_ms: q.pace_ms,
+                    contended: q.contended,
+                },
+            );
+        }
     }
     b
 }

@@ -429,3 +429,77 @@ where
 pub fn is_unsupported(e: &MarketError) -> bool {
     matches!(e, MarketError::Unsupported { .. })
 }
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+    use chrono::Duration;
+
+    use super::*;
+    use crate::app::fakes::{Market, Table, offering, rule, t0};
+    use crate::domain::catalog::AcceleratorCatalog;
+    use crate::ports::{DESCRIBE_LIMIT, OfferingQuery, PurchaseOutcome, PurchaseRequest};
+
+    /// EC2 whose describe limit is spent (every DescribeCapacityBlockOfferings throttled); its
+    /// purchases are the fake market's (refused: it sells nothing, which is enough to see one
+    /// was sent).
+    struct Spent(Market);
+
+    #[async_trait]
+    impl OfferingSource for Spent {
+        async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+            self.0.purchases.lock().unwrap().push("offerings".into());
+            Err(MarketError::Throttled {
+                operation: "DescribeCapacityBlockOfferings",
+                region: q.region.to_string(),
+                code: DESCRIBE_LIMIT,
+            })
+        }
+    }
+
+    #[async_trait]
+    impl Purchaser for Spent {
+        async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
+            self.0.purchase(req).await
+        }
+    }
+
+    fn buyer<'a>(
+        market: &'a Spent,
+        table: &'a Table,
+        answered_at: Option<tokio::time::Instant>,
+    ) -> Buyer<'a, Spent, Table> {
+        Buyer {
+            market,
+            store: table,
+            stack: "capblock-test",
+            account_budget: None,
+            recheck_pause: StdDuration::from_millis(1),
+            answered_at,
+        }
+    }
+
+    /// An answer seconds old is sent to EC2 as answered, with no re-check call; one older than
+    /// `FRESH_ANSWER` is looked at again first, and a re-check EC2 throttles (three times)
+    /// gives the offering back with nothing sent.
+    #[tokio::test(start_paused = true)]
+    async fn a_seconds_old_answer_stands_in_for_the_recheck_an_older_one_does_not() {
+        let live = rule("east", "live");
+        let p = Priced::new(offering("cb-1", t0() + Duration::days(2)), &AcceleratorCatalog::new()).unwrap();
+        let (market, table) = (Spent(Market::default()), Table::default());
+        let answered = tokio::time::Instant::now();
+        tokio::time::advance(StdDuration::from_secs(5)).await;
+        let out = buyer(&market, &table, Some(answered)).live(&live, &p, t0()).await.unwrap();
+        assert!(matches!(out, Outcome::Refused { .. }), "sent, and refused by the fake: {out:?}");
+        assert_eq!(*market.0.purchases.lock().unwrap(), vec!["purchase cb-1 dry_run=false".to_string()]);
+
+        let (market, table) = (Spent(Market::default()), Table::default());
+        let answered = tokio::time::Instant::now();
+        tokio::time::advance(FRESH_ANSWER + StdDuration::from_secs(1)).await;
+        let out = buyer(&market, &table, Some(answered)).live(&live, &p, t0()).await.unwrap();
+        let Outcome::GivenBack { reason, .. } = out else { panic!("{out:?}") };
+        assert!(reason.contains(DESCRIBE_LIMIT), "{reason}");
+        assert_eq!(market.0.purchases.lock().unwrap().len(), RECHECK_ATTEMPTS as usize, "three looks, no purchase");
+        assert!(table.writes().iter().any(|w| w.starts_with("record_given_back")));
+    }
+}

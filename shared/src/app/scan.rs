@@ -105,6 +105,8 @@ pub struct RegionQuestions {
     /// the longest (a full cycle), seconds.
     pub age_p50_secs: u64,
     pub age_max_secs: u64,
+    /// Another run was asking the region (an overlapping scan): this one left it alone.
+    pub elsewhere: bool,
 }
 
 /// The cheapest price per accelerator-hour one region and instance type offered this run.
@@ -281,7 +283,14 @@ struct Plan {
     regions: BTreeMap<String, RegionQuestions>,
     /// Indices into the rules of those left out (see `MAX_QUESTIONS_PER_SCAN`).
     skipped: Vec<usize>,
+    /// The regions this run claimed the asking of (`MarketMemory::claim_watch`), given back
+    /// when its memory is saved.
+    claimed: Vec<Region>,
 }
+
+/// How long past its asking time a run's claim on a region lasts: the deciding, buying and
+/// saving after it. A run that dies leaves a claim that simply runs out.
+const CLAIM_MARGIN: chrono::Duration = chrono::Duration::seconds(60);
 
 /// The distinct questions of `rules`, each with the rules that ask it, taken rule by rule while
 /// the questions and the regions stay within `bounds`; a rule whose new questions or regions
@@ -363,7 +372,8 @@ where
         // Unknown outcomes first: an unresolved intent blocks its rule, and a block bought by a
         // run that died must be on the books before anyone decides to buy more.
         let settled = settle_open_intents(self.store, self.market, at, settling_until(until)).await?;
-        let mut plan = self.plan(rules, at).await;
+        let run = uuid::Uuid::new_v4().to_string();
+        let mut plan = self.plan(rules, at, &run).await;
         // Only the regions of the rules the plan kept are visited, even to learn types.
         let kept: Vec<Rule> =
             rules.iter().enumerate().filter(|(i, _)| !plan.skipped.contains(i)).map(|(_, r)| r.clone()).collect();
@@ -386,7 +396,13 @@ where
             tokio::join!(self.ask(&mut plan, &mut findings, now, send), self.on_sight(rules, &owners, rx, at));
         let on_sight = on_sight?;
         if !at.is_replay() {
-            self.remember(&plan, &findings, rules, now).await?;
+            let remembered = self.remember(&plan, &findings, rules, now).await;
+            for region in &plan.claimed {
+                if let Err(e) = self.store.release_watch(region, &run).await {
+                    tracing::warn!(event = "watch_unreleased", %region, error = %e, "the claim runs out by itself");
+                }
+            }
+            remembered?;
         }
         let (observations_written, prices) = self.record_prices(&answered, at).await;
         let outcomes = self.decide_and_act(rules, &plan, &answered, on_sight, at).await?;
@@ -429,7 +445,7 @@ where
     /// The distinct questions of all rules, and the few per region this run asks: what EC2 said
     /// it does not sell is skipped for a day, a family with a quota of 0 gets one probe an hour,
     /// and the planner picks the rest within the describe budget.
-    async fn plan(&self, rules: &[Rule], at: RunTime) -> Plan {
+    async fn plan(&self, rules: &[Rule], at: RunTime, run: &str) -> Plan {
         let now = at.view();
         let (all, skipped) = gather(rules, now, SCAN_BOUNDS);
         if !skipped.is_empty() {
@@ -439,7 +455,24 @@ where
         }
         let regions: BTreeSet<Region> = all.iter().map(|p| p.question.query.region.clone()).collect();
         let mut memories = BTreeMap::new();
+        let mut report = BTreeMap::new();
+        let mut claimed = Vec::new();
+        let until =
+            at.clock() + chrono::Duration::from_std(self.settings.describe.ask_for).unwrap_or_default() + CLAIM_MARGIN;
         for region in regions {
+            // A replay writes nothing, not even a claim.
+            if !at.is_replay() {
+                match self.store.claim_watch(&region, run, at.clock(), until).await {
+                    Ok(true) => claimed.push(region.clone()),
+                    Ok(false) => {
+                        tracing::info!(event = "watched_elsewhere", %region, "another scan is asking this region; leaving it to that one");
+                        report.insert(region.to_string(), RegionQuestions { elsewhere: true, ..Default::default() });
+                        continue;
+                    }
+                    // Asked anyway: a claim only keeps two runs from asking at once.
+                    Err(e) => tracing::warn!(event = "watch_unclaimed", %region, error = %e, "asking without a claim"),
+                }
+            }
             let memory = match self.store.region_memory(&region).await {
                 Ok(m) => m.clamped(at.clock()),
                 Err(e) => {
@@ -453,7 +486,6 @@ where
         let budget = &self.settings.describe;
         let bounds = budget.bounds();
         let mut chosen = Vec::new();
-        let mut report = BTreeMap::new();
         for (region, memory) in &memories {
             // As many questions as the learned pace fits in the asking time, and half again:
             // the pace rises while EC2 answers, and what is not reached is carried over.
@@ -488,7 +520,7 @@ where
             );
             chosen.extend(picked);
         }
-        Plan { all, chosen, read: memories.clone(), memories, regions: report, skipped }
+        Plan { all, chosen, read: memories.clone(), memories, regions: report, skipped, claimed }
     }
 
     /// Asks the planned questions; returns the offerings of each answered one (by index into
@@ -745,7 +777,37 @@ where
         let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut seen: BTreeMap<usize, Vec<Offering>> = BTreeMap::new();
         let mut acted = BTreeMap::new();
-        while let Some(sighting) = sightings.recv().await {
+        // The rules an answer made ready to act (an offering meets them on price and window),
+        // and the oldest answer among what they will choose from.
+        let mut ready: BTreeSet<usize> = BTreeSet::new();
+        let mut oldest: Option<Instant> = None;
+        let mut settle_until: Option<Instant> = None;
+        loop {
+            let next = match settle_until {
+                None => sightings.recv().await,
+                Some(t) => tokio::time::timeout_at(t, sightings.recv()).await.unwrap_or(None),
+            };
+            let Some(sighting) = next else {
+                // The settling time is over (or the asking): the ready rules act, each on the
+                // cheapest of everything it has seen.
+                for ri in std::mem::take(&mut ready) {
+                    let rule = &rules[ri];
+                    let offerings = seen.get(&ri).map(Vec::as_slice).unwrap_or_default();
+                    let room = headroom(self.store, rule, self.settings.stack.account_budget, at.clock()).await?;
+                    let decision = decide(rule, offerings, &catalog, room, at.view());
+                    if decision.chosen.is_none() {
+                        continue;
+                    }
+                    tracing::info!(event = "on_sight", rule = %rule.id, offering = ?decision.chosen.as_ref().map(|p| &p.offering.id),
+                        "an answer holds an offering the rule takes: acting now");
+                    acted.insert(ri, self.act(rule, &decision, at, oldest).await?);
+                }
+                (oldest, settle_until) = (None, None);
+                if sightings.is_closed() && sightings.is_empty() {
+                    break;
+                }
+                continue;
+            };
             for &ri in &owners[sighting.question] {
                 if acted.contains_key(&ri) {
                     continue;
@@ -754,17 +816,13 @@ where
                 let offerings = seen.entry(ri).or_default();
                 offerings.extend(sighting.offerings.iter().cloned());
                 // The budgets are read only when an offering meets the rule on price and window.
-                if decide(rule, offerings, &catalog, Headroom(rule.monthly_budget), at.view()).chosen.is_none() {
-                    continue;
+                if decide(rule, offerings, &catalog, Headroom(rule.monthly_budget), at.view()).chosen.is_some() {
+                    ready.insert(ri);
                 }
-                let room = headroom(self.store, rule, self.settings.stack.account_budget, at.clock()).await?;
-                let decision = decide(rule, offerings, &catalog, room, at.view());
-                if decision.chosen.is_none() {
-                    continue;
-                }
-                tracing::info!(event = "on_sight", rule = %rule.id, offering = ?decision.chosen.as_ref().map(|p| &p.offering.id),
-                    "an answer holds an offering the rule takes: acting now");
-                acted.insert(ri, self.act(rule, &decision, at, Some(sighting.at)).await?);
+            }
+            if !ready.is_empty() {
+                oldest = Some(oldest.map_or(sighting.at, |o| o.min(sighting.at)));
+                settle_until.get_or_insert(sighting.at + SIGHT_SETTLE);
             }
         }
         Ok(acted)
@@ -857,6 +915,12 @@ where
         Ok(outcomes)
     }
 }
+
+/// How long a rule made ready by an answer waits for the answers other regions' lanes have in
+/// flight (their calls go out side by side, a call's latency apart), so that it takes the
+/// cheapest of them, not merely the first. A fraction of one describe-limit refill: detection
+/// is measured in minutes.
+const SIGHT_SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// An answer that held offerings, the moment it came.
 struct Sighting {

@@ -28,6 +28,7 @@ pub const STACK: &str = "Stack";
 pub enum Unit {
     Count,
     Percent,
+    Seconds,
     /// Dollars and hours: CloudWatch has no unit for either.
     None,
 }
@@ -37,6 +38,7 @@ impl Unit {
         match self {
             Unit::Count => "Count",
             Unit::Percent => "Percent",
+            Unit::Seconds => "Seconds",
             Unit::None => "None",
         }
     }
@@ -67,6 +69,12 @@ pub const QUESTIONS_ANSWERED: Metric = metric("QuestionsAnswered", Unit::Count, 
 pub const QUESTIONS_THROTTLED: Metric = metric("QuestionsThrottled", Unit::Count, &["Region"]);
 pub const QUESTIONS_CARRIED_OVER: Metric = metric("QuestionsCarriedOver", Unit::Count, &["Region"]);
 pub const DESCRIBE_BUDGET_USED: Metric = metric("DescribeBudgetUsed", Unit::Percent, &["Region"]);
+// The watch of each region, as a scan leaves it (`plan::Watch`).
+pub const WATCH_QUESTIONS: Metric = metric("WatchQuestions", Unit::Count, &["Region"]);
+pub const WATCH_CYCLE_SECONDS: Metric = metric("WatchCycleSeconds", Unit::Seconds, &["Region"]);
+pub const WATCH_MEDIAN_AGE_SECONDS: Metric = metric("WatchMedianAgeSeconds", Unit::Seconds, &["Region"]);
+pub const WATCH_PACE_SECONDS: Metric = metric("WatchPaceSeconds", Unit::Seconds, &["Region"]);
+pub const WATCH_CONTENDED: Metric = metric("WatchContended", Unit::Count, &["Region"]);
 // From the tracker.
 pub const BLOCKS: Metric = metric("Blocks", Unit::Count, &["State"]);
 pub const BUDGET_COMMITTED: Metric = metric("BudgetCommitted", Unit::None, &["Budget"]);
@@ -87,6 +95,11 @@ pub const ALL: &[Metric] = &[
     QUESTIONS_THROTTLED,
     QUESTIONS_CARRIED_OVER,
     DESCRIBE_BUDGET_USED,
+    WATCH_QUESTIONS,
+    WATCH_CYCLE_SECONDS,
+    WATCH_MEDIAN_AGE_SECONDS,
+    WATCH_PACE_SECONDS,
+    WATCH_CONTENDED,
     BLOCKS,
     BUDGET_COMMITTED,
     BUDGET_SPENT,
@@ -110,6 +123,21 @@ pub struct Questions {
     pub carried_over: usize,
     /// The calls the describe budget allowed this run.
     pub allowed: usize,
+}
+
+/// How well one region is watched after a scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Watched {
+    /// Distinct questions the rules ask of the region.
+    pub questions: usize,
+    /// The longest and the median time since each question was last answered, seconds.
+    pub cycle_secs: u64,
+    pub median_age_secs: u64,
+    /// The learned gap between two calls, milliseconds.
+    pub pace_ms: u64,
+    /// Refusals capblock's own pace does not explain: an estimate of others' calls refused
+    /// while capblock asked.
+    pub contended: usize,
 }
 
 /// A group's key: the dimension names after Stack, and their values.
@@ -179,6 +207,18 @@ impl Batch {
         if q.allowed > 0 {
             self.put(DESCRIBE_BUDGET_USED, &r, 100.0 * q.asked as f64 / q.allowed as f64);
         }
+    }
+
+    /// How well one region is watched.
+    pub fn watched(&mut self, region: &Region, w: Watched) {
+        let r = [region.as_str()];
+        self.put(WATCH_QUESTIONS, &r, w.questions as f64);
+        self.put(WATCH_CYCLE_SECONDS, &r, w.cycle_secs as f64);
+        self.put(WATCH_MEDIAN_AGE_SECONDS, &r, w.median_age_secs as f64);
+        if w.pace_ms > 0 {
+            self.put(WATCH_PACE_SECONDS, &r, w.pace_ms as f64 / 1000.0);
+        }
+        self.put(WATCH_CONTENDED, &r, w.contended as f64);
     }
 
     /// How many blocks are in `state` (a `BlockState` name).

@@ -251,4 +251,17 @@ pub trait MarketMemory: Send + Sync {
         read: &RegionMemory,
         memory: &RegionMemory,
     ) -> Result<(), StoreError>;
+    /// Claims the asking of `region` for the run `run` until `until` (the clock's), unless
+    /// another run's claim is still good at `now`: true when this run may ask the region. Two
+    /// overlapping scans (a late invocation, no reserved concurrency) then never ask one region
+    /// at once, so no question is asked twice in one slot and the paces do not add up.
+    async fn claim_watch(
+        &self,
+        region: &Region,
+        run: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+    /// Ends `run`'s claim of `region` (another run's is left alone).
+    async fn release_watch(&self, region: &Region, run: &str) -> Result<(), StoreError>;
 }

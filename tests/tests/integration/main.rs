@@ -19,3 +19,4 @@ mod store;
 mod track;
 mod ultraserver;
 mod ultraserver_wire;
+mod watch;

@@ -10,9 +10,7 @@ use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::scan::ScanReport;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
-use capblock_shared::ports::{
-    DESCRIBE_LIMIT, Ledger, MarketError, MarketMemory, PurchaseOutcome, PurchaseRequest, Purchaser,
-};
+use capblock_shared::ports::{Ledger, MarketError, MarketMemory, PurchaseOutcome, PurchaseRequest, Purchaser};
 use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml, assert_slack_schema, event_types};
 use chrono::{DateTime, Utc};
 use rust_decimal_macros::dec;
@@ -110,8 +108,9 @@ zero_quota_families = ["trn2"]"#,
     assert!(first.failed_regions.is_empty(), "a refused family is not a failed region");
     assert_eq!(first.regions["us-east-1"].answered, 1, "the p5 question was answered");
     assert!(h.aws.alerts().await.is_empty());
+    // Each refusal after resting halves the region's pace (down to its floor): a few calls.
     let refused = limited().await;
-    assert!(refused >= u64::from(capblock_shared::app::fan_out::QUOTA_STRIKES), "{refused}");
+    assert!(refused >= 3, "{refused}");
     // Another run within 30 minutes of the first refusal: still not concluded.
     h.advance_minutes(20).await;
     assert!(h.scan().await.quota_zero.is_empty());
@@ -165,27 +164,20 @@ async fn a_type_not_sold_is_reported_once_and_skipped_for_a_day() {
     assert!(h.aws.alerts().await.is_empty(), "reported once");
 }
 
+/// A burst of 1 refilled every 30 s: the scan's question takes the only token. The answer is
+/// seconds old when the rule acts on it, so it stands in for the re-check (which would find no
+/// token, and give the offering back for a later run): bought in the first run, with one call.
+/// (A re-check EC2 throttles is the purchase module's unit test.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_throttled_recheck_gives_the_offering_back_and_a_later_run_buys_it() {
-    // A burst of 1 refilled every 30 s: the scan's question takes the token, the re-check
-    // before buying finds none, three times.
+async fn a_seconds_old_answer_is_bought_without_a_recheck_on_a_spent_limit() {
     let h = east_at_three("recheck", 44, Some("describe_limit = { burst = 1, refill_secs = 30.0 }")).await;
     let first = h.scan().await;
-    let Some(Outcome::GivenBack { reason, offering_id }) = action(&first, "east") else { panic!("{first:#?}") };
-    assert!(reason.contains(DESCRIBE_LIMIT), "{reason}");
-    assert!(h.sim.purchases().await.is_empty(), "nothing sent");
-    for owner in [BudgetOwner::Rule("east".into())] {
-        let usage = h.store.usage(&owner, &Period::of(h.now())).await.unwrap().unwrap();
-        assert_eq!((usage.committed.amount(), usage.purchases), (dec!(0), 0), "released");
-    }
-    assert!(h.store.open_intents().await.unwrap().is_empty());
-    assert!(h.aws.alerts().await.is_empty(), "nothing happened that a person must act on");
-    // The throttling stops: the same offering is bought, once.
-    h.sim.behaviour(r#"{"describe_limit": null}"#).await;
-    let second = h.scan().await;
-    let Some(Outcome::Bought { offering_id: bought, .. }) = action(&second, "east") else { panic!("{second:#?}") };
-    assert_eq!(bought, offering_id);
+    let Some(Outcome::Bought { .. }) = action(&first, "east") else { panic!("{first:#?}") };
     assert_eq!(h.sim.purchases().await.len(), 1);
+    let state = h.sim.state().await;
+    assert_eq!(state["calls"]["DescribeCapacityBlockOfferings"], 1, "no re-check call: {state}");
+    assert_eq!(state["faults_injected"]["describe_limited"], 0, "{state}");
+    assert!(h.store.open_intents().await.unwrap().is_empty());
 }
 
 /// PurchaseCapacityBlock answered RequestLimitExceeded `throttles` times, then the real one.

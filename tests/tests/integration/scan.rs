@@ -218,7 +218,8 @@ async fn a_describe_limit_storm_loses_no_question_and_fails_no_region() {
         .window(0, 10)
         .rule(t0());
     h.put_rules(&[r]).await;
-    let calls = h.scan.describe.calls_per_region();
+    // The most a run plans: half again what its fastest pace fits in the asking time.
+    let calls = h.scan.describe.calls_at(h.scan.describe.fastest) * 3 / 2;
     let mut answered_keys = 0;
     let mut runs = 0;
     let mut seen = 0;
@@ -245,7 +246,10 @@ async fn a_describe_limit_storm_loses_no_question_and_fails_no_region() {
         assert!(runs <= capblock_shared::domain::plan::full_cycle_runs(16, fewest_answers), "{runs} runs");
     }
     let state = h.sim.state().await;
-    assert!(state["faults_injected"]["describe_limited"].as_u64().unwrap() > 0, "the storm happened: {state}");
+    // The storm happened (the learned pace may keep clear of the describe limit itself once
+    // the random throttling has slowed it).
+    let refused = |k: &str| state["faults_injected"][k].as_u64().unwrap_or(0);
+    assert!(refused("describe_limited") + refused("throttled") > 0, "the storm happened: {state}");
     // Answers are EC2's 6 best (p5: 16 candidates, p4d: 3), and the cheap p4d was bought once.
     assert!(seen > 0);
     assert!(bought, "the p4d offering under the threshold was bought");

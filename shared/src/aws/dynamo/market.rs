@@ -1,4 +1,5 @@
-//! The planner's memory of a region (`MARKET#<region>` / `MEMORY`).
+//! The planner's memory of a region (`MARKET#<region>` / `MEMORY`), and which run asks the
+//! region now (`MARKET#<region>` / `WATCH`).
 
 use super::*;
 
@@ -41,6 +42,55 @@ impl MarketMemory for DynamoStore {
             }
         }
         Err(StoreError::Unavailable(format!("market memory of {region}: other runs kept saving; not saved this run")))
+    }
+
+    /// A conditional put: no claim, or one that ran out, or this run's own. Times are the
+    /// clock's epoch seconds.
+    async fn claim_watch(
+        &self,
+        region: &Region,
+        run: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut item = key(format!("MARKET#{region}"), "WATCH");
+        item.insert("run".into(), s(run));
+        item.insert("until".into(), n(until.timestamp()));
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk) OR #until < :now OR #run = :run")
+            .expression_attribute_names("#until", "until")
+            .expression_attribute_names("#run", "run")
+            .expression_attribute_values(":now", n(now.timestamp()))
+            .expression_attribute_values(":run", s(run));
+        match put.send().await.map_err(|e| store_err(&format!("watch claim of {region}"), e)) {
+            Ok(_) => Ok(true),
+            Err(StoreError::Conflict(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A put that ends the claim at once, only if it is still this run's (no DeleteItem: the
+    /// scan's role needs no more than it has).
+    async fn release_watch(&self, region: &Region, run: &str) -> Result<(), StoreError> {
+        let mut item = key(format!("MARKET#{region}"), "WATCH");
+        item.insert("run".into(), s(run));
+        item.insert("until".into(), n(0));
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("#run = :run")
+            .expression_attribute_names("#run", "run")
+            .expression_attribute_values(":run", s(run));
+        match put.send().await.map_err(|e| store_err(&format!("watch claim of {region}"), e)) {
+            Ok(_) | Err(StoreError::Conflict(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -1,0 +1,125 @@
+//! The market watch on the simulator's describe limit: an offering that appears while a scan
+//! asks is bought in that scan, on sight; overlapping scans never ask one region at once and
+//! lose none of each other's memory; the learned pace is kept between scans.
+
+use std::sync::Mutex;
+
+use capblock_shared::app::purchase::Outcome;
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::ports::{MarketError, MarketMemory, PurchaseOutcome, PurchaseRequest, Purchaser};
+use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml};
+
+const STACK: &str = "capblock-test";
+const CLOCK: &str = "2026-12-01T00:00:00Z";
+
+/// 16 questions in us-east-1 (counts 1-8 x 1-4 days), each with one offering at 3.50 per
+/// GPU-hour until 01:00, 2.50 from then; the describe limit sped up 40 times (a burst of 2, one
+/// call per 100 ms), as the rig's pace assumes.
+fn market(seed: u64) -> String {
+    ScenarioToml::new(seed, CLOCK)
+        .behaviour("describe_limit = { burst = 2, refill_secs = 0.1 }")
+        .payment("succeed", None)
+        .raw(
+            r#"[[market]]
+region = "us-east-1"
+instance_type = "p5.48xlarge"
+azs = ["us-east-1a"]
+counts = [1, 2, 4, 8]
+durations_days = [1, 2, 3, 4]
+start_days = [2]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.50" }, { from = "2026-12-01T01:00:00Z", usd_per_accelerator_hour = "2.50" } ]
+"#,
+        )
+        .build()
+}
+
+fn rule(h: &Rig) -> capblock_shared::domain::rule::Rule {
+    RuleToml::p5("watch")
+        .mode("live")
+        .instance_counts(&[1, 2, 4, 8])
+        .durations_days(&[1, 2, 3, 4])
+        .max_price("3.00")
+        .budget("1000000")
+        .max_blocks_held(1)
+        .rule(h.now())
+}
+
+/// How many DescribeCapacityBlockOfferings calls the simulator had answered when the purchase
+/// was sent.
+struct CountAtPurchase {
+    sim_url: String,
+    describes: Mutex<Option<u64>>,
+}
+
+async fn describes(sim_url: &str) -> u64 {
+    let (_, text) = capblock_tests::http("GET", &format!("{sim_url}/_sim/state"), "").await;
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["calls"]["DescribeCapacityBlockOfferings"].as_u64().unwrap_or(0)
+}
+
+#[async_trait::async_trait]
+impl PurchaseHook for CountAtPurchase {
+    async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
+        if !req.dry_run {
+            *self.describes.lock().unwrap() = Some(describes(&self.sim_url).await);
+        }
+        real.purchase(req).await
+    }
+}
+
+/// Nothing qualifies when the scan starts; a second into its asking, the price drops under the
+/// threshold. The answers after that hold the cheap offering, and the rule buys it then, while
+/// the other questions are still being asked (not after the asking time), without a re-check
+/// call: the answer is seconds old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offering_that_appears_mid_run_is_bought_in_that_run_on_sight() {
+    let h = Rig::paced("on-sight", &market(81), CLOCK, STACK).await;
+    h.put_rules(&[rule(&h)]).await;
+    let hooked = HookedMarket {
+        real: h.sim.market().await,
+        hook: CountAtPurchase { sim_url: h.sim.url.clone(), describes: Mutex::new(None) },
+    };
+    let sim_url = h.sim.url.clone();
+    let drop = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+        capblock_tests::http("POST", &format!("{sim_url}/_sim/clock"), r#"{"advance_secs": 3600}"#).await;
+    });
+    let report = h.scanner(&hooked, &h.notifier, &h.scan).run(h.now()).await.unwrap();
+    drop.await.unwrap();
+    let Some(Outcome::Bought { .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
+    assert_eq!(h.sim.purchases().await.len(), 1);
+    let at_purchase = hooked.hook.describes.lock().unwrap().expect("a purchase was sent");
+    let total = describes(&h.sim.url).await;
+    assert!(at_purchase < total, "asking went on after the purchase: {at_purchase} calls then, {total} in all");
+    let east = &report.regions["us-east-1"];
+    assert_eq!(east.asked as u64, total, "no re-check call: every call was one of the run's questions");
+}
+
+/// Two scans at once: the second finds the region claimed by the first and leaves it alone
+/// (no question asked twice in one slot); the first's memory, pace and watch are saved; a scan
+/// after them asks the region again from the pace the first learned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_scans_never_ask_one_region_at_once_and_lose_no_memory() {
+    let h = Rig::paced("overlap", &market(82), CLOCK, STACK).await;
+    h.put_rules(&[rule(&h)]).await;
+    let (a, b) = tokio::join!(h.scan(), async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        h.scan().await
+    });
+    let (ea, eb) = (&a.regions["us-east-1"], &b.regions["us-east-1"]);
+    assert!(!ea.elsewhere && ea.asked > 0, "{ea:?}");
+    assert!(eb.elsewhere && eb.asked == 0, "the second run left the region to the first: {eb:?}");
+    let state = h.sim.state().await;
+    assert_eq!(state["calls"]["DescribeCapacityBlockOfferings"].as_u64().unwrap(), ea.asked as u64);
+    let east = "us-east-1".parse().unwrap();
+    let memory = h.store.region_memory(&east).await.unwrap();
+    assert_eq!(memory.asked.len(), ea.answered, "every answer of the first run kept");
+    let pace = memory.pace.expect("the learned pace is kept");
+    let watch = memory.watch.expect("the watch is kept");
+    assert_eq!((watch.questions, watch.calls as usize), (16, ea.asked));
+    // The claim was given back: the next scan asks the region, from the pace learned.
+    let c = h.scan().await;
+    assert!(!c.regions["us-east-1"].elsewhere && c.regions["us-east-1"].asked > 0);
+    let after = h.store.region_memory(&east).await.unwrap().pace.unwrap();
+    assert!(after.gap_ms <= pace.gap_ms || after.limit_ms.is_some(), "{pace:?} then {after:?}");
+}
