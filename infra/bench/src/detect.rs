@@ -37,8 +37,6 @@ use capblock_shared::ports::{DESCRIBE_LIMIT, MarketError, OfferingQuery, Offerin
 use chrono::{DateTime, Utc};
 use tokio::time::{Instant, sleep, sleep_until};
 
-use crate::legacy_fan_out;
-
 /// splitmix64: small, seedable, good enough for a benchmark's coin flips.
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
@@ -89,9 +87,45 @@ const THRESHOLD: &str = "2.95";
 const CHEAP_LEVEL: f64 = 1.05;
 const DEAR_LEVEL: f64 = 1.40;
 const APPEARANCE_LEVEL: f64 = 0.90;
-/// EC2's describe limit as public clients meet it, per region.
-pub const BURST: f64 = 2.0;
-pub const REFILL: Duration = Duration::from_secs(4);
+/// EC2's describe limit per account and region: a bucket of `burst` calls, one token per
+/// `refill`. Nothing published settles it: `READINGS` are the three readings the record allows.
+#[derive(Debug, Clone, Copy)]
+pub struct Limit {
+    pub name: &'static str,
+    pub burst: f64,
+    pub refill: Duration,
+}
+
+/// A burst of 2 and one call per 4 s (public clients; the simulator's default); a burst of 10
+/// and 0.15 calls/s (an open pull request in AWS's capacity finder sample); a burst of 2 and
+/// one per 2 s (a version of the same sample's code).
+pub const READINGS: [Limit; 3] = [
+    Limit { name: "burst 2, 1 per 4 s", burst: 2.0, refill: Duration::from_secs(4) },
+    Limit { name: "burst 10, 0.15 per s", burst: 10.0, refill: Duration::from_micros(6_666_667) },
+    Limit { name: "burst 2, 1 per 2 s", burst: 2.0, refill: Duration::from_secs(2) },
+];
+
+/// Another caller in the account, in every region: `calls` calls spread over `over`, every
+/// `every`, starting at `offset`.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub calls: u32,
+    pub over: Duration,
+    pub every: Duration,
+    pub offset: Duration,
+}
+
+/// A person in the console (about 10 calls over 2 minutes, every 30 minutes) and a notebook
+/// asking once every 20 s.
+pub const A_PERSON: [Caller; 2] = [
+    Caller {
+        calls: 10,
+        over: Duration::from_secs(120),
+        every: Duration::from_secs(1800),
+        offset: Duration::from_secs(100),
+    },
+    Caller { calls: 1, over: Duration::ZERO, every: Duration::from_secs(20), offset: Duration::from_secs(7) },
+];
 const LATENCY_MS: (u64, u64) = (100, 300);
 const CLOCK: &str = "2026-12-01T00:00:00Z";
 
@@ -328,6 +362,7 @@ impl World {
 pub struct Market<'w> {
     world: &'w World,
     start: Instant,
+    limit: Limit,
     state: Mutex<State>,
 }
 
@@ -339,23 +374,61 @@ struct State {
     found: Vec<Option<Duration>>,
     calls: u64,
     refused: u64,
+    others_calls: u64,
+    others_refused: u64,
 }
 
 type Answered<'a> = Pin<Box<dyn Future<Output = Result<Vec<Offering>, MarketError>> + Send + 'a>>;
 
 impl<'w> Market<'w> {
-    pub fn new(world: &'w World, seed: u64) -> Market<'w> {
+    pub fn new(world: &'w World, seed: u64, limit: Limit) -> Market<'w> {
         let start = Instant::now();
         Market {
             world,
             start,
+            limit,
             state: Mutex::new(State {
                 rng: Rng::new(seed),
-                buckets: vec![(BURST, start); GRID.len()],
+                buckets: vec![(limit.burst, start); GRID.len()],
                 found: vec![None; world.appearances.len()],
                 calls: 0,
                 refused: 0,
+                others_calls: 0,
+                others_refused: 0,
             }),
+        }
+    }
+
+    /// Takes a token of region `ri`'s bucket now, if there is one.
+    fn take(&self, s: &mut State, ri: usize, now: Instant) -> bool {
+        let (tokens, last) = s.buckets[ri];
+        let tokens =
+            (tokens + now.duration_since(last).as_secs_f64() / self.limit.refill.as_secs_f64()).min(self.limit.burst);
+        if tokens < 1.0 {
+            s.buckets[ri] = (tokens, now);
+            false
+        } else {
+            s.buckets[ri] = (tokens - 1.0, now);
+            true
+        }
+    }
+
+    /// Another caller's calls in every region until `end`.
+    async fn other(&self, c: Caller, end: Instant) {
+        let mut period = self.start + c.offset;
+        while period < end {
+            for k in 0..c.calls {
+                sleep_until(period + c.over.mul_f64(f64::from(k) / f64::from(c.calls))).await;
+                let now = Instant::now();
+                let mut s = self.state();
+                for ri in 0..GRID.len() {
+                    s.others_calls += 1;
+                    if !self.take(&mut s, ri, now) {
+                        s.others_refused += 1;
+                    }
+                }
+            }
+            period += c.every;
         }
     }
 
@@ -381,10 +454,7 @@ impl<'w> Market<'w> {
         let answer = {
             let mut s = self.state();
             s.calls += 1;
-            let (tokens, last) = s.buckets[q.region];
-            let tokens = (tokens + now.duration_since(last).as_secs_f64() / REFILL.as_secs_f64()).min(BURST);
-            if tokens < 1.0 {
-                s.buckets[q.region] = (tokens, now);
+            if !self.take(&mut s, q.region, now) {
                 s.refused += 1;
                 Err(MarketError::Throttled {
                     operation: "DescribeCapacityBlockOfferings",
@@ -392,7 +462,6 @@ impl<'w> Market<'w> {
                     code: DESCRIBE_LIMIT,
                 })
             } else {
-                s.buckets[q.region] = (tokens - 1.0, now);
                 let mut list = Vec::with_capacity(2);
                 for &a in &w.by_question[qi] {
                     let ap = w.appearances[a];
@@ -422,38 +491,13 @@ impl OfferingSource for Market<'_> {
     }
 }
 
-/// The market as the fan-out of before issue 13 met it: the EC2 adapter then classed
-/// CapacityBlockDescribeLimitExceeded as a refusal, which ends the question.
-pub struct RefusedAsRejected<'a, M: ?Sized>(pub &'a M);
-
-impl<M: OfferingSource + ?Sized> OfferingSource for RefusedAsRejected<'_, M> {
-    fn offerings<'life0, 'life1, 'async_trait>(&'life0 self, query: &'life1 OfferingQuery) -> Answered<'async_trait>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move {
-            self.0.offerings(query).await.map_err(|e| match e {
-                MarketError::Throttled { operation, region, code } if code == DESCRIBE_LIMIT => MarketError::Rejected {
-                    operation,
-                    region,
-                    code: DESCRIBE_LIMIT.to_string(),
-                    message: "You've reached the limit for this account.".to_string(),
-                },
-                e => e,
-            })
-        })
-    }
-}
-
 /// Who asks, and how.
 #[derive(Debug, Clone, Copy)]
 pub enum Asker {
-    /// The planner and `ask_all`, one run every `every`.
-    Capblock { every: Duration, budget: DescribeBudget },
-    /// `legacy_fan_out::fan_out` of every question every `every`, `per_region` in flight.
-    Legacy { every: Duration, per_region: usize },
+    /// The planner and `ask_all`, one run every `every`, the learned pace carried from run to
+    /// run. `on_sight`: a qualifying answer is bought at once (capblock now); otherwise after
+    /// the run's asking (capblock before), which detection then counts to.
+    Capblock { every: Duration, budget: DescribeBudget, on_sight: bool },
     /// Every question of a region in turn, one call per `gap` per region, forever.
     RoundRobin { gap: Duration },
 }
@@ -476,6 +520,9 @@ pub struct Outcome {
     pub carried_over: u64,
     /// capblock: answers that were neither offerings nor carried over.
     pub lost: u64,
+    /// Other callers' calls in the account, and how many of them EC2 refused.
+    pub others_calls: u64,
+    pub others_refused: u64,
 }
 
 impl Outcome {
@@ -504,18 +551,28 @@ impl Outcome {
     pub fn calls_per_region_day(&self) -> f64 {
         self.calls as f64 / self.regions as f64 / self.days
     }
-    /// Tokens spent (calls EC2 answered) per region and day.
-    pub fn tokens_per_region_day(&self) -> f64 {
-        (self.calls - self.refused) as f64 / self.regions as f64 / self.days
+    /// The share of the other callers' calls EC2 refused.
+    pub fn others_refused_share(&self) -> f64 {
+        self.others_refused as f64 / self.others_calls.max(1) as f64
     }
 }
 
-/// Runs one asker over the world's horizon on a fresh runtime with the clock paused.
-pub fn run(world: &World, asker: Asker) -> Outcome {
+/// Runs one asker over the world's horizon on a fresh runtime with the clock paused, under
+/// `limit`, with `others` asking in the same account.
+pub fn run(world: &World, asker: Asker, limit: Limit, others: &[Caller]) -> Outcome {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().expect("a runtime");
     rt.block_on(async {
-        let market = Market::new(world, world.setup.seed ^ 0xA5A5);
+        let market = Market::new(world, world.setup.seed ^ 0xA5A5, limit);
         let end = market.start + world.setup.horizon;
+        let others_ask = futures::future::join_all(others.iter().map(|c| market.other(*c, end)));
+        let (out, _) = tokio::join!(ask(world, &market, end, asker), others_ask);
+        out
+    })
+}
+
+async fn ask(world: &World, market: &Market<'_>, end: Instant, asker: Asker) -> Outcome {
+    {
+        let market = market;
         let mut out = Outcome {
             found: Vec::new(),
             appearances: world.appearances(),
@@ -527,24 +584,18 @@ pub fn run(world: &World, asker: Asker) -> Outcome {
             by_priority: 0,
             carried_over: 0,
             lost: 0,
+            others_calls: 0,
+            others_refused: 0,
         };
         match asker {
-            Asker::Capblock { every, budget } => capblock(world, &market, end, every, budget, &mut out).await,
-            Asker::Legacy { every, per_region } => {
-                let all = world.queries();
-                let mut tick = market.start;
-                while tick < end {
-                    sleep_until(tick).await;
-                    legacy_fan_out::fan_out(&RefusedAsRejected(&market), &all, per_region).await;
-                    tick += every;
-                }
+            Asker::Capblock { every, budget, on_sight } => {
+                capblock(world, market, end, every, budget, on_sight, &mut out).await
             }
             Asker::RoundRobin { gap } => {
                 let all = world.queries();
                 let lanes = (0..GRID.len()).map(|ri| {
                     let mine: Vec<&OfferingQuery> =
                         (0..all.len()).filter(|&i| world.questions[i].region == ri).map(|i| &all[i]).collect();
-                    let market = &market;
                     async move {
                         let (mut next, mut k) = (market.start, 0usize);
                         while next < end {
@@ -564,8 +615,10 @@ pub fn run(world: &World, asker: Asker) -> Outcome {
         out.found = s.found.iter().flatten().map(Duration::as_secs_f64).collect();
         out.calls = s.calls;
         out.refused = s.refused;
+        out.others_calls = s.others_calls;
+        out.others_refused = s.others_refused;
         out
-    })
+    }
 }
 
 /// capblock's scan, reduced to its asking: plan, `ask_all`, remember; one run per tick.
@@ -575,11 +628,12 @@ async fn capblock(
     end: Instant,
     every: Duration,
     budget: DescribeBudget,
+    on_sight: bool,
     out: &mut Outcome,
 ) {
     let catalog = AcceleratorCatalog::new();
     let pacing = Pacing::from(&budget);
-    let calls = budget.calls_per_region();
+    let bounds = budget.bounds();
     let regions: Vec<Region> = GRID.iter().map(|g| g.0.parse().expect("region")).collect();
     let mut memories: BTreeMap<Region, RegionMemory> =
         regions.iter().map(|r| (r.clone(), Default::default())).collect();
@@ -592,6 +646,9 @@ async fn capblock(
         // The plan, region by region as the scan makes it (all questions askable).
         let mut chosen: Vec<(usize, bool)> = Vec::new();
         for (region, memory) in &memories {
+            // As the scan plans: what the learned pace fits in the asking time, and half again.
+            let gap = memory.pace.map_or(bounds.start, |p| p.within(&bounds).gap());
+            let calls = budget.calls_at(gap) * 3 / 2;
             let mine: Vec<usize> =
                 (0..world.questions.len()).filter(|&i| &world.questions[i].query.region == region).collect();
             let candidates: Vec<Candidate> = mine
@@ -608,8 +665,25 @@ async fn capblock(
             chosen.extend(picked.into_iter().enumerate().map(|(k, j)| (mine[j], split && k % 2 == 1)));
         }
         let queries: Vec<OfferingQuery> = chosen.iter().map(|&(i, _)| world.questions[i].query.clone()).collect();
-        let asked = ask_all(market, &queries, &pacing, &Carried::from(strikes.clone()), || {}).await;
-        out.ask_secs.push((Instant::now() - tick).as_secs_f64());
+        let paces = memories.iter().filter_map(|(r, m)| Some((r.clone(), m.pace?))).collect();
+        let found_before = market.state().found.clone();
+        let carried = Carried { paces, ..Carried::from(strikes.clone()) };
+        let asked = ask_all(market, &queries, &pacing, &carried, || {}).await;
+        let asked_until = Instant::now();
+        out.ask_secs.push((asked_until - tick).as_secs_f64());
+        if !on_sight {
+            // Bought after the run's asking: what this run found waited for its end.
+            let mut s = market.state();
+            let run_end = asked_until - market.start;
+            for (a, f) in s.found.iter_mut().enumerate() {
+                if found_before[a].is_none() && f.is_some() {
+                    *f = Some(run_end - world.appearances[a].at);
+                }
+            }
+        }
+        for (region, pace) in &asked.paces {
+            memories.get_mut(region).expect("a region").pace = Some(*pace);
+        }
         strikes = asked.strikes;
         for (&(i, promising), answer) in chosen.iter().zip(asked.answers) {
             let q = &world.questions[i];

@@ -119,6 +119,8 @@ fn median(mut v: Vec<Duration>) -> Duration {
 pub struct Defaults {
     pub memory_mb: u64,
     pub scan_minutes: f64,
+    /// The scan's asking time per run (template parameter AskSeconds).
+    pub ask_secs: u64,
     pub track_minutes: f64,
     pub region_concurrency: usize,
 }
@@ -150,6 +152,12 @@ fn defaults(repo: &Path) -> Defaults {
     Defaults {
         memory_mb: after("MemorySize:").and_then(|v| v.parse().ok()).unwrap_or(128),
         scan_minutes: param_default("ScanRate").unwrap_or(10.0),
+        ask_secs: {
+            let i = lines.iter().position(|l| l.trim() == "AskSeconds:");
+            i.and_then(|i| lines[i..].iter().take(8).find_map(|l| l.trim().strip_prefix("Default:")))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(50)
+        },
         track_minutes: param_default("TrackRate").unwrap_or(5.0),
         region_concurrency: after("CAPBLOCK_REGION_CONCURRENCY:")
             .and_then(|v| v.parse().ok())
@@ -411,120 +419,112 @@ fn latency_text(o: &detect::Outcome) -> String {
     )
 }
 
-/// (b) detection latency and (d) the describe budget left to others, in virtual time.
+/// (b) detection latency under each reading of the describe limit, quiet and with a person in
+/// the account, and (d) the share of the other callers' calls refused, in virtual time.
 fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
     use capblock_shared::domain::plan::DescribeBudget;
-    use detect::Asker;
+    use detect::{A_PERSON, Asker, READINGS};
     let setup = detect::Setup { horizon: Duration::from_secs(a.detect_days * 86400), ..Default::default() };
     let world = detect::World::new(setup);
-    let budget = DescribeBudget::default();
     let q = world.questions_per_region() as f64;
-    let rate = budget.share / budget.refill.as_secs_f64();
-    let bound = q / rate / 2.0;
-    let target = 1.5 * bound;
     let (on_cheap, on_top3) = world.clustering();
     eprintln!(
         "bench: detection: {} appearances over {} days, {:.0} % on a cheap pair, {:.0} % on one of its 3 cheapest \
-         questions; bound {bound:.0} s",
+         questions",
         world.appearances(),
         a.detect_days,
         on_cheap * 100.0,
         on_top3 * 100.0
     );
-    let timed = |name: &str, asker: Asker| {
-        let t = Instant::now();
-        let o = detect::run(&world, asker);
-        eprintln!("bench:   {name}: {} ({:.1} s to simulate)", latency_text(&o), t.elapsed().as_secs_f64());
-        o
+    // capblock now: the template's schedule and asking time, the learned pace, buying on sight.
+    let budget = DescribeBudget { ask_for: Duration::from_secs(d.ask_secs), ..DescribeBudget::default() };
+    let every = Duration::from_secs_f64(d.scan_minutes * 60.0);
+    let now = Asker::Capblock { every, budget, on_sight: true };
+    // capblock before: every 10 minutes, 40 s of asking at a fixed half share (one call per
+    // 8 s), the purchase after the run's asking.
+    let fixed = Duration::from_secs(8);
+    let before = Asker::Capblock {
+        every: Duration::from_secs(600),
+        budget: DescribeBudget {
+            ask_for: Duration::from_secs(40),
+            fastest: fixed,
+            slowest: fixed,
+            ..DescribeBudget::default()
+        },
+        on_sight: false,
     };
     let mut figs = DetectFigures::default();
-    let target_text = format!("median <= 1.5 x bound {bound:.0} s = {target:.0} s");
-    let tokens_per_day = 86400.0 / budget.refill.as_secs_f64();
-    // The template's schedule first (every 10 min), then shorter ones.
-    let schedules: [(f64, DescribeBudget); 4] = [
-        (d.scan_minutes, budget),
-        (5.0, budget),
-        (1.0, budget),
-        (1.0, DescribeBudget { ask_for: Duration::from_secs(56), ..budget }),
-    ];
-    let mut default_outcome = None;
-    for (k, (every, b)) in schedules.into_iter().enumerate() {
-        let label = format!("scan every {every} min, {} s asking", b.ask_for.as_secs());
-        let every_d = Duration::from_secs_f64(every * 60.0);
-        let o = timed(&format!("capblock {label}"), Asker::Capblock { every: every_d, budget: b });
-        let ask = o.ask_secs.iter().sum::<f64>() / o.ask_secs.len().max(1) as f64;
-        let median = o.median().unwrap_or(f64::INFINITY);
-        let value = format!(
-            "{}; {:.0} % of finds by the planner's promising half; {} calls per region and day; the purchase \
-             follows in the same run, after its {ask:.0} s of asking",
-            latency_text(&o),
-            100.0 * o.by_priority as f64 / o.found.len().max(1) as f64,
-            o.calls_per_region_day().round()
-        );
-        let figure = if k == 0 {
-            format!("(b) detection latency, capblock: {label} (defaults)")
-        } else {
-            format!("  capblock: {label}")
-        };
-        rows.push(row(figure, value, target_text.clone(), Some(median / target)));
-        figs.schedules.push((label, every, ask));
-        if k == 0 {
-            default_outcome = Some(o);
-        }
-    }
-    let legacy = timed(
-        "legacy fan-out",
-        Asker::Legacy { every: Duration::from_secs(600), per_region: legacy_fan_out::DEFAULT_REGION_CONCURRENCY },
-    );
-    rows.push(info(
-        "  today's unpaced fan-out, every 10 min, 64 in flight per region",
-        format!(
-            "{}; a refusal ends the question: {:.1} of {} calls per region and run refused",
-            latency_text(&legacy),
-            legacy.refused as f64 / legacy.regions as f64 / (legacy.days * 144.0),
-            world.questions_per_region()
-        ),
-    ));
-    let script = timed("script", Asker::RoundRobin { gap: detect::REFILL });
-    rows.push(info(
-        "  one-by-one script, 1 call / 4 s / region, all day",
-        format!("{}; {} refused of {} calls", latency_text(&script), script.refused, script.calls),
-    ));
-    let ideal = timed("ideal", Asker::RoundRobin { gap: budget.pace() });
-    rows.push(info(
-        "  ideal asker at capblock's share, 1 call / 8 s / region (the bound)",
-        format!("{}; median / bound = {:.2}", latency_text(&ideal), ideal.median().unwrap_or(f64::INFINITY) / bound),
-    ));
-    // (d): the share of each region's describe budget left to other callers.
-    if let Some(o) = default_outcome {
-        let used = o.calls_per_region_day() / tokens_per_day;
-        let left = 1.0 - used;
-        let while_asking = 1.0 - budget.share;
-        rows.push(row(
-            "(d) describe budget left to other callers, capblock defaults",
-            format!(
-                "{:.1} % over a day ({:.0} calls per region and day of {tokens_per_day:.0} (86400 s / 4 s), {} \
-                 refused, counted in the simulation); {:.0} % while a run asks (one call per 8 s)",
-                left * 100.0,
-                o.calls_per_region_day(),
-                o.refused,
-                while_asking * 100.0
-            ),
-            format!(">= {:.0} % (1 - share)", while_asking * 100.0),
-            Some(while_asking / left),
-        ));
-        for (name, x, note) in [
-            ("today's unpaced fan-out", &legacy, "; but every run empties the bucket: whoever asks next is refused"),
-            ("one-by-one script", &script, ""),
-        ] {
+    for limit in READINGS {
+        let refill = limit.refill.as_secs_f64();
+        // The ideal asker spends the whole limit round robin: each question once every Q x refill.
+        let bound = q * refill / 2.0;
+        let polite = Asker::RoundRobin { gap: limit.refill * 2 };
+        let greedy = Asker::RoundRobin { gap: limit.refill };
+        for (scenario, others) in [("quiet account", &[][..]), ("a person and a notebook", &A_PERSON[..])] {
+            let timed = |name: &str, asker: Asker| {
+                let t = Instant::now();
+                let o = detect::run(&world, asker, limit, others);
+                eprintln!(
+                    "bench:   [{}; {scenario}] {name}: {}; others refused {:.1} % ({:.1} s to simulate)",
+                    limit.name,
+                    latency_text(&o),
+                    100.0 * o.others_refused_share(),
+                    t.elapsed().as_secs_f64()
+                );
+                o
+            };
+            let mine = timed("capblock", now);
+            let median = mine.median().unwrap_or(f64::INFINITY);
+            let quiet = others.is_empty();
+            let (factor, head) =
+                if quiet { (1.25, "(b) detection, quiet") } else { (2.0, "(b) detection, a person in the account") };
+            rows.push(row(
+                format!("{head}: capblock defaults [{}]", limit.name),
+                format!("{}; {:.0} calls per region and day", latency_text(&mine), mine.calls_per_region_day()),
+                format!("median <= {factor} x bound {bound:.0} s = {:.0} s", factor * bound),
+                Some(median / (factor * bound)),
+            ));
+            if !quiet {
+                let share = mine.others_refused_share();
+                rows.push(row(
+                    format!("(d) others' calls refused, capblock defaults [{}]", limit.name),
+                    format!(
+                        "{:.1} % ({} of {} calls of the person and the notebook)",
+                        100.0 * share,
+                        mine.others_refused,
+                        mine.others_calls
+                    ),
+                    "<= 10 %",
+                    Some(share / 0.10),
+                ));
+            }
+            if figs.schedules.is_empty() {
+                let ask = mine.ask_secs.iter().sum::<f64>() / mine.ask_secs.len().max(1) as f64;
+                figs.schedules.push((
+                    format!("scan every {} min, {} s asking", d.scan_minutes, d.ask_secs),
+                    d.scan_minutes,
+                    ask,
+                ));
+            }
+            for (name, asker) in [
+                ("capblock before (every 10 min, fixed half share, buys after asking)", before),
+                ("polite script (half the limit, round robin)", polite),
+                ("greedy script (the whole limit)", greedy),
+            ] {
+                let o = timed(name, asker);
+                rows.push(info(
+                    format!("  {name}"),
+                    format!(
+                        "{}; others refused {:.1} %; {:.0} calls per region and day",
+                        latency_text(&o),
+                        100.0 * o.others_refused_share(),
+                        o.calls_per_region_day()
+                    ),
+                ));
+            }
             rows.push(info(
-                format!("  budget left: {name}"),
-                format!(
-                    "{:.1} % over a day ({:.0} calls, {:.0} answered per region and day{note})",
-                    100.0 * (1.0 - x.tokens_per_region_day() / tokens_per_day),
-                    x.calls_per_region_day(),
-                    x.tokens_per_region_day()
-                ),
+                "  ideal asker (the whole limit, round robin: the bound)",
+                format!("median {bound:.0} s = {} x {refill:.2} s / 2", world.questions_per_region()),
             ));
         }
     }
