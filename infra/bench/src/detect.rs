@@ -572,7 +572,6 @@ pub fn run(world: &World, asker: Asker, limit: Limit, others: &[Caller]) -> Outc
 
 async fn ask(world: &World, market: &Market<'_>, end: Instant, asker: Asker) -> Outcome {
     {
-        let market = market;
         let mut out = Outcome {
             found: Vec::new(),
             appearances: world.appearances(),
