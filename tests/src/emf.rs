@@ -154,6 +154,16 @@ mod tests {
             &"us-east-1".parse().unwrap(),
             Questions { asked: 2, answered: 1, throttled: 1, carried_over: 1, allowed: 4 },
         );
+        b.watched(
+            &"us-east-1".parse().unwrap(),
+            capblock_shared::domain::metrics::Watched {
+                questions: 64,
+                cycle_secs: 260,
+                median_age_secs: 130,
+                pace_ms: 4200,
+                contended: 1,
+            },
+        );
         b.blocks("active", 1);
         b.budget("account", rust_decimal::Decimal::ONE, rust_decimal::Decimal::ZERO, rust_decimal::Decimal::TEN);
         b.hours_to_payment_deadline(at);

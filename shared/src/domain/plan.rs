@@ -5,11 +5,14 @@
 //! and region (about one call every 2-4 s, a burst of about 2), shared with everyone in the
 //! account. A scan spends only a share of it, so a rule set with more questions than one run can
 //! ask is spread over several runs:
-//! - half of a region's calls in a run (rounded up) go to the questions asked longest ago, never
-//!   asked first: with `Q` questions and `S` such calls, every question is asked at least once
-//!   every `ceil(Q / S)` runs (`full_cycle_runs`);
-//! - the other half go to the questions most likely to lead to a purchase: the cheapest price
-//!   last seen closest to (or under) a rule's threshold, and start windows about to close.
+//! - at least half of a region's calls in a run (rounded up) go to the questions asked longest
+//!   ago, never asked first: with `Q` questions and `S` such calls, every question is asked at
+//!   least once every `ceil(Q / S)` runs (`full_cycle_runs`);
+//! - up to the other half go to the promising questions, most likely to lead to a purchase:
+//!   the cheapest price last seen within `PROMISING` of a rule's threshold (or under it), or a
+//!   start window about to close. Calls no promising question takes go to the stalest ones too:
+//!   asking the same far-from-threshold question every run would only slow the round of the
+//!   others (on a watched market every question is asked within minutes; `make bench`).
 //!
 //! What was asked when, and the cheapest price it found, is the cursor kept between runs
 //! (`RegionMemory`), with what EC2 said of the region: types it does not sell, and instance
@@ -354,17 +357,30 @@ pub fn priority(c: &Candidate, last: Option<&Asked>) -> Decimal {
     ratio.saturating_sub(bonus)
 }
 
+/// The priority at or under which a question is promising: its cheapest price last seen at most
+/// 5 % over the threshold (or a window closing soon brings it there).
+pub const PROMISING: Decimal = Decimal::from_parts(105, 0, 0, false, 2);
+
+/// Whether a question deserves a call beyond its turn: a price known and near (or under) the
+/// threshold, or a start window closing within days. A question never answered gets its turn
+/// among the stalest, first.
+pub fn promising(c: &Candidate, last: Option<&Asked>) -> bool {
+    let known = last.is_some_and(|a| a.cheapest.is_some());
+    (known || c.closes_in <= Duration::days(3)) && priority(c, last) <= PROMISING
+}
+
 /// Runs needed to ask every one of `questions` at least once when each run has `calls`.
 pub fn full_cycle_runs(questions: usize, calls: usize) -> usize {
     let stale_slots = calls.div_ceil(2).max(1);
     questions.div_ceil(stale_slots)
 }
 
-/// Picks up to `calls` of `candidates` for this run, in the order to ask them: `ceil(calls / 2)`
-/// slots go to the stalest questions (never asked first), the rest to the best priorities among
-/// the others, asked alternately from a stale one. A run cut short by throttling still spends
-/// half of its answers (rounded up) on the stalest questions, so the bound of
-/// `full_cycle_runs` holds in answers, whatever the throttling. Returns indices into
+/// Picks up to `calls` of `candidates` for this run, in the order to ask them: at least
+/// `ceil(calls / 2)` slots go to the stalest questions (never asked first), up to the rest to the
+/// best priorities among the promising others (`promising`), asked alternately from a stale
+/// one; slots no promising question takes go to the next stalest. A run cut short by
+/// throttling still spends half of its answers (rounded up) on the stalest questions, so the
+/// bound of `full_cycle_runs` holds in answers, whatever the throttling. Returns indices into
 /// `candidates`.
 pub fn choose(candidates: &[Candidate], memory: &RegionMemory, calls: usize) -> Vec<usize> {
     let last = |i: usize| memory.asked.get(&candidates[i].key);
@@ -383,11 +399,12 @@ pub fn choose(candidates: &[Candidate], memory: &RegionMemory, calls: usize) -> 
             .then(prio(a).cmp(&prio(b)))
             .then(candidates[a].key.cmp(&candidates[b].key))
     });
-    let stale_slots = calls.div_ceil(2);
-    let stale: Vec<usize> = by_age[..stale_slots].to_vec();
-    let mut rest: Vec<usize> = by_age[stale_slots..].to_vec();
+    let half = calls.div_ceil(2);
+    let mut rest: Vec<usize> = by_age[half..].iter().copied().filter(|&i| promising(&candidates[i], last(i))).collect();
     rest.sort_by(|&a, &b| prio(a).cmp(&prio(b)).then(candidates[a].key.cmp(&candidates[b].key)));
-    rest.truncate(calls - stale_slots);
+    rest.truncate(calls - half);
+    // What the promising leave goes to the stalest, in age order.
+    let stale: Vec<usize> = by_age.iter().copied().filter(|i| !rest.contains(i)).take(calls - rest.len()).collect();
     let mut chosen = Vec::with_capacity(calls);
     for (k, &s) in stale.iter().enumerate() {
         chosen.push(s);
