@@ -697,7 +697,7 @@ async fn capblock(
                         .map(|r| r.per_unit)
                         .min();
                     let memory = memories.get_mut(&q.query.region).expect("a region");
-                    memory.asked.insert(q.key.clone(), Asked { at: now, cheapest });
+                    memory.asked.insert(q.key.clone(), Asked { at: now, cheapest, recorded: None });
                 }
                 Answer::CarriedOver => out.carried_over += 1,
                 _ => out.lost += 1,

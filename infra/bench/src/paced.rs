@@ -245,7 +245,7 @@ pub fn storm_child(rounds: u32) -> Result<String, String> {
                 if let Answer::Offerings(_) = a {
                     covered.insert(i);
                     let m = memories.get_mut(&qs[i].region).expect("a region");
-                    m.asked.insert(key(&qs[i]), Asked { at: now, cheapest: None });
+                    m.asked.insert(key(&qs[i]), Asked { at: now, cheapest: None, recorded: None });
                 }
             }
             tokio::time::sleep(Duration::from_secs(10).div_f64(SCALE)).await;

@@ -288,6 +288,10 @@ struct Plan {
     claimed: Vec<Region>,
 }
 
+/// How often a question's answer goes to the price history while its price stays the same
+/// (every change goes at once): the resolution the history had when scans ran every 10 minutes.
+const HISTORY_EVERY: chrono::Duration = chrono::Duration::minutes(10);
+
 /// How long past its asking time a run's claim on a region lasts: the deciding, buying and
 /// saving after it. A run that dies leaves a claim that simply runs out.
 const CLAIM_MARGIN: chrono::Duration = chrono::Duration::seconds(60);
@@ -404,7 +408,7 @@ where
             }
             remembered?;
         }
-        let (observations_written, prices) = self.record_prices(&answered, at).await;
+        let (observations_written, prices) = self.record_prices(&answered, &findings.history, at).await;
         let outcomes = self.decide_and_act(rules, &plan, &answered, on_sight, at).await?;
         let notices =
             if at.is_replay() { FlushReport::default() } else { flush(self.store, self.notifier, now).await? };
@@ -599,7 +603,19 @@ where
                         .filter_map(|o| o.price_per_accelerator_hour(catalog.accelerators(&o.instance_type)?))
                         .map(|r| r.per_unit)
                         .min();
-                    memory.asked.insert(plan.all[i].question.key.clone(), Asked { at: now, cheapest });
+                    // The price history gets a question's answer when its price changed, or
+                    // `HISTORY_EVERY` after the last one it got: a scan every minute would
+                    // otherwise write every offering it sees every minute.
+                    let key = plan.all[i].question.key.clone();
+                    let prev = memory.asked.get(&key);
+                    let last = prev.and_then(|a| a.recorded);
+                    let due =
+                        prev.is_none_or(|a| a.cheapest != cheapest) || last.is_none_or(|t| now - t >= HISTORY_EVERY);
+                    if due {
+                        findings.history.insert(i);
+                    }
+                    let recorded = if due { Some(now) } else { last };
+                    memory.asked.insert(key, Asked { at: now, cheapest, recorded });
                     answered.insert(i, list);
                 }
                 Answer::CarriedOver => counts.carried_over += 1,
@@ -719,11 +735,24 @@ where
     }
 
     /// The price history (for people): a failure here must not stop a purchase.
-    async fn record_prices(&self, answered: &BTreeMap<usize, Vec<Offering>>, at: RunTime) -> (usize, Vec<SeenPrice>) {
+    /// Every answer's prices go to the report (and the metrics); the history only gets the
+    /// answers of the questions in `history` (see `HISTORY_EVERY`).
+    async fn record_prices(
+        &self,
+        answered: &BTreeMap<usize, Vec<Offering>>,
+        history: &BTreeSet<usize>,
+        at: RunTime,
+    ) -> (usize, Vec<SeenPrice>) {
         let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut seen: HashMap<&str, &Offering> = HashMap::new();
-        for o in answered.values().flatten() {
-            seen.insert(o.id.as_str(), o);
+        let mut kept: BTreeSet<&str> = BTreeSet::new();
+        for (i, list) in answered {
+            for o in list {
+                seen.insert(o.id.as_str(), o);
+                if history.contains(i) {
+                    kept.insert(o.id.as_str());
+                }
+            }
         }
         let observations: Vec<Observation> = seen
             .values()
@@ -754,6 +783,8 @@ where
         if at.is_replay() {
             return (0, prices);
         }
+        let observations: Vec<Observation> =
+            observations.into_iter().filter(|o| kept.contains(o.offering.id.as_str())).collect();
         let written = match self.store.record(&observations).await {
             Ok(n) => n,
             Err(e) => {
@@ -948,6 +979,8 @@ struct Findings {
     /// (region, family) -> when its quota of 0 was first seen (the alert's identity), and the
     /// refusals that showed it.
     quota_zero: BTreeMap<(String, String), (DateTime<Utc>, Refusals)>,
+    /// The questions (indices into the plan) whose answers go to the price history this run.
+    history: BTreeSet<usize>,
 }
 
 #[cfg(test)]

@@ -105,6 +105,9 @@ pub struct Asked {
     /// The cheapest price per accelerator-hour the answer held, if it held any offering.
     #[serde(default, with = "rust_decimal::serde::str_option")]
     pub cheapest: Option<Decimal>,
+    /// When the question's answer last went to the price history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<DateTime<Utc>>,
 }
 
 /// An instance family EC2 refuses every search for, however slowly asked: its Capacity Block
@@ -240,6 +243,10 @@ impl RegionMemory {
         };
         for a in self.asked.values_mut() {
             clamp(&mut a.at, Duration::zero());
+            // A history time "in the future" would keep the question out of the history.
+            if let Some(r) = a.recorded.as_mut() {
+                clamp(r, Duration::zero());
+            }
         }
         for until in self.not_sold.values_mut() {
             clamp(until, MARKET_NOTE_TTL);

@@ -364,7 +364,7 @@ async fn overlapping_saves_of_the_market_memory_lose_nothing() {
     let read = store.region_memory(&region).await.unwrap();
     let answered = |key: &str| {
         let mut m = read.clone();
-        m.asked.insert(key.into(), Asked { at: now(), cheapest: None });
+        m.asked.insert(key.into(), Asked { at: now(), cheapest: None, recorded: None });
         m
     };
     let saves = (1..=4).map(|i| {

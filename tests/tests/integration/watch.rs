@@ -123,3 +123,27 @@ async fn overlapping_scans_never_ask_one_region_at_once_and_lose_no_memory() {
     let after = h.store.region_memory(&east).await.unwrap().pace.unwrap();
     assert!(after.gap_ms <= pace.gap_ms || after.limit_ms.is_some(), "{pace:?} then {after:?}");
 }
+
+/// A scan every minute writes a question's prices to the history when they change, and at most
+/// every 10 minutes while they do not: not every offering every minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_price_history_is_written_on_change_and_every_ten_minutes() {
+    let h = Rig::paced("history", &market(83), CLOCK, STACK).await;
+    h.put_rules(&[rule(&h)]).await;
+    let first = h.scan().await;
+    assert!(first.observations_written > 0, "{first:#?}");
+    let answered = first.regions["us-east-1"].answered;
+    h.advance_minutes(1).await;
+    let same = h.scan().await;
+    assert!(same.regions["us-east-1"].answered > 0);
+    // Only questions not answered by the first run (its answers are a minute old and unchanged).
+    assert!(
+        same.observations_written < first.observations_written,
+        "{} then {}",
+        first.observations_written,
+        same.observations_written
+    );
+    h.advance_minutes(10).await;
+    let later = h.scan().await;
+    assert!(later.observations_written > 0 && answered > 0, "{later:#?}");
+}

@@ -41,8 +41,8 @@ fn families_are_the_part_before_the_dot() {
 #[test]
 fn cheaper_history_and_closing_windows_come_first() {
     let mut m = RegionMemory::default();
-    m.asked.insert("near".into(), Asked { at: t0(), cheapest: Some(dec!(3.00)) });
-    m.asked.insert("far".into(), Asked { at: t0(), cheapest: Some(dec!(6.00)) });
+    m.asked.insert("near".into(), Asked { at: t0(), cheapest: Some(dec!(3.00)), recorded: None });
+    m.asked.insert("far".into(), Asked { at: t0(), cheapest: Some(dec!(6.00)), recorded: None });
     let near = cand("near", dec!(3.00), 30);
     let far = cand("far", dec!(3.00), 30);
     let unknown = cand("unknown", dec!(3.00), 30);
@@ -61,7 +61,7 @@ fn half_the_calls_go_to_the_stalest_questions() {
     let mut cands: Vec<Candidate> = (0..9).map(|i| cand(&format!("q{i}"), dec!(3), 30)).collect();
     cands.push(cand("hot", dec!(3), 30));
     let mut m = RegionMemory::default();
-    m.asked.insert("hot".into(), Asked { at: t0(), cheapest: Some(dec!(2.5)) });
+    m.asked.insert("hot".into(), Asked { at: t0(), cheapest: Some(dec!(2.5)), recorded: None });
     let mut last_asked: BTreeMap<String, usize> = BTreeMap::new();
     let mut worst_gap = 0;
     for run in 1..=30usize {
@@ -77,7 +77,7 @@ fn half_the_calls_go_to_the_stalest_questions() {
                 worst_gap = worst_gap.max(run - prev);
             }
             let cheapest = m.asked.get(k).and_then(|a| a.cheapest);
-            m.asked.insert(k.clone(), Asked { at: now, cheapest });
+            m.asked.insert(k.clone(), Asked { at: now, cheapest, recorded: None });
         }
     }
     // Every question was reached, and none waited longer than the stated bound.
@@ -106,7 +106,7 @@ fn market_notes_expire_and_keep_their_first_sighting() {
     assert_eq!(m.note_quota_zero("trn2", t0() + Duration::hours(1)), t0());
     m.not_sold.insert("p4d.24xlarge".into(), t0() + MARKET_NOTE_TTL);
     assert!(m.is_not_sold("p4d.24xlarge", t0()));
-    m.asked.insert("old".into(), Asked { at: t0(), cheapest: None });
+    m.asked.insert("old".into(), Asked { at: t0(), cheapest: None, recorded: None });
     m.prune(t0() + Duration::days(8));
     assert!(m.asked.is_empty() && m.not_sold.is_empty());
     assert!(m.quota_zero.contains_key("trn2"), "a quota of 0 is dropped only when a search succeeds");
@@ -121,8 +121,8 @@ fn a_far_future_memory_is_read_as_of_the_clock() {
     let clock = t0();
     let years = clock + Duration::days(3 * 365);
     let mut m = RegionMemory::default();
-    m.asked.insert("future".into(), Asked { at: years, cheapest: None });
-    m.asked.insert("past".into(), Asked { at: clock - Duration::hours(2), cheapest: None });
+    m.asked.insert("future".into(), Asked { at: years, cheapest: None, recorded: None });
+    m.asked.insert("past".into(), Asked { at: clock - Duration::hours(2), cheapest: None, recorded: None });
     m.not_sold.insert("p5.48xlarge".into(), years + MARKET_NOTE_TTL);
     m.not_sold.insert("p4d.24xlarge".into(), clock + Duration::hours(20));
     m.note_quota_zero("trn2", years);
@@ -142,7 +142,7 @@ fn a_far_future_memory_is_read_as_of_the_clock() {
     assert!(m.refusals["p5"].conclusive(clock + QUOTA_SPREAD));
     // Within the margin (clocks differ a little between runs): kept.
     let mut near = RegionMemory::default();
-    near.asked.insert("k".into(), Asked { at: clock + Duration::minutes(9), cheapest: None });
+    near.asked.insert("k".into(), Asked { at: clock + Duration::minutes(9), cheapest: None, recorded: None });
     assert_eq!(near.clone().clamped(clock), near);
     // Extreme stored times neither panic nor move.
     let mut extreme = RegionMemory::default();
@@ -204,18 +204,18 @@ fn a_quota_of_0_is_concluded_only_from_refusals_over_two_runs_and_30_minutes() {
 fn overlapping_runs_merge_their_memories() {
     let t = t0();
     let mut read = RegionMemory::default();
-    read.asked.insert("old".into(), Asked { at: t - Duration::days(8), cheapest: None });
-    read.asked.insert("both".into(), Asked { at: t - Duration::hours(1), cheapest: None });
+    read.asked.insert("old".into(), Asked { at: t - Duration::days(8), cheapest: None, recorded: None });
+    read.asked.insert("both".into(), Asked { at: t - Duration::hours(1), cheapest: None, recorded: None });
     read.quota_zero.insert("trn2".into(), QuotaZero { since: t - Duration::hours(3) });
     // The first run answered "a" and "both", and cleared trn2 (a search succeeded).
     let mut first = read.clone();
-    first.asked.insert("a".into(), Asked { at: t, cheapest: Some(dec!(3)) });
-    first.asked.insert("both".into(), Asked { at: t, cheapest: Some(dec!(4)) });
+    first.asked.insert("a".into(), Asked { at: t, cheapest: Some(dec!(3)), recorded: None });
+    first.asked.insert("both".into(), Asked { at: t, cheapest: Some(dec!(4)), recorded: None });
     first.quota_zero.remove("trn2");
     // The second answered "b" and "both" a minute later, and pruned "old".
     let mut second = read.clone();
-    second.asked.insert("b".into(), Asked { at: t, cheapest: None });
-    second.asked.insert("both".into(), Asked { at: t + Duration::minutes(1), cheapest: Some(dec!(5)) });
+    second.asked.insert("b".into(), Asked { at: t, cheapest: None, recorded: None });
+    second.asked.insert("both".into(), Asked { at: t + Duration::minutes(1), cheapest: Some(dec!(5)), recorded: None });
     second.asked.remove("old");
     let stored = first.clone().merged(&read, RegionMemory::default());
     let stored = second.merged(&read, stored);
