@@ -41,7 +41,9 @@ WARNING_BEFORE_END = dt.timedelta(minutes=40)
 FUNCTIONS = {
     # EC2's describe limit runs 80 times faster in the demo's market (infra/examples/market.toml):
     # the scan paces itself on the same scale.
-    "scan-offerings": {"CAPBLOCK_MODE": "live", "CAPBLOCK_DESCRIBE_REFILL_SECONDS": "0.05", "CAPBLOCK_ASK_SECONDS": "1"},
+    "scan-offerings": {"CAPBLOCK_MODE": "live", "CAPBLOCK_DESCRIBE_REFILL_SECONDS": "0.05",
+                        "CAPBLOCK_DESCRIBE_FASTEST_SECONDS": "0.0125", "CAPBLOCK_DESCRIBE_SLOWEST_SECONDS": "0.375",
+                        "CAPBLOCK_ASK_SECONDS": "1"},
     "track-blocks": {
         "CAPBLOCK_MODE": "live",
         "CAPBLOCK_SCHEDULE_GROUP": GROUP,

@@ -7,7 +7,8 @@
 //! setting but a learned figure, per region, kept between runs:
 //! - calls are spaced by the pace from the first one: capblock never spends the burst, which
 //!   is what a person in the console or a notebook needs when they ask;
-//! - each answer raises the rate additively, quickly while it is well under the rate at which
+//! - each answer raises the rate additively (by a share of the assumed refill rate), quickly
+//!   while it is well under the rate at which
 //!   EC2 last refused (`limit`), slowly past `KNEE` of it: most of the time is spent just under
 //!   the limit, and the limit is probed again only gently, since the bucket empties when
 //!   capblock asks faster than EC2 refills it, and an empty bucket refuses everyone;
@@ -29,10 +30,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// Rate added per answer while under `KNEE` of the learned limit, calls/s.
-pub const FAST_STEP: f64 = 0.005;
-/// Rate added per answer at or past `KNEE` of the learned limit (the gentle probe), calls/s.
-pub const SLOW_STEP: f64 = 0.0003;
+/// Rate added per answer while under `KNEE` of the learned limit, as a share of the refill rate
+/// capblock assumes (0.005 calls/s for one call per 4 s).
+pub const FAST_STEP: f64 = 0.02;
+/// Rate added per answer at or past `KNEE` of the learned limit (the gentle probe), as a share
+/// of the assumed refill rate (0.0003 calls/s for one call per 4 s).
+pub const SLOW_STEP: f64 = 0.0012;
 /// Share of the learned limit up to which the rate climbs quickly.
 pub const KNEE: f64 = 0.9;
 /// The cut after a refusal capblock's own pace explains.
@@ -116,11 +119,12 @@ impl Pace {
     /// EC2 answered: ask a little faster.
     pub fn answered(&mut self, bounds: &PaceBounds) {
         let rate = self.rate();
-        let step = match self.limit_ms {
+        let share = match self.limit_ms {
             Some(limit) if rate >= KNEE * rate_of(limit) => SLOW_STEP,
             _ => FAST_STEP,
         };
-        self.set_rate(rate + step, bounds);
+        // Steps scale with the refill assumed: the same climb on a limit sped up for tests.
+        self.set_rate(rate + share / bounds.refill.as_secs_f64(), bounds);
     }
 
     /// EC2 refused a call for its limit. `rested`: the call came at least a refill after the
@@ -219,8 +223,8 @@ mod tests {
         let (r_near, r_far) = (near.rate(), far.rate());
         near.answered(&b);
         far.answered(&b);
-        assert!((near.rate() - r_near - SLOW_STEP).abs() < 0.0005, "{near:?}");
-        assert!((far.rate() - r_far - FAST_STEP).abs() < 0.0005, "{far:?}");
+        assert!((near.rate() - r_near - 0.0003).abs() < 0.0005, "{near:?}");
+        assert!((far.rate() - r_far - 0.005).abs() < 0.0005, "{far:?}");
     }
 
     /// The figures the module's doc quotes: a quiet bucket under each reading of the limit is

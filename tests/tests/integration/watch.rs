@@ -147,3 +147,34 @@ async fn the_price_history_is_written_on_change_and_every_ten_minutes() {
     let later = h.scan().await;
     assert!(later.observations_written > 0 && answered > 0, "{later:#?}");
 }
+
+/// On the simulator's describe limit (sped up: a burst of 2, one call per 100 ms), the learned
+/// pace rises over scans of a quiet account to about the refill, and falls well below it when a
+/// notebook in the account asks faster than the refill; the refusals it meets then are counted
+/// as others' (contended), and the notebook's own calls are refused too, which is why the pace
+/// gives way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pace_rises_on_a_quiet_account_and_falls_when_another_caller_spends_the_limit() {
+    let h = Rig::paced("pace", &market(84), CLOCK, STACK).await;
+    h.put_rules(&[rule(&h)]).await;
+    let east = "us-east-1".parse().unwrap();
+    let start = h.scan.describe.pace();
+    for _ in 0..3 {
+        h.scan().await;
+        h.advance_minutes(1).await;
+    }
+    let quiet = h.store.region_memory(&east).await.unwrap().pace.unwrap();
+    assert!(quiet.gap() < start, "rose from {start:?}: {quiet:?}");
+    // A notebook asking every 80 ms: more than the whole refill.
+    h.sim.behaviour(r#"{"describe_limit_others": [{"name": "notebook", "calls": 1, "every_secs": 0.08}]}"#).await;
+    let mut contended = 0;
+    for _ in 0..3 {
+        contended += h.scan().await.regions["us-east-1"].contended;
+        h.advance_minutes(1).await;
+    }
+    let busy = h.store.region_memory(&east).await.unwrap().pace.unwrap();
+    assert!(busy.gap() > quiet.gap() * 2, "gave way: {quiet:?} then {busy:?}");
+    assert!(contended > 0, "refusals counted as others'");
+    let state = h.sim.state().await;
+    assert!(state["describe_limit_others"]["refused"].as_u64().unwrap() > 0, "{state}");
+}
