@@ -141,19 +141,30 @@ fn budget_row(owner: &str, u: Option<&capblock_shared::domain::budget::BudgetUsa
 /// "us-east-1: 64 questions, every question asked within 4 min 20 s (half within 2 min 10 s),
 /// one call every 4.2 s (2026-12-01 10:00 UTC)", and the refusals others likely met too.
 fn watch_line(region: &str, w: &Watch) -> String {
-    let mut line = format!(
-        "{region}: {} question{}, every question asked within {} (half within {}), one call every {:.1} s",
-        w.questions,
-        if w.questions == 1 { "" } else { "s" },
-        secs(w.age_max_secs),
-        secs(w.age_p50_secs),
-        w.gap_ms as f64 / 1000.0
-    );
+    let answered = w.questions.saturating_sub(w.unanswered);
+    let mut line = format!("{region}: {} question{}", w.questions, if w.questions == 1 { "" } else { "s" });
+    if answered > 0 {
+        line.push_str(&format!(
+            ", every {} asked within {} (half within {})",
+            if w.unanswered == 0 { "question".to_string() } else { format!("one of the {answered} answered") },
+            secs(w.age_max_secs),
+            secs(w.age_p50_secs)
+        ));
+    }
+    if w.unanswered > 0 {
+        line.push_str(&format!(", {} never answered (not reached yet, not sold there, or a quota of 0)", w.unanswered));
+    }
+    line.push_str(&format!(", one call every {}", gap(w.gap_ms)));
     if w.contended > 0 {
         line.push_str(&format!("; {} refusal(s) others in the account likely met too", w.contended));
     }
     line.push_str(&format!(" ({} UTC)", when(w.at)));
     line
+}
+
+/// "4.2 s", or "13 ms" under a second (a sped-up local limit).
+fn gap(ms: u64) -> String {
+    if ms < 1000 { format!("{ms} ms") } else { format!("{:.1} s", ms as f64 / 1000.0) }
 }
 
 /// "45 s", "4 min 20 s", "2 h 5 min", "3 d 4 h": seconds matter in a watch of minutes.
@@ -179,6 +190,7 @@ mod tests {
         let w = Watch {
             at: "2026-12-01T10:00:00Z".parse().unwrap(),
             questions: 64,
+            unanswered: 0,
             age_p50_secs: 130,
             age_max_secs: 260,
             calls: 12,
@@ -192,6 +204,12 @@ mod tests {
              one call every 4.2 s (2026-12-01 10:00 UTC)"
         );
         assert_eq!((secs(45), secs(7500), secs(90_000)), ("45 s".into(), "2 h 5 min".into(), "1 d 1 h".into()));
+        let w = Watch { questions: 4, unanswered: 1, gap_ms: 13, ..w };
+        assert_eq!(
+            watch_line("us-east-1", &w),
+            "us-east-1: 4 questions, every one of the 3 answered asked within 4 min 20 s (half within 2 min 10 s), \
+             1 never answered (not reached yet, not sold there, or a quota of 0), one call every 13 ms (2026-12-01 10:00 UTC)"
+        );
     }
 
     #[test]

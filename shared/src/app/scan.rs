@@ -24,7 +24,7 @@ use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::plan::{
-    self, Asked, Candidate, DescribeBudget, FORGET_AFTER, MARKET_NOTE_TTL, Refusals, RegionMemory, Watch, family,
+    self, Asked, Candidate, DescribeBudget, MARKET_NOTE_TTL, Refusals, RegionMemory, Watch, family,
 };
 use crate::domain::rule::{Mode, Rule, StartWindow};
 use crate::domain::run_time::RunTime;
@@ -671,26 +671,25 @@ where
     }
 
     /// How well each region asked this run is watched now: the ages of its questions' last
-    /// answers (never answered: `FORGET_AFTER`), into the report and the region's memory.
+    /// answers (and how many have none yet), into the report and the region's memory.
     fn watch(&self, plan: &mut Plan, calls: &BTreeMap<Region, super::fan_out::Calls>, now: DateTime<Utc>) {
         for (region, c) in calls {
             let Some(memory) = plan.memories.get_mut(region) else { continue };
-            let mut ages: Vec<u64> = plan
-                .all
+            let mine: Vec<&Planned> = plan.all.iter().filter(|p| &p.question.query.region == region).collect();
+            let mut ages: Vec<u64> = mine
                 .iter()
-                .filter(|p| &p.question.query.region == region)
-                .map(|p| {
-                    let age = memory.asked.get(&p.question.key).map_or(FORGET_AFTER, |a| now - a.at);
-                    age.num_seconds().max(0) as u64
-                })
+                .filter_map(|p| memory.asked.get(&p.question.key))
+                .map(|a| (now - a.at).num_seconds().max(0) as u64)
                 .collect();
-            let questions = ages.len() as u32;
+            let questions = mine.len() as u32;
+            let unanswered = questions - ages.len() as u32;
             let (p50, max) = Watch::ages(&mut ages);
             let counts = plan.regions.entry(region.to_string()).or_default();
             (counts.age_p50_secs, counts.age_max_secs) = (p50, max);
             memory.watch = Some(Watch {
                 at: now,
                 questions,
+                unanswered,
                 age_p50_secs: p50,
                 age_max_secs: max,
                 calls: c.sent as u32,

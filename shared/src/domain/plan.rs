@@ -192,9 +192,12 @@ pub struct Watch {
     pub at: DateTime<Utc>,
     /// Distinct questions the rules ask of the region.
     pub questions: u32,
-    /// Of them, how long ago each was last answered: the median and the longest, in seconds
-    /// (never answered counts as `FORGET_AFTER`). The longest is how long a full cycle of the
-    /// region's questions takes now.
+    /// Of them, those never answered yet (not reached yet, not sold here, or a family with a
+    /// quota of 0): they have no age.
+    #[serde(default)]
+    pub unanswered: u32,
+    /// Of the others, how long ago each was last answered: the median and the longest, in
+    /// seconds. The longest is how long a full cycle of the region's questions takes now.
     pub age_p50_secs: u64,
     pub age_max_secs: u64,
     /// This run's calls, the refusals among them, and the refusals capblock's own pace does not
