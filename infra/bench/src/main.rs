@@ -626,7 +626,12 @@ fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec
     );
     env.insert("CAPBLOCK_REMINDER_ROLE_ARN".into(), "arn:aws:iam::123456789012:role/capblock-reminder".into());
     let env: Vec<(String, String)> = env.into_iter().collect();
-    let tick = format!(r#"{{"source": "capblock.schedule", "time": "{}"}}"#, fanout::CLOCK);
+    // A tick at the wall clock's time: one far from it is a replay, which writes nothing, and the
+    // cost rows count the writes a real run makes (memory, claims, price history).
+    let tick = format!(
+        r#"{{"source": "capblock.schedule", "time": "{}"}}"#,
+        chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    );
     let warning = std::fs::read_to_string(
         a.repo.join("shared/src/domain/events/fixtures/capacity-block-expiration-warning.json"),
     )
