@@ -17,6 +17,7 @@ help:
 	@echo "make demo      run the main job locally: simulated market + emulated AWS, end to end"
 	@echo "make test      every check and test (what CI runs)"
 	@echo "make test-long the integration tests with more fault-injection rounds (CAPBLOCK_LONG=1)"
+	@echo "make check     the quick checks, no local stack: format, clippy, layers, template lint"
 	@echo "make package   build the Lambda deployment zips (ARCH=arm64|x86_64)"
 	@echo "make audit     cargo-audit on Cargo.lock: make audit ADVISORY_DB=/path/to/advisory-db"
 
@@ -37,6 +38,9 @@ test: lint-rust lint-infra test-rust test-sim-boto3 test-template
 lint-rust: toolchain
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
+
+# The quick checks before a commit, with no local stack and no tests run (make test runs them all).
+check: lint-rust lint-infra test-template
 
 # shellcheck on infra/**/*.sh, ruff (ruff.toml) on infra/**/*.py; pinned in infra/lint/requirements.txt.
 lint-infra:
