@@ -28,8 +28,36 @@ seed="$(
 if [[ -z $seed || ! -d $seed/debug ]]; then
 	exit 0
 fi
+# The copy leaves out the incremental caches (about half of a debug tree): they belong to the
+# workspace's own crates, which rebuild anyway. It needs the seed's size again plus room for the
+# build (10 GiB); short of that, the least recently built other target directories are removed
+# (they are caches: a clone that used one rebuilds), and if that is still not enough the clone
+# builds cold rather than failing on a full disk.
+kib() { du -sk --exclude=incremental "$1" 2>/dev/null | cut -f1; }
+free_kib() { df -Pk "$cache" | awk 'NR == 2 { print $4 }'; }
+need=$(($(kib "$seed") + 10 * 1024 * 1024))
+while (($(free_kib) < need)); do
+	oldest="$(
+		for d in "$cache"/target*; do
+			[[ $d == "$target" || $d == "$seed" || $d == *.seeding.* || ! -d $d/debug/.fingerprint ]] && continue
+			printf '%s %s
+' "$(stat -c %Y "$d/debug/.fingerprint")" "$d"
+		done | sort -n | head -n 1 | cut -d' ' -f2-
+	)"
+	[[ -z $oldest ]] && break
+	echo "target-dir: removing $oldest (least recently built) to make room" >&2
+	rm -rf "$oldest"
+done
+if (($(free_kib) < need)); then
+	echo "target-dir: not enough disk to seed $target from $seed; building cold" >&2
+	exit 0
+fi
 echo "target-dir: seeding $target from $seed (dependencies reused; the workspace rebuilds)" >&2
 tmp="$target.seeding.$$"
 trap 'rm -rf "$tmp"' EXIT
-cp -a "$seed" "$tmp"
+mkdir -p "$tmp"
+if ! tar -C "$seed" --exclude='./*/incremental' -cf - . | tar -C "$tmp" -xf -; then
+	echo "target-dir: seeding failed; building cold" >&2
+	exit 0
+fi
 mv -T "$tmp" "$target" 2>/dev/null || true
