@@ -514,8 +514,6 @@ pub struct Outcome {
     pub regions: usize,
     /// capblock: seconds each run spent asking (start of the run to `ask_all`'s return).
     pub ask_secs: Vec<f64>,
-    /// capblock: appearances found by a question the planner picked as most promising.
-    pub by_priority: usize,
     /// capblock: answers carried over to the next run.
     pub carried_over: u64,
     /// capblock: answers that were neither offerings nor carried over.
@@ -580,7 +578,6 @@ async fn ask(world: &World, market: &Market<'_>, end: Instant, asker: Asker) -> 
             days: world.setup.horizon.as_secs_f64() / 86400.0,
             regions: GRID.len(),
             ask_secs: Vec::new(),
-            by_priority: 0,
             carried_over: 0,
             lost: 0,
             others_calls: 0,
@@ -632,7 +629,6 @@ async fn capblock(
 ) {
     let catalog = AcceleratorCatalog::new();
     let pacing = Pacing::from(&budget);
-    let bounds = budget.bounds();
     let regions: Vec<Region> = GRID.iter().map(|g| g.0.parse().expect("region")).collect();
     let mut memories: BTreeMap<Region, RegionMemory> =
         regions.iter().map(|r| (r.clone(), Default::default())).collect();
@@ -643,11 +639,9 @@ async fn capblock(
         sleep_until(tick).await;
         let now = clock() + chrono::Duration::from_std(tick - market.start).expect("in range");
         // The plan, region by region as the scan makes it (all questions askable).
-        let mut chosen: Vec<(usize, bool)> = Vec::new();
+        let mut chosen: Vec<usize> = Vec::new();
         for (region, memory) in &memories {
-            // As the scan plans: what the learned pace fits in the asking time, and half again.
-            let gap = memory.pace.map_or(bounds.start, |p| p.within(&bounds).gap());
-            let calls = budget.calls_at(gap) * 3 / 2;
+            let calls = budget.planned(memory.pace);
             let mine: Vec<usize> =
                 (0..world.questions.len()).filter(|&i| &world.questions[i].query.region == region).collect();
             let candidates: Vec<Candidate> = mine
@@ -658,12 +652,9 @@ async fn capblock(
                     closes_in: chrono::Duration::days(14),
                 })
                 .collect();
-            let picked = plan::choose(&candidates, memory, calls);
-            // `choose` alternates: stale, promising, stale, ... (when it cannot ask them all).
-            let split = calls < candidates.len();
-            chosen.extend(picked.into_iter().enumerate().map(|(k, j)| (mine[j], split && k % 2 == 1)));
+            chosen.extend(plan::choose(&candidates, memory, calls).into_iter().map(|j| mine[j]));
         }
-        let queries: Vec<OfferingQuery> = chosen.iter().map(|&(i, _)| world.questions[i].query.clone()).collect();
+        let queries: Vec<OfferingQuery> = chosen.iter().map(|&i| world.questions[i].query.clone()).collect();
         let paces = memories.iter().filter_map(|(r, m)| Some((r.clone(), m.pace?))).collect();
         let found_before = market.state().found.clone();
         let carried = Carried { paces, ..Carried::from(strikes.clone()) };
@@ -684,13 +675,10 @@ async fn capblock(
             memories.get_mut(region).expect("a region").pace = Some(*pace);
         }
         strikes = asked.strikes;
-        for (&(i, promising), answer) in chosen.iter().zip(asked.answers) {
+        for (&i, answer) in chosen.iter().zip(asked.answers) {
             let q = &world.questions[i];
             match answer {
                 Answer::Offerings(list) => {
-                    if promising && list.iter().any(|o| o.id.starts_with("cb-qualifying-")) {
-                        out.by_priority += 1;
-                    }
                     let cheapest = list
                         .iter()
                         .filter_map(|o| o.price_per_accelerator_hour(catalog.accelerators(&o.instance_type)?))

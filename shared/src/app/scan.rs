@@ -487,14 +487,9 @@ where
             };
             memories.insert(region, memory);
         }
-        let budget = &self.settings.describe;
-        let bounds = budget.bounds();
         let mut chosen = Vec::new();
         for (region, memory) in &memories {
-            // As many questions as the learned pace fits in the asking time, and half again:
-            // the pace rises while EC2 answers, and what is not reached is carried over.
-            let gap = memory.pace.map_or(bounds.start, |p| p.within(&bounds).gap());
-            let calls = budget.calls_at(gap) * 3 / 2;
+            let calls = self.settings.describe.planned(memory.pace);
             let mut probed: BTreeSet<&str> = BTreeSet::new();
             let askable: Vec<usize> = (0..all.len())
                 .filter(|&i| &all[i].question.query.region == region)

@@ -86,6 +86,19 @@ impl DescribeBudget {
         1 + (self.ask_for.as_secs_f64() / gap.as_secs_f64().max(0.001)).floor() as usize
     }
 
+    /// Questions a run plans for a region at `gap`: what the pace fits in the asking time, and
+    /// half again (the pace rises while EC2 answers; what is not reached is carried over).
+    pub fn planned_at(&self, gap: StdDuration) -> usize {
+        self.calls_at(gap) * 3 / 2
+    }
+
+    /// [`DescribeBudget::planned_at`] the region's learned pace (within today's bounds), or the
+    /// starting pace when none is learned yet.
+    pub fn planned(&self, pace: Option<Pace>) -> usize {
+        let bounds = self.bounds();
+        self.planned_at(pace.map_or(bounds.start, |p| p.within(&bounds).gap()))
+    }
+
     /// Checks the numbers an operator may set.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.share > 0.0 && self.share <= 1.0) {

@@ -218,8 +218,8 @@ async fn a_describe_limit_storm_loses_no_question_and_fails_no_region() {
         .window(0, 10)
         .rule(t0());
     h.put_rules(&[r]).await;
-    // The most a run plans: half again what its fastest pace fits in the asking time.
-    let calls = h.scan.describe.calls_at(h.scan.describe.fastest) * 3 / 2;
+    // The most a run plans: what its fastest pace allows.
+    let calls = h.scan.describe.planned_at(h.scan.describe.fastest);
     let mut answered_keys = 0;
     let mut runs = 0;
     let mut seen = 0;

@@ -53,19 +53,51 @@ impl MarketMemory for DynamoStore {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
+        self.put_watch(
+            region,
+            run,
+            until.timestamp(),
+            "attribute_not_exists(pk) OR #until < :now OR #run = :run",
+            Some(now),
+        )
+        .await
+    }
+
+    /// A put that ends the claim at once, only if it is still this run's (no DeleteItem: the
+    /// scan's role needs no more than it has).
+    async fn release_watch(&self, region: &Region, run: &str) -> Result<(), StoreError> {
+        self.put_watch(region, run, 0, "#run = :run", None).await.map(|_| ())
+    }
+}
+
+impl DynamoStore {
+    /// Writes `run`'s claim of `region` until `until` (epoch seconds) if `condition` holds
+    /// (`#run`/`:run` name the run, `#until`/`:now` the claim's end and `now`, when given);
+    /// false when it does not.
+    async fn put_watch(
+        &self,
+        region: &Region,
+        run: &str,
+        until: i64,
+        condition: &str,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<bool, StoreError> {
         let mut item = key(format!("MARKET#{region}"), "WATCH");
         item.insert("run".into(), s(run));
-        item.insert("until".into(), n(until.timestamp()));
-        let put = self
+        item.insert("until".into(), n(until));
+        let mut put = self
             .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk) OR #until < :now OR #run = :run")
-            .expression_attribute_names("#until", "until")
+            .condition_expression(condition)
             .expression_attribute_names("#run", "run")
-            .expression_attribute_values(":now", n(now.timestamp()))
             .expression_attribute_values(":run", s(run));
+        if let Some(now) = now {
+            put = put
+                .expression_attribute_names("#until", "until")
+                .expression_attribute_values(":now", n(now.timestamp()));
+        }
         match put.send().await.map_err(|e| store_err(&format!("watch claim of {region}"), e)) {
             Ok(_) => Ok(true),
             Err(StoreError::Conflict(_)) => Ok(false),
@@ -73,28 +105,6 @@ impl MarketMemory for DynamoStore {
         }
     }
 
-    /// A put that ends the claim at once, only if it is still this run's (no DeleteItem: the
-    /// scan's role needs no more than it has).
-    async fn release_watch(&self, region: &Region, run: &str) -> Result<(), StoreError> {
-        let mut item = key(format!("MARKET#{region}"), "WATCH");
-        item.insert("run".into(), s(run));
-        item.insert("until".into(), n(0));
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("#run = :run")
-            .expression_attribute_names("#run", "run")
-            .expression_attribute_values(":run", s(run));
-        match put.send().await.map_err(|e| store_err(&format!("watch claim of {region}"), e)) {
-            Ok(_) | Err(StoreError::Conflict(_)) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-impl DynamoStore {
     /// The region's memory and its version (`None`: never saved, or saved before versions).
     async fn versioned_memory(&self, region: &Region) -> Result<(RegionMemory, Option<u64>), StoreError> {
         let Some(item) = self.get(key(format!("MARKET#{region}"), "MEMORY")).await? else {

@@ -22,6 +22,12 @@ fn the_budget_turns_into_calls_per_region() {
     let all = DescribeBudget { share: 1.0, ..b };
     assert_eq!(all.calls_per_region(), 13);
     assert_eq!(b.calls_at(StdDuration::from_secs(5)), 11);
+    // A run plans half again what its pace fits: the starting pace without a learned one.
+    assert_eq!(b.planned(None), 10);
+    let learned = crate::domain::pace::Pace { gap_ms: 5000, limit_ms: None };
+    assert_eq!(b.planned(Some(learned)), 16);
+    // A learned pace past today's bounds is taken within them (1 s at the fastest).
+    assert_eq!(b.planned(Some(crate::domain::pace::Pace { gap_ms: 10, limit_ms: None })), b.planned_at(b.fastest));
     // The learned pace's bounds: 1 s to 30 s by default, and never the wrong way round.
     assert_eq!((b.bounds().fastest, b.bounds().slowest), (StdDuration::from_secs(1), StdDuration::from_secs(30)));
     assert!(DescribeBudget { fastest: StdDuration::from_secs(40), ..b }.validate().is_err());
