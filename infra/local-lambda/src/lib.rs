@@ -1,7 +1,8 @@
-//! A local Lambda Runtime API: enough of it to run a real function binary (one built on
-//! `lambda_runtime`) outside Lambda, and capblock's only one. The `capblock-local-lambda` binary
-//! (`make demo`), the integration tests (`tests/`) and the cold-start bench (`infra/bench/`) all
-//! run their functions behind [`RuntimeApi`].
+//! A local Lambda: enough of the Lambda Runtime API to run a real function binary (one built on
+//! `lambda_runtime`) outside Lambda, and enough of Lambda's `Invoke` to call it with the real
+//! SDK; capblock's only one. The `capblock-local-lambda` binary (`make demo`), the integration
+//! tests (`tests/`) and the cold-start bench (`infra/bench/`) all run their functions behind
+//! [`RuntimeApi`].
 //!
 //! The server listens on loopback and answers what the function's `lambda_runtime` loop calls:
 //!
@@ -13,19 +14,29 @@
 //!   [`Answer`], recorded with the instant the function took the invocation and the instant it
 //!   answered.
 //! * `POST .../init/error`: recorded as an init error.
-//! * `POST /invoke` (not Lambda's path: the local `Invoke`): the body is the event; waits for the
-//!   function's answer and returns it, 200 with the response or 500 with the error document, as
-//!   `Invoke` would (500 `Timeout` when no answer comes within [`Config::timeout`]).
 //!
-//! Invocations are queued with [`RuntimeApi::invoke`] (or `POST /invoke`) and handed out in order;
-//! one function process takes one at a time, like one warm Lambda container. The function
+//! and what a caller of the function sends:
+//!
+//! * `POST /2015-03-31/functions/<FunctionName>/invocations`: Lambda's own `Invoke`, so that
+//!   `aws-sdk-lambda` pointed here (`AWS_ENDPOINT_URL_LAMBDA`) can call the function. See
+//!   [`invoke`] for what it answers.
+//! * `POST /invoke` (not Lambda's path: the local `Invoke` of the scripts): the body is the event;
+//!   waits for the function's answer and returns it, 200 with the response or 500 with the error
+//!   document (500 `Timeout` when no answer comes within [`Config::timeout`]).
+//!
+//! Invocations are queued with [`RuntimeApi::invoke`] (or either `Invoke`) and handed out in
+//! order; one function process takes one at a time, like one warm Lambda container. The function
 //! process is started with [`RuntimeApi::spawn`], which sets `AWS_LAMBDA_RUNTIME_API` and the
 //! other variables `lambda_runtime` reads. What happens can be read back ([`RuntimeApi::answer`],
 //! [`RuntimeApi::wait_answer`], ...) or followed as it happens ([`RuntimeApi::events`]: each
 //! request's [`Instant`], for timing a cold start).
 //!
-//! Everything runs on the caller's tokio runtime; the server stops when the [`RuntimeApi`] is
-//! dropped (open connections are closed).
+//! One [`RuntimeApi`] is one function. An [`InvokeRouter`] puts several behind one endpoint, as
+//! Lambda does: it serves the same `Invoke` path and forwards each call to the [`RuntimeApi`] of
+//! the function it names.
+//!
+//! Everything runs on the caller's tokio runtime; a server stops when its [`RuntimeApi`] or
+//! [`InvokeRouter`] is dropped (open connections are closed).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
@@ -43,6 +54,9 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
+
+pub mod invoke;
+pub use invoke::{INVOKE_PATH, InvokeRouter};
 
 /// The Runtime API's path prefix.
 pub const RUNTIME_PATH: &str = "/2018-06-01/runtime";
@@ -340,6 +354,19 @@ impl Shared {
         s.emit(Event::InitError { body, at });
     }
 
+    /// Queues one invocation and waits up to the function's timeout for its answer (`None`: no
+    /// answer in time); returns its request id too.
+    async fn call(&self, body: Vec<u8>) -> (String, Option<Answer>) {
+        let id = self.enqueue(body);
+        let deadline = tokio::time::Instant::now() + self.config.timeout;
+        let answer = self.wait_answer(&id, deadline, true).await;
+        if answer.is_none() {
+            // Not answered in time: do not leave it queued for a later caller.
+            self.state().queue.retain(|q| q.id != id);
+        }
+        (id, answer)
+    }
+
     /// Waits until `request_id` is answered or `deadline`; `forget`: drop what is kept of it.
     async fn wait_answer(&self, request_id: &str, deadline: tokio::time::Instant, forget: bool) -> Option<Answer> {
         loop {
@@ -493,13 +520,22 @@ impl RuntimeApi {
 }
 
 async fn accept(listener: TcpListener, shared: Arc<Shared>) {
-    // Connections live in this set: aborting this task (dropping the RuntimeApi) closes them.
+    serve_connections(listener, |sock| connection(sock, shared.clone())).await
+}
+
+/// Accepts connections for ever, each served by `serve` on a task of its own.
+async fn serve_connections<F, Fut>(listener: TcpListener, serve: F)
+where
+    F: Fn(TcpStream) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    // Connections live in this set: aborting this task (dropping the server) closes them.
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((sock, _)) => {
-                    conns.spawn(connection(sock, shared.clone()));
+                    conns.spawn(serve(sock));
                 }
                 // e.g. out of file descriptors: let connections finish, then try again
                 Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
@@ -511,7 +547,17 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>) {
 
 /// A JSON response with `headers`.
 fn response(status: u16, headers: &[(&str, String)], body: &[u8]) -> Message {
-    headers.iter().fold(Message::response(status, body), |m, (k, v)| m.with_header(k, v.clone()))
+    // The shared helper's reason phrases stop at the statuses the other tools send (no 204).
+    let reason = match status {
+        200 => "OK",
+        202 => "Accepted",
+        204 => "No Content",
+        400 => "Bad Request",
+        404 => "Not Found",
+        _ => "Internal Server Error",
+    };
+    let m = Message { start: format!("HTTP/1.1 {status} {reason}"), ..Message::response(status, body) };
+    headers.iter().fold(m, |m, (k, v)| m.with_header(k, v.clone()))
 }
 
 const ACCEPTED: &[u8] = br#"{"status":"OK"}"#;
@@ -593,18 +639,11 @@ async fn connection(sock: TcpStream, shared: Arc<Shared>) {
                     _ => response(404, &[], br#"{"errorMessage":"unknown path"}"#),
                 }
             }
-            ("POST", None) if path == "/invoke" => {
-                let id = shared.enqueue(req.body);
-                let deadline = tokio::time::Instant::now() + shared.config.timeout;
-                match shared.wait_answer(&id, deadline, true).await {
-                    Some(a) => response(if a.kind == Kind::Response { 200 } else { 500 }, &[], &a.body),
-                    None => {
-                        // Not answered in time: do not leave it queued for a later caller.
-                        shared.state().queue.retain(|q| q.id != id);
-                        response(500, &[], br#"{"errorType":"Timeout","errorMessage":"no answer in time"}"#)
-                    }
-                }
-            }
+            ("POST", None) if path == "/invoke" => match shared.call(req.body).await {
+                (_, Some(a)) => response(if a.kind == Kind::Response { 200 } else { 500 }, &[], &a.body),
+                (_, None) => response(500, &[], br#"{"errorType":"Timeout","errorMessage":"no answer in time"}"#),
+            },
+            ("POST", None) if invoke::is_invoke_path(&path) => invoke::serve(&shared, req).await,
             _ => response(404, &[], br#"{"errorMessage":"unknown path"}"#),
         };
         if write_message(&mut w, &reply, true).await.is_err() {

@@ -30,12 +30,24 @@ impl Reply {
 
 impl Client {
     async fn connect(api: &RuntimeApi) -> Client {
-        let (r, w) = TcpStream::connect(api.addr()).await.unwrap().into_split();
+        Client::to(api.addr()).await
+    }
+
+    async fn to(addr: SocketAddr) -> Client {
+        let (r, w) = TcpStream::connect(addr).await.unwrap().into_split();
         Client { r: BufReader::new(r), w }
     }
 
     async fn send(&mut self, method: &str, path: &str, body: &[u8]) {
-        let head = format!("{method} {path} HTTP/1.1\r\nHost: local\r\nContent-Length: {}\r\n\r\n", body.len());
+        self.send_with(method, path, &[], body).await
+    }
+
+    async fn send_with(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) {
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: local\r\nContent-Length: {}\r\n", body.len());
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
         self.w.write_all(head.as_bytes()).await.unwrap();
         self.w.write_all(body).await.unwrap();
     }
@@ -46,7 +58,11 @@ impl Client {
     }
 
     async fn call(&mut self, method: &str, path: &str, body: &[u8]) -> Reply {
-        self.send(method, path, body).await;
+        self.call_with(method, path, &[], body).await
+    }
+
+    async fn call_with(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+        self.send_with(method, path, headers, body).await;
         tokio::time::timeout(WAIT, self.reply()).await.expect("a reply in time")
     }
 }
@@ -368,4 +384,266 @@ async fn env_clear_starts_from_nothing() {
         out.split_whitespace().collect::<Vec<_>>().join(" "),
         format!("unset sh 128 bench bench mine {}", api.runtime_api())
     );
+}
+
+// Lambda's Invoke path, on one RuntimeApi and through the router.
+
+/// Plays the function in-process for `n` invocations: `answer` turns each event into what the
+/// function posts. Returns the request ids it was handed.
+async fn play(api: &RuntimeApi, n: usize, answer: impl Fn(Value) -> (Kind, Value)) -> Vec<String> {
+    let mut f = Client::connect(api).await;
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let next = f.call("GET", &next_path(), b"").await;
+        let id = next.header("Lambda-Runtime-Aws-Request-Id").unwrap().to_string();
+        let (kind, body) = answer(next.json());
+        let endpoint = if kind == Kind::Response { "response" } else { "error" };
+        let path = format!("{RUNTIME_PATH}/invocation/{id}/{endpoint}");
+        assert_eq!(f.call("POST", &path, body.to_string().as_bytes()).await.status, 202);
+        ids.push(id);
+    }
+    ids
+}
+
+/// Doubles `n`, or fails with a `Negative` error for a negative one.
+fn double(event: Value) -> (Kind, Value) {
+    let n = event["n"].as_i64().unwrap();
+    if n < 0 {
+        (Kind::Error, json!({"errorType": "Negative", "errorMessage": format!("{n}")}))
+    } else {
+        (Kind::Response, json!({"double": n * 2}))
+    }
+}
+
+/// A RuntimeApi for function `name` in eu-west-1.
+async fn named(name: &str) -> RuntimeApi {
+    let config = Config { function_arn: function_arn("eu-west-1", name), ..Config::default() };
+    RuntimeApi::start(config).await.unwrap()
+}
+
+const INVOCATION_TYPE: &str = "X-Amz-Invocation-Type";
+
+#[test]
+fn invoke_paths_are_percent_encoded() {
+    assert_eq!(invoke::invoke_path("fn"), "/2015-03-31/functions/fn/invocations");
+    assert_eq!(
+        invoke::invoke_path("arn:aws:lambda:eu-west-1:123456789012:function:fn:$LATEST"),
+        "/2015-03-31/functions/arn%3Aaws%3Alambda%3Aeu-west-1%3A123456789012%3Afunction%3Afn%3A%24LATEST/invocations"
+    );
+}
+
+#[tokio::test]
+async fn lambda_invoke_by_name_answers_the_response() {
+    let api = named("fn").await;
+    let caller = async {
+        let mut c = Client::connect(&api).await;
+        c.call("POST", &invoke::invoke_path("fn"), br#"{"n": 21}"#).await
+    };
+    let (ok, ids) = tokio::join!(caller, play(&api, 1, double));
+    assert_eq!((ok.status, ok.json()), (200, json!({"double": 42})));
+    assert_eq!(ok.header("X-Amz-Executed-Version"), Some("$LATEST"));
+    assert_eq!(ok.header("X-Amz-Function-Error"), None);
+    // The Invoke's request id is the invocation's, as the function saw it.
+    assert_eq!(ok.header("x-amzn-RequestId"), Some(ids[0].as_str()));
+}
+
+#[tokio::test]
+async fn lambda_invoke_accepts_the_arn_the_partial_arn_and_latest() {
+    let api = named("fn").await;
+    let arn = function_arn("eu-west-1", "fn");
+    let paths = [
+        invoke::invoke_path(&arn),
+        invoke::invoke_path(&format!("{arn}:$LATEST")),
+        invoke::invoke_path("fn:$LATEST"),
+        invoke::invoke_path("123456789012:function:fn"),
+        format!("{}?Qualifier=%24LATEST", invoke::invoke_path("fn")),
+    ];
+    let caller = async {
+        let mut c = Client::connect(&api).await;
+        let mut replies = Vec::new();
+        for (i, path) in paths.iter().enumerate() {
+            replies.push(c.call("POST", path, json!({"n": i}).to_string().as_bytes()).await);
+        }
+        replies
+    };
+    let (replies, _) = tokio::join!(caller, play(&api, paths.len(), double));
+    for (i, (r, path)) in replies.iter().zip(&paths).enumerate() {
+        assert_eq!((r.status, r.json()), (200, json!({"double": i * 2})), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn lambda_invoke_of_another_function_is_resource_not_found() {
+    let api = named("fn").await;
+    let mut c = Client::connect(&api).await;
+    let not_found = |arn: &str| json!({"Type": "User", "Message": format!("Function not found: {arn}")});
+    for (name, arn) in [
+        ("other", "arn:aws:lambda:eu-west-1:123456789012:function:other"),
+        ("arn:aws:lambda:us-east-1:123456789012:function:fn", "arn:aws:lambda:us-east-1:123456789012:function:fn"),
+        ("arn:aws:lambda:eu-west-1:210987654321:function:fn", "arn:aws:lambda:eu-west-1:210987654321:function:fn"),
+        ("fn:1", "arn:aws:lambda:eu-west-1:123456789012:function:fn:1"),
+        ("fn:live", "arn:aws:lambda:eu-west-1:123456789012:function:fn:live"),
+    ] {
+        let r = c.call("POST", &invoke::invoke_path(name), b"{}").await;
+        assert_eq!(r.status, 404, "{name}");
+        assert_eq!(r.header("x-amzn-ErrorType"), Some("ResourceNotFoundException"), "{name}");
+        assert_eq!(r.json(), not_found(arn), "{name}");
+    }
+    let r = c.call("POST", &format!("{}?Qualifier=2", invoke::invoke_path("fn")), b"{}").await;
+    assert_eq!((r.status, r.json()), (404, not_found("arn:aws:lambda:eu-west-1:123456789012:function:fn:2")));
+    // A bare name is looked up in the region the request was signed for, as at Lambda's endpoint.
+    let auth = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261203/us-west-2/lambda/aws4_request, \
+                SignedHeaders=host;x-amz-date, Signature=abc";
+    let r = c.call_with("POST", &invoke::invoke_path("other"), &[("Authorization", auth)], b"{}").await;
+    assert_eq!((r.status, r.json()), (404, not_found("arn:aws:lambda:us-west-2:123456789012:function:other")));
+    // Nothing was queued: a function asking now waits.
+    let mut f = waiting(&api, 0).await;
+    assert!(tokio::time::timeout(Duration::from_millis(200), f.reply()).await.is_err());
+    assert!(api.handed_out().is_empty());
+}
+
+#[tokio::test]
+async fn lambda_invoke_reports_a_function_error_with_200() {
+    let api = named("fn").await;
+    let caller = async {
+        let mut c = Client::connect(&api).await;
+        c.call("POST", &invoke::invoke_path("fn"), br#"{"n": -3}"#).await
+    };
+    let (r, _) = tokio::join!(caller, play(&api, 1, double));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("X-Amz-Function-Error"), Some("Unhandled"));
+    assert_eq!(r.header("X-Amz-Executed-Version"), Some("$LATEST"));
+    assert_eq!(r.json(), json!({"errorType": "Negative", "errorMessage": "-3"}));
+}
+
+#[tokio::test]
+async fn lambda_invoke_times_out_like_lambda() {
+    let config = Config {
+        function_arn: function_arn("eu-west-1", "fn"),
+        timeout: Duration::from_millis(300),
+        ..Config::default()
+    };
+    let api = RuntimeApi::start(config).await.unwrap();
+    let mut c = Client::connect(&api).await;
+    let r = c.call("POST", &invoke::invoke_path("fn"), b"{}").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("X-Amz-Function-Error"), Some("Unhandled"));
+    let id = r.header("x-amzn-RequestId").unwrap();
+    assert_eq!(
+        r.json(),
+        json!({"errorType": "Sandbox.Timedout", "errorMessage": format!("RequestId: {id} Error: Task timed out after 0.30 seconds")})
+    );
+    // Withdrawn: a function that asks now gets nothing.
+    let mut f = waiting(&api, 0).await;
+    assert!(tokio::time::timeout(Duration::from_millis(300), f.reply()).await.is_err());
+    assert!(api.handed_out().is_empty());
+}
+
+#[tokio::test]
+async fn lambda_invoke_event_is_queued_and_answered_202() {
+    let api = named("fn").await;
+    let mut c = Client::connect(&api).await;
+    let r = c.call_with("POST", &invoke::invoke_path("fn"), &[(INVOCATION_TYPE, "Event")], br#"{"n": 4}"#).await;
+    assert_eq!(r.status, 202);
+    assert!(r.message.body.is_empty());
+    let id = r.header("x-amzn-RequestId").unwrap().to_string();
+    // Answered before the function ran; it runs afterwards.
+    assert!(api.handed_out().is_empty());
+    assert_eq!(play(&api, 1, double).await, vec![id.clone()]);
+    assert_eq!(api.wait_outcome(&id, WAIT).await, Some(Outcome::Response(json!({"double": 8}))));
+}
+
+#[tokio::test]
+async fn lambda_invoke_dry_run_is_204_and_runs_nothing() {
+    let api = named("fn").await;
+    let mut c = Client::connect(&api).await;
+    let r = c.call_with("POST", &invoke::invoke_path("fn"), &[(INVOCATION_TYPE, "DryRun")], b"{}").await;
+    assert_eq!(r.status, 204);
+    assert!(r.message.body.is_empty());
+    // DryRun still checks the name.
+    let r = c.call_with("POST", &invoke::invoke_path("nope"), &[(INVOCATION_TYPE, "DryRun")], b"{}").await;
+    assert_eq!(r.status, 404);
+    let r = c.call_with("POST", &invoke::invoke_path("fn"), &[(INVOCATION_TYPE, "Later")], b"{}").await;
+    assert_eq!((r.status, r.header("x-amzn-ErrorType")), (400, Some("InvalidParameterValueException")));
+    let mut f = waiting(&api, 0).await;
+    assert!(tokio::time::timeout(Duration::from_millis(200), f.reply()).await.is_err());
+    assert!(api.handed_out().is_empty());
+}
+
+#[tokio::test]
+async fn the_router_forwards_each_function_to_its_runtime_api() {
+    let (alpha, beta) = (named("alpha").await, named("beta").await);
+    let routes = BTreeMap::from([("alpha".to_string(), alpha.url()), ("beta".to_string(), beta.url())]);
+    let router = InvokeRouter::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), routes).await.unwrap();
+    assert!(router.url().starts_with("http://127.0.0.1:"));
+    let tag = |name: &'static str| move |event: Value| (Kind::Response, json!({"from": name, "event": event}));
+    let caller = async {
+        let mut c = Client::to(router.addr()).await;
+        let a = c.call("POST", &invoke::invoke_path("alpha"), br#"{"n": 1}"#).await;
+        let b = c.call("POST", &invoke::invoke_path(&function_arn("eu-west-1", "beta")), br#"{"n": 2}"#).await;
+        let dry = c.call_with("POST", &invoke::invoke_path("beta"), &[(INVOCATION_TYPE, "DryRun")], b"{}").await;
+        let event = c.call_with("POST", &invoke::invoke_path("alpha"), &[(INVOCATION_TYPE, "Event")], b"{}").await;
+        // The route is by name; the function's own server still checks the region.
+        let wrong = c.call("POST", &invoke::invoke_path(&function_arn("us-east-1", "beta")), b"{}").await;
+        (a, b, dry, event, wrong)
+    };
+    let ((a, b, dry, event, wrong), alpha_ids, beta_ids) =
+        tokio::join!(caller, play(&alpha, 2, tag("alpha")), play(&beta, 1, tag("beta")));
+    assert_eq!((a.status, a.json()), (200, json!({"from": "alpha", "event": {"n": 1}})));
+    assert_eq!(a.header("x-amzn-RequestId"), Some(alpha_ids[0].as_str()));
+    assert_eq!(a.header("X-Amz-Executed-Version"), Some("$LATEST"));
+    assert_eq!((b.status, b.json()), (200, json!({"from": "beta", "event": {"n": 2}})));
+    assert_eq!(b.header("x-amzn-RequestId"), Some(beta_ids[0].as_str()));
+    assert_eq!(dry.status, 204);
+    assert_eq!(event.status, 202);
+    assert_eq!(event.header("x-amzn-RequestId"), Some(alpha_ids[1].as_str()));
+    assert_eq!((wrong.status, wrong.header("x-amzn-ErrorType")), (404, Some("ResourceNotFoundException")));
+    assert_eq!(alpha.handed_out(), alpha_ids);
+    assert_eq!(beta.handed_out(), beta_ids);
+}
+
+#[tokio::test]
+async fn the_router_passes_a_function_error_through() {
+    let api = named("fn").await;
+    let routes = BTreeMap::from([("fn".to_string(), api.url())]);
+    let router = InvokeRouter::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), routes).await.unwrap();
+    let caller = async {
+        let mut c = Client::to(router.addr()).await;
+        c.call("POST", &invoke::invoke_path("fn"), br#"{"n": -1}"#).await
+    };
+    let (r, _) = tokio::join!(caller, play(&api, 1, double));
+    assert_eq!((r.status, r.header("X-Amz-Function-Error")), (200, Some("Unhandled")));
+    assert_eq!(r.json()["errorType"], json!("Negative"));
+}
+
+#[tokio::test]
+async fn the_router_answers_unknown_names_and_paths_itself() {
+    let api = named("fn").await;
+    let gone = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let gone_url = format!("http://{}", gone.local_addr().unwrap());
+    drop(gone);
+    let routes = BTreeMap::from([("fn".to_string(), api.url()), ("gone".to_string(), gone_url)]);
+    let router = InvokeRouter::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), routes).await.unwrap();
+    let mut c = Client::to(router.addr()).await;
+    let r = c.call("POST", &invoke::invoke_path("other"), b"{}").await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.header("x-amzn-ErrorType"), Some("ResourceNotFoundException"));
+    assert_eq!(
+        r.json(),
+        json!({"Type": "User", "Message": "Function not found: arn:aws:lambda:us-east-1:123456789012:function:other"})
+    );
+    let r = c.call("POST", &invoke::invoke_path("123456789012:function:other:$LATEST"), b"{}").await;
+    assert_eq!(
+        r.json()["Message"],
+        json!("Function not found: arn:aws:lambda:us-east-1:123456789012:function:other:$LATEST")
+    );
+    // A function whose server is gone: Lambda could not run it.
+    let r = c.call("POST", &invoke::invoke_path("gone"), b"{}").await;
+    assert_eq!((r.status, r.header("x-amzn-ErrorType")), (500, Some("ServiceException")));
+    for (method, path) in
+        [("GET", invoke::invoke_path("fn")), ("POST", "/invoke".to_string()), ("POST", "/".to_string())]
+    {
+        assert_eq!(c.call(method, &path, b"").await.status, 404, "{method} {path}");
+    }
+    assert!(api.handed_out().is_empty());
 }
