@@ -501,6 +501,44 @@ mod tests {
     }
 
     #[test]
+    fn iam_denials_through_the_behaviour_endpoint_and_their_count_in_the_state() {
+        use crate::actions::dispatch_as;
+        use crate::wire::query::Params;
+        let mut w = world();
+        assert_eq!(call(&mut w, "GET", "/_sim/behaviour", "").1["iam_denials"], json!([]));
+        let denial =
+            json!({"access_key": "ASIASCAN", "action": "DescribeCapacityReservations", "regions": ["us-west-2"]});
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", &json!({"iam_denials": [denial.clone()]}).to_string());
+        assert_eq!((s, &v["iam_denials"]), (200, &json!([denial])));
+        let describe = |w: &mut World, region: &str| {
+            dispatch_as(w, region, Some("ASIASCAN"), "DescribeCapacityReservations", &Params::default())
+        };
+        assert_eq!(describe(&mut w, "us-west-2").unwrap_err().code, "UnauthorizedOperation");
+        assert!(describe(&mut w, "us-east-1").is_ok());
+        let (_, st) = call(&mut w, "GET", "/_sim/state", "");
+        assert_eq!(st["faults_injected"]["unauthorized"], 1);
+        // Regions may be left out (every region); a bad entry changes nothing.
+        let all = r#"{"iam_denials": [{"access_key": "ASIASCAN", "action": "DescribeCapacityReservations"}]}"#;
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", all);
+        assert_eq!((s, &v["iam_denials"][0]["regions"]), (200, &json!([])));
+        assert_eq!(describe(&mut w, "us-east-1").unwrap_err().code, "UnauthorizedOperation");
+        for bad in [
+            r#"{"iam_denials": [{"access_key": "", "action": "PurchaseCapacityBlock"}]}"#,
+            r#"{"iam_denials": [{"access_key": "K", "action": "Purchase"}]}"#,
+            r#"{"iam_denials": [{"access_key": "K", "action": "PurchaseCapacityBlock", "region": "us-east-1"}]}"#,
+            r#"{"iam_denials": {"access_key": "K", "action": "PurchaseCapacityBlock"}}"#,
+            r#"{"iam_denials": null}"#,
+        ] {
+            assert_eq!(call(&mut w, "POST", "/_sim/behaviour", bad).0, 400, "{bad}");
+        }
+        assert_eq!(w.behaviour.iam_denials.len(), 1, "a refused change changes nothing");
+        // An empty list lifts them.
+        let (s, _) = call(&mut w, "POST", "/_sim/behaviour", r#"{"iam_denials": []}"#);
+        assert_eq!(s, 200);
+        assert!(describe(&mut w, "us-west-2").is_ok());
+    }
+
+    #[test]
     fn describe_limit_others_through_the_behaviour_endpoint_and_their_counts_in_the_state() {
         let mut w = world();
         let (_, v) = call(&mut w, "GET", "/_sim/behaviour", "");

@@ -69,6 +69,8 @@ pub struct FaultCounts {
     pub describe_limited: u64,
     /// DescribeCapacityBlockOfferings refused for an instance family whose quota is 0.
     pub quota_zero: u64,
+    /// Calls refused UnauthorizedOperation by an `iam_denials` entry.
+    pub unauthorized: u64,
 }
 
 #[cfg(test)]

@@ -149,6 +149,26 @@ pub struct OtherCaller {
     pub offset_secs: f64,
 }
 
+/// One caller whose IAM policies do not allow one EC2 action: calls of `action` signed with
+/// `access_key` (the access key id of the SigV4 credential) are refused with
+/// UnauthorizedOperation in `regions`, or in every region when the list is empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IamDenial {
+    pub access_key: String,
+    pub action: String,
+    #[serde(default)]
+    pub regions: Vec<String>,
+}
+
+impl IamDenial {
+    pub fn denies(&self, access_key: &str, action: &str, region: &str) -> bool {
+        self.access_key == access_key
+            && self.action == action
+            && (self.regions.is_empty() || self.regions.iter().any(|r| r == region))
+    }
+}
+
 /// At most this many calls in one period of one caller...
 pub const MAX_OTHER_CALLS_PER_PERIOD: u32 = 10_000;
 /// ...and this many calls a second from all of them together, on average: every call is played
@@ -205,6 +225,8 @@ pub struct Behaviour {
     pub offering_id_ttl_secs: u64,
     /// UltraServer searches: "instance_type_required" or "ultraserver_only".
     pub ultraserver_search: UltraserverSearch,
+    /// Actions refused to a caller (UnauthorizedOperation), as its IAM policies would.
+    pub iam_denials: Vec<IamDenial>,
 }
 
 impl Default for Behaviour {
@@ -232,6 +254,7 @@ impl Default for Behaviour {
             offering_ids: OfferingIds::Stable,
             offering_id_ttl_secs: 300,
             ultraserver_search: UltraserverSearch::InstanceTypeRequired,
+            iam_denials: Vec::new(),
         }
     }
 }
@@ -240,6 +263,11 @@ impl Default for Behaviour {
 pub const MAX_OFFERING_ID_TTL_SECS: u64 = 56 * 24 * 3600;
 
 impl Behaviour {
+    /// Whether an `iam_denials` entry refuses `action` to the caller `access_key` in `region`.
+    pub fn denies(&self, access_key: &str, action: &str, region: &str) -> bool {
+        self.iam_denials.iter().any(|d| d.denies(access_key, action, region))
+    }
+
     /// The payment delay in hours: `payment_delay_hours` when given, else the minutes.
     pub fn payment_delay(&self) -> f64 {
         self.payment_delay_hours.unwrap_or(self.payment_delay_minutes / 60.0)
@@ -286,8 +314,34 @@ impl Behaviour {
         if !(others >= 0.0 && others.is_finite()) {
             return Err(format!("describe_limit_other_callers_per_min must be >= 0, got {others}"));
         }
-        validate_others(&self.describe_limit_others)
+        validate_others(&self.describe_limit_others)?;
+        validate_denials(&self.iam_denials)
     }
+}
+
+/// A denial must name a caller, an action the simulator answers (any other answers InvalidAction
+/// before anyone is asked for permission) and, if any, real region names.
+fn validate_denials(denials: &[IamDenial]) -> Result<(), String> {
+    for (i, d) in denials.iter().enumerate() {
+        if d.access_key.trim().is_empty() {
+            return Err(format!("iam_denials[{i}]: access_key must not be empty"));
+        }
+        if !crate::actions::ACTIONS.contains(&d.action.as_str()) {
+            return Err(format!(
+                "iam_denials[{i}] ({}): action {:?} is not one the simulator answers (the API name without \"ec2:\", one of {})",
+                d.access_key,
+                d.action,
+                crate::actions::ACTIONS.join(", ")
+            ));
+        }
+        if d.regions.iter().any(|r| r.trim().is_empty()) {
+            return Err(format!(
+                "iam_denials[{i}] ({}): regions entries must be region names, got an empty one",
+                d.access_key
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Each caller's pattern must be playable, its name its own (the counts are kept by name), and
@@ -971,6 +1025,69 @@ mod tests {
             json["describe_limit_others"],
             serde_json::json!([{"name": "n", "calls": 1, "over_secs": 0.0, "every_secs": 20.0, "offset_secs": 0.0}])
         );
+    }
+
+    #[test]
+    fn iam_denials_parse_and_are_validated() {
+        let denials = |text: &str| {
+            Scenario::parse(&format!("[behaviour]\niam_denials = {text}")).map(|s| s.behaviour.iam_denials)
+        };
+        assert!(Scenario::parse("").unwrap().behaviour.iam_denials.is_empty(), "none by default");
+        let d = denials(
+            r#"[ { access_key = "ASIASCAN", action = "PurchaseCapacityBlock", regions = ["us-east-1", "us-west-2"] },
+                 { access_key = "ASIATRACK", action = "DescribeCapacityBlockOfferings" } ]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            d,
+            [
+                IamDenial {
+                    access_key: "ASIASCAN".into(),
+                    action: "PurchaseCapacityBlock".into(),
+                    regions: vec!["us-east-1".into(), "us-west-2".into()]
+                },
+                IamDenial {
+                    access_key: "ASIATRACK".into(),
+                    action: "DescribeCapacityBlockOfferings".into(),
+                    regions: vec![]
+                },
+            ]
+        );
+        let b = Behaviour { iam_denials: d, ..Behaviour::default() };
+        assert!(b.denies("ASIASCAN", "PurchaseCapacityBlock", "us-west-2"));
+        assert!(!b.denies("ASIASCAN", "PurchaseCapacityBlock", "eu-west-1"), "a region not listed");
+        assert!(!b.denies("ASIASCAN", "DescribeCapacityBlockOfferings", "us-east-1"), "another action");
+        assert!(!b.denies("ASIAOTHER", "PurchaseCapacityBlock", "us-east-1"), "another key");
+        assert!(b.denies("ASIATRACK", "DescribeCapacityBlockOfferings", "ap-south-2"), "no regions: all");
+        assert_eq!(
+            serde_json::to_value(&b).unwrap()["iam_denials"][1],
+            serde_json::json!({"access_key": "ASIATRACK", "action": "DescribeCapacityBlockOfferings", "regions": []})
+        );
+        for (bad, want) in [
+            (
+                r#"[{ access_key = " ", action = "PurchaseCapacityBlock" }]"#,
+                "iam_denials[0]: access_key must not be empty",
+            ),
+            (
+                r#"[{ access_key = "K", action = "ec2:PurchaseCapacityBlock" }]"#,
+                "iam_denials[0] (K): action \"ec2:PurchaseCapacityBlock\" is not one the simulator answers",
+            ),
+            (r#"[{ access_key = "K", action = "RunInstances" }]"#, "is not one the simulator answers"),
+            (
+                r#"[{ access_key = "K", action = "PurchaseCapacityBlock", regions = [""] }]"#,
+                "regions entries must be region names",
+            ),
+            (
+                r#"[{ access_key = "K", action = "PurchaseCapacityBlock", region = "us-east-1" }]"#,
+                "unknown field `region`",
+            ),
+            (r#"[{ action = "PurchaseCapacityBlock" }]"#, "missing field `access_key`"),
+            (r#"[{ access_key = "K", action = "PurchaseCapacityBlock", regions = "us-east-1" }]"#, "scenario: "),
+            (r#"{ access_key = "K", action = "PurchaseCapacityBlock" }"#, "scenario: "),
+        ] {
+            let e = denials(bad).unwrap_err();
+            assert!(e.contains(want), "{bad}: {e:?} should say {want:?}");
+        }
     }
 
     #[test]

@@ -111,6 +111,8 @@ async fn ec2(app: Arc<App>, method: &str, query: &str, auth: Option<&str>, body:
     }
     let region = region::from_authorization(auth, params.get("X-Amz-Credential"))
         .unwrap_or_else(|| region::DEFAULT_REGION.to_string());
+    // Who calls: `iam_denials` refuse actions per access key id.
+    let caller = region::access_key(auth, params.get("X-Amz-Credential"));
     let action = params.get("Action").unwrap_or("").to_string();
 
     let (request_id, fault, latency_ms, timeout_secs) = {
@@ -136,7 +138,7 @@ async fn ec2(app: Arc<App>, method: &str, query: &str, auth: Option<&str>, body:
 
     let result = {
         let mut w = app.lock();
-        actions::dispatch(&mut w, &region, &action, &params)
+        actions::dispatch_as(&mut w, &region, caller.as_deref(), &action, &params)
     };
     match result {
         Ok(out) if out.drop_response => {
@@ -148,5 +150,45 @@ async fn ec2(app: Arc<App>, method: &str, query: &str, auth: Option<&str>, body:
             reply(200, "text/xml;charset=UTF-8", envelope(&action, &request_id, &out.body))
         }
         Err(e) => error(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Scenario;
+
+    /// One EC2 call as the server takes it: `query` as the form, signed by `key` in us-west-2.
+    async fn call(app: &Arc<App>, key: Option<&str>, query: &str) -> (u16, String) {
+        let auth = key.map(|k| {
+            format!(
+                "AWS4-HMAC-SHA256 Credential={k}/20261201/us-west-2/ec2/aws4_request, SignedHeaders=host, Signature=x"
+            )
+        });
+        let resp = ec2(app.clone(), "GET", query, auth.as_deref(), b"", Arc::new(Notify::new())).await;
+        let status = resp.status().as_u16();
+        let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn the_caller_is_the_access_key_and_throttling_comes_first() {
+        let scenario = "[behaviour]\nthrottle = { rate_per_sec = 0.001, burst = 3 }\n\
+                        iam_denials = [{ access_key = \"ASIADENIED\", action = \"DescribeCapacityReservations\" }]";
+        let app = App::new(World::new(Scenario::parse(scenario).unwrap()));
+        let action = "Action=DescribeCapacityReservations&Version=2016-11-15";
+        let (status, body) = call(&app, Some("ASIADENIED"), action).await;
+        assert_eq!(status, 403, "{body}");
+        assert!(body.contains("<Code>UnauthorizedOperation</Code>"), "{body}");
+        assert!(body.contains("assumed-role/role-ASIADENIED/ASIADENIED"), "{body}");
+        assert_eq!(call(&app, Some("ASIAALLOWED"), action).await.0, 200);
+        // A presigned call names its key in X-Amz-Credential.
+        let presigned = format!("{action}&X-Amz-Credential=ASIADENIED%2F20261201%2Fus-west-2%2Fec2%2Faws4_request");
+        assert_eq!(call(&app, None, &presigned).await.0, 403);
+        // The bucket (3 calls) is empty: a denied caller is throttled like any other.
+        let (status, body) = call(&app, Some("ASIADENIED"), action).await;
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("<Code>RequestLimitExceeded</Code>"), "{body}");
+        assert_eq!(app.lock().faults.unauthorized, 2);
     }
 }

@@ -38,6 +38,9 @@ pub struct World {
     /// Offering ids minted by answers under `offering_ids = "per_answer"`, by id.
     minted: HashMap<String, MintedId>,
     offer_ids: SplitMix64,
+    /// The opaque part of UnauthorizedOperation messages: a stream of its own, so that denials
+    /// never shift ids.
+    denials: SplitMix64,
     buckets: HashMap<String, TokenBucket>,
     /// DescribeCapacityBlockOfferings' describe limit, one bucket per region: from the load on
     /// for the regions the scenario names (so that the other callers' counts show there), and
@@ -70,6 +73,7 @@ impl World {
             fault_rng: SplitMix64::new(seed ^ 0x4641_554c_5453_2121),
             minted: HashMap::new(),
             offer_ids: SplitMix64::new(seed ^ 0x4f46_4645_5249_4e47),
+            denials: SplitMix64::new(seed ^ 0x4445_4e49_4544_2121),
             buckets: HashMap::new(),
             describe_buckets,
             describe_fresh,
@@ -110,6 +114,13 @@ impl World {
     /// How many offering ids answers have minted.
     pub fn minted_count(&self) -> usize {
         self.minted.len()
+    }
+
+    /// An "Encoded authorization failure message" for one refusal: opaque (EC2's can only be
+    /// decoded by STS), here 128 characters of the URL-safe base64 alphabet EC2's are written in.
+    pub fn encoded_authorization_failure(&mut self) -> String {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        (0..128).map(|_| ALPHABET[(self.denials.next_u64() % 64) as usize] as char).collect()
     }
 
     pub fn request_id(&mut self) -> String {

@@ -12,7 +12,8 @@ The check resets the simulator with POST /_sim/scenario first, so it may be run 
 simulator that is already in use (it wipes its state). The general part (--scenario) switches
 off the cap of 6 offerings, same-day blocks and the describe limit; check_real_market then
 loads its own scenario (REAL_MARKET) and checks those and the other behaviours of the real EC2
-(quota 0, unsold types, Local Zones). Prints `N passed, M failed` last and exits non-zero on
+(quota 0, unsold types, Local Zones); check_iam_denials plays a caller denied an action by its
+access key. Prints `N passed, M failed` last and exits non-zero on
 any mismatch.
 """
 
@@ -96,12 +97,12 @@ class Sim:
         return self._req("GET", "/_sim/state")
 
 
-def client(endpoint, region="us-east-1", validate=True, read_timeout=10):
+def client(endpoint, region="us-east-1", validate=True, read_timeout=10, key="AKIDSIMULATOR"):
     return boto3.client(
         "ec2",
         region_name=region,
         endpoint_url=endpoint,
-        aws_access_key_id="AKIDSIMULATOR",
+        aws_access_key_id=key,
         aws_secret_access_key="simulator-secret",
         config=Config(
             # Exactly one attempt. In a client Config, botocore reads `max_attempts` as the number
@@ -510,6 +511,7 @@ def main():
     check_real_market(sim, ep)
     check_ultraservers_and_health(sim, ep)
     check_readings(sim, ep, Path(args.scenario).read_text())
+    check_iam_denials(sim, ep, Path(args.scenario).read_text())
 
 
 # A market for the behaviours of the real EC2 that the general checks switch off.
@@ -883,6 +885,32 @@ def check_readings(sim, ep, scenario):
     sim._req("POST", "/_sim/clock", {"advance_secs": 600})
     expect_error("failed payment: gone 10 min later", "InvalidCapacityReservationId.NotFound", 400, ec2.describe_capacity_reservations, CapacityReservationIds=[f["CapacityReservationId"]])
     check("failed payment: its block gone too", f["CapacityBlockId"] not in [x["CapacityBlockId"] for x in ec2.describe_capacity_blocks()["CapacityBlocks"]])
+
+
+def check_iam_denials(sim, ep, scenario):
+    """A caller (an access key) denied PurchaseCapacityBlock in us-east-1: 403
+    UnauthorizedOperation, DryRun included, while another key buys and gets DryRunOperation."""
+    eq("iam: reset", sim.scenario(scenario)["now"], "2026-12-01T00:00:00Z")
+    denial = {"access_key": "ASIASCANOFFERINGS", "action": "PurchaseCapacityBlock", "regions": ["us-east-1"]}
+    b = sim.behaviour(describe_limit=None, same_day_offerings=False, iam_denials=[denial])
+    eq("iam: the setting reads back", b["iam_denials"], [denial])
+    scan, track = client(ep, key="ASIASCANOFFERINGS"), client(ep, key="ASIATRACKBLOCKS")
+    offer = scan.describe_capacity_block_offerings(CapacityDurationHours=24, InstanceType="p5.48xlarge", InstanceCount=1)["CapacityBlockOfferings"][0]
+    buy = {"CapacityBlockOfferingId": offer["CapacityBlockOfferingId"], "InstancePlatform": "Linux/UNIX"}
+    e = expect_error("iam: a denied purchase", "UnauthorizedOperation", 403, scan.purchase_capacity_block, **buy)
+    if e:
+        msg = e.response["Error"]["Message"]
+        check("iam: EC2's message", msg.startswith("You are not authorized to perform this operation. User: arn:aws:sts::111122223333:assumed-role/role-ASIASCANOFFERINGS/ASIASCANOFFERINGS is not authorized to perform: ec2:PurchaseCapacityBlock on resource: arn:aws:ec2:us-east-1:111122223333:capacity-reservation/* because no identity-based policy allows the ec2:PurchaseCapacityBlock action. Encoded authorization failure message: "), msg)
+    expect_error("iam: a denied DryRun", "UnauthorizedOperation", 403, scan.purchase_capacity_block, DryRun=True, **buy)
+    expect_error("iam: an allowed DryRun", "DryRunOperation", 412, track.purchase_capacity_block, DryRun=True, **buy)
+    eq("iam: nothing bought", sim.state()["purchases"], [])
+    r = track.purchase_capacity_block(**buy)["CapacityReservation"]
+    check("iam: another key buys", CR_ID.match(r["CapacityReservationId"]), r)
+    st = sim.state()
+    eq("iam: refusals counted", st["faults_injected"]["unauthorized"], 2)
+    eq("iam: calls counted", st["calls"]["PurchaseCapacityBlock"], 4)
+    sim.behaviour(iam_denials=[])
+    check("iam: lifted", CR_ID.match(scan.purchase_capacity_block(**buy)["CapacityReservation"]["CapacityReservationId"]))
 
 
 if __name__ == "__main__":

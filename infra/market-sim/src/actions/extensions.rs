@@ -2,7 +2,7 @@
 
 use super::blocks::write_extension;
 use super::reservations::visible;
-use super::{Ctx, Output, dry_run, require_supported};
+use super::{Ctx, Output, authorize, dry_run, require_supported};
 use crate::market::{self, ExtensionBase, ExtensionOffering};
 use crate::pagination::{fingerprint, page_size, paginate};
 use crate::reservations::{Extension, Payment};
@@ -44,6 +44,7 @@ fn offering_for(
 
 pub fn describe_offerings(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
     require_supported(w, ctx)?;
+    authorize(w, ctx)?;
     let reservation_id = p.require("CapacityReservationId")?;
     let hours = p
         .int("CapacityBlockExtensionDurationHours")?
@@ -76,6 +77,7 @@ pub fn describe_offerings(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<St
 
 pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiError> {
     require_supported(w, ctx)?;
+    authorize(w, ctx)?;
     let offering_id = p.require("CapacityBlockExtensionOfferingId")?.to_string();
     let reservation_id = p.require("CapacityReservationId")?.to_string();
     visible(w, ctx.region, &reservation_id, ctx.now)?;
@@ -166,7 +168,7 @@ mod tests {
     }
 
     fn purchase(w: &mut World, id: &str, dry_run: bool) -> Result<Output, ApiError> {
-        let ctx = Ctx { region: REGION, action: "DescribeCapacityBlockExtensionOfferings", now: w.now() };
+        let ctx = Ctx { region: REGION, caller: None, action: "DescribeCapacityBlockExtensionOfferings", now: w.now() };
         let offer = offering_for(w, id, 24, &ctx).unwrap().expect("the block may be extended");
         let mut pairs = vec![("CapacityBlockExtensionOfferingId", offer.id.as_str()), ("CapacityReservationId", id)];
         if dry_run {

@@ -2,7 +2,7 @@
 //! active blocks).
 
 use super::filters::{check_names, matches_all};
-use super::{Ctx, dry_run};
+use super::{Ctx, authorize, dry_run};
 use crate::instance_types::{self, Accelerator, InstanceTypeInfo};
 use crate::pagination::{fingerprint, page_size, paginate};
 use crate::reservations::Reservation;
@@ -12,7 +12,8 @@ use crate::wire::query::Params;
 use crate::wire::xml::Xml;
 use crate::world::World;
 
-pub fn describe_instance_types(_w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
+pub fn describe_instance_types(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
+    authorize(w, ctx)?;
     let names = p.list("InstanceType");
     let size = page_size(p, 5, 100)?;
     dry_run(p)?;
@@ -91,6 +92,7 @@ pub fn instance_id(reservation_id: &str, index: u32) -> String {
 }
 
 pub fn describe_instances(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
+    authorize(w, ctx)?;
     let w: &World = w;
     let ids = p.list("InstanceId");
     let filters = p.filters();

@@ -1,6 +1,6 @@
 //! DescribeCapacityBlockOfferings.
 
-use super::{Ctx, dry_run, positive_u32, require_supported};
+use super::{Ctx, authorize, dry_run, positive_u32, require_supported};
 use crate::instance_types;
 use crate::market::{self, Offering, OfferingQuery};
 use crate::pagination::{fingerprint, page_size, paginate};
@@ -31,6 +31,9 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     if !w.take_describe_token(ctx.region) {
         return Err(ApiError::describe_limit());
     }
+    // Only then the caller's permission: a call refused by the limit stays refused by it, and a
+    // denied call was answered, so it spent its token.
+    authorize(w, ctx)?;
     let hours = p.int("CapacityDurationHours")?.ok_or_else(|| ApiError::missing("CapacityDurationHours"))?;
     let duration_days = market::duration_days_from_hours(hours, "CapacityDurationHours")?;
     let instance_count = positive_u32(p, "InstanceCount", 64)?;

@@ -4,7 +4,7 @@ use rust_decimal::{Decimal, RoundingStrategy};
 
 use super::blocks::write_block;
 use super::reservations::write_reservation;
-use super::{Ctx, Output, dry_run, require_supported};
+use super::{Ctx, Output, authorize, dry_run, require_supported};
 use crate::market;
 use crate::reservations::{Payment, Reservation};
 use crate::rng::stable_id;
@@ -120,6 +120,7 @@ pub fn tags_for_reservation(p: &Params) -> Result<Vec<(String, String)>, ApiErro
 
 pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiError> {
     require_supported(w, ctx)?;
+    authorize(w, ctx)?;
     let offering_id = p.require("CapacityBlockOfferingId")?.to_string();
     let platform = p.require("InstancePlatform")?.to_string();
     if !PLATFORMS.contains(&platform.as_str()) {

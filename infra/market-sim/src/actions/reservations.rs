@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use super::filters::{check_names, matches_all};
-use super::{Ctx, dry_run};
+use super::{Ctx, authorize, dry_run};
 use crate::pagination::{fingerprint, page_size, paginate};
 use crate::reservations::Reservation;
 use crate::scenario::{Behaviour, CountsBeforeStart};
@@ -104,6 +104,7 @@ pub fn visible<'w>(w: &'w World, region: &str, id: &str, now: DateTime<Utc>) -> 
 }
 
 pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
+    authorize(w, ctx)?;
     let ids = p.list("CapacityReservationId");
     let filters = p.filters();
     check_names(&filters, FILTERS)?;

@@ -1,9 +1,10 @@
-//! EC2-style errors. Status codes follow EC2: 400 client errors, 412 DryRunOperation,
-//! 503 RequestLimitExceeded/Unavailable, 500 InternalError.
+//! EC2-style errors. Status codes follow EC2: 400 client errors, 403 UnauthorizedOperation,
+//! 412 DryRunOperation, 503 RequestLimitExceeded/Unavailable, 500 InternalError.
 
 use super::xml::escape;
 
 pub const DESCRIBE_LIMIT_EXCEEDED: &str = "CapacityBlockDescribeLimitExceeded";
+pub const UNAUTHORIZED: &str = "UnauthorizedOperation";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -31,6 +32,12 @@ impl ApiError {
 
     pub fn dry_run() -> Self {
         Self::new(412, "DryRunOperation", "Request would have succeeded, but DryRun flag is set.")
+    }
+
+    /// The caller's IAM policies do not allow the action: EC2 answers `UnauthorizedOperation`
+    /// with HTTP 403 (the message is built by the caller, see `actions::authorize`).
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(403, UNAUTHORIZED, message)
     }
 
     pub fn throttled() -> Self {
@@ -75,6 +82,10 @@ mod tests {
         assert!(x.contains("<RequestID>rid</RequestID>"));
         assert_eq!(ApiError::dry_run().status, 412);
         assert_eq!(ApiError::throttled().status, 503);
+        assert_eq!(
+            (ApiError::unauthorized("no").status, ApiError::unauthorized("no").code.as_str()),
+            (403, UNAUTHORIZED)
+        );
         let limit = ApiError::describe_limit();
         assert_eq!((limit.status, limit.code.as_str()), (400, "CapacityBlockDescribeLimitExceeded"));
         assert!(limit.to_xml("r").contains("<Message>You&apos;ve reached the limit for this account.</Message>"));

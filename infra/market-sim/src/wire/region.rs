@@ -1,7 +1,26 @@
-//! Which region a call is for. The endpoint override points every region at the same
-//! simulator, so the only place the region survives is the SigV4 credential scope.
+//! Which region a call is for, and who makes it. The endpoint override points every region at
+//! the same simulator, so the only place the region survives is the SigV4 credential scope; the
+//! caller is the access key id at its head (signatures are not checked).
 
 pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// The access key id from `Authorization: AWS4-HMAC-SHA256 Credential=AKID/DATE/REGION/ec2/aws4_request, ...`
+/// or from a presigned `X-Amz-Credential` value; `None` when neither has one.
+pub fn access_key(header: Option<&str>, presigned_credential: Option<&str>) -> Option<String> {
+    let from_header = header.and_then(scope_of_header).and_then(key_of_scope);
+    from_header.or_else(|| presigned_credential.and_then(key_of_scope))
+}
+
+fn scope_of_header(h: &str) -> Option<&str> {
+    let rest = &h[h.find("Credential=")? + "Credential=".len()..];
+    rest.split([',', ' ']).next()
+}
+
+fn key_of_scope(scope: &str) -> Option<String> {
+    let parts: Vec<&str> = scope.split('/').collect();
+    // AKID / DATE / REGION / SERVICE / aws4_request
+    if parts.len() >= 5 && !parts[0].is_empty() { Some(parts[0].to_string()) } else { None }
+}
 
 /// Region from `Authorization: AWS4-HMAC-SHA256 Credential=AKID/DATE/REGION/ec2/aws4_request, ...`
 /// or from a presigned `X-Amz-Credential` value; `None` when neither has one.
@@ -38,5 +57,23 @@ mod tests {
         );
         assert_eq!(from_authorization(Some("Bearer x"), None), None);
         assert_eq!(from_authorization(None, None), None);
+    }
+
+    #[test]
+    fn parses_the_access_key() {
+        let h = "AWS4-HMAC-SHA256 Credential=ASIAFUNCTIONKEY/20261201/eu-west-2/ec2/aws4_request, SignedHeaders=host, Signature=abc";
+        assert_eq!(access_key(Some(h), None).as_deref(), Some("ASIAFUNCTIONKEY"));
+        assert_eq!(
+            access_key(None, Some("AKPRESIGNED/20261201/ap-south-1/ec2/aws4_request")).as_deref(),
+            Some("AKPRESIGNED")
+        );
+        // The header wins over a presigned credential.
+        assert_eq!(
+            access_key(Some(h), Some("AKPRESIGNED/20261201/ap-south-1/ec2/aws4_request")).as_deref(),
+            Some("ASIAFUNCTIONKEY")
+        );
+        assert_eq!(access_key(Some("Bearer x"), None), None);
+        assert_eq!(access_key(Some("AWS4-HMAC-SHA256 Credential=/20261201/us-east-1/ec2/aws4_request"), None), None);
+        assert_eq!(access_key(None, None), None);
     }
 }
