@@ -63,10 +63,6 @@ echo "    the closest matches (6 h 35 min and 30 h 35 min), priced here from the
 CAPBLOCK_DESCRIBE_REFILL_SECONDS=0.05 "$CAPBLOCK" offerings --types p5.48xlarge --regions us-east-1 --days 1 \
 	--from "$SOON" --to "${NOW:0:10}T06:00:00Z" || true
 
-echo
-echo "==> capblock preflight: what an operator checks in the account before Mode=live (here the simulator:"
-echo "    the account's trn2 quota of 0 is a failed check, on purpose)"
-"$CAPBLOCK" preflight --pause-seconds 0.05 || true
 
 echo
 echo "==> capblock status: the operator's one screen"

@@ -7,6 +7,7 @@
 
 mod cmd;
 mod context;
+mod invoke;
 mod progress;
 mod svg;
 mod table;

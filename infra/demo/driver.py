@@ -316,9 +316,42 @@ def main():
     lambdas = Lambdas()
     try:
         lambdas.start()
-        return play(Story(lambdas))
+        played = play(Story(lambdas))
+        preflight(lambdas)
+        return played
     finally:
         lambdas.stop()
+
+
+def preflight(lambdas):
+    """`capblock preflight` while the functions still run: it invokes each one (Lambda's Invoke,
+    through a capblock-local-lambda router) to check its own role. Its exit code is not the
+    demo's: the trn2 quota of 0 fails a check on purpose."""
+    print()
+    print("==> capblock preflight: what an operator checks in the account before Mode=live (here the simulator:")
+    print("    the account's trn2 quota of 0 is a failed check, on purpose). Each function checks its own")
+    print("    role: DryRun calls, reads and a probe item of its own; what has an effect is not checked")
+    sys.stdout.flush()
+    routes = [a for name, url in lambdas.urls.items() for a in ("--route", f"{name}={url}")]
+    log_path = os.path.join(STATE, "lambda-router.log")
+    with open(log_path, "w") as log:
+        router = subprocess.Popen(
+            [f"{BIN}/capblock-local-lambda", "--port", "0", *routes],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+    try:
+        url, deadline = None, time.time() + 20
+        while url is None:
+            if router.poll() is not None or time.time() > deadline:
+                sys.exit(f"the Invoke router did not start; see {log_path}")
+            with open(log_path) as f:
+                url = next((line.split()[-1] for line in f if line.startswith("listening on ")), None)
+            time.sleep(0.05)
+        env = dict(os.environ, AWS_ENDPOINT_URL_LAMBDA=url)
+        subprocess.run([f"{BIN}/capblock", "preflight", "--pause-seconds", "0.05"], env=env, check=False)
+    finally:
+        router.terminate()
+        router.wait(timeout=5)
 
 
 def play(story):

@@ -304,6 +304,18 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
         self.edit("functions/lookup/src/main.rs", '&["Reader"]', "&[]")
         self.assertFails("builds the store adapter (Store) but declares none of its ports in AWS_PORTS")
 
+    def test_the_role_probe_may_try_only_actions_other_adapters_declare(self):
+        # aws/probe.rs tries a function's own actions for preflight: declared elsewhere, it passes
+        # without a table of its own; an action no adapter declares (no role needs it) fails.
+        self.edit("shared/src/aws/mod.rs", "pub mod store;\n", "pub mod store;\npub mod probe;\n")
+        self.write("shared/src/aws/probe.rs", "use aws_sdk_dynamodb::Client;\npub struct AwsProbe;\n"
+                   "fn try_get(client: &Client) { let _ = client.get_item(); }\n")
+        rc, out = self.run_check()
+        self.assertEqual(rc, 0, out)
+        self.edit("shared/src/aws/probe.rs", "let _ = client.get_item();",
+                  "let _ = client.get_item();\n    let _ = client.scan();")
+        self.assertFails("tries dynamodb:Scan, which no adapter's ACTIONS declares (no role needs it)")
+
     def test_function_calling_the_sdk_itself_fails(self):
         self.edit("functions/lookup/src/main.rs", "let table =",
                   "let _ = aws_sdk_dynamodb::Client::new(&sdk).scan();\n    let table =")

@@ -126,6 +126,25 @@ impl Adapters {
     }
 }
 
+impl Adapters {
+    /// What `capblock preflight`'s probe of this function's role needs: its table, topic and
+    /// stack (the purchase is tried with the stack's tag), and its schedule group if it has one.
+    pub fn probe_targets(
+        &self,
+        stack: &str,
+        function: &str,
+        schedule_group: Option<String>,
+    ) -> crate::aws::probe::ProbeTargets {
+        crate::aws::probe::ProbeTargets {
+            table: self.store.table().to_string(),
+            alerts_topic: self.alerts_topic.clone(),
+            schedule_group,
+            stack: stack.to_string(),
+            function: function.to_string(),
+        }
+    }
+}
+
 /// Stores the stack's settings (from this function's configuration) in the table, for the CLI
 /// to act as the stack does: at the start of the container's first invocation, and again at the
 /// next one if that failed. The store writes only when what is stored differs, so three
@@ -161,6 +180,78 @@ impl SettingsKeeper {
         tracing::info!(event = "stack_settings_kept", written, mode = self.stack.mode.as_str(), account_budget = ?self.stack.account_budget, "the stack's settings are in the table");
         self.stored.store(true, Ordering::Release);
         Ok(())
+    }
+}
+
+/// What an invocation answers: a run's report, or the function's own role checked for `capblock
+/// preflight`. Serialized as the one it is, so a report reads exactly as it always did.
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum Reply<R> {
+    Run(R),
+    Role(crate::domain::permissions::RoleCheck),
+}
+
+/// The function's own role, tried action by action (`app::permissions`), when `payload` is
+/// preflight's ask; `None` for any other payload (the function does its work). Only the regions
+/// and instance types to try are read from the payload: it can make the function try its own
+/// actions without effect, nothing else. `ports` are the function's `AWS_PORTS`.
+pub async fn check_own_role(
+    function: &str,
+    ports: &[&str],
+    payload: &Payload,
+    sdk: &aws_config::SdkConfig,
+    targets: crate::aws::probe::ProbeTargets,
+) -> Option<Result<crate::domain::permissions::RoleCheck, FunctionError>> {
+    use crate::domain::permissions::PermissionsAsk;
+    let Payload::Json(v) = payload else { return None };
+    let ask = match PermissionsAsk::of(v)? {
+        Ok(ask) => ask,
+        Err(problem) => return Some(Err(FunctionError::BadInput(problem))),
+    };
+    let probe = crate::aws::probe::AwsProbe::new(sdk, targets);
+    let actions = crate::aws::probe::actions_of(ports);
+    let check = crate::app::permissions::check_role(function, &actions, &ask, &probe).await;
+    tracing::info!(
+        event = "role_checked",
+        function,
+        actions = actions.len(),
+        regions = ask.asks.len(),
+        "tried the role's actions for preflight"
+    );
+    Some(Ok(check))
+}
+
+/// Records the name Lambda runs this function under (`AWS_LAMBDA_FUNCTION_NAME`) in the table,
+/// once per container, for `capblock preflight` to find the function. A failure is logged and
+/// tried again next time: it never fails the function's work.
+pub struct NameKeeper {
+    kind: &'static str,
+    name: Option<String>,
+    kept: std::sync::atomic::AtomicBool,
+}
+
+impl NameKeeper {
+    pub fn from_env(kind: &'static str) -> NameKeeper {
+        NameKeeper {
+            kind,
+            name: crate::config::optional("AWS_LAMBDA_FUNCTION_NAME"),
+            kept: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    pub async fn keep(&self, store: &dyn crate::ports::FunctionDirectory) {
+        use std::sync::atomic::Ordering;
+        let Some(name) = &self.name else { return };
+        if self.kept.load(Ordering::Acquire) {
+            return;
+        }
+        match store.record_function(self.kind, name).await {
+            Ok(()) => self.kept.store(true, Ordering::Release),
+            Err(e) => {
+                tracing::warn!(event = "function_name_not_kept", function = self.kind, error = %e, "the function's name is not in the table yet")
+            }
+        }
     }
 }
 

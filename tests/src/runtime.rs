@@ -5,7 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-pub use capblock_local_lambda::{Answer, Config, Event, Function, Kind, Outcome, RuntimeApi};
+pub use capblock_local_lambda::{
+    Answer, Config, Event, Function, InvokeRouter, Kind, Outcome, RuntimeApi, function_arn,
+};
 
 /// A runtime API on a free loopback port (function `capblock-local`, 15-minute deadline).
 pub async fn start() -> RuntimeApi {

@@ -4,21 +4,26 @@ use capblock_shared::app::preflight::Preflighter;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::preflight::{Finding, Verdict};
-use capblock_shared::ports::SettingsStore;
+use capblock_shared::ports::{FunctionDirectory, SettingsStore};
 use chrono::Utc;
 use clap::Args;
 
 use crate::context::{CliError, CliResult, sdk, store};
+use crate::invoke::LambdaRoles;
 use crate::table::{self, safe};
 
 #[derive(Args)]
-#[command(after_help = "Examples:\n  capblock preflight\n  capblock preflight --json\n\n\
+#[command(after_help = "Examples:\n  capblock preflight\n  capblock preflight --json\n  \
+capblock preflight --function on-capacity-event=capblock-OnCapacityEventFunction-AbC123\n\n\
 Run it with the stack's table (CAPBLOCK_TABLE) before deploying with Mode=live. It spends nothing: it \
 reads the stack's stored settings and rules, counts the alerts topic's confirmed subscriptions, asks \
 one question per region the rules name (paced as a scan is), asks one of them twice to see whether \
-EC2 repeats offering ids, and lists each region's Capacity Blocks as the tracker does. What cannot be \
-tried without effect (the functions' purchase permissions) is reported as not checked, never as \
-passed. The findings are stored in the table; `capblock status` shows the last one.\n\
+EC2 repeats offering ids, and lists each region's Capacity Blocks as the tracker does. Then it \
+invokes each of the stack's functions (Lambda Invoke, which needs lambda:InvokeFunction) with a \
+preflight payload: the function tries every action its own role needs without effect (DryRun calls, \
+reads, a probe item of its own in the table) and answers what IAM said. What cannot be tried without \
+effect (publishing, putting events, scaling a group, creating a schedule) is reported as not checked, \
+never as passed. The findings are stored in the table; `capblock status` shows the last one.\n\
 Exit codes: 0 nothing failed, 1 AWS or store failure, 2 a check failed (each says what to do).")]
 pub struct PreflightArgs {
     /// Print the findings as JSON.
@@ -27,6 +32,22 @@ pub struct PreflightArgs {
     /// Seconds between two questions to one region (EC2's describe refill).
     #[arg(long, default_value_t = 4.0)]
     pause_seconds: f64,
+    /// The name a function runs under, when it has not recorded it in the table yet (it does
+    /// on its first run): KIND=NAME, KIND one of scan-offerings, track-blocks, on-capacity-event.
+    /// The stack's outputs name them (ScanOfferingsFunctionName, ...). Repeatable.
+    #[arg(long = "function", value_name = "KIND=NAME", value_parser = function_name)]
+    functions: Vec<(String, String)>,
+}
+
+fn function_name(s: &str) -> Result<(String, String), String> {
+    let (kind, name) = s.split_once('=').ok_or_else(|| format!("{s}: expected KIND=NAME"))?;
+    if !crate::invoke::KINDS.contains(&kind) {
+        return Err(format!("{kind}: not a function of the stack ({})", crate::invoke::KINDS.join(", ")));
+    }
+    if name.is_empty() {
+        return Err(format!("{kind}=: the name is empty"));
+    }
+    Ok((kind.to_string(), name.to_string()))
 }
 
 pub async fn run(a: PreflightArgs) -> CliResult {
@@ -43,8 +64,12 @@ pub async fn run(a: PreflightArgs) -> CliResult {
     );
     // Progress on stderr, a line per finding: the findings themselves are stdout's.
     let tell = |f: &Finding| eprintln!("  {}: {}", safe(&f.check), f.verdict.as_str());
-    let report =
-        Preflighter { market: &market, store: &store, topics: &topics, pause, tell: &tell }.run(Utc::now()).await?;
+    let mut names = store.functions().await?;
+    names.extend(a.functions);
+    let roles = LambdaRoles::new(&sdk, names);
+    let report = Preflighter { market: &market, store: &store, topics: &topics, pause, tell: &tell, roles: &roles }
+        .run(Utc::now())
+        .await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -8,7 +8,9 @@ use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::config::{self, ConfigError};
 use capblock_shared::domain::alarm;
 use capblock_shared::domain::block::Block;
-use capblock_shared::lambda::{Adapters, FunctionError, Payload, emit_corrupt_items};
+use capblock_shared::lambda::{
+    Adapters, FunctionError, NameKeeper, Payload, Reply, check_own_role, emit_corrupt_items,
+};
 use capblock_shared::ports::{ReadClock, ReminderError, Reminders, SystemClock};
 use chrono::{DateTime, Utc};
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -26,11 +28,14 @@ pub const AWS_PORTS: &[&str] = &[
     "EventBus",
     "Reminders",
     "AlarmStore",
+    "FunctionDirectory",
 ];
 
 /// Everything built once per container and reused by every invocation.
 pub struct App {
     aws: Adapters,
+    /// Records the name Lambda runs this function under, for preflight.
+    names: NameKeeper,
     stack: String,
     scheduler: aws_sdk_scheduler::Client,
     group: String,
@@ -68,7 +73,16 @@ impl App {
         tracing::info!(event = "config", stack = %stack, group = %group, reminders = role_arn.is_some(), leads = ?leads.iter().map(|l| l.num_minutes()).collect::<Vec<_>>(), "on-capacity-event ready");
         let aws = Adapters::new(config::targets()?, Some(workloads)).await;
         let time = config::time_source()?;
-        Ok(App { scheduler: aws_sdk_scheduler::Client::new(&aws.sdk), aws, stack, group, leads, role_arn, time })
+        Ok(App {
+            scheduler: aws_sdk_scheduler::Client::new(&aws.sdk),
+            names: NameKeeper::from_env("on-capacity-event"),
+            aws,
+            stack,
+            group,
+            leads,
+            role_arn,
+            time,
+        })
     }
 
     /// The reminder schedules target this very function, by the ARN Lambda invoked it with:
@@ -86,10 +100,19 @@ impl App {
         }
     }
 
-    pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<Handled, Diagnostic> {
+    pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<Reply<Handled>, Diagnostic> {
+        self.names.keep(&self.aws.store).await;
+        let targets = self.aws.probe_targets(&self.stack, "on-capacity-event", Some(self.group.clone()));
+        if let Some(checked) =
+            check_own_role("on-capacity-event", AWS_PORTS, &event.payload, &self.aws.sdk, targets).await
+        {
+            return checked
+                .map(Reply::Role)
+                .map_err(|e| capblock_shared::lambda::report("on-capacity-event", &self.stack, e));
+        }
         let out = self.handle_event(event).await;
         emit_corrupt_items("on-capacity-event", &self.stack, &self.aws.store);
-        out
+        out.map(Reply::Run)
     }
 
     async fn handle_event(&self, event: LambdaEvent<Payload>) -> Result<Handled, Diagnostic> {

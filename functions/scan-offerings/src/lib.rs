@@ -10,7 +10,8 @@ use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::lambda::{
-    Adapters, FunctionError, Payload, SettingsKeeper, emit_corrupt_items, invocation_deadline, on_tick, report,
+    Adapters, FunctionError, NameKeeper, Payload, Reply, SettingsKeeper, check_own_role, emit_corrupt_items,
+    invocation_deadline, on_tick, report,
 };
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -26,6 +27,7 @@ pub const AWS_PORTS: &[&str] = &[
     "QuotaSource",
     "RuleStore",
     "SettingsStore",
+    "FunctionDirectory",
     "MarketMemory",
     "Ledger",
     "BlockStore",
@@ -39,6 +41,8 @@ pub const AWS_PORTS: &[&str] = &[
 pub struct App {
     /// Stores the stack's settings in the table for the CLI, once per container.
     keeper: SettingsKeeper,
+    /// Records the name Lambda runs this function under, for preflight.
+    names: NameKeeper,
     /// Where `now` comes from: the wall clock in a deployed stack.
     time: capblock_shared::aws::clock::TimeSource,
     aws: Adapters,
@@ -81,6 +85,7 @@ impl App {
         let aws = Adapters::new(config::targets()?, None).await;
         Ok(App {
             keeper: SettingsKeeper::new(settings.stack.clone(), aws.alerts_topic.clone()),
+            names: NameKeeper::from_env("scan-offerings"),
             settings,
             aws,
             catalog: Mutex::new(AcceleratorCatalog::new()),
@@ -88,10 +93,16 @@ impl App {
         })
     }
 
-    pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<ScanReport, Diagnostic> {
+    pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<Reply<ScanReport>, Diagnostic> {
         let stack = &self.settings.stack;
         if let Err(e) = self.keeper.keep(&self.aws.store, &self.time, &SystemClock).await {
             return Err(report("scan-offerings", &stack.name, e));
+        }
+        self.names.keep(&self.aws.store).await;
+        let targets = self.aws.probe_targets(&stack.name, "scan-offerings", None);
+        if let Some(checked) = check_own_role("scan-offerings", AWS_PORTS, &event.payload, &self.aws.sdk, targets).await
+        {
+            return checked.map(Reply::Role).map_err(|e| report("scan-offerings", &stack.name, e));
         }
         let until = invocation_deadline(&event.context);
         let out = on_tick("scan-offerings", event.payload, &self.time, &SystemClock, stack, |at| async move {
@@ -108,6 +119,6 @@ impl App {
         })
         .await;
         emit_corrupt_items("scan-offerings", &stack.name, &self.aws.store);
-        out
+        out.map(Reply::Run)
     }
 }

@@ -12,7 +12,8 @@ use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
 
 use capblock_shared::lambda::{
-    Adapters, FunctionError, Payload, SettingsKeeper, emit_corrupt_items, invocation_deadline, on_tick, report,
+    Adapters, FunctionError, NameKeeper, Payload, Reply, SettingsKeeper, check_own_role, emit_corrupt_items,
+    invocation_deadline, on_tick, report,
 };
 use capblock_shared::ports::SystemClock;
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -28,6 +29,7 @@ pub const AWS_PORTS: &[&str] = &[
     "ExtensionHistory",
     "RuleStore",
     "SettingsStore",
+    "FunctionDirectory",
     "Ledger",
     "BlockStore",
     "ExtensionLedger",
@@ -46,6 +48,10 @@ pub const AWS_PORTS: &[&str] = &[
 pub struct App {
     /// Stores the stack's settings in the table for the CLI, once per container.
     keeper: SettingsKeeper,
+    /// Records the name Lambda runs this function under, for preflight.
+    names: NameKeeper,
+    /// The reminders' schedule group (preflight reads it to try the role's scheduler actions).
+    schedule_group: String,
     /// Where `now` comes from: the wall clock in a deployed stack.
     time: capblock_shared::aws::clock::TimeSource,
     aws: Adapters,
@@ -83,6 +89,8 @@ impl App {
         let settings = settings()?;
         Ok(App {
             keeper: SettingsKeeper::new(settings.stack.clone(), aws.alerts_topic.clone()),
+            names: NameKeeper::from_env("track-blocks"),
+            schedule_group: config::required("CAPBLOCK_SCHEDULE_GROUP")?,
             settings,
             reminders: reminders(&aws.sdk)?,
             time: config::time_source()?,
@@ -92,10 +100,15 @@ impl App {
         })
     }
 
-    pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<TrackReport, Diagnostic> {
+    pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<Reply<TrackReport>, Diagnostic> {
         let stack = &self.settings.stack;
         if let Err(e) = self.keeper.keep(&self.aws.store, &self.time, &SystemClock).await {
             return Err(report("track-blocks", &stack.name, e));
+        }
+        self.names.keep(&self.aws.store).await;
+        let targets = self.aws.probe_targets(&stack.name, "track-blocks", Some(self.schedule_group.clone()));
+        if let Some(checked) = check_own_role("track-blocks", AWS_PORTS, &event.payload, &self.aws.sdk, targets).await {
+            return checked.map(Reply::Role).map_err(|e| report("track-blocks", &stack.name, e));
         }
         let until = invocation_deadline(&event.context);
         let out = on_tick("track-blocks", event.payload, &self.time, &SystemClock, stack, |at| async move {
@@ -115,6 +128,6 @@ impl App {
         })
         .await;
         emit_corrupt_items("track-blocks", &stack.name, &self.aws.store);
-        out
+        out.map(Reply::Run)
     }
 }

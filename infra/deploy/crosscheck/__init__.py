@@ -82,7 +82,8 @@ def main(argv: list[str]) -> int:
 
     rep.lines.append("adapters:")
     for a in adapters.values():
-        problems, notes = check_adapter(a, sdk)
+        others = {x for b in adapters.values() if b.name != a.name for acts in (b.actions or {}).values() for x in acts}
+        problems, notes = check_adapter(a, sdk, others)
         declared = sorted({x for acts in (a.actions or {}).values() for x in acts})
         if args.verbose:
             notes += [f"{port}: {', '.join(acts) or 'no actions'}" for port, acts in sorted((a.actions or {}).items())]

@@ -75,8 +75,15 @@ def port_actions(adapters: dict[str, Adapter]) -> dict[str, tuple[str, list[str]
     return {port: (a.name, acts) for a in adapters.values() for port, acts in (a.actions or {}).items()}
 
 
-def check_adapter(a: Adapter, sdk: Sdk) -> tuple[list[str], list[str]]:
-    """Problems and notes: the adapter's SDK calls against its declared table."""
+# The adapter that tries a function's own role for preflight (`aws/probe.rs`): it calls the
+# actions the other adapters declare, never one of its own, and a function that builds it needs
+# nothing more (it tries only the actions of the function's own ports).
+PROBE = "probe"
+
+
+def check_adapter(a: Adapter, sdk: Sdk, others: set[str] | None = None) -> tuple[list[str], list[str]]:
+    """Problems and notes: the adapter's SDK calls against its declared table (for the probe,
+    against `others`, every other adapter's declared actions)."""
     code = a.code()
     services = sdk_services(code)
     calls, notes = sdk_calls(code, services, sdk)
@@ -89,6 +96,9 @@ def check_adapter(a: Adapter, sdk: Sdk) -> tuple[list[str], list[str]]:
                 if isvc == svc and iop == op and (rx is None or re.search(rx, code)):
                     for e in extra:
                         called.setdefault(e, f"implied by {op}()")
+    if a.name == PROBE:
+        stray = sorted(act for act in called if act not in (others or set()))
+        return [f"tries {act}, which no adapter's ACTIONS declares (no role needs it)" for act in stray], notes
     if a.actions is None:
         return ([f"calls {', '.join(sorted(called))} but declares no ACTIONS table"] if called else []), notes
     declared = {x for acts in a.actions.values() for x in acts}
@@ -136,7 +146,7 @@ def function_needs(src: Path, adapters: dict[str, Adapter], sdk: Sdk) -> Needs:
                             f"({', '.join(sorted(adapters[adapter].types))})")
         for act in acts:
             required.setdefault(act, port)
-    for name in sorted(built):
+    for name in sorted(built - {PROBE}):
         if not any(by_port.get(p, ("",))[0] == name for p in ports):
             problems.append(f"builds the {name} adapter ({', '.join(sorted(adapters[name].types))}) "
                             "but declares none of its ports in AWS_PORTS")

@@ -326,12 +326,12 @@ fn validate_denials(denials: &[IamDenial]) -> Result<(), String> {
         if d.access_key.trim().is_empty() {
             return Err(format!("iam_denials[{i}]: access_key must not be empty"));
         }
-        if !crate::actions::ACTIONS.contains(&d.action.as_str()) {
+        if !crate::action_names::ACTIONS.contains(&d.action.as_str()) {
             return Err(format!(
                 "iam_denials[{i}] ({}): action {:?} is not one the simulator answers (the API name without \"ec2:\", one of {})",
                 d.access_key,
                 d.action,
-                crate::actions::ACTIONS.join(", ")
+                crate::action_names::ACTIONS.join(", ")
             ));
         }
         if d.regions.iter().any(|r| r.trim().is_empty()) {

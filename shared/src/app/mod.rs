@@ -12,6 +12,7 @@ pub mod health;
 pub mod kinds;
 pub mod metrics;
 pub mod outbox;
+pub mod permissions;
 pub mod preflight;
 pub mod purchase;
 pub mod reconcile;

@@ -1,7 +1,8 @@
 //! `capblock preflight`: what an operator checks in the real account before switching a stack
 //! to live. It spends nothing and writes nothing but its own report (and the market answers it
-//! reads count against the account's describe limit, paced as a scan's). The verdicts are
-//! `domain::preflight`'s; this module asks.
+//! reads count against the account's describe limit, paced as a scan's). The functions' own
+//! roles are checked by the functions themselves (`app::permissions`), asked through
+//! `RoleChecks`. The verdicts are `domain::preflight`'s and `domain::permissions`'; this module asks.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,13 +11,14 @@ use chrono::{DateTime, Utc};
 
 use super::scan::questions_for;
 use crate::domain::names::Region;
+use crate::domain::permissions::{PermissionsAsk, RegionAsk, findings as role_findings};
 use crate::domain::plan::family;
 use crate::domain::preflight::{Finding, Preflight, Verdict, id_stability, scheduled_block};
 use crate::domain::rule::Rule;
 use crate::domain::tags::REQUESTED_QUANTITY_TAG;
 use crate::ports::{
     DESCRIBE_LIMIT, MarketError, OfferingQuery, OfferingSource, PreflightStore, QuotaSource, ReservationSource,
-    RuleStore, SettingsStore, StoreError, Subscriptions,
+    RoleChecks, RuleStore, SettingsStore, StoreError, Subscriptions,
 };
 
 /// The ports preflight reads, and how long it waits between two questions to one region.
@@ -28,6 +30,8 @@ pub struct Preflighter<'a, M: ?Sized, S: ?Sized, T: ?Sized> {
     pub pause: Duration,
     /// Told each finding as it is made (a person waits seconds per region): progress.
     pub tell: &'a (dyn Fn(&Finding) + Sync),
+    /// The functions, asked to check their own roles.
+    pub roles: &'a dyn RoleChecks,
 }
 
 /// The findings so far; each one is told as it is added.
@@ -96,16 +100,50 @@ where
         for region in &regions {
             self.blocks_in(region, &mut findings).await;
         }
-        findings.push(Finding::flagged(
-            "the functions' own roles",
-            Verdict::NotChecked,
-            "PurchaseCapacityBlock, PurchaseCapacityBlockExtension and CreateTags cannot be tried without effect from here",
-            "deploy the template unchanged; a dry-run stack's scans try PurchaseCapacityBlock with DryRun and log \
-             dry_run_refused if the role may not",
-        ));
+        // Each region once, with a type the rules ask there. The functions' own describe tries
+        // come after preflight's questions: a refill's rest first.
+        let mut asks: BTreeMap<Region, RegionAsk> = BTreeMap::new();
+        for ((region, _), q) in &first {
+            asks.entry(region.clone())
+                .or_insert_with(|| RegionAsk { region: region.clone(), instance_type: q.instance_type.clone() });
+        }
+        tokio::time::sleep(self.pause).await;
+        self.roles_of_functions(&PermissionsAsk::new(asks.into_values().collect()), &mut findings).await;
         let report = Preflight { at: now, findings: findings.list };
         self.store.save_preflight(&report).await?;
         Ok(report)
+    }
+
+    /// Every function checks its own role; a function that cannot be asked is a finding too.
+    async fn roles_of_functions(&self, ask: &PermissionsAsk, findings: &mut Findings<'_>) {
+        for (kind, name) in self.roles.kinds() {
+            let check = format!("role of {kind}");
+            let name = match name {
+                Ok(name) => name,
+                Err(why) => {
+                    findings.push(Finding::flagged(
+                        check,
+                        Verdict::NotChecked,
+                        why,
+                        format!("invoke {kind} once (or wait for its schedule), or name it: --function {kind}=NAME"),
+                    ));
+                    continue;
+                }
+            };
+            match self.roles.check_role(&kind, ask).await {
+                Ok(role) => {
+                    for f in role_findings(&role) {
+                        findings.push(f);
+                    }
+                }
+                Err(why) => findings.push(Finding::flagged(
+                    check,
+                    Verdict::Fail,
+                    format!("{name} could not be asked: {why}"),
+                    format!("allow lambda:InvokeFunction on {name} to the operator; if it was invoked, read its log"),
+                )),
+            }
+        }
     }
 
     /// The stack's stored settings and who hears its alerts.

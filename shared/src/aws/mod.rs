@@ -7,6 +7,7 @@ pub mod clock;
 pub mod dynamo;
 pub mod ec2;
 pub mod eventbridge;
+pub mod probe;
 mod regional;
 pub mod scheduler;
 pub mod sns;

@@ -24,6 +24,7 @@ pub mod money;
 pub mod names;
 pub mod offering;
 pub mod pace;
+pub mod permissions;
 pub mod plan;
 pub mod preflight;
 pub mod rule;

@@ -3,7 +3,7 @@
 //! `app/fan_out/tests.rs`), and every adapter is also tested on the local stack (`tests/`).
 //!
 //! One file per concern, as `aws/` is laid out: `market` (EC2), `store` (DynamoDB), `notify`
-//! (SNS topics, the outbox, reminder schedules), `handoff` (events and workload actions). Every
+//! (SNS topics, the outbox, reminder schedules), `handoff` (events and workload actions), `probe` (a role's permissions, tried without effect). Every
 //! trait is re-exported here, so callers write `crate::ports::Ledger` whatever file holds it.
 
 use chrono::{DateTime, Utc};
@@ -11,11 +11,13 @@ use chrono::{DateTime, Utc};
 mod handoff;
 mod market;
 mod notify;
+mod probe;
 mod store;
 
 pub use handoff::*;
 pub use market::*;
 pub use notify::*;
+pub use probe::*;
 pub use store::*;
 
 /// The wall clock, for `main`s only: domain code takes `now` as an argument.

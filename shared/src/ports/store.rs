@@ -229,6 +229,16 @@ pub trait SettingsStore: Send + Sync {
     async fn stored_settings(&self) -> Result<Option<StoredSettings>, StoreError>;
 }
 
+/// The names Lambda runs the stack's functions under, as each function recorded its own: how
+/// `capblock preflight` finds the functions to ask about their roles.
+#[async_trait]
+pub trait FunctionDirectory: Send + Sync {
+    /// Records that function `kind` (`scan-offerings`, ...) runs as `name`.
+    async fn record_function(&self, kind: &str, name: &str) -> Result<(), StoreError>;
+    /// Every recorded function: kind to name.
+    async fn functions(&self) -> Result<std::collections::BTreeMap<String, String>, StoreError>;
+}
+
 /// The last `capblock preflight` of the stack, for `capblock status`.
 #[async_trait]
 pub trait PreflightStore: Send + Sync {

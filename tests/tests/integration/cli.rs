@@ -79,9 +79,15 @@ impl Cli {
     }
 
     async fn unconfirmed(&self, args: &[&str]) -> Out {
+        self.unconfirmed_with(args, &[]).await
+    }
+
+    /// As `unconfirmed`, with `env` on top of the stack's.
+    async fn unconfirmed_with(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
         let out = tokio::process::Command::new(capblock_tests::runtime::binary("capblock"))
             .args(args)
             .envs(binary_env(&self.sim, &self.aws, STACK))
+            .envs(env.iter().copied())
             .env_remove("CAPBLOCK_MODE")
             .env_remove("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")
             .env_remove("CAPBLOCK_REMINDER_LEAD_MINUTES")
@@ -670,6 +676,132 @@ async fn preflight_reports_each_reading_of_the_market() {
         let block = seen(&format!("blocks us-west-2 {rid}")).unwrap_or_default();
         // Either way capblock reads its true count (from EC2's tag while EC2 shows 0).
         assert!(block.contains("reads as 1 instance(s)"), "{counts}: {findings:#?}");
+    }
+}
+
+/// The stack's three functions behind the local Lambda API (each as its own role: its own access
+/// key, which the simulator may refuse an action to), reachable by Lambda's Invoke through one
+/// router: what `capblock preflight` invokes to have each function check its own role.
+struct Functions {
+    apis: Vec<runtime::RuntimeApi>,
+    _children: Vec<tokio::process::Child>,
+    router: runtime::InvokeRouter,
+}
+
+impl Functions {
+    async fn start(c: &Cli) -> Functions {
+        let mut env = binary_env(&c.sim, &c.aws, STACK);
+        env.extend(
+            [
+                ("CAPBLOCK_WORKLOADS_TOPIC_ARN", c.aws.workloads_topic.as_str()),
+                ("CAPBLOCK_SCHEDULE_GROUP", "default"),
+                ("CAPBLOCK_REMINDER_TARGET_ARN", "arn:aws:lambda:us-east-1:123456789012:function:on-capacity-event"),
+                ("CAPBLOCK_REMINDER_ROLE_ARN", "arn:aws:iam::123456789012:role/capblock-reminder"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        let (mut apis, mut children, mut routes) = (Vec::new(), Vec::new(), std::collections::BTreeMap::new());
+        for kind in ["scan-offerings", "track-blocks", "on-capacity-event"] {
+            let config =
+                runtime::Config { function_arn: runtime::function_arn("us-east-1", kind), ..Default::default() };
+            let api = runtime::RuntimeApi::start(config).await.expect("start a local Lambda API");
+            let mut own = env.clone();
+            own.push(("AWS_ACCESS_KEY_ID".into(), format!("{kind}-role")));
+            let function = runtime::Function::new(runtime::binary(kind))
+                .name(kind)
+                .env("RUST_LOG", std::env::var("CAPBLOCK_FUNCTION_LOG").unwrap_or_else(|_| "warn".into()))
+                .envs(own.iter().map(|(k, v)| (k, v)));
+            children.push(api.spawn(function).expect("start the function"));
+            routes.insert(kind.to_string(), api.url());
+            apis.push(api);
+        }
+        let router = runtime::InvokeRouter::start(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), routes)
+            .await
+            .expect("start the Invoke router");
+        Functions { apis, _children: children, router }
+    }
+}
+
+/// Each function checks its own role when preflight invokes it: a purchase the simulator refuses
+/// to scan-offerings' key is a failed finding naming the action, the region and what to do; with
+/// nothing refused every tried action is allowed, and what has an effect is named not checked.
+/// scan-offerings is found by the name it recorded on its first run; the others by `--function`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preflight_has_each_function_check_its_own_role() {
+    for denied in [true, false] {
+        let mut scenario = ScenarioToml::new(5, T0).payment("succeed", None).p5("us-west-2", &[2], "2.75");
+        if denied {
+            scenario = scenario.behaviour(
+                "iam_denials = [{ access_key = \"scan-offerings-role\", action = \"PurchaseCapacityBlock\", regions = [\"us-west-2\"] }]",
+            );
+        }
+        let c = Cli::on(&format!("cli-preflight-roles-{denied}"), &scenario.build()).await;
+        c.stack(Mode::Live, Some("1000")).await;
+        let f = Functions::start(&c).await;
+        // The scan's first run (no rules yet: nothing to ask) records its name.
+        let scan = f.apis[0].invoke(serde_json::json!({"source": "capblock.schedule"}));
+        let ran = f.apis[0].wait_outcome(&scan, std::time::Duration::from_secs(60)).await;
+        assert!(matches!(ran, Some(Outcome::Response(_))), "{ran:?}");
+        c.put_rule(&rule_toml("west", "live", "3.00")).await;
+        let out = c
+            .unconfirmed_with(
+                &[
+                    "preflight",
+                    "--pause-seconds",
+                    "0.05",
+                    "--json",
+                    "--function",
+                    "track-blocks=track-blocks",
+                    "--function",
+                    "on-capacity-event=on-capacity-event",
+                ],
+                &[("AWS_ENDPOINT_URL_LAMBDA", f.router.url().as_str())],
+            )
+            .await;
+        let findings = out.json()["findings"].as_array().unwrap().clone();
+        let finding = |check: &str| {
+            findings.iter().find(|x| x["check"] == check).unwrap_or_else(|| panic!("{check}: {findings:#?}")).clone()
+        };
+        let purchase = finding("role of scan-offerings: ec2:PurchaseCapacityBlock");
+        if denied {
+            assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+            assert_eq!(purchase["verdict"], "fail", "{purchase:#}");
+            assert!(purchase["seen"].as_str().unwrap().contains("us-west-2"), "{purchase:#}");
+            assert!(purchase["seen"].as_str().unwrap().contains("not authorized"), "{purchase:#}");
+            assert!(purchase["todo"].as_str().unwrap().contains("PurchaseRegions"), "{purchase:#}");
+            // Tags ride on the purchase: not claimed when the purchase was refused.
+            assert_eq!(finding("role of scan-offerings: ec2:CreateTags")["verdict"], "not-checked");
+        } else {
+            assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+            assert_eq!(purchase["verdict"], "ok", "{purchase:#}");
+            assert_eq!(finding("role of scan-offerings: ec2:CreateTags")["verdict"], "ok");
+        }
+        for (check, verdict) in [
+            ("role of scan-offerings: ec2:DescribeCapacityBlockOfferings", "ok"),
+            ("role of scan-offerings: dynamodb:PutItem", "ok"),
+            ("role of scan-offerings: sns:Publish", "not-checked"),
+            ("role of track-blocks: ec2:DescribeCapacityReservations", "ok"),
+            ("role of track-blocks: scheduler:GetSchedule", "ok"),
+            ("role of track-blocks: autoscaling:SetDesiredCapacity", "not-checked"),
+            ("role of on-capacity-event: ec2:DescribeInstances", "ok"),
+            ("role of on-capacity-event: events:PutEvents", "not-checked"),
+        ] {
+            assert_eq!(finding(check)["verdict"], verdict, "{check}: {:#}", finding(check));
+        }
+        // The probe items were written and removed again: the table holds none.
+        let left = c
+            .aws
+            .store()
+            .client()
+            .query()
+            .table_name(c.aws.table.as_str())
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", aws_sdk_dynamodb::types::AttributeValue::S("PREFLIGHT#PROBE".into()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(left.count(), 0, "{:?}", left.items());
+        assert!(c.sim.purchases().await.is_empty(), "a preflight buys nothing");
     }
 }
 

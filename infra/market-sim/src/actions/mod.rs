@@ -43,19 +43,7 @@ pub struct Ctx<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// The actions this simulator implements, all others answer InvalidAction.
-pub const ACTIONS: &[&str] = &[
-    "DescribeCapacityBlockOfferings",
-    "PurchaseCapacityBlock",
-    "DescribeCapacityReservations",
-    "DescribeCapacityBlockExtensionOfferings",
-    "PurchaseCapacityBlockExtension",
-    "DescribeInstanceTypes",
-    "DescribeInstances",
-    "DescribeCapacityBlocks",
-    "DescribeCapacityBlockStatus",
-    "DescribeCapacityBlockExtensionHistory",
-];
+pub use crate::action_names::ACTIONS;
 
 /// One call by an unsigned caller (whom no `iam_denials` entry names).
 pub fn dispatch(w: &mut World, region: &str, action: &str, p: &Params) -> Result<Output, ApiError> {

@@ -17,6 +17,8 @@
 //! | extension   | `BLOCK#<reservation>`  | `EXT#<offering>`           | `EXT#OPEN` while open         |
 //! | alarm       | `ALARM#<name>`         | `STATE`                    | `ALARMS` / `<name>`             |
 //! | settings    | `STACK`                | `SETTINGS`                 |                                 |
+//! | function    | `STACK`                | `FUNCTION#<kind>`          |                                 |
+//! | probe       | `PREFLIGHT#PROBE`      | `<kind>#<try>`             | (ttl; written by `aws::probe`)  |
 
 use std::time::Duration as StdDuration;
 
@@ -78,6 +80,7 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("AlarmStore", &["dynamodb:PutItem", "dynamodb:Query"]),
     ("SettingsStore", &["dynamodb:GetItem", "dynamodb:PutItem"]),
     ("PreflightStore", &["dynamodb:GetItem", "dynamodb:PutItem"]),
+    ("FunctionDirectory", &["dynamodb:PutItem", "dynamodb:Query"]),
     // Not a port: `create_table` sets up the local stack and the tests; no function declares it.
     ("TableSetup", &["dynamodb:CreateTable"]),
 ];

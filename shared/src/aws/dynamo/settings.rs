@@ -1,9 +1,10 @@
 //! The stack's settings (`STACK` / `SETTINGS`): one item, written by the functions from their
-//! configuration when it differs from what is stored, read by the CLI.
+//! configuration when it differs from what is stored, read by the CLI. Beside it, one item per
+//! function (`STACK` / `FUNCTION#<kind>`): the name Lambda runs it under, for preflight to invoke.
 
 use super::*;
 use crate::domain::stack::StoredSettings;
-use crate::ports::SettingsStore;
+use crate::ports::{FunctionDirectory, SettingsStore};
 
 const PK: &str = "STACK";
 const SK: &str = "SETTINGS";
@@ -35,5 +36,42 @@ impl SettingsStore for DynamoStore {
 
     async fn stored_settings(&self) -> Result<Option<StoredSettings>, StoreError> {
         self.get(key(PK, SK)).await?.map(|i| data(&i)).transpose()
+    }
+}
+
+const FUNCTION: &str = "FUNCTION#";
+
+#[async_trait]
+impl FunctionDirectory for DynamoStore {
+    async fn record_function(&self, kind: &str, name: &str) -> Result<(), StoreError> {
+        let mut item = key(PK, format!("{FUNCTION}{kind}"));
+        item.insert("name".into(), s(name));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| store_err("a function's name", e))
+    }
+
+    async fn functions(&self) -> Result<std::collections::BTreeMap<String, String>, StoreError> {
+        let q = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
+            .expression_attribute_values(":pk", s(PK))
+            .expression_attribute_values(":p", s(FUNCTION))
+            .consistent_read(true);
+        let items = Self::all_items(q, "the functions' names").await?;
+        Ok(items
+            .iter()
+            .filter_map(|i| {
+                let kind = i.get("sk")?.as_s().ok()?.strip_prefix(FUNCTION)?.to_string();
+                Some((kind, i.get("name")?.as_s().ok()?.clone()))
+            })
+            .collect())
     }
 }

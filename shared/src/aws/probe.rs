@@ -1,0 +1,447 @@
+//! A function's own role, tried without effect (`ports::PermissionProbe`), for `capblock
+//! preflight`. Each IAM action of the function's ports has one way to be tried here:
+//!
+//! * EC2: the call with `DryRun` (EC2 answers `DryRunOperation` when the caller may, and
+//!   `UnauthorizedOperation` when not). The purchase is tried on an offering the same probe just
+//!   saw, with the stack's tag, so the role's request-tag and region conditions are what answer;
+//!   `CreateTags` rides on it (tags on create are authorized with the call).
+//! * DynamoDB: reads of the stack's settings, and writes to a probe item of the function's own
+//!   (`PREFLIGHT#PROBE`, removed again and carrying a `ttl` in case it is not).
+//! * Reads elsewhere (a topic's subscriptions, a schedule that does not exist, a parameter that
+//!   does not exist): "not found" comes after IAM allowed the call.
+//! * What has an effect whatever is asked (publishing, putting events, scaling a group, sending a
+//!   command, creating a schedule, passing a role) is `NotChecked`, with the reason.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use aws_config::SdkConfig;
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_ec2::types::{CapacityReservationInstancePlatform, ResourceType, Tag, TagSpecification};
+
+use super::regional::Regional;
+use crate::domain::names::{InstanceType, Region};
+use crate::domain::permissions::Access;
+use crate::ports::PermissionProbe;
+
+/// The IAM actions of `ports`, from every adapter's `ACTIONS` table, in the order the ports
+/// name them, each once: what the function's role must allow.
+pub fn actions_of(ports: &[&str]) -> Vec<&'static str> {
+    let tables: [&[(&str, &[&'static str])]; 7] = [
+        super::ec2::ACTIONS,
+        super::dynamo::ACTIONS,
+        super::sns::ACTIONS,
+        super::eventbridge::ACTIONS,
+        super::scheduler::ACTIONS,
+        super::ssm::ACTIONS,
+        super::autoscaling::ACTIONS,
+    ];
+    let mut out: Vec<&'static str> = Vec::new();
+    for port in ports {
+        for table in tables {
+            for (name, actions) in table {
+                if name == port {
+                    for a in *actions {
+                        if !out.contains(a) {
+                            out.push(a);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Codes that say the thing asked for does not exist: answered only after IAM allowed the call.
+fn is_absence(code: &str) -> bool {
+    matches!(
+        code,
+        "ResourceNotFoundException"
+            | "ParameterNotFound"
+            | "InvocationDoesNotExist"
+            | "InvalidCommandId"
+            | "NoSuchResourceException"
+            | "NotFoundException"
+    )
+}
+
+/// The access an SDK call's result shows, where the call asked for something that is not there
+/// on purpose (a schedule, a parameter, a command): "not found" means IAM let the call through.
+fn access<T, E, R>(result: Result<T, SdkError<E, R>>) -> Access
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    judged(result, true)
+}
+
+/// As [`access`], for calls on what must exist (the stack's table, its topic): "not found" there
+/// is the stack's own problem, and says nothing about the permission.
+fn access_existing<T, E, R>(result: Result<T, SdkError<E, R>>) -> Access
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    judged(result, false)
+}
+
+fn judged<T, E, R>(result: Result<T, SdkError<E, R>>, absent_on_purpose: bool) -> Access
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match result {
+        Ok(_) => Access::Allowed,
+        Err(e) => {
+            let code = e.code().map(str::to_string);
+            let message = e.message().map(str::to_string).unwrap_or_else(|| DisplayErrorContext(&e).to_string());
+            match code.as_deref() {
+                Some(c) if absent_on_purpose && is_absence(c) => Access::Allowed,
+                c => Access::from_error(c, &message),
+            }
+        }
+    }
+}
+
+/// Where the probe writes: never an item capblock itself uses.
+const PROBE_PK: &str = "PREFLIGHT#PROBE";
+/// A placeholder id in the `DryRun` calls that need one: syntactically valid, never a real one.
+const NO_RESERVATION: &str = "cr-00000000000000000";
+const NO_EXTENSION_OFFERING: &str = "cbe-00000000000000000";
+
+pub struct AwsProbe {
+    ec2: Regional<aws_sdk_ec2::Client>,
+    quotas: Regional<aws_sdk_servicequotas::Client>,
+    groups: Regional<aws_sdk_autoscaling::Client>,
+    ssm: Regional<aws_sdk_ssm::Client>,
+    dynamo: aws_sdk_dynamodb::Client,
+    sns: aws_sdk_sns::Client,
+    scheduler: aws_sdk_scheduler::Client,
+    table: String,
+    alerts_topic: String,
+    schedule_group: Option<String>,
+    stack: String,
+    function: String,
+    /// Per region: the offering the describe try saw (the purchase is tried on it) ...
+    offering: Mutex<HashMap<Region, Option<String>>>,
+    /// ... and what the purchase try showed (CreateTags rides on it).
+    purchase: Mutex<HashMap<Region, Access>>,
+}
+
+/// What the probe needs to know of the stack: the function it runs in, where it writes and
+/// reads, and the stack's name for the purchase's tag.
+pub struct ProbeTargets {
+    pub table: String,
+    pub alerts_topic: String,
+    pub schedule_group: Option<String>,
+    pub stack: String,
+    pub function: String,
+}
+
+impl AwsProbe {
+    pub fn new(sdk: &SdkConfig, t: ProbeTargets) -> AwsProbe {
+        AwsProbe {
+            ec2: Regional::new(sdk.clone(), aws_sdk_ec2::Client::new),
+            quotas: Regional::new(sdk.clone(), aws_sdk_servicequotas::Client::new),
+            groups: Regional::new(sdk.clone(), aws_sdk_autoscaling::Client::new),
+            ssm: Regional::new(sdk.clone(), aws_sdk_ssm::Client::new),
+            dynamo: aws_sdk_dynamodb::Client::new(sdk),
+            sns: aws_sdk_sns::Client::new(sdk),
+            scheduler: aws_sdk_scheduler::Client::new(sdk),
+            table: t.table,
+            alerts_topic: t.alerts_topic,
+            schedule_group: t.schedule_group,
+            stack: t.stack,
+            function: t.function,
+            offering: Mutex::new(HashMap::new()),
+            purchase: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn key(&self, sk: &str) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            ("pk".to_string(), AttributeValue::S(PROBE_PK.to_string())),
+            ("sk".to_string(), AttributeValue::S(format!("{}#{sk}", self.function))),
+        ])
+    }
+
+    /// A probe item: the key, and a `ttl` an hour ahead in case the cleanup is not allowed.
+    fn probe_item(&self, sk: &str) -> HashMap<String, AttributeValue> {
+        let mut item = self.key(sk);
+        // The table's TTL only: nothing is decided by it.
+        let expires = chrono::Utc::now().timestamp() + 3600;
+        item.insert("ttl".into(), AttributeValue::N(expires.to_string()));
+        item
+    }
+
+    /// Removes a probe item; a refusal is the DeleteItem try's to report, not this one's.
+    async fn clean(&self, sk: &str) {
+        let _ = self.dynamo.delete_item().table_name(&self.table).set_key(Some(self.key(sk))).send().await;
+    }
+
+    /// DescribeCapacityBlockOfferings, for real (no DryRun): an offering to try the purchase on.
+    async fn describe_offerings(&self, region: &Region, t: &InstanceType) -> Access {
+        let answer = self
+            .ec2
+            .get(region)
+            .describe_capacity_block_offerings()
+            .instance_type(t.as_str())
+            .instance_count(1)
+            .capacity_duration_hours(24)
+            .send()
+            .await;
+        let seen = answer.as_ref().ok().map(|o| {
+            o.capacity_block_offerings().first().and_then(|x| x.capacity_block_offering_id()).map(str::to_string)
+        });
+        if let Some(id) = seen {
+            self.offering.lock().unwrap_or_else(|p| p.into_inner()).insert(region.clone(), id);
+        }
+        access(answer)
+    }
+
+    async fn try_purchase(&self, region: &Region, t: &InstanceType) -> Access {
+        let known = self.offering.lock().unwrap_or_else(|p| p.into_inner()).get(region).cloned();
+        let id = match known {
+            Some(id) => id,
+            None => {
+                if let Access::Denied { message } = self.describe_offerings(region, t).await {
+                    return Access::not_checked(format!("no offering could be read to try it on: {message}"));
+                }
+                self.offering.lock().unwrap_or_else(|p| p.into_inner()).get(region).cloned().flatten()
+            }
+        };
+        let Some(id) = id else {
+            return Access::not_checked(format!("EC2 offered no {t} block to try the purchase on (DryRun)"));
+        };
+        let tags = TagSpecification::builder()
+            .resource_type(ResourceType::CapacityReservation)
+            .tags(Tag::builder().key(crate::domain::tags::STACK_TAG).value(&self.stack).build())
+            .build();
+        let result = self
+            .ec2
+            .get(region)
+            .purchase_capacity_block()
+            .capacity_block_offering_id(id)
+            .instance_platform(CapacityReservationInstancePlatform::LinuxUnix)
+            .tag_specifications(tags)
+            .dry_run(true)
+            .send()
+            .await;
+        let seen = match result {
+            // A DryRun that buys: never expected, and reported as it is.
+            Ok(_) => Access::not_checked("EC2 answered a DryRun purchase without DryRunOperation"),
+            Err(e) => access::<(), _, _>(Err(e)),
+        };
+        self.purchase.lock().unwrap_or_else(|p| p.into_inner()).insert(region.clone(), seen.clone());
+        seen
+    }
+
+    async fn try_ec2(&self, action: &str, region: &Region, t: Option<&InstanceType>) -> Access {
+        let c = self.ec2.get(region);
+        match action {
+            "DescribeCapacityBlockOfferings" => match t {
+                Some(t) => self.describe_offerings(region, t).await,
+                None => Access::not_checked("no instance type asked in this region"),
+            },
+            "PurchaseCapacityBlock" => match t {
+                Some(t) => self.try_purchase(region, t).await,
+                None => Access::not_checked("no instance type asked in this region"),
+            },
+            "CreateTags" => match self.purchase.lock().unwrap_or_else(|p| p.into_inner()).get(region) {
+                Some(Access::Allowed) => Access::Allowed,
+                _ => Access::not_checked("tried only with a purchase (DryRun) that EC2 allowed"),
+            },
+            "DescribeInstanceTypes" => access(c.describe_instance_types().dry_run(true).send().await),
+            "DescribeCapacityReservations" => access(c.describe_capacity_reservations().dry_run(true).send().await),
+            "DescribeInstances" => access(c.describe_instances().dry_run(true).send().await),
+            "DescribeCapacityBlocks" => access(c.describe_capacity_blocks().dry_run(true).send().await),
+            "DescribeCapacityBlockStatus" => access(c.describe_capacity_block_status().dry_run(true).send().await),
+            "DescribeCapacityBlockExtensionHistory" => {
+                access(c.describe_capacity_block_extension_history().dry_run(true).send().await)
+            }
+            "DescribeCapacityBlockExtensionOfferings" => access(
+                c.describe_capacity_block_extension_offerings()
+                    .capacity_reservation_id(NO_RESERVATION)
+                    .capacity_block_extension_duration_hours(24)
+                    .dry_run(true)
+                    .send()
+                    .await,
+            ),
+            "PurchaseCapacityBlockExtension" => access(
+                c.purchase_capacity_block_extension()
+                    .capacity_block_extension_offering_id(NO_EXTENSION_OFFERING)
+                    .capacity_reservation_id(NO_RESERVATION)
+                    .dry_run(true)
+                    .send()
+                    .await,
+            ),
+            other => Access::not_checked(format!("capblock has no way to try ec2:{other}")),
+        }
+    }
+
+    async fn try_dynamo(&self, action: &str) -> Access {
+        let t = &self.table;
+        let d = &self.dynamo;
+        match action {
+            "GetItem" => access_existing(
+                d.get_item()
+                    .table_name(t)
+                    .key("pk", AttributeValue::S("STACK".into()))
+                    .key("sk", AttributeValue::S("SETTINGS".into()))
+                    .send()
+                    .await,
+            ),
+            "PutItem" => {
+                let seen =
+                    access_existing(d.put_item().table_name(t).set_item(Some(self.probe_item("put"))).send().await);
+                self.clean("put").await;
+                seen
+            }
+            "UpdateItem" => {
+                let seen = access_existing(
+                    d.update_item()
+                        .table_name(t)
+                        .set_key(Some(self.key("update")))
+                        .update_expression("SET #t = :t")
+                        .expression_attribute_names("#t", "ttl")
+                        .expression_attribute_values(
+                            ":t",
+                            AttributeValue::N((chrono::Utc::now().timestamp() + 3600).to_string()),
+                        )
+                        .send()
+                        .await,
+                );
+                self.clean("update").await;
+                seen
+            }
+            "DeleteItem" => {
+                // Deleting an item that is not there is allowed or refused like any other.
+                access_existing(d.delete_item().table_name(t).set_key(Some(self.key("delete"))).send().await)
+            }
+            "Query" => access_existing(
+                d.query()
+                    .table_name(t)
+                    .key_condition_expression("pk = :pk")
+                    .expression_attribute_values(":pk", AttributeValue::S(PROBE_PK.into()))
+                    .limit(1)
+                    .send()
+                    .await,
+            ),
+            "BatchWriteItem" => {
+                let put = PutRequest::builder().set_item(Some(self.probe_item("batch"))).build();
+                let seen = match put {
+                    Ok(put) => access_existing(
+                        d.batch_write_item()
+                            .request_items(t, vec![WriteRequest::builder().put_request(put).build()])
+                            .send()
+                            .await,
+                    ),
+                    Err(e) => Access::not_checked(format!("the probe's request: {e}")),
+                };
+                self.clean("batch").await;
+                seen
+            }
+            "Scan" => access_existing(d.scan().table_name(t).limit(1).send().await),
+            other => Access::not_checked(format!("capblock has no way to try dynamodb:{other}")),
+        }
+    }
+
+    async fn try_other(&self, service: &str, action: &str, region: Option<&Region>) -> Access {
+        let effect = |what: &str| Access::not_checked(format!("it cannot be tried without {what}"));
+        match (service, action, region) {
+            ("sns", "Publish", _) => effect("reaching the topic's subscribers"),
+            ("sns", "ListSubscriptionsByTopic", _) => {
+                access_existing(self.sns.list_subscriptions_by_topic().topic_arn(&self.alerts_topic).send().await)
+            }
+            ("events", "PutEvents", _) => effect("putting an event on the bus"),
+            ("iam", "PassRole", _) => effect("creating a schedule (it passes the role)"),
+            ("scheduler", "CreateSchedule" | "UpdateSchedule" | "DeleteSchedule", _) => {
+                effect("creating, changing or deleting a schedule")
+            }
+            ("scheduler", "GetSchedule" | "ListSchedules", _) => {
+                let Some(group) = &self.schedule_group else {
+                    return Access::not_checked("the function has no schedule group");
+                };
+                if action == "GetSchedule" {
+                    access(
+                        self.scheduler.get_schedule().name("capblock-preflight-probe").group_name(group).send().await,
+                    )
+                } else {
+                    access(self.scheduler.list_schedules().group_name(group).max_results(1).send().await)
+                }
+            }
+            ("servicequotas", "ListAWSDefaultServiceQuotas", Some(r)) => access(
+                self.quotas.get(r).list_aws_default_service_quotas().service_code("ec2").max_results(1).send().await,
+            ),
+            ("servicequotas", "GetServiceQuota", Some(r)) => access(
+                // Running On-Demand P instances: a quota every account has.
+                self.quotas.get(r).get_service_quota().service_code("ec2").quota_code("L-417A185B").send().await,
+            ),
+            ("autoscaling", "DescribeAutoScalingGroups", Some(r)) => {
+                access(self.groups.get(r).describe_auto_scaling_groups().max_records(1).send().await)
+            }
+            ("autoscaling", "SetDesiredCapacity", _) => effect("changing a group's size"),
+            ("ssm", "GetParameter", Some(r)) => {
+                access(self.ssm.get(r).get_parameter().name("/capblock/preflight-probe-absent").send().await)
+            }
+            ("ssm", "PutParameter" | "DeleteParameter", _) => effect("writing a parameter a workload may read"),
+            ("ssm", "SendCommand", _) => effect("running a command on instances"),
+            ("ssm", "ListCommands", Some(r)) => access(self.ssm.get(r).list_commands().max_results(1).send().await),
+            ("ssm", "GetCommandInvocation", Some(r)) => access(
+                self.ssm
+                    .get(r)
+                    .get_command_invocation()
+                    .command_id("00000000-0000-0000-0000-000000000000")
+                    .instance_id("i-00000000000000000")
+                    .send()
+                    .await,
+            ),
+            _ => Access::not_checked(format!("capblock has no way to try {service}:{action}")),
+        }
+    }
+}
+
+#[async_trait]
+impl PermissionProbe for AwsProbe {
+    async fn try_action(&self, action: &str, region: Option<&Region>, t: Option<&InstanceType>) -> Access {
+        let Some((service, name)) = action.split_once(':') else {
+            return Access::not_checked(format!("{action} is not an IAM action"));
+        };
+        match (service, region) {
+            ("ec2", Some(r)) => self.try_ec2(name, r, t).await,
+            ("dynamodb", _) => self.try_dynamo(name).await,
+            _ => self.try_other(service, name, region).await,
+        }
+    }
+
+    fn regional(&self, action: &str) -> bool {
+        matches!(action.split_once(':').map(|(s, _)| s), Some("ec2" | "servicequotas" | "autoscaling" | "ssm"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::permissions::is_denial;
+
+    #[test]
+    fn a_functions_actions_come_from_its_ports_each_once_in_order() {
+        let a = actions_of(&["OfferingSource", "Purchaser", "RuleStore", "Ledger", "Notifier"]);
+        assert_eq!(&a[..3], &["ec2:DescribeCapacityBlockOfferings", "ec2:PurchaseCapacityBlock", "ec2:CreateTags"]);
+        assert!(a.contains(&"dynamodb:UpdateItem") && a.contains(&"sns:Publish"));
+        let mut dedup = a.clone();
+        dedup.sort();
+        dedup.dedup();
+        assert_eq!(dedup.len(), a.len(), "each action once: {a:?}");
+        assert!(actions_of(&["NoSuchPort"]).is_empty());
+    }
+
+    #[test]
+    fn not_found_after_iam_is_allowed_and_a_denial_is_a_denial() {
+        assert!(is_absence("ParameterNotFound") && !is_absence("UnauthorizedOperation"));
+        assert!(is_denial("AccessDeniedException"));
+    }
+}

@@ -1,0 +1,232 @@
+//! What a function's own role may do, as the function itself found out when `capblock
+//! preflight` invoked it with a [`PermissionsAsk`]: each IAM action its work needs, tried in a
+//! way that has no effect (a `DryRun` call, a read, a write to a probe item of its own), or named
+//! as not checked when no such way exists. Pure: the asking is `app::permissions`, the calls are
+//! `aws::probe`, and the verdicts (`findings`) are here.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::names::{InstanceType, Region};
+use super::preflight::{Finding, Verdict};
+
+/// The `source` of the payload that asks a function to check its own role instead of running.
+/// Distinct from the schedules' `capblock.schedule` and from every AWS event source.
+pub const PERMISSIONS_SOURCE: &str = "capblock.preflight";
+
+/// What preflight asks a function to try: the regions the rules watch, each with an instance
+/// type the rules ask there (a describe or purchase `DryRun` needs one EC2 sells).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermissionsAsk {
+    pub source: String,
+    pub asks: Vec<RegionAsk>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionAsk {
+    pub region: Region,
+    pub instance_type: InstanceType,
+}
+
+impl PermissionsAsk {
+    pub fn new(asks: Vec<RegionAsk>) -> PermissionsAsk {
+        PermissionsAsk { source: PERMISSIONS_SOURCE.to_string(), asks }
+    }
+
+    /// The ask in `payload`, if it is one; `None` for any other payload (the function's work).
+    pub fn of(payload: &serde_json::Value) -> Option<Result<PermissionsAsk, String>> {
+        (payload.get("source").and_then(|s| s.as_str()) == Some(PERMISSIONS_SOURCE))
+            .then(|| serde_json::from_value(payload.clone()).map_err(|e| format!("a preflight payload: {e}")))
+    }
+}
+
+/// What one try showed about one action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "access", rename_all = "kebab-case")]
+pub enum Access {
+    /// The call was allowed (answered, or `DryRunOperation`).
+    Allowed,
+    /// The role may not: AWS's own words.
+    Denied { message: String },
+    /// Not tried, or the answer did not say (why, in words).
+    NotChecked { why: String },
+}
+
+impl Access {
+    pub fn not_checked(why: impl Into<String>) -> Access {
+        Access::NotChecked { why: why.into() }
+    }
+
+    /// The access an AWS error answer shows: a denial by its code, anything else says nothing
+    /// about the permission (the call failed before or after IAM judged it).
+    pub fn from_error(code: Option<&str>, message: &str) -> Access {
+        match code {
+            Some("DryRunOperation") => Access::Allowed,
+            Some(c) if is_denial(c) => Access::Denied { message: message.to_string() },
+            Some(c) => Access::not_checked(format!("AWS answered {c} before judging the permission: {message}")),
+            None => Access::not_checked(format!("no answer: {message}")),
+        }
+    }
+}
+
+/// The error codes AWS services answer a call the caller's policies do not allow with (EC2's
+/// `UnauthorizedOperation`, the JSON services' `AccessDeniedException`, the Query services'
+/// `AccessDenied`/`AuthorizationError`).
+pub fn is_denial(code: &str) -> bool {
+    matches!(
+        code,
+        "UnauthorizedOperation" | "AccessDenied" | "AccessDeniedException" | "AuthorizationError" | "Forbidden"
+    )
+}
+
+/// One action tried in one region (`None`: the function's own region, for the regionless
+/// table, topics, bus and schedules).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Probed {
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<Region>,
+    #[serde(flatten)]
+    pub access: Access,
+}
+
+/// A function's answer to a [`PermissionsAsk`]: its name and every try.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleCheck {
+    pub function: String,
+    pub probes: Vec<Probed>,
+}
+
+impl RoleCheck {
+    /// Whether `body` (a function's answer) is a role check rather than a run's report.
+    pub fn from_answer(body: &serde_json::Value) -> Option<RoleCheck> {
+        body.get("probes")?;
+        serde_json::from_value(body.clone()).ok()
+    }
+}
+
+/// One finding per action the role needs: ok when every try allowed it, fail when any region
+/// denied it (naming those regions), not checked when it could not be tried. Denials say what to
+/// do: the role is the template's, so a denial means a changed template, a permissions boundary,
+/// an SCP, or a region missing from `PurchaseRegions`.
+pub fn findings(check: &RoleCheck) -> Vec<Finding> {
+    let mut by_action: BTreeMap<&str, Vec<&Probed>> = BTreeMap::new();
+    for p in &check.probes {
+        by_action.entry(p.action.as_str()).or_default().push(p);
+    }
+    by_action
+        .into_iter()
+        .map(|(action, tries)| {
+            let name = format!("role of {}: {action}", check.function);
+            let where_ = |ps: &[&&Probed]| {
+                ps.iter()
+                    .map(|p| p.region.as_ref().map_or("its region".to_string(), |r| r.to_string()))
+                    .collect::<Vec<_>>()
+            };
+            let denied: Vec<&&Probed> = tries.iter().filter(|p| matches!(p.access, Access::Denied { .. })).collect();
+            if let Some(first) = denied.first() {
+                let Access::Denied { message } = &first.access else { unreachable!("filtered on Denied") };
+                return Finding::flagged(
+                    name,
+                    Verdict::Fail,
+                    format!("denied in {}: {message}", where_(&denied).join(", ")),
+                    format!(
+                        "allow {action} to the role of {} (deploy template.yaml unchanged; check permissions \
+                         boundaries and SCPs; a purchase region must be in PurchaseRegions)",
+                        check.function
+                    ),
+                );
+            }
+            let unchecked: Vec<&&Probed> =
+                tries.iter().filter(|p| matches!(p.access, Access::NotChecked { .. })).collect();
+            if let Some(first) = unchecked.first() {
+                let Access::NotChecked { why } = &first.access else { unreachable!("filtered on NotChecked") };
+                let allowed = tries.len() - unchecked.len();
+                let seen = if allowed > 0 {
+                    format!("allowed in {allowed} region(s); not checked in {}: {why}", where_(&unchecked).join(", "))
+                } else {
+                    why.clone()
+                };
+                return Finding::flagged(
+                    name,
+                    Verdict::NotChecked,
+                    seen,
+                    "deploy template.yaml unchanged: its role allows this action",
+                );
+            }
+            Finding::ok(name, format!("allowed ({})", where_(&tries.iter().collect::<Vec<_>>()).join(", ")))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(action: &str, region: Option<&str>, access: Access) -> Probed {
+        Probed { action: action.into(), region: region.map(|r| r.parse().unwrap()), access }
+    }
+
+    #[test]
+    fn the_ask_is_told_from_a_run_by_its_source() {
+        let ask = PermissionsAsk::new(vec![RegionAsk {
+            region: "us-east-1".parse().unwrap(),
+            instance_type: "p5.48xlarge".parse().unwrap(),
+        }]);
+        let json = serde_json::to_value(&ask).unwrap();
+        assert_eq!(PermissionsAsk::of(&json), Some(Ok(ask)));
+        assert_eq!(PermissionsAsk::of(&serde_json::json!({"source": "capblock.schedule"})), None);
+        assert_eq!(PermissionsAsk::of(&serde_json::json!({"detail-type": "x"})), None);
+        let bad = PermissionsAsk::of(&serde_json::json!({"source": PERMISSIONS_SOURCE, "asks": 3})).unwrap();
+        assert!(bad.unwrap_err().contains("a preflight payload"));
+    }
+
+    #[test]
+    fn an_error_code_says_denied_allowed_or_nothing() {
+        assert_eq!(Access::from_error(Some("DryRunOperation"), "would have succeeded"), Access::Allowed);
+        assert!(matches!(Access::from_error(Some("UnauthorizedOperation"), "no"), Access::Denied { .. }));
+        assert!(matches!(Access::from_error(Some("AccessDeniedException"), "no"), Access::Denied { .. }));
+        let other = Access::from_error(Some("InvalidParameterValue"), "bad");
+        assert!(matches!(&other, Access::NotChecked { why } if why.contains("InvalidParameterValue")));
+    }
+
+    #[test]
+    fn a_denial_in_one_region_fails_the_action_and_names_the_region() {
+        let check = RoleCheck {
+            function: "scan-offerings".into(),
+            probes: vec![
+                probe("ec2:PurchaseCapacityBlock", Some("us-east-1"), Access::Allowed),
+                probe(
+                    "ec2:PurchaseCapacityBlock",
+                    Some("us-west-2"),
+                    Access::Denied { message: "not authorized".into() },
+                ),
+                probe("dynamodb:GetItem", None, Access::Allowed),
+                probe("sns:Publish", None, Access::not_checked("it would reach the subscribers")),
+            ],
+        };
+        let f = findings(&check);
+        assert_eq!(f.len(), 3);
+        let by = |a: &str| f.iter().find(|x| x.check.ends_with(a)).unwrap();
+        let purchase = by("ec2:PurchaseCapacityBlock");
+        assert_eq!(purchase.verdict, Verdict::Fail);
+        assert!(purchase.seen.contains("us-west-2") && !purchase.seen.contains("us-east-1"), "{}", purchase.seen);
+        assert!(purchase.todo.as_deref().unwrap().contains("PurchaseRegions"));
+        assert_eq!(by("dynamodb:GetItem").verdict, Verdict::Ok);
+        assert_eq!(by("sns:Publish").verdict, Verdict::NotChecked);
+        assert!(by("sns:Publish").check.starts_with("role of scan-offerings"));
+    }
+
+    #[test]
+    fn a_role_check_round_trips_and_is_told_from_a_report() {
+        let check = RoleCheck {
+            function: "track-blocks".into(),
+            probes: vec![probe("ec2:DescribeCapacityReservations", Some("us-east-1"), Access::Allowed)],
+        };
+        let json = serde_json::to_value(&check).unwrap();
+        assert_eq!(json["probes"][0]["access"], "allowed");
+        assert_eq!(RoleCheck::from_answer(&json), Some(check));
+        assert_eq!(RoleCheck::from_answer(&serde_json::json!({"asked": 3})), None);
+    }
+}
