@@ -31,9 +31,10 @@ pub enum RulesCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Show one stored rule.
+    /// Show a stored rule as the TOML file `rules put` takes (edit it and put it back).
     Show {
         id: String,
+        /// The same fields as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -58,11 +59,16 @@ pub async fn run(cmd: RulesCommand) -> CliResult {
         RulesCommand::List { json } => list(json).await,
         RulesCommand::Show { id, json } => {
             let s = store().await?.get_rule(&id).await?.ok_or_else(|| no_rule(&id))?;
+            // The rule as the file `rules put` takes: edit it and put it back.
+            let spec = s.rule.to_spec();
             if json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
+                println!("{}", serde_json::to_string_pretty(&spec)?);
             } else {
-                println!("{:#?}", s.rule);
-                println!("version {}", s.version);
+                let text = toml::to_string(&spec).map_err(|e| CliError::failed(format!("rule {id} as TOML: {e}")))?;
+                // Not `table::safe`: that escapes line breaks, and the TOML writer already escapes
+                // every control character inside strings.
+                println!("# rule {id}, stored version {} (capblock rules put FILE replaces it)", s.version);
+                print!("{text}");
             }
             Ok(())
         }

@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::outbox::{LEASE, alert_notice};
 use crate::domain::actions::Action;
 use crate::domain::block::Block;
-use crate::domain::bus::{self, BusStep, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Subject};
+use crate::domain::bus::{self, BusStep, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Subject, TIME_ATTRIBUTE};
 use crate::domain::handoff::{self, Invocation, Order, Planned, Point, Target};
 use crate::domain::milestone::Milestone;
 use crate::domain::names::Region;
@@ -38,8 +38,12 @@ pub fn event_notice(
     now: DateTime<Utc>,
 ) -> Notice {
     let detail = bus::detail(subject, step, step_key);
-    let mut attributes: BTreeMap<String, String> =
-        [(DETAIL_TYPE_ATTRIBUTE.to_string(), step.detail_type().as_str().to_string())].into();
+    // When the step happened: the run's time, kept with the notice so a later retry still says it.
+    let mut attributes: BTreeMap<String, String> = [
+        (DETAIL_TYPE_ATTRIBUTE.to_string(), step.detail_type().as_str().to_string()),
+        (TIME_ATTRIBUTE.to_string(), now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+    ]
+    .into();
     if let Some(arn) = arn {
         attributes.insert(RESOURCE_ATTRIBUTE.to_string(), arn.to_string());
     }

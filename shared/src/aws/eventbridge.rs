@@ -7,7 +7,7 @@ use aws_sdk_eventbridge::error::DisplayErrorContext;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 
 use super::sns::SnsNotifier;
-use crate::domain::bus::{self, BusEntry, DETAIL_TYPE_ATTRIBUTE, DetailType, RESOURCE_ATTRIBUTE};
+use crate::domain::bus::{self, BusEntry, DETAIL_TYPE_ATTRIBUTE, DetailType, RESOURCE_ATTRIBUTE, TIME_ATTRIBUTE};
 use crate::ports::{EventBus, Message, Notifier, NotifyError, Topic};
 
 /// The IAM actions each port implemented here calls (the cross-check compares them with the
@@ -44,6 +44,7 @@ impl EventBus for EventBridgeBus {
                         .detail_type(e.detail_type().as_str())
                         .detail(e.detail())
                         .set_resources(Some(e.resources().to_vec()))
+                        .set_time(e.time().map(|t| aws_smithy_types::DateTime::from_secs(t.timestamp())))
                         .build()
                 })
                 .collect();
@@ -80,7 +81,12 @@ pub fn entry_of(message: &Message) -> Result<BusEntry, NotifyError> {
     let name = message.attributes.get(DETAIL_TYPE_ATTRIBUTE).ok_or_else(|| bad("no detail-type".into()))?;
     let detail_type = DetailType::parse(name).ok_or_else(|| bad(format!("unknown detail-type {name:?}")))?;
     let resources = message.attributes.get(RESOURCE_ATTRIBUTE).cloned().into_iter().collect();
-    BusEntry::new(detail_type, message.body.clone(), resources).map_err(|e| bad(e.to_string()))
+    let entry = BusEntry::new(detail_type, message.body.clone(), resources).map_err(|e| bad(e.to_string()))?;
+    // A notice queued before events carried their time goes without one (EventBridge stamps it).
+    Ok(match message.attributes.get(TIME_ATTRIBUTE).and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()) {
+        Some(t) => entry.at(t.with_timezone(&chrono::Utc)),
+        None => entry,
+    })
 }
 
 /// The functions' notifier: alerts and workload notices to SNS, capblock's events to the bus.

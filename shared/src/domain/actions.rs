@@ -43,6 +43,23 @@ pub enum Action {
     RunCommand { document: String, lead_minutes: u32 },
 }
 
+/// An action as a rule file writes it (`rules show`).
+impl From<&Action> for ActionSpec {
+    fn from(a: &Action) -> ActionSpec {
+        match a {
+            Action::PublishParameter => ActionSpec::PublishParameter {},
+            Action::ScaleGroup { group, desired, down_lead_minutes } => ActionSpec::ScaleGroup {
+                group: group.clone(),
+                desired: i64::from(*desired),
+                down_lead_minutes: i64::from(*down_lead_minutes),
+            },
+            Action::RunCommand { document, lead_minutes } => {
+                ActionSpec::RunCommand { document: document.clone(), lead_minutes: i64::from(*lead_minutes) }
+            }
+        }
+    }
+}
+
 /// What the rule's validation needs to judge its actions.
 pub struct ActionLimits {
     /// The shortest block the rule may buy, in minutes (shortest duration minus the tolerance).

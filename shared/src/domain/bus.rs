@@ -14,8 +14,18 @@ use super::checkpoint::CheckpointMilestone;
 use super::health::HealthChange;
 use super::milestone::Milestone;
 
-/// The `source` of every event capblock puts.
+/// The `source` of every event capblock puts. Kept as the bare `capblock` rather than a
+/// reverse-DNS name (EventBridge's advice for sources on a shared bus): consumers' rules already
+/// match it, the events go to the stack's own bus by default (`EventBusName`), and the only
+/// reserved prefix, `aws.`, cannot clash with it. docs/handoff.md says so.
 pub const SOURCE: &str = "capblock";
+/// The detail's `version`: raised only on a change a consumer must adapt to (a field removed,
+/// renamed or changed in meaning). Fields are added without raising it, and the schemas allow
+/// fields they do not name, so a consumer that validates keeps working.
+pub const DETAIL_VERSION: u32 = 1;
+/// An event notice's attribute holding when its step happened (RFC 3339): the entry's `Time`,
+/// so a notice published late (a retry, a later run) still says when the step was.
+pub const TIME_ATTRIBUTE: &str = "time";
 /// PutEvents takes at most this many entries per call.
 pub const MAX_ENTRIES_PER_CALL: usize = 10;
 /// PutEvents refuses an entry (the whole call, in fact) above 256 KB, counted as EventBridge
@@ -191,6 +201,8 @@ impl BusStep {
 /// RFC 3339 UTC with a `Z`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Detail {
+    /// [`DETAIL_VERSION`].
+    pub version: u32,
     /// Stable per (block, step): a consumer drops a repeat by it (the outbox allows exactly one,
     /// in the crash window between PutEvents and marking the notice published).
     pub event_key: String,
@@ -236,6 +248,7 @@ pub fn detail(subject: &Subject, step: &BusStep, step_key: &str) -> Detail {
     };
     let b = &subject.block;
     Detail {
+        version: DETAIL_VERSION,
         event_key: format!("{}#{step_key}", b.reservation_id),
         reservation_id: b.reservation_id.clone(),
         region: b.region.to_string(),
@@ -258,6 +271,8 @@ pub struct BusEntry {
     detail_type: DetailType,
     detail: String,
     resources: Vec<String>,
+    /// When the step happened; `None`: EventBridge stamps the put's time.
+    time: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -269,8 +284,7 @@ pub enum EntryError {
 }
 
 /// The size EventBridge counts for an entry: the UTF-8 bytes of source, detail-type, detail and
-/// each resource, plus 14 for the time. capblock sets no time (EventBridge stamps the put) but
-/// counts it anyway: the limit then holds whichever way EventBridge counts.
+/// each resource, plus 14 for the time (capblock sets it to when the step happened).
 /// <https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-putevent-size.html>
 pub fn entry_size(detail_type: &str, detail: &str, resources: &[String]) -> usize {
     14 + SOURCE.len() + detail_type.len() + detail.len() + resources.iter().map(String::len).sum::<usize>()
@@ -282,7 +296,17 @@ impl BusEntry {
         if bytes > MAX_ENTRY_BYTES {
             return Err(EntryError::TooLarge { detail_type, bytes });
         }
-        Ok(BusEntry { detail_type, detail, resources })
+        Ok(BusEntry { detail_type, detail, resources, time: None })
+    }
+
+    /// The entry with its `Time` set to when its step happened.
+    pub fn at(mut self, time: DateTime<Utc>) -> BusEntry {
+        self.time = Some(time);
+        self
+    }
+
+    pub fn time(&self) -> Option<DateTime<Utc>> {
+        self.time
     }
 
     pub fn detail_type(&self) -> DetailType {

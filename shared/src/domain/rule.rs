@@ -181,27 +181,27 @@ fn default_true() -> bool {
 #[serde(deny_unknown_fields)]
 pub struct RuleSpec {
     pub id: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
     #[serde(default = "default_true")]
     pub enabled: bool,
     #[serde(default)]
     pub mode: Mode,
     pub regions: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instance_types: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instance_counts: Vec<i64>,
     /// Instead of instance types and counts: UltraServer types (`u-p6e-gb200x72`, ...) and
     /// how many of them one block holds.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ultraserver_types: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ultraserver_counts: Vec<i64>,
     pub durations_days: Vec<i64>,
     pub start_window: StartWindowSpec,
     pub max_price_per_accelerator_hour: AmountText,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_total_fee: Option<AmountText>,
     pub monthly_budget: AmountText,
     #[serde(default = "default_currency")]
@@ -214,9 +214,9 @@ pub struct RuleSpec {
     pub max_purchases_per_month: u32,
     #[serde(default)]
     pub rebuy_on_payment_failure: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extend: Option<ExtendSpec>,
     #[serde(default = "default_duration_tolerance")]
     pub duration_tolerance_hours: i64,
@@ -230,7 +230,7 @@ pub struct RuleSpec {
     #[serde(default)]
     pub unlimited: bool,
     /// Hand-off actions (`[[actions]]`): see `domain::handoff`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<ActionSpec>,
 }
 
@@ -483,6 +483,58 @@ impl RuleSpec {
             unlimited: self.unlimited,
             actions,
         })
+    }
+}
+
+impl Rule {
+    /// The rule as a rule file says it: `validate` of what this gives is the rule again (with a
+    /// relative start window, at any `now`). What `capblock rules show` prints, as TOML or JSON.
+    pub fn to_spec(&self) -> RuleSpec {
+        let amount = |d: Decimal| AmountText::Text(d.to_string());
+        let start_window = match self.start_window {
+            StartWindow::Relative { earliest, latest } => StartWindowSpec {
+                earliest_in_days: Some(earliest.num_days()),
+                latest_in_days: Some(latest.num_days()),
+                ..Default::default()
+            },
+            StartWindow::Absolute { earliest, latest } => StartWindowSpec {
+                earliest: Some(InstantText::Text(earliest.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))),
+                latest: Some(InstantText::Text(latest.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))),
+                ..Default::default()
+            },
+        };
+        RuleSpec {
+            id: self.id.clone(),
+            description: self.description.clone(),
+            enabled: self.enabled,
+            mode: self.mode,
+            regions: self.regions.iter().map(|r| r.to_string()).collect(),
+            instance_types: self.instance_types.iter().map(|t| t.to_string()).collect(),
+            instance_counts: self.instance_counts.iter().map(|&n| i64::from(n)).collect(),
+            ultraserver_types: self.ultraserver_types.iter().map(|u| u.as_str().to_string()).collect(),
+            ultraserver_counts: self.ultraserver_counts.iter().map(|&n| i64::from(n)).collect(),
+            durations_days: self.durations_days.iter().map(|&d| i64::from(d)).collect(),
+            start_window,
+            max_price_per_accelerator_hour: amount(self.max_price_per_accelerator_hour),
+            max_total_fee: self.max_total_fee.map(|m| amount(m.amount())),
+            monthly_budget: amount(self.monthly_budget.amount()),
+            currency: self.currency.to_string(),
+            instance_platform: self.instance_platform.clone(),
+            max_blocks_held: self.max_blocks_held,
+            max_purchases_per_month: self.max_purchases_per_month,
+            rebuy_on_payment_failure: self.rebuy_on_payment_failure,
+            tags: self.tags.clone(),
+            extend: self.extend.as_ref().map(|x| ExtendSpec {
+                max_price_per_accelerator_hour: amount(x.max_price_per_accelerator_hour),
+                max_days: x.max_days,
+                decide_hours_before_end: x.decide_hours_before_end,
+            }),
+            duration_tolerance_hours: i64::from(self.duration_tolerance_hours),
+            local_zones: self.local_zones,
+            allow_unknown_regions: self.allow_unknown_regions,
+            unlimited: self.unlimited,
+            actions: self.actions.iter().map(ActionSpec::from).collect(),
+        }
     }
 }
 

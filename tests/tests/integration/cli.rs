@@ -4,7 +4,7 @@
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::rule::Mode;
 use capblock_shared::domain::stack::{StackSettings, StoredSettings};
-use capblock_shared::ports::{Ledger, Observation, SettingsStore};
+use capblock_shared::ports::{Ledger, Observation, RuleStore, SettingsStore};
 use capblock_tests::runtime::{self, Outcome};
 use capblock_tests::{
     Aws, RuleToml, ScenarioToml, Sim, T0, assert_slack_schema, auto_scaling_group, binary_env, p5_offering, t0, usd,
@@ -481,6 +481,27 @@ async fn cli_purchases_stop_at_the_stacks_account_budget() {
     assert_eq!(c.sim.purchases().await.len(), 2, "a third block would pass the $1,000 cap: {}", again.stdout);
     let usage = c.aws.store().usage(&BudgetOwner::Account, &Period::of(t0())).await.unwrap().unwrap();
     assert_eq!((usage.committed, usage.purchases), (usd("960"), 2));
+}
+
+/// `rules show` prints the rule as the file `rules put` takes: put back unchanged, it is the same
+/// rule (a new version); `--json` has the same fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shown_rule_is_a_rule_file_that_puts_back_the_same_rule() {
+    let c = Cli::new("cli-show").await;
+    c.put_rule(&rule("west", "live", "3.00").extra("tags = { team = \"llm\" }").toml()).await;
+    let shown = c.run(&["rules", "show", "west"]).await;
+    assert_eq!(shown.code, 0, "{}{}", shown.stdout, shown.stderr);
+    assert!(shown.stdout.starts_with("# rule west, stored version 1"), "{}", shown.stdout);
+    assert!(shown.stdout.contains("max_price_per_accelerator_hour = \"3.00\""), "{}", shown.stdout);
+    assert!(!shown.stdout.contains("Currency(") && !shown.stdout.contains("TimeDelta"), "{}", shown.stdout);
+    let before = c.aws.store().get_rule("west").await.unwrap().unwrap();
+    c.put_rule(&shown.stdout).await;
+    let after = c.aws.store().get_rule("west").await.unwrap().unwrap();
+    assert_eq!((after.rule, after.version), (before.rule, 2));
+    let json = c.run(&["rules", "show", "west", "--json"]).await.json();
+    assert_eq!(json["id"], "west");
+    assert_eq!(json["tags"]["team"], "llm");
+    assert_eq!(json["max_price_per_accelerator_hour"], "3.00");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

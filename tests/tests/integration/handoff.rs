@@ -90,6 +90,14 @@ async fn every_event_reaches_a_rules_queue_once_and_matches_its_schema() {
         assert_eq!(e["source"], "capblock");
         assert_eq!(e["resources"][0], arn.as_str());
         assert_eq!(e["detail"]["reservation_id"], reservation.as_str());
+        assert_eq!(e["detail"]["version"], 1);
+        // When the step happened (the notice's time), not when it was put: EventBridge writes
+        // RFC 3339; the emulator hands the entry's epoch seconds through.
+        let time = match &e["time"] {
+            serde_json::Value::String(s) => chrono::DateTime::parse_from_rfc3339(s).ok().map(|t| t.timestamp()),
+            v => v.as_f64().map(|f| f as i64),
+        };
+        assert_eq!(time, Some(now.timestamp()), "{e}");
     }
     let ending: Vec<i64> = events
         .iter()

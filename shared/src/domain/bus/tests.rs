@@ -103,7 +103,25 @@ fn schemas_require_exactly_the_fields_each_step_writes() {
         let mut props: Vec<String> = detail["properties"].as_object().unwrap().keys().cloned().collect();
         props.sort();
         assert_eq!(props, required, "{}: every property required", step.detail_type());
+        // Fields may be added later without breaking a consumer that validates.
+        assert_eq!(detail["additionalProperties"], true, "{}: open to new fields", step.detail_type());
+        assert_eq!(detail["properties"]["version"]["const"], DETAIL_VERSION, "{}", step.detail_type());
     }
+}
+
+#[test]
+fn every_detail_carries_its_version() {
+    for step in every_step() {
+        let d = serde_json::to_value(detail(&subject(), &step, "k")).unwrap();
+        assert_eq!(d["version"], DETAIL_VERSION, "{}", step.detail_type());
+    }
+}
+
+#[test]
+fn an_entry_carries_the_time_its_step_happened() {
+    let e = BusEntry::new(DetailType::BlockActive, "{}".into(), vec![]).unwrap();
+    assert_eq!(e.time(), None);
+    assert_eq!(e.at(t(10, 11, 30)).time(), Some(t(10, 11, 30)));
 }
 
 #[test]

@@ -545,3 +545,57 @@ fn an_unknown_key_suggests_the_closest_one() {
     let e = RuleSpec::from_toml("id = \"a\"\nzzzz = 1\n").unwrap_err().to_string();
     assert!(e.contains("unknown field `zzzz`") && !e.contains("did you mean"), "{e}");
 }
+
+/// `rules show` prints a stored rule as the file it came from: that text, read and validated
+/// again, is the same rule, for every example rule and for one with every optional part set.
+#[test]
+fn a_rule_shown_as_toml_reads_back_as_the_same_rule() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/examples/rules");
+    let mut texts: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
+    texts.push(
+        r#"
+id = "everything"
+description = "every optional part"
+mode = "live"
+regions = ["us-east-1", "us-west-2"]
+instance_types = ["p5.48xlarge"]
+instance_counts = [1, 2]
+durations_days = [1, 7]
+start_window = { earliest = "2026-12-10T11:30:00Z", latest = "2026-12-20T11:30:00Z" }
+max_price_per_accelerator_hour = "3.10"
+max_total_fee = 9000
+monthly_budget = 20000.5
+max_blocks_held = 2
+max_purchases_per_month = 3
+rebuy_on_payment_failure = true
+tags = { team = "llm", "cost-center" = "42" }
+extend = { max_price_per_accelerator_hour = 3.5, max_days = 2, decide_hours_before_end = 24 }
+duration_tolerance_hours = 6
+local_zones = true
+[[actions]]
+kind = "publish_parameter"
+[[actions]]
+kind = "scale_group"
+group = "trainers"
+desired = 2
+down_lead_minutes = 30
+[[actions]]
+kind = "run_command"
+document = "capblock-checkpoint"
+lead_minutes = 60
+"#
+        .to_string(),
+    );
+    let mut checked = 0;
+    for text in texts {
+        let Ok(rule) = Rule::from_toml(&text, now()) else { continue };
+        let shown = toml::to_string(&rule.to_spec()).unwrap();
+        let again =
+            Rule::from_toml(&shown, now() + chrono::Duration::days(1)).unwrap_or_else(|e| panic!("{e}\n{shown}"));
+        assert_eq!(again, rule, "{shown}");
+        assert!(!shown.contains("description = \"\"") && !shown.contains("ultraserver_types = []"), "{shown}");
+        checked += 1;
+    }
+    assert!(checked >= 5, "the example rules and the full one: {checked}");
+}
