@@ -59,11 +59,14 @@ test-long: toolchain
 test-sim-boto3: toolchain
 	bash infra/market-sim/tests/run_boto3_check.sh $(CAPBLOCK_CACHE)/venv/bin/python
 
+# The SkyPilot recipe's check (infra/handoff/test.sh) is offline once its venv exists: SkyPilot's
+# own schemas and CLI parser, a few seconds.
 test-template:
 	python3 infra/deploy/check_layers.py .
 	bash infra/deploy/lint.sh
 	bash infra/deploy/crosscheck.sh
 	bash infra/deploy/unit.sh
+	bash infra/handoff/test.sh
 
 # Supply chain (not part of `make test`): cargo-audit (`cargo install cargo-audit --locked`) on
 # Cargo.lock against a local clone of RustSec's advisory-db; nothing is fetched (--no-fetch).
