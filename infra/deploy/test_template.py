@@ -15,6 +15,9 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
   template sends failures to; the Scheduler metrics of every schedule group; a Logs Insights
   table over every function's log group that names the purchase and extension events the Rust
   code really logs (read from the sources here).
+- parameters: each has a one-line Description that says what its default means; each is in one
+  ParameterGroup with a ParameterLabel; the template lists them in the groups' order, first
+  deployment's group first (the order `sam deploy --guided` asks them in).
 - guards: purchases (and their tags, and extensions) only in PurchaseRegions; the table keeps
   DeletionProtectionEnabled; scan-offerings runs one at a time; every service principal trusted
   by a key policy or a role comes with aws:SourceAccount and aws:SourceArn; only the roles that
@@ -386,6 +389,39 @@ class Dashboard(Template):
         for event in named:
             self.assertTrue(any(rust_logs(event, p) for p in sources), f"no code logs event {event!r}")
         self.assertFalse(rust_logs("no_such_event", REPO / "shared/src/app/purchase.rs"))
+
+
+class Parameters(Template):
+    """What `sam deploy --guided` and the console show of the parameters. The guided deploy
+    (aws-sam-cli's guided_context.prompt_parameters) asks `Parameter <Name> [default]` in the
+    template's order and shows neither descriptions nor groups; the console shows both."""
+
+    def interface(self) -> dict:
+        return self.tpl["Metadata"]["AWS::CloudFormation::Interface"]
+
+    def test_each_parameter_says_what_it_is_and_its_default_in_one_line(self):
+        for name, p in self.tpl["Parameters"].items():
+            d = p.get("Description", "")
+            self.assertTrue(d, f"{name}: no Description")
+            self.assertNotIn("\n", d, f"{name}: one line")
+            self.assertLessEqual(len(d), 400, f"{name}: {len(d)} characters")
+            self.assertRegex(d, r"\bDefault\b", f"{name}: say what the default means")
+
+    def test_every_parameter_is_in_one_group_with_a_label(self):
+        params = list(self.tpl["Parameters"])
+        grouped = [n for g in self.interface()["ParameterGroups"] for n in g["Parameters"]]
+        self.assertEqual(sorted(grouped), sorted(params), "each parameter in exactly one group")
+        self.assertEqual(set(self.interface()["ParameterLabels"]), set(params))
+        for name, label in self.interface()["ParameterLabels"].items():
+            self.assertTrue(label.get("default"), name)
+
+    def test_the_guided_deploy_asks_the_first_deployments_choices_first(self):
+        groups = self.interface()["ParameterGroups"]
+        first = groups[0]
+        self.assertTrue(first["Label"]["default"].startswith("First deployment"), first["Label"])
+        self.assertLessEqual({"Mode", "AccountMonthlyBudget", "Architecture"}, set(first["Parameters"]))
+        # The template's order is the groups' order: what the guided deploy asks first.
+        self.assertEqual(list(self.tpl["Parameters"]), [n for g in groups for n in g["Parameters"]])
 
 
 class Guards(Template):
