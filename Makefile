@@ -11,13 +11,14 @@ CARGO_TARGET_DIR ?= $(CAPBLOCK_CACHE)/target-$(CLONE_KEY)
 TEST_STATE ?= $(CAPBLOCK_CACHE)/test-stack-$(CLONE_KEY)
 export CARGO_TARGET_DIR CAPBLOCK_CACHE
 
-.PHONY: demo test test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-template package bench audit help
+.PHONY: demo test test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-template package bench audit install help
 
 help:
 	@echo "make demo      run the main job locally: simulated market + emulated AWS, end to end"
 	@echo "make test      every check and test (what CI runs)"
 	@echo "make test-long the integration tests with more fault-injection rounds (CAPBLOCK_LONG=1)"
 	@echo "make check     the quick checks, no local stack: format, clippy, layers, template lint"
+	@echo "make install   build and install the operator CLI, capblock (INSTALL_ROOT=DIR: into DIR/bin)"
 	@echo "make package   build the Lambda deployment zips (ARCH=arm64|x86_64)"
 	@echo "make audit     cargo-audit on Cargo.lock: make audit ADVISORY_DB=/path/to/advisory-db"
 
@@ -59,11 +60,14 @@ test-long: toolchain
 test-sim-boto3: toolchain
 	bash infra/market-sim/tests/run_boto3_check.sh $(CAPBLOCK_CACHE)/venv/bin/python
 
+# The SkyPilot recipe's check (infra/handoff/test.sh) is offline once its venv exists: SkyPilot's
+# own schemas and CLI parser, a few seconds.
 test-template:
 	python3 infra/deploy/check_layers.py .
 	bash infra/deploy/lint.sh
 	bash infra/deploy/crosscheck.sh
 	bash infra/deploy/unit.sh
+	bash infra/handoff/test.sh
 
 # Supply chain (not part of `make test`): cargo-audit (`cargo install cargo-audit --locked`) on
 # Cargo.lock against a local clone of RustSec's advisory-db; nothing is fetched (--no-fetch).
@@ -73,6 +77,17 @@ ADVISORY_DB ?=
 AUDIT_FLAGS ?=
 audit: toolchain
 	bash infra/deploy/audit.sh "$(ADVISORY_DB)" $(AUDIT_FLAGS)
+
+# The operator CLI `capblock`, release-built with the locked dependencies and installed by cargo
+# where cargo installs binaries: INSTALL_ROOT/bin if given, else $CARGO_INSTALL_ROOT/bin, else
+# $CARGO_HOME/bin (~/.cargo/bin), so it runs from any directory with no variable of this
+# Makefile exported. It builds in this clone's target directory, reusing what make test built.
+INSTALL_ROOT ?=
+install: toolchain
+	cargo install --locked --path cli $(if $(INSTALL_ROOT),--root "$(INSTALL_ROOT)")
+	@dir="$(if $(INSTALL_ROOT),$(INSTALL_ROOT),$${CARGO_INSTALL_ROOT:-$${CARGO_HOME:-$$HOME/.cargo}})/bin"; \
+	  echo "make install: capblock is $$dir/capblock"; \
+	  case ":$$PATH:" in *":$$dir:"*) ;; *) echo "  $$dir is not on PATH: add it (export PATH=\"$$dir:\$$PATH\")";; esac
 
 ARCH ?= arm64
 package: toolchain

@@ -10,6 +10,14 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
 - live budget: the template's Rules refuse Mode=live without a positive AccountMonthlyBudget
   (evaluated here as CloudFormation would, for the parameter sets below), and '0' is the only
   spelling of zero the parameter's pattern accepts.
+- dashboard: a default time range; each function's Lambda Errors, Throttles, Duration (a
+  percentile or the maximum) and ConcurrentExecutions; the depth of every dead-letter queue the
+  template sends failures to; the Scheduler metrics of every schedule group; a Logs Insights
+  table over every function's log group that names the purchase and extension events the Rust
+  code really logs (read from the sources here).
+- parameters: each has a one-line Description that says what its default means; each is in one
+  ParameterGroup with a ParameterLabel; the template lists them in the groups' order, first
+  deployment's group first (the order `sam deploy --guided` asks them in).
 - guards: purchases (and their tags, and extensions) only in PurchaseRegions; the table keeps
   DeletionProtectionEnabled; scan-offerings runs one at a time; every service principal trusted
   by a key policy or a role comes with aws:SourceAccount and aws:SourceArn; only the roles that
@@ -28,9 +36,11 @@ sys.dont_write_bytecode = True  # leave no __pycache__ in infra/deploy
 HERE = Path(__file__).resolve().parent
 # the crosscheck package beside this file: its template reader
 sys.path.insert(0, str(HERE))
+import dashboard
 from crosscheck import cfn as crosscheck
 
-TEMPLATE = HERE.parent.parent / "template.yaml"
+REPO = HERE.parent.parent
+TEMPLATE = REPO / "template.yaml"
 
 # The money problems of issue 15, item 3: (event, extra condition on a field or None) -> the
 # functions whose log groups must be filtered for it.
@@ -247,6 +257,171 @@ class LiveBudget(Template):
             self.assertTrue(pattern.fullmatch(ok), ok)
         for bad in ["00", "0.0", "0.00", "000", "0.5", "01", "-1", "1e6", "", "1.234"]:
             self.assertFalse(pattern.fullmatch(bad), bad)
+
+
+# The events the dashboard's "recent purchases and extensions" table shows: (the file that logs
+# it, the `event` it logs when EC2 took the money). A rename on either side fails the test.
+DASHBOARD_EVENTS = {
+    "shared/src/app/purchase.rs": "purchased",
+    "shared/src/app/extend.rs": "extension_bought",
+}
+# EventBridge Scheduler's metrics (namespace AWS/Scheduler, dimension ScheduleGroup) the
+# dashboard must show for each schedule group: attempts, and each way an invocation fails.
+SCHEDULER_METRICS = {"InvocationAttemptCount", "TargetErrorCount", "InvocationDroppedCount"}
+LAMBDA_METRICS = {"Errors", "Throttles", "Duration", "ConcurrentExecutions"}
+
+
+def metric_rows(body: dict):
+    """Every metric of the body's metric widgets as (namespace, name, {dimension: value},
+    options), CloudWatch's "." (same as the row above) expanded."""
+    for w in body["widgets"]:
+        if w.get("type") != "metric":
+            continue
+        prev: list = []
+        for row in w["properties"].get("metrics", []):
+            opts = row[-1] if row and isinstance(row[-1], dict) else {}
+            items = row[:-1] if opts else row
+            if not items:  # an expression row
+                continue
+            items = [prev[i] if v == "." and i < len(prev) else v for i, v in enumerate(items)]
+            prev = items
+            yield items[0], items[1], dict(zip(items[2::2], items[3::2], strict=True)), opts
+
+
+def rust_logs(event: str, path: Path) -> bool:
+    """Whether a tracing call in `path` logs `event = "<event>"` at info or above."""
+    text = path.read_text(encoding="utf-8")
+    return re.search(r'tracing::(info|warn|error)!\(\s*event = "' + re.escape(event) + '"', text) is not None
+
+
+class Dashboard(Template):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        text = TEMPLATE.read_text(encoding="utf-8")
+        # Rendered with markers (ref:X, attr:X.Attr) in place of CloudFormation's names.
+        # Unchecked, so that each test names what is missing; test_the_body_passes_the_checks
+        # runs dashboard.py's own checks.
+        cls.body = dashboard.render(dashboard.body_text(text), dashboard.markers, checked=False)
+        cls.rows = list(metric_rows(cls.body))
+
+    def has(self, namespace: str, metric: str, dims: dict[str, str]) -> list[dict]:
+        return [o for ns, m, d, o in self.rows if (ns, m, d) == (namespace, metric, dims)]
+
+    def test_a_default_time_range(self):
+        self.assertIn("start", self.body, "no default time range")
+        self.assertRegex(self.body["start"], dashboard.RELATIVE_START)
+        self.assertIn(self.body.get("periodOverride", "auto"), ("auto", "inherit"))
+
+    def test_the_body_passes_the_checks(self):
+        self.assertEqual(dashboard.check(self.body), [])
+        # ... which refuse a body without a range, or with a range CloudWatch would not read.
+        widgets = self.body["widgets"]
+        self.assertEqual(dashboard.check({"widgets": widgets}), ["no default time range (start)"])
+        for bad in ["yesterday", "PT24H", "-P", "-PT", "-P1H"]:
+            self.assertTrue(dashboard.check({"start": bad, "widgets": widgets}), bad)
+        for good in ["-PT24H", "-P7D", "-P2W", "-PT15M", "-P1DT12H"]:
+            self.assertEqual(dashboard.check({"start": good, "widgets": widgets}), [], good)
+
+    def test_each_functions_errors_throttles_duration_and_concurrency(self):
+        fns = self.of_type("AWS::Serverless::Function")
+        self.assertEqual(len(fns), 3)
+        for fid in fns:
+            for metric in LAMBDA_METRICS:
+                found = self.has("AWS/Lambda", metric, {"FunctionName": f"ref:{fid}"})
+                self.assertTrue(found, f"no AWS/Lambda {metric} of {fid} on the dashboard")
+            stats = {o.get("stat") for o in self.has("AWS/Lambda", "Duration", {"FunctionName": f"ref:{fid}"})}
+            self.assertTrue({s for s in stats if s and (s == "Maximum" or re.fullmatch(r"p\d+(\.\d+)?", s))},
+                            f"{fid}: Duration needs a percentile or the maximum, has {stats}")
+
+    def dead_letter_queues(self) -> set[str]:
+        """Every queue the template sends failed invocations to (functions' OnFailure
+        destinations, schedules' dead-letter configs)."""
+        out = set()
+        for f in self.of_type("AWS::Serverless::Function").values():
+            dest = f["Properties"].get("EventInvokeConfig", {}).get("DestinationConfig", {}).get("OnFailure", {})
+            if dest.get("Type") == "SQS":
+                out.add(dest["Destination"]["Fn::GetAtt"][0])
+        for s in self.of_type("AWS::Scheduler::Schedule").values():
+            if dlq := s["Properties"]["Target"].get("DeadLetterConfig"):
+                out.add(dlq["Arn"]["Fn::GetAtt"][0])
+        return out
+
+    def test_the_depth_of_every_dead_letter_queue(self):
+        queues = self.dead_letter_queues()
+        self.assertTrue(queues)
+        for q in queues:
+            self.assertEqual(self.res[q]["Type"], "AWS::SQS::Queue")
+            found = self.has("AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": f"attr:{q}.QueueName"})
+            self.assertTrue(found, f"no depth of the dead-letter queue {q}")
+
+    def test_the_health_of_every_schedule_group(self):
+        schedules = self.of_type("AWS::Scheduler::Schedule")
+        self.assertTrue(schedules, "the template's schedules are EventBridge Scheduler ones")
+        groups = {ref(s["Properties"].get("GroupName")) or "default" for s in schedules.values()}
+        for g in groups:
+            for metric in SCHEDULER_METRICS:
+                found = self.has("AWS/Scheduler", metric, {"ScheduleGroup": f"ref:{g}"})
+                self.assertTrue(found, f"no AWS/Scheduler {metric} of schedule group {g}")
+
+    def log_widget(self) -> dict:
+        logs = [w["properties"] for w in self.body["widgets"] if w["type"] == "log"
+                and "purchases" in w["properties"].get("title", "").lower()]
+        self.assertEqual(len(logs), 1, "one log widget of recent purchases and extensions")
+        return logs[0]
+
+    def test_the_purchase_log_reads_every_functions_log_group(self):
+        query = self.log_widget()["query"]
+        sources = set(re.findall(r"SOURCE '([^']+)'", query))
+        groups = {f"ref:{ref(f['Properties']['LoggingConfig']['LogGroup'])}"
+                  for f in self.of_type("AWS::Serverless::Function").values()}
+        self.assertEqual(sources, groups)
+
+    def test_the_purchase_log_names_events_the_code_logs(self):
+        query = self.log_widget()["query"]
+        m = re.search(r"filter `?fields\.event`? in \[([^\]]*)\]", query)
+        self.assertIsNotNone(m, f"no filter on fields.event in {query!r}")
+        named = set(re.findall(r'"([^"]+)"', m.group(1)))
+        for path, event in DASHBOARD_EVENTS.items():
+            self.assertIn(event, named, f"the table misses {event!r} ({path})")
+            self.assertTrue(rust_logs(event, REPO / path), f"{path} logs no event {event!r}")
+        sources = list((REPO / "shared" / "src").rglob("*.rs")) + list((REPO / "functions").rglob("*.rs"))
+        for event in named:
+            self.assertTrue(any(rust_logs(event, p) for p in sources), f"no code logs event {event!r}")
+        self.assertFalse(rust_logs("no_such_event", REPO / "shared/src/app/purchase.rs"))
+
+
+class Parameters(Template):
+    """What `sam deploy --guided` and the console show of the parameters. The guided deploy
+    (aws-sam-cli's guided_context.prompt_parameters) asks `Parameter <Name> [default]` in the
+    template's order and shows neither descriptions nor groups; the console shows both."""
+
+    def interface(self) -> dict:
+        return self.tpl["Metadata"]["AWS::CloudFormation::Interface"]
+
+    def test_each_parameter_says_what_it_is_and_its_default_in_one_line(self):
+        for name, p in self.tpl["Parameters"].items():
+            d = p.get("Description", "")
+            self.assertTrue(d, f"{name}: no Description")
+            self.assertNotIn("\n", d, f"{name}: one line")
+            self.assertLessEqual(len(d), 400, f"{name}: {len(d)} characters")
+            self.assertRegex(d, r"\bDefault\b", f"{name}: say what the default means")
+
+    def test_every_parameter_is_in_one_group_with_a_label(self):
+        params = list(self.tpl["Parameters"])
+        grouped = [n for g in self.interface()["ParameterGroups"] for n in g["Parameters"]]
+        self.assertEqual(sorted(grouped), sorted(params), "each parameter in exactly one group")
+        self.assertEqual(set(self.interface()["ParameterLabels"]), set(params))
+        for name, label in self.interface()["ParameterLabels"].items():
+            self.assertTrue(label.get("default"), name)
+
+    def test_the_guided_deploy_asks_the_first_deployments_choices_first(self):
+        groups = self.interface()["ParameterGroups"]
+        first = groups[0]
+        self.assertTrue(first["Label"]["default"].startswith("First deployment"), first["Label"])
+        self.assertLessEqual({"Mode", "AccountMonthlyBudget", "Architecture"}, set(first["Parameters"]))
+        # The template's order is the groups' order: what the guided deploy asks first.
+        self.assertEqual(list(self.tpl["Parameters"]), [n for g in groups for n in g["Parameters"]])
 
 
 class Guards(Template):

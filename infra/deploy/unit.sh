@@ -3,7 +3,7 @@
 # venv's Python (PyYAML). Part of `make test-template`; a few seconds.
 #   test_crosscheck.py the crosscheck package on a small fake repository
 #   test_lock.py       Cargo.lock holds none of the AWS SDK's legacy HTTP stack
-#   test_template.py   what template.yaml promises (alarms, live budget rule, IAM guards)
+#   test_template.py   what template.yaml promises (alarms, live budget rule, IAM guards, dashboard)
 # Usage: infra/deploy/unit.sh
 set -euo pipefail
 # shellcheck source=infra/deploy/venv.sh

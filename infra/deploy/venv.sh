@@ -1,11 +1,13 @@
 # shellcheck shell=bash
 # Sourced by the scripts that need a Python tool venv (lint.sh, crosscheck.sh, unit.sh,
-# package.sh, infra/lint/check.sh). cached_venv keeps a venv per requirements file, rebuilt from
-# scratch whenever the sha256 of that file changes; deploy_venv is the deploy tooling's
-# (cfn-lint, sam, cargo-lambda, PyYAML), exported as DEPLOY_VENV with its bin/ first on PATH.
+# package.sh, infra/lint/check.sh, infra/handoff/test.sh). cached_venv keeps a venv per
+# requirements file, rebuilt from scratch whenever the sha256 of that file changes; deploy_venv
+# is the deploy tooling's (cfn-lint, sam, cargo-lambda, PyYAML), exported as DEPLOY_VENV with its
+# bin/ first on PATH; skypilot_venv is SkyPilot's, for the hand-off recipe's check, exported as
+# SKYPILOT_VENV and left off PATH (its `sky` is only ever called by path).
 #
 #   CAPBLOCK_CACHE   cache folder (default $HOME/.cache/capblock); the deploy venv is
-#                    $CAPBLOCK_CACHE/deploy-venv
+#                    $CAPBLOCK_CACHE/deploy-venv, SkyPilot's $CAPBLOCK_CACHE/skypilot-venv
 #   PYTHON           interpreter used to create a venv (default python3)
 
 DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -13,7 +15,8 @@ DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$DEPLOY_DIR/../.." && pwd)"
 CAPBLOCK_CACHE="${CAPBLOCK_CACHE:-$HOME/.cache/capblock}"
 DEPLOY_VENV="$CAPBLOCK_CACHE/deploy-venv"
-export CAPBLOCK_CACHE DEPLOY_VENV
+SKYPILOT_VENV="$CAPBLOCK_CACHE/skypilot-venv"
+export CAPBLOCK_CACHE DEPLOY_VENV SKYPILOT_VENV
 
 # cached_venv VENV REQUIREMENTS: makes sure VENV exists and was installed from exactly
 # REQUIREMENTS. Parallel runs (several worktrees share CAPBLOCK_CACHE) take a lock, so one
@@ -49,4 +52,10 @@ cached_venv() {
 deploy_venv() {
 	cached_venv "$DEPLOY_VENV" "$DEPLOY_DIR/requirements.txt" || return 1
 	export PATH="$DEPLOY_VENV/bin:$PATH"
+}
+
+# SkyPilot pinned in infra/handoff/skypilot-requirements.txt (no extras: its config schema and
+# CLI parser, no cloud SDK). About a minute to install the first time.
+skypilot_venv() {
+	cached_venv "$SKYPILOT_VENV" "$REPO_DIR/infra/handoff/skypilot-requirements.txt"
 }
