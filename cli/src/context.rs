@@ -275,6 +275,42 @@ pub fn bounds(from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>) -> (DateTi
     (from.unwrap_or(epoch), to.unwrap_or(far))
 }
 
+/// What a purchase by hand (`approve`, `buy`) came to, told to the operator: the notices it made
+/// published (or left to the next scan), then the reservation bought, or why not (exit 2), or an
+/// unknown outcome that reconciliation settles (exit 1).
+pub async fn bought(
+    decided: capblock_shared::app::purchase::Approval,
+    store: &DynamoStore,
+    notifier: &capblock_shared::aws::sns::SnsNotifier,
+    now: DateTime<Utc>,
+) -> CliResult {
+    use capblock_shared::app::purchase::{Approval, Outcome};
+    let (priced, action) = match decided {
+        Approval::Refused(why) => return Err(CliError::Refused(why)),
+        Approval::Unanswered(e) => return Err(e.into()),
+        Approval::Decided { priced, action } => (*priced, action),
+    };
+    if let Err(e) = capblock_shared::app::outbox::flush(store, notifier, now).await {
+        eprintln!("warning: notices not published yet (the next scan publishes them): {e}");
+    }
+    match action {
+        Outcome::Bought { reservation_id, .. } => {
+            println!(
+                "bought {} x {} in {} for {} ({} per accelerator-hour): reservation {reservation_id}",
+                priced.offering.instance_count,
+                priced.offering.instance_type,
+                priced.offering.availability_zone,
+                priced.offering.fee,
+                priced.per_accelerator_hour
+            );
+            Ok(())
+        }
+        Outcome::Refused { reason, .. } | Outcome::Skipped { reason } => Err(CliError::Refused(reason)),
+        Outcome::Unknown { intent, reason } => Err(CliError::Unknown { intent, reason }),
+        other => Err(CliError::Failed(format!("unexpected outcome {other:?}"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,6 @@
 //! `capblock approve`: buy a decision an approval-mode rule is waiting on.
 
-use capblock_shared::app::outbox::flush;
-use capblock_shared::app::purchase::{Approval, Buyer, Outcome};
+use capblock_shared::app::purchase::Buyer;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::rule::Mode;
@@ -9,7 +8,7 @@ use capblock_shared::ports::{Ledger, RuleStore};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, confirm, run_now, sdk, settings_to_buy, store};
+use crate::context::{CliError, CliResult, bought, confirm, run_now, sdk, settings_to_buy, store};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
@@ -83,29 +82,7 @@ pub async fn run(a: ApproveArgs) -> CliResult {
         // The approval looked the offering up again just before: `live` re-checks it once more.
         answered_at: None,
     };
-    let (priced, action) = match buyer.approve(&rule, &intent, stored.stack.mode, now).await? {
-        Approval::Refused(why) => return Err(CliError::Refused(why)),
-        Approval::Unanswered(e) => return Err(e.into()),
-        Approval::Decided { priced, action } => (*priced, action),
-    };
+    let decided = buyer.approve(&rule, &intent, stored.stack.mode, now).await?;
     let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), stored.alerts_topic.clone(), None);
-    if let Err(e) = flush(&store, &notifier, now).await {
-        eprintln!("warning: notices not published yet (the next scan publishes them): {e}");
-    }
-    match action {
-        Outcome::Bought { reservation_id, .. } => {
-            println!(
-                "bought {} x {} in {} for {} ({} per accelerator-hour): reservation {reservation_id}",
-                priced.offering.instance_count,
-                priced.offering.instance_type,
-                priced.offering.availability_zone,
-                priced.offering.fee,
-                priced.per_accelerator_hour
-            );
-            Ok(())
-        }
-        Outcome::Refused { reason, .. } | Outcome::Skipped { reason } => Err(CliError::Refused(reason)),
-        Outcome::Unknown { intent, reason } => Err(CliError::Unknown { intent, reason }),
-        other => Err(CliError::Failed(format!("unexpected outcome {other:?}"))),
-    }
+    bought(decided, &store, &notifier, now).await
 }

@@ -26,10 +26,10 @@ Exit codes: 0 history printed, 1 store failure, 2 bad input (e.g. an invalid --r
 #[command(mut_arg("from", |a| a.help("Earliest observation (RFC 3339); default: everything kept.")), mut_arg("to", |a| a.help("Latest observation (RFC 3339); default: everything kept.")))]
 pub struct HistoryArgs {
     /// Regions, comma-separated.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, alias = "regions", value_delimiter = ',', required = true)]
     region: Vec<String>,
     /// Instance types, comma-separated.
-    #[arg(long = "type", value_delimiter = ',', required = true)]
+    #[arg(long = "type", alias = "types", value_delimiter = ',', required = true)]
     instance_type: Vec<String>,
     #[command(flatten)]
     window: Window,

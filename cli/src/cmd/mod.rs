@@ -5,6 +5,7 @@
 mod approve;
 mod backtest;
 mod blocks;
+mod buy;
 mod history;
 mod offerings;
 mod preflight;
@@ -32,6 +33,7 @@ capblock rules delete p5-weekly\n  \
 capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
 capblock history --region us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n  \
 capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
+capblock buy cb-0123456789abcdef0 --rule p5-weekly\n  \
 capblock status\n  capblock preflight"
 )]
 pub struct Cli {
@@ -56,6 +58,8 @@ enum Command {
     Backtest(backtest::BacktestArgs),
     /// Buy a decision an approval-mode rule is waiting on (re-checks the offering first).
     Approve(approve::ApproveArgs),
+    /// Buy one offering `capblock offerings` showed, for a rule (its budgets and limits; asks first).
+    Buy(buy::BuyArgs),
     /// One screen: mode, rules, open blocks, this month's spend, the last scan, the dashboard.
     Status(status::StatusArgs),
     /// Check the stack in its account before switching it to live: settings, alerts, market, blocks.
@@ -71,6 +75,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Command::History(a) => history::run(a).await,
         Command::Backtest(a) => backtest::run(a).await,
         Command::Approve(a) => approve::run(a).await,
+        Command::Buy(a) => buy::run(a).await,
         Command::Status(a) => status::run(a).await,
         Command::Preflight(a) => preflight::run(a).await,
     }

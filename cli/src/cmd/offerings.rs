@@ -6,11 +6,11 @@ use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::decision::{Priced, better};
 use capblock_shared::domain::names::{InstanceType, Region};
 use capblock_shared::domain::ultraserver::{UltraServerType, UltraServers};
-use capblock_shared::ports::{InstanceTypeSource, OfferingQuery};
+use capblock_shared::ports::{InstanceTypeSource, OfferingQuery, SeenOfferings};
 use chrono::{DateTime, Duration, Utc};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, DescribeArgs, Window, sdk};
+use crate::context::{CliError, CliResult, DescribeArgs, Window, sdk, store};
 use crate::table;
 
 // Every argument is parsed by clap, so a bad one is a usage error: exit 2 with the argument
@@ -19,7 +19,13 @@ use crate::table;
 #[command(mut_arg("from", |a| a.help("Earliest start (RFC 3339); default: now.")), mut_arg("to", |a| a.help("Latest start (RFC 3339); default: 8 weeks after --from.")))]
 pub struct OfferingsArgs {
     /// Instance types, comma-separated (e.g. p5.48xlarge,p5e.48xlarge).
-    #[arg(long, value_delimiter = ',', required_unless_present = "ultraservers", conflicts_with = "ultraservers")]
+    #[arg(
+        long,
+        alias = "type",
+        value_delimiter = ',',
+        required_unless_present = "ultraservers",
+        conflicts_with = "ultraservers"
+    )]
     types: Vec<InstanceType>,
     /// UltraServer types instead of instance types, comma-separated (u-p6e-gb200x72,
     /// u-p6e-gb200x36, u-trn2x64): EC2 is asked with UltraserverType + UltraserverCount.
@@ -38,7 +44,7 @@ pub struct OfferingsArgs {
     #[arg(long, default_value = "1", value_parser = parse_days)]
     days: Days,
     /// Regions, comma-separated.
-    #[arg(long, value_delimiter = ',', env = "AWS_REGION", required = true)]
+    #[arg(long, alias = "region", value_delimiter = ',', env = "AWS_REGION", required = true)]
     regions: Vec<Region>,
     #[command(flatten)]
     window: Window,
@@ -154,6 +160,9 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
     }
     priced.sort_by(better);
     priced.dedup_by(|a, b| a.offering.id == b.offering.id);
+    // Remembered an hour in the stack's table (when CAPBLOCK_TABLE names one), for `capblock buy`
+    // to take one by its id: EC2 may give the same block another id in its next answer.
+    let remembered = remember(&priced).await;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({"offerings": priced, "failures": failures}))?);
     } else {
@@ -162,8 +171,27 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
         for f in &failures {
             eprintln!("warning: {f}");
         }
+        match remembered {
+            Ok(true) => println!("buy one within the hour: capblock buy OFFERING-ID --rule RULE"),
+            Ok(false) => {}
+            Err(e) => eprintln!("warning: not remembered for `capblock buy`: {e}"),
+        }
     }
     if priced.is_empty() { Err(CliError::NothingFound) } else { Ok(()) }
+}
+
+/// How long `capblock buy` may take an offering `offerings` showed.
+const REMEMBERED_FOR: Duration = Duration::hours(1);
+
+/// Remembers what was shown, for `capblock buy`: `Ok(false)` without a table to keep it in.
+async fn remember(priced: &[Priced]) -> Result<bool, CliError> {
+    if priced.is_empty() || capblock_shared::config::optional("CAPBLOCK_TABLE").is_none() {
+        return Ok(false);
+    }
+    let offerings: Vec<_> = priced.iter().map(|p| p.offering.clone()).collect();
+    // The wall clock: how long a person may take, not the market's time.
+    store().await?.remember_offerings(&offerings, Utc::now() + REMEMBERED_FOR).await?;
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -339,6 +339,49 @@ where
         Ok(Approval::Decided { priced: Box::new(priced), action })
     }
 
+    /// A person buys an offering they saw (`capblock buy`) for `rule`. Refused with nothing
+    /// reserved unless the stack (`stack_mode`, as stored) is live, the rule enabled and not in
+    /// dry-run, and the offering one the rule could have bought itself (its regions, types,
+    /// counts, durations, Local Zones, start window, threshold and fee cap, judged at `now`, the
+    /// clock's time). Then it goes down `live` as a scan's decision does: the budgets reserved
+    /// in one transaction, the offering re-checked with EC2 (by id, or by what it is), one
+    /// PurchaseCapacityBlock, and reconciliation by tag if the answer is lost.
+    pub async fn buy_by_hand(
+        &self,
+        rule: &Rule,
+        seen: Priced,
+        stack_mode: Mode,
+        now: DateTime<Utc>,
+    ) -> Result<Approval, StoreError> {
+        let refused = |why: String| {
+            tracing::warn!(event = "buy_refused", rule = %rule.id, offering = %seen.offering.id, reason = %why, "nothing bought");
+            Ok(Approval::Refused(why))
+        };
+        if stack_mode != Mode::Live {
+            return refused(format!(
+                "the stack is in {} mode: deploy it with Mode=live to buy (docs/deploy.md, \"Switching to live\")",
+                stack_mode.as_str()
+            ));
+        }
+        if !rule.enabled {
+            return refused(format!("rule {} is disabled", rule.id));
+        }
+        if rule.mode == Mode::DryRun {
+            return refused(format!(
+                "rule {} is in dry-run mode: set mode = \"live\" or \"approval\" to buy for it",
+                rule.id
+            ));
+        }
+        // Every limit but the budgets, which `live` reserves atomically.
+        let any_fee = Money::new(Money::MAX_AMOUNT, rule.currency)
+            .map_err(|e| StoreError::Corrupt { key: rule.id.clone(), message: e.to_string() })?;
+        if let Some(why) = check(rule, &seen, Headroom(any_fee), now) {
+            return refused(format!("offering {} does not meet rule {}: {}", seen.offering.id, rule.id, why.says()));
+        }
+        let action = self.live(rule, &seen, now).await?;
+        Ok(Approval::Decided { priced: Box::new(seen), action })
+    }
+
     /// Asks EC2 for `o` again with the question that found it (the rule's duration, not the
     /// block's own length: a same-day closest match is 6 h 35 min for a one-day question),
     /// over a start window of one minute either side. A throttled question is asked again

@@ -47,6 +47,22 @@ pub enum PassedOver {
     OverBudget,
 }
 
+impl PassedOver {
+    /// Why, in words, for a person (`capblock buy`).
+    pub fn says(&self) -> &'static str {
+        match self {
+            PassedOver::NotInRule => "it is not what the rule asks for (region, type, count or duration)",
+            PassedOver::LocalZone => "it is in a Local Zone and the rule does not set local_zones = true",
+            PassedOver::UnknownAccelerators => "its accelerators per instance are unknown",
+            PassedOver::OtherCurrency => "it is priced in another currency than the rule's",
+            PassedOver::AboveThreshold => "its price per accelerator-hour is above the rule's threshold",
+            PassedOver::AboveMaxTotalFee => "its fee is above the rule's max_total_fee",
+            PassedOver::OutsideStartWindow => "it starts outside the rule's start window",
+            PassedOver::OverBudget => "its fee is more than the budgets have room for",
+        }
+    }
+}
+
 /// What a rule may still spend this period: the smaller of its own and the account's room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Headroom(pub Money);

@@ -239,6 +239,15 @@ pub trait FunctionDirectory: Send + Sync {
     async fn functions(&self) -> Result<std::collections::BTreeMap<String, String>, StoreError>;
 }
 
+/// Offerings a person saw (`capblock offerings`), for `capblock buy` to take one by its id.
+#[async_trait]
+pub trait SeenOfferings: Send + Sync {
+    /// Remembers each offering until `until`; returns how many were written.
+    async fn remember_offerings(&self, offerings: &[Offering], until: DateTime<Utc>) -> Result<usize, StoreError>;
+    /// The offering seen under `id`, unless it was forgotten by `now`.
+    async fn seen_offering(&self, id: &str, now: DateTime<Utc>) -> Result<Option<Offering>, StoreError>;
+}
+
 /// The last `capblock preflight` of the stack, for `capblock status`.
 #[async_trait]
 pub trait PreflightStore: Send + Sync {

@@ -826,6 +826,59 @@ async fn preflight_has_each_function_check_its_own_role() {
     }
 }
 
+/// `capblock buy` takes an offering `offerings` showed, for a rule, through the scan's path: not
+/// without a yes, only in a live stack, only what the rule could buy itself, exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buy_takes_one_shown_offering_once_within_the_rules_limits() {
+    // Under both readings of offering ids: kept from answer to answer, or minted per answer
+    // (the id shown is then bought as the same block under the id of the fresh answer).
+    for ids in ["stable", "per_answer"] {
+        buy_once_under(ids).await;
+    }
+}
+
+async fn buy_once_under(ids: &str) {
+    let scenario =
+        ScenarioToml::new(5, T0).payment("succeed", None).offering_ids(ids).p5("us-west-2", &[2], "2.75").build();
+    let c = Cli::on(&format!("cli-buy-{ids}"), &scenario).await;
+    c.stack(Mode::DryRun, Some("1000")).await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    c.put_rule(&rule_toml("cheap", "live", "2.00")).await;
+    let shown = c.run(&["offerings", "--type", "p5.48xlarge", "--region", "us-west-2", "--days", "1", "--json"]).await;
+    assert_eq!(shown.code, 0, "{}{}", shown.stdout, shown.stderr);
+    let id = shown.json()["offerings"][0]["offering"]["id"].as_str().unwrap().to_string();
+    let table = c.run(&["offerings", "--types", "p5.48xlarge", "--regions", "us-west-2", "--days", "1"]).await;
+    assert!(table.stdout.contains("capblock buy OFFERING-ID --rule RULE"), "{}", table.stdout);
+
+    let refused = |out: &Out, why: &str| {
+        assert_eq!(out.code, 2, "{why}: {}{}", out.stdout, out.stderr);
+        assert!(out.stderr.contains(why), "{why}: {}", out.stderr);
+    };
+    // A dry-run stack buys nothing, whatever the operator says.
+    refused(&c.run(&["buy", &id, "--rule", "west", "--yes"]).await, "dry-run");
+    c.stack(Mode::Live, Some("1000")).await;
+    // No terminal to ask on and no --yes: nothing bought.
+    let unasked = c.run(&["buy", &id, "--rule", "west"]).await;
+    assert_eq!(unasked.code, 2, "{}{}", unasked.stdout, unasked.stderr);
+    // Above the rule's threshold: refused before anything is reserved.
+    refused(&c.run(&["buy", &id, "--rule", "cheap", "--yes"]).await, "above the rule's threshold");
+    assert_eq!(c.run(&["buy", "cb-0000000000000000f", "--rule", "west", "--yes"]).await.code, 3);
+    assert_eq!(c.run(&["buy", &id, "--rule", "nobody", "--yes"]).await.code, 3);
+    assert!(c.sim.purchases().await.is_empty());
+
+    let out = c.run(&["buy", &id, "--rule", "west", "--yes"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("bought 1 x p5.48xlarge"), "{}", out.stdout);
+    let purchases = c.sim.purchases().await;
+    assert_eq!(purchases.len(), 1);
+    assert_eq!(purchases[0]["tags"]["capblock:rule"], "west", "{purchases:#?}");
+    // Again: the rule holds its one block; nothing more is bought.
+    refused(&c.run(&["buy", &id, "--rule", "west", "--yes"]).await, "block");
+    assert_eq!(c.sim.purchases().await.len(), 1);
+    let usage = c.aws.store().usage(&BudgetOwner::Account, &Period::of(t0())).await.unwrap().unwrap();
+    assert_eq!(usage.purchases, 1);
+}
+
 /// Money never moves unasked: without a terminal to confirm on, a live scan and an approval
 /// buy nothing unless the script says `--yes`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

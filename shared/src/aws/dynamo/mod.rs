@@ -1,5 +1,5 @@
 //! The DynamoDB store: one table, several item kinds, one file each (`rules`, `market`,
-//! `ledger`, `blocks`, `extensions`, `outbox`, `observations`, `alarms`, `settings`; `item` holds the attribute
+//! `ledger`, `blocks`, `extensions`, `outbox`, `observations`, `alarms`, `settings`, `seen`; `item` holds the attribute
 //! helpers, `table` creates the table). ARCHITECTURE.md ("The data model") is the same table.
 //!
 //! | item        | pk                     | sk                         | gsi1pk / gsi1sk                 |
@@ -18,6 +18,7 @@
 //! | alarm       | `ALARM#<name>`         | `STATE`                    | `ALARMS` / `<name>`             |
 //! | settings    | `STACK`                | `SETTINGS`                 |                                 |
 //! | function    | `STACK`                | `FUNCTION#<kind>`          |                                 |
+//! | seen        | `SEEN#<offering>`      | `OFFERING`                 | (ttl: an hour)                  |
 //! | probe       | `PREFLIGHT#PROBE`      | `<kind>#<try>`             | (ttl; written by `aws::probe`)  |
 
 use std::time::Duration as StdDuration;
@@ -54,6 +55,7 @@ mod observations;
 mod outbox;
 mod preflight;
 mod rules;
+mod seen;
 mod settings;
 mod table;
 
@@ -80,6 +82,8 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("AlarmStore", &["dynamodb:PutItem", "dynamodb:Query"]),
     ("SettingsStore", &["dynamodb:GetItem", "dynamodb:PutItem"]),
     ("PreflightStore", &["dynamodb:GetItem", "dynamodb:PutItem"]),
+    // The CLI's only: no function declares it.
+    ("SeenOfferings", &["dynamodb:BatchWriteItem", "dynamodb:GetItem"]),
     ("FunctionDirectory", &["dynamodb:PutItem", "dynamodb:Query"]),
     // Not a port: `create_table` sets up the local stack and the tests; no function declares it.
     ("TableSetup", &["dynamodb:CreateTable"]),
@@ -191,6 +195,44 @@ impl DynamoStore {
                 other => Err(other),
             },
         }
+    }
+
+    /// Puts `items` in BatchWriteItem calls of 25; what DynamoDB hands back unprocessed (under
+    /// load) is sent again with backoff. Returns how many were written.
+    async fn batch_put(&self, items: Vec<Item>, what: &str) -> Result<usize, StoreError> {
+        let mut written = 0;
+        for chunk in items.chunks(25) {
+            let mut pending: Vec<WriteRequest> = chunk
+                .iter()
+                .map(|item| {
+                    WriteRequest::builder()
+                        .put_request(PutRequest::builder().set_item(Some(item.clone())).build().expect("item set"))
+                        .build()
+                })
+                .collect();
+            for attempt in 0..8u32 {
+                if pending.is_empty() {
+                    break;
+                }
+                let n_sent = pending.len();
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&self.table, std::mem::take(&mut pending))
+                    .send()
+                    .await
+                    .map_err(|e| store_err(what, e))?;
+                pending = out.unprocessed_items.and_then(|mut m| m.remove(&self.table)).unwrap_or_default();
+                written += n_sent - pending.len();
+                if !pending.is_empty() {
+                    tokio::time::sleep(StdDuration::from_millis(50 << attempt)).await;
+                }
+            }
+            if !pending.is_empty() {
+                return Err(StoreError::Unavailable(format!("{} {what} left unprocessed", pending.len())));
+            }
+        }
+        Ok(written)
     }
 
     async fn query_gsi(&self, pk: &str, sk_prefix: Option<&str>) -> Result<Vec<Item>, StoreError> {

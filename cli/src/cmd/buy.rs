@@ -1,0 +1,98 @@
+//! `capblock buy`: buy one offering `capblock offerings` showed, for a rule, through the scan's
+//! exactly-once path and budgets.
+
+use capblock_shared::app::purchase::Buyer;
+use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::decision::Priced;
+use capblock_shared::domain::rule::Mode;
+use capblock_shared::ports::{InstanceTypeSource, RuleStore, SeenOfferings};
+use clap::Args;
+
+use crate::context::{CliError, CliResult, bought, confirm, run_now, sdk, settings_to_buy, store};
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  capblock offerings --types p5.48xlarge --regions us-east-1 --days 7\n  \
+capblock buy cb-0123456789abcdef0 --rule p5-weekly\n\n\
+Buys an offering `capblock offerings` showed in the last hour (it remembers what it showed, in the \
+stack's table), charged to a rule: the rule's budget, limits and tags, and the account's cap. Only in a \
+live stack (its mode and account budget as the stack's functions stored them), for an enabled rule \
+not in dry-run, and only an offering the rule could have bought itself (its regions, types, counts, \
+durations, start window, threshold and max_total_fee). Then as a scan buys: the budgets reserved in \
+one transaction, the offering asked of EC2 again (by id, or by what it is: EC2 may name a block anew \
+in each answer) and refused if it is gone or its fee changed, one PurchaseCapacityBlock, and \
+reconciliation by tag if the answer is lost. A purchase cannot be cancelled.\n\
+On a terminal it asks before buying (--yes for scripts; without a terminal and without --yes nothing is \
+bought).\n\
+Exit codes: 0 bought, 1 AWS or store failure (or an unknown outcome, settled by the next scan), \
+2 refused (not live, the rule disabled, in dry-run or not matching, the offering gone or changed, a \
+limit or budget), 3 no such rule, or an offering not shown in the last hour.")]
+pub struct BuyArgs {
+    /// The offering's id, as `capblock offerings` printed it.
+    offering_id: String,
+    /// The rule to buy it for: its budget, limits and tags apply.
+    #[arg(long)]
+    rule: String,
+    /// Buy without asking (scripts): on a terminal, buy asks first.
+    #[arg(long)]
+    yes: bool,
+}
+
+pub async fn run(a: BuyArgs) -> CliResult {
+    // Buying: the clock decides the budget month and the start window.
+    let now = run_now(None, true).await?.clock();
+    let store = store().await?;
+    let rule = store.get_rule(&a.rule).await?.ok_or_else(|| CliError::NotFound(format!("no rule {:?}", a.rule)))?.rule;
+    let seen = store.seen_offering(&a.offering_id, now).await?.ok_or_else(|| {
+        CliError::NotFound(format!(
+            "offering {:?} was not shown by `capblock offerings` in the last hour: search again and buy from what it shows",
+            a.offering_id
+        ))
+    })?;
+    // The stack's name, account budget and alerts topic as its functions stored them, in a
+    // live stack only: never a variable of the shell.
+    let stored = settings_to_buy(&store, Mode::Live).await?;
+    let sdk = sdk().await;
+    let market = Ec2Market::new(sdk.clone());
+    let mut catalog = AcceleratorCatalog::new();
+    for (t, n) in market.accelerators(&seen.region, std::slice::from_ref(&seen.instance_type)).await? {
+        catalog.learn(t, n);
+    }
+    let priced = Priced::new(seen, &catalog).ok_or_else(|| {
+        CliError::Refused("EC2 did not say how many accelerators the offering's instance type has".into())
+    })?;
+    let o = &priced.offering;
+    let cap = stored.stack.account_budget.map_or("no account cap".to_string(), |m| format!("account cap {m} a month"));
+    confirm(
+        &format!(
+            "Buy {} x {} in {} from {} to {} UTC for {} ({} per accelerator-hour; rule {}'s threshold {}), charged to \
+             rule {} (budget {} a month) and the account ({cap})? EC2 is asked again first; a changed fee is refused. \
+             A purchase cannot be cancelled.",
+            o.instance_count,
+            o.instance_type,
+            o.availability_zone,
+            o.start.format("%Y-%m-%d %H:%M"),
+            o.end.format("%Y-%m-%d %H:%M"),
+            o.fee,
+            priced.per_accelerator_hour,
+            rule.id,
+            rule.max_price_per_accelerator_hour,
+            rule.id,
+            rule.monthly_budget
+        ),
+        a.yes,
+    )?;
+    let buyer = Buyer {
+        market: &market,
+        store: &store,
+        stack: &stored.stack.name,
+        account_budget: stored.stack.account_budget,
+        recheck_pause: std::time::Duration::from_secs(4),
+        // Seen up to an hour ago: `live` asks EC2 again before buying.
+        answered_at: None,
+    };
+    let decided = buyer.buy_by_hand(&rule, priced, stored.stack.mode, now).await?;
+    let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), stored.alerts_topic.clone(), None);
+    bought(decided, &store, &notifier, now).await
+}
