@@ -104,6 +104,17 @@ impl From<serde_json::Error> for CliError {
     }
 }
 
+impl From<crate::stack::StackError> for CliError {
+    fn from(e: crate::stack::StackError) -> Self {
+        use crate::stack::StackError;
+        match e {
+            StackError::NotFound(m) => CliError::NotFound(m),
+            StackError::Invalid(m) => CliError::Invalid(m),
+            StackError::Failed(m) => CliError::Failed(m),
+        }
+    }
+}
+
 pub type CliResult = Result<(), CliError>;
 
 /// The SDK configuration: the standard AWS chain plus `AWS_ENDPOINT_URL_*`, as the functions.
@@ -111,11 +122,12 @@ pub async fn sdk() -> aws_config::SdkConfig {
     capblock_shared::aws::load_config().await
 }
 
-/// The stack's store: the table CAPBLOCK_TABLE names.
+/// The stack's store: the table of the stack `--stack` names (its CloudFormation outputs), or
+/// the one CAPBLOCK_TABLE names (`crate::stack`).
 pub async fn store() -> Result<DynamoStore, CliError> {
-    let table = capblock_shared::config::optional("CAPBLOCK_TABLE")
-        .ok_or_else(|| CliError::failed("CAPBLOCK_TABLE is not set (the DynamoDB table of your capblock stack)"))?;
-    Ok(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk().await), table))
+    let sdk = sdk().await;
+    let table = crate::stack::table(&sdk).await?;
+    Ok(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table))
 }
 
 /// The instants a scan or an approval runs at: the clock's (the wall clock, or a simulator's
@@ -190,7 +202,7 @@ pub async fn settings_to_buy(store: &DynamoStore, mode: Mode) -> Result<StoredSe
         Err(e) => {
             return Err(CliError::Refused(format!(
                 "the stack's settings could not be read from table {table} ({e}), and a purchase from the CLI \
-                 needs the stack's mode and account budget: check CAPBLOCK_TABLE and the table, then try again"
+                 needs the stack's mode and account budget: check --stack (or CAPBLOCK_TABLE) and the table, then try again"
             )));
         }
     };
@@ -275,16 +287,38 @@ pub fn bounds(from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>) -> (DateTi
     (from.unwrap_or(epoch), to.unwrap_or(far))
 }
 
+/// The buyer of a purchase by hand (`approve`, `buy`): the stack's stored name and account cap,
+/// a refill of EC2's describe limit between re-checks, and no answer fresh enough to stand in
+/// for the re-check (`live` asks EC2 again before buying).
+pub fn hand_buyer<'a>(
+    market: &'a capblock_shared::aws::ec2::Ec2Market,
+    store: &'a DynamoStore,
+    stored: &'a StoredSettings,
+) -> capblock_shared::app::purchase::Buyer<'a, capblock_shared::aws::ec2::Ec2Market, DynamoStore> {
+    capblock_shared::app::purchase::Buyer {
+        market,
+        store,
+        stack: &stored.stack.name,
+        account_budget: stored.stack.account_budget,
+        recheck_pause: std::time::Duration::from_secs(4),
+        answered_at: None,
+    }
+}
+
 /// What a purchase by hand (`approve`, `buy`) came to, told to the operator: the notices it made
 /// published (or left to the next scan), then the reservation bought, or why not (exit 2), or an
 /// unknown outcome that reconciliation settles (exit 1).
 pub async fn bought(
     decided: capblock_shared::app::purchase::Approval,
     store: &DynamoStore,
-    notifier: &capblock_shared::aws::sns::SnsNotifier,
+    sdk: &aws_config::SdkConfig,
+    stored: &StoredSettings,
     now: DateTime<Utc>,
 ) -> CliResult {
     use capblock_shared::app::purchase::{Approval, Outcome};
+    let notifier =
+        capblock_shared::aws::sns::SnsNotifier::new(aws_sdk_sns::Client::new(sdk), stored.alerts_topic.clone(), None);
+    let notifier = &notifier;
     let (priced, action) = match decided {
         Approval::Refused(why) => return Err(CliError::Refused(why)),
         Approval::Unanswered(e) => return Err(e.into()),

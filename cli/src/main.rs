@@ -2,13 +2,15 @@
 //! against the same endpoints (the standard AWS configuration, so `AWS_ENDPOINT_URL_*` points it
 //! at a local stack).
 //!
-//! Modules: `cmd/` (one file per command) over `context` (store, SDK config, exit codes) and the
+//! Modules: `cmd/` (one file per command) over `context` (store, SDK config, exit codes),
+//! `stack` (which deployed stack, and its table), `invoke` (the functions, for preflight) and the
 //! output helpers `table`, `svg` and `progress`; nothing below `cmd/` imports it back.
 
 mod cmd;
 mod context;
 mod invoke;
 mod progress;
+mod stack;
 mod svg;
 mod table;
 

@@ -1,14 +1,12 @@
 //! `capblock approve`: buy a decision an approval-mode rule is waiting on.
 
-use capblock_shared::app::purchase::Buyer;
 use capblock_shared::aws::ec2::Ec2Market;
-use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::rule::Mode;
 use capblock_shared::ports::{Ledger, RuleStore};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, bought, confirm, run_now, sdk, settings_to_buy, store};
+use crate::context::{CliError, CliResult, bought, confirm, hand_buyer, run_now, sdk, settings_to_buy, store};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
@@ -73,16 +71,6 @@ pub async fn run(a: ApproveArgs) -> CliResult {
     )?;
     let sdk = sdk().await;
     let market = Ec2Market::new(sdk.clone());
-    let buyer = Buyer {
-        market: &market,
-        store: &store,
-        stack: &stored.stack.name,
-        account_budget: stored.stack.account_budget,
-        recheck_pause: std::time::Duration::from_secs(4),
-        // The approval looked the offering up again just before: `live` re-checks it once more.
-        answered_at: None,
-    };
-    let decided = buyer.approve(&rule, &intent, stored.stack.mode, now).await?;
-    let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), stored.alerts_topic.clone(), None);
-    bought(decided, &store, &notifier, now).await
+    let decided = hand_buyer(&market, &store, &stored).approve(&rule, &intent, stored.stack.mode, now).await?;
+    bought(decided, &store, &sdk, &stored, now).await
 }

@@ -1,16 +1,14 @@
 //! `capblock buy`: buy one offering `capblock offerings` showed, for a rule, through the scan's
 //! exactly-once path and budgets.
 
-use capblock_shared::app::purchase::Buyer;
 use capblock_shared::aws::ec2::Ec2Market;
-use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::decision::Priced;
 use capblock_shared::domain::rule::Mode;
 use capblock_shared::ports::{InstanceTypeSource, RuleStore, SeenOfferings};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, bought, confirm, run_now, sdk, settings_to_buy, store};
+use crate::context::{CliError, CliResult, bought, confirm, hand_buyer, run_now, sdk, settings_to_buy, store};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock offerings --types p5.48xlarge --regions us-east-1 --days 7\n  \
@@ -83,16 +81,6 @@ pub async fn run(a: BuyArgs) -> CliResult {
         ),
         a.yes,
     )?;
-    let buyer = Buyer {
-        market: &market,
-        store: &store,
-        stack: &stored.stack.name,
-        account_budget: stored.stack.account_budget,
-        recheck_pause: std::time::Duration::from_secs(4),
-        // Seen up to an hour ago: `live` asks EC2 again before buying.
-        answered_at: None,
-    };
-    let decided = buyer.buy_by_hand(&rule, priced, stored.stack.mode, now).await?;
-    let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), stored.alerts_topic.clone(), None);
-    bought(decided, &store, &notifier, now).await
+    let decided = hand_buyer(&market, &store, &stored).buy_by_hand(&rule, priced, stored.stack.mode, now).await?;
+    bought(decided, &store, &sdk, &stored, now).await
 }

@@ -25,9 +25,10 @@ use crate::context::CliResult;
     long_about = "Operate capblock: search the EC2 Capacity Blocks market, manage purchase rules and run a \
 scan by hand.\n\nIt uses the standard AWS configuration (profile, region, credentials) and the same \
 endpoint settings as the functions: AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL_DYNAMODB, ... point it at a \
-local stack (see `infra/local/stack.sh env`). Commands that use the store need CAPBLOCK_TABLE.\n\n\
+local stack (see `infra/local/stack.sh env`). Commands that use the stack's table find it by \
+--stack NAME (the stack's outputs), or CAPBLOCK_TABLE.\n\n\
 Exit codes: 0 success, 1 AWS or store failure, 2 bad input (usage, invalid rule), 3 nothing found.",
-    after_help = "Examples:\n  capblock offerings --types p5.48xlarge --counts 1,2 --days 1-7 --regions us-east-1,us-west-2\n  \
+    after_help = "Examples:\n  capblock --stack capblock status\n  capblock offerings --types p5.48xlarge --counts 1,2 --days 1-7 --regions us-east-1,us-west-2\n  \
 capblock rules validate infra/examples/rules/p5-weekly.toml\n  capblock rules put infra/examples/rules/*.toml\n  \
 capblock rules delete p5-weekly\n  \
 capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
@@ -37,6 +38,12 @@ capblock buy cb-0123456789abcdef0 --rule p5-weekly\n  \
 capblock status\n  capblock preflight"
 )]
 pub struct Cli {
+    /// The deployed stack to act on (the name `sam deploy` used): its table comes from the
+    /// stack's CloudFormation outputs, its mode, budgets and topics from the table. Default:
+    /// CAPBLOCK_STACK_NAME, else the table CAPBLOCK_TABLE names, else `stack = "NAME"` in
+    /// ~/.config/capblock/config.toml.
+    #[arg(long, global = true, env = "CAPBLOCK_STACK_NAME", value_name = "NAME")]
+    stack: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -67,6 +74,7 @@ enum Command {
 }
 
 pub async fn run(cli: Cli) -> CliResult {
+    crate::stack::name(cli.stack);
     match cli.command {
         Command::Offerings(a) => offerings::run(a).await,
         Command::Rules(r) => rules::run(r).await,

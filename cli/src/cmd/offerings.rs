@@ -160,7 +160,7 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
     }
     priced.sort_by(better);
     priced.dedup_by(|a, b| a.offering.id == b.offering.id);
-    // Remembered an hour in the stack's table (when CAPBLOCK_TABLE names one), for `capblock buy`
+    // Remembered an hour in the stack's table (when a stack or table is named), for `capblock buy`
     // to take one by its id: EC2 may give the same block another id in its next answer.
     let remembered = remember(&priced).await;
     if a.json {
@@ -185,7 +185,7 @@ const REMEMBERED_FOR: Duration = Duration::hours(1);
 
 /// Remembers what was shown, for `capblock buy`: `Ok(false)` without a table to keep it in.
 async fn remember(priced: &[Priced]) -> Result<bool, CliError> {
-    if priced.is_empty() || capblock_shared::config::optional("CAPBLOCK_TABLE").is_none() {
+    if priced.is_empty() || !crate::stack::named() {
         return Ok(false);
     }
     let offerings: Vec<_> = priced.iter().map(|p| p.offering.clone()).collect();

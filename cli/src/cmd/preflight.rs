@@ -15,7 +15,7 @@ use crate::table::{self, safe};
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock preflight\n  capblock preflight --json\n  \
 capblock preflight --function on-capacity-event=capblock-OnCapacityEventFunction-AbC123\n\n\
-Run it with the stack's table (CAPBLOCK_TABLE) before deploying with Mode=live. It spends nothing: it \
+Run it against the stack (--stack NAME, or CAPBLOCK_TABLE) before deploying with Mode=live. It spends nothing: it \
 reads the stack's stored settings and rules, counts the alerts topic's confirmed subscriptions, asks \
 one question per region the rules name (paced as a scan is), asks one of them twice to see whether \
 EC2 repeats offering ids, and lists each region's Capacity Blocks as the tracker does. Then it \

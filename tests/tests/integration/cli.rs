@@ -84,9 +84,20 @@ impl Cli {
 
     /// As `unconfirmed`, with `env` on top of the stack's.
     async fn unconfirmed_with(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
-        let out = tokio::process::Command::new(capblock_tests::runtime::binary("capblock"))
+        self.command(args, env, &[]).await
+    }
+
+    /// `capblock args` with `env` on top of the stack's and `removed` taken out of it.
+    async fn command(&self, args: &[&str], env: &[(&str, &str)], removed: &[&str]) -> Out {
+        let mut cmd = tokio::process::Command::new(capblock_tests::runtime::binary("capblock"));
+        cmd.envs(binary_env(&self.sim, &self.aws, STACK));
+        for r in removed {
+            cmd.env_remove(r);
+        }
+        // Never the config file of whoever runs the tests.
+        cmd.env("CAPBLOCK_CONFIG", self.dir.join("no-config.toml"));
+        let out = cmd
             .args(args)
-            .envs(binary_env(&self.sim, &self.aws, STACK))
             .envs(env.iter().copied())
             .env_remove("CAPBLOCK_MODE")
             .env_remove("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")
@@ -877,6 +888,42 @@ async fn buy_once_under(ids: &str) {
     assert_eq!(c.sim.purchases().await.len(), 1);
     let usage = c.aws.store().usage(&BudgetOwner::Account, &Period::of(t0())).await.unwrap().unwrap();
     assert_eq!(usage.purchases, 1);
+}
+
+/// `--stack NAME` finds the table in the stack's CloudFormation outputs, with no CAPBLOCK_TABLE
+/// set, and says so; the config file's `stack` does the same; a stack that does not exist is
+/// named as such (exit 3), and with nothing named the error says how to name one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_finds_its_table_in_the_stacks_outputs() {
+    let c = Cli::new("cli-stack").await;
+    c.stack(Mode::Live, Some("1000")).await;
+    let name = format!("capblock-cli-{}", uuid::Uuid::new_v4().simple());
+    let template = serde_json::json!({
+        "Resources": {"Alerts": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {"TableName": {"Value": c.aws.table.as_str()}},
+    });
+    aws_sdk_cloudformation::Client::new(&c.aws.sdk)
+        .create_stack()
+        .stack_name(&name)
+        .template_body(template.to_string())
+        .send()
+        .await
+        .unwrap();
+    let out = c.command(&["--stack", &name, "status"], &[], &["CAPBLOCK_TABLE"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains(&format!("stack {name} (CREATE_COMPLETE)")), "{}", out.stderr);
+    assert!(out.stdout.contains("in mode live"), "the stack's stored mode: {}", out.stdout);
+
+    let config = c.file("config.toml", &format!("stack = \"{name}\"\n"));
+    let out = c.command(&["rules", "list"], &[("CAPBLOCK_CONFIG", config.as_str())], &["CAPBLOCK_TABLE"]).await;
+    assert!(out.stderr.contains(&format!("stack {name}")), "{}{}", out.stdout, out.stderr);
+
+    let missing = c.command(&["--stack", "no-such-stack", "status"], &[], &["CAPBLOCK_TABLE"]).await;
+    assert_eq!(missing.code, 3, "{}{}", missing.stdout, missing.stderr);
+    assert!(missing.stderr.contains("no stack \"no-such-stack\""), "{}", missing.stderr);
+    let none = c.command(&["status"], &[], &["CAPBLOCK_TABLE"]).await;
+    assert_eq!(none.code, 1, "{}{}", none.stdout, none.stderr);
+    assert!(none.stderr.contains("--stack NAME"), "{}", none.stderr);
 }
 
 /// Money never moves unasked: without a terminal to confirm on, a live scan and an approval
