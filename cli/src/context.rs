@@ -71,7 +71,7 @@ impl CliError {
     pub fn report(&self) {
         match self {
             // Errors carry what came from outside (names, AWS's messages): escaped.
-            CliError::Failed(_) => eprintln!("error: {}", safe(&self.to_string())),
+            CliError::Failed(_) => eprintln!("error: {}", safe(&plain(&self.to_string()))),
             CliError::InvalidRule(_) => println!("{}", safe(&self.to_string())),
             CliError::InvalidFiles(_) | CliError::NothingFound | CliError::ChecksFailed(_) => {}
             CliError::Unknown { .. } | CliError::Invalid(_) | CliError::Refused(_) | CliError::NotFound(_) => {
@@ -83,6 +83,34 @@ impl CliError {
     /// A failure described by `e` (exit 1).
     pub fn failed(e: impl std::fmt::Display) -> CliError {
         CliError::Failed(e.to_string())
+    }
+}
+
+/// An error as a person reads it: what the SDK's messages mean when the cause is on this side
+/// (no credentials, an expired session, an endpoint that does not answer, a table that is not
+/// there), said first with what to do, and the SDK's debug dump (the parenthesized
+/// `DispatchFailure(...)` that follows its message) left out.
+pub fn plain(message: &str) -> String {
+    let dump =
+        [" (DispatchFailure(", " (ServiceError(", " (TimeoutError(", " (ResponseError(", " (ConstructionFailure("];
+    let cut = dump.iter().filter_map(|d| message.find(d)).min().unwrap_or(message.len());
+    let said = message[..cut].replace("\\u{a}", " ").replace('\n', " ");
+    let hint = if said.contains("no credentials found in chain") || said.contains("CredentialsNotLoaded") {
+        Some(
+            "no AWS credentials found: set AWS_PROFILE (after `aws sso login`), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+        )
+    } else if said.contains("ExpiredToken") || said.contains("expired") && said.contains("token") {
+        Some("your AWS session has expired: log in again (aws sso login)")
+    } else if said.contains("tcp connect error") || said.contains("dns error") || said.contains("Connection refused") {
+        Some("AWS did not answer: check the network and AWS_REGION (AWS_ENDPOINT_URL_* are for the local stack only)")
+    } else if said.contains("ResourceNotFoundException") && (said.contains("store") || said.contains("table")) {
+        Some("the stack's table does not exist here: check --stack (or CAPBLOCK_TABLE) and AWS_REGION")
+    } else {
+        None
+    };
+    match hint {
+        Some(h) => format!("{h} ({})", said.trim()),
+        None => said.trim().to_string(),
     }
 }
 
@@ -342,6 +370,27 @@ pub async fn bought(
         Outcome::Refused { reason, .. } | Outcome::Skipped { reason } => Err(CliError::Refused(reason)),
         Outcome::Unknown { intent, reason } => Err(CliError::Unknown { intent, reason }),
         other => Err(CliError::Failed(format!("unexpected outcome {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod plain_tests {
+    use super::plain;
+
+    #[test]
+    fn sdk_errors_say_what_to_do_without_the_debug_dump() {
+        let down = "store unavailable: query: dispatch failure: io error: client error (Connect): tcp connect error: \
+                    Connection refused (os error 111) (DispatchFailure(DispatchFailure { source: ConnectorError { kind: Io } }))";
+        let p = plain(down);
+        assert!(p.starts_with("AWS did not answer"), "{p}");
+        assert!(!p.contains("DispatchFailure(") && p.contains("Connection refused"), "{p}");
+        let creds = "store unavailable: query: dispatch failure: other: the credential provider was not enabled: no \
+                     credentials found in chain. Attempted:\\u{a}  Environment: not set (DispatchFailure(x))";
+        assert!(plain(creds).starts_with("no AWS credentials found"), "{}", plain(creds));
+        assert!(!plain(creds).contains("\\u{a}"));
+        let table = "store unavailable: get: ResourceNotFoundException: Requested resource not found";
+        assert!(plain(table).starts_with("the stack's table does not exist here"), "{}", plain(table));
+        assert_eq!(plain("rule x: version changed"), "rule x: version changed");
     }
 }
 

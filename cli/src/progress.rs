@@ -39,6 +39,40 @@ impl Progress {
     }
 }
 
+/// The seconds a wait has lasted, redrawn every second on stderr (when stdout is a terminal)
+/// until dropped: for a wait whose steps the command cannot see (a scan's asking).
+pub struct Ticker {
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Ticker {
+    /// Starts `what` (e.g. "scanning"), which takes at most `most`.
+    pub fn start(what: &str, most: std::time::Duration, json: bool) -> Ticker {
+        if json || !std::io::stdout().is_terminal() {
+            return Ticker { task: None };
+        }
+        let what = what.to_string();
+        let task = tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            loop {
+                eprint!("\r{what}: {:.0} s (at most {:.0} s)", started.elapsed().as_secs_f64(), most.as_secs_f64());
+                let _ = std::io::stderr().flush();
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        });
+        Ticker { task: Some(task) }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+            eprint!("\r{}\r", " ".repeat(60));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::bar;

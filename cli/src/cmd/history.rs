@@ -187,7 +187,14 @@ pub async fn run(a: HistoryArgs) -> CliResult {
             println!("{}", csv_line(r));
         }
     } else if rows.is_empty() {
-        eprintln!("no observations for {} between {} and {}", describe(&pairs), when(from), when(to));
+        // The bounds as asked: an open end is said as such, never as the 1970/2100 it stands for.
+        let span = match (a.window.from, a.window.to) {
+            (None, None) => "in the stored history".to_string(),
+            (Some(f), None) => format!("since {} UTC", when(f)),
+            (None, Some(t)) => format!("before {} UTC", when(t)),
+            (Some(f), Some(t)) => format!("between {} and {} UTC", when(f), when(t)),
+        };
+        eprintln!("no observations for {} {span}", describe(&pairs));
     } else if a.chart.is_none() || rows.len() <= 200 {
         let cells: Vec<Vec<String>> = rows
             .iter()
@@ -195,6 +202,7 @@ pub async fn run(a: HistoryArgs) -> CliResult {
                 vec![
                     when(r.seen_at()),
                     r.region.to_string(),
+                    r.observation.offering.availability_zone.clone(),
                     r.instance_type.to_string(),
                     when(r.start),
                     r.instance_count.to_string(),
@@ -207,7 +215,7 @@ pub async fn run(a: HistoryArgs) -> CliResult {
         println!(
             "{}",
             table::render(
-                &["SEEN AT (UTC)", "REGION", "TYPE", "START (UTC)", "COUNT", "LENGTH", "FEE", "$/ACCEL-H"],
+                &["SEEN AT (UTC)", "REGION", "AZ", "TYPE", "START (UTC)", "COUNT", "LENGTH", "FEE", "$/ACCEL-H"],
                 &cells
             )
         );

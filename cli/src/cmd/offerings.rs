@@ -169,7 +169,7 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
         println!("{}", table::render(&table::OFFERING_HEADERS, &table::offering_rows(&priced)));
         println!("{} offering(s) from {} question(s)", priced.len(), queries.len());
         for f in &failures {
-            eprintln!("warning: {f}");
+            eprintln!("warning: {}", crate::context::plain(f));
         }
         match remembered {
             Ok(true) => println!("buy one within the hour: capblock buy OFFERING-ID --rule RULE"),

@@ -2,6 +2,8 @@
 
 use std::sync::Mutex;
 
+use capblock_shared::app::purchase::Outcome;
+use capblock_shared::app::reconcile::Settled;
 use capblock_shared::app::scan::{ScanSettings, Scanner};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
@@ -66,7 +68,11 @@ pub async fn run(a: ScanArgs) -> CliResult {
     let scanner =
         Scanner { market: &market, store: &store, notifier: &notifier, catalog: &catalog, settings: &settings };
     let at = run_now(a.time, settings.stack.mode == Mode::Live).await?;
-    let report = scanner.run(at).await.map_err(CliError::failed)?;
+    let report = {
+        // The scan asks the market for up to --ask-seconds, then decides: say how long so far.
+        let _ticker = crate::progress::Ticker::start("scanning", ask_for + std::time::Duration::from_secs(10), a.json);
+        scanner.run(at).await.map_err(CliError::failed)?
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
@@ -114,7 +120,7 @@ pub async fn run(a: ScanArgs) -> CliResult {
         );
     }
     for s in &report.settled {
-        println!("  settled: {}", serde_json::to_string(s).unwrap_or_default());
+        println!("  settled: {}", safe(&settled(s)));
     }
     for o in &report.outcomes {
         println!(
@@ -126,6 +132,20 @@ pub async fn run(a: ScanArgs) -> CliResult {
             o.offerings_seen,
             o.eligible
         );
+        match &o.cheapest {
+            Some(p) => println!(
+                "  cheapest seen: {} per accelerator-hour ({} x {} in {}, from {}), threshold {}: {}",
+                p.per_accelerator_hour,
+                p.offering.instance_count,
+                p.offering.instance_type,
+                p.offering.availability_zone,
+                p.offering.start.format("%Y-%m-%d %H:%M"),
+                o.threshold,
+                if p.per_accelerator_hour.per_unit <= o.threshold { "within it" } else { "above it" }
+            ),
+            None if o.questions_answered > 0 => println!("  cheapest seen: no offering answered its questions"),
+            None => {}
+        }
         match &o.chosen {
             None => println!("  decision: nothing meets the rule"),
             Some(p) => {
@@ -140,11 +160,51 @@ pub async fn run(a: ScanArgs) -> CliResult {
             }
         }
         if let Some(action) = &o.action {
-            println!("  action: {}", serde_json::to_string(action).unwrap_or_default());
+            println!("  action: {}", safe(&said(action)));
         }
     }
     println!("\nnotices published: {}", report.notices.published);
     Ok(())
+}
+
+/// What the rule's action came to, in words.
+fn said(action: &Outcome) -> String {
+    match action {
+        Outcome::WouldBuy { offering_id, first_time } => format!(
+            "dry run: would buy {offering_id}{}",
+            if *first_time { " (announced in Slack)" } else { " (announced before)" }
+        ),
+        Outcome::Bought { offering_id, reservation_id, more } if more.is_empty() => {
+            format!("bought {offering_id}: reservation {reservation_id}")
+        }
+        Outcome::Bought { offering_id, reservation_id, more } => {
+            format!("bought {offering_id}: reservation {reservation_id} and {}", more.join(", "))
+        }
+        Outcome::Skipped { reason } => format!("not bought: {reason}"),
+        Outcome::AlreadyTried { offering_id } => format!("{offering_id} was tried before: never sent twice"),
+        Outcome::AwaitingApproval { offering_id, intent, first_time } => format!(
+            "waiting for approval of {offering_id} ({}capblock approve {intent})",
+            if *first_time { "asked in Slack; " } else { "" }
+        ),
+        Outcome::Refused { offering_id, reason } => format!("EC2 refused {offering_id}: {reason}; budget released"),
+        Outcome::GivenBack { offering_id, reason } => {
+            format!("{offering_id} given back, a later scan may buy it: {reason}")
+        }
+        Outcome::Unknown { intent, reason } => {
+            format!("outcome unknown ({reason}): the next scan settles intent {intent} by tag")
+        }
+        Outcome::Replayed { offering_id } => format!("replay: would choose {offering_id}"),
+    }
+}
+
+/// What reconciliation settled, in words.
+fn settled(s: &Settled) -> String {
+    match s {
+        Settled::Adopted { intent, reservation_id } => format!("intent {intent} bought reservation {reservation_id}"),
+        Settled::Rejected { intent, reason } => format!("intent {intent} was not bought: {reason}"),
+        Settled::GivenBack { intent, reason } => format!("intent {intent} never sent, fee released: {reason}"),
+        Settled::StillOpen { intent, reason } => format!("intent {intent} still open: {reason}"),
+    }
 }
 
 fn indent(s: &str) -> String {

@@ -19,7 +19,7 @@ use super::settings::StackSettings;
 use crate::domain::announce;
 use crate::domain::budget::{BudgetOwner, Period};
 use crate::domain::catalog::AcceleratorCatalog;
-use crate::domain::decision::{Decision, Headroom, Priced, decide, room};
+use crate::domain::decision::{Decision, Headroom, Priced, better, decide, room};
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
@@ -75,6 +75,10 @@ pub struct RuleOutcome {
     pub questions: usize,
     pub offerings_seen: usize,
     pub eligible: usize,
+    /// The cheapest offering its answered questions held, eligible or not, and the rule's
+    /// threshold: how far the market is from what the rule would buy.
+    pub cheapest: Option<Priced>,
+    pub threshold: Decimal,
     pub chosen: Option<Priced>,
     pub action: Option<Outcome>,
 }
@@ -926,6 +930,7 @@ where
             tracing::info!(event = "decision", rule = %rule.id, mode = mode.as_str(), questions = mine.len(), questions_answered,
                 offerings = offerings.len(), eligible = decision.eligible, chosen = ?chosen.as_ref().map(|p| &p.offering.id),
                 action = ?action, "rule evaluated");
+            let cheapest = offerings.iter().filter_map(|o| Priced::new(o.clone(), &catalog)).min_by(better);
             outcomes.push(RuleOutcome {
                 rule_id: rule.id.clone(),
                 mode,
@@ -933,6 +938,8 @@ where
                 questions: mine.len(),
                 offerings_seen: offerings.len(),
                 eligible: decision.eligible,
+                cheapest,
+                threshold: rule.max_price_per_accelerator_hour,
                 chosen,
                 action,
             });

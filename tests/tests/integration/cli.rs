@@ -198,7 +198,9 @@ async fn blocks_and_history_show_what_the_scan_bought_and_saw() {
     // Nothing yet: said, exit 0.
     let none = c.run(&["blocks"]).await;
     assert_eq!((none.code, none.stdout.trim()), (0, "no open blocks"), "{}", none.stderr);
-    assert_eq!(c.run(&["history", "--region", "us-west-2", "--type", "p5.48xlarge"]).await.code, 3);
+    let empty = c.run(&["history", "--region", "us-west-2", "--type", "p5.48xlarge"]).await;
+    assert_eq!(empty.code, 3);
+    assert!(empty.stderr.contains("in the stored history") && !empty.stderr.contains("1970"), "{}", empty.stderr);
 
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
@@ -924,6 +926,11 @@ async fn the_cli_finds_its_table_in_the_stacks_outputs() {
     let none = c.command(&["status"], &[], &["CAPBLOCK_TABLE"]).await;
     assert_eq!(none.code, 1, "{}{}", none.stdout, none.stderr);
     assert!(none.stderr.contains("--stack NAME"), "{}", none.stderr);
+    // A table that is not there is named as such, without the SDK's debug dump.
+    let gone = c.command(&["status"], &[("CAPBLOCK_TABLE", "no-such-table")], &[]).await;
+    assert_eq!(gone.code, 1, "{}{}", gone.stdout, gone.stderr);
+    assert!(gone.stderr.contains("the stack's table does not exist here"), "{}", gone.stderr);
+    assert!(!gone.stderr.contains("ServiceError("), "{}", gone.stderr);
 }
 
 /// Money never moves unasked: without a terminal to confirm on, a live scan and an approval
