@@ -95,7 +95,10 @@ pub fn plain(message: &str) -> String {
         [" (DispatchFailure(", " (ServiceError(", " (TimeoutError(", " (ResponseError(", " (ConstructionFailure("];
     let cut = dump.iter().filter_map(|d| message.find(d)).min().unwrap_or(message.len());
     let said = message[..cut].replace("\\u{a}", " ").replace('\n', " ");
-    let hint = if said.contains("no credentials found in chain") || said.contains("CredentialsNotLoaded") {
+    let hint = if said.contains("no credentials found in chain")
+        || said.contains("CredentialsNotLoaded")
+        || said.contains("while loading credentials")
+    {
         Some(
             "no AWS credentials found: set AWS_PROFILE (after `aws sso login`), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
         )

@@ -1,87 +1,85 @@
-//! A progress bar for market searches, drawn on stderr only when stdout is a terminal (piped
-//! or `--json` output stays clean).
+//! Progress on stderr for the waits a person sits through (indicatif), drawn only when stdout is
+//! a terminal: piped or `--json` output stays clean, and nothing is drawn into a log.
 
-use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::IsTerminal;
+use std::time::Duration;
 
-/// The bar for `done` of `total` questions, `width` characters wide.
-pub fn bar(done: usize, total: usize, width: usize) -> String {
-    let filled = (done * width).checked_div(total).unwrap_or(width).min(width);
-    format!("[{}{}] {done}/{total} questions", "#".repeat(filled), ".".repeat(width - filled))
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Whether a person is watching: stdout a terminal, and not asked for JSON.
+fn watched(json: bool) -> bool {
+    !json && std::io::stdout().is_terminal()
 }
 
-/// Redraws the bar each time a question has its final answer (retries are not answers).
-pub struct Progress {
-    done: AtomicUsize,
-    total: usize,
-    show: bool,
+fn bar(len: Option<u64>, template: &str, json: bool) -> ProgressBar {
+    if !watched(json) {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr());
+    // The templates are constants: one that does not parse is a bug, caught by the tests.
+    bar.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar
 }
+
+/// The questions of a market search, one tick per final answer (retries are not answers), with
+/// the time taken and an estimate of the time left.
+pub struct Progress(ProgressBar);
+
+/// `offerings`' bar: questions answered of all, elapsed, and the estimate left.
+const QUESTIONS: &str = "[{bar:30}] {pos}/{len} questions, {elapsed} (about {eta} left)";
 
 impl Progress {
     pub fn new(total: usize, json: bool) -> Self {
-        Progress { done: AtomicUsize::new(0), total, show: !json && std::io::stdout().is_terminal() }
+        Progress(bar(Some(total as u64), QUESTIONS, json))
     }
 
     /// One more question answered.
     pub fn tick(&self) {
-        let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.show {
-            eprint!("\r{}", bar(done, self.total, 30));
-            let _ = std::io::stderr().flush();
-        }
+        self.0.inc(1);
     }
 
     /// Clears the bar before the results are printed.
     pub fn finish(&self) {
-        if self.show {
-            eprint!("\r{}\r", " ".repeat(60));
-        }
+        self.0.finish_and_clear();
     }
 }
 
-/// The seconds a wait has lasted, redrawn every second on stderr (when stdout is a terminal)
-/// until dropped: for a wait whose steps the command cannot see (a scan's asking).
-pub struct Ticker {
-    task: Option<tokio::task::JoinHandle<()>>,
-}
+/// A wait whose steps the command cannot see (a scan's asking): a spinner with the time so far
+/// and the most it takes, until dropped.
+pub struct Ticker(ProgressBar);
+
+const WAITING: &str = "{spinner} {msg}: {elapsed}";
 
 impl Ticker {
     /// Starts `what` (e.g. "scanning"), which takes at most `most`.
-    pub fn start(what: &str, most: std::time::Duration, json: bool) -> Ticker {
-        if json || !std::io::stdout().is_terminal() {
-            return Ticker { task: None };
-        }
-        let what = what.to_string();
-        let task = tokio::spawn(async move {
-            let started = std::time::Instant::now();
-            loop {
-                eprint!("\r{what}: {:.0} s (at most {:.0} s)", started.elapsed().as_secs_f64(), most.as_secs_f64());
-                let _ = std::io::stderr().flush();
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            }
-        });
-        Ticker { task: Some(task) }
+    pub fn start(what: &str, most: Duration, json: bool) -> Ticker {
+        let t = bar(None, WAITING, json);
+        t.set_message(format!("{what} (at most {:.0} s)", most.as_secs_f64()));
+        t.enable_steady_tick(Duration::from_millis(250));
+        Ticker(t)
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.abort();
-            eprint!("\r{}\r", " ".repeat(60));
-        }
+        self.0.finish_and_clear();
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::bar;
+    use super::*;
 
     #[test]
-    fn draws_the_fraction_done() {
-        assert_eq!(bar(0, 4, 8), "[........] 0/4 questions");
-        assert_eq!(bar(1, 4, 8), "[##......] 1/4 questions");
-        assert_eq!(bar(4, 4, 8), "[########] 4/4 questions");
-        assert_eq!(bar(0, 0, 4), "[####] 0/0 questions");
+    fn the_templates_parse() {
+        for t in [QUESTIONS, WAITING] {
+            assert!(ProgressStyle::with_template(t).is_ok(), "{t}");
+        }
+    }
+
+    #[test]
+    fn json_output_draws_nothing() {
+        assert!(Progress::new(3, true).0.is_hidden());
+        assert!(Ticker::start("scanning", Duration::from_secs(5), true).0.is_hidden());
     }
 }

@@ -1,4 +1,7 @@
 //! Plain text tables: columns padded to their widest cell, at most `MAX_COLUMN` characters.
+//! Written here rather than with a table crate: capblock's tables are plain columns (no borders,
+//! colours or wrapping) that scripts and tests read, every cell goes through `safe` (text from
+//! EC2 or AWS must not move a terminal's cursor), and the whole of it is a few dozen lines.
 
 use std::borrow::Cow;
 
