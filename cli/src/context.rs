@@ -158,7 +158,37 @@ pub async fn sdk() -> aws_config::SdkConfig {
 pub async fn store() -> Result<DynamoStore, CliError> {
     let sdk = sdk().await;
     let table = crate::stack::table(&sdk).await?;
-    Ok(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table))
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table);
+    say_stack(&store).await;
+    Ok(store)
+}
+
+/// Says once, on stderr, which stack and mode a command acts on, as the stack's functions
+/// stored them (not as the shell says): the operator sees a dry-run stack before reading a
+/// scan's "would buy", and a live one before money moves.
+async fn say_stack(store: &DynamoStore) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SAID.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    match store.stored_settings().await {
+        Ok(Some(s)) => {
+            let cap =
+                s.stack.account_budget.map_or("no account cap".to_string(), |m| format!("account cap {m} a month"));
+            eprintln!(
+                "stack {} in mode {}, {cap} (table {})",
+                safe(&s.stack.name),
+                s.stack.mode.as_str(),
+                safe(store.table())
+            );
+        }
+        // A store that does not answer is the command's own error to tell.
+        Ok(None) => eprintln!(
+            "table {}: the stack's settings are not stored yet (no function has run): its mode is not known here",
+            safe(store.table())
+        ),
+        Err(_) => {}
+    }
 }
 
 /// The instants a scan or an approval runs at: the clock's (the wall clock, or a simulator's

@@ -915,6 +915,8 @@ async fn the_cli_finds_its_table_in_the_stacks_outputs() {
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains(&format!("stack {name} (CREATE_COMPLETE)")), "{}", out.stderr);
     assert!(out.stdout.contains("in mode live"), "the stack's stored mode: {}", out.stdout);
+    // Every command that uses the table says which stack and mode it acts on.
+    assert!(out.stderr.contains(&format!("stack {STACK} in mode live, account cap")), "{}", out.stderr);
 
     let config = c.file("config.toml", &format!("stack = \"{name}\"\n"));
     let out = c.command(&["rules", "list"], &[("CAPBLOCK_CONFIG", config.as_str())], &["CAPBLOCK_TABLE"]).await;
