@@ -60,6 +60,10 @@ pub async fn run(a: BuyArgs) -> CliResult {
     let priced = Priced::new(seen, &catalog).ok_or_else(|| {
         CliError::Refused("EC2 did not say how many accelerators the offering's instance type has".into())
     })?;
+    // Refused before the person is asked: a question whose yes could only be refused wastes it.
+    if let Some(why) = capblock_shared::app::purchase::hand_refusal(&rule, &priced, stored.stack.mode, now) {
+        return Err(CliError::Refused(why));
+    }
     let o = &priced.offering;
     let cap = stored.stack.account_budget.map_or("no account cap".to_string(), |m| format!("account cap {m} a month"));
     confirm(

@@ -74,6 +74,31 @@ pub enum Approval {
     Decided { priced: Box<Priced>, action: Outcome },
 }
 
+/// Why a person may not buy `seen` for `rule` by hand (`Buyer::buy_by_hand`), before anything
+/// is asked or reserved: a stack not live, a rule disabled or in dry-run, or an offering the rule
+/// could not have bought itself (every limit but the budgets, which the purchase reserves).
+/// `None`: it may be tried. The CLI asks it before it asks the person.
+pub fn hand_refusal(rule: &Rule, seen: &Priced, stack_mode: Mode, now: DateTime<Utc>) -> Option<String> {
+    if stack_mode != Mode::Live {
+        return Some(format!(
+            "the stack is in {} mode: deploy it with Mode=live to buy (docs/deploy.md, \"Switching to live\")",
+            stack_mode.as_str()
+        ));
+    }
+    if !rule.enabled {
+        return Some(format!("rule {} is disabled", rule.id));
+    }
+    if rule.mode == Mode::DryRun {
+        return Some(format!("rule {} is in dry-run mode: set mode = \"live\" or \"approval\" to buy for it", rule.id));
+    }
+    let any_fee = match Money::new(Money::MAX_AMOUNT, rule.currency) {
+        Ok(m) => m,
+        Err(e) => return Some(e.to_string()),
+    };
+    check(rule, seen, Headroom(any_fee), now)
+        .map(|why| format!("offering {} does not meet rule {}: {}", seen.offering.id, rule.id, why.says()))
+}
+
 pub struct Buyer<'a, M: ?Sized, S: ?Sized> {
     pub market: &'a M,
     pub store: &'a S,
@@ -353,30 +378,9 @@ where
         stack_mode: Mode,
         now: DateTime<Utc>,
     ) -> Result<Approval, StoreError> {
-        let refused = |why: String| {
+        if let Some(why) = hand_refusal(rule, &seen, stack_mode, now) {
             tracing::warn!(event = "buy_refused", rule = %rule.id, offering = %seen.offering.id, reason = %why, "nothing bought");
-            Ok(Approval::Refused(why))
-        };
-        if stack_mode != Mode::Live {
-            return refused(format!(
-                "the stack is in {} mode: deploy it with Mode=live to buy (docs/deploy.md, \"Switching to live\")",
-                stack_mode.as_str()
-            ));
-        }
-        if !rule.enabled {
-            return refused(format!("rule {} is disabled", rule.id));
-        }
-        if rule.mode == Mode::DryRun {
-            return refused(format!(
-                "rule {} is in dry-run mode: set mode = \"live\" or \"approval\" to buy for it",
-                rule.id
-            ));
-        }
-        // Every limit but the budgets, which `live` reserves atomically.
-        let any_fee = Money::new(Money::MAX_AMOUNT, rule.currency)
-            .map_err(|e| StoreError::Corrupt { key: rule.id.clone(), message: e.to_string() })?;
-        if let Some(why) = check(rule, &seen, Headroom(any_fee), now) {
-            return refused(format!("offering {} does not meet rule {}: {}", seen.offering.id, rule.id, why.says()));
+            return Ok(Approval::Refused(why));
         }
         let action = self.live(rule, &seen, now).await?;
         Ok(Approval::Decided { priced: Box::new(seen), action })
