@@ -374,6 +374,30 @@ class DeclaredTables(unittest.TestCase):
         self.assertIsNone(rust.declared_ports("fn main() {}"))
 
 
+class SdkActions(unittest.TestCase):
+    def test_resource_groups_calls_are_named_by_their_iam_prefix_and_tags_on_create_imply_tag(self):
+        # No cargo registry: the calls are read from `client.<op>(` (the fallback).
+        from crosscheck.iam import Adapter, check_adapter
+        from crosscheck.sdk import Sdk
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "resource_groups.rs"
+            path.write_text(
+                "use aws_sdk_resourcegroups::Client;\n"
+                "fn make(client: &Client) { let _ = client.create_group().name(\"g\").tags(\"k\", \"v\"); }\n"
+                "fn fill(client: &Client) { let _ = client.group_resources(); }\n",
+                encoding="utf-8",
+            )
+            table = {"G": ["resource-groups:CreateGroup", "resource-groups:GroupResources"]}
+            problems, _ = check_adapter(Adapter("resource_groups", [path], table), Sdk(None, {}))
+            self.assertEqual(problems, [
+                ("undeclared SDK call: implied by create_group() needs resource-groups:Tag; "
+                 "add it to ACTIONS under the port that calls it"),
+            ])
+            table["G"].append("resource-groups:Tag")
+            ok, _ = check_adapter(Adapter("resource_groups", [path], table), Sdk(None, {}))
+            self.assertEqual(ok, [])
+
+
 class KnownToIam(unittest.TestCase):
     """Actions IAM does not know, and EC2 actions on resource types they are not authorized on,
     allow nothing: each is named."""

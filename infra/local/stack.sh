@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# capblock local stack: moto (DynamoDB, SNS, SQS, EventBridge, Scheduler, SSM, Auto Scaling) plus
-# the capblock market simulator (EC2 capacity-block API). See --help.
+# capblock local stack: moto (DynamoDB, SNS, SQS, EventBridge, Scheduler, SSM, Auto Scaling,
+# Resource Groups) plus the capblock market simulator (EC2 capacity-block API). See --help.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,8 +21,9 @@ usage() {
 Usage: infra/local/stack.sh COMMAND
 
 Local stand-in for the AWS services capblock talks to. Two processes on
-127.0.0.1: a moto server (DynamoDB, SNS, SQS, EventBridge, Scheduler) and the
-capblock market simulator (the EC2 capacity-block / capacity-reservation API).
+127.0.0.1: a moto server (DynamoDB, SNS, SQS, EventBridge, Scheduler, SSM, Auto
+Scaling, Resource Groups, Service Quotas) and the capblock market simulator (the
+EC2 capacity-block / capacity-reservation API).
 
 Commands:
   up            Install moto into a cached venv if needed, start both servers,
@@ -44,7 +45,8 @@ Commands:
 The env file exports:
   AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
   AWS_DEFAULT_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
-  AWS_ENDPOINT_URL_{DYNAMODB,SNS,SQS,SCHEDULER,EVENTBRIDGE,SSM,AUTO_SCALING,SERVICE_QUOTAS,CLOUDFORMATION} -> moto
+  AWS_ENDPOINT_URL_{DYNAMODB,SNS,SQS,SCHEDULER,EVENTBRIDGE,SSM,AUTO_SCALING,RESOURCE_GROUPS,
+                   SERVICE_QUOTAS,CLOUDFORMATION} -> moto
   AWS_ENDPOINT_URL_EC2, CAPBLOCK_SIM_URL                      -> simulator
   CAPBLOCK_MOTO_URL, CAPBLOCK_TABLE, CAPBLOCK_STACK=capblock-local
   CAPBLOCK_ALERTS_TOPIC_ARN, CAPBLOCK_WORKLOADS_TOPIC_ARN
@@ -383,6 +385,7 @@ stack_up_unlocked() {
 			AWS_ENDPOINT_URL_EVENTBRIDGE "$moto_url"
 			AWS_ENDPOINT_URL_SSM "$moto_url"
 			AWS_ENDPOINT_URL_AUTO_SCALING "$moto_url"
+			AWS_ENDPOINT_URL_RESOURCE_GROUPS "$moto_url"
 			AWS_ENDPOINT_URL_SERVICE_QUOTAS "$moto_url"
 			AWS_ENDPOINT_URL_CLOUDFORMATION "$moto_url"
 			AWS_ENDPOINT_URL_EC2 "$sim_url"

@@ -15,6 +15,7 @@ use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::eventbridge::Delivery;
+use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::domain::block::{Block, Reservation};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
@@ -439,9 +440,10 @@ pub struct Rig {
     pub market: Ec2Market,
     pub store: DynamoStore,
     pub notifier: Delivery,
-    /// The hand-off's SSM and Auto Scaling, on moto.
+    /// The hand-off's SSM, Auto Scaling and Resource Groups, on moto.
     pub ssm: Ssm,
     pub groups: AutoScaling,
+    pub reservation_groups: ResourceGroups,
     pub catalog: Mutex<AcceleratorCatalog>,
     pub reminders: RecordingReminders,
     pub scan: ScanSettings,
@@ -470,6 +472,7 @@ impl Rig {
             notifier: aws.notifier(),
             ssm: Ssm::new(aws.sdk.clone()),
             groups: AutoScaling::new(aws.sdk.clone()),
+            reservation_groups: ResourceGroups::new(aws.sdk.clone()),
             sim,
             aws,
             market,
@@ -537,7 +540,13 @@ impl Rig {
 
     /// The hand-off's actions on moto, the block's instances from the simulator.
     pub fn hands(&self) -> Hands<'_> {
-        Hands { parameters: &self.ssm, groups: &self.groups, commands: &self.ssm, instances: &self.market }
+        Hands {
+            parameters: &self.ssm,
+            groups: &self.groups,
+            commands: &self.ssm,
+            instances: &self.market,
+            reservation_groups: &self.reservation_groups,
+        }
     }
 
     /// A tracker run on this rig's market and store with `notifier` and `reminders`, its

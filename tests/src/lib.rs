@@ -153,6 +153,11 @@ pub async fn bus_with_queue(sdk: &SdkConfig, name: &str) -> String {
 
 /// Creates Auto Scaling group `name` (0 to 4 instances, none wanted) in `region` on moto.
 pub async fn auto_scaling_group(sdk: &SdkConfig, region: &str, name: &str) {
+    auto_scaling_group_in(sdk, region, name, &format!("{region}a")).await;
+}
+
+/// As [`auto_scaling_group`], launching in Availability Zone `zone` only.
+pub async fn auto_scaling_group_in(sdk: &SdkConfig, region: &str, name: &str, zone: &str) {
     let asg = aws_sdk_autoscaling::Client::from_conf(
         aws_sdk_autoscaling::config::Builder::from(sdk)
             .region(aws_sdk_autoscaling::config::Region::new(region.to_string()))
@@ -171,7 +176,7 @@ pub async fn auto_scaling_group(sdk: &SdkConfig, region: &str, name: &str) {
         .min_size(0)
         .max_size(4)
         .desired_capacity(0)
-        .availability_zones(format!("{region}a"))
+        .availability_zones(zone)
         .send()
         .await
         .unwrap();

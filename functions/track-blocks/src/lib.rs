@@ -7,6 +7,7 @@ use capblock_shared::app::handoff::Hands;
 use capblock_shared::app::metrics;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::autoscaling::AutoScaling;
+use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
@@ -42,6 +43,7 @@ pub const AWS_PORTS: &[&str] = &[
     "Groups",
     "Commands",
     "InstanceSource",
+    "ReservationGroups",
 ];
 
 /// Everything built once per container and reused by every invocation.
@@ -55,9 +57,11 @@ pub struct App {
     /// Where `now` comes from: the wall clock in a deployed stack.
     time: capblock_shared::aws::clock::TimeSource,
     aws: Adapters,
-    /// Where rules' hand-off actions act (parameters and Run Command; Auto Scaling groups).
+    /// Where rules' hand-off actions act (parameters and Run Command; Auto Scaling groups;
+    /// capacity reservation groups).
     ssm: Ssm,
     groups: AutoScaling,
+    reservation_groups: ResourceGroups,
     reminders: SchedulerReminders,
     settings: TrackSettings,
 }
@@ -96,6 +100,7 @@ impl App {
             time: config::time_source()?,
             ssm: Ssm::new(aws.sdk.clone()),
             groups: AutoScaling::new(aws.sdk.clone()),
+            reservation_groups: ResourceGroups::new(aws.sdk.clone()),
             aws,
         })
     }
@@ -112,8 +117,13 @@ impl App {
         }
         let until = invocation_deadline(&event.context);
         let out = on_tick("track-blocks", event.payload, &self.time, &SystemClock, stack, |at| async move {
-            let hands =
-                Hands { parameters: &self.ssm, groups: &self.groups, commands: &self.ssm, instances: &self.aws.market };
+            let hands = Hands {
+                parameters: &self.ssm,
+                groups: &self.groups,
+                commands: &self.ssm,
+                instances: &self.aws.market,
+                reservation_groups: &self.reservation_groups,
+            };
             let tracker = Tracker {
                 market: &self.aws.market,
                 store: &self.aws.store,

@@ -8,7 +8,10 @@ import re
 from pathlib import Path
 
 # aws-sdk-<crate> -> IAM service prefix, where they differ.
-IAM_PREFIX = {"cloudwatchlogs": "logs", "eventbridge": "events", "sfn": "states", "cloudwatch": "cloudwatch"}
+IAM_PREFIX = {
+    "cloudwatchlogs": "logs", "eventbridge": "events", "sfn": "states", "cloudwatch": "cloudwatch",
+    "resourcegroups": "resource-groups",
+}
 
 # Used when the SDK crate's source is not in the cargo registry (not fetched yet).
 FALLBACK_OPERATIONS = {
@@ -107,6 +110,8 @@ IMPLIED = [
     # A schedule whose target carries a role ARN makes the caller pass that role.
     ("scheduler", "create_schedule", r"\.\s*role_arn\s*\(", ["iam:PassRole"]),
     ("scheduler", "update_schedule", r"\.\s*role_arn\s*\(", ["iam:PassRole"]),
+    # A group created with tags is tagged with resource-groups:Tag as well.
+    ("resourcegroups", "create_group", r"\.\s*tags\s*\(", ["resource-groups:Tag"]),
 ]
 
 METHOD_CALL_RX = re.compile(r"\.\s*([a-z_][a-z0-9_]*)\s*(?:::\s*<[^>]*>\s*)?\(")

@@ -5,9 +5,9 @@
 //! `Topic::Actions`, keyed by (block, action): `run` leases it, does it, announces the result
 //! in the block's Slack thread and marks it done. A failed action stays pending (its failure
 //! announced once) and is tried again by the next run; nothing of the block's life waits for it.
-//! Every action is safe to repeat: parameters and capacities are set, not added to, and a
-//! command is sent only to the instances that do not have it yet (by the commands capblock
-//! recorded sending).
+//! Every action is safe to repeat: parameters and capacities are set, not added to, a
+//! reservation group is created only when missing, and a command is sent only to the instances
+//! that do not have it yet (by the commands capblock recorded sending).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -18,14 +18,16 @@ use super::outbox::{LEASE, alert_notice};
 use crate::domain::actions::Action;
 use crate::domain::block::Block;
 use crate::domain::bus::{self, BusStep, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Subject, TIME_ATTRIBUTE};
-use crate::domain::handoff::{self, Invocation, Order, Planned, Point, Target};
+use crate::domain::handoff::{self, Invocation, Order, Planned, Point, ReservationPool, Target};
 use crate::domain::milestone::Milestone;
 use crate::domain::names::Region;
 use crate::domain::rule::{Mode, Rule};
 use crate::domain::slack::SlackMessage;
+use crate::domain::stack::StackSettings;
+use crate::domain::tags::STACK_TAG;
 use crate::ports::{
-    ActionError, BlockStore, Commands, Groups, InstanceSource, Message, Notice, Outbox, Parameters, SentCommand,
-    StoreError, Topic,
+    ActionError, BlockStore, Commands, Groups, InstanceSource, Membership, Message, Notice, Outbox, Parameters,
+    ReservationGroups, SentCommand, StoreError, Topic,
 };
 
 /// The outbox notice of one lifecycle step's event. `step_key` is the step's milestone name
@@ -90,7 +92,7 @@ pub async fn at_move<O: Outbox + ?Sized>(
     after: &Block,
     milestones: &[Milestone],
     rule: Option<&Rule>,
-    stack_mode: Mode,
+    stack: &StackSettings,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     let tags = rule.map(|r| r.tags.clone()).unwrap_or_default();
@@ -99,8 +101,8 @@ pub async fn at_move<O: Outbox + ?Sized>(
             enqueue_event(outbox, after, tags.clone(), &step, &m.name(), now).await?;
         }
     }
-    if let (true, Some(rule), Some(target)) = (after.state.is_final(), rule, Target::of(after)) {
-        let orders = handoff::at_point(&rule.actions, &target, Point::Ended, dry_run(stack_mode, rule));
+    if let (true, Some(rule), Some(target)) = (after.state.is_final(), rule, Target::of(after, &stack.name)) {
+        let orders = handoff::at_point(&rule.actions, &target, Point::Ended, dry_run(stack.mode, rule));
         enqueue_actions(outbox, &orders, now).await?;
     }
     Ok(())
@@ -113,7 +115,7 @@ pub async fn tracker_pass<S: BlockStore + Outbox + ?Sized>(
     store: &S,
     hands: &Hands<'_>,
     rules: &HashMap<String, Rule>,
-    stack_mode: Mode,
+    stack: &StackSettings,
     now: DateTime<Utc>,
 ) -> ActionReport {
     let mut planned = 0;
@@ -122,13 +124,15 @@ pub async fn tracker_pass<S: BlockStore + Outbox + ?Sized>(
         Err(e) => errors.push(e.to_string()),
         Ok(blocks) => {
             for b in blocks {
-                let (Some(rule), Some(target)) = (b.rule_id.as_ref().and_then(|r| rules.get(r)), Target::of(&b)) else {
+                let (Some(rule), Some(target)) =
+                    (b.rule_id.as_ref().and_then(|r| rules.get(r)), Target::of(&b, &stack.name))
+                else {
                     continue;
                 };
                 if rule.actions.is_empty() {
                     continue;
                 }
-                let orders = handoff::current(&rule.actions, &target, b.state, now, dry_run(stack_mode, rule));
+                let orders = handoff::current(&rule.actions, &target, b.state, now, dry_run(stack.mode, rule));
                 // One block's failure is that block's: every other block is still planned.
                 match enqueue_actions(store, &orders, now).await {
                     Ok(n) => planned += n,
@@ -227,6 +231,7 @@ pub struct Hands<'a> {
     pub groups: &'a dyn Groups,
     pub commands: &'a dyn Commands,
     pub instances: &'a dyn InstanceSource,
+    pub reservation_groups: &'a dyn ReservationGroups,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -251,6 +256,8 @@ enum Tried {
     Then(String, Box<Planned>),
     /// Done, with a message of its own (a command's results).
     Reported(SlackMessage),
+    /// Done, and a warning of its own in the thread (a group that launches outside the block).
+    Warned(String, Box<SlackMessage>),
     NotYet(String),
 }
 
@@ -298,8 +305,13 @@ impl Hands<'_> {
             self.try_order(outbox, &p, now).await
         };
         let thread = &p.target.block.reservation_id;
+        let mut warning = None;
         let (message, next) = match tried {
             Ok(Tried::Done(what)) => (handoff::announce_done(&p, &what), None),
+            Ok(Tried::Warned(what, w)) => {
+                warning = Some(w);
+                (handoff::announce_done(&p, &what), None)
+            }
             Ok(Tried::Reported(message)) => (message, None),
             Ok(Tried::Then(what, next)) => (handoff::announce_done(&p, &what), Some(next)),
             Ok(Tried::NotYet(why)) => {
@@ -328,6 +340,9 @@ impl Hands<'_> {
         // its comment) and plans the same follow-up again (a no-op).
         if let Some(next) = next {
             enqueue_actions(outbox, std::slice::from_ref(next.as_ref()), now).await?;
+        }
+        if let Some(w) = warning {
+            outbox.enqueue(&alert_notice(thread, &format!("{}-warning", p.key), &w, now)).await?;
         }
         outbox.enqueue(&alert_notice(thread, &format!("{}-done", p.key), &message, now)).await?;
         outbox.mark_published(notice, now).await?;
@@ -366,7 +381,49 @@ impl Hands<'_> {
             }
             Order::SetCapacity { group, desired } => {
                 self.groups.set_desired(&region, group, *desired).await?;
-                Ok(Tried::Done(format!("`{group}` desired capacity is {desired}.")))
+                let what = format!("`{group}` desired capacity is {desired}.");
+                if *desired == 0 {
+                    return Ok(Tried::Done(what));
+                }
+                // Scaled up: a group that cannot launch in the block's zone is told in the thread.
+                // The check is advice: its failure is logged, and the scale-up stands.
+                match self.groups.zones(&region, group).await {
+                    Ok(Some(zones)) => match handoff::zone_warning(p, group, &zones) {
+                        Some(w) => Ok(Tried::Warned(what, Box::new(w))),
+                        None => Ok(Tried::Done(what)),
+                    },
+                    Ok(None) => Ok(Tried::Done(what)),
+                    Err(e) => {
+                        tracing::warn!(event = "group_zones_unread", reservation = %p.target.block.reservation_id, %group, error = %e, "the group's zones not checked");
+                        Ok(Tried::Done(what))
+                    }
+                }
+            }
+            Order::GroupReservation { group } => {
+                let arn = reservation_arn(p, "GroupResources")?;
+                let tags = [(STACK_TAG, p.target.stack.as_str())];
+                let pool = ReservationPool::of(&p.target.block);
+                let created = self.reservation_groups.ensure_group(&region, group, &pool, &tags).await?;
+                let change = self.reservation_groups.add(&region, group, &arn).await?;
+                let made = if created { format!("Created the group `{group}`. ") } else { String::new() };
+                let pending = if change == Membership::Pending { " (AWS Resource Groups finishes it)" } else { "" };
+                Ok(Tried::Done(format!(
+                    "{made}`{group}` holds `{}`{pending}: launches that target the group land in the block.",
+                    p.target.block.reservation_id
+                )))
+            }
+            Order::UngroupReservation { group } => {
+                let arn = reservation_arn(p, "UngroupResources")?;
+                Ok(Tried::Done(match self.reservation_groups.remove(&region, group, &arn).await? {
+                    Membership::NoGroup => format!("The group `{group}` is gone: nothing to take out."),
+                    Membership::Pending => format!(
+                        "`{group}` lets go of `{}` (AWS Resource Groups finishes it).",
+                        p.target.block.reservation_id
+                    ),
+                    Membership::Changed => {
+                        format!("`{group}` no longer holds `{}`.", p.target.block.reservation_id)
+                    }
+                }))
             }
             Order::RunCommand { document, comment } => {
                 self.send_command(outbox, p, &region, document, comment, now).await
@@ -472,6 +529,19 @@ impl Hands<'_> {
         };
         Ok(Tried::Then(what, Box::new(next)))
     }
+}
+
+/// The block's reservation ARN, which GroupResources and UngroupResources take: recorded from
+/// EC2's description of the reservation, which always carries it.
+fn reservation_arn(p: &Planned, operation: &'static str) -> Result<String, ActionError> {
+    p.target.block.arn.clone().ok_or_else(|| ActionError {
+        operation,
+        region: p.target.block.region.to_string(),
+        message: format!(
+            "capblock recorded no ARN for {} (EC2 described it without one)",
+            p.target.block.reservation_id
+        ),
+    })
 }
 
 #[cfg(test)]

@@ -212,7 +212,7 @@ where
         report.extensions = extender.run(&rules, &observed_now, now).await?;
 
         if let Some(hands) = &self.hands {
-            report.handoff = handoff::tracker_pass(self.store, hands, &rules, self.settings.stack.mode, now).await;
+            report.handoff = handoff::tracker_pass(self.store, hands, &rules, &self.settings.stack, now).await;
         }
 
         report.notices = flush(self.store, self.notifier, now).await?;
@@ -504,7 +504,7 @@ where
             self.enqueue(b, &m.name(), &msg, now).await?;
         }
         let rule = b.rule_id.as_ref().and_then(|r| rules.get(r));
-        handoff::at_move(self.store, b, &next, &moved, rule, self.settings.stack.mode, now).await?;
+        handoff::at_move(self.store, b, &next, &moved, rule, &self.settings.stack, now).await?;
 
         if to == BlockState::PaymentFailed && self.release_budget(b, rules, now).await? {
             report.released_budgets.push(b.reservation_id.clone());

@@ -1,4 +1,5 @@
-//! Auto Scaling for the hand-off: `scale_group` sets a group's desired capacity.
+//! Auto Scaling for the hand-off: `scale_group` sets a group's desired capacity, and reads the
+//! zones a group launches in (a group outside the block's zone launches nothing into it).
 
 use async_trait::async_trait;
 use aws_config::SdkConfig;
@@ -65,5 +66,26 @@ impl Groups for AutoScaling {
             }
         }
         Ok(found)
+    }
+
+    async fn zones(&self, region: &Region, group: &str) -> Result<Option<Vec<String>>, ActionError> {
+        let out = self
+            .clients
+            .get(region)
+            .describe_auto_scaling_groups()
+            .auto_scaling_group_names(group)
+            .send()
+            .await
+            .map_err(|e| ActionError {
+                operation: "DescribeAutoScalingGroups",
+                region: region.to_string(),
+                message: DisplayErrorContext(&e).to_string(),
+            })?;
+        // A group in a VPC lists its subnets' zones here too.
+        Ok(out
+            .auto_scaling_groups()
+            .iter()
+            .find(|g| g.auto_scaling_group_name() == Some(group))
+            .map(|g| g.availability_zones().to_vec()))
     }
 }

@@ -9,6 +9,7 @@ pub mod ec2;
 pub mod eventbridge;
 pub mod probe;
 mod regional;
+pub mod resource_groups;
 pub mod scheduler;
 pub mod sns;
 pub mod ssm;

@@ -10,7 +10,8 @@
 //! * Reads elsewhere (a topic's subscriptions, a schedule that does not exist, a parameter that
 //!   does not exist): "not found" comes after IAM allowed the call.
 //! * What has an effect whatever is asked (publishing, putting events, scaling a group, sending a
-//!   command, creating a schedule, passing a role) is `NotChecked`, with the reason.
+//!   command, creating a schedule, passing a role, creating or filling a reservation group) is
+//!   `NotChecked`, with the reason.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -29,7 +30,7 @@ use crate::ports::PermissionProbe;
 /// The IAM actions of `ports`, from every adapter's `ACTIONS` table, in the order the ports
 /// name them, each once: what the function's role must allow.
 pub fn actions_of(ports: &[&str]) -> Vec<&'static str> {
-    let tables: [&[(&str, &[&'static str])]; 7] = [
+    let tables: [&[(&str, &[&'static str])]; 8] = [
         super::ec2::ACTIONS,
         super::dynamo::ACTIONS,
         super::sns::ACTIONS,
@@ -37,6 +38,7 @@ pub fn actions_of(ports: &[&str]) -> Vec<&'static str> {
         super::scheduler::ACTIONS,
         super::ssm::ACTIONS,
         super::autoscaling::ACTIONS,
+        super::resource_groups::ACTIONS,
     ];
     let mut out: Vec<&'static str> = Vec::new();
     for port in ports {
@@ -389,6 +391,10 @@ impl AwsProbe {
             }
             ("ssm", "PutParameter" | "DeleteParameter", _) => effect("writing a parameter a workload may read"),
             ("ssm", "SendCommand", _) => effect("running a command on instances"),
+            ("resource-groups", "CreateGroup" | "Tag", _) => effect("creating or tagging a group"),
+            ("resource-groups", "GroupResources" | "UngroupResources", _) => {
+                effect("changing what a group holds, which launches that target it use")
+            }
             ("ssm", "ListCommands", Some(r)) => access(self.ssm.get(r).list_commands().max_results(1).send().await),
             ("ssm", "GetCommandInvocation", Some(r)) => access(
                 self.ssm
@@ -418,7 +424,10 @@ impl PermissionProbe for AwsProbe {
     }
 
     fn regional(&self, action: &str) -> bool {
-        matches!(action.split_once(':').map(|(s, _)| s), Some("ec2" | "servicequotas" | "autoscaling" | "ssm"))
+        matches!(
+            action.split_once(':').map(|(s, _)| s),
+            Some("ec2" | "servicequotas" | "autoscaling" | "ssm" | "resource-groups")
+        )
     }
 }
 

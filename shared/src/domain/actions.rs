@@ -18,6 +18,13 @@ const DOCUMENT_NAME_BYTES: std::ops::RangeInclusive<usize> = 3..=128;
 const GROUP_NAME_BYTES: std::ops::RangeInclusive<usize> = 1..=255;
 /// Most actions one rule may ask for: each is planned for each open block on every tracker run.
 pub const MAX_ACTIONS: usize = 10;
+/// AWS Resource Groups' limit on a group name (CreateGroup: 1-300 of `[a-zA-Z0-9_.-]`, not
+/// starting with "aws" in any capitalization).
+const RESERVATION_GROUP_NAME_BYTES: std::ops::RangeInclusive<usize> = 1..=300;
+/// Every capacity reservation group capblock keeps is named so: the IAM policy grants
+/// GroupResources and UngroupResources on groups of this prefix only, so a rule cannot make the
+/// tracker fill a group of the account that is not capblock's.
+pub const RESERVATION_GROUP_PREFIX: &str = "capblock-";
 
 /// An action as an operator writes it in a rule (`[[actions]]`, `kind` = ...).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,6 +39,14 @@ pub enum ActionSpec {
     /// Send the SSM document to the block's running instances `lead_minutes` before the
     /// termination time.
     RunCommand { document: String, lead_minutes: i64 },
+    /// Keep a capacity reservation group (AWS Resource Groups) for the rule: created when
+    /// missing, each block's reservation added once it is paid and taken out when it ends, so a
+    /// launch template that targets the group launches into whichever block is current. `name`:
+    /// the group's name, `capblock-<stack>-<rule>` when not given.
+    ReservationGroup {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
 }
 
 /// A validated action.
@@ -39,8 +54,21 @@ pub enum ActionSpec {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Action {
     PublishParameter,
-    ScaleGroup { group: String, desired: u32, down_lead_minutes: u32 },
-    RunCommand { document: String, lead_minutes: u32 },
+    ScaleGroup {
+        group: String,
+        desired: u32,
+        down_lead_minutes: u32,
+    },
+    RunCommand {
+        document: String,
+        lead_minutes: u32,
+    },
+    /// `name`: None for the default name, which only the stack's name completes
+    /// ([`reservation_group_name`]).
+    ReservationGroup {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
 }
 
 /// An action as a rule file writes it (`rules show`).
@@ -56,6 +84,7 @@ impl From<&Action> for ActionSpec {
             Action::RunCommand { document, lead_minutes } => {
                 ActionSpec::RunCommand { document: document.clone(), lead_minutes: i64::from(*lead_minutes) }
             }
+            Action::ReservationGroup { name } => ActionSpec::ReservationGroup { name: name.clone() },
         }
     }
 }
@@ -69,6 +98,9 @@ pub struct ActionLimits {
     /// The most instances a block of the rule has: a group scaled past it would launch
     /// instances the reservation cannot hold.
     pub max_instances: u32,
+    /// The instance types of the UltraServer types the rule buys (empty for a rule of
+    /// instances): a group for UltraServer Capacity Blocks is made for one instance type.
+    pub ultraserver_instance_types: Vec<String>,
 }
 
 /// Checks each action; problems are `(field, message)` like the rest of the rule's.
@@ -173,9 +205,70 @@ pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Ve
                     out.push(Action::RunCommand { document: document.clone(), lead_minutes });
                 }
             }
+            ActionSpec::ReservationGroup { name } => {
+                let before = problems.len();
+                if !seen.insert("reservation_group".to_string()) {
+                    problems.push((
+                        at("kind"),
+                        "reservation_group is given twice: a block's reservation goes into one group".into(),
+                    ));
+                    continue;
+                }
+                if let Some(Err(why)) = name.as_deref().map(check_reservation_group_name) {
+                    problems.push((at("name"), why));
+                }
+                let mut types = limits.ultraserver_instance_types.clone();
+                types.sort();
+                types.dedup();
+                if types.len() > 1 {
+                    problems.push((
+                        at("kind"),
+                        format!(
+                            "a capacity reservation group for UltraServer Capacity Blocks holds one instance type, and this rule's UltraServer types name {}: split the rule",
+                            types.join(", ")
+                        ),
+                    ));
+                }
+                if problems.len() == before {
+                    out.push(Action::ReservationGroup { name: name.clone() });
+                }
+            }
         }
     }
     (out, problems)
+}
+
+/// Why `name` cannot be the name of a capacity reservation group capblock keeps.
+fn check_reservation_group_name(name: &str) -> Result<(), String> {
+    if !is_reservation_group_name(name) {
+        return Err(format!(
+            "{:?} is not a resource group name (1-300 letters, digits, _ . -, not starting with \"aws\")",
+            prefix(name)
+        ));
+    }
+    if !name.starts_with(RESERVATION_GROUP_PREFIX) || name.len() == RESERVATION_GROUP_PREFIX.len() {
+        return Err(format!(
+            "{:?} does not start with {RESERVATION_GROUP_PREFIX:?}: capblock's role may fill only groups named {RESERVATION_GROUP_PREFIX}*",
+            prefix(name)
+        ));
+    }
+    Ok(())
+}
+
+/// A name AWS Resource Groups' CreateGroup accepts.
+pub fn is_reservation_group_name(s: &str) -> bool {
+    RESERVATION_GROUP_NAME_BYTES.contains(&s.len())
+        && s.bytes().all(|c| c.is_ascii_alphanumeric() || b"_.-".contains(&c))
+        && !s.get(..3).is_some_and(|p| p.eq_ignore_ascii_case("aws"))
+}
+
+/// The name of the capacity reservation group a rule's `reservation_group` keeps: the name it
+/// gives, or `capblock-<stack>-<rule>`.
+pub fn reservation_group_name(stack: &str, rule_id: &str, name: Option<&str>) -> String {
+    match name {
+        Some(n) => n.to_string(),
+        None => format!("{RESERVATION_GROUP_PREFIX}{stack}-{rule_id}"),
+    }
 }
 
 /// A name SendCommand takes for a document of this account or AWS's (never an ARN).

@@ -9,7 +9,7 @@ use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::actions::Action;
+use super::actions::{Action, reservation_group_name};
 use super::block::Block;
 use super::lifecycle::BlockState;
 use super::slack::SlackMessage;
@@ -24,18 +24,23 @@ pub fn parameter_name(rule_id: &str) -> String {
     format!("{PARAMETER_ROOT}/{rule_id}/current")
 }
 
-/// The block an action is about, and the rule whose action it is.
+/// The block an action is about, the rule whose action it is, and the stack that acts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Target {
     pub block: Block,
     pub rule_id: String,
+    /// The stack's name: part of the default name of the rule's reservation group, and the
+    /// tag a group capblock creates carries. Empty in records stored before it was kept, which
+    /// planned no order that needs it.
+    #[serde(default)]
+    pub stack: String,
 }
 
 impl Target {
-    /// The target of a block a rule bought (or a block tagged with the rule); `None` for a
-    /// block of no rule, which no rule's actions concern.
-    pub fn of(b: &Block) -> Option<Target> {
-        Some(Target { rule_id: b.rule_id.clone()?, block: b.clone() })
+    /// The target of a block a rule bought (or a block tagged with the rule) in stack `stack`;
+    /// `None` for a block of no rule, which no rule's actions concern.
+    pub fn of(b: &Block, stack: &str) -> Option<Target> {
+        Some(Target { rule_id: b.rule_id.clone()?, block: b.clone(), stack: stack.to_string() })
     }
 
     pub fn termination_time(&self) -> DateTime<Utc> {
@@ -74,6 +79,37 @@ pub enum Order {
         document: String,
         commands: BTreeMap<String, String>,
     },
+    /// Creates the capacity reservation group unless it exists, then adds the block's
+    /// reservation to it (GroupResources): a launch that targets the group lands in the block.
+    GroupReservation {
+        group: String,
+    },
+    /// Takes the block's reservation out of the group (UngroupResources).
+    UngroupReservation {
+        group: String,
+    },
+}
+
+/// What a capacity reservation group capblock creates is made to hold (the EC2 user guide,
+/// "Capacity Reservation groups" and "Create a resource group for UltraServer Capacity Blocks").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReservationPool {
+    /// Capacity reservations of any kind, instance Capacity Blocks among them.
+    Reservations,
+    /// UltraServer Capacity Blocks of one instance type: the guide makes their group with the
+    /// pool's instance type and reservation type, and a launch into it that finds no room fails.
+    UltraServerBlocks { instance_type: String },
+}
+
+impl ReservationPool {
+    /// The kind of group the block's reservation goes into.
+    pub fn of(b: &Block) -> ReservationPool {
+        if b.ultraserver {
+            ReservationPool::UltraServerBlocks { instance_type: b.instance_type.to_string() }
+        } else {
+            ReservationPool::Reservations
+        }
+    }
 }
 
 /// An order for a block under its outbox key, dry-run or not.
@@ -169,6 +205,22 @@ pub fn at_point(actions: &[Action], t: &Target, point: Point, dry_run: bool) -> 
             // A group that missed its scale-down (the tracker did not run in the window) goes
             // to 0 at the end anyway: same key, so never twice.
             (Action::ScaleGroup { group, .. }, Point::Ended) => out.push(scale_down(t, group, dry_run)),
+            // Once per block: the reservation keeps its id when the block is extended.
+            (Action::ReservationGroup { name }, Point::Paid | Point::Active | Point::Extended) => {
+                let group = reservation_group_name(&t.stack, &t.rule_id, name.as_deref());
+                out.push(plan(
+                    format!("action-reservation-group-add-{}", key_name(&group)),
+                    Order::GroupReservation { group },
+                ));
+            }
+            // A block whose payment failed was never paid, so never added.
+            (Action::ReservationGroup { name }, Point::Ended) if t.block.state != BlockState::PaymentFailed => {
+                let group = reservation_group_name(&t.stack, &t.rule_id, name.as_deref());
+                out.push(plan(
+                    format!("action-reservation-group-remove-{}", key_name(&group)),
+                    Order::UngroupReservation { group },
+                ));
+            }
             _ => {}
         }
     }
@@ -178,14 +230,18 @@ pub fn at_point(actions: &[Action], t: &Target, point: Point, dry_run: bool) -> 
 /// Every order a block in `state` calls for at `now`, whatever happened before: the tracker
 /// plans these on each run and the outbox keeps the ones already planned, so a run that was
 /// missed, a crash or a block adopted late still gets its orders, each once.
-/// - paid (scheduled or active): the parameter, for the current end;
+/// - paid (scheduled or active): the parameter, for the current end, and the reservation added
+///   to the rule's reservation group (before the start, so a launch at the start lands in it);
 /// - active: each group scaled up, unless its scale-down is already due (scaling up for minutes
 ///   would only launch instances EC2 is about to terminate), and the lead-time orders due.
 pub fn current(actions: &[Action], t: &Target, state: BlockState, now: DateTime<Utc>, dry_run: bool) -> Vec<Planned> {
     let mut out = Vec::new();
     if matches!(state, BlockState::Scheduled | BlockState::Active) {
         let paid = at_point(actions, t, Point::Paid, dry_run);
-        out.extend(paid.into_iter().filter(|p| matches!(p.order, Order::PublishParameter { .. })));
+        out.extend(
+            paid.into_iter()
+                .filter(|p| matches!(p.order, Order::PublishParameter { .. } | Order::GroupReservation { .. })),
+        );
     }
     if state == BlockState::Active {
         let due_now = due(actions, t, now, dry_run);
@@ -289,7 +345,39 @@ pub fn describe(order: &Order) -> String {
             format!("send the Run Command document `{document}` to the block's instances")
         }
         Order::CommandResult { document, .. } => format!("collect the results of `{document}`"),
+        Order::GroupReservation { group } => {
+            format!("add the block's reservation to the capacity reservation group `{group}`")
+        }
+        Order::UngroupReservation { group } => {
+            format!("take the block's reservation out of the capacity reservation group `{group}`")
+        }
     }
+}
+
+/// The warning a scaled-up group earns when none of its zones is the block's: every instance it
+/// launches runs outside the block (a reservation serves only its own zone). `None` when the
+/// group may launch in the block's zone. What its launch template targets is not read here.
+pub fn zone_warning(p: &Planned, group: &str, zones: &[String]) -> Option<SlackMessage> {
+    let az = &p.target.block.availability_zone;
+    if zones.iter().any(|z| z == az) {
+        return None;
+    }
+    let where_ = match zones {
+        [] => "in no Availability Zone".to_string(),
+        [one] => format!("in {one}"),
+        many => format!("in {}", many.join(", ")),
+    };
+    let mut m = message(
+        p,
+        "warning",
+        "Hand-off warning: the group launches outside the block".into(),
+        format!("Group `{group}` is {where_}, the block is in {az}: nothing it launches lands in the block."),
+    );
+    m.next_steps = vec![format!(
+        "Add {az} (a subnet in it) to the group, and have its launch template target the reservation {} or the rule's reservation group.",
+        p.target.block.reservation_id
+    )];
+    Some(m)
 }
 
 fn message(p: &Planned, suffix: &str, title: String, description: String) -> SlackMessage {

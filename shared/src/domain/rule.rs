@@ -735,6 +735,11 @@ impl Problems {
                 - spec.duration_tolerance_hours.clamp(0, 23) * 60,
             termination_lead_minutes: termination_lead(ultra).num_minutes(),
             max_instances: instance_counts.iter().copied().chain(ultra_instances).max().unwrap_or(1),
+            ultraserver_instance_types: ultraserver_types
+                .iter()
+                .filter_map(|k| k.instance_type().ok())
+                .map(|t| t.to_string())
+                .collect(),
         };
         let (actions, action_problems) = actions::validate(&spec.actions, &limits);
         for (field, message) in action_problems {

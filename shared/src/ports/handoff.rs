@@ -1,11 +1,11 @@
 //! Hand-off to the workloads: capblock's events (EventBridge) and the actions rules ask for
-//! (SSM parameters and Run Command, Auto Scaling).
+//! (SSM parameters and Run Command, Auto Scaling, capacity reservation groups).
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::bus::BusEntry;
-use crate::domain::handoff::Invocation;
+use crate::domain::handoff::{Invocation, ReservationPool};
 use crate::domain::names::Region;
 
 use super::NotifyError;
@@ -45,6 +45,39 @@ pub trait Groups: Send + Sync {
     async fn set_desired(&self, region: &Region, group: &str, desired: u32) -> Result<(), ActionError>;
     /// Which of the groups exist in the region (for `rules validate`).
     async fn existing(&self, region: &Region, groups: &[String]) -> Result<Vec<String>, ActionError>;
+    /// The Availability Zones the group launches in (its subnets' zones for a group in a VPC);
+    /// `None` when there is no such group.
+    async fn zones(&self, region: &Region, group: &str) -> Result<Option<Vec<String>>, ActionError>;
+}
+
+/// What a change of a capacity reservation group's members came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Membership {
+    /// Done.
+    Changed,
+    /// Accepted: AWS Resource Groups finishes it on its own (its `Pending`).
+    Pending,
+    /// The group does not exist: there is nothing to take out of it.
+    NoGroup,
+}
+
+/// Capacity reservation groups (AWS Resource Groups): what a launch template may target instead
+/// of one reservation.
+#[async_trait]
+pub trait ReservationGroups: Send + Sync {
+    /// CreateGroup of a group that holds `pool`'s reservations and nothing else, tagged `tags`;
+    /// a group of that name already there is no error (`false`: it was there).
+    async fn ensure_group(
+        &self,
+        region: &Region,
+        group: &str,
+        pool: &ReservationPool,
+        tags: &[(&str, &str)],
+    ) -> ActionResult<bool>;
+    /// GroupResources of the reservation (by ARN) into the group.
+    async fn add(&self, region: &Region, group: &str, reservation_arn: &str) -> ActionResult<Membership>;
+    /// UngroupResources of the reservation from the group.
+    async fn remove(&self, region: &Region, group: &str, reservation_arn: &str) -> ActionResult<Membership>;
 }
 
 /// A Run Command capblock sent: as SSM lists it, and as capblock records it once sent.

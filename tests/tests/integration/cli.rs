@@ -817,6 +817,7 @@ async fn preflight_has_each_function_check_its_own_role() {
             ("role of track-blocks: ec2:DescribeCapacityReservations", "ok"),
             ("role of track-blocks: scheduler:GetSchedule", "ok"),
             ("role of track-blocks: autoscaling:SetDesiredCapacity", "not-checked"),
+            ("role of track-blocks: resource-groups:GroupResources", "not-checked"),
             ("role of on-capacity-event: ec2:DescribeInstances", "ok"),
             ("role of on-capacity-event: events:PutEvents", "not-checked"),
         ] {

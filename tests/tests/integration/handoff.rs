@@ -1,6 +1,14 @@
 //! Hand-off to the workloads on the local stack: capblock's events through the outbox onto an
 //! EventBridge bus, routed by a rule to an SQS queue and validated against their JSON Schemas;
-//! and the actions on moto's SSM and Auto Scaling through the real adapters.
+//! and the actions on moto's SSM, Auto Scaling and Resource Groups through the real adapters.
+//!
+//! moto (5.2) serves Resource Groups' CreateGroup (with its configuration and tags),
+//! GetGroupConfiguration, GetTags and ListGroups, but not GroupResources, UngroupResources or
+//! ListGroupResources: the reservation group's tests check the group capblock makes, and that
+//! adding and removing the reservation reach Resource Groups, fail there as moto answers, and are
+//! announced once and retried without holding the block back. Adding and removing once, and a
+//! group that is gone, are the unit tests' (`app/handoff/tests.rs`, on fakes, and the adapter's
+//! own on recorded answers).
 
 use std::collections::BTreeMap;
 
@@ -9,6 +17,7 @@ use capblock_shared::app::handoff::{Hands, enqueue_actions, event_notice};
 use capblock_shared::app::outbox::flush;
 use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::eventbridge::Delivery;
+use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::domain::actions::Action;
 use capblock_shared::domain::block::Block;
@@ -18,7 +27,8 @@ use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::names::Region;
 use capblock_shared::ports::{InstanceSource, MarketError, Outbox, Parameters};
 use capblock_tests::{
-    Aws, Published, Rig, RuleToml, ScenarioToml, T0, auto_scaling_group, detail_types, event_types, example_block,
+    Aws, Published, Rig, RuleToml, ScenarioToml, T0, auto_scaling_group, auto_scaling_group_in, detail_types,
+    event_types, example_block,
 };
 use chrono::{DateTime, Duration, TimeZone, Utc};
 
@@ -164,14 +174,16 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
     let store = aws.store();
     let rule = format!("rule-{}", id());
     let group_name = format!("trainers-{}", id());
-    let (ssm, asg) = (Ssm::new(aws.sdk.clone()), AutoScaling::new(aws.sdk.clone()));
-    let hands = Hands { parameters: &ssm, groups: &asg, commands: &ssm, instances: &TwoInstances };
+    let (ssm, asg, rg) =
+        (Ssm::new(aws.sdk.clone()), AutoScaling::new(aws.sdk.clone()), ResourceGroups::new(aws.sdk.clone()));
+    let hands =
+        Hands { parameters: &ssm, groups: &asg, commands: &ssm, instances: &TwoInstances, reservation_groups: &rg };
     let actions = vec![
         Action::PublishParameter,
         Action::ScaleGroup { group: group_name.clone(), desired: 2, down_lead_minutes: 45 },
         Action::RunCommand { document: "AWS-RunShellScript".into(), lead_minutes: 30 },
     ];
-    let target = Target::of(&block(&format!("cr-{}0000000000", id()), &rule)).unwrap();
+    let target = Target::of(&block(&format!("cr-{}0000000000", id()), &rule), "capblock-test").unwrap();
     let region: Region = "us-east-1".parse().unwrap();
     let now = t(10, 11, 35);
 
@@ -228,6 +240,47 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
     assert!(threads.iter().all(|t| *t == target.block.reservation_id), "{threads:?}");
     let failed = alerts.iter().filter(|a| a.body["metadata"]["eventType"] == "action-failed").count();
     assert_eq!(failed, 1, "a failure is announced once");
+    // The group is in the block's zone: no warning.
+    assert!(!alerts.iter().any(|a| a.body["metadata"]["eventType"] == "action-warning"));
+}
+
+#[tokio::test]
+async fn a_group_scaled_up_in_another_zone_than_the_block_is_warned_of_once() {
+    let aws = Aws::fresh("handoff-zone").await;
+    let store = aws.store();
+    let (ssm, asg, rg) =
+        (Ssm::new(aws.sdk.clone()), AutoScaling::new(aws.sdk.clone()), ResourceGroups::new(aws.sdk.clone()));
+    let hands =
+        Hands { parameters: &ssm, groups: &asg, commands: &ssm, instances: &TwoInstances, reservation_groups: &rg };
+    let group_name = format!("trainers-{}", id());
+    auto_scaling_group_in(&aws.sdk, "us-east-1", &group_name, "us-east-1b").await;
+    let actions = vec![Action::ScaleGroup { group: group_name.clone(), desired: 2, down_lead_minutes: 45 }];
+    // The block is in us-east-1a.
+    let target = Target::of(&block(&format!("cr-{}0000000000", id()), "zone"), "capblock-test").unwrap();
+    let now = t(10, 11, 35);
+    enqueue_actions(&store, &at_point(&actions, &target, Point::Active, false), now).await.unwrap();
+    let up = hands.run(&store, now).await.unwrap();
+    assert_eq!((up.done.len(), up.failed.len()), (1, 0), "scaled up all the same: {up:?}");
+    assert_eq!(desired(&aws.sdk, &group_name).await, 2);
+    // Scaled down at the end: no second look, no second warning.
+    let late = t(12, 10, 30);
+    enqueue_actions(&store, &due(&actions, &target, late, false), late).await.unwrap();
+    assert_eq!(hands.run(&store, late).await.unwrap().done.len(), 1);
+    assert_eq!(desired(&aws.sdk, &group_name).await, 0);
+
+    flush(&store, &aws.notifier(), late + Duration::minutes(5)).await.unwrap();
+    let alerts = aws.alerts().await;
+    let warnings: Vec<&Published> =
+        alerts.iter().filter(|a| a.body["metadata"]["eventType"] == "action-warning").collect();
+    assert_eq!(warnings.len(), 1, "{:#?}", event_types(&alerts));
+    let text = warnings[0].body["content"]["description"].as_str().unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "Group `{group_name}` is in us-east-1b, the block is in us-east-1a: nothing it launches lands in the block."
+        )
+    );
+    assert_eq!(warnings[0].body["metadata"]["threadId"], target.block.reservation_id.as_str());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -396,4 +449,113 @@ async fn in_dry_run_actions_are_announced_and_change_nothing() {
     assert!(would.iter().all(|a| a.body["content"]["description"].as_str().unwrap().starts_with("Would ")));
     // The events are facts, not actions: they go out in dry-run too.
     assert_eq!(detail_types(&h.aws.events().await), ["Block Purchased", "Block Active"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rule's capacity reservation group, through a block's life.
+// ---------------------------------------------------------------------------------------------
+
+/// The rule `rule` with a reservation group (and the parameter, which shows the other actions go
+/// on while the group's fail).
+fn group_rule(h: &Rig, rule: &str) -> capblock_shared::domain::rule::Rule {
+    let actions = "[[actions]]\nkind = \"publish_parameter\"\n[[actions]]\nkind = \"reservation_group\"";
+    RuleToml::p5(rule).window(1, 10).extra(actions).rule(h.now())
+}
+
+/// A group configuration item: its type, and its parameters' names and values.
+type ConfigurationItem = (String, Vec<(String, Vec<String>)>);
+
+/// The configuration of resource group `name` on moto.
+async fn group_configuration(sdk: &SdkConfig, name: &str) -> Option<Vec<ConfigurationItem>> {
+    let rg = aws_sdk_resourcegroups::Client::new(sdk);
+    let out = rg.get_group_configuration().group(name).send().await.ok()?;
+    let items = out.group_configuration()?.configuration().iter().map(|i| {
+        let params = i.parameters().iter().map(|p| (p.name().to_string(), p.values().to_vec())).collect();
+        (i.r#type().to_string(), params)
+    });
+    Some(items.collect())
+}
+
+fn descriptions<'a>(alerts: &'a [Published], event_type: &str) -> Vec<&'a str> {
+    alerts
+        .iter()
+        .filter(|a| a.body["metadata"]["eventType"] == event_type)
+        .map(|a| a.body["content"]["description"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocks_life_makes_the_rules_group_once_paid_and_its_grouping_never_holds_the_block_back() {
+    let (h, _) = life_rig("handoff-rgroup").await;
+    let region: Region = "us-east-1".parse().unwrap();
+    let rule = format!("grp-{}", id());
+    let group = format!("capblock-capblock-test-{rule}");
+    let id = h.buy(&group_rule(&h, &rule)).await;
+    assert_eq!(group_configuration(&h.aws.sdk, &group).await, None, "not before it is paid");
+
+    // Paid (scheduled, days before the start): the group is made as the EC2 user guide makes
+    // one, tagged with the stack.
+    track_until(&h, "2026-12-01T03:00:00Z").await;
+    let pool = ("AWS::EC2::CapacityReservationPool".to_string(), vec![]);
+    let generic = (
+        "AWS::ResourceGroups::Generic".to_string(),
+        vec![("allowed-resource-types".to_string(), vec!["AWS::EC2::CapacityReservation".to_string()])],
+    );
+    assert_eq!(group_configuration(&h.aws.sdk, &group).await, Some(vec![pool, generic]));
+    let rg = aws_sdk_resourcegroups::Client::new(&h.aws.sdk);
+    let listed = rg.list_groups().send().await.unwrap();
+    let ours: Vec<&str> = listed
+        .group_identifiers()
+        .iter()
+        .filter(|g| g.group_name() == Some(group.as_str()))
+        .filter_map(|g| g.group_arn())
+        .collect();
+    let tags = rg.get_tags().arn(ours[0]).send().await.unwrap();
+    assert_eq!(tags.tags().unwrap()["capblock:stack"], "capblock-test");
+    // moto has no GroupResources: the add fails there, is announced once and retried every run,
+    // and each retry finds the group there (CreateGroup's "already exists" is no failure).
+    h.advance_minutes(5).await;
+    let report = h.track().await;
+    assert_eq!(report.handoff.failed.len(), 1, "{:#?}", report.handoff);
+    assert!(report.handoff.failed[0].ends_with(&format!("action-reservation-group-add-{group}")));
+    let again = rg.list_groups().send().await.unwrap();
+    assert_eq!(again.group_identifiers().iter().filter(|g| g.group_name() == Some(group.as_str())).count(), 1);
+    assert_eq!(ours.len(), 1);
+
+    // The block's life goes on: active, then ended; the parameter published and cleared.
+    track_until(&h, "2026-12-03T11:35:00Z").await;
+    assert_eq!(h.block(&id).await.state, BlockState::Active);
+    track_until(&h, "2026-12-04T11:35:00Z").await;
+    assert_eq!(h.block(&id).await.state, BlockState::Expired);
+    assert_eq!(h.ssm.parameter(&region, &parameter_name(&rule)).await.unwrap(), None);
+
+    // Each failure said once: the add (GroupResources) and the removal at the end
+    // (UngroupResources), both refused by moto, which does not serve them.
+    let alerts = h.aws.alerts().await;
+    let failed = descriptions(&alerts, "action-failed");
+    assert_eq!(failed.len(), 2, "{failed:#?}");
+    assert!(failed.iter().any(|d| d.contains("Could not add the block's reservation") && d.contains("GroupResources")));
+    assert!(
+        failed
+            .iter()
+            .any(|d| d.contains("Could not take the block's reservation out") && d.contains("UngroupResources"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_dry_run_the_group_is_announced_and_never_made() {
+    let (mut h, _) = life_rig("handoff-rgroup-dry").await;
+    let rule = format!("grpdry-{}", id());
+    let group = format!("capblock-capblock-test-{rule}");
+    h.buy(&group_rule(&h, &rule)).await;
+    h.track.stack.mode = capblock_shared::domain::rule::Mode::DryRun;
+    track_until(&h, "2026-12-04T11:35:00Z").await;
+    assert_eq!(group_configuration(&h.aws.sdk, &group).await, None);
+    let alerts = h.aws.alerts().await;
+    let would = descriptions(&alerts, "action-done");
+    let add = format!("Would add the block's reservation to the capacity reservation group `{group}`");
+    let remove = format!("Would take the block's reservation out of the capacity reservation group `{group}`");
+    assert_eq!(would.iter().filter(|d| d.starts_with(&add)).count(), 1, "{would:#?}");
+    assert_eq!(would.iter().filter(|d| d.starts_with(&remove)).count(), 1, "{would:#?}");
+    assert!(descriptions(&alerts, "action-failed").is_empty());
 }

@@ -1,7 +1,7 @@
 //! The action runner against in-memory sides (the local-stack tests in `tests/` run the same
-//! workflow on moto's SSM and Auto Scaling).
+//! workflow on moto's SSM, Auto Scaling and Resource Groups).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -107,6 +107,14 @@ impl Outbox for Memory {
     }
 }
 
+/// A capacity reservation group in memory: what it was made to hold, its tags, its members.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ReservationGroup {
+    pool: ReservationPool,
+    tags: Vec<(String, String)>,
+    members: BTreeSet<String>,
+}
+
 /// Every AWS side in memory, with a switch that makes every call fail.
 #[derive(Default)]
 struct Aws {
@@ -115,6 +123,15 @@ struct Aws {
     capacity: Mutex<Vec<(String, u32)>>,
     sent: Mutex<Vec<(String, Vec<String>, String)>>,
     running: Mutex<bool>,
+    /// The zones every Auto Scaling group launches in (none set: the group is not found).
+    zones: Mutex<Vec<String>>,
+    /// DescribeAutoScalingGroups fails (the rest does not).
+    zones_unreadable: Mutex<bool>,
+    reservation_groups: Mutex<BTreeMap<String, ReservationGroup>>,
+    /// CreateGroup calls that created a group.
+    created: Mutex<u32>,
+    /// GroupResources and UngroupResources calls.
+    membership_calls: Mutex<u32>,
 }
 
 impl Aws {
@@ -156,6 +173,61 @@ impl Groups for Aws {
     }
     async fn existing(&self, _r: &Region, groups: &[String]) -> Result<Vec<String>, ActionError> {
         Ok(groups.to_vec())
+    }
+    async fn zones(&self, _r: &Region, _group: &str) -> Result<Option<Vec<String>>, ActionError> {
+        if *self.zones_unreadable.lock().unwrap() {
+            return Err(ActionError {
+                operation: "DescribeAutoScalingGroups",
+                region: "us-east-1".into(),
+                message: "Throttling".into(),
+            });
+        }
+        let zones = self.zones.lock().unwrap().clone();
+        Ok((!zones.is_empty()).then_some(zones))
+    }
+}
+
+#[async_trait]
+impl ReservationGroups for Aws {
+    async fn ensure_group(
+        &self,
+        _r: &Region,
+        group: &str,
+        pool: &ReservationPool,
+        tags: &[(&str, &str)],
+    ) -> Result<bool, ActionError> {
+        self.check("CreateGroup")?;
+        let mut groups = self.reservation_groups.lock().unwrap();
+        if groups.contains_key(group) {
+            return Ok(false);
+        }
+        let tags = tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        groups.insert(group.into(), ReservationGroup { pool: pool.clone(), tags, members: BTreeSet::new() });
+        *self.created.lock().unwrap() += 1;
+        Ok(true)
+    }
+    async fn add(&self, _r: &Region, group: &str, arn: &str) -> Result<Membership, ActionError> {
+        self.check("GroupResources")?;
+        *self.membership_calls.lock().unwrap() += 1;
+        let mut groups = self.reservation_groups.lock().unwrap();
+        let g = groups.get_mut(group).ok_or_else(|| ActionError {
+            operation: "GroupResources",
+            region: "us-east-1".into(),
+            message: "NotFoundException".into(),
+        })?;
+        g.members.insert(arn.into());
+        Ok(Membership::Changed)
+    }
+    async fn remove(&self, _r: &Region, group: &str, arn: &str) -> Result<Membership, ActionError> {
+        self.check("UngroupResources")?;
+        *self.membership_calls.lock().unwrap() += 1;
+        Ok(match self.reservation_groups.lock().unwrap().get_mut(group) {
+            None => Membership::NoGroup,
+            Some(g) => {
+                g.members.remove(arn);
+                Membership::Changed
+            }
+        })
     }
 }
 
@@ -206,7 +278,12 @@ impl InstanceSource for Aws {
 }
 
 fn hands(aws: &Aws) -> Hands<'_> {
-    Hands { parameters: aws, groups: aws, commands: aws, instances: aws }
+    Hands { parameters: aws, groups: aws, commands: aws, instances: aws, reservation_groups: aws }
+}
+
+/// The settings of stack `prod` in `mode`.
+fn stack(mode: Mode) -> StackSettings {
+    StackSettings { name: "prod".into(), mode, account_budget: None }
 }
 
 #[tokio::test]
@@ -403,7 +480,7 @@ async fn a_group_name_of_any_length_gets_a_key_the_store_takes() {
     let long = "😀".repeat(255);
     let (store, rules) = two_blocks(&long);
     let aws = Aws::default();
-    let report = tracker_pass(&store, &hands(&aws), &rules, Mode::Live, t(10, 12, 0)).await;
+    let report = tracker_pass(&store, &hands(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
     assert!(report.errors.is_empty(), "{report:?}");
     assert_eq!(report.done.len(), 2, "{report:?}");
     let mut set = aws.capacity.lock().unwrap().clone();
@@ -418,7 +495,7 @@ async fn one_blocks_store_error_stops_no_other_block() {
     let (store, rules) = two_blocks("first");
     *store.failing_thread.lock().unwrap() = Some("cr-0000000000000000a".into());
     let aws = Aws::default();
-    let report = tracker_pass(&store, &hands(&aws), &rules, Mode::Live, t(10, 12, 0)).await;
+    let report = tracker_pass(&store, &hands(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
     assert_eq!(*aws.capacity.lock().unwrap(), [("trainers".to_string(), 2)], "{report:?}");
     assert_eq!(report.done, ["cr-0000000000000000b#action-scale-up-trainers"]);
     assert_eq!(report.errors.len(), 1, "{report:?}");
@@ -431,18 +508,18 @@ async fn one_blocks_store_error_stops_no_other_block() {
     let first = rules["a"].clone();
     let planned = handoff::current(
         &first.actions,
-        &Target::of(&store.blocks[0]).unwrap(),
+        &Target::of(&store.blocks[0], "prod").unwrap(),
         BlockState::Active,
         t(10, 12, 0),
         false,
     );
     enqueue_actions(&store, &planned, t(10, 11, 59)).await.unwrap();
     *store.failing_thread.lock().unwrap() = Some("cr-0000000000000000a".into());
-    let report = tracker_pass(&store, &hands(&aws), &rules, Mode::Live, t(10, 12, 0)).await;
+    let report = tracker_pass(&store, &hands(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
     assert_eq!(report.done, ["cr-0000000000000000b#action-scale-up-trainers"], "{report:?}");
     assert_eq!(report.errors.len(), 2, "planning and running the first block: {report:?}");
     *store.failing_thread.lock().unwrap() = None;
-    let report = tracker_pass(&store, &hands(&aws), &rules, Mode::Live, t(10, 12, 10)).await;
+    let report = tracker_pass(&store, &hands(&aws), &rules, &stack(Mode::Live), t(10, 12, 10)).await;
     assert_eq!(report.done, ["cr-0000000000000000a#action-scale-up-first"], "{report:?}");
 }
 
@@ -468,4 +545,203 @@ async fn a_command_someone_else_sent_with_capblocks_mark_suppresses_nothing() {
     let recorded = outbox.records(&run[0].target.block.reservation_id, &format!("{}-sent-", run[0].key)).await.unwrap();
     assert_eq!(recorded.len(), 1);
     assert!(recorded[0].message.body.contains("cmd-2"), "{:?}", recorded[0]);
+}
+
+fn with_group() -> Vec<Action> {
+    vec![Action::ReservationGroup { name: None }]
+}
+
+const ARN: &str = "arn:aws:ec2:us-east-1:123456789012:capacity-reservation/cr-0123456789abcdef0";
+
+#[tokio::test]
+async fn the_reservation_goes_into_the_rules_group_once_and_out_at_the_end() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let now = t(9, 12, 0);
+    let add = at_point(&with_group(), &target(), Point::Paid, false);
+    enqueue_actions(&outbox, &add, now).await.unwrap();
+    // Scheduled, then active, then extended: the same order, planned once.
+    for point in [Point::Active, Point::Extended] {
+        assert_eq!(enqueue_actions(&outbox, &at_point(&with_group(), &target(), point, false), now).await.unwrap(), 0);
+    }
+    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    assert_eq!(report.done, ["cr-0123456789abcdef0#action-reservation-group-add-capblock-prod-p5"]);
+    hands(&aws).run(&outbox, now + Duration::minutes(5)).await.unwrap();
+    {
+        let groups = aws.reservation_groups.lock().unwrap();
+        let g = &groups["capblock-prod-p5"];
+        assert_eq!(g.pool, ReservationPool::Reservations);
+        assert_eq!(g.tags, [("capblock:stack".to_string(), "prod".to_string())]);
+        assert_eq!(g.members, BTreeSet::from([ARN.to_string()]));
+    }
+    assert_eq!((*aws.created.lock().unwrap(), *aws.membership_calls.lock().unwrap()), (1, 1), "once");
+
+    // Another block of the rule: the group is there already, and holds both.
+    let mut other = target();
+    other.block.reservation_id = "cr-0fedcba9876543210".into();
+    other.block.arn = Some(ARN.replace("cr-0123456789abcdef0", "cr-0fedcba9876543210"));
+    enqueue_actions(&outbox, &at_point(&with_group(), &other, Point::Paid, false), now).await.unwrap();
+    hands(&aws).run(&outbox, now + Duration::minutes(10)).await.unwrap();
+    assert_eq!(*aws.created.lock().unwrap(), 1);
+    assert_eq!(aws.reservation_groups.lock().unwrap()["capblock-prod-p5"].members.len(), 2);
+
+    // The first block ends: out of the group, once; the other stays.
+    let end = target().block.end;
+    let mut ended = target();
+    ended.block.state = BlockState::Expired;
+    let out = at_point(&with_group(), &ended, Point::Ended, false);
+    enqueue_actions(&outbox, &out, end).await.unwrap();
+    enqueue_actions(&outbox, &out, end).await.unwrap();
+    let report = hands(&aws).run(&outbox, end).await.unwrap();
+    assert_eq!(report.done, ["cr-0123456789abcdef0#action-reservation-group-remove-capblock-prod-p5"]);
+    hands(&aws).run(&outbox, end + Duration::minutes(5)).await.unwrap();
+    let members = aws.reservation_groups.lock().unwrap()["capblock-prod-p5"].members.clone();
+    assert_eq!(members, BTreeSet::from([other.block.arn.clone().unwrap()]));
+    assert_eq!(*aws.membership_calls.lock().unwrap(), 3);
+    let done: Vec<String> = outbox.alerts().into_iter().filter(|a| a.contains("reservation-group")).collect();
+    assert_eq!(done.len(), 3, "each announced once: {done:?}");
+}
+
+#[tokio::test]
+async fn an_ultraserver_block_gets_a_group_for_its_instance_type() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let mut ultra = target();
+    ultra.block.ultraserver = true;
+    ultra.block.instance_type = "p6e-gb200.36xlarge".parse().unwrap();
+    enqueue_actions(&outbox, &at_point(&with_group(), &ultra, Point::Paid, false), t(9, 12, 0)).await.unwrap();
+    hands(&aws).run(&outbox, t(9, 12, 0)).await.unwrap();
+    assert_eq!(
+        aws.reservation_groups.lock().unwrap()["capblock-prod-p5"].pool,
+        ReservationPool::UltraServerBlocks { instance_type: "p6e-gb200.36xlarge".into() }
+    );
+}
+
+#[tokio::test]
+async fn a_group_in_dry_run_is_announced_and_never_made() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let now = t(9, 12, 0);
+    enqueue_actions(&outbox, &at_point(&with_group(), &target(), Point::Paid, true), now).await.unwrap();
+    let mut ended = target();
+    ended.block.state = BlockState::Expired;
+    enqueue_actions(&outbox, &at_point(&with_group(), &ended, Point::Ended, true), now).await.unwrap();
+    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    assert_eq!(report.done.len(), 2, "{report:?}");
+    assert!(aws.reservation_groups.lock().unwrap().is_empty());
+    assert_eq!((*aws.created.lock().unwrap(), *aws.membership_calls.lock().unwrap()), (0, 0));
+    let bodies: Vec<String> = outbox
+        .notices
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(n, _, _)| n.topic == Topic::Alerts)
+        .map(|(n, _, _)| n.message.body.clone())
+        .collect();
+    assert!(bodies.iter().all(|b| b.contains("Would ")), "{bodies:?}");
+}
+
+#[tokio::test]
+async fn a_failing_group_is_announced_once_retried_and_holds_nothing_back() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let now = t(9, 12, 0);
+    let mut actions = with_group();
+    actions.push(Action::PublishParameter);
+    aws.fail(true);
+    enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Paid, false), now).await.unwrap();
+    for run in 0..3 {
+        let report = hands(&aws).run(&outbox, now + Duration::minutes(5 * run)).await.unwrap();
+        assert_eq!(report.failed.len(), 2, "{report:?}");
+    }
+    let failed: Vec<String> = outbox.alerts().into_iter().filter(|a| a.ends_with("-failed")).collect();
+    assert_eq!(failed.len(), 2, "announced once each: {failed:?}");
+    aws.fail(false);
+    let report = hands(&aws).run(&outbox, now + Duration::minutes(20)).await.unwrap();
+    assert_eq!(report.done.len(), 2, "{report:?}");
+    assert_eq!(aws.reservation_groups.lock().unwrap()["capblock-prod-p5"].members.len(), 1);
+
+    // A block recorded without an ARN cannot be grouped: said, not guessed.
+    let outbox = Memory::default();
+    let mut no_arn = target();
+    no_arn.block.arn = None;
+    enqueue_actions(&outbox, &at_point(&with_group(), &no_arn, Point::Paid, false), now).await.unwrap();
+    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+}
+
+#[tokio::test]
+async fn a_group_that_is_gone_at_the_end_has_nothing_to_give_back() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let mut ended = target();
+    ended.block.state = BlockState::Expired;
+    let end = ended.block.end;
+    enqueue_actions(&outbox, &at_point(&with_group(), &ended, Point::Ended, false), end).await.unwrap();
+    let report = hands(&aws).run(&outbox, end).await.unwrap();
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    let said = outbox.notices.lock().unwrap().iter().any(|(n, _, _)| n.message.body.contains("is gone"));
+    assert!(said);
+}
+
+#[tokio::test]
+async fn a_group_scaled_up_outside_the_blocks_zone_is_warned_of_once() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let now = t(10, 11, 35);
+    *aws.zones.lock().unwrap() = vec!["us-east-1b".into()];
+    let up: Vec<Planned> = at_point(&all(), &target(), Point::Active, false)
+        .into_iter()
+        .filter(|p| matches!(p.order, Order::SetCapacity { .. }))
+        .collect();
+    enqueue_actions(&outbox, &up, now).await.unwrap();
+    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    assert_eq!(report.done.len(), 1, "scaled up all the same: {report:?}");
+    assert_eq!(*aws.capacity.lock().unwrap(), [("trainers".to_string(), 2)]);
+    let mut alerts = outbox.alerts();
+    alerts.sort();
+    assert_eq!(alerts, ["action-scale-up-trainers-done", "action-scale-up-trainers-warning"]);
+    let warning = outbox
+        .notices
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(n, _, _)| n.milestone.ends_with("-warning"))
+        .map(|(n, _, _)| n.message.body.clone())
+        .unwrap();
+    assert!(warning.contains("is in us-east-1b, the block is in us-east-1a"), "{warning}");
+
+    // The scale-down is not checked; a group in the block's zone earns no warning, and one
+    // whose zones cannot be read is scaled all the same.
+    for (zones, unreadable) in [(vec!["us-east-1a".to_string()], false), (vec!["us-east-1b".to_string()], true)] {
+        let (outbox, aws) = (Memory::default(), Aws::default());
+        *aws.zones.lock().unwrap() = zones;
+        *aws.zones_unreadable.lock().unwrap() = unreadable;
+        enqueue_actions(&outbox, &up, now).await.unwrap();
+        enqueue_actions(&outbox, &due(&all(), &target(), t(11, 10, 20), false), now).await.unwrap();
+        let report = hands(&aws).run(&outbox, now).await.unwrap();
+        assert_eq!(report.done.len(), 2, "{report:?}");
+        assert!(!outbox.alerts().iter().any(|a| a.ends_with("-warning")), "{:?}", outbox.alerts());
+    }
+}
+
+#[tokio::test]
+async fn the_tracker_plans_the_group_with_the_stacks_name_once_the_block_is_paid() {
+    let block = |id: &str, state| Block {
+        reservation_id: id.into(),
+        rule_id: Some("a".into()),
+        state,
+        arn: Some(format!("arn:aws:ec2:us-east-1:123456789012:capacity-reservation/{id}")),
+        ..example(t(10, 11, 30), t(11, 11, 30))
+    };
+    let store = Memory {
+        blocks: vec![
+            block("cr-0000000000000000a", BlockState::PaymentPending),
+            block("cr-0000000000000000b", BlockState::Scheduled),
+        ],
+        ..Memory::default()
+    };
+    let rules: HashMap<String, Rule> = [("a".to_string(), rule_with("a", with_group()))].into();
+    let aws = Aws::default();
+    let report = tracker_pass(&store, &hands(&aws), &rules, &stack(Mode::Live), t(9, 12, 0)).await;
+    assert_eq!(report.done, ["cr-0000000000000000b#action-reservation-group-add-capblock-prod-a"], "{report:?}");
+    // In a dry-run stack, the same plan only says what it would do.
+    let (store, aws) = (Memory { blocks: store.blocks.clone(), ..Memory::default() }, Aws::default());
+    let report = tracker_pass(&store, &hands(&aws), &rules, &stack(Mode::DryRun), t(9, 12, 0)).await;
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    assert!(aws.reservation_groups.lock().unwrap().is_empty());
 }

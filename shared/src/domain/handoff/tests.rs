@@ -8,12 +8,20 @@ fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
 
 fn limits() -> ActionLimits {
     // A 1-day block, tolerance 0, 30 minutes termination lead.
-    ActionLimits { shortest_block_minutes: 24 * 60, termination_lead_minutes: 30, max_instances: 4 }
+    ActionLimits {
+        shortest_block_minutes: 24 * 60,
+        termination_lead_minutes: 30,
+        max_instances: 4,
+        ultraserver_instance_types: Vec::new(),
+    }
 }
 
-/// `block::example`'s: rule `p5`, 2 x p5.48xlarge in us-east-1, 12-10 to 12-11 11:30.
+/// `block::example`'s: rule `p5`, 2 x p5.48xlarge in us-east-1a, 12-10 to 12-11 11:30, in
+/// stack `prod`.
 pub(crate) fn target() -> Target {
-    Target::of(&crate::domain::block::example(t(10, 11, 30), t(11, 11, 30))).unwrap()
+    let mut b = crate::domain::block::example(t(10, 11, 30), t(11, 11, 30));
+    b.arn = Some(format!("arn:aws:ec2:us-east-1:123456789012:capacity-reservation/{}", b.reservation_id));
+    Target::of(&b, "prod").unwrap()
 }
 
 pub(crate) fn all() -> Vec<Action> {
@@ -280,4 +288,127 @@ fn current_orders_follow_the_blocks_state_and_the_clock() {
          action-run-command-capblock-checkpoint-30m-end-20261211T1130Z"
     );
     assert_eq!(keys_at(BlockState::Expired, t(11, 12, 0)), "", "the end's orders come with the move");
+}
+
+fn group_spec(name: Option<&str>) -> ActionSpec {
+    ActionSpec::ReservationGroup { name: name.map(str::to_string) }
+}
+
+#[test]
+fn a_reservation_group_is_named_within_resource_groups_and_capblocks_limits() {
+    let specs: Vec<ActionSpec> = toml::from_str::<toml::Table>(
+        "[[actions]]\nkind = \"reservation_group\"\n[[actions]]\nkind = \"publish_parameter\"",
+    )
+    .unwrap()["actions"]
+        .clone()
+        .try_into()
+        .unwrap();
+    let (actions, problems) = validate(&specs, &limits());
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(actions[0], Action::ReservationGroup { name: None });
+    // `rules show` writes it back as it was written.
+    assert_eq!(ActionSpec::from(&actions[0]), group_spec(None));
+
+    let long = format!("capblock-{}", "a".repeat(291));
+    for good in ["capblock-p5", "capblock-team.a_1", long.as_str()] {
+        let (actions, problems) = validate(&[group_spec(Some(good))], &limits());
+        assert!(problems.is_empty() && actions.len() == 1, "{good}: {problems:?}");
+    }
+    let too_long = format!("capblock-{}", "a".repeat(292));
+    for bad in ["", "capblock-", "capblock-a b", "capblock-a/b", "capblock-é", too_long.as_str()] {
+        let (actions, problems) = validate(&[group_spec(Some(bad))], &limits());
+        assert!(actions.is_empty(), "{bad:?}");
+        assert_eq!(fields(&problems), ["actions[0].name"], "{bad:?}");
+    }
+    // Outside the IAM policy's groups, and AWS's reserved prefix.
+    for outside in ["trainers", "AWS-capblock-x", "awscapblock"] {
+        let (_, problems) = validate(&[group_spec(Some(outside))], &limits());
+        assert_eq!(fields(&problems), ["actions[0].name"], "{outside}");
+    }
+    assert!(validate(&[group_spec(Some("trainers"))], &limits()).1[0].1.contains("capblock-*"));
+    assert!(!crate::domain::actions::is_reservation_group_name("Aws-x"));
+
+    let (actions, problems) = validate(&[group_spec(None), group_spec(Some("capblock-x"))], &limits());
+    assert_eq!(fields(&problems), ["actions[1].kind"], "a block goes into one group");
+    assert_eq!(actions.len(), 1);
+}
+
+#[test]
+fn an_ultraserver_group_holds_one_instance_type() {
+    let mut l = limits();
+    l.ultraserver_instance_types = vec!["p6e-gb200.36xlarge".into(), "p6e-gb200.36xlarge".into()];
+    assert!(validate(&[group_spec(None)], &l).1.is_empty(), "x72 and x36 share one type");
+    l.ultraserver_instance_types.push("trn2u.48xlarge".into());
+    let (actions, problems) = validate(&[group_spec(None)], &l);
+    assert!(actions.is_empty());
+    assert!(problems[0].1.contains("p6e-gb200.36xlarge, trn2u.48xlarge"), "{problems:?}");
+}
+
+#[test]
+fn the_reservation_goes_into_the_group_once_paid_and_out_at_the_end() {
+    let tg = target();
+    let with_group = |name: Option<&str>| vec![Action::ReservationGroup { name: name.map(str::to_string) }];
+    let add = at_point(&with_group(None), &tg, Point::Paid, false);
+    assert_eq!(keys(&add), ["action-reservation-group-add-capblock-prod-p5"]);
+    assert_eq!(add[0].order, Order::GroupReservation { group: "capblock-prod-p5".into() });
+    // Active and extended plan the same order under the same key: once per block.
+    for point in [Point::Active, Point::Extended] {
+        assert_eq!(at_point(&with_group(None), &tg, point, false), add);
+    }
+    let custom = at_point(&with_group(Some("capblock-gpu")), &tg, Point::Ended, false);
+    assert_eq!(keys(&custom), ["action-reservation-group-remove-capblock-gpu"]);
+    assert_eq!(custom[0].order, Order::UngroupReservation { group: "capblock-gpu".into() });
+    // Never paid, never added: nothing to take out.
+    let mut failed = tg.clone();
+    failed.block.state = BlockState::PaymentFailed;
+    assert!(at_point(&with_group(None), &failed, Point::Ended, false).is_empty());
+    let mut released = tg.clone();
+    released.block.state = BlockState::Released;
+    assert_eq!(at_point(&with_group(None), &released, Point::Ended, false).len(), 1);
+
+    // Before the start (scheduled), so a launch at the start lands in it; not before payment.
+    let mut actions = all();
+    actions.push(Action::ReservationGroup { name: None });
+    let keys_at = |state, now| keys(&current(&actions, &tg, state, now, false)).join(" ");
+    assert_eq!(keys_at(BlockState::PaymentPending, t(9, 12, 0)), "");
+    assert_eq!(
+        keys_at(BlockState::Scheduled, t(9, 12, 0)),
+        "action-parameter-end-20261211T1130Z action-reservation-group-add-capblock-prod-p5"
+    );
+    assert_eq!(
+        keys_at(BlockState::Active, t(10, 12, 0)),
+        "action-parameter-end-20261211T1130Z action-reservation-group-add-capblock-prod-p5 action-scale-up-trainers"
+    );
+    let p = &current(&actions, &tg, BlockState::Scheduled, t(9, 12, 0), true)[1];
+    assert!(
+        announce_done(p, "")
+            .description
+            .starts_with("Would add the block's reservation to the capacity reservation group `capblock-prod-p5`")
+    );
+}
+
+#[test]
+fn an_ultraserver_block_goes_into_a_group_for_its_instance_type() {
+    let mut b = target().block;
+    assert_eq!(ReservationPool::of(&b), ReservationPool::Reservations);
+    b.ultraserver = true;
+    b.instance_type = "p6e-gb200.36xlarge".parse().unwrap();
+    assert_eq!(
+        ReservationPool::of(&b),
+        ReservationPool::UltraServerBlocks { instance_type: "p6e-gb200.36xlarge".into() }
+    );
+}
+
+#[test]
+fn a_group_outside_the_blocks_zone_is_warned_of() {
+    let p = &at_point(&all(), &target(), Point::Active, false)[1];
+    assert_eq!(zone_warning(p, "trainers", &["us-east-1b".into(), "us-east-1a".into()]), None);
+    let w = zone_warning(p, "trainers", &["us-east-1b".into()]).expect("a warning");
+    assert_eq!(
+        w.description,
+        "Group `trainers` is in us-east-1b, the block is in us-east-1a: nothing it launches lands in the block."
+    );
+    assert_eq!(w.thread_id, "cr-0123456789abcdef0");
+    assert_eq!(w.event_type, "action-warning");
+    assert!(zone_warning(p, "trainers", &[]).unwrap().description.contains("in no Availability Zone"));
 }

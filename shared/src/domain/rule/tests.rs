@@ -599,3 +599,17 @@ lead_minutes = 60
     }
     assert!(checked >= 5, "the example rules and the full one: {checked}");
 }
+
+#[test]
+fn a_reservation_group_of_ultraservers_holds_one_instance_type() {
+    let group = "\n[[actions]]\nkind = \"reservation_group\"\n";
+    // x72 and x36 are both p6e-gb200.36xlarge: one group holds them.
+    let one = ultra("ultraserver_types = [\"u-p6e-gb200x72\", \"u-p6e-gb200x36\"]\nultraserver_counts = [1]");
+    assert_eq!(Rule::from_toml(&format!("{one}{group}"), now()).unwrap().actions.len(), 1);
+    let two = ultra("ultraserver_types = [\"u-trn2x64\", \"u-p6e-gb200x72\"]\nultraserver_counts = [1]");
+    let p = problems(&format!("{two}{group}"));
+    assert_eq!(p.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(), ["actions[0].kind"]);
+    assert!(p[0].1.contains("p6e-gb200.36xlarge, trn2u.48xlarge"), "{p:?}");
+    // A rule of instances: any instance types.
+    assert!(Rule::from_toml(&format!("{GOOD}{group}"), now()).is_ok());
+}
