@@ -142,7 +142,7 @@ pub fn step_of_checkpoint(m: &CheckpointMilestone) -> Option<BusStep> {
 }
 
 /// The event of a block's health change: `status` is `degraded` or `recovered`, the summary the
-/// Slack title's. Its key is the health notice's own (issue 16 wires the tracker's reads).
+/// Slack title's. Its key is the health notice's own.
 pub fn step_of_health(change: &HealthChange) -> BusStep {
     let status = match change {
         HealthChange::Degraded { .. } => "degraded",
