@@ -173,8 +173,7 @@ async fn say_stack(store: &DynamoStore) {
     }
     match store.stored_settings().await {
         Ok(Some(s)) => {
-            let cap =
-                s.stack.account_budget.map_or("no account cap".to_string(), |m| format!("account cap {m} a month"));
+            let cap = crate::table::account_cap(s.stack.account_budget);
             eprintln!(
                 "stack {} in mode {}, {cap} (table {})",
                 safe(&s.stack.name),

@@ -27,6 +27,24 @@ pub fn when(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M").to_string()
 }
 
+/// The account's monthly cap as a sentence says it (`account cap 1000.00 USD a month`).
+pub fn account_cap(budget: Option<Money>) -> String {
+    budget.map_or("no account cap".to_string(), |m| format!("account cap {m} a month"))
+}
+
+/// An offering as a question about buying it says it: count, type, zone, times and fee.
+pub fn block(o: &capblock_shared::domain::offering::Offering) -> String {
+    format!(
+        "{} x {} in {} from {} to {} UTC for {}",
+        o.instance_count,
+        o.instance_type,
+        o.availability_zone,
+        o.start.format("%Y-%m-%d %H:%M"),
+        o.end.format("%Y-%m-%d %H:%M"),
+        o.fee
+    )
+}
+
 /// A money cell: the amount to the cent, without the currency (the header names it).
 pub fn money(m: &Money) -> String {
     format!("{:.2}", m.amount())

@@ -53,17 +53,12 @@ pub async fn run(a: ApproveArgs) -> CliResult {
     // stack only: never a variable of the shell.
     let stored = settings_to_buy(&store, Mode::Live).await?;
     let o = &intent.offering;
-    let cap = stored.stack.account_budget.map_or("no account cap".to_string(), |m| format!("account cap {m} a month"));
+    let cap = crate::table::account_cap(stored.stack.account_budget);
     confirm(
         &format!(
-            "Buy {} x {} in {} from {} to {} UTC for {}, charged to rule {} (budget {} a month) and the account ({cap})? \
+            "Buy {}, charged to rule {} (budget {} a month) and the account ({cap})? \
              The offering is looked at again first; a price above the rule's threshold is refused.",
-            o.instance_count,
-            o.instance_type,
-            o.availability_zone,
-            o.start.format("%Y-%m-%d %H:%M"),
-            o.end.format("%Y-%m-%d %H:%M"),
-            o.fee,
+            crate::table::block(o),
             rule.id,
             rule.monthly_budget
         ),

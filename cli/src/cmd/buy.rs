@@ -65,18 +65,13 @@ pub async fn run(a: BuyArgs) -> CliResult {
         return Err(CliError::Refused(why));
     }
     let o = &priced.offering;
-    let cap = stored.stack.account_budget.map_or("no account cap".to_string(), |m| format!("account cap {m} a month"));
+    let cap = crate::table::account_cap(stored.stack.account_budget);
     confirm(
         &format!(
-            "Buy {} x {} in {} from {} to {} UTC for {} ({} per accelerator-hour; rule {}'s threshold {}), charged to \
+            "Buy {} ({} per accelerator-hour; rule {}'s threshold {}), charged to \
              rule {} (budget {} a month) and the account ({cap})? EC2 is asked again first; a changed fee is refused. \
              A purchase cannot be cancelled.",
-            o.instance_count,
-            o.instance_type,
-            o.availability_zone,
-            o.start.format("%Y-%m-%d %H:%M"),
-            o.end.format("%Y-%m-%d %H:%M"),
-            o.fee,
+            crate::table::block(o),
             priced.per_accelerator_hour,
             rule.id,
             rule.max_price_per_accelerator_hour,

@@ -45,7 +45,7 @@ pub async fn run(a: ScanArgs) -> CliResult {
     let store = store().await?;
     let (stack, stored_alerts) = a.stack.settings(&store).await?;
     if stack.mode == Mode::Live {
-        let cap = stack.account_budget.map_or("no account cap".to_string(), |m| format!("account cap {m} a month"));
+        let cap = crate::table::account_cap(stack.account_budget);
         confirm(
             &format!(
                 "A live scan of stack {} buys what its live rules decide, now, within each rule's budget and the \

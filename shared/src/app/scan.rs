@@ -19,7 +19,7 @@ use super::settings::StackSettings;
 use crate::domain::announce;
 use crate::domain::budget::{BudgetOwner, Period};
 use crate::domain::catalog::AcceleratorCatalog;
-use crate::domain::decision::{Decision, Headroom, Priced, better, decide, room};
+use crate::domain::decision::{Decision, Headroom, Priced, decide, room};
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
@@ -930,7 +930,6 @@ where
             tracing::info!(event = "decision", rule = %rule.id, mode = mode.as_str(), questions = mine.len(), questions_answered,
                 offerings = offerings.len(), eligible = decision.eligible, chosen = ?chosen.as_ref().map(|p| &p.offering.id),
                 action = ?action, "rule evaluated");
-            let cheapest = offerings.iter().filter_map(|o| Priced::new(o.clone(), &catalog)).min_by(better);
             outcomes.push(RuleOutcome {
                 rule_id: rule.id.clone(),
                 mode,
@@ -938,7 +937,7 @@ where
                 questions: mine.len(),
                 offerings_seen: offerings.len(),
                 eligible: decision.eligible,
-                cheapest,
+                cheapest: decision.cheapest,
                 threshold: rule.max_price_per_accelerator_hour,
                 chosen,
                 action,

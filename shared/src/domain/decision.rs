@@ -76,6 +76,9 @@ pub struct Decision {
     /// the best one was already tried.
     #[serde(skip)]
     pub ranked: Vec<Priced>,
+    /// The cheapest offering priced, eligible or not: how far the market is from the rule.
+    #[serde(skip)]
+    pub cheapest: Option<Priced>,
 }
 
 /// Why the offering might not suit the rule, or `None` when it does.
@@ -127,11 +130,16 @@ pub fn decide(
 ) -> Decision {
     let mut eligible: Vec<Priced> = Vec::new();
     let mut passed_over = Vec::new();
+    let mut cheapest: Option<Priced> = None;
     for o in offerings {
         let Some(p) = Priced::new(o.clone(), catalog) else {
             passed_over.push((o.id.clone(), PassedOver::UnknownAccelerators));
             continue;
         };
+        // The first of equals, as `min_by` keeps.
+        if cheapest.as_ref().is_none_or(|c| better(&p, c) == Ordering::Less) {
+            cheapest = Some(p.clone());
+        }
         match check(rule, &p, headroom, now) {
             Some(why) => passed_over.push((o.id.clone(), why)),
             None => eligible.push(p),
@@ -139,7 +147,7 @@ pub fn decide(
     }
     eligible.sort_by(better);
     eligible.dedup_by(|a, b| a.offering.id == b.offering.id);
-    Decision { eligible: eligible.len(), chosen: eligible.first().cloned(), passed_over, ranked: eligible }
+    Decision { eligible: eligible.len(), chosen: eligible.first().cloned(), passed_over, ranked: eligible, cheapest }
 }
 
 /// Room left under a limit once `committed` is taken out; never negative.

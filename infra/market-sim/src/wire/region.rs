@@ -7,40 +7,28 @@ pub const DEFAULT_REGION: &str = "us-east-1";
 /// The access key id from `Authorization: AWS4-HMAC-SHA256 Credential=AKID/DATE/REGION/ec2/aws4_request, ...`
 /// or from a presigned `X-Amz-Credential` value; `None` when neither has one.
 pub fn access_key(header: Option<&str>, presigned_credential: Option<&str>) -> Option<String> {
-    let from_header = header.and_then(scope_of_header).and_then(key_of_scope);
-    from_header.or_else(|| presigned_credential.and_then(key_of_scope))
-}
-
-fn scope_of_header(h: &str) -> Option<&str> {
-    let rest = &h[h.find("Credential=")? + "Credential=".len()..];
-    rest.split([',', ' ']).next()
-}
-
-fn key_of_scope(scope: &str) -> Option<String> {
-    let parts: Vec<&str> = scope.split('/').collect();
-    // AKID / DATE / REGION / SERVICE / aws4_request
-    if parts.len() >= 5 && !parts[0].is_empty() { Some(parts[0].to_string()) } else { None }
+    scope_part(header, presigned_credential, 0)
 }
 
 /// Region from `Authorization: AWS4-HMAC-SHA256 Credential=AKID/DATE/REGION/ec2/aws4_request, ...`
 /// or from a presigned `X-Amz-Credential` value; `None` when neither has one.
 pub fn from_authorization(header: Option<&str>, presigned_credential: Option<&str>) -> Option<String> {
-    if let Some(h) = header
-        && let Some(pos) = h.find("Credential=")
-    {
-        let rest = &h[pos + "Credential=".len()..];
-        let scope = rest.split([',', ' ']).next().unwrap_or("");
-        if let Some(r) = region_of_scope(scope) {
-            return Some(r);
-        }
-    }
-    presigned_credential.and_then(region_of_scope)
+    scope_part(header, presigned_credential, 2)
 }
 
-fn region_of_scope(scope: &str) -> Option<String> {
-    let parts: Vec<&str> = scope.split('/').collect();
-    // AKID / DATE / REGION / SERVICE / aws4_request
-    if parts.len() >= 5 && !parts[2].is_empty() { Some(parts[2].to_string()) } else { None }
+/// Part `i` of the credential scope (AKID / DATE / REGION / SERVICE / aws4_request): the
+/// header's if it has a non-empty one, else the presigned credential's.
+fn scope_part(header: Option<&str>, presigned_credential: Option<&str>, i: usize) -> Option<String> {
+    let part = |scope: &str| {
+        let parts: Vec<&str> = scope.split('/').collect();
+        (parts.len() >= 5 && !parts[i].is_empty()).then(|| parts[i].to_string())
+    };
+    header.and_then(scope_of_header).and_then(part).or_else(|| presigned_credential.and_then(part))
+}
+
+fn scope_of_header(h: &str) -> Option<&str> {
+    let rest = &h[h.find("Credential=")? + "Credential=".len()..];
+    rest.split([',', ' ']).next()
 }
 
 #[cfg(test)]

@@ -178,6 +178,19 @@ impl DynamoStore {
         &self.table
     }
 
+    /// Writes an item, replacing any with its key (items one writer owns: the last preflight,
+    /// a function's name).
+    async fn put(&self, item: Item, what: &str) -> Result<(), StoreError> {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| store_err(what, e))?;
+        Ok(())
+    }
+
     /// Writes an item that must not exist yet: `false` if it does (someone wrote it first).
     async fn put_new(&self, item: Item, what: &str) -> Result<bool, StoreError> {
         match self

@@ -10,14 +10,7 @@ impl PreflightStore for DynamoStore {
     async fn save_preflight(&self, preflight: &Preflight) -> Result<(), StoreError> {
         let mut item = key("STACK", "PREFLIGHT");
         item.insert("data".into(), json(preflight));
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(|e| store_err("the last preflight", e))?;
-        Ok(())
+        self.put(item, "the last preflight").await
     }
 
     async fn last_preflight(&self) -> Result<Option<Preflight>, StoreError> {

@@ -46,14 +46,7 @@ impl FunctionDirectory for DynamoStore {
     async fn record_function(&self, kind: &str, name: &str) -> Result<(), StoreError> {
         let mut item = key(PK, format!("{FUNCTION}{kind}"));
         item.insert("name".into(), s(name));
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| store_err("a function's name", e))
+        self.put(item, "a function's name").await
     }
 
     async fn functions(&self) -> Result<std::collections::BTreeMap<String, String>, StoreError> {

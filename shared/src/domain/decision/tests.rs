@@ -170,3 +170,18 @@ regions = ["us-east-1"]
         PassedOver::NotInRule
     );
 }
+
+#[test]
+fn the_cheapest_priced_is_kept_eligible_or_not() {
+    let cat = AcceleratorCatalog::new();
+    // Above the threshold, and outside the window: neither eligible, the cheaper one is said.
+    let above = offer("cb-above", "us-east-1", dec!(3.40), 2);
+    let late = offer("cb-late", "us-west-2", dec!(3.20), 20);
+    let d = decide(&rule(), &[above.clone(), late], &cat, budget(dec!(10000)), now());
+    assert_eq!(chosen(&d), None);
+    assert_eq!(d.cheapest.as_ref().map(|p| p.offering.id.as_str()), Some("cb-late"));
+    // Of equals, the first.
+    let twin = offer("cb-twin", "us-east-1", dec!(3.40), 2);
+    let d = decide(&rule(), &[above, twin], &cat, budget(dec!(10000)), now());
+    assert_eq!(d.cheapest.as_ref().map(|p| p.offering.id.as_str()), Some("cb-above"));
+}
