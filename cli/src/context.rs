@@ -277,6 +277,16 @@ pub async fn settings_to_buy(store: &DynamoStore, mode: Mode) -> Result<StoredSe
             mode.as_str()
         )));
     }
+    // The functions may run a live stack without an account cap (the operator's choice at
+    // deploy time), but a purchase by hand is where a typo spends: the CLI never buys without one.
+    if mode == Mode::Live && stored.stack.account_budget.is_none() {
+        return Err(CliError::Refused(format!(
+            "stack {} has no account-wide monthly cap (AccountMonthlyBudget is 0), and the CLI buys only \
+             under one: deploy the stack with AccountMonthlyBudget set (e.g. `sam deploy --parameter-overrides \
+             AccountMonthlyBudget=20000`), let a function run once to store it, and try again",
+            stored.stack.name
+        )));
+    }
     Ok(stored)
 }
 

@@ -41,6 +41,10 @@ pub async fn run(a: BuyArgs) -> CliResult {
     // Buying: the clock decides the budget month and the start window.
     let now = run_now(None, true).await?.clock();
     let store = store().await?;
+    // The stack's name, account budget and alerts topic as its functions stored them, in a live
+    // stack with an account cap only: never a variable of the shell. Asked first: a stack that
+    // cannot buy makes every other answer moot.
+    let stored = settings_to_buy(&store, Mode::Live).await?;
     let rule = store.get_rule(&a.rule).await?.ok_or_else(|| CliError::NotFound(format!("no rule {:?}", a.rule)))?.rule;
     let seen = store.seen_offering(&a.offering_id, now).await?.ok_or_else(|| {
         CliError::NotFound(format!(
@@ -48,9 +52,6 @@ pub async fn run(a: BuyArgs) -> CliResult {
             a.offering_id
         ))
     })?;
-    // The stack's name, account budget and alerts topic as its functions stored them, in a
-    // live stack only: never a variable of the shell.
-    let stored = settings_to_buy(&store, Mode::Live).await?;
     let sdk = sdk().await;
     let market = Ec2Market::new(sdk.clone());
     let mut catalog = AcceleratorCatalog::new();

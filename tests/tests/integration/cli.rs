@@ -173,7 +173,7 @@ async fn bad_scan_arguments_exit_2_naming_the_flag() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_scan_or_approval_refuses_a_time_off_the_clock() {
     let c = Cli::new("cli-forged-time").await;
-    c.stack(Mode::Live, None).await;
+    c.stack(Mode::Live, Some("100000")).await;
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let month_back = "2026-11-01T00:00:00Z";
     let scan = c.run(&["scan", "--time", month_back, "--mode", "live"]).await;
@@ -194,7 +194,7 @@ async fn a_live_scan_or_approval_refuses_a_time_off_the_clock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocks_and_history_show_what_the_scan_bought_and_saw() {
     let c = Cli::new("cli-blocks").await;
-    c.stack(Mode::Live, None).await;
+    c.stack(Mode::Live, Some("100000")).await;
     // Nothing yet: said, exit 0.
     let none = c.run(&["blocks"]).await;
     assert_eq!((none.code, none.stdout.trim()), (0, "no open blocks"), "{}", none.stderr);
@@ -330,7 +330,7 @@ async fn backtest_on_a_fixed_history_has_a_known_answer() {
 }
 
 async fn ask(c: &Cli) -> String {
-    c.stack(Mode::Live, None).await;
+    c.stack(Mode::Live, Some("100000")).await;
     c.put_rule(&rule_toml("west", "approval", "3.00")).await;
     let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
     assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
@@ -415,7 +415,7 @@ async fn approval_is_refused_unless_live_enabled_in_approval_mode_and_fresh() {
     };
     c.stack(Mode::DryRun, None).await;
     refused(&c.run(&["approve", &intent, "--time", NOW]).await, "is in mode dry-run");
-    c.stack(Mode::Live, None).await;
+    c.stack(Mode::Live, Some("100000")).await;
     c.put_rule(&rule("west", "approval", "3.00").extra("enabled = false").toml()).await;
     refused(&c.run(&["approve", &intent, "--time", NOW]).await, "rule west is disabled");
     c.put_rule(&rule_toml("west", "dry-run", "3.00")).await;
@@ -434,8 +434,8 @@ async fn approval_is_refused_unless_live_enabled_in_approval_mode_and_fresh() {
 }
 
 /// A live purchase from the CLI takes the stack's mode and account budget from the table: with
-/// none stored it is refused (exit 2, saying what to do), in a stack stored as dry-run too; a
-/// dry-run scan still runs without them.
+/// none stored it is refused (exit 2, saying what to do), in a stack stored as dry-run too, and
+/// in a live stack stored without an account cap; a dry-run scan still runs without them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_purchase_from_the_cli_needs_the_stacks_stored_live_settings() {
     let c = Cli::new("cli-no-settings").await;
@@ -457,6 +457,16 @@ async fn a_live_purchase_from_the_cli_needs_the_stacks_stored_live_settings() {
     let live = c.run(&["scan", "--mode", "live"]).await;
     assert_eq!(live.code, 2, "{}{}", live.stdout, live.stderr);
     assert!(live.stderr.contains(&format!("stack {STACK} is in mode dry-run")), "{}", live.stderr);
+
+    // A live stack stored without an account cap: the functions run it as deployed, the CLI
+    // still buys nothing by hand (scan, buy or approve), saying how to set one.
+    c.stack(Mode::Live, None).await;
+    let live = c.run(&["scan", "--mode", "live"]).await;
+    assert_eq!(live.code, 2, "{}{}", live.stdout, live.stderr);
+    assert!(live.stderr.contains("has no account-wide monthly cap"), "{}", live.stderr);
+    let buy = c.run(&["buy", "cb-00000000000000000", "--rule", "west", "--yes"]).await;
+    assert_eq!(buy.code, 2, "{}{}", buy.stdout, buy.stderr);
+    assert!(buy.stderr.contains("AccountMonthlyBudget"), "{}", buy.stderr);
     assert!(c.sim.purchases().await.is_empty(), "nothing bought");
 }
 
