@@ -751,5 +751,6 @@ pub fn example_block(reservation_id: &str) -> Block {
         capacity_block_id: None,
         health: None,
         health_changes: 0,
+        usage: Default::default(),
     }
 }

@@ -2,7 +2,7 @@
 //! test put there, and every write is recorded by name (a test of a replay asserts there were
 //! none; the local-stack tests in `tests/` run the same workflows on moto and the simulator).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -319,6 +319,8 @@ pub struct Market {
     pub hang: bool,
     /// Every call that could buy or check a purchase, by name.
     pub purchases: Mutex<Vec<String>>,
+    /// AvailableInstanceCount by reservation id (absent: EC2 leaves it out).
+    pub available: Mutex<HashMap<String, u32>>,
 }
 
 #[async_trait]
@@ -384,6 +386,7 @@ impl ReservationSource for Market {
                     end: r.end,
                     capacity_block_id: None,
                     instance_count: r.instance_count,
+                    available: self.available.lock().unwrap().get(id).copied(),
                 });
                 (id.clone(), o)
             })

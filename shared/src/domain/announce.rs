@@ -8,9 +8,11 @@ use super::checkpoint::{CheckpointMilestone, minutes_left};
 use super::decision::Priced;
 use super::health::HealthChange;
 use super::lifecycle::payment_deadline;
+use super::money::Money;
 use super::plan::Refusals;
 use super::rule::Mode;
 use super::slack::SlackMessage;
+use super::usage;
 
 fn when(t: DateTime<Utc>) -> String {
     t.format("%a %Y-%m-%d %H:%M UTC").to_string()
@@ -386,27 +388,116 @@ pub fn active(b: &Block) -> SlackMessage {
 
 /// The block ended: what it cost. `total_fee` includes paid extensions; `per_accelerator_hour`
 /// is None when capblock does not know the fee or the accelerator count.
-pub fn expired(
-    b: &Block,
-    total_fee: Option<super::money::Money>,
-    per_accelerator_hour: Option<super::money::Rate>,
-) -> SlackMessage {
+pub fn expired(b: &Block, total_fee: Option<Money>, per_accelerator_hour: Option<super::money::Rate>) -> SlackMessage {
     let cost = match (total_fee, per_accelerator_hour) {
         (Some(f), Some(r)) => format!("• Total fee: {f}\n• Price: {} per accelerator-hour", r.display()),
         (Some(f), None) => format!("• Total fee: {f}"),
         _ => "• Fee: unknown to capblock (the block was bought outside it)".into(),
     };
+    let used = used_line(b, total_fee);
     tracked(
         b,
         "expired",
         format!("Capacity Block ended: {} x {}", b.instance_count, b.instance_type),
-        format!("Reservation `{}` has expired.\n{}\n{cost}", b.reservation_id, tracked_line(b)),
+        format!("Reservation `{}` has expired.\n{}\n{cost}{used}", b.reservation_id, tracked_line(b)),
         vec!["Nothing to do: capblock stops tracking this block.".into()],
         match total_fee {
             Some(f) => format!("Ended; cost {f}"),
             None => "Ended".into(),
         },
     )
+}
+
+/// The end-of-block line of what was used (empty when capblock never sampled the block active):
+/// paid and used instance-hours, utilization, and the price per used accelerator-hour.
+fn used_line(b: &Block, total_fee: Option<Money>) -> String {
+    if !b.usage.is_known() {
+        return String::new();
+    }
+    let x = usage::utilization(&b.span(), &b.usage, total_fee);
+    let price =
+        x.per_used_accelerator_hour.map_or(String::new(), |r| format!(": {} per used accelerator-hour", r.display()));
+    format!(
+        "\n• Used: {} of {} instance-hours paid ({}%){price}",
+        x.used_instance_hours.normalize(),
+        x.paid_instance_hours.normalize(),
+        x.percent.normalize()
+    )
+}
+
+/// Part of an active block has been idle (paid, nothing running) for the rule's
+/// `idle_alert_minutes`: how many instances, since when, and what the idle time has cost so far
+/// at the block's own price (`cost`: None when capblock never knew the fee).
+pub fn idle(
+    b: &Block,
+    idle: u32,
+    since: DateTime<Utc>,
+    idle_instance_minutes: u64,
+    cost: Option<Money>,
+    now: DateTime<Utc>,
+) -> SlackMessage {
+    let minutes = (now - since).num_minutes();
+    let cost_line = match cost {
+        Some(c) => format!(
+            "At the block's price that idle time has cost {c} so far ({} instance-hours).",
+            hours(idle_instance_minutes)
+        ),
+        None => format!(
+            "{} instance-hours idle so far (the block's fee is unknown to capblock).",
+            hours(idle_instance_minutes)
+        ),
+    };
+    tracked(
+        b,
+        "idle",
+        format!("Paid but idle: {idle} of {} instances for {}", b.instance_count, in_words(minutes)),
+        format!(
+            "{idle} of the block's {} instances have run nothing since {} ({}).\n{cost_line}\n{}",
+            b.instance_count,
+            when(since),
+            in_words(minutes),
+            tracked_line(b)
+        ),
+        vec![
+            "Start work on the idle instances (they are paid for until the end), or hand them to a team that can use them.".into(),
+            "capblock says once more when every instance runs again.".into(),
+        ],
+        format!("{}: {idle} of {} instances idle for {}", b.reservation_id, b.instance_count, in_words(minutes)),
+    )
+}
+
+/// An idle episode alerted before is over: every instance runs again.
+pub fn idle_over(
+    b: &Block,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    idle_instance_minutes: u64,
+    cost: Option<Money>,
+) -> SlackMessage {
+    let cost_line = match cost {
+        Some(c) => format!(", which cost {c} at the block's price"),
+        None => String::new(),
+    };
+    tracked(
+        b,
+        "idle",
+        "Every instance of the block runs again".to_string(),
+        format!(
+            "Idle from {} to {} ({}): {} instance-hours paid and unused{cost_line}.\n{}",
+            when(since),
+            when(until),
+            in_words((until - since).num_minutes()),
+            hours(idle_instance_minutes),
+            tracked_line(b)
+        ),
+        vec!["Nothing to do.".into()],
+        format!("{}: every instance runs again", b.reservation_id),
+    )
+}
+
+/// Instance-minutes as hours, to a tenth.
+fn hours(instance_minutes: u64) -> String {
+    format!("{:.1}", rust_decimal::Decimal::from(instance_minutes) / rust_decimal::Decimal::from(60))
 }
 
 /// Payment is still pending `point_hours` (or less) before the deadline.

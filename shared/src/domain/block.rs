@@ -15,6 +15,7 @@ use super::money::{Money, Rate};
 use super::names::{InstanceType, Region};
 use super::offering::Offering;
 use super::tags::RULE_TAG;
+use super::usage::{Span, Usage};
 
 /// A capacity reservation as DescribeCapacityReservations reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +75,9 @@ pub struct Block {
     pub health: Option<BlockHealth>,
     #[serde(default)]
     pub health_changes: u32,
+    /// What the tracker's samples say its instances were used for (`domain::usage`).
+    #[serde(default)]
+    pub usage: Usage,
 }
 
 impl Block {
@@ -103,6 +107,7 @@ impl Block {
             capacity_block_id: r.capacity_block_id.clone(),
             health: None,
             health_changes: 0,
+            usage: Usage::default(),
         }
     }
 
@@ -151,6 +156,17 @@ impl Block {
             return Transition::Move { to: BlockState::PaymentFailed, end: self.end };
         }
         step(self.state, self.end, observed, now)
+    }
+
+    /// What the block's usage is judged against.
+    pub fn span(&self) -> Span {
+        Span {
+            start: self.start,
+            end: self.end,
+            termination: self.termination_time(),
+            instances: self.instance_count,
+            accelerators_per_instance: self.accelerators_per_instance,
+        }
     }
 
     /// When EC2 begins terminating the block's instances: when unsaved work is lost.
@@ -265,6 +281,7 @@ pub(crate) fn example(start: DateTime<Utc>, end: DateTime<Utc>) -> Block {
         capacity_block_id: None,
         health: None,
         health_changes: 0,
+        usage: Usage::default(),
     }
 }
 

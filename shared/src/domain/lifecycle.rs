@@ -117,6 +117,9 @@ pub enum Observed {
         /// Its instances as EC2 shows them (before the start, from the requested-quantity tag;
         /// 0 when EC2 shows none): a block's count is raised to it, never lowered.
         instance_count: u32,
+        /// AvailableInstanceCount: instances that could still be launched (None: EC2 left it
+        /// out). Of an active block, the paid instances nothing runs on (`domain::usage`).
+        available: Option<u32>,
     },
     /// `InvalidCapacityReservationId.NotFound`.
     NotFound,
@@ -197,7 +200,7 @@ mod tests {
     }
 
     fn found(state: &str, end: DateTime<Utc>) -> Observed {
-        Observed::Found { state: state.into(), end, capacity_block_id: None, instance_count: 2 }
+        Observed::Found { state: state.into(), end, capacity_block_id: None, instance_count: 2, available: None }
     }
 
     #[test]

@@ -33,3 +33,4 @@ pub mod slack;
 pub mod stack;
 pub mod tags;
 pub mod ultraserver;
+pub mod usage;

@@ -15,6 +15,7 @@ use super::money::{Currency, Money};
 use super::names::{InstanceType, Region, prefix};
 use super::offering::Offering;
 use super::ultraserver::{self, UltraServerType, UltraServers};
+use super::usage::DEFAULT_IDLE_ALERT_MINUTES;
 
 /// How far ahead EC2 sells Capacity Blocks.
 pub const MAX_START_AHEAD: Duration = Duration::weeks(8);
@@ -232,7 +233,26 @@ pub struct RuleSpec {
     /// Hand-off actions (`[[actions]]`): see `domain::handoff`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<ActionSpec>,
+    /// Minutes part of an active block may stay idle (paid, nothing running) before capblock
+    /// says so; 0 never says (`domain::usage`).
+    #[serde(default = "default_idle_alert", skip_serializing_if = "is_default_idle_alert")]
+    pub idle_alert_minutes: i64,
 }
+
+fn default_idle_alert() -> i64 {
+    i64::from(DEFAULT_IDLE_ALERT_MINUTES)
+}
+
+fn is_default_idle_alert(m: &i64) -> bool {
+    *m == default_idle_alert()
+}
+
+fn default_idle_alert_u32() -> u32 {
+    DEFAULT_IDLE_ALERT_MINUTES
+}
+
+/// The longest `idle_alert_minutes`: a week, longer than most blocks.
+pub const MAX_IDLE_ALERT_MINUTES: i64 = 7 * 24 * 60;
 
 /// How far a same-day closest match may be from the asked duration by default: blocks end at
 /// 11:30 UTC, so a block starting today at 04:55 and asked for a day comes as 6 h 35 min or
@@ -364,6 +384,9 @@ pub struct Rule {
     /// key have none).
     #[serde(default)]
     pub actions: Vec<Action>,
+    /// Stored rules without the key alert after the default hour.
+    #[serde(default = "default_idle_alert_u32")]
+    pub idle_alert_minutes: u32,
 }
 
 fn default_tolerance_u32() -> u32 {
@@ -445,6 +468,13 @@ impl RuleSpec {
 
         let extend = self.extend.as_ref().map(|x| p.extend(x, price_max));
 
+        if !(0..=MAX_IDLE_ALERT_MINUTES).contains(&self.idle_alert_minutes) {
+            p.add(
+                "idle_alert_minutes",
+                &format!("must be between 0 (never alert) and {MAX_IDLE_ALERT_MINUTES} minutes"),
+            );
+        }
+
         if !(0..24).contains(&self.duration_tolerance_hours) {
             p.add("duration_tolerance_hours", "must be between 0 and 23 hours");
         }
@@ -482,6 +512,7 @@ impl RuleSpec {
             allow_unknown_regions: self.allow_unknown_regions,
             unlimited: self.unlimited,
             actions,
+            idle_alert_minutes: u32::try_from(self.idle_alert_minutes).unwrap_or(DEFAULT_IDLE_ALERT_MINUTES),
         })
     }
 }
@@ -534,6 +565,7 @@ impl Rule {
             allow_unknown_regions: self.allow_unknown_regions,
             unlimited: self.unlimited,
             actions: self.actions.iter().map(ActionSpec::from).collect(),
+            idle_alert_minutes: i64::from(self.idle_alert_minutes),
         }
     }
 }

@@ -54,6 +54,7 @@ fn block_for(intent: &Intent, id: &str) -> Block {
         capacity_block_id: None,
         health: None,
         health_changes: 0,
+        usage: Default::default(),
     }
 }
 

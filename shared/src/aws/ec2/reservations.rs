@@ -27,8 +27,8 @@ impl ReservationSource for Ec2Market {
                     let found: HashMap<String, Observed> = page
                         .capacity_reservations()
                         .iter()
-                        .filter_map(|r| {
-                            let r = reservation(region, r).ok()?;
+                        .filter_map(|raw| {
+                            let r = reservation(region, raw).ok()?;
                             Some((
                                 r.id.clone(),
                                 Observed::Found {
@@ -36,6 +36,7 @@ impl ReservationSource for Ec2Market {
                                     end: r.end,
                                     capacity_block_id: r.capacity_block_id,
                                     instance_count: r.instance_count,
+                                    available: raw.available_instance_count().and_then(|n| u32::try_from(n).ok()),
                                 },
                             ))
                         })
