@@ -7,6 +7,10 @@ every transaction atomic, and capblock's exactly-once purchases and budgets rest
 one request at a time, moto keeps the same promise. (The fault-injection suite found it: five
 overlapping runs lost an increment on the shared account-budget item.)
 
+In front of moto sits moto_resource_groups.py, which answers Resource Groups' GroupResources,
+UngroupResources and ListGroupResources (moto 5.2.5 has none of them) on moto's own groups,
+under the same lock.
+
 Same options as moto_server: -H HOST -p PORT.
 """
 
@@ -21,6 +25,7 @@ from moto.moto_server.werkzeug_app import (
     MotoRequestHandler,
     create_backend_app,
 )
+from moto_resource_groups import with_group_membership
 from werkzeug.serving import run_simple
 
 
@@ -32,7 +37,7 @@ def main() -> None:
     os.environ.setdefault("MOTO_PORT", str(args.port))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
-    app = DomainDispatcherApplication(create_backend_app)
+    app = with_group_membership(DomainDispatcherApplication(create_backend_app))
     lock = threading.Lock()
 
     def serial(environ, start_response):

@@ -57,11 +57,13 @@ pub fn handle(world: &mut World, method: &str, path: &str, body: &[u8]) -> Reply
         ("POST", "/_sim/reservations") => inject(world, &text),
         ("POST", "/_sim/reservations/state") => set_state(world, &text),
         ("POST", "/_sim/blocks/health") => set_health(world, &text),
+        ("POST", "/_sim/blocks/usage") => set_usage(world, &text),
         (_, p)
             if matches!(
                 p,
                 "/_sim/reservations/state"
                     | "/_sim/blocks/health"
+                    | "/_sim/blocks/usage"
                     | "/_sim/health"
                     | "/_sim/state"
                     | "/_sim/clock"
@@ -87,6 +89,7 @@ fn parse_json<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, String> {
 
 fn reservation_json(w: &World, r: &Reservation) -> Value {
     let now = w.now();
+    let state = r.state(now, &w.extensions);
     let tags: BTreeMap<&str, &str> = r.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     json!({
         "reservation_id": r.id,
@@ -102,7 +105,7 @@ fn reservation_json(w: &World, r: &Reservation) -> Value {
         "upfront_fee": r.upfront_fee.to_string(),
         "currency": r.currency,
         "tags": tags,
-        "state": r.state(now, &w.extensions),
+        "state": state,
         "purchased_at": rfc3339(r.created),
         "injected": r.injected,
         "capacity_block_id": r.capacity_block_id,
@@ -110,6 +113,8 @@ fn reservation_json(w: &World, r: &Reservation) -> Value {
         "ultraserver_type": r.ultraserver_type,
         "interconnect": r.health(now).interconnect,
         "unavailable": r.health(now).unavailable,
+        "running": r.running(&state, now),
+        "available": r.available_instance_count(&state, now),
     })
 }
 
@@ -307,6 +312,8 @@ fn inject(w: &mut World, text: &str) -> Result<Value, String> {
         ultraserver_type: req.ultraserver_type,
         health_steps: Vec::new(),
         health_override: None,
+        usage_steps: Vec::new(),
+        usage_override: None,
     };
     w.reservations.push(r);
     let state = w.reservation(&id).map(|r| r.state(w.now(), &w.extensions));
@@ -393,6 +400,53 @@ fn set_health(w: &mut World, text: &str) -> Result<Value, String> {
         "capacity_block_id": r.capacity_block_id,
         "interconnect": h.interconnect,
         "unavailable": h.unavailable,
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UsageReq {
+    reservation_id: Option<String>,
+    capacity_block_id: Option<String>,
+    running: Option<u32>,
+    /// true: back to the market line's usage steps.
+    #[serde(default)]
+    clear: bool,
+}
+
+/// Sets how many of a block's instances run (DescribeInstances and availableInstanceCount
+/// follow while it is active), or with `clear` returns it to its line's usage steps.
+fn set_usage(w: &mut World, text: &str) -> Result<Value, String> {
+    let req: UsageReq = parse_json(text)?;
+    let running = match (req.running, req.clear) {
+        (Some(_), true) => return Err("give running or clear, not both".into()),
+        (None, false) => return Err("give running (instances) or \"clear\": true".into()),
+        (n, _) => n,
+    };
+    let now = w.now();
+    let r = w
+        .reservations
+        .iter_mut()
+        .find(|r| {
+            req.reservation_id.as_ref().is_some_and(|id| *id == r.id)
+                || req.capacity_block_id.as_ref().is_some_and(|id| *id == r.capacity_block_id)
+        })
+        .ok_or("name an existing reservation_id or capacity_block_id")?;
+    if let Some(n) = running
+        && n > r.instance_count
+    {
+        return Err(format!("running {n} > the block's {} instances", r.instance_count));
+    }
+    r.usage_override = running;
+    let r = r.clone();
+    let state = r.state(now, &w.extensions);
+    Ok(json!({
+        "reservation_id": r.id,
+        "capacity_block_id": r.capacity_block_id,
+        "state": state,
+        "usage": r.usage(now),
+        "running": r.running(&state, now),
+        "available": r.available_instance_count(&state, now),
     }))
 }
 
@@ -601,6 +655,54 @@ mod tests {
         assert_eq!(v["describe_limit_others"], json!([]));
         call(&mut w, "POST", "/_sim/scenario", "");
         assert_eq!(call(&mut w, "GET", "/_sim/state", "").1["describe_limit_others"]["calls"], 0);
+    }
+
+    #[test]
+    fn usage_through_the_control_endpoint_and_its_clear() {
+        use crate::scenario::UsageStep;
+        let mut w = world();
+        let (s, v) = call(
+            &mut w,
+            "POST",
+            "/_sim/reservations",
+            r#"{"instance_type":"p5.48xlarge","instance_count":8,"start":"2026-11-30T11:30:00Z","end":"2026-12-02T11:30:00Z"}"#,
+        );
+        assert_eq!((s, &v["state"]), (200, &json!("active")), "{v}");
+        let id = v["reservation_id"].as_str().unwrap().to_string();
+        let block = w.reservations[0].capacity_block_id.clone();
+        // As if its line said: 5 running from the start on (an injected block has no line).
+        w.reservations[0].usage_steps = vec![UsageStep { after_start_hours: 0.0, running: 5 }];
+        let counts = |v: &Value| (v["usage"].clone(), v["running"].clone(), v["available"].clone());
+        let (s, v) = call(&mut w, "POST", "/_sim/blocks/usage", &format!(r#"{{"reservation_id":"{id}","running":2}}"#));
+        assert_eq!(s, 200, "{v}");
+        assert_eq!((&v["reservation_id"], &v["capacity_block_id"]), (&json!(id), &json!(block)));
+        assert_eq!(counts(&v), (json!(2), json!(2), json!(6)));
+        let (_, st) = call(&mut w, "GET", "/_sim/state", "");
+        assert_eq!((&st["reservations"][0]["running"], &st["reservations"][0]["available"]), (&json!(2), &json!(6)));
+        // By block id; capped by the unavailable instances.
+        call(&mut w, "POST", "/_sim/blocks/health", &format!(r#"{{"capacity_block_id":"{block}","unavailable":7}}"#));
+        let (s, v) =
+            call(&mut w, "POST", "/_sim/blocks/usage", &format!(r#"{{"capacity_block_id":"{block}","running":8}}"#));
+        assert_eq!((s, counts(&v)), (200, (json!(8), json!(1), json!(0))));
+        call(&mut w, "POST", "/_sim/blocks/health", &format!(r#"{{"capacity_block_id":"{block}","clear":true}}"#));
+        // Clear: back to the steps.
+        let (s, v) =
+            call(&mut w, "POST", "/_sim/blocks/usage", &format!(r#"{{"reservation_id":"{id}","clear":true}}"#));
+        assert_eq!((s, counts(&v)), (200, (json!(5), json!(5), json!(3))));
+        for (bad, says) in [
+            (format!(r#"{{"reservation_id":"{id}"}}"#), "give running"),
+            (format!(r#"{{"reservation_id":"{id}","running":1,"clear":true}}"#), "not both"),
+            (format!(r#"{{"reservation_id":"{id}","running":9}}"#), "running 9 > the block's 8"),
+            (format!(r#"{{"reservation_id":"{id}","running":-1}}"#), "bad JSON"),
+            (format!(r#"{{"reservation_id":"{id}","runing":1}}"#), "unknown field"),
+            (r#"{"reservation_id":"cr-nope","running":1}"#.to_string(), "name an existing"),
+        ] {
+            let (s, v) = call(&mut w, "POST", "/_sim/blocks/usage", &bad);
+            assert_eq!(s, 400, "{bad}");
+            assert!(v["error"].as_str().unwrap().contains(says), "{bad}: {v}");
+        }
+        assert_eq!(w.reservations[0].usage_override, None, "a refused change changes nothing");
+        assert_eq!(call(&mut w, "GET", "/_sim/blocks/usage", "").0, 405);
     }
 
     #[test]

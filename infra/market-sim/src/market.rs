@@ -9,7 +9,7 @@ use rust_decimal::{Decimal, RoundingStrategy};
 
 use crate::instance_types;
 use crate::rng::stable_id;
-use crate::scenario::{HealthStep, MarketLine, PaymentOutcome, Scenario, ZoneType};
+use crate::scenario::{HealthStep, MarketLine, PaymentOutcome, Scenario, UsageStep, ZoneType};
 pub use crate::sellable::valid_duration_days;
 use crate::wire::error::ApiError;
 
@@ -82,6 +82,8 @@ pub struct Offering {
     pub ultraserver: Option<UltraServers>,
     /// The line's health steps, carried to the reservations it becomes.
     pub health: Vec<HealthStep>,
+    /// The line's usage steps (instances running), carried likewise.
+    pub usage: Vec<UsageStep>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,6 +276,7 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
                         payment: line.payment,
                         ultraserver: ultra.clone(),
                         health: line.health.clone(),
+                        usage: line.usage.clone(),
                     });
                 }
             }

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 
-use crate::scenario::{HealthStep, PaymentOutcome};
+use crate::scenario::{HealthStep, PaymentOutcome, UsageStep};
 
 /// Payment must go through within 12 h of purchase...
 pub const PAYMENT_WINDOW_HOURS: i64 = 12;
@@ -101,6 +101,10 @@ pub struct Reservation {
     pub health_steps: Vec<HealthStep>,
     /// ...unless POST /_sim/blocks/health set the health explicitly.
     pub health_override: Option<Health>,
+    /// How many instances run, from the market line (relative to the start; none: all)...
+    pub usage_steps: Vec<UsageStep>,
+    /// ...unless POST /_sim/blocks/usage set it explicitly.
+    pub usage_override: Option<u32>,
 }
 
 /// What DescribeCapacityBlockStatus reports beyond the counts.
@@ -178,11 +182,14 @@ impl Reservation {
         }
     }
 
+    /// The remaining capacity ("the number of instances that can be launched"): before the start
+    /// every instance not unavailable; in an active block the idle ones (neither unavailable nor
+    /// running); otherwise none.
     pub fn available_instance_count(&self, state: &str, now: DateTime<Utc>) -> u32 {
+        let present = self.instance_count.saturating_sub(self.health(now).unavailable);
         match state {
-            // Every instance of an active block is running (see DescribeInstances), except the
-            // ones taken out (unavailable), which are neither running nor available.
-            "payment-pending" | "scheduled" => self.instance_count.saturating_sub(self.health(now).unavailable),
+            "payment-pending" | "scheduled" => present,
+            "active" => present.saturating_sub(self.running(state, now)),
             _ => 0,
         }
     }
@@ -204,9 +211,26 @@ impl Reservation {
             .unwrap_or(Health { interconnect: "ok".into(), unavailable: 0 })
     }
 
-    /// The running instances of an active block.
+    /// How many instances the block's user runs at `now`: the explicit override, else the last
+    /// usage step reached (counted from the start), else None (every instance there).
+    pub fn usage(&self, now: DateTime<Utc>) -> Option<u32> {
+        self.usage_override.or_else(|| {
+            self.usage_steps
+                .iter()
+                .filter(|u| self.start + hours(u.after_start_hours) <= now)
+                .max_by(|a, b| a.after_start_hours.total_cmp(&b.after_start_hours))
+                .map(|u| u.running)
+        })
+    }
+
+    /// The running instances of an active block: its usage, capped at the instances not
+    /// unavailable (all of those without usage); none in any other state.
     pub fn running(&self, state: &str, now: DateTime<Utc>) -> u32 {
-        if state == "active" { self.instance_count.saturating_sub(self.health(now).unavailable) } else { 0 }
+        if state != "active" {
+            return 0;
+        }
+        let present = self.instance_count.saturating_sub(self.health(now).unavailable);
+        self.usage(now).map_or(present, |n| n.min(present))
     }
 
     /// The state of the Capacity Block (CapacityBlockResourceState has fewer values than
@@ -261,6 +285,8 @@ mod tests {
             ultraserver_type: None,
             health_steps: vec![],
             health_override: None,
+            usage_steps: vec![],
+            usage_override: None,
         }
     }
 
@@ -347,6 +373,77 @@ mod tests {
         r.health_override = Some(Health { interconnect: "insufficient-data".into(), unavailable: 0 });
         assert_eq!(h(&r, 120).interconnect, "insufficient-data");
         assert_eq!(r.running("active", r.start + Duration::minutes(120)), 4);
+    }
+
+    #[test]
+    fn usage_steps_are_reached_over_time() {
+        let mut r = res(Payment::paid_up_front());
+        r.injected = true;
+        r.instance_count = 8;
+        // Out of order on purpose: the last step reached holds.
+        r.usage_steps = vec![
+            UsageStep { after_start_hours: 6.0, running: 8 },
+            UsageStep { after_start_hours: 1.0, running: 5 },
+            UsageStep { after_start_hours: 3.0, running: 0 },
+        ];
+        let start = r.start;
+        let at = |m: i64| start + Duration::minutes(m);
+        // (running, available) of the active block at m minutes after the start.
+        let counts =
+            |r: &Reservation, m: i64| (r.running("active", at(m)), r.available_instance_count("active", at(m)));
+        assert_eq!(counts(&r, 0), (8, 0), "before the first step every instance runs");
+        assert_eq!(counts(&r, 59), (8, 0));
+        assert_eq!(counts(&r, 60), (5, 3));
+        assert_eq!(counts(&r, 179), (5, 3));
+        assert_eq!(counts(&r, 180), (0, 8), "all idle: all available");
+        assert_eq!(counts(&r, 360), (8, 0));
+        assert_eq!(r.state(at(60), &[]), "active");
+        // Before the start and after the end nothing changes: the steps are about the active block.
+        assert_eq!(r.running("scheduled", at(-60)), 0);
+        assert_eq!(r.available_instance_count("scheduled", at(-60)), 8);
+        assert_eq!((r.running("expired", at(180)), r.available_instance_count("expired", at(180))), (0, 0));
+        // More than the block holds runs the block.
+        r.usage_steps = vec![UsageStep { after_start_hours: 0.0, running: 99 }];
+        assert_eq!(counts(&r, 0), (8, 0));
+    }
+
+    #[test]
+    fn running_is_capped_by_unavailable_instances() {
+        let mut r = res(Payment::paid_up_front());
+        r.injected = true;
+        r.instance_count = 8;
+        r.usage_steps = vec![UsageStep { after_start_hours: 0.0, running: 5 }];
+        r.health_steps = vec![
+            HealthStep { after_start_hours: 1.0, interconnect: "ok".into(), unavailable: 2 },
+            HealthStep { after_start_hours: 2.0, interconnect: "impaired".into(), unavailable: 6 },
+        ];
+        let start = r.start;
+        let at = |m: i64| start + Duration::minutes(m);
+        let counts =
+            |r: &Reservation, m: i64| (r.running("active", at(m)), r.available_instance_count("active", at(m)));
+        assert_eq!(counts(&r, 0), (5, 3), "8 there, 5 running, 3 idle");
+        assert_eq!(counts(&r, 60), (5, 1), "6 there: 5 running, 1 idle");
+        assert_eq!(counts(&r, 120), (2, 0), "2 there: both run, never below 0 available");
+        // Without usage every instance there runs, as before.
+        r.usage_steps.clear();
+        assert_eq!(counts(&r, 60), (6, 0));
+    }
+
+    #[test]
+    fn the_usage_override_wins_over_the_steps_until_cleared() {
+        let mut r = res(Payment::paid_up_front());
+        r.injected = true;
+        r.instance_count = 8;
+        r.usage_steps = vec![UsageStep { after_start_hours: 1.0, running: 5 }];
+        let later = r.start + Duration::hours(2);
+        r.usage_override = Some(2);
+        assert_eq!(r.usage(r.start), Some(2), "before the first step too");
+        assert_eq!((r.running("active", later), r.available_instance_count("active", later)), (2, 6));
+        r.usage_override = Some(0);
+        assert_eq!((r.running("active", later), r.available_instance_count("active", later)), (0, 8));
+        r.usage_override = None;
+        assert_eq!((r.running("active", later), r.available_instance_count("active", later)), (5, 3));
+        assert_eq!(r.usage(r.start), None);
     }
 
     #[test]

@@ -451,6 +451,10 @@ pub struct MarketLine {
     /// README, "Block health").
     #[serde(default)]
     pub health: Vec<HealthStep>,
+    /// How many instances of every block bought from this line run, relative to its start (see
+    /// README, "Instances running in a block"). None: every available instance runs.
+    #[serde(default)]
+    pub usage: Vec<UsageStep>,
 }
 
 /// From `after_start_hours` after a block's start on, its interconnect status and how many of
@@ -463,6 +467,16 @@ pub struct HealthStep {
     pub interconnect: String,
     #[serde(default)]
     pub unavailable: u32,
+}
+
+/// From `after_start_hours` after a block's start on, `running` of its instances run (capped at
+/// the instances not unavailable), until the next step; the others are idle: paid for, and
+/// counted in `availableInstanceCount`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageStep {
+    pub after_start_hours: f64,
+    pub running: u32,
 }
 
 /// CapacityBlockInterconnectStatus values of the EC2 model.
@@ -577,6 +591,9 @@ impl Scenario {
                 if !INTERCONNECT_STATUSES.contains(&h.interconnect.as_str()) {
                     return Err(format!("{at}: health interconnect must be one of {INTERCONNECT_STATUSES:?}"));
                 }
+            }
+            if l.usage.iter().any(|u| !(u.after_start_hours >= 0.0 && u.after_start_hours.is_finite())) {
+                return Err(format!("{at}: usage after_start_hours must be >= 0"));
             }
             if l.counts.iter().any(|&c| c == 0 || c > 64) {
                 return Err(format!("{at}: counts must be within 1..=64"));
@@ -1086,6 +1103,35 @@ mod tests {
             (r#"{ access_key = "K", action = "PurchaseCapacityBlock" }"#, "scenario: "),
         ] {
             let e = denials(bad).unwrap_err();
+            assert!(e.contains(want), "{bad}: {e:?} should say {want:?}");
+        }
+    }
+
+    #[test]
+    fn usage_steps_parse_and_are_validated() {
+        let line = |usage: &str| {
+            format!(
+                "[[market]]\nregion = \"us-east-1\"\ninstance_type = \"p5.48xlarge\"\n\
+                 price = [ {{ from = \"2026-11-01T00:00:00Z\", usd_per_accelerator_hour = \"3.00\" }} ]\n{usage}"
+            )
+        };
+        let s = Scenario::parse(&line(
+            "usage = [ { after_start_hours = 1.0, running = 5 }, { after_start_hours = 2.5, running = 0 } ]",
+        ))
+        .unwrap();
+        assert_eq!(
+            s.market[0].usage,
+            vec![UsageStep { after_start_hours: 1.0, running: 5 }, UsageStep { after_start_hours: 2.5, running: 0 }]
+        );
+        assert!(Scenario::parse(&line("")).unwrap().market[0].usage.is_empty(), "absent: every instance runs");
+        for (bad, want) in [
+            ("usage = [ { after_start_hours = -1.0, running = 5 } ]", "usage after_start_hours must be >= 0"),
+            ("usage = [ { after_start_hours = nan, running = 5 } ]", "usage after_start_hours must be >= 0"),
+            ("usage = [ { after_start_hours = 1.0, running = -1 } ]", "scenario: "),
+            ("usage = [ { after_start_hours = 1.0 } ]", "missing field `running`"),
+            ("usage = [ { after_start_hours = 1.0, running = 1, idle = 2 } ]", "unknown field `idle`"),
+        ] {
+            let e = Scenario::parse(&line(bad)).unwrap_err();
             assert!(e.contains(want), "{bad}: {e:?} should say {want:?}");
         }
     }

@@ -13,7 +13,8 @@ simulator that is already in use (it wipes its state). The general part (--scena
 off the cap of 6 offerings, same-day blocks and the describe limit; check_real_market then
 loads its own scenario (REAL_MARKET) and checks those and the other behaviours of the real EC2
 (quota 0, unsold types, Local Zones); check_iam_denials plays a caller denied an action by its
-access key. Prints `N passed, M failed` last and exits non-zero on
+access key; check_usage plays an active block whose instances are partly idle
+(AvailableInstanceCount). Prints `N passed, M failed` last and exits non-zero on
 any mismatch.
 """
 
@@ -512,6 +513,7 @@ def main():
     check_ultraservers_and_health(sim, ep)
     check_readings(sim, ep, Path(args.scenario).read_text())
     check_iam_denials(sim, ep, Path(args.scenario).read_text())
+    check_usage(sim, ep)
 
 
 # A market for the behaviours of the real EC2 that the general checks switch off.
@@ -912,6 +914,58 @@ def check_iam_denials(sim, ep, scenario):
     sim.behaviour(iam_denials=[])
     check("iam: lifted", CR_ID.match(scan.purchase_capacity_block(**buy)["CapacityReservation"]["CapacityReservationId"]))
 
+
+USAGE_WORLD = (SCENARIOS / "usage-world.toml").read_text(encoding="utf-8")
+
+
+def check_usage(sim, ep):
+    """Instances running in an active block: the line's usage steps (5 of 8 from 1 h after the
+    start, 8 from 3 h), the control override and its clear, as botocore reads them."""
+    eq("usage: reset", sim.scenario(USAGE_WORLD)["now"], "2026-12-01T00:00:00Z")
+    ec2 = client(ep)
+    offer = ec2.describe_capacity_block_offerings(CapacityDurationHours=24, InstanceType="p5.48xlarge", InstanceCount=8)["CapacityBlockOfferings"][0]
+    r = ec2.purchase_capacity_block(CapacityBlockOfferingId=offer["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX")["CapacityReservation"]
+    rid, start = r["CapacityReservationId"], offer["StartDate"]
+
+    def at(hours):
+        sim.set_clock((start + dt.timedelta(hours=hours)).isoformat().replace("+00:00", "Z"))
+
+    def counts():
+        d = describe_one(ec2, rid)
+        return d["State"], d["TotalInstanceCount"], d["AvailableInstanceCount"]
+
+    def running():
+        res = ec2.describe_instances(Filters=[{"Name": "capacity-reservation-id", "Values": [rid]}])["Reservations"]
+        return sum(len(x["Instances"]) for x in res)
+
+    at(-1)
+    eq("usage: before the start as before (counts zero)", (counts(), running()), (("scheduled", 0, 0), 0))
+    at(0)
+    eq("usage: active, every instance running before the first step", (counts(), running()), (("active", 8, 0), 8))
+    at(1)
+    eq("usage: 5 of 8 running, 3 idle available", (counts(), running()), (("active", 8, 3), 5))
+    st = ec2.describe_capacity_block_status(CapacityBlockIds=[r["CapacityBlockId"]])["CapacityBlockStatuses"][0]
+    eq("usage: block status agrees", (st["TotalCapacity"], st["TotalAvailableCapacity"], st["TotalUnavailableCapacity"]), (8, 3, 0))
+    eq("usage: the state agrees", [(x["running"], x["available"]) for x in sim.state()["reservations"]], [(5, 3)])
+    # The control endpoint: by block id, capped by unavailable instances, then cleared.
+    u = sim._req("POST", "/_sim/blocks/usage", {"capacity_block_id": r["CapacityBlockId"], "running": 0})
+    eq("usage control: answer", (u["reservation_id"], u["running"], u["available"]), (rid, 0, 8))
+    eq("usage control: all idle", (counts(), running()), (("active", 8, 8), 0))
+    sim._req("POST", "/_sim/blocks/usage", {"reservation_id": rid, "running": 7})
+    sim._req("POST", "/_sim/blocks/health", {"reservation_id": rid, "unavailable": 2})
+    eq("usage control: capped by 2 unavailable", (counts(), running()), (("active", 8, 0), 6))
+    sim._req("POST", "/_sim/blocks/health", {"reservation_id": rid, "clear": True})
+    u = sim._req("POST", "/_sim/blocks/usage", {"reservation_id": rid, "clear": True})
+    eq("usage control: clear goes back to the step", (u["running"], u["available"]), (5, 3))
+    try:
+        sim._req("POST", "/_sim/blocks/usage", {"reservation_id": rid, "running": 9})
+        check("usage control: more than the block refused", False, "answered 200")
+    except urllib.error.HTTPError as e:
+        eq("usage control: more than the block refused", e.code, 400)
+    at(3)
+    eq("usage: the next step, all running again", (counts(), running()), (("active", 8, 0), 8))
+    at(24)
+    eq("usage: after the end as before", (counts(), running()), (("expired", 8, 0), 0))
 
 if __name__ == "__main__":
     try:

@@ -3,12 +3,14 @@
 //! and the actions on moto's SSM, Auto Scaling and Resource Groups through the real adapters.
 //!
 //! moto (5.2) serves Resource Groups' CreateGroup (with its configuration and tags),
-//! GetGroupConfiguration, GetTags and ListGroups, but not GroupResources, UngroupResources or
-//! ListGroupResources: the reservation group's tests check the group capblock makes, and that
-//! adding and removing the reservation reach Resource Groups, fail there as moto answers, and are
-//! announced once and retried without holding the block back. Adding and removing once, and a
-//! group that is gone, are the unit tests' (`app/handoff/tests.rs`, on fakes, and the adapter's
-//! own on recorded answers).
+//! GetGroupConfiguration, GetTags and ListGroups; GroupResources, UngroupResources and
+//! ListGroupResources, which moto lacks, are answered on moto's own groups by the layer the local
+//! stack runs in front of it (`infra/local/moto_resource_groups.py`, readings in
+//! `infra/local/README.md`). The reservation group's tests check the group capblock makes, and
+//! that the block's reservation goes into it once paid and out of it at the end. Answers the
+//! layer never gives for a capacity reservation (Pending, a refusal inside a successful answer)
+//! are the unit tests' (`app/handoff/tests.rs`, on fakes, and the adapter's own on recorded
+//! answers).
 
 use std::collections::BTreeMap;
 

@@ -171,6 +171,8 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
             ultraserver_type: offering.ultraserver.as_ref().map(|u| u.ultraserver_type.clone()),
             health_steps: offering.health.clone(),
             health_override: None,
+            usage_steps: offering.usage.clone(),
+            usage_override: None,
         });
     }
     for res in &bought {

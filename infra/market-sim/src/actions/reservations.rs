@@ -262,6 +262,63 @@ mod tests {
     }
 
     #[test]
+    fn an_active_block_with_3_of_8_idle_shows_them_available_and_runs_5() {
+        let mut w = world_of(
+            "describe_limit = false\nsame_day_offerings = false\npayment_delay_minutes = 0",
+            r#"
+                [[market]]
+                region = "us-east-1"
+                instance_type = "p5.48xlarge"
+                counts = [8]
+                price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
+                usage = [ { after_start_hours = 1.0, running = 5 } ]
+                "#,
+        );
+        let rid = buy(&mut w);
+        assert_eq!(w.reservation(&rid).unwrap().usage_steps.len(), 1, "the purchase copies the line's steps");
+        let start = w.reservation(&rid).unwrap().start;
+        let describe = |w: &mut World| {
+            let body = call(w, "DescribeCapacityReservations", &[("CapacityReservationId.1", &rid)]).unwrap();
+            (values(&body, "totalInstanceCount").remove(0), values(&body, "availableInstanceCount").remove(0))
+        };
+        let running = |w: &mut World| {
+            let body = call(
+                w,
+                "DescribeInstances",
+                &[("Filter.1.Name", "capacity-reservation-id"), ("Filter.1.Value.1", &rid)],
+            )
+            .unwrap();
+            values(&body, "instanceId").len()
+        };
+        let idle = |w: &mut World| {
+            let body = call(w, "DescribeCapacityBlockStatus", &[]).unwrap();
+            values(&body, "totalAvailableCapacity")
+        };
+        // Before the start: as before (counts_before_start = "zero"), nothing running.
+        w.clock.set(start - chrono::Duration::minutes(1));
+        assert_eq!((describe(&mut w), running(&mut w)), ((String::from("0"), String::from("0")), 0));
+        // Active, before the step: every instance runs.
+        w.clock.set(start);
+        assert_eq!((describe(&mut w), running(&mut w)), (("8".into(), "0".into()), 8));
+        // An hour in: 5 run, 3 are idle, and the remaining capacity says so.
+        w.clock.set(start + chrono::Duration::hours(1));
+        assert_eq!((describe(&mut w), running(&mut w)), (("8".into(), "3".into()), 5));
+        assert_eq!(idle(&mut w), vec!["3", "3"], "DescribeCapacityBlockStatus agrees");
+        // The control endpoint overrides it; clear goes back to the step.
+        let set = |w: &mut World, body: String| {
+            let r = crate::control::handle(w, "POST", "/_sim/blocks/usage", body.as_bytes());
+            assert_eq!(r.status, 200, "{}", r.body);
+        };
+        set(&mut w, format!(r#"{{"reservation_id":"{rid}","running":1}}"#));
+        assert_eq!((describe(&mut w), running(&mut w)), (("8".into(), "7".into()), 1));
+        set(&mut w, format!(r#"{{"reservation_id":"{rid}","clear":true}}"#));
+        assert_eq!((describe(&mut w), running(&mut w)), (("8".into(), "3".into()), 5));
+        // After the end: expired, nothing running or available, as before.
+        w.clock.set(w.reservation(&rid).unwrap().original_end);
+        assert_eq!((describe(&mut w), running(&mut w)), (("8".into(), "0".into()), 0));
+    }
+
+    #[test]
     fn the_reservation_type_filter_is_accepted() {
         let mut w = world("");
         let rid = buy(&mut w);
