@@ -24,7 +24,7 @@ RULE_ID = "p5-weekly"
 GROUP = "p5-trainers"
 DOCUMENT = "capblock-checkpoint"
 ALL_DETAIL_TYPES = {
-    "Block Purchased", "Payment Failed", "Block Active", "Block Ending", "Block Extended", "Block Ended", "Health Changed",
+    "Block Purchased", "Payment Failed", "Block Active", "Block Ending", "Block Extended", "Block Ended", "Health Changed", "Block Idle",
 }
 REGIONS = ["us-east-1", "us-west-2", "eu-north-1"]
 # p5-weekly's leads: the group goes to 0 an hour before termination, the command 30 minutes

@@ -64,5 +64,8 @@ pub fn of_track(r: &TrackReport, stack: &str) -> Option<Batch> {
     if let Some(t) = h.next_termination {
         b.hours_to_termination(t);
     }
+    for u in &h.in_use {
+        b.block_use(&u.reservation_id, u.idle, u.idle_cost.map(|c| c.amount()), u.utilization_percent, u.unavailable);
+    }
     Some(b)
 }

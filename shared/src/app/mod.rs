@@ -19,3 +19,4 @@ pub mod reconcile;
 pub mod scan;
 pub mod settings;
 pub mod track;
+pub mod usage;

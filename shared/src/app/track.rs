@@ -22,6 +22,7 @@ use super::kinds::{backfill, ultraserver_reservations};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::reconcile::{Settled, settle_open_intents, settling_until};
 use super::settings::StackSettings;
+use super::usage;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
 use crate::domain::budget::{BudgetOwner, IntentState, Period};
@@ -35,6 +36,7 @@ use crate::domain::rule::Rule;
 use crate::domain::run_time::RunTime;
 use crate::domain::slack::SlackMessage;
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
+use crate::domain::usage::{DEFAULT_IDLE_ALERT_MINUTES, Sample, idle_cost, utilization_so_far};
 use crate::ports::{
     BlockKinds, BlockStatusSource, BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, Ledger, MarketError,
     Notifier, Outbox, ReminderError, Reminders, ReservationSource, RuleStore, StoreError,
@@ -76,6 +78,8 @@ pub struct TrackReport {
     pub settled: Vec<Settled>,
     /// Health changes announced (`reservation#summary`).
     pub health: Vec<String>,
+    /// Idle episodes announced, alerted or over (`reservation#idle-<n>[-over]`).
+    pub idle: Vec<String>,
     pub extensions: Vec<ExtensionAction>,
     pub failed_regions: BTreeMap<String, String>,
     /// Hand-off actions planned and run this run (`app::handoff`).
@@ -95,6 +99,19 @@ pub struct Holdings {
     pub budgets: Vec<BudgetLine>,
     pub next_payment_deadline: Option<DateTime<Utc>>,
     pub next_termination: Option<DateTime<Utc>>,
+    /// What each active block's instances are used for, as of its last sample.
+    pub in_use: Vec<BlockUse>,
+}
+
+/// One active block's use and health, for the tracker's metrics.
+#[derive(Debug, Clone, Serialize)]
+pub struct BlockUse {
+    pub reservation_id: String,
+    pub idle: u32,
+    /// What its idle time cost so far at its own price; None when the fee is unknown.
+    pub idle_cost: Option<Money>,
+    pub utilization_percent: Option<rust_decimal::Decimal>,
+    pub unavailable: u32,
 }
 
 /// One budget this month: the account's (owner `account`) or a rule's (owner: its id).
@@ -181,6 +198,10 @@ where
                 match self.track_block(b, obs, &rules, now, &mut report).await {
                     Ok(()) => {
                         observed_now.insert(b.reservation_id.clone());
+                        if let Err(e) = self.sample_usage(b, obs, &rules, now, &mut report).await {
+                            tracing::warn!(event = "usage_not_sampled", reservation = %b.reservation_id, error = %e, "next run samples again");
+                            report.errors.push(format!("{}: {e}", b.reservation_id));
+                        }
                     }
                     Err(e) => {
                         tracing::error!(event = "block_failed", reservation = %b.reservation_id, error = %e, "left as it was; next run retries");
@@ -343,6 +364,16 @@ where
             if t > now {
                 h.next_termination = Some(h.next_termination.map_or(t, |n| n.min(t)));
             }
+            if b.state == BlockState::Active {
+                let total = self.total_fee(&b).await?;
+                h.in_use.push(BlockUse {
+                    reservation_id: b.reservation_id.clone(),
+                    idle: b.usage.idle,
+                    idle_cost: idle_cost(&b.span(), total, b.usage.idle_instance_minutes),
+                    utilization_percent: utilization_so_far(&b.span(), &b.usage),
+                    unavailable: b.health.as_ref().map_or(0, |x| x.unavailable),
+                });
+            }
         }
         let period = Period::of(now);
         let mut owners: Vec<(BudgetOwner, Money)> =
@@ -440,6 +471,42 @@ where
         }
     }
 
+    /// Samples what an active block's instances are doing (it stayed active this run: a block
+    /// that moved was stored anew, and its next run samples it), and announces an idle episode
+    /// once (`app::usage`).
+    async fn sample_usage(
+        &self,
+        b: &Block,
+        obs: &Observed,
+        rules: &HashMap<String, Rule>,
+        now: DateTime<Utc>,
+        report: &mut TrackReport,
+    ) -> Result<(), StoreError> {
+        let Observed::Found { state, available: Some(available), .. } = obs else {
+            return Ok(());
+        };
+        if b.state != BlockState::Active || state != "active" || b.transition(obs, now) != Transition::Stay {
+            return Ok(());
+        }
+        let rule = b.rule_id.as_ref().and_then(|r| rules.get(r));
+        let sample = Sample {
+            at: now,
+            instances: b.instance_count,
+            available: *available,
+            unavailable: b.health.as_ref().map_or(0, |h| h.unavailable),
+        };
+        let alert_after = rule.map_or(DEFAULT_IDLE_ALERT_MINUTES, |r| r.idle_alert_minutes);
+        // The cost is only needed for news, which a sample rarely brings: asked only then.
+        let total =
+            if b.usage.sample(&b.span(), &sample, alert_after).1.is_some() { self.total_fee(b).await? } else { None };
+        let tags = rule.map(|r| r.tags.clone()).unwrap_or_default();
+        if let Some(news) = usage::sample(self.store, b, &sample, alert_after, total, tags, now).await? {
+            tracing::warn!(event = "block_idle_news", reservation = %b.reservation_id, milestone = %news.milestone(), "announced");
+            report.idle.push(format!("{}#{}", b.reservation_id, news.milestone()));
+        }
+        Ok(())
+    }
+
     async fn warn_payment(
         &self,
         b: &Block,
@@ -475,6 +542,10 @@ where
         let mut next = b.clone();
         next.state = to;
         next.end = end;
+        if to.is_final() {
+            // The last sample's count held to the termination: what the end-of-block line tells.
+            next.usage = next.usage.closed(&next.span());
+        }
         let f = &next;
         let moved = milestones(b.state, to, b.end, end);
         for m in &moved {

@@ -18,6 +18,21 @@ impl Period {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// A month as people write it ("2026-12"); None for anything else.
+    pub fn parse(s: &str) -> Option<Period> {
+        let (y, m) = s.split_once('-')?;
+        let ok = y.len() == 4 && m.len() == 2 && y.bytes().chain(m.bytes()).all(|b| b.is_ascii_digit());
+        let month: u32 = m.parse().ok()?;
+        (ok && (1..=12).contains(&month)).then(|| Period(s.to_string()))
+    }
+
+    /// The month before this one.
+    pub fn previous(&self) -> Period {
+        let (y, m) = self.0.split_once('-').unwrap_or(("1970", "01"));
+        let (y, m): (i32, u32) = (y.parse().unwrap_or(1970), m.parse().unwrap_or(1));
+        if m == 1 { Period(format!("{:04}-12", y - 1)) } else { Period(format!("{y:04}-{:02}", m - 1)) }
+    }
 }
 
 /// Whose money a budget limits.

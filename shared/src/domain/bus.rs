@@ -13,6 +13,7 @@ use super::block::Block;
 use super::checkpoint::CheckpointMilestone;
 use super::health::HealthChange;
 use super::milestone::Milestone;
+use super::usage::IdleNews;
 
 /// The `source` of every event capblock puts. Kept as the bare `capblock` rather than a
 /// reverse-DNS name (EventBridge's advice for sources on a shared bus): consumers' rules already
@@ -45,10 +46,11 @@ pub enum DetailType {
     BlockExtended,
     BlockEnded,
     HealthChanged,
+    BlockIdle,
 }
 
 impl DetailType {
-    pub const ALL: [DetailType; 7] = [
+    pub const ALL: [DetailType; 8] = [
         DetailType::BlockPurchased,
         DetailType::PaymentFailed,
         DetailType::BlockActive,
@@ -56,6 +58,7 @@ impl DetailType {
         DetailType::BlockExtended,
         DetailType::BlockEnded,
         DetailType::HealthChanged,
+        DetailType::BlockIdle,
     ];
 
     /// The `detail-type` as EventBridge rules match it.
@@ -68,6 +71,7 @@ impl DetailType {
             DetailType::BlockExtended => "Block Extended",
             DetailType::BlockEnded => "Block Ended",
             DetailType::HealthChanged => "Health Changed",
+            DetailType::BlockIdle => "Block Idle",
         }
     }
 
@@ -151,6 +155,22 @@ pub fn step_of_health(change: &HealthChange) -> BusStep {
     BusStep::HealthChanged { status: status.into(), summary: change.summary() }
 }
 
+/// The event of an idle episode's news: `idle` when alerted, `recovered` when every instance
+/// runs again; `cost`: the idle time's cost at the block's price. Its key is the Slack notice's.
+pub fn step_of_idle(news: &IdleNews, cost: Option<super::money::Money>) -> BusStep {
+    let (status, idle_instances, since) = match news {
+        IdleNews::Idle { idle, since, .. } => ("idle", *idle, *since),
+        IdleNews::Recovered { since, .. } => ("recovered", 0, *since),
+    };
+    BusStep::Idle {
+        status: status.into(),
+        idle_instances,
+        idle_since: since,
+        idle_instance_minutes: news.idle_instance_minutes(),
+        idle_cost: cost.map(|c| c.to_string()),
+    }
+}
+
 /// What one step adds to the common part. Each variant is one detail-type, so an event can
 /// never carry the extra fields of another.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,6 +194,16 @@ pub enum BusStep {
         status: String,
         summary: String,
     },
+    /// Part of the block paid but idle for the rule's `idle_alert_minutes` (`status` `idle`),
+    /// or every instance running again after it (`recovered`); see `domain::usage`.
+    Idle {
+        status: String,
+        idle_instances: u32,
+        idle_since: DateTime<Utc>,
+        idle_instance_minutes: u64,
+        /// At the block's own price; None when capblock never knew the fee.
+        idle_cost: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -193,6 +223,7 @@ impl BusStep {
             BusStep::Extended { .. } => DetailType::BlockExtended,
             BusStep::Ended { .. } => DetailType::BlockEnded,
             BusStep::HealthChanged { .. } => DetailType::HealthChanged,
+            BusStep::Idle { .. } => DetailType::BlockIdle,
         }
     }
 }
@@ -225,10 +256,26 @@ pub struct Detail {
 #[serde(untagged)]
 pub enum Extra {
     None {},
-    Ending { minutes_left: u32 },
-    Extended { previous_end: String },
-    Ended { outcome: EndOutcome },
-    Health { status: String, summary: String },
+    Ending {
+        minutes_left: u32,
+    },
+    Extended {
+        previous_end: String,
+    },
+    Ended {
+        outcome: EndOutcome,
+    },
+    Health {
+        status: String,
+        summary: String,
+    },
+    Idle {
+        status: String,
+        idle_instances: u32,
+        idle_since: String,
+        idle_instance_minutes: u64,
+        idle_cost: Option<String>,
+    },
 }
 
 fn rfc3339(t: DateTime<Utc>) -> String {
@@ -245,6 +292,13 @@ pub fn detail(subject: &Subject, step: &BusStep, step_key: &str) -> Detail {
         BusStep::HealthChanged { status, summary } => {
             Extra::Health { status: status.clone(), summary: summary.clone() }
         }
+        BusStep::Idle { status, idle_instances, idle_since, idle_instance_minutes, idle_cost } => Extra::Idle {
+            status: status.clone(),
+            idle_instances: *idle_instances,
+            idle_since: rfc3339(*idle_since),
+            idle_instance_minutes: *idle_instance_minutes,
+            idle_cost: idle_cost.clone(),
+        },
     };
     let b = &subject.block;
     Detail {

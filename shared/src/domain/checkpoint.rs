@@ -10,6 +10,8 @@ use super::block::Block;
 use super::health::HealthChange;
 use super::lifecycle::termination_time;
 use super::milestone::DELIVERED;
+use super::money::Money;
+use super::usage::IdleNews;
 
 /// One announcement-worthy moment of a block. Its `key` is the outbox identity: everything
 /// that maps to the same key (duplicate deliveries, both detail-type spellings, a retry) is
@@ -144,6 +146,37 @@ pub fn health_notice(
     let mut body = serde_json::to_value(&notice).unwrap_or_default();
     if let Some(fields) = body.as_object_mut() {
         fields.insert("health".into(), serde_json::to_value(change).unwrap_or_default());
+    }
+    (body.to_string(), notice.attributes())
+}
+
+/// The workload notice of an idle episode's news (kind `idle`): the body carries `idle` with the
+/// status (`idle` or `recovered`), how many instances, since when, the idle instance-minutes and
+/// their cost.
+pub fn idle_notice(
+    b: &Block,
+    key: &str,
+    news: &IdleNews,
+    cost: Option<Money>,
+    now: DateTime<Utc>,
+) -> (String, BTreeMap<String, String>) {
+    let notice = WorkloadNotice::of_kind(b, key, "idle".into(), Vec::new(), now);
+    let (status, idle, since) = match news {
+        IdleNews::Idle { idle, since, .. } => ("idle", *idle, *since),
+        IdleNews::Recovered { since, .. } => ("recovered", 0, *since),
+    };
+    let mut body = serde_json::to_value(&notice).unwrap_or_default();
+    if let Some(fields) = body.as_object_mut() {
+        fields.insert(
+            "idle".into(),
+            serde_json::json!({
+                "status": status,
+                "idle_instances": idle,
+                "idle_since": rfc3339(since),
+                "idle_instance_minutes": news.idle_instance_minutes(),
+                "idle_cost": cost.map(|c| c.to_string()),
+            }),
+        );
     }
     (body.to_string(), notice.attributes())
 }

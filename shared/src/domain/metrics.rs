@@ -82,6 +82,11 @@ pub const BUDGET_SPENT: Metric = metric("BudgetSpent", Unit::None, &["Budget"]);
 pub const BUDGET_LIMIT: Metric = metric("BudgetLimit", Unit::None, &["Budget"]);
 pub const HOURS_TO_PAYMENT_DEADLINE: Metric = metric("HoursToPaymentDeadline", Unit::None, &[]);
 pub const HOURS_TO_TERMINATION: Metric = metric("HoursToTermination", Unit::None, &[]);
+// Each active block: what its instances are used for (`domain::usage`) and its health.
+pub const IDLE_INSTANCES: Metric = metric("IdleInstances", Unit::Count, &["Reservation"]);
+pub const IDLE_COST: Metric = metric("IdleCost", Unit::None, &["Reservation"]);
+pub const UTILIZATION: Metric = metric("Utilization", Unit::Percent, &["Reservation"]);
+pub const UNAVAILABLE_INSTANCES: Metric = metric("UnavailableInstances", Unit::Count, &["Reservation"]);
 // From every function.
 pub const ERRORS: Metric = metric("Errors", Unit::Count, &["Function", "Kind"]);
 
@@ -106,6 +111,10 @@ pub const ALL: &[Metric] = &[
     BUDGET_LIMIT,
     HOURS_TO_PAYMENT_DEADLINE,
     HOURS_TO_TERMINATION,
+    IDLE_INSTANCES,
+    IDLE_COST,
+    UTILIZATION,
+    UNAVAILABLE_INSTANCES,
     ERRORS,
 ];
 
@@ -245,6 +254,28 @@ impl Batch {
     /// Hours from now to the next termination time of a held block.
     pub fn hours_to_termination(&mut self, termination: DateTime<Utc>) {
         self.put(HOURS_TO_TERMINATION, &[], hours(termination - self.at));
+    }
+
+    /// One active block's use: instances idle now, what its idle time cost so far (None: fee
+    /// unknown), used over paid instance-time so far (None: not sampled yet), and instances EC2
+    /// took out of it.
+    pub fn block_use(
+        &mut self,
+        reservation: &str,
+        idle: u32,
+        idle_cost: Option<Decimal>,
+        utilization_percent: Option<Decimal>,
+        unavailable: u32,
+    ) {
+        self.put(IDLE_INSTANCES, &[reservation], f64::from(idle));
+        if let Some(c) = idle_cost {
+            let (m, v) = Batch::money(IDLE_COST, c);
+            self.put(m, &[reservation], v);
+        }
+        if let Some(u) = utilization_percent {
+            self.put(UTILIZATION, &[reservation], u.to_f64().unwrap_or(0.0));
+        }
+        self.put(UNAVAILABLE_INSTANCES, &[reservation], f64::from(unavailable));
     }
 
     /// One failed invocation of `function`, by error kind (`FunctionError::kind`).

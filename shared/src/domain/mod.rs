@@ -27,6 +27,7 @@ pub mod pace;
 pub mod permissions;
 pub mod plan;
 pub mod preflight;
+pub mod report;
 pub mod rule;
 pub mod run_time;
 pub mod slack;

@@ -267,6 +267,17 @@ pub fn utilization(b: &Span, u: &Usage, total: Option<Money>) -> Utilization {
     }
 }
 
+/// Used over paid instance-time from the start to the last sample (never past the
+/// termination), in percent to two decimals; None before the first sample.
+pub fn utilization_so_far(b: &Span, u: &Usage) -> Option<Decimal> {
+    let to = u.sampled_at?.min(b.termination);
+    let paid = Decimal::from(b.instances) * Decimal::from(minutes(b.start, to));
+    if paid.is_zero() {
+        return None;
+    }
+    Some((Decimal::from(u.used_instance_minutes) * Decimal::from(100) / paid).round_dp(2))
+}
+
 /// What `idle_instance_minutes` of block `b` cost at the block's own price per instance-hour
 /// (`total` paid over its instances and life), to the cent; None when the fee is unknown.
 pub fn idle_cost(b: &Span, total: Option<Money>, idle_instance_minutes: u64) -> Option<Money> {

@@ -68,6 +68,16 @@ fn every_step() -> Vec<(BusStep, &'static str)> {
         (BusStep::Extended { previous_end: t(11, 11, 30) }, "extended-20261212T1130"),
         (BusStep::Ended { outcome: EndOutcome::Expired }, "expired"),
         (BusStep::HealthChanged { status: "impaired".into(), summary: "a node degraded".into() }, "health-1"),
+        (
+            BusStep::Idle {
+                status: "idle".into(),
+                idle_instances: 3,
+                idle_since: t(10, 12, 30),
+                idle_instance_minutes: 180,
+                idle_cost: Some("288.00 USD".into()),
+            },
+            "idle-1",
+        ),
     ]
 }
 
@@ -88,16 +98,16 @@ async fn every_event_reaches_a_rules_queue_once_and_matches_its_schema() {
         assert!(!store.enqueue(&event_notice(&s, &step, key, Some(&arn), now)).await.unwrap());
     }
     let first = flush(&store, &delivery, now).await.unwrap();
-    assert_eq!((first.published, first.failed), (8, 0), "{first:?}");
+    assert_eq!((first.published, first.failed), (9, 0), "{first:?}");
     let again = flush(&store, &delivery, now + Duration::minutes(5)).await.unwrap();
     assert_eq!(again.published, 0, "published once: {again:?}");
 
     let events = aws.events().await;
-    assert_eq!(events.len(), 8, "{events:#?}");
+    assert_eq!(events.len(), 9, "{events:#?}");
     let mut keys: Vec<&str> = events.iter().map(|e| e["detail"]["event_key"].as_str().unwrap()).collect();
     keys.sort();
     keys.dedup();
-    assert_eq!(keys.len(), 8, "each (block, step) once");
+    assert_eq!(keys.len(), 9, "each (block, step) once");
     for e in &events {
         assert_eq!(e["source"], "capblock");
         assert_eq!(e["resources"][0], arn.as_str());
@@ -487,7 +497,7 @@ fn descriptions<'a>(alerts: &'a [Published], event_type: &str) -> Vec<&'a str> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_blocks_life_makes_the_rules_group_once_paid_and_its_grouping_never_holds_the_block_back() {
+async fn a_blocks_life_puts_its_reservation_in_the_rules_group_once_paid_and_out_at_the_end() {
     let (h, _) = life_rig("handoff-rgroup").await;
     let region: Region = "us-east-1".parse().unwrap();
     let rule = format!("grp-{}", id());
@@ -514,34 +524,37 @@ async fn a_blocks_life_makes_the_rules_group_once_paid_and_its_grouping_never_ho
         .collect();
     let tags = rg.get_tags().arn(ours[0]).send().await.unwrap();
     assert_eq!(tags.tags().unwrap()["capblock:stack"], "capblock-test");
-    // moto has no GroupResources: the add fails there, is announced once and retried every run,
-    // and each retry finds the group there (CreateGroup's "already exists" is no failure).
+    // The block's reservation is in the group, once: the add is done, and a later run neither
+    // adds it again nor makes a second group (CreateGroup's "already exists" is no failure).
+    let arn = h.block(&id).await.arn.expect("EC2 gave the reservation's ARN");
+    let members = |rg: aws_sdk_resourcegroups::Client, group: String| async move {
+        let out = rg.list_group_resources().group(group).send().await.unwrap();
+        out.resources().iter().filter_map(|r| r.identifier()?.resource_arn().map(str::to_string)).collect::<Vec<_>>()
+    };
+    assert_eq!(members(rg.clone(), group.clone()).await, vec![arn.clone()]);
     h.advance_minutes(5).await;
     let report = h.track().await;
-    assert_eq!(report.handoff.failed.len(), 1, "{:#?}", report.handoff);
-    assert!(report.handoff.failed[0].ends_with(&format!("action-reservation-group-add-{group}")));
+    assert!(report.handoff.failed.is_empty() && report.handoff.done.is_empty(), "{:#?}", report.handoff);
     let again = rg.list_groups().send().await.unwrap();
     assert_eq!(again.group_identifiers().iter().filter(|g| g.group_name() == Some(group.as_str())).count(), 1);
     assert_eq!(ours.len(), 1);
+    assert_eq!(members(rg.clone(), group.clone()).await, vec![arn.clone()]);
 
-    // The block's life goes on: active, then ended; the parameter published and cleared.
+    // The block's life goes on: active (still in the group), then ended: out of the group, the
+    // group kept for the rule's next block; the parameter published and cleared.
     track_until(&h, "2026-12-03T11:35:00Z").await;
     assert_eq!(h.block(&id).await.state, BlockState::Active);
+    assert_eq!(members(rg.clone(), group.clone()).await, vec![arn.clone()]);
     track_until(&h, "2026-12-04T11:35:00Z").await;
     assert_eq!(h.block(&id).await.state, BlockState::Expired);
+    assert!(members(rg.clone(), group.clone()).await.is_empty());
     assert_eq!(h.ssm.parameter(&region, &parameter_name(&rule)).await.unwrap(), None);
 
-    // Each failure said once: the add (GroupResources) and the removal at the end
-    // (UngroupResources), both refused by moto, which does not serve them.
+    // Nothing failed, and each step was said once: the add, and the removal at the end.
     let alerts = h.aws.alerts().await;
-    let failed = descriptions(&alerts, "action-failed");
-    assert_eq!(failed.len(), 2, "{failed:#?}");
-    assert!(failed.iter().any(|d| d.contains("Could not add the block's reservation") && d.contains("GroupResources")));
-    assert!(
-        failed
-            .iter()
-            .any(|d| d.contains("Could not take the block's reservation out") && d.contains("UngroupResources"))
-    );
+    assert!(descriptions(&alerts, "action-failed").is_empty(), "{:#?}", descriptions(&alerts, "action-failed"));
+    let done = descriptions(&alerts, "action-done");
+    assert_eq!(done.iter().filter(|d| d.contains(&group)).count(), 2, "{done:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,4 +19,5 @@ mod store;
 mod track;
 mod ultraserver;
 mod ultraserver_wire;
+mod usage;
 mod watch;

@@ -1,0 +1,83 @@
+//! What an active block's instances are used for, in the tracker: each run's sample of the block
+//! (EC2's AvailableInstanceCount from the observation the tracker made anyway) stored with the
+//! block, and each idle episode worth telling announced once, in Slack, to the workloads (kind
+//! `idle`) and as a Block Idle event, through the outbox like every other milestone. The rules
+//! of counting are `domain::usage`'s.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use super::handoff::enqueue_event;
+use super::outbox::alert_notice;
+use crate::domain::announce;
+use crate::domain::block::Block;
+use crate::domain::bus;
+use crate::domain::checkpoint::idle_notice;
+use crate::domain::money::Money;
+use crate::domain::usage::{IdleNews, Sample, idle_cost};
+use crate::ports::{BlockStore, Message, Notice, Outbox, StoreError, Topic};
+
+/// Stores sample `s` of active block `b` (as stored, `b.version`) and announces what it tells,
+/// `total`: what the block cost (fee and paid extensions), `alert_after` the rule's
+/// `idle_alert_minutes`, `tags` the rule's. Enqueue first: a run that dies before the store
+/// write samples again next run, finds the same episode number, and the outbox drops the
+/// repeat. Returns the news announced, if any. A block another run stored meanwhile is left
+/// to that run (it sampled the same instances).
+pub async fn sample<S: BlockStore + Outbox + ?Sized>(
+    store: &S,
+    b: &Block,
+    s: &Sample,
+    alert_after: u32,
+    total: Option<Money>,
+    tags: BTreeMap<String, String>,
+    now: DateTime<Utc>,
+) -> Result<Option<IdleNews>, StoreError> {
+    let (usage, news) = b.usage.sample(&b.span(), s, alert_after);
+    if usage == b.usage {
+        return Ok(None);
+    }
+    if let Some(n) = &news {
+        announce_news(store, b, n, total, tags, now).await?;
+    }
+    let next = Block { usage, ..b.clone() };
+    match store.update_block(&next, b.version).await {
+        Ok(()) => Ok(news),
+        Err(StoreError::Conflict(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn announce_news<S: Outbox + ?Sized>(
+    store: &S,
+    b: &Block,
+    n: &IdleNews,
+    total: Option<Money>,
+    tags: BTreeMap<String, String>,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let cost = idle_cost(&b.span(), total, n.idle_instance_minutes());
+    let key = n.milestone();
+    let msg = match n {
+        IdleNews::Idle { idle, since, idle_instance_minutes, .. } => {
+            announce::idle(b, *idle, *since, *idle_instance_minutes, cost, now)
+        }
+        IdleNews::Recovered { since, until, idle_instance_minutes, .. } => {
+            announce::idle_over(b, *since, *until, *idle_instance_minutes, cost)
+        }
+    };
+    store.enqueue(&alert_notice(&b.reservation_id, &key, &msg, now)).await?;
+    let work_key = format!("{key}@workloads");
+    let (body, attributes) = idle_notice(b, &work_key, n, cost, now);
+    store
+        .enqueue(&Notice {
+            thread: b.reservation_id.clone(),
+            milestone: work_key,
+            topic: Topic::Workloads,
+            message: Message { body, attributes },
+            created_at: now,
+        })
+        .await?;
+    enqueue_event(store, b, tags, &bus::step_of_idle(n, cost), &key, now).await?;
+    Ok(())
+}

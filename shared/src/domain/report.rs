@@ -1,0 +1,176 @@
+//! The month's cost truth per rule and team: what was bought and extended, what it cost, and
+//! what of it was used (`capblock report`, the monthly summary).
+//!
+//! Money columns are the budgets' own: a rule's `spent` for a month is the fees of the blocks
+//! charged to that month (payment failed: given back, so not counted) plus the extensions whose
+//! payment was charged to it, exactly what the rule's budget item counts as spent. The hours
+//! columns are about the blocks charged to the month, over their whole life (extensions
+//! included, whenever paid): paid accelerator-hours, used ones from the tracker's samples
+//! (`domain::usage`), and the price per used accelerator-hour, their whole cost over what was
+//! used. A block still running counts what was used so far.
+//!
+//! Pure: the caller passes every block and its extensions.
+
+use std::collections::BTreeMap;
+
+use rust_decimal::Decimal;
+use serde::Serialize;
+
+use super::block::Block;
+use super::budget::{BudgetOwner, Period};
+use super::extension::{ExtensionIntent, ExtensionState};
+use super::lifecycle::BlockState;
+use super::money::{Money, Rate};
+use super::usage;
+
+/// The rule tag naming the team a rule's spend belongs to (until teams have budgets of their own).
+pub const TEAM_TAG: &str = "team";
+
+/// One rule's month.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleMonth {
+    pub rule: String,
+    /// The rule's `team` tag; `-` when it has none.
+    pub team: String,
+    /// Blocks charged to the month (UltraServer purchases count each reservation).
+    pub blocks: u32,
+    /// Of those, still running or not started (their use is not final).
+    pub open_blocks: u32,
+    pub fees: Money,
+    /// Extensions whose payment was charged to the month (of any block of the rule).
+    pub extensions: Money,
+    /// fees + extensions: the rule's budget's `spent` for the month.
+    pub spent: Money,
+    pub paid_accelerator_hours: Decimal,
+    pub used_accelerator_hours: Decimal,
+    /// Used over paid, percent; None when nothing was paid for in hours.
+    pub utilization_percent: Option<Decimal>,
+    /// The month's blocks' whole cost over their used accelerator-hours; None when none were used.
+    pub per_used_accelerator_hour: Option<Rate>,
+    /// Blocks never sampled running (adopted before usage was tracked, or never active).
+    pub unsampled_blocks: u32,
+}
+
+/// Each rule's month, by rule id: the rules with blocks or extensions charged to it. `teams`:
+/// each rule's team (rules gone from the store keep their blocks, team `-`).
+pub fn month(
+    period: &Period,
+    blocks: &[(Block, Vec<ExtensionIntent>)],
+    teams: &BTreeMap<String, String>,
+) -> Vec<RuleMonth> {
+    let mut rows: BTreeMap<String, Acc> = BTreeMap::new();
+    for (b, extensions) in blocks {
+        let Some(rule) = &b.rule_id else { continue };
+        for x in extensions.iter().filter(|x| x.state == ExtensionState::Paid) {
+            let charged_here =
+                x.charges.iter().any(|c| &c.period == period && c.owner == BudgetOwner::Rule(rule.clone()));
+            if charged_here {
+                rows.entry(rule.clone()).or_default().extensions.push(x.offer.fee);
+            }
+        }
+        let Some(fee) = b.fee else { continue };
+        if b.period.as_ref() != Some(period) || b.state == BlockState::PaymentFailed {
+            continue;
+        }
+        let acc = rows.entry(rule.clone()).or_default();
+        acc.blocks += 1;
+        if !b.state.is_final() {
+            acc.open_blocks += 1;
+        }
+        acc.fees.push(fee);
+        acc.cost.push(fee);
+        acc.cost.extend(extensions.iter().filter(|x| x.state == ExtensionState::Paid).map(|x| x.offer.fee));
+        let x = usage::utilization(&b.span(), &b.usage, None);
+        if let (Some(paid), Some(used)) = (x.paid_accelerator_hours, x.used_accelerator_hours) {
+            acc.paid += paid;
+            acc.used += used;
+        }
+        if !b.usage.is_known() {
+            acc.unsampled += 1;
+        }
+    }
+    rows.into_iter()
+        .map(|(rule, acc)| {
+            let currency = acc.fees.iter().chain(&acc.extensions).next().map(Money::currency);
+            let sum = |v: &[Money]| {
+                let zero = Money::zero(currency.unwrap_or_else(|| "USD".parse().expect("USD is a currency")));
+                v.iter().try_fold(zero, |t, m| t.checked_add(m)).unwrap_or(zero)
+            };
+            let (fees, extensions, cost) = (sum(&acc.fees), sum(&acc.extensions), sum(&acc.cost));
+            RuleMonth {
+                team: teams.get(&rule).cloned().unwrap_or_else(|| "-".into()),
+                rule,
+                blocks: acc.blocks,
+                open_blocks: acc.open_blocks,
+                spent: fees.checked_add(&extensions).unwrap_or(fees),
+                fees,
+                extensions,
+                paid_accelerator_hours: acc.paid,
+                used_accelerator_hours: acc.used,
+                utilization_percent: (!acc.paid.is_zero())
+                    .then(|| (acc.used * Decimal::from(100) / acc.paid).round_dp(2)),
+                per_used_accelerator_hour: if acc.used.is_zero() { None } else { cost.per(acc.used) },
+                unsampled_blocks: acc.unsampled,
+            }
+        })
+        .collect()
+}
+
+/// A team's month: its rules' rows added up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TeamMonth {
+    pub team: String,
+    pub rules: Vec<String>,
+    pub blocks: u32,
+    pub spent: Money,
+    pub paid_accelerator_hours: Decimal,
+    pub used_accelerator_hours: Decimal,
+    pub utilization_percent: Option<Decimal>,
+}
+
+/// The rows by team, teams in name order.
+pub fn by_team(rows: &[RuleMonth]) -> Vec<TeamMonth> {
+    let mut teams: BTreeMap<&str, TeamMonth> = BTreeMap::new();
+    for r in rows {
+        let t = teams.entry(r.team.as_str()).or_insert_with(|| TeamMonth {
+            team: r.team.clone(),
+            rules: Vec::new(),
+            blocks: 0,
+            spent: Money::zero(r.spent.currency()),
+            paid_accelerator_hours: Decimal::ZERO,
+            used_accelerator_hours: Decimal::ZERO,
+            utilization_percent: None,
+        });
+        t.rules.push(r.rule.clone());
+        t.blocks += r.blocks;
+        t.spent = t.spent.checked_add(&r.spent).unwrap_or(t.spent);
+        t.paid_accelerator_hours += r.paid_accelerator_hours;
+        t.used_accelerator_hours += r.used_accelerator_hours;
+    }
+    teams
+        .into_values()
+        .map(|mut t| {
+            if !t.paid_accelerator_hours.is_zero() {
+                t.utilization_percent =
+                    Some((t.used_accelerator_hours * Decimal::from(100) / t.paid_accelerator_hours).round_dp(2));
+            }
+            t
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Acc {
+    blocks: u32,
+    open_blocks: u32,
+    fees: Vec<Money>,
+    extensions: Vec<Money>,
+    /// The month's blocks' whole cost (fees and every paid extension of theirs).
+    cost: Vec<Money>,
+    paid: Decimal,
+    used: Decimal,
+    unsampled: u32,
+}
+
+#[cfg(test)]
+mod tests;

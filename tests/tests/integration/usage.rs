@@ -1,0 +1,132 @@
+//! What a block's instances are used for, end to end on the simulator: an 8-instance block of
+//! which 3 run nothing for two hours (the simulator's `usage` steps) gives one idle alert at the
+//! rule's hour with the money it cost so far, one recovery, a workload notice and a Block Idle
+//! event for each, and the end-of-block line of paid and used hours. Figures by hand: a 1-day
+//! block of 8 x p5.48xlarge (64 accelerators) at 3.00 USD per accelerator-hour costs 4,608.00 USD,
+//! so an instance-minute costs 4,608 / (8 x 1,440) = 0.40 USD.
+
+use capblock_shared::domain::lifecycle::BlockState;
+use capblock_tests::{Rig, RuleToml, ScenarioToml, T0, event_types};
+use chrono::{DateTime, Utc};
+
+fn scenario() -> String {
+    ScenarioToml::new(5, T0)
+        .payment("succeed", Some(3))
+        .raw(
+            r#"[[market]]
+region = "us-east-1"
+instance_type = "p5.48xlarge"
+azs = ["us-east-1a"]
+counts = [8]
+durations_days = [1]
+start_days = [2]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
+usage = [ { after_start_hours = 1.0, running = 5 }, { after_start_hours = 3.0, running = 8 } ]
+"#,
+        )
+        .build()
+}
+
+async fn rig(name: &str) -> Rig {
+    let mut h =
+        Rig::start(name, &scenario(), capblock_tests::quick_timeouts(), T0.parse().unwrap(), "capblock-test").await;
+    h.track.regions = vec!["us-east-1".parse().unwrap()];
+    h
+}
+
+/// Moves the clock to `at` in `step`-minute steps, tracking after each.
+async fn track_every(h: &Rig, step: i64, at: &str) {
+    let at: DateTime<Utc> = at.parse().unwrap();
+    while h.now() < at {
+        h.advance_minutes(step.min((at - h.now()).num_minutes())).await;
+        let report = h.track().await;
+        assert!(report.errors.is_empty(), "{report:#?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_of_eight_idle_for_two_hours_is_said_once_with_its_cost_and_once_over() {
+    let h = rig("usage-idle").await;
+    let rule =
+        RuleToml::p5("idle8").instance_counts(&[8]).budget("10000").extra("tags = { team = \"llm\" }").rule(h.now());
+    let id = h.buy(&rule).await;
+    // Active at 12-03 11:30; the tracker every 5 minutes from then on.
+    track_every(&h, 7 * 60, "2026-12-03T11:35:00Z").await;
+    assert_eq!(h.block(&id).await.state, BlockState::Active);
+    h.aws.alerts().await;
+    h.aws.workload_notices().await;
+    h.aws.events().await;
+
+    // The first hour is quiet; 3 idle from 12:30: nothing said until an hour of it.
+    track_every(&h, 5, "2026-12-03T13:25:00Z").await;
+    assert!(h.aws.alerts().await.is_empty(), "nothing before an hour of idleness");
+    track_every(&h, 5, "2026-12-03T13:30:00Z").await;
+    let alerts = h.aws.alerts().await;
+    assert_eq!(event_types(&alerts), ["idle"]);
+    let alert = &alerts[0].body["content"];
+    assert_eq!(alert["title"], "Paid but idle: 3 of 8 instances for 1 hour");
+    let text = alert["description"].as_str().unwrap();
+    // 3 x 60 instance-minutes at 0.40 USD.
+    assert!(text.contains("has cost 72.00 USD so far (3.0 instance-hours)"), "{text}");
+    assert!(text.contains("since Thu 2026-12-03 12:30 UTC"), "{text}");
+    let work = h.aws.workload_notices().await;
+    assert_eq!(work.len(), 1);
+    assert_eq!(work[0].attributes["kind"], "idle");
+    assert_eq!(work[0].body["idle"]["idle_instances"], 3);
+    assert_eq!(work[0].body["idle"]["idle_cost"], "72.00 USD");
+    let events = h.aws.events().await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["detail-type"], "Block Idle");
+    assert_eq!(events[0]["detail"]["status"], "idle");
+    assert_eq!(events[0]["detail"]["idle_since"], "2026-12-03T12:30:00Z");
+    assert_eq!(events[0]["detail"]["tags"]["team"], "llm");
+
+    // Never again in the episode, however long; a tracker run twice at one moment adds nothing.
+    track_every(&h, 5, "2026-12-03T14:25:00Z").await;
+    h.track().await;
+    assert!(h.aws.alerts().await.is_empty() && h.aws.events().await.is_empty());
+
+    // All 8 run from 14:30: one recovery, 3 x 120 instance-minutes = 144.00 USD in all.
+    track_every(&h, 5, "2026-12-03T15:30:00Z").await;
+    let alerts = h.aws.alerts().await;
+    assert_eq!(event_types(&alerts), ["idle"]);
+    let over = &alerts[0].body["content"];
+    assert_eq!(over["title"], "Every instance of the block runs again");
+    let text = over["description"].as_str().unwrap();
+    assert!(text.contains("6.0 instance-hours paid and unused, which cost 144.00 USD"), "{text}");
+    let events = h.aws.events().await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["detail"]["status"], "recovered");
+    assert_eq!(events[0]["detail"]["idle_instance_minutes"], 360);
+    let stored = h.block(&id).await.usage;
+    assert_eq!((stored.alerts, stored.idle_instance_minutes, stored.episode), (1, 360, None));
+
+    // The end: 8 x 60 + 5 x 120 + 8 x 1,230 (to the termination at 11:00) = 10,920
+    // instance-minutes = 182 of 192 paid; 4,608 / (182 x 8) = 3.1648 USD per used
+    // accelerator-hour.
+    track_every(&h, 7 * 60, "2026-12-04T11:35:00Z").await;
+    assert_eq!(h.block(&id).await.state, BlockState::Expired);
+    let alerts = h.aws.alerts().await;
+    let ended = alerts.iter().find(|a| a.body["metadata"]["eventType"] == "expired").expect("the end announced");
+    let text = ended.body["content"]["description"].as_str().unwrap();
+    assert!(
+        text.contains("• Used: 182 of 192 instance-hours paid (94.79%): 3.1648 USD per used accelerator-hour"),
+        "{text}"
+    );
+    assert_eq!(h.block(&id).await.usage.used_instance_minutes, 10_920);
+}
+
+/// With `idle_alert_minutes = 0` the same idleness is counted and never said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_alerts_off_count_the_idle_time_and_say_nothing() {
+    let h = rig("usage-off").await;
+    let rule =
+        RuleToml::p5("quiet8").instance_counts(&[8]).budget("10000").extra("idle_alert_minutes = 0").rule(h.now());
+    let id = h.buy(&rule).await;
+    track_every(&h, 7 * 60, "2026-12-03T11:35:00Z").await;
+    h.aws.alerts().await;
+    track_every(&h, 10, "2026-12-03T15:30:00Z").await;
+    assert!(h.aws.alerts().await.is_empty());
+    assert!(h.aws.events().await.iter().all(|e| e["detail-type"] != "Block Idle"));
+    assert_eq!(h.block(&id).await.usage.idle_instance_minutes, 360);
+}
