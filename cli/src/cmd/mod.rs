@@ -9,6 +9,7 @@ mod buy;
 mod history;
 mod offerings;
 mod preflight;
+mod report;
 mod rules;
 mod scan;
 mod status;
@@ -35,7 +36,7 @@ capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
 capblock history --region us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n  \
 capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
 capblock buy cb-0123456789abcdef0 --rule p5-weekly\n  \
-capblock status\n  capblock preflight"
+capblock status\n  capblock report --month 2026-12\n  capblock preflight"
 )]
 pub struct Cli {
     /// The deployed stack to act on (the name `sam deploy` used): its table comes from the
@@ -69,6 +70,8 @@ enum Command {
     Buy(buy::BuyArgs),
     /// One screen: mode, rules, open blocks, this month's spend, the last scan, the dashboard.
     Status(status::StatusArgs),
+    /// A month's spend per rule and team beside its budget, and what the blocks were used for.
+    Report(report::ReportArgs),
     /// Check the stack in its account before switching it to live: settings, alerts, market, blocks.
     Preflight(preflight::PreflightArgs),
 }
@@ -85,6 +88,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Command::Approve(a) => approve::run(a).await,
         Command::Buy(a) => buy::run(a).await,
         Command::Status(a) => status::run(a).await,
+        Command::Report(a) => report::run(a).await,
         Command::Preflight(a) => preflight::run(a).await,
     }
 }

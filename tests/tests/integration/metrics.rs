@@ -129,8 +129,30 @@ async fn real_runs_emit_every_catalogued_metric_as_valid_emf() {
     assert!((10.9..=11.0).contains(&to_deadline), "{to_deadline}");
     assert!(value(&track, "HoursToTermination", &[]).unwrap() > 24.0);
 
-    let emitted: BTreeSet<&str> =
-        scan.iter().chain(&track).flat_map(|d| d.as_object().unwrap().keys().map(String::as_str)).collect();
+    // Active (12-03 11:30), and sampled an hour later: its one instance runs, nothing idle.
+    let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+    let mut now = now;
+    let mut active = Vec::new();
+    for step in ["2026-12-03T11:35:00Z", "2026-12-03T12:40:00Z"] {
+        sim.advance_secs((at(step) - now).num_seconds()).await;
+        now = at(step);
+        let (outcomes, docs) = run("track-blocks", &env, &[tick(now)]).await;
+        assert!(matches!(outcomes[0], Outcome::Response(_)), "{:?}", outcomes[0]);
+        active = docs;
+    }
+    let reservation = sim.purchases().await[0]["reservation_id"].as_str().unwrap().to_string();
+    let block = [("Reservation", reservation.as_str())];
+    assert_eq!(value(&active, "IdleInstances", &block), Some(0.0));
+    assert_eq!(value(&active, "IdleCost", &block), Some(0.0));
+    assert_eq!(value(&active, "Utilization", &block), Some(100.0));
+    assert_eq!(value(&active, "UnavailableInstances", &block), Some(0.0));
+
+    let emitted: BTreeSet<&str> = scan
+        .iter()
+        .chain(&track)
+        .chain(&active)
+        .flat_map(|d| d.as_object().unwrap().keys().map(String::as_str))
+        .collect();
     let missing: Vec<&str> = metrics::ALL.iter().map(|m| m.name).filter(|n| !emitted.contains(n)).collect();
     assert!(missing.is_empty(), "catalogued but never emitted by a real run: {missing:?}");
 }

@@ -221,7 +221,7 @@ async fn purchase_dry_run_tags_and_reservation_lookups() {
                 end: offering.end,
                 capacity_block_id: block_id,
                 instance_count: offering.instance_count,
-                available: Some(offering.instance_count),
+                available: Some(0),
             }
         )
     );

@@ -114,6 +114,39 @@ async fn three_of_eight_idle_for_two_hours_is_said_once_with_its_cost_and_once_o
         "{text}"
     );
     assert_eq!(h.block(&id).await.usage.used_instance_minutes, 10_920);
+
+    // The month's report agrees with the rule's budget to the cent, and says what was used.
+    let csv = capblock(&h, &["report", "--month", "2026-12", "--csv"]).await;
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2, "{csv}");
+    assert!(
+        lines[0].starts_with("month,rule,team,blocks,open_blocks,currency,fees,extensions,spent,budget_spent,"),
+        "{csv}"
+    );
+    assert_eq!(lines[1], "2026-12,idle8,llm,1,0,USD,4608.00,0.00,4608.00,4608.00,1536,1456,94.79,3.1648");
+    let table = capblock(&h, &["report", "--month", "2026-12"]).await;
+    assert!(table.contains("account budget spent in 2026-12: 4608.00 USD"), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&capblock(&h, &["report", "--json"]).await).unwrap();
+    assert_eq!(json["month"], "2026-12", "the clock's month by default");
+    assert_eq!(json["rules"][0]["spent"], json["rules"][0]["budget_spent"]);
+    assert_eq!(json["teams"][0]["team"], "llm");
+    let empty = capblock(&h, &["report", "--month", "2026-11"]).await;
+    assert_eq!(empty.trim(), "nothing bought or extended in 2026-11");
+}
+
+/// `capblock ARGS` against the rig's table and clock; its stdout (it must succeed).
+async fn capblock(h: &Rig, args: &[&str]) -> String {
+    let out = tokio::process::Command::new(capblock_tests::runtime::binary("capblock"))
+        .envs(capblock_tests::binary_env(&h.sim, &h.aws, "capblock-test"))
+        .env("CAPBLOCK_CONFIG", std::env::temp_dir().join("capblock-no-config.toml"))
+        .args(args)
+        .output()
+        .await
+        .expect("run capblock");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{args:?}: {stdout}{stderr}");
+    assert!(!stderr.contains("note:"), "the budget agrees: {stderr}");
+    stdout.into_owned()
 }
 
 /// With `idle_alert_minutes = 0` the same idleness is counted and never said.

@@ -20,6 +20,13 @@ pub(crate) fn every_step() -> Vec<BusStep> {
         BusStep::Extended { previous_end: t(11, 11, 30) },
         BusStep::Ended { outcome: EndOutcome::Expired },
         BusStep::HealthChanged { status: "impaired".into(), summary: "one node degraded".into() },
+        BusStep::Idle {
+            status: "idle".into(),
+            idle_instances: 3,
+            idle_since: t(10, 12, 30),
+            idle_instance_minutes: 180,
+            idle_cost: Some("288.00 USD".into()),
+        },
     ];
     let types: Vec<DetailType> = steps.iter().map(BusStep::detail_type).collect();
     assert_eq!(types, DetailType::ALL, "one step per detail-type, in order");

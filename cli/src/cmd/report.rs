@@ -1,0 +1,229 @@
+//! `capblock report`: a month's cost truth per rule and team (`domain::report`), beside what each
+//! rule's budget counted as spent, so a difference shows at once.
+
+use std::collections::BTreeMap;
+
+use capblock_shared::domain::budget::{BudgetOwner, Period};
+use capblock_shared::domain::money::Money;
+use capblock_shared::domain::report::{self, RuleMonth, TEAM_TAG, TeamMonth};
+use capblock_shared::ports::{BlockArchive, ExtensionLedger, Ledger, RuleStore};
+use clap::Args;
+use rust_decimal::Decimal;
+use serde::Serialize;
+
+use crate::context::{CliError, CliResult, run_now, store};
+use crate::table;
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  capblock report                      # this month so far\n  \
+capblock report --month 2026-11\n  capblock report --month 2026-11 --csv > capblock-2026-11.csv\n\n\
+What the columns mean:\n  SPENT        the month's fees plus the extensions paid in it: what the rule's budget counts\n  \
+BUDGET       the rule's budget item's own `spent` for the month (the two agree; a note says when not)\n  \
+GPU-H PAID   accelerator-hours of the blocks charged to the month, over their whole life\n  \
+GPU-H USED   of those, what the tracker saw running (5-minute samples; a block still open: so far)\n  \
+USE %        used over paid (a block used to its end reaches about 99%: EC2 terminates the\n               \
+instances 30 minutes before the end, and that half hour is paid)\n  \
+$/USED GPU-H the blocks' whole cost (extensions included) over the used accelerator-hours\n\n\
+A rule's team is its `team` tag. Blocks adopted from the account (no fee known) are not counted.\n\
+Exit codes: 0 reported (a month with nothing says so), 1 store failure, 2 bad input.")]
+pub struct ReportArgs {
+    /// The month (YYYY-MM, UTC); default: this month, on the stack's clock.
+    #[arg(long, value_name = "YYYY-MM")]
+    month: Option<String>,
+    /// Print CSV (one row per rule) for a spreadsheet or a FinOps tool.
+    #[arg(long, conflicts_with = "json")]
+    csv: bool,
+    /// Print JSON: the rules, the teams and the account's budget.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One rule's month beside its budget's count.
+#[derive(Serialize)]
+struct Row {
+    #[serde(flatten)]
+    month: RuleMonth,
+    budget_spent: Option<Money>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    month: String,
+    rules: Vec<Row>,
+    teams: Vec<TeamMonth>,
+    account_spent: Option<Money>,
+}
+
+fn hours(d: Decimal) -> String {
+    format!("{:.1}", d)
+}
+
+pub async fn run(a: ReportArgs) -> CliResult {
+    let period = match &a.month {
+        Some(m) => Period::parse(m)
+            .ok_or_else(|| CliError::Invalid(format!("--month {m:?}: write a month as YYYY-MM, e.g. 2026-12")))?,
+        None => Period::of(run_now(None, false).await?.clock()),
+    };
+    let store = store().await?;
+    let rules = store.list_rules().await?;
+    let teams: BTreeMap<String, String> =
+        rules.iter().filter_map(|r| Some((r.rule.id.clone(), r.rule.tags.get(TEAM_TAG)?.clone()))).collect();
+    let mut blocks = Vec::new();
+    for b in store.all_blocks().await? {
+        let extensions = store.extensions_of(&b.reservation_id).await?;
+        blocks.push((b, extensions));
+    }
+    let mut months = report::month(&period, &blocks, &teams);
+    let mut rows = Vec::new();
+    for m in months.drain(..) {
+        let budget = store.usage(&BudgetOwner::Rule(m.rule.clone()), &period).await?.map(|u| u.spent);
+        rows.push(Row { month: m, budget_spent: budget });
+    }
+    let account_spent = store.usage(&BudgetOwner::Account, &period).await?.map(|u| u.spent);
+    let teams = report::by_team(&rows.iter().map(|r| r.month.clone()).collect::<Vec<_>>());
+    for r in &rows {
+        let counted = r.budget_spent.unwrap_or(Money::zero(r.month.spent.currency()));
+        if counted != r.month.spent {
+            eprintln!(
+                "note: rule {}'s budget counts {counted} spent in {}, the blocks and extensions {}: a purchase may still \
+                 be settling (the tracker's next run records it)",
+                r.month.rule,
+                period.as_str(),
+                r.month.spent
+            );
+        }
+    }
+    let report = Report { month: period.as_str().to_string(), rules: rows, teams, account_spent };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if a.csv {
+        print_csv(&report)?;
+    } else {
+        print_table(&report);
+    }
+    Ok(())
+}
+
+fn rate(r: &RuleMonth) -> String {
+    r.per_used_accelerator_hour.map_or("-".into(), |p| format!("{:.4}", p.per_unit))
+}
+
+fn percent(p: Option<Decimal>) -> String {
+    p.map_or("-".into(), |p| format!("{p:.1}"))
+}
+
+fn print_table(r: &Report) {
+    if r.rules.is_empty() {
+        println!("nothing bought or extended in {}", r.month);
+        return;
+    }
+    let currency = r.rules[0].month.spent.currency();
+    let rows: Vec<Vec<String>> = r
+        .rules
+        .iter()
+        .map(|row| {
+            let m = &row.month;
+            vec![
+                m.rule.clone(),
+                m.team.clone(),
+                if m.open_blocks > 0 { format!("{} ({} open)", m.blocks, m.open_blocks) } else { m.blocks.to_string() },
+                table::money(&m.fees),
+                table::money(&m.extensions),
+                table::money(&m.spent),
+                row.budget_spent.map_or("-".into(), |b| table::money(&b)),
+                hours(m.paid_accelerator_hours),
+                hours(m.used_accelerator_hours),
+                percent(m.utilization_percent),
+                rate(m),
+            ]
+        })
+        .collect();
+    println!("{} ({currency}, UTC month)", r.month);
+    println!(
+        "{}",
+        table::render(
+            &[
+                "RULE",
+                "TEAM",
+                "BLOCKS",
+                "FEES",
+                "EXTENSIONS",
+                "SPENT",
+                "BUDGET",
+                "GPU-H PAID",
+                "GPU-H USED",
+                "USE %",
+                "$/USED GPU-H"
+            ],
+            &rows
+        )
+    );
+    println!();
+    let teams: Vec<Vec<String>> = r
+        .teams
+        .iter()
+        .map(|t| {
+            vec![
+                t.team.clone(),
+                t.rules.join(", "),
+                t.blocks.to_string(),
+                table::money(&t.spent),
+                hours(t.paid_accelerator_hours),
+                hours(t.used_accelerator_hours),
+                percent(t.utilization_percent),
+            ]
+        })
+        .collect();
+    println!("{}", table::render(&["TEAM", "RULES", "BLOCKS", "SPENT", "GPU-H PAID", "GPU-H USED", "USE %"], &teams));
+    if let Some(a) = r.account_spent {
+        println!("\naccount budget spent in {}: {a}", r.month);
+    }
+    let unsampled: u32 = r.rules.iter().map(|x| x.month.unsampled_blocks).sum();
+    if unsampled > 0 {
+        println!("{unsampled} block(s) never seen running yet: their used hours count 0");
+    }
+}
+
+fn print_csv(r: &Report) -> CliResult {
+    let mut w = csv::Writer::from_writer(std::io::stdout().lock());
+    let failed = |e: csv::Error| CliError::Failed(format!("writing CSV: {e}"));
+    w.write_record([
+        "month",
+        "rule",
+        "team",
+        "blocks",
+        "open_blocks",
+        "currency",
+        "fees",
+        "extensions",
+        "spent",
+        "budget_spent",
+        "paid_accelerator_hours",
+        "used_accelerator_hours",
+        "utilization_percent",
+        "per_used_accelerator_hour",
+    ])
+    .map_err(failed)?;
+    for row in &r.rules {
+        let m = &row.month;
+        w.write_record([
+            r.month.clone(),
+            m.rule.clone(),
+            m.team.clone(),
+            m.blocks.to_string(),
+            m.open_blocks.to_string(),
+            m.spent.currency().to_string(),
+            table::money(&m.fees),
+            table::money(&m.extensions),
+            table::money(&m.spent),
+            row.budget_spent.map_or(String::new(), |b| table::money(&b)),
+            m.paid_accelerator_hours.normalize().to_string(),
+            m.used_accelerator_hours.normalize().to_string(),
+            m.utilization_percent.map_or(String::new(), |p| p.normalize().to_string()),
+            m.per_used_accelerator_hour.map_or(String::new(), |p| p.per_unit.round_dp(4).to_string()),
+        ])
+        .map_err(failed)?;
+    }
+    w.flush().map_err(|e| CliError::Failed(format!("writing CSV: {e}")))?;
+    Ok(())
+}
