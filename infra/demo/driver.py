@@ -316,11 +316,31 @@ def main():
     lambdas = Lambdas()
     try:
         lambdas.start()
-        played = play(Story(lambdas))
+        story = Story(lambdas)
+        played = play(story)
+        reported = report()
         preflight(lambdas)
-        return played
+        return played or reported
     finally:
         lambdas.stop()
+
+
+def report():
+    """`capblock report` for the story's month: per rule and team, what was spent beside each
+    budget's own count, and what the blocks were used for. The demo fails if a rule's spend and
+    its budget disagree (the report says so on stderr)."""
+    month = sim("/_sim/state")["now"][:7]
+    print()
+    print(f"==> capblock report --month {month}: the month per rule and team, beside the budgets")
+    sys.stdout.flush()
+    out = subprocess.run([f"{BIN}/capblock", "report", "--month", month], capture_output=True, text=True, check=False)
+    print(out.stdout, end="")
+    disagree = [line for line in out.stderr.splitlines() if line.startswith("note:")]
+    for line in disagree:
+        print("  " + line)
+    ok = out.returncode == 0 and not disagree
+    print(f"  {'ok  ' if ok else 'FAIL'}  the report agrees with every budget to the cent")
+    return 0 if ok else 1
 
 
 def preflight(lambdas):
@@ -435,6 +455,7 @@ def summary(story, state):
         ("the UltraServer's 30-minute reminder came 90 minutes before its end",
          ultra_30 == [ultra_end - dt.timedelta(minutes=90)] if ultra_end else False),
         ("its health alert and its recovery, once each", health == 2),
+        ("p5-weekly's idle-but-paid alert and its recovery, once each", story.alert_types.count("idle") == 2),
         ("no function failed", not story.errors),
         ("every dashboard metric written as valid EMF", emf_lines > 0 and not emf_problems and not missing),
         *story.handoff.checks(state),

@@ -166,7 +166,7 @@ class HandOff:
             ("p5-trainers back to 0 before the end", down_ok),
             ("Run Command sent once, 30 min before termination", command_ok),
             ("each capblock event on the queue once per (block, step)", bool(keys) and len(keys) == len(set(keys))),
-            ("all seven detail-types went out", ALL_DETAIL_TYPES <= {t for _, t in types}),
+            ("all eight detail-types went out", ALL_DETAIL_TYPES <= {t for _, t in types}),
             ("every event matches its JSON Schema", self.schema_check()),
         ]
 
