@@ -1,15 +1,11 @@
 //! `capblock report`: a month's cost truth per rule and team (`domain::report`), beside what each
 //! rule's budget counted as spent, so a difference shows at once.
 
-use std::collections::BTreeMap;
-
-use capblock_shared::domain::budget::{BudgetOwner, Period};
-use capblock_shared::domain::money::Money;
-use capblock_shared::domain::report::{self, RuleMonth, TEAM_TAG, TeamMonth};
-use capblock_shared::ports::{BlockArchive, ExtensionLedger, Ledger, RuleStore};
+use capblock_shared::app::report::{Month, month};
+use capblock_shared::domain::budget::Period;
+use capblock_shared::domain::report::RuleMonth;
 use clap::Args;
 use rust_decimal::Decimal;
-use serde::Serialize;
 
 use crate::context::{CliError, CliResult, run_now, store};
 use crate::table;
@@ -38,22 +34,6 @@ pub struct ReportArgs {
     json: bool,
 }
 
-/// One rule's month beside its budget's count.
-#[derive(Serialize)]
-struct Row {
-    #[serde(flatten)]
-    month: RuleMonth,
-    budget_spent: Option<Money>,
-}
-
-#[derive(Serialize)]
-struct Report {
-    month: String,
-    rules: Vec<Row>,
-    teams: Vec<TeamMonth>,
-    account_spent: Option<Money>,
-}
-
 fn hours(d: Decimal) -> String {
     format!("{:.1}", d)
 }
@@ -65,35 +45,17 @@ pub async fn run(a: ReportArgs) -> CliResult {
         None => Period::of(run_now(None, false).await?.clock()),
     };
     let store = store().await?;
-    let rules = store.list_rules().await?;
-    let teams: BTreeMap<String, String> =
-        rules.iter().filter_map(|r| Some((r.rule.id.clone(), r.rule.tags.get(TEAM_TAG)?.clone()))).collect();
-    let mut blocks = Vec::new();
-    for b in store.all_blocks().await? {
-        let extensions = store.extensions_of(&b.reservation_id).await?;
-        blocks.push((b, extensions));
+    let report = month(&store, &period).await?;
+    for r in report.rules.iter().filter(|r| !r.agrees()) {
+        eprintln!(
+            "note: rule {}'s budget counts {} spent in {}, the blocks and extensions {}: a purchase may still \
+             be settling (the tracker's next run records it)",
+            r.month.rule,
+            r.budget_spent.map_or("nothing".to_string(), |b| b.to_string()),
+            period.as_str(),
+            r.month.spent
+        );
     }
-    let mut months = report::month(&period, &blocks, &teams);
-    let mut rows = Vec::new();
-    for m in months.drain(..) {
-        let budget = store.usage(&BudgetOwner::Rule(m.rule.clone()), &period).await?.map(|u| u.spent);
-        rows.push(Row { month: m, budget_spent: budget });
-    }
-    let account_spent = store.usage(&BudgetOwner::Account, &period).await?.map(|u| u.spent);
-    let teams = report::by_team(&rows.iter().map(|r| r.month.clone()).collect::<Vec<_>>());
-    for r in &rows {
-        let counted = r.budget_spent.unwrap_or(Money::zero(r.month.spent.currency()));
-        if counted != r.month.spent {
-            eprintln!(
-                "note: rule {}'s budget counts {counted} spent in {}, the blocks and extensions {}: a purchase may still \
-                 be settling (the tracker's next run records it)",
-                r.month.rule,
-                period.as_str(),
-                r.month.spent
-            );
-        }
-    }
-    let report = Report { month: period.as_str().to_string(), rules: rows, teams, account_spent };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if a.csv {
@@ -112,7 +74,7 @@ fn percent(p: Option<Decimal>) -> String {
     p.map_or("-".into(), |p| format!("{p:.1}"))
 }
 
-fn print_table(r: &Report) {
+fn print_table(r: &Month) {
     if r.rules.is_empty() {
         println!("nothing bought or extended in {}", r.month);
         return;
@@ -184,7 +146,7 @@ fn print_table(r: &Report) {
     }
 }
 
-fn print_csv(r: &Report) -> CliResult {
+fn print_csv(r: &Month) -> CliResult {
     let mut w = csv::Writer::from_writer(std::io::stdout().lock());
     let failed = |e: csv::Error| CliError::Failed(format!("writing CSV: {e}"));
     w.write_record([

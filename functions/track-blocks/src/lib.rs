@@ -5,12 +5,15 @@
 
 use capblock_shared::app::handoff::Hands;
 use capblock_shared::app::metrics;
+use capblock_shared::app::outbox::flush;
+use capblock_shared::app::report::{MONTHLY_SUMMARY_SOURCE, enqueue_summary};
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
+use capblock_shared::domain::budget::Period;
 
 use capblock_shared::lambda::{
     Adapters, FunctionError, NameKeeper, Payload, Reply, SettingsKeeper, check_own_role, emit_corrupt_items,
@@ -33,6 +36,8 @@ pub const AWS_PORTS: &[&str] = &[
     "FunctionDirectory",
     "Ledger",
     "BlockStore",
+    // The monthly summary reads every block once a month (`app::report`).
+    "BlockArchive",
     "ExtensionLedger",
     "Outbox",
     "Notifier",
@@ -116,6 +121,8 @@ impl App {
             return checked.map(Reply::Role).map_err(|e| report("track-blocks", &stack.name, e));
         }
         let until = invocation_deadline(&event.context);
+        // The monthly schedule's payload: a run as always, then the past month's summary.
+        let summary = matches!(&event.payload, Payload::Json(v) if v.get("source").and_then(|s| s.as_str()) == Some(MONTHLY_SUMMARY_SOURCE));
         let out = on_tick("track-blocks", event.payload, &self.time, &SystemClock, stack, |at| async move {
             let hands = Hands {
                 parameters: &self.ssm,
@@ -132,7 +139,15 @@ impl App {
                 settings: &self.settings,
                 hands: Some(hands),
             };
-            let report = tracker.run_until(at, until).await?;
+            let mut report = tracker.run_until(at, until).await?;
+            if summary && !at.is_replay() {
+                // The month before the clock's, never a payload's: a late or retried schedule
+                // summarizes the same month, and the outbox sends it once.
+                let month = Period::of(at.clock()).previous();
+                enqueue_summary(&self.aws.store, &month, at.clock()).await?;
+                report.notices = flush(&self.aws.store, &self.aws.notifier, at.clock()).await?;
+                report.summary = Some(month.as_str().to_string());
+            }
             let metrics = metrics::of_track(&report, &stack.name);
             Ok((report, metrics))
         })

@@ -16,6 +16,7 @@ pub mod permissions;
 pub mod preflight;
 pub mod purchase;
 pub mod reconcile;
+pub mod report;
 pub mod scan;
 pub mod settings;
 pub mod track;

@@ -80,6 +80,8 @@ pub struct TrackReport {
     pub health: Vec<String>,
     /// Idle episodes announced, alerted or over (`reservation#idle-<n>[-over]`).
     pub idle: Vec<String>,
+    /// The month whose summary this run posted (the monthly schedule's run only).
+    pub summary: Option<String>,
     pub extensions: Vec<ExtensionAction>,
     pub failed_regions: BTreeMap<String, String>,
     /// Hand-off actions planned and run this run (`app::handoff`).

@@ -183,6 +183,67 @@ pub fn quota_zero(region: &str, family: &str, refused: &Refusals, now: DateTime<
     }
 }
 
+/// The month's summary (the first day of the next month): each rule's spend and use, each
+/// team's, and the account's count. Thread `report-<month>`.
+pub fn month_summary(
+    month: &str,
+    rules: &[super::report::RuleMonth],
+    teams: &[super::report::TeamMonth],
+    account_spent: Option<Money>,
+) -> SlackMessage {
+    let pct = |p: Option<rust_decimal::Decimal>| p.map_or("-".to_string(), |p| format!("{p:.1}%"));
+    let (title, description) = if rules.is_empty() {
+        (format!("{month}: nothing bought or extended"), format!("No block was charged to {month}."))
+    } else {
+        let blocks: u32 = rules.iter().map(|r| r.blocks).sum();
+        let spent = rules.iter().skip(1).try_fold(rules[0].spent, |t, r| t.checked_add(&r.spent).ok());
+        let mut lines: Vec<String> = rules
+            .iter()
+            .map(|r| {
+                let price = r
+                    .per_used_accelerator_hour
+                    .map_or(String::new(), |p| format!(", {} per used accelerator-hour", p.display()));
+                format!(
+                    "• `{}` ({}): {} block(s), {} spent ({} fees + {} extensions), {:.1} of {:.1} accelerator-hours used ({}){price}",
+                    r.rule,
+                    r.team,
+                    r.blocks,
+                    r.spent,
+                    r.fees,
+                    r.extensions,
+                    r.used_accelerator_hours,
+                    r.paid_accelerator_hours,
+                    pct(r.utilization_percent)
+                )
+            })
+            .collect();
+        lines.extend(
+            teams.iter().map(|t| format!("• team {}: {} spent, {} used", t.team, t.spent, pct(t.utilization_percent))),
+        );
+        if let Some(a) = account_spent {
+            lines.push(format!("• account budget: {a} spent"));
+        }
+        (
+            format!(
+                "{month}: {blocks} block(s), {} spent",
+                spent.map_or_else(|| "several currencies".to_string(), |s| s.to_string())
+            ),
+            lines.join("\n"),
+        )
+    };
+    SlackMessage {
+        id: format!("report-{month}#summary"),
+        title,
+        description,
+        next_steps: vec![format!("`capblock report --month {month} --csv` for a spreadsheet or a FinOps tool.")],
+        keywords: vec!["capblock".into(), "report".into(), month.to_string()],
+        thread_id: format!("report-{month}"),
+        summary: format!("capblock's month {month}"),
+        event_type: "month-summary".into(),
+        related_resources: vec![],
+    }
+}
+
 /// A region does not sell an instance type as Capacity Blocks (InvalidParameterValue).
 pub fn not_sold(region: &str, instance_type: &str, ec2_says: &str, rules: &[String]) -> SlackMessage {
     SlackMessage {

@@ -132,6 +132,55 @@ async fn three_of_eight_idle_for_two_hours_is_said_once_with_its_cost_and_once_o
     assert_eq!(json["teams"][0]["team"], "llm");
     let empty = capblock(&h, &["report", "--month", "2026-11"]).await;
     assert_eq!(empty.trim(), "nothing bought or extended in 2026-11");
+
+    // January the first: the monthly schedule's tracker run posts December's summary, once
+    // however often the schedule retries.
+    h.advance_minutes((at("2027-01-01T09:00:00Z") - h.now()).num_minutes()).await;
+    let summary = serde_json::json!({"source": "capblock.monthly-summary", "time": "2027-01-01T09:00:00Z"});
+    tracker_binary(&h, &[summary.clone(), summary]).await;
+    let alerts = h.aws.alerts().await;
+    let month: Vec<_> = alerts.iter().filter(|a| a.body["metadata"]["eventType"] == "month-summary").collect();
+    assert_eq!(month.len(), 1, "{alerts:#?}");
+    let c = &month[0].body["content"];
+    assert_eq!(c["title"], "2026-12: 1 block(s), 4608.00 USD spent");
+    let text = c["description"].as_str().unwrap();
+    assert!(
+        text.contains(
+            "• `idle8` (llm): 1 block(s), 4608.00 USD spent (4608.00 USD fees + 0.00 USD extensions), \
+             1456.0 of 1536.0 accelerator-hours used (94.8%), 3.1648 USD per used accelerator-hour"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("• team llm: 4608.00 USD spent, 94.8% used"), "{text}");
+    assert_eq!(month[0].body["metadata"]["threadId"], "report-2026-12");
+}
+
+fn at(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+/// The track-blocks binary behind the local Runtime API, invoked once per payload (each must
+/// succeed), against the rig's table and clock.
+async fn tracker_binary(h: &Rig, payloads: &[serde_json::Value]) {
+    use capblock_tests::runtime::{self, Outcome};
+    let mut env = capblock_tests::binary_env(&h.sim, &h.aws, "capblock-test");
+    env.extend(
+        [
+            ("CAPBLOCK_MODE", "live"),
+            ("CAPBLOCK_SCHEDULE_GROUP", "default"),
+            ("CAPBLOCK_REMINDER_TARGET_ARN", "arn:aws:lambda:us-east-1:123456789012:function:on-capacity-event"),
+            ("CAPBLOCK_REMINDER_ROLE_ARN", "arn:aws:iam::123456789012:role/capblock-reminder"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    let api = runtime::start().await;
+    let mut child = runtime::spawn(&api, &runtime::binary("track-blocks"), &env);
+    for p in payloads {
+        let id = api.invoke(p.clone());
+        let out = api.wait_outcome(&id, std::time::Duration::from_secs(60)).await;
+        assert!(matches!(out, Some(Outcome::Response(_))), "{out:?}");
+    }
+    child.kill().await.expect("stop the function");
 }
 
 /// `capblock ARGS` against the rig's table and clock; its stdout (it must succeed).

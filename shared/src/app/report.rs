@@ -1,0 +1,84 @@
+//! A month's cost truth (`domain::report`) from the store: every block with its extensions, the
+//! rules' teams and the budgets' own counts. For `capblock report`, and for the summary the
+//! tracker posts to Slack on the first day of each month (its schedule's payload asks for it).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::outbox::alert_notice;
+use crate::domain::announce;
+use crate::domain::budget::{BudgetOwner, Period};
+use crate::domain::money::Money;
+use crate::domain::report::{self, RuleMonth, TEAM_TAG, TeamMonth};
+use crate::ports::{BlockArchive, ExtensionLedger, Ledger, Outbox, RuleStore, StoreError};
+
+/// The payload `source` of the monthly schedule: the tracker runs as always, then posts the
+/// previous month's summary.
+pub const MONTHLY_SUMMARY_SOURCE: &str = "capblock.monthly-summary";
+
+/// One rule's month beside its budget's own count.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    #[serde(flatten)]
+    pub month: RuleMonth,
+    /// What the rule's budget item counts as spent in the month (None: no item).
+    pub budget_spent: Option<Money>,
+}
+
+impl Row {
+    /// Whether the blocks and extensions add up to what the budget counts, to the cent.
+    pub fn agrees(&self) -> bool {
+        self.budget_spent.unwrap_or(Money::zero(self.month.spent.currency())) == self.month.spent
+    }
+}
+
+/// A month per rule and team, and the account budget's count.
+#[derive(Debug, Clone, Serialize)]
+pub struct Month {
+    pub month: String,
+    pub rules: Vec<Row>,
+    pub teams: Vec<TeamMonth>,
+    pub account_spent: Option<Money>,
+}
+
+/// The month `period` as the store holds it. Reads every block (a table scan: for people and
+/// the monthly summary, never a run's hot path).
+pub async fn month<S>(store: &S, period: &Period) -> Result<Month, StoreError>
+where
+    S: BlockArchive + ExtensionLedger + RuleStore + Ledger + ?Sized,
+{
+    let teams: BTreeMap<String, String> = store
+        .list_rules()
+        .await?
+        .into_iter()
+        .filter_map(|r| Some((r.rule.id.clone(), r.rule.tags.get(TEAM_TAG)?.clone())))
+        .collect();
+    let mut blocks = Vec::new();
+    for b in store.all_blocks().await? {
+        let extensions = store.extensions_of(&b.reservation_id).await?;
+        blocks.push((b, extensions));
+    }
+    let mut rules = Vec::new();
+    for m in report::month(period, &blocks, &teams) {
+        let budget_spent = store.usage(&BudgetOwner::Rule(m.rule.clone()), period).await?.map(|u| u.spent);
+        rules.push(Row { month: m, budget_spent });
+    }
+    let teams = report::by_team(&rules.iter().map(|r| r.month.clone()).collect::<Vec<_>>());
+    let account_spent = store.usage(&BudgetOwner::Account, period).await?.map(|u| u.spent);
+    Ok(Month { month: period.as_str().to_string(), rules, teams, account_spent })
+}
+
+/// Enqueues the Slack summary of `period` (thread `report-<period>`, once: a retried schedule
+/// adds nothing). A month with nothing bought or extended says so in one line. Whether it was
+/// new.
+pub async fn enqueue_summary<S>(store: &S, period: &Period, now: DateTime<Utc>) -> Result<bool, StoreError>
+where
+    S: BlockArchive + ExtensionLedger + RuleStore + Ledger + Outbox + ?Sized,
+{
+    let m = month(store, period).await?;
+    let rows: Vec<RuleMonth> = m.rules.iter().map(|r| r.month.clone()).collect();
+    let msg = announce::month_summary(period.as_str(), &rows, &m.teams, m.account_spent);
+    store.enqueue(&alert_notice(&format!("report-{}", period.as_str()), "summary", &msg, now)).await
+}
