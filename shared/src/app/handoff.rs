@@ -500,6 +500,12 @@ impl Hands<'_> {
                     )));
                 };
                 let back = handoff::restored(&recorded, current);
+                if back.to == current {
+                    // Put back already (an extension's second end), or by an overlapping block.
+                    return Ok(Tried::Done(format!(
+                        "Node group `{nodegroup}` of cluster `{cluster}` is at {current} already: nothing to put back."
+                    )));
+                }
                 let kept: Vec<String> =
                     back.kept.iter().map(|(name, set, now)| format!("{name} is {now} (capblock set {set})")).collect();
                 let kept = if kept.is_empty() {
@@ -507,11 +513,6 @@ impl Hands<'_> {
                 } else {
                     format!(" Changed since capblock scaled it up, so left as it is: {}.", kept.join(", "))
                 };
-                if back.to == current {
-                    return Ok(Tried::Done(format!(
-                        "Node group `{nodegroup}` of cluster `{cluster}` is at {current} already.{kept}"
-                    )));
-                }
                 let update = self.nodegroups.set_scaling(&region, cluster, nodegroup, &back.to).await?;
                 Ok(Tried::Done(format!(
                     "Node group `{nodegroup}` of cluster `{cluster}`: {} (was {current}); EKS update {update}.{kept}",

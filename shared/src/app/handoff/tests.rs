@@ -964,3 +964,26 @@ async fn a_node_group_eks_does_not_know_is_named_in_each_of_the_rules_regions() 
     assert_eq!(p[0].0, "actions[0].nodegroup");
     assert!(p[0].1.starts_with("no node group \"cpu\" in EKS cluster \"train\" in "), "{p:?}");
 }
+
+#[tokio::test]
+async fn after_an_extension_the_new_ends_order_finds_the_node_group_back_already() {
+    let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(0, 2, 0)));
+    let actions = nodegroup(2, None, None);
+    let now = t(10, 11, 35);
+    enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Active, false), now).await.unwrap();
+    hands(&aws).run(&outbox, now).await.unwrap();
+    let late = t(11, 10, 15);
+    enqueue_actions(&outbox, &due(&actions, &target(), late, false), late).await.unwrap();
+    hands(&aws).run(&outbox, late).await.unwrap();
+    assert_eq!((aws.nodegroup(), aws.updates()), (sized(0, 2, 0), 2));
+    // Extended by a day: the new end's order runs once more and changes nothing.
+    let mut extended = target();
+    extended.block.end = t(12, 11, 30);
+    let later = t(12, 10, 15);
+    assert_eq!(enqueue_actions(&outbox, &due(&actions, &extended, later, false), later).await.unwrap(), 1);
+    let report = hands(&aws).run(&outbox, later).await.unwrap();
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    assert_eq!((aws.nodegroup(), aws.updates()), (sized(0, 2, 0), 2));
+    let said = outbox.notices.lock().unwrap().iter().map(|(n, _, _)| n.message.body.clone()).collect::<Vec<_>>();
+    assert!(said.iter().any(|b| b.contains("already: nothing to put back")), "{said:#?}");
+}
