@@ -534,6 +534,46 @@ class Guards(Template):
         self.assertIsNotNone(re.fullmatch(pattern, params["HandoffDocuments"]))
         self.assertIsNone(re.fullmatch(pattern, "arn:aws:ssm:us-east-1:999999999999:document/x"))
 
+    def test_node_groups_only_of_the_named_clusters_and_only_when_some_are(self):
+        actions = ("eks:DescribeNodegroup", "eks:UpdateNodegroupConfig")
+        policies = {
+            pid: p for pid, p in self.of_type("AWS::IAM::Policy").items()
+            if any(a in as_list(st.get("Action")) for st in as_list(p["Properties"]["PolicyDocument"]["Statement"])
+                   for a in actions)
+        }
+        (pid, policy), = policies.items()
+        self.assertEqual([ref(r) for r in policy["Properties"]["Roles"]], ["TrackBlocksRole"])
+        # No role's own policies grant EKS: only this policy, which exists only with clusters.
+        for rid, role in self.of_type("AWS::IAM::Role").items():
+            for p in role["Properties"].get("Policies", []):
+                for st in as_list(p["PolicyDocument"]["Statement"]):
+                    self.assertFalse(set(as_list(st.get("Action"))) & set(actions), f"{rid} {st.get('Sid')}")
+        self.assertEqual(self.tpl["Parameters"]["HandoffClusters"]["Default"], "")
+        cond = self.tpl["Conditions"][policy["Condition"]]
+        self.assertFalse(evaluate(cond, {"HandoffClusters": ""}), "the default grants nothing")
+        params = {"HandoffClusters": "train,infer-2"}
+        self.assertTrue(evaluate(cond, params))
+        stmts = as_list(policy["Properties"]["PolicyDocument"]["Statement"])
+        eks = "arn:aws:eks:us-west-2"
+        for action in actions:
+            def may(arn: str, action: str = action) -> bool:
+                return allowed(stmts, action, arn, params)
+
+            self.assertTrue(may(f"{eks}:111122223333:nodegroup/train/p5-nodes/0ac7a1b2"), action)
+            self.assertTrue(may(f"{eks}:111122223333:nodegroup/infer-2/gpu/0ac7a1b2"), action)
+            # Another cluster, a cluster whose name starts like a named one, another account's.
+            self.assertFalse(may(f"{eks}:111122223333:nodegroup/other/gpu/0ac7a1b2"), action)
+            self.assertFalse(may(f"{eks}:111122223333:nodegroup/train-b/gpu/0ac7a1b2"), action)
+            self.assertFalse(may(f"{eks}:999999999999:nodegroup/infer-2/gpu/0ac7a1b2"), action)
+            self.assertFalse(may(f"{eks}:999999999999:nodegroup/train/gpu/0ac7a1b2"), action)
+            self.assertFalse(may(f"{eks}:111122223333:cluster/train"), action)
+        # The parameter takes EKS cluster names only.
+        pattern = self.tpl["Parameters"]["HandoffClusters"]["AllowedPattern"]
+        for ok in ["", "train", "train,infer-2", "a_b,0c", "c" * 100]:
+            self.assertIsNotNone(re.fullmatch(pattern, ok), ok)
+        for bad in ["arn:aws:eks:us-east-1:999999999999:cluster/x", "-a", "a,", "a b", "*", "c" * 101, "a/b"]:
+            self.assertIsNone(re.fullmatch(pattern, bad), bad)
+
     def test_the_scan_reserves_concurrency_only_when_asked(self):
         # A new account (Lambda concurrency quota 10) cannot reserve any: the default reserves none.
         self.assertEqual(self.tpl["Parameters"]["ScanReservedConcurrency"]["Default"], "none")

@@ -141,6 +141,7 @@ impl Adapters {
             schedule_group,
             stack: stack.to_string(),
             function: function.to_string(),
+            handoff_clusters: Vec::new(),
         }
     }
 }

@@ -14,6 +14,7 @@ use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::aws::eks::Eks;
 use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::ssm::Ssm;
@@ -440,10 +441,11 @@ pub struct Rig {
     pub market: Ec2Market,
     pub store: DynamoStore,
     pub notifier: Delivery,
-    /// The hand-off's SSM, Auto Scaling and Resource Groups, on moto.
+    /// The hand-off's SSM, Auto Scaling, Resource Groups and EKS, on moto.
     pub ssm: Ssm,
     pub groups: AutoScaling,
     pub reservation_groups: ResourceGroups,
+    pub nodegroups: Eks,
     pub catalog: Mutex<AcceleratorCatalog>,
     pub reminders: RecordingReminders,
     pub scan: ScanSettings,
@@ -473,6 +475,7 @@ impl Rig {
             ssm: Ssm::new(aws.sdk.clone()),
             groups: AutoScaling::new(aws.sdk.clone()),
             reservation_groups: ResourceGroups::new(aws.sdk.clone()),
+            nodegroups: Eks::new(aws.sdk.clone()),
             sim,
             aws,
             market,
@@ -546,6 +549,7 @@ impl Rig {
             commands: &self.ssm,
             instances: &self.market,
             reservation_groups: &self.reservation_groups,
+            nodegroups: &self.nodegroups,
         }
     }
 

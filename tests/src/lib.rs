@@ -182,6 +182,55 @@ pub async fn auto_scaling_group_in(sdk: &SdkConfig, region: &str, name: &str, zo
         .unwrap();
 }
 
+/// The EKS client of `region` on moto.
+fn eks_in(sdk: &SdkConfig, region: &str) -> aws_sdk_eks::Client {
+    aws_sdk_eks::Client::from_conf(
+        aws_sdk_eks::config::Builder::from(sdk).region(aws_sdk_eks::config::Region::new(region.to_string())).build(),
+    )
+}
+
+/// Creates EKS cluster `cluster` in `region` on moto with managed node group `nodegroup` of
+/// `(min, max, desired)` nodes.
+pub async fn eks_nodegroup(sdk: &SdkConfig, region: &str, cluster: &str, nodegroup: &str, size: (i32, i32, i32)) {
+    let eks = eks_in(sdk, region);
+    let role = |name: &str| format!("arn:aws:iam::123456789012:role/{name}");
+    eks.create_cluster()
+        .name(cluster)
+        .role_arn(role("eks-cluster"))
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder().subnet_ids("subnet-0aaaaaaaaaaaaaaa1").build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let (min, max, desired) = size;
+    eks.create_nodegroup()
+        .cluster_name(cluster)
+        .nodegroup_name(nodegroup)
+        .node_role(role("eks-nodes"))
+        .subnets("subnet-0aaaaaaaaaaaaaaa1")
+        .instance_types("p5.48xlarge")
+        .capacity_type(aws_sdk_eks::types::CapacityTypes::CapacityBlock)
+        .scaling_config(
+            aws_sdk_eks::types::NodegroupScalingConfig::builder()
+                .min_size(min)
+                .max_size(max)
+                .desired_size(desired)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+}
+
+/// The `(min, max, desired)` sizes of node group `nodegroup` of `cluster` in `region`, as
+/// DescribeNodegroup answers on moto.
+pub async fn nodegroup_size(sdk: &SdkConfig, region: &str, cluster: &str, nodegroup: &str) -> (i32, i32, i32) {
+    let out = eks_in(sdk, region).describe_nodegroup().cluster_name(cluster).nodegroup_name(nodegroup).send().await;
+    let c = out.unwrap().nodegroup().and_then(|n| n.scaling_config()).cloned().expect("a scaling configuration");
+    (c.min_size().unwrap(), c.max_size().unwrap(), c.desired_size().unwrap())
+}
+
 /// Creates SQS queue `name` on moto and subscribes it to SNS `topic` (with `filter_policy`, a
 /// JSON filter policy, when given); returns the queue's URL.
 pub async fn sqs_tap(sdk: &SdkConfig, topic: &str, name: &str, filter_policy: Option<String>) -> String {

@@ -1,7 +1,8 @@
 //! `capblock rules`: validate, store, list, show, enable, disable and delete purchase rules.
 
-use capblock_shared::app::handoff::unknown_groups;
+use capblock_shared::app::handoff::{unknown_groups, unknown_nodegroups};
 use capblock_shared::aws::autoscaling::AutoScaling;
+use capblock_shared::aws::eks::Eks;
 use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::RuleStore;
 use clap::Subcommand;
@@ -12,12 +13,13 @@ use crate::table;
 #[derive(Subcommand)]
 pub enum RulesCommand {
     /// Check rule files and print every problem with its field; exit 2 if any is invalid.
-    /// Offline: with --check-aws, the Auto Scaling groups `scale_group` actions name must also
-    /// exist in each of the rule's regions (asked of AWS with your credentials).
+    /// Offline: with --check-aws, the Auto Scaling groups `scale_group` actions name and the EKS
+    /// node groups `scale_nodegroup` actions name must also exist in each of the rule's regions
+    /// (asked of AWS with your credentials).
     Validate {
         #[arg(required = true)]
         files: Vec<String>,
-        /// Also ask AWS whether the Auto Scaling groups the actions name exist.
+        /// Also ask AWS whether the Auto Scaling groups and EKS node groups the actions name exist.
         #[arg(long)]
         check_aws: bool,
         /// Accepted for scripts written before: validation is offline unless --check-aws.
@@ -88,24 +90,32 @@ pub async fn run(cmd: RulesCommand) -> CliResult {
 /// Every file is checked and reported, good or bad, before the exit code says whether any failed.
 async fn validate(files: &[String], check_aws: bool) -> CliResult {
     let mut bad = 0;
-    let mut groups: Option<AutoScaling> = None;
+    let mut clients: Option<(AutoScaling, Eks)> = None;
     for f in files {
         let loaded = match load_rule(f) {
             Ok(r) if check_aws => {
-                let groups = match &groups {
-                    Some(g) => g,
-                    None => groups.insert(AutoScaling::new(sdk().await)),
+                let (groups, nodegroups) = match &clients {
+                    Some(c) => c,
+                    None => {
+                        let sdk = sdk().await;
+                        clients.insert((AutoScaling::new(sdk.clone()), Eks::new(sdk)))
+                    }
                 };
                 // One file's failed check is that file's: every other file is still reported.
-                let problems = match unknown_groups(groups, &r).await {
-                    Ok(p) => p,
-                    Err(e) => vec![(
+                let unchecked = |what: &str, e: &dyn std::fmt::Display| {
+                    vec![(
                         "actions".to_string(),
-                        format!(
-                            "the Auto Scaling groups could not be checked ({e}); without --check-aws this is skipped"
-                        ),
-                    )],
+                        format!("the {what} could not be checked ({e}); without --check-aws this is skipped"),
+                    )]
                 };
+                let mut problems = match unknown_groups(groups, &r).await {
+                    Ok(p) => p,
+                    Err(e) => unchecked("Auto Scaling groups", &e),
+                };
+                problems.extend(match unknown_nodegroups(nodegroups, &r).await {
+                    Ok(p) => p,
+                    Err(e) => unchecked("EKS node groups", &e),
+                });
                 if problems.is_empty() {
                     Ok(r)
                 } else {

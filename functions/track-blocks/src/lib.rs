@@ -9,6 +9,7 @@ use capblock_shared::app::outbox::flush;
 use capblock_shared::app::report::{MONTHLY_SUMMARY_SOURCE, enqueue_summary};
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::autoscaling::AutoScaling;
+use capblock_shared::aws::eks::Eks;
 use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::ssm::Ssm;
@@ -49,6 +50,7 @@ pub const AWS_PORTS: &[&str] = &[
     "Commands",
     "InstanceSource",
     "ReservationGroups",
+    "Nodegroups",
 ];
 
 /// Everything built once per container and reused by every invocation.
@@ -63,10 +65,14 @@ pub struct App {
     time: capblock_shared::aws::clock::TimeSource,
     aws: Adapters,
     /// Where rules' hand-off actions act (parameters and Run Command; Auto Scaling groups;
-    /// capacity reservation groups).
+    /// capacity reservation groups; EKS managed node groups).
     ssm: Ssm,
     groups: AutoScaling,
     reservation_groups: ResourceGroups,
+    nodegroups: Eks,
+    /// The EKS clusters whose node groups the role may scale (the template's HandoffClusters):
+    /// preflight tries DescribeNodegroup on one of them.
+    handoff_clusters: Vec<String>,
     reminders: SchedulerReminders,
     settings: TrackSettings,
 }
@@ -106,6 +112,8 @@ impl App {
             ssm: Ssm::new(aws.sdk.clone()),
             groups: AutoScaling::new(aws.sdk.clone()),
             reservation_groups: ResourceGroups::new(aws.sdk.clone()),
+            nodegroups: Eks::new(aws.sdk.clone()),
+            handoff_clusters: config::list_or("CAPBLOCK_HANDOFF_CLUSTERS", vec![])?,
             aws,
         })
     }
@@ -116,7 +124,8 @@ impl App {
             return Err(report("track-blocks", &stack.name, e));
         }
         self.names.keep(&self.aws.store).await;
-        let targets = self.aws.probe_targets(&stack.name, "track-blocks", Some(self.schedule_group.clone()));
+        let mut targets = self.aws.probe_targets(&stack.name, "track-blocks", Some(self.schedule_group.clone()));
+        targets.handoff_clusters = self.handoff_clusters.clone();
         if let Some(checked) = check_own_role("track-blocks", AWS_PORTS, &event.payload, &self.aws.sdk, targets).await {
             return checked.map(Reply::Role).map_err(|e| report("track-blocks", &stack.name, e));
         }
@@ -130,6 +139,7 @@ impl App {
                 commands: &self.ssm,
                 instances: &self.aws.market,
                 reservation_groups: &self.reservation_groups,
+                nodegroups: &self.nodegroups,
             };
             let tracker = Tracker {
                 market: &self.aws.market,

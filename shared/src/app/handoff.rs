@@ -5,9 +5,10 @@
 //! `Topic::Actions`, keyed by (block, action): `run` leases it, does it, announces the result
 //! in the block's Slack thread and marks it done. A failed action stays pending (its failure
 //! announced once) and is tried again by the next run; nothing of the block's life waits for it.
-//! Every action is safe to repeat: parameters and capacities are set, not added to, a
-//! reservation group is created only when missing, and a command is sent only to the instances
-//! that do not have it yet (by the commands capblock recorded sending).
+//! Every action is safe to repeat: parameters and capacities are set, not added to, a node
+//! group's size before its scale-up is recorded once (a retry sets the same size and the end puts
+//! back the same), a reservation group is created only when missing, and a command is sent only
+//! to the instances that do not have it yet (by the commands capblock recorded sending).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -18,7 +19,9 @@ use super::outbox::{LEASE, alert_notice};
 use crate::domain::actions::Action;
 use crate::domain::block::Block;
 use crate::domain::bus::{self, BusStep, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Subject, TIME_ATTRIBUTE};
-use crate::domain::handoff::{self, Invocation, Order, Planned, Point, ReservationPool, Target};
+use crate::domain::handoff::{
+    self, Invocation, NodegroupScaled, Order, Planned, Point, ReservationPool, Target, nodegroup_record,
+};
 use crate::domain::milestone::Milestone;
 use crate::domain::names::Region;
 use crate::domain::rule::{Mode, Rule};
@@ -26,8 +29,8 @@ use crate::domain::slack::SlackMessage;
 use crate::domain::stack::StackSettings;
 use crate::domain::tags::STACK_TAG;
 use crate::ports::{
-    ActionError, BlockStore, Commands, Groups, InstanceSource, Membership, Message, Notice, Outbox, Parameters,
-    ReservationGroups, SentCommand, StoreError, Topic,
+    ActionError, BlockStore, Commands, Groups, InstanceSource, Membership, Message, Nodegroups, Notice, Outbox,
+    Parameters, ReservationGroups, SentCommand, StoreError, Topic,
 };
 
 /// The outbox notice of one lifecycle step's event. `step_key` is the step's milestone name
@@ -185,6 +188,28 @@ pub async fn unknown_groups(groups: &dyn Groups, rule: &Rule) -> Result<Vec<(Str
     Ok(problems)
 }
 
+/// The node groups a rule's `scale_nodegroup` actions name that EKS does not know in one of the
+/// rule's regions (a block of the rule may be in any of them), as `(field, problem)`. For
+/// `capblock rules validate`.
+pub async fn unknown_nodegroups(
+    nodegroups: &dyn Nodegroups,
+    rule: &Rule,
+) -> Result<Vec<(String, String)>, ActionError> {
+    let mut problems = Vec::new();
+    for (i, action) in rule.actions.iter().enumerate() {
+        let Action::ScaleNodegroup { cluster, nodegroup, .. } = action else { continue };
+        for region in &rule.regions {
+            if nodegroups.scaling(region, cluster, nodegroup).await?.is_none() {
+                problems.push((
+                    format!("actions[{i}].nodegroup"),
+                    format!("no node group {nodegroup:?} in EKS cluster {cluster:?} in {region}"),
+                ));
+            }
+        }
+    }
+    Ok(problems)
+}
+
 /// The outbox record of one action for one block.
 pub fn action_notice(p: &Planned, now: DateTime<Utc>) -> Notice {
     Notice {
@@ -232,6 +257,7 @@ pub struct Hands<'a> {
     pub commands: &'a dyn Commands,
     pub instances: &'a dyn InstanceSource,
     pub reservation_groups: &'a dyn ReservationGroups,
+    pub nodegroups: &'a dyn Nodegroups,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -425,6 +451,74 @@ impl Hands<'_> {
                     }
                 }))
             }
+            Order::ScaleNodegroup { cluster, nodegroup, desired, min, max } => {
+                let scaled = match self.nodegroup_scaled(outbox, p, cluster, nodegroup).await? {
+                    Some(recorded) => recorded,
+                    None => {
+                        let before =
+                            self.nodegroups.scaling(&region, cluster, nodegroup).await?.ok_or_else(|| ActionError {
+                                operation: "DescribeNodegroup",
+                                region: region.to_string(),
+                                message: format!("no node group {nodegroup:?} in EKS cluster {cluster:?}"),
+                            })?;
+                        let set = handoff::scaled_up(before, *desired, *min, *max).map_err(|message| ActionError {
+                            operation: "UpdateNodegroupConfig",
+                            region: region.to_string(),
+                            message,
+                        })?;
+                        // Recorded before it changes: a retry after a lost answer, and the end,
+                        // find what it was before capblock touched it.
+                        let record_key = nodegroup_record(cluster, nodegroup);
+                        let scaled = NodegroupScaled { before, set };
+                        let thread = &p.target.block.reservation_id;
+                        let new = outbox.put_record(&record(thread, record_key, &scaled, now)).await.map_err(|e| {
+                            ActionError { operation: "the table", region: region.to_string(), message: e.to_string() }
+                        })?;
+                        if new {
+                            scaled
+                        } else {
+                            // Another run recorded it first: its record is what it was.
+                            self.nodegroup_scaled(outbox, p, cluster, nodegroup).await?.unwrap_or(scaled)
+                        }
+                    }
+                };
+                let update = self.nodegroups.set_scaling(&region, cluster, nodegroup, &scaled.set).await?;
+                Ok(Tried::Done(format!(
+                    "Node group `{nodegroup}` of cluster `{cluster}`: {} (was {}); EKS update {update}.",
+                    scaled.set, scaled.before
+                )))
+            }
+            Order::RestoreNodegroup { cluster, nodegroup } => {
+                let Some(recorded) = self.nodegroup_scaled(outbox, p, cluster, nodegroup).await? else {
+                    return Ok(Tried::Done(format!(
+                        "capblock did not scale `{nodegroup}` up for this block: left as it is."
+                    )));
+                };
+                let Some(current) = self.nodegroups.scaling(&region, cluster, nodegroup).await? else {
+                    return Ok(Tried::Done(format!(
+                        "No node group `{nodegroup}` in cluster `{cluster}` any more: nothing to put back."
+                    )));
+                };
+                let back = handoff::restored(&recorded, current);
+                if back.to == current {
+                    // Put back already (an extension's second end), or by an overlapping block.
+                    return Ok(Tried::Done(format!(
+                        "Node group `{nodegroup}` of cluster `{cluster}` is at {current} already: nothing to put back."
+                    )));
+                }
+                let kept: Vec<String> =
+                    back.kept.iter().map(|(name, set, now)| format!("{name} is {now} (capblock set {set})")).collect();
+                let kept = if kept.is_empty() {
+                    String::new()
+                } else {
+                    format!(" Changed since capblock scaled it up, so left as it is: {}.", kept.join(", "))
+                };
+                let update = self.nodegroups.set_scaling(&region, cluster, nodegroup, &back.to).await?;
+                Ok(Tried::Done(format!(
+                    "Node group `{nodegroup}` of cluster `{cluster}`: {} (was {current}); EKS update {update}.{kept}",
+                    back.to
+                )))
+            }
             Order::RunCommand { document, comment } => {
                 self.send_command(outbox, p, &region, document, comment, now).await
             }
@@ -443,6 +537,28 @@ impl Hands<'_> {
                     }
                 }
             }
+        }
+    }
+
+    /// What capblock recorded when it scaled the node group up for this block, if it did.
+    async fn nodegroup_scaled<O: Outbox + ?Sized>(
+        &self,
+        outbox: &O,
+        p: &Planned,
+        cluster: &str,
+        nodegroup: &str,
+    ) -> Result<Option<NodegroupScaled>, ActionError> {
+        let fail = |message: String| ActionError {
+            operation: "the table",
+            region: p.target.block.region.to_string(),
+            message,
+        };
+        let key = nodegroup_record(cluster, nodegroup);
+        let records = outbox.records(&p.target.block.reservation_id, &key).await.map_err(|e| fail(e.to_string()))?;
+        // The prefix may match another node group's record: only this one's milestone counts.
+        match records.into_iter().find(|r| r.milestone == key) {
+            None => Ok(None),
+            Some(r) => serde_json::from_str(&r.message.body).map(Some).map_err(|e| fail(format!("{key}: {e}"))),
         }
     }
 

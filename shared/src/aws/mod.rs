@@ -6,6 +6,7 @@ pub mod autoscaling;
 pub mod clock;
 pub mod dynamo;
 pub mod ec2;
+pub mod eks;
 pub mod eventbridge;
 pub mod probe;
 mod regional;

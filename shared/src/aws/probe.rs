@@ -8,9 +8,11 @@
 //! * DynamoDB: reads of the stack's settings, and writes to a probe item of the function's own
 //!   (`PREFLIGHT#PROBE`, removed again and carrying a `ttl` in case it is not).
 //! * Reads elsewhere (a topic's subscriptions, a schedule that does not exist, a parameter that
-//!   does not exist): "not found" comes after IAM allowed the call.
+//!   does not exist, a node group that does not exist in a cluster the stack names): "not
+//!   found" comes after IAM allowed the call.
 //! * What has an effect whatever is asked (publishing, putting events, scaling a group, sending a
-//!   command, creating a schedule, passing a role, creating or filling a reservation group) is
+//!   command, creating a schedule, passing a role, creating or filling a reservation group,
+//!   resizing a node group) is
 //!   `NotChecked`, with the reason.
 
 use std::collections::HashMap;
@@ -30,7 +32,7 @@ use crate::ports::PermissionProbe;
 /// The IAM actions of `ports`, from every adapter's `ACTIONS` table, in the order the ports
 /// name them, each once: what the function's role must allow.
 pub fn actions_of(ports: &[&str]) -> Vec<&'static str> {
-    let tables: [&[(&str, &[&'static str])]; 8] = [
+    let tables: [&[(&str, &[&'static str])]; 9] = [
         super::ec2::ACTIONS,
         super::dynamo::ACTIONS,
         super::sns::ACTIONS,
@@ -39,6 +41,7 @@ pub fn actions_of(ports: &[&str]) -> Vec<&'static str> {
         super::ssm::ACTIONS,
         super::autoscaling::ACTIONS,
         super::resource_groups::ACTIONS,
+        super::eks::ACTIONS,
     ];
     let mut out: Vec<&'static str> = Vec::new();
     for port in ports {
@@ -113,12 +116,15 @@ const PROBE_PK: &str = "PREFLIGHT#PROBE";
 /// A placeholder id in the `DryRun` calls that need one: syntactically valid, never a real one.
 const NO_RESERVATION: &str = "cr-00000000000000000";
 const NO_EXTENSION_OFFERING: &str = "cbe-00000000000000000";
+/// The node group DescribeNodegroup is asked about: a valid name no one gives a node group.
+const NO_NODEGROUP: &str = "capblock-preflight-probe";
 
 pub struct AwsProbe {
     ec2: Regional<aws_sdk_ec2::Client>,
     quotas: Regional<aws_sdk_servicequotas::Client>,
     groups: Regional<aws_sdk_autoscaling::Client>,
     ssm: Regional<aws_sdk_ssm::Client>,
+    eks: Regional<aws_sdk_eks::Client>,
     dynamo: aws_sdk_dynamodb::Client,
     sns: aws_sdk_sns::Client,
     scheduler: aws_sdk_scheduler::Client,
@@ -127,6 +133,7 @@ pub struct AwsProbe {
     schedule_group: Option<String>,
     stack: String,
     function: String,
+    handoff_clusters: Vec<String>,
     /// Per region: the offering the describe try saw (the purchase is tried on it) ...
     offering: Mutex<HashMap<Region, Option<String>>>,
     /// ... and what the purchase try showed (CreateTags rides on it).
@@ -141,6 +148,9 @@ pub struct ProbeTargets {
     pub schedule_group: Option<String>,
     pub stack: String,
     pub function: String,
+    /// The EKS clusters whose node groups the role may scale (HandoffClusters; empty for a
+    /// function that scales none): DescribeNodegroup is tried in the first.
+    pub handoff_clusters: Vec<String>,
 }
 
 impl AwsProbe {
@@ -150,6 +160,7 @@ impl AwsProbe {
             quotas: Regional::new(sdk.clone(), aws_sdk_servicequotas::Client::new),
             groups: Regional::new(sdk.clone(), aws_sdk_autoscaling::Client::new),
             ssm: Regional::new(sdk.clone(), aws_sdk_ssm::Client::new),
+            eks: Regional::new(sdk.clone(), aws_sdk_eks::Client::new),
             dynamo: aws_sdk_dynamodb::Client::new(sdk),
             sns: aws_sdk_sns::Client::new(sdk),
             scheduler: aws_sdk_scheduler::Client::new(sdk),
@@ -158,6 +169,7 @@ impl AwsProbe {
             schedule_group: t.schedule_group,
             stack: t.stack,
             function: t.function,
+            handoff_clusters: t.handoff_clusters,
             offering: Mutex::new(HashMap::new()),
             purchase: Mutex::new(HashMap::new()),
         }
@@ -395,6 +407,23 @@ impl AwsProbe {
             ("resource-groups", "GroupResources" | "UngroupResources", _) => {
                 effect("changing what a group holds, which launches that target it use")
             }
+            ("eks", "DescribeNodegroup", Some(r)) => match self.handoff_clusters.first() {
+                // The role allows it on the named clusters' node groups only: asked of one of
+                // them, about a node group that is not there.
+                Some(cluster) => access(
+                    self.eks
+                        .get(r)
+                        .describe_nodegroup()
+                        .cluster_name(cluster)
+                        .nodegroup_name(NO_NODEGROUP)
+                        .send()
+                        .await,
+                ),
+                None => Access::not_checked(
+                    "the stack names no cluster in HandoffClusters: its role may read and scale no node group",
+                ),
+            },
+            ("eks", "UpdateNodegroupConfig", _) => effect("changing a node group's size"),
             ("ssm", "ListCommands", Some(r)) => access(self.ssm.get(r).list_commands().max_results(1).send().await),
             ("ssm", "GetCommandInvocation", Some(r)) => access(
                 self.ssm
@@ -426,7 +455,7 @@ impl PermissionProbe for AwsProbe {
     fn regional(&self, action: &str) -> bool {
         matches!(
             action.split_once(':').map(|(s, _)| s),
-            Some("ec2" | "servicequotas" | "autoscaling" | "ssm" | "resource-groups")
+            Some("ec2" | "servicequotas" | "autoscaling" | "ssm" | "resource-groups" | "eks")
         )
     }
 }

@@ -16,6 +16,12 @@ const DOCUMENT_NAME_BYTES: std::ops::RangeInclusive<usize> = 3..=128;
 /// (CreateAutoScalingGroup). Counted in bytes: the name goes into outbox keys, and DynamoDB
 /// limits a sort key to 1,024 bytes.
 const GROUP_NAME_BYTES: std::ops::RangeInclusive<usize> = 1..=255;
+/// EKS's limit on a cluster name (CreateCluster: 1-100 of `[A-Za-z0-9_-]`, starting with a
+/// letter or digit).
+const CLUSTER_NAME_BYTES: std::ops::RangeInclusive<usize> = 1..=100;
+/// EKS's limit on a managed node group name (CreateNodegroup: 1-63 of `[A-Za-z0-9_-]`,
+/// starting with a letter or digit).
+const NODEGROUP_NAME_BYTES: std::ops::RangeInclusive<usize> = 1..=63;
 /// Most actions one rule may ask for: each is planned for each open block on every tracker run.
 pub const MAX_ACTIONS: usize = 10;
 /// AWS Resource Groups' limit on a group name (CreateGroup: 1-300 of `[a-zA-Z0-9_.-]`, not
@@ -39,6 +45,20 @@ pub enum ActionSpec {
     /// Send the SSM document to the block's running instances `lead_minutes` before the
     /// termination time.
     RunCommand { document: String, lead_minutes: i64 },
+    /// Scale the EKS managed node group `nodegroup` of `cluster` to `desired` nodes when the
+    /// block becomes active (`min` and `max` when given; otherwise its minimum stays and its
+    /// maximum is raised to at least `desired`), and put it back to what it was
+    /// `down_lead_minutes` before the instances' termination time.
+    ScaleNodegroup {
+        cluster: String,
+        nodegroup: String,
+        desired: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<i64>,
+        down_lead_minutes: i64,
+    },
     /// Keep a capacity reservation group (AWS Resource Groups) for the rule: created when
     /// missing, each block's reservation added once it is paid and taken out when it ends, so a
     /// launch template that targets the group launches into whichever block is current. `name`:
@@ -63,6 +83,18 @@ pub enum Action {
         document: String,
         lead_minutes: u32,
     },
+    /// `min`, `max`: None when the rule leaves them to the node group (its minimum stays, its
+    /// maximum is raised to at least `desired`).
+    ScaleNodegroup {
+        cluster: String,
+        nodegroup: String,
+        desired: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<u32>,
+        down_lead_minutes: u32,
+    },
     /// `name`: None for the default name, which only the stack's name completes
     /// ([`reservation_group_name`]).
     ReservationGroup {
@@ -83,6 +115,16 @@ impl From<&Action> for ActionSpec {
             },
             Action::RunCommand { document, lead_minutes } => {
                 ActionSpec::RunCommand { document: document.clone(), lead_minutes: i64::from(*lead_minutes) }
+            }
+            Action::ScaleNodegroup { cluster, nodegroup, desired, min, max, down_lead_minutes } => {
+                ActionSpec::ScaleNodegroup {
+                    cluster: cluster.clone(),
+                    nodegroup: nodegroup.clone(),
+                    desired: i64::from(*desired),
+                    min: min.map(i64::from),
+                    max: max.map(i64::from),
+                    down_lead_minutes: i64::from(*down_lead_minutes),
+                }
             }
             Action::ReservationGroup { name } => ActionSpec::ReservationGroup { name: name.clone() },
         }
@@ -205,6 +247,51 @@ pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Ve
                     out.push(Action::RunCommand { document: document.clone(), lead_minutes });
                 }
             }
+            ActionSpec::ScaleNodegroup { cluster, nodegroup, desired, min, max, down_lead_minutes } => {
+                let before = problems.len();
+                let names_ok = match (check_cluster_name(cluster), check_nodegroup_name(nodegroup)) {
+                    (Ok(()), Ok(())) => true,
+                    (c, n) => {
+                        problems.extend(c.err().map(|why| (at("cluster"), why)));
+                        problems.extend(n.err().map(|why| (at("nodegroup"), why)));
+                        false
+                    }
+                };
+                if names_ok && !seen.insert(format!("nodegroup:{cluster}/{nodegroup}")) {
+                    problems.push((
+                        at("nodegroup"),
+                        format!("the node group {nodegroup:?} of cluster {cluster:?} is scaled by two actions"),
+                    ));
+                }
+                let desired = match u32::try_from(*desired) {
+                    Ok(d) if d <= limits.max_instances => Some(d),
+                    _ => {
+                        problems.push((
+                            at("desired"),
+                            format!(
+                                "{desired} is not between 0 and {} (the most instances a block of this rule holds)",
+                                limits.max_instances
+                            ),
+                        ));
+                        None
+                    }
+                };
+                let sizes = nodegroup_sizes(desired, *min, *max);
+                problems.extend(sizes.iter().filter_map(|s| s.as_ref().err()).map(|(f, why)| (at(f), why.clone())));
+                let lead = lead(at("down_lead_minutes"), *down_lead_minutes, &mut problems);
+                if let (Some(desired), [Ok(min), Ok(max)], Some(down_lead_minutes), true) =
+                    (desired, sizes, lead, problems.len() == before)
+                {
+                    out.push(Action::ScaleNodegroup {
+                        cluster: cluster.clone(),
+                        nodegroup: nodegroup.clone(),
+                        desired,
+                        min,
+                        max,
+                        down_lead_minutes,
+                    });
+                }
+            }
             ActionSpec::ReservationGroup { name } => {
                 let before = problems.len();
                 if !seen.insert("reservation_group".to_string()) {
@@ -236,6 +323,81 @@ pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Ve
         }
     }
     (out, problems)
+}
+
+/// A node group's optional `min` and `max` sizes, each judged against `desired` (when it is
+/// valid): `min <= desired <= max`, and a maximum of at least 1 (EKS's `maxSize`). A problem is
+/// `(field, message)`.
+fn nodegroup_sizes(
+    desired: Option<u32>,
+    min: Option<i64>,
+    max: Option<i64>,
+) -> [Result<Option<u32>, (&'static str, String)>; 2] {
+    // EKS takes the sizes as 32-bit integers.
+    let size = |v: i64| u32::try_from(v).ok().filter(|v| i32::try_from(*v).is_ok());
+    let min = match min {
+        None => Ok(None),
+        Some(m) => match (size(m), desired) {
+            (None, _) => Err(("min", format!("{m} is not a node group size (0 or more)"))),
+            (Some(m), Some(d)) if m > d => Err(("min", format!("{m} is above desired = {d}"))),
+            (Some(m), _) => Ok(Some(m)),
+        },
+    };
+    let max = match max {
+        None => Ok(None),
+        Some(x) => match (size(x), desired) {
+            (None, _) | (Some(0), _) => Err(("max", format!("{x} is not a node group maximum (1 or more)"))),
+            (Some(x), Some(d)) if x < d => Err(("max", format!("{x} is below desired = {d}"))),
+            (Some(x), _) => Ok(Some(x)),
+        },
+    };
+    [min, max]
+}
+
+/// Why `name` cannot be an EKS cluster's name.
+fn check_cluster_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("the cluster name is empty".into());
+    }
+    if !is_eks_name(name, &CLUSTER_NAME_BYTES) {
+        return Err(format!(
+            "{:?} is not an EKS cluster name (1-100 letters, digits, - and _, starting with a letter or digit)",
+            prefix(name)
+        ));
+    }
+    Ok(())
+}
+
+/// Why `name` cannot be an EKS managed node group's name.
+fn check_nodegroup_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("the node group name is empty".into());
+    }
+    if !is_eks_name(name, &NODEGROUP_NAME_BYTES) {
+        return Err(format!(
+            "{:?} is not an EKS node group name (1-63 letters, digits, - and _, starting with a letter or digit)",
+            prefix(name)
+        ));
+    }
+    Ok(())
+}
+
+/// A name EKS accepts for a cluster or a node group (`^[0-9A-Za-z][A-Za-z0-9\-_]*`) of a length
+/// in `bytes`.
+fn is_eks_name(s: &str, bytes: &std::ops::RangeInclusive<usize>) -> bool {
+    bytes.contains(&s.len())
+        && s.bytes().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && s.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+}
+
+/// Whether `name` is a cluster name EKS accepts.
+pub fn is_cluster_name(name: &str) -> bool {
+    check_cluster_name(name).is_ok()
+}
+
+/// Whether `name` is a managed node group name EKS accepts.
+pub fn is_nodegroup_name(name: &str) -> bool {
+    check_nodegroup_name(name).is_ok()
 }
 
 /// Why `name` cannot be the name of a capacity reservation group capblock keeps.

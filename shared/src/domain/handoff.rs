@@ -88,6 +88,113 @@ pub enum Order {
     UngroupReservation {
         group: String,
     },
+    /// Reads the node group's scaling configuration and records it in the block's thread
+    /// ([`nodegroup_record`]: once, so a retry keeps what it was before capblock touched it),
+    /// then sets it to `desired` nodes (UpdateNodegroupConfig): `min` and `max` as given, or
+    /// its minimum kept and its maximum raised to at least `desired` ([`scaled_up`]).
+    ScaleNodegroup {
+        cluster: String,
+        nodegroup: String,
+        desired: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<u32>,
+    },
+    /// Puts the node group back to what the record of its scale-up says it was
+    /// ([`restored`]); nothing when capblock never scaled it up for this block.
+    RestoreNodegroup {
+        cluster: String,
+        nodegroup: String,
+    },
+}
+
+/// An EKS managed node group's size (its `scalingConfig`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodegroupScaling {
+    pub min: u32,
+    pub max: u32,
+    pub desired: u32,
+}
+
+impl std::fmt::Display for NodegroupScaling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "min {}, max {}, desired {}", self.min, self.max, self.desired)
+    }
+}
+
+/// What capblock recorded, in the block's thread, before it scaled a node group up for the
+/// block: the node group as it was, and as capblock set it. The scale-down at the end reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodegroupScaled {
+    pub before: NodegroupScaling,
+    pub set: NodegroupScaling,
+}
+
+/// The size a `scale_nodegroup` sets at the block's start, from the node group's size `before`:
+/// `desired` nodes, `min` and `max` as the rule gives them; a minimum it does not give stays
+/// (and a desired below it is raised to it: the node group keeps that many anyway), a maximum
+/// it does not give is raised to at least the desired. An error when no size can be both (a
+/// minimum kept above the rule's maximum).
+pub fn scaled_up(
+    before: NodegroupScaling,
+    desired: u32,
+    min: Option<u32>,
+    max: Option<u32>,
+) -> Result<NodegroupScaling, String> {
+    let min_size = min.unwrap_or(before.min);
+    let desired = desired.max(min_size);
+    let max_size = max.unwrap_or(before.max.max(desired)).max(1);
+    if min_size > max_size || desired > max_size {
+        return Err(format!(
+            "the node group's minimum size {min_size} is above max = {max_size}, which the rule sets: give min too"
+        ));
+    }
+    Ok(NodegroupScaling { min: min_size, max: max_size, desired })
+}
+
+/// How a node group goes back at the end of a block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore {
+    /// The size to set.
+    pub to: NodegroupScaling,
+    /// The sizes someone else changed since capblock set them (another block's scale-up, a
+    /// person, the Cluster Autoscaler), which are left as they are: `(name, as capblock set it,
+    /// as it is now)`.
+    pub kept: Vec<(&'static str, u32, u32)>,
+}
+
+/// The node group's size at the end of a block, from what capblock recorded at the start and
+/// what it is `now`: each of min, max and desired still as capblock set it goes back to what it
+/// was; one changed since is left as it is (so two overlapping blocks scaling one node group
+/// leave it as it was before the first, not as the first set it). The desired size is kept
+/// within the minimum and maximum, as EKS requires.
+pub fn restored(record: &NodegroupScaled, now: NodegroupScaling) -> Restore {
+    let mut kept = Vec::new();
+    let mut back = |name: &'static str, before: u32, set: u32, now: u32| {
+        if now == set {
+            before
+        } else {
+            kept.push((name, set, now));
+            now
+        }
+    };
+    let (b, s) = (record.before, record.set);
+    let min = back("min", b.min, s.min, now.min);
+    let max = back("max", b.max, s.max, now.max).max(min).max(1);
+    let desired = back("desired", b.desired, s.desired, now.desired).clamp(min, max);
+    Restore { to: NodegroupScaling { min, max, desired }, kept }
+}
+
+/// The name of a node group as it goes into outbox keys.
+fn nodegroup_key(cluster: &str, nodegroup: &str) -> String {
+    key_name(&format!("{cluster}/{nodegroup}"))
+}
+
+/// The milestone, in the block's thread, of the record of a node group's scale-up
+/// ([`NodegroupScaled`]).
+pub fn nodegroup_record(cluster: &str, nodegroup: &str) -> String {
+    format!("action-nodegroup-up-{}-before", nodegroup_key(cluster, nodegroup))
 }
 
 /// What a capacity reservation group capblock creates is made to hold (the EC2 user guide,
@@ -169,6 +276,17 @@ fn parameter_value(t: &Target) -> String {
     .to_string()
 }
 
+fn restore_nodegroup(t: &Target, cluster: &str, nodegroup: &str, dry_run: bool) -> Planned {
+    // Keyed by the end, as a group's scale-down: after an extension it runs again before the
+    // new end (a no-op when the node group is back already).
+    Planned {
+        key: format!("action-nodegroup-back-{}-end-{}", nodegroup_key(cluster, nodegroup), stamp(t.block.end)),
+        target: t.clone(),
+        order: Order::RestoreNodegroup { cluster: cluster.to_string(), nodegroup: nodegroup.to_string() },
+        dry_run,
+    }
+}
+
 fn scale_down(t: &Target, group: &str, dry_run: bool) -> Planned {
     // Keyed by the end: after an extension the group goes down again before the new end.
     Planned {
@@ -205,6 +323,23 @@ pub fn at_point(actions: &[Action], t: &Target, point: Point, dry_run: bool) -> 
             // A group that missed its scale-down (the tracker did not run in the window) goes
             // to 0 at the end anyway: same key, so never twice.
             (Action::ScaleGroup { group, .. }, Point::Ended) => out.push(scale_down(t, group, dry_run)),
+            (Action::ScaleNodegroup { cluster, nodegroup, desired, min, max, .. }, Point::Active) => out.push(plan(
+                format!("action-nodegroup-up-{}", nodegroup_key(cluster, nodegroup)),
+                Order::ScaleNodegroup {
+                    cluster: cluster.clone(),
+                    nodegroup: nodegroup.clone(),
+                    desired: *desired,
+                    min: *min,
+                    max: *max,
+                },
+            )),
+            // As a group's: one that missed its lead goes back at the end anyway (same key). A
+            // block whose payment failed was never active, so never scaled up.
+            (Action::ScaleNodegroup { cluster, nodegroup, .. }, Point::Ended)
+                if t.block.state != BlockState::PaymentFailed =>
+            {
+                out.push(restore_nodegroup(t, cluster, nodegroup, dry_run))
+            }
             // Once per block: the reservation keeps its id when the block is extended.
             (Action::ReservationGroup { name }, Point::Paid | Point::Active | Point::Extended) => {
                 let group = reservation_group_name(&t.stack, &t.rule_id, name.as_deref());
@@ -245,22 +380,25 @@ pub fn current(actions: &[Action], t: &Target, state: BlockState, now: DateTime<
     }
     if state == BlockState::Active {
         let due_now = due(actions, t, now, dry_run);
-        let down: BTreeSet<&str> = due_now
-            .iter()
-            .filter_map(|p| match &p.order {
-                Order::SetCapacity { group, .. } => Some(group.as_str()),
-                _ => None,
-            })
-            .collect();
+        let down: BTreeSet<String> = due_now.iter().filter_map(|p| scaled(&p.order)).collect();
         let up = at_point(actions, t, Point::Active, dry_run);
-        // The parameter came with the paid orders above; the groups go up here.
-        out.extend(up.into_iter().filter(|p| match &p.order {
-            Order::SetCapacity { group, .. } => !down.contains(group.as_str()),
-            _ => false,
-        }));
+        // The parameter came with the paid orders above; the groups and node groups go up here.
+        out.extend(up.into_iter().filter(|p| scaled(&p.order).is_some_and(|s| !down.contains(&s))));
         out.extend(due_now);
     }
     out
+}
+
+/// What an order scales (up or down), to match a scale-up with its scale-down; `None` for an
+/// order that scales nothing.
+fn scaled(order: &Order) -> Option<String> {
+    match order {
+        Order::SetCapacity { group, .. } => Some(format!("group:{group}")),
+        Order::ScaleNodegroup { cluster, nodegroup, .. } | Order::RestoreNodegroup { cluster, nodegroup } => {
+            Some(format!("nodegroup:{cluster}/{nodegroup}"))
+        }
+        _ => None,
+    }
 }
 
 /// The lead-time orders due at `now` for an active block: each once its lead is reached, and
@@ -273,6 +411,9 @@ pub fn due(actions: &[Action], t: &Target, now: DateTime<Utc>, dry_run: bool) ->
         match a {
             Action::ScaleGroup { group, down_lead_minutes, .. } if reached(*down_lead_minutes) => {
                 out.push(scale_down(t, group, dry_run));
+            }
+            Action::ScaleNodegroup { cluster, nodegroup, down_lead_minutes, .. } if reached(*down_lead_minutes) => {
+                out.push(restore_nodegroup(t, cluster, nodegroup, dry_run));
             }
             Action::RunCommand { document, lead_minutes } if reached(*lead_minutes) && now < term => {
                 let comment = command_comment(&t.block.reservation_id, *lead_minutes, t.block.end);
@@ -350,6 +491,18 @@ pub fn describe(order: &Order) -> String {
         }
         Order::UngroupReservation { group } => {
             format!("take the block's reservation out of the capacity reservation group `{group}`")
+        }
+        Order::ScaleNodegroup { cluster, nodegroup, desired, min, max } => {
+            let bounds = match (min, max) {
+                (None, None) => String::new(),
+                (Some(m), None) => format!(" (min {m})"),
+                (None, Some(x)) => format!(" (max {x})"),
+                (Some(m), Some(x)) => format!(" (min {m}, max {x})"),
+            };
+            format!("scale node group `{nodegroup}` of cluster `{cluster}` to {desired}{bounds}")
+        }
+        Order::RestoreNodegroup { cluster, nodegroup } => {
+            format!("put node group `{nodegroup}` of cluster `{cluster}` back to its size before the block")
         }
     }
 }
@@ -435,7 +588,12 @@ pub fn announce_failed(p: &Planned, error: &str) -> SlackMessage {
             describe(&p.order)
         ),
     );
-    m.next_steps = vec!["Check the IAM policy and the group, document or parameter the rule names.".into()];
+    m.next_steps = vec![match &p.order {
+        Order::ScaleNodegroup { cluster, .. } | Order::RestoreNodegroup { cluster, .. } => format!(
+            "Check the node group the rule names, and that the stack's HandoffClusters names `{cluster}` (its role may scale node groups of those clusters only)."
+        ),
+        _ => "Check the IAM policy and the group, document or parameter the rule names.".into(),
+    }];
     m
 }
 

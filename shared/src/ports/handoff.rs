@@ -1,11 +1,12 @@
 //! Hand-off to the workloads: capblock's events (EventBridge) and the actions rules ask for
-//! (SSM parameters and Run Command, Auto Scaling, capacity reservation groups).
+//! (SSM parameters and Run Command, Auto Scaling, EKS managed node groups, capacity reservation
+//! groups).
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::bus::BusEntry;
-use crate::domain::handoff::{Invocation, ReservationPool};
+use crate::domain::handoff::{Invocation, NodegroupScaling, ReservationPool};
 use crate::domain::names::Region;
 
 use super::NotifyError;
@@ -48,6 +49,23 @@ pub trait Groups: Send + Sync {
     /// The Availability Zones the group launches in (its subnets' zones for a group in a VPC);
     /// `None` when there is no such group.
     async fn zones(&self, region: &Region, group: &str) -> Result<Option<Vec<String>>, ActionError>;
+}
+
+/// EKS managed node groups: `scale_nodegroup` reads a node group's size and sets it.
+#[async_trait]
+pub trait Nodegroups: Send + Sync {
+    /// DescribeNodegroup: the node group's scaling configuration; `None` when the cluster or the
+    /// node group does not exist in the region.
+    async fn scaling(&self, region: &Region, cluster: &str, nodegroup: &str) -> ActionResult<Option<NodegroupScaling>>;
+    /// UpdateNodegroupConfig of its scaling configuration (all three sizes); EKS applies it on
+    /// its own after accepting it. The update's id.
+    async fn set_scaling(
+        &self,
+        region: &Region,
+        cluster: &str,
+        nodegroup: &str,
+        to: &NodegroupScaling,
+    ) -> ActionResult<String>;
 }
 
 /// What a change of a capacity reservation group's members came to.

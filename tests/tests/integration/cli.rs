@@ -7,7 +7,8 @@ use capblock_shared::domain::stack::{StackSettings, StoredSettings};
 use capblock_shared::ports::{Ledger, Observation, RuleStore, SettingsStore};
 use capblock_tests::runtime::{self, Outcome};
 use capblock_tests::{
-    Aws, RuleToml, ScenarioToml, Sim, T0, assert_slack_schema, auto_scaling_group, binary_env, p5_offering, t0, usd,
+    Aws, RuleToml, ScenarioToml, Sim, T0, assert_slack_schema, auto_scaling_group, binary_env, eks_nodegroup,
+    p5_offering, t0, usd,
 };
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
@@ -585,6 +586,37 @@ async fn rules_validate_names_unknown_groups_empty_documents_and_leads_past_the_
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
 
+/// `rules validate --check-aws` asks EKS (moto, in the rule's region) for the node groups
+/// `scale_nodegroup` actions name; offline it judges their names and sizes only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_validate_names_a_node_group_eks_does_not_know_and_sizes_out_of_order() {
+    let c = Cli::new("cli-nodegroup").await;
+    let cluster = format!("train-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let action = |desired: u32, min: u32| {
+        rule("eks", "live", "3.00")
+            .extra(&format!(
+                "[[actions]]\nkind = \"scale_nodegroup\"\ncluster = \"{cluster}\"\nnodegroup = \"p5-nodes\"\n\
+                 desired = {desired}\nmin = {min}\ndown_lead_minutes = 45"
+            ))
+            .toml()
+    };
+    let missing = c.file("missing.toml", &action(1, 0));
+    let out = c.run(&["rules", "validate", "--check-aws", &missing]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    let want = format!("actions[0].nodegroup: no node group \"p5-nodes\" in EKS cluster \"{cluster}\" in us-west-2");
+    assert!(out.stdout.contains(&want), "{}", out.stdout);
+    assert_eq!(c.run(&["rules", "validate", &missing]).await.code, 0, "offline: not asked");
+
+    let bad = c.file("bad.toml", &action(1, 2));
+    let out = c.run(&["rules", "validate", &bad]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("actions[0].min: 2 is above desired = 1"), "{}", out.stdout);
+
+    eks_nodegroup(&c.aws.sdk, "us-west-2", &cluster, "p5-nodes", (0, 1, 0)).await;
+    let out = c.run(&["rules", "validate", "--check-aws", &missing]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
 /// `offerings --ultraservers` asks EC2 for whole UltraServers and prices them over all their
 /// chips; `rules validate` names the combinations EC2 refuses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -741,6 +773,8 @@ impl Functions {
                 ("CAPBLOCK_SCHEDULE_GROUP", "default"),
                 ("CAPBLOCK_REMINDER_TARGET_ARN", "arn:aws:lambda:us-east-1:123456789012:function:on-capacity-event"),
                 ("CAPBLOCK_REMINDER_ROLE_ARN", "arn:aws:iam::123456789012:role/capblock-reminder"),
+                // The stack's HandoffClusters: track-blocks tries DescribeNodegroup in the first.
+                ("CAPBLOCK_HANDOFF_CLUSTERS", "train,infer"),
             ]
             .map(|(k, v)| (k.to_string(), v.to_string())),
         );
@@ -828,6 +862,9 @@ async fn preflight_has_each_function_check_its_own_role() {
             ("role of track-blocks: scheduler:GetSchedule", "ok"),
             ("role of track-blocks: autoscaling:SetDesiredCapacity", "not-checked"),
             ("role of track-blocks: resource-groups:GroupResources", "not-checked"),
+            // A node group that is not there, asked of moto's EKS in a named cluster: allowed.
+            ("role of track-blocks: eks:DescribeNodegroup", "ok"),
+            ("role of track-blocks: eks:UpdateNodegroupConfig", "not-checked"),
             ("role of on-capacity-event: ec2:DescribeInstances", "ok"),
             ("role of on-capacity-event: events:PutEvents", "not-checked"),
         ] {

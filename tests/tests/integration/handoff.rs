@@ -1,6 +1,6 @@
 //! Hand-off to the workloads on the local stack: capblock's events through the outbox onto an
 //! EventBridge bus, routed by a rule to an SQS queue and validated against their JSON Schemas;
-//! and the actions on moto's SSM, Auto Scaling and Resource Groups through the real adapters.
+//! and the actions on moto's SSM, Auto Scaling, Resource Groups and EKS through the real adapters.
 //!
 //! moto (5.2) serves Resource Groups' CreateGroup (with its configuration and tags),
 //! GetGroupConfiguration, GetTags and ListGroups; GroupResources, UngroupResources and
@@ -18,6 +18,7 @@ use aws_config::SdkConfig;
 use capblock_shared::app::handoff::{Hands, enqueue_actions, event_notice};
 use capblock_shared::app::outbox::flush;
 use capblock_shared::aws::autoscaling::AutoScaling;
+use capblock_shared::aws::eks::Eks;
 use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::ssm::Ssm;
@@ -30,7 +31,7 @@ use capblock_shared::domain::names::Region;
 use capblock_shared::ports::{InstanceSource, MarketError, Outbox, Parameters};
 use capblock_tests::{
     Aws, Published, Rig, RuleToml, ScenarioToml, T0, auto_scaling_group, auto_scaling_group_in, detail_types,
-    event_types, example_block,
+    eks_nodegroup, event_types, example_block, nodegroup_size,
 };
 use chrono::{DateTime, Duration, TimeZone, Utc};
 
@@ -186,10 +187,20 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
     let store = aws.store();
     let rule = format!("rule-{}", id());
     let group_name = format!("trainers-{}", id());
-    let (ssm, asg, rg) =
-        (Ssm::new(aws.sdk.clone()), AutoScaling::new(aws.sdk.clone()), ResourceGroups::new(aws.sdk.clone()));
-    let hands =
-        Hands { parameters: &ssm, groups: &asg, commands: &ssm, instances: &TwoInstances, reservation_groups: &rg };
+    let (ssm, asg, rg, eks) = (
+        Ssm::new(aws.sdk.clone()),
+        AutoScaling::new(aws.sdk.clone()),
+        ResourceGroups::new(aws.sdk.clone()),
+        Eks::new(aws.sdk.clone()),
+    );
+    let hands = Hands {
+        parameters: &ssm,
+        groups: &asg,
+        commands: &ssm,
+        instances: &TwoInstances,
+        reservation_groups: &rg,
+        nodegroups: &eks,
+    };
     let actions = vec![
         Action::PublishParameter,
         Action::ScaleGroup { group: group_name.clone(), desired: 2, down_lead_minutes: 45 },
@@ -260,10 +271,20 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
 async fn a_group_scaled_up_in_another_zone_than_the_block_is_warned_of_once() {
     let aws = Aws::fresh("handoff-zone").await;
     let store = aws.store();
-    let (ssm, asg, rg) =
-        (Ssm::new(aws.sdk.clone()), AutoScaling::new(aws.sdk.clone()), ResourceGroups::new(aws.sdk.clone()));
-    let hands =
-        Hands { parameters: &ssm, groups: &asg, commands: &ssm, instances: &TwoInstances, reservation_groups: &rg };
+    let (ssm, asg, rg, eks) = (
+        Ssm::new(aws.sdk.clone()),
+        AutoScaling::new(aws.sdk.clone()),
+        ResourceGroups::new(aws.sdk.clone()),
+        Eks::new(aws.sdk.clone()),
+    );
+    let hands = Hands {
+        parameters: &ssm,
+        groups: &asg,
+        commands: &ssm,
+        instances: &TwoInstances,
+        reservation_groups: &rg,
+        nodegroups: &eks,
+    };
     let group_name = format!("trainers-{}", id());
     auto_scaling_group_in(&aws.sdk, "us-east-1", &group_name, "us-east-1b").await;
     let actions = vec![Action::ScaleGroup { group: group_name.clone(), desired: 2, down_lead_minutes: 45 }];
@@ -573,4 +594,93 @@ async fn in_dry_run_the_group_is_announced_and_never_made() {
     assert_eq!(would.iter().filter(|d| d.starts_with(&add)).count(), 1, "{would:#?}");
     assert_eq!(would.iter().filter(|d| d.starts_with(&remove)).count(), 1, "{would:#?}");
     assert!(descriptions(&alerts, "action-failed").is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// An EKS managed node group (scale_nodegroup), through a block's life on moto's EKS.
+// ---------------------------------------------------------------------------------------------
+
+/// The rule `rule` scaling node group `nodegroup` of `cluster` to 1 node (min 1, max 3) at the
+/// start, back 45 minutes before termination.
+fn nodegroup_rule(h: &Rig, rule: &str, cluster: &str, nodegroup: &str) -> capblock_shared::domain::rule::Rule {
+    let actions = format!(
+        "[[actions]]\nkind = \"scale_nodegroup\"\ncluster = \"{cluster}\"\nnodegroup = \"{nodegroup}\"\n\
+         desired = 1\nmin = 1\nmax = 3\ndown_lead_minutes = 45"
+    );
+    RuleToml::p5(rule).window(1, 10).extra(&actions).rule(h.now())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocks_life_scales_its_node_group_up_once_and_back_to_what_it_was_once() {
+    let (h, _) = life_rig("handoff-eks").await;
+    let (cluster, nodegroup) = (format!("train-{}", id()), "p5-nodes");
+    eks_nodegroup(&h.aws.sdk, "us-east-1", &cluster, nodegroup, (0, 1, 0)).await;
+    let size = || nodegroup_size(&h.aws.sdk, "us-east-1", &cluster, nodegroup);
+    let id = h.buy(&nodegroup_rule(&h, &format!("eks-{}", id()), &cluster, nodegroup)).await;
+
+    // Paid, days before the start: left as it is.
+    track_until(&h, "2026-12-01T03:00:00Z").await;
+    assert_eq!(size().await, (0, 1, 0), "not before the start");
+
+    // Active: scaled up once (track_until's last step runs the tracker twice).
+    track_until(&h, "2026-12-03T11:35:00Z").await;
+    assert_eq!(h.block(&id).await.state, BlockState::Active);
+    assert_eq!(size().await, (1, 3, 1));
+    h.advance_minutes(5).await;
+    let again = h.track().await;
+    assert!(again.handoff.done.is_empty() && again.handoff.planned == 0, "{:#?}", again.handoff);
+
+    // 45 minutes before termination: back to what it was.
+    track_until(&h, "2026-12-04T10:15:00Z").await;
+    assert_eq!(size().await, (0, 1, 0));
+    // The end plans the same order (its key): nothing runs again.
+    track_until(&h, "2026-12-04T11:35:00Z").await;
+    assert_eq!(h.block(&id).await.state, BlockState::Expired);
+    assert_eq!(size().await, (0, 1, 0));
+
+    let alerts = h.aws.alerts().await;
+    let done = descriptions(&alerts, "action-done");
+    assert_eq!(done.len(), 2, "up and back, each once: {done:#?}");
+    let said = |start: &str| done.iter().find(|d| d.starts_with(start)).unwrap_or_else(|| panic!("{start}: {done:#?}"));
+    let up = said(&format!("Done: scale node group `{nodegroup}` of cluster `{cluster}` to 1 (min 1, max 3)."));
+    assert!(up.contains("min 1, max 3, desired 1 (was min 0, max 1, desired 0)"), "{up}");
+    let back =
+        said(&format!("Done: put node group `{nodegroup}` of cluster `{cluster}` back to its size before the block."));
+    assert!(back.contains("min 0, max 1, desired 0 (was min 1, max 3, desired 1)"), "{back}");
+    assert!(descriptions(&alerts, "action-failed").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_node_group_is_announced_once_and_scaled_once_it_is_there() {
+    let (h, _) = life_rig("handoff-eks-missing").await;
+    let cluster = format!("train-{}", id());
+    h.buy(&nodegroup_rule(&h, &format!("eksfail-{}", id()), &cluster, "p5-nodes")).await;
+    track_until(&h, "2026-12-03T11:35:00Z").await;
+    track_until(&h, "2026-12-03T12:00:00Z").await;
+    let failed = descriptions(&h.aws.alerts().await, "action-failed").iter().map(|d| d.to_string()).collect::<Vec<_>>();
+    assert_eq!(failed.len(), 1, "announced once, however many runs it fails: {failed:#?}");
+    assert!(failed[0].contains("DescribeNodegroup") && failed[0].contains("no node group"), "{failed:#?}");
+    // Made by a person: the next run scales it up.
+    eks_nodegroup(&h.aws.sdk, "us-east-1", &cluster, "p5-nodes", (0, 1, 0)).await;
+    h.advance_minutes(5).await;
+    let report = h.track().await;
+    assert!(report.handoff.failed.is_empty(), "{:#?}", report.handoff);
+    assert_eq!(nodegroup_size(&h.aws.sdk, "us-east-1", &cluster, "p5-nodes").await, (1, 3, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_dry_run_the_node_group_is_announced_and_never_scaled() {
+    let (mut h, _) = life_rig("handoff-eks-dry").await;
+    let (cluster, nodegroup) = (format!("train-{}", id()), "p5-nodes");
+    eks_nodegroup(&h.aws.sdk, "us-east-1", &cluster, nodegroup, (0, 1, 0)).await;
+    h.buy(&nodegroup_rule(&h, &format!("eksdry-{}", id()), &cluster, nodegroup)).await;
+    h.track.stack.mode = capblock_shared::domain::rule::Mode::DryRun;
+    track_until(&h, "2026-12-04T11:35:00Z").await;
+    assert_eq!(nodegroup_size(&h.aws.sdk, "us-east-1", &cluster, nodegroup).await, (0, 1, 0));
+    let alerts = h.aws.alerts().await;
+    let would = descriptions(&alerts, "action-done");
+    let up = format!("Would scale node group `{nodegroup}` of cluster `{cluster}` to 1 (min 1, max 3).");
+    let back = format!("Would put node group `{nodegroup}` of cluster `{cluster}` back to its size before the block.");
+    assert_eq!(would.iter().filter(|d| d.starts_with(&up)).count(), 1, "{would:#?}");
+    assert_eq!(would.iter().filter(|d| d.starts_with(&back)).count(), 1, "{would:#?}");
 }

@@ -1,5 +1,5 @@
 //! The action runner against in-memory sides (the local-stack tests in `tests/` run the same
-//! workflow on moto's SSM, Auto Scaling and Resource Groups).
+//! workflow on moto's SSM, Auto Scaling, Resource Groups and EKS).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -10,9 +10,9 @@ use chrono::{Duration, TimeZone};
 use super::*;
 use crate::domain::block::example;
 use crate::domain::handoff::tests::{all, target};
-use crate::domain::handoff::{Point, at_point, due};
+use crate::domain::handoff::{NodegroupScaling, Point, at_point, due};
 use crate::domain::lifecycle::BlockState;
-use crate::ports::{MarketError, SentCommand};
+use crate::ports::{ActionResult, MarketError, SentCommand};
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()
@@ -132,6 +132,9 @@ struct Aws {
     created: Mutex<u32>,
     /// GroupResources and UngroupResources calls.
     membership_calls: Mutex<u32>,
+    /// EKS node groups by `cluster/nodegroup`, and every UpdateNodegroupConfig's new size.
+    nodegroups: Mutex<BTreeMap<String, NodegroupScaling>>,
+    nodegroup_updates: Mutex<Vec<(String, NodegroupScaling)>>,
 }
 
 impl Aws {
@@ -232,6 +235,34 @@ impl ReservationGroups for Aws {
 }
 
 #[async_trait]
+impl Nodegroups for Aws {
+    async fn scaling(&self, _r: &Region, cluster: &str, nodegroup: &str) -> ActionResult<Option<NodegroupScaling>> {
+        self.check("DescribeNodegroup")?;
+        Ok(self.nodegroups.lock().unwrap().get(&format!("{cluster}/{nodegroup}")).copied())
+    }
+    async fn set_scaling(
+        &self,
+        _r: &Region,
+        cluster: &str,
+        nodegroup: &str,
+        to: &NodegroupScaling,
+    ) -> ActionResult<String> {
+        self.check("UpdateNodegroupConfig")?;
+        let name = format!("{cluster}/{nodegroup}");
+        let mut groups = self.nodegroups.lock().unwrap();
+        let g = groups.get_mut(&name).ok_or_else(|| ActionError {
+            operation: "UpdateNodegroupConfig",
+            region: "us-east-1".into(),
+            message: "ResourceNotFoundException".into(),
+        })?;
+        *g = *to;
+        let mut updates = self.nodegroup_updates.lock().unwrap();
+        updates.push((name, *to));
+        Ok(format!("update-{}", updates.len()))
+    }
+}
+
+#[async_trait]
 impl Commands for Aws {
     async fn send(&self, _r: &Region, document: &str, ids: &[String], comment: &str) -> Result<String, ActionError> {
         self.check("SendCommand")?;
@@ -278,7 +309,7 @@ impl InstanceSource for Aws {
 }
 
 fn hands(aws: &Aws) -> Hands<'_> {
-    Hands { parameters: aws, groups: aws, commands: aws, instances: aws, reservation_groups: aws }
+    Hands { parameters: aws, groups: aws, commands: aws, instances: aws, reservation_groups: aws, nodegroups: aws }
 }
 
 /// The settings of stack `prod` in `mode`.
@@ -744,4 +775,215 @@ async fn the_tracker_plans_the_group_with_the_stacks_name_once_the_block_is_paid
     let report = tracker_pass(&store, &hands(&aws), &rules, &stack(Mode::DryRun), t(9, 12, 0)).await;
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert!(aws.reservation_groups.lock().unwrap().is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// scale_nodegroup: an EKS managed node group up at the start, back to what it was at the end.
+// ---------------------------------------------------------------------------------------------
+
+fn nodegroup(desired: u32, min: Option<u32>, max: Option<u32>) -> Vec<Action> {
+    vec![Action::ScaleNodegroup {
+        cluster: "train".into(),
+        nodegroup: "gpu".into(),
+        desired,
+        min,
+        max,
+        down_lead_minutes: 45,
+    }]
+}
+
+fn sized(min: u32, max: u32, desired: u32) -> NodegroupScaling {
+    NodegroupScaling { min, max, desired }
+}
+
+impl Aws {
+    fn with_nodegroup(at: NodegroupScaling) -> Aws {
+        let aws = Aws::default();
+        aws.nodegroups.lock().unwrap().insert("train/gpu".into(), at);
+        aws
+    }
+    fn nodegroup(&self) -> NodegroupScaling {
+        self.nodegroups.lock().unwrap()["train/gpu"]
+    }
+    fn updates(&self) -> usize {
+        self.nodegroup_updates.lock().unwrap().len()
+    }
+}
+
+#[tokio::test]
+async fn a_node_group_goes_up_once_at_the_start_and_back_to_what_it_was_at_the_end() {
+    let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(1, 2, 1)));
+    let now = t(10, 11, 35);
+    let up = at_point(&nodegroup(4, None, None), &target(), Point::Active, false);
+    assert_eq!(enqueue_actions(&outbox, &up, now).await.unwrap(), 1);
+    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    // The minimum stays, the maximum is raised to the desired size.
+    assert_eq!(aws.nodegroup(), sized(1, 4, 4));
+    // A duplicate trigger and a second run change nothing.
+    assert_eq!(enqueue_actions(&outbox, &up, now).await.unwrap(), 0);
+    assert_eq!(hands(&aws).run(&outbox, now + Duration::minutes(5)).await.unwrap(), ActionReport::default());
+    assert_eq!(aws.updates(), 1);
+
+    // 45 minutes before termination: back to min 1, max 2, desired 1, once.
+    let late = t(11, 10, 15);
+    let down = due(&nodegroup(4, None, None), &target(), late, false);
+    assert_eq!(enqueue_actions(&outbox, &down, late).await.unwrap(), 1);
+    let report = hands(&aws).run(&outbox, late).await.unwrap();
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    assert_eq!(aws.nodegroup(), sized(1, 2, 1));
+    // The end's order has the lead's key: nothing runs twice.
+    let ended = at_point(&nodegroup(4, None, None), &target(), Point::Ended, false);
+    assert_eq!(enqueue_actions(&outbox, &ended, late).await.unwrap(), 0);
+    assert_eq!(hands(&aws).run(&outbox, late + Duration::minutes(5)).await.unwrap(), ActionReport::default());
+    assert_eq!(aws.updates(), 2);
+    let said = outbox
+        .notices
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(n, _, _)| n.topic == Topic::Alerts)
+        .map(|(n, _, _)| n.message.body.clone())
+        .collect::<Vec<_>>();
+    assert!(said.iter().any(|b| b.contains("min 1, max 4, desired 4 (was min 1, max 2, desired 1)")), "{said:#?}");
+    assert!(said.iter().any(|b| b.contains("min 1, max 2, desired 1 (was min 1, max 4, desired 4)")), "{said:#?}");
+}
+
+#[tokio::test]
+async fn a_retried_scale_up_keeps_what_the_node_group_was_before_the_first_try() {
+    let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(0, 2, 0)));
+    let now = t(10, 11, 35);
+    let actions = nodegroup(3, Some(1), Some(6));
+    enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Active, false), now).await.unwrap();
+    // The first try recorded the size, then its update was lost (the run died): the node
+    // group was scaled nonetheless.
+    let record_key = handoff::nodegroup_record("train", "gpu");
+    let scaled = NodegroupScaled { before: sized(0, 2, 0), set: sized(1, 6, 3) };
+    outbox.put_record(&record(&target().block.reservation_id, record_key, &scaled, now)).await.unwrap();
+    aws.nodegroups.lock().unwrap().insert("train/gpu".into(), sized(1, 6, 3));
+
+    hands(&aws).run(&outbox, now).await.unwrap();
+    assert_eq!(aws.nodegroup(), sized(1, 6, 3), "the same size again");
+    let late = t(11, 10, 15);
+    enqueue_actions(&outbox, &due(&actions, &target(), late, false), late).await.unwrap();
+    hands(&aws).run(&outbox, late).await.unwrap();
+    assert_eq!(aws.nodegroup(), sized(0, 2, 0), "what it was before capblock touched it");
+}
+
+#[tokio::test]
+async fn a_size_changed_since_the_scale_up_is_left_as_it_is() {
+    let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(0, 2, 0)));
+    let now = t(10, 11, 35);
+    let actions = nodegroup(4, None, None);
+    enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Active, false), now).await.unwrap();
+    hands(&aws).run(&outbox, now).await.unwrap();
+    assert_eq!(aws.nodegroup(), sized(0, 4, 4));
+    // Someone (the Cluster Autoscaler, a person) took the desired size to 3.
+    aws.nodegroups.lock().unwrap().insert("train/gpu".into(), sized(0, 4, 3));
+    let late = t(11, 10, 15);
+    enqueue_actions(&outbox, &due(&actions, &target(), late, false), late).await.unwrap();
+    hands(&aws).run(&outbox, late).await.unwrap();
+    // The maximum goes back; the desired size stays theirs, within it.
+    assert_eq!(aws.nodegroup(), sized(0, 2, 2));
+    let said = outbox.notices.lock().unwrap().iter().map(|(n, _, _)| n.message.body.clone()).collect::<Vec<_>>();
+    assert!(said.iter().any(|b| b.contains("left as it is: desired is 3 (capblock set 4)")), "{said:#?}");
+}
+
+#[tokio::test]
+async fn a_node_group_never_scaled_up_is_left_as_it_is_at_the_end() {
+    let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(0, 2, 1)));
+    let end = target().block.end;
+    enqueue_actions(&outbox, &at_point(&nodegroup(2, None, None), &target(), Point::Ended, false), end).await.unwrap();
+    let report = hands(&aws).run(&outbox, end).await.unwrap();
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    assert_eq!(aws.updates(), 0);
+    assert_eq!(aws.nodegroup(), sized(0, 2, 1));
+}
+
+#[tokio::test]
+async fn a_missing_node_group_fails_once_and_is_retried() {
+    let (outbox, aws) = (Memory::default(), Aws::default());
+    let now = t(10, 11, 35);
+    enqueue_actions(&outbox, &at_point(&nodegroup(2, None, None), &target(), Point::Active, false), now).await.unwrap();
+    for run in 0..3 {
+        let report = hands(&aws).run(&outbox, now + Duration::minutes(5 * run)).await.unwrap();
+        assert_eq!(report.failed.len(), 1, "{report:?}");
+    }
+    let failed = outbox
+        .notices
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(n, _, _)| n.milestone.ends_with("-failed"))
+        .map(|(n, _, _)| n.message.body.clone())
+        .collect::<Vec<_>>();
+    assert_eq!(failed.len(), 1, "announced once");
+    assert!(failed[0].contains("no node group") && failed[0].contains("HandoffClusters"), "{failed:#?}");
+    // Made by a person: the next run scales it up.
+    aws.nodegroups.lock().unwrap().insert("train/gpu".into(), sized(0, 1, 0));
+    let report = hands(&aws).run(&outbox, now + Duration::minutes(20)).await.unwrap();
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    assert_eq!(aws.nodegroup(), sized(0, 2, 2));
+}
+
+#[tokio::test]
+async fn a_node_group_in_dry_run_is_announced_and_never_touched() {
+    let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(0, 2, 0)));
+    let now = t(10, 11, 35);
+    let actions = nodegroup(2, None, None);
+    enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Active, true), now).await.unwrap();
+    enqueue_actions(&outbox, &due(&actions, &target(), t(11, 10, 15), true), now).await.unwrap();
+    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    assert_eq!(report.done.len(), 2, "{report:?}");
+    assert_eq!(aws.updates(), 0);
+    let said = outbox.notices.lock().unwrap().iter().map(|(n, _, _)| n.message.body.clone()).collect::<Vec<_>>();
+    assert!(said.iter().any(|b| b.contains("Would scale node group `gpu` of cluster `train` to 2.")), "{said:#?}");
+    assert!(said.iter().any(|b| b.contains("Would put node group `gpu` of cluster `train` back")), "{said:#?}");
+}
+
+/// The node groups rules validate asks EKS about.
+#[tokio::test]
+async fn a_node_group_eks_does_not_know_is_named_in_each_of_the_rules_regions() {
+    let aws = Aws::with_nodegroup(sized(0, 2, 0));
+    let mut rule = rule_with("p5", nodegroup(2, None, None));
+    rule.regions = vec!["us-east-1".parse().unwrap(), "us-west-2".parse().unwrap()];
+    assert!(unknown_nodegroups(&aws, &rule).await.unwrap().is_empty());
+    let rule = rule_with(
+        "p5",
+        vec![Action::ScaleNodegroup {
+            cluster: "train".into(),
+            nodegroup: "cpu".into(),
+            desired: 1,
+            min: None,
+            max: None,
+            down_lead_minutes: 30,
+        }],
+    );
+    let p = unknown_nodegroups(&aws, &rule).await.unwrap();
+    assert_eq!(p.len(), rule.regions.len(), "{p:?}");
+    assert_eq!(p[0].0, "actions[0].nodegroup");
+    assert!(p[0].1.starts_with("no node group \"cpu\" in EKS cluster \"train\" in "), "{p:?}");
+}
+
+#[tokio::test]
+async fn after_an_extension_the_new_ends_order_finds_the_node_group_back_already() {
+    let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(0, 2, 0)));
+    let actions = nodegroup(2, None, None);
+    let now = t(10, 11, 35);
+    enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Active, false), now).await.unwrap();
+    hands(&aws).run(&outbox, now).await.unwrap();
+    let late = t(11, 10, 15);
+    enqueue_actions(&outbox, &due(&actions, &target(), late, false), late).await.unwrap();
+    hands(&aws).run(&outbox, late).await.unwrap();
+    assert_eq!((aws.nodegroup(), aws.updates()), (sized(0, 2, 0), 2));
+    // Extended by a day: the new end's order runs once more and changes nothing.
+    let mut extended = target();
+    extended.block.end = t(12, 11, 30);
+    let later = t(12, 10, 15);
+    assert_eq!(enqueue_actions(&outbox, &due(&actions, &extended, later, false), later).await.unwrap(), 1);
+    let report = hands(&aws).run(&outbox, later).await.unwrap();
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    assert_eq!((aws.nodegroup(), aws.updates()), (sized(0, 2, 0), 2));
+    let said = outbox.notices.lock().unwrap().iter().map(|(n, _, _)| n.message.body.clone()).collect::<Vec<_>>();
+    assert!(said.iter().any(|b| b.contains("already: nothing to put back")), "{said:#?}");
 }

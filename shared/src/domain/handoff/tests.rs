@@ -1,5 +1,5 @@
 use super::*;
-use crate::domain::actions::{ActionLimits, ActionSpec, validate};
+use crate::domain::actions::{ActionLimits, ActionSpec, is_cluster_name, is_nodegroup_name, validate};
 use chrono::TimeZone;
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
@@ -411,4 +411,204 @@ fn a_group_outside_the_blocks_zone_is_warned_of() {
     assert_eq!(w.thread_id, "cr-0123456789abcdef0");
     assert_eq!(w.event_type, "action-warning");
     assert!(zone_warning(p, "trainers", &[]).unwrap().description.contains("in no Availability Zone"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// scale_nodegroup
+// ---------------------------------------------------------------------------------------------
+
+fn nodegroup_spec(cluster: &str, nodegroup: &str, desired: i64, min: Option<i64>, max: Option<i64>) -> ActionSpec {
+    ActionSpec::ScaleNodegroup {
+        cluster: cluster.into(),
+        nodegroup: nodegroup.into(),
+        desired,
+        min,
+        max,
+        down_lead_minutes: 45,
+    }
+}
+
+fn nodegroup_action(desired: u32) -> Action {
+    Action::ScaleNodegroup {
+        cluster: "train".into(),
+        nodegroup: "gpu".into(),
+        desired,
+        min: None,
+        max: None,
+        down_lead_minutes: 45,
+    }
+}
+
+fn sized(min: u32, max: u32, desired: u32) -> NodegroupScaling {
+    NodegroupScaling { min, max, desired }
+}
+
+#[test]
+fn a_node_group_action_reads_from_toml_and_shows_back_the_same() {
+    let specs: Vec<ActionSpec> = toml::from_str::<toml::Table>(
+        r#"
+        [[actions]]
+        kind = "scale_nodegroup"
+        cluster = "train"
+        nodegroup = "gpu"
+        desired = 4
+        down_lead_minutes = 45
+        [[actions]]
+        kind = "scale_nodegroup"
+        cluster = "train"
+        nodegroup = "gpu-2"
+        desired = 2
+        min = 1
+        max = 8
+        down_lead_minutes = 30
+        "#,
+    )
+    .unwrap()["actions"]
+        .clone()
+        .try_into()
+        .unwrap();
+    let (actions, problems) = validate(&specs, &limits());
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(actions[0], nodegroup_action(4));
+    assert_eq!(
+        actions[1],
+        Action::ScaleNodegroup {
+            cluster: "train".into(),
+            nodegroup: "gpu-2".into(),
+            desired: 2,
+            min: Some(1),
+            max: Some(8),
+            down_lead_minutes: 30
+        }
+    );
+    let shown: Vec<ActionSpec> = actions.iter().map(ActionSpec::from).collect();
+    assert_eq!(shown, specs);
+    // Unset bounds are not written back as keys.
+    let text = toml::to_string(&shown[0]).unwrap();
+    assert!(!text.contains("min =") && !text.contains("max ="), "{text}");
+    let r: Result<ActionSpec, _> = toml::from_str(
+        "kind = \"scale_nodegroup\"\ncluster = \"c\"\nnodegroup = \"n\"\ndesired = 1\ndown_lead_minutes = 30\nend_desired = 0\n",
+    );
+    assert!(r.is_err(), "unknown keys are refused");
+}
+
+#[test]
+fn bad_node_group_actions_are_named_by_field() {
+    let specs = [
+        nodegroup_spec("", "gpu", 1, None, None),
+        nodegroup_spec("train", "", 1, None, None),
+        nodegroup_spec("-train", "gpu!", 1, None, None),
+        nodegroup_spec(&"c".repeat(101), &"n".repeat(64), 1, None, None),
+        nodegroup_spec("train", "gpu", -1, None, None),
+        nodegroup_spec("train", "a", 5, None, None),
+        nodegroup_spec("train", "b", 2, Some(3), None),
+        nodegroup_spec("train", "c", 2, None, Some(1)),
+        nodegroup_spec("train", "d", 0, Some(-1), Some(0)),
+        nodegroup_spec("train", "e", 2, Some(1), Some(3)),
+    ];
+    let (actions, mut problems) = validate(&specs, &limits());
+    assert_eq!(actions.len(), 1, "only e: {actions:?}");
+    // The same node group twice in one rule.
+    let twice = [nodegroup_spec("train", "e", 2, Some(1), Some(3)), nodegroup_spec("train", "e", 1, None, None)];
+    let (once, more) = validate(&twice, &limits());
+    assert_eq!(once.len(), 1);
+    problems.extend(more.into_iter().map(|(f, p)| (f.replace("[1]", "[10]"), p)));
+    assert_eq!(
+        fields(&problems),
+        [
+            "actions[0].cluster",
+            "actions[1].nodegroup",
+            "actions[2].cluster",
+            "actions[2].nodegroup",
+            "actions[3].cluster",
+            "actions[3].nodegroup",
+            "actions[4].desired",
+            "actions[5].desired",
+            "actions[6].min",
+            "actions[7].max",
+            "actions[8].min",
+            "actions[8].max",
+            "actions[10].nodegroup",
+        ],
+        "{problems:#?}"
+    );
+    assert!(problems[0].1.contains("empty") && problems[1].1.contains("empty"), "{problems:?}");
+    assert!(problems[2].1.contains("EKS cluster name"), "{problems:?}");
+    assert!(problems[8].1.contains("3 is above desired = 2"), "{problems:?}");
+    assert!(problems[9].1.contains("1 is below desired = 2"), "{problems:?}");
+    assert!(problems[12].1.contains("scaled by two actions"), "{problems:?}");
+    // 0 nodes is a size; a node group of one cluster may share its name with another's.
+    let (ok, problems) = validate(
+        &[nodegroup_spec("a", "gpu", 0, Some(0), Some(1)), nodegroup_spec("b", "gpu", 4, None, None)],
+        &limits(),
+    );
+    assert!(problems.is_empty() && ok.len() == 2, "{problems:?}");
+    for good in ["0", "A-b_c", &"c".repeat(100)] {
+        assert!(is_cluster_name(good), "{good}");
+    }
+    assert!(is_nodegroup_name(&"n".repeat(63)) && !is_nodegroup_name(&"n".repeat(64)));
+    assert!(!is_cluster_name("_a") && !is_cluster_name("a.b") && !is_cluster_name("é"));
+}
+
+#[test]
+fn a_node_group_goes_up_when_active_and_back_at_its_lead_or_the_end() {
+    let tg = target(); // termination 12-11 11:00
+    let actions = [nodegroup_action(4)];
+    let up = at_point(&actions, &tg, Point::Active, false);
+    assert_eq!(keys(&up), ["action-nodegroup-up-train/gpu"]);
+    assert_eq!(
+        up[0].order,
+        Order::ScaleNodegroup { cluster: "train".into(), nodegroup: "gpu".into(), desired: 4, min: None, max: None }
+    );
+    let back = "action-nodegroup-back-train/gpu-end-20261211T1130Z";
+    assert_eq!(keys(&at_point(&actions, &tg, Point::Ended, false)), [back]);
+    assert!(due(&actions, &tg, t(11, 10, 14), false).is_empty());
+    assert_eq!(keys(&due(&actions, &tg, t(11, 10, 15), false)), [back]);
+    assert_eq!(
+        keys(&current(&actions, &tg, BlockState::Active, t(10, 12, 0), false)),
+        ["action-nodegroup-up-train/gpu"]
+    );
+    // Past the lead: put back, not scaled up.
+    assert_eq!(keys(&current(&actions, &tg, BlockState::Active, t(11, 10, 20), false)), [back]);
+    // A block whose payment failed was never scaled up.
+    let mut failed = target();
+    failed.block.state = BlockState::PaymentFailed;
+    assert!(at_point(&actions, &failed, Point::Ended, false).is_empty());
+    // The record the scale-up keeps and the end reads.
+    assert_eq!(nodegroup_record("train", "gpu"), "action-nodegroup-up-train/gpu-before");
+    let m = announce_done(&at_point(&actions, &tg, Point::Active, true)[0], "");
+    assert!(m.description.starts_with("Would scale node group `gpu` of cluster `train` to 4."), "{}", m.description);
+}
+
+#[test]
+fn the_size_at_the_start_keeps_the_minimum_and_raises_the_maximum() {
+    assert_eq!(scaled_up(sized(0, 2, 0), 4, None, None), Ok(sized(0, 4, 4)));
+    assert_eq!(scaled_up(sized(1, 10, 1), 4, None, None), Ok(sized(1, 10, 4)));
+    assert_eq!(scaled_up(sized(0, 2, 0), 4, Some(4), Some(6)), Ok(sized(4, 6, 4)));
+    // A minimum above the desired size: the node group keeps that many anyway.
+    assert_eq!(scaled_up(sized(3, 5, 3), 2, None, None), Ok(sized(3, 5, 3)));
+    // Zero nodes with a maximum of one at least (EKS's maxSize).
+    assert_eq!(scaled_up(sized(0, 1, 1), 0, None, None), Ok(sized(0, 1, 0)));
+    // The rule's maximum below the minimum the node group keeps: no size is both.
+    let e = scaled_up(sized(5, 8, 5), 2, None, Some(3)).unwrap_err();
+    assert!(e.contains("minimum size 5 is above max = 3"), "{e}");
+}
+
+#[test]
+fn the_end_puts_back_what_capblock_changed_and_leaves_what_others_did() {
+    let record = NodegroupScaled { before: sized(0, 2, 0), set: sized(0, 4, 4) };
+    // Untouched since: all back.
+    assert_eq!(restored(&record, sized(0, 4, 4)), Restore { to: sized(0, 2, 0), kept: vec![] });
+    // The Cluster Autoscaler moved the desired size: it stays, within the maximum put back.
+    assert_eq!(restored(&record, sized(0, 4, 3)), Restore { to: sized(0, 2, 2), kept: vec![("desired", 4, 3)] });
+    // Back already (an extension's second run, or an overlapping block's end): nothing changes.
+    let again = restored(&record, sized(0, 2, 0));
+    assert_eq!(again.to, sized(0, 2, 0));
+    // Two blocks overlapping: the later one recorded the earlier one's size as "before"; the
+    // earlier one's end put it back, so the later one's leaves it there.
+    let later = NodegroupScaled { before: sized(0, 4, 4), set: sized(0, 4, 4) };
+    assert_eq!(restored(&later, sized(0, 2, 0)).to, sized(0, 2, 0));
+    // A minimum raised by the rule goes back; a maximum of at least one.
+    let raised = NodegroupScaled { before: sized(0, 1, 0), set: sized(3, 3, 3) };
+    assert_eq!(restored(&raised, sized(3, 3, 3)).to, sized(0, 1, 0));
 }
