@@ -45,9 +45,10 @@ pub fn block(o: &capblock_shared::domain::offering::Offering) -> String {
     )
 }
 
-/// A money cell: the amount to the cent, without the currency (the header names it).
+/// A money cell: the amount to the cent, without the currency (the header names it). Every
+/// Decimal is rounded before `{:.N}`, which cuts digits off rather than rounding them.
 pub fn money(m: &Money) -> String {
-    format!("{:.2}", m.amount())
+    format!("{:.2}", m.amount().round_dp(2))
 }
 
 /// A duration cell: "2d 3h", "5h 10m", "12m".
@@ -121,8 +122,8 @@ pub fn offering_rows(list: &[Priced]) -> Vec<Vec<String>> {
                 o.end.format("%Y-%m-%d %H:%M").to_string(),
                 o.length_text(),
                 format!("{} {}", money(&o.fee), o.fee.currency()),
-                format!("{:.4}", p.per_instance_hour.per_unit),
-                format!("{:.4}", p.per_accelerator_hour.per_unit),
+                format!("{:.4}", p.per_instance_hour.per_unit.round_dp(4)),
+                format!("{:.4}", p.per_accelerator_hour.per_unit.round_dp(4)),
                 o.id.clone(),
             ]
         })

@@ -23,6 +23,8 @@ RULE = "capblock-events-to-queue"
 RULE_ID = "p5-weekly"
 GROUP = "p5-trainers"
 DOCUMENT = "capblock-checkpoint"
+# The rule's capacity reservation group, as capblock names it: capblock-<stack>-<rule>.
+RESERVATION_GROUP = f"capblock-{os.environ.get('CAPBLOCK_STACK', 'capblock-local')}-{RULE_ID}"
 ALL_DETAIL_TYPES = {
     "Block Purchased", "Payment Failed", "Block Active", "Block Ending", "Block Extended", "Block Ended", "Health Changed", "Block Idle",
 }
@@ -69,6 +71,16 @@ def setup():
     return url
 
 
+def reservation_group_members(region):
+    """The reservations in p5-weekly's capacity reservation group (none before capblock makes it)."""
+    rg = boto3.client("resource-groups", region_name=region)
+    try:
+        out = rg.list_group_resources(Group=RESERVATION_GROUP)
+    except rg.exceptions.NotFoundException:
+        return frozenset()
+    return frozenset(r["Identifier"]["ResourceArn"].rsplit("/", 1)[-1] for r in out["Resources"])
+
+
 def block_instances(r):
     """The block's running instances, as the simulated EC2 reports them (capblock's own question)."""
     ec2 = boto3.client("ec2", region_name=r["region"])
@@ -86,6 +98,7 @@ class HandOff:
         self.desired = {}  # region -> last desired capacity seen
         self.scaled = []  # (now, region, desired)
         self.commands = {}  # reservation id -> (now, instances)
+        self.grouped = []  # (now, state of p5-weekly's block, reservation ids in its group)
 
     def due(self, state):
         """Times the story must step at: the group's scale-down and the command's lead."""
@@ -103,6 +116,13 @@ class HandOff:
                 self.say(now, f"HAND-OFF   {GROUP} in {region}: desired capacity {self.desired.get(region, 0)} -> {desired}")
                 self.scaled.append((now, region, desired))
             self.desired[region] = desired
+        for r in state["reservations"]:
+            if (r.get("tags") or {}).get("capblock:rule") != RULE_ID:
+                continue
+            members = reservation_group_members(r["region"])
+            if not self.grouped or self.grouped[-1][2] != members:
+                self.say(now, f"HAND-OFF   {RESERVATION_GROUP} in {r['region']}: {', '.join(sorted(members)) or 'empty'}")
+            self.grouped.append((now, r["state"], members))
         for r in state["reservations"]:
             rid = r["reservation_id"]
             if rid in self.commands or r["state"] != "active":
@@ -161,7 +181,12 @@ class HandOff:
                 print(f"  {sent[0]:%a %m-%d %H:%M}  Run Command {DOCUMENT} to {', '.join(sent[1])}")
             print(f"  termination {termination:%a %m-%d %H:%M}; events: "
                   + ", ".join(sorted(t for rid, t in types if rid == r["reservation_id"])))
+        p5_ids = {r["reservation_id"] for r in p5}
+        in_group = any(st == "active" and p5_ids <= members for _, st, members in self.grouped) if p5_ids else False
+        out_at_end = bool(self.grouped) and not (self.grouped[-1][2] & p5_ids)
         return [
+            ("p5-weekly's reservation in its capacity reservation group while it ran", in_group),
+            ("and out of it once the block ended", out_at_end),
             ("p5-trainers scaled up at the block's start", up_ok),
             ("p5-trainers back to 0 before the end", down_ok),
             ("Run Command sent once, 30 min before termination", command_ok),

@@ -541,7 +541,7 @@ class Guards(Template):
             if any(a in as_list(st.get("Action")) for st in as_list(p["Properties"]["PolicyDocument"]["Statement"])
                    for a in actions)
         }
-        (pid, policy), = policies.items()
+        ((_, policy),) = policies.items()
         self.assertEqual([ref(r) for r in policy["Properties"]["Roles"]], ["TrackBlocksRole"])
         # No role's own policies grant EKS: only this policy, which exists only with clusters.
         for rid, role in self.of_type("AWS::IAM::Role").items():

@@ -168,6 +168,13 @@ mod tests {
         b.budget("account", rust_decimal::Decimal::ONE, rust_decimal::Decimal::ZERO, rust_decimal::Decimal::TEN);
         b.hours_to_payment_deadline(at);
         b.hours_to_termination(at);
+        b.block_use(
+            "cr-0123456789abcdef0",
+            3,
+            Some(rust_decimal::Decimal::new(28800, 2)),
+            Some(rust_decimal::Decimal::new(9479, 2)),
+            1,
+        );
         b.error("scan-offerings", "capblock.BadInput");
         let mut names = std::collections::BTreeSet::new();
         for line in b.lines() {

@@ -97,7 +97,7 @@ pub async fn run(a: BacktestArgs) -> CliResult {
                     when(b.offering.start),
                     b.offering.length_text(),
                     table::money(&b.fee),
-                    format!("{:.4}", b.per_accelerator_hour.per_unit),
+                    format!("{:.4}", b.per_accelerator_hour.per_unit.round_dp(4)),
                 ]
             })
             .collect();
@@ -108,9 +108,9 @@ pub async fn run(a: BacktestArgs) -> CliResult {
                 &rows
             )
         );
-        println!("total {:.2} {}", report.total, rule.currency);
+        println!("total {:.2} {}", report.total.round_dp(2), rule.currency);
         for (month, spent) in &report.spent_by_month {
-            println!("  {month}: {spent:.2} of {}", rule.monthly_budget);
+            println!("  {month}: {:.2} of {}", spent.round_dp(2), rule.monthly_budget);
         }
     }
     for h in &report.limited {

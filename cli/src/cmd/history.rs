@@ -208,7 +208,7 @@ pub async fn run(a: HistoryArgs) -> CliResult {
                     r.instance_count.to_string(),
                     r.length.clone(),
                     table::money(&r.fee),
-                    r.per_accelerator_hour.map_or_else(|| "-".into(), |d| format!("{d:.4}")),
+                    r.per_accelerator_hour.map_or_else(|| "-".into(), |d| format!("{:.4}", d.round_dp(4))),
                 ]
             })
             .collect();

@@ -34,8 +34,9 @@ pub struct ReportArgs {
     json: bool,
 }
 
+/// One decimal, rounded (Decimal's `{:.1}` cuts digits off rather than rounding them).
 fn hours(d: Decimal) -> String {
-    format!("{:.1}", d)
+    format!("{:.1}", d.round_dp(1))
 }
 
 pub async fn run(a: ReportArgs) -> CliResult {
@@ -67,11 +68,11 @@ pub async fn run(a: ReportArgs) -> CliResult {
 }
 
 fn rate(r: &RuleMonth) -> String {
-    r.per_used_accelerator_hour.map_or("-".into(), |p| format!("{:.4}", p.per_unit))
+    r.per_used_accelerator_hour.map_or("-".into(), |p| format!("{:.4}", p.per_unit.round_dp(4)))
 }
 
 fn percent(p: Option<Decimal>) -> String {
-    p.map_or("-".into(), |p| format!("{p:.1}"))
+    p.map_or("-".into(), |p| format!("{:.1}", p.round_dp(1)))
 }
 
 fn print_table(r: &Month) {

@@ -36,7 +36,7 @@ use crate::domain::rule::Rule;
 use crate::domain::run_time::RunTime;
 use crate::domain::slack::SlackMessage;
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
-use crate::domain::usage::{DEFAULT_IDLE_ALERT_MINUTES, Sample, idle_cost, utilization_so_far};
+use crate::domain::usage::{DEFAULT_IDLE_ALERT_MINUTES, Reading, idle_cost, utilization_so_far};
 use crate::ports::{
     BlockKinds, BlockStatusSource, BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, Ledger, MarketError,
     Notifier, Outbox, ReminderError, Reminders, ReservationSource, RuleStore, StoreError,
@@ -491,7 +491,7 @@ where
             return Ok(());
         }
         let rule = b.rule_id.as_ref().and_then(|r| rules.get(r));
-        let sample = Sample {
+        let sample = Reading {
             at: now,
             instances: b.instance_count,
             available: *available,

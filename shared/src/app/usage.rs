@@ -15,7 +15,7 @@ use crate::domain::block::Block;
 use crate::domain::bus;
 use crate::domain::checkpoint::idle_notice;
 use crate::domain::money::Money;
-use crate::domain::usage::{IdleNews, Sample, idle_cost};
+use crate::domain::usage::{IdleNews, Reading, idle_cost};
 use crate::ports::{BlockStore, Message, Notice, Outbox, StoreError, Topic};
 
 /// Stores sample `s` of active block `b` (as stored, `b.version`) and announces what it tells,
@@ -27,7 +27,7 @@ use crate::ports::{BlockStore, Message, Notice, Outbox, StoreError, Topic};
 pub async fn sample<S: BlockStore + Outbox + ?Sized>(
     store: &S,
     b: &Block,
-    s: &Sample,
+    s: &Reading,
     alert_after: u32,
     total: Option<Money>,
     tags: BTreeMap<String, String>,

@@ -191,7 +191,7 @@ pub fn month_summary(
     teams: &[super::report::TeamMonth],
     account_spent: Option<Money>,
 ) -> SlackMessage {
-    let pct = |p: Option<rust_decimal::Decimal>| p.map_or("-".to_string(), |p| format!("{p:.1}%"));
+    let pct = |p: Option<rust_decimal::Decimal>| p.map_or("-".to_string(), |p| format!("{:.1}%", p.round_dp(1)));
     let (title, description) = if rules.is_empty() {
         (format!("{month}: nothing bought or extended"), format!("No block was charged to {month}."))
     } else {
@@ -211,8 +211,8 @@ pub fn month_summary(
                     r.spent,
                     r.fees,
                     r.extensions,
-                    r.used_accelerator_hours,
-                    r.paid_accelerator_hours,
+                    r.used_accelerator_hours.round_dp(1),
+                    r.paid_accelerator_hours.round_dp(1),
                     pct(r.utilization_percent)
                 )
             })
@@ -558,7 +558,8 @@ pub fn idle_over(
 
 /// Instance-minutes as hours, to a tenth.
 fn hours(instance_minutes: u64) -> String {
-    format!("{:.1}", rust_decimal::Decimal::from(instance_minutes) / rust_decimal::Decimal::from(60))
+    // Rounded first: Decimal's `{:.1}` cuts digits off rather than rounding them.
+    format!("{:.1}", (rust_decimal::Decimal::from(instance_minutes) / rust_decimal::Decimal::from(60)).round_dp(1))
 }
 
 /// Payment is still pending `point_hours` (or less) before the deadline.

@@ -111,14 +111,14 @@ impl IdleNews {
 /// One reading of an active block: its instances, how many could still be launched
 /// (`available`, EC2's AvailableInstanceCount) and how many EC2 took out (`unavailable`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sample {
+pub struct Reading {
     pub at: DateTime<Utc>,
     pub instances: u32,
     pub available: u32,
     pub unavailable: u32,
 }
 
-impl Sample {
+impl Reading {
     pub fn idle(&self) -> u32 {
         self.available.min(self.instances)
     }
@@ -146,7 +146,7 @@ impl Usage {
     /// Each count holds from its sample to the next (the first sample's also back to the start,
     /// as nothing earlier is known): an episode begins at the first sample that sees idle
     /// instances in the counting window, so "idle for an hour" means seen idle an hour apart.
-    pub fn sample(&self, b: &Span, s: &Sample, alert_after: u32) -> (Usage, Option<IdleNews>) {
+    pub fn sample(&self, b: &Span, s: &Reading, alert_after: u32) -> (Usage, Option<IdleNews>) {
         if self.sampled_at.is_some_and(|t| s.at <= t) || s.at < b.start {
             return (self.clone(), None);
         }

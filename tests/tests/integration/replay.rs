@@ -113,7 +113,11 @@ async fn a_dry_run_replay_never_releases_a_live_purchase_in_flight() {
     let period = Period::of(t0());
     // A live stack, as its functions store it: the CLI buys only on the stack's own settings.
     let live_stack = StoredSettings {
-        stack: StackSettings { name: STACK.into(), mode: Mode::Live, account_budget: None },
+        stack: StackSettings {
+            name: STACK.into(),
+            mode: Mode::Live,
+            account_budget: Some(capblock_tests::usd("100000")),
+        },
         alerts_topic: aws.alerts_topic.clone(),
         written_at: t0(),
     };

@@ -33,7 +33,7 @@ fn run(
     let mut at = from;
     while at <= to {
         let r = running(at);
-        let (next, n) = u.sample(&b, &Sample { at, instances: 8, available: 8 - r, unavailable: 0 }, alert_after);
+        let (next, n) = u.sample(&b, &Reading { at, instances: 8, available: 8 - r, unavailable: 0 }, alert_after);
         news.extend(n.map(|n| (at, n)));
         u = next;
         at += Duration::minutes(every);
@@ -125,7 +125,7 @@ fn used_hours_and_utilization_add_up_and_a_late_sample_changes_nothing() {
     // 36,864 / 2,280 = 16.168421... per used accelerator-hour.
     assert_eq!(x.per_used_accelerator_hour.unwrap().display(), "16.1684 USD");
     // A sample at or before the last one is ignored.
-    let again = u.sample(&b, &Sample { at: b.start, instances: 8, available: 0, unavailable: 0 }, 60);
+    let again = u.sample(&b, &Reading { at: b.start, instances: 8, available: 0, unavailable: 0 }, 60);
     assert_eq!(again, (u.clone(), None));
     // Closing twice counts nothing twice.
     assert_eq!(closed.closed(&b), closed);
@@ -133,9 +133,9 @@ fn used_hours_and_utilization_add_up_and_a_late_sample_changes_nothing() {
 
 #[test]
 fn unavailable_instances_are_neither_idle_nor_used() {
-    let s = Sample { at: t("2026-12-03T13:00:00Z"), instances: 8, available: 1, unavailable: 2 };
+    let s = Reading { at: t("2026-12-03T13:00:00Z"), instances: 8, available: 1, unavailable: 2 };
     assert_eq!((s.running(), s.idle()), (5, 1));
-    let over = Sample { at: t("2026-12-03T13:00:00Z"), instances: 8, available: 9, unavailable: 2 };
+    let over = Reading { at: t("2026-12-03T13:00:00Z"), instances: 8, available: 9, unavailable: 2 };
     assert_eq!((over.running(), over.idle()), (0, 8));
 }
 
