@@ -76,6 +76,15 @@ fn target() -> Result<Option<Target>, StackError> {
     Ok(config()?.stack.map(Target::Stack))
 }
 
+/// The stack's name as the command line, the environment (CAPBLOCK_STACK_NAME through --stack,
+/// or the functions' CAPBLOCK_STACK) or the config file names it; None when nothing does.
+pub fn stack_name() -> Option<String> {
+    if let Some(Some(stack)) = NAMED.get() {
+        return Some(stack.clone());
+    }
+    capblock_shared::config::optional("CAPBLOCK_STACK").or_else(|| config().ok()?.stack)
+}
+
 /// Whether a stack or a table is named at all (commands that only use the store when there is one).
 pub fn named() -> bool {
     matches!(target(), Ok(Some(_)))

@@ -1,7 +1,8 @@
 //! `capblock rules`: validate, store, list, show, enable, disable and delete purchase rules.
 
-use capblock_shared::app::handoff::{unknown_groups, unknown_nodegroups};
+use capblock_shared::app::handoff::{launch_gaps, unknown_groups, unknown_nodegroups};
 use capblock_shared::aws::autoscaling::AutoScaling;
+use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::eks::Eks;
 use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::RuleStore;
@@ -90,17 +91,27 @@ pub async fn run(cmd: RulesCommand) -> CliResult {
 /// Every file is checked and reported, good or bad, before the exit code says whether any failed.
 async fn validate(files: &[String], check_aws: bool) -> CliResult {
     let mut bad = 0;
-    let mut clients: Option<(AutoScaling, Eks)> = None;
+    let mut clients: Option<(AutoScaling, Eks, Ec2Market)> = None;
     for f in files {
+        let mut warnings = Vec::new();
         let loaded = match load_rule(f) {
             Ok(r) if check_aws => {
-                let (groups, nodegroups) = match &clients {
+                let (groups, nodegroups, ec2) = match &clients {
                     Some(c) => c,
                     None => {
                         let sdk = sdk().await;
-                        clients.insert((AutoScaling::new(sdk.clone()), Eks::new(sdk)))
+                        clients.insert((AutoScaling::new(sdk.clone()), Eks::new(sdk.clone()), Ec2Market::new(sdk)))
                     }
                 };
+                // A group that would launch nothing into the block is worth knowing, not a
+                // broken rule: it is said, and the file still passes.
+                match launch_gaps(groups, ec2, &r, crate::stack::stack_name().as_deref()).await {
+                    Ok(gaps) => warnings = gaps,
+                    Err(e) => warnings.push((
+                        "actions".to_string(),
+                        format!("the groups' launch templates could not be checked ({e})"),
+                    )),
+                }
                 // One file's failed check is that file's: every other file is still reported.
                 let unchecked = |what: &str, e: &dyn std::fmt::Display| {
                     vec![(
@@ -131,12 +142,17 @@ async fn validate(files: &[String], check_aws: bool) -> CliResult {
             other => other,
         };
         match loaded {
-            Ok(r) => println!(
-                "{f}: ok (rule {:?}, mode {}, {} question(s) per scan)",
-                r.id,
-                r.mode.as_str(),
-                r.regions.len() * r.asks().len() * r.durations_days.len()
-            ),
+            Ok(r) => {
+                println!(
+                    "{f}: ok (rule {:?}, mode {}, {} question(s) per scan)",
+                    r.id,
+                    r.mode.as_str(),
+                    r.regions.len() * r.asks().len() * r.durations_days.len()
+                );
+                for (field, w) in &warnings {
+                    println!("  warning: {field}: {w}");
+                }
+            }
             Err(e) => {
                 bad += 1;
                 println!("{e}");

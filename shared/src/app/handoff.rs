@@ -16,12 +16,13 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::outbox::{LEASE, alert_notice};
-use crate::domain::actions::Action;
+use crate::domain::actions::{Action, reservation_group_name};
 use crate::domain::block::Block;
 use crate::domain::bus::{self, BusStep, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Subject, TIME_ATTRIBUTE};
 use crate::domain::handoff::{
     self, Invocation, NodegroupScaled, Order, Planned, Point, ReservationPool, Target, nodegroup_record,
 };
+use crate::domain::launch::{self, GroupLaunch};
 use crate::domain::milestone::Milestone;
 use crate::domain::names::Region;
 use crate::domain::rule::{Mode, Rule};
@@ -29,8 +30,8 @@ use crate::domain::slack::SlackMessage;
 use crate::domain::stack::StackSettings;
 use crate::domain::tags::STACK_TAG;
 use crate::ports::{
-    ActionError, BlockStore, Commands, Groups, InstanceSource, Membership, Message, Nodegroups, Notice, Outbox,
-    Parameters, ReservationGroups, SentCommand, StoreError, Topic,
+    ActionError, BlockStore, Commands, Groups, InstanceSource, LaunchTemplates, Membership, Message, Nodegroups,
+    Notice, Outbox, Parameters, ReservationGroups, SentCommand, StoreError, Topic,
 };
 
 /// The outbox notice of one lifecycle step's event. `step_key` is the step's milestone name
@@ -186,6 +187,39 @@ pub async fn unknown_groups(groups: &dyn Groups, rule: &Rule) -> Result<Vec<(Str
         }
     }
     Ok(problems)
+}
+
+/// The groups a rule's `scale_group` actions name that would launch nothing into its blocks
+/// (`domain::launch`), as `(field, warning)`, in each of the rule's regions. `stack`: the stack's
+/// name, for the rule's reservation group name (None: any stack's). For `rules validate
+/// --check-aws`. A group Auto Scaling does not know is `unknown_groups`' to report.
+pub async fn launch_gaps(
+    groups: &dyn Groups,
+    templates: &dyn LaunchTemplates,
+    rule: &Rule,
+    stack: Option<&str>,
+) -> Result<Vec<(String, String)>, ActionError> {
+    let expected = rule.actions.iter().find_map(|a| match a {
+        Action::ReservationGroup { name } => {
+            Some(reservation_group_name(stack.unwrap_or("*"), &rule.id, name.as_deref()))
+        }
+        _ => None,
+    });
+    let mut gaps = Vec::new();
+    for (i, action) in rule.actions.iter().enumerate() {
+        let Action::ScaleGroup { group, .. } = action else { continue };
+        for region in &rule.regions {
+            let Some(how) = groups.launch(region, group).await? else { continue };
+            let target = match &how {
+                GroupLaunch::Template(t) => templates.target(region, t).await?,
+                _ => None,
+            };
+            if let Some(why) = launch::gap(group, &how, target.as_ref(), expected.as_deref()) {
+                gaps.push((format!("actions[{i}].group"), format!("{why} (in {region})")));
+            }
+        }
+    }
+    Ok(gaps)
 }
 
 /// The node groups a rule's `scale_nodegroup` actions name that EKS does not know in one of the

@@ -1,5 +1,6 @@
 //! Auto Scaling for the hand-off: `scale_group` sets a group's desired capacity, and reads the
-//! zones a group launches in (a group outside the block's zone launches nothing into it).
+//! zones a group launches in (a group outside the block's zone launches nothing into it) and its
+//! launch template (one that does not target the block launches nothing into it either).
 
 use async_trait::async_trait;
 use aws_config::SdkConfig;
@@ -7,6 +8,7 @@ use aws_sdk_autoscaling::Client;
 use aws_sdk_autoscaling::error::DisplayErrorContext;
 
 use super::regional::Regional;
+use crate::domain::launch::{GroupLaunch, TemplateRef};
 use crate::domain::names::Region;
 use crate::ports::{ActionError, Groups};
 
@@ -87,5 +89,36 @@ impl Groups for AutoScaling {
             .iter()
             .find(|g| g.auto_scaling_group_name() == Some(group))
             .map(|g| g.availability_zones().to_vec()))
+    }
+
+    async fn launch(&self, region: &Region, group: &str) -> Result<Option<GroupLaunch>, ActionError> {
+        let out = self
+            .clients
+            .get(region)
+            .describe_auto_scaling_groups()
+            .auto_scaling_group_names(group)
+            .send()
+            .await
+            .map_err(|e| ActionError {
+                operation: "DescribeAutoScalingGroups",
+                region: region.to_string(),
+                message: DisplayErrorContext(&e).to_string(),
+            })?;
+        let Some(g) = out.auto_scaling_groups().iter().find(|g| g.auto_scaling_group_name() == Some(group)) else {
+            return Ok(None);
+        };
+        // A group with several instance types names its template in its mixed instances policy.
+        let spec = g
+            .launch_template()
+            .or_else(|| g.mixed_instances_policy()?.launch_template()?.launch_template_specification());
+        Ok(Some(match (spec, g.launch_configuration_name()) {
+            (Some(t), _) => GroupLaunch::Template(TemplateRef {
+                id: t.launch_template_id().map(str::to_string),
+                name: t.launch_template_name().map(str::to_string),
+                version: t.version().map(str::to_string),
+            }),
+            (None, Some(c)) => GroupLaunch::Configuration(c.to_string()),
+            (None, None) => GroupLaunch::Unknown,
+        }))
     }
 }

@@ -17,6 +17,7 @@ pub mod events;
 pub mod extension;
 pub mod handoff;
 pub mod health;
+pub mod launch;
 pub mod lifecycle;
 pub mod metrics;
 pub mod milestone;

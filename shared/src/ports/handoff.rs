@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::bus::BusEntry;
 use crate::domain::handoff::{Invocation, NodegroupScaling, ReservationPool};
+use crate::domain::launch::{GroupLaunch, LaunchTarget, TemplateRef};
 use crate::domain::names::Region;
 
 use super::NotifyError;
@@ -49,6 +50,17 @@ pub trait Groups: Send + Sync {
     /// The Availability Zones the group launches in (its subnets' zones for a group in a VPC);
     /// `None` when there is no such group.
     async fn zones(&self, region: &Region, group: &str) -> Result<Option<Vec<String>>, ActionError>;
+    /// How the group launches its instances (its launch template, or a launch configuration);
+    /// `None` when there is no such group. For `rules validate --check-aws`.
+    async fn launch(&self, region: &Region, group: &str) -> Result<Option<GroupLaunch>, ActionError>;
+}
+
+/// Launch templates (EC2): what one version asks for, to tell whether a group lands in a block.
+#[async_trait]
+pub trait LaunchTemplates: Send + Sync {
+    /// DescribeLaunchTemplateVersions of the template's version; `None` when EC2 knows no such
+    /// template or version.
+    async fn target(&self, region: &Region, template: &TemplateRef) -> ActionResult<Option<LaunchTarget>>;
 }
 
 /// EKS managed node groups: `scale_nodegroup` reads a node group's size and sets it.

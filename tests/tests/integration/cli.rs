@@ -586,6 +586,126 @@ async fn rules_validate_names_unknown_groups_empty_documents_and_leads_past_the_
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
 
+/// `rules validate --check-aws` warns of a group the rule scales that would launch nothing into
+/// its blocks: a launch configuration, a launch template without the Capacity Block market, or
+/// one that targets another reservation group. The group lives in moto's Auto Scaling (which
+/// needs the template in moto's EC2 too); the template's launch data is what the simulated EC2
+/// answers, as a deployed stack's EC2 would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_validate_warns_of_a_group_that_launches_nothing_into_the_block() {
+    let c = Cli::new("cli-launch").await;
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let region = "us-west-2";
+    let client = |url: String| {
+        aws_sdk_ec2::Client::from_conf(
+            aws_sdk_ec2::config::Builder::from(&c.aws.sdk)
+                .region(aws_sdk_ec2::config::Region::new(region))
+                .endpoint_url(url)
+                .build(),
+        )
+    };
+    let moto_ec2 = client(std::env::var("AWS_ENDPOINT_URL_DYNAMODB").expect("the local stack's moto"));
+    let sim_ec2 = client(c.sim.url.clone());
+    let asg = aws_sdk_autoscaling::Client::from_conf(
+        aws_sdk_autoscaling::config::Builder::from(&c.aws.sdk)
+            .region(aws_sdk_autoscaling::config::Region::new(region))
+            .build(),
+    );
+    let rule_group = format!("capblock-{STACK}-launch");
+    // A template (moto's, for Auto Scaling; the simulator's, for what it launches) and a group on it.
+    let group_on = |template: String, market: Option<&'static str>, target: String| {
+        let (moto_ec2, sim_ec2, asg) = (moto_ec2.clone(), sim_ec2.clone(), asg.clone());
+        async move {
+            let basic = aws_sdk_ec2::types::RequestLaunchTemplateData::builder()
+                .image_id("ami-12c6146b")
+                .instance_type(aws_sdk_ec2::types::InstanceType::P548xlarge);
+            moto_ec2
+                .create_launch_template()
+                .launch_template_name(&template)
+                .launch_template_data(basic.clone().build())
+                .send()
+                .await
+                .unwrap();
+            let mut data = basic.capacity_reservation_specification(
+                aws_sdk_ec2::types::LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                    .capacity_reservation_target(
+                        aws_sdk_ec2::types::CapacityReservationTarget::builder()
+                            .capacity_reservation_resource_group_arn(format!(
+                                "arn:aws:resource-groups:{region}:123456789012:group/{target}"
+                            ))
+                            .build(),
+                    )
+                    .build(),
+            );
+            if let Some(m) = market {
+                data = data.instance_market_options(
+                    aws_sdk_ec2::types::LaunchTemplateInstanceMarketOptionsRequest::builder()
+                        .market_type(aws_sdk_ec2::types::MarketType::from(m))
+                        .build(),
+                );
+            }
+            sim_ec2
+                .create_launch_template()
+                .launch_template_name(&template)
+                .launch_template_data(data.build())
+                .send()
+                .await
+                .unwrap();
+            asg.create_auto_scaling_group()
+                .auto_scaling_group_name(&template)
+                .launch_template(
+                    aws_sdk_autoscaling::types::LaunchTemplateSpecification::builder()
+                        .launch_template_name(&template)
+                        .version("$Latest")
+                        .build(),
+                )
+                .min_size(0)
+                .max_size(4)
+                .availability_zones(format!("{region}a"))
+                .send()
+                .await
+                .unwrap();
+            template
+        }
+    };
+    let validate = |group: String| {
+        let toml = rule("launch", "live", "3.00")
+            .extra(&format!(
+                "[[actions]]\nkind = \"reservation_group\"\n\
+                 [[actions]]\nkind = \"scale_group\"\ngroup = \"{group}\"\ndesired = 1\ndown_lead_minutes = 45"
+            ))
+            .toml();
+        let f = c.file(&format!("{group}.toml"), &toml);
+        let c = &c;
+        async move {
+            let out = c.run(&["rules", "validate", "--check-aws", &f]).await;
+            assert_eq!(out.code, 0, "a warning, not a failure: {}{}", out.stdout, out.stderr);
+            out.stdout
+        }
+    };
+
+    // Lands: the Capacity Block market, the rule's reservation group.
+    let good = group_on(format!("lands-{suffix}"), Some("capacity-block"), rule_group.clone()).await;
+    let out = validate(good).await;
+    assert!(!out.contains("warning"), "{out}");
+    // The On-Demand market: nothing lands in the block.
+    let on_demand = group_on(format!("ondemand-{suffix}"), None, rule_group.clone()).await;
+    let out = validate(on_demand).await;
+    assert!(
+        out.contains("warning: actions[1].group:") && out.contains("MarketType is not set, not capacity-block"),
+        "{out}"
+    );
+    // Another group's reservations.
+    let elsewhere = group_on(format!("elsewhere-{suffix}"), Some("capacity-block"), "someone-else".into()).await;
+    let out = validate(elsewhere).await;
+    assert!(out.contains("it targets the group") && out.contains(&format!("`{rule_group}`")), "{out}");
+    // A launch configuration cannot launch into a Capacity Block at all.
+    let old = format!("config-{suffix}");
+    auto_scaling_group(&c.aws.sdk, region, &old).await;
+    let out = validate(old.clone()).await;
+    assert!(out.contains(&format!("launches from launch configuration \"{old}\"")), "{out}");
+}
+
 /// `rules validate --check-aws` asks EKS (moto, in the rule's region) for the node groups
 /// `scale_nodegroup` actions name; offline it judges their names and sizes only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

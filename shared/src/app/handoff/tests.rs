@@ -11,6 +11,7 @@ use super::*;
 use crate::domain::block::example;
 use crate::domain::handoff::tests::{all, target};
 use crate::domain::handoff::{NodegroupScaling, Point, at_point, due};
+use crate::domain::launch::GroupLaunch;
 use crate::domain::lifecycle::BlockState;
 use crate::ports::{ActionResult, MarketError, SentCommand};
 
@@ -187,6 +188,9 @@ impl Groups for Aws {
         }
         let zones = self.zones.lock().unwrap().clone();
         Ok((!zones.is_empty()).then_some(zones))
+    }
+    async fn launch(&self, _r: &Region, _group: &str) -> Result<Option<GroupLaunch>, ActionError> {
+        Ok(Some(GroupLaunch::Unknown))
     }
 }
 

@@ -36,6 +36,7 @@ use crate::ports::{
 
 mod blocks;
 mod extensions;
+mod launch_templates;
 mod offerings;
 mod purchase;
 mod quotas;
@@ -57,6 +58,8 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("BlockKinds", &["ec2:DescribeCapacityBlocks"]),
     ("BlockStatusSource", &["ec2:DescribeCapacityBlockStatus"]),
     ("ExtensionHistory", &["ec2:DescribeCapacityBlockExtensionHistory"]),
+    // `rules validate --check-aws` (the operator's credentials; no function has this port).
+    ("LaunchTemplates", &["ec2:DescribeLaunchTemplateVersions"]),
     // A quota of 0 confirmed (or ruled out) by Service Quotas where the role may read it.
     ("QuotaSource", &["servicequotas:ListAWSDefaultServiceQuotas", "servicequotas:GetServiceQuota"]),
 ];

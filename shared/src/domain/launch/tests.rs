@@ -1,0 +1,52 @@
+use super::*;
+
+fn template() -> GroupLaunch {
+    GroupLaunch::Template(TemplateRef { id: None, name: Some("trainers".into()), version: Some("$Latest".into()) })
+}
+
+fn target(market: Option<&str>, group: Option<&str>, id: Option<&str>) -> LaunchTarget {
+    LaunchTarget {
+        market_type: market.map(str::to_string),
+        reservation_group_arn: group.map(|g| format!("arn:aws:resource-groups:us-west-2:123456789012:group/{g}")),
+        reservation_id: id.map(str::to_string),
+    }
+}
+
+#[test]
+fn a_template_for_capacity_blocks_targeting_the_rules_group_lands() {
+    let t = target(Some("capacity-block"), Some("capblock-prod-p5"), None);
+    assert_eq!(gap("trainers", &template(), Some(&t), Some("capblock-prod-p5")), None);
+}
+
+#[test]
+fn each_gap_is_named_with_what_to_do() {
+    let g = Some("capblock-prod-p5");
+    let config = gap("trainers", &GroupLaunch::Configuration("old".into()), None, g).unwrap();
+    assert!(
+        config.contains("launch configuration \"old\"") && config.contains("MarketType=capacity-block"),
+        "{config}"
+    );
+    let on_demand = gap("trainers", &template(), Some(&target(None, Some("capblock-prod-p5"), None)), g).unwrap();
+    assert!(on_demand.contains("MarketType is not set, not capacity-block"), "{on_demand}");
+    let other =
+        gap("trainers", &template(), Some(&target(Some("capacity-block"), Some("someone-else"), None)), g).unwrap();
+    assert!(other.contains("group/someone-else") && other.contains("`capblock-prod-p5`"), "{other}");
+    let one = gap("trainers", &template(), Some(&target(Some("capacity-block"), None, Some("cr-1"))), g).unwrap();
+    assert!(one.contains("reservation cr-1 only"), "{one}");
+    let none = gap("trainers", &template(), Some(&target(Some("capacity-block"), None, None)), None).unwrap();
+    assert!(
+        none.contains("targets no capacity reservation") && none.contains("add a `reservation_group` action"),
+        "{none}"
+    );
+    let missing = gap("trainers", &template(), None, g).unwrap();
+    assert!(missing.contains("EC2 does not know launch template trainers (version $Latest)"), "{missing}");
+    assert!(gap("trainers", &GroupLaunch::Unknown, None, g).is_some());
+}
+
+#[test]
+fn a_stack_not_known_matches_any_stacks_group_of_the_rule() {
+    let t = target(Some("capacity-block"), Some("capblock-prod-p5"), None);
+    assert_eq!(gap("trainers", &template(), Some(&t), Some("capblock-*-p5")), None);
+    let other_rule = target(Some("capacity-block"), Some("capblock-prod-p5e"), None);
+    assert!(gap("trainers", &template(), Some(&other_rule), Some("capblock-*-p5")).is_some());
+}
