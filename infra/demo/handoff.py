@@ -45,10 +45,25 @@ def setup():
     events.put_targets(Rule=RULE, Targets=[{"Id": "queue", "Arn": arn}])
     for region in REGIONS:
         asg = boto3.client("autoscaling", region_name=region)
-        asg.create_launch_configuration(LaunchConfigurationName=GROUP, ImageId="ami-12c6146b", InstanceType="p5.48xlarge")
+        # docs/handoff.md's launch template: the Capacity Block market, targeting p5-weekly's
+        # capacity reservation group. The simulated EC2 holds what capblock reads; moto's Auto
+        # Scaling only accepts a template its own EC2 knows, so moto gets one of the same name.
+        data = {"ImageId": "ami-12c6146b", "InstanceType": "p5.48xlarge"}
+        boto3.client("ec2", region_name=region, endpoint_url=os.environ["CAPBLOCK_MOTO_URL"]).create_launch_template(
+            LaunchTemplateName=GROUP, LaunchTemplateData=data,
+        )
+        group_arn = f"arn:aws:resource-groups:{region}:123456789012:group/{RESERVATION_GROUP}"
+        boto3.client("ec2", region_name=region).create_launch_template(
+            LaunchTemplateName=GROUP,
+            LaunchTemplateData={
+                **data,
+                "InstanceMarketOptions": {"MarketType": "capacity-block"},
+                "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationResourceGroupArn": group_arn}},
+            },
+        )
         asg.create_auto_scaling_group(
             AutoScalingGroupName=GROUP,
-            LaunchConfigurationName=GROUP,
+            LaunchTemplate={"LaunchTemplateName": GROUP, "Version": "$Latest"},
             MinSize=0,
             MaxSize=2,
             DesiredCapacity=0,
