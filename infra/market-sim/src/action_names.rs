@@ -13,4 +13,7 @@ pub const ACTIONS: &[&str] = &[
     "DescribeCapacityBlocks",
     "DescribeCapacityBlockStatus",
     "DescribeCapacityBlockExtensionHistory",
+    "CreateLaunchTemplate",
+    "CreateLaunchTemplateVersion",
+    "DescribeLaunchTemplateVersions",
 ];

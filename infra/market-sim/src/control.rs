@@ -138,6 +138,7 @@ fn state(w: &World) -> Value {
         "purchases": w.reservations.iter().filter(|r| !r.injected).map(|r| reservation_json(w, r)).collect::<Vec<_>>(),
         "reservations": w.reservations.iter().map(|r| reservation_json(w, r)).collect::<Vec<_>>(),
         "extensions": w.extensions.iter().map(|e| extension_json(w, e)).collect::<Vec<_>>(),
+        "launch_templates": w.launch_templates.iter().map(|t| t.to_json()).collect::<Vec<_>>(),
         "calls": w.calls,
         "calls_by_region": w.calls_by_region,
         "faults_injected": w.faults,

@@ -9,6 +9,7 @@ pub mod control;
 pub mod describe_limit;
 pub mod faults;
 pub mod instance_types;
+pub mod launch_templates;
 pub mod market;
 pub mod pagination;
 pub mod reservations;

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::clock::SimClock;
 use crate::describe_limit::{DescribeBucket, OtherCounts};
 use crate::faults::{Fault, FaultCounts, TokenBucket};
+use crate::launch_templates::LaunchTemplate;
 use crate::reservations::{Extension, Reservation, Visibility};
 use crate::rng::SplitMix64;
 use crate::scenario::{Behaviour, Scenario};
@@ -28,6 +29,11 @@ pub struct World {
     pub clock: SimClock,
     pub reservations: Vec<Reservation>,
     pub extensions: Vec<Extension>,
+    /// Launch templates of every region, in creation order.
+    pub launch_templates: Vec<LaunchTemplate>,
+    /// Answers of calls made with a `ClientToken`, by (region, action, token): the fingerprint
+    /// of the call's parameters and the answer's body, given again to the same call.
+    pub client_tokens: HashMap<(String, String, String), (u64, String)>,
     pub calls: BTreeMap<String, u64>,
     pub calls_by_region: BTreeMap<String, BTreeMap<String, u64>>,
     pub faults: FaultCounts,
@@ -41,6 +47,8 @@ pub struct World {
     /// The opaque part of UnauthorizedOperation messages: a stream of its own, so that denials
     /// never shift ids.
     denials: SplitMix64,
+    /// Launch template ids: a stream of their own, so that templates never shift other ids.
+    template_ids: SplitMix64,
     buckets: HashMap<String, TokenBucket>,
     /// DescribeCapacityBlockOfferings' describe limit, one bucket per region: from the load on
     /// for the regions the scenario names (so that the other callers' counts show there), and
@@ -65,6 +73,8 @@ impl World {
             scenario,
             reservations: Vec::new(),
             extensions: Vec::new(),
+            launch_templates: Vec::new(),
+            client_tokens: HashMap::new(),
             calls: BTreeMap::new(),
             calls_by_region: BTreeMap::new(),
             faults: FaultCounts::default(),
@@ -74,6 +84,7 @@ impl World {
             minted: HashMap::new(),
             offer_ids: SplitMix64::new(seed ^ 0x4f46_4645_5249_4e47),
             denials: SplitMix64::new(seed ^ 0x4445_4e49_4544_2121),
+            template_ids: SplitMix64::new(seed ^ 0x4c41_554e_4348_5454),
             buckets: HashMap::new(),
             describe_buckets,
             describe_fresh,
@@ -89,6 +100,16 @@ impl World {
         loop {
             let id = self.ids.resource_id(prefix);
             if !self.reservations.iter().any(|r| r.id == id) {
+                return id;
+            }
+        }
+    }
+
+    /// A fresh launch template id, `lt-` + 17 hex digits.
+    pub fn new_launch_template_id(&mut self) -> String {
+        loop {
+            let id = self.template_ids.resource_id("lt-");
+            if !self.launch_templates.iter().any(|t| t.id == id) {
                 return id;
             }
         }

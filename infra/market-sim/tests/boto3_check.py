@@ -14,7 +14,8 @@ off the cap of 6 offerings, same-day blocks and the describe limit; check_real_m
 loads its own scenario (REAL_MARKET) and checks those and the other behaviours of the real EC2
 (quota 0, unsold types, Local Zones); check_iam_denials plays a caller denied an action by its
 access key; check_usage plays an active block whose instances are partly idle
-(AvailableInstanceCount). Prints `N passed, M failed` last and exits non-zero on
+(AvailableInstanceCount); check_launch_templates creates launch templates and versions and reads
+them back (a Capacity Block template's market type and reservation target included). Prints `N passed, M failed` last and exits non-zero on
 any mismatch.
 """
 
@@ -44,6 +45,7 @@ FAILED = 0
 CB_ID = re.compile(r"^cb-[0-9a-f]{17}$")
 CR_ID = re.compile(r"^cr-[0-9a-f]{17}$")
 I_ID = re.compile(r"^i-[0-9a-f]{17}$")
+LT_ID = re.compile(r"^lt-[0-9a-f]{17}$")
 QUANTITY_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
 TYPE_TAG = "aws:ec2capacityreservation:capacityReservationType"
 NOT_FOUND = "InvalidCapacityBlockOfferingIdNotFound"
@@ -514,6 +516,7 @@ def main():
     check_readings(sim, ep, Path(args.scenario).read_text())
     check_iam_denials(sim, ep, Path(args.scenario).read_text())
     check_usage(sim, ep)
+    check_launch_templates(sim, ep, Path(args.scenario).read_text())
 
 
 # A market for the behaviours of the real EC2 that the general checks switch off.
@@ -966,6 +969,127 @@ def check_usage(sim, ep):
     eq("usage: the next step, all running again", (counts(), running()), (("active", 8, 0), 8))
     at(24)
     eq("usage: after the end as before", (counts(), running()), (("expired", 8, 0), 0))
+
+
+GROUP_ARN = "arn:aws:resource-groups:us-east-1:111122223333:group/capblock-x"
+# What capblock reads of a template: the market type and the reservation target.
+CAPACITY_BLOCK_DATA = {
+    "InstanceType": "p5.48xlarge",
+    "ImageId": "ami-0123456789abcdef0",
+    "InstanceMarketOptions": {"MarketType": "capacity-block"},
+    "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationResourceGroupArn": GROUP_ARN}},
+}
+# Everything else a template may hold comes back as given (one member of each kind of shape,
+# the lists whose elements are not `{name}Set` of `item`s included).
+RICH_DATA = {
+    "InstanceType": "p5.48xlarge",
+    "KeyName": "capblock-key",
+    "EbsOptimized": True,
+    "UserData": "IyEvYmluL2Jhc2gKZWNobyBoaQ==",
+    "IamInstanceProfile": {"Name": "capblock-node"},
+    "SecurityGroupIds": ["sg-0123456789abcdef0", "sg-0fedcba9876543210"],
+    "BlockDeviceMappings": [{"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 200, "VolumeType": "gp3", "DeleteOnTermination": True}}],
+    "NetworkInterfaces": [{"DeviceIndex": 0, "AssociatePublicIpAddress": False, "Groups": ["sg-0123456789abcdef0"], "SubnetId": "subnet-0123456789abcdef0"}],
+    "SecondaryInterfaces": [{"DeviceIndex": 1, "PrivateIpAddresses": [{"PrivateIpAddress": "10.0.0.10"}]}],
+    "LicenseSpecifications": [{"LicenseConfigurationArn": "arn:aws:license-manager:us-east-1:111122223333:license-configuration:lic-0123456789abcdef0123456789abcdef"}],
+    "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 2},
+    "Monitoring": {"Enabled": True},
+    "Placement": {"AvailabilityZone": "us-east-1a", "GroupName": "capblock-pg"},
+    "TagSpecifications": [{"ResourceType": "instance", "Tags": [{"Key": "team", "Value": "ml & <infra>"}]}],
+    "InstanceMarketOptions": {"MarketType": "capacity-block"},
+    "CapacityReservationSpecification": {
+        "CapacityReservationPreference": "capacity-reservations-only",
+        "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"},
+    },
+}
+
+
+def check_launch_templates(sim, ep, scenario):
+    """Launch templates through botocore: a Capacity Block template (market type capacity-block,
+    a reservation group as its target) created and read back by name, id, $Latest, $Default and
+    number; a version from it targeting one reservation; every other kind of data round-tripping;
+    EC2's errors, idempotent ClientTokens, DryRun, paging, regions, an IAM denial and the state."""
+    eq("launch templates: reset", sim.scenario(scenario)["now"], "2026-12-01T00:00:00Z")
+    ec2, ec2_raw, west = client(ep), client(ep, validate=False), client(ep, region="us-west-2")
+    tags = [{"Key": "owner", "Value": "capblock"}]
+    lt = ec2.create_launch_template(
+        LaunchTemplateName="capblock-x",
+        VersionDescription="capacity block",
+        LaunchTemplateData=CAPACITY_BLOCK_DATA,
+        TagSpecifications=[{"ResourceType": "launch-template", "Tags": tags}],
+    )["LaunchTemplate"]
+    lt_id = lt["LaunchTemplateId"]
+    check("lt create: id shape", LT_ID.match(lt_id), lt_id)
+    eq("lt create: answer", {k: lt[k] for k in ("LaunchTemplateName", "DefaultVersionNumber", "LatestVersionNumber", "CreateTime", "Tags")}, {"LaunchTemplateName": "capblock-x", "DefaultVersionNumber": 1, "LatestVersionNumber": 1, "CreateTime": t("2026-12-01T00:00:00+00:00"), "Tags": tags})
+
+    def versions(**kw):
+        return ec2.describe_launch_template_versions(**kw)["LaunchTemplateVersions"]
+
+    for how, kw in [
+        ("by name, $Latest", {"LaunchTemplateName": "capblock-x", "Versions": ["$Latest"]}),
+        ("by id, $Default", {"LaunchTemplateId": lt_id, "Versions": ["$Default"]}),
+        ("by id, number", {"LaunchTemplateId": lt_id, "Versions": ["1"]}),
+        ("by name, every version", {"LaunchTemplateName": "capblock-x"}),
+    ]:
+        got = versions(**kw)
+        eq(f"lt describe {how}: one version", len(got), 1)
+        if got:
+            v = got[0]
+            eq(f"lt describe {how}: the data as given", v["LaunchTemplateData"], CAPACITY_BLOCK_DATA)
+            eq(f"lt describe {how}: the version", (v["LaunchTemplateId"], v["LaunchTemplateName"], v["VersionNumber"], v["DefaultVersion"], v["VersionDescription"], v["CreateTime"]), (lt_id, "capblock-x", 1, True, "capacity block", t("2026-12-01T00:00:00+00:00")))
+
+    # Version 2 from version 1, targeting one reservation instead of the group.
+    target = {"CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}}
+    v2 = ec2.create_launch_template_version(LaunchTemplateId=lt_id, SourceVersion="1", LaunchTemplateData={"CapacityReservationSpecification": target})["LaunchTemplateVersion"]
+    want2 = {**CAPACITY_BLOCK_DATA, "CapacityReservationSpecification": target}
+    eq("lt version 2: answer", (v2["VersionNumber"], v2["DefaultVersion"], v2["LaunchTemplateData"]), (2, False, want2))
+    eq("lt version 2: every version, newest first", [v["VersionNumber"] for v in versions(LaunchTemplateId=lt_id)], [2, 1])
+    eq("lt version 2: $Latest", [(v["VersionNumber"], v["LaunchTemplateData"]) for v in versions(LaunchTemplateName="capblock-x", Versions=["$Latest"])], [(2, want2)])
+    eq("lt version 2: $Default still 1", [(v["VersionNumber"], v["DefaultVersion"]) for v in versions(LaunchTemplateName="capblock-x", Versions=["$Default"])], [(1, True)])
+    v3 = ec2.create_launch_template_version(LaunchTemplateName="capblock-x", LaunchTemplateData={"ImageId": "ami-3"})["LaunchTemplateVersion"]
+    eq("lt version 3: no source version, only its own data", (v3["VersionNumber"], v3["LaunchTemplateData"]), (3, {"ImageId": "ami-3"}))
+    pages = ec2.get_paginator("describe_launch_template_versions").paginate(LaunchTemplateId=lt_id, PaginationConfig={"PageSize": 1})
+    eq("lt paging: one a page, every version once", [[v["VersionNumber"] for v in page["LaunchTemplateVersions"]] for page in pages], [[3], [2], [1]])
+
+    rich = ec2.create_launch_template(LaunchTemplateName="capblock-rich", LaunchTemplateData=RICH_DATA)["LaunchTemplate"]
+    got = versions(LaunchTemplateId=rich["LaunchTemplateId"], Versions=["$Latest"])
+    eq("lt round trip: every kind of data as given", got[0]["LaunchTemplateData"] if got else None, RICH_DATA)
+    eq("lt every template's $Latest", sorted((v["LaunchTemplateName"], v["VersionNumber"]) for v in versions(Versions=["$Latest"])), [("capblock-rich", 1), ("capblock-x", 3)])
+    eq("lt $Latest in another region", west.describe_launch_template_versions(Versions=["$Latest", "$Default"])["LaunchTemplateVersions"], [])
+
+    # EC2's errors.
+    e = expect_error("lt duplicate name", "InvalidLaunchTemplateName.AlreadyExistsException", 400, ec2.create_launch_template, LaunchTemplateName="capblock-x", LaunchTemplateData=CAPACITY_BLOCK_DATA)
+    if e:
+        eq("lt duplicate name: message", e.response["Error"]["Message"], "Launch template name already in use.")
+    expect_error("lt name with a space", "InvalidLaunchTemplateName.MalformedException", 400, ec2.create_launch_template, LaunchTemplateName="capblock x", LaunchTemplateData=CAPACITY_BLOCK_DATA)
+    expect_error("lt name too short", "InvalidLaunchTemplateName.MalformedException", 400, ec2_raw.create_launch_template, LaunchTemplateName="lt", LaunchTemplateData=CAPACITY_BLOCK_DATA)
+    e = expect_error("lt unknown id", "InvalidLaunchTemplateId.NotFound", 400, ec2.describe_launch_template_versions, LaunchTemplateId="lt-0123456789abcdef0")
+    if e:
+        eq("lt unknown id: message", e.response["Error"]["Message"], "The specified launch template, with template ID lt-0123456789abcdef0, does not exist.")
+    expect_error("lt unknown name", "InvalidLaunchTemplateName.NotFoundException", 400, ec2.create_launch_template_version, LaunchTemplateName="nope", LaunchTemplateData={"ImageId": "ami-1"})
+    expect_error("lt another region's template", "InvalidLaunchTemplateName.NotFoundException", 400, west.describe_launch_template_versions, LaunchTemplateName="capblock-x")
+    e = expect_error("lt unknown version", "InvalidLaunchTemplateId.VersionNotFound", 400, ec2.describe_launch_template_versions, LaunchTemplateName="capblock-x", Versions=["9"])
+    if e:
+        eq("lt unknown version: message", e.response["Error"]["Message"], f"Could not find the specified version 9 for the launch template with ID {lt_id}.")
+    expect_error("lt no template, no versions", "MissingParameter", 400, ec2.describe_launch_template_versions)
+    expect_error("lt no template, a version number", "InvalidParameterValue", 400, ec2.describe_launch_template_versions, Versions=["1"])
+    expect_error("lt DryRun", "DryRunOperation", 412, ec2.create_launch_template, LaunchTemplateName="capblock-dry", LaunchTemplateData=CAPACITY_BLOCK_DATA, DryRun=True)
+
+    # A ClientToken makes the call idempotent.
+    once = {"LaunchTemplateName": "capblock-once", "LaunchTemplateData": CAPACITY_BLOCK_DATA, "ClientToken": "capblock-token-1"}
+    a = ec2.create_launch_template(**once)["LaunchTemplate"]["LaunchTemplateId"]
+    eq("lt client token: the same call, the same template", ec2.create_launch_template(**once)["LaunchTemplate"]["LaunchTemplateId"], a)
+    expect_error("lt client token: other parameters", "IdempotentParameterMismatch", 400, ec2.create_launch_template, **{**once, "LaunchTemplateName": "capblock-twice"})
+    st = sim.state()
+    eq("lt state: the templates", [(x["launch_template_name"], x["region"], x["latest_version_number"]) for x in st["launch_templates"]], [("capblock-x", "us-east-1", 3), ("capblock-rich", "us-east-1", 1), ("capblock-once", "us-east-1", 1)])
+    v1 = st["launch_templates"][0]["versions"][0]
+    eq("lt state: what capblock reads", (v1["market_type"], v1["capacity_reservation_resource_group_arn"], v1["capacity_reservation_id"]), ("capacity-block", GROUP_ARN, None))
+
+    # Denied like any action.
+    sim.behaviour(iam_denials=[{"access_key": "ASIANOTEMPLATES", "action": "DescribeLaunchTemplateVersions"}])
+    expect_error("lt iam: a denied describe", "UnauthorizedOperation", 403, client(ep, key="ASIANOTEMPLATES").describe_launch_template_versions, LaunchTemplateId=lt_id)
+    eq("lt iam: another key reads", len(versions(LaunchTemplateId=lt_id)), 3)
+    sim.behaviour(iam_denials=[])
 
 if __name__ == "__main__":
     try:

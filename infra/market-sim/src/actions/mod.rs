@@ -6,6 +6,7 @@ mod blocks;
 mod extensions;
 mod filters;
 mod instances;
+mod launch_templates;
 mod offerings;
 mod purchase;
 mod reservations;
@@ -71,6 +72,9 @@ pub fn dispatch_as(
         "DescribeCapacityBlocks" => guarded(w, &ctx, p, blocks::describe_blocks),
         "DescribeCapacityBlockStatus" => guarded(w, &ctx, p, blocks::describe_status),
         "DescribeCapacityBlockExtensionHistory" => guarded(w, &ctx, p, blocks::describe_extension_history),
+        "CreateLaunchTemplate" => launch_templates::create(w, &ctx, p).map(Output::from),
+        "CreateLaunchTemplateVersion" => launch_templates::create_version(w, &ctx, p).map(Output::from),
+        "DescribeLaunchTemplateVersions" => launch_templates::describe_versions(w, &ctx, p).map(Output::from),
         other => {
             Err(ApiError::client("InvalidAction", format!("The action {other} is not valid for this web service.")))
         }
@@ -97,9 +101,9 @@ fn guarded(
 /// token is spent. A refusal changes nothing but the `unauthorized` count.
 ///
 /// The message has the shape of EC2's (see README.md, "IAM denials"): the caller is an assumed
-/// role named after its key, the purchases name the capacity reservation they would create and
-/// carry an encoded authorization failure message (opaque, deterministic per seed), the describe
-/// actions name no resource and carry none.
+/// role named after its key, the purchases name the capacity reservation they would create (the
+/// launch template actions the launch template) and carry an encoded authorization failure
+/// message (opaque, deterministic per seed), the describe actions name no resource and carry none.
 pub fn authorize(w: &mut World, ctx: &Ctx<'_>) -> Result<(), ApiError> {
     let Some(key) = ctx.caller else { return Ok(()) };
     if !w.behaviour.denies(key, ctx.action, ctx.region) {
@@ -112,15 +116,25 @@ pub fn authorize(w: &mut World, ctx: &Ctx<'_>) -> Result<(), ApiError> {
         "User: arn:aws:sts::{account}:assumed-role/role-{key}/{key} is not authorized to perform: ec2:{action}"
     );
     let why = format!("because no identity-based policy allows the ec2:{action} action");
-    let message = if action.starts_with("Purchase") {
+    let message = if let Some(resource) = denied_resource(action) {
         let encoded = w.encoded_authorization_failure();
         format!(
-            "You are not authorized to perform this operation. {who} on resource: arn:aws:ec2:{region}:{account}:capacity-reservation/* {why}. Encoded authorization failure message: {encoded}"
+            "You are not authorized to perform this operation. {who} on resource: arn:aws:ec2:{region}:{account}:{resource} {why}. Encoded authorization failure message: {encoded}"
         )
     } else {
         format!("You are not authorized to perform this operation. {who} {why}")
     };
     Err(ApiError::unauthorized(message))
+}
+
+/// The resource a denial of `action` names: what the action creates or changes (a reading, see
+/// README.md, "IAM denials"); the describe actions name none.
+fn denied_resource(action: &str) -> Option<&'static str> {
+    match action {
+        "PurchaseCapacityBlock" | "PurchaseCapacityBlockExtension" => Some("capacity-reservation/*"),
+        "CreateLaunchTemplate" | "CreateLaunchTemplateVersion" => Some("launch-template/*"),
+        _ => None,
+    }
 }
 
 /// Capacity-block actions are refused in regions the scenario marks unsupported.
@@ -279,6 +293,16 @@ mod tests {
             let e = call(&mut w, "us-east-1", Some("K"), action, &[]).unwrap_err();
             assert_eq!((e.status, e.code.as_str()), (403, "UnauthorizedOperation"), "{action}");
             assert!(e.message.contains(&format!("ec2:{action} ")), "{action}: {}", e.message);
+            let resource = match denied_resource(action) {
+                Some(r) => format!("on resource: arn:aws:ec2:us-east-1:111122223333:{r} because"),
+                None => format!("ec2:{action} because"),
+            };
+            assert!(e.message.contains(&resource), "{action}: {}", e.message);
+            assert_eq!(
+                e.message.contains("Encoded authorization failure message"),
+                action.starts_with(['P', 'C']),
+                "{action}"
+            );
         }
         assert_eq!(w.faults.unauthorized, ACTIONS.len() as u64);
         // Where the region has no Capacity Blocks, their actions do not exist to be authorized.

@@ -84,10 +84,15 @@ fn offering_named(w: &World, ctx: &Ctx<'_>, id: &str) -> Result<market::Offering
 
 /// Tags from TagSpecification.N, which must target `capacity-reservation`.
 pub fn tags_for_reservation(p: &Params) -> Result<Vec<(String, String)>, ApiError> {
+    tags_for(p, "capacity-reservation")
+}
+
+/// Tags from TagSpecification.N, which must target `resource_type`.
+pub fn tags_for(p: &Params, resource_type: &str) -> Result<Vec<(String, String)>, ApiError> {
     let mut tags = Vec::new();
     for spec in p.tag_specs() {
         match spec.resource_type.as_deref() {
-            Some("capacity-reservation") => {}
+            Some(t) if t == resource_type => {}
             Some(other) => {
                 return Err(ApiError::invalid_value(format!(
                     "'{other}' is not a valid taggable resource type for this operation."
