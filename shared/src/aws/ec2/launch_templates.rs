@@ -19,8 +19,10 @@ impl LaunchTemplates for Ec2Market {
         let call = self
             .client(region)
             .describe_launch_template_versions()
-            .set_launch_template_id(template.id.clone())
-            .set_launch_template_name(if template.id.is_some() { None } else { template.name.clone() })
+            // By name when Auto Scaling gives one (unique in a region, and the same template as
+            // its id), else by id: EC2 refuses a call naming both.
+            .set_launch_template_name(template.name.clone())
+            .set_launch_template_id(if template.name.is_some() { None } else { template.id.clone() })
             .versions(template.version.clone().unwrap_or_else(|| "$Default".into()));
         match call.send().await {
             Ok(out) => Ok(out.launch_template_versions().first().and_then(|v| v.launch_template_data()).map(|d| {
