@@ -9,14 +9,14 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use super::handoff::enqueue_event;
-use super::outbox::alert_notice;
+use super::outbox::{alert_notice, workload_notice};
 use crate::domain::announce;
 use crate::domain::block::Block;
 use crate::domain::bus;
 use crate::domain::checkpoint::health_notice;
 use crate::domain::health::{self, BlockHealth, HealthChange};
 use crate::domain::names::Region;
-use crate::ports::{BlockStatusSource, BlockStore, MarketError, Message, Notice, Outbox, StoreError, Topic};
+use crate::ports::{BlockStatusSource, BlockStore, MarketError, Outbox, StoreError};
 
 /// A change of one block's health, to announce: the block, the change, the status seen.
 pub type Found<'b> = (&'b Block, HealthChange, BlockHealth);
@@ -59,16 +59,8 @@ pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
     let key = health::milestone(n, change);
     store.enqueue(&alert_notice(&b.reservation_id, &key, &announce::health(b, change), now)).await?;
     let work_key = format!("{key}@workloads");
-    let (body, attributes) = health_notice(b, &work_key, change, now);
-    store
-        .enqueue(&Notice {
-            thread: b.reservation_id.clone(),
-            milestone: work_key,
-            topic: Topic::Workloads,
-            message: Message { body, attributes },
-            created_at: now,
-        })
-        .await?;
+    let notice = health_notice(b, &work_key, change, now);
+    store.enqueue(&workload_notice(&b.reservation_id, &work_key, notice, now)).await?;
     enqueue_event(store, b, tags, &bus::step_of_health(change), &key, now).await?;
     // The block as stored now: the tracker may have moved it in this run.
     let Some(current) = store.get_block(&b.reservation_id).await? else {

@@ -28,6 +28,23 @@ pub fn alert_notice(thread: &str, milestone: &str, msg: &SlackMessage, now: Date
     }
 }
 
+/// A workload notice (a body and its attributes, from `domain::checkpoint`) for the workloads
+/// topic, in the block's thread.
+pub fn workload_notice(
+    thread: &str,
+    milestone: &str,
+    (body, attributes): (String, std::collections::BTreeMap<String, String>),
+    now: DateTime<Utc>,
+) -> Notice {
+    Notice {
+        thread: thread.to_string(),
+        milestone: milestone.to_string(),
+        topic: Topic::Workloads,
+        message: Message { body, attributes },
+        created_at: now,
+    }
+}
+
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
 pub struct FlushReport {
     pub published: usize,

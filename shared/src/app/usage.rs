@@ -9,14 +9,14 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use super::handoff::enqueue_event;
-use super::outbox::alert_notice;
+use super::outbox::{alert_notice, workload_notice};
 use crate::domain::announce;
 use crate::domain::block::Block;
 use crate::domain::bus;
 use crate::domain::checkpoint::idle_notice;
 use crate::domain::money::Money;
 use crate::domain::usage::{IdleNews, Reading, idle_cost};
-use crate::ports::{BlockStore, Message, Notice, Outbox, StoreError, Topic};
+use crate::ports::{BlockStore, Outbox, StoreError};
 
 /// Stores sample `s` of active block `b` (as stored, `b.version`) and announces what it tells,
 /// `total`: what the block cost (fee and paid extensions), `alert_after` the rule's
@@ -68,16 +68,8 @@ async fn announce_news<S: Outbox + ?Sized>(
     };
     store.enqueue(&alert_notice(&b.reservation_id, &key, &msg, now)).await?;
     let work_key = format!("{key}@workloads");
-    let (body, attributes) = idle_notice(b, &work_key, n, cost, now);
-    store
-        .enqueue(&Notice {
-            thread: b.reservation_id.clone(),
-            milestone: work_key,
-            topic: Topic::Workloads,
-            message: Message { body, attributes },
-            created_at: now,
-        })
-        .await?;
+    let notice = idle_notice(b, &work_key, n, cost, now);
+    store.enqueue(&workload_notice(&b.reservation_id, &work_key, notice, now)).await?;
     enqueue_event(store, b, tags, &bus::step_of_idle(n, cost), &key, now).await?;
     Ok(())
 }

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use aws_config::SdkConfig;
 use aws_sdk_autoscaling::Client;
 use aws_sdk_autoscaling::error::DisplayErrorContext;
+use aws_sdk_autoscaling::types::AutoScalingGroup;
 
 use super::regional::Regional;
 use crate::domain::launch::{GroupLaunch, TemplateRef};
@@ -23,6 +24,23 @@ pub struct AutoScaling {
 impl AutoScaling {
     pub fn new(base: SdkConfig) -> Self {
         AutoScaling { clients: Regional::new(base, Client::new) }
+    }
+
+    /// DescribeAutoScalingGroups of one group; `None` when there is no such group.
+    async fn group(&self, region: &Region, group: &str) -> Result<Option<AutoScalingGroup>, ActionError> {
+        let out = self
+            .clients
+            .get(region)
+            .describe_auto_scaling_groups()
+            .auto_scaling_group_names(group)
+            .send()
+            .await
+            .map_err(|e| ActionError {
+                operation: "DescribeAutoScalingGroups",
+                region: region.to_string(),
+                message: DisplayErrorContext(&e).to_string(),
+            })?;
+        Ok(out.auto_scaling_groups().iter().find(|g| g.auto_scaling_group_name() == Some(group)).cloned())
     }
 }
 
@@ -71,40 +89,12 @@ impl Groups for AutoScaling {
     }
 
     async fn zones(&self, region: &Region, group: &str) -> Result<Option<Vec<String>>, ActionError> {
-        let out = self
-            .clients
-            .get(region)
-            .describe_auto_scaling_groups()
-            .auto_scaling_group_names(group)
-            .send()
-            .await
-            .map_err(|e| ActionError {
-                operation: "DescribeAutoScalingGroups",
-                region: region.to_string(),
-                message: DisplayErrorContext(&e).to_string(),
-            })?;
         // A group in a VPC lists its subnets' zones here too.
-        Ok(out
-            .auto_scaling_groups()
-            .iter()
-            .find(|g| g.auto_scaling_group_name() == Some(group))
-            .map(|g| g.availability_zones().to_vec()))
+        Ok(self.group(region, group).await?.map(|g| g.availability_zones().to_vec()))
     }
 
     async fn launch(&self, region: &Region, group: &str) -> Result<Option<GroupLaunch>, ActionError> {
-        let out = self
-            .clients
-            .get(region)
-            .describe_auto_scaling_groups()
-            .auto_scaling_group_names(group)
-            .send()
-            .await
-            .map_err(|e| ActionError {
-                operation: "DescribeAutoScalingGroups",
-                region: region.to_string(),
-                message: DisplayErrorContext(&e).to_string(),
-            })?;
-        let Some(g) = out.auto_scaling_groups().iter().find(|g| g.auto_scaling_group_name() == Some(group)) else {
+        let Some(g) = self.group(region, group).await? else {
             return Ok(None);
         };
         // A group with several instance types names its template in its mixed instances policy.
