@@ -17,8 +17,8 @@ What the columns mean:\n  SPENT        the month's fees plus the extensions paid
 BUDGET       the rule's budget item's own `spent` for the month (the two agree; a note says when not)\n  \
 GPU-H PAID   accelerator-hours of the blocks charged to the month, over their whole life\n  \
 GPU-H USED   of those, what the tracker saw running (5-minute samples; a block still open: so far)\n  \
-USE %        used over paid (a block used to its end reaches about 99%: EC2 terminates the\n               \
-instances 30 minutes before the end, and that half hour is paid)\n  \
+USE %        used over paid (a block used to its end reaches 97.9% for a day, 99.7% for a week:\n               \
+EC2 terminates the instances 30 minutes before the end, and that half hour is paid)\n  \
 $/USED GPU-H the blocks' whole cost (extensions included) over the used accelerator-hours\n\n\
 A rule's team is its `team` tag. Blocks adopted from the account (no fee known) are not counted.\n\
 Exit codes: 0 reported (a month with nothing says so), 1 store failure, 2 bad input.")]

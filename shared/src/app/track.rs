@@ -545,8 +545,9 @@ where
         next.state = to;
         next.end = end;
         if to.is_final() {
-            // The last sample's count held to the termination: what the end-of-block line tells.
-            next.usage = next.usage.closed(&next.span());
+            // The last sample's count held to the termination (or to now, for a block released
+            // early): what the end-of-block line tells.
+            next.usage = next.usage.closed(&next.span(), now);
         }
         let f = &next;
         let moved = milestones(b.state, to, b.end, end);

@@ -511,19 +511,19 @@ pub fn idle(
     tracked(
         b,
         "idle",
-        format!("Paid but idle: {idle} of {} instances for {}", b.instance_count, in_words(minutes)),
+        format!("Paid but idle: {idle} of {} instances for {}", b.instance_count, stretch(minutes)),
         format!(
             "{idle} of the block's {} instances have run nothing since {} ({}).\n{cost_line}\n{}",
             b.instance_count,
             when(since),
-            in_words(minutes),
+            stretch(minutes),
             tracked_line(b)
         ),
         vec![
             "Start work on the idle instances (they are paid for until the end), or hand them to a team that can use them.".into(),
             "capblock says once more when every instance runs again.".into(),
         ],
-        format!("{}: {idle} of {} instances idle for {}", b.reservation_id, b.instance_count, in_words(minutes)),
+        format!("{}: {idle} of {} instances idle for {}", b.reservation_id, b.instance_count, stretch(minutes)),
     )
 }
 
@@ -547,13 +547,22 @@ pub fn idle_over(
             "Idle from {} to {} ({}): {} instance-hours paid and unused{cost_line}.\n{}",
             when(since),
             when(until),
-            in_words((until - since).num_minutes()),
+            stretch((until - since).num_minutes()),
             hours(idle_instance_minutes),
             tracked_line(b)
         ),
         vec!["Nothing to do.".into()],
         format!("{}: every instance runs again", b.reservation_id),
     )
+}
+
+/// A stretch of time as a person says it: "45 minutes", "3 hours", "12 h 30 min".
+fn stretch(minutes: i64) -> String {
+    if minutes < 60 || minutes % 60 == 0 {
+        in_words(minutes)
+    } else {
+        format!("{} h {} min", minutes / 60, minutes % 60)
+    }
 }
 
 /// Instance-minutes as hours, to a tenth.
@@ -875,6 +884,23 @@ pub fn extension_released(b: &Block, offering_id: &str, reason: &str) -> SlackMe
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn idle_texts_say_how_long_how_many_and_what_it_cost() {
+        let b = crate::domain::block::example(t(3, 11, 30), t(4, 11, 30));
+        let usd = |a: &str| Money::parse(a, "USD").unwrap();
+        let alert = idle(&b, 1, t(3, 12, 30), 60, Some(usd("23.12")), t(3, 13, 30));
+        assert_eq!(alert.title, "Paid but idle: 1 of 2 instances for 1 hour");
+        assert!(alert.description.contains("has cost 23.12 USD so far (1.0 instance-hours)"), "{}", alert.description);
+        let over = idle_over(&b, t(3, 12, 30), t(4, 1, 0), 750, None);
+        assert!(
+            over.description.contains("(12 h 30 min): 12.5 instance-hours paid and unused."),
+            "{}",
+            over.description
+        );
+        assert_eq!(stretch(45), "45 minutes");
+        assert_eq!(stretch(180), "3 hours");
+    }
 
     fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()

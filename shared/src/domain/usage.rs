@@ -214,11 +214,12 @@ impl Usage {
         next
     }
 
-    /// The usage once the block ended: the last sample's count held until the termination,
-    /// and no episode left open.
-    pub fn closed(&self, b: &Span) -> Usage {
+    /// The usage once the block ended at `at` (its end, or earlier when EC2 released it): the
+    /// last sample's count held until then (never past the termination), and no episode left
+    /// open.
+    pub fn closed(&self, b: &Span, at: DateTime<Utc>) -> Usage {
         let mut next = match self.sampled_at {
-            Some(t) if t < b.termination => self.counted_to(b, b.termination, self.running),
+            Some(t) if t < b.termination.min(at) => self.counted_to(b, b.termination.min(at), self.running),
             _ => self.clone(),
         };
         next.episode = None;

@@ -114,7 +114,7 @@ fn used_hours_and_utilization_add_up_and_a_late_sample_changes_nothing() {
     let b = span();
     // 6 of 8 run the whole block, sampled every 5 minutes.
     let (u, _) = run(Usage::default(), b.start + Duration::minutes(5), b.end, 5, 60, |_| 6);
-    let closed = u.closed(&b);
+    let closed = u.closed(&b, b.end);
     // To the termination: 6 x (48 h - 30 min) = 285 instance-hours.
     assert_eq!(closed.used_instance_minutes, 6 * (48 * 60 - 30));
     let x = utilization(&b, &closed, Some(usd("36864")));
@@ -128,7 +128,11 @@ fn used_hours_and_utilization_add_up_and_a_late_sample_changes_nothing() {
     let again = u.sample(&b, &Reading { at: b.start, instances: 8, available: 0, unavailable: 0 }, 60);
     assert_eq!(again, (u.clone(), None));
     // Closing twice counts nothing twice.
-    assert_eq!(closed.closed(&b), closed);
+    assert_eq!(closed.closed(&b, b.end), closed);
+    // Released a day in: counted to then, not to the termination.
+    let (early, _) = run(Usage::default(), b.start + Duration::minutes(5), b.start + Duration::hours(24), 5, 60, |_| 6);
+    let released = early.closed(&b, b.start + Duration::hours(24));
+    assert_eq!(released.used_instance_minutes, 6 * 24 * 60);
 }
 
 #[test]
@@ -144,6 +148,6 @@ fn nothing_sampled_means_nothing_known_and_no_price() {
     let b = span();
     let u = Usage::default();
     assert!(!u.is_known());
-    let x = utilization(&b, &u.closed(&b), Some(usd("100")));
+    let x = utilization(&b, &u.closed(&b, b.end), Some(usd("100")));
     assert_eq!((x.used_instance_hours, x.per_used_accelerator_hour), (Decimal::ZERO, None));
 }
