@@ -11,7 +11,7 @@ PY="$CAPBLOCK_CACHE/venv/bin/python"
 echo
 echo "==> the workloads' side (docs/handoff.md): an EventBridge rule sending every"
 echo "    capblock event to an SQS queue, and in each of p5-weekly's regions the Auto Scaling group"
-echo "    p5-trainers (desired 0, on a launch template for the block) and the Run Command document"
+echo "    p5-trainers (desired 0, on a launch template for the Capacity Block market) and the Run Command document"
 echo "    capblock-checkpoint its actions name"
 "$PY" infra/demo/handoff.py
 
@@ -19,10 +19,6 @@ echo
 echo "==> validate the example rules (invalid.toml is wrong on purpose)"
 "$CAPBLOCK" rules validate infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml infra/examples/rules/trn2-ultra.toml infra/examples/rules/invalid.toml || true
 
-echo
-echo "==> and with --check-aws: p5-weekly's groups exist, and p5-trainers' launch template asks for the"
-echo "    Capacity Block market and targets p5-weekly's reservation group (a gap would be a warning)"
-"$CAPBLOCK" rules validate --check-aws infra/examples/rules/p5-weekly.toml
 
 echo
 echo "==> store p5-weekly (2 x p5.48xlarge for 7 days at <= 2.95/GPU-h), a100-daily (1 x p4d.24xlarge for 1 day at <= 2.10)"

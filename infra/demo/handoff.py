@@ -23,8 +23,10 @@ RULE = "capblock-events-to-queue"
 RULE_ID = "p5-weekly"
 GROUP = "p5-trainers"
 DOCUMENT = "capblock-checkpoint"
-# The rule's capacity reservation group, as capblock names it: capblock-<stack>-<rule>.
-RESERVATION_GROUP = f"capblock-{os.environ.get('CAPBLOCK_STACK', 'capblock-local')}-{RULE_ID}"
+# trn2-ultra's capacity reservation group, as capblock names it: capblock-<stack>-<rule> (only
+# UltraServer blocks can join a group: the EC2 user guide).
+GROUP_RULE = "trn2-ultra"
+RESERVATION_GROUP = f"capblock-{os.environ.get('CAPBLOCK_STACK', 'capblock-local')}-{GROUP_RULE}"
 ALL_DETAIL_TYPES = {
     "Block Purchased", "Payment Failed", "Block Active", "Block Ending", "Block Extended", "Block Ended", "Health Changed", "Block Idle",
 }
@@ -45,21 +47,18 @@ def setup():
     events.put_targets(Rule=RULE, Targets=[{"Id": "queue", "Arn": arn}])
     for region in REGIONS:
         asg = boto3.client("autoscaling", region_name=region)
-        # docs/handoff.md's launch template: the Capacity Block market, targeting p5-weekly's
-        # capacity reservation group. The simulated EC2 holds what capblock reads; moto's Auto
-        # Scaling only accepts a template its own EC2 knows, so moto gets one of the same name.
+        # A launch template for the Capacity Block market. An instance block cannot join a
+        # reservation group, so the launch script names the block by its id (p5-weekly's
+        # publish_parameter); the template carries the market. The simulated EC2 holds what
+        # capblock reads; moto's Auto Scaling only accepts a template its own EC2 knows, so moto
+        # gets one of the same name.
         data = {"ImageId": "ami-12c6146b", "InstanceType": "p5.48xlarge"}
         boto3.client("ec2", region_name=region, endpoint_url=os.environ["CAPBLOCK_MOTO_URL"]).create_launch_template(
             LaunchTemplateName=GROUP, LaunchTemplateData=data,
         )
-        group_arn = f"arn:aws:resource-groups:{region}:123456789012:group/{RESERVATION_GROUP}"
         boto3.client("ec2", region_name=region).create_launch_template(
             LaunchTemplateName=GROUP,
-            LaunchTemplateData={
-                **data,
-                "InstanceMarketOptions": {"MarketType": "capacity-block"},
-                "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationResourceGroupArn": group_arn}},
-            },
+            LaunchTemplateData={**data, "InstanceMarketOptions": {"MarketType": "capacity-block"}},
         )
         asg.create_auto_scaling_group(
             AutoScalingGroupName=GROUP,
@@ -87,7 +86,7 @@ def setup():
 
 
 def reservation_group_members(region):
-    """The reservations in p5-weekly's capacity reservation group (none before capblock makes it)."""
+    """The reservations in trn2-ultra's capacity reservation group (none before capblock makes it)."""
     rg = boto3.client("resource-groups", region_name=region)
     try:
         out = rg.list_group_resources(Group=RESERVATION_GROUP)
@@ -132,7 +131,7 @@ class HandOff:
                 self.scaled.append((now, region, desired))
             self.desired[region] = desired
         for r in state["reservations"]:
-            if (r.get("tags") or {}).get("capblock:rule") != RULE_ID:
+            if (r.get("tags") or {}).get("capblock:rule") != GROUP_RULE:
                 continue
             members = reservation_group_members(r["region"])
             if not self.grouped or self.grouped[-1][2] != members:
@@ -196,11 +195,12 @@ class HandOff:
                 print(f"  {sent[0]:%a %m-%d %H:%M}  Run Command {DOCUMENT} to {', '.join(sent[1])}")
             print(f"  termination {termination:%a %m-%d %H:%M}; events: "
                   + ", ".join(sorted(t for rid, t in types if rid == r["reservation_id"])))
-        p5_ids = {r["reservation_id"] for r in p5}
-        in_group = any(st == "active" and p5_ids <= members for _, st, members in self.grouped) if p5_ids else False
-        out_at_end = bool(self.grouped) and not (self.grouped[-1][2] & p5_ids)
+        ultra_ids = {r["reservation_id"] for r in state["reservations"]
+                     if (r.get("tags") or {}).get("capblock:rule") == GROUP_RULE}
+        in_group = any(st == "active" and ultra_ids <= members for _, st, members in self.grouped) if ultra_ids else False
+        out_at_end = bool(self.grouped) and not (self.grouped[-1][2] & ultra_ids)
         return [
-            ("p5-weekly's reservation in its capacity reservation group while it ran", in_group),
+            ("trn2-ultra's reservation in its capacity reservation group while it ran", in_group),
             ("and out of it once the block ended", out_at_end),
             ("p5-trainers scaled up at the block's start", up_ok),
             ("p5-trainers back to 0 before the end", down_ok),

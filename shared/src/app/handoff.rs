@@ -214,7 +214,8 @@ pub async fn launch_gaps(
                 GroupLaunch::Template(t) => templates.target(region, t).await?,
                 _ => None,
             };
-            if let Some(why) = launch::gap(group, &how, target.as_ref(), expected.as_deref()) {
+            let ultraserver = !rule.ultraserver_types.is_empty();
+            if let Some(why) = launch::gap(group, &how, target.as_ref(), expected.as_deref(), ultraserver) {
                 gaps.push((format!("actions[{i}].group"), format!("{why} (in {region})")));
             }
         }

@@ -307,7 +307,14 @@ pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Ve
                 let mut types = limits.ultraserver_instance_types.clone();
                 types.sort();
                 types.dedup();
-                if types.len() > 1 {
+                if types.is_empty() {
+                    // The EC2 user guide ("Create a resource group for UltraServer Capacity
+                    // Blocks"): "You can't add instance Capacity Blocks to a resource group."
+                    problems.push((
+                        at("kind"),
+                        "reservation_group needs a rule of UltraServers: EC2 cannot add instance Capacity Blocks to a resource group; target an instance block by its id (publish_parameter) or let Karpenter select it by capblock's tags".into(),
+                    ));
+                } else if types.len() > 1 {
                     problems.push((
                         at("kind"),
                         format!(

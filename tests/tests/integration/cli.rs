@@ -669,9 +669,13 @@ async fn rules_validate_warns_of_a_group_that_launches_nothing_into_the_block() 
         }
     };
     let validate = |group: String| {
+        // A rule of UltraServers: only their blocks can join a reservation group.
         let toml = rule("launch", "live", "3.00")
+            .instance_types(&[])
+            .instance_counts(&[])
             .extra(&format!(
-                "[[actions]]\nkind = \"reservation_group\"\n\
+                "ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [1]\n\
+                 [[actions]]\nkind = \"reservation_group\"\n\
                  [[actions]]\nkind = \"scale_group\"\ngroup = \"{group}\"\ndesired = 1\ndown_lead_minutes = 45"
             ))
             .toml();

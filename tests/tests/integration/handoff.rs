@@ -322,7 +322,11 @@ async fn a_group_scaled_up_in_another_zone_than_the_block_is_warned_of_once() {
 
 /// A 1-day p5 block starting 12-03 11:30 (termination 12-04 11:00), payment after 3 hours.
 fn life_scenario() -> String {
-    ScenarioToml::new(5, T0).payment("succeed", Some(3)).p5("us-east-1", &[2], "3.00").build()
+    ScenarioToml::new(5, T0)
+        .payment("succeed", Some(3))
+        .p5("us-east-1", &[2], "3.00")
+        .trn2_ultra("us-east-1", &[1], &[2], "1.80")
+        .build()
 }
 
 /// The rule `rule` (of its own, as moto's parameters and commands are shared by the tests):
@@ -488,11 +492,12 @@ async fn in_dry_run_actions_are_announced_and_change_nothing() {
 // The rule's capacity reservation group, through a block's life.
 // ---------------------------------------------------------------------------------------------
 
-/// The rule `rule` with a reservation group (and the parameter, which shows the other actions go
-/// on while the group's fail).
+/// The rule `rule` of one u-trn2x64 UltraServer with a reservation group (only UltraServer
+/// blocks can join one) and the parameter.
 fn group_rule(h: &Rig, rule: &str) -> capblock_shared::domain::rule::Rule {
-    let actions = "[[actions]]\nkind = \"publish_parameter\"\n[[actions]]\nkind = \"reservation_group\"";
-    RuleToml::p5(rule).window(1, 10).extra(actions).rule(h.now())
+    let extra = "ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [1]\n\
+                 [[actions]]\nkind = \"publish_parameter\"\n[[actions]]\nkind = \"reservation_group\"";
+    RuleToml::p5(rule).instance_types(&[]).instance_counts(&[]).window(1, 10).extra(extra).rule(h.now())
 }
 
 /// A group configuration item: its type, and its parameters' names and values.
@@ -529,7 +534,14 @@ async fn a_blocks_life_puts_its_reservation_in_the_rules_group_once_paid_and_out
     // Paid (scheduled, days before the start): the group is made as the EC2 user guide makes
     // one, tagged with the stack.
     track_until(&h, "2026-12-01T03:00:00Z").await;
-    let pool = ("AWS::EC2::CapacityReservationPool".to_string(), vec![]);
+    // An UltraServer block's pool names its instance type and the Capacity Block type.
+    let pool = (
+        "AWS::EC2::CapacityReservationPool".to_string(),
+        vec![
+            ("instance-type".to_string(), vec!["trn2u.48xlarge".to_string()]),
+            ("reservation-type".to_string(), vec!["capacity-block".to_string()]),
+        ],
+    );
     let generic = (
         "AWS::ResourceGroups::Generic".to_string(),
         vec![("allowed-resource-types".to_string(), vec!["AWS::EC2::CapacityReservation".to_string()])],

@@ -290,6 +290,19 @@ fn current_orders_follow_the_blocks_state_and_the_clock() {
     assert_eq!(keys_at(BlockState::Expired, t(11, 12, 0)), "", "the end's orders come with the move");
 }
 
+/// A rule of UltraServers (u-trn2x64): the only kind whose blocks can join a resource group.
+fn ultra_limits() -> ActionLimits {
+    ActionLimits { ultraserver_instance_types: vec!["trn2u.48xlarge".into()], ..limits() }
+}
+
+#[test]
+fn a_rule_of_instances_cannot_keep_a_reservation_group() {
+    let (actions, problems) = validate(&[group_spec(None)], &limits());
+    assert!(actions.is_empty());
+    assert_eq!(fields(&problems), ["actions[0].kind"]);
+    assert!(problems[0].1.contains("EC2 cannot add instance Capacity Blocks to a resource group"), "{problems:?}");
+}
+
 fn group_spec(name: Option<&str>) -> ActionSpec {
     ActionSpec::ReservationGroup { name: name.map(str::to_string) }
 }
@@ -303,7 +316,7 @@ fn a_reservation_group_is_named_within_resource_groups_and_capblocks_limits() {
         .clone()
         .try_into()
         .unwrap();
-    let (actions, problems) = validate(&specs, &limits());
+    let (actions, problems) = validate(&specs, &ultra_limits());
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(actions[0], Action::ReservationGroup { name: None });
     // `rules show` writes it back as it was written.
@@ -311,24 +324,24 @@ fn a_reservation_group_is_named_within_resource_groups_and_capblocks_limits() {
 
     let long = format!("capblock-{}", "a".repeat(291));
     for good in ["capblock-p5", "capblock-team.a_1", long.as_str()] {
-        let (actions, problems) = validate(&[group_spec(Some(good))], &limits());
+        let (actions, problems) = validate(&[group_spec(Some(good))], &ultra_limits());
         assert!(problems.is_empty() && actions.len() == 1, "{good}: {problems:?}");
     }
     let too_long = format!("capblock-{}", "a".repeat(292));
     for bad in ["", "capblock-", "capblock-a b", "capblock-a/b", "capblock-é", too_long.as_str()] {
-        let (actions, problems) = validate(&[group_spec(Some(bad))], &limits());
+        let (actions, problems) = validate(&[group_spec(Some(bad))], &ultra_limits());
         assert!(actions.is_empty(), "{bad:?}");
         assert_eq!(fields(&problems), ["actions[0].name"], "{bad:?}");
     }
     // Outside the IAM policy's groups, and AWS's reserved prefix.
     for outside in ["trainers", "AWS-capblock-x", "awscapblock"] {
-        let (_, problems) = validate(&[group_spec(Some(outside))], &limits());
+        let (_, problems) = validate(&[group_spec(Some(outside))], &ultra_limits());
         assert_eq!(fields(&problems), ["actions[0].name"], "{outside}");
     }
-    assert!(validate(&[group_spec(Some("trainers"))], &limits()).1[0].1.contains("capblock-*"));
+    assert!(validate(&[group_spec(Some("trainers"))], &ultra_limits()).1[0].1.contains("capblock-*"));
     assert!(!crate::domain::actions::is_reservation_group_name("Aws-x"));
 
-    let (actions, problems) = validate(&[group_spec(None), group_spec(Some("capblock-x"))], &limits());
+    let (actions, problems) = validate(&[group_spec(None), group_spec(Some("capblock-x"))], &ultra_limits());
     assert_eq!(fields(&problems), ["actions[1].kind"], "a block goes into one group");
     assert_eq!(actions.len(), 1);
 }

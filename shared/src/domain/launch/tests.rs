@@ -1,5 +1,10 @@
 use super::*;
 
+/// `gap` for a rule of UltraServers (the kind whose blocks can join a group).
+fn ultra_gap(group: &str, l: &GroupLaunch, t: Option<&LaunchTarget>, e: Option<&str>) -> Option<String> {
+    gap(group, l, t, e, true)
+}
+
 fn template() -> GroupLaunch {
     GroupLaunch::Template(TemplateRef { id: None, name: Some("trainers".into()), version: Some("$Latest".into()) })
 }
@@ -15,38 +20,50 @@ fn target(market: Option<&str>, group: Option<&str>, id: Option<&str>) -> Launch
 #[test]
 fn a_template_for_capacity_blocks_targeting_the_rules_group_lands() {
     let t = target(Some("capacity-block"), Some("capblock-prod-p5"), None);
-    assert_eq!(gap("trainers", &template(), Some(&t), Some("capblock-prod-p5")), None);
+    assert_eq!(ultra_gap("trainers", &template(), Some(&t), Some("capblock-prod-p5")), None);
 }
 
 #[test]
 fn each_gap_is_named_with_what_to_do() {
     let g = Some("capblock-prod-p5");
-    let config = gap("trainers", &GroupLaunch::Configuration("old".into()), None, g).unwrap();
+    let config = ultra_gap("trainers", &GroupLaunch::Configuration("old".into()), None, g).unwrap();
     assert!(
         config.contains("launch configuration \"old\"") && config.contains("MarketType=capacity-block"),
         "{config}"
     );
-    let on_demand = gap("trainers", &template(), Some(&target(None, Some("capblock-prod-p5"), None)), g).unwrap();
+    let on_demand = ultra_gap("trainers", &template(), Some(&target(None, Some("capblock-prod-p5"), None)), g).unwrap();
     assert!(on_demand.contains("MarketType is not set, not capacity-block"), "{on_demand}");
     let other =
-        gap("trainers", &template(), Some(&target(Some("capacity-block"), Some("someone-else"), None)), g).unwrap();
+        ultra_gap("trainers", &template(), Some(&target(Some("capacity-block"), Some("someone-else"), None)), g)
+            .unwrap();
     assert!(other.contains("group/someone-else") && other.contains("`capblock-prod-p5`"), "{other}");
-    let one = gap("trainers", &template(), Some(&target(Some("capacity-block"), None, Some("cr-1"))), g).unwrap();
+    let one = ultra_gap("trainers", &template(), Some(&target(Some("capacity-block"), None, Some("cr-1"))), g).unwrap();
     assert!(one.contains("reservation cr-1 only"), "{one}");
-    let none = gap("trainers", &template(), Some(&target(Some("capacity-block"), None, None)), None).unwrap();
+    let none = ultra_gap("trainers", &template(), Some(&target(Some("capacity-block"), None, None)), None).unwrap();
     assert!(
         none.contains("targets no capacity reservation") && none.contains("add a `reservation_group` action"),
         "{none}"
     );
-    let missing = gap("trainers", &template(), None, g).unwrap();
+    let missing = ultra_gap("trainers", &template(), None, g).unwrap();
     assert!(missing.contains("EC2 does not know launch template trainers (version $Latest)"), "{missing}");
-    assert!(gap("trainers", &GroupLaunch::Unknown, None, g).is_some());
+    assert!(ultra_gap("trainers", &GroupLaunch::Unknown, None, g).is_some());
 }
 
 #[test]
 fn a_stack_not_known_matches_any_stacks_group_of_the_rule() {
     let t = target(Some("capacity-block"), Some("capblock-prod-p5"), None);
-    assert_eq!(gap("trainers", &template(), Some(&t), Some("capblock-*-p5")), None);
+    assert_eq!(ultra_gap("trainers", &template(), Some(&t), Some("capblock-*-p5")), None);
     let other_rule = target(Some("capacity-block"), Some("capblock-prod-p5e"), None);
-    assert!(gap("trainers", &template(), Some(&other_rule), Some("capblock-*-p5")).is_some());
+    assert!(ultra_gap("trainers", &template(), Some(&other_rule), Some("capblock-*-p5")).is_some());
+}
+
+#[test]
+fn a_rule_of_instances_lands_by_the_blocks_id_never_by_a_group() {
+    let by_id = target(Some("capacity-block"), None, Some("cr-1"));
+    assert_eq!(gap("trainers", &template(), Some(&by_id), None, false), None);
+    let grouped = target(Some("capacity-block"), Some("capblock-prod-p5"), None);
+    let by_group = gap("trainers", &template(), Some(&grouped), None, false).unwrap();
+    assert!(by_group.contains("EC2 cannot add instance Capacity Blocks to a group"), "{by_group}");
+    let none = gap("trainers", &template(), Some(&target(Some("capacity-block"), None, None)), None, false).unwrap();
+    assert!(none.contains("target the current block's id"), "{none}");
 }
