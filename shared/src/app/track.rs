@@ -26,7 +26,6 @@ use super::usage;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
 use crate::domain::budget::{BudgetOwner, IntentState, Period};
-use crate::domain::extension::ExtensionState;
 use crate::domain::lifecycle::{BlockState, Observed, Transition};
 use crate::domain::metrics::ACCOUNT_BUDGET;
 use crate::domain::milestone::{Milestone, milestones, warning_due};
@@ -200,10 +199,6 @@ where
                 match self.track_block(b, obs, &rules, now, &mut report).await {
                     Ok(()) => {
                         observed_now.insert(b.reservation_id.clone());
-                        if let Err(e) = self.sample_usage(b, obs, &rules, now, &mut report).await {
-                            tracing::warn!(event = "usage_not_sampled", reservation = %b.reservation_id, error = %e, "next run samples again");
-                            report.errors.push(format!("{}: {e}", b.reservation_id));
-                        }
                     }
                     Err(e) => {
                         tracing::error!(event = "block_failed", reservation = %b.reservation_id, error = %e, "left as it was; next run retries");
@@ -367,7 +362,7 @@ where
                 h.next_termination = Some(h.next_termination.map_or(t, |n| n.min(t)));
             }
             if b.state == BlockState::Active {
-                let total = self.total_fee(&b).await?;
+                let total = usage::total_paid(self.store, &b).await?;
                 h.in_use.push(BlockUse {
                     reservation_id: b.reservation_id.clone(),
                     idle: b.usage.idle,
@@ -440,8 +435,16 @@ where
     ) -> Result<(), TrackError> {
         match b.transition(obs, now) {
             Transition::Stay => {
-                if b.state == BlockState::PaymentPending {
-                    self.warn_payment(b, rules, now, report).await?;
+                match b.state {
+                    BlockState::PaymentPending => self.warn_payment(b, rules, now, report).await?,
+                    // A failed sample is the next run's to take: the block itself was tracked.
+                    BlockState::Active => {
+                        if let Err(e) = self.sample_usage(b, obs, rules, now, report).await {
+                            tracing::warn!(event = "usage_not_sampled", reservation = %b.reservation_id, error = %e, "next run samples again");
+                            report.errors.push(format!("{}: {e}", b.reservation_id));
+                        }
+                    }
+                    _ => {}
                 }
                 Ok(())
             }
@@ -473,9 +476,9 @@ where
         }
     }
 
-    /// Samples what an active block's instances are doing (it stayed active this run: a block
-    /// that moved was stored anew, and its next run samples it), and announces an idle episode
-    /// once (`app::usage`).
+    /// Samples what an active block's instances are doing, for a block that stays active this
+    /// run (one that moved was stored anew, and its next run samples it), and announces an idle
+    /// episode once (`app::usage`).
     async fn sample_usage(
         &self,
         b: &Block,
@@ -487,7 +490,7 @@ where
         let Observed::Found { state, available: Some(available), .. } = obs else {
             return Ok(());
         };
-        if b.state != BlockState::Active || state != "active" || b.transition(obs, now) != Transition::Stay {
+        if state != "active" {
             return Ok(());
         }
         let rule = b.rule_id.as_ref().and_then(|r| rules.get(r));
@@ -498,11 +501,8 @@ where
             unavailable: b.health.as_ref().map_or(0, |h| h.unavailable),
         };
         let alert_after = rule.map_or(DEFAULT_IDLE_ALERT_MINUTES, |r| r.idle_alert_minutes);
-        // The cost is only needed for news, which a sample rarely brings: asked only then.
-        let total =
-            if b.usage.sample(&b.span(), &sample, alert_after).1.is_some() { self.total_fee(b).await? } else { None };
         let tags = rule.map(|r| r.tags.clone()).unwrap_or_default();
-        if let Some(news) = usage::sample(self.store, b, &sample, alert_after, total, tags, now).await? {
+        if let Some(news) = usage::sample(self.store, b, &sample, alert_after, tags, now).await? {
             tracing::warn!(event = "block_idle_news", reservation = %b.reservation_id, milestone = %news.milestone(), "announced");
             report.idle.push(format!("{}#{}", b.reservation_id, news.milestone()));
         }
@@ -557,7 +557,7 @@ where
                 Milestone::Scheduled => announce::scheduled(f),
                 Milestone::Active => announce::active(f),
                 Milestone::Expired => {
-                    let total = self.total_fee(&next).await?;
+                    let total = usage::total_paid(self.store, &next).await?;
                     announce::expired(f, total, total.and_then(|t| next.per_accelerator_hour(t)))
                 }
                 Milestone::PaymentFailed => announce::payment_failed(f, rebuys(b, rules), now),
@@ -603,19 +603,6 @@ where
             }
             Err(e) => Err(e.into()),
         }
-    }
-
-    /// The block's fee plus every paid extension; None when capblock never knew the fee.
-    async fn total_fee(&self, b: &Block) -> Result<Option<Money>, StoreError> {
-        let Some(mut total) = b.fee else {
-            return Ok(None);
-        };
-        for x in self.store.extensions_of(&b.reservation_id).await? {
-            if x.state == ExtensionState::Paid {
-                total = total.checked_add(&x.offer.fee).unwrap_or(total);
-            }
-        }
-        Ok(Some(total))
     }
 
     /// Gives the never-charged fee back to the budgets, once per block. Adopted blocks charged

@@ -14,22 +14,22 @@ use crate::domain::announce;
 use crate::domain::block::Block;
 use crate::domain::bus;
 use crate::domain::checkpoint::idle_notice;
+use crate::domain::extension::ExtensionState;
 use crate::domain::money::Money;
 use crate::domain::usage::{IdleNews, Reading, idle_cost};
-use crate::ports::{BlockStore, Outbox, StoreError};
+use crate::ports::{BlockStore, ExtensionLedger, Outbox, StoreError};
 
-/// Stores sample `s` of active block `b` (as stored, `b.version`) and announces what it tells,
-/// `total`: what the block cost (fee and paid extensions), `alert_after` the rule's
-/// `idle_alert_minutes`, `tags` the rule's. Enqueue first: a run that dies before the store
+/// Stores sample `s` of active block `b` (as stored, `b.version`) and announces what it tells:
+/// `alert_after` the rule's `idle_alert_minutes`, `tags` the rule's. What the block cost is read
+/// only for news, which a sample rarely brings. Enqueue first: a run that dies before the store
 /// write samples again next run, finds the same episode number, and the outbox drops the
 /// repeat. Returns the news announced, if any. A block another run stored meanwhile is left
 /// to that run (it sampled the same instances).
-pub async fn sample<S: BlockStore + Outbox + ?Sized>(
+pub async fn sample<S: BlockStore + ExtensionLedger + Outbox + ?Sized>(
     store: &S,
     b: &Block,
     s: &Reading,
     alert_after: u32,
-    total: Option<Money>,
     tags: BTreeMap<String, String>,
     now: DateTime<Utc>,
 ) -> Result<Option<IdleNews>, StoreError> {
@@ -38,6 +38,7 @@ pub async fn sample<S: BlockStore + Outbox + ?Sized>(
         return Ok(None);
     }
     if let Some(n) = &news {
+        let total = total_paid(store, b).await?;
         announce_news(store, b, n, total, tags, now).await?;
     }
     let next = Block { usage, ..b.clone() };
@@ -46,6 +47,20 @@ pub async fn sample<S: BlockStore + Outbox + ?Sized>(
         Err(StoreError::Conflict(_)) => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// The block's fee plus every paid extension; None when capblock never knew the fee (an
+/// adopted block).
+pub async fn total_paid<S: ExtensionLedger + ?Sized>(store: &S, b: &Block) -> Result<Option<Money>, StoreError> {
+    let Some(mut total) = b.fee else {
+        return Ok(None);
+    };
+    for x in store.extensions_of(&b.reservation_id).await? {
+        if x.state == ExtensionState::Paid {
+            total = total.checked_add(&x.offer.fee).unwrap_or(total);
+        }
+    }
+    Ok(Some(total))
 }
 
 async fn announce_news<S: Outbox + ?Sized>(

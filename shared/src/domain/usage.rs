@@ -69,8 +69,6 @@ pub struct IdleEpisode {
     pub since: DateTime<Utc>,
     /// Idle instance-minutes counted in this episode.
     pub idle_instance_minutes: u64,
-    /// The most instances idle at once in it.
-    pub most_idle: u32,
     /// The alert's number once alerted (the episode is told about once, and its end once).
     pub alerted: Option<u32>,
 }
@@ -90,12 +88,6 @@ impl IdleNews {
         match self {
             IdleNews::Idle { number, .. } => format!("idle-{number}"),
             IdleNews::Recovered { number, .. } => format!("idle-{number}-over"),
-        }
-    }
-
-    pub fn number(&self) -> u32 {
-        match self {
-            IdleNews::Idle { number, .. } | IdleNews::Recovered { number, .. } => *number,
         }
     }
 
@@ -187,10 +179,8 @@ impl Usage {
             // Idle at the previous sample already (in the first hour): counted from the opening.
             since: if self.idle > 0 { from } else { s.at },
             idle_instance_minutes: counted,
-            most_idle: 0,
             alerted: None,
         });
-        e.most_idle = e.most_idle.max(idle);
         if e.alerted.is_none() && alert_after > 0 && minutes(e.since, s.at) >= u64::from(alert_after) {
             let number = self.alerts + 1;
             e.alerted = Some(number);

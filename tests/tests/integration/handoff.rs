@@ -181,26 +181,44 @@ async fn desired(sdk: &SdkConfig, name: &str) -> i32 {
     out.auto_scaling_groups()[0].desired_capacity().unwrap()
 }
 
+/// The real hand-off adapters on moto, with two fixed instances for Run Command.
+struct MotoHands {
+    ssm: Ssm,
+    asg: AutoScaling,
+    rg: ResourceGroups,
+    eks: Eks,
+}
+
+impl MotoHands {
+    fn new(sdk: &SdkConfig) -> MotoHands {
+        MotoHands {
+            ssm: Ssm::new(sdk.clone()),
+            asg: AutoScaling::new(sdk.clone()),
+            rg: ResourceGroups::new(sdk.clone()),
+            eks: Eks::new(sdk.clone()),
+        }
+    }
+
+    fn hands(&self) -> Hands<'_> {
+        Hands {
+            parameters: &self.ssm,
+            groups: &self.asg,
+            commands: &self.ssm,
+            instances: &TwoInstances,
+            reservation_groups: &self.rg,
+            nodegroups: &self.eks,
+        }
+    }
+}
+
 #[tokio::test]
 async fn actions_run_once_on_moto_and_a_failure_is_retried() {
     let aws = Aws::fresh("handoff-actions").await;
     let store = aws.store();
     let rule = format!("rule-{}", id());
     let group_name = format!("trainers-{}", id());
-    let (ssm, asg, rg, eks) = (
-        Ssm::new(aws.sdk.clone()),
-        AutoScaling::new(aws.sdk.clone()),
-        ResourceGroups::new(aws.sdk.clone()),
-        Eks::new(aws.sdk.clone()),
-    );
-    let hands = Hands {
-        parameters: &ssm,
-        groups: &asg,
-        commands: &ssm,
-        instances: &TwoInstances,
-        reservation_groups: &rg,
-        nodegroups: &eks,
-    };
+    let moto = MotoHands::new(&aws.sdk);
+    let hands = moto.hands();
     let actions = vec![
         Action::PublishParameter,
         Action::ScaleGroup { group: group_name.clone(), desired: 2, down_lead_minutes: 45 },
@@ -215,7 +233,7 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
     let first = hands.run(&store, now).await.unwrap();
     assert_eq!(first.done.len(), 1, "the parameter: {first:?}");
     assert_eq!(first.failed.len(), 1, "the group: {first:?}");
-    let value = ssm.parameter(&region, &format!("/capblock/{rule}/current")).await.unwrap().unwrap();
+    let value = moto.ssm.parameter(&region, &format!("/capblock/{rule}/current")).await.unwrap().unwrap();
     assert!(value.contains(&target.block.reservation_id), "{value}");
 
     auto_scaling_group(&aws.sdk, "us-east-1", &group_name).await;
@@ -251,7 +269,7 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
     // The end clears the parameter; nothing runs twice.
     enqueue_actions(&store, &at_point(&actions, &target, Point::Ended, false), late).await.unwrap();
     hands.run(&store, late + Duration::minutes(10)).await.unwrap();
-    assert_eq!(ssm.parameter(&region, &format!("/capblock/{rule}/current")).await.unwrap(), None);
+    assert_eq!(moto.ssm.parameter(&region, &format!("/capblock/{rule}/current")).await.unwrap(), None);
     let idle = hands.run(&store, late + Duration::minutes(20)).await.unwrap();
     assert!(idle.done.is_empty() && idle.failed.is_empty(), "{idle:?}");
 
@@ -271,20 +289,8 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
 async fn a_group_scaled_up_in_another_zone_than_the_block_is_warned_of_once() {
     let aws = Aws::fresh("handoff-zone").await;
     let store = aws.store();
-    let (ssm, asg, rg, eks) = (
-        Ssm::new(aws.sdk.clone()),
-        AutoScaling::new(aws.sdk.clone()),
-        ResourceGroups::new(aws.sdk.clone()),
-        Eks::new(aws.sdk.clone()),
-    );
-    let hands = Hands {
-        parameters: &ssm,
-        groups: &asg,
-        commands: &ssm,
-        instances: &TwoInstances,
-        reservation_groups: &rg,
-        nodegroups: &eks,
-    };
+    let moto = MotoHands::new(&aws.sdk);
+    let hands = moto.hands();
     let group_name = format!("trainers-{}", id());
     auto_scaling_group_in(&aws.sdk, "us-east-1", &group_name, "us-east-1b").await;
     let actions = vec![Action::ScaleGroup { group: group_name.clone(), desired: 2, down_lead_minutes: 45 }];

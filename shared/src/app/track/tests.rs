@@ -4,7 +4,7 @@ use chrono::Duration;
 
 use super::*;
 use crate::app::fakes::{Market, Table, offering, reservation_of, rule, sent_intent, t0};
-use crate::domain::extension::{ExtensionIntent, ExtensionOffer};
+use crate::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionState};
 use crate::domain::money::Money;
 
 /// A dry-run stack holding what its live days left: a bought block with an extension whose
