@@ -318,7 +318,7 @@ impl StackArgs {
                 };
                 let name = capblock_shared::config::optional("CAPBLOCK_STACK").unwrap_or_else(|| "capblock".into());
                 eprintln!("note: the stack's settings {why}: a dry run as stack {name:?} with no account budget");
-                Ok((StackSettings { name, mode: Mode::DryRun, account_budget: None }, None))
+                Ok((StackSettings { name, mode: Mode::DryRun, account_budget: None, team_budgets: Default::default() }, None))
             }
         }
     }
@@ -369,7 +369,7 @@ pub fn hand_buyer<'a>(
         market,
         store,
         stack: &stored.stack.name,
-        account_budget: stored.stack.account_budget,
+        budgets: stored.stack.budgets(),
         recheck_pause: std::time::Duration::from_secs(4),
         answered_at: None,
     }

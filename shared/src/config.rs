@@ -115,7 +115,17 @@ pub fn stack_settings() -> Result<StackSettings, ConfigError> {
         mode: parsed_or("CAPBLOCK_MODE", Default::default())?,
         // Unset or "0": no account-wide limit beyond each rule's own.
         account_budget: budget_usd("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")?,
+        team_budgets: team_budgets_in("CAPBLOCK_TEAM_BUDGETS", optional("CAPBLOCK_TEAM_BUDGETS"))?,
     })
+}
+
+/// `team=amount,...` in USD a month (`domain::budget::parse_team_budgets`); unset: no teams.
+fn team_budgets_in(
+    name: &'static str,
+    text: Option<String>,
+) -> Result<std::collections::BTreeMap<String, Money>, ConfigError> {
+    let Some(text) = text else { return Ok(Default::default()) };
+    crate::domain::budget::parse_team_budgets(&text).map_err(|problem| ConfigError::Invalid { name, value: text, problem })
 }
 
 /// Where every function keeps its state and sends its alerts. Read here, once, so that each
@@ -194,6 +204,15 @@ mod tests {
         assert_eq!(seconds_in("S", text("0.25"), d).unwrap(), std::time::Duration::from_millis(250));
         assert_eq!(seconds_or("CAPBLOCK_TEST_SECS_UNSET", d).unwrap(), d);
         assert!(seconds_in("S", text("-1"), d).is_err());
+    }
+
+    #[test]
+    fn team_budgets_are_read_or_refused_whole() {
+        let teams = |v: Option<&str>| team_budgets_in("CAPBLOCK_TEAM_BUDGETS", v.map(str::to_string));
+        assert!(teams(None).unwrap().is_empty());
+        assert_eq!(teams(Some("vision=5000,nlp=20")).unwrap().len(), 2);
+        let err = teams(Some("vision=5000,nlp")).unwrap_err().to_string();
+        assert!(err.starts_with("environment variable CAPBLOCK_TEAM_BUDGETS=") && err.contains("team=amount"), "{err}");
     }
 
     #[test]

@@ -499,6 +499,7 @@ mod tests {
             name: "prod".into(),
             mode: Mode::Live,
             account_budget: Some(crate::domain::money::Money::parse("1000", "USD").unwrap()),
+            team_budgets: Default::default(),
         };
         let keeper = SettingsKeeper::new(stack.clone(), "arn:aws:sns:us-east-1:1:alerts".into());
         let store = Settings { fail: 1.into(), ..Default::default() };

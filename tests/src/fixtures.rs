@@ -16,6 +16,7 @@ use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::eks::Eks;
 use capblock_shared::aws::eventbridge::Delivery;
+use capblock_shared::aws::ram::Ram;
 use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::domain::block::{Block, Reservation};
@@ -445,6 +446,8 @@ pub struct Rig {
     pub ssm: Ssm,
     pub groups: AutoScaling,
     pub reservation_groups: ResourceGroups,
+    /// AWS RAM, served by the simulator (moto refuses capacity reservations).
+    pub shares: Ram,
     pub nodegroups: Eks,
     pub catalog: Mutex<AcceleratorCatalog>,
     pub reminders: RecordingReminders,
@@ -467,7 +470,8 @@ impl Rig {
         stack: &str,
     ) -> Rig {
         let sim = Sim::start(scenario).await;
-        let market = Ec2Market::new(sim.sdk(timeouts).await);
+        let market = Ec2Market::new(sim.sdk(timeouts.clone()).await);
+        let shares = Ram::new(sim.sdk(timeouts).await);
         let aws = Aws::fresh(name).await;
         Rig {
             store: aws.store(),
@@ -476,17 +480,18 @@ impl Rig {
             groups: AutoScaling::new(aws.sdk.clone()),
             reservation_groups: ResourceGroups::new(aws.sdk.clone()),
             nodegroups: Eks::new(aws.sdk.clone()),
+            shares,
             sim,
             aws,
             market,
             catalog: Mutex::new(AcceleratorCatalog::new()),
             reminders: RecordingReminders::default(),
             scan: ScanSettings {
-                stack: StackSettings { name: stack.into(), mode: Mode::Live, account_budget: None },
+                stack: StackSettings { name: stack.into(), mode: Mode::Live, account_budget: None, team_budgets: Default::default() },
                 describe: fast_describe(),
             },
             track: TrackSettings {
-                stack: StackSettings { name: stack.into(), mode: Mode::Live, account_budget: None },
+                stack: StackSettings { name: stack.into(), mode: Mode::Live, account_budget: None, team_budgets: Default::default() },
                 payment_warning_hours: vec![6, 1],
                 adopt_untagged: false,
                 regions: vec![],
@@ -550,6 +555,7 @@ impl Rig {
             instances: &self.market,
             reservation_groups: &self.reservation_groups,
             nodegroups: &self.nodegroups,
+            shares: &self.shares,
         }
     }
 

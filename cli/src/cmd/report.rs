@@ -7,7 +7,7 @@ use capblock_shared::domain::report::RuleMonth;
 use clap::Args;
 use rust_decimal::Decimal;
 
-use crate::context::{CliError, CliResult, run_now, store};
+use crate::context::{CliError, CliResult, run_now, store, stored_settings};
 use crate::table;
 
 #[derive(Args)]
@@ -20,7 +20,9 @@ GPU-H USED   of those, what the tracker saw running (5-minute samples; a block s
 USE %        used over paid (a block used to its end reaches 97.9% for a day, 99.7% for a week:\n               \
 EC2 terminates the instances 30 minutes before the end, and that half hour is paid)\n  \
 $/USED GPU-H the blocks' whole cost (extensions included) over the used accelerator-hours\n\n\
-A rule's team is its `team` tag. Blocks adopted from the account (no fee known) are not counted.\n\
+A rule's team is its `team` (rules written before teams existed: their `team` tag). A team with a\n\
+budget in the stack's TeamBudgets shows it, and what that budget counts as spent (TEAM BUDGET).\n\
+Blocks adopted from the account (no fee known) are not counted.\n\
 Exit codes: 0 reported (a month with nothing says so), 1 store failure, 2 bad input.")]
 pub struct ReportArgs {
     /// The month (YYYY-MM, UTC); default: this month, on the stack's clock.
@@ -46,7 +48,8 @@ pub async fn run(a: ReportArgs) -> CliResult {
         None => Period::of(run_now(None, false).await?.clock()),
     };
     let store = store().await?;
-    let report = month(&store, &period).await?;
+    let teams = stored_settings(&store).await?.map(|s| s.stack.team_budgets).unwrap_or_default();
+    let report = month(&store, &period, &teams).await?;
     for r in report.rules.iter().filter(|r| !r.agrees()) {
         eprintln!(
             "note: rule {}'s budget counts {} spent in {}, the blocks and extensions {}: a purchase may still \
@@ -134,10 +137,20 @@ fn print_table(r: &Month) {
                 hours(t.paid_accelerator_hours),
                 hours(t.used_accelerator_hours),
                 percent(t.utilization_percent),
+                t.budget.map_or("-".to_string(), |b| {
+                    let spent = t.budget_spent.map_or("0.00".to_string(), |s| table::money(&s));
+                    format!("{spent} of {}", table::money(&b))
+                }),
             ]
         })
         .collect();
-    println!("{}", table::render(&["TEAM", "RULES", "BLOCKS", "SPENT", "GPU-H PAID", "GPU-H USED", "USE %"], &teams));
+    println!(
+        "{}",
+        table::render(
+            &["TEAM", "RULES", "BLOCKS", "SPENT", "GPU-H PAID", "GPU-H USED", "USE %", "TEAM BUDGET"],
+            &teams
+        )
+    );
     if let Some(a) = r.account_spent {
         println!("\naccount budget spent in {}: {a}", r.month);
     }

@@ -166,6 +166,8 @@ async fn validate(files: &[String], check_aws: bool) -> CliResult {
 async fn put(files: &[String]) -> CliResult {
     let rules: Vec<Rule> = files.iter().map(|f| load_rule(f)).collect::<Result<_, _>>()?;
     let store = store().await?;
+    // The teams the stack budgets, as its functions stored them (None: not stored yet).
+    let teams = crate::context::stored_settings(&store).await?.map(|s| s.stack.team_budgets);
     for r in rules {
         let current = store.get_rule(&r.id).await?;
         let v = store.put_rule(&r, Some(current.map(|c| c.version).unwrap_or(0))).await?;
@@ -175,6 +177,14 @@ async fn put(files: &[String]) -> CliResult {
             r.mode.as_str(),
             if r.enabled { "enabled" } else { "disabled" }
         );
+        if let (Some(team), Some(teams)) = (&r.team, &teams)
+            && !teams.contains_key(team)
+        {
+            eprintln!(
+                "  warning: team {team:?} has no budget in this stack's TeamBudgets: the rule buys nothing until it has \
+                 one (or correct `team`)"
+            );
+        }
     }
     Ok(())
 }

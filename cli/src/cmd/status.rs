@@ -70,9 +70,20 @@ pub async fn run(a: StatusArgs) -> CliResult {
     if account.is_some() || u.is_some() {
         rows.push(budget_row("(account)", u.as_ref(), &account.map_or_else(|| "none".into(), |l| table::money(&l))));
     }
+    // Each team the stack budgets, then each rule (with its team, when it names one).
+    let teams = stored.as_ref().map(|s| s.stack.team_budgets.clone()).unwrap_or_default();
+    for (team, limit) in &teams {
+        let u = store.usage(&BudgetOwner::Team(team.clone()), &period).await?;
+        rows.push(budget_row(&format!("(team {team})"), u.as_ref(), &table::money(limit)));
+    }
     for r in &rules {
         let u = store.usage(&BudgetOwner::Rule(r.rule.id.clone()), &period).await?;
-        rows.push(budget_row(&r.rule.id, u.as_ref(), &table::money(&r.rule.monthly_budget)));
+        let name = match &r.rule.team {
+            Some(t) if teams.contains_key(t) => format!("{} (team {t})", r.rule.id),
+            Some(t) => format!("{} (team {t}: NO BUDGET, buys nothing)", r.rule.id),
+            None => r.rule.id.clone(),
+        };
+        rows.push(budget_row(&name, u.as_ref(), &table::money(&r.rule.monthly_budget)));
     }
     println!("spend in {}:", period.as_str());
     println!("{}", indent(&table::render(&["BUDGET", "SPENT", "COMMITTED", "PURCHASES", "LIMIT"], &rows)));

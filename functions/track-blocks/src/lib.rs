@@ -11,6 +11,7 @@ use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::eks::Eks;
 use capblock_shared::aws::resource_groups::ResourceGroups;
+use capblock_shared::aws::ram::Ram;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
@@ -51,6 +52,8 @@ pub const AWS_PORTS: &[&str] = &[
     "InstanceSource",
     "ReservationGroups",
     "Nodegroups",
+    // `share_with`: each block's AWS RAM share.
+    "Shares",
 ];
 
 /// Everything built once per container and reused by every invocation.
@@ -70,6 +73,7 @@ pub struct App {
     groups: AutoScaling,
     reservation_groups: ResourceGroups,
     nodegroups: Eks,
+    shares: Ram,
     /// The EKS clusters whose node groups the role may scale (the template's HandoffClusters):
     /// preflight tries DescribeNodegroup on one of them.
     handoff_clusters: Vec<String>,
@@ -113,6 +117,7 @@ impl App {
             groups: AutoScaling::new(aws.sdk.clone()),
             reservation_groups: ResourceGroups::new(aws.sdk.clone()),
             nodegroups: Eks::new(aws.sdk.clone()),
+            shares: Ram::new(aws.sdk.clone()),
             handoff_clusters: config::list_or("CAPBLOCK_HANDOFF_CLUSTERS", vec![])?,
             aws,
         })
@@ -140,6 +145,7 @@ impl App {
                 instances: &self.aws.market,
                 reservation_groups: &self.reservation_groups,
                 nodegroups: &self.nodegroups,
+                shares: &self.shares,
             };
             let tracker = Tracker {
                 market: &self.aws.market,
@@ -154,7 +160,7 @@ impl App {
                 // The month before the clock's, never a payload's: a late or retried schedule
                 // summarizes the same month, and the outbox sends it once.
                 let month = Period::of(at.clock()).previous();
-                enqueue_summary(&self.aws.store, &month, at.clock()).await?;
+                enqueue_summary(&self.aws.store, &month, &stack.team_budgets, at.clock()).await?;
                 report.notices = flush(&self.aws.store, &self.aws.notifier, at.clock()).await?;
                 report.summary = Some(month.as_str().to_string());
             }

@@ -11,8 +11,7 @@ use serde::Serialize;
 use super::outbox::alert_notice;
 use crate::domain::announce;
 use crate::domain::block::Block;
-use crate::domain::budget::{BudgetOwner, Period, charges_for};
-use crate::domain::decision::room;
+use crate::domain::budget::{Period, StackBudgets, charges_for};
 use crate::domain::extension::{
     ExtensionIntent, ExtensionOffer, ExtensionState, PaymentStatus, Settlement, choose, history_disagrees, in_window,
     paid_days, settlement_with_history,
@@ -40,7 +39,8 @@ pub struct Extender<'a, M: ?Sized, S: ?Sized> {
     pub market: &'a M,
     pub store: &'a S,
     pub stack_mode: Mode,
-    pub account_budget: Option<Money>,
+    /// The stack's account and team budgets, charged with the rule's.
+    pub budgets: StackBudgets,
 }
 
 impl<M, S> Extender<'_, M, S>
@@ -153,22 +153,12 @@ where
         Ok(out)
     }
 
+    /// What the rule may still spend (`app::budgets`); none for a rule whose team has no budget.
     async fn headroom(&self, rule: &Rule, now: DateTime<Utc>) -> Result<Money, StoreError> {
-        let period = Period::of(now);
-        let committed =
-            |u: Option<crate::domain::budget::BudgetUsage>, cur| u.map(|u| u.committed).unwrap_or(Money::zero(cur));
-        let mut h = room(
-            rule.monthly_budget,
-            committed(self.store.usage(&BudgetOwner::Rule(rule.id.clone()), &period).await?, rule.currency),
-        );
-        if let Some(limit) = self.account_budget {
-            let acct =
-                room(limit, committed(self.store.usage(&BudgetOwner::Account, &period).await?, limit.currency()));
-            if acct.amount() < h.amount() {
-                h = acct;
-            }
+        match charges_for(rule, &self.budgets, &Period::of(now)) {
+            Ok(charges) => super::budgets::headroom(self.store, &charges).await,
+            Err(_) => Ok(Money::zero(rule.currency)),
         }
-        Ok(h)
     }
 
     async fn consider(
@@ -244,6 +234,10 @@ where
         now: DateTime<Utc>,
     ) -> Result<Option<ExtensionAction>, StoreError> {
         let rid = b.reservation_id.clone();
+        let charges = match charges_for(rule, &self.budgets, &Period::of(now)) {
+            Ok(c) => c,
+            Err(e) => return Ok(Some(ExtensionAction::Skipped { reservation_id: rid, reason: e.to_string() })),
+        };
         let intent = ExtensionIntent {
             reservation_id: rid.clone(),
             rule_id: rule.id.clone(),
@@ -252,7 +246,7 @@ where
             created_at: now,
             sent_at: None,
             reason: None,
-            charges: charges_for(rule, self.account_budget, &Period::of(now)),
+            charges,
         };
         match self.store.reserve_extension(&intent).await {
             Ok(()) => {}

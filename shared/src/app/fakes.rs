@@ -42,7 +42,8 @@ pub fn offering(id: &str, start: DateTime<Utc>) -> Offering {
 
 /// `rule`'s intent for `offering`, sent to EC2 at `sent_at` (its answer lost).
 pub fn sent_intent(rule: &Rule, offering: Offering, sent_at: DateTime<Utc>) -> Intent {
-    let charges = crate::domain::budget::charges_for(rule, None, &Period::of(sent_at));
+    let charges = crate::domain::budget::charges_for(rule, &Default::default(), &Period::of(sent_at))
+        .expect("a fake rule names no team");
     let mut i = Intent::new(&rule.id, offering, 8, charges, sent_at);
     i.state = IntentState::Sent;
     i.sent_at = Some(sent_at);

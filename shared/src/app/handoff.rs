@@ -26,12 +26,13 @@ use crate::domain::launch::{self, GroupLaunch};
 use crate::domain::milestone::Milestone;
 use crate::domain::names::Region;
 use crate::domain::rule::{Mode, Rule};
+use crate::domain::share::{self, SharePrincipal, Shared};
 use crate::domain::slack::SlackMessage;
 use crate::domain::stack::StackSettings;
 use crate::domain::tags::STACK_TAG;
 use crate::ports::{
     ActionError, BlockStore, Commands, Groups, InstanceSource, LaunchTemplates, Membership, Message, Nodegroups,
-    Notice, Outbox, Parameters, ReservationGroups, SentCommand, StoreError, Topic,
+    Notice, Outbox, Parameters, ReservationGroups, SentCommand, ShareRequest, Shares, StoreError, Topic,
 };
 
 /// The outbox notice of one lifecycle step's event. `step_key` is the step's milestone name
@@ -106,7 +107,9 @@ pub async fn at_move<O: Outbox + ?Sized>(
         }
     }
     if let (true, Some(rule), Some(target)) = (after.state.is_final(), rule, Target::of(after, &stack.name)) {
-        let orders = handoff::at_point(&rule.actions, &target, Point::Ended, dry_run(stack.mode, rule));
+        let dry = dry_run(stack.mode, rule);
+        let mut orders = handoff::at_point(&rule.actions, &target, Point::Ended, dry);
+        orders.extend(handoff::share_at_point(rule, &target, Point::Ended, dry));
         enqueue_actions(outbox, &orders, now).await?;
     }
     Ok(())
@@ -133,10 +136,12 @@ pub async fn tracker_pass<S: BlockStore + Outbox + ?Sized>(
                 else {
                     continue;
                 };
-                if rule.actions.is_empty() {
+                if rule.actions.is_empty() && rule.share_with.is_empty() {
                     continue;
                 }
-                let orders = handoff::current(&rule.actions, &target, b.state, now, dry_run(stack.mode, rule));
+                let dry = dry_run(stack.mode, rule);
+                let mut orders = handoff::current(&rule.actions, &target, b.state, now, dry);
+                orders.extend(handoff::share_current(rule, &target, b.state, dry));
                 // One block's failure is that block's: every other block is still planned.
                 match enqueue_actions(store, &orders, now).await {
                     Ok(n) => planned += n,
@@ -293,6 +298,7 @@ pub struct Hands<'a> {
     pub instances: &'a dyn InstanceSource,
     pub reservation_groups: &'a dyn ReservationGroups,
     pub nodegroups: &'a dyn Nodegroups,
+    pub shares: &'a dyn Shares,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -483,6 +489,17 @@ impl Hands<'_> {
                     ),
                     Membership::Changed => {
                         format!("`{group}` no longer holds `{}`.", p.target.block.reservation_id)
+                    }
+                }))
+            }
+            Order::ShareReservation { principals, tags } => self.share(outbox, p, principals, tags, now).await,
+            Order::UnshareReservation => {
+                let (stack, rid) = (&p.target.stack, &p.target.block.reservation_id);
+                Ok(Tried::Done(match self.shares.find(&region, stack, rid).await? {
+                    None => "No RAM share of the block was left to delete.".to_string(),
+                    Some(view) => {
+                        self.shares.delete(&region, &view.arn).await?;
+                        format!("Deleted the RAM share `{}`: no other account sees the block any more.", view.arn)
                     }
                 }))
             }
@@ -684,6 +701,73 @@ impl Hands<'_> {
 
 /// The block's reservation ARN, which GroupResources and UngroupResources take: recorded from
 /// EC2's description of the reservation, which always carries it.
+impl Hands<'_> {
+    /// Shares the block once: its share is found by its tags (a run that died after creating
+    /// it, or a lost answer), else created; done only when RAM has associated it, which puts the
+    /// `Block Shared` event. A share RAM could not associate is deleted, so the next run makes a
+    /// fresh one, and the failure is announced (once) and retried.
+    async fn share<O: Outbox + ?Sized>(
+        &self,
+        outbox: &O,
+        p: &Planned,
+        principals: &[SharePrincipal],
+        tags: &BTreeMap<String, String>,
+        now: DateTime<Utc>,
+    ) -> Result<Tried, ActionError> {
+        let region = p.target.block.region.clone();
+        let (stack, rid) = (p.target.stack.as_str(), p.target.block.reservation_id.as_str());
+        let view = match self.shares.find(&region, stack, rid).await? {
+            Some(view) => view,
+            None => {
+                let request = ShareRequest {
+                    name: share::share_name(stack, rid),
+                    reservation_arn: reservation_arn(p, "CreateResourceShare")?,
+                    principals: principals.to_vec(),
+                    tags: share::share_tags(stack, &p.target.rule_id, rid)
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                    // Per try: the SDK's own retries of this call reuse it (a lost answer returns
+                    // the same share); a later run finds the share by its tags instead.
+                    client_token: format!("{rid}-{}", now.timestamp_millis()),
+                };
+                let arn = self.shares.create(&region, &request).await?;
+                self.shares.find(&region, stack, rid).await?.ok_or_else(|| ActionError {
+                    operation: "GetResourceShares",
+                    region: region.to_string(),
+                    message: format!("the share {arn} just created is not listed by its tags"),
+                })?
+            }
+        };
+        match share::judge(&view) {
+            Shared::Pending => Ok(Tried::NotYet(format!("RAM is still associating the share {}", view.arn))),
+            Shared::Failed(why) => {
+                self.shares.delete(&region, &view.arn).await?;
+                Err(ActionError {
+                    operation: "CreateResourceShare",
+                    region: region.to_string(),
+                    message: format!("RAM could not share the block: {why} (the share was deleted; the next run tries again)"),
+                })
+            }
+            Shared::Done { with, refused } => {
+                let step = BusStep::Shared {
+                    share_arn: view.arn.clone(),
+                    shared_with: with.clone(),
+                    not_shared_with: refused.iter().map(|(p, _)| p.clone()).collect(),
+                };
+                enqueue_event(outbox, &p.target.block, bus::event_tags(tags), &step, "shared", now).await.map_err(
+                    |e| ActionError { operation: "the table", region: region.to_string(), message: e.to_string() },
+                )?;
+                let what = format!("`{rid}` is in the RAM share `{}`, shared with {}.", view.arn, with.join(", "));
+                if refused.is_empty() {
+                    return Ok(Tried::Done(what));
+                }
+                Ok(Tried::Warned(what, Box::new(handoff::share_refused_warning(p, &refused))))
+            }
+        }
+    }
+}
+
 fn reservation_arn(p: &Planned, operation: &'static str) -> Result<String, ActionError> {
     p.target.block.arn.clone().ok_or_else(|| ActionError {
         operation,

@@ -2,6 +2,7 @@
 //! ports only, with `now` passed in.
 
 pub mod alarms;
+pub mod budgets;
 pub mod events;
 pub mod extend;
 #[cfg(test)]

@@ -18,7 +18,7 @@ use super::outbox::alert_notice;
 use super::reconcile::record_purchase;
 use crate::domain::announce;
 use crate::domain::approval;
-use crate::domain::budget::{Intent, Period, charges_for};
+use crate::domain::budget::{Intent, Period, StackBudgets, charges_for};
 use crate::domain::decision::{Headroom, Priced, check};
 use crate::domain::money::Money;
 use crate::domain::offering::Offering;
@@ -103,7 +103,8 @@ pub struct Buyer<'a, M: ?Sized, S: ?Sized> {
     pub market: &'a M,
     pub store: &'a S,
     pub stack: &'a str,
-    pub account_budget: Option<Money>,
+    /// The stack's account and team budgets, charged with the rule's.
+    pub budgets: StackBudgets,
     /// How long to wait before asking again when the re-check is throttled: one refill of
     /// EC2's describe limit.
     pub recheck_pause: StdDuration,
@@ -257,7 +258,10 @@ where
         }
 
         let period = Period::of(now);
-        let charges = charges_for(rule, self.account_budget, &period);
+        let charges = match charges_for(rule, &self.budgets, &period) {
+            Ok(c) => c,
+            Err(e) => return skipped(e.to_string()),
+        };
         let intent = Intent::new(&rule.id, p.offering.clone(), p.accelerators_per_instance, charges, now);
         match self.store.reserve(&intent, guard.seq).await {
             Ok(()) => {}
@@ -520,7 +524,7 @@ mod tests {
             market,
             store: table,
             stack: "capblock-test",
-            account_budget: None,
+            budgets: StackBudgets::default(),
             recheck_pause: StdDuration::from_millis(1),
             answered_at,
         }

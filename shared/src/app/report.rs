@@ -11,7 +11,7 @@ use super::outbox::alert_notice;
 use crate::domain::announce;
 use crate::domain::budget::{BudgetOwner, Period};
 use crate::domain::money::Money;
-use crate::domain::report::{self, RuleMonth, TEAM_TAG, TeamMonth};
+use crate::domain::report::{self, RuleMonth, TeamMonth};
 use crate::ports::{BlockArchive, ExtensionLedger, Ledger, Outbox, RuleStore, StoreError};
 
 /// The payload `source` of the monthly schedule: the tracker runs as always, then posts the
@@ -45,7 +45,12 @@ pub struct Month {
 
 /// The month `period` as the store holds it. Reads every block (a table scan: for people and
 /// the monthly summary, never a run's hot path).
-pub async fn month<S>(store: &S, period: &Period) -> Result<Month, StoreError>
+/// `team_budgets`: the stack's, so each team's row carries its budget.
+pub async fn month<S>(
+    store: &S,
+    period: &Period,
+    team_budgets: &BTreeMap<String, Money>,
+) -> Result<Month, StoreError>
 where
     S: BlockArchive + ExtensionLedger + RuleStore + Ledger + ?Sized,
 {
@@ -53,7 +58,7 @@ where
         .list_rules()
         .await?
         .into_iter()
-        .filter_map(|r| Some((r.rule.id.clone(), r.rule.tags.get(TEAM_TAG)?.clone())))
+        .filter_map(|r| Some((r.rule.id.clone(), report::team_of(&r.rule)?.to_string())))
         .collect();
     let mut blocks = Vec::new();
     for b in store.all_blocks().await? {
@@ -65,7 +70,31 @@ where
         let budget_spent = store.usage(&BudgetOwner::Rule(m.rule.clone()), period).await?.map(|u| u.spent);
         rules.push(Row { month: m, budget_spent });
     }
-    let teams = report::by_team(&rules.iter().map(|r| r.month.clone()).collect::<Vec<_>>());
+    let mut teams = report::by_team(&rules.iter().map(|r| r.month.clone()).collect::<Vec<_>>());
+    // Each team the stack budgets, with what its budget counts (a team with a budget and no
+    // spend yet is shown too: its room is news to its people).
+    for (team, limit) in team_budgets {
+        if !teams.iter().any(|t| &t.team == team) {
+            teams.push(TeamMonth {
+                team: team.clone(),
+                rules: Vec::new(),
+                blocks: 0,
+                spent: Money::zero(limit.currency()),
+                paid_accelerator_hours: Default::default(),
+                used_accelerator_hours: Default::default(),
+                utilization_percent: None,
+                budget: None,
+                budget_spent: None,
+            });
+        }
+    }
+    teams.sort_by(|a, b| a.team.cmp(&b.team));
+    for t in &mut teams {
+        if let Some(limit) = team_budgets.get(&t.team) {
+            t.budget = Some(*limit);
+            t.budget_spent = store.usage(&BudgetOwner::Team(t.team.clone()), period).await?.map(|u| u.spent);
+        }
+    }
     let account_spent = store.usage(&BudgetOwner::Account, period).await?.map(|u| u.spent);
     Ok(Month { month: period.as_str().to_string(), rules, teams, account_spent })
 }
@@ -73,11 +102,16 @@ where
 /// Enqueues the Slack summary of `period` (thread `report-<period>`, once: a retried schedule
 /// adds nothing). A month with nothing bought or extended says so in one line. Whether it was
 /// new.
-pub async fn enqueue_summary<S>(store: &S, period: &Period, now: DateTime<Utc>) -> Result<bool, StoreError>
+pub async fn enqueue_summary<S>(
+    store: &S,
+    period: &Period,
+    team_budgets: &BTreeMap<String, Money>,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError>
 where
     S: BlockArchive + ExtensionLedger + RuleStore + Ledger + Outbox + ?Sized,
 {
-    let m = month(store, period).await?;
+    let m = month(store, period, team_budgets).await?;
     let rows: Vec<RuleMonth> = m.rules.iter().map(|r| r.month.clone()).collect();
     let msg = announce::month_summary(period.as_str(), &rows, &m.teams, m.account_spent);
     store.enqueue(&alert_notice(&format!("report-{}", period.as_str()), "summary", &msg, now)).await

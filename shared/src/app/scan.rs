@@ -17,9 +17,9 @@ use super::purchase::{Buyer, Outcome};
 use super::reconcile::{Settled, settle_open_intents, settling_until};
 use super::settings::StackSettings;
 use crate::domain::announce;
-use crate::domain::budget::{BudgetOwner, Period};
+use crate::domain::budget::{Period, StackBudgets, charges_for};
 use crate::domain::catalog::AcceleratorCatalog;
-use crate::domain::decision::{Decision, Headroom, Priced, decide, room};
+use crate::domain::decision::{Decision, Headroom, Priced, decide};
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
@@ -148,6 +148,9 @@ pub struct ScanReport {
     pub quota_zero: BTreeSet<String>,
     /// Rules left out of this scan: their questions would have passed `MAX_QUESTIONS_PER_SCAN`.
     pub skipped_rules: Vec<String>,
+    /// Rules refused this scan because they name a team the stack has no budget for: rule id
+    /// -> team.
+    pub unbudgeted: BTreeMap<String, String>,
     pub settled: Vec<Settled>,
     pub outcomes: Vec<RuleOutcome>,
     pub notices: FlushReport,
@@ -234,29 +237,19 @@ pub async fn learn_accelerators<M: InstanceTypeSource + ?Sized>(
     }
 }
 
-/// What `rule` may still spend in the current period: the smaller of its own room and the
-/// account's.
+/// What `rule` may still spend in the current period: the least room among the budgets it
+/// draws on (`app::budgets`). A rule whose team has no budget has none (the scan refuses such
+/// rules before asking; this keeps any other path from buying for them).
 async fn headroom<L: Ledger + ?Sized>(
     ledger: &L,
     rule: &Rule,
-    account_budget: Option<Money>,
+    budgets: &StackBudgets,
     now: DateTime<Utc>,
 ) -> Result<Headroom, StoreError> {
-    let period = Period::of(now);
-    let committed =
-        |u: Option<crate::domain::budget::BudgetUsage>, cur| u.map(|u| u.committed).unwrap_or(Money::zero(cur));
-    let own = room(
-        rule.monthly_budget,
-        committed(ledger.usage(&BudgetOwner::Rule(rule.id.clone()), &period).await?, rule.currency),
-    );
-    let mut h = own;
-    if let Some(limit) = account_budget {
-        let acct = room(limit, committed(ledger.usage(&BudgetOwner::Account, &period).await?, limit.currency()));
-        if acct.amount() < h.amount() {
-            h = acct;
-        }
+    match charges_for(rule, budgets, &Period::of(now)) {
+        Ok(charges) => Ok(Headroom(super::budgets::headroom(ledger, &charges).await?)),
+        Err(_) => Ok(Headroom(Money::zero(rule.currency))),
     }
-    Ok(Headroom(h))
 }
 
 pub struct Scanner<'a, M: ?Sized, S: ?Sized, N: ?Sized> {
@@ -377,6 +370,8 @@ where
     /// moment, and writes nothing: no settlement, market memory, prices, decisions or notices.
     async fn scan(&self, rules: &[Rule], at: RunTime, until: Option<Instant>) -> Result<ScanReport, StoreError> {
         let now = at.clock();
+        let (budgeted, unbudgeted) = self.refuse_unbudgeted(rules, at).await?;
+        let rules = budgeted.as_slice();
         // Unknown outcomes first: an unresolved intent blocks its rule, and a block bought by a
         // run that died must be on the books before anyone decides to buy more.
         let settled = settle_open_intents(self.store, self.market, at, settling_until(until)).await?;
@@ -433,6 +428,7 @@ where
             not_sold: findings.not_sold.keys().map(|(r, t)| format!("{r} {t}")).collect(),
             quota_zero: findings.quota_zero.keys().map(|(r, f)| format!("{r} {f}")).collect(),
             skipped_rules: plan.skipped.iter().map(|&i| rules[i].id.clone()).collect(),
+            unbudgeted,
             settled,
             outcomes,
             notices,
@@ -822,7 +818,7 @@ where
                 for ri in std::mem::take(&mut ready) {
                     let rule = &rules[ri];
                     let offerings = seen.get(&ri).map(Vec::as_slice).unwrap_or_default();
-                    let room = headroom(self.store, rule, self.settings.stack.account_budget, at.clock()).await?;
+                    let room = headroom(self.store, rule, &self.settings.stack.budgets(), at.clock()).await?;
                     let decision = decide(rule, offerings, &catalog, room, at.view());
                     if decision.chosen.is_none() {
                         continue;
@@ -857,6 +853,34 @@ where
         Ok(acted)
     }
 
+    /// The rules that may spend, and those refused because they name a team without a budget
+    /// (rule id -> team). Each refusal is logged on every scan and said once per rule, team and
+    /// month in the rule's alert thread: a rule that silently never buys is what this prevents.
+    async fn refuse_unbudgeted(
+        &self,
+        rules: &[Rule],
+        at: RunTime,
+    ) -> Result<(Vec<Rule>, BTreeMap<String, String>), StoreError> {
+        let (now, budgets) = (at.clock(), self.settings.stack.budgets());
+        let mut kept = Vec::with_capacity(rules.len());
+        let mut refused = BTreeMap::new();
+        for rule in rules {
+            match charges_for(rule, &budgets, &Period::of(now)) {
+                Ok(_) => kept.push(rule.clone()),
+                Err(e) => {
+                    tracing::warn!(event = "team_unbudgeted", rule = %rule.id, team = %e.team, "{e}");
+                    if !at.is_replay() {
+                        let milestone = format!("team-unbudgeted-{}-{}", e.team, Period::of(now).as_str());
+                        let msg = announce::team_unbudgeted(&e.rule, &e.team, &budgets);
+                        self.store.enqueue(&alert_notice(&format!("rule-{}", rule.id), &milestone, &msg, now)).await?;
+                    }
+                    refused.insert(e.rule, e.team);
+                }
+            }
+        }
+        Ok((kept, refused))
+    }
+
     /// Buys, asks for approval or announces `decision`'s choice, as the rule's and the stack's
     /// modes say. `answered_at`: when EC2's answer holding it came, if just now.
     async fn act(
@@ -871,7 +895,7 @@ where
             market: self.market,
             store: self.store,
             stack: &self.settings.stack.name,
-            account_budget: self.settings.stack.account_budget,
+            budgets: self.settings.stack.budgets(),
             recheck_pause: self.settings.describe.refill,
             answered_at,
         };
@@ -920,7 +944,7 @@ where
             let mine: Vec<usize> = (0..plan.all.len()).filter(|&i| plan.all[i].rules.contains(&ri)).collect();
             let offerings: Vec<Offering> = mine.iter().filter_map(|i| answered.get(i)).flatten().cloned().collect();
             let questions_answered = mine.iter().filter(|i| answered.contains_key(i)).count();
-            let room = headroom(self.store, rule, self.settings.stack.account_budget, now).await?;
+            let room = headroom(self.store, rule, &self.settings.stack.budgets(), now).await?;
             let decision = decide(rule, &offerings, &catalog, room, view);
             let mode = self.settings.stack.mode.and(rule.mode);
             let Acted { chosen, action } = match on_sight.remove(&ri) {

@@ -27,7 +27,7 @@ use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
 use crate::domain::budget::{BudgetOwner, IntentState, Period};
 use crate::domain::lifecycle::{BlockState, Observed, Transition};
-use crate::domain::metrics::ACCOUNT_BUDGET;
+use crate::domain::metrics::{ACCOUNT_BUDGET, team_budget};
 use crate::domain::milestone::{Milestone, milestones, warning_due};
 use crate::domain::money::Money;
 use crate::domain::names::Region;
@@ -225,7 +225,7 @@ where
             market: self.market,
             store: self.store,
             stack_mode: self.settings.stack.mode,
-            account_budget: self.settings.stack.account_budget,
+            budgets: self.settings.stack.budgets(),
         };
         report.extensions = extender.run(&rules, &observed_now, now).await?;
 
@@ -375,6 +375,7 @@ where
         let period = Period::of(now);
         let mut owners: Vec<(BudgetOwner, Money)> =
             self.settings.stack.account_budget.map(|limit| (BudgetOwner::Account, limit)).into_iter().collect();
+        owners.extend(self.settings.stack.team_budgets.iter().map(|(t, limit)| (BudgetOwner::Team(t.clone()), *limit)));
         let mut ids: Vec<&String> = rules.keys().collect();
         ids.sort();
         owners.extend(ids.into_iter().map(|id| (BudgetOwner::Rule(id.clone()), rules[id].monthly_budget)));
@@ -384,6 +385,7 @@ where
             h.budgets.push(BudgetLine {
                 owner: match owner {
                     BudgetOwner::Account => ACCOUNT_BUDGET.to_string(),
+                    BudgetOwner::Team(team) => team_budget(&team),
                     BudgetOwner::Rule(id) => id,
                 },
                 committed: usage.as_ref().map_or(zero, |u| u.committed),

@@ -9,6 +9,7 @@ pub mod ec2;
 pub mod eks;
 pub mod eventbridge;
 pub mod probe;
+pub mod ram;
 mod regional;
 pub mod resource_groups;
 pub mod scheduler;

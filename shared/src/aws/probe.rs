@@ -32,7 +32,7 @@ use crate::ports::PermissionProbe;
 /// The IAM actions of `ports`, from every adapter's `ACTIONS` table, in the order the ports
 /// name them, each once: what the function's role must allow.
 pub fn actions_of(ports: &[&str]) -> Vec<&'static str> {
-    let tables: [&[(&str, &[&'static str])]; 9] = [
+    let tables: [&[(&str, &[&'static str])]; 10] = [
         super::ec2::ACTIONS,
         super::dynamo::ACTIONS,
         super::sns::ACTIONS,
@@ -42,6 +42,7 @@ pub fn actions_of(ports: &[&str]) -> Vec<&'static str> {
         super::autoscaling::ACTIONS,
         super::resource_groups::ACTIONS,
         super::eks::ACTIONS,
+        super::ram::ACTIONS,
     ];
     let mut out: Vec<&'static str> = Vec::new();
     for port in ports {
@@ -125,6 +126,7 @@ pub struct AwsProbe {
     groups: Regional<aws_sdk_autoscaling::Client>,
     ssm: Regional<aws_sdk_ssm::Client>,
     eks: Regional<aws_sdk_eks::Client>,
+    ram: Regional<aws_sdk_ram::Client>,
     dynamo: aws_sdk_dynamodb::Client,
     sns: aws_sdk_sns::Client,
     scheduler: aws_sdk_scheduler::Client,
@@ -161,6 +163,7 @@ impl AwsProbe {
             groups: Regional::new(sdk.clone(), aws_sdk_autoscaling::Client::new),
             ssm: Regional::new(sdk.clone(), aws_sdk_ssm::Client::new),
             eks: Regional::new(sdk.clone(), aws_sdk_eks::Client::new),
+            ram: Regional::new(sdk.clone(), aws_sdk_ram::Client::new),
             dynamo: aws_sdk_dynamodb::Client::new(sdk),
             sns: aws_sdk_sns::Client::new(sdk),
             scheduler: aws_sdk_scheduler::Client::new(sdk),
@@ -424,6 +427,27 @@ impl AwsProbe {
                 ),
             },
             ("eks", "UpdateNodegroupConfig", _) => effect("changing a node group's size"),
+            ("ram", "CreateResourceShare" | "TagResource" | "DeleteResourceShare", _) => {
+                effect("sharing a block with other accounts, or taking it back")
+            }
+            ("ram", "GetResourceShares", Some(r)) => access(
+                self.ram
+                    .get(r)
+                    .get_resource_shares()
+                    .resource_owner(aws_sdk_ram::types::ResourceOwner::SelfValue)
+                    .max_results(1)
+                    .send()
+                    .await,
+            ),
+            ("ram", "GetResourceShareAssociations", Some(r)) => access(
+                self.ram
+                    .get(r)
+                    .get_resource_share_associations()
+                    .association_type(aws_sdk_ram::types::ResourceShareAssociationType::Resource)
+                    .max_results(1)
+                    .send()
+                    .await,
+            ),
             ("ssm", "ListCommands", Some(r)) => access(self.ssm.get(r).list_commands().max_results(1).send().await),
             ("ssm", "GetCommandInvocation", Some(r)) => access(
                 self.ssm
@@ -455,7 +479,7 @@ impl PermissionProbe for AwsProbe {
     fn regional(&self, action: &str) -> bool {
         matches!(
             action.split_once(':').map(|(s, _)| s),
-            Some("ec2" | "servicequotas" | "autoscaling" | "ssm" | "resource-groups" | "eks")
+            Some("ec2" | "servicequotas" | "autoscaling" | "ssm" | "resource-groups" | "eks" | "ram")
         )
     }
 }

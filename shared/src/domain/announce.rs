@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use super::block::Block;
-use super::budget::Intent;
+use super::budget::{Intent, StackBudgets};
 use super::checkpoint::{CheckpointMilestone, minutes_left};
 use super::decision::Priced;
 use super::health::HealthChange;
@@ -218,7 +218,10 @@ pub fn month_summary(
             })
             .collect();
         lines.extend(
-            teams.iter().map(|t| format!("• team {}: {} spent, {} used", t.team, t.spent, pct(t.utilization_percent))),
+            teams.iter().map(|t| {
+                let budget = t.budget.map_or(String::new(), |b| format!(" (budget {b})"));
+                format!("• team {}: {} spent{budget}, {} used", t.team, t.spent, pct(t.utilization_percent))
+            }),
         );
         if let Some(a) = account_spent {
             lines.push(format!("• account budget: {a} spent"));
@@ -240,6 +243,33 @@ pub fn month_summary(
         thread_id: format!("report-{month}"),
         summary: format!("capblock's month {month}"),
         event_type: "month-summary".into(),
+        related_resources: vec![],
+    }
+}
+
+/// A rule names a team the stack has no budget for: it buys nothing until the team has one.
+pub fn team_unbudgeted(rule_id: &str, team: &str, budgets: &StackBudgets) -> SlackMessage {
+    let known = if budgets.teams.is_empty() {
+        "This stack has no team budgets.".to_string()
+    } else {
+        format!(
+            "Teams with a budget: {}.",
+            budgets.teams.iter().map(|(t, m)| format!("`{t}` ({m} a month)")).collect::<Vec<_>>().join(", ")
+        )
+    };
+    SlackMessage {
+        id: format!("rule-{rule_id}#team-unbudgeted-{team}"),
+        title: format!("Rule {rule_id} buys nothing: team {team} has no budget"),
+        description: format!(
+            "Rule `{rule_id}` names team `{team}`, and this stack's TeamBudgets give it none, so the rule is left out of every scan (a team's rules are capped together; spending outside that cap is what a typo in `team` would do). {known}"
+        ),
+        next_steps: vec![format!(
+            "Add `{team}=<monthly USD>` to the stack's TeamBudgets parameter, or correct `team` in the rule (`capblock rules put`)."
+        )],
+        keywords: vec!["capblock".into(), "team-unbudgeted".into(), rule_id.to_string(), team.to_string()],
+        thread_id: format!("rule-{rule_id}"),
+        summary: format!("rule {rule_id}: team {team} has no budget"),
+        event_type: "team-unbudgeted".into(),
         related_resources: vec![],
     }
 }

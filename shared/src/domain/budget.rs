@@ -1,9 +1,12 @@
 //! Budgets and purchase intents: the bookkeeping that makes buying safe.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Datelike, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::money::Money;
+use super::names::is_team_name;
 use super::offering::Offering;
 use super::rule::Rule;
 
@@ -40,6 +43,8 @@ impl Period {
 pub enum BudgetOwner {
     Account,
     Rule(String),
+    /// A team's budget, shared by every rule that names the team (`team = "..."`).
+    Team(String),
 }
 
 impl BudgetOwner {
@@ -47,8 +52,34 @@ impl BudgetOwner {
         match self {
             BudgetOwner::Account => "ACCOUNT".into(),
             BudgetOwner::Rule(id) => format!("RULE#{id}"),
+            BudgetOwner::Team(name) => format!("TEAM#{name}"),
         }
     }
+}
+
+/// The stack's team budgets as its `TeamBudgets` parameter writes them: `team=amount` pairs
+/// in USD a month, separated by commas (`ml-research=20000,vision=5000`); empty for none.
+/// Every problem is named; a team given twice is one (which amount was meant is not ours to
+/// guess).
+pub fn parse_team_budgets(text: &str) -> Result<BTreeMap<String, Money>, String> {
+    let mut out = BTreeMap::new();
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((team, amount)) = pair.split_once('=') else {
+            return Err(format!("{pair:?} is not team=amount (for example ml-research=20000)"));
+        };
+        let (team, amount) = (team.trim(), amount.trim());
+        if !is_team_name(team) {
+            return Err(format!("team {team:?} must be 1-64 characters of a-z, 0-9, '-' or '_'"));
+        }
+        let money = Money::parse(amount, "USD")
+            .ok()
+            .filter(|m| m.amount() > rust_decimal::Decimal::ZERO)
+            .ok_or_else(|| format!("{amount:?} is not a monthly amount in USD for team {team}"))?;
+        if out.insert(team.to_string(), money).is_some() {
+            return Err(format!("team {team} is given twice"));
+        }
+    }
+    Ok(out)
 }
 
 /// One budget a purchase draws on, with its limit for the period.
@@ -160,23 +191,53 @@ impl Intent {
     }
 }
 
-/// The budgets a purchase draws on in `period`: the rule's, and always the account's (capped by
-/// `account_budget` when there is one, counted in any case).
-pub fn charges_for(rule: &Rule, account_budget: Option<Money>, period: &Period) -> Vec<BudgetCharge> {
-    vec![
-        BudgetCharge {
-            owner: BudgetOwner::Rule(rule.id.clone()),
+/// The stack-wide budgets every purchase and extension also draws on (the stack's settings).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StackBudgets {
+    /// The account's monthly cap; None: counted, not capped.
+    pub account: Option<Money>,
+    /// Each team's monthly cap, by team name.
+    pub teams: BTreeMap<String, Money>,
+}
+
+/// A rule names a team the stack has no budget for: it may not spend (a team's rules are
+/// capped together, and a typo in `team` must not make a rule spend outside its team's cap).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("rule {rule} names team {team:?}, which has no budget in this stack (add it to the stack's TeamBudgets)")]
+pub struct NoTeamBudget {
+    pub rule: String,
+    pub team: String,
+}
+
+/// The budgets a purchase draws on in `period`: the rule's, its team's when it names one, and
+/// always the account's (capped by the stack's account budget when there is one, counted in any
+/// case). The ledger charges them all in one transaction, conditional on every limit.
+pub fn charges_for(rule: &Rule, stack: &StackBudgets, period: &Period) -> Result<Vec<BudgetCharge>, NoTeamBudget> {
+    let mut charges = vec![BudgetCharge {
+        owner: BudgetOwner::Rule(rule.id.clone()),
+        period: period.clone(),
+        limit: Some(rule.monthly_budget),
+        max_purchases: Some(rule.max_purchases_per_month),
+    }];
+    if let Some(team) = &rule.team {
+        let limit = stack
+            .teams
+            .get(team)
+            .ok_or_else(|| NoTeamBudget { rule: rule.id.clone(), team: team.clone() })?;
+        charges.push(BudgetCharge {
+            owner: BudgetOwner::Team(team.clone()),
             period: period.clone(),
-            limit: Some(rule.monthly_budget),
-            max_purchases: Some(rule.max_purchases_per_month),
-        },
-        BudgetCharge {
-            owner: BudgetOwner::Account,
-            period: period.clone(),
-            limit: account_budget,
+            limit: Some(*limit),
             max_purchases: None,
-        },
-    ]
+        });
+    }
+    charges.push(BudgetCharge {
+        owner: BudgetOwner::Account,
+        period: period.clone(),
+        limit: stack.account,
+        max_purchases: None,
+    });
+    Ok(charges)
 }
 
 // How long an open intent may stay open before its outcome is decided without EC2's answer.
@@ -203,20 +264,34 @@ mod tests {
         assert!(IntentState::Sent.is_open() && !IntentState::Bought.is_open());
     }
 
+    fn rule(extra: &str) -> Rule {
+        Rule::from_toml(
+            &format!(
+                "id = \"p5\"\nregions = [\"us-east-1\"]\ninstance_types = [\"p5.48xlarge\"]\ninstance_counts = [1]\n\
+                 durations_days = [1]\nmax_price_per_accelerator_hour = \"3.00\"\nmonthly_budget = \"5000\"\n\
+                 start_window = {{ earliest_in_days = 1, latest_in_days = 10 }}\n{extra}"
+            ),
+            Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap(),
+        )
+        .unwrap()
+    }
+
+    fn stack(cap: Option<Money>, teams: &str) -> StackBudgets {
+        StackBudgets { account: cap, teams: parse_team_budgets(teams).unwrap() }
+    }
+
     /// The account's usage is charged on every purchase, cap or no cap: a cap set later must
     /// see what was spent before it.
     #[test]
     fn the_account_is_always_charged() {
-        let rule = crate::domain::rule::Rule::from_toml(
-            "id = \"p5\"\nregions = [\"us-east-1\"]\ninstance_types = [\"p5.48xlarge\"]\ninstance_counts = [1]\n\
-             durations_days = [1]\nmax_price_per_accelerator_hour = \"3.00\"\nmonthly_budget = \"5000\"\n\
-             start_window = { earliest_in_days = 1, latest_in_days = 10 }\n",
-            Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap(),
-        )
-        .unwrap();
+        let rule = rule("");
         let period = Period::of(Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap());
         let owners = |cap: Option<Money>| {
-            charges_for(&rule, cap, &period).into_iter().map(|c| (c.owner, c.limit)).collect::<Vec<_>>()
+            charges_for(&rule, &stack(cap, ""), &period)
+                .unwrap()
+                .into_iter()
+                .map(|c| (c.owner, c.limit))
+                .collect::<Vec<_>>()
         };
         let cap = Money::parse("1000", "USD").unwrap();
         assert_eq!(
@@ -224,5 +299,47 @@ mod tests {
             vec![(BudgetOwner::Rule("p5".into()), Some(rule.monthly_budget)), (BudgetOwner::Account, None)]
         );
         assert_eq!(owners(Some(cap))[1], (BudgetOwner::Account, Some(cap)));
+    }
+
+    /// A rule of a team draws on the team's budget too, in the same charge list (so the same
+    /// transaction); a team the stack has no budget for stops the rule, never skips the team.
+    #[test]
+    fn a_teams_rule_is_charged_to_its_team() {
+        let period = Period::of(Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap());
+        let teamed = rule("team = \"vision\"\n");
+        let usd = |a: &str| Money::parse(a, "USD").unwrap();
+        let charges = charges_for(&teamed, &stack(None, "vision=2000, nlp=100"), &period).unwrap();
+        let owners: Vec<_> = charges.iter().map(|c| (c.owner.clone(), c.limit)).collect();
+        assert_eq!(
+            owners,
+            vec![
+                (BudgetOwner::Rule("p5".into()), Some(usd("5000"))),
+                (BudgetOwner::Team("vision".into()), Some(usd("2000"))),
+                (BudgetOwner::Account, None),
+            ]
+        );
+        assert_eq!(BudgetOwner::Team("vision".into()).key(), "TEAM#vision");
+        let refused = charges_for(&teamed, &stack(None, "nlp=100"), &period).unwrap_err();
+        assert_eq!(refused, NoTeamBudget { rule: "p5".into(), team: "vision".into() });
+        assert!(refused.to_string().contains("TeamBudgets"), "{refused}");
+    }
+
+    #[test]
+    fn team_budgets_parse_as_the_parameter_writes_them() {
+        let teams = parse_team_budgets(" ml-research=20000 ,vision=5000.50,").unwrap();
+        assert_eq!(teams.len(), 2);
+        assert_eq!(teams["vision"], Money::parse("5000.50", "USD").unwrap());
+        assert_eq!(parse_team_budgets("").unwrap(), BTreeMap::new());
+        for (bad, says) in [
+            ("vision", "team=amount"),
+            ("Vision=10", "a-z"),
+            ("vision=ten", "not a monthly amount"),
+            ("vision=0", "not a monthly amount"),
+            ("vision=-5", "not a monthly amount"),
+            ("vision=1,vision=2", "twice"),
+        ] {
+            let e = parse_team_budgets(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 }

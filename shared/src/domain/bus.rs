@@ -47,10 +47,11 @@ pub enum DetailType {
     BlockEnded,
     HealthChanged,
     BlockIdle,
+    BlockShared,
 }
 
 impl DetailType {
-    pub const ALL: [DetailType; 8] = [
+    pub const ALL: [DetailType; 9] = [
         DetailType::BlockPurchased,
         DetailType::PaymentFailed,
         DetailType::BlockActive,
@@ -59,6 +60,7 @@ impl DetailType {
         DetailType::BlockEnded,
         DetailType::HealthChanged,
         DetailType::BlockIdle,
+        DetailType::BlockShared,
     ];
 
     /// The `detail-type` as EventBridge rules match it.
@@ -72,6 +74,7 @@ impl DetailType {
             DetailType::BlockEnded => "Block Ended",
             DetailType::HealthChanged => "Health Changed",
             DetailType::BlockIdle => "Block Idle",
+            DetailType::BlockShared => "Block Shared",
         }
     }
 
@@ -204,6 +207,13 @@ pub enum BusStep {
         /// At the block's own price; None when capblock never knew the fee.
         idle_cost: Option<String>,
     },
+    /// The block is shared through AWS RAM (`domain::share`): consumers in `shared_with` may
+    /// launch into it; `not_shared_with`: principals RAM refused.
+    Shared {
+        share_arn: String,
+        shared_with: Vec<String>,
+        not_shared_with: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -224,6 +234,7 @@ impl BusStep {
             BusStep::Ended { .. } => DetailType::BlockEnded,
             BusStep::HealthChanged { .. } => DetailType::HealthChanged,
             BusStep::Idle { .. } => DetailType::BlockIdle,
+            BusStep::Shared { .. } => DetailType::BlockShared,
         }
     }
 }
@@ -276,6 +287,19 @@ pub enum Extra {
         idle_instance_minutes: u64,
         idle_cost: Option<String>,
     },
+    Shared {
+        share_arn: String,
+        shared_with: Vec<String>,
+        not_shared_with: Vec<String>,
+        /// The account that owns (and paid for) the block: what a consumer's Karpenter selects
+        /// shared reservations by (`ownerID`).
+        owner_account: Option<String>,
+    },
+}
+
+/// The account of an ARN (`arn:aws:ec2:<region>:<account>:...`).
+fn arn_account(arn: &str) -> Option<&str> {
+    arn.split(':').nth(4).filter(|a| !a.is_empty())
 }
 
 fn rfc3339(t: DateTime<Utc>) -> String {
@@ -298,6 +322,12 @@ pub fn detail(subject: &Subject, step: &BusStep, step_key: &str) -> Detail {
             idle_since: rfc3339(*idle_since),
             idle_instance_minutes: *idle_instance_minutes,
             idle_cost: idle_cost.clone(),
+        },
+        BusStep::Shared { share_arn, shared_with, not_shared_with } => Extra::Shared {
+            share_arn: share_arn.clone(),
+            shared_with: shared_with.clone(),
+            not_shared_with: not_shared_with.clone(),
+            owner_account: subject.block.arn.as_deref().and_then(arn_account).map(str::to_string),
         },
     };
     let b = &subject.block;

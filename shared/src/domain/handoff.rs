@@ -12,6 +12,8 @@ use sha2::{Digest, Sha256};
 use super::actions::{Action, reservation_group_name};
 use super::block::Block;
 use super::lifecycle::BlockState;
+use super::rule::Rule;
+use super::share::SharePrincipal;
 use super::slack::SlackMessage;
 
 /// Every parameter capblock writes is under this path (the IAM policy grants no other).
@@ -107,6 +109,17 @@ pub enum Order {
         cluster: String,
         nodegroup: String,
     },
+    /// Shares the block's reservation through an AWS RAM resource share of its own
+    /// (`domain::share`), found by its tags first so a retry never makes a second one; done when
+    /// RAM has associated it.
+    ShareReservation {
+        principals: Vec<SharePrincipal>,
+        /// The rule's tags, for the `Block Shared` event.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        tags: BTreeMap<String, String>,
+    },
+    /// Deletes the block's resource share, if any is left.
+    UnshareReservation,
 }
 
 /// An EKS managed node group's size (its `scalingConfig`).
@@ -362,6 +375,40 @@ pub fn at_point(actions: &[Action], t: &Target, point: Point, dry_run: bool) -> 
     out
 }
 
+/// The share orders of a rule that shares its blocks (`share_with`): at a paid point the block
+/// goes into a resource share of its own (once: a block keeps its reservation when extended),
+/// and at its end the share is deleted. A block whose payment failed was never shared. EC2
+/// shares a block only once it is `scheduled` or `active`: `Paid` is planned only then (see
+/// [`share_current`]; the tracker's payment-succeeded move sees the block scheduled).
+pub fn share_at_point(rule: &Rule, t: &Target, point: Point, dry_run: bool) -> Vec<Planned> {
+    if rule.share_with.is_empty() {
+        return Vec::new();
+    }
+    let plan = |key: &str, order: Order| vec![Planned { key: key.to_string(), target: t.clone(), order, dry_run }];
+    match point {
+        Point::Paid | Point::Active | Point::Extended => plan(
+            SHARE_KEY,
+            Order::ShareReservation { principals: rule.share_with.clone(), tags: rule.tags.clone() },
+        ),
+        Point::Ended if t.block.state != BlockState::PaymentFailed => plan(UNSHARE_KEY, Order::UnshareReservation),
+        _ => Vec::new(),
+    }
+}
+
+/// The share order a block in `state` calls for: shared while `scheduled` or `active`, never
+/// before (EC2 refuses, and a block whose payment fails must not reach another account).
+pub fn share_current(rule: &Rule, t: &Target, state: BlockState, dry_run: bool) -> Vec<Planned> {
+    if matches!(state, BlockState::Scheduled | BlockState::Active) {
+        share_at_point(rule, t, Point::Paid, dry_run)
+    } else {
+        Vec::new()
+    }
+}
+
+/// The outbox keys of a block's share orders: one share and one deletion per block.
+pub const SHARE_KEY: &str = "action-share";
+pub const UNSHARE_KEY: &str = "action-unshare";
+
 /// Every order a block in `state` calls for at `now`, whatever happened before: the tracker
 /// plans these on each run and the outbox keeps the ones already planned, so a run that was
 /// missed, a crash or a block adopted late still gets its orders, each once.
@@ -504,7 +551,27 @@ pub fn describe(order: &Order) -> String {
         Order::RestoreNodegroup { cluster, nodegroup } => {
             format!("put node group `{nodegroup}` of cluster `{cluster}` back to its size before the block")
         }
+        Order::ShareReservation { principals, .. } => format!(
+            "share the block through AWS RAM with {}",
+            principals.iter().map(SharePrincipal::describe).collect::<Vec<_>>().join(", ")
+        ),
+        Order::UnshareReservation => "delete the block's AWS RAM share".to_string(),
     }
+}
+
+/// The warning a share earns when RAM refused some of the rule's principals (an account
+/// outside the Organization, say): the others have the block, these do not.
+pub fn share_refused_warning(p: &Planned, refused: &[(String, String)]) -> SlackMessage {
+    let lines: Vec<String> = refused.iter().map(|(who, why)| format!("• {who}: {why}")).collect();
+    message(
+        p,
+        "warning",
+        "Hand-off warning: not shared with everyone the rule names".into(),
+        format!(
+            "AWS RAM did not share the block with:\n{}\nEC2 shares Capacity Blocks only inside the Organization: check `share_with`.",
+            lines.join("\n")
+        ),
+    )
 }
 
 /// The warning a scaled-up group earns when none of its zones is the block's: every instance it

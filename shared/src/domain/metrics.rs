@@ -121,6 +121,12 @@ pub const ALL: &[Metric] = &[
 /// The `Budget` dimension's value for the account-wide budget (a rule's is its id).
 pub const ACCOUNT_BUDGET: &str = "account";
 
+/// The `Budget` dimension's value for a team's budget: `team:<name>` (a rule id has no colon,
+/// so a team never reads as a rule of the same name).
+pub fn team_budget(team: &str) -> String {
+    format!("team:{team}")
+}
+
 /// How a scan used one region's questions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Questions {
@@ -235,7 +241,8 @@ impl Batch {
         self.put(BLOCKS, &[state], count as f64);
     }
 
-    /// One budget this month: a rule's (its id) or the account's (`ACCOUNT_BUDGET`).
+    /// One budget this month: a rule's (its id), a team's (`team_budget`) or the account's
+    /// (`ACCOUNT_BUDGET`).
     pub fn budget(&mut self, owner: &str, committed: Decimal, spent: Decimal, limit: Decimal) {
         for (m, v) in [
             Batch::money(BUDGET_COMMITTED, committed),

@@ -178,6 +178,14 @@ impl FromStr for InstanceType {
 
 text_name!(InstanceType);
 
+/// Whether `s` can name a team: 1-64 characters of a-z, 0-9, '-' or '_' (as rule ids, so a
+/// team reads the same in a rule, the stack's parameter, the table's keys and metrics).
+pub fn is_team_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,14 +23,20 @@ use super::lifecycle::BlockState;
 use super::money::{Money, Rate};
 use super::usage;
 
-/// The rule tag naming the team a rule's spend belongs to (until teams have budgets of their own).
+/// The rule tag that named a rule's team before rules had a `team` of their own (still read,
+/// for rules written then).
 pub const TEAM_TAG: &str = "team";
+
+/// The team a rule's spend belongs to: its `team`, else its `team` tag.
+pub fn team_of(rule: &super::rule::Rule) -> Option<&str> {
+    rule.team.as_deref().or_else(|| rule.tags.get(TEAM_TAG).map(String::as_str))
+}
 
 /// One rule's month.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RuleMonth {
     pub rule: String,
-    /// The rule's `team` tag; `-` when it has none.
+    /// The rule's team (`team_of`); `-` when it has none.
     pub team: String,
     /// Blocks charged to the month (UltraServer purchases count each reservation).
     pub blocks: u32,
@@ -126,6 +132,10 @@ pub struct TeamMonth {
     pub paid_accelerator_hours: Decimal,
     pub used_accelerator_hours: Decimal,
     pub utilization_percent: Option<Decimal>,
+    /// The team's monthly budget and what its budget counts as spent, when the stack gives the
+    /// team one (filled by the caller, which reads the stack and the ledger).
+    pub budget: Option<Money>,
+    pub budget_spent: Option<Money>,
 }
 
 /// The rows by team, teams in name order.
@@ -140,6 +150,8 @@ pub fn by_team(rows: &[RuleMonth]) -> Vec<TeamMonth> {
             paid_accelerator_hours: Decimal::ZERO,
             used_accelerator_hours: Decimal::ZERO,
             utilization_percent: None,
+            budget: None,
+            budget_spent: None,
         });
         t.rules.push(r.rule.clone());
         t.blocks += r.blocks;

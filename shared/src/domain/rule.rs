@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 use super::actions::{self, Action, ActionLimits, ActionSpec};
 use super::lifecycle::termination_lead;
 use super::money::{Currency, Money};
-use super::names::{InstanceType, Region, prefix};
+use super::names::{InstanceType, Region, is_team_name, prefix};
 use super::offering::Offering;
+use super::share::{MAX_SHARE_PRINCIPALS, SharePrincipal};
 use super::ultraserver::{self, UltraServerType, UltraServers};
 use super::usage::DEFAULT_IDLE_ALERT_MINUTES;
 
@@ -237,6 +238,13 @@ pub struct RuleSpec {
     /// says so; 0 never says (`domain::usage`).
     #[serde(default = "default_idle_alert", skip_serializing_if = "is_default_idle_alert")]
     pub idle_alert_minutes: i64,
+    /// The team whose monthly budget (the stack's `TeamBudgets`) the rule's spend also draws on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
+    /// Who the rule's blocks are shared with through AWS RAM once EC2 has them scheduled:
+    /// account ids, OU ARNs or the Organization's ARN (`domain::share`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub share_with: Vec<String>,
 }
 
 fn default_idle_alert() -> i64 {
@@ -387,6 +395,12 @@ pub struct Rule {
     /// Stored rules without the key alert after the default hour.
     #[serde(default = "default_idle_alert_u32")]
     pub idle_alert_minutes: u32,
+    /// Stored rules without the key belong to no team.
+    #[serde(default)]
+    pub team: Option<String>,
+    /// Stored rules without the key share nothing.
+    #[serde(default)]
+    pub share_with: Vec<SharePrincipal>,
 }
 
 fn default_tolerance_u32() -> u32 {
@@ -481,6 +495,13 @@ impl RuleSpec {
 
         let actions = p.actions(self, &durations_days, &instance_counts, &ultraserver_types, &ultraserver_counts);
 
+        if let Some(team) = &self.team
+            && !is_team_name(team)
+        {
+            p.add("team", "must be 1-64 characters of a-z, 0-9, '-' or '_', as the stack's TeamBudgets names it");
+        }
+        let share_with = p.share_with(&self.share_with, !ultraserver_types.is_empty());
+
         if !p.0.is_empty() {
             return Err(RuleError::Invalid { id: self.id.clone(), problems: p.0 });
         }
@@ -513,6 +534,8 @@ impl RuleSpec {
             unlimited: self.unlimited,
             actions,
             idle_alert_minutes: u32::try_from(self.idle_alert_minutes).unwrap_or(DEFAULT_IDLE_ALERT_MINUTES),
+            team: self.team.clone(),
+            share_with,
         })
     }
 }
@@ -566,6 +589,8 @@ impl Rule {
             unlimited: self.unlimited,
             actions: self.actions.iter().map(ActionSpec::from).collect(),
             idle_alert_minutes: i64::from(self.idle_alert_minutes),
+            team: self.team.clone(),
+            share_with: self.share_with.iter().map(|p| p.as_str().to_string()).collect(),
         }
     }
 }
@@ -660,6 +685,38 @@ type WhatToBuy = (Vec<InstanceType>, Vec<u32>, Vec<UltraServerType>, Vec<u32>);
 impl Problems {
     fn add(&mut self, field: &str, message: &str) {
         self.0.push(RuleProblem { field: field.to_string(), message: message.to_string() });
+    }
+
+    /// Who the rule's blocks are shared with: each a principal RAM takes inside an
+    /// Organization, none twice, at most `MAX_SHARE_PRINCIPALS`; never for UltraServers, which
+    /// EC2 does not share.
+    fn share_with(&mut self, entries: &[String], ultraserver: bool) -> Vec<SharePrincipal> {
+        if entries.is_empty() {
+            return Vec::new();
+        }
+        if ultraserver {
+            self.add(
+                "share_with",
+                "EC2 cannot share UltraServer Capacity Blocks (only instance Capacity Blocks can be shared through AWS RAM): \
+                 drop share_with, or buy instances with this rule",
+            );
+            return Vec::new();
+        }
+        if entries.len() > MAX_SHARE_PRINCIPALS {
+            self.add(
+                "share_with",
+                &format!("names {} principals; at most {MAX_SHARE_PRINCIPALS} (name an OU or the Organization instead)", entries.len()),
+            );
+        }
+        let mut out: Vec<SharePrincipal> = Vec::new();
+        for (i, e) in entries.iter().enumerate() {
+            match SharePrincipal::parse(e) {
+                Ok(p) if out.contains(&p) => self.add(&format!("share_with[{i}]"), &format!("{e:?} is named twice")),
+                Ok(p) => out.push(p),
+                Err(why) => self.add(&format!("share_with[{i}]"), &why),
+            }
+        }
+        out
     }
 
     /// The rule's regions: each known (or unknown ones allowed), at most `MAX_REGIONS_PER_RULE`.

@@ -1,6 +1,6 @@
 //! Hand-off to the workloads: capblock's events (EventBridge) and the actions rules ask for
 //! (SSM parameters and Run Command, Auto Scaling, EKS managed node groups, capacity reservation
-//! groups).
+//! groups, RAM resource shares).
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -9,6 +9,7 @@ use crate::domain::bus::BusEntry;
 use crate::domain::handoff::{Invocation, NodegroupScaling, ReservationPool};
 use crate::domain::launch::{GroupLaunch, LaunchTarget, TemplateRef};
 use crate::domain::names::Region;
+use crate::domain::share::{SharePrincipal, ShareView};
 
 use super::NotifyError;
 
@@ -108,6 +109,30 @@ pub trait ReservationGroups: Send + Sync {
     async fn add(&self, region: &Region, group: &str, reservation_arn: &str) -> ActionResult<Membership>;
     /// UngroupResources of the reservation from the group.
     async fn remove(&self, region: &Region, group: &str, reservation_arn: &str) -> ActionResult<Membership>;
+}
+
+/// What a new resource share holds (`domain::share`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareRequest {
+    pub name: String,
+    pub reservation_arn: String,
+    pub principals: Vec<SharePrincipal>,
+    pub tags: Vec<(String, String)>,
+    /// RAM's idempotency token: a retry of the same call (a lost answer) returns the same share.
+    pub client_token: String,
+}
+
+/// AWS RAM resource shares of capblock's blocks, one per block, found by its tags.
+#[async_trait]
+pub trait Shares: Send + Sync {
+    /// The active share of this stack tagged with the reservation, with its associations; None
+    /// when there is none.
+    async fn find(&self, region: &Region, stack: &str, reservation_id: &str) -> ActionResult<Option<ShareView>>;
+    /// CreateResourceShare with the reservation and the principals, and its tags; the share's
+    /// ARN.
+    async fn create(&self, region: &Region, request: &ShareRequest) -> ActionResult<String>;
+    /// DeleteResourceShare: the consumers lose the block (RAM disassociates everything).
+    async fn delete(&self, region: &Region, share_arn: &str) -> ActionResult<()>;
 }
 
 /// A Run Command capblock sent: as SSM lists it, and as capblock records it once sent.

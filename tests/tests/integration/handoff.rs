@@ -20,6 +20,7 @@ use capblock_shared::app::outbox::flush;
 use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::eks::Eks;
 use capblock_shared::aws::eventbridge::Delivery;
+use capblock_shared::aws::ram::Ram;
 use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::domain::actions::Action;
@@ -187,6 +188,7 @@ struct MotoHands {
     asg: AutoScaling,
     rg: ResourceGroups,
     eks: Eks,
+    ram: Ram,
 }
 
 impl MotoHands {
@@ -196,6 +198,7 @@ impl MotoHands {
             asg: AutoScaling::new(sdk.clone()),
             rg: ResourceGroups::new(sdk.clone()),
             eks: Eks::new(sdk.clone()),
+            ram: Ram::new(sdk.clone()),
         }
     }
 
@@ -207,6 +210,7 @@ impl MotoHands {
             instances: &TwoInstances,
             reservation_groups: &self.rg,
             nodegroups: &self.eks,
+            shares: &self.ram,
         }
     }
 }

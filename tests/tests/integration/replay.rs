@@ -117,6 +117,7 @@ async fn a_dry_run_replay_never_releases_a_live_purchase_in_flight() {
             name: STACK.into(),
             mode: Mode::Live,
             account_budget: Some(capblock_tests::usd("100000")),
+            team_budgets: Default::default(),
         },
         alerts_topic: aws.alerts_topic.clone(),
         written_at: t0(),

@@ -161,6 +161,73 @@ async fn the_account_budget_runs_out_mid_scan() {
     );
 }
 
+/// A rule of team `team` (tags name another team: the rule's own `team` wins).
+fn team_rule(id: &str, region: &str, team: &str) -> Rule {
+    RuleToml::p5(id)
+        .mode("live")
+        .regions(&[region])
+        .max_price("3.00")
+        .budget("10000")
+        .max_blocks_held(1)
+        .extra(&format!("team = \"{team}\""))
+        .rule(t0())
+}
+
+/// Two rules of one team, each would buy (576 and 528 USD), the team's budget 1000 a month and
+/// no account cap: one buys, the other is stopped by the team's budget in the same conditional
+/// transaction as its own, and the team's budget counts exactly the one purchase.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_over_its_budget_buys_nothing_more() {
+    let mut h = harness("team-budget", &two_regions(), Mode::Live, None).await;
+    h.scan.stack.team_budgets = [("vision".to_string(), usd("1000"))].into();
+    h.put_rules(&[team_rule("east", "us-east-1", "vision"), team_rule("west", "us-west-2", "vision")]).await;
+    let report = h.scan().await;
+    let bought: Vec<_> = report.outcomes.iter().filter(|o| matches!(o.action, Some(Outcome::Bought { .. }))).collect();
+    assert_eq!(bought.len(), 1, "{report:#?}");
+    assert_eq!(h.sim.purchases().await.len(), 1);
+    let period = Period::of(t0());
+    let team = h.aws.store().usage(&BudgetOwner::Team("vision".into()), &period).await.unwrap().unwrap();
+    let rule = &bought[0].rule_id;
+    let own = h.aws.store().usage(&BudgetOwner::Rule(rule.clone()), &period).await.unwrap().unwrap();
+    assert_eq!(team.committed, own.committed, "the team is charged what its rule is");
+    assert!(team.committed.amount() <= dec!(1000));
+    let other = report.outcomes.iter().find(|o| &o.rule_id != rule).unwrap();
+    assert!(
+        other.chosen.is_none()
+            || matches!(&other.action, Some(Outcome::Skipped { reason }) if reason.contains("TEAM#vision")),
+        "{other:#?}"
+    );
+    // Later scans buy nothing more for the team.
+    h.scan().await;
+    assert_eq!(h.sim.purchases().await.len(), 1);
+}
+
+/// A rule naming a team the stack gives no budget is left out of the scan (never asked for,
+/// never bought), said once in its thread, and shown in the report; a rule of a budgeted team
+/// beside it buys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_of_a_team_without_a_budget_is_refused() {
+    let mut h = harness("team-none", &two_regions(), Mode::Live, None).await;
+    h.scan.stack.team_budgets = [("vision".to_string(), usd("5000"))].into();
+    h.put_rules(&[team_rule("east", "us-east-1", "visoin"), team_rule("west", "us-west-2", "vision")]).await;
+    let report = h.scan().await;
+    assert_eq!(report.unbudgeted.get("east").map(String::as_str), Some("visoin"), "{report:#?}");
+    assert!(report.outcomes.iter().all(|o| o.rule_id != "east"), "the refused rule is not evaluated");
+    let bought = h.sim.purchases().await;
+    assert_eq!(bought.len(), 1);
+    assert_eq!(bought[0]["region"], "us-west-2");
+    let alerts = h.aws.alerts().await;
+    let refusal: Vec<_> = alerts.iter().filter(|a| a.body["metadata"]["threadId"] == "rule-east").collect();
+    assert_eq!(refusal.len(), 1, "{alerts:?}");
+    assert_slack_schema(&refusal[0].body);
+    let text = refusal[0].body["content"]["description"].as_str().unwrap();
+    assert!(text.contains("`visoin`") && text.contains("`vision` (5000.00 USD a month)"), "{text}");
+    // Said once a month, however many scans refuse it.
+    let again = h.scan().await;
+    assert!(again.unbudgeted.contains_key("east"));
+    assert!(h.aws.alerts().await.iter().all(|a| a.body["metadata"]["threadId"] != "rule-east"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_region_that_times_out_does_not_stop_the_others() {
     let h = harness("down", &two_regions(), Mode::Live, None).await;

@@ -274,6 +274,7 @@ async fn the_stacks_settings_are_rewritten_only_when_they_change() {
             name: "prod".into(),
             mode: Mode::Live,
             account_budget: Some(Money::usd(dec!(1000)).unwrap()),
+            team_budgets: Default::default(),
         },
         alerts_topic: aws.alerts_topic.clone(),
         written_at: now(),

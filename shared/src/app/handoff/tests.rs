@@ -13,7 +13,8 @@ use crate::domain::handoff::tests::{all, target};
 use crate::domain::handoff::{NodegroupScaling, Point, at_point, due};
 use crate::domain::launch::GroupLaunch;
 use crate::domain::lifecycle::BlockState;
-use crate::ports::{ActionResult, MarketError, SentCommand};
+use crate::domain::share::{Association, SharePrincipal, ShareView};
+use crate::ports::{ActionResult, MarketError, SentCommand, ShareRequest};
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()
@@ -136,6 +137,18 @@ struct Aws {
     /// EKS node groups by `cluster/nodegroup`, and every UpdateNodegroupConfig's new size.
     nodegroups: Mutex<BTreeMap<String, NodegroupScaling>>,
     nodegroup_updates: Mutex<Vec<(String, NodegroupScaling)>>,
+    /// RAM resource shares: each with its request, whether deleted, and what RAM says of it.
+    shares: Mutex<Vec<FakeShare>>,
+    /// What RAM makes of the next shares created: their resource association's state.
+    share_outcome: Mutex<Option<Association>>,
+}
+
+#[derive(Debug, Clone)]
+struct FakeShare {
+    arn: String,
+    request: ShareRequest,
+    deleted: bool,
+    resource: Association,
 }
 
 impl Aws {
@@ -312,13 +325,71 @@ impl InstanceSource for Aws {
     }
 }
 
+#[async_trait]
+impl Shares for Aws {
+    async fn find(&self, _r: &Region, stack: &str, reservation_id: &str) -> ActionResult<Option<ShareView>> {
+        self.check("GetResourceShares")?;
+        let tagged = |s: &FakeShare, k: &str, v: &str| s.request.tags.iter().any(|(a, b)| a == k && b == v);
+        Ok(self
+            .shares
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|s| !s.deleted && tagged(s, "capblock:stack", stack) && tagged(s, "capblock:reservation", reservation_id))
+            .map(|s| ShareView {
+                arn: s.arn.clone(),
+                resource: Some(share::Associated {
+                    entity: s.request.reservation_arn.clone(),
+                    status: s.resource,
+                    message: (s.resource == Association::Failed).then(|| "not scheduled or active".to_string()),
+                }),
+                principals: s
+                    .request
+                    .principals
+                    .iter()
+                    .map(|p| share::Associated {
+                        entity: p.as_str().to_string(),
+                        status: if p.as_str() == OUTSIDER { Association::Failed } else { Association::Associated },
+                        message: Some("outside the organization".into()),
+                    })
+                    .collect(),
+            }))
+    }
+    async fn create(&self, _r: &Region, request: &ShareRequest) -> ActionResult<String> {
+        self.check("CreateResourceShare")?;
+        let mut shares = self.shares.lock().unwrap();
+        let arn = format!("arn:aws:ram:us-east-1:123456789012:resource-share/s-{}", shares.len());
+        let resource = self.share_outcome.lock().unwrap().unwrap_or(Association::Associated);
+        shares.push(FakeShare { arn: arn.clone(), request: request.clone(), deleted: false, resource });
+        Ok(arn)
+    }
+    async fn delete(&self, _r: &Region, share_arn: &str) -> ActionResult<()> {
+        self.check("DeleteResourceShare")?;
+        for s in self.shares.lock().unwrap().iter_mut().filter(|s| s.arn == share_arn) {
+            s.deleted = true;
+        }
+        Ok(())
+    }
+}
+
+/// An account RAM refuses (outside the Organization).
+const OUTSIDER: &str = "999999999999";
+
 fn hands(aws: &Aws) -> Hands<'_> {
-    Hands { parameters: aws, groups: aws, commands: aws, instances: aws, reservation_groups: aws, nodegroups: aws }
+    Hands {
+        parameters: aws,
+        groups: aws,
+        commands: aws,
+        instances: aws,
+        reservation_groups: aws,
+        nodegroups: aws,
+        shares: aws,
+    }
 }
 
 /// The settings of stack `prod` in `mode`.
 fn stack(mode: Mode) -> StackSettings {
-    StackSettings { name: "prod".into(), mode, account_budget: None }
+    StackSettings { name: "prod".into(), mode, account_budget: None, team_budgets: Default::default() }
 }
 
 #[tokio::test]
@@ -990,4 +1061,155 @@ async fn after_an_extension_the_new_ends_order_finds_the_node_group_back_already
     assert_eq!((aws.nodegroup(), aws.updates()), (sized(0, 2, 0), 2));
     let said = outbox.notices.lock().unwrap().iter().map(|(n, _, _)| n.message.body.clone()).collect::<Vec<_>>();
     assert!(said.iter().any(|b| b.contains("already: nothing to put back")), "{said:#?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// share_with: each block in a RAM share of its own once scheduled, deleted at its end.
+// ---------------------------------------------------------------------------------------------
+
+fn sharing(principals: &[&str]) -> Rule {
+    let mut rule = rule_with("p5", vec![]);
+    rule.share_with = principals.iter().map(|p| SharePrincipal::parse(p).unwrap()).collect();
+    rule.tags = [("team".to_string(), "vision".to_string())].into();
+    rule
+}
+
+fn block_in(state: BlockState) -> Block {
+    let mut b = target().block;
+    b.rule_id = Some("p5".into());
+    b.state = state;
+    b
+}
+
+async fn pass(store: &Memory, aws: &Aws, rule: &Rule, mode: Mode, now: DateTime<Utc>) -> ActionReport {
+    let rules: HashMap<String, Rule> = [(rule.id.clone(), rule.clone())].into();
+    tracker_pass(store, &hands(aws), &rules, &stack(mode), now).await
+}
+
+#[tokio::test]
+async fn a_block_is_shared_once_when_scheduled_never_before_and_unshared_at_its_end() {
+    let rule = sharing(&["111111111111", "arn:aws:organizations::111111111111:ou/o-abcdef1234/ou-ab12-cdef5678"]);
+    let aws = Aws::default();
+    let now = t(9, 12, 0);
+    // Payment pending: nothing is shared (EC2 shares scheduled or active blocks only).
+    let pending = Memory { blocks: vec![block_in(BlockState::PaymentPending)], ..Memory::default() };
+    let report = pass(&pending, &aws, &rule, Mode::Live, now).await;
+    assert!(report.done.is_empty() && aws.shares.lock().unwrap().is_empty(), "{report:?}");
+
+    // Scheduled: one share, tagged, with both principals; the next runs add nothing.
+    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    let report = pass(&store, &aws, &rule, Mode::Live, now).await;
+    assert_eq!(report.done, ["cr-0123456789abcdef0#action-share"], "{report:?}");
+    for later in 1..4 {
+        pass(&store, &aws, &rule, Mode::Live, now + Duration::minutes(5 * later)).await;
+    }
+    let shares = aws.shares.lock().unwrap().clone();
+    assert_eq!(shares.len(), 1, "one share per block: {shares:?}");
+    let r = &shares[0].request;
+    assert_eq!(r.name, "capblock-prod-cr-0123456789abcdef0");
+    assert_eq!(r.reservation_arn, ARN);
+    assert_eq!(r.principals, rule.share_with);
+    assert!(r.tags.contains(&("capblock:rule".to_string(), "p5".to_string())));
+    // Announced once, and one Block Shared event carrying the rule's tags and the owner.
+    let alerts = store.alerts();
+    assert_eq!(alerts.iter().filter(|a| a.starts_with("action-share")).count(), 1, "{alerts:?}");
+    let events: Vec<Notice> = store
+        .notices
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(n, _, _)| n.topic == Topic::Events)
+        .map(|(n, _, _)| n.clone())
+        .collect();
+    assert_eq!(events.len(), 1);
+    let detail: serde_json::Value = serde_json::from_str(&events[0].message.body).unwrap();
+    assert_eq!(events[0].message.attributes[DETAIL_TYPE_ATTRIBUTE], "Block Shared");
+    assert_eq!(detail["owner_account"], "123456789012");
+    assert_eq!(detail["tags"]["team"], "vision");
+    assert_eq!(detail["shared_with"].as_array().unwrap().len(), 2);
+
+    // The block ends: the share is deleted, once.
+    let ended = block_in(BlockState::Expired);
+    at_move(&store, &block_in(BlockState::Active), &ended, &[], Some(&rule), &stack(Mode::Live), ended.end)
+        .await
+        .unwrap();
+    let report = hands(&aws).run(&store, ended.end).await.unwrap();
+    assert_eq!(report.done, ["cr-0123456789abcdef0#action-unshare"], "{report:?}");
+    assert!(aws.shares.lock().unwrap()[0].deleted);
+    let again = hands(&aws).run(&store, ended.end + Duration::minutes(5)).await.unwrap();
+    assert!(again.done.is_empty());
+}
+
+/// A run that died after CreateResourceShare (its answer lost, or before the outbox recorded it
+/// done) finds the share by its tags: never a second share.
+#[tokio::test]
+async fn a_share_made_by_a_run_that_died_is_found_not_made_again() {
+    let rule = sharing(&["111111111111"]);
+    let aws = Aws::default();
+    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    // The share exists, as the dead run left it.
+    let stack_tags = share::share_tags("prod", "p5", "cr-0123456789abcdef0");
+    aws.create(
+        &"us-east-1".parse().unwrap(),
+        &ShareRequest {
+            name: "x".into(),
+            reservation_arn: ARN.into(),
+            principals: rule.share_with.clone(),
+            tags: stack_tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            client_token: "dead-run".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let report = pass(&store, &aws, &rule, Mode::Live, t(9, 12, 0)).await;
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    assert_eq!(aws.shares.lock().unwrap().len(), 1);
+}
+
+/// RAM still associating: not done, looked at again; RAM failing: the share deleted, the
+/// failure announced once, a fresh share tried next run; one principal refused: a warning.
+#[tokio::test]
+async fn ram_pending_failed_or_partial_is_waited_for_retried_or_warned_of() {
+    let rule = sharing(&["111111111111"]);
+    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    let aws = Aws::default();
+    *aws.share_outcome.lock().unwrap() = Some(Association::Associating);
+    let report = pass(&store, &aws, &rule, Mode::Live, t(9, 12, 0)).await;
+    assert_eq!(report.waiting.len(), 1, "{report:?}");
+    aws.shares.lock().unwrap()[0].resource = Association::Associated;
+    let report = pass(&store, &aws, &rule, Mode::Live, t(9, 12, 5)).await;
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    assert_eq!(aws.shares.lock().unwrap().len(), 1);
+
+    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    let aws = Aws::default();
+    *aws.share_outcome.lock().unwrap() = Some(Association::Failed);
+    for minutes in [0, 5] {
+        let report = pass(&store, &aws, &rule, Mode::Live, t(9, 12, minutes)).await;
+        assert_eq!(report.failed.len(), 1, "{report:?}");
+    }
+    {
+        let shares = aws.shares.lock().unwrap();
+        assert_eq!(shares.len(), 2, "each failed share deleted, a fresh one tried: {shares:?}");
+        assert!(shares.iter().all(|s| s.deleted));
+    }
+    assert_eq!(store.alerts().iter().filter(|a| a.ends_with("-failed")).count(), 1, "announced once");
+    *aws.share_outcome.lock().unwrap() = None;
+    let report = pass(&store, &aws, &rule, Mode::Live, t(9, 12, 10)).await;
+    assert_eq!(report.done.len(), 1, "{report:?}");
+
+    let rule = sharing(&["111111111111", OUTSIDER]);
+    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    let report = pass(&store, &Aws::default(), &rule, Mode::Live, t(9, 12, 0)).await;
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    assert!(store.alerts().iter().any(|a| a == "action-share-warning"), "{:?}", store.alerts());
+}
+
+#[tokio::test]
+async fn a_share_in_dry_run_is_announced_and_never_made() {
+    let rule = sharing(&["111111111111"]);
+    let (store, aws) = (Memory { blocks: vec![block_in(BlockState::Active)], ..Memory::default() }, Aws::default());
+    let report = pass(&store, &aws, &rule, Mode::DryRun, t(10, 12, 0)).await;
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    assert!(aws.shares.lock().unwrap().is_empty());
 }

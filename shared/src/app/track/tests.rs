@@ -50,6 +50,7 @@ async fn a_replayed_tick_on_a_dry_run_stack_moves_nothing() {
             name: "capblock-test".into(),
             mode: crate::domain::rule::Mode::DryRun,
             account_budget: None,
+            team_budgets: Default::default(),
         },
         payment_warning_hours: vec![6, 1],
         adopt_untagged: false,

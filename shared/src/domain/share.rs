@@ -1,0 +1,218 @@
+//! Sharing a rule's blocks with the accounts that use them (`share_with`): who may be named, the
+//! RAM resource share capblock keeps for each block, and what RAM's answer about it means.
+//!
+//! EC2 shares a Capacity Block through AWS RAM, inside the Organization only, once the block is
+//! `scheduled` or `active`; UltraServer Capacity Blocks cannot be shared (EC2 user guide, "Share
+//! Capacity Blocks"). The owner pays; consumers launch into it as if they owned it. capblock
+//! keeps one resource share per block, tagged with the stack, the rule and the reservation, so a
+//! run that died after creating it finds it by its tags instead of making a second one.
+//!
+//! RAM associates a share's resource and principals asynchronously (each association goes
+//! `ASSOCIATING`, then `ASSOCIATED` or `FAILED` with a message), and whether it refuses a block it
+//! cannot share at once or through a failed association is not published: [`judge`] reads both.
+//!
+//! Pure: no I/O.
+
+use serde::{Deserialize, Serialize};
+
+use super::tags::{RULE_TAG, STACK_TAG};
+
+/// The tag naming the reservation a resource share shares (one share per block).
+pub const RESERVATION_TAG: &str = "capblock:reservation";
+
+/// The most principals one rule may name: a share per block carries them all, and a list this
+/// long is better written as an OU or the Organization.
+pub const MAX_SHARE_PRINCIPALS: usize = 20;
+
+/// Who a block may be shared with, as RAM names principals inside an Organization.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum SharePrincipal {
+    /// A 12-digit account id.
+    Account(String),
+    /// `arn:aws:organizations::<management account>:organization/o-...`: every account of it.
+    Organization(String),
+    /// `arn:aws:organizations::<management account>:ou/o-.../ou-...`: every account under it.
+    Unit(String),
+}
+
+impl SharePrincipal {
+    /// Reads one entry of `share_with`; the error says what would be accepted.
+    pub fn parse(s: &str) -> Result<SharePrincipal, String> {
+        let s = s.trim();
+        if is_account(s) {
+            return Ok(SharePrincipal::Account(s.to_string()));
+        }
+        let refused = || {
+            format!(
+                "{s:?} is not an account id (12 digits), an organization ARN \
+                 (arn:aws:organizations::<account>:organization/o-...) or an OU ARN \
+                 (arn:aws:organizations::<account>:ou/o-.../ou-...): EC2 shares blocks only inside the Organization"
+            )
+        };
+        let rest = ["arn:aws:", "arn:aws-cn:", "arn:aws-us-gov:"]
+            .iter()
+            .find_map(|p| s.strip_prefix(p))
+            .and_then(|r| r.strip_prefix("organizations::"))
+            .ok_or_else(refused)?;
+        let (account, resource) = rest.split_once(':').ok_or_else(refused)?;
+        if !is_account(account) {
+            return Err(refused());
+        }
+        let parts: Vec<&str> = resource.split('/').collect();
+        match parts.as_slice() {
+            ["organization", org] if is_org_id(org) => Ok(SharePrincipal::Organization(s.to_string())),
+            ["ou", org, ou] if is_org_id(org) && is_ou_id(ou) => Ok(SharePrincipal::Unit(s.to_string())),
+            _ => Err(refused()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            SharePrincipal::Account(s) | SharePrincipal::Organization(s) | SharePrincipal::Unit(s) => s,
+        }
+    }
+
+    /// How a person reads it in a message.
+    pub fn describe(&self) -> String {
+        match self {
+            SharePrincipal::Account(a) => format!("account {a}"),
+            SharePrincipal::Organization(arn) => {
+                format!("the whole Organization {}", arn.rsplit('/').next().unwrap_or(arn))
+            }
+            SharePrincipal::Unit(arn) => format!("OU {}", arn.rsplit('/').next().unwrap_or(arn)),
+        }
+    }
+}
+
+impl TryFrom<String> for SharePrincipal {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        SharePrincipal::parse(&s)
+    }
+}
+
+impl From<SharePrincipal> for String {
+    fn from(p: SharePrincipal) -> String {
+        p.as_str().to_string()
+    }
+}
+
+fn is_account(s: &str) -> bool {
+    s.len() == 12 && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `o-` then 10-32 lowercase letters or digits (Organizations' id pattern).
+fn is_org_id(s: &str) -> bool {
+    s.strip_prefix("o-")
+        .is_some_and(|r| (10..=32).contains(&r.len()) && r.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
+}
+
+/// `ou-` then 4-32 lowercase letters or digits, `-`, then 8-32 more (Organizations' pattern).
+fn is_ou_id(s: &str) -> bool {
+    let ok = |p: &str, lo: usize| (lo..=32).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    s.strip_prefix("ou-").and_then(|r| r.split_once('-')).is_some_and(|(a, b)| ok(a, 4) && ok(b, 8))
+}
+
+/// The name of the resource share capblock keeps for a block: the stack's and the reservation's,
+/// so a person finds it in the RAM console.
+pub fn share_name(stack: &str, reservation_id: &str) -> String {
+    format!("capblock-{stack}-{reservation_id}")
+}
+
+/// The tags of a block's resource share: whose it is, and which block it shares (how a retry
+/// finds it).
+pub fn share_tags<'a>(stack: &'a str, rule_id: &'a str, reservation_id: &'a str) -> [(&'static str, &'a str); 3] {
+    [(STACK_TAG, stack), (RULE_TAG, rule_id), (RESERVATION_TAG, reservation_id)]
+}
+
+/// An association's state, as RAM reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Association {
+    Associating,
+    Associated,
+    Failed,
+    Disassociating,
+    Disassociated,
+}
+
+impl Association {
+    /// RAM's word for it; None for one this release does not know.
+    pub fn parse(s: &str) -> Option<Association> {
+        Some(match s {
+            "ASSOCIATING" => Association::Associating,
+            "ASSOCIATED" => Association::Associated,
+            "FAILED" => Association::Failed,
+            "DISASSOCIATING" => Association::Disassociating,
+            "DISASSOCIATED" => Association::Disassociated,
+            _ => return None,
+        })
+    }
+}
+
+/// One association of a share: the reservation, or a principal, and where RAM has got with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Associated {
+    /// The reservation's ARN or the principal, as RAM names it.
+    pub entity: String,
+    pub status: Association,
+    /// RAM's reason, for a failed association.
+    pub message: Option<String>,
+}
+
+/// What RAM says of a block's share.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareView {
+    pub arn: String,
+    /// The reservation's association; None when RAM lists none for it.
+    pub resource: Option<Associated>,
+    pub principals: Vec<Associated>,
+}
+
+/// What a block's share has come to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shared {
+    /// The reservation is shared: with `with` (principals RAM associated), and not with
+    /// `refused` (principals RAM failed, with its reason).
+    Done { with: Vec<String>, refused: Vec<(String, String)> },
+    /// RAM is still associating the reservation or a principal: look again later.
+    Pending,
+    /// RAM could not share the reservation (or no principal at all): the share is no use, and
+    /// its reason is RAM's.
+    Failed(String),
+}
+
+/// Reads RAM's answer about a block's share (pure).
+pub fn judge(view: &ShareView) -> Shared {
+    let reason = |a: &Associated| a.message.clone().unwrap_or_else(|| "RAM gave no reason".to_string());
+    let Some(resource) = &view.resource else {
+        return Shared::Failed("RAM lists no reservation in the share".to_string());
+    };
+    match resource.status {
+        Association::Associated => {}
+        Association::Associating => return Shared::Pending,
+        Association::Failed => return Shared::Failed(reason(resource)),
+        Association::Disassociating | Association::Disassociated => {
+            return Shared::Failed("RAM took the reservation out of the share".to_string());
+        }
+    }
+    if view.principals.iter().any(|p| p.status == Association::Associating) {
+        return Shared::Pending;
+    }
+    let with: Vec<String> =
+        view.principals.iter().filter(|p| p.status == Association::Associated).map(|p| p.entity.clone()).collect();
+    let refused: Vec<(String, String)> = view
+        .principals
+        .iter()
+        .filter(|p| p.status != Association::Associated)
+        .map(|p| (p.entity.clone(), reason(p)))
+        .collect();
+    if with.is_empty() {
+        let why = refused.iter().map(|(p, r)| format!("{p}: {r}")).collect::<Vec<_>>().join("; ");
+        return Shared::Failed(if why.is_empty() { "RAM lists no principal in the share".into() } else { why });
+    }
+    Shared::Done { with, refused }
+}
+
+#[cfg(test)]
+mod tests;

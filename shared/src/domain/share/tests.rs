@@ -1,0 +1,69 @@
+use super::*;
+
+const ORG: &str = "arn:aws:organizations::111111111111:organization/o-abcdef1234";
+const OU: &str = "arn:aws:organizations::111111111111:ou/o-abcdef1234/ou-ab12-cdef5678";
+
+#[test]
+fn principals_are_accounts_the_organization_or_its_units() {
+    assert_eq!(SharePrincipal::parse("123456789012"), Ok(SharePrincipal::Account("123456789012".into())));
+    assert_eq!(SharePrincipal::parse(ORG), Ok(SharePrincipal::Organization(ORG.into())));
+    assert_eq!(SharePrincipal::parse(OU), Ok(SharePrincipal::Unit(OU.into())));
+    for bad in [
+        "12345678901",
+        "1234567890123",
+        "arn:aws:iam::123456789012:root",
+        "arn:aws:organizations::111111111111:organization/o-short",
+        "arn:aws:organizations::111111111111:ou/o-abcdef1234/ou-x",
+        "arn:aws:organizations::1111:organization/o-abcdef1234",
+        "",
+    ] {
+        let e = SharePrincipal::parse(bad).unwrap_err();
+        assert!(e.contains("inside the Organization"), "{bad}: {e}");
+    }
+    assert_eq!(SharePrincipal::parse(OU).unwrap().describe(), "OU ou-ab12-cdef5678");
+    assert_eq!(SharePrincipal::parse(ORG).unwrap().describe(), "the whole Organization o-abcdef1234");
+}
+
+fn assoc(entity: &str, status: Association, message: Option<&str>) -> Associated {
+    Associated { entity: entity.into(), status, message: message.map(str::to_string) }
+}
+
+fn view(resource: Association, principals: &[(&str, Association)]) -> ShareView {
+    ShareView {
+        arn: "arn:aws:ram:us-east-1:999999999999:resource-share/x".into(),
+        resource: Some(assoc("arn:aws:ec2:us-east-1:999999999999:capacity-reservation/cr-1", resource, Some("no"))),
+        principals: principals.iter().map(|(p, s)| assoc(p, *s, Some("not in the organization"))).collect(),
+    }
+}
+
+#[test]
+fn a_share_is_done_only_when_ram_has_associated_it() {
+    use Association::*;
+    assert_eq!(judge(&view(Associating, &[("111111111111", Associated)])), Shared::Pending);
+    assert_eq!(judge(&view(Associated, &[("111111111111", Associating)])), Shared::Pending);
+    assert_eq!(
+        judge(&view(Associated, &[("111111111111", Associated)])),
+        Shared::Done { with: vec!["111111111111".into()], refused: vec![] }
+    );
+    assert_eq!(
+        judge(&view(Associated, &[("111111111111", Associated), ("222222222222", Failed)])),
+        Shared::Done {
+            with: vec!["111111111111".into()],
+            refused: vec![("222222222222".into(), "not in the organization".into())]
+        }
+    );
+    assert_eq!(judge(&view(Failed, &[("111111111111", Associated)])), Shared::Failed("no".into()));
+    assert!(matches!(judge(&view(Associated, &[("222222222222", Failed)])), Shared::Failed(w) if w.contains("222222222222")));
+    assert!(matches!(judge(&view(Disassociated, &[])), Shared::Failed(_)));
+    let none = ShareView { resource: None, ..view(Associated, &[]) };
+    assert!(matches!(judge(&none), Shared::Failed(w) if w.contains("no reservation")));
+}
+
+#[test]
+fn shares_are_named_and_tagged_by_block() {
+    assert_eq!(share_name("prod", "cr-1"), "capblock-prod-cr-1");
+    let tags = share_tags("prod", "p5", "cr-1");
+    assert!(tags.contains(&(RESERVATION_TAG, "cr-1")) && tags.contains(&("capblock:stack", "prod")));
+    assert_eq!(Association::parse("FAILED"), Some(Association::Failed));
+    assert_eq!(Association::parse("SOMETHING"), None);
+}
