@@ -58,6 +58,9 @@ pub fn handle(world: &mut World, method: &str, path: &str, body: &[u8]) -> Reply
         ("POST", "/_sim/reservations/state") => set_state(world, &text),
         ("POST", "/_sim/blocks/health") => set_health(world, &text),
         ("POST", "/_sim/blocks/usage") => set_usage(world, &text),
+        ("GET", "/_sim/ram/shares") => Ok(crate::ram::shares_state(world)),
+        ("GET", "/_sim/ram/organization") => Ok(json!(world.organization)),
+        ("POST", "/_sim/ram/organization") => organization(world, &text),
         (_, p)
             if matches!(
                 p,
@@ -71,6 +74,8 @@ pub fn handle(world: &mut World, method: &str, path: &str, body: &[u8]) -> Reply
                     | "/_sim/scenario"
                     | "/_sim/payment"
                     | "/_sim/reservations"
+                    | "/_sim/ram/shares"
+                    | "/_sim/ram/organization"
             ) =>
         {
             return bad(405, format!("method {method} not allowed on {p}"));
@@ -190,6 +195,31 @@ fn behaviour(w: &mut World, text: &str) -> Result<Value, String> {
     w.set_behaviour(b);
     tracing::info!(behaviour = ?w.behaviour, "behaviour changed");
     Ok(json!(w.behaviour))
+}
+
+/// Partial update of the organization RAM shares within, like the behaviour's: the body's keys
+/// replace the current ones (`accounts` and `ous` whole). Shares already made keep their
+/// associations; the next calls see the new organization.
+fn organization(w: &mut World, text: &str) -> Result<Value, String> {
+    let patch: Value = parse_json(text)?;
+    let Value::Object(patch) = patch else {
+        return Err("body must be a JSON object".into());
+    };
+    let mut current = serde_json::to_value(&w.organization).map_err(|e| e.to_string())?;
+    if let Value::Object(map) = &mut current {
+        for (k, v) in patch {
+            if !map.contains_key(&k) {
+                return Err(format!("unknown organization field {k:?}"));
+            }
+            map.insert(k, v);
+        }
+    }
+    let o: crate::organization::Organization =
+        serde_json::from_value(current).map_err(|e| format!("bad organization: {e}"))?;
+    o.validate(&w.scenario.account_id)?;
+    w.organization = o;
+    tracing::info!(organization = ?w.organization, "organization changed");
+    Ok(json!(w.organization))
 }
 
 #[derive(Deserialize)]

@@ -8,6 +8,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::instance_types;
+use crate::organization::Organization;
 use crate::sellable::valid_duration_days;
 use crate::wire::query::parse_timestamp;
 
@@ -30,6 +31,9 @@ pub struct Scenario {
     pub expired_visible_days: i64,
     #[serde(default = "default_account")]
     pub account_id: String,
+    /// The AWS Organization the account is in: whom RAM lets it share Capacity Blocks with.
+    #[serde(default)]
+    pub organization: Organization,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -94,6 +98,20 @@ pub enum OfferingIds {
     Stable,
     /// Every answer mints fresh ids, each purchasable for `offering_id_ttl_secs`.
     PerAnswer,
+}
+
+/// How RAM refuses a Capacity Block it cannot share (a block neither scheduled nor active, an
+/// UltraServer block, an account with a limited billing history, a principal outside the
+/// organization): the record says they cannot be shared, not how the refusal shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RamRefusal {
+    /// The share is created, the association goes ASSOCIATING and then FAILED with a
+    /// statusMessage, as RAM's asynchronous associations can: the client must read them.
+    #[default]
+    FailedAssociation,
+    /// CreateResourceShare / AssociateResourceShare answer an error and change nothing.
+    Error,
 }
 
 /// How DescribeCapacityBlockOfferings takes an UltraServer search.
@@ -227,6 +245,11 @@ pub struct Behaviour {
     pub ultraserver_search: UltraserverSearch,
     /// Actions refused to a caller (UnauthorizedOperation), as its IAM policies would.
     pub iam_denials: Vec<IamDenial>,
+    /// RAM: a Capacity Block that cannot be shared, "failed_association" or "error".
+    pub ram_refusal: RamRefusal,
+    /// RAM: seconds of sim time an association stays ASSOCIATING (and a disassociation
+    /// DISASSOCIATING) before it is done.
+    pub ram_association_delay_secs: u64,
 }
 
 impl Default for Behaviour {
@@ -255,9 +278,14 @@ impl Default for Behaviour {
             offering_id_ttl_secs: 300,
             ultraserver_search: UltraserverSearch::InstanceTypeRequired,
             iam_denials: Vec::new(),
+            ram_refusal: RamRefusal::FailedAssociation,
+            ram_association_delay_secs: 10,
         }
     }
 }
+
+/// An association takes at most a day to settle: any longer is a bug in a scenario.
+pub const MAX_RAM_ASSOCIATION_DELAY_SECS: u64 = 24 * 3600;
 
 /// Offering ids live at most as long as offerings are sold ahead: 8 weeks.
 pub const MAX_OFFERING_ID_TTL_SECS: u64 = 56 * 24 * 3600;
@@ -313,6 +341,12 @@ impl Behaviour {
         let others = self.describe_limit_other_callers_per_min;
         if !(others >= 0.0 && others.is_finite()) {
             return Err(format!("describe_limit_other_callers_per_min must be >= 0, got {others}"));
+        }
+        if self.ram_association_delay_secs > MAX_RAM_ASSOCIATION_DELAY_SECS {
+            return Err(format!(
+                "ram_association_delay_secs must be within 0..={MAX_RAM_ASSOCIATION_DELAY_SECS}, got {}",
+                self.ram_association_delay_secs
+            ));
         }
         validate_others(&self.describe_limit_others)?;
         validate_denials(&self.iam_denials)
@@ -541,6 +575,7 @@ impl Scenario {
 
     fn validate(&self) -> Result<(), String> {
         self.behaviour.validate()?;
+        self.organization.validate(&self.account_id)?;
         for (i, r) in self.regions.iter().enumerate() {
             let at = format!("regions[{i}] ({})", r.name);
             if let Some(f) = r.zero_quota_families.iter().find(|f| !is_family(f)) {

@@ -94,7 +94,31 @@ async fn route(app: Arc<App>, req: Request<Incoming>, kill: Arc<Notify>) -> Resp
         let r = control::handle(&mut app.lock(), &method, &path, &body);
         return reply(r.status, r.content_type, r.body);
     }
+    // EC2's Query protocol posts to `/`; RAM's restJson1 names its operation in the path.
+    if !path.is_empty() && path != "/" {
+        return ram(&app, &method, &path, &query, auth.as_deref(), &body);
+    }
     ec2(app, &method, &query, auth.as_deref(), &body, kill).await
+}
+
+/// A RAM call (see `ram`): the region from SigV4 as for EC2, a JSON answer with RAM's headers.
+fn ram(app: &App, method: &str, path: &str, query: &str, auth: Option<&str>, body: &[u8]) -> Resp {
+    let presigned = crate::wire::query::Params::parse(query);
+    let region = region::from_authorization(auth, presigned.get("X-Amz-Credential"))
+        .unwrap_or_else(|| region::DEFAULT_REGION.to_string());
+    let (r, request_id) = {
+        let mut w = app.lock();
+        let request_id = w.request_id();
+        (crate::ram::handle(&mut w, &region, method, path, query, body), request_id)
+    };
+    let mut b = Response::builder()
+        .status(r.status)
+        .header("content-type", "application/json")
+        .header("x-amzn-RequestId", request_id);
+    if let Some(code) = &r.error_type {
+        b = b.header("x-amzn-ErrorType", code);
+    }
+    b.body(Full::new(Bytes::from(r.body))).unwrap_or_else(|_| Response::new(Full::new(Bytes::from_static(b"internal"))))
 }
 
 /// Waits `secs`, then closes the connection without an answer; never returns.
@@ -190,5 +214,27 @@ mod tests {
         assert_eq!(status, 503, "{body}");
         assert!(body.contains("<Code>RequestLimitExceeded</Code>"), "{body}");
         assert_eq!(app.lock().faults.unauthorized, 2);
+    }
+
+    #[tokio::test]
+    async fn ram_calls_take_their_region_from_sigv4_and_answer_with_rams_headers() {
+        let app = App::new(World::new(Scenario::parse("").unwrap()));
+        let auth =
+            "AWS4-HMAC-SHA256 Credential=AKID/20261201/eu-west-1/ram/aws4_request, SignedHeaders=host, Signature=x";
+        let resp = ram(&app, "POST", "/createresourceshare", "", Some(auth), br#"{"name": "s"}"#);
+        assert_eq!(resp.status().as_u16(), 200);
+        assert!(resp.headers().get("x-amzn-RequestId").is_some());
+        assert!(resp.headers().get("x-amzn-ErrorType").is_none());
+        let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert!(v["resourceShare"]["resourceShareArn"].as_str().unwrap().starts_with("arn:aws:ram:eu-west-1:"), "{v}");
+        let resp = ram(&app, "POST", "/getresourceshares", "", Some(auth), b"{}");
+        assert_eq!(resp.status().as_u16(), 400);
+        assert_eq!(resp.headers()["x-amzn-ErrorType"], "InvalidParameterException");
+        assert_eq!(resp.headers()["content-type"], "application/json");
+        let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert!(v["message"].as_str().unwrap().contains("not a valid resource owner"), "{v}");
+        assert_eq!(app.lock().calls_by_region["eu-west-1"]["ram:GetResourceShares"], 1);
     }
 }

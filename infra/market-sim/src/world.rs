@@ -10,7 +10,9 @@ use crate::clock::SimClock;
 use crate::describe_limit::{DescribeBucket, OtherCounts};
 use crate::faults::{Fault, FaultCounts, TokenBucket};
 use crate::launch_templates::LaunchTemplate;
+use crate::organization::Organization;
 use crate::reservations::{Extension, Reservation, Visibility};
+use crate::resource_shares::ResourceShare;
 use crate::rng::SplitMix64;
 use crate::scenario::{Behaviour, Scenario};
 
@@ -31,6 +33,10 @@ pub struct World {
     pub extensions: Vec<Extension>,
     /// Launch templates of every region, in creation order.
     pub launch_templates: Vec<LaunchTemplate>,
+    /// RAM resource shares of every region, in creation order (deleted ones stay, DELETED).
+    pub resource_shares: Vec<ResourceShare>,
+    /// The scenario's organization, changed by POST /_sim/ram/organization.
+    pub organization: Organization,
     /// Answers of calls made with a `ClientToken`, by (region, action, token): the fingerprint
     /// of the call's parameters and the answer's body, given again to the same call.
     pub client_tokens: HashMap<(String, String, String), (u64, String)>,
@@ -49,6 +55,8 @@ pub struct World {
     denials: SplitMix64,
     /// Launch template ids: a stream of their own, so that templates never shift other ids.
     template_ids: SplitMix64,
+    /// Resource share ids and RAM's generated client tokens: a stream of their own too.
+    share_ids: SplitMix64,
     buckets: HashMap<String, TokenBucket>,
     /// DescribeCapacityBlockOfferings' describe limit, one bucket per region: from the load on
     /// for the regions the scenario names (so that the other callers' counts show there), and
@@ -70,10 +78,12 @@ impl World {
         Self {
             clock: SimClock::new(scenario.clock.start, scenario.clock.ticking),
             behaviour: scenario.behaviour.clone(),
+            organization: scenario.organization.clone(),
             scenario,
             reservations: Vec::new(),
             extensions: Vec::new(),
             launch_templates: Vec::new(),
+            resource_shares: Vec::new(),
             client_tokens: HashMap::new(),
             calls: BTreeMap::new(),
             calls_by_region: BTreeMap::new(),
@@ -85,6 +95,7 @@ impl World {
             offer_ids: SplitMix64::new(seed ^ 0x4f46_4645_5249_4e47),
             denials: SplitMix64::new(seed ^ 0x4445_4e49_4544_2121),
             template_ids: SplitMix64::new(seed ^ 0x4c41_554e_4348_5454),
+            share_ids: SplitMix64::new(seed ^ 0x5241_4d53_4841_5245),
             buckets: HashMap::new(),
             describe_buckets,
             describe_fresh,
@@ -113,6 +124,11 @@ impl World {
                 return id;
             }
         }
+    }
+
+    /// A fresh UUID for a resource share's ARN or a client token RAM generates.
+    pub fn new_share_uuid(&mut self) -> String {
+        self.share_ids.uuid()
     }
 
     /// A fresh id for the offering `offering_id` of `region`, handed out at `now`.
@@ -152,8 +168,7 @@ impl World {
     /// (token bucket, then random), random hang, random 500.
     pub fn admit(&mut self, region: &str, action: &str) -> Option<Fault> {
         let action = if action.is_empty() { "(none)" } else { action };
-        *self.calls.entry(action.to_string()).or_default() += 1;
-        *self.calls_by_region.entry(region.to_string()).or_default().entry(action.to_string()).or_default() += 1;
+        self.count_call(region, action);
 
         if self.behaviour.down_regions.iter().any(|r| r == region) {
             self.faults.region_down += 1;
@@ -183,6 +198,12 @@ impl World {
             return Some(Fault::InternalError);
         }
         None
+    }
+
+    /// Counts one call of `action` in `calls` and `calls_by_region`.
+    pub fn count_call(&mut self, region: &str, action: &str) {
+        *self.calls.entry(action.to_string()).or_default() += 1;
+        *self.calls_by_region.entry(region.to_string()).or_default().entry(action.to_string()).or_default() += 1;
     }
 
     /// Seconds of real (monotonic) time since the scenario's load: the describe limit's clock.

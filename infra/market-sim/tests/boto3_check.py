@@ -15,8 +15,9 @@ loads its own scenario (REAL_MARKET) and checks those and the other behaviours o
 (quota 0, unsold types, Local Zones); check_iam_denials plays a caller denied an action by its
 access key; check_usage plays an active block whose instances are partly idle
 (AvailableInstanceCount); check_launch_templates creates launch templates and versions and reads
-them back (a Capacity Block template's market type and reservation target included). Prints `N passed, M failed` last and exits non-zero on
-any mismatch.
+them back (a Capacity Block template's market type and reservation target included); check_ram
+shares Capacity Blocks through boto3's RAM client (restJson1, the same endpoint). Prints
+`N passed, M failed` last and exits non-zero on any mismatch.
 """
 
 import argparse
@@ -100,9 +101,9 @@ class Sim:
         return self._req("GET", "/_sim/state")
 
 
-def client(endpoint, region="us-east-1", validate=True, read_timeout=10, key="AKIDSIMULATOR"):
+def client(endpoint, region="us-east-1", validate=True, read_timeout=10, key="AKIDSIMULATOR", service="ec2"):
     return boto3.client(
-        "ec2",
+        service,
         region_name=region,
         endpoint_url=endpoint,
         aws_access_key_id=key,
@@ -517,6 +518,7 @@ def main():
     check_iam_denials(sim, ep, Path(args.scenario).read_text())
     check_usage(sim, ep)
     check_launch_templates(sim, ep, Path(args.scenario).read_text())
+    check_ram(sim, ep, Path(args.scenario).read_text())
 
 
 # A market for the behaviours of the real EC2 that the general checks switch off.
@@ -1090,6 +1092,168 @@ def check_launch_templates(sim, ep, scenario):
     expect_error("lt iam: a denied describe", "UnauthorizedOperation", 403, client(ep, key="ASIANOTEMPLATES").describe_launch_template_versions, LaunchTemplateId=lt_id)
     eq("lt iam: another key reads", len(versions(LaunchTemplateId=lt_id)), 3)
     sim.behaviour(iam_denials=[])
+
+
+OWNER = "111122223333"
+ORG_ONLY = "The resource you are attempting to share can only be shared within your AWS Organization."
+
+
+def check_ram(sim, ep, scenario):
+    """RAM through boto3's real `ram` client (restJson1): shares of Capacity Blocks created, read,
+    tagged, changed and deleted; associations ASSOCIATING for the delay, then ASSOCIATED; client
+    tokens; every refusal under both readings of `ram_refusal`; a block's end; the control API."""
+    eq("ram: reset", sim.scenario(scenario)["now"], "2026-12-01T00:00:00Z")
+    ram, ec2 = client(ep, service="ram"), client(ep)
+    west_ram, raw_ram = client(ep, region="us-west-2", service="ram"), client(ep, validate=False, service="ram")
+    def creating(**kw):
+        # `name` is expect_error's own first parameter: the call's go through a closure.
+        return lambda: ram.create_resource_share(**kw)
+
+    eq("ram: the default readings", {k: sim._req("GET", "/_sim/behaviour")[k] for k in ("ram_refusal", "ram_association_delay_secs")}, {"ram_refusal": "failed_association", "ram_association_delay_secs": 10})
+    org = sim._req("GET", "/_sim/ram/organization")
+    eq("ram: the default organization", (org["id"], org["accounts"], [u["id"] for u in org["ous"]]), ("o-capblock01", ["111111111111", "222222222222"], ["ou-cb01-mlteams1"]))
+
+    def inject(**kw):
+        base = {"instance_type": "p5.48xlarge", "instance_count": 2, "start": "2026-12-02T11:30:00Z", "end": "2026-12-03T11:30:00Z"}
+        rid = sim.inject(**{**base, **kw})["reservation_id"]
+        return describe_one(ec2, rid)["CapacityReservationArn"]
+
+    # The ARN EC2 shows is the one RAM takes.
+    cr = inject()
+    check("ram: the reservation's ARN", cr.startswith(f"arn:aws:ec2:us-east-1:{OWNER}:capacity-reservation/cr-"), cr)
+    tags = [{"key": "team", "value": "ml"}, {"key": "capblock:block", "value": cr.rsplit("/", 1)[1]}]
+    req = {"name": "capblock-ml", "resourceArns": [cr], "principals": ["111111111111"], "tags": tags, "clientToken": "capblock-share-1"}
+    created = ram.create_resource_share(**req)
+    share = created["resourceShare"]
+    arn = share["resourceShareArn"]
+    check("ram create: the share's ARN", re.match(rf"^arn:aws:ram:us-east-1:{OWNER}:resource-share/[0-9a-f-]{{36}}$", arn), arn)
+    eq("ram create: the share", {k: share[k] for k in ("name", "owningAccountId", "allowExternalPrincipals", "status", "featureSet", "tags")}, {"name": "capblock-ml", "owningAccountId": OWNER, "allowExternalPrincipals": True, "status": "ACTIVE", "featureSet": "STANDARD", "tags": tags})
+    eq("ram create: times (epoch seconds, read by botocore)", (share["creationTime"], share["lastUpdatedTime"]), (t("2026-12-01T00:00:00+00:00"), t("2026-12-01T00:00:00+00:00")))
+    eq("ram create: the client token", created["clientToken"], "capblock-share-1")
+    again = ram.create_resource_share(**req)
+    eq("ram client token: the same share again", again["resourceShare"]["resourceShareArn"], arn)
+    expect_error("ram client token: other parameters", "IdempotentParameterMismatchException", 400, creating(**{**req, "name": "capblock-other"}))
+    eq("ram client token: one share", len(ram.get_resource_shares(resourceOwner="SELF")["resourceShares"]), 1)
+
+    def assocs(kind, **kw):
+        return ram.get_resource_share_associations(associationType=kind, **kw)["resourceShareAssociations"]
+
+    def statuses(share_arn):
+        return [(a["associationType"], a["associatedEntity"], a["status"], a.get("StatusMessage", a.get("statusMessage"))) for kind in ("RESOURCE", "PRINCIPAL") for a in assocs(kind, resourceShareArns=[share_arn])]
+
+    eq("ram: ASSOCIATING at first", statuses(arn), [("RESOURCE", cr, "ASSOCIATING", None), ("PRINCIPAL", "111111111111", "ASSOCIATING", None)])
+    sim._req("POST", "/_sim/clock", {"advance_secs": 10})
+    eq("ram: ASSOCIATED 10 s later", statuses(arn), [("RESOURCE", cr, "ASSOCIATED", None), ("PRINCIPAL", "111111111111", "ASSOCIATED", None)])
+    a = assocs("RESOURCE", resourceArn=cr)[0]
+    eq("ram association: the rest", (a["resourceShareArn"], a["resourceShareName"], a["external"], a["creationTime"], a["lastUpdatedTime"]), (arn, "capblock-ml", False, t("2026-12-01T00:00:00+00:00"), t("2026-12-01T00:00:10+00:00")))
+    eq("ram associations: by principal", [x["resourceShareArn"] for x in assocs("PRINCIPAL", principal="111111111111")], [arn])
+    eq("ram associations: by status", assocs("RESOURCE", associationStatus="FAILED"), [])
+    expect_error("ram associations: a principal with RESOURCE", "InvalidParameterException", 400, ram.get_resource_share_associations, associationType="RESOURCE", principal="111111111111")
+    expect_error("ram associations: a malformed share ARN", "MalformedArnException", 400, ram.get_resource_share_associations, associationType="RESOURCE", resourceShareArns=["share-1"])
+
+    # Tags, filters, paging, regions.
+    ram.tag_resource(resourceShareArn=arn, tags=[{"key": "env", "value": "prod"}])
+    ram.untag_resource(resourceShareArn=arn, tagKeys=["capblock:block"])
+    eq("ram tags: added and removed", ram.get_resource_shares(resourceOwner="SELF", resourceShareArns=[arn])["resourceShares"][0]["tags"], [{"key": "team", "value": "ml"}, {"key": "env", "value": "prod"}])
+    expect_error("ram tags: aws: is reserved", "TagPolicyViolationException", 400, ram.tag_resource, resourceShareArn=arn, tags=[{"key": "aws:x", "value": "1"}])
+    other = ram.create_resource_share(name="capblock-web", tags=[{"key": "team", "value": "web"}])["resourceShare"]["resourceShareArn"]
+
+    def names(**kw):
+        return [x["name"] for x in ram.get_resource_shares(resourceOwner="SELF", **kw)["resourceShares"]]
+
+    eq("ram filter: a tag value", names(tagFilters=[{"tagKey": "team", "tagValues": ["ml"]}]), ["capblock-ml"])
+    eq("ram filter: any of the values", names(tagFilters=[{"tagKey": "team", "tagValues": ["ml", "web"]}]), ["capblock-ml", "capblock-web"])
+    eq("ram filter: every filter", names(tagFilters=[{"tagKey": "team", "tagValues": ["ml", "web"]}, {"tagKey": "env", "tagValues": ["prod"]}]), ["capblock-ml"])
+    eq("ram filter: the key alone", names(tagFilters=[{"tagKey": "env"}]), ["capblock-ml"])
+    eq("ram filter: the name", names(name="capblock-web"), ["capblock-web"])
+    eq("ram filter: nobody shares with the account", ram.get_resource_shares(resourceOwner="OTHER-ACCOUNTS")["resourceShares"], [])
+    pages = ram.get_paginator("get_resource_shares").paginate(resourceOwner="SELF", PaginationConfig={"PageSize": 1})
+    eq("ram paging: one a page", [[x["name"] for x in p["resourceShares"]] for p in pages], [["capblock-ml"], ["capblock-web"]])
+    eq("ram regions: another region's shares", west_ram.get_resource_shares(resourceOwner="SELF")["resourceShares"], [])
+    expect_error("ram: resourceOwner is required", "InvalidParameterException", 400, raw_ram.get_resource_shares)
+    expect_error("ram: the share of another region", "UnknownResourceException", 400, west_ram.get_resource_shares, resourceOwner="SELF", resourceShareArns=[arn])
+
+    # Associate and disassociate.
+    cr2 = inject(start="2026-12-01T00:00:00Z")
+    got = ram.associate_resource_share(resourceShareArn=arn, resourceArns=[cr2], principals=[org_arn := f"arn:aws:organizations::{OWNER}:organization/o-capblock01"])["resourceShareAssociations"]
+    eq("ram associate: an active block and the organization", [(x["associatedEntity"], x["status"]) for x in got], [(cr2, "ASSOCIATING"), (org_arn, "ASSOCIATING")])
+    sim._req("POST", "/_sim/clock", {"advance_secs": 10})
+    got = ram.disassociate_resource_share(resourceShareArn=arn, principals=[org_arn])["resourceShareAssociations"]
+    eq("ram disassociate: DISASSOCIATING", [(x["associatedEntity"], x["status"]) for x in got], [(org_arn, "DISASSOCIATING")])
+    sim._req("POST", "/_sim/clock", {"advance_secs": 10})
+    eq("ram disassociate: DISASSOCIATED 10 s later", [x["status"] for x in assocs("PRINCIPAL", principal=org_arn)], ["DISASSOCIATED"])
+    expect_error("ram disassociate: not associated", "UnknownResourceException", 400, ram.disassociate_resource_share, resourceShareArn=arn, principals=[org_arn])
+
+    # What RAM cannot find or read fails the call, whatever the reading.
+    cr_id = cr.rsplit("/", 1)[1]
+    for what, res, code in [
+        ("another region's ARN", f"arn:aws:ec2:us-west-2:{OWNER}:capacity-reservation/{cr_id}", "UnknownResourceException"),
+        ("another account's ARN", f"arn:aws:ec2:us-east-1:444455556666:capacity-reservation/{cr_id}", "UnknownResourceException"),
+        ("a reservation never bought", f"arn:aws:ec2:us-east-1:{OWNER}:capacity-reservation/cr-0123456789abcdef0", "UnknownResourceException"),
+        ("a subnet", f"arn:aws:ec2:us-east-1:{OWNER}:subnet/subnet-0123456789abcdef0", "UnknownResourceException"),
+        ("a malformed ARN", cr_id, "MalformedArnException"),
+    ]:
+        expect_error(f"ram refused: {what}", code, 400, creating(name="x", resourceArns=[res]))
+    expect_error("ram refused: an IAM role", "InvalidParameterException", 400, creating(name="x", resourceArns=[cr], principals=["arn:aws:iam::111111111111:role/x"]))
+    expect_error("ram refused: another organization", "UnknownResourceException", 400, creating(name="x", principals=[f"arn:aws:organizations::{OWNER}:organization/o-otherorg00"]))
+    expect_error("ram refused: outside, external principals not allowed", "InvalidParameterException", 400, creating(name="x", principals=["999999999999"], allowExternalPrincipals=False))
+
+    # What the Capacity Block rules refuse, under each reading.
+    pending, ultra = inject(state_override="payment-pending"), inject(instance_type="p6e-gb200.36xlarge", instance_count=18, ultraserver_type="u-p6e-gb200x72")
+    expired = inject(start="2026-11-01T11:30:00Z", end="2026-11-02T11:30:00Z")
+    cases = [
+        ("payment-pending", [pending], ["111111111111"], "RESOURCE", "OperationNotPermittedException", "is payment-pending: only Capacity Blocks that are active or scheduled can be shared"),
+        ("expired", [expired], ["111111111111"], "RESOURCE", "OperationNotPermittedException", "is expired: only Capacity Blocks that are active or scheduled can be shared"),
+        ("UltraServer", [ultra], ["111111111111"], "RESOURCE", "OperationNotPermittedException", "You cannot share Capacity Blocks for EC2 UltraServers"),
+        ("outside the organization", [cr], ["999999999999"], "PRINCIPAL", "InvalidParameterException", ORG_ONLY),
+    ]
+    before = len(ram.get_resource_shares(resourceOwner="SELF")["resourceShares"])
+    for what, res, principals, failing, code, message in cases:
+        s = ram.create_resource_share(name=f"failed {what}", resourceArns=res, principals=principals)["resourceShare"]["resourceShareArn"]
+        eq(f"ram failed_association, {what}: ASSOCIATING first", {a[2] for a in statuses(s)}, {"ASSOCIATING"})
+        sim._req("POST", "/_sim/clock", {"advance_secs": 10})
+        failed = assocs(failing, resourceShareArns=[s], associationStatus="FAILED")
+        eq(f"ram failed_association, {what}: one FAILED", len(failed), 1)
+        if failed:
+            check(f"ram failed_association, {what}: the statusMessage", message in failed[0].get("statusMessage", ""), failed[0])
+    sim.behaviour(ram_refusal="error")
+    for what, res, principals, _, code, message in cases:
+        e = expect_error(f"ram error, {what}", code, 400, creating(name=f"error {what}", resourceArns=res, principals=principals))
+        if e:
+            check(f"ram error, {what}: the message", message in e.response["Error"]["Message"], e.response["Error"]["Message"])
+    eq("ram error: no share made", len(ram.get_resource_shares(resourceOwner="SELF")["resourceShares"]), before + len(cases))
+    sim._req("POST", "/_sim/ram/organization", {"limited_billing_history": True})
+    expect_error("ram error: a limited billing history", "OperationNotPermittedException", 400, creating(name="billing", resourceArns=[cr]))
+    sim._req("POST", "/_sim/ram/organization", {"limited_billing_history": False, "accounts": ["111111111111", "222222222222", "999999999999"]})
+    check("ram: a new member can be shared with", ram.create_resource_share(name="new member", resourceArns=[cr], principals=["999999999999"])["resourceShare"]["status"] == "ACTIVE")
+    sim.behaviour(ram_refusal="failed_association", ram_association_delay_secs=0)
+    quick = ram.create_resource_share(name="quick", resourceArns=[cr], principals=["222222222222"])["resourceShare"]["resourceShareArn"]
+    eq("ram no delay: ASSOCIATED at once", {a[2] for a in statuses(quick)}, {"ASSOCIATED"})
+
+    # A block that ends: its association reads DISASSOCIATED.
+    sim.set_clock("2026-12-03T11:30:00Z")
+    ended = assocs("RESOURCE", resourceShareArns=[arn], resourceArn=cr)[0]
+    eq("ram: an expired block is DISASSOCIATED", (ended["status"], ended["lastUpdatedTime"]), ("DISASSOCIATED", t("2026-12-03T11:30:00+00:00")))
+    check("ram: the ended block's statusMessage", "ended" in ended.get("statusMessage", ""), ended)
+
+    # Delete: DELETED, then the same token answers the same, and the share is gone for good.
+    d = ram.delete_resource_share(resourceShareArn=other, clientToken="capblock-delete-1")
+    eq("ram delete: the answer", (d["returnValue"], d["clientToken"]), (True, "capblock-delete-1"))
+    eq("ram delete: DELETED", names(resourceShareStatus="DELETED"), ["capblock-web"])
+    eq("ram delete: the same token again", ram.delete_resource_share(resourceShareArn=other, clientToken="capblock-delete-1")["returnValue"], True)
+    expect_error("ram delete: again", "InvalidStateTransitionException", 400, ram.delete_resource_share, resourceShareArn=other)
+    expect_error("ram delete: unknown", "UnknownResourceException", 400, ram.delete_resource_share, resourceShareArn=f"arn:aws:ram:us-east-1:{OWNER}:resource-share/00000000-0000-4000-8000-000000000000")
+    expect_error("ram delete: malformed", "MalformedArnException", 400, ram.delete_resource_share, resourceShareArn="share-1")
+    ram.delete_resource_share(resourceShareArn=quick)
+    eq("ram delete: the associations DISASSOCIATED (no delay)", {a[2] for a in statuses(quick)}, {"DISASSOCIATED"})
+
+    st = sim._req("GET", "/_sim/ram/shares")
+    eq("ram state: every share", len(st["shares"]), len(ram.get_resource_shares(resourceOwner="SELF")["resourceShares"]))
+    first = next(x for x in st["shares"] if x["resource_share_arn"] == arn)
+    # Both blocks ended at 11:30; the member stays, the organization was disassociated.
+    eq("ram state: a share's associations", [(x["association_type"], x["status"]) for x in first["associations"]], [("RESOURCE", "DISASSOCIATED"), ("PRINCIPAL", "ASSOCIATED"), ("RESOURCE", "DISASSOCIATED"), ("PRINCIPAL", "DISASSOCIATED")])
+    eq("ram state: calls counted", sim.state()["calls"]["ram:CreateResourceShare"] > 10, True)
+
 
 if __name__ == "__main__":
     try:
