@@ -54,6 +54,13 @@ FUNCTIONS = {
 }
 
 
+# The Organization's two teams, each with a member account its blocks are shared with (the
+# simulator's organization: infra/market-sim/README.md), and each with a budget of its own. Every
+# function stores the stack's settings, so they all read the same TeamBudgets.
+TEAMS = {"pretraining": "111111111111", "evals": "222222222222"}
+for _settings in FUNCTIONS.values():
+    _settings["CAPBLOCK_TEAM_BUDGETS"] = "pretraining=30000,evals=3000"
+
 # Every function runs on the simulated market's clock (a deployed stack runs on the wall clock;
 # a live one refuses a payload whose time is not its clock's).
 for _settings in FUNCTIONS.values():
@@ -302,6 +309,52 @@ class Story:
         return min(t for t in due if t > now)
 
 
+def shares_summary(state):
+    """The RAM shares capblock made (one per block, tagged with it), and for each the selector a
+    consumer account's Karpenter uses to launch into the shared block: the owner's account and
+    capblock's rule tag. Returns the shares by reservation id."""
+    shares = sim("/_sim/ram/shares")["shares"]
+    # The account that bought (and pays for) the blocks: what Karpenter's ownerID names.
+    owner = next((s["owning_account_id"] for s in shares), "?")
+    by_block = {}
+    print()
+    print("==> the blocks shared through AWS RAM with the teams' member accounts")
+    for s in shares:
+        rid = s["tags"].get("capblock:reservation", "?")
+        by_block.setdefault(rid, []).append(s)
+        principals = [a["associated_entity"] for a in s["associations"] if a["association_type"] == "PRINCIPAL"]
+        print(f"  {rid}  rule {s['tags'].get('capblock:rule', '?')}  shared with {', '.join(principals)}  "
+              f"share {s['status'].lower()}")
+    for rule in sorted({s["tags"].get("capblock:rule") for s in shares}):
+        team = next((t for t, acct in TEAMS.items()
+                     if any(a["associated_entity"] == acct for s in shares if s["tags"].get("capblock:rule") == rule
+                            for a in s["associations"])), "?")
+        print(f"  team {team} (account {TEAMS.get(team, '?')}) selects {rule}'s blocks in its EC2NodeClass:")
+        print("      capacityReservationSelectorTerms:")
+        print(f"        - ownerID: \"{owner}\"")
+        print(f"          tags: {{ capblock:rule: {rule} }}")
+    return by_block
+
+
+def share_checks(shared, p5, a100, final):
+    """Each paid block of the two rules shared once with its team's account, and unshared at its
+    end; the block whose payment failed never shared."""
+    def one(rid, account):
+        got = shared.get(rid, [])
+        return (len(got) == 1 and got[0]["status"] == "DELETED"
+                and any(a["associated_entity"] == account for a in got[0]["associations"]))
+    paid_a100 = [p for p in a100 if final.get(p["reservation_id"]) != "payment-failed"]
+    failed_a100 = [p for p in a100 if final.get(p["reservation_id"]) == "payment-failed"]
+    return [
+        ("p5-weekly's block shared once with pretraining's account, unshared at its end",
+         len(p5) == 1 and one(p5[0]["reservation_id"], TEAMS["pretraining"])),
+        ("a100-daily's paid block shared once with evals' account, unshared at its end",
+         len(paid_a100) >= 1 and all(one(p["reservation_id"], TEAMS["evals"]) for p in paid_a100)),
+        ("the A100 block whose payment failed was never shared",
+         bool(failed_a100) and all(p["reservation_id"] not in shared for p in failed_a100)),
+    ]
+
+
 def rule_of(r):
     tags = r.get("tags") or {}
     return f"[{tags.get('capblock:rule', '?')}]"
@@ -443,6 +496,7 @@ def summary(story, state):
     print(f"  metrics: {emf_lines} EMF line(s) in the function logs, {len(emf_names)} metric(s)"
           + (f"; problems: {emf_problems[:3]}" if emf_problems else "")
           + (f"; the dashboard's {missing} never written" if missing else ""))
+    shared = shares_summary(state)
     checks = [
         ("p5-weekly bought exactly once", len(p5) == 1),
         ("p5-weekly's block ran and expired", len(p5) == 1 and final.get(p5[0]["reservation_id"]) == "expired"),
@@ -459,6 +513,7 @@ def summary(story, state):
         ("no function failed", not story.errors),
         ("every dashboard metric written as valid EMF", emf_lines > 0 and not emf_problems and not missing),
         *story.handoff.checks(state),
+        *share_checks(shared, p5, a100, final),
     ]
     print()
     print("==> the story's invariants")

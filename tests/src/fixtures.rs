@@ -387,6 +387,7 @@ pub fn binary_env(sim: &Sim, aws: &Aws, stack: &str) -> Vec<(String, String)> {
     let clock = format!("{}/_sim/clock", sim.url.trim_end_matches('/'));
     [
         ("AWS_ENDPOINT_URL_EC2", sim.url.as_str()),
+        ("AWS_ENDPOINT_URL_RAM", sim.url.as_str()),
         ("CAPBLOCK_SIMULATED_CLOCK_URL", clock.as_str()),
         ("CAPBLOCK_TABLE", aws.table.as_str()),
         ("CAPBLOCK_ALERTS_TOPIC_ARN", aws.alerts_topic.as_str()),

@@ -14,6 +14,7 @@ mod readings;
 mod real_market;
 mod replay;
 mod scan;
+mod share;
 mod sim_wire;
 mod store;
 mod track;

@@ -1,0 +1,160 @@
+//! `share_with` end to end: the tracker shares a rule's block through RAM (served by the
+//! simulator, which plays EC2's rules for sharing Capacity Blocks) once EC2 has it scheduled,
+//! never before and never twice, and deletes the share at the block's end; each of the record's
+//! open readings (a refused block or principal: an error, or a failed association; associations
+//! that take a while) is played, and capblock says what happened under each.
+
+use capblock_shared::domain::lifecycle::BlockState;
+use capblock_tests::{Rig, RuleToml, ScenarioToml, T0};
+use serde_json::Value;
+
+/// In the simulated Organization (the simulator's default): two member accounts and their OU.
+const MEMBER_A: &str = "111111111111";
+const MEMBER_B: &str = "222222222222";
+const OU: &str = "arn:aws:organizations::111122223333:ou/o-capblock01/ou-cb01-mlteams1";
+/// Not in it.
+const OUTSIDER: &str = "999999999999";
+
+async fn rig(name: &str, behaviour: &[&str]) -> Rig {
+    let mut scenario = ScenarioToml::new(7, T0).payment("succeed", Some(3)).p5("us-east-1", &[2], "3.00");
+    for b in behaviour {
+        scenario = scenario.behaviour(b);
+    }
+    let mut h = Rig::start(name, &scenario.build(), capblock_tests::quick_timeouts(), T0.parse().unwrap(), "capblock-test")
+        .await;
+    h.track.regions = vec!["us-east-1".parse().unwrap()];
+    h
+}
+
+fn rule(share_with: &[&str]) -> capblock_shared::domain::rule::Rule {
+    let list = share_with.iter().map(|p| format!("\"{p}\"")).collect::<Vec<_>>().join(", ");
+    RuleToml::p5("shared").extra(&format!("share_with = [{list}]\ntags = {{ team = \"vision\" }}")).rule(T0.parse().unwrap())
+}
+
+/// Every share the simulator holds, with its associations as they show now.
+async fn shares(h: &Rig) -> Vec<Value> {
+    let v = h.sim.control("GET", "/_sim/ram/shares", "").await;
+    v.get("shares").and_then(Value::as_array).cloned().unwrap_or_else(|| v.as_array().cloned().unwrap_or_default())
+}
+
+fn status(share: &Value) -> &str {
+    share["status"].as_str().unwrap_or_default()
+}
+
+/// The alerts of the block's share order, by their event type (`action-done`, ...).
+fn share_alerts(alerts: &[capblock_tests::Published]) -> Vec<String> {
+    alerts
+        .iter()
+        .filter(|a| a.body["metadata"]["summary"].as_str().is_some_and(|s| s.contains("AWS RAM")))
+        .map(|a| a.body["metadata"]["eventType"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_is_shared_once_when_scheduled_and_unshared_at_its_end() {
+    let h = rig("share-life", &[]).await;
+    let id = h.buy(&rule(&[MEMBER_A, OU])).await;
+    // Payment pending: not shared (EC2 shares scheduled or active blocks only).
+    for _ in 0..2 {
+        h.track().await;
+        h.advance_minutes(30).await;
+    }
+    assert_eq!(h.block(&id).await.state, BlockState::PaymentPending);
+    assert!(shares(&h).await.is_empty(), "nothing shared before the block is scheduled");
+
+    // Scheduled: one share; RAM associates it within seconds (the simulator's 10 s reading):
+    // capblock says it is shared only once RAM has.
+    h.advance_hours(3).await;
+    h.track().await;
+    assert_eq!(h.block(&id).await.state, BlockState::Scheduled);
+    for _ in 0..3 {
+        h.advance_minutes(5).await;
+        let report = h.track().await;
+        assert!(report.errors.is_empty(), "{report:#?}");
+    }
+    let all = shares(&h).await;
+    assert_eq!(all.len(), 1, "one share per block, however many runs: {all:#}");
+    let share = &all[0];
+    assert_eq!(status(share), "ACTIVE");
+    let text = share.to_string();
+    for needle in [&id, MEMBER_A, OU, "capblock:reservation", "capblock-test", "ASSOCIATED"] {
+        assert!(text.contains(needle), "{needle} missing from {share:#}");
+    }
+    let alerts = h.aws.alerts().await;
+    assert_eq!(share_alerts(&alerts), ["action-done"], "announced once");
+    let events = h.aws.events().await;
+    let shared: Vec<&Value> = events.iter().filter(|e| e["detail-type"] == "Block Shared").collect();
+    assert_eq!(shared.len(), 1, "{events:#?}");
+    capblock_tests::validate_events(&events).await;
+    let d = &shared[0]["detail"];
+    assert_eq!(d["owner_account"], "111122223333", "what a consumer's Karpenter selects by");
+    assert_eq!(d["tags"]["team"], "vision");
+    assert_eq!(d["shared_with"].as_array().unwrap().len(), 2);
+
+    // The block's end (12-04 11:30): the share is deleted, once.
+    h.advance_hours(80).await;
+    h.track().await;
+    assert!(matches!(h.block(&id).await.state, BlockState::Expired), "{:?}", h.block(&id).await.state);
+    h.advance_minutes(5).await;
+    h.track().await;
+    let all = shares(&h).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(status(&all[0]), "DELETED", "{all:#?}");
+    assert_eq!(h.sim.state().await["calls"]["ram:CreateResourceShare"], 1);
+    assert_eq!(h.sim.state().await["calls"]["ram:DeleteResourceShare"], 1);
+}
+
+/// An account with a limited billing history cannot share a block (user guide): under each
+/// reading of how RAM refuses it (an error from CreateResourceShare, or a share whose resource
+/// association fails), capblock says so once, with RAM's reason, keeps no useless share, and
+/// tries again on later runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_ram_refuses_is_said_once_under_either_reading() {
+    for reading in ["failed_association", "error"] {
+        let h = rig(&format!("share-no-{reading}"), &[&format!("ram_refusal = \"{reading}\""), "ram_association_delay_secs = 0"])
+            .await;
+        h.sim.control("POST", "/_sim/ram/organization", r#"{"limited_billing_history": true}"#).await;
+        let id = h.buy(&rule(&[MEMBER_B])).await;
+        h.advance_hours(3).await;
+        h.track().await;
+        h.advance_minutes(5).await;
+        h.track().await;
+        assert_eq!(h.block(&id).await.state, BlockState::Scheduled);
+        let alerts = h.aws.alerts().await;
+        assert_eq!(share_alerts(&alerts), ["action-failed"], "{reading}: announced once");
+        let failed = alerts.iter().find(|a| a.body["metadata"]["eventType"] == "action-failed").unwrap();
+        let text = failed.body["content"]["description"].as_str().unwrap();
+        assert!(text.to_lowercase().contains("billing"), "{reading}: RAM's reason is passed on: {text}");
+        let active: Vec<Value> = shares(&h).await.into_iter().filter(|s| status(s) == "ACTIVE").collect();
+        assert!(active.is_empty(), "{reading}: no useless share is kept: {active:#?}");
+        assert!(h.aws.events().await.iter().all(|e| e["detail-type"] != "Block Shared"), "{reading}");
+
+        // The account's history allows it later: the next run shares the block.
+        h.sim.control("POST", "/_sim/ram/organization", r#"{"limited_billing_history": false}"#).await;
+        h.advance_minutes(5).await;
+        h.track().await;
+        let active: Vec<Value> = shares(&h).await.into_iter().filter(|s| status(s) == "ACTIVE").collect();
+        assert_eq!(active.len(), 1, "{reading}: {active:#?}");
+        assert_eq!(share_alerts(&h.aws.alerts().await), ["action-done"], "{reading}");
+    }
+}
+
+/// A principal outside the Organization: RAM refuses the share (`allowExternalPrincipals` is
+/// false, as EC2 shares blocks inside the Organization only); said once with RAM's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_outside_the_organization_is_refused_and_said_once() {
+    let h = rig("share-outsider", &["ram_association_delay_secs = 0"]).await;
+    let id = h.buy(&rule(&[MEMBER_B, OUTSIDER])).await;
+    h.advance_hours(3).await;
+    h.track().await;
+    assert_eq!(h.block(&id).await.state, BlockState::Scheduled);
+    let alerts = h.aws.alerts().await;
+    assert_eq!(share_alerts(&alerts), ["action-failed"]);
+    let failed = alerts.iter().find(|a| a.body["metadata"]["eventType"] == "action-failed").unwrap();
+    let text = failed.body["content"]["description"].as_str().unwrap();
+    assert!(text.contains(OUTSIDER), "RAM's reason is passed on: {text}");
+    h.advance_minutes(5).await;
+    h.track().await;
+    assert!(share_alerts(&h.aws.alerts().await).is_empty(), "said once, retried quietly");
+    assert!(shares(&h).await.iter().all(|s| status(s) != "ACTIVE"));
+}
