@@ -749,6 +749,16 @@ class Organization(Template):
         accounts = resolve(s["Condition"]["StringEquals"]["aws:ResourceAccount"], params)
         self.assertEqual(accounts, ["123456789012", "210987654321"])
 
+    def test_the_functions_get_the_team_budgets_and_the_scan_the_member_accounts(self):
+        # Role names need no setting: each function derives them from CAPBLOCK_STACK.
+        for fid, f in self.of_type("AWS::Serverless::Function").items():
+            env = f["Properties"]["Environment"]["Variables"]
+            self.assertEqual(env["CAPBLOCK_TEAM_BUDGETS"], {"Ref": "TeamBudgets"}, fid)
+            self.assertEqual(env["CAPBLOCK_STACK"], {"Ref": "AWS::StackName"}, fid)
+            members = env.get("CAPBLOCK_MEMBER_ACCOUNTS")
+            self.assertEqual(members, {"Ref": "MemberAccounts"} if fid == "ScanOfferingsFunction" else None, fid)
+            self.assertFalse({k for k in env if "ORGANIZATION" in k or "ROLE_PREFIX" in k}, fid)
+
     def test_shares_are_this_stacks_blocks_inside_the_organization(self):
         by_action = {a: s for s in self.statements_of("TrackBlocksRole") for a in as_list(s["Action"])}
         create = by_action["ram:CreateResourceShare"]
