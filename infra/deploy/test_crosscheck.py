@@ -397,6 +397,27 @@ class SdkActions(unittest.TestCase):
             ok, _ = check_adapter(Adapter("resource_groups", [path], table), Sdk(None, {}))
             self.assertEqual(ok, [])
 
+    def test_a_resource_share_created_with_tags_implies_tag_resource(self):
+        from crosscheck.iam import Adapter, check_adapter
+        from crosscheck.sdk import Sdk
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "ram.rs"
+            path.write_text(
+                "use aws_sdk_ram::Client;\n"
+                "fn share(client: &Client, t: Tag) { let _ = client.create_resource_share().name(\"s\").tags(t); }\n"
+                "fn end(client: &Client) { let _ = client.delete_resource_share(); }\n",
+                encoding="utf-8",
+            )
+            table = {"Shares": ["ram:CreateResourceShare", "ram:DeleteResourceShare"]}
+            problems, _ = check_adapter(Adapter("ram", [path], table), Sdk(None, {}))
+            self.assertEqual(problems, [
+                ("undeclared SDK call: implied by create_resource_share() needs ram:TagResource; "
+                 "add it to ACTIONS under the port that calls it"),
+            ])
+            table["Shares"].append("ram:TagResource")
+            ok, _ = check_adapter(Adapter("ram", [path], table), Sdk(None, {}))
+            self.assertEqual(ok, [])
+
 
 class KnownToIam(unittest.TestCase):
     """Actions IAM does not know, and EC2 actions on resource types they are not authorized on,

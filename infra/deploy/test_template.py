@@ -23,6 +23,13 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
   by a key policy or a role comes with aws:SourceAccount and aws:SourceArn; only the roles that
   publish to a topic (and CloudWatch, for the topics alarms use) may publish to it; the extension
   offerings describe is scoped to this stack's blocks.
+- organization: TeamBudgets, OrganizationId and MemberAccounts default to nothing and take only
+  their forms; MemberAccounts without OrganizationId is refused; only track-blocks (RAM shares,
+  the member accounts' hand-off role, consumers' default buses) and scan-offerings (the member
+  accounts' market role) act outside this account, each through one policy that exists only with
+  an organization, with exactly those actions, any other account only inside the Organization
+  (aws:ResourceOrgID); shares only of this account's capacity reservations, tagged for this
+  stack, never outside the Organization. member.yaml's side: test_member.py.
 """
 
 from __future__ import annotations
@@ -75,12 +82,13 @@ class RuleError(Exception):
     pass
 
 
-def evaluate(expr, params: dict[str, str]):
-    """Evaluates a Rules expression (Fn::Equals/Not/And/Or/Contains, Ref to a parameter)."""
+def evaluate(expr, params: dict[str, str], conditions: dict | None = None):
+    """Evaluates a Rules or Conditions expression (Fn::Equals/Not/And/Or/Contains, Ref to a
+    parameter, and Condition to another of `conditions`, the template's Conditions)."""
     if isinstance(expr, (str, bool, int)):
         return expr
     if isinstance(expr, list):
-        return [evaluate(e, params) for e in expr]
+        return [evaluate(e, params, conditions) for e in expr]
     if not isinstance(expr, dict) or len(expr) != 1:
         raise RuleError(f"unsupported expression {expr!r}")
     (fn, arg), = expr.items()
@@ -88,7 +96,11 @@ def evaluate(expr, params: dict[str, str]):
         if arg not in params:
             raise RuleError(f"Ref to {arg!r}: not a parameter")
         return params[arg]
-    args = evaluate(arg, params)
+    if fn == "Condition":
+        if conditions is None or arg not in conditions:
+            raise RuleError(f"Condition {arg!r}: not a condition of the template")
+        return evaluate(conditions[arg], params, conditions)
+    args = evaluate(arg, params, conditions)
     if fn == "Fn::Equals":
         return str(args[0]) == str(args[1])
     if fn == "Fn::Not":
@@ -600,6 +612,8 @@ class Guards(Template):
         putters = set()
         for rid, s in self.statements():
             if "events:PutEvents" in as_list(s.get("Action")):
+                if "aws:ResourceOrgID" in (s.get("Condition") or {}).get("StringEquals", {}):
+                    continue  # a shared block's consumers' default buses: see Organization
                 putters.add(rid)
                 (cond, then, _), = s["Resource"].values()
                 self.assertEqual(resolve(then, own), arn, rid)
@@ -614,6 +628,160 @@ class Guards(Template):
         self.assertEqual(resolve(deny[0]["Resource"], own), arn)
         exempt = {ref(r) for r in as_list(deny[0]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"])}
         self.assertEqual(exempt, putters)
+
+
+# What the capacity stack may do outside its account (docs/organization.md), exactly.
+ORGANIZATION_ACTIONS = {
+    "TrackBlocksRole": {
+        "ram:CreateResourceShare", "ram:TagResource", "ram:GetResourceShares",
+        "ram:GetResourceShareAssociations", "ram:DeleteResourceShare",
+        "sts:AssumeRole", "events:PutEvents",
+    },
+    "ScanOfferingsRole": {"sts:AssumeRole"},
+}
+ORG = "o-a1b2c3d4e5"
+
+
+def defaults(tpl: dict, **overrides: str) -> dict[str, str]:
+    """The template's parameters at their defaults, with `overrides`."""
+    params = {k: str(v.get("Default", "")) for k, v in tpl["Parameters"].items()}
+    params.update(overrides)
+    return params
+
+
+def holds(tpl: dict, condition: str, **overrides: str) -> bool:
+    """Whether one of the template's Conditions holds for these parameters."""
+    return evaluate(tpl["Conditions"][condition], defaults(tpl, **overrides), tpl["Conditions"])
+
+
+class Organization(Template):
+    """One buyer for an Organization: the parameters, and what the roles may do outside this
+    account, only with OrganizationId and only inside it."""
+
+    def policies_of(self, role: str) -> dict[str, dict]:
+        return {pid: p for pid, p in self.of_type("AWS::IAM::Policy").items()
+                if any(ref(r) == role for r in p["Properties"]["Roles"])}
+
+    def test_the_parameters_share_nothing_by_default(self):
+        params = self.tpl["Parameters"]
+        for name in ("TeamBudgets", "OrganizationId", "MemberAccounts"):
+            self.assertEqual(params[name]["Type"], "String", name)
+            self.assertEqual(params[name]["Default"], "", name)
+        cases = {
+            "TeamBudgets": (["", "ml-research=20000", "ml-research=20000,vision=5000.50", "a_1=1"],
+                            ["ml-research", "ml-research=0", "ml-research=-1", "ML=5", "a=01", "a=1.234",
+                             "a=1,", "a=1,,b=2", "a=1 ,b=2", "a" * 65 + "=1"]),
+            "OrganizationId": (["", "o-a1b2c3d4e5"], ["o-", "a1b2c3d4e5", "o-A1B2C3D4E5", "r-a1b2"]),
+            "MemberAccounts": (["", "123456789012", "123456789012,210987654321"],
+                               ["12345678901", "123456789012,", "123456789012 ,210987654321",
+                                "arn:aws:iam::123456789012:root"]),
+        }
+        for name, (good, bad) in cases.items():
+            pattern = params[name]["AllowedPattern"]
+            for v in good:
+                self.assertIsNotNone(re.fullmatch(pattern, v), f"{name}={v!r}")
+            for v in bad:
+                self.assertIsNone(re.fullmatch(pattern, v), f"{name}={v!r}")
+
+    def test_member_accounts_need_an_organization(self):
+        failed = failed_assertions(self.tpl, {"MemberAccounts": "123456789012"})
+        self.assertEqual(len(failed), 1, failed)
+        self.assertIn("MemberAccounts needs OrganizationId", failed[0])
+        self.assertEqual(failed_assertions(self.tpl, {"MemberAccounts": "123456789012", "OrganizationId": ORG}), [])
+        self.assertEqual(failed_assertions(self.tpl, {"OrganizationId": ORG}), [])
+
+    def test_only_these_roles_act_outside_this_account_and_only_with_an_organization(self):
+        for rid in self.of_type("AWS::IAM::Role"):
+            # No role's own policies share, assume a role or name another account's bus.
+            for p in self.res[rid]["Properties"].get("Policies", []):
+                for s in as_list(p["PolicyDocument"]["Statement"]):
+                    acts = set(as_list(s.get("Action")))
+                    self.assertFalse({a for a in acts if a.startswith(("ram:", "sts:"))}, f"{rid} {s.get('Sid')}")
+                    self.assertNotIn("aws:ResourceOrgID", str(s.get("Condition")), f"{rid} {s.get('Sid')}")
+            policies = [(pid, p) for pid, p in self.policies_of(rid).items()
+                        if any(a.startswith(("ram:", "sts:")) or "aws:ResourceOrgID" in str(s.get("Condition"))
+                               for s in as_list(p["Properties"]["PolicyDocument"]["Statement"])
+                               for a in as_list(s.get("Action")))]
+            if rid not in ORGANIZATION_ACTIONS:
+                self.assertEqual(policies, [], rid)
+                continue
+            ((pid, p),) = policies
+            stmts = as_list(p["Properties"]["PolicyDocument"]["Statement"])
+            self.assertTrue(all(s["Effect"] == "Allow" for s in stmts), pid)
+            self.assertEqual({a for s in stmts for a in as_list(s["Action"])}, ORGANIZATION_ACTIONS[rid], pid)
+            # The policy exists only with an organization (and, for the scan, member accounts).
+            self.assertFalse(holds(self.tpl, p["Condition"]), f"{pid}: the defaults grant nothing")
+            self.assertFalse(holds(self.tpl, p["Condition"], MemberAccounts="123456789012"), pid)
+            both = holds(self.tpl, p["Condition"], OrganizationId=ORG, MemberAccounts="123456789012")
+            self.assertTrue(both, pid)
+            self.assertEqual(holds(self.tpl, p["Condition"], OrganizationId=ORG), rid == "TrackBlocksRole", pid)
+
+    def statements_of(self, rid: str) -> list[dict]:
+        ((_, p),) = [(pid, p) for pid, p in self.policies_of(rid).items() if "Condition" in p
+                     and p["Condition"] != "HasHandoffClusters"]
+        return as_list(p["Properties"]["PolicyDocument"]["Statement"])
+
+    def test_other_accounts_only_inside_the_organization(self):
+        params = defaults(self.tpl, OrganizationId=ORG, MemberAccounts="123456789012,210987654321")
+        for rid in ORGANIZATION_ACTIONS:
+            for s in self.statements_of(rid):
+                arns = [resolve(r, params) for r in as_list(s["Resource"])]
+                others = [a for a in arns if a != "*" and a.split(":")[4] != PSEUDO["AWS::AccountId"]]
+                if not others:
+                    continue
+                # Any account: only inside the Organization.
+                self.assertEqual([a.split(":")[4] for a in others], ["*"], f"{rid} {s['Sid']}")
+                org = (s.get("Condition") or {}).get("StringEquals", {}).get("aws:ResourceOrgID")
+                self.assertEqual(org, {"Ref": "OrganizationId"}, f"{rid} {s['Sid']}: not only inside the Organization")
+
+    def test_the_roles_assumed_are_the_member_stacks_for_this_stack(self):
+        params = defaults(self.tpl, OrganizationId=ORG, MemberAccounts="123456789012,210987654321")
+        expected = {"TrackBlocksRole": "capblock-handoff-capblock", "ScanOfferingsRole": "capblock-market-capblock"}
+        for rid, role in expected.items():
+            (s,) = [s for s in self.statements_of(rid) if "sts:AssumeRole" in as_list(s["Action"])]
+            self.assertEqual(as_list(s["Action"]), ["sts:AssumeRole"], rid)
+            (pattern,) = as_list(resolve(s["Resource"], params))
+            self.assertTrue(arn_matches(pattern, f"arn:aws:iam::123456789012:role/{role}"), rid)
+            self.assertFalse(arn_matches(pattern, f"arn:aws:iam::123456789012:role/{role}-x"), rid)
+            self.assertFalse(arn_matches(pattern, "arn:aws:iam::123456789012:role/Admin"), rid)
+        # The scan's questions: only in the listed member accounts.
+        (s,) = self.statements_of("ScanOfferingsRole")
+        accounts = resolve(s["Condition"]["StringEquals"]["aws:ResourceAccount"], params)
+        self.assertEqual(accounts, ["123456789012", "210987654321"])
+
+    def test_the_functions_get_the_team_budgets_and_the_scan_the_member_accounts(self):
+        # Role names need no setting: each function derives them from CAPBLOCK_STACK.
+        for fid, f in self.of_type("AWS::Serverless::Function").items():
+            env = f["Properties"]["Environment"]["Variables"]
+            self.assertEqual(env["CAPBLOCK_TEAM_BUDGETS"], {"Ref": "TeamBudgets"}, fid)
+            self.assertEqual(env["CAPBLOCK_STACK"], {"Ref": "AWS::StackName"}, fid)
+            members = env.get("CAPBLOCK_MEMBER_ACCOUNTS")
+            self.assertEqual(members, {"Ref": "MemberAccounts"} if fid == "ScanOfferingsFunction" else None, fid)
+            self.assertFalse({k for k in env if "ORGANIZATION" in k or "ROLE_PREFIX" in k}, fid)
+
+    def test_shares_are_this_stacks_blocks_inside_the_organization(self):
+        by_action = {a: s for s in self.statements_of("TrackBlocksRole") for a in as_list(s["Action"])}
+        create = by_action["ram:CreateResourceShare"]
+        self.assertEqual(as_list(create["Action"]), ["ram:CreateResourceShare"])
+        cond = create["Condition"]
+        self.assertEqual(cond["StringEquals"]["aws:RequestTag/capblock:stack"], {"Ref": "AWS::StackName"})
+        self.assertEqual(cond["StringEquals"]["ram:RequestedResourceType"], "ec2:CapacityReservation")
+        self.assertEqual(cond["Bool"]["ram:RequestedAllowsExternalPrincipals"], "false")
+        (pattern,) = as_list(resolve(cond["ArnLike"]["ram:ResourceArn"], {}))
+        self.assertTrue(arn_matches(pattern, "arn:aws:ec2:us-east-1:111122223333:capacity-reservation/cr-0a1b2c3d4e5f60718"))
+        self.assertFalse(arn_matches(pattern, "arn:aws:ec2:us-east-1:999999999999:capacity-reservation/cr-0a1b2c3d4e5f60718"))
+        self.assertFalse(arn_matches(pattern, "arn:aws:ec2:us-east-1:111122223333:subnet/subnet-0a1b2c3d"))
+        # Tagging and deleting: only this account's shares, tagged for this stack.
+        tag, delete = by_action["ram:TagResource"], by_action["ram:DeleteResourceShare"]
+        self.assertEqual(tag["Condition"]["StringEquals"]["aws:RequestTag/capblock:stack"], {"Ref": "AWS::StackName"})
+        self.assertEqual(delete["Condition"]["StringEquals"]["aws:ResourceTag/capblock:stack"], {"Ref": "AWS::StackName"})
+        for s in (tag, delete):
+            (arn,) = as_list(resolve(s["Resource"], {}))
+            self.assertEqual(arn, "arn:aws:ram:*:111122223333:resource-share/*", s["Sid"])
+        # '*' only where RAM has no resource-level permission.
+        star = {a for s in self.statements_of("TrackBlocksRole") if crosscheck.is_star(s["Resource"])
+                for a in as_list(s["Action"])}
+        self.assertEqual(star, {"ram:CreateResourceShare", "ram:GetResourceShares", "ram:GetResourceShareAssociations"})
 
 
 if __name__ == "__main__":

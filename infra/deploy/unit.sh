@@ -3,7 +3,10 @@
 # venv's Python (PyYAML). Part of `make test-template`; a few seconds.
 #   test_crosscheck.py the crosscheck package on a small fake repository
 #   test_lock.py       Cargo.lock holds none of the AWS SDK's legacy HTTP stack
-#   test_template.py   what template.yaml promises (alarms, live budget rule, IAM guards, dashboard)
+#   test_member.py     what member.yaml promises (trusts, hand-off and market roles, bus policy),
+#                      alone and against template.yaml
+#   test_template.py   what template.yaml promises (alarms, live budget rule, IAM guards, dashboard,
+#                      what it may do in other accounts of its Organization)
 # Usage: infra/deploy/unit.sh
 set -euo pipefail
 # shellcheck source=infra/deploy/venv.sh

@@ -112,8 +112,8 @@ IMPLIED = [
     ("scheduler", "update_schedule", r"\.\s*role_arn\s*\(", ["iam:PassRole"]),
     # A group created with tags is tagged with resource-groups:Tag as well.
     ("resourcegroups", "create_group", r"\.\s*tags\s*\(", ["resource-groups:Tag"]),
-    # A resource share created with tags is tagged with ram:TagResource as well (RAM's
-    # Service Authorization Reference: CreateResourceShare's dependent action).
+    # A resource share created with tags (capblock:stack, which the role's conditions require)
+    # is tagged with ram:TagResource as well.
     ("ram", "create_resource_share", r"\.\s*tags\s*\(", ["ram:TagResource"]),
 ]
 
