@@ -9,22 +9,22 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
 - stacksets: plain CloudFormation (no transform), so StackSets deploys it as it is; the two
   required parameters have no default; every parameter is in one group with a label and says
   what its default means (or that it is required).
-- trust: both roles trust only the capacity account, only its roles named <CapacityStackName>-*
-  (which the names CloudFormation gives the capacity stack's roles match, whole, for any stack
-  name the parameter allows), only inside the Organization; no other principal.
+- trust: the hand-off role, the only role, trusts only the capacity account, only its roles
+  named <CapacityStackName>-* (which the names CloudFormation gives the capacity stack's roles
+  match, whole, for any stack name the parameter allows), only inside the Organization; no other
+  principal.
 - hand-off role: no wildcard action, no NotAction; it allows exactly the capacity stack's own
   hand-off actions (its Handoff* statements and node-group policy) less reservation groups
   (UltraServer blocks only, never shared) plus DescribeCapacityReservations; parameters only
   under /capblock/; documents only of this account or AWS and only those named; node groups
   only of the named clusters and only when some are; groups and instances only when tagged
   capblock:handoff=<CapacityStackName>.
-- market role: one statement, one action, DescribeCapacityBlockOfferings.
 - events: the default bus's policy lets only the capacity stack's roles put, only PutEvents,
   only source capblock, only inside the Organization; the rule matches source capblock from
   the capacity account and logs to a log group EventBridge may write to (the put tied to the
   rule).
-- together: the role names are the ones the capacity stack's functions may assume; the
-  outputs name both roles, the bus and the rule.
+- together: the hand-off role's name is the one the capacity stack's track-blocks may assume;
+  the outputs name the role, the bus and the rule.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ class StackSets(Member):
 
 
 class Trust(Member):
-    ROLES = ("HandoffRole", "MarketRole")
+    ROLES = ("HandoffRole",)
 
     def test_only_the_capacity_stacks_roles_inside_the_organization(self):
         for rid in self.ROLES:
@@ -157,7 +157,7 @@ class Trust(Member):
         longest = "c" * 30
         self.assertIsNotNone(re.fullmatch(self.tpl["Parameters"]["CapacityStackName"]["AllowedPattern"], longest))
         roles = self.of_type("AWS::IAM::Role", self.cap)
-        self.assertLessEqual({"TrackBlocksRole", "ScanOfferingsRole"}, set(roles))
+        self.assertIn("TrackBlocksRole", roles)
         for rid, r in roles.items():
             self.assertNotIn("RoleName", r["Properties"], rid)
             name = f"{longest}-{rid}-{'X' * CFN_SUFFIX}"
@@ -254,13 +254,6 @@ class Handoff(Member):
             self.assertFalse(self.may(action, f"{eks}:999999999999:nodegroup/infer-2/gpu/0ac7a1b2"), action)
 
 
-class Market(Member):
-    def test_one_action(self):
-        (s,) = self.role_statements("MarketRole")
-        self.assertEqual((s["Effect"], s["Action"], s["Resource"]), ("Allow", "ec2:DescribeCapacityBlockOfferings", "*"))
-        self.assertNotIn("Condition", s)
-
-
 class Events(Member):
     def test_the_bus_lets_only_the_capacity_stack_put_capblock_events_inside_the_organization(self):
         (policy,) = self.of_type("AWS::Events::EventBusPolicy").values()
@@ -310,17 +303,14 @@ class Together(Member):
         (s,) = [s for s in stmts if action in as_list(s["Action"])]
         return s
 
-    def test_the_capacity_stacks_functions_may_assume_these_roles(self):
-        cap_params = {"OrganizationId": ORG, "MemberAccounts": MEMBER_ACCOUNT}
-        for policy, rid in (("TrackBlocksOrganizationPolicy", "HandoffRole"),
-                            ("ScanOfferingsMemberMarketsPolicy", "MarketRole")):
-            s = self.capacity_statement(policy, "sts:AssumeRole")
-            (pattern,) = as_list(capacity.resolve(s["Resource"], cap_params))
-            name = resolve(self.res[rid]["Properties"]["RoleName"])
-            self.assertTrue(capacity.arn_matches(pattern, f"arn:aws:iam::{MEMBER_ACCOUNT}:role/{name}"), rid)
-            # ... for a capacity stack of another name, only that stack's member roles.
-            other = resolve(self.res[rid]["Properties"]["RoleName"], {"CapacityStackName": "other"})
-            self.assertFalse(capacity.arn_matches(pattern, f"arn:aws:iam::{MEMBER_ACCOUNT}:role/{other}"), rid)
+    def test_the_capacity_stacks_track_blocks_may_assume_the_handoff_role(self):
+        s = self.capacity_statement("TrackBlocksOrganizationPolicy", "sts:AssumeRole")
+        (pattern,) = as_list(capacity.resolve(s["Resource"], {"OrganizationId": ORG}))
+        name = resolve(self.res["HandoffRole"]["Properties"]["RoleName"])
+        self.assertTrue(capacity.arn_matches(pattern, f"arn:aws:iam::{MEMBER_ACCOUNT}:role/{name}"))
+        # ... for a capacity stack of another name, only that stack's member role.
+        other = resolve(self.res["HandoffRole"]["Properties"]["RoleName"], {"CapacityStackName": "other"})
+        self.assertFalse(capacity.arn_matches(pattern, f"arn:aws:iam::{MEMBER_ACCOUNT}:role/{other}"))
 
     def test_the_capacity_stacks_functions_may_put_on_this_bus(self):
         s = self.capacity_statement("TrackBlocksOrganizationPolicy", "events:PutEvents")
@@ -334,9 +324,8 @@ class Together(Member):
 
     def test_the_outputs(self):
         outputs = self.tpl["Outputs"]
-        self.assertLessEqual({"HandoffRoleArn", "MarketRoleArn", "EventBusArn", "EventRuleName"}, set(outputs))
+        self.assertLessEqual({"HandoffRoleArn", "EventBusArn", "EventRuleName"}, set(outputs))
         self.assertEqual(outputs["HandoffRoleArn"]["Value"], {"Fn::GetAtt": ["HandoffRole", "Arn"]})
-        self.assertEqual(outputs["MarketRoleArn"]["Value"], {"Fn::GetAtt": ["MarketRole", "Arn"]})
         self.assertEqual(ref(outputs["EventRuleName"]["Value"]), "CapblockEventsRule")
 
 

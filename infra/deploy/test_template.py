@@ -23,13 +23,13 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
   by a key policy or a role comes with aws:SourceAccount and aws:SourceArn; only the roles that
   publish to a topic (and CloudWatch, for the topics alarms use) may publish to it; the extension
   offerings describe is scoped to this stack's blocks.
-- organization: TeamBudgets, OrganizationId and MemberAccounts default to nothing and take only
-  their forms; MemberAccounts without OrganizationId is refused; only track-blocks (RAM shares,
-  the member accounts' hand-off role, consumers' default buses) and scan-offerings (the member
-  accounts' market role) act outside this account, each through one policy that exists only with
-  an organization, with exactly those actions, any other account only inside the Organization
-  (aws:ResourceOrgID); shares only of this account's capacity reservations, tagged for this
-  stack, never outside the Organization. member.yaml's side: test_member.py.
+- organization: TeamBudgets and OrganizationId default to nothing and take only their forms;
+  every function gets the team budgets and no account list; only track-blocks (RAM shares, the
+  member accounts' hand-off role, consumers' default buses) acts outside this account, through
+  one policy that exists only with an organization, with exactly those actions, any other
+  account only inside the Organization (aws:ResourceOrgID); scan-offerings asks from this
+  account only; shares only of this account's capacity reservations, tagged for this stack,
+  never outside the Organization. member.yaml's side: test_member.py.
 """
 
 from __future__ import annotations
@@ -637,7 +637,6 @@ ORGANIZATION_ACTIONS = {
         "ram:GetResourceShareAssociations", "ram:DeleteResourceShare",
         "sts:AssumeRole", "events:PutEvents",
     },
-    "ScanOfferingsRole": {"sts:AssumeRole"},
 }
 ORG = "o-a1b2c3d4e5"
 
@@ -664,7 +663,7 @@ class Organization(Template):
 
     def test_the_parameters_share_nothing_by_default(self):
         params = self.tpl["Parameters"]
-        for name in ("TeamBudgets", "OrganizationId", "MemberAccounts"):
+        for name in ("TeamBudgets", "OrganizationId"):
             self.assertEqual(params[name]["Type"], "String", name)
             self.assertEqual(params[name]["Default"], "", name)
         cases = {
@@ -672,9 +671,6 @@ class Organization(Template):
                             ["ml-research", "ml-research=0", "ml-research=-1", "ML=5", "a=01", "a=1.234",
                              "a=1,", "a=1,,b=2", "a=1 ,b=2", "a" * 65 + "=1"]),
             "OrganizationId": (["", "o-a1b2c3d4e5"], ["o-", "a1b2c3d4e5", "o-A1B2C3D4E5", "r-a1b2"]),
-            "MemberAccounts": (["", "123456789012", "123456789012,210987654321"],
-                               ["12345678901", "123456789012,", "123456789012 ,210987654321",
-                                "arn:aws:iam::123456789012:root"]),
         }
         for name, (good, bad) in cases.items():
             pattern = params[name]["AllowedPattern"]
@@ -683,12 +679,9 @@ class Organization(Template):
             for v in bad:
                 self.assertIsNone(re.fullmatch(pattern, v), f"{name}={v!r}")
 
-    def test_member_accounts_need_an_organization(self):
-        failed = failed_assertions(self.tpl, {"MemberAccounts": "123456789012"})
-        self.assertEqual(len(failed), 1, failed)
-        self.assertIn("MemberAccounts needs OrganizationId", failed[0])
-        self.assertEqual(failed_assertions(self.tpl, {"MemberAccounts": "123456789012", "OrganizationId": ORG}), [])
+    def test_an_organization_and_team_budgets_need_nothing_else(self):
         self.assertEqual(failed_assertions(self.tpl, {"OrganizationId": ORG}), [])
+        self.assertEqual(failed_assertions(self.tpl, {"OrganizationId": ORG, "TeamBudgets": "ml-research=20000"}), [])
 
     def test_only_these_roles_act_outside_this_account_and_only_with_an_organization(self):
         for rid in self.of_type("AWS::IAM::Role"):
@@ -709,12 +702,9 @@ class Organization(Template):
             stmts = as_list(p["Properties"]["PolicyDocument"]["Statement"])
             self.assertTrue(all(s["Effect"] == "Allow" for s in stmts), pid)
             self.assertEqual({a for s in stmts for a in as_list(s["Action"])}, ORGANIZATION_ACTIONS[rid], pid)
-            # The policy exists only with an organization (and, for the scan, member accounts).
+            # The policy exists only with an organization.
             self.assertFalse(holds(self.tpl, p["Condition"]), f"{pid}: the defaults grant nothing")
-            self.assertFalse(holds(self.tpl, p["Condition"], MemberAccounts="123456789012"), pid)
-            both = holds(self.tpl, p["Condition"], OrganizationId=ORG, MemberAccounts="123456789012")
-            self.assertTrue(both, pid)
-            self.assertEqual(holds(self.tpl, p["Condition"], OrganizationId=ORG), rid == "TrackBlocksRole", pid)
+            self.assertTrue(holds(self.tpl, p["Condition"], OrganizationId=ORG), pid)
 
     def statements_of(self, rid: str) -> list[dict]:
         ((_, p),) = [(pid, p) for pid, p in self.policies_of(rid).items() if "Condition" in p
@@ -722,7 +712,7 @@ class Organization(Template):
         return as_list(p["Properties"]["PolicyDocument"]["Statement"])
 
     def test_other_accounts_only_inside_the_organization(self):
-        params = defaults(self.tpl, OrganizationId=ORG, MemberAccounts="123456789012,210987654321")
+        params = defaults(self.tpl, OrganizationId=ORG)
         for rid in ORGANIZATION_ACTIONS:
             for s in self.statements_of(rid):
                 arns = [resolve(r, params) for r in as_list(s["Resource"])]
@@ -734,30 +724,26 @@ class Organization(Template):
                 org = (s.get("Condition") or {}).get("StringEquals", {}).get("aws:ResourceOrgID")
                 self.assertEqual(org, {"Ref": "OrganizationId"}, f"{rid} {s['Sid']}: not only inside the Organization")
 
-    def test_the_roles_assumed_are_the_member_stacks_for_this_stack(self):
-        params = defaults(self.tpl, OrganizationId=ORG, MemberAccounts="123456789012,210987654321")
-        expected = {"TrackBlocksRole": "capblock-handoff-capblock", "ScanOfferingsRole": "capblock-market-capblock"}
-        for rid, role in expected.items():
-            (s,) = [s for s in self.statements_of(rid) if "sts:AssumeRole" in as_list(s["Action"])]
-            self.assertEqual(as_list(s["Action"]), ["sts:AssumeRole"], rid)
-            (pattern,) = as_list(resolve(s["Resource"], params))
-            self.assertTrue(arn_matches(pattern, f"arn:aws:iam::123456789012:role/{role}"), rid)
-            self.assertFalse(arn_matches(pattern, f"arn:aws:iam::123456789012:role/{role}-x"), rid)
-            self.assertFalse(arn_matches(pattern, "arn:aws:iam::123456789012:role/Admin"), rid)
-        # The scan's questions: only in the listed member accounts.
-        (s,) = self.statements_of("ScanOfferingsRole")
-        accounts = resolve(s["Condition"]["StringEquals"]["aws:ResourceAccount"], params)
-        self.assertEqual(accounts, ["123456789012", "210987654321"])
+    def test_the_role_assumed_is_the_member_stacks_for_this_stack(self):
+        params = defaults(self.tpl, OrganizationId=ORG)
+        role = "capblock-handoff-capblock"
+        (s,) = [s for s in self.statements_of("TrackBlocksRole") if "sts:AssumeRole" in as_list(s["Action"])]
+        self.assertEqual(as_list(s["Action"]), ["sts:AssumeRole"])
+        (pattern,) = as_list(resolve(s["Resource"], params))
+        self.assertTrue(arn_matches(pattern, f"arn:aws:iam::123456789012:role/{role}"))
+        self.assertFalse(arn_matches(pattern, f"arn:aws:iam::123456789012:role/{role}-x"))
+        self.assertFalse(arn_matches(pattern, "arn:aws:iam::123456789012:role/Admin"))
 
-    def test_the_functions_get_the_team_budgets_and_the_scan_the_member_accounts(self):
-        # Role names need no setting: each function derives them from CAPBLOCK_STACK.
+    def test_the_functions_get_the_team_budgets_and_no_account_list(self):
+        # Role names need no setting: each function derives them from CAPBLOCK_STACK; the member
+        # accounts a block reaches come from rules' share_with, and the scan asks from this
+        # account only.
         for fid, f in self.of_type("AWS::Serverless::Function").items():
             env = f["Properties"]["Environment"]["Variables"]
             self.assertEqual(env["CAPBLOCK_TEAM_BUDGETS"], {"Ref": "TeamBudgets"}, fid)
             self.assertEqual(env["CAPBLOCK_STACK"], {"Ref": "AWS::StackName"}, fid)
-            members = env.get("CAPBLOCK_MEMBER_ACCOUNTS")
-            self.assertEqual(members, {"Ref": "MemberAccounts"} if fid == "ScanOfferingsFunction" else None, fid)
-            self.assertFalse({k for k in env if "ORGANIZATION" in k or "ROLE_PREFIX" in k}, fid)
+            self.assertFalse({k for k in env if any(w in k for w in ("ORGANIZATION", "ROLE_PREFIX", "MEMBER", "ACCOUNTS"))},
+                             fid)
 
     def test_shares_are_this_stacks_blocks_inside_the_organization(self):
         by_action = {a: s for s in self.statements_of("TrackBlocksRole") for a in as_list(s["Action"])}

@@ -3,7 +3,7 @@
 # venv's Python (PyYAML). Part of `make test-template`; a few seconds.
 #   test_crosscheck.py the crosscheck package on a small fake repository
 #   test_lock.py       Cargo.lock holds none of the AWS SDK's legacy HTTP stack
-#   test_member.py     what member.yaml promises (trusts, hand-off and market roles, bus policy),
+#   test_member.py     what member.yaml promises (the hand-off role and its trust, bus policy),
 #                      alone and against template.yaml
 #   test_template.py   what template.yaml promises (alarms, live budget rule, IAM guards, dashboard,
 #                      what it may do in other accounts of its Organization)
