@@ -312,12 +312,9 @@ class Together(Member):
         other = resolve(self.res["HandoffRole"]["Properties"]["RoleName"], {"CapacityStackName": "other"})
         self.assertFalse(capacity.arn_matches(pattern, f"arn:aws:iam::{MEMBER_ACCOUNT}:role/{other}"))
 
-    def test_the_capacity_stacks_functions_may_put_on_this_bus(self):
-        s = self.capacity_statement("TrackBlocksOrganizationPolicy", "events:PutEvents")
-        (pattern,) = as_list(capacity.resolve(s["Resource"], {}))
-        bus = resolve(self.tpl["Outputs"]["EventBusArn"]["Value"])
-        self.assertTrue(capacity.arn_matches(pattern, bus), bus)
-        # The bus policy's principal pattern takes the capacity functions' role names.
+    def test_the_bus_admits_the_capacity_stacks_functions(self):
+        # The bus policy's principal pattern takes the capacity functions' role names (capblock
+        # does not put a shared block's events here yet; the policy is ready for them).
         (policy,) = self.of_type("AWS::Events::EventBusPolicy").values()
         who = resolve(policy["Properties"]["Statement"]["Condition"]["ArnLike"]["aws:PrincipalArn"])
         self.assertTrue(capacity.arn_matches(who, f"arn:aws:iam::{CAPACITY_ACCOUNT}:role/capblock-TrackBlocksRole-1A2B3C4D5E6F7"))

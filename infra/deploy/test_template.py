@@ -635,7 +635,7 @@ ORGANIZATION_ACTIONS = {
     "TrackBlocksRole": {
         "ram:CreateResourceShare", "ram:TagResource", "ram:GetResourceShares",
         "ram:GetResourceShareAssociations", "ram:DeleteResourceShare",
-        "sts:AssumeRole", "events:PutEvents",
+        "sts:AssumeRole",
     },
 }
 ORG = "o-a1b2c3d4e5"
@@ -737,10 +737,14 @@ class Organization(Template):
     def test_the_functions_get_the_team_budgets_and_no_account_list(self):
         # Role names need no setting: each function derives them from CAPBLOCK_STACK; the member
         # accounts a block reaches come from rules' share_with, and the scan asks from this
-        # account only.
+        # account only. The two functions that store the stack's settings (budgets included)
+        # read the team budgets; on-capacity-event spends nothing and stores no settings.
         for fid, f in self.of_type("AWS::Serverless::Function").items():
             env = f["Properties"]["Environment"]["Variables"]
-            self.assertEqual(env["CAPBLOCK_TEAM_BUDGETS"], {"Ref": "TeamBudgets"}, fid)
+            if fid == "OnCapacityEventFunction":
+                self.assertNotIn("CAPBLOCK_TEAM_BUDGETS", env)
+            else:
+                self.assertEqual(env["CAPBLOCK_TEAM_BUDGETS"], {"Ref": "TeamBudgets"}, fid)
             self.assertEqual(env["CAPBLOCK_STACK"], {"Ref": "AWS::StackName"}, fid)
             self.assertFalse({k for k in env if any(w in k for w in ("ORGANIZATION", "ROLE_PREFIX", "MEMBER", "ACCOUNTS"))},
                              fid)

@@ -46,7 +46,7 @@ The env file exports:
   AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
   AWS_DEFAULT_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
   AWS_ENDPOINT_URL_{DYNAMODB,SNS,SQS,SCHEDULER,EVENTBRIDGE,SSM,AUTO_SCALING,RESOURCE_GROUPS,
-                   EKS,SERVICE_QUOTAS,CLOUDFORMATION} -> moto
+                   EKS,SERVICE_QUOTAS,CLOUDFORMATION,STS} -> moto
   AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL_RAM, CAPBLOCK_SIM_URL -> simulator
       (the simulator serves RAM for Capacity Blocks: moto refuses to share them)
   CAPBLOCK_MOTO_URL, CAPBLOCK_TABLE, CAPBLOCK_STACK=capblock-local
@@ -390,6 +390,7 @@ stack_up_unlocked() {
 			AWS_ENDPOINT_URL_EKS "$moto_url"
 			AWS_ENDPOINT_URL_SERVICE_QUOTAS "$moto_url"
 			AWS_ENDPOINT_URL_CLOUDFORMATION "$moto_url"
+			AWS_ENDPOINT_URL_STS "$moto_url"
 			AWS_ENDPOINT_URL_EC2 "$sim_url"
 			AWS_ENDPOINT_URL_RAM "$sim_url"
 			CAPBLOCK_SIM_URL "$sim_url"

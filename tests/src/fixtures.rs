@@ -16,6 +16,7 @@ use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::eks::Eks;
 use capblock_shared::aws::eventbridge::Delivery;
+use capblock_shared::aws::accounts::AssumedAccounts;
 use capblock_shared::aws::ram::Ram;
 use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::ssm::Ssm;
@@ -449,6 +450,8 @@ pub struct Rig {
     pub reservation_groups: ResourceGroups,
     /// AWS RAM, served by the simulator (moto refuses capacity reservations).
     pub shares: Ram,
+    /// Member accounts' hand-off roles, assumed through moto's STS.
+    pub accounts: AssumedAccounts,
     pub nodegroups: Eks,
     pub catalog: Mutex<AcceleratorCatalog>,
     pub reminders: RecordingReminders,
@@ -482,6 +485,7 @@ impl Rig {
             reservation_groups: ResourceGroups::new(aws.sdk.clone()),
             nodegroups: Eks::new(aws.sdk.clone()),
             shares,
+            accounts: AssumedAccounts::new(aws.sdk.clone(), stack),
             sim,
             aws,
             market,
@@ -557,6 +561,7 @@ impl Rig {
             reservation_groups: &self.reservation_groups,
             nodegroups: &self.nodegroups,
             shares: &self.shares,
+            accounts: Some(&self.accounts),
         }
     }
 

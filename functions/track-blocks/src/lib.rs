@@ -11,6 +11,7 @@ use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::eks::Eks;
 use capblock_shared::aws::resource_groups::ResourceGroups;
+use capblock_shared::aws::accounts::AssumedAccounts;
 use capblock_shared::aws::ram::Ram;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::ssm::Ssm;
@@ -54,6 +55,8 @@ pub const AWS_PORTS: &[&str] = &[
     "Nodegroups",
     // `share_with`: each block's AWS RAM share.
     "Shares",
+    // `handoff_account`: the hand-off in a member account, through its role.
+    "AccountHands",
 ];
 
 /// Everything built once per container and reused by every invocation.
@@ -74,6 +77,7 @@ pub struct App {
     reservation_groups: ResourceGroups,
     nodegroups: Eks,
     shares: Ram,
+    accounts: AssumedAccounts,
     /// The EKS clusters whose node groups the role may scale (the template's HandoffClusters):
     /// preflight tries DescribeNodegroup on one of them.
     handoff_clusters: Vec<String>,
@@ -106,6 +110,7 @@ impl App {
     pub async fn from_env() -> Result<App, FunctionError> {
         let aws = Adapters::new(config::targets()?, None).await;
         let settings = settings()?;
+        let accounts = AssumedAccounts::new(aws.sdk.clone(), &settings.stack.name);
         Ok(App {
             keeper: SettingsKeeper::new(settings.stack.clone(), aws.alerts_topic.clone()),
             names: NameKeeper::from_env("track-blocks"),
@@ -118,6 +123,7 @@ impl App {
             reservation_groups: ResourceGroups::new(aws.sdk.clone()),
             nodegroups: Eks::new(aws.sdk.clone()),
             shares: Ram::new(aws.sdk.clone()),
+            accounts,
             handoff_clusters: config::list_or("CAPBLOCK_HANDOFF_CLUSTERS", vec![])?,
             aws,
         })
@@ -146,6 +152,7 @@ impl App {
                 reservation_groups: &self.reservation_groups,
                 nodegroups: &self.nodegroups,
                 shares: &self.shares,
+                accounts: Some(&self.accounts),
             };
             let tracker = Tracker {
                 market: &self.aws.market,

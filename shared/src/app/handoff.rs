@@ -31,7 +31,7 @@ use crate::domain::slack::SlackMessage;
 use crate::domain::stack::StackSettings;
 use crate::domain::tags::STACK_TAG;
 use crate::ports::{
-    ActionError, BlockStore, Commands, Groups, InstanceSource, LaunchTemplates, Membership, Message, Nodegroups,
+    AccountHands, ActionError, BlockStore, Commands, Groups, InstanceSource, LaunchTemplates, Membership, Message, Nodegroups,
     Notice, Outbox, Parameters, ReservationGroups, SentCommand, ShareRequest, Shares, StoreError, Topic,
 };
 
@@ -106,7 +106,9 @@ pub async fn at_move<O: Outbox + ?Sized>(
             enqueue_event(outbox, after, tags.clone(), &step, &m.name(), now).await?;
         }
     }
-    if let (true, Some(rule), Some(target)) = (after.state.is_final(), rule, Target::of(after, &stack.name)) {
+    if let (true, Some(rule)) = (after.state.is_final(), rule)
+        && let Some(target) = Target::of_rule(after, &stack.name, rule)
+    {
         let dry = dry_run(stack.mode, rule);
         let mut orders = handoff::at_point(&rule.actions, &target, Point::Ended, dry);
         orders.extend(handoff::share_at_point(rule, &target, Point::Ended, dry));
@@ -131,11 +133,8 @@ pub async fn tracker_pass<S: BlockStore + Outbox + ?Sized>(
         Err(e) => errors.push(e.to_string()),
         Ok(blocks) => {
             for b in blocks {
-                let (Some(rule), Some(target)) =
-                    (b.rule_id.as_ref().and_then(|r| rules.get(r)), Target::of(&b, &stack.name))
-                else {
-                    continue;
-                };
+                let Some(rule) = b.rule_id.as_ref().and_then(|r| rules.get(r)) else { continue };
+                let Some(target) = Target::of_rule(&b, &stack.name, rule) else { continue };
                 if rule.actions.is_empty() && rule.share_with.is_empty() {
                     continue;
                 }
@@ -299,6 +298,9 @@ pub struct Hands<'a> {
     pub reservation_groups: &'a dyn ReservationGroups,
     pub nodegroups: &'a dyn Nodegroups,
     pub shares: &'a dyn Shares,
+    /// Other accounts' sides, for rules whose `handoff_account` names one; None: this function
+    /// acts in its own account only.
+    pub accounts: Option<&'a dyn AccountHands>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -369,7 +371,7 @@ impl Hands<'_> {
         let tried = if p.dry_run {
             Ok(Tried::Done("Dry run: nothing was changed.".into()))
         } else {
-            self.try_order(outbox, &p, now).await
+            self.try_where(outbox, &p, now).await
         };
         let thread = &p.target.block.reservation_id;
         let mut warning = None;
@@ -702,6 +704,34 @@ impl Hands<'_> {
 /// The block's reservation ARN, which GroupResources and UngroupResources take: recorded from
 /// EC2's description of the reservation, which always carries it.
 impl Hands<'_> {
+    /// Tries the order in the account it runs in (`handoff::runs_in`): there through that
+    /// account's sides, here through this function's own.
+    async fn try_where<O: Outbox + ?Sized>(
+        &self,
+        outbox: &O,
+        p: &Planned,
+        now: DateTime<Utc>,
+    ) -> Result<Tried, ActionError> {
+        let Some(account) = handoff::runs_in(p) else { return self.try_order(outbox, p, now).await };
+        let accounts = self.accounts.ok_or_else(|| ActionError {
+            operation: "AssumeRole",
+            region: p.target.block.region.to_string(),
+            message: format!("this function cannot act in account {account} (no member roles configured)"),
+        })?;
+        let sides = accounts.sides(account).await?;
+        let there = Hands {
+            parameters: sides.parameters.as_ref(),
+            groups: sides.groups.as_ref(),
+            commands: sides.commands.as_ref(),
+            instances: sides.instances.as_ref(),
+            nodegroups: sides.nodegroups.as_ref(),
+            reservation_groups: self.reservation_groups,
+            shares: self.shares,
+            accounts: None,
+        };
+        there.try_order(outbox, p, now).await
+    }
+
     /// Shares the block once: its share is found by its tags (a run that died after creating
     /// it, or a lost answer), else created; done only when RAM has associated it, which puts the
     /// `Block Shared` event. A share RAM could not associate is deleted, so the next run makes a

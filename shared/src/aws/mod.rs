@@ -2,6 +2,7 @@
 //! AWS configuration chain, so `AWS_ENDPOINT_URL_<SERVICE>` points them at an emulator
 //! without any code path of their own.
 
+pub mod accounts;
 pub mod autoscaling;
 pub mod clock;
 pub mod dynamo;

@@ -32,7 +32,7 @@ use crate::ports::PermissionProbe;
 /// The IAM actions of `ports`, from every adapter's `ACTIONS` table, in the order the ports
 /// name them, each once: what the function's role must allow.
 pub fn actions_of(ports: &[&str]) -> Vec<&'static str> {
-    let tables: [&[(&str, &[&'static str])]; 10] = [
+    let tables: [&[(&str, &[&'static str])]; 11] = [
         super::ec2::ACTIONS,
         super::dynamo::ACTIONS,
         super::sns::ACTIONS,
@@ -43,6 +43,7 @@ pub fn actions_of(ports: &[&str]) -> Vec<&'static str> {
         super::resource_groups::ACTIONS,
         super::eks::ACTIONS,
         super::ram::ACTIONS,
+        super::accounts::ACTIONS,
     ];
     let mut out: Vec<&'static str> = Vec::new();
     for port in ports {
@@ -427,6 +428,9 @@ impl AwsProbe {
                 ),
             },
             ("eks", "UpdateNodegroupConfig", _) => effect("changing a node group's size"),
+            ("sts", "AssumeRole", _) => Access::not_checked(
+                "assumed only in the member accounts rules name in handoff_account, whose stacks' trust decides",
+            ),
             ("ram", "CreateResourceShare" | "TagResource" | "DeleteResourceShare", _) => {
                 effect("sharing a block with other accounts, or taking it back")
             }

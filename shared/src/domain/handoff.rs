@@ -36,13 +36,22 @@ pub struct Target {
     /// planned no order that needs it.
     #[serde(default)]
     pub stack: String,
+    /// The account the actions run in (the rule's `handoff_account`, a consumer of the shared
+    /// block); None: the stack's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 impl Target {
     /// The target of a block a rule bought (or a block tagged with the rule) in stack `stack`;
     /// `None` for a block of no rule, which no rule's actions concern.
     pub fn of(b: &Block, stack: &str) -> Option<Target> {
-        Some(Target { rule_id: b.rule_id.clone()?, block: b.clone(), stack: stack.to_string() })
+        Some(Target { rule_id: b.rule_id.clone()?, block: b.clone(), stack: stack.to_string(), account: None })
+    }
+
+    /// The target of a block of `rule` in stack `stack`: acting where the rule's hand-off runs.
+    pub fn of_rule(b: &Block, stack: &str, rule: &Rule) -> Option<Target> {
+        Target::of(b, stack).map(|t| Target { account: rule.handoff_account.clone(), ..t })
     }
 
     pub fn termination_time(&self) -> DateTime<Utc> {
@@ -614,11 +623,25 @@ fn message(p: &Planned, suffix: &str, title: String, description: String) -> Sla
     }
 }
 
+/// The account an order runs in when it is not the stack's own: the target's (the rule's
+/// `handoff_account`), except for what only the block's owner can do (its RAM share, its
+/// reservation group), which stays in the stack's account.
+pub fn runs_in(p: &Planned) -> Option<&str> {
+    match p.order {
+        Order::ShareReservation { .. }
+        | Order::UnshareReservation
+        | Order::GroupReservation { .. }
+        | Order::UngroupReservation { .. } => None,
+        _ => p.target.account.as_deref(),
+    }
+}
+
 /// The order ran (or, in dry-run, would have).
 pub fn announce_done(p: &Planned, what: &str) -> SlackMessage {
     let (title, verb) =
         if p.dry_run { ("Dry run: hand-off action not run", "Would") } else { ("Hand-off action done", "Done:") };
-    message(p, "done", title.into(), format!("{verb} {}.\n{what}", describe(&p.order)))
+    let there = runs_in(p).map_or(String::new(), |a| format!(" in account {a}"));
+    message(p, "done", title.into(), format!("{verb} {}{there}.\n{what}", describe(&p.order)))
 }
 
 /// How long after a block's end a failing order is still retried: past it, the group, document

@@ -245,6 +245,10 @@ pub struct RuleSpec {
     /// account ids, OU ARNs or the Organization's ARN (`domain::share`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub share_with: Vec<String>,
+    /// The account (one `share_with` reaches) where the rule's hand-off actions run, through its
+    /// member stack's hand-off role; none: in this account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_account: Option<String>,
 }
 
 fn default_idle_alert() -> i64 {
@@ -401,6 +405,9 @@ pub struct Rule {
     /// Stored rules without the key share nothing.
     #[serde(default)]
     pub share_with: Vec<SharePrincipal>,
+    /// Stored rules without the key act in this account.
+    #[serde(default)]
+    pub handoff_account: Option<String>,
 }
 
 fn default_tolerance_u32() -> u32 {
@@ -501,6 +508,7 @@ impl RuleSpec {
             p.add("team", "must be 1-64 characters of a-z, 0-9, '-' or '_', as the stack's TeamBudgets names it");
         }
         let share_with = p.share_with(&self.share_with, !ultraserver_types.is_empty());
+        p.handoff_account(self.handoff_account.as_deref(), &self.share_with, &share_with);
 
         if !p.0.is_empty() {
             return Err(RuleError::Invalid { id: self.id.clone(), problems: p.0 });
@@ -536,6 +544,7 @@ impl RuleSpec {
             idle_alert_minutes: u32::try_from(self.idle_alert_minutes).unwrap_or(DEFAULT_IDLE_ALERT_MINUTES),
             team: self.team.clone(),
             share_with,
+            handoff_account: self.handoff_account.clone(),
         })
     }
 }
@@ -591,6 +600,7 @@ impl Rule {
             idle_alert_minutes: i64::from(self.idle_alert_minutes),
             team: self.team.clone(),
             share_with: self.share_with.iter().map(|p| p.as_str().to_string()).collect(),
+            handoff_account: self.handoff_account.clone(),
         }
     }
 }
@@ -685,6 +695,31 @@ type WhatToBuy = (Vec<InstanceType>, Vec<u32>, Vec<UltraServerType>, Vec<u32>);
 impl Problems {
     fn add(&mut self, field: &str, message: &str) {
         self.0.push(RuleProblem { field: field.to_string(), message: message.to_string() });
+    }
+
+    /// Where the hand-off actions run: an account the block is shared with. Named accounts are
+    /// checked against `share_with`; an OU or the Organization may hold any member, which only
+    /// the Organization knows (the role's trust policy refuses one outside it).
+    fn handoff_account(&mut self, account: Option<&str>, written: &[String], shared: &[SharePrincipal]) {
+        let Some(account) = account else { return };
+        if SharePrincipal::parse(account).ok().is_none_or(|p| !matches!(p, SharePrincipal::Account(_))) {
+            self.add("handoff_account", "must be a 12-digit account id");
+            return;
+        }
+        if written.is_empty() {
+            self.add(
+                "handoff_account",
+                "needs share_with: the hand-off runs where the block is shared (name the account there)",
+            );
+            return;
+        }
+        let reaches = shared.iter().any(|p| match p {
+            SharePrincipal::Account(a) => a == account,
+            SharePrincipal::Organization(_) | SharePrincipal::Unit(_) => true,
+        });
+        if !shared.is_empty() && !reaches {
+            self.add("handoff_account", &format!("{account} is not one share_with shares the block with"));
+        }
     }
 
     /// Who the rule's blocks are shared with: each a principal RAM takes inside an

@@ -11,7 +11,7 @@ use crate::domain::launch::{GroupLaunch, LaunchTarget, TemplateRef};
 use crate::domain::names::Region;
 use crate::domain::share::{SharePrincipal, ShareView};
 
-use super::NotifyError;
+use super::{InstanceSource, NotifyError};
 
 #[async_trait]
 pub trait EventBus: Send + Sync {
@@ -109,6 +109,23 @@ pub trait ReservationGroups: Send + Sync {
     async fn add(&self, region: &Region, group: &str, reservation_arn: &str) -> ActionResult<Membership>;
     /// UngroupResources of the reservation from the group.
     async fn remove(&self, region: &Region, group: &str, reservation_arn: &str) -> ActionResult<Membership>;
+}
+
+/// The hand-off's sides in another account (a consumer of a shared block), reached through that
+/// account's hand-off role.
+pub struct AccountSides {
+    pub parameters: Box<dyn Parameters>,
+    pub groups: Box<dyn Groups>,
+    pub commands: Box<dyn Commands>,
+    pub instances: Box<dyn InstanceSource>,
+    pub nodegroups: Box<dyn Nodegroups>,
+}
+
+/// Where a rule's `handoff_account` is reached from.
+#[async_trait]
+pub trait AccountHands: Send + Sync {
+    /// The sides in `account` (its role assumed once, its credentials refreshed as they expire).
+    async fn sides(&self, account: &str) -> ActionResult<std::sync::Arc<AccountSides>>;
 }
 
 /// What a new resource share holds (`domain::share`).

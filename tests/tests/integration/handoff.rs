@@ -211,6 +211,7 @@ impl MotoHands {
             reservation_groups: &self.rg,
             nodegroups: &self.eks,
             shares: &self.ram,
+            accounts: None,
         }
     }
 }

@@ -158,3 +158,34 @@ async fn a_principal_outside_the_organization_is_refused_and_said_once() {
     assert!(share_alerts(&h.aws.alerts().await).is_empty(), "said once, retried quietly");
     assert!(shares(&h).await.iter().all(|s| status(s) != "ACTIVE"));
 }
+
+/// A rule whose hand-off runs in the member account it shares with: the block's parameter is
+/// published there (through the member stack's role, assumed with moto's STS, which keeps each
+/// account's SSM apart), not in the buying account; the share itself stays the owner's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hand_off_of_a_shared_block_runs_in_the_consumer_account() {
+    use capblock_shared::domain::handoff::parameter_name;
+    use capblock_shared::ports::{AccountHands, Parameters};
+    let h = rig("share-handoff", &["ram_association_delay_secs = 0"]).await;
+    let rule = RuleToml::p5("consumed")
+        .extra(&format!("share_with = [\"{MEMBER_A}\"]\nhandoff_account = \"{MEMBER_A}\"\n[[actions]]\nkind = \"publish_parameter\""))
+        .rule(T0.parse().unwrap());
+    let id = h.buy(&rule).await;
+    h.advance_hours(3).await;
+    h.track().await;
+    assert_eq!(h.block(&id).await.state, BlockState::Scheduled);
+    let region: capblock_shared::domain::names::Region = "us-east-1".parse().unwrap();
+    let name = parameter_name("consumed");
+    let there = h.accounts.sides(MEMBER_A).await.unwrap();
+    let value = there.parameters.parameter(&region, &name).await.unwrap().expect("published in the member account");
+    assert!(value.contains(&id), "{value}");
+    assert_eq!(h.ssm.parameter(&region, &name).await.unwrap(), None, "nothing in the buying account");
+    let alerts = h.aws.alerts().await;
+    let done: Vec<String> = alerts
+        .iter()
+        .filter(|a| a.body["metadata"]["eventType"] == "action-done")
+        .map(|a| a.body["content"]["description"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(done.iter().any(|d| d.contains(&format!("in account {MEMBER_A}"))), "{done:#?}");
+    assert!(shares(&h).await.iter().any(|s| status(s) == "ACTIVE"), "the share is the owner's");
+}

@@ -384,6 +384,7 @@ fn hands(aws: &Aws) -> Hands<'_> {
         reservation_groups: aws,
         nodegroups: aws,
         shares: aws,
+        accounts: None,
     }
 }
 

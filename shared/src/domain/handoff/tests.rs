@@ -625,3 +625,23 @@ fn the_end_puts_back_what_capblock_changed_and_leaves_what_others_did() {
     let raised = NodegroupScaled { before: sized(0, 1, 0), set: sized(3, 3, 3) };
     assert_eq!(restored(&raised, sized(3, 3, 3)).to, sized(0, 1, 0));
 }
+
+/// A rule's `handoff_account` moves its workload actions to that account; the block's RAM share
+/// and reservation group are the owner's and stay in the stack's account.
+#[test]
+fn workload_orders_run_in_the_hand_off_account_the_owners_stay_home() {
+    let mut t = target();
+    t.account = Some("222222222222".into());
+    let plan = |order: Order| Planned { key: "k".into(), target: t.clone(), order, dry_run: false };
+    let there = plan(Order::PublishParameter { name: "/capblock/p5/current".into(), value: "{}".into() });
+    assert_eq!(runs_in(&there), Some("222222222222"));
+    assert!(announce_done(&there, "ok").description.contains("in account 222222222222"));
+    for home in [
+        Order::ShareReservation { principals: vec![], tags: Default::default() },
+        Order::UnshareReservation,
+        Order::GroupReservation { group: "g".into() },
+    ] {
+        assert_eq!(runs_in(&plan(home)), None);
+    }
+    assert_eq!(runs_in(&Planned { target: target(), ..there }), None, "no account: the stack's own");
+}

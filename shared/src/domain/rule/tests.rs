@@ -614,3 +614,57 @@ fn a_reservation_group_of_ultraservers_holds_one_instance_type() {
     let p = problems(&format!("{GOOD}{group}"));
     assert_eq!(p.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(), ["actions[0].kind"]);
 }
+
+const OU: &str = "arn:aws:organizations::111111111111:ou/o-abcdef1234/ou-ab12-cdef5678";
+
+#[test]
+fn a_rule_names_its_team_and_who_its_blocks_are_shared_with() {
+    let text = format!(
+        "{GOOD}\nteam = \"vision\"\nshare_with = [\"222222222222\", \"{OU}\"]\nhandoff_account = \"222222222222\""
+    );
+    let r = Rule::from_toml(&text, now()).unwrap();
+    assert_eq!(r.team.as_deref(), Some("vision"));
+    assert_eq!(r.share_with.len(), 2);
+    assert_eq!(r.handoff_account.as_deref(), Some("222222222222"));
+    // `rules show` gives back what the file said.
+    let again = r.to_spec().validate(now()).unwrap();
+    assert_eq!(again, r);
+    // Stored rules from before the keys existed read as no team, no share.
+    let old: Rule = serde_json::from_value({
+        let mut v = serde_json::to_value(Rule::from_toml(GOOD, now()).unwrap()).unwrap();
+        for k in ["team", "share_with", "handoff_account"] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        v
+    })
+    .unwrap();
+    assert!(old.team.is_none() && old.share_with.is_empty() && old.handoff_account.is_none());
+}
+
+#[test]
+fn teams_shares_and_hand_off_accounts_ec2_or_ram_would_refuse_are_named() {
+    let p = problems(&format!(
+        "{GOOD}\nteam = \"Vision Team\"\nshare_with = [\"12345\", \"222222222222\", \"222222222222\"]"
+    ));
+    let fields: Vec<&str> = p.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(fields, ["team", "share_with[0]", "share_with[2]"], "{p:?}");
+    assert!(p[1].1.contains("inside the Organization") && p[2].1.contains("twice"), "{p:?}");
+
+    // UltraServer blocks cannot be shared (EC2 user guide).
+    let p = problems(&ultra("ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [1]\nshare_with = [\"222222222222\"]"));
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].0, "share_with");
+    assert!(p[0].1.contains("cannot share UltraServer"), "{p:?}");
+
+    let too_many: Vec<String> = (0..21).map(|i| format!("\"1111111111{i:02}\"")).collect();
+    assert_eq!(fields(&format!("{GOOD}\nshare_with = [{}]", too_many.join(", "))), ["share_with"]);
+
+    // The hand-off account must be one the block is shared with.
+    assert_eq!(fields(&format!("{GOOD}\nhandoff_account = \"222222222222\"")), ["handoff_account"]);
+    assert_eq!(
+        fields(&format!("{GOOD}\nshare_with = [\"333333333333\"]\nhandoff_account = \"222222222222\"")),
+        ["handoff_account"]
+    );
+    assert_eq!(fields(&format!("{GOOD}\nshare_with = [\"{OU}\"]\nhandoff_account = \"22\"")), ["handoff_account"]);
+    assert!(Rule::from_toml(&format!("{GOOD}\nshare_with = [\"{OU}\"]\nhandoff_account = \"222222222222\""), now()).is_ok());
+}

@@ -1,0 +1,101 @@
+//! The hand-off in a consumer account: a shared block's actions (parameters, groups, commands,
+//! node groups) run where its workloads are, through the member stack's hand-off role
+//! (`member.yaml`: `capblock-handoff-<stack>`, assumable only by this stack's roles inside the
+//! Organization). Each account's role is assumed once per container; aws-config's
+//! `AssumeRoleProvider` refreshes the credentials before they expire.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use aws_config::SdkConfig;
+use aws_config::sts::AssumeRoleProvider;
+use aws_credential_types::provider::SharedCredentialsProvider;
+
+use super::autoscaling::AutoScaling;
+use super::ec2::Ec2Market;
+use super::eks::Eks;
+use super::ssm::Ssm;
+use crate::ports::{AccountHands, AccountSides, ActionError, ActionResult};
+
+/// The IAM actions each port implemented here calls (see `aws::sns::ACTIONS`).
+pub const ACTIONS: &[(&str, &[&str])] = &[("AccountHands", &["sts:AssumeRole"])];
+
+/// The hand-off role the member stack of `stack` makes in `account`.
+pub fn handoff_role_arn(partition: &str, account: &str, stack: &str) -> String {
+    format!("arn:{partition}:iam::{account}:role/capblock-handoff-{stack}")
+}
+
+/// The partition of a region (`cn-north-1`: aws-cn, `us-gov-west-1`: aws-us-gov).
+fn partition(region: Option<&str>) -> &'static str {
+    match region {
+        Some(r) if r.starts_with("cn-") => "aws-cn",
+        Some(r) if r.starts_with("us-gov-") => "aws-us-gov",
+        _ => "aws",
+    }
+}
+
+pub struct AssumedAccounts {
+    base: SdkConfig,
+    stack: String,
+    sides: Mutex<HashMap<String, Arc<AccountSides>>>,
+}
+
+impl AssumedAccounts {
+    /// `stack`: this stack's name, which names the member stacks' role.
+    pub fn new(base: SdkConfig, stack: &str) -> Self {
+        AssumedAccounts { base, stack: stack.to_string(), sides: Mutex::new(HashMap::new()) }
+    }
+}
+
+#[async_trait]
+impl AccountHands for AssumedAccounts {
+    async fn sides(&self, account: &str) -> ActionResult<Arc<AccountSides>> {
+        if let Some(s) = self.sides.lock().unwrap_or_else(|p| p.into_inner()).get(account) {
+            return Ok(s.clone());
+        }
+        let region = self.base.region().map(|r| r.to_string());
+        if account.len() != 12 || !account.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(ActionError {
+                operation: "AssumeRole",
+                region: region.unwrap_or_default(),
+                message: format!("{account:?} is not an account id"),
+            });
+        }
+        let role = handoff_role_arn(partition(region.as_deref()), account, &self.stack);
+        // The provider assumes the role when first asked for credentials (the first call in the
+        // account): an AssumeRole refusal shows as that call's error, naming the role.
+        let provider = AssumeRoleProvider::builder(&role)
+            .session_name(format!("capblock-{}", self.stack).chars().take(64).collect::<String>())
+            .configure(&self.base)
+            .build()
+            .await;
+        let there = self.base.to_builder().credentials_provider(SharedCredentialsProvider::new(provider)).build();
+        let s = Arc::new(AccountSides {
+            parameters: Box::new(Ssm::new(there.clone())),
+            groups: Box::new(AutoScaling::new(there.clone())),
+            commands: Box::new(Ssm::new(there.clone())),
+            instances: Box::new(Ec2Market::new(there.clone())),
+            nodegroups: Box::new(Eks::new(there)),
+        });
+        // Two runs racing here each build one; the first kept serves the rest.
+        let mut sides = self.sides.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(sides.entry(account.to_string()).or_insert(s).clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_member_role_is_named_by_the_stack_in_the_regions_partition() {
+        assert_eq!(
+            handoff_role_arn(partition(Some("us-east-1")), "111111111111", "prod"),
+            "arn:aws:iam::111111111111:role/capblock-handoff-prod"
+        );
+        assert_eq!(partition(Some("cn-north-1")), "aws-cn");
+        assert_eq!(partition(Some("us-gov-west-1")), "aws-us-gov");
+        assert_eq!(partition(None), "aws");
+    }
+}
