@@ -318,7 +318,10 @@ impl StackArgs {
                 };
                 let name = capblock_shared::config::optional("CAPBLOCK_STACK").unwrap_or_else(|| "capblock".into());
                 eprintln!("note: the stack's settings {why}: a dry run as stack {name:?} with no account budget");
-                Ok((StackSettings { name, mode: Mode::DryRun, account_budget: None, team_budgets: Default::default() }, None))
+                Ok((
+                    StackSettings { name, mode: Mode::DryRun, account_budget: None, team_budgets: Default::default() },
+                    None,
+                ))
             }
         }
     }

@@ -125,7 +125,11 @@ fn team_budgets_in(
     text: Option<String>,
 ) -> Result<std::collections::BTreeMap<String, Money>, ConfigError> {
     let Some(text) = text else { return Ok(Default::default()) };
-    crate::domain::budget::parse_team_budgets(&text).map_err(|problem| ConfigError::Invalid { name, value: text, problem })
+    crate::domain::budget::parse_team_budgets(&text).map_err(|problem| ConfigError::Invalid {
+        name,
+        value: text,
+        problem,
+    })
 }
 
 /// Where every function keeps its state and sends its alerts. Read here, once, so that each

@@ -11,12 +11,12 @@ use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::app::settings::StackSettings;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
+use capblock_shared::aws::accounts::AssumedAccounts;
 use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::eks::Eks;
 use capblock_shared::aws::eventbridge::Delivery;
-use capblock_shared::aws::accounts::AssumedAccounts;
 use capblock_shared::aws::ram::Ram;
 use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::ssm::Ssm;
@@ -492,11 +492,21 @@ impl Rig {
             catalog: Mutex::new(AcceleratorCatalog::new()),
             reminders: RecordingReminders::default(),
             scan: ScanSettings {
-                stack: StackSettings { name: stack.into(), mode: Mode::Live, account_budget: None, team_budgets: Default::default() },
+                stack: StackSettings {
+                    name: stack.into(),
+                    mode: Mode::Live,
+                    account_budget: None,
+                    team_budgets: Default::default(),
+                },
                 describe: fast_describe(),
             },
             track: TrackSettings {
-                stack: StackSettings { name: stack.into(), mode: Mode::Live, account_budget: None, team_budgets: Default::default() },
+                stack: StackSettings {
+                    name: stack.into(),
+                    mode: Mode::Live,
+                    account_budget: None,
+                    team_budgets: Default::default(),
+                },
                 payment_warning_hours: vec![6, 1],
                 adopt_untagged: false,
                 regions: vec![],

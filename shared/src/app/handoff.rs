@@ -31,8 +31,8 @@ use crate::domain::slack::SlackMessage;
 use crate::domain::stack::StackSettings;
 use crate::domain::tags::STACK_TAG;
 use crate::ports::{
-    AccountHands, ActionError, BlockStore, Commands, Groups, InstanceSource, LaunchTemplates, Membership, Message, Nodegroups,
-    Notice, Outbox, Parameters, ReservationGroups, SentCommand, ShareRequest, Shares, StoreError, Topic,
+    AccountHands, ActionError, BlockStore, Commands, Groups, InstanceSource, LaunchTemplates, Membership, Message,
+    Nodegroups, Notice, Outbox, Parameters, ReservationGroups, SentCommand, ShareRequest, Shares, StoreError, Topic,
 };
 
 /// The outbox notice of one lifecycle step's event. `step_key` is the step's milestone name
@@ -776,7 +776,9 @@ impl Hands<'_> {
                 Err(ActionError {
                     operation: "CreateResourceShare",
                     region: region.to_string(),
-                    message: format!("RAM could not share the block: {why} (the share was deleted; the next run tries again)"),
+                    message: format!(
+                        "RAM could not share the block: {why} (the share was deleted; the next run tries again)"
+                    ),
                 })
             }
             Shared::Done { with, refused } => {

@@ -46,11 +46,7 @@ pub struct Month {
 /// The month `period` as the store holds it. Reads every block (a table scan: for people and
 /// the monthly summary, never a run's hot path).
 /// `team_budgets`: the stack's, so each team's row carries its budget.
-pub async fn month<S>(
-    store: &S,
-    period: &Period,
-    team_budgets: &BTreeMap<String, Money>,
-) -> Result<Month, StoreError>
+pub async fn month<S>(store: &S, period: &Period, team_budgets: &BTreeMap<String, Money>) -> Result<Month, StoreError>
 where
     S: BlockArchive + ExtensionLedger + RuleStore + Ledger + ?Sized,
 {

@@ -217,12 +217,10 @@ pub fn month_summary(
                 )
             })
             .collect();
-        lines.extend(
-            teams.iter().map(|t| {
-                let budget = t.budget.map_or(String::new(), |b| format!(" (budget {b})"));
-                format!("• team {}: {} spent{budget}, {} used", t.team, t.spent, pct(t.utilization_percent))
-            }),
-        );
+        lines.extend(teams.iter().map(|t| {
+            let budget = t.budget.map_or(String::new(), |b| format!(" (budget {b})"));
+            format!("• team {}: {} spent{budget}, {} used", t.team, t.spent, pct(t.utilization_percent))
+        }));
         if let Some(a) = account_spent {
             lines.push(format!("• account budget: {a} spent"));
         }

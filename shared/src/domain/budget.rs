@@ -220,10 +220,7 @@ pub fn charges_for(rule: &Rule, stack: &StackBudgets, period: &Period) -> Result
         max_purchases: Some(rule.max_purchases_per_month),
     }];
     if let Some(team) = &rule.team {
-        let limit = stack
-            .teams
-            .get(team)
-            .ok_or_else(|| NoTeamBudget { rule: rule.id.clone(), team: team.clone() })?;
+        let limit = stack.teams.get(team).ok_or_else(|| NoTeamBudget { rule: rule.id.clone(), team: team.clone() })?;
         charges.push(BudgetCharge {
             owner: BudgetOwner::Team(team.clone()),
             period: period.clone(),

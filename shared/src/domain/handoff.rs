@@ -395,10 +395,9 @@ pub fn share_at_point(rule: &Rule, t: &Target, point: Point, dry_run: bool) -> V
     }
     let plan = |key: &str, order: Order| vec![Planned { key: key.to_string(), target: t.clone(), order, dry_run }];
     match point {
-        Point::Paid | Point::Active | Point::Extended => plan(
-            SHARE_KEY,
-            Order::ShareReservation { principals: rule.share_with.clone(), tags: rule.tags.clone() },
-        ),
+        Point::Paid | Point::Active | Point::Extended => {
+            plan(SHARE_KEY, Order::ShareReservation { principals: rule.share_with.clone(), tags: rule.tags.clone() })
+        }
         Point::Ended if t.block.state != BlockState::PaymentFailed => plan(UNSHARE_KEY, Order::UnshareReservation),
         _ => Vec::new(),
     }

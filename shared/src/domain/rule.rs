@@ -740,7 +740,10 @@ impl Problems {
         if entries.len() > MAX_SHARE_PRINCIPALS {
             self.add(
                 "share_with",
-                &format!("names {} principals; at most {MAX_SHARE_PRINCIPALS} (name an OU or the Organization instead)", entries.len()),
+                &format!(
+                    "names {} principals; at most {MAX_SHARE_PRINCIPALS} (name an OU or the Organization instead)",
+                    entries.len()
+                ),
             );
         }
         let mut out: Vec<SharePrincipal> = Vec::new();

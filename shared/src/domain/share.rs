@@ -104,13 +104,16 @@ fn is_account(s: &str) -> bool {
 
 /// `o-` then 10-32 lowercase letters or digits (Organizations' id pattern).
 fn is_org_id(s: &str) -> bool {
-    s.strip_prefix("o-")
-        .is_some_and(|r| (10..=32).contains(&r.len()) && r.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
+    s.strip_prefix("o-").is_some_and(|r| {
+        (10..=32).contains(&r.len()) && r.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    })
 }
 
 /// `ou-` then 4-32 lowercase letters or digits, `-`, then 8-32 more (Organizations' pattern).
 fn is_ou_id(s: &str) -> bool {
-    let ok = |p: &str, lo: usize| (lo..=32).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let ok = |p: &str, lo: usize| {
+        (lo..=32).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    };
     s.strip_prefix("ou-").and_then(|r| r.split_once('-')).is_some_and(|(a, b)| ok(a, 4) && ok(b, 8))
 }
 

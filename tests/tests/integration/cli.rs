@@ -117,7 +117,12 @@ impl Cli {
     /// own adapter): mode `mode`, account budget `cap`.
     async fn stack(&self, mode: Mode, cap: Option<&str>) {
         let settings = StoredSettings {
-            stack: StackSettings { name: STACK.into(), mode, account_budget: cap.map(usd), team_budgets: Default::default() },
+            stack: StackSettings {
+                name: STACK.into(),
+                mode,
+                account_budget: cap.map(usd),
+                team_budgets: Default::default(),
+            },
             alerts_topic: self.aws.alerts_topic.clone(),
             written_at: t0(),
         };
@@ -807,7 +812,12 @@ async fn preflight_names_a_quota_of_0_and_an_unheard_alerts_topic() {
     let sns = aws_sdk_sns::Client::new(&c.aws.sdk);
     let unheard = sns.create_topic().name(format!("unheard-{}", uuid::Uuid::new_v4().simple())).send().await.unwrap();
     let settings = StoredSettings {
-        stack: StackSettings { name: STACK.into(), mode: Mode::Live, account_budget: Some(usd("1000")), team_budgets: Default::default() },
+        stack: StackSettings {
+            name: STACK.into(),
+            mode: Mode::Live,
+            account_budget: Some(usd("1000")),
+            team_budgets: Default::default(),
+        },
         alerts_topic: unheard.topic_arn().unwrap().to_string(),
         written_at: t0(),
     };

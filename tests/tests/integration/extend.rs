@@ -130,7 +130,12 @@ impl X {
             reminders: Synced::default(),
             now: Mutex::new(T0.parse().unwrap()),
             settings: TrackSettings {
-                stack: StackSettings { name: STACK.into(), mode: stack_mode, account_budget: None, team_budgets: Default::default() },
+                stack: StackSettings {
+                    name: STACK.into(),
+                    mode: stack_mode,
+                    account_budget: None,
+                    team_budgets: Default::default(),
+                },
                 payment_warning_hours: vec![6, 1],
                 adopt_untagged: false,
                 regions: vec!["us-east-1".parse().unwrap()],
@@ -140,7 +145,12 @@ impl X {
         };
         x.aws.store().put_rule(&rule(Mode::Live), None).await.unwrap();
         let scan = ScanSettings {
-            stack: StackSettings { name: STACK.into(), mode: Mode::Live, account_budget: None, team_budgets: Default::default() },
+            stack: StackSettings {
+                name: STACK.into(),
+                mode: Mode::Live,
+                account_budget: None,
+                team_budgets: Default::default(),
+            },
             describe: capblock_tests::fixtures::fast_describe(),
         };
         let (store, notifier) = (x.aws.store(), x.aws.notifier());

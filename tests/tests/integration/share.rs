@@ -20,15 +20,18 @@ async fn rig(name: &str, behaviour: &[&str]) -> Rig {
     for b in behaviour {
         scenario = scenario.behaviour(b);
     }
-    let mut h = Rig::start(name, &scenario.build(), capblock_tests::quick_timeouts(), T0.parse().unwrap(), "capblock-test")
-        .await;
+    let mut h =
+        Rig::start(name, &scenario.build(), capblock_tests::quick_timeouts(), T0.parse().unwrap(), "capblock-test")
+            .await;
     h.track.regions = vec!["us-east-1".parse().unwrap()];
     h
 }
 
 fn rule(share_with: &[&str]) -> capblock_shared::domain::rule::Rule {
     let list = share_with.iter().map(|p| format!("\"{p}\"")).collect::<Vec<_>>().join(", ");
-    RuleToml::p5("shared").extra(&format!("share_with = [{list}]\ntags = {{ team = \"vision\" }}")).rule(T0.parse().unwrap())
+    RuleToml::p5("shared")
+        .extra(&format!("share_with = [{list}]\ntags = {{ team = \"vision\" }}"))
+        .rule(T0.parse().unwrap())
 }
 
 /// Every share the simulator holds, with its associations as they show now.
@@ -73,11 +76,11 @@ async fn a_block_is_shared_once_when_scheduled_and_unshared_at_its_end() {
         assert!(report.errors.is_empty(), "{report:#?}");
     }
     let all = shares(&h).await;
-    assert_eq!(all.len(), 1, "one share per block, however many runs: {all:#}");
+    assert_eq!(all.len(), 1, "one share per block, however many runs: {all:#?}");
     let share = &all[0];
     assert_eq!(status(share), "ACTIVE");
     let text = share.to_string();
-    for needle in [&id, MEMBER_A, OU, "capblock:reservation", "capblock-test", "ASSOCIATED"] {
+    for needle in [id.as_str(), MEMBER_A, OU, "capblock:reservation", "capblock-test", "ASSOCIATED"] {
         assert!(text.contains(needle), "{needle} missing from {share:#}");
     }
     let alerts = h.aws.alerts().await;
@@ -111,8 +114,11 @@ async fn a_block_is_shared_once_when_scheduled_and_unshared_at_its_end() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_ram_refuses_is_said_once_under_either_reading() {
     for reading in ["failed_association", "error"] {
-        let h = rig(&format!("share-no-{reading}"), &[&format!("ram_refusal = \"{reading}\""), "ram_association_delay_secs = 0"])
-            .await;
+        let h = rig(
+            &format!("share-no-{reading}"),
+            &[&format!("ram_refusal = \"{reading}\""), "ram_association_delay_secs = 0"],
+        )
+        .await;
         h.sim.control("POST", "/_sim/ram/organization", r#"{"limited_billing_history": true}"#).await;
         let id = h.buy(&rule(&[MEMBER_B])).await;
         h.advance_hours(3).await;
@@ -168,7 +174,9 @@ async fn the_hand_off_of_a_shared_block_runs_in_the_consumer_account() {
     use capblock_shared::ports::{AccountHands, Parameters};
     let h = rig("share-handoff", &["ram_association_delay_secs = 0"]).await;
     let rule = RuleToml::p5("consumed")
-        .extra(&format!("share_with = [\"{MEMBER_A}\"]\nhandoff_account = \"{MEMBER_A}\"\n[[actions]]\nkind = \"publish_parameter\""))
+        .extra(&format!(
+            "share_with = [\"{MEMBER_A}\"]\nhandoff_account = \"{MEMBER_A}\"\n[[actions]]\nkind = \"publish_parameter\""
+        ))
         .rule(T0.parse().unwrap());
     let id = h.buy(&rule).await;
     h.advance_hours(3).await;

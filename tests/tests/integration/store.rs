@@ -28,7 +28,11 @@ pub fn offering(id: &str, fee: Decimal) -> Offering {
 }
 
 fn charges(rule: &Rule, account: Option<Decimal>) -> Vec<BudgetCharge> {
-    capblock_shared::domain::budget::charges_for(rule, account.map(|a| Money::usd(a).unwrap()), &Period::of(now()))
+    let budgets = capblock_shared::domain::budget::StackBudgets {
+        account: account.map(|a| Money::usd(a).unwrap()),
+        teams: Default::default(),
+    };
+    capblock_shared::domain::budget::charges_for(rule, &budgets, &Period::of(now())).expect("no team")
 }
 
 fn block_for(intent: &Intent, id: &str) -> Block {

@@ -335,7 +335,9 @@ impl Shares for Aws {
             .lock()
             .unwrap()
             .iter()
-            .find(|s| !s.deleted && tagged(s, "capblock:stack", stack) && tagged(s, "capblock:reservation", reservation_id))
+            .find(|s| {
+                !s.deleted && tagged(s, "capblock:stack", stack) && tagged(s, "capblock:reservation", reservation_id)
+            })
             .map(|s| ShareView {
                 arn: s.arn.clone(),
                 resource: Some(share::Associated {

@@ -8,7 +8,12 @@ use crate::app::fakes::{Market, Table, offering, reservation_of, rule, sent_inte
 
 fn settings(mode: Mode) -> ScanSettings {
     ScanSettings {
-        stack: StackSettings { name: "capblock-test".into(), mode, account_budget: None, team_budgets: Default::default() },
+        stack: StackSettings {
+            name: "capblock-test".into(),
+            mode,
+            account_budget: None,
+            team_budgets: Default::default(),
+        },
         describe: DescribeBudget::for_refill(
             std::time::Duration::from_millis(1),
             1.0,

@@ -27,6 +27,11 @@ pub(crate) fn every_step() -> Vec<BusStep> {
             idle_instance_minutes: 180,
             idle_cost: Some("288.00 USD".into()),
         },
+        BusStep::Shared {
+            share_arn: "arn:aws:ram:us-east-1:123456789012:resource-share/4f1c".into(),
+            shared_with: vec!["111111111111".into()],
+            not_shared_with: vec![],
+        },
     ];
     let types: Vec<DetailType> = steps.iter().map(BusStep::detail_type).collect();
     assert_eq!(types, DetailType::ALL, "one step per detail-type, in order");

@@ -646,12 +646,14 @@ fn teams_shares_and_hand_off_accounts_ec2_or_ram_would_refuse_are_named() {
     let p = problems(&format!(
         "{GOOD}\nteam = \"Vision Team\"\nshare_with = [\"12345\", \"222222222222\", \"222222222222\"]"
     ));
-    let fields: Vec<&str> = p.iter().map(|(f, _)| f.as_str()).collect();
-    assert_eq!(fields, ["team", "share_with[0]", "share_with[2]"], "{p:?}");
+    let named: Vec<&str> = p.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(named, ["team", "share_with[0]", "share_with[2]"], "{p:?}");
     assert!(p[1].1.contains("inside the Organization") && p[2].1.contains("twice"), "{p:?}");
 
     // UltraServer blocks cannot be shared (EC2 user guide).
-    let p = problems(&ultra("ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [1]\nshare_with = [\"222222222222\"]"));
+    let p = problems(&ultra(
+        "ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [1]\nshare_with = [\"222222222222\"]",
+    ));
     assert_eq!(p.len(), 1, "{p:?}");
     assert_eq!(p[0].0, "share_with");
     assert!(p[0].1.contains("cannot share UltraServer"), "{p:?}");
@@ -666,5 +668,7 @@ fn teams_shares_and_hand_off_accounts_ec2_or_ram_would_refuse_are_named() {
         ["handoff_account"]
     );
     assert_eq!(fields(&format!("{GOOD}\nshare_with = [\"{OU}\"]\nhandoff_account = \"22\"")), ["handoff_account"]);
-    assert!(Rule::from_toml(&format!("{GOOD}\nshare_with = [\"{OU}\"]\nhandoff_account = \"222222222222\""), now()).is_ok());
+    assert!(
+        Rule::from_toml(&format!("{GOOD}\nshare_with = [\"{OU}\"]\nhandoff_account = \"222222222222\""), now()).is_ok()
+    );
 }

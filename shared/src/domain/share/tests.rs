@@ -53,7 +53,9 @@ fn a_share_is_done_only_when_ram_has_associated_it() {
         }
     );
     assert_eq!(judge(&view(Failed, &[("111111111111", Associated)])), Shared::Failed("no".into()));
-    assert!(matches!(judge(&view(Associated, &[("222222222222", Failed)])), Shared::Failed(w) if w.contains("222222222222")));
+    assert!(
+        matches!(judge(&view(Associated, &[("222222222222", Failed)])), Shared::Failed(w) if w.contains("222222222222"))
+    );
     assert!(matches!(judge(&view(Disassociated, &[])), Shared::Failed(_)));
     let none = ShareView { resource: None, ..view(Associated, &[]) };
     assert!(matches!(judge(&none), Shared::Failed(w) if w.contains("no reservation")));
