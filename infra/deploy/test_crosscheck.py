@@ -286,6 +286,14 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
                   "    let _ = client.transact_write_items().transact_items(Delete::builder().build());")
         self.assertFails("undeclared SDK call: implied by transact_write_items() needs dynamodb:DeleteItem")
 
+    def test_an_assumed_role_provider_calls_sts_for_the_code(self):
+        # aws-config's AssumeRoleProvider calls sts:AssumeRole itself: declared, it passes; not
+        # declared, the call is named.
+        self.edit("shared/src/aws/store.rs", "let _ = client.put_item().table_name(table);",
+                  "let _ = client.put_item().table_name(table);\n"
+                  "    let _ = aws_config::sts::AssumeRoleProvider::builder(\"arn\");")
+        self.assertFails("undeclared SDK call: assume_role() needs sts:AssumeRole")
+
     def test_unknown_or_unbuilt_port_fails(self):
         self.edit("functions/lookup/src/main.rs", '&["Reader"]', '&["Reader", "Clock"]')
         self.assertFails("AWS_PORTS names Clock, which no adapter's ACTIONS table declares")

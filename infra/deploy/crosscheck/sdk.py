@@ -117,6 +117,12 @@ IMPLIED = [
     ("ram", "create_resource_share", r"\.\s*tags\s*\(", ["ram:TagResource"]),
 ]
 
+# aws-config's credentials providers call STS themselves: AssumeRoleProvider assumes its role
+# (sts:AssumeRole) when first asked for credentials.
+INDIRECT_CALLS = [
+    (r"\bAssumeRoleProvider::builder\b", "sts", "assume_role"),
+]
+
 METHOD_CALL_RX = re.compile(r"\.\s*([a-z_][a-z0-9_]*)\s*(?:::\s*<[^>]*>\s*)?\(")
 
 
@@ -139,6 +145,10 @@ def sdk_calls(code: str, services: set[str], sdk: Sdk) -> tuple[dict[str, set[st
             calls[svc] = found
         else:
             calls[svc] = methods & set(ops)
+    # Calls the SDK makes on the code's behalf, with no `aws_sdk_<service>::` in the code.
+    for rx, svc, op in INDIRECT_CALLS:
+        if re.search(rx, code):
+            calls.setdefault(svc, set()).add(op)
     return calls, problems
 
 
