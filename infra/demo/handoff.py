@@ -29,6 +29,7 @@ GROUP_RULE = "trn2-ultra"
 RESERVATION_GROUP = f"capblock-{os.environ.get('CAPBLOCK_STACK', 'capblock-local')}-{GROUP_RULE}"
 ALL_DETAIL_TYPES = {
     "Block Purchased", "Payment Failed", "Block Active", "Block Ending", "Block Extended", "Block Ended", "Health Changed", "Block Idle",
+    "Block Shared",
 }
 REGIONS = ["us-east-1", "us-west-2", "eu-north-1"]
 # p5-weekly's leads: the group goes to 0 an hour before termination, the command 30 minutes
@@ -206,7 +207,7 @@ class HandOff:
             ("p5-trainers back to 0 before the end", down_ok),
             ("Run Command sent once, 30 min before termination", command_ok),
             ("each capblock event on the queue once per (block, step)", bool(keys) and len(keys) == len(set(keys))),
-            ("all eight detail-types went out", ALL_DETAIL_TYPES <= {t for _, t in types}),
+            ("all nine detail-types went out", ALL_DETAIL_TYPES <= {t for _, t in types}),
             ("every event matches its JSON Schema", self.schema_check()),
         ]
 
