@@ -83,13 +83,7 @@ class Member(unittest.TestCase):
         return {k: v for k, v in (tpl or self.tpl)["Resources"].items() if v.get("Type") == t}
 
     def role_statements(self, role_id: str) -> list[dict]:
-        """The statements of the role's own policies and of every policy attached to it."""
-        role = self.res[role_id]["Properties"]
-        out = [s for p in role.get("Policies", []) for s in as_list(p["PolicyDocument"]["Statement"])]
-        for v in self.of_type("AWS::IAM::Policy").values():
-            if any(ref(r) == role_id for r in v["Properties"].get("Roles", [])):
-                out += as_list(v["Properties"]["PolicyDocument"]["Statement"])
-        return out
+        return capacity.role_statements(self.res, role_id)
 
 
 class StackSets(Member):

@@ -159,6 +159,16 @@ def resolve(expr, params: dict[str, str]):
     raise RuleError(f"unsupported function {fn}")
 
 
+def role_statements(resources: dict, role_id: str) -> list[dict]:
+    """The statements of a role's own policies and of every policy attached to it."""
+    role = resources[role_id]["Properties"]
+    out = [s for p in role.get("Policies", []) for s in as_list(p["PolicyDocument"]["Statement"])]
+    for v in resources.values():
+        if v.get("Type") == "AWS::IAM::Policy" and any(ref(r) == role_id for r in v["Properties"].get("Roles", [])):
+            out += as_list(v["Properties"]["PolicyDocument"]["Statement"])
+    return out
+
+
 def arn_matches(pattern: str, arn: str) -> bool:
     """IAM's ARN matching: `*` any run of characters, `?` one."""
     return re.fullmatch("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern), arn) is not None
@@ -193,12 +203,7 @@ class Template(unittest.TestCase):
         return {k: v for k, v in self.res.items() if v.get("Type") == t}
 
     def role_statements(self, role_id: str) -> list[dict]:
-        role = self.res[role_id]["Properties"]
-        out = [s for p in role.get("Policies", []) for s in as_list(p["PolicyDocument"]["Statement"])]
-        for v in self.of_type("AWS::IAM::Policy").values():
-            if any(ref(r) == role_id for r in v["Properties"].get("Roles", [])):
-                out += as_list(v["Properties"]["PolicyDocument"]["Statement"])
-        return out
+        return role_statements(self.res, role_id)
 
 
 class Alarms(Template):
