@@ -142,6 +142,7 @@ impl Adapters {
             stack: stack.to_string(),
             function: function.to_string(),
             handoff_clusters: Vec::new(),
+            handoff_accounts: Vec::new(),
         }
     }
 }

@@ -106,7 +106,30 @@ fn reminders(sdk: &aws_config::SdkConfig) -> Result<SchedulerReminders, Function
     ))
 }
 
+/// Whether the payload is preflight's ask to check this function's role.
+fn is_permissions_ask(payload: &Payload) -> bool {
+    matches!(payload, Payload::Json(v) if capblock_shared::domain::permissions::PermissionsAsk::of(v).is_some())
+}
+
 impl App {
+    /// The member accounts the stored rules' `handoff_account` name (preflight assumes the
+    /// member role in each); none when the rules cannot be read (logged: the check says so).
+    async fn handoff_accounts(&self) -> Vec<String> {
+        use capblock_shared::ports::RuleStore;
+        match self.aws.store.list_rules().await {
+            Ok(rules) => {
+                let mut accounts: Vec<String> = rules.into_iter().filter_map(|r| r.rule.handoff_account).collect();
+                accounts.sort();
+                accounts.dedup();
+                accounts
+            }
+            Err(e) => {
+                tracing::warn!(event = "rules_unread", error = %e, "preflight tries no member role");
+                Vec::new()
+            }
+        }
+    }
+
     pub async fn from_env() -> Result<App, FunctionError> {
         let aws = Adapters::new(config::targets()?, None).await;
         let settings = settings()?;
@@ -137,6 +160,9 @@ impl App {
         self.names.keep(&self.aws.store).await;
         let mut targets = self.aws.probe_targets(&stack.name, "track-blocks", Some(self.schedule_group.clone()));
         targets.handoff_clusters = self.handoff_clusters.clone();
+        if is_permissions_ask(&event.payload) {
+            targets.handoff_accounts = self.handoff_accounts().await;
+        }
         if let Some(checked) = check_own_role("track-blocks", AWS_PORTS, &event.payload, &self.aws.sdk, targets).await {
             return checked.map(Reply::Role).map_err(|e| report("track-blocks", &stack.name, e));
         }

@@ -26,6 +26,11 @@ pub fn handoff_role_arn(partition: &str, account: &str, stack: &str) -> String {
     format!("arn:{partition}:iam::{account}:role/capblock-handoff-{stack}")
 }
 
+/// The hand-off role in `account` for a stack whose functions run in `region`.
+pub fn handoff_role_in(region: Option<&str>, account: &str, stack: &str) -> String {
+    handoff_role_arn(partition(region), account, stack)
+}
+
 /// The partition of a region (`cn-north-1`: aws-cn, `us-gov-west-1`: aws-us-gov).
 fn partition(region: Option<&str>) -> &'static str {
     match region {
@@ -62,7 +67,7 @@ impl AccountHands for AssumedAccounts {
                 message: format!("{account:?} is not an account id"),
             });
         }
-        let role = handoff_role_arn(partition(region.as_deref()), account, &self.stack);
+        let role = handoff_role_in(region.as_deref(), account, &self.stack);
         // The provider assumes the role when first asked for credentials (the first call in the
         // account): an AssumeRole refusal shows as that call's error, naming the role.
         let provider = AssumeRoleProvider::builder(&role)

@@ -137,6 +137,8 @@ pub struct AwsProbe {
     stack: String,
     function: String,
     handoff_clusters: Vec<String>,
+    handoff_accounts: Vec<String>,
+    sdk: SdkConfig,
     /// Per region: the offering the describe try saw (the purchase is tried on it) ...
     offering: Mutex<HashMap<Region, Option<String>>>,
     /// ... and what the purchase try showed (CreateTags rides on it).
@@ -154,6 +156,9 @@ pub struct ProbeTargets {
     /// The EKS clusters whose node groups the role may scale (HandoffClusters; empty for a
     /// function that scales none): DescribeNodegroup is tried in the first.
     pub handoff_clusters: Vec<String>,
+    /// The member accounts the rules' `handoff_account` name: the member stack's hand-off role
+    /// is assumed in each (empty for a function that acts in no other account).
+    pub handoff_accounts: Vec<String>,
 }
 
 impl AwsProbe {
@@ -174,6 +179,8 @@ impl AwsProbe {
             stack: t.stack,
             function: t.function,
             handoff_clusters: t.handoff_clusters,
+            handoff_accounts: t.handoff_accounts,
+            sdk: sdk.clone(),
             offering: Mutex::new(HashMap::new()),
             purchase: Mutex::new(HashMap::new()),
         }
@@ -428,9 +435,7 @@ impl AwsProbe {
                 ),
             },
             ("eks", "UpdateNodegroupConfig", _) => effect("changing a node group's size"),
-            ("sts", "AssumeRole", _) => Access::not_checked(
-                "assumed only in the member accounts rules name in handoff_account, whose stacks' trust decides",
-            ),
+            ("sts", "AssumeRole", _) => self.try_member_roles().await,
             ("ram", "CreateResourceShare" | "TagResource" | "DeleteResourceShare", _) => {
                 effect("sharing a block with other accounts, or taking it back")
             }
@@ -464,6 +469,36 @@ impl AwsProbe {
             ),
             _ => Access::not_checked(format!("capblock has no way to try {service}:{action}")),
         }
+    }
+}
+
+impl AwsProbe {
+    /// Assumes the member stack's hand-off role in each account a rule's `handoff_account`
+    /// names: the member stack is there and its trust lets this role in. The first that fails
+    /// is the answer (a denial names the role; anything else is not a verdict on it).
+    async fn try_member_roles(&self) -> Access {
+        use aws_credential_types::provider::ProvideCredentials;
+        if self.handoff_accounts.is_empty() {
+            return Access::not_checked("no rule names a handoff_account: no member role is assumed");
+        }
+        let region = self.sdk.region().map(|r| r.to_string());
+        for account in &self.handoff_accounts {
+            let role = super::accounts::handoff_role_in(region.as_deref(), account, &self.stack);
+            let provider = aws_config::sts::AssumeRoleProvider::builder(&role)
+                .session_name("capblock-preflight")
+                .configure(&self.sdk)
+                .build()
+                .await;
+            if let Err(e) = provider.provide_credentials().await {
+                let message = format!("{role}: {}", DisplayErrorContext(&e));
+                return if message.contains("AccessDenied") {
+                    Access::Denied { message }
+                } else {
+                    Access::not_checked(format!("could not assume {message}"))
+                };
+            }
+        }
+        Access::Allowed
     }
 }
 

@@ -955,6 +955,14 @@ async fn preflight_has_each_function_check_its_own_role() {
         let ran = f.apis[0].wait_outcome(&scan, std::time::Duration::from_secs(60)).await;
         assert!(matches!(ran, Some(Outcome::Response(_))), "{ran:?}");
         c.put_rule(&rule_toml("west", "live", "3.00")).await;
+        if !denied {
+            // A rule whose hand-off runs in a member account: the member role is assumed there
+            // (moto's STS), which is the role's check of sts:AssumeRole.
+            let consumer = rule("consumer", "live", "3.00")
+                .extra("share_with = [\"111111111111\"]\nhandoff_account = \"111111111111\"\n")
+                .toml();
+            c.put_rule(&consumer).await;
+        }
         let out = c
             .unconfirmed_with(
                 &[
@@ -983,7 +991,11 @@ async fn preflight_has_each_function_check_its_own_role() {
             assert!(purchase["todo"].as_str().unwrap().contains("PurchaseRegions"), "{purchase:#}");
             // Tags ride on the purchase: not claimed when the purchase was refused.
             assert_eq!(finding("role of scan-offerings: ec2:CreateTags")["verdict"], "not-checked");
+            // No rule names a member account: nothing to assume.
+            assert_eq!(finding("role of track-blocks: sts:AssumeRole")["verdict"], "not-checked");
         } else {
+            let assumed = finding("role of track-blocks: sts:AssumeRole");
+            assert_eq!(assumed["verdict"], "ok", "{assumed:#}");
             assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
             assert_eq!(purchase["verdict"], "ok", "{purchase:#}");
             assert_eq!(finding("role of scan-offerings: ec2:CreateTags")["verdict"], "ok");
