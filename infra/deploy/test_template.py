@@ -24,8 +24,8 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
   publish to a topic (and CloudWatch, for the topics alarms use) may publish to it; the extension
   offerings describe is scoped to this stack's blocks.
 - organization: TeamBudgets and OrganizationId default to nothing and take only their forms;
-  every function gets the team budgets and no account list; only track-blocks (RAM shares, the
-  member accounts' hand-off role, consumers' default buses) acts outside this account, through
+  the functions that store the stack's settings get the team budgets, and none an account list; only track-blocks (RAM shares, the
+  member accounts' hand-off role) acts outside this account, through
   one policy that exists only with an organization, with exactly those actions, any other
   account only inside the Organization (aws:ResourceOrgID); scan-offerings asks from this
   account only; shares only of this account's capacity reservations, tagged for this stack,
@@ -617,8 +617,6 @@ class Guards(Template):
         putters = set()
         for rid, s in self.statements():
             if "events:PutEvents" in as_list(s.get("Action")):
-                if "aws:ResourceOrgID" in (s.get("Condition") or {}).get("StringEquals", {}):
-                    continue  # a shared block's consumers' default buses: see Organization
                 putters.add(rid)
                 (cond, then, _), = s["Resource"].values()
                 self.assertEqual(resolve(then, own), arn, rid)
