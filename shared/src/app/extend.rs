@@ -16,7 +16,7 @@ use crate::domain::extension::{
     ExtensionIntent, ExtensionOffer, ExtensionState, PaymentStatus, Settlement, choose, history_disagrees, in_window,
     paid_days, settlement_with_history,
 };
-use crate::domain::money::{Money, Rate};
+use crate::domain::money::Rate;
 use crate::domain::names::Region;
 use crate::domain::rule::{Extend, Mode, Rule, is_sellable_duration_days};
 use crate::ports::{
@@ -153,14 +153,6 @@ where
         Ok(out)
     }
 
-    /// What the rule may still spend (`app::budgets`); none for a rule whose team has no budget.
-    async fn headroom(&self, rule: &Rule, now: DateTime<Utc>) -> Result<Money, StoreError> {
-        match charges_for(rule, &self.budgets, &Period::of(now)) {
-            Ok(charges) => super::budgets::headroom(self.store, &charges).await,
-            Err(_) => Ok(Money::zero(rule.currency)),
-        }
-    }
-
     async fn consider(
         &self,
         b: &Block,
@@ -184,7 +176,7 @@ where
             return Ok(None);
         }
         let offers = self.offers(b, left_days).await;
-        let headroom = self.headroom(rule, now).await?;
+        let headroom = super::budgets::headroom(self.store, rule, &self.budgets, now).await?;
         let Some((offer, rate)) = choose(&offers, b.instance_count, accel, x.max_price_per_accelerator_hour, headroom)
         else {
             return skip(format!("none of {} extension offering(s) meets the rule and the budget", offers.len()));

@@ -11,16 +11,16 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use tokio::time::Instant;
 
+use super::budgets::headroom;
 use super::fan_out::{Answer, Carried, Pacing, QUOTA_STRIKES, ask_all_seeing};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::purchase::{Buyer, Outcome};
 use super::reconcile::{Settled, settle_open_intents, settling_until};
 use super::settings::StackSettings;
 use crate::domain::announce;
-use crate::domain::budget::{Period, StackBudgets, charges_for};
+use crate::domain::budget::{Period, charges_for};
 use crate::domain::catalog::AcceleratorCatalog;
 use crate::domain::decision::{Decision, Headroom, Priced, decide};
-use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::plan::{
@@ -234,21 +234,6 @@ pub async fn learn_accelerators<M: InstanceTypeSource + ?Sized>(
                 tracing::warn!(%region, error = %e, "DescribeInstanceTypes failed; using the built-in accelerator table")
             }
         }
-    }
-}
-
-/// What `rule` may still spend in the current period: the least room among the budgets it
-/// draws on (`app::budgets`). A rule whose team has no budget has none (the scan refuses such
-/// rules before asking; this keeps any other path from buying for them).
-async fn headroom<L: Ledger + ?Sized>(
-    ledger: &L,
-    rule: &Rule,
-    budgets: &StackBudgets,
-    now: DateTime<Utc>,
-) -> Result<Headroom, StoreError> {
-    match charges_for(rule, budgets, &Period::of(now)) {
-        Ok(charges) => Ok(Headroom(super::budgets::headroom(ledger, &charges).await?)),
-        Err(_) => Ok(Headroom(Money::zero(rule.currency))),
     }
 }
 
@@ -818,7 +803,7 @@ where
                 for ri in std::mem::take(&mut ready) {
                     let rule = &rules[ri];
                     let offerings = seen.get(&ri).map(Vec::as_slice).unwrap_or_default();
-                    let room = headroom(self.store, rule, &self.settings.stack.budgets(), at.clock()).await?;
+                    let room = Headroom(headroom(self.store, rule, &self.settings.stack.budgets(), at.clock()).await?);
                     let decision = decide(rule, offerings, &catalog, room, at.view());
                     if decision.chosen.is_none() {
                         continue;
@@ -944,7 +929,7 @@ where
             let mine: Vec<usize> = (0..plan.all.len()).filter(|&i| plan.all[i].rules.contains(&ri)).collect();
             let offerings: Vec<Offering> = mine.iter().filter_map(|i| answered.get(i)).flatten().cloned().collect();
             let questions_answered = mine.iter().filter(|i| answered.contains_key(i)).count();
-            let room = headroom(self.store, rule, &self.settings.stack.budgets(), now).await?;
+            let room = Headroom(headroom(self.store, rule, &self.settings.stack.budgets(), now).await?);
             let decision = decide(rule, &offerings, &catalog, room, view);
             let mode = self.settings.stack.mode.and(rule.mode);
             let Acted { chosen, action } = match on_sight.remove(&ri) {

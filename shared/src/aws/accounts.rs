@@ -31,6 +31,18 @@ pub fn handoff_role_in(region: Option<&str>, account: &str, stack: &str) -> Stri
     handoff_role_arn(partition(region), account, stack)
 }
 
+/// The member stack's hand-off role in `account` for stack `stack`, and a provider of its
+/// credentials over `base`'s under `session` (the role is assumed when they are first asked for).
+pub async fn member_role(base: &SdkConfig, account: &str, stack: &str, session: &str) -> (String, AssumeRoleProvider) {
+    let role = handoff_role_in(base.region().map(|r| r.as_ref()), account, stack);
+    let provider = AssumeRoleProvider::builder(&role)
+        .session_name(session.chars().take(64).collect::<String>())
+        .configure(base)
+        .build()
+        .await;
+    (role, provider)
+}
+
 /// The partition of a region (`cn-north-1`: aws-cn, `us-gov-west-1`: aws-us-gov).
 fn partition(region: Option<&str>) -> &'static str {
     match region {
@@ -67,14 +79,9 @@ impl AccountHands for AssumedAccounts {
                 message: format!("{account:?} is not an account id"),
             });
         }
-        let role = handoff_role_in(region.as_deref(), account, &self.stack);
         // The provider assumes the role when first asked for credentials (the first call in the
         // account): an AssumeRole refusal shows as that call's error, naming the role.
-        let provider = AssumeRoleProvider::builder(&role)
-            .session_name(format!("capblock-{}", self.stack).chars().take(64).collect::<String>())
-            .configure(&self.base)
-            .build()
-            .await;
+        let (_, provider) = member_role(&self.base, account, &self.stack, &format!("capblock-{}", self.stack)).await;
         let there = self.base.to_builder().credentials_provider(SharedCredentialsProvider::new(provider)).build();
         let s = Arc::new(AccountSides {
             parameters: Box::new(Ssm::new(there.clone())),

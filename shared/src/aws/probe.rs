@@ -481,14 +481,9 @@ impl AwsProbe {
         if self.handoff_accounts.is_empty() {
             return Access::not_checked("no rule names a handoff_account: no member role is assumed");
         }
-        let region = self.sdk.region().map(|r| r.to_string());
         for account in &self.handoff_accounts {
-            let role = super::accounts::handoff_role_in(region.as_deref(), account, &self.stack);
-            let provider = aws_config::sts::AssumeRoleProvider::builder(&role)
-                .session_name("capblock-preflight")
-                .configure(&self.sdk)
-                .build()
-                .await;
+            let (role, provider) =
+                super::accounts::member_role(&self.sdk, account, &self.stack, "capblock-preflight").await;
             if let Err(e) = provider.provide_credentials().await {
                 let message = format!("{role}: {}", DisplayErrorContext(&e));
                 return if message.contains("AccessDenied") {
