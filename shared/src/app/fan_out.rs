@@ -1,5 +1,7 @@
-//! Asking the market many questions within EC2's describe limit: one lane per region, all
-//! regions at once, one call at a time in each.
+//! Asking the market many questions within EC2's describe limit: one lane per region and
+//! account, all regions at once, one call at a time in each lane. The buying account always has
+//! a lane; member accounts that lend their own limit (`WatchAccount`) add theirs, and the
+//! lanes of a region share its queue of questions (`ask_spread`).
 //!
 //! DescribeCapacityBlockOfferings has a limit of its own per account and region: a burst of
 //! about 2, then about one call every 2-4 s, shared with everyone in the account. Past it EC2
@@ -31,6 +33,7 @@
 //! Lane time is real elapsed time (tokio's clock, so tests run it paused), never business time.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -96,6 +99,8 @@ pub struct Carried {
     pub probes: BTreeSet<(Region, String)>,
     /// The pace each region's lane starts at (learned by earlier runs; else the bounds' start).
     pub paces: BTreeMap<Region, Pace>,
+    /// The pace each member account's lane starts at, per (region, account).
+    pub helper_paces: BTreeMap<(Region, String), Pace>,
 }
 
 impl From<Strikes> for Carried {
@@ -118,6 +123,12 @@ pub struct RunAnswers {
     pub calls: BTreeMap<Region, Calls>,
     /// The pace each region's lane ended with (only regions asked).
     pub paces: BTreeMap<Region, Pace>,
+    /// The calls each member account's lane sent, per (region, account).
+    pub helper_calls: BTreeMap<(Region, String), Calls>,
+    /// The pace each member account's lane ended with, per (region, account).
+    pub helper_paces: BTreeMap<(Region, String), Pace>,
+    /// Member accounts whose lane stopped on a failure, and the first failure.
+    pub helper_failed: BTreeMap<String, String>,
 }
 
 /// DescribeCapacityBlockOfferings calls one region's lane sent, and how many EC2 throttled.
@@ -160,6 +171,38 @@ where
     M: OfferingSource + ?Sized,
     F: Fn(usize, &Answer) + Sync,
 {
+    ask_spread(market, &[], queries, pacing, carried, seen).await
+}
+
+/// A member account that lends the watch its own describe limit: its id and a market client
+/// signed with its read-only watch role (`member.yaml`: `capblock-watch-<stack>`, which may call
+/// DescribeCapacityBlockOfferings and nothing else). Purchases never go through it.
+pub struct WatchAccount {
+    pub account: String,
+    pub market: Box<dyn OfferingSource>,
+}
+
+/// [`ask_all_seeing`] over the buying account (`home`) and the member accounts in `helpers`:
+/// each account has its own describe limit per region (EC2 User Guide), so a region gets one
+/// lane per account, each at its own learned pace, all taking the region's next question from
+/// one queue. Each question is asked by one account at a time and answered once; a faster
+/// account simply takes more. What only the buying account can tell stays its own: the
+/// refusals that may mean a quota of 0 are counted on its calls alone, and a family with a
+/// quota of 0 noted is probed by it alone (another account's quota says nothing of the buyer's).
+/// A helper that fails (its role refused, EC2 failing twice) gives its question back and stops
+/// for the run; the other lanes ask the rest.
+pub async fn ask_spread<M, F>(
+    home: &M,
+    helpers: &[WatchAccount],
+    queries: &[OfferingQuery],
+    pacing: &Pacing,
+    carried: &Carried,
+    seen: F,
+) -> RunAnswers
+where
+    M: OfferingSource + ?Sized,
+    F: Fn(usize, &Answer) + Sync,
+{
     let deadline = Instant::now() + pacing.ask_for;
     let mut lanes: Vec<(&Region, Vec<usize>)> = Vec::new();
     for (i, q) in queries.iter().enumerate() {
@@ -184,33 +227,55 @@ where
             probes: of_region(&carried.probes),
             refused: HashSet::new(),
         };
-        let pace = carried.paces.get(region).map_or_else(|| Pace::start(&pacing.bounds), |p| p.within(&pacing.bounds));
+        let shared = Mutex::new(Shared::new(list, families.probes.clone()));
+        let start = |p: Option<&Pace>| p.map_or_else(|| Pace::start(&pacing.bounds), |p| p.within(&pacing.bounds));
+        let pace = start(carried.paces.get(region));
         async move {
-            let lane = Lane::new(pacing, deadline, families, pace);
-            let (answers, families, calls, pace) = lane.run(market, queries, list, seen).await;
-            (region, answers, families, calls, pace)
+            let home_lane = Lane::new(pacing, deadline, families, pace, None);
+            let helper_lanes = helpers.iter().map(|h| {
+                let pace = start(carried.helper_paces.get(&(region.clone(), h.account.clone())));
+                Lane::new(pacing, deadline, Families::none(), pace, Some(h.account.as_str()))
+                    .run(h.market.as_ref(), queries, &shared, seen)
+            });
+            let (home_end, helper_ends) =
+                futures::join!(home_lane.run(home, queries, &shared, seen), join_all(helper_lanes));
+            let answers = shared.into_inner().unwrap_or_else(|p| p.into_inner()).finish(queries, region, seen);
+            (region, answers, home_end, helper_ends)
         }
     }))
     .await;
     let mut out: Vec<Option<Answer>> = vec![None; queries.len()];
-    let (mut strikes, mut refused) = (Strikes::new(), BTreeSet::new());
-    let (mut calls, mut paces) = (BTreeMap::new(), BTreeMap::new());
-    for (region, answers, families, lane_calls, pace) in results {
-        calls.insert(region.clone(), lane_calls);
-        paces.insert(region.clone(), pace);
+    let mut run = RunAnswers {
+        answers: Vec::new(),
+        strikes: Strikes::new(),
+        refused: BTreeSet::new(),
+        calls: BTreeMap::new(),
+        paces: BTreeMap::new(),
+        helper_calls: BTreeMap::new(),
+        helper_paces: BTreeMap::new(),
+        helper_failed: BTreeMap::new(),
+    };
+    for (region, answers, home, helper_ends) in results {
+        run.calls.insert(region.clone(), home.calls);
+        run.paces.insert(region.clone(), home.pace);
         for (i, a) in answers {
             out[i] = Some(a);
         }
-        strikes.extend(families.strikes.into_iter().filter(|(_, n)| *n > 0).map(|(f, n)| ((region.clone(), f), n)));
-        refused.extend(families.refused.into_iter().map(|f| (region.clone(), f)));
+        let families = home.families;
+        run.strikes
+            .extend(families.strikes.into_iter().filter(|(_, n)| *n > 0).map(|(f, n)| ((region.clone(), f), n)));
+        run.refused.extend(families.refused.into_iter().map(|f| (region.clone(), f)));
+        for (h, end) in helpers.iter().zip(helper_ends) {
+            let key = (region.clone(), h.account.clone());
+            run.helper_calls.insert(key.clone(), end.calls);
+            run.helper_paces.insert(key, end.pace);
+            if let Some(e) = end.failed {
+                run.helper_failed.entry(h.account.clone()).or_insert_with(|| e.to_string());
+            }
+        }
     }
-    RunAnswers {
-        answers: out.into_iter().map(|a| a.expect("every question gets an answer")).collect(),
-        strikes,
-        refused,
-        calls,
-        paces,
-    }
+    run.answers = out.into_iter().map(|a| a.expect("every question gets an answer")).collect();
+    run
 }
 
 /// What one lane knows and learns of its region's families.
@@ -223,42 +288,142 @@ struct Families {
     refused: HashSet<String>,
 }
 
-/// One region's lane.
+impl Families {
+    /// A helper's: it concludes nothing of the buying account's families.
+    fn none() -> Families {
+        Families { strikes: HashMap::new(), conclusive: HashSet::new(), probes: HashSet::new(), refused: HashSet::new() }
+    }
+}
+
+/// What a region's lanes share: the questions still waiting, the answers so far, and what EC2
+/// said of the region that holds for every account.
+struct Shared {
+    queue: VecDeque<usize>,
+    out: Vec<(usize, Answer)>,
+    /// Throttled attempts per question (whoever asked).
+    throttled: HashMap<usize, u32>,
+    /// Types the region does not sell (EC2's message): a fact of the region, whoever asked.
+    not_sold: HashMap<String, String>,
+    /// Families the buying account's refusals found with a quota of 0 this run.
+    quota_zero: BTreeSet<String>,
+    /// Families only the buying account asks (a quota of 0 noted: its probe).
+    home_only: HashSet<String>,
+    /// The region's end for every question still waiting (unsupported, or failed).
+    closed: Option<Answer>,
+}
+
+impl Shared {
+    fn new(list: Vec<usize>, home_only: HashSet<String>) -> Shared {
+        Shared {
+            queue: list.into(),
+            out: Vec::new(),
+            throttled: HashMap::new(),
+            not_sold: HashMap::new(),
+            quota_zero: BTreeSet::new(),
+            home_only,
+            closed: None,
+        }
+    }
+
+    /// The answer a waiting question already has without a call, if any.
+    fn known(&self, q: &OfferingQuery) -> Option<Answer> {
+        if let Some(a) = &self.closed {
+            return Some(a.clone());
+        }
+        if self.quota_zero.contains(family(q.instance_type.as_str())) {
+            return Some(Answer::QuotaZero);
+        }
+        self.not_sold.get(q.instance_type.as_str()).map(|m| Answer::NotSold(m.clone()))
+    }
+
+    fn done<F: Fn(usize, &Answer)>(&mut self, i: usize, a: Answer, seen: &F) {
+        seen(i, &a);
+        self.out.push((i, a));
+    }
+
+    /// The next question a lane may ask (`home`: the buying account's lane), answering on the
+    /// way those that need no call.
+    fn take<F: Fn(usize, &Answer)>(&mut self, home: bool, queries: &[OfferingQuery], seen: &F) -> Option<usize> {
+        let mut k = 0;
+        while k < self.queue.len() {
+            let i = self.queue[k];
+            let q = &queries[i];
+            if let Some(a) = self.known(q) {
+                self.queue.remove(k);
+                self.done(i, a, seen);
+                continue;
+            }
+            if home || !self.home_only.contains(family(q.instance_type.as_str())) {
+                self.queue.remove(k);
+                return Some(i);
+            }
+            k += 1;
+        }
+        None
+    }
+
+    /// A question to ask again later in the run (after the ones waiting).
+    fn again<F: Fn(usize, &Answer)>(&mut self, i: usize, queries: &[OfferingQuery], seen: &F) {
+        match self.known(&queries[i]) {
+            Some(a) => self.done(i, a, seen),
+            None => self.queue.push_back(i),
+        }
+    }
+
+    /// Every lane has stopped: what still waits is answered by what is known, or carried over.
+    fn finish<F: Fn(usize, &Answer)>(mut self, queries: &[OfferingQuery], region: &Region, seen: &F) -> Vec<(usize, Answer)> {
+        let waiting: Vec<usize> = self.queue.drain(..).collect();
+        let mut carried = 0;
+        for i in waiting {
+            let a = self.known(&queries[i]).unwrap_or_else(|| {
+                carried += 1;
+                Answer::CarriedOver
+            });
+            self.done(i, a, seen);
+        }
+        if carried > 0 {
+            tracing::info!(%region, waiting = carried, "asking time over; questions carried over to the next run");
+        }
+        self.out
+    }
+}
+
+/// How a lane ended: what it learned and spent, and (a helper's) why it stopped early.
+struct LaneEnd {
+    families: Families,
+    calls: Calls,
+    pace: Pace,
+    failed: Option<MarketError>,
+}
+
+/// One account's lane in one region.
 struct Lane<'p> {
     pacing: &'p Pacing,
     deadline: Instant,
     pace: Pace,
     last_sent: Option<Instant>,
     families: Families,
-    quota_zero: BTreeSet<String>,
-    not_sold: HashMap<String, String>,
     calls: Calls,
+    /// `None`: the buying account; else the member account lending its limit.
+    helper: Option<&'p str>,
+    unknown: u32,
 }
 
 impl<'p> Lane<'p> {
-    fn new(pacing: &'p Pacing, deadline: Instant, families: Families, pace: Pace) -> Lane<'p> {
-        Lane {
-            pacing,
-            deadline,
-            pace,
-            last_sent: None,
-            families,
-            quota_zero: BTreeSet::new(),
-            not_sold: HashMap::new(),
-            calls: Calls::default(),
-        }
+    fn new(pacing: &'p Pacing, deadline: Instant, families: Families, pace: Pace, helper: Option<&'p str>) -> Lane<'p> {
+        Lane { pacing, deadline, pace, last_sent: None, families, calls: Calls::default(), helper, unknown: 0 }
     }
 
-    /// A question EC2 throttled: the family's refusal counted (a refusal after resting) or the
-    /// lane's pace slowed (one its own pace may have caused), and what becomes of the question:
-    /// its answer, or `None` to ask it again later in the run.
+    /// A question EC2 throttled: the family's refusal counted (a refusal after resting, on the
+    /// buying account's calls) or the lane's pace slowed (one its own pace may have caused), and
+    /// what becomes of the question: its answer, or `None` to ask it again later in the run.
     fn after_throttle(
         &mut self,
         e: MarketError,
         i: usize,
         q: &OfferingQuery,
         rested: bool,
-        throttled: &mut HashMap<usize, u32>,
+        shared: &mut Shared,
     ) -> Option<Answer> {
         let fam = family(q.instance_type.as_str());
         self.calls.throttled += 1;
@@ -270,6 +435,8 @@ impl<'p> Lane<'p> {
         }
         if describe_limit && rested {
             self.calls.contended += 1;
+        }
+        if describe_limit && rested && self.helper.is_none() {
             // Not our pace's doing: either someone else emptied the bucket, or this
             // family's quota is 0. The pace stays; the count, spread over runs and
             // time, decides.
@@ -280,7 +447,7 @@ impl<'p> Lane<'p> {
             if *n >= QUOTA_STRIKES && f.conclusive.contains(fam) {
                 tracing::warn!(region = %q.region, family = fam, "refused every time, even paced, over runs: the family's Capacity Block quota looks like 0");
                 f.strikes.remove(fam);
-                self.quota_zero.insert(fam.to_string());
+                shared.quota_zero.insert(fam.to_string());
                 return Some(Answer::QuotaZero);
             }
         }
@@ -290,7 +457,7 @@ impl<'p> Lane<'p> {
         }
         // A refusal after resting is retried at the pace until the asking time is
         // over; one our own pace may have caused counts against the question.
-        let n = throttled.entry(i).or_default();
+        let n = shared.throttled.entry(i).or_default();
         if !(describe_limit && rested) {
             *n += 1;
         }
@@ -301,46 +468,24 @@ impl<'p> Lane<'p> {
         None
     }
 
-    async fn run<M, F>(
-        mut self,
-        market: &M,
-        queries: &[OfferingQuery],
-        list: Vec<usize>,
-        seen: &F,
-    ) -> (Vec<(usize, Answer)>, Families, Calls, Pace)
+    async fn run<M, F>(mut self, market: &M, queries: &[OfferingQuery], shared: &Mutex<Shared>, seen: &F) -> LaneEnd
     where
         M: OfferingSource + ?Sized,
         F: Fn(usize, &Answer) + Sync,
     {
-        let mut out = Vec::with_capacity(list.len());
-        let done = |out: &mut Vec<(usize, Answer)>, i: usize, a: Answer| {
-            seen(i, &a);
-            out.push((i, a));
-        };
-        let mut queue: VecDeque<usize> = list.into();
-        let mut throttled: HashMap<usize, u32> = HashMap::new();
-        let mut unknown = 0u32;
-        while let Some(i) = queue.pop_front() {
-            let q = &queries[i];
-            let fam = family(q.instance_type.as_str());
-            if self.quota_zero.contains(fam) {
-                done(&mut out, i, Answer::QuotaZero);
-                continue;
-            }
-            if let Some(message) = self.not_sold.get(q.instance_type.as_str()) {
-                done(&mut out, i, Answer::NotSold(message.clone()));
-                continue;
-            }
+        let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut failed = None;
+        loop {
             let send_at = self.last_sent.map_or_else(Instant::now, |t| t + self.pace.gap());
             if send_at > self.deadline {
-                tracing::info!(region = %q.region, waiting = queue.len() + 1, "asking time over; questions carried over to the next run");
-                done(&mut out, i, Answer::CarriedOver);
-                for j in queue.drain(..) {
-                    done(&mut out, j, Answer::CarriedOver);
-                }
                 break;
             }
             sleep_until(send_at).await;
+            // Taken when it can be sent, not before: a lane waiting out its pace holds nothing
+            // another account could ask sooner.
+            let Some(i) = lock().take(self.helper.is_none(), queries, seen) else { break };
+            let q = &queries[i];
+            let fam = family(q.instance_type.as_str());
             let sent = Instant::now();
             let rested = self.last_sent.is_none_or(|t| sent.duration_since(t) >= self.pacing.bounds.refill);
             self.last_sent = Some(sent);
@@ -349,44 +494,65 @@ impl<'p> Lane<'p> {
                 Ok(list) => {
                     self.pace.answered(&self.pacing.bounds);
                     self.families.strikes.remove(fam);
-                    done(&mut out, i, Answer::Offerings(list));
+                    lock().done(i, Answer::Offerings(list), seen);
                 }
-                Err(e @ MarketError::Throttled { .. }) => match self.after_throttle(e, i, q, rested, &mut throttled) {
-                    Some(answer) => done(&mut out, i, answer),
-                    None => queue.push_back(i),
-                },
+                Err(e @ MarketError::Throttled { .. }) => {
+                    let mut s = lock();
+                    match self.after_throttle(e, i, q, rested, &mut s) {
+                        Some(answer) => s.done(i, answer, seen),
+                        None => s.again(i, queries, seen),
+                    }
+                }
                 Err(e @ MarketError::Unknown { .. }) => {
-                    unknown += 1;
-                    if unknown > UNKNOWN_RETRIES {
-                        tracing::warn!(region = %q.region, error = %e, "region failed twice; skipping its other questions");
-                        done(&mut out, i, Answer::Failed(e.clone()));
-                        for j in queue.drain(..) {
-                            done(&mut out, j, Answer::Failed(e.clone()));
+                    self.unknown += 1;
+                    if self.unknown > UNKNOWN_RETRIES {
+                        match self.helper {
+                            Some(account) => {
+                                tracing::warn!(region = %q.region, account, error = %e, "a member account's market failed twice; the other accounts ask the rest");
+                                lock().again(i, queries, seen);
+                                failed = Some(e);
+                            }
+                            None => {
+                                tracing::warn!(region = %q.region, error = %e, "region failed twice; skipping its other questions");
+                                let mut s = lock();
+                                s.closed = Some(Answer::Failed(e.clone()));
+                                s.done(i, Answer::Failed(e), seen);
+                            }
                         }
                         break;
                     }
                     tracing::info!(region = %q.region, error = %e, "unknown answer to a read; retrying once");
                     sleep(UNKNOWN_PAUSE).await;
-                    queue.push_front(i);
+                    lock().queue.push_front(i);
                 }
                 Err(MarketError::Unsupported { .. }) => {
-                    done(&mut out, i, Answer::Unsupported);
-                    for j in queue.drain(..) {
-                        done(&mut out, j, Answer::Unsupported);
-                    }
+                    let mut s = lock();
+                    s.closed = Some(Answer::Unsupported);
+                    s.done(i, Answer::Unsupported, seen);
                     break;
                 }
                 Err(MarketError::NotSold { message, .. }) => {
-                    self.not_sold.insert(q.instance_type.to_string(), message.clone());
-                    done(&mut out, i, Answer::NotSold(message));
+                    let mut s = lock();
+                    s.not_sold.insert(q.instance_type.to_string(), message.clone());
+                    s.done(i, Answer::NotSold(message), seen);
                 }
-                Err(e) => {
-                    tracing::warn!(region = %q.region, error = %e, "EC2 refused a question");
-                    done(&mut out, i, Answer::Failed(e));
-                }
+                Err(e) => match self.helper {
+                    // Most likely the member's watch role (missing, or refused): the buying
+                    // account's own lane and the other members ask its questions.
+                    Some(account) => {
+                        tracing::warn!(region = %q.region, account, error = %e, "a member account's market refused a question; the other accounts ask the rest");
+                        lock().again(i, queries, seen);
+                        failed = Some(e);
+                        break;
+                    }
+                    None => {
+                        tracing::warn!(region = %q.region, error = %e, "EC2 refused a question");
+                        lock().done(i, Answer::Failed(e), seen);
+                    }
+                },
             }
         }
-        (out, self.families, self.calls, self.pace)
+        LaneEnd { families: self.families, calls: self.calls, pace: self.pace, failed }
     }
 }
 

@@ -466,3 +466,107 @@ async fn progress_is_counted_once_per_question_not_per_call() {
     assert!(market.total_calls() > with_trn2.len() as u32, "some calls were refused and asked again");
     assert_eq!(done.load(Ordering::SeqCst), with_trn2.len() as u32);
 }
+
+/// A member account's market whose every answer is a refusal (its watch role missing).
+struct Refusing {
+    calls: AtomicU32,
+}
+
+#[async_trait]
+impl OfferingSource for Refusing {
+    async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Err(MarketError::Rejected {
+            operation: OP,
+            region: q.region.to_string(),
+            code: "AccessDenied".into(),
+            message: "not authorized to perform sts:AssumeRole".into(),
+        })
+    }
+}
+
+/// The questions a market was asked, by instance type, shared with the test.
+struct Recording {
+    inner: FakeMarket,
+    types: std::sync::Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait]
+impl OfferingSource for Recording {
+    async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+        self.types.lock().unwrap().push(q.instance_type.to_string());
+        self.inner.offerings(q).await
+    }
+}
+
+fn member(account: &str, market: impl OfferingSource + 'static) -> WatchAccount {
+    WatchAccount { account: account.into(), market: Box::new(market) }
+}
+
+/// Each account has its own describe limit: with two members lending theirs, a region gets
+/// three lanes at the same pace, about three times the answers in one asking time, and no
+/// question is asked twice (every call is one question's answer).
+#[tokio::test(start_paused = true)]
+async fn member_accounts_each_bring_their_own_limit_and_no_question_is_asked_twice() {
+    let east: Region = "us-east-1".parse().unwrap();
+    let queries: Vec<OfferingQuery> = (1..=60).map(|n| query("us-east-1", "p5.48xlarge", n)).collect();
+    let alone = FakeMarket::ec2();
+    let one = ask_all(&alone, &queries, &pacing(), &Carried::default(), || {}).await;
+    let one_answered = count(&one.answers, |a| matches!(a, Answer::Offerings(_)));
+
+    let home = FakeMarket::ec2();
+    let (a, b) = (std::sync::Arc::new(Mutex::new(Vec::new())), std::sync::Arc::new(Mutex::new(Vec::new())));
+    let helpers = [
+        member("111111111111", Recording { inner: FakeMarket::ec2(), types: a.clone() }),
+        member("222222222222", Recording { inner: FakeMarket::ec2(), types: b.clone() }),
+    ];
+    let three = ask_spread(&home, &helpers, &queries, &pacing(), &Carried::default(), |_, _| {}).await;
+    let answered = count(&three.answers, |a| matches!(a, Answer::Offerings(_)));
+    assert_eq!(answered, 3 * one_answered, "three lanes at one pace: {answered} vs {one_answered}");
+    let (ha, hb) = (a.lock().unwrap().len(), b.lock().unwrap().len());
+    assert_eq!(home.total_calls() as usize + ha + hb, answered, "every call answers a question of its own");
+    assert_eq!(three.calls[&east].sent, home.total_calls() as usize);
+    assert_eq!(three.helper_calls[&(east.clone(), "111111111111".to_string())].sent, ha);
+    assert!(three.helper_paces.contains_key(&(east.clone(), "222222222222".to_string())));
+    assert!(three.helper_failed.is_empty());
+    assert_eq!(count(&three.answers, |a| matches!(a, Answer::CarriedOver)), 60 - answered);
+
+    // The paces carried: each member's lane starts where it ended.
+    let carried = Carried { helper_paces: three.helper_paces.clone(), ..Carried::default() };
+    let again = ask_spread(&home, &helpers, &queries, &pacing(), &carried, |_, _| {}).await;
+    assert!(count(&again.answers, |a| matches!(a, Answer::Offerings(_))) >= answered);
+}
+
+/// A member whose role is refused stops after one call and gives its question back: the
+/// buying account asks it, nothing fails, and the run names the member.
+#[tokio::test(start_paused = true)]
+async fn a_refused_member_gives_its_question_back_and_stops() {
+    let home = FakeMarket::ec2();
+    let queries: Vec<OfferingQuery> = (1..=4).map(|n| query("us-east-1", "p5.48xlarge", n)).collect();
+    let helpers = [member("111111111111", Refusing { calls: AtomicU32::new(0) })];
+    let asked = ask_spread(&home, &helpers, &queries, &pacing(), &Carried::default(), |_, _| {}).await;
+    assert!(asked.answers.iter().all(|a| matches!(a, Answer::Offerings(_))), "{:?}", asked.answers);
+    assert_eq!(home.total_calls(), 4, "the buying account asked them all");
+    let east: Region = "us-east-1".parse().unwrap();
+    assert_eq!(asked.helper_calls[&(east, "111111111111".to_string())].sent, 1);
+    assert!(asked.helper_failed["111111111111"].contains("AccessDenied"), "{:?}", asked.helper_failed);
+}
+
+/// A family with a quota of 0 noted is the buying account's to probe: a member's answer would
+/// say nothing of the buyer's quota, so members never take its question.
+#[tokio::test(start_paused = true)]
+async fn a_quota_probe_is_asked_by_the_buying_account_only() {
+    let mut home = FakeMarket::ec2();
+    home.quota_zero = vec!["trn2"];
+    let types = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let helpers = [member("111111111111", Recording { inner: FakeMarket::ec2(), types: types.clone() })];
+    let queries: Vec<OfferingQuery> = std::iter::once(query("us-east-1", "trn2.48xlarge", 1))
+        .chain((1..=5).map(|n| query("us-east-1", "p5.48xlarge", n)))
+        .collect();
+    let key: (Region, String) = ("us-east-1".parse().unwrap(), "trn2".into());
+    let probes = Carried { probes: [key].into(), ..Default::default() };
+    let asked = ask_spread(&home, &helpers, &queries, &pacing(), &probes, |_, _| {}).await;
+    assert_eq!(asked.answers[0], Answer::CarriedOver, "the probe was refused, once");
+    assert!(!types.lock().unwrap().iter().any(|t| t.starts_with("trn2")), "{:?}", types.lock().unwrap());
+    assert!(asked.answers[1..].iter().all(|a| matches!(a, Answer::Offerings(_))));
+}
