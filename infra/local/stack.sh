@@ -356,7 +356,9 @@ stack_up_unlocked() {
 	UP_IN_PROGRESS=1
 	# One request at a time: moto has no locking, and conditional writes must be atomic (see moto_serial.py).
 	start_service moto "$moto_port" "$VENV/bin/python" "$SCRIPT_DIR/moto_serial.py" -H 127.0.0.1 -p "$moto_port"
-	sim_args=(--listen "127.0.0.1:$sim_port")
+	# moto serves STS on its one port: the simulator asks it which account a temporary key
+	# (a member role the scan assumed) belongs to, for that account's own describe limit.
+	sim_args=(--listen "127.0.0.1:$sim_port" --sts-endpoint "http://127.0.0.1:$moto_port")
 	[[ -n $scenario ]] && sim_args+=(--scenario "$scenario")
 	start_service sim "$sim_port" "$bin" "${sim_args[@]}"
 	wait_healthy moto "$moto_port"

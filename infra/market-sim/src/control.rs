@@ -61,6 +61,8 @@ pub fn handle(world: &mut World, method: &str, path: &str, body: &[u8]) -> Reply
         ("GET", "/_sim/ram/shares") => Ok(crate::ram::shares_state(world)),
         ("GET", "/_sim/ram/organization") => Ok(json!(world.organization)),
         ("POST", "/_sim/ram/organization") => organization(world, &text),
+        ("GET", "/_sim/describe/calls") => Ok(describe_calls(world)),
+        ("POST", "/_sim/describe/calls") => clear_describe_calls(world, &text),
         (_, p)
             if matches!(
                 p,
@@ -76,6 +78,7 @@ pub fn handle(world: &mut World, method: &str, path: &str, body: &[u8]) -> Reply
                     | "/_sim/reservations"
                     | "/_sim/ram/shares"
                     | "/_sim/ram/organization"
+                    | "/_sim/describe/calls"
             ) =>
         {
             return bad(405, format!("method {method} not allowed on {p}"));
@@ -149,8 +152,24 @@ fn state(w: &World) -> Value {
         "faults_injected": w.faults,
         "offering_ids_minted": w.minted_count(),
         "describe_limit_others": w.others_report(),
+        "describe_calls_by_account": w.describe_calls_by_account(),
         "behaviour": w.behaviour,
     })
+}
+
+/// The DescribeCapacityBlockOfferings calls that reached the describe limit, oldest first (the
+/// last `MAX_DESCRIBE_CALLS`), and how many older ones were let go since the last clear.
+fn describe_calls(w: &World) -> Value {
+    let (calls, dropped) = w.describe_calls();
+    json!({ "calls": calls, "dropped": dropped })
+}
+
+/// `{}` forgets the calls kept (the counts by account stay: only a scenario resets them).
+fn clear_describe_calls(w: &mut World, text: &str) -> Result<Value, String> {
+    match parse_json::<Value>(text)? {
+        Value::Object(m) if m.is_empty() => Ok(json!({ "cleared": w.clear_describe_calls() })),
+        _ => Err("body must be {}".into()),
+    }
 }
 
 #[derive(Deserialize)]
@@ -485,6 +504,9 @@ fn set_usage(w: &mut World, text: &str) -> Result<Value, String> {
 mod tests {
     use super::*;
 
+    /// The simulated account (the scenario's default `account_id`).
+    const SIM: &str = "111122223333";
+
     fn world() -> World {
         World::new(Scenario::parse("[clock]\nstart = \"2026-12-01T00:00:00Z\"").unwrap())
     }
@@ -560,11 +582,11 @@ mod tests {
         assert_eq!(v["describe_limit_other_callers_per_min"], 0.0);
         let (s, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"describe_limit": null}"#);
         assert_eq!((s, &v["describe_limit"]), (200, &Value::Null));
-        assert!((0..5).all(|_| w.take_describe_token("us-east-1")));
+        assert!((0..5).all(|_| w.take_describe_token(SIM, "us-east-1")));
         let (s, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"describe_limit": {"burst": 1}}"#);
         assert_eq!((s, &v["describe_limit"]), (200, &json!({"burst": 1, "refill_secs": 4.0})));
-        assert!(w.take_describe_token("us-east-1"));
-        assert!(!w.take_describe_token("us-east-1"));
+        assert!(w.take_describe_token(SIM, "us-east-1"));
+        assert!(!w.take_describe_token(SIM, "us-east-1"));
         let (_, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"describe_limit": false}"#);
         assert_eq!(v["describe_limit"], Value::Null);
         let (_, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"describe_limit": true}"#);
@@ -640,7 +662,7 @@ mod tests {
             json!([{"name": "script", "calls": 3, "over_secs": 0.0, "every_secs": 3600.0, "offset_secs": 0.0}])
         );
         // capblock's first call in us-east-1 finds the script's calls played before it.
-        assert!(!w.take_describe_token("us-east-1"));
+        assert!(!w.take_describe_token(SIM, "us-east-1"));
         let (_, st) = call(&mut w, "GET", "/_sim/state", "");
         let others = &st["describe_limit_others"];
         assert_eq!((&others["calls"], &others["refused"]), (&json!(3), &json!(1)));
@@ -686,6 +708,77 @@ mod tests {
         assert_eq!(v["describe_limit_others"], json!([]));
         call(&mut w, "POST", "/_sim/scenario", "");
         assert_eq!(call(&mut w, "GET", "/_sim/state", "").1["describe_limit_others"]["calls"], 0);
+    }
+
+    #[test]
+    fn caller_accounts_the_counts_by_account_and_the_call_log() {
+        use crate::actions::dispatch_as;
+        use crate::wire::query::Params;
+        const MEMBER: &str = "444455556666";
+        let mut w = world();
+        let body = format!(
+            r#"{{"caller_accounts": {{"AKIAMEMBER": "{MEMBER}"}}, "describe_limit": {{"burst": 2, "refill_secs": 3600}}}}"#
+        );
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", &body);
+        assert_eq!((s, &v["caller_accounts"]), (200, &json!({"AKIAMEMBER": MEMBER})), "{v}");
+        for (bad, says) in [
+            (r#"{"caller_accounts": {"AKIAMEMBER": "4444-5555-66"}}"#, r#"account "4444-5555-66" must be 12 digits"#),
+            (r#"{"caller_accounts": {"AKIAMEMBER": "44445555666"}}"#, "must be 12 digits"),
+            (r#"{"caller_accounts": {"": "444455556666"}}"#, "an access key id must not be empty"),
+            (r#"{"caller_accounts": {"AKIAMEMBER": 444455556666}}"#, "bad behaviour"),
+            (r#"{"caller_accounts": null}"#, "bad behaviour"),
+        ] {
+            let (s, v) = call(&mut w, "POST", "/_sim/behaviour", bad);
+            assert_eq!(s, 400, "{bad}");
+            assert!(v["error"].as_str().unwrap().contains(says), "{bad}: {v}");
+        }
+        assert_eq!(w.behaviour.caller_account("AKIAMEMBER"), Some(MEMBER), "a refused change changes nothing");
+        let (_, st) = call(&mut w, "GET", "/_sim/state", "");
+        assert_eq!(st["describe_calls_by_account"], json!({}));
+        assert_eq!(call(&mut w, "GET", "/_sim/describe/calls", "").1, json!({"calls": [], "dropped": 0}));
+        // The member's three calls (its burst of 2, then refused), the simulated account's one.
+        let p = Params::from_pairs(&[("CapacityDurationHours", "24"), ("InstanceType", "p5.48xlarge")]);
+        for key in [Some("AKIAMEMBER"), None, Some("AKIAMEMBER"), Some("AKIAMEMBER")] {
+            let _ = dispatch_as(&mut w, "us-west-2", key, "DescribeCapacityBlockOfferings", &p);
+        }
+        let (_, st) = call(&mut w, "GET", "/_sim/state", "");
+        assert_eq!(
+            st["describe_calls_by_account"],
+            json!({SIM: {"calls": 1, "refused": 0}, MEMBER: {"calls": 3, "refused": 1}})
+        );
+        assert_eq!(st["faults_injected"]["describe_limited"], 1);
+        assert_eq!(st["faults_injected"]["describe_limited_by_account"], json!({MEMBER: 1}));
+        let (s, v) = call(&mut w, "GET", "/_sim/describe/calls", "");
+        assert_eq!((s, &v["dropped"]), (200, &json!(0)));
+        assert_eq!(
+            v["calls"][0],
+            json!({"account": MEMBER, "region": "us-west-2", "instance_type": "p5.48xlarge", "ultraserver_type": null,
+                   "count": null, "duration_hours": 24, "start_range": null, "end_range": null, "served": true})
+        );
+        let who: Vec<(&str, bool)> = v["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["account"].as_str().unwrap(), c["served"].as_bool().unwrap()))
+            .collect();
+        assert_eq!(who, [(MEMBER, true), (SIM, true), (MEMBER, true), (MEMBER, false)]);
+        // Cleared by {} only; the counts stay.
+        for bad in ["", "[]", r#"{"all": true}"#, "null"] {
+            assert_eq!(call(&mut w, "POST", "/_sim/describe/calls", bad).0, 400, "{bad:?}");
+        }
+        assert_eq!(call(&mut w, "POST", "/_sim/describe/calls", "{}").1, json!({"cleared": 4}));
+        assert_eq!(call(&mut w, "GET", "/_sim/describe/calls", "").1, json!({"calls": [], "dropped": 0}));
+        assert_eq!(call(&mut w, "GET", "/_sim/state", "").1["describe_calls_by_account"][MEMBER]["calls"], 3);
+        assert_eq!(call(&mut w, "DELETE", "/_sim/describe/calls", "").0, 405);
+        // A new scenario clears the log and the counts (and the mapping with the behaviour).
+        let _ = dispatch_as(&mut w, "us-west-2", Some("AKIAMEMBER"), "DescribeCapacityBlockOfferings", &p);
+        assert_eq!(call(&mut w, "GET", "/_sim/describe/calls", "").1["calls"].as_array().unwrap().len(), 1);
+        assert_eq!(call(&mut w, "POST", "/_sim/scenario", "").0, 200);
+        assert_eq!(call(&mut w, "GET", "/_sim/describe/calls", "").1, json!({"calls": [], "dropped": 0}));
+        let (_, st) = call(&mut w, "GET", "/_sim/state", "");
+        assert_eq!(st["describe_calls_by_account"], json!({}));
+        assert_eq!(st["faults_injected"]["describe_limited_by_account"], json!({}));
+        assert_eq!(st["behaviour"]["caller_accounts"], json!({}));
     }
 
     #[test]

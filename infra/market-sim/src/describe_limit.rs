@@ -4,6 +4,10 @@
 //! (`describe_limit_others`) are played here, lazily: whenever the bucket is touched, every call
 //! of theirs due by then is played first, each at its own time and in time order, so the result
 //! is the same as if each had been made when it was due.
+//!
+//! The limit is per account and region: that bucket is the simulated account's. Every other
+//! account (a member account whose role a caller assumed) has a plain bucket of its own per
+//! region, in the world, with neither the drain nor the callers.
 
 use std::collections::BTreeMap;
 
@@ -12,23 +16,43 @@ use serde::Serialize;
 use crate::faults::TokenBucket;
 use crate::scenario::{DescribeLimit, OtherCaller};
 
-/// The other callers' calls, and how many of them found the bucket empty (refused).
+/// Calls that reached a describe-limit bucket, and how many of them found it empty (refused):
+/// the other callers' (by caller and region), and every account's own (by account).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct OtherCounts {
+pub struct CallCounts {
     pub calls: u64,
     pub refused: u64,
 }
 
-impl OtherCounts {
-    fn record(&mut self, served: bool) {
+impl CallCounts {
+    pub fn record(&mut self, served: bool) {
         self.calls += 1;
         self.refused += u64::from(!served);
     }
 
-    pub fn add(&mut self, other: OtherCounts) {
+    pub fn add(&mut self, other: CallCounts) {
         self.calls += other.calls;
         self.refused += other.refused;
     }
+}
+
+/// One DescribeCapacityBlockOfferings call that reached the describe limit, as
+/// `GET /_sim/describe/calls` lists it: who asked where, what (as given, before any validation),
+/// and whether the limit served it (`false`: refused CapacityBlockDescribeLimitExceeded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DescribeCall {
+    pub account: String,
+    pub region: String,
+    pub instance_type: Option<String>,
+    pub ultraserver_type: Option<String>,
+    /// `InstanceCount`, else `UltraserverCount`; `None` when absent or not a whole number.
+    pub count: Option<u64>,
+    /// `CapacityDurationHours`; `None` when absent or not a whole number.
+    pub duration_hours: Option<i64>,
+    /// `StartDateRange` and `EndDateRange` as given.
+    pub start_range: Option<String>,
+    pub end_range: Option<String>,
+    pub served: bool,
 }
 
 /// When call `k` (from 0) of `caller` is due, in seconds after its schedule started: period
@@ -56,7 +80,7 @@ pub struct DescribeBucket {
     started: f64,
     schedules: Vec<Schedule>,
     /// Counts by caller name; a caller removed keeps what it did.
-    by_caller: BTreeMap<String, OtherCounts>,
+    by_caller: BTreeMap<String, CallCounts>,
 }
 
 impl DescribeBucket {
@@ -136,13 +160,13 @@ impl DescribeBucket {
     }
 
     /// All the other callers' calls in this bucket.
-    pub fn counts(&self) -> OtherCounts {
-        let mut total = OtherCounts::default();
+    pub fn counts(&self) -> CallCounts {
+        let mut total = CallCounts::default();
         self.by_caller.values().for_each(|c| total.add(*c));
         total
     }
 
-    pub fn by_caller(&self) -> &BTreeMap<String, OtherCounts> {
+    pub fn by_caller(&self) -> &BTreeMap<String, CallCounts> {
         &self.by_caller
     }
 }
@@ -163,8 +187,8 @@ mod tests {
         DescribeLimit { burst, refill_secs }
     }
 
-    fn counts(calls: u64, refused: u64) -> OtherCounts {
-        OtherCounts { calls, refused }
+    fn counts(calls: u64, refused: u64) -> CallCounts {
+        CallCounts { calls, refused }
     }
 
     #[test]

@@ -65,8 +65,11 @@ pub struct FaultCounts {
     pub region_down: u64,
     pub dropped_purchase_responses: u64,
     pub dropped_extension_purchase_responses: u64,
-    /// DescribeCapacityBlockOfferings refused by the describe limit (an empty bucket).
+    /// DescribeCapacityBlockOfferings refused by the describe limit (an empty bucket), every
+    /// account's...
     pub describe_limited: u64,
+    /// ...and by account (listed from its first refusal).
+    pub describe_limited_by_account: std::collections::BTreeMap<String, u64>,
     /// DescribeCapacityBlockOfferings refused for an instance family whose quota is 0.
     pub quota_zero: u64,
     /// Calls refused UnauthorizedOperation by an `iam_denials` entry.

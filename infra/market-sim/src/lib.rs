@@ -20,5 +20,6 @@ pub mod rng;
 pub mod scenario;
 pub mod sellable;
 pub mod server;
+pub mod sts;
 pub mod wire;
 pub mod world;

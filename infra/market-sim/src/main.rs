@@ -3,19 +3,24 @@ use std::process::ExitCode;
 
 use capblock_market_sim::scenario::Scenario;
 use capblock_market_sim::server::{App, serve};
+use capblock_market_sim::sts::Sts;
 use capblock_market_sim::world::World;
 
 const HELP: &str = "\
 capblock-market-sim: a simulated EC2 Capacity Blocks market on the EC2 Query protocol
 
 USAGE:
-    capblock-market-sim [--listen ADDR] [--scenario FILE] [--port-file FILE]
+    capblock-market-sim [--listen ADDR] [--scenario FILE] [--port-file FILE] [--sts-endpoint URL]
 
 OPTIONS:
-    --listen ADDR      address to bind (default 127.0.0.1:0, port 0 = pick a free one)
-    --scenario FILE    TOML scenario (default: empty market, clock = now)
-    --port-file FILE   write the bound port number to FILE
-    -h, --help         this text
+    --listen ADDR        address to bind (default 127.0.0.1:0, port 0 = pick a free one)
+    --scenario FILE      TOML scenario (default: empty market, clock = now)
+    --port-file FILE     write the bound port number to FILE
+    --sts-endpoint URL   an STS (http://HOST:PORT, e.g. moto's) asked GetCallerIdentity for the
+                         account of a temporary key (ASIA...) calling DescribeCapacityBlockOfferings:
+                         an assumed role's account spends its own describe limit
+                         (default: env CAPBLOCK_SIM_STS_ENDPOINT; neither: never asked)
+    -h, --help           this text
 
 Point SDKs at it with AWS_ENDPOINT_URL_EC2=http://127.0.0.1:PORT (any credentials; the
 region comes from the SigV4 credential scope).
@@ -36,25 +41,29 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
                  offset_secs = 0 }] (other callers, refusable; counts in /_sim/state),
                  counts_before_start = zero|full, offering_ids = stable|per_answer,
                  offering_id_ttl_secs = 300,
-                 ultraserver_search = instance_type_required|ultraserver_only
+                 ultraserver_search = instance_type_required|ultraserver_only,
+                 caller_accounts = { \"AKID\" = \"ACCOUNT\" } (whose describe limit a key spends)
     [[regions]]  name, supported = true, down = false, zero_quota_families = [],
                  sells = [types] (default: the region's market lines), opted_in_zones = []
     [[market]]   region, instance_type, azs, counts, durations_days, start_days,
                  price = [{ from, usd_per_accelerator_hour }], extension_usd_per_accelerator_hour,
                  payment, currency, zone_type = availability-zone|local-zone
 
-CONTROL API (JSON): GET /_sim/state, /_sim/health, /_sim/behaviour;
-    POST /_sim/clock, /_sim/behaviour, /_sim/scenario (TOML body), /_sim/payment, /_sim/reservations
+CONTROL API (JSON): GET /_sim/state, /_sim/health, /_sim/behaviour, /_sim/describe/calls;
+    POST /_sim/clock, /_sim/behaviour, /_sim/scenario (TOML body), /_sim/payment, /_sim/reservations,
+    /_sim/describe/calls ({} clears it)
 ";
 
 struct Args {
     listen: String,
     scenario: Option<String>,
     port_file: Option<String>,
+    sts_endpoint: Option<String>,
 }
 
 fn parse_args() -> Result<Option<Args>, String> {
-    let mut args = Args { listen: "127.0.0.1:0".into(), scenario: None, port_file: None };
+    let sts_endpoint = std::env::var("CAPBLOCK_SIM_STS_ENDPOINT").ok().filter(|v| !v.is_empty());
+    let mut args = Args { listen: "127.0.0.1:0".into(), scenario: None, port_file: None, sts_endpoint };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {
@@ -67,6 +76,7 @@ fn parse_args() -> Result<Option<Args>, String> {
             "--listen" => args.listen = value()?,
             "--scenario" => args.scenario = Some(value()?),
             "--port-file" => args.port_file = Some(value()?),
+            "--sts-endpoint" => args.sts_endpoint = Some(value()?),
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
     }
@@ -105,6 +115,13 @@ async fn main() -> ExitCode {
         }
         None => Scenario::parse("").expect("the empty scenario is valid"),
     };
+    let sts = match args.sts_endpoint.as_deref().map(Sts::new).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let listener = match tokio::net::TcpListener::bind(&args.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -129,8 +146,11 @@ async fn main() -> ExitCode {
     }
     let world = World::new(scenario);
     tracing::info!(now = %world.now(), "simulated clock");
+    if let Some(url) = &args.sts_endpoint {
+        tracing::info!(%url, "the accounts of temporary keys are asked of this STS");
+    }
     println!("listening on http://{addr}");
     let _ = std::io::stdout().flush();
-    serve(listener, App::new(world)).await;
+    serve(listener, App::with_sts(world, sts)).await;
     ExitCode::SUCCESS
 }

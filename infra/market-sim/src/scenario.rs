@@ -1,6 +1,7 @@
 //! The scenario file (TOML): the market on offer, the fault behaviour and the clock start.
 //! See README.md for the format. Everything has a default so `""` is a valid (empty) market.
 
+use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
@@ -245,6 +246,10 @@ pub struct Behaviour {
     pub ultraserver_search: UltraserverSearch,
     /// Actions refused to a caller (UnauthorizedOperation), as its IAM policies would.
     pub iam_denials: Vec<IamDenial>,
+    /// The account of a caller, by access key id (12 digits): whose describe limit its
+    /// DescribeCapacityBlockOfferings calls spend. A key not listed is resolved through STS
+    /// (`--sts-endpoint`, temporary keys only) or is the simulated account's.
+    pub caller_accounts: BTreeMap<String, String>,
     /// RAM: a Capacity Block that cannot be shared, "failed_association" or "error".
     pub ram_refusal: RamRefusal,
     /// RAM: seconds of sim time an association stays ASSOCIATING (and a disassociation
@@ -278,6 +283,7 @@ impl Default for Behaviour {
             offering_id_ttl_secs: 300,
             ultraserver_search: UltraserverSearch::InstanceTypeRequired,
             iam_denials: Vec::new(),
+            caller_accounts: BTreeMap::new(),
             ram_refusal: RamRefusal::FailedAssociation,
             ram_association_delay_secs: 10,
         }
@@ -294,6 +300,11 @@ impl Behaviour {
     /// Whether an `iam_denials` entry refuses `action` to the caller `access_key` in `region`.
     pub fn denies(&self, access_key: &str, action: &str, region: &str) -> bool {
         self.iam_denials.iter().any(|d| d.denies(access_key, action, region))
+    }
+
+    /// The account `caller_accounts` gives the access key id `access_key`, if it lists it.
+    pub fn caller_account(&self, access_key: &str) -> Option<&str> {
+        self.caller_accounts.get(access_key).map(String::as_str)
     }
 
     /// The payment delay in hours: `payment_delay_hours` when given, else the minutes.
@@ -349,8 +360,22 @@ impl Behaviour {
             ));
         }
         validate_others(&self.describe_limit_others)?;
-        validate_denials(&self.iam_denials)
+        validate_denials(&self.iam_denials)?;
+        validate_caller_accounts(&self.caller_accounts)
     }
+}
+
+/// Each entry maps a non-empty access key id to an account id of 12 digits.
+fn validate_caller_accounts(accounts: &BTreeMap<String, String>) -> Result<(), String> {
+    for (key, account) in accounts {
+        if key.trim().is_empty() {
+            return Err("caller_accounts: an access key id must not be empty".into());
+        }
+        if !crate::organization::is_account(account) {
+            return Err(format!("caller_accounts[{key:?}]: account {account:?} must be 12 digits"));
+        }
+    }
+    Ok(())
 }
 
 /// A denial must name a caller, an action the simulator answers (any other answers InvalidAction
@@ -1138,6 +1163,34 @@ mod tests {
             (r#"{ access_key = "K", action = "PurchaseCapacityBlock" }"#, "scenario: "),
         ] {
             let e = denials(bad).unwrap_err();
+            assert!(e.contains(want), "{bad}: {e:?} should say {want:?}");
+        }
+    }
+
+    #[test]
+    fn caller_accounts_parse_and_are_validated() {
+        let accounts = |text: &str| {
+            Scenario::parse(&format!("[behaviour]\ncaller_accounts = {text}")).map(|s| s.behaviour.caller_accounts)
+        };
+        assert!(Scenario::parse("").unwrap().behaviour.caller_accounts.is_empty(), "none by default");
+        let a = accounts(r#"{ "AKIAEXAMPLE1" = "444455556666", ASIAMEMBER = "777788889999" }"#).unwrap();
+        assert_eq!(a["AKIAEXAMPLE1"], "444455556666");
+        assert_eq!(a["ASIAMEMBER"], "777788889999");
+        let json = serde_json::to_value(Behaviour { caller_accounts: a, ..Behaviour::default() }).unwrap();
+        assert_eq!(
+            json["caller_accounts"],
+            serde_json::json!({"AKIAEXAMPLE1": "444455556666", "ASIAMEMBER": "777788889999"})
+        );
+        for (bad, want) in [
+            (r#"{ K = "44445555666" }"#, r#"caller_accounts["K"]: account "44445555666" must be 12 digits"#),
+            (r#"{ K = "4444555566667" }"#, "must be 12 digits"),
+            (r#"{ K = "44445555666a" }"#, r#"account "44445555666a" must be 12 digits"#),
+            (r#"{ K = "" }"#, "must be 12 digits"),
+            (r#"{ " " = "444455556666" }"#, "caller_accounts: an access key id must not be empty"),
+            (r#"{ K = 444455556666 }"#, "scenario: "),
+            (r#"[ "444455556666" ]"#, "scenario: "),
+        ] {
+            let e = accounts(bad).unwrap_err();
             assert!(e.contains(want), "{bad}: {e:?} should say {want:?}");
         }
     }

@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 use crate::actions;
 use crate::control;
 use crate::faults::Fault;
+use crate::sts::Sts;
 use crate::wire::error::ApiError;
 use crate::wire::query::Params;
 use crate::wire::region;
@@ -27,11 +28,17 @@ use crate::world::World;
 
 pub struct App {
     world: Mutex<World>,
+    /// Where the accounts of temporary keys are asked (`--sts-endpoint`), if anywhere.
+    sts: Option<Sts>,
 }
 
 impl App {
     pub fn new(world: World) -> Arc<Self> {
-        Arc::new(Self { world: Mutex::new(world) })
+        Self::with_sts(world, None)
+    }
+
+    pub fn with_sts(world: World, sts: Option<Sts>) -> Arc<Self> {
+        Arc::new(Self { world: Mutex::new(world), sts })
     }
 
     /// A panic while holding the lock must not take the whole simulator down with it.
@@ -160,9 +167,15 @@ async fn ec2(app: Arc<App>, method: &str, query: &str, auth: Option<&str>, body:
         None => {}
     }
 
+    // Whose describe limit a DescribeCapacityBlockOfferings spends: the caller's account,
+    // resolved here, outside the world's lock (STS is asked over the network).
+    let account = match action.as_str() {
+        "DescribeCapacityBlockOfferings" => caller_account(&app, caller.as_deref()).await,
+        _ => None,
+    };
     let result = {
         let mut w = app.lock();
-        actions::dispatch_as(&mut w, &region, caller.as_deref(), &action, &params)
+        actions::dispatch_for(&mut w, &region, caller.as_deref(), account.as_deref(), &action, &params)
     };
     match result {
         Ok(out) if out.drop_response => {
@@ -174,6 +187,22 @@ async fn ec2(app: Arc<App>, method: &str, query: &str, auth: Option<&str>, body:
             reply(200, "text/xml;charset=UTF-8", envelope(&action, &request_id, &out.body))
         }
         Err(e) => error(e),
+    }
+}
+
+/// The account of the caller with the access key id `key`, as AWS resolves it from the
+/// credentials: `caller_accounts`'s entry for the key; else, for a temporary key (`ASIA`, what
+/// STS AssumeRole issues) and an STS to ask, the account of the role it is a session of; else
+/// `None`, the simulated account (no key, long-term keys, keys nobody knows, STS failing).
+async fn caller_account(app: &App, key: Option<&str>) -> Option<String> {
+    let key = key?;
+    let listed = app.lock().behaviour.caller_account(key).map(str::to_string);
+    if listed.is_some() {
+        return listed;
+    }
+    match &app.sts {
+        Some(sts) if key.starts_with("ASIA") => sts.account_of(key).await,
+        _ => None,
     }
 }
 
@@ -236,5 +265,175 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert!(v["message"].as_str().unwrap().contains("not a valid resource owner"), "{v}");
         assert_eq!(app.lock().calls_by_region["eu-west-1"]["ram:GetResourceShares"], 1);
+    }
+
+    const SIM: &str = "111122223333";
+    const MEMBER: &str = "444455556666";
+    const OTHER_MEMBER: &str = "777788889999";
+    const DESCRIBE: &str = "Action=DescribeCapacityBlockOfferings&Version=2016-11-15&CapacityDurationHours=24";
+    const LIMITED: &str = "[behaviour]\ndescribe_limit = { burst = 1, refill_secs = 3600.0 }\n";
+
+    /// The describe answer's status, or its error code.
+    async fn describe(app: &Arc<App>, key: Option<&str>) -> String {
+        let (status, body) = call(app, key, DESCRIBE).await;
+        match status {
+            200 => "200".into(),
+            _ => body.split("<Code>").nth(1).and_then(|r| r.split('<').next()).unwrap_or(&body).to_string(),
+        }
+    }
+
+    const REFUSED: &str = "CapacityBlockDescribeLimitExceeded";
+
+    fn by_account(app: &App) -> serde_json::Value {
+        serde_json::to_value(app.lock().describe_calls_by_account()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn caller_accounts_give_a_key_the_limit_of_its_account() {
+        let scenario = format!("{LIMITED}caller_accounts = {{ AKIAEXAMPLE1 = \"{MEMBER}\" }}");
+        let app = App::new(World::new(Scenario::parse(&scenario).unwrap()));
+        assert_eq!(describe(&app, Some("AKIAEXAMPLE1")).await, "200");
+        assert_eq!(describe(&app, Some("AKIAEXAMPLE1")).await, REFUSED, "the member's burst of 1 is spent");
+        // The simulated account's bucket is untouched: the first of its callers is served.
+        assert_eq!(describe(&app, Some("AKIANOTLISTED")).await, "200", "a key not listed: the simulated account");
+        assert_eq!(describe(&app, Some("ASIANOSTS")).await, REFUSED, "a temporary key without an STS: the same");
+        assert_eq!(
+            by_account(&app),
+            serde_json::json!({SIM: {"calls": 2, "refused": 1}, MEMBER: {"calls": 2, "refused": 1}})
+        );
+        // Changed at run time: the key is now the simulated account's (spent), another one's
+        // bucket is its own.
+        let body = format!(r#"{{"caller_accounts": {{"AKIAEXAMPLE1": "{SIM}", "AKIANOTLISTED": "{OTHER_MEMBER}"}}}}"#);
+        assert_eq!(crate::control::handle(&mut app.lock(), "POST", "/_sim/behaviour", body.as_bytes()).status, 200);
+        assert_eq!(describe(&app, Some("AKIAEXAMPLE1")).await, REFUSED);
+        assert_eq!(describe(&app, Some("AKIANOTLISTED")).await, "200");
+    }
+
+    /// A moto-like STS on 127.0.0.1. GetCallerIdentity answers, by the key in the request's
+    /// credential: ASIAMEMBER... a session of a role in MEMBER; ASIABROKEN... HTTP 500;
+    /// ASIASLOW... nothing (it holds the connection); any other key moto's default user. Returns
+    /// its URL and the requests it got.
+    async fn fake_sts() -> (String, Arc<Mutex<Vec<capblock_http1::Message>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let (read, mut write) = stream.into_split();
+                    let mut read = tokio::io::BufReader::new(read);
+                    let Ok(Some(req)) = capblock_http1::read_message(&mut read, false).await else { return };
+                    let key = region::access_key(req.header("authorization"), None).unwrap_or_default();
+                    log.lock().unwrap().push(req);
+                    let (status, body) = if key.starts_with("ASIASLOW") {
+                        tokio::time::sleep(Duration::from_secs(30)).await;
+                        return;
+                    } else if key.starts_with("ASIABROKEN") {
+                        (500, "<ErrorResponse><Error><Code>InternalFailure</Code></Error></ErrorResponse>".to_string())
+                    } else if key.starts_with("ASIAMEMBER") {
+                        let arn = format!("arn:aws:sts::{MEMBER}:assumed-role/capblock-watch-dev/scan");
+                        (200, crate::sts::tests::identity(MEMBER, &arn))
+                    } else {
+                        (200, crate::sts::tests::identity("123456789012", "arn:aws:sts::123456789012:user/moto"))
+                    };
+                    let answer = capblock_http1::Message::response(status, body.as_bytes());
+                    let _ = capblock_http1::write_message(&mut write, &answer, false).await;
+                });
+            }
+        });
+        (url, seen)
+    }
+
+    fn sts_app(scenario: &str, url: &str) -> Arc<App> {
+        let sts = Sts::new(url).unwrap().with_timeout(Duration::from_millis(300));
+        App::with_sts(World::new(Scenario::parse(scenario).unwrap()), Some(sts))
+    }
+
+    /// The keys the fake STS was asked about, in order.
+    fn asked(seen: &Mutex<Vec<capblock_http1::Message>>) -> Vec<String> {
+        let seen = seen.lock().unwrap();
+        seen.iter().map(|m| region::access_key(m.header("authorization"), None).unwrap_or_default()).collect()
+    }
+
+    #[tokio::test]
+    async fn temporary_keys_are_resolved_through_sts_once_each() {
+        let (url, seen) = fake_sts().await;
+        let app = sts_app(&format!("{LIMITED}caller_accounts = {{ ASIALISTED = \"{OTHER_MEMBER}\" }}"), &url);
+        // A session of a member role: the member's bucket, asked once for the key.
+        assert_eq!(describe(&app, Some("ASIAMEMBER1")).await, "200");
+        assert_eq!(describe(&app, Some("ASIAMEMBER1")).await, REFUSED, "the member's burst of 1 is spent");
+        assert_eq!(asked(&seen), ["ASIAMEMBER1"], "the answer is kept");
+        {
+            let seen = seen.lock().unwrap();
+            let req = &seen[0];
+            assert_eq!((req.method(), req.path()), ("POST", "/"));
+            assert_eq!(req.body, b"Action=GetCallerIdentity&Version=2011-06-15");
+            assert_eq!(
+                req.header("authorization"),
+                Some(
+                    "AWS4-HMAC-SHA256 Credential=ASIAMEMBER1/20260101/us-east-1/sts/aws4_request, SignedHeaders=host, Signature=0"
+                )
+            );
+            assert_eq!(req.header("content-type"), Some("application/x-www-form-urlencoded; charset=utf-8"));
+        }
+        // Another session of the same account shares its bucket.
+        assert_eq!(describe(&app, Some("ASIAMEMBER2")).await, REFUSED);
+        // Moto's default user (a key it did not issue): the simulated account, asked once too.
+        assert_eq!(describe(&app, Some("ASIAUSER")).await, "200");
+        assert_eq!(describe(&app, Some("ASIAUSER")).await, REFUSED, "the simulated account's burst is spent");
+        assert_eq!(asked(&seen), ["ASIAMEMBER1", "ASIAMEMBER2", "ASIAUSER"]);
+        // Never asked: a long-term key, no key, a key caller_accounts lists, another action.
+        assert_eq!(describe(&app, Some("AKIALONGTERM")).await, REFUSED);
+        assert_eq!(describe(&app, None).await, "200", "unsigned: us-east-1, the simulated account's bucket there");
+        assert_eq!(describe(&app, Some("ASIALISTED")).await, "200", "its own account's bucket");
+        let reservations = "Action=DescribeCapacityReservations&Version=2016-11-15";
+        assert_eq!(call(&app, Some("ASIANEWSESSION"), reservations).await.0, 200);
+        assert_eq!(asked(&seen).len(), 3);
+        assert_eq!(
+            by_account(&app),
+            serde_json::json!({
+                SIM: {"calls": 4, "refused": 2},
+                MEMBER: {"calls": 3, "refused": 2},
+                OTHER_MEMBER: {"calls": 1, "refused": 0},
+            })
+        );
+        // The call log names each call's account.
+        let (_, log) = {
+            let r = crate::control::handle(&mut app.lock(), "GET", "/_sim/describe/calls", b"");
+            (r.status, serde_json::from_str::<serde_json::Value>(&r.body).unwrap())
+        };
+        let accounts: Vec<&str> =
+            log["calls"].as_array().unwrap().iter().map(|c| c["account"].as_str().unwrap()).collect();
+        assert_eq!(accounts, [MEMBER, MEMBER, MEMBER, SIM, SIM, SIM, SIM, OTHER_MEMBER]);
+        assert_eq!(log["calls"][0]["region"], "us-west-2");
+        assert_eq!(log["calls"][6]["region"], "us-east-1");
+    }
+
+    #[tokio::test]
+    async fn when_sts_fails_the_caller_is_the_simulated_account_and_sts_is_asked_again() {
+        let (url, seen) = fake_sts().await;
+        let app = sts_app("[behaviour]\ndescribe_limit = { burst = 3, refill_secs = 3600.0 }", &url);
+        // An error answer: the simulated account, and not kept.
+        assert_eq!(describe(&app, Some("ASIABROKEN")).await, "200");
+        assert_eq!(describe(&app, Some("ASIABROKEN")).await, "200");
+        assert_eq!(asked(&seen), ["ASIABROKEN", "ASIABROKEN"]);
+        // No answer: given up after the time limit (300 ms here, 2 s by default).
+        let started = std::time::Instant::now();
+        assert_eq!(describe(&app, Some("ASIASLOW")).await, "200");
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(5), "{took:?}");
+        assert_eq!(asked(&seen).len(), 3);
+        assert_eq!(describe(&app, Some("ASIABROKEN")).await, REFUSED, "3 calls spent the simulated account's burst");
+        assert_eq!(by_account(&app), serde_json::json!({SIM: {"calls": 4, "refused": 1}}));
+        // Nobody listening: the simulated account too.
+        let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let gone = format!("http://{}", closed.local_addr().unwrap());
+        drop(closed);
+        let app = sts_app(LIMITED, &gone);
+        assert_eq!(describe(&app, Some("ASIAMEMBER1")).await, "200");
+        assert_eq!(describe(&app, Some("ASIAMEMBER1")).await, REFUSED);
+        assert_eq!(by_account(&app), serde_json::json!({SIM: {"calls": 2, "refused": 1}}));
     }
 }

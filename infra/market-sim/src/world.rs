@@ -1,13 +1,13 @@
 //! Everything the simulator knows, behind one Mutex in the server. Never held across an await.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::clock::SimClock;
-use crate::describe_limit::{DescribeBucket, OtherCounts};
+use crate::describe_limit::{CallCounts, DescribeBucket, DescribeCall};
 use crate::faults::{Fault, FaultCounts, TokenBucket};
 use crate::launch_templates::LaunchTemplate;
 use crate::organization::Organization;
@@ -24,6 +24,9 @@ pub struct MintedId {
     pub offering_id: String,
     pub at: DateTime<Utc>,
 }
+
+/// `GET /_sim/describe/calls` keeps this many of the last DescribeCapacityBlockOfferings calls.
+pub const MAX_DESCRIBE_CALLS: usize = 20_000;
 
 pub struct World {
     pub scenario: Scenario,
@@ -66,6 +69,17 @@ pub struct World {
     /// when the limit was set, spent since by the other callers). While the limit is off the
     /// buckets are left as they were (nothing is played) and restarted when it comes back on.
     describe_fresh: DescribeBucket,
+    /// The describe limit of every other account (a member account of the organization whose
+    /// role a caller assumed), by (account, region): created full on first use, with the same
+    /// limit but no other callers and no drain (those are people of the simulated account). A
+    /// new limit empties the map, which is the same as filling every bucket: a full bucket
+    /// without a drain stays full until it is spent.
+    member_buckets: HashMap<(String, String), TokenBucket>,
+    /// DescribeCapacityBlockOfferings calls that reached the describe limit, by account.
+    describe_by_account: BTreeMap<String, CallCounts>,
+    /// The last `MAX_DESCRIBE_CALLS` of them, oldest first, and how many older ones were let go.
+    describe_calls: VecDeque<DescribeCall>,
+    describe_calls_dropped: u64,
     /// Throttling is about real request rates, so buckets run on real (monotonic) time.
     epoch: Instant,
 }
@@ -99,6 +113,10 @@ impl World {
             buckets: HashMap::new(),
             describe_buckets,
             describe_fresh,
+            member_buckets: HashMap::new(),
+            describe_by_account: BTreeMap::new(),
+            describe_calls: VecDeque::new(),
+            describe_calls_dropped: 0,
             epoch: Instant::now(),
         }
     }
@@ -211,26 +229,65 @@ impl World {
         self.epoch.elapsed().as_secs_f64()
     }
 
-    /// DescribeCapacityBlockOfferings' own limit (per account and region, shared with the other
-    /// callers of the account): takes a token from the region's bucket, or counts a refusal.
-    pub fn take_describe_token(&mut self, region: &str) -> bool {
+    /// DescribeCapacityBlockOfferings' own limit, per account and region: takes a token from
+    /// `account`'s bucket in `region` (the simulated account's is shared with its other callers),
+    /// or counts a refusal. Every call is counted by account, served or not.
+    pub fn take_describe_token(&mut self, account: &str, region: &str) -> bool {
         let now = self.real_secs();
-        self.take_describe_token_at(region, now)
+        self.take_describe_token_at(account, region, now)
     }
 
     /// `take_describe_token` at `now` (real seconds since the load), for tests.
-    pub fn take_describe_token_at(&mut self, region: &str, now: f64) -> bool {
-        if self.behaviour.describe_limit.is_none() {
-            return true;
-        }
-        let fresh = &self.describe_fresh;
-        let bucket = self.describe_buckets.entry(region.to_string()).or_insert_with(|| fresh.clone());
-        if bucket.try_take(now) {
-            true
-        } else {
+    pub fn take_describe_token_at(&mut self, account: &str, region: &str, now: f64) -> bool {
+        let served = self.describe_token_at(account, region, now);
+        self.describe_by_account.entry(account.to_string()).or_default().record(served);
+        if !served {
             self.faults.describe_limited += 1;
-            false
+            *self.faults.describe_limited_by_account.entry(account.to_string()).or_default() += 1;
         }
+        served
+    }
+
+    fn describe_token_at(&mut self, account: &str, region: &str, now: f64) -> bool {
+        let Some(limit) = self.behaviour.describe_limit else {
+            return true;
+        };
+        if account == self.scenario.account_id {
+            let fresh = &self.describe_fresh;
+            return self.describe_buckets.entry(region.to_string()).or_insert_with(|| fresh.clone()).try_take(now);
+        }
+        self.member_buckets
+            .entry((account.to_string(), region.to_string()))
+            .or_insert_with(|| TokenBucket::new(1.0 / limit.refill_secs, limit.burst, now))
+            .try_take(now)
+    }
+
+    /// The DescribeCapacityBlockOfferings calls that reached the describe limit, by account.
+    pub fn describe_calls_by_account(&self) -> &BTreeMap<String, CallCounts> {
+        &self.describe_by_account
+    }
+
+    /// Records one DescribeCapacityBlockOfferings call that reached the describe limit; the
+    /// oldest goes once there are `MAX_DESCRIBE_CALLS`.
+    pub fn log_describe_call(&mut self, call: DescribeCall) {
+        if self.describe_calls.len() == MAX_DESCRIBE_CALLS {
+            self.describe_calls.pop_front();
+            self.describe_calls_dropped += 1;
+        }
+        self.describe_calls.push_back(call);
+    }
+
+    /// The calls kept, oldest first, and how many older ones were let go since the last clear.
+    pub fn describe_calls(&self) -> (&VecDeque<DescribeCall>, u64) {
+        (&self.describe_calls, self.describe_calls_dropped)
+    }
+
+    /// Forgets the calls kept; returns how many there were.
+    pub fn clear_describe_calls(&mut self) -> usize {
+        let n = self.describe_calls.len();
+        self.describe_calls.clear();
+        self.describe_calls_dropped = 0;
+        n
     }
 
     /// Plays the other callers' calls due by now in every bucket, so that their counts are
@@ -281,10 +338,10 @@ impl World {
         self.behaviour = b;
     }
 
-    /// A new limit starts every bucket full; a new steady drain changes pace from now on (what
-    /// was spent stays spent); new discrete callers start their schedules now. Turned off, the
-    /// buckets are left as they are; turned back on, they restart full with the callers'
-    /// schedules from now.
+    /// A new limit starts every bucket full, every account's; a new steady drain changes pace
+    /// from now on (what was spent stays spent); new discrete callers start their schedules now
+    /// (both the simulated account's only). Turned off, the buckets are left as they are; turned
+    /// back on, they restart full with the callers' schedules from now.
     fn change_describe_limit(&mut self, b: &Behaviour, now: f64) {
         let old = &self.behaviour;
         let (was, drain) = (old.describe_limit, b.describe_limit_other_callers_per_min / 60.0);
@@ -293,9 +350,13 @@ impl World {
         match (was, b.describe_limit) {
             (_, None) => self.settle_describe_limit_at(now),
             (None, Some(l)) => {
+                self.member_buckets.clear();
                 self.describe_buckets_mut().for_each(|k| k.restart(l, drain, &b.describe_limit_others, now))
             }
             (Some(was), Some(l)) => {
+                if was != l {
+                    self.member_buckets.clear();
+                }
                 for bucket in self.describe_buckets_mut() {
                     if was != l {
                         bucket.set_limit(l, drain, now);
@@ -344,14 +405,17 @@ fn regions_named(s: &Scenario) -> BTreeSet<String> {
 pub struct OthersReport {
     pub calls: u64,
     pub refused: u64,
-    pub by_region: BTreeMap<String, OtherCounts>,
-    pub by_caller: BTreeMap<String, OtherCounts>,
+    pub by_region: BTreeMap<String, CallCounts>,
+    pub by_caller: BTreeMap<String, CallCounts>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::scenario::{DescribeLimit, Throttle};
+
+    /// The simulated account (the scenario's default `account_id`).
+    const SIM: &str = "111122223333";
 
     #[test]
     fn admit_counts_and_throttles_per_region() {
@@ -373,20 +437,20 @@ mod tests {
     fn describe_limit_per_region_and_its_changes() {
         // Default: burst 2, one token every 4 s.
         let mut w = World::new(Scenario::parse("").unwrap());
-        assert!(w.take_describe_token("us-east-1"));
-        assert!(w.take_describe_token("us-east-1"));
-        assert!(!w.take_describe_token("us-east-1"));
-        assert!(w.take_describe_token("us-west-2"), "another region has its own bucket");
+        assert!(w.take_describe_token(SIM, "us-east-1"));
+        assert!(w.take_describe_token(SIM, "us-east-1"));
+        assert!(!w.take_describe_token(SIM, "us-east-1"));
+        assert!(w.take_describe_token(SIM, "us-west-2"), "another region has its own bucket");
         assert_eq!(w.faults.describe_limited, 1);
         // A new limit starts full; off means never refused.
         let mut b = w.behaviour.clone();
         b.describe_limit = Some(DescribeLimit { burst: 1, refill_secs: 3600.0 });
         w.set_behaviour(b.clone());
-        assert!(w.take_describe_token("us-east-1"));
-        assert!(!w.take_describe_token("us-east-1"));
+        assert!(w.take_describe_token(SIM, "us-east-1"));
+        assert!(!w.take_describe_token(SIM, "us-east-1"));
         b.describe_limit = None;
         w.set_behaviour(b);
-        assert!((0..10).all(|_| w.take_describe_token("us-east-1")));
+        assert!((0..10).all(|_| w.take_describe_token(SIM, "us-east-1")));
         assert_eq!(w.faults.describe_limited, 2);
     }
 
@@ -395,19 +459,130 @@ mod tests {
         // 6000 a minute = 100 tokens/s: 50 ms empty a bucket of 2 (the refill gives 0.0125).
         let mut w = World::new(Scenario::parse("[behaviour]\ndescribe_limit_other_callers_per_min = 6000.0").unwrap());
         std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(!w.take_describe_token("us-east-1"));
-        assert!(!w.take_describe_token("eu-west-1"));
+        assert!(!w.take_describe_token(SIM, "us-east-1"));
+        assert!(!w.take_describe_token(SIM, "eu-west-1"));
         assert_eq!(w.faults.describe_limited, 2);
         // Slowing the others does not give back what they spent.
         let mut b = w.behaviour.clone();
         b.describe_limit_other_callers_per_min = 0.0;
         w.set_behaviour(b);
-        assert!(!w.take_describe_token("us-east-1"));
+        assert!(!w.take_describe_token(SIM, "us-east-1"));
         // Without others the default bucket serves its burst.
         let mut quiet = World::new(Scenario::parse("").unwrap());
         std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(quiet.take_describe_token("us-east-1"));
-        assert!(quiet.take_describe_token("us-east-1"));
+        assert!(quiet.take_describe_token(SIM, "us-east-1"));
+        assert!(quiet.take_describe_token(SIM, "us-east-1"));
+    }
+
+    const A: &str = "444455556666";
+    const B: &str = "777788889999";
+
+    #[test]
+    fn each_account_has_its_own_describe_limit_per_region() {
+        // Burst 2, a token an hour.
+        let mut w =
+            World::new(Scenario::parse("[behaviour]\ndescribe_limit = { burst = 2, refill_secs = 3600.0 }").unwrap());
+        assert!(w.take_describe_token_at(A, "us-east-1", 0.0));
+        assert!(w.take_describe_token_at(A, "us-east-1", 0.0));
+        assert!(!w.take_describe_token_at(A, "us-east-1", 1.0), "A's burst is spent");
+        assert!(w.take_describe_token_at(B, "us-east-1", 1.0), "B has a bucket of its own, full");
+        assert!(w.take_describe_token_at(B, "us-east-1", 1.0));
+        assert!(!w.take_describe_token_at(B, "us-east-1", 1.0), "of the same size");
+        assert!(w.take_describe_token_at(A, "us-west-2", 1.0), "A has another one in another region");
+        assert!(w.take_describe_token_at(SIM, "us-east-1", 1.0), "the simulated account's is untouched");
+        assert!(w.take_describe_token_at(A, "us-east-1", 3600.0), "refilled like any: a token an hour");
+        assert!(!w.take_describe_token_at(A, "us-east-1", 3600.0));
+        assert_eq!(w.faults.describe_limited, 3, "every account's refusals");
+        assert_eq!(w.faults.describe_limited_by_account, BTreeMap::from([(A.to_string(), 2), (B.to_string(), 1)]));
+        let by = w.describe_calls_by_account();
+        assert_eq!(by.keys().collect::<Vec<_>>(), [SIM, A, B]);
+        assert_eq!(
+            (by[A], by[B], by[SIM]),
+            (
+                CallCounts { calls: 6, refused: 2 },
+                CallCounts { calls: 3, refused: 1 },
+                CallCounts { calls: 1, refused: 0 }
+            )
+        );
+        // Off: every call is served, and still counted.
+        let mut b = w.behaviour.clone();
+        b.describe_limit = None;
+        w.set_behaviour_at(b, 3601.0);
+        assert!((0..5).all(|_| w.take_describe_token_at(A, "us-east-1", 3602.0)));
+        assert_eq!(w.describe_calls_by_account()[A], CallCounts { calls: 11, refused: 2 });
+    }
+
+    #[test]
+    fn the_simulated_accounts_other_callers_spend_only_its_buckets() {
+        // The simulated account's people: a steady 100 tokens a second and a script calling
+        // three times every 10 s, against a burst of 2 refilled hourly.
+        let mut w = others_world(
+            "describe_limit = { burst = 2, refill_secs = 3600.0 }\n\
+             describe_limit_other_callers_per_min = 6000.0\n\
+             describe_limit_others = [{ name = \"script\", calls = 3, every_secs = 10 }]",
+        );
+        assert!(w.take_describe_token_at(B, "us-west-2", 0.0), "B's bucket is made at 0 s");
+        // 100 s later the simulated account's bucket is empty, B has its second token.
+        assert!(!w.take_describe_token_at(SIM, "us-west-2", 100.0));
+        assert!(w.take_describe_token_at(B, "us-west-2", 100.0), "neither the drain nor the script touched it");
+        assert!(!w.take_describe_token_at(B, "us-west-2", 100.0), "its own limit holds");
+        assert!(w.take_describe_token_at(A, "us-east-1", 100.0), "a region not asked before: full");
+        assert!(w.take_describe_token_at(A, "us-east-1", 100.0));
+        // The script played its 33 calls (0, 10, ..., 100 s) in the simulated account's buckets
+        // only: the regions it names and us-east-1, asked by A, is not one of them.
+        let r = w.others_report();
+        assert_eq!(r.by_region.keys().collect::<Vec<_>>(), ["us-west-2"]);
+        assert_eq!(r.by_caller["script"].calls, 33);
+    }
+
+    #[test]
+    fn a_new_describe_limit_fills_every_accounts_buckets() {
+        let mut w =
+            World::new(Scenario::parse("[behaviour]\ndescribe_limit = { burst = 1, refill_secs = 3600.0 }").unwrap());
+        assert!(w.take_describe_token_at(B, "us-east-1", 0.0));
+        assert!(!w.take_describe_token_at(B, "us-east-1", 1.0));
+        // Another key changed, the limit the same: B stays spent.
+        let mut b = w.behaviour.clone();
+        b.latency_ms = 1;
+        w.set_behaviour_at(b.clone(), 2.0);
+        assert!(!w.take_describe_token_at(B, "us-east-1", 3.0));
+        // A burst of 3: full at once.
+        b.describe_limit = Some(DescribeLimit { burst: 3, refill_secs: 3600.0 });
+        w.set_behaviour_at(b.clone(), 4.0);
+        assert!((0..3).all(|_| w.take_describe_token_at(B, "us-east-1", 5.0)));
+        assert!(!w.take_describe_token_at(B, "us-east-1", 5.0));
+        // Off, then on again: full.
+        let limit = b.describe_limit.take();
+        w.set_behaviour_at(b.clone(), 6.0);
+        b.describe_limit = limit;
+        w.set_behaviour_at(b, 8.0);
+        assert!((0..3).all(|_| w.take_describe_token_at(B, "us-east-1", 9.0)));
+        assert!(!w.take_describe_token_at(B, "us-east-1", 9.0));
+    }
+
+    #[test]
+    fn the_call_log_keeps_the_last_calls_until_cleared() {
+        let mut w = World::new(Scenario::parse("").unwrap());
+        let call = |hours: usize| DescribeCall {
+            account: SIM.into(),
+            region: "us-east-1".into(),
+            instance_type: None,
+            ultraserver_type: None,
+            count: None,
+            duration_hours: Some(hours as i64),
+            start_range: None,
+            end_range: None,
+            served: true,
+        };
+        for i in 0..MAX_DESCRIBE_CALLS + 2 {
+            w.log_describe_call(call(i));
+        }
+        let (calls, dropped) = w.describe_calls();
+        assert_eq!((calls.len(), dropped), (MAX_DESCRIBE_CALLS, 2));
+        assert_eq!(calls.front().unwrap().duration_hours, Some(2), "the two oldest went");
+        assert_eq!(calls.back().unwrap().duration_hours, Some(MAX_DESCRIBE_CALLS as i64 + 1));
+        assert_eq!(w.clear_describe_calls(), MAX_DESCRIBE_CALLS);
+        assert_eq!((w.describe_calls().0.len(), w.describe_calls().1), (0, 0));
     }
 
     fn others_world(behaviour: &str) -> World {
@@ -424,21 +599,21 @@ mod tests {
         );
         // capblock's first call in us-east-1 (a region the scenario does not name) comes after
         // the script's: its bucket was played from the load on, like every region's.
-        assert!(!w.take_describe_token_at("us-east-1", 1.0));
+        assert!(!w.take_describe_token_at(SIM, "us-east-1", 1.0));
         assert_eq!(w.faults.describe_limited, 1, "capblock's refusal, not the script's");
         w.settle_describe_limit_at(2.0);
         let r = w.others_report();
         // Named (us-west-2, supported) and asked (us-east-1); never the unsupported eu-north-1.
         assert_eq!(r.by_region.keys().collect::<Vec<_>>(), ["us-east-1", "us-west-2"]);
-        assert_eq!(r.by_region["us-west-2"], OtherCounts { calls: 3, refused: 1 });
-        assert_eq!(r.by_region["us-east-1"], OtherCounts { calls: 3, refused: 1 });
+        assert_eq!(r.by_region["us-west-2"], CallCounts { calls: 3, refused: 1 });
+        assert_eq!(r.by_region["us-east-1"], CallCounts { calls: 3, refused: 1 });
         assert_eq!((r.calls, r.refused), (6, 2));
-        assert_eq!(r.by_caller["script"], OtherCounts { calls: 6, refused: 2 });
+        assert_eq!(r.by_caller["script"], CallCounts { calls: 6, refused: 2 });
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["by_region"]["us-west-2"], serde_json::json!({"calls": 3, "refused": 1}));
         // The next hour, in both.
         w.settle_describe_limit_at(3600.0);
-        assert_eq!(w.others_report().by_region["us-west-2"], OtherCounts { calls: 6, refused: 3 });
+        assert_eq!(w.others_report().by_region["us-west-2"], CallCounts { calls: 6, refused: 3 });
         assert_eq!(w.others_report().calls, 12);
     }
 
@@ -449,7 +624,7 @@ mod tests {
              describe_limit_others = [{ name = \"notebook\", calls = 1, every_secs = 20 }]",
         );
         w.settle_describe_limit_at(50.0);
-        assert_eq!(w.others_report().by_caller["notebook"], OtherCounts { calls: 3, refused: 2 });
+        assert_eq!(w.others_report().by_caller["notebook"], CallCounts { calls: 3, refused: 2 });
         // A console from 55 s on: the notebook stops, its counts stay; the console's first
         // calls come at 55 s, not at 0.
         let mut b = w.behaviour.clone();
@@ -462,28 +637,28 @@ mod tests {
         w.set_behaviour_at(b.clone(), 55.0);
         w.settle_describe_limit_at(54.9 + 100.0);
         let r = w.others_report();
-        assert_eq!(r.by_region["us-west-2"], OtherCounts { calls: 5, refused: 4 });
-        assert_eq!(r.by_caller["console"], OtherCounts { calls: 2, refused: 2 });
+        assert_eq!(r.by_region["us-west-2"], CallCounts { calls: 5, refused: 4 });
+        assert_eq!(r.by_caller["console"], CallCounts { calls: 2, refused: 2 });
         // Posting the same callers again changes nothing (the schedule is not restarted).
         w.set_behaviour_at(b.clone(), 154.95);
         w.settle_describe_limit_at(155.0);
-        assert_eq!(w.others_report().by_caller["console"], OtherCounts { calls: 4, refused: 4 });
+        assert_eq!(w.others_report().by_caller["console"], CallCounts { calls: 4, refused: 4 });
         // Off: nothing is played; on again: full, the console's schedule from then.
         let mut off = b.clone();
         off.describe_limit = None;
         w.set_behaviour_at(off, 200.0);
         w.settle_describe_limit_at(5000.0);
-        assert!(w.take_describe_token_at("us-west-2", 5000.0));
-        assert_eq!(w.others_report().by_caller["console"], OtherCounts { calls: 4, refused: 4 });
+        assert!(w.take_describe_token_at(SIM, "us-west-2", 5000.0));
+        assert_eq!(w.others_report().by_caller["console"], CallCounts { calls: 4, refused: 4 });
         w.set_behaviour_at(b, 6000.0);
         w.settle_describe_limit_at(6000.0);
         assert_eq!(
             w.others_report().by_caller["console"],
-            OtherCounts { calls: 6, refused: 5 },
+            CallCounts { calls: 6, refused: 5 },
             "one region: us-west-2"
         );
         // us-west-2: the notebook's 3 (2 refused), the console's 4 refused, 2 at 6000 s (1 served).
-        assert_eq!(w.others_report().by_region["us-west-2"], OtherCounts { calls: 9, refused: 7 });
+        assert_eq!(w.others_report().by_region["us-west-2"], CallCounts { calls: 9, refused: 7 });
         // A new scenario resets every count.
         let w = others_world("");
         assert_eq!((w.others_report().calls, w.others_report().refused), (0, 0));

@@ -168,7 +168,13 @@ mod tests {
     }
 
     fn purchase(w: &mut World, id: &str, dry_run: bool) -> Result<Output, ApiError> {
-        let ctx = Ctx { region: REGION, caller: None, action: "DescribeCapacityBlockExtensionOfferings", now: w.now() };
+        let ctx = Ctx {
+            region: REGION,
+            caller: None,
+            account: None,
+            action: "DescribeCapacityBlockExtensionOfferings",
+            now: w.now(),
+        };
         let offer = offering_for(w, id, 24, &ctx).unwrap().expect("the block may be extended");
         let mut pairs = vec![("CapacityBlockExtensionOfferingId", offer.id.as_str()), ("CapacityReservationId", id)];
         if dry_run {

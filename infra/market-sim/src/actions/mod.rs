@@ -40,6 +40,10 @@ pub struct Ctx<'a> {
     pub region: &'a str,
     /// The access key id the call was signed with; `None` for an unsigned call (never refused).
     pub caller: Option<&'a str>,
+    /// The caller's account as the server resolved it from its credentials (`caller_accounts`,
+    /// or STS for temporary keys); `None`: by `caller_accounts` here, else the simulated
+    /// account. Only DescribeCapacityBlockOfferings reads it (whose describe limit it spends).
+    pub account: Option<&'a str>,
     pub action: &'a str,
     pub now: DateTime<Utc>,
 }
@@ -59,7 +63,19 @@ pub fn dispatch_as(
     action: &str,
     p: &Params,
 ) -> Result<Output, ApiError> {
-    let ctx = Ctx { region, caller, action, now: w.now() };
+    dispatch_for(w, region, caller, None, action, p)
+}
+
+/// One call signed with the access key id `caller`, of `account` when the server resolved it.
+pub fn dispatch_for(
+    w: &mut World,
+    region: &str,
+    caller: Option<&str>,
+    account: Option<&str>,
+    action: &str,
+    p: &Params,
+) -> Result<Output, ApiError> {
+    let ctx = Ctx { region, caller, account, action, now: w.now() };
     match action {
         "" => Err(ApiError::client("MissingAction", "The request must contain the parameter Action")),
         "DescribeCapacityBlockOfferings" => offerings::describe(w, &ctx, p).map(Output::from),

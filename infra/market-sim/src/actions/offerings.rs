@@ -1,6 +1,7 @@
 //! DescribeCapacityBlockOfferings.
 
 use super::{Ctx, authorize, dry_run, positive_u32, require_supported};
+use crate::describe_limit::DescribeCall;
 use crate::instance_types;
 use crate::market::{self, Offering, OfferingQuery};
 use crate::pagination::{fingerprint, page_size, paginate};
@@ -12,23 +13,31 @@ use crate::world::World;
 
 pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
     require_supported(w, ctx)?;
+    // The limit is per account and region: the caller's account, as resolved from its
+    // credentials, spends its own (see `World::take_describe_token`).
+    let account = caller_account(w, ctx);
+    let simulated = account == w.scenario.account_id;
     let instance_type = p.get("InstanceType").filter(|s| !s.is_empty()).map(str::to_string);
     let ultraserver_type = p.get("UltraserverType").filter(|s| !s.is_empty()).map(str::to_string);
     // A family whose Capacity Block quota is 0 gets the describe limit's code on every call,
     // however slowly it asks; it spends no token. An UltraServer search counts against the
-    // family of the UltraServer's instances.
+    // family of the UltraServer's instances. The quotas are the simulated account's: another
+    // account's calls are not refused for them.
     let family_of = instance_type
         .clone()
         .or_else(|| ultraserver_type.as_deref().and_then(instance_types::ultraserver).map(|u| u.instance_type.into()));
-    if let Some(t) = &family_of
+    if simulated
+        && let Some(t) = &family_of
         && w.scenario.zero_quota(ctx.region, t)
     {
         w.faults.quota_zero += 1;
         return Err(ApiError::describe_limit());
     }
     // The describe limit is spent before anything else is looked at: invalid and DryRun calls
-    // spend their token too (the harsher reading).
-    if !w.take_describe_token(ctx.region) {
+    // spend their token too (the harsher reading). Every call that gets here is logged.
+    let served = w.take_describe_token(&account, ctx.region);
+    w.log_describe_call(logged_call(account, ctx.region, p, served));
+    if !served {
         return Err(ApiError::describe_limit());
     }
     // Only then the caller's permission: a call refused by the limit stays refused by it, and a
@@ -132,6 +141,33 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     Ok(x.into_string())
 }
 
+/// Whose describe limit a call spends: the account the server resolved from the caller's
+/// credentials, else the one `caller_accounts` gives its access key id, else the simulated
+/// account (unsigned calls, long-term keys, keys nobody knows).
+fn caller_account(w: &World, ctx: &Ctx<'_>) -> String {
+    ctx.account
+        .or_else(|| ctx.caller.and_then(|k| w.behaviour.caller_account(k)))
+        .unwrap_or(&w.scenario.account_id)
+        .to_string()
+}
+
+/// The call as `GET /_sim/describe/calls` lists it: its parameters as given (it has not been
+/// validated yet), a count or duration that is not a whole number as null.
+fn logged_call(account: String, region: &str, p: &Params, served: bool) -> DescribeCall {
+    let text = |name: &str| p.get(name).filter(|s| !s.is_empty()).map(str::to_string);
+    DescribeCall {
+        account,
+        region: region.to_string(),
+        instance_type: text("InstanceType"),
+        ultraserver_type: text("UltraserverType"),
+        count: text("InstanceCount").or_else(|| text("UltraserverCount")).and_then(|s| s.trim().parse().ok()),
+        duration_hours: p.get("CapacityDurationHours").and_then(|s| s.trim().parse().ok()),
+        start_range: text("StartDateRange"),
+        end_range: text("EndDateRange"),
+        served,
+    }
+}
+
 /// EC2's answer for a type a region does not sell as Capacity Blocks, as a public client's test
 /// records it from a live account; public clients match its "not supported for Capacity Blocks".
 pub fn not_sold_message(instance_type: &str, region: &str) -> String {
@@ -160,8 +196,9 @@ fn write_offering(x: &mut Xml, o: &Offering) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actions::dispatch;
     use crate::actions::test_support::{values, world_of};
+    use crate::actions::{dispatch, dispatch_as};
+    use crate::describe_limit::CallCounts;
     use crate::scenario::Scenario;
 
     const ACTION: &str = "DescribeCapacityBlockOfferings";
@@ -260,6 +297,87 @@ mod tests {
             "CapacityBlockDescribeLimitExceeded"
         );
         assert_eq!((w.faults.quota_zero, w.faults.describe_limited), (5, 1));
+    }
+
+    const SIM: &str = "111122223333";
+    const MEMBER: &str = "444455556666";
+
+    fn zero_quota_p5(w: &mut World) {
+        let regions = "[[regions]]\nname = \"us-east-1\"\nzero_quota_families = [\"p5\"]";
+        w.scenario.regions.push(Scenario::parse(regions).unwrap().regions[0].clone());
+    }
+
+    #[test]
+    fn a_member_account_spends_its_own_limit_and_is_not_refused_for_the_accounts_quota_0() {
+        let mut w = limited_world(&format!(
+            "describe_limit = {{ burst = 1, refill_secs = 3600.0 }}\ncaller_accounts = {{ AKIAMEMBER = \"{MEMBER}\" }}"
+        ));
+        zero_quota_p5(&mut w);
+        let p5 = Params::from_pairs(&[("CapacityDurationHours", "24"), ("InstanceType", "p5.48xlarge")]);
+        // The simulated account (an unsigned call, a key not listed) has quota 0 for p5.
+        for key in [None, Some("AKIAOTHER")] {
+            let e = dispatch_as(&mut w, "us-east-1", key, ACTION, &p5).unwrap_err();
+            assert_eq!(e.code, "CapacityBlockDescribeLimitExceeded");
+        }
+        assert_eq!((w.faults.quota_zero, w.faults.describe_limited), (2, 0));
+        // The member account is answered, from a bucket of its own (burst 1)...
+        let body = dispatch_as(&mut w, "us-east-1", Some("AKIAMEMBER"), ACTION, &p5).unwrap().body;
+        assert_eq!(values(&body, "instanceType")[0], "p5.48xlarge", "{body}");
+        let e = dispatch_as(&mut w, "us-east-1", Some("AKIAMEMBER"), ACTION, &p5).unwrap_err();
+        assert_eq!(e.code, "CapacityBlockDescribeLimitExceeded");
+        assert_eq!((w.faults.quota_zero, w.faults.describe_limited), (2, 1));
+        // ...and the simulated account's one token is still there (the server's resolution, an
+        // account in the context, counts like the key's entry).
+        let any = Params::from_pairs(&[("CapacityDurationHours", "24")]);
+        assert!(dispatch_as(&mut w, "us-east-1", Some("AKIAOTHER"), ACTION, &any).is_ok());
+        let by_server = crate::actions::dispatch_for(&mut w, "us-east-1", None, Some(MEMBER), ACTION, &any);
+        assert_eq!(by_server.unwrap_err().code, "CapacityBlockDescribeLimitExceeded", "the member's bucket is empty");
+        // Quota-0 refusals never reached the limit: they are not counted by account.
+        let by = w.describe_calls_by_account();
+        assert_eq!(by[MEMBER], CallCounts { calls: 3, refused: 2 });
+        assert_eq!(by[SIM], CallCounts { calls: 1, refused: 0 });
+        assert_eq!(w.faults.describe_limited_by_account, std::collections::BTreeMap::from([(MEMBER.to_string(), 2)]));
+    }
+
+    #[test]
+    fn every_call_that_reaches_the_limit_is_logged_as_given() {
+        let mut w = limited_world("describe_limit = { burst = 2, refill_secs = 3600.0 }");
+        let off = "[[regions]]\nname = \"eu-north-1\"\nsupported = false";
+        w.scenario.regions.push(Scenario::parse(off).unwrap().regions[0].clone());
+        let p = Params::from_pairs(&[("CapacityDurationHours", "24")]);
+        assert_eq!(dispatch(&mut w, "eu-north-1", ACTION, &p).unwrap_err().code, "UnsupportedOperation");
+        assert!(w.describe_calls().0.is_empty(), "a region without the feature never reaches the limit");
+        call(
+            &mut w,
+            &[
+                ("CapacityDurationHours", "48"),
+                ("InstanceType", "p5.48xlarge"),
+                ("InstanceCount", "2"),
+                ("StartDateRange", "2026-12-02T00:00:00Z"),
+                ("EndDateRange", "2026-12-09T00:00:00Z"),
+            ],
+        )
+        .unwrap();
+        // Invalid: no duration, an UltraServer search without its instance type, a count of
+        // UltraServers (InstanceCount empty = absent).
+        let bad = [("InstanceCount", ""), ("UltraserverType", "u-p6e-gb200x72"), ("UltraserverCount", "3")];
+        assert_eq!(call(&mut w, &bad).unwrap_err().code, "MissingParameter");
+        let refused = [("CapacityDurationHours", "x"), ("InstanceCount", "two")];
+        assert_eq!(call(&mut w, &refused).unwrap_err().code, "CapacityBlockDescribeLimitExceeded");
+        let (calls, dropped) = w.describe_calls();
+        assert_eq!(dropped, 0);
+        assert_eq!(
+            serde_json::to_value(calls).unwrap(),
+            serde_json::json!([
+                {"account": SIM, "region": "us-east-1", "instance_type": "p5.48xlarge", "ultraserver_type": null,
+                 "count": 2, "duration_hours": 48, "start_range": "2026-12-02T00:00:00Z",
+                 "end_range": "2026-12-09T00:00:00Z", "served": true},
+                {"account": SIM, "region": "us-east-1", "instance_type": null, "ultraserver_type": "u-p6e-gb200x72",
+                 "count": 3, "duration_hours": null, "start_range": null, "end_range": null, "served": true},
+                {"account": SIM, "region": "us-east-1", "instance_type": null, "ultraserver_type": null,
+                 "count": null, "duration_hours": null, "start_range": null, "end_range": null, "served": false},
+            ])
+        );
     }
 
     #[test]
