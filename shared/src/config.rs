@@ -108,6 +108,20 @@ where
     }
 }
 
+/// The member accounts lending the scan their describe limit (`CAPBLOCK_WATCH_ACCOUNTS`, from
+/// the `WatchAccounts` parameter): none when unset.
+pub fn watch_accounts() -> Result<Vec<String>, ConfigError> {
+    let name = "CAPBLOCK_WATCH_ACCOUNTS";
+    match optional(name) {
+        None => Ok(Vec::new()),
+        Some(v) => crate::domain::names::parse_watch_accounts(&v).map_err(|problem| ConfigError::Invalid {
+            name,
+            value: v,
+            problem,
+        }),
+    }
+}
+
 /// The stack's name, mode (dry-run unless set to live) and account-wide budget.
 pub fn stack_settings() -> Result<StackSettings, ConfigError> {
     Ok(StackSettings {

@@ -143,6 +143,7 @@ impl Adapters {
             function: function.to_string(),
             handoff_clusters: Vec::new(),
             handoff_accounts: Vec::new(),
+            watch_accounts: Vec::new(),
         }
     }
 }

@@ -558,7 +558,7 @@ impl Rig {
         notifier: &'a N,
         settings: &'a ScanSettings,
     ) -> Scanner<'a, M, DynamoStore, N> {
-        Scanner { market, store: &self.store, notifier, catalog: &self.catalog, settings }
+        Scanner { market, store: &self.store, notifier, catalog: &self.catalog, settings, watch: &[] }
     }
 
     /// The hand-off's actions on moto, the block's instances from the simulator.

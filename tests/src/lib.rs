@@ -43,11 +43,17 @@ impl Drop for Sim {
 }
 
 impl Sim {
+    /// A simulator on `scenario_toml`. Like the local stack's, it tells a caller's account by
+    /// asking moto's STS (`AWS_ENDPOINT_URL_STS`) about temporary keys, so a role assumed in a
+    /// member account brings that account's own describe limit.
     pub async fn start(scenario_toml: &str) -> Sim {
         let scenario = Scenario::parse(scenario_toml).expect("test scenario parses");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(serve(listener, App::new(World::new(scenario))));
+        let sts = std::env::var("AWS_ENDPOINT_URL_STS")
+            .ok()
+            .map(|e| capblock_market_sim::sts::Sts::new(&e).expect("AWS_ENDPOINT_URL_STS is an http:// URL"));
+        let task = tokio::spawn(serve(listener, App::with_sts(World::new(scenario), sts)));
         Sim { url, task }
     }
 

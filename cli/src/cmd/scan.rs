@@ -65,8 +65,14 @@ pub async fn run(a: ScanArgs) -> CliResult {
         })?;
     let notifier = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), alerts, None);
     let catalog = Mutex::new(AcceleratorCatalog::new());
-    let scanner =
-        Scanner { market: &market, store: &store, notifier: &notifier, catalog: &catalog, settings: &settings };
+    let scanner = Scanner {
+        market: &market,
+        store: &store,
+        notifier: &notifier,
+        catalog: &catalog,
+        settings: &settings,
+        watch: &[],
+    };
     let at = run_now(a.time, settings.stack.mode == Mode::Live).await?;
     let report = {
         // The scan asks the market for up to --ask-seconds, then decides: say how long so far.

@@ -21,6 +21,7 @@ use lambda_runtime::{Diagnostic, LambdaEvent};
 /// of the app service it runs goes here too.
 pub const AWS_PORTS: &[&str] = &[
     "OfferingSource",
+    "WatchAccounts",
     "InstanceTypeSource",
     "Purchaser",
     "ReservationSource",
@@ -49,6 +50,9 @@ pub struct App {
     /// Accelerator counts learned from DescribeInstanceTypes outlive one invocation.
     catalog: Mutex<AcceleratorCatalog>,
     settings: ScanSettings,
+    /// Member accounts lending the watch their describe limit (`WatchAccounts`), each a market
+    /// client under its read-only role, built once per container.
+    watch: Vec<capblock_shared::ports::WatchAccount>,
 }
 
 /// Reads this function's settings from the environment.
@@ -83,7 +87,11 @@ impl App {
     pub async fn from_env() -> Result<App, FunctionError> {
         let settings = settings()?;
         let aws = Adapters::new(config::targets()?, None).await;
+        let watch =
+            capblock_shared::aws::accounts::watch_accounts(&aws.sdk, &config::watch_accounts()?, &settings.stack.name)
+                .await;
         Ok(App {
+            watch,
             keeper: SettingsKeeper::new(settings.stack.clone(), aws.alerts_topic.clone()),
             names: NameKeeper::from_env("scan-offerings"),
             settings,
@@ -99,7 +107,8 @@ impl App {
             return Err(report("scan-offerings", &stack.name, e));
         }
         self.names.keep(&self.aws.store).await;
-        let targets = self.aws.probe_targets(&stack.name, "scan-offerings", None);
+        let mut targets = self.aws.probe_targets(&stack.name, "scan-offerings", None);
+        targets.watch_accounts = self.watch.iter().map(|w| w.account.clone()).collect();
         if let Some(checked) = check_own_role("scan-offerings", AWS_PORTS, &event.payload, &self.aws.sdk, targets).await
         {
             return checked.map(Reply::Role).map_err(|e| report("scan-offerings", &stack.name, e));
@@ -112,6 +121,7 @@ impl App {
                 notifier: &self.aws.notifier,
                 catalog: &self.catalog,
                 settings: &self.settings,
+                watch: &self.watch,
             };
             let report = scanner.run_until(at, until).await?;
             let metrics = metrics::of_scan(&report, &stack.name);

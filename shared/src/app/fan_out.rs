@@ -43,7 +43,7 @@ use crate::domain::names::Region;
 use crate::domain::offering::Offering;
 use crate::domain::pace::{Pace, PaceBounds};
 use crate::domain::plan::{DescribeBudget, family};
-use crate::ports::{DESCRIBE_LIMIT, MarketError, OfferingQuery, OfferingSource};
+use crate::ports::{DESCRIBE_LIMIT, MarketError, OfferingQuery, OfferingSource, WatchAccount};
 
 /// Throttled attempts a question may make in one run before it is carried over.
 pub const MAX_THROTTLED: u32 = 4;
@@ -174,14 +174,6 @@ where
     ask_spread(market, &[], queries, pacing, carried, seen).await
 }
 
-/// A member account that lends the watch its own describe limit: its id and a market client
-/// signed with its read-only watch role (`member.yaml`: `capblock-watch-<stack>`, which may call
-/// DescribeCapacityBlockOfferings and nothing else). Purchases never go through it.
-pub struct WatchAccount {
-    pub account: String,
-    pub market: Box<dyn OfferingSource>,
-}
-
 /// [`ask_all_seeing`] over the buying account (`home`) and the member accounts in `helpers`:
 /// each account has its own describe limit per region (EC2 User Guide), so a region gets one
 /// lane per account, each at its own learned pace, all taking the region's next question from
@@ -234,8 +226,12 @@ where
             let home_lane = Lane::new(pacing, deadline, families, pace, None);
             let helper_lanes = helpers.iter().map(|h| {
                 let pace = start(carried.helper_paces.get(&(region.clone(), h.account.clone())));
-                Lane::new(pacing, deadline, Families::none(), pace, Some(h.account.as_str()))
-                    .run(h.market.as_ref(), queries, &shared, seen)
+                Lane::new(pacing, deadline, Families::none(), pace, Some(h.account.as_str())).run(
+                    h.market.as_ref(),
+                    queries,
+                    &shared,
+                    seen,
+                )
             });
             let (home_end, helper_ends) =
                 futures::join!(home_lane.run(home, queries, &shared, seen), join_all(helper_lanes));
@@ -262,8 +258,7 @@ where
             out[i] = Some(a);
         }
         let families = home.families;
-        run.strikes
-            .extend(families.strikes.into_iter().filter(|(_, n)| *n > 0).map(|(f, n)| ((region.clone(), f), n)));
+        run.strikes.extend(families.strikes.into_iter().filter(|(_, n)| *n > 0).map(|(f, n)| ((region.clone(), f), n)));
         run.refused.extend(families.refused.into_iter().map(|f| (region.clone(), f)));
         for (h, end) in helpers.iter().zip(helper_ends) {
             let key = (region.clone(), h.account.clone());
@@ -291,7 +286,12 @@ struct Families {
 impl Families {
     /// A helper's: it concludes nothing of the buying account's families.
     fn none() -> Families {
-        Families { strikes: HashMap::new(), conclusive: HashSet::new(), probes: HashSet::new(), refused: HashSet::new() }
+        Families {
+            strikes: HashMap::new(),
+            conclusive: HashSet::new(),
+            probes: HashSet::new(),
+            refused: HashSet::new(),
+        }
     }
 }
 
@@ -371,7 +371,12 @@ impl Shared {
     }
 
     /// Every lane has stopped: what still waits is answered by what is known, or carried over.
-    fn finish<F: Fn(usize, &Answer)>(mut self, queries: &[OfferingQuery], region: &Region, seen: &F) -> Vec<(usize, Answer)> {
+    fn finish<F: Fn(usize, &Answer)>(
+        mut self,
+        queries: &[OfferingQuery],
+        region: &Region,
+        seen: &F,
+    ) -> Vec<(usize, Answer)> {
         let waiting: Vec<usize> = self.queue.drain(..).collect();
         let mut carried = 0;
         for i in waiting {

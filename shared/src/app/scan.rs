@@ -12,7 +12,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::budgets::headroom;
-use super::fan_out::{Answer, Carried, Pacing, QUOTA_STRIKES, ask_all_seeing};
+use super::fan_out::{Answer, Carried, Pacing, QUOTA_STRIKES, ask_spread};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::purchase::{Buyer, Outcome};
 use super::reconcile::{Settled, settle_open_intents, settling_until};
@@ -30,7 +30,7 @@ use crate::domain::rule::{Mode, Rule, StartWindow};
 use crate::domain::run_time::RunTime;
 use crate::ports::{
     BlockStore, InstanceTypeSource, Ledger, MarketMemory, Notifier, Observation, ObservationStore, OfferingQuery,
-    OfferingSource, Outbox, Purchaser, QuotaSource, ReservationSource, RuleStore, StoreError,
+    OfferingSource, Outbox, Purchaser, QuotaSource, ReservationSource, RuleStore, StoreError, WatchAccount,
 };
 
 /// How many offerings one rule may try in one scan when the best ones were tried before.
@@ -103,7 +103,11 @@ pub struct RegionQuestions {
     /// Of the throttled, the refusals capblock's own pace does not explain (someone else in
     /// the account emptied the bucket, and likely met refusals too).
     pub contended: usize,
-    /// The learned gap between two calls in the region as this run left it, milliseconds.
+    /// The accounts asking the region: the buying account and the member accounts lending
+    /// their describe limits (`asked`, `allowed`, `throttled` and `contended` count them all).
+    pub accounts: usize,
+    /// The learned gap between two calls in the region as this run left it (the buying
+    /// account's), milliseconds.
     pub pace_ms: u64,
     /// How long ago the region's questions were last answered, after this run: the median and
     /// the longest (a full cycle), seconds.
@@ -142,6 +146,9 @@ pub struct ScanReport {
     pub thresholds: BTreeMap<String, Decimal>,
     pub failed_regions: BTreeMap<String, String>,
     pub unsupported_regions: BTreeSet<String>,
+    /// Member accounts lending their describe limit whose lane failed this run (their role
+    /// missing or refused) -> the failure: the other accounts asked their questions.
+    pub watch_failed: BTreeMap<String, String>,
     /// "region instance-type" pairs EC2 does not sell as blocks (remembered for a day).
     pub not_sold: BTreeSet<String>,
     /// "region family" pairs whose Capacity Block quota looks like 0.
@@ -243,6 +250,9 @@ pub struct Scanner<'a, M: ?Sized, S: ?Sized, N: ?Sized> {
     pub notifier: &'a N,
     pub catalog: &'a Mutex<AcceleratorCatalog>,
     pub settings: &'a ScanSettings,
+    /// Member accounts that lend the watch their own describe limit (none: the buying account
+    /// asks alone). Purchases are never theirs.
+    pub watch: &'a [WatchAccount],
 }
 
 /// One distinct question of this run and the rules that ask it.
@@ -410,6 +420,7 @@ where
             thresholds: rules.iter().map(|r| (r.id.clone(), r.max_price_per_accelerator_hour)).collect(),
             failed_regions: findings.failed,
             unsupported_regions: findings.unsupported,
+            watch_failed: findings.watch_failed,
             not_sold: findings.not_sold.keys().map(|(r, t)| format!("{r} {t}")).collect(),
             quota_zero: findings.quota_zero.keys().map(|(r, f)| format!("{r} {f}")).collect(),
             skipped_rules: plan.skipped.iter().map(|&i| rules[i].id.clone()).collect(),
@@ -474,7 +485,14 @@ where
         }
         let mut chosen = Vec::new();
         for (region, memory) in &memories {
-            let calls = self.settings.describe.planned(memory.pace);
+            // Each account brings its own describe limit: the region's calls are the sum of each
+            // account's at its own learned pace.
+            let calls = self.settings.describe.planned(memory.pace)
+                + self
+                    .watch
+                    .iter()
+                    .map(|w| self.settings.describe.planned(memory.helper_paces.get(&w.account).copied()))
+                    .sum::<usize>();
             let mut probed: BTreeSet<&str> = BTreeSet::new();
             let askable: Vec<usize> = (0..all.len())
                 .filter(|&i| &all[i].question.query.region == region)
@@ -499,6 +517,7 @@ where
                     planned: picked.len(),
                     full_cycle_runs: plan::full_cycle_runs(askable.len(), calls),
                     allowed: calls,
+                    accounts: 1 + self.watch.len(),
                     ..Default::default()
                 },
             );
@@ -530,18 +549,38 @@ where
             if let Some(p) = m.pace {
                 carried.paces.insert(region.clone(), p);
             }
+            for (account, p) in &m.helper_paces {
+                carried.helper_paces.insert((region.clone(), account.clone()), *p);
+            }
         }
         let chosen = &plan.chosen;
         let pacing = Pacing::from(&self.settings.describe);
-        let asked = ask_all_seeing(self.market, &queries, &pacing, &carried, |k, a| seen(chosen[k], a)).await;
-        for (region, c) in &asked.calls {
+        let asked = ask_spread(self.market, self.watch, &queries, &pacing, &carried, |k, a| seen(chosen[k], a)).await;
+        let mut calls = asked.calls.clone();
+        for ((region, _), c) in &asked.helper_calls {
+            let all = calls.entry(region.clone()).or_default();
+            (all.sent, all.throttled, all.contended) =
+                (all.sent + c.sent, all.throttled + c.throttled, all.contended + c.contended);
+        }
+        for (region, c) in &calls {
             let counts = plan.regions.entry(region.to_string()).or_default();
             (counts.asked, counts.throttled, counts.contended) = (c.sent, c.throttled, c.contended);
         }
         for (region, pace) in &asked.paces {
-            plan.memories.entry(region.clone()).or_default().pace = Some(*pace);
+            let memory = plan.memories.entry(region.clone()).or_default();
+            memory.pace = Some(*pace);
+            // A member no longer lending its limit is forgotten.
+            memory.helper_paces.retain(|a, _| self.watch.iter().any(|w| &w.account == a));
             plan.regions.entry(region.to_string()).or_default().pace_ms = pace.gap_ms;
         }
+        for ((region, account), pace) in &asked.helper_paces {
+            plan.memories.entry(region.clone()).or_default().helper_paces.insert(account.clone(), *pace);
+        }
+        for (account, error) in &asked.helper_failed {
+            tracing::warn!(event = "watch_account_failed", account = %account, %error,
+                "a member account's watch role did not answer; the other accounts asked its questions");
+        }
+        findings.watch_failed.extend(asked.helper_failed.clone());
         // Each family's refusals as this run leaves them (only regions asked this run: the
         // others' are as they were). The record before the run names a finding's refusals.
         let mut before: BTreeMap<(Region, String), Refusals> = BTreeMap::new();
@@ -641,7 +680,7 @@ where
         for region in &findings.unsupported {
             tracing::info!(event = "region_unsupported", %region, "region does not sell Capacity Blocks");
         }
-        self.watch(plan, &asked.calls, now);
+        self.watch(plan, &calls, now);
         for (region, q) in &plan.regions {
             tracing::info!(event = "questions", %region, questions = q.questions, planned = q.planned, answered = q.answered,
                 carried_over = q.carried_over, full_cycle_runs = q.full_cycle_runs, pace_ms = q.pace_ms,
@@ -701,6 +740,12 @@ where
             let msg = announce::quota_zero(region, fam, refused, now);
             let milestone = format!("quota-zero-{fam}-{}", since.timestamp());
             self.store.enqueue(&alert_notice(&format!("market-{region}"), &milestone, &msg, now)).await?;
+        }
+        // Once a day per member account while its watch role fails.
+        for (account, error) in &findings.watch_failed {
+            let msg = announce::watch_account_failed(account, error, &self.settings.stack.name);
+            let milestone = format!("watch-failed-{account}-{}", now.format("%Y-%m-%d"));
+            self.store.enqueue(&alert_notice("market-watch", &milestone, &msg, now)).await?;
         }
         for ((region, ty), message) in &findings.not_sold {
             let names: BTreeSet<String> =
@@ -990,6 +1035,8 @@ struct Findings {
     quota_zero: BTreeMap<(String, String), (DateTime<Utc>, Refusals)>,
     /// The questions (indices into the plan) whose answers go to the price history this run.
     history: BTreeSet<usize>,
+    /// Member accounts whose watch lane failed -> the first failure.
+    watch_failed: BTreeMap<String, String>,
 }
 
 #[cfg(test)]

@@ -3,6 +3,10 @@
 //! (`member.yaml`: `capblock-handoff-<stack>`, assumable only by this stack's roles inside the
 //! Organization). Each account's role is assumed once per container; aws-config's
 //! `AssumeRoleProvider` refreshes the credentials before they expire.
+//!
+//! The watch over member accounts: each member named in `WatchAccounts` lends the scan its own
+//! DescribeCapacityBlockOfferings limit through its read-only role `capblock-watch-<stack>`
+//! (`watch_accounts`: one market client per member, signed with that role's credentials).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,10 +20,11 @@ use super::autoscaling::AutoScaling;
 use super::ec2::Ec2Market;
 use super::eks::Eks;
 use super::ssm::Ssm;
-use crate::ports::{AccountHands, AccountSides, ActionError, ActionResult};
+use crate::ports::{AccountHands, AccountSides, ActionError, ActionResult, WatchAccount};
 
 /// The IAM actions each port implemented here calls (see `aws::sns::ACTIONS`).
-pub const ACTIONS: &[(&str, &[&str])] = &[("AccountHands", &["sts:AssumeRole"])];
+pub const ACTIONS: &[(&str, &[&str])] =
+    &[("AccountHands", &["sts:AssumeRole"]), ("WatchAccounts", &["sts:AssumeRole"])];
 
 /// The hand-off role the member stack of `stack` makes in `account`.
 pub fn handoff_role_arn(partition: &str, account: &str, stack: &str) -> String {
@@ -31,16 +36,46 @@ pub fn handoff_role_in(region: Option<&str>, account: &str, stack: &str) -> Stri
     handoff_role_arn(partition(region), account, stack)
 }
 
+/// The member stack's read-only watch role in `account` for a stack whose functions run in
+/// `region`: DescribeCapacityBlockOfferings and nothing else.
+pub fn watch_role_in(region: Option<&str>, account: &str, stack: &str) -> String {
+    format!("arn:{}:iam::{account}:role/capblock-watch-{stack}", partition(region))
+}
+
 /// The member stack's hand-off role in `account` for stack `stack`, and a provider of its
 /// credentials over `base`'s under `session` (the role is assumed when they are first asked for).
 pub async fn member_role(base: &SdkConfig, account: &str, stack: &str, session: &str) -> (String, AssumeRoleProvider) {
     let role = handoff_role_in(base.region().map(|r| r.as_ref()), account, stack);
-    let provider = AssumeRoleProvider::builder(&role)
+    assumed(base, &role, session).await
+}
+
+/// `role` and a provider of its credentials over `base`'s under `session`.
+pub async fn assumed(base: &SdkConfig, role: &str, session: &str) -> (String, AssumeRoleProvider) {
+    (role.to_string(), provider_for(base, role, session).await)
+}
+
+/// A market client for each member account in `accounts`, asking with the member's watch
+/// role. Nothing is called here: a role that cannot be assumed shows as its first question's
+/// error, and the scan's other accounts ask that question (`app::fan_out::ask_spread`).
+pub async fn watch_accounts(base: &SdkConfig, accounts: &[String], stack: &str) -> Vec<WatchAccount> {
+    let mut out = Vec::with_capacity(accounts.len());
+    for account in accounts {
+        let role = watch_role_in(base.region().map(|r| r.as_ref()), account, stack);
+        let provider = provider_for(base, &role, &format!("capblock-watch-{stack}")).await;
+        let there = base.to_builder().credentials_provider(SharedCredentialsProvider::new(provider)).build();
+        out.push(WatchAccount { account: account.clone(), market: Box::new(Ec2Market::new(there)) });
+    }
+    out
+}
+
+/// Credentials of `role`, assumed over `base`'s when first asked for and refreshed before
+/// they expire.
+async fn provider_for(base: &SdkConfig, role: &str, session: &str) -> AssumeRoleProvider {
+    AssumeRoleProvider::builder(role)
         .session_name(session.chars().take(64).collect::<String>())
         .configure(base)
         .build()
-        .await;
-    (role, provider)
+        .await
 }
 
 /// The partition of a region (`cn-north-1`: aws-cn, `us-gov-west-1`: aws-us-gov).
@@ -109,5 +144,9 @@ mod tests {
         assert_eq!(partition(Some("cn-north-1")), "aws-cn");
         assert_eq!(partition(Some("us-gov-west-1")), "aws-us-gov");
         assert_eq!(partition(None), "aws");
+        assert_eq!(
+            watch_role_in(Some("us-gov-west-1"), "222222222222", "prod"),
+            "arn:aws-us-gov:iam::222222222222:role/capblock-watch-prod"
+        );
     }
 }

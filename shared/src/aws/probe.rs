@@ -138,6 +138,7 @@ pub struct AwsProbe {
     function: String,
     handoff_clusters: Vec<String>,
     handoff_accounts: Vec<String>,
+    watch_accounts: Vec<String>,
     sdk: SdkConfig,
     /// Per region: the offering the describe try saw (the purchase is tried on it) ...
     offering: Mutex<HashMap<Region, Option<String>>>,
@@ -159,6 +160,9 @@ pub struct ProbeTargets {
     /// The member accounts the rules' `handoff_account` name: the member stack's hand-off role
     /// is assumed in each (empty for a function that acts in no other account).
     pub handoff_accounts: Vec<String>,
+    /// The member accounts lending the scan their describe limit (`WatchAccounts`): the member
+    /// stack's watch role is assumed in each (empty for a function that asks through none).
+    pub watch_accounts: Vec<String>,
 }
 
 impl AwsProbe {
@@ -180,6 +184,7 @@ impl AwsProbe {
             function: t.function,
             handoff_clusters: t.handoff_clusters,
             handoff_accounts: t.handoff_accounts,
+            watch_accounts: t.watch_accounts,
             sdk: sdk.clone(),
             offering: Mutex::new(HashMap::new()),
             purchase: Mutex::new(HashMap::new()),
@@ -473,17 +478,27 @@ impl AwsProbe {
 }
 
 impl AwsProbe {
-    /// Assumes the member stack's hand-off role in each account a rule's `handoff_account`
-    /// names: the member stack is there and its trust lets this role in. The first that fails
-    /// is the answer (a denial names the role; anything else is not a verdict on it).
+    /// Assumes the member stack's roles this function uses: the hand-off role in each account a
+    /// rule's `handoff_account` names, the watch role in each of `WatchAccounts`. The member
+    /// stack is there and its trust lets this role in. The first that fails is the answer (a
+    /// denial names the role; anything else is not a verdict on it).
     async fn try_member_roles(&self) -> Access {
         use aws_credential_types::provider::ProvideCredentials;
-        if self.handoff_accounts.is_empty() {
-            return Access::not_checked("no rule names a handoff_account: no member role is assumed");
+        if self.handoff_accounts.is_empty() && self.watch_accounts.is_empty() {
+            return Access::not_checked(
+                "no rule names a handoff_account and WatchAccounts is empty: no member role is assumed",
+            );
         }
+        let region = self.sdk.region().map(|r| r.as_ref().to_string());
+        let mut roles = Vec::new();
         for account in &self.handoff_accounts {
-            let (role, provider) =
-                super::accounts::member_role(&self.sdk, account, &self.stack, "capblock-preflight").await;
+            roles.push(super::accounts::member_role(&self.sdk, account, &self.stack, "capblock-preflight").await);
+        }
+        for account in &self.watch_accounts {
+            let role = super::accounts::watch_role_in(region.as_deref(), account, &self.stack);
+            roles.push(super::accounts::assumed(&self.sdk, &role, "capblock-preflight").await);
+        }
+        for (role, provider) in roles {
             if let Err(e) = provider.provide_credentials().await {
                 let message = format!("{role}: {}", DisplayErrorContext(&e));
                 return if message.contains("AccessDenied") {

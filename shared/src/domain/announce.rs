@@ -292,6 +292,32 @@ pub fn not_sold(region: &str, instance_type: &str, ec2_says: &str, rules: &[Stri
     }
 }
 
+/// A member account lending the watch its describe limit did not answer (its watch role
+/// missing or refused): the other accounts asked its questions, more slowly.
+pub fn watch_account_failed(account: &str, error: &str, stack: &str) -> SlackMessage {
+    SlackMessage {
+        id: format!("market-watch#failed-{account}"),
+        title: format!("Account {account} is not helping watch the market"),
+        description: format!(
+            "capblock asks part of its market questions from member account {account}, through its \
+             read-only role `capblock-watch-{stack}`. That failed: {error}\nThe other accounts asked its \
+             questions this run, so the market is watched more slowly, not less completely."
+        ),
+        next_steps: vec![
+            format!(
+                "Check that the member stack is deployed in {account} (`member.yaml`, parameter `CapacityStack` = `{stack}`)."
+            ),
+            "Run `capblock preflight`: it assumes each watch role and names what refuses.".into(),
+            format!("Or remove {account} from the stack's `WatchAccounts` parameter."),
+        ],
+        keywords: vec!["capblock".into(), "watch".into(), account.to_string()],
+        thread_id: "market-watch".into(),
+        summary: format!("member account {account} is not helping watch the market"),
+        event_type: "watch-account-failed".into(),
+        related_resources: vec![],
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Checkpoint moments of a block (on-capacity-event)
 // ---------------------------------------------------------------------------------------------

@@ -240,3 +240,46 @@ mod tests {
         }
     }
 }
+
+/// The member accounts that lend the watch their describe limit (`WatchAccounts`): 12-digit
+/// account ids, each once, at most [`MAX_WATCH_ACCOUNTS`]. The error says which entry is wrong.
+pub fn parse_watch_accounts(text: &str) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if entry.len() != 12 || !entry.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("{entry:?} is not an account id (12 digits)"));
+        }
+        if !out.iter().any(|a| a == entry) {
+            out.push(entry.to_string());
+        }
+    }
+    if out.len() > MAX_WATCH_ACCOUNTS {
+        return Err(format!(
+            "{} accounts: at most {MAX_WATCH_ACCOUNTS} (each adds a lane per region to every scan)",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// Member accounts a scan may ask through: 8 lanes per region already ask a region's 64
+/// questions in about a minute, and each lane costs an AssumeRole per container.
+pub const MAX_WATCH_ACCOUNTS: usize = 8;
+
+#[cfg(test)]
+mod watch_account_tests {
+    use super::*;
+
+    #[test]
+    fn watch_accounts_are_account_ids_each_once() {
+        assert_eq!(
+            parse_watch_accounts(" 111111111111, 222222222222,111111111111,").unwrap(),
+            ["111111111111", "222222222222"]
+        );
+        assert_eq!(parse_watch_accounts("").unwrap(), Vec::<String>::new());
+        assert!(parse_watch_accounts("11111111111").unwrap_err().contains("12 digits"));
+        assert!(parse_watch_accounts("arn:aws:iam::111111111111:root").is_err());
+        let nine: Vec<String> = (1..=9).map(|n| format!("{n:012}")).collect();
+        assert!(parse_watch_accounts(&nine.join(",")).unwrap_err().contains("at most 8"));
+    }
+}

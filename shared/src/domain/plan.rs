@@ -193,6 +193,10 @@ pub struct RegionMemory {
     /// The pace learned from EC2's answers in this region (`domain::pace`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pace: Option<Pace>,
+    /// The pace learned in this region by each member account that lends the watch its own
+    /// describe limit (account id -> pace): each account has a limit of its own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub helper_paces: BTreeMap<String, Pace>,
     /// How the watch of this region went, as of the last run that asked it (for people).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<Watch>,
@@ -302,6 +306,7 @@ impl RegionMemory {
                     (m, t) => m.or(t),
                 },
             },
+            helper_paces: merge_map(&read.helper_paces, self.helper_paces, theirs.helper_paces, |m, t| m.slower(t)),
             watch: match (self.watch, theirs.watch) {
                 (Some(m), Some(t)) => Some(if t.at > m.at { t } else { m }),
                 (m, t) => m.or(t),

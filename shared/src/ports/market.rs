@@ -92,6 +92,14 @@ pub trait OfferingSource: Send + Sync {
     async fn offerings(&self, query: &OfferingQuery) -> Result<Vec<Offering>, MarketError>;
 }
 
+/// A member account that lends the watch its own describe limit: its id and a market client
+/// signed with its read-only watch role (`member.yaml`: `capblock-watch-<stack>`, which may call
+/// DescribeCapacityBlockOfferings and nothing else). Purchases never go through it.
+pub struct WatchAccount {
+    pub account: String,
+    pub market: Box<dyn OfferingSource>,
+}
+
 #[async_trait]
 pub trait InstanceTypeSource: Send + Sync {
     /// Accelerators per instance (GPUs or Neuron devices) for each type EC2 knows.

@@ -155,11 +155,17 @@ impl X {
         };
         let (store, notifier) = (x.aws.store(), x.aws.notifier());
         let catalog = Mutex::new(AcceleratorCatalog::new());
-        let report =
-            Scanner { market: &x.market, store: &store, notifier: &notifier, catalog: &catalog, settings: &scan }
-                .run(x.now())
-                .await
-                .unwrap();
+        let report = Scanner {
+            market: &x.market,
+            store: &store,
+            notifier: &notifier,
+            catalog: &catalog,
+            settings: &scan,
+            watch: &[],
+        }
+        .run(x.now())
+        .await
+        .unwrap();
         let Some(Outcome::Bought { reservation_id, .. }) = report.outcomes[0].action.clone() else {
             panic!("{report:#?}")
         };

@@ -178,3 +178,76 @@ async fn the_pace_rises_on_a_quiet_account_and_falls_when_another_caller_spends_
     let state = h.sim.state().await;
     assert!(state["describe_limit_others"]["refused"].as_u64().unwrap() > 0, "{state}");
 }
+
+/// The watch over member accounts: each member lends its own describe limit through its
+/// read-only watch role (assumed on moto's STS; the simulator tells the caller's account from
+/// the credentials and keeps a bucket per account and region). With two members a run answers
+/// about three times the questions one account can, each question is asked by one account
+/// only, each member's pace is remembered, and the purchase is the buying account's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_accounts_lend_their_describe_limit_and_each_question_is_asked_once() {
+    use capblock_shared::aws::accounts::{assumed, watch_role_in};
+    use capblock_shared::ports::WatchAccount;
+    const MEMBERS: [&str; 2] = ["111111111111", "222222222222"];
+    // Half a second of asking: one account answers a few of the 16 questions, three most.
+    let short = |h: &mut Rig| h.scan.describe.ask_for = std::time::Duration::from_millis(900);
+
+    let mut alone = Rig::paced("watch-alone", &market(85), CLOCK, STACK).await;
+    short(&mut alone);
+    alone.put_rules(&[rule(&alone)]).await;
+    let one = alone.scan().await.regions["us-east-1"].answered;
+
+    let mut h = Rig::paced("watch-members", &market(85), CLOCK, STACK).await;
+    short(&mut h);
+    h.put_rules(&[rule(&h)]).await;
+    // What `aws::accounts::watch_accounts` builds, with the EC2 endpoint on this test's own
+    // simulator (the deployed function's env points EC2 there, STS at moto).
+    let mut watch = Vec::new();
+    for account in MEMBERS {
+        let role = watch_role_in(Some("us-east-1"), account, STACK);
+        let (_, provider) = assumed(&h.aws.sdk, &role, &format!("capblock-watch-{STACK}")).await;
+        let config = h
+            .sim
+            .sdk(capblock_tests::quick_timeouts())
+            .await
+            .into_builder()
+            .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(provider))
+            .build();
+        watch.push(WatchAccount { account: account.into(), market: Box::new(Ec2Market::new(config)) });
+    }
+    let scanner = capblock_shared::app::scan::Scanner {
+        market: &h.market,
+        store: &h.store,
+        notifier: &h.notifier,
+        catalog: &h.catalog,
+        settings: &h.scan,
+        watch: &watch,
+    };
+    let report = scanner.run(h.now()).await.unwrap();
+    let east = &report.regions["us-east-1"];
+    assert_eq!(east.accounts, 3);
+    assert!(report.watch_failed.is_empty(), "{:?}", report.watch_failed);
+    assert!(east.answered >= 2 * one, "three accounts answered {} questions, one alone {one}", east.answered);
+
+    let log = h.sim.control("GET", "/_sim/describe/calls", "").await;
+    let calls = log["calls"].as_array().unwrap();
+    let served: Vec<&serde_json::Value> = calls.iter().filter(|c| c["served"] == true).collect();
+    assert_eq!(served.len(), east.answered, "every served call answered a question: {log}");
+    let mut asked: Vec<String> =
+        served.iter().map(|c| format!("{} {} {}", c["instance_type"], c["count"], c["duration_hours"])).collect();
+    asked.sort();
+    let n = asked.len();
+    asked.dedup();
+    assert_eq!(asked.len(), n, "no question asked twice across accounts");
+    for account in MEMBERS.iter().chain(&["111122223333"]) {
+        assert!(served.iter().any(|c| c["account"] == *account), "{account} asked nothing: {log}");
+    }
+
+    let memory = h.store.region_memory(&"us-east-1".parse().unwrap()).await.unwrap();
+    assert_eq!(memory.helper_paces.keys().cloned().collect::<Vec<_>>(), MEMBERS, "{memory:?}");
+    // The price is above the threshold until 01:00; after it, a run buys, in the buying account.
+    h.advance_minutes(61).await;
+    let report = scanner.run(h.now()).await.unwrap();
+    let Some(Outcome::Bought { .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
+    assert_eq!(h.sim.purchases().await.len(), 1);
+}

@@ -35,7 +35,14 @@ async fn a_replayed_scan_writes_nothing() {
     let table = Table { rules: vec![east, rule("west", "dry-run")], intents: vec![late], ..Default::default() };
     let market = Market { offerings: vec![offering("cb-next", start + Duration::days(1))], ..Default::default() };
     let (catalog, settings) = (Mutex::new(AcceleratorCatalog::new()), settings(Mode::DryRun));
-    let scanner = Scanner { market: &market, store: &table, notifier: &table, catalog: &catalog, settings: &settings };
+    let scanner = Scanner {
+        market: &market,
+        store: &table,
+        notifier: &table,
+        catalog: &catalog,
+        settings: &settings,
+        watch: &[],
+    };
     let hour_later = t0() + Duration::hours(1);
     let report = scanner.run(RunTime::asked(t0() + Duration::minutes(1), Some(hour_later))).await.unwrap();
     assert!(report.replay);
@@ -61,7 +68,14 @@ async fn a_dry_run_stack_settles_open_live_intents_on_the_clock() {
     let market = Market { reservations: vec![reservation_of(&made, "cr-made")], ..Default::default() };
     let table = Table { rules: vec![east, west], intents: vec![made, lost], ..Default::default() };
     let (catalog, settings) = (Mutex::new(AcceleratorCatalog::new()), settings(Mode::DryRun));
-    let scanner = Scanner { market: &market, store: &table, notifier: &table, catalog: &catalog, settings: &settings };
+    let scanner = Scanner {
+        market: &market,
+        store: &table,
+        notifier: &table,
+        catalog: &catalog,
+        settings: &settings,
+        watch: &[],
+    };
     let clock = t0() + Duration::minutes(20);
     let report = scanner.run(RunTime::asked(clock, Some(clock + Duration::minutes(4)))).await.unwrap();
     assert!(!report.replay);
