@@ -312,6 +312,41 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
         self.edit("functions/lookup/src/main.rs", '&["Reader"]', "&[]")
         self.assertFails("builds the store adapter (Store) but declares none of its ports in AWS_PORTS")
 
+    def test_an_adapter_built_by_a_free_function_that_returns_a_ports_value_counts(self):
+        # aws/accounts.rs's `watch_accounts(..) -> Vec<WatchAccount>` builds market clients under
+        # member roles: a function that calls it through the module builds the adapter, though it
+        # never names the adapter's struct. A same-named fn of another module is no such call.
+        self.edit("shared/src/aws/mod.rs", "pub mod store;\n", "pub mod store;\npub mod accounts;\n")
+        self.write("shared/src/aws/accounts.rs", dedent("""
+            use crate::ports::{StoreError, Watcher};
+            pub const ACTIONS: &[(&str, &[&str])] = &[("Watchers", &["sts:AssumeRole"])];
+            pub struct Unused;
+            pub async fn watchers(base: &SdkConfig, accounts: &[String]) -> Vec<Watcher> {
+                let _ = aws_config::sts::AssumeRoleProvider::builder("arn");
+                Vec::new()
+            }
+            pub fn helper(x: &str) -> Result<String, StoreError> { Ok(x.into()) }
+        """))
+        main = "functions/lookup/src/main.rs"
+        self.edit(main, "let table =", "let watch = capblock_shared::aws::accounts::watchers(&sdk, &[]).await;\n    let table =")
+        self.edit(main, '&["Reader"]', '&["Reader", "Watchers"]')
+        self.edit("template.yaml", "              Resource: !GetAtt Table.Arn\n",
+                  "              Resource: !GetAtt Table.Arn\n"
+                  "            - Sid: Watch\n              Effect: Allow\n              Action: sts:AssumeRole\n"
+                  "              Resource: arn:aws:iam::*:role/watch\n")
+        rc, out = self.run_check()
+        self.assertEqual(rc, 0, out)
+        # Without the call (only config's fn of the same name), the port is declared for nothing.
+        self.edit(main, "capblock_shared::aws::accounts::watchers(&sdk, &[])", "capblock_shared::config::watchers()")
+        self.assertFails("AWS_PORTS names Watchers but the function builds no accounts adapter "
+                         "(Unused, accounts::watchers())")
+        # ... and with the call but not the port, the adapter is built undeclared; a helper that
+        # returns only a port's error builds nothing.
+        self.edit(main, "capblock_shared::config::watchers()", "capblock_shared::aws::accounts::watchers(&sdk, &[])")
+        self.edit(main, '&["Reader", "Watchers"]', '&["Reader"]')
+        out = self.assertFails("builds the accounts adapter (Unused, accounts::watchers()) but declares none of its ports")
+        self.assertNotIn("helper", out)
+
     def test_the_role_probe_may_try_only_actions_other_adapters_declare(self):
         # aws/probe.rs tries a function's own actions for preflight: declared elsewhere, it passes
         # without a table of its own; an action no adapter declares (no role needs it) fails.
@@ -376,6 +411,18 @@ class DeclaredTables(unittest.TestCase):
                '    // ("Gone", &["x:Three"]),\n    (\n        "B",\n        &[\n            "y:Four",\n        ],\n    ),\n];'
         self.assertEqual(rust.declared_actions(text), {"A": ["x:One", "x:Two"], "B": ["y:Four"]})
         self.assertIsNone(rust.declared_actions("pub const OTHER: u8 = 1;"))
+
+    def test_port_builders(self):
+        code = rust.lex_rust(dedent("""
+            use crate::ports::{ActionError, WatchAccount};
+            pub async fn watch_accounts(base: &SdkConfig, accounts: &[String]) -> Vec<WatchAccount> { todo!() }
+            pub fn role_in(region: Option<&str>) -> String { todo!() }
+            pub fn fails(x: u8) -> Result<(), ActionError> { todo!() }
+            fn private() -> Vec<WatchAccount> { todo!() }
+            impl Thing { pub fn make(&self) -> WatchAccount { todo!() } }
+            pub fn generic<T: Into<String>>(t: T) -> Option<WatchAccount> where T: Clone { todo!() }
+        """)).code
+        self.assertEqual(rust.port_builders(code), {"watch_accounts", "generic"})
 
     def test_ports_table(self):
         self.assertEqual(rust.declared_ports('pub const AWS_PORTS: &[&str] = &[\n    "A",\n    "B",\n];'), ["A", "B"])

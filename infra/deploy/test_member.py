@@ -9,22 +9,26 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
 - stacksets: plain CloudFormation (no transform), so StackSets deploys it as it is; the two
   required parameters have no default; every parameter is in one group with a label and says
   what its default means (or that it is required).
-- trust: the hand-off role, the only role, trusts only the capacity account, only its roles
-  named <CapacityStackName>-* (which the names CloudFormation gives the capacity stack's roles
-  match, whole, for any stack name the parameter allows), only inside the Organization; no other
-  principal.
+- trust: the hand-off and watch roles, the only roles, trust only the capacity account, only its
+  roles named <CapacityStackName>-* (which the names CloudFormation gives the capacity stack's
+  roles match, whole, for any stack name the parameter allows), only inside the Organization; no
+  other principal.
 - hand-off role: no wildcard action, no NotAction; it allows exactly the capacity stack's own
   hand-off actions (its Handoff* statements and node-group policy) less reservation groups
   (UltraServer blocks only, never shared) plus DescribeCapacityReservations; parameters only
   under /capblock/; documents only of this account or AWS and only those named; node groups
   only of the named clusters and only when some are; groups and instances only when tagged
   capblock:handoff=<CapacityStackName>.
+- watch role: exactly ec2:DescribeCapacityBlockOfferings on '*' (no resource-level permissions),
+  the one action of the port a member's market client serves (OfferingSource in
+  shared/src/aws/ec2/mod.rs's ACTIONS); no other policy, no condition that could widen it.
 - events: the default bus's policy lets only the capacity stack's roles put, only PutEvents,
   only source capblock, only inside the Organization; the rule matches source capblock from
   the capacity account and logs to a log group EventBridge may write to (the put tied to the
   rule).
-- together: the hand-off role's name is the one the capacity stack's track-blocks may assume;
-  the outputs name the role, the bus and the rule.
+- together: the hand-off role's name is the one the capacity stack's track-blocks may assume, the
+  watch role's the one its scan-offerings may assume, and both are the names the Rust code
+  assumes (shared/src/aws/accounts.rs); the outputs name the roles, the bus and the rule.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ sys.dont_write_bytecode = True  # leave no __pycache__ in infra/deploy
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import test_template as capacity
-from crosscheck import cfn
+from crosscheck import cfn, rust
 
 REPO = HERE.parent.parent
 MEMBER = REPO / "member.yaml"
@@ -125,7 +129,7 @@ class StackSets(Member):
 
 
 class Trust(Member):
-    ROLES = ("HandoffRole",)
+    ROLES = ("HandoffRole", "WatchRole")
 
     def test_only_the_capacity_stacks_roles_inside_the_organization(self):
         for rid in self.ROLES:
@@ -156,9 +160,11 @@ class Trust(Member):
             self.assertNotIn("RoleName", r["Properties"], rid)
             name = f"{longest}-{rid}-{'X' * CFN_SUFFIX}"
             self.assertLessEqual(len(name), ROLE_NAME_MAX, rid)
-            pattern = resolve(self.res["HandoffRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
-                              ["Condition"]["ArnLike"]["aws:PrincipalArn"], {"CapacityStackName": longest})
-            self.assertTrue(capacity.arn_matches(pattern, f"arn:aws:iam::{CAPACITY_ACCOUNT}:role/{name}"), rid)
+            for own in self.ROLES:
+                pattern = resolve(self.res[own]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
+                                  ["Condition"]["ArnLike"]["aws:PrincipalArn"], {"CapacityStackName": longest})
+                self.assertTrue(capacity.arn_matches(pattern, f"arn:aws:iam::{CAPACITY_ACCOUNT}:role/{name}"),
+                                f"{own} trusts {rid}")
         # ... and this stack's role names fit too.
         for rid in self.ROLES:
             self.assertLessEqual(len(resolve(self.res[rid]["Properties"]["RoleName"], {"CapacityStackName": longest})),
@@ -248,6 +254,35 @@ class Handoff(Member):
             self.assertFalse(self.may(action, f"{eks}:999999999999:nodegroup/infer-2/gpu/0ac7a1b2"), action)
 
 
+class Watch(Member):
+    """The read-only role the capacity stack's scan-offerings asks the market through."""
+
+    def test_it_may_ask_the_market_and_nothing_else(self):
+        stmts = self.role_statements("WatchRole")
+        (s,) = stmts
+        self.assertEqual(s["Effect"], "Allow")
+        self.assertNotIn("NotAction", s)
+        self.assertNotIn("Condition", s)
+        self.assertEqual(as_list(s["Action"]), ["ec2:DescribeCapacityBlockOfferings"])
+        # The action has no resource-level permissions: '*' is the only resource it takes.
+        self.assertTrue(cfn.is_star(s["Resource"]))
+        data = cfn.load_action_data()
+        if data is not None:
+            self.assertFalse(cfn.deep_get(data, "ec2", "Actions", "describecapacityblockofferings", "Resources"))
+        # No policy attached besides its own (the node-group policy is the hand-off role's).
+        for pid, p in self.of_type("AWS::IAM::Policy").items():
+            self.assertNotIn("WatchRole", [ref(r) for r in p["Properties"]["Roles"]], pid)
+        self.assertNotIn("ManagedPolicyArns", self.res["WatchRole"]["Properties"])
+        self.assertNotIn("Condition", self.res["WatchRole"])
+
+    def test_its_action_is_what_a_members_market_client_calls(self):
+        # WatchAccount.market is an OfferingSource (shared/src/ports/market.rs): the ec2 adapter's
+        # table says what that port calls.
+        table = rust.declared_actions((REPO / "shared/src/aws/ec2/mod.rs").read_text(encoding="utf-8"))
+        (s,) = self.role_statements("WatchRole")
+        self.assertEqual(set(as_list(s["Action"])), set(table["OfferingSource"]))
+
+
 class Events(Member):
     def test_the_bus_lets_only_the_capacity_stack_put_capblock_events_inside_the_organization(self):
         (policy,) = self.of_type("AWS::Events::EventBusPolicy").values()
@@ -306,6 +341,33 @@ class Together(Member):
         other = resolve(self.res["HandoffRole"]["Properties"]["RoleName"], {"CapacityStackName": "other"})
         self.assertFalse(capacity.arn_matches(pattern, f"arn:aws:iam::{MEMBER_ACCOUNT}:role/{other}"))
 
+    def test_the_capacity_stacks_scan_may_assume_the_watch_role_and_only_it(self):
+        s = self.capacity_statement("ScanOfferingsOrganizationPolicy", "sts:AssumeRole")
+        (pattern,) = as_list(capacity.resolve(s["Resource"], {"OrganizationId": ORG}))
+        watch = resolve(self.res["WatchRole"]["Properties"]["RoleName"])
+        handoff = resolve(self.res["HandoffRole"]["Properties"]["RoleName"])
+        self.assertTrue(capacity.arn_matches(pattern, f"arn:aws:iam::{MEMBER_ACCOUNT}:role/{watch}"))
+        self.assertFalse(capacity.arn_matches(pattern, f"arn:aws:iam::{MEMBER_ACCOUNT}:role/{handoff}"))
+        other = resolve(self.res["WatchRole"]["Properties"]["RoleName"], {"CapacityStackName": "other"})
+        self.assertFalse(capacity.arn_matches(pattern, f"arn:aws:iam::{MEMBER_ACCOUNT}:role/{other}"))
+        # ... and track-blocks' hand-off statement does not reach the watch role.
+        t = self.capacity_statement("TrackBlocksOrganizationPolicy", "sts:AssumeRole")
+        (handoff_pattern,) = as_list(capacity.resolve(t["Resource"], {"OrganizationId": ORG}))
+        self.assertFalse(capacity.arn_matches(handoff_pattern, f"arn:aws:iam::{MEMBER_ACCOUNT}:role/{watch}"))
+        # The watch role's trust admits the scan's role as CloudFormation names it.
+        pattern = resolve(self.res["WatchRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
+                          ["Condition"]["ArnLike"]["aws:PrincipalArn"])
+        self.assertTrue(capacity.arn_matches(pattern, f"arn:aws:iam::{CAPACITY_ACCOUNT}:role/capblock-ScanOfferingsRole-1A2B3C4D5E6F7"))
+
+    def test_the_role_names_are_the_ones_the_code_assumes(self):
+        # shared/src/aws/accounts.rs formats the ARNs it assumes: role/capblock-handoff-{stack}
+        # and role/capblock-watch-{stack}.
+        code = rust.read_rust(REPO / "shared/src/aws/accounts.rs")
+        formats = {x for x in code.strings if ":role/" in x}
+        for rid in ("HandoffRole", "WatchRole"):
+            name = self.res[rid]["Properties"]["RoleName"]["Fn::Sub"]
+            self.assertIn(name.replace("${CapacityStackName}", "{stack}"), {f.split(":role/", 1)[1] for f in formats}, rid)
+
     def test_the_bus_admits_the_capacity_stacks_functions(self):
         # The bus policy's principal pattern takes the capacity functions' role names (capblock
         # does not put a shared block's events here yet; the policy is ready for them).
@@ -315,8 +377,9 @@ class Together(Member):
 
     def test_the_outputs(self):
         outputs = self.tpl["Outputs"]
-        self.assertLessEqual({"HandoffRoleArn", "EventBusArn", "EventRuleName"}, set(outputs))
+        self.assertLessEqual({"HandoffRoleArn", "WatchRoleArn", "EventBusArn", "EventRuleName"}, set(outputs))
         self.assertEqual(outputs["HandoffRoleArn"]["Value"], {"Fn::GetAtt": ["HandoffRole", "Arn"]})
+        self.assertEqual(outputs["WatchRoleArn"]["Value"], {"Fn::GetAtt": ["WatchRole", "Arn"]})
         self.assertEqual(ref(outputs["EventRuleName"]["Value"]), "CapblockEventsRule")
 
 

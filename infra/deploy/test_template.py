@@ -23,13 +23,15 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
   by a key policy or a role comes with aws:SourceAccount and aws:SourceArn; only the roles that
   publish to a topic (and CloudWatch, for the topics alarms use) may publish to it; the extension
   offerings describe is scoped to this stack's blocks.
-- organization: TeamBudgets and OrganizationId default to nothing and take only their forms;
-  the functions that store the stack's settings get the team budgets, and none an account list; only track-blocks (RAM shares, the
-  member accounts' hand-off role) acts outside this account, through
-  one policy that exists only with an organization, with exactly those actions, any other
-  account only inside the Organization (aws:ResourceOrgID); scan-offerings asks from this
-  account only; shares only of this account's capacity reservations, tagged for this stack,
-  never outside the Organization. member.yaml's side: test_member.py.
+- organization: TeamBudgets, OrganizationId and WatchAccounts default to nothing and take only
+  their forms (WatchAccounts: up to 8 account ids), and the Rules refuse WatchAccounts without
+  OrganizationId; the functions that store the stack's settings get the team budgets, and only
+  scan-offerings an account list (CAPBLOCK_WATCH_ACCOUNTS); only track-blocks (RAM shares, the
+  member accounts' hand-off role) and scan-offerings (the member accounts' watch role) act
+  outside this account, each through one policy that exists only with an organization, with
+  exactly those actions, any other account only inside the Organization (aws:ResourceOrgID);
+  shares only of this account's capacity reservations, tagged for this stack, never outside the
+  Organization. member.yaml's side: test_member.py.
 """
 
 from __future__ import annotations
@@ -640,7 +642,11 @@ ORGANIZATION_ACTIONS = {
         "ram:GetResourceShareAssociations", "ram:DeleteResourceShare",
         "sts:AssumeRole",
     },
+    # The watch over member accounts: their read-only watch role, nothing else.
+    "ScanOfferingsRole": {"sts:AssumeRole"},
 }
+# The member stack's role each function assumes in member accounts (member.yaml).
+MEMBER_ROLES = {"TrackBlocksRole": "capblock-handoff-", "ScanOfferingsRole": "capblock-watch-"}
 ORG = "o-a1b2c3d4e5"
 
 
@@ -666,7 +672,7 @@ class Organization(Template):
 
     def test_the_parameters_share_nothing_by_default(self):
         params = self.tpl["Parameters"]
-        for name in ("TeamBudgets", "OrganizationId"):
+        for name in ("TeamBudgets", "OrganizationId", "WatchAccounts"):
             self.assertEqual(params[name]["Type"], "String", name)
             self.assertEqual(params[name]["Default"], "", name)
         cases = {
@@ -674,6 +680,13 @@ class Organization(Template):
                             ["ml-research", "ml-research=0", "ml-research=-1", "ML=5", "a=01", "a=1.234",
                              "a=1,", "a=1,,b=2", "a=1 ,b=2", "a" * 65 + "=1"]),
             "OrganizationId": (["", "o-a1b2c3d4e5"], ["o-", "a1b2c3d4e5", "o-A1B2C3D4E5", "r-a1b2"]),
+            # Up to 8 account ids (shared/src/domain/names.rs's parse_watch_accounts takes no more).
+            "WatchAccounts": (["", "222222222222", "222222222222,333333333333",
+                               ",".join(f"{n:012}" for n in range(1, 9))],
+                              ["22222222222", "2222222222222", "222222222222,", ",222222222222",
+                               "222222222222,,333333333333", "222222222222 ,333333333333",
+                               "arn:aws:iam::222222222222:root", "o-a1b2c3d4e5",
+                               ",".join(f"{n:012}" for n in range(1, 10))]),
         }
         for name, (good, bad) in cases.items():
             pattern = params[name]["AllowedPattern"]
@@ -685,6 +698,19 @@ class Organization(Template):
     def test_an_organization_and_team_budgets_need_nothing_else(self):
         self.assertEqual(failed_assertions(self.tpl, {"OrganizationId": ORG}), [])
         self.assertEqual(failed_assertions(self.tpl, {"OrganizationId": ORG, "TeamBudgets": "ml-research=20000"}), [])
+
+    def test_watch_accounts_need_an_organization(self):
+        # The watch roles are assumed only inside the Organization: without one, CloudFormation
+        # refuses the deploy with a message that says what to set.
+        failed = failed_assertions(self.tpl, {"WatchAccounts": "222222222222"})
+        self.assertEqual(len(failed), 1, failed)
+        self.assertIn("WatchAccounts needs OrganizationId", failed[0])
+        self.assertEqual(failed_assertions(self.tpl, {"WatchAccounts": "222222222222", "OrganizationId": ORG}), [])
+        self.assertEqual(failed_assertions(self.tpl, {"WatchAccounts": "", "OrganizationId": ""}), [])
+        # Shown beside OrganizationId in the console.
+        groups = self.tpl["Metadata"]["AWS::CloudFormation::Interface"]["ParameterGroups"]
+        (group,) = [g["Parameters"] for g in groups if "OrganizationId" in g["Parameters"]]
+        self.assertIn("WatchAccounts", group)
 
     def test_only_these_roles_act_outside_this_account_and_only_with_an_organization(self):
         for rid in self.of_type("AWS::IAM::Role"):
@@ -729,19 +755,39 @@ class Organization(Template):
 
     def test_the_role_assumed_is_the_member_stacks_for_this_stack(self):
         params = defaults(self.tpl, OrganizationId=ORG)
-        role = "capblock-handoff-capblock"
-        (s,) = [s for s in self.statements_of("TrackBlocksRole") if "sts:AssumeRole" in as_list(s["Action"])]
-        self.assertEqual(as_list(s["Action"]), ["sts:AssumeRole"])
-        (pattern,) = as_list(resolve(s["Resource"], params))
-        self.assertTrue(arn_matches(pattern, f"arn:aws:iam::123456789012:role/{role}"))
-        self.assertFalse(arn_matches(pattern, f"arn:aws:iam::123456789012:role/{role}-x"))
-        self.assertFalse(arn_matches(pattern, "arn:aws:iam::123456789012:role/Admin"))
+        for rid, prefix in MEMBER_ROLES.items():
+            role = f"{prefix}capblock"
+            (s,) = [s for s in self.statements_of(rid) if "sts:AssumeRole" in as_list(s["Action"])]
+            self.assertEqual(as_list(s["Action"]), ["sts:AssumeRole"], rid)
+            (pattern,) = as_list(resolve(s["Resource"], params))
+            self.assertTrue(arn_matches(pattern, f"arn:aws:iam::123456789012:role/{role}"), rid)
+            self.assertFalse(arn_matches(pattern, f"arn:aws:iam::123456789012:role/{role}-x"), rid)
+            self.assertFalse(arn_matches(pattern, "arn:aws:iam::123456789012:role/Admin"), rid)
+            # ... and not the other function's member role.
+            for other in MEMBER_ROLES.values():
+                if other != prefix:
+                    self.assertFalse(arn_matches(pattern, f"arn:aws:iam::123456789012:role/{other}capblock"), rid)
 
-    def test_the_functions_get_the_team_budgets_and_no_account_list(self):
+    def test_the_watch_policy_is_the_scans_and_only_with_an_organization(self):
+        # scan-offerings' own policy has no sts: (test_only_these_roles_...); its watch policy
+        # is attached to it alone, exists only with OrganizationId, and buys nothing.
+        (pid,) = [pid for pid, p in self.policies_of("ScanOfferingsRole").items() if "Condition" in p]
+        p = self.res[pid]
+        self.assertEqual([ref(r) for r in p["Properties"]["Roles"]], ["ScanOfferingsRole"])
+        self.assertEqual(p["Condition"], "HasOrganization")
+        self.assertFalse(holds(self.tpl, "HasOrganization", WatchAccounts="222222222222"))
+        self.assertTrue(holds(self.tpl, "HasOrganization", OrganizationId=ORG))
+        (s,) = as_list(p["Properties"]["PolicyDocument"]["Statement"])
+        self.assertEqual((s["Effect"], as_list(s["Action"])), ("Allow", ["sts:AssumeRole"]))
+        self.assertEqual(s["Condition"], {"StringEquals": {"aws:ResourceOrgID": {"Ref": "OrganizationId"}}})
+        self.assertFalse(set(as_list(s["Action"])) & PURCHASE_ACTIONS)
+
+    def test_the_functions_get_the_team_budgets_and_only_the_scan_an_account_list(self):
         # Role names need no setting: each function derives them from CAPBLOCK_STACK; the member
-        # accounts a block reaches come from rules' share_with, and the scan asks from this
-        # account only. The two functions that store the stack's settings (budgets included)
-        # read the team budgets; on-capacity-event spends nothing and stores no settings.
+        # accounts a block reaches come from rules' share_with. The scan alone gets an account
+        # list: the members whose watch role it asks through (WatchAccounts). The two functions
+        # that store the stack's settings (budgets included) read the team budgets;
+        # on-capacity-event spends nothing and stores no settings.
         for fid, f in self.of_type("AWS::Serverless::Function").items():
             env = f["Properties"]["Environment"]["Variables"]
             if fid == "OnCapacityEventFunction":
@@ -749,8 +795,12 @@ class Organization(Template):
             else:
                 self.assertEqual(env["CAPBLOCK_TEAM_BUDGETS"], {"Ref": "TeamBudgets"}, fid)
             self.assertEqual(env["CAPBLOCK_STACK"], {"Ref": "AWS::StackName"}, fid)
-            self.assertFalse({k for k in env if any(w in k for w in ("ORGANIZATION", "ROLE_PREFIX", "MEMBER", "ACCOUNTS"))},
-                             fid)
+            accounts = {k for k in env if any(w in k for w in ("ORGANIZATION", "ROLE_PREFIX", "MEMBER", "ACCOUNTS"))}
+            if fid == "ScanOfferingsFunction":
+                self.assertEqual(accounts, {"CAPBLOCK_WATCH_ACCOUNTS"}, fid)
+                self.assertEqual(env["CAPBLOCK_WATCH_ACCOUNTS"], {"Ref": "WatchAccounts"}, fid)
+            else:
+                self.assertFalse(accounts, fid)
 
     def test_shares_are_this_stacks_blocks_inside_the_organization(self):
         by_action = {a: s for s in self.statements_of("TrackBlocksRole") for a in as_list(s["Action"])}

@@ -7,9 +7,11 @@
   table, and every declared action is called or implied by a call (IMPLIED); so the table is
   neither short nor stale, wherever the calls sit inside the adapter.
 - Each function crate declares `pub const AWS_PORTS: &[&str]`, the ports it uses; it must build
-  an adapter of each declared port's module and declare a port of each adapter it builds. A
-  function that builds the shared `Adapters` (shared/src/lambda.rs) builds every adapter type
-  named there.
+  an adapter of each declared port's module and declare a port of each adapter it builds. It
+  builds an adapter by naming one of its pub structs, or by calling, through the adapter's
+  module, one of its free pub fns that return a port's value (`accounts::watch_accounts(..)`:
+  `rust.port_builders`). A function that builds the shared `Adapters` (shared/src/lambda.rs)
+  builds every adapter type named there.
 - `check_function`: its role in template.yaml allows exactly the actions of its ports (no
   wildcard, no NotAction, nothing of ec2/dynamodb/sns/scheduler or iam:PassRole unneeded), and
   the function makes no SDK call of its own.
@@ -24,7 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cfn import as_list, deep_get, is_star, policy_statements
-from .rust import declared_actions, declared_ports, deployed_code, read_rust, rust_files
+from .rust import (
+    declared_actions,
+    declared_ports,
+    deployed_code,
+    port_builders,
+    read_rust,
+    rust_files,
+    strip_tests,
+)
 from .sdk import (
     IAM_PREFIX,
     IMPLIED,
@@ -47,9 +57,19 @@ class Adapter:
     paths: list[Path]
     actions: dict[str, list[str]] | None  # port -> actions; None: no table
     types: set[str] = field(default_factory=set)  # its pub structs: what a function builds
+    builders: set[str] = field(default_factory=set)  # its free pub fns that return a port's value
 
     def code(self) -> str:
         return deployed_code(self.paths)
+
+    def built_in(self, code: str) -> bool:
+        """Whether `code` builds this adapter: names one of its structs, or calls one of its
+        builders through its module (`accounts::watch_accounts`, in a path or a `use`)."""
+        return any(re.search(rf"\b{t}\b", code) for t in self.types) or \
+            any(re.search(rf"\b{self.name}::{b}\b", code) for b in self.builders)
+
+    def what_builds(self) -> str:
+        return ", ".join(sorted(self.types) + [f"{self.name}::{b}()" for b in sorted(self.builders)])
 
 
 def load_adapters(aws_dir: Path) -> dict[str, Adapter]:
@@ -60,13 +80,16 @@ def load_adapters(aws_dir: Path) -> dict[str, Adapter]:
         paths = [p for p in [aws_dir / f"{name}.rs"] if p.is_file()] + rust_files(aws_dir / name)
         actions: dict[str, list[str]] | None = None
         types: set[str] = set()
+        builders: set[str] = set()
         for p in paths:
             text = p.read_text(encoding="utf-8")
             table = declared_actions(text)
             if table is not None:
                 actions = {**(actions or {}), **table}
-            types |= set(re.findall(r"\bpub\s+struct\s+([A-Z]\w*)", read_rust(p).code))
-        out[name] = Adapter(name, paths, actions, types)
+            code = read_rust(p).code
+            types |= set(re.findall(r"\bpub\s+struct\s+([A-Z]\w*)", code))
+            builders |= port_builders(strip_tests(code))
+        out[name] = Adapter(name, paths, actions, types, builders)
     return out
 
 
@@ -127,11 +150,11 @@ def function_needs(src: Path, adapters: dict[str, Adapter], sdk: Sdk) -> Needs:
     for p in paths:
         ports = declared_ports(p.read_text(encoding="utf-8")) if ports is None else ports
     by_port = port_actions(adapters)
-    built = {a.name for a in adapters.values() if any(re.search(rf"\b{t}\b", code) for t in a.types)}
+    built = {a.name for a in adapters.values() if a.built_in(code)}
     edge = src.parent.parent.parent / "shared" / "src" / "lambda.rs"
     if re.search(r"\bAdapters::new\(", code) and edge.is_file():
         shared = deployed_code([edge])
-        built |= {a.name for a in adapters.values() if any(re.search(rf"\b{t}\b", shared) for t in a.types)}
+        built |= {a.name for a in adapters.values() if a.built_in(shared)}
     required: dict[str, str] = {}
     if ports is None:
         problems.append(f"{src}: declares no `pub const AWS_PORTS` (the ports of the AWS adapters it uses)")
@@ -143,12 +166,12 @@ def function_needs(src: Path, adapters: dict[str, Adapter], sdk: Sdk) -> Needs:
         adapter, acts = by_port[port]
         if adapter not in built:
             problems.append(f"AWS_PORTS names {port} but the function builds no {adapter} adapter "
-                            f"({', '.join(sorted(adapters[adapter].types))})")
+                            f"({adapters[adapter].what_builds()})")
         for act in acts:
             required.setdefault(act, port)
     for name in sorted(built - {PROBE}):
         if not any(by_port.get(p, ("",))[0] == name for p in ports):
-            problems.append(f"builds the {name} adapter ({', '.join(sorted(adapters[name].types))}) "
+            problems.append(f"builds the {name} adapter ({adapters[name].what_builds()}) "
                             "but declares none of its ports in AWS_PORTS")
     # A function reaches AWS only through adapters, whose tables say what it needs.
     own, notes = sdk_calls(code, sdk_services(code), sdk)

@@ -1,6 +1,7 @@
 """Just enough Rust reading for the checks: comments dropped and string literals set apart
-(`lex_rust`), test code removed (`strip_tests`), and the declared tables: an adapter's
-`ACTIONS` and a function's `AWS_PORTS` (`declared_actions`, `declared_ports`)."""
+(`lex_rust`), test code removed (`strip_tests`), the declared tables: an adapter's
+`ACTIONS` and a function's `AWS_PORTS` (`declared_actions`, `declared_ports`), and an adapter's
+free functions that build a port's value (`port_builders`)."""
 
 from __future__ import annotations
 
@@ -147,3 +148,49 @@ def declared_ports(text: str) -> list[str] | None:
     """A function's `pub const AWS_PORTS: &[&str] = &["Port", ..];`; None when not declared."""
     body = _const_body(text, "AWS_PORTS")
     return None if body is None else re.findall(r'"(\w+)"', body)
+
+
+def _ports_imported(code: str) -> set[str]:
+    """The types an adapter imports from `crate::ports` (`use crate::ports::{A, B};`, `use
+    crate::ports::A;`), less the errors (`StoreError`, `ActionResult`): a helper that fails with a
+    port's error builds nothing."""
+    names: set[str] = set()
+    for m in re.finditer(r"\buse\s+crate::ports::(\{[^;]*\}|\w+)\s*;", code):
+        names |= set(re.findall(r"\b([A-Z]\w*)\b", m.group(1)))
+    return {n for n in names if not n.endswith(("Error", "Result"))}
+
+
+def port_builders(code: str) -> set[str]:
+    """The free `pub fn`s of an adapter's code (comments removed) whose return type names a type
+    the code imports from `crate::ports` (`-> Vec<WatchAccount>`): a function that calls one
+    (`accounts::watch_accounts(..)`) builds the adapter as surely as one that names its struct.
+    Methods are left out (they are reached through a value of the adapter's type, which names
+    the type)."""
+    ports = _ports_imported(code)
+    out: set[str] = set()
+    depth = 0
+    i = 0
+    rx = re.compile(r"\bpub\s+(?:async\s+)?fn\s+(\w+)\s*(?:<[^(){};]*>)?\s*\(")
+    while i < len(code):
+        c = code[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif depth == 0 and c == "p":
+            m = rx.match(code, i)
+            if m:
+                # The parameters' closing parenthesis, then the return type up to the body.
+                j, level = m.end(), 1
+                while j < len(code) and level:
+                    level += {"(": 1, ")": -1}.get(code[j], 0)
+                    j += 1
+                head = re.match(r"[^{;]*", code[j:]).group(0)
+                ret = head.split("->", 1)[1] if "->" in head else ""
+                ret = re.split(r"\bwhere\b", ret)[0]
+                if set(re.findall(r"\b([A-Z]\w*)\b", ret)) & ports:
+                    out.add(m.group(1))
+                i = j
+                continue
+        i += 1
+    return out
