@@ -5,7 +5,9 @@
 //! timer whenever every task waits), against the same in-process market and the same
 //! appearances:
 //! - capblock: the real planner (`plan::choose` over a `RegionMemory` per region, kept from run
-//!   to run like the scan keeps it) and the real `ask_all`, one run per schedule tick;
+//!   to run like the scan keeps it) and the real `ask_spread`, one run per schedule tick, over
+//!   the buying account alone or with member accounts lending their describe limits (each
+//!   account its own buckets, as EC2 keeps the limit per account and region);
 //! - today's unpaced fan-out (`legacy_fan_out`, 64 calls in flight per region) every 10 min,
 //!   meeting the describe limit as it did before issue 13: a refusal ends the question;
 //! - a one-by-one script: every question of a region in turn, one call per 4 s per region;
@@ -27,7 +29,7 @@ use std::pin::Pin;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use capblock_shared::app::fan_out::{Answer, Carried, Pacing, Strikes, ask_all};
+use capblock_shared::app::fan_out::{Answer, Carried, Helper, Pacing, Strikes, ask_spread};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::names::{InstanceType, Region};
@@ -368,8 +370,9 @@ pub struct Market<'w> {
 
 struct State {
     rng: Rng,
-    /// per region: tokens, last update
-    buckets: Vec<(f64, Instant)>,
+    /// per account (0: the buying account), per region: tokens, last update. Each account has
+    /// a describe limit of its own.
+    buckets: Vec<Vec<(f64, Instant)>>,
     /// appearance -> when an answer first held it
     found: Vec<Option<Duration>>,
     calls: u64,
@@ -381,7 +384,8 @@ struct State {
 type Answered<'a> = Pin<Box<dyn Future<Output = Result<Vec<Offering>, MarketError>> + Send + 'a>>;
 
 impl<'w> Market<'w> {
-    pub fn new(world: &'w World, seed: u64, limit: Limit) -> Market<'w> {
+    /// A market whose describe limit `accounts` accounts call, each with buckets of its own.
+    pub fn new(world: &'w World, seed: u64, limit: Limit, accounts: usize) -> Market<'w> {
         let start = Instant::now();
         Market {
             world,
@@ -389,7 +393,7 @@ impl<'w> Market<'w> {
             limit,
             state: Mutex::new(State {
                 rng: Rng::new(seed),
-                buckets: vec![(limit.burst, start); GRID.len()],
+                buckets: vec![vec![(limit.burst, start); GRID.len()]; accounts.max(1)],
                 found: vec![None; world.appearances.len()],
                 calls: 0,
                 refused: 0,
@@ -399,21 +403,21 @@ impl<'w> Market<'w> {
         }
     }
 
-    /// Takes a token of region `ri`'s bucket now, if there is one.
-    fn take(&self, s: &mut State, ri: usize, now: Instant) -> bool {
-        let (tokens, last) = s.buckets[ri];
+    /// Takes a token of `account`'s bucket in region `ri` now, if there is one.
+    fn take(&self, s: &mut State, account: usize, ri: usize, now: Instant) -> bool {
+        let (tokens, last) = s.buckets[account][ri];
         let tokens =
             (tokens + now.duration_since(last).as_secs_f64() / self.limit.refill.as_secs_f64()).min(self.limit.burst);
         if tokens < 1.0 {
-            s.buckets[ri] = (tokens, now);
+            s.buckets[account][ri] = (tokens, now);
             false
         } else {
-            s.buckets[ri] = (tokens - 1.0, now);
+            s.buckets[account][ri] = (tokens - 1.0, now);
             true
         }
     }
 
-    /// Another caller's calls in every region until `end`.
+    /// Another caller's calls in every region until `end`, in the buying account.
     async fn other(&self, c: Caller, end: Instant) {
         let mut period = self.start + c.offset;
         while period < end {
@@ -423,7 +427,7 @@ impl<'w> Market<'w> {
                 let mut s = self.state();
                 for ri in 0..GRID.len() {
                     s.others_calls += 1;
-                    if !self.take(&mut s, ri, now) {
+                    if !self.take(&mut s, 0, ri, now) {
                         s.others_refused += 1;
                     }
                 }
@@ -436,7 +440,7 @@ impl<'w> Market<'w> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn answer(&self, query: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+    async fn answer(&self, query: &OfferingQuery, account: usize) -> Result<Vec<Offering>, MarketError> {
         let w = self.world;
         let key =
             (query.region.to_string(), query.instance_type.to_string(), query.instance_count, query.duration_hours);
@@ -454,7 +458,7 @@ impl<'w> Market<'w> {
         let answer = {
             let mut s = self.state();
             s.calls += 1;
-            if !self.take(&mut s, q.region, now) {
+            if !self.take(&mut s, account, q.region, now) {
                 s.refused += 1;
                 Err(MarketError::Throttled {
                     operation: "DescribeCapacityBlockOfferings",
@@ -487,17 +491,35 @@ impl OfferingSource for Market<'_> {
         'life1: 'async_trait,
         Self: 'async_trait,
     {
-        Box::pin(self.answer(query))
+        Box::pin(self.answer(query, 0))
+    }
+}
+
+/// The market as a member account calls it: the same offerings, that account's own buckets.
+pub struct Member<'m, 'w> {
+    market: &'m Market<'w>,
+    account: usize,
+}
+
+impl OfferingSource for Member<'_, '_> {
+    fn offerings<'life0, 'life1, 'async_trait>(&'life0 self, query: &'life1 OfferingQuery) -> Answered<'async_trait>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(self.market.answer(query, self.account))
     }
 }
 
 /// Who asks, and how.
 #[derive(Debug, Clone, Copy)]
 pub enum Asker {
-    /// The planner and `ask_all`, one run every `every`, the learned pace carried from run to
-    /// run. `on_sight`: a qualifying answer is bought at once (capblock now); otherwise after
-    /// the run's asking (capblock before), which detection then counts to.
-    Capblock { every: Duration, budget: DescribeBudget, on_sight: bool },
+    /// The planner and `ask_spread`, one run every `every`, the learned paces carried from run
+    /// to run. `on_sight`: a qualifying answer is bought at once (capblock now); otherwise after
+    /// the run's asking (capblock before), which detection then counts to. `accounts`: the
+    /// buying account and `accounts - 1` member accounts lending their describe limits.
+    Capblock { every: Duration, budget: DescribeBudget, on_sight: bool, accounts: usize },
     /// Every question of a region in turn, one call per `gap` per region, forever.
     RoundRobin { gap: Duration },
 }
@@ -560,7 +582,11 @@ impl Outcome {
 pub fn run(world: &World, asker: Asker, limit: Limit, others: &[Caller]) -> Outcome {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().expect("a runtime");
     rt.block_on(async {
-        let market = Market::new(world, world.setup.seed ^ 0xA5A5, limit);
+        let accounts = match asker {
+            Asker::Capblock { accounts, .. } => accounts,
+            Asker::RoundRobin { .. } => 1,
+        };
+        let market = Market::new(world, world.setup.seed ^ 0xA5A5, limit, accounts);
         let end = market.start + world.setup.horizon;
         let others_ask = futures::future::join_all(others.iter().map(|c| market.other(*c, end)));
         let (out, _) = tokio::join!(ask(world, &market, end, asker), others_ask);
@@ -584,8 +610,12 @@ async fn ask(world: &World, market: &Market<'_>, end: Instant, asker: Asker) -> 
             others_refused: 0,
         };
         match asker {
-            Asker::Capblock { every, budget, on_sight } => {
-                capblock(world, market, end, every, budget, on_sight, &mut out).await
+            Asker::Capblock { every, budget, on_sight, accounts } => {
+                let members: Vec<(String, Member)> =
+                    (1..accounts).map(|a| (format!("{a:012}"), Member { market, account: a })).collect();
+                let helpers: Vec<Helper> =
+                    members.iter().map(|(id, m)| (id.as_str(), m as &dyn OfferingSource)).collect();
+                capblock(world, market, &helpers, end, every, budget, on_sight, &mut out).await
             }
             Asker::RoundRobin { gap } => {
                 let all = world.queries();
@@ -617,10 +647,12 @@ async fn ask(world: &World, market: &Market<'_>, end: Instant, asker: Asker) -> 
     }
 }
 
-/// capblock's scan, reduced to its asking: plan, `ask_all`, remember; one run per tick.
+/// capblock's scan, reduced to its asking: plan, `ask_spread`, remember; one run per tick.
+#[allow(clippy::too_many_arguments)]
 async fn capblock(
     world: &World,
     market: &Market<'_>,
+    helpers: &[Helper<'_>],
     end: Instant,
     every: Duration,
     budget: DescribeBudget,
@@ -641,7 +673,9 @@ async fn capblock(
         // The plan, region by region as the scan makes it (all questions askable).
         let mut chosen: Vec<usize> = Vec::new();
         for (region, memory) in &memories {
-            let calls = budget.planned(memory.pace);
+            // As the scan plans: each account's calls at its own learned pace.
+            let calls = budget.planned(memory.pace)
+                + helpers.iter().map(|(a, _)| budget.planned(memory.helper_paces.get(*a).copied())).sum::<usize>();
             let mine: Vec<usize> =
                 (0..world.questions.len()).filter(|&i| &world.questions[i].query.region == region).collect();
             let candidates: Vec<Candidate> = mine
@@ -656,9 +690,13 @@ async fn capblock(
         }
         let queries: Vec<OfferingQuery> = chosen.iter().map(|&i| world.questions[i].query.clone()).collect();
         let paces = memories.iter().filter_map(|(r, m)| Some((r.clone(), m.pace?))).collect();
+        let helper_paces = memories
+            .iter()
+            .flat_map(|(r, m)| m.helper_paces.iter().map(move |(a, p)| ((r.clone(), a.clone()), *p)))
+            .collect();
         let found_before = market.state().found.clone();
-        let carried = Carried { paces, ..Carried::from(strikes.clone()) };
-        let asked = ask_all(market, &queries, &pacing, &carried, || {}).await;
+        let carried = Carried { paces, helper_paces, ..Carried::from(strikes.clone()) };
+        let asked = ask_spread(market, helpers, &queries, &pacing, &carried, |_, _, _| {}).await;
         let asked_until = Instant::now();
         out.ask_secs.push((asked_until - tick).as_secs_f64());
         if !on_sight {
@@ -673,6 +711,9 @@ async fn capblock(
         }
         for (region, pace) in &asked.paces {
             memories.get_mut(region).expect("a region").pace = Some(*pace);
+        }
+        for ((region, account), pace) in &asked.helper_paces {
+            memories.get_mut(region).expect("a region").helper_paces.insert(account.clone(), *pace);
         }
         strikes = asked.strikes;
         for (&i, answer) in chosen.iter().zip(asked.answers) {

@@ -445,7 +445,7 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
     // capblock now: the template's schedule and asking time, the learned pace, buying on sight.
     let budget = DescribeBudget { ask_for: Duration::from_secs(d.ask_secs), ..DescribeBudget::default() };
     let every = Duration::from_secs_f64(d.scan_minutes * 60.0);
-    let now = Asker::Capblock { every, budget, on_sight: true };
+    let now = Asker::Capblock { every, budget, on_sight: true, accounts: 1 };
     // capblock before: every 10 minutes, 40 s of asking at a fixed half share (one call per
     // 8 s), the purchase after the run's asking.
     let fixed = Duration::from_secs(8);
@@ -458,6 +458,7 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
             ..DescribeBudget::default()
         },
         on_sight: false,
+        accounts: 1,
     };
     let mut figs = DetectFigures::default();
     for limit in a.readings.iter().filter_map(|&r| READINGS.get(r).copied()) {
@@ -532,6 +533,25 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
                 "  ideal asker (the whole limit, round robin: the bound)",
                 format!("median {bound:.0} s = {} x {refill:.2} s / 2", world.questions_per_region()),
             ));
+            // The watch over member accounts, on the first reading taken: each member lends
+            // its own describe limit, so the bound divides by the accounts.
+            if Some(&limit.name) == a.readings.first().and_then(|&r| READINGS.get(r)).map(|l| &l.name) {
+                for accounts in [2usize, 4] {
+                    let asker = Asker::Capblock { every, budget, on_sight: true, accounts };
+                    let o = timed(&format!("capblock with {accounts} accounts"), asker);
+                    let n = accounts as f64;
+                    rows.push(row(
+                        format!(
+                            "(e) detection, {scenario}: {accounts} accounts (1 buying + {}) [{}]",
+                            accounts - 1,
+                            limit.name
+                        ),
+                        format!("{}; {:.0} calls per region and day", latency_text(&o), o.calls_per_region_day()),
+                        format!("median <= {factor} x bound / {accounts} = {:.0} s", factor * bound / n),
+                        Some(o.median().unwrap_or(f64::INFINITY) / (factor * bound / n)),
+                    ));
+                }
+            }
         }
     }
     figs

@@ -52,6 +52,8 @@ pub const QUOTA_STRIKES: u32 = 6;
 /// Extra attempts after an unknown answer (5xx, timeout).
 const UNKNOWN_RETRIES: u32 = 1;
 const UNKNOWN_PAUSE: Duration = Duration::from_millis(250);
+/// How often a lane with nothing to take looks again while another lane's call is out.
+const IDLE_POLL: Duration = Duration::from_millis(50);
 
 /// How a lane spaces its calls.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -171,7 +173,16 @@ where
     M: OfferingSource + ?Sized,
     F: Fn(usize, &Answer) + Sync,
 {
-    ask_spread(market, &[], queries, pacing, carried, seen).await
+    ask_spread(market, &[], queries, pacing, carried, |i, a, _| seen(i, a)).await
+}
+
+/// A member account lending its describe limit, as the lanes borrow it: its id and its market
+/// (a `ports::WatchAccount`'s, or a bench's stand-in).
+pub type Helper<'a> = (&'a str, &'a dyn OfferingSource);
+
+/// The lanes' view of `WatchAccount`s.
+pub fn helpers(watch: &[WatchAccount]) -> Vec<Helper<'_>> {
+    watch.iter().map(|w| (w.account.as_str(), w.market.as_ref())).collect()
 }
 
 /// [`ask_all_seeing`] over the buying account (`home`) and the member accounts in `helpers`:
@@ -182,10 +193,12 @@ where
 /// refusals that may mean a quota of 0 are counted on its calls alone, and a family with a
 /// quota of 0 noted is probed by it alone (another account's quota says nothing of the buyer's).
 /// A helper that fails (its role refused, EC2 failing twice) gives its question back and stops
-/// for the run; the other lanes ask the rest.
+/// for the run; the other lanes ask the rest. `seen` gets each final answer with the member
+/// account whose call gave it (`None`: the buying account's, or no call): an offering id a
+/// member was shown may not be the buying account's to buy (`app::scan` asks again first).
 pub async fn ask_spread<M, F>(
     home: &M,
-    helpers: &[WatchAccount],
+    helpers: &[Helper<'_>],
     queries: &[OfferingQuery],
     pacing: &Pacing,
     carried: &Carried,
@@ -193,7 +206,7 @@ pub async fn ask_spread<M, F>(
 ) -> RunAnswers
 where
     M: OfferingSource + ?Sized,
-    F: Fn(usize, &Answer) + Sync,
+    F: Fn(usize, &Answer, Option<&str>) + Sync,
 {
     let deadline = Instant::now() + pacing.ask_for;
     let mut lanes: Vec<(&Region, Vec<usize>)> = Vec::new();
@@ -224,14 +237,9 @@ where
         let pace = start(carried.paces.get(region));
         async move {
             let home_lane = Lane::new(pacing, deadline, families, pace, None);
-            let helper_lanes = helpers.iter().map(|h| {
-                let pace = start(carried.helper_paces.get(&(region.clone(), h.account.clone())));
-                Lane::new(pacing, deadline, Families::none(), pace, Some(h.account.as_str())).run(
-                    h.market.as_ref(),
-                    queries,
-                    &shared,
-                    seen,
-                )
+            let helper_lanes = helpers.iter().map(|&(account, market)| {
+                let pace = start(carried.helper_paces.get(&(region.clone(), account.to_string())));
+                Lane::new(pacing, deadline, Families::none(), pace, Some(account)).run(market, queries, &shared, seen)
             });
             let (home_end, helper_ends) =
                 futures::join!(home_lane.run(home, queries, &shared, seen), join_all(helper_lanes));
@@ -260,12 +268,12 @@ where
         let families = home.families;
         run.strikes.extend(families.strikes.into_iter().filter(|(_, n)| *n > 0).map(|(f, n)| ((region.clone(), f), n)));
         run.refused.extend(families.refused.into_iter().map(|f| (region.clone(), f)));
-        for (h, end) in helpers.iter().zip(helper_ends) {
-            let key = (region.clone(), h.account.clone());
+        for (&(account, _), end) in helpers.iter().zip(helper_ends) {
+            let key = (region.clone(), account.to_string());
             run.helper_calls.insert(key.clone(), end.calls);
             run.helper_paces.insert(key, end.pace);
             if let Some(e) = end.failed {
-                run.helper_failed.entry(h.account.clone()).or_insert_with(|| e.to_string());
+                run.helper_failed.entry(account.to_string()).or_insert_with(|| e.to_string());
             }
         }
     }
@@ -310,6 +318,9 @@ struct Shared {
     home_only: HashSet<String>,
     /// The region's end for every question still waiting (unsupported, or failed).
     closed: Option<Answer>,
+    /// Questions a lane has taken and not yet answered or given back: a lane with nothing to
+    /// take waits while any is out, as it may come back (throttled) for it to ask.
+    in_flight: usize,
 }
 
 impl Shared {
@@ -322,6 +333,7 @@ impl Shared {
             quota_zero: BTreeSet::new(),
             home_only,
             closed: None,
+            in_flight: 0,
         }
     }
 
@@ -336,25 +348,31 @@ impl Shared {
         self.not_sold.get(q.instance_type.as_str()).map(|m| Answer::NotSold(m.clone()))
     }
 
-    fn done<F: Fn(usize, &Answer)>(&mut self, i: usize, a: Answer, seen: &F) {
-        seen(i, &a);
+    fn done<F: Fn(usize, &Answer, Option<&str>)>(&mut self, i: usize, a: Answer, seen: &F, by: Option<&str>) {
+        seen(i, &a, by);
         self.out.push((i, a));
     }
 
     /// The next question a lane may ask (`home`: the buying account's lane), answering on the
     /// way those that need no call.
-    fn take<F: Fn(usize, &Answer)>(&mut self, home: bool, queries: &[OfferingQuery], seen: &F) -> Option<usize> {
+    fn take<F: Fn(usize, &Answer, Option<&str>)>(
+        &mut self,
+        home: bool,
+        queries: &[OfferingQuery],
+        seen: &F,
+    ) -> Option<usize> {
         let mut k = 0;
         while k < self.queue.len() {
             let i = self.queue[k];
             let q = &queries[i];
             if let Some(a) = self.known(q) {
                 self.queue.remove(k);
-                self.done(i, a, seen);
+                self.done(i, a, seen, None);
                 continue;
             }
             if home || !self.home_only.contains(family(q.instance_type.as_str())) {
                 self.queue.remove(k);
+                self.in_flight += 1;
                 return Some(i);
             }
             k += 1;
@@ -363,15 +381,15 @@ impl Shared {
     }
 
     /// A question to ask again later in the run (after the ones waiting).
-    fn again<F: Fn(usize, &Answer)>(&mut self, i: usize, queries: &[OfferingQuery], seen: &F) {
+    fn again<F: Fn(usize, &Answer, Option<&str>)>(&mut self, i: usize, queries: &[OfferingQuery], seen: &F) {
         match self.known(&queries[i]) {
-            Some(a) => self.done(i, a, seen),
+            Some(a) => self.done(i, a, seen, None),
             None => self.queue.push_back(i),
         }
     }
 
     /// Every lane has stopped: what still waits is answered by what is known, or carried over.
-    fn finish<F: Fn(usize, &Answer)>(
+    fn finish<F: Fn(usize, &Answer, Option<&str>)>(
         mut self,
         queries: &[OfferingQuery],
         region: &Region,
@@ -384,13 +402,23 @@ impl Shared {
                 carried += 1;
                 Answer::CarriedOver
             });
-            self.done(i, a, seen);
+            self.done(i, a, seen, None);
         }
         if carried > 0 {
             tracing::info!(%region, waiting = carried, "asking time over; questions carried over to the next run");
         }
         self.out
     }
+}
+
+/// What a lane does after a call's answer.
+enum Next {
+    /// Takes the next question at its pace.
+    Go,
+    /// Stops for this run.
+    Stop,
+    /// Asks the same question again after a pause (an unknown answer, once).
+    Retry,
 }
 
 /// How a lane ended: what it learned and spent, and (a helper's) why it stopped early.
@@ -476,85 +504,115 @@ impl<'p> Lane<'p> {
     async fn run<M, F>(mut self, market: &M, queries: &[OfferingQuery], shared: &Mutex<Shared>, seen: &F) -> LaneEnd
     where
         M: OfferingSource + ?Sized,
-        F: Fn(usize, &Answer) + Sync,
+        F: Fn(usize, &Answer, Option<&str>) + Sync,
     {
         let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
         let mut failed = None;
+        let by = self.helper;
         loop {
             let send_at = self.last_sent.map_or_else(Instant::now, |t| t + self.pace.gap());
-            if send_at > self.deadline {
+            if send_at > self.deadline || Instant::now() >= self.deadline {
                 break;
             }
             sleep_until(send_at).await;
             // Taken when it can be sent, not before: a lane waiting out its pace holds nothing
             // another account could ask sooner.
-            let Some(i) = lock().take(self.helper.is_none(), queries, seen) else { break };
+            let (taken, out) = {
+                let mut s = lock();
+                let taken = s.take(self.helper.is_none(), queries, seen);
+                (taken, s.in_flight)
+            };
+            let i = match (taken, out) {
+                (Some(i), _) => i,
+                (None, 0) => break,
+                (None, _) => {
+                    sleep(IDLE_POLL).await;
+                    continue;
+                }
+            };
             let q = &queries[i];
             let fam = family(q.instance_type.as_str());
             let sent = Instant::now();
             let rested = self.last_sent.is_none_or(|t| sent.duration_since(t) >= self.pacing.bounds.refill);
             self.last_sent = Some(sent);
             self.calls.sent += 1;
-            match market.offerings(q).await {
-                Ok(list) => {
-                    self.pace.answered(&self.pacing.bounds);
-                    self.families.strikes.remove(fam);
-                    lock().done(i, Answer::Offerings(list), seen);
-                }
-                Err(e @ MarketError::Throttled { .. }) => {
-                    let mut s = lock();
-                    match self.after_throttle(e, i, q, rested, &mut s) {
-                        Some(answer) => s.done(i, answer, seen),
-                        None => s.again(i, queries, seen),
+            let result = market.offerings(q).await;
+            // What the lane does next is decided under the lock and done after it.
+            let next = {
+                let mut s = lock();
+                s.in_flight -= 1;
+                match result {
+                    Ok(list) => {
+                        self.pace.answered(&self.pacing.bounds);
+                        self.families.strikes.remove(fam);
+                        s.done(i, Answer::Offerings(list), seen, by);
+                        Next::Go
                     }
-                }
-                Err(e @ MarketError::Unknown { .. }) => {
-                    self.unknown += 1;
-                    if self.unknown > UNKNOWN_RETRIES {
+                    Err(e @ MarketError::Throttled { .. }) => {
+                        match self.after_throttle(e, i, q, rested, &mut s) {
+                            Some(answer) => s.done(i, answer, seen, by),
+                            None => s.again(i, queries, seen),
+                        }
+                        Next::Go
+                    }
+                    Err(e @ MarketError::Unknown { .. }) if self.unknown >= UNKNOWN_RETRIES => {
                         match self.helper {
                             Some(account) => {
                                 tracing::warn!(region = %q.region, account, error = %e, "a member account's market failed twice; the other accounts ask the rest");
-                                lock().again(i, queries, seen);
+                                s.again(i, queries, seen);
                                 failed = Some(e);
                             }
                             None => {
                                 tracing::warn!(region = %q.region, error = %e, "region failed twice; skipping its other questions");
-                                let mut s = lock();
                                 s.closed = Some(Answer::Failed(e.clone()));
-                                s.done(i, Answer::Failed(e), seen);
+                                s.done(i, Answer::Failed(e), seen, None);
                             }
                         }
-                        break;
+                        Next::Stop
                     }
-                    tracing::info!(region = %q.region, error = %e, "unknown answer to a read; retrying once");
+                    Err(e @ MarketError::Unknown { .. }) => {
+                        self.unknown += 1;
+                        tracing::info!(region = %q.region, error = %e, "unknown answer to a read; retrying once");
+                        // Still this lane's: the others wait for it rather than end.
+                        s.in_flight += 1;
+                        Next::Retry
+                    }
+                    Err(MarketError::Unsupported { .. }) => {
+                        s.closed = Some(Answer::Unsupported);
+                        s.done(i, Answer::Unsupported, seen, by);
+                        Next::Stop
+                    }
+                    Err(MarketError::NotSold { message, .. }) => {
+                        s.not_sold.insert(q.instance_type.to_string(), message.clone());
+                        s.done(i, Answer::NotSold(message), seen, by);
+                        Next::Go
+                    }
+                    Err(e) => match self.helper {
+                        // Most likely the member's watch role (missing, or refused): the buying
+                        // account's own lane and the other members ask its questions.
+                        Some(account) => {
+                            tracing::warn!(region = %q.region, account, error = %e, "a member account's market refused a question; the other accounts ask the rest");
+                            s.again(i, queries, seen);
+                            failed = Some(e);
+                            Next::Stop
+                        }
+                        None => {
+                            tracing::warn!(region = %q.region, error = %e, "EC2 refused a question");
+                            s.done(i, Answer::Failed(e), seen, None);
+                            Next::Go
+                        }
+                    },
+                }
+            };
+            match next {
+                Next::Go => {}
+                Next::Stop => break,
+                Next::Retry => {
                     sleep(UNKNOWN_PAUSE).await;
-                    lock().queue.push_front(i);
-                }
-                Err(MarketError::Unsupported { .. }) => {
                     let mut s = lock();
-                    s.closed = Some(Answer::Unsupported);
-                    s.done(i, Answer::Unsupported, seen);
-                    break;
+                    s.in_flight -= 1;
+                    s.queue.push_front(i);
                 }
-                Err(MarketError::NotSold { message, .. }) => {
-                    let mut s = lock();
-                    s.not_sold.insert(q.instance_type.to_string(), message.clone());
-                    s.done(i, Answer::NotSold(message), seen);
-                }
-                Err(e) => match self.helper {
-                    // Most likely the member's watch role (missing, or refused): the buying
-                    // account's own lane and the other members ask its questions.
-                    Some(account) => {
-                        tracing::warn!(region = %q.region, account, error = %e, "a member account's market refused a question; the other accounts ask the rest");
-                        lock().again(i, queries, seen);
-                        failed = Some(e);
-                        break;
-                    }
-                    None => {
-                        tracing::warn!(region = %q.region, error = %e, "EC2 refused a question");
-                        lock().done(i, Answer::Failed(e), seen);
-                    }
-                },
             }
         }
         LaneEnd { families: self.families, calls: self.calls, pace: self.pace, failed }

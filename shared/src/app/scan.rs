@@ -12,7 +12,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::budgets::headroom;
-use super::fan_out::{Answer, Carried, Pacing, QUOTA_STRIKES, ask_spread};
+use super::fan_out::{Answer, Carried, Pacing, QUOTA_STRIKES, ask_spread, helpers};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::purchase::{Buyer, Outcome};
 use super::reconcile::{Settled, settle_open_intents, settling_until};
@@ -382,12 +382,17 @@ where
         // an offering it would take, not after the asking time.
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let owners: Vec<Vec<usize>> = plan.all.iter().map(|p| p.rules.clone()).collect();
-        let send = move |i: usize, a: &Answer| {
+        let send = move |i: usize, a: &Answer, by: Option<&str>| {
             if let Answer::Offerings(list) = a
                 && !list.is_empty()
             {
                 // The receiver only goes when the scan already failed: nothing to tell.
-                let _ = tx.send(Sighting { question: i, offerings: list.clone(), at: Instant::now() });
+                let _ = tx.send(Sighting {
+                    question: i,
+                    offerings: list.clone(),
+                    at: Instant::now(),
+                    member: by.map(str::to_string),
+                });
             }
         };
         let (answered, on_sight) =
@@ -533,7 +538,7 @@ where
         plan: &mut Plan,
         findings: &mut Findings,
         now: DateTime<Utc>,
-        seen: impl Fn(usize, &Answer) + Sync,
+        seen: impl Fn(usize, &Answer, Option<&str>) + Sync,
     ) -> BTreeMap<usize, Vec<Offering>> {
         let queries: Vec<OfferingQuery> = plan.chosen.iter().map(|&i| plan.all[i].question.query.clone()).collect();
         let mut carried = Carried::default();
@@ -555,7 +560,10 @@ where
         }
         let chosen = &plan.chosen;
         let pacing = Pacing::from(&self.settings.describe);
-        let asked = ask_spread(self.market, self.watch, &queries, &pacing, &carried, |k, a| seen(chosen[k], a)).await;
+        let asked = ask_spread(self.market, &helpers(self.watch), &queries, &pacing, &carried, |k, a, by| {
+            seen(chosen[k], a, by)
+        })
+        .await;
         let mut calls = asked.calls.clone();
         for ((region, _), c) in &asked.helper_calls {
             let all = calls.entry(region.clone()).or_default();
@@ -837,6 +845,10 @@ where
         let mut ready: BTreeSet<usize> = BTreeSet::new();
         let mut oldest: Option<Instant> = None;
         let mut settle_until: Option<Instant> = None;
+        // Offering ids a member account was shown: nothing public says another account may buy
+        // under them, so the buying account asks for the block again before it buys (the
+        // purchase's re-check finds it under the id EC2 shows the buyer).
+        let mut shown_to_members: BTreeSet<String> = BTreeSet::new();
         loop {
             let next = match settle_until {
                 None => sightings.recv().await,
@@ -855,7 +867,11 @@ where
                     }
                     tracing::info!(event = "on_sight", rule = %rule.id, offering = ?decision.chosen.as_ref().map(|p| &p.offering.id),
                         "an answer holds an offering the rule takes: acting now");
-                    acted.insert(ri, self.act(rule, &decision, at, oldest).await?);
+                    let answered_at = match &decision.chosen {
+                        Some(p) if shown_to_members.contains(&p.offering.id) => None,
+                        _ => oldest,
+                    };
+                    acted.insert(ri, self.act(rule, &decision, at, answered_at).await?);
                 }
                 (oldest, settle_until) = (None, None);
                 if sightings.is_closed() && sightings.is_empty() {
@@ -863,6 +879,10 @@ where
                 }
                 continue;
             };
+            if let Some(account) = &sighting.member {
+                tracing::debug!(event = "seen_by_member", %account, offerings = sighting.offerings.len());
+                shown_to_members.extend(sighting.offerings.iter().map(|o| o.id.clone()));
+            }
             for &ri in &owners[sighting.question] {
                 if acted.contains_key(&ri) {
                     continue;
@@ -1013,6 +1033,8 @@ struct Sighting {
     question: usize,
     offerings: Vec<Offering>,
     at: Instant,
+    /// The member account whose call gave the answer (`None`: the buying account's).
+    member: Option<String>,
 }
 
 /// What a rule did with its choice.

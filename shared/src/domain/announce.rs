@@ -305,7 +305,7 @@ pub fn watch_account_failed(account: &str, error: &str, stack: &str) -> SlackMes
         ),
         next_steps: vec![
             format!(
-                "Check that the member stack is deployed in {account} (`member.yaml`, parameter `CapacityStack` = `{stack}`)."
+                "Check that the member stack is deployed in {account} (`member.yaml`, parameter `CapacityStackName` = `{stack}`)."
             ),
             "Run `capblock preflight`: it assumes each watch role and names what refuses.".into(),
             format!("Or remove {account} from the stack's `WatchAccounts` parameter."),

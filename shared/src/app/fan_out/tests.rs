@@ -520,7 +520,8 @@ async fn member_accounts_each_bring_their_own_limit_and_no_question_is_asked_twi
         member("111111111111", Recording { inner: FakeMarket::ec2(), types: a.clone() }),
         member("222222222222", Recording { inner: FakeMarket::ec2(), types: b.clone() }),
     ];
-    let three = ask_spread(&home, &helpers, &queries, &pacing(), &Carried::default(), |_, _| {}).await;
+    let three =
+        ask_spread(&home, &super::helpers(&helpers), &queries, &pacing(), &Carried::default(), |_, _, _| {}).await;
     let answered = count(&three.answers, |a| matches!(a, Answer::Offerings(_)));
     assert_eq!(answered, 3 * one_answered, "three lanes at one pace: {answered} vs {one_answered}");
     let (ha, hb) = (a.lock().unwrap().len(), b.lock().unwrap().len());
@@ -533,7 +534,7 @@ async fn member_accounts_each_bring_their_own_limit_and_no_question_is_asked_twi
 
     // The paces carried: each member's lane starts where it ended.
     let carried = Carried { helper_paces: three.helper_paces.clone(), ..Carried::default() };
-    let again = ask_spread(&home, &helpers, &queries, &pacing(), &carried, |_, _| {}).await;
+    let again = ask_spread(&home, &super::helpers(&helpers), &queries, &pacing(), &carried, |_, _, _| {}).await;
     assert!(count(&again.answers, |a| matches!(a, Answer::Offerings(_))) >= answered);
 }
 
@@ -544,7 +545,8 @@ async fn a_refused_member_gives_its_question_back_and_stops() {
     let home = FakeMarket::ec2();
     let queries: Vec<OfferingQuery> = (1..=4).map(|n| query("us-east-1", "p5.48xlarge", n)).collect();
     let helpers = [member("111111111111", Refusing { calls: AtomicU32::new(0) })];
-    let asked = ask_spread(&home, &helpers, &queries, &pacing(), &Carried::default(), |_, _| {}).await;
+    let asked =
+        ask_spread(&home, &super::helpers(&helpers), &queries, &pacing(), &Carried::default(), |_, _, _| {}).await;
     assert!(asked.answers.iter().all(|a| matches!(a, Answer::Offerings(_))), "{:?}", asked.answers);
     assert_eq!(home.total_calls(), 4, "the buying account asked them all");
     let east: Region = "us-east-1".parse().unwrap();
@@ -565,8 +567,29 @@ async fn a_quota_probe_is_asked_by_the_buying_account_only() {
         .collect();
     let key: (Region, String) = ("us-east-1".parse().unwrap(), "trn2".into());
     let probes = Carried { probes: [key].into(), ..Default::default() };
-    let asked = ask_spread(&home, &helpers, &queries, &pacing(), &probes, |_, _| {}).await;
+    let asked = ask_spread(&home, &super::helpers(&helpers), &queries, &pacing(), &probes, |_, _, _| {}).await;
     assert_eq!(asked.answers[0], Answer::CarriedOver, "the probe was refused, once");
     assert!(!types.lock().unwrap().iter().any(|t| t.starts_with("trn2")), "{:?}", types.lock().unwrap());
     assert!(asked.answers[1..].iter().all(|a| matches!(a, Answer::Offerings(_))));
+}
+
+/// A question the buying account was refused goes back to the queue, and a member that had
+/// nothing to take waits for it rather than end: it asks it, and says it was the one.
+#[tokio::test(start_paused = true)]
+async fn a_member_waits_for_a_question_that_may_come_back_and_names_itself() {
+    let home = FakeMarket::ec2();
+    home.script
+        .lock()
+        .unwrap()
+        .insert(1, vec![MarketError::Throttled { operation: OP, region: "us-east-1".into(), code: REQUEST_LIMIT }]);
+    let helpers = [member("111111111111", FakeMarket::ec2())];
+    let queries = vec![query("us-east-1", "p5.48xlarge", 1)];
+    let by: Mutex<Vec<(usize, Option<String>)>> = Mutex::default();
+    let asked = ask_spread(&home, &super::helpers(&helpers), &queries, &pacing(), &Carried::default(), |i, _, b| {
+        by.lock().unwrap().push((i, b.map(str::to_string)))
+    })
+    .await;
+    assert!(matches!(asked.answers[0], Answer::Offerings(_)), "{:?}", asked.answers);
+    assert_eq!(home.total_calls(), 1, "the buying account was refused once");
+    assert_eq!(*by.lock().unwrap(), vec![(0, Some("111111111111".to_string()))]);
 }
