@@ -11,7 +11,7 @@ CARGO_TARGET_DIR ?= $(CAPBLOCK_CACHE)/target-$(CLONE_KEY)
 TEST_STATE ?= $(CAPBLOCK_CACHE)/test-stack-$(CLONE_KEY)
 export CARGO_TARGET_DIR CAPBLOCK_CACHE
 
-.PHONY: demo test test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-template package bench audit install help
+.PHONY: demo test test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template package bench audit install help
 
 help:
 	@echo "make demo      run the main job locally: simulated market + emulated AWS, end to end"
@@ -33,7 +33,7 @@ demo: toolchain
 
 # Everything CI runs. The local stack is started and stopped by the command itself, in a state
 # folder of its own so it never touches a stack a developer has running.
-test: lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-template
+test: lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template
 	@echo "make test: all checks passed"
 
 lint-rust: toolchain
@@ -65,6 +65,12 @@ test-sim-boto3: toolchain
 # stack's venv (made by test-rust's stack.sh) has moto and boto3; no cargo, a few seconds.
 test-resource-groups:
 	$(CAPBLOCK_CACHE)/venv/bin/python infra/local/tests/resource_groups_check.py
+
+# PutEvents onto another account's bus, which the local stack delivers in front of moto
+# (infra/local/moto_events.py) as that bus's policy (member.yaml's) allows, through boto3 against
+# moto_serial.py on a free port; same venv, no cargo, a few seconds.
+test-events:
+	$(CAPBLOCK_CACHE)/venv/bin/python infra/local/tests/events_check.py
 
 # The SkyPilot recipe's check (infra/handoff/test.sh) is offline once its venv exists: SkyPilot's
 # own schemas and CLI parser, a few seconds.
