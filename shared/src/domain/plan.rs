@@ -413,11 +413,10 @@ pub fn full_cycle_runs(questions: usize, calls: usize) -> usize {
 pub fn choose(candidates: &[Candidate], memory: &RegionMemory, calls: usize) -> Vec<usize> {
     let last = |i: usize| memory.asked.get(&candidates[i].key);
     let prio = |i: usize| priority(&candidates[i], last(i));
-    if calls >= candidates.len() {
-        let mut all: Vec<usize> = (0..candidates.len()).collect();
-        all.sort_by(|&a, &b| prio(a).cmp(&prio(b)).then(candidates[a].key.cmp(&candidates[b].key)));
-        return all;
-    }
+    // Room for every question still puts the stalest first: a run rarely answers all it
+    // plans (the plan books half again what the pace allows), and what it leaves unasked must
+    // not be the same questions every run (the dearest, in priority order).
+    let calls = calls.min(candidates.len());
     // Stalest first: never asked (None) sorts before any time; ties by priority, then key.
     let mut by_age: Vec<usize> = (0..candidates.len()).collect();
     by_age.sort_by(|&a, &b| {

@@ -101,6 +101,29 @@ fn a_run_with_room_for_everything_asks_everything() {
     assert!(choose(&[], &RegionMemory::default(), 6).is_empty());
 }
 
+/// Room for every question (several accounts lending their limits) still asks the stalest
+/// first: a run that answers only part of its plan must not leave the same dear questions
+/// unasked run after run.
+#[test]
+fn room_for_everything_still_asks_the_stalest_first() {
+    let cands: Vec<Candidate> = ["cheap", "dear", "never"].iter().map(|k| cand(k, dec!(3), 30)).collect();
+    let mut memory = RegionMemory::default();
+    let asked = |minutes: i64, price: Decimal| Asked {
+        at: t0() - Duration::minutes(minutes),
+        cheapest: Some(price),
+        recorded: None,
+    };
+    memory.asked.insert("cheap".into(), asked(1, dec!(3.05)));
+    memory.asked.insert("dear".into(), asked(30, dec!(4.50)));
+    let order = choose(&cands, &memory, 10);
+    assert_eq!(order.len(), 3, "every question: {order:?}");
+    assert_eq!(order[0], 2, "the never asked first: {order:?}");
+    // That run answered only its first two: the dear one, stalest now, leads the next.
+    memory.asked.insert("never".into(), asked(0, dec!(4.00)));
+    memory.asked.insert("cheap".into(), asked(0, dec!(3.05)));
+    assert_eq!(choose(&cands, &memory, 10)[0], 1, "the stalest leads");
+}
+
 #[test]
 fn market_notes_expire_and_keep_their_first_sighting() {
     let mut m = RegionMemory::default();
