@@ -151,6 +151,7 @@ fn state(w: &World) -> Value {
         "calls_by_region": w.calls_by_region,
         "faults_injected": w.faults,
         "offering_ids_minted": w.minted_count(),
+        "offering_ids_other_accounts": w.other_account_ids_count(),
         "describe_limit_others": w.others_report(),
         "describe_calls_by_account": w.describe_calls_by_account(),
         "behaviour": w.behaviour,
@@ -572,6 +573,47 @@ mod tests {
         ] {
             assert_eq!(call(&mut w, "POST", "/_sim/behaviour", bad).0, 400, "{bad}");
         }
+    }
+
+    #[test]
+    fn offering_ids_across_accounts_through_the_behaviour_endpoint() {
+        let mut w = world();
+        assert_eq!(call(&mut w, "GET", "/_sim/behaviour", "").1["offering_ids_across_accounts"], "shared");
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"offering_ids_across_accounts": "per_account"}"#);
+        assert_eq!((s, &v["offering_ids_across_accounts"]), (200, &json!("per_account")));
+        assert_eq!(w.behaviour.offering_ids_across_accounts, crate::scenario::OfferingIdsAcrossAccounts::PerAccount);
+        // Another key leaves it; the state shows it and the count of ids shown to other accounts.
+        call(&mut w, "POST", "/_sim/behaviour", r#"{"offering_ids": "per_answer"}"#);
+        let (_, st) = call(&mut w, "GET", "/_sim/state", "");
+        assert_eq!(st["behaviour"]["offering_ids_across_accounts"], "per_account");
+        assert_eq!(st["offering_ids_other_accounts"], 0);
+        for (bad, says) in [
+            (
+                r#"{"offering_ids_across_accounts": "per-account"}"#,
+                r#"must be "shared" or "per_account", got "per-account""#,
+            ),
+            (r#"{"offering_ids_across_accounts": "Shared"}"#, r#"must be "shared" or "per_account", got "Shared""#),
+            (
+                r#"{"offering_ids_across_accounts": null}"#,
+                r#"offering_ids_across_accounts to be "shared" or "per_account""#,
+            ),
+            (
+                r#"{"offering_ids_across_accounts": true}"#,
+                r#"offering_ids_across_accounts to be "shared" or "per_account""#,
+            ),
+        ] {
+            let (s, v) = call(&mut w, "POST", "/_sim/behaviour", bad);
+            assert_eq!(s, 400, "{bad}");
+            let error = v["error"].as_str().unwrap_or_default();
+            assert!(error.contains(says), "{bad}: {error}");
+        }
+        assert_eq!(
+            w.behaviour.offering_ids_across_accounts,
+            crate::scenario::OfferingIdsAcrossAccounts::PerAccount,
+            "a refused change changes nothing"
+        );
+        let (s, v) = call(&mut w, "POST", "/_sim/behaviour", r#"{"offering_ids_across_accounts": "shared"}"#);
+        assert_eq!((s, &v["offering_ids_across_accounts"]), (200, &json!("shared")));
     }
 
     #[test]

@@ -41,6 +41,7 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
                  offset_secs = 0 }] (other callers, refusable; counts in /_sim/state),
                  counts_before_start = zero|full, offering_ids = stable|per_answer,
                  offering_id_ttl_secs = 300,
+                 offering_ids_across_accounts = shared|per_account,
                  ultraserver_search = instance_type_required|ultraserver_only,
                  caller_accounts = { \"AKID\" = \"ACCOUNT\" } (whose describe limit a key spends)
     [[regions]]  name, supported = true, down = false, zero_quota_families = [],

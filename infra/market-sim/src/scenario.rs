@@ -101,6 +101,52 @@ pub enum OfferingIds {
     PerAnswer,
 }
 
+/// Whether an offering id is the market's or the asking account's: what an id that a member
+/// account of the organization was shown means to the simulated account. The record (the EC2
+/// API reference for DescribeCapacityBlockOfferings and PurchaseCapacityBlock, the EC2 User
+/// Guide's "Capacity Blocks") does not say, so both readings are playable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OfferingIdsAcrossAccounts {
+    /// An offering's id is the market's: the same whoever asks, and the simulated account may buy
+    /// an id any account was shown (the simulator's behaviour before the setting).
+    #[default]
+    Shared,
+    /// An account other than the simulated one is shown ids of its own, derived from the offering
+    /// and the account; the simulated account buying one of them is answered
+    /// InvalidCapacityBlockOfferingIdNotFound.
+    PerAccount,
+}
+
+impl OfferingIdsAcrossAccounts {
+    const KEY: &'static str = "offering_ids_across_accounts";
+}
+
+/// Only the two names, with an error that names the key and both values (a JSON body's error
+/// would not say which key it is about).
+impl<'de> Deserialize<'de> for OfferingIdsAcrossAccounts {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = OfferingIdsAcrossAccounts;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{} to be \"shared\" or \"per_account\"", OfferingIdsAcrossAccounts::KEY)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                match v {
+                    "shared" => Ok(OfferingIdsAcrossAccounts::Shared),
+                    "per_account" => Ok(OfferingIdsAcrossAccounts::PerAccount),
+                    other => Err(E::custom(format!(
+                        "{} must be \"shared\" or \"per_account\", got {other:?}",
+                        OfferingIdsAcrossAccounts::KEY
+                    ))),
+                }
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
 /// How RAM refuses a Capacity Block it cannot share (a block neither scheduled nor active, an
 /// UltraServer block, an account with a limited billing history, a principal outside the
 /// organization): the record says they cannot be shared, not how the refusal shows.
@@ -242,6 +288,10 @@ pub struct Behaviour {
     /// With "per_answer", an id is purchasable while younger than this (sim time), then
     /// answers InvalidCapacityBlockOfferingIdExpired.
     pub offering_id_ttl_secs: u64,
+    /// Offering ids across accounts: "shared" (the market's, whoever asks) or "per_account" (an
+    /// account other than the simulated one is shown ids of its own, which the simulated account
+    /// cannot buy).
+    pub offering_ids_across_accounts: OfferingIdsAcrossAccounts,
     /// UltraServer searches: "instance_type_required" or "ultraserver_only".
     pub ultraserver_search: UltraserverSearch,
     /// Actions refused to a caller (UnauthorizedOperation), as its IAM policies would.
@@ -281,6 +331,7 @@ impl Default for Behaviour {
             counts_before_start: CountsBeforeStart::Zero,
             offering_ids: OfferingIds::Stable,
             offering_id_ttl_secs: 300,
+            offering_ids_across_accounts: OfferingIdsAcrossAccounts::Shared,
             ultraserver_search: UltraserverSearch::InstanceTypeRequired,
             iam_denials: Vec::new(),
             caller_accounts: BTreeMap::new(),
@@ -1006,6 +1057,35 @@ mod tests {
             "offering_id_ttl_secs = 4838401",
         ] {
             assert!(b(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn offering_ids_across_accounts_readings() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        assert_eq!(b("").unwrap().offering_ids_across_accounts, OfferingIdsAcrossAccounts::Shared);
+        let shared = b("offering_ids_across_accounts = \"shared\"").unwrap();
+        assert_eq!(shared.offering_ids_across_accounts, OfferingIdsAcrossAccounts::Shared);
+        let per = b("offering_ids_across_accounts = \"per_account\"\noffering_ids = \"per_answer\"").unwrap();
+        assert_eq!(
+            (per.offering_ids_across_accounts, per.offering_ids),
+            (OfferingIdsAcrossAccounts::PerAccount, OfferingIds::PerAnswer)
+        );
+        let json = serde_json::to_value(&per).unwrap();
+        assert_eq!(json["offering_ids_across_accounts"], "per_account");
+        assert_eq!(serde_json::to_value(&shared).unwrap()["offering_ids_across_accounts"], "shared");
+        // What it serializes to reads back (the control API merges over the serialized behaviour).
+        assert_eq!(serde_json::from_value::<Behaviour>(json).unwrap(), per);
+        for bad in ["per-account", "PerAccount", "Shared", "per_answer", ""] {
+            let e = b(&format!("offering_ids_across_accounts = {bad:?}")).unwrap_err();
+            assert!(
+                e.contains(&format!("offering_ids_across_accounts must be \"shared\" or \"per_account\", got {bad:?}")),
+                "{bad}: {e}"
+            );
+        }
+        for bad in ["offering_ids_across_accounts = true", "offering_ids_across_accounts = 1"] {
+            let e = b(bad).unwrap_err();
+            assert!(e.contains("offering_ids_across_accounts to be \"shared\" or \"per_account\""), "{bad}: {e}");
         }
     }
 

@@ -436,4 +436,73 @@ mod tests {
         assert_eq!(describe(&app, Some("ASIAMEMBER1")).await, REFUSED);
         assert_eq!(by_account(&app), serde_json::json!({SIM: {"calls": 2, "refused": 1}}));
     }
+
+    /// The offering ids of a DescribeCapacityBlockOfferings answer, in order.
+    fn offering_ids(body: &str) -> Vec<String> {
+        body.split("<capacityBlockOfferingId>")
+            .skip(1)
+            .filter_map(|r| r.split('<').next())
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn state(app: &App) -> serde_json::Value {
+        serde_json::from_str(&crate::control::handle(&mut app.lock(), "GET", "/_sim/state", b"").body).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_member_sessions_offering_ids_under_each_reading_through_the_server() {
+        let (url, _) = fake_sts().await;
+        let scenario = "[clock]\nstart = \"2026-12-01T00:00:00Z\"\n\
+             [behaviour]\ndescribe_limit = false\nsame_day_offerings = false\n\
+             offering_ids_across_accounts = \"per_account\"\n\
+             [[market]]\nregion = \"us-west-2\"\ninstance_type = \"p5.48xlarge\"\nstart_days = [1, 2]\n\
+             price = [ { from = \"2026-11-01T00:00:00Z\", usd_per_accelerator_hour = \"4.10\" } ]";
+        let app = sts_app(scenario, &url);
+        // The capacity account (a long-term key: the simulated account) and a session of a member
+        // role (STS: MEMBER) ask the same question.
+        let (status, own) = call(&app, Some("AKIACAPACITY"), DESCRIBE).await;
+        assert_eq!(status, 200, "{own}");
+        let own = offering_ids(&own);
+        let (_, member) = call(&app, Some("ASIAMEMBER1"), DESCRIBE).await;
+        let member = offering_ids(&member);
+        assert_eq!((own.len(), member.len()), (2, 2), "{own:?} {member:?}");
+        assert!(member.iter().all(|id| !own.contains(id)), "per_account: the member's own ids");
+        assert_eq!(offering_ids(&call(&app, Some("ASIAMEMBER2"), DESCRIBE).await.1), member, "the same account's");
+        // The capacity account buying the member's id: EC2's NotFound, nothing bought.
+        let buy = |id: &str| {
+            format!(
+                "Action=PurchaseCapacityBlock&Version=2016-11-15&CapacityBlockOfferingId={id}&InstancePlatform=Linux%2FUNIX"
+            )
+        };
+        let (status, body) = call(&app, Some("AKIACAPACITY"), &buy(&member[0])).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body.contains("<Code>InvalidCapacityBlockOfferingIdNotFound</Code>"), "{body}");
+        assert!(
+            body.contains(&format!(
+                "The Capacity Block offering ID &apos;{}&apos; cannot be found for this account.",
+                member[0]
+            )),
+            "{body}"
+        );
+        let st = state(&app);
+        assert_eq!(
+            (st["purchases"].as_array().unwrap().len(), &st["offering_ids_other_accounts"]),
+            (0, &serde_json::json!(2))
+        );
+        // Its own id buys.
+        let (status, body) = call(&app, Some("AKIACAPACITY"), &buy(&own[0])).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(state(&app)["purchases"][0]["offering_id"], own[0].as_str());
+
+        // "shared" (the default): the member sees the market's ids, and they buy.
+        let body = br#"{"offering_ids_across_accounts": "shared"}"#;
+        assert_eq!(crate::control::handle(&mut app.lock(), "POST", "/_sim/behaviour", body).status, 200);
+        let (_, shared) = call(&app, Some("ASIAMEMBER1"), DESCRIBE).await;
+        let shared = offering_ids(&shared);
+        assert_eq!(shared, own);
+        let (status, body) = call(&app, Some("AKIACAPACITY"), &buy(&shared[1])).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(state(&app)["purchases"].as_array().unwrap().len(), 2);
+    }
 }

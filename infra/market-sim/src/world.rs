@@ -13,7 +13,7 @@ use crate::launch_templates::LaunchTemplate;
 use crate::organization::Organization;
 use crate::reservations::{Extension, Reservation, Visibility};
 use crate::resource_shares::ResourceShare;
-use crate::rng::SplitMix64;
+use crate::rng::{SplitMix64, stable_id};
 use crate::scenario::{Behaviour, Scenario};
 
 /// An offering id one answer handed out: what it stands for, where, and since when.
@@ -53,6 +53,11 @@ pub struct World {
     /// Offering ids minted by answers under `offering_ids = "per_answer"`, by id.
     minted: HashMap<String, MintedId>,
     offer_ids: SplitMix64,
+    /// Offering ids shown to an account other than the simulated one under
+    /// `offering_ids_across_accounts = "per_account"` (derived, or minted under "per_answer"),
+    /// with that account. They are its own: the simulated account cannot buy them, whatever the
+    /// setting is later.
+    other_account_ids: HashMap<String, String>,
     /// The opaque part of UnauthorizedOperation messages: a stream of its own, so that denials
     /// never shift ids.
     denials: SplitMix64,
@@ -107,6 +112,7 @@ impl World {
             fault_rng: SplitMix64::new(seed ^ 0x4641_554c_5453_2121),
             minted: HashMap::new(),
             offer_ids: SplitMix64::new(seed ^ 0x4f46_4645_5249_4e47),
+            other_account_ids: HashMap::new(),
             denials: SplitMix64::new(seed ^ 0x4445_4e49_4544_2121),
             template_ids: SplitMix64::new(seed ^ 0x4c41_554e_4348_5454),
             share_ids: SplitMix64::new(seed ^ 0x5241_4d53_4841_5245),
@@ -149,16 +155,54 @@ impl World {
         self.share_ids.uuid()
     }
 
-    /// A fresh id for the offering `offering_id` of `region`, handed out at `now`.
-    pub fn mint_offering_id(&mut self, region: &str, offering_id: &str, now: DateTime<Utc>) -> String {
+    /// A fresh id for the offering `offering_id` of `region`, handed out at `now`; to `other_account`
+    /// when it is shown to an account other than the simulated one as that account's own (see
+    /// [`Self::shown_to_other_account`]).
+    pub fn mint_offering_id(
+        &mut self,
+        region: &str,
+        offering_id: &str,
+        other_account: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> String {
         loop {
             let id = self.offer_ids.resource_id("cb-");
-            if !self.minted.contains_key(&id) && id != offering_id {
+            if !self.minted.contains_key(&id) && id != offering_id && !self.other_account_ids.contains_key(&id) {
                 let m = MintedId { region: region.to_string(), offering_id: offering_id.to_string(), at: now };
                 self.minted.insert(id.clone(), m);
+                if let Some(account) = other_account {
+                    self.other_account_ids.insert(id.clone(), account.to_string());
+                }
                 return id;
             }
         }
+    }
+
+    /// The id `account` (an account other than the simulated one) is shown for the offering whose
+    /// stable id is `offering_id`, under `offering_ids_across_accounts = "per_account"` with
+    /// stable ids: derived from both, so the same in every answer to that account (and after a
+    /// restart), another account's differs, and never the offering's own id.
+    pub fn account_offering_id(&mut self, account: &str, offering_id: &str) -> String {
+        let mut key = format!("account|{account}|{offering_id}");
+        loop {
+            let id = stable_id("cb-", &key);
+            if id != offering_id {
+                self.other_account_ids.insert(id.clone(), account.to_string());
+                return id;
+            }
+            key.push('+');
+        }
+    }
+
+    /// The account other than the simulated one whose own offering id `id` is, if an answer
+    /// showed it to one as such (under `offering_ids_across_accounts = "per_account"`).
+    pub fn shown_to_other_account(&self, id: &str) -> Option<&str> {
+        self.other_account_ids.get(id).map(String::as_str)
+    }
+
+    /// How many offering ids answers have shown to other accounts as their own.
+    pub fn other_account_ids_count(&self) -> usize {
+        self.other_account_ids.len()
     }
 
     /// The offering behind an id an answer minted, if one did.

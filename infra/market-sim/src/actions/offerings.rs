@@ -5,7 +5,7 @@ use crate::describe_limit::DescribeCall;
 use crate::instance_types;
 use crate::market::{self, Offering, OfferingQuery};
 use crate::pagination::{fingerprint, page_size, paginate};
-use crate::scenario::{OfferingIds, UltraserverSearch};
+use crate::scenario::{OfferingIds, OfferingIdsAcrossAccounts, UltraserverSearch};
 use crate::wire::error::ApiError;
 use crate::wire::query::Params;
 use crate::wire::xml::Xml;
@@ -36,7 +36,7 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     // The describe limit is spent before anything else is looked at: invalid and DryRun calls
     // spend their token too (the harsher reading). Every call that gets here is logged.
     let served = w.take_describe_token(&account, ctx.region);
-    w.log_describe_call(logged_call(account, ctx.region, p, served));
+    w.log_describe_call(logged_call(account.clone(), ctx.region, p, served));
     if !served {
         return Err(ApiError::describe_limit());
     }
@@ -127,9 +127,19 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     };
     let all = market::recommend(market::offerings(&w.scenario, &q, ctx.now), w.behaviour.max_offerings_per_answer);
     let (mut page, next) = paginate(&all, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
+    // Under "per_account" an account other than the simulated one is shown ids of its own (the
+    // same offerings, in the same order): derived from the offering and the account, or minted
+    // for it under "per_answer". The simulated account cannot buy them.
+    let other_account = (!simulated
+        && w.behaviour.offering_ids_across_accounts == OfferingIdsAcrossAccounts::PerAccount)
+        .then_some(account.as_str());
     if w.behaviour.offering_ids == OfferingIds::PerAnswer {
         for o in &mut page {
-            o.id = w.mint_offering_id(ctx.region, &o.id, ctx.now);
+            o.id = w.mint_offering_id(ctx.region, &o.id, other_account, ctx.now);
+        }
+    } else if let Some(account) = other_account {
+        for o in &mut page {
+            o.id = w.account_offering_id(account, &o.id);
         }
     }
 
@@ -599,5 +609,163 @@ mod tests {
         w.behaviour.offering_ids = OfferingIds::Stable;
         assert!(purchase(&mut w, "us-east-1", &late[1]).is_ok());
         assert!(purchase(&mut w, "us-east-1", &stable).is_ok());
+    }
+
+    const OTHER_MEMBER: &str = "777788889999";
+
+    /// A world where AKIAMEMBER is MEMBER's key, AKIAOTHER OTHER_MEMBER's and AKIASIM a key of the
+    /// simulated account itself; whole-day offerings only.
+    fn accounts_world(behaviour: &str) -> World {
+        world(&format!(
+            "same_day_offerings = false\n\
+             caller_accounts = {{ AKIAMEMBER = \"{MEMBER}\", AKIAOTHER = \"{OTHER_MEMBER}\", AKIASIM = \"{SIM}\" }}\n\
+             {behaviour}"
+        ))
+    }
+
+    const ASK: [(&str, &str); 2] = [("CapacityDurationHours", "24"), ("InstanceCount", "1")];
+
+    /// The answer to ASK for the caller signing with `key` (None: unsigned, the simulated account).
+    fn ask_as(w: &mut World, key: Option<&str>) -> String {
+        dispatch_as(w, "us-east-1", key, ACTION, &Params::from_pairs(&ASK)).unwrap().body
+    }
+
+    fn ids_as(w: &mut World, key: Option<&str>) -> Vec<String> {
+        values(&ask_as(w, key), "capacityBlockOfferingId")
+    }
+
+    fn ec2_shaped(id: &str) -> bool {
+        id.len() == 20
+            && id.starts_with("cb-")
+            && id[3..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    }
+
+    #[test]
+    fn under_shared_ids_a_member_account_sees_are_the_simulated_accounts_and_buy() {
+        let mut w = accounts_world("");
+        assert_eq!(w.behaviour.offering_ids_across_accounts, OfferingIdsAcrossAccounts::Shared, "the default");
+        let own = ids_as(&mut w, None);
+        assert_eq!(own.len(), 6);
+        assert_eq!(ids_as(&mut w, Some("AKIAMEMBER")), own, "the market's ids, whoever asks");
+        assert_eq!(ids_as(&mut w, Some("AKIAOTHER")), own);
+        assert_eq!(w.describe_calls_by_account()[MEMBER].calls, 1, "the member was resolved as itself");
+        // The simulated account buys what the member was shown.
+        let member = ids_as(&mut w, Some("AKIAMEMBER"));
+        purchase(&mut w, "us-east-1", &member[2]).expect("a member's id is the market's");
+        assert_eq!(w.reservations.len(), 1);
+        assert_eq!(w.reservations[0].offering_id.as_deref(), Some(member[2].as_str()));
+        assert_eq!(w.other_account_ids_count(), 0);
+    }
+
+    #[test]
+    fn under_per_account_a_member_account_sees_ids_of_its_own_that_the_simulated_account_cannot_buy() {
+        let mut w = accounts_world("offering_ids_across_accounts = \"per_account\"");
+        let own_body = ask_as(&mut w, None);
+        let own = values(&own_body, "capacityBlockOfferingId");
+        let member_body = ask_as(&mut w, Some("AKIAMEMBER"));
+        let member = values(&member_body, "capacityBlockOfferingId");
+        // The same offerings in the same order, each under an id of the member's.
+        for tag in ["startDate", "endDate", "availabilityZone", "upfrontFee", "instanceCount"] {
+            assert_eq!(values(&member_body, tag), values(&own_body, tag), "{tag}");
+        }
+        assert_eq!(member.len(), 6);
+        assert!(member.iter().all(|id| ec2_shaped(id) && !own.contains(id)), "{member:?} vs {own:?}");
+        let distinct: std::collections::BTreeSet<_> = member.iter().collect();
+        assert_eq!(distinct.len(), 6);
+        // Stable for the account: asked again, through the server's resolution (the account in
+        // the context), and in a new world (derived, not drawn from a stream).
+        assert_eq!(ids_as(&mut w, Some("AKIAMEMBER")), member);
+        let by_server =
+            crate::actions::dispatch_for(&mut w, "us-east-1", None, Some(MEMBER), ACTION, &Params::from_pairs(&ASK));
+        assert_eq!(values(&by_server.unwrap().body, "capacityBlockOfferingId"), member);
+        let mut again = accounts_world("offering_ids_across_accounts = \"per_account\"");
+        assert_eq!(ids_as(&mut again, Some("AKIAMEMBER")), member);
+        // Another account has ids of its own again; a key of the simulated account gets its ids.
+        let other = ids_as(&mut w, Some("AKIAOTHER"));
+        assert!(other.iter().all(|id| ec2_shaped(id) && !own.contains(id) && !member.contains(id)), "{other:?}");
+        assert_eq!(ids_as(&mut w, Some("AKIASIM")), own);
+        assert_eq!(ids_as(&mut w, Some("AKIANOTLISTED")), own);
+        assert_eq!(w.other_account_ids_count(), 12);
+        assert_eq!(w.shown_to_other_account(&member[0]), Some(MEMBER));
+
+        // The simulated account buying a member's id: not found, DryRun included, nothing made.
+        for dry in ["false", "true"] {
+            let p = Params::from_pairs(&[
+                ("CapacityBlockOfferingId", &member[0]),
+                ("InstancePlatform", "Linux/UNIX"),
+                ("DryRun", dry),
+            ]);
+            let e = dispatch(&mut w, "us-east-1", "PurchaseCapacityBlock", &p).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, "InvalidCapacityBlockOfferingIdNotFound"), "DryRun={dry}");
+            assert_eq!(
+                e.message,
+                format!("The Capacity Block offering ID '{}' cannot be found for this account.", member[0])
+            );
+        }
+        for id in other.iter().chain(&member) {
+            assert_eq!(purchase(&mut w, "us-east-1", id).unwrap_err().code, "InvalidCapacityBlockOfferingIdNotFound");
+        }
+        assert!(w.reservations.is_empty(), "nothing bought");
+        // Its own ids still buy, the one the member was shown under another id included.
+        purchase(&mut w, "us-east-1", &own[0]).expect("the simulated account's own id");
+        assert_eq!(w.reservations.len(), 1);
+        assert_eq!(w.reservations[0].offering_id.as_deref(), Some(own[0].as_str()));
+        // Back to "shared": the member is shown the market's ids, which buy; what it was shown as
+        // its own stays its own.
+        w.behaviour.offering_ids_across_accounts = OfferingIdsAcrossAccounts::Shared;
+        assert_eq!(ids_as(&mut w, Some("AKIAMEMBER")), own);
+        assert_eq!(
+            purchase(&mut w, "us-east-1", &member[1]).unwrap_err().code,
+            "InvalidCapacityBlockOfferingIdNotFound"
+        );
+        assert!(purchase(&mut w, "us-east-1", &own[1]).is_ok());
+    }
+
+    #[test]
+    fn per_account_composes_with_per_answer_ids() {
+        let mut w = accounts_world(
+            "offering_ids = \"per_answer\"\noffering_id_ttl_secs = 300\noffering_ids_across_accounts = \"per_account\"",
+        );
+        let own = ids_as(&mut w, None);
+        let member_body = ask_as(&mut w, Some("AKIAMEMBER"));
+        let member = values(&member_body, "capacityBlockOfferingId");
+        let member_again = ids_as(&mut w, Some("AKIAMEMBER"));
+        // Fresh ids in every answer, the member's as well; all minted, the member's its own.
+        assert_eq!((own.len(), member.len()), (6, 6));
+        assert!(member.iter().chain(&member_again).all(|id| ec2_shaped(id) && !own.contains(id)));
+        assert!(member.iter().all(|id| !member_again.contains(id)), "per answer");
+        assert_eq!(w.minted_count(), 18);
+        assert_eq!(w.other_account_ids_count(), 12);
+        // The same offerings as the simulated account's answer.
+        for (m, o) in member.iter().zip(&own) {
+            assert_eq!(w.minted(m).unwrap().offering_id, w.minted(o).unwrap().offering_id);
+        }
+        // Young, on offer, minted: still not the simulated account's to buy.
+        let e = purchase(&mut w, "us-east-1", &member[0]).unwrap_err();
+        assert_eq!((e.status, e.code.as_str()), (400, "InvalidCapacityBlockOfferingIdNotFound"));
+        assert_eq!(
+            e.message,
+            format!("The Capacity Block offering ID '{}' cannot be found for this account.", member[0])
+        );
+        // Past the TTL too: not found (never ...Expired, it was never this account's).
+        w.clock.advance(300);
+        assert_eq!(
+            purchase(&mut w, "us-east-1", &member[1]).unwrap_err().code,
+            "InvalidCapacityBlockOfferingIdNotFound"
+        );
+        assert!(w.reservations.is_empty());
+        // The simulated account's own minted ids behave as before: expired now, a fresh one buys.
+        assert_eq!(purchase(&mut w, "us-east-1", &own[0]).unwrap_err().code, "InvalidCapacityBlockOfferingIdExpired");
+        let fresh = ids_as(&mut w, Some("AKIASIM"));
+        assert!(w.shown_to_other_account(&fresh[0]).is_none());
+        purchase(&mut w, "us-east-1", &fresh[0]).expect("the simulated account's fresh id");
+        assert_eq!(w.reservations.len(), 1);
+
+        // per_answer with "shared": a member's minted ids are the market's and buy.
+        let mut w = accounts_world("offering_ids = \"per_answer\"");
+        let member = ids_as(&mut w, Some("AKIAMEMBER"));
+        assert_eq!(w.other_account_ids_count(), 0);
+        purchase(&mut w, "us-east-1", &member[0]).expect("shared: a member's minted id buys");
+        assert_eq!(w.reservations[0].offering_id.as_deref(), Some(member[0].as_str()));
     }
 }

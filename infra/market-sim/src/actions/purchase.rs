@@ -46,10 +46,12 @@ fn well_formed(id: &str) -> bool {
     id.strip_prefix("cb-").is_some_and(|hex| matches!(hex.len(), 8 | 17) && hex.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
-/// The offering a purchase names, if it may be bought now. An id an answer minted (`offering_ids
-/// = "per_answer"`) stands for its offering while younger than `offering_id_ttl_secs`, then is
-/// expired; a stable id is purchasable only under "stable". Either way the offering must still
-/// be on offer, at the current price step (otherwise NotFound, as always).
+/// The offering a purchase names, if it may be bought now. An id an answer showed another
+/// account as its own (`offering_ids_across_accounts = "per_account"`) is not found. An id an
+/// answer minted (`offering_ids = "per_answer"`) stands for its offering while younger than
+/// `offering_id_ttl_secs`, then is expired; a stable id is purchasable only under "stable".
+/// Either way the offering must still be on offer, at the current price step (otherwise
+/// NotFound, as always).
 fn offering_named(w: &World, ctx: &Ctx<'_>, id: &str) -> Result<market::Offering, ApiError> {
     if !well_formed(id) {
         return Err(ApiError::client(
@@ -63,6 +65,12 @@ fn offering_named(w: &World, ctx: &Ctx<'_>, id: &str) -> Result<market::Offering
             format!("The Capacity Block offering ID '{id}' cannot be found for this account."),
         )
     };
+    // An id shown to another account as its own ("per_account"): that account's, not found for
+    // this one (the simulated account, who makes every purchase), whatever the setting is now.
+    if let Some(account) = w.shown_to_other_account(id) {
+        tracing::info!(offering = id, account, "an offering id shown to another account is not found for this one");
+        return Err(not_found());
+    }
     let stable = match w.minted(id) {
         Some(m) if m.region != ctx.region => return Err(not_found()),
         Some(m) => {
