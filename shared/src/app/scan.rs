@@ -1062,6 +1062,9 @@ struct Findings {
 }
 
 #[cfg(test)]
+mod members;
+
+#[cfg(test)]
 mod replay;
 
 #[cfg(test)]

@@ -186,8 +186,6 @@ async fn the_pace_rises_on_a_quiet_account_and_falls_when_another_caller_spends_
 /// only, each member's pace is remembered, and the purchase is the buying account's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn member_accounts_lend_their_describe_limit_and_each_question_is_asked_once() {
-    use capblock_shared::aws::accounts::{assumed, watch_role_in};
-    use capblock_shared::ports::WatchAccount;
     const MEMBERS: [&str; 2] = ["111111111111", "222222222222"];
     // Half a second of asking: one account answers a few of the 16 questions, three most.
     let short = |h: &mut Rig| h.scan.describe.ask_for = std::time::Duration::from_millis(900);
@@ -200,21 +198,7 @@ async fn member_accounts_lend_their_describe_limit_and_each_question_is_asked_on
     let mut h = Rig::paced("watch-members", &market(85), CLOCK, STACK).await;
     short(&mut h);
     h.put_rules(&[rule(&h)]).await;
-    // What `aws::accounts::watch_accounts` builds, with the EC2 endpoint on this test's own
-    // simulator (the deployed function's env points EC2 there, STS at moto).
-    let mut watch = Vec::new();
-    for account in MEMBERS {
-        let role = watch_role_in(Some("us-east-1"), account, STACK);
-        let (_, provider) = assumed(&h.aws.sdk, &role, &format!("capblock-watch-{STACK}")).await;
-        let config = h
-            .sim
-            .sdk(capblock_tests::quick_timeouts())
-            .await
-            .into_builder()
-            .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(provider))
-            .build();
-        watch.push(WatchAccount { account: account.into(), market: Box::new(Ec2Market::new(config)) });
-    }
+    let watch = members(&h, &MEMBERS).await;
     let scanner = capblock_shared::app::scan::Scanner {
         market: &h.market,
         store: &h.store,
@@ -250,4 +234,93 @@ async fn member_accounts_lend_their_describe_limit_and_each_question_is_asked_on
     let report = scanner.run(h.now()).await.unwrap();
     let Some(Outcome::Bought { .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
     assert_eq!(h.sim.purchases().await.len(), 1);
+}
+
+/// What `aws::accounts::watch_accounts` builds for `accounts`, with the EC2 endpoint on this
+/// test's own simulator (the deployed function's env points EC2 there and STS at moto): each
+/// member's watch role assumed on moto's STS.
+async fn members(h: &Rig, accounts: &[&str]) -> Vec<capblock_shared::ports::WatchAccount> {
+    use capblock_shared::aws::accounts::{assumed, watch_role_in};
+    let mut watch = Vec::new();
+    for account in accounts {
+        let role = watch_role_in(Some("us-east-1"), account, STACK);
+        let (_, provider) = assumed(&h.aws.sdk, &role, &format!("capblock-watch-{STACK}")).await;
+        let config = h
+            .sim
+            .sdk(capblock_tests::quick_timeouts())
+            .await
+            .into_builder()
+            .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(provider))
+            .build();
+        watch.push(capblock_shared::ports::WatchAccount {
+            account: account.to_string(),
+            market: Box::new(Ec2Market::new(config)),
+        });
+    }
+    watch
+}
+
+/// Nothing public says whether an offering id one account was shown is another's to buy: the
+/// simulator plays both readings. The buying account asks the first question (one instance, too
+/// dear), the member the second (two instances, cheap enough); under each reading the block
+/// the member found is bought once, by the buying account, under the id EC2 showed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_a_member_found_is_bought_once_under_each_reading_of_offering_ids() {
+    for reading in ["shared", "per_account"] {
+        let scenario = ScenarioToml::new(86, CLOCK)
+            .behaviour("describe_limit = { burst = 2, refill_secs = 0.1 }")
+            .behaviour(&format!("offering_ids_across_accounts = \"{reading}\""))
+            .payment("succeed", None)
+            .raw(
+                r#"[[market]]
+region = "us-east-1"
+instance_type = "p5.48xlarge"
+azs = ["us-east-1a"]
+counts = [1]
+durations_days = [1]
+start_days = [2]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.50" } ]
+
+[[market]]
+region = "us-east-1"
+instance_type = "p5.48xlarge"
+azs = ["us-east-1a"]
+counts = [2]
+durations_days = [1]
+start_days = [2]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.50" } ]
+"#,
+            )
+            .build();
+        let h = Rig::paced(&format!("member-ids-{reading}"), &scenario, CLOCK, STACK).await;
+        let rule = RuleToml::p5("member-found")
+            .mode("live")
+            .instance_counts(&[1, 2])
+            .durations_days(&[1])
+            .max_price("3.00")
+            .budget("1000000")
+            .max_blocks_held(1)
+            .rule(h.now());
+        h.put_rules(&[rule]).await;
+        let watch = members(&h, &["111111111111"]).await;
+        let scanner = capblock_shared::app::scan::Scanner {
+            market: &h.market,
+            store: &h.store,
+            notifier: &h.notifier,
+            catalog: &h.catalog,
+            settings: &h.scan,
+            watch: &watch,
+        };
+        let report = scanner.run(h.now()).await.unwrap();
+        let Some(Outcome::Bought { .. }) = report.outcomes[0].action.clone() else { panic!("{reading}: {report:#?}") };
+        let purchases = h.sim.purchases().await;
+        assert_eq!(purchases.len(), 1, "{reading}: {purchases:?}");
+        let log = h.sim.control("GET", "/_sim/describe/calls", "").await;
+        let by_member = log["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["account"] == "111111111111" && c["count"] == 2 && c["served"] == true);
+        assert!(by_member, "{reading}: the member asked the two-instance question: {log}");
+    }
 }

@@ -1,0 +1,58 @@
+//! The watch over member accounts, in a scan: a block a member account found is bought by the
+//! buying account, under the id EC2 shows the buyer (nothing public says an id one account was
+//! shown is another's to buy).
+
+use chrono::Duration;
+
+use super::*;
+use crate::app::fakes::{Market, Table, offering, t0};
+use crate::domain::money::Money;
+
+/// A rule asking for 1 or 2 x p5.48xlarge for a day: two questions, so the buying account takes
+/// the first (count 1) and the member the second (count 2).
+fn rule() -> Rule {
+    let text = "id = \"r\"\nmode = \"live\"\nregions = [\"us-east-1\"]\ninstance_types = [\"p5.48xlarge\"]\n\
+         instance_counts = [1, 2]\ndurations_days = [1]\nstart_window = { earliest_in_days = 1, latest_in_days = 14 }\n\
+         max_price_per_accelerator_hour = \"3\"\nmonthly_budget = \"2000\"\nmax_purchases_per_month = 1\n";
+    Rule::from_toml(text, t0()).unwrap()
+}
+
+fn two(id: &str) -> Offering {
+    let one = offering(id, t0() + Duration::days(2));
+    Offering { instance_count: 2, fee: Money::parse("960", "USD").unwrap(), ..one }
+}
+
+#[tokio::test]
+async fn a_block_a_member_found_is_bought_under_the_buying_accounts_id() {
+    let settings = ScanSettings {
+        stack: StackSettings {
+            name: "capblock-test".into(),
+            mode: Mode::Live,
+            account_budget: None,
+            team_budgets: Default::default(),
+        },
+        describe: DescribeBudget::for_refill(
+            std::time::Duration::from_millis(1),
+            1.0,
+            std::time::Duration::from_secs(1),
+        ),
+    };
+    let table = Table { rules: vec![rule()], ..Default::default() };
+    // The same block: the member was shown it as cb-member, the buying account as cb-home.
+    let home = Market { offerings: vec![two("cb-home")], ..Default::default() };
+    let member = Market { offerings: vec![two("cb-member")], ..Default::default() };
+    let watch = [WatchAccount { account: "111111111111".into(), market: Box::new(member) }];
+    let catalog = Mutex::new(AcceleratorCatalog::new());
+    let scanner = Scanner {
+        market: &home,
+        store: &table,
+        notifier: &table,
+        catalog: &catalog,
+        settings: &settings,
+        watch: &watch,
+    };
+    let report = scanner.run(RunTime::asked(t0(), None)).await.unwrap();
+    assert_eq!(report.regions["us-east-1"].accounts, 2);
+    let purchases = home.purchases.lock().unwrap().clone();
+    assert_eq!(purchases, ["purchase cb-home dry_run=false"], "{report:#?}");
+}
