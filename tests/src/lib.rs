@@ -123,7 +123,7 @@ pub async fn http(method: &str, url: &str, body: &str) -> (u16, String) {
 }
 
 /// Creates SQS queue `name` on moto; returns its URL and ARN.
-async fn queue(sdk: &SdkConfig, name: &str) -> (String, String) {
+pub async fn queue(sdk: &SdkConfig, name: &str) -> (String, String) {
     let sqs = aws_sdk_sqs::Client::new(sdk);
     let url = sqs.create_queue().queue_name(name).send().await.unwrap().queue_url.unwrap();
     let arn = sqs

@@ -23,6 +23,7 @@ pub const AWS_PORTS: &[&str] = &[
     "InstanceSource",
     "BlockKinds",
     "BlockStore",
+    "RuleStore",
     "Outbox",
     "Notifier",
     "EventBus",

@@ -14,7 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::handoff::event_notice;
+use super::handoff::{EventTo, consumer_copies, event_notice};
 use super::outbox::{FlushReport, alert_notice, flush};
 use crate::domain::announce;
 use crate::domain::block::Block;
@@ -24,7 +24,7 @@ use crate::domain::events::{Incoming, Trigger, event_id_of, lead_is_configured, 
 use crate::domain::names::Region;
 use crate::ports::{
     BlockKinds, BlockStore, Clock, InstanceSource, MarketError, Message, Notice, Notifier, Outbox, ReminderError,
-    Reminders, ReservationLookup, StoreError, Topic,
+    Reminders, ReservationLookup, RuleStore, StoreError, Topic,
 };
 
 /// Failures worth a retry of the whole invocation.
@@ -109,7 +109,7 @@ enum Known {
 
 impl<S, M, N, R> EventHandler<'_, S, M, N, R>
 where
-    S: BlockStore + Outbox + ?Sized,
+    S: BlockStore + RuleStore + Outbox + ?Sized,
     M: ReservationLookup + InstanceSource + BlockKinds + ?Sized,
     N: Notifier + ?Sized,
     R: Reminders + ?Sized,
@@ -368,8 +368,19 @@ where
             created_at,
         };
         let event = self.event(facts, milestone, created_at).await;
+        // A shared block's event goes to its consumers' buses too: the accounts its rule names.
+        let copies = match (&event, &facts.rule_id) {
+            (Some(e), Some(rule_id)) => match self.store.get_rule(rule_id).await {
+                Ok(rule) => consumer_copies(e, &EventTo::of(rule.as_ref().map(|s| &s.rule)).consumers),
+                Err(err) => {
+                    tracing::warn!(event = "event_consumers_unknown", reservation = %facts.reservation_id, error = %err, "the event goes to capblock's bus only");
+                    Vec::new()
+                }
+            },
+            _ => Vec::new(),
+        };
         let mut added = 0;
-        for notice in [Some(alert), Some(work), event].into_iter().flatten() {
+        for notice in [Some(alert), Some(work)].into_iter().flatten().chain(copies).chain(event) {
             if self.store.enqueue(&notice).await? {
                 added += 1;
             } else {

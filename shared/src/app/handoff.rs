@@ -18,7 +18,9 @@ use serde::Serialize;
 use super::outbox::{LEASE, alert_notice};
 use crate::domain::actions::{Action, reservation_group_name};
 use crate::domain::block::Block;
-use crate::domain::bus::{self, BusStep, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Subject, TIME_ATTRIBUTE};
+use crate::domain::bus::{
+    self, ACCOUNT_ATTRIBUTE, BusStep, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Subject, TIME_ATTRIBUTE,
+};
 use crate::domain::handoff::{
     self, Invocation, NodegroupScaled, Order, Planned, Point, ReservationPool, Target, nodegroup_record,
 };
@@ -64,16 +66,55 @@ pub fn event_notice(
     }
 }
 
-/// Enqueues the event of `step` for block `b` (stored under `step_key`); true when it is new.
+/// The copies of an event notice for `consumers`' default buses: each its own notice (keyed
+/// `<step>@events@<account>`), so each bus gets the event once whatever the others answer.
+pub fn consumer_copies(notice: &Notice, consumers: &[String]) -> Vec<Notice> {
+    consumers
+        .iter()
+        .map(|account| {
+            let mut copy = notice.clone();
+            copy.milestone = format!("{}@{account}", notice.milestone);
+            copy.message.attributes.insert(ACCOUNT_ATTRIBUTE.to_string(), account.clone());
+            copy
+        })
+        .collect()
+}
+
+/// Who a block's events are for beyond capblock's own bus, and the tags they carry: its rule's
+/// tags, and the member accounts the block is shared with (`domain::share::event_consumers`).
+#[derive(Debug, Clone, Default)]
+pub struct EventTo {
+    pub tags: BTreeMap<String, String>,
+    pub consumers: Vec<String>,
+}
+
+impl EventTo {
+    /// The events of a block of `rule` (none known: capblock's bus only, no tags).
+    pub fn of(rule: Option<&Rule>) -> EventTo {
+        match rule {
+            Some(r) => EventTo {
+                tags: r.tags.clone(),
+                consumers: share::event_consumers(&r.share_with, r.handoff_account.as_deref()),
+            },
+            None => EventTo::default(),
+        }
+    }
+}
+
+/// Enqueues the event of `step` for block `b` (stored under `step_key`), and its copy for each
+/// of `to.consumers` (the member accounts the block is shared with); true when it is new.
 pub async fn enqueue_event<O: Outbox + ?Sized>(
     outbox: &O,
     b: &Block,
-    tags: BTreeMap<String, String>,
+    to: EventTo,
     step: &BusStep,
     step_key: &str,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let notice = event_notice(&Subject::of(b, tags), step, step_key, b.arn.as_deref(), now);
+    let notice = event_notice(&Subject::of(b, to.tags), step, step_key, b.arn.as_deref(), now);
+    for copy in consumer_copies(&notice, &to.consumers) {
+        outbox.enqueue(&copy).await?;
+    }
     let added = outbox.enqueue(&notice).await?;
     if added {
         tracing::info!(event = "event_planned", reservation = %b.reservation_id, detail_type = %step.detail_type(), key = step_key, "will put");
@@ -100,10 +141,10 @@ pub async fn at_move<O: Outbox + ?Sized>(
     stack: &StackSettings,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    let tags = rule.map(|r| r.tags.clone()).unwrap_or_default();
+    let to = EventTo::of(rule);
     for m in milestones {
         if let Some(step) = bus::step_of_milestone(m, before.end) {
-            enqueue_event(outbox, after, tags.clone(), &step, &m.name(), now).await?;
+            enqueue_event(outbox, after, to.clone(), &step, &m.name(), now).await?;
         }
     }
     if let (true, Some(rule)) = (after.state.is_final(), rule)
@@ -787,9 +828,15 @@ impl Hands<'_> {
                     shared_with: with.clone(),
                     not_shared_with: refused.iter().map(|(p, _)| p.clone()).collect(),
                 };
-                enqueue_event(outbox, &p.target.block, bus::event_tags(tags), &step, "shared", now).await.map_err(
-                    |e| ActionError { operation: "the table", region: region.to_string(), message: e.to_string() },
-                )?;
+                let to = EventTo {
+                    tags: bus::event_tags(tags),
+                    consumers: share::event_consumers(principals, p.target.account.as_deref()),
+                };
+                enqueue_event(outbox, &p.target.block, to, &step, "shared", now).await.map_err(|e| ActionError {
+                    operation: "the table",
+                    region: region.to_string(),
+                    message: e.to_string(),
+                })?;
                 let what = format!("`{rid}` is in the RAM share `{}`, shared with {}.", view.arn, with.join(", "));
                 if refused.is_empty() {
                     return Ok(Tried::Done(what));

@@ -4,11 +4,9 @@
 //! that is still scheduled (the call fails for it), so the tracker asks about the blocks EC2
 //! calls active (or unavailable) in this run.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 
-use super::handoff::enqueue_event;
+use super::handoff::{EventTo, enqueue_event};
 use super::outbox::{alert_notice, workload_notice};
 use crate::domain::announce;
 use crate::domain::block::Block;
@@ -52,7 +50,7 @@ pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
     b: &Block,
     change: &HealthChange,
     seen: &BlockHealth,
-    tags: BTreeMap<String, String>,
+    to: EventTo,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     let n = b.health_changes + 1;
@@ -61,7 +59,7 @@ pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
     let work_key = format!("{key}@workloads");
     let notice = health_notice(b, &work_key, change, now);
     store.enqueue(&workload_notice(&b.reservation_id, &work_key, notice, now)).await?;
-    enqueue_event(store, b, tags, &bus::step_of_health(change), &key, now).await?;
+    enqueue_event(store, b, to, &bus::step_of_health(change), &key, now).await?;
     // The block as stored now: the tracker may have moved it in this run.
     let Some(current) = store.get_block(&b.reservation_id).await? else {
         return Ok(false);

@@ -299,8 +299,8 @@ where
             }
         };
         for (b, change, seen) in found {
-            let tags = b.rule_id.as_ref().and_then(|r| rules.get(r)).map(|r| r.tags.clone()).unwrap_or_default();
-            match health::announce_change(self.store, b, &change, &seen, tags, now).await {
+            let to = handoff::EventTo::of(b.rule_id.as_ref().and_then(|r| rules.get(r)));
+            match health::announce_change(self.store, b, &change, &seen, to, now).await {
                 Ok(true) => {
                     tracing::warn!(event = "block_health_changed", reservation = %b.reservation_id, change = %change.summary(), "announced");
                     report.health.push(format!("{}#{}", b.reservation_id, change.summary()));
@@ -503,8 +503,8 @@ where
             unavailable: b.health.as_ref().map_or(0, |h| h.unavailable),
         };
         let alert_after = rule.map_or(DEFAULT_IDLE_ALERT_MINUTES, |r| r.idle_alert_minutes);
-        let tags = rule.map(|r| r.tags.clone()).unwrap_or_default();
-        if let Some(news) = usage::sample(self.store, b, &sample, alert_after, tags, now).await? {
+        let to = handoff::EventTo::of(rule);
+        if let Some(news) = usage::sample(self.store, b, &sample, alert_after, to, now).await? {
             tracing::warn!(event = "block_idle_news", reservation = %b.reservation_id, milestone = %news.milestone(), "announced");
             report.idle.push(format!("{}#{}", b.reservation_id, news.milestone()));
         }

@@ -4,11 +4,9 @@
 //! `idle`) and as a Block Idle event, through the outbox like every other milestone. The rules
 //! of counting are `domain::usage`'s.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 
-use super::handoff::enqueue_event;
+use super::handoff::{EventTo, enqueue_event};
 use super::outbox::{alert_notice, workload_notice};
 use crate::domain::announce;
 use crate::domain::block::Block;
@@ -30,7 +28,7 @@ pub async fn sample<S: BlockStore + ExtensionLedger + Outbox + ?Sized>(
     b: &Block,
     s: &Reading,
     alert_after: u32,
-    tags: BTreeMap<String, String>,
+    to: EventTo,
     now: DateTime<Utc>,
 ) -> Result<Option<IdleNews>, StoreError> {
     let (usage, news) = b.usage.sample(&b.span(), s, alert_after);
@@ -39,7 +37,7 @@ pub async fn sample<S: BlockStore + ExtensionLedger + Outbox + ?Sized>(
     }
     if let Some(n) = &news {
         let total = total_paid(store, b).await?;
-        announce_news(store, b, n, total, tags, now).await?;
+        announce_news(store, b, n, total, to, now).await?;
     }
     let next = Block { usage, ..b.clone() };
     match store.update_block(&next, b.version).await {
@@ -68,7 +66,7 @@ async fn announce_news<S: Outbox + ?Sized>(
     b: &Block,
     n: &IdleNews,
     total: Option<Money>,
-    tags: BTreeMap<String, String>,
+    to: EventTo,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     let cost = idle_cost(&b.span(), total, n.idle_instance_minutes());
@@ -85,6 +83,6 @@ async fn announce_news<S: Outbox + ?Sized>(
     let work_key = format!("{key}@workloads");
     let notice = idle_notice(b, &work_key, n, cost, now);
     store.enqueue(&workload_notice(&b.reservation_id, &work_key, notice, now)).await?;
-    enqueue_event(store, b, tags, &bus::step_of_idle(n, cost), &key, now).await?;
+    enqueue_event(store, b, to, &bus::step_of_idle(n, cost), &key, now).await?;
     Ok(())
 }

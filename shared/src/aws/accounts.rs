@@ -79,7 +79,7 @@ async fn provider_for(base: &SdkConfig, role: &str, session: &str) -> AssumeRole
 }
 
 /// The partition of a region (`cn-north-1`: aws-cn, `us-gov-west-1`: aws-us-gov).
-fn partition(region: Option<&str>) -> &'static str {
+pub(crate) fn partition(region: Option<&str>) -> &'static str {
     match region {
         Some(r) if r.starts_with("cn-") => "aws-cn",
         Some(r) if r.starts_with("us-gov-") => "aws-us-gov",

@@ -7,7 +7,9 @@ use aws_sdk_eventbridge::error::DisplayErrorContext;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 
 use super::sns::SnsNotifier;
-use crate::domain::bus::{self, BusEntry, DETAIL_TYPE_ATTRIBUTE, DetailType, RESOURCE_ATTRIBUTE, TIME_ATTRIBUTE};
+use crate::domain::bus::{
+    self, ACCOUNT_ATTRIBUTE, BusEntry, DETAIL_TYPE_ATTRIBUTE, DetailType, RESOURCE_ATTRIBUTE, TIME_ATTRIBUTE,
+};
 use crate::ports::{EventBus, Message, Notifier, NotifyError, Topic};
 
 /// The IAM actions each port implemented here calls (the cross-check compares them with the
@@ -18,6 +20,13 @@ pub struct EventBridgeBus {
     client: Client,
     /// A name or ARN; "default" is the account's default bus.
     bus: String,
+}
+
+/// The default bus of member `account` in `region` (its member stack's bus policy lets this
+/// stack's roles put capblock's events there).
+pub fn member_bus_arn(region: Option<&str>, account: &str) -> String {
+    let partition = super::accounts::partition(region);
+    format!("arn:{partition}:events:{}:{account}:event-bus/default", region.unwrap_or("us-east-1"))
 }
 
 impl EventBridgeBus {
@@ -34,12 +43,15 @@ impl EventBridgeBus {
 impl EventBus for EventBridgeBus {
     async fn put(&self, entries: &[BusEntry]) -> Vec<Result<(), NotifyError>> {
         let mut out = Vec::with_capacity(entries.len());
+        let region = self.client.config().region().map(|r| r.as_ref().to_string());
         for call in bus::calls(entries) {
             let request: Vec<PutEventsRequestEntry> = call
                 .iter()
                 .map(|e| {
+                    // A consumer's copy goes to that account's default bus in this region.
+                    let bus = e.account().map_or_else(|| self.bus.clone(), |a| member_bus_arn(region.as_deref(), a));
                     PutEventsRequestEntry::builder()
-                        .event_bus_name(&self.bus)
+                        .event_bus_name(bus)
                         .source(bus::SOURCE)
                         .detail_type(e.detail_type().as_str())
                         .detail(e.detail())
@@ -81,7 +93,10 @@ pub fn entry_of(message: &Message) -> Result<BusEntry, NotifyError> {
     let name = message.attributes.get(DETAIL_TYPE_ATTRIBUTE).ok_or_else(|| bad("no detail-type".into()))?;
     let detail_type = DetailType::parse(name).ok_or_else(|| bad(format!("unknown detail-type {name:?}")))?;
     let resources = message.attributes.get(RESOURCE_ATTRIBUTE).cloned().into_iter().collect();
-    let entry = BusEntry::new(detail_type, message.body.clone(), resources).map_err(|e| bad(e.to_string()))?;
+    let mut entry = BusEntry::new(detail_type, message.body.clone(), resources).map_err(|e| bad(e.to_string()))?;
+    if let Some(account) = message.attributes.get(ACCOUNT_ATTRIBUTE) {
+        entry = entry.for_account(account);
+    }
     // A notice queued before events carried their time goes without one (EventBridge stamps it).
     Ok(match message.attributes.get(TIME_ATTRIBUTE).and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()) {
         Some(t) => entry.at(t.with_timezone(&chrono::Utc)),

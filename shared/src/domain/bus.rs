@@ -35,6 +35,9 @@ pub const MAX_ENTRY_BYTES: usize = 256 * 1024;
 /// An event's outbox notice carries its detail as the body and these as attributes.
 pub const DETAIL_TYPE_ATTRIBUTE: &str = "detail-type";
 pub const RESOURCE_ATTRIBUTE: &str = "resource";
+/// The member account whose default bus a copy of an event goes to (a shared block's
+/// consumer); absent: capblock's own bus.
+pub const ACCOUNT_ATTRIBUTE: &str = "account";
 
 /// One detail-type: one kind of lifecycle step, with a schema of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -357,6 +360,8 @@ pub struct BusEntry {
     resources: Vec<String>,
     /// When the step happened; `None`: EventBridge stamps the put's time.
     time: Option<DateTime<Utc>>,
+    /// The member account whose default bus takes it; `None`: capblock's own bus.
+    account: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -380,7 +385,7 @@ impl BusEntry {
         if bytes > MAX_ENTRY_BYTES {
             return Err(EntryError::TooLarge { detail_type, bytes });
         }
-        Ok(BusEntry { detail_type, detail, resources, time: None })
+        Ok(BusEntry { detail_type, detail, resources, time: None, account: None })
     }
 
     /// The entry with its `Time` set to when its step happened.
@@ -391,6 +396,16 @@ impl BusEntry {
 
     pub fn time(&self) -> Option<DateTime<Utc>> {
         self.time
+    }
+
+    /// The entry for member account `account`'s default bus.
+    pub fn for_account(mut self, account: &str) -> BusEntry {
+        self.account = Some(account.to_string());
+        self
+    }
+
+    pub fn account(&self) -> Option<&str> {
+        self.account.as_deref()
     }
 
     pub fn detail_type(&self) -> DetailType {

@@ -219,3 +219,38 @@ pub fn judge(view: &ShareView) -> Shared {
 
 #[cfg(test)]
 mod tests;
+
+/// The member accounts that get a copy of each event of a rule's blocks on their default bus:
+/// the accounts `share_with` names, and the `handoff_account`. An OU or the Organization is not
+/// expanded (RAM answers them as principals, not accounts): name the accounts to give them the
+/// events.
+pub fn event_consumers(share_with: &[SharePrincipal], handoff_account: Option<&str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let named = share_with.iter().filter_map(|p| match p {
+        SharePrincipal::Account(a) => Some(a.as_str()),
+        _ => None,
+    });
+    for a in named.chain(handoff_account) {
+        if !out.iter().any(|o| o == a) {
+            out.push(a.to_string());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod consumer_tests {
+    use super::*;
+
+    #[test]
+    fn events_go_to_the_named_accounts_once_not_to_units() {
+        let with = vec![
+            SharePrincipal::Account("111111111111".into()),
+            SharePrincipal::Unit("arn:aws:organizations::999999999999:ou/o-abc1234567/ou-ab12-cdefgh12".into()),
+            SharePrincipal::Account("222222222222".into()),
+        ];
+        assert_eq!(event_consumers(&with, Some("111111111111")), ["111111111111", "222222222222"]);
+        assert!(event_consumers(&[], None).is_empty());
+        assert_eq!(event_consumers(&[], Some("333333333333")), ["333333333333"]);
+    }
+}

@@ -197,3 +197,66 @@ async fn the_hand_off_of_a_shared_block_runs_in_the_consumer_account() {
     assert!(done.iter().any(|d| d.contains(&format!("in account {MEMBER_A}"))), "{done:#?}");
     assert!(shares(&h).await.iter().any(|s| status(s) == "ACTIVE"), "the share is the owner's");
 }
+
+/// A shared block's events go to the consumer account's default bus too (its member stack's bus
+/// policy lets the capacity account put them there; the local stack's EventBridge delivers a
+/// put to another account's bus as that bus's policy allows), each once, as on capblock's bus.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_blocks_events_reach_the_consumer_accounts_bus_once() {
+    use aws_credential_types::provider::SharedCredentialsProvider;
+    let h = rig("share-events", &["ram_association_delay_secs = 0"]).await;
+    let id = h.buy(&rule(&[MEMBER_A])).await;
+    // The member account on moto, through an assumed role: its queue, its default bus's rule for
+    // this block's events, and the bus policy member.yaml makes (the capacity account may put
+    // events of source capblock).
+    let (_, provider) = capblock_shared::aws::accounts::assumed(
+        &h.aws.sdk,
+        &format!("arn:aws:iam::{MEMBER_A}:role/capblock-handoff-capblock-test"),
+        "capblock-test",
+    )
+    .await;
+    let member = h.aws.sdk.to_builder().credentials_provider(SharedCredentialsProvider::new(provider)).build();
+    let (queue, queue_arn) = capblock_tests::queue(&member, &format!("consumer-{id}")).await;
+    let eb = aws_sdk_eventbridge::Client::new(&member);
+    let pattern = format!(r#"{{"source": ["capblock"], "detail": {{"reservation_id": ["{id}"]}}}}"#);
+    eb.put_rule().name(format!("consumer-{id}")).event_pattern(pattern).send().await.unwrap();
+    eb.put_targets()
+        .rule(format!("consumer-{id}"))
+        .targets(aws_sdk_eventbridge::types::Target::builder().id("queue").arn(queue_arn).build().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let policy = format!(
+        r#"{{"Version": "2012-10-17", "Statement": [{{"Sid": "capblock-capblock-test", "Effect": "Allow",
+            "Principal": {{"AWS": "arn:aws:iam::123456789012:root"}}, "Action": "events:PutEvents",
+            "Resource": "arn:aws:events:us-east-1:{MEMBER_A}:event-bus/default",
+            "Condition": {{"StringEquals": {{"events:source": "capblock"}}}}}}]}}"#
+    );
+    eb.put_permission().policy(policy).send().await.unwrap();
+
+    h.advance_hours(3).await;
+    for _ in 0..3 {
+        h.track().await;
+        h.advance_minutes(5).await;
+    }
+    let sqs = aws_sdk_sqs::Client::new(&member);
+    let mut got: Vec<Value> = Vec::new();
+    loop {
+        let r = sqs.receive_message().queue_url(&queue).max_number_of_messages(10).send().await.unwrap();
+        let msgs = r.messages.unwrap_or_default();
+        if msgs.is_empty() {
+            break;
+        }
+        for m in msgs {
+            got.push(serde_json::from_str(m.body().unwrap()).unwrap());
+            sqs.delete_message().queue_url(&queue).receipt_handle(m.receipt_handle().unwrap()).send().await.unwrap();
+        }
+    }
+    let types: Vec<&str> = got.iter().filter_map(|e| e["detail-type"].as_str()).collect();
+    assert_eq!(types.iter().filter(|t| **t == "Block Shared").count(), 1, "{got:#?}");
+    let ours: Vec<Value> = h.aws.events().await;
+    for t in &types {
+        assert!(ours.iter().any(|e| e["detail-type"] == *t), "{t} on the consumer's bus but not capblock's");
+    }
+    capblock_tests::validate_events(&got).await;
+}
