@@ -28,7 +28,9 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
   rule).
 - together: the hand-off role's name is the one the capacity stack's track-blocks may assume, the
   watch role's the one its scan-offerings may assume, and both are the names the Rust code
-  assumes (shared/src/aws/accounts.rs); the outputs name the roles, the bus and the rule.
+  assumes (shared/src/aws/accounts.rs); the bus is one the capacity stack's three functions may
+  put a shared block's events on (same region), and its policy admits each of their roles; the
+  outputs name the roles, the bus and the rule.
 """
 
 from __future__ import annotations
@@ -369,11 +371,24 @@ class Together(Member):
             self.assertIn(name.replace("${CapacityStackName}", "{stack}"), {f.split(":role/", 1)[1] for f in formats}, rid)
 
     def test_the_bus_admits_the_capacity_stacks_functions(self):
-        # The bus policy's principal pattern takes the capacity functions' role names (capblock
-        # does not put a shared block's events here yet; the policy is ready for them).
+        # Every capacity function flushes the outbox and so may put a shared block's events here:
+        # the capacity stack's MemberEventsPolicy lets each role put on this bus (same region),
+        # and this bus's policy admits each of those roles as CloudFormation names them.
         (policy,) = self.of_type("AWS::Events::EventBusPolicy").values()
-        who = resolve(policy["Properties"]["Statement"]["Condition"]["ArnLike"]["aws:PrincipalArn"])
-        self.assertTrue(capacity.arn_matches(who, f"arn:aws:iam::{CAPACITY_ACCOUNT}:role/capblock-TrackBlocksRole-1A2B3C4D5E6F7"))
+        statement = policy["Properties"]["Statement"]
+        who = resolve(statement["Condition"]["ArnLike"]["aws:PrincipalArn"])
+        bus = resolve(statement["Resource"])
+        self.assertEqual(bus, resolve(self.tpl["Outputs"]["EventBusArn"]["Value"]))
+        s = self.capacity_statement("MemberEventsPolicy", "events:PutEvents")
+        (pattern,) = as_list(capacity.resolve(s["Resource"], {"OrganizationId": ORG}))
+        self.assertTrue(capacity.arn_matches(pattern, bus))
+        # The member stack in another region than the capacity stack's: the events miss it.
+        self.assertFalse(capacity.arn_matches(pattern, bus.replace(":us-east-1:", ":eu-west-1:")))
+        roles = [ref(r) for r in self.cap["Resources"]["MemberEventsPolicy"]["Properties"]["Roles"]]
+        functions = {ref(f["Properties"]["Role"]) for f in self.of_type("AWS::Serverless::Function", self.cap).values()}
+        self.assertEqual(set(roles), functions)
+        for rid in roles:
+            self.assertTrue(capacity.arn_matches(who, f"arn:aws:iam::{CAPACITY_ACCOUNT}:role/capblock-{rid}-1A2B3C4D5E6F7"), rid)
 
     def test_the_outputs(self):
         outputs = self.tpl["Outputs"]

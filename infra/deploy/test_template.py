@@ -27,11 +27,12 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
   their forms (WatchAccounts: up to 8 account ids), and the Rules refuse WatchAccounts without
   OrganizationId; the functions that store the stack's settings get the team budgets, and only
   scan-offerings an account list (CAPBLOCK_WATCH_ACCOUNTS); only track-blocks (RAM shares, the
-  member accounts' hand-off role) and scan-offerings (the member accounts' watch role) act
-  outside this account, each through one policy that exists only with an organization, with
-  exactly those actions, any other account only inside the Organization (aws:ResourceOrgID);
-  shares only of this account's capacity reservations, tagged for this stack, never outside the
-  Organization. member.yaml's side: test_member.py.
+  member accounts' hand-off role), scan-offerings (the member accounts' watch role) and, for a
+  shared block's events, all three functions (member accounts' default buses) act outside this
+  account, through policies that exist only with an organization, with exactly those actions,
+  any other account only inside the Organization (aws:ResourceOrgID); shares only of this
+  account's capacity reservations, tagged for this stack, never outside the Organization; the
+  events only on the default bus, only in this region. member.yaml's side: test_member.py.
 """
 
 from __future__ import annotations
@@ -444,10 +445,18 @@ class Parameters(Template):
 
 
 class Guards(Template):
-    def statements(self):
+    def statements(self, when: dict[str, str] | None = None):
+        """Each role's statements; `when`: only those of policies that exist with these
+        parameters (the others at their defaults)."""
+        gone = set()
+        if when is not None:
+            gone = {s_id for pid, p in self.of_type("AWS::IAM::Policy").items() if "Condition" in p
+                    and not holds(self.tpl, p["Condition"], **when)
+                    for s_id in map(id, as_list(p["Properties"]["PolicyDocument"]["Statement"]))}
         for rid in self.of_type("AWS::IAM::Role"):
             for s in self.role_statements(rid):
-                yield rid, s
+                if id(s) not in gone:
+                    yield rid, s
 
     def test_purchases_only_in_the_purchase_regions(self):
         seen = set()
@@ -617,7 +626,7 @@ class Guards(Template):
             (cond, then, _), = env.values()
             self.assertEqual((cond, resolve(then, own)), (bus["Condition"], name), fid)
         putters = set()
-        for rid, s in self.statements():
+        for rid, s in self.statements(when=own):
             if "events:PutEvents" in as_list(s.get("Action")):
                 putters.add(rid)
                 (cond, then, _), = s["Resource"].values()
@@ -635,15 +644,17 @@ class Guards(Template):
         self.assertEqual(exempt, putters)
 
 
-# What the capacity stack may do outside its account (docs/organization.md), exactly.
+# What the capacity stack may do outside its account (docs/organization.md), exactly. Every
+# function flushes the outbox, so each may put a shared block's events on its consumers' buses.
 ORGANIZATION_ACTIONS = {
     "TrackBlocksRole": {
         "ram:CreateResourceShare", "ram:TagResource", "ram:GetResourceShares",
         "ram:GetResourceShareAssociations", "ram:DeleteResourceShare",
-        "sts:AssumeRole",
+        "sts:AssumeRole", "events:PutEvents",
     },
     # The watch over member accounts: their read-only watch role, nothing else.
-    "ScanOfferingsRole": {"sts:AssumeRole"},
+    "ScanOfferingsRole": {"sts:AssumeRole", "events:PutEvents"},
+    "OnCapacityEventRole": {"events:PutEvents"},
 }
 # The member stack's role each function assumes in member accounts (member.yaml).
 MEMBER_ROLES = {"TrackBlocksRole": "capblock-handoff-", "ScanOfferingsRole": "capblock-watch-"}
@@ -713,6 +724,7 @@ class Organization(Template):
         self.assertIn("WatchAccounts", group)
 
     def test_only_these_roles_act_outside_this_account_and_only_with_an_organization(self):
+        params = defaults(self.tpl)
         for rid in self.of_type("AWS::IAM::Role"):
             # No role's own policies share, assume a role or name another account's bus.
             for p in self.res[rid]["Properties"].get("Policies", []):
@@ -720,25 +732,33 @@ class Organization(Template):
                     acts = set(as_list(s.get("Action")))
                     self.assertFalse({a for a in acts if a.startswith(("ram:", "sts:"))}, f"{rid} {s.get('Sid')}")
                     self.assertNotIn("aws:ResourceOrgID", str(s.get("Condition")), f"{rid} {s.get('Sid')}")
+                    if "events:PutEvents" in acts:
+                        # Either bus (the stack's own, or EventBusName): this account's.
+                        branches = s["Resource"]["Fn::If"][1:] if "Fn::If" in s["Resource"] else [s["Resource"]]
+                        for arn in (a for b in branches for a in as_list(resolve(b, params))):
+                            self.assertEqual(arn.split(":")[4], PSEUDO["AWS::AccountId"], f"{rid} {s.get('Sid')}")
             policies = [(pid, p) for pid, p in self.policies_of(rid).items()
-                        if any(a.startswith(("ram:", "sts:")) or "aws:ResourceOrgID" in str(s.get("Condition"))
+                        if any(a.startswith(("ram:", "sts:", "events:")) or "aws:ResourceOrgID" in str(s.get("Condition"))
                                for s in as_list(p["Properties"]["PolicyDocument"]["Statement"])
                                for a in as_list(s.get("Action")))]
             if rid not in ORGANIZATION_ACTIONS:
                 self.assertEqual(policies, [], rid)
                 continue
-            ((pid, p),) = policies
-            stmts = as_list(p["Properties"]["PolicyDocument"]["Statement"])
-            self.assertTrue(all(s["Effect"] == "Allow" for s in stmts), pid)
-            self.assertEqual({a for s in stmts for a in as_list(s["Action"])}, ORGANIZATION_ACTIONS[rid], pid)
-            # The policy exists only with an organization.
-            self.assertFalse(holds(self.tpl, p["Condition"]), f"{pid}: the defaults grant nothing")
-            self.assertTrue(holds(self.tpl, p["Condition"], OrganizationId=ORG), pid)
+            acts = set()
+            for pid, p in policies:
+                stmts = as_list(p["Properties"]["PolicyDocument"]["Statement"])
+                self.assertTrue(all(s["Effect"] == "Allow" for s in stmts), pid)
+                acts |= {a for s in stmts for a in as_list(s["Action"])}
+                # Each policy exists only with an organization.
+                self.assertFalse(holds(self.tpl, p["Condition"]), f"{pid}: the defaults grant nothing")
+                self.assertTrue(holds(self.tpl, p["Condition"], OrganizationId=ORG), pid)
+            self.assertEqual(acts, ORGANIZATION_ACTIONS[rid], rid)
 
     def statements_of(self, rid: str) -> list[dict]:
-        ((_, p),) = [(pid, p) for pid, p in self.policies_of(rid).items() if "Condition" in p
-                     and p["Condition"] != "HasHandoffClusters"]
-        return as_list(p["Properties"]["PolicyDocument"]["Statement"])
+        """The statements of the role's policies that exist only with an organization."""
+        policies = [p for p in self.policies_of(rid).values() if p.get("Condition") == "HasOrganization"]
+        self.assertTrue(policies, rid)
+        return [s for p in policies for s in as_list(p["Properties"]["PolicyDocument"]["Statement"])]
 
     def test_other_accounts_only_inside_the_organization(self):
         params = defaults(self.tpl, OrganizationId=ORG)
@@ -771,7 +791,8 @@ class Organization(Template):
     def test_the_watch_policy_is_the_scans_and_only_with_an_organization(self):
         # scan-offerings' own policy has no sts: (test_only_these_roles_...); its watch policy
         # is attached to it alone, exists only with OrganizationId, and buys nothing.
-        (pid,) = [pid for pid, p in self.policies_of("ScanOfferingsRole").items() if "Condition" in p]
+        (pid,) = [pid for pid, p in self.policies_of("ScanOfferingsRole").items() if "Condition" in p
+                  and any("sts:AssumeRole" in as_list(s["Action"]) for s in as_list(p["Properties"]["PolicyDocument"]["Statement"]))]
         p = self.res[pid]
         self.assertEqual([ref(r) for r in p["Properties"]["Roles"]], ["ScanOfferingsRole"])
         self.assertEqual(p["Condition"], "HasOrganization")
@@ -781,6 +802,35 @@ class Organization(Template):
         self.assertEqual((s["Effect"], as_list(s["Action"])), ("Allow", ["sts:AssumeRole"]))
         self.assertEqual(s["Condition"], {"StringEquals": {"aws:ResourceOrgID": {"Ref": "OrganizationId"}}})
         self.assertFalse(set(as_list(s["Action"])) & PURCHASE_ACTIONS)
+
+    def test_a_shared_blocks_events_on_member_default_buses_only_with_an_organization(self):
+        # Each function flushes the outbox, so each may put a consumer's copy of an event
+        # (shared/src/aws/eventbridge.rs, member_bus_arn): one policy for the three roles,
+        # only with OrganizationId, only PutEvents, only on the default bus of an account of the
+        # Organization in this region (member.yaml's bus policy admits the roles there).
+        putters = {pid: p for pid, p in self.of_type("AWS::IAM::Policy").items()
+                   if any("events:PutEvents" in as_list(s["Action"]) for s in as_list(p["Properties"]["PolicyDocument"]["Statement"]))}
+        (p,) = putters.values()
+        self.assertEqual(p["Condition"], "HasOrganization")
+        roles = {ref(f["Properties"]["Role"]) for f in self.of_type("AWS::Serverless::Function").values()}
+        self.assertEqual(len(roles), 3)
+        self.assertEqual({ref(r) for r in p["Properties"]["Roles"]}, roles)
+        (s,) = as_list(p["Properties"]["PolicyDocument"]["Statement"])
+        self.assertEqual((s["Effect"], as_list(s["Action"])), ("Allow", ["events:PutEvents"]))
+        self.assertNotIn("NotResource", s)
+        self.assertEqual(s["Condition"], {"StringEquals": {"aws:ResourceOrgID": {"Ref": "OrganizationId"}}})
+        params = defaults(self.tpl, OrganizationId=ORG)
+        (pattern,) = as_list(resolve(s["Resource"], params))
+        for account in ("222222222222", "333333333333"):
+            self.assertTrue(arn_matches(pattern, f"arn:aws:events:us-east-1:{account}:event-bus/default"), account)
+        for other in ("arn:aws:events:us-west-2:222222222222:event-bus/default",  # another region
+                      "arn:aws:events:us-east-1:222222222222:event-bus/capblock-events",  # another bus
+                      "arn:aws:events:us-east-1:222222222222:rule/default",
+                      "arn:aws-cn:events:us-east-1:222222222222:event-bus/default"):
+            self.assertFalse(arn_matches(pattern, other), other)
+        # The code's bus ARN: arn:<partition>:events:<region>:<account>:event-bus/default.
+        code = (REPO / "shared/src/aws/eventbridge.rs").read_text(encoding="utf-8")
+        self.assertIn('"arn:{partition}:events:{}:{account}:event-bus/default"', code)
 
     def test_the_functions_get_the_team_budgets_and_only_the_scan_an_account_list(self):
         # Role names need no setting: each function derives them from CAPBLOCK_STACK; the member
