@@ -67,9 +67,18 @@ pub async fn run(a: PreflightArgs) -> CliResult {
     let mut names = store.functions().await?;
     names.extend(a.functions);
     let roles = LambdaRoles::new(&sdk, names);
-    let report = Preflighter { market: &market, store: &store, topics: &topics, pause, tell: &tell, roles: &roles }
-        .run(Utc::now())
-        .await?;
+    let organization = capblock_shared::aws::organizations::Organizations::new(&sdk);
+    let report = Preflighter {
+        market: &market,
+        store: &store,
+        topics: &topics,
+        pause,
+        tell: &tell,
+        roles: &roles,
+        organization: &organization,
+    }
+    .run(Utc::now())
+    .await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -13,12 +13,12 @@ use super::scan::questions_for;
 use crate::domain::names::Region;
 use crate::domain::permissions::{PermissionsAsk, RegionAsk, findings as role_findings};
 use crate::domain::plan::family;
-use crate::domain::preflight::{Finding, Preflight, Verdict, id_stability, scheduled_block};
+use crate::domain::preflight::{Finding, Preflight, Verdict, id_stability, ram_sharing, scheduled_block};
 use crate::domain::rule::Rule;
 use crate::domain::tags::REQUESTED_QUANTITY_TAG;
 use crate::ports::{
-    DESCRIBE_LIMIT, MarketError, OfferingQuery, OfferingSource, PreflightStore, QuotaSource, ReservationSource,
-    RoleChecks, RuleStore, SettingsStore, StoreError, Subscriptions,
+    DESCRIBE_LIMIT, MarketError, OfferingQuery, OfferingSource, OrganizationSharing, PreflightStore, QuotaSource,
+    ReservationSource, RoleChecks, RuleStore, SettingsStore, StoreError, Subscriptions,
 };
 
 /// The ports preflight reads, and how long it waits between two questions to one region.
@@ -32,6 +32,8 @@ pub struct Preflighter<'a, M: ?Sized, S: ?Sized, T: ?Sized> {
     pub tell: &'a (dyn Fn(&Finding) + Sync),
     /// The functions, asked to check their own roles.
     pub roles: &'a dyn RoleChecks,
+    /// Whether RAM may share with the Organization (asked when a rule shares its blocks).
+    pub organization: &'a dyn OrganizationSharing,
 }
 
 /// The findings so far; each one is told as it is added.
@@ -69,6 +71,13 @@ where
         } else {
             findings.push(Finding::ok("rules", format!("{} enabled", rules.len())));
         }
+        let sharing: Vec<&str> = rules.iter().filter(|r| !r.share_with.is_empty()).map(|r| r.id.as_str()).collect();
+        let enabled = if sharing.is_empty() {
+            Ok(false)
+        } else {
+            self.organization.ram_sharing_enabled().await.map_err(|e| e.to_string())
+        };
+        findings.push(ram_sharing(&sharing, enabled));
         // One question per region and instance family (Capacity Block quotas are per family):
         // the first the rules ask there.
         let mut first: BTreeMap<(Region, String), OfferingQuery> = BTreeMap::new();

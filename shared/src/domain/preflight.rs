@@ -55,6 +55,43 @@ impl Finding {
     }
 }
 
+/// The check that AWS RAM may share with the Organization, for rules that share blocks
+/// (`sharing`: the ids of the enabled rules with `share_with`). `enabled`: what Organizations
+/// answered (`Err`: its refusal or failure, which says nothing either way).
+pub fn ram_sharing(sharing: &[&str], enabled: Result<bool, String>) -> Finding {
+    const CHECK: &str = "RAM sharing with the Organization";
+    if sharing.is_empty() {
+        return Finding::ok(CHECK, "no rule shares its blocks (share_with): not needed");
+    }
+    let rules = sharing.join(", ");
+    match enabled {
+        Ok(true) => Finding::ok(CHECK, format!("enabled (rules sharing: {rules})")),
+        Ok(false) => Finding::flagged(
+            CHECK,
+            Verdict::Fail,
+            format!("not enabled, and rules share their blocks: {rules}"),
+            "in the Organization's management account: aws ram enable-sharing-with-aws-organization \
+             (without it RAM shares with no account of the Organization)",
+        ),
+        Err(why) if why.contains("AWSOrganizationsNotInUseException") => Finding::flagged(
+            CHECK,
+            Verdict::Fail,
+            format!("this account is in no AWS Organization, and rules share their blocks: {rules}"),
+            "share only inside an Organization (EC2 User Guide): remove share_with, or deploy in an Organization's account",
+        ),
+        Err(why) if ["AccessDenied", "UnauthorizedOperation", "AuthorizationError"].iter().any(|c| why.contains(c)) => {
+            Finding::flagged(
+                CHECK,
+                Verdict::NotChecked,
+                format!("only the management account or a delegated administrator may look: {why}"),
+                "in the management account: aws organizations list-aws-service-access-for-organization \
+             (ram.amazonaws.com must be listed), or run preflight there",
+            )
+        }
+        Err(why) => Finding::flagged(CHECK, Verdict::NotChecked, format!("not read: {why}"), "run preflight again"),
+    }
+}
+
 /// A preflight run: when, and every finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Preflight {

@@ -32,6 +32,14 @@ pub struct ActionError {
     pub message: String,
 }
 
+/// Whether AWS RAM may share with the Organization (`capblock preflight`).
+#[async_trait]
+pub trait OrganizationSharing: Send + Sync {
+    /// `Ok(true)`: RAM's trusted access is enabled in the Organization. A refusal (only the
+    /// management account or a delegated administrator may look) is an error naming it.
+    async fn ram_sharing_enabled(&self) -> Result<bool, ActionError>;
+}
+
 #[async_trait]
 pub trait Parameters: Send + Sync {
     /// Writes (overwrites) a String parameter.

@@ -962,6 +962,19 @@ async fn preflight_has_each_function_check_its_own_role() {
                 .extra("share_with = [\"111111111111\"]\nhandoff_account = \"111111111111\"\n")
                 .toml();
             c.put_rule(&consumer).await;
+            // The rule shares its blocks: preflight asks Organizations whether RAM may share
+            // with the Organization (moto's; the stack's account manages it here).
+            let orgs = aws_sdk_organizations::Client::new(&c.aws.sdk);
+            let made = orgs
+                .create_organization()
+                .feature_set(aws_sdk_organizations::types::OrganizationFeatureSet::All)
+                .send()
+                .await;
+            if let Err(e) = made {
+                let why = aws_sdk_organizations::error::DisplayErrorContext(&e).to_string();
+                assert!(why.contains("AlreadyInOrganization"), "{why}");
+            }
+            orgs.enable_aws_service_access().service_principal("ram.amazonaws.com").send().await.unwrap();
         }
         let out = c
             .unconfirmed_with(
@@ -993,9 +1006,14 @@ async fn preflight_has_each_function_check_its_own_role() {
             assert_eq!(finding("role of scan-offerings: ec2:CreateTags")["verdict"], "not-checked");
             // No rule names a member account: nothing to assume.
             assert_eq!(finding("role of track-blocks: sts:AssumeRole")["verdict"], "not-checked");
+            // No rule shares: RAM's access to the Organization is not needed.
+            assert_eq!(finding("RAM sharing with the Organization")["verdict"], "ok");
         } else {
             let assumed = finding("role of track-blocks: sts:AssumeRole");
             assert_eq!(assumed["verdict"], "ok", "{assumed:#}");
+            let ram = finding("RAM sharing with the Organization");
+            assert_eq!(ram["verdict"], "ok", "{ram:#}");
+            assert!(ram["seen"].as_str().unwrap().contains("consumer"), "{ram:#}");
             assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
             assert_eq!(purchase["verdict"], "ok", "{purchase:#}");
             assert_eq!(finding("role of scan-offerings: ec2:CreateTags")["verdict"], "ok");

@@ -54,3 +54,17 @@ fn a_scheduled_blocks_count_is_read_from_ec2s_tag_while_it_shows_0() {
     let report = Preflight { at: t(1), findings: vec![scheduled_block("c", &read, tag)] };
     assert!(report.passed());
 }
+
+#[test]
+fn ram_sharing_is_checked_only_for_rules_that_share() {
+    assert_eq!(ram_sharing(&[], Ok(false)).verdict, Verdict::Ok);
+    assert_eq!(ram_sharing(&["a"], Ok(true)).verdict, Verdict::Ok);
+    let off = ram_sharing(&["a", "b"], Ok(false));
+    assert_eq!(off.verdict, Verdict::Fail);
+    assert!(off.seen.contains("a, b") && off.todo.unwrap().contains("enable-sharing-with-aws-organization"));
+    let denied = ram_sharing(&["a"], Err("AccessDeniedException: You don't have permissions".into()));
+    assert_eq!(denied.verdict, Verdict::NotChecked);
+    assert!(denied.todo.unwrap().contains("list-aws-service-access-for-organization"));
+    assert_eq!(ram_sharing(&["a"], Err("AWSOrganizationsNotInUseException".into())).verdict, Verdict::Fail);
+    assert_eq!(ram_sharing(&["a"], Err("timeout".into())).verdict, Verdict::NotChecked);
+}
