@@ -10,6 +10,19 @@ use crate::ports::{Message, Notice, Notifier, NotifyError, Outbox, StoreError, T
 /// How long one run may hold a notice before another run may publish it instead.
 pub const LEASE: Duration = Duration::seconds(90);
 
+/// How long a consumer's copy of an event (`bus::ACCOUNT_ATTRIBUTE`: for a member account's
+/// bus) is retried before it is given up: an account without the member stack in this region,
+/// or one that left the Organization, would otherwise fail every run for ever. The failures of
+/// that day raise the publish alarm; capblock's own events are never given up.
+pub const CONSUMER_COPY_RETRIES_FOR: Duration = Duration::hours(24);
+
+/// Whether a notice whose publishing just failed is given up rather than retried.
+pub fn gives_up(notice: &Notice, now: DateTime<Utc>) -> bool {
+    notice.topic == Topic::Events
+        && notice.message.attributes.contains_key(crate::domain::bus::ACCOUNT_ATTRIBUTE)
+        && now - notice.created_at >= CONSUMER_COPY_RETRIES_FOR
+}
+
 /// A Slack notice for the alerts topic.
 pub fn alert_notice(thread: &str, milestone: &str, msg: &SlackMessage, now: DateTime<Utc>) -> Notice {
     Notice {
@@ -88,6 +101,13 @@ pub async fn flush<O: Outbox + ?Sized, N: Notifier + ?Sized>(
                     tracing::info!(event = "notice_published", notice = %notice.id(), "published");
                     report.published += 1;
                 }
+                Err(e) if gives_up(notice, now) => {
+                    // Out of the pending set, so no run puts it again.
+                    outbox.mark_published(notice, now).await?;
+                    tracing::warn!(event = "consumer_event_given_up", notice = %notice.id(), error = %e,
+                        "a member account's bus refused this event for a day: given up (is the member stack deployed in this region?)");
+                    report.failed += 1;
+                }
                 Err(e) => {
                     tracing::warn!(event = "notice_publish_failed", notice = %notice.id(), error = %e, "will retry next run");
                     report.failed += 1;
@@ -96,4 +116,37 @@ pub async fn flush<O: Outbox + ?Sized, N: Notifier + ?Sized>(
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use chrono::TimeZone;
+
+    use super::*;
+
+    fn notice(attributes: &[(&str, &str)], topic: Topic, created_at: DateTime<Utc>) -> Notice {
+        let attributes: BTreeMap<String, String> =
+            attributes.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Notice {
+            thread: "cr-0123456789abcdef0".into(),
+            milestone: "delivered@events@111111111111".into(),
+            topic,
+            message: Message { body: "{}".into(), attributes },
+            created_at,
+        }
+    }
+
+    #[test]
+    fn only_a_consumers_copy_is_given_up_and_only_after_a_day() {
+        let t0 = Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap();
+        let copy = notice(&[(crate::domain::bus::ACCOUNT_ATTRIBUTE, "111111111111")], Topic::Events, t0);
+        assert!(!gives_up(&copy, t0 + Duration::hours(23)));
+        assert!(gives_up(&copy, t0 + Duration::hours(24)));
+        let own = notice(&[], Topic::Events, t0);
+        assert!(!gives_up(&own, t0 + Duration::days(30)), "capblock's own bus: retried for ever");
+        let alert = notice(&[(crate::domain::bus::ACCOUNT_ATTRIBUTE, "111111111111")], Topic::Alerts, t0);
+        assert!(!gives_up(&alert, t0 + Duration::days(30)));
+    }
 }

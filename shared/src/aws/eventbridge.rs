@@ -45,11 +45,15 @@ impl EventBus for EventBridgeBus {
         let mut out = Vec::with_capacity(entries.len());
         let region = self.client.config().region().map(|r| r.as_ref().to_string());
         for call in bus::calls(entries) {
+            // A consumer's copy goes to that account's default bus in this region.
+            let buses: Vec<String> = call
+                .iter()
+                .map(|e| e.account().map_or_else(|| self.bus.clone(), |a| member_bus_arn(region.as_deref(), a)))
+                .collect();
             let request: Vec<PutEventsRequestEntry> = call
                 .iter()
-                .map(|e| {
-                    // A consumer's copy goes to that account's default bus in this region.
-                    let bus = e.account().map_or_else(|| self.bus.clone(), |a| member_bus_arn(region.as_deref(), a));
+                .zip(&buses)
+                .map(|(e, bus)| {
                     PutEventsRequestEntry::builder()
                         .event_bus_name(bus)
                         .source(bus::SOURCE)
@@ -60,24 +64,29 @@ impl EventBus for EventBridgeBus {
                         .build()
                 })
                 .collect();
+            let failed =
+                |i: usize, message: String| NotifyError::Failed { topic: format!("event bus {}", buses[i]), message };
             match self.client.put_events().set_entries(Some(request)).send().await {
                 Ok(answer) => {
                     let results = answer.entries();
                     for i in 0..call.len() {
                         out.push(match results.get(i) {
-                            Some(r) if r.error_code().is_some() || r.event_id().is_none() => Err(self.failed(format!(
-                                "{}: {}",
-                                r.error_code().unwrap_or("no event id"),
-                                r.error_message().unwrap_or("")
-                            ))),
+                            Some(r) if r.error_code().is_some() || r.event_id().is_none() => Err(failed(
+                                i,
+                                format!(
+                                    "{}: {}",
+                                    r.error_code().unwrap_or("no event id"),
+                                    r.error_message().unwrap_or("")
+                                ),
+                            )),
                             Some(_) => Ok(()),
-                            None => Err(self.failed("PutEvents answered fewer entries than it was sent".into())),
+                            None => Err(failed(i, "PutEvents answered fewer entries than it was sent".into())),
                         });
                     }
                 }
                 Err(e) => {
                     let why = DisplayErrorContext(&e).to_string();
-                    out.extend(call.iter().map(|_| Err(self.failed(why.clone()))));
+                    out.extend((0..call.len()).map(|i| Err(failed(i, why.clone()))));
                 }
             }
         }
