@@ -336,6 +336,71 @@ def shares_summary(state):
     return by_block
 
 
+CAPACITY_ACCOUNT = "123456789012"  # the functions' account on moto (its default)
+
+
+def member_client(service, account):
+    """A boto3 client acting in member `account` (moto hands out that account's keys for any
+    role assumed there)."""
+    creds = boto3.client("sts").assume_role(
+        RoleArn=f"arn:aws:iam::{account}:role/capblock-demo-member", RoleSessionName="capblock-demo"
+    )["Credentials"]
+    return boto3.client(
+        service,
+        aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"],
+        aws_session_token=creds["SessionToken"],
+    )
+
+
+def consumer_buses():
+    """Each team's account as its member stack leaves it: a default-bus policy letting the
+    capacity account put capblock's events (member.yaml's), and a rule that sends them to a
+    queue the story reads at the end (member.yaml's own rule logs them). Returns the queues."""
+    queues = {}
+    for team, account in TEAMS.items():
+        sqs, events = member_client("sqs", account), member_client("events", account)
+        url = sqs.create_queue(QueueName=f"capblock-demo-{team}")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        events.put_permission(Policy=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{
+                "Sid": "capblock-capblock-local", "Effect": "Allow",
+                "Principal": {"AWS": f"arn:aws:iam::{CAPACITY_ACCOUNT}:root"}, "Action": "events:PutEvents",
+                "Resource": f"arn:aws:events:us-east-1:{account}:event-bus/default",
+                "Condition": {"StringEquals": {"events:source": "capblock"}},
+            }],
+        }))
+        events.put_rule(Name="capblock-events", EventPattern=json.dumps({"source": ["capblock"]}))
+        events.put_targets(Rule="capblock-events", Targets=[{"Id": "queue", "Arn": arn}])
+        queues[team] = url
+    return queues
+
+
+def consumer_events(queues):
+    """What each team's own bus received, by detail-type and block."""
+    got = {}
+    print()
+    print("==> capblock's events on the teams' own buses (member accounts)")
+    for team, url in queues.items():
+        sqs = member_client("sqs", TEAMS[team])
+        seen = []
+        while True:
+            msgs = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+            if not msgs:
+                break
+            for m in msgs:
+                e = json.loads(m["Body"])
+                seen.append((e.get("detail-type"), e.get("detail", {}).get("reservation_id")))
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        kinds = {}
+        for kind, _ in seen:
+            kinds[kind] = kinds.get(kind, 0) + 1
+        print(f"  {team} ({TEAMS[team]}): " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
+        got[team] = seen
+    return got
+
+
 def share_checks(shared, p5, a100, final):
     """Each paid block of the two rules shared once with its team's account, and unshared at its
     end; the block whose payment failed never shared."""
@@ -370,6 +435,7 @@ def main():
     try:
         lambdas.start()
         story = Story(lambdas)
+        story.consumer_queues = consumer_buses()
         played = play(story)
         reported = report()
         preflight(lambdas)
@@ -497,6 +563,12 @@ def summary(story, state):
           + (f"; problems: {emf_problems[:3]}" if emf_problems else "")
           + (f"; the dashboard's {missing} never written" if missing else ""))
     shared = shares_summary(state)
+    consumed = consumer_events(story.consumer_queues)
+    paid = [p["reservation_id"] for p in p5 + a100 if final.get(p["reservation_id"]) != "payment-failed"]
+
+    def once_each(team, blocks):
+        got = [rid for kind, rid in consumed.get(team, []) if kind == "Block Shared"]
+        return bool(blocks) and sorted(got) == sorted(blocks)
     checks = [
         ("p5-weekly bought exactly once", len(p5) == 1),
         ("p5-weekly's block ran and expired", len(p5) == 1 and final.get(p5[0]["reservation_id"]) == "expired"),
@@ -514,6 +586,12 @@ def summary(story, state):
         ("every dashboard metric written as valid EMF", emf_lines > 0 and not emf_problems and not missing),
         *story.handoff.checks(state),
         *share_checks(shared, p5, a100, final),
+        ("each team's own bus got Block Shared once per block of its rule",
+         once_each("pretraining", [r for r in paid if any(p["reservation_id"] == r for p in p5)])
+         and once_each("evals", [r for r in paid if any(p["reservation_id"] == r for p in a100)])),
+        ("no team got another team's block's events",
+         all(rid in {p["reservation_id"] for p in (p5 if team == "pretraining" else a100)}
+             for team, seen in consumed.items() for _, rid in seen if rid)),
     ]
     print()
     print("==> the story's invariants")
