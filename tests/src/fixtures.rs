@@ -561,6 +561,15 @@ impl Rig {
         Scanner { market, store: &self.store, notifier, catalog: &self.catalog, settings, watch: &[] }
     }
 
+    /// A scan on this rig's own market, store, notifier and settings that asks through `watch`,
+    /// member accounts lending their describe limits.
+    pub fn watching<'a>(
+        &'a self,
+        watch: &'a [capblock_shared::ports::WatchAccount],
+    ) -> Scanner<'a, Ec2Market, DynamoStore, Delivery> {
+        Scanner { watch, ..self.scanner(&self.market, &self.notifier, &self.scan) }
+    }
+
     /// The hand-off's actions on moto, the block's instances from the simulator.
     pub fn hands(&self) -> Hands<'_> {
         Hands {

@@ -199,14 +199,7 @@ async fn member_accounts_lend_their_describe_limit_and_each_question_is_asked_on
     short(&mut h);
     h.put_rules(&[rule(&h)]).await;
     let watch = members(&h, &MEMBERS).await;
-    let scanner = capblock_shared::app::scan::Scanner {
-        market: &h.market,
-        store: &h.store,
-        notifier: &h.notifier,
-        catalog: &h.catalog,
-        settings: &h.scan,
-        watch: &watch,
-    };
+    let scanner = h.watching(&watch);
     let report = scanner.run(h.now()).await.unwrap();
     let east = &report.regions["us-east-1"];
     assert_eq!(east.accounts, 3);
@@ -303,14 +296,7 @@ price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.50" } ]
             .rule(h.now());
         h.put_rules(&[rule]).await;
         let watch = members(&h, &["111111111111"]).await;
-        let scanner = capblock_shared::app::scan::Scanner {
-            market: &h.market,
-            store: &h.store,
-            notifier: &h.notifier,
-            catalog: &h.catalog,
-            settings: &h.scan,
-            watch: &watch,
-        };
+        let scanner = h.watching(&watch);
         let report = scanner.run(h.now()).await.unwrap();
         let Some(Outcome::Bought { .. }) = report.outcomes[0].action.clone() else { panic!("{reading}: {report:#?}") };
         let purchases = h.sim.purchases().await;

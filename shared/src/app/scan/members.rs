@@ -24,19 +24,7 @@ fn two(id: &str) -> Offering {
 
 #[tokio::test]
 async fn a_block_a_member_found_is_bought_under_the_buying_accounts_id() {
-    let settings = ScanSettings {
-        stack: StackSettings {
-            name: "capblock-test".into(),
-            mode: Mode::Live,
-            account_budget: None,
-            team_budgets: Default::default(),
-        },
-        describe: DescribeBudget::for_refill(
-            std::time::Duration::from_millis(1),
-            1.0,
-            std::time::Duration::from_secs(1),
-        ),
-    };
+    let settings = super::replay::settings(Mode::Live);
     let table = Table { rules: vec![rule()], ..Default::default() };
     // The same block: the member was shown it as cb-member, the buying account as cb-home.
     let home = Market { offerings: vec![two("cb-home")], ..Default::default() };

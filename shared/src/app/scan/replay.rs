@@ -6,7 +6,7 @@ use chrono::Duration;
 use super::*;
 use crate::app::fakes::{Market, Table, offering, reservation_of, rule, sent_intent, t0};
 
-fn settings(mode: Mode) -> ScanSettings {
+pub(super) fn settings(mode: Mode) -> ScanSettings {
     ScanSettings {
         stack: StackSettings {
             name: "capblock-test".into(),
