@@ -14,20 +14,17 @@ by ARN. Prints `N passed, M failed` last and exits non-zero on any mismatch.
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import boto3
 import yaml
 from botocore.exceptions import ClientError
+from moto_server import start
 
 LOCAL = Path(__file__).resolve().parent.parent
-SERVER = LOCAL / "moto_serial.py"
 MEMBER_YAML = LOCAL.parent.parent / "member.yaml"
 CAPACITY = "123456789012"  # moto's account for the access key "test": capblock's own
 MEMBER = "111111111111"
@@ -204,32 +201,6 @@ def assumed(sts, role_arn: str) -> dict:
 
 
 # ---------------------------------------------------------------- the server
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start(log) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, str(SERVER), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(150):
-        if server.poll() is not None:
-            break
-        try:
-            with urllib.request.urlopen(url + "/moto-api/", timeout=1):
-                return server, url
-        except OSError:
-            time.sleep(0.1)
-    server.kill()
-    raise RuntimeError(f"moto_serial.py did not start on port {port}")
 
 
 def run(url: str) -> None:

@@ -13,19 +13,16 @@ non-zero on any mismatch.
 
 import base64
 import json
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import boto3
 from botocore.exceptions import ClientError
+from moto_server import start
 
-SERVER = Path(__file__).resolve().parent.parent / "moto_serial.py"
 ACCOUNT = "123456789012"  # moto's account for the access key "test"
 REGION = "us-east-1"
 PASSED = 0
@@ -111,32 +108,6 @@ def raw(url: str, path: str, body: bytes) -> tuple[int, dict, bytes]:
             return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
     except urllib.error.HTTPError as e:
         return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start(log) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, str(SERVER), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(150):
-        if server.poll() is not None:
-            break
-        try:
-            with urllib.request.urlopen(url + "/moto-api/", timeout=1):
-                return server, url
-        except OSError:
-            time.sleep(0.1)
-    server.kill()
-    raise RuntimeError(f"moto_serial.py did not start on port {port}")
 
 
 def run(url: str) -> None:
