@@ -166,7 +166,16 @@ impl ScenarioToml {
     }
 
     /// [`ScenarioToml::p5`] with its price stepping: `(from, usd_per_accelerator_hour)` pairs.
-    pub fn p5_priced(mut self, region: &str, start_days: &[u32], prices: &[(&str, &str)]) -> Self {
+    pub fn p5_priced(self, region: &str, start_days: &[u32], prices: &[(&str, &str)]) -> Self {
+        self.p5_line(region, &[1], start_days, prices)
+    }
+
+    /// [`ScenarioToml::p5`] of `counts` instances per block.
+    pub fn p5_counts(self, region: &str, counts: &[u32], start_days: &[u32], usd_per_accelerator_hour: &str) -> Self {
+        self.p5_line(region, counts, start_days, &[("2026-11-01T00:00:00Z", usd_per_accelerator_hour)])
+    }
+
+    fn p5_line(mut self, region: &str, counts: &[u32], start_days: &[u32], prices: &[(&str, &str)]) -> Self {
         let steps: Vec<String> = prices
             .iter()
             .map(|(from, p)| format!("{{ from = \"{from}\", usd_per_accelerator_hour = \"{p}\" }}"))
@@ -176,11 +185,12 @@ impl ScenarioToml {
 region = "{region}"
 instance_type = "p5.48xlarge"
 azs = ["{region}a"]
-counts = [1]
+counts = {}
 durations_days = [1]
 start_days = {}
 price = [ {} ]
 "#,
+            toml_numbers(counts),
             toml_numbers(start_days),
             steps.join(", ")
         ));

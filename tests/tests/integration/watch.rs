@@ -264,26 +264,9 @@ async fn a_block_a_member_found_is_bought_once_under_each_reading_of_offering_id
             .behaviour("describe_limit = { burst = 2, refill_secs = 0.1 }")
             .behaviour(&format!("offering_ids_across_accounts = \"{reading}\""))
             .payment("succeed", None)
-            .raw(
-                r#"[[market]]
-region = "us-east-1"
-instance_type = "p5.48xlarge"
-azs = ["us-east-1a"]
-counts = [1]
-durations_days = [1]
-start_days = [2]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.50" } ]
-
-[[market]]
-region = "us-east-1"
-instance_type = "p5.48xlarge"
-azs = ["us-east-1a"]
-counts = [2]
-durations_days = [1]
-start_days = [2]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.50" } ]
-"#,
-            )
+            // One instance too dear, two cheap enough.
+            .p5_counts("us-east-1", &[1], &[2], "3.50")
+            .p5_counts("us-east-1", &[2], &[2], "2.50")
             .build();
         let h = Rig::paced(&format!("member-ids-{reading}"), &scenario, CLOCK, STACK).await;
         let rule = RuleToml::p5("member-found")
