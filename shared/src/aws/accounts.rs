@@ -46,12 +46,14 @@ pub fn watch_role_in(region: Option<&str>, account: &str, stack: &str) -> String
 /// credentials over `base`'s under `session` (the role is assumed when they are first asked for).
 pub async fn member_role(base: &SdkConfig, account: &str, stack: &str, session: &str) -> (String, AssumeRoleProvider) {
     let role = handoff_role_in(base.region().map(|r| r.as_ref()), account, stack);
-    assumed(base, &role, session).await
+    let provider = assumed(base, &role, session).await;
+    (role, provider)
 }
 
-/// `role` and a provider of its credentials over `base`'s under `session`.
-pub async fn assumed(base: &SdkConfig, role: &str, session: &str) -> (String, AssumeRoleProvider) {
-    (role.to_string(), provider_for(base, role, session).await)
+/// `base` acting as `role` (assumed under `session` when first asked for credentials).
+pub async fn as_role(base: &SdkConfig, role: &str, session: &str) -> SdkConfig {
+    let provider = assumed(base, role, session).await;
+    base.to_builder().credentials_provider(SharedCredentialsProvider::new(provider)).build()
 }
 
 /// A market client for each member account in `accounts`, asking with the member's watch
@@ -61,16 +63,15 @@ pub async fn watch_accounts(base: &SdkConfig, accounts: &[String], stack: &str) 
     let mut out = Vec::with_capacity(accounts.len());
     for account in accounts {
         let role = watch_role_in(base.region().map(|r| r.as_ref()), account, stack);
-        let provider = provider_for(base, &role, &format!("capblock-watch-{stack}")).await;
-        let there = base.to_builder().credentials_provider(SharedCredentialsProvider::new(provider)).build();
+        let there = as_role(base, &role, &format!("capblock-watch-{stack}")).await;
         out.push(WatchAccount { account: account.clone(), market: Box::new(Ec2Market::new(there)) });
     }
     out
 }
 
-/// Credentials of `role`, assumed over `base`'s when first asked for and refreshed before
-/// they expire.
-async fn provider_for(base: &SdkConfig, role: &str, session: &str) -> AssumeRoleProvider {
+/// Credentials of `role` over `base`'s, assumed under `session` when first asked for and
+/// refreshed before they expire.
+pub async fn assumed(base: &SdkConfig, role: &str, session: &str) -> AssumeRoleProvider {
     AssumeRoleProvider::builder(role)
         .session_name(session.chars().take(64).collect::<String>())
         .configure(base)
@@ -116,8 +117,8 @@ impl AccountHands for AssumedAccounts {
         }
         // The provider assumes the role when first asked for credentials (the first call in the
         // account): an AssumeRole refusal shows as that call's error, naming the role.
-        let (_, provider) = member_role(&self.base, account, &self.stack, &format!("capblock-{}", self.stack)).await;
-        let there = self.base.to_builder().credentials_provider(SharedCredentialsProvider::new(provider)).build();
+        let role = handoff_role_in(self.base.region().map(|r| r.as_ref()), account, &self.stack);
+        let there = as_role(&self.base, &role, &format!("capblock-{}", self.stack)).await;
         let s = Arc::new(AccountSides {
             parameters: Box::new(Ssm::new(there.clone())),
             groups: Box::new(AutoScaling::new(there.clone())),

@@ -496,7 +496,8 @@ impl AwsProbe {
         }
         for account in &self.watch_accounts {
             let role = super::accounts::watch_role_in(region.as_deref(), account, &self.stack);
-            roles.push(super::accounts::assumed(&self.sdk, &role, "capblock-preflight").await);
+            let provider = super::accounts::assumed(&self.sdk, &role, "capblock-preflight").await;
+            roles.push((role, provider));
         }
         for (role, provider) in roles {
             if let Err(e) = provider.provide_credentials().await {

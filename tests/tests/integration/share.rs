@@ -209,19 +209,17 @@ async fn the_hand_off_of_a_shared_block_runs_in_the_consumer_account() {
 /// put to another account's bus as that bus's policy allows), each once, as on capblock's bus.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_blocks_events_reach_the_consumer_accounts_bus_once() {
-    use aws_credential_types::provider::SharedCredentialsProvider;
     let h = rig_seeded("share-events", 71, &["ram_association_delay_secs = 0"]).await;
     let id = h.buy(&rule(&[MEMBER_A])).await;
     // The member account on moto, through an assumed role: its queue, its default bus's rule for
     // this block's events, and the bus policy member.yaml makes (the capacity account may put
     // events of source capblock).
-    let (_, provider) = capblock_shared::aws::accounts::assumed(
+    let member = capblock_shared::aws::accounts::as_role(
         &h.aws.sdk,
         &format!("arn:aws:iam::{MEMBER_A}:role/capblock-handoff-capblock-test"),
         "capblock-test",
     )
     .await;
-    let member = h.aws.sdk.to_builder().credentials_provider(SharedCredentialsProvider::new(provider)).build();
     let (queue, queue_arn) = capblock_tests::queue(&member, &format!("consumer-{id}")).await;
     let eb = aws_sdk_eventbridge::Client::new(&member);
     let pattern = format!(r#"{{"source": ["capblock"], "detail": {{"reservation_id": ["{id}"]}}}}"#);

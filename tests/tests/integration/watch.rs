@@ -237,7 +237,7 @@ async fn members(h: &Rig, accounts: &[&str]) -> Vec<capblock_shared::ports::Watc
     let mut watch = Vec::new();
     for account in accounts {
         let role = watch_role_in(Some("us-east-1"), account, STACK);
-        let (_, provider) = assumed(&h.aws.sdk, &role, &format!("capblock-watch-{STACK}")).await;
+        let provider = assumed(&h.aws.sdk, &role, &format!("capblock-watch-{STACK}")).await;
         let config = h
             .sim
             .sdk(capblock_tests::quick_timeouts())
