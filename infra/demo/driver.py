@@ -353,6 +353,18 @@ def member_client(service, account):
     )
 
 
+def organization():
+    """The Organization as its management account leaves it for capblock: RAM's sharing with
+    it enabled (`aws ram enable-sharing-with-aws-organization`), which preflight checks. On moto
+    the stack's account manages it."""
+    orgs = boto3.client("organizations")
+    try:
+        orgs.create_organization(FeatureSet="ALL")
+    except orgs.exceptions.AlreadyInOrganizationException:
+        pass
+    orgs.enable_aws_service_access(ServicePrincipal="ram.amazonaws.com")
+
+
 def consumer_buses():
     """Each team's account as its member stack leaves it: a default-bus policy letting the
     capacity account put capblock's events (member.yaml's), and a rule that sends them to a
@@ -435,6 +447,7 @@ def main():
     try:
         lambdas.start()
         story = Story(lambdas)
+        organization()
         story.consumer_queues = consumer_buses()
         played = play(story)
         reported = report()
