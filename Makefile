@@ -11,11 +11,12 @@ CARGO_TARGET_DIR ?= $(CAPBLOCK_CACHE)/target-$(CLONE_KEY)
 TEST_STATE ?= $(CAPBLOCK_CACHE)/test-stack-$(CLONE_KEY)
 export CARGO_TARGET_DIR CAPBLOCK_CACHE
 
-.PHONY: demo test test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template package bench audit install help
+.PHONY: demo test test-future test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template package bench audit install help
 
 help:
 	@echo "make demo      run the main job locally: simulated market + emulated AWS, end to end"
-	@echo "make test      every check and test (what CI runs)"
+	@echo "make test      every check and test (what CI runs), today and again 400 days ahead"
+	@echo "make test-future  the tests again with the machine's date 400 days ahead (libfaketime)"
 	@echo "make test-long the integration tests with more fault-injection rounds (CAPBLOCK_LONG=1)"
 	@echo "make check     the quick checks, no local stack: format, clippy, layers, template lint"
 	@echo "make install   build and install the operator CLI, capblock (INSTALL_ROOT=DIR: into DIR/bin)"
@@ -33,7 +34,7 @@ demo: toolchain
 
 # Everything CI runs. The local stack is started and stopped by the command itself, in a state
 # folder of its own so it never touches a stack a developer has running.
-test: lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template
+test: lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template test-future
 	@echo "make test: all checks passed"
 
 lint-rust: toolchain
@@ -47,13 +48,25 @@ check: lint-rust lint-infra test-template
 lint-infra:
 	bash infra/lint/check.sh
 
+# One build with the test targets' features: `--bins` alone would build the AWS SDK crates
+# without the dev-dependencies' features (aws-smithy-mocks, test-util), and `cargo test` would
+# build them all a second time. The integration tests run the binaries this builds.
 test-rust: toolchain
-	cargo build --workspace --bins
+	cargo build --workspace --all-targets
 	CAPBLOCK_STATE=$(TEST_STATE) bash infra/local/stack.sh run -- cargo test --workspace
+
+# The same tests with the machine's date 400 days ahead, every process of them under
+# libfaketime (infra/local/future.sh): no test may depend on the day it runs. Reuses test-rust's
+# build (nothing is compiled under the moved clock); its own local stack.
+test-future: toolchain
+	cargo build --workspace --all-targets
+	CAPBLOCK_STATE=$(TEST_STATE)-future bash infra/local/future.sh \
+	  bash infra/local/stack.sh run -- cargo test --workspace
+	bash infra/local/future.sh $(MAKE) --no-print-directory test-sim-boto3 test-resource-groups test-events
 
 # The integration tests with bigger loop counts (fault-injection rounds): CAPBLOCK_LONG=1.
 test-long: toolchain
-	cargo build --workspace --bins
+	cargo build --workspace --all-targets
 	CAPBLOCK_LONG=1 CAPBLOCK_STATE=$(TEST_STATE) bash infra/local/stack.sh run -- cargo test -p capblock-tests -- --nocapture
 
 # The simulator against a second, independent EC2 client (boto3 validates its XML).

@@ -84,6 +84,16 @@ impl Sim {
         self.control("POST", "/_sim/behaviour", json).await
     }
 
+    /// The calls `hold_actions` keeps before EC2 receives them, by action.
+    pub async fn held(&self) -> Value {
+        self.control("GET", "/_sim/held", "").await["held"].clone()
+    }
+
+    /// Lets the held calls reach EC2 (`deliver`) or loses them in the network.
+    pub async fn release(&self, deliver: bool) -> Value {
+        self.control("POST", "/_sim/release", &format!("{{\"deliver\": {deliver}}}")).await
+    }
+
     /// SDK configuration for this simulator: the shared test config with the EC2 endpoint here.
     pub async fn sdk(&self, timeouts: aws_config::timeout::TimeoutConfig) -> SdkConfig {
         aws_config::defaults(aws_config::BehaviorVersion::latest())

@@ -40,7 +40,7 @@ fn read_history(path: &str) -> Result<Vec<Observation>, CliError> {
 }
 
 pub async fn run(a: BacktestArgs) -> CliResult {
-    let rule = load_rule(&a.rule)?;
+    let rule = load_rule(&a.rule, crate::context::clock_now().await?)?;
     let observations: Vec<Observation> = match &a.history {
         Some(path) => read_history(path)?,
         None => {

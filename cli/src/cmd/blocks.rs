@@ -60,7 +60,10 @@ fn time_left(b: &Block, now: DateTime<Utc>) -> String {
 }
 
 pub async fn run(a: BlocksArgs) -> CliResult {
-    let now = a.time.unwrap_or_else(Utc::now);
+    let now = match a.time {
+        Some(t) => t,
+        None => crate::context::clock_now().await?,
+    };
     let store = store().await?;
     let mut list = if a.all { store.all_blocks().await } else { store.open_blocks(None).await }?;
     list.sort_by(|x, y| x.start.cmp(&y.start).then(x.reservation_id.cmp(&y.reservation_id)));

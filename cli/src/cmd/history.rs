@@ -137,7 +137,9 @@ fn parse_pairs(regions: &[String], types: &[String]) -> Result<Vec<(Region, Inst
 
 pub async fn run(a: HistoryArgs) -> CliResult {
     let pairs = parse_pairs(&a.region, &a.instance_type)?;
-    let threshold = a.rule.as_deref().map(load_rule).transpose()?.map(|r| (r.id, r.max_price_per_accelerator_hour));
+    let now = crate::context::clock_now().await?;
+    let threshold =
+        a.rule.as_deref().map(|f| load_rule(f, now)).transpose()?.map(|r| (r.id, r.max_price_per_accelerator_hour));
     let (from, to) = bounds(a.window.from, a.window.to);
     let store = store().await?;
     let mut all: Vec<Observation> = Vec::new();

@@ -84,7 +84,10 @@ fn parse_days(s: &str) -> Result<Days, String> {
 
 pub async fn run(a: OfferingsArgs) -> CliResult {
     let (regions, types, Days(days)) = (a.regions, a.types, a.days);
-    let from = a.window.from.unwrap_or_else(Utc::now);
+    let from = match a.window.from {
+        Some(from) => from,
+        None => crate::context::clock_now().await?,
+    };
     let to =
         a.window.to.unwrap_or_else(|| from.checked_add_signed(Duration::weeks(8)).unwrap_or(DateTime::<Utc>::MAX_UTC));
     // (instance type, instance count, UltraServers): instances, or whole UltraServers.
@@ -189,8 +192,9 @@ async fn remember(priced: &[Priced]) -> Result<bool, CliError> {
         return Ok(false);
     }
     let offerings: Vec<_> = priced.iter().map(|p| p.offering.clone()).collect();
-    // The wall clock: how long a person may take, not the market's time.
-    store().await?.remember_offerings(&offerings, Utc::now() + REMEMBERED_FOR).await?;
+    // On the clock `buy` reads it by: how long a person may take to decide.
+    let until = crate::context::clock_now().await? + REMEMBERED_FOR;
+    store().await?.remember_offerings(&offerings, until).await?;
     Ok(true)
 }
 

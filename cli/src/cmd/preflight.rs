@@ -5,7 +5,6 @@ use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::preflight::{Finding, Verdict};
 use capblock_shared::ports::{FunctionDirectory, SettingsStore};
-use chrono::Utc;
 use clap::Args;
 
 use crate::context::{CliError, CliResult, sdk, store};
@@ -77,7 +76,7 @@ pub async fn run(a: PreflightArgs) -> CliResult {
         roles: &roles,
         organization: &organization,
     }
-    .run(Utc::now())
+    .run(crate::context::clock_now().await?)
     .await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

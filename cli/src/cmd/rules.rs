@@ -92,9 +92,10 @@ pub async fn run(cmd: RulesCommand) -> CliResult {
 async fn validate(files: &[String], check_aws: bool) -> CliResult {
     let mut bad = 0;
     let mut clients: Option<(AutoScaling, Eks, Ec2Market)> = None;
+    let now = crate::context::clock_now().await?;
     for f in files {
         let mut warnings = Vec::new();
-        let loaded = match load_rule(f) {
+        let loaded = match load_rule(f, now) {
             Ok(r) if check_aws => {
                 let (groups, nodegroups, ec2) = match &clients {
                     Some(c) => c,
@@ -164,7 +165,8 @@ async fn validate(files: &[String], check_aws: bool) -> CliResult {
 
 /// All files are validated before any is stored: a bad one stores none.
 async fn put(files: &[String]) -> CliResult {
-    let rules: Vec<Rule> = files.iter().map(|f| load_rule(f)).collect::<Result<_, _>>()?;
+    let now = crate::context::clock_now().await?;
+    let rules: Vec<Rule> = files.iter().map(|f| load_rule(f, now)).collect::<Result<_, _>>()?;
     let store = store().await?;
     // The teams the stack budgets, as its functions stored them (None: not stored yet).
     let teams = crate::context::stored_settings(&store).await?.map(|s| s.stack.team_budgets);

@@ -32,7 +32,10 @@ pub fn dashboard_url(stack: &str, region: &str) -> String {
 }
 
 pub async fn run(a: StatusArgs) -> CliResult {
-    let now = a.time.unwrap_or_else(Utc::now);
+    let now = match a.time {
+        Some(t) => t,
+        None => crate::context::clock_now().await?,
+    };
     let store = store().await?;
     // The stack's settings as its functions stored them; none yet: said so.
     let stored = stored_settings(&store).await?;

@@ -645,13 +645,22 @@ fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec
         "arn:aws:lambda:us-east-1:123456789012:function:on-capacity-event".into(),
     );
     env.insert("CAPBLOCK_REMINDER_ROLE_ARN".into(), "arn:aws:iam::123456789012:role/capblock-reminder".into());
+    // The functions run on the simulator's clock, as in every simulation: its market is
+    // anchored to the scenario's start, not to the day the bench runs.
+    let sim = need("AWS_ENDPOINT_URL_EC2")?;
+    let clock_url = format!("{}/_sim/clock", sim.trim_end_matches('/'));
+    env.insert("CAPBLOCK_SIMULATED_CLOCK_URL".into(), clock_url);
     let env: Vec<(String, String)> = env.into_iter().collect();
-    // A tick at the wall clock's time: one far from it is a replay, which writes nothing, and the
+    let (status, body) = capblock_http1::blocking::request(&sim, "GET", "/_sim/clock", b"")
+        .map_err(|e| format!("GET /_sim/clock: {e}"))?;
+    let sim_now = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v["now"].as_str().map(str::to_string))
+        .filter(|_| status == 200)
+        .ok_or_else(|| format!("GET /_sim/clock: {status} {}", String::from_utf8_lossy(&body)))?;
+    // A tick at the clock's time: one far from it is a replay, which writes nothing, and the
     // cost rows count the writes a real run makes (memory, claims, price history).
-    let tick = format!(
-        r#"{{"source": "capblock.schedule", "time": "{}"}}"#,
-        chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-    );
+    let tick = format!(r#"{{"source": "capblock.schedule", "time": "{sim_now}"}}"#);
     let warning = std::fs::read_to_string(
         a.repo.join("shared/src/domain/events/fixtures/capacity-block-expiration-warning.json"),
     )
@@ -659,7 +668,7 @@ fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec
     // on-capacity-event refuses an input far from its clock: the warning arrives as it would, now.
     let warning = {
         let mut v: serde_json::Value = serde_json::from_str(&warning).map_err(|e| format!("event fixture: {e}"))?;
-        v["time"] = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true).into();
+        v["time"] = sim_now.clone().into();
         v.to_string()
     };
     let snapshot = || {

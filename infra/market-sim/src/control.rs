@@ -56,6 +56,7 @@ pub fn handle(world: &mut World, method: &str, path: &str, body: &[u8]) -> Reply
         ("POST", "/_sim/payment") => payment(world, &text),
         ("POST", "/_sim/reservations") => inject(world, &text),
         ("POST", "/_sim/reservations/state") => set_state(world, &text),
+        ("POST", "/_sim/reservations/omit") => omit(world, &text),
         ("POST", "/_sim/blocks/health") => set_health(world, &text),
         ("POST", "/_sim/blocks/usage") => set_usage(world, &text),
         ("GET", "/_sim/ram/shares") => Ok(crate::ram::shares_state(world)),
@@ -67,6 +68,7 @@ pub fn handle(world: &mut World, method: &str, path: &str, body: &[u8]) -> Reply
             if matches!(
                 p,
                 "/_sim/reservations/state"
+                    | "/_sim/reservations/omit"
                     | "/_sim/blocks/health"
                     | "/_sim/blocks/usage"
                     | "/_sim/health"
@@ -359,6 +361,7 @@ fn inject(w: &mut World, text: &str) -> Result<Value, String> {
         payment: Payment::paid_up_front(),
         injected: true,
         state_override: req.state_override,
+        omitted: Vec::new(),
         capacity_block_id: crate::actions::block_id(&id),
         ultraserver_type: req.ultraserver_type,
         health_steps: Vec::new(),
@@ -398,6 +401,52 @@ fn set_state(w: &mut World, text: &str) -> Result<Value, String> {
     Ok(
         json!({ "reservation_id": r.id, "state": r.state(now, &w.extensions), "block_state": r.block_state(now, &w.extensions) }),
     )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OmitReq {
+    reservation_id: String,
+    /// CapacityReservation members (as EC2's XML names them: `state`, `endDate`, ...); empty:
+    /// all shown again.
+    members: Vec<String>,
+}
+
+/// Which members DescribeCapacityReservations leaves out of a reservation's description.
+fn omit(w: &mut World, text: &str) -> Result<Value, String> {
+    const MEMBERS: &[&str] = &[
+        "capacityReservationId",
+        "ownerId",
+        "capacityReservationArn",
+        "instanceType",
+        "instancePlatform",
+        "availabilityZone",
+        "tenancy",
+        "totalInstanceCount",
+        "availableInstanceCount",
+        "ebsOptimized",
+        "ephemeralStorage",
+        "state",
+        "startDate",
+        "endDate",
+        "endDateType",
+        "instanceMatchCriteria",
+        "createDate",
+        "tagSet",
+        "reservationType",
+        "capacityBlockId",
+    ];
+    let req: OmitReq = parse_json(text)?;
+    if let Some(m) = req.members.iter().find(|m| !MEMBERS.contains(&m.as_str())) {
+        return Err(format!("{m:?} is not a member the simulator writes ({})", MEMBERS.join(", ")));
+    }
+    let r = w
+        .reservations
+        .iter_mut()
+        .find(|r| r.id == req.reservation_id)
+        .ok_or_else(|| format!("no reservation {}", req.reservation_id))?;
+    r.omitted = req.members;
+    Ok(json!({ "reservation_id": r.id, "omitted": r.omitted }))
 }
 
 #[derive(Deserialize)]

@@ -43,16 +43,17 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
                  offering_id_ttl_secs = 300,
                  offering_ids_across_accounts = shared|per_account,
                  ultraserver_search = instance_type_required|ultraserver_only,
-                 caller_accounts = { \"AKID\" = \"ACCOUNT\" } (whose describe limit a key spends)
+                 caller_accounts = { \"AKID\" = \"ACCOUNT\" } (whose describe limit a key spends),
+                 hold_actions = [] (tests: held before EC2 receives them; POST /_sim/release)
     [[regions]]  name, supported = true, down = false, zero_quota_families = [],
                  sells = [types] (default: the region's market lines), opted_in_zones = []
     [[market]]   region, instance_type, azs, counts, durations_days, start_days,
                  price = [{ from, usd_per_accelerator_hour }], extension_usd_per_accelerator_hour,
                  payment, currency, zone_type = availability-zone|local-zone
 
-CONTROL API (JSON): GET /_sim/state, /_sim/health, /_sim/behaviour, /_sim/describe/calls;
-    POST /_sim/clock, /_sim/behaviour, /_sim/scenario (TOML body), /_sim/payment, /_sim/reservations,
-    /_sim/describe/calls ({} clears it)
+CONTROL API (JSON): GET /_sim/state, /_sim/health, /_sim/behaviour, /_sim/describe/calls,
+    /_sim/held; POST /_sim/clock, /_sim/behaviour, /_sim/scenario (TOML body), /_sim/payment,
+    /_sim/reservations, /_sim/describe/calls ({} clears it), /_sim/release ({\"deliver\": bool})
 ";
 
 struct Args {

@@ -93,6 +93,10 @@ pub struct Reservation {
     /// Injected through POST /_sim/reservations: already paid, unless a payment override is set.
     pub injected: bool,
     pub state_override: Option<String>,
+    /// Members of CapacityReservation that DescribeCapacityReservations leaves out when it
+    /// describes this one (`POST /_sim/reservations/omit`): every member is optional in the API
+    /// model, so a client must survive any of them missing.
+    pub omitted: Vec<String>,
     /// The Capacity Block this reservation belongs to (DescribeCapacityBlocks).
     pub capacity_block_id: String,
     /// Set when the block is one EC2 UltraServer.
@@ -281,6 +285,7 @@ mod tests {
             payment,
             injected: false,
             state_override: None,
+            omitted: vec![],
             capacity_block_id: "cb-b".into(),
             ultraserver_type: None,
             health_steps: vec![],

@@ -263,6 +263,11 @@ pub struct Behaviour {
     pub failed_payment_visible_minutes: u64,
     pub down_regions: Vec<String>,
     pub drop_purchase_response: bool,
+    /// Calls of these actions wait in the network, before EC2 receives them (not counted, not
+    /// done), until `POST /_sim/release` delivers or loses them: how a test decides an
+    /// interleaving (the caller killed while its call is in flight) instead of racing a sleep.
+    /// Nothing in EC2 corresponds to it; empty by default.
+    pub hold_actions: Vec<String>,
     /// PurchaseCapacityBlockExtension is recorded (the extension exists and settles as usual),
     /// its response never sent: the buyer cannot tell whether it went through.
     pub drop_extension_purchase_response: bool,
@@ -322,6 +327,7 @@ impl Default for Behaviour {
             failed_payment_visible_minutes: 60,
             down_regions: Vec::new(),
             drop_purchase_response: false,
+            hold_actions: Vec::new(),
             drop_extension_purchase_response: false,
             max_offerings_per_answer: 6,
             same_day_offerings: true,

@@ -1,12 +1,19 @@
 //! The HTTP/1 server. hyper is driven directly (one task per connection) so that a call can be
 //! left unanswered and its connection closed: that is how timeouts and "the purchase went
 //! through but the response was lost" are simulated.
+//!
+//! A call EC2 has received is done whatever its caller does next: once admitted (counted), the
+//! rest of it (latency, faults, the action) runs in a task of its own, which a caller that
+//! hangs up cannot cancel. EC2 completes a purchase it received even if the client is killed
+//! while waiting for the answer; a simulator that dropped it would be kinder than EC2.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -14,7 +21,9 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
+#[cfg(test)]
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, oneshot};
 
 use crate::actions;
 use crate::control;
@@ -30,6 +39,9 @@ pub struct App {
     world: Mutex<World>,
     /// Where the accounts of temporary keys are asked (`--sts-endpoint`), if anywhere.
     sts: Option<Sts>,
+    /// Calls held in the network (`[behaviour] hold_actions`): their action and the sender
+    /// that delivers (`true`) or loses (`false`) them.
+    held: Mutex<Vec<(String, oneshot::Sender<bool>)>>,
 }
 
 impl App {
@@ -38,12 +50,33 @@ impl App {
     }
 
     pub fn with_sts(world: World, sts: Option<Sts>) -> Arc<Self> {
-        Arc::new(Self { world: Mutex::new(world), sts })
+        Arc::new(Self { world: Mutex::new(world), sts, held: Mutex::new(Vec::new()) })
     }
 
     /// A panic while holding the lock must not take the whole simulator down with it.
     fn lock(&self) -> MutexGuard<'_, World> {
         self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn held(&self) -> MutexGuard<'_, Vec<(String, oneshot::Sender<bool>)>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many calls of each action are held now.
+    fn held_counts(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for (action, tx) in self.held().iter() {
+            if !tx.is_closed() {
+                *counts.entry(action.clone()).or_insert(0) += 1;
+            }
+        }
+        counts
+    }
+
+    /// Lets every held call go on to EC2 (`deliver`) or loses it in the network; how many.
+    fn release(&self, deliver: bool) -> usize {
+        let held = std::mem::take(&mut *self.held());
+        held.into_iter().filter_map(|(_, tx)| tx.send(deliver).ok()).count()
     }
 }
 
@@ -97,6 +130,22 @@ async fn route(app: Arc<App>, req: Request<Incoming>, kill: Arc<Notify>) -> Resp
         Err(e) => return reply(400, "text/plain", format!("could not read body: {e}")),
     };
 
+    match (method.as_str(), path.trim_end_matches('/')) {
+        ("GET", "/_sim/held") => {
+            let held = serde_json::json!({ "held": app.held_counts() });
+            return reply(200, "application/json", held.to_string());
+        }
+        ("POST", "/_sim/release") => {
+            // {"deliver": true} (the default): the held calls reach EC2; false: they are lost.
+            let deliver = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v.get("deliver").and_then(serde_json::Value::as_bool))
+                .unwrap_or(true);
+            let released = serde_json::json!({ "released": app.release(deliver), "delivered": deliver });
+            return reply(200, "application/json", released.to_string());
+        }
+        _ => {}
+    }
     if path == "/_sim" || path.starts_with("/_sim/") {
         let r = control::handle(&mut app.lock(), &method, &path, &body);
         return reply(r.status, r.content_type, r.body);
@@ -105,7 +154,62 @@ async fn route(app: Arc<App>, req: Request<Incoming>, kill: Arc<Notify>) -> Resp
     if !path.is_empty() && path != "/" {
         return ram(&app, &method, &path, &query, auth.as_deref(), &body);
     }
-    ec2(app, &method, &query, auth.as_deref(), &body, kill).await
+    let call = Call::parse(&method, &query, auth.as_deref(), &body);
+    if !in_network(&app, &call).await {
+        // Lost before EC2 received it: the caller never hears back.
+        kill.notify_one();
+        return std::future::pending().await;
+    }
+    // Received: done to the end in a task of its own, whatever the caller does meanwhile.
+    let answer = tokio::spawn(received(app, call))
+        .await
+        .unwrap_or_else(|e| Answer::Reply(reply(500, "text/plain", format!("the simulator failed on this call: {e}"))));
+    match answer {
+        Answer::Reply(r) => r,
+        Answer::Hang(secs) => hang(kill, secs).await,
+    }
+}
+
+/// An EC2 call as the Query protocol carries it.
+struct Call {
+    region: String,
+    /// The access key id that signed it (`iam_denials` refuse actions per key).
+    caller: Option<String>,
+    action: String,
+    params: Params,
+}
+
+impl Call {
+    fn parse(method: &str, query: &str, auth: Option<&str>, body: &[u8]) -> Call {
+        let mut params = Params::parse(query);
+        if method == "POST" {
+            params.extend(&String::from_utf8_lossy(body));
+        }
+        let region = region::from_authorization(auth, params.get("X-Amz-Credential"))
+            .unwrap_or_else(|| region::DEFAULT_REGION.to_string());
+        let caller = region::access_key(auth, params.get("X-Amz-Credential"));
+        let action = params.get("Action").unwrap_or("").to_string();
+        Call { region, caller, action, params }
+    }
+}
+
+/// What the connection does with a received call: answer it, or say nothing for `secs` and
+/// close (a timeout, or an answer lost on the way back).
+enum Answer {
+    Reply(Resp),
+    Hang(u64),
+}
+
+/// Whether `call` reaches EC2: at once, or when a test releases it if its action is held.
+async fn in_network(app: &App, call: &Call) -> bool {
+    let holds = app.lock().behaviour.hold_actions.contains(&call.action);
+    if !holds {
+        return true;
+    }
+    let (tx, rx) = oneshot::channel();
+    app.held().push((call.action.clone(), tx));
+    tracing::info!(region = %call.region, action = %call.action, "ec2 call held in the network");
+    rx.await.unwrap_or(false)
 }
 
 /// A RAM call (see `ram`): the region from SigV4 as for EC2, a JSON answer with RAM's headers.
@@ -135,17 +239,9 @@ async fn hang(kill: Arc<Notify>, secs: u64) -> Resp {
     std::future::pending().await
 }
 
-async fn ec2(app: Arc<App>, method: &str, query: &str, auth: Option<&str>, body: &[u8], kill: Arc<Notify>) -> Resp {
-    let mut params = Params::parse(query);
-    if method == "POST" {
-        params.extend(&String::from_utf8_lossy(body));
-    }
-    let region = region::from_authorization(auth, params.get("X-Amz-Credential"))
-        .unwrap_or_else(|| region::DEFAULT_REGION.to_string());
-    // Who calls: `iam_denials` refuse actions per access key id.
-    let caller = region::access_key(auth, params.get("X-Amz-Credential"));
-    let action = params.get("Action").unwrap_or("").to_string();
-
+/// A call EC2 received: counted, delayed, maybe failed, then done. Runs in a task of its own.
+async fn received(app: Arc<App>, call: Call) -> Answer {
+    let Call { region, caller, action, params } = call;
     let (request_id, fault, latency_ms, timeout_secs) = {
         let mut w = app.lock();
         (w.request_id(), w.admit(&region, &action), w.behaviour.latency_ms, w.behaviour.timeout_secs)
@@ -155,12 +251,12 @@ async fn ec2(app: Arc<App>, method: &str, query: &str, auth: Option<&str>, body:
     }
     let error = |e: ApiError| {
         tracing::info!(%region, %action, status = e.status, code = %e.code, "ec2 call failed");
-        reply(e.status, "text/xml;charset=UTF-8", e.to_xml(&request_id))
+        Answer::Reply(ec2_reply(&app, e.status, e.to_xml(&request_id)))
     };
     match fault {
         Some(Fault::Hang) => {
             tracing::info!(%region, %action, timeout_secs, "ec2 call will time out");
-            return hang(kill, timeout_secs).await;
+            return Answer::Hang(timeout_secs);
         }
         Some(Fault::Throttled) => return error(ApiError::throttled()),
         Some(Fault::InternalError) => return error(ApiError::internal()),
@@ -180,14 +276,29 @@ async fn ec2(app: Arc<App>, method: &str, query: &str, auth: Option<&str>, body:
     match result {
         Ok(out) if out.drop_response => {
             tracing::info!(%region, %action, timeout_secs, "action done, response dropped");
-            hang(kill, timeout_secs).await
+            Answer::Hang(timeout_secs)
         }
         Ok(out) => {
             tracing::info!(%region, %action, "ec2 call ok");
-            reply(200, "text/xml;charset=UTF-8", envelope(&action, &request_id, &out.body))
+            Answer::Reply(ec2_reply(&app, 200, envelope(&action, &request_id, &out.body)))
         }
         Err(e) => error(e),
     }
+}
+
+/// An EC2 answer, with the `Date` header of EC2's clock: the simulated one. (A client that
+/// checks its own clock against AWS's reads it here.)
+fn ec2_reply(app: &App, status: u16, body: String) -> Resp {
+    let mut r = reply(status, "text/xml;charset=UTF-8", body);
+    if let Ok(v) = hyper::header::HeaderValue::from_str(&http_date(app.lock().now())) {
+        r.headers_mut().insert(hyper::header::DATE, v);
+    }
+    r
+}
+
+/// RFC 9110's IMF-fixdate, as HTTP's `Date` header carries it.
+fn http_date(t: DateTime<Utc>) -> String {
+    t.format("%a, %d %b %Y %H:%M:%S GMT").to_string()
 }
 
 /// The account of the caller with the access key id `key`, as AWS resolves it from the
@@ -218,7 +329,9 @@ mod tests {
                 "AWS4-HMAC-SHA256 Credential={k}/20261201/us-west-2/ec2/aws4_request, SignedHeaders=host, Signature=x"
             )
         });
-        let resp = ec2(app.clone(), "GET", query, auth.as_deref(), b"", Arc::new(Notify::new())).await;
+        let Answer::Reply(resp) = received(app.clone(), Call::parse("GET", query, auth.as_deref(), b"")).await else {
+            panic!("no answer to {query}");
+        };
         let status = resp.status().as_u16();
         let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
         (status, String::from_utf8_lossy(&body).into_owned())
@@ -504,5 +617,116 @@ mod tests {
         let (status, body) = call(&app, Some("AKIACAPACITY"), &buy(&shared[1])).await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(state(&app)["purchases"].as_array().unwrap().len(), 2);
+    }
+
+    const ONE_BLOCK: &str = "[clock]\nstart = \"2026-12-01T00:00:00Z\"\n\
+         [behaviour]\ndescribe_limit = false\nsame_day_offerings = false\n\
+         [[market]]\nregion = \"us-west-2\"\ninstance_type = \"p5.48xlarge\"\nstart_days = [1]\n\
+         price = [ { from = \"2026-11-01T00:00:00Z\", usd_per_accelerator_hour = \"4.10\" } ]";
+
+    /// A real server on a loopback port, and the id of the one offering of `ONE_BLOCK`.
+    async fn served(app: &Arc<App>) -> (std::net::SocketAddr, String) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve(listener, app.clone()));
+        let (_, body) = call(app, Some("AKIACAPACITY"), DESCRIBE).await;
+        (addr, offering_ids(&body).remove(0))
+    }
+
+    /// Sends PurchaseCapacityBlock for `id` over a new connection, which the caller keeps
+    /// (dropping it is hanging up).
+    async fn send_purchase(addr: std::net::SocketAddr, id: &str) -> TcpStream {
+        use tokio::io::AsyncWriteExt;
+        let body = format!(
+            "Action=PurchaseCapacityBlock&Version=2016-11-15&CapacityBlockOfferingId={id}&InstancePlatform=Linux%2FUNIX"
+        );
+        let request = format!(
+            "POST / HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/x-www-form-urlencoded\r\n\
+             authorization: AWS4-HMAC-SHA256 Credential=AKIACAPACITY/20261201/us-west-2/ec2/aws4_request, SignedHeaders=host, Signature=x\r\n\
+             content-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        stream
+    }
+
+    /// Waits (bounded) until `done` holds of the world: a condition, never a guess at a time.
+    async fn until(app: &App, what: &str, done: impl Fn(&serde_json::Value) -> bool) {
+        for _ in 0..2000 {
+            if done(&state(app)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("the simulator never reached: {what}; {}", state(app));
+    }
+
+    fn calls(st: &serde_json::Value, action: &str) -> u64 {
+        st["calls"][action].as_u64().unwrap_or(0)
+    }
+
+    /// EC2 completes a purchase it received whatever the client does: a caller killed while
+    /// the answer is on its way (here: in the simulated latency) still bought the block.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_received_purchase_is_done_though_its_caller_hangs_up() {
+        let app = App::new(World::new(Scenario::parse(ONE_BLOCK).unwrap()));
+        let (addr, id) = served(&app).await;
+        let body = br#"{"latency_ms": 2000}"#;
+        assert_eq!(crate::control::handle(&mut app.lock(), "POST", "/_sim/behaviour", body).status, 200);
+        let stream = send_purchase(addr, &id).await;
+        // Received (counted) and waiting out its latency; nothing bought yet.
+        until(&app, "the purchase received", |st| calls(st, "PurchaseCapacityBlock") == 1).await;
+        assert!(state(&app)["purchases"].as_array().unwrap().is_empty());
+        drop(stream);
+        // The latency runs out without the caller, and the purchase is done.
+        until(&app, "the purchase done after the caller left", |st| {
+            st["purchases"].as_array().is_some_and(|p| p.len() == 1)
+        })
+        .await;
+        assert_eq!(state(&app)["purchases"][0]["offering_id"], id.as_str());
+    }
+
+    /// A held call has not reached EC2: not counted, not done. Released, it is received and
+    /// done; lost, it never is, whatever its caller does.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn held_calls_reach_ec2_only_when_released() {
+        let app = App::new(World::new(Scenario::parse(ONE_BLOCK).unwrap()));
+        let (addr, id) = served(&app).await;
+        let body = br#"{"hold_actions": ["PurchaseCapacityBlock"]}"#;
+        assert_eq!(crate::control::handle(&mut app.lock(), "POST", "/_sim/behaviour", body).status, 200);
+        let lost = send_purchase(addr, &id).await;
+        for _ in 0..2000 {
+            if app.held_counts().get("PurchaseCapacityBlock") == Some(&1) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(app.held_counts().get("PurchaseCapacityBlock"), Some(&1));
+        assert_eq!(calls(&state(&app), "PurchaseCapacityBlock"), 0, "held: not received");
+        assert_eq!(app.release(false), 1, "lost in the network");
+        drop(lost);
+        assert!(app.held_counts().is_empty());
+        assert_eq!(calls(&state(&app), "PurchaseCapacityBlock"), 0);
+        assert!(state(&app)["purchases"].as_array().unwrap().is_empty(), "a lost call buys nothing");
+
+        let delivered = send_purchase(addr, &id).await;
+        for _ in 0..2000 {
+            if !app.held_counts().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(app.release(true), 1);
+        until(&app, "the released purchase done", |st| st["purchases"].as_array().is_some_and(|p| p.len() == 1)).await;
+        assert_eq!(calls(&state(&app), "PurchaseCapacityBlock"), 1);
+        drop(delivered);
+    }
+
+    #[test]
+    fn ec2_answers_carry_the_simulated_clock_as_date() {
+        let app = App::new(World::new(Scenario::parse(ONE_BLOCK).unwrap()));
+        let r = ec2_reply(&app, 200, String::new());
+        assert_eq!(r.headers()[hyper::header::DATE], "Tue, 01 Dec 2026 00:00:00 GMT");
     }
 }

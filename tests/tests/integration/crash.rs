@@ -1,13 +1,14 @@
 //! Crash points: the real `scan-offerings` binary, run behind a local Lambda Runtime API
 //! (`capblock_local_lambda`, through `capblock_tests::runtime`) against moto and a simulator,
 //! is SIGKILLed at each step of a purchase and of its announcement. The function has no test
-//! hooks; each step is made to wait where it can be observed from outside:
+//! hooks; the test holds each step where it can be observed from outside, so the test, not the
+//! machine's speed, decides where the run is when it dies:
 //!
 //! | point | how the run is held there |
 //! |---|---|
-//! | before the intent | every EC2 call slowed; kill once DescribeCapacityBlockOfferings arrived |
-//! | after the intent | same; kill once the intent is in the table (the re-check is waiting) |
-//! | after PurchaseCapacityBlock | `drop_purchase_response`; kill once the simulator recorded it |
+//! | before the intent | the simulator holds DescribeCapacityBlockOfferings before EC2 receives it (`hold_actions`); after the kill it is lost |
+//! | after the intent | a proxy in front of DynamoDB never forwards the write that marks the intent Sent: the intent is Reserved and nothing was sent |
+//! | after PurchaseCapacityBlock | `drop_purchase_response`: EC2 bought, its answer never comes; kill once the simulator recorded it |
 //! | after the store write | SNS behind a proxy that never forwards Publish; kill once the block is stored |
 //! | after publish | the proxy forwards Publish to moto, holds the answer; kill once it was forwarded |
 //!
@@ -41,40 +42,45 @@ fn market() -> String {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum ProxyMode {
     Pass,
-    /// Publish is never forwarded: SNS never sees it.
+    /// The held request is never forwarded: the service never sees it.
     HangBefore,
-    /// Publish is forwarded and accepted by SNS; the answer never comes back.
+    /// The held request is forwarded and done; its answer never comes back.
     HoldAfter,
 }
 
-/// An HTTP proxy in front of moto's SNS that can hold a Publish before or after forwarding it.
-struct SnsProxy {
+/// An HTTP proxy in front of one of moto's services that can hold the requests whose body
+/// contains `holds` (e.g. SNS's `Action=Publish`) before or after forwarding them.
+struct Proxy {
     url: String,
     mode: Arc<Mutex<ProxyMode>>,
-    forwarded_publishes: Arc<AtomicUsize>,
+    /// Held requests forwarded to the service.
+    forwarded: Arc<AtomicUsize>,
+    /// Held requests that arrived, forwarded or not.
+    arrived: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for SnsProxy {
+impl Drop for Proxy {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-impl SnsProxy {
-    async fn start(upstream: String) -> SnsProxy {
+impl Proxy {
+    async fn start(upstream: String, holds: &'static str) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let mode = Arc::new(Mutex::new(ProxyMode::Pass));
         let forwarded = Arc::new(AtomicUsize::new(0));
-        let (m, f) = (mode.clone(), forwarded.clone());
+        let arrived = Arc::new(AtomicUsize::new(0));
+        let (m, f, a) = (mode.clone(), forwarded.clone(), arrived.clone());
         let upstream = upstream.trim_start_matches("http://").trim_end_matches('/').to_string();
         let task = tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
-                tokio::spawn(proxy(sock, upstream.clone(), m.clone(), f.clone()));
+                tokio::spawn(proxy(sock, upstream.clone(), holds, m.clone(), f.clone(), a.clone()));
             }
         });
-        SnsProxy { url, mode, forwarded_publishes: forwarded, task }
+        Proxy { url, mode, forwarded, arrived, task }
     }
 
     fn set(&self, mode: ProxyMode) {
@@ -82,16 +88,26 @@ impl SnsProxy {
     }
 }
 
-async fn proxy(sock: TcpStream, upstream: String, mode: Arc<Mutex<ProxyMode>>, forwarded: Arc<AtomicUsize>) {
+async fn proxy(
+    sock: TcpStream,
+    upstream: String,
+    holds: &'static str,
+    mode: Arc<Mutex<ProxyMode>>,
+    forwarded: Arc<AtomicUsize>,
+    arrived: Arc<AtomicUsize>,
+) {
     let (r, mut w) = sock.into_split();
     let Ok(Some(req)) = read_message(&mut BufReader::new(r), false).await else { return };
-    let is_publish = String::from_utf8_lossy(&req.body).contains("Action=Publish");
+    let held = String::from_utf8_lossy(&req.body).contains(holds);
     let m = *mode.lock().unwrap();
-    if is_publish && m == ProxyMode::HangBefore {
+    if held {
+        arrived.fetch_add(1, Ordering::SeqCst);
+    }
+    if held && m == ProxyMode::HangBefore {
         std::future::pending::<()>().await;
     }
     let Ok(resp) = exchange(&upstream, &req).await else { return };
-    if is_publish {
+    if held {
         forwarded.fetch_add(1, Ordering::SeqCst);
         if m == ProxyMode::HoldAfter {
             std::future::pending::<()>().await;
@@ -157,12 +173,18 @@ async fn crash_at(point: Point) -> Row {
     let aws = Aws::fresh("crash").await;
     let store = aws.store();
     store.put_rule(&RuleToml::p5("east").rule(t0()), None).await.unwrap();
-    let moto_sns = std::env::var("AWS_ENDPOINT_URL_SNS").expect("AWS_ENDPOINT_URL_SNS (run under the local stack)");
-    let sns = SnsProxy::start(moto_sns).await;
+    let moto = |service: &str| {
+        let var = format!("AWS_ENDPOINT_URL_{service}");
+        std::env::var(&var).unwrap_or_else(|_| panic!("{var} (run under the local stack)"))
+    };
+    let sns = Proxy::start(moto("SNS"), "Action=Publish").await;
+    // The one write that marks an intent Sent (`Ledger::mark_sent`), the last before the call.
+    let dynamodb = Proxy::start(moto("DYNAMODB"), "SET #s = :sent").await;
     let mut env = binary_env(&sim, &aws, STACK);
     env.extend(
         [
             ("AWS_ENDPOINT_URL_SNS", sns.url.as_str()),
+            ("AWS_ENDPOINT_URL_DYNAMODB", dynamodb.url.as_str()),
             ("CAPBLOCK_MODE", "live"),
             ("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET", "0"),
         ]
@@ -173,9 +195,10 @@ async fn crash_at(point: Point) -> Row {
     let t0 = t0();
 
     match point {
-        Point::BeforeIntent | Point::AfterIntent => {
-            sim.behaviour(r#"{"latency_ms": 2500}"#).await;
+        Point::BeforeIntent => {
+            sim.behaviour(r#"{"hold_actions": ["DescribeCapacityBlockOfferings"]}"#).await;
         }
+        Point::AfterIntent => dynamodb.set(ProxyMode::HangBefore),
         Point::AfterPurchase => {
             sim.behaviour(r#"{"drop_purchase_response": true, "timeout_secs": 60}"#).await;
         }
@@ -192,15 +215,15 @@ async fn crash_at(point: Point) -> Row {
             "(ran to the end)".to_string()
         }
         Point::BeforeIntent => {
-            poll("DescribeCapacityBlockOfferings", || async {
-                sim.state().await["calls"]["DescribeCapacityBlockOfferings"].as_u64().unwrap_or(0) >= 1
+            poll("DescribeCapacityBlockOfferings held", || async {
+                sim.held().await["DescribeCapacityBlockOfferings"].as_u64().unwrap_or(0) >= 1
             })
             .await;
             "searching".into()
         }
         Point::AfterIntent => {
-            poll("the intent", || async { !store.open_intents().await.unwrap().is_empty() }).await;
-            "intent reserved".into()
+            poll("the write marking the intent Sent", || async { dynamodb.arrived.load(Ordering::SeqCst) >= 1 }).await;
+            "intent reserved, Sent not written".into()
         }
         Point::AfterPurchase => {
             poll("the purchase at EC2", || async { !sim.purchases().await.is_empty() }).await;
@@ -211,7 +234,7 @@ async fn crash_at(point: Point) -> Row {
             "block + notice stored, publish pending".into()
         }
         Point::AfterPublish => {
-            poll("the publish at SNS", || async { sns.forwarded_publishes.load(Ordering::SeqCst) >= 1 }).await;
+            poll("the publish at SNS", || async { sns.forwarded.load(Ordering::SeqCst) >= 1 }).await;
             "SNS accepted, not marked".into()
         }
     };
@@ -229,9 +252,15 @@ async fn crash_at(point: Point) -> Row {
     };
     let at_kill = format!("{at_kill}; {left}");
 
-    // Faults off; the next scheduled runs of the same binary converge.
-    sim.behaviour(r#"{"latency_ms": 0, "drop_purchase_response": false}"#).await;
+    if point == Point::AfterIntent {
+        assert_eq!(dynamodb.forwarded.load(Ordering::SeqCst), 0, "the intent was never marked Sent");
+    }
+    // Faults off, what was held in the network lost with its caller; the next scheduled runs of
+    // the same binary converge.
+    sim.behaviour(r#"{"hold_actions": [], "drop_purchase_response": false}"#).await;
+    sim.release(false).await;
     sns.set(ProxyMode::Pass);
+    dynamodb.set(ProxyMode::Pass);
     let mut runs_after = 0;
     let mut now = t0;
     let mut child = runtime::spawn(&api, &bin, &env);

@@ -181,6 +181,7 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
             },
             injected: false,
             state_override: None,
+            omitted: Vec::new(),
             ultraserver_type: offering.ultraserver.as_ref().map(|u| u.ultraserver_type.clone()),
             health_steps: offering.health.clone(),
             health_override: None,

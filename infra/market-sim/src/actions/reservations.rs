@@ -9,7 +9,7 @@ use crate::reservations::Reservation;
 use crate::scenario::{Behaviour, CountsBeforeStart};
 use crate::wire::error::ApiError;
 use crate::wire::query::Params;
-use crate::wire::xml::Xml;
+use crate::wire::xml::{Xml, timestamp};
 use crate::world::World;
 
 pub const RESERVATION_NOT_FOUND: &str = "InvalidCapacityReservationId.NotFound";
@@ -71,26 +71,37 @@ pub fn write_reservation(x: &mut Xml, r: &Reservation, w: &World, now: DateTime<
     let state = r.state(now, &w.extensions);
     let (total, available) = shown_counts(r, &state, &w.behaviour, now);
     let account = &w.scenario.account_id;
-    x.leaf("capacityReservationId", &r.id)
-        .leaf("ownerId", account)
-        .leaf("capacityReservationArn", arn(&r.region, account, &r.id))
-        .leaf("instanceType", &r.instance_type)
-        .leaf("instancePlatform", &r.instance_platform)
-        .leaf("availabilityZone", &r.availability_zone)
-        .leaf("tenancy", "default")
-        .num("totalInstanceCount", total)
-        .num("availableInstanceCount", available)
-        .leaf("ebsOptimized", "true")
-        .leaf("ephemeralStorage", "false")
-        .leaf("state", &state)
-        .time("startDate", r.start)
-        .time("endDate", r.end(now, &w.extensions))
-        .leaf("endDateType", "limited")
-        .leaf("instanceMatchCriteria", "targeted")
-        .time("createDate", r.created)
-        .tags("tagSet", &shown_tags(r, &w.behaviour))
-        .leaf("reservationType", RESERVATION_TYPE)
-        .leaf("capacityBlockId", &r.capacity_block_id);
+    let shown = |member: &str| !r.omitted.iter().any(|m| m == member);
+    let leaves = [
+        ("capacityReservationId", r.id.clone()),
+        ("ownerId", account.clone()),
+        ("capacityReservationArn", arn(&r.region, account, &r.id)),
+        ("instanceType", r.instance_type.clone()),
+        ("instancePlatform", r.instance_platform.clone()),
+        ("availabilityZone", r.availability_zone.clone()),
+        ("tenancy", "default".into()),
+        ("totalInstanceCount", total.to_string()),
+        ("availableInstanceCount", available.to_string()),
+        ("ebsOptimized", "true".into()),
+        ("ephemeralStorage", "false".into()),
+        ("state", state),
+        ("startDate", timestamp(r.start)),
+        ("endDate", timestamp(r.end(now, &w.extensions))),
+        ("endDateType", "limited".into()),
+        ("instanceMatchCriteria", "targeted".into()),
+        ("createDate", timestamp(r.created)),
+    ];
+    for (member, text) in leaves.iter().filter(|(m, _)| shown(m)) {
+        x.leaf(member, text);
+    }
+    if shown("tagSet") {
+        x.tags("tagSet", &shown_tags(r, &w.behaviour));
+    }
+    for (member, text) in [("reservationType", RESERVATION_TYPE), ("capacityBlockId", r.capacity_block_id.as_str())] {
+        if shown(member) {
+            x.leaf(member, text);
+        }
+    }
 }
 
 /// A reservation that DescribeCapacityReservations still knows in this region.
