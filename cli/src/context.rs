@@ -195,9 +195,15 @@ async fn say_stack(store: &DynamoStore) {
 /// stored, and `--time` as the moment looked at. A `--time` off the clock is a replay: a live
 /// run refuses it (budget months and waits guard money); a dry run replays it and writes nothing.
 pub async fn run_now(time: Option<DateTime<Utc>>, live: bool) -> Result<RunTime, CliError> {
+    RunTime::for_stack(clock_now().await?, time, live).map_err(|e| CliError::Invalid(format!("--time: {e}")))
+}
+
+/// The CLI's one time source, for every command: the wall clock, or the simulator's in a
+/// simulation (CAPBLOCK_SIMULATED_CLOCK_URL), as the stack's functions read it. A command that
+/// defaulted to the wall clock while the market ran on another would look at the wrong days.
+pub async fn clock_now() -> Result<DateTime<Utc>, CliError> {
     let source = capblock_shared::config::time_source().map_err(CliError::failed)?;
-    let clock_now = source.now(&capblock_shared::ports::SystemClock).await.map_err(CliError::failed)?;
-    RunTime::for_stack(clock_now, time, live).map_err(|e| CliError::Invalid(format!("--time: {e}")))
+    source.now(&capblock_shared::ports::SystemClock).await.map_err(CliError::failed)
 }
 
 /// Asks before money moves: `question` on the terminal, and a yes. Without a terminal (a script,
@@ -220,12 +226,27 @@ pub fn confirm(question: &str, yes: bool) -> Result<(), CliError> {
     }
 }
 
-/// A rule file, parsed and validated; every problem names its field.
-pub fn load_rule(path: &str) -> Result<Rule, CliError> {
+/// Asks before an irreversible change of money: `what` on the terminal, and the word `yes`
+/// typed in full (as terraform asks before it applies). Without a terminal only `--yes` says yes.
+pub fn confirm_typed(what: &str, yes: bool) -> Result<(), CliError> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(CliError::Refused("this moves money and there is no terminal to confirm on: pass --yes".into()));
+    }
+    eprint!("{what}\nType `yes` to go on: ");
+    std::io::stderr().flush().map_err(CliError::failed)?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer).map_err(CliError::failed)?;
+    if answer.trim() == "yes" { Ok(()) } else { Err(CliError::Refused("not confirmed".into())) }
+}
+
+/// A rule file, parsed and validated at `now` (`clock_now`); every problem names its field.
+pub fn load_rule(path: &str, now: DateTime<Utc>) -> Result<Rule, CliError> {
     let text = std::fs::read_to_string(path).map_err(|e| CliError::InvalidRule(format!("{path}: {e}")))?;
-    RuleSpec::from_toml(&text)
-        .and_then(|s| s.validate(Utc::now()))
-        .map_err(|e| CliError::InvalidRule(format!("{path}: {e}")))
+    RuleSpec::from_toml(&text).and_then(|s| s.validate(now)).map_err(|e| CliError::InvalidRule(format!("{path}: {e}")))
 }
 
 /// A time window, `--from` to `--to` (RFC 3339). What it bounds (an offering's start, an

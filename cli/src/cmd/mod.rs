@@ -7,6 +7,7 @@ mod backtest;
 mod blocks;
 mod buy;
 mod history;
+mod intents;
 mod offerings;
 mod preflight;
 mod report;
@@ -36,7 +37,7 @@ capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
 capblock history --region us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n  \
 capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
 capblock buy cb-0123456789abcdef0 --rule p5-weekly\n  \
-capblock status\n  capblock report --month 2026-12\n  capblock preflight"
+capblock status\n  capblock report --month 2026-12\n  capblock preflight\n  capblock intents list"
 )]
 pub struct Cli {
     /// The deployed stack to act on (the name `sam deploy` used): its table comes from the
@@ -74,6 +75,9 @@ enum Command {
     Report(report::ReportArgs),
     /// Check the stack in its account before switching it to live: settings, alerts, market, blocks.
     Preflight(preflight::PreflightArgs),
+    /// Purchases whose outcome is open; release one whose answer was lost and that EC2 does not hold.
+    #[command(subcommand)]
+    Intents(intents::IntentsCommand),
 }
 
 pub async fn run(cli: Cli) -> CliResult {
@@ -90,6 +94,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Command::Status(a) => status::run(a).await,
         Command::Report(a) => report::run(a).await,
         Command::Preflight(a) => preflight::run(a).await,
+        Command::Intents(c) => intents::run(c).await,
     }
 }
 

@@ -1,5 +1,15 @@
 //! Settling purchase intents whose outcome is not known: a run that died after reserving, or
 //! after sending PurchaseCapacityBlock. EC2 is asked by tag; a purchase is never re-sent.
+//!
+//! What counts as evidence. A Reserved intent certainly never reached EC2 (Sent is written
+//! before the one call), so after `RESERVED_GRACE` its fee goes back. A Sent one may have: EC2
+//! completes a purchase it received whatever became of the answer, and lists a new reservation
+//! when it lists it (the EC2 API is eventually consistent). Its settlement is a reservation
+//! carrying its tag, which records it as bought. Nothing seen by tag is not evidence that EC2
+//! holds nothing, however long it lasts: past `SENT_GRACE` the fee stays committed, the rule
+//! stays blocked (its guard holds the intent), a person is told once and the alarm stays on
+//! until EC2 shows the reservation or the person, having looked in EC2, releases the intent
+//! (`capblock intents release`).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -112,6 +122,10 @@ pub fn settling_until(run_until: Option<Instant>) -> Option<Instant> {
     run_until.map(|until| now + until.saturating_duration_since(now) / 2)
 }
 
+/// Why a Sent intent with nothing tagged is kept open past the grace.
+pub const UNKNOWN_HELD: &str = "EC2 shows no reservation tagged with this intent yet; the fee stays committed and the rule \
+     buys nothing more until EC2 shows it or a person releases the intent (capblock intents release)";
+
 /// Why an intent was left open when the run's time for settling ran out.
 pub const OUT_OF_TIME: &str = "not settled within the run's time; looked at again next run";
 
@@ -166,9 +180,13 @@ where
             }
             let sent_at = intent.sent_at.unwrap_or(intent.created_at);
             if now - sent_at >= SENT_GRACE {
-                let reason = "EC2 has no reservation tagged with this intent";
-                ledger.record_rejected(intent, reason, None).await?;
-                Ok(Settled::Rejected { intent: id, reason: reason.into() })
+                // Absence on a timer is not evidence: a reservation EC2 lists late would be
+                // bought a second time. Held for a person, who looks in EC2.
+                tracing::error!(event = "purchase_outcome_unknown", intent = %id, sent_at = %sent_at,
+                    "no reservation carries this intent's tag yet; the fee stays committed and the rule blocked until EC2 shows it or a person releases it");
+                let msg = announce::outcome_unknown(intent, sent_at);
+                ledger.enqueue(&alert_notice(&intent.id, "outcome-unknown", &msg, now)).await?;
+                Ok(Settled::StillOpen { intent: id, reason: UNKNOWN_HELD.into() })
             } else {
                 Ok(Settled::StillOpen { intent: id, reason: "outcome unknown; waiting for EC2 to show it".into() })
             }

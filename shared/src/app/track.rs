@@ -25,7 +25,7 @@ use super::settings::StackSettings;
 use super::usage;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
-use crate::domain::budget::{BudgetOwner, IntentState, Period};
+use crate::domain::budget::{BudgetOwner, Intent, IntentState, Period};
 use crate::domain::lifecycle::{BlockState, Observed, Transition};
 use crate::domain::metrics::{ACCOUNT_BUDGET, team_budget};
 use crate::domain::milestone::{Milestone, milestones, warning_due};
@@ -194,6 +194,16 @@ where
                 let Some(obs) = observed.get(&b.reservation_id) else {
                     continue;
                 };
+                if let Observed::Unreadable(why) = obs {
+                    // Logged every run (the alarm stays on) until EC2 describes it readably; the
+                    // block is not "observed": its extensions are not settled on it either.
+                    tracing::error!(event = "reservation_unreadable", reservation = %b.reservation_id, error = %why,
+                        "EC2 describes this block in a way capblock cannot read; it is kept as it is, its money too");
+                    if let Err(e) = self.track_block(b, obs, &rules, now, &mut report).await {
+                        report.errors.push(format!("{}: {e}", b.reservation_id));
+                    }
+                    continue;
+                }
                 let raised = self.raise_count(b, obs).await;
                 let b = raised.as_ref().unwrap_or(b);
                 match self.track_block(b, obs, &rules, now, &mut report).await {
@@ -472,6 +482,7 @@ where
                 let ec2_state = match obs {
                     Observed::Found { state, .. } => state.as_str(),
                     Observed::NotFound => "not found",
+                    Observed::Unreadable(_) => "unreadable",
                 };
                 self.apply_move(b, to, end, ec2_state, rules, now, report).await
             }
@@ -607,8 +618,10 @@ where
         }
     }
 
-    /// Gives the never-charged fee back to the budgets, once per block. Adopted blocks charged
-    /// no budget.
+    /// Gives the never-charged fee back to the budgets, once per purchase, and only when EC2
+    /// holds none of its blocks: a purchase of N UltraServers is N blocks for one fee, so the
+    /// fee goes back when the last of them has failed its payment, never per part. Adopted
+    /// blocks charged no budget.
     async fn release_budget(
         &self,
         b: &Block,
@@ -622,6 +635,11 @@ where
             tracing::error!(event = "intent_missing", reservation = %b.reservation_id, intent = %intent_id, "cannot release the budget of a failed payment");
             return Ok(false);
         };
+        if let Some(held) = self.part_still_held(b, &intent).await? {
+            tracing::warn!(event = "budget_kept", reservation = %b.reservation_id, intent = %intent_id, part = %held,
+                "payment failed for this part; the purchase's fee stays committed while EC2 may hold another part");
+            return Ok(false);
+        }
         // Without rebuy the failed attempt still counts as the month's purchase, so a rule
         // limited to one purchase a month does not buy again; the money is released either way.
         let released = self.store.release_failed_block(b, &intent, rebuys(b, rules), now).await?;
@@ -629,6 +647,26 @@ where
             tracing::info!(event = "budget_released", reservation = %b.reservation_id, fee = %intent.offering.fee, "payment failed; fee released");
         }
         Ok(released)
+    }
+
+    /// The first of the purchase's other parts (UltraServers) that EC2 may still hold: one the
+    /// store does not have as payment-failed and EC2 does not show as payment-failed either
+    /// (waiting, paid, not shown, or not answered). `None`: every part but `b` (which fails
+    /// now) has failed its payment. Only EC2's word or the store's counts: a part not shown is
+    /// not evidence that it is not held.
+    async fn part_still_held(&self, b: &Block, intent: &Intent) -> Result<Option<String>, StoreError> {
+        for part in intent.parts.iter().filter(|p| **p != b.reservation_id) {
+            if self.store.get_block(part).await?.is_some_and(|p| p.state == BlockState::PaymentFailed) {
+                continue;
+            }
+            let shown = self.market.observe(&b.region, std::slice::from_ref(part)).await;
+            let failed = matches!(shown.as_deref(), Ok([(_, Observed::Found { state, .. })])
+                if BlockState::from_ec2(state) == Some(BlockState::PaymentFailed));
+            if !failed {
+                return Ok(Some(part.clone()));
+            }
+        }
+        Ok(None)
     }
 
     /// Adopts this stack's (or, with adopt_untagged, any) capacity blocks the store lacks.

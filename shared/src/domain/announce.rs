@@ -801,6 +801,41 @@ pub fn duplicate_purchase(b: &Block, state: &str, intent_id: &str) -> SlackMessa
 
 /// EC2 lists a reservation carrying an open intent's tag that capblock cannot read: it may be
 /// the purchase, so the intent stays open with its fee committed until a person looks.
+/// A purchase sent whose answer was lost and which EC2 still does not list by its tag: held,
+/// for a person to look in EC2 (`app::reconcile`).
+pub fn outcome_unknown(intent: &Intent, sent_at: DateTime<Utc>) -> SlackMessage {
+    let o = &intent.offering;
+    SlackMessage {
+        id: format!("{}#outcome-unknown", intent.id),
+        title: format!("Purchase outcome unknown: {} x {}", o.instance_count, o.instance_type),
+        description: format!(
+            "Rule `{}` sent a purchase of offering `{}` ({}) in {} at {} and its answer was lost. EC2 lists no reservation tagged `capblock:intent` = `{}` yet. EC2 may list a new reservation late, so its absence is not taken as proof that nothing was bought.",
+            intent.rule_id,
+            o.id,
+            o.fee,
+            o.region,
+            sent_at.format("%Y-%m-%d %H:%M UTC"),
+            intent.id
+        ),
+        next_steps: vec![
+            "The fee stays committed to its budgets and the rule buys nothing more until this is settled; capblock looks for the reservation on every run and records it as bought when EC2 shows it.".into(),
+            format!(
+                "Look in EC2: `aws ec2 describe-capacity-reservations --region {} --filters Name=tag:capblock:intent,Values={}`.",
+                o.region, intent.id
+            ),
+            format!(
+                "If EC2 holds no such reservation (and bills none), release the fee: `capblock intents release {}`.",
+                intent.id
+            ),
+        ],
+        keywords: vec!["capblock".into(), "outcome-unknown".into(), o.region.to_string(), o.instance_type.to_string()],
+        thread_id: intent.id.clone(),
+        summary: format!("Purchase outcome unknown for intent {}", intent.id),
+        event_type: "outcome-unknown".into(),
+        related_resources: vec![],
+    }
+}
+
 pub fn unreadable_reservation(intent: &Intent, ids: &[&str], reasons: &[&str]) -> SlackMessage {
     let o = &intent.offering;
     SlackMessage {

@@ -238,9 +238,11 @@ pub fn charges_for(rule: &Rule, stack: &StackBudgets, period: &Period) -> Result
 }
 
 // How long an open intent may stay open before its outcome is decided without EC2's answer.
-/// A Reserved intent older than this was abandoned before PurchaseCapacityBlock was sent.
+/// A Reserved intent older than this was abandoned before PurchaseCapacityBlock was sent (Sent
+/// is written before the call): its fee goes back.
 pub const RESERVED_GRACE: Duration = Duration::minutes(5);
-/// A Sent intent with no tagged reservation after this long was not bought.
+/// A Sent intent with no tagged reservation after this long is put before a person: its fee
+/// stays committed (EC2 may list a reservation late), never released on this timer.
 pub const SENT_GRACE: Duration = Duration::minutes(15);
 
 #[cfg(test)]

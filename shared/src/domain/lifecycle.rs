@@ -123,6 +123,9 @@ pub enum Observed {
     },
     /// `InvalidCapacityReservationId.NotFound`.
     NotFound,
+    /// EC2 answered with the reservation, but capblock cannot read it (every member is
+    /// optional in the API): nothing is known, so nothing moves, neither the block nor money.
+    Unreadable(String),
 }
 
 /// What the tracker should do with a block after an observation.
@@ -152,6 +155,10 @@ pub fn step(current: BlockState, end: DateTime<Utc>, observed: &Observed, now: D
         Observed::NotFound if now >= end => Transition::Move { to: BlockState::Expired, end },
         Observed::NotFound => {
             Transition::Anomaly(format!("EC2 does not know the reservation, yet it ends only at {end}"))
+        }
+        // Whatever the time: an answer capblock cannot read says nothing of the block.
+        Observed::Unreadable(why) => {
+            Transition::Anomaly(format!("EC2 describes the reservation in a way capblock cannot read ({why})"))
         }
         Observed::Found { state, end: new_end, .. } => match BlockState::from_ec2(state) {
             None => Transition::Check { ec2_state: state.clone() },
@@ -264,6 +271,11 @@ mod tests {
         assert!(matches!(step(BlockState::Active, end, &found("scheduled", end), t(5, 0, 0)), Transition::Anomaly(_)));
         assert_eq!(step(BlockState::Expired, end, &found("active", end), t(5, 0, 0)), Transition::Stay);
         assert_eq!(step(BlockState::PaymentFailed, end, &Observed::NotFound, t(5, 0, 0)), Transition::Stay);
+        // An unreadable answer moves nothing, before the end or after it.
+        let unreadable = Observed::Unreadable("no State".into());
+        for now in [t(5, 0, 0), t(10, 11, 30), t(20, 0, 0)] {
+            assert!(matches!(step(BlockState::Active, end, &unreadable, now), Transition::Anomaly(_)), "{now}");
+        }
     }
 
     #[test]

@@ -165,7 +165,8 @@ pub trait ReservationSource: Send + Sync {
     async fn reservations_tagged(&self, region: &Region, tag_key: &str, tag_value: &str)
     -> Result<Tagged, MarketError>;
 
-    /// What EC2 says about each id; ids EC2 no longer knows come back as `Observed::NotFound`.
+    /// What EC2 says about each id; ids EC2 no longer knows come back as `Observed::NotFound`,
+    /// ids it describes in a way that cannot be read as `Observed::Unreadable` (never as gone).
     async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError>;
 
     /// Every capacity-block reservation of the region, tagged or not (for adopting blocks

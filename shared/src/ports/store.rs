@@ -124,11 +124,12 @@ pub trait Ledger: Send + Sync {
     async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError>;
     async fn open_intents(&self) -> Result<Vec<Intent>, StoreError>;
 
-    /// A block whose payment failed was never charged: in one transaction, moves the intent's
-    /// fee out of `committed` and `spent` of every budget the intent charged, gives the
-    /// purchase back to the month's count when `restore_purchase`, and marks the block item
-    /// released. Returns false (and changes nothing) if the block was released before, so it
-    /// happens once per block however many runs try.
+    /// A purchase whose payment failed was never charged: in one transaction, moves the
+    /// intent's fee out of `committed` and `spent` of every budget the intent charged, gives
+    /// the purchase back to the month's count when `restore_purchase`, and marks the intent
+    /// (and `block`'s item) released. Returns false (and changes nothing) if the intent's fee was
+    /// released before, so it happens once per purchase, however many runs try and however many
+    /// block items (UltraServers) the purchase made: one fee, given back once.
     async fn release_failed_block(
         &self,
         block: &Block,

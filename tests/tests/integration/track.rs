@@ -299,6 +299,38 @@ async fn a_failed_payment_releases_the_budget_and_the_rule_rebuys() {
     assert_eq!(usage(&h).await.purchases, 1);
 }
 
+/// A reservation EC2 describes without a member capblock needs (every member is optional in the
+/// API) is not "gone": past its payment deadline the paid block stays as it was, its fee
+/// committed and the rule without a second block, and a person is told once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_reservation_moves_neither_the_block_nor_money() {
+    let h = rig("unreadable-block", &scenario(T0, 2, "succeed", None), T0).await;
+    let r = rule(h.now(), 1, "rebuy_on_payment_failure = true");
+    let id = h.buy(&r).await;
+    h.track().await;
+    let omit = |members: &str| {
+        let body = format!(r#"{{"reservation_id": "{id}", "members": [{members}]}}"#);
+        let sim = &h.sim;
+        async move { sim.control("POST", "/_sim/reservations/omit", &body).await }
+    };
+    omit(r#""state""#).await;
+    // Past the payment deadline (12 hours after the purchase), EC2 answering every time.
+    for _ in 0..14 {
+        h.advance_hours(1).await;
+        h.track().await;
+    }
+    assert_eq!(h.block(&id).await.state, BlockState::PaymentPending, "kept as it was");
+    let usage = h.store.usage(&BudgetOwner::Rule("p5".into()), &Period::of(h.now())).await.unwrap().unwrap();
+    assert_eq!((usage.committed.amount(), usage.spent.amount(), usage.purchases), (dec!(576), dec!(576), 1));
+    assert_eq!(event_types(&h.aws.alerts().await), ["anomaly"], "told once");
+    h.scan().await;
+    assert_eq!(h.sim.purchases().await.len(), 1, "no second block");
+    // Readable again: tracked on as EC2 says (paid, scheduled).
+    omit("").await;
+    h.track().await;
+    assert_eq!(h.block(&id).await.state, BlockState::Scheduled);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_state_off_the_path_is_announced_once_per_change() {
     let (h, id) = paid_block("states", None, "").await;

@@ -341,3 +341,67 @@ async fn trn2_ultra_by_hand(h: &Rig, start: &str, end: &str) -> String {
         "ultraserver_type": "u-trn2x64", "start": start, "end": end});
     bought_by_hand(h, body).await
 }
+
+/// A purchase of 2 UltraServers is 2 blocks for one fee: when its payment fails, the fee goes
+/// back to each budget once, not once per UltraServer, and the month's other spend (a paid
+/// purchase of the same rule) stays counted. Rebuy gives the purchase back to the count once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_ultraserver_payment_gives_its_fee_back_once_whatever_its_parts() {
+    let scenario =
+        ScenarioToml::new(16, T0).payment("succeed", Some(3)).trn2_ultra("us-east-1", &[2], &[2, 3], "2.00").build();
+    let mut h = Rig::start("ultra-refund", &scenario, capblock_tests::quick_timeouts(), t(T0), STACK).await;
+    h.track.regions = vec!["us-east-1".parse().unwrap()];
+    for stack in [&mut h.scan.stack, &mut h.track.stack] {
+        stack.account_budget = Some(capblock_tests::usd("13000"));
+    }
+    let rule = RuleToml::p5("trn2-ultra")
+        .instance_types(&[])
+        .instance_counts(&[])
+        .max_price("2.00")
+        .budget("13000")
+        .max_blocks_held(4)
+        .max_purchases_per_month(4)
+        .extra("ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [2]\nrebuy_on_payment_failure = true")
+        .rule(h.now());
+    h.put_rules(std::slice::from_ref(&rule)).await;
+    // Two purchases of 6144 each, the second one's parts to fail their payment.
+    let mut bought = Vec::new();
+    for _ in 0..2 {
+        let report = h.scan().await;
+        let Some(Outcome::Bought { reservation_id, more, .. }) = report.outcomes[0].action.clone() else {
+            panic!("{report:#?}")
+        };
+        assert_eq!(more.len(), 1, "{report:#?}");
+        bought.push([reservation_id, more[0].clone()]);
+    }
+    for part in &bought[1] {
+        h.sim.control("POST", "/_sim/payment", &json!({"reservation_id": part, "outcome": "fail"}).to_string()).await;
+    }
+    let spent = |owner: BudgetOwner| {
+        let (store, now) = (h.aws.store(), h.now());
+        async move {
+            let u = store.usage(&owner, &Period::of(now)).await.unwrap().unwrap();
+            (u.committed.amount(), u.spent.amount(), u.purchases)
+        }
+    };
+    let rule_owner = || BudgetOwner::Rule(rule.id.clone());
+    assert_eq!(spent(rule_owner()).await, (dec!(12288.00), dec!(12288.00), 2));
+    // The tracker adopts each purchase's other part, then sees the payments settle.
+    h.track().await;
+    for _ in 0..4 {
+        h.advance_hours(1).await;
+        h.track().await;
+    }
+    for part in &bought[1] {
+        assert_eq!(h.block(part).await.state, BlockState::PaymentFailed, "{part}");
+    }
+    for part in &bought[0] {
+        assert_eq!(h.block(part).await.state, BlockState::Scheduled, "{part}");
+    }
+    // One fee of 6144 released, once: the paid purchase is still counted, in full.
+    assert_eq!(spent(rule_owner()).await, (dec!(6144.00), dec!(6144.00), 1));
+    assert_eq!(spent(BudgetOwner::Account).await, (dec!(6144.00), dec!(6144.00), 1));
+    h.advance_hours(1).await;
+    h.track().await;
+    assert_eq!(spent(BudgetOwner::Account).await, (dec!(6144.00), dec!(6144.00), 1), "and never again");
+}

@@ -31,16 +31,28 @@ async fn a_replay_settles_nothing() {
     assert!(table.writes().is_empty(), "{:?}", table.writes());
 }
 
-/// On the clock the same intents settle: the one EC2 made is adopted, the other is rejected
-/// once the clock is past the grace (a stack back in dry-run still settles its live intents).
+/// On the clock the one EC2 made is adopted; the other, with nothing tagged, is never released
+/// on a timer: past the grace it stays open, its fee committed, and a person is told (a
+/// reservation EC2 lists 16 minutes late was bought twice when absence released it).
 #[tokio::test]
-async fn on_the_clock_intents_settle_by_its_graces() {
+async fn on_the_clock_a_made_purchase_is_adopted_and_an_unseen_one_held() {
     let (table, market) = two_unknown();
     let within = settle_open_intents(&table, &market, RunTime::from(t0() + Duration::minutes(10)), None).await.unwrap();
     assert!(matches!(&within[..], [Settled::Adopted { .. }, Settled::StillOpen { .. }]), "{within:?}");
-    let past = settle_open_intents(&table, &market, RunTime::from(t0() + SENT_GRACE), None).await.unwrap();
-    assert!(matches!(&past[..], [Settled::Adopted { .. }, Settled::Rejected { .. }]), "{past:?}");
-    assert!(table.writes().contains(&"record_rejected west/cb-lost".to_string()), "{:?}", table.writes());
+    assert!(!table.writes().iter().any(|w| w.contains("outcome-unknown")), "{:?}", table.writes());
+    for later in [SENT_GRACE, Duration::hours(16), Duration::days(60)] {
+        let past = settle_open_intents(&table, &market, RunTime::from(t0() + later), None).await.unwrap();
+        assert!(
+            matches!(&past[1], Settled::StillOpen { intent, reason } if intent == "west/cb-lost" && reason == UNKNOWN_HELD),
+            "{past:?}"
+        );
+    }
+    let writes = table.writes();
+    assert!(
+        !writes.iter().any(|w| w.starts_with("record_rejected") || w.starts_with("record_given_back")),
+        "{writes:?}"
+    );
+    assert!(writes.iter().any(|w| w.starts_with("enqueue") && w.contains("outcome-unknown")), "{writes:?}");
 }
 
 /// EC2 that never answers (a throttle storm the SDK keeps retrying): every lookup stops at the

@@ -1,6 +1,8 @@
 //! Purchase bookkeeping: intents (`RULE#<id>` / `INTENT#<offering>`), the rule guard, the
 //! budgets (`BUDGET#<owner>` / `PERIOD#<yyyy-mm>`), dry-run and approval records, and the
-//! block a purchase records, moved together in transactions.
+//! block a purchase records, moved together in transactions. A closed intent keeps
+//! `fee_released_at` once its failed payment gave the fee back: once per purchase, however
+//! many UltraServers (block items) it made.
 
 use super::*;
 
@@ -152,11 +154,20 @@ impl Ledger for DynamoStore {
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let fee = n(intent.offering.fee.amount());
-        let mut items = vec![tx_update(
-            self.update(key(block_pk(&block.reservation_id), "BLOCK"), "SET budget_released_at = :at")
-                .condition_expression("attribute_exists(pk) AND attribute_not_exists(budget_released_at)")
-                .expression_attribute_values(":at", s(at.to_rfc3339())),
-        )];
+        // The mark that makes it once: on the intent, which a purchase of N UltraServers (N
+        // block items, one fee) shares; a mark per block item would release the fee N times.
+        let mut items = vec![
+            tx_update(
+                self.update(intent_key(&intent.rule_id, &intent.offering.id), "SET fee_released_at = :at")
+                    .condition_expression("attribute_exists(pk) AND attribute_not_exists(fee_released_at)")
+                    .expression_attribute_values(":at", s(at.to_rfc3339())),
+            ),
+            tx_update(
+                self.update(key(block_pk(&block.reservation_id), "BLOCK"), "SET budget_released_at = :at")
+                    .condition_expression("attribute_exists(pk)")
+                    .expression_attribute_values(":at", s(at.to_rfc3339())),
+            ),
+        ];
         let expr = if restore_purchase {
             "SET committed = committed - :fee, spent = spent - :fee, purchases = purchases - :one"
         } else {

@@ -28,17 +28,20 @@ impl ReservationSource for Ec2Market {
                         .capacity_reservations()
                         .iter()
                         .filter_map(|raw| {
-                            let r = reservation(region, raw).ok()?;
-                            Some((
-                                r.id.clone(),
-                                Observed::Found {
+                            // One EC2 describes but capblock cannot read is not "not found": that
+                            // would read a paid block as vanished (and free its fee).
+                            let id = raw.capacity_reservation_id()?.to_string();
+                            let observed = match reservation(region, raw) {
+                                Ok(r) => Observed::Found {
                                     state: r.state,
                                     end: r.end,
                                     capacity_block_id: r.capacity_block_id,
                                     instance_count: r.instance_count,
                                     available: raw.available_instance_count().and_then(|n| u32::try_from(n).ok()),
                                 },
-                            ))
+                                Err(e) => Observed::Unreadable(e),
+                            };
+                            Some((id, observed))
                         })
                         .collect();
                     out.extend(

@@ -1,0 +1,151 @@
+//! `capblock intents`: the purchases whose outcome is still open, and a person's release of one
+//! whose answer was lost and that EC2 does not hold.
+//!
+//! capblock never releases a sent purchase's fee on a timer (a reservation EC2 lists late
+//! would be bought twice): past the grace it holds the fee, blocks the rule and tells a person.
+//! This is that person's way out, after looking in EC2: the release is refused while EC2 lists
+//! anything carrying the intent's tag, and it takes no clock's word for anything.
+
+use capblock_shared::domain::budget::{Intent, IntentState};
+use capblock_shared::domain::tags::INTENT_TAG;
+use capblock_shared::ports::{Ledger, ReservationSource};
+use clap::{Args, Subcommand};
+
+use crate::context::{CliError, CliResult, confirm_typed, sdk, store};
+use crate::table::{self, safe};
+
+#[derive(Subcommand)]
+pub enum IntentsCommand {
+    /// List the purchases whose outcome is still open (reserved, or sent and not yet seen in EC2).
+    List(ListArgs),
+    /// Release the fee of a sent purchase EC2 does not hold, after looking in EC2 yourself.
+    #[command(after_help = "Examples:\n  capblock intents release p5-weekly/cb-0123456789abcdef0\n\n\
+A purchase whose answer was lost stays open, its fee committed and its rule blocked, until EC2 lists a \
+reservation carrying its `capblock:intent` tag (then the next scan records it as bought) or a person \
+releases it here. Look in EC2 first:\n  aws ec2 describe-capacity-reservations --region REGION \
+--filters Name=tag:capblock:intent,Values=INTENT\n\
+This command asks EC2 the same and refuses while anything carries the tag. A released fee goes back to \
+every budget it was charged to, and the rule may buy again: if EC2 did buy the block after all, it is \
+tracked (and announced) as a second, uncharged purchase.\n\
+Exit codes: 0 released, 1 AWS or store failure, 2 refused (EC2 lists the tag, the intent is not sent, \
+not confirmed), 3 no such open intent.")]
+    Release(ReleaseArgs),
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct ReleaseArgs {
+    /// The intent, as the Slack message names it: <rule-id>/<offering-id>.
+    intent: String,
+    /// Release without asking (scripts): on a terminal, it asks for a typed `yes` first.
+    #[arg(long)]
+    yes: bool,
+}
+
+pub async fn run(c: IntentsCommand) -> CliResult {
+    match c {
+        IntentsCommand::List(a) => list(a).await,
+        IntentsCommand::Release(a) => release(a).await,
+    }
+}
+
+async fn list(a: ListArgs) -> CliResult {
+    let store = store().await?;
+    let open = store.open_intents().await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&open)?);
+        return Ok(());
+    }
+    if open.is_empty() {
+        println!("no open purchase");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = open
+        .iter()
+        .map(|i| {
+            vec![
+                safe(&i.id).into_owned(),
+                i.state.as_str().to_string(),
+                table::block(&i.offering),
+                i.offering.fee.to_string(),
+                i.sent_at.map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string()).unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    println!("{}", table::render(&["INTENT", "STATE", "BLOCK", "FEE", "SENT"], &rows));
+    Ok(())
+}
+
+async fn release(a: ReleaseArgs) -> CliResult {
+    let store = store().await?;
+    let intent = open_intent(&store.open_intents().await?, &a.intent)?;
+    if intent.state != IntentState::Sent {
+        return Err(CliError::Refused(format!(
+            "intent {} is {}, not sent: nothing reached EC2 for it, and the next scan gives it back by itself",
+            intent.id,
+            intent.state.as_str()
+        )));
+    }
+    let market = capblock_shared::aws::ec2::Ec2Market::new(sdk().await);
+    let region = &intent.offering.region;
+    let tagged = market.reservations_tagged(region, INTENT_TAG, &intent.id).await.map_err(CliError::failed)?;
+    let held: Vec<String> = tagged
+        .reservations
+        .iter()
+        .map(|r| r.id.clone())
+        .chain(tagged.unreadable.iter().map(|u| u.id.clone().unwrap_or_else(|| "(no id)".into())))
+        .collect();
+    if !held.is_empty() {
+        return Err(CliError::Refused(format!(
+            "EC2 lists reservation(s) {} in {region} tagged with intent {}: the purchase went through, and the next \
+             scan records it as bought",
+            held.join(", "),
+            intent.id
+        )));
+    }
+    confirm_typed(
+        &format!(
+            "EC2 lists no reservation tagged with intent {} in {region} now. Releasing gives its fee of {} back to \
+             the budgets and lets rule {} buy again; if EC2 did buy the block after all, it is tracked as a second, \
+             uncharged purchase.",
+            intent.id, intent.offering.fee, intent.rule_id
+        ),
+        a.yes,
+    )?;
+    let reason = "released by a person: EC2 listed no reservation tagged with it";
+    store.record_rejected(&intent, reason, None).await?;
+    println!("released intent {}: {} given back to its budgets", intent.id, intent.offering.fee);
+    Ok(())
+}
+
+/// The open intent `id` names (`<rule-id>/<offering-id>`), or why not.
+fn open_intent(open: &[Intent], id: &str) -> Result<Intent, CliError> {
+    if !id.contains('/') {
+        return Err(CliError::Invalid(format!(
+            "{id:?} is not an intent: expected <rule-id>/<offering-id>, as in the Slack message"
+        )));
+    }
+    open.iter()
+        .find(|i| i.id == id)
+        .cloned()
+        .ok_or_else(|| CliError::NotFound(format!("no open purchase intent {id:?} (capblock intents list shows them)")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_intent_is_named_as_the_slack_message_names_it() {
+        let e = open_intent(&[], "cb-123").unwrap_err();
+        assert!(matches!(e, CliError::Invalid(ref m) if m.contains("<rule-id>/<offering-id>")), "{e}");
+        let e = open_intent(&[], "p5/cb-123").unwrap_err();
+        assert!(matches!(e, CliError::NotFound(ref m) if m.contains("capblock intents list")), "{e}");
+    }
+}
