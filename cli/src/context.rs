@@ -198,6 +198,38 @@ pub async fn run_now(time: Option<DateTime<Utc>>, live: bool) -> Result<RunTime,
     RunTime::for_stack(clock_now().await?, time, live).map_err(|e| CliError::Invalid(format!("--time: {e}")))
 }
 
+/// How far this machine's clock may be from AWS's for a person to buy from it: well within the
+/// graces a purchase is judged by (5 minutes before an abandoned reservation is given back, 15
+/// before an unseen purchase is put before a person).
+pub const MAX_CLOCK_SKEW: chrono::Duration = chrono::Duration::seconds(60);
+
+/// The instant a person's purchase (`buy`, `approve`, a live or approval `scan`) is made at:
+/// AWS's clock, the `Date` of an EC2 answer, and only while this machine's clock (its time
+/// source) agrees with it within `MAX_CLOCK_SKEW`. Budget months and every wait that guards
+/// money follow the stack's clock, never a laptop's.
+pub async fn purchase_now(sdk: &aws_config::SdkConfig) -> Result<DateTime<Utc>, CliError> {
+    let mine = clock_now().await?;
+    let aws = capblock_shared::aws::ec2::aws_clock::aws_now(sdk).await.map_err(|e| {
+        CliError::Failed(format!("AWS's clock could not be read, and a purchase is stamped with it: {e}"))
+    })?;
+    skew_refusal(mine, aws).map_or(Ok(aws), Err)
+}
+
+/// Why a purchase is refused on this machine's clock `mine` against AWS's `aws`, if it is.
+fn skew_refusal(mine: DateTime<Utc>, aws: DateTime<Utc>) -> Option<CliError> {
+    let off = mine - aws;
+    if off.abs() <= MAX_CLOCK_SKEW {
+        return None;
+    }
+    let side = if off > chrono::Duration::zero() { "ahead of" } else { "behind" };
+    Some(CliError::Refused(format!(
+        "this machine's clock is {} s {side} AWS's ({} UTC): purchases and their budget months follow AWS's clock; \
+         set this clock right (NTP) and try again",
+        off.num_seconds().abs(),
+        aws.format("%Y-%m-%d %H:%M:%S")
+    )))
+}
+
 /// The CLI's one time source, for every command: the wall clock, or the simulator's in a
 /// simulation (CAPBLOCK_SIMULATED_CLOCK_URL), as the stack's functions read it. A command that
 /// defaulted to the wall clock while the market ran on another would look at the wrong days.

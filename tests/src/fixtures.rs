@@ -509,6 +509,7 @@ impl Rig {
                     team_budgets: Default::default(),
                 },
                 describe: fast_describe(),
+                settles: true,
             },
             track: TrackSettings {
                 stack: StackSettings {

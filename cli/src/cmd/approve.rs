@@ -2,11 +2,12 @@
 
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::rule::Mode;
+use capblock_shared::domain::run_time::RunTime;
 use capblock_shared::ports::{Ledger, RuleStore};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, bought, confirm, hand_buyer, run_now, sdk, settings_to_buy, store};
+use crate::context::{CliError, CliResult, bought, confirm, hand_buyer, purchase_now, sdk, settings_to_buy, store};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
@@ -42,8 +43,11 @@ pub async fn run(a: ApproveArgs) -> CliResult {
             a.intent
         )));
     };
-    // Approving buys: the clock decides the budget month, never `--time`.
-    let now = run_now(a.time, true).await?.clock();
+    // Approving buys: AWS's clock decides the budget month (refused when this machine's is
+    // off), never `--time`.
+    let sdk = sdk().await;
+    let now = purchase_now(&sdk).await?;
+    RunTime::for_stack(now, a.time, true).map_err(|e| CliError::Invalid(format!("--time: {e}")))?;
     let store = store().await?;
     let rule = store.get_rule(rule_id).await?.ok_or_else(|| CliError::NotFound(format!("no rule {rule_id:?}")))?.rule;
     let intent = store.get_approval(rule_id, offering_id).await?.ok_or_else(|| {
@@ -64,7 +68,7 @@ pub async fn run(a: ApproveArgs) -> CliResult {
         ),
         a.yes,
     )?;
-    let sdk = sdk().await;
+    let now = purchase_now(&sdk).await?;
     let market = Ec2Market::new(sdk.clone());
     let decided = hand_buyer(&market, &store, &stored).approve(&rule, &intent, stored.stack.mode, now).await?;
     bought(decided, &store, &sdk, &stored, now).await

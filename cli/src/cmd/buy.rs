@@ -8,7 +8,7 @@ use capblock_shared::domain::rule::Mode;
 use capblock_shared::ports::{InstanceTypeSource, RuleStore, SeenOfferings};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, bought, confirm, hand_buyer, run_now, sdk, settings_to_buy, store};
+use crate::context::{CliError, CliResult, bought, confirm, hand_buyer, purchase_now, sdk, settings_to_buy, store};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock offerings --types p5.48xlarge --regions us-east-1 --days 7\n  \
@@ -38,8 +38,10 @@ pub struct BuyArgs {
 }
 
 pub async fn run(a: BuyArgs) -> CliResult {
-    // Buying: the clock decides the budget month and the start window.
-    let now = run_now(None, true).await?.clock();
+    // Buying: AWS's clock decides the budget month and the start window (refused when this
+    // machine's is off).
+    let sdk = sdk().await;
+    let now = purchase_now(&sdk).await?;
     let store = store().await?;
     // The stack's name, account budget and alerts topic as its functions stored them, in a live
     // stack with an account cap only: never a variable of the shell. Asked first: a stack that
@@ -52,7 +54,6 @@ pub async fn run(a: BuyArgs) -> CliResult {
             a.offering_id
         ))
     })?;
-    let sdk = sdk().await;
     let market = Ec2Market::new(sdk.clone());
     let mut catalog = AcceleratorCatalog::new();
     for (t, n) in market.accelerators(&seen.region, std::slice::from_ref(&seen.instance_type)).await? {
@@ -81,6 +82,8 @@ pub async fn run(a: BuyArgs) -> CliResult {
         ),
         a.yes,
     )?;
+    // AWS's clock again: the person may have taken minutes to answer.
+    let now = purchase_now(&sdk).await?;
     let decided = hand_buyer(&market, &store, &stored).buy_by_hand(&rule, priced, stored.stack.mode, now).await?;
     bought(decided, &store, &sdk, &stored, now).await
 }

@@ -10,17 +10,21 @@ use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::domain::rule::Mode;
+use capblock_shared::domain::run_time::RunTime;
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, DescribeArgs, StackArgs, confirm, run_now, sdk, store};
+use crate::context::{CliError, CliResult, DescribeArgs, StackArgs, confirm, purchase_now, run_now, sdk, store};
 use crate::table::{self, safe};
 
 #[derive(Args)]
 pub struct ScanArgs {
-    /// The instant to scan as (RFC 3339); default: the clock. A dry-run scan may replay another time
-    /// and then writes nothing (no settlement, market memory, prices, decisions or notices); a live
-    /// one runs on the clock (budget months guard money) and refuses a --time 5+ minutes off it.
+    /// The instant to scan as (RFC 3339); default: the clock. A dry-run scan (the default mode)
+    /// writes nothing at any time (no settlement, market memory, prices, decisions or notices): it
+    /// shows what the rules would choose then. A live one runs on AWS's clock (budget months guard
+    /// money), refuses a --time 5+ minutes off it, and is refused while this machine's clock is
+    /// more than a minute off AWS's. No scan from the CLI settles open purchases: the stack's
+    /// function does.
     #[arg(long)]
     time: Option<DateTime<Utc>>,
     #[command(flatten)]
@@ -55,7 +59,8 @@ pub async fn run(a: ScanArgs) -> CliResult {
             a.yes,
         )?;
     }
-    let settings = ScanSettings { stack, describe };
+    // A person's scan never settles open intents: the stack's function does, on its clock.
+    let settings = ScanSettings { stack, describe, settles: false };
     let sdk = sdk().await;
     let market = Ec2Market::new(sdk.clone());
     // The stack's own topic when stored; for a dry run of a table without settings, the variable.
@@ -73,7 +78,14 @@ pub async fn run(a: ScanArgs) -> CliResult {
         settings: &settings,
         watch: &[],
     };
-    let at = run_now(a.time, settings.stack.mode == Mode::Live).await?;
+    // A scan that may buy (live, or approval which asks) runs on AWS's clock, refused when this
+    // machine's is off; a dry run is a look: it writes, settles and publishes nothing.
+    let at = if settings.stack.mode == Mode::DryRun {
+        run_now(a.time, false).await?.look()
+    } else {
+        let now = purchase_now(&sdk).await?;
+        RunTime::for_stack(now, a.time, true).map_err(|e| CliError::Invalid(format!("--time: {e}")))?
+    };
     let report = {
         // The scan asks the market for up to --ask-seconds, then decides: say how long so far.
         let _ticker = crate::progress::Ticker::start("scanning", ask_for + std::time::Duration::from_secs(10), a.json);
@@ -83,7 +95,9 @@ pub async fn run(a: ScanArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    if report.replay {
+    if at.is_look() && at.view() == at.clock() {
+        println!("a dry run from the CLI: nothing settled, stored or announced; what the rules would choose now:");
+    } else if report.replay {
         println!(
             "replay of {} (the clock is at {}): nothing settled, stored or announced; what the rules would choose then:",
             report.now.format("%Y-%m-%d %H:%M UTC"),

@@ -57,7 +57,7 @@ pub struct App {
 
 /// Reads this function's settings from the environment.
 pub fn settings() -> Result<ScanSettings, FunctionError> {
-    Ok(ScanSettings { stack: config::stack_settings()?, describe: describe_budget()? })
+    Ok(ScanSettings { stack: config::stack_settings()?, describe: describe_budget()?, settles: true })
 }
 
 /// How a run asks each region's DescribeCapacityBlockOfferings: EC2's refill interval as

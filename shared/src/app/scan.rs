@@ -64,6 +64,10 @@ pub struct ScanSettings {
     pub stack: StackSettings,
     /// How much of each region's DescribeCapacityBlockOfferings limit a run may spend.
     pub describe: DescribeBudget,
+    /// Whether this scan settles open purchase intents: the stack's function does, on its
+    /// clock; a person's `capblock scan` never does (its machine's clock is not the stack's,
+    /// and a settlement on a clock an hour ahead freed the fee of a purchase in flight).
+    pub settles: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -369,7 +373,11 @@ where
         let rules = budgeted.as_slice();
         // Unknown outcomes first: an unresolved intent blocks its rule, and a block bought by a
         // run that died must be on the books before anyone decides to buy more.
-        let settled = settle_open_intents(self.store, self.market, at, settling_until(until)).await?;
+        let settled = if self.settings.settles {
+            settle_open_intents(self.store, self.market, at, settling_until(until)).await?
+        } else {
+            Vec::new()
+        };
         let run = uuid::Uuid::new_v4().to_string();
         let mut plan = self.plan(rules, at, &run).await;
         // Only the regions of the rules the plan kept are visited, even to learn types.

@@ -13,6 +13,8 @@ use chrono::{DateTime, Duration, Utc};
 pub struct RunTime {
     clock: DateTime<Utc>,
     view: DateTime<Utc>,
+    /// A person's look (`RunTime::look`): writes nothing even at the clock's moment.
+    looking: bool,
 }
 
 impl RunTime {
@@ -25,7 +27,14 @@ impl RunTime {
     /// within the tolerance is the clock's: a schedule a minute late runs at the clock.
     pub fn asked(clock: DateTime<Utc>, asked: Option<DateTime<Utc>>) -> RunTime {
         let view = asked.filter(|t| (*t - clock).abs() > Self::TOLERANCE).unwrap_or(clock);
-        RunTime { clock, view }
+        RunTime { clock, view, looking: false }
+    }
+
+    /// The same instants as a person's look (a dry-run `capblock scan`): it reads and reports
+    /// what the rules would choose, and, like a replay, writes nothing: no settlement, market
+    /// memory, prices, decisions or notices. A person's machine is not the stack's clock.
+    pub fn look(self) -> RunTime {
+        RunTime { looking: true, ..self }
     }
 
     /// The clock's instant: what settles, waits, charges and is stored.
@@ -38,9 +47,14 @@ impl RunTime {
         self.view
     }
 
-    /// A replay looks at a moment off the clock: it must write nothing.
+    /// A replay looks at a moment off the clock, a look is a person's: either must write nothing.
     pub fn is_replay(&self) -> bool {
-        self.view != self.clock
+        self.view != self.clock || self.looking
+    }
+
+    /// Whether this is a person's look at the clock's moment (`RunTime::look`).
+    pub fn is_look(&self) -> bool {
+        self.looking
     }
 }
 
@@ -72,7 +86,7 @@ impl RunTime {
 /// A run at the clock (what every scheduled run without a replayed time is).
 impl From<DateTime<Utc>> for RunTime {
     fn from(clock: DateTime<Utc>) -> RunTime {
-        RunTime { clock, view: clock }
+        RunTime { clock, view: clock, looking: false }
     }
 }
 
@@ -93,6 +107,10 @@ mod tests {
         let back = RunTime::asked(clock, Some(clock - Duration::minutes(6)));
         assert!(back.is_replay());
         assert_eq!(RunTime::from(clock), at);
+        // A person's look at the clock's moment writes nothing either.
+        let look = at.look();
+        assert_eq!((look.clock(), look.view(), look.is_replay(), look.is_look()), (clock, clock, true, true));
+        assert!(!at.is_look());
     }
 
     /// A live stack takes its clock's time, whatever a payload says: a tick a month back is

@@ -1,10 +1,10 @@
 //! The `capblock` binary against the local stack: a fresh table and topics on moto, the test's
 //! own simulator as EC2. Tables, `--json` output and exit codes are checked as an operator sees them.
 
-use capblock_shared::domain::budget::{BudgetOwner, Period};
+use capblock_shared::domain::budget::{BudgetOwner, IntentState, Period};
 use capblock_shared::domain::rule::Mode;
 use capblock_shared::domain::stack::{StackSettings, StoredSettings};
-use capblock_shared::ports::{Ledger, Observation, RuleStore, SettingsStore};
+use capblock_shared::ports::{BlockStore, Ledger, Observation, ObservationStore, RuleStore, SettingsStore};
 use capblock_tests::runtime::{self, Outcome};
 use capblock_tests::{
     Aws, RuleToml, ScenarioToml, Sim, T0, assert_slack_schema, auto_scaling_group, binary_env, eks_nodegroup,
@@ -326,9 +326,10 @@ async fn backtest_on_a_fixed_history_has_a_known_answer() {
         assert!(table.stdout.contains(needle), "{needle:?} missing from\n{}", table.stdout);
     }
 
-    // Without --history it replays the stored observations: one scan at 2.75 buys once.
+    // Without --history it replays the stored observations (what the functions' scans store):
+    // one observation at 2.75 buys once.
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
-    assert_eq!(c.run(&["scan", "--time", NOW]).await.code, 0); // dry-run stack: records prices only
+    c.aws.store().record(&[observation("cb-seen", t0, start(2), "2.75")]).await.unwrap();
     let stored = c.run(&["backtest", "--rule", &rule, "--json"]).await;
     assert_eq!(stored.code, 0, "{}", stored.stderr);
     assert_eq!(stored.json()["purchases"].as_array().unwrap().len(), 1);
@@ -456,7 +457,8 @@ async fn a_live_purchase_from_the_cli_needs_the_stacks_stored_live_settings() {
     );
     let dry = c.run(&["scan", "--json"]).await;
     assert_eq!(dry.code, 0, "{}{}", dry.stdout, dry.stderr);
-    assert_eq!(dry.json()["outcomes"][0]["action"]["action"], "would-buy");
+    // A person's dry run writes nothing: what the rule would choose, as a replay shows it.
+    assert_eq!(dry.json()["outcomes"][0]["action"]["action"], "replayed");
     assert!(dry.stderr.contains("a dry run as stack"), "{}", dry.stderr);
 
     c.deploy("dry-run", "0").await;
@@ -1164,4 +1166,141 @@ async fn a_live_scan_or_an_approval_without_a_yes_buys_nothing() {
     let out = c.run(&["scan", "--mode", "live"]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert_eq!(c.sim.purchases().await.len(), 1);
+}
+
+/// The id of the first offering `capblock offerings` shows for one p5.48xlarge for a day in
+/// us-west-2 (remembered for `capblock buy`).
+async fn shown_offering(c: &Cli) -> String {
+    let shown = c.run(&["offerings", "--type", "p5.48xlarge", "--region", "us-west-2", "--days", "1", "--json"]).await;
+    assert_eq!(shown.code, 0, "{}{}", shown.stdout, shown.stderr);
+    shown.json()["offerings"][0]["offering"]["id"].as_str().unwrap().to_string()
+}
+
+/// A hand purchase for `rule` whose answer is lost, after EC2 made it (`made`) or on its way
+/// there (the simulator holds the call, then loses it): its intent stays Sent.
+async fn bought_answer_lost(c: &Cli, rule: &str, made: bool) {
+    let id = shown_offering(c).await;
+    let before = c.sim.purchases().await.len();
+    let out = if made {
+        c.sim.behaviour(r#"{"drop_purchase_response": true, "timeout_secs": 1}"#).await;
+        c.run(&["buy", &id, "--rule", rule, "--yes"]).await
+    } else {
+        c.sim.behaviour(r#"{"hold_actions": ["PurchaseCapacityBlock"]}"#).await;
+        let lose = async {
+            for _ in 0..2000 {
+                if c.sim.held().await["PurchaseCapacityBlock"].as_u64() == Some(1) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            c.sim.release(false).await;
+        };
+        let args = ["buy", &id, "--rule", rule, "--yes"];
+        tokio::join!(c.run(&args), lose).0
+    };
+    c.sim.behaviour(r#"{"drop_purchase_response": false, "hold_actions": []}"#).await;
+    assert_eq!(out.code, 1, "an unknown outcome: {}{}", out.stdout, out.stderr);
+    assert_eq!(c.sim.purchases().await.len(), before + usize::from(made));
+    let open = c.aws.store().open_intents().await.unwrap();
+    assert!(open.iter().any(|i| i.rule_id == rule && i.state == IntentState::Sent), "{open:#?}");
+}
+
+/// A clock for the CLI alone (its CAPBLOCK_SIMULATED_CLOCK_URL), `offset_minutes` off the
+/// stack's: a second simulator whose clock starts there.
+async fn machine_clock(offset_minutes: i64) -> (Sim, String) {
+    let at = (t0() + Duration::minutes(offset_minutes)).to_rfc3339();
+    let sim = Sim::start(&ScenarioToml::new(1, &at).build()).await;
+    let url = format!("{}/_sim/clock", sim.url.trim_end_matches('/'));
+    (sim, url)
+}
+
+/// A person's dry-run scan of a live stack, on a machine whose clock is an hour ahead of AWS's,
+/// settles, stores and announces nothing: the purchase in flight stays open for the stack's
+/// function (a scan that settled it on such a clock freed its fee and bought again), and no
+/// price or decision is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_scan_from_the_cli_settles_stores_and_announces_nothing() {
+    let c = Cli::new("cli-scan-look").await;
+    c.stack(Mode::Live, Some("1000")).await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    bought_answer_lost(&c, "west", true).await;
+    c.aws.alerts().await;
+    let (_ahead, clock) = machine_clock(60).await;
+    let out = c.unconfirmed_with(&["scan", "--ask-seconds", "2"], &[("CAPBLOCK_SIMULATED_CLOCK_URL", &clock)]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("nothing settled, stored or announced"), "{}", out.stdout);
+    assert!(!out.stdout.contains("settled:"), "{}", out.stdout);
+    let store = c.aws.store();
+    let open = store.open_intents().await.unwrap();
+    assert_eq!(open.iter().map(|i| i.state).collect::<Vec<_>>(), [IntentState::Sent], "left to the function");
+    assert!(store.open_blocks(None).await.unwrap().is_empty(), "nothing recorded by the person's scan");
+    assert!(c.aws.alerts().await.is_empty(), "nothing announced");
+    let (region, kind) = ("us-west-2".parse().unwrap(), "p5.48xlarge".parse().unwrap());
+    let far = Duration::days(365);
+    assert!(store.history(&region, &kind, t0() - far, t0() + far).await.unwrap().is_empty(), "no price stored");
+    assert_eq!(c.sim.purchases().await.len(), 1);
+}
+
+/// A hand purchase takes its time from AWS: a machine whose clock is 20 minutes behind (or an
+/// hour ahead) is refused before anything is reserved, with what to do; within a minute, it
+/// buys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_purchase_is_refused_on_a_machine_whose_clock_is_off() {
+    let c = Cli::new("cli-skew").await;
+    c.stack(Mode::Live, Some("1000")).await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let id = shown_offering(&c).await;
+    for (minutes, side) in [(-20, "behind"), (60, "ahead of")] {
+        let (_clock_sim, clock) = machine_clock(minutes).await;
+        let env = [("CAPBLOCK_SIMULATED_CLOCK_URL", clock.as_str())];
+        let out = c.unconfirmed_with(&["buy", &id, "--rule", "west", "--yes"], &env).await;
+        assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+        let want = format!("{} s {side} AWS's", minutes.abs() * 60);
+        assert!(out.stderr.contains(&want) && out.stderr.contains("NTP"), "{}", out.stderr);
+        let live = c.unconfirmed_with(&["scan", "--mode", "live", "--yes"], &env).await;
+        assert_eq!(live.code, 2, "{}{}", live.stdout, live.stderr);
+        assert!(live.stderr.contains(&want), "{}", live.stderr);
+    }
+    assert!(c.aws.store().open_intents().await.unwrap().is_empty(), "nothing reserved");
+    assert!(c.sim.purchases().await.is_empty());
+    let out = c.run(&["buy", &id, "--rule", "west", "--yes"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(c.sim.purchases().await.len(), 1);
+}
+
+/// `capblock intents`: a purchase whose answer was lost is listed; its release is refused while
+/// EC2 lists a reservation carrying its tag (the next scan records it as bought), and granted,
+/// confirmed, when EC2 holds nothing tagged with it: its fee goes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_purchase_is_released_by_a_person_only_when_ec2_holds_nothing() {
+    let c = Cli::new("cli-intents").await;
+    c.stack(Mode::Live, Some("10000")).await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    c.put_rule(&rule_toml("made", "live", "3.00")).await;
+    let intent_of = |rule: &'static str| {
+        let store = c.aws.store();
+        async move { store.open_intents().await.unwrap().into_iter().find(|i| i.rule_id == rule).unwrap().id }
+    };
+    // Lost on its way to EC2: EC2 holds nothing.
+    bought_answer_lost(&c, "west", false).await;
+    let lost = intent_of("west").await;
+    let list = c.run(&["intents", "list"]).await;
+    assert_eq!(list.code, 0, "{}{}", list.stdout, list.stderr);
+    assert!(list.stdout.contains(&lost) && list.stdout.contains("sent"), "{}", list.stdout);
+    let unasked = c.unconfirmed(&["intents", "release", &lost]).await;
+    assert_eq!(unasked.code, 2, "no terminal and no --yes: {}{}", unasked.stdout, unasked.stderr);
+    assert_eq!(c.run(&["intents", "release", "west/cb-nothing", "--yes"]).await.code, 3);
+    let out = c.run(&["intents", "release", &lost, "--yes"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("released intent"), "{}", out.stdout);
+    let usage = c.aws.store().usage(&BudgetOwner::Rule("west".into()), &Period::of(t0())).await.unwrap().unwrap();
+    assert_eq!(usage.committed.amount(), rust_decimal::Decimal::ZERO, "the fee given back");
+    // Made by EC2, its answer lost: EC2 lists it, so no person may release it.
+    bought_answer_lost(&c, "made", true).await;
+    let made = intent_of("made").await;
+    let out = c.run(&["intents", "release", &made, "--yes"]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("the purchase went through"), "{}", out.stderr);
+    let open = c.aws.store().open_intents().await.unwrap();
+    assert_eq!(open.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), [made.as_str()], "still open");
 }

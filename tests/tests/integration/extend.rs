@@ -152,6 +152,7 @@ impl X {
                 team_budgets: Default::default(),
             },
             describe: capblock_tests::fixtures::fast_describe(),
+            settles: true,
         };
         let (store, notifier) = (x.aws.store(), x.aws.notifier());
         let catalog = Mutex::new(AcceleratorCatalog::new());

@@ -19,6 +19,7 @@ pub(super) fn settings(mode: Mode) -> ScanSettings {
             1.0,
             std::time::Duration::from_secs(1),
         ),
+        settles: true,
     }
 }
 

@@ -34,6 +34,7 @@ use crate::ports::{
     PurchaseRequest, Purchaser, QuotaSource, REQUEST_LIMIT, ReservationSource, Tagged, Unreadable,
 };
 
+pub mod aws_clock;
 mod blocks;
 mod extensions;
 mod launch_templates;
