@@ -224,7 +224,23 @@ where
                     return Ok(Err(("unknown-reservation", format!("EC2 does not know {}", facts.reservation_id))));
                 }
             },
-            Trigger::ExpirationWarning { .. } => CheckpointMilestone::AwsExpirationWarning,
+            // Announced only near EC2's end, on the function's clock: a warning days early is
+            // forged, and would stop the workloads and suppress the real one.
+            Trigger::ExpirationWarning { .. } => {
+                let clock = self.clock.now();
+                if !crate::domain::events::expiration_is_near(facts.end, clock) {
+                    return Ok(Err((
+                        "expiration-not-near",
+                        format!(
+                            "EC2 ends {} at {}, {} minutes from the clock: its expiration warning comes 40 minutes before",
+                            facts.reservation_id,
+                            facts.end,
+                            (facts.end - clock).num_minutes()
+                        ),
+                    )));
+                }
+                CheckpointMilestone::AwsExpirationWarning
+            }
             Trigger::InstanceInterruption { instance_id, .. } => {
                 CheckpointMilestone::Interruption { instance_id: instance_id.clone() }
             }

@@ -108,6 +108,19 @@ pub const MAX_EVENT_AGE: Duration = Duration::hours(6);
 /// whose time is ahead of the clock would warn workloads early (a forged schedule).
 pub const MAX_EVENT_AHEAD: Duration = Duration::minutes(5);
 
+/// How long before a block's end (EC2's) an expiration warning may be announced. EC2 sends it
+/// 40 minutes before the end (the user guide's "Capacity Block Expiration Warning"); an hour
+/// leaves room for a late clock. A warning the clock finds days early is forged: announcing it
+/// would tell the workloads to stop and suppress the genuine warning (once per milestone).
+pub const EXPIRATION_WARNING_WITHIN: Duration = Duration::minutes(60);
+
+/// Whether an expiration warning for a block ending at `end` (EC2's end, not the event's) is
+/// due at the clock's `now`: within `EXPIRATION_WARNING_WITHIN` of the end, and before it.
+pub fn expiration_is_near(end: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    let left = end - now;
+    left > Duration::zero() && left <= EXPIRATION_WARNING_WITHIN
+}
+
 /// Why an input is refused though it parses: its kind (for the logs) and the reason.
 pub type Refusal = (&'static str, String);
 

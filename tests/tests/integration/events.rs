@@ -292,6 +292,23 @@ async fn expiration_warning_in_both_spellings_for_a_block_bought_by_hand_announc
     assert!(h.schedules().await.is_empty(), "no reminders for a block capblock does not hold");
 }
 
+/// An expiration warning days before EC2's end is forged (timely on its own clock, which the
+/// sender chose): refused, nothing announced to the workloads, and the genuine warning 40
+/// minutes before the end is announced after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiration_warning_days_early_is_refused_and_the_real_one_still_announced() {
+    let (h, rid, instances) = Harness::holding("ev-early-warning").await;
+    let mut early = example(WARNING, &rid, None);
+    early["time"] = json!("2026-12-07T10:50:00Z");
+    let r = h.send(&early).await;
+    assert!(matches!(&r, Handled::Ignored { kind, .. } if kind == "expiration-not-near"), "{r:?}");
+    assert!(h.aws.alerts().await.is_empty());
+    assert!(h.aws.workload_notices().await.is_empty(), "the workloads were not told to stop");
+    let r = h.send(&example(WARNING, &rid, None)).await;
+    assert!(matches!(&r, Handled::Announced { milestone, .. } if milestone == "aws-expiration-warning"), "{r:?}");
+    check_workload(&one(&h.aws.workload_notices().await, "workload"), &rid, "aws-expiration-warning", 10, &instances);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instance_interruption_three_times_announces_once_per_instance() {
     let h = Harness::new("ev-interrupt").await;

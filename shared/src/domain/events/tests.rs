@@ -227,3 +227,18 @@ fn a_reminder_must_have_a_configured_lead() {
     assert!(reason.contains("1440, 120, 30"), "{reason}");
     assert_eq!(lead_is_configured(&parse(&example(DELIVERED_JSON)).unwrap().trigger, &leads), Ok(()));
 }
+
+/// An expiration warning is due within the hour before EC2's end, never days early (a forged
+/// one) nor after the end.
+#[test]
+fn an_expiration_warning_is_due_only_within_the_hour_before_the_end() {
+    let end: DateTime<Utc> = "2026-12-10T11:30:00Z".parse().unwrap();
+    let at = |minutes_before: i64| end - Duration::minutes(minutes_before);
+    assert!(expiration_is_near(end, at(40)), "AWS's own timing");
+    assert!(expiration_is_near(end, at(60)));
+    assert!(expiration_is_near(end, at(1)));
+    assert!(!expiration_is_near(end, at(61)));
+    assert!(!expiration_is_near(end, at(3 * 24 * 60)), "days early: forged");
+    assert!(!expiration_is_near(end, at(0)), "over");
+    assert!(!expiration_is_near(end, at(-10)));
+}
