@@ -275,9 +275,30 @@ pub fn confirm_typed(what: &str, yes: bool) -> Result<(), CliError> {
     if answer.trim() == "yes" { Ok(()) } else { Err(CliError::Refused("not confirmed".into())) }
 }
 
+/// The largest rule file read: a rule is a few hundred bytes, and a path to a device or a
+/// runaway file must not be read into memory (`/dev/zero` grew the process to 23 GB).
+pub const MAX_RULE_FILE_BYTES: u64 = 1024 * 1024;
+
+/// A rule file's text: a regular file of at most `MAX_RULE_FILE_BYTES`, else why not.
+pub fn read_rule_file(path: &str) -> Result<String, CliError> {
+    use std::io::Read;
+    let bad = |why: String| CliError::InvalidRule(format!("{path}: {why}"));
+    let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| bad(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(bad("not a regular file (a rule is a TOML file)".into()));
+    }
+    let mut text = String::new();
+    file.take(MAX_RULE_FILE_BYTES + 1).read_to_string(&mut text).map_err(|e| bad(e.to_string()))?;
+    if text.len() as u64 > MAX_RULE_FILE_BYTES {
+        return Err(bad(format!("larger than {} KiB: not a rule file", MAX_RULE_FILE_BYTES / 1024)));
+    }
+    Ok(text)
+}
+
 /// A rule file, parsed and validated at `now` (`clock_now`); every problem names its field.
 pub fn load_rule(path: &str, now: DateTime<Utc>) -> Result<Rule, CliError> {
-    let text = std::fs::read_to_string(path).map_err(|e| CliError::InvalidRule(format!("{path}: {e}")))?;
+    let text = read_rule_file(path)?;
     RuleSpec::from_toml(&text).and_then(|s| s.validate(now)).map_err(|e| CliError::InvalidRule(format!("{path}: {e}")))
 }
 
@@ -465,9 +486,86 @@ pub async fn bought(
             );
             Ok(())
         }
-        Outcome::Refused { reason, .. } | Outcome::Skipped { reason } => Err(CliError::Refused(reason)),
-        Outcome::Unknown { intent, reason } => Err(CliError::Unknown { intent, reason }),
-        other => Err(CliError::Failed(format!("unexpected outcome {other:?}"))),
+        other => Err(not_bought(other)),
+    }
+}
+
+/// Why a hand purchase bought nothing, in words: a refusal (exit 2) unless the outcome is
+/// unknown (exit 1, settled by the stack's functions).
+fn not_bought(action: capblock_shared::app::purchase::Outcome) -> CliError {
+    use capblock_shared::app::purchase::Outcome;
+    match action {
+        Outcome::Refused { reason, .. } | Outcome::Skipped { reason } => CliError::Refused(reason),
+        Outcome::Unknown { intent, reason } => CliError::Unknown { intent, reason },
+        Outcome::GivenBack { offering_id, reason } => CliError::Refused(format!(
+            "offering {offering_id} is not what was shown any more ({reason}); its fee was given back: run `capblock \
+             offerings` again"
+        )),
+        Outcome::AlreadyTried { offering_id } => CliError::Refused(format!(
+            "the rule already tried offering {offering_id} (bought, refused or abandoned), and a purchase is never sent \
+             twice"
+        )),
+        Outcome::Bought { reservation_id, .. } => {
+            CliError::Failed(format!("reservation {reservation_id} was bought, but not reported as the purchase"))
+        }
+        Outcome::WouldBuy { offering_id, .. }
+        | Outcome::AwaitingApproval { offering_id, .. }
+        | Outcome::Replayed { offering_id } => CliError::Refused(format!(
+            "offering {offering_id} was not bought: the stack or the rule does not buy now (dry-run, approval or a replay)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod rule_file_tests {
+    use super::{CliError, MAX_RULE_FILE_BYTES, read_rule_file};
+
+    /// A device or a huge file is refused before it is read into memory; a rule file is read.
+    #[test]
+    fn only_a_regular_file_of_a_sane_size_is_read() {
+        let refused = |path: &str, why: &str| {
+            let e = read_rule_file(path).unwrap_err();
+            assert!(matches!(&e, CliError::InvalidRule(m) if m.contains(why)), "{path}: {e}");
+        };
+        refused("/dev/zero", "not a regular file");
+        refused("/", "not a regular file");
+        let dir = std::env::temp_dir().join(format!("capblock-rule-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("big.toml");
+        std::fs::write(&big, vec![b'#'; MAX_RULE_FILE_BYTES as usize + 1]).unwrap();
+        refused(big.to_str().unwrap(), "larger than 1024 KiB");
+        let ok = dir.join("ok.toml");
+        std::fs::write(&ok, "id = \"x\"\n").unwrap();
+        assert_eq!(read_rule_file(ok.to_str().unwrap()).unwrap(), "id = \"x\"\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod not_bought_tests {
+    use super::{CliError, not_bought};
+    use capblock_shared::app::purchase::Outcome;
+
+    /// A fee that changed between `offerings` and `buy` is a refusal in words (exit 2), not a
+    /// failure with a debug dump (exit 1).
+    #[test]
+    fn a_changed_offering_is_a_refusal_in_words() {
+        let e = not_bought(Outcome::GivenBack {
+            offering_id: "cb-0123".into(),
+            reason: "the fee is 600.00 USD now, not 576.00 USD".into(),
+        });
+        assert!(matches!(e, CliError::Refused(_)), "{e:?}");
+        assert_eq!(e.exit_code(), super::EXIT_INVALID);
+        let text = e.to_string();
+        assert!(
+            text.contains("cb-0123") && text.contains("600.00 USD") && text.contains("capblock offerings"),
+            "{text}"
+        );
+        assert!(!text.contains('{'), "no debug dump: {text}");
+        let tried = not_bought(Outcome::AlreadyTried { offering_id: "cb-0123".into() }).to_string();
+        assert!(tried.contains("never sent twice") && !tried.contains('{'), "{tried}");
+        let unknown = not_bought(Outcome::Unknown { intent: "p5/cb-0123".into(), reason: "timeout".into() });
+        assert_eq!(unknown.exit_code(), super::EXIT_FAILURE);
     }
 }
 

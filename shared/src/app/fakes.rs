@@ -250,7 +250,7 @@ impl MarketMemory for Table {
         until: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let mut all = self.watch.lock().unwrap();
-        if all.get(region).is_some_and(|(r, u)| r != run && *u >= now) {
+        if all.get(region).is_some_and(|(r, u)| r != run && *u >= now && *u <= now + crate::ports::MAX_WATCH_CLAIM) {
             return Ok(false);
         }
         all.insert(region.clone(), (run.to_string(), until));

@@ -470,8 +470,10 @@ where
         let mut memories = BTreeMap::new();
         let mut report = BTreeMap::new();
         let mut claimed = Vec::new();
-        let until =
-            at.clock() + chrono::Duration::from_std(self.settings.describe.ask_for).unwrap_or_default() + CLAIM_MARGIN;
+        let until = (at.clock()
+            + chrono::Duration::from_std(self.settings.describe.ask_for).unwrap_or_default()
+            + CLAIM_MARGIN)
+            .min(at.clock() + crate::ports::MAX_WATCH_CLAIM);
         for region in regions {
             // A replay writes nothing, not even a claim.
             if !at.is_replay() {

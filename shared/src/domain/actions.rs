@@ -335,6 +335,11 @@ pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Ve
 /// A node group's optional `min` and `max` sizes, each judged against `desired` (when it is
 /// valid): `min <= desired <= max`, and a maximum of at least 1 (EKS's `maxSize`). A problem is
 /// `(field, message)`.
+/// The most nodes a managed node group holds (the EKS service quota "Nodes per managed node
+/// group", 450): a larger `max` is a typo, and unbounded it would let one scale a cluster.
+pub const MAX_NODEGROUP_SIZE: u32 = 450;
+
+/// `min` and `max` of a node group scaled for a block; `max` at most `MAX_NODEGROUP_SIZE`.
 fn nodegroup_sizes(
     desired: Option<u32>,
     min: Option<i64>,
@@ -355,6 +360,10 @@ fn nodegroup_sizes(
         Some(x) => match (size(x), desired) {
             (None, _) | (Some(0), _) => Err(("max", format!("{x} is not a node group maximum (1 or more)"))),
             (Some(x), Some(d)) if x < d => Err(("max", format!("{x} is below desired = {d}"))),
+            (Some(x), _) if x > MAX_NODEGROUP_SIZE => Err((
+                "max",
+                format!("{x} is above {MAX_NODEGROUP_SIZE}, the most nodes EKS holds in a managed node group"),
+            )),
             (Some(x), _) => Ok(Some(x)),
         },
     };

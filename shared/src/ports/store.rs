@@ -210,6 +210,9 @@ pub trait ObservationStore: Send + Sync {
 }
 
 /// The last state of each of the stack's CloudWatch alarms, as their state-change events tell it.
+/// The longest a watch claim holds: Lambda runs a function at most 15 minutes.
+pub const MAX_WATCH_CLAIM: chrono::Duration = chrono::Duration::minutes(15);
+
 #[async_trait]
 pub trait AlarmStore: Send + Sync {
     /// Keeps `state` unless a later one is kept already (events may arrive out of order);
@@ -274,7 +277,9 @@ pub trait MarketMemory: Send + Sync {
     /// Claims the asking of `region` for the run `run` until `until` (the clock's), unless
     /// another run's claim is still good at `now`: true when this run may ask the region. Two
     /// overlapping scans (a late invocation, no reserved concurrency) then never ask one region
-    /// at once, so no question is asked twice in one slot and the paces do not add up.
+    /// at once, so no question is asked twice in one slot and the paces do not add up. A claim
+    /// ending more than `MAX_WATCH_CLAIM` after `now` is no run's (a scan lasts at most
+    /// Lambda's 15 minutes): it does not hold, or a forged one would stop the region's asking.
     async fn claim_watch(
         &self,
         region: &Region,

@@ -44,8 +44,8 @@ impl MarketMemory for DynamoStore {
         Err(StoreError::Unavailable(format!("market memory of {region}: other runs kept saving; not saved this run")))
     }
 
-    /// A conditional put: no claim, or one that ran out, or this run's own. Times are the
-    /// clock's epoch seconds.
+    /// A conditional put: no claim, or one that ran out, or this run's own, or one ending past
+    /// `MAX_WATCH_CLAIM` from now (no run's). Times are the clock's epoch seconds.
     async fn claim_watch(
         &self,
         region: &Region,
@@ -57,7 +57,7 @@ impl MarketMemory for DynamoStore {
             region,
             run,
             until.timestamp(),
-            "attribute_not_exists(pk) OR #until < :now OR #run = :run",
+            "attribute_not_exists(pk) OR #until < :now OR #run = :run OR #until > :latest",
             Some(now),
         )
         .await
@@ -96,7 +96,8 @@ impl DynamoStore {
         if let Some(now) = now {
             put = put
                 .expression_attribute_names("#until", "until")
-                .expression_attribute_values(":now", n(now.timestamp()));
+                .expression_attribute_values(":now", n(now.timestamp()))
+                .expression_attribute_values(":latest", n((now + crate::ports::MAX_WATCH_CLAIM).timestamp()));
         }
         match put.send().await.map_err(|e| store_err(&format!("watch claim of {region}"), e)) {
             Ok(_) => Ok(true),

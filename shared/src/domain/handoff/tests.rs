@@ -550,6 +550,13 @@ fn bad_node_group_actions_are_named_by_field() {
     assert!(problems[8].1.contains("3 is above desired = 2"), "{problems:?}");
     assert!(problems[9].1.contains("1 is below desired = 2"), "{problems:?}");
     assert!(problems[12].1.contains("scaled by two actions"), "{problems:?}");
+    // A maximum past what EKS holds in a managed node group is a typo, not a size.
+    let (none, over) = validate(&[nodegroup_spec("train", "f", 2, None, Some(451))], &limits());
+    assert!(none.is_empty(), "{none:?}");
+    assert_eq!(fields(&over), ["actions[0].max"]);
+    assert!(over[0].1.contains("451 is above 450, the most nodes EKS holds"), "{over:?}");
+    let (ok, fine) = validate(&[nodegroup_spec("train", "g", 2, None, Some(450))], &limits());
+    assert!(fine.is_empty() && ok.len() == 1, "{fine:?}");
     // 0 nodes is a size; a node group of one cluster may share its name with another's.
     let (ok, problems) = validate(
         &[nodegroup_spec("a", "gpu", 0, Some(0), Some(1)), nodegroup_spec("b", "gpu", 4, None, None)],
