@@ -212,6 +212,16 @@ pub async fn check_own_role(
         Ok(ask) => ask,
         Err(problem) => return Some(Err(FunctionError::BadInput(problem))),
     };
+    // Only the stored rules' regions are tried, each once: the payload's word is not enough.
+    let store = crate::aws::dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(sdk), targets.table.clone());
+    let watched = match crate::ports::RuleStore::list_rules(&store).await {
+        Ok(rules) => rules.iter().flat_map(|r| r.rule.regions.iter().cloned()).collect(),
+        Err(e) => {
+            tracing::warn!(event = "role_check_rules_unread", error = %e, "no region tried: the rules could not be read");
+            std::collections::BTreeSet::new()
+        }
+    };
+    let (ask, dropped) = ask.bounded_to(&watched);
     let probe = crate::aws::probe::AwsProbe::new(sdk, targets);
     let actions = crate::aws::probe::actions_of(ports);
     let check = crate::app::permissions::check_role(function, &actions, &ask, &probe).await;
@@ -220,6 +230,7 @@ pub async fn check_own_role(
         function,
         actions = actions.len(),
         regions = ask.asks.len(),
+        left_out = dropped,
         "tried the role's actions for preflight"
     );
     Some(Ok(check))

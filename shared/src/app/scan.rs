@@ -877,11 +877,7 @@ where
                     }
                     tracing::info!(event = "on_sight", rule = %rule.id, offering = ?decision.chosen.as_ref().map(|p| &p.offering.id),
                         "an answer holds an offering the rule takes: acting now");
-                    let answered_at = match &decision.chosen {
-                        Some(p) if shown_to_members.contains(&p.offering.id) => None,
-                        _ => oldest,
-                    };
-                    acted.insert(ri, self.act(rule, &decision, at, answered_at).await?);
+                    acted.insert(ri, self.act(rule, &decision, at, oldest, &shown_to_members).await?);
                 }
                 (oldest, settle_until) = (None, None);
                 if sightings.is_closed() && sightings.is_empty() {
@@ -942,22 +938,25 @@ where
     }
 
     /// Buys, asks for approval or announces `decision`'s choice, as the rule's and the stack's
-    /// modes say. `answered_at`: when EC2's answer holding it came, if just now.
+    /// modes say. `answered_at`: when EC2's answer holding it came, if just now; an offering a
+    /// member account was shown (`shown_to_members`) is always looked at again by the buying
+    /// account first, the first choice and every alternative alike.
     async fn act(
         &self,
         rule: &Rule,
         decision: &Decision,
         at: RunTime,
         answered_at: Option<Instant>,
+        shown_to_members: &BTreeSet<String>,
     ) -> Result<Acted, StoreError> {
         let now = at.clock();
-        let buyer = Buyer {
+        let buyer_for = |p: &Priced| Buyer {
             market: self.market,
             store: self.store,
             stack: &self.settings.stack.name,
             budgets: self.settings.stack.budgets(),
             recheck_pause: self.settings.describe.refill,
-            answered_at,
+            answered_at: answered_at.filter(|_| !shown_to_members.contains(&p.offering.id)),
         };
         let mode = self.settings.stack.mode.and(rule.mode);
         let mut chosen = decision.chosen.clone();
@@ -971,7 +970,7 @@ where
                 let mut last = None;
                 for p in decision.ranked.iter().take(MAX_ALTERNATIVES) {
                     chosen = Some(p.clone());
-                    let action = buyer.live(rule, p, now).await?;
+                    let action = buyer_for(p).live(rule, p, now).await?;
                     let tried = matches!(action, Outcome::AlreadyTried { .. });
                     last = Some(action);
                     if !tried {
@@ -980,8 +979,8 @@ where
                 }
                 last
             }
-            Some(p) if mode == Mode::Approval => Some(buyer.ask(rule, p, now).await?),
-            Some(p) => Some(buyer.dry_run(rule, p, self.settings.stack.mode, now).await?),
+            Some(p) if mode == Mode::Approval => Some(buyer_for(p).ask(rule, p, now).await?),
+            Some(p) => Some(buyer_for(p).dry_run(rule, p, self.settings.stack.mode, now).await?),
         };
         Ok(Acted { chosen, action })
     }
@@ -1009,7 +1008,7 @@ where
             let mode = self.settings.stack.mode.and(rule.mode);
             let Acted { chosen, action } = match on_sight.remove(&ri) {
                 Some(acted) => acted,
-                None => self.act(rule, &decision, at, None).await?,
+                None => self.act(rule, &decision, at, None, &BTreeSet::new()).await?,
             };
             tracing::info!(event = "decision", rule = %rule.id, mode = mode.as_str(), questions = mine.len(), questions_answered,
                 offerings = offerings.len(), eligible = decision.eligible, chosen = ?chosen.as_ref().map(|p| &p.offering.id),

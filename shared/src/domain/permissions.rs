@@ -34,6 +34,22 @@ impl PermissionsAsk {
         PermissionsAsk { source: PERMISSIONS_SOURCE.to_string(), asks }
     }
 
+    /// What a function tries of this ask: the regions `watched` (the stored rules' regions, which
+    /// are what preflight asks), each once, with the first instance type asked for it. Anyone
+    /// allowed to invoke the function can send an ask; one of 200 regions made 200 describe
+    /// calls and 200 DryRun purchases. Returns the ask kept and how many asks were left out.
+    pub fn bounded_to(&self, watched: &std::collections::BTreeSet<Region>) -> (PermissionsAsk, usize) {
+        let mut seen = std::collections::BTreeSet::new();
+        let asks: Vec<RegionAsk> = self
+            .asks
+            .iter()
+            .filter(|a| watched.contains(&a.region) && seen.insert(a.region.clone()))
+            .cloned()
+            .collect();
+        let dropped = self.asks.len() - asks.len();
+        (PermissionsAsk { source: self.source.clone(), asks }, dropped)
+    }
+
     /// The ask in `payload`, if it is one; `None` for any other payload (the function's work).
     pub fn of(payload: &serde_json::Value) -> Option<Result<PermissionsAsk, String>> {
         (payload.get("source").and_then(|s| s.as_str()) == Some(PERMISSIONS_SOURCE))
@@ -166,6 +182,20 @@ mod tests {
 
     fn probe(action: &str, region: Option<&str>, access: Access) -> Probed {
         Probed { action: action.into(), region: region.map(|r| r.parse().unwrap()), access }
+    }
+
+    #[test]
+    fn an_ask_is_bounded_to_the_rules_regions_each_once() {
+        let ask =
+            |region: &str, t: &str| RegionAsk { region: region.parse().unwrap(), instance_type: t.parse().unwrap() };
+        let mut asks =
+            vec![ask("us-east-1", "p5.48xlarge"), ask("us-east-1", "p4d.24xlarge"), ask("us-west-2", "p5.48xlarge")];
+        asks.extend((0..200).map(|_| ask("eu-west-1", "p5.48xlarge")));
+        let watched = ["us-east-1", "us-west-2"].iter().map(|r| r.parse().unwrap()).collect();
+        let (kept, dropped) = PermissionsAsk::new(asks).bounded_to(&watched);
+        assert_eq!(kept.asks, [ask("us-east-1", "p5.48xlarge"), ask("us-west-2", "p5.48xlarge")]);
+        assert_eq!(dropped, 201);
+        assert_eq!(kept.source, PERMISSIONS_SOURCE);
     }
 
     #[test]
