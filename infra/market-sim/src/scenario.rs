@@ -268,6 +268,11 @@ pub struct Behaviour {
     /// interleaving (the caller killed while its call is in flight) instead of racing a sleep.
     /// Nothing in EC2 corresponds to it; empty by default.
     pub hold_actions: Vec<String>,
+    /// Seconds of sim time after a purchase before DescribeCapacityReservations (and
+    /// DescribeCapacityBlocks) list the reservation it made; 0: at once (the default). The EC2
+    /// API is eventually consistent and how long a new reservation takes to be listed is not
+    /// published: each reading is a setting.
+    pub listing_lag_secs: u64,
     /// PurchaseCapacityBlockExtension is recorded (the extension exists and settles as usual),
     /// its response never sent: the buyer cannot tell whether it went through.
     pub drop_extension_purchase_response: bool,
@@ -328,6 +333,7 @@ impl Default for Behaviour {
             down_regions: Vec::new(),
             drop_purchase_response: false,
             hold_actions: Vec::new(),
+            listing_lag_secs: 0,
             drop_extension_purchase_response: false,
             max_offerings_per_answer: 6,
             same_day_offerings: true,

@@ -421,6 +421,12 @@ impl World {
 
     /// Whether EC2 still shows `r` at `now` (expired and payment-failed blocks vanish).
     pub fn shows(&self, r: &Reservation, now: DateTime<Utc>) -> bool {
+        // A purchase's reservation is listed `listing_lag_secs` after it was made (eventual
+        // consistency); one "bought in the console" before the scenario's moment already is.
+        let lag = chrono::Duration::seconds(i64::try_from(self.behaviour.listing_lag_secs).unwrap_or(i64::MAX / 2));
+        if !r.injected && now < r.created + lag {
+            return false;
+        }
         let v = Visibility {
             expired_days: self.scenario.expired_visible_days,
             failed_minutes: self.behaviour.failed_payment_visible_minutes,

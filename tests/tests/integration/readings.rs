@@ -8,7 +8,7 @@ use capblock_shared::app::purchase::Outcome;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::lifecycle::BlockState;
-use capblock_shared::ports::{Ledger, MarketError, PurchaseOutcome, PurchaseRequest, Purchaser};
+use capblock_shared::ports::{BlockStore, Ledger, MarketError, PurchaseOutcome, PurchaseRequest, Purchaser};
 use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml, event_types};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -232,5 +232,39 @@ async fn blocks_renamed_in_every_answer_are_announced_once() {
         let kinds = event_types(&h.aws.alerts().await);
         assert_eq!(kinds.len(), 1, "{mode}: {kinds:?}");
         assert!(h.sim.purchases().await.is_empty(), "{mode}: nothing bought");
+    }
+}
+
+/// A purchase whose answer is lost and whose reservation EC2 lists only 16 minutes later (the
+/// EC2 API is eventually consistent; how late is not published): past the 15-minute grace the
+/// fee stays committed and nothing else is bought, and once EC2 lists it the block is recorded
+/// as bought, once. The same under the reading where EC2 lists it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purchase_listed_late_is_bought_once_under_each_listing_lag() {
+    for lag_minutes in [0_i64, 16] {
+        let scenario = ScenarioToml::new(68, CLOCK)
+            .behaviour("describe_limit = false")
+            .behaviour(&format!("listing_lag_secs = {}", lag_minutes * 60))
+            .p5("us-east-1", &[2, 3], "3.00")
+            .build();
+        let h = rig(&format!("listing-lag-{lag_minutes}"), &scenario).await;
+        let rule = RuleToml::p5("east").mode("live").max_price("3.00").budget("5000").rule(h.now());
+        h.put_rules(std::slice::from_ref(&rule)).await;
+        h.sim.behaviour(r#"{"drop_purchase_response": true, "timeout_secs": 1}"#).await;
+        let first = h.scan().await;
+        assert!(matches!(first.outcomes[0].action, Some(Outcome::Unknown { .. })), "{lag_minutes}: {first:#?}");
+        h.sim.behaviour(r#"{"drop_purchase_response": false}"#).await;
+        // 6, 15 (the grace) and 17 minutes after the purchase.
+        for step in [6, 9, 2] {
+            h.advance_minutes(step).await;
+            h.scan().await;
+        }
+        let calls = h.sim.state().await["calls"]["PurchaseCapacityBlock"].as_u64().unwrap();
+        assert_eq!((calls, h.sim.purchases().await.len()), (1, 1), "{lag_minutes}: bought once");
+        assert!(h.store.open_intents().await.unwrap().is_empty(), "{lag_minutes}: recorded as bought");
+        let usage = h.store.usage(&BudgetOwner::Rule("east".into()), &Period::of(h.now())).await.unwrap().unwrap();
+        assert_eq!((usage.committed.amount(), usage.purchases), (dec!(576), 1), "{lag_minutes}");
+        let purchased = h.sim.purchases().await[0]["reservation_id"].as_str().unwrap().to_string();
+        assert!(h.store.get_block(&purchased).await.unwrap().is_some(), "{lag_minutes}: tracked");
     }
 }
