@@ -653,7 +653,7 @@ mod tests {
 
     /// Waits (bounded) until `done` holds of the world: a condition, never a guess at a time.
     async fn until(app: &App, what: &str, done: impl Fn(&serde_json::Value) -> bool) {
-        for _ in 0..2000 {
+        for _ in 0..12000 {
             if done(&state(app)) {
                 return;
             }
@@ -696,7 +696,7 @@ mod tests {
         let body = br#"{"hold_actions": ["PurchaseCapacityBlock"]}"#;
         assert_eq!(crate::control::handle(&mut app.lock(), "POST", "/_sim/behaviour", body).status, 200);
         let lost = send_purchase(addr, &id).await;
-        for _ in 0..2000 {
+        for _ in 0..12000 {
             if app.held_counts().get("PurchaseCapacityBlock") == Some(&1) {
                 break;
             }
@@ -711,7 +711,7 @@ mod tests {
         assert!(state(&app)["purchases"].as_array().unwrap().is_empty(), "a lost call buys nothing");
 
         let delivered = send_purchase(addr, &id).await;
-        for _ in 0..2000 {
+        for _ in 0..12000 {
             if !app.held_counts().is_empty() {
                 break;
             }

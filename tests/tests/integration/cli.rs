@@ -1187,7 +1187,8 @@ async fn bought_answer_lost(c: &Cli, rule: &str, made: bool) {
     } else {
         c.sim.behaviour(r#"{"hold_actions": ["PurchaseCapacityBlock"]}"#).await;
         let lose = async {
-            for _ in 0..2000 {
+            // Bounded for a slow machine only: the simulator holds the call until told.
+            for _ in 0..12000 {
                 if c.sim.held().await["PurchaseCapacityBlock"].as_u64() == Some(1) {
                     break;
                 }

@@ -129,7 +129,8 @@ async fn a_dry_run_replay_never_releases_a_live_purchase_in_flight() {
     // The live scan sends its purchase; EC2 has not acted when the scan dies.
     let proxy = HeldPurchases::start(&sim).await;
     let mut live = capblock(&sim, &aws, &proxy.url, &["scan", "--mode", "live", "--yes", "--json"]).spawn().unwrap();
-    for _ in 0..1200 {
+    // Bounded for a slow machine only: the proxy holds the call until told.
+    for _ in 0..7200 {
         if proxy.held() == 1 {
             break;
         }
