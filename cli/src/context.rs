@@ -241,19 +241,9 @@ pub async fn clock_now() -> Result<DateTime<Utc>, CliError> {
 /// Asks before money moves: `question` on the terminal, and a yes. Without a terminal (a script,
 /// a pipe) only `--yes` says yes; nothing is bought otherwise.
 pub fn confirm(question: &str, yes: bool) -> Result<(), CliError> {
-    use std::io::{BufRead, IsTerminal, Write};
-    if yes {
-        return Ok(());
-    }
-    if !std::io::stdin().is_terminal() {
-        return Err(CliError::Refused("this spends money and there is no terminal to confirm on: pass --yes".into()));
-    }
-    eprint!("{question} [y/N] ");
-    std::io::stderr().flush().map_err(CliError::failed)?;
-    let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer).map_err(CliError::failed)?;
-    match answer.trim().to_ascii_lowercase().as_str() {
-        "y" | "yes" => Ok(()),
+    let answer = ask(&format!("{question} [y/N] "), "spends", yes)?;
+    match answer.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("y" | "yes") => Ok(()),
         _ => Err(CliError::Refused("not confirmed".into())),
     }
 }
@@ -261,18 +251,27 @@ pub fn confirm(question: &str, yes: bool) -> Result<(), CliError> {
 /// Asks before an irreversible change of money: `what` on the terminal, and the word `yes`
 /// typed in full (as terraform asks before it applies). Without a terminal only `--yes` says yes.
 pub fn confirm_typed(what: &str, yes: bool) -> Result<(), CliError> {
+    match ask(&format!("{what}\nType `yes` to go on: "), "moves", yes)?.as_deref() {
+        None | Some("yes") => Ok(()),
+        _ => Err(CliError::Refused("not confirmed".into())),
+    }
+}
+
+/// The person's answer to `prompt` on the terminal, trimmed; `None` when `--yes` answered for
+/// them. Without a terminal and without `--yes`, refused: this `verb`s money.
+fn ask(prompt: &str, verb: &str, yes: bool) -> Result<Option<String>, CliError> {
     use std::io::{BufRead, IsTerminal, Write};
     if yes {
-        return Ok(());
+        return Ok(None);
     }
     if !std::io::stdin().is_terminal() {
-        return Err(CliError::Refused("this moves money and there is no terminal to confirm on: pass --yes".into()));
+        return Err(CliError::Refused(format!("this {verb} money and there is no terminal to confirm on: pass --yes")));
     }
-    eprint!("{what}\nType `yes` to go on: ");
+    eprint!("{prompt}");
     std::io::stderr().flush().map_err(CliError::failed)?;
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer).map_err(CliError::failed)?;
-    if answer.trim() == "yes" { Ok(()) } else { Err(CliError::Refused("not confirmed".into())) }
+    Ok(Some(answer.trim().to_string()))
 }
 
 /// The largest rule file read: a rule is a few hundred bytes, and a path to a device or a
