@@ -1201,6 +1201,13 @@ async fn bought_answer_lost(c: &Cli, rule: &str, made: bool) {
     };
     c.sim.behaviour(r#"{"drop_purchase_response": false, "hold_actions": []}"#).await;
     assert_eq!(out.code, 1, "an unknown outcome: {}{}", out.stdout, out.stderr);
+    // A received purchase is done even if the client gave up first: wait for it, bounded.
+    for _ in 0..(if made { 12000 } else { 0 }) {
+        if c.sim.purchases().await.len() > before {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     assert_eq!(c.sim.purchases().await.len(), before + usize::from(made));
     let open = c.aws.store().open_intents().await.unwrap();
     assert!(open.iter().any(|i| i.rule_id == rule && i.state == IntentState::Sent), "{open:#?}");
