@@ -275,11 +275,7 @@ fn payment(w: &mut World, text: &str) -> Result<Value, String> {
         let status = e.status(now);
         return Ok(json!({ "reservation_id": req.reservation_id, "extension_offering_id": ext_id, "status": status }));
     }
-    let r = w
-        .reservations
-        .iter_mut()
-        .find(|r| r.id == req.reservation_id)
-        .ok_or_else(|| format!("no reservation {}", req.reservation_id))?;
+    let r = reservation_mut(w, &req.reservation_id)?;
     r.payment = p;
     let id = r.id.clone();
     let state = w.reservation(&id).map(|r| r.state(now, &w.extensions));
@@ -383,6 +379,11 @@ struct StateReq {
     state: Option<String>,
 }
 
+/// The reservation `id` names, to change; or why not.
+fn reservation_mut<'w>(w: &'w mut World, id: &str) -> Result<&'w mut crate::reservations::Reservation, String> {
+    w.reservations.iter_mut().find(|r| r.id == id).ok_or_else(|| format!("no reservation {id}"))
+}
+
 /// Puts a reservation in a state EC2 may set on its own (unavailable, cancelling, delayed,
 /// assessing, ...), or back to the one the clock gives it.
 fn set_state(w: &mut World, text: &str) -> Result<Value, String> {
@@ -391,11 +392,7 @@ fn set_state(w: &mut World, text: &str) -> Result<Value, String> {
         return Err("state must be a non-empty string or null".into());
     }
     let now = w.now();
-    let r = w
-        .reservations
-        .iter_mut()
-        .find(|r| r.id == req.reservation_id)
-        .ok_or_else(|| format!("no reservation {}", req.reservation_id))?;
+    let r = reservation_mut(w, &req.reservation_id)?;
     r.state_override = req.state;
     let r = r.clone();
     Ok(
@@ -440,11 +437,7 @@ fn omit(w: &mut World, text: &str) -> Result<Value, String> {
     if let Some(m) = req.members.iter().find(|m| !MEMBERS.contains(&m.as_str())) {
         return Err(format!("{m:?} is not a member the simulator writes ({})", MEMBERS.join(", ")));
     }
-    let r = w
-        .reservations
-        .iter_mut()
-        .find(|r| r.id == req.reservation_id)
-        .ok_or_else(|| format!("no reservation {}", req.reservation_id))?;
+    let r = reservation_mut(w, &req.reservation_id)?;
     r.omitted = req.members;
     Ok(json!({ "reservation_id": r.id, "omitted": r.omitted }))
 }
