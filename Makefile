@@ -37,9 +37,14 @@ demo: toolchain
 test: lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template test-py-future
 	@echo "make test: all checks passed"
 
+# The core crate (domain, ports, workflows) must not reach the AWS SDK or the Lambda runtime,
+# even through a dev-dependency: the adapters are capblock-shared's.
 lint-rust: toolchain
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	@if cargo tree -p capblock-core -e normal,build,dev --prefix none | grep -E '^(aws-|lambda_runtime )'; then \
+	  echo "capblock-core depends on the AWS SDK or the Lambda runtime (the crates above)"; exit 1; fi
+	@echo "capblock-core: no AWS SDK crate in its dependency tree (cargo tree)"
 
 # The quick checks before a commit, with no local stack and no tests run (make test runs them all).
 check: lint-rust lint-infra test-template

@@ -167,7 +167,7 @@ class HandOff:
         text = "".join(json.dumps(e) + "\n" for e in self.events)
         out = subprocess.run(
             [os.path.join(os.environ["CAPBLOCK_CACHE"], "venv/bin/python"),
-             os.path.join(REPO, "infra/local/validate_events.py"), os.path.join(REPO, "shared/schemas/events")],
+             os.path.join(REPO, "infra/local/validate_events.py"), os.path.join(REPO, "core/schemas/events")],
             input=text, capture_output=True, text=True, check=False,
         )
         if out.returncode != 0:

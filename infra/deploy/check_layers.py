@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Checks the import rules of ARCHITECTURE.md on the Rust sources, by their `use` lines.
 
-- No module cycle among the files of shared/src/app, shared/src/domain, cli/src and
+- No module cycle among the files of core/src/app, core/src/domain, cli/src and
   infra/market-sim/src (a module is a file; `foo/bar.rs` belongs to module `foo`).
-- shared/src/domain imports nothing else of capblock's (no app, ports, aws, config, lambda).
-- shared/src/app imports domain, ports and app only (never aws, config or lambda).
-- shared/src/ports/ imports domain only.
+- core/src/domain imports nothing else of capblock's (no app, ports, aws, config, lambda).
+- core/src/app imports domain, ports and app only (never aws, config or lambda).
+- core/src/ports/ imports domain only.
 - Each CLI command (cli/src/cmd/*.rs) is a module of its own and imports no other command:
   what two commands share lives in cli/src/table.rs or cli/src/context.rs.
 - The CLI never imports the Lambda glue (capblock_shared::lambda).
-- Every public type name in shared/src is used once (two `Step`s read the same in a `use`
+- The core crate (core/src) has no AWS SDK to import: Cargo enforces that, `make test`
+  checks it with `cargo tree`.
+- Every public type name in core/src and shared/src is used once (two `Step`s read the same in a `use`
   line and mean different things).
 - infra/market-sim shares no code with capblock (no capblock_shared anywhere in it).
 
@@ -93,7 +95,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def layer_refs(path: Path) -> set[str]:
-    """The top-level modules of shared/src a file refers to through `crate::`."""
+    """The top-level modules of its crate a file refers to through `crate::`."""
     return {first for pre, first, _ in PATH.findall(strip(path.read_text())) if pre == "crate"}
 
 
@@ -101,8 +103,8 @@ def main(argv: list[str]) -> int:
     repo = Path(argv[1] if len(argv) > 1 else ".").resolve()
     problems: list[str] = []
     for root, prefix in [
-        (repo / "shared/src/app", "app"),
-        (repo / "shared/src/domain", "domain"),
+        (repo / "core/src/app", "app"),
+        (repo / "core/src/domain", "domain"),
         (repo / "cli/src", ""),
         (repo / "infra/market-sim/src", ""),
     ]:
@@ -117,7 +119,7 @@ def main(argv: list[str]) -> int:
         if re.search(r"\bcapblock_shared::lambda\b", strip(p.read_text())):
             problems.append(f"{p.relative_to(repo)}: imports capblock_shared::lambda (the functions' edge, not the CLI's)")
     owners: dict[str, list[str]] = {}
-    for p in sorted((repo / "shared/src").rglob("*.rs")):
+    for p in sorted([*(repo / "core/src").rglob("*.rs"), *(repo / "shared/src").rglob("*.rs")]):
         if p.name == "tests.rs" or "tests" in p.parts:
             continue
         for name in PUB_TYPE.findall(strip(p.read_text())):
@@ -131,7 +133,7 @@ def main(argv: list[str]) -> int:
         "ports": {"domain", "ports"},
     }
     for layer, ok in allowed.items():
-        base = repo / "shared/src" / layer
+        base = repo / "core/src" / layer
         files = [base] if base.is_file() else sorted(base.rglob("*.rs"))
         for p in files:
             bad = layer_refs(p) - ok

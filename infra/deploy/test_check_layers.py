@@ -14,12 +14,12 @@ import check_layers
 def tree(files: dict[str, str]) -> Path:
     root = Path(tempfile.mkdtemp())
     base = {
-        "shared/src/app/scan.rs": "use super::outbox::flush;\nuse crate::domain::rule::Rule;\n",
-        "shared/src/app/outbox.rs": "use crate::ports::Notifier;\n",
-        "shared/src/domain/rule.rs": "use super::money::Money;\n",
-        "shared/src/domain/money.rs": "",
-        "shared/src/ports/mod.rs": "mod store;\n",
-        "shared/src/ports/store.rs": "use crate::domain::rule::Rule;\n",
+        "core/src/app/scan.rs": "use super::outbox::flush;\nuse crate::domain::rule::Rule;\n",
+        "core/src/app/outbox.rs": "use crate::ports::Notifier;\n",
+        "core/src/domain/rule.rs": "use super::money::Money;\n",
+        "core/src/domain/money.rs": "",
+        "core/src/ports/mod.rs": "mod store;\n",
+        "core/src/ports/store.rs": "use crate::domain::rule::Rule;\n",
         "cli/src/main.rs": "mod scan;\n",
         "cli/src/scan.rs": "use crate::context::Ctx;\n",
         "cli/src/context.rs": "",
@@ -45,14 +45,14 @@ class CheckLayers(unittest.TestCase):
 
     def test_each_broken_rule_is_one_problem(self):
         cases = {
-            "a cycle in app": {"shared/src/app/outbox.rs": "use super::scan::Scanner;\n"},
+            "a cycle in app": {"core/src/app/outbox.rs": "use super::scan::Scanner;\n"},
             "a cycle in the cli": {"cli/src/context.rs": "use crate::scan::run;\n"},
             "a cycle through a child module": {
                 "infra/market-sim/src/scenario/parse.rs": "use crate::market::valid;\n"
             },
-            "the domain importing ports": {"shared/src/domain/money.rs": "use crate::ports::Clock;\n"},
-            "app importing the adapters": {"shared/src/app/outbox.rs": "use crate::aws::sns::SnsNotifier;\n"},
-            "a port importing the app": {"shared/src/ports/store.rs": "use crate::app::scan::Scanner;\n"},
+            "the domain importing ports": {"core/src/domain/money.rs": "use crate::ports::Clock;\n"},
+            "app importing the adapters": {"core/src/app/outbox.rs": "use crate::aws::sns::SnsNotifier;\n"},
+            "a port importing the app": {"core/src/ports/store.rs": "use crate::app::scan::Scanner;\n"},
             "a command importing another": {
                 "cli/src/cmd/mod.rs": "pub mod scan;\npub mod offerings;\n",
                 "cli/src/cmd/scan.rs": "use super::offerings::offering_rows;\n",
@@ -60,8 +60,8 @@ class CheckLayers(unittest.TestCase):
             },
             "the cli importing the lambda glue": {"cli/src/context.rs": "use capblock_shared::lambda::run_time;\n"},
             "one public type name twice": {
-                "shared/src/domain/money.rs": "pub struct Step;\n",
-                "shared/src/domain/rule.rs": "use super::money::Money;\npub enum Step { A }\n",
+                "core/src/domain/money.rs": "pub struct Step;\n",
+                "core/src/domain/rule.rs": "use super::money::Money;\npub enum Step { A }\n",
             },
             "the simulator sharing code": {"infra/market-sim/src/market.rs": "use capblock_shared::domain;\n"},
         }
@@ -73,7 +73,7 @@ class CheckLayers(unittest.TestCase):
         self.assertEqual(
             problems(
                 {
-                    "shared/src/domain/money.rs": "// use crate::ports::Clock;\n#[cfg(test)]\nmod tests {\n use crate::ports::Clock;\n}\n",
+                    "core/src/domain/money.rs": "// use crate::ports::Clock;\n#[cfg(test)]\nmod tests {\n use crate::ports::Clock;\n}\n",
                 }
             ),
             0,

@@ -385,7 +385,7 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
     def test_misspelled_event_in_a_log_filter_fails(self):
         self.edit("template.yaml", '$.fields.event = "lookup_missing"', '$.fields.event = "lookup_mising"')
         self.assertFails(
-            "event 'lookup_mising' is logged nowhere in shared/src or functions/*/src of LookupFunction "
+            "event 'lookup_mising' is logged nowhere in core/src, shared/src or functions/*/src of LookupFunction "
                       "(did you mean lookup_missing?)",
             failed=1,
         )

@@ -282,8 +282,8 @@ class LiveBudget(Template):
 # The events the dashboard's "recent purchases and extensions" table shows: (the file that logs
 # it, the `event` it logs when EC2 took the money). A rename on either side fails the test.
 DASHBOARD_EVENTS = {
-    "shared/src/app/purchase.rs": "purchased",
-    "shared/src/app/extend.rs": "extension_bought",
+    "core/src/app/purchase.rs": "purchased",
+    "core/src/app/extend.rs": "extension_bought",
 }
 # EventBridge Scheduler's metrics (namespace AWS/Scheduler, dimension ScheduleGroup) the
 # dashboard must show for each schedule group: attempts, and each way an invocation fails.
@@ -405,10 +405,10 @@ class Dashboard(Template):
         for path, event in DASHBOARD_EVENTS.items():
             self.assertIn(event, named, f"the table misses {event!r} ({path})")
             self.assertTrue(rust_logs(event, REPO / path), f"{path} logs no event {event!r}")
-        sources = list((REPO / "shared" / "src").rglob("*.rs")) + list((REPO / "functions").rglob("*.rs"))
+        sources = [p for d in ("core", "shared", "functions") for p in (REPO / d).rglob("*.rs")]
         for event in named:
             self.assertTrue(any(rust_logs(event, p) for p in sources), f"no code logs event {event!r}")
-        self.assertFalse(rust_logs("no_such_event", REPO / "shared/src/app/purchase.rs"))
+        self.assertFalse(rust_logs("no_such_event", REPO / "core/src/app/purchase.rs"))
 
 
 class Parameters(Template):
@@ -691,7 +691,7 @@ class Organization(Template):
                             ["ml-research", "ml-research=0", "ml-research=-1", "ML=5", "a=01", "a=1.234",
                              "a=1,", "a=1,,b=2", "a=1 ,b=2", "a" * 65 + "=1"]),
             "OrganizationId": (["", "o-a1b2c3d4e5"], ["o-", "a1b2c3d4e5", "o-A1B2C3D4E5", "r-a1b2"]),
-            # Up to 8 account ids (shared/src/domain/names.rs's parse_watch_accounts takes no more).
+            # Up to 8 account ids (core/src/domain/names.rs's parse_watch_accounts takes no more).
             "WatchAccounts": (["", "222222222222", "222222222222,333333333333",
                                ",".join(f"{n:012}" for n in range(1, 9))],
                               ["22222222222", "2222222222222", "222222222222,", ",222222222222",

@@ -4,7 +4,7 @@
 Usage: validate_events.py SCHEMA_DIR < events.jsonl
 
 Each input line is one whole event (as a rule's target receives it). The schema is picked by
-the event's detail-type (shared/schemas/events/<detail-type, kebab-case>.schema.json). Exits 1
+the event's detail-type (core/schemas/events/<detail-type, kebab-case>.schema.json). Exits 1
 and names every event that does not validate (or has no schema); prints one line per event.
 """
 

@@ -534,7 +534,7 @@ mod tests {
     fn a_panic_is_logged_and_counted_as_an_error() {
         let at = at("2026-12-20T10:00:00Z");
         let (line, metrics) =
-            panic_report("scan-offerings", "prod", "Division overflowed", Some("shared/src/domain/plan.rs:154:33"), at);
+            panic_report("scan-offerings", "prod", "Division overflowed", Some("core/src/domain/plan.rs:154:33"), at);
         let log: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert!(!line.contains('\n'));
         assert_eq!(log["level"], "ERROR");
@@ -542,7 +542,7 @@ mod tests {
         assert_eq!(log["fields"]["function"], "scan-offerings");
         assert_eq!(log["fields"]["error_type"], "capblock.Panic");
         assert_eq!(log["fields"]["error"], "Division overflowed");
-        assert_eq!(log["fields"]["location"], "shared/src/domain/plan.rs:154:33");
+        assert_eq!(log["fields"]["location"], "core/src/domain/plan.rs:154:33");
         let mut expected = Batch::new("prod", at);
         expected.error("scan-offerings", "capblock.Panic");
         assert_eq!(metrics.lines(), expected.lines());

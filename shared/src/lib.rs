@@ -1,9 +1,9 @@
-//! capblock's core: the domain (pure, clock-free), the ports the functions depend on, and the
-//! AWS adapters behind those ports.
+//! capblock's AWS side: the adapters behind the core's ports (`aws/`), the Lambda glue
+//! (`lambda`) and the environment readers (`config`). The domain, the ports and the workflows are
+//! `capblock-core`, re-exported here so a function crate names one library.
 
-pub mod app;
+pub use capblock_core::{app, domain, ports};
+
 pub mod aws;
 pub mod config;
-pub mod domain;
 pub mod lambda;
-pub mod ports;

@@ -398,7 +398,7 @@ pub async fn validate_events(events: &[Value]) {
         .unwrap_or_else(|_| format!("{}/.cache/capblock", std::env::var("HOME").unwrap_or_default()));
     let mut child = tokio::process::Command::new(format!("{cache}/venv/bin/python"))
         .arg(repo.join("infra/local/validate_events.py"))
-        .arg(repo.join("shared/schemas/events"))
+        .arg(repo.join("core/schemas/events"))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()

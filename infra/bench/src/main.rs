@@ -661,10 +661,9 @@ fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec
     // A tick at the clock's time: one far from it is a replay, which writes nothing, and the
     // cost rows count the writes a real run makes (memory, claims, price history).
     let tick = format!(r#"{{"source": "capblock.schedule", "time": "{sim_now}"}}"#);
-    let warning = std::fs::read_to_string(
-        a.repo.join("shared/src/domain/events/fixtures/capacity-block-expiration-warning.json"),
-    )
-    .map_err(|e| format!("event fixture: {e}"))?;
+    let warning =
+        std::fs::read_to_string(a.repo.join("core/src/domain/events/fixtures/capacity-block-expiration-warning.json"))
+            .map_err(|e| format!("event fixture: {e}"))?;
     // on-capacity-event refuses an input far from its clock: the warning arrives as it would, now.
     let warning = {
         let mut v: serde_json::Value = serde_json::from_str(&warning).map_err(|e| format!("event fixture: {e}"))?;

@@ -119,14 +119,16 @@ def check_log_alarms(tpl: dict, repo: Path, globals_fn: dict, rep: Report) -> No
             problems.append(f"log group {group!r} is not the LoggingConfig.LogGroup of any function")
         else:
             fn_id, fn_src, level = writers[group]
-            srcs = [repo / "shared" / "src"] + ([fn_src] if fn_src else [])
+            # The library is two crates: core (the workflows, which log most events) and shared
+            # (the adapters and the Lambda edge).
+            srcs = [repo / "core" / "src", repo / "shared" / "src"] + ([fn_src] if fn_src else [])
             for ev in events:
                 hits = [c for s in srcs for c in calls(s)
                         if re.search(r"\bevent\s*=\s*\"" + re.escape(ev) + "\"", c.text)]
                 if not hits:
                     logged = {m for s in srcs for c in calls(s) for m in re.findall(r"\bevent\s*=\s*\"([^\"]+)\"", c.text)}
                     near = difflib.get_close_matches(ev, sorted(logged), n=3, cutoff=0.8)
-                    problems.append(f"event {ev!r} is logged nowhere in shared/src or functions/*/src of {fn_id}"
+                    problems.append(f"event {ev!r} is logged nowhere in core/src, shared/src or functions/*/src of {fn_id}"
                                     + (f" (did you mean {', '.join(near)}?)" if near else ""))
                     continue
                 loud = [c for c in hits if LEVELS.index(c.level) >= LEVELS.index(level)]

@@ -1,5 +1,5 @@
 //! The stack's alarms as `capblock status` shows them: CloudWatch's state-change events (the
-//! documented example, shared/src/domain/alarm/) go to the real `on-capacity-event` binary behind
+//! documented example, core/src/domain/alarm/) go to the real `on-capacity-event` binary behind
 //! the local Runtime API, which keeps each alarm's last state in the table on moto; the real
 //! `capblock` binary then lists those in ALARM.
 
@@ -21,8 +21,7 @@ fn ago(minutes: i64) -> String {
 }
 
 fn change(value: &str, time: &str) -> Value {
-    let mut v: Value =
-        serde_json::from_str(include_str!("../../../shared/src/domain/alarm/state-change.json")).unwrap();
+    let mut v: Value = serde_json::from_str(include_str!("../../../core/src/domain/alarm/state-change.json")).unwrap();
     v["id"] = json!(uuid::Uuid::new_v4().to_string());
     v["time"] = json!(time);
     v["detail"]["state"]["value"] = json!(value);

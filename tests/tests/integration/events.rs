@@ -17,10 +17,10 @@ use capblock_tests::{Aws, Published, Sim, assert_slack_schema, detail_types, exa
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
-const DELIVERED: &str = include_str!("../../../shared/src/domain/events/fixtures/capacity-block-delivered.json");
-const WARNING: &str = include_str!("../../../shared/src/domain/events/fixtures/capacity-block-expiration-warning.json");
+const DELIVERED: &str = include_str!("../../../core/src/domain/events/fixtures/capacity-block-delivered.json");
+const WARNING: &str = include_str!("../../../core/src/domain/events/fixtures/capacity-block-expiration-warning.json");
 const INTERRUPTION: &str =
-    include_str!("../../../shared/src/domain/events/fixtures/capacity-reservation-instance-interruption-warning.json");
+    include_str!("../../../core/src/domain/events/fixtures/capacity-reservation-instance-interruption-warning.json");
 
 /// The examples' block: 2 x p5.48xlarge in us-east-2, 2026-12-03 to 2026-12-10 11:30 UTC.
 /// The simulator's clock sits inside it, so its instances are running.

@@ -2,12 +2,12 @@
 //! rules and interleavings; and the parsers (events, rules, offerings, money) over arbitrary
 //! input: they never panic, and every rejection is a typed error that names the problem.
 
-use capblock_shared::domain::catalog::AcceleratorCatalog;
-use capblock_shared::domain::decision::{Headroom, decide, room};
-use capblock_shared::domain::events;
-use capblock_shared::domain::money::{Money, MoneyError};
-use capblock_shared::domain::offering::{Offering, OfferingError, RawOffering};
-use capblock_shared::domain::rule::{Rule, RuleError, RuleSpec};
+use capblock_core::domain::catalog::AcceleratorCatalog;
+use capblock_core::domain::decision::{Headroom, decide, room};
+use capblock_core::domain::events;
+use capblock_core::domain::money::{Money, MoneyError};
+use capblock_core::domain::offering::{Offering, OfferingError, RawOffering};
+use capblock_core::domain::rule::{Rule, RuleError, RuleSpec};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use proptest::prelude::*;
 use rust_decimal::Decimal;
@@ -474,65 +474,4 @@ fn json_value() -> impl Strategy<Value = Value> {
             .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
-}
-
-/// Each failure an operator can meet maps to its own Lambda `errorType`, and only the ones a
-/// retry can cure are retryable.
-#[test]
-fn function_errors_are_typed_and_tell_retryable_from_not() {
-    use capblock_shared::config::ConfigError;
-    use capblock_shared::lambda::FunctionError;
-    use capblock_shared::ports::{MarketError, NotifyError, StoreError};
-    let cases: Vec<(FunctionError, &str, bool, &str)> = vec![
-        (FunctionError::BadInput("time: premature end".into()), "capblock.BadInput", false, "time"),
-        (FunctionError::Config(ConfigError::Missing("CAPBLOCK_TABLE")), "capblock.Config", false, "CAPBLOCK_TABLE"),
-        (
-            FunctionError::Config(ConfigError::Invalid {
-                name: "CAPBLOCK_MODE",
-                value: "x".into(),
-                problem: "p".into(),
-            }),
-            "capblock.Config",
-            false,
-            "CAPBLOCK_MODE",
-        ),
-        (
-            FunctionError::Store(StoreError::Unavailable("throttled".into())),
-            "capblock.StoreUnavailable",
-            true,
-            "throttled",
-        ),
-        (
-            FunctionError::Market(MarketError::Throttled {
-                operation: "DescribeCapacityBlockOfferings",
-                region: "us-east-1".into(),
-                code: "RequestLimitExceeded",
-            }),
-            "capblock.MarketUnavailable",
-            true,
-            "RequestLimitExceeded",
-        ),
-        (
-            FunctionError::Market(MarketError::Rejected {
-                operation: "PurchaseCapacityBlock",
-                region: "us-east-1".into(),
-                code: "UnauthorizedOperation".into(),
-                message: "not allowed".into(),
-            }),
-            "capblock.MarketUnavailable",
-            true,
-            "UnauthorizedOperation",
-        ),
-        (
-            FunctionError::Notify(NotifyError::Failed { topic: "alerts".into(), message: "denied".into() }),
-            "capblock.NotifyFailed",
-            true,
-            "alerts",
-        ),
-    ];
-    for (e, kind, retryable, needle) in cases {
-        assert_eq!(e.kind(), kind, "{e}");
-        assert_eq!(e.retryable(), retryable, "{e}");
-        assert!(e.to_string().contains(needle), "{e} should name {needle}");
-    }
 }

@@ -1,5 +1,5 @@
 //! capblock's own events on EventBridge: what each lifecycle step tells workloads, in a shape
-//! written down as a JSON Schema per detail-type (`shared/schemas/events/`), and the limits of
+//! written down as a JSON Schema per detail-type (`core/schemas/events/`), and the limits of
 //! PutEvents that EventBridge enforces but the local emulator does not.
 //!
 //! Pure: the caller passes every fact, `now` included.
@@ -85,7 +85,7 @@ impl DetailType {
         DetailType::ALL.into_iter().find(|d| d.as_str() == s)
     }
 
-    /// The schema's file name under `shared/schemas/events/`.
+    /// The schema's file name under `core/schemas/events/`.
     pub fn schema_file(self) -> String {
         format!("{}.schema.json", self.as_str().to_ascii_lowercase().replace(' ', "-"))
     }

@@ -1,0 +1,14 @@
+//! capblock's core: everything that decides, with no AWS SDK in reach.
+//!
+//! - `domain/`: pure rules (the decision, money, budgets, lifecycle, announcements); no I/O, no
+//!   clock: every function takes `now`.
+//! - `ports/`: the narrow traits the workflows need from the world (market, store, notify,
+//!   probe, hand-off), each with the errors a caller can act on.
+//! - `app/`: the workflows (scan, purchase, track, reconcile, events, ...) over those ports.
+//!
+//! The adapters behind the ports (DynamoDB, EC2, SNS, ...) and the Lambda glue are in
+//! `capblock-shared`, which depends on this crate and never the other way round.
+
+pub mod app;
+pub mod domain;
+pub mod ports;
