@@ -304,19 +304,14 @@ where
                 key: intent.id.clone(),
                 message: "EC2 answered a live purchase as a dry run".into(),
             }),
-            // Throttled: EC2 did nothing, and the offering is as good as before. Giving it back
-            // is safe because this answer is certain; an unknown one (below) never is.
-            Err(e @ MarketError::Throttled { .. }) => self.give_back(rule, p, &sent, e.to_string()).await,
-            // An id EC2 no longer takes: the block may still be on sale under a new one, so the
-            // offering is asked again by a later run, never refused for good.
-            Err(e @ MarketError::Rejected { .. }) if e.code() == Some(OFFERING_ID_EXPIRED) => {
-                self.give_back(rule, p, &sent, e.to_string()).await
-            }
-            Err(e) if e.had_no_effect() => self.refuse(rule, p, &sent, &e.to_string(), now).await,
-            Err(e) => {
-                tracing::error!(event = "purchase_failed", outcome = "unknown", rule = %rule.id, intent = %intent.id, error = %e, "purchase outcome unknown; reconciliation will settle it");
-                Ok(Outcome::Unknown { intent: intent.id.clone(), reason: e.to_string() })
-            }
+            Err(e) => match failed_purchase(&e) {
+                FailedPurchase::GiveBack => self.give_back(rule, p, &sent, e.to_string()).await,
+                FailedPurchase::Refused => self.refuse(rule, p, &sent, &e.to_string(), now).await,
+                FailedPurchase::Unknown => {
+                    tracing::error!(event = "purchase_failed", outcome = "unknown", rule = %rule.id, intent = %intent.id, error = %e, "purchase outcome unknown; reconciliation will settle it");
+                    Ok(Outcome::Unknown { intent: intent.id.clone(), reason: e.to_string() })
+                }
+            },
         }
     }
 
@@ -473,6 +468,33 @@ where
         let notice = alert_notice(&intent.id, "rejected", &msg, now);
         self.store.record_rejected(intent, reason, Some(&notice)).await?;
         Ok(Outcome::Refused { offering_id: p.offering.id.clone(), reason: reason.to_string() })
+    }
+}
+
+/// What a PurchaseCapacityBlock error means for the intent that sent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailedPurchase {
+    /// Certainly nothing bought, and the offering may still be bought: the fee goes back and a
+    /// later run may try it again.
+    GiveBack,
+    /// Certainly nothing bought, and EC2 said no: the fee goes back, the offering stays tried.
+    Refused,
+    /// EC2 may have bought it (a lost or failed answer): the intent stays Sent, its fee
+    /// committed, until reconciliation by tag settles it.
+    Unknown,
+}
+
+/// The meaning of a purchase's error: only an answer that says EC2 did nothing frees the fee.
+pub fn failed_purchase(e: &MarketError) -> FailedPurchase {
+    match e {
+        // Throttled: EC2 did nothing, and the offering is as good as before. Giving it back is
+        // safe because this answer is certain; an unknown one never is.
+        MarketError::Throttled { .. } => FailedPurchase::GiveBack,
+        // An id EC2 no longer takes: the block may still be on sale under a new one, so the
+        // offering is asked again by a later run, never refused for good.
+        MarketError::Rejected { .. } if e.code() == Some(OFFERING_ID_EXPIRED) => FailedPurchase::GiveBack,
+        _ if e.had_no_effect() => FailedPurchase::Refused,
+        _ => FailedPurchase::Unknown,
     }
 }
 

@@ -19,10 +19,11 @@ use super::handoff::event_notice;
 use super::outbox::alert_notice;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation, split_by_tag};
-use crate::domain::budget::{Intent, IntentState, RESERVED_GRACE, SENT_GRACE};
+use crate::domain::budget::Intent;
 use crate::domain::bus::{BusStep, Subject, event_tags};
 use crate::domain::decision::Priced;
 use crate::domain::run_time::RunTime;
+use crate::domain::settlement::{Shown, Verdict, judge, sent_at};
 use crate::domain::tags::INTENT_TAG;
 use crate::ports::{Ledger, Outbox, ReservationSource, StoreError, Unreadable};
 
@@ -97,16 +98,9 @@ where
 {
     let mut out = Vec::new();
     for intent in ledger.open_intents().await? {
-        let settled = if at.is_replay() {
-            Settled::StillOpen {
-                intent: intent.id.clone(),
-                reason: format!("a replay of {} settles nothing; the next run on the clock does", at.view()),
-            }
-        } else {
-            match settle(ledger, market, &intent, at.clock(), until).await {
-                Ok(s) => s,
-                Err(e) => Settled::StillOpen { intent: intent.id.clone(), reason: e.to_string() },
-            }
+        let settled = match settle(ledger, market, &intent, at, until).await {
+            Ok(s) => s,
+            Err(e) => Settled::StillOpen { intent: intent.id.clone(), reason: e.to_string() },
         };
         tracing::info!(event = "intent_settled", intent = %intent.id, result = ?settled, "reconciled");
         out.push(settled);
@@ -133,7 +127,7 @@ async fn settle<L, R>(
     ledger: &L,
     market: &R,
     intent: &Intent,
-    now: DateTime<Utc>,
+    at: RunTime,
     until: Option<Instant>,
 ) -> Result<Settled, StoreError>
 where
@@ -141,15 +135,20 @@ where
     R: ReservationSource + ?Sized,
 {
     let id = intent.id.clone();
-    match intent.state {
+    let still_open = |reason: String| Ok(Settled::StillOpen { intent: id.clone(), reason });
+    let now = at.clock();
+    match judge(intent, at, None) {
+        Verdict::NotOnTheClock => {
+            still_open(format!("a replay of {} settles nothing; the next run on the clock does", at.view()))
+        }
         // Nothing was sent for it, so the offering goes back to the rule for a later run.
-        IntentState::Reserved if now - intent.created_at >= RESERVED_GRACE => {
+        Verdict::GiveBack => {
             let reason = "abandoned before PurchaseCapacityBlock was sent";
             ledger.record_given_back(intent, reason).await?;
             Ok(Settled::GivenBack { intent: id, reason: reason.into() })
         }
-        IntentState::Reserved => Ok(Settled::StillOpen { intent: id, reason: "another run is buying".into() }),
-        IntentState::Sent => {
+        Verdict::AnotherRunIsBuying => still_open("another run is buying".into()),
+        Verdict::LookUp => {
             // Only the lookup is bounded: a store write, once started, runs to its end.
             let lookup = market.reservations_tagged(&intent.offering.region, INTENT_TAG, &intent.id);
             let answer = match until {
@@ -157,41 +156,49 @@ where
                 None => Ok(lookup.await),
             };
             let Ok(answer) = answer else {
-                return Ok(Settled::StillOpen { intent: id, reason: OUT_OF_TIME.into() });
+                return still_open(OUT_OF_TIME.into());
             };
             let found = answer.map_err(|e| StoreError::Unavailable(e.to_string()))?;
-            if !found.reservations.is_empty() {
-                // The answer that named the purchase's reservations was lost: which are its
-                // parts is decided by what an offering's purchase makes (`split_by_tag`).
-                let split = split_by_tag(&intent.offering, found.reservations);
-                if !split.duplicates.is_empty() {
-                    let extra: Vec<&str> = split.duplicates.iter().map(|r| r.id.as_str()).collect();
-                    tracing::error!(event = "duplicate_purchase", intent = %id, reservations = ?extra,
-                        "more reservations carry this intent than its purchase makes; the tracker records them uncharged");
+            let shown = if !found.reservations.is_empty() {
+                Shown::Tagged
+            } else if !found.unreadable.is_empty() {
+                Shown::Unreadable
+            } else {
+                Shown::Nothing
+            };
+            match judge(intent, at, Some(shown)) {
+                Verdict::Adopt => {
+                    // The answer that named the purchase's reservations was lost: which are its
+                    // parts is decided by what an offering's purchase makes (`split_by_tag`).
+                    let split = split_by_tag(&intent.offering, found.reservations);
+                    if !split.duplicates.is_empty() {
+                        let extra: Vec<&str> = split.duplicates.iter().map(|r| r.id.as_str()).collect();
+                        tracing::error!(event = "duplicate_purchase", intent = %id, reservations = ?extra,
+                            "more reservations carry this intent than its purchase makes; the tracker records them uncharged");
+                    }
+                    let more: Vec<String> = split.parts.iter().skip(1).map(|r| r.id.clone()).collect();
+                    let block = record_purchase(ledger, intent, &split.parts[0], &more, now).await?;
+                    Ok(Settled::Adopted { intent: id, reservation_id: block.reservation_id })
                 }
-                let more: Vec<String> = split.parts.iter().skip(1).map(|r| r.id.clone()).collect();
-                let block = record_purchase(ledger, intent, &split.parts[0], &more, now).await?;
-                return Ok(Settled::Adopted { intent: id, reservation_id: block.reservation_id });
-            }
-            if !found.unreadable.is_empty() {
                 // EC2 holds something with this intent's tag that capblock cannot read: it may
                 // be the purchase, so the fee stays committed until a person looks.
-                return hold_unreadable(ledger, intent, &found.unreadable, now).await;
-            }
-            let sent_at = intent.sent_at.unwrap_or(intent.created_at);
-            if now - sent_at >= SENT_GRACE {
-                // Absence on a timer is not evidence: a reservation EC2 lists late would be
-                // bought a second time. Held for a person, who looks in EC2.
-                tracing::error!(event = "purchase_outcome_unknown", intent = %id, sent_at = %sent_at,
-                    "no reservation carries this intent's tag yet; the fee stays committed and the rule blocked until EC2 shows it or a person releases it");
-                let msg = announce::outcome_unknown(intent, sent_at);
-                ledger.enqueue(&alert_notice(&intent.id, "outcome-unknown", &msg, now)).await?;
-                Ok(Settled::StillOpen { intent: id, reason: UNKNOWN_HELD.into() })
-            } else {
-                Ok(Settled::StillOpen { intent: id, reason: "outcome unknown; waiting for EC2 to show it".into() })
+                Verdict::HoldUnreadable => hold_unreadable(ledger, intent, &found.unreadable, now).await,
+                Verdict::HoldForAPerson => {
+                    // Absence on a timer is not evidence: a reservation EC2 lists late would be
+                    // bought a second time. Held for a person, who looks in EC2.
+                    let sent_at = sent_at(intent);
+                    tracing::error!(event = "purchase_outcome_unknown", intent = %id, sent_at = %sent_at,
+                        "no reservation carries this intent's tag yet; the fee stays committed and the rule blocked until EC2 shows it or a person releases it");
+                    let msg = announce::outcome_unknown(intent, sent_at);
+                    ledger.enqueue(&alert_notice(&intent.id, "outcome-unknown", &msg, now)).await?;
+                    still_open(UNKNOWN_HELD.into())
+                }
+                _ => still_open("outcome unknown; waiting for EC2 to show it".into()),
             }
         }
-        _ => Ok(Settled::StillOpen { intent: id, reason: format!("state {}", intent.state.as_str()) }),
+        Verdict::Adopt | Verdict::HoldUnreadable | Verdict::HoldForAPerson | Verdict::Wait | Verdict::NotOpen => {
+            still_open(format!("state {}", intent.state.as_str()))
+        }
     }
 }
 

@@ -33,6 +33,7 @@ use crate::domain::money::Money;
 use crate::domain::names::Region;
 use crate::domain::rule::Rule;
 use crate::domain::run_time::RunTime;
+use crate::domain::settlement::part_failed;
 use crate::domain::slack::SlackMessage;
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::domain::usage::{DEFAULT_IDLE_ALERT_MINUTES, Reading, idle_cost, utilization_so_far};
@@ -656,13 +657,16 @@ where
     /// not evidence that it is not held.
     async fn part_still_held(&self, b: &Block, intent: &Intent) -> Result<Option<String>, StoreError> {
         for part in intent.parts.iter().filter(|p| **p != b.reservation_id) {
-            if self.store.get_block(part).await?.is_some_and(|p| p.state == BlockState::PaymentFailed) {
+            let stored = self.store.get_block(part).await?.map(|p| p.state);
+            if part_failed(stored, None) {
                 continue;
             }
             let shown = self.market.observe(&b.region, std::slice::from_ref(part)).await;
-            let failed = matches!(shown.as_deref(), Ok([(_, Observed::Found { state, .. })])
-                if BlockState::from_ec2(state) == Some(BlockState::PaymentFailed));
-            if !failed {
+            let seen = match shown.as_deref() {
+                Ok([(_, observed)]) => Some(observed),
+                _ => None,
+            };
+            if !part_failed(stored, seen) {
                 return Ok(Some(part.clone()));
             }
         }

@@ -237,6 +237,19 @@ pub fn charges_for(rule: &Rule, stack: &StackBudgets, period: &Period) -> Result
     Ok(charges)
 }
 
+/// Whether the budget `charge` names may commit `fee` more, having committed `usage` (`None`:
+/// nothing yet this period): the limit is never passed, and a rule's purchase count stays
+/// within its monthly maximum. The ledger's transaction states the same conditions for every
+/// charge at once (DynamoDB cannot add: `committed <= limit - fee`); the in-memory ledger and
+/// the protocol model call this.
+pub fn admits(charge: &BudgetCharge, usage: Option<&BudgetUsage>, fee: Money) -> bool {
+    let (committed, purchases) =
+        usage.map_or((rust_decimal::Decimal::ZERO, 0), |u| (u.committed.amount(), u.purchases));
+    let within_limit = charge.limit.is_none_or(|limit| committed + fee.amount() <= limit.amount());
+    let within_count = charge.max_purchases.is_none_or(|max| purchases < max);
+    within_limit && within_count
+}
+
 // How long an open intent may stay open before its outcome is decided without EC2's answer.
 /// A Reserved intent older than this was abandoned before PurchaseCapacityBlock was sent (Sent
 /// is written before the call): its fee goes back.
@@ -261,6 +274,26 @@ mod tests {
         assert_eq!(Intent::id_for("p5", "cb-1"), "p5/cb-1");
         assert_eq!(BudgetOwner::Rule("p5".into()).key(), "RULE#p5");
         assert!(IntentState::Sent.is_open() && !IntentState::Bought.is_open());
+    }
+
+    #[test]
+    fn a_budget_admits_a_fee_up_to_its_limit_and_its_purchase_count() {
+        let usd = |a: &str| Money::parse(a, "USD").unwrap();
+        let charge = |limit: Option<&str>, max| BudgetCharge {
+            owner: BudgetOwner::Account,
+            period: Period::parse("2026-12").unwrap(),
+            limit: limit.map(usd),
+            max_purchases: max,
+        };
+        let used = |committed: &str, purchases| BudgetUsage { committed: usd(committed), spent: usd("0"), purchases };
+        assert!(admits(&charge(Some("1000"), None), None, usd("1000")));
+        assert!(!admits(&charge(Some("1000"), None), None, usd("1000.01")));
+        assert!(admits(&charge(Some("1000"), None), Some(&used("400", 1)), usd("600")));
+        assert!(!admits(&charge(Some("1000"), None), Some(&used("400.01", 1)), usd("600")));
+        assert!(admits(&charge(None, None), Some(&used("99999", 9)), usd("600")), "counted, not capped");
+        assert!(admits(&charge(None, Some(2)), Some(&used("0", 1)), usd("1")));
+        assert!(!admits(&charge(None, Some(2)), Some(&used("0", 2)), usd("1")));
+        assert!(!admits(&charge(None, Some(0)), None, usd("1")));
     }
 
     fn rule(extra: &str) -> Rule {

@@ -31,6 +31,7 @@ pub mod preflight;
 pub mod report;
 pub mod rule;
 pub mod run_time;
+pub mod settlement;
 pub mod share;
 pub mod slack;
 pub mod stack;

@@ -4,6 +4,7 @@ use chrono::Duration;
 
 use super::*;
 use crate::app::fakes::{Market, Table, offering, reservation_of, rule, sent_intent, t0};
+use crate::domain::budget::SENT_GRACE;
 
 /// Two purchases whose answers were lost, sent at the clock's 10:00: one EC2 made, one not.
 fn two_unknown() -> (Table, Market) {

@@ -1,0 +1,90 @@
+//! What may be concluded of an open purchase intent, and of a failed payment's fee, from what
+//! EC2 showed: the judgements `app::reconcile` and the tracker act on, and the protocol model
+//! (`verify/`) explores. Money moves only on these answers.
+//!
+//! The evidence rules (docs/how-it-works.md, "Buying safely"):
+//! - A Reserved intent never reached EC2 (Sent is written before the one call): after
+//!   `RESERVED_GRACE` its fee goes back.
+//! - A Sent intent may have: only a reservation carrying its tag settles it (bought). Nothing
+//!   shown is not evidence, however long it lasts: past `SENT_GRACE` a person is told, and the
+//!   fee stays committed.
+//! - A reservation carrying the tag that cannot be read may be the purchase: held, never
+//!   released.
+//! - A replay or a person's look settles nothing: money follows the clock.
+
+use chrono::{DateTime, Utc};
+
+use super::budget::{Intent, IntentState, RESERVED_GRACE, SENT_GRACE};
+use super::lifecycle::{BlockState, Observed};
+use super::run_time::RunTime;
+
+/// What EC2 answered when asked for the reservations carrying an intent's tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Shown {
+    /// At least one readable reservation carries the tag.
+    Tagged,
+    /// Only reservations capblock cannot read carry it.
+    Unreadable,
+    /// None does (yet: EC2 lists new reservations when it lists them).
+    Nothing,
+}
+
+/// What to do with one open intent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// A replay or a person's look: leave it for the next run on the clock.
+    NotOnTheClock,
+    /// Reserved and abandoned: nothing reached EC2, the fee goes back.
+    GiveBack,
+    /// Reserved recently: another run is buying.
+    AnotherRunIsBuying,
+    /// Sent: ask EC2 by tag, then judge again with its answer.
+    LookUp,
+    /// EC2 shows the purchase: record it as bought.
+    Adopt,
+    /// Something carrying the tag cannot be read: held, a person told.
+    HoldUnreadable,
+    /// Sent past `SENT_GRACE` with nothing shown: held, a person told; the fee stays committed.
+    HoldForAPerson,
+    /// Sent recently with nothing shown: wait for EC2 to list it.
+    Wait,
+    /// Not open (bought, rejected, dry run): nothing to settle.
+    NotOpen,
+}
+
+/// The verdict on `intent` at `at`, given EC2's answer by tag (`None`: not asked yet).
+pub fn judge(intent: &Intent, at: RunTime, shown: Option<Shown>) -> Verdict {
+    if at.is_replay() {
+        return Verdict::NotOnTheClock;
+    }
+    let now = at.clock();
+    match intent.state {
+        IntentState::Reserved if now - intent.created_at >= RESERVED_GRACE => Verdict::GiveBack,
+        IntentState::Reserved => Verdict::AnotherRunIsBuying,
+        IntentState::Sent => match shown {
+            None => Verdict::LookUp,
+            Some(Shown::Tagged) => Verdict::Adopt,
+            Some(Shown::Unreadable) => Verdict::HoldUnreadable,
+            Some(Shown::Nothing) if now - sent_at(intent) >= SENT_GRACE => Verdict::HoldForAPerson,
+            Some(Shown::Nothing) => Verdict::Wait,
+        },
+        IntentState::Bought | IntentState::Rejected | IntentState::DryRun => Verdict::NotOpen,
+    }
+}
+
+/// When the purchase was sent (its creation, for intents stored before `sent_at` was kept).
+pub fn sent_at(intent: &Intent) -> DateTime<Utc> {
+    intent.sent_at.unwrap_or(intent.created_at)
+}
+
+/// Whether another part of a failed purchase (an UltraServer of N) is known not to be held:
+/// the store has it as payment-failed, or EC2 shows it payment-failed. Anything else (waiting,
+/// paid, not shown, unreadable, not asked) may be held, so the purchase's one fee stays
+/// committed until every part has failed.
+pub fn part_failed(stored: Option<BlockState>, shown: Option<&Observed>) -> bool {
+    stored == Some(BlockState::PaymentFailed)
+        || matches!(shown, Some(Observed::Found { state, .. }) if BlockState::from_ec2(state) == Some(BlockState::PaymentFailed))
+}
+
+#[cfg(test)]
+mod tests;
