@@ -1,0 +1,85 @@
+//! What must hold in every state the checker reaches. stateright takes plain `fn`s.
+
+use capblock_core::domain::budget::IntentState;
+use stateright::Property;
+
+use crate::protocol::Protocol;
+use crate::world::{FEE, LIMIT, MAX_HELD, Notice, World};
+
+pub const ONE_PURCHASE_PER_INTENT: &str = "at most one PurchaseCapacityBlock that bought, per intent";
+pub const HELD_WITHIN_RULE: &str = "EC2 never holds more of the rule's purchases than it may hold";
+pub const WITHIN_LIMITS: &str = "no budget commits past its limit";
+pub const EC2_WITHIN_COMMITTED: &str = "what EC2 holds is always committed in every budget";
+pub const LEDGER_ADDS_UP: &str = "each budget commits exactly the fees of open and unreleased purchases";
+pub const ANNOUNCED_AT_MOST_ONCE: &str = "every announcement at most once";
+pub const SETTLED_BY_THE_RUNS_THAT_FOLLOW: &str =
+    "every purchase is on the books and announced once the runs that follow have run";
+
+pub fn all() -> Vec<Property<Protocol>> {
+    vec![
+        Property::always(ONE_PURCHASE_PER_INTENT, |_, w: &World| w.ec2.purchases.values().all(|n| *n <= 1)),
+        Property::always(HELD_WITHIN_RULE, |_, w: &World| w.ec2.held_purchases().len() <= MAX_HELD),
+        Property::always(WITHIN_LIMITS, |_, w: &World| {
+            w.store.rule.committed <= LIMIT && w.store.account.committed <= LIMIT
+        }),
+        Property::always(EC2_WITHIN_COMMITTED, |_, w: &World| {
+            let held = FEE * w.ec2.held_purchases().len() as i64;
+            held <= w.store.rule.committed && held <= w.store.account.committed
+        }),
+        Property::always(LEDGER_ADDS_UP, |_, w: &World| {
+            let owed = FEE
+                * w.store
+                    .intents
+                    .values()
+                    .filter(|i| i.state.is_open() || (i.state == IntentState::Bought && !i.fee_released))
+                    .count() as i64;
+            w.store.rule.committed == owed && w.store.account.committed == owed
+        }),
+        Property::always(ANNOUNCED_AT_MOST_ONCE, |_, w: &World| w.store.notices.values().all(|n| *n <= 1)),
+        Property::always(SETTLED_BY_THE_RUNS_THAT_FOLLOW, settled_by_the_runs_that_follow),
+    ]
+}
+
+/// "At least once, with the runs that follow": from this state, once EC2 lists what it
+/// bought readably and the tracker runs without faults, every purchase EC2 made is recorded
+/// as bought (its fee spent), announced once, and every part tracked.
+fn settled_by_the_runs_that_follow(m: &Protocol, w: &World) -> bool {
+    if settled(w) {
+        return true;
+    }
+    let mut w = w.clone();
+    w.tracker.looked = None;
+    for r in &mut w.ec2.reservations {
+        r.listed |= !r.dropped;
+        r.readable = true;
+    }
+    // Settling records a purchase (and its first part); adopting tracks the other parts.
+    for _ in 0..2 {
+        let intents: Vec<u8> = w.store.intents.keys().copied().collect();
+        for o in intents {
+            if m.look(&mut w, o) {
+                m.settle(&mut w);
+            }
+        }
+        for r in 0..w.ec2.reservations.len() as u8 {
+            m.adopt(&mut w, r);
+        }
+    }
+    settled(&w)
+}
+
+fn settled(w: &World) -> bool {
+    w.ec2.purchases.keys().all(|o| {
+        let parts = w.ec2.parts_of(*o);
+        let intent = w.store.intents.get(o);
+        if parts.iter().all(|r| w.ec2.reservations[*r as usize].dropped) {
+            // EC2 failed its payment and no longer lists it before capblock saw it: nothing is
+            // held, and the intent stays before a person with its fee committed, or was
+            // recorded before.
+            return intent.is_some_and(|i| i.state == IntentState::Bought || i.state == IntentState::Sent);
+        }
+        let bought = intent.is_some_and(|i| i.state == IntentState::Bought);
+        let tracked = parts.iter().all(|r| w.ec2.reservations[*r as usize].dropped || w.store.blocks.contains_key(r));
+        bought && tracked && w.store.notices.get(&Notice::Purchased(*o)) == Some(&1)
+    })
+}

@@ -1,0 +1,786 @@
+//! The actors' steps and the faults, as stateright's `Model`.
+//!
+//! Each buyer's run is the live path of `app::purchase::Buyer::live`, one port call a step:
+//! decide (read the guard, the held blocks and the budgets), reserve (one transaction: intent,
+//! guard, every charge), re-check, mark Sent, call PurchaseCapacityBlock, write the answer. The
+//! tracker settles open intents (`app::reconcile`: look up by tag, then write) and moves blocks
+//! (`app::track`: observe, release a failed payment's fee, store the move). EC2 lists new
+//! reservations late, garbles them, takes or fails payments, and drops failed ones. Time moves
+//! in 5-minute ticks (across the graces) and in 12-hour jumps (across payment deadlines).
+
+use capblock_core::app::purchase::{FailedPurchase, failed_purchase};
+use capblock_core::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, IntentState, Period, admits, charges_for};
+use capblock_core::domain::catalog::AcceleratorCatalog;
+use capblock_core::domain::decision::{Headroom, Priced, check, room};
+use capblock_core::domain::lifecycle::{BlockState, Transition};
+use capblock_core::domain::rule::Rule;
+use capblock_core::domain::run_time::RunTime;
+use capblock_core::domain::settlement::{Shown, Verdict, judge, part_failed};
+use capblock_core::ports::{MarketError, REQUEST_LIMIT};
+use stateright::{Model, Property};
+
+use crate::properties;
+use crate::sabotage::Sabotage;
+use crate::world::{
+    Actor, Answer, Ec2State, Left, Looked, Minute, Notice, Res, Step, StoredIntent, Usage, Who, World, at, block,
+    intent, offering_of, rule, stack, usd,
+};
+
+/// How far the checker looks: the actors and the faults it may combine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// Overlapping scheduled scans, each one run.
+    pub scans: u8,
+    /// `capblock buy` runs.
+    pub hands: u8,
+    /// A dry-run replay of another moment.
+    pub replay: bool,
+    /// Offerings on sale (the rule may buy any).
+    pub offerings: u8,
+    /// Reservations one purchase makes (UltraServers).
+    pub parts: u8,
+    pub left: Left,
+}
+
+impl Bounds {
+    /// The bound `make test` checks (a minute or less on the 2-core machine).
+    pub fn bounded() -> Bounds {
+        Bounds {
+            scans: 2,
+            hands: 0,
+            replay: true,
+            offerings: 2,
+            parts: 1,
+            left: Left {
+                ticks: 4,
+                jumps: 1,
+                crashes: 1,
+                lost: 1,
+                throttled: 1,
+                refused: 0,
+                recheck_failures: 0,
+                unreadable: 1,
+                payment_failures: 1,
+            },
+        }
+    }
+
+    /// UltraServers: purchases of two parts each, whose payment may fail (in `make test`).
+    pub fn ultraservers() -> Bounds {
+        Bounds { scans: 1, ..Bounds::deep_ultraservers() }
+    }
+
+    /// `make verify`'s UltraServers: two scans at once.
+    pub fn deep_ultraservers() -> Bounds {
+        Bounds {
+            scans: 2,
+            hands: 0,
+            replay: false,
+            offerings: 2,
+            parts: 2,
+            left: Left { ticks: 1, jumps: 1, crashes: 1, lost: 1, payment_failures: 1, ..Left::default() },
+        }
+    }
+
+    /// `make verify`: every actor and fault at once.
+    pub fn deep() -> Bounds {
+        Bounds {
+            scans: 2,
+            hands: 1,
+            replay: true,
+            offerings: 2,
+            parts: 1,
+            left: Left {
+                ticks: 4,
+                jumps: 1,
+                crashes: 2,
+                lost: 1,
+                throttled: 1,
+                refused: 1,
+                recheck_failures: 1,
+                unreadable: 1,
+                payment_failures: 1,
+            },
+        }
+    }
+}
+
+/// The protocol under `bounds`, with `sabotage` put back (None: the code as it is).
+#[derive(Clone, Debug)]
+pub struct Protocol {
+    pub bounds: Bounds,
+    pub sabotage: Option<Sabotage>,
+    /// The rule every actor buys for, parsed once (`world::rule`).
+    pub rule: Rule,
+}
+
+/// One move of one actor, of EC2 or of time.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Actor `a` takes its next step; `choice` picks among its outcomes (an offering, EC2's answer).
+    Act {
+        a: u8,
+        choice: u8,
+    },
+    /// Actor `a` dies where it is (a Lambda timeout or crash, a person's Ctrl-C).
+    Crash {
+        a: u8,
+    },
+    /// The tracker asks EC2 by tag for intent `o`'s reservations.
+    Look {
+        o: u8,
+    },
+    /// The tracker writes what its look means.
+    Settle,
+    /// The tracker dies between its look and its write.
+    TrackerCrash,
+    /// The tracker observes reservation `r`'s block and stores what it means; `crash`: it dies
+    /// between releasing the fee and storing the move.
+    Track {
+        r: u8,
+        crash: bool,
+    },
+    /// The tracker adopts reservation `r`, a part of a bought purchase the table lacks.
+    Adopt {
+        r: u8,
+    },
+    List {
+        r: u8,
+    },
+    Garble {
+        r: u8,
+    },
+    Mend {
+        r: u8,
+    },
+    Pay {
+        o: u8,
+    },
+    FailPayment {
+        o: u8,
+    },
+    Drop {
+        r: u8,
+    },
+    Tick,
+    Jump,
+}
+
+/// A purchase action's minutes per tick: across `RESERVED_GRACE` (5 min) in one, `SENT_GRACE`
+/// (15 min) in three.
+const TICK: Minute = 5;
+/// Across every payment deadline (12 hours at most).
+const JUMP: Minute = 12 * 60;
+/// How far off the clock the replay looks.
+const REPLAY_AHEAD: i64 = 120;
+
+impl Model for Protocol {
+    type State = World;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<World> {
+        let b = &self.bounds;
+        let mut actors = Vec::new();
+        actors.extend((0..b.scans).map(|_| Actor { who: Who::Scan, step: Step::Start }));
+        actors.extend((0..b.hands).map(|_| Actor { who: Who::Hand, step: Step::Start }));
+        if b.replay {
+            actors.push(Actor { who: Who::Replay, step: Step::Start });
+        }
+        vec![World {
+            minute: 0,
+            left: b.left,
+            actors,
+            tracker: Default::default(),
+            store: Default::default(),
+            ec2: Default::default(),
+        }]
+    }
+
+    fn actions(&self, w: &World, out: &mut Vec<Action>) {
+        for (a, actor) in w.actors.iter().enumerate() {
+            let a = a as u8;
+            match actor.step {
+                Step::Done => continue,
+                Step::Start => (0..self.bounds.offerings.max(1)).for_each(|choice| out.push(Action::Act { a, choice })),
+                Step::Reserved { .. } => (0..2).for_each(|choice| out.push(Action::Act { a, choice })),
+                Step::Sent { .. } => (0..5).for_each(|choice| out.push(Action::Act { a, choice })),
+                _ => out.push(Action::Act { a, choice: 0 }),
+            }
+            if actor.step != Step::Start && w.left.crashes > 0 {
+                out.push(Action::Crash { a });
+            }
+        }
+        match &w.tracker.looked {
+            Some(_) => {
+                out.push(Action::Settle);
+                if w.left.crashes > 0 {
+                    out.push(Action::TrackerCrash);
+                }
+            }
+            None => w.store.intents.keys().for_each(|o| out.push(Action::Look { o: *o })),
+        }
+        for r in w.store.blocks.keys() {
+            out.push(Action::Track { r: *r, crash: false });
+            if w.left.crashes > 0 {
+                out.push(Action::Track { r: *r, crash: true });
+            }
+        }
+        for r in 0..w.ec2.reservations.len() as u8 {
+            out.extend([
+                Action::Adopt { r },
+                Action::List { r },
+                Action::Garble { r },
+                Action::Mend { r },
+                Action::Drop { r },
+            ]);
+        }
+        for o in w.ec2.purchases.keys() {
+            out.extend([Action::Pay { o: *o }, Action::FailPayment { o: *o }]);
+        }
+        out.extend([Action::Tick, Action::Jump]);
+    }
+
+    fn next_state(&self, w: &World, action: Action) -> Option<World> {
+        let mut n = w.clone();
+        let changed = match action {
+            Action::Act { a, choice } => self.act(&mut n, a as usize, choice),
+            Action::Crash { a } => spend(&mut n.left.crashes) && set(&mut n.actors[a as usize].step, Step::Done),
+            Action::Look { o } => self.look(&mut n, o),
+            Action::Settle => self.settle(&mut n),
+            Action::TrackerCrash => spend(&mut n.left.crashes) && n.tracker.looked.take().is_some(),
+            Action::Track { r, crash } => self.track(&mut n, r, crash),
+            Action::Adopt { r } => self.adopt(&mut n, r),
+            Action::List { r } => {
+                let res = &mut n.ec2.reservations[r as usize];
+                !res.dropped && set(&mut res.listed, true)
+            }
+            Action::Garble { r } => {
+                n.ec2.reservations[r as usize].listed && spend(&mut n.left.unreadable) && {
+                    set(&mut n.ec2.reservations[r as usize].readable, false)
+                }
+            }
+            Action::Mend { r } => set(&mut n.ec2.reservations[r as usize].readable, true),
+            Action::Pay { o } => pay(&mut n, o, Ec2State::Active),
+            Action::FailPayment { o } => {
+                n.left.payment_failures > 0
+                    && pay(&mut n, o, Ec2State::PaymentFailed)
+                    && spend(&mut n.left.payment_failures)
+            }
+            Action::Drop { r } => {
+                let res = &mut n.ec2.reservations[r as usize];
+                res.state == Ec2State::PaymentFailed && set(&mut res.dropped, true)
+            }
+            // A scheduled run lasts 90 s at most (the template's Timeout), the tracker's 60 s: five
+            // minutes on, a scan mid-run and the tracker's look are gone. A person's command
+            // (`capblock buy`) may wait that long.
+            Action::Tick => {
+                spend(&mut n.left.ticks) && {
+                    n.minute += TICK;
+                    for actor in n.actors.iter_mut().filter(|a| a.who == Who::Scan && a.step != Step::Start) {
+                        actor.step = Step::Done;
+                    }
+                    n.tracker.looked = None;
+                    true
+                }
+            }
+            // Twelve hours pass between runs, not inside one; and EC2 lists a new reservation
+            // within minutes, not hours (`infra/market-sim/README.md`, listing lag), so a jump
+            // across the payment deadlines waits until it has.
+            Action::Jump => {
+                let between_runs = w.actors.iter().all(|a| matches!(a.step, Step::Start | Step::Done));
+                let listed = w.ec2.reservations.iter().all(|r| r.listed || r.dropped);
+                between_runs && listed && spend(&mut n.left.jumps) && {
+                    n.minute += JUMP;
+                    n.tracker.looked = None;
+                    true
+                }
+            }
+        };
+        changed.then_some(n)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        properties::all()
+    }
+}
+
+/// Takes one of a bounded fault or time: false when none is left.
+fn spend(left: &mut u8) -> bool {
+    if *left == 0 {
+        return false;
+    }
+    *left -= 1;
+    true
+}
+
+/// Sets `slot`, telling whether that changed anything.
+fn set<T: PartialEq>(slot: &mut T, value: T) -> bool {
+    if *slot == value {
+        return false;
+    }
+    *slot = value;
+    true
+}
+
+/// EC2 takes (or fails) the payment of every part of intent `o`'s purchase still waiting.
+fn pay(w: &mut World, o: u8, to: Ec2State) -> bool {
+    let mut changed = false;
+    for r in w.ec2.reservations.iter_mut().filter(|r| r.o == o && r.state == Ec2State::PaymentPending) {
+        r.state = to;
+        changed = true;
+    }
+    changed
+}
+
+fn usage_of(u: &Usage) -> BudgetUsage {
+    BudgetUsage { committed: usd(u.committed), spent: usd(u.spent), purchases: u.purchases }
+}
+
+impl Protocol {
+    pub fn new(bounds: Bounds) -> Protocol {
+        Protocol { bounds, sabotage: None, rule: rule(bounds.parts.max(1)) }
+    }
+
+    pub fn with(self, sabotage: Sabotage) -> Protocol {
+        Protocol { sabotage: Some(sabotage), ..self }
+    }
+
+    /// One step of a path, in words, from the state it was taken in.
+    pub fn describe(&self, w: &World, action: &Action) -> String {
+        let t = format!("t+{:>4} min", w.minute);
+        let actor = |a: u8| {
+            let who = match w.actors[a as usize].who {
+                Who::Scan => "scan",
+                Who::Hand => "capblock buy",
+                Who::Replay => "dry-run replay",
+            };
+            format!("{who} #{a}")
+        };
+        let what = match action {
+            Action::Act { a, choice } => {
+                let does = match (w.actors[*a as usize].who, w.actors[*a as usize].step) {
+                    (Who::Replay, _) => format!("judges intent cb-{choice} on its run time"),
+                    (_, Step::Start) => format!("decides on offering cb-{choice}"),
+                    (_, Step::Decided { o, .. }) => format!("reserves the budgets for cb-{o}"),
+                    (_, Step::Reserved { o }) if *choice == 0 => format!("re-checks cb-{o}: still on sale"),
+                    (_, Step::Reserved { o }) => format!("re-checks cb-{o}: changed, gives it back"),
+                    (_, Step::Checked { o }) => format!("marks cb-{o} Sent"),
+                    (_, Step::Sent { o }) => {
+                        let answer =
+                            ["bought", "bought, answer lost", "answer lost, nothing bought", "throttled", "refused"];
+                        format!("calls PurchaseCapacityBlock for cb-{o}: {}", answer[usize::from(*choice).min(4)])
+                    }
+                    (_, Step::Answered { o, answer }) => format!("writes the answer for cb-{o} ({answer:?})"),
+                    (_, Step::Done) => "is done".into(),
+                };
+                format!("{} {does}", actor(*a))
+            }
+            Action::Crash { a } => format!("{} crashes", actor(*a)),
+            Action::Look { o } => format!("tracker asks EC2 for reservations tagged with intent cb-{o}"),
+            Action::Settle => "tracker writes what the look means".into(),
+            Action::TrackerCrash => "tracker crashes".into(),
+            Action::Track { r, crash: false } => format!("tracker observes cr-{r} and stores its move"),
+            Action::Track { r, crash: true } => format!("tracker observes cr-{r}, releases what it releases, crashes"),
+            Action::Adopt { r } => format!("tracker adopts cr-{r}"),
+            Action::List { r } => format!("EC2 lists cr-{r}"),
+            Action::Garble { r } => format!("EC2 describes cr-{r} without a member capblock needs"),
+            Action::Mend { r } => format!("EC2 describes cr-{r} in full again"),
+            Action::Pay { o } => format!("EC2 takes the payment for cb-{o}"),
+            Action::FailPayment { o } => format!("EC2 fails the payment for cb-{o}"),
+            Action::Drop { r } => format!("EC2 stops listing cr-{r} (payment failed)"),
+            Action::Tick => format!("{TICK} minutes pass"),
+            Action::Jump => "12 hours pass".into(),
+        };
+        format!("{t}  {what}")
+    }
+
+    fn parts(&self) -> u8 {
+        self.bounds.parts.max(1)
+    }
+
+    fn on(&self, s: Sabotage) -> bool {
+        self.sabotage == Some(s)
+    }
+
+    /// The run time an actor's step runs at: the functions' clock; a replay's view is two hours
+    /// off it.
+    fn run_time(&self, w: &World, who: Who) -> RunTime {
+        let clock = at(w.minute);
+        match who {
+            Who::Replay => RunTime::asked(clock, Some(clock + chrono::Duration::minutes(REPLAY_AHEAD))),
+            Who::Scan | Who::Hand => RunTime::from(clock),
+        }
+    }
+
+    fn act(&self, w: &mut World, a: usize, choice: u8) -> bool {
+        let who = w.actors[a].who;
+        let step = w.actors[a].step;
+        let next = match (who, step) {
+            (Who::Replay, Step::Start) => self.replay(w, choice),
+            (_, Step::Start) => self.decide(w, choice),
+            (_, Step::Decided { o, seq }) => self.reserve(w, o, seq),
+            (_, Step::Reserved { o }) => self.recheck(w, o, choice),
+            (_, Step::Checked { o }) => self.mark_sent(w, o),
+            (_, Step::Sent { o }) => self.call(w, o, choice),
+            (_, Step::Answered { o, answer }) => self.record(w, o, answer),
+            (_, Step::Done) => None,
+        };
+        match next {
+            Some(step) => {
+                w.actors[a].step = step;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A scan's (or a person's) decision to buy offering `o`: the rule's guard, its held blocks
+    /// and its budgets as read now, judged by the core's `decision::check`.
+    fn decide(&self, w: &World, o: u8) -> Option<Step> {
+        if w.store.guard.is_some() || w.store.intents.contains_key(&o) {
+            return Some(Step::Done);
+        }
+        let held = w.store.blocks.values().filter(|s| s.is_held()).count();
+        if held >= crate::world::MAX_HELD && !self.on(Sabotage::IgnoreHeldBlocks) {
+            return Some(Step::Done);
+        }
+        let now = at(w.minute);
+        let headroom = room(usd(crate::world::LIMIT), usd(w.store.rule.committed))
+            .amount()
+            .min(room(usd(crate::world::LIMIT), usd(w.store.account.committed)).amount());
+        let priced = Priced::new(offering_of(o, self.parts()), &AcceleratorCatalog::new())?;
+        match check(&self.rule, &priced, Headroom(usd(headroom.try_into().unwrap_or(0))), now) {
+            None => Some(Step::Decided { o, seq: w.store.seq }),
+            Some(_) => Some(Step::Done),
+        }
+    }
+
+    /// The one reservation transaction: the intent (new), the guard (no open intent, the
+    /// sequence read), and every charge the core's `charges_for` names, each `admits`-ed.
+    fn reserve(&self, w: &mut World, o: u8, seq: u8) -> Option<Step> {
+        if self.on(Sabotage::ChargeAfterPurchase) {
+            // The bug: straight to EC2, the budgets charged when the answer is written.
+            return Some(Step::Sent { o });
+        }
+        let now = at(w.minute);
+        let charges = charges_for(&&self.rule, &stack(), &Period::of(now)).ok()?;
+        let fits = charges.iter().all(|c| self.admits(w, c));
+        if w.store.intents.contains_key(&o) || w.store.guard.is_some() || w.store.seq != seq || !fits {
+            return Some(Step::Done);
+        }
+        charge(w, &charges, 1);
+        w.store.guard = Some(o);
+        w.store.seq += 1;
+        let stored = StoredIntent {
+            state: IntentState::Reserved,
+            created: w.minute,
+            sent: None,
+            parts: vec![],
+            fee_released: false,
+        };
+        w.store.intents.insert(o, stored);
+        Some(Step::Reserved { o })
+    }
+
+    fn admits(&self, w: &World, c: &BudgetCharge) -> bool {
+        let usage = match c.owner {
+            BudgetOwner::Account => usage_of(&w.store.account),
+            _ => usage_of(&w.store.rule),
+        };
+        admits(c, Some(&usage), usd(crate::world::FEE))
+    }
+
+    /// The re-check: confirmed (`choice` 0), or changed or unanswered (1): given back.
+    fn recheck(&self, w: &mut World, o: u8, choice: u8) -> Option<Step> {
+        if choice == 0 {
+            return Some(Step::Checked { o });
+        }
+        if !spend(&mut w.left.recheck_failures) {
+            return None;
+        }
+        close(w, o, None);
+        Some(Step::Done)
+    }
+
+    /// `mark_sent`: only a Reserved intent becomes Sent.
+    fn mark_sent(&self, w: &mut World, o: u8) -> Option<Step> {
+        let minute = w.minute;
+        match w.store.intents.get_mut(&o) {
+            Some(i) if i.state == IntentState::Reserved => {
+                i.state = IntentState::Sent;
+                i.sent = Some(minute);
+                Some(Step::Sent { o })
+            }
+            _ => Some(Step::Done),
+        }
+    }
+
+    /// PurchaseCapacityBlock, once. `choice`: bought and answered, bought and the answer lost,
+    /// lost before EC2 acted, throttled, refused.
+    fn call(&self, w: &mut World, o: u8, choice: u8) -> Option<Step> {
+        let answer = match choice {
+            0 => Answer::Bought,
+            1 if spend(&mut w.left.lost) => Answer::LostAfterBuying,
+            2 if spend(&mut w.left.lost) => Answer::LostBeforeBuying,
+            3 if spend(&mut w.left.throttled) => Answer::Throttled,
+            4 if spend(&mut w.left.refused) => Answer::Refused,
+            _ => return None,
+        };
+        if matches!(answer, Answer::Bought | Answer::LostAfterBuying) {
+            *w.ec2.purchases.entry(o).or_default() += 1;
+            for _ in 0..self.parts() {
+                let res = Res { o, listed: false, readable: true, state: Ec2State::PaymentPending, dropped: false };
+                w.ec2.reservations.push(res);
+            }
+        }
+        Some(Step::Answered { o, answer })
+    }
+
+    /// Writes EC2's answer: the purchase recorded, or the error's meaning as the core's
+    /// `failed_purchase` decides it.
+    fn record(&self, w: &mut World, o: u8, answer: Answer) -> Option<Step> {
+        let region = "us-east-1".to_string();
+        let error = match answer {
+            Answer::Bought => {
+                if self.on(Sabotage::ChargeAfterPurchase) {
+                    let charges = charges_for(&&self.rule, &stack(), &Period::of(at(w.minute))).ok()?;
+                    w.store.intents.entry(o).or_insert(StoredIntent {
+                        state: IntentState::Sent,
+                        created: w.minute,
+                        sent: Some(w.minute),
+                        parts: vec![],
+                        fee_released: false,
+                    });
+                    charge(w, &charges, 1);
+                }
+                let parts = w.ec2.parts_of(o);
+                let parts = parts[parts.len() - self.parts() as usize..].to_vec();
+                record_bought(w, o, parts);
+                return Some(Step::Done);
+            }
+            Answer::LostAfterBuying | Answer::LostBeforeBuying => MarketError::Unknown {
+                operation: "PurchaseCapacityBlock",
+                region,
+                message: "dispatch failure: timed out".into(),
+            },
+            Answer::Throttled => {
+                MarketError::Throttled { operation: "PurchaseCapacityBlock", region, code: REQUEST_LIMIT }
+            }
+            Answer::Refused => MarketError::Rejected {
+                operation: "PurchaseCapacityBlock",
+                region,
+                code: "InsufficientInstanceCapacity".into(),
+                message: "no capacity".into(),
+            },
+        };
+        match failed_purchase(&error) {
+            FailedPurchase::GiveBack => close(w, o, None),
+            FailedPurchase::Refused => close(w, o, Some(IntentState::Rejected)),
+            FailedPurchase::Unknown if self.on(Sabotage::GiveBackUnknownAnswers) => close(w, o, None),
+            FailedPurchase::Unknown => {}
+        }
+        Some(Step::Done)
+    }
+
+    /// A replay settles (and buys) nothing: every open intent is judged on its run time.
+    fn replay(&self, w: &mut World, o: u8) -> Option<Step> {
+        let mut at = self.run_time(w, Who::Replay);
+        if self.on(Sabotage::SettleOnReplayedClock) {
+            at = RunTime::from(at.view());
+        }
+        let stored = w.store.intents.get(&o)?.clone();
+        match judge(&intent(&self.rule, o, self.parts(), &stored), at, None) {
+            Verdict::GiveBack => close(w, o, None),
+            Verdict::NotOnTheClock => return None,
+            _ => {}
+        }
+        Some(Step::Done)
+    }
+
+    /// The tracker asks EC2 by tag for intent `o` (only a Sent one is asked; a Reserved one is
+    /// judged on its age alone, in `settle`).
+    pub(crate) fn look(&self, w: &mut World, o: u8) -> bool {
+        let Some(stored) = w.store.intents.get(&o) else { return false };
+        if !stored.state.is_open() {
+            return false;
+        }
+        let listed: Vec<u8> = w
+            .ec2
+            .parts_of(o)
+            .into_iter()
+            .filter(|r| {
+                let res = &w.ec2.reservations[*r as usize];
+                res.listed && !res.dropped
+            })
+            .collect();
+        let (tagged, garbled): (Vec<u8>, Vec<u8>) =
+            listed.into_iter().partition(|r| w.ec2.reservations[*r as usize].readable);
+        w.tracker.looked = Some(Looked { o, minute: w.minute, tagged, unreadable: !garbled.is_empty() });
+        true
+    }
+
+    /// What the look means, by the core's `settlement::judge`, written.
+    pub(crate) fn settle(&self, w: &mut World) -> bool {
+        let Some(looked) = w.tracker.looked.take() else { return false };
+        let o = looked.o;
+        let Some(stored) = w.store.intents.get(&o).cloned() else { return true };
+        let at = RunTime::from(crate::world::at(looked.minute));
+        let i = intent(&self.rule, o, self.parts(), &stored);
+        let shown = if !looked.tagged.is_empty() {
+            Shown::Tagged
+        } else if looked.unreadable {
+            Shown::Unreadable
+        } else {
+            Shown::Nothing
+        };
+        let verdict = match judge(&i, at, None) {
+            Verdict::LookUp => judge(&i, at, Some(shown)),
+            v => v,
+        };
+        match verdict {
+            Verdict::GiveBack => close(w, o, None),
+            Verdict::Adopt => record_bought(w, o, looked.tagged),
+            Verdict::HoldForAPerson if self.on(Sabotage::ReleaseSentOnTimer) => close(w, o, None),
+            Verdict::HoldForAPerson => enqueue(w, Notice::OutcomeUnknown(o)),
+            Verdict::HoldUnreadable => enqueue(w, Notice::Unreadable(o)),
+            _ => {}
+        }
+        true
+    }
+
+    /// The tracker adopts a listed, readable part of a bought purchase the table lacks
+    /// (`app::track` adopts by the stack's tag; the intent's parts say whose it is).
+    pub(crate) fn adopt(&self, w: &mut World, r: u8) -> bool {
+        let res = &w.ec2.reservations[r as usize];
+        if !res.listed || res.dropped || !res.readable || w.store.blocks.contains_key(&r) {
+            return false;
+        }
+        let bought = w.store.intents.get(&res.o).is_some_and(|i| i.state == IntentState::Bought);
+        bought && w.store.blocks.insert(r, BlockState::PaymentPending).is_none()
+    }
+
+    /// One block observed and its move stored (`Tracker::track_block` / `apply_move`): a move to
+    /// payment-failed first gives the purchase's fee back when every other part has failed
+    /// too (`part_failed`), once per purchase; then the block's new state is stored.
+    pub(crate) fn track(&self, w: &mut World, r: u8, crash: bool) -> bool {
+        let Some(b) = block(&self.rule, w, r, self.parts()) else { return false };
+        let mut observed = w.ec2.observe(r);
+        if self.on(Sabotage::UnreadableAsGone)
+            && matches!(observed, capblock_core::domain::lifecycle::Observed::Unreadable(_))
+        {
+            observed = capblock_core::domain::lifecycle::Observed::NotFound;
+        }
+        let now = at(w.minute);
+        let Transition::Move { to, .. } = b.transition(&observed, now) else { return false };
+        if crash && !spend(&mut w.left.crashes) {
+            return false;
+        }
+        let o = w.ec2.reservations[r as usize].o;
+        if to == BlockState::PaymentFailed {
+            enqueue(w, Notice::PaymentFailed(r));
+            let parts = w.store.intents.get(&o).map(|i| i.parts.clone()).unwrap_or_default();
+            let others_failed = parts.iter().filter(|p| **p != r).all(|p| {
+                let stored = w.store.blocks.get(p).copied();
+                part_failed(stored, None) || part_failed(stored, Some(&w.ec2.observe(*p)))
+            });
+            if others_failed || self.on(Sabotage::ReleasePerPart) {
+                release_failed(w, o, self.on(Sabotage::ReleasePerPart));
+            }
+        }
+        if !crash {
+            w.store.blocks.insert(r, to);
+        }
+        true
+    }
+}
+
+/// Charges (`sign` 1) or releases (-1) the fee on every budget the intent draws on.
+fn charge(w: &mut World, charges: &[BudgetCharge], sign: i64) {
+    for c in charges {
+        let u = match c.owner {
+            BudgetOwner::Account => &mut w.store.account,
+            _ => &mut w.store.rule,
+        };
+        u.committed += sign * crate::world::FEE;
+        if c.max_purchases.is_some() || matches!(c.owner, BudgetOwner::Account) {
+            u.purchases = u.purchases.saturating_add_signed(sign as i32);
+        }
+    }
+}
+
+fn intent_charges(w: &World, o: u8) -> Vec<BudgetCharge> {
+    // The charges depend on the rule's budgets and team, not on its counts.
+    static RULE: std::sync::OnceLock<Rule> = std::sync::OnceLock::new();
+    let created = w.store.intents.get(&o).map_or(0, |i| i.created);
+    charges_for(RULE.get_or_init(|| rule(1)), &stack(), &Period::of(at(created))).unwrap_or_default()
+}
+
+/// Closes an open intent: given back (`state` None: the intent deleted, the offering free to
+/// try again) or rejected; either way its fee goes back and the guard opens. Conditional on
+/// the intent being open, as the ledger's transaction is.
+fn close(w: &mut World, o: u8, state: Option<IntentState>) {
+    let Some(i) = w.store.intents.get(&o) else { return };
+    if !i.state.is_open() {
+        return;
+    }
+    let charges = intent_charges(w, o);
+    charge(w, &charges, -1);
+    match state {
+        None => {
+            w.store.intents.remove(&o);
+        }
+        Some(s) => {
+            if let Some(i) = w.store.intents.get_mut(&o) {
+                i.state = s;
+            }
+            enqueue(w, Notice::Rejected(o));
+        }
+    }
+    if w.store.guard == Some(o) {
+        w.store.guard = None;
+    }
+}
+
+/// `record_bought`: the intent Bought with its parts, the first part's block, the purchase
+/// announced, the fee spent, the guard open; conditional on the intent still being open.
+fn record_bought(w: &mut World, o: u8, parts: Vec<u8>) {
+    let Some(i) = w.store.intents.get_mut(&o) else { return };
+    if !i.state.is_open() || parts.is_empty() {
+        return;
+    }
+    i.state = IntentState::Bought;
+    i.parts = parts.clone();
+    w.store.blocks.insert(parts[0], BlockState::PaymentPending);
+    w.store.rule.spent += crate::world::FEE;
+    w.store.account.spent += crate::world::FEE;
+    announce(w, Notice::Purchased(o));
+    if w.store.guard == Some(o) {
+        w.store.guard = None;
+    }
+}
+
+/// `release_failed_block`: once per purchase (the intent's mark), the fee off every budget and
+/// the month's purchase given back (the rule buys again after a failed payment).
+fn release_failed(w: &mut World, o: u8, per_part: bool) {
+    let Some(i) = w.store.intents.get_mut(&o) else { return };
+    if i.fee_released && !per_part {
+        return;
+    }
+    i.fee_released = true;
+    let charges = intent_charges(w, o);
+    charge(w, &charges, -1);
+    w.store.rule.spent -= crate::world::FEE;
+    w.store.account.spent -= crate::world::FEE;
+}
+
+/// A conditional put of a notice alone (the outbox's `enqueue`): written once, whoever
+/// writes it, whatever the runs.
+fn enqueue(w: &mut World, n: Notice) {
+    w.store.notices.entry(n).or_insert(1);
+}
+
+/// A notice written inside a transaction that commits (a purchase recorded): counted at each
+/// commit, so a protocol that could record one purchase twice shows it.
+fn announce(w: &mut World, n: Notice) {
+    *w.store.notices.entry(n).or_default() += 1;
+}

@@ -1,0 +1,53 @@
+//! Protocol bugs put back on purpose. Each is a change at one call site of the model, the one
+//! the bug would make in the code; each has a test (tests/bounded.rs) that the checker finds it,
+//! so a property that could never fail would show there. Their counterexamples are in
+//! docs/how-it-works.md ("Buying safely").
+
+/// One bug, as the code would have it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Sabotage {
+    /// A Sent intent with nothing tagged is given back once `SENT_GRACE` has passed (the old
+    /// 15-minute rule): a reservation EC2 lists late is bought again.
+    ReleaseSentOnTimer,
+    /// The budgets are charged when the answer is written, not reserved before the call.
+    ChargeAfterPurchase,
+    /// A replay settles on the moment it looks at, not on the clock.
+    SettleOnReplayedClock,
+    /// A failed payment gives the fee back per part, and whatever the other parts.
+    ReleasePerPart,
+    /// An unreadable reservation is read as gone (the old adapter).
+    UnreadableAsGone,
+    /// A lost answer is taken as "nothing bought" and its fee given back.
+    GiveBackUnknownAnswers,
+    /// The scan does not count the rule's held blocks.
+    IgnoreHeldBlocks,
+}
+
+impl Sabotage {
+    pub const ALL: [Sabotage; 7] = [
+        Sabotage::ReleaseSentOnTimer,
+        Sabotage::ChargeAfterPurchase,
+        Sabotage::SettleOnReplayedClock,
+        Sabotage::ReleasePerPart,
+        Sabotage::UnreadableAsGone,
+        Sabotage::GiveBackUnknownAnswers,
+        Sabotage::IgnoreHeldBlocks,
+    ];
+
+    /// Its name on the command line (`capblock-verify --sabotage NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Sabotage::ReleaseSentOnTimer => "release-sent-on-timer",
+            Sabotage::ChargeAfterPurchase => "charge-after-purchase",
+            Sabotage::SettleOnReplayedClock => "settle-on-replayed-clock",
+            Sabotage::ReleasePerPart => "release-per-part",
+            Sabotage::UnreadableAsGone => "unreadable-as-gone",
+            Sabotage::GiveBackUnknownAnswers => "give-back-unknown-answers",
+            Sabotage::IgnoreHeldBlocks => "ignore-held-blocks",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Sabotage> {
+        Sabotage::ALL.into_iter().find(|s| s.name() == name)
+    }
+}

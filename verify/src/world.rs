@@ -1,0 +1,350 @@
+//! The model's state, kept small and hashable (the checker stores every state it reaches),
+//! and the core's own types built from it when a step needs a judgement.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use capblock_core::domain::block::{Block, Reservation};
+use capblock_core::domain::budget::{Intent, IntentState, StackBudgets, charges_for};
+use capblock_core::domain::lifecycle::{BlockState, Observed};
+use capblock_core::domain::money::Money;
+use capblock_core::domain::offering::Offering;
+use capblock_core::domain::rule::Rule;
+use capblock_core::domain::tags::INTENT_TAG;
+use chrono::{DateTime, Duration, TimeZone, Utc};
+
+/// The fee of every offering in the model, in USD.
+pub const FEE: i64 = 600;
+/// The rule's and the account's monthly budgets: room for two purchases, so the rule's limit of
+/// one block held is what stops a second.
+pub const LIMIT: i64 = 1200;
+/// The rule's limit of blocks held at once (it counts a purchase's parts).
+pub const MAX_HELD: usize = 1;
+const RULE: &str = "p5";
+const REGION: &str = "us-east-1";
+
+/// Minutes since `t0`, the model's clock (the functions' clock: every run reads it).
+pub type Minute = u16;
+
+/// The model's first instant. Fixed: the model is about order, not about the calendar.
+pub fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 1, 12, 0, 0).single().unwrap_or_default()
+}
+
+pub fn at(m: Minute) -> DateTime<Utc> {
+    t0() + Duration::minutes(i64::from(m))
+}
+
+/// Who acts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Who {
+    /// A scheduled scan (two may overlap: a slow run and the next schedule, or a Lambda retry).
+    Scan,
+    /// `capblock buy` by a person, on AWS's clock.
+    Hand,
+    /// A dry-run replay of another moment (an asked time two hours off the clock).
+    Replay,
+}
+
+/// Where an actor is in its run: the step it takes next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    Start,
+    /// Decided to buy offering `o`, having read the rule's guard at `seq`.
+    Decided {
+        o: u8,
+        seq: u8,
+    },
+    /// The intent is reserved (budgets charged, guard taken); the offering is re-checked next.
+    Reserved {
+        o: u8,
+    },
+    /// The re-check confirmed it; the intent is marked Sent next.
+    Checked {
+        o: u8,
+    },
+    /// Marked Sent; PurchaseCapacityBlock is called next.
+    Sent {
+        o: u8,
+    },
+    /// EC2's answer came back (or did not); the store is written next.
+    Answered {
+        o: u8,
+        answer: Answer,
+    },
+    Done,
+}
+
+/// What came back from PurchaseCapacityBlock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Answer {
+    /// Bought, with the purchase's reservations named.
+    Bought,
+    /// No answer (timeout, 5xx, a dropped connection); EC2 bought it.
+    LostAfterBuying,
+    /// No answer; EC2 did nothing.
+    LostBeforeBuying,
+    /// RequestLimitExceeded: EC2 did nothing.
+    Throttled,
+    /// A 4xx refusal (InsufficientInstanceCapacity): EC2 did nothing.
+    Refused,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Actor {
+    pub who: Who,
+    pub step: Step,
+}
+
+/// One intent as the table holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StoredIntent {
+    pub state: IntentState,
+    pub created: Minute,
+    pub sent: Option<Minute>,
+    /// The purchase's reservations (indices into `Ec2::reservations`), once recorded.
+    pub parts: Vec<u8>,
+    pub fee_released: bool,
+}
+
+/// A budget's row for the month.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Usage {
+    pub committed: i64,
+    pub spent: i64,
+    pub purchases: u32,
+}
+
+/// An alert or announcement, by what it says of which purchase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Notice {
+    Purchased(u8),
+    Rejected(u8),
+    OutcomeUnknown(u8),
+    Unreadable(u8),
+    PaymentFailed(u8),
+}
+
+/// The DynamoDB table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Store {
+    /// By offering: an intent's id is (rule, offering).
+    pub intents: BTreeMap<u8, StoredIntent>,
+    /// The rule's guard: its open intent, and the sequence a reservation must have read.
+    pub guard: Option<u8>,
+    pub seq: u8,
+    pub rule: Usage,
+    pub account: Usage,
+    /// Block items by reservation.
+    pub blocks: BTreeMap<u8, BlockState>,
+    /// The outbox: each notice and how many times a write put it there.
+    pub notices: BTreeMap<Notice, u8>,
+}
+
+/// A reservation's state in EC2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ec2State {
+    PaymentPending,
+    Active,
+    PaymentFailed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Res {
+    /// The offering, and so the intent tag, it was bought under.
+    pub o: u8,
+    /// DescribeCapacityReservations lists it (EC2 is eventually consistent: a new reservation
+    /// is listed when it is listed).
+    pub listed: bool,
+    /// Listed with every member capblock needs (every member is optional in the API).
+    pub readable: bool,
+    pub state: Ec2State,
+    /// No longer listed after its failed payment (one reading of the record).
+    pub dropped: bool,
+}
+
+/// EC2: what it holds, and how many purchases it made under each intent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Ec2 {
+    pub reservations: Vec<Res>,
+    /// Purchases EC2 made, by intent (offering).
+    pub purchases: BTreeMap<u8, u8>,
+}
+
+impl Ec2 {
+    pub fn parts_of(&self, o: u8) -> Vec<u8> {
+        (0..self.reservations.len() as u8).filter(|r| self.reservations[*r as usize].o == o).collect()
+    }
+
+    /// Purchases EC2 may still hold a block of: one of their parts has not failed its payment.
+    pub fn held_purchases(&self) -> BTreeSet<u8> {
+        self.reservations.iter().filter(|r| r.state != Ec2State::PaymentFailed).map(|r| r.o).collect()
+    }
+
+    /// What DescribeCapacityReservations says of reservation `r`.
+    pub fn observe(&self, r: u8) -> Observed {
+        let res = &self.reservations[r as usize];
+        if !res.listed || res.dropped {
+            return Observed::NotFound;
+        }
+        if !res.readable {
+            return Observed::Unreadable("no State member".into());
+        }
+        let state = match res.state {
+            Ec2State::PaymentPending => "payment-pending",
+            Ec2State::Active => "scheduled",
+            Ec2State::PaymentFailed => "payment-failed",
+        };
+        Observed::Found {
+            state: state.into(),
+            end: offering(res.o).end,
+            capacity_block_id: None,
+            instance_count: 1,
+            available: None,
+        }
+    }
+}
+
+/// The tracker's place in its run: an intent it asked EC2 about, with the answer, at the
+/// minute it asked.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Tracker {
+    pub looked: Option<Looked>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Looked {
+    pub o: u8,
+    pub minute: Minute,
+    /// Readable reservations carrying the intent's tag.
+    pub tagged: Vec<u8>,
+    /// Whether unreadable ones carry it too.
+    pub unreadable: bool,
+}
+
+/// What is left of each fault and of time: the bounds that keep the state space finite.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Left {
+    pub ticks: u8,
+    pub jumps: u8,
+    pub crashes: u8,
+    pub lost: u8,
+    pub throttled: u8,
+    pub refused: u8,
+    pub recheck_failures: u8,
+    pub unreadable: u8,
+    pub payment_failures: u8,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct World {
+    pub minute: Minute,
+    pub left: Left,
+    pub actors: Vec<Actor>,
+    pub tracker: Tracker,
+    pub store: Store,
+    pub ec2: Ec2,
+}
+
+/// The rule every actor buys for: one block of 1 x p5.48xlarge per UltraServer part, at most
+/// one held, two purchases a month, bought again after a failed payment.
+pub fn rule(parts: u8) -> Rule {
+    let text = format!(
+        "id = \"{RULE}\"\nmode = \"live\"\nregions = [\"{REGION}\"]\ninstance_types = [\"p5.48xlarge\"]\n\
+         instance_counts = [{parts}]\ndurations_days = [1]\nmax_price_per_accelerator_hour = \"5.00\"\n\
+         monthly_budget = \"{LIMIT}\"\nmax_blocks_held = {MAX_HELD}\nmax_purchases_per_month = 2\n\
+         rebuy_on_payment_failure = true\nstart_window = {{ earliest_in_days = 1, latest_in_days = 10 }}\n"
+    );
+    // The text is the model's own constant: a rule the core refuses is a model bug.
+    Rule::from_toml(&text, t0()).unwrap_or_else(|e| panic!("the model's rule is invalid: {e}"))
+}
+
+pub fn usd(amount: i64) -> Money {
+    Money::usd(amount.into()).unwrap_or_else(|e| panic!("the model's amount {amount} is invalid: {e}"))
+}
+
+/// The stack's budgets: the account capped as the rule is.
+pub fn stack() -> StackBudgets {
+    StackBudgets { account: Some(usd(LIMIT)), teams: BTreeMap::new() }
+}
+
+/// Offering `o`: a day of `parts` x p5.48xlarge starting `o + 2` days after `t0`, for `FEE`.
+/// Built once per (o, parts): the checker asks for it at nearly every step.
+pub fn offering_of(o: u8, parts: u8) -> Offering {
+    static BUILT: std::sync::OnceLock<Vec<Offering>> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| (0..8u8).flat_map(|o| (1..=4u8).map(move |p| build_offering(o, p))).collect());
+    match built.get(usize::from(o) * 4 + usize::from(parts.max(1)) - 1) {
+        Some(offering) if parts <= 4 => offering.clone(),
+        _ => build_offering(o, parts),
+    }
+}
+
+fn build_offering(o: u8, parts: u8) -> Offering {
+    let start = t0() + Duration::days(2 + i64::from(o));
+    Offering {
+        id: format!("cb-{o}"),
+        region: REGION.parse().unwrap_or_else(|e| panic!("{e}")),
+        availability_zone: format!("{REGION}a"),
+        instance_type: "p5.48xlarge".parse().unwrap_or_else(|e| panic!("{e}")),
+        instance_count: u32::from(parts),
+        start,
+        end: start + Duration::days(1),
+        duration_hours: 24,
+        duration_minutes: 0,
+        fee: usd(FEE),
+        // Parts as separate reservations of one purchase (what an UltraServer purchase makes);
+        // the UltraServer kind itself changes nothing the model looks at.
+        ultraserver: false,
+        ultraservers: None,
+        local_zone: false,
+    }
+}
+
+fn offering(o: u8) -> Offering {
+    offering_of(o, 1)
+}
+
+/// The core's `Intent` for a stored one.
+pub fn intent(rule: &Rule, o: u8, parts: u8, stored: &StoredIntent) -> Intent {
+    let created = at(stored.created);
+    let charges = charges_for(rule, &stack(), &capblock_core::domain::budget::Period::of(created))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut i = Intent::new(RULE, offering_of(o, parts), 8, charges, created);
+    i.state = stored.state;
+    i.sent_at = stored.sent.map(at);
+    i.parts = stored.parts.iter().map(|r| reservation_id(*r)).collect();
+    i.reservation_id = i.parts.first().cloned();
+    i
+}
+
+pub fn reservation_id(r: u8) -> String {
+    format!("cr-{r}")
+}
+
+/// The core's `Reservation` for EC2's reservation `r`.
+pub fn reservation(ec2: &Ec2, r: u8, parts: u8) -> Reservation {
+    let res = &ec2.reservations[r as usize];
+    let o = offering_of(res.o, parts);
+    Reservation {
+        id: reservation_id(r),
+        arn: None,
+        region: o.region.clone(),
+        availability_zone: o.availability_zone.clone(),
+        instance_type: o.instance_type.clone(),
+        instance_count: 1,
+        start: o.start,
+        end: o.end,
+        state: "payment-pending".into(),
+        reservation_type: Some("capacity-block".into()),
+        tags: BTreeMap::from([(INTENT_TAG.to_string(), format!("{RULE}/{}", o.id))]),
+        capacity_block_id: None,
+    }
+}
+
+/// The core's `Block` for the block item of reservation `r`, bought by intent `o`.
+pub fn block(rule: &Rule, w: &World, r: u8, parts: u8) -> Option<Block> {
+    let o = w.ec2.reservations[r as usize].o;
+    let stored = w.store.intents.get(&o)?;
+    let mut b = Block::bought(&intent(rule, o, parts, stored), &reservation(&w.ec2, r, parts), at(w.minute));
+    b.state = *w.store.blocks.get(&r)?;
+    Some(b)
+}
