@@ -11,7 +11,7 @@ CARGO_TARGET_DIR ?= $(CAPBLOCK_CACHE)/target-$(CLONE_KEY)
 TEST_STATE ?= $(CAPBLOCK_CACHE)/test-stack-$(CLONE_KEY)
 export CARGO_TARGET_DIR CAPBLOCK_CACHE
 
-.PHONY: demo test test-future test-py-future test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template package bench audit install help
+.PHONY: demo test verify test-future test-py-future test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template package bench audit install help
 
 help:
 	@echo "make demo      run the main job locally: simulated market + emulated AWS, end to end"
@@ -19,6 +19,7 @@ help:
 	@echo "make test-future  only the tests with the machine's date 400 days ahead (libfaketime)"
 	@echo "make test-long the integration tests with more fault-injection rounds (CAPBLOCK_LONG=1)"
 	@echo "make check     the quick checks, no local stack: format, clippy, layers, template lint"
+	@echo "make verify    the purchase protocol model-checked deeper than make test does (minutes)"
 	@echo "make install   build and install the operator CLI, capblock (INSTALL_ROOT=DIR: into DIR/bin)"
 	@echo "make package   build the Lambda deployment zips (ARCH=arm64|x86_64)"
 	@echo "make audit     cargo-audit on Cargo.lock: make audit ADVISORY_DB=/path/to/advisory-db"
@@ -106,6 +107,14 @@ test-template:
 	bash infra/deploy/crosscheck.sh
 	bash infra/deploy/unit.sh
 	bash infra/handoff/test.sh
+
+# The purchase protocol's model (verify/), checked exhaustively to bounds deeper than make test's
+# (tests/bounded.rs there): more actors and faults at once. Release-built, in the bench's target
+# directory. Prints each bound's states and any property broken, with its shortest path.
+verify: toolchain
+	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) cargo build --release -p capblock-verify
+	for bound in bounded budgets ultraservers deep deep-ultraservers; do \
+	  $(BENCH_TARGET_DIR)/release/capblock-verify --bound $$bound || exit 1; done
 
 # Supply chain (not part of `make test`): cargo-audit (`cargo install cargo-audit --locked`) on
 # Cargo.lock against a local clone of RustSec's advisory-db; nothing is fetched (--no-fetch).

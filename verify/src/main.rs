@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use capblock_verify::{Bounds, Protocol, Sabotage};
-use stateright::{Checker, Model};
+use stateright::{Checker, HasDiscoveries, Model};
 
 const HELP: &str = "capblock-verify: checks capblock's purchase protocol exhaustively (stateright)
 
@@ -13,7 +13,8 @@ usage: capblock-verify [--bound NAME] [--sabotage NAME] [--threads N] [--seconds
 
   --bound      how far to look: bounded (make test: two scans, a replay, two offerings, and
                one of each fault), ultraservers (make test: purchases of two parts whose
-               payment may fail), deep and deep-ultraservers (make verify: more actors and
+               payment may fail), budgets (make test: room for one purchase where the rule
+               may hold two blocks), deep and deep-ultraservers (make verify: more actors and
                faults at once)
   --sabotage   put a known protocol bug back and show the path the checker finds to it:
                release-sent-on-timer, charge-after-purchase, settle-on-replayed-clock,
@@ -34,6 +35,7 @@ fn main() -> ExitCode {
             "--bound" => match value(&mut args).as_str() {
                 "bounded" => (bounds, name) = (Bounds::bounded(), "bounded"),
                 "ultraservers" => (bounds, name) = (Bounds::ultraservers(), "ultraservers"),
+                "budgets" => (bounds, name) = (Bounds::budgets(), "budgets"),
                 "deep" => (bounds, name) = (Bounds::deep(), "deep"),
                 "deep-ultraservers" => (bounds, name) = (Bounds::deep_ultraservers(), "deep-ultraservers"),
                 other => return usage(&format!("unknown bound {other:?}")),
@@ -70,7 +72,9 @@ fn main() -> ExitCode {
     if let Some(limit) = seconds {
         builder = builder.timeout(limit);
     }
-    let checker = builder.spawn_bfs().join();
+    // Stop at the first state that breaks a property: breadth first, its path is a shortest
+    // one (a checker that went on would report the last such state it met instead).
+    let checker = builder.finish_when(HasDiscoveries::AnyFailures).spawn_bfs().join();
     let secs = started.elapsed().as_secs_f64();
     let partial = if checker.is_done() { "" } else { " (stopped by --seconds: not exhaustive)" };
     println!(
@@ -80,9 +84,11 @@ fn main() -> ExitCode {
         checker.unique_state_count(),
         checker.max_depth()
     );
+    let broken_any = properties.iter().any(|p| checker.discovery(p).is_some());
     let mut broken = false;
     for p in properties {
         match checker.discovery(p) {
+            None if broken_any => println!("  -       {p} (not looked at past the first break)"),
             None => println!("  holds   {p}"),
             Some(path) => {
                 broken = true;

@@ -4,7 +4,7 @@ use capblock_core::domain::budget::IntentState;
 use stateright::Property;
 
 use crate::protocol::Protocol;
-use crate::world::{FEE, LIMIT, MAX_HELD, Notice, World};
+use crate::world::{FEE, Notice, World};
 
 pub const ONE_PURCHASE_PER_INTENT: &str = "at most one PurchaseCapacityBlock that bought, per intent";
 pub const HELD_WITHIN_RULE: &str = "EC2 never holds more of the rule's purchases than it may hold";
@@ -18,9 +18,12 @@ pub const SETTLED_BY_THE_RUNS_THAT_FOLLOW: &str =
 pub fn all() -> Vec<Property<Protocol>> {
     vec![
         Property::always(ONE_PURCHASE_PER_INTENT, |_, w: &World| w.ec2.purchases.values().all(|n| *n <= 1)),
-        Property::always(HELD_WITHIN_RULE, |_, w: &World| w.ec2.held_purchases().len() <= MAX_HELD),
-        Property::always(WITHIN_LIMITS, |_, w: &World| {
-            w.store.rule.committed <= LIMIT && w.store.account.committed <= LIMIT
+        // A purchase of N parts is N blocks held.
+        Property::always(HELD_WITHIN_RULE, |m: &Protocol, w: &World| {
+            w.ec2.held_purchases().len() * usize::from(m.bounds.parts.max(1)) <= m.rule.max_blocks_held as usize
+        }),
+        Property::always(WITHIN_LIMITS, |m: &Protocol, w: &World| {
+            w.store.rule.committed <= m.bounds.limit && w.store.account.committed <= m.bounds.limit
         }),
         Property::always(EC2_WITHIN_COMMITTED, |_, w: &World| {
             let held = FEE * w.ec2.held_purchases().len() as i64;

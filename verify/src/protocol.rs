@@ -9,7 +9,9 @@
 //! in 5-minute ticks (across the graces) and in 12-hour jumps (across payment deadlines).
 
 use capblock_core::app::purchase::{FailedPurchase, failed_purchase};
-use capblock_core::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, IntentState, Period, admits, charges_for};
+use capblock_core::domain::budget::{
+    BudgetCharge, BudgetOwner, BudgetUsage, IntentState, Period, StackBudgets, admits, charges_for,
+};
 use capblock_core::domain::catalog::AcceleratorCatalog;
 use capblock_core::domain::decision::{Headroom, Priced, check, room};
 use capblock_core::domain::lifecycle::{BlockState, Transition};
@@ -39,6 +41,10 @@ pub struct Bounds {
     pub offerings: u8,
     /// Reservations one purchase makes (UltraServers).
     pub parts: u8,
+    /// The rule's and the account's monthly budgets, in USD (each fee is `world::FEE`).
+    pub limit: i64,
+    /// The rule's limit of blocks held at once (it counts a purchase's parts).
+    pub max_held: u32,
     pub left: Left,
 }
 
@@ -51,6 +57,9 @@ impl Bounds {
             replay: true,
             offerings: 2,
             parts: 1,
+            // Room for two purchases: the limit of one block held is what stops a second.
+            limit: 1200,
+            max_held: 1,
             left: Left {
                 ticks: 4,
                 jumps: 1,
@@ -78,7 +87,24 @@ impl Bounds {
             replay: false,
             offerings: 2,
             parts: 2,
+            limit: 1200,
+            max_held: 2,
             left: Left { ticks: 1, jumps: 1, crashes: 1, lost: 1, payment_failures: 1, ..Left::default() },
+        }
+    }
+
+    /// Budgets: room for one purchase where the rule may hold two blocks, so the budgets are
+    /// what stops a second (in `make test`).
+    pub fn budgets() -> Bounds {
+        Bounds {
+            scans: 2,
+            hands: 0,
+            replay: false,
+            offerings: 2,
+            parts: 1,
+            limit: 1000,
+            max_held: 2,
+            left: Left { ticks: 2, jumps: 1, crashes: 1, lost: 1, payment_failures: 1, ..Left::default() },
         }
     }
 
@@ -90,6 +116,8 @@ impl Bounds {
             replay: true,
             offerings: 2,
             parts: 1,
+            limit: 1200,
+            max_held: 1,
             left: Left {
                 ticks: 4,
                 jumps: 1,
@@ -110,8 +138,9 @@ impl Bounds {
 pub struct Protocol {
     pub bounds: Bounds,
     pub sabotage: Option<Sabotage>,
-    /// The rule every actor buys for, parsed once (`world::rule`).
+    /// The rule every actor buys for, parsed once (`world::rule`), and the stack's budgets.
     pub rule: Rule,
+    pub stack: StackBudgets,
 }
 
 /// One move of one actor, of EC2 or of time.
@@ -338,7 +367,12 @@ fn usage_of(u: &Usage) -> BudgetUsage {
 
 impl Protocol {
     pub fn new(bounds: Bounds) -> Protocol {
-        Protocol { bounds, sabotage: None, rule: rule(bounds.parts.max(1)) }
+        Protocol {
+            bounds,
+            sabotage: None,
+            rule: rule(bounds.parts.max(1), bounds.limit, bounds.max_held),
+            stack: stack(bounds.limit),
+        }
     }
 
     pub fn with(self, sabotage: Sabotage) -> Protocol {
@@ -441,13 +475,14 @@ impl Protocol {
             return Some(Step::Done);
         }
         let held = w.store.blocks.values().filter(|s| s.is_held()).count();
-        if held >= crate::world::MAX_HELD && !self.on(Sabotage::IgnoreHeldBlocks) {
+        if held >= self.rule.max_blocks_held as usize && !self.on(Sabotage::IgnoreHeldBlocks) {
             return Some(Step::Done);
         }
         let now = at(w.minute);
-        let headroom = room(usd(crate::world::LIMIT), usd(w.store.rule.committed))
+        let account = self.stack.account.unwrap_or(self.rule.monthly_budget);
+        let headroom = room(self.rule.monthly_budget, usd(w.store.rule.committed))
             .amount()
-            .min(room(usd(crate::world::LIMIT), usd(w.store.account.committed)).amount());
+            .min(room(account, usd(w.store.account.committed)).amount());
         let priced = Priced::new(offering_of(o, self.parts()), &AcceleratorCatalog::new())?;
         match check(&self.rule, &priced, Headroom(usd(headroom.try_into().unwrap_or(0))), now) {
             None => Some(Step::Decided { o, seq: w.store.seq }),
@@ -463,12 +498,17 @@ impl Protocol {
             return Some(Step::Sent { o });
         }
         let now = at(w.minute);
-        let charges = charges_for(&&self.rule, &stack(), &Period::of(now)).ok()?;
+        let charges = charges_for(&self.rule, &self.stack, &Period::of(now)).ok()?;
         let fits = charges.iter().all(|c| self.admits(w, c));
         if w.store.intents.contains_key(&o) || w.store.guard.is_some() || w.store.seq != seq || !fits {
             return Some(Step::Done);
         }
-        charge(w, &charges, 1);
+        let owners: Vec<&BudgetOwner> = charges.iter().map(|c| &c.owner).collect();
+        assert!(
+            matches!(owners.as_slice(), [BudgetOwner::Rule(_), BudgetOwner::Account]),
+            "the model keeps a rule's budget and the account's, not {owners:?}"
+        );
+        charge(w, 1);
         w.store.guard = Some(o);
         w.store.seq += 1;
         let stored = StoredIntent {
@@ -543,7 +583,6 @@ impl Protocol {
         let error = match answer {
             Answer::Bought => {
                 if self.on(Sabotage::ChargeAfterPurchase) {
-                    let charges = charges_for(&&self.rule, &stack(), &Period::of(at(w.minute))).ok()?;
                     w.store.intents.entry(o).or_insert(StoredIntent {
                         state: IntentState::Sent,
                         created: w.minute,
@@ -551,7 +590,7 @@ impl Protocol {
                         parts: vec![],
                         fee_released: false,
                     });
-                    charge(w, &charges, 1);
+                    charge(w, 1);
                 }
                 let parts = w.ec2.parts_of(o);
                 let parts = parts[parts.len() - self.parts() as usize..].to_vec();
@@ -589,7 +628,7 @@ impl Protocol {
             at = RunTime::from(at.view());
         }
         let stored = w.store.intents.get(&o)?.clone();
-        match judge(&intent(&self.rule, o, self.parts(), &stored), at, None) {
+        match judge(&intent(&self.rule, &self.stack, o, self.parts(), &stored), at, None) {
             Verdict::GiveBack => close(w, o, None),
             Verdict::NotOnTheClock => return None,
             _ => {}
@@ -625,7 +664,7 @@ impl Protocol {
         let o = looked.o;
         let Some(stored) = w.store.intents.get(&o).cloned() else { return true };
         let at = RunTime::from(crate::world::at(looked.minute));
-        let i = intent(&self.rule, o, self.parts(), &stored);
+        let i = intent(&self.rule, &self.stack, o, self.parts(), &stored);
         let shown = if !looked.tagged.is_empty() {
             Shown::Tagged
         } else if looked.unreadable {
@@ -663,7 +702,7 @@ impl Protocol {
     /// payment-failed first gives the purchase's fee back when every other part has failed
     /// too (`part_failed`), once per purchase; then the block's new state is stored.
     pub(crate) fn track(&self, w: &mut World, r: u8, crash: bool) -> bool {
-        let Some(b) = block(&self.rule, w, r, self.parts()) else { return false };
+        let Some(b) = block(&self.rule, &self.stack, w, r, self.parts()) else { return false };
         let mut observed = w.ec2.observe(r);
         if self.on(Sabotage::UnreadableAsGone)
             && matches!(observed, capblock_core::domain::lifecycle::Observed::Unreadable(_))
@@ -694,25 +733,13 @@ impl Protocol {
     }
 }
 
-/// Charges (`sign` 1) or releases (-1) the fee on every budget the intent draws on.
-fn charge(w: &mut World, charges: &[BudgetCharge], sign: i64) {
-    for c in charges {
-        let u = match c.owner {
-            BudgetOwner::Account => &mut w.store.account,
-            _ => &mut w.store.rule,
-        };
-        u.committed += sign * crate::world::FEE;
-        if c.max_purchases.is_some() || matches!(c.owner, BudgetOwner::Account) {
-            u.purchases = u.purchases.saturating_add_signed(sign as i32);
-        }
-    }
-}
-
-fn intent_charges(w: &World, o: u8) -> Vec<BudgetCharge> {
-    // The charges depend on the rule's budgets and team, not on its counts.
-    static RULE: std::sync::OnceLock<Rule> = std::sync::OnceLock::new();
-    let created = w.store.intents.get(&o).map_or(0, |i| i.created);
-    charges_for(RULE.get_or_init(|| rule(1)), &stack(), &Period::of(at(created))).unwrap_or_default()
+/// Charges (`sign` 1) or releases (-1) the fee on the two budgets every intent of the model
+/// draws on (what `charges_for` names for a rule without a team: the rule's and the account's;
+/// `reserve` checks it), and the rule's purchase count with it.
+fn charge(w: &mut World, sign: i64) {
+    w.store.rule.committed += sign * crate::world::FEE;
+    w.store.account.committed += sign * crate::world::FEE;
+    w.store.rule.purchases = w.store.rule.purchases.saturating_add_signed(sign as i32);
 }
 
 /// Closes an open intent: given back (`state` None: the intent deleted, the offering free to
@@ -723,8 +750,7 @@ fn close(w: &mut World, o: u8, state: Option<IntentState>) {
     if !i.state.is_open() {
         return;
     }
-    let charges = intent_charges(w, o);
-    charge(w, &charges, -1);
+    charge(w, -1);
     match state {
         None => {
             w.store.intents.remove(&o);
@@ -767,8 +793,7 @@ fn release_failed(w: &mut World, o: u8, per_part: bool) {
         return;
     }
     i.fee_released = true;
-    let charges = intent_charges(w, o);
-    charge(w, &charges, -1);
+    charge(w, -1);
     w.store.rule.spent -= crate::world::FEE;
     w.store.account.spent -= crate::world::FEE;
 }

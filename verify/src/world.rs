@@ -14,11 +14,6 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 
 /// The fee of every offering in the model, in USD.
 pub const FEE: i64 = 600;
-/// The rule's and the account's monthly budgets: room for two purchases, so the rule's limit of
-/// one block held is what stops a second.
-pub const LIMIT: i64 = 1200;
-/// The rule's limit of blocks held at once (it counts a purchase's parts).
-pub const MAX_HELD: usize = 1;
 const RULE: &str = "p5";
 const REGION: &str = "us-east-1";
 
@@ -245,13 +240,14 @@ pub struct World {
     pub ec2: Ec2,
 }
 
-/// The rule every actor buys for: one block of 1 x p5.48xlarge per UltraServer part, at most
-/// one held, two purchases a month, bought again after a failed payment.
-pub fn rule(parts: u8) -> Rule {
+/// The rule every actor buys for: one block of 1 x p5.48xlarge per UltraServer part, `limit`
+/// USD a month, at most `max_held` blocks held, two purchases a month, bought again after a
+/// failed payment.
+pub fn rule(parts: u8, limit: i64, max_held: u32) -> Rule {
     let text = format!(
         "id = \"{RULE}\"\nmode = \"live\"\nregions = [\"{REGION}\"]\ninstance_types = [\"p5.48xlarge\"]\n\
          instance_counts = [{parts}]\ndurations_days = [1]\nmax_price_per_accelerator_hour = \"5.00\"\n\
-         monthly_budget = \"{LIMIT}\"\nmax_blocks_held = {MAX_HELD}\nmax_purchases_per_month = 2\n\
+         monthly_budget = \"{limit}\"\nmax_blocks_held = {max_held}\nmax_purchases_per_month = 2\n\
          rebuy_on_payment_failure = true\nstart_window = {{ earliest_in_days = 1, latest_in_days = 10 }}\n"
     );
     // The text is the model's own constant: a rule the core refuses is a model bug.
@@ -262,9 +258,9 @@ pub fn usd(amount: i64) -> Money {
     Money::usd(amount.into()).unwrap_or_else(|e| panic!("the model's amount {amount} is invalid: {e}"))
 }
 
-/// The stack's budgets: the account capped as the rule is.
-pub fn stack() -> StackBudgets {
-    StackBudgets { account: Some(usd(LIMIT)), teams: BTreeMap::new() }
+/// The stack's budgets: the account capped at `limit`.
+pub fn stack(limit: i64) -> StackBudgets {
+    StackBudgets { account: Some(usd(limit)), teams: BTreeMap::new() }
 }
 
 /// Offering `o`: a day of `parts` x p5.48xlarge starting `o + 2` days after `t0`, for `FEE`.
@@ -304,10 +300,10 @@ fn offering(o: u8) -> Offering {
 }
 
 /// The core's `Intent` for a stored one.
-pub fn intent(rule: &Rule, o: u8, parts: u8, stored: &StoredIntent) -> Intent {
+pub fn intent(rule: &Rule, stack: &StackBudgets, o: u8, parts: u8, stored: &StoredIntent) -> Intent {
     let created = at(stored.created);
-    let charges = charges_for(rule, &stack(), &capblock_core::domain::budget::Period::of(created))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let charges =
+        charges_for(rule, stack, &capblock_core::domain::budget::Period::of(created)).unwrap_or_else(|e| panic!("{e}"));
     let mut i = Intent::new(RULE, offering_of(o, parts), 8, charges, created);
     i.state = stored.state;
     i.sent_at = stored.sent.map(at);
@@ -341,10 +337,10 @@ pub fn reservation(ec2: &Ec2, r: u8, parts: u8) -> Reservation {
 }
 
 /// The core's `Block` for the block item of reservation `r`, bought by intent `o`.
-pub fn block(rule: &Rule, w: &World, r: u8, parts: u8) -> Option<Block> {
+pub fn block(rule: &Rule, stack: &StackBudgets, w: &World, r: u8, parts: u8) -> Option<Block> {
     let o = w.ec2.reservations[r as usize].o;
     let stored = w.store.intents.get(&o)?;
-    let mut b = Block::bought(&intent(rule, o, parts, stored), &reservation(&w.ec2, r, parts), at(w.minute));
+    let mut b = Block::bought(&intent(rule, stack, o, parts, stored), &reservation(&w.ec2, r, parts), at(w.minute));
     b.state = *w.store.blocks.get(&r)?;
     Some(b)
 }

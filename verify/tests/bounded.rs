@@ -34,6 +34,11 @@ fn two_scans_a_replay_and_every_fault_keep_every_money_property() {
 }
 
 #[test]
+fn budgets_with_room_for_one_purchase_keep_every_money_property() {
+    check_all(Bounds::budgets());
+}
+
+#[test]
 fn ultraserver_purchases_keep_every_money_property() {
     check_all(Bounds::ultraservers());
 }
