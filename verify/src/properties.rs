@@ -4,7 +4,7 @@ use capblock_core::domain::budget::IntentState;
 use stateright::Property;
 
 use crate::protocol::Protocol;
-use crate::world::{FEE, Notice, World};
+use crate::world::{FEE, Notice, StoredIntent, World, rule_of};
 
 pub const ONE_PURCHASE_PER_INTENT: &str = "at most one PurchaseCapacityBlock that bought, per intent";
 pub const HELD_WITHIN_RULE: &str = "EC2 never holds more of the rule's purchases than it may hold";
@@ -20,27 +20,37 @@ pub fn all() -> Vec<Property<Protocol>> {
         Property::always(ONE_PURCHASE_PER_INTENT, |_, w: &World| w.ec2.purchases.values().all(|n| *n <= 1)),
         // A purchase of N parts is N blocks held.
         Property::always(HELD_WITHIN_RULE, |m: &Protocol, w: &World| {
-            w.ec2.held_purchases().len() * usize::from(m.bounds.parts.max(1)) <= m.rule.max_blocks_held as usize
+            m.rules.iter().enumerate().all(|(ri, rule)| {
+                held_by(w, ri).len() * usize::from(m.bounds.parts.max(1)) <= rule.max_blocks_held as usize
+            })
         }),
         Property::always(WITHIN_LIMITS, |m: &Protocol, w: &World| {
-            w.store.rule.committed <= m.bounds.limit && w.store.account.committed <= m.bounds.limit
+            w.store.rules.iter().all(|u| u.committed <= m.bounds.limit)
+                && w.store.account.committed <= m.bounds.account_limit
         }),
-        Property::always(EC2_WITHIN_COMMITTED, |_, w: &World| {
-            let held = FEE * w.ec2.held_purchases().len() as i64;
-            held <= w.store.rule.committed && held <= w.store.account.committed
+        Property::always(EC2_WITHIN_COMMITTED, |m: &Protocol, w: &World| {
+            let each = (0..m.rules.len()).all(|ri| FEE * held_by(w, ri).len() as i64 <= w.store.rules[ri].committed);
+            each && FEE * w.ec2.held_purchases().len() as i64 <= w.store.account.committed
         }),
-        Property::always(LEDGER_ADDS_UP, |_, w: &World| {
-            let owed = FEE
-                * w.store
-                    .intents
-                    .values()
-                    .filter(|i| i.state.is_open() || (i.state == IntentState::Bought && !i.fee_released))
-                    .count() as i64;
-            w.store.rule.committed == owed && w.store.account.committed == owed
+        Property::always(LEDGER_ADDS_UP, |m: &Protocol, w: &World| {
+            let owed = |ri: Option<usize>| {
+                let counted = |k: &u8, i: &StoredIntent| {
+                    ri.is_none_or(|ri| rule_of(*k) == ri)
+                        && (i.state.is_open() || (i.state == IntentState::Bought && !i.fee_released))
+                };
+                FEE * w.store.intents.iter().filter(|(k, i)| counted(k, i)).count() as i64
+            };
+            (0..m.rules.len()).all(|ri| w.store.rules[ri].committed == owed(Some(ri)))
+                && w.store.account.committed == owed(None)
         }),
         Property::always(ANNOUNCED_AT_MOST_ONCE, |_, w: &World| w.store.notices.values().all(|n| *n <= 1)),
         Property::always(SETTLED_BY_THE_RUNS_THAT_FOLLOW, settled_by_the_runs_that_follow),
     ]
+}
+
+/// The purchases of rule `ri` EC2 may still hold a block of.
+fn held_by(w: &World, ri: usize) -> Vec<u8> {
+    w.ec2.held_purchases().into_iter().filter(|k| rule_of(*k) == ri).collect()
 }
 
 /// "At least once, with the runs that follow": from this state, once EC2 lists what it

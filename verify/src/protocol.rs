@@ -25,13 +25,15 @@ use crate::properties;
 use crate::sabotage::Sabotage;
 use crate::world::{
     Actor, Answer, Ec2State, Left, Looked, Minute, Notice, Res, Step, StoredIntent, Usage, Who, World, at, block,
-    intent, offering_of, rule, stack, usd,
+    intent, key, offering_index, offering_of, rule, rule_id, rule_of, stack, usd,
 };
 
 /// How far the checker looks: the actors and the faults it may combine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bounds {
-    /// Overlapping scheduled scans, each one run.
+    /// Rules (1 or 2): each has its budget and guard, and every one draws on the account's.
+    pub rules: u8,
+    /// Overlapping scheduled scans, each one run, for the rules in turn.
     pub scans: u8,
     /// `capblock buy` runs.
     pub hands: u8,
@@ -41,8 +43,10 @@ pub struct Bounds {
     pub offerings: u8,
     /// Reservations one purchase makes (UltraServers).
     pub parts: u8,
-    /// The rule's and the account's monthly budgets, in USD (each fee is `world::FEE`).
+    /// Each rule's monthly budget, in USD (each fee is `world::FEE`).
     pub limit: i64,
+    /// The account's monthly budget, in USD.
+    pub account_limit: i64,
     /// The rule's limit of blocks held at once (it counts a purchase's parts).
     pub max_held: u32,
     pub left: Left,
@@ -52,6 +56,7 @@ impl Bounds {
     /// The bound `make test` checks (a minute or less on the 2-core machine).
     pub fn bounded() -> Bounds {
         Bounds {
+            rules: 1,
             scans: 2,
             hands: 0,
             replay: true,
@@ -59,6 +64,7 @@ impl Bounds {
             parts: 1,
             // Room for two purchases: the limit of one block held is what stops a second.
             limit: 1200,
+            account_limit: 1200,
             max_held: 1,
             left: Left {
                 ticks: 4,
@@ -82,28 +88,33 @@ impl Bounds {
     /// `make verify`'s UltraServers: two scans at once.
     pub fn deep_ultraservers() -> Bounds {
         Bounds {
+            rules: 1,
             scans: 2,
             hands: 0,
             replay: false,
             offerings: 2,
             parts: 2,
             limit: 1200,
+            account_limit: 1200,
             max_held: 2,
             left: Left { ticks: 1, jumps: 1, crashes: 1, lost: 1, payment_failures: 1, ..Left::default() },
         }
     }
 
-    /// Budgets: room for one purchase where the rule may hold two blocks, so the budgets are
-    /// what stops a second (in `make test`).
+    /// Budgets: two rules, one scan each, each rule's budget with room for two purchases and the
+    /// account's with room for one, so the account's budget is what stops a second purchase
+    /// (in `make test`).
     pub fn budgets() -> Bounds {
         Bounds {
+            rules: 2,
             scans: 2,
             hands: 0,
             replay: false,
             offerings: 2,
             parts: 1,
-            limit: 1000,
-            max_held: 2,
+            limit: 1200,
+            account_limit: 1000,
+            max_held: 1,
             left: Left { ticks: 2, jumps: 1, crashes: 1, lost: 1, payment_failures: 1, ..Left::default() },
         }
     }
@@ -111,12 +122,14 @@ impl Bounds {
     /// `make verify`: every actor and fault at once.
     pub fn deep() -> Bounds {
         Bounds {
+            rules: 1,
             scans: 2,
             hands: 1,
             replay: true,
             offerings: 2,
             parts: 1,
             limit: 1200,
+            account_limit: 1200,
             max_held: 1,
             left: Left {
                 ticks: 4,
@@ -138,8 +151,8 @@ impl Bounds {
 pub struct Protocol {
     pub bounds: Bounds,
     pub sabotage: Option<Sabotage>,
-    /// The rule every actor buys for, parsed once (`world::rule`), and the stack's budgets.
-    pub rule: Rule,
+    /// The rules, parsed once (`world::rule`), and the stack's budgets.
+    pub rules: Vec<Rule>,
     pub stack: StackBudgets,
 }
 
@@ -210,10 +223,11 @@ impl Model for Protocol {
     fn init_states(&self) -> Vec<World> {
         let b = &self.bounds;
         let mut actors = Vec::new();
-        actors.extend((0..b.scans).map(|_| Actor { who: Who::Scan, step: Step::Start }));
-        actors.extend((0..b.hands).map(|_| Actor { who: Who::Hand, step: Step::Start }));
+        let rules = b.rules.clamp(1, 2);
+        actors.extend((0..b.scans).map(|i| Actor { who: Who::Scan, rule: i % rules, step: Step::Start }));
+        actors.extend((0..b.hands).map(|_| Actor { who: Who::Hand, rule: 0, step: Step::Start }));
         if b.replay {
-            actors.push(Actor { who: Who::Replay, step: Step::Start });
+            actors.push(Actor { who: Who::Replay, rule: 0, step: Step::Start });
         }
         vec![World {
             minute: 0,
@@ -370,8 +384,10 @@ impl Protocol {
         Protocol {
             bounds,
             sabotage: None,
-            rule: rule(bounds.parts.max(1), bounds.limit, bounds.max_held),
-            stack: stack(bounds.limit),
+            rules: (0..usize::from(bounds.rules.clamp(1, 2)))
+                .map(|i| rule(i, bounds.parts.max(1), bounds.limit, bounds.max_held))
+                .collect(),
+            stack: stack(bounds.account_limit),
         }
     }
 
@@ -382,6 +398,7 @@ impl Protocol {
     /// One step of a path, in words, from the state it was taken in.
     pub fn describe(&self, w: &World, action: &Action) -> String {
         let t = format!("t+{:>4} min", w.minute);
+        let name = |k: u8| format!("{}/cb-{}", rule_id(rule_of(k)), offering_index(k));
         let actor = |a: u8| {
             let who = match w.actors[a as usize].who {
                 Who::Scan => "scan",
@@ -393,24 +410,26 @@ impl Protocol {
         let what = match action {
             Action::Act { a, choice } => {
                 let does = match (w.actors[*a as usize].who, w.actors[*a as usize].step) {
-                    (Who::Replay, _) => format!("judges intent cb-{choice} on its run time"),
-                    (_, Step::Start) => format!("decides on offering cb-{choice}"),
-                    (_, Step::Decided { o, .. }) => format!("reserves the budgets for cb-{o}"),
-                    (_, Step::Reserved { o }) if *choice == 0 => format!("re-checks cb-{o}: still on sale"),
-                    (_, Step::Reserved { o }) => format!("re-checks cb-{o}: changed, gives it back"),
-                    (_, Step::Checked { o }) => format!("marks cb-{o} Sent"),
+                    (Who::Replay, _) => {
+                        format!("judges intent {} on its run time", name(key(w.actors[*a as usize].rule, *choice)))
+                    }
+                    (_, Step::Start) => format!("decides on {}", name(key(w.actors[*a as usize].rule, *choice))),
+                    (_, Step::Decided { o, .. }) => format!("reserves the budgets for {}", name(o)),
+                    (_, Step::Reserved { o }) if *choice == 0 => format!("re-checks {}: still on sale", name(o)),
+                    (_, Step::Reserved { o }) => format!("re-checks {}: changed, gives it back", name(o)),
+                    (_, Step::Checked { o }) => format!("marks {} Sent", name(o)),
                     (_, Step::Sent { o }) => {
                         let answer =
                             ["bought", "bought, answer lost", "answer lost, nothing bought", "throttled", "refused"];
-                        format!("calls PurchaseCapacityBlock for cb-{o}: {}", answer[usize::from(*choice).min(4)])
+                        format!("calls PurchaseCapacityBlock for {}: {}", name(o), answer[usize::from(*choice).min(4)])
                     }
-                    (_, Step::Answered { o, answer }) => format!("writes the answer for cb-{o} ({answer:?})"),
+                    (_, Step::Answered { o, answer }) => format!("writes the answer for {} ({answer:?})", name(o)),
                     (_, Step::Done) => "is done".into(),
                 };
                 format!("{} {does}", actor(*a))
             }
             Action::Crash { a } => format!("{} crashes", actor(*a)),
-            Action::Look { o } => format!("tracker asks EC2 for reservations tagged with intent cb-{o}"),
+            Action::Look { o } => format!("tracker asks EC2 for reservations tagged with intent {}", name(*o)),
             Action::Settle => "tracker writes what the look means".into(),
             Action::TrackerCrash => "tracker crashes".into(),
             Action::Track { r, crash: false } => format!("tracker observes cr-{r} and stores its move"),
@@ -419,8 +438,8 @@ impl Protocol {
             Action::List { r } => format!("EC2 lists cr-{r}"),
             Action::Garble { r } => format!("EC2 describes cr-{r} without a member capblock needs"),
             Action::Mend { r } => format!("EC2 describes cr-{r} in full again"),
-            Action::Pay { o } => format!("EC2 takes the payment for cb-{o}"),
-            Action::FailPayment { o } => format!("EC2 fails the payment for cb-{o}"),
+            Action::Pay { o } => format!("EC2 takes the payment for {}", name(*o)),
+            Action::FailPayment { o } => format!("EC2 fails the payment for {}", name(*o)),
             Action::Drop { r } => format!("EC2 stops listing cr-{r} (payment failed)"),
             Action::Tick => format!("{TICK} minutes pass"),
             Action::Jump => "12 hours pass".into(),
@@ -447,11 +466,10 @@ impl Protocol {
     }
 
     fn act(&self, w: &mut World, a: usize, choice: u8) -> bool {
-        let who = w.actors[a].who;
-        let step = w.actors[a].step;
+        let (who, step, rule) = (w.actors[a].who, w.actors[a].step, w.actors[a].rule);
         let next = match (who, step) {
-            (Who::Replay, Step::Start) => self.replay(w, choice),
-            (_, Step::Start) => self.decide(w, choice),
+            (Who::Replay, Step::Start) => self.replay(w, key(rule, choice)),
+            (_, Step::Start) => self.decide(w, key(rule, choice)),
             (_, Step::Decided { o, seq }) => self.reserve(w, o, seq),
             (_, Step::Reserved { o }) => self.recheck(w, o, choice),
             (_, Step::Checked { o }) => self.mark_sent(w, o),
@@ -471,21 +489,28 @@ impl Protocol {
     /// A scan's (or a person's) decision to buy offering `o`: the rule's guard, its held blocks
     /// and its budgets as read now, judged by the core's `decision::check`.
     fn decide(&self, w: &World, o: u8) -> Option<Step> {
-        if w.store.guard.is_some() || w.store.intents.contains_key(&o) {
+        let ri = rule_of(o);
+        let rule = &self.rules[ri];
+        if w.store.guards[ri].is_some() || w.store.intents.contains_key(&o) {
             return Some(Step::Done);
         }
-        let held = w.store.blocks.values().filter(|s| s.is_held()).count();
-        if held >= self.rule.max_blocks_held as usize && !self.on(Sabotage::IgnoreHeldBlocks) {
+        let held = w
+            .store
+            .blocks
+            .iter()
+            .filter(|(r, s)| s.is_held() && rule_of(w.ec2.reservations[usize::from(**r)].o) == ri)
+            .count();
+        if held >= rule.max_blocks_held as usize && !self.on(Sabotage::IgnoreHeldBlocks) {
             return Some(Step::Done);
         }
         let now = at(w.minute);
-        let account = self.stack.account.unwrap_or(self.rule.monthly_budget);
-        let headroom = room(self.rule.monthly_budget, usd(w.store.rule.committed))
+        let account = self.stack.account.unwrap_or(rule.monthly_budget);
+        let headroom = room(rule.monthly_budget, usd(w.store.rules[ri].committed))
             .amount()
             .min(room(account, usd(w.store.account.committed)).amount());
         let priced = Priced::new(offering_of(o, self.parts()), &AcceleratorCatalog::new())?;
-        match check(&self.rule, &priced, Headroom(usd(headroom.try_into().unwrap_or(0))), now) {
-            None => Some(Step::Decided { o, seq: w.store.seq }),
+        match check(rule, &priced, Headroom(usd(headroom.try_into().unwrap_or(0))), now) {
+            None => Some(Step::Decided { o, seq: w.store.seqs[ri] }),
             Some(_) => Some(Step::Done),
         }
     }
@@ -497,10 +522,11 @@ impl Protocol {
             // The bug: straight to EC2, the budgets charged when the answer is written.
             return Some(Step::Sent { o });
         }
+        let ri = rule_of(o);
         let now = at(w.minute);
-        let charges = charges_for(&self.rule, &self.stack, &Period::of(now)).ok()?;
-        let fits = charges.iter().all(|c| self.admits(w, c));
-        if w.store.intents.contains_key(&o) || w.store.guard.is_some() || w.store.seq != seq || !fits {
+        let charges = charges_for(&self.rules[ri], &self.stack, &Period::of(now)).ok()?;
+        let fits = charges.iter().all(|c| self.admits(w, ri, c));
+        if w.store.intents.contains_key(&o) || w.store.guards[ri].is_some() || w.store.seqs[ri] != seq || !fits {
             return Some(Step::Done);
         }
         let owners: Vec<&BudgetOwner> = charges.iter().map(|c| &c.owner).collect();
@@ -508,9 +534,9 @@ impl Protocol {
             matches!(owners.as_slice(), [BudgetOwner::Rule(_), BudgetOwner::Account]),
             "the model keeps a rule's budget and the account's, not {owners:?}"
         );
-        charge(w, 1);
-        w.store.guard = Some(o);
-        w.store.seq += 1;
+        charge(w, o, 1);
+        w.store.guards[ri] = Some(o);
+        w.store.seqs[ri] += 1;
         let stored = StoredIntent {
             state: IntentState::Reserved,
             created: w.minute,
@@ -522,10 +548,10 @@ impl Protocol {
         Some(Step::Reserved { o })
     }
 
-    fn admits(&self, w: &World, c: &BudgetCharge) -> bool {
+    fn admits(&self, w: &World, ri: usize, c: &BudgetCharge) -> bool {
         let usage = match c.owner {
             BudgetOwner::Account => usage_of(&w.store.account),
-            _ => usage_of(&w.store.rule),
+            _ => usage_of(&w.store.rules[ri]),
         };
         admits(c, Some(&usage), usd(crate::world::FEE))
     }
@@ -590,7 +616,7 @@ impl Protocol {
                         parts: vec![],
                         fee_released: false,
                     });
-                    charge(w, 1);
+                    charge(w, o, 1);
                 }
                 let parts = w.ec2.parts_of(o);
                 let parts = parts[parts.len() - self.parts() as usize..].to_vec();
@@ -628,7 +654,7 @@ impl Protocol {
             at = RunTime::from(at.view());
         }
         let stored = w.store.intents.get(&o)?.clone();
-        match judge(&intent(&self.rule, &self.stack, o, self.parts(), &stored), at, None) {
+        match judge(&intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), &stored), at, None) {
             Verdict::GiveBack => close(w, o, None),
             Verdict::NotOnTheClock => return None,
             _ => {}
@@ -664,7 +690,7 @@ impl Protocol {
         let o = looked.o;
         let Some(stored) = w.store.intents.get(&o).cloned() else { return true };
         let at = RunTime::from(crate::world::at(looked.minute));
-        let i = intent(&self.rule, &self.stack, o, self.parts(), &stored);
+        let i = intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), &stored);
         let shown = if !looked.tagged.is_empty() {
             Shown::Tagged
         } else if looked.unreadable {
@@ -702,7 +728,7 @@ impl Protocol {
     /// payment-failed first gives the purchase's fee back when every other part has failed
     /// too (`part_failed`), once per purchase; then the block's new state is stored.
     pub(crate) fn track(&self, w: &mut World, r: u8, crash: bool) -> bool {
-        let Some(b) = block(&self.rule, &self.stack, w, r, self.parts()) else { return false };
+        let Some(b) = block(&self.rules, &self.stack, w, r, self.parts()) else { return false };
         let mut observed = w.ec2.observe(r);
         if self.on(Sabotage::UnreadableAsGone)
             && matches!(observed, capblock_core::domain::lifecycle::Observed::Unreadable(_))
@@ -736,10 +762,11 @@ impl Protocol {
 /// Charges (`sign` 1) or releases (-1) the fee on the two budgets every intent of the model
 /// draws on (what `charges_for` names for a rule without a team: the rule's and the account's;
 /// `reserve` checks it), and the rule's purchase count with it.
-fn charge(w: &mut World, sign: i64) {
-    w.store.rule.committed += sign * crate::world::FEE;
+fn charge(w: &mut World, o: u8, sign: i64) {
+    let rule = &mut w.store.rules[rule_of(o)];
+    rule.committed += sign * crate::world::FEE;
+    rule.purchases = rule.purchases.saturating_add_signed(sign as i32);
     w.store.account.committed += sign * crate::world::FEE;
-    w.store.rule.purchases = w.store.rule.purchases.saturating_add_signed(sign as i32);
 }
 
 /// Closes an open intent: given back (`state` None: the intent deleted, the offering free to
@@ -750,7 +777,7 @@ fn close(w: &mut World, o: u8, state: Option<IntentState>) {
     if !i.state.is_open() {
         return;
     }
-    charge(w, -1);
+    charge(w, o, -1);
     match state {
         None => {
             w.store.intents.remove(&o);
@@ -762,8 +789,8 @@ fn close(w: &mut World, o: u8, state: Option<IntentState>) {
             enqueue(w, Notice::Rejected(o));
         }
     }
-    if w.store.guard == Some(o) {
-        w.store.guard = None;
+    if w.store.guards[rule_of(o)] == Some(o) {
+        w.store.guards[rule_of(o)] = None;
     }
 }
 
@@ -777,11 +804,11 @@ fn record_bought(w: &mut World, o: u8, parts: Vec<u8>) {
     i.state = IntentState::Bought;
     i.parts = parts.clone();
     w.store.blocks.insert(parts[0], BlockState::PaymentPending);
-    w.store.rule.spent += crate::world::FEE;
+    w.store.rules[rule_of(o)].spent += crate::world::FEE;
     w.store.account.spent += crate::world::FEE;
     announce(w, Notice::Purchased(o));
-    if w.store.guard == Some(o) {
-        w.store.guard = None;
+    if w.store.guards[rule_of(o)] == Some(o) {
+        w.store.guards[rule_of(o)] = None;
     }
 }
 
@@ -793,8 +820,8 @@ fn release_failed(w: &mut World, o: u8, per_part: bool) {
         return;
     }
     i.fee_released = true;
-    charge(w, -1);
-    w.store.rule.spent -= crate::world::FEE;
+    charge(w, o, -1);
+    w.store.rules[rule_of(o)].spent -= crate::world::FEE;
     w.store.account.spent -= crate::world::FEE;
 }
 

@@ -14,8 +14,27 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 
 /// The fee of every offering in the model, in USD.
 pub const FEE: i64 = 600;
-const RULE: &str = "p5";
 const REGION: &str = "us-east-1";
+
+/// An intent's key: its rule and its offering (an intent's id is the pair), in one byte.
+pub fn key(rule: u8, offering: u8) -> u8 {
+    rule * 8 + offering
+}
+
+/// The rule of intent key `k`.
+pub fn rule_of(k: u8) -> usize {
+    usize::from(k / 8)
+}
+
+/// The offering of intent key `k`.
+pub fn offering_index(k: u8) -> u8 {
+    k % 8
+}
+
+/// Rule `i`'s id.
+pub fn rule_id(i: usize) -> String {
+    format!("rule-{i}")
+}
 
 /// Minutes since `t0`, the model's clock (the functions' clock: every run reads it).
 pub type Minute = u16;
@@ -87,6 +106,8 @@ pub enum Answer {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Actor {
     pub who: Who,
+    /// The rule it buys for (a replay looks at every intent).
+    pub rule: u8,
     pub step: Step,
 }
 
@@ -122,12 +143,13 @@ pub enum Notice {
 /// The DynamoDB table.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Store {
-    /// By offering: an intent's id is (rule, offering).
+    /// By key (`key`: an intent's id is (rule, offering)).
     pub intents: BTreeMap<u8, StoredIntent>,
-    /// The rule's guard: its open intent, and the sequence a reservation must have read.
-    pub guard: Option<u8>,
-    pub seq: u8,
-    pub rule: Usage,
+    /// Each rule's guard: its open intent, and the sequence a reservation must have read.
+    pub guards: [Option<u8>; 2],
+    pub seqs: [u8; 2],
+    /// Each rule's budget, and the account's, which every rule also draws on.
+    pub rules: [Usage; 2],
     pub account: Usage,
     /// Block items by reservation.
     pub blocks: BTreeMap<u8, BlockState>,
@@ -145,7 +167,7 @@ pub enum Ec2State {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Res {
-    /// The offering, and so the intent tag, it was bought under.
+    /// The intent (its key) whose purchase made it: the intent tag it carries.
     pub o: u8,
     /// DescribeCapacityReservations lists it (EC2 is eventually consistent: a new reservation
     /// is listed when it is listed).
@@ -240,12 +262,13 @@ pub struct World {
     pub ec2: Ec2,
 }
 
-/// The rule every actor buys for: one block of 1 x p5.48xlarge per UltraServer part, `limit`
-/// USD a month, at most `max_held` blocks held, two purchases a month, bought again after a
-/// failed payment.
-pub fn rule(parts: u8, limit: i64, max_held: u32) -> Rule {
+/// Rule `i` of the model: one block of 1 x p5.48xlarge per UltraServer part, `limit` USD a
+/// month, at most `max_held` blocks held, two purchases a month, bought again after a failed
+/// payment.
+pub fn rule(i: usize, parts: u8, limit: i64, max_held: u32) -> Rule {
+    let id = rule_id(i);
     let text = format!(
-        "id = \"{RULE}\"\nmode = \"live\"\nregions = [\"{REGION}\"]\ninstance_types = [\"p5.48xlarge\"]\n\
+        "id = \"{id}\"\nmode = \"live\"\nregions = [\"{REGION}\"]\ninstance_types = [\"p5.48xlarge\"]\n\
          instance_counts = [{parts}]\ndurations_days = [1]\nmax_price_per_accelerator_hour = \"5.00\"\n\
          monthly_budget = \"{limit}\"\nmax_blocks_held = {max_held}\nmax_purchases_per_month = 2\n\
          rebuy_on_payment_failure = true\nstart_window = {{ earliest_in_days = 1, latest_in_days = 10 }}\n"
@@ -263,9 +286,11 @@ pub fn stack(limit: i64) -> StackBudgets {
     StackBudgets { account: Some(usd(limit)), teams: BTreeMap::new() }
 }
 
-/// Offering `o`: a day of `parts` x p5.48xlarge starting `o + 2` days after `t0`, for `FEE`.
-/// Built once per (o, parts): the checker asks for it at nearly every step.
+/// Offering `o` (or intent key `o`'s offering): a day of `parts` x p5.48xlarge starting `o + 2`
+/// days after `t0`, for `FEE`. Built once per (o, parts): the checker asks for it at nearly
+/// every step.
 pub fn offering_of(o: u8, parts: u8) -> Offering {
+    let o = offering_index(o);
     static BUILT: std::sync::OnceLock<Vec<Offering>> = std::sync::OnceLock::new();
     let built = BUILT.get_or_init(|| (0..8u8).flat_map(|o| (1..=4u8).map(move |p| build_offering(o, p))).collect());
     match built.get(usize::from(o) * 4 + usize::from(parts.max(1)) - 1) {
@@ -304,7 +329,7 @@ pub fn intent(rule: &Rule, stack: &StackBudgets, o: u8, parts: u8, stored: &Stor
     let created = at(stored.created);
     let charges =
         charges_for(rule, stack, &capblock_core::domain::budget::Period::of(created)).unwrap_or_else(|e| panic!("{e}"));
-    let mut i = Intent::new(RULE, offering_of(o, parts), 8, charges, created);
+    let mut i = Intent::new(&rule.id, offering_of(o, parts), 8, charges, created);
     i.state = stored.state;
     i.sent_at = stored.sent.map(at);
     i.parts = stored.parts.iter().map(|r| reservation_id(*r)).collect();
@@ -316,8 +341,8 @@ pub fn reservation_id(r: u8) -> String {
     format!("cr-{r}")
 }
 
-/// The core's `Reservation` for EC2's reservation `r`.
-pub fn reservation(ec2: &Ec2, r: u8, parts: u8) -> Reservation {
+/// The core's `Reservation` for EC2's reservation `r`, bought for `rule`.
+pub fn reservation(rule: &Rule, ec2: &Ec2, r: u8, parts: u8) -> Reservation {
     let res = &ec2.reservations[r as usize];
     let o = offering_of(res.o, parts);
     Reservation {
@@ -331,16 +356,18 @@ pub fn reservation(ec2: &Ec2, r: u8, parts: u8) -> Reservation {
         end: o.end,
         state: "payment-pending".into(),
         reservation_type: Some("capacity-block".into()),
-        tags: BTreeMap::from([(INTENT_TAG.to_string(), format!("{RULE}/{}", o.id))]),
+        tags: BTreeMap::from([(INTENT_TAG.to_string(), format!("{}/{}", rule.id, o.id))]),
         capacity_block_id: None,
     }
 }
 
 /// The core's `Block` for the block item of reservation `r`, bought by intent `o`.
-pub fn block(rule: &Rule, stack: &StackBudgets, w: &World, r: u8, parts: u8) -> Option<Block> {
+pub fn block(rules: &[Rule], stack: &StackBudgets, w: &World, r: u8, parts: u8) -> Option<Block> {
     let o = w.ec2.reservations[r as usize].o;
     let stored = w.store.intents.get(&o)?;
-    let mut b = Block::bought(&intent(rule, stack, o, parts, stored), &reservation(&w.ec2, r, parts), at(w.minute));
+    let rule = rules.get(rule_of(o))?;
+    let mut b =
+        Block::bought(&intent(rule, stack, o, parts, stored), &reservation(rule, &w.ec2, r, parts), at(w.minute));
     b.state = *w.store.blocks.get(&r)?;
     Some(b)
 }

@@ -34,7 +34,7 @@ fn two_scans_a_replay_and_every_fault_keep_every_money_property() {
 }
 
 #[test]
-fn budgets_with_room_for_one_purchase_keep_every_money_property() {
+fn two_rules_sharing_an_account_budget_keep_every_money_property() {
     check_all(Bounds::budgets());
 }
 
