@@ -18,11 +18,9 @@ pub const SETTLED_BY_THE_RUNS_THAT_FOLLOW: &str =
 pub fn all() -> Vec<Property<Protocol>> {
     vec![
         Property::always(ONE_PURCHASE_PER_INTENT, |_, w: &World| w.ec2.purchases.values().all(|n| *n <= 1)),
-        // A purchase of N parts is N blocks held.
+        // A purchase of UltraServers is one block to the rule, however many parts it has.
         Property::always(HELD_WITHIN_RULE, |m: &Protocol, w: &World| {
-            m.rules.iter().enumerate().all(|(ri, rule)| {
-                held_by(w, ri).len() * usize::from(m.bounds.parts.max(1)) <= rule.max_blocks_held as usize
-            })
+            m.rules.iter().enumerate().all(|(ri, rule)| held_by(w, ri).len() <= rule.max_blocks_held as usize)
         }),
         Property::always(WITHIN_LIMITS, |m: &Protocol, w: &World| {
             w.store.rules.iter().all(|u| u.committed <= m.bounds.limit)

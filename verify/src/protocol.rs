@@ -9,6 +9,7 @@
 //! in 5-minute ticks (across the graces) and in 12-hour jumps (across payment deadlines).
 
 use capblock_core::app::purchase::{FailedPurchase, failed_purchase};
+use capblock_core::domain::block::purchases_held;
 use capblock_core::domain::budget::{
     BudgetCharge, BudgetOwner, BudgetUsage, IntentState, Period, StackBudgets, admits, charges_for,
 };
@@ -96,7 +97,7 @@ impl Bounds {
             parts: 2,
             limit: 1200,
             account_limit: 1200,
-            max_held: 2,
+            max_held: 1,
             left: Left { ticks: 1, jumps: 1, crashes: 1, lost: 1, payment_failures: 1, ..Left::default() },
         }
     }
@@ -494,12 +495,14 @@ impl Protocol {
         if w.store.guards[ri].is_some() || w.store.intents.contains_key(&o) {
             return Some(Step::Done);
         }
-        let held = w
+        let blocks: Vec<_> = w
             .store
             .blocks
-            .iter()
-            .filter(|(r, s)| s.is_held() && rule_of(w.ec2.reservations[usize::from(**r)].o) == ri)
-            .count();
+            .keys()
+            .filter(|r| rule_of(w.ec2.reservations[usize::from(**r)].o) == ri)
+            .filter_map(|r| block(&self.rules, &self.stack, w, *r, self.parts()))
+            .collect();
+        let held = purchases_held(&blocks);
         if held >= rule.max_blocks_held as usize && !self.on(Sabotage::IgnoreHeldBlocks) {
             return Some(Step::Done);
         }
@@ -564,7 +567,7 @@ impl Protocol {
         if !spend(&mut w.left.recheck_failures) {
             return None;
         }
-        close(w, o, None);
+        close(w, o, Close::GiveBack(IntentState::Reserved));
         Some(Step::Done)
     }
 
@@ -639,9 +642,11 @@ impl Protocol {
             },
         };
         match failed_purchase(&error) {
-            FailedPurchase::GiveBack => close(w, o, None),
-            FailedPurchase::Refused => close(w, o, Some(IntentState::Rejected)),
-            FailedPurchase::Unknown if self.on(Sabotage::GiveBackUnknownAnswers) => close(w, o, None),
+            FailedPurchase::GiveBack => close(w, o, Close::GiveBack(IntentState::Sent)),
+            FailedPurchase::Refused => close(w, o, Close::Reject),
+            FailedPurchase::Unknown if self.on(Sabotage::GiveBackUnknownAnswers) => {
+                close(w, o, Close::GiveBack(IntentState::Sent))
+            }
             FailedPurchase::Unknown => {}
         }
         Some(Step::Done)
@@ -655,7 +660,7 @@ impl Protocol {
         }
         let stored = w.store.intents.get(&o)?.clone();
         match judge(&intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), &stored), at, None) {
-            Verdict::GiveBack => close(w, o, None),
+            Verdict::GiveBack => close(w, o, Close::GiveBack(stored.state)),
             Verdict::NotOnTheClock => return None,
             _ => {}
         }
@@ -703,9 +708,11 @@ impl Protocol {
             v => v,
         };
         match verdict {
-            Verdict::GiveBack => close(w, o, None),
+            Verdict::GiveBack => close(w, o, Close::GiveBack(stored.state)),
             Verdict::Adopt => record_bought(w, o, looked.tagged),
-            Verdict::HoldForAPerson if self.on(Sabotage::ReleaseSentOnTimer) => close(w, o, None),
+            Verdict::HoldForAPerson if self.on(Sabotage::ReleaseSentOnTimer) => {
+                close(w, o, Close::GiveBack(IntentState::Sent))
+            }
             Verdict::HoldForAPerson => enqueue(w, Notice::OutcomeUnknown(o)),
             Verdict::HoldUnreadable => enqueue(w, Notice::Unreadable(o)),
             _ => {}
@@ -769,22 +776,33 @@ fn charge(w: &mut World, o: u8, sign: i64) {
     w.store.account.committed += sign * crate::world::FEE;
 }
 
-/// Closes an open intent: given back (`state` None: the intent deleted, the offering free to
-/// try again) or rejected; either way its fee goes back and the guard opens. Conditional on
-/// the intent being open, as the ledger's transaction is.
-fn close(w: &mut World, o: u8, state: Option<IntentState>) {
+/// How an open intent closes.
+enum Close {
+    /// Deleted (the offering free to try again), conditional on the state its closer read, as
+    /// the ledger's delete is: an intent another actor moved on since is not given back.
+    GiveBack(IntentState),
+    /// Rejected by EC2: kept as tried, conditional on being open.
+    Reject,
+}
+
+/// Closes an intent: its fee goes back and its rule's guard opens, in one transaction.
+fn close(w: &mut World, o: u8, how: Close) {
     let Some(i) = w.store.intents.get(&o) else { return };
-    if !i.state.is_open() {
+    let applies = match how {
+        Close::GiveBack(expected) => i.state == expected && i.state.is_open(),
+        Close::Reject => i.state.is_open(),
+    };
+    if !applies {
         return;
     }
     charge(w, o, -1);
-    match state {
-        None => {
+    match how {
+        Close::GiveBack(_) => {
             w.store.intents.remove(&o);
         }
-        Some(s) => {
+        Close::Reject => {
             if let Some(i) = w.store.intents.get_mut(&o) {
-                i.state = s;
+                i.state = IntentState::Rejected;
             }
             enqueue(w, Notice::Rejected(o));
         }

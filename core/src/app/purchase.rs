@@ -18,6 +18,7 @@ use super::outbox::alert_notice;
 use super::reconcile::record_purchase;
 use crate::domain::announce;
 use crate::domain::approval;
+use crate::domain::block::purchases_held;
 use crate::domain::budget::{Intent, Period, StackBudgets, charges_for};
 use crate::domain::decision::{Headroom, Priced, check};
 use crate::domain::money::Money;
@@ -230,7 +231,7 @@ where
     /// the item is repaired (the other rules go on).
     async fn held(&self, rule: &Rule) -> Result<Result<usize, String>, StoreError> {
         match self.store.open_blocks(Some(&rule.id)).await {
-            Ok(blocks) => Ok(Ok(blocks.iter().filter(|b| b.state.is_held()).count())),
+            Ok(blocks) => Ok(Ok(purchases_held(&blocks))),
             Err(e @ StoreError::Corrupt { .. }) => {
                 tracing::error!(event = "rule_blocks_corrupt", rule = %rule.id, error = %e, "the rule's held blocks cannot be counted; not buying");
                 Ok(Err(format!("its held blocks cannot be counted ({e}); repair the item")))

@@ -220,6 +220,24 @@ pub struct Split {
     pub duplicates: Vec<Reservation>,
 }
 
+/// How many purchases `blocks` hold against a rule's `max_blocks_held`: a purchase of N
+/// UltraServers is one block to the rule (its N reservations are tracked as N items, adopted
+/// one by one), so the held items count once per intent; an item with no intent (adopted
+/// from the account) counts alone.
+pub fn purchases_held<'a>(blocks: impl IntoIterator<Item = &'a Block>) -> usize {
+    let mut intents = std::collections::BTreeSet::new();
+    let mut alone = 0;
+    for b in blocks.into_iter().filter(|b| b.state.is_held()) {
+        match &b.intent_id {
+            Some(id) => {
+                intents.insert(id.as_str());
+            }
+            None => alone += 1,
+        }
+    }
+    intents.len() + alone
+}
+
 /// Which reservations carrying an intent's tag are its purchase's parts when the purchase's
 /// answer (which names them) was lost and EC2 is asked by tag.
 ///

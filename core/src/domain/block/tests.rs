@@ -192,3 +192,25 @@ fn a_pending_block_gone_after_its_payment_deadline_failed_its_payment() {
     let scheduled = Block { state: BlockState::Scheduled, ..b.clone() };
     assert!(matches!(scheduled.transition(&Observed::NotFound, deadline), Transition::Anomaly(_)));
 }
+
+/// A purchase of two UltraServers is one block to the rule's `max_blocks_held`, however many of
+/// its parts are tracked yet; an adopted block counts alone; a failed one not at all.
+#[test]
+fn held_blocks_count_once_per_purchase() {
+    let start = Utc.with_ymd_and_hms(2026, 12, 3, 0, 0, 0).unwrap();
+    let part = |id: &str, intent: Option<&str>, state: BlockState| Block {
+        reservation_id: id.into(),
+        intent_id: intent.map(str::to_string),
+        state,
+        ..example(start, start + chrono::Duration::days(1))
+    };
+    let first = part("cr-1", Some("p5/cb-1"), BlockState::PaymentPending);
+    assert_eq!(purchases_held([&first]), 1);
+    let second = part("cr-2", Some("p5/cb-1"), BlockState::Scheduled);
+    assert_eq!(purchases_held([&first, &second]), 1, "two parts of one purchase");
+    let adopted = part("cr-3", None, BlockState::Active);
+    let other = part("cr-4", Some("p5/cb-2"), BlockState::Active);
+    assert_eq!(purchases_held([&first, &second, &adopted, &other]), 3);
+    let failed = part("cr-5", Some("p5/cb-3"), BlockState::PaymentFailed);
+    assert_eq!(purchases_held([&failed, &adopted]), 1);
+}
