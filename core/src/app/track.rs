@@ -639,6 +639,9 @@ where
         if let Some(held) = self.part_still_held(b, &intent).await? {
             tracing::warn!(event = "budget_kept", reservation = %b.reservation_id, intent = %intent_id, part = %held,
                 "payment failed for this part; the purchase's fee stays committed while EC2 may hold another part");
+            // Once per (part, part held): a part EC2 never shows failed keeps the fee for good,
+            // and only a person can look at why.
+            self.enqueue(b, &format!("fee-kept-{held}"), &announce::fee_kept(b, &held), now).await?;
             return Ok(false);
         }
         // Without rebuy the failed attempt still counts as the month's purchase, so a rule

@@ -664,10 +664,17 @@ pub fn payment_failed(b: &Block, rebuy: bool, seen_at: DateTime<Utc>) -> SlackMe
         Some(d) => format!("EC2 did not take payment by the deadline ({})", when(d)),
         None => "EC2 reports the payment as failed".to_string(),
     };
-    let next = if rebuy {
-        "The fee was released from the budgets; the rule may buy a replacement on its next scan.".to_string()
+    // A purchase of UltraServers is one fee for all its parts: it goes back once EC2 shows every
+    // part payment-failed, which this part alone does not say.
+    let released = if b.ultraserver {
+        "The purchase's fee goes back to the budgets once EC2 shows every UltraServer of it payment-failed"
     } else {
-        "The fee was released from the budgets. The rule does not rebuy (rebuy_on_payment_failure = false).".to_string()
+        "The fee was released from the budgets"
+    };
+    let next = if rebuy {
+        format!("{released}; the rule may then buy a replacement on its next scan.")
+    } else {
+        format!("{released}. The rule does not rebuy (rebuy_on_payment_failure = false).")
     };
     tracked(
         b,
@@ -676,6 +683,25 @@ pub fn payment_failed(b: &Block, rebuy: bool, seen_at: DateTime<Utc>) -> SlackMe
         format!("{what}; reservation `{}` is released and nothing was charged.\n{}", b.reservation_id, tracked_line(b)),
         vec![next, "Check the account's payment method (Billing console).".into()],
         "Payment failed; block released".into(),
+    )
+}
+
+/// A part of a purchase failed its payment while EC2 may still hold `part`, another of the same
+/// purchase (one fee for all): the fee stays committed, and a person is told what to look at.
+pub fn fee_kept(b: &Block, part: &str) -> SlackMessage {
+    tracked(
+        b,
+        "fee-kept",
+        format!("Fee kept: `{part}` of the same purchase is not shown failed"),
+        format!(
+            "EC2 failed the payment for `{}`, but does not show `{part}`, another UltraServer of the same purchase, \
+             as payment-failed (it may be waiting, paid, or not listed yet). The purchase's one fee stays committed \
+             in the budgets until EC2 shows every part failed.\n{}",
+            b.reservation_id,
+            tracked_line(b)
+        ),
+        vec![format!("Look at `{part}` in the EC2 console (Capacity Reservations); capblock keeps looking every run.")],
+        "Payment failed; fee kept while a part may be held".into(),
     )
 }
 

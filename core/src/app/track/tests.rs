@@ -85,3 +85,58 @@ async fn a_replayed_tick_on_a_dry_run_stack_moves_nothing() {
     assert!(!table.writes().iter().any(|w| w.starts_with("record_rejected")), "{:?}", table.writes());
     assert!(table.writes().contains(&"enqueue west/cb-late#outcome-unknown".to_string()), "{:?}", table.writes());
 }
+
+/// A purchase of two UltraServers whose first part fails its payment while EC2 still shows the
+/// second waiting: the fee is kept, and a person is told which part to look at; once EC2 shows
+/// the second failed too, the fee goes back.
+#[tokio::test]
+async fn a_failed_part_keeps_the_fee_while_another_may_be_held_and_says_so() {
+    let east = rule("east", "live");
+    let start = t0() + Duration::days(1);
+    let mut bought = sent_intent(&east, offering("cb-ultra", start), t0() - Duration::hours(1));
+    bought.state = crate::domain::budget::IntentState::Bought;
+    bought.parts = vec!["cr-1".into(), "cr-2".into()];
+    let (mut r1, mut r2) = (reservation_of(&bought, "cr-1"), reservation_of(&bought, "cr-2"));
+    let block = |r: &Reservation| {
+        let mut b = Block::bought(&bought, r, t0() - Duration::hours(1)).with_kind(true);
+        b.state = BlockState::PaymentPending;
+        b
+    };
+    let blocks = vec![block(&r1), block(&r2)];
+    r1.state = "payment-failed".into();
+    r2.state = "payment-pending".into();
+    let settings = TrackSettings {
+        stack: StackSettings {
+            name: "capblock-test".into(),
+            mode: crate::domain::rule::Mode::Live,
+            account_budget: None,
+            team_budgets: Default::default(),
+        },
+        payment_warning_hours: vec![],
+        adopt_untagged: false,
+        regions: vec![],
+    };
+    let table = Table {
+        rules: vec![east.clone()],
+        intents: vec![bought.clone()],
+        blocks: blocks.clone(),
+        ..Default::default()
+    };
+    let market = Market { reservations: vec![r1.clone(), r2.clone()], ..Default::default() };
+    async fn run(market: &Market, table: &Table, settings: &TrackSettings) {
+        let tracker = Tracker { market, store: table, notifier: table, reminders: table, settings, hands: None };
+        tracker.run(t0()).await.unwrap();
+    }
+    run(&market, &table, &settings).await;
+    let writes = table.writes();
+    assert!(writes.contains(&"enqueue cr-1#fee-kept-cr-2".to_string()), "{writes:?}");
+    assert!(!writes.iter().any(|w| w.starts_with("release_failed_block")), "{writes:?}");
+
+    r2.state = "payment-failed".into();
+    let market = Market { reservations: vec![r1, r2], ..Default::default() };
+    let table = Table { rules: vec![east], intents: vec![bought], blocks, ..Default::default() };
+    run(&market, &table, &settings).await;
+    let writes = table.writes();
+    assert!(writes.iter().any(|w| w.starts_with("release_failed_block")), "{writes:?}");
+    assert!(!writes.iter().any(|w| w.contains("fee-kept")), "{writes:?}");
+}
