@@ -672,7 +672,7 @@ pub fn payment_failed(b: &Block, rebuy: bool, seen_at: DateTime<Utc>) -> SlackMe
         "The fee was released from the budgets"
     };
     let next = if rebuy {
-        format!("{released}; the rule may then buy a replacement on its next scan.")
+        format!("{released}; the rule may buy a replacement on its next scan.")
     } else {
         format!("{released}. The rule does not rebuy (rebuy_on_payment_failure = false).")
     };
@@ -1055,6 +1055,15 @@ mod tests {
         assert_eq!(early.title, "Payment failed: 2 x p5.48xlarge released");
         assert_eq!(early.id, "cr-0123456789abcdef0#payment-failed");
         assert_eq!(early.title, payment_failed(&b, false, t(1, 12, 0)).title);
+        // An UltraServer's part does not say the purchase's one fee went back: its last part does.
+        let ultra = payment_failed(&b.clone().with_kind(true), true, t(1, 12, 0));
+        assert!(
+            ultra.next_steps[0]
+                .starts_with("The purchase's fee goes back to the budgets once EC2 shows every UltraServer"),
+            "{:?}",
+            ultra.next_steps
+        );
+        assert!(!ultra.next_steps[0].contains("was released"), "{:?}", ultra.next_steps);
         // An adopted block has no known deadline: neither claim is made.
         let adopted = payment_failed(&block(None), false, t(1, 2, 0));
         assert!(adopted.description.starts_with("EC2 reports the payment as failed;"), "{}", adopted.description);
