@@ -11,7 +11,7 @@ CARGO_TARGET_DIR ?= $(CAPBLOCK_CACHE)/target-$(CLONE_KEY)
 TEST_STATE ?= $(CAPBLOCK_CACHE)/test-stack-$(CLONE_KEY)
 export CARGO_TARGET_DIR CAPBLOCK_CACHE
 
-.PHONY: demo test verify test-future test-py-future test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template package bench audit install help
+.PHONY: demo test verify test-future test-py-future test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template package bench mutants audit install help
 
 help:
 	@echo "make demo      run the main job locally: simulated market + emulated AWS, end to end"
@@ -23,6 +23,7 @@ help:
 	@echo "make install   build and install the operator CLI, capblock (INSTALL_ROOT=DIR: into DIR/bin)"
 	@echo "make package   build the Lambda deployment zips (ARCH=arm64|x86_64)"
 	@echo "make audit     cargo-audit on Cargo.lock: make audit ADVISORY_DB=/path/to/advisory-db"
+	@echo "make mutants   cargo-mutants on the core's money modules (docs/tests.md, \"Mutation testing\")"
 
 # The toolchain rust-toolchain.toml pins, made available offline (infra/toolchain.sh); every
 # target that runs cargo depends on it.
@@ -115,6 +116,21 @@ verify: toolchain
 	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) cargo build --release -p capblock-verify
 	for bound in bounded budgets ultraservers deep deep-ultraservers; do \
 	  $(BENCH_TARGET_DIR)/release/capblock-verify --bound $$bound || exit 1; done
+
+# Mutation testing (not part of `make test`): cargo-mutants (`cargo install cargo-mutants
+# --locked`) mutates the core's money modules one mutant at a time and runs capblock-core's
+# tests on each; the scope and timeouts are .cargo/mutants.toml's, the figures and the
+# survivors explained are docs/tests.md's ("Mutation testing"). One job (-j 1): each mutant
+# builds the core again, and two at once only fight over 2 cores. It builds in a target
+# directory of its own (seeded like the clone's), so a run of half an hour never holds the
+# clone's build lock. The report is mutants.out/ (ignored by git). MUTANTS_ARGS go to
+# cargo-mutants (e.g. --iterate to retest only what the last run did not catch).
+MUTANTS_TARGET_DIR ?= $(CARGO_TARGET_DIR)-mutants
+MUTANTS_ARGS ?=
+mutants:
+	@bash infra/toolchain.sh
+	@bash infra/target-dir.sh "$(MUTANTS_TARGET_DIR)"
+	CARGO_TARGET_DIR=$(MUTANTS_TARGET_DIR) cargo mutants -j 1 $(MUTANTS_ARGS)
 
 # Supply chain (not part of `make test`): cargo-audit (`cargo install cargo-audit --locked`) on
 # Cargo.lock against a local clone of RustSec's advisory-db; nothing is fetched (--no-fetch).

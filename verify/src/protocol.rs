@@ -120,7 +120,8 @@ impl Bounds {
         }
     }
 
-    /// `make verify`: every actor and fault at once.
+    /// `make verify`: every actor and fault at once, `capblock buy` (which may outlive a tick)
+    /// with the scans.
     pub fn deep() -> Bounds {
         Bounds {
             rules: 1,
@@ -135,7 +136,7 @@ impl Bounds {
             left: Left {
                 ticks: 4,
                 jumps: 1,
-                crashes: 2,
+                crashes: 1,
                 lost: 1,
                 throttled: 1,
                 refused: 1,

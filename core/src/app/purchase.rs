@@ -553,6 +553,23 @@ mod tests {
         }
     }
 
+    /// `capblock buy` is refused, before anything is asked or reserved, in a stack not live, for
+    /// a rule disabled or in dry-run, and for an offering the rule could not have bought itself;
+    /// what the rule could have bought in a live stack may be tried.
+    #[test]
+    fn a_person_may_buy_by_hand_only_what_the_rule_could_buy_itself() {
+        let live = rule("east", "live");
+        let p = Priced::new(offering("cb-1", t0() + Duration::days(2)), &AcceleratorCatalog::new()).unwrap();
+        assert_eq!(hand_refusal(&live, &p, Mode::Live, t0()), None);
+        assert_eq!(hand_refusal(&rule("east", "approval"), &p, Mode::Live, t0()), None);
+        let refused = |r: &Rule, p: &Priced, stack: Mode| hand_refusal(r, p, stack, t0()).unwrap_or_default();
+        assert!(refused(&live, &p, Mode::DryRun).contains("Mode=live"));
+        assert!(refused(&Rule { enabled: false, ..live.clone() }, &p, Mode::Live).contains("is disabled"));
+        assert!(refused(&rule("east", "dry-run"), &p, Mode::Live).contains("dry-run mode"));
+        let too_late = Priced::new(offering("cb-2", t0() + Duration::days(30)), &AcceleratorCatalog::new()).unwrap();
+        assert!(refused(&live, &too_late, Mode::Live).contains("does not meet rule east"));
+    }
+
     /// An answer seconds old is sent to EC2 as answered, with no re-check call; one older than
     /// `FRESH_ANSWER` is looked at again first, and a re-check EC2 throttles (three times)
     /// gives the offering back with nothing sent.

@@ -296,6 +296,34 @@ mod tests {
         assert!(!admits(&charge(None, Some(0)), None, usd("1")));
     }
 
+    /// The name an intent's state is logged and shown by is the one the ledger stores.
+    #[test]
+    fn an_intents_state_reads_as_it_is_stored() {
+        use IntentState::*;
+        for s in [Reserved, Sent, Bought, Rejected, DryRun] {
+            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{}\"", s.as_str()));
+        }
+    }
+
+    /// A purchase's parts are the reservations it recorded; an intent recorded before parts
+    /// were stored has one, its `reservation_id`. Any other reservation is not one of them.
+    #[test]
+    fn only_the_reservations_a_purchase_recorded_are_its_parts() {
+        let offering = crate::domain::offering::example(
+            "cb-1",
+            "us-east-1",
+            Utc.with_ymd_and_hms(2026, 12, 3, 11, 30, 0).unwrap(),
+            Money::parse("3072", "USD").unwrap(),
+        );
+        let mut intent =
+            Intent::new("p5", offering, 8, Vec::new(), Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, 0).unwrap());
+        assert!(!intent.is_part("cr-a"), "nothing recorded, no part");
+        intent.reservation_id = Some("cr-a".into());
+        assert!(intent.is_part("cr-a") && !intent.is_part("cr-b"));
+        intent.parts = vec!["cr-a".into(), "cr-b".into()];
+        assert!(intent.is_part("cr-a") && intent.is_part("cr-b") && !intent.is_part("cr-c"));
+    }
+
     fn rule(extra: &str) -> Rule {
         Rule::from_toml(
             &format!(

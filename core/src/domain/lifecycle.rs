@@ -285,4 +285,17 @@ mod tests {
         assert_eq!(BlockState::from_ec2("pending"), None);
         assert_eq!(serde_json::to_string(&BlockState::PaymentFailed).unwrap(), "\"payment-failed\"");
     }
+
+    /// A state is shown and stored under one name, EC2's where EC2 has the state.
+    #[test]
+    fn a_block_state_reads_as_it_is_stored_and_as_ec2_writes_it() {
+        use BlockState::*;
+        for s in [PaymentPending, Scheduled, Active, Expired, PaymentFailed, Released] {
+            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{}\"", s.as_str()));
+            assert_eq!(s.to_string(), s.as_str());
+            if s != Released {
+                assert_eq!(BlockState::from_ec2(s.as_str()), Some(s));
+            }
+        }
+    }
 }

@@ -214,3 +214,51 @@ fn held_blocks_count_once_per_purchase() {
     let failed = part("cr-5", Some("p5/cb-3"), BlockState::PaymentFailed);
     assert_eq!(purchases_held([&failed, &adopted]), 1);
 }
+
+#[test]
+fn only_a_reservation_of_type_capacity_block_is_a_capacity_block() {
+    assert!(reservation(&[]).is_capacity_block());
+    let other = |t: Option<&str>| Reservation { reservation_type: t.map(str::to_string), ..reservation(&[]) };
+    assert!(!other(Some("default")).is_capacity_block());
+    assert!(!other(None).is_capacity_block());
+}
+
+#[test]
+fn a_bought_block_is_charged_to_the_intents_budget_period() {
+    let intent = Intent::new("p5-weekly", offering(false), 8, Vec::new(), t(1, 8, 0));
+    let b = Block::bought(&intent, &reservation(&[]), t(1, 10, 0));
+    assert_eq!(b.period, Some(Period::of(t(1, 8, 0))));
+}
+
+/// DescribeCapacityBlocks only ever adds the UltraServer kind: a block known as one stays one.
+#[test]
+fn a_blocks_kind_is_learned_never_forgotten() {
+    let plain = example(t(3, 11, 30), t(5, 11, 30));
+    assert!(plain.clone().with_kind(true).ultraserver);
+    assert!(!plain.clone().with_kind(false).ultraserver);
+    let ultra = Block { ultraserver: true, ..plain };
+    assert!(ultra.with_kind(false).ultraserver);
+}
+
+/// Once EC2 shows a reservation's instances, the block counts those, not the offering's, and
+/// its fee is its share of the purchase's, never more than the whole fee.
+#[test]
+fn a_bought_block_counts_the_instances_ec2_shows_and_never_carries_more_than_the_fee() {
+    let intent = Intent::new("p5-weekly", offering(false), 8, Vec::new(), t(1, 8, 0));
+    let fewer = Block::bought(&intent, &Reservation { instance_count: 1, ..reservation(&[]) }, t(1, 10, 0));
+    assert_eq!((fewer.instance_count, fewer.fee), (1, Some(Money::usd(dec!(1536)).unwrap())));
+    let more = Block::bought(&intent, &Reservation { instance_count: 3, ..reservation(&[]) }, t(1, 10, 0));
+    assert_eq!((more.instance_count, more.fee), (3, Some(Money::usd(dec!(3072)).unwrap())));
+}
+
+/// The first reservation found is the purchase even when it shows more instances than the
+/// offering; after the first that does not fit, none is a part, even one that would.
+#[test]
+fn the_first_reservation_is_always_a_part_and_none_after_a_duplicate_is() {
+    let sized = |id: &str, n: u32| Reservation { instance_count: n, ..with_id(id, reservation(&[])) };
+    let split = split_by_tag(&offering(false), vec![sized("cr-a", 4)]);
+    assert_eq!((ids(&split.parts), split.duplicates.len()), (vec!["cr-a"], 0));
+    let o = Offering { instance_count: 8, ..offering(true) };
+    let split = split_by_tag(&o, vec![sized("cr-a", 4), sized("cr-b", 8), sized("cr-c", 4)]);
+    assert_eq!((ids(&split.parts), ids(&split.duplicates)), (vec!["cr-a"], vec!["cr-b", "cr-c"]));
+}

@@ -132,3 +132,15 @@ fn the_history_settles_and_the_end_cross_checks() {
     // An unknown status, or none: the end date decides as before.
     assert_eq!(s(&old_end, "payment-mystery", at(10)), settlement(&x, &old_end, true, at(10)));
 }
+
+/// Reserved, Sent and Bought hold the budget and stop another extension of the block; Paid
+/// and Released are closed. Each state's name is the one its record is stored under.
+#[test]
+fn only_an_unsettled_extension_is_open_and_each_state_reads_as_stored() {
+    use ExtensionState::*;
+    for (s, open) in [(Reserved, true), (Sent, true), (Bought, true), (Paid, false), (Released, false)] {
+        assert_eq!(s.is_open(), open, "{s:?}");
+        assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{}\"", s.as_str()));
+    }
+    assert_eq!(record(Sent, at(-3)).id(), "cr-1/x");
+}
