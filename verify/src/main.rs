@@ -14,8 +14,8 @@ usage: capblock-verify [--bound NAME] [--sabotage NAME] [--threads N] [--seconds
   --bound      how far to look: bounded (make test: two scans, a replay, two offerings, and
                one of each fault), ultraservers (make test: purchases of two parts whose
                payment may fail), budgets (make test: two rules whose account has room for
-               one purchase), deep and deep-ultraservers (make verify: more actors and faults
-               at once)
+               one purchase), deep (make verify: a scan and capblock buy with every fault)
+               and deep-ultraservers (make verify: two scans of two-part purchases)
   --sabotage   put a known protocol bug back and show the path the checker finds to it:
                release-sent-on-timer, charge-after-purchase, settle-on-replayed-clock,
                release-per-part, unreadable-as-gone, give-back-unknown-answers, ignore-held-blocks

@@ -120,12 +120,12 @@ impl Bounds {
         }
     }
 
-    /// `make verify`: every actor and fault at once, `capblock buy` (which may outlive a tick)
-    /// with the scans.
+    /// `make verify`: a scan and `capblock buy` (which may outlive a tick, as a scheduled run
+    /// cannot) at once, with every fault.
     pub fn deep() -> Bounds {
         Bounds {
             rules: 1,
-            scans: 2,
+            scans: 1,
             hands: 1,
             replay: true,
             offerings: 2,
