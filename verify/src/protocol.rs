@@ -18,7 +18,7 @@ use capblock_core::domain::decision::{Headroom, Priced, check, room};
 use capblock_core::domain::lifecycle::{BlockState, Transition};
 use capblock_core::domain::rule::Rule;
 use capblock_core::domain::run_time::RunTime;
-use capblock_core::domain::settlement::{Shown, Verdict, judge, part_failed};
+use capblock_core::domain::settlement::{Judgement, Shown, judge, part_failed};
 use capblock_core::ports::{MarketError, REQUEST_LIMIT};
 use stateright::{Model, Property};
 
@@ -641,8 +641,8 @@ impl Protocol {
         }
         let stored = w.store.intents.get(&o)?.clone();
         match judge(&intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), &stored), at, None) {
-            Verdict::GiveBack => close(w, o, Close::GiveBack(stored.state)),
-            Verdict::NotOnTheClock => return None,
+            Judgement::GiveBack => close(w, o, Close::GiveBack(stored.state)),
+            Judgement::NotOnTheClock => return None,
             _ => {}
         }
         Some(Step::Done)
@@ -685,17 +685,17 @@ impl Protocol {
             Shown::Nothing
         };
         let verdict = match judge(&i, at, None) {
-            Verdict::LookUp => judge(&i, at, Some(shown)),
+            Judgement::LookUp => judge(&i, at, Some(shown)),
             v => v,
         };
         match verdict {
-            Verdict::GiveBack => close(w, o, Close::GiveBack(stored.state)),
-            Verdict::Adopt => record_bought(w, o, looked.tagged),
-            Verdict::HoldForAPerson if self.on(Sabotage::ReleaseSentOnTimer) => {
+            Judgement::GiveBack => close(w, o, Close::GiveBack(stored.state)),
+            Judgement::Adopt => record_bought(w, o, looked.tagged),
+            Judgement::HoldForAPerson if self.on(Sabotage::ReleaseSentOnTimer) => {
                 close(w, o, Close::GiveBack(IntentState::Sent))
             }
-            Verdict::HoldForAPerson => enqueue(w, Notice::OutcomeUnknown(o)),
-            Verdict::HoldUnreadable => enqueue(w, Notice::Unreadable(o)),
+            Judgement::HoldForAPerson => enqueue(w, Notice::OutcomeUnknown(o)),
+            Judgement::HoldUnreadable => enqueue(w, Notice::Unreadable(o)),
             _ => {}
         }
         true

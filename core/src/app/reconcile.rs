@@ -23,7 +23,7 @@ use crate::domain::budget::Intent;
 use crate::domain::bus::{BusStep, Subject, event_tags};
 use crate::domain::decision::Priced;
 use crate::domain::run_time::RunTime;
-use crate::domain::settlement::{Shown, Verdict, judge, sent_at};
+use crate::domain::settlement::{Judgement, Shown, judge, sent_at};
 use crate::domain::tags::INTENT_TAG;
 use crate::ports::{Ledger, Outbox, ReservationSource, StoreError, Unreadable};
 
@@ -138,17 +138,17 @@ where
     let still_open = |reason: String| Ok(Settled::StillOpen { intent: id.clone(), reason });
     let now = at.clock();
     match judge(intent, at, None) {
-        Verdict::NotOnTheClock => {
+        Judgement::NotOnTheClock => {
             still_open(format!("a replay of {} settles nothing; the next run on the clock does", at.view()))
         }
         // Nothing was sent for it, so the offering goes back to the rule for a later run.
-        Verdict::GiveBack => {
+        Judgement::GiveBack => {
             let reason = "abandoned before PurchaseCapacityBlock was sent";
             ledger.record_given_back(intent, reason).await?;
             Ok(Settled::GivenBack { intent: id, reason: reason.into() })
         }
-        Verdict::AnotherRunIsBuying => still_open("another run is buying".into()),
-        Verdict::LookUp => {
+        Judgement::AnotherRunIsBuying => still_open("another run is buying".into()),
+        Judgement::LookUp => {
             // Only the lookup is bounded: a store write, once started, runs to its end.
             let lookup = market.reservations_tagged(&intent.offering.region, INTENT_TAG, &intent.id);
             let answer = match until {
@@ -167,7 +167,7 @@ where
                 Shown::Nothing
             };
             match judge(intent, at, Some(shown)) {
-                Verdict::Adopt => {
+                Judgement::Adopt => {
                     // The answer that named the purchase's reservations was lost: which are its
                     // parts is decided by what an offering's purchase makes (`split_by_tag`).
                     let split = split_by_tag(&intent.offering, found.reservations);
@@ -182,8 +182,8 @@ where
                 }
                 // EC2 holds something with this intent's tag that capblock cannot read: it may
                 // be the purchase, so the fee stays committed until a person looks.
-                Verdict::HoldUnreadable => hold_unreadable(ledger, intent, &found.unreadable, now).await,
-                Verdict::HoldForAPerson => {
+                Judgement::HoldUnreadable => hold_unreadable(ledger, intent, &found.unreadable, now).await,
+                Judgement::HoldForAPerson => {
                     // Absence on a timer is not evidence: a reservation EC2 lists late would be
                     // bought a second time. Held for a person, who looks in EC2.
                     let sent_at = sent_at(intent);
@@ -196,9 +196,11 @@ where
                 _ => still_open("outcome unknown; waiting for EC2 to show it".into()),
             }
         }
-        Verdict::Adopt | Verdict::HoldUnreadable | Verdict::HoldForAPerson | Verdict::Wait | Verdict::NotOpen => {
-            still_open(format!("state {}", intent.state.as_str()))
-        }
+        Judgement::Adopt
+        | Judgement::HoldUnreadable
+        | Judgement::HoldForAPerson
+        | Judgement::Wait
+        | Judgement::NotOpen => still_open(format!("state {}", intent.state.as_str())),
     }
 }
 

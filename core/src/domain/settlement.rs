@@ -31,7 +31,7 @@ pub enum Shown {
 
 /// What to do with one open intent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Verdict {
+pub enum Judgement {
     /// A replay or a person's look: leave it for the next run on the clock.
     NotOnTheClock,
     /// Reserved and abandoned: nothing reached EC2, the fee goes back.
@@ -53,22 +53,22 @@ pub enum Verdict {
 }
 
 /// The verdict on `intent` at `at`, given EC2's answer by tag (`None`: not asked yet).
-pub fn judge(intent: &Intent, at: RunTime, shown: Option<Shown>) -> Verdict {
+pub fn judge(intent: &Intent, at: RunTime, shown: Option<Shown>) -> Judgement {
     if at.is_replay() {
-        return Verdict::NotOnTheClock;
+        return Judgement::NotOnTheClock;
     }
     let now = at.clock();
     match intent.state {
-        IntentState::Reserved if now - intent.created_at >= RESERVED_GRACE => Verdict::GiveBack,
-        IntentState::Reserved => Verdict::AnotherRunIsBuying,
+        IntentState::Reserved if now - intent.created_at >= RESERVED_GRACE => Judgement::GiveBack,
+        IntentState::Reserved => Judgement::AnotherRunIsBuying,
         IntentState::Sent => match shown {
-            None => Verdict::LookUp,
-            Some(Shown::Tagged) => Verdict::Adopt,
-            Some(Shown::Unreadable) => Verdict::HoldUnreadable,
-            Some(Shown::Nothing) if now - sent_at(intent) >= SENT_GRACE => Verdict::HoldForAPerson,
-            Some(Shown::Nothing) => Verdict::Wait,
+            None => Judgement::LookUp,
+            Some(Shown::Tagged) => Judgement::Adopt,
+            Some(Shown::Unreadable) => Judgement::HoldUnreadable,
+            Some(Shown::Nothing) if now - sent_at(intent) >= SENT_GRACE => Judgement::HoldForAPerson,
+            Some(Shown::Nothing) => Judgement::Wait,
         },
-        IntentState::Bought | IntentState::Rejected | IntentState::DryRun => Verdict::NotOpen,
+        IntentState::Bought | IntentState::Rejected | IntentState::DryRun => Judgement::NotOpen,
     }
 }
 

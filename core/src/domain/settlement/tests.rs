@@ -27,28 +27,28 @@ fn at(minutes: i64) -> RunTime {
 #[test]
 fn a_reserved_intent_goes_back_only_after_its_grace() {
     let i = intent(IntentState::Reserved);
-    assert_eq!(judge(&i, at(4), None), Verdict::AnotherRunIsBuying);
-    assert_eq!(judge(&i, at(5), None), Verdict::GiveBack);
+    assert_eq!(judge(&i, at(4), None), Judgement::AnotherRunIsBuying);
+    assert_eq!(judge(&i, at(5), None), Judgement::GiveBack);
 }
 
 #[test]
 fn a_sent_intent_is_never_released_whatever_ec2_shows_or_how_long() {
     let i = intent(IntentState::Sent);
-    assert_eq!(judge(&i, at(1), None), Verdict::LookUp);
-    assert_eq!(judge(&i, at(1), Some(Shown::Nothing)), Verdict::Wait);
-    assert_eq!(judge(&i, at(15), Some(Shown::Nothing)), Verdict::HoldForAPerson);
-    assert_eq!(judge(&i, at(60 * 24 * 30), Some(Shown::Nothing)), Verdict::HoldForAPerson);
-    assert_eq!(judge(&i, at(60), Some(Shown::Unreadable)), Verdict::HoldUnreadable);
-    assert_eq!(judge(&i, at(60), Some(Shown::Tagged)), Verdict::Adopt);
+    assert_eq!(judge(&i, at(1), None), Judgement::LookUp);
+    assert_eq!(judge(&i, at(1), Some(Shown::Nothing)), Judgement::Wait);
+    assert_eq!(judge(&i, at(15), Some(Shown::Nothing)), Judgement::HoldForAPerson);
+    assert_eq!(judge(&i, at(60 * 24 * 30), Some(Shown::Nothing)), Judgement::HoldForAPerson);
+    assert_eq!(judge(&i, at(60), Some(Shown::Unreadable)), Judgement::HoldUnreadable);
+    assert_eq!(judge(&i, at(60), Some(Shown::Tagged)), Judgement::Adopt);
 }
 
 #[test]
 fn a_replay_or_a_look_settles_nothing() {
     let i = intent(IntentState::Reserved);
     let replay = RunTime::asked(t0() + Duration::minutes(10), Some(t0() + Duration::hours(2)));
-    assert_eq!(judge(&i, replay, None), Verdict::NotOnTheClock);
-    assert_eq!(judge(&i, at(10).look(), None), Verdict::NotOnTheClock);
-    assert_eq!(judge(&intent(IntentState::Bought), at(10), None), Verdict::NotOpen);
+    assert_eq!(judge(&i, replay, None), Judgement::NotOnTheClock);
+    assert_eq!(judge(&i, at(10).look(), None), Judgement::NotOnTheClock);
+    assert_eq!(judge(&intent(IntentState::Bought), at(10), None), Judgement::NotOpen);
 }
 
 #[test]
