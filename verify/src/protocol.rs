@@ -734,7 +734,7 @@ impl Protocol {
             let parts = w.store.intents.get(&o).map(|i| i.parts.clone()).unwrap_or_default();
             let others_failed = parts.iter().filter(|p| **p != r).all(|p| {
                 let stored = w.store.blocks.get(p).copied();
-                part_failed(stored, None) || part_failed(stored, Some(&w.ec2.observe(*p)))
+                part_failed(stored, Some(&w.ec2.observe(*p)))
             });
             if others_failed || self.on(Sabotage::ReleasePerPart) {
                 release_failed(w, o, self.on(Sabotage::ReleasePerPart));
