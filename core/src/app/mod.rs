@@ -5,9 +5,9 @@ pub mod alarms;
 pub mod budgets;
 pub mod events;
 pub mod extend;
-#[cfg(test)]
-mod fakes;
 pub mod fan_out;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod handoff;
 pub mod health;
 pub mod kinds;

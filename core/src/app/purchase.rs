@@ -510,19 +510,30 @@ mod tests {
     use chrono::Duration;
 
     use super::*;
-    use crate::app::fakes::{Market, Table, offering, rule, t0};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use crate::app::fixtures::{offering, rule, t0};
     use crate::domain::catalog::AcceleratorCatalog;
+    use crate::memory::{MemoryEc2, MemoryTable};
     use crate::ports::{DESCRIBE_LIMIT, OfferingQuery, PurchaseOutcome, PurchaseRequest};
 
-    /// EC2 whose describe limit is spent (every DescribeCapacityBlockOfferings throttled); its
-    /// purchases are the fake market's (refused: it sells nothing, which is enough to see one
-    /// was sent).
-    struct Spent(Market);
+    /// EC2 whose describe limit is spent (every DescribeCapacityBlockOfferings throttled, and
+    /// counted); its purchases are the in-memory EC2's.
+    struct Spent(MemoryEc2, AtomicUsize);
+
+    impl Spent {
+        fn selling(o: &Offering) -> Spent {
+            Spent(MemoryEc2::default().with_offerings([o.clone()]), AtomicUsize::new(0))
+        }
+        fn purchases(&self) -> u64 {
+            self.0.calls().get("PurchaseCapacityBlock").copied().unwrap_or(0)
+        }
+    }
 
     #[async_trait]
     impl OfferingSource for Spent {
         async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
-            self.0.purchases.lock().unwrap().push("offerings".into());
+            self.1.fetch_add(1, Ordering::SeqCst);
             Err(MarketError::Throttled {
                 operation: "DescribeCapacityBlockOfferings",
                 region: q.region.to_string(),
@@ -540,9 +551,9 @@ mod tests {
 
     fn buyer<'a>(
         market: &'a Spent,
-        table: &'a Table,
+        table: &'a MemoryTable,
         answered_at: Option<tokio::time::Instant>,
-    ) -> Buyer<'a, Spent, Table> {
+    ) -> Buyer<'a, Spent, MemoryTable> {
         Buyer {
             market,
             store: table,
@@ -577,20 +588,24 @@ mod tests {
     async fn a_seconds_old_answer_stands_in_for_the_recheck_an_older_one_does_not() {
         let live = rule("east", "live");
         let p = Priced::new(offering("cb-1", t0() + Duration::days(2)), &AcceleratorCatalog::new()).unwrap();
-        let (market, table) = (Spent(Market::default()), Table::default());
+        let (market, table) = (Spent::selling(&p.offering), MemoryTable::default());
         let answered = tokio::time::Instant::now();
         tokio::time::advance(StdDuration::from_secs(5)).await;
         let out = buyer(&market, &table, Some(answered)).live(&live, &p, t0()).await.unwrap();
-        assert!(matches!(out, Outcome::Refused { .. }), "sent, and refused by the fake: {out:?}");
-        assert_eq!(*market.0.purchases.lock().unwrap(), vec!["purchase cb-1 dry_run=false".to_string()]);
+        assert!(matches!(out, Outcome::Bought { .. }), "{out:?}");
+        assert_eq!((market.purchases(), market.1.load(Ordering::SeqCst)), (1, 0), "bought with no re-check");
 
-        let (market, table) = (Spent(Market::default()), Table::default());
+        let (market, table) = (Spent::selling(&p.offering), MemoryTable::default());
         let answered = tokio::time::Instant::now();
         tokio::time::advance(FRESH_ANSWER + StdDuration::from_secs(1)).await;
         let out = buyer(&market, &table, Some(answered)).live(&live, &p, t0()).await.unwrap();
         let Outcome::GivenBack { reason, .. } = out else { panic!("{out:?}") };
         assert!(reason.contains(DESCRIBE_LIMIT), "{reason}");
-        assert_eq!(market.0.purchases.lock().unwrap().len(), RECHECK_ATTEMPTS as usize, "three looks, no purchase");
+        assert_eq!(
+            (market.purchases(), market.1.load(Ordering::SeqCst)),
+            (0, RECHECK_ATTEMPTS as usize),
+            "three looks, no purchase"
+        );
         assert!(table.writes().iter().any(|w| w.starts_with("record_given_back")));
     }
 }

@@ -3,17 +3,21 @@
 use chrono::Duration;
 
 use super::*;
-use crate::app::fakes::{Market, Table, offering, reservation_of, rule, sent_intent, t0};
+use crate::app::fixtures::{offering, reservation_of, rule, sent_intent, t0};
 use crate::domain::budget::SENT_GRACE;
+use crate::domain::lifecycle::Observed;
+use crate::domain::names::Region;
+use crate::memory::{MemoryEc2, MemoryTable};
+use crate::ports::{MarketError, ReservationSource, Tagged};
 
 /// Two purchases whose answers were lost, sent at the clock's 10:00: one EC2 made, one not.
-fn two_unknown() -> (Table, Market) {
+fn two_unknown() -> (MemoryTable, MemoryEc2) {
     let (east, west) = (rule("east", "live"), rule("west", "live"));
     let start = t0() + Duration::days(2);
     let made = sent_intent(&east, offering("cb-made", start), t0());
     let lost = sent_intent(&west, offering("cb-lost", start), t0());
-    let market = Market { reservations: vec![reservation_of(&made, "cr-made")], ..Default::default() };
-    (Table { rules: vec![east, west], intents: vec![made, lost], ..Default::default() }, market)
+    let market = MemoryEc2::default().with_reservations([reservation_of(&made, "cr-made")]);
+    (MemoryTable::default().with_rules([east, west]).with_intents([made, lost]), market)
 }
 
 /// A replayed moment past every grace settles nothing: the fee of a
@@ -44,7 +48,7 @@ async fn on_the_clock_a_made_purchase_is_adopted_and_an_unseen_one_held() {
     for later in [SENT_GRACE, Duration::hours(16), Duration::days(60)] {
         let past = settle_open_intents(&table, &market, RunTime::from(t0() + later), None).await.unwrap();
         assert!(
-            matches!(&past[1], Settled::StillOpen { intent, reason } if intent == "west/cb-lost" && reason == UNKNOWN_HELD),
+            matches!(&past[..], [Settled::StillOpen { intent, reason }] if intent == "west/cb-lost" && reason == UNKNOWN_HELD),
             "{past:?}"
         );
     }
@@ -56,13 +60,29 @@ async fn on_the_clock_a_made_purchase_is_adopted_and_an_unseen_one_held() {
     assert!(writes.iter().any(|w| w.starts_with("enqueue") && w.contains("outcome-unknown")), "{writes:?}");
 }
 
+/// EC2 whose tag lookups never answer.
+struct Hung(MemoryEc2);
+
+#[async_trait::async_trait]
+impl ReservationSource for Hung {
+    async fn reservations_tagged(&self, _: &Region, _: &str, _: &str) -> Result<Tagged, MarketError> {
+        std::future::pending().await
+    }
+    async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {
+        self.0.observe(region, ids).await
+    }
+    async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError> {
+        self.0.capacity_blocks(region).await
+    }
+}
+
 /// EC2 that never answers (a throttle storm the SDK keeps retrying): every lookup stops at the
 /// run's time and its intent stays open, reported so, instead of each waiting the operation
 /// timeout and the run dying at its own.
 #[tokio::test(start_paused = true)]
 async fn lookups_stop_at_the_runs_time() {
     let (table, market) = two_unknown();
-    let market = Market { hang: true, ..market };
+    let market = Hung(market);
     let until = Instant::now() + std::time::Duration::from_secs(10);
     let at = RunTime::from(t0() + SENT_GRACE);
     let settling = settle_open_intents(&table, &market, at, Some(until));

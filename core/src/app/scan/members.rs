@@ -5,8 +5,9 @@
 use chrono::Duration;
 
 use super::*;
-use crate::app::fakes::{Market, Table, offering, t0};
+use crate::app::fixtures::{offering, t0};
 use crate::domain::money::Money;
+use crate::memory::{MemoryEc2, MemoryNotifier, MemoryTable};
 
 /// A rule asking for 1 or 2 x p5.48xlarge for a day: two questions, so the buying account takes
 /// the first (count 1) and the member the second (count 2).
@@ -25,22 +26,24 @@ fn two(id: &str) -> Offering {
 #[tokio::test]
 async fn a_block_a_member_found_is_bought_under_the_buying_accounts_id() {
     let settings = super::replay::settings(Mode::Live);
-    let table = Table { rules: vec![rule()], ..Default::default() };
+    let (table, notifier) = (MemoryTable::default().with_rules([rule()]), MemoryNotifier::default());
     // The same block: the member was shown it as cb-member, the buying account as cb-home.
-    let home = Market { offerings: vec![two("cb-home")], ..Default::default() };
-    let member = Market { offerings: vec![two("cb-member")], ..Default::default() };
+    let home = MemoryEc2::default().with_offerings([two("cb-home")]);
+    let member = MemoryEc2::default().with_offerings([two("cb-member")]);
     let watch = [WatchAccount { account: "111111111111".into(), market: Box::new(member) }];
     let catalog = Mutex::new(AcceleratorCatalog::new());
     let scanner = Scanner {
         market: &home,
         store: &table,
-        notifier: &table,
+        notifier: &notifier,
         catalog: &catalog,
         settings: &settings,
         watch: &watch,
     };
     let report = scanner.run(RunTime::asked(t0(), None)).await.unwrap();
     assert_eq!(report.regions["us-east-1"].accounts, 2);
-    let purchases = home.purchases.lock().unwrap().clone();
-    assert_eq!(purchases, ["purchase cb-home dry_run=false"], "{report:#?}");
+    assert_eq!(home.calls().get("PurchaseCapacityBlock"), Some(&1), "{report:#?}");
+    // Decided on the member's id (the intent's tag), bought under the buyer's.
+    assert_eq!(home.purchases_by_intent(), [("r/cb-member".to_string(), 1)].into(), "{report:#?}");
+    assert!(home.on_sale().is_empty(), "cb-home was bought");
 }

@@ -4,7 +4,8 @@
 use chrono::Duration;
 
 use super::*;
-use crate::app::fakes::{Market, Table, offering, reservation_of, rule, sent_intent, t0};
+use crate::app::fixtures::{offering, reservation_of, rule, sent_intent, t0};
+use crate::memory::{MemoryEc2, MemoryNotifier, MemoryTable};
 
 pub(super) fn settings(mode: Mode) -> ScanSettings {
     ScanSettings {
@@ -33,13 +34,14 @@ async fn a_replayed_scan_writes_nothing() {
     let east = rule("east", "live");
     let start = t0() + Duration::days(2);
     let late = sent_intent(&east, offering("cb-late", start), t0());
-    let table = Table { rules: vec![east, rule("west", "dry-run")], intents: vec![late], ..Default::default() };
-    let market = Market { offerings: vec![offering("cb-next", start + Duration::days(1))], ..Default::default() };
+    let table = MemoryTable::default().with_rules([east, rule("west", "dry-run")]).with_intents([late]);
+    let market = MemoryEc2::default().with_offerings([offering("cb-next", start + Duration::days(1))]);
+    let notifier = MemoryNotifier::default();
     let (catalog, settings) = (Mutex::new(AcceleratorCatalog::new()), settings(Mode::DryRun));
     let scanner = Scanner {
         market: &market,
         store: &table,
-        notifier: &table,
+        notifier: &notifier,
         catalog: &catalog,
         settings: &settings,
         watch: &[],
@@ -54,7 +56,8 @@ async fn a_replayed_scan_writes_nothing() {
     let actions: Vec<_> = report.outcomes.iter().map(|o| (o.rule_id.as_str(), o.action.clone())).collect();
     assert_eq!(actions, [("east", None), ("west", Some(Outcome::Replayed { offering_id: "cb-next".into() }))]);
     assert!(table.writes().is_empty(), "a replay wrote {:?}", table.writes());
-    assert!(market.purchases.lock().unwrap().is_empty(), "{:?}", market.purchases.lock().unwrap());
+    assert!(!market.calls().contains_key("PurchaseCapacityBlock"), "{:?}", market.calls());
+    assert!(notifier.published().is_empty());
 }
 
 /// A stack switched back to dry-run while its live intents are open still settles them, on the
@@ -67,13 +70,14 @@ async fn a_dry_run_stack_settles_open_live_intents_on_the_clock() {
     let start = t0() + Duration::days(2);
     let made = sent_intent(&east, offering("cb-made", start), t0());
     let lost = sent_intent(&west, offering("cb-lost", start), t0());
-    let market = Market { reservations: vec![reservation_of(&made, "cr-made")], ..Default::default() };
-    let table = Table { rules: vec![east, west], intents: vec![made, lost], ..Default::default() };
+    let market = MemoryEc2::default().with_reservations([reservation_of(&made, "cr-made")]);
+    let table = MemoryTable::default().with_rules([east, west]).with_intents([made, lost]);
+    let notifier = MemoryNotifier::default();
     let (catalog, settings) = (Mutex::new(AcceleratorCatalog::new()), settings(Mode::DryRun));
     let scanner = Scanner {
         market: &market,
         store: &table,
-        notifier: &table,
+        notifier: &notifier,
         catalog: &catalog,
         settings: &settings,
         watch: &[],

@@ -3,9 +3,10 @@
 use chrono::Duration;
 
 use super::*;
-use crate::app::fakes::{Market, Table, offering, reservation_of, rule, sent_intent, t0};
+use crate::app::fixtures::{offering, reservation_of, rule, sent_intent, t0};
 use crate::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionState};
 use crate::domain::money::Money;
+use crate::memory::{MemoryEc2, MemoryNotifier, MemoryReminders, MemoryTable};
 
 /// A dry-run stack holding what its live days left: a bought block with an extension whose
 /// payment is still open, and a purchase whose answer is late. A tick replaying a moment days
@@ -37,14 +38,13 @@ async fn a_replayed_tick_on_a_dry_run_stack_moves_nothing() {
         charges: vec![],
     };
     let late = sent_intent(&rule("west", "live"), offering("cb-late", start), t0());
-    let table = Table {
-        rules: vec![east, rule("west", "live")],
-        intents: vec![bought, late],
-        blocks: vec![block],
-        extensions: vec![extension],
-        ..Default::default()
-    };
-    let market = Market { reservations: vec![r], ..Default::default() };
+    let table = MemoryTable::default()
+        .with_rules([east, rule("west", "live")])
+        .with_intents([bought, late])
+        .with_blocks([block])
+        .with_extensions([extension]);
+    let market = MemoryEc2::default().with_reservations([r]);
+    let (notifier, reminders) = (MemoryNotifier::default(), MemoryReminders::default());
     let settings = TrackSettings {
         stack: StackSettings {
             name: "capblock-test".into(),
@@ -59,8 +59,8 @@ async fn a_replayed_tick_on_a_dry_run_stack_moves_nothing() {
     let tracker = Tracker {
         market: &market,
         store: &table,
-        notifier: &table,
-        reminders: &table,
+        notifier: &notifier,
+        reminders: &reminders,
         settings: &settings,
         hands: None,
     };
@@ -76,7 +76,8 @@ async fn a_replayed_tick_on_a_dry_run_stack_moves_nothing() {
     assert!(report.moved.is_empty(), "{:?}", report.moved);
     assert_eq!(report.blocks, 1);
     assert!(table.writes().is_empty(), "a replay wrote {:?}", table.writes());
-    assert!(market.purchases.lock().unwrap().is_empty());
+    assert!(market.purchases_by_intent().is_empty());
+    assert!(notifier.published().is_empty());
     // On the clock days later, the same stack settles: the extension's deadline has passed.
     let on_clock = tracker.run(days_ahead).await.unwrap();
     assert!(!on_clock.replay);
@@ -116,15 +117,13 @@ async fn a_failed_part_keeps_the_fee_while_another_may_be_held_and_says_so() {
         adopt_untagged: false,
         regions: vec![],
     };
-    let table = Table {
-        rules: vec![east.clone()],
-        intents: vec![bought.clone()],
-        blocks: blocks.clone(),
-        ..Default::default()
-    };
-    let market = Market { reservations: vec![r1.clone(), r2.clone()], ..Default::default() };
-    async fn run(market: &Market, table: &Table, settings: &TrackSettings) {
-        let tracker = Tracker { market, store: table, notifier: table, reminders: table, settings, hands: None };
+    let table =
+        MemoryTable::default().with_rules([east.clone()]).with_intents([bought.clone()]).with_blocks(blocks.clone());
+    let market = MemoryEc2::default().with_reservations([r1.clone(), r2.clone()]);
+    async fn run(market: &MemoryEc2, table: &MemoryTable, settings: &TrackSettings) {
+        let (notifier, reminders) = (MemoryNotifier::default(), MemoryReminders::default());
+        let tracker =
+            Tracker { market, store: table, notifier: &notifier, reminders: &reminders, settings, hands: None };
         tracker.run(t0()).await.unwrap();
     }
     run(&market, &table, &settings).await;
@@ -133,8 +132,8 @@ async fn a_failed_part_keeps_the_fee_while_another_may_be_held_and_says_so() {
     assert!(!writes.iter().any(|w| w.starts_with("release_failed_block")), "{writes:?}");
 
     r2.state = "payment-failed".into();
-    let market = Market { reservations: vec![r1, r2], ..Default::default() };
-    let table = Table { rules: vec![east], intents: vec![bought], blocks, ..Default::default() };
+    let market = MemoryEc2::default().with_reservations([r1, r2]);
+    let table = MemoryTable::default().with_rules([east]).with_intents([bought]).with_blocks(blocks);
     run(&market, &table, &settings).await;
     let writes = table.writes();
     assert!(writes.iter().any(|w| w.starts_with("release_failed_block")), "{writes:?}");

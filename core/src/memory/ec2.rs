@@ -1,0 +1,512 @@
+//! EC2's Capacity Block calls in memory, on a clock the caller moves (`set_now`).
+//!
+//! What it keeps is what capblock's money depends on, as `infra/market-sim` (the independent
+//! model of EC2 the local stack runs) plays it: an offering sold once, a purchase that makes
+//! one reservation per UltraServer carrying the request's tags, a payment window that ends paid
+//! (`scheduled`, then `active`, then `expired`) or failed (`payment-failed`, then gone), and
+//! extensions that move a block's end. It counts every PurchaseCapacityBlock that bought, per
+//! intent tag: the number the money promise bounds.
+//!
+//! What it leaves out (interconnect status, instances, quotas) answers empty: the workflows
+//! treat those as "not known", which their own unit tests cover.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+
+use crate::domain::block::Reservation;
+use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
+use crate::domain::health::BlockHealth;
+use crate::domain::lifecycle::Observed;
+use crate::domain::names::{InstanceType, Region};
+use crate::domain::offering::Offering;
+use crate::domain::tags::INTENT_TAG;
+use crate::ports::*;
+
+/// How a purchase's payment ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaymentOutcome {
+    Paid,
+    Failed,
+}
+
+/// One reservation EC2 made.
+#[derive(Debug, Clone)]
+struct Made {
+    reservation: Reservation,
+    /// The purchase it is a part of (the first part's id).
+    purchase: String,
+    /// When its payment ends, and how.
+    settles_at: DateTime<Utc>,
+    outcome: PaymentOutcome,
+    /// Listed by DescribeCapacityReservations from then on (eventual consistency).
+    listed_from: DateTime<Utc>,
+    /// Described without a field capblock needs until then.
+    unreadable_until: Option<DateTime<Utc>>,
+    /// Seeded by a test: its state is the one it was given, whatever the clock says.
+    fixed: bool,
+}
+
+#[derive(Default)]
+struct Market {
+    now: Option<DateTime<Utc>>,
+    on_sale: Vec<Offering>,
+    made: Vec<Made>,
+    /// PurchaseCapacityBlock calls that bought, by the intent tag they carried.
+    bought_by_intent: BTreeMap<String, u32>,
+    extension_offers: BTreeMap<String, Vec<ExtensionOffer>>,
+    extensions: Vec<ExtensionRecord>,
+    calls: BTreeMap<&'static str, u64>,
+    next_id: u64,
+}
+
+/// How long a purchase's payment stays pending, and how it ends.
+type PaymentPlan = Box<dyn Fn(&Offering) -> (Duration, PaymentOutcome) + Send + Sync>;
+/// How long after a purchase its reservations are listed, and are described unreadably.
+type ListingPlan = Box<dyn Fn(&Offering) -> (Duration, Duration) + Send + Sync>;
+
+/// EC2 in memory. `Default` sells nothing and pays every purchase at once.
+pub struct MemoryEc2 {
+    market: Mutex<Market>,
+    /// How long a payment stays pending, and how it ends, for each purchase.
+    payment: PaymentPlan,
+    /// How long after a purchase its reservations are listed, and described unreadably.
+    listing: ListingPlan,
+    /// How long a failed payment's reservations stay listed before EC2 drops them.
+    failed_visible_for: Duration,
+}
+
+impl Default for MemoryEc2 {
+    fn default() -> Self {
+        MemoryEc2 {
+            market: Mutex::default(),
+            payment: Box::new(|_| (Duration::zero(), PaymentOutcome::Paid)),
+            listing: Box::new(|_| (Duration::zero(), Duration::zero())),
+            // The user guide: payment-failed reservations are shown for a while, then gone.
+            failed_visible_for: Duration::hours(1),
+        }
+    }
+}
+
+fn op<'a>(m: &'a mut Market, name: &'static str) -> &'a mut Market {
+    *m.calls.entry(name).or_default() += 1;
+    m
+}
+
+impl MemoryEc2 {
+    fn market(&self) -> MutexGuard<'_, Market> {
+        self.market.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(m: &Market) -> DateTime<Utc> {
+        m.now.unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
+    }
+
+    /// Each purchase's payment: pending for the duration, then paid or failed.
+    pub fn with_payment(mut self, f: impl Fn(&Offering) -> (Duration, PaymentOutcome) + Send + Sync + 'static) -> Self {
+        self.payment = Box::new(f);
+        self
+    }
+
+    /// Each purchase's reservations: listed only after the first duration, and described
+    /// unreadably for the second.
+    pub fn with_listing(mut self, f: impl Fn(&Offering) -> (Duration, Duration) + Send + Sync + 'static) -> Self {
+        self.listing = Box::new(f);
+        self
+    }
+
+    /// Offers `offerings` for sale.
+    pub fn with_offerings(self, offerings: impl IntoIterator<Item = Offering>) -> Self {
+        self.market().on_sale.extend(offerings);
+        self
+    }
+
+    /// Reservations that exist already (bought by hand or earlier), listed and readable, each
+    /// in the state it is given whatever the clock says (`payment-failed`: never charged).
+    pub fn with_reservations(self, reservations: impl IntoIterator<Item = Reservation>) -> Self {
+        {
+            let mut m = self.market();
+            let now = Self::now(&m);
+            for r in reservations {
+                let failed = r.state == "payment-failed";
+                m.made.push(Made {
+                    purchase: r.id.clone(),
+                    settles_at: now,
+                    outcome: if failed { PaymentOutcome::Failed } else { PaymentOutcome::Paid },
+                    listed_from: DateTime::<Utc>::UNIX_EPOCH,
+                    unreadable_until: None,
+                    fixed: true,
+                    reservation: r,
+                });
+            }
+        }
+        self
+    }
+
+    /// The clock EC2 judges its states by.
+    pub fn set_now(&self, now: DateTime<Utc>) {
+        self.market().now = Some(now);
+    }
+
+    /// Puts `offerings` on sale (more of the market).
+    pub fn offer(&self, offerings: impl IntoIterator<Item = Offering>) {
+        self.market().on_sale.extend(offerings);
+    }
+
+    /// Takes off sale every offering `keep` refuses (the market moving on).
+    pub fn retain_offerings(&self, keep: impl Fn(&Offering) -> bool) {
+        self.market().on_sale.retain(|o| keep(o));
+    }
+
+    /// Offers an extension of `reservation_id`.
+    pub fn offer_extension(&self, offer: ExtensionOffer) {
+        self.market().extension_offers.entry(offer.reservation_id.clone()).or_default().push(offer);
+    }
+
+    /// PurchaseCapacityBlock calls that bought, by the intent tag they carried.
+    pub fn purchases_by_intent(&self) -> BTreeMap<String, u32> {
+        self.market().bought_by_intent.clone()
+    }
+
+    /// How many times each call was made.
+    pub fn calls(&self) -> BTreeMap<&'static str, u64> {
+        self.market().calls.clone()
+    }
+
+    /// Every reservation EC2 made or knows, as it stands at the clock, with whether EC2 may
+    /// still charge for it (its payment did not fail): what the money promise is judged by.
+    pub fn holdings(&self) -> Vec<(Reservation, bool)> {
+        let m = self.market();
+        let now = Self::now(&m);
+        m.made
+            .iter()
+            .map(|x| (Self::as_now(x, now), !(x.outcome == PaymentOutcome::Failed && now >= x.settles_at)))
+            .collect()
+    }
+
+    /// Its parts (the first part's id) by reservation id.
+    pub fn purchase_of(&self, reservation_id: &str) -> Option<String> {
+        self.market().made.iter().find(|x| x.reservation.id == reservation_id).map(|x| x.purchase.clone())
+    }
+
+    /// Offerings on sale now.
+    pub fn on_sale(&self) -> Vec<Offering> {
+        self.market().on_sale.clone()
+    }
+
+    fn state(x: &Made, now: DateTime<Utc>) -> String {
+        if x.fixed {
+            return x.reservation.state.clone();
+        }
+        let s = match (now >= x.settles_at, x.outcome) {
+            (false, _) => "payment-pending",
+            (true, PaymentOutcome::Failed) => "payment-failed",
+            (true, PaymentOutcome::Paid) if now < x.reservation.start => "scheduled",
+            (true, PaymentOutcome::Paid) if now < x.reservation.end => "active",
+            (true, PaymentOutcome::Paid) => "expired",
+        };
+        s.to_string()
+    }
+
+    fn as_now(x: &Made, now: DateTime<Utc>) -> Reservation {
+        let mut r = x.reservation.clone();
+        r.state = Self::state(x, now);
+        r
+    }
+
+    /// Whether EC2 still shows the reservation at all (a failed payment's go after a while).
+    fn shown(&self, x: &Made, now: DateTime<Utc>) -> bool {
+        x.fixed || !(x.outcome == PaymentOutcome::Failed && now >= x.settles_at + self.failed_visible_for)
+    }
+
+    fn listed(&self, x: &Made, now: DateTime<Utc>) -> bool {
+        self.shown(x, now) && now >= x.listed_from
+    }
+
+    fn unreadable(x: &Made, now: DateTime<Utc>) -> bool {
+        x.unreadable_until.is_some_and(|u| now < u)
+    }
+}
+
+fn rejected(operation: &'static str, region: &Region, code: &str, message: &str) -> MarketError {
+    MarketError::Rejected { operation, region: region.to_string(), code: code.into(), message: message.into() }
+}
+
+#[async_trait]
+impl OfferingSource for MemoryEc2 {
+    async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+        let mut m = self.market();
+        op(&mut m, "DescribeCapacityBlockOfferings");
+        let fits = |o: &&Offering| {
+            o.region == q.region
+                && o.instance_type == q.instance_type
+                && o.instance_count == q.instance_count
+                && o.duration_hours == q.duration_hours
+                && o.start >= q.start_from
+                && o.start <= q.start_to
+        };
+        Ok(m.on_sale.iter().filter(fits).cloned().collect())
+    }
+}
+
+#[async_trait]
+impl InstanceTypeSource for MemoryEc2 {
+    async fn accelerators(&self, _: &Region, types: &[InstanceType]) -> Result<Vec<(InstanceType, u32)>, MarketError> {
+        // Every accelerated type capblock's examples use has 8 or 16 per instance; 8 is enough
+        // for the workflows, which take the count as given.
+        let per = |t: &InstanceType| if t.as_str().starts_with("trn") { 16 } else { 8 };
+        Ok(types.iter().map(|t| (t.clone(), per(t))).collect())
+    }
+}
+
+#[async_trait]
+impl QuotaSource for MemoryEc2 {
+    async fn capacity_block_quota(&self, _: &Region, _: &str) -> Option<u32> {
+        None
+    }
+}
+
+#[async_trait]
+impl Purchaser for MemoryEc2 {
+    async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
+        const OP: &str = "PurchaseCapacityBlock";
+        let region = req.offering.region.clone();
+        let mut m = self.market();
+        op(&mut m, OP);
+        let now = Self::now(&m);
+        let Some(at) = m.on_sale.iter().position(|o| o.id == req.offering.id) else {
+            return Err(rejected(OP, &region, OFFERING_ID_EXPIRED, "the offering is no longer on sale"));
+        };
+        if req.dry_run {
+            return Ok(PurchaseOutcome::WouldSucceed);
+        }
+        let offering = m.on_sale.remove(at);
+        let (pending, outcome) = (self.payment)(&offering);
+        let (listed_after, unreadable_for) = (self.listing)(&offering);
+        let parts = offering.ultraservers.as_ref().map_or(1, |u| u.count.max(1));
+        let mut ids = Vec::new();
+        for _ in 0..parts {
+            m.next_id += 1;
+            ids.push(format!("cr-{:017x}", m.next_id));
+        }
+        let per_part = offering.instance_count / parts;
+        for id in &ids {
+            let reservation = Reservation {
+                id: id.clone(),
+                arn: Some(format!("arn:aws:ec2:{region}:123456789012:capacity-reservation/{id}")),
+                region: region.clone(),
+                availability_zone: offering.availability_zone.clone(),
+                instance_type: offering.instance_type.clone(),
+                instance_count: per_part,
+                start: offering.start,
+                end: offering.end,
+                state: "payment-pending".into(),
+                reservation_type: Some("capacity-block".into()),
+                tags: req.tags.clone(),
+                capacity_block_id: Some(format!("cb-{}", &id[3..])),
+            };
+            m.made.push(Made {
+                reservation,
+                purchase: ids[0].clone(),
+                settles_at: now + pending,
+                outcome,
+                listed_from: now + listed_after,
+                unreadable_until: (unreadable_for > Duration::zero()).then_some(now + unreadable_for),
+                fixed: false,
+            });
+        }
+        if let Some(tag) = req.tags.get(INTENT_TAG) {
+            *m.bought_by_intent.entry(tag.clone()).or_default() += 1;
+        }
+        let first = m.made.iter().find(|x| x.reservation.id == ids[0]).expect("just made");
+        let reservation = Self::as_now(first, now);
+        Ok(PurchaseOutcome::Bought(Box::new(Purchase { reservation, more: ids[1..].to_vec() })))
+    }
+}
+
+#[async_trait]
+impl ReservationSource for MemoryEc2 {
+    async fn reservations_tagged(&self, region: &Region, key: &str, value: &str) -> Result<Tagged, MarketError> {
+        let mut m = self.market();
+        op(&mut m, "DescribeCapacityReservations");
+        let now = Self::now(&m);
+        let mut tagged = Tagged::default();
+        for x in &m.made {
+            let r = &x.reservation;
+            if &r.region != region || r.tags.get(key).is_none_or(|v| v != value) || !self.listed(x, now) {
+                continue;
+            }
+            if Self::unreadable(x, now) {
+                tagged.unreadable.push(Unreadable { id: Some(r.id.clone()), reason: "no StartDate".into() });
+            } else {
+                tagged.reservations.push(Self::as_now(x, now));
+            }
+        }
+        Ok(tagged)
+    }
+
+    async fn observe(&self, _: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {
+        let mut m = self.market();
+        op(&mut m, "DescribeCapacityReservations");
+        let now = Self::now(&m);
+        Ok(ids
+            .iter()
+            .map(|id| {
+                let seen = m.made.iter().find(|x| &x.reservation.id == id && self.listed(x, now));
+                let o = match seen {
+                    None => Observed::NotFound,
+                    Some(x) if Self::unreadable(x, now) => Observed::Unreadable("no EndDate".into()),
+                    Some(x) => Observed::Found {
+                        state: Self::state(x, now),
+                        end: x.reservation.end,
+                        capacity_block_id: x.reservation.capacity_block_id.clone(),
+                        instance_count: x.reservation.instance_count,
+                        available: None,
+                    },
+                };
+                (id.clone(), o)
+            })
+            .collect())
+    }
+
+    async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError> {
+        let mut m = self.market();
+        op(&mut m, "DescribeCapacityReservations");
+        let now = Self::now(&m);
+        let listed = |x: &&Made| &x.reservation.region == region && self.listed(x, now) && !Self::unreadable(x, now);
+        Ok(m.made.iter().filter(listed).map(|x| Self::as_now(x, now)).collect())
+    }
+}
+
+#[async_trait]
+impl ReservationLookup for MemoryEc2 {
+    async fn reservation(&self, _: &Region, id: &str) -> Result<Option<Reservation>, MarketError> {
+        let mut m = self.market();
+        op(&mut m, "DescribeCapacityReservations");
+        let now = Self::now(&m);
+        let found = m.made.iter().find(|x| x.reservation.id == id && self.listed(x, now) && !Self::unreadable(x, now));
+        Ok(found.map(|x| Self::as_now(x, now)))
+    }
+}
+
+#[async_trait]
+impl ExtensionMarket for MemoryEc2 {
+    async fn extension_offerings(
+        &self,
+        _: &Region,
+        reservation_id: &str,
+        duration_hours: u32,
+    ) -> Result<Vec<ExtensionOffer>, MarketError> {
+        let mut m = self.market();
+        op(&mut m, "DescribeCapacityBlockExtensionOfferings");
+        let offers = m.extension_offers.get(reservation_id).cloned().unwrap_or_default();
+        Ok(offers.into_iter().filter(|o| o.duration_hours == duration_hours).collect())
+    }
+
+    async fn purchase_extension(
+        &self,
+        region: &Region,
+        offering_id: &str,
+        reservation_id: &str,
+    ) -> Result<ExtensionReceipt, MarketError> {
+        const OP: &str = "PurchaseCapacityBlockExtension";
+        let mut m = self.market();
+        op(&mut m, OP);
+        let offers = m.extension_offers.get_mut(reservation_id);
+        let Some(offer) = offers.and_then(|os| os.iter().position(|o| o.id == offering_id).map(|i| os.remove(i)))
+        else {
+            return Err(rejected(OP, region, OFFERING_ID_EXPIRED, "the extension is no longer offered"));
+        };
+        let Some(x) = m.made.iter_mut().find(|x| x.reservation.id == reservation_id) else {
+            return Err(rejected(OP, region, "InvalidCapacityReservationId.NotFound", "no such reservation"));
+        };
+        x.reservation.end = offer.end;
+        m.extensions.push(ExtensionRecord {
+            reservation_id: reservation_id.to_string(),
+            offering_id: offering_id.to_string(),
+            status: "payment-succeeded".into(),
+            end: Some(offer.end),
+        });
+        Ok(ExtensionReceipt {
+            offering_id: offering_id.to_string(),
+            reservation_id: reservation_id.to_string(),
+            status: "payment-succeeded".into(),
+            end: Some(offer.end),
+        })
+    }
+
+    async fn check_extension(
+        &self,
+        region: &Region,
+        offering_id: &str,
+        reservation_id: &str,
+    ) -> Result<(), MarketError> {
+        let mut m = self.market();
+        op(&mut m, "PurchaseCapacityBlockExtension");
+        let offered = m.extension_offers.get(reservation_id).is_some_and(|os| os.iter().any(|o| o.id == offering_id));
+        if offered {
+            Ok(())
+        } else {
+            Err(rejected(
+                "PurchaseCapacityBlockExtension",
+                region,
+                OFFERING_ID_EXPIRED,
+                "the extension is no longer offered",
+            ))
+        }
+    }
+}
+
+#[async_trait]
+impl ExtensionHistory for MemoryEc2 {
+    async fn extension_history(&self, _: &Region, ids: &[String]) -> Result<Vec<ExtensionRecord>, MarketError> {
+        let mut m = self.market();
+        op(&mut m, "DescribeCapacityBlockExtensionHistory");
+        Ok(m.extensions.iter().filter(|x| ids.contains(&x.reservation_id)).cloned().collect())
+    }
+}
+
+#[async_trait]
+impl BlockKinds for MemoryEc2 {
+    async fn capacity_blocks_by_id(&self, _: &Region, ids: &[String]) -> Result<Vec<CapacityBlockFacts>, MarketError> {
+        let mut m = self.market();
+        op(&mut m, "DescribeCapacityBlocks");
+        let now = Self::now(&m);
+        let mut facts: BTreeMap<String, CapacityBlockFacts> = BTreeMap::new();
+        for x in m.made.iter().filter(|x| self.shown(x, now)) {
+            let Some(id) = &x.reservation.capacity_block_id else { continue };
+            if !ids.contains(id) {
+                continue;
+            }
+            let ultra = m.made.iter().filter(|y| y.purchase == x.purchase).count() > 1;
+            let f = facts.entry(id.clone()).or_insert(CapacityBlockFacts {
+                capacity_block_id: id.clone(),
+                ultraserver_type: ultra.then(|| x.reservation.instance_type.to_string()),
+                state: Self::state(x, now),
+                reservation_ids: vec![],
+                tags: x.reservation.tags.clone(),
+            });
+            f.reservation_ids.push(x.reservation.id.clone());
+        }
+        Ok(facts.into_values().collect())
+    }
+}
+
+#[async_trait]
+impl BlockStatusSource for MemoryEc2 {
+    async fn block_status(&self, _: &Region, _: &[String]) -> Result<Vec<(String, BlockHealth)>, MarketError> {
+        Ok(vec![])
+    }
+}
+
+#[async_trait]
+impl InstanceSource for MemoryEc2 {
+    async fn instances_in(&self, _: &Region, _: &str) -> Result<Vec<String>, MarketError> {
+        Ok(vec![])
+    }
+    async fn reservation_of(&self, _: &Region, _: &str) -> Result<Option<String>, MarketError> {
+        Ok(None)
+    }
+}

@@ -1,0 +1,23 @@
+//! The in-memory adapters: one per port, beside the AWS ones in `capblock-shared` (as
+//! serverless-rust-demo keeps `MemoryStore` beside `DynamoDBStore`).
+//!
+//! - `table`: the DynamoDB table, with the same conditions and the same all-or-nothing
+//!   transactions as `aws/dynamo` (a reservation over a budget is refused here exactly as there),
+//!   and a journal of every write for tests that assert what a run wrote.
+//! - `ec2`: EC2's Capacity Block calls: offerings on sale, purchases that make tagged
+//!   reservations, payment windows that end paid or failed, extensions.
+//! - `notify`: SNS topics and the reminder schedules, recording what was published.
+//!
+//! They are faithful, not clever: no fault of their own. Faults (lost answers, crashes,
+//! throttling) are the business of whoever wraps them: the workflows' unit tests script one
+//! answer, the seeded simulation (`capblock-verify`'s `sim`) injects them by the seed. The
+//! real adapters are tested on the local stack (`tests/`), so a difference between the two
+//! shows there.
+
+mod ec2;
+mod notify;
+mod table;
+
+pub use ec2::{MemoryEc2, PaymentOutcome};
+pub use notify::{MemoryNotifier, MemoryReminders};
+pub use table::{BudgetRow, MemoryTable};

@@ -1,0 +1,975 @@
+//! The table in memory: every store port over one lock, so each call is as atomic as the
+//! DynamoDB transaction or conditional write it stands for (`aws/dynamo`), with the same
+//! conditions: an intent must not exist, the rule guard must be free and unmoved, each budget
+//! must keep `committed <= limit` and `purchases < max`, a closing intent must still be open,
+//! a block update must find its version, a failed payment's fee goes back once per intent.
+//!
+//! A journal names every write (`writes()`), for tests that assert what a run wrote, and above
+//! all that a replay wrote nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+
+use crate::domain::alarm::AlarmState;
+use crate::domain::block::Block;
+use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, Intent, IntentState, Period};
+use crate::domain::extension::{ExtensionIntent, ExtensionState};
+use crate::domain::money::{Currency, Money};
+use crate::domain::names::{InstanceType, Region};
+use crate::domain::offering::Offering;
+use crate::domain::plan::RegionMemory;
+use crate::domain::preflight::Preflight;
+use crate::domain::rule::Rule;
+use crate::domain::stack::StoredSettings;
+use crate::ports::*;
+
+/// One budget item (`BUDGET#<owner>` / `PERIOD#<month>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetRow {
+    pub committed: Decimal,
+    pub spent: Decimal,
+    pub purchases: u32,
+    pub currency: Currency,
+}
+
+#[derive(Clone)]
+struct IntentRow {
+    intent: Intent,
+    fee_released_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone)]
+struct BlockRow {
+    block: Block,
+    open_extension: Option<String>,
+    budget_released_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone)]
+struct NoticeRow {
+    notice: Notice,
+    /// In the pending index (an outbox notice not yet published; records never are).
+    pending: bool,
+    lease_until: Option<DateTime<Utc>>,
+    published_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Default)]
+struct Items {
+    rules: BTreeMap<String, StoredRule>,
+    guards: BTreeMap<String, RuleGuard>,
+    /// By (rule, offering id), as `RULE#<id>` / `INTENT#<offering>`.
+    intents: BTreeMap<(String, String), IntentRow>,
+    dry_runs: BTreeSet<(String, String)>,
+    approvals: BTreeMap<(String, String), Intent>,
+    approval_blocks: BTreeSet<(String, String)>,
+    budgets: BTreeMap<(String, Period), BudgetRow>,
+    blocks: BTreeMap<String, BlockRow>,
+    extensions: BTreeMap<(String, String), ExtensionIntent>,
+    observations: Vec<Observation>,
+    alarms: BTreeMap<String, AlarmState>,
+    settings: Option<StoredSettings>,
+    functions: BTreeMap<String, String>,
+    seen: BTreeMap<String, (Offering, DateTime<Utc>)>,
+    preflight: Option<Preflight>,
+    memory: BTreeMap<Region, (RegionMemory, u64)>,
+    /// Region -> (run, until): which run asks it now.
+    watch: BTreeMap<Region, (String, DateTime<Utc>)>,
+    /// By (thread, milestone), as `BLOCK#<thread>` / `NOTICE#<milestone>`.
+    notices: BTreeMap<(String, String), NoticeRow>,
+}
+
+/// Every store port in memory. `Default` is an empty table; `with_*` seed it as a test needs.
+#[derive(Default)]
+pub struct MemoryTable {
+    items: Mutex<Items>,
+    journal: Mutex<Vec<String>>,
+}
+
+fn conflict(what: impl Into<String>) -> StoreError {
+    StoreError::Conflict(what.into())
+}
+
+impl MemoryTable {
+    fn items(&self) -> MutexGuard<'_, Items> {
+        // A panic elsewhere (a failing test) must not hide behind a poisoned lock.
+        self.items.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wrote(&self, what: impl Into<String>) {
+        self.journal.lock().unwrap_or_else(|p| p.into_inner()).push(what.into());
+    }
+
+    /// The name of every write so far, in order.
+    pub fn writes(&self) -> Vec<String> {
+        self.journal.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Stores `rules` (version 1 each).
+    pub fn with_rules(self, rules: impl IntoIterator<Item = Rule>) -> Self {
+        {
+            let mut items = self.items();
+            for rule in rules {
+                items.rules.insert(rule.id.clone(), StoredRule { rule, version: 1 });
+            }
+        }
+        self
+    }
+
+    /// Stores intents as the ledger would have left them: an open one holds its rule's guard
+    /// and commits its fee; a bought one has spent it; each counts as a purchase.
+    pub fn with_intents(self, intents: impl IntoIterator<Item = Intent>) -> Self {
+        {
+            let mut items = self.items();
+            for intent in intents {
+                let fee = intent.offering.fee;
+                for c in &intent.charges {
+                    let row = budget_row(&mut items, c, fee.currency());
+                    match intent.state {
+                        IntentState::Reserved | IntentState::Sent | IntentState::Bought => {
+                            row.committed += fee.amount();
+                            row.purchases += 1;
+                        }
+                        _ => {}
+                    }
+                    if intent.state == IntentState::Bought {
+                        row.spent += fee.amount();
+                    }
+                }
+                if intent.state.is_open() {
+                    let guard = items.guards.entry(intent.rule_id.clone()).or_default();
+                    guard.open_intent = Some(intent.id.clone());
+                    guard.seq += 1;
+                }
+                let k = (intent.rule_id.clone(), intent.offering.id.clone());
+                items.intents.insert(k, IntentRow { intent, fee_released_at: None });
+            }
+        }
+        self
+    }
+
+    /// Stores blocks as they are.
+    pub fn with_blocks(self, blocks: impl IntoIterator<Item = Block>) -> Self {
+        {
+            let mut items = self.items();
+            for block in blocks {
+                let row = BlockRow { block, open_extension: None, budget_released_at: None };
+                items.blocks.insert(row.block.reservation_id.clone(), row);
+            }
+        }
+        self
+    }
+
+    /// Stores extension intents; an open one holds its block's guard (the block must be stored).
+    pub fn with_extensions(self, extensions: impl IntoIterator<Item = ExtensionIntent>) -> Self {
+        {
+            let mut items = self.items();
+            for x in extensions {
+                if x.state.is_open()
+                    && let Some(b) = items.blocks.get_mut(&x.reservation_id)
+                {
+                    b.open_extension = Some(x.id());
+                }
+                items.extensions.insert((x.reservation_id.clone(), x.offer.id.clone()), x);
+            }
+        }
+        self
+    }
+
+    /// Stores a region's market memory.
+    pub fn with_memory(self, region: Region, memory: RegionMemory) -> Self {
+        self.items().memory.insert(region, (memory, 1));
+        self
+    }
+
+    /// Every intent, open or closed.
+    pub fn intents(&self) -> Vec<Intent> {
+        self.items().intents.values().map(|r| r.intent.clone()).collect()
+    }
+
+    /// Whether the failed payment of `intent_id` gave its fee back.
+    pub fn fee_released(&self, rule_id: &str, offering_id: &str) -> bool {
+        self.items()
+            .intents
+            .get(&(rule_id.to_string(), offering_id.to_string()))
+            .is_some_and(|r| r.fee_released_at.is_some())
+    }
+
+    /// Every block, final states included.
+    pub fn blocks(&self) -> Vec<Block> {
+        self.items().blocks.values().map(|r| r.block.clone()).collect()
+    }
+
+    /// Every extension intent.
+    pub fn extensions(&self) -> Vec<ExtensionIntent> {
+        self.items().extensions.values().cloned().collect()
+    }
+
+    /// Every budget item, by owner key and month.
+    pub fn budgets(&self) -> BTreeMap<(String, Period), BudgetRow> {
+        self.items().budgets.clone()
+    }
+
+    /// Every notice (outbox and records), with whether it was published.
+    pub fn notices(&self) -> Vec<(Notice, bool)> {
+        self.items().notices.values().map(|r| (r.notice.clone(), r.published_at.is_some())).collect()
+    }
+
+    /// Every dry-run record, as (rule, block key).
+    pub fn dry_runs(&self) -> Vec<(String, String)> {
+        self.items().dry_runs.iter().cloned().collect()
+    }
+}
+
+fn budget_row<'a>(items: &'a mut Items, c: &BudgetCharge, currency: Currency) -> &'a mut BudgetRow {
+    items.budgets.entry((c.owner.key(), c.period.clone())).or_insert(BudgetRow {
+        committed: Decimal::ZERO,
+        spent: Decimal::ZERO,
+        purchases: 0,
+        currency,
+    })
+}
+
+/// Whether one budget may take `fee` (and a purchase, when `purchase`): the conditions of
+/// `DynamoStore::charge`. `Err` names the refusal.
+fn may_charge(items: &Items, c: &BudgetCharge, fee: Money, purchase: bool) -> Result<(), ReserveError> {
+    // A limit the fee alone passes (or in another currency) is refused before the transaction.
+    let headroom = match c.limit {
+        None => None,
+        Some(limit) => match Some(limit.amount() - fee.amount()).filter(|h| *h >= Decimal::ZERO) {
+            Some(h) if limit.currency() == fee.currency() => Some(h),
+            _ => return Err(ReserveError::OverBudget(c.owner.key())),
+        },
+    };
+    let Some(row) = items.budgets.get(&(c.owner.key(), c.period.clone())) else { return Ok(()) };
+    let maxed = purchase && c.max_purchases.is_some_and(|m| row.purchases >= m);
+    let over = headroom.is_some_and(|h| row.committed > h);
+    if !(maxed || over) {
+        return Ok(());
+    }
+    // The adapter reads the item to tell the two conditions apart, the purchase limit first.
+    if purchase && c.max_purchases.is_some_and(|m| row.purchases >= m) {
+        return Err(ReserveError::PurchaseLimit);
+    }
+    Err(ReserveError::OverBudget(c.owner.key()))
+}
+
+fn charge(items: &mut Items, charges: &[BudgetCharge], fee: Money, purchase: bool) {
+    for c in charges {
+        let row = budget_row(items, c, fee.currency());
+        row.committed += fee.amount();
+        if purchase {
+            row.purchases += 1;
+        }
+    }
+}
+
+/// How closing an intent moves its budgets.
+#[derive(Clone, Copy)]
+enum Close {
+    /// Bought: the fee moves to spent.
+    Spend,
+    /// Rejected or given back: the fee and the purchase are released.
+    Release,
+}
+
+impl Items {
+    /// `DynamoStore::close_intent`: the intent must be open (given back: still in its state),
+    /// the guard must be the intent's, every budget must exist.
+    fn close_intent(&mut self, intent: &Intent, closed: Option<Intent>, how: Close) -> Result<(), StoreError> {
+        let k = (intent.rule_id.clone(), intent.offering.id.clone());
+        let what = |why: &str| conflict(format!("closing intent {}: {why}", intent.id));
+        let stored = self.intents.get(&k).ok_or_else(|| what("no such intent"))?;
+        match &closed {
+            Some(_) if !stored.intent.state.is_open() => return Err(what("no longer open")),
+            None if stored.intent.state != intent.state => return Err(what("no longer in its state")),
+            _ => {}
+        }
+        if self.guards.get(&intent.rule_id).and_then(|g| g.open_intent.as_ref()) != Some(&intent.id) {
+            return Err(what("the rule guard is not its"));
+        }
+        if intent.charges.iter().any(|c| !self.budgets.contains_key(&(c.owner.key(), c.period.clone()))) {
+            return Err(what("a budget it charged is missing"));
+        }
+        let fee = intent.offering.fee.amount();
+        for c in &intent.charges {
+            let row = self.budgets.get_mut(&(c.owner.key(), c.period.clone())).expect("checked above");
+            match how {
+                Close::Spend => row.spent += fee,
+                Close::Release => {
+                    row.committed -= fee;
+                    row.purchases = row.purchases.saturating_sub(1);
+                }
+            }
+        }
+        if let Some(g) = self.guards.get_mut(&intent.rule_id) {
+            g.open_intent = None;
+        }
+        match closed {
+            Some(c) => {
+                self.intents.get_mut(&k).expect("checked above").intent = c;
+            }
+            None => {
+                self.intents.remove(&k);
+            }
+        }
+        Ok(())
+    }
+
+    fn put_notice(&mut self, notice: &Notice, pending: bool) -> bool {
+        let k = (notice.thread.clone(), notice.milestone.clone());
+        if self.notices.contains_key(&k) {
+            return false;
+        }
+        self.notices.insert(k, NoticeRow { notice: notice.clone(), pending, lease_until: None, published_at: None });
+        true
+    }
+}
+
+#[async_trait]
+impl RuleStore for MemoryTable {
+    async fn put_rule(&self, rule: &Rule, expected_version: Option<u64>) -> Result<u64, StoreError> {
+        let mut items = self.items();
+        let stored = items.rules.get(&rule.id).map(|r| r.version);
+        match (expected_version, stored) {
+            (Some(0), Some(_)) => return Err(conflict(format!("rule {} (version changed)", rule.id))),
+            (Some(v), s) if v > 0 && s != Some(v) => {
+                return Err(conflict(format!("rule {} (version changed)", rule.id)));
+            }
+            _ => {}
+        }
+        let version = expected_version.unwrap_or(0) + 1;
+        items.rules.insert(rule.id.clone(), StoredRule { rule: rule.clone(), version });
+        self.wrote(format!("put_rule {}", rule.id));
+        Ok(version)
+    }
+    async fn get_rule(&self, id: &str) -> Result<Option<StoredRule>, StoreError> {
+        Ok(self.items().rules.get(id).cloned())
+    }
+    async fn list_rules(&self) -> Result<Vec<StoredRule>, StoreError> {
+        Ok(self.items().rules.values().cloned().collect())
+    }
+    async fn delete_rule(&self, id: &str) -> Result<bool, StoreError> {
+        self.wrote(format!("delete_rule {id}"));
+        Ok(self.items().rules.remove(id).is_some())
+    }
+}
+
+#[async_trait]
+impl Ledger for MemoryTable {
+    async fn guard(&self, rule_id: &str) -> Result<RuleGuard, StoreError> {
+        Ok(self.items().guards.get(rule_id).cloned().unwrap_or_default())
+    }
+
+    async fn usage(&self, owner: &BudgetOwner, period: &Period) -> Result<Option<BudgetUsage>, StoreError> {
+        let items = self.items();
+        let Some(row) = items.budgets.get(&(owner.key(), period.clone())) else { return Ok(None) };
+        let money = |d: Decimal| {
+            Money::new(d, row.currency)
+                .map_err(|e| StoreError::Corrupt { key: format!("budget {}", owner.key()), message: e.to_string() })
+        };
+        Ok(Some(BudgetUsage { committed: money(row.committed)?, spent: money(row.spent)?, purchases: row.purchases }))
+    }
+
+    async fn reserve(&self, intent: &Intent, seen_seq: u64) -> Result<(), ReserveError> {
+        let mut items = self.items();
+        let k = (intent.rule_id.clone(), intent.offering.id.clone());
+        if items.intents.contains_key(&k) {
+            return Err(ReserveError::AlreadyExists);
+        }
+        let guard = items.guards.get(&intent.rule_id).cloned().unwrap_or_default();
+        if guard.open_intent.is_some() || guard.seq != seen_seq {
+            return Err(ReserveError::RuleBusy);
+        }
+        for c in &intent.charges {
+            may_charge(&items, c, intent.offering.fee, true)?;
+        }
+        charge(&mut items, &intent.charges, intent.offering.fee, true);
+        let g = items.guards.entry(intent.rule_id.clone()).or_default();
+        g.open_intent = Some(intent.id.clone());
+        g.seq += 1;
+        items.intents.insert(k, IntentRow { intent: intent.clone(), fee_released_at: None });
+        self.wrote(format!("reserve {}", intent.id));
+        Ok(())
+    }
+
+    async fn mark_sent(&self, intent_id: &str, rule_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut items = self.items();
+        let offering_id = intent_id.strip_prefix(&format!("{rule_id}/")).unwrap_or(intent_id);
+        let Some(row) = items.intents.get_mut(&(rule_id.to_string(), offering_id.to_string())) else {
+            return Err(StoreError::NotFound { what: format!("intent {intent_id}") });
+        };
+        if row.intent.state != IntentState::Reserved {
+            return Err(conflict(format!("intent {intent_id} is no longer reserved")));
+        }
+        row.intent.state = IntentState::Sent;
+        row.intent.sent_at = Some(at);
+        self.wrote(format!("mark_sent {intent_id}"));
+        Ok(())
+    }
+
+    async fn record_bought(&self, intent: &Intent, block: &Block, notices: &[Notice]) -> Result<(), StoreError> {
+        let mut items = self.items();
+        if items.blocks.contains_key(&block.reservation_id) {
+            return Err(conflict(format!("block {} exists", block.reservation_id)));
+        }
+        if notices.iter().any(|n| items.notices.contains_key(&(n.thread.clone(), n.milestone.clone()))) {
+            return Err(conflict(format!("a notice of intent {} exists", intent.id)));
+        }
+        let mut closed = intent.clone();
+        closed.state = IntentState::Bought;
+        closed.reservation_id = Some(block.reservation_id.clone());
+        items.close_intent(intent, Some(closed), Close::Spend)?;
+        items.blocks.insert(
+            block.reservation_id.clone(),
+            BlockRow { block: block.clone(), open_extension: None, budget_released_at: None },
+        );
+        for n in notices {
+            items.put_notice(n, true);
+        }
+        self.wrote(format!("record_bought {}", intent.id));
+        Ok(())
+    }
+
+    async fn record_rejected(&self, intent: &Intent, reason: &str, notice: Option<&Notice>) -> Result<(), StoreError> {
+        let mut items = self.items();
+        if let Some(n) = notice
+            && items.notices.contains_key(&(n.thread.clone(), n.milestone.clone()))
+        {
+            return Err(conflict(format!("notice {} exists", n.id())));
+        }
+        let mut closed = intent.clone();
+        closed.state = IntentState::Rejected;
+        closed.reason = Some(reason.to_string());
+        items.close_intent(intent, Some(closed), Close::Release)?;
+        if let Some(n) = notice {
+            items.put_notice(n, true);
+        }
+        self.wrote(format!("record_rejected {}", intent.id));
+        Ok(())
+    }
+
+    async fn record_given_back(&self, intent: &Intent, _: &str) -> Result<(), StoreError> {
+        self.items().close_intent(intent, None, Close::Release)?;
+        self.wrote(format!("record_given_back {}", intent.id));
+        Ok(())
+    }
+
+    async fn record_dry_run(&self, intent: &Intent) -> Result<bool, StoreError> {
+        let fresh = self.items().dry_runs.insert((intent.rule_id.clone(), intent.offering.block_key()));
+        if fresh {
+            self.wrote(format!("record_dry_run {}", intent.id));
+        }
+        Ok(fresh)
+    }
+
+    async fn record_approval(&self, intent: &Intent) -> Result<bool, StoreError> {
+        let mut items = self.items();
+        let k = (intent.rule_id.clone(), intent.offering.id.clone());
+        items.approvals.entry(k).or_insert_with(|| intent.clone());
+        let fresh = items.approval_blocks.insert((intent.rule_id.clone(), intent.offering.block_key()));
+        if fresh {
+            self.wrote(format!("record_approval {}", intent.id));
+        }
+        Ok(fresh)
+    }
+
+    async fn get_approval(&self, rule_id: &str, offering_id: &str) -> Result<Option<Intent>, StoreError> {
+        Ok(self.items().approvals.get(&(rule_id.to_string(), offering_id.to_string())).cloned())
+    }
+
+    async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError> {
+        let offering_id = intent_id.strip_prefix(&format!("{rule_id}/")).unwrap_or(intent_id);
+        Ok(self.items().intents.get(&(rule_id.to_string(), offering_id.to_string())).map(|r| r.intent.clone()))
+    }
+
+    async fn open_intents(&self) -> Result<Vec<Intent>, StoreError> {
+        Ok(self.items().intents.values().filter(|r| r.intent.state.is_open()).map(|r| r.intent.clone()).collect())
+    }
+
+    async fn release_failed_block(
+        &self,
+        block: &Block,
+        intent: &Intent,
+        restore_purchase: bool,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut items = self.items();
+        let k = (intent.rule_id.clone(), intent.offering.id.clone());
+        match items.intents.get(&k) {
+            None => return Err(conflict(format!("releasing the budget of block {}: no intent", block.reservation_id))),
+            Some(r) if r.fee_released_at.is_some() => return Ok(false),
+            Some(_) => {}
+        }
+        if !items.blocks.contains_key(&block.reservation_id) {
+            return Err(conflict(format!("releasing the budget of block {}: no block", block.reservation_id)));
+        }
+        let fee = intent.offering.fee.amount();
+        for c in &intent.charges {
+            // The fee must have been spent there: never drive a budget below zero.
+            let ok = items
+                .budgets
+                .get(&(c.owner.key(), c.period.clone()))
+                .is_some_and(|r| r.spent >= fee && r.committed >= fee);
+            if !ok {
+                return Err(conflict(format!(
+                    "releasing the budget of block {}: {} was not charged",
+                    block.reservation_id,
+                    c.owner.key()
+                )));
+            }
+        }
+        for c in &intent.charges {
+            let row = items.budgets.get_mut(&(c.owner.key(), c.period.clone())).expect("checked above");
+            row.committed -= fee;
+            row.spent -= fee;
+            if restore_purchase {
+                row.purchases = row.purchases.saturating_sub(1);
+            }
+        }
+        items.intents.get_mut(&k).expect("checked above").fee_released_at = Some(at);
+        items.blocks.get_mut(&block.reservation_id).expect("checked above").budget_released_at = Some(at);
+        self.wrote(format!("release_failed_block {}", block.reservation_id));
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl BlockStore for MemoryTable {
+    async fn open_blocks(&self, rule_id: Option<&str>) -> Result<Vec<Block>, StoreError> {
+        let of_rule = |b: &&Block| rule_id.is_none_or(|r| b.rule_id.as_deref() == Some(r));
+        Ok(self
+            .items()
+            .blocks
+            .values()
+            .map(|r| &r.block)
+            .filter(|b| !b.state.is_final())
+            .filter(of_rule)
+            .cloned()
+            .collect())
+    }
+    async fn get_block(&self, reservation_id: &str) -> Result<Option<Block>, StoreError> {
+        Ok(self.items().blocks.get(reservation_id).map(|r| r.block.clone()))
+    }
+    async fn adopt_block(&self, block: &Block) -> Result<bool, StoreError> {
+        let mut items = self.items();
+        if items.blocks.contains_key(&block.reservation_id) {
+            return Ok(false);
+        }
+        items.blocks.insert(
+            block.reservation_id.clone(),
+            BlockRow { block: block.clone(), open_extension: None, budget_released_at: None },
+        );
+        self.wrote(format!("adopt_block {}", block.reservation_id));
+        Ok(true)
+    }
+    async fn update_block(&self, block: &Block, expected_version: u64) -> Result<(), StoreError> {
+        let mut items = self.items();
+        let Some(row) = items.blocks.get_mut(&block.reservation_id) else {
+            return Err(conflict(format!("block {} changed since version {expected_version}", block.reservation_id)));
+        };
+        if row.block.version != expected_version {
+            return Err(conflict(format!("block {} changed since version {expected_version}", block.reservation_id)));
+        }
+        row.block = block.clone();
+        row.block.version = expected_version + 1;
+        self.wrote(format!("update_block {}", block.reservation_id));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl BlockArchive for MemoryTable {
+    async fn all_blocks(&self) -> Result<Vec<Block>, StoreError> {
+        Ok(self.blocks())
+    }
+}
+
+#[async_trait]
+impl ExtensionLedger for MemoryTable {
+    async fn reserve_extension(&self, x: &ExtensionIntent) -> Result<(), ReserveError> {
+        let mut items = self.items();
+        let k = (x.reservation_id.clone(), x.offer.id.clone());
+        if items.extensions.contains_key(&k) {
+            return Err(ReserveError::AlreadyExists);
+        }
+        match items.blocks.get(&x.reservation_id) {
+            Some(b) if b.open_extension.is_none() => {}
+            _ => return Err(ReserveError::RuleBusy),
+        }
+        for c in &x.charges {
+            may_charge(&items, c, x.offer.fee, false)?;
+        }
+        charge(&mut items, &x.charges, x.offer.fee, false);
+        items.blocks.get_mut(&x.reservation_id).expect("checked above").open_extension = Some(x.id());
+        items.extensions.insert(k, x.clone());
+        self.wrote(format!("reserve_extension {}", x.id()));
+        Ok(())
+    }
+
+    async fn advance_extension(
+        &self,
+        x: &ExtensionIntent,
+        to: ExtensionState,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut items = self.items();
+        let Some(stored) = items.extensions.get_mut(&(x.reservation_id.clone(), x.offer.id.clone())) else {
+            return Err(conflict(format!("extension {} is no longer {}", x.id(), x.state.as_str())));
+        };
+        if stored.state != x.state {
+            return Err(conflict(format!("extension {} is no longer {}", x.id(), x.state.as_str())));
+        }
+        let mut next = x.clone();
+        next.state = to;
+        if to == ExtensionState::Sent {
+            next.sent_at = Some(at);
+        }
+        *stored = next;
+        self.wrote(format!("advance_extension {} {}", x.id(), to.as_str()));
+        Ok(())
+    }
+
+    async fn close_extension(
+        &self,
+        x: &ExtensionIntent,
+        to: ExtensionState,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let mut items = self.items();
+        let what = |why: &str| conflict(format!("closing extension {} as {}: {why}", x.id(), to.as_str()));
+        if !matches!(to, ExtensionState::Paid | ExtensionState::Released) {
+            return Err(what("not a closing state"));
+        }
+        let k = (x.reservation_id.clone(), x.offer.id.clone());
+        if !items.extensions.get(&k).is_some_and(|s| s.state.is_open()) {
+            return Err(what("no longer open"));
+        }
+        if items.blocks.get(&x.reservation_id).and_then(|b| b.open_extension.as_ref()) != Some(&x.id()) {
+            return Err(what("the block's guard is not its"));
+        }
+        if x.charges.iter().any(|c| !items.budgets.contains_key(&(c.owner.key(), c.period.clone()))) {
+            return Err(what("a budget it charged is missing"));
+        }
+        let fee = x.offer.fee.amount();
+        for c in &x.charges {
+            let row = items.budgets.get_mut(&(c.owner.key(), c.period.clone())).expect("checked above");
+            if to == ExtensionState::Paid {
+                row.spent += fee;
+            } else {
+                row.committed -= fee;
+            }
+        }
+        let mut closed = x.clone();
+        closed.state = to;
+        closed.reason = reason.map(str::to_string);
+        items.extensions.insert(k, closed);
+        items.blocks.get_mut(&x.reservation_id).expect("checked above").open_extension = None;
+        self.wrote(format!("close_extension {} {}", x.id(), to.as_str()));
+        Ok(())
+    }
+
+    async fn extensions_of(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError> {
+        Ok(self.items().extensions.values().filter(|x| x.reservation_id == reservation_id).cloned().collect())
+    }
+
+    async fn open_extensions(&self) -> Result<Vec<ExtensionIntent>, StoreError> {
+        Ok(self.items().extensions.values().filter(|x| x.state.is_open()).cloned().collect())
+    }
+}
+
+#[async_trait]
+impl ObservationStore for MemoryTable {
+    async fn record(&self, observations: &[Observation]) -> Result<usize, StoreError> {
+        self.items().observations.extend_from_slice(observations);
+        self.wrote(format!("record {} observation(s)", observations.len()));
+        Ok(observations.len())
+    }
+    async fn history(
+        &self,
+        region: &Region,
+        instance_type: &InstanceType,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<Observation>, StoreError> {
+        let items = self.items();
+        let mine = |o: &&Observation| {
+            &o.offering.region == region
+                && &o.offering.instance_type == instance_type
+                && o.seen_at >= from
+                && o.seen_at <= to
+        };
+        Ok(items.observations.iter().filter(mine).cloned().collect())
+    }
+}
+
+#[async_trait]
+impl AlarmStore for MemoryTable {
+    async fn record_alarm(&self, state: &AlarmState) -> Result<bool, StoreError> {
+        let mut items = self.items();
+        if items.alarms.get(&state.alarm).is_some_and(|a| a.at > state.at) {
+            return Ok(false);
+        }
+        items.alarms.insert(state.alarm.clone(), state.clone());
+        self.wrote(format!("record_alarm {}", state.alarm));
+        Ok(true)
+    }
+    async fn alarms(&self) -> Result<Vec<AlarmState>, StoreError> {
+        Ok(self.items().alarms.values().cloned().collect())
+    }
+}
+
+#[async_trait]
+impl SettingsStore for MemoryTable {
+    async fn store_settings(&self, settings: &StoredSettings) -> Result<bool, StoreError> {
+        let mut items = self.items();
+        let same = |s: &StoredSettings| s.stack == settings.stack && s.alerts_topic == settings.alerts_topic;
+        if items.settings.as_ref().is_some_and(same) {
+            return Ok(false);
+        }
+        items.settings = Some(settings.clone());
+        self.wrote("store_settings");
+        Ok(true)
+    }
+    async fn stored_settings(&self) -> Result<Option<StoredSettings>, StoreError> {
+        Ok(self.items().settings.clone())
+    }
+}
+
+#[async_trait]
+impl FunctionDirectory for MemoryTable {
+    async fn record_function(&self, kind: &str, name: &str) -> Result<(), StoreError> {
+        self.items().functions.insert(kind.to_string(), name.to_string());
+        self.wrote(format!("record_function {kind}"));
+        Ok(())
+    }
+    async fn functions(&self) -> Result<BTreeMap<String, String>, StoreError> {
+        Ok(self.items().functions.clone())
+    }
+}
+
+#[async_trait]
+impl SeenOfferings for MemoryTable {
+    async fn remember_offerings(&self, offerings: &[Offering], until: DateTime<Utc>) -> Result<usize, StoreError> {
+        let mut items = self.items();
+        for o in offerings {
+            items.seen.insert(o.id.clone(), (o.clone(), until));
+        }
+        self.wrote(format!("remember {} offering(s)", offerings.len()));
+        Ok(offerings.len())
+    }
+    async fn seen_offering(&self, id: &str, now: DateTime<Utc>) -> Result<Option<Offering>, StoreError> {
+        Ok(self.items().seen.get(id).filter(|(_, until)| *until > now).map(|(o, _)| o.clone()))
+    }
+}
+
+#[async_trait]
+impl PreflightStore for MemoryTable {
+    async fn save_preflight(&self, preflight: &Preflight) -> Result<(), StoreError> {
+        self.items().preflight = Some(preflight.clone());
+        self.wrote("save_preflight");
+        Ok(())
+    }
+    async fn last_preflight(&self) -> Result<Option<Preflight>, StoreError> {
+        Ok(self.items().preflight.clone())
+    }
+}
+
+#[async_trait]
+impl MarketMemory for MemoryTable {
+    async fn region_memory(&self, region: &Region) -> Result<RegionMemory, StoreError> {
+        Ok(self.items().memory.get(region).map(|(m, _)| m.clone()).unwrap_or_default())
+    }
+    async fn save_region_memory(
+        &self,
+        region: &Region,
+        read: &RegionMemory,
+        memory: &RegionMemory,
+    ) -> Result<(), StoreError> {
+        // One lock: the read-merge-put of the DynamoDB adapter cannot meet another save here.
+        let mut items = self.items();
+        let (stored, version) = items.memory.get(region).cloned().unwrap_or_default();
+        let merged = memory.clone().merged(read, stored);
+        items.memory.insert(region.clone(), (merged, version + 1));
+        self.wrote(format!("save_region_memory {region}"));
+        Ok(())
+    }
+    async fn claim_watch(
+        &self,
+        region: &Region,
+        run: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut items = self.items();
+        // The adapter's condition: no claim, or one that ran out, or this run's, or one ending
+        // past `MAX_WATCH_CLAIM` from now (no run's).
+        let held = items.watch.get(region).is_some_and(|(r, u)| r != run && *u >= now && *u <= now + MAX_WATCH_CLAIM);
+        if held {
+            return Ok(false);
+        }
+        items.watch.insert(region.clone(), (run.to_string(), until));
+        Ok(true)
+    }
+    async fn release_watch(&self, region: &Region, run: &str) -> Result<(), StoreError> {
+        let mut items = self.items();
+        if items.watch.get(region).is_some_and(|(r, _)| r == run) {
+            items.watch.insert(region.clone(), (run.to_string(), DateTime::<Utc>::UNIX_EPOCH));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Outbox for MemoryTable {
+    async fn enqueue(&self, notice: &Notice) -> Result<bool, StoreError> {
+        let fresh = self.items().put_notice(notice, true);
+        if fresh {
+            self.wrote(format!("enqueue {}", notice.id()));
+        }
+        Ok(fresh)
+    }
+    async fn pending(&self) -> Result<Vec<Notice>, StoreError> {
+        let items = self.items();
+        let mut pending: Vec<&Notice> = items.notices.values().filter(|r| r.pending).map(|r| &r.notice).collect();
+        // The pending index sorts by creation time, then id.
+        pending.sort_by_key(|n| (n.created_at, n.id()));
+        Ok(pending.into_iter().cloned().collect())
+    }
+    async fn lease(&self, notice: &Notice, now: DateTime<Utc>, until: DateTime<Utc>) -> Result<bool, StoreError> {
+        let mut items = self.items();
+        let Some(row) = items.notices.get_mut(&(notice.thread.clone(), notice.milestone.clone())) else {
+            return Ok(false);
+        };
+        if !row.pending || row.lease_until.is_some_and(|l| l >= now) {
+            return Ok(false);
+        }
+        row.lease_until = Some(until);
+        Ok(true)
+    }
+    async fn mark_published(&self, notice: &Notice, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut items = self.items();
+        let k = (notice.thread.clone(), notice.milestone.clone());
+        // An update without a condition creates what it names, as DynamoDB's does.
+        let row = items.notices.entry(k).or_insert(NoticeRow {
+            notice: notice.clone(),
+            pending: false,
+            lease_until: None,
+            published_at: None,
+        });
+        row.pending = false;
+        row.lease_until = None;
+        row.published_at = Some(at);
+        self.wrote(format!("mark_published {}", notice.id()));
+        Ok(())
+    }
+    async fn put_record(&self, notice: &Notice) -> Result<bool, StoreError> {
+        let fresh = self.items().put_notice(notice, false);
+        if fresh {
+            self.wrote(format!("put_record {}", notice.id()));
+        }
+        Ok(fresh)
+    }
+    async fn records(&self, thread: &str, prefix: &str) -> Result<Vec<Notice>, StoreError> {
+        let items = self.items();
+        let mine = |r: &&NoticeRow| r.notice.thread == thread && r.notice.milestone.starts_with(prefix);
+        Ok(items.notices.values().filter(mine).map(|r| r.notice.clone()).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Duration;
+
+    use super::*;
+    use crate::app::fixtures::{offering, reservation_of, rule, sent_intent, t0};
+    use crate::domain::block::Block;
+    use crate::domain::budget::charges_for;
+
+    fn reserved(rule: &Rule, id: &str, at: DateTime<Utc>) -> Intent {
+        let charges = charges_for(rule, &Default::default(), &Period::of(at)).unwrap();
+        Intent::new(&rule.id, offering(id, at + Duration::days(2)), 8, charges, at)
+    }
+
+    /// The ledger's conditions, as the DynamoDB transaction states them: one open intent per
+    /// rule and a guard that has not moved, the rule's purchases, and its budget.
+    #[tokio::test]
+    async fn a_reservation_takes_the_guard_the_budget_and_a_purchase_all_or_nothing() {
+        let east = rule("east", "live"); // 600 a month, one purchase, 480 fees
+        let t = MemoryTable::default().with_rules([east.clone()]);
+        let first = reserved(&east, "cb-1", t0());
+        assert_eq!(t.reserve(&first, 1).await, Err(ReserveError::RuleBusy), "a guard seen at another seq");
+        t.reserve(&first, 0).await.unwrap();
+        assert_eq!(t.reserve(&first, 1).await, Err(ReserveError::AlreadyExists));
+        assert_eq!(t.reserve(&reserved(&east, "cb-2", t0()), 1).await, Err(ReserveError::RuleBusy));
+        t.record_given_back(&first, "throttled").await.unwrap();
+        let usage = t.usage(&BudgetOwner::Rule("east".into()), &Period::of(t0())).await.unwrap().unwrap();
+        assert_eq!((usage.committed.amount(), usage.purchases), (Decimal::ZERO, 0));
+        t.reserve(&first, 1).await.unwrap();
+        t.mark_sent(&first.id, "east", t0()).await.unwrap();
+        let mut sent = first.clone();
+        sent.state = IntentState::Sent;
+        let block = Block::bought(&sent, &reservation_of(&sent, "cr-1"), t0());
+        t.record_bought(&sent, &block, &[]).await.unwrap();
+        assert!(t.record_bought(&sent, &block, &[]).await.is_err(), "closed once");
+        // The month's one purchase is made: the next is refused however much budget is left.
+        assert_eq!(t.reserve(&reserved(&east, "cb-3", t0()), 2).await, Err(ReserveError::PurchaseLimit));
+        let wider = Rule { max_purchases_per_month: 5, ..east.clone() };
+        let next = reserved(&wider, "cb-3", t0());
+        assert!(matches!(t.reserve(&next, 2).await, Err(ReserveError::OverBudget(owner)) if owner == "RULE#east"));
+        assert!(t.open_intents().await.unwrap().is_empty());
+    }
+
+    /// A failed payment gives the fee back once per purchase, however many block items (parts)
+    /// it made, and never drives a budget below zero.
+    #[tokio::test]
+    async fn a_failed_payment_gives_the_fee_back_once_per_purchase() {
+        let east = rule("east", "live");
+        let mut bought = sent_intent(&east, offering("cb-1", t0() + Duration::days(2)), t0());
+        bought.state = IntentState::Bought;
+        let parts: Vec<Block> = ["cr-1", "cr-2"]
+            .iter()
+            .map(|id| Block::bought(&bought, &reservation_of(&bought, id), t0()).with_kind(true))
+            .collect();
+        let t = MemoryTable::default().with_rules([east]).with_intents([bought.clone()]).with_blocks(parts.clone());
+        assert!(t.release_failed_block(&parts[0], &bought, true, t0()).await.unwrap());
+        assert!(!t.release_failed_block(&parts[1], &bought, true, t0()).await.unwrap());
+        let usage = t.usage(&BudgetOwner::Rule("east".into()), &Period::of(t0())).await.unwrap().unwrap();
+        assert_eq!(
+            (usage.committed.amount(), usage.spent.amount(), usage.purchases),
+            (Decimal::ZERO, Decimal::ZERO, 0)
+        );
+        assert!(t.fee_released("east", "cb-1"));
+    }
+
+    /// A block moves only from the version it was read at; a notice is enqueued once and
+    /// leased by one run at a time.
+    #[tokio::test]
+    async fn versions_and_leases_let_one_writer_win() {
+        let east = rule("east", "live");
+        let mut bought = sent_intent(&east, offering("cb-1", t0() + Duration::days(2)), t0());
+        bought.state = IntentState::Bought;
+        let block = Block::bought(&bought, &reservation_of(&bought, "cr-1"), t0());
+        let t = MemoryTable::default().with_blocks([block.clone()]);
+        t.update_block(&block, block.version).await.unwrap();
+        assert!(matches!(t.update_block(&block, block.version).await, Err(StoreError::Conflict(_))));
+        let notice = Notice {
+            thread: "cr-1".into(),
+            milestone: "purchased".into(),
+            topic: Topic::Alerts,
+            message: Message { body: "bought".into(), attributes: Default::default() },
+            created_at: t0(),
+        };
+        assert!(t.enqueue(&notice).await.unwrap());
+        assert!(!t.enqueue(&notice).await.unwrap());
+        assert!(t.lease(&notice, t0(), t0() + Duration::minutes(1)).await.unwrap());
+        assert!(!t.lease(&notice, t0(), t0() + Duration::minutes(1)).await.unwrap(), "leased by another run");
+        assert!(t.lease(&notice, t0() + Duration::minutes(2), t0() + Duration::minutes(3)).await.unwrap(), "ran out");
+        t.mark_published(&notice, t0()).await.unwrap();
+        assert!(t.pending().await.unwrap().is_empty());
+    }
+}
