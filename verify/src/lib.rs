@@ -15,11 +15,15 @@
 //! - `properties`: what must hold in every reachable state.
 //! - `sabotage`: protocol bugs put back on purpose, each of which the checker must catch.
 //!
+//! - `sim`: the seeded simulation of every actor: the real workflows over the in-memory
+//!   ports, on a virtual clock, with faults injected at every port call (`make soak`).
+//!
 //! What is outside the model, and why, is in docs/how-it-works.md ("Buying safely").
 
 pub mod properties;
 pub mod protocol;
 pub mod sabotage;
+pub mod sim;
 pub mod world;
 
 pub use protocol::{Bounds, Protocol};

@@ -88,6 +88,10 @@ struct Items {
 pub struct MemoryTable {
     items: Mutex<Items>,
     journal: Mutex<Vec<String>>,
+    /// Keeps no journal and no price history (a simulated year would hold millions of lines).
+    quiet: bool,
+    /// Writes that move money or a block (the ledger, blocks, extensions), counted.
+    money_moves: std::sync::atomic::AtomicU64,
 }
 
 fn conflict(what: impl Into<String>) -> StoreError {
@@ -101,7 +105,30 @@ impl MemoryTable {
     }
 
     fn wrote(&self, what: impl Into<String>) {
-        self.journal.lock().unwrap_or_else(|p| p.into_inner()).push(what.into());
+        if !self.quiet {
+            self.journal.lock().unwrap_or_else(|p| p.into_inner()).push(what.into());
+        }
+    }
+
+    /// A write that moves money or a block.
+    fn moved(&self, what: impl Into<String>) {
+        self.money_moves.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.wrote(what);
+    }
+
+    /// A table that keeps no journal and no price history, for long simulations.
+    pub fn quiet() -> Self {
+        MemoryTable { quiet: true, ..Default::default() }
+    }
+
+    /// How many writes moved money or a block so far.
+    pub fn money_moves(&self) -> u64 {
+        self.money_moves.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Decisions waiting for a person's approval.
+    pub fn approvals(&self) -> Vec<Intent> {
+        self.items().approvals.values().cloned().collect()
     }
 
     /// The name of every write so far, in order.
@@ -393,7 +420,7 @@ impl Ledger for MemoryTable {
         g.open_intent = Some(intent.id.clone());
         g.seq += 1;
         items.intents.insert(k, IntentRow { intent: intent.clone(), fee_released_at: None });
-        self.wrote(format!("reserve {}", intent.id));
+        self.moved(format!("reserve {}", intent.id));
         Ok(())
     }
 
@@ -408,7 +435,7 @@ impl Ledger for MemoryTable {
         }
         row.intent.state = IntentState::Sent;
         row.intent.sent_at = Some(at);
-        self.wrote(format!("mark_sent {intent_id}"));
+        self.moved(format!("mark_sent {intent_id}"));
         Ok(())
     }
 
@@ -431,7 +458,7 @@ impl Ledger for MemoryTable {
         for n in notices {
             items.put_notice(n, true);
         }
-        self.wrote(format!("record_bought {}", intent.id));
+        self.moved(format!("record_bought {}", intent.id));
         Ok(())
     }
 
@@ -449,13 +476,13 @@ impl Ledger for MemoryTable {
         if let Some(n) = notice {
             items.put_notice(n, true);
         }
-        self.wrote(format!("record_rejected {}", intent.id));
+        self.moved(format!("record_rejected {}", intent.id));
         Ok(())
     }
 
     async fn record_given_back(&self, intent: &Intent, _: &str) -> Result<(), StoreError> {
         self.items().close_intent(intent, None, Close::Release)?;
-        self.wrote(format!("record_given_back {}", intent.id));
+        self.moved(format!("record_given_back {}", intent.id));
         Ok(())
     }
 
@@ -533,7 +560,7 @@ impl Ledger for MemoryTable {
         }
         items.intents.get_mut(&k).expect("checked above").fee_released_at = Some(at);
         items.blocks.get_mut(&block.reservation_id).expect("checked above").budget_released_at = Some(at);
-        self.wrote(format!("release_failed_block {}", block.reservation_id));
+        self.moved(format!("release_failed_block {}", block.reservation_id));
         Ok(true)
     }
 }
@@ -564,7 +591,7 @@ impl BlockStore for MemoryTable {
             block.reservation_id.clone(),
             BlockRow { block: block.clone(), open_extension: None, budget_released_at: None },
         );
-        self.wrote(format!("adopt_block {}", block.reservation_id));
+        self.moved(format!("adopt_block {}", block.reservation_id));
         Ok(true)
     }
     async fn update_block(&self, block: &Block, expected_version: u64) -> Result<(), StoreError> {
@@ -577,7 +604,7 @@ impl BlockStore for MemoryTable {
         }
         row.block = block.clone();
         row.block.version = expected_version + 1;
-        self.wrote(format!("update_block {}", block.reservation_id));
+        self.moved(format!("update_block {}", block.reservation_id));
         Ok(())
     }
 }
@@ -607,7 +634,7 @@ impl ExtensionLedger for MemoryTable {
         charge(&mut items, &x.charges, x.offer.fee, false);
         items.blocks.get_mut(&x.reservation_id).expect("checked above").open_extension = Some(x.id());
         items.extensions.insert(k, x.clone());
-        self.wrote(format!("reserve_extension {}", x.id()));
+        self.moved(format!("reserve_extension {}", x.id()));
         Ok(())
     }
 
@@ -630,7 +657,7 @@ impl ExtensionLedger for MemoryTable {
             next.sent_at = Some(at);
         }
         *stored = next;
-        self.wrote(format!("advance_extension {} {}", x.id(), to.as_str()));
+        self.moved(format!("advance_extension {} {}", x.id(), to.as_str()));
         Ok(())
     }
 
@@ -669,7 +696,7 @@ impl ExtensionLedger for MemoryTable {
         closed.reason = reason.map(str::to_string);
         items.extensions.insert(k, closed);
         items.blocks.get_mut(&x.reservation_id).expect("checked above").open_extension = None;
-        self.wrote(format!("close_extension {} {}", x.id(), to.as_str()));
+        self.moved(format!("close_extension {} {}", x.id(), to.as_str()));
         Ok(())
     }
 
@@ -685,7 +712,9 @@ impl ExtensionLedger for MemoryTable {
 #[async_trait]
 impl ObservationStore for MemoryTable {
     async fn record(&self, observations: &[Observation]) -> Result<usize, StoreError> {
-        self.items().observations.extend_from_slice(observations);
+        if !self.quiet {
+            self.items().observations.extend_from_slice(observations);
+        }
         self.wrote(format!("record {} observation(s)", observations.len()));
         Ok(observations.len())
     }

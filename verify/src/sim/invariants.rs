@@ -1,0 +1,166 @@
+//! What must hold after every step of the simulation: the money promise, judged from the
+//! table's items and from what EC2 holds, not from anything a workflow says about itself.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use capblock_core::domain::budget::{BudgetOwner, Intent, IntentState, Period};
+use capblock_core::domain::extension::ExtensionState;
+use capblock_core::domain::rule::Rule;
+use capblock_core::domain::stack::StackSettings;
+use capblock_core::domain::tags::INTENT_TAG;
+use capblock_core::memory::{MemoryEc2, MemoryTable};
+use capblock_core::ports::Notice;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+
+/// The limit each budget item may commit, by its owner's key.
+fn limit(owner: &str, rules: &[Rule], stack: &StackSettings) -> Option<Decimal> {
+    if owner == BudgetOwner::Account.key() {
+        return stack.account_budget.map(|m| m.amount());
+    }
+    if let Some(rule) = rules.iter().find(|r| BudgetOwner::Rule(r.id.clone()).key() == owner) {
+        return Some(rule.monthly_budget.amount());
+    }
+    stack.team_budgets.iter().find(|(t, _)| BudgetOwner::Team((*t).clone()).key() == owner).map(|(_, m)| m.amount())
+}
+
+/// The purchases EC2 may charge for (payment not failed), each once, with their intent ids.
+fn held_purchases(ec2: &MemoryEc2) -> BTreeMap<String, (String, bool)> {
+    let mut out = BTreeMap::new();
+    for (r, held) in ec2.holdings() {
+        if !held {
+            continue;
+        }
+        let purchase = ec2.purchase_of(&r.id).unwrap_or(r.id.clone());
+        let intent = r.tags.get(INTENT_TAG).cloned().unwrap_or_default();
+        let running = !matches!(r.state.as_str(), "expired" | "payment-failed");
+        out.insert(purchase, (intent, running));
+    }
+    out
+}
+
+/// Every money invariant, checked now; the first broken one, in words.
+pub fn check(table: &MemoryTable, ec2: &MemoryEc2, rules: &[Rule], stack: &StackSettings) -> Result<(), String> {
+    // At most one PurchaseCapacityBlock that bought, per intent.
+    if let Some((intent, n)) = ec2.purchases_by_intent().into_iter().find(|(_, n)| *n > 1) {
+        return Err(format!("intent {intent} was bought {n} times"));
+    }
+    let intents: BTreeMap<String, Intent> = table.intents().into_iter().map(|i| (i.id.clone(), i)).collect();
+    let budgets = table.budgets();
+    // What the ledger says each budget commits: open and bought purchases, open and paid
+    // extensions, less failed payments given back.
+    let mut owed: BTreeMap<(String, Period), (Decimal, Decimal)> = BTreeMap::new();
+    for i in intents.values() {
+        let released = table.fee_released(&i.rule_id, &i.offering.id);
+        let counts = i.state.is_open() || (i.state == IntentState::Bought && !released);
+        if !counts {
+            continue;
+        }
+        for c in &i.charges {
+            let e = owed.entry((c.owner.key(), c.period.clone())).or_default();
+            e.0 += i.offering.fee.amount();
+            if i.state == IntentState::Bought {
+                e.1 += i.offering.fee.amount();
+            }
+        }
+    }
+    for x in table.extensions() {
+        if !(x.state.is_open() || x.state == ExtensionState::Paid) {
+            continue;
+        }
+        for c in &x.charges {
+            let e = owed.entry((c.owner.key(), c.period.clone())).or_default();
+            e.0 += x.offer.fee.amount();
+            if x.state == ExtensionState::Paid {
+                e.1 += x.offer.fee.amount();
+            }
+        }
+    }
+    for ((owner, period), row) in &budgets {
+        let (committed, spent) = owed.remove(&(owner.clone(), period.clone())).unwrap_or_default();
+        if row.committed != committed || row.spent != spent {
+            return Err(format!(
+                "budget {owner} {}: the ledger commits {} and spends {}, its intents add up to {committed} and {spent}",
+                period.as_str(),
+                row.committed,
+                row.spent
+            ));
+        }
+        if let Some(limit) = limit(owner, rules, stack)
+            && row.committed > limit
+        {
+            return Err(format!("budget {owner} {} commits {} past its limit {limit}", period.as_str(), row.committed));
+        }
+    }
+    if let Some(((owner, period), _)) = owed.into_iter().find(|(_, (c, _))| !c.is_zero()) {
+        return Err(format!("intents charge budget {owner} {} that the ledger does not hold", period.as_str()));
+    }
+    // What EC2 holds is committed in every budget it was charged to, and each rule holds no
+    // more blocks at once than it may.
+    let mut held: BTreeMap<(String, Period), Decimal> = BTreeMap::new();
+    let mut running: BTreeMap<String, usize> = BTreeMap::new();
+    for (purchase, (intent_id, is_running)) in held_purchases(ec2) {
+        let Some(intent) = intents.get(&intent_id) else {
+            return Err(format!("EC2 holds purchase {purchase} (intent {intent_id:?}) that the table does not know"));
+        };
+        if table.fee_released(&intent.rule_id, &intent.offering.id) {
+            return Err(format!("the fee of {intent_id} was released while EC2 holds {purchase}"));
+        }
+        for c in &intent.charges {
+            *held.entry((c.owner.key(), c.period.clone())).or_default() += intent.offering.fee.amount();
+        }
+        if is_running {
+            *running.entry(intent.rule_id.clone()).or_default() += 1;
+        }
+    }
+    for ((owner, period), amount) in held {
+        let committed = budgets.get(&(owner.clone(), period.clone())).map_or(Decimal::ZERO, |r| r.committed);
+        if amount > committed {
+            return Err(format!(
+                "EC2 holds {amount} of budget {owner} {} but it commits only {committed}",
+                period.as_str()
+            ));
+        }
+    }
+    for rule in rules {
+        let n = running.get(&rule.id).copied().unwrap_or(0);
+        if n > rule.max_blocks_held as usize {
+            return Err(format!("EC2 holds {n} blocks of {} at once; it may hold {}", rule.id, rule.max_blocks_held));
+        }
+    }
+    Ok(())
+}
+
+/// Once the runs that follow have run without faults: every purchase EC2 holds is on the books
+/// as bought, every intent still open is one EC2 never received and a person was told of it,
+/// and every notice went out.
+pub fn settled(table: &MemoryTable, ec2: &MemoryEc2, pending: &[Notice], now: DateTime<Utc>) -> Result<(), String> {
+    let intents: BTreeMap<String, Intent> = table.intents().into_iter().map(|i| (i.id.clone(), i)).collect();
+    let bought: BTreeSet<String> = ec2.purchases_by_intent().into_keys().collect();
+    for (purchase, (intent_id, _)) in held_purchases(ec2) {
+        match intents.get(&intent_id) {
+            Some(i) if i.state == IntentState::Bought => {}
+            other => {
+                return Err(format!(
+                    "at {now} EC2 holds purchase {purchase} but intent {intent_id} is {:?}",
+                    other.map(|i| i.state)
+                ));
+            }
+        }
+    }
+    let notices = table.notices();
+    for i in intents.values().filter(|i| i.state.is_open()) {
+        if bought.contains(&i.id) {
+            return Err(format!("intent {} is still open though EC2 bought it", i.id));
+        }
+        let told =
+            notices.iter().any(|(n, _)| n.milestone.contains("outcome-unknown") && n.thread.contains(&i.offering.id));
+        if i.state == IntentState::Sent && !told {
+            return Err(format!("intent {} is held for a person, and no one was told", i.id));
+        }
+    }
+    if let Some(n) = pending.first() {
+        return Err(format!("notice {} was never published", n.id()));
+    }
+    Ok(())
+}

@@ -1,0 +1,572 @@
+//! Every actor, seeded and simulated: the real `app/` workflows (the scheduled scan, a late
+//! scan overlapping it, the tracker, EC2's events, a person's `capblock buy` and `approve`,
+//! dry-run replays of other moments) over the in-memory ports, on a virtual clock, with a
+//! seeded fault injector (`faults`) in front of every port call.
+//!
+//! One seed decides everything: the market (`market`), each payment's length and outcome,
+//! how late EC2 lists a reservation and whether it is unreadable for a while, which actors run
+//! in a step, the order their calls interleave in, where a run crashes and which calls fail.
+//! The invariants (`invariants`) are checked after every poll that moved money or bought; at
+//! the end the faults stop, the runs that follow run, and everything must be on the books.
+//! A failing seed prints the command that replays it exactly.
+//!
+//! What the model checker (`protocol`) walks exhaustively within small bounds, this runs at the
+//! size of a busy stack for a simulated year, on the workflows themselves rather than a model.
+
+mod faults;
+mod invariants;
+mod market;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+use std::future::Future;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use capblock_core::app::events::EventHandler;
+use capblock_core::app::purchase::Buyer;
+use capblock_core::app::scan::{ScanSettings, Scanner};
+use capblock_core::app::track::{TrackSettings, Tracker};
+use capblock_core::domain::catalog::AcceleratorCatalog;
+use capblock_core::domain::decision::Priced;
+use capblock_core::domain::plan::DescribeBudget;
+use capblock_core::domain::rule::{Mode, Rule};
+use capblock_core::domain::run_time::RunTime;
+use capblock_core::domain::stack::StackSettings;
+use capblock_core::domain::tags::STACK_TAG;
+use capblock_core::memory::{MemoryEc2, MemoryNotifier, MemoryReminders, MemoryTable, PaymentOutcome};
+use capblock_core::ports::{Outbox, ReadClock};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use futures::task::{ArcWake, waker_ref};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+pub use faults::{Counts, Rates, Sabotage};
+
+/// One step of the virtual clock: the scan and the tracker run once per step (a stack on
+/// `rate(10 minutes)` scans).
+pub const STEP: Duration = Duration::minutes(10);
+
+/// How long the faults stop at the end while the tracker runs: past every payment window
+/// (12 hours) and listing delay.
+const SETTLE_FOR: Duration = Duration::days(2);
+
+/// Lines of the trace a failure prints.
+const TRACE: usize = 60;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    pub seed: u64,
+    pub days: u32,
+    pub rates: Rates,
+    /// A bug put back on purpose (none in `make test`'s seeds and `make soak`).
+    pub sabotage: Option<Sabotage>,
+}
+
+impl Config {
+    /// A busy stack's faults for `days`, without sabotage.
+    pub fn busy(seed: u64, days: u32) -> Config {
+        Config { seed, days, rates: Rates::BUSY, sabotage: None }
+    }
+}
+
+/// What one seed's run did.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub seed: u64,
+    pub days: u32,
+    pub steps: u64,
+    /// Actor runs by kind.
+    pub runs: BTreeMap<&'static str, u64>,
+    /// PurchaseCapacityBlock calls that bought.
+    pub purchases: u64,
+    /// Invariant checks made.
+    pub checks: u64,
+    pub faults: Counts,
+    /// A digest of every step's money moves and the final books: equal for equal seeds.
+    pub digest: u64,
+}
+
+/// A broken invariant, where, and how to replay it.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub seed: u64,
+    pub days: u32,
+    pub at: DateTime<Utc>,
+    pub broken: String,
+    pub trace: Vec<String>,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "seed {} broke the money promise at {}: {}", self.seed, self.at, self.broken)?;
+        writeln!(f, "the last steps:")?;
+        for line in &self.trace {
+            writeln!(f, "  {line}")?;
+        }
+        write!(
+            f,
+            "replay it exactly: cargo run -p capblock-verify --release --bin capblock-soak -- --seed {} --days {}",
+            self.seed, self.days
+        )
+    }
+}
+
+/// Runs one seed.
+pub fn run(config: Config) -> Result<Summary, Box<Failure>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime builds");
+    rt.block_on(Sim::new(config).run())
+}
+
+/// The clock the simulation starts at (a Monday; any fixed time would do).
+pub fn start() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2027, 1, 4, 0, 0, 0).single().expect("a valid time")
+}
+
+type Run = Pin<Box<dyn Future<Output = String>>>;
+
+/// An actor run the driver polls: its future, its place in the injector, and whether it was
+/// woken since it was last polled.
+struct Actor {
+    kind: &'static str,
+    run: usize,
+    future: Run,
+    woken: Arc<Woken>,
+}
+
+struct Woken {
+    flag: AtomicBool,
+    outer: Mutex<Option<Waker>>,
+}
+
+impl ArcWake for Woken {
+    fn wake_by_ref(arc: &Arc<Self>) {
+        arc.flag.store(true, Ordering::SeqCst);
+        if let Some(w) = arc.outer.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            w.wake_by_ref();
+        }
+    }
+}
+
+struct Sim {
+    config: Config,
+    rng: ChaCha8Rng,
+    inj: Arc<faults::Injector>,
+    table: Arc<MemoryTable>,
+    ec2: Arc<MemoryEc2>,
+    notifier: Arc<MemoryNotifier>,
+    reminders: Arc<MemoryReminders>,
+    catalog: Arc<Mutex<AcceleratorCatalog>>,
+    rules: Vec<Rule>,
+    stack: StackSettings,
+    market: market::Market,
+    now: DateTime<Utc>,
+    approved: BTreeSet<String>,
+    announced: BTreeSet<(String, &'static str)>,
+    summary: Summary,
+    trace: VecDeque<String>,
+    last_moves: (u64, u64),
+    hasher: DefaultHasher,
+}
+
+impl Sim {
+    fn new(config: Config) -> Sim {
+        let now = start();
+        let ec2_rng = Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(config.seed ^ 0xec2)));
+        let (pay, list) = (ec2_rng.clone(), ec2_rng);
+        let ec2 = MemoryEc2::default()
+            .with_payment(move |_| {
+                let mut r = pay.lock().unwrap_or_else(|p| p.into_inner());
+                // Most payments clear in minutes, some take hours of the 12-hour window, a few fail.
+                let pending = if r.random_bool(0.75) {
+                    Duration::minutes(r.random_range(0..=20))
+                } else {
+                    Duration::minutes(r.random_range(20..=12 * 60))
+                };
+                let outcome = if r.random_bool(0.08) { PaymentOutcome::Failed } else { PaymentOutcome::Paid };
+                (pending, outcome)
+            })
+            .with_listing(move |_| {
+                let mut r = list.lock().unwrap_or_else(|p| p.into_inner());
+                let late =
+                    if r.random_bool(0.15) { Duration::minutes(r.random_range(1..=40)) } else { Duration::zero() };
+                let unreadable =
+                    if r.random_bool(0.05) { Duration::minutes(r.random_range(10..=90)) } else { Duration::zero() };
+                (late, unreadable)
+            });
+        ec2.set_now(now);
+        let rules = market::rules(now);
+        let table = MemoryTable::quiet().with_rules(rules.clone());
+        Sim {
+            config,
+            rng: ChaCha8Rng::seed_from_u64(config.seed),
+            inj: Arc::new(faults::Injector::new(config.seed, config.rates, config.sabotage)),
+            table: Arc::new(table),
+            ec2: Arc::new(ec2),
+            notifier: Arc::default(),
+            reminders: Arc::default(),
+            catalog: Arc::new(Mutex::new(AcceleratorCatalog::new())),
+            rules,
+            stack: market::stack(),
+            market: market::Market::new(),
+            now,
+            approved: BTreeSet::new(),
+            announced: BTreeSet::new(),
+            summary: Summary { seed: config.seed, days: config.days, ..Summary::default() },
+            trace: VecDeque::new(),
+            last_moves: (0, 0),
+            hasher: DefaultHasher::new(),
+        }
+    }
+
+    async fn run(mut self) -> Result<Summary, Box<Failure>> {
+        let steps = i64::from(self.config.days) * Duration::days(1).num_minutes() / STEP.num_minutes();
+        for _ in 0..steps {
+            self.now += STEP;
+            self.ec2.set_now(self.now);
+            let (new, gone) = self.market.step(&mut self.rng, self.now);
+            self.ec2.offer(new);
+            let gone: BTreeSet<String> = gone.into_iter().collect();
+            self.ec2.retain_offerings(|o| !gone.contains(&o.id));
+            let actors = self.actors();
+            self.drive(actors).await?;
+            self.summary.steps += 1;
+        }
+        self.settle().await?;
+        self.summary.purchases = self.ec2.purchases_by_intent().values().map(|n| u64::from(*n)).sum();
+        self.summary.faults = self.inj.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for i in self.table.intents() {
+            (i.id, i.state.as_str()).hash(&mut self.hasher);
+        }
+        self.summary.digest = self.hasher.finish();
+        Ok(self.summary)
+    }
+
+    /// The end: no more faults, no more offerings, and the tracker runs until every payment
+    /// window and listing delay is over; then everything must be on the books.
+    async fn settle(&mut self) -> Result<(), Box<Failure>> {
+        *self.inj.rates.lock().unwrap_or_else(|p| p.into_inner()) = Rates::NONE;
+        self.ec2.retain_offerings(|_| false);
+        let until = self.now + SETTLE_FOR;
+        while self.now < until {
+            self.now += STEP;
+            self.ec2.set_now(self.now);
+            let tracker = self.tracker(RunTime::from(self.now));
+            self.drive(vec![tracker]).await?;
+        }
+        let pending = self.table.pending().await.unwrap_or_default();
+        invariants::settled(&self.table, &self.ec2, &pending, self.now).map_err(|broken| self.failure(broken))
+    }
+
+    fn failure(&self, broken: String) -> Box<Failure> {
+        Box::new(Failure {
+            seed: self.config.seed,
+            days: self.config.days,
+            at: self.now,
+            broken,
+            trace: self.trace.iter().cloned().collect(),
+        })
+    }
+
+    fn note(&mut self, line: String) {
+        line.hash(&mut self.hasher);
+        if self.trace.len() == TRACE {
+            self.trace.pop_front();
+        }
+        self.trace.push_back(line);
+    }
+
+    /// Polls the step's actors to the end, one poll at a time in an order the seed picks among
+    /// those that can go on; a run that crashed is dropped where it stood.
+    async fn drive(&mut self, mut actors: Vec<Actor>) -> Result<(), Box<Failure>> {
+        std::future::poll_fn(|cx| {
+            loop {
+                let ready: Vec<usize> =
+                    (0..actors.len()).filter(|i| actors[*i].woken.flag.load(Ordering::SeqCst)).collect();
+                if actors.is_empty() {
+                    return Poll::Ready(Ok(()));
+                }
+                if ready.is_empty() {
+                    // Every actor waits on a timer (tokio's paused clock moves to it).
+                    for a in &actors {
+                        *a.woken.outer.lock().unwrap_or_else(|p| p.into_inner()) = Some(cx.waker().clone());
+                    }
+                    return Poll::Pending;
+                }
+                let i = ready[self.rng.random_range(0..ready.len())];
+                let a = &mut actors[i];
+                a.woken.flag.store(false, Ordering::SeqCst);
+                let waker = waker_ref(&a.woken);
+                let polled = a.future.as_mut().poll(&mut Context::from_waker(&waker));
+                let (kind, run) = (a.kind, a.run);
+                match polled {
+                    Poll::Ready(outcome) => {
+                        actors.swap_remove(i);
+                        self.note(format!("{} {kind}: {outcome}", self.now.format("%m-%d %H:%M")));
+                    }
+                    Poll::Pending if self.inj.crashed(run) => {
+                        actors.swap_remove(i);
+                        self.note(format!("{} {kind}: crashed", self.now.format("%m-%d %H:%M")));
+                    }
+                    Poll::Pending => {}
+                }
+                if let Err(broken) = self.check() {
+                    return Poll::Ready(Err(self.failure(broken)));
+                }
+            }
+        })
+        .await
+    }
+
+    /// The invariants, whenever money or a block moved or EC2 was asked to buy.
+    fn check(&mut self) -> Result<(), String> {
+        let moves = (self.table.money_moves(), self.ec2.calls().get("PurchaseCapacityBlock").copied().unwrap_or(0));
+        if moves == self.last_moves {
+            return Ok(());
+        }
+        self.last_moves = moves;
+        moves.hash(&mut self.hasher);
+        self.summary.checks += 1;
+        invariants::check(&self.table, &self.ec2, &self.rules, &self.stack)
+    }
+
+    fn actor(&mut self, kind: &'static str, make: impl FnOnce(usize) -> Run) -> Actor {
+        let run = self.inj.start_run();
+        *self.summary.runs.entry(kind).or_default() += 1;
+        let woken = Arc::new(Woken { flag: AtomicBool::new(true), outer: Mutex::new(None) });
+        Actor { kind, run, future: make(run), woken }
+    }
+
+    /// This step's actors, as the seed draws them.
+    fn actors(&mut self) -> Vec<Actor> {
+        self.inj.clear_runs();
+        let now = self.now;
+        let mut out = vec![self.scan(RunTime::from(now), Mode::Live, "scan"), self.tracker(RunTime::from(now))];
+        if self.rng.random_bool(0.05) {
+            // A late invocation of the schedule, running beside the next one.
+            out.push(self.scan(RunTime::from(now), Mode::Live, "late scan"));
+        }
+        if self.rng.random_bool(0.02) {
+            let other = now + Duration::minutes(self.rng.random_range(-48 * 60..=48 * 60));
+            out.push(self.scan(RunTime::asked(now, Some(other)), Mode::DryRun, "replayed scan"));
+        }
+        if self.rng.random_bool(0.01) {
+            let other = now + Duration::minutes(self.rng.random_range(-48 * 60..=48 * 60));
+            out.push(self.tracker(RunTime::asked(now, Some(other))));
+        }
+        if self.rng.random_bool(0.02)
+            && let Some(a) = self.hand_purchase()
+        {
+            out.push(a);
+        }
+        out.extend(self.approvals());
+        out.extend(self.events());
+        out
+    }
+
+    fn scan(&mut self, at: RunTime, mode: Mode, kind: &'static str) -> Actor {
+        let (inj, table, ec2, notifier, catalog) =
+            (self.inj.clone(), self.table.clone(), self.ec2.clone(), self.notifier.clone(), self.catalog.clone());
+        let settings = ScanSettings {
+            stack: StackSettings { mode, ..self.stack.clone() },
+            describe: DescribeBudget::for_refill(
+                std::time::Duration::from_millis(1),
+                1.0,
+                std::time::Duration::from_secs(1),
+            ),
+            // A person's dry-run scan settles nothing; the scheduled ones do.
+            settles: mode == Mode::Live,
+        };
+        self.actor(kind, move |run| {
+            Box::pin(async move {
+                let (market, store) = (faults::Faulty::new(&ec2, &inj, run), faults::Faulty::new(&table, &inj, run));
+                let scanner = Scanner {
+                    market: &market,
+                    store: &store,
+                    notifier: notifier.as_ref(),
+                    catalog: catalog.as_ref(),
+                    settings: &settings,
+                    watch: &[],
+                };
+                match scanner.run(at).await {
+                    Ok(r) => {
+                        let acts: Vec<String> = r
+                            .outcomes
+                            .iter()
+                            .filter_map(|o| o.action.as_ref().map(|a| format!("{} {a:?}", o.rule_id)))
+                            .collect();
+                        format!("{} question(s), {}", r.answered, acts.join("; "))
+                    }
+                    Err(e) => format!("failed: {e}"),
+                }
+            })
+        })
+    }
+
+    fn tracker(&mut self, at: RunTime) -> Actor {
+        let (inj, table, ec2, notifier, reminders) =
+            (self.inj.clone(), self.table.clone(), self.ec2.clone(), self.notifier.clone(), self.reminders.clone());
+        let settings = TrackSettings {
+            stack: self.stack.clone(),
+            payment_warning_hours: vec![6, 1],
+            adopt_untagged: false,
+            regions: vec![],
+        };
+        let kind = if at.is_replay() { "replayed tracker" } else { "tracker" };
+        self.actor(kind, move |run| {
+            Box::pin(async move {
+                let (market, store) = (faults::Faulty::new(&ec2, &inj, run), faults::Faulty::new(&table, &inj, run));
+                let tracker = Tracker {
+                    market: &market,
+                    store: &store,
+                    notifier: notifier.as_ref(),
+                    reminders: reminders.as_ref(),
+                    settings: &settings,
+                    hands: None,
+                };
+                match tracker.run(at).await {
+                    Ok(r) => format!("{} block(s), moved {:?}, settled {:?}", r.blocks, r.moved.len(), r.settled),
+                    Err(e) => format!("failed: {e}"),
+                }
+            })
+        })
+    }
+
+    /// `capblock buy`: a person buys an offering on sale for a live rule, by hand.
+    fn hand_purchase(&mut self) -> Option<Actor> {
+        let live: Vec<Rule> = self.rules.iter().filter(|r| r.mode == Mode::Live).cloned().collect();
+        let rule = live[self.rng.random_range(0..live.len())].clone();
+        let on_sale: Vec<_> = self
+            .ec2
+            .on_sale()
+            .into_iter()
+            .filter(|o| rule.regions.contains(&o.region) && rule.instance_types.contains(&o.instance_type))
+            .collect();
+        if on_sale.is_empty() {
+            return None;
+        }
+        let offering = on_sale[self.rng.random_range(0..on_sale.len())].clone();
+        let priced = Priced::new(offering, &self.catalog.lock().unwrap_or_else(|p| p.into_inner()))?;
+        let (now, name, budgets) = (self.now, self.stack.name.clone(), self.stack.budgets());
+        let sim = (self.inj.clone(), self.table.clone(), self.ec2.clone());
+        Some(self.actor("capblock buy", move |run| {
+            Box::pin(async move {
+                let (market, store) =
+                    (faults::Faulty::new(&sim.2, &sim.0, run), faults::Faulty::new(&sim.1, &sim.0, run));
+                let buyer = Buyer {
+                    market: &market,
+                    store: &store,
+                    stack: &name,
+                    budgets,
+                    recheck_pause: std::time::Duration::ZERO,
+                    answered_at: None,
+                };
+                match buyer.buy_by_hand(&rule, priced, Mode::Live, now).await {
+                    Ok(a) => format!("{} {a:?}", rule.id),
+                    Err(e) => format!("failed: {e}"),
+                }
+            })
+        }))
+    }
+
+    /// `capblock approve`: a person approves a waiting decision, some steps after it was asked.
+    fn approvals(&mut self) -> Vec<Actor> {
+        let waiting: Vec<_> = self.table.approvals().into_iter().filter(|i| !self.approved.contains(&i.id)).collect();
+        let mut out = Vec::new();
+        for intent in waiting {
+            if !self.rng.random_bool(0.2) {
+                continue;
+            }
+            self.approved.insert(intent.id.clone());
+            let Some(rule) = self.rules.iter().find(|r| r.id == intent.rule_id).cloned() else { continue };
+            let (now, name, budgets) = (self.now, self.stack.name.clone(), self.stack.budgets());
+            let sim = (self.inj.clone(), self.table.clone(), self.ec2.clone());
+            out.push(self.actor("capblock approve", move |run| {
+                Box::pin(async move {
+                    let (market, store) =
+                        (faults::Faulty::new(&sim.2, &sim.0, run), faults::Faulty::new(&sim.1, &sim.0, run));
+                    let buyer = Buyer {
+                        market: &market,
+                        store: &store,
+                        stack: &name,
+                        budgets,
+                        recheck_pause: std::time::Duration::ZERO,
+                        answered_at: None,
+                    };
+                    match buyer.approve(&rule, &intent, Mode::Live, now).await {
+                        Ok(a) => format!("{} {a:?}", intent.id),
+                        Err(e) => format!("failed: {e}"),
+                    }
+                })
+            }));
+        }
+        out
+    }
+
+    /// EC2's events for this stack's reservations: delivered at the start, the expiration
+    /// warning 40 minutes before the end; some delivered twice, as EventBridge may.
+    fn events(&mut self) -> Vec<Actor> {
+        let mut due = Vec::new();
+        for (r, held) in self.ec2.holdings() {
+            if !held || r.tags.get(STACK_TAG) != Some(&self.stack.name) {
+                continue;
+            }
+            let kinds = [
+                ("delivered", r.start, "Capacity Block Delivered"),
+                ("expiring", r.end - Duration::minutes(40), "Capacity Block Expiration Warning"),
+            ];
+            for (kind, at, detail_type) in kinds {
+                if at <= self.now && at > self.now - STEP && self.announced.insert((r.id.clone(), kind)) {
+                    due.push((r.clone(), at, detail_type));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (r, at, detail_type) in due {
+            let copies = if self.rng.random_bool(0.3) { 2 } else { 1 };
+            for _ in 0..copies {
+                let event = serde_json::json!({
+                    "version": "0",
+                    "id": format!("ev-{}-{}", r.id, detail_type.len()),
+                    "detail-type": detail_type,
+                    "source": "aws.ec2",
+                    "account": "123456789012",
+                    "time": at.to_rfc3339(),
+                    "region": r.region.to_string(),
+                    "resources": [format!("arn:aws:ec2:{}:123456789012:capacity-reservation/{}", r.region, r.id)],
+                    "detail": { "capacity-reservation-id": r.id, "end-date": r.end.to_rfc3339() }
+                });
+                let sim = (self.inj.clone(), self.table.clone(), self.ec2.clone());
+                let (notifier, reminders, now) = (self.notifier.clone(), self.reminders.clone(), self.now);
+                out.push(self.actor("event", move |run| {
+                    Box::pin(async move {
+                        let (market, store) =
+                            (faults::Faulty::new(&sim.2, &sim.0, run), faults::Faulty::new(&sim.1, &sim.0, run));
+                        let clock = ReadClock(now);
+                        let handler = EventHandler {
+                            store: &store,
+                            market: &market,
+                            notifier: notifier.as_ref(),
+                            reminders: reminders.as_ref(),
+                            clock: &clock,
+                            leads: &[],
+                            account: Some("123456789012"),
+                        };
+                        match handler.handle(&event).await {
+                            Ok(h) => format!("{h:?}").chars().take(120).collect(),
+                            Err(e) => format!("failed: {e}"),
+                        }
+                    })
+                }));
+            }
+        }
+        out
+    }
+}
