@@ -11,7 +11,7 @@ CARGO_TARGET_DIR ?= $(CAPBLOCK_CACHE)/target-$(CLONE_KEY)
 TEST_STATE ?= $(CAPBLOCK_CACHE)/test-stack-$(CLONE_KEY)
 export CARGO_TARGET_DIR CAPBLOCK_CACHE
 
-.PHONY: demo test verify test-future test-py-future test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template package bench mutants audit install help
+.PHONY: demo test verify soak test-future test-py-future test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template package bench mutants audit install help
 
 help:
 	@echo "make demo      run the main job locally: simulated market + emulated AWS, end to end"
@@ -116,6 +116,14 @@ verify: toolchain
 	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) cargo build --release -p capblock-verify
 	for bound in bounded budgets ultraservers deep deep-ultraservers; do \
 	  $(BENCH_TARGET_DIR)/release/capblock-verify --bound $$bound || exit 1; done
+
+# The seeded simulation of every actor (not part of `make test`, which runs fixed seeds): new
+# seeds, a simulated year each, for SOAK_MINUTES; a failing seed prints the command that replays
+# it exactly. Built with the `soak` profile (optimized; the Lambda binaries keep `release`).
+SOAK_MINUTES ?= 10
+soak: toolchain
+	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) cargo build --profile soak -p capblock-verify --bin capblock-soak
+	$(BENCH_TARGET_DIR)/soak/capblock-soak --minutes $(SOAK_MINUTES)
 
 # Mutation testing (not part of `make test`): cargo-mutants (`cargo install cargo-mutants
 # --locked`) mutates the core's money modules one mutant at a time and runs capblock-core's

@@ -61,6 +61,9 @@ fn main() -> ExitCode {
                     s.faults.lost_after + s.faults.lost_before,
                     s.checks
                 );
+                if std::env::var_os("CAPBLOCK_SOAK_PROFILE").is_some() {
+                    println!("  time: {:?}\n  EC2 calls: {:?}", s.busy, s.ec2_calls);
+                }
             }
             Err(failure) => {
                 eprintln!("{failure}");

@@ -88,6 +88,10 @@ pub struct Summary {
     pub faults: Counts,
     /// A digest of every step's money moves and the final books: equal for equal seeds.
     pub digest: u64,
+    /// Where the time went: polling each kind of actor, and checking (for `make soak`'s figures).
+    pub busy: BTreeMap<&'static str, std::time::Duration>,
+    /// EC2 calls made, by operation.
+    pub ec2_calls: BTreeMap<&'static str, u64>,
 }
 
 /// A broken invariant, where, and how to replay it.
@@ -246,6 +250,7 @@ impl Sim {
             (i.id, i.state.as_str()).hash(&mut self.hasher);
         }
         self.summary.digest = self.hasher.finish();
+        self.summary.ec2_calls = self.ec2.calls();
         Ok(self.summary)
     }
 
@@ -304,8 +309,10 @@ impl Sim {
                 let a = &mut actors[i];
                 a.woken.flag.store(false, Ordering::SeqCst);
                 let waker = waker_ref(&a.woken);
+                let started = std::time::Instant::now();
                 let polled = a.future.as_mut().poll(&mut Context::from_waker(&waker));
                 let (kind, run) = (a.kind, a.run);
+                *self.summary.busy.entry(kind).or_default() += started.elapsed();
                 match polled {
                     Poll::Ready(outcome) => {
                         actors.swap_remove(i);
@@ -317,7 +324,10 @@ impl Sim {
                     }
                     Poll::Pending => {}
                 }
-                if let Err(broken) = self.check() {
+                let started = std::time::Instant::now();
+                let checked = self.check();
+                *self.summary.busy.entry("checks").or_default() += started.elapsed();
+                if let Err(broken) = checked {
                     return Poll::Ready(Err(self.failure(broken)));
                 }
             }
