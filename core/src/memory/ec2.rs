@@ -25,6 +25,16 @@ use crate::domain::offering::Offering;
 use crate::domain::tags::INTENT_TAG;
 use crate::ports::*;
 
+/// A reservation as EC2 holds it now.
+#[derive(Debug, Clone)]
+pub struct Holding {
+    pub reservation: Reservation,
+    /// The purchase it is a part of: its first part's id.
+    pub purchase: String,
+    /// Whether EC2 may charge for it: its payment has not failed.
+    pub charged: bool,
+}
+
 /// How a purchase's payment ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PaymentOutcome {
@@ -175,20 +185,25 @@ impl MemoryEc2 {
         self.market().calls.clone()
     }
 
-    /// Every reservation EC2 made or knows, as it stands at the clock, with whether EC2 may
-    /// still charge for it (its payment did not fail): what the money promise is judged by.
-    pub fn holdings(&self) -> Vec<(Reservation, bool)> {
+    /// Every reservation EC2 made or knows, as it stands at the clock, with the purchase it is
+    /// a part of (its first part's id) and whether EC2 may still charge for it (its payment did
+    /// not fail): what the money promise is judged by.
+    pub fn holdings(&self) -> Vec<Holding> {
         let m = self.market();
         let now = Self::now(&m);
         m.made
             .iter()
-            .map(|x| (Self::as_now(x, now), !(x.outcome == PaymentOutcome::Failed && now >= x.settles_at)))
+            .map(|x| Holding {
+                reservation: Self::as_now(x, now),
+                purchase: x.purchase.clone(),
+                charged: !(x.outcome == PaymentOutcome::Failed && now >= x.settles_at),
+            })
             .collect()
     }
 
-    /// Its parts (the first part's id) by reservation id.
-    pub fn purchase_of(&self, reservation_id: &str) -> Option<String> {
-        self.market().made.iter().find(|x| x.reservation.id == reservation_id).map(|x| x.purchase.clone())
+    /// How many PurchaseCapacityBlock calls bought (DryRun and refused ones are not counted).
+    pub fn purchases_made(&self) -> u64 {
+        self.market().bought_by_intent.values().map(|n| u64::from(*n)).sum()
     }
 
     /// Offerings on sale now.

@@ -18,6 +18,6 @@ mod ec2;
 mod notify;
 mod table;
 
-pub use ec2::{MemoryEc2, PaymentOutcome};
+pub use ec2::{Holding, MemoryEc2, PaymentOutcome};
 pub use notify::{MemoryNotifier, MemoryReminders};
 pub use table::{BudgetRow, MemoryTable};

@@ -81,6 +81,8 @@ struct Items {
     watch: BTreeMap<Region, (String, DateTime<Utc>)>,
     /// By (thread, milestone), as `BLOCK#<thread>` / `NOTICE#<milestone>`.
     notices: BTreeMap<(String, String), NoticeRow>,
+    /// The pending index (gsi1 `NOTICE#PENDING`): creation time, id, key.
+    pending: BTreeSet<(DateTime<Utc>, String, (String, String))>,
 }
 
 /// Every store port in memory. `Default` is an empty table; `with_*` seed it as a test needs.
@@ -126,9 +128,9 @@ impl MemoryTable {
         self.money_moves.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Decisions waiting for a person's approval.
-    pub fn approvals(&self) -> Vec<Intent> {
-        self.items().approvals.values().cloned().collect()
+    /// Decisions recorded for a person's approval since `since` (older ones have expired).
+    pub fn approvals_since(&self, since: DateTime<Utc>) -> Vec<Intent> {
+        self.items().approvals.values().filter(|i| i.created_at >= since).cloned().collect()
     }
 
     /// The name of every write so far, in order.
@@ -351,6 +353,9 @@ impl Items {
         let k = (notice.thread.clone(), notice.milestone.clone());
         if self.notices.contains_key(&k) {
             return false;
+        }
+        if pending {
+            self.pending.insert((notice.created_at, notice.id(), k.clone()));
         }
         self.notices.insert(k, NoticeRow { notice: notice.clone(), pending, lease_until: None, published_at: None });
         true
@@ -863,11 +868,9 @@ impl Outbox for MemoryTable {
         Ok(fresh)
     }
     async fn pending(&self) -> Result<Vec<Notice>, StoreError> {
-        let items = self.items();
-        let mut pending: Vec<&Notice> = items.notices.values().filter(|r| r.pending).map(|r| &r.notice).collect();
         // The pending index sorts by creation time, then id.
-        pending.sort_by_key(|n| (n.created_at, n.id()));
-        Ok(pending.into_iter().cloned().collect())
+        let items = self.items();
+        Ok(items.pending.iter().filter_map(|(_, _, k)| items.notices.get(k)).map(|r| r.notice.clone()).collect())
     }
     async fn lease(&self, notice: &Notice, now: DateTime<Utc>, until: DateTime<Utc>) -> Result<bool, StoreError> {
         let mut items = self.items();
@@ -881,7 +884,8 @@ impl Outbox for MemoryTable {
         Ok(true)
     }
     async fn mark_published(&self, notice: &Notice, at: DateTime<Utc>) -> Result<(), StoreError> {
-        let mut items = self.items();
+        let mut guard = self.items();
+        let items = &mut *guard;
         let k = (notice.thread.clone(), notice.milestone.clone());
         // An update without a condition creates what it names, as DynamoDB's does.
         let row = items.notices.entry(k).or_insert(NoticeRow {
@@ -893,6 +897,8 @@ impl Outbox for MemoryTable {
         row.pending = false;
         row.lease_until = None;
         row.published_at = Some(at);
+        let gone = (row.notice.created_at, row.notice.id(), (notice.thread.clone(), notice.milestone.clone()));
+        items.pending.remove(&gone);
         self.wrote(format!("mark_published {}", notice.id()));
         Ok(())
     }

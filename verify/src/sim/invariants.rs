@@ -27,11 +27,11 @@ fn limit(owner: &str, rules: &[Rule], stack: &StackSettings) -> Option<Decimal> 
 /// The purchases EC2 may charge for (payment not failed), each once, with their intent ids.
 fn held_purchases(ec2: &MemoryEc2) -> BTreeMap<String, (String, bool)> {
     let mut out = BTreeMap::new();
-    for (r, held) in ec2.holdings() {
-        if !held {
+    for h in ec2.holdings() {
+        if !h.charged {
             continue;
         }
-        let purchase = ec2.purchase_of(&r.id).unwrap_or(r.id.clone());
+        let (r, purchase) = (h.reservation, h.purchase);
         let intent = r.tags.get(INTENT_TAG).cloned().unwrap_or_default();
         let running = !matches!(r.state.as_str(), "expired" | "payment-failed");
         out.insert(purchase, (intent, running));

@@ -239,7 +239,9 @@ impl Sim {
             self.ec2.offer(new);
             let gone: BTreeSet<String> = gone.into_iter().collect();
             self.ec2.retain_offerings(|o| !gone.contains(&o.id));
+            let started = std::time::Instant::now();
             let actors = self.actors();
+            *self.summary.busy.entry("drawing actors").or_default() += started.elapsed();
             self.drive(actors).await?;
             self.summary.steps += 1;
         }
@@ -337,7 +339,7 @@ impl Sim {
 
     /// The invariants, whenever money or a block moved or EC2 was asked to buy.
     fn check(&mut self) -> Result<(), String> {
-        let moves = (self.table.money_moves(), self.ec2.calls().get("PurchaseCapacityBlock").copied().unwrap_or(0));
+        let moves = (self.table.money_moves(), self.ec2.purchases_made());
         if moves == self.last_moves {
             return Ok(());
         }
@@ -488,10 +490,15 @@ impl Sim {
 
     /// `capblock approve`: a person approves a waiting decision, some steps after it was asked.
     fn approvals(&mut self) -> Vec<Actor> {
-        let waiting: Vec<_> = self.table.approvals().into_iter().filter(|i| !self.approved.contains(&i.id)).collect();
+        // A person looks once an hour, at what was asked within the day (approvals expire).
+        if (self.now - start()).num_minutes() % 60 != 0 {
+            return Vec::new();
+        }
+        let asked = self.table.approvals_since(self.now - Duration::days(1));
+        let waiting: Vec<_> = asked.into_iter().filter(|i| !self.approved.contains(&i.id)).collect();
         let mut out = Vec::new();
         for intent in waiting {
-            if !self.rng.random_bool(0.2) {
+            if !self.rng.random_bool(0.5) {
                 continue;
             }
             self.approved.insert(intent.id.clone());
@@ -524,8 +531,9 @@ impl Sim {
     /// warning 40 minutes before the end; some delivered twice, as EventBridge may.
     fn events(&mut self) -> Vec<Actor> {
         let mut due = Vec::new();
-        for (r, held) in self.ec2.holdings() {
-            if !held || r.tags.get(STACK_TAG) != Some(&self.stack.name) {
+        for h in self.ec2.holdings() {
+            let r = h.reservation;
+            if !h.charged || r.tags.get(STACK_TAG) != Some(&self.stack.name) {
                 continue;
             }
             let kinds = [
