@@ -30,6 +30,7 @@ use capblock_core::app::events::EventHandler;
 use capblock_core::app::purchase::Buyer;
 use capblock_core::app::scan::{ScanSettings, Scanner};
 use capblock_core::app::track::{TrackSettings, Tracker};
+use capblock_core::domain::budget::StackBudgets;
 use capblock_core::domain::catalog::AcceleratorCatalog;
 use capblock_core::domain::decision::Priced;
 use capblock_core::domain::plan::DescribeBudget;
@@ -135,6 +136,17 @@ pub fn start() -> DateTime<Utc> {
 }
 
 type Run = Pin<Box<dyn Future<Output = String>>>;
+
+/// The CLI's buyer, as a person's `capblock buy` or `approve` runs it: no pause before the
+/// re-check (the simulation's clock does not move within a step).
+fn person<'a>(
+    market: &'a faults::Faulty<MemoryEc2>,
+    store: &'a faults::Faulty<MemoryTable>,
+    stack: &'a str,
+    budgets: StackBudgets,
+) -> Buyer<'a, faults::Faulty<MemoryEc2>, faults::Faulty<MemoryTable>> {
+    Buyer { market, store, stack, budgets, recheck_pause: std::time::Duration::ZERO, answered_at: None }
+}
 
 /// An actor run the driver polls: its future, its place in the injector, and whether it was
 /// woken since it was last polled.
@@ -472,15 +484,7 @@ impl Sim {
             Box::pin(async move {
                 let (market, store) =
                     (faults::Faulty::new(&sim.2, &sim.0, run), faults::Faulty::new(&sim.1, &sim.0, run));
-                let buyer = Buyer {
-                    market: &market,
-                    store: &store,
-                    stack: &name,
-                    budgets,
-                    recheck_pause: std::time::Duration::ZERO,
-                    answered_at: None,
-                };
-                match buyer.buy_by_hand(&rule, priced, Mode::Live, now).await {
+                match person(&market, &store, &name, budgets).buy_by_hand(&rule, priced, Mode::Live, now).await {
                     Ok(a) => format!("{} {a:?}", rule.id),
                     Err(e) => format!("failed: {e}"),
                 }
@@ -509,15 +513,7 @@ impl Sim {
                 Box::pin(async move {
                     let (market, store) =
                         (faults::Faulty::new(&sim.2, &sim.0, run), faults::Faulty::new(&sim.1, &sim.0, run));
-                    let buyer = Buyer {
-                        market: &market,
-                        store: &store,
-                        stack: &name,
-                        budgets,
-                        recheck_pause: std::time::Duration::ZERO,
-                        answered_at: None,
-                    };
-                    match buyer.approve(&rule, &intent, Mode::Live, now).await {
+                    match person(&market, &store, &name, budgets).approve(&rule, &intent, Mode::Live, now).await {
                         Ok(a) => format!("{} {a:?}", intent.id),
                         Err(e) => format!("failed: {e}"),
                     }
