@@ -10,13 +10,16 @@ const DAYS: u32 = 30;
 
 #[test]
 fn fixed_seeds_keep_the_money_promise_through_every_fault() {
+    let mut extensions = 0;
     for seed in SEEDS {
         let summary = sim::run(Config::busy(seed, DAYS)).unwrap_or_else(|f| panic!("{f}"));
+        extensions += summary.extensions;
         // The seed exercised what it is for: purchases, crashes and lost answers.
         assert!(summary.purchases >= 5, "seed {seed}: {summary:?}");
         assert!(summary.faults.crashes >= 20 && summary.faults.lost_after >= 1, "seed {seed}: {summary:?}");
         assert!(summary.runs.get("capblock buy").is_some_and(|n| *n > 0), "seed {seed}: {summary:?}");
     }
+    assert!(extensions >= 1, "the seeds extended no block");
 }
 
 #[test]

@@ -201,6 +201,11 @@ impl MemoryEc2 {
             .collect()
     }
 
+    /// Every extension EC2 sold (PurchaseCapacityBlockExtension calls that bought).
+    pub fn extensions_sold(&self) -> Vec<ExtensionRecord> {
+        self.market().extensions.clone()
+    }
+
     /// How many PurchaseCapacityBlock calls bought (DryRun and refused ones are not counted).
     pub fn purchases_made(&self) -> u64 {
         self.market().bought_by_intent.values().map(|n| u64::from(*n)).sum()

@@ -54,8 +54,9 @@ fn main() -> ExitCode {
             Ok(s) => {
                 let secs = t.elapsed().as_secs_f64();
                 println!(
-                    "seed {seed}: {days} days in {secs:.1} s; {} purchases, {} runs, {} crashes, {} lost answers, {} checks",
+                    "seed {seed}: {days} days in {secs:.1} s; {} purchases, {} extensions, {} runs, {} crashes, {} lost answers, {} checks",
                     s.purchases,
+                    s.extensions,
                     s.runs.values().sum::<u64>(),
                     s.faults.crashes,
                     s.faults.lost_after + s.faults.lost_before,

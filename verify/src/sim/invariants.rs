@@ -113,6 +113,21 @@ pub fn check(table: &MemoryTable, ec2: &MemoryEc2, rules: &[Rule], stack: &Stack
             *running.entry(intent.rule_id.clone()).or_default() += 1;
         }
     }
+    // An extension EC2 sold is charged like a purchase: its intent is open or paid, never
+    // released, and its fee is committed.
+    let extensions = table.extensions();
+    for sold in ec2.extensions_sold() {
+        let id = format!("{}/{}", sold.reservation_id, sold.offering_id);
+        let Some(x) = extensions.iter().find(|x| x.id() == id) else {
+            return Err(format!("EC2 sold extension {id} that the table does not know"));
+        };
+        if !(x.state.is_open() || x.state == ExtensionState::Paid) {
+            return Err(format!("extension {id} is {} though EC2 sold it", x.state.as_str()));
+        }
+        for c in &x.charges {
+            *held.entry((c.owner.key(), c.period.clone())).or_default() += x.offer.fee.amount();
+        }
+    }
     for ((owner, period), amount) in held {
         let committed = budgets.get(&(owner.clone(), period.clone())).map_or(Decimal::ZERO, |r| r.committed);
         if amount > committed {
@@ -146,6 +161,13 @@ pub fn settled(table: &MemoryTable, ec2: &MemoryEc2, pending: &[Notice], now: Da
                     other.map(|i| i.state)
                 ));
             }
+        }
+    }
+    let extensions = table.extensions();
+    for sold in ec2.extensions_sold() {
+        let id = format!("{}/{}", sold.reservation_id, sold.offering_id);
+        if !extensions.iter().any(|x| x.id() == id && x.state == ExtensionState::Paid) {
+            return Err(format!("at {now} EC2 sold extension {id} but the table has not booked it paid"));
         }
     }
     let notices = table.notices();

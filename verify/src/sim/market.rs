@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 use rust_decimal::Decimal;
 
 pub const REGIONS: [&str; 4] = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1"];
-const TYPES: [(&str, u32); 3] = [("p5.48xlarge", 8), ("p4d.24xlarge", 8), ("trn1.32xlarge", 16)];
+pub const TYPES: [(&str, u32); 3] = [("p5.48xlarge", 8), ("p4d.24xlarge", 8), ("trn1.32xlarge", 16)];
 
 /// The stack: its settings (live, an account cap, two teams) and its ten rules.
 pub fn stack() -> StackSettings {
@@ -44,6 +44,12 @@ pub fn rules(now: DateTime<Utc>) -> Vec<Rule> {
             };
             let regions = format!("\"{}\", \"{}\"", REGIONS[i % 4], REGIONS[(i + 1) % 4]);
             let (ty, _) = TYPES[i % 3];
+            // Every third rule extends its blocks when EC2 offers a day or two at its price.
+            let extend = if i % 3 == 0 {
+                "extend = { max_price_per_accelerator_hour = \"6\", max_days = 2, decide_hours_before_end = 24 }\n"
+            } else {
+                ""
+            };
             let team = match i % 4 {
                 0 => "team = \"research\"\n",
                 1 => "team = \"inference\"\n",
@@ -55,7 +61,7 @@ pub fn rules(now: DateTime<Utc>) -> Vec<Rule> {
                  start_window = {{ earliest_in_days = 1, latest_in_days = 14 }}\n\
                  max_price_per_accelerator_hour = \"{price}\"\nmonthly_budget = \"{budget}\"\n\
                  max_purchases_per_month = {purchases}\nmax_blocks_held = {held}\n\
-                 rebuy_on_payment_failure = {rebuy}\n{team}",
+                 rebuy_on_payment_failure = {rebuy}\n{team}{extend}",
                 price = 3 + i % 3,
                 budget = 4_000 + 1_500 * (i % 4),
                 purchases = 2 + i % 3,

@@ -33,6 +33,8 @@ use capblock_core::app::track::{TrackSettings, Tracker};
 use capblock_core::domain::budget::StackBudgets;
 use capblock_core::domain::catalog::AcceleratorCatalog;
 use capblock_core::domain::decision::Priced;
+use capblock_core::domain::extension::ExtensionOffer;
+use capblock_core::domain::money::Money;
 use capblock_core::domain::plan::DescribeBudget;
 use capblock_core::domain::rule::{Mode, Rule};
 use capblock_core::domain::run_time::RunTime;
@@ -84,6 +86,8 @@ pub struct Summary {
     pub runs: BTreeMap<&'static str, u64>,
     /// PurchaseCapacityBlock calls that bought.
     pub purchases: u64,
+    /// Extensions EC2 sold.
+    pub extensions: u64,
     /// Invariant checks made.
     pub checks: u64,
     pub faults: Counts,
@@ -185,6 +189,8 @@ struct Sim {
     market: market::Market,
     now: DateTime<Utc>,
     approved: BTreeSet<String>,
+    extension_offered: BTreeSet<(String, DateTime<Utc>)>,
+    next_extension: u64,
     announced: BTreeSet<(String, &'static str)>,
     summary: Summary,
     trace: VecDeque<String>,
@@ -234,6 +240,8 @@ impl Sim {
             market: market::Market::new(),
             now,
             approved: BTreeSet::new(),
+            extension_offered: BTreeSet::new(),
+            next_extension: 0,
             announced: BTreeSet::new(),
             summary: Summary { seed: config.seed, days: config.days, ..Summary::default() },
             trace: VecDeque::new(),
@@ -249,6 +257,7 @@ impl Sim {
             self.ec2.set_now(self.now);
             let (new, gone) = self.market.step(&mut self.rng, self.now);
             self.ec2.offer(new);
+            self.offer_extensions();
             let gone: BTreeSet<String> = gone.into_iter().collect();
             self.ec2.retain_offerings(|o| !gone.contains(&o.id));
             let started = std::time::Instant::now();
@@ -258,7 +267,8 @@ impl Sim {
             self.summary.steps += 1;
         }
         self.settle().await?;
-        self.summary.purchases = self.ec2.purchases_by_intent().values().map(|n| u64::from(*n)).sum();
+        self.summary.purchases = self.ec2.purchases_made();
+        self.summary.extensions = self.ec2.extensions_sold().len() as u64;
         self.summary.faults = self.inj.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();
         for i in self.table.intents() {
             (i.id, i.state.as_str()).hash(&mut self.hasher);
@@ -266,6 +276,37 @@ impl Sim {
         self.summary.digest = self.hasher.finish();
         self.summary.ec2_calls = self.ec2.calls();
         Ok(self.summary)
+    }
+
+    /// EC2 offers to extend some of the stack's blocks in their last 30 hours, by a day or two
+    /// at a seeded price (once per block and end).
+    fn offer_extensions(&mut self) {
+        for h in self.ec2.holdings() {
+            let r = h.reservation;
+            let near = r.end - self.now <= Duration::hours(30) && r.end > self.now;
+            if !h.charged
+                || !near
+                || !self.extension_offered.insert((r.id.clone(), r.end))
+                || !self.rng.random_bool(0.5)
+            {
+                continue;
+            }
+            let per = market::TYPES.iter().find(|(t, _)| *t == r.instance_type.as_str()).map_or(8, |(_, a)| *a);
+            for days in 1..=2u32 {
+                self.next_extension += 1;
+                let cents: i64 = self.rng.random_range(200..=900);
+                let hours = i64::from(days) * 24;
+                let fee = rust_decimal::Decimal::new(cents * hours * i64::from(per * r.instance_count), 2);
+                self.ec2.offer_extension(ExtensionOffer {
+                    id: format!("cbx-{:06}", self.next_extension),
+                    reservation_id: r.id.clone(),
+                    duration_hours: days * 24,
+                    start: r.end,
+                    end: r.end + Duration::hours(hours),
+                    fee: Money::usd(fee).expect("a valid fee"),
+                });
+            }
+        }
     }
 
     /// The end: no more faults, no more offerings, and the tracker runs until every payment
@@ -351,7 +392,7 @@ impl Sim {
 
     /// The invariants, whenever money or a block moved or EC2 was asked to buy.
     fn check(&mut self) -> Result<(), String> {
-        let moves = (self.table.money_moves(), self.ec2.purchases_made());
+        let moves = (self.table.money_moves(), self.ec2.purchases_made() + self.ec2.extensions_sold().len() as u64);
         if moves == self.last_moves {
             return Ok(());
         }
