@@ -339,6 +339,21 @@ pub async fn settings_to_buy(store: &DynamoStore, mode: Mode) -> Result<StoredSe
             )));
         }
     };
+    // The table's item is only as good as whoever may write the table: a purchase acts on it
+    // only when the deployed stack's parameters say the same.
+    let Some(deployed) = crate::stack::deployed() else {
+        return Err(CliError::Refused(format!(
+            "a purchase from the CLI checks the settings stored in table {table} against the deployed stack's              CloudFormation parameters, and only a table was named: name the stack with --stack NAME \
+             (or CAPBLOCK_STACK_NAME, or `stack = \"NAME\"` in the config file) and try again"
+        )));
+    };
+    if let Err(differ) = crate::stack::settings_match(&stored.stack, deployed) {
+        return Err(CliError::Refused(format!(
+            "the settings stored in table {table} do not match stack {}'s parameters ({differ}): a deploy may be \
+             in progress (wait for the functions to run once), or the table's item was edited; nothing bought",
+            deployed.name
+        )));
+    }
     if stored.stack.mode.and(mode) != mode {
         return Err(CliError::Refused(format!(
             "stack {} is in mode {} (its settings as stored at {}), so the CLI does not buy in mode {} for it: \

@@ -29,6 +29,68 @@ pub enum StackError {
 static NAMED: OnceLock<Option<String>> = OnceLock::new();
 /// The table, once found (a command may open the store more than once).
 static TABLE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+/// The named stack's parameters, read with its outputs (`None`: a table was named, not a stack).
+static DEPLOYED: OnceLock<Deployed> = OnceLock::new();
+
+/// A deployed stack as CloudFormation describes it: its name and its parameters. The settings
+/// the functions store in the table come from these parameters; the table's item is writable by
+/// anyone who may write the table, CloudFormation's parameters only by whoever may deploy. So a
+/// purchase from the CLI checks one against the other (`settings_match`).
+#[derive(Debug, Clone)]
+pub struct Deployed {
+    pub name: String,
+    pub parameters: std::collections::BTreeMap<String, String>,
+}
+
+/// The named stack's parameters, once its table was looked up (`table`); `None` when the table
+/// was named directly (CAPBLOCK_TABLE), so no stack can vouch for its settings.
+pub fn deployed() -> Option<&'static Deployed> {
+    DEPLOYED.get()
+}
+
+/// Whether the stack's stored settings say what its parameters say (Mode, AccountMonthlyBudget,
+/// TeamBudgets); `Err` says what differs, both sides, in words.
+pub fn settings_match(
+    stored: &capblock_shared::domain::stack::StackSettings,
+    deployed: &Deployed,
+) -> Result<(), String> {
+    use capblock_shared::domain::money::Money;
+    let param = |k: &str| deployed.parameters.get(k).map(String::as_str).unwrap_or_default();
+    let mut differ = Vec::new();
+    let mode = param("Mode");
+    let mode = if mode.is_empty() { "dry-run" } else { mode };
+    if mode != stored.mode.as_str() {
+        differ.push(format!("mode: the table says {}, the stack's Mode parameter {mode}", stored.mode.as_str()));
+    }
+    let cap = param("AccountMonthlyBudget");
+    let deployed_cap = match cap {
+        "" | "0" => Ok(None),
+        v => Money::parse(v, "USD").map(Some).map_err(|e| e.to_string()),
+    };
+    match deployed_cap {
+        Ok(c) if c.map(|m| m.amount().normalize()) == stored.account_budget.map(|m| m.amount().normalize()) => {}
+        Ok(_) | Err(_) => differ.push(format!(
+            "account cap: the table says {}, the stack's AccountMonthlyBudget parameter {cap:?}",
+            stored.account_budget.map_or("none".to_string(), |m| m.to_string())
+        )),
+    }
+    let teams = param("TeamBudgets");
+    let deployed_teams = capblock_shared::domain::budget::parse_team_budgets(teams);
+    let same_teams = deployed_teams.as_ref().is_ok_and(|d| {
+        d.len() == stored.team_budgets.len()
+            && d.iter().all(|(t, m)| {
+                stored.team_budgets.get(t).is_some_and(|s| s.amount().normalize() == m.amount().normalize())
+            })
+    });
+    if !same_teams {
+        let said: Vec<String> = stored.team_budgets.iter().map(|(t, m)| format!("{t}={}", m.amount())).collect();
+        differ.push(format!(
+            "team budgets: the table says {:?}, the stack's TeamBudgets parameter {teams:?}",
+            said.join(",")
+        ));
+    }
+    if differ.is_empty() { Ok(()) } else { Err(differ.join("; ")) }
+}
 
 /// Records the stack the command line named; call once, before any command runs.
 pub fn name(stack: Option<String>) {
@@ -138,13 +200,50 @@ async fn table_of_stack(sdk: &aws_config::SdkConfig, name: &str) -> Result<Strin
             ))
         })?
         .to_string();
+    let parameters = stack
+        .parameters()
+        .iter()
+        .filter_map(|p| Some((p.parameter_key()?.to_string(), p.parameter_value().unwrap_or_default().to_string())))
+        .collect();
+    let _ = DEPLOYED.set(Deployed { name: name.to_string(), parameters });
     eprintln!("stack {name} ({status}) in {region}: table {table}");
     Ok(table)
 }
 
 #[cfg(test)]
 mod tests {
+    use capblock_shared::domain::money::Money;
+    use capblock_shared::domain::rule::Mode;
+    use capblock_shared::domain::stack::StackSettings;
+
     use super::*;
+
+    fn deployed(mode: &str, cap: &str, teams: &str) -> Deployed {
+        let parameters = [("Mode", mode), ("AccountMonthlyBudget", cap), ("TeamBudgets", teams)]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into();
+        Deployed { name: "capblock".into(), parameters }
+    }
+
+    /// A table item that says live with a cap of 50,000 while the stack was deployed dry-run
+    /// with 1,000 is named field by field; equal settings (50000 and 50000.00 alike) pass.
+    #[test]
+    fn stored_settings_must_say_what_the_stacks_parameters_say() {
+        let usd = |a: &str| Money::parse(a, "USD").unwrap();
+        let stored = StackSettings {
+            name: "capblock".into(),
+            mode: Mode::Live,
+            account_budget: Some(usd("50000")),
+            team_budgets: [("research".to_string(), usd("2000"))].into(),
+        };
+        assert_eq!(settings_match(&stored, &deployed("live", "50000.00", "research=2000")), Ok(()));
+        let forged = settings_match(&stored, &deployed("dry-run", "1000", "")).unwrap_err();
+        assert!(forged.contains("the stack's Mode parameter dry-run"), "{forged}");
+        assert!(forged.contains("AccountMonthlyBudget parameter \"1000\""), "{forged}");
+        assert!(forged.contains("TeamBudgets parameter \"\""), "{forged}");
+        let uncapped = StackSettings { account_budget: None, team_budgets: Default::default(), ..stored };
+        assert_eq!(settings_match(&uncapped, &deployed("live", "0", "")), Ok(()));
+    }
 
     #[test]
     fn the_config_file_names_a_stack_and_nothing_else() {

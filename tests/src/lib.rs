@@ -312,6 +312,37 @@ impl Aws {
         DynamoStore::new(aws_sdk_dynamodb::Client::new(&self.sdk), &self.table)
     }
 
+    /// A CloudFormation stack on moto that stands for this test's deployment: its `TableName`
+    /// output is the test's table and its parameters are `Mode`, `AccountMonthlyBudget` and
+    /// `TeamBudgets` as given (the CLI buys only when the table's stored settings say the same).
+    /// Returns the stack's name, for `--stack` or `CAPBLOCK_STACK_NAME`.
+    pub async fn deployed_stack(&self, mode: &str, cap: &str, teams: &str) -> String {
+        let name = format!("capblock-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+        let template = serde_json::json!({
+            "Parameters": {
+                "Mode": {"Type": "String", "Default": "dry-run"},
+                "AccountMonthlyBudget": {"Type": "String", "Default": "0"},
+                "TeamBudgets": {"Type": "String", "Default": ""},
+            },
+            "Resources": {"Alerts": {"Type": "AWS::SNS::Topic"}},
+            "Outputs": {"TableName": {"Value": self.table.as_str()}},
+        });
+        let param = |k: &str, v: &str| {
+            aws_sdk_cloudformation::types::Parameter::builder().parameter_key(k).parameter_value(v).build()
+        };
+        aws_sdk_cloudformation::Client::new(&self.sdk)
+            .create_stack()
+            .stack_name(&name)
+            .template_body(template.to_string())
+            .parameters(param("Mode", mode))
+            .parameters(param("AccountMonthlyBudget", cap))
+            .parameters(param("TeamBudgets", teams))
+            .send()
+            .await
+            .expect("create a CloudFormation stack on moto");
+        name
+    }
+
     /// The functions' notifier on this test's topics and bus.
     pub fn notifier(&self) -> Delivery {
         Delivery::new(&self.sdk, self.sns(), self.events_bus.clone())

@@ -48,6 +48,10 @@ struct Cli {
     sim: Sim,
     aws: Aws,
     dir: std::path::PathBuf,
+    /// The CloudFormation stack standing for the deployment, once `stack` or `deploy` made one:
+    /// commands name it (CAPBLOCK_STACK_NAME), as an operator's do, so a purchase can check the
+    /// table's settings against its parameters.
+    deployed: std::sync::Mutex<Option<String>>,
 }
 
 impl Cli {
@@ -59,7 +63,7 @@ impl Cli {
     async fn on(name: &str, scenario: &str) -> Cli {
         let dir = std::env::temp_dir().join(format!("capblock-cli-{name}-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
-        Cli { sim: Sim::start(scenario).await, aws: Aws::fresh(name).await, dir }
+        Cli { sim: Sim::start(scenario).await, aws: Aws::fresh(name).await, dir, deployed: Default::default() }
     }
 
     fn file(&self, name: &str, text: &str) -> String {
@@ -92,6 +96,9 @@ impl Cli {
     async fn command(&self, args: &[&str], env: &[(&str, &str)], removed: &[&str]) -> Out {
         let mut cmd = tokio::process::Command::new(capblock_tests::runtime::binary("capblock"));
         cmd.envs(binary_env(&self.sim, &self.aws, STACK));
+        if let Some(name) = self.deployed.lock().unwrap().clone() {
+            cmd.env("CAPBLOCK_STACK_NAME", name);
+        }
         for r in removed {
             cmd.env_remove(r);
         }
@@ -127,6 +134,13 @@ impl Cli {
             written_at: t0(),
         };
         self.aws.store().store_settings(&settings).await.unwrap();
+        self.deployed_as(mode.as_str(), cap.unwrap_or("0"), "").await;
+    }
+
+    /// A CloudFormation stack with these parameters stands for the deployment from now on.
+    async fn deployed_as(&self, mode: &str, cap: &str, teams: &str) {
+        let name = self.aws.deployed_stack(mode, cap, teams).await;
+        *self.deployed.lock().unwrap() = Some(name);
     }
 
     /// Runs the stack's scan-offerings function once, configured with `mode` and an account
@@ -142,6 +156,7 @@ impl Cli {
         let out = api.wait_outcome(&id, std::time::Duration::from_secs(60)).await;
         child.kill().await.expect("stop the function");
         assert!(matches!(out, Some(Outcome::Response(_))), "{out:?}");
+        self.deployed_as(mode, cap, "").await;
     }
 
     async fn put_rule(&self, toml: &str) {
@@ -438,6 +453,57 @@ async fn approval_is_refused_unless_live_enabled_in_approval_mode_and_fresh() {
     );
     assert!(c.sim.purchases().await.is_empty());
     assert_eq!(c.sim.state().await["calls"]["PurchaseCapacityBlock"], 2, "only the two scans' DryRun checks");
+}
+
+/// The table's settings item is writable by anyone who may write the table; the stack's
+/// parameters only by whoever may deploy. A forged item (live, a cap of 50,000) in a stack deployed
+/// dry-run with a cap of 1,000 buys nothing from the CLI (approve, buy, a live scan: each refused,
+/// naming what differs), nor does a table named without its stack; once both say the same, the
+/// approval buys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_buys_only_when_the_stored_settings_match_the_stacks_parameters() {
+    let c = Cli::new("cli-forged-settings").await;
+    let intent = ask(&c).await;
+    c.deployed_as("dry-run", "1000", "").await;
+    let forged = StoredSettings {
+        stack: StackSettings {
+            name: STACK.into(),
+            mode: Mode::Live,
+            account_budget: Some(usd("50000")),
+            team_budgets: Default::default(),
+        },
+        alerts_topic: c.aws.alerts_topic.clone(),
+        written_at: t0(),
+    };
+    c.aws.store().store_settings(&forged).await.unwrap();
+    let refused = |out: &Out, why: &str| {
+        assert_eq!(out.code, 2, "{why}: {}{}", out.stdout, out.stderr);
+        assert!(out.stderr.contains(why), "{why}: {}", out.stderr);
+        assert!(!out.stderr.contains("Error {"), "no debug dump: {}", out.stderr);
+    };
+    let mismatch = "the stack's Mode parameter dry-run";
+    refused(&c.run(&["approve", &intent, "--time", NOW]).await, mismatch);
+    let approve = c.run(&["approve", &intent, "--time", NOW]).await;
+    assert!(approve.stderr.contains("AccountMonthlyBudget parameter \"1000\""), "{}", approve.stderr);
+    refused(&c.run(&["scan", "--time", NOW, "--mode", "live"]).await, mismatch);
+    refused(&c.run(&["buy", "cb-0000000000000000f", "--rule", "west", "--yes"]).await, mismatch);
+    assert_eq!(c.sim.state().await["calls"]["PurchaseCapacityBlock"], 2, "only the two scans' DryRun checks");
+
+    // The stack's parameters say the same again, but the command names only a table.
+    c.stack(Mode::Live, Some("100000")).await;
+    let table_only = c
+        .command(
+            &["approve", &intent, "--time", NOW, "--yes"],
+            &[("CAPBLOCK_TABLE", c.aws.table.as_str())],
+            &["CAPBLOCK_STACK_NAME"],
+        )
+        .await;
+    refused(&table_only, "only a table was named: name the stack with --stack NAME");
+    assert!(c.sim.purchases().await.is_empty());
+
+    let out = c.run(&["approve", &intent, "--time", NOW]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(c.sim.purchases().await.len(), 1);
 }
 
 /// A live purchase from the CLI takes the stack's mode and account budget from the table: with
@@ -1133,17 +1199,23 @@ async fn the_cli_finds_its_table_in_the_stacks_outputs() {
     assert!(out.stderr.contains(&format!("stack {STACK} in mode live, account cap")), "{}", out.stderr);
 
     let config = c.file("config.toml", &format!("stack = \"{name}\"\n"));
-    let out = c.command(&["rules", "list"], &[("CAPBLOCK_CONFIG", config.as_str())], &["CAPBLOCK_TABLE"]).await;
+    let out = c
+        .command(
+            &["rules", "list"],
+            &[("CAPBLOCK_CONFIG", config.as_str())],
+            &["CAPBLOCK_TABLE", "CAPBLOCK_STACK_NAME"],
+        )
+        .await;
     assert!(out.stderr.contains(&format!("stack {name}")), "{}{}", out.stdout, out.stderr);
 
     let missing = c.command(&["--stack", "no-such-stack", "status"], &[], &["CAPBLOCK_TABLE"]).await;
     assert_eq!(missing.code, 3, "{}{}", missing.stdout, missing.stderr);
     assert!(missing.stderr.contains("no stack \"no-such-stack\""), "{}", missing.stderr);
-    let none = c.command(&["status"], &[], &["CAPBLOCK_TABLE"]).await;
+    let none = c.command(&["status"], &[], &["CAPBLOCK_TABLE", "CAPBLOCK_STACK_NAME"]).await;
     assert_eq!(none.code, 1, "{}{}", none.stdout, none.stderr);
     assert!(none.stderr.contains("--stack NAME"), "{}", none.stderr);
     // A table that is not there is named as such, without the SDK's debug dump.
-    let gone = c.command(&["status"], &[("CAPBLOCK_TABLE", "no-such-table")], &[]).await;
+    let gone = c.command(&["status"], &[("CAPBLOCK_TABLE", "no-such-table")], &["CAPBLOCK_STACK_NAME"]).await;
     assert_eq!(gone.code, 1, "{}{}", gone.stdout, gone.stderr);
     assert!(gone.stderr.contains("the stack's table does not exist here"), "{}", gone.stderr);
     assert!(!gone.stderr.contains("ServiceError("), "{}", gone.stderr);

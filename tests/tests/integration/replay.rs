@@ -85,20 +85,23 @@ async fn serve(sock: TcpStream, upstream: String, held: Arc<Mutex<Vec<Message>>>
     let _ = write_message(&mut w, &resp, false).await;
 }
 
-/// `capblock` with this test's stack; `ec2`: where its EC2 calls go (the simulator or the proxy).
-fn capblock(sim: &Sim, aws: &Aws, ec2: &str, args: &[&str]) -> tokio::process::Command {
+/// `capblock` with this test's stack (`deployed`: its CloudFormation stack, which the CLI checks
+/// the stored settings against before it buys); `ec2`: where its EC2 calls go (the simulator or
+/// the proxy).
+fn capblock(sim: &Sim, aws: &Aws, deployed: &str, ec2: &str, args: &[&str]) -> tokio::process::Command {
     let mut c = tokio::process::Command::new(capblock_tests::runtime::binary("capblock"));
     c.args(args)
         .envs(binary_env(sim, aws, STACK))
         .env("AWS_ENDPOINT_URL_EC2", ec2)
+        .env("CAPBLOCK_STACK_NAME", deployed)
         .env_remove("CAPBLOCK_MODE")
         .env_remove("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")
         .kill_on_drop(true);
     c
 }
 
-async fn scan_json(sim: &Sim, aws: &Aws, args: &[&str]) -> Value {
-    let out = capblock(sim, aws, &sim.url, args).output().await.expect("run capblock");
+async fn scan_json(sim: &Sim, aws: &Aws, deployed: &str, args: &[&str]) -> Value {
+    let out = capblock(sim, aws, deployed, &sim.url, args).output().await.expect("run capblock");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{args:?}: {stdout}{stderr}");
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}{stderr}"))
@@ -125,10 +128,12 @@ async fn a_dry_run_replay_never_releases_a_live_purchase_in_flight() {
         written_at: t0(),
     };
     store.store_settings(&live_stack).await.unwrap();
+    let deployed = aws.deployed_stack("live", "100000", "").await;
 
     // The live scan sends its purchase; EC2 has not acted when the scan dies.
     let proxy = HeldPurchases::start(&sim).await;
-    let mut live = capblock(&sim, &aws, &proxy.url, &["scan", "--mode", "live", "--yes", "--json"]).spawn().unwrap();
+    let mut live =
+        capblock(&sim, &aws, &deployed, &proxy.url, &["scan", "--mode", "live", "--yes", "--json"]).spawn().unwrap();
     // Bounded for a slow machine only: the proxy holds the call until told.
     for _ in 0..7200 {
         if proxy.held() == 1 {
@@ -156,7 +161,7 @@ async fn a_dry_run_replay_never_releases_a_live_purchase_in_flight() {
 
     // An operator looks at an hour later with a dry-run scan (the README's what-if).
     let hour_later = (t0() + Duration::hours(1)).to_rfc3339();
-    let replay = scan_json(&sim, &aws, &["scan", "--time", &hour_later, "--json"]).await;
+    let replay = scan_json(&sim, &aws, &deployed, &["scan", "--time", &hour_later, "--json"]).await;
     assert_eq!(replay["replay"], true, "{replay:#}");
     assert!(replay["settled"].as_array().is_some_and(Vec::is_empty), "a person's scan settles nothing: {replay:#}");
     assert!(replay["outcomes"][0]["action"].is_null(), "the held fee leaves no room: {replay:#}");
@@ -170,7 +175,7 @@ async fn a_dry_run_replay_never_releases_a_live_purchase_in_flight() {
     // EC2 makes the purchase; the next live scan adopts it and buys nothing more.
     proxy.release().await;
     assert_eq!(sim.purchases().await.len(), 1);
-    let next = scan_json(&sim, &aws, &["scan", "--mode", "live", "--yes", "--json"]).await;
+    let next = scan_json(&sim, &aws, &deployed, &["scan", "--mode", "live", "--yes", "--json"]).await;
     assert!(next["settled"].as_array().is_some_and(Vec::is_empty), "{next:#}");
     assert_ne!(next["outcomes"][0]["action"]["action"], "bought", "the open intent holds the rule: {next:#}");
     assert_eq!(sim.purchases().await.len(), 1, "exactly one block bought");
