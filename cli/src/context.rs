@@ -14,7 +14,7 @@ use capblock_shared::ports::{MarketError, SettingsStore, StoreError};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use crate::table::safe;
+use crate::table::{safe, safe_lines};
 
 pub const EXIT_FAILURE: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
@@ -70,12 +70,13 @@ impl CliError {
     /// Say it where the operator (or a script) expects it.
     pub fn report(&self) {
         match self {
-            // Errors carry what came from outside (names, AWS's messages): escaped.
-            CliError::Failed(_) => eprintln!("error: {}", safe(&plain(&self.to_string()))),
-            CliError::InvalidRule(_) => println!("{}", safe(&self.to_string())),
+            // Errors carry what came from outside (names, AWS's messages): escaped, but for
+            // the line breaks capblock puts in its own messages.
+            CliError::Failed(_) => eprintln!("error: {}", safe_lines(&plain(&self.to_string()))),
+            CliError::InvalidRule(_) => println!("{}", safe_lines(&self.to_string())),
             CliError::InvalidFiles(_) | CliError::NothingFound | CliError::ChecksFailed(_) => {}
             CliError::Unknown { .. } | CliError::Invalid(_) | CliError::Refused(_) | CliError::NotFound(_) => {
-                eprintln!("{}", safe(&self.to_string()))
+                eprintln!("{}", safe_lines(&self.to_string()))
             }
         }
     }

@@ -22,6 +22,16 @@ pub fn safe(text: &str) -> Cow<'_, str> {
     )
 }
 
+/// A message made safe for a terminal as [`safe`] makes a cell, keeping its line breaks and
+/// tabs: capblock's own messages span lines (a rule's problems one per line), and escaping them
+/// printed `\u{a}` in the middle of the advice. Everything else `safe` escapes still is.
+pub fn safe_lines(text: &str) -> String {
+    text.split('\n')
+        .map(|line| line.split('\t').map(safe).collect::<Vec<_>>().join("\t"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A time cell: "2026-12-03 10:30" (UTC; the headers say so).
 pub fn when(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M").to_string()
@@ -157,6 +167,14 @@ mod tests {
         assert!(matches!(super::safe("plain é text"), std::borrow::Cow::Borrowed(_)));
         let table = super::render(&["ALARM"], &[vec![hostile.into()]]);
         assert!(!table.chars().any(|c| c != '\n' && c.is_control()), "{table:?}");
+    }
+
+    /// A message keeps its own line breaks and tabs, and nothing else that moves a cursor.
+    #[test]
+    fn a_message_keeps_its_lines_and_loses_its_escapes() {
+        let said = super::safe_lines("rule.toml: 2 problems:\n\t- regions: empty\n\t- name \u{1b}[2J\r");
+        assert_eq!(said, "rule.toml: 2 problems:\n\t- regions: empty\n\t- name \\u{1b}[2J\\u{d}");
+        assert!(!said.contains("\\u{a}"), "{said}");
     }
 
     #[test]

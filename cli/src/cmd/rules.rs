@@ -28,7 +28,11 @@ pub enum RulesCommand {
         offline: bool,
     },
     /// Validate and store rule files (creates or replaces, with a version check).
-    Put { files: Vec<String> },
+    Put {
+        /// The rule files (TOML); none is stored unless all are valid.
+        #[arg(required = true)]
+        files: Vec<String>,
+    },
     /// List stored rules.
     List {
         #[arg(long)]
@@ -156,7 +160,7 @@ async fn validate(files: &[String], check_aws: bool) -> CliResult {
             }
             Err(e) => {
                 bad += 1;
-                println!("{e}");
+                println!("{}", crate::table::safe_lines(&e.to_string()));
             }
         }
     }

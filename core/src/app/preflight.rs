@@ -10,6 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::scan::questions_for;
+use crate::domain::catalog::{quota_in_words, vcpus_of};
 use crate::domain::names::Region;
 use crate::domain::permissions::{PermissionsAsk, RegionAsk, findings as role_findings};
 use crate::domain::plan::family;
@@ -218,7 +219,11 @@ where
                     Some(n) if n > 0 => Finding::flagged(
                         check,
                         Verdict::Warn,
-                        format!("refused 3 times, rested; Service Quotas allows {n} {fam} blocks"),
+                        format!(
+                            "refused 3 times, rested; Service Quotas allows {} of {} Capacity Blocks",
+                            quota_in_words(n, q.instance_type.as_str()),
+                            fam.to_uppercase()
+                        ),
                         "someone else in the account spends the describe limit: find them in CloudTrail",
                     ),
                     _ => Finding::flagged(
@@ -226,8 +231,11 @@ where
                         Verdict::Fail,
                         format!("refused 3 times, rested: the {fam} Capacity Block quota looks like 0"),
                         format!(
-                            "request a quota for {} Capacity Blocks in {region} in Service Quotas",
-                            fam.to_uppercase()
+                            "request \"Concurrent {} Capacity Blocks per account\" in {region} in Service Quotas \
+                             (in vCPUs{})",
+                            fam.to_uppercase(),
+                            vcpus_of(q.instance_type.as_str())
+                                .map_or(String::new(), |n| format!(": {n} per {}", q.instance_type))
                         ),
                     ),
                 });

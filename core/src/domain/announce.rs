@@ -169,7 +169,7 @@ pub fn quota_zero(region: &str, family: &str, refused: &Refusals, now: DateTime<
         ),
         next_steps: vec![
             format!(
-                "In Service Quotas (Amazon Elastic Compute Cloud), check the Capacity Block quota for {upper} in {region} (for example \"Concurrent {upper} Capacity Blocks per account\") and request an increase; if it is not 0, look in CloudTrail for who calls DescribeCapacityBlockOfferings in {region}."
+                "In Service Quotas (Amazon Elastic Compute Cloud), check \"Concurrent {upper} Capacity Blocks per account\" in {region} (not its \"per organization\" twin) and request an increase, in vCPUs (192 is one trn2.48xlarge or one p5.48xlarge); if it is not 0, look in CloudTrail for who calls DescribeCapacityBlockOfferings in {region}."
             ),
             format!(
                 "capblock asks one {family} question in {region} each scan; nothing is bought there until one succeeds, and the first that does ends this."

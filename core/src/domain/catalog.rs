@@ -30,6 +30,38 @@ const BUILT_IN: &[(&str, u32)] = &[
     ("trn2.3xlarge", 1),
 ];
 
+/// vCPUs per instance type, as the user guide publishes them. Capacity Block quotas are counted
+/// in vCPUs (192 = one trn2.48xlarge), so an operator reads a quota as instances through this.
+const VCPUS: &[(&str, u32)] = &[
+    ("p6-b300.48xlarge", 192),
+    ("p6-b200.48xlarge", 192),
+    ("p6e-gb200.36xlarge", 144),
+    ("p5.48xlarge", 192),
+    ("p5e.48xlarge", 192),
+    ("p5en.48xlarge", 192),
+    ("p5.4xlarge", 16),
+    ("p4d.24xlarge", 96),
+    ("p4de.24xlarge", 96),
+    ("trn1.32xlarge", 128),
+    ("trn2.48xlarge", 192),
+    ("trn2u.48xlarge", 192),
+    ("trn2.3xlarge", 12),
+];
+
+/// The published vCPUs of `instance_type`, where the project knows them.
+pub fn vcpus_of(instance_type: &str) -> Option<u32> {
+    VCPUS.iter().find(|(name, _)| *name == instance_type).map(|(_, n)| *n)
+}
+
+/// A Capacity Block quota (in vCPUs) in words, with the whole instances of `instance_type` it
+/// allows where the type's vCPUs are known: "192 vCPUs (1 x trn2.48xlarge)".
+pub fn quota_in_words(vcpus: u32, instance_type: &str) -> String {
+    match vcpus_of(instance_type) {
+        Some(per) => format!("{vcpus} vCPUs ({} x {instance_type} of {per} vCPUs)", vcpus / per),
+        None => format!("{vcpus} vCPUs"),
+    }
+}
+
 /// A cache of accelerator counts: EC2 answers first, the built-in table as a fallback.
 #[derive(Debug, Clone, Default)]
 pub struct AcceleratorCatalog {
@@ -71,6 +103,17 @@ mod tests {
 
     fn t(s: &str) -> InstanceType {
         s.parse().unwrap()
+    }
+
+    /// Quotas are vCPUs: 192 is one trn2.48xlarge, 0 none, 383 still one p5.48xlarge; a type
+    /// whose vCPUs are unknown gets the vCPUs alone.
+    #[test]
+    fn a_quota_reads_as_instances_of_the_rules_type() {
+        assert_eq!(quota_in_words(192, "trn2.48xlarge"), "192 vCPUs (1 x trn2.48xlarge of 192 vCPUs)");
+        assert_eq!(quota_in_words(0, "p5.48xlarge"), "0 vCPUs (0 x p5.48xlarge of 192 vCPUs)");
+        assert_eq!(quota_in_words(383, "p5.48xlarge"), "383 vCPUs (1 x p5.48xlarge of 192 vCPUs)");
+        assert_eq!(quota_in_words(48, "trn2.3xlarge"), "48 vCPUs (4 x trn2.3xlarge of 12 vCPUs)");
+        assert_eq!(quota_in_words(100, "x9.metal"), "100 vCPUs");
     }
 
     #[test]

@@ -112,6 +112,11 @@ IMPLIED = [
     ("scheduler", "update_schedule", r"\.\s*role_arn\s*\(", ["iam:PassRole"]),
     # A group created with tags is tagged with resource-groups:Tag as well.
     ("resourcegroups", "create_group", r"\.\s*tags\s*\(", ["resource-groups:Tag"]),
+    # Putting a reservation in a group, or taking it out, tags it through the tagging API: the
+    # Service Authorization Reference lists these dependent actions for GroupResources and
+    # UngroupResources.
+    ("resourcegroups", "group_resources", None, ["resource-groups:Tag", "tag:TagResources"]),
+    ("resourcegroups", "ungroup_resources", None, ["resource-groups:Untag", "tag:UntagResources"]),
     # A resource share created with tags (capblock:stack, which the role's conditions require)
     # is tagged with ram:TagResource as well.
     ("ram", "create_resource_share", r"\.\s*tags\s*\(", ["ram:TagResource"]),

@@ -95,6 +95,31 @@ where
     judged(result, false)
 }
 
+/// As [`access`], for a `DryRun` call about a placeholder reservation (none is held): EC2
+/// judges IAM against the resource's ARN, and a policy scoped to tagged reservations refuses
+/// `UnauthorizedOperation` for an id no one holds while it would allow the real block. Only
+/// `DryRunOperation` says something (allowed); anything else is "not checked", never a failure.
+fn placeholder_access<T, E, R>(result: Result<T, SdkError<E, R>>) -> Access
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let error = result.err().map(|e| (e.code().map(str::to_string), DisplayErrorContext(&e).to_string()));
+    about_placeholder(error.as_ref().map(|(c, m)| (c.as_deref(), m.as_str())))
+}
+
+/// What an answer about the placeholder reservation shows (`None`: it was answered).
+fn about_placeholder(error: Option<(Option<&str>, &str)>) -> Access {
+    match error {
+        None | Some((Some("DryRunOperation"), _)) => Access::Allowed,
+        Some((code, _)) => Access::not_checked(format!(
+            "asked about a placeholder reservation ({NO_RESERVATION}), as no block is held: EC2's answer ({}) may \
+             be about the id rather than the permission; checked for real once a block exists",
+            code.unwrap_or("no code")
+        )),
+    }
+}
+
 fn judged<T, E, R>(result: Result<T, SdkError<E, R>>, absent_on_purpose: bool) -> Access
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
@@ -292,7 +317,7 @@ impl AwsProbe {
             "DescribeCapacityBlockExtensionHistory" => {
                 access(c.describe_capacity_block_extension_history().dry_run(true).send().await)
             }
-            "DescribeCapacityBlockExtensionOfferings" => access(
+            "DescribeCapacityBlockExtensionOfferings" => placeholder_access(
                 c.describe_capacity_block_extension_offerings()
                     .capacity_reservation_id(NO_RESERVATION)
                     .capacity_block_extension_duration_hours(24)
@@ -300,7 +325,7 @@ impl AwsProbe {
                     .send()
                     .await,
             ),
-            "PurchaseCapacityBlockExtension" => access(
+            "PurchaseCapacityBlockExtension" => placeholder_access(
                 c.purchase_capacity_block_extension()
                     .capacity_block_extension_offering_id(NO_EXTENSION_OFFERING)
                     .capacity_reservation_id(NO_RESERVATION)
@@ -549,6 +574,22 @@ mod tests {
         dedup.dedup();
         assert_eq!(dedup.len(), a.len(), "each action once: {a:?}");
         assert!(actions_of(&["NoSuchPort"]).is_empty());
+    }
+
+    /// A denial about the placeholder reservation is no failure: a policy scoped to tagged
+    /// reservations refuses an id no one holds; a DryRun that went through is still "allowed".
+    #[test]
+    fn an_answer_about_the_placeholder_reservation_is_not_a_verdict() {
+        assert_eq!(about_placeholder(Some((Some("DryRunOperation"), "would have succeeded"))), Access::Allowed);
+        for code in ["UnauthorizedOperation", "InvalidCapacityReservationId.NotFound"] {
+            let seen = about_placeholder(Some((Some(code), "no")));
+            assert!(
+                matches!(&seen, Access::NotChecked { why } if why.contains("placeholder") && why.contains(code)),
+                "{code}: {seen:?}"
+            );
+        }
+        // The generic judgement would have failed the first (a denial).
+        assert!(matches!(Access::from_error(Some("UnauthorizedOperation"), "no"), Access::Denied { .. }));
     }
 
     #[test]

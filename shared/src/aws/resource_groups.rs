@@ -17,6 +17,9 @@ use crate::ports::{ActionError, ActionResult, Membership, ReservationGroups};
 
 /// The IAM actions each port implemented here calls (see `aws::sns::ACTIONS`). CreateGroup
 /// carries the group's tags, and tags on create are authorized as `resource-groups:Tag` too.
+/// GroupResources and UngroupResources tag the reservation through the tagging API: the Service
+/// Authorization Reference lists `resource-groups:Tag` + `tag:TagResources` and
+/// `resource-groups:Untag` + `tag:UntagResources` as their dependent actions.
 pub const ACTIONS: &[(&str, &[&str])] = &[(
     "ReservationGroups",
     &[
@@ -24,6 +27,9 @@ pub const ACTIONS: &[(&str, &[&str])] = &[(
         "resource-groups:Tag",
         "resource-groups:GroupResources",
         "resource-groups:UngroupResources",
+        "resource-groups:Untag",
+        "tag:TagResources",
+        "tag:UntagResources",
     ],
 )];
 

@@ -172,6 +172,24 @@ impl Drop for Cli {
     }
 }
 
+/// A rule's problems are listed one per line, as the CLI wrote them: the guard against control
+/// characters from outside leaves the CLI's own line breaks alone (it printed `\u{a}`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rules_problems_print_one_per_line() {
+    let c = Cli::new("cli-problem-lines").await;
+    let bad = c.file("bad.toml", &rule("west", "live", "0").max_purchases_per_month(0).toml());
+    for args in [["rules", "put", bad.as_str()], ["rules", "validate", bad.as_str()]] {
+        let out = c.run(&args).await;
+        assert_eq!(out.code, 2, "{args:?}: {}{}", out.stdout, out.stderr);
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert!(said.contains("problem(s):\n  - "), "{args:?}: {said}");
+        assert!(!said.contains("\\u{a}"), "{args:?}: {said}");
+    }
+    // Nothing to put is a usage error, not a success.
+    let none = c.run(&["rules", "put"]).await;
+    assert_eq!(none.code, 2, "{}{}", none.stdout, none.stderr);
+}
+
 /// Bad pacing or budget arguments are bad input (exit 2, the flag named), and nothing is asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_scan_arguments_exit_2_naming_the_flag() {

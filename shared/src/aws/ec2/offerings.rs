@@ -25,12 +25,14 @@ impl UltraForm {
         }
     }
 
-    /// Whether EC2's refusal says this form is not the one it takes.
-    fn refused_by(self, e: &MarketError) -> bool {
-        match self {
-            UltraForm::WithInstanceType => e.code() == Some("InvalidParameterCombination"),
-            UltraForm::UltraserverOnly => e.code() == Some("MissingParameter"),
-        }
+    /// Whether EC2's refusal may say this form is not the one it takes. Two codes have been
+    /// seen (InvalidParameterCombination for the model's form, MissingParameter for the other),
+    /// but nothing in the record fixes the code, so any refusal of the parameters counts
+    /// (InvalidParameter, InvalidParameterValue, ..., MissingParameter, UnknownParameter): the
+    /// other form is tried once, and kept only if EC2 takes it.
+    fn refused_by(e: &MarketError) -> bool {
+        e.code()
+            .is_some_and(|c| c.starts_with("InvalidParameter") || c == "MissingParameter" || c == "UnknownParameter")
     }
 }
 
@@ -42,11 +44,18 @@ impl OfferingSource for Ec2Market {
         }
         let form = self.ultra_form(&q.region);
         match self.ask_offerings(q, form).await {
-            Err(e) if form.refused_by(&e) => {
-                tracing::info!(region = %q.region, from = ?form, to = ?form.other(), error = %e, "EC2 takes UltraServer searches in the other form: switching for this region");
-                self.set_ultra_form(&q.region, form.other());
-                self.ask_offerings(q, form.other()).await
-            }
+            Err(e) if UltraForm::refused_by(&e) => match self.ask_offerings(q, form.other()).await {
+                // Refused in both forms: the parameters themselves are wrong; the first
+                // refusal says so, and the region keeps its form.
+                Err(again) if UltraForm::refused_by(&again) => Err(e),
+                Ok(list) => {
+                    tracing::info!(region = %q.region, from = ?form, to = ?form.other(), error = %e, "EC2 takes UltraServer searches in the other form: switching for this region");
+                    self.set_ultra_form(&q.region, form.other());
+                    Ok(list)
+                }
+                // Throttled, failed: no evidence either way; the next search tries again.
+                Err(other) => Err(other),
+            },
             answer => answer,
         }
     }
@@ -157,5 +166,39 @@ impl InstanceTypeSource for Ec2Market {
                 Some((name, u32::try_from(gpus.max(neuron)).unwrap_or(0)))
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(code: &str) -> MarketError {
+        MarketError::Rejected {
+            operation: OP,
+            region: "us-east-1".into(),
+            code: code.into(),
+            message: "refused".into(),
+        }
+    }
+
+    /// Any refusal of the search's parameters may mean "the other form": the two codes seen and
+    /// their siblings; a throttle, a server error or a code about something else never does.
+    #[test]
+    fn any_refusal_of_the_parameters_may_mean_the_other_form() {
+        for code in [
+            "InvalidParameterCombination",
+            "MissingParameter",
+            "InvalidParameterValue",
+            "InvalidParameter",
+            "UnknownParameter",
+        ] {
+            assert!(UltraForm::refused_by(&rejected(code)), "{code}");
+        }
+        for code in ["InternalError", "UnauthorizedOperation", "InvalidCapacityBlockOfferingIdExpired"] {
+            assert!(!UltraForm::refused_by(&rejected(code)), "{code}");
+        }
+        let throttled = MarketError::Throttled { operation: OP, region: "us-east-1".into(), code: DESCRIBE_LIMIT };
+        assert!(!UltraForm::refused_by(&throttled));
     }
 }

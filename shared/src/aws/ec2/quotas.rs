@@ -9,10 +9,15 @@ use aws_sdk_servicequotas::Client as QuotasClient;
 
 use super::*;
 
-/// The quota's name as Service Quotas writes it, for a family ("trn2" -> "TRN2").
+/// Whether `quota_name` is the family's per-account Capacity Block quota ("Concurrent TRN2
+/// Capacity Blocks per account"). Each family also has a "... per organization" twin, default 0
+/// like the account's; a field report says it stayed 0 and gated nothing, so reading it would
+/// conclude "quota 0" from nothing (capacity-blocks.md, "Service Quotas").
 fn names_family(quota_name: &str, family: &str) -> bool {
     let name = quota_name.to_ascii_lowercase();
-    name.contains("capacity block") && name.split_whitespace().any(|w| w == family.to_ascii_lowercase())
+    name.contains("capacity block")
+        && name.contains("per account")
+        && name.split_whitespace().any(|w| w == family.to_ascii_lowercase())
 }
 
 impl Ec2Market {
@@ -83,21 +88,23 @@ mod tests {
             mock!(QuotasClient::list_aws_default_service_quotas).then_output(|| {
                 ListAwsDefaultServiceQuotasOutput::builder()
                     .quotas(quota("Running On-Demand P instances", "L-417A185B", 0.0))
-                    .quotas(quota("Concurrent TRN2 Capacity Blocks per account", "L-TRN2CB", 0.0))
+                    // The organization's twin is listed first and stays 0: never read.
+                    .quotas(quota("Concurrent TRN2 Capacity Blocks per organization", "L-24E8B4C0", 0.0))
+                    .quotas(quota("Concurrent TRN2 Capacity Blocks per account", "L-64569A79", 0.0))
                     .build()
             })
         };
         let list = defaults();
         let get = mock!(QuotasClient::get_service_quota)
-            .match_requests(|r| r.quota_code() == Some("L-TRN2CB"))
+            .match_requests(|r| r.quota_code() == Some("L-64569A79"))
             .then_output(|| {
                 GetServiceQuotaOutput::builder()
-                    .quota(quota("Concurrent TRN2 Capacity Blocks per account", "L-TRN2CB", 4.0))
+                    .quota(quota("Concurrent TRN2 Capacity Blocks per account", "L-64569A79", 192.0))
                     .build()
             });
         let client = mock_client!(aws_sdk_servicequotas, [&list, &get]);
         let east: Region = "us-east-1".parse().unwrap();
-        assert_eq!(quota_of(&client, &east, "trn2").await, Some(4));
+        assert_eq!(quota_of(&client, &east, "trn2").await, Some(192));
         // No quota of that name: cannot tell.
         let list = defaults();
         let client = mock_client!(aws_sdk_servicequotas, [&list]);
@@ -110,5 +117,6 @@ mod tests {
         assert!(names_family("Concurrent P5 Capacity Blocks per account", "p5"));
         assert!(!names_family("Concurrent P5e Capacity Blocks per account", "p5"), "p5e is not p5");
         assert!(!names_family("Running On-Demand P instances", "p5"));
+        assert!(!names_family("Concurrent TRN2 Capacity Blocks per organization", "trn2"), "the organization's twin");
     }
 }
