@@ -302,14 +302,48 @@ pub fn load_rule(path: &str, now: DateTime<Utc>) -> Result<Rule, CliError> {
     RuleSpec::from_toml(&text).and_then(|s| s.validate(now)).map_err(|e| CliError::InvalidRule(format!("{path}: {e}")))
 }
 
-/// A time window, `--from` to `--to` (RFC 3339). What it bounds (an offering's start, an
-/// observation's time) and its defaults, each command says in its own help (`mut_arg`).
+/// A time window, `--from` to `--to`: a date (`2026-12-20`: from its first minute, to its last),
+/// a UTC time (`2026-12-20T11:30`, `2026-12-20 11:30`) or RFC 3339 with its offset. What it
+/// bounds (an offering's start, an observation's time) and its defaults, each command says in
+/// its own help (`mut_arg`).
 #[derive(Args, Clone)]
 pub struct Window {
-    #[arg(long)]
+    #[arg(long, value_parser = window_start)]
     pub from: Option<DateTime<Utc>>,
-    #[arg(long)]
+    #[arg(long, value_parser = window_end)]
     pub to: Option<DateTime<Utc>>,
+}
+
+/// `--from`: a date is its first minute (00:00 UTC).
+fn window_start(s: &str) -> Result<DateTime<Utc>, String> {
+    when(s, false)
+}
+
+/// `--to`: a date is its last (up to 24:00 UTC), so `--to 2026-12-20` includes the 20th.
+fn window_end(s: &str) -> Result<DateTime<Utc>, String> {
+    when(s, true)
+}
+
+fn when(s: &str, end_of_day: bool) -> Result<DateTime<Utc>, String> {
+    let s = s.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    for format in ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"] {
+        if let Ok(t) = chrono::NaiveDateTime::parse_from_str(s, format) {
+            return Ok(t.and_utc());
+        }
+    }
+    match chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        Ok(d) => {
+            let d = if end_of_day { d.succ_opt().ok_or("a date too far ahead")? } else { d };
+            Ok(d.and_hms_opt(0, 0, 0).expect("midnight").and_utc())
+        }
+        Err(_) => Err(format!(
+            "{s:?} is not a date or time: write 2026-12-20, 2026-12-20T11:30 (UTC) or RFC 3339 \
+             (2026-12-20T11:30:00Z, 2026-12-20T12:30:00+01:00)"
+        )),
+    }
 }
 
 /// The stack's settings as its functions stored them in the table (`None`: no function has run
@@ -608,6 +642,21 @@ mod plain_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--from 2026-12-20` is the 20th's first minute, `--to 2026-12-20` its last; a UTC time
+    /// and RFC 3339 with an offset are taken too; anything else says what to write.
+    #[test]
+    fn a_window_takes_a_date_a_utc_time_or_rfc3339() {
+        let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        assert_eq!(window_start("2026-12-20"), Ok(at("2026-12-20T00:00:00Z")));
+        assert_eq!(window_end("2026-12-20"), Ok(at("2026-12-21T00:00:00Z")));
+        assert_eq!(window_start("2026-12-20T11:30"), Ok(at("2026-12-20T11:30:00Z")));
+        assert_eq!(window_end("2026-12-20 11:30"), Ok(at("2026-12-20T11:30:00Z")));
+        assert_eq!(window_start("2026-12-20T12:30:00+01:00"), Ok(at("2026-12-20T11:30:00Z")));
+        let bad = window_start("next tuesday").unwrap_err();
+        assert!(bad.contains("write 2026-12-20"), "{bad}");
+        assert!(window_start("2026-13-01").is_err());
+    }
 
     /// Every kind maps to the code docs/operate.md documents.
     #[test]

@@ -18,7 +18,7 @@ max_blocks_held applied (a block is held from its purchase to its end).\n\
 stored history of the rule's regions and types is used.\n\
 Exit codes: 0 replayed (whether or not anything was bought), 1 store failure, 2 bad input (invalid \
 rule or history file), 3 no history.")]
-#[command(mut_arg("from", |a| a.help("Earliest stored observation to use (RFC 3339).")), mut_arg("to", |a| a.help("Latest stored observation to use (RFC 3339).")))]
+#[command(mut_arg("from", |a| a.help("Earliest stored observation to use (2026-12-20, 2026-12-20T11:30 UTC, or RFC 3339).")), mut_arg("to", |a| a.help("Latest stored observation to use (a date counts whole).")))]
 pub struct BacktestArgs {
     /// The rule file to test.
     #[arg(long)]

@@ -23,7 +23,7 @@ capblock history --region us-east-1,us-west-2 --type p5.48xlarge --chart prices.
 Prices come from the observations every scan stores (kept 400 days). --json and --csv export every \
 observation with every field; the JSON is also what `capblock backtest --history` reads.\n\
 Exit codes: 0 history printed, 1 store failure, 2 bad input (e.g. an invalid --rule), 3 no observations.")]
-#[command(mut_arg("from", |a| a.help("Earliest observation (RFC 3339); default: everything kept.")), mut_arg("to", |a| a.help("Latest observation (RFC 3339); default: everything kept.")))]
+#[command(mut_arg("from", |a| a.help("Earliest observation (2026-12-20, 2026-12-20T11:30 UTC, or RFC 3339); default: everything kept.")), mut_arg("to", |a| a.help("Latest observation (a date counts whole); default: everything kept.")))]
 pub struct HistoryArgs {
     /// Regions, comma-separated.
     #[arg(long, alias = "regions", value_delimiter = ',', required = true)]

@@ -16,7 +16,7 @@ use crate::table;
 // Every argument is parsed by clap, so a bad one is a usage error: exit 2 with the argument
 // named, before anything is asked.
 #[derive(Args)]
-#[command(mut_arg("from", |a| a.help("Earliest start (RFC 3339); default: now.")), mut_arg("to", |a| a.help("Latest start (RFC 3339); default: 8 weeks after --from.")))]
+#[command(mut_arg("from", |a| a.help("Earliest start (2026-12-20, 2026-12-20T11:30 UTC, or RFC 3339); default: now.")), mut_arg("to", |a| a.help("Latest start (a date counts whole); default: 8 weeks after --from.")))]
 pub struct OfferingsArgs {
     /// Instance types, comma-separated (e.g. p5.48xlarge,p5e.48xlarge).
     #[arg(

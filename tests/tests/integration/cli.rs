@@ -844,6 +844,10 @@ async fn offerings_search_ultraservers_and_validate_names_what_ec2_refuses() {
     assert!(out.stdout.contains("2 x u-trn2x64 (trn2u.48xlarge)"), "{}", out.stdout);
     assert!(out.stdout.contains("6144.00 USD") && out.stdout.contains("2.0000"), "{}", out.stdout);
     assert!(!out.stdout.contains("1 x u-trn2x64"), "only the count asked for: {}", out.stdout);
+    // A date is a window's bound too: the day's first minute, the same offerings.
+    let dated = c.run(&[&args[..], &["--regions", "us-east-1", "--from", &NOW[..10]]].concat()).await;
+    assert_eq!(dated.code, 0, "{}{}", dated.stdout, dated.stderr);
+    assert!(dated.stdout.contains("2 x u-trn2x64 (trn2u.48xlarge)"), "{}", dated.stdout);
     // Instance types and UltraServers in one search: a usage error.
     let out =
         c.run(&["offerings", "--types", "p5.48xlarge", "--ultraservers", "u-trn2x64", "--regions", "us-east-1"]).await;
