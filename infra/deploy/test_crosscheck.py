@@ -447,8 +447,10 @@ class SdkActions(unittest.TestCase):
             self.assertEqual(problems, [
                 ("undeclared SDK call: implied by create_group() needs resource-groups:Tag; "
                  "add it to ACTIONS under the port that calls it"),
+                ("undeclared SDK call: implied by group_resources() needs tag:TagResources; "
+                 "add it to ACTIONS under the port that calls it"),
             ])
-            table["G"].append("resource-groups:Tag")
+            table["G"] += ["resource-groups:Tag", "tag:TagResources"]
             ok, _ = check_adapter(Adapter("resource_groups", [path], table), Sdk(None, {}))
             self.assertEqual(ok, [])
 

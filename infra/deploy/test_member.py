@@ -71,7 +71,8 @@ CFN_SUFFIX, ROLE_NAME_MAX = 13, 64
 # home: the shared block, as the member account sees it.
 MEMBER_ONLY_ACTIONS = {"ec2:DescribeCapacityReservations"}
 # Reservation groups take UltraServer blocks only, which cannot be shared.
-NEVER_SHARED_ACTIONS = ("resource-groups:",)
+# Reservation groups stay in the capacity account: grouping and its dependent tagging actions.
+NEVER_SHARED_ACTIONS = ("resource-groups:", "tag:")
 
 
 def resolve(expr, params: dict[str, str] | None = None):

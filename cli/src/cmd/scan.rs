@@ -167,7 +167,7 @@ pub async fn run(a: ScanArgs) -> CliResult {
             None => {}
         }
         match &o.chosen {
-            None => println!("  decision: nothing meets the rule"),
+            None => println!("  decision: {}", undecided(o.questions_answered, o.questions)),
             Some(p) => {
                 println!(
                     "  decision: {} ({} per accelerator-hour, {})",
@@ -185,6 +185,20 @@ pub async fn run(a: ScanArgs) -> CliResult {
     }
     println!("\nnotices published: {}", report.notices.published);
     Ok(())
+}
+
+/// Why nothing was chosen, in words: only what was asked this run can have failed the rule.
+fn undecided(answered: usize, questions: usize) -> String {
+    match (answered, questions) {
+        (0, _) => "none: no question of the rule was answered this run (not asked this run, or refused), so \
+                   nothing was judged"
+            .to_string(),
+        (a, q) if a < q => format!(
+            "nothing meets the rule in the {a} of {q} question(s) answered; the other {} were not asked this run",
+            q - a
+        ),
+        _ => "nothing meets the rule".to_string(),
+    }
 }
 
 /// What the rule's action came to, in words.
@@ -229,4 +243,18 @@ fn settled(s: &Settled) -> String {
 
 fn indent(s: &str) -> String {
     s.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::undecided;
+
+    /// "Nothing meets the rule" only about what was asked: unasked questions are said as such.
+    #[test]
+    fn nothing_chosen_says_what_was_not_asked() {
+        assert_eq!(undecided(3, 3), "nothing meets the rule");
+        assert!(undecided(1, 3).contains("in the 1 of 3 question(s) answered; the other 2 were not asked this run"));
+        let none = undecided(0, 4);
+        assert!(none.starts_with("none: no question") && !none.contains("meets"), "{none}");
+    }
 }
