@@ -121,8 +121,15 @@ impl Cli {
     }
 
     /// The stack's settings in its table, as its functions store them (through the store's
-    /// own adapter): mode `mode`, account budget `cap`.
+    /// own adapter): mode `mode`, account budget `cap`; and a deployment that says the same.
     async fn stack(&self, mode: Mode, cap: Option<&str>) {
+        self.stored_settings(mode, cap).await;
+        self.deployed_as(mode.as_str(), cap.unwrap_or("0"), "").await;
+    }
+
+    /// The table's settings item alone (mode `mode`, account budget `cap`), whatever the
+    /// deployment says: as the functions write it, or as anyone who may write the table could.
+    async fn stored_settings(&self, mode: Mode, cap: Option<&str>) {
         let settings = StoredSettings {
             stack: StackSettings {
                 name: STACK.into(),
@@ -134,7 +141,6 @@ impl Cli {
             written_at: t0(),
         };
         self.aws.store().store_settings(&settings).await.unwrap();
-        self.deployed_as(mode.as_str(), cap.unwrap_or("0"), "").await;
     }
 
     /// A CloudFormation stack with these parameters stands for the deployment from now on.
@@ -483,17 +489,8 @@ async fn the_cli_buys_only_when_the_stored_settings_match_the_stacks_parameters(
     let c = Cli::new("cli-forged-settings").await;
     let intent = ask(&c).await;
     c.deployed_as("dry-run", "1000", "").await;
-    let forged = StoredSettings {
-        stack: StackSettings {
-            name: STACK.into(),
-            mode: Mode::Live,
-            account_budget: Some(usd("50000")),
-            team_budgets: Default::default(),
-        },
-        alerts_topic: c.aws.alerts_topic.clone(),
-        written_at: t0(),
-    };
-    c.aws.store().store_settings(&forged).await.unwrap();
+    // The forged item: live, with a cap of 50,000.
+    c.stored_settings(Mode::Live, Some("50000")).await;
     let refused = |out: &Out, why: &str| {
         assert_eq!(out.code, 2, "{why}: {}{}", out.stdout, out.stderr);
         assert!(out.stderr.contains(why), "{why}: {}", out.stderr);
