@@ -117,9 +117,13 @@ pub fn timeouts(connect: Duration, attempt: Duration, operation: Duration) -> aw
         .build()
 }
 
-/// Short timeouts so a simulated hang costs a test seconds, not minutes.
+/// The tests' client timeouts: a safety net, never the thing a test waits on. Every simulated
+/// hang (`timeout_secs`, a lost call, a dropped answer) ends with the simulator closing the
+/// connection, so a hang costs a test its `timeout_secs` whatever the client's timeouts are. They
+/// are generous because a slow or busy machine must not turn a slow answer into a failed region
+/// (a 1.5 s attempt once did, on the 2-core CI machine with the suite running four at a time).
 pub fn quick_timeouts() -> aws_config::timeout::TimeoutConfig {
-    timeouts(Duration::from_secs(2), Duration::from_millis(1500), Duration::from_secs(6))
+    timeouts(Duration::from_secs(10), Duration::from_secs(10), Duration::from_secs(20))
 }
 
 /// One request to a control endpoint (the simulator's `/_sim/...`, the SQS taps' URLs).

@@ -313,7 +313,7 @@ async fn quiet_until(x: &X, times: &[&str], state: ExtensionState) {
 /// Sends the extension purchase with its answer lost: the run reports an unknown outcome, EC2
 /// holds one extension, the intent stays Sent with the fee reserved, nothing is posted.
 async fn lose_the_extension_answer(x: &X) -> String {
-    x.sim.behaviour(r#"{"drop_extension_purchase_response": true, "timeout_secs": 3}"#).await;
+    x.sim.behaviour(r#"{"drop_extension_purchase_response": true, "timeout_secs": 1}"#).await;
     let report = x.track().await;
     let unknown: Vec<&ExtensionAction> =
         report.extensions.iter().filter(|a| matches!(a, ExtensionAction::Unknown { .. })).collect();
@@ -528,7 +528,7 @@ async fn a_region_outage_at_the_deadline_does_not_release_a_paid_extension() {
     x.alerts().await;
     // us-east-1 stops answering before EC2 takes payment (15:00) and until after capblock's
     // deadline for the extension (Thu 00:15): capblock has never seen the end move.
-    x.sim.behaviour(r#"{"down_regions": ["us-east-1"], "timeout_secs": 3}"#).await;
+    x.sim.behaviour(r#"{"down_regions": ["us-east-1"], "timeout_secs": 1}"#).await;
     for t in ["2026-12-02T16:00:00Z", "2026-12-03T00:15:00Z", "2026-12-03T01:00:00Z"] {
         x.advance_to(t).await;
         let report = x.track_anyway().await;

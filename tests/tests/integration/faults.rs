@@ -18,7 +18,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration as StdDuration, Instant};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use capblock_shared::app::purchase::Outcome;
@@ -55,11 +55,6 @@ fn market() -> String {
         .p5("us-west-2", &[2, 3, 4], "2.75")
         .p5("eu-west-1", &[2, 3, 4], "2.00")
         .build()
-}
-
-/// Tight timeouts: a hang costs a run about a second, so many faulty rounds fit in the suite.
-fn fault_timeouts() -> aws_config::timeout::TimeoutConfig {
-    capblock_tests::timeouts(StdDuration::from_secs(1), StdDuration::from_millis(900), StdDuration::from_millis(3000))
 }
 
 fn rule(id: &str, regions: &[&str], budget: &str, held: u32, purchases: u32) -> Rule {
@@ -162,7 +157,7 @@ impl Deref for H {
 
 impl H {
     async fn new(name: &str, scenario: &str, account_budget: &str, fail_first: usize, fail_every: usize) -> H {
-        let mut rig = Rig::start(name, scenario, fault_timeouts(), t0(), STACK).await;
+        let mut rig = Rig::start(name, scenario, capblock_tests::quick_timeouts(), t0(), STACK).await;
         let account_budget = usd(account_budget);
         rig.scan.stack.account_budget = Some(account_budget);
         rig.track.stack.account_budget = Some(account_budget);

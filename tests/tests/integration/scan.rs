@@ -231,7 +231,7 @@ async fn a_rule_of_a_team_without_a_budget_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_region_that_times_out_does_not_stop_the_others() {
     let h = harness("down", &two_regions(), Mode::Live, None).await;
-    h.sim.behaviour(r#"{"down_regions": ["us-west-2"], "timeout_secs": 2}"#).await;
+    h.sim.behaviour(r#"{"down_regions": ["us-west-2"], "timeout_secs": 1}"#).await;
     h.put_rules(&[rule("both", &["us-east-1", "us-west-2"], "3.50", "10000", "live")]).await;
     let report = h.scan().await;
     assert!(report.failed_regions.contains_key("us-west-2"), "{report:#?}");
@@ -361,7 +361,7 @@ async fn a_run_that_loses_the_purchase_answer_is_followed_by_one_that_adopts_the
     h.put_rules(&[rule("east", &["us-east-1"], "3.00", "10000", "live")]).await;
     // EC2 records the purchase but the answer never arrives: to the buyer this is the same as
     // dying right after PurchaseCapacityBlock, before the store write.
-    h.sim.behaviour(r#"{"drop_purchase_response": true, "timeout_secs": 3}"#).await;
+    h.sim.behaviour(r#"{"drop_purchase_response": true, "timeout_secs": 1}"#).await;
     let first = h.scan().await;
     assert!(matches!(action(&first, "east"), Some(Outcome::Unknown { .. })), "{first:#?}");
     assert_eq!(h.sim.purchases().await.len(), 1);

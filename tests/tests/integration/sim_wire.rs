@@ -250,7 +250,7 @@ async fn a_lost_purchase_response_is_an_unknown_outcome_not_a_refusal() {
     let sim = Sim::start(MARKET).await;
     let market = sim.market().await;
     let offering = market.offerings(&query("us-east-1", 1, 1)).await.unwrap().remove(0);
-    sim.behaviour(r#"{"drop_purchase_response": true, "timeout_secs": 3}"#).await;
+    sim.behaviour(r#"{"drop_purchase_response": true, "timeout_secs": 1}"#).await;
     let req =
         PurchaseRequest { offering, instance_platform: "Linux/UNIX".into(), tags: Default::default(), dry_run: false };
     let err = market.purchase(&req).await.unwrap_err();

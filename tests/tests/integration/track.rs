@@ -202,7 +202,7 @@ async fn a_tagged_reservation_missing_from_the_store_is_adopted_once() {
 async fn a_disabled_rules_regions_are_not_visited() {
     let h = rig("disabled-regions", &scenario(T0, 2, "succeed", None), T0).await;
     // eu-west-1 hangs: a visit there would show as a failed region.
-    h.sim.behaviour(r#"{"down_regions": ["eu-west-1"], "timeout_secs": 3}"#).await;
+    h.sim.behaviour(r#"{"down_regions": ["eu-west-1"], "timeout_secs": 1}"#).await;
     let mut r = RuleToml::p5("far").regions(&["eu-west-1"]).extra("enabled = false").rule(h.now());
     h.put_rules(std::slice::from_ref(&r)).await;
     let report = h.track().await;
