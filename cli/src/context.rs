@@ -252,7 +252,9 @@ pub fn confirm(question: &str, yes: bool) -> Result<(), CliError> {
 /// Asks before an irreversible change of money: `what` on the terminal, and the word `yes`
 /// typed in full (as terraform asks before it applies). Without a terminal only `--yes` says yes.
 pub fn confirm_typed(what: &str, yes: bool) -> Result<(), CliError> {
-    match ask(&format!("{what}\nType `yes` to go on: "), "moves", yes)?.as_deref() {
+    let prompt =
+        if what.is_empty() { "Type `yes` to go on: ".to_string() } else { format!("{what}\nType `yes` to go on: ") };
+    match ask(&prompt, "moves", yes)?.as_deref() {
         None | Some("yes") => Ok(()),
         _ => Err(CliError::Refused("not confirmed".into())),
     }

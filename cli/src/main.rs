@@ -9,6 +9,7 @@
 mod cmd;
 mod context;
 mod invoke;
+mod money_plan;
 mod progress;
 mod stack;
 mod svg;

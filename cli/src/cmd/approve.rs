@@ -1,13 +1,17 @@
 //! `capblock approve`: buy a decision an approval-mode rule is waiting on.
 
 use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::decision::Priced;
 use capblock_shared::domain::rule::Mode;
 use capblock_shared::domain::run_time::RunTime;
 use capblock_shared::ports::{Ledger, RuleStore};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, bought, confirm, hand_buyer, purchase_now, sdk, settings_to_buy, store};
+use crate::context::{
+    CliError, CliResult, bought, confirm_typed, hand_buyer, purchase_now, sdk, settings_to_buy, store,
+};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
@@ -19,8 +23,10 @@ mode, within the approval's validity (24 h from when it was asked, never past th
 It re-reads the offering, refuses if it is gone or its price rose above the rule's threshold, and \
 otherwise buys it through the same exactly-once path as the \
 scan (budgets reserved first, one PurchaseCapacityBlock, reconciliation by tag if the answer is lost).\n\
-On a terminal it asks before buying (--yes for scripts; without a terminal and without --yes nothing is \
-bought).\n\
+First it prints the plan on stderr: the block, its fee and price per accelerator-hour against the \
+rule's threshold, each budget it is charged to (rule, team, account) now and after the fee, and that a \
+purchase cannot be cancelled. On a terminal it then asks for `yes` typed in full (--yes for scripts; \
+without a terminal and without --yes nothing is bought).\n\
 Exit codes: 0 bought, 1 AWS or store failure (or an unknown outcome, settled by the next scan), \
 2 refused (the stack's settings unreadable or not live, the rule disabled or not in approval mode, \
 the approval expired, offering gone, price rose, a limit or budget), 3 no such rule or decision.")]
@@ -56,18 +62,15 @@ pub async fn run(a: ApproveArgs) -> CliResult {
     // The stack's name, account budget and alerts topic as its functions stored them, in a live
     // stack only: never a variable of the shell.
     let stored = settings_to_buy(&store, Mode::Live).await?;
-    let o = &intent.offering;
-    let cap = crate::table::account_cap(stored.stack.account_budget);
-    confirm(
-        &format!(
-            "Buy {}, charged to rule {} (budget {} a month) and the account ({cap})? \
-             The offering is looked at again first; a price above the rule's threshold is refused.",
-            crate::table::block(o),
-            rule.id,
-            rule.monthly_budget
-        ),
-        a.yes,
-    )?;
+    // The plan first (the price per accelerator-hour from the accelerators the decision was
+    // priced with), every budget before and after the fee, then a typed `yes`.
+    let mut catalog = AcceleratorCatalog::new();
+    catalog.learn(intent.offering.instance_type.clone(), intent.accelerators_per_instance);
+    let priced = Priced::new(intent.offering.clone(), &catalog)
+        .ok_or_else(|| CliError::Refused("the decision records no accelerators for its instance type".into()))?;
+    let plan = crate::money_plan::plan(&store, &rule, &stored, &priced, now).await?;
+    eprintln!("{plan}\nThe offering is looked at again first; a price above the rule's threshold is refused.");
+    confirm_typed("", a.yes)?;
     let now = purchase_now(&sdk).await?;
     let market = Ec2Market::new(sdk.clone());
     let decided = hand_buyer(&market, &store, &stored).approve(&rule, &intent, stored.stack.mode, now).await?;

@@ -8,7 +8,9 @@ use capblock_shared::domain::rule::Mode;
 use capblock_shared::ports::{InstanceTypeSource, RuleStore, SeenOfferings};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, bought, confirm, hand_buyer, purchase_now, sdk, settings_to_buy, store};
+use crate::context::{
+    CliError, CliResult, bought, confirm_typed, hand_buyer, purchase_now, sdk, settings_to_buy, store,
+};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock offerings --types p5.48xlarge --regions us-east-1 --days 7\n  \
@@ -21,8 +23,10 @@ durations, start window, threshold and max_total_fee). Then as a scan buys: the 
 one transaction, the offering asked of EC2 again (by id, or by what it is: EC2 may name a block anew \
 in each answer) and refused if it is gone or its fee changed, one PurchaseCapacityBlock, and \
 reconciliation by tag if the answer is lost. A purchase cannot be cancelled.\n\
-On a terminal it asks before buying (--yes for scripts; without a terminal and without --yes nothing is \
-bought).\n\
+First it prints the plan on stderr: the block, its fee and price per accelerator-hour against the \
+rule's threshold, each budget it is charged to (rule, team, account) now and after the fee, and that a \
+purchase cannot be cancelled. On a terminal it then asks for `yes` typed in full (--yes for scripts; \
+without a terminal and without --yes nothing is bought).\n\
 Exit codes: 0 bought, 1 AWS or store failure (or an unknown outcome, settled by the next scan), \
 2 refused (not live, the rule disabled, in dry-run or not matching, the offering gone or changed, a \
 limit or budget), 3 no such rule, or an offering not shown in the last hour.")]
@@ -66,22 +70,10 @@ pub async fn run(a: BuyArgs) -> CliResult {
     if let Some(why) = capblock_shared::app::purchase::hand_refusal(&rule, &priced, stored.stack.mode, now) {
         return Err(CliError::Refused(why));
     }
-    let o = &priced.offering;
-    let cap = crate::table::account_cap(stored.stack.account_budget);
-    confirm(
-        &format!(
-            "Buy {} ({} per accelerator-hour; rule {}'s threshold {}), charged to \
-             rule {} (budget {} a month) and the account ({cap})? EC2 is asked again first; a changed fee is refused. \
-             A purchase cannot be cancelled.",
-            crate::table::block(o),
-            priced.per_accelerator_hour,
-            rule.id,
-            rule.max_price_per_accelerator_hour,
-            rule.id,
-            rule.monthly_budget
-        ),
-        a.yes,
-    )?;
+    // The plan first, every budget before and after the fee, then a typed `yes`.
+    let plan = crate::money_plan::plan(&store, &rule, &stored, &priced, now).await?;
+    eprintln!("{plan}");
+    confirm_typed("", a.yes)?;
     // AWS's clock again: the person may have taken minutes to answer.
     let now = purchase_now(&sdk).await?;
     let decided = hand_buyer(&market, &store, &stored).buy_by_hand(&rule, priced, stored.stack.mode, now).await?;

@@ -1,8 +1,11 @@
 //! `capblock report`: a month's cost truth per rule and team (`domain::report`), beside what each
 //! rule's budget counted as spent, so a difference shows at once.
 
-use capblock_shared::app::report::{Month, month};
+use std::collections::BTreeSet;
+
+use capblock_shared::app::report::{Month, Row, month};
 use capblock_shared::domain::budget::Period;
+use capblock_shared::domain::money::Money;
 use capblock_shared::domain::report::RuleMonth;
 use clap::Args;
 use rust_decimal::Decimal;
@@ -14,14 +17,17 @@ use crate::table;
 #[command(after_help = "Examples:\n  capblock report                      # this month so far\n  \
 capblock report --month 2026-11\n  capblock report --month 2026-11 --csv > capblock-2026-11.csv\n\n\
 What the columns mean:\n  SPENT        the month's fees plus the extensions paid in it: what the rule's budget counts\n  \
-BUDGET       the rule's budget item's own `spent` for the month (the two agree; a note says when not)\n  \
+BUDGET       what the rule's budget counts as spent, of its monthly limit (SPENT and the count agree;\n               \
+a note says when not)\n  \
 GPU-H PAID   accelerator-hours of the blocks charged to the month, over their whole life\n  \
 GPU-H USED   of those, what the tracker saw running (5-minute samples; a block still open: so far)\n  \
 USE %        used over paid (a block used to its end reaches 97.9% for a day, 99.7% for a week:\n               \
 EC2 terminates the instances 30 minutes before the end, and that half hour is paid)\n  \
 $/USED GPU-H the blocks' whole cost (extensions included) over the used accelerator-hours\n\n\
 A rule's team is its `team` (rules written before teams existed: their `team` tag). A team with a\n\
-budget in the stack's TeamBudgets shows it, and what that budget counts as spent (TEAM BUDGET).\n\
+budget in the stack's TeamBudgets shows what that budget counts as spent, of its limit (TEAM BUDGET).\n\
+A team marked `(tag)` is named by its rules' `team` tag only: their purchases are not charged to\n\
+the team's budget until each rule says `team = \"...\"`.\n\
 Blocks adopted from the account (no fee known) are not counted.\n\
 Exit codes: 0 reported (a month with nothing says so), 1 store failure, 2 bad input.")]
 pub struct ReportArgs {
@@ -78,6 +84,25 @@ fn percent(p: Option<Decimal>) -> String {
     p.map_or("-".into(), |p| format!("{:.1}", p.round_dp(1)))
 }
 
+/// The rule's budget as "spent of limit"; a rule gone from the store has no limit left to show.
+fn rule_budget(row: &Row) -> String {
+    let spent = row.budget_spent.unwrap_or(Money::zero(row.month.spent.currency()));
+    match row.budget_limit {
+        Some(limit) => format!("{} of {}", table::money(&spent), table::money(&limit)),
+        None => format!("{} (rule deleted)", table::money(&spent)),
+    }
+}
+
+/// Teams whose every rule in the month names them only by the `team` tag: not charged to the
+/// team's budget, so the team's row must not read as if that budget were kept.
+fn teams_by_tag(r: &Month) -> BTreeSet<&str> {
+    let mut by_tag: BTreeSet<&str> = r.rules.iter().filter(|x| x.team_by_tag).map(|x| x.month.team.as_str()).collect();
+    for x in r.rules.iter().filter(|x| !x.team_by_tag) {
+        by_tag.remove(x.month.team.as_str());
+    }
+    by_tag
+}
+
 fn print_table(r: &Month) {
     if r.rules.is_empty() {
         println!("nothing bought or extended in {}", r.month);
@@ -96,7 +121,7 @@ fn print_table(r: &Month) {
                 table::money(&m.fees),
                 table::money(&m.extensions),
                 table::money(&m.spent),
-                row.budget_spent.map_or("-".into(), |b| table::money(&b)),
+                rule_budget(row),
                 hours(m.paid_accelerator_hours),
                 hours(m.used_accelerator_hours),
                 percent(m.utilization_percent),
@@ -125,12 +150,13 @@ fn print_table(r: &Month) {
         )
     );
     println!();
+    let by_tag = teams_by_tag(r);
     let teams: Vec<Vec<String>> = r
         .teams
         .iter()
         .map(|t| {
             vec![
-                t.team.clone(),
+                if by_tag.contains(t.team.as_str()) { format!("{} (tag)", t.team) } else { t.team.clone() },
                 t.rules.join(", "),
                 t.blocks.to_string(),
                 table::money(&t.spent),
@@ -151,6 +177,12 @@ fn print_table(r: &Month) {
             &teams
         )
     );
+    if !by_tag.is_empty() {
+        println!(
+            "(tag): the rules name the team by their `team` tag only; their purchases are not charged to \
+             the team's budget (give each rule `team = \"<name>\"`)"
+        );
+    }
     if let Some(a) = r.account_spent {
         println!("\naccount budget spent in {}: {a}", r.month);
     }
@@ -178,6 +210,8 @@ fn print_csv(r: &Month) -> CliResult {
         "used_accelerator_hours",
         "utilization_percent",
         "per_used_accelerator_hour",
+        "budget_limit",
+        "team_by_tag",
     ])
     .map_err(failed)?;
     for row in &r.rules {
@@ -197,6 +231,8 @@ fn print_csv(r: &Month) -> CliResult {
             m.used_accelerator_hours.normalize().to_string(),
             m.utilization_percent.map_or(String::new(), |p| p.normalize().to_string()),
             m.per_used_accelerator_hour.map_or(String::new(), |p| p.per_unit.round_dp(4).to_string()),
+            row.budget_limit.map_or(String::new(), |b| table::money(&b)),
+            row.team_by_tag.to_string(),
         ])
         .map_err(failed)?;
     }

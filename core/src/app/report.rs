@@ -25,6 +25,12 @@ pub struct Row {
     pub month: RuleMonth,
     /// What the rule's budget item counts as spent in the month (None: no item).
     pub budget_spent: Option<Money>,
+    /// The rule's monthly budget (None: the rule is gone from the store, its blocks kept).
+    pub budget_limit: Option<Money>,
+    /// The rule names its team only by its `team` tag (rules written before teams existed): its
+    /// purchases are counted under the team here but not charged to the team's budget
+    /// (`domain::budget::charges_for` charges a rule's `team` only).
+    pub team_by_tag: bool,
 }
 
 impl Row {
@@ -50,11 +56,14 @@ pub async fn month<S>(store: &S, period: &Period, team_budgets: &BTreeMap<String
 where
     S: BlockArchive + ExtensionLedger + RuleStore + Ledger + ?Sized,
 {
-    let teams: BTreeMap<String, String> = store
-        .list_rules()
-        .await?
-        .into_iter()
-        .filter_map(|r| Some((r.rule.id.clone(), report::team_of(&r.rule)?.to_string())))
+    let stored = store.list_rules().await?;
+    let teams: BTreeMap<String, String> =
+        stored.iter().filter_map(|r| Some((r.rule.id.clone(), report::team_of(&r.rule)?.to_string()))).collect();
+    let limits: BTreeMap<&str, Money> = stored.iter().map(|r| (r.rule.id.as_str(), r.rule.monthly_budget)).collect();
+    let by_tag: Vec<&str> = stored
+        .iter()
+        .filter(|r| r.rule.team.is_none() && report::team_of(&r.rule).is_some())
+        .map(|r| r.rule.id.as_str())
         .collect();
     let mut blocks = Vec::new();
     for b in store.all_blocks().await? {
@@ -64,7 +73,9 @@ where
     let mut rules = Vec::new();
     for m in report::month(period, &blocks, &teams) {
         let budget_spent = store.usage(&BudgetOwner::Rule(m.rule.clone()), period).await?.map(|u| u.spent);
-        rules.push(Row { month: m, budget_spent });
+        let budget_limit = limits.get(m.rule.as_str()).copied();
+        let team_by_tag = by_tag.contains(&m.rule.as_str());
+        rules.push(Row { month: m, budget_spent, budget_limit, team_by_tag });
     }
     let mut teams = report::by_team(&rules.iter().map(|r| r.month.clone()).collect::<Vec<_>>());
     // Each team the stack budgets, with what its budget counts (a team with a budget and no

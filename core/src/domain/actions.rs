@@ -143,6 +143,9 @@ pub struct ActionLimits {
     /// The instance types of the UltraServer types the rule buys (empty for a rule of
     /// instances): a group for UltraServer Capacity Blocks is made for one instance type.
     pub ultraserver_instance_types: Vec<String>,
+    /// The rule runs its actions in a member account (`handoff_account`), whose hand-off role
+    /// (member.yaml) is given no Resource Groups permissions.
+    pub in_member_account: bool,
 }
 
 /// Checks each action; problems are `(field, message)` like the rest of the rule's.
@@ -307,14 +310,19 @@ pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Ve
                 let mut types = limits.ultraserver_instance_types.clone();
                 types.sort();
                 types.dedup();
-                if types.is_empty() {
-                    // The EC2 user guide ("Create a resource group for UltraServer Capacity
-                    // Blocks"): "You can't add instance Capacity Blocks to a resource group."
+                if limits.in_member_account {
+                    // The member stack's hand-off role is not granted Resource Groups.
                     problems.push((
                         at("kind"),
-                        "reservation_group needs a rule of UltraServers: EC2 cannot add instance Capacity Blocks to a resource group; target an instance block by its id (publish_parameter) or let Karpenter select it by capblock's tags".into(),
+                        "reservation_group cannot run in the handoff_account: the member's hand-off role may not make groups; keep the group in this account (drop handoff_account) or target the block by its id (publish_parameter)".into(),
                     ));
-                } else if types.len() > 1 {
+                }
+                // Instance Capacity Blocks join a group too: the EC2 user guide's "Capacity
+                // Reservation Resource Groups" page says a group supports all reservation types,
+                // Capacity Blocks for ML included (an older sentence on the UltraServer page said
+                // otherwise; infra/market-sim/README.md cites both). A rule buys one kind, so its
+                // group holds one reservation type, as a launch must name one.
+                if types.len() > 1 {
                     problems.push((
                         at("kind"),
                         format!(

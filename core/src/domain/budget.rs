@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Datelike, Duration, Utc};
+use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::money::Money;
@@ -250,6 +251,45 @@ pub fn admits(charge: &BudgetCharge, usage: Option<&BudgetUsage>, fee: Money) ->
     within_limit && within_count
 }
 
+/// One budget a purchase draws on, as the person asked to confirm it reads it: what it holds
+/// now (committed: spent plus purchases still settling), what it would hold after the fee, its
+/// limit, and whether the fee fits (the ledger decides again, atomically, when it charges).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Headroom {
+    pub owner: BudgetOwner,
+    pub before: Decimal,
+    pub after: Decimal,
+    /// None: counted, not capped (an account without `AccountMonthlyBudget`).
+    pub limit: Option<Decimal>,
+    pub fits: bool,
+}
+
+impl Headroom {
+    /// What is left under the limit after the fee (negative: over it); None without a limit.
+    pub fn left_after(&self) -> Option<Decimal> {
+        self.limit.map(|l| l - self.after)
+    }
+}
+
+/// Each of `charges` before and after `fee`, given each budget's usage this period (`usages`
+/// in the same order; `None`: nothing yet).
+pub fn headroom(charges: &[BudgetCharge], usages: &[Option<BudgetUsage>], fee: Money) -> Vec<Headroom> {
+    charges
+        .iter()
+        .zip(usages)
+        .map(|(c, u)| {
+            let before = u.as_ref().map_or(Decimal::ZERO, |u| u.committed.amount());
+            Headroom {
+                owner: c.owner.clone(),
+                before,
+                after: before + fee.amount(),
+                limit: c.limit.map(|l| l.amount()),
+                fits: admits(c, u.as_ref(), fee),
+            }
+        })
+        .collect()
+}
+
 // How long an open intent may stay open before its outcome is decided without EC2's answer.
 /// A Reserved intent older than this was abandoned before PurchaseCapacityBlock was sent (Sent
 /// is written before the call): its fee goes back.
@@ -262,6 +302,35 @@ pub const SENT_GRACE: Duration = Duration::minutes(15);
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn headroom_is_each_budget_before_and_after_the_fee() {
+        let period = Period::parse("2026-12").unwrap();
+        let usd = |s: &str| Money::usd(s.parse().unwrap()).unwrap();
+        let charge = |owner, limit: Option<&str>, max| BudgetCharge {
+            owner,
+            period: period.clone(),
+            limit: limit.map(usd),
+            max_purchases: max,
+        };
+        let charges = [
+            charge(BudgetOwner::Rule("p5".into()), Some("2000"), Some(2)),
+            charge(BudgetOwner::Team("llm".into()), Some("1500"), None),
+            charge(BudgetOwner::Account, None, None),
+        ];
+        let used = BudgetUsage { committed: usd("1000"), spent: usd("400"), purchases: 1 };
+        let rows = headroom(&charges, &[Some(used.clone()), Some(used), None], usd("528"));
+        let cells: Vec<_> = rows.iter().map(|h| (h.before, h.after, h.left_after(), h.fits)).collect();
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        assert_eq!(
+            cells,
+            [
+                (d("1000"), d("1528"), Some(d("472")), true),
+                (d("1000"), d("1528"), Some(d("-28")), false),
+                (d("0"), d("528"), None, true),
+            ]
+        );
+    }
 
     #[test]
     fn periods_are_utc_months() {

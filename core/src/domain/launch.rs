@@ -44,9 +44,9 @@ pub struct LaunchTarget {
 /// What is wrong with how group `group` launches, for a rule of UltraServers (`ultraserver`)
 /// or of instances, whose reservation group is `expected_group` (None: the rule keeps none);
 /// None when its instances land in the rule's blocks. `target`: the template version's launch
-/// data (None: EC2 does not know the version). An instance block cannot join a group (the EC2
-/// user guide), so a rule of instances lands by the block's id; a rule of UltraServers by its
-/// group.
+/// data (None: EC2 does not know the version). A rule that keeps a group lands by it (the
+/// block's id goes stale with the next block); a rule of instances without one by the block's
+/// id (kept current per block); a rule of UltraServers needs its group.
 pub fn gap(
     group: &str,
     launch: &GroupLaunch,
@@ -55,10 +55,10 @@ pub fn gap(
     ultraserver: bool,
 ) -> Option<String> {
     let aim = match (ultraserver, expected_group) {
-        (false, _) => "target the current block's id (CapacityReservationId; `publish_parameter` gives it to a launch \
-                       script), as EC2 cannot add instance Capacity Blocks to a group"
+        (_, Some(g)) => format!("target the rule's capacity reservation group `{g}`"),
+        (false, None) => "target the current block's id (CapacityReservationId; `publish_parameter` gives it to a \
+                          launch script), or add a `reservation_group` action and target that group"
             .to_string(),
-        (true, Some(g)) => format!("target the rule's capacity reservation group `{g}`"),
         (true, None) => "target the rule's capacity reservation group (add a `reservation_group` action)".to_string(),
     };
     let template = match launch {
@@ -86,10 +86,10 @@ pub fn gap(
         ));
     }
     match (&target.reservation_group_arn, &target.reservation_id, expected_group) {
-        (Some(arn), _, Some(g)) if ultraserver && arn.rsplit('/').next().is_some_and(|name| names_match(g, name)) => {}
+        (Some(arn), _, Some(g)) if arn.rsplit('/').next().is_some_and(|name| names_match(g, name)) => {}
         (Some(arn), _, _) => wrong.push(format!("it targets the group {arn}; it should {aim}")),
-        // A rule of instances: the block's id is the only target (kept current per block).
-        (None, Some(_), _) if !ultraserver => {}
+        // A rule of instances without a group: the block's id (kept current per block).
+        (None, Some(_), None) if !ultraserver => {}
         (None, Some(id), _) => wrong
             .push(format!("it targets reservation {id} only, so the rule's next block goes unused; it should {aim}")),
         (None, None, _) => wrong.push(format!("it targets no capacity reservation; it should {aim}")),

@@ -867,6 +867,7 @@ impl Problems {
                 .filter_map(|k| k.instance_type().ok())
                 .map(|t| t.to_string())
                 .collect(),
+            in_member_account: spec.handoff_account.is_some(),
         };
         let (actions, action_problems) = actions::validate(&spec.actions, &limits);
         for (field, message) in action_problems {

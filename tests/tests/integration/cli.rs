@@ -405,6 +405,12 @@ async fn approval_buys_exactly_once_through_the_purchase_path() {
     let out = c.run(&["approve", &intent, "--time", NOW]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("bought 1 x p5.48xlarge"), "{}", out.stdout);
+    // What was asked: the price per accelerator-hour and that a purchase cannot be undone.
+    assert!(
+        out.stderr.contains("per accelerator-hour") && out.stderr.contains("cannot be cancelled"),
+        "{}",
+        out.stderr
+    );
     let bought = c.sim.purchases().await;
     assert_eq!(bought.len(), 1);
     assert_eq!(bought[0]["tags"]["capblock:intent"], intent.as_str());
@@ -757,7 +763,7 @@ async fn rules_validate_warns_of_a_group_that_launches_nothing_into_the_block() 
         }
     };
     let validate = |group: String| {
-        // A rule of UltraServers: only their blocks can join a reservation group.
+        // A rule of UltraServers, whose launches must target its reservation group.
         let toml = rule("launch", "live", "3.00")
             .instance_types(&[])
             .instance_counts(&[])
@@ -1170,8 +1176,22 @@ async fn buy_once_under(ids: &str) {
     refused(&c.run(&["buy", &id, "--rule", "west", "--yes"]).await, "dry-run");
     c.stack(Mode::Live, Some("1000")).await;
     // No terminal to ask on and no --yes: nothing bought.
+    // The plan is said first: the block, its price against the threshold, each budget before
+    // and after the fee, and that a purchase cannot be cancelled.
     let unasked = c.run(&["buy", &id, "--rule", "west"]).await;
     assert_eq!(unasked.code, 2, "{}{}", unasked.stdout, unasked.stderr);
+    let plan = &unasked.stderr;
+    assert!(
+        plan.contains("Buy 2 x p5.48xlarge in us-west-2")
+            && plan.contains("per accelerator-hour; rule west's threshold 3.00"),
+        "{plan}"
+    );
+    assert!(plan.contains("cannot be cancelled"), "{plan}");
+    let row =
+        |name: &str| plan.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name}: {plan}")).to_string();
+    assert!(row("rule west").contains("0.00"), "{plan}");
+    assert!(row("the account").contains("1000.00"), "the account's cap: {plan}");
+    assert!(plan.contains("LEFT AFTER"), "{plan}");
     // Above the rule's threshold: refused before anything is reserved.
     refused(&c.run(&["buy", &id, "--rule", "cheap", "--yes"]).await, "above the rule's threshold");
     assert_eq!(c.run(&["buy", "cb-0000000000000000f", "--rule", "west", "--yes"]).await.code, 3);

@@ -601,6 +601,33 @@ async fn a_blocks_life_puts_its_reservation_in_the_rules_group_once_paid_and_out
     assert_eq!(done.iter().filter(|d| d.contains(&group)).count(), 2, "{done:#?}");
 }
 
+/// A rule of instances keeps a group too (the EC2 user guide: a group supports every reservation
+/// type, Capacity Blocks for ML included): the group is the guide's plain one, the pool and the
+/// capacity-reservations-only filter, and holds the paid block's reservation once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_of_instances_puts_its_paid_block_in_its_group() {
+    let (h, _) = life_rig("handoff-rgroup-instances").await;
+    let rule = format!("grpi-{}", id());
+    let group = format!("capblock-capblock-test-{rule}");
+    let extra = "[[actions]]\nkind = \"reservation_group\"";
+    let id = h.buy(&RuleToml::p5(&rule).window(1, 10).extra(extra).rule(h.now())).await;
+    assert_eq!(group_configuration(&h.aws.sdk, &group).await, None, "not before it is paid");
+    track_until(&h, "2026-12-01T03:00:00Z").await;
+    let pool = ("AWS::EC2::CapacityReservationPool".to_string(), vec![]);
+    let generic = (
+        "AWS::ResourceGroups::Generic".to_string(),
+        vec![("allowed-resource-types".to_string(), vec!["AWS::EC2::CapacityReservation".to_string()])],
+    );
+    assert_eq!(group_configuration(&h.aws.sdk, &group).await, Some(vec![pool, generic]));
+    let arn = h.block(&id).await.arn.expect("EC2 gave the reservation's ARN");
+    let rg = aws_sdk_resourcegroups::Client::new(&h.aws.sdk);
+    let out = rg.list_group_resources().group(&group).send().await.unwrap();
+    let members: Vec<&str> = out.resources().iter().filter_map(|r| r.identifier()?.resource_arn()).collect();
+    assert_eq!(members, vec![arn.as_str()]);
+    let alerts = h.aws.alerts().await;
+    assert!(descriptions(&alerts, "action-failed").is_empty(), "{:#?}", descriptions(&alerts, "action-failed"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_dry_run_the_group_is_announced_and_never_made() {
     let (mut h, _) = life_rig("handoff-rgroup-dry").await;

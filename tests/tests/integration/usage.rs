@@ -123,9 +123,15 @@ async fn three_of_eight_idle_for_two_hours_is_said_once_with_its_cost_and_once_o
         lines[0].starts_with("month,rule,team,blocks,open_blocks,currency,fees,extensions,spent,budget_spent,"),
         "{csv}"
     );
-    assert_eq!(lines[1], "2026-12,idle8,llm,1,0,USD,4608.00,0.00,4608.00,4608.00,1536,1456,94.79,3.1648");
+    assert_eq!(lines[1], "2026-12,idle8,llm,1,0,USD,4608.00,0.00,4608.00,4608.00,1536,1456,94.79,3.1648,10000.00,true");
     let table = capblock(&h, &["report", "--month", "2026-12"]).await;
     assert!(table.contains("account budget spent in 2026-12: 4608.00 USD"), "{table}");
+    // The rule's budget reads as spent of its limit; the team named only by the rule's tag is
+    // marked, since that team's budget is never charged.
+    let idle8 = table.lines().find(|l| l.starts_with("idle8")).expect("the rule's row");
+    assert!(idle8.contains("4608.00 of 10000.00"), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("llm (tag)")), "{table}");
+    assert!(table.contains("not charged to the team's budget"), "{table}");
     let json: serde_json::Value = serde_json::from_str(&capblock(&h, &["report", "--json"]).await).unwrap();
     assert_eq!(json["month"], "2026-12", "the clock's month by default");
     assert_eq!(json["rules"][0]["spent"], json["rules"][0]["budget_spent"]);

@@ -13,6 +13,7 @@ fn limits() -> ActionLimits {
         termination_lead_minutes: 30,
         max_instances: 4,
         ultraserver_instance_types: Vec::new(),
+        in_member_account: false,
     }
 }
 
@@ -296,11 +297,15 @@ fn ultra_limits() -> ActionLimits {
 }
 
 #[test]
-fn a_rule_of_instances_cannot_keep_a_reservation_group() {
+fn a_rule_of_instances_keeps_a_reservation_group_in_its_own_account_only() {
     let (actions, problems) = validate(&[group_spec(None)], &limits());
+    assert_eq!((actions, problems), (vec![Action::ReservationGroup { name: None }], vec![]));
+    // In a member account the hand-off role may not make groups.
+    let member = ActionLimits { in_member_account: true, ..limits() };
+    let (actions, problems) = validate(&[group_spec(None)], &member);
     assert!(actions.is_empty());
     assert_eq!(fields(&problems), ["actions[0].kind"]);
-    assert!(problems[0].1.contains("EC2 cannot add instance Capacity Blocks to a resource group"), "{problems:?}");
+    assert!(problems[0].1.contains("handoff_account"), "{problems:?}");
 }
 
 fn group_spec(name: Option<&str>) -> ActionSpec {

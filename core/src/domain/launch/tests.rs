@@ -58,12 +58,20 @@ fn a_stack_not_known_matches_any_stacks_group_of_the_rule() {
 }
 
 #[test]
-fn a_rule_of_instances_lands_by_the_blocks_id_never_by_a_group() {
+fn a_rule_of_instances_lands_by_the_blocks_id_or_by_the_group_it_keeps() {
+    // Without a reservation group: the block's id, and nothing else.
     let by_id = target(Some("capacity-block"), None, Some("cr-1"));
     assert_eq!(gap("trainers", &template(), Some(&by_id), None, false), None);
     let grouped = target(Some("capacity-block"), Some("capblock-prod-p5"), None);
     let by_group = gap("trainers", &template(), Some(&grouped), None, false).unwrap();
-    assert!(by_group.contains("EC2 cannot add instance Capacity Blocks to a group"), "{by_group}");
+    assert!(by_group.contains("target the current block's id"), "{by_group}");
     let none = gap("trainers", &template(), Some(&target(Some("capacity-block"), None, None)), None, false).unwrap();
     assert!(none.contains("target the current block's id"), "{none}");
+    // With one: the rule's group (instance Capacity Blocks join groups); a block's id alone
+    // leaves the rule's next block unused, and another group is the wrong one.
+    assert_eq!(gap("trainers", &template(), Some(&grouped), Some("capblock-*-p5"), false), None);
+    let stale = gap("trainers", &template(), Some(&by_id), Some("capblock-*-p5"), false).unwrap();
+    assert!(stale.contains("targets reservation cr-1 only") && stale.contains("`capblock-*-p5`"), "{stale}");
+    let other = target(Some("capacity-block"), Some("capblock-prod-a100"), None);
+    assert!(gap("trainers", &template(), Some(&other), Some("capblock-*-p5"), false).is_some());
 }

@@ -610,9 +610,8 @@ fn a_reservation_group_of_ultraservers_holds_one_instance_type() {
     let p = problems(&format!("{two}{group}"));
     assert_eq!(p.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(), ["actions[0].kind"]);
     assert!(p[0].1.contains("p6e-gb200.36xlarge, trn2u.48xlarge"), "{p:?}");
-    // A rule of instances: none (EC2 cannot group instance Capacity Blocks).
-    let p = problems(&format!("{GOOD}{group}"));
-    assert_eq!(p.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(), ["actions[0].kind"]);
+    // A rule of instances keeps one too (a group supports every reservation type).
+    assert_eq!(Rule::from_toml(&format!("{GOOD}{group}"), now()).unwrap().actions.len(), 1);
 }
 
 const OU: &str = "arn:aws:organizations::111111111111:ou/o-abcdef1234/ou-ab12-cdef5678";
@@ -671,4 +670,16 @@ fn teams_shares_and_hand_off_accounts_ec2_or_ram_would_refuse_are_named() {
     assert!(
         Rule::from_toml(&format!("{GOOD}\nshare_with = [\"{OU}\"]\nhandoff_account = \"222222222222\""), now()).is_ok()
     );
+}
+
+/// The README's first rule buys on a fresh single-account stack: valid, and it names nothing
+/// such a stack lacks (a team needs TeamBudgets, `share_with` an Organization, actions their
+/// groups and documents).
+#[test]
+fn the_starter_rule_needs_nothing_but_the_stack() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/examples/rules/starter.toml");
+    let rule = Rule::from_toml(&std::fs::read_to_string(path).unwrap(), now()).unwrap();
+    assert_eq!(rule.team, None);
+    assert!(rule.share_with.is_empty() && rule.actions.is_empty() && rule.handoff_account.is_none());
+    assert!(rule.max_total_fee.is_some_and(|f| f.amount() <= rule.monthly_budget.amount()), "{rule:?}");
 }
