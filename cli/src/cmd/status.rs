@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use capblock_shared::app::report::month;
 use capblock_shared::domain::alarm::AlarmValue;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::plan::Watch;
@@ -24,6 +25,10 @@ pub struct StatusArgs {
     /// The instant whose month's spend to show (RFC 3339); default: now.
     #[arg(long)]
     time: Option<DateTime<Utc>>,
+    /// Also print the watch of each region: how many questions the rules ask there, how long
+    /// ago they were answered, the learned pace and the refusals others likely met.
+    #[arg(long, short = 'v')]
+    verbose: bool,
 }
 
 /// The stack output DashboardUrl, built the same way as in template.yaml.
@@ -88,6 +93,16 @@ pub async fn run(a: StatusArgs) -> CliResult {
         };
         rows.push(budget_row(&name, u.as_ref(), &table::money(&r.rule.monthly_budget)));
     }
+    // A deleted rule's blocks keep their spend in the account's row: its own row stays too, so
+    // the rows still add up to the account's.
+    let listed: BTreeSet<&str> = rules.iter().map(|r| r.rule.id.as_str()).collect();
+    for row in month(&store, &period, &teams).await?.rules {
+        if listed.contains(row.month.rule.as_str()) {
+            continue;
+        }
+        let u = store.usage(&BudgetOwner::Rule(row.month.rule.clone()), &period).await?;
+        rows.push(budget_row(&format!("{} (deleted rule)", row.month.rule), u.as_ref(), "-"));
+    }
     println!("spend in {}:", period.as_str());
     println!("{}", indent(&table::render(&["BUDGET", "SPENT", "COMMITTED", "PURCHASES", "LIMIT"], &rows)));
 
@@ -103,11 +118,13 @@ pub async fn run(a: StatusArgs) -> CliResult {
         });
     }
     println!("last scan answered: {}", last.map_or_else(|| "never".to_string(), |t| format!("{} UTC", when(t))));
-    if !watch.is_empty() {
+    if !watch.is_empty() && a.verbose {
         println!("the watch, per region (as the last scan that asked it left it):");
         for line in watch {
             println!("  {}", safe(&line));
         }
+    } else if !watch.is_empty() {
+        println!("the watch: {} region(s) (`capblock status --verbose` for each one's pace and ages)", watch.len());
     }
     match store.last_preflight().await? {
         Some(p) => println!(

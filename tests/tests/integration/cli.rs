@@ -599,6 +599,25 @@ async fn cli_purchases_stop_at_the_stacks_account_budget() {
     assert_eq!(c.sim.purchases().await.len(), 2, "a third block would pass the $1,000 cap: {}", again.stdout);
     let usage = c.aws.store().usage(&BudgetOwner::Account, &Period::of(t0())).await.unwrap().unwrap();
     assert_eq!((usage.committed, usage.purchases), (usd("960"), 2));
+
+    // A deleted rule's spend keeps its row in `status`, so the rows still add up to the
+    // account's; the watch's per-region lines wait for --verbose.
+    assert_eq!(c.run(&["rules", "delete", "west"]).await.code, 0);
+    let status = c.run(&["status", "--time", NOW]).await;
+    assert_eq!(status.code, 0, "{}{}", status.stdout, status.stderr);
+    let row = status
+        .stdout
+        .lines()
+        .find(|l| l.contains("west (deleted rule)"))
+        .unwrap_or_else(|| panic!("{}", status.stdout));
+    assert!(row.contains("480.00"), "{}", status.stdout);
+    assert!(!status.stdout.contains("the watch, per region"), "{}", status.stdout);
+    let verbose = c.run(&["status", "--time", NOW, "--verbose"]).await;
+    assert!(
+        verbose.stdout.contains("the watch, per region") && verbose.stdout.contains("us-east-1:"),
+        "{}",
+        verbose.stdout
+    );
 }
 
 /// `rules show` prints the rule as the file `rules put` takes: put back unchanged, it is the same
