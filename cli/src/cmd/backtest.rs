@@ -2,6 +2,7 @@
 
 use capblock_shared::domain::backtest::{Sample, backtest};
 use capblock_shared::ports::{Observation, ObservationStore};
+use chrono::{DateTime, Utc};
 use clap::Args;
 
 use crate::context::{CliError, CliResult, Window, bounds, load_rule, store};
@@ -113,8 +114,22 @@ pub async fn run(a: BacktestArgs) -> CliResult {
             println!("  {month}: {:.2} of {}", spent.round_dp(2), rule.monthly_budget);
         }
     }
+    // One line per reason, not per scan: a rule holding its block is held back every scan.
+    let mut reasons: Vec<(&str, usize, DateTime<Utc>, DateTime<Utc>)> = Vec::new();
     for h in &report.limited {
-        println!("  {}: held back: {}", when(h.at), h.reason);
+        match reasons.iter_mut().find(|(r, ..)| *r == h.reason) {
+            Some((_, n, first, last)) => {
+                *n += 1;
+                *first = (*first).min(h.at);
+                *last = (*last).max(h.at);
+            }
+            None => reasons.push((&h.reason, 1, h.at, h.at)),
+        }
+    }
+    for (reason, n, first, last) in reasons {
+        let span =
+            if n == 1 { format!("at {} UTC", when(first)) } else { format!("{} to {} UTC", when(first), when(last)) };
+        println!("  held back: {reason} ({n} scan{}, {span})", if n == 1 { "" } else { "s" });
     }
     Ok(())
 }

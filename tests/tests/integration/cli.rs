@@ -365,6 +365,10 @@ async fn backtest_on_a_fixed_history_has_a_known_answer() {
         assert!(table.stdout.contains(needle), "{needle:?} missing from\n{}", table.stdout);
     }
 
+    // One line per reason, with how many scans it held back.
+    assert_eq!(table.stdout.matches("held back:").count(), 1, "{}", table.stdout);
+    assert!(table.stdout.contains("(1 scan, at "), "{}", table.stdout);
+
     // Without --history it replays the stored observations (what the functions' scans store):
     // one observation at 2.75 buys once.
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
