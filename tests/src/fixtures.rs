@@ -649,6 +649,12 @@ impl Rig {
 pub trait PurchaseHook: Send + Sync {
     async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError>;
 
+    /// DescribeCapacityBlockOfferings; by default the real one. A hook that changes the market
+    /// after the n-th answer decides the interleaving by the calls, not by a sleep.
+    async fn offerings(&self, real: &Ec2Market, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+        real.offerings(q).await
+    }
+
     /// PurchaseCapacityBlockExtension; by default the real one.
     async fn purchase_extension(
         &self,
@@ -669,9 +675,9 @@ pub struct HookedMarket<H> {
 }
 
 #[async_trait]
-impl<H: Send + Sync> OfferingSource for HookedMarket<H> {
+impl<H: PurchaseHook> OfferingSource for HookedMarket<H> {
     async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
-        self.real.offerings(q).await
+        self.hook.offerings(&self.real, q).await
     }
 }
 

@@ -1205,7 +1205,7 @@ async fn buy_once_under(ids: &str) {
     assert_eq!(unasked.code, 2, "{}{}", unasked.stdout, unasked.stderr);
     let plan = &unasked.stderr;
     assert!(
-        plan.contains("Buy 2 x p5.48xlarge in us-west-2")
+        plan.contains("Buy 1 x p5.48xlarge in us-west-2")
             && plan.contains("per accelerator-hour; rule west's threshold 3.00"),
         "{plan}"
     );

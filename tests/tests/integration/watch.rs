@@ -6,7 +6,10 @@ use std::sync::Mutex;
 
 use capblock_shared::app::purchase::Outcome;
 use capblock_shared::aws::ec2::Ec2Market;
-use capblock_shared::ports::{MarketError, MarketMemory, PurchaseOutcome, PurchaseRequest, Purchaser};
+use capblock_shared::domain::offering::Offering;
+use capblock_shared::ports::{
+    MarketError, MarketMemory, OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser,
+};
 use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml};
 
 const STACK: &str = "capblock-test";
@@ -45,10 +48,12 @@ fn rule(h: &Rig) -> capblock_shared::domain::rule::Rule {
 }
 
 /// How many DescribeCapacityBlockOfferings calls the simulator had answered when the purchase
-/// was sent.
+/// was sent; after the second answer, the market moves an hour on (its price drops under the
+/// threshold), before the scan asks again.
 struct CountAtPurchase {
     sim_url: String,
     describes: Mutex<Option<u64>>,
+    answers: std::sync::atomic::AtomicU32,
 }
 
 async fn describes(sim_url: &str) -> u64 {
@@ -65,9 +70,17 @@ impl PurchaseHook for CountAtPurchase {
         }
         real.purchase(req).await
     }
+
+    async fn offerings(&self, real: &Ec2Market, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+        let answer = real.offerings(q).await;
+        if self.answers.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == 2 {
+            capblock_tests::http("POST", &format!("{}/_sim/clock", self.sim_url), r#"{"advance_secs": 3600}"#).await;
+        }
+        answer
+    }
 }
 
-/// Nothing qualifies when the scan starts; a second into its asking, the price drops under the
+/// Nothing qualifies when the scan starts; after its second answer, the price drops under the
 /// threshold. The answers after that hold the cheap offering, and the rule buys it then, while
 /// the other questions are still being asked (not after the asking time), without a re-check
 /// call: the answer is seconds old.
@@ -77,15 +90,9 @@ async fn an_offering_that_appears_mid_run_is_bought_in_that_run_on_sight() {
     h.put_rules(&[rule(&h)]).await;
     let hooked = HookedMarket {
         real: h.sim.market().await,
-        hook: CountAtPurchase { sim_url: h.sim.url.clone(), describes: Mutex::new(None) },
+        hook: CountAtPurchase { sim_url: h.sim.url.clone(), describes: Mutex::new(None), answers: Default::default() },
     };
-    let sim_url = h.sim.url.clone();
-    let drop = tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(800)).await;
-        capblock_tests::http("POST", &format!("{sim_url}/_sim/clock"), r#"{"advance_secs": 3600}"#).await;
-    });
     let report = h.scanner(&hooked, &h.notifier, &h.scan).run(h.now()).await.unwrap();
-    drop.await.unwrap();
     let Some(Outcome::Bought { .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
     assert_eq!(h.sim.purchases().await.len(), 1);
     let at_purchase = hooked.hook.describes.lock().unwrap().expect("a purchase was sent");
@@ -102,9 +109,17 @@ async fn an_offering_that_appears_mid_run_is_bought_in_that_run_on_sight() {
 async fn overlapping_scans_never_ask_one_region_at_once_and_lose_no_memory() {
     let h = Rig::paced("overlap", &market(82), CLOCK, STACK).await;
     h.put_rules(&[rule(&h)]).await;
+    // The first scan's first question is held in the network: the first holds the region's
+    // claim while the second runs, whatever the machine's speed; then the question goes on.
+    h.sim.behaviour(r#"{"hold_actions": ["DescribeCapacityBlockOfferings"]}"#).await;
     let (a, b) = tokio::join!(h.scan(), async {
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        h.scan().await
+        while h.sim.held().await["DescribeCapacityBlockOfferings"].as_u64().unwrap_or(0) == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let b = h.scan().await;
+        h.sim.behaviour(r#"{"hold_actions": []}"#).await;
+        h.sim.release(true).await;
+        b
     });
     let (ea, eb) = (&a.regions["us-east-1"], &b.regions["us-east-1"]);
     assert!(!ea.elsewhere && ea.asked > 0, "{ea:?}");
