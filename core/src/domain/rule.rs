@@ -311,6 +311,46 @@ fn with_suggestion(message: &str) -> String {
     }
 }
 
+/// The top-level keys a rule file may have, as the parser itself lists them (so this list cannot
+/// drift from `RuleSpec`'s fields): its "unknown field" message for a key no rule has.
+fn known_keys() -> Vec<String> {
+    let Err(e) = toml::from_str::<RuleSpec>("capblock_no_such_key = 0\n") else { return Vec::new() };
+    let message = e.to_string();
+    let Some((_, expected)) = message.split_once("expected one of ") else { return Vec::new() };
+    expected
+        .split(',')
+        .filter_map(|k| k.trim().trim_start_matches("or ").strip_prefix('`')?.split('`').next().map(str::to_string))
+        .collect()
+}
+
+/// Each top-level key of `text` no rule has, in the file's order, with its line and the closest
+/// known key when it looks like a misspelling. Empty when the text does not parse as TOML (the
+/// parser's own error says where) or every key is known.
+fn unknown_keys(text: &str) -> Vec<String> {
+    let Ok(table) = toml::de::DeTable::parse(text) else { return Vec::new() };
+    let known = known_keys();
+    if known.is_empty() {
+        return Vec::new();
+    }
+    let mut unknown: Vec<(usize, String)> = table
+        .get_ref()
+        .keys()
+        .filter(|k| !known.iter().any(|n| n == k.get_ref().as_ref()))
+        .map(|k| {
+            let key: &str = k.get_ref().as_ref();
+            let line = text[..k.span().start.min(text.len())].matches('\n').count() + 1;
+            let closest = known.iter().map(|n| (strsim::levenshtein(key, n), n)).min();
+            let hint = match closest {
+                Some((d, n)) if d <= 2.max(key.len() / 4) => format!(" (did you mean `{n}`?)"),
+                _ => String::new(),
+            };
+            (k.span().start, format!("unknown field `{key}` at line {line}{hint}"))
+        })
+        .collect();
+    unknown.sort();
+    unknown.into_iter().map(|(_, m)| m).collect()
+}
+
 /// Duration steps EC2 sells: 1-day steps to 14 days, then 7-day steps to 182 days.
 pub fn is_sellable_duration_days(days: i64) -> bool {
     (1..=14).contains(&days) || (days > 14 && days <= 182 && days % 7 == 0)
@@ -416,6 +456,12 @@ fn default_tolerance_u32() -> u32 {
 
 impl RuleSpec {
     pub fn from_toml(text: &str) -> Result<RuleSpec, RuleError> {
+        // Every unknown key at once, in the file's order: the parser stops at the first one,
+        // and a person fixing a file one run at a time would run it once per typo.
+        let unknown = unknown_keys(text);
+        if !unknown.is_empty() {
+            return Err(RuleError::Syntax(unknown.join("\n  - ")));
+        }
         toml::from_str(text).map_err(|e| RuleError::Syntax(with_suggestion(e.to_string().trim())))
     }
 

@@ -546,6 +546,25 @@ fn an_unknown_key_suggests_the_closest_one() {
     assert!(e.contains("unknown field `zzzz`") && !e.contains("did you mean"), "{e}");
 }
 
+/// Every unknown key is named in one run, in the file's order (not the alphabet's), each with
+/// its line and its likely meaning.
+#[test]
+fn every_unknown_key_is_named_at_once_in_file_order() {
+    let text = "id = \"a\"\nregionz = [\"us-east-1\"]\nmonthly_budgett = \"10\"\nabc = 1\n";
+    let e = RuleSpec::from_toml(text).unwrap_err().to_string();
+    let at = |needle: &str| e.find(needle).unwrap_or_else(|| panic!("{needle:?} missing from {e}"));
+    let (regions, budget, abc) = (
+        at("unknown field `regionz` at line 2 (did you mean `regions`?)"),
+        at("unknown field `monthly_budgett` at line 3 (did you mean `monthly_budget`?)"),
+        at("unknown field `abc` at line 4"),
+    );
+    assert!(regions < budget && budget < abc, "{e}");
+    assert_eq!(e.matches("unknown field").count(), 3, "{e}");
+    // A file that is not TOML keeps the parser's own message.
+    let e = RuleSpec::from_toml("id = ").unwrap_err().to_string();
+    assert!(!e.contains("unknown field"), "{e}");
+}
+
 /// `rules show` prints a stored rule as the file it came from: that text, read and validated
 /// again, is the same rule, for every example rule and for one with every optional part set.
 #[test]
