@@ -4,7 +4,7 @@
 //! cannot be cancelled. Then a typed `yes`, as terraform asks before it applies.
 
 use capblock_shared::aws::dynamo::DynamoStore;
-use capblock_shared::domain::budget::{BudgetOwner, Headroom, Period, charges_for, headroom};
+use capblock_shared::domain::budget::{BudgetAfter, BudgetOwner, Period, charges_for, headroom};
 use capblock_shared::domain::decision::Priced;
 use capblock_shared::domain::rule::Rule;
 use capblock_shared::domain::stack::StoredSettings;
@@ -70,7 +70,7 @@ fn cents(d: Decimal) -> String {
 }
 
 /// The budgets as a table: each one's month before and after the fee, and what is left.
-fn budgets(rows: &[Headroom], period: &Period, currency: String) -> String {
+fn budgets(rows: &[BudgetAfter], period: &Period, currency: String) -> String {
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|h| {

@@ -255,7 +255,7 @@ pub fn admits(charge: &BudgetCharge, usage: Option<&BudgetUsage>, fee: Money) ->
 /// now (committed: spent plus purchases still settling), what it would hold after the fee, its
 /// limit, and whether the fee fits (the ledger decides again, atomically, when it charges).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Headroom {
+pub struct BudgetAfter {
     pub owner: BudgetOwner,
     pub before: Decimal,
     pub after: Decimal,
@@ -264,7 +264,7 @@ pub struct Headroom {
     pub fits: bool,
 }
 
-impl Headroom {
+impl BudgetAfter {
     /// What is left under the limit after the fee (negative: over it); None without a limit.
     pub fn left_after(&self) -> Option<Decimal> {
         self.limit.map(|l| l - self.after)
@@ -273,13 +273,13 @@ impl Headroom {
 
 /// Each of `charges` before and after `fee`, given each budget's usage this period (`usages`
 /// in the same order; `None`: nothing yet).
-pub fn headroom(charges: &[BudgetCharge], usages: &[Option<BudgetUsage>], fee: Money) -> Vec<Headroom> {
+pub fn headroom(charges: &[BudgetCharge], usages: &[Option<BudgetUsage>], fee: Money) -> Vec<BudgetAfter> {
     charges
         .iter()
         .zip(usages)
         .map(|(c, u)| {
             let before = u.as_ref().map_or(Decimal::ZERO, |u| u.committed.amount());
-            Headroom {
+            BudgetAfter {
                 owner: c.owner.clone(),
                 before,
                 after: before + fee.amount(),
