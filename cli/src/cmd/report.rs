@@ -28,7 +28,9 @@ A rule's team is its `team` (rules written before teams existed: their `team` ta
 budget in the stack's TeamBudgets shows what that budget counts as spent, of its limit (TEAM BUDGET).\n\
 A team marked `(tag)` is named by its rules' `team` tag only: their purchases are not charged to\n\
 the team's budget until each rule says `team = \"...\"`.\n\
-Blocks adopted from the account (no fee known) are not counted.\n\
+A block bought by hand and adopted by a rule's tag (its fee unknown to capblock) counts in the month it\n\
+starts in with its hours, marked `fee unknown` in BLOCKS; it adds nothing to the fees, and the price\n\
+per used GPU-hour is the priced blocks' alone.\n\
 Exit codes: 0 reported (a month with nothing says so), 1 store failure, 2 bad input.")]
 pub struct ReportArgs {
     /// The month (YYYY-MM, UTC); default: this month, on the stack's clock.
@@ -84,6 +86,18 @@ fn percent(p: Option<Decimal>) -> String {
     p.map_or("-".into(), |p| format!("{:.1}", p.round_dp(1)))
 }
 
+/// "3", "3 (1 open)", "3 (1 open, 1 fee unknown)".
+fn blocks_cell(m: &RuleMonth) -> String {
+    let mut notes = Vec::new();
+    if m.open_blocks > 0 {
+        notes.push(format!("{} open", m.open_blocks));
+    }
+    if m.unpriced_blocks > 0 {
+        notes.push(format!("{} fee unknown", m.unpriced_blocks));
+    }
+    if notes.is_empty() { m.blocks.to_string() } else { format!("{} ({})", m.blocks, notes.join(", ")) }
+}
+
 /// The rule's budget as "spent of limit"; a rule gone from the store has no limit left to show.
 fn rule_budget(row: &Row) -> String {
     let spent = row.budget_spent.unwrap_or(Money::zero(row.month.spent.currency()));
@@ -117,7 +131,7 @@ fn print_table(r: &Month) {
             vec![
                 m.rule.clone(),
                 m.team.clone(),
-                if m.open_blocks > 0 { format!("{} ({} open)", m.blocks, m.open_blocks) } else { m.blocks.to_string() },
+                blocks_cell(m),
                 table::money(&m.fees),
                 table::money(&m.extensions),
                 table::money(&m.spent),
@@ -212,6 +226,7 @@ fn print_csv(r: &Month) -> CliResult {
         "per_used_accelerator_hour",
         "budget_limit",
         "team_by_tag",
+        "unpriced_blocks",
     ])
     .map_err(failed)?;
     for row in &r.rules {
@@ -233,6 +248,7 @@ fn print_csv(r: &Month) -> CliResult {
             m.per_used_accelerator_hour.map_or(String::new(), |p| p.per_unit.round_dp(4).to_string()),
             row.budget_limit.map_or(String::new(), |b| table::money(&b)),
             row.team_by_tag.to_string(),
+            m.unpriced_blocks.to_string(),
         ])
         .map_err(failed)?;
     }

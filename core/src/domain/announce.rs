@@ -203,8 +203,12 @@ pub fn month_summary(
                 let price = r
                     .per_used_accelerator_hour
                     .map_or(String::new(), |p| format!(", {} per used accelerator-hour", p.display()));
+                let unpriced = match r.unpriced_blocks {
+                    0 => String::new(),
+                    n => format!(", {n} of them adopted with no fee known"),
+                };
                 format!(
-                    "• `{}` ({}): {} block(s), {} spent ({} fees + {} extensions), {:.1} of {:.1} accelerator-hours used ({}){price}",
+                    "• `{}` ({}): {} block(s){unpriced}, {} spent ({} fees + {} extensions), {:.1} of {:.1} accelerator-hours used ({}){price}",
                     r.rule,
                     r.team,
                     r.blocks,
@@ -591,7 +595,7 @@ pub fn idle_over(
 ) -> SlackMessage {
     let cost_line = match cost {
         Some(c) => format!(", which cost {c} at the block's price"),
-        None => String::new(),
+        None => " (the block's fee is unknown to capblock)".to_string(),
     };
     tracked(
         b,
@@ -1009,7 +1013,9 @@ mod tests {
         assert!(alert.description.contains("has cost 23.12 USD so far (1.0 instance-hours)"), "{}", alert.description);
         let over = idle_over(&b, t(3, 12, 30), t(4, 1, 0), 750, None);
         assert!(
-            over.description.contains("(12 h 30 min): 12.5 instance-hours paid and unused."),
+            over.description.contains(
+                "(12 h 30 min): 12.5 instance-hours paid and unused (the block's fee is unknown to capblock)."
+            ),
             "{}",
             over.description
         );

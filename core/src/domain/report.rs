@@ -55,6 +55,10 @@ pub struct RuleMonth {
     pub per_used_accelerator_hour: Option<Rate>,
     /// Blocks never sampled running (adopted before usage was tracked, or never active).
     pub unsampled_blocks: u32,
+    /// Of `blocks`, those whose fee capblock never knew (bought by hand, adopted by the rule's
+    /// tag): counted in the month of their start with their hours, never in the fees, and left
+    /// out of the price per used accelerator-hour.
+    pub unpriced_blocks: u32,
 }
 
 /// Each rule's month, by rule id: the rules with blocks or extensions charged to it. `teams`:
@@ -74,8 +78,13 @@ pub fn month(
                 rows.entry(rule.clone()).or_default().extensions.push(x.offer.fee);
             }
         }
-        let Some(fee) = b.fee else { continue };
-        if b.period.as_ref() != Some(period) || b.state == BlockState::PaymentFailed {
+        // A block whose fee capblock knows is charged to its purchase's month; one it adopted
+        // (fee unknown) belongs to the month it starts in, for its hours.
+        let month = match b.fee {
+            Some(_) => b.period.clone(),
+            None => Some(Period::of(b.start)),
+        };
+        if month.as_ref() != Some(period) || b.state == BlockState::PaymentFailed {
             continue;
         }
         let acc = rows.entry(rule.clone()).or_default();
@@ -83,13 +92,21 @@ pub fn month(
         if !b.state.is_final() {
             acc.open_blocks += 1;
         }
-        acc.fees.push(fee);
-        acc.cost.push(fee);
-        acc.cost.extend(extensions.iter().filter(|x| x.state == ExtensionState::Paid).map(|x| x.offer.fee));
+        match b.fee {
+            Some(fee) => {
+                acc.fees.push(fee);
+                acc.cost.push(fee);
+                acc.cost.extend(extensions.iter().filter(|x| x.state == ExtensionState::Paid).map(|x| x.offer.fee));
+            }
+            None => acc.unpriced += 1,
+        }
         let x = usage::utilization(&b.span(), &b.usage, None);
         if let (Some(paid), Some(used)) = (x.paid_accelerator_hours, x.used_accelerator_hours) {
             acc.paid += paid;
             acc.used += used;
+            if b.fee.is_some() {
+                acc.priced_used += used;
+            }
         }
         if !b.usage.is_known() {
             acc.unsampled += 1;
@@ -115,8 +132,9 @@ pub fn month(
                 used_accelerator_hours: acc.used,
                 utilization_percent: (!acc.paid.is_zero())
                     .then(|| (acc.used * Decimal::from(100) / acc.paid).round_dp(2)),
-                per_used_accelerator_hour: if acc.used.is_zero() { None } else { cost.per(acc.used) },
+                per_used_accelerator_hour: if acc.priced_used.is_zero() { None } else { cost.per(acc.priced_used) },
                 unsampled_blocks: acc.unsampled,
+                unpriced_blocks: acc.unpriced,
             }
         })
         .collect()
@@ -181,7 +199,10 @@ struct Acc {
     cost: Vec<Money>,
     paid: Decimal,
     used: Decimal,
+    /// Used hours of the blocks whose fee is known: the price per used hour's denominator.
+    priced_used: Decimal,
     unsampled: u32,
+    unpriced: u32,
 }
 
 #[cfg(test)]

@@ -102,6 +102,25 @@ fn a_month_counts_what_its_budgets_count_and_what_was_used() {
     );
 }
 
+/// A block bought by hand and adopted by the rule's tag (no fee known) is in the month it
+/// starts in, with its hours and marked unpriced; the price per used hour is the priced blocks'.
+#[test]
+fn an_adopted_block_is_shown_with_its_hours_and_no_fee() {
+    let dec_ = "2026-12";
+    let mut adopted = block("cr-h", "p5", dec_, "1.00", BlockState::Expired, 10_920);
+    (adopted.fee, adopted.period) = (None, None);
+    let blocks =
+        vec![(block("cr-a", "p5", dec_, "4608.00", BlockState::Expired, 10_920), vec![]), (adopted.clone(), vec![])];
+    let rows = month(&Period::parse(dec_).unwrap(), &blocks, &Default::default());
+    let p5 = &rows[0];
+    assert_eq!((p5.blocks, p5.unpriced_blocks, p5.spent), (2, 1, usd("4608.00")));
+    assert_eq!((p5.paid_accelerator_hours, p5.used_accelerator_hours), (dec("3072"), dec("2912")));
+    // 4,608 over the priced block's 1,456 used hours, not over both blocks' 2,912.
+    assert_eq!(p5.per_used_accelerator_hour.unwrap().display(), "3.1648 USD");
+    // Another month: not there.
+    assert!(month(&Period::parse("2027-01").unwrap(), &[(adopted, vec![])], &Default::default()).is_empty());
+}
+
 #[test]
 fn an_extension_paid_in_a_later_month_is_that_months_spend() {
     let blocks = vec![(
