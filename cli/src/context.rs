@@ -105,6 +105,8 @@ pub fn plain(message: &str) -> String {
         )
     } else if said.contains("ExpiredToken") || said.contains("expired") && said.contains("token") {
         Some("your AWS session has expired: log in again (aws sso login)")
+    } else if said.contains("signing region") || said.contains("region must be set") || said.contains("No region") {
+        Some("no AWS region is set: set AWS_REGION (or a region in the AWS profile) to the stack's region")
     } else if said.contains("tcp connect error") || said.contains("dns error") || said.contains("Connection refused") {
         Some("AWS did not answer: check the network and AWS_REGION (AWS_ENDPOINT_URL_* are for the local stack only)")
     } else if said.contains("ResourceNotFoundException") && (said.contains("store") || said.contains("table")) {
@@ -638,6 +640,10 @@ mod plain_tests {
         let table = "store unavailable: get: ResourceNotFoundException: Requested resource not found";
         assert!(plain(table).starts_with("the stack's table does not exist here"), "{}", plain(table));
         assert_eq!(plain("rule x: version changed"), "rule x: version changed");
+        let region = "store unavailable: query: failed to construct request: signing region missing \
+                      (ConstructionFailure(ConstructionFailure { source: x }))";
+        assert!(plain(region).starts_with("no AWS region is set: set AWS_REGION"), "{}", plain(region));
+        assert!(!plain(region).contains("ConstructionFailure("), "{}", plain(region));
     }
 }
 

@@ -8,7 +8,7 @@ use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::RuleStore;
 use clap::Subcommand;
 
-use crate::context::{CliError, CliResult, load_rule, sdk, store};
+use crate::context::{CliError, CliResult, load_rule, plain, sdk, store};
 use crate::table;
 
 #[derive(Subcommand)]
@@ -114,14 +114,17 @@ async fn validate(files: &[String], check_aws: bool) -> CliResult {
                     Ok(gaps) => warnings = gaps,
                     Err(e) => warnings.push((
                         "actions".to_string(),
-                        format!("the groups' launch templates could not be checked ({e})"),
+                        format!("the groups' launch templates could not be checked: {}", plain(&e.to_string())),
                     )),
                 }
                 // One file's failed check is that file's: every other file is still reported.
                 let unchecked = |what: &str, e: &dyn std::fmt::Display| {
                     vec![(
                         "actions".to_string(),
-                        format!("the {what} could not be checked ({e}); without --check-aws this is skipped"),
+                        format!(
+                            "the {what} could not be checked: {}; without --check-aws this is skipped",
+                            plain(&e.to_string())
+                        ),
                     )]
                 };
                 let mut problems = match unknown_groups(groups, &r).await {

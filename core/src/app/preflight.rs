@@ -146,11 +146,11 @@ where
                         findings.push(f);
                     }
                 }
-                Err(why) => findings.push(Finding::flagged(
+                Err(unasked) => findings.push(Finding::flagged(
                     check,
                     Verdict::Fail,
-                    format!("{name} could not be asked: {why}"),
-                    format!("allow lambda:InvokeFunction on {name} to the operator; if it was invoked, read its log"),
+                    format!("{name} could not be asked: {}", unasked.why),
+                    unasked.todo,
                 )),
             }
         }

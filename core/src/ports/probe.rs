@@ -25,10 +25,18 @@ pub trait RoleChecks: Send + Sync {
     /// The function kinds this can ask, with the names they run under; the kinds it cannot
     /// (name unknown) with why.
     fn kinds(&self) -> Vec<(String, Result<String, String>)>;
-    /// Function `kind`'s own check; `Err` says in words why it could not be asked.
+    /// Function `kind`'s own check; `Err` says why it could not be asked and what to do.
     async fn check_role(
         &self,
         kind: &str,
         ask: &crate::domain::permissions::PermissionsAsk,
-    ) -> Result<crate::domain::permissions::RoleCheck, String>;
+    ) -> Result<crate::domain::permissions::RoleCheck, Unasked>;
+}
+
+/// Why a function could not be asked, and what to do about it: the cause decides the advice (a
+/// network failure is not a missing permission).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unasked {
+    pub why: String,
+    pub todo: String,
 }

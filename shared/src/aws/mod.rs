@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod autoscaling;
+pub mod cause;
 pub mod clock;
 pub mod dynamo;
 pub mod ec2;

@@ -1164,6 +1164,22 @@ async fn preflight_has_each_function_check_its_own_role() {
             .unwrap();
         assert_eq!(left.count(), 0, "{:?}", left.items());
         assert!(c.sim.purchases().await.is_empty(), "a preflight buys nothing");
+        if denied {
+            // Lambda out of reach (nothing listens): the advice is the network's, never a
+            // permission the operator already has.
+            let out = c
+                .unconfirmed_with(
+                    &["preflight", "--pause-seconds", "0.05", "--json", "--function", "track-blocks=track-blocks"],
+                    &[("AWS_ENDPOINT_URL_LAMBDA", "http://127.0.0.1:9")],
+                )
+                .await;
+            let findings = out.json()["findings"].as_array().unwrap().clone();
+            let track = findings.iter().find(|x| x["check"] == "role of track-blocks").expect("the finding");
+            assert_eq!(track["verdict"], "fail", "{track:#}");
+            let todo = track["todo"].as_str().unwrap();
+            assert!(todo.contains("network") && !todo.contains("lambda:InvokeFunction"), "{track:#}");
+            assert!(track["seen"].as_str().unwrap().contains("could not be reached"), "{track:#}");
+        }
     }
 }
 
