@@ -459,8 +459,10 @@ impl RuleSpec {
         // Every unknown key at once, in the file's order: the parser stops at the first one,
         // and a person fixing a file one run at a time would run it once per typo.
         let unknown = unknown_keys(text);
-        if !unknown.is_empty() {
-            return Err(RuleError::Syntax(unknown.join("\n  - ")));
+        match unknown.len() {
+            0 => {}
+            1 => return Err(RuleError::Syntax(unknown[0].clone())),
+            n => return Err(RuleError::Syntax(format!("{n} unknown keys:\n  - {}", unknown.join("\n  - ")))),
         }
         toml::from_str(text).map_err(|e| RuleError::Syntax(with_suggestion(e.to_string().trim())))
     }

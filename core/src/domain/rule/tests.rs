@@ -560,6 +560,7 @@ fn every_unknown_key_is_named_at_once_in_file_order() {
     );
     assert!(regions < budget && budget < abc, "{e}");
     assert_eq!(e.matches("unknown field").count(), 3, "{e}");
+    assert!(e.contains("3 unknown keys:\n  - unknown field `regionz`"), "one per line: {e}");
     // A file that is not TOML keeps the parser's own message.
     let e = RuleSpec::from_toml("id = ").unwrap_err().to_string();
     assert!(!e.contains("unknown field"), "{e}");
