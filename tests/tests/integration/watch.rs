@@ -49,11 +49,28 @@ fn rule(h: &Rig) -> capblock_shared::domain::rule::Rule {
 
 /// How many DescribeCapacityBlockOfferings calls the simulator had answered when the purchase
 /// was sent; after the second answer, the market moves an hour on (its price drops under the
-/// threshold), before the scan asks again.
+/// threshold), before the scan asks again. A question asked after the first cheap answer is
+/// held here until the purchase is sent: the interleaving is the test's, not the machine's (a
+/// slow purchase path must not let the asking finish first). A scan that does not buy on sight
+/// never sends it: the hold then gives up once, after 30 s, and the test fails as it should.
 struct CountAtPurchase {
     sim_url: String,
     describes: Mutex<Option<u64>>,
     answers: std::sync::atomic::AtomicU32,
+    sent: tokio::sync::watch::Sender<bool>,
+    gave_up: std::sync::atomic::AtomicBool,
+}
+
+impl CountAtPurchase {
+    fn new(sim_url: String) -> CountAtPurchase {
+        CountAtPurchase {
+            sim_url,
+            describes: Mutex::new(None),
+            answers: Default::default(),
+            sent: tokio::sync::watch::channel(false).0,
+            gave_up: Default::default(),
+        }
+    }
 }
 
 async fn describes(sim_url: &str) -> u64 {
@@ -67,13 +84,23 @@ impl PurchaseHook for CountAtPurchase {
     async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
         if !req.dry_run {
             *self.describes.lock().unwrap() = Some(describes(&self.sim_url).await);
+            self.sent.send_replace(true);
         }
         real.purchase(req).await
     }
 
     async fn offerings(&self, real: &Ec2Market, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        // The third answer is the first cheap one; a question after it waits for the purchase.
+        if self.answers.load(SeqCst) >= 3 && !self.gave_up.load(SeqCst) {
+            let mut sent = self.sent.subscribe();
+            let waited = tokio::time::timeout(std::time::Duration::from_secs(30), sent.wait_for(|s| *s)).await;
+            if waited.is_err() {
+                self.gave_up.store(true, SeqCst);
+            }
+        }
         let answer = real.offerings(q).await;
-        if self.answers.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == 2 {
+        if self.answers.fetch_add(1, SeqCst) + 1 == 2 {
             capblock_tests::http("POST", &format!("{}/_sim/clock", self.sim_url), r#"{"advance_secs": 3600}"#).await;
         }
         answer
@@ -88,10 +115,7 @@ impl PurchaseHook for CountAtPurchase {
 async fn an_offering_that_appears_mid_run_is_bought_in_that_run_on_sight() {
     let h = Rig::paced("on-sight", &market(81), CLOCK, STACK).await;
     h.put_rules(&[rule(&h)]).await;
-    let hooked = HookedMarket {
-        real: h.sim.market().await,
-        hook: CountAtPurchase { sim_url: h.sim.url.clone(), describes: Mutex::new(None), answers: Default::default() },
-    };
+    let hooked = HookedMarket { real: h.sim.market().await, hook: CountAtPurchase::new(h.sim.url.clone()) };
     let report = h.scanner(&hooked, &h.notifier, &h.scan).run(h.now()).await.unwrap();
     let Some(Outcome::Bought { .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
     assert_eq!(h.sim.purchases().await.len(), 1);
