@@ -20,7 +20,7 @@ use crate::domain::announce;
 use crate::domain::approval;
 use crate::domain::block::purchases_held;
 use crate::domain::budget::{Intent, Period, StackBudgets, charges_for};
-use crate::domain::decision::{Headroom, Priced, check};
+use crate::domain::decision::{Headroom, PassedOver, Priced, check};
 use crate::domain::money::Money;
 use crate::domain::offering::Offering;
 use crate::domain::rule::{Mode, Rule};
@@ -96,8 +96,49 @@ pub fn hand_refusal(rule: &Rule, seen: &Priced, stack_mode: Mode, now: DateTime<
         Ok(m) => m,
         Err(e) => return Some(e.to_string()),
     };
-    check(rule, seen, Headroom(any_fee), now)
-        .map(|why| format!("offering {} does not meet rule {}: {}", seen.offering.id, rule.id, why.says()))
+    check(rule, seen, Headroom(any_fee), now).map(|why| {
+        format!("offering {} does not meet rule {}: {}", seen.offering.id, rule.id, in_detail(rule, seen, &why))
+    })
+}
+
+/// Why an offering does not meet a rule, with the figures a person compares: the field of the
+/// rule and the offering's value for it.
+fn in_detail(rule: &Rule, seen: &Priced, why: &PassedOver) -> String {
+    let o = &seen.offering;
+    let list = |v: Vec<String>| v.join(", ");
+    match why {
+        PassedOver::AboveThreshold => format!(
+            "its price per accelerator-hour, {}, is above the rule's threshold {} {} (max_price_per_accelerator_hour)",
+            seen.per_accelerator_hour.display(),
+            rule.max_price_per_accelerator_hour,
+            rule.currency
+        ),
+        PassedOver::AboveMaxTotalFee => match rule.max_total_fee {
+            Some(max) => format!("its fee {} is above the rule's max_total_fee {max}", o.fee),
+            None => why.says().to_string(),
+        },
+        PassedOver::OutsideStartWindow => {
+            format!("it starts {} UTC, outside the rule's start_window", o.start.format("%Y-%m-%d %H:%M"))
+        }
+        PassedOver::NotInRule if !rule.regions.contains(&o.region) => format!(
+            "its region {} is not in the rule's regions ({})",
+            o.region,
+            list(rule.regions.iter().map(ToString::to_string).collect())
+        ),
+        PassedOver::NotInRule if !rule.asks_for(o) => format!(
+            "{} x {} is not what the rule asks for (instance_types {}; instance_counts {})",
+            o.instance_count,
+            o.instance_type,
+            list(rule.instance_types.iter().map(ToString::to_string).collect()),
+            list(rule.instance_counts.iter().map(ToString::to_string).collect())
+        ),
+        PassedOver::NotInRule => format!(
+            "its length, {}, is none of the rule's durations_days ({})",
+            o.length_text(),
+            list(rule.durations_days.iter().map(ToString::to_string).collect())
+        ),
+        other => other.says().to_string(),
+    }
 }
 
 pub struct Buyer<'a, M: ?Sized, S: ?Sized> {
@@ -578,7 +619,17 @@ mod tests {
         assert!(refused(&Rule { enabled: false, ..live.clone() }, &p, Mode::Live).contains("is disabled"));
         assert!(refused(&rule("east", "dry-run"), &p, Mode::Live).contains("dry-run mode"));
         let too_late = Priced::new(offering("cb-2", t0() + Duration::days(30)), &AcceleratorCatalog::new()).unwrap();
-        assert!(refused(&live, &too_late, Mode::Live).contains("does not meet rule east"));
+        let late = refused(&live, &too_late, Mode::Live);
+        assert!(late.contains("does not meet rule east") && late.contains("outside the rule's start_window"), "{late}");
+        // The refusal names the field and the figures to compare.
+        let cheap = Rule { max_price_per_accelerator_hour: rust_decimal::Decimal::ONE, ..live.clone() };
+        let priced = refused(&cheap, &p, Mode::Live);
+        assert!(
+            priced.contains(&format!("{}, is above the rule's threshold 1 USD", p.per_accelerator_hour.display())),
+            "{priced}"
+        );
+        let elsewhere = Rule { regions: vec!["eu-west-1".parse().unwrap()], ..live.clone() };
+        assert!(refused(&elsewhere, &p, Mode::Live).contains("is not in the rule's regions (eu-west-1)"));
     }
 
     /// An answer seconds old is sent to EC2 as answered, with no re-check call; one older than
