@@ -541,6 +541,36 @@ where
         Plan { all, chosen, read: memories.clone(), memories, regions: report, skipped, claimed }
     }
 
+    /// Starts the market's client and each member's at the UltraServer search form each
+    /// region's memory keeps: a new container does not ask in a form EC2 refused first.
+    fn start_search_forms(&self, memories: &BTreeMap<Region, RegionMemory>) {
+        for (region, form) in memories.iter().filter_map(|(r, m)| Some((r, m.search_form?))) {
+            self.market.start_search_form(region, form);
+            for w in self.watch {
+                w.market.start_search_form(region, form);
+            }
+        }
+    }
+
+    /// Keeps in each region's memory the UltraServer search form this run learned: the buying
+    /// account's client's, else a member's, when it differs from the one the memory held.
+    fn keep_search_forms(&self, queries: &[OfferingQuery], memories: &mut BTreeMap<Region, RegionMemory>) {
+        let regions: BTreeSet<&Region> =
+            queries.iter().filter(|q| q.ultraservers.is_some()).map(|q| &q.region).collect();
+        for region in regions {
+            let memory = memories.entry(region.clone()).or_default();
+            let learned = std::iter::once(self.market.search_form(region))
+                .chain(self.watch.iter().map(|w| w.market.search_form(region)))
+                .flatten()
+                .find(|f| Some(*f) != memory.search_form);
+            if let Some(form) = learned {
+                tracing::info!(event = "search_form_learned", region = %region, ?form,
+                    "EC2 takes this region's UltraServer searches in another form: kept for the next runs");
+                memory.search_form = Some(form);
+            }
+        }
+    }
+
     /// Asks the planned questions; returns the offerings of each answered one (by index into
     /// `plan.all`) and notes what EC2 said of the regions.
     async fn ask(
@@ -568,6 +598,7 @@ where
                 carried.helper_paces.insert((region.clone(), account.clone()), *p);
             }
         }
+        self.start_search_forms(&plan.memories);
         let chosen = &plan.chosen;
         let pacing = Pacing::from(&self.settings.describe);
         let asked = ask_spread(self.market, &helpers(self.watch), &queries, &pacing, &carried, |k, a, by| {
@@ -594,6 +625,7 @@ where
         for ((region, account), pace) in &asked.helper_paces {
             plan.memories.entry(region.clone()).or_default().helper_paces.insert(account.clone(), *pace);
         }
+        self.keep_search_forms(&queries, &mut plan.memories);
         for (account, error) in &asked.helper_failed {
             tracing::warn!(event = "watch_account_failed", account = %account, %error,
                 "a member account's watch role did not answer; the other accounts asked its questions");

@@ -26,6 +26,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::pace::{Pace, PaceBounds};
+use super::ultraserver::SearchForm;
 
 /// How a scan asks each region: where its pace starts, the bounds the learned pace keeps
 /// within (`domain::pace`), and how long one run asks.
@@ -197,6 +198,10 @@ pub struct RegionMemory {
     /// describe limit (account id -> pace): each account has a limit of its own.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub helper_paces: BTreeMap<String, Pace>,
+    /// The form EC2 took this region's UltraServer searches in, as the last run that had to
+    /// learn it found (`None`: never learned; the model's form is tried first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_form: Option<SearchForm>,
     /// How the watch of this region went, as of the last run that asked it (for people).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<Watch>,
@@ -307,6 +312,8 @@ impl RegionMemory {
                 },
             },
             helper_paces: merge_map(&read.helper_paces, self.helper_paces, theirs.helper_paces, |m, t| m.slower(t)),
+            // What this run learned wins; else theirs (which may have learned it meanwhile).
+            search_form: if self.search_form != read.search_form { self.search_form } else { theirs.search_form },
             watch: match (self.watch, theirs.watch) {
                 (Some(m), Some(t)) => Some(if t.at > m.at { t } else { m }),
                 (m, t) => m.or(t),

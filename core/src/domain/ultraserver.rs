@@ -28,6 +28,31 @@ const KNOWN: &[Known] = &[
 /// Most UltraServers one rule may ask for at once (72 GPUs each: 16 is a large cluster).
 pub const MAX_COUNT: u32 = 16;
 
+/// How EC2 takes an UltraServer search in a region. The API model says InstanceType is
+/// required beside UltraserverType; EC2 has also been seen to refuse the pair
+/// (InvalidParameterCombination). Nothing settles which holds, so capblock asks in the model's
+/// form first, learns from EC2's refusal, and keeps what it learned in the region's market
+/// memory: a new Lambda container asks in the form that worked, not the refused one first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchForm {
+    /// InstanceType (the UltraServer's) with UltraserverType and UltraserverCount: the model's.
+    #[default]
+    WithInstanceType,
+    /// UltraserverType and UltraserverCount alone.
+    UltraserverOnly,
+}
+
+impl SearchForm {
+    /// The form to try when EC2 refuses this one.
+    pub fn other(self) -> SearchForm {
+        match self {
+            SearchForm::WithInstanceType => SearchForm::UltraserverOnly,
+            SearchForm::UltraserverOnly => SearchForm::WithInstanceType,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown UltraServer type {0:?} (known: u-p6e-gb200x72, u-p6e-gb200x36, u-trn2x64)")]
 pub struct UnknownUltraServer(pub String);

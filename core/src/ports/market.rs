@@ -12,7 +12,7 @@ use crate::domain::health::BlockHealth;
 use crate::domain::lifecycle::Observed;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
-use crate::domain::ultraserver::UltraServers;
+use crate::domain::ultraserver::{SearchForm, UltraServers};
 
 /// Errors from the market, sorted by what they mean for money.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,6 +90,17 @@ pub trait OfferingSource: Send + Sync {
     /// All offerings for the query, every page followed. Rows that fail to parse are logged and
     /// skipped; the call fails only when EC2 does.
     async fn offerings(&self, query: &OfferingQuery) -> Result<Vec<Offering>, MarketError>;
+
+    /// The form this source asks UltraServer searches in, in `region`, when it has one
+    /// (learned from EC2's answers or started at by [`OfferingSource::start_search_form`]);
+    /// `None` for a source with a single form.
+    fn search_form(&self, _region: &Region) -> Option<SearchForm> {
+        None
+    }
+
+    /// Starts `region`'s UltraServer searches in `form`, the one an earlier run learned (kept
+    /// in the region's market memory). A source with a single form ignores it.
+    fn start_search_form(&self, _region: &Region, _form: SearchForm) {}
 }
 
 /// A member account that lends the watch its own describe limit: its id and a market client

@@ -9,7 +9,7 @@ use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::ports::{BlockStore, Ledger, MarketError, PurchaseOutcome, PurchaseRequest, Purchaser};
-use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml, event_types};
+use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml, event_types, quick_timeouts};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use rust_decimal_macros::dec;
@@ -155,6 +155,36 @@ async fn an_ultraserver_block_is_bought_once_under_either_search_form() {
         let sum: Decimal = [&a, &b].iter().map(|x| x.fee.unwrap().amount()).sum();
         assert_eq!(sum, fee, "{form}: the parts' fees sum to the fee");
         assert_eq!(fee, dec!(6144.00));
+    }
+}
+
+/// The form EC2 takes an UltraServer search in is kept in the region's market memory: a new
+/// container (a market client that has learned nothing) asks in it first, and EC2 refuses no
+/// question of its. Before, each container asked in the refused form first, once per region.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_container_asks_ultraserver_searches_in_the_form_an_earlier_run_learned() {
+    let scenario = ScenarioToml::new(69, CLOCK)
+        .ultraserver_search("ultraserver_only")
+        .behaviour("describe_limit = false")
+        .trn2_ultra("us-east-1", &[2], &[2], "9.00")
+        .build();
+    let h = rig("ultra-form-kept", &scenario).await;
+    h.put_rules(&[RuleToml::trn2_ultra("trn2-ultra", &[2]).rule(h.now())]).await;
+    let describes = async || h.sim.state().await["calls"]["DescribeCapacityBlockOfferings"].as_u64().unwrap_or(0);
+    for run in 0..3 {
+        // Each run in a container of its own.
+        let fresh = Ec2Market::new(h.sim.sdk(quick_timeouts()).await);
+        let before = describes().await;
+        let report = h.scanner(&fresh, &h.notifier, &h.scan).run(h.now()).await.unwrap();
+        let asked = report.regions["us-east-1"].asked as u64;
+        let sent = describes().await - before;
+        assert!(asked > 0, "run {run}: {report:#?}");
+        if run == 0 {
+            assert_eq!(sent, asked + 1, "run {run}: the model's form refused once, then the other form");
+        } else {
+            assert_eq!(sent, asked, "run {run}: only the kept form is asked");
+        }
+        h.advance_minutes(30).await;
     }
 }
 

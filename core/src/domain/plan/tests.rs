@@ -255,3 +255,19 @@ fn overlapping_runs_merge_their_memories() {
     // A run that changed nothing leaves the other's memory as it is.
     assert_eq!(read.clone().merged(&read, first.clone()), first);
 }
+
+/// The UltraServer search form a run learned survives another run's save made meanwhile, and a
+/// run that learned nothing keeps the other's; a memory written before the form was kept reads
+/// as "not learned".
+#[test]
+fn the_search_form_a_run_learned_is_kept_across_overlapping_saves() {
+    use crate::domain::ultraserver::SearchForm;
+    let read = RegionMemory::default();
+    let learned = RegionMemory { search_form: Some(SearchForm::UltraserverOnly), ..read.clone() };
+    assert_eq!(learned.clone().merged(&read, read.clone()).search_form, Some(SearchForm::UltraserverOnly));
+    assert_eq!(read.clone().merged(&read, learned.clone()).search_form, Some(SearchForm::UltraserverOnly));
+    let json = serde_json::to_value(&learned).unwrap();
+    assert_eq!(json["search_form"], "ultraserver_only");
+    let old: RegionMemory = serde_json::from_str("{}").unwrap();
+    assert_eq!(old.search_form, None);
+}

@@ -28,6 +28,7 @@ use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::{Offering, RawOffering};
 use crate::domain::tags::REQUESTED_QUANTITY_TAG;
+use crate::domain::ultraserver::SearchForm;
 use crate::ports::{
     BlockKinds, BlockStatusSource, CapacityBlockFacts, DESCRIBE_LIMIT, ExtensionHistory, ExtensionMarket,
     ExtensionRecord, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, Purchase, PurchaseOutcome,
@@ -72,8 +73,9 @@ const DESCRIBE_MAX_ATTEMPTS: u32 = 8;
 pub struct Ec2Market {
     base: SdkConfig,
     clients: Mutex<HashMap<Region, RegionClients>>,
-    /// The UltraServer search form each region's EC2 took last (`offerings::UltraForm`).
-    ultra_forms: Mutex<HashMap<Region, offerings::UltraForm>>,
+    /// The UltraServer search form each region's EC2 took last (`SearchForm`), started from
+    /// the market memory by each scan.
+    search_forms: Mutex<HashMap<Region, SearchForm>>,
 }
 
 /// One region's clients, built once and shared by every call.
@@ -140,7 +142,7 @@ where
 impl Ec2Market {
     /// `base` is the shared SDK configuration (credentials, endpoint overrides, timeouts).
     pub fn new(base: SdkConfig) -> Self {
-        Ec2Market { base, clients: Mutex::new(HashMap::new()), ultra_forms: Mutex::new(HashMap::new()) }
+        Ec2Market { base, clients: Mutex::new(HashMap::new()), search_forms: Mutex::new(HashMap::new()) }
     }
 
     fn clients(&self, region: &Region) -> RegionClients {
@@ -160,15 +162,6 @@ impl Ec2Market {
                 }
             })
             .clone()
-    }
-
-    fn ultra_form(&self, region: &Region) -> offerings::UltraForm {
-        let forms = self.ultra_forms.lock().unwrap_or_else(|p| p.into_inner());
-        forms.get(region).copied().unwrap_or(offerings::UltraForm::WithInstanceType)
-    }
-
-    fn set_ultra_form(&self, region: &Region, form: offerings::UltraForm) {
-        self.ultra_forms.lock().unwrap_or_else(|p| p.into_inner()).insert(region.clone(), form);
     }
 
     fn client(&self, region: &Region) -> Client {

@@ -5,52 +5,30 @@ use super::*;
 
 const OP: &str = "DescribeCapacityBlockOfferings";
 
-/// How an UltraServer search is put to EC2 in a region. The API model says InstanceType is
-/// required; EC2 has also been seen to refuse UltraserverType beside InstanceType
-/// (InvalidParameterCombination). Nothing settles which holds, so the adapter asks in the
-/// model's form first and learns from EC2's answer, per region.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum UltraForm {
-    /// InstanceType (the UltraServer's) with UltraserverType and UltraserverCount.
-    WithInstanceType,
-    /// UltraserverType and UltraserverCount alone.
-    UltraserverOnly,
-}
-
-impl UltraForm {
-    fn other(self) -> UltraForm {
-        match self {
-            UltraForm::WithInstanceType => UltraForm::UltraserverOnly,
-            UltraForm::UltraserverOnly => UltraForm::WithInstanceType,
-        }
-    }
-
-    /// Whether EC2's refusal may say this form is not the one it takes. Two codes have been
-    /// seen (InvalidParameterCombination for the model's form, MissingParameter for the other),
-    /// but nothing in the record fixes the code, so any refusal of the parameters counts
-    /// (InvalidParameter, InvalidParameterValue, ..., MissingParameter, UnknownParameter): the
-    /// other form is tried once, and kept only if EC2 takes it.
-    fn refused_by(e: &MarketError) -> bool {
-        e.code()
-            .is_some_and(|c| c.starts_with("InvalidParameter") || c == "MissingParameter" || c == "UnknownParameter")
-    }
+/// Whether EC2's refusal may say the UltraServer search form (`SearchForm`) is not the one it
+/// takes. Two codes have been seen (InvalidParameterCombination for the model's form,
+/// MissingParameter for the other), but nothing in the record fixes the code, so any refusal of
+/// the parameters counts (InvalidParameter, InvalidParameterValue, ..., MissingParameter,
+/// UnknownParameter): the other form is tried once, and kept only if EC2 takes it.
+fn refuses_the_form(e: &MarketError) -> bool {
+    e.code().is_some_and(|c| c.starts_with("InvalidParameter") || c == "MissingParameter" || c == "UnknownParameter")
 }
 
 #[async_trait]
 impl OfferingSource for Ec2Market {
     async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
         if q.ultraservers.is_none() {
-            return self.ask_offerings(q, UltraForm::WithInstanceType).await;
+            return self.ask_offerings(q, SearchForm::WithInstanceType).await;
         }
-        let form = self.ultra_form(&q.region);
+        let form = self.search_form(&q.region).unwrap_or_default();
         match self.ask_offerings(q, form).await {
-            Err(e) if UltraForm::refused_by(&e) => match self.ask_offerings(q, form.other()).await {
+            Err(e) if refuses_the_form(&e) => match self.ask_offerings(q, form.other()).await {
                 // Refused in both forms: the parameters themselves are wrong; the first
                 // refusal says so, and the region keeps its form.
-                Err(again) if UltraForm::refused_by(&again) => Err(e),
+                Err(again) if refuses_the_form(&again) => Err(e),
                 Ok(list) => {
                     tracing::info!(region = %q.region, from = ?form, to = ?form.other(), error = %e, "EC2 takes UltraServer searches in the other form: switching for this region");
-                    self.set_ultra_form(&q.region, form.other());
+                    self.start_search_form(&q.region, form.other());
                     Ok(list)
                 }
                 // Throttled, failed: no evidence either way; the next search tries again.
@@ -59,16 +37,24 @@ impl OfferingSource for Ec2Market {
             answer => answer,
         }
     }
+
+    fn search_form(&self, region: &Region) -> Option<SearchForm> {
+        self.search_forms.lock().unwrap_or_else(|p| p.into_inner()).get(region).copied()
+    }
+
+    fn start_search_form(&self, region: &Region, form: SearchForm) {
+        self.search_forms.lock().unwrap_or_else(|p| p.into_inner()).insert(region.clone(), form);
+    }
 }
 
 impl Ec2Market {
-    async fn ask_offerings(&self, q: &OfferingQuery, form: UltraForm) -> Result<Vec<Offering>, MarketError> {
+    async fn ask_offerings(&self, q: &OfferingQuery, form: SearchForm) -> Result<Vec<Offering>, MarketError> {
         let hours = int_param(OP, &q.region, "CapacityDurationHours", q.duration_hours)?;
         // An UltraServer search never names InstanceCount; InstanceType only in the form EC2
-        // takes (`UltraForm`).
+        // takes (`SearchForm`).
         let (instance_type, count, ultraserver_type, ultraserver_count) = match &q.ultraservers {
             Some(u) => (
-                (form == UltraForm::WithInstanceType).then_some(q.instance_type.as_str()),
+                (form == SearchForm::WithInstanceType).then_some(q.instance_type.as_str()),
                 None,
                 Some(u.kind.as_str()),
                 Some(int_param(OP, &q.region, "UltraserverCount", u.count)?),
@@ -193,12 +179,12 @@ mod tests {
             "InvalidParameter",
             "UnknownParameter",
         ] {
-            assert!(UltraForm::refused_by(&rejected(code)), "{code}");
+            assert!(refuses_the_form(&rejected(code)), "{code}");
         }
         for code in ["InternalError", "UnauthorizedOperation", "InvalidCapacityBlockOfferingIdExpired"] {
-            assert!(!UltraForm::refused_by(&rejected(code)), "{code}");
+            assert!(!refuses_the_form(&rejected(code)), "{code}");
         }
         let throttled = MarketError::Throttled { operation: OP, region: "us-east-1".into(), code: DESCRIBE_LIMIT };
-        assert!(!UltraForm::refused_by(&throttled));
+        assert!(!refuses_the_form(&throttled));
     }
 }
