@@ -58,6 +58,19 @@ class CheckLayers(unittest.TestCase):
             "a cycle through a child module": {
                 "infra/market-sim/src/scenario/parse.rs": "use crate::market::valid;\n"
             },
+            "a cycle between two files of one folder": {
+                "infra/market-sim/src/ram/mod.rs": "mod associations;\nmod shares;\n",
+                "infra/market-sim/src/ram/associations.rs": "use super::{Ctx, shares::page_size};\n",
+                "infra/market-sim/src/ram/shares.rs": "use super::associations::admit_new;\n",
+            },
+            "a cycle between two files of a folder inside a folder": {
+                "core/src/app/scan/ask.rs": "use crate::app::scan::plan::{self, Plan};\n",
+                "core/src/app/scan/plan.rs": "fn f() { crate::app::scan::ask::run() }\n",
+            },
+            "a cycle through an inline path in a shared crate": {
+                "shared/src/aws/ram.rs": "fn f() { super::accounts::as_role() }\n",
+                "shared/src/aws/accounts.rs": "use super::ram as shares;\n",
+            },
             "the domain importing ports": {"core/src/domain/money.rs": "use crate::ports::Clock;\n"},
             "app importing the adapters": {"core/src/app/outbox.rs": "use crate::aws::sns::SnsNotifier;\n"},
             "a port importing the app": {"core/src/ports/store.rs": "use crate::app::scan::Scanner;\n"},
@@ -78,6 +91,22 @@ class CheckLayers(unittest.TestCase):
         for name, files in cases.items():
             with self.subTest(name):
                 self.assertEqual(problems(files), 1)
+
+    def test_a_folder_shares_through_its_parent_without_a_cycle(self):
+        # Children using their parent's items, and the parent dispatching to them, is no cycle.
+        files = {
+            "infra/market-sim/src/ram/mod.rs": "mod associations;\nmod shares;\nfn page_size() {}\nfn h() { shares::create() }\n",
+            "infra/market-sim/src/ram/associations.rs": "use super::{Ctx, page_size};\n",
+            "infra/market-sim/src/ram/shares.rs": "use super::associations::admit_new;\nuse super::page_size;\n",
+            "infra/market-sim/src/ram/tests.rs": "use super::shares::create;\nuse super::associations::ORG_ONLY;\n",
+        }
+        self.assertEqual(problems(files), 0)
+
+    def test_use_groups_are_expanded(self):
+        self.assertEqual(
+            check_layers.expand("super::{Ctx,shares::{self,page_size},associations::admit_new}"),
+            ["super::Ctx", "super::shares", "super::shares::page_size", "super::associations::admit_new"],
+        )
 
     def test_tests_and_comments_do_not_count(self):
         self.assertEqual(
