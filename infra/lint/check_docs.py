@@ -12,13 +12,17 @@ Part of `make test` (infra/lint/check.sh). Three checks:
   `a/b/`, `<x>` standing for any one name) from the repository's root or from a crate's source
   folder; a backticked Rust name (`Hands`, `RunTime::for_stack`, `ask_spread`, `MAX_WATCH_CLAIM`)
   defined in the Rust sources (an item, an enum variant, a field), a backticked AWS name in a
-  template or an SDK call's string.
-- ARCHITECTURE.md's table of the DynamoDB items ("The data model") names exactly the key
-  prefixes the DynamoDB adapter writes (`data_model_problems`): each pk, sk and gsi1 key of the
-  table, up to its first `<placeholder>`, is a string the adapter writes, and each key string the
-  adapter writes (capitals, `_` and `#`, up to its first `{}`) is in the table.
+  template or an SDK call's string; a Rust name cited with a file (`domain/bus.rs` (`BusStep`))
+  or with a module of the layer picture's lists is named in that module's code; and the layer
+  picture lists every module of its folders, and only modules (`file_list_problems`).
+- ARCHITECTURE.md's table of the DynamoDB items ("The data model") names exactly the keys the
+  DynamoDB adapter writes (`data_model_problems`): each pk, sk and gsi1 key of the table (a
+  `<placeholder>` standing for a value) is a key the adapter's strings make, whole or as a prefix
+  ending in `#` that a value closes; each key-shaped string the adapter gives `key`, `s`,
+  `AttributeValue::S`, `format!` or a `const` (capitals, digits, `_`, `#`, `{..}` for a value) is
+  a key of the table, or a prefix ending in `#` of one.
 
-Usage: python3 infra/lint/check_docs.py [REPO]   (exit 1 and one line per broken link)
+Usage: python3 infra/lint/check_docs.py [REPO]   (exit 1 and one line per problem)
 """
 
 import pathlib
@@ -221,21 +225,24 @@ def split_top(text: str, seps: str) -> list[str]:
     return [*parts, cur]
 
 
-def listed(description: str, lead: bool = True) -> list[str]:
-    """The module names an entry lists: after its description's first colon (in a nested list,
-    only a colon before its first comma), what is in parentheses removed, each `,`/`;` item's
-    first word."""
+def listed_items(description: str, lead: bool = True) -> list[tuple[str, str]]:
+    """The modules an entry lists, each with its item's text: after the description's first
+    colon (in a nested list, only a colon before its first comma), each `,`/`;` item outside
+    parentheses, named by its first word."""
     head = split_top(description, ":")
     if len(head) > 1 and (lead or "," not in head[0]):
         description = description[len(head[0]) + 1 :]
-    while re.search(r"\([^()]*\)", description):
-        description = re.sub(r"\([^()]*\)", "", description)
-    names = []
+    items = []
     for item in split_top(description, ",;"):
-        m = re.match(r"\s*(?:and\s+)?`?([\w]+)/?`?", item)
+        m = re.match(r"\s*(?:and\s+)?`?([\w]+)(/?)`?", item)
         if m:
-            names.append(m.group(1))
-    return names
+            items.append((m.group(1) + m.group(2), item))
+    return items
+
+
+def listed(description: str, lead: bool = True) -> list[str]:
+    """The module names an entry lists (`listed_items`)."""
+    return [name.rstrip("/") for name, _ in listed_items(description, lead)]
 
 
 def nested(description: str, name: str) -> str:
@@ -294,6 +301,75 @@ def file_list_problems(
     return out
 
 
+def words_of_code(paths: list[pathlib.Path]) -> set[str]:
+    """The words of the files' code, comments left out."""
+    words: set[str] = set()
+    for path in paths:
+        code = re.sub(r"//[^\n]*", "", path.read_text(encoding="utf-8", errors="replace"))
+        words.update(re.findall(r"\w+", code))
+    return words
+
+
+def module_files(repo: pathlib.Path, cited: str) -> list[pathlib.Path]:
+    """The files of the module a cited `.rs` path names (from the root or a crate's src/): the
+    file and the files of its folder (`bus.rs` and `bus/**`)."""
+    for root in PATH_ROOTS:
+        file = repo / root / cited
+        if file.is_file():
+            folder = file.with_suffix("")
+            return [file, *(sorted(folder.rglob("*.rs")) if folder.is_dir() else [])]
+    return []
+
+
+FILE_THEN_NAMES = re.compile(r"`?((?:[\w.-]+/)*[\w-]+\.rs)`?\s+\(")
+
+
+def closing(text: str, opening: int) -> int:
+    depth = 0
+    for i in range(opening, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    return len(text)
+
+
+def names_in_their_files(repo: pathlib.Path, text: str, defined: set[str], page: str, lists=None, nested_lists=None) -> list[str]:
+    """A Rust name cited in the parentheses after a file (`domain/bus.rs` (`DetailType`, ..)), or
+    in a listed module's item of the layer picture (`fan_out (.. `ask_spread`)`), is named in that
+    module's code (its file or its folder, comments left out): defined or used there. `A::B`
+    counts by `A`. Names the Rust sources define
+    nowhere (an SDK's condition, a template's parameter) are the other check's."""
+    lists = LISTS if lists is None else lists
+    nested_lists = NESTED if nested_lists is None else nested_lists
+    out = []
+    groups: list[tuple[str, list[pathlib.Path], str]] = []
+    for line in text.splitlines():
+        for m in FILE_THEN_NAMES.finditer(line):
+            files = module_files(repo, m.group(1))
+            if files:
+                end = closing(line, m.end() - 1)
+                groups.append((m.group(1), files, line[m.end() : end]))
+    entries = layer_entries(text)
+    for key, folder in lists.items():
+        description = entries.get(key, "")
+        subs = nested_lists.get(key, {})
+        sources = [(folder, description, True)] + [(sub, nested(description, name), False) for name, sub in subs.items()]
+        for base, desc, lead in sources:
+            for name, item in listed_items(desc, lead):
+                if name.endswith("/"):
+                    continue
+                files = module_files(repo, f"{base}/{name}.rs")
+                if files:
+                    groups.append((f"{base}/{name}.rs", files, item))
+    for cited, files, inner in groups:
+        here = words_of_code(files)
+        for _, name in cited_names(inner):
+            first = name.split("::")[0]
+            if first in defined and first not in here:
+                out.append(f"{page}: `{name}` is cited with {cited}, whose code never names {first}")
+    return out
+
+
 def architecture_problems(repo: pathlib.Path, page: str = "ARCHITECTURE.md", **lists) -> list[str]:
     """The paths, names and file lists of the page (`lists`: file_list_problems' own, for tests)."""
     path = repo / page
@@ -304,6 +380,9 @@ def architecture_problems(repo: pathlib.Path, page: str = "ARCHITECTURE.md", **l
             out.append(f"{page}:{n}: {cited}: no such file or folder (from the root or a crate's src/)")
     out.extend(file_list_problems(repo, text, page, **lists))
     (defined, strings), templates = rust_names(repo), template_names(repo)
+    out.extend(
+        names_in_their_files(repo, text, defined, page, lists.get("lists"), lists.get("nested_lists"))
+    )
     picture = layer_lines(text)
     for n, name in cited_names(text):
         # The layer picture names code; prose may also name a template's resource or parameter,

@@ -89,6 +89,16 @@ class Architecture(unittest.TestCase):
         self.assertEqual(len(found), 1, found)
         self.assertIn("ARCHITECTURE.md:6: `MemberEventsPolicy`", found[0])
 
+    def test_a_name_cited_with_a_file_is_named_in_its_code(self):
+        # Hands moved (or was renamed): the sentence still cites it with scan.rs / track.
+        self.assertEqual(self.problems("`app/scan.rs` (`Hands::live`), core/src/app/track.rs (`Observed::Gone`)\n"), [])
+        found = self.problems("`app/track.rs` (`Hands`, `Observed`)\n")
+        self.assertEqual(found, ["ARCHITECTURE.md: `Hands` is cited with app/track.rs, whose code never names Hands"])
+        lists = {"core/src/app/": "core/src/app"}
+        page = "## The layers\n\n```\ncore/src/app/   workflows: scan (`Hands`), track (`Hands`)\n```\n"
+        found = self.problems(page, lists=lists)
+        self.assertEqual(found, ["ARCHITECTURE.md: `Hands` is cited with core/src/app/track.rs, whose code never names Hands"])
+
     def test_a_stale_file_list_is_found(self):
         lists = {"core/src/app/": "core/src/app"}
         true = "## The layers\n\n```\ncore/src/app/   workflows, over the ports: scan (plan,\n                ask), track\n```\n"
