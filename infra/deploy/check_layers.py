@@ -17,6 +17,8 @@
 - Every public type name in core/src and shared/src is used once (two `Step`s read the same in a `use`
   line and mean different things).
 - infra/market-sim shares no code with capblock (no capblock_shared anywhere in it).
+- In Cargo: core depends on no capblock crate; shared on core; cli and each function on shared
+  (so no function crate on another); verify on core only; the simulator on http1 only.
 
 Usage: check_layers.py [REPO]   (exit 1 and one line per problem when a rule is broken)
 """
@@ -173,6 +175,44 @@ def layer_refs(path: Path) -> set[str]:
     return {first for pre, first, _ in PATH.findall(strip(path.read_text())) if pre == "crate"}
 
 
+# Which of capblock's crates each crate may depend on (normal, dev and build dependencies):
+# ARCHITECTURE.md's "What may import what" at the level of Cargo.
+CRATE_DEPS = {
+    "core": set(),
+    "shared": {"capblock-core"},
+    "cli": {"capblock-shared"},
+    "functions/*": {"capblock-shared"},
+    "verify": {"capblock-core"},
+    "infra/market-sim": {"capblock-http1"},
+}
+DEP_SECTION = re.compile(r"^\[(?:target\.[^\]]+\.)?(?:dev-|build-)?dependencies\]$")
+
+
+def capblock_deps(manifest: Path) -> set[str]:
+    """The capblock-* crates a Cargo.toml depends on, in any dependency section."""
+    deps, inside = set(), False
+    for line in manifest.read_text().splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            inside = bool(DEP_SECTION.match(line))
+        elif inside and (m := re.match(r"(capblock-[\w-]+)\s*[=.]", line)):
+            deps.add(m.group(1))
+    return deps
+
+
+def dependency_problems(repo: Path) -> list[str]:
+    out = []
+    for pattern, allowed in CRATE_DEPS.items():
+        for crate in sorted(repo.glob(pattern)):
+            manifest = crate / "Cargo.toml"
+            if not manifest.is_file():
+                continue
+            for dep in sorted(capblock_deps(manifest) - allowed):
+                rel = manifest.relative_to(repo)
+                out.append(f"{rel}: depends on {dep} (allowed: {', '.join(sorted(allowed)) or 'no capblock crate'})")
+    return out
+
+
 def main(argv: list[str]) -> int:
     repo = Path(argv[1] if len(argv) > 1 else ".").resolve()
     problems: list[str] = []
@@ -218,6 +258,7 @@ def main(argv: list[str]) -> int:
             bad = layer_refs(p) - ok
             if bad:
                 problems.append(f"{p.relative_to(repo)}: imports {', '.join(sorted(bad))} (allowed: {', '.join(sorted(ok))})")
+    problems.extend(dependency_problems(repo))
     for p in sorted((repo / "infra/market-sim").rglob("*.rs")):
         if "capblock_shared" in p.read_text():
             problems.append(f"{p.relative_to(repo)}: the simulator uses capblock_shared")

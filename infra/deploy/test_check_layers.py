@@ -26,6 +26,11 @@ def tree(files: dict[str, str]) -> Path:
         "infra/market-sim/src/lib.rs": "",
         "infra/market-sim/src/market.rs": "use crate::scenario::Scenario;\n",
         "infra/market-sim/src/scenario.rs": "",
+        "core/Cargo.toml": '[package]\nname = "capblock-core"\n\n[dependencies]\nserde.workspace = true\n',
+        "shared/Cargo.toml": "[dependencies]\ncapblock-core.workspace = true\n",
+        "functions/scan-offerings/Cargo.toml": "[dependencies]\ncapblock-shared.workspace = true\n",
+        "functions/track-blocks/Cargo.toml": "[dependencies]\ncapblock-shared.workspace = true\n",
+        "infra/market-sim/Cargo.toml": "[dependencies]\ncapblock-http1.workspace = true\n[dev-dependencies]\ntempfile = \"3\"\n",
     }
     base.update(files)
     for rel, text in base.items():
@@ -87,6 +92,13 @@ class CheckLayers(unittest.TestCase):
                 "core/src/domain/rule.rs": "use super::money::Money;\npub enum Step { A }\n",
             },
             "the simulator sharing code": {"infra/market-sim/src/market.rs": "use capblock_shared::domain;\n"},
+            "the core depending on the adapters (as a dev-dependency)": {
+                "core/Cargo.toml": "[dependencies]\nserde.workspace = true\n\n[dev-dependencies]\ncapblock-shared.workspace = true\n"
+            },
+            "a function depending on another": {
+                "functions/scan-offerings/Cargo.toml": '[dependencies]\ncapblock-shared.workspace = true\ncapblock-track-blocks = { path = "../track-blocks" }\n'
+            },
+            "the model using the adapters": {"verify/Cargo.toml": "[dependencies]\ncapblock-core.workspace = true\ncapblock-shared.workspace = true\n"},
         }
         for name, files in cases.items():
             with self.subTest(name):
