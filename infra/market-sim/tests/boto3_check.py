@@ -48,6 +48,21 @@ LT_ID = re.compile(r"^lt-[0-9a-f]{17}$")
 QUANTITY_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
 TYPE_TAG = "aws:ec2capacityreservation:capacityReservationType"
 NOT_FOUND = "InvalidCapacityBlockOfferingIdNotFound"
+# What every offering of basic.toml (24 h blocks) and every Capacity Block reservation says alike.
+OFFERING_FIELDS = {
+    "CapacityBlockDurationHours": 24,
+    "CapacityBlockDurationMinutes": 0,
+    "CurrencyCode": "USD",
+    "Tenancy": "default",
+    "ZoneType": "availability-zone",
+}
+RESERVATION_FIELDS = {
+    "OwnerId": "111122223333",
+    "Tenancy": "default",
+    "EndDateType": "limited",
+    "InstanceMatchCriteria": "targeted",
+    "ReservationType": "capacity-block",
+}
 
 
 def t(s):
@@ -170,16 +185,9 @@ def check_offerings(test: unittest.TestCase, ec2, ec2_raw, ec2_unsupported):
             test.assertEqual((o["StartDate"].hour, o["StartDate"].minute), (11, 30))
         with test.subTest(f"offering {oid}: 24 h"):
             test.assertEqual(o["EndDate"] - o["StartDate"], dt.timedelta(hours=24))
-        with test.subTest(f"offering {oid}: duration"):
-            test.assertEqual(o["CapacityBlockDurationHours"], 24)
-        with test.subTest(f"offering {oid}: minutes"):
-            test.assertEqual(o["CapacityBlockDurationMinutes"], 0)
-        with test.subTest(f"offering {oid}: currency"):
-            test.assertEqual(o["CurrencyCode"], "USD")
-        with test.subTest(f"offering {oid}: tenancy"):
-            test.assertEqual(o["Tenancy"], "default")
-        with test.subTest(f"offering {oid}: zone type"):
-            test.assertEqual(o["ZoneType"], "availability-zone")
+        for field, want in OFFERING_FIELDS.items():
+            with test.subTest(f"offering {oid}: {field}"):
+                test.assertEqual(o[field], want)
         with test.subTest(f"offering {oid}: start window"):
             test.assertTrue(t("2026-12-01T00:30:00Z") <= o["StartDate"] <= t("2027-01-26T00:00:00Z"))
 
@@ -244,16 +252,9 @@ def check_reservation_shape(test: unittest.TestCase, name, r, want):
             test.assertTrue(isinstance(r[k], dt.datetime))
     with test.subTest(f"{name}: EbsOptimized bool"):
         test.assertTrue(isinstance(r.get("EbsOptimized"), bool))
-    with test.subTest(f"{name}: ownerId"):
-        test.assertEqual(r["OwnerId"], "111122223333")
-    with test.subTest(f"{name}: tenancy"):
-        test.assertEqual(r["Tenancy"], "default")
-    with test.subTest(f"{name}: endDateType"):
-        test.assertEqual(r["EndDateType"], "limited")
-    with test.subTest(f"{name}: match criteria"):
-        test.assertEqual(r["InstanceMatchCriteria"], "targeted")
-    with test.subTest(f"{name}: reservation type"):
-        test.assertEqual(r["ReservationType"], "capacity-block")
+    for field, value in RESERVATION_FIELDS.items():
+        with test.subTest(f"{name}: {field}"):
+            test.assertEqual(r[field], value)
 
 
 def own_tags(r):
