@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Checks the import rules of ARCHITECTURE.md on the Rust sources, by their `use` lines.
 
-- No module cycle in core/src, shared/src, cli/src or infra/market-sim/src, in any folder: a
-  module is a file or a subfolder, and the modules of one folder may not refer to each other in
-  a cycle (`ram/associations.rs` -> `ram/shares.rs` -> `ram/associations.rs` is one; in the root,
-  `market.rs` -> `ram/shares.rs` is an edge market -> ram). A child using its parent's items, or
-  the parent calling its children, is no edge: the parent holds what they share.
+- No module cycle in core/src, shared/src, cli/src, infra/market-sim/src or verify/src, in any
+  folder: a module is a file or a subfolder, and the modules of one folder may not refer to each
+  other in a cycle (`ram/associations.rs` -> `ram/shares.rs` -> `ram/associations.rs` is one; in
+  the root, `market.rs` -> `ram/shares.rs` is an edge market -> ram). A child using its parent's
+  items, or the parent calling its children, is no edge: the parent holds what they share.
 - core/src/domain imports nothing else of capblock's (no app, ports, aws, config, lambda).
 - core/src/app imports domain, ports and app only (never aws, config or lambda).
 - core/src/ports/ imports domain only.
@@ -153,7 +153,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 # The crates whose modules may form no cycle, in any folder.
-CRATES = ["core/src", "shared/src", "cli/src", "infra/market-sim/src"]
+CRATES = ["core/src", "shared/src", "cli/src", "infra/market-sim/src", "verify/src"]
 
 TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+(\w+)\s*;")
 

@@ -72,6 +72,10 @@ class CheckLayers(unittest.TestCase):
                 "core/src/app/scan/ask.rs": "use crate::app::scan::plan::{self, Plan};\n",
                 "core/src/app/scan/plan.rs": "fn f() { crate::app::scan::ask::run() }\n",
             },
+            "a cycle in the model (its properties beside it, not inside it)": {
+                "verify/src/properties.rs": "use crate::protocol::Protocol;\n",
+                "verify/src/protocol.rs": "use crate::properties;\n",
+            },
             "a cycle through an inline path in a shared crate": {
                 "shared/src/aws/ram.rs": "fn f() { super::accounts::as_role() }\n",
                 "shared/src/aws/accounts.rs": "use super::ram as shares;\n",
@@ -111,6 +115,14 @@ class CheckLayers(unittest.TestCase):
             "infra/market-sim/src/ram/associations.rs": "use super::{Ctx, page_size};\n",
             "infra/market-sim/src/ram/shares.rs": "use super::associations::admit_new;\nuse super::page_size;\n",
             "infra/market-sim/src/ram/tests.rs": "use super::shares::create;\nuse super::associations::ORG_ONLY;\n",
+        }
+        self.assertEqual(problems(files), 0)
+
+    def test_the_model_s_properties_inside_it_are_no_cycle(self):
+        files = {
+            "verify/src/protocol.rs": "pub mod properties;\nfn properties() { properties::all() }\n",
+            "verify/src/protocol/properties.rs": "use crate::protocol::Protocol;\n",
+            "verify/src/lib.rs": "pub mod protocol;\npub use protocol::properties;\n",
         }
         self.assertEqual(problems(files), 0)
 
