@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Checks the import rules of ARCHITECTURE.md on the Rust sources, by their `use` lines.
 
-- No module cycle in core/src, shared/src, cli/src, infra/market-sim/src or verify/src, in any
-  folder: a module is a file or a subfolder, and the modules of one folder may not refer to each
-  other in a cycle (`ram/associations.rs` -> `ram/shares.rs` -> `ram/associations.rs` is one; in
-  the root, `market.rs` -> `ram/shares.rs` is an edge market -> ram). A child using its parent's
+- No module cycle in any crate of the workspace (core/src, shared/src, cli/src, the functions,
+  verify/src, tests/src, the simulator and the other tools under infra/), in any folder: a
+  module is a file or a subfolder, and the modules of one folder may not refer to each other in
+  a cycle (`ram/associations.rs` -> `ram/shares.rs` -> `ram/associations.rs` is one; in the
+  root, `market.rs` -> `ram/shares.rs` is an edge market -> ram). A child using its parent's
   items, or the parent calling its children, is no edge: the parent holds what they share.
 - core/src/domain imports nothing else of capblock's (no app, ports, aws, config, lambda).
 - core/src/app imports domain, ports and app only (never aws, config or lambda).
@@ -152,8 +153,19 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-# The crates whose modules may form no cycle, in any folder.
-CRATES = ["core/src", "shared/src", "cli/src", "infra/market-sim/src", "verify/src"]
+# The crates whose modules may form no cycle, in any folder: every crate of the workspace.
+CRATES = [
+    "core/src",
+    "shared/src",
+    "cli/src",
+    "functions/*/src",
+    "verify/src",
+    "tests/src",
+    "infra/market-sim/src",
+    "infra/local-lambda/src",
+    "infra/http1/src",
+    "infra/bench/src",
+]
 
 TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+(\w+)\s*;")
 
@@ -216,10 +228,8 @@ def dependency_problems(repo: Path) -> list[str]:
 def main(argv: list[str]) -> int:
     repo = Path(argv[1] if len(argv) > 1 else ".").resolve()
     problems: list[str] = []
-    for crate in CRATES:
-        src = repo / crate
-        if not src.is_dir():
-            continue
+    for src in sorted(d for pattern in CRATES for d in repo.glob(pattern) if d.is_dir()):
+        crate = str(src.relative_to(repo))
         graphs = crate_edges(src)
         for folder, graph in sorted(graphs.items()):
             where = "/".join([crate, *folder])

@@ -76,6 +76,11 @@ class CheckLayers(unittest.TestCase):
                 "verify/src/properties.rs": "use crate::protocol::Protocol;\n",
                 "verify/src/protocol.rs": "use crate::properties;\n",
             },
+            "a cycle in a function's crate": {
+                "functions/track-blocks/src/lib.rs": "mod edge;\nmod probe;\n",
+                "functions/track-blocks/src/edge.rs": "use crate::probe::targets;\n",
+                "functions/track-blocks/src/probe.rs": "fn f() { crate::edge::settings() }\n",
+            },
             "a cycle through an inline path in a shared crate": {
                 "shared/src/aws/ram.rs": "fn f() { super::accounts::as_role() }\n",
                 "shared/src/aws/accounts.rs": "use super::ram as shares;\n",
