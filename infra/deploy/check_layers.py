@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Checks the import rules of ARCHITECTURE.md on the Rust sources, by their `use` lines.
 
-- No module cycle among the files of core/src/app, core/src/domain, cli/src and
-  infra/market-sim/src (a module is a file; `foo/bar.rs` belongs to module `foo`).
+- No module cycle in any crate of the workspace (core/src, shared/src, cli/src, the functions,
+  verify/src, tests/src, the simulator and the other tools under infra/), in any folder: a
+  module is a file or a subfolder, and the modules of one folder may not refer to each other in
+  a cycle (`ram/associations.rs` -> `ram/shares.rs` -> `ram/associations.rs` is one; in the
+  root, `market.rs` -> `ram/shares.rs` is an edge market -> ram). A child using its parent's
+  items, or the parent calling its children, is no edge: the parent holds what they share.
 - core/src/domain imports nothing else of capblock's (no app, ports, aws, config, lambda).
 - core/src/app imports domain, ports and app only (never aws, config or lambda).
 - core/src/ports/ imports domain only.
@@ -14,6 +18,8 @@
 - Every public type name in core/src and shared/src is used once (two `Step`s read the same in a `use`
   line and mean different things).
 - infra/market-sim shares no code with capblock (no capblock_shared anywhere in it).
+- In Cargo: core depends on no capblock crate; shared on core; cli and each function on shared
+  (so no function crate on another); verify on core only; the simulator on http1 only.
 
 Usage: check_layers.py [REPO]   (exit 1 and one line per problem when a rule is broken)
 """
@@ -36,41 +42,94 @@ def strip(text: str) -> str:
     return text[:i] if i >= 0 else text
 
 
-def module_of(path: Path, root: Path) -> str:
-    rel = path.relative_to(root)
-    return rel.parts[0].removesuffix(".rs")
+def module_path(path: Path, src: Path) -> tuple[str, ...]:
+    """The module a file is, from its crate's src/: `ram/shares.rs` is (ram, shares), `ram/mod.rs`
+    (ram), `lib.rs` and `main.rs` the crate root ()."""
+    parts = path.relative_to(src).with_suffix("").parts
+    if parts[-1] == "mod" or parts in (("lib",), ("main",)):
+        parts = parts[:-1]
+    return tuple(parts)
 
 
-def edges(root: Path, crate_prefix: str) -> dict[str, set[str]]:
-    """module -> modules of the same directory it refers to (by `super::m` from a top-level
-    file, `crate::<crate_prefix>::m`, or `super::super::m` from a child)."""
-    out: dict[str, set[str]] = {}
-    siblings = {p.stem for p in root.glob("*.rs")} | {p.name for p in root.iterdir() if p.is_dir()}
-    for p in sorted(root.rglob("*.rs")):
-        if p.name == "tests.rs" or "tests" in p.relative_to(root).parts[:-1]:
+def is_module(src: Path, parts: tuple[str, ...]) -> bool:
+    if not parts:
+        return True
+    base = src.joinpath(*parts)
+    return base.with_suffix(".rs").is_file() or base.is_dir()
+
+
+def use_paths(code: str) -> list[str]:
+    """Every path a `use` item names, its `{..}` groups expanded: `use super::{a::b, c};` gives
+    `super::a::b` and `super::c`."""
+    out = []
+    for m in re.finditer(r"\buse\s+([^;]+);", code):
+        tree = re.sub(r"\s+as\s+\w+", "", m.group(1))
+        out.extend(expand(re.sub(r"\s+", "", tree)))
+    return out
+
+
+def expand(tree: str) -> list[str]:
+    i = tree.find("{")
+    if i < 0:
+        return [tree.removesuffix("::self")]
+    prefix, inner = tree[:i], tree[i + 1 : tree.rindex("}")]
+    parts, depth, start = [], 0, 0
+    for j, ch in enumerate(inner):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(inner[start:j])
+            start = j + 1
+    parts.append(inner[start:])
+    return [path for part in parts if part for path in expand(prefix + part)]
+
+
+INLINE = re.compile(r"\b(?:crate|super|self)(?:::\w+)+")
+
+
+def targets(code: str, here: tuple[str, ...], src: Path) -> set[tuple[str, ...]]:
+    """The modules of its crate a file at module `here` refers to (`crate::`, `super::`, `self::`,
+    in `use` items and written inline), each as far as its segments name modules."""
+    out = set()
+    for path in {*use_paths(code), *INLINE.findall(code)}:
+        segs = path.split("::")
+        if segs[0] == "crate":
+            base, segs = (), segs[1:]
+        elif segs[0] in ("super", "self"):
+            base = here
+            while segs and segs[0] in ("super", "self"):
+                base = base[:-1] if segs[0] == "super" else base
+                segs = segs[1:]
+        else:
             continue
-        m = module_of(p, root)
-        if m in ("mod", "lib", "main"):
+        while segs and is_module(src, (*base, segs[0])):
+            base, segs = (*base, segs[0]), segs[1:]
+        out.add(base)
+    return out
+
+
+def crate_edges(src: Path) -> dict[tuple[str, ...], dict[str, set[str]]]:
+    """For each folder of a crate (its module path), the graph among the modules in it: files and
+    subfolders. A file refers to a module of the folder it shares with that module's file, so
+    `ram/associations.rs` -> `ram/shares.rs` is an edge in folder `ram`, and `market.rs` ->
+    `ram/shares.rs` one in the root (market -> ram). A module referring to its own parent's or
+    child's items is no edge: a parent holds what its children share and dispatches to them.
+    Test modules are left out (tests may import freely)."""
+    files = sorted(src.rglob("*.rs"))
+    tests_only = test_only(files)
+    out: dict[tuple[str, ...], dict[str, set[str]]] = {}
+    for p in files:
+        rel = p.relative_to(src).parts
+        if p in tests_only or "tests" in rel[:-1] or rel[0] == "bin":
             continue
-        depth = len(p.relative_to(root).parts) - 1  # 0 for top-level files
-        if p.name == "mod.rs":
-            depth -= 1
-        code = strip(p.read_text())
-        refs = out.setdefault(m, set())
-        for pre, first, second in PATH.findall(code):
-            target = None
-            if pre == "super":
-                # `super::x` from a top-level file names a sibling; from a child, its parent's item.
-                if depth == 0:
-                    target = first
-                elif first == "super" and depth == 1:
-                    target = second
-            elif crate_prefix and pre == "crate" and first == crate_prefix:
-                target = second
-            elif not crate_prefix and pre == "crate":
-                target = first
-            if target and target in siblings and target != m:
-                refs.add(target)
+        here = module_path(p, src)
+        if here:
+            out.setdefault(here[:-1], {}).setdefault(here[-1], set())
+        for there in targets(strip(p.read_text()), here, src):
+            n = 0
+            while n < min(len(here), len(there)) and here[n] == there[n]:
+                n += 1
+            if n < len(here) and n < len(there):
+                out.setdefault(here[:n], {}).setdefault(here[n], set()).add(there[n])
     return out
 
 
@@ -94,6 +153,20 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# The crates whose modules may form no cycle, in any folder: every crate of the workspace.
+CRATES = [
+    "core/src",
+    "shared/src",
+    "cli/src",
+    "functions/*/src",
+    "verify/src",
+    "tests/src",
+    "infra/market-sim/src",
+    "infra/local-lambda/src",
+    "infra/http1/src",
+    "infra/bench/src",
+]
+
 TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+(\w+)\s*;")
 
 
@@ -114,22 +187,58 @@ def layer_refs(path: Path) -> set[str]:
     return {first for pre, first, _ in PATH.findall(strip(path.read_text())) if pre == "crate"}
 
 
+# Which of capblock's crates each crate may depend on (normal, dev and build dependencies):
+# ARCHITECTURE.md's "What may import what" at the level of Cargo.
+CRATE_DEPS = {
+    "core": set(),
+    "shared": {"capblock-core"},
+    "cli": {"capblock-shared"},
+    "functions/*": {"capblock-shared"},
+    "verify": {"capblock-core"},
+    "infra/market-sim": {"capblock-http1"},
+}
+DEP_SECTION = re.compile(r"^\[(?:target\.[^\]]+\.)?(?:dev-|build-)?dependencies\]$")
+
+
+def capblock_deps(manifest: Path) -> set[str]:
+    """The capblock-* crates a Cargo.toml depends on, in any dependency section."""
+    deps, inside = set(), False
+    for line in manifest.read_text().splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            inside = bool(DEP_SECTION.match(line))
+        elif inside and (m := re.match(r"(capblock-[\w-]+)\s*[=.]", line)):
+            deps.add(m.group(1))
+    return deps
+
+
+def dependency_problems(repo: Path) -> list[str]:
+    out = []
+    for pattern, allowed in CRATE_DEPS.items():
+        for crate in sorted(repo.glob(pattern)):
+            manifest = crate / "Cargo.toml"
+            if not manifest.is_file():
+                continue
+            for dep in sorted(capblock_deps(manifest) - allowed):
+                rel = manifest.relative_to(repo)
+                out.append(f"{rel}: depends on {dep} (allowed: {', '.join(sorted(allowed)) or 'no capblock crate'})")
+    return out
+
+
 def main(argv: list[str]) -> int:
     repo = Path(argv[1] if len(argv) > 1 else ".").resolve()
     problems: list[str] = []
-    for root, prefix in [
-        (repo / "core/src/app", "app"),
-        (repo / "core/src/domain", "domain"),
-        (repo / "cli/src", ""),
-        (repo / "infra/market-sim/src", ""),
-    ]:
-        for c in cycles(edges(root, prefix)):
-            problems.append(f"{root.relative_to(repo)}: module cycle {' -> '.join(c)}")
-    cmd = repo / "cli/src/cmd"
-    if cmd.is_dir():
-        for m, refs in sorted(edges(cmd, "cmd").items()):
-            for other in sorted(refs):
-                problems.append(f"cli/src/cmd/{m}.rs: imports the command {other} (shared code goes to table.rs or context.rs)")
+    for src in sorted(d for pattern in CRATES for d in repo.glob(pattern) if d.is_dir()):
+        crate = str(src.relative_to(repo))
+        graphs = crate_edges(src)
+        for folder, graph in sorted(graphs.items()):
+            where = "/".join([crate, *folder])
+            for c in cycles(graph):
+                problems.append(f"{where}: module cycle {' -> '.join(c)}")
+        if crate == "cli/src":
+            for m, refs in sorted(graphs.get(("cmd",), {}).items()):
+                for other in sorted(refs):
+                    problems.append(f"cli/src/cmd/{m}.rs: imports the command {other} (shared code goes to table.rs or context.rs)")
     for p in sorted((repo / "cli/src").rglob("*.rs")):
         if re.search(r"\bcapblock_shared::lambda\b", strip(p.read_text())):
             problems.append(f"{p.relative_to(repo)}: imports capblock_shared::lambda (the functions' edge, not the CLI's)")
@@ -159,6 +268,7 @@ def main(argv: list[str]) -> int:
             bad = layer_refs(p) - ok
             if bad:
                 problems.append(f"{p.relative_to(repo)}: imports {', '.join(sorted(bad))} (allowed: {', '.join(sorted(ok))})")
+    problems.extend(dependency_problems(repo))
     for p in sorted((repo / "infra/market-sim").rglob("*.rs")):
         if "capblock_shared" in p.read_text():
             problems.append(f"{p.relative_to(repo)}: the simulator uses capblock_shared")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The gates on the scripts under infra/ (part of `make test`): shellcheck on every *.sh, ruff
-# (rules in <repo>/ruff.toml) on every *.py, and the doc-link check. Any finding fails. The tools come pinned from
+# (rules in <repo>/ruff.toml) on every *.py, and the docs check (links and images resolve;
+# ARCHITECTURE.md true to the code). Any finding fails. The tools come pinned from
 # infra/lint/requirements.txt into a cached venv.
 # Usage: infra/lint/check.sh
 set -euo pipefail
@@ -19,7 +20,8 @@ echo "== shellcheck $("$LINT_VENV/bin/shellcheck" --version | awk '/^version:/ {
 echo "== $("$LINT_VENV/bin/ruff" --version): infra/**/*.py"
 "$LINT_VENV/bin/ruff" check --no-cache --output-format concise infra || status=1
 
-# Every relative link in the Markdown resolves inside the repository (and the checker's self-test).
+# The docs check (infra/lint/check_docs.py: links and images resolve, ARCHITECTURE.md's paths,
+# names, file lists and data model table hold) and the checker's self-test.
 python3 -m unittest discover -s infra/lint -p 'test_check_docs.py' -q || status=1
 python3 infra/lint/check_docs.py "$REPO_DIR" || status=1
 

@@ -12,7 +12,7 @@
 //!   charges (`budget::charges_for`, `budget::admits`), a purchase error's meaning
 //!   (`purchase::failed_purchase`), the settlement (`settlement::judge`), the lifecycle
 //!   (`Block::transition`) and the fee release (`settlement::part_failed`).
-//! - `properties`: what must hold in every reachable state.
+//! - `protocol::properties` (also `properties`): what must hold in every reachable state.
 //! - `sabotage`: protocol bugs put back on purpose, each of which the checker must catch.
 //!
 //! - `sim`: the seeded simulation of every actor: the real workflows over the in-memory
@@ -20,11 +20,10 @@
 //!
 //! What is outside the model, and why, is in docs/how-it-works.md ("Buying safely").
 
-pub mod properties;
 pub mod protocol;
 pub mod sabotage;
 pub mod sim;
 pub mod world;
 
-pub use protocol::{Bounds, Protocol};
+pub use protocol::{Bounds, Protocol, properties};
 pub use sabotage::Sabotage;

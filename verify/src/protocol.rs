@@ -22,12 +22,15 @@ use capblock_core::domain::settlement::{Judgement, Shown, judge, part_failed};
 use capblock_core::ports::{MarketError, REQUEST_LIMIT};
 use stateright::{Model, Property};
 
-use crate::properties;
 use crate::sabotage::Sabotage;
 use crate::world::{
     Actor, Answer, Ec2State, Left, Looked, Minute, Notice, Res, Step, StoredIntent, Usage, Who, World, at, block,
     intent, key, offering_index, offering_of, rule, rule_id, rule_of, stack, usd,
 };
+
+/// What must hold in every reachable state: the model's own properties (stateright's
+/// `Model::properties`), so they live inside it.
+pub mod properties;
 
 /// How far the checker looks: the actors and the faults it may combine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,14 +7,13 @@
 //! The figures on EC2's describe limit come first (issue 13): (a) full coverage and (c) the
 //! storm against the simulator with the limit sped up (`paced.rs`), (b) detection latency and
 //! (d) the budget left to others in virtual time (`detect.rs`). The figures of issue 8 follow
-//! as secondary ones: the fan-out of before issue 13 on EC2's general token bucket
-//! (`fanout.rs`), cold start, memory, package size, and the monthly cost.
+//! as secondary ones: cold start, memory, package size, and the monthly cost. (The fan-out of
+//! before issue 13 is no longer measured: its figures stay in docs/benchmarks.md.)
 
 mod cold;
 mod cost;
 mod detect;
-mod fanout;
-mod legacy_fan_out;
+mod grid;
 mod paced;
 mod proxy;
 
@@ -23,15 +22,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fanout::{Grid, Market, ScanRun};
-
-const USAGE: &str = "usage: capblock-bench [--repo DIR] [--bin-dir DIR] [--python PATH] [--runs N] [--detect-days N] \
-     [--readings 0,1,2] [--skip-paced] [--skip-detect] [--skip-fanout] [--skip-cold]";
+const USAGE: &str = "usage: capblock-bench [--repo DIR] [--bin-dir DIR] [--runs N] [--detect-days N] \
+     [--readings 0,1,2] [--skip-paced] [--skip-detect] [--skip-cold]";
 
 struct Args {
     repo: PathBuf,
     bin_dir: PathBuf,
-    python: PathBuf,
     runs: usize,
     /// Virtual days the detection simulation covers.
     detect_days: u64,
@@ -39,7 +35,6 @@ struct Args {
     readings: Vec<usize>,
     paced: bool,
     detect: bool,
-    fanout: bool,
     cold: bool,
 }
 
@@ -50,13 +45,11 @@ fn args() -> Args {
     let mut a = Args {
         repo: PathBuf::from("."),
         bin_dir: PathBuf::from(format!("{target}/release")),
-        python: PathBuf::from(format!("{cache}/venv/bin/python")),
         runs: 15,
         detect_days: 30,
         readings: vec![0, 1, 2],
         paced: true,
         detect: true,
-        fanout: true,
         cold: true,
     };
     let mut it = std::env::args().skip(1);
@@ -65,7 +58,6 @@ fn args() -> Args {
         match arg.as_str() {
             "--repo" => a.repo = val().into(),
             "--bin-dir" => a.bin_dir = val().into(),
-            "--python" => a.python = val().into(),
             "--runs" => a.runs = val().parse().expect("--runs N"),
             "--detect-days" => a.detect_days = val().parse().expect("--detect-days N"),
             "--readings" => {
@@ -73,7 +65,6 @@ fn args() -> Args {
             }
             "--skip-paced" => a.paced = false,
             "--skip-detect" => a.detect = false,
-            "--skip-fanout" => a.fanout = false,
             "--skip-cold" => a.cold = false,
             _ => {
                 eprintln!("{USAGE}");
@@ -105,13 +96,6 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn secs(d: Duration) -> String {
-    match d.as_secs_f64() {
-        s if s < 1.0 => format!("{s:.3} s"),
-        s => format!("{s:.2} s"),
-    }
-}
-
 fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / 1048576.0)
 }
@@ -128,7 +112,6 @@ pub struct Defaults {
     /// The scan's asking time per run (template parameter AskSeconds).
     pub ask_secs: u64,
     pub track_minutes: f64,
-    pub region_concurrency: usize,
 }
 
 fn rate_minutes(expr: &str) -> Option<f64> {
@@ -165,9 +148,6 @@ fn defaults(repo: &Path) -> Defaults {
                 .unwrap_or(50)
         },
         track_minutes: param_default("TrackRate").unwrap_or(5.0),
-        region_concurrency: after("CAPBLOCK_REGION_CONCURRENCY:")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(crate::legacy_fan_out::DEFAULT_REGION_CONCURRENCY),
     }
 }
 
@@ -196,138 +176,6 @@ fn start_sim(bin: &Path, name: &str, scenario: &str, dir: &Path) -> Result<(Chil
         std::thread::sleep(Duration::from_millis(50));
     }
     Err("the simulator did not write its port".into())
-}
-
-fn describe(r: &ScanRun) -> String {
-    let mut s =
-        format!("{} queries, {} calls, {} throttled, {} offerings", r.queries, r.calls, r.throttled, r.offerings);
-    if r.failed > 0 {
-        s += &format!(", {} FAILED ({})", r.failed, r.first_error.clone().unwrap_or_default());
-    }
-    s
-}
-
-fn bucket_label((rate, burst): (f64, u32)) -> String {
-    format!("bucket {burst}, {rate:.0}/s, no describe limit")
-}
-
-/// capblock's scan of `g` against its bound, as a row with the 1.3x target.
-/// Runs the scan once, and when it takes under 2 s (where a few ms of machine noise are a
-/// large share) `QUICK_RUNS - 1` more times: the median run, and the spread as text.
-const QUICK_RUNS: usize = 5;
-
-fn scan_median(url: &str, g: Grid, m: Market, conc: usize) -> Result<(ScanRun, String), String> {
-    let mut runs = vec![fanout::capblock_scan(url, g, m, conc)?];
-    if runs[0].elapsed < Duration::from_secs(2) {
-        for _ in 1..QUICK_RUNS {
-            runs.push(fanout::capblock_scan(url, g, m, conc)?);
-        }
-    }
-    runs.sort_by_key(|r| r.elapsed);
-    let spread = match runs.len() {
-        1 => "one run".to_string(),
-        n => format!("median of {n}, {}-{}", secs(runs[0].elapsed), secs(runs[n - 1].elapsed)),
-    };
-    // A failed query in any run is reported, not hidden by the median.
-    let failed = runs.iter().map(|r| r.failed).max().unwrap_or(0);
-    let mut mid = runs.swap_remove(runs.len() / 2);
-    if mid.failed < failed {
-        mid.failed = failed;
-        mid.first_error = runs.iter().find_map(|r| r.first_error.clone());
-    }
-    Ok((mid, spread))
-}
-
-fn scan_row(url: &str, g: Grid, m: Market, conc: usize, label: &str, rows: &mut Vec<Row>) -> Result<ScanRun, String> {
-    let (r, spread) = scan_median(url, g, m, conc)?;
-    let b = fanout::bound(g, m);
-    eprintln!(
-        "bench:   capblock {} ({label}): {} ({spread}; {}), bound {}",
-        g.queries(),
-        secs(r.elapsed),
-        describe(&r),
-        secs(b)
-    );
-    rows.push(row(
-        format!("legacy fan-out, {} queries, {label}", g.queries()),
-        format!("{} ({spread}; {})", secs(r.elapsed), describe(&r)),
-        format!("<= 1.3 x bound {} = {}", secs(b), secs(b.mul_f64(1.3))),
-        Some(r.elapsed.as_secs_f64() / (1.3 * b.as_secs_f64())),
-    ));
-    Ok(r)
-}
-
-fn run_fanout(a: &Args, d: &Defaults, dir: &Path, rows: &mut Vec<Row>) -> Result<(), String> {
-    let ec2 = Market { latency_ms: 40, throttle: Some(fanout::EC2_BUCKET) };
-    let tight = Market { latency_ms: 40, throttle: Some(fanout::TIGHT_BUCKET) };
-    let open = Market { latency_ms: 40, throttle: None };
-    let (mut sim, url) = start_sim(&a.bin_dir.join("capblock-market-sim"), "fanout", &fanout::scenario(ec2), dir)?;
-    let conc = d.region_concurrency;
-    let script = a.repo.join("infra/bench/baseline.py");
-    eprintln!(
-        "bench: fan-out against {url}: 4 regions, 40 ms per call, a token bucket per region, {conc} calls in flight per region"
-    );
-    let res = (|| -> Result<(), String> {
-        let g256 = Grid::for_queries(256);
-        let label = format!("EC2 {}", bucket_label(fanout::EC2_BUCKET));
-        let cap = scan_row(&url, g256, ec2, conc, &label, rows)?;
-        let base = fanout::baseline(&a.python, &script, &url, g256, ec2)?;
-        eprintln!("bench:   boto3 baseline 256: {} ({})", secs(base.elapsed), describe(&base));
-        let speed = base.elapsed.as_secs_f64() / cap.elapsed.as_secs_f64();
-        rows.push(row(
-            "  speed-up vs boto3 one-by-one, same market",
-            format!("{speed:.1}x (baseline {}, {})", secs(base.elapsed), describe(&base)),
-            ">= 10x",
-            Some(10.0 / speed),
-        ));
-        for n in [64, 1024] {
-            scan_row(&url, Grid::for_queries(n), ec2, conc, &label, rows)?;
-        }
-        // A bucket other callers have mostly spent: the pace, not the burst, decides.
-        let label = format!("tight {}", bucket_label(fanout::TIGHT_BUCKET));
-        let cap = scan_row(&url, g256, tight, conc, &label, rows)?;
-        let base = fanout::baseline(&a.python, &script, &url, g256, tight)?;
-        eprintln!("bench:   boto3 baseline 256 (tight): {} ({})", secs(base.elapsed), describe(&base));
-        let b = fanout::bound(g256, tight);
-        rows.push(info(
-            "  speed-up vs boto3 one-by-one, tight bucket",
-            format!(
-                "{:.1}x (baseline {}, {}); at most {:.1}x is possible here (baseline / bound)",
-                base.elapsed.as_secs_f64() / cap.elapsed.as_secs_f64(),
-                secs(base.elapsed),
-                describe(&base),
-                base.elapsed.as_secs_f64() / b.as_secs_f64()
-            ),
-        ));
-        // The same market without throttling: latency alone.
-        let (cap, _) = scan_median(&url, g256, open, conc)?;
-        let base = fanout::baseline(&a.python, &script, &url, g256, open)?;
-        eprintln!("bench:   unthrottled 256: capblock {} baseline {}", secs(cap.elapsed), secs(base.elapsed));
-        let speed = base.elapsed.as_secs_f64() / cap.elapsed.as_secs_f64();
-        rows.push(info(
-            "legacy fan-out, 256 queries, no throttling (40 ms only)",
-            format!("capblock {}, boto3 baseline {}: {speed:.1}x", secs(cap.elapsed), secs(base.elapsed)),
-        ));
-        // How the per-region concurrency setting plays against each bucket.
-        for (m, name) in [(ec2, "EC2"), (tight, "tight")] {
-            let mut sweep = Vec::new();
-            for c in [1usize, 4, 16, 64] {
-                let (r, spread) = scan_median(&url, g256, m, c)?;
-                eprintln!("bench:   {name} bucket, concurrency {c}: {} ({spread}; {})", secs(r.elapsed), describe(&r));
-                sweep.push(format!(
-                    "{c}: {:.2}s/{}thr{}",
-                    r.elapsed.as_secs_f64(),
-                    r.throttled,
-                    if r.failed > 0 { "/FAIL" } else { "" }
-                ));
-            }
-            rows.push(info(format!("  256 queries, {name} bucket, by calls in flight per region"), sweep.join(", ")));
-        }
-        Ok(())
-    })();
-    let _ = sim.kill();
-    let _ = sim.wait();
-    res
 }
 
 /// (a) full coverage and (c) the storm, against a simulator of their own.
@@ -638,7 +486,6 @@ fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec
     env.insert("AWS_ENDPOINT_URL_SNS".into(), p_sns.url.clone());
     env.insert("AWS_ENDPOINT_URL_SCHEDULER".into(), p_sched.url.clone());
     env.insert("RUST_LOG".into(), "info".into());
-    env.remove("CAPBLOCK_REGION_CONCURRENCY");
     env.insert("CAPBLOCK_SCHEDULE_GROUP".into(), "default".into());
     env.insert(
         "CAPBLOCK_REMINDER_TARGET_ARN".into(),
@@ -776,10 +623,6 @@ fn print_table(rows: &[Row]) {
 
 fn child_main(argv: &[String]) -> Option<Result<String, String>> {
     Some(match (argv.get(1).map(String::as_str), argv.len()) {
-        (Some("--scan-child"), 4) => {
-            let (k, c) = (argv[2].parse().expect("k"), argv[3].parse().expect("per region"));
-            fanout::scan_child(k, c)
-        }
         (Some("--cover-child"), 2) => paced::cover_child(),
         (Some("--storm-child"), 3) => paced::storm_child(argv[2].parse().expect("rounds")),
         _ => return None,
@@ -820,11 +663,6 @@ fn main() {
         detected = run_detect(&a, &d, &mut rows);
     }
     rows.push(info("secondary figures", "-"));
-    if a.fanout
-        && let Err(e) = run_fanout(&a, &d, &dir, &mut rows)
-    {
-        rows.push(info("scan fan-out", format!("NOT MEASURED: {e}")));
-    }
     let mut fns = Vec::new();
     if a.cold {
         match run_cold(&a, &env0, &dir) {

@@ -12,7 +12,7 @@ use capblock_shared::domain::names::Region;
 use capblock_shared::domain::plan::{self, Asked, Candidate, DescribeBudget, RegionMemory};
 use capblock_shared::ports::{InstanceTypeSource, OfferingQuery};
 
-use crate::fanout::{self, Grid, REGIONS, TYPES};
+use crate::grid::{self, Grid, REGIONS, TYPES};
 
 /// EC2 time per wall second.
 pub const SCALE: f64 = 20.0;
@@ -37,8 +37,8 @@ pub fn scaled(b: DescribeBudget) -> DescribeBudget {
 pub fn scenario(others: f64, throttle_rate: f64) -> String {
     let refill = DescribeBudget::default().refill.as_secs_f64() / SCALE;
     let per_min = others * 60.0 / refill;
-    fanout::scenario_with(
-        fanout::Market { latency_ms: LATENCY_MS, throttle: None },
+    grid::scenario_with(
+        grid::Market { latency_ms: LATENCY_MS, throttle: None },
         &format!(
             "describe_limit = {{ burst = 2, refill_secs = {refill} }}\n\
              describe_limit_other_callers_per_min = {per_min:.1}\nthrottle_rate = {throttle_rate}\n"
@@ -83,7 +83,7 @@ fn load(sim: &str, scenario: &str) -> Result<(), String> {
 }
 
 fn child(args: &[&str], sim: &str) -> Result<serde_json::Value, String> {
-    let out = fanout::child_command(sim)?.args(args).output().map_err(|e| e.to_string())?;
+    let out = grid::child_command(sim)?.args(args).output().map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(format!("{} failed: {}", args[0], String::from_utf8_lossy(&out.stderr)));
     }
@@ -187,7 +187,7 @@ pub fn cover_child() -> Result<String, String> {
         warm_up(&market).await?;
         let budget = scaled(DescribeBudget::default());
         let pacing = Pacing { bounds: budget.bounds(), ask_for: coverage_bound(&budget).mul_f64(2.0) };
-        let qs = fanout::queries(GRID);
+        let qs = grid::queries(GRID);
         let t = Instant::now();
         let asked = ask_all(&market, &qs, &pacing, &Carried::default(), || {}).await;
         let seconds = t.elapsed().as_secs_f64();
@@ -216,7 +216,7 @@ pub fn storm_child(rounds: u32) -> Result<String, String> {
         let budget = scaled(DescribeBudget::default());
         let pacing = Pacing::from(&budget);
         let calls = budget.calls_per_region();
-        let qs = fanout::queries(GRID);
+        let qs = grid::queries(GRID);
         let key = |q: &OfferingQuery| format!("{}|{}|{}h", q.instance_type, q.instance_count, q.duration_hours);
         let mut memories: BTreeMap<Region, RegionMemory> = BTreeMap::new();
         for r in REGIONS {

@@ -7,22 +7,20 @@ sides of capblock's cross-account events through boto3: member account 111111111
 sts:AssumeRole, whose keys moto gives that account) gets a queue, rules on its default bus and
 the bus policy member.yaml's CapblockEventsBusPolicy makes (rendered from member.yaml itself,
 for capacity account 123456789012); then the capacity account puts events on the member's bus
-by ARN. Prints `N passed, M failed` last and exits non-zero on any mismatch.
+by ARN. A unittest test: each check a subtest, every failure reported, exit non-zero on any.
 
     ~/.cache/capblock/venv/bin/python infra/local/tests/events_check.py
 """
 
 import json
 import re
-import subprocess
-import sys
-import tempfile
+import unittest
 from pathlib import Path
 
 import boto3
 import yaml
 from botocore.exceptions import ClientError
-from moto_server import start
+from moto_server import MotoTestCase
 
 LOCAL = Path(__file__).resolve().parent.parent
 MEMBER_YAML = LOCAL.parent.parent / "member.yaml"
@@ -33,8 +31,6 @@ PICKY = "333333333333"  # a member account whose policy names detail-types
 REGION = "us-east-1"
 ORG = "o-capblock01"
 STACK = "capblock"
-PASSED = 0
-FAILED = 0
 
 
 def bus_arn(account: str, name: str = "default") -> str:
@@ -42,19 +38,6 @@ def bus_arn(account: str, name: str = "default") -> str:
 
 
 MEMBER_BUS = bus_arn(MEMBER)
-
-
-def check(name: str, cond: bool, detail: str = "") -> None:
-    global PASSED, FAILED
-    if cond:
-        PASSED += 1
-    else:
-        FAILED += 1
-        print(f"FAIL: {name}" + (f" -- {detail}" if detail else ""), file=sys.stderr)
-
-
-def eq(name: str, got, want) -> None:
-    check(name, got == want, f"got {got!r}, want {want!r}")
 
 
 # ---------------------------------------------------------------- member.yaml, rendered
@@ -203,38 +186,37 @@ def assumed(sts, role_arn: str) -> dict:
 # ---------------------------------------------------------------- the server
 
 
-def run(url: str) -> None:
+def run(test: unittest.TestCase, url: str) -> None:
     capacity = Account(url, CAPACITY, TEST_KEYS)
     member = Account(url, MEMBER, assumed(capacity.sts, f"arn:aws:iam::{MEMBER}:role/anything"))
-    eq(
-        "AssumeRole: the member's keys are the member account's",
-        member.sts.get_caller_identity()["Account"],
-        MEMBER,
-    )
+    with test.subTest("AssumeRole: the member's keys are the member account's"):
+        test.assertEqual(member.sts.get_caller_identity()["Account"], MEMBER)
 
     # The member stack: the bus policy and rule member.yaml makes, plus a queue for a consumer's
     # rule, a catch-all for the capacity account's events and one for the member's own.
     stack = member_stack(MEMBER)
-    eq(
-        "member.yaml: CapblockEventsBusPolicy's statement",
-        stack["statement"],
-        {
-            "Sid": "capblock-capblock",
-            "Effect": "Allow",
-            "Principal": {"AWS": f"arn:aws:iam::{CAPACITY}:root"},
-            "Action": "events:PutEvents",
-            "Resource": MEMBER_BUS,
-            "Condition": {
-                "StringEquals": {"aws:PrincipalOrgID": ORG},
-                "ArnLike": {"aws:PrincipalArn": f"arn:aws:iam::{CAPACITY}:role/{STACK}-*"},
-                "ForAllValues:StringEquals": {"events:source": ["capblock"]},
+    with test.subTest("member.yaml: CapblockEventsBusPolicy's statement"):
+        test.assertEqual(
+            stack["statement"],
+            {
+                "Sid": "capblock-capblock",
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:aws:iam::{CAPACITY}:root"},
+                "Action": "events:PutEvents",
+                "Resource": MEMBER_BUS,
+                "Condition": {
+                    "StringEquals": {"aws:PrincipalOrgID": ORG},
+                    "ArnLike": {"aws:PrincipalArn": f"arn:aws:iam::{CAPACITY}:role/{STACK}-*"},
+                    "ForAllValues:StringEquals": {"events:source": ["capblock"]},
+                },
             },
-        },
-    )
-    eq("member.yaml: the policy is on the default bus", stack["bus"], "default")
+        )
+    with test.subTest("member.yaml: the policy is on the default bus"):
+        test.assertEqual(stack["bus"], "default")
     member.events.put_permission(EventBusName=stack["bus"], Policy=policy(stack["statement"]))
     stored = json.loads(member.events.describe_event_bus(Name="default").get("Policy", "{}"))
-    eq("PutPermission: moto keeps the member's policy", stored.get("Statement"), [stack["statement"]])
+    with test.subTest("PutPermission: moto keeps the member's policy"):
+        test.assertEqual(stored.get("Statement"), [stack["statement"]])
 
     consumer = member.rule_to_queue("capblock-consumer", {"source": ["capblock"]})
     from_capacity = member.rule_to_queue("from-capacity", {"account": [CAPACITY]})
@@ -263,47 +245,52 @@ def run(url: str) -> None:
             ("the consumer's queue", consumer),
             ("the member's catch-all", from_capacity),
         ):
-            eq(f"{name}: nothing in {queue_name}", member.drain(url_), [])
-        eq(f"{name}: nothing on the capacity account's own bus", capacity.drain(own), [])
+            with test.subTest(f"{name}: nothing in {queue_name}"):
+                test.assertEqual(member.drain(url_), [])
+        with test.subTest(f"{name}: nothing on the capacity account's own bus"):
+            test.assertEqual(capacity.drain(own), [])
 
     # 1. Delivered: the capacity account (key "test") puts an event on the member's bus.
     put = capacity.events.put_events(Entries=[entry()])
-    eq("PutEvents to the member's bus: accepted", codes(put), ["ok"])
-    eq("PutEvents to the member's bus: FailedEntryCount", put["FailedEntryCount"], 0)
+    with test.subTest("PutEvents to the member's bus: accepted"):
+        test.assertEqual(codes(put), ["ok"])
+    with test.subTest("PutEvents to the member's bus: FailedEntryCount"):
+        test.assertEqual(put["FailedEntryCount"], 0)
     event_id = put["Entries"][0].get("EventId")
     got = member.drain(consumer)
-    eq(
-        "the member's consumer queue: the event",
-        [(e.get("id"), e.get("source"), e.get("detail-type"), e.get("detail")) for e in got],
-        [(event_id, "capblock", "Block Active", {"reservation": "cr-0123456789abcdef0"})],
-    )
+    with test.subTest("the member's consumer queue: the event"):
+        test.assertEqual(
+            [(e.get("id"), e.get("source"), e.get("detail-type"), e.get("detail")) for e in got],
+            [(event_id, "capblock", "Block Active", {"reservation": "cr-0123456789abcdef0"})],
+        )
     whole = [e.get("event", {}) for e in member.drain(envelope)]
-    eq(
-        "the event carries the sender's account (and the region)",
-        [(e.get("id"), e.get("account"), e.get("region")) for e in whole],
-        [(event_id, CAPACITY, REGION)],
-    )
-    eq("member.yaml's rule (account = the capacity account) matched it", logged(), [event_id])
-    eq(
-        "the member's catch-all for the capacity account: the event",
-        [e.get("id") for e in member.drain(from_capacity)],
-        [event_id],
-    )
-    eq("the member's rule for its own account's events: nothing", member.drain(from_member), [])
-    eq("the capacity account's own bus: nothing", capacity.drain(own), [])
+    with test.subTest("the event carries the sender's account (and the region)"):
+        test.assertEqual(
+            [(e.get("id"), e.get("account"), e.get("region")) for e in whole], [(event_id, CAPACITY, REGION)]
+        )
+    with test.subTest("member.yaml's rule (account = the capacity account) matched it"):
+        test.assertEqual(logged(), [event_id])
+    with test.subTest("the member's catch-all for the capacity account: the event"):
+        test.assertEqual([e.get("id") for e in member.drain(from_capacity)], [event_id])
+    with test.subTest("the member's rule for its own account's events: nothing"):
+        test.assertEqual(member.drain(from_member), [])
+    with test.subTest("the capacity account's own bus: nothing"):
+        test.assertEqual(capacity.drain(own), [])
 
     # 2. A source the policy does not allow: refused, per entry, and it reaches nothing.
     put = capacity.events.put_events(Entries=[entry(source="not-capblock")])
-    eq("a source not allowed: AccessDeniedException", codes(put), ["AccessDeniedException"])
-    eq("a source not allowed: FailedEntryCount", put["FailedEntryCount"], 1)
+    with test.subTest("a source not allowed: AccessDeniedException"):
+        test.assertEqual(codes(put), ["AccessDeniedException"])
+    with test.subTest("a source not allowed: FailedEntryCount"):
+        test.assertEqual(put["FailedEntryCount"], 1)
     message = put["Entries"][0].get("ErrorMessage", "")
-    check(
-        "a source not allowed: the message names the caller, the bus and the policy",
-        f"arn:aws:sts::{CAPACITY}:" in message
-        and MEMBER_BUS in message
-        and "no resource-based policy allows" in message,
-        repr(message),
-    )
+    with test.subTest("a source not allowed: the message names the caller, the bus and the policy"):
+        test.assertTrue(
+            f"arn:aws:sts::{CAPACITY}:" in message
+            and MEMBER_BUS in message
+            and "no resource-based policy allows" in message,
+            repr(message),
+        )
     nothing_arrives("a source not allowed")
 
     # 3. aws:PrincipalArn: a capacity-stack role (<stack>-*) may, another role may not.
@@ -318,30 +305,35 @@ def run(url: str) -> None:
         assumed(capacity.sts, f"arn:aws:iam::{CAPACITY}:role/other-TrackBlocksRole-1A2B3C4D5E6F"),
     )
     put = stack_role.events.put_events(Entries=[entry(detail_type="Block Ending")])
-    eq("a capacity-stack role: accepted", codes(put), ["ok"])
-    eq(
-        "a capacity-stack role: the event reaches the consumer",
-        [(e.get("id"), e.get("detail-type")) for e in member.drain(consumer)],
-        [(put["Entries"][0].get("EventId"), "Block Ending")],
-    )
+    with test.subTest("a capacity-stack role: accepted"):
+        test.assertEqual(codes(put), ["ok"])
+    with test.subTest("a capacity-stack role: the event reaches the consumer"):
+        test.assertEqual(
+            [(e.get("id"), e.get("detail-type")) for e in member.drain(consumer)],
+            [(put["Entries"][0].get("EventId"), "Block Ending")],
+        )
     member.drain(from_capacity)
     put = other_role.events.put_events(Entries=[entry()])
-    eq("a role outside the capacity stack: AccessDeniedException", codes(put), ["AccessDeniedException"])
-    check(
-        "a role outside the capacity stack: the message names the role's session",
-        "assumed-role/other-TrackBlocksRole-1A2B3C4D5E6F/events-check"
-        in put["Entries"][0].get("ErrorMessage", ""),
-        repr(put["Entries"]),
-    )
+    with test.subTest("a role outside the capacity stack: AccessDeniedException"):
+        test.assertEqual(codes(put), ["AccessDeniedException"])
+    with test.subTest("a role outside the capacity stack: the message names the role's session"):
+        test.assertTrue(
+            "assumed-role/other-TrackBlocksRole-1A2B3C4D5E6F/events-check"
+            in put["Entries"][0].get("ErrorMessage", ""),
+            repr(put["Entries"]),
+        )
     nothing_arrives("a role outside the capacity stack")
 
     # 4. An account whose bus has no policy.
     stranger = Account(url, STRANGER, assumed(capacity.sts, f"arn:aws:iam::{STRANGER}:role/anything"))
     stranger_queue = stranger.rule_to_queue("everything", {"source": ["capblock"]})
     put = capacity.events.put_events(Entries=[entry(bus=bus_arn(STRANGER))])
-    eq("a bus with no policy: AccessDeniedException", codes(put), ["AccessDeniedException"])
-    eq("a bus with no policy: FailedEntryCount", put["FailedEntryCount"], 1)
-    eq("a bus with no policy: nothing in its queue", stranger.drain(stranger_queue), [])
+    with test.subTest("a bus with no policy: AccessDeniedException"):
+        test.assertEqual(codes(put), ["AccessDeniedException"])
+    with test.subTest("a bus with no policy: FailedEntryCount"):
+        test.assertEqual(put["FailedEntryCount"], 1)
+    with test.subTest("a bus with no policy: nothing in its queue"):
+        test.assertEqual(stranger.drain(stranger_queue), [])
     nothing_arrives("a bus with no policy")
     other = {
         **stack["statement"],
@@ -350,24 +342,24 @@ def run(url: str) -> None:
     }
     stranger.events.put_permission(EventBusName="default", Policy=policy(other))
     put = capacity.events.put_events(Entries=[entry(bus=bus_arn(STRANGER))])
-    eq("a policy for another account only: AccessDeniedException", codes(put), ["AccessDeniedException"])
-    eq("a policy for another account only: nothing in its queue", stranger.drain(stranger_queue), [])
+    with test.subTest("a policy for another account only: AccessDeniedException"):
+        test.assertEqual(codes(put), ["AccessDeniedException"])
+    with test.subTest("a policy for another account only: nothing in its queue"):
+        test.assertEqual(stranger.drain(stranger_queue), [])
 
     # 5. A bus that does not exist in the member account.
     put = capacity.events.put_events(Entries=[entry(bus=bus_arn(MEMBER, "capblock-missing"))])
-    eq(
-        "a bus that does not exist: ResourceNotFoundException",
-        [(e.get("ErrorCode"), e.get("ErrorMessage")) for e in put["Entries"]],
-        [("ResourceNotFoundException", "Event bus capblock-missing does not exist.")],
-    )
-    eq("a bus that does not exist: FailedEntryCount", put["FailedEntryCount"], 1)
+    with test.subTest("a bus that does not exist: ResourceNotFoundException"):
+        test.assertEqual(
+            [(e.get("ErrorCode"), e.get("ErrorMessage")) for e in put["Entries"]],
+            [("ResourceNotFoundException", "Event bus capblock-missing does not exist.")],
+        )
+    with test.subTest("a bus that does not exist: FailedEntryCount"):
+        test.assertEqual(put["FailedEntryCount"], 1)
     nothing_arrives("a bus that does not exist")
     put = capacity.events.put_events(Entries=[entry(bus=MEMBER_BUS.replace(REGION, "xx-nowhere-1"))])
-    eq(
-        "a bus in a region that does not exist: ResourceNotFoundException",
-        codes(put),
-        ["ResourceNotFoundException"],
-    )
+    with test.subTest("a bus in a region that does not exist: ResourceNotFoundException"):
+        test.assertEqual(codes(put), ["ResourceNotFoundException"])
 
     # 6. One request, the capacity account's own bus and the member's mixed: order and counts.
     put = capacity.events.put_events(
@@ -382,39 +374,43 @@ def run(url: str) -> None:
             {k: v for k, v in entry(bus="default").items() if k != "Source"},
         ]
     )
-    eq(
-        "a mixed request: each entry's answer in its place",
-        codes(put),
-        [
-            "ok",
-            "ok",
-            "AccessDeniedException",
-            "ResourceNotFoundException",
-            "ok",
-            "MalformedDetail",
-            "ok",
-            "InvalidArgument",
-        ],
-    )
-    eq("a mixed request: FailedEntryCount (moto's and the layer's)", put["FailedEntryCount"], 4)
+    with test.subTest("a mixed request: each entry's answer in its place"):
+        test.assertEqual(
+            codes(put),
+            [
+                "ok",
+                "ok",
+                "AccessDeniedException",
+                "ResourceNotFoundException",
+                "ok",
+                "MalformedDetail",
+                "ok",
+                "InvalidArgument",
+            ],
+        )
+    with test.subTest("a mixed request: FailedEntryCount (moto's and the layer's)"):
+        test.assertEqual(put["FailedEntryCount"], 4)
     ids = [e.get("EventId") for e in put["Entries"]]
-    eq(
-        "a mixed request: the capacity account's own bus got its two",
-        sorted((e.get("id"), e.get("detail-type")) for e in capacity.drain(own)),
-        sorted([(ids[0], "Own One"), (ids[4], "Own Two")]),
-    )
-    eq(
-        "a mixed request: the member got its two",
-        sorted((e.get("id"), e.get("detail-type")) for e in member.drain(consumer)),
-        sorted([(ids[1], "Member One"), (ids[6], "Member Two")]),
-    )
-    eq("a mixed request: the event ids are distinct", len(set(ids) - {None}), 4)
+    with test.subTest("a mixed request: the capacity account's own bus got its two"):
+        test.assertEqual(
+            sorted((e.get("id"), e.get("detail-type")) for e in capacity.drain(own)),
+            sorted([(ids[0], "Own One"), (ids[4], "Own Two")]),
+        )
+    with test.subTest("a mixed request: the member got its two"):
+        test.assertEqual(
+            sorted((e.get("id"), e.get("detail-type")) for e in member.drain(consumer)),
+            sorted([(ids[1], "Member One"), (ids[6], "Member Two")]),
+        )
+    with test.subTest("a mixed request: the event ids are distinct"):
+        test.assertEqual(len(set(ids) - {None}), 4)
     member.drain(from_capacity)
 
     # 7. What stays moto's: a request with no other account's bus, and moto's whole-request errors.
     put = capacity.events.put_events(Entries=[entry(bus="default"), entry(bus=bus_arn(CAPACITY))])
-    eq("only the caller's own bus: moto answers", (codes(put), put["FailedEntryCount"]), (["ok", "ok"], 0))
-    eq("only the caller's own bus: both on its own bus", len(capacity.drain(own)), 2)
+    with test.subTest("only the caller's own bus: moto answers"):
+        test.assertEqual((codes(put), put["FailedEntryCount"]), (["ok", "ok"], 0))
+    with test.subTest("only the caller's own bus: both on its own bus"):
+        test.assertEqual(len(capacity.drain(own)), 2)
     for name, entries, code in (
         (
             "a bus of the caller's own that does not exist",
@@ -425,9 +421,11 @@ def run(url: str) -> None:
     ):
         try:
             got = capacity.events.put_events(Entries=entries)
-            check(f"{name}: moto refuses the request", False, f"answered {got!r}")
+            with test.subTest(f"{name}: moto refuses the request"):
+                test.fail(f"answered {got!r}")
         except ClientError as e:
-            eq(f"{name}: moto refuses the request", e.response["Error"]["Code"], code)
+            with test.subTest(f"{name}: moto refuses the request"):
+                test.assertEqual(e.response["Error"]["Code"], code)
         nothing_arrives(name)
 
     # 8. A policy on detail-types, with a Deny: put through PutPermission's own parameters too.
@@ -461,28 +459,21 @@ def run(url: str) -> None:
             entry(bus=bus_arn(PICKY), detail_type="Block Expired"),
         ]
     )
-    eq(
-        "events:detail-type: allowed, denied explicitly, not allowed",
-        codes(put),
-        ["ok", "AccessDeniedException", "AccessDeniedException"],
-    )
-    check(
-        "events:detail-type: the explicit deny says so",
-        "explicit deny" in put["Entries"][1].get("ErrorMessage", ""),
-        repr(put["Entries"][1]),
-    )
-    eq(
-        "events:detail-type: only the allowed one arrives",
-        [e.get("detail-type") for e in picky.drain(picky_queue)],
-        ["Block Active"],
-    )
+    with test.subTest("events:detail-type: allowed, denied explicitly, not allowed"):
+        test.assertEqual(codes(put), ["ok", "AccessDeniedException", "AccessDeniedException"])
+    with test.subTest("events:detail-type: the explicit deny says so"):
+        test.assertTrue("explicit deny" in put["Entries"][1].get("ErrorMessage", ""), repr(put["Entries"][1]))
+    with test.subTest("events:detail-type: only the allowed one arrives"):
+        test.assertEqual([e.get("detail-type") for e in picky.drain(picky_queue)], ["Block Active"])
     picky.events.remove_permission(EventBusName="default", RemoveAllPermissions=True)
     picky.events.put_permission(
         EventBusName="default", Action="events:PutEvents", Principal=CAPACITY, StatementId="capacity"
     )
     put = capacity.events.put_events(Entries=[entry(bus=bus_arn(PICKY), detail_type="Block Expired")])
-    eq("PutPermission with Principal = the capacity account: accepted", codes(put), ["ok"])
-    eq("PutPermission with Principal = the capacity account: it arrives", len(picky.drain(picky_queue)), 1)
+    with test.subTest("PutPermission with Principal = the capacity account: accepted"):
+        test.assertEqual(codes(put), ["ok"])
+    with test.subTest("PutPermission with Principal = the capacity account: it arrives"):
+        test.assertEqual(len(picky.drain(picky_queue)), 1)
     # With no Organization in moto, the sender is taken to be in the one a condition names.
     picky.events.put_permission(
         EventBusName="default",
@@ -498,58 +489,35 @@ def run(url: str) -> None:
         ),
     )
     put = capacity.events.put_events(Entries=[entry(bus=bus_arn(PICKY))])
-    eq("a Deny outside the Organization, no Organization in moto: accepted", codes(put), ["ok"])
-    eq(
-        "a Deny outside the Organization, no Organization in moto: it arrives",
-        len(picky.drain(picky_queue)),
-        1,
-    )
+    with test.subTest("a Deny outside the Organization, no Organization in moto: accepted"):
+        test.assertEqual(codes(put), ["ok"])
+    with test.subTest("a Deny outside the Organization, no Organization in moto: it arrives"):
+        test.assertEqual(len(picky.drain(picky_queue)), 1)
 
     # 9. Once moto has an Organization for the capacity account, aws:PrincipalOrgID must name it.
     organization = boto3.client("organizations", endpoint_url=url, region_name=REGION, **TEST_KEYS)
     org_id = organization.create_organization(FeatureSet="ALL")["Organization"]["Id"]
     put = capacity.events.put_events(Entries=[entry()])
-    eq(
-        f"an Organization ({org_id}) other than the policy's ({ORG}): AccessDeniedException",
-        codes(put),
-        ["AccessDeniedException"],
-    )
+    with test.subTest(f"an Organization ({org_id}) other than the policy's ({ORG}): AccessDeniedException"):
+        test.assertEqual(codes(put), ["AccessDeniedException"])
     nothing_arrives("an Organization other than the policy's")
     member.events.put_permission(
         EventBusName="default", Policy=policy(member_stack(MEMBER, org_id)["statement"])
     )
     put = capacity.events.put_events(Entries=[entry()])
-    eq("the policy names the capacity account's Organization: accepted", codes(put), ["ok"])
-    eq(
-        "the policy names the capacity account's Organization: it arrives",
-        [e.get("id") for e in member.drain(consumer)],
-        [put["Entries"][0].get("EventId")],
-    )
-    eq("moto's answer shape throughout", sorted(answer(put)), ["Entries", "FailedEntryCount"])
+    with test.subTest("the policy names the capacity account's Organization: accepted"):
+        test.assertEqual(codes(put), ["ok"])
+    with test.subTest("the policy names the capacity account's Organization: it arrives"):
+        test.assertEqual([e.get("id") for e in member.drain(consumer)], [put["Entries"][0].get("EventId")])
+    with test.subTest("moto's answer shape throughout"):
+        test.assertEqual(sorted(answer(put)), ["Entries", "FailedEntryCount"])
 
 
-def main() -> int:
-    with tempfile.TemporaryFile() as log:
-        server, url = start(log)
-        try:
-            run(url)
-        except Exception as e:  # noqa: BLE001 - any crash is a failed check, with moto's log
-            check("the check ran to its end", False, f"{type(e).__name__}: {e}")
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
-        if FAILED:
-            log.seek(0)
-            print("moto_serial.py's log (last 40 lines):", file=sys.stderr)
-            for line in log.read().decode(errors="replace").splitlines()[-40:]:
-                print("  " + line, file=sys.stderr)
-    print(f"events_check: {PASSED} passed, {FAILED} failed")
-    return 1 if FAILED else 0
+class EventsCheck(MotoTestCase):
+    def test_put_events_onto_member_buses(self) -> None:
+        """PutEvents onto member accounts' buses, as member.yaml's policy allows, through the layer."""
+        run(self, self.url)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    unittest.main()

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::{
     Ctx, INVALID_PARAMETER, INVALID_STATE, MALFORMED_ARN, NOT_PERMITTED, UNKNOWN_RESOURCE, association_json,
-    fingerprint, invalid, parse, remember, replay, share_index, shown, token_of,
+    fingerprint, invalid, next_token_error, page_size, parse, remember, replay, share_index, shown, token_of,
 };
 use crate::organization::Principal;
 use crate::pagination::paginate;
@@ -218,7 +218,7 @@ pub fn get(w: &mut World, ctx: &Ctx<'_>, body: &[u8]) -> Result<String, ApiError
     if kind == AssociationType::Resource && req.principal.is_some() {
         return Err(invalid("You cannot specify a principal when the association type is RESOURCE."));
     }
-    let size = super::shares::page_size(req.max_results)?;
+    let size = page_size(req.max_results)?;
     for arn in &req.resource_share_arns {
         share_index(w, ctx, arn)?;
     }
@@ -236,8 +236,7 @@ pub fn get(w: &mut World, ctx: &Ctx<'_>, body: &[u8]) -> Result<String, ApiError
         }
     }
     let fp = fingerprint("GetResourceShareAssociations", &raw, &["nextToken", "maxResults"]);
-    let (page, next) =
-        paginate(&items, size, req.next_token.as_deref(), fp).map_err(super::shares::next_token_error)?;
+    let (page, next) = paginate(&items, size, req.next_token.as_deref(), fp).map_err(next_token_error)?;
     let mut out = json!({ "resourceShareAssociations": page });
     if let (Some(t), Value::Object(m)) = (next, &mut out) {
         m.insert("nextToken".into(), json!(t));

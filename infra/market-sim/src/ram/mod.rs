@@ -100,6 +100,23 @@ pub fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::client(INVALID_PARAMETER, message)
 }
 
+/// The model's MaxResults bounds; without it, one page of the most.
+const MAX_PAGE: i64 = 500;
+
+/// A list call's page size: its MaxResults within the model's bounds, or the most.
+fn page_size(max_results: Option<i64>) -> Result<usize, ApiError> {
+    match max_results {
+        None => Ok(MAX_PAGE as usize),
+        Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n as usize),
+        Some(n) => Err(invalid(format!("maxResults must be between 1 and {MAX_PAGE}, got {n}."))),
+    }
+}
+
+/// RAM's code for a token that is garbage or from another request.
+fn next_token_error(e: ApiError) -> ApiError {
+    ApiError::client(INVALID_NEXT_TOKEN, e.message)
+}
+
 /// The request body as `T`, and as JSON for the client-token fingerprint. An empty body is `{}`.
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<(T, Value), ApiError> {
     let text = String::from_utf8_lossy(body);

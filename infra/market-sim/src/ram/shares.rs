@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 
 use super::associations::admit_new;
 use super::{
-    Ctx, INVALID_NEXT_TOKEN, INVALID_STATE, TAG_LIMIT, TAG_POLICY, fingerprint, invalid, parse, remember, replay,
-    share_index, share_json, token_of,
+    Ctx, INVALID_STATE, TAG_LIMIT, TAG_POLICY, fingerprint, invalid, next_token_error, page_size, parse, remember,
+    replay, share_index, share_json, token_of,
 };
 use crate::resource_shares::ResourceShare;
 use crate::wire::error::ApiError;
@@ -15,8 +15,6 @@ use crate::world::World;
 
 /// RAM's tag limit per resource share (AWS tagging's usual 50).
 const MAX_TAGS: usize = 50;
-/// The model's MaxResults bounds; without it, one page of the most.
-const MAX_PAGE: i64 = 500;
 
 #[derive(Deserialize)]
 struct TagIn {
@@ -58,19 +56,6 @@ fn check_tag_count(n: usize) -> Result<(), ApiError> {
         ));
     }
     Ok(())
-}
-
-pub fn page_size(max_results: Option<i64>) -> Result<usize, ApiError> {
-    match max_results {
-        None => Ok(MAX_PAGE as usize),
-        Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n as usize),
-        Some(n) => Err(invalid(format!("maxResults must be between 1 and {MAX_PAGE}, got {n}."))),
-    }
-}
-
-/// RAM's code for a token that is garbage or from another request.
-pub fn next_token_error(e: ApiError) -> ApiError {
-    ApiError::client(INVALID_NEXT_TOKEN, e.message)
 }
 
 #[derive(Deserialize)]

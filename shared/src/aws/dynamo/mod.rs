@@ -1,25 +1,8 @@
 //! The DynamoDB store: one table, several item kinds, one file each (`rules`, `market`,
-//! `ledger`, `blocks`, `extensions`, `outbox`, `observations`, `alarms`, `settings`, `seen`; `item` holds the attribute
-//! helpers, `table` creates the table). ARCHITECTURE.md ("The data model") is the same table.
-//!
-//! | item        | pk                     | sk                         | gsi1pk / gsi1sk                 |
-//! |-------------|------------------------|----------------------------|---------------------------------|
-//! | rule        | `RULE#<id>`            | `RULE`                     | `RULES` / `<id>`                |
-//! | rule guard  | `RULE#<id>`            | `GUARD`                    |                                 |
-//! | intent      | `RULE#<id>`            | `INTENT#<offering>`        | `INTENT#OPEN` while open        |
-//! | dry-run     | `RULE#<id>`            | `DRYRUN#<block key>`       |                                 |
-//! | approval    | `RULE#<id>`            | `APPROVAL#<offering>`      | (+ `APPROVALBLOCK#<block key>`) |
-//! | budget      | `BUDGET#<owner>`       | `PERIOD#<yyyy-mm>`         |                                 |
-//! | block       | `BLOCK#<reservation>`  | `BLOCK`                    | `BLOCK#OPEN` / `RULE#<r>#<id>`  |
-//! | observation | `OBS#<region>#<type>`  | `<seen-at>#<offering>`     | (ttl)                           |
-//! | market      | `MARKET#<region>`      | `MEMORY`                   |                                 |
-//! | notice      | `BLOCK#<thread>`       | `NOTICE#<milestone>`       | `NOTICE#PENDING` until sent     |
-//! | extension   | `BLOCK#<reservation>`  | `EXT#<offering>`           | `EXT#OPEN` while open         |
-//! | alarm       | `ALARM#<name>`         | `STATE`                    | `ALARMS` / `<name>`             |
-//! | settings    | `STACK`                | `SETTINGS`                 |                                 |
-//! | function    | `STACK`                | `FUNCTION#<kind>`          |                                 |
-//! | seen        | `SEEN#<offering>`      | `OFFERING`                 | (ttl: an hour)                  |
-//! | probe       | `PREFLIGHT#PROBE`      | `<kind>#<try>`             | (ttl; written by `aws::probe`)  |
+//! `ledger`, `blocks`, `extensions`, `outbox`, `observations`, `alarms`, `settings`, `seen`,
+//! `preflight`; `item` holds the attribute helpers, `table` creates the table). The item kinds
+//! and their keys are in one table, ARCHITECTURE.md's "The data model"; infra/lint/check_docs.py
+//! checks it against the key strings written here.
 
 use std::time::Duration as StdDuration;
 
