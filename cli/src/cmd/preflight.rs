@@ -9,10 +9,11 @@ use clap::Args;
 
 use crate::context::{CliError, CliResult, sdk, store};
 use crate::invoke::LambdaRoles;
-use crate::table::{self, safe};
+use crate::output::OutputArgs;
+use crate::table::{self, Column, safe};
 
 #[derive(Args)]
-#[command(after_help = "Examples:\n  capblock preflight\n  capblock preflight --json\n  \
+#[command(after_help = "Examples:\n  capblock preflight\n  capblock preflight -o wide   # with what each check saw\n  capblock preflight --json\n  \
 capblock preflight --function on-capacity-event=capblock-OnCapacityEventFunction-AbC123\n\n\
 Run it against the stack (--stack NAME, or CAPBLOCK_TABLE) before deploying with Mode=live. It spends nothing: it \
 reads the stack's stored settings and rules, counts the alerts topic's confirmed subscriptions, asks \
@@ -25,9 +26,8 @@ effect (publishing, putting events, scaling a group, creating a schedule) is rep
 never as passed. The findings are stored in the table; `capblock status` shows the last one.\n\
 Exit codes: 0 nothing failed, 1 AWS or store failure, 2 a check failed (each says what to do).")]
 pub struct PreflightArgs {
-    /// Print the findings as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
     /// Seconds between two questions to one region (EC2's describe refill).
     #[arg(long, default_value_t = 4.0)]
     pause_seconds: f64,
@@ -78,9 +78,7 @@ pub async fn run(a: PreflightArgs) -> CliResult {
     }
     .run(crate::context::clock_now().await?)
     .await?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
+    if !a.output.data(&report)? {
         let rows: Vec<Vec<String>> = report
             .findings
             .iter()
@@ -93,7 +91,10 @@ pub async fn run(a: PreflightArgs) -> CliResult {
                 ]
             })
             .collect();
-        println!("{}", table::render(&["CHECK", "VERDICT", "SEEN", "WHAT TO DO"], &rows));
+        // What to do is wrapped, never cut; what each check saw is in `-o wide` (and the JSON).
+        let columns =
+            [Column::whole("CHECK"), Column::whole("VERDICT"), Column::text("SEEN").wide(), Column::text("WHAT TO DO")];
+        println!("{}", table::render(&columns, &rows, a.output.layout()));
         println!(
             "preflight {}: {} ok, {} warn, {} failed, {} not checked",
             if report.passed() { "passed" } else { "FAILED" },
