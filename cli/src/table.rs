@@ -122,12 +122,14 @@ pub struct Column {
     whole: bool,
     /// Shown only with `-o wide`.
     wide: bool,
+    /// Shown only without `-o wide` (what wide shows in columns of its own, said in one).
+    narrow: bool,
 }
 
 impl Column {
     /// Text, wrapped at word boundaries when the table is wider than the terminal.
     pub fn text(header: impl Into<String>) -> Column {
-        Column { header: header.into(), right: false, whole: false, wide: false }
+        Column { header: header.into(), right: false, whole: false, wide: false, narrow: false }
     }
 
     /// Text that is never wrapped: an id, a zone, a state, a time.
@@ -143,6 +145,11 @@ impl Column {
     /// Only in `-o wide`.
     pub fn wide(self) -> Column {
         Column { wide: true, ..self }
+    }
+
+    /// Only in the narrow default: `-o wide` has its content in columns of their own.
+    pub fn narrow(self) -> Column {
+        Column { narrow: true, ..self }
     }
 }
 
@@ -193,7 +200,8 @@ pub fn in_currency(label: &str, currency: impl std::fmt::Display) -> String {
 /// Columns marked `wide` are left out unless `layout.wide`.
 pub fn render(columns: &[Column], rows: &[Vec<String>], layout: Layout) -> String {
     use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement};
-    let shown: Vec<usize> = (0..columns.len()).filter(|i| layout.wide || !columns[*i].wide).collect();
+    let shown: Vec<usize> =
+        (0..columns.len()).filter(|i| if layout.wide { !columns[*i].narrow } else { !columns[*i].wide }).collect();
     let mut t = comfy_table::Table::new();
     t.load_style(comfy_table::presets::NOTHING);
     t.set_header(shown.iter().map(|i| safe(&columns[*i].header).into_owned()).collect::<Vec<_>>());
@@ -234,6 +242,18 @@ pub fn offering_columns(currency: &str) -> Vec<Column> {
         Column::text("LENGTH"),
         Column::number(in_currency("FEE", currency)),
         Column::number(format!("{currency}/INSTANCE-H")).wide(),
+        Column::number(format!("{currency}/ACCEL-H")),
+    ]
+}
+
+/// A bought or seen block's columns, after its time (`history`, `backtest`): the block, its
+/// start, the fee and the price per accelerator-hour; `-o wide` adds its length.
+pub fn block_columns(currency: &str) -> [Column; 5] {
+    [
+        Column::text("BLOCK"),
+        Column::text("START (UTC)"),
+        Column::text("LENGTH").wide(),
+        Column::number(in_currency("FEE", currency)),
         Column::number(format!("{currency}/ACCEL-H")),
     ]
 }
@@ -311,16 +331,18 @@ mod tests {
     #[test]
     fn numbers_are_right_aligned() {
         let columns = [Column::whole("RULE"), Column::number(super::in_currency("FEE", "USD"))];
-        let t = render(&columns, &[vec!["a".into(), "5.00".into()], vec!["b".into(), "12345.67".into()]], Layout::PLAIN);
+        let t =
+            render(&columns, &[vec!["a".into(), "5.00".into()], vec!["b".into(), "12345.67".into()]], Layout::PLAIN);
         assert_eq!(t, "RULE  FEE (USD)\na          5.00\nb      12345.67");
     }
 
-    /// The narrow default leaves out the wide columns; `-o wide` shows them.
+    /// The narrow default leaves out the wide columns; `-o wide` shows them, and leaves out
+    /// the narrow-only ones.
     #[test]
     fn wide_columns_only_in_wide() {
-        let columns = [Column::whole("ID"), Column::text("DETAIL").wide()];
-        let rows = [vec!["r1".to_string(), "more".to_string()]];
-        assert_eq!(render(&columns, &rows, Layout::PLAIN), "ID\nr1");
+        let columns = [Column::whole("ID"), Column::text("DETAIL").wide(), Column::text("SUMMARY").narrow()];
+        let rows = [vec!["r1".to_string(), "more".to_string(), "in short".to_string()]];
+        assert_eq!(render(&columns, &rows, Layout::PLAIN), "ID  SUMMARY\nr1  in short");
         assert_eq!(render(&columns, &rows, Layout { wide: true, width: None }), "ID  DETAIL\nr1  more");
     }
 

@@ -102,16 +102,9 @@ pub async fn run(a: BacktestArgs) -> CliResult {
             })
             .collect();
         let currency = rule.currency.to_string();
-        let columns = [
-            Column::text("BOUGHT AT (UTC)"),
-            Column::whole("OFFERING").wide(),
-            Column::whole("REGION").wide(),
-            Column::text("BLOCK"),
-            Column::text("START (UTC)"),
-            Column::text("LENGTH").wide(),
-            Column::number(table::in_currency("FEE", &currency)),
-            Column::number(format!("{currency}/ACCEL-H")),
-        ];
+        let mut columns =
+            vec![Column::text("BOUGHT AT (UTC)"), Column::whole("OFFERING").wide(), Column::whole("REGION").wide()];
+        columns.extend(table::block_columns(&currency));
         println!("{}", table::render(&columns, &rows, a.output.layout()));
         println!("total {:.2} {}", report.total.round_dp(2), rule.currency);
         for (month, spent) in &report.spent_by_month {

@@ -13,11 +13,13 @@ use crate::output::OutputArgs;
 use crate::table::{self, Column, span, when};
 
 #[derive(Args)]
-#[command(after_help = "Examples:\n  capblock blocks\n  capblock blocks --all -o wide\n  capblock blocks --all --json\n  \
+#[command(
+    after_help = "Examples:\n  capblock blocks\n  capblock blocks --all -o wide\n  capblock blocks --all --json\n  \
 capblock blocks --time 2026-12-10T00:00:00Z   # as seen at a simulated market's time\n\n\
 The next reminder is the first of termination time (end - 30 min, 60 for UltraServers) minus each \
 lead time in CAPBLOCK_REMINDER_LEAD_MINUTES (default 1440,120,30) still ahead.\n\
-Exit codes: 0 listed (an empty list says so), 1 store failure, 2 bad input.")]
+Exit codes: 0 listed (an empty list says so), 1 store failure, 2 bad input."
+)]
 pub struct BlocksArgs {
     /// Include blocks in final states (expired, payment-failed, released).
     #[arg(long)]

@@ -215,24 +215,13 @@ pub async fn run(a: HistoryArgs) -> CliResult {
             })
             .collect();
         let currency = table::currency(rows.iter().map(|r| &r.fee));
-        let columns = [
-            Column::text("SEEN AT (UTC)"),
-            Column::whole("REGION").wide(),
-            Column::whole("AZ").wide(),
-            Column::text("BLOCK"),
-            Column::text("START (UTC)"),
-            Column::text("LENGTH").wide(),
-            Column::number(table::in_currency("FEE", &currency)),
-            Column::number(format!("{currency}/ACCEL-H")),
-        ];
+        let mut columns =
+            vec![Column::text("SEEN AT (UTC)"), Column::whole("REGION").wide(), Column::whole("AZ").wide()];
+        columns.extend(table::block_columns(&currency));
         println!("{}", table::render(&columns, &cells, a.output.layout()));
         println!("{} observation(s)", rows.len());
     } else {
-        println!(
-            "{} observation(s) of {}; the chart has them (-o json for every row)",
-            rows.len(),
-            describe(&pairs)
-        );
+        println!("{} observation(s) of {}; the chart has them (-o json for every row)", rows.len(), describe(&pairs));
     }
     if rows.is_empty() { Err(CliError::NothingFound) } else { Ok(()) }
 }

@@ -47,6 +47,7 @@ pub struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = "Global options",
         env = "CAPBLOCK_STACK_NAME",
         value_name = "NAME",
         long_help = "The deployed stack to act on (the name `sam deploy` used): its table comes from the \
@@ -59,6 +60,7 @@ config file (CAPBLOCK_CONFIG, else ~/.config/capblock/config.toml)."
     #[arg(
         long,
         global = true,
+        help_heading = "Global options",
         env = "CAPBLOCK_PROFILE",
         value_name = "NAME",
         long_help = "A named profile of the config file (CAPBLOCK_CONFIG, else ~/.config/capblock/config.toml), \
@@ -68,7 +70,7 @@ A profile the file does not have is an error that names the file and the profile
     )]
     profile: Option<String>,
     /// Also show times in the local time zone (TZ), after the UTC time.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     tz: bool,
     #[command(subcommand)]
     command: Command,

@@ -13,7 +13,8 @@ use crate::output::OutputArgs;
 use crate::table::{self, Column, safe};
 
 #[derive(Args)]
-#[command(after_help = "Examples:\n  capblock preflight\n  capblock preflight -o wide   # with what each check saw\n  capblock preflight --json\n  \
+#[command(
+    after_help = "Examples:\n  capblock preflight\n  capblock preflight -o wide   # what each check saw and what to do, in columns apart\n  capblock preflight --json\n  \
 capblock preflight --function on-capacity-event=capblock-OnCapacityEventFunction-AbC123\n\n\
 Run it against the stack (--stack NAME, or CAPBLOCK_TABLE) before deploying with Mode=live. It spends nothing: it \
 reads the stack's stored settings and rules, counts the alerts topic's confirmed subscriptions, asks \
@@ -24,7 +25,8 @@ preflight payload: the function tries every action its own role needs without ef
 reads, a probe item of its own in the table) and answers what IAM said. What cannot be tried without \
 effect (publishing, putting events, scaling a group, creating a schedule) is reported as not checked, \
 never as passed. The findings are stored in the table; `capblock status` shows the last one.\n\
-Exit codes: 0 nothing failed, 1 AWS or store failure, 2 a check failed (each says what to do).")]
+Exit codes: 0 nothing failed, 1 AWS or store failure, 2 a check failed (each says what to do)."
+)]
 pub struct PreflightArgs {
     #[command(flatten)]
     output: OutputArgs,
@@ -83,17 +85,29 @@ pub async fn run(a: PreflightArgs) -> CliResult {
             .findings
             .iter()
             .map(|f| {
+                let (seen, todo) = (safe(&f.seen).into_owned(), f.todo.as_deref().map(|t| safe(t).into_owned()));
+                let finding = match &todo {
+                    Some(t) if !t.is_empty() => format!("{seen}; to do: {t}"),
+                    _ => seen.clone(),
+                };
                 vec![
                     safe(&f.check).into_owned(),
                     f.verdict.as_str().to_string(),
-                    safe(&f.seen).into_owned(),
-                    f.todo.as_deref().map(|t| safe(t).into_owned()).unwrap_or_default(),
+                    finding,
+                    seen,
+                    todo.unwrap_or_default(),
                 ]
             })
             .collect();
-        // What to do is wrapped, never cut; what each check saw is in `-o wide` (and the JSON).
-        let columns =
-            [Column::whole("CHECK"), Column::whole("VERDICT"), Column::text("SEEN").wide(), Column::text("WHAT TO DO")];
+        // The narrow table says what each check saw and what to do in one column, wrapped, never
+        // cut; `-o wide` has them apart.
+        let columns = [
+            Column::text("CHECK"),
+            Column::whole("VERDICT"),
+            Column::text("FINDING").narrow(),
+            Column::text("SEEN").wide(),
+            Column::text("WHAT TO DO").wide(),
+        ];
         println!("{}", table::render(&columns, &rows, a.output.layout()));
         println!(
             "preflight {}: {} ok, {} warn, {} failed, {} not checked",

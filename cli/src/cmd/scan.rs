@@ -19,12 +19,14 @@ use crate::output::OutputArgs;
 use crate::table::{self, safe};
 
 #[derive(Args)]
-#[command(after_help = "Examples:\n  capblock scan                                   # a dry run now: what the rules would choose\n  \
+#[command(
+    after_help = "Examples:\n  capblock scan                                   # a dry run now: what the rules would choose\n  \
 capblock scan --time 2026-12-03T00:00:00Z       # a dry run at another time (a replay)\n  \
 capblock scan -o json | jq '.outcomes[] | {rule_id, chosen: .chosen.offering.id}'\n  \
 capblock scan --mode live                       # buys what the live rules decide (asks first)\n\n\
 Exit codes: 0 scanned, 1 AWS or store failure, 2 bad input or refused (a live scan not confirmed, a \
-stack not live).")]
+stack not live)."
+)]
 pub struct ScanArgs {
     /// The instant to scan as (RFC 3339); default: the clock. A dry-run scan (the default mode)
     /// writes nothing at any time (no settlement, market memory, prices, decisions or notices): it

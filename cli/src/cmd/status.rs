@@ -20,11 +20,13 @@ use crate::output::OutputArgs;
 use crate::table::{self, Column, Layout, safe, when};
 
 #[derive(Args)]
-#[command(after_help = "Examples:\n  capblock status\n  capblock status --time 2026-12-10T00:00:00Z\n  capblock status -o json | jq '.spend[] | select(.kind == \"rule\")'\n\n\
+#[command(
+    after_help = "Examples:\n  capblock status\n  capblock status --time 2026-12-10T00:00:00Z\n  capblock status -o json | jq '.spend[] | select(.kind == \"rule\")'\n\n\
 The dashboard URL is the stack output DashboardUrl (the dashboard is named after the stack, in the \
 SDK's region). The alarms in ALARM are those whose last state-change event (kept by \
 on-capacity-event) said so.\n\
-Exit codes: 0 printed, 1 store failure.")]
+Exit codes: 0 printed, 1 store failure."
+)]
 pub struct StatusArgs {
     /// The instant whose month's spend to show (RFC 3339); default: now.
     #[arg(long)]

@@ -131,7 +131,9 @@ impl Cli {
         }
         // Never the config file of whoever runs the tests, nor their terminal's width: a table is
         // wrapped only where a test asks for a width (COLUMNS).
-        cmd.env("CAPBLOCK_CONFIG", self.dir.join("no-config.toml")).env_remove("COLUMNS").env_remove("CAPBLOCK_PROFILE");
+        cmd.env("CAPBLOCK_CONFIG", self.dir.join("no-config.toml"))
+            .env_remove("COLUMNS")
+            .env_remove("CAPBLOCK_PROFILE");
         cmd.args(args)
             .envs(env.iter().copied())
             .env_remove("CAPBLOCK_MODE")
@@ -945,16 +947,20 @@ async fn preflight_passes_on_a_live_local_stack_and_status_shows_it() {
     assert!(status.stdout.contains("preflight: passed at"), "{}", status.stdout);
 }
 
+/// `market()` where the account's p5 quota is 0: every search is refused.
+fn quota_zero_market() -> String {
+    ScenarioToml::new(5, T0)
+        .payment("succeed", None)
+        .p5("us-west-2", &[2], "2.75")
+        .raw("[[regions]]\nname = \"us-west-2\"\nzero_quota_families = [\"p5\"]\n")
+        .build()
+}
+
 /// A family whose quota is 0 and an alerts topic nobody confirmed: each a failed check that
 /// says what to do, exit 2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflight_names_a_quota_of_0_and_an_unheard_alerts_topic() {
-    let scenario = ScenarioToml::new(5, T0)
-        .payment("succeed", None)
-        .p5("us-west-2", &[2], "2.75")
-        .raw("[[regions]]\nname = \"us-west-2\"\nzero_quota_families = [\"p5\"]\n")
-        .build();
-    let c = Cli::on("cli-preflight-fail", &scenario).await;
+    let c = Cli::on("cli-preflight-fail", &quota_zero_market()).await;
     let sns = aws_sdk_sns::Client::new(&c.aws.sdk);
     let unheard = sns.create_topic().name(format!("unheard-{}", uuid::Uuid::new_v4().simple())).send().await.unwrap();
     let settings = StoredSettings {
@@ -1549,12 +1555,7 @@ async fn offerings_fit_80_columns_and_wide_shows_every_column() {
 /// to do" (as `--json` has it) is in the table, in order, and no line passes 80.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflight_at_80_columns_wraps_the_advice_and_cuts_nothing() {
-    let scenario = ScenarioToml::new(5, T0)
-        .payment("succeed", None)
-        .p5("us-west-2", &[2], "2.75")
-        .raw("[[regions]]\nname = \"us-west-2\"\nzero_quota_families = [\"p5\"]\n")
-        .build();
-    let c = Cli::on("cli-80-preflight", &scenario).await;
+    let c = Cli::on("cli-80-preflight", &quota_zero_market()).await;
     c.stack(Mode::Live, Some("1000")).await;
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let json = c.run(&["preflight", "--pause-seconds", "0.05", "-o", "json"]).await;
@@ -1573,7 +1574,10 @@ async fn preflight_at_80_columns_wraps_the_advice_and_cuts_nothing() {
         // The advice's words appear in order (a wrapped cell puts other columns between its lines).
         let mut at = 0;
         for w in &want {
-            at += words[at..].iter().position(|x| x == w).unwrap_or_else(|| panic!("{w:?} of {todo:?} missing:\n{}", out.stdout));
+            at += words[at..]
+                .iter()
+                .position(|x| x == w)
+                .unwrap_or_else(|| panic!("{w:?} of {todo:?} missing:\n{}", out.stdout));
         }
         advised += 1;
     }
@@ -1650,7 +1654,9 @@ async fn a_profile_of_the_config_file_names_the_stack_and_the_region() {
     let stack = c.deployed.lock().unwrap().clone().unwrap();
     let config = c.file(
         "config.toml",
-        &format!("[profile.local]\nstack = \"{stack}\"\n\n[profile.elsewhere]\nstack = \"{stack}\"\nregion = \"eu-west-1\"\n"),
+        &format!(
+            "[profile.local]\nstack = \"{stack}\"\n\n[profile.elsewhere]\nstack = \"{stack}\"\nregion = \"eu-west-1\"\n"
+        ),
     );
     let env = [("CAPBLOCK_CONFIG", config.as_str())];
     // Neither the stack's name nor its table in the environment: the profile names the stack.
