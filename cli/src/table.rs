@@ -60,14 +60,23 @@ pub fn show_local_time(on: bool) {
 /// A time cell: "2026-12-03 10:30" (UTC; the headers say so); with `--tz`, the local time
 /// beside it: "2026-12-03 10:30 (11:30 +01:00)".
 pub fn when(t: DateTime<Utc>) -> String {
-    let local = LOCAL_TOO.load(std::sync::atomic::Ordering::Relaxed);
-    when_in(t, local.then(|| t.with_timezone(&chrono::Local).fixed_offset()))
+    when_in(t, "", local(t))
 }
 
-/// `t` in UTC, and `local` (the same instant in a zone) after it: its time and offset, and its
-/// date when that is another day.
-fn when_in(t: DateTime<Utc>, local: Option<DateTime<chrono::FixedOffset>>) -> String {
-    let utc = t.format("%Y-%m-%d %H:%M").to_string();
+/// A time in a sentence: "2026-12-03 10:30 UTC"; with `--tz`, "2026-12-03 10:30 UTC (11:30 +01:00)".
+pub fn when_utc(t: DateTime<Utc>) -> String {
+    when_in(t, " UTC", local(t))
+}
+
+/// `t` in the local zone when `--tz` asks for it.
+fn local(t: DateTime<Utc>) -> Option<DateTime<chrono::FixedOffset>> {
+    LOCAL_TOO.load(std::sync::atomic::Ordering::Relaxed).then(|| t.with_timezone(&chrono::Local).fixed_offset())
+}
+
+/// `t` in UTC (followed by `zone`), and `local` (the same instant in a zone) after it: its time
+/// and offset, and its date when that is another day.
+fn when_in(t: DateTime<Utc>, zone: &str, local: Option<DateTime<chrono::FixedOffset>>) -> String {
+    let utc = format!("{}{zone}", t.format("%Y-%m-%d %H:%M"));
     match local {
         None => utc,
         Some(l) if l.date_naive() == t.date_naive() => format!("{utc} ({})", l.format("%H:%M %:z")),
@@ -372,16 +381,16 @@ mod tests {
     fn a_time_in_a_zone_follows_the_utc_one() {
         use chrono::{FixedOffset, TimeZone, Utc};
         let t = Utc.with_ymd_and_hms(2026, 12, 3, 10, 30, 0).unwrap();
-        assert_eq!(super::when_in(t, None), "2026-12-03 10:30");
+        assert_eq!(super::when_in(t, "", None), "2026-12-03 10:30");
         let paris = t.with_timezone(&FixedOffset::east_opt(3600).unwrap());
-        assert_eq!(super::when_in(t, Some(paris)), "2026-12-03 10:30 (11:30 +01:00)");
+        assert_eq!(super::when_in(t, " UTC", Some(paris)), "2026-12-03 10:30 UTC (11:30 +01:00)");
         let tokyo = t.with_timezone(&FixedOffset::east_opt(9 * 3600 + 1800).unwrap());
-        assert_eq!(super::when_in(t, Some(tokyo)), "2026-12-03 10:30 (20:00 +09:30)");
+        assert_eq!(super::when_in(t, "", Some(tokyo)), "2026-12-03 10:30 (20:00 +09:30)");
         let late = Utc.with_ymd_and_hms(2026, 12, 3, 20, 0, 0).unwrap();
         let tokyo = late.with_timezone(&FixedOffset::east_opt(9 * 3600).unwrap());
-        assert_eq!(super::when_in(late, Some(tokyo)), "2026-12-03 20:00 (2026-12-04 05:00 +09:00)");
+        assert_eq!(super::when_in(late, "", Some(tokyo)), "2026-12-03 20:00 (2026-12-04 05:00 +09:00)");
         let la = t.with_timezone(&FixedOffset::west_opt(8 * 3600).unwrap());
-        assert_eq!(super::when_in(t, Some(la)), "2026-12-03 10:30 (02:30 -08:00)");
+        assert_eq!(super::when_in(t, "", Some(la)), "2026-12-03 10:30 (02:30 -08:00)");
     }
 
     #[test]

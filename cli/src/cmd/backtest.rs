@@ -7,7 +7,7 @@ use clap::Args;
 
 use crate::context::{CliError, CliResult, Window, bounds, load_rule, store};
 use crate::output::OutputArgs;
-use crate::table::{self, Column, when};
+use crate::table::{self, Column, when, when_utc};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  \
@@ -125,7 +125,7 @@ pub async fn run(a: BacktestArgs) -> CliResult {
     }
     for (reason, n, first, last) in reasons {
         let span =
-            if n == 1 { format!("at {} UTC", when(first)) } else { format!("{} to {} UTC", when(first), when(last)) };
+            if n == 1 { format!("at {}", when_utc(first)) } else { format!("{} to {}", when(first), when_utc(last)) };
         println!("  held back: {reason} ({n} scan{}, {span})", if n == 1 { "" } else { "s" });
     }
     Ok(())

@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::context::{CliError, CliResult, Window, bounds, load_rule, store};
 use crate::output::OutputArgs;
 use crate::svg;
-use crate::table::{self, Column, when};
+use crate::table::{self, Column, when, when_utc};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock history --region us-west-2 --type p5.48xlarge\n  \
@@ -193,9 +193,9 @@ pub async fn run(a: HistoryArgs) -> CliResult {
         // The bounds as asked: an open end is said as such, never as the 1970/2100 it stands for.
         let span = match (a.window.from, a.window.to) {
             (None, None) => "in the stored history".to_string(),
-            (Some(f), None) => format!("since {} UTC", when(f)),
-            (None, Some(t)) => format!("before {} UTC", when(t)),
-            (Some(f), Some(t)) => format!("between {} and {} UTC", when(f), when(t)),
+            (Some(f), None) => format!("since {}", when_utc(f)),
+            (None, Some(t)) => format!("before {}", when_utc(t)),
+            (Some(f), Some(t)) => format!("between {} and {}", when(f), when_utc(t)),
         };
         eprintln!("no observations for {} {span}", describe(&pairs));
     } else if a.chart.is_none() || rows.len() <= 200 {

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::context::{CliError, CliResult, sdk, store, stored_settings};
 use crate::output::OutputArgs;
-use crate::table::{self, Column, Layout, safe, when};
+use crate::table::{self, Column, Layout, safe, when_utc};
 
 #[derive(Args)]
 #[command(
@@ -225,15 +225,15 @@ fn print(s: &Status, verbose: bool, layout: Layout) {
     let now = s.at;
     match &s.settings {
         Some(st) => println!(
-            "stack {} in mode {} ({} UTC; settings stored {} UTC)",
+            "stack {} in mode {} ({}; settings stored {})",
             st.stack.name,
             st.stack.mode.as_str(),
-            when(now),
-            when(st.written_at)
+            when_utc(now),
+            when_utc(st.written_at)
         ),
         None => println!(
-            "stack settings not stored yet: no function of the stack has run against this table ({} UTC)",
-            when(now)
+            "stack settings not stored yet: no function of the stack has run against this table ({})",
+            when_utc(now)
         ),
     }
     println!("rules: {} ({} enabled)", s.rules, s.rules_enabled);
@@ -270,10 +270,7 @@ fn print(s: &Status, verbose: bool, layout: Layout) {
     let layout = Layout { width: layout.width.map(|w| w.saturating_sub(2)), ..layout };
     println!("{}", indent(&table::render(&columns, &rows, layout)));
 
-    println!(
-        "last scan answered: {}",
-        s.last_scan_answered.map_or_else(|| "never".to_string(), |t| format!("{} UTC", when(t)))
-    );
+    println!("last scan answered: {}", s.last_scan_answered.map_or_else(|| "never".to_string(), when_utc));
     if !s.watch.is_empty() && verbose {
         println!("the watch, per region (as the last scan that asked it left it):");
         for w in &s.watch {
@@ -288,9 +285,9 @@ fn print(s: &Status, verbose: bool, layout: Layout) {
     }
     match &s.preflight {
         Some(p) => println!(
-            "preflight: {} at {} UTC ({} warn, {} failed, {} not checked)",
+            "preflight: {} at {} ({} warn, {} failed, {} not checked)",
             if p.passed { "passed" } else { "FAILED" },
-            when(p.at),
+            when_utc(p.at),
             p.warn,
             p.failed,
             p.not_checked
@@ -299,7 +296,7 @@ fn print(s: &Status, verbose: bool, layout: Layout) {
     }
     println!("dashboard: {}", s.dashboard);
     let firing: Vec<String> =
-        s.alarms_in_alarm.iter().map(|a| format!("{} (since {} UTC)", safe(&a.alarm), when(a.at))).collect();
+        s.alarms_in_alarm.iter().map(|a| format!("{} (since {})", safe(&a.alarm), when_utc(a.at))).collect();
     if firing.is_empty() {
         println!("alarms in ALARM: none");
     } else {
@@ -327,7 +324,7 @@ fn watch_line(region: &str, w: &Watch) -> String {
     if w.contended > 0 {
         line.push_str(&format!("; {} refusal(s) others in the account likely met too", w.contended));
     }
-    line.push_str(&format!(" ({} UTC)", when(w.at)));
+    line.push_str(&format!(" ({})", when_utc(w.at)));
     line
 }
 

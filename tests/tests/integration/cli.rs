@@ -1614,6 +1614,12 @@ async fn status_prints_json_and_yaml_and_money_with_its_currency() {
     assert!(yaml.stdout.contains("\nspend:\n") && yaml.stdout.contains("kind: rule"), "{}", yaml.stdout);
     let table = c.run(&["status", "--time", NOW]).await;
     assert!(table.stdout.contains("SPENT (USD)") && table.stdout.contains("LIMIT (USD)"), "{}", table.stdout);
+    assert!(table.stdout.contains("(2026-12-01 00:00 UTC; settings"), "{}", table.stdout);
+    // --tz: the local time (TZ) after the UTC one.
+    let tokyo = c.unconfirmed_with(&["--tz", "status", "--time", NOW], &[("TZ", "Asia/Tokyo")]).await;
+    assert!(tokyo.stdout.contains("(2026-12-01 00:00 UTC (09:00 +09:00); settings"), "{}", tokyo.stdout);
+    let blocks = c.unconfirmed_with(&["--tz", "blocks", "-o", "wide", "--time", NOW], &[("TZ", "Asia/Tokyo")]).await;
+    assert!(blocks.stdout.contains("2026-12-03 11:30 (20:30 +09:00)"), "{}", blocks.stdout);
 }
 
 /// `rules put -` reads the rule from stdin; putting the stored rule back says it is unchanged and
