@@ -10,7 +10,7 @@ use crate::context::{CliError, CliResult};
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \
 capblock completions bash > ~/.local/share/bash-completion/completions/capblock\n  \
-capblock completions zsh > ~/.zfunc/_capblock      # with fpath+=(~/.zfunc) before compinit in ~/.zshrc\n  \
+capblock completions zsh > ~/.zfunc/_capblock   # fpath+=(~/.zfunc) before compinit\n  \
 capblock completions fish > ~/.config/fish/completions/capblock.fish\n\n\
 A new shell then completes capblock's commands and options.")]
 pub struct CompletionsArgs {
@@ -23,7 +23,7 @@ pub struct CompletionsArgs {
 #[command(after_help = "Examples:\n  \
 capblock man | man -l -\n  \
 capblock man > ~/.local/share/man/man1/capblock.1 && man capblock\n  \
-capblock man --dir ~/.local/share/man/man1        # and a page per command: man capblock-offerings")]
+capblock man --dir ~/.local/share/man/man1   # also man capblock-offerings, ...")]
 pub struct ManArgs {
     /// Write capblock.1 and a page per command (capblock-offerings.1, capblock-rules-put.1, ...)
     /// into this directory instead of printing capblock.1.

@@ -85,8 +85,8 @@ enum Command {
         subcommand,
         after_help = "Examples:\n  capblock rules validate infra/examples/rules/*.toml\n  \
 capblock rules put infra/examples/rules/p5-weekly.toml\n  capblock rules list\n  \
-capblock rules show p5-weekly > p5-weekly.toml    # edit it, then put it back:\n  \
-capblock rules put p5-weekly.toml                  # says what changed, or that nothing did\n  \
+capblock rules show p5-weekly > p5-weekly.toml   # edit it, then put it back:\n  \
+capblock rules put p5-weekly.toml                 # shows what changed\n  \
 capblock rules show p5-weekly | capblock rules put -\n  capblock rules disable p5-weekly\n  \
 capblock rules delete p5-weekly"
     )]

@@ -20,7 +20,7 @@ use crate::table;
 #[command(after_help = "Examples:\n  capblock offerings --types p5.48xlarge --regions us-east-1\n  \
 capblock offerings --types p5.48xlarge,p5e.48xlarge --counts 1,2 --days 1-7 --regions us-east-1,us-west-2 --from 2026-12-20\n  \
 capblock offerings --ultraservers u-p6e-gb200x72 --days 1-7 --regions us-east-1\n  \
-capblock offerings --types p5.48xlarge --regions us-east-1 -o wide    # every column: region, end, $/instance-hour\n  \
+capblock offerings --types p5.48xlarge --regions us-east-1 -o wide   # every column\n  \
 capblock offerings --types p5.48xlarge --regions us-east-1 -o json | jq -r '.offerings[0].offering.id'\n\n\
 The table is sorted by the price per accelerator-hour, cheapest first; buy one within the hour with \
 `capblock buy OFFERING --rule RULE`.\n\

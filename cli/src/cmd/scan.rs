@@ -20,10 +20,10 @@ use crate::table::{self, safe};
 
 #[derive(Args)]
 #[command(
-    after_help = "Examples:\n  capblock scan                                   # a dry run now: what the rules would choose\n  \
-capblock scan --time 2026-12-03T00:00:00Z       # a dry run at another time (a replay)\n  \
+    after_help = "Examples:\n  capblock scan                              # a dry run: what the rules choose\n  \
+capblock scan --time 2026-12-03T00:00:00Z  # a dry run at another time\n  \
 capblock scan -o json | jq '.outcomes[] | {rule_id, chosen: .chosen.offering.id}'\n  \
-capblock scan --mode live                       # buys what the live rules decide (asks first)\n\n\
+capblock scan --mode live                  # buys what live rules decide (asks)\n\n\
 Exit codes: 0 scanned, 1 AWS or store failure, 2 bad input or refused (a live scan not confirmed, a \
 stack not live)."
 )]
