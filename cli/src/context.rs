@@ -152,8 +152,21 @@ impl From<crate::stack::StackError> for CliError {
 pub type CliResult = Result<(), CliError>;
 
 /// The SDK configuration: the standard AWS chain plus `AWS_ENDPOINT_URL_*`, as the functions.
+/// A chosen profile's `region` and `aws_profile` (`crate::stack::profile`) are taken over
+/// AWS_REGION and AWS_PROFILE: naming the profile is the choice.
 pub async fn sdk() -> aws_config::SdkConfig {
-    capblock_shared::aws::load_config().await
+    let Some(p) = crate::stack::profile().filter(|p| p.region.is_some() || p.aws_profile.is_some()) else {
+        return capblock_shared::aws::load_config().await;
+    };
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .timeout_config(capblock_shared::aws::ec2::timeouts());
+    if let Some(name) = &p.aws_profile {
+        loader = loader.profile_name(name);
+    }
+    if let Some(region) = &p.region {
+        loader = loader.region(aws_config::Region::new(region.clone()));
+    }
+    loader.load().await
 }
 
 /// The stack's store: the table of the stack `--stack` names (its CloudFormation outputs), or
@@ -285,25 +298,43 @@ pub const MAX_RULE_FILE_BYTES: u64 = 1024 * 1024;
 
 /// A rule file's text: a regular file of at most `MAX_RULE_FILE_BYTES`, else why not.
 pub fn read_rule_file(path: &str) -> Result<String, CliError> {
-    use std::io::Read;
     let bad = |why: String| CliError::InvalidRule(format!("{path}: {why}"));
     let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
     let meta = file.metadata().map_err(|e| bad(e.to_string()))?;
     if !meta.is_file() {
         return Err(bad("not a regular file (a rule is a TOML file)".into()));
     }
-    let mut text = String::new();
-    file.take(MAX_RULE_FILE_BYTES + 1).read_to_string(&mut text).map_err(|e| bad(e.to_string()))?;
-    if text.len() as u64 > MAX_RULE_FILE_BYTES {
-        return Err(bad(format!("larger than {} KiB: not a rule file", MAX_RULE_FILE_BYTES / 1024)));
-    }
-    Ok(text)
+    read_rule_from(file, path)
 }
 
 /// A rule file, parsed and validated at `now` (`clock_now`); every problem names its field.
 pub fn load_rule(path: &str, now: DateTime<Utc>) -> Result<Rule, CliError> {
-    let text = read_rule_file(path)?;
-    RuleSpec::from_toml(&text).and_then(|s| s.validate(now)).map_err(|e| CliError::InvalidRule(format!("{path}: {e}")))
+    parse_rule(path, &read_rule_file(path)?, now)
+}
+
+/// A rule's text read from `name` (a file, or `(stdin)`), parsed and validated at `now`.
+pub fn parse_rule(name: &str, text: &str, now: DateTime<Utc>) -> Result<Rule, CliError> {
+    RuleSpec::from_toml(text).and_then(|s| s.validate(now)).map_err(|e| CliError::InvalidRule(format!("{name}: {e}")))
+}
+
+/// A rule's text from stdin (`rules put -`), at most `MAX_RULE_FILE_BYTES`.
+pub fn read_rule_stdin() -> Result<String, CliError> {
+    read_rule_from(std::io::stdin().lock(), "(stdin)")
+}
+
+fn read_rule_from(from: impl std::io::Read, name: &str) -> Result<String, CliError> {
+    use std::io::Read;
+    let mut text = String::new();
+    from.take(MAX_RULE_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::InvalidRule(format!("{name}: {e}")))?;
+    if text.len() as u64 > MAX_RULE_FILE_BYTES {
+        return Err(CliError::InvalidRule(format!(
+            "{name}: larger than {} KiB: not a rule file",
+            MAX_RULE_FILE_BYTES / 1024
+        )));
+    }
+    Ok(text)
 }
 
 /// A time window, `--from` to `--to`: a date (`2026-12-20`: from its first minute, to its last),

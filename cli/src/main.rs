@@ -3,13 +3,14 @@
 //! at a local stack).
 //!
 //! Modules: `cmd/` (one file per command) over `context` (store, SDK config, exit codes),
-//! `stack` (which deployed stack, and its table), `invoke` (the functions, for preflight) and the
-//! output helpers `table`, `svg` and `progress`; nothing below `cmd/` imports it back.
+//! `stack` (which deployed stack, its table, the config file and its profiles), `invoke` (the
+//! functions, for preflight) and the output helpers `output` (`-o`), `table`, `svg` and `progress`; nothing below `cmd/` imports it back.
 
 mod cmd;
 mod context;
 mod invoke;
 mod money_plan;
+mod output;
 mod progress;
 mod stack;
 mod svg;

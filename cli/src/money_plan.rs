@@ -83,7 +83,14 @@ fn budgets(rows: &[BudgetAfter], period: &Period, currency: String) -> String {
             ]
         })
         .collect();
-    let after = format!("AFTER ({currency})");
-    let headers = [&format!("BUDGET {}", period.as_str()) as &str, "NOW", &after, "LIMIT", "LEFT AFTER"];
-    table::render(&headers, &cells)
+    use table::{Column, in_currency};
+    let columns = [
+        Column::text(format!("BUDGET {}", period.as_str())),
+        Column::number(in_currency("NOW", &currency)),
+        Column::number(in_currency("AFTER", &currency)),
+        Column::number(in_currency("LIMIT", &currency)),
+        Column::number(in_currency("LEFT AFTER", &currency)),
+    ];
+    // On stderr, before the question: wrapped to the terminal like any table.
+    table::render(&columns, &cells, table::Layout::detect(false))
 }

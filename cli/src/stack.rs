@@ -1,9 +1,11 @@
 //! Which deployed stack the CLI acts on, and its table: `--stack NAME` (or CAPBLOCK_STACK_NAME)
-//! reads the table from the stack's CloudFormation outputs; otherwise CAPBLOCK_TABLE names the
-//! table itself; otherwise `stack` in the config file (`$CAPBLOCK_CONFIG`, else
-//! `$XDG_CONFIG_HOME/capblock/config.toml`, else `~/.config/capblock/config.toml`). The mode,
-//! budgets and topics the CLI acts with come from the table (the stack's stored settings), never
-//! from the shell.
+//! reads the table from the stack's CloudFormation outputs; otherwise the chosen profile's
+//! `stack` (`--profile NAME` or CAPBLOCK_PROFILE: a `[profile.NAME]` table of the config file);
+//! otherwise CAPBLOCK_TABLE names the table itself; otherwise `stack` in the config file
+//! (`$CAPBLOCK_CONFIG`, else `$XDG_CONFIG_HOME/capblock/config.toml`, else
+//! `~/.config/capblock/config.toml`). A profile also names the AWS region and the AWS profile
+//! to act with (`context::sdk`). The mode, budgets and topics the CLI acts with come from the
+//! table (the stack's stored settings), never from the shell.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -101,8 +103,69 @@ pub fn name(stack: Option<String>) {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Config {
-    /// The stack to act on when neither --stack nor CAPBLOCK_TABLE says.
+    /// The stack to act on when neither --stack, a profile nor CAPBLOCK_TABLE says.
     stack: Option<String>,
+    /// The named profiles: `[profile.prod]`.
+    #[serde(default)]
+    profile: std::collections::BTreeMap<String, Profile>,
+}
+
+/// A named profile of the config file (`[profile.NAME]`), chosen by `--profile NAME` or
+/// CAPBLOCK_PROFILE: the stack to act on, and the AWS region and AWS profile to act with.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub stack: Option<String>,
+    pub region: Option<String>,
+    pub aws_profile: Option<String>,
+}
+
+/// The profile the command line chose (`None`: none was).
+static PROFILE: OnceLock<Option<Profile>> = OnceLock::new();
+
+/// Reads the profile `--profile` (or CAPBLOCK_PROFILE) names from the config file; call once,
+/// before any command runs. A profile the file lacks is an error naming the file and the
+/// profiles it has.
+pub fn choose_profile(name: Option<String>) -> Result<(), StackError> {
+    let chosen = match name.filter(|n| !n.is_empty()) {
+        None => None,
+        Some(name) => {
+            let path = config_path().ok_or_else(|| {
+                StackError::Invalid(format!("profile {name:?}: no config file (set HOME or CAPBLOCK_CONFIG)"))
+            })?;
+            Some(pick(read_config(&path)?.as_ref(), &path, &name)?)
+        }
+    };
+    let _ = PROFILE.set(chosen);
+    Ok(())
+}
+
+/// The chosen profile, if any.
+pub fn profile() -> Option<&'static Profile> {
+    PROFILE.get().and_then(Option::as_ref)
+}
+
+/// Profile `name` of the config file at `path` (`None`: there is no file).
+fn pick(config: Option<&Config>, path: &std::path::Path, name: &str) -> Result<Profile, StackError> {
+    let Some(config) = config else {
+        return Err(StackError::Invalid(format!(
+            "profile {name:?}: there is no config file {} (write a [profile.{name}] table there with stack, \
+             region and aws_profile)",
+            path.display()
+        )));
+    };
+    config.profile.get(name).cloned().ok_or_else(|| {
+        let known: Vec<&str> = config.profile.keys().map(String::as_str).collect();
+        StackError::Invalid(format!(
+            "profile {name:?} is not in {}: {}",
+            path.display(),
+            if known.is_empty() {
+                format!("it has no profile (add a [profile.{name}] table with stack, region and aws_profile)")
+            } else {
+                format!("its profiles are {}", known.join(", "))
+            }
+        ))
+    })
 }
 
 fn config_path() -> Option<PathBuf> {
@@ -114,10 +177,16 @@ fn config_path() -> Option<PathBuf> {
 
 fn config() -> Result<Config, StackError> {
     let Some(path) = config_path() else { return Ok(Config::default()) };
-    match std::fs::read_to_string(&path) {
+    Ok(read_config(&path)?.unwrap_or_default())
+}
+
+/// The config file at `path`; `None` when there is none.
+fn read_config(path: &std::path::Path) -> Result<Option<Config>, StackError> {
+    match std::fs::read_to_string(path) {
         Ok(text) => toml::from_str(&text)
+            .map(Some)
             .map_err(|e| StackError::Invalid(format!("{}: {}", path.display(), e.to_string().trim()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StackError::Failed(format!("{}: {e}", path.display()))),
     }
 }
@@ -132,6 +201,9 @@ fn target() -> Result<Option<Target>, StackError> {
     if let Some(Some(stack)) = NAMED.get() {
         return Ok(Some(Target::Stack(stack.clone())));
     }
+    if let Some(stack) = profile().and_then(|p| p.stack.clone()) {
+        return Ok(Some(Target::Stack(stack)));
+    }
     if let Some(table) = capblock_shared::config::optional("CAPBLOCK_TABLE") {
         return Ok(Some(Target::Table(table)));
     }
@@ -144,7 +216,10 @@ pub fn stack_name() -> Option<String> {
     if let Some(Some(stack)) = NAMED.get() {
         return Some(stack.clone());
     }
-    capblock_shared::config::optional("CAPBLOCK_STACK").or_else(|| config().ok()?.stack)
+    profile()
+        .and_then(|p| p.stack.clone())
+        .or_else(|| capblock_shared::config::optional("CAPBLOCK_STACK"))
+        .or_else(|| config().ok()?.stack)
 }
 
 /// Whether a stack or a table is named at all (commands that only use the store when there is one).
@@ -246,9 +321,40 @@ mod tests {
     }
 
     #[test]
-    fn the_config_file_names_a_stack_and_nothing_else() {
+    fn the_config_file_names_a_stack_and_profiles_and_nothing_else() {
         let c: Config = toml::from_str("stack = \"capblock-prod\"").unwrap();
         assert_eq!(c.stack.as_deref(), Some("capblock-prod"));
         assert!(toml::from_str::<Config>("stak = \"x\"").is_err(), "a misspelt key is an error, not ignored");
+        let text = "stack = \"capblock-dev\"\n\n[profile.prod]\nstack = \"capblock\"\nregion = \"us-west-2\"\n\
+                    aws_profile = \"prod-admin\"\n\n[profile.sim]\nregion = \"us-east-1\"\n";
+        let c: Config = toml::from_str(text).unwrap();
+        assert_eq!(c.stack.as_deref(), Some("capblock-dev"));
+        let path = std::path::Path::new("/home/op/.config/capblock/config.toml");
+        let prod = pick(Some(&c), path, "prod").unwrap();
+        assert_eq!(
+            prod,
+            Profile {
+                stack: Some("capblock".into()),
+                region: Some("us-west-2".into()),
+                aws_profile: Some("prod-admin".into())
+            }
+        );
+        assert_eq!(pick(Some(&c), path, "sim").unwrap().stack, None, "a profile may name only some");
+        let typo = toml::from_str::<Config>("[profile.prod]\nstak = \"x\"\n").unwrap_err().to_string();
+        assert!(typo.contains("stak"), "{typo}");
+    }
+
+    /// A profile the file lacks names the file and the profiles it has (exit 2).
+    #[test]
+    fn a_missing_profile_names_the_file_and_the_profiles_it_has() {
+        let c: Config = toml::from_str("[profile.prod]\nstack = \"a\"\n[profile.dev]\nstack = \"b\"\n").unwrap();
+        let path = std::path::Path::new("/etc/capblock.toml");
+        let e = pick(Some(&c), path, "staging").unwrap_err();
+        assert!(matches!(e, StackError::Invalid(_)), "{e:?}");
+        assert_eq!(e.to_string(), "profile \"staging\" is not in /etc/capblock.toml: its profiles are dev, prod");
+        let none = pick(Some(&Config::default()), path, "prod").unwrap_err().to_string();
+        assert!(none.contains("it has no profile") && none.contains("[profile.prod]"), "{none}");
+        let no_file = pick(None, path, "prod").unwrap_err().to_string();
+        assert!(no_file.contains("there is no config file /etc/capblock.toml"), "{no_file}");
     }
 }

@@ -1,7 +1,23 @@
-//! Plain text tables: columns padded to their widest cell, at most `MAX_COLUMN` characters.
-//! Written here rather than with a table crate: capblock's tables are plain columns (no borders,
-//! colours or wrapping) that scripts and tests read, every cell goes through `safe` (text from
-//! EC2 or AWS must not move a terminal's cursor), and the whole of it is a few dozen lines.
+//! Text tables for a person and for a script, laid out by comfy-table.
+//!
+//! Why a crate: a table must fit the terminal it is printed on. At 80 columns the hand-written
+//! padder printed rows of 125-200 characters that the terminal broke over 2-3 lines, and it cut
+//! long cells (a preflight finding's advice) with an ellipsis. comfy-table (maintained, no
+//! unsafe code, used without its crossterm feature) wraps a cell inside its column instead,
+//! at word boundaries, keeping the columns aligned; columns marked `whole` (ids, zones,
+//! numbers) are never wrapped, so they can be copied. The tables stay plain columns, as
+//! kubectl prints them: no borders (the `NOTHING` preset), two spaces between columns, no
+//! trailing spaces, so scripts that read columns keep working.
+//!
+//! Where the width comes from (`Layout::detect`): `COLUMNS` when it holds a number (as `ls` and
+//! Python read it: a test or a pager asks for a width with it), else the terminal's when stdout
+//! is one; on a pipe, nothing is wrapped: each row is one line, every cell whole, stable for
+//! `grep`, `awk` and `cut`, as kubectl prints when piped. `-o wide` adds the columns the narrow
+//! default leaves out and is never wrapped (a row per line, for a wide terminal or a pager).
+//!
+//! Every cell and header goes through `safe`: text from EC2 or AWS must not move a terminal's
+//! cursor. Numbers are right-aligned; money is an amount to the cent (`money`) under a header
+//! that names the currency (`in_currency`: `FEE (USD)`), the same in every table.
 
 use std::borrow::Cow;
 
@@ -32,9 +48,40 @@ pub fn safe_lines(text: &str) -> String {
         .join("\n")
 }
 
-/// A time cell: "2026-12-03 10:30" (UTC; the headers say so).
+/// Whether times are also shown in the local time zone (`--tz`).
+static LOCAL_TOO: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `--tz`: every time `when` shows is followed by the same instant in the local time zone (`TZ`,
+/// else the system's). Call once, before any command runs.
+pub fn show_local_time(on: bool) {
+    LOCAL_TOO.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// A time cell: "2026-12-03 10:30" (UTC; the headers say so); with `--tz`, the local time
+/// beside it: "2026-12-03 10:30 (11:30 +01:00)".
 pub fn when(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M").to_string()
+    when_in(t, "", local(t))
+}
+
+/// A time in a sentence: "2026-12-03 10:30 UTC"; with `--tz`, "2026-12-03 10:30 UTC (11:30 +01:00)".
+pub fn when_utc(t: DateTime<Utc>) -> String {
+    when_in(t, " UTC", local(t))
+}
+
+/// `t` in the local zone when `--tz` asks for it.
+fn local(t: DateTime<Utc>) -> Option<DateTime<chrono::FixedOffset>> {
+    LOCAL_TOO.load(std::sync::atomic::Ordering::Relaxed).then(|| t.with_timezone(&chrono::Local).fixed_offset())
+}
+
+/// `t` in UTC (followed by `zone`), and `local` (the same instant in a zone) after it: its time
+/// and offset, and its date when that is another day.
+fn when_in(t: DateTime<Utc>, zone: &str, local: Option<DateTime<chrono::FixedOffset>>) -> String {
+    let utc = format!("{}{zone}", t.format("%Y-%m-%d %H:%M"));
+    match local {
+        None => utc,
+        Some(l) if l.date_naive() == t.date_naive() => format!("{utc} ({})", l.format("%H:%M %:z")),
+        Some(l) => format!("{utc} ({})", l.format("%Y-%m-%d %H:%M %:z")),
+    }
 }
 
 /// The account's monthly cap as a sentence says it (`account cap 1000.00 USD a month`).
@@ -74,45 +121,155 @@ pub fn span(d: Duration) -> String {
     }
 }
 
-/// The widest a column gets: a longer cell (a rule with many regions) is cut with an ellipsis,
-/// so one value cannot push the others off the screen.
-pub const MAX_COLUMN: usize = 60;
+/// One column of a table: its header, how its cells sit, and whether only `-o wide` shows it.
+#[derive(Debug, Clone)]
+pub struct Column {
+    header: String,
+    /// Right-aligned (numbers).
+    right: bool,
+    /// Never wrapped: ids, zones, times and numbers are read (and copied) whole.
+    whole: bool,
+    /// Shown only with `-o wide`.
+    wide: bool,
+    /// Shown only without `-o wide` (what wide shows in columns of its own, said in one).
+    narrow: bool,
+}
 
-/// `cell`, cut to `MAX_COLUMN` characters.
-fn clamp(cell: &str) -> String {
-    match cell.char_indices().nth(MAX_COLUMN) {
-        None => cell.to_string(),
-        Some(_) => {
-            let keep = cell.char_indices().nth(MAX_COLUMN - 1).map_or(cell.len(), |(i, _)| i);
-            format!("{}…", &cell[..keep])
-        }
+impl Column {
+    /// Text, wrapped at word boundaries when the table is wider than the terminal.
+    pub fn text(header: impl Into<String>) -> Column {
+        Column { header: header.into(), right: false, whole: false, wide: false, narrow: false }
+    }
+
+    /// Text that is never wrapped: an id, a zone, a state, a time.
+    pub fn whole(header: impl Into<String>) -> Column {
+        Column { whole: true, ..Column::text(header) }
+    }
+
+    /// A number: right-aligned, never wrapped. Money's header names its currency (`in_currency`).
+    pub fn number(header: impl Into<String>) -> Column {
+        Column { right: true, whole: true, ..Column::text(header) }
+    }
+
+    /// Only in `-o wide`.
+    pub fn wide(self) -> Column {
+        Column { wide: true, ..self }
+    }
+
+    /// Only in the narrow default: `-o wide` has its content in columns of their own.
+    pub fn narrow(self) -> Column {
+        Column { narrow: true, ..self }
     }
 }
 
-pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let clamped = |cells: &mut dyn Iterator<Item = &str>| cells.map(|c| clamp(&safe(c))).collect::<Vec<_>>();
-    let head = clamped(&mut headers.iter().copied());
-    let body: Vec<Vec<String>> = rows.iter().map(|r| clamped(&mut r.iter().map(String::as_str))).collect();
-    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
-    for r in &body {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
+/// How a table is printed: the narrow default or every column (`wide`), and the width to wrap
+/// the narrow one to (`None`: nothing wrapped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub wide: bool,
+    pub width: Option<u16>,
+}
+
+impl Layout {
+    /// For stdout (the module's doc says why): `COLUMNS`, else the terminal's width, else none.
+    /// `-o wide` is never wrapped.
+    pub fn detect(wide: bool) -> Layout {
+        if wide {
+            return Layout { wide, width: None };
+        }
+        let columns = std::env::var("COLUMNS").ok();
+        Layout { wide, width: width(columns.as_deref(), terminal_width()) }
+    }
+
+    /// The narrow set, unwrapped (the tests' layout).
+    #[cfg(test)]
+    pub const PLAIN: Layout = Layout { wide: false, width: None };
+}
+
+/// stdout's terminal width, when stdout is a terminal.
+fn terminal_width() -> Option<u16> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    terminal_size::terminal_size().map(|(w, _)| w.0)
+}
+
+/// The width to wrap to: `COLUMNS` when it is a positive number, else the terminal's.
+fn width(columns: Option<&str>, terminal: Option<u16>) -> Option<u16> {
+    columns.and_then(|c| c.trim().parse::<u16>().ok()).filter(|w| *w > 0).or(terminal)
+}
+
+/// `label (CURRENCY)`: a money column's header, as every table says it.
+pub fn in_currency(label: &str, currency: impl std::fmt::Display) -> String {
+    format!("{label} ({currency})")
+}
+
+/// The table: `columns` over `rows` (a cell per column, in order), laid out as `layout` says.
+/// Columns marked `wide` are left out unless `layout.wide`.
+pub fn render(columns: &[Column], rows: &[Vec<String>], layout: Layout) -> String {
+    use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement};
+    let shown: Vec<usize> =
+        (0..columns.len()).filter(|i| if layout.wide { !columns[*i].narrow } else { !columns[*i].wide }).collect();
+    let mut t = comfy_table::Table::new();
+    t.load_style(comfy_table::presets::NOTHING);
+    t.set_header(shown.iter().map(|i| safe(&columns[*i].header).into_owned()).collect::<Vec<_>>());
+    for r in rows {
+        t.add_row(shown.iter().map(|i| r.get(*i).map_or(String::new(), |c| safe(c).into_owned())).collect::<Vec<_>>());
+    }
+    let last = shown.len().saturating_sub(1);
+    for (n, i) in shown.iter().enumerate() {
+        let c = &columns[*i];
+        let Some(column) = t.column_mut(n) else { continue };
+        column.set_padding((0, if n == last { 0 } else { 2 }));
+        if c.right {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+        if c.whole {
+            column.set_constraint(ColumnConstraint::ContentWidth);
         }
     }
-    // Padded by hand: `format!("{c:<w$}")` panics for widths past 65,535.
-    let line = |cells: &[String]| {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c}{}", " ".repeat(w.saturating_sub(c.chars().count()))))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    let mut out = vec![line(&head)];
-    out.extend(body.iter().map(|r| line(r)));
-    out.join("\n")
+    if let Some(w) = layout.width {
+        t.set_width(w).set_content_arrangement(ContentArrangement::Dynamic);
+    }
+    t.trim_fmt()
+}
+
+/// The columns of `offering_rows`. The id first and whole (what `buy` takes, as kubectl puts
+/// NAME first: a wrapped row's further lines start blank). The narrow set is what a choice
+/// needs in six columns (one line from 87 columns; at 80 the block and start wrap to a second
+/// line): the block, when it starts, how long, the fee and the price the list is sorted by;
+/// `-o wide` adds the region, the zone, the end and the price per instance-hour.
+pub fn offering_columns(currency: &str) -> Vec<Column> {
+    vec![
+        Column::whole("OFFERING"),
+        Column::whole("REGION").wide(),
+        Column::whole("AZ").wide(),
+        Column::text("BLOCK"),
+        Column::text("START (UTC)"),
+        Column::text("END (UTC)").wide(),
+        Column::text("LENGTH"),
+        Column::number(in_currency("FEE", currency)),
+        Column::number(format!("{currency}/INSTANCE-H")).wide(),
+        Column::number(format!("{currency}/ACCEL-H")),
+    ]
+}
+
+/// A bought or seen block's columns, after its time (`history`, `backtest`): the block, its
+/// start, the fee and the price per accelerator-hour; `-o wide` adds its length.
+pub fn block_columns(currency: &str) -> [Column; 5] {
+    [
+        Column::text("BLOCK"),
+        Column::text("START (UTC)"),
+        Column::text("LENGTH").wide(),
+        Column::number(in_currency("FEE", currency)),
+        Column::number(format!("{currency}/ACCEL-H")),
+    ]
+}
+
+/// The currency of a list of amounts (USD when the list is empty): every EC2 fee is in one.
+pub fn currency<'a>(amounts: impl IntoIterator<Item = &'a Money>) -> String {
+    amounts.into_iter().next().map_or_else(|| "USD".to_string(), |m| m.currency().to_string())
 }
 
 /// Offerings as table rows (also the scan's decision).
@@ -121,40 +278,23 @@ pub fn offering_rows(list: &[Priced]) -> Vec<Vec<String>> {
         .map(|p| {
             let o = &p.offering;
             vec![
+                o.id.clone(),
                 o.region.to_string(),
                 o.availability_zone.clone(),
                 match &o.ultraservers {
                     Some(u) => format!("{u} ({})", o.instance_type),
-                    None => o.instance_type.to_string(),
+                    None => format!("{} x {}", o.instance_count, o.instance_type),
                 },
-                o.instance_count.to_string(),
-                o.start.format("%Y-%m-%d %H:%M").to_string(),
-                o.end.format("%Y-%m-%d %H:%M").to_string(),
+                when(o.start),
+                when(o.end),
                 o.length_text(),
-                format!("{} {}", money(&o.fee), o.fee.currency()),
+                money(&o.fee),
                 format!("{:.4}", p.per_instance_hour.per_unit.round_dp(4)),
                 format!("{:.4}", p.per_accelerator_hour.per_unit.round_dp(4)),
-                o.id.clone(),
             ]
         })
         .collect()
 }
-
-/// The offering id last: what an approval names, and EC2 may give the same block a new one in
-/// its next answer.
-pub const OFFERING_HEADERS: [&str; 11] = [
-    "REGION",
-    "AZ",
-    "TYPE",
-    "COUNT",
-    "START (UTC)",
-    "END (UTC)",
-    "LENGTH",
-    "FEE",
-    "$/INSTANCE-H",
-    "$/ACCEL-H",
-    "OFFERING",
-];
 
 #[cfg(test)]
 mod tests {
@@ -165,8 +305,14 @@ mod tests {
         assert!(!shown.chars().any(|c| c.is_control() || c == '\u{202e}'), "{shown:?}");
         assert_eq!(shown, "capblock-x\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\u{d}\\u{9b}31m\\u{202e}gpj");
         assert!(matches!(super::safe("plain é text"), std::borrow::Cow::Borrowed(_)));
-        let table = super::render(&["ALARM"], &[vec![hostile.into()]]);
+        let table = super::render(&[super::Column::text(hostile)], &[vec![hostile.into()]], super::Layout::PLAIN);
         assert!(!table.chars().any(|c| c != '\n' && c.is_control()), "{table:?}");
+        let wrapped = super::render(
+            &[super::Column::text("ALARM")],
+            &[vec![hostile.repeat(20)]],
+            super::Layout { wide: false, width: Some(40) },
+        );
+        assert!(!wrapped.chars().any(|c| c != '\n' && c.is_control()), "{wrapped:?}");
     }
 
     /// A message keeps its own line breaks and tabs, and nothing else that moves a cursor.
@@ -177,26 +323,97 @@ mod tests {
         assert!(!said.contains("\\u{a}"), "{said}");
     }
 
-    #[test]
-    fn pads_columns() {
-        let t = super::render(&["a", "bb"], &[vec!["xxx".into(), "y".into()]]);
-        assert_eq!(t, "a    bb\nxxx  y");
+    use super::{Column, Layout, render};
+
+    fn plain(headers: &[&str], rows: &[Vec<String>]) -> String {
+        let columns: Vec<Column> = headers.iter().map(|h| Column::text(*h)).collect();
+        render(&columns, rows, Layout::PLAIN)
     }
 
     #[test]
-    fn wide_cells_are_cut_with_an_ellipsis() {
+    fn pads_columns() {
+        let t = plain(&["a", "bb"], &[vec!["xxx".into(), "y".into()]]);
+        assert_eq!(t, "a    bb\nxxx  y");
+    }
+
+    /// Numbers are right-aligned under their header; nothing trails a line.
+    #[test]
+    fn numbers_are_right_aligned() {
+        let columns = [Column::whole("RULE"), Column::number(super::in_currency("FEE", "USD"))];
+        let t =
+            render(&columns, &[vec!["a".into(), "5.00".into()], vec!["b".into(), "12345.67".into()]], Layout::PLAIN);
+        assert_eq!(t, "RULE  FEE (USD)\na          5.00\nb      12345.67");
+    }
+
+    /// The narrow default leaves out the wide columns; `-o wide` shows them, and leaves out
+    /// the narrow-only ones.
+    #[test]
+    fn wide_columns_only_in_wide() {
+        let columns = [Column::whole("ID"), Column::text("DETAIL").wide(), Column::text("SUMMARY").narrow()];
+        let rows = [vec!["r1".to_string(), "more".to_string(), "in short".to_string()]];
+        assert_eq!(render(&columns, &rows, Layout::PLAIN), "ID  SUMMARY\nr1  in short");
+        assert_eq!(render(&columns, &rows, Layout { wide: true, width: None }), "ID  DETAIL\nr1  more");
+    }
+
+    /// At 80 columns a long cell is wrapped inside its column at word boundaries, never cut:
+    /// every word of the advice is there, no line passes 80, and the id stays whole.
+    #[test]
+    fn a_long_cell_wraps_within_the_width_and_loses_nothing() {
+        let advice = "allow lambda:InvokeFunction on the stack's functions for the role you run preflight \
+                      with, then run capblock preflight again; the functions' own roles are checked by them";
+        let columns = [Column::whole("CHECK"), Column::whole("VERDICT"), Column::text("WHAT TO DO")];
+        let rows = [vec!["functions-invocable-by-you".to_string(), "fail".to_string(), advice.to_string()]];
+        let t = render(&columns, &rows, Layout { wide: false, width: Some(80) });
+        assert!(t.lines().all(|l| l.chars().count() <= 80), "{t}");
+        assert!(t.lines().count() > 2, "wrapped over several lines: {t}");
+        assert!(!t.contains('…'), "{t}");
+        let words: Vec<&str> = t.lines().skip(1).flat_map(|l| l.split_whitespace()).collect();
+        let expected: Vec<&str> =
+            ["functions-invocable-by-you", "fail"].into_iter().chain(advice.split_whitespace()).collect();
+        assert_eq!(words, expected, "{t}");
+        // Piped (no width), the row is one line.
+        assert_eq!(render(&columns, &rows, Layout::PLAIN).lines().count(), 2);
+    }
+
+    /// `--tz`: the local time after the UTC one, with its offset, and its date when it is another
+    /// day there.
+    #[test]
+    fn a_time_in_a_zone_follows_the_utc_one() {
+        use chrono::{FixedOffset, TimeZone, Utc};
+        let t = Utc.with_ymd_and_hms(2026, 12, 3, 10, 30, 0).unwrap();
+        assert_eq!(super::when_in(t, "", None), "2026-12-03 10:30");
+        let paris = t.with_timezone(&FixedOffset::east_opt(3600).unwrap());
+        assert_eq!(super::when_in(t, " UTC", Some(paris)), "2026-12-03 10:30 UTC (11:30 +01:00)");
+        let tokyo = t.with_timezone(&FixedOffset::east_opt(9 * 3600 + 1800).unwrap());
+        assert_eq!(super::when_in(t, "", Some(tokyo)), "2026-12-03 10:30 (20:00 +09:30)");
+        let late = Utc.with_ymd_and_hms(2026, 12, 3, 20, 0, 0).unwrap();
+        let tokyo = late.with_timezone(&FixedOffset::east_opt(9 * 3600).unwrap());
+        assert_eq!(super::when_in(late, "", Some(tokyo)), "2026-12-03 20:00 (2026-12-04 05:00 +09:00)");
+        let la = t.with_timezone(&FixedOffset::west_opt(8 * 3600).unwrap());
+        assert_eq!(super::when_in(t, "", Some(la)), "2026-12-03 10:30 (02:30 -08:00)");
+    }
+
+    #[test]
+    fn the_width_is_columns_else_the_terminal() {
+        assert_eq!(super::width(Some("80"), Some(200)), Some(80));
+        assert_eq!(super::width(Some("x"), Some(200)), Some(200));
+        assert_eq!(super::width(Some("0"), None), None);
+        assert_eq!(super::width(None, None), None);
+        assert!(Layout::detect(true).width.is_none(), "-o wide is never wrapped");
+    }
+
+    #[test]
+    fn a_huge_cell_is_printed_whole_when_piped() {
         // A rule with 10,000 regions: the REGIONS cell is 150,000 characters.
         let regions = vec!["us-east-1"; 10_000].join(",");
-        let t = super::render(&["ID", "REGIONS", "MODE"], &[vec!["r".into(), regions, "live".into()]]);
-        let row = t.lines().nth(1).unwrap();
-        // "ID" is two wide, then two spaces.
-        let cell: String = row.chars().skip(4).take(super::MAX_COLUMN).collect();
-        assert!(cell.starts_with("us-east-1,us-east-1,") && cell.ends_with('…'), "{cell}");
-        assert_eq!(row.chars().count(), 4 + super::MAX_COLUMN + 2 + 4);
-        // Exactly at the limit, nothing is cut; multi-byte characters are counted as one.
-        let exact = "é".repeat(super::MAX_COLUMN);
-        assert_eq!(super::render(&["X"], &[vec![exact.clone()]]).lines().nth(1), Some(exact.as_str()));
-        let over = super::render(&["X"], &[vec!["é".repeat(super::MAX_COLUMN + 1)]]);
-        assert_eq!(over.lines().nth(1).unwrap().chars().count(), super::MAX_COLUMN);
+        let t = plain(&["ID", "REGIONS", "MODE"], &[vec!["r".into(), regions.clone(), "live".into()]]);
+        assert_eq!(t.chars().filter(|c| *c == ',').count(), 9_999, "nothing cut");
+        assert!(t.contains("live"));
+        let wrapped = render(
+            &[Column::whole("ID"), Column::text("REGIONS"), Column::whole("MODE")],
+            &[vec!["r".into(), regions, "live".into()]],
+            Layout { wide: false, width: Some(80) },
+        );
+        assert!(wrapped.lines().all(|l| l.chars().count() <= 80));
     }
 }

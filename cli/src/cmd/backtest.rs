@@ -6,7 +6,8 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 
 use crate::context::{CliError, CliResult, Window, bounds, load_rule, store};
-use crate::table::{self, when};
+use crate::output::OutputArgs;
+use crate::table::{self, Column, when, when_utc};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  \
@@ -29,9 +30,8 @@ pub struct BacktestArgs {
     history: Option<String>,
     #[command(flatten)]
     window: Window,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// A history file: a JSON array of observations.
@@ -68,8 +68,7 @@ pub async fn run(a: BacktestArgs) -> CliResult {
         })
         .collect();
     let report = backtest(&rule, &samples);
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    if a.output.data(&report)? {
         return Ok(());
     }
     println!(
@@ -102,13 +101,11 @@ pub async fn run(a: BacktestArgs) -> CliResult {
                 ]
             })
             .collect();
-        println!(
-            "{}",
-            table::render(
-                &["BOUGHT AT (UTC)", "OFFERING", "REGION", "BLOCK", "START (UTC)", "LENGTH", "FEE", "$/ACCEL-H"],
-                &rows
-            )
-        );
+        let currency = rule.currency.to_string();
+        let mut columns =
+            vec![Column::text("BOUGHT AT (UTC)"), Column::whole("OFFERING").wide(), Column::whole("REGION").wide()];
+        columns.extend(table::block_columns(&currency));
+        println!("{}", table::render(&columns, &rows, a.output.layout()));
         println!("total {:.2} {}", report.total.round_dp(2), rule.currency);
         for (month, spent) in &report.spent_by_month {
             println!("  {month}: {:.2} of {}", spent.round_dp(2), rule.monthly_budget);
@@ -128,7 +125,7 @@ pub async fn run(a: BacktestArgs) -> CliResult {
     }
     for (reason, n, first, last) in reasons {
         let span =
-            if n == 1 { format!("at {} UTC", when(first)) } else { format!("{} to {} UTC", when(first), when(last)) };
+            if n == 1 { format!("at {}", when_utc(first)) } else { format!("{} to {}", when(first), when_utc(last)) };
         println!("  held back: {reason} ({n} scan{}, {span})", if n == 1 { "" } else { "s" });
     }
     Ok(())

@@ -9,14 +9,17 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::context::{CliResult, store};
-use crate::table::{self, span, when};
+use crate::output::OutputArgs;
+use crate::table::{self, Column, span, when};
 
 #[derive(Args)]
-#[command(after_help = "Examples:\n  capblock blocks\n  capblock blocks --all --json\n  \
+#[command(
+    after_help = "Examples:\n  capblock blocks\n  capblock blocks --all -o wide\n  capblock blocks --all --json\n  \
 capblock blocks --time 2026-12-10T00:00:00Z   # as seen at a simulated market's time\n\n\
 The next reminder is the first of termination time (end - 30 min, 60 for UltraServers) minus each \
 lead time in CAPBLOCK_REMINDER_LEAD_MINUTES (default 1440,120,30) still ahead.\n\
-Exit codes: 0 listed (an empty list says so), 1 store failure, 2 bad input.")]
+Exit codes: 0 listed (an empty list says so), 1 store failure, 2 bad input."
+)]
 pub struct BlocksArgs {
     /// Include blocks in final states (expired, payment-failed, released).
     #[arg(long)]
@@ -27,9 +30,8 @@ pub struct BlocksArgs {
     /// Reminder lead times in minutes before termination time.
     #[arg(long, env = "CAPBLOCK_REMINDER_LEAD_MINUTES", value_delimiter = ',', default_values_t = DEFAULT_REMINDER_LEAD_MINUTES)]
     reminder_lead_minutes: Vec<u32>,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Serialize)]
@@ -76,47 +78,45 @@ pub async fn run(a: BlocksArgs) -> CliResult {
             next_reminder: next_reminder(b, &a.reminder_lead_minutes, now),
         })
         .collect();
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&views)?);
-    } else if views.is_empty() {
-        println!("no {}blocks", if a.all { "" } else { "open " });
-    } else {
-        let rows: Vec<Vec<String>> = views
-            .iter()
-            .map(|v| {
-                let b = v.block;
-                vec![
-                    b.reservation_id.clone(),
-                    b.rule_id.clone().unwrap_or_else(|| "(adopted)".into()),
-                    b.region.to_string(),
-                    format!("{} x {}", b.instance_count, b.instance_type),
-                    b.state.as_str().into(),
-                    b.payment_deadline.map(when).unwrap_or_else(|| "-".into()),
-                    when(b.start),
-                    when(b.end),
-                    v.time_left.clone(),
-                    v.next_reminder.map(when).unwrap_or_else(|| "-".into()),
-                ]
-            })
-            .collect();
-        println!(
-            "{}",
-            table::render(
-                &[
-                    "RESERVATION",
-                    "RULE",
-                    "REGION",
-                    "BLOCK",
-                    "STATE",
-                    "PAY BY (UTC)",
-                    "START (UTC)",
-                    "END (UTC)",
-                    "TIME LEFT",
-                    "NEXT REMINDER"
-                ],
-                &rows
-            )
-        );
+    if a.output.data(&views)? {
+        return Ok(());
     }
+    if views.is_empty() {
+        println!("no {}blocks", if a.all { "" } else { "open " });
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = views
+        .iter()
+        .map(|v| {
+            let b = v.block;
+            vec![
+                b.reservation_id.clone(),
+                b.rule_id.clone().unwrap_or_else(|| "(adopted)".into()),
+                b.region.to_string(),
+                format!("{} x {}", b.instance_count, b.instance_type),
+                b.state.as_str().into(),
+                b.payment_deadline.map(when).unwrap_or_else(|| "-".into()),
+                when(b.start),
+                when(b.end),
+                v.time_left.clone(),
+                v.next_reminder.map(when).unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    // The narrow set: which block, whose, what, its state and the time left; `-o wide` adds the
+    // region, the payment deadline, the start, the end and the next reminder.
+    let columns = [
+        Column::whole("RESERVATION"),
+        Column::text("RULE"),
+        Column::whole("REGION").wide(),
+        Column::text("BLOCK"),
+        Column::whole("STATE"),
+        Column::text("PAY BY (UTC)").wide(),
+        Column::text("START (UTC)").wide(),
+        Column::text("END (UTC)").wide(),
+        Column::text("TIME LEFT"),
+        Column::text("NEXT REMINDER (UTC)").wide(),
+    ];
+    println!("{}", table::render(&columns, &rows, a.output.layout()));
     Ok(())
 }

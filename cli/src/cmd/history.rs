@@ -12,16 +12,17 @@ use rust_decimal::prelude::ToPrimitive;
 use serde::Serialize;
 
 use crate::context::{CliError, CliResult, Window, bounds, load_rule, store};
+use crate::output::OutputArgs;
 use crate::svg;
-use crate::table::{self, when};
+use crate::table::{self, Column, when, when_utc};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock history --region us-west-2 --type p5.48xlarge\n  \
-capblock history --region us-east-1,us-west-2 --type p5.48xlarge --from 2026-12-01T00:00:00Z --json\n  \
+capblock history --region us-east-1,us-west-2 --type p5.48xlarge --from 2026-12-01T00:00:00Z -o json\n  \
 capblock history --region us-east-1,us-west-2 --type p5.48xlarge --csv > prices.csv\n  \
 capblock history --region us-east-1,us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n\n\
-Prices come from the observations every scan stores (kept 400 days). --json and --csv export every \
-observation with every field; the JSON is also what `capblock backtest --history` reads.\n\
+Prices come from the observations every scan stores (kept 400 days). -o json (--json), -o yaml and --csv \
+export every observation with every field; the JSON is also what `capblock backtest --history` reads.\n\
 Exit codes: 0 history printed, 1 store failure, 2 bad input (e.g. an invalid --rule), 3 no observations.")]
 #[command(mut_arg("from", |a| a.help("Earliest observation (2026-12-20, 2026-12-20T11:30 UTC, or RFC 3339); default: everything kept.")), mut_arg("to", |a| a.help("Latest observation (a date counts whole); default: everything kept.")))]
 pub struct HistoryArgs {
@@ -39,11 +40,11 @@ pub struct HistoryArgs {
     /// A rule file whose threshold is drawn on the chart.
     #[arg(long)]
     rule: Option<String>,
-    /// Print every observation as JSON instead of a table.
-    #[arg(long, conflicts_with = "csv")]
-    json: bool,
+    // Every observation with every field: `-o json` (what `backtest --history` reads) or `-o yaml`.
+    #[command(flatten)]
+    output: OutputArgs,
     /// Print every observation as CSV (a header line, then one line each) instead of a table.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["json", "output"])]
     csv: bool,
 }
 
@@ -181,20 +182,20 @@ pub async fn run(a: HistoryArgs) -> CliResult {
         std::fs::write(path, doc).map_err(|e| CliError::Failed(format!("{path}: {e}")))?;
         eprintln!("chart written to {path}");
     }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-    } else if a.csv {
+    if a.csv {
         println!("{}", CSV_HEADERS.join(","));
         for r in &rows {
             println!("{}", csv_line(r));
         }
+    } else if a.output.data(&rows)? {
+        // Printed as data: every observation, even none (`[]`).
     } else if rows.is_empty() {
         // The bounds as asked: an open end is said as such, never as the 1970/2100 it stands for.
         let span = match (a.window.from, a.window.to) {
             (None, None) => "in the stored history".to_string(),
-            (Some(f), None) => format!("since {} UTC", when(f)),
-            (None, Some(t)) => format!("before {} UTC", when(t)),
-            (Some(f), Some(t)) => format!("between {} and {} UTC", when(f), when(t)),
+            (Some(f), None) => format!("since {}", when_utc(f)),
+            (None, Some(t)) => format!("before {}", when_utc(t)),
+            (Some(f), Some(t)) => format!("between {} and {}", when(f), when_utc(t)),
         };
         eprintln!("no observations for {} {span}", describe(&pairs));
     } else if a.chart.is_none() || rows.len() <= 200 {
@@ -205,29 +206,22 @@ pub async fn run(a: HistoryArgs) -> CliResult {
                     when(r.seen_at()),
                     r.region.to_string(),
                     r.observation.offering.availability_zone.clone(),
-                    r.instance_type.to_string(),
+                    format!("{} x {}", r.instance_count, r.instance_type),
                     when(r.start),
-                    r.instance_count.to_string(),
                     r.length.clone(),
                     table::money(&r.fee),
                     r.per_accelerator_hour.map_or_else(|| "-".into(), |d| format!("{:.4}", d.round_dp(4))),
                 ]
             })
             .collect();
-        println!(
-            "{}",
-            table::render(
-                &["SEEN AT (UTC)", "REGION", "AZ", "TYPE", "START (UTC)", "COUNT", "LENGTH", "FEE", "$/ACCEL-H"],
-                &cells
-            )
-        );
+        let currency = table::currency(rows.iter().map(|r| &r.fee));
+        let mut columns =
+            vec![Column::text("SEEN AT (UTC)"), Column::whole("REGION").wide(), Column::whole("AZ").wide()];
+        columns.extend(table::block_columns(&currency));
+        println!("{}", table::render(&columns, &cells, a.output.layout()));
         println!("{} observation(s)", rows.len());
     } else {
-        println!(
-            "{} observation(s) of {}; the chart has them (use --json for every row)",
-            rows.len(),
-            describe(&pairs)
-        );
+        println!("{} observation(s) of {}; the chart has them (-o json for every row)", rows.len(), describe(&pairs));
     }
     if rows.is_empty() { Err(CliError::NothingFound) } else { Ok(()) }
 }

@@ -12,7 +12,8 @@ use capblock_shared::ports::{Ledger, ReservationSource};
 use clap::{Args, Subcommand};
 
 use crate::context::{CliError, CliResult, confirm_typed, sdk, store};
-use crate::table::{self, safe};
+use crate::output::OutputArgs;
+use crate::table::{self, Column, safe};
 
 #[derive(Subcommand)]
 pub enum IntentsCommand {
@@ -34,9 +35,8 @@ not confirmed), 3 no such open intent.")]
 
 #[derive(Args)]
 pub struct ListArgs {
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Args)]
@@ -58,8 +58,7 @@ pub async fn run(c: IntentsCommand) -> CliResult {
 async fn list(a: ListArgs) -> CliResult {
     let store = store().await?;
     let open = store.open_intents().await?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&open)?);
+    if a.output.data(&open)? {
         return Ok(());
     }
     if open.is_empty() {
@@ -73,12 +72,20 @@ async fn list(a: ListArgs) -> CliResult {
                 safe(&i.id).into_owned(),
                 i.state.as_str().to_string(),
                 table::block(&i.offering),
-                i.offering.fee.to_string(),
-                i.sent_at.map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string()).unwrap_or_else(|| "-".into()),
+                table::money(&i.offering.fee),
+                i.sent_at.map(table::when).unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
-    println!("{}", table::render(&["INTENT", "STATE", "BLOCK", "FEE", "SENT"], &rows));
+    let currency = table::currency(open.iter().map(|i| &i.offering.fee));
+    let columns = [
+        Column::whole("INTENT"),
+        Column::whole("STATE"),
+        Column::text("BLOCK"),
+        Column::number(table::in_currency("FEE", &currency)),
+        Column::text("SENT (UTC)"),
+    ];
+    println!("{}", table::render(&columns, &rows, a.output.layout()));
     Ok(())
 }
 

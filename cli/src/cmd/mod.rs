@@ -6,6 +6,7 @@ mod approve;
 mod backtest;
 mod blocks;
 mod buy;
+mod docs;
 mod history;
 mod intents;
 mod offerings;
@@ -37,15 +38,40 @@ capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
 capblock history --region us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n  \
 capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
 capblock buy cb-0123456789abcdef0 --rule p5-weekly\n  \
-capblock status\n  capblock report --month 2026-12\n  capblock preflight\n  capblock intents list"
+capblock status\n  capblock report --month 2026-12\n  capblock preflight\n  capblock intents list\n  \
+capblock --profile prod status -o json\n  capblock completions bash > ~/.local/share/bash-completion/completions/capblock\n  \
+capblock man > ~/.local/share/man/man1/capblock.1"
 )]
 pub struct Cli {
-    /// The deployed stack to act on (the name `sam deploy` used): its table comes from the
-    /// stack's CloudFormation outputs, its mode, budgets and topics from the table. Default:
-    /// CAPBLOCK_STACK_NAME, else the table CAPBLOCK_TABLE names, else `stack = "NAME"` in
-    /// ~/.config/capblock/config.toml.
-    #[arg(long, global = true, env = "CAPBLOCK_STACK_NAME", value_name = "NAME")]
+    /// The deployed stack to act on (the name `sam deploy` used).
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "CAPBLOCK_STACK_NAME",
+        value_name = "NAME",
+        long_help = "The deployed stack to act on (the name `sam deploy` used): its table comes from the \
+stack's CloudFormation outputs, its mode, budgets and topics from the table. Default: CAPBLOCK_STACK_NAME, \
+else the profile's `stack` (--profile), else the table CAPBLOCK_TABLE names, else `stack = \"NAME\"` in the \
+config file (CAPBLOCK_CONFIG, else ~/.config/capblock/config.toml)."
+    )]
     stack: Option<String>,
+    /// A named profile of the config file: its stack, region and AWS profile.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "CAPBLOCK_PROFILE",
+        value_name = "NAME",
+        long_help = "A named profile of the config file (CAPBLOCK_CONFIG, else ~/.config/capblock/config.toml), \
+a table `[profile.NAME]` with any of `stack`, `region` and `aws_profile`: the stack to act on (--stack still \
+wins), the AWS region and the AWS profile (of ~/.aws/config) to act with, over AWS_REGION and AWS_PROFILE. \
+A profile the file does not have is an error that names the file and the profiles it has."
+    )]
+    profile: Option<String>,
+    /// Also show times in the local time zone (TZ), after the UTC time.
+    #[arg(long, global = true, help_heading = "Global options")]
+    tz: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -55,7 +81,15 @@ enum Command {
     /// Search the market now: every region x type x count x duration, cheapest per accelerator-hour first.
     Offerings(offerings::OfferingsArgs),
     /// Validate, store and list purchase rules (TOML files; see docs/rules.md).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  capblock rules validate infra/examples/rules/*.toml\n  \
+capblock rules put infra/examples/rules/p5-weekly.toml\n  capblock rules list\n  \
+capblock rules show p5-weekly > p5-weekly.toml   # edit it, then put it back:\n  \
+capblock rules put p5-weekly.toml                 # shows what changed\n  \
+capblock rules show p5-weekly | capblock rules put -\n  capblock rules disable p5-weekly\n  \
+capblock rules delete p5-weekly"
+    )]
     Rules(rules::RulesCommand),
     /// Run one scan-and-buy pass exactly as the scan-offerings function does, and print it.
     Scan(scan::ScanArgs),
@@ -78,10 +112,19 @@ enum Command {
     /// Purchases whose outcome is open; release one whose answer was lost and that EC2 does not hold.
     #[command(subcommand)]
     Intents(intents::IntentsCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions(docs::CompletionsArgs),
+    /// Print capblock's manual page (roff) to stdout.
+    Man(docs::ManArgs),
 }
 
 pub async fn run(cli: Cli) -> CliResult {
     crate::stack::name(cli.stack);
+    crate::table::show_local_time(cli.tz);
+    // The generated documents need no config file (nor a good one).
+    if !matches!(cli.command, Command::Completions(_) | Command::Man(_)) {
+        crate::stack::choose_profile(cli.profile)?;
+    }
     match cli.command {
         Command::Offerings(a) => offerings::run(a).await,
         Command::Rules(r) => rules::run(r).await,
@@ -95,6 +138,8 @@ pub async fn run(cli: Cli) -> CliResult {
         Command::Report(a) => report::run(a).await,
         Command::Preflight(a) => preflight::run(a).await,
         Command::Intents(c) => intents::run(c).await,
+        Command::Completions(a) => docs::completions(&a),
+        Command::Man(a) => docs::man(&a),
     }
 }
 

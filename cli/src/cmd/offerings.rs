@@ -11,11 +11,20 @@ use chrono::{DateTime, Duration, Utc};
 use clap::Args;
 
 use crate::context::{CliError, CliResult, DescribeArgs, Window, sdk, store};
+use crate::output::OutputArgs;
 use crate::table;
 
 // Every argument is parsed by clap, so a bad one is a usage error: exit 2 with the argument
 // named, before anything is asked.
 #[derive(Args)]
+#[command(after_help = "Examples:\n  capblock offerings --types p5.48xlarge --regions us-east-1\n  \
+capblock offerings --types p5.48xlarge,p5e.48xlarge --counts 1,2 --days 1-7 --regions us-east-1,us-west-2 --from 2026-12-20\n  \
+capblock offerings --ultraservers u-p6e-gb200x72 --days 1-7 --regions us-east-1\n  \
+capblock offerings --types p5.48xlarge --regions us-east-1 -o wide   # every column\n  \
+capblock offerings --types p5.48xlarge --regions us-east-1 -o json | jq -r '.offerings[0].offering.id'\n\n\
+The table is sorted by the price per accelerator-hour, cheapest first; buy one within the hour with \
+`capblock buy OFFERING --rule RULE`.\n\
+Exit codes: 0 offerings found, 1 AWS failure, 2 bad input, 3 nothing offered.")]
 #[command(mut_arg("from", |a| a.help("Earliest start (2026-12-20, 2026-12-20T11:30 UTC, or RFC 3339); default: now.")), mut_arg("to", |a| a.help("Latest start (a date counts whole); default: 8 weeks after --from.")))]
 pub struct OfferingsArgs {
     /// Instance types, comma-separated (e.g. p5.48xlarge,p5e.48xlarge).
@@ -48,9 +57,8 @@ pub struct OfferingsArgs {
     regions: Vec<Region>,
     #[command(flatten)]
     window: Window,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
     #[command(flatten)]
     describe: DescribeArgs,
 }
@@ -133,7 +141,8 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
     // A person waits for every answer (an hour at most), at the scan's pace.
     let budget = a.describe.budget(std::time::Duration::from_secs(3600))?;
     let per_region = queries.len().div_ceil(regions.len().max(1));
-    if !a.json && per_region > 1 {
+    let data = a.output.is_data();
+    if !data && per_region > 1 {
         eprintln!(
             "asking {} question(s), one every {:.0} s per region (EC2's describe limit at a {:.0} % share): about {:.0} s",
             queries.len(),
@@ -142,7 +151,7 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
             (per_region - 1) as f64 * budget.pace().as_secs_f64()
         );
     }
-    let progress = crate::progress::Progress::new(queries.len(), a.json);
+    let progress = crate::progress::Progress::new(queries.len(), data);
     let asked = ask_all(&market, &queries, &Pacing::from(&budget), &Carried::default(), || progress.tick()).await;
     progress.finish();
     let mut priced = Vec::new();
@@ -166,10 +175,10 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
     // Remembered an hour in the stack's table (when a stack or table is named), for `capblock buy`
     // to take one by its id: EC2 may give the same block another id in its next answer.
     let remembered = remember(&priced).await;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"offerings": priced, "failures": failures}))?);
-    } else {
-        println!("{}", table::render(&table::OFFERING_HEADERS, &table::offering_rows(&priced)));
+    if !a.output.data(&serde_json::json!({"offerings": priced, "failures": failures}))? {
+        let currency = table::currency(priced.iter().map(|p| &p.offering.fee));
+        let columns = table::offering_columns(&currency);
+        println!("{}", table::render(&columns, &table::offering_rows(&priced), a.output.layout()));
         println!("{} offering(s) from {} question(s)", priced.len(), queries.len());
         for f in &failures {
             eprintln!("warning: {}", crate::context::plain(f));

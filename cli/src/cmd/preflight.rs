@@ -9,10 +9,12 @@ use clap::Args;
 
 use crate::context::{CliError, CliResult, sdk, store};
 use crate::invoke::LambdaRoles;
-use crate::table::{self, safe};
+use crate::output::OutputArgs;
+use crate::table::{self, Column, safe};
 
 #[derive(Args)]
-#[command(after_help = "Examples:\n  capblock preflight\n  capblock preflight --json\n  \
+#[command(
+    after_help = "Examples:\n  capblock preflight\n  capblock preflight -o wide   # what each check saw and what to do, in columns apart\n  capblock preflight --json\n  \
 capblock preflight --function on-capacity-event=capblock-OnCapacityEventFunction-AbC123\n\n\
 Run it against the stack (--stack NAME, or CAPBLOCK_TABLE) before deploying with Mode=live. It spends nothing: it \
 reads the stack's stored settings and rules, counts the alerts topic's confirmed subscriptions, asks \
@@ -23,11 +25,11 @@ preflight payload: the function tries every action its own role needs without ef
 reads, a probe item of its own in the table) and answers what IAM said. What cannot be tried without \
 effect (publishing, putting events, scaling a group, creating a schedule) is reported as not checked, \
 never as passed. The findings are stored in the table; `capblock status` shows the last one.\n\
-Exit codes: 0 nothing failed, 1 AWS or store failure, 2 a check failed (each says what to do).")]
+Exit codes: 0 nothing failed, 1 AWS or store failure, 2 a check failed (each says what to do)."
+)]
 pub struct PreflightArgs {
-    /// Print the findings as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
     /// Seconds between two questions to one region (EC2's describe refill).
     #[arg(long, default_value_t = 4.0)]
     pause_seconds: f64,
@@ -78,22 +80,35 @@ pub async fn run(a: PreflightArgs) -> CliResult {
     }
     .run(crate::context::clock_now().await?)
     .await?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
+    if !a.output.data(&report)? {
         let rows: Vec<Vec<String>> = report
             .findings
             .iter()
             .map(|f| {
+                let (seen, todo) = (safe(&f.seen).into_owned(), f.todo.as_deref().map(|t| safe(t).into_owned()));
+                let finding = match &todo {
+                    Some(t) if !t.is_empty() => format!("{seen}; to do: {t}"),
+                    _ => seen.clone(),
+                };
                 vec![
                     safe(&f.check).into_owned(),
                     f.verdict.as_str().to_string(),
-                    safe(&f.seen).into_owned(),
-                    f.todo.as_deref().map(|t| safe(t).into_owned()).unwrap_or_default(),
+                    finding,
+                    seen,
+                    todo.unwrap_or_default(),
                 ]
             })
             .collect();
-        println!("{}", table::render(&["CHECK", "VERDICT", "SEEN", "WHAT TO DO"], &rows));
+        // The narrow table says what each check saw and what to do in one column, wrapped, never
+        // cut; `-o wide` has them apart.
+        let columns = [
+            Column::text("CHECK"),
+            Column::whole("VERDICT"),
+            Column::text("FINDING").narrow(),
+            Column::text("SEEN").wide(),
+            Column::text("WHAT TO DO").wide(),
+        ];
+        println!("{}", table::render(&columns, &rows, a.output.layout()));
         println!(
             "preflight {}: {} ok, {} warn, {} failed, {} not checked",
             if report.passed() { "passed" } else { "FAILED" },

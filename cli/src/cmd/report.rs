@@ -11,7 +11,8 @@ use clap::Args;
 use rust_decimal::Decimal;
 
 use crate::context::{CliError, CliResult, run_now, store, stored_settings};
-use crate::table;
+use crate::output::OutputArgs;
+use crate::table::{self, Column, Layout};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock report                      # this month so far\n  \
@@ -37,11 +38,11 @@ pub struct ReportArgs {
     #[arg(long, value_name = "YYYY-MM")]
     month: Option<String>,
     /// Print CSV (one row per rule) for a spreadsheet or a FinOps tool.
-    #[arg(long, conflicts_with = "json")]
+    #[arg(long, conflicts_with_all = ["json", "output"])]
     csv: bool,
-    /// Print JSON: the rules, the teams and the account's budget.
-    #[arg(long)]
-    json: bool,
+    // `-o json|yaml`: the rules, the teams and the account's budget.
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// One decimal, rounded (Decimal's `{:.1}` cuts digits off rather than rounding them).
@@ -68,12 +69,10 @@ pub async fn run(a: ReportArgs) -> CliResult {
             r.month.spent
         );
     }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else if a.csv {
+    if a.csv {
         print_csv(&report)?;
-    } else {
-        print_table(&report);
+    } else if !a.output.data(&report)? {
+        print_table(&report, a.output.layout());
     }
     Ok(())
 }
@@ -117,7 +116,7 @@ fn teams_by_tag(r: &Month) -> BTreeSet<&str> {
     by_tag
 }
 
-fn print_table(r: &Month) {
+fn print_table(r: &Month, layout: Layout) {
     if r.rules.is_empty() {
         println!("nothing bought or extended in {}", r.month);
         return;
@@ -143,26 +142,23 @@ fn print_table(r: &Month) {
             ]
         })
         .collect();
-    println!("{} ({currency}, UTC month)", r.month);
-    println!(
-        "{}",
-        table::render(
-            &[
-                "RULE",
-                "TEAM",
-                "BLOCKS",
-                "FEES",
-                "EXTENSIONS",
-                "SPENT",
-                "BUDGET",
-                "GPU-H PAID",
-                "GPU-H USED",
-                "USE %",
-                "$/USED GPU-H"
-            ],
-            &rows
-        )
-    );
+    println!("{} (UTC month)", r.month);
+    // The narrow set: the rule, what it spent of its budget, and how well the blocks were used;
+    // `-o wide` adds the team, the fees and extensions apart, and the paid and used hours.
+    let columns = [
+        Column::text("RULE"),
+        Column::text("TEAM").wide(),
+        Column::text("BLOCKS"),
+        Column::number(table::in_currency("FEES", currency)).wide(),
+        Column::number(table::in_currency("EXTENSIONS", currency)).wide(),
+        Column::number(table::in_currency("SPENT", currency)),
+        Column::text(table::in_currency("BUDGET", currency)),
+        Column::number("GPU-H PAID").wide(),
+        Column::number("GPU-H USED").wide(),
+        Column::number("USE %"),
+        Column::number(format!("{currency}/USED GPU-H")),
+    ];
+    println!("{}", table::render(&columns, &rows, layout));
     println!();
     let by_tag = teams_by_tag(r);
     let teams: Vec<Vec<String>> = r
@@ -184,13 +180,17 @@ fn print_table(r: &Month) {
             ]
         })
         .collect();
-    println!(
-        "{}",
-        table::render(
-            &["TEAM", "RULES", "BLOCKS", "SPENT", "GPU-H PAID", "GPU-H USED", "USE %", "TEAM BUDGET"],
-            &teams
-        )
-    );
+    let columns = [
+        Column::text("TEAM"),
+        Column::text("RULES"),
+        Column::text("BLOCKS"),
+        Column::number(table::in_currency("SPENT", currency)),
+        Column::number("GPU-H PAID").wide(),
+        Column::number("GPU-H USED").wide(),
+        Column::number("USE %"),
+        Column::text(table::in_currency("TEAM BUDGET", currency)),
+    ];
+    println!("{}", table::render(&columns, &teams, layout));
     if !by_tag.is_empty() {
         println!(
             "(tag): the rules name the team by their `team` tag only; their purchases are not charged to \

@@ -9,7 +9,8 @@ use capblock_shared::ports::RuleStore;
 use clap::Subcommand;
 
 use crate::context::{CliError, CliResult, load_rule, plain, sdk, store};
-use crate::table;
+use crate::output::OutputArgs;
+use crate::table::{self, Column};
 
 #[derive(Subcommand)]
 pub enum RulesCommand {
@@ -18,6 +19,7 @@ pub enum RulesCommand {
     /// node groups `scale_nodegroup` actions name must also exist in each of the rule's regions
     /// (asked of AWS with your credentials).
     Validate {
+        /// The rule files (TOML); `-` reads one from stdin.
         #[arg(required = true)]
         files: Vec<String>,
         /// Also ask AWS whether the Auto Scaling groups and EKS node groups the actions name exist.
@@ -27,23 +29,28 @@ pub enum RulesCommand {
         #[arg(long, hide = true)]
         offline: bool,
     },
-    /// Validate and store rule files (creates or replaces, with a version check).
+    /// Validate and store rule files (creates or replaces, with a version check): a rule stored
+    /// already is said unchanged, or its changes are shown as a diff.
+    #[command(after_help = "Examples:\n  capblock rules put infra/examples/rules/*.toml\n  \
+capblock rules show p5-weekly > p5.toml && $EDITOR p5.toml && capblock rules put p5.toml\n  \
+capblock rules show p5-weekly | sed 's/^enabled = true/enabled = false/' | capblock rules put -\n\n\
+Exit codes: 0 stored (or unchanged), 1 store failure, 2 an invalid file (none is stored).")]
     Put {
-        /// The rule files (TOML); none is stored unless all are valid.
+        /// The rule files (TOML); `-` reads one from stdin. None is stored unless all are valid.
         #[arg(required = true)]
         files: Vec<String>,
     },
     /// List stored rules.
     List {
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-    /// Show a stored rule as the TOML file `rules put` takes (edit it and put it back).
+    /// Show a stored rule as the TOML file `rules put` takes (edit it and put it back); `-o json`
+    /// or `-o yaml` print the same fields.
     Show {
         id: String,
-        /// The same fields as JSON.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Enable a stored rule.
     Enable { id: String },
@@ -63,19 +70,16 @@ pub async fn run(cmd: RulesCommand) -> CliResult {
     match cmd {
         RulesCommand::Validate { files, check_aws, .. } => validate(&files, check_aws).await,
         RulesCommand::Put { files } => put(&files).await,
-        RulesCommand::List { json } => list(json).await,
-        RulesCommand::Show { id, json } => {
+        RulesCommand::List { output } => list(&output).await,
+        RulesCommand::Show { id, output } => {
             let s = store().await?.get_rule(&id).await?.ok_or_else(|| no_rule(&id))?;
             // The rule as the file `rules put` takes: edit it and put it back.
             let spec = s.rule.to_spec();
-            if json {
-                println!("{}", serde_json::to_string_pretty(&spec)?);
-            } else {
-                let text = toml::to_string(&spec).map_err(|e| CliError::failed(format!("rule {id} as TOML: {e}")))?;
+            if !output.data(&spec)? {
                 // Not `table::safe`: that escapes line breaks, and the TOML writer already escapes
                 // every control character inside strings.
                 println!("# rule {id}, stored version {} (capblock rules put FILE replaces it)", s.version);
-                print!("{text}");
+                print!("{}", rule_toml(&s.rule)?);
             }
             Ok(())
         }
@@ -99,7 +103,7 @@ async fn validate(files: &[String], check_aws: bool) -> CliResult {
     let now = crate::context::clock_now().await?;
     for f in files {
         let mut warnings = Vec::new();
-        let loaded = match load_rule(f, now) {
+        let loaded = match load(f, now) {
             Ok(r) if check_aws => {
                 let (groups, nodegroups, ec2) = match &clients {
                     Some(c) => c,
@@ -170,18 +174,52 @@ async fn validate(files: &[String], check_aws: bool) -> CliResult {
     if bad > 0 { Err(CliError::InvalidFiles(bad)) } else { Ok(()) }
 }
 
-/// All files are validated before any is stored: a bad one stores none.
+/// A rule as the TOML file `rules put` takes.
+fn rule_toml(rule: &Rule) -> Result<String, CliError> {
+    toml::to_string(&rule.to_spec()).map_err(|e| CliError::failed(format!("rule {} as TOML: {e}", rule.id)))
+}
+
+/// What `rules put` reads: `-` is stdin (once), anything else a file.
+fn read_rules(files: &[String], now: chrono::DateTime<chrono::Utc>) -> Result<Vec<Rule>, CliError> {
+    if files.iter().filter(|f| *f == "-").count() > 1 {
+        return Err(CliError::Invalid("`-` (stdin) can be given once".into()));
+    }
+    files.iter().map(|f| load(f, now)).collect()
+}
+
+/// A rule file, or `-`: a rule from stdin.
+fn load(file: &str, now: chrono::DateTime<chrono::Utc>) -> Result<Rule, CliError> {
+    if file == "-" {
+        crate::context::parse_rule("(stdin)", &crate::context::read_rule_stdin()?, now)
+    } else {
+        load_rule(file, now)
+    }
+}
+
+/// All files are validated before any is stored: a bad one stores none. A rule stored already
+/// is said unchanged (and not written again), or its changes are shown as a unified diff of the
+/// rule file, stored beside the file's.
 async fn put(files: &[String]) -> CliResult {
     let now = crate::context::clock_now().await?;
-    let rules: Vec<Rule> = files.iter().map(|f| load_rule(f, now)).collect::<Result<_, _>>()?;
+    let rules = read_rules(files, now)?;
     let store = store().await?;
     // The teams the stack budgets, as its functions stored them (None: not stored yet).
     let teams = crate::context::stored_settings(&store).await?.map(|s| s.stack.team_budgets);
     for r in rules {
         let current = store.get_rule(&r.id).await?;
-        let v = store.put_rule(&r, Some(current.map(|c| c.version).unwrap_or(0))).await?;
+        if let Some(c) = &current
+            && c.rule == r
+        {
+            println!("rule {:?} unchanged (version {}): nothing stored", r.id, c.version);
+            continue;
+        }
+        if let Some(c) = &current {
+            print!("{}", changes(&c.rule, &r)?);
+        }
+        let v = store.put_rule(&r, Some(current.as_ref().map(|c| c.version).unwrap_or(0))).await?;
         println!(
-            "stored rule {:?} (version {v}, mode {}, {})",
+            "{} rule {:?} (version {v}, mode {}, {})",
+            if current.is_some() { "updated" } else { "created" },
             r.id,
             r.mode.as_str(),
             if r.enabled { "enabled" } else { "disabled" }
@@ -198,10 +236,19 @@ async fn put(files: &[String]) -> CliResult {
     Ok(())
 }
 
-async fn list(json: bool) -> CliResult {
+/// The stored rule against the new one, as a unified diff of their rule files (what `rules
+/// show` prints), made safe for a terminal line by line.
+fn changes(stored: &Rule, new: &Rule) -> Result<String, CliError> {
+    let (old, new_text) = (rule_toml(stored)?, rule_toml(new)?);
+    let diff = similar::TextDiff::from_lines(&old, &new_text);
+    let stored_name = format!("rule {} (stored)", stored.id);
+    let text = diff.unified_diff().context_radius(2).header(&stored_name, "rule file").to_string();
+    Ok(crate::table::safe_lines(&text))
+}
+
+async fn list(output: &OutputArgs) -> CliResult {
     let list = store().await?.list_rules().await?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+    if output.data(&list)? {
         return Ok(());
     }
     let rows: Vec<Vec<String>> = list
@@ -220,19 +267,24 @@ async fn list(json: bool) -> CliResult {
                     .collect::<Vec<_>>()
                     .join(","),
                 r.regions.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
-                format!("{}", r.max_price_per_accelerator_hour),
+                format!("{:.4}", r.max_price_per_accelerator_hour.round_dp(4)),
                 table::money(&r.monthly_budget),
                 s.version.to_string(),
             ]
         })
         .collect();
-    println!(
-        "{}",
-        table::render(
-            &["ID", "ENABLED", "MODE", "TYPES", "REGIONS", "MAX $/ACCEL-H", "BUDGET/MONTH", "VERSION"],
-            &rows
-        )
-    );
+    let currency = table::currency(list.iter().map(|s| &s.rule.monthly_budget));
+    let columns = [
+        Column::whole("ID"),
+        Column::whole("ENABLED"),
+        Column::whole("MODE"),
+        Column::text("TYPES"),
+        Column::text("REGIONS"),
+        Column::number(format!("MAX {currency}/ACCEL-H")),
+        Column::number(table::in_currency("BUDGET/MONTH", &currency)),
+        Column::number("VERSION").wide(),
+    ];
+    println!("{}", table::render(&columns, &rows, output.layout()));
     Ok(())
 }
 

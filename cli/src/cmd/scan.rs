@@ -15,9 +15,18 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 
 use crate::context::{CliError, CliResult, DescribeArgs, StackArgs, confirm, purchase_now, run_now, sdk, store};
+use crate::output::OutputArgs;
 use crate::table::{self, safe};
 
 #[derive(Args)]
+#[command(
+    after_help = "Examples:\n  capblock scan                              # a dry run: what the rules choose\n  \
+capblock scan --time 2026-12-03T00:00:00Z  # a dry run at another time\n  \
+capblock scan -o json | jq '.outcomes[] | {rule_id, chosen: .chosen.offering.id}'\n  \
+capblock scan --mode live                  # buys what live rules decide (asks)\n\n\
+Exit codes: 0 scanned, 1 AWS or store failure, 2 bad input or refused (a live scan not confirmed, a \
+stack not live)."
+)]
 pub struct ScanArgs {
     /// The instant to scan as (RFC 3339); default: the clock. A dry-run scan (the default mode)
     /// writes nothing at any time (no settlement, market memory, prices, decisions or notices): it
@@ -34,9 +43,9 @@ pub struct ScanArgs {
     /// Seconds of asking per scan; questions not reached wait for the next scan.
     #[arg(long, env = "CAPBLOCK_ASK_SECONDS", default_value_t = DescribeBudget::default().ask_for.as_secs_f64())]
     ask_seconds: f64,
-    /// Print the full report as JSON.
-    #[arg(long)]
-    json: bool,
+    // `-o json|yaml`: the full report.
+    #[command(flatten)]
+    output: OutputArgs,
     /// A live scan without asking (scripts): on a terminal, a live scan asks first.
     #[arg(long)]
     yes: bool,
@@ -88,11 +97,14 @@ pub async fn run(a: ScanArgs) -> CliResult {
     };
     let report = {
         // The scan asks the market for up to --ask-seconds, then decides: say how long so far.
-        let _ticker = crate::progress::Ticker::start("scanning", ask_for + std::time::Duration::from_secs(10), a.json);
+        let _ticker = crate::progress::Ticker::start(
+            "scanning",
+            ask_for + std::time::Duration::from_secs(10),
+            a.output.is_data(),
+        );
         scanner.run(at).await.map_err(CliError::failed)?
     };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    if a.output.data(&report)? {
         return Ok(());
     }
     if at.is_look() && at.view() == at.clock() {
@@ -173,10 +185,12 @@ pub async fn run(a: ScanArgs) -> CliResult {
                     "  decision: {} ({} per accelerator-hour, {})",
                     p.offering.id, p.per_accelerator_hour, p.offering.fee
                 );
-                println!(
-                    "{}",
-                    indent(&table::render(&table::OFFERING_HEADERS, &table::offering_rows(std::slice::from_ref(p))))
-                );
+                let columns = table::offering_columns(&p.offering.fee.currency().to_string());
+                let layout = a.output.layout();
+                // Indented under its rule: four columns narrower.
+                let layout = table::Layout { width: layout.width.map(|w| w.saturating_sub(4)), ..layout };
+                let rows = table::offering_rows(std::slice::from_ref(p));
+                println!("{}", indent(&table::render(&columns, &rows, layout)));
             }
         }
         if let Some(action) = &o.action {

@@ -4,23 +4,29 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use capblock_shared::app::report::month;
-use capblock_shared::domain::alarm::AlarmValue;
-use capblock_shared::domain::budget::{BudgetOwner, Period};
+use capblock_shared::domain::alarm::{AlarmState, AlarmValue};
+use capblock_shared::domain::budget::{BudgetOwner, BudgetUsage, Period};
+use capblock_shared::domain::money::{Currency, Money};
 use capblock_shared::domain::plan::Watch;
 use capblock_shared::domain::preflight::Verdict;
+use capblock_shared::domain::stack::StoredSettings;
 use capblock_shared::ports::{AlarmStore, BlockStore, Ledger, MarketMemory, PreflightStore, RuleStore};
 use chrono::{DateTime, Utc};
 use clap::Args;
+use serde::Serialize;
 
-use crate::context::{CliResult, sdk, store, stored_settings};
-use crate::table::{self, safe, when};
+use crate::context::{CliError, CliResult, sdk, store, stored_settings};
+use crate::output::OutputArgs;
+use crate::table::{self, Column, Layout, safe, when_utc};
 
 #[derive(Args)]
-#[command(after_help = "Examples:\n  capblock status\n  capblock status --time 2026-12-10T00:00:00Z\n\n\
+#[command(
+    after_help = "Examples:\n  capblock status\n  capblock status --time 2026-12-10T00:00:00Z\n  capblock status -o json | jq '.spend[] | select(.kind == \"rule\")'\n\n\
 The dashboard URL is the stack output DashboardUrl (the dashboard is named after the stack, in the \
 SDK's region). The alarms in ALARM are those whose last state-change event (kept by \
 on-capacity-event) said so.\n\
-Exit codes: 0 printed, 1 store failure.")]
+Exit codes: 0 printed, 1 store failure."
+)]
 pub struct StatusArgs {
     /// The instant whose month's spend to show (RFC 3339); default: now.
     #[arg(long)]
@@ -29,6 +35,8 @@ pub struct StatusArgs {
     /// ago they were answered, the learned pace and the refusals others likely met.
     #[arg(long, short = 'v')]
     verbose: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// The stack output DashboardUrl, built the same way as in template.yaml.
@@ -36,11 +44,93 @@ pub fn dashboard_url(stack: &str, region: &str) -> String {
     format!("https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#dashboards:name={stack}")
 }
 
+/// What `status` shows, as `-o json|yaml` prints it.
+#[derive(Serialize)]
+struct Status {
+    /// The instant looked at (`--time`, else the clock).
+    at: DateTime<Utc>,
+    /// The stack's settings as its functions stored them; none: no function has run yet.
+    settings: Option<StoredSettings>,
+    rules: usize,
+    rules_enabled: usize,
+    /// Open blocks by state.
+    blocks: BTreeMap<&'static str, usize>,
+    /// The budget month (UTC), and each budget's spend in it.
+    month: String,
+    spend: Vec<Spend>,
+    /// When a question of an enabled rule was last answered.
+    last_scan_answered: Option<DateTime<Utc>>,
+    /// Each region the enabled rules ask, as the last scan that asked it left it.
+    watch: Vec<RegionWatch>,
+    preflight: Option<PreflightSummary>,
+    dashboard: String,
+    /// The stack's alarms whose last state-change event said ALARM.
+    alarms_in_alarm: Vec<AlarmState>,
+}
+
+/// One budget's month: the account's, a team's, a rule's (a deleted rule's keeps its row).
+#[derive(Serialize)]
+struct Spend {
+    /// `account`, `team`, `rule` or `deleted-rule`.
+    kind: &'static str,
+    /// The team or rule; empty for the account.
+    name: String,
+    /// As the table's first column says it.
+    label: String,
+    spent: Money,
+    committed: Money,
+    purchases: u32,
+    /// None: no cap (the account) or none left to show (a deleted rule).
+    limit: Option<Money>,
+}
+
+#[derive(Serialize)]
+struct RegionWatch {
+    region: String,
+    /// None: not asked yet.
+    watch: Option<Watch>,
+}
+
+#[derive(Serialize)]
+struct PreflightSummary {
+    at: DateTime<Utc>,
+    passed: bool,
+    ok: usize,
+    warn: usize,
+    failed: usize,
+    not_checked: usize,
+}
+
+impl Spend {
+    fn new(kind: &'static str, name: &str, label: String, u: Option<BudgetUsage>, limit: Option<Money>) -> Spend {
+        let zero = Money::zero(limit.map_or(Currency::USD, |l| l.currency()));
+        Spend {
+            kind,
+            name: name.to_string(),
+            label,
+            spent: u.as_ref().map_or(zero, |u| u.spent),
+            committed: u.as_ref().map_or(zero, |u| u.committed),
+            purchases: u.map_or(0, |u| u.purchases),
+            limit,
+        }
+    }
+}
+
 pub async fn run(a: StatusArgs) -> CliResult {
     let now = match a.time {
         Some(t) => t,
         None => crate::context::clock_now().await?,
     };
+    let status = gather(now).await?;
+    if a.output.data(&status)? {
+        return Ok(());
+    }
+    print(&status, a.verbose, a.output.layout());
+    Ok(())
+}
+
+/// Everything `status` shows, read from the stack's table.
+async fn gather(now: DateTime<Utc>) -> Result<Status, CliError> {
     let store = store().await?;
     // The stack's settings as its functions stored them; none yet: said so.
     let stored = stored_settings(&store).await?;
@@ -49,62 +139,43 @@ pub async fn run(a: StatusArgs) -> CliResult {
     let blocks = store.open_blocks(None).await?;
     let period = Period::of(now);
 
-    match &stored {
-        Some(s) => println!(
-            "stack {} in mode {} ({} UTC; settings stored {} UTC)",
-            s.stack.name,
-            s.stack.mode.as_str(),
-            when(now),
-            when(s.written_at)
-        ),
-        None => println!(
-            "stack settings not stored yet: no function of the stack has run against this table ({} UTC)",
-            when(now)
-        ),
-    }
-    let enabled = rules.iter().filter(|r| r.rule.enabled).count();
-    println!("rules: {} ({} enabled)", rules.len(), enabled);
-
-    let mut by_state: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut by_state: BTreeMap<&'static str, usize> = BTreeMap::new();
     for b in &blocks {
         *by_state.entry(b.state.as_str()).or_default() += 1;
     }
-    let states: Vec<String> = by_state.iter().map(|(s, n)| format!("{n} {s}")).collect();
-    println!("blocks: {}", if states.is_empty() { "none open".to_string() } else { states.join(", ") });
 
-    let mut rows = Vec::new();
+    let mut spend = Vec::new();
     // The account's usage is counted with or without a cap: shown when capped or used.
     let u = store.usage(&BudgetOwner::Account, &period).await?;
     if account.is_some() || u.is_some() {
-        rows.push(budget_row("(account)", u.as_ref(), &account.map_or_else(|| "none".into(), |l| table::money(&l))));
+        spend.push(Spend::new("account", "", "(account)".into(), u, account));
     }
     // Each team the stack budgets, then each rule (with its team, when it names one).
     let teams = stored.as_ref().map(|s| s.stack.team_budgets.clone()).unwrap_or_default();
     for (team, limit) in &teams {
         let u = store.usage(&BudgetOwner::Team(team.clone()), &period).await?;
-        rows.push(budget_row(&format!("(team {team})"), u.as_ref(), &table::money(limit)));
+        spend.push(Spend::new("team", team, format!("(team {team})"), u, Some(*limit)));
     }
     for r in &rules {
         let u = store.usage(&BudgetOwner::Rule(r.rule.id.clone()), &period).await?;
-        let name = match &r.rule.team {
+        let label = match &r.rule.team {
             Some(t) if teams.contains_key(t) => format!("{} (team {t})", r.rule.id),
             Some(t) => format!("{} (team {t}: NO BUDGET, buys nothing)", r.rule.id),
             None => r.rule.id.clone(),
         };
-        rows.push(budget_row(&name, u.as_ref(), &table::money(&r.rule.monthly_budget)));
+        spend.push(Spend::new("rule", &r.rule.id, label, u, Some(r.rule.monthly_budget)));
     }
     // A deleted rule's blocks keep their spend in the account's row: its own row stays too, so
     // the rows still add up to the account's.
     let listed: BTreeSet<&str> = rules.iter().map(|r| r.rule.id.as_str()).collect();
     for row in month(&store, &period, &teams).await?.rules {
-        if listed.contains(row.month.rule.as_str()) {
+        let id = row.month.rule.as_str();
+        if listed.contains(id) {
             continue;
         }
-        let u = store.usage(&BudgetOwner::Rule(row.month.rule.clone()), &period).await?;
-        rows.push(budget_row(&format!("{} (deleted rule)", row.month.rule), u.as_ref(), "-"));
+        let u = store.usage(&BudgetOwner::Rule(id.to_string()), &period).await?;
+        spend.push(Spend::new("deleted-rule", id, format!("{id} (deleted rule)"), u, None));
     }
-    println!("spend in {}:", period.as_str());
-    println!("{}", indent(&table::render(&["BUDGET", "SPENT", "COMMITTED", "PURCHASES", "LIMIT"], &rows)));
 
     let regions: BTreeSet<_> = rules.iter().filter(|r| r.rule.enabled).flat_map(|r| r.rule.regions.iter()).collect();
     let mut last: Option<DateTime<Utc>> = None;
@@ -112,61 +183,125 @@ pub async fn run(a: StatusArgs) -> CliResult {
     for r in regions {
         let memory = store.region_memory(r).await?;
         last = last.max(memory.asked.values().map(|q| q.at).max());
-        watch.push(match &memory.watch {
-            Some(w) => watch_line(r.as_str(), w),
-            None => format!("{r}: not asked yet"),
-        });
+        watch.push(RegionWatch { region: r.to_string(), watch: memory.watch.clone() });
     }
-    println!("last scan answered: {}", last.map_or_else(|| "never".to_string(), |t| format!("{} UTC", when(t))));
-    if !watch.is_empty() && a.verbose {
-        println!("the watch, per region (as the last scan that asked it left it):");
-        for line in watch {
-            println!("  {}", safe(&line));
-        }
-    } else if !watch.is_empty() {
-        println!("the watch: {} region(s) (`capblock status --verbose` for each one's pace and ages)", watch.len());
-    }
-    match store.last_preflight().await? {
-        Some(p) => println!(
-            "preflight: {} at {} UTC ({} warn, {} failed, {} not checked)",
-            if p.passed() { "passed" } else { "FAILED" },
-            when(p.at),
-            p.count(Verdict::Warn),
-            p.count(Verdict::Fail),
-            p.count(Verdict::NotChecked)
-        ),
-        None => println!("preflight: never run (run `capblock preflight` before switching to live)"),
-    }
+    let preflight = store.last_preflight().await?.map(|p| PreflightSummary {
+        at: p.at,
+        passed: p.passed(),
+        ok: p.count(Verdict::Ok),
+        warn: p.count(Verdict::Warn),
+        failed: p.count(Verdict::Fail),
+        not_checked: p.count(Verdict::NotChecked),
+    });
 
     let region = sdk().await.region().map_or_else(|| "us-east-1".to_string(), |r| r.to_string());
     // Without stored settings, the name the template gives a stack by default.
-    let name = stored.as_ref().map_or("capblock", |s| s.stack.name.as_str());
-    println!("dashboard: {}", dashboard_url(name, &region));
+    let name = stored.as_ref().map_or("capblock", |s| s.stack.name.as_str()).to_string();
     // From the alarms' state-change events (on-capacity-event keeps each one's last state),
     // not DescribeAlarms: see domain::alarm.
-    let firing: Vec<String> = store
+    let alarms_in_alarm = store
         .alarms()
         .await?
         .into_iter()
         .filter(|a| a.value == AlarmValue::Alarm && a.alarm.starts_with(&format!("{name}-")))
-        .map(|a| format!("{} (since {} UTC)", safe(&a.alarm), when(a.at)))
         .collect();
+    Ok(Status {
+        at: now,
+        rules: rules.len(),
+        rules_enabled: rules.iter().filter(|r| r.rule.enabled).count(),
+        blocks: by_state,
+        month: period.as_str().to_string(),
+        spend,
+        last_scan_answered: last,
+        watch,
+        preflight,
+        dashboard: dashboard_url(&name, &region),
+        alarms_in_alarm,
+        settings: stored,
+    })
+}
+
+fn print(s: &Status, verbose: bool, layout: Layout) {
+    let now = s.at;
+    match &s.settings {
+        Some(st) => println!(
+            "stack {} in mode {} ({}; settings stored {})",
+            st.stack.name,
+            st.stack.mode.as_str(),
+            when_utc(now),
+            when_utc(st.written_at)
+        ),
+        None => println!(
+            "stack settings not stored yet: no function of the stack has run against this table ({})",
+            when_utc(now)
+        ),
+    }
+    println!("rules: {} ({} enabled)", s.rules, s.rules_enabled);
+    let states: Vec<String> = s.blocks.iter().map(|(st, n)| format!("{n} {st}")).collect();
+    println!("blocks: {}", if states.is_empty() { "none open".to_string() } else { states.join(", ") });
+
+    let rows: Vec<Vec<String>> = s
+        .spend
+        .iter()
+        .map(|x| {
+            vec![
+                x.label.clone(),
+                table::money(&x.spent),
+                table::money(&x.committed),
+                x.purchases.to_string(),
+                match (x.limit, x.kind) {
+                    (Some(l), _) => table::money(&l),
+                    (None, "account") => "none".into(),
+                    (None, _) => "-".into(),
+                },
+            ]
+        })
+        .collect();
+    let currency = table::currency(s.spend.iter().map(|x| &x.spent));
+    let columns = [
+        Column::text("BUDGET"),
+        Column::number(table::in_currency("SPENT", &currency)),
+        Column::number(table::in_currency("COMMITTED", &currency)),
+        Column::number("PURCHASES"),
+        Column::number(table::in_currency("LIMIT", &currency)),
+    ];
+    println!("spend in {}:", s.month);
+    // Indented under its title: two columns narrower.
+    let layout = Layout { width: layout.width.map(|w| w.saturating_sub(2)), ..layout };
+    println!("{}", indent(&table::render(&columns, &rows, layout)));
+
+    println!("last scan answered: {}", s.last_scan_answered.map_or_else(|| "never".to_string(), when_utc));
+    if !s.watch.is_empty() && verbose {
+        println!("the watch, per region (as the last scan that asked it left it):");
+        for w in &s.watch {
+            let line = match &w.watch {
+                Some(x) => watch_line(&w.region, x),
+                None => format!("{}: not asked yet", w.region),
+            };
+            println!("  {}", safe(&line));
+        }
+    } else if !s.watch.is_empty() {
+        println!("the watch: {} region(s) (`capblock status --verbose` for each one's pace and ages)", s.watch.len());
+    }
+    match &s.preflight {
+        Some(p) => println!(
+            "preflight: {} at {} ({} warn, {} failed, {} not checked)",
+            if p.passed { "passed" } else { "FAILED" },
+            when_utc(p.at),
+            p.warn,
+            p.failed,
+            p.not_checked
+        ),
+        None => println!("preflight: never run (run `capblock preflight` before switching to live)"),
+    }
+    println!("dashboard: {}", s.dashboard);
+    let firing: Vec<String> =
+        s.alarms_in_alarm.iter().map(|a| format!("{} (since {})", safe(&a.alarm), when_utc(a.at))).collect();
     if firing.is_empty() {
         println!("alarms in ALARM: none");
     } else {
         println!("alarms in ALARM: {}", firing.join(", "));
     }
-    Ok(())
-}
-
-fn budget_row(owner: &str, u: Option<&capblock_shared::domain::budget::BudgetUsage>, limit: &str) -> Vec<String> {
-    vec![
-        owner.to_string(),
-        u.map_or_else(|| "0.00".into(), |u| table::money(&u.spent)),
-        u.map_or_else(|| "0.00".into(), |u| table::money(&u.committed)),
-        u.map_or(0, |u| u.purchases).to_string(),
-        limit.to_string(),
-    ]
 }
 
 /// "us-east-1: 64 questions, every question asked within 4 min 20 s (half within 2 min 10 s),
@@ -189,7 +324,7 @@ fn watch_line(region: &str, w: &Watch) -> String {
     if w.contended > 0 {
         line.push_str(&format!("; {} refusal(s) others in the account likely met too", w.contended));
     }
-    line.push_str(&format!(" ({} UTC)", when(w.at)));
+    line.push_str(&format!(" ({})", when_utc(w.at)));
     line
 }
 

@@ -38,6 +38,14 @@ struct Out {
 }
 
 impl Out {
+    fn of(out: std::process::Output) -> Out {
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
     fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
@@ -94,6 +102,25 @@ impl Cli {
 
     /// `capblock args` with `env` on top of the stack's and `removed` taken out of it.
     async fn command(&self, args: &[&str], env: &[(&str, &str)], removed: &[&str]) -> Out {
+        let out = self.capblock(args, env, removed).output().await.expect("run capblock");
+        Out::of(out)
+    }
+
+    /// `capblock args` with `input` on its stdin, as `... | capblock args` runs it.
+    async fn piped(&self, args: &[&str], input: &str) -> Out {
+        use std::process::Stdio;
+        use tokio::io::AsyncWriteExt;
+        let mut cmd = self.capblock(args, &[], &[]);
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).await.unwrap();
+        drop(stdin);
+        Out::of(child.wait_with_output().await.expect("run capblock"))
+    }
+
+    /// The command `capblock args`, in the stack's environment with `env` on top and `removed`
+    /// taken out.
+    fn capblock(&self, args: &[&str], env: &[(&str, &str)], removed: &[&str]) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(capblock_tests::runtime::binary("capblock"));
         cmd.envs(binary_env(&self.sim, &self.aws, STACK));
         if let Some(name) = self.deployed.lock().unwrap().clone() {
@@ -102,22 +129,17 @@ impl Cli {
         for r in removed {
             cmd.env_remove(r);
         }
-        // Never the config file of whoever runs the tests.
-        cmd.env("CAPBLOCK_CONFIG", self.dir.join("no-config.toml"));
-        let out = cmd
-            .args(args)
+        // Never the config file of whoever runs the tests, nor their terminal's width: a table is
+        // wrapped only where a test asks for a width (COLUMNS).
+        cmd.env("CAPBLOCK_CONFIG", self.dir.join("no-config.toml"))
+            .env_remove("COLUMNS")
+            .env_remove("CAPBLOCK_PROFILE");
+        cmd.args(args)
             .envs(env.iter().copied())
             .env_remove("CAPBLOCK_MODE")
             .env_remove("CAPBLOCK_ACCOUNT_MONTHLY_BUDGET")
-            .env_remove("CAPBLOCK_REMINDER_LEAD_MINUTES")
-            .output()
-            .await
-            .expect("run capblock");
-        Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+            .env_remove("CAPBLOCK_REMINDER_LEAD_MINUTES");
+        cmd
     }
 
     /// The stack's settings in its table, as its functions store them (through the store's
@@ -266,7 +288,13 @@ async fn blocks_and_history_show_what_the_scan_bought_and_saw() {
     assert_eq!(b["next_reminder"], "2026-12-03T11:00:00Z");
     assert_eq!(b["time_left"], "starts in 2d 11h");
 
-    let table = c.run(&["blocks", "--all", "--time", "2026-12-04T10:00:00Z"]).await;
+    let narrow = c.run(&["blocks", "--all", "--time", "2026-12-04T10:00:00Z"]).await;
+    assert_eq!(narrow.code, 0);
+    for needle in ["RESERVATION", "west", "1 x p5.48xlarge", "payment-pending", "1h 30m left"] {
+        assert!(narrow.stdout.contains(needle), "{needle:?} missing from\n{}", narrow.stdout);
+    }
+    assert!(!narrow.stdout.contains("NEXT REMINDER"), "the reminder is in -o wide: {}", narrow.stdout);
+    let table = c.run(&["blocks", "--all", "--time", "2026-12-04T10:00:00Z", "-o", "wide"]).await;
     assert_eq!(table.code, 0);
     let text = &table.stdout;
     for needle in ["RESERVATION", "NEXT REMINDER", "west", "1 x p5.48xlarge", "payment-pending", "1h 30m left"] {
@@ -359,7 +387,7 @@ async fn backtest_on_a_fixed_history_has_a_known_answer() {
     assert_eq!(r["scans"], 4);
     assert_eq!(r["limited"].as_array().unwrap().len(), 1);
 
-    let table = c.run(&["backtest", "--rule", &rule, "--history", &file]).await;
+    let table = c.run(&["backtest", "--rule", &rule, "--history", &file, "-o", "wide"]).await;
     assert_eq!(table.code, 0);
     for needle in ["BOUGHT AT (UTC)", "cb-b", "cb-d", "2.9000", "total 1094.40 USD", "held back: holds 1 block"] {
         assert!(table.stdout.contains(needle), "{needle:?} missing from\n{}", table.stdout);
@@ -625,7 +653,7 @@ async fn cli_purchases_stop_at_the_stacks_account_budget() {
 }
 
 /// `rules show` prints the rule as the file `rules put` takes: put back unchanged, it is the same
-/// rule (a new version); `--json` has the same fields.
+/// rule (said unchanged, no new version); `--json` has the same fields.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shown_rule_is_a_rule_file_that_puts_back_the_same_rule() {
     let c = Cli::new("cli-show").await;
@@ -636,9 +664,12 @@ async fn a_shown_rule_is_a_rule_file_that_puts_back_the_same_rule() {
     assert!(shown.stdout.contains("max_price_per_accelerator_hour = \"3.00\""), "{}", shown.stdout);
     assert!(!shown.stdout.contains("Currency(") && !shown.stdout.contains("TimeDelta"), "{}", shown.stdout);
     let before = c.aws.store().get_rule("west").await.unwrap().unwrap();
-    c.put_rule(&shown.stdout).await;
+    // Put back unchanged: said so, and not written again.
+    let again = c.run(&["rules", "put", &c.file("shown.toml", &shown.stdout)]).await;
+    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    assert_eq!(again.stdout.trim(), "rule \"west\" unchanged (version 1): nothing stored", "{}", again.stdout);
     let after = c.aws.store().get_rule("west").await.unwrap().unwrap();
-    assert_eq!((after.rule, after.version), (before.rule, 2));
+    assert_eq!((after.rule, after.version), (before.rule, 1));
     let json = c.run(&["rules", "show", "west", "--json"]).await.json();
     assert_eq!(json["id"], "west");
     assert_eq!(json["tags"]["team"], "llm");
@@ -868,7 +899,8 @@ async fn offerings_search_ultraservers_and_validate_names_what_ec2_refuses() {
     let out = c.run(&[&args[..], &["--regions", "us-east-1", "--from", NOW]].concat()).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("2 x u-trn2x64 (trn2u.48xlarge)"), "{}", out.stdout);
-    assert!(out.stdout.contains("6144.00 USD") && out.stdout.contains("2.0000"), "{}", out.stdout);
+    assert!(out.stdout.contains("FEE (USD)") && out.stdout.contains("6144.00"), "{}", out.stdout);
+    assert!(out.stdout.contains("USD/ACCEL-H") && out.stdout.contains("2.0000"), "{}", out.stdout);
     assert!(!out.stdout.contains("1 x u-trn2x64"), "only the count asked for: {}", out.stdout);
     // A date is a window's bound too: the day's first minute, the same offerings.
     let dated = c.run(&[&args[..], &["--regions", "us-east-1", "--from", &NOW[..10]]].concat()).await;
@@ -915,16 +947,20 @@ async fn preflight_passes_on_a_live_local_stack_and_status_shows_it() {
     assert!(status.stdout.contains("preflight: passed at"), "{}", status.stdout);
 }
 
+/// `market()` where the account's p5 quota is 0: every search is refused.
+fn quota_zero_market() -> String {
+    ScenarioToml::new(5, T0)
+        .payment("succeed", None)
+        .p5("us-west-2", &[2], "2.75")
+        .raw("[[regions]]\nname = \"us-west-2\"\nzero_quota_families = [\"p5\"]\n")
+        .build()
+}
+
 /// A family whose quota is 0 and an alerts topic nobody confirmed: each a failed check that
 /// says what to do, exit 2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflight_names_a_quota_of_0_and_an_unheard_alerts_topic() {
-    let scenario = ScenarioToml::new(5, T0)
-        .payment("succeed", None)
-        .p5("us-west-2", &[2], "2.75")
-        .raw("[[regions]]\nname = \"us-west-2\"\nzero_quota_families = [\"p5\"]\n")
-        .build();
-    let c = Cli::on("cli-preflight-fail", &scenario).await;
+    let c = Cli::on("cli-preflight-fail", &quota_zero_market()).await;
     let sns = aws_sdk_sns::Client::new(&c.aws.sdk);
     let unheard = sns.create_topic().name(format!("unheard-{}", uuid::Uuid::new_v4().simple())).send().await.unwrap();
     let settings = StoredSettings {
@@ -1461,4 +1497,217 @@ async fn a_held_purchase_is_released_by_a_person_only_when_ec2_holds_nothing() {
     assert!(out.stderr.contains("the purchase went through"), "{}", out.stderr);
     let open = c.aws.store().open_intents().await.unwrap();
     assert_eq!(open.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), [made.as_str()], "still open");
+}
+
+/// Every line of `text` fits `width` columns.
+fn fits(text: &str, width: usize) -> bool {
+    text.lines().all(|l| l.chars().count() <= width)
+}
+
+/// At 80 columns (COLUMNS=80, as a terminal of 80 says) `offerings` fits: no line is wider, the
+/// fee's header names the currency, the id a purchase takes is whole. Piped without a width,
+/// a row is one line (for grep and awk); `-o wide` adds the region, the end and the price per
+/// instance-hour; `-o yaml` and `-o json` carry the same offering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offerings_fit_80_columns_and_wide_shows_every_column() {
+    let c = Cli::new("cli-80-offerings").await;
+    let args = ["offerings", "--types", "p5.48xlarge", "--regions", "us-west-2", "--days", "1", "--from", NOW];
+    let json = c.run(&[&args[..], &["-o", "json"]].concat()).await;
+    assert_eq!(json.code, 0, "{}{}", json.stdout, json.stderr);
+    let id = json.json()["offerings"][0]["offering"]["id"].as_str().unwrap().to_string();
+    assert_eq!(c.run(&[&args[..], &["--json"]].concat()).await.json(), json.json(), "--json is -o json");
+
+    let narrow = c.unconfirmed_with(&args, &[("COLUMNS", "80")]).await;
+    assert_eq!(narrow.code, 0, "{}{}", narrow.stdout, narrow.stderr);
+    assert!(fits(&narrow.stdout, 80), "wider than 80:\n{}", narrow.stdout);
+    let header = narrow.stdout.lines().next().unwrap();
+    for column in ["OFFERING", "BLOCK", "START", "LENGTH", "FEE (USD)", "USD/ACCEL-H"] {
+        assert!(header.contains(column), "{column} missing from the header: {}", narrow.stdout);
+    }
+    assert!(!header.contains("REGION") && !header.contains("INSTANCE-H"), "wide columns: {}", narrow.stdout);
+    assert!(narrow.stdout.lines().any(|l| l.starts_with(&id)), "the id first and whole: {}", narrow.stdout);
+    assert!(!narrow.stdout.contains('…'), "{}", narrow.stdout);
+
+    // Piped, without a width: one line per offering, every cell whole.
+    let piped = c.run(&args).await;
+    let row = piped.stdout.lines().find(|l| l.contains(&id)).unwrap_or_else(|| panic!("{}", piped.stdout));
+    for cell in ["1 x p5.48xlarge", "2026-12-03 11:30", "1 day", "528.00", "2.7500"] {
+        assert!(row.contains(cell), "{cell} missing from the row {row:?}");
+    }
+
+    let wide = c.unconfirmed_with(&[&args[..], &["-o", "wide"]].concat(), &[("COLUMNS", "80")]).await;
+    assert_eq!(wide.code, 0, "{}{}", wide.stdout, wide.stderr);
+    let header = wide.stdout.lines().next().unwrap();
+    for column in ["REGION", "AZ", "END (UTC)", "USD/INSTANCE-H"] {
+        assert!(header.contains(column), "{column} missing from -o wide: {}", wide.stdout);
+    }
+    let row = wide.stdout.lines().find(|l| l.contains(&id)).unwrap();
+    assert!(row.contains("us-west-2 ") && row.contains("2026-12-04 11:30"), "-o wide is not wrapped: {row}");
+
+    let yaml = c.run(&[&args[..], &["-o", "yaml"]].concat()).await;
+    assert_eq!(yaml.code, 0, "{}{}", yaml.stdout, yaml.stderr);
+    assert!(yaml.stdout.contains("\nofferings:\n") && yaml.stdout.contains(&format!("id: {id}")), "{}", yaml.stdout);
+    let clash = c.run(&[&args[..], &["--json", "-o", "yaml"]].concat()).await;
+    assert_eq!(clash.code, 2, "two formats: {}{}", clash.stdout, clash.stderr);
+}
+
+/// At 80 columns preflight's advice is wrapped, never cut: every word of each finding's "what
+/// to do" (as `--json` has it) is in the table, in order, and no line passes 80.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preflight_at_80_columns_wraps_the_advice_and_cuts_nothing() {
+    let c = Cli::on("cli-80-preflight", &quota_zero_market()).await;
+    c.stack(Mode::Live, Some("1000")).await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let json = c.run(&["preflight", "--pause-seconds", "0.05", "-o", "json"]).await;
+    assert_eq!(json.code, 2, "{}{}", json.stdout, json.stderr);
+    let findings = json.json()["findings"].as_array().unwrap().clone();
+    let out = c.unconfirmed_with(&["preflight", "--pause-seconds", "0.05"], &[("COLUMNS", "80")]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(fits(&out.stdout, 80), "wider than 80:\n{}", out.stdout);
+    assert!(!out.stdout.contains('…'), "{}", out.stdout);
+    let words: Vec<&str> = out.stdout.split_whitespace().collect();
+    let mut advised = 0;
+    for f in &findings {
+        let Some(todo) = f["todo"].as_str() else { continue };
+        let want: Vec<&str> = todo.split_whitespace().collect();
+        assert!(want.len() > 3, "{todo}");
+        // The advice's words appear in order (a wrapped cell puts other columns between its lines).
+        let mut at = 0;
+        for w in &want {
+            at += words[at..]
+                .iter()
+                .position(|x| x == w)
+                .unwrap_or_else(|| panic!("{w:?} of {todo:?} missing:\n{}", out.stdout));
+        }
+        advised += 1;
+    }
+    assert!(advised >= 2, "{findings:#?}");
+    let piped = c.run(&["preflight", "--pause-seconds", "0.05"]).await;
+    let longest = piped.stdout.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(longest > 80, "piped, a finding is one line whatever its length: {}", piped.stdout);
+}
+
+/// `status -o json` (and `--json`) carries what the screen shows: the stack's mode, the spend per
+/// budget with its currency, the preflight; `-o yaml` the same; the table's money columns name
+/// the currency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_prints_json_and_yaml_and_money_with_its_currency() {
+    let c = Cli::new("cli-status-json").await;
+    c.stack(Mode::Live, Some("100000")).await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
+    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    let out = c.run(&["status", "--time", NOW, "-o", "json"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let s = out.json();
+    assert_eq!(s["settings"]["stack"]["mode"], "live", "{s:#}");
+    assert_eq!((s["rules"].as_u64(), s["rules_enabled"].as_u64()), (Some(1), Some(1)), "{s:#}");
+    assert_eq!(s["blocks"]["payment-pending"], 1, "{s:#}");
+    let rule = s["spend"].as_array().unwrap().iter().find(|x| x["kind"] == "rule").unwrap().clone();
+    assert_eq!(rule["name"], "west");
+    assert_eq!(rule["purchases"], 1);
+    assert_eq!(rule["committed"]["currency"], "USD", "{rule:#}");
+    assert!(s["dashboard"].as_str().unwrap().starts_with("https://"), "{s:#}");
+    assert_eq!(c.run(&["status", "--time", NOW, "--json"]).await.json(), s, "--json is -o json");
+    let yaml = c.run(&["status", "--time", NOW, "-o", "yaml"]).await;
+    assert_eq!(yaml.code, 0, "{}{}", yaml.stdout, yaml.stderr);
+    assert!(yaml.stdout.contains("\nspend:\n") && yaml.stdout.contains("kind: rule"), "{}", yaml.stdout);
+    let table = c.run(&["status", "--time", NOW]).await;
+    assert!(table.stdout.contains("SPENT (USD)") && table.stdout.contains("LIMIT (USD)"), "{}", table.stdout);
+    assert!(table.stdout.contains("(2026-12-01 00:00 UTC; settings"), "{}", table.stdout);
+    // --tz: the local time (TZ) after the UTC one.
+    let tokyo = c.unconfirmed_with(&["--tz", "status", "--time", NOW], &[("TZ", "Asia/Tokyo")]).await;
+    assert!(tokyo.stdout.contains("(2026-12-01 00:00 UTC (09:00 +09:00); settings"), "{}", tokyo.stdout);
+    let blocks = c.unconfirmed_with(&["--tz", "blocks", "-o", "wide", "--time", NOW], &[("TZ", "Asia/Tokyo")]).await;
+    assert!(blocks.stdout.contains("2026-12-03 11:30 (20:30 +09:00)"), "{}", blocks.stdout);
+}
+
+/// `rules put -` reads the rule from stdin; putting the stored rule back says it is unchanged and
+/// stores nothing; a changed rule is stored with a diff of what changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_put_reads_stdin_and_says_what_changed() {
+    let c = Cli::new("cli-put-stdin").await;
+    let text = rule_toml("west", "live", "3.00");
+    let created = c.piped(&["rules", "put", "-"], &text).await;
+    assert_eq!(created.code, 0, "{}{}", created.stdout, created.stderr);
+    assert!(created.stdout.starts_with("created rule \"west\" (version 1"), "{}", created.stdout);
+    let same = c.piped(&["rules", "put", "-"], &text).await;
+    assert_eq!(same.stdout.trim(), "rule \"west\" unchanged (version 1): nothing stored", "{}", same.stdout);
+    let changed = c.piped(&["rules", "put", "-"], &rule_toml("west", "live", "2.50")).await;
+    assert_eq!(changed.code, 0, "{}{}", changed.stdout, changed.stderr);
+    let diff = &changed.stdout;
+    assert!(diff.contains("--- rule west (stored)") && diff.contains("+++ rule file"), "{diff}");
+    assert!(
+        diff.contains("-max_price_per_accelerator_hour = \"3.00\"")
+            && diff.contains("+max_price_per_accelerator_hour = \"2.50\""),
+        "{diff}"
+    );
+    assert!(diff.contains("updated rule \"west\" (version 2"), "{diff}");
+    assert_eq!(c.aws.store().get_rule("west").await.unwrap().unwrap().version, 2);
+    // A bad rule on stdin is named as such, and nothing is stored.
+    let bad = c.piped(&["rules", "put", "-"], "id = \"x\"\n").await;
+    assert_eq!(bad.code, 2, "{}{}", bad.stdout, bad.stderr);
+    assert!(bad.stdout.contains("(stdin)"), "{}{}", bad.stdout, bad.stderr);
+    assert!(c.aws.store().get_rule("x").await.unwrap().is_none());
+}
+
+/// `--profile NAME` (or CAPBLOCK_PROFILE) takes the stack and the region from the config file's
+/// `[profile.NAME]`; a profile the file lacks is a usage error naming the file and its profiles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_of_the_config_file_names_the_stack_and_the_region() {
+    let c = Cli::new("cli-profile").await;
+    c.stack(Mode::Live, Some("1000")).await;
+    let stack = c.deployed.lock().unwrap().clone().unwrap();
+    let config = c.file(
+        "config.toml",
+        &format!(
+            "[profile.local]\nstack = \"{stack}\"\n\n[profile.elsewhere]\nstack = \"{stack}\"\nregion = \"eu-west-1\"\n"
+        ),
+    );
+    let env = [("CAPBLOCK_CONFIG", config.as_str())];
+    // Neither the stack's name nor its table in the environment: the profile names the stack.
+    let unnamed = ["CAPBLOCK_STACK_NAME", "CAPBLOCK_TABLE"];
+    let out = c.command(&["--profile", "local", "status", "--time", NOW], &env, &unnamed).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains(&format!("stack {stack} (")), "{}", out.stderr);
+    assert!(out.stdout.contains("in mode live"), "{}", out.stdout);
+    let by_env = c.command(&["status", "--time", NOW], &[env[0], ("CAPBLOCK_PROFILE", "local")], &unnamed).await;
+    assert_eq!(by_env.code, 0, "{}{}", by_env.stdout, by_env.stderr);
+    // The profile's region is the one asked: the stack is not there.
+    let away = c.command(&["--profile", "elsewhere", "status"], &env, &unnamed).await;
+    assert_eq!(away.code, 3, "{}{}", away.stdout, away.stderr);
+    assert!(away.stderr.contains(&format!("no stack \"{stack}\" in eu-west-1")), "{}", away.stderr);
+    let missing = c.command(&["--profile", "prod", "status"], &env, &unnamed).await;
+    assert_eq!(missing.code, 2, "{}{}", missing.stdout, missing.stderr);
+    assert!(
+        missing.stderr.contains(&format!("profile \"prod\" is not in {config}: its profiles are elsewhere, local")),
+        "{}",
+        missing.stderr
+    );
+}
+
+/// The completion scripts and the manual page come from the binary, generated from its own
+/// command line: they name its commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_and_the_manual_page_name_the_commands() {
+    let c = Cli::new("cli-completions").await;
+    for shell in ["bash", "zsh", "fish"] {
+        let out = c.run(&["completions", shell]).await;
+        assert_eq!(out.code, 0, "{shell}: {}", out.stderr);
+        // (fish names a long option `-l profile`)
+        for command in ["offerings", "preflight", "intents", "profile", "output"] {
+            assert!(out.stdout.contains(command), "{shell}: {command} missing");
+        }
+    }
+    let man = c.run(&["man"]).await;
+    assert_eq!(man.code, 0, "{}", man.stderr);
+    assert!(man.stdout.contains(".TH capblock 1") && man.stdout.contains("capblock\\-offerings(1)"), "{}", man.stdout);
+    // A profile that does not exist does not stand in the way of the documents.
+    let out = c.unconfirmed_with(&["completions", "bash"], &[("CAPBLOCK_PROFILE", "nope")]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let help = c.run(&["offerings", "--help"]).await;
+    assert!(help.stdout.contains("Examples:") && help.stdout.contains("-o wide"), "{}", help.stdout);
+    let short = c.run(&["offerings", "-h"]).await;
+    let stack_line = short.stdout.lines().find(|l| l.contains("--stack")).unwrap().to_string();
+    assert!(stack_line.len() < 100, "a short --stack help: {stack_line}");
 }
