@@ -3,24 +3,28 @@
 //! PurchaseCapacityBlockExtension is sent once (no SDK retries); an unknown outcome is settled
 //! by watching the block's end date, never by resending.
 
+mod asking;
+
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use self::asking::{Asking, NotAsked};
 use super::outbox::alert_notice;
 use crate::domain::announce;
 use crate::domain::block::Block;
 use crate::domain::budget::{Period, StackBudgets, charges_for};
 use crate::domain::extension::{
     ExtensionIntent, ExtensionOffer, ExtensionState, PaymentStatus, Settlement, choose, history_disagrees, in_window,
-    paid_days, settlement_with_history,
+    lengths_to_ask, paid_days, settlement_with_history,
 };
 use crate::domain::money::Rate;
 use crate::domain::names::Region;
-use crate::domain::rule::{Extend, Mode, Rule, is_sellable_duration_days};
+use crate::domain::rule::{Extend, Mode, Rule};
 use crate::ports::{
-    BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, Ledger, Outbox, ReserveError, StoreError,
+    BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, Ledger, MarketError, MarketMemory, Outbox,
+    ReserveError, StoreError,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -46,7 +50,7 @@ pub struct Extender<'a, M: ?Sized, S: ?Sized> {
 impl<M, S> Extender<'_, M, S>
 where
     M: ExtensionMarket + ExtensionHistory + ?Sized,
-    S: Ledger + BlockStore + Outbox + ExtensionLedger + ?Sized,
+    S: Ledger + BlockStore + Outbox + ExtensionLedger + MarketMemory + ?Sized,
 {
     /// `observed`: the blocks whose stored state and end were checked against EC2 in this run.
     pub async fn run(
@@ -56,7 +60,12 @@ where
         now: DateTime<Utc>,
     ) -> Result<Vec<ExtensionAction>, StoreError> {
         let mut out = self.settle(observed, now).await?;
-        for b in self.store.open_blocks(None).await? {
+        let asking = Asking::default();
+        // The blocks ending soonest ask first: when a region's questions run out this run, the
+        // ones left have the most time.
+        let mut blocks = self.store.open_blocks(None).await?;
+        blocks.sort_by_key(|b| b.end);
+        for b in blocks {
             let Some(rule) = b.rule_id.as_ref().and_then(|r| rules.get(r)) else {
                 continue;
             };
@@ -64,7 +73,7 @@ where
             if !rule.enabled || !in_window(&b, x, now) {
                 continue;
             }
-            match self.consider(&b, rule, x, now).await {
+            match self.consider(&b, rule, x, now, &asking).await {
                 Ok(Some(a)) => out.push(a),
                 Ok(None) => {}
                 Err(e) => {
@@ -159,6 +168,7 @@ where
         rule: &Rule,
         x: &Extend,
         now: DateTime<Utc>,
+        asking: &Asking,
     ) -> Result<Option<ExtensionAction>, StoreError> {
         let rid = b.reservation_id.clone();
         let skip = |reason: String| Ok(Some(ExtensionAction::Skipped { reservation_id: rid.clone(), reason }));
@@ -175,7 +185,10 @@ where
         if left_days == 0 {
             return Ok(None);
         }
-        let offers = self.offers(b, left_days).await;
+        let offers = match self.offers(b, left_days, now, asking).await {
+            Ok(offers) => offers,
+            Err(why) => return skip(why.reason().into()),
+        };
         let headroom = super::budgets::headroom(self.store, rule, &self.budgets, now).await?;
         let Some((offer, rate)) = choose(&offers, b.instance_count, accel, x.max_price_per_accelerator_hour, headroom)
         else {
@@ -200,19 +213,51 @@ where
         self.buy(b, rule, offer, rate, now).await
     }
 
-    /// Every extension EC2 sells now for the block, for each sellable length up to `days`. A
-    /// length EC2 fails to answer for is skipped this run, not fatal.
-    async fn offers(&self, b: &Block, days: u32) -> Vec<ExtensionOffer> {
+    /// The extensions EC2 sells now for the block, for the lengths up to `days` this run asks
+    /// (`lengths_to_ask`), each question waiting its turn in the region (`asking`). A length EC2
+    /// fails to answer for is skipped this run; a throttled question ends the region's asking
+    /// for the run. `Err` when not one question could be asked.
+    async fn offers(
+        &self,
+        b: &Block,
+        days: u32,
+        now: DateTime<Utc>,
+        asking: &Asking,
+    ) -> Result<Vec<ExtensionOffer>, NotAsked> {
+        if !asking.knows(&b.region) {
+            let learned = match self.store.region_memory(&b.region).await {
+                Ok(m) => m.pace,
+                Err(e) => {
+                    tracing::warn!(event = "extension_pace_unread", region = %b.region, error = %e, "asking at the starting pace");
+                    None
+                }
+            };
+            asking.open(&b.region, learned);
+        }
         let mut offers = Vec::new();
-        for days in (1..=days).filter(|d| is_sellable_duration_days(i64::from(*d))) {
+        for (i, days) in lengths_to_ask(days, now).into_iter().enumerate() {
+            if let Err(why) = asking.turn(&b.region).await {
+                if i == 0 {
+                    return Err(why);
+                }
+                break;
+            }
             match self.market.extension_offerings(&b.region, &b.reservation_id, days * 24).await {
                 Ok(o) => offers.extend(o),
+                Err(e @ MarketError::Throttled { .. }) => {
+                    tracing::warn!(event = "extension_offerings_throttled", reservation = %b.reservation_id, days, error = %e, "no more extension questions in the region this run");
+                    asking.throttled(&b.region);
+                    if i == 0 {
+                        return Err(NotAsked::Throttled);
+                    }
+                    break;
+                }
                 Err(e) => {
                     tracing::warn!(event = "extension_offerings_failed", reservation = %b.reservation_id, days, error = %e, "skipping this duration")
                 }
             }
         }
-        offers
+        Ok(offers)
     }
 
     /// Buys `offer` exactly once: budget reserved and the record marked Sent before the one

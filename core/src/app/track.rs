@@ -39,7 +39,7 @@ use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::domain::usage::{DEFAULT_IDLE_ALERT_MINUTES, Reading, idle_cost, utilization_so_far};
 use crate::ports::{
     BlockKinds, BlockStatusSource, BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, Ledger, MarketError,
-    Notifier, Outbox, ReminderError, Reminders, ReservationSource, RuleStore, StoreError,
+    MarketMemory, Notifier, Outbox, ReminderError, Reminders, ReservationSource, RuleStore, StoreError,
 };
 
 /// Settings read once from the environment by the function's `main`.
@@ -149,7 +149,7 @@ pub struct Tracker<'a, M: ?Sized, S: ?Sized, N: ?Sized, R: ?Sized> {
 impl<M, S, N, R> Tracker<'_, M, S, N, R>
 where
     M: ReservationSource + ExtensionMarket + BlockKinds + BlockStatusSource + ExtensionHistory + ?Sized,
-    S: RuleStore + Ledger + BlockStore + Outbox + ExtensionLedger + ?Sized,
+    S: RuleStore + Ledger + BlockStore + Outbox + ExtensionLedger + MarketMemory + ?Sized,
     N: Notifier + ?Sized,
     R: Reminders + ?Sized,
 {

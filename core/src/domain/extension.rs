@@ -111,6 +111,44 @@ pub fn choose(
         .min_by(|a, b| a.1.per_unit.cmp(&b.1.per_unit).then(a.0.duration_hours.cmp(&b.0.duration_hours)))
 }
 
+/// At most this many extension lengths are asked for one block in one run. EC2 sells one
+/// length per DescribeCapacityBlockExtensionOfferings question (1 to 14 days, then weeks to 26),
+/// so asking every length up to a rule's `max_days` is up to 26 questions per block on every
+/// tracker run of its decision window; whether they count against the describe limit the scan
+/// lives on is not published. Three per run keeps a block's questions within a few of the
+/// scan's paced gaps, and a decision window of hours holds dozens of runs, so every length is
+/// still asked many times before the block ends.
+pub const LENGTHS_PER_RUN: usize = 3;
+
+/// The extension lengths (days) to ask for in this run, shortest first, out of every sellable
+/// length up to `left_days`: the shortest always (`choose` prefers it among equal rates, and it
+/// commits least), and the rest of [`LENGTHS_PER_RUN`] from a window over the longer lengths
+/// that moves with the run's minute, so that runs in turn cover them all. No memory is kept:
+/// the window's start is a mix of the minute, so runs at any schedule (every 5 minutes, every
+/// minute) reach every start rather than the same few residues.
+pub fn lengths_to_ask(left_days: u32, now: DateTime<Utc>) -> Vec<u32> {
+    let sellable: Vec<u32> =
+        (1..=left_days.min(182)).filter(|d| super::rule::is_sellable_duration_days(i64::from(*d))).collect();
+    if sellable.len() <= LENGTHS_PER_RUN {
+        return sellable;
+    }
+    let longer = &sellable[1..];
+    let start = (mix(now.timestamp().div_euclid(60) as u64) % longer.len() as u64) as usize;
+    let mut asked: Vec<u32> = std::iter::once(sellable[0])
+        .chain((0..LENGTHS_PER_RUN - 1).map(|i| longer[(start + i) % longer.len()]))
+        .collect();
+    asked.sort_unstable();
+    asked
+}
+
+/// SplitMix64's finaliser: consecutive minutes land on unrelated windows.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// Whether the block is in its rule's decision window at `now`.
 pub fn in_window(b: &Block, x: &Extend, now: DateTime<Utc>) -> bool {
     matches!(b.state, BlockState::Scheduled | BlockState::Active)

@@ -70,6 +70,9 @@ pub struct FaultCounts {
     pub describe_limited: u64,
     /// ...and by account (listed from its first refusal).
     pub describe_limited_by_account: std::collections::BTreeMap<String, u64>,
+    /// DescribeCapacityBlockExtensionOfferings refused by its own bucket (under
+    /// `extension_offerings_limit = "own"`; under "shared" they count in `describe_limited`).
+    pub extension_offerings_limited: u64,
     /// DescribeCapacityBlockOfferings refused for an instance family whose quota is 0.
     pub quota_zero: u64,
     /// Calls refused UnauthorizedOperation by an `iam_denials` entry.

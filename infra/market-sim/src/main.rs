@@ -43,6 +43,8 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
                  offering_id_ttl_secs = 300,
                  offering_ids_across_accounts = shared|per_account,
                  ultraserver_search = instance_type_required|ultraserver_only,
+                 extension_offerings_limit = shared|own|none (which limit extension
+                 offering questions spend),
                  caller_accounts = { \"AKID\" = \"ACCOUNT\" } (whose describe limit a key spends),
                  hold_actions = [] (tests: held before EC2 receives them; POST /_sim/release),
                  listing_lag_secs = 0 (a purchase's reservation listed that late)

@@ -161,6 +161,21 @@ pub enum RamRefusal {
     Error,
 }
 
+/// Which limit DescribeCapacityBlockExtensionOfferings counts against: the record is silent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExtensionOfferingsLimit {
+    /// The describe limit of DescribeCapacityBlockOfferings (per account and region): the same
+    /// bucket, refused with its code (the harsher reading).
+    #[default]
+    Shared,
+    /// A bucket of its own per account and region, of the describe limit's size, refused with
+    /// RequestLimitExceeded.
+    Own,
+    /// No limit beyond the API's general throttling.
+    None,
+}
+
 /// How DescribeCapacityBlockOfferings takes an UltraServer search.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -304,6 +319,8 @@ pub struct Behaviour {
     pub offering_ids_across_accounts: OfferingIdsAcrossAccounts,
     /// UltraServer searches: "instance_type_required" or "ultraserver_only".
     pub ultraserver_search: UltraserverSearch,
+    /// Which limit extension offering questions count against: "shared", "own" or "none".
+    pub extension_offerings_limit: ExtensionOfferingsLimit,
     /// Actions refused to a caller (UnauthorizedOperation), as its IAM policies would.
     pub iam_denials: Vec<IamDenial>,
     /// The account of a caller, by access key id (12 digits): whose describe limit its
@@ -345,6 +362,7 @@ impl Default for Behaviour {
             offering_id_ttl_secs: 300,
             offering_ids_across_accounts: OfferingIdsAcrossAccounts::Shared,
             ultraserver_search: UltraserverSearch::InstanceTypeRequired,
+            extension_offerings_limit: ExtensionOfferingsLimit::Shared,
             iam_denials: Vec::new(),
             caller_accounts: BTreeMap::new(),
             ram_refusal: RamRefusal::FailedAssociation,

@@ -14,7 +14,8 @@ use crate::organization::Organization;
 use crate::reservations::{Extension, Reservation, Visibility};
 use crate::resource_shares::ResourceShare;
 use crate::rng::{SplitMix64, stable_id};
-use crate::scenario::{Behaviour, Scenario};
+use crate::scenario::{Behaviour, ExtensionOfferingsLimit, Scenario};
+use crate::wire::error::ApiError;
 
 /// An offering id one answer handed out: what it stands for, where, and since when.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +81,9 @@ pub struct World {
     /// new limit empties the map, which is the same as filling every bucket: a full bucket
     /// without a drain stays full until it is spent.
     member_buckets: HashMap<(String, String), TokenBucket>,
+    /// Under `extension_offerings_limit = "own"`: the extension offering questions' own bucket
+    /// per (account, region), created full, of the describe limit's size.
+    extension_buckets: HashMap<(String, String), TokenBucket>,
     /// DescribeCapacityBlockOfferings calls that reached the describe limit, by account.
     describe_by_account: BTreeMap<String, CallCounts>,
     /// The last `MAX_DESCRIBE_CALLS` of them, oldest first, and how many older ones were let go.
@@ -120,6 +124,7 @@ impl World {
             describe_buckets,
             describe_fresh,
             member_buckets: HashMap::new(),
+            extension_buckets: HashMap::new(),
             describe_by_account: BTreeMap::new(),
             describe_calls: VecDeque::new(),
             describe_calls_dropped: 0,
@@ -306,6 +311,38 @@ impl World {
             .try_take(now)
     }
 
+    /// Whether an extension offering question of `account` in `region` is served by the
+    /// limit `extension_offerings_limit` names: `Err` is the refusal.
+    pub fn take_extension_token(&mut self, account: &str, region: &str) -> Result<(), ApiError> {
+        match self.behaviour.extension_offerings_limit {
+            ExtensionOfferingsLimit::None => Ok(()),
+            ExtensionOfferingsLimit::Shared => {
+                if self.take_describe_token(account, region) {
+                    Ok(())
+                } else {
+                    Err(ApiError::describe_limit())
+                }
+            }
+            ExtensionOfferingsLimit::Own => {
+                let Some(limit) = self.behaviour.describe_limit else {
+                    return Ok(());
+                };
+                let now = self.real_secs();
+                let served = self
+                    .extension_buckets
+                    .entry((account.to_string(), region.to_string()))
+                    .or_insert_with(|| TokenBucket::new(1.0 / limit.refill_secs, limit.burst, now))
+                    .try_take(now);
+                if served {
+                    Ok(())
+                } else {
+                    self.faults.extension_offerings_limited += 1;
+                    Err(ApiError::throttled())
+                }
+            }
+        }
+    }
+
     /// The DescribeCapacityBlockOfferings calls that reached the describe limit, by account.
     pub fn describe_calls_by_account(&self) -> &BTreeMap<String, CallCounts> {
         &self.describe_by_account
@@ -395,11 +432,13 @@ impl World {
             (_, None) => self.settle_describe_limit_at(now),
             (None, Some(l)) => {
                 self.member_buckets.clear();
+                self.extension_buckets.clear();
                 self.describe_buckets_mut().for_each(|k| k.restart(l, drain, &b.describe_limit_others, now))
             }
             (Some(was), Some(l)) => {
                 if was != l {
                     self.member_buckets.clear();
+                    self.extension_buckets.clear();
                 }
                 for bucket in self.describe_buckets_mut() {
                     if was != l {

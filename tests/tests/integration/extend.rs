@@ -48,11 +48,13 @@ fn scenario() -> String {
         .build()
 }
 
-/// The p5 rule in `mode`, extending by one day at up to 3.00 within 48 h of the end.
-fn rule(mode: Mode) -> Rule {
+/// The p5 rule in `mode`, extending by up to `max_days` days at up to 3.00 within 48 h of the end.
+fn rule(mode: Mode, max_days: u32) -> Rule {
     RuleToml::p5("p5")
         .mode(mode.as_str())
-        .extra("[extend]\nmax_price_per_accelerator_hour = \"3.00\"\nmax_days = 1\ndecide_hours_before_end = 48")
+        .extra(&format!(
+            "[extend]\nmax_price_per_accelerator_hour = \"3.00\"\nmax_days = {max_days}\ndecide_hours_before_end = 48"
+        ))
         .rule(T0.parse().unwrap())
 }
 
@@ -121,6 +123,11 @@ impl X {
     /// A block bought live at T0 and paid at 03:00 (its messages drained), the clock at Wed
     /// 12-02 12:00: inside the extension window. The tracker runs with `stack_mode`.
     async fn at_the_decision(name: &str, stack_mode: Mode) -> X {
+        X::at_the_decision_with(name, stack_mode, 1).await
+    }
+
+    /// [`X::at_the_decision`] with a rule that may extend by `max_days` days in all.
+    async fn at_the_decision_with(name: &str, stack_mode: Mode, max_days: u32) -> X {
         let sim = Sim::start(&scenario()).await;
         let market = HookedMarket { real: sim.market().await, hook: ExtensionHook::default() };
         let mut x = X {
@@ -143,7 +150,7 @@ impl X {
             id: String::new(),
             end: "2026-12-04T11:30:00Z".parse().unwrap(),
         };
-        x.aws.store().put_rule(&rule(Mode::Live), None).await.unwrap();
+        x.aws.store().put_rule(&rule(Mode::Live, max_days), None).await.unwrap();
         let scan = ScanSettings {
             stack: StackSettings {
                 name: STACK.into(),
@@ -595,6 +602,59 @@ async fn a_dry_run_stack_announces_would_extend_once_and_buys_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_rule_announces_would_extend_once_and_buys_nothing() {
     let x = X::at_the_decision("ext-dry-rule", Mode::Live).await;
-    x.aws.store().put_rule(&rule(Mode::DryRun), None).await.unwrap();
+    x.aws.store().put_rule(&rule(Mode::DryRun, 1), None).await.unwrap();
     dry_run_announces_once(x).await;
+}
+
+/// DescribeCapacityBlockExtensionOfferings calls that reached the simulator.
+async fn extension_questions(x: &X) -> u64 {
+    x.sim.state().await["calls"]["DescribeCapacityBlockExtensionOfferings"].as_u64().unwrap_or(0)
+}
+
+/// Whether extension questions spend the describe limit, a bucket of their own or none is not
+/// published (infra/market-sim/README.md, "Extension offerings and the describe limit"): under
+/// each reading, a rule that may extend by up to 14 days asks three lengths a run, not fourteen;
+/// when the region's limit is spent by someone else, the first throttled question ends its
+/// asking for the run (one call, no retries, nothing bought), and the next run, the limit
+/// refilled, asks and buys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extension_questions_are_few_a_run_and_stop_at_a_throttle_under_each_limit_reading() {
+    for reading in ["shared", "own", "none"] {
+        let x = X::at_the_decision_with(&format!("ext-limit-{reading}"), Mode::Live, 14).await;
+        x.sim
+            .behaviour(&format!(
+                r#"{{"describe_limit": {{"burst": 2, "refill_secs": 3600.0}}, "extension_offerings_limit": "{reading}"}}"#
+            ))
+            .await;
+        // Someone else in the account asks twice: under "shared" and "own" the bucket is empty.
+        let region: Region = "us-east-1".parse().unwrap();
+        for _ in 0..2 {
+            x.market.real.extension_offerings(&region, &x.id, 24).await.unwrap();
+        }
+        let before = extension_questions(&x).await;
+        let report = x.track().await;
+        let asked = extension_questions(&x).await - before;
+        if reading == "none" {
+            assert!(bought(&report), "{reading}: {report:#?}");
+            assert_eq!(asked, 3, "{reading}: three lengths of fourteen, the shortest among them");
+            assert_eq!(x.intent().await.offer.duration_hours, 24, "{reading}: the shortest at the same rate");
+            continue;
+        }
+        assert!(!bought(&report), "{reading}: {report:#?}");
+        assert_eq!(asked, 1, "{reading}: one throttled call, not retried, and no other length asked");
+        let skipped = report.extensions.iter().any(
+            |a| matches!(a, ExtensionAction::Skipped { reason, .. } if reason.contains("EC2 throttled an extension question")),
+        );
+        assert!(skipped, "{reading}: {report:#?}");
+        assert!(x.intents().await.is_empty(), "{reading}: nothing reserved");
+
+        // A new limit starts its buckets full: the next run asks its three lengths and buys.
+        x.sim.behaviour(r#"{"describe_limit": {"burst": 3, "refill_secs": 3600.0}}"#).await;
+        x.advance_minutes(5).await;
+        let before = extension_questions(&x).await;
+        let report = x.track().await;
+        assert!(bought(&report), "{reading}: {report:#?}");
+        assert_eq!(extension_questions(&x).await - before, 3, "{reading}");
+        assert_eq!(x.intent().await.offer.duration_hours, 24, "{reading}");
+    }
 }

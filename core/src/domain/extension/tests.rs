@@ -144,3 +144,33 @@ fn only_an_unsettled_extension_is_open_and_each_state_reads_as_stored() {
     }
     assert_eq!(record(Sent, at(-3)).id(), "cr-1/x");
 }
+
+#[test]
+fn a_short_allowance_asks_every_length() {
+    assert_eq!(lengths_to_ask(0, at(0)), Vec::<u32>::new());
+    assert_eq!(lengths_to_ask(1, at(0)), vec![1]);
+    assert_eq!(lengths_to_ask(3, at(5)), vec![1, 2, 3]);
+}
+
+#[test]
+fn a_long_allowance_asks_a_few_lengths_a_run_the_shortest_always() {
+    let all: Vec<u32> = (1..=14).chain((21..=182).step_by(7)).collect();
+    for minute in 0..500 {
+        let asked = lengths_to_ask(182, at(0) + Duration::minutes(minute));
+        assert_eq!(asked.len(), LENGTHS_PER_RUN, "minute {minute}: {asked:?}");
+        assert_eq!(asked[0], 1, "the shortest first, always");
+        assert!(asked.windows(2).all(|w| w[0] < w[1]), "ascending, no repeats: {asked:?}");
+        assert!(asked.iter().all(|d| all.contains(d)), "only sellable lengths: {asked:?}");
+    }
+}
+
+#[test]
+fn runs_every_five_minutes_cover_every_length_within_a_day() {
+    // A decision window of 24 hours at the tracker's 5-minute schedule: 288 runs.
+    let mut seen = std::collections::BTreeSet::new();
+    for run in 0..288 {
+        seen.extend(lengths_to_ask(45, at(0) + Duration::minutes(5 * run)));
+    }
+    let sellable: Vec<u32> = (1..=14).chain([21, 28, 35, 42]).collect();
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), sellable);
+}

@@ -44,6 +44,11 @@ fn offering_for(
 
 pub fn describe_offerings(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
     require_supported(w, ctx)?;
+    // Whether these questions spend the describe limit of DescribeCapacityBlockOfferings, a
+    // bucket of their own or none is not published: `extension_offerings_limit` plays each. As
+    // there, the token is spent before anything else is looked at.
+    let account = super::offerings::caller_account(w, ctx);
+    w.take_extension_token(&account, ctx.region)?;
     authorize(w, ctx)?;
     let reservation_id = p.require("CapacityReservationId")?;
     let hours = p
@@ -217,5 +222,44 @@ mod tests {
         w.clock.advance(3 * 3600);
         assert_eq!(w.extensions[0].status(w.now()), "payment-succeeded");
         assert_eq!(w.reservation(&id).unwrap().end(w.now(), &w.extensions), old_end + chrono::Duration::hours(24));
+    }
+
+    fn ask_extension(w: &mut World, id: &str) -> Result<Output, ApiError> {
+        let pairs = [("CapacityReservationId", id), ("CapacityBlockExtensionDurationHours", "24")];
+        dispatch(w, REGION, "DescribeCapacityBlockExtensionOfferings", &Params::from_pairs(&pairs))
+    }
+
+    fn ask_offerings(w: &mut World) -> Result<Output, ApiError> {
+        let pairs = [("InstanceType", "p5.48xlarge"), ("InstanceCount", "1"), ("CapacityDurationHours", "24")];
+        dispatch(w, REGION, "DescribeCapacityBlockOfferings", &Params::from_pairs(&pairs))
+    }
+
+    #[test]
+    fn extension_questions_spend_the_limit_each_reading_names() {
+        let limit = r#""describe_limit": {"burst": 2, "refill_secs": 3600.0}"#;
+        // The default is the harsher reading: the describe limit's own bucket and code.
+        let (mut w, id) = world(&format!("{{{limit}}}"));
+        assert_eq!(w.behaviour.extension_offerings_limit, crate::scenario::ExtensionOfferingsLimit::Shared);
+        assert!(ask_extension(&mut w, &id).is_ok());
+        assert!(ask_extension(&mut w, &id).is_ok());
+        assert_eq!(ask_extension(&mut w, &id).unwrap_err().code, "CapacityBlockDescribeLimitExceeded");
+        assert_eq!(ask_offerings(&mut w).unwrap_err().code, "CapacityBlockDescribeLimitExceeded", "one bucket");
+        assert_eq!(faults(&mut w)["describe_limited"], 2);
+
+        let (mut w, id) = world(&format!(r#"{{{limit}, "extension_offerings_limit": "own"}}"#));
+        assert!(ask_extension(&mut w, &id).is_ok());
+        assert!(ask_extension(&mut w, &id).is_ok());
+        assert_eq!(ask_extension(&mut w, &id).unwrap_err().code, "RequestLimitExceeded");
+        assert!(ask_offerings(&mut w).is_ok(), "the describe limit is untouched");
+        assert_eq!(faults(&mut w)["extension_offerings_limited"], 1);
+
+        let (mut w, id) = world(&format!(r#"{{{limit}, "extension_offerings_limit": "none"}}"#));
+        for _ in 0..5 {
+            assert!(ask_extension(&mut w, &id).is_ok());
+        }
+        assert!(ask_offerings(&mut w).is_ok());
+
+        let r = handle(&mut w, "POST", "/_sim/behaviour", br#"{"extension_offerings_limit": "separate"}"#);
+        assert_eq!(r.status, 400, "{}", r.body);
     }
 }

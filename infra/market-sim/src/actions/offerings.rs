@@ -154,7 +154,7 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
 /// Whose describe limit a call spends: the account the server resolved from the caller's
 /// credentials, else the one `caller_accounts` gives its access key id, else the simulated
 /// account (unsigned calls, long-term keys, keys nobody knows).
-fn caller_account(w: &World, ctx: &Ctx<'_>) -> String {
+pub(super) fn caller_account(w: &World, ctx: &Ctx<'_>) -> String {
     ctx.account
         .or_else(|| ctx.caller.and_then(|k| w.behaviour.caller_account(k)))
         .unwrap_or(&w.scenario.account_id)

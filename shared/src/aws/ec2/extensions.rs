@@ -13,8 +13,10 @@ impl ExtensionMarket for Ec2Market {
     ) -> Result<Vec<ExtensionOffer>, MarketError> {
         const OP: &str = "DescribeCapacityBlockExtensionOfferings";
         let hours = int_param(OP, region, "CapacityBlockExtensionDurationHours", duration_hours)?;
+        // One attempt per call: the tracker paces these questions itself and stops asking the
+        // region at a throttled one (`app::extend`), as the scan's fan-out does.
         let mut pages = self
-            .client(region)
+            .once(region)
             .describe_capacity_block_extension_offerings()
             .capacity_reservation_id(reservation_id)
             .capacity_block_extension_duration_hours(hours)

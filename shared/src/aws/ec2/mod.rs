@@ -66,8 +66,9 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("QuotaSource", &["servicequotas:ListAWSDefaultServiceQuotas", "servicequotas:GetServiceQuota"]),
 ];
 
-/// Describe calls other than the offerings fan-out (which makes one attempt per call and paces
-/// itself): the SDK's adaptive retry, so the tracker slows to what EC2 allows instead of failing.
+/// Describe calls other than the offering questions (the scan's fan-out and the tracker's
+/// extension questions make one attempt per call and pace themselves): the SDK's adaptive
+/// retry, so the tracker slows to what EC2 allows instead of failing.
 const DESCRIBE_MAX_ATTEMPTS: u32 = 8;
 
 pub struct Ec2Market {
