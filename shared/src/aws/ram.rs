@@ -77,9 +77,13 @@ async fn find(client: &Client, region: &Region, stack: &str, reservation_id: &st
         }
     }
     let Some(arn) = arn else { return Ok(None) };
-    let resources = associations(client, region, &arn, ResourceShareAssociationType::Resource).await?;
-    let principals = associations(client, region, &arn, ResourceShareAssociationType::Principal).await?;
-    Ok(Some(ShareView { arn, resource: resources.into_iter().next(), principals }))
+    view(client, region, &arn).await.map(Some)
+}
+
+async fn view(client: &Client, region: &Region, arn: &str) -> ActionResult<ShareView> {
+    let resources = associations(client, region, arn, ResourceShareAssociationType::Resource).await?;
+    let principals = associations(client, region, arn, ResourceShareAssociationType::Principal).await?;
+    Ok(ShareView { arn: arn.to_string(), resource: resources.into_iter().next(), principals })
 }
 
 async fn associations(
@@ -147,6 +151,10 @@ impl Ram {
 impl Shares for Ram {
     async fn find(&self, region: &Region, stack: &str, reservation_id: &str) -> ActionResult<Option<ShareView>> {
         find(&self.clients.get(region), region, stack, reservation_id).await
+    }
+
+    async fn view(&self, region: &Region, share_arn: &str) -> ActionResult<ShareView> {
+        view(&self.clients.get(region), region, share_arn).await
     }
 
     async fn create(&self, region: &Region, request: &ShareRequest) -> ActionResult<String> {
