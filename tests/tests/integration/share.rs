@@ -59,6 +59,19 @@ fn share_alerts(alerts: &[capblock_tests::Published]) -> Vec<String> {
         .collect()
 }
 
+/// Three hours on (the payment has gone through) a tracker run sees block `id` scheduled; then
+/// `runs` more runs, `minutes` apart, each without an error.
+async fn scheduled_then_tracked(h: &Rig, id: &str, runs: usize, minutes: i64) {
+    h.advance_hours(3).await;
+    h.track().await;
+    assert_eq!(h.block(id).await.state, BlockState::Scheduled);
+    for _ in 0..runs {
+        h.advance_minutes(minutes).await;
+        let report = h.track().await;
+        assert!(report.errors.is_empty(), "{report:#?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_is_shared_once_when_scheduled_and_unshared_at_its_end() {
     let h = rig("share-life", &[]).await;
@@ -73,14 +86,7 @@ async fn a_block_is_shared_once_when_scheduled_and_unshared_at_its_end() {
 
     // Scheduled: one share; RAM associates it within seconds (the simulator's 10 s reading):
     // capblock says it is shared only once RAM has.
-    h.advance_hours(3).await;
-    h.track().await;
-    assert_eq!(h.block(&id).await.state, BlockState::Scheduled);
-    for _ in 0..3 {
-        h.advance_minutes(5).await;
-        let report = h.track().await;
-        assert!(report.errors.is_empty(), "{report:#?}");
-    }
+    scheduled_then_tracked(&h, &id, 3, 5).await;
     let all = shares(&h).await;
     assert_eq!(all.len(), 1, "one share per block, however many runs: {all:#?}");
     let share = &all[0];
@@ -279,14 +285,7 @@ async fn one_share_per_block_whether_rams_listing_lags_or_not() {
     for lag in [0, 600] {
         let h = rig(&format!("share-lag-{lag}"), &[&format!("ram_listing_lag_secs = {lag}")]).await;
         let id = h.buy(&rule(&[MEMBER_A])).await;
-        h.advance_hours(3).await;
-        h.track().await;
-        assert_eq!(h.block(&id).await.state, BlockState::Scheduled, "lag {lag}");
-        for _ in 0..4 {
-            h.advance_minutes(1).await;
-            let report = h.track().await;
-            assert!(report.errors.is_empty(), "lag {lag}: {report:#?}");
-        }
+        scheduled_then_tracked(&h, &id, 4, 1).await;
         let all = shares(&h).await;
         assert_eq!(all.len(), 1, "lag {lag}: one share for one block after 5 runs: {all:#?}");
         assert_eq!(status(&all[0]), "ACTIVE", "lag {lag}");

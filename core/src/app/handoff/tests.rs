@@ -1118,6 +1118,18 @@ async fn pass(store: &Memory, aws: &Aws, rule: &Rule, mode: Mode, now: DateTime<
     tracker_pass(store, &hands(aws), &rules, &stack(mode), now).await
 }
 
+/// The block of `rule` ends (the tracker's move to expired) and the unshare order it plans is
+/// run: asserted done. The block's end, when it ran.
+async fn end_and_unshare(store: &Memory, aws: &Aws, rule: &Rule) -> DateTime<Utc> {
+    let ended = block_in(BlockState::Expired);
+    at_move(store, &block_in(BlockState::Active), &ended, &[], Some(rule), &stack(Mode::Live), ended.end)
+        .await
+        .unwrap();
+    let report = hands(aws).run(store, ended.end).await.unwrap();
+    assert_eq!(report.done, ["cr-0123456789abcdef0#action-unshare"], "{report:?}");
+    ended.end
+}
+
 #[tokio::test]
 async fn a_block_is_shared_once_when_scheduled_never_before_and_unshared_at_its_end() {
     let rule = sharing(&["111111111111", "arn:aws:organizations::111111111111:ou/o-abcdef1234/ou-ab12-cdef5678"]);
@@ -1169,14 +1181,9 @@ async fn a_block_is_shared_once_when_scheduled_never_before_and_unshared_at_its_
     assert_eq!(detail["shared_with"].as_array().unwrap().len(), 2);
 
     // The block ends: the share is deleted, once.
-    let ended = block_in(BlockState::Expired);
-    at_move(&store, &block_in(BlockState::Active), &ended, &[], Some(&rule), &stack(Mode::Live), ended.end)
-        .await
-        .unwrap();
-    let report = hands(&aws).run(&store, ended.end).await.unwrap();
-    assert_eq!(report.done, ["cr-0123456789abcdef0#action-unshare"], "{report:?}");
+    let ended = end_and_unshare(&store, &aws, &rule).await;
     assert!(aws.shares.lock().unwrap()[0].deleted);
-    let again = hands(&aws).run(&store, ended.end + Duration::minutes(5)).await.unwrap();
+    let again = hands(&aws).run(&store, ended + Duration::minutes(5)).await.unwrap();
     assert!(again.done.is_empty());
 }
 
@@ -1266,12 +1273,7 @@ async fn a_share_is_made_once_and_deleted_while_rams_listing_lags() {
     assert_eq!(aws.shares.lock().unwrap().len(), 1, "one share for the block");
     assert!(store.alerts().iter().all(|a| !a.ends_with("-failed")), "{:?}", store.alerts());
 
-    let ended = block_in(BlockState::Expired);
-    at_move(&store, &block_in(BlockState::Active), &ended, &[], Some(&rule), &stack(Mode::Live), ended.end)
-        .await
-        .unwrap();
-    let report = hands(&aws).run(&store, ended.end).await.unwrap();
-    assert_eq!(report.done, ["cr-0123456789abcdef0#action-unshare"], "{report:?}");
+    end_and_unshare(&store, &aws, &rule).await;
     assert!(aws.shares.lock().unwrap()[0].deleted, "the recorded share is deleted, listed or not");
 }
 
