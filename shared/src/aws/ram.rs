@@ -131,8 +131,16 @@ async fn create(client: &Client, region: &Region, r: &ShareRequest) -> ActionRes
 async fn delete(client: &Client, region: &Region, share_arn: &str) -> ActionResult<()> {
     match client.delete_resource_share().resource_share_arn(share_arn).send().await {
         Ok(_) => Ok(()),
-        // Deleted already (by a run that died before recording it, or by a person): done.
-        Err(e) if e.as_service_error().is_some_and(|se| se.is_unknown_resource_exception()) => Ok(()),
+        // Deleted already (by a run that died before recording it, or by a person): done. RAM
+        // answers a share it no longer knows UnknownResourceException, and one it still lists as
+        // DELETING or DELETED InvalidStateTransitionException (the only state a deletion can be
+        // refused for): the share is gone either way, and the ARN capblock recorded stays.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|se| se.is_unknown_resource_exception() || se.is_invalid_state_transition_exception()) =>
+        {
+            Ok(())
+        }
         Err(e) => Err(failure("DeleteResourceShare", region, &e)),
     }
 }

@@ -336,3 +336,29 @@ async fn a_retry_after_a_crash_gets_the_same_share_from_its_client_token() {
     assert_eq!(shared.len(), 1, "{events:#?}");
     assert_eq!(shared[0]["detail"]["share_arn"], made.as_str());
 }
+
+/// A share deleted already (by a run that died before it recorded the deletion, or by a person)
+/// is deleted again without an error: capblock deletes its shares by the ARN it recorded, and
+/// RAM still lists a deleted share (`DELETED`) and refuses to delete it twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_share_deleted_already_is_deleted_again_without_an_error() {
+    use capblock_shared::domain::share;
+    use capblock_shared::ports::{ShareRequest, Shares};
+    let h = rig("share-delete-twice", &[]).await;
+    let rule = rule(&[MEMBER_A]);
+    let id = h.buy(&rule).await;
+    h.advance_hours(3).await;
+    let block = h.block(&id).await;
+    let request = ShareRequest {
+        name: share::share_name("capblock-test", &id),
+        reservation_arn: block.arn.clone().unwrap(),
+        principals: rule.share_with.clone(),
+        tags: Vec::new(),
+        client_token: share::share_client_token("capblock-test", &id, 0),
+    };
+    let arn = h.shares.create(&block.region, &request).await.unwrap();
+    h.shares.delete(&block.region, &arn).await.unwrap();
+    h.shares.delete(&block.region, &arn).await.expect("deleted already: done");
+    let all = shares(&h).await;
+    assert_eq!((all.len(), status(&all[0])), (1, "DELETED"), "{all:#?}");
+}
