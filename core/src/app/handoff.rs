@@ -536,16 +536,7 @@ impl Hands<'_> {
                 }))
             }
             Order::ShareReservation { principals, tags } => self.share(outbox, p, principals, tags, now).await,
-            Order::UnshareReservation => {
-                let (stack, rid) = (&p.target.stack, &p.target.block.reservation_id);
-                Ok(Tried::Done(match self.shares.find(&region, stack, rid).await? {
-                    None => "No RAM share of the block was left to delete.".to_string(),
-                    Some(view) => {
-                        self.shares.delete(&region, &view.arn).await?;
-                        format!("Deleted the RAM share `{}`: no other account sees the block any more.", view.arn)
-                    }
-                }))
-            }
+            Order::UnshareReservation => self.unshare(outbox, p).await,
             Order::ScaleNodegroup { cluster, nodegroup, desired, min, max } => {
                 let scaled = match self.nodegroup_scaled(outbox, p, cluster, nodegroup).await? {
                     Some(recorded) => recorded,
@@ -773,10 +764,15 @@ impl Hands<'_> {
         there.try_order(outbox, p, now).await
     }
 
-    /// Shares the block once: its share is found by its tags (a run that died after creating
-    /// it, or a lost answer), else created; done only when RAM has associated it, which puts the
-    /// `Block Shared` event. A share RAM could not associate is deleted, so the next run makes a
-    /// fresh one, and the failure is announced (once) and retried.
+    /// Shares the block once. The share's ARN is recorded (an outbox record of the order) as
+    /// soon as CreateResourceShare returns it, and every later run reads the share by it: RAM's
+    /// listing, which may not show a new share for a while, is looked at only while no ARN is
+    /// recorded (a share made by a release that recorded none). A run that dies between the call
+    /// and the record sends the same client token again (`share::share_client_token`, the same
+    /// for the same block and attempt) and so gets the same share back. Done only when RAM has
+    /// associated it, which puts the `Block Shared` event. A share RAM could not associate is
+    /// dropped (recorded first, then deleted), so the next run makes a fresh one under the next
+    /// attempt's token, and the failure is announced (once) and retried.
     async fn share<O: Outbox + ?Sized>(
         &self,
         outbox: &O,
@@ -787,32 +783,47 @@ impl Hands<'_> {
     ) -> Result<Tried, ActionError> {
         let region = p.target.block.region.clone();
         let (stack, rid) = (p.target.stack.as_str(), p.target.block.reservation_id.as_str());
-        let view = match self.shares.find(&region, stack, rid).await? {
-            Some(view) => view,
+        let attempts = share_attempts(outbox, p).await?;
+        let record_fail =
+            |e: StoreError| ActionError { operation: "the table", region: region.to_string(), message: e.to_string() };
+        let arn = match attempts.arn {
+            Some(arn) => arn,
             None => {
-                let request = ShareRequest {
-                    name: share::share_name(stack, rid),
-                    reservation_arn: reservation_arn(p, "CreateResourceShare")?,
-                    principals: principals.to_vec(),
-                    tags: share::share_tags(stack, &p.target.rule_id, rid)
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                    // Per try: the SDK's own retries of this call reuse it (a lost answer returns
-                    // the same share); a later run finds the share by its tags instead.
-                    client_token: format!("{rid}-{}", now.timestamp_millis()),
+                let mut arn = match self.shares.find(&region, stack, rid).await? {
+                    Some(found) => found.arn,
+                    None => {
+                        let request = ShareRequest {
+                            name: share::share_name(stack, rid),
+                            reservation_arn: reservation_arn(p, "CreateResourceShare")?,
+                            principals: principals.to_vec(),
+                            tags: share::share_tags(stack, &p.target.rule_id, rid)
+                                .iter()
+                                .map(|(k, v)| (k.to_string(), v.to_string()))
+                                .collect(),
+                            client_token: share::share_client_token(stack, rid, attempts.attempt),
+                        };
+                        self.shares.create(&region, &request).await?
+                    }
                 };
-                let arn = self.shares.create(&region, &request).await?;
-                self.shares.find(&region, stack, rid).await?.ok_or_else(|| ActionError {
-                    operation: "GetResourceShares",
-                    region: region.to_string(),
-                    message: format!("the share {arn} just created is not listed by its tags"),
-                })?
+                let key = share::share_arn_record(&p.key, attempts.attempt);
+                if !outbox.put_record(&record(rid, key, &arn, now)).await.map_err(record_fail)? {
+                    // Another run recorded this attempt's share first: its record is the share.
+                    if let Some(recorded) = share_attempts(outbox, p).await?.arn {
+                        arn = recorded;
+                    }
+                }
+                tracing::info!(event = "share_recorded", reservation = %rid, share = %arn, attempt = attempts.attempt, "read by its ARN from now on");
+                arn
             }
         };
+        let view = self.shares.view(&region, &arn).await?;
         match share::judge(&view) {
             Shared::Pending => Ok(Tried::NotYet(format!("RAM is still associating the share {}", view.arn))),
             Shared::Failed(why) => {
+                // Recorded before the delete: a run dying in between starts the next attempt,
+                // and finds this share (still listed) to drop again, rather than reading it forever.
+                let key = share::share_dropped_record(&p.key, attempts.attempt);
+                outbox.put_record(&record(rid, key, &why, now)).await.map_err(record_fail)?;
                 self.shares.delete(&region, &view.arn).await?;
                 Err(ActionError {
                     operation: "CreateResourceShare",
@@ -845,6 +856,49 @@ impl Hands<'_> {
             }
         }
     }
+}
+
+impl Hands<'_> {
+    /// Deletes the block's share: the one its share order recorded (read by its ARN, whatever
+    /// RAM's listing shows), or one found by its tags (made before shares were recorded).
+    async fn unshare<O: Outbox + ?Sized>(&self, outbox: &O, p: &Planned) -> Result<Tried, ActionError> {
+        let region = &p.target.block.region;
+        let (stack, rid) = (&p.target.stack, &p.target.block.reservation_id);
+        let share_order = Planned { key: handoff::SHARE_KEY.to_string(), ..p.clone() };
+        let mut arns = share_attempts(outbox, &share_order).await?.kept;
+        if arns.is_empty()
+            && let Some(found) = self.shares.find(region, stack, rid).await?
+        {
+            arns.push(found.arn);
+        }
+        if arns.is_empty() {
+            return Ok(Tried::Done("No RAM share of the block was left to delete.".to_string()));
+        }
+        for arn in &arns {
+            self.shares.delete(region, arn).await?;
+        }
+        let names = arns.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", ");
+        Ok(Tried::Done(format!("Deleted the RAM share {names}: no other account sees the block any more.")))
+    }
+}
+
+/// What the share order `p` recorded of its attempts (`domain::share::ShareAttempts`).
+async fn share_attempts<O: Outbox + ?Sized>(outbox: &O, p: &Planned) -> Result<share::ShareAttempts, ActionError> {
+    let thread = &p.target.block.reservation_id;
+    let records = outbox.records(thread, &share::share_records_prefix(&p.key)).await.map_err(|e| ActionError {
+        operation: "the table",
+        region: p.target.block.region.to_string(),
+        message: e.to_string(),
+    })?;
+    // The bodies are JSON strings, as `record` writes them.
+    let read: Vec<(String, String)> = records
+        .into_iter()
+        .map(|r| {
+            let body = serde_json::from_str::<String>(&r.message.body).unwrap_or(r.message.body);
+            (r.milestone, body)
+        })
+        .collect();
+    Ok(share::ShareAttempts::read(&p.key, read.iter().map(|(m, b)| (m.as_str(), b.as_str()))))
 }
 
 fn reservation_arn(p: &Planned, operation: &'static str) -> Result<String, ActionError> {

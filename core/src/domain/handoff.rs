@@ -119,15 +119,15 @@ pub enum Order {
         nodegroup: String,
     },
     /// Shares the block's reservation through an AWS RAM resource share of its own
-    /// (`domain::share`), found by its tags first so a retry never makes a second one; done when
-    /// RAM has associated it.
+    /// (`domain::share`): made once, its ARN recorded from RAM's answer and read back by later
+    /// runs (a retry sends the same client token); done when RAM has associated it.
     ShareReservation {
         principals: Vec<SharePrincipal>,
         /// The rule's tags, for the `Block Shared` event.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         tags: BTreeMap<String, String>,
     },
-    /// Deletes the block's resource share, if any is left.
+    /// Deletes the block's resource share (the one recorded, or found by its tags), if any is left.
     UnshareReservation,
 }
 

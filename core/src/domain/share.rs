@@ -4,8 +4,11 @@
 //! EC2 shares a Capacity Block through AWS RAM, inside the Organization only, once the block is
 //! `scheduled` or `active`; UltraServer Capacity Blocks cannot be shared (EC2 user guide, "Share
 //! Capacity Blocks"). The owner pays; consumers launch into it as if they owned it. capblock
-//! keeps one resource share per block, tagged with the stack, the rule and the reservation, so a
-//! run that died after creating it finds it by its tags instead of making a second one.
+//! keeps one resource share per block, tagged with the stack, the rule and the reservation. Its ARN
+//! is recorded from CreateResourceShare's answer ([`ShareAttempts`]) and read back by later runs,
+//! since RAM's listing may not show a new share for a while; a run that died before recording it
+//! sends the same client token again ([`share_client_token`]) and gets the same share back. The
+//! tags find a share made before its ARN was recorded.
 //!
 //! RAM associates a share's resource and principals asynchronously (each association goes
 //! `ASSOCIATING`, then `ASSOCIATED` or `FAILED` with a message), and whether it refuses a block it
@@ -14,6 +17,7 @@
 //! Pure: no I/O.
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use super::tags::{RULE_TAG, STACK_TAG};
 
@@ -215,6 +219,87 @@ pub fn judge(view: &ShareView) -> Shared {
         return Shared::Failed(if why.is_empty() { "RAM lists no principal in the share".into() } else { why });
     }
     Shared::Done { with, refused }
+}
+
+/// The longest client token capblock sends RAM. RAM's model sets no length or alphabet for
+/// `clientToken` (a string; InvalidClientTokenException when RAM finds one not valid) and
+/// recommends a UUID (36 characters); EC2 takes idempotency tokens of up to 64 ASCII characters.
+/// capblock keeps within the stricter: at most 64 of `a-z`, `0-9` and `-`.
+pub const MAX_CLIENT_TOKEN: usize = 64;
+
+/// The client token of CreateResourceShare for attempt `attempt` at sharing a block: the same
+/// for the same stack, block and attempt, so a run that dies after RAM made the share (before
+/// capblock recorded its ARN) gets the same share back on its retry, whatever RAM's listing
+/// shows then. A new attempt (after RAM could not use the last share, which capblock deleted)
+/// gets a new token: the old one would answer the deleted share again. No clock in it.
+pub fn share_client_token(stack: &str, reservation_id: &str, attempt: u32) -> String {
+    // The stack as 8 hex digits of its SHA-256: two stacks sharing one block in one account
+    // (a stack made again under another name) never send one token with other parameters
+    // (IdempotentParameterMismatch), and a long stack name cannot make the token too long.
+    let digest = Sha256::digest(stack.as_bytes());
+    let stack: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    // EC2's ids are `cr-` and 17 hex digits; anything else is cut to fit.
+    let rid: String = reservation_id
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(32)
+        .collect();
+    format!("capblock-{stack}-{rid}-{attempt}")
+}
+
+/// The outbox record (in the block's thread) of the ARN CreateResourceShare returned for
+/// attempt `attempt` of the share order `key`: written right after the call, before anything
+/// else, so every later run reads the share by its ARN instead of looking for it in RAM's
+/// listing (which may not show a new share yet).
+pub fn share_arn_record(key: &str, attempt: u32) -> String {
+    format!("{key}-ram-arn-{attempt}")
+}
+
+/// The outbox record of an attempt whose share RAM could not use: written before capblock
+/// deletes that share, so the next run makes its next attempt (a new token, a new share).
+pub fn share_dropped_record(key: &str, attempt: u32) -> String {
+    format!("{key}-ram-dropped-{attempt}")
+}
+
+/// The prefix of every record of the share order `key`'s attempts.
+pub fn share_records_prefix(key: &str) -> String {
+    format!("{key}-ram-")
+}
+
+/// What capblock recorded of a block's attempts at sharing it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShareAttempts {
+    /// The attempt a share is made under now: one past the last one dropped (0 at first).
+    pub attempt: u32,
+    /// The current attempt's share, when CreateResourceShare's answer was recorded.
+    pub arn: Option<String>,
+    /// Every recorded share not dropped: the ones to delete at the block's end.
+    pub kept: Vec<String>,
+}
+
+impl ShareAttempts {
+    /// Reads the records of the share order `key` as `(milestone, body)` pairs; records of other
+    /// orders are passed over.
+    pub fn read<'a>(key: &str, records: impl IntoIterator<Item = (&'a str, &'a str)>) -> ShareAttempts {
+        let prefix = share_records_prefix(key);
+        let mut arns: Vec<(u32, String)> = Vec::new();
+        let mut dropped: Vec<u32> = Vec::new();
+        for (milestone, body) in records {
+            let Some(rest) = milestone.strip_prefix(&prefix) else { continue };
+            let number = |s: &str| s.parse::<u32>().ok();
+            if let Some(n) = rest.strip_prefix("arn-").and_then(number) {
+                arns.push((n, body.to_string()));
+            } else if let Some(n) = rest.strip_prefix("dropped-").and_then(number) {
+                dropped.push(n);
+            }
+        }
+        let attempt = dropped.iter().max().map_or(0, |n| n.saturating_add(1));
+        let arn = arns.iter().find(|(n, _)| *n == attempt).map(|(_, a)| a.clone());
+        arns.sort();
+        let kept = arns.into_iter().filter(|(n, _)| !dropped.contains(n)).map(|(_, a)| a).collect();
+        ShareAttempts { attempt, arn, kept }
+    }
 }
 
 #[cfg(test)]

@@ -143,7 +143,8 @@ pub struct ShareRequest {
     pub reservation_arn: String,
     pub principals: Vec<SharePrincipal>,
     pub tags: Vec<(String, String)>,
-    /// RAM's idempotency token: a retry of the same call (a lost answer) returns the same share.
+    /// RAM's idempotency token (`domain::share::share_client_token`): the same for the same
+    /// block and attempt, so a retry after a lost answer or a crash returns the same share.
     pub client_token: String,
 }
 
@@ -153,6 +154,9 @@ pub trait Shares: Send + Sync {
     /// The active share of this stack tagged with the reservation, with its associations; None
     /// when there is none.
     async fn find(&self, region: &Region, stack: &str, reservation_id: &str) -> ActionResult<Option<ShareView>>;
+    /// The share `share_arn` with its associations, read by its ARN (GetResourceShareAssociations):
+    /// no listing of shares, which may not show a new share yet.
+    async fn view(&self, region: &Region, share_arn: &str) -> ActionResult<ShareView>;
     /// CreateResourceShare with the reservation and the principals, and its tags; the share's
     /// ARN.
     async fn create(&self, region: &Region, request: &ShareRequest) -> ActionResult<String>;

@@ -332,6 +332,9 @@ pub struct Behaviour {
     /// RAM: seconds of sim time an association stays ASSOCIATING (and a disassociation
     /// DISASSOCIATING) before it is done.
     pub ram_association_delay_secs: u64,
+    /// RAM: seconds of sim time a new resource share is missing from GetResourceShares after
+    /// CreateResourceShare made it (eventual consistency; 0: listed at once).
+    pub ram_listing_lag_secs: u64,
 }
 
 impl Default for Behaviour {
@@ -367,12 +370,21 @@ impl Default for Behaviour {
             caller_accounts: BTreeMap::new(),
             ram_refusal: RamRefusal::FailedAssociation,
             ram_association_delay_secs: 10,
+            ram_listing_lag_secs: DEFAULT_RAM_LISTING_LAG_SECS,
         }
     }
 }
 
 /// An association takes at most a day to settle: any longer is a bug in a scenario.
 pub const MAX_RAM_ASSOCIATION_DELAY_SECS: u64 = 24 * 3600;
+
+/// A new share is listed a minute after it was made, by default: how long the Terraform AWS
+/// provider keeps asking GetResourceShares for a share CreateResourceShare just returned
+/// (`resourceSharePropagationTimeout`), the record's closest word on RAM's listing.
+pub const DEFAULT_RAM_LISTING_LAG_SECS: u64 = 60;
+
+/// A new share is listed within a day: any longer is a bug in a scenario.
+pub const MAX_RAM_LISTING_LAG_SECS: u64 = 24 * 3600;
 
 /// Offering ids live at most as long as offerings are sold ahead: 8 weeks.
 pub const MAX_OFFERING_ID_TTL_SECS: u64 = 56 * 24 * 3600;
@@ -438,6 +450,12 @@ impl Behaviour {
             return Err(format!(
                 "ram_association_delay_secs must be within 0..={MAX_RAM_ASSOCIATION_DELAY_SECS}, got {}",
                 self.ram_association_delay_secs
+            ));
+        }
+        if self.ram_listing_lag_secs > MAX_RAM_LISTING_LAG_SECS {
+            return Err(format!(
+                "ram_listing_lag_secs must be within 0..={MAX_RAM_LISTING_LAG_SECS}, got {}",
+                self.ram_listing_lag_secs
             ));
         }
         validate_others(&self.describe_limit_others)?;

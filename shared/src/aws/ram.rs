@@ -77,9 +77,13 @@ async fn find(client: &Client, region: &Region, stack: &str, reservation_id: &st
         }
     }
     let Some(arn) = arn else { return Ok(None) };
-    let resources = associations(client, region, &arn, ResourceShareAssociationType::Resource).await?;
-    let principals = associations(client, region, &arn, ResourceShareAssociationType::Principal).await?;
-    Ok(Some(ShareView { arn, resource: resources.into_iter().next(), principals }))
+    view(client, region, &arn).await.map(Some)
+}
+
+async fn view(client: &Client, region: &Region, arn: &str) -> ActionResult<ShareView> {
+    let resources = associations(client, region, arn, ResourceShareAssociationType::Resource).await?;
+    let principals = associations(client, region, arn, ResourceShareAssociationType::Principal).await?;
+    Ok(ShareView { arn: arn.to_string(), resource: resources.into_iter().next(), principals })
 }
 
 async fn associations(
@@ -127,8 +131,16 @@ async fn create(client: &Client, region: &Region, r: &ShareRequest) -> ActionRes
 async fn delete(client: &Client, region: &Region, share_arn: &str) -> ActionResult<()> {
     match client.delete_resource_share().resource_share_arn(share_arn).send().await {
         Ok(_) => Ok(()),
-        // Deleted already (by a run that died before recording it, or by a person): done.
-        Err(e) if e.as_service_error().is_some_and(|se| se.is_unknown_resource_exception()) => Ok(()),
+        // Deleted already (by a run that died before recording it, or by a person): done. RAM
+        // answers a share it no longer knows UnknownResourceException, and one it still lists as
+        // DELETING or DELETED InvalidStateTransitionException (the only state a deletion can be
+        // refused for): the share is gone either way, and the ARN capblock recorded stays.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|se| se.is_unknown_resource_exception() || se.is_invalid_state_transition_exception()) =>
+        {
+            Ok(())
+        }
         Err(e) => Err(failure("DeleteResourceShare", region, &e)),
     }
 }
@@ -147,6 +159,10 @@ impl Ram {
 impl Shares for Ram {
     async fn find(&self, region: &Region, stack: &str, reservation_id: &str) -> ActionResult<Option<ShareView>> {
         find(&self.clients.get(region), region, stack, reservation_id).await
+    }
+
+    async fn view(&self, region: &Region, share_arn: &str) -> ActionResult<ShareView> {
+        view(&self.clients.get(region), region, share_arn).await
     }
 
     async fn create(&self, region: &Region, request: &ShareRequest) -> ActionResult<String> {

@@ -59,6 +59,19 @@ fn share_alerts(alerts: &[capblock_tests::Published]) -> Vec<String> {
         .collect()
 }
 
+/// Three hours on (the payment has gone through) a tracker run sees block `id` scheduled; then
+/// `runs` more runs, `minutes` apart, each without an error.
+async fn scheduled_then_tracked(h: &Rig, id: &str, runs: usize, minutes: i64) {
+    h.advance_hours(3).await;
+    h.track().await;
+    assert_eq!(h.block(id).await.state, BlockState::Scheduled);
+    for _ in 0..runs {
+        h.advance_minutes(minutes).await;
+        let report = h.track().await;
+        assert!(report.errors.is_empty(), "{report:#?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_is_shared_once_when_scheduled_and_unshared_at_its_end() {
     let h = rig("share-life", &[]).await;
@@ -73,14 +86,7 @@ async fn a_block_is_shared_once_when_scheduled_and_unshared_at_its_end() {
 
     // Scheduled: one share; RAM associates it within seconds (the simulator's 10 s reading):
     // capblock says it is shared only once RAM has.
-    h.advance_hours(3).await;
-    h.track().await;
-    assert_eq!(h.block(&id).await.state, BlockState::Scheduled);
-    for _ in 0..3 {
-        h.advance_minutes(5).await;
-        let report = h.track().await;
-        assert!(report.errors.is_empty(), "{report:#?}");
-    }
+    scheduled_then_tracked(&h, &id, 3, 5).await;
     let all = shares(&h).await;
     assert_eq!(all.len(), 1, "one share per block, however many runs: {all:#?}");
     let share = &all[0];
@@ -263,4 +269,96 @@ async fn a_shared_blocks_events_reach_the_consumer_accounts_bus_once() {
         assert!(ours.iter().any(|e| e["detail-type"] == *t), "{t} on the consumer's bus but not capblock's");
     }
     capblock_tests::validate_events(&got).await;
+}
+
+/// The shares the simulator holds that are not deleted.
+async fn active_shares(h: &Rig) -> Vec<Value> {
+    shares(h).await.into_iter().filter(|s| status(s) == "ACTIVE").collect()
+}
+
+/// RAM's listing is eventually consistent, and the record does not say how long a new share
+/// takes to be listed: under each reading (listed at once, or missing from GetResourceShares
+/// for ten minutes while the tracker runs every minute) one block gets exactly one share,
+/// however many runs it takes RAM to associate it, and capblock says so once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_share_per_block_whether_rams_listing_lags_or_not() {
+    for lag in [0, 600] {
+        let h = rig(&format!("share-lag-{lag}"), &[&format!("ram_listing_lag_secs = {lag}")]).await;
+        let id = h.buy(&rule(&[MEMBER_A])).await;
+        scheduled_then_tracked(&h, &id, 4, 1).await;
+        let all = shares(&h).await;
+        assert_eq!(all.len(), 1, "lag {lag}: one share for one block after 5 runs: {all:#?}");
+        assert_eq!(status(&all[0]), "ACTIVE", "lag {lag}");
+        assert_eq!(h.sim.state().await["calls"]["ram:CreateResourceShare"], 1, "lag {lag}");
+        let alerts = h.aws.alerts().await;
+        assert_eq!(share_alerts(&alerts), ["action-done"], "lag {lag}: shared, said once, no failure");
+        let events = h.aws.events().await;
+        let shared: Vec<&Value> = events.iter().filter(|e| e["detail-type"] == "Block Shared").collect();
+        assert_eq!(shared.len(), 1, "lag {lag}: {events:#?}");
+        assert_eq!(shared[0]["detail"]["share_arn"], all[0]["resource_share_arn"], "lag {lag}");
+    }
+}
+
+/// A run that died after CreateResourceShare made the share and before capblock recorded its
+/// ARN, while RAM's listing does not show the share yet: the retry sends the same client token
+/// (the same for the same block and attempt), RAM answers the same share, and the block has
+/// one share, not two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_crash_gets_the_same_share_from_its_client_token() {
+    use capblock_shared::domain::share;
+    use capblock_shared::ports::{ShareRequest, Shares};
+    let h = rig("share-crash-token", &["ram_listing_lag_secs = 600"]).await;
+    let rule = rule(&[MEMBER_A]);
+    let id = h.buy(&rule).await;
+    h.advance_hours(3).await;
+    // What the dead run sent, as the tracker's first attempt sends it; its answer was lost.
+    let stack = "capblock-test";
+    let block = h.block(&id).await;
+    let dead = ShareRequest {
+        name: share::share_name(stack, &id),
+        reservation_arn: block.arn.clone().expect("EC2 gave the reservation's ARN"),
+        principals: rule.share_with.clone(),
+        tags: share::share_tags(stack, &rule.id, &id).iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        client_token: share::share_client_token(stack, &id, 0),
+    };
+    let made = h.shares.create(&block.region, &dead).await.unwrap();
+    for _ in 0..3 {
+        h.track().await;
+        h.advance_minutes(1).await;
+    }
+    assert_eq!(h.block(&id).await.state, BlockState::Scheduled);
+    let all = active_shares(&h).await;
+    assert_eq!(all.len(), 1, "the retry got the dead run's share back: {all:#?}");
+    assert_eq!(all[0]["resource_share_arn"], made.as_str());
+    assert_eq!(h.sim.state().await["calls"]["ram:CreateResourceShare"], 2, "the retry did call, with the token");
+    let events = h.aws.events().await;
+    let shared: Vec<&Value> = events.iter().filter(|e| e["detail-type"] == "Block Shared").collect();
+    assert_eq!(shared.len(), 1, "{events:#?}");
+    assert_eq!(shared[0]["detail"]["share_arn"], made.as_str());
+}
+
+/// A share deleted already (by a run that died before it recorded the deletion, or by a person)
+/// is deleted again without an error: capblock deletes its shares by the ARN it recorded, and
+/// RAM still lists a deleted share (`DELETED`) and refuses to delete it twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_share_deleted_already_is_deleted_again_without_an_error() {
+    use capblock_shared::domain::share;
+    use capblock_shared::ports::{ShareRequest, Shares};
+    let h = rig("share-delete-twice", &[]).await;
+    let rule = rule(&[MEMBER_A]);
+    let id = h.buy(&rule).await;
+    h.advance_hours(3).await;
+    let block = h.block(&id).await;
+    let request = ShareRequest {
+        name: share::share_name("capblock-test", &id),
+        reservation_arn: block.arn.clone().unwrap(),
+        principals: rule.share_with.clone(),
+        tags: Vec::new(),
+        client_token: share::share_client_token("capblock-test", &id, 0),
+    };
+    let arn = h.shares.create(&block.region, &request).await.unwrap();
+    h.shares.delete(&block.region, &arn).await.unwrap();
+    h.shares.delete(&block.region, &arn).await.expect("deleted already: done");
+    let all = shares(&h).await;
+    assert_eq!((all.len(), status(&all[0])), (1, "DELETED"), "{all:#?}");
 }

@@ -141,6 +141,8 @@ struct Aws {
     shares: Mutex<Vec<FakeShare>>,
     /// What RAM makes of the next shares created: their resource association's state.
     share_outcome: Mutex<Option<Association>>,
+    /// RAM's listing (GetResourceShares) does not show the shares made so far yet.
+    listing_lags: Mutex<bool>,
 }
 
 #[derive(Debug, Clone)]
@@ -149,6 +151,31 @@ struct FakeShare {
     request: ShareRequest,
     deleted: bool,
     resource: Association,
+    /// Not in RAM's listing (yet).
+    unlisted: bool,
+}
+
+impl FakeShare {
+    fn view(&self) -> ShareView {
+        ShareView {
+            arn: self.arn.clone(),
+            resource: Some(share::Associated {
+                entity: self.request.reservation_arn.clone(),
+                status: if self.deleted { Association::Disassociated } else { self.resource },
+                message: (self.resource == Association::Failed).then(|| "not scheduled or active".to_string()),
+            }),
+            principals: self
+                .request
+                .principals
+                .iter()
+                .map(|p| share::Associated {
+                    entity: p.as_str().to_string(),
+                    status: if p.as_str() == OUTSIDER { Association::Failed } else { Association::Associated },
+                    message: Some("outside the organization".into()),
+                })
+                .collect(),
+        }
+    }
 }
 
 impl Aws {
@@ -336,33 +363,35 @@ impl Shares for Aws {
             .unwrap()
             .iter()
             .find(|s| {
-                !s.deleted && tagged(s, "capblock:stack", stack) && tagged(s, "capblock:reservation", reservation_id)
+                !s.deleted
+                    && !s.unlisted
+                    && tagged(s, "capblock:stack", stack)
+                    && tagged(s, "capblock:reservation", reservation_id)
             })
-            .map(|s| ShareView {
-                arn: s.arn.clone(),
-                resource: Some(share::Associated {
-                    entity: s.request.reservation_arn.clone(),
-                    status: s.resource,
-                    message: (s.resource == Association::Failed).then(|| "not scheduled or active".to_string()),
-                }),
-                principals: s
-                    .request
-                    .principals
-                    .iter()
-                    .map(|p| share::Associated {
-                        entity: p.as_str().to_string(),
-                        status: if p.as_str() == OUTSIDER { Association::Failed } else { Association::Associated },
-                        message: Some("outside the organization".into()),
-                    })
-                    .collect(),
-            }))
+            .map(FakeShare::view))
+    }
+    async fn view(&self, _r: &Region, share_arn: &str) -> ActionResult<ShareView> {
+        self.check("GetResourceShareAssociations")?;
+        let shares = self.shares.lock().unwrap();
+        let s = shares.iter().find(|s| s.arn == share_arn).ok_or_else(|| ActionError {
+            operation: "GetResourceShareAssociations",
+            region: "us-east-1".into(),
+            message: format!("UnknownResourceException: {share_arn}"),
+        })?;
+        Ok(s.view())
     }
     async fn create(&self, _r: &Region, request: &ShareRequest) -> ActionResult<String> {
         self.check("CreateResourceShare")?;
         let mut shares = self.shares.lock().unwrap();
+        // RAM's client tokens: the same token and parameters answer the same share.
+        if let Some(made) = shares.iter().find(|s| s.request.client_token == request.client_token) {
+            assert_eq!(&made.request, request, "IdempotentParameterMismatch");
+            return Ok(made.arn.clone());
+        }
         let arn = format!("arn:aws:ram:us-east-1:123456789012:resource-share/s-{}", shares.len());
         let resource = self.share_outcome.lock().unwrap().unwrap_or(Association::Associated);
-        shares.push(FakeShare { arn: arn.clone(), request: request.clone(), deleted: false, resource });
+        let unlisted = *self.listing_lags.lock().unwrap();
+        shares.push(FakeShare { arn: arn.clone(), request: request.clone(), deleted: false, resource, unlisted });
         Ok(arn)
     }
     async fn delete(&self, _r: &Region, share_arn: &str) -> ActionResult<()> {
@@ -1089,6 +1118,18 @@ async fn pass(store: &Memory, aws: &Aws, rule: &Rule, mode: Mode, now: DateTime<
     tracker_pass(store, &hands(aws), &rules, &stack(mode), now).await
 }
 
+/// The block of `rule` ends (the tracker's move to expired) and the unshare order it plans is
+/// run: asserted done. The block's end, when it ran.
+async fn end_and_unshare(store: &Memory, aws: &Aws, rule: &Rule) -> DateTime<Utc> {
+    let ended = block_in(BlockState::Expired);
+    at_move(store, &block_in(BlockState::Active), &ended, &[], Some(rule), &stack(Mode::Live), ended.end)
+        .await
+        .unwrap();
+    let report = hands(aws).run(store, ended.end).await.unwrap();
+    assert_eq!(report.done, ["cr-0123456789abcdef0#action-unshare"], "{report:?}");
+    ended.end
+}
+
 #[tokio::test]
 async fn a_block_is_shared_once_when_scheduled_never_before_and_unshared_at_its_end() {
     let rule = sharing(&["111111111111", "arn:aws:organizations::111111111111:ou/o-abcdef1234/ou-ab12-cdef5678"]);
@@ -1140,14 +1181,9 @@ async fn a_block_is_shared_once_when_scheduled_never_before_and_unshared_at_its_
     assert_eq!(detail["shared_with"].as_array().unwrap().len(), 2);
 
     // The block ends: the share is deleted, once.
-    let ended = block_in(BlockState::Expired);
-    at_move(&store, &block_in(BlockState::Active), &ended, &[], Some(&rule), &stack(Mode::Live), ended.end)
-        .await
-        .unwrap();
-    let report = hands(&aws).run(&store, ended.end).await.unwrap();
-    assert_eq!(report.done, ["cr-0123456789abcdef0#action-unshare"], "{report:?}");
+    let ended = end_and_unshare(&store, &aws, &rule).await;
     assert!(aws.shares.lock().unwrap()[0].deleted);
-    let again = hands(&aws).run(&store, ended.end + Duration::minutes(5)).await.unwrap();
+    let again = hands(&aws).run(&store, ended + Duration::minutes(5)).await.unwrap();
     assert!(again.done.is_empty());
 }
 
@@ -1214,6 +1250,58 @@ async fn ram_pending_failed_or_partial_is_waited_for_retried_or_warned_of() {
     let report = pass(&store, &Aws::default(), &rule, Mode::Live, t(9, 12, 0)).await;
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert!(store.alerts().iter().any(|a| a == "action-share-warning"), "{:?}", store.alerts());
+}
+
+/// RAM's listing lags (a new share is not in GetResourceShares for a while): the share is made
+/// once and read by the ARN CreateResourceShare returned, however many runs it takes to be
+/// associated, and deleted at the block's end all the same.
+#[tokio::test]
+async fn a_share_is_made_once_and_deleted_while_rams_listing_lags() {
+    let rule = sharing(&["111111111111"]);
+    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    let aws = Aws::default();
+    *aws.listing_lags.lock().unwrap() = true;
+    *aws.share_outcome.lock().unwrap() = Some(Association::Associating);
+    for minutes in [0, 5, 10] {
+        let report = pass(&store, &aws, &rule, Mode::Live, t(9, 12, minutes)).await;
+        assert!(report.failed.is_empty() && report.errors.is_empty(), "{report:?}");
+        assert_eq!(report.waiting.len(), 1, "{report:?}");
+    }
+    aws.shares.lock().unwrap()[0].resource = Association::Associated;
+    let report = pass(&store, &aws, &rule, Mode::Live, t(9, 12, 15)).await;
+    assert_eq!(report.done, ["cr-0123456789abcdef0#action-share"], "{report:?}");
+    assert_eq!(aws.shares.lock().unwrap().len(), 1, "one share for the block");
+    assert!(store.alerts().iter().all(|a| !a.ends_with("-failed")), "{:?}", store.alerts());
+
+    end_and_unshare(&store, &aws, &rule).await;
+    assert!(aws.shares.lock().unwrap()[0].deleted, "the recorded share is deleted, listed or not");
+}
+
+/// A run that died after CreateResourceShare and before recording its answer: the retry sends
+/// the same client token and gets the same share back, though RAM's listing does not show it.
+#[tokio::test]
+async fn a_retry_after_a_crash_sends_the_same_token_and_gets_the_same_share() {
+    let rule = sharing(&["111111111111"]);
+    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    let aws = Aws::default();
+    *aws.listing_lags.lock().unwrap() = true;
+    let rid = "cr-0123456789abcdef0";
+    let tags = share::share_tags("prod", "p5", rid);
+    // What the dead run sent: the first attempt's request.
+    let dead = ShareRequest {
+        name: share::share_name("prod", rid),
+        reservation_arn: ARN.into(),
+        principals: rule.share_with.clone(),
+        tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        client_token: share::share_client_token("prod", rid, 0),
+    };
+    let made = aws.create(&"us-east-1".parse().unwrap(), &dead).await.unwrap();
+    let report = pass(&store, &aws, &rule, Mode::Live, t(9, 12, 0)).await;
+    assert_eq!(report.done.len(), 1, "{report:?}");
+    let shares = aws.shares.lock().unwrap().clone();
+    assert_eq!(shares.len(), 1, "the same share, not a second: {shares:?}");
+    assert_eq!(shares[0].arn, made);
+    assert_eq!(shares[0].request, dead, "the retry sent the same request, token included");
 }
 
 #[tokio::test]

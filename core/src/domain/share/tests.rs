@@ -69,3 +69,37 @@ fn shares_are_named_and_tagged_by_block() {
     assert_eq!(Association::parse("FAILED"), Some(Association::Failed));
     assert_eq!(Association::parse("SOMETHING"), None);
 }
+
+#[test]
+fn a_share_token_is_the_same_for_the_same_block_and_attempt_and_short() {
+    let rid = "cr-0123456789abcdef0";
+    let token = share_client_token("prod", rid, 0);
+    assert_eq!(token, share_client_token("prod", rid, 0), "no clock in it: a retry sends the same");
+    assert_ne!(token, share_client_token("prod", rid, 1), "a new attempt, a new share");
+    assert_ne!(token, share_client_token("staging", rid, 0), "another stack's is its own");
+    assert_ne!(token, share_client_token("prod", "cr-0123456789abcdef1", 0));
+    assert!(token.contains(rid), "a person sees whose it is: {token}");
+    let long = share_client_token(&"s".repeat(300), &format!("cr-{}", "f".repeat(200)), u32::MAX);
+    for t in [&token, &long] {
+        assert!(t.len() <= MAX_CLIENT_TOKEN, "{t}: {}", t.len());
+        assert!(t.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'), "{t}");
+    }
+}
+
+#[test]
+fn share_attempts_are_read_from_their_records() {
+    let key = "action-share";
+    assert_eq!(ShareAttempts::read(key, []), ShareAttempts::default());
+    let arn = |n: u32| (share_arn_record(key, n), format!("arn:aws:ram:us-east-1:1:resource-share/s{n}"));
+    let dropped = |n: u32| (share_dropped_record(key, n), String::new());
+    // Attempt 0 made, then dropped; attempt 1 made: the current one is 1's, kept.
+    let records = [arn(0), dropped(0), arn(1), ("action-shared-other-0".to_string(), "x".to_string())];
+    let read = ShareAttempts::read(key, records.iter().map(|(m, b)| (m.as_str(), b.as_str())));
+    assert_eq!(read.attempt, 1);
+    assert_eq!(read.arn.as_deref(), Some(arn(1).1.as_str()));
+    assert_eq!(read.kept, [arn(1).1]);
+    // Dropped and not made again yet: the next attempt, nothing recorded for it.
+    let records = [arn(0), dropped(0)];
+    let read = ShareAttempts::read(key, records.iter().map(|(m, b)| (m.as_str(), b.as_str())));
+    assert_eq!((read.attempt, read.arn, read.kept.len()), (1, None, 0));
+}

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::resource_shares::{Association, ResourceShare};
 use crate::rng::stable_hash;
-use crate::scenario::MAX_RAM_ASSOCIATION_DELAY_SECS;
+use crate::scenario::{MAX_RAM_ASSOCIATION_DELAY_SECS, MAX_RAM_LISTING_LAG_SECS};
 use crate::wire::error::ApiError;
 use crate::world::World;
 
@@ -198,6 +198,11 @@ fn share_index(w: &World, ctx: &Ctx<'_>, arn: &str) -> Result<usize, ApiError> {
         .iter()
         .position(|s| s.arn == arn && s.region == ctx.region)
         .ok_or_else(|| ApiError::client(UNKNOWN_RESOURCE, format!("ResourceShare {arn} could not be found.")))
+}
+
+/// How long a new share stays out of GetResourceShares.
+fn listing_lag(w: &World) -> Duration {
+    Duration::seconds(w.behaviour.ram_listing_lag_secs.min(MAX_RAM_LISTING_LAG_SECS) as i64)
 }
 
 /// How long RAM takes to associate or disassociate.

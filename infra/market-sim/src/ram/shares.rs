@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 
 use super::associations::admit_new;
 use super::{
-    Ctx, INVALID_STATE, TAG_LIMIT, TAG_POLICY, fingerprint, invalid, next_token_error, page_size, parse, remember,
-    replay, share_index, share_json, token_of,
+    Ctx, INVALID_STATE, TAG_LIMIT, TAG_POLICY, fingerprint, invalid, listing_lag, next_token_error, page_size, parse,
+    remember, replay, share_index, share_json, token_of,
 };
 use crate::resource_shares::ResourceShare;
 use crate::wire::error::ApiError;
@@ -150,7 +150,9 @@ const SHARE_STATUSES: &[&str] = &["PENDING", "ACTIVE", "FAILED", "DELETING", "DE
 
 /// GetResourceShares. `SELF`: the account's shares of the region, deleted ones included (DELETED),
 /// in creation order; `OTHER-ACCOUNTS`: none (nobody shares with the simulated account). A share
-/// matches every tag filter given: a tag with its key, and one of its values if it lists any.
+/// matches every tag filter given: a tag with its key, and one of its values if it lists any. A
+/// share made less than `ram_listing_lag_secs` ago is not listed yet, asked for by its ARN or not
+/// (eventual consistency; its associations are, by its ARN).
 pub fn get(w: &mut World, ctx: &Ctx<'_>, body: &[u8]) -> Result<String, ApiError> {
     let (req, raw): (GetReq, Value) = parse(body)?;
     let mine = match req.resource_owner.as_deref() {
@@ -177,10 +179,12 @@ pub fn get(w: &mut World, ctx: &Ctx<'_>, body: &[u8]) -> Result<String, ApiError
         share_index(w, ctx, arn)?;
     }
     let now = ctx.now;
+    let lag = listing_lag(w);
     let items: Vec<Value> = w
         .resource_shares
         .iter()
         .filter(|s| mine && s.region == ctx.region)
+        .filter(|s| now >= s.created + lag)
         .filter(|s| req.resource_share_arns.is_empty() || req.resource_share_arns.contains(&s.arn))
         .filter(|s| req.resource_share_status.as_deref().is_none_or(|st| st == s.status(now)))
         .filter(|s| req.name.as_deref().is_none_or(|n| n == s.name))

@@ -101,7 +101,8 @@ fn advance(w: &mut World, secs: i64) {
 
 #[test]
 fn a_share_of_a_scheduled_block_associates_after_the_delay_and_is_deleted() {
-    let mut w = world("");
+    // Listed at once (the other reading of RAM's listing: see the lag's own test).
+    let mut w = world("ram_listing_lag_secs = 0");
     let cr = block(&mut w, json!({}));
     let v = create(
         &mut w,
@@ -180,6 +181,42 @@ fn a_share_of_a_scheduled_block_associates_after_the_delay_and_is_deleted() {
     );
     assert_eq!(w.calls["ram:DeleteResourceShare"], 5);
     assert_eq!(w.calls_by_region[REGION]["ram:CreateResourceShare"], 1);
+}
+
+#[test]
+fn a_new_share_is_listed_only_after_the_listing_lag() {
+    let listed = |w: &mut World, body: Value| -> usize {
+        call(w, "/getresourceshares", body).unwrap()["resourceShares"].as_array().unwrap().len()
+    };
+    let mut w = world("ram_listing_lag_secs = 30\nram_association_delay_secs = 0");
+    let cr = block(&mut w, json!({}));
+    let tags = json!([{"key": "capblock:reservation", "value": cr}]);
+    let v = create(&mut w, json!({ "name": "late", "resourceArns": [cr], "principals": ["111111111111"], "tags": tags, "clientToken": "t-1" }))
+        .unwrap();
+    let arn = share_arn(&v);
+    let by_tag =
+        json!({ "resourceOwner": "SELF", "tagFilters": [{"tagKey": "capblock:reservation", "tagValues": [cr]}] });
+    let by_arn = json!({ "resourceOwner": "SELF", "resourceShareArns": [arn] });
+    for _ in 0..3 {
+        assert_eq!(listed(&mut w, json!({ "resourceOwner": "SELF" })), 0, "not listed yet");
+        assert_eq!(listed(&mut w, by_tag.clone()), 0, "not by its tags either");
+        assert_eq!(listed(&mut w, by_arn.clone()), 0, "nor by its ARN (no error: RAM knows it)");
+    }
+    // Its associations are read by its ARN meanwhile; its token answers it again.
+    assert_eq!(statuses(&mut w, &arn), ["ASSOCIATED", "ASSOCIATED"]);
+    let again = create(&mut w, json!({ "name": "late", "resourceArns": [cr], "principals": ["111111111111"], "tags": tags, "clientToken": "t-1" }))
+        .unwrap();
+    assert_eq!(share_arn(&again), arn);
+    assert_eq!(w.resource_shares.len(), 1);
+    advance(&mut w, 29);
+    assert_eq!(listed(&mut w, by_tag.clone()), 0);
+    advance(&mut w, 1);
+    assert_eq!((listed(&mut w, by_tag), listed(&mut w, by_arn)), (1, 1), "listed from the lag on");
+    // The setting through the control API, like the others.
+    let r = control::handle(&mut w, "POST", "/_sim/behaviour", br#"{"ram_listing_lag_secs": 0}"#);
+    assert_eq!((r.status, w.behaviour.ram_listing_lag_secs), (200, 0), "{}", r.body);
+    let r = control::handle(&mut w, "POST", "/_sim/behaviour", br#"{"ram_listing_lag_secs": 86401}"#);
+    assert_eq!(r.status, 400, "{}", r.body);
 }
 
 #[test]
@@ -475,7 +512,7 @@ fn a_block_that_ends_is_disassociated_and_an_active_one_can_be_shared() {
 
 #[test]
 fn get_resource_shares_filters_by_arn_status_name_and_tags_and_pages() {
-    let mut w = world("");
+    let mut w = world("ram_listing_lag_secs = 0");
     let tagged = |team: &str, env: &str| json!([{"key": "team", "value": team}, {"key": "env", "value": env}]);
     for (name, tags) in
         [("a", tagged("ml", "prod")), ("b", tagged("ml", "dev")), ("c", tagged("web", "prod")), ("d", json!([]))]
@@ -746,14 +783,17 @@ fn the_organization_is_a_scenario_table_and_a_control_endpoint() {
     let d = World::new(Scenario::parse("").unwrap());
     assert_eq!((d.organization.id.as_str(), d.organization.accounts.len()), ("o-capblock01", 2));
     assert_eq!(
-        (d.behaviour.ram_refusal, d.behaviour.ram_association_delay_secs),
-        (crate::scenario::RamRefusal::FailedAssociation, 10)
+        (d.behaviour.ram_refusal, d.behaviour.ram_association_delay_secs, d.behaviour.ram_listing_lag_secs),
+        (crate::scenario::RamRefusal::FailedAssociation, 10, 60)
     );
     for bad in [
         "ram_refusal = \"errors\"",
         "ram_refusal = \"failed-association\"",
         "ram_association_delay_secs = 86401",
         "ram_association_delay_secs = -1",
+        "ram_listing_lag_secs = 86401",
+        "ram_listing_lag_secs = -1",
+        "ram_listing_lag_secs = \"60\"",
     ] {
         assert!(Scenario::parse(&format!("[behaviour]\n{bad}")).is_err(), "{bad}");
     }
