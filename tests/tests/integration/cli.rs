@@ -988,6 +988,70 @@ async fn preflight_names_a_quota_of_0_and_an_unheard_alerts_topic() {
     assert!(c.run(&["status"]).await.stdout.contains("preflight: FAILED at"));
 }
 
+/// p5 sold in us-west-2 beside trn2, whose quota is 0 there: every trn2 search is refused.
+fn trn2_quota_zero_market() -> String {
+    ScenarioToml::new(5, T0)
+        .payment("succeed", None)
+        .p5("us-west-2", &[2], "2.75")
+        .raw("[[regions]]\nname = \"us-west-2\"\nzero_quota_families = [\"trn2\"]\n")
+        .build()
+}
+
+/// A one-shot search of a family whose quota is 0 ends: each refusal is said on stderr as it is
+/// waited out, the family is given up with the finding and the quota to request, the family
+/// that answered is still shown, and the exit code is 2. `--refill-seconds` (EC2's refill as
+/// the search paces itself) makes its waits short here; the test's bound only stops a search
+/// that would not end (before, it asked for an hour).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_search_of_a_quota_0_family_ends_with_the_finding() {
+    let c = Cli::on("cli-offerings-quota-0", &trn2_quota_zero_market()).await;
+    let search = |types: &'static str, json: bool| {
+        let mut args = vec!["offerings", "--types", types, "--regions", "us-west-2", "--days", "1", "--from", NOW];
+        args.extend(["--refill-seconds", "0.05"]);
+        if json {
+            args.push("--json");
+        }
+        async move {
+            let run = c.run(&args);
+            tokio::time::timeout(std::time::Duration::from_secs(120), run).await.expect("the search ends")
+        }
+    };
+    let out = search("p5.48xlarge,trn2.48xlarge", false).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("1 offering(s) from 2 question(s)"), "the p5 offering is shown: {}", out.stdout);
+    let said: Vec<&str> = out.stderr.lines().collect();
+    assert!(said[0].starts_with("asking 2 question(s) in 1 region(s), one call every 0.1 s"), "{}", out.stderr);
+    let refused = "us-west-2 trn2.48xlarge: refused by EC2 (CapacityBlockDescribeLimitExceeded): describe limit or a \
+                   quota of 0 for TRN2; retrying at one call every";
+    for n in 1..=2 {
+        let spell = format!("({n} of 3 refusals, then the family is given up)");
+        assert!(said.iter().any(|l| l.starts_with(refused) && l.ends_with(&spell)), "refusal {n}: {}", out.stderr);
+    }
+    let finding = said.iter().position(|l| l.starts_with("error: us-west-2 trn2: EC2 refused every search")).unwrap();
+    // The local stack's Service Quotas has no Capacity Block row: it cannot tell the two apart.
+    assert!(said[finding].contains("quota for TRN2 is likely 0, or someone else"), "{}", out.stderr);
+    assert!(
+        said[finding + 1].starts_with("  what to do: if Service Quotas shows 0 for it, request \"Concurrent TRN2 Capacity Blocks per account\" in us-west-2"),
+        "{}",
+        out.stderr
+    );
+    assert!(said[finding + 1].contains("192 per trn2.48xlarge"), "{}", out.stderr);
+
+    let json = search("p5.48xlarge,trn2.48xlarge", true).await;
+    assert_eq!(json.code, 2, "{}{}", json.stdout, json.stderr);
+    let doc = json.json();
+    assert_eq!(doc["offerings"].as_array().unwrap().len(), 1, "{doc:#}");
+    assert_eq!((&doc["refused"][0]["region"], &doc["refused"][0]["family"]), (&"us-west-2".into(), &"trn2".into()));
+    assert_eq!(doc["refused"][0]["quota_vcpus"], Value::Null, "{doc:#}");
+    assert!(json.stderr.contains("refused by EC2") && json.stderr.contains("error: us-west-2 trn2"), "{}", json.stderr);
+
+    // A single question: said from the start, and the same end.
+    let one = search("trn2.48xlarge", false).await;
+    assert_eq!(one.code, 2, "{}{}", one.stdout, one.stderr);
+    assert!(one.stderr.starts_with("asking 1 question(s) in 1 region(s)"), "{}", one.stderr);
+    assert!(one.stderr.contains("error: us-west-2 trn2: EC2 refused every search"), "{}", one.stderr);
+}
+
 /// Preflight under each reading the simulator plays where the record is silent or contradicts
 /// an earlier belief: offering ids repeated or minted per answer (it says which), and a block
 /// not started showing its count or 0 with EC2's tag (read either way).
