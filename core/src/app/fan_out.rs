@@ -469,6 +469,18 @@ impl Shared {
         None
     }
 
+    /// Answers the waiting questions that need no call (a family given up, a type not sold);
+    /// whether any question is still to be asked, or out and may come back.
+    fn settle<F: Fn(usize, &Answer, Option<&str>)>(&mut self, queries: &[OfferingQuery], seen: &F) -> bool {
+        for i in std::mem::take(&mut self.queue) {
+            match self.known(&queries[i]) {
+                Some(a) => self.done(i, a, seen, None),
+                None => self.queue.push_back(i),
+            }
+        }
+        !self.queue.is_empty() || self.in_flight > 0
+    }
+
     /// A question to ask again later in the run (after the ones waiting).
     fn again<F: Fn(usize, &Answer, Option<&str>)>(&mut self, i: usize, queries: &[OfferingQuery], seen: &F) {
         match self.known(&queries[i]) {
@@ -636,6 +648,11 @@ impl<'p> Lane<'p> {
         loop {
             let send_at = self.last_sent.map_or_else(Instant::now, |t| t + self.pace.gap());
             if send_at > self.deadline || Instant::now() >= self.deadline {
+                break;
+            }
+            // Nothing waits and nothing may come back: the lane ends now, not a gap later (a
+            // person's search would sit out its pace after its last answer).
+            if !lock().settle(queries, seen) {
                 break;
             }
             sleep_until(send_at).await;

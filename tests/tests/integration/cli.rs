@@ -947,12 +947,12 @@ async fn preflight_passes_on_a_live_local_stack_and_status_shows_it() {
     assert!(status.stdout.contains("preflight: passed at"), "{}", status.stdout);
 }
 
-/// `market()` where the account's p5 quota is 0: every search is refused.
-fn quota_zero_market() -> String {
+/// `market()` where the account's quota for `family` is 0: every search for it is refused.
+fn quota_zero_market(family: &str) -> String {
     ScenarioToml::new(5, T0)
         .payment("succeed", None)
         .p5("us-west-2", &[2], "2.75")
-        .raw("[[regions]]\nname = \"us-west-2\"\nzero_quota_families = [\"p5\"]\n")
+        .raw(&format!("[[regions]]\nname = \"us-west-2\"\nzero_quota_families = [\"{family}\"]\n"))
         .build()
 }
 
@@ -960,7 +960,7 @@ fn quota_zero_market() -> String {
 /// says what to do, exit 2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflight_names_a_quota_of_0_and_an_unheard_alerts_topic() {
-    let c = Cli::on("cli-preflight-fail", &quota_zero_market()).await;
+    let c = Cli::on("cli-preflight-fail", &quota_zero_market("p5")).await;
     let sns = aws_sdk_sns::Client::new(&c.aws.sdk);
     let unheard = sns.create_topic().name(format!("unheard-{}", uuid::Uuid::new_v4().simple())).send().await.unwrap();
     let settings = StoredSettings {
@@ -988,15 +988,6 @@ async fn preflight_names_a_quota_of_0_and_an_unheard_alerts_topic() {
     assert!(c.run(&["status"]).await.stdout.contains("preflight: FAILED at"));
 }
 
-/// p5 sold in us-west-2 beside trn2, whose quota is 0 there: every trn2 search is refused.
-fn trn2_quota_zero_market() -> String {
-    ScenarioToml::new(5, T0)
-        .payment("succeed", None)
-        .p5("us-west-2", &[2], "2.75")
-        .raw("[[regions]]\nname = \"us-west-2\"\nzero_quota_families = [\"trn2\"]\n")
-        .build()
-}
-
 /// A one-shot search of a family whose quota is 0 ends: each refusal is said on stderr as it is
 /// waited out, the family is given up with the finding and the quota to request, the family
 /// that answered is still shown, and the exit code is 2. `--refill-seconds` (EC2's refill as
@@ -1004,7 +995,7 @@ fn trn2_quota_zero_market() -> String {
 /// that would not end (before, it asked for an hour).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_shot_search_of_a_quota_0_family_ends_with_the_finding() {
-    let c = Cli::on("cli-offerings-quota-0", &trn2_quota_zero_market()).await;
+    let c = Cli::on("cli-offerings-quota-0", &quota_zero_market("trn2")).await;
     let search = |types: &'static str, json: bool| {
         let mut args = vec!["offerings", "--types", types, "--regions", "us-west-2", "--days", "1", "--from", NOW];
         args.extend(["--refill-seconds", "0.05"]);
@@ -1619,7 +1610,7 @@ async fn offerings_fit_80_columns_and_wide_shows_every_column() {
 /// to do" (as `--json` has it) is in the table, in order, and no line passes 80.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflight_at_80_columns_wraps_the_advice_and_cuts_nothing() {
-    let c = Cli::on("cli-80-preflight", &quota_zero_market()).await;
+    let c = Cli::on("cli-80-preflight", &quota_zero_market("p5")).await;
     c.stack(Mode::Live, Some("1000")).await;
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let json = c.run(&["preflight", "--pause-seconds", "0.05", "-o", "json"]).await;

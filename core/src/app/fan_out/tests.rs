@@ -240,6 +240,18 @@ async fn a_describe_limit_storm_loses_no_question_and_fails_no_region() {
 
 #[tokio::test(start_paused = true)]
 async fn a_family_refused_every_time_is_told_from_the_rate_limit() {
+    let (market, queries) = trn2_refused();
+    let long = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
+    let answers = ask_all(&market, &queries, &long, &conclusive("trn2"), || {}).await.answers;
+    assert_eq!(answers[0], Answer::QuotaZero);
+    assert_eq!(answers[2], Answer::QuotaZero, "the family's other questions are not asked");
+    assert!(matches!(answers[1], Answer::Offerings(_)) && matches!(answers[3], Answer::Offerings(_)));
+    assert_eq!(market.total_calls(), QUOTA_STRIKES + 2);
+}
+
+/// EC2 with the trn2 quota 0 in us-east-1, and two questions of trn2 and two of p5 there, in
+/// turn.
+fn trn2_refused() -> (FakeMarket, Vec<OfferingQuery>) {
     let mut market = FakeMarket::ec2();
     market.quota_zero = vec!["trn2"];
     let queries = vec![
@@ -248,12 +260,7 @@ async fn a_family_refused_every_time_is_told_from_the_rate_limit() {
         query("us-east-1", "trn2.48xlarge", 2),
         query("us-east-1", "p5.48xlarge", 2),
     ];
-    let long = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
-    let answers = ask_all(&market, &queries, &long, &conclusive("trn2"), || {}).await.answers;
-    assert_eq!(answers[0], Answer::QuotaZero);
-    assert_eq!(answers[2], Answer::QuotaZero, "the family's other questions are not asked");
-    assert!(matches!(answers[1], Answer::Offerings(_)) && matches!(answers[3], Answer::Offerings(_)));
-    assert_eq!(market.total_calls(), QUOTA_STRIKES + 2);
+    (market, queries)
 }
 
 /// What earlier runs leave when `family`'s refusals in us-east-1 are spread enough to conclude.
@@ -605,19 +612,13 @@ fn tell(told: &Told) -> impl Fn(&Retrying<'_>) + Sync + '_ {
 }
 
 /// A person's search has no later run to spread refusals over: a family refused at every
-/// rested call is given up after `ONE_SHOT_REFUSALS` of them, within two of the pace's slowest
-/// gaps, where the scan's rule would keep asking for the whole hour; the other family is
-/// answered, and each refusal waited out is told with the pace the lane goes on at.
+/// rested call is given up after `ONE_SHOT_REFUSALS` of them, each refusal adding a gap of at
+/// most the pace's slowest, where the scan's rule would keep asking for the whole hour; the
+/// other family is answered, and each refusal waited out is told with the pace the lane goes
+/// on at.
 #[tokio::test(start_paused = true)]
 async fn a_one_shot_search_gives_a_family_refused_every_time_up_within_a_bounded_wait() {
-    let mut market = FakeMarket::ec2();
-    market.quota_zero = vec!["trn2"];
-    let queries = vec![
-        query("us-east-1", "trn2.48xlarge", 1),
-        query("us-east-1", "p5.48xlarge", 1),
-        query("us-east-1", "trn2.48xlarge", 2),
-        query("us-west-2", "p5.48xlarge", 1),
-    ];
+    let (market, queries) = trn2_refused();
     let hour = Pacing { ask_for: Duration::from_secs(3600), ..pacing() };
     let told = Told::default();
     let t = Instant::now();
@@ -626,16 +627,21 @@ async fn a_one_shot_search_gives_a_family_refused_every_time_up_within_a_bounded
     assert_eq!(asked.answers[0], Answer::GivenUp);
     assert_eq!(asked.answers[2], Answer::GivenUp, "the family's other questions are not asked");
     assert!(matches!(asked.answers[1], Answer::Offerings(_)) && matches!(asked.answers[3], Answer::Offerings(_)));
-    assert_eq!(market.calls("us-east-1"), ONE_SHOT_REFUSALS + 1, "three trn2 calls and one p5");
-    // Refused at 0 s (the gap doubles to 16 s), p5 answered at 16 s, refused at 31.4 s (30 s:
-    // the floor), refused at 61.4 s: given up. Two of the slowest gaps at most.
+    assert_eq!(market.total_calls(), ONE_SHOT_REFUSALS + 2, "three trn2 calls and one per p5 question");
+    // trn2 refused at 0 s (the gap doubles: 16 s), p5 answered at 16 s (14.8 s), trn2 refused
+    // at 30.8 s (29.6 s), p5 answered at 60.4 s (25.8 s), trn2 refused at 86.3 s: given up, and
+    // the search ends on that answer, not a gap later. Each refusal adds one gap of at most
+    // the slowest (30 s) to the search; the scan's rule would ask until the hour is over.
+    let sent: Vec<Duration> = market.sent_at.lock().unwrap().iter().map(|(_, at)| at.duration_since(t)).collect();
+    assert_eq!(sent, [0, 16_000, 30_815, 60_445, 86_252].map(Duration::from_millis));
+    assert_eq!(took, sent[4] + market.latency, "ended on the last answer");
     let slowest = DescribeBudget::default().slowest;
-    assert!(took <= slowest * 2 + Duration::from_secs(2), "{took:?}");
+    assert!(sent.windows(2).all(|w| w[1] - w[0] <= slowest), "{sent:?}");
     assert_eq!(
         *told.lock().unwrap(),
         vec![
             ("trn2.48xlarge".to_string(), DESCRIBE_LIMIT, Some(1), 16_000),
-            ("trn2.48xlarge".to_string(), DESCRIBE_LIMIT, Some(2), 30_000),
+            ("trn2.48xlarge".to_string(), DESCRIBE_LIMIT, Some(2), 29_630),
         ],
         "each refusal waited out is told; the last gives the family up instead"
     );
@@ -655,9 +661,12 @@ async fn a_one_shot_search_waits_out_fewer_refusals_and_answers() {
     market.script.lock().unwrap().insert(1, vec![limit.clone(), rate.clone(), rate, limit]);
     let told = Told::default();
     let hour = Pacing { ask_for: Duration::from_secs(3600), ..pacing() };
+    let t = Instant::now();
     let asked = ask_once(&market, &[query("us-east-1", "p5.48xlarge", 1)], &hour, || {}, tell(&told)).await;
     assert!(matches!(asked.answers[0], Answer::Offerings(_)), "{:?}", asked.answers);
     assert_eq!(market.total_calls(), 5);
+    let last = market.sent_at.lock().unwrap().last().unwrap().1;
+    assert_eq!(t.elapsed(), last.duration_since(t) + market.latency, "a search ends on its last answer");
     let counted: Vec<(&'static str, Option<u32>)> = told.lock().unwrap().iter().map(|t| (t.1, t.2)).collect();
     // The two rate-limit refusals came a refill or more after the call before, yet are not the
     // describe limit's: not counted. The second describe-limit refusal is the family's second.
