@@ -224,10 +224,10 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
     }
 }
 
-/// Seconds as a person reads a wait: whole above 10 s, to the tenth below.
+/// Seconds as a person reads a wait: whole from 10 s, to the tenth below (8, 5.7, 0.1).
 fn secs(d: std::time::Duration) -> String {
     let s = d.as_secs_f64();
-    if s >= 10.0 { format!("{s:.0}") } else { format!("{:.1}", (s * 10.0).round() / 10.0) }
+    if s >= 10.0 { format!("{s:.0}") } else { format!("{}", (s * 10.0).round() / 10.0) }
 }
 
 /// A refusal being waited out, in words, with what it may mean and how the search goes on.

@@ -995,7 +995,7 @@ async fn preflight_names_a_quota_of_0_and_an_unheard_alerts_topic() {
 /// that would not end (before, it asked for an hour).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_shot_search_of_a_quota_0_family_ends_with_the_finding() {
-    let c = Cli::on("cli-offerings-quota-0", &quota_zero_market("trn2")).await;
+    let c = &Cli::on("cli-offerings-quota-0", &quota_zero_market("trn2")).await;
     let search = |types: &'static str, json: bool| {
         let mut args = vec!["offerings", "--types", types, "--regions", "us-west-2", "--days", "1", "--from", NOW];
         args.extend(["--refill-seconds", "0.05"]);
