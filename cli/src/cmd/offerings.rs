@@ -143,7 +143,8 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
         }
     }
     // A person waits for every answer (an hour at most), at the scan's pace; a family EC2
-    // refuses at every call is given up within a minute (`ONE_SHOT_REFUSALS`).
+    // refuses at every rested call is given up after `ONE_SHOT_REFUSALS` of them (they add
+    // under a minute at the default pace).
     let budget = a.describe.budget(std::time::Duration::from_secs(3600))?;
     let per_region = queries.len().div_ceil(regions.len().max(1));
     let data = a.output.is_data();
