@@ -2,7 +2,8 @@
 //! configuration, the store, the instant a run happens at, rule files and EC2's describe limit.
 //!
 //! Exit codes (docs/operate.md, "The operator CLI"): 0 success, 1 a failure talking to AWS or the store, 2 bad input
-//! (usage, an invalid rule, a refused purchase), 3 nothing found where something was asked for.
+//! (usage, an invalid rule, a refused purchase, failed preflight checks, a search EC2 refused
+//! every time), 3 nothing found where something was asked for.
 
 use capblock_shared::app::settings::StackSettings;
 use capblock_shared::aws::dynamo::DynamoStore;
@@ -46,6 +47,10 @@ pub enum CliError {
     /// Preflight checks failed; the findings say which and what to do (exit 2).
     #[error("{0} preflight check(s) failed")]
     ChecksFailed(usize),
+    /// EC2 refused every search for some instance families (a quota of 0, or the describe limit
+    /// spent by others); the findings say which and what to do (exit 2, as preflight's).
+    #[error("EC2 refused every search for {0} instance family(ies)")]
+    SearchRefused(usize),
     /// What was asked for does not exist (exit 3, on stderr).
     #[error("{0}")]
     NotFound(String),
@@ -62,7 +67,8 @@ impl CliError {
             | CliError::InvalidRule(_)
             | CliError::InvalidFiles(_)
             | CliError::Refused(_)
-            | CliError::ChecksFailed(_) => EXIT_INVALID,
+            | CliError::ChecksFailed(_)
+            | CliError::SearchRefused(_) => EXIT_INVALID,
             CliError::NotFound(_) | CliError::NothingFound => EXIT_NOT_FOUND,
         }
     }
@@ -74,7 +80,10 @@ impl CliError {
             // the line breaks capblock puts in its own messages.
             CliError::Failed(_) => eprintln!("error: {}", safe_lines(&plain(&self.to_string()))),
             CliError::InvalidRule(_) => println!("{}", safe_lines(&self.to_string())),
-            CliError::InvalidFiles(_) | CliError::NothingFound | CliError::ChecksFailed(_) => {}
+            CliError::InvalidFiles(_)
+            | CliError::NothingFound
+            | CliError::ChecksFailed(_)
+            | CliError::SearchRefused(_) => {}
             CliError::Unknown { .. } | CliError::Invalid(_) | CliError::Refused(_) | CliError::NotFound(_) => {
                 eprintln!("{}", safe_lines(&self.to_string()))
             }

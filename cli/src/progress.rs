@@ -30,7 +30,17 @@ const QUESTIONS: &str = "[{bar:30}] {pos}/{len} questions, {elapsed} (about {eta
 
 impl Progress {
     pub fn new(total: usize, json: bool) -> Self {
-        Progress(bar(Some(total as u64), QUESTIONS, json))
+        let bar = bar(Some(total as u64), QUESTIONS, json);
+        // Drawn from the first second, and its clock moves while a single question waits.
+        if !bar.is_hidden() {
+            bar.enable_steady_tick(Duration::from_millis(250));
+        }
+        Progress(bar)
+    }
+
+    /// A line on stderr, in any format: above the bar when one is drawn, so neither is torn.
+    pub fn say(&self, line: &str) {
+        self.0.suspend(|| eprintln!("{}", crate::table::safe(line)));
     }
 
     /// One more question answered.

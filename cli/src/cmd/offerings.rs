@@ -1,18 +1,20 @@
 //! `capblock offerings`: search the market now, cheapest per accelerator-hour first.
 
-use capblock_shared::app::fan_out::{Answer, Carried, Pacing, ask_all};
+use capblock_shared::app::fan_out::{Answer, ONE_SHOT_REFUSALS, Pacing, Retrying, ask_once};
 use capblock_shared::aws::ec2::Ec2Market;
-use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::catalog::{AcceleratorCatalog, quota_in_words, quota_request};
 use capblock_shared::domain::decision::{Priced, better};
 use capblock_shared::domain::names::{InstanceType, Region};
+use capblock_shared::domain::plan::family;
 use capblock_shared::domain::ultraserver::{UltraServerType, UltraServers};
-use capblock_shared::ports::{InstanceTypeSource, OfferingQuery, SeenOfferings};
+use capblock_shared::ports::{DESCRIBE_LIMIT, InstanceTypeSource, OfferingQuery, QuotaSource, SeenOfferings};
 use chrono::{DateTime, Duration, Utc};
 use clap::Args;
+use serde::Serialize;
 
 use crate::context::{CliError, CliResult, DescribeArgs, Window, sdk, store};
 use crate::output::OutputArgs;
-use crate::table;
+use crate::table::{self, safe};
 
 // Every argument is parsed by clap, so a bad one is a usage error: exit 2 with the argument
 // named, before anything is asked.
@@ -23,8 +25,10 @@ capblock offerings --ultraservers u-p6e-gb200x72 --days 1-7 --regions us-east-1\
 capblock offerings --types p5.48xlarge --regions us-east-1 -o wide   # every column\n  \
 capblock offerings --types p5.48xlarge --regions us-east-1 -o json | jq -r '.offerings[0].offering.id'\n\n\
 The table is sorted by the price per accelerator-hour, cheapest first; buy one within the hour with \
-`capblock buy OFFERING --rule RULE`.\n\
-Exit codes: 0 offerings found, 1 AWS failure, 2 bad input, 3 nothing offered.")]
+`capblock buy OFFERING --rule RULE`. Each refusal by EC2 is said on stderr as it is waited out; an \
+instance family refused at every call, each a refill apart (a Capacity Block quota of 0, or someone \
+else spending the describe limit), is given up after a few calls with what to do; the others are still shown.\n\
+Exit codes: 0 offerings found, 1 AWS failure, 2 bad input or a family EC2 refused every time, 3 nothing offered.")]
 #[command(mut_arg("from", |a| a.help("Earliest start (2026-12-20, 2026-12-20T11:30 UTC, or RFC 3339); default: now.")), mut_arg("to", |a| a.help("Latest start (a date counts whole); default: 8 weeks after --from.")))]
 pub struct OfferingsArgs {
     /// Instance types, comma-separated (e.g. p5.48xlarge,p5e.48xlarge).
@@ -138,33 +142,51 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
             catalog.learn(t, n);
         }
     }
-    // A person waits for every answer (an hour at most), at the scan's pace.
+    // A person waits for every answer (an hour at most), at the scan's pace; a family EC2
+    // refuses at every rested call is given up after `ONE_SHOT_REFUSALS` of them (they add
+    // under a minute at the default pace).
     let budget = a.describe.budget(std::time::Duration::from_secs(3600))?;
     let per_region = queries.len().div_ceil(regions.len().max(1));
     let data = a.output.is_data();
-    if !data && per_region > 1 {
+    if !data {
+        // Said before the first call, however few the questions: a person knows at once what
+        // the wait is.
         eprintln!(
-            "asking {} question(s), one every {:.0} s per region (EC2's describe limit at a {:.0} % share): about {:.0} s",
+            "asking {} question(s) in {} region(s), one call every {} s per region (EC2's describe limit at a {:.0} % share){}",
             queries.len(),
-            budget.pace().as_secs_f64(),
+            regions.len(),
+            secs(budget.pace()),
             budget.share * 100.0,
-            (per_region - 1) as f64 * budget.pace().as_secs_f64()
+            if per_region > 1 {
+                format!(": about {} s", secs(budget.pace().mul_f64((per_region - 1) as f64)))
+            } else {
+                String::new()
+            }
         );
     }
     let progress = crate::progress::Progress::new(queries.len(), data);
-    let asked = ask_all(&market, &queries, &Pacing::from(&budget), &Carried::default(), || progress.tick()).await;
+    // Each refusal is said as it is waited out, whatever the format: stderr is the person's.
+    let asked =
+        ask_once(&market, &queries, &Pacing::from(&budget), || progress.tick(), |r| progress.say(&retrying(r))).await;
     progress.finish();
     let mut priced = Vec::new();
     let mut failures = Vec::new();
+    let mut refused: Vec<RefusedFamily> = Vec::new();
     for (q, ans) in queries.iter().zip(asked.answers) {
         let what = format!("{} {} x{} {}d", q.region, q.instance_type, q.instance_count, q.duration_hours / 24);
         match ans {
             Answer::Offerings(list) => priced.extend(list.into_iter().filter_map(|o| Priced::new(o, &catalog))),
-            Answer::CarriedOver => failures.push(format!("{what}: still throttled by EC2's describe limit; try again later")),
-            Answer::QuotaZero => failures.push(format!(
-                "{what}: EC2 answered CapacityBlockDescribeLimitExceeded every time: the account's Capacity Block quota for {} looks like 0",
-                capblock_shared::domain::plan::family(q.instance_type.as_str())
-            )),
+            Answer::CarriedOver => {
+                failures.push(format!("{what}: still throttled by EC2's describe limit; try again later"))
+            }
+            // One finding per family and region, whatever its questions.
+            Answer::QuotaZero | Answer::GivenUp => {
+                let fam = family(q.instance_type.as_str());
+                if !refused.iter().any(|r| r.region == q.region.as_str() && r.family == fam) {
+                    let quota = market.capacity_block_quota(&q.region, fam).await;
+                    refused.push(RefusedFamily::new(&q.region, &q.instance_type, quota));
+                }
+            }
             Answer::NotSold(m) => failures.push(format!("{what}: not sold here: {m}")),
             Answer::Unsupported => failures.push(format!("{what}: the region does not sell Capacity Blocks")),
             Answer::Failed(e) => failures.push(format!("{what}: {e}")),
@@ -175,7 +197,8 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
     // Remembered an hour in the stack's table (when a stack or table is named), for `capblock buy`
     // to take one by its id: EC2 may give the same block another id in its next answer.
     let remembered = remember(&priced).await;
-    if !a.output.data(&serde_json::json!({"offerings": priced, "failures": failures}))? {
+    let document = serde_json::json!({"offerings": priced, "failures": failures, "refused": refused});
+    if !a.output.data(&document)? {
         let currency = table::currency(priced.iter().map(|p| &p.offering.fee));
         let columns = table::offering_columns(&currency);
         println!("{}", table::render(&columns, &table::offering_rows(&priced), a.output.layout()));
@@ -189,7 +212,91 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
             Err(e) => eprintln!("warning: not remembered for `capblock buy`: {e}"),
         }
     }
-    if priced.is_empty() { Err(CliError::NothingFound) } else { Ok(()) }
+    // The findings, in every format: the offerings that were answered are shown above them.
+    for r in &refused {
+        eprintln!("error: {}\n  what to do: {}", safe(&r.finding), safe(&r.todo));
+    }
+    if !refused.is_empty() {
+        Err(CliError::SearchRefused(refused.len()))
+    } else if priced.is_empty() {
+        Err(CliError::NothingFound)
+    } else {
+        Ok(())
+    }
+}
+
+/// Seconds as a person reads a wait: whole from 10 s, to the tenth below (8, 5.7, 0.1).
+fn secs(d: std::time::Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 10.0 { format!("{s:.0}") } else { format!("{}", (s * 10.0).round() / 10.0) }
+}
+
+/// A refusal being waited out, in words, with what it may mean and how the search goes on.
+fn retrying(r: &Retrying<'_>) -> String {
+    let what = format!("{} {}", r.query.region, r.query.instance_type);
+    let next = format!("retrying at one call every {} s", secs(r.gap));
+    match (r.code == DESCRIBE_LIMIT, r.in_a_row, r.give_up_after) {
+        (true, Some(n), Some(limit)) => format!(
+            "{what}: refused by EC2 ({}): describe limit or a quota of 0 for {}; {next} ({n} of {limit} refusals, \
+             then the family is given up)",
+            r.code,
+            family(r.query.instance_type.as_str()).to_uppercase()
+        ),
+        (true, _, _) => format!("{what}: refused by EC2 ({}): describe limit, asked too fast; {next}", r.code),
+        (false, _, _) => format!("{what}: refused by EC2 ({}): its API rate limit; {next}", r.code),
+    }
+}
+
+/// A family whose searches EC2 refused every time in a region: the finding, and what to do,
+/// told apart by the quota Service Quotas states (`None`: it could not be read).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct RefusedFamily {
+    region: String,
+    family: String,
+    /// The account's Capacity Block quota for the family, in vCPUs, as Service Quotas states it.
+    quota_vcpus: Option<u32>,
+    finding: String,
+    todo: String,
+}
+
+impl RefusedFamily {
+    fn new(region: &Region, instance_type: &InstanceType, quota: Option<u32>) -> RefusedFamily {
+        let ty = instance_type.as_str();
+        let fam = family(ty);
+        let upper = fam.to_uppercase();
+        let refused = format!(
+            "{region} {fam}: EC2 refused every search ({ONE_SHOT_REFUSALS} in a row, each a full refill after the last, \
+             CapacityBlockDescribeLimitExceeded)"
+        );
+        let request = quota_request(fam, region.as_str(), ty);
+        let (finding, todo) = match quota {
+            Some(0) => (
+                format!("{refused}: the account's Capacity Block quota for {upper} is 0 (Service Quotas)"),
+                format!("{request}, then search again"),
+            ),
+            Some(n) => (
+                format!(
+                    "{refused}, yet Service Quotas allows {} of {upper} Capacity Blocks: someone else in the account \
+                     spends the describe limit",
+                    quota_in_words(n, ty)
+                ),
+                format!(
+                    "search again in a few minutes; CloudTrail shows who calls DescribeCapacityBlockOfferings in {region}"
+                ),
+            ),
+            None => (
+                format!(
+                    "{refused}: the account's Capacity Block quota for {upper} is likely 0, or someone else in the \
+                     account spends the describe limit (Service Quotas could not be read to tell)"
+                ),
+                format!(
+                    "if Service Quotas shows 0 for it, {request}; if not, search again in a few minutes (CloudTrail \
+                     shows who calls DescribeCapacityBlockOfferings in {region})"
+                ),
+            ),
+        };
+        RefusedFamily { region: region.to_string(), family: fam.to_string(), quota_vcpus: quota, finding, todo }
+    }
 }
 
 /// How long `capblock buy` may take an offering `offerings` showed.
@@ -222,5 +329,63 @@ mod tests {
         for bad in ["0", "15", "1,183", "4294967295", "1-4294967295", "15-20", ""] {
             assert!(parse_days(bad).is_err(), "{bad}");
         }
+    }
+
+    /// The finding follows what Service Quotas says: 0 for certain (request it), more than 0
+    /// (someone else spends the limit: no request), or unread (either, and how to tell).
+    #[test]
+    fn a_refused_family_says_what_its_quota_tells() {
+        let west: Region = "us-west-2".parse().unwrap();
+        let trn2: InstanceType = "trn2.48xlarge".parse().unwrap();
+        let zero = RefusedFamily::new(&west, &trn2, Some(0));
+        assert!(zero.finding.starts_with("us-west-2 trn2: EC2 refused every search (3 in a row"), "{zero:?}");
+        assert!(zero.finding.ends_with("quota for TRN2 is 0 (Service Quotas)"), "{zero:?}");
+        assert!(
+            zero.todo.starts_with("request \"Concurrent TRN2 Capacity Blocks per account\" in us-west-2"),
+            "{zero:?}"
+        );
+        let allowed = RefusedFamily::new(&west, &trn2, Some(192));
+        assert!(allowed.finding.contains("allows 192 vCPUs (1 x trn2.48xlarge of 192 vCPUs)"), "{allowed:?}");
+        assert!(allowed.todo.starts_with("search again in a few minutes") && !allowed.todo.contains("request"));
+        let unread = RefusedFamily::new(&west, &trn2, None);
+        assert!(unread.finding.contains("is likely 0, or someone else in the account spends"), "{unread:?}");
+        assert!(unread.todo.starts_with("if Service Quotas shows 0 for it, request"), "{unread:?}");
+    }
+
+    /// Each refusal in words: the describe limit counted towards giving the family up, one the
+    /// lane's own pace explains, and EC2's API rate limit.
+    #[test]
+    fn a_refusal_is_said_with_what_it_may_mean() {
+        let from = DateTime::<Utc>::from_timestamp(1_796_000_000, 0).unwrap();
+        let query = OfferingQuery {
+            region: "us-east-1".parse().unwrap(),
+            instance_type: "trn2.48xlarge".parse().unwrap(),
+            instance_count: 1,
+            ultraservers: None,
+            duration_hours: 24,
+            start_from: from,
+            start_to: from,
+        };
+        let told = |code, in_a_row, gap_ms| {
+            retrying(&Retrying {
+                query: &query,
+                code,
+                in_a_row,
+                give_up_after: Some(ONE_SHOT_REFUSALS),
+                gap: std::time::Duration::from_millis(gap_ms),
+            })
+        };
+        assert_eq!(
+            told(DESCRIBE_LIMIT, Some(1), 16_000),
+            "us-east-1 trn2.48xlarge: refused by EC2 (CapacityBlockDescribeLimitExceeded): describe limit or a quota \
+             of 0 for TRN2; retrying at one call every 16 s (1 of 3 refusals, then the family is given up)"
+        );
+        assert!(
+            told(DESCRIBE_LIMIT, None, 5_700)
+                .ends_with("describe limit, asked too fast; retrying at one call every 5.7 s")
+        );
+        assert!(
+            told("RequestLimitExceeded", None, 250).ends_with("its API rate limit; retrying at one call every 0.3 s")
+        );
     }
 }

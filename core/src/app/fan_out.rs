@@ -23,6 +23,12 @@
 //!   account's bucket with one burst, and a busy account can look the same for a while. A
 //!   finding starts the count again. A family with a quota of 0 noted gets one call a run
 //!   (`Carried::probes`), never retried in the run: the first success clears the finding;
+//! - a one-shot search (`ask_once`: a person's `capblock offerings`) has no later run to spread
+//!   refusals over, so it cannot conclude a quota of 0 as a scan does; instead it gives a family
+//!   up after `ONE_SHOT_REFUSALS` rested describe-limit refusals in a row with no answer of its
+//!   own in between (`Answer::GivenUp`: a quota of 0, or someone else spending the limit, which
+//!   the caller tells apart through Service Quotas), and tells each refusal it waits out
+//!   (`Retrying`), so a person is never left watching a silent search;
 //! - "not sold here" (InvalidParameterValue) ends that question and the type's others;
 //!   "not supported in this region" closes the lane;
 //! - an unknown answer (5xx, timeout) is retried once; a second one fails the region's
@@ -49,6 +55,15 @@ use crate::ports::{DESCRIBE_LIMIT, MarketError, OfferingQuery, OfferingSource, W
 pub const MAX_THROTTLED: u32 = 4;
 /// Rested `CapacityBlockDescribeLimitExceeded` refusals in a row that mean a quota of 0.
 pub const QUOTA_STRIKES: u32 = 6;
+/// Rested `CapacityBlockDescribeLimitExceeded` refusals in a row after which a one-shot search
+/// gives a family up. Preflight's bound (a first call and two more, each after a full refill):
+/// a token bucket refills at least one call per refill, so three rested calls all refused mean
+/// a quota of 0 or someone draining the bucket as fast as it refills, throughout; and the lane's
+/// pace halves on each such refusal (down to `DescribeBudget::slowest`, 7.5 refills), so the
+/// family adds at most two of the slowest gaps to the search (60 s at EC2's assumed 4 s refill;
+/// 46 s for a family asked alone: 0, 16 and 46 s), where it kept a person waiting the whole hour
+/// of asking.
+pub const ONE_SHOT_REFUSALS: u32 = 3;
 /// Extra attempts after an unknown answer (5xx, timeout).
 const UNKNOWN_RETRIES: u32 = 1;
 const UNKNOWN_PAUSE: Duration = Duration::from_millis(250);
@@ -85,6 +100,33 @@ pub enum Answer {
     Unsupported,
     /// EC2 failed (twice for unknown answers) or refused the question.
     Failed(MarketError),
+    /// A one-shot search (`ask_once`) gave the family up: `CapacityBlockDescribeLimitExceeded` at
+    /// `ONE_SHOT_REFUSALS` rested calls in a row. A quota of 0, or the describe limit spent by
+    /// someone else all along; a scan never answers this (its count goes on across runs).
+    GivenUp,
+}
+
+/// A refusal a lane waits out before asking the question again, told as it happens (a person
+/// watching a one-shot search): what was refused, with which code, and how the lane goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retrying<'a> {
+    pub query: &'a OfferingQuery,
+    /// EC2's code: `DESCRIBE_LIMIT` (the describe limit, or a quota of 0) or `REQUEST_LIMIT`.
+    pub code: &'static str,
+    /// The family's describe-limit refusals in a row after a full refill (`None`: a refusal the
+    /// lane's own pace may explain, which does not count towards giving up).
+    pub in_a_row: Option<u32>,
+    /// Refusals in a row after which the family is given up (a one-shot search), if any.
+    pub give_up_after: Option<u32>,
+    /// The lane's gap between calls from now on (its pace slowed on the refusal).
+    pub gap: Duration,
+}
+
+/// How a run treats the refusals it meets beyond the rules above: a scan's run neither gives a
+/// family up nor tells anyone; a one-shot search does both.
+struct OnRefusal<'t> {
+    give_up_after: Option<u32>,
+    told: &'t (dyn Fn(&Retrying<'_>) + Sync),
 }
 
 /// Rested refusals in a row per (region, family), carried from run to run.
@@ -208,6 +250,45 @@ where
     M: OfferingSource + ?Sized,
     F: Fn(usize, &Answer, Option<&str>) + Sync,
 {
+    let scan = OnRefusal { give_up_after: None, told: &|_| {} };
+    ask_lanes(home, helpers, queries, pacing, carried, &scan, seen).await
+}
+
+/// A person's search, asked once (`capblock offerings`): every question at the scan's pace, with
+/// no earlier run's memory and none kept. `answered` is called once per question when its answer
+/// is final; `told` with each refusal the lane waits out. A family refused at
+/// `ONE_SHOT_REFUSALS` rested calls in a row is given up (`Answer::GivenUp`), so the search ends
+/// within a bounded wait however EC2 refuses it.
+pub async fn ask_once<M, F, T>(
+    market: &M,
+    queries: &[OfferingQuery],
+    pacing: &Pacing,
+    answered: F,
+    told: T,
+) -> RunAnswers
+where
+    M: OfferingSource + ?Sized,
+    F: Fn() + Sync,
+    T: Fn(&Retrying<'_>) + Sync,
+{
+    let once = OnRefusal { give_up_after: Some(ONE_SHOT_REFUSALS), told: &told };
+    ask_lanes(market, &[], queries, pacing, &Carried::default(), &once, |_, _, _| answered()).await
+}
+
+/// [`ask_spread`], with what the run does on a refusal (`on_refusal`).
+async fn ask_lanes<M, F>(
+    home: &M,
+    helpers: &[Helper<'_>],
+    queries: &[OfferingQuery],
+    pacing: &Pacing,
+    carried: &Carried,
+    on_refusal: &OnRefusal<'_>,
+    seen: F,
+) -> RunAnswers
+where
+    M: OfferingSource + ?Sized,
+    F: Fn(usize, &Answer, Option<&str>) + Sync,
+{
     let deadline = Instant::now() + pacing.ask_for;
     let mut lanes: Vec<(&Region, Vec<usize>)> = Vec::new();
     for (i, q) in queries.iter().enumerate() {
@@ -236,10 +317,11 @@ where
         let start = |p: Option<&Pace>| p.map_or_else(|| Pace::start(&pacing.bounds), |p| p.within(&pacing.bounds));
         let pace = start(carried.paces.get(region));
         async move {
-            let home_lane = Lane::new(pacing, deadline, families, pace, None);
+            let home_lane = Lane::new(pacing, deadline, families, pace, None, on_refusal);
             let helper_lanes = helpers.iter().map(|&(account, market)| {
                 let pace = start(carried.helper_paces.get(&(region.clone(), account.to_string())));
-                Lane::new(pacing, deadline, Families::none(), pace, Some(account)).run(market, queries, &shared, seen)
+                Lane::new(pacing, deadline, Families::none(), pace, Some(account), on_refusal)
+                    .run(market, queries, &shared, seen)
             });
             let (home_end, helper_ends) =
                 futures::join!(home_lane.run(home, queries, &shared, seen), join_all(helper_lanes));
@@ -314,6 +396,8 @@ struct Shared {
     not_sold: HashMap<String, String>,
     /// Families the buying account's refusals found with a quota of 0 this run.
     quota_zero: BTreeSet<String>,
+    /// Families a one-shot search gave up this run.
+    given_up: BTreeSet<String>,
     /// Families only the buying account asks (a quota of 0 noted: its probe).
     home_only: HashSet<String>,
     /// The region's end for every question still waiting (unsupported, or failed).
@@ -331,6 +415,7 @@ impl Shared {
             throttled: HashMap::new(),
             not_sold: HashMap::new(),
             quota_zero: BTreeSet::new(),
+            given_up: BTreeSet::new(),
             home_only,
             closed: None,
             in_flight: 0,
@@ -342,8 +427,12 @@ impl Shared {
         if let Some(a) = &self.closed {
             return Some(a.clone());
         }
-        if self.quota_zero.contains(family(q.instance_type.as_str())) {
+        let fam = family(q.instance_type.as_str());
+        if self.quota_zero.contains(fam) {
             return Some(Answer::QuotaZero);
+        }
+        if self.given_up.contains(fam) {
+            return Some(Answer::GivenUp);
         }
         self.not_sold.get(q.instance_type.as_str()).map(|m| Answer::NotSold(m.clone()))
     }
@@ -378,6 +467,18 @@ impl Shared {
             k += 1;
         }
         None
+    }
+
+    /// Answers the waiting questions that need no call (a family given up, a type not sold);
+    /// whether any question is still to be asked, or out and may come back.
+    fn settle<F: Fn(usize, &Answer, Option<&str>)>(&mut self, queries: &[OfferingQuery], seen: &F) -> bool {
+        for i in std::mem::take(&mut self.queue) {
+            match self.known(&queries[i]) {
+                Some(a) => self.done(i, a, seen, None),
+                None => self.queue.push_back(i),
+            }
+        }
+        !self.queue.is_empty() || self.in_flight > 0
     }
 
     /// A question to ask again later in the run (after the ones waiting).
@@ -440,11 +541,29 @@ struct Lane<'p> {
     /// `None`: the buying account; else the member account lending its limit.
     helper: Option<&'p str>,
     unknown: u32,
+    on_refusal: &'p OnRefusal<'p>,
 }
 
 impl<'p> Lane<'p> {
-    fn new(pacing: &'p Pacing, deadline: Instant, families: Families, pace: Pace, helper: Option<&'p str>) -> Lane<'p> {
-        Lane { pacing, deadline, pace, last_sent: None, families, calls: Calls::default(), helper, unknown: 0 }
+    fn new(
+        pacing: &'p Pacing,
+        deadline: Instant,
+        families: Families,
+        pace: Pace,
+        helper: Option<&'p str>,
+        on_refusal: &'p OnRefusal<'p>,
+    ) -> Lane<'p> {
+        Lane {
+            pacing,
+            deadline,
+            pace,
+            last_sent: None,
+            families,
+            calls: Calls::default(),
+            helper,
+            unknown: 0,
+            on_refusal,
+        }
     }
 
     /// A question EC2 throttled: the family's refusal counted (a refusal after resting, on the
@@ -460,7 +579,11 @@ impl<'p> Lane<'p> {
     ) -> Option<Answer> {
         let fam = family(q.instance_type.as_str());
         self.calls.throttled += 1;
-        let describe_limit = matches!(&e, MarketError::Throttled { code, .. } if *code == DESCRIBE_LIMIT);
+        let code = match &e {
+            MarketError::Throttled { code, .. } => *code,
+            _ => "",
+        };
+        let describe_limit = code == DESCRIBE_LIMIT;
         // A probe of a family with a quota of 0 noted is refused by the quota, not the limit:
         // it says nothing of the pace.
         if !self.families.probes.contains(fam) {
@@ -483,6 +606,11 @@ impl<'p> Lane<'p> {
                 shared.quota_zero.insert(fam.to_string());
                 return Some(Answer::QuotaZero);
             }
+            if self.on_refusal.give_up_after.is_some_and(|limit| *n >= limit) {
+                tracing::warn!(region = %q.region, family = fam, refusals = *n, "refused at every rested call of a one-shot search: the family is given up (a quota of 0, or the describe limit spent by others)");
+                shared.given_up.insert(fam.to_string());
+                return Some(Answer::GivenUp);
+            }
         }
         if self.families.probes.contains(fam) {
             // One call a run for a family with a quota of 0 noted.
@@ -498,6 +626,14 @@ impl<'p> Lane<'p> {
             tracing::warn!(region = %q.region, attempts = *n, error = %e, "question still throttled; carried over to the next run");
             return Some(Answer::CarriedOver);
         }
+        let counted = describe_limit && rested && self.helper.is_none();
+        (self.on_refusal.told)(&Retrying {
+            query: q,
+            code,
+            in_a_row: counted.then(|| self.families.strikes.get(fam).copied().unwrap_or_default()),
+            give_up_after: self.on_refusal.give_up_after,
+            gap: self.pace.gap(),
+        });
         None
     }
 
@@ -512,6 +648,11 @@ impl<'p> Lane<'p> {
         loop {
             let send_at = self.last_sent.map_or_else(Instant::now, |t| t + self.pace.gap());
             if send_at > self.deadline || Instant::now() >= self.deadline {
+                break;
+            }
+            // Nothing waits and nothing may come back: the lane ends now, not a gap later (a
+            // person's search would sit out its pace after its last answer).
+            if !lock().settle(queries, seen) {
                 break;
             }
             sleep_until(send_at).await;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::scan::questions_for;
-use crate::domain::catalog::{quota_in_words, vcpus_of};
+use crate::domain::catalog::{quota_in_words, quota_request};
 use crate::domain::names::Region;
 use crate::domain::permissions::{PermissionsAsk, RegionAsk, findings as role_findings};
 use crate::domain::plan::family;
@@ -230,13 +230,7 @@ where
                         check,
                         Verdict::Fail,
                         format!("refused 3 times, rested: the {fam} Capacity Block quota looks like 0"),
-                        format!(
-                            "request \"Concurrent {} Capacity Blocks per account\" in {region} in Service Quotas \
-                             (in vCPUs{})",
-                            fam.to_uppercase(),
-                            vcpus_of(q.instance_type.as_str())
-                                .map_or(String::new(), |n| format!(": {n} per {}", q.instance_type))
-                        ),
+                        quota_request(&fam, region.as_str(), q.instance_type.as_str()),
                     ),
                 });
                 None

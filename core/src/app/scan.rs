@@ -687,7 +687,9 @@ where
                     memory.asked.insert(key, Asked { at: now, cheapest, recorded });
                     answered.insert(i, list);
                 }
-                Answer::CarriedOver => counts.carried_over += 1,
+                // Only a one-shot search (`ask_once`) gives a family up; a scan's refusals are
+                // counted across runs instead, so this is never a scan's answer.
+                Answer::CarriedOver | Answer::GivenUp => counts.carried_over += 1,
                 Answer::QuotaZero => {
                     counts.carried_over += 1;
                     // Refusals over runs say "quota 0" or "someone keeps spending the limit";

@@ -62,6 +62,17 @@ pub fn quota_in_words(vcpus: u32, instance_type: &str) -> String {
     }
 }
 
+/// What to ask Service Quotas for when the account's Capacity Block quota for `family` is 0:
+/// the per-account quota by its name (its per-organization twin gates nothing), in `region`, in
+/// vCPUs with the vCPUs of one `instance_type` where they are known.
+pub fn quota_request(family: &str, region: &str, instance_type: &str) -> String {
+    format!(
+        "request \"Concurrent {} Capacity Blocks per account\" in {region} in Service Quotas (in vCPUs{})",
+        family.to_uppercase(),
+        vcpus_of(instance_type).map_or(String::new(), |n| format!(": {n} per {instance_type}"))
+    )
+}
+
 /// A cache of accelerator counts: EC2 answers first, the built-in table as a fallback.
 #[derive(Debug, Clone, Default)]
 pub struct AcceleratorCatalog {
@@ -114,6 +125,16 @@ mod tests {
         assert_eq!(quota_in_words(383, "p5.48xlarge"), "383 vCPUs (1 x p5.48xlarge of 192 vCPUs)");
         assert_eq!(quota_in_words(48, "trn2.3xlarge"), "48 vCPUs (4 x trn2.3xlarge of 12 vCPUs)");
         assert_eq!(quota_in_words(100, "x9.metal"), "100 vCPUs");
+    }
+
+    /// The request names the per-account quota (never its per-organization twin) and its unit.
+    #[test]
+    fn a_quota_request_names_the_account_quota_in_vcpus() {
+        assert_eq!(
+            quota_request("trn2", "us-east-1", "trn2.48xlarge"),
+            "request \"Concurrent TRN2 Capacity Blocks per account\" in us-east-1 in Service Quotas (in vCPUs: 192 per trn2.48xlarge)"
+        );
+        assert!(quota_request("x9", "us-east-1", "x9.metal").ends_with("Service Quotas (in vCPUs)"));
     }
 
     #[test]

@@ -947,12 +947,12 @@ async fn preflight_passes_on_a_live_local_stack_and_status_shows_it() {
     assert!(status.stdout.contains("preflight: passed at"), "{}", status.stdout);
 }
 
-/// `market()` where the account's p5 quota is 0: every search is refused.
-fn quota_zero_market() -> String {
+/// `market()` where the account's quota for `family` is 0: every search for it is refused.
+fn quota_zero_market(family: &str) -> String {
     ScenarioToml::new(5, T0)
         .payment("succeed", None)
         .p5("us-west-2", &[2], "2.75")
-        .raw("[[regions]]\nname = \"us-west-2\"\nzero_quota_families = [\"p5\"]\n")
+        .raw(&format!("[[regions]]\nname = \"us-west-2\"\nzero_quota_families = [\"{family}\"]\n"))
         .build()
 }
 
@@ -960,7 +960,7 @@ fn quota_zero_market() -> String {
 /// says what to do, exit 2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflight_names_a_quota_of_0_and_an_unheard_alerts_topic() {
-    let c = Cli::on("cli-preflight-fail", &quota_zero_market()).await;
+    let c = Cli::on("cli-preflight-fail", &quota_zero_market("p5")).await;
     let sns = aws_sdk_sns::Client::new(&c.aws.sdk);
     let unheard = sns.create_topic().name(format!("unheard-{}", uuid::Uuid::new_v4().simple())).send().await.unwrap();
     let settings = StoredSettings {
@@ -986,6 +986,61 @@ async fn preflight_names_a_quota_of_0_and_an_unheard_alerts_topic() {
     assert!(todo("alerts topic").contains("subscribe"), "{findings:#?}");
     assert!(todo("market us-west-2 p5.48xlarge").contains("Service Quotas"), "{findings:#?}");
     assert!(c.run(&["status"]).await.stdout.contains("preflight: FAILED at"));
+}
+
+/// A one-shot search of a family whose quota is 0 ends: each refusal is said on stderr as it is
+/// waited out, the family is given up with the finding and the quota to request, the family
+/// that answered is still shown, and the exit code is 2. `--refill-seconds` (EC2's refill as
+/// the search paces itself) makes its waits short here; the test's bound only stops a search
+/// that would not end (before, it asked for an hour).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_search_of_a_quota_0_family_ends_with_the_finding() {
+    let c = &Cli::on("cli-offerings-quota-0", &quota_zero_market("trn2")).await;
+    let search = |types: &'static str, json: bool| {
+        let mut args = vec!["offerings", "--types", types, "--regions", "us-west-2", "--days", "1", "--from", NOW];
+        args.extend(["--refill-seconds", "0.05"]);
+        if json {
+            args.push("--json");
+        }
+        async move {
+            let run = c.run(&args);
+            tokio::time::timeout(std::time::Duration::from_secs(120), run).await.expect("the search ends")
+        }
+    };
+    let out = search("p5.48xlarge,trn2.48xlarge", false).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("1 offering(s) from 2 question(s)"), "the p5 offering is shown: {}", out.stdout);
+    let said: Vec<&str> = out.stderr.lines().collect();
+    assert!(said[0].starts_with("asking 2 question(s) in 1 region(s), one call every 0.1 s"), "{}", out.stderr);
+    let refused = "us-west-2 trn2.48xlarge: refused by EC2 (CapacityBlockDescribeLimitExceeded): describe limit or a \
+                   quota of 0 for TRN2; retrying at one call every";
+    for n in 1..=2 {
+        let spell = format!("({n} of 3 refusals, then the family is given up)");
+        assert!(said.iter().any(|l| l.starts_with(refused) && l.ends_with(&spell)), "refusal {n}: {}", out.stderr);
+    }
+    let finding = said.iter().position(|l| l.starts_with("error: us-west-2 trn2: EC2 refused every search")).unwrap();
+    // The local stack's Service Quotas has no Capacity Block row: it cannot tell the two apart.
+    assert!(said[finding].contains("quota for TRN2 is likely 0, or someone else"), "{}", out.stderr);
+    assert!(
+        said[finding + 1].starts_with("  what to do: if Service Quotas shows 0 for it, request \"Concurrent TRN2 Capacity Blocks per account\" in us-west-2"),
+        "{}",
+        out.stderr
+    );
+    assert!(said[finding + 1].contains("192 per trn2.48xlarge"), "{}", out.stderr);
+
+    let json = search("p5.48xlarge,trn2.48xlarge", true).await;
+    assert_eq!(json.code, 2, "{}{}", json.stdout, json.stderr);
+    let doc = json.json();
+    assert_eq!(doc["offerings"].as_array().unwrap().len(), 1, "{doc:#}");
+    assert_eq!((&doc["refused"][0]["region"], &doc["refused"][0]["family"]), (&"us-west-2".into(), &"trn2".into()));
+    assert_eq!(doc["refused"][0]["quota_vcpus"], Value::Null, "{doc:#}");
+    assert!(json.stderr.contains("refused by EC2") && json.stderr.contains("error: us-west-2 trn2"), "{}", json.stderr);
+
+    // A single question: said from the start, and the same end.
+    let one = search("trn2.48xlarge", false).await;
+    assert_eq!(one.code, 2, "{}{}", one.stdout, one.stderr);
+    assert!(one.stderr.starts_with("asking 1 question(s) in 1 region(s)"), "{}", one.stderr);
+    assert!(one.stderr.contains("error: us-west-2 trn2: EC2 refused every search"), "{}", one.stderr);
 }
 
 /// Preflight under each reading the simulator plays where the record is silent or contradicts
@@ -1555,7 +1610,7 @@ async fn offerings_fit_80_columns_and_wide_shows_every_column() {
 /// to do" (as `--json` has it) is in the table, in order, and no line passes 80.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflight_at_80_columns_wraps_the_advice_and_cuts_nothing() {
-    let c = Cli::on("cli-80-preflight", &quota_zero_market()).await;
+    let c = Cli::on("cli-80-preflight", &quota_zero_market("p5")).await;
     c.stack(Mode::Live, Some("1000")).await;
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let json = c.run(&["preflight", "--pause-seconds", "0.05", "-o", "json"]).await;

@@ -240,6 +240,18 @@ async fn a_describe_limit_storm_loses_no_question_and_fails_no_region() {
 
 #[tokio::test(start_paused = true)]
 async fn a_family_refused_every_time_is_told_from_the_rate_limit() {
+    let (market, queries) = trn2_refused();
+    let long = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
+    let answers = ask_all(&market, &queries, &long, &conclusive("trn2"), || {}).await.answers;
+    assert_eq!(answers[0], Answer::QuotaZero);
+    assert_eq!(answers[2], Answer::QuotaZero, "the family's other questions are not asked");
+    assert!(matches!(answers[1], Answer::Offerings(_)) && matches!(answers[3], Answer::Offerings(_)));
+    assert_eq!(market.total_calls(), QUOTA_STRIKES + 2);
+}
+
+/// EC2 with the trn2 quota 0 in us-east-1, and two questions of trn2 and two of p5 there, in
+/// turn.
+fn trn2_refused() -> (FakeMarket, Vec<OfferingQuery>) {
     let mut market = FakeMarket::ec2();
     market.quota_zero = vec!["trn2"];
     let queries = vec![
@@ -248,12 +260,7 @@ async fn a_family_refused_every_time_is_told_from_the_rate_limit() {
         query("us-east-1", "trn2.48xlarge", 2),
         query("us-east-1", "p5.48xlarge", 2),
     ];
-    let long = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
-    let answers = ask_all(&market, &queries, &long, &conclusive("trn2"), || {}).await.answers;
-    assert_eq!(answers[0], Answer::QuotaZero);
-    assert_eq!(answers[2], Answer::QuotaZero, "the family's other questions are not asked");
-    assert!(matches!(answers[1], Answer::Offerings(_)) && matches!(answers[3], Answer::Offerings(_)));
-    assert_eq!(market.total_calls(), QUOTA_STRIKES + 2);
+    (market, queries)
 }
 
 /// What earlier runs leave when `family`'s refusals in us-east-1 are spread enough to conclude.
@@ -592,4 +599,79 @@ async fn a_member_waits_for_a_question_that_may_come_back_and_names_itself() {
     assert!(matches!(asked.answers[0], Answer::Offerings(_)), "{:?}", asked.answers);
     assert_eq!(home.total_calls(), 1, "the buying account was refused once");
     assert_eq!(*by.lock().unwrap(), vec![(0, Some("111111111111".to_string()))]);
+}
+
+/// What a one-shot search told, per refusal: (instance type, code, in a row, gap in ms).
+type Told = Mutex<Vec<(String, &'static str, Option<u32>, u128)>>;
+
+fn tell(told: &Told) -> impl Fn(&Retrying<'_>) + Sync + '_ {
+    |r: &Retrying<'_>| {
+        assert_eq!(r.give_up_after, Some(ONE_SHOT_REFUSALS));
+        told.lock().unwrap().push((r.query.instance_type.to_string(), r.code, r.in_a_row, r.gap.as_millis()));
+    }
+}
+
+/// A person's search has no later run to spread refusals over: a family refused at every
+/// rested call is given up after `ONE_SHOT_REFUSALS` of them, each refusal adding a gap of at
+/// most the pace's slowest, where the scan's rule would keep asking for the whole hour; the
+/// other family is answered, and each refusal waited out is told with the pace the lane goes
+/// on at.
+#[tokio::test(start_paused = true)]
+async fn a_one_shot_search_gives_a_family_refused_every_time_up_within_a_bounded_wait() {
+    let (market, queries) = trn2_refused();
+    let hour = Pacing { ask_for: Duration::from_secs(3600), ..pacing() };
+    let told = Told::default();
+    let t = Instant::now();
+    let asked = ask_once(&market, &queries, &hour, || {}, tell(&told)).await;
+    let took = t.elapsed();
+    assert_eq!(asked.answers[0], Answer::GivenUp);
+    assert_eq!(asked.answers[2], Answer::GivenUp, "the family's other questions are not asked");
+    assert!(matches!(asked.answers[1], Answer::Offerings(_)) && matches!(asked.answers[3], Answer::Offerings(_)));
+    assert_eq!(market.total_calls(), ONE_SHOT_REFUSALS + 2, "three trn2 calls and one per p5 question");
+    // trn2 refused at 0 s (the gap doubles: 16 s), p5 answered at 16 s (14.8 s), trn2 refused
+    // at 30.8 s (29.6 s), p5 answered at 60.4 s (25.8 s), trn2 refused at 86.3 s: given up, and
+    // the search ends on that answer, not a gap later. Each refusal adds one gap of at most
+    // the slowest (30 s) to the search; the scan's rule would ask until the hour is over.
+    let sent: Vec<Duration> = market.sent_at.lock().unwrap().iter().map(|(_, at)| at.duration_since(t)).collect();
+    assert_eq!(sent, [0, 16_000, 30_815, 60_445, 86_252].map(Duration::from_millis));
+    assert_eq!(took, sent[4] + market.latency, "ended on the last answer");
+    let slowest = DescribeBudget::default().slowest;
+    assert!(sent.windows(2).all(|w| w[1] - w[0] <= slowest), "{sent:?}");
+    assert_eq!(
+        *told.lock().unwrap(),
+        vec![
+            ("trn2.48xlarge".to_string(), DESCRIBE_LIMIT, Some(1), 16_000),
+            ("trn2.48xlarge".to_string(), DESCRIBE_LIMIT, Some(2), 29_630),
+        ],
+        "each refusal waited out is told; the last gives the family up instead"
+    );
+    // The scan's way with the same market: nothing given up, the question asked the hour long.
+    let scan = ask_all(&market, &queries[..1], &hour, &Carried::default(), || {}).await;
+    assert_eq!(scan.answers, vec![Answer::CarriedOver]);
+}
+
+/// Only rested describe-limit refusals in a row count: a busy bucket that answers at the third
+/// rested call is answered, and a refusal the lane's own pace explains (here EC2's API rate
+/// limit) is told as one but never brings the family nearer to being given up.
+#[tokio::test(start_paused = true)]
+async fn a_one_shot_search_waits_out_fewer_refusals_and_answers() {
+    let market = FakeMarket::new(None);
+    let limit = MarketError::Throttled { operation: OP, region: "us-east-1".into(), code: DESCRIBE_LIMIT };
+    let rate = MarketError::Throttled { operation: OP, region: "us-east-1".into(), code: REQUEST_LIMIT };
+    market.script.lock().unwrap().insert(1, vec![limit.clone(), rate.clone(), rate, limit]);
+    let told = Told::default();
+    let hour = Pacing { ask_for: Duration::from_secs(3600), ..pacing() };
+    let t = Instant::now();
+    let asked = ask_once(&market, &[query("us-east-1", "p5.48xlarge", 1)], &hour, || {}, tell(&told)).await;
+    assert!(matches!(asked.answers[0], Answer::Offerings(_)), "{:?}", asked.answers);
+    assert_eq!(market.total_calls(), 5);
+    let last = market.sent_at.lock().unwrap().last().unwrap().1;
+    assert_eq!(t.elapsed(), last.duration_since(t) + market.latency, "a search ends on its last answer");
+    let counted: Vec<(&'static str, Option<u32>)> = told.lock().unwrap().iter().map(|t| (t.1, t.2)).collect();
+    // The two rate-limit refusals came a refill or more after the call before, yet are not the
+    // describe limit's: not counted. The second describe-limit refusal is the family's second.
+    assert_eq!(
+        counted,
+        vec![(DESCRIBE_LIMIT, Some(1)), (REQUEST_LIMIT, None), (REQUEST_LIMIT, None), (DESCRIBE_LIMIT, Some(2))]
+    );
 }
