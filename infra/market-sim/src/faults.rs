@@ -70,8 +70,11 @@ pub struct FaultCounts {
     pub describe_limited: u64,
     /// ...and by account (listed from its first refusal).
     pub describe_limited_by_account: std::collections::BTreeMap<String, u64>,
-    /// DescribeCapacityBlockOfferings refused for an instance family whose quota is 0.
+    /// DescribeCapacityBlockOfferings refused for an instance family whose quota is 0, every
+    /// account's...
     pub quota_zero: u64,
+    /// ...and by account (listed from its first refusal).
+    pub quota_zero_by_account: std::collections::BTreeMap<String, u64>,
     /// Calls refused UnauthorizedOperation by an `iam_denials` entry.
     pub unauthorized: u64,
 }
