@@ -331,11 +331,17 @@ pub fn member_quota_zero(account: &str, region: &str, family: &str, refused: u32
         id: format!("market-{region}#member-quota-{account}-{family}"),
         title: format!("Account {account} lends no {family} searches in {region}"),
         description: format!(
-            "capblock asks part of its market questions from member account {account} (`WatchAccounts`).              EC2 refused its {refused} `{family}` searches in {region} with `CapacityBlockDescribeLimitExceeded`              and answered none: the member's Capacity Block quota for `{family}` is 0 there (every account              starts at 0), or someone in that account spends its describe limit. The other accounts ask              its questions, so the market is watched more slowly, not less completely; {account} is asked              one `{family}` question a scan until one is answered."
+            "capblock asks part of its market questions from member account {account} (`WatchAccounts`). \
+             EC2 refused its {refused} `{family}` searches in {region} with `CapacityBlockDescribeLimitExceeded` \
+             and answered none: the member's Capacity Block quota for `{family}` is 0 there (every account \
+             starts at 0), or someone in that account spends its describe limit. The other accounts ask \
+             its questions, so the market is watched more slowly, not less completely; {account} is asked \
+             one `{family}` question a scan until one is answered."
         ),
         next_steps: vec![
             format!(
-                "In account {account}, Service Quotas (Amazon Elastic Compute Cloud): request "Concurrent {upper}                  Capacity Blocks per account" in {region}, in vCPUs; members need the quota to lend their limit."
+                "In account {account}, Service Quotas (Amazon Elastic Compute Cloud): request \"Concurrent {upper} \
+                 Capacity Blocks per account\" in {region}, in vCPUs; members need the quota to lend their limit."
             ),
             format!("Or remove {account} from the stack's `WatchAccounts` parameter."),
             "`capblock preflight` asks each member and says which answer.".into(),

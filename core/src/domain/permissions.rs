@@ -280,7 +280,7 @@ pub fn member_findings(asked: &[MemberAsked]) -> Vec<Finding> {
                         let ty = a.instance_type.as_str();
                         let per = vcpus_of(ty).map_or(String::new(), |n| format!(", {n} vCPUs per {ty}"));
                         format!(
-                            ""Concurrent {} Capacity Blocks per account" in {} (in vCPUs{per})",
+                            "\"Concurrent {} Capacity Blocks per account\" in {} (in vCPUs{per})",
                             family(ty).to_uppercase(),
                             a.region
                         )
@@ -292,7 +292,8 @@ pub fn member_findings(asked: &[MemberAsked]) -> Vec<Finding> {
                     Verdict::Warn,
                     format!("quota 0 or busy: every call refused with CapacityBlockDescribeLimitExceeded: {seen}"),
                     format!(
-                        "in account {account}'s Service Quotas request {quotas} (every account starts at 0),                          or drop {account} from WatchAccounts: until then it lends the scan nothing there"
+                        "in account {account}'s Service Quotas request {quotas} (every account starts at 0), \
+                         or drop {account} from WatchAccounts: until then it lends the scan nothing there"
                     ),
                 );
             }
@@ -305,7 +306,8 @@ pub fn member_findings(asked: &[MemberAsked]) -> Vec<Finding> {
                     Verdict::Warn,
                     format!("not asked: {failed}"),
                     format!(
-                        "check that the member stack (member.yaml) is deployed in {account} for this stack,                          or drop {account} from WatchAccounts"
+                        "check that the member stack (member.yaml) is deployed in {account} for this stack, \
+                         or drop {account} from WatchAccounts"
                     ),
                 );
             }

@@ -602,17 +602,22 @@ async fn a_member_waits_for_a_question_that_may_come_back_and_names_itself() {
 async fn a_member_refused_on_every_call_of_a_family_stops_asking_it_and_is_not_contended() {
     let east: Region = "us-east-1".parse().unwrap();
     let account = "111111111111".to_string();
-    let home = FakeMarket::ec2();
+    // The buying account never refused: whatever is not answered is the member's doing.
+    let home = FakeMarket::new(None);
     let mut zero = FakeMarket::ec2();
     zero.quota_zero = vec!["trn2"];
     let types = std::sync::Arc::new(Mutex::new(Vec::new()));
     let helpers = [member(&account, Recording { inner: zero, types: types.clone() })];
-    let queries: Vec<OfferingQuery> = (1..=4)
+    // Enough trn2 questions ahead that the member meets the family on each of its first calls
+    // (each refusal slows its lane).
+    let queries: Vec<OfferingQuery> = (1..=16)
         .map(|n| query("us-east-1", "trn2.48xlarge", n))
-        .chain((1..=8).map(|n| query("us-east-1", "p5.48xlarge", n)))
+        .chain((1..=4).map(|n| query("us-east-1", "p5.48xlarge", n)))
         .collect();
+    // Time enough for every question: none is left to the asking time.
+    let pacing = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
     let asked =
-        ask_spread(&home, &super::helpers(&helpers), &queries, &pacing(), &Carried::default(), |_, _, _| {}).await;
+        ask_spread(&home, &super::helpers(&helpers), &queries, &pacing, &Carried::default(), |_, _, _| {}).await;
     assert!(asked.answers.iter().all(|a| matches!(a, Answer::Offerings(_))), "{:?}", asked.answers);
     let asked_types = types.lock().unwrap().clone();
     let trn2 = asked_types.iter().filter(|t| t.starts_with("trn2")).count();
