@@ -45,7 +45,8 @@ pub async fn check_role(
 pub async fn ask_members(helpers: &[Helper<'_>], asks: &[MemberAsk], pause: Duration) -> Vec<MemberAsked> {
     let mut lanes: Vec<(&str, &dyn crate::ports::OfferingSource, Vec<&MemberAsk>)> = Vec::new();
     for &(account, market) in helpers {
-        let regions: std::collections::BTreeSet<&crate::domain::names::Region> = asks.iter().map(|a| &a.region).collect();
+        let regions: std::collections::BTreeSet<&crate::domain::names::Region> =
+            asks.iter().map(|a| &a.region).collect();
         for region in regions {
             lanes.push((account, market, asks.iter().filter(|a| &a.region == region).collect()));
         }
@@ -156,10 +157,7 @@ mod tests {
 
     #[async_trait]
     impl crate::ports::OfferingSource for Member {
-        async fn offerings(
-            &self,
-            q: &OfferingQuery,
-        ) -> Result<Vec<crate::domain::offering::Offering>, MarketError> {
+        async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<crate::domain::offering::Offering>, MarketError> {
             self.calls.lock().unwrap().push(format!("{} {}", q.region, q.instance_type));
             if q.instance_type.as_str().starts_with("trn2") {
                 return Err(MarketError::Throttled {
@@ -183,7 +181,8 @@ mod tests {
             start_from: t,
             start_to: t + chrono::Duration::days(7),
         };
-        let asks = [ask("us-east-1", "trn2.48xlarge"), ask("us-east-1", "p5.48xlarge"), ask("us-west-2", "p5.48xlarge")];
+        let asks =
+            [ask("us-east-1", "trn2.48xlarge"), ask("us-east-1", "p5.48xlarge"), ask("us-west-2", "p5.48xlarge")];
         let (a, b) = (Member { calls: Mutex::default() }, Member { calls: Mutex::default() });
         let helpers: [Helper<'_>; 2] = [("111111111111", &a), ("222222222222", &b)];
         let started = tokio::time::Instant::now();

@@ -755,9 +755,9 @@ where
     /// `WatchAccounts` are forgotten.
     fn member_quotas(&self, plan: &mut Plan, findings: &mut Findings, asked: &RunAnswers, now: DateTime<Utc>) {
         for memory in plan.memories.values_mut() {
-            memory.member_refused.retain(|k, _| {
-                member_of_key(k).is_some_and(|(a, _)| self.watch.iter().any(|w| w.account == a))
-            });
+            memory
+                .member_refused
+                .retain(|k, _| member_of_key(k).is_some_and(|(a, _)| self.watch.iter().any(|w| w.account == a)));
         }
         for (region, account, fam) in &asked.helper_refused {
             findings.watch_refused.insert(format!("{account} {region} {fam}"));
@@ -770,7 +770,8 @@ where
             }
         }
         for (region, account, fam) in &asked.helper_answered {
-            let cleared = plan.memories.get_mut(region).and_then(|m| m.member_refused.remove(&member_key(account, fam)));
+            let cleared =
+                plan.memories.get_mut(region).and_then(|m| m.member_refused.remove(&member_key(account, fam)));
             if cleared.is_some() {
                 tracing::info!(event = "member_quota_zero_cleared", %region, account = %account, family = %fam,
                     "a member account was answered: it lends the family again");

@@ -411,7 +411,12 @@ mod tests {
     }
 
     fn member(account: &str, region: &str, ty: &str, outcome: MemberOutcome) -> MemberAsked {
-        MemberAsked { account: account.into(), region: region.parse().unwrap(), instance_type: ty.parse().unwrap(), outcome }
+        MemberAsked {
+            account: account.into(),
+            region: region.parse().unwrap(),
+            instance_type: ty.parse().unwrap(),
+            outcome,
+        }
     }
 
     #[test]
@@ -420,7 +425,12 @@ mod tests {
             member("111111111111", "us-west-2", "p5.48xlarge", MemberOutcome::Refused { calls: 3 }),
             member("111111111111", "us-east-1", "trn2.48xlarge", MemberOutcome::Answered { offerings: 2 }),
             member("222222222222", "us-west-2", "p5.48xlarge", MemberOutcome::Answered { offerings: 1 }),
-            member("333333333333", "us-west-2", "p5.48xlarge", MemberOutcome::Failed { message: "AccessDenied".into() }),
+            member(
+                "333333333333",
+                "us-west-2",
+                "p5.48xlarge",
+                MemberOutcome::Failed { message: "AccessDenied".into() },
+            ),
         ];
         let f = member_findings(&asked);
         let checks: Vec<&str> = f.iter().map(|x| x.check.as_str()).collect();
@@ -428,9 +438,18 @@ mod tests {
         let zero = &f[0];
         assert_eq!(zero.verdict, Verdict::Warn);
         assert!(zero.seen.starts_with("quota 0 or busy: every call refused"), "{}", zero.seen);
-        assert!(zero.seen.contains("us-west-2 p5.48xlarge (3 of 3 calls refused)") && !zero.seen.contains("trn2"), "{}", zero.seen);
+        assert!(
+            zero.seen.contains("us-west-2 p5.48xlarge (3 of 3 calls refused)") && !zero.seen.contains("trn2"),
+            "{}",
+            zero.seen
+        );
         let todo = zero.todo.as_deref().unwrap();
-        assert!(todo.contains("\"Concurrent P5 Capacity Blocks per account\" in us-west-2 (in vCPUs, 192 vCPUs per p5.48xlarge)"), "{todo}");
+        assert!(
+            todo.contains(
+                "\"Concurrent P5 Capacity Blocks per account\" in us-west-2 (in vCPUs, 192 vCPUs per p5.48xlarge)"
+            ),
+            "{todo}"
+        );
         assert!(todo.contains("drop 111111111111 from WatchAccounts"), "{todo}");
         assert_eq!(f[1].verdict, Verdict::Ok);
         assert!(f[1].seen.contains("us-west-2 p5.48xlarge (1 offering(s))"), "{}", f[1].seen);
@@ -451,7 +470,8 @@ mod tests {
             start_to: t + chrono::Duration::days(7),
         };
         let mut all = PermissionsAsk::new(Vec::new());
-        all.members = vec![ask("us-east-1", "p5.48xlarge"), ask("us-east-1", "p5.4xlarge"), ask("eu-west-1", "p5.48xlarge")];
+        all.members =
+            vec![ask("us-east-1", "p5.48xlarge"), ask("us-east-1", "p5.4xlarge"), ask("eu-west-1", "p5.48xlarge")];
         all.members.extend((0..40).map(|_| ask("us-west-2", "trn2.48xlarge")));
         all.member_pause_ms = 3_600_000;
         let watched = ["us-east-1", "us-west-2"].iter().map(|r| r.parse().unwrap()).collect();

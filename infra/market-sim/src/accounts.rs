@@ -73,8 +73,7 @@ mod tests {
 
     #[test]
     fn an_accounts_quotas_of_0_hold_for_it_alone_in_its_regions() {
-        let accounts =
-            [account("111111111111", &["P5"], &[]), account("222222222222", &["trn2"], &["us-west-2"])];
+        let accounts = [account("111111111111", &["P5"], &[]), account("222222222222", &["trn2"], &["us-west-2"])];
         assert!(zero_quota(&accounts, "111111111111", "us-east-1", "p5"));
         assert!(zero_quota(&accounts, "111111111111", "eu-west-1", "p5"), "every region");
         assert!(!zero_quota(&accounts, "111111111111", "us-east-1", "trn2"));
@@ -92,7 +91,9 @@ mod tests {
         assert!(check(account("111111111111", &["p5.48xlarge"], &[])).contains("is not an instance family"));
         assert!(check(account("111111111111", &["p5"], &[""])).contains("region names"));
         let twice = [account("111111111111", &[], &[]), account("111111111111", &["p5"], &[])];
-        assert!(validate(&twice, "999999999999", family).unwrap_err().contains("accounts[1] (111111111111): listed twice"));
+        assert!(
+            validate(&twice, "999999999999", family).unwrap_err().contains("accounts[1] (111111111111): listed twice")
+        );
         assert!(validate(&[account("111111111111", &["p5"], &["us-east-1"])], "999999999999", family).is_ok());
     }
 }

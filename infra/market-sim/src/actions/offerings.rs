@@ -354,7 +354,8 @@ mod tests {
         let mut w = limited_world(&format!(
             "describe_limit = {{ burst = 1, refill_secs = 3600.0 }}\ncaller_accounts = {{ AKIAMEMBER = \"{MEMBER}\" }}"
         ));
-        let accounts = format!("[[accounts]]\nid = \"{MEMBER}\"\nzero_quota_families = [\"P5\"]\nregions = [\"us-east-1\"]");
+        let accounts =
+            format!("[[accounts]]\nid = \"{MEMBER}\"\nzero_quota_families = [\"P5\"]\nregions = [\"us-east-1\"]");
         w.scenario.accounts = Scenario::parse(&accounts).unwrap().accounts;
         let p5 = Params::from_pairs(&[("CapacityDurationHours", "24"), ("InstanceType", "p5.48xlarge")]);
         // The member: refused on every call, however many, and no token spent...
