@@ -172,15 +172,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn each_member_asks_each_family_and_a_family_refused_every_time_is_named() {
-        let t = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 12, 1, 0, 0, 0).unwrap();
-        let ask = |region: &str, ty: &str| MemberAsk {
-            region: region.parse().unwrap(),
-            instance_type: ty.parse().unwrap(),
-            instance_count: 1,
-            duration_hours: 24,
-            start_from: t,
-            start_to: t + chrono::Duration::days(7),
-        };
+        let ask = crate::domain::permissions::member_ask;
         let asks =
             [ask("us-east-1", "trn2.48xlarge"), ask("us-east-1", "p5.48xlarge"), ask("us-west-2", "p5.48xlarge")];
         let (a, b) = (Member { calls: Mutex::default() }, Member { calls: Mutex::default() });

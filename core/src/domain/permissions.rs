@@ -262,18 +262,9 @@ pub fn member_findings(asked: &[MemberAsked]) -> Vec<Finding> {
         .into_iter()
         .map(|(account, answers)| {
             let check = format!("watch member {account}");
-            let what = |a: &MemberAsked| format!("{} {}", a.region, a.instance_type);
-            let refused: Vec<&&MemberAsked> =
-                answers.iter().filter(|a| matches!(a.outcome, MemberOutcome::Refused { .. })).collect();
+            let refused: Vec<&MemberAsked> =
+                answers.iter().copied().filter(|a| matches!(a.outcome, MemberOutcome::Refused { .. })).collect();
             if !refused.is_empty() {
-                let seen = refused
-                    .iter()
-                    .map(|a| match a.outcome {
-                        MemberOutcome::Refused { calls } => format!("{} ({calls} of {calls} calls refused)", what(a)),
-                        _ => what(a),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ");
                 let quotas = refused
                     .iter()
                     .map(|a| {
@@ -290,38 +281,60 @@ pub fn member_findings(asked: &[MemberAsked]) -> Vec<Finding> {
                 return Finding::flagged(
                     check,
                     Verdict::Warn,
-                    format!("quota 0 or busy: every call refused with CapacityBlockDescribeLimitExceeded: {seen}"),
+                    format!(
+                        "quota 0 or busy: every call refused with CapacityBlockDescribeLimitExceeded: {}",
+                        said(&refused)
+                    ),
                     format!(
                         "in account {account}'s Service Quotas request {quotas} (every account starts at 0), \
                          or drop {account} from WatchAccounts: until then it lends the scan nothing there"
                     ),
                 );
             }
-            if let Some(failed) = answers.iter().find_map(|a| match &a.outcome {
-                MemberOutcome::Failed { message } => Some(format!("{}: {message}", what(a))),
-                _ => None,
-            }) {
+            let failed: Vec<&MemberAsked> =
+                answers.iter().copied().filter(|a| matches!(a.outcome, MemberOutcome::Failed { .. })).collect();
+            if !failed.is_empty() {
                 return Finding::flagged(
                     check,
                     Verdict::Warn,
-                    format!("not asked: {failed}"),
+                    format!("not asked: {}", said(&failed)),
                     format!(
                         "check that the member stack (member.yaml) is deployed in {account} for this stack, \
                          or drop {account} from WatchAccounts"
                     ),
                 );
             }
-            let seen = answers
-                .iter()
-                .map(|a| match a.outcome {
-                    MemberOutcome::Answered { offerings } => format!("{} ({offerings} offering(s))", what(a)),
-                    _ => what(a),
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            Finding::ok(check, format!("answered through its watch role: {seen}"))
+            Finding::ok(check, format!("answered through its watch role: {}", said(&answers)))
         })
         .collect()
+}
+
+/// Each question and what its member got, in words.
+fn said(asked: &[&MemberAsked]) -> String {
+    let one = |a: &MemberAsked| {
+        let what = format!("{} {}", a.region, a.instance_type);
+        match &a.outcome {
+            MemberOutcome::Answered { offerings } => format!("{what} ({offerings} offering(s))"),
+            MemberOutcome::Refused { calls } => format!("{what} ({calls} of {calls} calls refused)"),
+            MemberOutcome::Failed { message } => format!("{what}: {message}"),
+        }
+    };
+    asked.iter().map(|a| one(a)).collect::<Vec<_>>().join(", ")
+}
+
+/// A member's question for tests: `ty` in `region`, one instance for a day, in the week from
+/// 2026-12-01.
+#[cfg(test)]
+pub(crate) fn member_ask(region: &str, ty: &str) -> MemberAsk {
+    let t = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 12, 1, 0, 0, 0).unwrap();
+    MemberAsk {
+        region: region.parse().unwrap(),
+        instance_type: ty.parse().unwrap(),
+        instance_count: 1,
+        duration_hours: 24,
+        start_from: t,
+        start_to: t + chrono::Duration::days(7),
+    }
 }
 
 #[cfg(test)]
@@ -460,15 +473,7 @@ mod tests {
 
     #[test]
     fn the_members_questions_are_bounded_to_watched_regions_one_per_family() {
-        let t = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 12, 1, 0, 0, 0).unwrap();
-        let ask = |region: &str, ty: &str| MemberAsk {
-            region: region.parse().unwrap(),
-            instance_type: ty.parse().unwrap(),
-            instance_count: 1,
-            duration_hours: 24,
-            start_from: t,
-            start_to: t + chrono::Duration::days(7),
-        };
+        let ask = member_ask;
         let mut all = PermissionsAsk::new(Vec::new());
         all.members =
             vec![ask("us-east-1", "p5.48xlarge"), ask("us-east-1", "p5.4xlarge"), ask("eu-west-1", "p5.48xlarge")];
