@@ -198,13 +198,16 @@ pub enum Reply<R> {
 /// The function's own role, tried action by action (`app::permissions`), when `payload` is
 /// preflight's ask; `None` for any other payload (the function does its work). Only the regions
 /// and instance types to try are read from the payload: it can make the function try its own
-/// actions without effect, nothing else. `ports` are the function's `AWS_PORTS`.
+/// actions without effect, nothing else. `ports` are the function's `AWS_PORTS`; `watch` the
+/// member accounts it asks the market through (scan-offerings'), each asked the ask's member
+/// questions through its watch role (`app::permissions::ask_members`).
 pub async fn check_own_role(
     function: &str,
     ports: &[&str],
     payload: &Payload,
     sdk: &aws_config::SdkConfig,
     targets: crate::aws::probe::ProbeTargets,
+    watch: &[crate::ports::WatchAccount],
 ) -> Option<Result<crate::domain::permissions::RoleCheck, FunctionError>> {
     use crate::domain::permissions::PermissionsAsk;
     let Payload::Json(v) = payload else { return None };
@@ -224,7 +227,12 @@ pub async fn check_own_role(
     let (ask, dropped) = ask.bounded_to(&watched);
     let probe = crate::aws::probe::AwsProbe::new(sdk, targets);
     let actions = crate::aws::probe::actions_of(ports);
-    let check = crate::app::permissions::check_role(function, &actions, &ask, &probe).await;
+    let mut check = crate::app::permissions::check_role(function, &actions, &ask, &probe).await;
+    if !watch.is_empty() {
+        let pause = std::time::Duration::from_millis(ask.member_pause_ms);
+        let helpers = crate::app::fan_out::helpers(watch);
+        check.members = crate::app::permissions::ask_members(&helpers, &ask.members, pause).await;
+    }
     tracing::info!(
         event = "role_checked",
         function,

@@ -14,6 +14,13 @@
 //!   it ends with, for the next run to start from;
 //! - a throttled question (either limit) goes to the back of the queue and is asked again
 //!   later in the run, up to `MAX_THROTTLED` times;
+//! - a member account's lane refused `MEMBER_STRIKES` times for a family it was never answered
+//!   for in the run (its quota of the family is 0, as the published default is, or someone in
+//!   it spends its limit) stops asking the family for the run and gives the question back; the
+//!   run names the member and family (`RunAnswers::helper_refused`), and a member noted so gets
+//!   one call of the family a run (`Carried::helper_probes`). Such refusals count against
+//!   neither the question nor `contended` (until the family is answered on the lane): a member
+//!   that lends nothing costs the run a few calls of its own limit, not the others' questions;
 //! - a family whose calls are refused with `CapacityBlockDescribeLimitExceeded` `QUOTA_STRIKES`
 //!   times in a row (counted across runs), each time after resting at least one full refill,
 //!   with no success of its own in between, most likely has a Capacity Block quota of 0: EC2
@@ -64,6 +71,9 @@ pub const QUOTA_STRIKES: u32 = 6;
 /// 46 s for a family asked alone: 0, 16 and 46 s), where it kept a person waiting the whole hour
 /// of asking.
 pub const ONE_SHOT_REFUSALS: u32 = 3;
+/// Describe-limit refusals of one family, never answered on a member's lane in the run, after
+/// which the member stops asking it for the run.
+pub const MEMBER_STRIKES: u32 = 3;
 /// Extra attempts after an unknown answer (5xx, timeout).
 const UNKNOWN_RETRIES: u32 = 1;
 const UNKNOWN_PAUSE: Duration = Duration::from_millis(250);
@@ -145,6 +155,9 @@ pub struct Carried {
     pub paces: BTreeMap<Region, Pace>,
     /// The pace each member account's lane starts at, per (region, account).
     pub helper_paces: BTreeMap<(Region, String), Pace>,
+    /// (region, account, family): a member refused on every call of the family in an earlier
+    /// run; one call of it this run, not retried.
+    pub helper_probes: BTreeSet<(Region, String, String)>,
 }
 
 impl From<Strikes> for Carried {
@@ -173,6 +186,11 @@ pub struct RunAnswers {
     pub helper_paces: BTreeMap<(Region, String), Pace>,
     /// Member accounts whose lane stopped on a failure, and the first failure.
     pub helper_failed: BTreeMap<String, String>,
+    /// (region, account, family): a member's lane refused on every call of the family this run
+    /// (`MEMBER_STRIKES`, or its one probe), which it then stopped asking.
+    pub helper_refused: BTreeSet<(Region, String, String)>,
+    /// (region, account, family): a member's lane answered for the family this run.
+    pub helper_answered: BTreeSet<(Region, String, String)>,
 }
 
 /// DescribeCapacityBlockOfferings calls one region's lane sent, and how many EC2 throttled.
@@ -181,7 +199,8 @@ pub struct Calls {
     pub sent: usize,
     pub throttled: usize,
     /// Of the throttled, the describe-limit refusals capblock's own pace does not explain: the
-    /// bucket was emptied by someone else, who likely met refusals too.
+    /// bucket was emptied by someone else, who likely met refusals too. (A member's refusals of
+    /// a family never answered on its lane are not: they may be its quota of 0.)
     pub contended: usize,
 }
 
@@ -235,7 +254,8 @@ pub fn helpers(watch: &[WatchAccount]) -> Vec<Helper<'_>> {
 /// refusals that may mean a quota of 0 are counted on its calls alone, and a family with a
 /// quota of 0 noted is probed by it alone (another account's quota says nothing of the buyer's).
 /// A helper that fails (its role refused, EC2 failing twice) gives its question back and stops
-/// for the run; the other lanes ask the rest. `seen` gets each final answer with the member
+/// for the run; the other lanes ask the rest. A helper refused on every call of a family stops
+/// asking that family (`MEMBER_STRIKES`). `seen` gets each final answer with the member
 /// account whose call gave it (`None`: the buying account's, or no call): an offering id a
 /// member was shown may not be the buying account's to buy (`app::scan` asks again first).
 pub async fn ask_spread<M, F>(
@@ -320,8 +340,15 @@ where
             let home_lane = Lane::new(pacing, deadline, families, pace, None, on_refusal);
             let helper_lanes = helpers.iter().map(|&(account, market)| {
                 let pace = start(carried.helper_paces.get(&(region.clone(), account.to_string())));
-                Lane::new(pacing, deadline, Families::none(), pace, Some(account), on_refusal)
-                    .run(market, queries, &shared, seen)
+                let probes = carried
+                    .helper_probes
+                    .iter()
+                    .filter(|(r, a, _)| r == region && a == account)
+                    .map(|(_, _, f)| f.clone())
+                    .collect();
+                let mut lane = Lane::new(pacing, deadline, Families::none(), pace, Some(account), on_refusal);
+                lane.member.probes = probes;
+                lane.run(market, queries, &shared, seen)
             });
             let (home_end, helper_ends) =
                 futures::join!(home_lane.run(home, queries, &shared, seen), join_all(helper_lanes));
@@ -340,6 +367,8 @@ where
         helper_calls: BTreeMap::new(),
         helper_paces: BTreeMap::new(),
         helper_failed: BTreeMap::new(),
+        helper_refused: BTreeSet::new(),
+        helper_answered: BTreeSet::new(),
     };
     for (region, answers, home, helper_ends) in results {
         run.calls.insert(region.clone(), home.calls);
@@ -357,6 +386,9 @@ where
             if let Some(e) = end.failed {
                 run.helper_failed.entry(account.to_string()).or_insert_with(|| e.to_string());
             }
+            let of = |f: String| (region.clone(), account.to_string(), f);
+            run.helper_refused.extend(end.member.gave_up.into_iter().map(of));
+            run.helper_answered.extend(end.member.answered.into_iter().map(of));
         }
     }
     run.answers = out.into_iter().map(|a| a.expect("every question gets an answer")).collect();
@@ -383,6 +415,21 @@ impl Families {
             refused: HashSet::new(),
         }
     }
+}
+
+/// What a member's lane learns of its own families in the run: its account's quotas are its
+/// own, so nothing here is shared with the other lanes.
+#[derive(Default)]
+struct MemberFamilies {
+    /// Families noted refused on every call in an earlier run: one call this run.
+    probes: HashSet<String>,
+    /// Describe-limit refusals of families not answered on this lane yet...
+    refusals: HashMap<String, u32>,
+    /// ...of them, the rested ones: counted `contended` once the family is answered.
+    held: HashMap<String, usize>,
+    answered: BTreeSet<String>,
+    /// Families this lane stopped asking: refused on every call.
+    gave_up: BTreeSet<String>,
 }
 
 /// What a region's lanes share: the questions still waiting, the answers so far, and what EC2
@@ -442,11 +489,12 @@ impl Shared {
         self.out.push((i, a));
     }
 
-    /// The next question a lane may ask (`home`: the buying account's lane), answering on the
-    /// way those that need no call.
+    /// The next question a lane may ask (`home`: the buying account's lane; `skip`: families
+    /// the lane stopped asking), answering on the way those that need no call.
     fn take<F: Fn(usize, &Answer, Option<&str>)>(
         &mut self,
         home: bool,
+        skip: &BTreeSet<String>,
         queries: &[OfferingQuery],
         seen: &F,
     ) -> Option<usize> {
@@ -459,7 +507,8 @@ impl Shared {
                 self.done(i, a, seen, None);
                 continue;
             }
-            if home || !self.home_only.contains(family(q.instance_type.as_str())) {
+            let fam = family(q.instance_type.as_str());
+            if home || !(self.home_only.contains(fam) || skip.contains(fam)) {
                 self.queue.remove(k);
                 self.in_flight += 1;
                 return Some(i);
@@ -528,6 +577,7 @@ struct LaneEnd {
     calls: Calls,
     pace: Pace,
     failed: Option<MarketError>,
+    member: MemberFamilies,
 }
 
 /// One account's lane in one region.
@@ -540,6 +590,8 @@ struct Lane<'p> {
     calls: Calls,
     /// `None`: the buying account; else the member account lending its limit.
     helper: Option<&'p str>,
+    /// A member's lane: its own families' refusals and answers.
+    member: MemberFamilies,
     unknown: u32,
     on_refusal: &'p OnRefusal<'p>,
 }
@@ -561,6 +613,7 @@ impl<'p> Lane<'p> {
             families,
             calls: Calls::default(),
             helper,
+            member: MemberFamilies::default(),
             unknown: 0,
             on_refusal,
         }
@@ -584,6 +637,13 @@ impl<'p> Lane<'p> {
             _ => "",
         };
         let describe_limit = code == DESCRIBE_LIMIT;
+        if let Some(account) = self.helper
+            && describe_limit
+            && !self.member.answered.contains(fam)
+        {
+            self.member_refused(account, fam, rested, q);
+            return None;
+        }
         // A probe of a family with a quota of 0 noted is refused by the quota, not the limit:
         // it says nothing of the pace.
         if !self.families.probes.contains(fam) {
@@ -637,6 +697,36 @@ impl<'p> Lane<'p> {
         None
     }
 
+    /// A member's describe-limit refusal of a family its lane was not answered for in the run:
+    /// its quota of 0 (the published default) or someone spending its limit, not a fact of the
+    /// question; the question goes back for another lane. Refused `MEMBER_STRIKES` times (a
+    /// family noted so earlier: once), the lane stops asking the family.
+    fn member_refused(&mut self, account: &str, fam: &str, rested: bool, q: &OfferingQuery) {
+        let m = &mut self.member;
+        let probe = m.probes.contains(fam);
+        if !probe {
+            self.pace.refused(rested, &self.pacing.bounds);
+        }
+        if rested {
+            *m.held.entry(fam.to_string()).or_default() += 1;
+        }
+        let n = m.refusals.entry(fam.to_string()).or_default();
+        *n += 1;
+        if (probe || *n >= MEMBER_STRIKES) && m.gave_up.insert(fam.to_string()) {
+            tracing::info!(region = %q.region, account, family = fam, refused = *n,
+                "a member account was refused on every call of the family: its quota is 0 or its limit is spent; the other accounts ask its questions");
+        }
+    }
+
+    /// A member's answer: the family's held refusals were the limit's after all.
+    fn member_answered(&mut self, fam: &str) {
+        let m = &mut self.member;
+        m.answered.insert(fam.to_string());
+        m.refusals.remove(fam);
+        m.gave_up.remove(fam);
+        self.calls.contended += m.held.remove(fam).unwrap_or(0);
+    }
+
     async fn run<M, F>(mut self, market: &M, queries: &[OfferingQuery], shared: &Mutex<Shared>, seen: &F) -> LaneEnd
     where
         M: OfferingSource + ?Sized,
@@ -660,7 +750,7 @@ impl<'p> Lane<'p> {
             // another account could ask sooner.
             let (taken, out) = {
                 let mut s = lock();
-                let taken = s.take(self.helper.is_none(), queries, seen);
+                let taken = s.take(self.helper.is_none(), &self.member.gave_up, queries, seen);
                 (taken, s.in_flight)
             };
             let i = match (taken, out) {
@@ -686,6 +776,9 @@ impl<'p> Lane<'p> {
                     Ok(list) => {
                         self.pace.answered(&self.pacing.bounds);
                         self.families.strikes.remove(fam);
+                        if self.helper.is_some() {
+                            self.member_answered(fam);
+                        }
                         s.done(i, Answer::Offerings(list), seen, by);
                         Next::Go
                     }
@@ -756,7 +849,7 @@ impl<'p> Lane<'p> {
                 }
             }
         }
-        LaneEnd { families: self.families, calls: self.calls, pace: self.pace, failed }
+        LaneEnd { families: self.families, calls: self.calls, pace: self.pace, failed, member: self.member }
     }
 }
 

@@ -3,8 +3,17 @@
 //! The operator's credentials cannot show this (they are not the role's); only the function,
 //! running as its role, can.
 
-use crate::domain::permissions::{PermissionsAsk, Probed, RoleCheck};
-use crate::ports::PermissionProbe;
+use std::time::Duration;
+
+use futures::future::join_all;
+
+use super::fan_out::Helper;
+use crate::domain::permissions::{MemberAsk, MemberAsked, MemberOutcome, PermissionsAsk, Probed, RoleCheck};
+use crate::ports::{DESCRIBE_LIMIT, MarketError, OfferingQuery, PermissionProbe};
+
+/// Calls a member's question gets before its refusals are taken as every call refused (a
+/// quota of 0, or its limit spent by someone), each after a rest.
+pub const MEMBER_TRIES: u32 = 3;
 
 /// Tries each of `actions` (the function's, from its ports) as `ask` says, in order: regional
 /// actions once per asked region, the others once.
@@ -25,7 +34,68 @@ pub async fn check_role(
             probes.push(Probed { action: action.to_string(), region: a.map(|a| a.region.clone()), access });
         }
     }
-    RoleCheck { function: function.to_string(), probes }
+    RoleCheck { function: function.to_string(), probes, members: Vec::new() }
+}
+
+/// Each member in `WatchAccounts` asks `asks` through its watch role, the way the scan's lanes
+/// would (its own describe limit per region): the members and regions at once, one question at
+/// a time in each member's region, `pause` apart; a `CapacityBlockDescribeLimitExceeded` is
+/// asked again after a rest, up to `MEMBER_TRIES` calls. Only the function can: the watch role
+/// trusts the stack's roles, not the operator.
+pub async fn ask_members(helpers: &[Helper<'_>], asks: &[MemberAsk], pause: Duration) -> Vec<MemberAsked> {
+    let mut lanes: Vec<(&str, &dyn crate::ports::OfferingSource, Vec<&MemberAsk>)> = Vec::new();
+    for &(account, market) in helpers {
+        let regions: std::collections::BTreeSet<&crate::domain::names::Region> =
+            asks.iter().map(|a| &a.region).collect();
+        for region in regions {
+            lanes.push((account, market, asks.iter().filter(|a| &a.region == region).collect()));
+        }
+    }
+    let answered = join_all(lanes.into_iter().map(|(account, market, list)| async move {
+        let mut out = Vec::new();
+        for (k, a) in list.into_iter().enumerate() {
+            if k > 0 {
+                tokio::time::sleep(pause).await;
+            }
+            let outcome = ask_member(market, a, pause).await;
+            tracing::info!(event = "member_asked", account, region = %a.region, instance_type = %a.instance_type, outcome = ?outcome, "a member asked for preflight");
+            out.push(MemberAsked {
+                account: account.to_string(),
+                region: a.region.clone(),
+                instance_type: a.instance_type.clone(),
+                outcome,
+            });
+        }
+        out
+    }))
+    .await;
+    answered.into_iter().flatten().collect()
+}
+
+async fn ask_member(market: &dyn crate::ports::OfferingSource, a: &MemberAsk, pause: Duration) -> MemberOutcome {
+    let q = OfferingQuery {
+        region: a.region.clone(),
+        instance_type: a.instance_type.clone(),
+        instance_count: a.instance_count,
+        ultraservers: None,
+        duration_hours: a.duration_hours,
+        start_from: a.start_from,
+        start_to: a.start_to,
+    };
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        match market.offerings(&q).await {
+            Ok(list) => return MemberOutcome::Answered { offerings: list.len() },
+            Err(MarketError::Throttled { code, .. }) if code == DESCRIBE_LIMIT => {
+                if calls >= MEMBER_TRIES {
+                    return MemberOutcome::Refused { calls };
+                }
+                tokio::time::sleep(pause).await;
+            }
+            Err(e) => return MemberOutcome::Failed { message: e.to_string() },
+        }
+    }
 }
 
 #[cfg(test)]
@@ -77,5 +147,51 @@ mod tests {
         );
         assert_eq!(check.function, "scan-offerings");
         assert!(matches!(check.probes[1].access, Access::Denied { .. }));
+    }
+
+    /// A member market with a quota of 0 for trn2 (every call refused), answering p5; the
+    /// calls it got.
+    struct Member {
+        calls: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl crate::ports::OfferingSource for Member {
+        async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<crate::domain::offering::Offering>, MarketError> {
+            self.calls.lock().unwrap().push(format!("{} {}", q.region, q.instance_type));
+            if q.instance_type.as_str().starts_with("trn2") {
+                return Err(MarketError::Throttled {
+                    operation: "DescribeCapacityBlockOfferings",
+                    region: q.region.to_string(),
+                    code: DESCRIBE_LIMIT,
+                });
+            }
+            Ok(Vec::new())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_member_asks_each_family_and_a_family_refused_every_time_is_named() {
+        let ask = crate::domain::permissions::member_ask;
+        let asks =
+            [ask("us-east-1", "trn2.48xlarge"), ask("us-east-1", "p5.48xlarge"), ask("us-west-2", "p5.48xlarge")];
+        let (a, b) = (Member { calls: Mutex::default() }, Member { calls: Mutex::default() });
+        let helpers: [Helper<'_>; 2] = [("111111111111", &a), ("222222222222", &b)];
+        let started = tokio::time::Instant::now();
+        let asked = ask_members(&helpers, &asks, Duration::from_secs(4)).await;
+        assert_eq!(asked.len(), 6, "{asked:?}");
+        let of = |account: &str, ty: &str, region: &str| {
+            asked
+                .iter()
+                .find(|x| x.account == account && x.instance_type.as_str() == ty && x.region.as_str() == region)
+                .unwrap()
+                .outcome
+                .clone()
+        };
+        assert_eq!(of("111111111111", "trn2.48xlarge", "us-east-1"), MemberOutcome::Refused { calls: MEMBER_TRIES });
+        assert_eq!(of("222222222222", "p5.48xlarge", "us-west-2"), MemberOutcome::Answered { offerings: 0 });
+        assert_eq!(a.calls.lock().unwrap().len(), MEMBER_TRIES as usize + 2, "refusals asked again, the rest once");
+        // Rested between calls in one member's region; members and regions at once.
+        assert_eq!(started.elapsed(), Duration::from_secs(4 * MEMBER_TRIES as u64));
     }
 }

@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use super::scan::questions_for;
 use crate::domain::catalog::{quota_in_words, quota_request};
 use crate::domain::names::Region;
-use crate::domain::permissions::{PermissionsAsk, RegionAsk, findings as role_findings};
+use crate::domain::permissions::{MemberAsk, PermissionsAsk, RegionAsk, findings as role_findings, member_findings};
 use crate::domain::plan::family;
 use crate::domain::preflight::{Finding, Preflight, Verdict, id_stability, ram_sharing, scheduled_block};
 use crate::domain::rule::Rule;
@@ -117,8 +117,23 @@ where
             asks.entry(region.clone())
                 .or_insert_with(|| RegionAsk { region: region.clone(), instance_type: q.instance_type.clone() });
         }
+        // Each watch member is asked, by scan-offerings through its watch role (which trusts the
+        // stack's roles only), one question per region and family: a member's quota is its own.
+        let mut ask = PermissionsAsk::new(asks.into_values().collect());
+        ask.members = first
+            .values()
+            .map(|q| MemberAsk {
+                region: q.region.clone(),
+                instance_type: q.instance_type.clone(),
+                instance_count: q.instance_count,
+                duration_hours: q.duration_hours,
+                start_from: q.start_from,
+                start_to: q.start_to,
+            })
+            .collect();
+        ask.member_pause_ms = self.pause.as_millis() as u64;
         tokio::time::sleep(self.pause).await;
-        self.roles_of_functions(&PermissionsAsk::new(asks.into_values().collect()), &mut findings).await;
+        self.roles_of_functions(&ask, &mut findings).await;
         let report = Preflight { at: now, findings: findings.list };
         self.store.save_preflight(&report).await?;
         Ok(report)
@@ -142,7 +157,7 @@ where
             };
             match self.roles.check_role(&kind, ask).await {
                 Ok(role) => {
-                    for f in role_findings(&role) {
+                    for f in role_findings(&role).into_iter().chain(member_findings(&role.members)) {
                         findings.push(f);
                     }
                 }

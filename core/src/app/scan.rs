@@ -12,7 +12,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::budgets::headroom;
-use super::fan_out::{Answer, Carried, Pacing, QUOTA_STRIKES, ask_spread, helpers};
+use super::fan_out::{Answer, Carried, MEMBER_STRIKES, Pacing, QUOTA_STRIKES, RunAnswers, ask_spread, helpers};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::purchase::{Buyer, Outcome};
 use super::reconcile::{Settled, settle_open_intents, settling_until};
@@ -24,7 +24,8 @@ use crate::domain::decision::{Decision, Headroom, Priced, decide};
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::plan::{
-    self, Asked, Candidate, DescribeBudget, MARKET_NOTE_TTL, Refusals, RegionMemory, Watch, family,
+    self, Asked, Candidate, DescribeBudget, MARKET_NOTE_TTL, Refusals, RegionMemory, Watch, family, member_key,
+    member_of_key,
 };
 use crate::domain::rule::{Mode, Rule, StartWindow};
 use crate::domain::run_time::RunTime;
@@ -153,6 +154,9 @@ pub struct ScanReport {
     /// Member accounts lending their describe limit whose lane failed this run (their role
     /// missing or refused) -> the failure: the other accounts asked their questions.
     pub watch_failed: BTreeMap<String, String>,
+    /// "account region family" of the member accounts refused on every call of a family this
+    /// run (their quota of it 0, or their limit spent): they stopped asking it.
+    pub watch_refused: BTreeSet<String>,
     /// "region instance-type" pairs EC2 does not sell as blocks (remembered for a day).
     pub not_sold: BTreeSet<String>,
     /// "region family" pairs whose Capacity Block quota looks like 0.
@@ -434,6 +438,7 @@ where
             failed_regions: findings.failed,
             unsupported_regions: findings.unsupported,
             watch_failed: findings.watch_failed,
+            watch_refused: findings.watch_refused,
             not_sold: findings.not_sold.keys().map(|(r, t)| format!("{r} {t}")).collect(),
             quota_zero: findings.quota_zero.keys().map(|(r, f)| format!("{r} {f}")).collect(),
             skipped_rules: plan.skipped.iter().map(|&i| rules[i].id.clone()).collect(),
@@ -597,6 +602,11 @@ where
             for (account, p) in &m.helper_paces {
                 carried.helper_paces.insert((region.clone(), account.clone()), *p);
             }
+            for key in m.member_refused.keys() {
+                if let Some((account, fam)) = member_of_key(key) {
+                    carried.helper_probes.insert((region.clone(), account.to_string(), fam.to_string()));
+                }
+            }
         }
         self.start_search_forms(&plan.memories);
         let chosen = &plan.chosen;
@@ -631,6 +641,7 @@ where
                 "a member account's watch role did not answer; the other accounts asked its questions");
         }
         findings.watch_failed.extend(asked.helper_failed.clone());
+        self.member_quotas(plan, findings, &asked, now);
         // Each family's refusals as this run leaves them (only regions asked this run: the
         // others' are as they were). The record before the run names a finding's refusals.
         let mut before: BTreeMap<(Region, String), Refusals> = BTreeMap::new();
@@ -741,6 +752,35 @@ where
         answered
     }
 
+    /// Each member refused on every call of a family noted in the region's memory (a new note
+    /// is a finding, announced once), and each answered one cleared; members no longer in
+    /// `WatchAccounts` are forgotten.
+    fn member_quotas(&self, plan: &mut Plan, findings: &mut Findings, asked: &RunAnswers, now: DateTime<Utc>) {
+        for memory in plan.memories.values_mut() {
+            memory
+                .member_refused
+                .retain(|k, _| member_of_key(k).is_some_and(|(a, _)| self.watch.iter().any(|w| w.account == a)));
+        }
+        for (region, account, fam) in &asked.helper_refused {
+            findings.watch_refused.insert(format!("{account} {region} {fam}"));
+            let memory = plan.memories.entry(region.clone()).or_default();
+            let (_, new) = memory.note_member_refused(account, fam, now);
+            if new {
+                tracing::warn!(event = "member_quota_zero", %region, account = %account, family = %fam,
+                    "a member account was refused on every call of the family: its quota is 0 or its limit is spent; it lends nothing for it");
+                findings.member_refused.insert((account.clone(), region.to_string(), fam.clone()), MEMBER_STRIKES);
+            }
+        }
+        for (region, account, fam) in &asked.helper_answered {
+            let cleared =
+                plan.memories.get_mut(region).and_then(|m| m.member_refused.remove(&member_key(account, fam)));
+            if cleared.is_some() {
+                tracing::info!(event = "member_quota_zero_cleared", %region, account = %account, family = %fam,
+                    "a member account was answered: it lends the family again");
+            }
+        }
+    }
+
     /// How well each region asked this run is watched now: the ages of its questions' last
     /// answers (and how many have none yet), into the report and the region's memory.
     fn watch(&self, plan: &mut Plan, calls: &BTreeMap<Region, super::fan_out::Calls>, now: DateTime<Utc>) {
@@ -791,6 +831,12 @@ where
         for ((region, fam), (since, refused)) in &findings.quota_zero {
             let msg = announce::quota_zero(region, fam, refused, now);
             let milestone = format!("quota-zero-{fam}-{}", since.timestamp());
+            self.store.enqueue(&alert_notice(&format!("market-{region}"), &milestone, &msg, now)).await?;
+        }
+        // Once per note: a member refused on every call of a family (cleared by an answer).
+        for ((account, region, fam), refused) in &findings.member_refused {
+            let msg = announce::member_quota_zero(account, region, fam, *refused);
+            let milestone = format!("member-quota-{account}-{fam}-{}", now.timestamp());
             self.store.enqueue(&alert_notice(&format!("market-{region}"), &milestone, &msg, now)).await?;
         }
         // Once a day per member account while its watch role fails.
@@ -1102,6 +1148,10 @@ struct Findings {
     history: BTreeSet<usize>,
     /// Member accounts whose watch lane failed -> the first failure.
     watch_failed: BTreeMap<String, String>,
+    /// (account, region, family) newly noted refused on every call -> the refusals that did.
+    member_refused: BTreeMap<(String, String, String), u32>,
+    /// "account region family" of every member refused on every call of a family this run.
+    watch_refused: BTreeSet<String>,
 }
 
 #[cfg(test)]

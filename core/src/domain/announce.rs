@@ -322,6 +322,38 @@ pub fn watch_account_failed(account: &str, error: &str, stack: &str) -> SlackMes
     }
 }
 
+/// A member account lending the watch its describe limit was refused on every call of a family
+/// in a region: its Capacity Block quota of the family is 0 (the published default) or someone
+/// in it spends its limit. It lends nothing for that family; the other accounts ask instead.
+pub fn member_quota_zero(account: &str, region: &str, family: &str, refused: u32) -> SlackMessage {
+    let upper = family.to_ascii_uppercase();
+    SlackMessage {
+        id: format!("market-{region}#member-quota-{account}-{family}"),
+        title: format!("Account {account} lends no {family} searches in {region}"),
+        description: format!(
+            "capblock asks part of its market questions from member account {account} (`WatchAccounts`). \
+             EC2 refused its {refused} `{family}` searches in {region} with `CapacityBlockDescribeLimitExceeded` \
+             and answered none: the member's Capacity Block quota for `{family}` is 0 there (every account \
+             starts at 0), or someone in that account spends its describe limit. The other accounts ask \
+             its questions, so the market is watched more slowly, not less completely; {account} is asked \
+             one `{family}` question a scan until one is answered."
+        ),
+        next_steps: vec![
+            format!(
+                "In account {account}, Service Quotas (Amazon Elastic Compute Cloud): request \"Concurrent {upper} \
+                 Capacity Blocks per account\" in {region}, in vCPUs; members need the quota to lend their limit."
+            ),
+            format!("Or remove {account} from the stack's `WatchAccounts` parameter."),
+            "`capblock preflight` asks each member and says which answer.".into(),
+        ],
+        keywords: vec!["capblock".into(), "watch".into(), "quota".into(), account.to_string(), family.to_string()],
+        thread_id: format!("market-{region}"),
+        summary: format!("member account {account}: {family} quota 0 or busy in {region}"),
+        event_type: "member-quota-zero".into(),
+        related_resources: vec![],
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Checkpoint moments of a block (on-capacity-event)
 // ---------------------------------------------------------------------------------------------

@@ -6,9 +6,12 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::catalog::vcpus_of;
 use super::names::{InstanceType, Region};
+use super::plan::family;
 use super::preflight::{Finding, Verdict};
 
 /// The `source` of the payload that asks a function to check its own role instead of running.
@@ -21,6 +24,55 @@ pub const PERMISSIONS_SOURCE: &str = "capblock.preflight";
 pub struct PermissionsAsk {
     pub source: String,
     pub asks: Vec<RegionAsk>,
+    /// The questions each member account in `WatchAccounts` is asked through its watch role:
+    /// one per region and instance family the rules ask (a quota is per family).
+    #[serde(default)]
+    pub members: Vec<MemberAsk>,
+    /// Milliseconds between two questions to one member's region (EC2's describe refill).
+    #[serde(default = "default_member_pause_ms")]
+    pub member_pause_ms: u64,
+}
+
+/// The pause between a member's questions when the ask names none: EC2's refill as assumed.
+fn default_member_pause_ms() -> u64 {
+    4_000
+}
+
+/// The longest pause between a member's questions a function takes from an ask.
+pub const MAX_MEMBER_PAUSE_MS: u64 = 10_000;
+/// The most member questions a function asks each member for one ask.
+pub const MAX_MEMBER_ASKS: usize = 16;
+
+/// One question preflight has each member account ask: a rule's question in a region.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberAsk {
+    pub region: Region,
+    pub instance_type: InstanceType,
+    pub instance_count: u32,
+    pub duration_hours: u32,
+    pub start_from: DateTime<Utc>,
+    pub start_to: DateTime<Utc>,
+}
+
+/// What a member account's watch role got for one [`MemberAsk`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberAsked {
+    pub account: String,
+    pub region: Region,
+    pub instance_type: InstanceType,
+    #[serde(flatten)]
+    pub outcome: MemberOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum MemberOutcome {
+    /// EC2 answered (its offerings counted).
+    Answered { offerings: usize },
+    /// `CapacityBlockDescribeLimitExceeded` on every call, each after a rest.
+    Refused { calls: u32 },
+    /// Anything else (the watch role refused, EC2 failing): its words.
+    Failed { message: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,7 +83,12 @@ pub struct RegionAsk {
 
 impl PermissionsAsk {
     pub fn new(asks: Vec<RegionAsk>) -> PermissionsAsk {
-        PermissionsAsk { source: PERMISSIONS_SOURCE.to_string(), asks }
+        PermissionsAsk {
+            source: PERMISSIONS_SOURCE.to_string(),
+            asks,
+            members: Vec::new(),
+            member_pause_ms: default_member_pause_ms(),
+        }
     }
 
     /// What a function tries of this ask: the regions `watched` (the stored rules' regions, which
@@ -46,8 +103,21 @@ impl PermissionsAsk {
             .filter(|a| watched.contains(&a.region) && seen.insert(a.region.clone()))
             .cloned()
             .collect();
-        let dropped = self.asks.len() - asks.len();
-        (PermissionsAsk { source: self.source.clone(), asks }, dropped)
+        // The members' questions: one per watched region and family, at most `MAX_MEMBER_ASKS`.
+        let mut families = std::collections::BTreeSet::new();
+        let members: Vec<MemberAsk> = self
+            .members
+            .iter()
+            .filter(|m| {
+                watched.contains(&m.region)
+                    && families.insert((m.region.clone(), family(m.instance_type.as_str()).to_string()))
+            })
+            .take(MAX_MEMBER_ASKS)
+            .cloned()
+            .collect();
+        let dropped = self.asks.len() - asks.len() + self.members.len() - members.len();
+        let member_pause_ms = self.member_pause_ms.min(MAX_MEMBER_PAUSE_MS);
+        (PermissionsAsk { source: self.source.clone(), asks, members, member_pause_ms }, dropped)
     }
 
     /// The ask in `payload`, if it is one; `None` for any other payload (the function's work).
@@ -112,6 +182,10 @@ pub struct Probed {
 pub struct RoleCheck {
     pub function: String,
     pub probes: Vec<Probed>,
+    /// What each member account in `WatchAccounts` got for the ask's member questions
+    /// (scan-offerings' answer only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberAsked>,
 }
 
 impl RoleCheck {
@@ -176,6 +250,93 @@ pub fn findings(check: &RoleCheck) -> Vec<Finding> {
         .collect()
 }
 
+/// One finding per member account: answered, refused on every call of some family ("quota 0 or
+/// busy", with the quota to request in that member or the way out of `WatchAccounts`), or not
+/// asked. A member that lends nothing costs the stack speed, never money: a warning.
+pub fn member_findings(asked: &[MemberAsked]) -> Vec<Finding> {
+    let mut by_account: BTreeMap<&str, Vec<&MemberAsked>> = BTreeMap::new();
+    for a in asked {
+        by_account.entry(a.account.as_str()).or_default().push(a);
+    }
+    by_account
+        .into_iter()
+        .map(|(account, answers)| {
+            let check = format!("watch member {account}");
+            let refused: Vec<&MemberAsked> =
+                answers.iter().copied().filter(|a| matches!(a.outcome, MemberOutcome::Refused { .. })).collect();
+            if !refused.is_empty() {
+                let quotas = refused
+                    .iter()
+                    .map(|a| {
+                        let ty = a.instance_type.as_str();
+                        let per = vcpus_of(ty).map_or(String::new(), |n| format!(", {n} vCPUs per {ty}"));
+                        format!(
+                            "\"Concurrent {} Capacity Blocks per account\" in {} (in vCPUs{per})",
+                            family(ty).to_uppercase(),
+                            a.region
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" and ");
+                return Finding::flagged(
+                    check,
+                    Verdict::Warn,
+                    format!(
+                        "quota 0 or busy: every call refused with CapacityBlockDescribeLimitExceeded: {}",
+                        said(&refused)
+                    ),
+                    format!(
+                        "in account {account}'s Service Quotas request {quotas} (every account starts at 0), \
+                         or drop {account} from WatchAccounts: until then it lends the scan nothing there"
+                    ),
+                );
+            }
+            let failed: Vec<&MemberAsked> =
+                answers.iter().copied().filter(|a| matches!(a.outcome, MemberOutcome::Failed { .. })).collect();
+            if !failed.is_empty() {
+                return Finding::flagged(
+                    check,
+                    Verdict::Warn,
+                    format!("not asked: {}", said(&failed)),
+                    format!(
+                        "check that the member stack (member.yaml) is deployed in {account} for this stack, \
+                         or drop {account} from WatchAccounts"
+                    ),
+                );
+            }
+            Finding::ok(check, format!("answered through its watch role: {}", said(&answers)))
+        })
+        .collect()
+}
+
+/// Each question and what its member got, in words.
+fn said(asked: &[&MemberAsked]) -> String {
+    let one = |a: &MemberAsked| {
+        let what = format!("{} {}", a.region, a.instance_type);
+        match &a.outcome {
+            MemberOutcome::Answered { offerings } => format!("{what} ({offerings} offering(s))"),
+            MemberOutcome::Refused { calls } => format!("{what} ({calls} of {calls} calls refused)"),
+            MemberOutcome::Failed { message } => format!("{what}: {message}"),
+        }
+    };
+    asked.iter().map(|a| one(a)).collect::<Vec<_>>().join(", ")
+}
+
+/// A member's question for tests: `ty` in `region`, one instance for a day, in the week from
+/// 2026-12-01.
+#[cfg(test)]
+pub(crate) fn member_ask(region: &str, ty: &str) -> MemberAsk {
+    let t = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 12, 1, 0, 0, 0).unwrap();
+    MemberAsk {
+        region: region.parse().unwrap(),
+        instance_type: ty.parse().unwrap(),
+        instance_count: 1,
+        duration_hours: 24,
+        start_from: t,
+        start_to: t + chrono::Duration::days(7),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,6 +396,7 @@ mod tests {
                 probe("dynamodb:GetItem", None, Access::Allowed),
                 probe("sns:Publish", None, Access::not_checked("it would reach the subscribers")),
             ],
+            members: Vec::new(),
         };
         let f = findings(&check);
         assert_eq!(f.len(), 3);
@@ -253,10 +415,78 @@ mod tests {
         let check = RoleCheck {
             function: "track-blocks".into(),
             probes: vec![probe("ec2:DescribeCapacityReservations", Some("us-east-1"), Access::Allowed)],
+            members: Vec::new(),
         };
         let json = serde_json::to_value(&check).unwrap();
         assert_eq!(json["probes"][0]["access"], "allowed");
         assert_eq!(RoleCheck::from_answer(&json), Some(check));
         assert_eq!(RoleCheck::from_answer(&serde_json::json!({"asked": 3})), None);
+    }
+
+    fn member(account: &str, region: &str, ty: &str, outcome: MemberOutcome) -> MemberAsked {
+        MemberAsked {
+            account: account.into(),
+            region: region.parse().unwrap(),
+            instance_type: ty.parse().unwrap(),
+            outcome,
+        }
+    }
+
+    #[test]
+    fn a_member_refused_on_every_call_is_quota_0_or_busy_with_the_quota_to_request() {
+        let asked = [
+            member("111111111111", "us-west-2", "p5.48xlarge", MemberOutcome::Refused { calls: 3 }),
+            member("111111111111", "us-east-1", "trn2.48xlarge", MemberOutcome::Answered { offerings: 2 }),
+            member("222222222222", "us-west-2", "p5.48xlarge", MemberOutcome::Answered { offerings: 1 }),
+            member(
+                "333333333333",
+                "us-west-2",
+                "p5.48xlarge",
+                MemberOutcome::Failed { message: "AccessDenied".into() },
+            ),
+        ];
+        let f = member_findings(&asked);
+        let checks: Vec<&str> = f.iter().map(|x| x.check.as_str()).collect();
+        assert_eq!(checks, ["watch member 111111111111", "watch member 222222222222", "watch member 333333333333"]);
+        let zero = &f[0];
+        assert_eq!(zero.verdict, Verdict::Warn);
+        assert!(zero.seen.starts_with("quota 0 or busy: every call refused"), "{}", zero.seen);
+        assert!(
+            zero.seen.contains("us-west-2 p5.48xlarge (3 of 3 calls refused)") && !zero.seen.contains("trn2"),
+            "{}",
+            zero.seen
+        );
+        let todo = zero.todo.as_deref().unwrap();
+        assert!(
+            todo.contains(
+                "\"Concurrent P5 Capacity Blocks per account\" in us-west-2 (in vCPUs, 192 vCPUs per p5.48xlarge)"
+            ),
+            "{todo}"
+        );
+        assert!(todo.contains("drop 111111111111 from WatchAccounts"), "{todo}");
+        assert_eq!(f[1].verdict, Verdict::Ok);
+        assert!(f[1].seen.contains("us-west-2 p5.48xlarge (1 offering(s))"), "{}", f[1].seen);
+        assert_eq!(f[2].verdict, Verdict::Warn);
+        assert!(f[2].seen.contains("AccessDenied") && f[2].todo.as_deref().unwrap().contains("member.yaml"));
+        assert!(member_findings(&[]).is_empty(), "no member, no finding");
+    }
+
+    #[test]
+    fn the_members_questions_are_bounded_to_watched_regions_one_per_family() {
+        let ask = member_ask;
+        let mut all = PermissionsAsk::new(Vec::new());
+        all.members =
+            vec![ask("us-east-1", "p5.48xlarge"), ask("us-east-1", "p5.4xlarge"), ask("eu-west-1", "p5.48xlarge")];
+        all.members.extend((0..40).map(|_| ask("us-west-2", "trn2.48xlarge")));
+        all.member_pause_ms = 3_600_000;
+        let watched = ["us-east-1", "us-west-2"].iter().map(|r| r.parse().unwrap()).collect();
+        let (kept, dropped) = all.bounded_to(&watched);
+        assert_eq!(kept.members, [ask("us-east-1", "p5.48xlarge"), ask("us-west-2", "trn2.48xlarge")]);
+        assert_eq!(dropped, 41);
+        assert_eq!(kept.member_pause_ms, MAX_MEMBER_PAUSE_MS);
+        // An ask from a capblock without members' questions reads as none, at EC2's refill.
+        let old: PermissionsAsk =
+            serde_json::from_value(serde_json::json!({"source": PERMISSIONS_SOURCE, "asks": []})).unwrap();
+        assert_eq!((old.members.len(), old.member_pause_ms), (0, 4_000));
     }
 }

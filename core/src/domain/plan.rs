@@ -198,6 +198,11 @@ pub struct RegionMemory {
     /// describe limit (account id -> pace): each account has a limit of its own.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub helper_paces: BTreeMap<String, Pace>,
+    /// Member accounts refused on every call of a family in this region (their quota of it is
+    /// 0, or their limit is spent), keyed `member_key(account, family)`: each gets one call of
+    /// the family a run until one is answered, and is announced once per `since`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub member_refused: BTreeMap<String, QuotaZero>,
     /// The form EC2 took this region's UltraServer searches in, as the last run that had to
     /// learn it found (`None`: never learned; the model's form is tried first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -240,7 +245,27 @@ impl Watch {
     }
 }
 
+/// The key of a member account's family in `RegionMemory::member_refused`.
+pub fn member_key(account: &str, family: &str) -> String {
+    format!("{account} {family}")
+}
+
+/// The member account and family of a `RegionMemory::member_refused` key.
+pub fn member_of_key(key: &str) -> Option<(&str, &str)> {
+    key.split_once(' ')
+}
+
 impl RegionMemory {
+    /// Notes a member refused on every call of `family`; returns the `since` of the note (kept
+    /// from an earlier one) and whether it is new.
+    pub fn note_member_refused(&mut self, account: &str, family: &str, now: DateTime<Utc>) -> (DateTime<Utc>, bool) {
+        let key = member_key(account, family);
+        let earlier = self.member_refused.get(&key).map(|q| q.since);
+        let since = earlier.unwrap_or(now);
+        self.member_refused.insert(key, QuotaZero { since });
+        (since, earlier.is_none())
+    }
+
     pub fn is_not_sold(&self, instance_type: &str, now: DateTime<Utc>) -> bool {
         self.not_sold.get(instance_type).is_some_and(|until| *until > now)
     }
@@ -276,7 +301,7 @@ impl RegionMemory {
         for until in self.not_sold.values_mut() {
             clamp(until, MARKET_NOTE_TTL);
         }
-        for q in self.quota_zero.values_mut() {
+        for q in self.quota_zero.values_mut().chain(self.member_refused.values_mut()) {
             clamp(&mut q.since, Duration::zero());
         }
         // A first refusal "in the future" would never be QUOTA_SPREAD old: no finding, ever.
@@ -312,6 +337,9 @@ impl RegionMemory {
                 },
             },
             helper_paces: merge_map(&read.helper_paces, self.helper_paces, theirs.helper_paces, |m, t| m.slower(t)),
+            member_refused: merge_map(&read.member_refused, self.member_refused, theirs.member_refused, |m, t| {
+                if t.since < m.since { t } else { m }
+            }),
             // What this run learned wins; else theirs (which may have learned it meanwhile).
             search_form: if self.search_form != read.search_form { self.search_form } else { theirs.search_form },
             watch: match (self.watch, theirs.watch) {

@@ -105,7 +105,7 @@ impl App {
         self.names.keep(&self.aws.store).await;
         let targets = self.aws.probe_targets(&self.stack, "on-capacity-event", Some(self.group.clone()));
         if let Some(checked) =
-            check_own_role("on-capacity-event", AWS_PORTS, &event.payload, &self.aws.sdk, targets).await
+            check_own_role("on-capacity-event", AWS_PORTS, &event.payload, &self.aws.sdk, targets, &[]).await
         {
             return checked
                 .map(Reply::Role)

@@ -109,7 +109,8 @@ impl App {
         self.names.keep(&self.aws.store).await;
         let mut targets = self.aws.probe_targets(&stack.name, "scan-offerings", None);
         targets.watch_accounts = self.watch.iter().map(|w| w.account.clone()).collect();
-        if let Some(checked) = check_own_role("scan-offerings", AWS_PORTS, &event.payload, &self.aws.sdk, targets).await
+        if let Some(checked) =
+            check_own_role("scan-offerings", AWS_PORTS, &event.payload, &self.aws.sdk, targets, &self.watch).await
         {
             return checked.map(Reply::Role).map_err(|e| report("scan-offerings", &stack.name, e));
         }

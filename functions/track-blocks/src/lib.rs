@@ -163,7 +163,9 @@ impl App {
         if is_permissions_ask(&event.payload) {
             targets.handoff_accounts = self.handoff_accounts().await;
         }
-        if let Some(checked) = check_own_role("track-blocks", AWS_PORTS, &event.payload, &self.aws.sdk, targets).await {
+        if let Some(checked) =
+            check_own_role("track-blocks", AWS_PORTS, &event.payload, &self.aws.sdk, targets, &[]).await
+        {
             return checked.map(Reply::Role).map_err(|e| report("track-blocks", &stack.name, e));
         }
         let until = invocation_deadline(&event.context);

@@ -73,8 +73,11 @@ pub struct FaultCounts {
     /// DescribeCapacityBlockExtensionOfferings refused by its own bucket (under
     /// `extension_offerings_limit = "own"`; under "shared" they count in `describe_limited`).
     pub extension_offerings_limited: u64,
-    /// DescribeCapacityBlockOfferings refused for an instance family whose quota is 0.
+    /// DescribeCapacityBlockOfferings refused for an instance family whose quota is 0, every
+    /// account's...
     pub quota_zero: u64,
+    /// ...and by account (listed from its first refusal).
+    pub quota_zero_by_account: std::collections::BTreeMap<String, u64>,
     /// Calls refused UnauthorizedOperation by an `iam_denials` entry.
     pub unauthorized: u64,
 }

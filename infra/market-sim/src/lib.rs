@@ -2,6 +2,7 @@
 //! real EC2 Query protocol, so unmodified AWS SDKs can be pointed at it. It deliberately shares
 //! no code with the rest of capblock: a misreading of the API cannot hide on both sides.
 
+pub mod accounts;
 pub mod action_names;
 pub mod actions;
 pub mod clock;

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::accounts::{self, AccountCfg};
 use crate::instance_types;
 use crate::organization::Organization;
 use crate::sellable::valid_duration_days;
@@ -35,6 +36,10 @@ pub struct Scenario {
     /// The AWS Organization the account is in: whom RAM lets it share Capacity Blocks with.
     #[serde(default)]
     pub organization: Organization,
+    /// Other accounts' Capacity Block quotas of 0 (`accounts.rs`): an account not listed has
+    /// every quota.
+    #[serde(default)]
+    pub accounts: Vec<AccountCfg>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -700,6 +705,7 @@ impl Scenario {
     fn validate(&self) -> Result<(), String> {
         self.behaviour.validate()?;
         self.organization.validate(&self.account_id)?;
+        accounts::validate(&self.accounts, &self.account_id, is_family)?;
         for (i, r) in self.regions.iter().enumerate() {
             let at = format!("regions[{i}] ({})", r.name);
             if let Some(f) = r.zero_quota_families.iter().find(|f| !is_family(f)) {
@@ -819,6 +825,16 @@ impl Scenario {
     pub fn zero_quota(&self, region: &str, instance_type: &str) -> bool {
         let family = instance_family(instance_type);
         self.region(region).is_some_and(|r| r.zero_quota_families.iter().any(|f| f.eq_ignore_ascii_case(family)))
+    }
+
+    /// Whether `account`'s Capacity Block quota for this type's family is 0 in `region`: the
+    /// simulated account's by `[[regions]] zero_quota_families`, another account's by its
+    /// `[[accounts]]` entry (none: every quota).
+    pub fn zero_quota_of(&self, account: &str, region: &str, instance_type: &str) -> bool {
+        if account == self.account_id {
+            return self.zero_quota(region, instance_type);
+        }
+        accounts::zero_quota(&self.accounts, account, region, instance_family(instance_type))
     }
 }
 

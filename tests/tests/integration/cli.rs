@@ -1106,8 +1106,10 @@ struct Functions {
 }
 
 impl Functions {
-    async fn start(c: &Cli) -> Functions {
+    /// The three functions, with `extra` on top of the stack's environment.
+    async fn start(c: &Cli, extra: &[(&str, &str)]) -> Functions {
         let mut env = binary_env(&c.sim, &c.aws, STACK);
+        env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         env.extend(
             [
                 ("CAPBLOCK_WORKLOADS_TOPIC_ARN", c.aws.workloads_topic.as_str()),
@@ -1156,7 +1158,7 @@ async fn preflight_has_each_function_check_its_own_role() {
         }
         let c = Cli::on(&format!("cli-preflight-roles-{denied}"), &scenario.build()).await;
         c.stack(Mode::Live, Some("1000")).await;
-        let f = Functions::start(&c).await;
+        let f = Functions::start(&c, &[]).await;
         // The scan's first run (no rules yet: nothing to ask) records its name.
         let scan = f.apis[0].invoke(serde_json::json!({"source": "capblock.schedule"}));
         let ran = f.apis[0].wait_outcome(&scan, std::time::Duration::from_secs(60)).await;
@@ -1272,6 +1274,59 @@ async fn preflight_has_each_function_check_its_own_role() {
             assert!(track["seen"].as_str().unwrap().contains("could not be reached"), "{track:#}");
         }
     }
+}
+
+/// Preflight has scan-offerings ask each watch member, through the member's watch role (which
+/// trusts the stack's roles only), one question per region and family the rules ask: a member
+/// whose p5 quota is 0 (every account starts at 0) is "quota 0 or busy" with the quota to request
+/// there or the way out of WatchAccounts; a member with its quota answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preflight_asks_each_watch_member_and_names_one_without_quota() {
+    const ZERO: &str = "111111111111";
+    const LENDS: &str = "222222222222";
+    let scenario = ScenarioToml::new(5, T0)
+        .payment("succeed", None)
+        .p5("us-west-2", &[2], "2.75")
+        .raw(&format!("[[accounts]]\nid = \"{ZERO}\"\nzero_quota_families = [\"p5\"]\n"))
+        .build();
+    let c = Cli::on("cli-preflight-members", &scenario).await;
+    c.stack(Mode::Live, Some("1000")).await;
+    let f = Functions::start(&c, &[("CAPBLOCK_WATCH_ACCOUNTS", &format!("{ZERO},{LENDS}"))]).await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let out = c
+        .unconfirmed_with(
+            &["preflight", "--pause-seconds", "0.05", "--json", "--function", "scan-offerings=scan-offerings"],
+            &[("AWS_ENDPOINT_URL_LAMBDA", f.router.url().as_str())],
+        )
+        .await;
+    assert_ne!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let findings = out.json()["findings"].as_array().unwrap().clone();
+    let finding = |check: &str| {
+        findings.iter().find(|x| x["check"] == check).unwrap_or_else(|| panic!("{check}: {findings:#?}")).clone()
+    };
+    let zero = finding(&format!("watch member {ZERO}"));
+    assert_eq!(zero["verdict"], "warn", "{zero:#}");
+    let seen = zero["seen"].as_str().unwrap();
+    assert!(seen.contains("quota 0 or busy") && seen.contains("us-west-2 p5.48xlarge"), "{zero:#}");
+    let todo = zero["todo"].as_str().unwrap();
+    assert!(todo.contains("\"Concurrent P5 Capacity Blocks per account\" in us-west-2"), "{zero:#}");
+    assert!(todo.contains(&format!("drop {ZERO} from WatchAccounts")), "{zero:#}");
+    let lends = finding(&format!("watch member {LENDS}"));
+    assert_eq!(lends["verdict"], "ok", "{lends:#}");
+    assert!(lends["seen"].as_str().unwrap().contains("answered"), "{lends:#}");
+    // Asked through the member's own credentials: the member's calls, refused for its quota.
+    let state = c.sim.state().await;
+    assert_eq!(state["faults_injected"]["quota_zero_by_account"][ZERO], 3, "{state}");
+    // The buying account's own quota is not the member's: its question was answered.
+    assert_eq!(finding("market us-west-2 p5.48xlarge")["verdict"], "ok");
+    // The table shows each member's finding.
+    let table = c
+        .unconfirmed_with(
+            &["preflight", "--pause-seconds", "0.05", "--function", "scan-offerings=scan-offerings"],
+            &[("AWS_ENDPOINT_URL_LAMBDA", f.router.url().as_str())],
+        )
+        .await;
+    assert!(table.stdout.contains(ZERO) && table.stdout.contains(LENDS), "{}", table.stdout);
 }
 
 /// `capblock buy` takes an offering `offerings` showed, for a rule, through the scan's path: not

@@ -268,6 +268,49 @@ async fn member_accounts_lend_their_describe_limit_and_each_question_is_asked_on
     assert_eq!(h.sim.purchases().await.len(), 1);
 }
 
+/// A member account whose Capacity Block quota for p5 is 0 (every account starts at 0) is
+/// refused every p5 search: its lane stops asking after a few calls of its own limit, the other
+/// accounts answer its questions, its refusals are not counted as others' (contended), the scan
+/// names it and announces it once, and a later scan gives it one call (a probe), not a run's worth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_without_quota_stops_asking_is_announced_once_and_inflates_nothing() {
+    const ZERO: &str = "111111111111";
+    const LENDS: &str = "222222222222";
+    let scenario = format!("{}\n[[accounts]]\nid = \"{ZERO}\"\nzero_quota_families = [\"p5\"]\n", market(87));
+    let h = Rig::paced("member-quota", &scenario, CLOCK, STACK).await;
+    h.put_rules(&[rule(&h)]).await;
+    let watch = members(&h, &[ZERO, LENDS]).await;
+    let scanner = h.watching(&watch);
+    let refused = || async {
+        let state = h.sim.state().await;
+        state["faults_injected"]["quota_zero_by_account"][ZERO].as_u64().unwrap_or(0)
+    };
+    let first = scanner.run(h.now()).await.unwrap();
+    let east = &first.regions["us-east-1"];
+    assert_eq!(first.watch_refused.iter().collect::<Vec<_>>(), [&format!("{ZERO} us-east-1 p5")], "{first:#?}");
+    assert!(first.watch_failed.is_empty(), "refused is not failed: {:?}", first.watch_failed);
+    assert_eq!(east.contended, 0, "nobody else spends any limit here: {east:?}");
+    assert!(east.answered > 0 && first.quota_zero.is_empty(), "{first:#?}");
+    assert_eq!(refused().await, 3, "a few calls of the member's own limit, then it stops");
+    let log = h.sim.control("GET", "/_sim/describe/calls", "").await;
+    let lent = log["calls"].as_array().unwrap().iter().any(|c| c["account"] == LENDS && c["served"] == true);
+    assert!(lent, "the member with a quota lends its limit: {log}");
+    let alerts = h.aws.alerts().await;
+    assert_eq!(capblock_tests::event_types(&alerts), ["member-quota-zero"]);
+    let text = alerts[0].body["content"]["description"].as_str().unwrap();
+    assert!(text.contains(ZERO) && text.contains("quota"), "{text}");
+
+    h.advance_minutes(1).await;
+    let second = scanner.run(h.now()).await.unwrap();
+    assert_eq!(second.watch_refused, first.watch_refused, "still refused");
+    assert_eq!(refused().await, 4, "one call (a probe) a scan once noted");
+    assert_eq!(second.regions["us-east-1"].contended, 0);
+    assert!(h.aws.alerts().await.is_empty(), "announced once");
+    let memory = h.store.region_memory(&"us-east-1".parse().unwrap()).await.unwrap();
+    assert_eq!(memory.member_refused.keys().collect::<Vec<_>>(), [&format!("{ZERO} p5")], "{memory:?}");
+    assert!(h.sim.purchases().await.is_empty(), "nothing is cheap enough before 01:00");
+}
+
 /// What `aws::accounts::watch_accounts` builds for `accounts`, with the EC2 endpoint on this
 /// test's own simulator (the deployed function's env points EC2 there and STS at moto): each
 /// member's watch role assumed on moto's STS.

@@ -675,3 +675,67 @@ async fn a_one_shot_search_waits_out_fewer_refusals_and_answers() {
         vec![(DESCRIBE_LIMIT, Some(1)), (REQUEST_LIMIT, None), (REQUEST_LIMIT, None), (DESCRIBE_LIMIT, Some(2))]
     );
 }
+
+/// A member whose quota of a family is 0 (the published default) is refused on every call of
+/// it: its lane stops asking the family after `MEMBER_STRIKES` calls and gives the questions
+/// back, which the buying account answers; it still asks the families it has a quota for; its
+/// refusals are not counted as others' (contended) nor against the questions; the run names it.
+#[tokio::test(start_paused = true)]
+async fn a_member_refused_on_every_call_of_a_family_stops_asking_it_and_is_not_contended() {
+    let east: Region = "us-east-1".parse().unwrap();
+    let account = "111111111111".to_string();
+    // The buying account never refused: whatever is not answered is the member's doing.
+    let home = FakeMarket::new(None);
+    let mut zero = FakeMarket::ec2();
+    zero.quota_zero = vec!["trn2"];
+    let types = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let helpers = [member(&account, Recording { inner: zero, types: types.clone() })];
+    // Enough trn2 questions ahead that the member meets the family on each of its first calls
+    // (each refusal slows its lane).
+    let queries: Vec<OfferingQuery> = (1..=16)
+        .map(|n| query("us-east-1", "trn2.48xlarge", n))
+        .chain((1..=4).map(|n| query("us-east-1", "p5.48xlarge", n)))
+        .collect();
+    // Time enough for every question: none is left to the asking time.
+    let pacing = Pacing { ask_for: Duration::from_secs(600), ..pacing() };
+    let asked =
+        ask_spread(&home, &super::helpers(&helpers), &queries, &pacing, &Carried::default(), |_, _, _| {}).await;
+    assert!(asked.answers.iter().all(|a| matches!(a, Answer::Offerings(_))), "{:?}", asked.answers);
+    let asked_types = types.lock().unwrap().clone();
+    let trn2 = asked_types.iter().filter(|t| t.starts_with("trn2")).count();
+    assert_eq!(trn2, MEMBER_STRIKES as usize, "bounded: {asked_types:?}");
+    assert!(asked_types.iter().any(|t| t.starts_with("p5")), "it still lends its p5 quota: {asked_types:?}");
+    let key = (east.clone(), account.clone());
+    assert_eq!(asked.helper_calls[&key].contended, 0, "{:?}", asked.helper_calls);
+    assert_eq!(asked.calls[&east].contended, 0);
+    assert_eq!(asked.helper_refused, [(east.clone(), account.clone(), "trn2".to_string())].into());
+    assert_eq!(asked.helper_answered, [(east, account, "p5".to_string())].into());
+    assert!(asked.helper_failed.is_empty(), "a refusal is not a failure: {:?}", asked.helper_failed);
+}
+
+/// A member noted refused on every call of a family gets one call of it a run: refused, it
+/// stops at once (named again); answered, the family is its to ask again and the run says so.
+#[tokio::test(start_paused = true)]
+async fn a_member_noted_refused_gets_one_call_of_the_family_a_run_until_answered() {
+    let east: Region = "us-east-1".parse().unwrap();
+    let account = "111111111111".to_string();
+    let noted = (east.clone(), account.clone(), "p5".to_string());
+    let carried = Carried { helper_probes: [noted.clone()].into(), ..Default::default() };
+    let queries: Vec<OfferingQuery> = (1..=6).map(|n| query("us-east-1", "p5.48xlarge", n)).collect();
+
+    let mut zero = FakeMarket::ec2();
+    zero.quota_zero = vec!["p5"];
+    let helpers = [member(&account, zero)];
+    let asked =
+        ask_spread(&FakeMarket::ec2(), &super::helpers(&helpers), &queries, &pacing(), &carried, |_, _, _| {}).await;
+    assert_eq!(asked.helper_calls[&(east.clone(), account.clone())].sent, 1, "one call a run");
+    assert_eq!(asked.helper_refused, [noted.clone()].into());
+    assert!(asked.answers.iter().all(|a| matches!(a, Answer::Offerings(_))));
+
+    let helpers = [member(&account, FakeMarket::ec2())];
+    let asked =
+        ask_spread(&FakeMarket::ec2(), &super::helpers(&helpers), &queries, &pacing(), &carried, |_, _, _| {}).await;
+    assert!(asked.helper_calls[&(east, account)].sent > 1, "answered: it asks the family again");
+    assert!(asked.helper_refused.is_empty());
+    assert_eq!(asked.helper_answered, [noted].into());
+}

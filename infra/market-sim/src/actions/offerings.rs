@@ -21,16 +21,16 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     let ultraserver_type = p.get("UltraserverType").filter(|s| !s.is_empty()).map(str::to_string);
     // A family whose Capacity Block quota is 0 gets the describe limit's code on every call,
     // however slowly it asks; it spends no token. An UltraServer search counts against the
-    // family of the UltraServer's instances. The quotas are the simulated account's: another
-    // account's calls are not refused for them.
+    // family of the UltraServer's instances. The quotas are the caller's account's: the
+    // simulated account's by region, another account's by its `[[accounts]]` entry.
     let family_of = instance_type
         .clone()
         .or_else(|| ultraserver_type.as_deref().and_then(instance_types::ultraserver).map(|u| u.instance_type.into()));
-    if simulated
-        && let Some(t) = &family_of
-        && w.scenario.zero_quota(ctx.region, t)
+    if let Some(t) = &family_of
+        && w.scenario.zero_quota_of(&account, ctx.region, t)
     {
         w.faults.quota_zero += 1;
+        *w.faults.quota_zero_by_account.entry(account.clone()).or_default() += 1;
         return Err(ApiError::describe_limit());
     }
     // The describe limit is spent before anything else is looked at: invalid and DryRun calls
@@ -347,6 +347,32 @@ mod tests {
         assert_eq!(by[MEMBER], CallCounts { calls: 3, refused: 2 });
         assert_eq!(by[SIM], CallCounts { calls: 1, refused: 0 });
         assert_eq!(w.faults.describe_limited_by_account, std::collections::BTreeMap::from([(MEMBER.to_string(), 2)]));
+    }
+
+    #[test]
+    fn a_member_account_with_a_quota_of_0_is_refused_for_it_and_the_simulated_account_is_not() {
+        let mut w = limited_world(&format!(
+            "describe_limit = {{ burst = 1, refill_secs = 3600.0 }}\ncaller_accounts = {{ AKIAMEMBER = \"{MEMBER}\" }}"
+        ));
+        let accounts =
+            format!("[[accounts]]\nid = \"{MEMBER}\"\nzero_quota_families = [\"P5\"]\nregions = [\"us-east-1\"]");
+        w.scenario.accounts = Scenario::parse(&accounts).unwrap().accounts;
+        let p5 = Params::from_pairs(&[("CapacityDurationHours", "24"), ("InstanceType", "p5.48xlarge")]);
+        // The member: refused on every call, however many, and no token spent...
+        for _ in 0..4 {
+            let e = dispatch_as(&mut w, "us-east-1", Some("AKIAMEMBER"), ACTION, &p5).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (400, "CapacityBlockDescribeLimitExceeded"));
+            assert_eq!(e.message, ApiError::describe_limit().message, "the same message as the rate limit");
+        }
+        let by = std::collections::BTreeMap::from([(MEMBER.to_string(), 4)]);
+        assert_eq!((w.faults.quota_zero, &w.faults.quota_zero_by_account, w.faults.describe_limited), (4, &by, 0));
+        // ...a search without the family spends its one token...
+        let any = Params::from_pairs(&[("CapacityDurationHours", "24")]);
+        assert!(dispatch_as(&mut w, "us-east-1", Some("AKIAMEMBER"), ACTION, &any).is_ok());
+        // ...and the simulated account is answered for p5: the quota is the member's.
+        let body = dispatch_as(&mut w, "us-east-1", None, ACTION, &p5).unwrap().body;
+        assert_eq!(values(&body, "instanceType")[0], "p5.48xlarge", "{body}");
+        assert_eq!(w.faults.quota_zero, 4);
     }
 
     #[test]
