@@ -1386,8 +1386,15 @@ def check_ram(test: unittest.TestCase, sim, ep, scenario):
     """RAM through boto3's real `ram` client (restJson1): shares of Capacity Blocks created, read,
     tagged, changed and deleted; associations ASSOCIATING for the delay, then ASSOCIATED; client
     tokens; every refusal under both readings of `ram_refusal`; a block's end; the control API."""
+    # These checks read each share back at once: RAM's listing lag (a reading, a minute by
+    # default) is played here at 0, and the integration tests play it on.
+    if "[behaviour]\n" in scenario:
+        scenario = scenario.replace("[behaviour]\n", "[behaviour]\nram_listing_lag_secs = 0\n", 1)
+    else:
+        scenario += "\n[behaviour]\nram_listing_lag_secs = 0\n"
     with test.subTest("ram: reset"):
         test.assertEqual(sim.scenario(scenario)["now"], "2026-12-01T00:00:00Z")
+        test.assertEqual(sim._req("GET", "/_sim/behaviour")["ram_listing_lag_secs"], 0)
     ram, ec2 = client(ep, service="ram"), client(ep)
     west_ram, raw_ram = client(ep, region="us-west-2", service="ram"), client(ep, validate=False, service="ram")
     def creating(**kw):
