@@ -42,7 +42,8 @@ async fn active_block(name: &str, reading: &str) -> (Rig, String) {
     let id = h.buy(&RuleToml::p5("busy8").instance_counts(&[8]).budget("10000").rule(h.now())).await;
     track_every(&h, 7 * 60, "2026-12-03T11:35:00Z").await;
     assert_eq!(h.block(&id).await.state, BlockState::Active);
-    h.aws.alerts().await;
+    let alerts = h.aws.alerts().await;
+    assert!(!event_types(&alerts).contains(&"health".to_string()), "{reading}: nothing failed yet");
     h.aws.workload_notices().await;
     h.aws.events().await;
     (h, id)
