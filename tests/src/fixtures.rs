@@ -23,7 +23,7 @@ use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::domain::block::{Block, Reservation};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::extension::{ExtensionOffer, ExtensionReceipt};
-use capblock_shared::domain::health::BlockHealth;
+use capblock_shared::domain::health::CapacityStatus;
 use capblock_shared::domain::lifecycle::{BlockState, Observed};
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::names::{InstanceType, Region};
@@ -31,8 +31,8 @@ use capblock_shared::domain::offering::{Offering, RawOffering};
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::ports::{
     BlockKinds, BlockStatusSource, BlockStore, CapacityBlockFacts, ExtensionHistory, ExtensionMarket, ExtensionRecord,
-    InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser,
-    QuotaSource, ReminderError, Reminders, ReservationSource, RuleStore, Tagged,
+    InstanceSource, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest,
+    Purchaser, QuotaSource, ReminderError, Reminders, ReservationSource, RuleStore, Tagged,
 };
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
@@ -749,8 +749,18 @@ impl<H: Send + Sync> BlockKinds for HookedMarket<H> {
 
 #[async_trait]
 impl<H: Send + Sync> BlockStatusSource for HookedMarket<H> {
-    async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, BlockHealth)>, MarketError> {
+    async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<CapacityStatus>, MarketError> {
         self.real.block_status(region, ids).await
+    }
+}
+
+#[async_trait]
+impl<H: Send + Sync> InstanceSource for HookedMarket<H> {
+    async fn instances_in(&self, region: &Region, reservation_id: &str) -> Result<Vec<String>, MarketError> {
+        self.real.instances_in(region, reservation_id).await
+    }
+    async fn reservation_of(&self, region: &Region, instance_id: &str) -> Result<Option<String>, MarketError> {
+        self.real.reservation_of(region, instance_id).await
     }
 }
 

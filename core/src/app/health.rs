@@ -3,6 +3,11 @@
 //! `health`), through the outbox like every other milestone. EC2 reports no status for a block
 //! that is still scheduled (the call fails for it), so the tracker asks about the blocks EC2
 //! calls active (or unavailable) in this run.
+//!
+//! The failures are judged by `domain::health` from EC2's counts and, where the unavailable
+//! count may hold running instances, the instances running in the reservation
+//! (DescribeInstances filtered by its id): one more call per such block and run, none for a
+//! block with nothing unavailable.
 
 use chrono::{DateTime, Utc};
 
@@ -14,15 +19,16 @@ use crate::domain::bus;
 use crate::domain::checkpoint::health_notice;
 use crate::domain::health::{self, BlockHealth, HealthChange};
 use crate::domain::names::Region;
-use crate::ports::{BlockStatusSource, BlockStore, MarketError, Outbox, StoreError};
+use crate::ports::{BlockStatusSource, BlockStore, InstanceSource, MarketError, Outbox, StoreError};
 
 /// A change of one block's health, to announce: the block, the change, the status seen.
 pub type Found<'b> = (&'b Block, HealthChange, BlockHealth);
 
 /// Asks EC2 about the health of `blocks` (those of one region EC2 reports active or
 /// unavailable), in one batched DescribeCapacityBlockStatus, and returns the changes since
-/// what was announced last.
-pub async fn changes<'b, M: BlockStatusSource + ?Sized>(
+/// what was announced last. A block whose failures its status cannot tell (EC2 listed its
+/// block but not its reservation) is left as it was.
+pub async fn changes<'b, M: BlockStatusSource + InstanceSource + ?Sized>(
     market: &M,
     region: &Region,
     blocks: &[&'b Block],
@@ -32,10 +38,22 @@ pub async fn changes<'b, M: BlockStatusSource + ?Sized>(
         return Ok(Vec::new());
     }
     let mut found = Vec::new();
-    for (block_id, seen) in market.block_status(region, &ids).await? {
-        for &b in blocks.iter().filter(|b| b.capacity_block_id.as_deref() == Some(block_id.as_str())) {
+    for status in market.block_status(region, &ids).await? {
+        for &b in blocks.iter().filter(|b| b.capacity_block_id.as_deref() == Some(status.capacity_block_id.as_str())) {
+            let Some(counts) = status.counts_of(&b.reservation_id) else {
+                continue;
+            };
+            let running = if counts.may_count_work() {
+                let seen = market.instances_in(region, &b.reservation_id).await?;
+                Some(u32::try_from(seen.len()).unwrap_or(u32::MAX))
+            } else {
+                None
+            };
+            let Some(seen) = status.health_of(&b.reservation_id, running) else {
+                continue;
+            };
             if let Some(change) = health::change(b.health.as_ref(), &seen) {
-                found.push((b, change, seen.clone()));
+                found.push((b, change, seen));
             }
         }
     }

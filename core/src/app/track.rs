@@ -38,8 +38,9 @@ use crate::domain::slack::SlackMessage;
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::domain::usage::{DEFAULT_IDLE_ALERT_MINUTES, Reading, idle_cost, utilization_so_far};
 use crate::ports::{
-    BlockKinds, BlockStatusSource, BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, Ledger, MarketError,
-    MarketMemory, Notifier, Outbox, ReminderError, Reminders, ReservationSource, RuleStore, StoreError,
+    BlockKinds, BlockStatusSource, BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, InstanceSource,
+    Ledger, MarketError, MarketMemory, Notifier, Outbox, ReminderError, Reminders, ReservationSource, RuleStore,
+    StoreError,
 };
 
 /// Settings read once from the environment by the function's `main`.
@@ -113,6 +114,7 @@ pub struct BlockUse {
     /// What its idle time cost so far at its own price; None when the fee is unknown.
     pub idle_cost: Option<Money>,
     pub utilization_percent: Option<rust_decimal::Decimal>,
+    /// Its failed instances as the health check judged them (`BlockHealth::unavailable`).
     pub unavailable: u32,
 }
 
@@ -148,7 +150,13 @@ pub struct Tracker<'a, M: ?Sized, S: ?Sized, N: ?Sized, R: ?Sized> {
 
 impl<M, S, N, R> Tracker<'_, M, S, N, R>
 where
-    M: ReservationSource + ExtensionMarket + BlockKinds + BlockStatusSource + ExtensionHistory + ?Sized,
+    M: ReservationSource
+        + ExtensionMarket
+        + BlockKinds
+        + BlockStatusSource
+        + InstanceSource
+        + ExtensionHistory
+        + ?Sized,
     S: RuleStore + Ledger + BlockStore + Outbox + ExtensionLedger + MarketMemory + ?Sized,
     N: Notifier + ?Sized,
     R: Reminders + ?Sized,
@@ -508,11 +516,12 @@ where
             return Ok(());
         }
         let rule = b.rule_id.as_ref().and_then(|r| rules.get(r));
+        // The failures as the health check judged them last (never running instances).
         let sample = Reading {
             at: now,
             instances: b.instance_count,
             available: *available,
-            unavailable: b.health.as_ref().map_or(0, |h| h.unavailable),
+            failed: b.health.as_ref().map_or(0, |h| h.unavailable),
         };
         let alert_after = rule.map_or(DEFAULT_IDLE_ALERT_MINUTES, |r| r.idle_alert_minutes);
         let to = handoff::EventTo::of(rule);

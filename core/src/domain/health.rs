@@ -1,10 +1,20 @@
 //! Block health: what DescribeCapacityBlockStatus says about a block that is scheduled or
-//! active (its interconnect and how many of its instances EC2 took out), and when that is worth
+//! active (its interconnect and how many of its instances failed), and when that is worth
 //! telling someone. Pure: the tracker feeds observations in and announces the changes.
 //!
 //! A change is announced once (Slack and the workloads topic, kind `health`), and so is the
 //! recovery. `insufficient-data` alone is not a problem: EC2 reports it while it has nothing to
 //! measure (e.g. right after the start).
+//!
+//! What `TotalUnavailableCapacity` counts is not settled by the record: EC2's model says of the
+//! block's "unavailable for use due to a system status check failure", of each reservation's
+//! "the used capacity ... in use by resources that are running", and of both that the total is
+//! "the combined amount of Available and Unavailable capacity", available being what "can be
+//! launched". Read as failures, the second reading makes every running instance a failed one.
+//! So failures are judged by [`StatusCounts::failed`] under both: an answer whose available and
+//! unavailable add up to less than the total counts the running instances in neither, and its
+//! unavailable ones are failures; otherwise the running ones may be among them, and only what
+//! exceeds the instances seen running counts as failed. Work is never taken for a failure.
 
 use serde::{Deserialize, Serialize};
 
@@ -49,13 +59,77 @@ impl std::fmt::Display for Interconnect {
     }
 }
 
-/// One DescribeCapacityBlockStatus answer for a block.
+/// One level's counts of a DescribeCapacityBlockStatus answer: the block's, or one of its
+/// reservations'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusCounts {
+    /// TotalCapacity.
+    pub total: u32,
+    /// TotalAvailableCapacity: what can still be launched.
+    pub available: u32,
+    /// TotalUnavailableCapacity: failures, or failures and running instances (see the module).
+    pub unavailable: u32,
+}
+
+impl StatusCounts {
+    /// Whether the unavailable count may hold running instances, so that the instances running
+    /// in the reservation must be counted to tell the failures: some are unavailable, and the
+    /// answer does not leave the running ones out (available and unavailable make the total).
+    pub fn may_count_work(&self) -> bool {
+        self.unavailable > 0 && self.available.saturating_add(self.unavailable) >= self.total
+    }
+
+    /// The instances out of use through failure, given `running`, those seen running (or
+    /// starting) in the reservation. `None` when the answer may count work and `running` is
+    /// unknown: nothing can be concluded then. Never more than the unavailable count, never
+    /// negative, and never a running instance.
+    pub fn failed(&self, running: Option<u32>) -> Option<u32> {
+        if !self.may_count_work() {
+            return Some(self.unavailable);
+        }
+        running.map(|r| self.unavailable.saturating_sub(r))
+    }
+}
+
+/// One DescribeCapacityBlockStatus entry: the block's interconnect, its counts, and each of its
+/// reservations' counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapacityStatus {
+    pub capacity_block_id: String,
+    pub interconnect: Interconnect,
+    pub block: StatusCounts,
+    /// CapacityReservationStatuses, by reservation id.
+    pub reservations: Vec<(String, StatusCounts)>,
+}
+
+impl CapacityStatus {
+    /// The counts of reservation `id`: its own entry, else the block's when the block is that
+    /// one reservation (or EC2 listed none). `None` for a reservation of a larger block that EC2
+    /// did not list: the block's counts would mix in its other reservations' instances.
+    pub fn counts_of(&self, id: &str) -> Option<StatusCounts> {
+        match self.reservations.iter().find(|(r, _)| r == id) {
+            Some((_, c)) => Some(*c),
+            None if self.reservations.len() <= 1 => Some(self.block),
+            None => None,
+        }
+    }
+
+    /// The health of reservation `id` with `running` instances seen running in it (see
+    /// [`StatusCounts::failed`]); `None` when the answer cannot tell its failures.
+    pub fn health_of(&self, id: &str, running: Option<u32>) -> Option<BlockHealth> {
+        let c = self.counts_of(id)?;
+        Some(BlockHealth { interconnect: self.interconnect.clone(), total: c.total, unavailable: c.failed(running)? })
+    }
+}
+
+/// A block's health as capblock judged it from DescribeCapacityBlockStatus (and the instances
+/// running in it), stored with the block and carried in its health notices and events.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockHealth {
     pub interconnect: Interconnect,
-    /// Instances in the block (TotalCapacity).
+    /// Instances in the reservation (its TotalCapacity).
     pub total: u32,
-    /// Instances EC2 took out of it (TotalUnavailableCapacity).
+    /// Instances out of use through failure (`StatusCounts::failed`): never a running one.
     pub unavailable: u32,
 }
 
@@ -166,6 +240,66 @@ mod tests {
         assert!(matches!(r, HealthChange::Recovered { .. }));
         assert_eq!(r.summary(), "healthy again: interconnect ok, all 16 instances available");
         assert_eq!(change(Some(&h("ok", 0)), &h("ok", 0)), None);
+    }
+
+    fn counts(total: u32, available: u32, unavailable: u32) -> StatusCounts {
+        StatusCounts { total, available, unavailable }
+    }
+
+    /// 16 instances, 2 failed, `running` of the other 14 running, as EC2 would count them under
+    /// each reading: `in_use` counts the running ones unavailable too.
+    fn answer(in_use: bool, running: u32) -> StatusCounts {
+        let failed = 2;
+        let available = 16 - failed - running;
+        counts(16, available, if in_use { failed + running } else { failed })
+    }
+
+    #[test]
+    fn failures_read_as_failures_under_the_failed_reading() {
+        for running in [0, 5, 14] {
+            let c = answer(false, running);
+            assert_eq!(c.failed(Some(running)), Some(2), "running {running}");
+            assert_eq!(c.failed(Some(0)), Some(2), "running {running}");
+        }
+        // Running instances hide no failure: the answer leaves them out of both counts.
+        assert!(!answer(false, 5).may_count_work());
+        assert_eq!(answer(false, 14).failed(None), Some(2), "no need to count what runs");
+        // Nothing failed, whatever runs.
+        assert_eq!(counts(16, 4, 0).failed(None), Some(0));
+    }
+
+    #[test]
+    fn running_instances_are_not_failures_under_the_in_use_reading() {
+        for running in [0, 5, 14] {
+            let c = answer(true, running);
+            assert_eq!(c.failed(Some(running)), Some(2), "running {running}");
+        }
+        // The whole block at work, nothing failed: 16 "unavailable", 0 failed.
+        let busy = counts(16, 0, 16);
+        assert!(busy.may_count_work());
+        assert_eq!(busy.failed(Some(16)), Some(0));
+        assert_eq!(busy.failed(None), None, "without the running count nothing is concluded");
+        // Never negative: more seen running than counted (an instance started between calls).
+        assert_eq!(counts(16, 6, 10).failed(Some(12)), Some(0));
+    }
+
+    #[test]
+    fn the_reservation_s_counts_are_judged() {
+        let status = CapacityStatus {
+            capacity_block_id: "cb-1".into(),
+            interconnect: Interconnect::Ok,
+            block: counts(8, 0, 8),
+            reservations: vec![("cr-a".into(), counts(4, 0, 4)), ("cr-b".into(), counts(4, 0, 4))],
+        };
+        // cr-a: 4 in use, 3 of them running: 1 failed (of cr-a's 4, not the block's 8).
+        let h = status.health_of("cr-a", Some(3)).unwrap();
+        assert_eq!((h.total, h.unavailable), (4, 1));
+        assert_eq!(h.problems(), vec!["1 of 4 instances unavailable"]);
+        assert_eq!(status.health_of("cr-c", Some(0)), None, "a reservation EC2 did not list");
+        // A block of one reservation listed without its reservations: the block's counts.
+        let one = CapacityStatus { reservations: vec![], ..status.clone() };
+        assert_eq!(one.health_of("cr-a", Some(8)).unwrap().unavailable, 0);
+        assert_eq!(one.health_of("cr-a", None), None);
     }
 
     #[test]

@@ -5,10 +5,14 @@
 //! burnt. EC2 says how many instances of a reservation could still be launched
 //! (DescribeCapacityReservations' `AvailableInstanceCount`, which the tracker reads for every
 //! open block on each run anyway, so sampling costs no extra call and no extra share of the
-//! account's describe limit); what runs is the rest, less the instances EC2 took out of the block
-//! (DescribeCapacityBlockStatus' unavailable count, which are not the workload's to use).
-//! GetCapacityReservationUsage would name the accounts using it, one call per block per run,
-//! for nothing a single account needs.
+//! account's describe limit): "Launching an instance into a Capacity Block reduces the available
+//! capacity by the number of instances launched". What runs is what was launched, less the
+//! instances that failed, as the health check judged them (`domain::health`, never a running
+//! instance); never DescribeCapacityBlockStatus' raw unavailable count, which may count every
+//! running instance too. It counts the instances of every account the block is shared with,
+//! which DescribeInstances in the owner's account would not see. GetCapacityReservationUsage
+//! would name the accounts using it, one call per block per run, for nothing a single account
+//! needs.
 //!
 //! Samples are coarse: each sample's running count stands for the time since the previous
 //! sample (the first, for the time since the start), so a change in what runs is placed up to one
@@ -101,13 +105,14 @@ impl IdleNews {
 }
 
 /// One reading of an active block: its instances, how many could still be launched
-/// (`available`, EC2's AvailableInstanceCount) and how many EC2 took out (`unavailable`).
+/// (`available`, EC2's AvailableInstanceCount) and how many failed (`failed`: the health
+/// check's judgement, `BlockHealth::unavailable`, never EC2's raw unavailable count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reading {
     pub at: DateTime<Utc>,
     pub instances: u32,
     pub available: u32,
-    pub unavailable: u32,
+    pub failed: u32,
 }
 
 impl Reading {
@@ -115,8 +120,9 @@ impl Reading {
         self.available.min(self.instances)
     }
 
+    /// The instances launched (not available) that did not fail.
     pub fn running(&self) -> u32 {
-        self.instances.saturating_sub(self.available).saturating_sub(self.unavailable)
+        self.instances.saturating_sub(self.available).saturating_sub(self.failed)
     }
 }
 

@@ -18,7 +18,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use crate::domain::block::Reservation;
 use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
-use crate::domain::health::BlockHealth;
+use crate::domain::health::CapacityStatus;
 use crate::domain::lifecycle::Observed;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
@@ -516,7 +516,7 @@ impl BlockKinds for MemoryEc2 {
 
 #[async_trait]
 impl BlockStatusSource for MemoryEc2 {
-    async fn block_status(&self, _: &Region, _: &[String]) -> Result<Vec<(String, BlockHealth)>, MarketError> {
+    async fn block_status(&self, _: &Region, _: &[String]) -> Result<Vec<CapacityStatus>, MarketError> {
         Ok(vec![])
     }
 }

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::block::Reservation;
 use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
-use crate::domain::health::BlockHealth;
+use crate::domain::health::CapacityStatus;
 use crate::domain::lifecycle::Observed;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
@@ -239,9 +239,10 @@ pub trait BlockKinds: Send + Sync {
 /// DescribeCapacityBlockStatus: interconnect health and capacity of blocks that have some.
 #[async_trait]
 pub trait BlockStatusSource: Send + Sync {
-    /// Health of each block of `ids` that EC2 reports one for. A block without a status yet
+    /// The status of each block of `ids` that EC2 reports one for, as EC2 counts it (what its
+    /// unavailable count means is `domain::health`'s to judge). A block without a status yet
     /// (scheduled) or any more is left out rather than failing the others.
-    async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, BlockHealth)>, MarketError>;
+    async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<CapacityStatus>, MarketError>;
 }
 
 /// One entry of DescribeCapacityBlockExtensionHistory.

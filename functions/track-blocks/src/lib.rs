@@ -33,6 +33,9 @@ pub const AWS_PORTS: &[&str] = &[
     "ExtensionMarket",
     "BlockKinds",
     "BlockStatusSource",
+    // The instances running in a block, which its health check takes off EC2's unavailable
+    // count (`app::health`), and the hand-off actions' instances.
+    "InstanceSource",
     "ExtensionHistory",
     "RuleStore",
     "SettingsStore",
@@ -50,7 +53,6 @@ pub const AWS_PORTS: &[&str] = &[
     "Parameters",
     "Groups",
     "Commands",
-    "InstanceSource",
     "ReservationGroups",
     "Nodegroups",
     // `share_with`: each block's AWS RAM share.

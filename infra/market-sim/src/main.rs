@@ -49,7 +49,8 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
                  hold_actions = [] (tests: held before EC2 receives them; POST /_sim/release),
                  listing_lag_secs = 0 (a purchase's reservation listed that late),
                  ram_refusal = failed_association|error, ram_association_delay_secs = 10,
-                 ram_listing_lag_secs = 60 (a new RAM share listed that late)
+                 ram_listing_lag_secs = 60 (a new RAM share listed that late),
+                 unavailable_means = in_use|failed (DescribeCapacityBlockStatus)
     [[regions]]  name, supported = true, down = false, zero_quota_families = [],
                  sells = [types] (default: the region's market lines), opted_in_zones = []
     [[market]]   region, instance_type, azs, counts, durations_days, start_days,

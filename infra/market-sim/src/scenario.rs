@@ -166,6 +166,24 @@ pub enum RamRefusal {
     Error,
 }
 
+/// What DescribeCapacityBlockStatus's `totalUnavailableCapacity` counts, block and reservation
+/// alike: the record says both (botocore's EC2 model, CapacityBlockStatus: "unavailable for use
+/// due to a system status check failure"; CapacityReservationStatus: "The used capacity ... in
+/// use by resources that are running"), and `totalCapacity` is "the combined amount of Available
+/// and Unavailable capacity" in both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnavailableMeans {
+    /// Only the instances taken out (the health steps' `unavailable`); `totalAvailableCapacity`
+    /// stays the launchable rest, so while instances run the total is more than the two.
+    Failed,
+    /// Every instance in use: the running ones plus the ones taken out, available the rest, so
+    /// the total is always the two. The harsher for a client: one that reads the count as
+    /// failures sees every running instance as failed.
+    #[default]
+    InUse,
+}
+
 /// Which limit DescribeCapacityBlockExtensionOfferings counts against: the record is silent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -334,6 +352,8 @@ pub struct Behaviour {
     pub caller_accounts: BTreeMap<String, String>,
     /// RAM: a Capacity Block that cannot be shared, "failed_association" or "error".
     pub ram_refusal: RamRefusal,
+    /// DescribeCapacityBlockStatus's unavailable count: "failed" or "in_use".
+    pub unavailable_means: UnavailableMeans,
     /// RAM: seconds of sim time an association stays ASSOCIATING (and a disassociation
     /// DISASSOCIATING) before it is done.
     pub ram_association_delay_secs: u64,
@@ -374,6 +394,7 @@ impl Default for Behaviour {
             iam_denials: Vec::new(),
             caller_accounts: BTreeMap::new(),
             ram_refusal: RamRefusal::FailedAssociation,
+            unavailable_means: UnavailableMeans::InUse,
             ram_association_delay_secs: 10,
             ram_listing_lag_secs: DEFAULT_RAM_LISTING_LAG_SECS,
         }
@@ -1103,6 +1124,19 @@ mod tests {
         }
         let json = serde_json::to_value(b("counts_before_start = \"full\"").unwrap()).unwrap();
         assert_eq!(json["counts_before_start"], "full");
+    }
+
+    #[test]
+    fn unavailable_means_readings() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        assert_eq!(b("").unwrap().unavailable_means, UnavailableMeans::InUse);
+        assert_eq!(b("unavailable_means = \"failed\"").unwrap().unavailable_means, UnavailableMeans::Failed);
+        assert_eq!(b("unavailable_means = \"in_use\"").unwrap().unavailable_means, UnavailableMeans::InUse);
+        for bad in ["unavailable_means = \"in-use\"", "unavailable_means = \"used\"", "unavailable_means = 1"] {
+            assert!(b(bad).is_err(), "{bad}");
+        }
+        let json = serde_json::to_value(b("unavailable_means = \"failed\"").unwrap()).unwrap();
+        assert_eq!(json["unavailable_means"], "failed");
     }
 
     #[test]

@@ -993,8 +993,8 @@ def check_ultraservers_and_health(test: unittest.TestCase, sim, ep):
         test.assertEqual([s["CapacityBlockId"] for s in st], [hand_r["CapacityBlockId"]])
     with test.subTest("status: ok"):
         test.assertEqual(st[0]["InterconnectStatus"], "ok")
-    with test.subTest("status: counts"):
-        test.assertEqual((st[0]["TotalCapacity"], st[0]["TotalAvailableCapacity"], st[0]["TotalUnavailableCapacity"]), (4, 0, 0))
+    with test.subTest("status: counts (unavailable_means = in_use: the 4 running)"):
+        test.assertEqual((st[0]["TotalCapacity"], st[0]["TotalAvailableCapacity"], st[0]["TotalUnavailableCapacity"]), (4, 0, 4))
     expect_error(test, "status: a scheduled block by id", "InvalidCapacityReservationState.PendingActivation", 400, ec2.describe_capacity_block_status,
                  CapacityBlockIds=[blocks[0]["CapacityBlockId"]])
     h = sim._req("POST", "/_sim/blocks/health", {"capacity_block_id": hand_r["CapacityBlockId"], "interconnect": "impaired", "unavailable": 1})
@@ -1003,8 +1003,8 @@ def check_ultraservers_and_health(test: unittest.TestCase, sim, ep):
     st = ec2.describe_capacity_block_status(CapacityBlockIds=[hand_r["CapacityBlockId"]])["CapacityBlockStatuses"][0]
     with test.subTest("status: impaired"):
         test.assertEqual(st["InterconnectStatus"], "impaired")
-    with test.subTest("status: one unavailable"):
-        test.assertEqual(st["TotalUnavailableCapacity"], 1)
+    with test.subTest("status: one taken out, three running: all four in use"):
+        test.assertEqual(st["TotalUnavailableCapacity"], 4)
     with test.subTest("status: per reservation"):
         test.assertEqual(st["CapacityReservationStatuses"][0]["CapacityReservationId"], hand["reservation_id"])
     running = ec2.describe_instances(Filters=[{"Name": "capacity-reservation-id", "Values": [hand["reservation_id"]]}])["Reservations"]
@@ -1018,7 +1018,7 @@ def check_ultraservers_and_health(test: unittest.TestCase, sim, ep):
     st = {s["CapacityBlockId"]: s for s in ec2.describe_capacity_block_status()["CapacityBlockStatuses"]}
     got = st.get(blocks[0]["CapacityBlockId"], {})
     with test.subTest("status: scenario step"):
-        test.assertEqual((got.get("InterconnectStatus"), got.get("TotalUnavailableCapacity"), got.get("TotalCapacity")), ("impaired", 2, 18))
+        test.assertEqual((got.get("InterconnectStatus"), got.get("TotalUnavailableCapacity"), got.get("TotalCapacity")), ("impaired", 18, 18))
 
     # States EC2 sets on its own, the unknown one included (botocore keeps the string).
     for state in ["unavailable", "cancelling", "delayed", "assessing", "some-future-state"]:
@@ -1202,8 +1202,16 @@ def check_usage(test: unittest.TestCase, sim, ep):
     with test.subTest("usage: 5 of 8 running, 3 idle available"):
         test.assertEqual((counts(), running()), (("active", 8, 3), 5))
     st = ec2.describe_capacity_block_status(CapacityBlockIds=[r["CapacityBlockId"]])["CapacityBlockStatuses"][0]
-    with test.subTest("usage: block status agrees"):
+    with test.subTest("usage: block status agrees (in_use: the 5 running are unavailable)"):
+        test.assertEqual((st["TotalCapacity"], st["TotalAvailableCapacity"], st["TotalUnavailableCapacity"]), (8, 3, 5))
+    with test.subTest("usage: reservation status agrees"):
+        rs = st["CapacityReservationStatuses"][0]
+        test.assertEqual((rs["TotalCapacity"], rs["TotalAvailableCapacity"], rs["TotalUnavailableCapacity"]), (8, 3, 5))
+    sim.behaviour(unavailable_means="failed")
+    st = ec2.describe_capacity_block_status(CapacityBlockIds=[r["CapacityBlockId"]])["CapacityBlockStatuses"][0]
+    with test.subTest("usage: unavailable_means = failed counts none of the running"):
         test.assertEqual((st["TotalCapacity"], st["TotalAvailableCapacity"], st["TotalUnavailableCapacity"]), (8, 3, 0))
+    sim.behaviour(unavailable_means="in_use")
     with test.subTest("usage: the state agrees"):
         test.assertEqual([(x["running"], x["available"]) for x in sim.state()["reservations"]], [(5, 3)])
     # The control endpoint: by block id, capped by unavailable instances, then cleared.

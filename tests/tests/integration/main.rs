@@ -8,6 +8,7 @@ mod events;
 mod extend;
 mod faults;
 mod handoff;
+mod health;
 mod metrics;
 mod parts;
 mod readings;

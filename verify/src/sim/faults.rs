@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use capblock_core::domain::block::{Block, Reservation};
 use capblock_core::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
 use capblock_core::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionReceipt, ExtensionState};
-use capblock_core::domain::health::BlockHealth;
+use capblock_core::domain::health::CapacityStatus;
 use capblock_core::domain::lifecycle::Observed;
 use capblock_core::domain::names::{InstanceType, Region};
 use capblock_core::domain::offering::Offering;
@@ -628,7 +628,7 @@ impl BlockKinds for Faulty<MemoryEc2> {
 
 #[async_trait]
 impl BlockStatusSource for Faulty<MemoryEc2> {
-    async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, BlockHealth)>, MarketError> {
+    async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<CapacityStatus>, MarketError> {
         self.read("DescribeCapacityBlockStatus", region).await?;
         self.inner.block_status(region, ids).await
     }

@@ -33,7 +33,7 @@ fn run(
     let mut at = from;
     while at <= to {
         let r = running(at);
-        let (next, n) = u.sample(&b, &Reading { at, instances: 8, available: 8 - r, unavailable: 0 }, alert_after);
+        let (next, n) = u.sample(&b, &Reading { at, instances: 8, available: 8 - r, failed: 0 }, alert_after);
         news.extend(n.map(|n| (at, n)));
         u = next;
         at += Duration::minutes(every);
@@ -125,7 +125,7 @@ fn used_hours_and_utilization_add_up_and_a_late_sample_changes_nothing() {
     // 36,864 / 2,280 = 16.168421... per used accelerator-hour.
     assert_eq!(x.per_used_accelerator_hour.unwrap().display(), "16.1684 USD");
     // A sample at or before the last one is ignored.
-    let again = u.sample(&b, &Reading { at: b.start, instances: 8, available: 0, unavailable: 0 }, 60);
+    let again = u.sample(&b, &Reading { at: b.start, instances: 8, available: 0, failed: 0 }, 60);
     assert_eq!(again, (u.clone(), None));
     // Closing twice counts nothing twice.
     assert_eq!(closed.closed(&b, b.end), closed);
@@ -137,10 +137,42 @@ fn used_hours_and_utilization_add_up_and_a_late_sample_changes_nothing() {
 
 #[test]
 fn unavailable_instances_are_neither_idle_nor_used() {
-    let s = Reading { at: t("2026-12-03T13:00:00Z"), instances: 8, available: 1, unavailable: 2 };
+    let s = Reading { at: t("2026-12-03T13:00:00Z"), instances: 8, available: 1, failed: 2 };
     assert_eq!((s.running(), s.idle()), (5, 1));
-    let over = Reading { at: t("2026-12-03T13:00:00Z"), instances: 8, available: 9, unavailable: 2 };
+    let over = Reading { at: t("2026-12-03T13:00:00Z"), instances: 8, available: 9, failed: 2 };
     assert_eq!((over.running(), over.idle()), (0, 8));
+}
+
+/// The failures the health check judges from one DescribeCapacityBlockStatus answer of 8
+/// instances, `failed` failed and `running` running, counted as EC2 would under each reading
+/// (`in_use`: running ones unavailable too), with the instances seen running.
+fn judged_failed(in_use: bool, failed: u32, running: u32) -> u32 {
+    let available = 8 - failed - running;
+    let unavailable = if in_use { failed + running } else { failed };
+    let c = crate::domain::health::StatusCounts { total: 8, available, unavailable };
+    c.failed(Some(running)).unwrap()
+}
+
+#[test]
+fn a_block_at_work_is_used_under_each_reading_of_the_unavailable_count() {
+    let b = span();
+    for in_use in [false, true] {
+        // Every instance runs, none failed: all used, none idle, 100 % so far.
+        let failed = judged_failed(in_use, 0, 8);
+        assert_eq!(failed, 0, "in_use {in_use}");
+        let at = b.start + Duration::hours(2);
+        let s = Reading { at, instances: 8, available: 0, failed };
+        assert_eq!((s.running(), s.idle()), (8, 0), "in_use {in_use}");
+        let (u, news) = Usage::default().sample(&b, &s, 60);
+        assert_eq!(news, None);
+        assert_eq!(u.used_instance_minutes, 8 * 120);
+        assert_eq!(utilization_so_far(&b, &u), Some(Decimal::from(100)), "in_use {in_use}");
+        // 2 failed, 5 of the other 6 run: 5 running, 1 idle, the 2 neither.
+        let failed = judged_failed(in_use, 2, 5);
+        assert_eq!(failed, 2, "in_use {in_use}");
+        let s = Reading { at, instances: 8, available: 1, failed };
+        assert_eq!((s.running(), s.idle()), (5, 1), "in_use {in_use}");
+    }
 }
 
 #[test]

@@ -8,6 +8,7 @@ use super::reservations::visible;
 use super::{Ctx, dry_run};
 use crate::pagination::{fingerprint, page_size, paginate};
 use crate::reservations::{Extension, Reservation};
+use crate::scenario::UnavailableMeans;
 use crate::wire::error::ApiError;
 use crate::wire::query::Filter;
 use crate::wire::query::Params;
@@ -141,6 +142,17 @@ fn has_status(r: &Reservation, w: &World, now: DateTime<Utc>) -> bool {
     matches!(r.state(now, &w.extensions).as_str(), "active" | "unavailable")
 }
 
+/// `totalUnavailableCapacity` under the setting's reading of the record (block and reservation
+/// alike: the simulator's blocks have one reservation each): the instances taken out, or those
+/// plus the running ones.
+fn unavailable_count(r: &Reservation, state: &str, now: DateTime<Utc>, means: UnavailableMeans) -> u32 {
+    let failed = r.health(now).unavailable;
+    match means {
+        UnavailableMeans::Failed => failed,
+        UnavailableMeans::InUse => (failed + r.running(state, now)).min(r.instance_count),
+    }
+}
+
 pub fn describe_status(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError> {
     let now = ctx.now;
     let BlockQuery { ids, filters, size, all } = block_query(w, ctx, p, STATUS_FILTERS)?;
@@ -172,20 +184,22 @@ pub fn describe_status(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Strin
         .collect();
     let (page, next) = paginate(&items, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
     let mut x = Xml::new();
+    let means = w.behaviour.unavailable_means;
     x.set("capacityBlockStatusSet", &page, |x, r| {
         let h = r.health(now);
         let state = r.state(now, &w.extensions);
         let available = r.available_instance_count(&state, now);
+        let unavailable = unavailable_count(r, &state, now, means);
         x.leaf("capacityBlockId", &r.capacity_block_id)
             .leaf("interconnectStatus", &h.interconnect)
             .num("totalCapacity", r.instance_count)
             .num("totalAvailableCapacity", available)
-            .num("totalUnavailableCapacity", h.unavailable)
+            .num("totalUnavailableCapacity", unavailable)
             .set("capacityReservationStatusSet", std::slice::from_ref(r), |x, r| {
                 x.leaf("capacityReservationId", &r.id)
                     .num("totalCapacity", r.instance_count)
                     .num("totalAvailableCapacity", available)
-                    .num("totalUnavailableCapacity", h.unavailable);
+                    .num("totalUnavailableCapacity", unavailable);
             });
     });
     if let Some(t) = next {
@@ -398,6 +412,8 @@ mod tests {
     #[test]
     fn status_reports_health_for_active_blocks_only() {
         let mut w = world();
+        // The counts below are the failed instances alone (`unavailable_means_in_status` reads both).
+        w.behaviour.unavailable_means = UnavailableMeans::Failed;
         // Paid a minute after the purchase.
         (w.behaviour.payment_delay_hours, w.behaviour.payment_delay_minutes) = (None, 1.0);
         buy(&mut w, &[TRN2U, ("UltraserverType", "u-trn2x64"), ("UltraserverCount", "1")]);
@@ -443,6 +459,81 @@ mod tests {
         w.clock.set(w.reservations[0].original_end);
         let e = call(&mut w, "DescribeCapacityBlockStatus", &[("CapacityBlockId.1", &block)]).unwrap_err();
         assert_eq!(e.code, NO_STATUS);
+    }
+
+    /// The status's three counts at block and reservation level (each `[block, reservation]`):
+    /// total, available, unavailable.
+    fn status_counts(w: &mut World, block: &str) -> [Vec<String>; 3] {
+        let body = call(w, "DescribeCapacityBlockStatus", &[("CapacityBlockId.1", block)]).unwrap();
+        ["totalCapacity", "totalAvailableCapacity", "totalUnavailableCapacity"].map(|k| values(&body, k))
+    }
+
+    /// A 16 x p5.48xlarge block bought by hand, active, with 2 of its instances taken out and
+    /// `running` of the others running.
+    fn failing_block(means: UnavailableMeans, running: u32) -> (World, String) {
+        let mut w = world();
+        w.behaviour.unavailable_means = means;
+        let body = r#"{"region": "us-east-1", "instance_type": "p5.48xlarge", "instance_count": 16,
+            "start": "2026-11-30T11:30:00Z", "end": "2026-12-02T11:30:00Z"}"#;
+        let r = handle(&mut w, "POST", "/_sim/reservations", body.as_bytes());
+        assert_eq!(r.status, 200, "{}", r.body);
+        let (rid, block) = (w.reservations[0].id.clone(), w.reservations[0].capacity_block_id.clone());
+        for body in [
+            format!(r#"{{"reservation_id":"{rid}","unavailable":2}}"#),
+            format!(r#"{{"reservation_id":"{rid}","running":{running}}}"#),
+        ] {
+            let path = if body.contains("running") { "/_sim/blocks/usage" } else { "/_sim/blocks/health" };
+            let r = handle(&mut w, "POST", path, body.as_bytes());
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+        (w, block)
+    }
+
+    #[test]
+    fn unavailable_means_failed_counts_only_the_instances_taken_out() {
+        let n = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (mut w, block) = failing_block(UnavailableMeans::Failed, 5);
+        let count = w.reservations[0].instance_count;
+        let [total, available, unavailable] = status_counts(&mut w, &block);
+        let (c, idle) = (count.to_string(), (count - 2 - 5).to_string());
+        assert_eq!(total, n(&[&c, &c]));
+        assert_eq!(available, n(&[&idle, &idle]), "the launchable rest");
+        assert_eq!(unavailable, n(&["2", "2"]), "the running 5 are not counted");
+        // Nothing running: the same 2.
+        let (mut w, block) = failing_block(UnavailableMeans::Failed, 0);
+        assert_eq!(status_counts(&mut w, &block)[2], n(&["2", "2"]));
+    }
+
+    #[test]
+    fn unavailable_means_in_use_counts_the_running_instances_too() {
+        let n = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (mut w, block) = failing_block(UnavailableMeans::InUse, 5);
+        let count = w.reservations[0].instance_count;
+        let [total, available, unavailable] = status_counts(&mut w, &block);
+        let (c, idle) = (count.to_string(), (count - 2 - 5).to_string());
+        assert_eq!(total, n(&[&c, &c]));
+        assert_eq!(available, n(&[&idle, &idle]));
+        assert_eq!(unavailable, n(&["7", "7"]), "5 running + 2 taken out");
+        // Total = available + unavailable, as the model says of both levels.
+        assert_eq!(count, idle.parse::<u32>().unwrap() + 7);
+        // Everything that can run runs, nothing taken out: all of it "unavailable".
+        let (mut w, block) = failing_block(UnavailableMeans::InUse, count);
+        let rid = w.reservations[0].id.clone();
+        let r = handle(
+            &mut w,
+            "POST",
+            "/_sim/blocks/health",
+            format!(r#"{{"reservation_id":"{rid}","unavailable":0}}"#).as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let [_, available, unavailable] = status_counts(&mut w, &block);
+        assert_eq!((available, unavailable), (n(&["0", "0"]), n(&[&c, &c])));
+        // Past its activity nothing runs: the block has no status to report at all.
+        w.clock.set(w.reservations[0].original_end);
+        assert_eq!(
+            call(&mut w, "DescribeCapacityBlockStatus", &[("CapacityBlockId.1", &block)]).unwrap_err().code,
+            NO_STATUS
+        );
     }
 
     #[test]

@@ -97,7 +97,7 @@ impl BlockKinds for Ec2Market {
 
 #[async_trait]
 impl BlockStatusSource for Ec2Market {
-    async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, BlockHealth)>, MarketError> {
+    async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<CapacityStatus>, MarketError> {
         const OP: &str = "DescribeCapacityBlockStatus";
         // A block without a status (it moved since the store said active) fails the whole call.
         in_batches(ids, &[NO_STATUS, PENDING_ACTIVATION, BLOCK_NOT_FOUND], |batch| async move {
@@ -110,15 +110,30 @@ impl BlockStatusSource for Ec2Market {
             Ok(statuses
                 .iter()
                 .filter_map(|s| {
-                    let health = BlockHealth {
+                    Some(CapacityStatus {
+                        capacity_block_id: s.capacity_block_id()?.to_string(),
                         // No status at all is "nothing measured", not a problem.
                         interconnect: s
                             .interconnect_status()
                             .map_or(Interconnect::InsufficientData, |i| Interconnect::from_ec2(i.as_str())),
-                        total: count(s.total_capacity()),
-                        unavailable: count(s.total_unavailable_capacity()),
-                    };
-                    Some((s.capacity_block_id()?.to_string(), health))
+                        block: StatusCounts {
+                            total: count(s.total_capacity()),
+                            available: count(s.total_available_capacity()),
+                            unavailable: count(s.total_unavailable_capacity()),
+                        },
+                        reservations: s
+                            .capacity_reservation_statuses()
+                            .iter()
+                            .filter_map(|r| {
+                                let counts = StatusCounts {
+                                    total: count(r.total_capacity()),
+                                    available: count(r.total_available_capacity()),
+                                    unavailable: count(r.total_unavailable_capacity()),
+                                };
+                                Some((r.capacity_reservation_id()?.to_string(), counts))
+                            })
+                            .collect(),
+                    })
                 })
                 .collect())
         })

@@ -22,7 +22,7 @@ use chrono::{DateTime, TimeZone, Utc};
 
 use crate::domain::block::Reservation;
 use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
-use crate::domain::health::{BlockHealth, Interconnect};
+use crate::domain::health::{CapacityStatus, Interconnect, StatusCounts};
 use crate::domain::lifecycle::Observed;
 use crate::domain::money::Money;
 use crate::domain::names::{InstanceType, Region};

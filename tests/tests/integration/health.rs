@@ -1,0 +1,142 @@
+//! Block health and use under each reading of DescribeCapacityBlockStatus's unavailable count
+//! (the simulator's `[behaviour] unavailable_means`, infra/market-sim/README.md, "What
+//! "unavailable" counts"): `failed`, the instances taken out, or `in_use`, those and every
+//! running instance. Under each, a block whose workload runs every instance is healthy and fully
+//! used, and failed instances are one health alert naming only them.
+//!
+//! An 8 x p5.48xlarge block for a day from 12-03 11:30, bought by a rule; the tracker every 5
+//! minutes once it is active.
+
+use capblock_shared::domain::lifecycle::BlockState;
+use capblock_shared::domain::usage::utilization_so_far;
+use capblock_tests::{Rig, RuleToml, ScenarioToml, T0, event_types};
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde_json::json;
+
+fn scenario(reading: &str) -> String {
+    ScenarioToml::new(7, T0)
+        .payment("succeed", Some(3))
+        .behaviour(&format!("unavailable_means = \"{reading}\""))
+        .raw(
+            r#"[[market]]
+region = "us-east-1"
+instance_type = "p5.48xlarge"
+azs = ["us-east-1a"]
+counts = [8]
+durations_days = [1]
+start_days = [2]
+price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
+"#,
+        )
+        .build()
+}
+
+/// A rig under `reading` with the rule's block bought and active (12-03 11:35), nothing left
+/// in the topics; the block's reservation id.
+async fn active_block(name: &str, reading: &str) -> (Rig, String) {
+    let mut h =
+        Rig::start(name, &scenario(reading), capblock_tests::quick_timeouts(), T0.parse().unwrap(), "capblock-test")
+            .await;
+    h.track.regions = vec!["us-east-1".parse().unwrap()];
+    let id = h.buy(&RuleToml::p5("busy8").instance_counts(&[8]).budget("10000").rule(h.now())).await;
+    track_every(&h, 7 * 60, "2026-12-03T11:35:00Z").await;
+    assert_eq!(h.block(&id).await.state, BlockState::Active);
+    let alerts = h.aws.alerts().await;
+    assert!(!event_types(&alerts).contains(&"health".to_string()), "{reading}: nothing failed yet");
+    h.aws.workload_notices().await;
+    h.aws.events().await;
+    (h, id)
+}
+
+/// Moves the clock to `at` in `step`-minute steps, tracking after each; the health changes
+/// announced on the way.
+async fn track_every(h: &Rig, step: i64, at: &str) -> Vec<String> {
+    let at: DateTime<Utc> = at.parse().unwrap();
+    let mut health = Vec::new();
+    while h.now() < at {
+        h.advance_minutes(step.min((at - h.now()).num_minutes())).await;
+        let report = h.track().await;
+        assert!(report.errors.is_empty() && report.failed_regions.is_empty(), "{report:#?}");
+        health.extend(report.health);
+    }
+    health
+}
+
+async fn every_instance_at_work(reading: &str) {
+    let (h, id) = active_block(&format!("work-{reading}"), reading).await;
+    // Two hours of all 8 running, none failed.
+    let health = track_every(&h, 5, "2026-12-03T13:35:00Z").await;
+    assert!(health.is_empty(), "{reading}: {health:?}");
+    assert!(h.aws.alerts().await.is_empty(), "{reading}: no health alert, nothing idle");
+    assert!(h.aws.workload_notices().await.is_empty() && h.aws.events().await.is_empty(), "{reading}");
+    let b = h.block(&id).await;
+    assert!(b.health.as_ref().is_none_or(|x| x.unavailable == 0), "{reading}: {:?}", b.health);
+    assert_eq!((b.usage.running, b.usage.idle), (8, 0), "{reading}");
+    // 8 instances from 11:30 to 13:35: every paid minute used.
+    assert_eq!(b.usage.used_instance_minutes, 8 * 125, "{reading}");
+    assert_eq!(utilization_so_far(&b.span(), &b.usage), Some(Decimal::from(100)), "{reading}");
+    let report = h.track().await;
+    let used = report.holdings.in_use.iter().find(|u| u.reservation_id == id).expect("the block's use");
+    assert_eq!((used.unavailable, used.idle, used.utilization_percent), (0, 0, Some(Decimal::from(100))));
+}
+
+async fn failed_instances_alerted(reading: &str) {
+    let (h, id) = active_block(&format!("failed-{reading}"), reading).await;
+    let set = |path: &'static str, mut body: serde_json::Value| {
+        body["reservation_id"] = json!(id);
+        let sim = &h.sim;
+        async move { sim.control("POST", path, &body.to_string()).await }
+    };
+    // 2 of the 8 fail; the workload runs on the other 6.
+    set("/_sim/blocks/health", json!({"unavailable": 2})).await;
+    let health = track_every(&h, 5, "2026-12-03T11:40:00Z").await;
+    assert_eq!(health.len(), 1, "{reading}: {health:?}");
+    let alerts = h.aws.alerts().await;
+    assert_eq!(event_types(&alerts), ["health"], "{reading}");
+    assert_eq!(alerts[0].body["content"]["title"], "Check this block: 2 of 8 instances unavailable", "{reading}");
+    let work = h.aws.workload_notices().await;
+    assert_eq!(work.len(), 1, "{reading}");
+    assert_eq!(work[0].body["health"]["health"]["unavailable"], 2, "{reading}: {}", work[0].body);
+    h.aws.events().await;
+    // The next runs: the same 2 are no news; 6 run, none idle.
+    assert!(track_every(&h, 5, "2026-12-03T11:50:00Z").await.is_empty(), "{reading}");
+    let b = h.block(&id).await;
+    assert_eq!((b.usage.running, b.usage.idle), (6, 0), "{reading}");
+    // The workload shrinks to 3 of the 6: still the same 2 failed, 3 run and 3 are idle.
+    set("/_sim/blocks/usage", json!({"running": 3})).await;
+    assert!(track_every(&h, 5, "2026-12-03T12:00:00Z").await.is_empty(), "{reading}");
+    let b = h.block(&id).await;
+    assert_eq!((b.usage.running, b.usage.idle), (3, 3), "{reading}");
+    assert_eq!(b.health.as_ref().map(|x| x.unavailable), Some(2), "{reading}");
+    assert!(h.aws.alerts().await.is_empty(), "{reading}: idle for less than an hour, health unchanged");
+    // Replaced and all 8 at work again: healthy again, once.
+    set("/_sim/blocks/health", json!({"unavailable": 0})).await;
+    set("/_sim/blocks/usage", json!({"clear": true})).await;
+    assert_eq!(track_every(&h, 5, "2026-12-03T12:10:00Z").await.len(), 1, "{reading}");
+    let alerts = h.aws.alerts().await;
+    assert_eq!(event_types(&alerts), ["health"], "{reading}");
+    assert_eq!(alerts[0].body["content"]["title"], "Block healthy again", "{reading}");
+    let b = h.block(&id).await;
+    assert_eq!((b.usage.running, b.usage.idle), (8, 0), "{reading}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_instance_at_work_is_healthy_and_used_when_unavailable_means_failed() {
+    every_instance_at_work("failed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_instance_at_work_is_healthy_and_used_when_unavailable_means_in_use() {
+    every_instance_at_work("in_use").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_instances_are_one_health_alert_when_unavailable_means_failed() {
+    failed_instances_alerted("failed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_instances_are_one_health_alert_when_unavailable_means_in_use() {
+    failed_instances_alerted("in_use").await;
+}
