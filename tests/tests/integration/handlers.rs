@@ -1,8 +1,9 @@
 //! Each function's handler called in this process, as Lambda calls it: a `LambdaEvent` built
 //! here (`LambdaEvent::new(payload, Context::default())`, as lambda_runtime's own examples test
 //! a handler) through the function's one edge (`capblock_shared::lambda::Lambda::handle`), on
-//! this test's table, topics and bus on moto and its own simulator. A normal event is
-//! answered with the function's report; a malformed one is refused as `capblock.BadInput`.
+//! this test's table, topics and bus on moto and the stack's simulator, with no rule or block
+//! (so nothing depends on the day), on the wall clock as deployed. A normal event is answered
+//! with the function's report; a malformed one is refused as `capblock.BadInput`.
 
 use capblock_shared::app::events::Handled;
 use capblock_shared::app::settings::StackSettings;
@@ -12,7 +13,7 @@ use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::domain::rule::Mode;
 use capblock_shared::lambda::{Context, EdgeConfig, LambdaEvent, Payload, Reply};
 use capblock_shared::ports::SettingsStore;
-use capblock_tests::{Aws, ScenarioToml, Sim, T0, quick_timeouts};
+use capblock_tests::Aws;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -22,8 +23,8 @@ fn stack() -> StackSettings {
     StackSettings { name: STACK.into(), mode: Mode::DryRun, account_budget: None, team_budgets: Default::default() }
 }
 
-/// The edge's settings on this test's resources, on the simulator's clock (as the binaries run).
-fn edge(sim: &Sim, aws: &Aws, keep: bool) -> EdgeConfig {
+/// The edge's settings on this test's resources, on the wall clock (as a deployed stack runs).
+fn edge(aws: &Aws, keep: bool) -> EdgeConfig {
     EdgeConfig {
         stack: STACK.into(),
         keep_settings: keep.then(stack),
@@ -34,7 +35,7 @@ fn edge(sim: &Sim, aws: &Aws, keep: bool) -> EdgeConfig {
         },
         workloads_topic: Some(aws.workloads_topic.clone()),
         schedule_group: Some("capblock-handlers".into()),
-        time: TimeSource::Simulated { url: format!("{}/_sim/clock", sim.url.trim_end_matches('/')) },
+        time: TimeSource::Wall,
     }
 }
 
@@ -52,18 +53,18 @@ fn tick() -> LambdaEvent<Payload> {
     event(json!({"source": "capblock.schedule"}))
 }
 
-async fn setup(name: &str) -> (Sim, Aws, aws_config::SdkConfig) {
-    let sim = Sim::start(&ScenarioToml::new(73, T0).build()).await;
+/// This test's resources, and the SDK configuration the functions load (the stack's endpoints).
+async fn setup(name: &str) -> (Aws, aws_config::SdkConfig) {
     let aws = Aws::fresh(name).await;
-    let sdk = sim.sdk(quick_timeouts()).await;
-    (sim, aws, sdk)
+    let sdk = aws.sdk.clone();
+    (aws, sdk)
 }
 
 #[tokio::test]
 async fn scan_offerings_answers_a_tick_and_refuses_a_payload_that_is_not_an_object() {
-    let (sim, aws, sdk) = setup("handler-scan").await;
+    let (aws, sdk) = setup("handler-scan").await;
     let settings = scan_offerings::Settings {
-        edge: edge(&sim, &aws, true),
+        edge: edge(&aws, true),
         scan: capblock_shared::app::scan::ScanSettings {
             stack: stack(),
             describe: DescribeBudget::default(),
@@ -86,9 +87,9 @@ async fn scan_offerings_answers_a_tick_and_refuses_a_payload_that_is_not_an_obje
 
 #[tokio::test]
 async fn track_blocks_answers_a_tick_and_refuses_a_body_that_is_not_json() {
-    let (sim, aws, sdk) = setup("handler-track").await;
+    let (aws, sdk) = setup("handler-track").await;
     let settings = track_blocks::Settings {
-        edge: edge(&sim, &aws, true),
+        edge: edge(&aws, true),
         track: capblock_shared::app::track::TrackSettings {
             stack: stack(),
             payment_warning_hours: vec![6, 1],
@@ -116,18 +117,20 @@ async fn track_blocks_answers_a_tick_and_refuses_a_body_that_is_not_json() {
 
 #[tokio::test]
 async fn on_capacity_event_keeps_an_alarms_state_and_refuses_a_body_that_is_not_json() {
-    let (sim, aws, sdk) = setup("handler-event").await;
+    let (aws, sdk) = setup("handler-event").await;
     let settings = on_capacity_event::Settings {
-        edge: edge(&sim, &aws, false),
+        edge: edge(&aws, false),
         group: "capblock-handlers".into(),
         leads: vec![chrono::Duration::minutes(120)],
         role_arn: None,
     };
     let lambda = on_capacity_event::build("on-capacity-event", settings, sdk);
-    // CloudWatch's documented state-change event, timed on the simulator's clock.
+    // CloudWatch's documented state-change event, a minute before the function's clock (the
+    // wall clock, read at the test's start): a state's time is never later than its news.
     let mut alarm: Value =
         serde_json::from_str(include_str!("../../../core/src/domain/alarm/state-change.json")).unwrap();
-    alarm["time"] = json!(T0);
+    let minute_ago = chrono::Utc::now() - chrono::Duration::minutes(1);
+    alarm["time"] = json!(minute_ago.format("%Y-%m-%dT%H:%M:%SZ").to_string());
     alarm["detail"]["state"]["value"] = json!("ALARM");
     let reply = lambda.handle(event(alarm)).await.unwrap();
     let Reply::Run(Handled::Alarm { state, .. }) = &reply else { panic!("an alarm's state is kept: {reply:?}") };
