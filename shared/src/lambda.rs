@@ -12,6 +12,8 @@ use crate::domain::rule::Mode;
 use crate::domain::run_time::RunTime;
 use crate::domain::stack::StoredSettings;
 use crate::ports::{Clock, MarketError, NotifyError, SettingsStore, StoreError};
+/// The invocation Lambda hands over (a test builds one with `LambdaEvent::new`).
+pub use lambda_runtime::{Context, LambdaEvent};
 
 /// JSON logs (one object a line) at the level `RUST_LOG` asks for, `info` by default.
 pub fn init_logging() {
@@ -110,8 +112,16 @@ pub struct Adapters {
 
 impl Adapters {
     pub async fn new(targets: crate::config::Targets, workloads_topic: Option<String>) -> Adapters {
+        Adapters::with_sdk(crate::aws::load_config().await, targets, workloads_topic)
+    }
+
+    /// The adapters on a given SDK configuration (a test's endpoints).
+    pub fn with_sdk(
+        sdk: aws_config::SdkConfig,
+        targets: crate::config::Targets,
+        workloads_topic: Option<String>,
+    ) -> Adapters {
         let crate::config::Targets { table, alerts_topic: alerts, event_bus } = targets;
-        let sdk = crate::aws::load_config().await;
         Adapters {
             market: crate::aws::ec2::Ec2Market::new(sdk.clone()),
             store: crate::aws::dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), table),
@@ -275,6 +285,160 @@ impl NameKeeper {
             }
         }
     }
+}
+
+/// What a function's edge is built from: read by the function from its own settings (the
+/// environment variables stay the function's to name, where infra/deploy/crosscheck finds them),
+/// or given by a test.
+pub struct EdgeConfig {
+    /// The stack's name: the `Errors` metric's `Stack`, and the tag the role probe tries.
+    pub stack: String,
+    /// The stack's settings, for a function that stores them in the table for the CLI
+    /// (scan-offerings, track-blocks); `None` for one that does not.
+    pub keep_settings: Option<StackSettings>,
+    pub targets: crate::config::Targets,
+    /// The workloads topic, for the function that sends checkpoint notices.
+    pub workloads_topic: Option<String>,
+    /// The reminders' schedule group: preflight tries the role's scheduler actions on it.
+    pub schedule_group: Option<String>,
+    /// Where `now` comes from: the wall clock in a deployed stack.
+    pub time: TimeSource,
+}
+
+/// The edge every function stands behind, built once per container: its name, its role's
+/// ports, the adapters, the time source, and the steps each invocation takes around the
+/// function's own work ([`Lambda::handle`]).
+pub struct Edge {
+    function: &'static str,
+    ports: &'static [&'static str],
+    stack: String,
+    pub aws: Adapters,
+    pub time: TimeSource,
+    names: NameKeeper,
+    keeper: Option<SettingsKeeper>,
+    schedule_group: Option<String>,
+}
+
+impl Edge {
+    /// The edge of `function` (its one name: logs, metrics, preflight's record and probe) whose
+    /// role allows `ports`' actions, on the standard AWS configuration chain.
+    pub async fn new(function: &'static str, ports: &'static [&'static str], config: EdgeConfig) -> Edge {
+        Edge::with_sdk(function, ports, config, crate::aws::load_config().await)
+    }
+
+    /// The same on a given SDK configuration (a test's endpoints).
+    pub fn with_sdk(
+        function: &'static str,
+        ports: &'static [&'static str],
+        config: EdgeConfig,
+        sdk: aws_config::SdkConfig,
+    ) -> Edge {
+        let EdgeConfig { stack, keep_settings, targets, workloads_topic, schedule_group, time } = config;
+        let aws = Adapters::with_sdk(sdk, targets, workloads_topic);
+        let keeper = keep_settings.map(|s| SettingsKeeper::new(s, aws.alerts_topic.clone()));
+        Edge { function, ports, stack, names: NameKeeper::from_env(function), keeper, aws, time, schedule_group }
+    }
+
+    /// The function's name.
+    pub fn function(&self) -> &'static str {
+        self.function
+    }
+
+    /// The stack's name.
+    pub fn stack(&self) -> &str {
+        &self.stack
+    }
+
+    /// A failed invocation as Lambda's typed error, logged and counted (`report`).
+    pub fn fail(&self, e: FunctionError) -> lambda_runtime::Diagnostic {
+        report(self.function, &self.stack, e)
+    }
+
+    /// A scheduled run of this function (`on_tick`) on the edge's time source.
+    pub async fn on_tick<R, F, Fut>(
+        &self,
+        payload: Payload,
+        stack: &StackSettings,
+        run: F,
+    ) -> Result<R, lambda_runtime::Diagnostic>
+    where
+        F: FnOnce(RunTime) -> Fut,
+        Fut: std::future::Future<Output = Result<(R, Option<Batch>), FunctionError>>,
+    {
+        on_tick(self.function, payload, &self.time, &crate::ports::SystemClock, stack, run).await
+    }
+}
+
+/// A function's own part behind its [`Edge`]: its work, and what preflight's check of its
+/// role needs beyond the edge's.
+#[async_trait::async_trait]
+pub trait Handler: Send + Sync {
+    /// What a run answers.
+    type Report: serde::Serialize + Send;
+
+    /// Adds to the role probe's targets what this function's role reaches beyond the edge's
+    /// (clusters, member accounts). Called only for preflight's ask.
+    async fn probe(&self, _edge: &Edge, _targets: &mut crate::aws::probe::ProbeTargets) {}
+
+    /// The member accounts it asks the market through, each asked preflight's member questions.
+    fn watch(&self) -> &[crate::ports::WatchAccount] {
+        &[]
+    }
+
+    /// One invocation's work (any payload but preflight's ask).
+    async fn run(&self, edge: &Edge, event: LambdaEvent<Payload>) -> Result<Self::Report, lambda_runtime::Diagnostic>;
+}
+
+/// A function: its edge and its handler; `handle` is what Lambda invokes.
+pub struct Lambda<H> {
+    pub edge: Edge,
+    pub handler: H,
+}
+
+impl<H: Handler> Lambda<H> {
+    /// One invocation: the stack's settings kept for the CLI (a failure fails the invocation,
+    /// retryable), the function's name recorded for preflight, then either preflight's check of
+    /// the role or the function's run; the corrupt items the store left out are counted after.
+    pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<Reply<H::Report>, lambda_runtime::Diagnostic> {
+        let edge = &self.edge;
+        if let Some(keeper) = &edge.keeper {
+            keeper.keep(&edge.aws.store, &edge.time, &crate::ports::SystemClock).await.map_err(|e| edge.fail(e))?;
+        }
+        edge.names.keep(&edge.aws.store).await;
+        if is_permissions_ask(&event.payload) {
+            let mut targets = edge.aws.probe_targets(&edge.stack, edge.function, edge.schedule_group.clone());
+            self.handler.probe(edge, &mut targets).await;
+            let watch = self.handler.watch();
+            if let Some(checked) =
+                check_own_role(edge.function, edge.ports, &event.payload, &edge.aws.sdk, targets, watch).await
+            {
+                return checked.map(Reply::Role).map_err(|e| edge.fail(e));
+            }
+        }
+        let out = self.handler.run(edge, event).await;
+        emit_corrupt_items(edge.function, &edge.stack, &edge.aws.store);
+        out.map(Reply::Run)
+    }
+}
+
+/// Whether the payload is preflight's ask to check the function's role.
+fn is_permissions_ask(payload: &Payload) -> bool {
+    matches!(payload, Payload::Json(v) if crate::domain::permissions::PermissionsAsk::of(v).is_some())
+}
+
+/// A function's `main`: the panic hook and the logs first, then the function built once
+/// (`build`, given the function's name) and served for every invocation. `function` is the one
+/// place a function spells its name.
+pub async fn serve<H, B, Fut>(function: &'static str, build: B) -> Result<(), lambda_runtime::Error>
+where
+    H: Handler,
+    B: FnOnce(&'static str) -> Fut,
+    Fut: std::future::Future<Output = Result<Lambda<H>, FunctionError>>,
+{
+    install_panic_hook(function);
+    init_logging();
+    let lambda = build(function).await?;
+    lambda_runtime::run(lambda_runtime::service_fn(|event| lambda.handle(event))).await
 }
 
 /// The payload the recurring schedules send: `{"source": "capblock.schedule", "time":

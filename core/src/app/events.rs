@@ -343,8 +343,13 @@ where
     /// The event of a milestone that is one (delivered, capblock's reminders). Its tags are the
     /// reservation's as EC2 reports them: a block's facts here come from the store, which keeps
     /// no tags. The event matters more than its tags: without EC2's answer it goes out without.
-    async fn event(&self, facts: &Block, milestone: &CheckpointMilestone, created_at: DateTime<Utc>) -> Option<Notice> {
-        let step = bus::step_of_checkpoint(milestone)?;
+    async fn event(
+        &self,
+        facts: &Block,
+        milestone: &CheckpointMilestone,
+        created_at: DateTime<Utc>,
+    ) -> Result<Option<Notice>, StoreError> {
+        let Some(step) = bus::step_of_checkpoint(milestone) else { return Ok(None) };
         let tags = match self.market.reservation(&facts.region, &facts.reservation_id).await {
             Ok(r) => r.map(|r| bus::event_tags(&r.tags)).unwrap_or_default(),
             Err(e) => {
@@ -353,7 +358,7 @@ where
             }
         };
         let subject = Subject::of(facts, tags);
-        Some(event_notice(&subject, &step, &milestone.key(), facts.arn.as_deref(), created_at))
+        event_notice(&subject, &step, &milestone.key(), facts.arn.as_deref(), created_at).map(Some)
     }
 
     /// Writes the Slack and the workload notice of a milestone, and its event if it is one;
@@ -374,20 +379,21 @@ where
         };
         let created_at = self.clock.now();
         let slack = announce::checkpoint(facts, milestone, &instances, now);
-        let alert = alert_notice(&facts.reservation_id, &milestone.key(), &slack, created_at);
+        let alert =
+            alert_notice(&facts.reservation_id, &milestone.alert_key().map_err(StoreError::from)?, &slack, created_at);
         let workload = WorkloadNotice::new(facts, milestone, instances, now);
         let work = Notice {
             thread: facts.reservation_id.clone(),
-            milestone: milestone.workload_key(),
+            milestone: milestone.workload_key().map_err(StoreError::from)?,
             topic: Topic::Workloads,
             message: Message { body: workload.body(), attributes: workload.attributes() },
             created_at,
         };
-        let event = self.event(facts, milestone, created_at).await;
+        let event = self.event(facts, milestone, created_at).await?;
         // A shared block's event goes to its consumers' buses too: the accounts its rule names.
         let copies = match (&event, &facts.rule_id) {
             (Some(e), Some(rule_id)) => match self.store.get_rule(rule_id).await {
-                Ok(rule) => consumer_copies(e, &EventTo::of(rule.as_ref().map(|s| &s.rule)).consumers),
+                Ok(rule) => consumer_copies(e, &EventTo::of(rule.as_ref().map(|s| &s.rule)).consumers)?,
                 Err(err) => {
                     tracing::warn!(event = "event_consumers_unknown", reservation = %facts.reservation_id, error = %err, "the event goes to capblock's bus only");
                     Vec::new()

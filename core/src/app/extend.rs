@@ -21,6 +21,7 @@ use crate::domain::extension::{
 };
 use crate::domain::money::Rate;
 use crate::domain::names::Region;
+use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::{Extend, Mode, Rule};
 use crate::ports::{
     BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, Ledger, MarketError, MarketMemory, Outbox,
@@ -147,7 +148,9 @@ where
                 && x.state != ExtensionState::Reserved
             {
                 let msg = announce::extension_released(&b, &oid, why);
-                self.store.enqueue(&alert_notice(&rid, &format!("extension-released-{oid}"), &msg, now)).await?;
+                self.store
+                    .enqueue(&alert_notice(&rid, &OutboxKey::notice(format!("extension-released-{oid}"))?, &msg, now))
+                    .await?;
             }
             match self.store.close_extension(&x, to, reason).await {
                 Ok(()) | Err(StoreError::Conflict(_)) => {}
@@ -198,14 +201,20 @@ where
         let mode = self.stack_mode.and(rule.mode);
         if mode != Mode::Live {
             let msg = announce::extension_decided(b, &offer.id, offer.end, offer.fee, rate, mode);
-            let first_time = self.store.enqueue(&alert_notice(&rid, "would-extend", &msg, now)).await?;
+            let first_time =
+                self.store.enqueue(&alert_notice(&rid, &OutboxKey::notice("would-extend")?, &msg, now)).await?;
             // Checked with DryRun=true, once per decision, so a permission problem shows now
             // rather than in the first live run.
             if first_time && let Err(e) = self.market.check_extension(&b.region, &offer.id, &rid).await {
                 tracing::warn!(event = "extension_dry_run_refused", reservation = %rid, offering = %offer.id, error = %e, "EC2 would refuse this extension");
                 let why = format!("A dry-run PurchaseCapacityBlockExtension of `{}` was refused: {e}", offer.id);
                 self.store
-                    .enqueue(&alert_notice(&rid, "would-extend-refused", &announce::anomaly(b, &why), now))
+                    .enqueue(&alert_notice(
+                        &rid,
+                        &OutboxKey::notice("would-extend-refused")?,
+                        &announce::anomaly(b, &why),
+                        now,
+                    ))
                     .await?;
             }
             return Ok(Some(ExtensionAction::WouldExtend { reservation_id: rid, offering_id: offer.id, first_time }));
@@ -300,7 +309,14 @@ where
                     tracing::warn!(event = "extension_record_failed", reservation = %rid, error = %e, "left Sent; settled by the end date");
                 }
                 let msg = announce::extension_decided(b, &offer.id, offer.end, offer.fee, rate, Mode::Live);
-                self.store.enqueue(&alert_notice(&rid, &format!("extension-bought-{}", offer.id), &msg, now)).await?;
+                self.store
+                    .enqueue(&alert_notice(
+                        &rid,
+                        &OutboxKey::notice(format!("extension-bought-{}", offer.id))?,
+                        &msg,
+                        now,
+                    ))
+                    .await?;
                 Ok(Some(ExtensionAction::Bought { reservation_id: rid, offering_id: offer.id }))
             }
             Err(e) if e.had_no_effect() => {
@@ -309,7 +325,14 @@ where
                 // The notice first (keyed like settle's, so a crash before the close cannot
                 // announce it twice: the next run settles the intent and finds the notice).
                 let msg = announce::extension_released(b, &offer.id, &reason);
-                self.store.enqueue(&alert_notice(&rid, &format!("extension-released-{}", offer.id), &msg, now)).await?;
+                self.store
+                    .enqueue(&alert_notice(
+                        &rid,
+                        &OutboxKey::notice(format!("extension-released-{}", offer.id))?,
+                        &msg,
+                        now,
+                    ))
+                    .await?;
                 self.store.close_extension(&sent, ExtensionState::Released, Some(&reason)).await?;
                 Ok(Some(ExtensionAction::Refused { reservation_id: rid, offering_id: offer.id, reason }))
             }

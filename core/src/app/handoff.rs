@@ -27,6 +27,7 @@ use crate::domain::handoff::{
 use crate::domain::launch::{self, GroupLaunch};
 use crate::domain::milestone::Milestone;
 use crate::domain::names::Region;
+use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::{Mode, Rule};
 use crate::domain::share::{self, SharePrincipal, Shared};
 use crate::domain::slack::SlackMessage;
@@ -45,7 +46,8 @@ pub fn event_notice(
     step_key: &str,
     arn: Option<&str>,
     now: DateTime<Utc>,
-) -> Notice {
+) -> Result<Notice, StoreError> {
+    let milestone = OutboxKey::events(step_key)?;
     let detail = bus::detail(subject, step, step_key);
     // When the step happened: the run's time, kept with the notice so a later retry still says it.
     let mut attributes: BTreeMap<String, String> = [
@@ -56,26 +58,26 @@ pub fn event_notice(
     if let Some(arn) = arn {
         attributes.insert(RESOURCE_ATTRIBUTE.to_string(), arn.to_string());
     }
-    Notice {
+    Ok(Notice {
         thread: subject.block.reservation_id.clone(),
-        milestone: format!("{step_key}@events"),
+        milestone,
         topic: Topic::Events,
         // A struct of strings and numbers: serializing it cannot fail.
         message: Message { body: serde_json::to_string(&detail).unwrap_or_default(), attributes },
         created_at: now,
-    }
+    })
 }
 
 /// The copies of an event notice for `consumers`' default buses: each its own notice (keyed
 /// `<step>@events@<account>`), so each bus gets the event once whatever the others answer.
-pub fn consumer_copies(notice: &Notice, consumers: &[String]) -> Vec<Notice> {
+pub fn consumer_copies(notice: &Notice, consumers: &[String]) -> Result<Vec<Notice>, StoreError> {
     consumers
         .iter()
         .map(|account| {
             let mut copy = notice.clone();
-            copy.milestone = format!("{}@{account}", notice.milestone);
+            copy.milestone = notice.milestone.for_account(account)?;
             copy.message.attributes.insert(ACCOUNT_ATTRIBUTE.to_string(), account.clone());
-            copy
+            Ok(copy)
         })
         .collect()
 }
@@ -111,8 +113,8 @@ pub async fn enqueue_event<O: Outbox + ?Sized>(
     step_key: &str,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let notice = event_notice(&Subject::of(b, to.tags), step, step_key, b.arn.as_deref(), now);
-    for copy in consumer_copies(&notice, &to.consumers) {
+    let notice = event_notice(&Subject::of(b, to.tags), step, step_key, b.arn.as_deref(), now)?;
+    for copy in consumer_copies(&notice, &to.consumers)? {
         outbox.enqueue(&copy).await?;
     }
     let added = outbox.enqueue(&notice).await?;
@@ -302,7 +304,7 @@ pub fn action_notice(p: &Planned, now: DateTime<Utc>) -> Notice {
 }
 
 /// A record (never published) of what an action did, in the block's thread.
-fn record<T: Serialize>(thread: &str, milestone: String, body: &T, now: DateTime<Utc>) -> Notice {
+fn record<T: Serialize>(thread: &str, milestone: OutboxKey, body: &T, now: DateTime<Utc>) -> Notice {
     Notice {
         thread: thread.to_string(),
         milestone,
@@ -431,7 +433,7 @@ impl Hands<'_> {
             }
             Err(e) if handoff::gives_up(&p, now) => {
                 let msg = handoff::announce_given_up(&p, &e.to_string());
-                outbox.enqueue(&alert_notice(thread, &format!("{}-given-up", p.key), &msg, now)).await?;
+                outbox.enqueue(&alert_notice(thread, &p.key.then("given-up"), &msg, now)).await?;
                 outbox.mark_published(notice, now).await?;
                 tracing::warn!(event = "action_given_up", reservation = %thread, action = %p.key, error = %e, "dropped a day after the block's end");
                 report.failed.push(notice.id());
@@ -440,7 +442,7 @@ impl Hands<'_> {
             Err(e) => {
                 let msg = handoff::announce_failed(&p, &e.to_string());
                 // Announced once per action, however many runs it fails.
-                outbox.enqueue(&alert_notice(thread, &format!("{}-failed", p.key), &msg, now)).await?;
+                outbox.enqueue(&alert_notice(thread, &p.key.then("failed"), &msg, now)).await?;
                 tracing::warn!(event = "action_failed", reservation = %thread, action = %p.key, error = %e, "retried next run");
                 report.failed.push(notice.id());
                 return Ok(());
@@ -452,9 +454,9 @@ impl Hands<'_> {
             enqueue_actions(outbox, std::slice::from_ref(next.as_ref()), now).await?;
         }
         if let Some(w) = warning {
-            outbox.enqueue(&alert_notice(thread, &format!("{}-warning", p.key), &w, now)).await?;
+            outbox.enqueue(&alert_notice(thread, &p.key.then("warning"), &w, now)).await?;
         }
-        outbox.enqueue(&alert_notice(thread, &format!("{}-done", p.key), &message, now)).await?;
+        outbox.enqueue(&alert_notice(thread, &p.key.then("done"), &message, now)).await?;
         outbox.mark_published(notice, now).await?;
         tracing::info!(event = "action_done", reservation = %thread, action = %p.key, dry_run = p.dry_run, "{}", message.description);
         report.done.push(notice.id());
@@ -672,15 +674,15 @@ impl Hands<'_> {
         if instances.is_empty() {
             return Ok(Tried::Done("No instance runs in the block: nothing to send.".into()));
         }
-        let (sending, sent) = (format!("{}-sending-", p.key), format!("{}-sent-", p.key));
-        let records = outbox.records(thread, &format!("{}-sen", p.key)).await.map_err(store)?;
-        let read = |prefix: &str| -> BTreeMap<String, String> {
+        let (sending, sent) = ("sending-", "sent-");
+        let records = outbox.records(thread, &p.key.prefix("sen")).await.map_err(store)?;
+        let read = |step: &str| -> BTreeMap<String, String> {
             records
                 .iter()
-                .filter_map(|r| Some((r.milestone.strip_prefix(prefix)?.to_string(), r.message.body.clone())))
+                .filter_map(|r| Some((r.milestone.after(&p.key, step)?.to_string(), r.message.body.clone())))
                 .collect()
         };
-        let (marked, recorded) = (read(&sending), read(&sent));
+        let (marked, recorded) = (read(sending), read(sent));
         let mut by_instance: BTreeMap<String, String> = BTreeMap::new();
         for body in recorded.values() {
             let own: SentCommand = serde_json::from_str(body).map_err(|e| fail("the table", e.to_string()))?;
@@ -695,7 +697,7 @@ impl Hands<'_> {
                 // SSM never had it: the instances are sent it below, under a new number.
                 continue;
             };
-            outbox.put_record(&record(thread, format!("{sent}{n}"), &own, now)).await.map_err(store)?;
+            outbox.put_record(&record(thread, p.key.then(format!("{sent}{n}")), &own, now)).await.map_err(store)?;
             for i in own.instance_ids {
                 by_instance.entry(i).or_insert_with(|| own.command_id.clone());
             }
@@ -704,12 +706,16 @@ impl Hands<'_> {
         let already = instances.len() - rest.len();
         if !rest.is_empty() {
             let n = marked.len();
-            if !outbox.put_record(&record(thread, format!("{sending}{n}"), &rest, now)).await.map_err(store)? {
+            if !outbox
+                .put_record(&record(thread, p.key.then(format!("{sending}{n}")), &rest, now))
+                .await
+                .map_err(store)?
+            {
                 return Err(fail("the table", format!("another run is sending {} (send {n})", p.key)));
             }
             let id = self.commands.send(region, document, &rest, comment).await?;
             let own = SentCommand { command_id: id.clone(), instance_ids: rest.clone() };
-            outbox.put_record(&record(thread, format!("{sent}{n}"), &own, now)).await.map_err(store)?;
+            outbox.put_record(&record(thread, p.key.then(format!("{sent}{n}")), &own, now)).await.map_err(store)?;
             for i in &rest {
                 by_instance.insert(i.clone(), id.clone());
             }
@@ -724,7 +730,7 @@ impl Hands<'_> {
             ids.into_iter().map(String::as_str).collect::<Vec<_>>().join(", ")
         );
         let next = Planned {
-            key: format!("{}-result", p.key),
+            key: p.key.then("result"),
             target: p.target.clone(),
             order: Order::CommandResult { document: document.to_string(), commands },
             dry_run: false,
@@ -864,7 +870,7 @@ impl Hands<'_> {
     async fn unshare<O: Outbox + ?Sized>(&self, outbox: &O, p: &Planned) -> Result<Tried, ActionError> {
         let region = &p.target.block.region;
         let (stack, rid) = (&p.target.stack, &p.target.block.reservation_id);
-        let share_order = Planned { key: handoff::SHARE_KEY.to_string(), ..p.clone() };
+        let share_order = Planned { key: handoff::share_key(), ..p.clone() };
         let mut arns = share_attempts(outbox, &share_order).await?.kept;
         if arns.is_empty()
             && let Some(found) = self.shares.find(region, stack, rid).await?
@@ -891,14 +897,14 @@ async fn share_attempts<O: Outbox + ?Sized>(outbox: &O, p: &Planned) -> Result<s
         message: e.to_string(),
     })?;
     // The bodies are JSON strings, as `record` writes them.
-    let read: Vec<(String, String)> = records
+    let read: Vec<(OutboxKey, String)> = records
         .into_iter()
         .map(|r| {
             let body = serde_json::from_str::<String>(&r.message.body).unwrap_or(r.message.body);
             (r.milestone, body)
         })
         .collect();
-    Ok(share::ShareAttempts::read(&p.key, read.iter().map(|(m, b)| (m.as_str(), b.as_str()))))
+    Ok(share::ShareAttempts::read(&p.key, read.iter().map(|(m, b)| (m, b.as_str()))))
 }
 
 fn reservation_arn(p: &Planned, operation: &'static str) -> Result<String, ActionError> {

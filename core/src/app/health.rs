@@ -19,6 +19,7 @@ use crate::domain::bus;
 use crate::domain::checkpoint::health_notice;
 use crate::domain::health::{self, BlockHealth, HealthChange};
 use crate::domain::names::Region;
+use crate::domain::outbox_key::OutboxKey;
 use crate::ports::{BlockStatusSource, BlockStore, InstanceSource, MarketError, Outbox, StoreError};
 
 /// A change of one block's health, to announce: the block, the change, the status seen.
@@ -73,8 +74,10 @@ pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
 ) -> Result<bool, StoreError> {
     let n = b.health_changes + 1;
     let key = health::milestone(n, change);
-    store.enqueue(&alert_notice(&b.reservation_id, &key, &announce::health(b, change), now)).await?;
-    let work_key = format!("{key}@workloads");
+    store
+        .enqueue(&alert_notice(&b.reservation_id, &OutboxKey::notice(key.as_str())?, &announce::health(b, change), now))
+        .await?;
+    let work_key = OutboxKey::workloads(key.as_str())?;
     let notice = health_notice(b, &work_key, change, now);
     store.enqueue(&workload_notice(&b.reservation_id, &work_key, notice, now)).await?;
     enqueue_event(store, b, to, &bus::step_of_health(change), &key, now).await?;

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
+use crate::domain::outbox_key::OutboxKey;
 use crate::domain::slack::SlackMessage;
 use crate::ports::{Message, Notice, Notifier, NotifyError, Outbox, StoreError, Topic};
 
@@ -24,10 +25,10 @@ pub fn gives_up(notice: &Notice, now: DateTime<Utc>) -> bool {
 }
 
 /// A Slack notice for the alerts topic.
-pub fn alert_notice(thread: &str, milestone: &str, msg: &SlackMessage, now: DateTime<Utc>) -> Notice {
+pub fn alert_notice(thread: &str, milestone: &OutboxKey, msg: &SlackMessage, now: DateTime<Utc>) -> Notice {
     Notice {
         thread: thread.to_string(),
-        milestone: milestone.to_string(),
+        milestone: milestone.clone(),
         topic: Topic::Alerts,
         message: Message {
             body: msg.to_json(),
@@ -45,13 +46,13 @@ pub fn alert_notice(thread: &str, milestone: &str, msg: &SlackMessage, now: Date
 /// topic, in the block's thread.
 pub fn workload_notice(
     thread: &str,
-    milestone: &str,
+    milestone: &OutboxKey,
     (body, attributes): (String, std::collections::BTreeMap<String, String>),
     now: DateTime<Utc>,
 ) -> Notice {
     Notice {
         thread: thread.to_string(),
-        milestone: milestone.to_string(),
+        milestone: milestone.clone(),
         topic: Topic::Workloads,
         message: Message { body, attributes },
         created_at: now,
@@ -131,7 +132,7 @@ mod tests {
             attributes.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Notice {
             thread: "cr-0123456789abcdef0".into(),
-            milestone: "delivered@events@111111111111".into(),
+            milestone: crate::domain::outbox_key::OutboxKey::parse("delivered@events@111111111111").unwrap(),
             topic,
             message: Message { body: "{}".into(), attributes },
             created_at,

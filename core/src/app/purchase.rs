@@ -23,6 +23,7 @@ use crate::domain::budget::{Intent, Period, StackBudgets, charges_for};
 use crate::domain::decision::{Headroom, PassedOver, Priced, check};
 use crate::domain::money::Money;
 use crate::domain::offering::Offering;
+use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::{Mode, Rule};
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::ports::{
@@ -231,7 +232,7 @@ where
         let first_time = self.store.record_dry_run(&intent).await?;
         if first_time {
             let msg = announce::would_buy(&rule.id, p, &intent, stack_mode, rule.mode);
-            self.store.enqueue(&alert_notice(&intent.id, "would-buy", &msg, now)).await?;
+            self.store.enqueue(&alert_notice(&intent.id, &OutboxKey::notice("would-buy")?, &msg, now)).await?;
         }
         Ok(Outcome::WouldBuy { offering_id: p.offering.id.clone(), first_time })
     }
@@ -262,7 +263,7 @@ where
         let first_time = self.store.record_approval(&intent).await?;
         if first_time {
             let msg = announce::approval_needed(&rule.id, p, &intent);
-            self.store.enqueue(&alert_notice(&intent.id, "approval", &msg, now)).await?;
+            self.store.enqueue(&alert_notice(&intent.id, &OutboxKey::notice("approval")?, &msg, now)).await?;
         }
         Ok(Outcome::AwaitingApproval { offering_id: p.offering.id.clone(), intent: intent.id, first_time })
     }
@@ -507,7 +508,7 @@ where
     ) -> Result<Outcome, StoreError> {
         tracing::warn!(event = "purchase_failed", outcome = "refused", rule = %rule.id, intent = %intent.id, %reason, "nothing bought; budget released");
         let msg = announce::purchase_rejected(&rule.id, p, intent, reason);
-        let notice = alert_notice(&intent.id, "rejected", &msg, now);
+        let notice = alert_notice(&intent.id, &OutboxKey::notice("rejected")?, &msg, now);
         self.store.record_rejected(intent, reason, Some(&notice)).await?;
         Ok(Outcome::Refused { offering_id: p.offering.id.clone(), reason: reason.to_string() })
     }

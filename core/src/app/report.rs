@@ -11,6 +11,7 @@ use super::outbox::alert_notice;
 use crate::domain::announce;
 use crate::domain::budget::{BudgetOwner, Period};
 use crate::domain::money::Money;
+use crate::domain::outbox_key::OutboxKey;
 use crate::domain::report::{self, RuleMonth, TeamMonth};
 use crate::ports::{BlockArchive, ExtensionLedger, Ledger, Outbox, RuleStore, StoreError};
 
@@ -121,5 +122,7 @@ where
     let m = month(store, period, team_budgets).await?;
     let rows: Vec<RuleMonth> = m.rules.iter().map(|r| r.month.clone()).collect();
     let msg = announce::month_summary(period.as_str(), &rows, &m.teams, m.account_spent);
-    store.enqueue(&alert_notice(&format!("report-{}", period.as_str()), "summary", &msg, now)).await
+    store
+        .enqueue(&alert_notice(&format!("report-{}", period.as_str()), &OutboxKey::notice("summary")?, &msg, now))
+        .await
 }

@@ -23,6 +23,7 @@ use crate::domain::catalog::AcceleratorCatalog;
 use crate::domain::decision::{Decision, Headroom, Priced, decide};
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
+use crate::domain::outbox_key::OutboxKey;
 use crate::domain::plan::{
     self, Asked, Candidate, DescribeBudget, MARKET_NOTE_TTL, Refusals, RegionMemory, Watch, family, member_key,
     member_of_key,
@@ -831,26 +832,35 @@ where
         for ((region, fam), (since, refused)) in &findings.quota_zero {
             let msg = announce::quota_zero(region, fam, refused, now);
             let milestone = format!("quota-zero-{fam}-{}", since.timestamp());
-            self.store.enqueue(&alert_notice(&format!("market-{region}"), &milestone, &msg, now)).await?;
+            self.store
+                .enqueue(&alert_notice(&format!("market-{region}"), &OutboxKey::notice(milestone)?, &msg, now))
+                .await?;
         }
         // Once per note: a member refused on every call of a family (cleared by an answer).
         for ((account, region, fam), refused) in &findings.member_refused {
             let msg = announce::member_quota_zero(account, region, fam, *refused);
             let milestone = format!("member-quota-{account}-{fam}-{}", now.timestamp());
-            self.store.enqueue(&alert_notice(&format!("market-{region}"), &milestone, &msg, now)).await?;
+            self.store
+                .enqueue(&alert_notice(&format!("market-{region}"), &OutboxKey::notice(milestone)?, &msg, now))
+                .await?;
         }
         // Once a day per member account while its watch role fails.
         for (account, error) in &findings.watch_failed {
             let msg = announce::watch_account_failed(account, error, &self.settings.stack.name);
             let milestone = format!("watch-failed-{account}-{}", now.format("%Y-%m-%d"));
-            self.store.enqueue(&alert_notice("market-watch", &milestone, &msg, now)).await?;
+            self.store.enqueue(&alert_notice("market-watch", &OutboxKey::notice(milestone)?, &msg, now)).await?;
         }
         for ((region, ty), message) in &findings.not_sold {
             let names: BTreeSet<String> =
                 findings.not_sold_rules.iter().filter(|(t, _)| t == ty).map(|(_, r)| rules[*r].id.clone()).collect();
             let msg = announce::not_sold(region, ty, message, &names.into_iter().collect::<Vec<_>>());
             self.store
-                .enqueue(&alert_notice(&format!("market-{region}"), &format!("not-sold-{ty}"), &msg, now))
+                .enqueue(&alert_notice(
+                    &format!("market-{region}"),
+                    &OutboxKey::notice(format!("not-sold-{ty}"))?,
+                    &msg,
+                    now,
+                ))
                 .await?;
         }
         Ok(())
@@ -1008,7 +1018,14 @@ where
                     if !at.is_replay() {
                         let milestone = format!("team-unbudgeted-{}-{}", e.team, Period::of(now).as_str());
                         let msg = announce::team_unbudgeted(&e.rule, &e.team, &budgets);
-                        self.store.enqueue(&alert_notice(&format!("rule-{}", rule.id), &milestone, &msg, now)).await?;
+                        self.store
+                            .enqueue(&alert_notice(
+                                &format!("rule-{}", rule.id),
+                                &OutboxKey::notice(milestone)?,
+                                &msg,
+                                now,
+                            ))
+                            .await?;
                     }
                     refused.insert(e.rule, e.team);
                 }

@@ -31,6 +31,7 @@ use crate::domain::metrics::{ACCOUNT_BUDGET, team_budget};
 use crate::domain::milestone::{Milestone, milestones, warning_due};
 use crate::domain::money::Money;
 use crate::domain::names::Region;
+use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::Rule;
 use crate::domain::run_time::RunTime;
 use crate::domain::settlement::part_failed;
@@ -422,7 +423,7 @@ where
         msg: &SlackMessage,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.store.enqueue(&alert_notice(&b.reservation_id, milestone, msg, now)).await
+        self.store.enqueue(&alert_notice(&b.reservation_id, &OutboxKey::notice(milestone)?, msg, now)).await
     }
 
     /// The block with the count EC2 shows now when it is higher than the stored one (a block

@@ -14,6 +14,7 @@ use crate::domain::bus;
 use crate::domain::checkpoint::idle_notice;
 use crate::domain::extension::ExtensionState;
 use crate::domain::money::Money;
+use crate::domain::outbox_key::OutboxKey;
 use crate::domain::usage::{IdleNews, Reading, idle_cost};
 use crate::ports::{BlockStore, ExtensionLedger, Outbox, StoreError};
 
@@ -79,8 +80,8 @@ async fn announce_news<S: Outbox + ?Sized>(
             announce::idle_over(b, *since, *until, *idle_instance_minutes, cost)
         }
     };
-    store.enqueue(&alert_notice(&b.reservation_id, &key, &msg, now)).await?;
-    let work_key = format!("{key}@workloads");
+    store.enqueue(&alert_notice(&b.reservation_id, &OutboxKey::notice(key.as_str())?, &msg, now)).await?;
+    let work_key = OutboxKey::workloads(key.as_str())?;
     let notice = idle_notice(b, &work_key, n, cost, now);
     store.enqueue(&workload_notice(&b.reservation_id, &work_key, notice, now)).await?;
     enqueue_event(store, b, to, &bus::step_of_idle(n, cost), &key, now).await?;

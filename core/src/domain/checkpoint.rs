@@ -11,6 +11,7 @@ use super::health::HealthChange;
 use super::lifecycle::termination_time;
 use super::milestone::DELIVERED;
 use super::money::Money;
+use super::outbox_key::{OutboxKey, OutboxKeyError};
 use super::usage::IdleNews;
 
 /// One announcement-worthy moment of a block. Its `key` is the outbox identity: everything
@@ -47,9 +48,14 @@ impl CheckpointMilestone {
         }
     }
 
-    /// The outbox milestone for the workloads topic: same moment, its own dedup record.
-    pub fn workload_key(&self) -> String {
-        format!("{}@workloads", self.key())
+    /// The outbox key for the alerts topic (`key` as an outbox key).
+    pub fn alert_key(&self) -> Result<OutboxKey, OutboxKeyError> {
+        OutboxKey::notice(self.key())
+    }
+
+    /// The outbox key for the workloads topic: same moment, its own dedup record.
+    pub fn workload_key(&self) -> Result<OutboxKey, OutboxKeyError> {
+        OutboxKey::workloads(self.key())
     }
 
     /// The `kind` workloads see (and may filter on).
@@ -254,7 +260,7 @@ mod tests {
         assert_eq!(CheckpointMilestone::Delivered.key(), crate::domain::milestone::Milestone::Active.name());
         let r = CheckpointMilestone::Reminder { lead_minutes: 120, end: t("2026-12-10T11:30:00Z") };
         assert_eq!(r.key(), "reminder-120m-end-20261210T1130Z");
-        assert_eq!(r.workload_key(), "reminder-120m-end-20261210T1130Z@workloads");
+        assert_eq!(r.workload_key().unwrap(), "reminder-120m-end-20261210T1130Z@workloads");
         assert_eq!(r.kind(), "reminder-120m");
         assert_eq!(CheckpointMilestone::AwsExpirationWarning.key(), "aws-expiration-warning");
         assert_eq!(CheckpointMilestone::Interruption { instance_id: "i-1".into() }.key(), "interruption-i-1");

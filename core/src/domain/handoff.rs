@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use super::actions::{Action, reservation_group_name};
 use super::block::Block;
 use super::lifecycle::BlockState;
+use super::outbox_key::OutboxKey;
 use super::rule::Rule;
 use super::share::SharePrincipal;
 use super::slack::SlackMessage;
@@ -215,8 +216,13 @@ fn nodegroup_key(cluster: &str, nodegroup: &str) -> String {
 
 /// The milestone, in the block's thread, of the record of a node group's scale-up
 /// ([`NodegroupScaled`]).
-pub fn nodegroup_record(cluster: &str, nodegroup: &str) -> String {
-    format!("action-nodegroup-up-{}-before", nodegroup_key(cluster, nodegroup))
+pub fn nodegroup_record(cluster: &str, nodegroup: &str) -> OutboxKey {
+    nodegroup_up(cluster, nodegroup).then("before")
+}
+
+/// The outbox key of a node group's scale-up.
+fn nodegroup_up(cluster: &str, nodegroup: &str) -> OutboxKey {
+    OutboxKey::action(format!("nodegroup-up-{}", nodegroup_key(cluster, nodegroup)))
 }
 
 /// What a capacity reservation group capblock creates is made to hold (the EC2 user guide,
@@ -244,7 +250,7 @@ impl ReservationPool {
 /// An order for a block under its outbox key, dry-run or not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Planned {
-    pub key: String,
+    pub key: OutboxKey,
     pub target: Target,
     pub order: Order,
     /// Announce what would be done, do nothing.
@@ -302,7 +308,11 @@ fn restore_nodegroup(t: &Target, cluster: &str, nodegroup: &str, dry_run: bool) 
     // Keyed by the end, as a group's scale-down: after an extension it runs again before the
     // new end (a no-op when the node group is back already).
     Planned {
-        key: format!("action-nodegroup-back-{}-end-{}", nodegroup_key(cluster, nodegroup), stamp(t.block.end)),
+        key: OutboxKey::action(format!(
+            "nodegroup-back-{}-end-{}",
+            nodegroup_key(cluster, nodegroup),
+            stamp(t.block.end)
+        )),
         target: t.clone(),
         order: Order::RestoreNodegroup { cluster: cluster.to_string(), nodegroup: nodegroup.to_string() },
         dry_run,
@@ -312,7 +322,7 @@ fn restore_nodegroup(t: &Target, cluster: &str, nodegroup: &str, dry_run: bool) 
 fn scale_down(t: &Target, group: &str, dry_run: bool) -> Planned {
     // Keyed by the end: after an extension the group goes down again before the new end.
     Planned {
-        key: format!("action-scale-down-{}-end-{}", key_name(group), stamp(t.block.end)),
+        key: OutboxKey::action(format!("scale-down-{}-end-{}", key_name(group), stamp(t.block.end))),
         target: t.clone(),
         order: Order::SetCapacity { group: group.to_string(), desired: 0 },
         dry_run,
@@ -321,32 +331,32 @@ fn scale_down(t: &Target, group: &str, dry_run: bool) -> Planned {
 
 /// The orders a lifecycle point calls for.
 pub fn at_point(actions: &[Action], t: &Target, point: Point, dry_run: bool) -> Vec<Planned> {
-    let plan = |key: String, order: Order| Planned { key, target: t.clone(), order, dry_run };
+    let plan = |key: OutboxKey, order: Order| Planned { key, target: t.clone(), order, dry_run };
     let mut out = Vec::new();
     for a in actions {
         match (a, point) {
             (Action::PublishParameter, Point::Paid | Point::Active | Point::Extended) => {
                 let name = parameter_name(&t.rule_id);
                 out.push(plan(
-                    format!("action-parameter-end-{}", stamp(t.block.end)),
+                    OutboxKey::action(format!("parameter-end-{}", stamp(t.block.end))),
                     Order::PublishParameter { value: parameter_value(t), name },
                 ));
             }
             (Action::PublishParameter, Point::Ended) => {
                 out.push(plan(
-                    "action-parameter-clear".into(),
+                    OutboxKey::action("parameter-clear"),
                     Order::ClearParameter { name: parameter_name(&t.rule_id) },
                 ));
             }
             (Action::ScaleGroup { group, desired, .. }, Point::Active) => out.push(plan(
-                format!("action-scale-up-{}", key_name(group)),
+                OutboxKey::action(format!("scale-up-{}", key_name(group))),
                 Order::SetCapacity { group: group.clone(), desired: *desired },
             )),
             // A group that missed its scale-down (the tracker did not run in the window) goes
             // to 0 at the end anyway: same key, so never twice.
             (Action::ScaleGroup { group, .. }, Point::Ended) => out.push(scale_down(t, group, dry_run)),
             (Action::ScaleNodegroup { cluster, nodegroup, desired, min, max, .. }, Point::Active) => out.push(plan(
-                format!("action-nodegroup-up-{}", nodegroup_key(cluster, nodegroup)),
+                nodegroup_up(cluster, nodegroup),
                 Order::ScaleNodegroup {
                     cluster: cluster.clone(),
                     nodegroup: nodegroup.clone(),
@@ -366,7 +376,7 @@ pub fn at_point(actions: &[Action], t: &Target, point: Point, dry_run: bool) -> 
             (Action::ReservationGroup { name }, Point::Paid | Point::Active | Point::Extended) => {
                 let group = reservation_group_name(&t.stack, &t.rule_id, name.as_deref());
                 out.push(plan(
-                    format!("action-reservation-group-add-{}", key_name(&group)),
+                    OutboxKey::action(format!("reservation-group-add-{}", key_name(&group))),
                     Order::GroupReservation { group },
                 ));
             }
@@ -374,7 +384,7 @@ pub fn at_point(actions: &[Action], t: &Target, point: Point, dry_run: bool) -> 
             (Action::ReservationGroup { name }, Point::Ended) if t.block.state != BlockState::PaymentFailed => {
                 let group = reservation_group_name(&t.stack, &t.rule_id, name.as_deref());
                 out.push(plan(
-                    format!("action-reservation-group-remove-{}", key_name(&group)),
+                    OutboxKey::action(format!("reservation-group-remove-{}", key_name(&group))),
                     Order::UngroupReservation { group },
                 ));
             }
@@ -393,12 +403,12 @@ pub fn share_at_point(rule: &Rule, t: &Target, point: Point, dry_run: bool) -> V
     if rule.share_with.is_empty() {
         return Vec::new();
     }
-    let plan = |key: &str, order: Order| vec![Planned { key: key.to_string(), target: t.clone(), order, dry_run }];
+    let plan = |key: OutboxKey, order: Order| vec![Planned { key, target: t.clone(), order, dry_run }];
     match point {
         Point::Paid | Point::Active | Point::Extended => {
-            plan(SHARE_KEY, Order::ShareReservation { principals: rule.share_with.clone(), tags: rule.tags.clone() })
+            plan(share_key(), Order::ShareReservation { principals: rule.share_with.clone(), tags: rule.tags.clone() })
         }
-        Point::Ended if t.block.state != BlockState::PaymentFailed => plan(UNSHARE_KEY, Order::UnshareReservation),
+        Point::Ended if t.block.state != BlockState::PaymentFailed => plan(unshare_key(), Order::UnshareReservation),
         _ => Vec::new(),
     }
 }
@@ -414,8 +424,13 @@ pub fn share_current(rule: &Rule, t: &Target, state: BlockState, dry_run: bool) 
 }
 
 /// The outbox keys of a block's share orders: one share and one deletion per block.
-pub const SHARE_KEY: &str = "action-share";
-pub const UNSHARE_KEY: &str = "action-unshare";
+pub fn share_key() -> OutboxKey {
+    OutboxKey::action("share")
+}
+
+pub fn unshare_key() -> OutboxKey {
+    OutboxKey::action("unshare")
+}
 
 /// Every order a block in `state` calls for at `now`, whatever happened before: the tracker
 /// plans these on each run and the outbox keeps the ones already planned, so a run that was
@@ -473,11 +488,11 @@ pub fn due(actions: &[Action], t: &Target, now: DateTime<Utc>, dry_run: bool) ->
             Action::RunCommand { document, lead_minutes } if reached(*lead_minutes) && now < term => {
                 let comment = command_comment(&t.block.reservation_id, *lead_minutes, t.block.end);
                 out.push(Planned {
-                    key: format!(
-                        "action-run-command-{}-{lead_minutes}m-end-{}",
+                    key: OutboxKey::action(format!(
+                        "run-command-{}-{lead_minutes}m-end-{}",
                         key_name(document),
                         stamp(t.block.end)
-                    ),
+                    )),
                     target: t.clone(),
                     order: Order::RunCommand { document: document.clone(), comment },
                     dry_run,

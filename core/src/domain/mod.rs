@@ -24,6 +24,7 @@ pub mod milestone;
 pub mod money;
 pub mod names;
 pub mod offering;
+pub mod outbox_key;
 pub mod pace;
 pub mod permissions;
 pub mod plan;

@@ -19,6 +19,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::outbox_key::OutboxKey;
 use super::tags::{RULE_TAG, STACK_TAG};
 
 /// The tag naming the reservation a resource share shares (one share per block).
@@ -252,19 +253,23 @@ pub fn share_client_token(stack: &str, reservation_id: &str, attempt: u32) -> St
 /// attempt `attempt` of the share order `key`: written right after the call, before anything
 /// else, so every later run reads the share by its ARN instead of looking for it in RAM's
 /// listing (which may not show a new share yet).
-pub fn share_arn_record(key: &str, attempt: u32) -> String {
-    format!("{key}-ram-arn-{attempt}")
+pub fn share_arn_record(key: &OutboxKey, attempt: u32) -> OutboxKey {
+    key.then(format!("{ARN_RECORD}{attempt}"))
 }
 
 /// The outbox record of an attempt whose share RAM could not use: written before capblock
 /// deletes that share, so the next run makes its next attempt (a new token, a new share).
-pub fn share_dropped_record(key: &str, attempt: u32) -> String {
-    format!("{key}-ram-dropped-{attempt}")
+pub fn share_dropped_record(key: &OutboxKey, attempt: u32) -> OutboxKey {
+    key.then(format!("{DROPPED_RECORD}{attempt}"))
 }
 
+/// The steps of a share order's records, after its key: `ram-arn-<n>` and `ram-dropped-<n>`.
+const ARN_RECORD: &str = "ram-arn-";
+const DROPPED_RECORD: &str = "ram-dropped-";
+
 /// The prefix of every record of the share order `key`'s attempts.
-pub fn share_records_prefix(key: &str) -> String {
-    format!("{key}-ram-")
+pub fn share_records_prefix(key: &OutboxKey) -> String {
+    key.prefix("ram-")
 }
 
 /// What capblock recorded of a block's attempts at sharing it.
@@ -281,16 +286,14 @@ pub struct ShareAttempts {
 impl ShareAttempts {
     /// Reads the records of the share order `key` as `(milestone, body)` pairs; records of other
     /// orders are passed over.
-    pub fn read<'a>(key: &str, records: impl IntoIterator<Item = (&'a str, &'a str)>) -> ShareAttempts {
-        let prefix = share_records_prefix(key);
+    pub fn read<'a>(key: &OutboxKey, records: impl IntoIterator<Item = (&'a OutboxKey, &'a str)>) -> ShareAttempts {
         let mut arns: Vec<(u32, String)> = Vec::new();
         let mut dropped: Vec<u32> = Vec::new();
+        let number = |s: &str| s.parse::<u32>().ok();
         for (milestone, body) in records {
-            let Some(rest) = milestone.strip_prefix(&prefix) else { continue };
-            let number = |s: &str| s.parse::<u32>().ok();
-            if let Some(n) = rest.strip_prefix("arn-").and_then(number) {
+            if let Some(n) = milestone.after(key, ARN_RECORD).and_then(number) {
                 arns.push((n, body.to_string()));
-            } else if let Some(n) = rest.strip_prefix("dropped-").and_then(number) {
+            } else if let Some(n) = milestone.after(key, DROPPED_RECORD).and_then(number) {
                 dropped.push(n);
             }
         }

@@ -21,6 +21,7 @@ use crate::domain::extension::{ExtensionIntent, ExtensionState};
 use crate::domain::money::{Currency, Money};
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
+use crate::domain::outbox_key::OutboxKey;
 use crate::domain::plan::RegionMemory;
 use crate::domain::preflight::Preflight;
 use crate::domain::rule::Rule;
@@ -80,9 +81,9 @@ struct Items {
     /// Region -> (run, until): which run asks it now.
     watch: BTreeMap<Region, (String, DateTime<Utc>)>,
     /// By (thread, milestone), as `BLOCK#<thread>` / `NOTICE#<milestone>`.
-    notices: BTreeMap<(String, String), NoticeRow>,
+    notices: BTreeMap<(String, OutboxKey), NoticeRow>,
     /// The pending index (gsi1 `NOTICE#PENDING`): creation time, id, key.
-    pending: BTreeSet<(DateTime<Utc>, String, (String, String))>,
+    pending: BTreeSet<(DateTime<Utc>, String, (String, OutboxKey))>,
 }
 
 /// Every store port in memory. `Default` is an empty table; `with_*` seed it as a test needs.
@@ -994,7 +995,7 @@ mod tests {
         assert!(matches!(t.update_block(&block, block.version).await, Err(StoreError::Conflict(_))));
         let notice = Notice {
             thread: "cr-1".into(),
-            milestone: "purchased".into(),
+            milestone: OutboxKey::parse("purchased").unwrap(),
             topic: Topic::Alerts,
             message: Message { body: "bought".into(), attributes: Default::default() },
             created_at: t0(),

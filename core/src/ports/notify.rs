@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::block::Block;
+use crate::domain::outbox_key::OutboxKey;
 
 use super::StoreError;
 
@@ -62,12 +63,12 @@ pub trait Notifier: Send + Sync {
 }
 
 /// An announcement to make exactly once: `thread` (reservation or intent id) + `milestone`
-/// is its identity. Written to the store before it is published (an outbox), so a crash
+/// (its outbox key, `domain::outbox_key`) is its identity. Written to the store before it is published (an outbox), so a crash
 /// delays it instead of losing it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Notice {
     pub thread: String,
-    pub milestone: String,
+    pub milestone: OutboxKey,
     pub topic: Topic,
     pub message: Message,
     pub created_at: DateTime<Utc>,

@@ -36,6 +36,15 @@ pub enum StoreError {
     Corrupt { key: String, message: String },
 }
 
+/// An outbox key that breaks the grammar (`domain::outbox_key`): one read back from the store
+/// does not decode, and one built from a name that cannot be a key is refused before it is
+/// written. Either reads the same on a retry: corrupt, named by the key.
+impl From<crate::domain::outbox_key::OutboxKeyError> for StoreError {
+    fn from(e: crate::domain::outbox_key::OutboxKeyError) -> Self {
+        StoreError::Corrupt { message: e.problem.to_string(), key: e.key }
+    }
+}
+
 /// A stored rule, with the version used for optimistic updates.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredRule {

@@ -9,11 +9,8 @@ use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
-use capblock_shared::lambda::{
-    Adapters, FunctionError, NameKeeper, Payload, Reply, SettingsKeeper, check_own_role, emit_corrupt_items,
-    invocation_deadline, on_tick, report,
-};
-use capblock_shared::ports::SystemClock;
+use capblock_shared::lambda::{Edge, EdgeConfig, FunctionError, Handler, Lambda, Payload, invocation_deadline};
+use capblock_shared::ports::WatchAccount;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
 /// The ports of the AWS adapters this function uses (`ACTIONS` in shared/src/aws): its role in
@@ -38,26 +35,30 @@ pub const AWS_PORTS: &[&str] = &[
     "EventBus",
 ];
 
-/// Everything built once per container and reused by every invocation.
-pub struct App {
-    /// Stores the stack's settings in the table for the CLI, once per container.
-    keeper: SettingsKeeper,
-    /// Records the name Lambda runs this function under, for preflight.
-    names: NameKeeper,
-    /// Where `now` comes from: the wall clock in a deployed stack.
-    time: capblock_shared::aws::clock::TimeSource,
-    aws: Adapters,
-    /// Accelerator counts learned from DescribeInstanceTypes outlive one invocation.
-    catalog: Mutex<AcceleratorCatalog>,
-    settings: ScanSettings,
-    /// Member accounts lending the watch their describe limit (`WatchAccounts`), each a market
-    /// client under its read-only role, built once per container.
-    watch: Vec<capblock_shared::ports::WatchAccount>,
+/// What this function is configured with (`settings` reads it from the environment).
+pub struct Settings {
+    pub edge: EdgeConfig,
+    pub scan: ScanSettings,
+    /// The member accounts lending the watch their describe limit (`WatchAccounts`).
+    pub watch_accounts: Vec<String>,
 }
 
 /// Reads this function's settings from the environment.
-pub fn settings() -> Result<ScanSettings, FunctionError> {
-    Ok(ScanSettings { stack: config::stack_settings()?, describe: describe_budget()?, settles: true })
+pub fn settings() -> Result<Settings, FunctionError> {
+    let scan = ScanSettings { stack: config::stack_settings()?, describe: describe_budget()?, settles: true };
+    Ok(Settings {
+        edge: EdgeConfig {
+            stack: scan.stack.name.clone(),
+            // Stored for the CLI, which buys only on the settings its stack runs on.
+            keep_settings: Some(scan.stack.clone()),
+            targets: config::targets()?,
+            workloads_topic: None,
+            schedule_group: None,
+            time: config::time_source()?,
+        },
+        watch_accounts: config::watch_accounts()?,
+        scan,
+    })
 }
 
 /// How a run asks each region's DescribeCapacityBlockOfferings: EC2's refill interval as
@@ -83,43 +84,55 @@ pub fn describe_budget() -> Result<DescribeBudget, FunctionError> {
     Ok(budget)
 }
 
-impl App {
-    pub async fn from_env() -> Result<App, FunctionError> {
-        let settings = settings()?;
-        let aws = Adapters::new(config::targets()?, None).await;
-        let watch =
-            capblock_shared::aws::accounts::watch_accounts(&aws.sdk, &config::watch_accounts()?, &settings.stack.name)
-                .await;
-        Ok(App {
-            watch,
-            keeper: SettingsKeeper::new(settings.stack.clone(), aws.alerts_topic.clone()),
-            names: NameKeeper::from_env("scan-offerings"),
-            settings,
-            aws,
-            catalog: Mutex::new(AcceleratorCatalog::new()),
-            time: config::time_source()?,
-        })
+/// The function as Lambda runs it, from the environment (`main`).
+pub async fn from_env(function: &'static str) -> Result<Lambda<App>, FunctionError> {
+    let settings = settings()?;
+    Ok(build(function, settings, capblock_shared::aws::load_config().await).await)
+}
+
+/// The function on `settings` and an SDK configuration (a test's endpoints).
+pub async fn build(function: &'static str, settings: Settings, sdk: aws_config::SdkConfig) -> Lambda<App> {
+    let edge = Edge::with_sdk(function, AWS_PORTS, settings.edge, sdk);
+    let watch = capblock_shared::aws::accounts::watch_accounts(
+        &edge.aws.sdk,
+        &settings.watch_accounts,
+        &settings.scan.stack.name,
+    )
+    .await;
+    let handler = App { watch, settings: settings.scan, catalog: Mutex::new(AcceleratorCatalog::new()) };
+    Lambda { edge, handler }
+}
+
+/// What this function keeps beyond its edge, once per container.
+pub struct App {
+    /// Accelerator counts learned from DescribeInstanceTypes outlive one invocation.
+    catalog: Mutex<AcceleratorCatalog>,
+    settings: ScanSettings,
+    /// Member accounts lending the watch their describe limit (`WatchAccounts`), each a market
+    /// client under its read-only role, built once per container.
+    watch: Vec<WatchAccount>,
+}
+
+#[async_trait::async_trait]
+impl Handler for App {
+    type Report = ScanReport;
+
+    async fn probe(&self, _edge: &Edge, targets: &mut capblock_shared::aws::probe::ProbeTargets) {
+        targets.watch_accounts = self.watch.iter().map(|w| w.account.clone()).collect();
     }
 
-    pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<Reply<ScanReport>, Diagnostic> {
+    fn watch(&self) -> &[WatchAccount] {
+        &self.watch
+    }
+
+    async fn run(&self, edge: &Edge, event: LambdaEvent<Payload>) -> Result<ScanReport, Diagnostic> {
         let stack = &self.settings.stack;
-        if let Err(e) = self.keeper.keep(&self.aws.store, &self.time, &SystemClock).await {
-            return Err(report("scan-offerings", &stack.name, e));
-        }
-        self.names.keep(&self.aws.store).await;
-        let mut targets = self.aws.probe_targets(&stack.name, "scan-offerings", None);
-        targets.watch_accounts = self.watch.iter().map(|w| w.account.clone()).collect();
-        if let Some(checked) =
-            check_own_role("scan-offerings", AWS_PORTS, &event.payload, &self.aws.sdk, targets, &self.watch).await
-        {
-            return checked.map(Reply::Role).map_err(|e| report("scan-offerings", &stack.name, e));
-        }
         let until = invocation_deadline(&event.context);
-        let out = on_tick("scan-offerings", event.payload, &self.time, &SystemClock, stack, |at| async move {
+        edge.on_tick(event.payload, stack, |at| async move {
             let scanner = Scanner {
-                market: &self.aws.market,
-                store: &self.aws.store,
-                notifier: &self.aws.notifier,
+                market: &edge.aws.market,
+                store: &edge.aws.store,
+                notifier: &edge.aws.notifier,
                 catalog: &self.catalog,
                 settings: &self.settings,
                 watch: &self.watch,
@@ -128,8 +141,6 @@ impl App {
             let metrics = metrics::of_scan(&report, &stack.name);
             Ok((report, Some(metrics)))
         })
-        .await;
-        emit_corrupt_items("scan-offerings", &stack.name, &self.aws.store);
-        out.map(Reply::Run)
+        .await
     }
 }

@@ -1,11 +1,6 @@
-use lambda_runtime::{Error, service_fn};
-
 // One thread: a 128 MB Lambda has a small share of one vCPU, and a second worker only adds
 // cross-thread wake-ups (make bench: a 256-question fan-out took 0.09 s multi-threaded, 0.07 s here).
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Error> {
-    capblock_shared::lambda::install_panic_hook("scan-offerings");
-    capblock_shared::lambda::init_logging();
-    let app = scan_offerings::App::from_env().await?;
-    lambda_runtime::run(service_fn(|event| app.handle(event))).await
+async fn main() -> Result<(), lambda_runtime::Error> {
+    capblock_shared::lambda::serve("scan-offerings", scan_offerings::from_env).await
 }

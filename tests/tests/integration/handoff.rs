@@ -93,11 +93,11 @@ async fn every_event_reaches_a_rules_queue_once_and_matches_its_schema() {
     let now = t(10, 11, 30);
     let arn = format!("arn:aws:ec2:us-east-1:123456789012:capacity-reservation/{reservation}");
     for (step, key) in every_step() {
-        assert!(store.enqueue(&event_notice(&s, &step, key, Some(&arn), now)).await.unwrap());
+        assert!(store.enqueue(&event_notice(&s, &step, key, Some(&arn), now).unwrap()).await.unwrap());
     }
     // Duplicate triggers (the event and the tracker, a retried invocation) add nothing.
     for (step, key) in every_step() {
-        assert!(!store.enqueue(&event_notice(&s, &step, key, Some(&arn), now)).await.unwrap());
+        assert!(!store.enqueue(&event_notice(&s, &step, key, Some(&arn), now).unwrap()).await.unwrap());
     }
     let first = flush(&store, &delivery, now).await.unwrap();
     assert_eq!((first.published, first.failed), (9, 0), "{first:?}");
@@ -140,7 +140,7 @@ async fn more_than_ten_events_go_out_in_putevents_sized_calls() {
     // moto refuses a call of more than 10 entries, as EventBridge does: 23 go out in 3 calls.
     for n in 0..23 {
         let s = subject(&format!("cr-{}{n:010}", id()));
-        store.enqueue(&event_notice(&s, &BusStep::Active, "delivered", None, now)).await.unwrap();
+        store.enqueue(&event_notice(&s, &BusStep::Active, "delivered", None, now).unwrap()).await.unwrap();
     }
     let report = flush(&store, &delivery, now).await.unwrap();
     assert_eq!((report.published, report.failed), (23, 0), "{report:?}");
@@ -154,7 +154,7 @@ async fn an_event_the_bus_refuses_stays_pending_and_goes_out_later() {
     let missing = Delivery::new(&aws.sdk, aws.sns(), format!("{}-no-such-bus", aws.events_bus));
     let now = t(10, 11, 30);
     let s = subject(&format!("cr-{}0000000000", id()));
-    store.enqueue(&event_notice(&s, &BusStep::Active, "delivered", None, now)).await.unwrap();
+    store.enqueue(&event_notice(&s, &BusStep::Active, "delivered", None, now).unwrap()).await.unwrap();
     let failed = flush(&store, &missing, now).await.unwrap();
     assert_eq!((failed.published, failed.failed), (0, 1), "{failed:?}");
 

@@ -7,6 +7,7 @@ mod crash;
 mod events;
 mod extend;
 mod faults;
+mod handlers;
 mod handoff;
 mod health;
 mod metrics;

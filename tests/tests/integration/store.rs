@@ -65,7 +65,7 @@ fn block_for(intent: &Intent, id: &str) -> Block {
 fn notice(thread: &str, milestone: &str) -> Notice {
     Notice {
         thread: thread.into(),
-        milestone: milestone.into(),
+        milestone: capblock_shared::domain::outbox_key::OutboxKey::parse(milestone).unwrap(),
         topic: Topic::Alerts,
         message: Message { body: "{}".into(), attributes: Default::default() },
         created_at: now(),
@@ -344,7 +344,7 @@ async fn a_corrupt_item_is_left_out_of_listings_and_named_when_asked_for() {
     assert!(store.open_intents().await.unwrap().is_empty(), "the good intent is closed, the corrupt one left out");
     let open: Vec<String> = store.open_blocks(None).await.unwrap().into_iter().map(|b| b.reservation_id).collect();
     assert_eq!(open, vec!["cr-1".to_string()]);
-    let pending: Vec<String> = store.pending().await.unwrap().into_iter().map(|n| n.milestone).collect();
+    let pending: Vec<String> = store.pending().await.unwrap().into_iter().map(|n| n.milestone.into()).collect();
     assert_eq!(pending, vec!["scheduled".to_string()]);
     assert_eq!(store.take_corrupt_items(), 4, "each skipped item is counted");
     assert_eq!(store.take_corrupt_items(), 0);

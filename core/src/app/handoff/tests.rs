@@ -52,7 +52,7 @@ impl BlockStore for Memory {
 impl Memory {
     fn alerts(&self) -> Vec<String> {
         let n = self.notices.lock().unwrap();
-        n.iter().filter(|(n, _, _)| n.topic == Topic::Alerts).map(|(n, _, _)| n.milestone.clone()).collect()
+        n.iter().filter(|(n, _, _)| n.topic == Topic::Alerts).map(|(n, _, _)| n.milestone.to_string()).collect()
     }
 }
 
@@ -522,7 +522,7 @@ async fn a_command_goes_once_to_each_instance_and_its_result_comes_back() {
     // send, and SSM has a command of the document with capblock's comment to i-1.
     let Order::RunCommand { comment, .. } = &run[0].order else { unreachable!() };
     aws.sent.lock().unwrap().push(("capblock-checkpoint".into(), vec!["i-1".into()], comment.clone()));
-    let marker = record(&run[0].target.block.reservation_id, format!("{}-sending-0", run[0].key), &["i-1"], now);
+    let marker = record(&run[0].target.block.reservation_id, run[0].key.then("sending-0"), &["i-1"], now);
     outbox.put_record(&marker).await.unwrap();
 
     let report = hands(&aws).run(&outbox, now).await.unwrap();
@@ -573,7 +573,7 @@ async fn a_parameter_is_cleared_only_while_it_names_the_block() {
 #[test]
 fn event_notices_are_keyed_by_block_and_step() {
     let s = bus::tests::subject();
-    let n = event_notice(&s, &BusStep::Active, "delivered", Some("arn:x"), t(1, 0, 0));
+    let n = event_notice(&s, &BusStep::Active, "delivered", Some("arn:x"), t(1, 0, 0)).unwrap();
     assert_eq!(n.id(), "cr-0123456789abcdef0#delivered@events");
     assert_eq!(n.topic, Topic::Events);
     assert_eq!(n.message.attributes[DETAIL_TYPE_ATTRIBUTE], "Block Active");

@@ -230,7 +230,7 @@ fn an_extension_makes_lead_orders_due_again_under_new_keys() {
     tg.block.end = t(12, 11, 30);
     assert!(due(&all(), &tg, t(11, 10, 30), false).is_empty(), "the new end is a day away");
     let after = due(&all(), &tg, t(12, 10, 30), false);
-    assert!(after.iter().all(|p| !before.contains(&p.key)));
+    assert!(after.iter().all(|p| !before.contains(&p.key.to_string())));
 }
 
 #[test]
@@ -644,7 +644,7 @@ fn the_end_puts_back_what_capblock_changed_and_leaves_what_others_did() {
 fn workload_orders_run_in_the_hand_off_account_the_owners_stay_home() {
     let mut t = target();
     t.account = Some("222222222222".into());
-    let plan = |order: Order| Planned { key: "k".into(), target: t.clone(), order, dry_run: false };
+    let plan = |order: Order| Planned { key: OutboxKey::action("k"), target: t.clone(), order, dry_run: false };
     let there = plan(Order::PublishParameter { name: "/capblock/p5/current".into(), value: "{}".into() });
     assert_eq!(runs_in(&there), Some("222222222222"));
     assert!(announce_done(&there, "ok").description.contains("in account 222222222222"));

@@ -88,18 +88,23 @@ fn a_share_token_is_the_same_for_the_same_block_and_attempt_and_short() {
 
 #[test]
 fn share_attempts_are_read_from_their_records() {
-    let key = "action-share";
+    let key = &crate::domain::outbox_key::OutboxKey::parse("action-share").unwrap();
     assert_eq!(ShareAttempts::read(key, []), ShareAttempts::default());
     let arn = |n: u32| (share_arn_record(key, n), format!("arn:aws:ram:us-east-1:1:resource-share/s{n}"));
     let dropped = |n: u32| (share_dropped_record(key, n), String::new());
     // Attempt 0 made, then dropped; attempt 1 made: the current one is 1's, kept.
-    let records = [arn(0), dropped(0), arn(1), ("action-shared-other-0".to_string(), "x".to_string())];
-    let read = ShareAttempts::read(key, records.iter().map(|(m, b)| (m.as_str(), b.as_str())));
+    let records = [
+        arn(0),
+        dropped(0),
+        arn(1),
+        (crate::domain::outbox_key::OutboxKey::parse("action-shared-other-0").unwrap(), "x".to_string()),
+    ];
+    let read = ShareAttempts::read(key, records.iter().map(|(m, b)| (m, b.as_str())));
     assert_eq!(read.attempt, 1);
     assert_eq!(read.arn.as_deref(), Some(arn(1).1.as_str()));
     assert_eq!(read.kept, [arn(1).1]);
     // Dropped and not made again yet: the next attempt, nothing recorded for it.
     let records = [arn(0), dropped(0)];
-    let read = ShareAttempts::read(key, records.iter().map(|(m, b)| (m.as_str(), b.as_str())));
+    let read = ShareAttempts::read(key, records.iter().map(|(m, b)| (m, b.as_str())));
     assert_eq!((read.attempt, read.arn, read.kept.len()), (1, None, 0));
 }
