@@ -1656,7 +1656,11 @@ async fn offerings_fit_80_columns_and_wide_shows_every_column() {
 
     let yaml = c.run(&[&args[..], &["-o", "yaml"]].concat()).await;
     assert_eq!(yaml.code, 0, "{}{}", yaml.stdout, yaml.stderr);
-    assert!(yaml.stdout.lines().any(|l| l == "offerings:") && yaml.stdout.contains(&format!("id: {id}")), "{}", yaml.stdout);
+    assert!(
+        yaml.stdout.lines().any(|l| l == "offerings:") && yaml.stdout.contains(&format!("id: {id}")),
+        "{}",
+        yaml.stdout
+    );
     let clash = c.run(&[&args[..], &["--json", "-o", "yaml"]].concat()).await;
     assert_eq!(clash.code, 2, "two formats: {}{}", clash.stdout, clash.stderr);
 }
