@@ -248,9 +248,9 @@ fn skew_refusal(mine: DateTime<Utc>, aws: DateTime<Utc>) -> Option<CliError> {
     }
     let side = if off > chrono::Duration::zero() { "ahead of" } else { "behind" };
     Some(CliError::Refused(format!(
-        "this machine's clock is {} s {side} AWS's ({} UTC): purchases and their budget months follow AWS's clock; \
+        "this machine's clock is {} {side} AWS's ({} UTC): purchases and their budget months follow AWS's clock; \
          set this clock right (NTP) and try again",
-        off.num_seconds().abs(),
+        capblock_shared::domain::duration::compact(off.abs()),
         aws.format("%Y-%m-%d %H:%M:%S")
     )))
 }
@@ -261,16 +261,6 @@ fn skew_refusal(mine: DateTime<Utc>, aws: DateTime<Utc>) -> Option<CliError> {
 pub async fn clock_now() -> Result<DateTime<Utc>, CliError> {
     let source = capblock_shared::config::time_source().map_err(CliError::failed)?;
     source.now(&capblock_shared::ports::SystemClock).await.map_err(CliError::failed)
-}
-
-/// Asks before money moves: `question` on the terminal, and a yes. Without a terminal (a script,
-/// a pipe) only `--yes` says yes; nothing is bought otherwise.
-pub fn confirm(question: &str, yes: bool) -> Result<(), CliError> {
-    let answer = ask(&format!("{question} [y/N] "), "spends", yes)?;
-    match answer.as_deref().map(str::to_ascii_lowercase).as_deref() {
-        None | Some("y" | "yes") => Ok(()),
-        _ => Err(CliError::Refused("not confirmed".into())),
-    }
 }
 
 /// Asks before an irreversible change of money: `what` on the terminal, and the word `yes`
@@ -590,6 +580,9 @@ fn not_bought(action: capblock_shared::app::purchase::Outcome) -> CliError {
     match action {
         Outcome::Refused { reason, .. } | Outcome::Skipped { reason } => CliError::Refused(reason),
         Outcome::Unknown { intent, reason } => CliError::Unknown { intent, reason },
+        Outcome::OffPlan { offering_id, reason } => {
+            CliError::Refused(format!("offering {offering_id} is not the block that was planned ({reason})"))
+        }
         Outcome::GivenBack { offering_id, reason } => CliError::Refused(format!(
             "offering {offering_id} is not what was shown any more ({reason}); its fee was given back: run `capblock \
              offerings` again"

@@ -1,13 +1,16 @@
 //! What a purchase by hand would do to the money, said before the person is asked (`buy`,
-//! `approve`): the block and its fee, its price per accelerator-hour against the rule's
-//! threshold, each budget it is charged to before and after the fee, and that EC2 purchases
-//! cannot be cancelled. Then a typed `yes`, as terraform asks before it applies.
+//! `approve`, a live `scan`): each block and its fee, its price per accelerator-hour, each
+//! budget it is charged to before and after the fees, and that EC2 purchases cannot be
+//! cancelled. Then a typed `yes`, as terraform asks before it applies.
+
+use std::collections::BTreeMap;
 
 use capblock_shared::aws::dynamo::DynamoStore;
-use capblock_shared::domain::budget::{BudgetAfter, BudgetOwner, Period, charges_for, headroom};
+use capblock_shared::domain::budget::{BudgetAfter, BudgetCharge, BudgetOwner, BudgetUsage, Period, StackBudgets};
+use capblock_shared::domain::budget::{charges_for, headroom};
 use capblock_shared::domain::decision::Priced;
+use capblock_shared::domain::money::Money;
 use capblock_shared::domain::rule::Rule;
-use capblock_shared::domain::stack::StoredSettings;
 use capblock_shared::ports::Ledger;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -15,33 +18,18 @@ use rust_decimal::Decimal;
 use crate::context::CliError;
 use crate::table;
 
-/// The plan's text, every budget read from the table now. A fee a budget has no room for is
-/// said here; the purchase path refuses it (atomically, in the ledger) after the answer.
+/// The plan's text for one purchase (`buy`, `approve`), every budget read from the table now.
+/// A fee a budget has no room for is said here; the purchase path refuses it (atomically, in
+/// the ledger) after the answer.
 pub async fn plan(
     store: &DynamoStore,
     rule: &Rule,
-    stored: &StoredSettings,
+    budgets: &StackBudgets,
     priced: &Priced,
     now: DateTime<Utc>,
 ) -> Result<String, CliError> {
-    let period = Period::of(now);
     let o = &priced.offering;
-    let money = match charges_for(rule, &stored.stack.budgets(), &period) {
-        Ok(charges) => {
-            let mut usages = Vec::new();
-            for c in &charges {
-                usages.push(store.usage(&c.owner, &period).await?);
-            }
-            let rows = headroom(&charges, &usages, o.fee);
-            let full: Vec<String> = rows.iter().filter(|h| !h.fits).map(|h| owner(&h.owner)).collect();
-            let mut text = budgets(&rows, &period, o.fee.currency().to_string());
-            if !full.is_empty() {
-                text.push_str(&format!("\nNo room for this fee in {}: the purchase will be refused.", full.join(", ")));
-            }
-            text
-        }
-        Err(e) => format!("The budgets cannot be charged: {e}."),
-    };
+    let money = money(store, &[(rule, priced)], budgets, now).await?;
     Ok(format!(
         "Buy {} x {} in {}, {} to {} UTC, for {} ({} per accelerator-hour; rule {}'s threshold {}).\n\n{money}\n\n\
          A Capacity Block purchase cannot be cancelled or refunded. EC2 is asked again first: a changed fee is refused.",
@@ -57,6 +45,71 @@ pub async fn plan(
     ))
 }
 
+/// The budgets `purchases` are charged to, read from the table now: each budget's month before
+/// and after all their fees (a budget two purchases share carries both, in the order given),
+/// and which budget has no room for them; or why the budgets cannot be charged.
+pub async fn money(
+    store: &DynamoStore,
+    purchases: &[(&Rule, &Priced)],
+    budgets: &StackBudgets,
+    now: DateTime<Utc>,
+) -> Result<String, CliError> {
+    let period = Period::of(now);
+    let mut charged: Vec<(&Rule, &Priced, Vec<BudgetCharge>)> = Vec::new();
+    for (rule, priced) in purchases {
+        match charges_for(rule, budgets, &period) {
+            Ok(charges) => charged.push((rule, priced, charges)),
+            Err(e) => return Ok(format!("The budgets cannot be charged: {e}.")),
+        }
+    }
+    // Each budget's usage, read once, then carried from one purchase to the next.
+    let mut usage: BTreeMap<String, Option<BudgetUsage>> = BTreeMap::new();
+    for c in charged.iter().flat_map(|(_, _, charges)| charges) {
+        if !usage.contains_key(&c.owner.key()) {
+            usage.insert(c.owner.key(), store.usage(&c.owner, &period).await?);
+        }
+    }
+    let rows = carried(&charged, usage);
+    let full: Vec<String> = rows.iter().filter(|h| !h.fits).map(|h| owner(&h.owner)).collect();
+    let currency = table::currency(purchases.iter().map(|(_, p)| &p.offering.fee));
+    let mut text = table_of(&rows, &period, currency);
+    if !full.is_empty() {
+        let what = if purchases.len() == 1 { "this fee" } else { "these fees" };
+        text.push_str(&format!("\nNo room for {what} in {}: a purchase past it will be refused.", full.join(", ")));
+    }
+    Ok(text)
+}
+
+/// Each budget before the first purchase charged to it and after the last (the rows in the order
+/// the budgets first appear), each purchase judged by `headroom` on the usage the ones before it
+/// left: a budget fits when every purchase charged to it does.
+fn carried(
+    charged: &[(&Rule, &Priced, Vec<BudgetCharge>)],
+    mut usage: BTreeMap<String, Option<BudgetUsage>>,
+) -> Vec<BudgetAfter> {
+    let mut rows: Vec<BudgetAfter> = Vec::new();
+    for (_, priced, charges) in charged {
+        let fee = priced.offering.fee;
+        let usages: Vec<Option<BudgetUsage>> =
+            charges.iter().map(|c| usage.get(&c.owner.key()).cloned().flatten()).collect();
+        for (c, after) in charges.iter().zip(headroom(charges, &usages, fee)) {
+            let u = usage.entry(c.owner.key()).or_default();
+            let committed = u.as_ref().map_or(Decimal::ZERO, |u| u.committed.amount()) + fee.amount();
+            let committed = Money::new(committed, fee.currency()).unwrap_or(fee);
+            *u = Some(BudgetUsage {
+                committed,
+                spent: u.as_ref().map_or(Money::zero(fee.currency()), |u| u.spent),
+                purchases: u.as_ref().map_or(0, |u| u.purchases) + 1,
+            });
+            match rows.iter_mut().find(|r| r.owner == after.owner) {
+                Some(r) => (r.after, r.fits) = (after.after, r.fits && after.fits),
+                None => rows.push(after),
+            }
+        }
+    }
+    rows
+}
+
 fn owner(o: &BudgetOwner) -> String {
     match o {
         BudgetOwner::Rule(id) => format!("rule {id}"),
@@ -69,8 +122,8 @@ fn cents(d: Decimal) -> String {
     format!("{:.2}", d.round_dp(2))
 }
 
-/// The budgets as a table: each one's month before and after the fee, and what is left.
-fn budgets(rows: &[BudgetAfter], period: &Period, currency: String) -> String {
+/// The budgets as a table: each one's month before and after the fees, and what is left.
+fn table_of(rows: &[BudgetAfter], period: &Period, currency: String) -> String {
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|h| {

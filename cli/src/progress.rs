@@ -17,8 +17,22 @@ fn bar(len: Option<u64>, template: &str, json: bool) -> ProgressBar {
     }
     let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr());
     // The templates are constants: one that does not parse is a bug, caught by the tests.
-    bar.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+    let style = ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(with_durations(style));
     bar
+}
+
+/// `{elapsed}` and `{eta}` in capblock's one duration style (`domain::duration`), not
+/// indicatif's own.
+fn with_durations(style: ProgressStyle) -> ProgressStyle {
+    use capblock_shared::domain::duration::compact_std;
+    style
+        .with_key("elapsed", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = w.write_str(&compact_std(s.elapsed()));
+        })
+        .with_key("eta", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = w.write_str(&compact_std(s.eta()));
+        })
 }
 
 /// The questions of a market search, one tick per final answer (retries are not answers), with
@@ -64,7 +78,7 @@ impl Ticker {
     /// Starts `what` (e.g. "scanning"), which takes at most `most`.
     pub fn start(what: &str, most: Duration, json: bool) -> Ticker {
         let t = bar(None, WAITING, json);
-        t.set_message(format!("{what} (at most {:.0} s)", most.as_secs_f64()));
+        t.set_message(format!("{what} (at most {})", capblock_shared::domain::duration::compact_std(most)));
         t.enable_steady_tick(Duration::from_millis(250));
         Ticker(t)
     }

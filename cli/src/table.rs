@@ -23,7 +23,7 @@ use std::borrow::Cow;
 
 use capblock_shared::domain::decision::Priced;
 use capblock_shared::domain::money::Money;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 
 /// Text from outside (an alarm's name, an event's field, an AWS error) made safe for a
 /// terminal: control characters (escape sequences that move the cursor, clear the screen or
@@ -106,19 +106,6 @@ pub fn block(o: &capblock_shared::domain::offering::Offering) -> String {
 /// Decimal is rounded before `{:.N}`, which cuts digits off rather than rounding them.
 pub fn money(m: &Money) -> String {
     format!("{:.2}", m.amount().round_dp(2))
-}
-
-/// A duration cell: "2d 3h", "5h 10m", "12m".
-pub fn span(d: Duration) -> String {
-    let m = d.num_minutes().max(0);
-    let (days, hours, mins) = (m / 1440, (m % 1440) / 60, m % 60);
-    if days > 0 {
-        format!("{days}d {hours}h")
-    } else if hours > 0 {
-        format!("{hours}h {mins}m")
-    } else {
-        format!("{mins}m")
-    }
 }
 
 /// One column of a table: its header, how its cells sit, and whether only `-o wide` shows it.

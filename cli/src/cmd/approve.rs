@@ -19,7 +19,7 @@ capblock approve p5-weekly/cb-0123456789abcdef0 --time 2026-12-03T01:00:00Z   # 
 Rules in mode = \"approval\" do not buy: the scan stores its decision and posts \"approval needed\" in \
 Slack with the intent to approve. This command buys only in a live stack (its mode and account \
 budget as the stack's functions stored them in the table), for a rule still enabled and in approval \
-mode, within the approval's validity (24 h from when it was asked, never past the offering's start). \
+mode, within the approval's validity (24h from when it was asked, never past the offering's start). \
 It re-reads the offering, refuses if it is gone or its price rose above the rule's threshold, and \
 otherwise buys it through the same exactly-once path as the \
 scan (budgets reserved first, one PurchaseCapacityBlock, reconciliation by tag if the answer is lost).\n\
@@ -68,7 +68,7 @@ pub async fn run(a: ApproveArgs) -> CliResult {
     catalog.learn(intent.offering.instance_type.clone(), intent.accelerators_per_instance);
     let priced = Priced::new(intent.offering.clone(), &catalog)
         .ok_or_else(|| CliError::Refused("the decision records no accelerators for its instance type".into()))?;
-    let plan = crate::money_plan::plan(&store, &rule, &stored, &priced, now).await?;
+    let plan = crate::money_plan::plan(&store, &rule, &stored.stack.budgets(), &priced, now).await?;
     eprintln!("{plan}\nThe offering is looked at again first; a price above the rule's threshold is refused.");
     confirm_typed("", a.yes)?;
     let now = purchase_now(&sdk).await?;

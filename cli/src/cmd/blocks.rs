@@ -10,7 +10,9 @@ use serde::Serialize;
 
 use crate::context::{CliResult, store};
 use crate::output::OutputArgs;
-use crate::table::{self, Column, span, when};
+use capblock_shared::domain::duration::compact;
+
+use crate::table::{self, Column, when};
 
 #[derive(Args)]
 #[command(
@@ -55,9 +57,9 @@ fn time_left(b: &Block, now: DateTime<Utc>) -> String {
     if b.state.is_final() || now >= b.end {
         "-".into()
     } else if now < b.start {
-        format!("starts in {}", span(b.start - now))
+        format!("starts in {}", compact(b.start - now))
     } else {
-        format!("{} left", span(b.end - now))
+        format!("{} left", compact(b.end - now))
     }
 }
 

@@ -71,7 +71,7 @@ pub async fn run(a: BuyArgs) -> CliResult {
         return Err(CliError::Refused(why));
     }
     // The plan first, every budget before and after the fee, then a typed `yes`.
-    let plan = crate::money_plan::plan(&store, &rule, &stored, &priced, now).await?;
+    let plan = crate::money_plan::plan(&store, &rule, &stored.stack.budgets(), &priced, now).await?;
     eprintln!("{plan}");
     confirm_typed("", a.yes)?;
     // AWS's clock again: the person may have taken minutes to answer.

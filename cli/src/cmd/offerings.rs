@@ -152,13 +152,13 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
         // Said before the first call, however few the questions: a person knows at once what
         // the wait is.
         eprintln!(
-            "asking {} question(s) in {} region(s), one call every {} s per region (EC2's describe limit at a {:.0} % share){}",
+            "asking {} question(s) in {} region(s), one call every {} per region (EC2's describe limit at a {:.0} % share){}",
             queries.len(),
             regions.len(),
             secs(budget.pace()),
             budget.share * 100.0,
             if per_region > 1 {
-                format!(": about {} s", secs(budget.pace().mul_f64((per_region - 1) as f64)))
+                format!(": about {}", secs(budget.pace().mul_f64((per_region - 1) as f64)))
             } else {
                 String::new()
             }
@@ -225,16 +225,15 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
     }
 }
 
-/// Seconds as a person reads a wait: whole from 10 s, to the tenth below (8, 5.7, 0.1).
+/// A wait as a person reads it, in the one duration style: `8s`, `5.7s`, `1m 40s`.
 fn secs(d: std::time::Duration) -> String {
-    let s = d.as_secs_f64();
-    if s >= 10.0 { format!("{s:.0}") } else { format!("{}", (s * 10.0).round() / 10.0) }
+    capblock_shared::domain::duration::compact_std(d)
 }
 
 /// A refusal being waited out, in words, with what it may mean and how the search goes on.
 fn retrying(r: &Retrying<'_>) -> String {
     let what = format!("{} {}", r.query.region, r.query.instance_type);
-    let next = format!("retrying at one call every {} s", secs(r.gap));
+    let next = format!("retrying at one call every {}", secs(r.gap));
     match (r.code == DESCRIBE_LIMIT, r.in_a_row, r.give_up_after) {
         (true, Some(n), Some(limit)) => format!(
             "{what}: refused by EC2 ({}): describe limit or a quota of 0 for {}; {next} ({n} of {limit} refusals, \

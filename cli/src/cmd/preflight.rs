@@ -60,8 +60,8 @@ pub async fn run(a: PreflightArgs) -> CliResult {
     let topic = store.stored_settings().await?.map(|s| s.alerts_topic).unwrap_or_default();
     let topics = SnsNotifier::new(aws_sdk_sns::Client::new(&sdk), topic, None);
     eprintln!(
-        "preflight: asking the stack's table, topic and regions ({:.1} s between two questions to a region)...",
-        pause.as_secs_f64()
+        "preflight: asking the stack's table, topic and regions ({} between two questions to a region)...",
+        capblock_shared::domain::duration::compact_std(pause)
     );
     // Progress on stderr, a line per finding: the findings themselves are stdout's.
     let tell = |f: &Finding| eprintln!("  {}: {}", safe(&f.check), f.verdict.as_str());

@@ -4,17 +4,18 @@ use std::sync::Mutex;
 
 use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::reconcile::Settled;
-use capblock_shared::app::scan::{ScanSettings, Scanner};
+use capblock_shared::app::scan::{Confirmed, ScanReport, ScanSettings, Scanner};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::decision::Priced;
 use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::domain::rule::Mode;
 use capblock_shared::domain::run_time::RunTime;
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, DescribeArgs, StackArgs, confirm, purchase_now, run_now, sdk, store};
+use crate::context::{CliError, CliResult, DescribeArgs, StackArgs, confirm_typed, purchase_now, run_now, sdk, store};
 use crate::output::OutputArgs;
 use crate::table::{self, safe};
 
@@ -23,9 +24,16 @@ use crate::table::{self, safe};
     after_help = "Examples:\n  capblock scan                              # a dry run: what the rules choose\n  \
 capblock scan --time 2026-12-03T00:00:00Z  # a dry run at another time\n  \
 capblock scan -o json | jq '.outcomes[] | {rule_id, chosen: .chosen.offering.id}'\n  \
-capblock scan --mode live                  # buys what live rules decide (asks)\n\n\
+capblock scan --mode live                  # shows what it would buy, asks, buys that\n\n\
+A live scan decides first, on AWS's clock, as a dry run does (writing nothing), and prints its plan \
+on stderr: each block it would buy (rule, block, zone, start, length, fee, price per \
+accelerator-hour), each budget before and after the fees (rule, team, account), and that a purchase \
+cannot be cancelled. Then it asks for `yes` typed in full (--yes for scripts; without a terminal and \
+without --yes nothing is bought). The run that follows buys only the planned blocks at the planned \
+fees: a rule whose block is gone or changed buys nothing. When nothing would be bought, it says so \
+and asks nothing.\n\n\
 Exit codes: 0 scanned, 1 AWS or store failure, 2 bad input or refused (a live scan not confirmed, a \
-stack not live)."
+stack not live, the market moved since the plan)."
 )]
 pub struct ScanArgs {
     /// The instant to scan as (RFC 3339); default: the clock. A dry-run scan (the default mode)
@@ -46,7 +54,8 @@ pub struct ScanArgs {
     // `-o json|yaml`: the full report.
     #[command(flatten)]
     output: OutputArgs,
-    /// A live scan without asking (scripts): on a terminal, a live scan asks first.
+    /// A live scan without asking (scripts): the plan is still shown; on a terminal, a live
+    /// scan asks for a typed `yes` first.
     #[arg(long)]
     yes: bool,
 }
@@ -57,17 +66,6 @@ pub async fn run(a: ScanArgs) -> CliResult {
     let describe = a.describe.budget(ask_for)?;
     let store = store().await?;
     let (stack, stored_alerts) = a.stack.settings(&store).await?;
-    if stack.mode == Mode::Live {
-        let cap = crate::table::account_cap(stack.account_budget);
-        confirm(
-            &format!(
-                "A live scan of stack {} buys what its live rules decide, now, within each rule's budget and the \
-                 account's ({cap}); a purchase cannot be cancelled. Run it?",
-                stack.name
-            ),
-            a.yes,
-        )?;
-    }
     // A person's scan never settles open intents: the stack's function does, on its clock.
     let settings = ScanSettings { stack, describe, settles: false };
     let sdk = sdk().await;
@@ -95,19 +93,133 @@ pub async fn run(a: ScanArgs) -> CliResult {
         let now = purchase_now(&sdk).await?;
         RunTime::for_stack(now, a.time, true).map_err(|e| CliError::Invalid(format!("--time: {e}")))?
     };
-    let report = {
-        // The scan asks the market for up to --ask-seconds, then decides: say how long so far.
-        let _ticker = crate::progress::Ticker::start(
-            "scanning",
-            ask_for + std::time::Duration::from_secs(10),
-            a.output.is_data(),
-        );
+    // The scan asks the market for up to --ask-seconds, then decides: say how long so far.
+    let most = ask_for + std::time::Duration::from_secs(10);
+    let report = if settings.stack.mode == Mode::Live {
+        let planned = {
+            let _ticker = crate::progress::Ticker::start("planning", most, a.output.is_data());
+            scanner.run(at.look()).await.map_err(CliError::failed)?
+        };
+        let confirmed = Confirmed::from_report(&planned);
+        if confirmed.is_empty() {
+            eprintln!(
+                "A live scan of stack {} would buy nothing now: nothing asked, bought, stored or announced.",
+                safe(&settings.stack.name)
+            );
+            return show(&planned, &settings, &a.output, at.look());
+        }
+        eprintln!("{}", live_plan(&store, &planned, &confirmed, &settings, at.clock(), &a.output).await?);
+        confirm_typed("", a.yes)?;
+        // AWS's clock again: the person may have taken minutes to answer.
+        let at = RunTime::from(purchase_now(&sdk).await?);
+        let report = {
+            let _ticker = crate::progress::Ticker::start("scanning", most, a.output.is_data());
+            scanner.run_confirmed(at, &confirmed).await.map_err(CliError::failed)?
+        };
+        show(&report, &settings, &a.output, at)?;
+        return off_plan(&report, &confirmed);
+    } else {
+        let _ticker = crate::progress::Ticker::start("scanning", most, a.output.is_data());
         scanner.run(at).await.map_err(CliError::failed)?
     };
-    if a.output.data(&report)? {
+    show(&report, &settings, &a.output, at)
+}
+
+/// What a live scan a person confirmed came to: exit 2 naming each rule whose planned block the
+/// run did not find as planned (gone, or another fee, start or zone now), so a script sees the
+/// plan it said yes to was not carried out whole.
+fn off_plan(report: &ScanReport, confirmed: &Confirmed) -> CliResult {
+    let moved: Vec<String> = report
+        .outcomes
+        .iter()
+        .filter(|o| confirmed.blocks().contains_key(&o.rule_id))
+        .filter_map(|o| match &o.action {
+            Some(Outcome::OffPlan { reason, .. }) => Some(format!("rule {}: {reason}", o.rule_id)),
+            _ => None,
+        })
+        .collect();
+    if moved.is_empty() {
         return Ok(());
     }
-    if at.is_look() && at.view() == at.clock() {
+    Err(CliError::Refused(format!(
+        "the market moved since the plan, so these rules bought nothing ({}); run the scan again to see the new plan",
+        moved.join("; ")
+    )))
+}
+
+/// The plan a live scan shows before it asks: each block it would buy (rule, block, zone, start,
+/// length, fee, price per accelerator-hour), each budget before and after all their fees
+/// (`money_plan`, as `buy` and `approve` show it), and that a purchase cannot be cancelled.
+async fn live_plan(
+    store: &capblock_shared::aws::dynamo::DynamoStore,
+    planned: &ScanReport,
+    confirmed: &Confirmed,
+    settings: &ScanSettings,
+    now: DateTime<Utc>,
+    output: &OutputArgs,
+) -> Result<String, CliError> {
+    let mut rules = Vec::new();
+    for id in confirmed.blocks().keys() {
+        let stored = capblock_shared::ports::RuleStore::get_rule(store, id).await?;
+        rules.push(
+            stored.ok_or_else(|| CliError::failed(format!("rule {id} was deleted while the scan planned")))?.rule,
+        );
+    }
+    let chosen: Vec<(&capblock_shared::domain::rule::Rule, &Priced)> = rules
+        .iter()
+        .filter_map(|r| {
+            let o = planned.outcomes.iter().find(|o| o.rule_id == r.id)?;
+            Some((r, o.chosen.as_ref()?))
+        })
+        .collect();
+    let currency = table::currency(chosen.iter().map(|(_, p)| &p.offering.fee));
+    let columns = [
+        table::Column::text("RULE"),
+        table::Column::text("BLOCK"),
+        table::Column::whole("AZ"),
+        table::Column::text("START (UTC)"),
+        table::Column::text("LENGTH"),
+        table::Column::number(table::in_currency("FEE", &currency)),
+        table::Column::number(format!("{currency}/ACCEL-H")),
+    ];
+    let rows: Vec<Vec<String>> = chosen
+        .iter()
+        .map(|(r, p)| {
+            let o = &p.offering;
+            vec![
+                r.id.clone(),
+                match &o.ultraservers {
+                    Some(u) => format!("{u} ({})", o.instance_type),
+                    None => format!("{} x {}", o.instance_count, o.instance_type),
+                },
+                o.availability_zone.clone(),
+                table::when(o.start),
+                o.length_text(),
+                table::money(&o.fee),
+                format!("{:.4}", p.per_accelerator_hour.per_unit.round_dp(4)),
+            ]
+        })
+        .collect();
+    let blocks = table::render(&columns, &rows, table::Layout { wide: false, ..output.layout() });
+    let money = crate::money_plan::money(store, &chosen, &settings.stack.budgets(), now).await?;
+    Ok(format!(
+        "A live scan of stack {} buys {} block(s) now, as of AWS's clock at {}:\n\n{blocks}\n\n{money}\n\n\
+         A Capacity Block purchase cannot be cancelled or refunded. The scan asks EC2 again and buys only these \
+         blocks at these fees: a rule whose block is gone or repriced buys nothing (exit 2).",
+        safe(&settings.stack.name),
+        rows.len(),
+        now.format("%Y-%m-%d %H:%M UTC"),
+    ))
+}
+
+/// The scan's report: as data (`-o json|yaml`) or for a person.
+fn show(report: &ScanReport, settings: &ScanSettings, output: &OutputArgs, at: RunTime) -> CliResult {
+    if output.data(report)? {
+        return Ok(());
+    }
+    if at.is_look() && at.view() == at.clock() && settings.stack.mode == Mode::Live {
+        println!("the plan (a look: nothing settled, bought, stored or announced); what the rules would choose now:");
+    } else if at.is_look() && at.view() == at.clock() {
         println!("a dry run from the CLI: nothing settled, stored or announced; what the rules would choose now:");
     } else if report.replay {
         println!(
@@ -186,7 +298,7 @@ pub async fn run(a: ScanArgs) -> CliResult {
                     p.offering.id, p.per_accelerator_hour, p.offering.fee
                 );
                 let columns = table::offering_columns(&p.offering.fee.currency().to_string());
-                let layout = a.output.layout();
+                let layout = output.layout();
                 // Indented under its rule: four columns narrower.
                 let layout = table::Layout { width: layout.width.map(|w| w.saturating_sub(4)), ..layout };
                 let rows = table::offering_rows(std::slice::from_ref(p));
@@ -242,6 +354,9 @@ fn said(action: &Outcome) -> String {
             format!("outcome unknown ({reason}): the next scan settles intent {intent} by tag")
         }
         Outcome::Replayed { offering_id } => format!("replay: would choose {offering_id}"),
+        Outcome::OffPlan { offering_id, reason } => {
+            format!("not bought: the run would take {offering_id}, not the block in the plan ({reason})")
+        }
     }
 }
 

@@ -304,8 +304,8 @@ fn print(s: &Status, verbose: bool, layout: Layout) {
     }
 }
 
-/// "us-east-1: 64 questions, every question asked within 4 min 20 s (half within 2 min 10 s),
-/// one call every 4.2 s (2026-12-01 10:00 UTC)", and the refusals others likely met too.
+/// "us-east-1: 64 questions, every question asked within 4m 20s (half within 2m 10s),
+/// one call every 4.2s (2026-12-01 10:00 UTC)", and the refusals others likely met too.
 fn watch_line(region: &str, w: &Watch) -> String {
     let answered = w.questions.saturating_sub(w.unanswered);
     let mut line = format!("{region}: {} question{}", w.questions, if w.questions == 1 { "" } else { "s" });
@@ -328,19 +328,14 @@ fn watch_line(region: &str, w: &Watch) -> String {
     line
 }
 
-/// "4.2 s", or "13 ms" under a second (a sped-up local limit).
+/// "4.2s", or "13ms" under a second (a sped-up local limit).
 fn gap(ms: u64) -> String {
-    if ms < 1000 { format!("{ms} ms") } else { format!("{:.1} s", ms as f64 / 1000.0) }
+    capblock_shared::domain::duration::compact_std(std::time::Duration::from_millis(ms))
 }
 
-/// "45 s", "4 min 20 s", "2 h 5 min", "3 d 4 h": seconds matter in a watch of minutes.
+/// "45s", "4m 20s", "2h 5m", "3d 4h": seconds matter in a watch of minutes.
 fn secs(s: u64) -> String {
-    match s {
-        0..60 => format!("{s} s"),
-        60..3600 => format!("{} min {} s", s / 60, s % 60),
-        3600..86_400 => format!("{} h {} min", s / 3600, s % 3600 / 60),
-        _ => format!("{} d {} h", s / 86_400, s % 86_400 / 3600),
-    }
+    capblock_shared::domain::duration::compact_std(std::time::Duration::from_secs(s))
 }
 
 fn indent(s: &str) -> String {
@@ -366,15 +361,15 @@ mod tests {
         };
         assert_eq!(
             watch_line("us-east-1", &w),
-            "us-east-1: 64 questions, every question asked within 4 min 20 s (half within 2 min 10 s), \
-             one call every 4.2 s (2026-12-01 10:00 UTC)"
+            "us-east-1: 64 questions, every question asked within 4m 20s (half within 2m 10s), \
+             one call every 4.2s (2026-12-01 10:00 UTC)"
         );
-        assert_eq!((secs(45), secs(7500), secs(90_000)), ("45 s".into(), "2 h 5 min".into(), "1 d 1 h".into()));
+        assert_eq!((secs(45), secs(7500), secs(90_000)), ("45s".into(), "2h 5m".into(), "1d 1h".into()));
         let w = Watch { questions: 4, unanswered: 1, gap_ms: 13, ..w };
         assert_eq!(
             watch_line("us-east-1", &w),
-            "us-east-1: 4 questions, every one of the 3 answered asked within 4 min 20 s (half within 2 min 10 s), \
-             1 never answered (not reached yet, not sold there, or a quota of 0), one call every 13 ms (2026-12-01 10:00 UTC)"
+            "us-east-1: 4 questions, every one of the 3 answered asked within 4m 20s (half within 2m 10s), \
+             1 never answered (not reached yet, not sold there, or a quota of 0), one call every 13ms (2026-12-01 10:00 UTC)"
         );
     }
 

@@ -63,6 +63,10 @@ pub enum Outcome {
     /// A replay of another moment: what the rule would choose then. Nothing was asked of EC2,
     /// stored or announced.
     Replayed { offering_id: String },
+    /// A live scan a person confirmed (`scan::Confirmed`) found the market moved since the plan
+    /// they said yes to: the rule's choice is not the planned block at the planned fee, so
+    /// nothing was reserved or sent; `reason` names the fields that differ.
+    OffPlan { offering_id: String, reason: String },
 }
 
 /// What an approval came to.

@@ -363,16 +363,32 @@ where
     pub async fn run_until(&self, at: RunTime, until: Option<Instant>) -> Result<ScanReport, StoreError> {
         let rules: Vec<Rule> =
             self.store.list_rules().await?.into_iter().map(|s| s.rule).filter(|r| r.enabled).collect();
-        self.scan(&rules, at, until).await
+        self.scan(&rules, at, until, None).await
     }
 
     pub async fn run_rules(&self, rules: &[Rule], at: impl Into<RunTime>) -> Result<ScanReport, StoreError> {
-        self.scan(rules, at.into(), None).await
+        self.scan(rules, at.into(), None, None).await
+    }
+
+    /// [`Scanner::run`] that buys only what a person confirmed: each live rule buys the block
+    /// the plan showed them, at the fee it showed, or nothing (`Outcome::OffPlan`, the fields
+    /// that differ named). The plan is a look at the same moment (`RunTime::look`, which writes
+    /// nothing), made into `confirmed` by [`Confirmed::from_report`].
+    pub async fn run_confirmed(&self, at: RunTime, confirmed: &Confirmed) -> Result<ScanReport, StoreError> {
+        let rules: Vec<Rule> =
+            self.store.list_rules().await?.into_iter().map(|s| s.rule).filter(|r| r.enabled).collect();
+        self.scan(&rules, at, None, Some(confirmed)).await
     }
 
     /// A replay (`at` looks at another moment than the clock's) asks EC2 and decides as of that
     /// moment, and writes nothing: no settlement, market memory, prices, decisions or notices.
-    async fn scan(&self, rules: &[Rule], at: RunTime, until: Option<Instant>) -> Result<ScanReport, StoreError> {
+    async fn scan(
+        &self,
+        rules: &[Rule],
+        at: RunTime,
+        until: Option<Instant>,
+        confirmed: Option<&Confirmed>,
+    ) -> Result<ScanReport, StoreError> {
         let now = at.clock();
         let (budgeted, unbudgeted) = self.refuse_unbudgeted(rules, at).await?;
         let rules = budgeted.as_slice();
@@ -408,8 +424,10 @@ where
                 });
             }
         };
-        let (answered, on_sight) =
-            tokio::join!(self.ask(&mut plan, &mut findings, now, send), self.on_sight(rules, &owners, rx, at));
+        let (answered, on_sight) = tokio::join!(
+            self.ask(&mut plan, &mut findings, now, send),
+            self.on_sight(rules, &owners, rx, at, confirmed)
+        );
         let on_sight = on_sight?;
         if !at.is_replay() {
             let remembered = self.remember(&plan, &findings, rules, now).await;
@@ -421,7 +439,7 @@ where
             remembered?;
         }
         let (observations_written, prices) = self.record_prices(&answered, &findings.history, at).await;
-        let outcomes = self.decide_and_act(rules, &plan, &answered, on_sight, at).await?;
+        let outcomes = self.decide_and_act(rules, &plan, &answered, on_sight, at, confirmed).await?;
         let notices =
             if at.is_replay() { FlushReport::default() } else { flush(self.store, self.notifier, now).await? };
         let offerings_seen: BTreeSet<&str> = answered.values().flatten().map(|o| o.id.as_str()).collect();
@@ -936,6 +954,7 @@ where
         owners: &[Vec<usize>],
         mut sightings: tokio::sync::mpsc::UnboundedReceiver<Sighting>,
         at: RunTime,
+        confirmed: Option<&Confirmed>,
     ) -> Result<BTreeMap<usize, Acted>, StoreError> {
         let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut seen: BTreeMap<usize, Vec<Offering>> = BTreeMap::new();
@@ -967,7 +986,7 @@ where
                     }
                     tracing::info!(event = "on_sight", rule = %rule.id, offering = ?decision.chosen.as_ref().map(|p| &p.offering.id),
                         "an answer holds an offering the rule takes: acting now");
-                    acted.insert(ri, self.act(rule, &decision, at, oldest, &shown_to_members).await?);
+                    acted.insert(ri, self.act(rule, &decision, at, oldest, &shown_to_members, confirmed).await?);
                 }
                 (oldest, settle_until) = (None, None);
                 if sightings.is_closed() && sightings.is_empty() {
@@ -1037,7 +1056,8 @@ where
     /// Buys, asks for approval or announces `decision`'s choice, as the rule's and the stack's
     /// modes say. `answered_at`: when EC2's answer holding it came, if just now; an offering a
     /// member account was shown (`shown_to_members`) is always looked at again by the buying
-    /// account first, the first choice and every alternative alike.
+    /// account first, the first choice and every alternative alike. `confirmed`: a person's
+    /// plan, the only blocks a live rule may buy (`Confirmed::admits`).
     async fn act(
         &self,
         rule: &Rule,
@@ -1045,6 +1065,7 @@ where
         at: RunTime,
         answered_at: Option<Instant>,
         shown_to_members: &BTreeSet<String>,
+        confirmed: Option<&Confirmed>,
     ) -> Result<Acted, StoreError> {
         let now = at.clock();
         let buyer_for = |p: &Priced| Buyer {
@@ -1059,13 +1080,50 @@ where
         let mut chosen = decision.chosen.clone();
         let action = match &decision.chosen {
             None => None,
+            // A live rule's look (a person's plan before a live scan) passes over what the rule
+            // tried before, as the live path below does, so the plan names what the run would
+            // buy; it only reads.
+            Some(_) if at.is_replay() && mode == Mode::Live => {
+                let mut pick = None;
+                for p in decision.ranked.iter().take(MAX_ALTERNATIVES) {
+                    let intent = crate::domain::budget::Intent::id_for(&rule.id, &p.offering.id);
+                    if self.store.get_intent(&rule.id, &intent).await?.is_none() {
+                        pick = Some(p);
+                        break;
+                    }
+                }
+                match pick {
+                    Some(p) => {
+                        chosen = Some(p.clone());
+                        Some(Outcome::Replayed { offering_id: p.offering.id.clone() })
+                    }
+                    None => {
+                        decision.ranked.first().map(|p| Outcome::AlreadyTried { offering_id: p.offering.id.clone() })
+                    }
+                }
+            }
             // A replay only says what the rule would choose: nothing is asked or stored.
             Some(p) if at.is_replay() => Some(Outcome::Replayed { offering_id: p.offering.id.clone() }),
             Some(_) if mode == Mode::Live => {
+                // Under a person's plan, only the planned block: any other the rule would take
+                // now is passed over, and with the planned one gone or repriced nothing is bought.
+                let ranked: Vec<&Priced> = match confirmed {
+                    None => decision.ranked.iter().collect(),
+                    Some(c) => decision.ranked.iter().filter(|p| c.admits(&rule.id, &p.offering).is_ok()).collect(),
+                };
+                if let (Some(c), Some(first), true) = (confirmed, decision.ranked.first(), ranked.is_empty()) {
+                    let reason = c.admits(&rule.id, &first.offering).err().unwrap_or_default();
+                    tracing::info!(event = "off_plan", rule = %rule.id, offering = %first.offering.id, %reason,
+                        "the market moved since the person's plan: not buying");
+                    return Ok(Acted {
+                        chosen,
+                        action: Some(Outcome::OffPlan { offering_id: first.offering.id.clone(), reason }),
+                    });
+                }
                 // The best offering may already have been tried by this rule (refused by
                 // EC2): take the next cheapest, a few at most.
                 let mut last = None;
-                for p in decision.ranked.iter().take(MAX_ALTERNATIVES) {
+                for p in ranked.into_iter().take(MAX_ALTERNATIVES) {
                     chosen = Some(p.clone());
                     let action = buyer_for(p).live(rule, p, now).await?;
                     let tried = matches!(action, Outcome::AlreadyTried { .. });
@@ -1091,6 +1149,7 @@ where
         answered: &BTreeMap<usize, Vec<Offering>>,
         mut on_sight: BTreeMap<usize, Acted>,
         at: RunTime,
+        confirmed: Option<&Confirmed>,
     ) -> Result<Vec<RuleOutcome>, StoreError> {
         // Budget months are the clock's; what is on sale and eligible is judged as of the view.
         let (now, view) = (at.clock(), at.view());
@@ -1105,7 +1164,7 @@ where
             let mode = self.settings.stack.mode.and(rule.mode);
             let Acted { chosen, action } = match on_sight.remove(&ri) {
                 Some(acted) => acted,
-                None => self.act(rule, &decision, at, None, &BTreeSet::new()).await?,
+                None => self.act(rule, &decision, at, None, &BTreeSet::new(), confirmed).await?,
             };
             tracing::info!(event = "decision", rule = %rule.id, mode = mode.as_str(), questions = mine.len(), questions_answered,
                 offerings = offerings.len(), eligible = decision.eligible, chosen = ?chosen.as_ref().map(|p| &p.offering.id),
@@ -1141,6 +1200,74 @@ struct Sighting {
     at: Instant,
     /// The member account whose call gave the answer (`None`: the buying account's).
     member: Option<String>,
+}
+
+/// What a person said yes to before a live scan from the CLI: per rule, the one block its plan
+/// showed (a look at the same moment: `RunTime::look`). The run that follows asks EC2 again,
+/// and the market may have moved meanwhile; a live rule then buys only its planned block, the
+/// same block (region, zone, type, count, UltraServers, start and end) at the same fee, and
+/// otherwise nothing (`Outcome::OffPlan`). So the person never pays for a block, or a fee, they
+/// did not see; a rule with nothing planned buys nothing. The purchase path's own re-checks
+/// (the budgets reserved in one transaction, the offering asked of EC2 again at that fee) hold
+/// as in every run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Confirmed {
+    blocks: BTreeMap<String, Offering>,
+}
+
+impl Confirmed {
+    /// The plan a look's report holds: each live rule's chosen block it would buy
+    /// (`Outcome::Replayed`), by rule id.
+    pub fn from_report(report: &ScanReport) -> Confirmed {
+        let blocks = report
+            .outcomes
+            .iter()
+            .filter(|o| o.mode == Mode::Live && matches!(o.action, Some(Outcome::Replayed { .. })))
+            .filter_map(|o| Some((o.rule_id.clone(), o.chosen.as_ref()?.offering.clone())))
+            .collect();
+        Confirmed { blocks }
+    }
+
+    /// The planned blocks, by rule id.
+    pub fn blocks(&self) -> &BTreeMap<String, Offering> {
+        &self.blocks
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    /// Whether `rule_id` may buy `o` under the plan, else why not: each field of the block that
+    /// differs from the planned one, with both values (the offering's id may differ: EC2 may
+    /// name a block anew in each answer).
+    pub fn admits(&self, rule_id: &str, o: &Offering) -> Result<(), String> {
+        let Some(planned) = self.blocks.get(rule_id) else {
+            return Err(format!("the plan had nothing to buy for rule {rule_id}"));
+        };
+        let at = |t: DateTime<Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
+        let us = |u: Option<crate::domain::ultraserver::UltraServers>| u.map_or("none".to_string(), |u| u.to_string());
+        let same = |a: &String, b: &String| a == b;
+        let fields = [
+            ("region", o.region.to_string(), planned.region.to_string(), same),
+            ("availability zone", o.availability_zone.clone(), planned.availability_zone.clone(), same),
+            ("instance type", o.instance_type.to_string(), planned.instance_type.to_string(), same),
+            ("instance count", o.instance_count.to_string(), planned.instance_count.to_string(), same),
+            ("UltraServers", us(o.ultraservers), us(planned.ultraservers), same),
+            ("start", at(o.start), at(planned.start), same),
+            ("end", at(o.end), at(planned.end), same),
+        ];
+        let mut differ: Vec<String> = fields
+            .iter()
+            .filter(|(_, now, plan, eq)| !eq(now, plan))
+            .map(|(field, now, plan, _)| format!("{field} {now} now, {plan} in the plan"))
+            .collect();
+        // Exactly, not as shown: a fee a fraction of a cent higher is another fee.
+        if o.fee.amount() != planned.fee.amount() || o.fee.currency() != planned.fee.currency() {
+            let exact = |m: &crate::domain::money::Money| format!("{} {}", m.amount().normalize(), m.currency());
+            differ.push(format!("fee {} now, {} in the plan", exact(&o.fee), exact(&planned.fee)));
+        }
+        if differ.is_empty() { Ok(()) } else { Err(differ.join("; ")) }
+    }
 }
 
 /// What a rule did with its choice.

@@ -6,6 +6,7 @@ use super::block::Block;
 use super::budget::{Intent, StackBudgets};
 use super::checkpoint::{CheckpointMilestone, minutes_left};
 use super::decision::Priced;
+use super::duration;
 use super::health::HealthChange;
 use super::lifecycle::payment_deadline;
 use super::money::Money;
@@ -398,8 +399,12 @@ pub fn checkpoint(
             ],
         ),
         CheckpointMilestone::Reminder { lead_minutes, .. } => (
-            format!("Checkpoint reminder: {} ends in {}", f.reservation_id, in_words(i64::from(*lead_minutes))),
-            format!("{left} minutes until the instances are terminated"),
+            format!(
+                "Checkpoint reminder: {} ends in {}",
+                f.reservation_id,
+                duration::minutes(i64::from(*lead_minutes))
+            ),
+            format!("{} until the instances are terminated", duration::minutes(left)),
             vec![
                 "Checkpoint training state to durable storage now.".into(),
                 "Extend the block (PurchaseCapacityBlockExtension) if the work needs longer.".into(),
@@ -407,7 +412,7 @@ pub fn checkpoint(
         ),
         CheckpointMilestone::AwsExpirationWarning => (
             format!("AWS expiration warning: {}", f.reservation_id),
-            format!("AWS warns the block ends soon: {left} minutes until the instances are terminated"),
+            format!("AWS warns the block ends soon: {} until the instances are terminated", duration::minutes(left)),
             vec!["Save checkpoints now: the instances are terminated at the time above.".into()],
         ),
         CheckpointMilestone::Interruption { instance_id } => (
@@ -419,21 +424,13 @@ pub fn checkpoint(
     SlackMessage {
         id: format!("{}#{}", f.reservation_id, milestone.key()),
         title,
-        description: format!("{}\n• Minutes left: {left}\n{running}", block_line(f)),
+        description: format!("{}\n• Time left: {}\n{running}", block_line(f), duration::minutes(left)),
         next_steps: steps,
         keywords: checkpoint_keywords(f, &milestone.kind()),
         thread_id: f.reservation_id.clone(),
         summary,
         event_type: milestone.kind(),
         related_resources: f.arn.iter().cloned().collect(),
-    }
-}
-
-fn in_words(minutes: i64) -> String {
-    match minutes {
-        m if m >= 120 && m % 60 == 0 => format!("{} hours", m / 60),
-        60 => "1 hour".into(),
-        m => format!("{m} minutes"),
     }
 }
 
@@ -489,13 +486,9 @@ fn launch_hints(b: &Block) -> Vec<String> {
     ]
 }
 
+/// How long from `from` to `to` (none once past), in the one duration style.
 fn left(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
-    let m = (to - from).num_minutes().max(0);
-    match (m / 60, m % 60) {
-        (0, m) => format!("{m} min"),
-        (h, 0) => format!("{h} h"),
-        (h, m) => format!("{h} h {m} min"),
-    }
+    duration::compact((to - from).max(chrono::Duration::zero()))
 }
 
 /// Payment went through: the block is scheduled (or already running).
@@ -601,19 +594,19 @@ pub fn idle(
     tracked(
         b,
         "idle",
-        format!("Paid but idle: {idle} of {} instances for {}", b.instance_count, stretch(minutes)),
+        format!("Paid but idle: {idle} of {} instances for {}", b.instance_count, duration::minutes(minutes)),
         format!(
             "{idle} of the block's {} instances have run nothing since {} ({}).\n{cost_line}\n{}",
             b.instance_count,
             when(since),
-            stretch(minutes),
+            duration::minutes(minutes),
             tracked_line(b)
         ),
         vec![
             "Start work on the idle instances (they are paid for until the end), or hand them to a team that can use them.".into(),
             "capblock says once more when every instance runs again.".into(),
         ],
-        format!("{}: {idle} of {} instances idle for {}", b.reservation_id, b.instance_count, stretch(minutes)),
+        format!("{}: {idle} of {} instances idle for {}", b.reservation_id, b.instance_count, duration::minutes(minutes)),
     )
 }
 
@@ -637,22 +630,13 @@ pub fn idle_over(
             "Idle from {} to {} ({}): {} instance-hours paid and unused{cost_line}.\n{}",
             when(since),
             when(until),
-            stretch((until - since).num_minutes()),
+            duration::minutes((until - since).num_minutes()),
             hours(idle_instance_minutes),
             tracked_line(b)
         ),
         vec!["Nothing to do.".into()],
         format!("{}: every instance runs again", b.reservation_id),
     )
-}
-
-/// A stretch of time as a person says it: "45 minutes", "3 hours", "12 h 30 min".
-fn stretch(minutes: i64) -> String {
-    if minutes < 60 || minutes % 60 == 0 {
-        in_words(minutes)
-    } else {
-        format!("{} h {} min", minutes / 60, minutes % 60)
-    }
 }
 
 /// Instance-minutes as hours, to a tenth.
@@ -674,7 +658,8 @@ pub fn payment_warning(
         "payment-warning",
         format!("Payment still pending: {} left for `{}`", left(now, deadline), b.reservation_id),
         format!(
-            "EC2 has not taken payment for this block yet (warning point: {point_hours} h before the deadline).\n{}\n• Payment deadline: {} ({} from now)",
+            "EC2 has not taken payment for this block yet (warning point: {} before the deadline).\n{}\n• Payment deadline: {} ({} from now)",
+            duration::compact(chrono::Duration::hours(i64::from(point_hours))),
             tracked_line(b),
             when(deadline),
             left(now, deadline)
@@ -1041,18 +1026,15 @@ mod tests {
         let b = crate::domain::block::example(t(3, 11, 30), t(4, 11, 30));
         let usd = |a: &str| Money::parse(a, "USD").unwrap();
         let alert = idle(&b, 1, t(3, 12, 30), 60, Some(usd("23.12")), t(3, 13, 30));
-        assert_eq!(alert.title, "Paid but idle: 1 of 2 instances for 1 hour");
+        assert_eq!(alert.title, "Paid but idle: 1 of 2 instances for 1h");
         assert!(alert.description.contains("has cost 23.12 USD so far (1.0 instance-hours)"), "{}", alert.description);
         let over = idle_over(&b, t(3, 12, 30), t(4, 1, 0), 750, None);
         assert!(
-            over.description.contains(
-                "(12 h 30 min): 12.5 instance-hours paid and unused (the block's fee is unknown to capblock)."
-            ),
+            over.description
+                .contains("(12h 30m): 12.5 instance-hours paid and unused (the block's fee is unknown to capblock)."),
             "{}",
             over.description
         );
-        assert_eq!(stretch(45), "45 minutes");
-        assert_eq!(stretch(180), "3 hours");
     }
 
     fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {

@@ -30,6 +30,17 @@ const BUILT_IN: &[(&str, u32)] = &[
     ("trn2.3xlarge", 1),
 ];
 
+/// The least one accelerator-hour of a Capacity Block is taken to sell for, in USD (EC2 prices
+/// every block in USD): a cent. EC2 publishes no floor (its reservation rates move with supply
+/// and demand), so this is a bound no price has come near: the rates in EC2's published
+/// Capacity Block price table are dollars per accelerator-hour (about 0.97 USD for trn1 to 5.41
+/// USD for p5e when capblock was written), and repricings moved them by tens of percent, never
+/// a hundredfold. A rule whose `max_total_fee` is below what its shortest, smallest block costs
+/// at a cent an accelerator-hour has a typo in it (digits missing), not a bet on the market: its
+/// validation says so (`rule::Rule::least_fee`).
+pub const PRICE_FLOOR_PER_ACCELERATOR_HOUR: rust_decimal::Decimal =
+    rust_decimal::Decimal::from_parts(1, 0, 0, false, 2);
+
 /// vCPUs per instance type, as the user guide publishes them. Capacity Block quotas are counted
 /// in vCPUs (192 = one trn2.48xlarge), so an operator reads a quota as instances through this.
 const VCPUS: &[(&str, u32)] = &[

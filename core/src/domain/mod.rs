@@ -13,6 +13,7 @@ pub mod bus;
 pub mod catalog;
 pub mod checkpoint;
 pub mod decision;
+pub mod duration;
 pub mod events;
 pub mod extension;
 pub mod handoff;

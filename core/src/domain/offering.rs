@@ -145,7 +145,7 @@ impl Offering {
             return Err(OfferingError::OutOfRange {
                 id: id.clone(),
                 field: "CapacityBlockDurationHours",
-                value: format!("{} h {} min", total_minutes / 60, total_minutes % 60),
+                value: super::duration::minutes(total_minutes),
             });
         }
         let duration_hours = (total_minutes / 60) as u32;
@@ -183,9 +183,9 @@ impl Offering {
         self.duration_hours.saturating_mul(60).saturating_add(self.duration_minutes)
     }
 
-    /// The block's length, as people read it: "7 days", "30 h 35 min".
+    /// The block's length in the one duration style (`duration::compact`), to the minute: "7d", "6h 35m", "1d 6h 35m".
     pub fn length_text(&self) -> String {
-        length_text(self.total_minutes())
+        super::duration::minutes(i64::from(self.total_minutes()))
     }
 
     pub fn instance_hours(&self) -> Decimal {
@@ -214,17 +214,6 @@ impl Offering {
             .checked_mul(Decimal::from(self.total_minutes()))?;
         let fee_minutes = self.fee.amount().checked_mul(Decimal::from(60))?;
         Some(Rate { per_unit: fee_minutes.checked_div(unit_minutes)?, currency: self.fee.currency() })
-    }
-}
-
-/// "1 day", "7 days", "6 h 35 min", "30 h": a block length in minutes, for messages.
-pub fn length_text(minutes: u32) -> String {
-    let (h, m) = (minutes / 60, minutes % 60);
-    match (h, m) {
-        (24, 0) => "1 day".into(),
-        (h, 0) if h % 24 == 0 => format!("{} days", h / 24),
-        (h, 0) => format!("{h} h"),
-        (h, m) => format!("{h} h {m} min"),
     }
 }
 
@@ -358,7 +347,7 @@ pub(crate) mod tests {
         r.duration_minutes = Some(35);
         let o = Offering::parse(&region(), r.clone()).unwrap();
         assert_eq!((o.duration_hours, o.duration_minutes, o.total_minutes()), (30, 35, 1835));
-        assert_eq!(o.length_text(), "30 h 35 min");
+        assert_eq!(o.length_text(), "1d 6h 35m", "the block's true length, in the one duration style");
         // 1956 / (8 x 1835 / 60) = 7.9945...; on whole hours it would have been 8.15.
         let per = o.price_per_accelerator_hour(8).unwrap().per_unit;
         assert_eq!(per * Decimal::from(8) * Decimal::from(1835) / Decimal::from(60), dec!(1956));
@@ -371,9 +360,6 @@ pub(crate) mod tests {
             Offering::parse(&region(), r).unwrap_err(),
             OfferingError::OutOfRange { field: "CapacityBlockDurationMinutes", .. }
         ));
-        assert_eq!(length_text(24 * 60), "1 day");
-        assert_eq!(length_text(7 * 24 * 60), "7 days");
-        assert_eq!(length_text(6 * 60 + 35), "6 h 35 min");
     }
 
     /// 2 x u-trn2x64 = 8 trn2u.48xlarge of 16 chips: the price is over all 128 chips.

@@ -562,7 +562,7 @@ impl RuleSpec {
             return Err(RuleError::Invalid { id: self.id.clone(), problems: p.0 });
         }
         let money = |d: Decimal| Money::new(d, currency).expect("checked within MIN_AMOUNT..=MAX_AMOUNT above");
-        Ok(Rule {
+        let rule = Rule {
             id: self.id.clone(),
             description: self.description.clone(),
             enabled: self.enabled,
@@ -593,8 +593,79 @@ impl RuleSpec {
             team: self.team.clone(),
             share_with,
             handoff_account: self.handoff_account.clone(),
-        })
+        };
+        // Judged on the valid rule: what it could buy is known only once every field is.
+        match never_buys(&rule) {
+            Some(problem) => Err(RuleError::Invalid { id: rule.id, problems: vec![problem] }),
+            None => Ok(rule),
+        }
     }
+}
+
+/// The least a block a rule accepts could cost, and the block: the rule's smallest (type,
+/// count), for its shortest duration less `duration_tolerance_hours` (EC2's closest matches),
+/// at `catalog::PRICE_FLOOR_PER_ACCELERATOR_HOUR`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeastFee {
+    pub fee: Decimal,
+    pub instance_type: InstanceType,
+    pub instance_count: u32,
+    pub accelerators: u32,
+    pub hours: u32,
+}
+
+impl Rule {
+    /// [`LeastFee`] over the (type, count)s the built-in accelerator table knows (a type it does
+    /// not know proves nothing: it is left out), `None` when it knows none of them or the rule
+    /// is not priced in USD (the floor is in USD).
+    pub fn least_fee(&self) -> Option<LeastFee> {
+        if self.currency != Currency::USD {
+            return None;
+        }
+        let catalog = super::catalog::AcceleratorCatalog::new();
+        let days = self.durations_days.iter().copied().min()?;
+        let hours = (days * 24).saturating_sub(self.duration_tolerance_hours).max(1);
+        self.asks()
+            .into_iter()
+            .filter_map(|a| {
+                let accelerators = catalog.accelerators(&a.instance_type)?;
+                let units = u64::from(hours) * u64::from(a.instance_count) * u64::from(accelerators);
+                Some(LeastFee {
+                    fee: Decimal::from(units) * super::catalog::PRICE_FLOOR_PER_ACCELERATOR_HOUR,
+                    instance_type: a.instance_type,
+                    instance_count: a.instance_count,
+                    accelerators,
+                    hours,
+                })
+            })
+            .min_by_key(|l| l.fee)
+    }
+}
+
+/// `max_total_fee` below what any block the rule accepts could cost (`Rule::least_fee`): the
+/// rule can never buy anything. Said with the figures and what would work.
+fn never_buys(rule: &Rule) -> Option<RuleProblem> {
+    let max = rule.max_total_fee?;
+    let least = rule.least_fee()?;
+    if max.amount() >= least.fee {
+        return None;
+    }
+    let least_fee = least.fee.round_dp_with_strategy(2, rust_decimal::RoundingStrategy::AwayFromZero);
+    Some(RuleProblem {
+        field: "max_total_fee".into(),
+        message: format!(
+            "{max} can never buy anything: the least a block this rule accepts could cost is {least_fee} {cur} \
+             ({} x {}, {} accelerators each, for {} (the shortest of durations_days less \
+             duration_tolerance_hours) at {} {cur} per accelerator-hour, less than any Capacity Block has sold for); \
+             set max_total_fee to at least {least_fee}, or leave it out",
+            least.instance_count,
+            least.instance_type,
+            least.accelerators,
+            super::duration::compact(Duration::hours(i64::from(least.hours))),
+            super::catalog::PRICE_FLOOR_PER_ACCELERATOR_HOUR,
+            cur = rule.currency,
+        ),
+    })
 }
 
 impl Rule {

@@ -286,7 +286,7 @@ async fn blocks_and_history_show_what_the_scan_bought_and_saw() {
     assert_eq!(b["termination_time"], "2026-12-04T11:00:00Z");
     // Leads 1440, 120, 30 before the termination time: the first still ahead is a day before.
     assert_eq!(b["next_reminder"], "2026-12-03T11:00:00Z");
-    assert_eq!(b["time_left"], "starts in 2d 11h");
+    assert_eq!(b["time_left"], "starts in 2d 11h 30m");
 
     let narrow = c.run(&["blocks", "--all", "--time", "2026-12-04T10:00:00Z"]).await;
     assert_eq!(narrow.code, 0);
@@ -307,7 +307,7 @@ async fn blocks_and_history_show_what_the_scan_bought_and_saw() {
     let rows = history.json();
     assert_eq!(rows.as_array().unwrap().len(), 1);
     assert_eq!(rows[0]["per_accelerator_hour"], "2.75");
-    assert_eq!(rows[0]["length"], "1 day");
+    assert_eq!(rows[0]["length"], "1d");
     assert_eq!(rows[0]["seen_at"], NOW);
 
     let chart = c.dir.join("prices.svg");
@@ -1464,6 +1464,76 @@ async fn a_live_scan_or_an_approval_without_a_yes_buys_nothing() {
     assert_eq!(c.sim.purchases().await.len(), 1);
 }
 
+/// A live scan says what it would buy before it asks: the block (rule, type x count, zone, start,
+/// length, fee, price per accelerator-hour), each budget before and after, and that a purchase
+/// cannot be cancelled, on an 80-column terminal's width; without a terminal and without `--yes`
+/// it then refuses (exit 2, saying how). With `--yes` it shows the same plan and buys that block.
+/// With nothing to buy it says so and asks nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_scan_shows_its_plan_before_it_asks() {
+    let c = Cli::new("cli-scan-plan").await;
+    c.stack(Mode::Live, Some("100000")).await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let narrow = [("COLUMNS", "80")];
+    let out = c.unconfirmed_with(&["scan", "--mode", "live"], &narrow).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    let plan = &out.stderr;
+    for needle in [
+        "buys 1 block(s) now",
+        "west",
+        // At 80 columns the block's cell wraps after "1 x", as `offerings`' does.
+        "1 x",
+        "p5.48xlarge",
+        "us-west-2a",
+        "2026-12-03 11:30",
+        "1d",
+        "528.00",
+        "2.7500",
+        "rule west",
+        "the account",
+        "100000.00",
+        "cannot be cancelled",
+        "pass --yes",
+        "nothing bought",
+    ] {
+        assert!(plan.contains(needle), "{needle:?} missing from the plan:\n{plan}");
+    }
+    for line in plan.lines().filter(|l| l.contains("  ")) {
+        assert!(line.chars().count() <= 80, "a table line wider than the terminal: {line:?}\n{plan}");
+    }
+    assert!(c.sim.purchases().await.is_empty(), "nothing bought before a yes");
+    assert!(c.aws.store().open_intents().await.unwrap().is_empty(), "the plan reserved nothing");
+
+    let out = c.run(&["scan", "--mode", "live"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("buys 1 block(s) now") && out.stderr.contains("528.00"), "{}", out.stderr);
+    assert_eq!(c.sim.purchases().await.len(), 1);
+
+    // Nothing left to buy (the rule holds its one block): said, not asked, even without --yes.
+    let out = c.unconfirmed(&["scan", "--mode", "live"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("would buy nothing now"), "{}", out.stderr);
+    assert!(!out.stderr.contains("Type `yes`") && !out.stderr.contains("pass --yes"), "{}", out.stderr);
+    assert_eq!(c.sim.purchases().await.len(), 1);
+}
+
+/// A `max_total_fee` no block of the rule could cost is a validation error naming the field, the
+/// figures and what would work: 1 x p5.48xlarge for a day less the 12 h tolerance is 12 h x 8
+/// GPUs, 0.96 USD at a cent a GPU-hour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_validate_refuses_a_max_total_fee_that_can_never_buy() {
+    let c = Cli::new("cli-never-buys").await;
+    let never = c.file("never.toml", &rule("west", "live", "3.00").extra("max_total_fee = \"0.5\"").toml());
+    let out = c.run(&["rules", "validate", &never]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    for needle in ["max_total_fee", "0.50 USD can never buy anything", "0.96 USD", "at least 0.96"] {
+        assert!(out.stdout.contains(needle), "{needle:?} missing from {}", out.stdout);
+    }
+    let enough = c.file("enough.toml", &rule("west", "live", "3.00").extra("max_total_fee = \"0.96\"").toml());
+    let out = c.run(&["rules", "validate", &enough]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
 /// The id of the first offering `capblock offerings` shows for one p5.48xlarge for a day in
 /// us-west-2 (remembered for `capblock buy`).
 async fn shown_offering(c: &Cli) -> String {
@@ -1641,7 +1711,7 @@ async fn offerings_fit_80_columns_and_wide_shows_every_column() {
     // Piped, without a width: one line per offering, every cell whole.
     let piped = c.run(&args).await;
     let row = piped.stdout.lines().find(|l| l.contains(&id)).unwrap_or_else(|| panic!("{}", piped.stdout));
-    for cell in ["1 x p5.48xlarge", "2026-12-03 11:30", "1 day", "528.00", "2.7500"] {
+    for cell in ["1 x p5.48xlarge", "2026-12-03 11:30", "1d", "528.00", "2.7500"] {
         assert!(row.contains(cell), "{cell} missing from the row {row:?}");
     }
 

@@ -74,7 +74,7 @@ async fn a_same_day_closest_match_is_priced_from_its_minutes_and_bought() {
     let bought = alerts.iter().find(|a| a.body["metadata"]["eventType"] == "purchased").expect("announced");
     assert_slack_schema(&bought.body);
     let text = bought.body["content"]["description"].as_str().unwrap();
-    assert!(text.contains("30 h 35 min") && text.contains("734.00 USD"), "{text}");
+    assert!(text.contains("1d 6h 35m") && text.contains("734.00 USD"), "{text}");
     assert!(text.contains(&reservation_id));
     // The 6 h 35 min block is too short for a one-day rule: passed over, not bought.
     assert_eq!(h.sim.purchases().await.len(), 1);

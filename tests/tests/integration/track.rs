@@ -94,7 +94,7 @@ async fn a_payment_that_never_comes_fails_at_twelve_hours_after_one_warning_per_
             (12, format!("{id}#payment-failed")),
         ]
     );
-    assert!(seen[0].2.contains("6 h left") && seen[1].2.contains("1 h left"), "{seen:#?}");
+    assert!(seen[0].2.contains("6h left") && seen[1].2.contains("1h left"), "{seen:#?}");
     assert!(seen[2].2.contains("Tue 2026-12-01 12:00 UTC"), "{}", seen[2].2);
     assert!(h.aws.store().open_blocks(None).await.unwrap().is_empty(), "a failed block leaves the open index");
     // One Payment Failed event over 13 runs; a payment failure is not also a Block Ended.

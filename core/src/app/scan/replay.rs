@@ -96,3 +96,60 @@ async fn a_dry_run_stack_settles_open_live_intents_on_the_clock() {
     assert!(!writes.iter().any(|w| w.starts_with("record_rejected")), "{writes:?}");
     assert!(writes.contains(&"enqueue west/cb-lost#outcome-unknown".to_string()), "{writes:?}");
 }
+
+/// A person's live scan from the CLI: the plan is a look (it writes nothing and buys nothing),
+/// and the run after their yes buys only the planned block at the planned fee. Repriced since
+/// the plan: nothing bought, the fee named. The same block under a new id beside a cheaper block
+/// the plan never showed: the planned block is bought, the other passed over.
+#[tokio::test]
+async fn a_confirmed_live_scan_buys_only_the_planned_block_at_the_planned_fee() {
+    let start = t0() + Duration::days(2);
+    let at_fee = |id: &str, start, fee: &str| {
+        crate::domain::offering::example(
+            id,
+            "us-east-1",
+            start,
+            crate::domain::money::Money::parse(fee, "USD").unwrap(),
+        )
+    };
+    let table = MemoryTable::default().with_rules([rule("east", "live")]);
+    let notifier = MemoryNotifier::default();
+    let catalog = Mutex::new(AcceleratorCatalog::new());
+    let settings = ScanSettings { settles: false, ..settings(Mode::Live) };
+    let scanner = |market| Scanner {
+        market,
+        store: &table,
+        notifier: &notifier,
+        catalog: &catalog,
+        settings: &settings,
+        watch: &[],
+    };
+    let planned = MemoryEc2::default().with_offerings([at_fee("cb-plan", start, "480")]);
+    let look = scanner(&planned).run(RunTime::from(t0()).look()).await.unwrap();
+    let confirmed = Confirmed::from_report(&look);
+    assert_eq!(confirmed.blocks().keys().collect::<Vec<_>>(), ["east"]);
+    assert_eq!(confirmed.blocks()["east"].id, "cb-plan");
+    assert!(table.writes().is_empty(), "the plan wrote {:?}", table.writes());
+    assert!(!planned.calls().contains_key("PurchaseCapacityBlock"), "{:?}", planned.calls());
+
+    let repriced = MemoryEc2::default().with_offerings([at_fee("cb-plan", start, "500")]);
+    let run = scanner(&repriced).run_confirmed(RunTime::from(t0()), &confirmed).await.unwrap();
+    match &run.outcomes[0].action {
+        Some(Outcome::OffPlan { reason, .. }) => {
+            assert_eq!(reason, "fee 500 USD now, 480 USD in the plan", "only the fee differs")
+        }
+        other => panic!("expected off-plan, got {other:?}"),
+    }
+    assert!(!repriced.calls().contains_key("PurchaseCapacityBlock"), "{:?}", repriced.calls());
+    assert!(!table.writes().iter().any(|w| w.starts_with("reserve")), "{:?}", table.writes());
+
+    let moved = MemoryEc2::default()
+        .with_offerings([at_fee("cb-cheaper", start + Duration::days(1), "400"), at_fee("cb-renamed", start, "480")]);
+    let run = scanner(&moved).run_confirmed(RunTime::from(t0()), &confirmed).await.unwrap();
+    assert!(
+        matches!(&run.outcomes[0].action, Some(Outcome::Bought { offering_id, .. }) if offering_id == "cb-renamed"),
+        "{:?}",
+        run.outcomes[0].action
+    );
+    assert_eq!(moved.purchases_by_intent().into_keys().collect::<Vec<_>>(), ["east/cb-renamed"]);
+}

@@ -703,3 +703,35 @@ fn the_starter_rule_needs_nothing_but_the_stack() {
     assert!(rule.share_with.is_empty() && rule.actions.is_empty() && rule.handoff_account.is_none());
     assert!(rule.max_total_fee.is_some_and(|f| f.amount() <= rule.monthly_budget.amount()), "{rule:?}");
 }
+
+/// A `max_total_fee` below what the rule's cheapest block could cost at a cent an
+/// accelerator-hour can never buy anything: refused with the figures and what would work. The
+/// cheapest block here is 1 x p5.48xlarge (8 GPUs) for 7 days less the 12 h tolerance: 156 h x 8
+/// x 0.01 = 12.48 USD.
+#[test]
+fn a_max_total_fee_no_block_could_cost_is_refused_with_the_figures() {
+    let p = problems(&with("max_total_fee = 12"));
+    assert_eq!(p.len(), 1, "{p:?}");
+    let (field, message) = &p[0];
+    assert_eq!(field, "max_total_fee");
+    assert!(message.starts_with("12.00 USD can never buy anything"), "{message}");
+    for figure in ["12.48 USD", "1 x p5.48xlarge", "8 accelerators", "for 6d 12h", "0.01 USD per accelerator-hour"] {
+        assert!(message.contains(figure), "{figure}: {message}");
+    }
+    assert!(message.contains("set max_total_fee to at least 12.48, or leave it out"), "{message}");
+    // At the least fee it may buy; without a cap too.
+    assert!(Rule::from_toml(&with("max_total_fee = \"12.48\""), now()).is_ok());
+    let least = Rule::from_toml(GOOD, now()).unwrap().least_fee().unwrap();
+    assert_eq!((least.fee, least.hours, least.instance_count, least.accelerators), (dec!(12.48), 156, 1, 8));
+    // The tolerance shortens the shortest block: 168 h with none.
+    let exact = format!("{}\nduration_tolerance_hours = 0", with("max_total_fee = \"13.40\""));
+    let p = problems(&exact);
+    assert!(p[0].1.contains("13.44 USD") && p[0].1.contains("for 7d ("), "{p:?}");
+    // A type the built-in table does not know proves nothing: not refused.
+    let unknown = with("instance_types = [\"p9.48xlarge\"]").replace("max_total_fee = 60000", "max_total_fee = 1");
+    let unknown = unknown.replace("regions = [\"us-east-1\", \"us-west-2\"]", "regions = [\"us-east-1\"]");
+    match Rule::from_toml(&unknown, now()) {
+        Ok(r) => assert_eq!(r.least_fee(), None),
+        Err(e) => assert!(!e.to_string().contains("can never buy"), "{e}"),
+    }
+}
