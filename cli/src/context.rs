@@ -178,6 +178,26 @@ pub async fn sdk() -> aws_config::SdkConfig {
     loader.load().await
 }
 
+/// The regions a command asks about: those given (`--regions`), else the one the SDK acts in:
+/// the chosen profile's `region` (`--profile`), else AWS_REGION, else the AWS profile's. So
+/// `capblock --profile prod offerings ...` searches prod's region, as every other command acts
+/// there. None at all is bad input, with what to give.
+pub async fn regions_or_default(
+    given: Vec<capblock_shared::domain::names::Region>,
+    flag: &str,
+) -> Result<Vec<capblock_shared::domain::names::Region>, CliError> {
+    if !given.is_empty() {
+        return Ok(given);
+    }
+    let sdk = sdk().await;
+    let Some(region) = sdk.region() else {
+        return Err(CliError::Invalid(format!(
+            "no region: give {flag}, or a region in the profile (--profile), AWS_REGION or the AWS profile"
+        )));
+    };
+    region.as_ref().parse().map(|r| vec![r]).map_err(|e| CliError::Invalid(format!("the region {region}: {e}")))
+}
+
 /// The stack's store: the table of the stack `--stack` names (its CloudFormation outputs), or
 /// the one CAPBLOCK_TABLE names (`crate::stack`).
 pub async fn store() -> Result<DynamoStore, CliError> {

@@ -31,13 +31,13 @@ pub async fn plan(
     let o = &priced.offering;
     let money = money(store, &[(rule, priced)], budgets, now).await?;
     Ok(format!(
-        "Buy {} x {} in {}, {} to {} UTC, for {} ({} per accelerator-hour; rule {}'s threshold {}).\n\n{money}\n\n\
+        "Buy {} x {} in {}, {} to {}, for {} ({} per accelerator-hour; rule {}'s threshold {}).\n\n{money}\n\n\
          A Capacity Block purchase cannot be cancelled or refunded. EC2 is asked again first: a changed fee is refused.",
         o.instance_count,
         o.instance_type,
         o.availability_zone,
-        o.start.format("%Y-%m-%d %H:%M"),
-        o.end.format("%Y-%m-%d %H:%M"),
+        table::when_utc(o.start),
+        table::when_utc(o.end),
         o.fee,
         priced.per_accelerator_hour,
         rule.id,
@@ -145,5 +145,5 @@ fn table_of(rows: &[BudgetAfter], period: &Period, currency: String) -> String {
         Column::number(in_currency("LEFT AFTER", &currency)),
     ];
     // On stderr, before the question: wrapped to the terminal like any table.
-    table::render(&columns, &cells, table::Layout::detect(false))
+    table::render(&columns, &cells, table::Layout::detect_on(false, table::Stream::Stderr))
 }

@@ -9,11 +9,17 @@
 //! kubectl prints them: no borders (the `NOTHING` preset), two spaces between columns, no
 //! trailing spaces, so scripts that read columns keep working.
 //!
-//! Where the width comes from (`Layout::detect`): `COLUMNS` when it holds a number (as `ls` and
-//! Python read it: a test or a pager asks for a width with it), else the terminal's when stdout
-//! is one; on a pipe, nothing is wrapped: each row is one line, every cell whole, stable for
-//! `grep`, `awk` and `cut`, as kubectl prints when piped. `-o wide` adds the columns the narrow
-//! default leaves out and is never wrapped (a row per line, for a wide terminal or a pager).
+//! Where the width comes from (`Layout::detect`), the same for every table on either stream:
+//! `COLUMNS` when it holds a positive number, wherever the output goes; else the terminal's width
+//! when the stream the table is printed on (stdout, or stderr for `buy`'s and `approve`'s plan)
+//! is a terminal; else nothing is wrapped: each row is one line, every cell whole, stable for
+//! `grep`, `awk` and `cut`, as kubectl and the aws CLI print on a pipe. `COLUMNS` is honoured on
+//! a pipe because setting it is asking: bash and zsh keep their own `COLUMNS` unexported, so a
+//! program sees it only when someone exported it or wrote `COLUMNS=100 capblock ... | less`
+//! (as `ls -C` and Python's `shutil.get_terminal_size` read it), and it is how the tests ask
+//! for a width without a terminal. A script that must have whole rows whatever the environment
+//! says uses `-o wide`, `-o json` or `-o yaml`: `-o wide` adds the columns the narrow default
+//! leaves out and is never wrapped.
 //!
 //! Every cell and header goes through `safe`: text from EC2 or AWS must not move a terminal's
 //! cursor. Numbers are right-aligned; money is an amount to the cent (`money`) under a header
@@ -92,12 +98,12 @@ pub fn account_cap(budget: Option<Money>) -> String {
 /// An offering as a question about buying it says it: count, type, zone, times and fee.
 pub fn block(o: &capblock_shared::domain::offering::Offering) -> String {
     format!(
-        "{} x {} in {} from {} to {} UTC for {}",
+        "{} x {} in {} from {} to {} for {}",
         o.instance_count,
         o.instance_type,
         o.availability_zone,
-        o.start.format("%Y-%m-%d %H:%M"),
-        o.end.format("%Y-%m-%d %H:%M"),
+        when_utc(o.start),
+        when_utc(o.end),
         o.fee
     )
 }
@@ -157,15 +163,27 @@ pub struct Layout {
     pub width: Option<u16>,
 }
 
+/// The stream a table is printed on: its width is that terminal's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
 impl Layout {
-    /// For stdout (the module's doc says why): `COLUMNS`, else the terminal's width, else none.
-    /// `-o wide` is never wrapped.
+    /// For a table on stdout (the module's doc says why): `COLUMNS`, else the terminal's width,
+    /// else none. `-o wide` is never wrapped.
     pub fn detect(wide: bool) -> Layout {
+        Layout::detect_on(wide, Stream::Stdout)
+    }
+
+    /// As `detect`, for a table printed on `stream`.
+    pub fn detect_on(wide: bool, stream: Stream) -> Layout {
         if wide {
             return Layout { wide, width: None };
         }
         let columns = std::env::var("COLUMNS").ok();
-        Layout { wide, width: width(columns.as_deref(), terminal_width()) }
+        Layout { wide, width: width(columns.as_deref(), terminal_width(stream)) }
     }
 
     /// The narrow set, unwrapped (the tests' layout).
@@ -173,13 +191,15 @@ impl Layout {
     pub const PLAIN: Layout = Layout { wide: false, width: None };
 }
 
-/// stdout's terminal width, when stdout is a terminal.
-fn terminal_width() -> Option<u16> {
+/// `stream`'s terminal width, when it is a terminal.
+fn terminal_width(stream: Stream) -> Option<u16> {
     use std::io::IsTerminal;
-    if !std::io::stdout().is_terminal() {
-        return None;
-    }
-    terminal_size::terminal_size().map(|(w, _)| w.0)
+    let size = match stream {
+        Stream::Stdout if std::io::stdout().is_terminal() => terminal_size::terminal_size_of(std::io::stdout()),
+        Stream::Stderr if std::io::stderr().is_terminal() => terminal_size::terminal_size_of(std::io::stderr()),
+        _ => None,
+    };
+    size.map(|(w, _)| w.0)
 }
 
 /// The width to wrap to: `COLUMNS` when it is a positive number, else the terminal's.
@@ -223,23 +243,44 @@ pub fn render(columns: &[Column], rows: &[Vec<String>], layout: Layout) -> Strin
 }
 
 /// The columns of `offering_rows`. The id first and whole (what `buy` takes, as kubectl puts
-/// NAME first: a wrapped row's further lines start blank). The narrow set is what a choice
-/// needs in six columns (one line from 87 columns; at 80 the block and start wrap to a second
-/// line): the block, when it starts, how long, the fee and the price the list is sorted by;
-/// `-o wide` adds the region, the zone, the end and the price per instance-hour.
+/// NAME first). The narrow set fits a row in 80 columns: the short id (`short_ids`: `buy` takes
+/// it as it takes the whole one), the block, when it starts, how long, the fee and the price the
+/// list is sorted by; `-o wide` shows the whole id and adds the region, the zone, the end and
+/// the price per instance-hour.
 pub fn offering_columns(currency: &str) -> Vec<Column> {
     vec![
-        Column::whole("OFFERING"),
+        Column::whole("OFFERING").narrow(),
+        Column::whole("OFFERING").wide(),
         Column::whole("REGION").wide(),
         Column::whole("AZ").wide(),
         Column::text("BLOCK"),
         Column::text("START (UTC)"),
         Column::text("END (UTC)").wide(),
-        Column::text("LENGTH"),
+        Column::whole("LENGTH"),
         Column::number(in_currency("FEE", currency)),
         Column::number(format!("{currency}/INSTANCE-H")).wide(),
         Column::number(format!("{currency}/ACCEL-H")),
     ]
+}
+
+/// The shortest prefix an id is shown by in the narrow table: `cb-` and 8 characters.
+pub const SHORT_ID: usize = 11;
+
+/// Each id as the narrow table prints it: its first `SHORT_ID` characters, or more where two ids
+/// of the list would read the same (as git shortens a commit hash). EC2's offering ids are
+/// `cb-` and 17 hex digits: the whole id took 20 of a row's 80 columns. `capblock buy` takes a
+/// short id and finds the one offering shown in the last hour whose id starts with it (or
+/// names them all when several do).
+pub fn short_ids<'a>(ids: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let all: Vec<&str> = ids.into_iter().collect();
+    let distinct: std::collections::BTreeSet<&str> = all.iter().copied().collect();
+    let prefix = |id: &str, n: usize| id.chars().take(n).collect::<String>();
+    let unique = |n: usize| {
+        distinct.iter().map(|id| prefix(id, n)).collect::<std::collections::BTreeSet<_>>().len() == distinct.len()
+    };
+    let longest = all.iter().map(|id| id.chars().count()).max().unwrap_or(0);
+    let n = (SHORT_ID..longest).find(|n| unique(*n)).unwrap_or(longest.max(SHORT_ID));
+    all.iter().map(|id| prefix(id, n)).collect()
 }
 
 /// A bought or seen block's columns, after its time (`history`, `backtest`): the block, its
@@ -259,12 +300,15 @@ pub fn currency<'a>(amounts: impl IntoIterator<Item = &'a Money>) -> String {
     amounts.into_iter().next().map_or_else(|| "USD".to_string(), |m| m.currency().to_string())
 }
 
-/// Offerings as table rows (also the scan's decision).
+/// Offerings as table rows, the short id first (`short_ids`), then the whole one.
 pub fn offering_rows(list: &[Priced]) -> Vec<Vec<String>> {
+    let short = short_ids(list.iter().map(|p| p.offering.id.as_str()));
     list.iter()
-        .map(|p| {
+        .zip(short)
+        .map(|(p, short)| {
             let o = &p.offering;
             vec![
+                short,
                 o.id.clone(),
                 o.region.to_string(),
                 o.availability_zone.clone(),
@@ -378,6 +422,20 @@ mod tests {
         assert_eq!(super::when_in(late, "", Some(tokyo)), "2026-12-03 20:00 (2026-12-04 05:00 +09:00)");
         let la = t.with_timezone(&FixedOffset::west_opt(8 * 3600).unwrap());
         assert_eq!(super::when_in(t, "", Some(la)), "2026-12-03 10:30 (02:30 -08:00)");
+    }
+
+    /// The narrow table's ids: `cb-` and 8 characters, longer only where two would read the same.
+    #[test]
+    fn a_short_id_is_the_shortest_prefix_that_tells_the_ids_apart() {
+        let short = |ids: &[&str]| super::short_ids(ids.iter().copied());
+        assert_eq!(short(&["cb-0123456789abcdef0", "cb-fedcba98765432100"]), ["cb-01234567", "cb-fedcba98"]);
+        assert_eq!(short(&["cb-0123456789abcdef0", "cb-0123456799abcdef0"]), ["cb-012345678", "cb-012345679"]);
+        // One id shown twice is one offering: no longer for it.
+        assert_eq!(short(&["cb-0123456789abcdef0", "cb-0123456789abcdef0"]), ["cb-01234567", "cb-01234567"]);
+        // An id shorter than the short form is shown whole; one a prefix of another, whole too.
+        assert_eq!(short(&["cb-x"]), ["cb-x"]);
+        assert_eq!(short(&["cb-0123456789", "cb-01234567890"]), ["cb-0123456789", "cb-01234567890"]);
+        assert!(short(&[]).is_empty());
     }
 
     #[test]

@@ -26,8 +26,9 @@ export every observation with every field; the JSON is also what `capblock backt
 Exit codes: 0 history printed, 1 store failure, 2 bad input (e.g. an invalid --rule), 3 no observations.")]
 #[command(mut_arg("from", |a| a.help("Earliest observation (2026-12-20, 2026-12-20T11:30 UTC, or RFC 3339); default: everything kept.")), mut_arg("to", |a| a.help("Latest observation (a date counts whole); default: everything kept.")))]
 pub struct HistoryArgs {
-    /// Regions, comma-separated.
-    #[arg(long, alias = "regions", value_delimiter = ',', required = true)]
+    /// Regions, comma-separated; default: the profile's region (--profile), else AWS_REGION, else
+    /// the AWS profile's.
+    #[arg(long, alias = "regions", value_delimiter = ',')]
     region: Vec<String>,
     /// Instance types, comma-separated.
     #[arg(long = "type", alias = "types", value_delimiter = ',', required = true)]
@@ -137,7 +138,11 @@ fn parse_pairs(regions: &[String], types: &[String]) -> Result<Vec<(Region, Inst
 }
 
 pub async fn run(a: HistoryArgs) -> CliResult {
-    let pairs = parse_pairs(&a.region, &a.instance_type)?;
+    let regions = match a.region.is_empty() {
+        true => crate::context::regions_or_default(vec![], "--region").await?.iter().map(|r| r.to_string()).collect(),
+        false => a.region.clone(),
+    };
+    let pairs = parse_pairs(&regions, &a.instance_type)?;
     let now = crate::context::clock_now().await?;
     let threshold =
         a.rule.as_deref().map(|f| load_rule(f, now)).transpose()?.map(|r| (r.id, r.max_price_per_accelerator_hour));

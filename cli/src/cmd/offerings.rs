@@ -56,8 +56,9 @@ pub struct OfferingsArgs {
     /// range (1-7, keeping the sellable ones).
     #[arg(long, default_value = "1", value_parser = parse_days)]
     days: Days,
-    /// Regions, comma-separated.
-    #[arg(long, alias = "region", value_delimiter = ',', env = "AWS_REGION", required = true)]
+    /// Regions, comma-separated; default: the profile's region (--profile), else AWS_REGION, else
+    /// the AWS profile's.
+    #[arg(long, alias = "region", value_delimiter = ',')]
     regions: Vec<Region>,
     #[command(flatten)]
     window: Window,
@@ -95,7 +96,8 @@ fn parse_days(s: &str) -> Result<Days, String> {
 }
 
 pub async fn run(a: OfferingsArgs) -> CliResult {
-    let (regions, types, Days(days)) = (a.regions, a.types, a.days);
+    let regions = crate::context::regions_or_default(a.regions, "--regions").await?;
+    let (types, Days(days)) = (a.types, a.days);
     let from = match a.window.from {
         Some(from) => from,
         None => crate::context::clock_now().await?,

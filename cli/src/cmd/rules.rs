@@ -257,6 +257,8 @@ async fn list(output: &OutputArgs) -> CliResult {
             let r = &s.rule;
             vec![
                 r.id.clone(),
+                // The narrow MODE: what the rule does now, `disabled` when it does nothing.
+                if r.enabled { r.mode.as_str() } else { "disabled" }.into(),
                 if r.enabled { "yes" } else { "no" }.into(),
                 r.mode.as_str().into(),
                 // Instance types, or the UltraServer types of an UltraServer rule.
@@ -274,14 +276,17 @@ async fn list(output: &OutputArgs) -> CliResult {
         })
         .collect();
     let currency = table::currency(list.iter().map(|s| &s.rule.monthly_budget));
+    // The narrow set fits 80 columns a rule per line (one type, one or two regions): whether it
+    // is enabled is said in MODE, which `-o wide` has apart, and the budget's header is short.
     let columns = [
         Column::whole("ID"),
-        Column::whole("ENABLED"),
-        Column::whole("MODE"),
+        Column::whole("MODE").narrow(),
+        Column::whole("ENABLED").wide(),
+        Column::whole("MODE").wide(),
         Column::text("TYPES"),
         Column::text("REGIONS"),
         Column::number(format!("MAX {currency}/ACCEL-H")),
-        Column::number(table::in_currency("BUDGET/MONTH", &currency)),
+        Column::number(format!("{currency}/MONTH")),
         Column::number("VERSION").wide(),
     ];
     println!("{}", table::render(&columns, &rows, output.layout()));

@@ -224,13 +224,13 @@ fn show(report: &ScanReport, settings: &ScanSettings, output: &OutputArgs, at: R
     } else if report.replay {
         println!(
             "replay of {} (the clock is at {}): nothing settled, stored or announced; what the rules would choose then:",
-            report.now.format("%Y-%m-%d %H:%M UTC"),
-            at.clock().format("%Y-%m-%d %H:%M UTC")
+            table::when_utc(report.now),
+            table::when_utc(at.clock())
         );
     }
     println!(
         "scan at {}: {} rule(s), {} question(s), {} answered this run, {} offering(s) seen, {} price observation(s) stored, stack mode {}",
-        report.now.format("%Y-%m-%d %H:%M UTC"),
+        table::when_utc(report.now),
         report.rules,
         report.queries,
         report.answered,
@@ -283,7 +283,7 @@ fn show(report: &ScanReport, settings: &ScanSettings, output: &OutputArgs, at: R
                 p.offering.instance_count,
                 p.offering.instance_type,
                 p.offering.availability_zone,
-                p.offering.start.format("%Y-%m-%d %H:%M"),
+                table::when_utc(p.offering.start),
                 o.threshold,
                 if p.per_accelerator_hour.per_unit <= o.threshold { "within it" } else { "above it" }
             ),
@@ -297,11 +297,15 @@ fn show(report: &ScanReport, settings: &ScanSettings, output: &OutputArgs, at: R
                     "  decision: {} ({} per accelerator-hour, {})",
                     p.offering.id, p.per_accelerator_hour, p.offering.fee
                 );
-                let columns = table::offering_columns(&p.offering.fee.currency().to_string());
+                // The decision line names the whole id: the narrow table's short id (`buy`'s,
+                // for what `offerings` showed) is left out, the columns are the offering's.
+                let mut columns = table::offering_columns(&p.offering.fee.currency().to_string());
+                columns.remove(0);
                 let layout = output.layout();
                 // Indented under its rule: four columns narrower.
                 let layout = table::Layout { width: layout.width.map(|w| w.saturating_sub(4)), ..layout };
-                let rows = table::offering_rows(std::slice::from_ref(p));
+                let mut rows = table::offering_rows(std::slice::from_ref(p));
+                rows.iter_mut().for_each(|r| drop(r.remove(0)));
                 println!("{}", indent(&table::render(&columns, &rows, layout)));
             }
         }

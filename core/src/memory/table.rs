@@ -800,6 +800,15 @@ impl SeenOfferings for MemoryTable {
     async fn seen_offering(&self, id: &str, now: DateTime<Utc>) -> Result<Option<Offering>, StoreError> {
         Ok(self.items().seen.get(id).filter(|(_, until)| *until > now).map(|(o, _)| o.clone()))
     }
+    async fn seen_offerings_starting(&self, prefix: &str, now: DateTime<Utc>) -> Result<Vec<Offering>, StoreError> {
+        let items = self.items();
+        Ok(items
+            .seen
+            .iter()
+            .filter(|(id, (_, until))| id.starts_with(prefix) && *until > now)
+            .map(|(_, (o, _))| o.clone())
+            .collect())
+    }
 }
 
 #[async_trait]

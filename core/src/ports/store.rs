@@ -259,6 +259,10 @@ pub trait SeenOfferings: Send + Sync {
     async fn remember_offerings(&self, offerings: &[Offering], until: DateTime<Utc>) -> Result<usize, StoreError>;
     /// The offering seen under `id`, unless it was forgotten by `now`.
     async fn seen_offering(&self, id: &str, now: DateTime<Utc>) -> Result<Option<Offering>, StoreError>;
+    /// Every offering seen under an id that starts with `prefix` and not forgotten by `now`: the
+    /// short id the narrow table prints (`cb-` and the id's next 8 characters) names one of
+    /// them, as a short commit hash names a commit.
+    async fn seen_offerings_starting(&self, prefix: &str, now: DateTime<Utc>) -> Result<Vec<Offering>, StoreError>;
 }
 
 /// The last `capblock preflight` of the stack, for `capblock status`.

@@ -1383,7 +1383,12 @@ async fn buy_once_under(ids: &str) {
     assert_eq!(c.run(&["buy", &id, "--rule", "nobody", "--yes"]).await.code, 3);
     assert!(c.sim.purchases().await.is_empty());
 
-    let out = c.run(&["buy", &id, "--rule", "west", "--yes"]).await;
+    // By the short id the table printed (cb- and 8 characters), as by the whole one; less than
+    // that names nothing.
+    let first = table.stdout.lines().nth(1).and_then(|l| l.split_whitespace().next()).unwrap_or_default();
+    assert!(first.len() == 11 && first.starts_with("cb-"), "the table's short id: {}", table.stdout);
+    assert_eq!(c.run(&["buy", &id[..8], "--rule", "west", "--yes"]).await.code, 3);
+    let out = c.run(&["buy", &id[..11], "--rule", "west", "--yes"]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("bought 1 x p5.48xlarge"), "{}", out.stdout);
     let purchases = c.sim.purchases().await;
@@ -1705,12 +1710,24 @@ async fn offerings_fit_80_columns_and_wide_shows_every_column() {
         assert!(header.contains(column), "{column} missing from the header: {}", narrow.stdout);
     }
     assert!(!header.contains("REGION") && !header.contains("INSTANCE-H"), "wide columns: {}", narrow.stdout);
-    assert!(narrow.stdout.lines().any(|l| l.starts_with(&id)), "the id first and whole: {}", narrow.stdout);
+    // The short id first and whole (cb- and 8 characters: what `buy` takes), and each offering
+    // on one line: a header, a line per offering, the count and what to do.
+    let short = &id[..11];
+    let row = narrow.stdout.lines().find(|l| l.starts_with(&format!("{short} "))).unwrap_or_else(|| {
+        panic!("the short id first and whole: {}", narrow.stdout);
+    });
+    for cell in ["1 x p5.48xlarge", "2026-12-03 11:30", "1d", "528.00", "2.7500"] {
+        assert!(row.contains(cell), "{cell} missing from the row {row:?}:\n{}", narrow.stdout);
+    }
+    let offered = json.json()["offerings"].as_array().unwrap().len();
+    // A header, a line per offering, the count and how to buy (the table is named).
+    assert_eq!(narrow.stdout.lines().filter(|l| l.starts_with("cb-")).count(), offered, "{}", narrow.stdout);
+    assert_eq!(narrow.stdout.lines().count(), 1 + offered + 2, "a row a line:\n{}", narrow.stdout);
     assert!(!narrow.stdout.contains('…'), "{}", narrow.stdout);
 
     // Piped, without a width: one line per offering, every cell whole.
     let piped = c.run(&args).await;
-    let row = piped.stdout.lines().find(|l| l.contains(&id)).unwrap_or_else(|| panic!("{}", piped.stdout));
+    let row = piped.stdout.lines().find(|l| l.starts_with(&id[..11])).unwrap_or_else(|| panic!("{}", piped.stdout));
     for cell in ["1 x p5.48xlarge", "2026-12-03 11:30", "1d", "528.00", "2.7500"] {
         assert!(row.contains(cell), "{cell} missing from the row {row:?}");
     }
@@ -1721,7 +1738,8 @@ async fn offerings_fit_80_columns_and_wide_shows_every_column() {
     for column in ["REGION", "AZ", "END (UTC)", "USD/INSTANCE-H"] {
         assert!(header.contains(column), "{column} missing from -o wide: {}", wide.stdout);
     }
-    let row = wide.stdout.lines().find(|l| l.contains(&id)).unwrap();
+    let row =
+        wide.stdout.lines().find(|l| l.starts_with(&id)).unwrap_or_else(|| panic!("the whole id: {}", wide.stdout));
     assert!(row.contains("us-west-2 ") && row.contains("2026-12-04 11:30"), "-o wide is not wrapped: {row}");
 
     let yaml = c.run(&[&args[..], &["-o", "yaml"]].concat()).await;
@@ -1733,6 +1751,70 @@ async fn offerings_fit_80_columns_and_wide_shows_every_column() {
     );
     let clash = c.run(&[&args[..], &["--json", "-o", "yaml"]].concat()).await;
     assert_eq!(clash.code, 2, "two formats: {}{}", clash.stdout, clash.stderr);
+}
+
+/// At 80 columns (COLUMNS=80) every table fits and keeps each row on one line (their cells are
+/// ids, states, times and money, which fit): the same lines as piped without a width.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_table_fits_80_columns_a_row_a_line() {
+    let c = Cli::new("cli-80-tables").await;
+    c.stack(Mode::Live, Some("100000")).await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    c.put_rule(&rule_toml("west-approval", "approval", "3.00")).await;
+    let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
+    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    let rule = c.file("backtest.toml", &rule_toml("west", "live", "3.00"));
+    let commands: [&[&str]; 9] = [
+        &["offerings", "--types", "p5.48xlarge", "--regions", "us-west-2", "--days", "1", "--from", NOW],
+        &["blocks", "--time", NOW],
+        &["blocks", "--all", "--time", NOW],
+        &["history", "--region", "us-west-2", "--type", "p5.48xlarge"],
+        &["backtest", "--rule", &rule],
+        &["report", "--month", "2026-12"],
+        &["status", "--time", NOW],
+        &["rules", "list"],
+        &["intents", "list"],
+    ];
+    for args in commands {
+        let piped = c.run(args).await;
+        assert_eq!(piped.code, 0, "{args:?}: {}{}", piped.stdout, piped.stderr);
+        let narrow = c.unconfirmed_with(args, &[("COLUMNS", "80")]).await;
+        assert_eq!(narrow.code, 0, "{args:?}: {}{}", narrow.stdout, narrow.stderr);
+        // backtest's first line and status's sentences are text the terminal wraps; their tables
+        // (status's indented) are checked.
+        let table: String = narrow
+            .stdout
+            .lines()
+            .skip(usize::from(args[0] == "backtest"))
+            .filter(|l| args[0] != "status" || l.starts_with("  "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(fits(&table, 80), "{args:?} wider than 80:\n{}", narrow.stdout);
+        assert_eq!(narrow.stdout, piped.stdout, "{args:?}: a row a line at 80 columns, as piped");
+    }
+}
+
+/// `--tz` shows the local time (TZ) beside the UTC one in the scan's lines and in the plan `buy`
+/// prints before it asks, as in the tables.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_time_zone_reaches_the_scan_and_the_purchase_plan() {
+    let c = Cli::new("cli-tz").await;
+    c.stack(Mode::Live, Some("1000")).await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let tokyo = [("TZ", "Asia/Tokyo")];
+    let scan = c.unconfirmed_with(&["--tz", "scan", "--time", NOW], &tokyo).await;
+    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    assert!(scan.stdout.contains("scan at 2026-12-01 00:00 UTC (09:00 +09:00):"), "{}", scan.stdout);
+    assert!(scan.stdout.contains("from 2026-12-03 11:30 UTC (20:30 +09:00)), threshold"), "{}", scan.stdout);
+    let id = shown_offering(&c).await;
+    let plan = c.unconfirmed_with(&["--tz", "buy", &id, "--rule", "west"], &tokyo).await;
+    assert_eq!(plan.code, 2, "no terminal, no --yes: {}{}", plan.stdout, plan.stderr);
+    assert!(
+        plan.stderr.contains("2026-12-03 11:30 UTC (20:30 +09:00) to 2026-12-04 11:30 UTC (20:30 +09:00), for"),
+        "{}",
+        plan.stderr
+    );
+    assert!(c.sim.purchases().await.is_empty());
 }
 
 /// At 80 columns preflight's advice is wrapped, never cut: every word of each finding's "what
@@ -1868,6 +1950,38 @@ async fn a_profile_of_the_config_file_names_the_stack_and_the_region() {
         "{}",
         missing.stderr
     );
+}
+
+/// A profile's region is the region `offerings` and `history` ask about when none is given, over
+/// AWS_REGION (as for every other command); `--regions` still wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profiles_region_is_the_one_searched_when_none_is_given() {
+    let c = Cli::new("cli-profile-region").await;
+    // The market sells in us-west-2 only; the stack's environment says AWS_REGION=us-east-1.
+    let config = c.file("config.toml", "[profile.west]\nregion = \"us-west-2\"\n");
+    let env = [("CAPBLOCK_CONFIG", config.as_str())];
+    // No table: the profile's region has none (the stack's is elsewhere on the local stack).
+    let unnamed = ["CAPBLOCK_STACK_NAME", "CAPBLOCK_TABLE"];
+    let search = ["offerings", "--types", "p5.48xlarge", "--days", "1", "--from", NOW, "-o", "json"];
+    let out = c.command(&[&["--profile", "west"], &search[..]].concat(), &env, &unnamed).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let offerings = out.json()["offerings"].as_array().unwrap().clone();
+    assert!(
+        !offerings.is_empty() && offerings.iter().all(|o| o["offering"]["region"] == "us-west-2"),
+        "{offerings:#?}"
+    );
+    // Without the profile: AWS_REGION's, where nothing is sold.
+    let east = c.command(&search, &env, &unnamed).await;
+    assert_eq!(east.code, 3, "{}{}", east.stdout, east.stderr);
+    // Named, the regions given win over the profile's.
+    let given =
+        c.command(&[&["--profile", "west"], &search[..], &["--regions", "us-east-1"]].concat(), &env, &unnamed).await;
+    assert_eq!(given.code, 3, "{}{}", given.stdout, given.stderr);
+    // No region anywhere: bad input, saying what to give.
+    let nowhere =
+        c.command(&search, &env, &["CAPBLOCK_STACK_NAME", "CAPBLOCK_TABLE", "AWS_REGION", "AWS_DEFAULT_REGION"]).await;
+    assert_eq!(nowhere.code, 2, "{}{}", nowhere.stdout, nowhere.stderr);
+    assert!(nowhere.stderr.contains("--regions"), "{}", nowhere.stderr);
 }
 
 /// The completion scripts and the manual page come from the binary, generated from its own

@@ -66,7 +66,7 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("SettingsStore", &["dynamodb:GetItem", "dynamodb:PutItem"]),
     ("PreflightStore", &["dynamodb:GetItem", "dynamodb:PutItem"]),
     // The CLI's only: no function declares it.
-    ("SeenOfferings", &["dynamodb:BatchWriteItem", "dynamodb:GetItem"]),
+    ("SeenOfferings", &["dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:Query"]),
     ("FunctionDirectory", &["dynamodb:PutItem", "dynamodb:Query"]),
     // Not a port: `create_table` sets up the local stack and the tests; no function declares it.
     ("TableSetup", &["dynamodb:CreateTable"]),

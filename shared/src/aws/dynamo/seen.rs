@@ -7,6 +7,8 @@ use crate::domain::offering::Offering;
 use crate::ports::SeenOfferings;
 
 const SK: &str = "OFFERING";
+/// The index partition of the seen offerings, sorted by id: a short id is a prefix of it.
+const SEEN: &str = "SEEN";
 
 fn seen_pk(id: &str) -> String {
     format!("SEEN#{id}")
@@ -21,6 +23,8 @@ impl SeenOfferings for DynamoStore {
                 let mut item = key(seen_pk(&o.id), SK);
                 item.insert("data".into(), json(o));
                 item.insert("ttl".into(), n(until.timestamp()));
+                item.insert("gsi1pk".into(), s(SEEN));
+                item.insert("gsi1sk".into(), s(&o.id));
                 item
             })
             .collect();
@@ -35,5 +39,16 @@ impl SeenOfferings for DynamoStore {
             return Ok(None);
         }
         data(&item).map(Some)
+    }
+
+    async fn seen_offerings_starting(&self, prefix: &str, now: DateTime<Utc>) -> Result<Vec<Offering>, StoreError> {
+        let mut found = Vec::new();
+        for item in self.query_gsi(SEEN, Some(prefix)).await? {
+            let until = item.get("ttl").and_then(|v| v.as_n().ok()).and_then(|t| t.parse::<i64>().ok());
+            if until.is_some_and(|t| t > now.timestamp()) {
+                found.push(data(&item)?);
+            }
+        }
+        Ok(found)
     }
 }
