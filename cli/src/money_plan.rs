@@ -65,8 +65,8 @@ pub async fn money(
     // Each budget's usage, read once, then carried from one purchase to the next.
     let mut usage: BTreeMap<String, Option<BudgetUsage>> = BTreeMap::new();
     for c in charged.iter().flat_map(|(_, _, charges)| charges) {
-        if !usage.contains_key(&c.owner.key()) {
-            usage.insert(c.owner.key(), store.usage(&c.owner, &period).await?);
+        if let std::collections::btree_map::Entry::Vacant(e) = usage.entry(c.owner.key()) {
+            e.insert(store.usage(&c.owner, &period).await?);
         }
     }
     let rows = carried(&charged, usage);
