@@ -379,14 +379,14 @@ mod tests {
         assert_eq!(
             told(DESCRIBE_LIMIT, Some(1), 16_000),
             "us-east-1 trn2.48xlarge: refused by EC2 (CapacityBlockDescribeLimitExceeded): describe limit or a quota \
-             of 0 for TRN2; retrying at one call every 16 s (1 of 3 refusals, then the family is given up)"
+             of 0 for TRN2; retrying at one call every 16s (1 of 3 refusals, then the family is given up)"
         );
         assert!(
             told(DESCRIBE_LIMIT, None, 5_700)
-                .ends_with("describe limit, asked too fast; retrying at one call every 5.7 s")
+                .ends_with("describe limit, asked too fast; retrying at one call every 5.7s")
         );
         assert!(
-            told("RequestLimitExceeded", None, 250).ends_with("its API rate limit; retrying at one call every 0.3 s")
+            told("RequestLimitExceeded", None, 250).ends_with("its API rate limit; retrying at one call every 250ms")
         );
     }
 }

@@ -1011,7 +1011,7 @@ async fn a_one_shot_search_of_a_quota_0_family_ends_with_the_finding() {
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("1 offering(s) from 2 question(s)"), "the p5 offering is shown: {}", out.stdout);
     let said: Vec<&str> = out.stderr.lines().collect();
-    assert!(said[0].starts_with("asking 2 question(s) in 1 region(s), one call every 0.1 s"), "{}", out.stderr);
+    assert!(said[0].starts_with("asking 2 question(s) in 1 region(s), one call every 100ms"), "{}", out.stderr);
     let refused = "us-west-2 trn2.48xlarge: refused by EC2 (CapacityBlockDescribeLimitExceeded): describe limit or a \
                    quota of 0 for TRN2; retrying at one call every";
     for n in 1..=2 {
