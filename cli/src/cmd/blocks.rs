@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::context::{CliResult, store};
 use crate::output::OutputArgs;
-use capblock_shared::domain::duration::compact;
+use capblock_shared::domain::duration::{brief, compact};
 
 use crate::table::{self, Column, when};
 
@@ -53,13 +53,15 @@ fn next_reminder(b: &Block, leads: &[u32], now: DateTime<Utc>) -> Option<DateTim
     leads.iter().map(|m| term - Duration::minutes(i64::from(*m))).filter(|t| *t > now).min()
 }
 
-fn time_left(b: &Block, now: DateTime<Utc>) -> String {
+/// How long until the block starts, or is left of it; `say` prints the duration (the table's
+/// countdown is `brief`, to fit 80 columns; `-o json|yaml` keep it to the minute).
+fn time_left(b: &Block, now: DateTime<Utc>, say: fn(Duration) -> String) -> String {
     if b.state.is_final() || now >= b.end {
         "-".into()
     } else if now < b.start {
-        format!("starts in {}", compact(b.start - now))
+        format!("starts in {}", say(b.start - now))
     } else {
-        format!("{} left", compact(b.end - now))
+        format!("{} left", say(b.end - now))
     }
 }
 
@@ -75,7 +77,7 @@ pub async fn run(a: BlocksArgs) -> CliResult {
         .iter()
         .map(|b| BlockView {
             block: b,
-            time_left: time_left(b, now),
+            time_left: time_left(b, now, compact),
             termination_time: termination_time(b.end, b.ultraserver),
             next_reminder: next_reminder(b, &a.reminder_lead_minutes, now),
         })
@@ -100,7 +102,7 @@ pub async fn run(a: BlocksArgs) -> CliResult {
                 b.payment_deadline.map(when).unwrap_or_else(|| "-".into()),
                 when(b.start),
                 when(b.end),
-                v.time_left.clone(),
+                time_left(b, now, brief),
                 v.next_reminder.map(when).unwrap_or_else(|| "-".into()),
             ]
         })

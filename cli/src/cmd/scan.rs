@@ -102,14 +102,17 @@ pub async fn run(a: ScanArgs) -> CliResult {
         };
         let confirmed = Confirmed::from_report(&planned);
         if confirmed.is_empty() {
+            // Under an empty plan no rule buys (a live rule buys only its planned block), so
+            // there is nothing to say yes to; the run still does the rest of a scan: approval
+            // rules ask in Slack, prices and notices are stored.
             eprintln!(
-                "A live scan of stack {} would buy nothing now: nothing asked, bought, stored or announced.",
+                "A live scan of stack {} would buy nothing now: scanning without buying.",
                 safe(&settings.stack.name)
             );
-            return show(&planned, &settings, &a.output, at.look());
+        } else {
+            eprintln!("{}", live_plan(&store, &planned, &confirmed, &settings, at.clock(), &a.output).await?);
+            confirm_typed("", a.yes)?;
         }
-        eprintln!("{}", live_plan(&store, &planned, &confirmed, &settings, at.clock(), &a.output).await?);
-        confirm_typed("", a.yes)?;
         // AWS's clock again: the person may have taken minutes to answer.
         let at = RunTime::from(purchase_now(&sdk).await?);
         let report = {

@@ -44,6 +44,18 @@ pub fn minutes(m: i64) -> String {
     compact(Duration::minutes(m))
 }
 
+/// [`compact`] to its two largest units (`2d 11h`, `3h 12m`, `4m 20s`): for a table's countdown
+/// ("starts in", "left"), where a row must fit 80 columns and the minutes of a wait days away
+/// tell nothing; cut like [`compact`], never rounded up.
+pub fn brief(d: Duration) -> String {
+    let full = compact(d);
+    let mut units = full.split(' ');
+    match (units.next(), units.next()) {
+        (Some(a), Some(b)) => format!("{a} {b}"),
+        _ => full,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +91,14 @@ mod tests {
         }
         assert_eq!(compact_std(std::time::Duration::from_millis(2500)), "2.5s");
         assert_eq!(minutes(30), "30m");
+        for (d, said) in [
+            (Duration::minutes(2 * 24 * 60 + 11 * 60 + 30), "2d 11h"),
+            (Duration::minutes(7 * 24 * 60 + 5), "7d 5m"),
+            (Duration::minutes(192), "3h 12m"),
+            (Duration::seconds(45), "45s"),
+        ] {
+            assert_eq!(brief(d), said, "{d:?}");
+        }
         assert_eq!(compact(Duration::MIN).chars().next(), Some('-'), "the least duration does not overflow");
     }
 }

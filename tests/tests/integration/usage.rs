@@ -64,7 +64,7 @@ async fn three_of_eight_idle_for_two_hours_is_said_once_with_its_cost_and_once_o
     let alerts = h.aws.alerts().await;
     assert_eq!(event_types(&alerts), ["idle"]);
     let alert = &alerts[0].body["content"];
-    assert_eq!(alert["title"], "Paid but idle: 3 of 8 instances for 1 hour");
+    assert_eq!(alert["title"], "Paid but idle: 3 of 8 instances for 1h");
     let text = alert["description"].as_str().unwrap();
     // 3 x 60 instance-minutes at 0.40 USD.
     assert!(text.contains("has cost 72.00 USD so far (3.0 instance-hours)"), "{text}");
