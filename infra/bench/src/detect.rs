@@ -8,8 +8,6 @@
 //!   to run like the scan keeps it) and the real `ask_spread`, one run per schedule tick, over
 //!   the buying account alone or with member accounts lending their describe limits (each
 //!   account its own buckets, as EC2 keeps the limit per account and region);
-//! - today's unpaced fan-out (`legacy_fan_out`, 64 calls in flight per region) every 10 min,
-//!   meeting the describe limit as it did before issue 13: a refusal ends the question;
 //! - a one-by-one script: every question of a region in turn, one call per 4 s per region;
 //! - the ideal asker the bound is defined by: the same at capblock's share (one call per 8 s).
 //!
