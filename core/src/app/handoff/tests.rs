@@ -10,10 +10,12 @@ use chrono::{Duration, TimeZone};
 use super::*;
 use crate::domain::block::example;
 use crate::domain::handoff::tests::{all, target};
+use crate::domain::handoff::{Invocation, ReservationPool};
 use crate::domain::handoff::{NodegroupScaling, Point, at_point, due};
 use crate::domain::launch::GroupLaunch;
 use crate::domain::lifecycle::BlockState;
 use crate::domain::share::{Association, SharePrincipal, ShareView};
+use crate::ports::Membership;
 use crate::ports::{ActionResult, MarketError, SentCommand, ShareRequest};
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
