@@ -24,7 +24,6 @@ use crate::domain::bus::{
 use crate::domain::handoff::{self, Order, Planned, Point, Target};
 use crate::domain::launch::{self, GroupLaunch};
 use crate::domain::milestone::Milestone;
-use crate::domain::names::Region;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::{Mode, Rule};
 use crate::domain::share::{self, SharePrincipal, Shared};
@@ -32,7 +31,7 @@ use crate::domain::slack::SlackMessage;
 use crate::domain::stack::StackSettings;
 use crate::ports::{
     AccountHands, ActionError, BlockStore, Commands, Groups, InstanceSource, LaunchTemplates, Message, Nodegroups,
-    Notice, Outbox, Parameters, ReservationGroups, SentCommand, ShareRequest, Shares, StoreError, Topic,
+    Notice, Outbox, Parameters, ReservationGroups, ShareRequest, Shares, StoreError, Topic,
 };
 
 /// The outbox notice of one lifecycle step's event. `step_key` is the step's milestone name
