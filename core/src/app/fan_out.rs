@@ -52,6 +52,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::time::{Instant, sleep, sleep_until};
 
+use crate::domain::market_memory::{Carried, Strikes};
 use crate::domain::names::Region;
 use crate::domain::offering::Offering;
 use crate::domain::pace::{Pace, PaceBounds};
@@ -137,33 +138,6 @@ pub struct Retrying<'a> {
 struct OnRefusal<'t> {
     give_up_after: Option<u32>,
     told: &'t (dyn Fn(&Retrying<'_>) + Sync),
-}
-
-/// Rested refusals in a row per (region, family), carried from run to run.
-pub type Strikes = BTreeMap<(Region, String), u32>;
-
-/// What earlier runs leave the lanes, per (region, family).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Carried {
-    /// Rested refusals in a row.
-    pub strikes: Strikes,
-    /// Families whose refusals may conclude a quota of 0 this run (spread over runs and time).
-    pub conclusive: BTreeSet<(Region, String)>,
-    /// Families with a quota of 0 noted: one call this run, not retried.
-    pub probes: BTreeSet<(Region, String)>,
-    /// The pace each region's lane starts at (learned by earlier runs; else the bounds' start).
-    pub paces: BTreeMap<Region, Pace>,
-    /// The pace each member account's lane starts at, per (region, account).
-    pub helper_paces: BTreeMap<(Region, String), Pace>,
-    /// (region, account, family): a member refused on every call of the family in an earlier
-    /// run; one call of it this run, not retried.
-    pub helper_probes: BTreeSet<(Region, String, String)>,
-}
-
-impl From<Strikes> for Carried {
-    fn from(strikes: Strikes) -> Carried {
-        Carried { strikes, ..Default::default() }
-    }
 }
 
 /// What a run of questions gave.
@@ -594,6 +568,8 @@ struct Lane<'p> {
     member: MemberFamilies,
     unknown: u32,
     on_refusal: &'p OnRefusal<'p>,
+    /// Why a member's lane stopped early (its market failed or refused), for `LaneEnd`.
+    failed: Option<MarketError>,
 }
 
 impl<'p> Lane<'p> {
@@ -616,6 +592,7 @@ impl<'p> Lane<'p> {
             member: MemberFamilies::default(),
             unknown: 0,
             on_refusal,
+            failed: None,
         }
     }
 
@@ -727,14 +704,95 @@ impl<'p> Lane<'p> {
         self.calls.contended += m.held.remove(fam).unwrap_or(0);
     }
 
+    /// The lane's policy for one answer, under the lock: the question's answer recorded (or
+    /// put back for another call or lane) and what the lane does next. A refusal's reading is
+    /// here, apart from the loop that paces the calls: throttles go to `after_throttle`, an
+    /// unknown answer is retried once, a member's other refusals give its questions back.
+    fn after_answer(
+        &mut self,
+        result: Result<Vec<Offering>, MarketError>,
+        i: usize,
+        rested: bool,
+        s: &mut Shared,
+        queries: &[OfferingQuery],
+        seen: &(impl Fn(usize, &Answer, Option<&str>) + Sync),
+    ) -> Next {
+        let q = &queries[i];
+        let fam = family(q.instance_type.as_str());
+        let by = self.helper;
+        match result {
+            Ok(list) => {
+                self.pace.answered(&self.pacing.bounds);
+                self.families.strikes.remove(fam);
+                if self.helper.is_some() {
+                    self.member_answered(fam);
+                }
+                s.done(i, Answer::Offerings(list), seen, by);
+                Next::Go
+            }
+            Err(e @ MarketError::Throttled { .. }) => {
+                match self.after_throttle(e, i, q, rested, s) {
+                    Some(answer) => s.done(i, answer, seen, by),
+                    None => s.again(i, queries, seen),
+                }
+                Next::Go
+            }
+            Err(e @ MarketError::Unknown { .. }) if self.unknown >= UNKNOWN_RETRIES => {
+                match self.helper {
+                    Some(account) => {
+                        tracing::warn!(region = %q.region, account, error = %e, "a member account's market failed twice; the other accounts ask the rest");
+                        s.again(i, queries, seen);
+                        self.failed = Some(e);
+                    }
+                    None => {
+                        tracing::warn!(region = %q.region, error = %e, "region failed twice; skipping its other questions");
+                        s.closed = Some(Answer::Failed(e.clone()));
+                        s.done(i, Answer::Failed(e), seen, None);
+                    }
+                }
+                Next::Stop
+            }
+            Err(e @ MarketError::Unknown { .. }) => {
+                self.unknown += 1;
+                tracing::info!(region = %q.region, error = %e, "unknown answer to a read; retrying once");
+                // Still this lane's: the others wait for it rather than end.
+                s.in_flight += 1;
+                Next::Retry
+            }
+            Err(MarketError::Unsupported { .. }) => {
+                s.closed = Some(Answer::Unsupported);
+                s.done(i, Answer::Unsupported, seen, by);
+                Next::Stop
+            }
+            Err(MarketError::NotSold { message, .. }) => {
+                s.not_sold.insert(q.instance_type.to_string(), message.clone());
+                s.done(i, Answer::NotSold(message), seen, by);
+                Next::Go
+            }
+            Err(e) => match self.helper {
+                // Most likely the member's watch role (missing, or refused): the buying
+                // account's own lane and the other members ask its questions.
+                Some(account) => {
+                    tracing::warn!(region = %q.region, account, error = %e, "a member account's market refused a question; the other accounts ask the rest");
+                    s.again(i, queries, seen);
+                    self.failed = Some(e);
+                    Next::Stop
+                }
+                None => {
+                    tracing::warn!(region = %q.region, error = %e, "EC2 refused a question");
+                    s.done(i, Answer::Failed(e), seen, None);
+                    Next::Go
+                }
+            },
+        }
+    }
+
     async fn run<M, F>(mut self, market: &M, queries: &[OfferingQuery], shared: &Mutex<Shared>, seen: &F) -> LaneEnd
     where
         M: OfferingSource + ?Sized,
         F: Fn(usize, &Answer, Option<&str>) + Sync,
     {
         let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
-        let mut failed = None;
-        let by = self.helper;
         loop {
             let send_at = self.last_sent.map_or_else(Instant::now, |t| t + self.pace.gap());
             if send_at > self.deadline || Instant::now() >= self.deadline {
@@ -762,7 +820,6 @@ impl<'p> Lane<'p> {
                 }
             };
             let q = &queries[i];
-            let fam = family(q.instance_type.as_str());
             let sent = Instant::now();
             let rested = self.last_sent.is_none_or(|t| sent.duration_since(t) >= self.pacing.bounds.refill);
             self.last_sent = Some(sent);
@@ -772,71 +829,7 @@ impl<'p> Lane<'p> {
             let next = {
                 let mut s = lock();
                 s.in_flight -= 1;
-                match result {
-                    Ok(list) => {
-                        self.pace.answered(&self.pacing.bounds);
-                        self.families.strikes.remove(fam);
-                        if self.helper.is_some() {
-                            self.member_answered(fam);
-                        }
-                        s.done(i, Answer::Offerings(list), seen, by);
-                        Next::Go
-                    }
-                    Err(e @ MarketError::Throttled { .. }) => {
-                        match self.after_throttle(e, i, q, rested, &mut s) {
-                            Some(answer) => s.done(i, answer, seen, by),
-                            None => s.again(i, queries, seen),
-                        }
-                        Next::Go
-                    }
-                    Err(e @ MarketError::Unknown { .. }) if self.unknown >= UNKNOWN_RETRIES => {
-                        match self.helper {
-                            Some(account) => {
-                                tracing::warn!(region = %q.region, account, error = %e, "a member account's market failed twice; the other accounts ask the rest");
-                                s.again(i, queries, seen);
-                                failed = Some(e);
-                            }
-                            None => {
-                                tracing::warn!(region = %q.region, error = %e, "region failed twice; skipping its other questions");
-                                s.closed = Some(Answer::Failed(e.clone()));
-                                s.done(i, Answer::Failed(e), seen, None);
-                            }
-                        }
-                        Next::Stop
-                    }
-                    Err(e @ MarketError::Unknown { .. }) => {
-                        self.unknown += 1;
-                        tracing::info!(region = %q.region, error = %e, "unknown answer to a read; retrying once");
-                        // Still this lane's: the others wait for it rather than end.
-                        s.in_flight += 1;
-                        Next::Retry
-                    }
-                    Err(MarketError::Unsupported { .. }) => {
-                        s.closed = Some(Answer::Unsupported);
-                        s.done(i, Answer::Unsupported, seen, by);
-                        Next::Stop
-                    }
-                    Err(MarketError::NotSold { message, .. }) => {
-                        s.not_sold.insert(q.instance_type.to_string(), message.clone());
-                        s.done(i, Answer::NotSold(message), seen, by);
-                        Next::Go
-                    }
-                    Err(e) => match self.helper {
-                        // Most likely the member's watch role (missing, or refused): the buying
-                        // account's own lane and the other members ask its questions.
-                        Some(account) => {
-                            tracing::warn!(region = %q.region, account, error = %e, "a member account's market refused a question; the other accounts ask the rest");
-                            s.again(i, queries, seen);
-                            failed = Some(e);
-                            Next::Stop
-                        }
-                        None => {
-                            tracing::warn!(region = %q.region, error = %e, "EC2 refused a question");
-                            s.done(i, Answer::Failed(e), seen, None);
-                            Next::Go
-                        }
-                    },
-                }
+                self.after_answer(result, i, rested, &mut s, queries, seen)
             };
             match next {
                 Next::Go => {}
@@ -849,7 +842,13 @@ impl<'p> Lane<'p> {
                 }
             }
         }
-        LaneEnd { families: self.families, calls: self.calls, pace: self.pace, failed, member: self.member }
+        LaneEnd {
+            families: self.families,
+            calls: self.calls,
+            pace: self.pace,
+            failed: self.failed,
+            member: self.member,
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 //! back the same), a reservation group is created only when missing, and a command is sent only
 //! to the instances that do not have it yet (by the commands capblock recorded sending).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -21,21 +21,17 @@ use crate::domain::block::Block;
 use crate::domain::bus::{
     self, ACCOUNT_ATTRIBUTE, BusStep, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Subject, TIME_ATTRIBUTE,
 };
-use crate::domain::handoff::{
-    self, Invocation, NodegroupScaled, Order, Planned, Point, ReservationPool, Target, nodegroup_record,
-};
+use crate::domain::handoff::{self, Order, Planned, Point, Target};
 use crate::domain::launch::{self, GroupLaunch};
 use crate::domain::milestone::Milestone;
-use crate::domain::names::Region;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::{Mode, Rule};
 use crate::domain::share::{self, SharePrincipal, Shared};
 use crate::domain::slack::SlackMessage;
 use crate::domain::stack::StackSettings;
-use crate::domain::tags::STACK_TAG;
 use crate::ports::{
-    AccountHands, ActionError, BlockStore, Commands, Groups, InstanceSource, LaunchTemplates, Membership, Message,
-    Nodegroups, Notice, Outbox, Parameters, ReservationGroups, SentCommand, ShareRequest, Shares, StoreError, Topic,
+    AccountHands, ActionError, BlockStore, Commands, Groups, InstanceSource, LaunchTemplates, Message, Nodegroups,
+    Notice, Outbox, Parameters, ReservationGroups, ShareRequest, Shares, StoreError, Topic,
 };
 
 /// The outbox notice of one lifecycle step's event. `step_key` is the step's milestone name
@@ -463,285 +459,36 @@ impl Hands<'_> {
         Ok(())
     }
 
+    /// Runs one order here: each kind of order is its own method, in the file of its kind
+    /// (handoff/parameter.rs, capacity.rs, reservation_group.rs, nodegroup.rs, command.rs).
     async fn try_order<O: Outbox + ?Sized>(
         &self,
         outbox: &O,
         p: &Planned,
         now: DateTime<Utc>,
     ) -> Result<Tried, ActionError> {
-        let region = p.target.block.region.clone();
         match &p.order {
-            Order::PublishParameter { name, value } => {
-                self.parameters.put_parameter(&region, name, value).await?;
-                Ok(Tried::Done(format!("`{name}` = `{value}`")))
-            }
-            Order::ClearParameter { name } => {
-                let current = self.parameters.parameter(&region, name).await?;
-                let names_this_block = current
-                    .as_deref()
-                    .and_then(|v| serde_json::from_str::<serde_json::Value>(v).ok())
-                    .is_some_and(|v| {
-                        v.get("reservation_id").and_then(|r| r.as_str()) == Some(p.target.block.reservation_id.as_str())
-                    });
-                if names_this_block {
-                    self.parameters.delete_parameter(&region, name).await?;
-                    Ok(Tried::Done(format!("`{name}` deleted.")))
-                } else {
-                    // Another block of the rule published since (or it is gone): not ours to clear.
-                    Ok(Tried::Done(format!("`{name}` no longer names this block; left as it is.")))
-                }
-            }
-            Order::SetCapacity { group, desired } => {
-                self.groups.set_desired(&region, group, *desired).await?;
-                let what = format!("`{group}` desired capacity is {desired}.");
-                if *desired == 0 {
-                    return Ok(Tried::Done(what));
-                }
-                // Scaled up: a group that cannot launch in the block's zone is told in the thread.
-                // The check is advice: its failure is logged, and the scale-up stands.
-                match self.groups.zones(&region, group).await {
-                    Ok(Some(zones)) => match handoff::zone_warning(p, group, &zones) {
-                        Some(w) => Ok(Tried::Warned(what, Box::new(w))),
-                        None => Ok(Tried::Done(what)),
-                    },
-                    Ok(None) => Ok(Tried::Done(what)),
-                    Err(e) => {
-                        tracing::warn!(event = "group_zones_unread", reservation = %p.target.block.reservation_id, %group, error = %e, "the group's zones not checked");
-                        Ok(Tried::Done(what))
-                    }
-                }
-            }
-            Order::GroupReservation { group } => {
-                let arn = reservation_arn(p, "GroupResources")?;
-                let tags = [(STACK_TAG, p.target.stack.as_str())];
-                let pool = ReservationPool::of(&p.target.block);
-                let created = self.reservation_groups.ensure_group(&region, group, &pool, &tags).await?;
-                let change = self.reservation_groups.add(&region, group, &arn).await?;
-                let made = if created { format!("Created the group `{group}`. ") } else { String::new() };
-                let pending = if change == Membership::Pending { " (AWS Resource Groups finishes it)" } else { "" };
-                Ok(Tried::Done(format!(
-                    "{made}`{group}` holds `{}`{pending}: launches that target the group land in the block.",
-                    p.target.block.reservation_id
-                )))
-            }
-            Order::UngroupReservation { group } => {
-                let arn = reservation_arn(p, "UngroupResources")?;
-                Ok(Tried::Done(match self.reservation_groups.remove(&region, group, &arn).await? {
-                    Membership::NoGroup => format!("The group `{group}` is gone: nothing to take out."),
-                    Membership::Pending => format!(
-                        "`{group}` lets go of `{}` (AWS Resource Groups finishes it).",
-                        p.target.block.reservation_id
-                    ),
-                    Membership::Changed => {
-                        format!("`{group}` no longer holds `{}`.", p.target.block.reservation_id)
-                    }
-                }))
-            }
+            Order::PublishParameter { name, value } => self.publish_parameter(p, name, value).await,
+            Order::ClearParameter { name } => self.clear_parameter(p, name).await,
+            Order::SetCapacity { group, desired } => self.set_capacity(p, group, *desired).await,
+            Order::GroupReservation { group } => self.group_reservation(p, group).await,
+            Order::UngroupReservation { group } => self.ungroup_reservation(p, group).await,
             Order::ShareReservation { principals, tags } => self.share(outbox, p, principals, tags, now).await,
             Order::UnshareReservation => self.unshare(outbox, p).await,
             Order::ScaleNodegroup { cluster, nodegroup, desired, min, max } => {
-                let scaled = match self.nodegroup_scaled(outbox, p, cluster, nodegroup).await? {
-                    Some(recorded) => recorded,
-                    None => {
-                        let before =
-                            self.nodegroups.scaling(&region, cluster, nodegroup).await?.ok_or_else(|| ActionError {
-                                operation: "DescribeNodegroup",
-                                region: region.to_string(),
-                                message: format!("no node group {nodegroup:?} in EKS cluster {cluster:?}"),
-                            })?;
-                        let set = handoff::scaled_up(before, *desired, *min, *max).map_err(|message| ActionError {
-                            operation: "UpdateNodegroupConfig",
-                            region: region.to_string(),
-                            message,
-                        })?;
-                        // Recorded before it changes: a retry after a lost answer, and the end,
-                        // find what it was before capblock touched it.
-                        let record_key = nodegroup_record(cluster, nodegroup);
-                        let scaled = NodegroupScaled { before, set };
-                        let thread = &p.target.block.reservation_id;
-                        let new = outbox.put_record(&record(thread, record_key, &scaled, now)).await.map_err(|e| {
-                            ActionError { operation: "the table", region: region.to_string(), message: e.to_string() }
-                        })?;
-                        if new {
-                            scaled
-                        } else {
-                            // Another run recorded it first: its record is what it was.
-                            self.nodegroup_scaled(outbox, p, cluster, nodegroup).await?.unwrap_or(scaled)
-                        }
-                    }
-                };
-                let update = self.nodegroups.set_scaling(&region, cluster, nodegroup, &scaled.set).await?;
-                Ok(Tried::Done(format!(
-                    "Node group `{nodegroup}` of cluster `{cluster}`: {} (was {}); EKS update {update}.",
-                    scaled.set, scaled.before
-                )))
+                self.scale_nodegroup(outbox, p, (cluster, nodegroup), (*desired, *min, *max), now).await
             }
             Order::RestoreNodegroup { cluster, nodegroup } => {
-                let Some(recorded) = self.nodegroup_scaled(outbox, p, cluster, nodegroup).await? else {
-                    return Ok(Tried::Done(format!(
-                        "capblock did not scale `{nodegroup}` up for this block: left as it is."
-                    )));
-                };
-                let Some(current) = self.nodegroups.scaling(&region, cluster, nodegroup).await? else {
-                    return Ok(Tried::Done(format!(
-                        "No node group `{nodegroup}` in cluster `{cluster}` any more: nothing to put back."
-                    )));
-                };
-                let back = handoff::restored(&recorded, current);
-                if back.to == current {
-                    // Put back already (an extension's second end), or by an overlapping block.
-                    return Ok(Tried::Done(format!(
-                        "Node group `{nodegroup}` of cluster `{cluster}` is at {current} already: nothing to put back."
-                    )));
-                }
-                let kept: Vec<String> =
-                    back.kept.iter().map(|(name, set, now)| format!("{name} is {now} (capblock set {set})")).collect();
-                let kept = if kept.is_empty() {
-                    String::new()
-                } else {
-                    format!(" Changed since capblock scaled it up, so left as it is: {}.", kept.join(", "))
-                };
-                let update = self.nodegroups.set_scaling(&region, cluster, nodegroup, &back.to).await?;
-                Ok(Tried::Done(format!(
-                    "Node group `{nodegroup}` of cluster `{cluster}`: {} (was {current}); EKS update {update}.{kept}",
-                    back.to
-                )))
+                self.restore_nodegroup(outbox, p, cluster, nodegroup).await
             }
             Order::RunCommand { document, comment } => {
+                let region = p.target.block.region.clone();
                 self.send_command(outbox, p, &region, document, comment, now).await
             }
-            Order::CommandResult { commands, .. } => {
-                let mut results = BTreeMap::new();
-                for (instance, command_id) in commands {
-                    results.insert(instance.clone(), self.commands.invocation(&region, command_id, instance).await?);
-                }
-                match handoff::command_summary(&results) {
-                    None => {
-                        let running = results.iter().filter(|(_, r)| **r == Invocation::Running).count();
-                        Ok(Tried::NotYet(format!("{running} instance(s) still running it")))
-                    }
-                    Some(summary) => {
-                        Ok(Tried::Reported(handoff::announce_command_result(p, &summary.ran, &summary.failed)))
-                    }
-                }
-            }
+            Order::CommandResult { commands, .. } => self.command_result(p, commands).await,
         }
     }
 
-    /// What capblock recorded when it scaled the node group up for this block, if it did.
-    async fn nodegroup_scaled<O: Outbox + ?Sized>(
-        &self,
-        outbox: &O,
-        p: &Planned,
-        cluster: &str,
-        nodegroup: &str,
-    ) -> Result<Option<NodegroupScaled>, ActionError> {
-        let fail = |message: String| ActionError {
-            operation: "the table",
-            region: p.target.block.region.to_string(),
-            message,
-        };
-        let key = nodegroup_record(cluster, nodegroup);
-        let records = outbox.records(&p.target.block.reservation_id, &key).await.map_err(|e| fail(e.to_string()))?;
-        // The prefix may match another node group's record: only this one's milestone counts.
-        match records.into_iter().find(|r| r.milestone == key) {
-            None => Ok(None),
-            Some(r) => serde_json::from_str(&r.message.body).map(Some).map_err(|e| fail(format!("{key}: {e}"))),
-        }
-    }
-
-    /// Sends the command to the block's running instances that do not have it yet: those its
-    /// own recorded commands reached. Each send is recorded twice: `sending-<n>` (the instances)
-    /// before SendCommand and `sent-<n>` (the command id) after it. A command found by its mark
-    /// (`Commands::sent`) is taken as capblock's only for a send whose answer was lost (marked
-    /// sending, never recorded sent), and only to the instances that send was for: anyone allowed
-    /// to send commands can send one with the same mark, and must not suppress capblock's.
-    async fn send_command<O: Outbox + ?Sized>(
-        &self,
-        outbox: &O,
-        p: &Planned,
-        region: &Region,
-        document: &str,
-        comment: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Tried, ActionError> {
-        let fail =
-            |operation: &'static str, message: String| ActionError { operation, region: region.to_string(), message };
-        let store = |e: StoreError| fail("the table", e.to_string());
-        let thread = &p.target.block.reservation_id;
-        let instances =
-            self.instances.instances_in(region, thread).await.map_err(|e| fail("DescribeInstances", e.to_string()))?;
-        if instances.is_empty() {
-            return Ok(Tried::Done("No instance runs in the block: nothing to send.".into()));
-        }
-        let (sending, sent) = ("sending-", "sent-");
-        let records = outbox.records(thread, &p.key.prefix("sen")).await.map_err(store)?;
-        let read = |step: &str| -> BTreeMap<String, String> {
-            records
-                .iter()
-                .filter_map(|r| Some((r.milestone.after(&p.key, step)?.to_string(), r.message.body.clone())))
-                .collect()
-        };
-        let (marked, recorded) = (read(sending), read(sent));
-        let mut by_instance: BTreeMap<String, String> = BTreeMap::new();
-        for body in recorded.values() {
-            let own: SentCommand = serde_json::from_str(body).map_err(|e| fail("the table", e.to_string()))?;
-            for i in own.instance_ids {
-                by_instance.entry(i).or_insert_with(|| own.command_id.clone());
-            }
-        }
-        for (n, body) in marked.iter().filter(|(n, _)| !recorded.contains_key(*n)) {
-            let to: Vec<String> = serde_json::from_str(body).map_err(|e| fail("the table", e.to_string()))?;
-            let found = self.commands.sent(region, document, comment, &to).await?;
-            let Some(own) = found.into_iter().find(|c| c.instance_ids.iter().all(|i| to.contains(i))) else {
-                // SSM never had it: the instances are sent it below, under a new number.
-                continue;
-            };
-            outbox.put_record(&record(thread, p.key.then(format!("{sent}{n}")), &own, now)).await.map_err(store)?;
-            for i in own.instance_ids {
-                by_instance.entry(i).or_insert_with(|| own.command_id.clone());
-            }
-        }
-        let rest: Vec<String> = instances.iter().filter(|i| !by_instance.contains_key(*i)).cloned().collect();
-        let already = instances.len() - rest.len();
-        if !rest.is_empty() {
-            let n = marked.len();
-            if !outbox
-                .put_record(&record(thread, p.key.then(format!("{sending}{n}")), &rest, now))
-                .await
-                .map_err(store)?
-            {
-                return Err(fail("the table", format!("another run is sending {} (send {n})", p.key)));
-            }
-            let id = self.commands.send(region, document, &rest, comment).await?;
-            let own = SentCommand { command_id: id.clone(), instance_ids: rest.clone() };
-            outbox.put_record(&record(thread, p.key.then(format!("{sent}{n}")), &own, now)).await.map_err(store)?;
-            for i in &rest {
-                by_instance.insert(i.clone(), id.clone());
-            }
-        }
-        let commands: BTreeMap<String, String> =
-            by_instance.into_iter().filter(|(i, _)| instances.contains(i)).collect();
-        let ids: BTreeSet<&String> = commands.values().collect();
-        let what = format!(
-            "Sent to {} instance(s) ({} had it already): command {}.",
-            rest.len(),
-            already,
-            ids.into_iter().map(String::as_str).collect::<Vec<_>>().join(", ")
-        );
-        let next = Planned {
-            key: p.key.then("result"),
-            target: p.target.clone(),
-            order: Order::CommandResult { document: document.to_string(), commands },
-            dry_run: false,
-        };
-        Ok(Tried::Then(what, Box::new(next)))
-    }
-}
-
-/// The block's reservation ARN, which GroupResources and UngroupResources take: recorded from
-/// EC2's description of the reservation, which always carries it.
-impl Hands<'_> {
     /// Tries the order in the account it runs in (`handoff::runs_in`): there through that
     /// account's sides, here through this function's own.
     async fn try_where<O: Outbox + ?Sized>(
@@ -907,6 +654,8 @@ async fn share_attempts<O: Outbox + ?Sized>(outbox: &O, p: &Planned) -> Result<s
     Ok(share::ShareAttempts::read(&p.key, read.iter().map(|(m, b)| (m, b.as_str()))))
 }
 
+/// The block's reservation ARN, which GroupResources and UngroupResources take: recorded from
+/// EC2's description of the reservation, which always carries it.
 fn reservation_arn(p: &Planned, operation: &'static str) -> Result<String, ActionError> {
     p.target.block.arn.clone().ok_or_else(|| ActionError {
         operation,
@@ -917,6 +666,12 @@ fn reservation_arn(p: &Planned, operation: &'static str) -> Result<String, Actio
         ),
     })
 }
+
+mod capacity;
+mod command;
+mod nodegroup;
+mod parameter;
+mod reservation_group;
 
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::budgets::headroom;
-use super::fan_out::{Answer, Carried, MEMBER_STRIKES, Pacing, QUOTA_STRIKES, RunAnswers, ask_spread, helpers};
+use super::fan_out::{Answer, MEMBER_STRIKES, Pacing, QUOTA_STRIKES, RunAnswers, ask_spread, helpers};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::purchase::{Buyer, Outcome};
 use super::reconcile::{Settled, settle_open_intents, settling_until};
@@ -21,12 +21,12 @@ use crate::domain::announce;
 use crate::domain::budget::{Period, charges_for};
 use crate::domain::catalog::AcceleratorCatalog;
 use crate::domain::decision::{Decision, Headroom, Priced, decide};
+use crate::domain::market_memory::{self, Carried};
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::plan::{
-    self, Asked, Candidate, DescribeBudget, MARKET_NOTE_TTL, Refusals, RegionMemory, Watch, family, member_key,
-    member_of_key,
+    self, Candidate, DescribeBudget, MARKET_NOTE_TTL, Refusals, RegionMemory, Watch, family, member_key, member_of_key,
 };
 use crate::domain::rule::{Mode, Rule, StartWindow};
 use crate::domain::run_time::RunTime;
@@ -288,10 +288,6 @@ struct Plan {
     /// when its memory is saved.
     claimed: Vec<Region>,
 }
-
-/// How often a question's answer goes to the price history while its price stays the same
-/// (every change goes at once): the resolution the history had when scans ran every 10 minutes.
-const HISTORY_EVERY: chrono::Duration = chrono::Duration::minutes(10);
 
 /// How long past its asking time a run's claim on a region lasts: the deciding, buying and
 /// saving after it. A run that dies leaves a claim that simply runs out.
@@ -605,28 +601,7 @@ where
         seen: impl Fn(usize, &Answer, Option<&str>) + Sync,
     ) -> BTreeMap<usize, Vec<Offering>> {
         let queries: Vec<OfferingQuery> = plan.chosen.iter().map(|&i| plan.all[i].question.query.clone()).collect();
-        let mut carried = Carried::default();
-        for (region, m) in &plan.memories {
-            for (f, r) in &m.refusals {
-                let key = (region.clone(), f.clone());
-                if r.conclusive(now) {
-                    carried.conclusive.insert(key.clone());
-                }
-                carried.strikes.insert(key, r.count);
-            }
-            carried.probes.extend(m.quota_zero.keys().map(|f| (region.clone(), f.clone())));
-            if let Some(p) = m.pace {
-                carried.paces.insert(region.clone(), p);
-            }
-            for (account, p) in &m.helper_paces {
-                carried.helper_paces.insert((region.clone(), account.clone()), *p);
-            }
-            for key in m.member_refused.keys() {
-                if let Some((account, fam)) = member_of_key(key) {
-                    carried.helper_probes.insert((region.clone(), account.to_string(), fam.to_string()));
-                }
-            }
-        }
+        let carried = Carried::from_memories(&plan.memories, now);
         self.start_search_forms(&plan.memories);
         let chosen = &plan.chosen;
         let pacing = Pacing::from(&self.settings.describe);
@@ -644,15 +619,11 @@ where
             let counts = plan.regions.entry(region.to_string()).or_default();
             (counts.asked, counts.throttled, counts.contended) = (c.sent, c.throttled, c.contended);
         }
+        // A member no longer lending its limit is forgotten.
+        let lends = |a: &str| self.watch.iter().any(|w| w.account == a);
+        market_memory::keep_paces(&mut plan.memories, &asked.paces, &asked.helper_paces, lends);
         for (region, pace) in &asked.paces {
-            let memory = plan.memories.entry(region.clone()).or_default();
-            memory.pace = Some(*pace);
-            // A member no longer lending its limit is forgotten.
-            memory.helper_paces.retain(|a, _| self.watch.iter().any(|w| &w.account == a));
             plan.regions.entry(region.to_string()).or_default().pace_ms = pace.gap_ms;
-        }
-        for ((region, account), pace) in &asked.helper_paces {
-            plan.memories.entry(region.clone()).or_default().helper_paces.insert(account.clone(), *pace);
         }
         self.keep_search_forms(&queries, &mut plan.memories);
         for (account, error) in &asked.helper_failed {
@@ -663,29 +634,42 @@ where
         self.member_quotas(plan, findings, &asked, now);
         // Each family's refusals as this run leaves them (only regions asked this run: the
         // others' are as they were). The record before the run names a finding's refusals.
-        let mut before: BTreeMap<(Region, String), Refusals> = BTreeMap::new();
-        for (region, m) in plan.memories.iter_mut().filter(|(r, _)| asked.calls.contains_key(*r)) {
-            let earlier = std::mem::take(&mut m.refusals);
-            for ((r, f), &count) in asked.strikes.iter().filter(|((r, _), _)| r == region) {
-                let key = (r.clone(), f.clone());
-                let record = if asked.refused.contains(&key) {
-                    Refusals::after_run(earlier.get(f), count, now)
-                } else {
-                    match earlier.get(f) {
-                        Some(e) => e.clone(),
-                        None => continue,
-                    }
-                };
-                m.refusals.insert(f.clone(), record);
-            }
-            before.extend(earlier.into_iter().map(|(f, r)| ((region.clone(), f), r)));
+        let regions_asked: BTreeSet<Region> = asked.calls.keys().cloned().collect();
+        let before =
+            market_memory::settle_refusals(&mut plan.memories, &regions_asked, &asked.strikes, &asked.refused, now);
+        let answered = self.take_answers(plan, findings, asked.answers, &before, now).await;
+        for (region, error) in &findings.failed {
+            tracing::warn!(event = "region_failed", %region, %error, "region skipped this scan");
         }
+        for region in &findings.unsupported {
+            tracing::info!(event = "region_unsupported", %region, "region does not sell Capacity Blocks");
+        }
+        self.watch(plan, &calls, now);
+        for (region, q) in &plan.regions {
+            tracing::info!(event = "questions", %region, questions = q.questions, planned = q.planned, answered = q.answered,
+                carried_over = q.carried_over, full_cycle_runs = q.full_cycle_runs, pace_ms = q.pace_ms,
+                every_question_within_secs = q.age_max_secs, contended = q.contended, "asked the market");
+        }
+        answered
+    }
+
+    /// Takes each chosen question's answer (`answers`, in `plan.chosen`'s order) into the plan's
+    /// counts, the regions' memories and the findings; returns the offerings of each answered
+    /// one. `before`: each family's refusals before the run, which a quota-0 finding names.
+    async fn take_answers(
+        &self,
+        plan: &mut Plan,
+        findings: &mut Findings,
+        answers: Vec<Answer>,
+        before: &BTreeMap<(Region, String), Refusals>,
+        now: DateTime<Utc>,
+    ) -> BTreeMap<usize, Vec<Offering>> {
         // The accelerator counts, once: each answer's cheapest price per accelerator-hour is kept.
         let catalog = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut answered = BTreeMap::new();
         // Service Quotas, read once per family and region in a run.
         let mut quotas: BTreeMap<(Region, String), Option<u32>> = BTreeMap::new();
-        for (&i, answer) in plan.chosen.iter().zip(asked.answers) {
+        for (&i, answer) in plan.chosen.iter().zip(answers) {
             let q = &plan.all[i].question.query;
             let region = q.region.to_string();
             let counts = plan.regions.entry(region.clone()).or_default();
@@ -702,19 +686,9 @@ where
                         .filter_map(|o| o.price_per_accelerator_hour(catalog.accelerators(&o.instance_type)?))
                         .map(|r| r.per_unit)
                         .min();
-                    // The price history gets a question's answer when its price changed, or
-                    // `HISTORY_EVERY` after the last one it got: a scan every minute would
-                    // otherwise write every offering it sees every minute.
-                    let key = plan.all[i].question.key.clone();
-                    let prev = memory.asked.get(&key);
-                    let last = prev.and_then(|a| a.recorded);
-                    let due =
-                        prev.is_none_or(|a| a.cheapest != cheapest) || last.is_none_or(|t| now - t >= HISTORY_EVERY);
-                    if due {
+                    if market_memory::note_answer(memory, plan.all[i].question.key.clone(), cheapest, now) {
                         findings.history.insert(i);
                     }
-                    let recorded = if due { Some(now) } else { last };
-                    memory.asked.insert(key, Asked { at: now, cheapest, recorded });
                     answered.insert(i, list);
                 }
                 // Only a one-shot search (`ask_once`) gives a family up; a scan's refusals are
@@ -755,18 +729,6 @@ where
                     findings.failed.entry(region).or_insert_with(|| e.to_string());
                 }
             }
-        }
-        for (region, error) in &findings.failed {
-            tracing::warn!(event = "region_failed", %region, %error, "region skipped this scan");
-        }
-        for region in &findings.unsupported {
-            tracing::info!(event = "region_unsupported", %region, "region does not sell Capacity Blocks");
-        }
-        self.watch(plan, &calls, now);
-        for (region, q) in &plan.regions {
-            tracing::info!(event = "questions", %region, questions = q.questions, planned = q.planned, answered = q.answered,
-                carried_over = q.carried_over, full_cycle_runs = q.full_cycle_runs, pace_ms = q.pace_ms,
-                every_question_within_secs = q.age_max_secs, contended = q.contended, "asked the market");
         }
         answered
     }
@@ -886,7 +848,7 @@ where
 
     /// The price history (for people): a failure here must not stop a purchase.
     /// Every answer's prices go to the report (and the metrics); the history only gets the
-    /// answers of the questions in `history` (see `HISTORY_EVERY`).
+    /// answers of the questions in `history` (see `market_memory::HISTORY_EVERY`).
     async fn record_prices(
         &self,
         answered: &BTreeMap<usize, Vec<Offering>>,
@@ -1053,6 +1015,18 @@ where
         Ok((kept, refused))
     }
 
+    /// The first of the rule's `MAX_ALTERNATIVES` best offerings it has not tried to buy before
+    /// (no intent of it stored).
+    async fn first_untried<'d>(&self, rule: &Rule, ranked: &'d [Priced]) -> Result<Option<&'d Priced>, StoreError> {
+        for p in ranked.iter().take(MAX_ALTERNATIVES) {
+            let intent = crate::domain::budget::Intent::id_for(&rule.id, &p.offering.id);
+            if self.store.get_intent(&rule.id, &intent).await?.is_none() {
+                return Ok(Some(p));
+            }
+        }
+        Ok(None)
+    }
+
     /// Buys, asks for approval or announces `decision`'s choice, as the rule's and the stack's
     /// modes say. `answered_at`: when EC2's answer holding it came, if just now; an offering a
     /// member account was shown (`shown_to_members`) is always looked at again by the buying
@@ -1084,15 +1058,7 @@ where
             // tried before, as the live path below does, so the plan names what the run would
             // buy; it only reads.
             Some(_) if at.is_replay() && mode == Mode::Live => {
-                let mut pick = None;
-                for p in decision.ranked.iter().take(MAX_ALTERNATIVES) {
-                    let intent = crate::domain::budget::Intent::id_for(&rule.id, &p.offering.id);
-                    if self.store.get_intent(&rule.id, &intent).await?.is_none() {
-                        pick = Some(p);
-                        break;
-                    }
-                }
-                match pick {
+                match self.first_untried(rule, &decision.ranked).await? {
                     Some(p) => {
                         chosen = Some(p.clone());
                         Some(Outcome::Replayed { offering_id: p.offering.id.clone() })

@@ -150,27 +150,60 @@ pub struct ActionLimits {
 
 /// Checks each action; problems are `(field, message)` like the rest of the rule's.
 pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Vec<(String, String)>) {
-    let mut out = Vec::new();
-    let mut problems = Vec::new();
-    let mut seen = BTreeSet::new();
     if specs.len() > MAX_ACTIONS {
-        problems.push((
+        let problem = (
             "actions".to_string(),
             format!(
                 "{} actions; at most {MAX_ACTIONS} per rule (each runs for every block on every tracker run)",
                 specs.len()
             ),
-        ));
-        return (out, problems);
+        );
+        return (Vec::new(), vec![problem]);
     }
-    // The longest a lead may be: the block's time before termination.
-    let room = limits.shortest_block_minutes - limits.termination_lead_minutes;
-    let lead = |field: String, v: i64, problems: &mut Vec<(String, String)>| -> Option<u32> {
+    let mut check = Checker {
+        limits,
+        // The longest a lead may be: the block's time before termination.
+        room: limits.shortest_block_minutes - limits.termination_lead_minutes,
+        seen: BTreeSet::new(),
+        out: Vec::new(),
+        problems: Vec::new(),
+    };
+    for (i, spec) in specs.iter().enumerate() {
+        match spec {
+            ActionSpec::PublishParameter {} => check.publish_parameter(i),
+            ActionSpec::ScaleGroup { group, desired, down_lead_minutes } => {
+                check.scale_group(i, group, *desired, *down_lead_minutes)
+            }
+            ActionSpec::RunCommand { document, lead_minutes } => check.run_command(i, document, *lead_minutes),
+            ActionSpec::ScaleNodegroup { cluster, nodegroup, desired, min, max, down_lead_minutes } => {
+                check.scale_nodegroup(i, (cluster, nodegroup), *desired, (*min, *max), *down_lead_minutes)
+            }
+            ActionSpec::ReservationGroup { name } => check.reservation_group(i, name),
+        }
+    }
+    (check.out, check.problems)
+}
+
+/// One rule's actions being checked: one validator per action kind, each adding the action
+/// when it holds and its problems when not. `seen` keys what two actions may not both do.
+struct Checker<'l> {
+    limits: &'l ActionLimits,
+    /// The longest a lead may be, in minutes: the shortest block's time before termination.
+    room: i64,
+    seen: BTreeSet<String>,
+    out: Vec<Action>,
+    problems: Vec<(String, String)>,
+}
+
+impl Checker<'_> {
+    /// A lead time in minutes: at least 1, and shorter than the block's time before termination.
+    fn lead(&mut self, field: String, v: i64) -> Option<u32> {
+        let room = self.room;
         if v < 1 {
-            problems.push((field, format!("{v} is not a lead time: at least 1 minute")));
+            self.problems.push((field, format!("{v} is not a lead time: at least 1 minute")));
             None
         } else if v >= room {
-            problems.push((
+            self.problems.push((
                 field,
                 format!(
                     "{v} minutes is longer than the block: the shortest block this rule buys has {room} minutes before its instances are terminated"
@@ -180,164 +213,179 @@ pub fn validate(specs: &[ActionSpec], limits: &ActionLimits) -> (Vec<Action>, Ve
         } else {
             u32::try_from(v).ok()
         }
-    };
-    for (i, spec) in specs.iter().enumerate() {
+    }
+
+    /// `publish_parameter`: once per rule.
+    fn publish_parameter(&mut self, i: usize) {
         let at = |f: &str| format!("actions[{i}].{f}");
-        match spec {
-            ActionSpec::PublishParameter {} => {
-                if !seen.insert("publish_parameter".to_string()) {
-                    problems.push((at("kind"), "publish_parameter is given twice".into()));
-                    continue;
-                }
-                out.push(Action::PublishParameter);
+        if !self.seen.insert("publish_parameter".to_string()) {
+            self.problems.push((at("kind"), "publish_parameter is given twice".into()));
+            return;
+        }
+        self.out.push(Action::PublishParameter);
+    }
+
+    /// `scale_group`: a valid group name, scaled by one action, to 1..=the block's instances.
+    fn scale_group(&mut self, i: usize, group: &str, desired: i64, down_lead_minutes: i64) {
+        let at = |f: &str| format!("actions[{i}].{f}");
+        let before = self.problems.len();
+        if !is_group_name(group) {
+            self.problems.push((
+                at("group"),
+                format!(
+                    "{:?} is not an Auto Scaling group name (1-255 ASCII letters, digits and punctuation, no colon or space)",
+                    prefix(group)
+                ),
+            ));
+        } else if !self.seen.insert(format!("group:{group}")) {
+            self.problems.push((at("group"), format!("the group {group:?} is scaled by two actions")));
+        }
+        let desired = match u32::try_from(desired) {
+            Ok(d) if d >= 1 && d <= self.limits.max_instances => Some(d),
+            _ => {
+                self.problems.push((
+                    at("desired"),
+                    format!(
+                        "{desired} is not between 1 and {} (the most instances a block of this rule holds)",
+                        self.limits.max_instances
+                    ),
+                ));
+                None
             }
-            ActionSpec::ScaleGroup { group, desired, down_lead_minutes } => {
-                let before = problems.len();
-                if !is_group_name(group) {
-                    problems.push((
-                        at("group"),
-                        format!(
-                            "{:?} is not an Auto Scaling group name (1-255 ASCII letters, digits and punctuation, no colon or space)",
-                            prefix(group)
-                        ),
-                    ));
-                } else if !seen.insert(format!("group:{group}")) {
-                    problems.push((at("group"), format!("the group {group:?} is scaled by two actions")));
-                }
-                let desired = match u32::try_from(*desired) {
-                    Ok(d) if d >= 1 && d <= limits.max_instances => Some(d),
-                    _ => {
-                        problems.push((
-                            at("desired"),
-                            format!(
-                                "{desired} is not between 1 and {} (the most instances a block of this rule holds)",
-                                limits.max_instances
-                            ),
-                        ));
-                        None
-                    }
-                };
-                let lead = lead(at("down_lead_minutes"), *down_lead_minutes, &mut problems);
-                if let (Some(desired), Some(down_lead_minutes), true) = (desired, lead, problems.len() == before) {
-                    out.push(Action::ScaleGroup { group: group.clone(), desired, down_lead_minutes });
-                }
-            }
-            ActionSpec::RunCommand { document, lead_minutes } => {
-                let before = problems.len();
-                if document.is_empty() {
-                    problems.push((at("document"), "the document name is empty".into()));
-                } else if document.starts_with("arn:") || document.contains([':', '/']) {
-                    problems.push((
-                        at("document"),
-                        format!(
-                            "{:?} is an ARN: name the document instead; only this account's documents and AWS-owned ones (AWS-...) may run",
-                            prefix(document)
-                        ),
-                    ));
-                } else if !is_document_name(document) {
-                    problems.push((
-                        at("document"),
-                        format!("{:?} is not an SSM document name (3-128 letters, digits, _ - .)", prefix(document)),
-                    ));
-                }
-                let lead = lead(at("lead_minutes"), *lead_minutes, &mut problems);
-                if let (Some(lead_minutes), true) = (lead, problems.len() == before) {
-                    if !seen.insert(format!("command:{document}:{lead_minutes}")) {
-                        problems
-                            .push((at("document"), format!("{document:?} at {lead_minutes} minutes is given twice")));
-                        continue;
-                    }
-                    out.push(Action::RunCommand { document: document.clone(), lead_minutes });
-                }
-            }
-            ActionSpec::ScaleNodegroup { cluster, nodegroup, desired, min, max, down_lead_minutes } => {
-                let before = problems.len();
-                let names_ok = match (check_cluster_name(cluster), check_nodegroup_name(nodegroup)) {
-                    (Ok(()), Ok(())) => true,
-                    (c, n) => {
-                        problems.extend(c.err().map(|why| (at("cluster"), why)));
-                        problems.extend(n.err().map(|why| (at("nodegroup"), why)));
-                        false
-                    }
-                };
-                if names_ok && !seen.insert(format!("nodegroup:{cluster}/{nodegroup}")) {
-                    problems.push((
-                        at("nodegroup"),
-                        format!("the node group {nodegroup:?} of cluster {cluster:?} is scaled by two actions"),
-                    ));
-                }
-                let desired = match u32::try_from(*desired) {
-                    Ok(d) if d <= limits.max_instances => Some(d),
-                    _ => {
-                        problems.push((
-                            at("desired"),
-                            format!(
-                                "{desired} is not between 0 and {} (the most instances a block of this rule holds)",
-                                limits.max_instances
-                            ),
-                        ));
-                        None
-                    }
-                };
-                let sizes = nodegroup_sizes(desired, *min, *max);
-                problems.extend(sizes.iter().filter_map(|s| s.as_ref().err()).map(|(f, why)| (at(f), why.clone())));
-                let lead = lead(at("down_lead_minutes"), *down_lead_minutes, &mut problems);
-                if let (Some(desired), [Ok(min), Ok(max)], Some(down_lead_minutes), true) =
-                    (desired, sizes, lead, problems.len() == before)
-                {
-                    out.push(Action::ScaleNodegroup {
-                        cluster: cluster.clone(),
-                        nodegroup: nodegroup.clone(),
-                        desired,
-                        min,
-                        max,
-                        down_lead_minutes,
-                    });
-                }
-            }
-            ActionSpec::ReservationGroup { name } => {
-                let before = problems.len();
-                if !seen.insert("reservation_group".to_string()) {
-                    problems.push((
-                        at("kind"),
-                        "reservation_group is given twice: a block's reservation goes into one group".into(),
-                    ));
-                    continue;
-                }
-                if let Some(Err(why)) = name.as_deref().map(check_reservation_group_name) {
-                    problems.push((at("name"), why));
-                }
-                let mut types = limits.ultraserver_instance_types.clone();
-                types.sort();
-                types.dedup();
-                if limits.in_member_account {
-                    // The member stack's hand-off role is not granted Resource Groups.
-                    problems.push((
-                        at("kind"),
-                        "reservation_group cannot run in the handoff_account: the member's hand-off role may not make groups; keep the group in this account (drop handoff_account) or target the block by its id (publish_parameter)".into(),
-                    ));
-                }
-                // Instance Capacity Blocks join a group too: the EC2 user guide's "Capacity
-                // Reservation Resource Groups" page says a group supports all reservation types,
-                // Capacity Blocks for ML included (an older sentence on the UltraServer page said
-                // otherwise; infra/market-sim/README.md cites both). A rule buys one kind, so its
-                // group holds one reservation type, as a launch must name one.
-                if types.len() > 1 {
-                    problems.push((
-                        at("kind"),
-                        format!(
-                            "a capacity reservation group for UltraServer Capacity Blocks holds one instance type, and this rule's UltraServer types name {}: split the rule",
-                            types.join(", ")
-                        ),
-                    ));
-                }
-                if problems.len() == before {
-                    out.push(Action::ReservationGroup { name: name.clone() });
-                }
-            }
+        };
+        let lead = self.lead(at("down_lead_minutes"), down_lead_minutes);
+        if let (Some(desired), Some(down_lead_minutes), true) = (desired, lead, self.problems.len() == before) {
+            self.out.push(Action::ScaleGroup { group: group.to_string(), desired, down_lead_minutes });
         }
     }
-    (out, problems)
+
+    /// `run_command`: an SSM document named (never an ARN), once per lead time.
+    fn run_command(&mut self, i: usize, document: &str, lead_minutes: i64) {
+        let at = |f: &str| format!("actions[{i}].{f}");
+        let before = self.problems.len();
+        if document.is_empty() {
+            self.problems.push((at("document"), "the document name is empty".into()));
+        } else if document.starts_with("arn:") || document.contains([':', '/']) {
+            self.problems.push((
+                at("document"),
+                format!(
+                    "{:?} is an ARN: name the document instead; only this account's documents and AWS-owned ones (AWS-...) may run",
+                    prefix(document)
+                ),
+            ));
+        } else if !is_document_name(document) {
+            self.problems.push((
+                at("document"),
+                format!("{:?} is not an SSM document name (3-128 letters, digits, _ - .)", prefix(document)),
+            ));
+        }
+        let lead = self.lead(at("lead_minutes"), lead_minutes);
+        if let (Some(lead_minutes), true) = (lead, self.problems.len() == before) {
+            if !self.seen.insert(format!("command:{document}:{lead_minutes}")) {
+                self.problems.push((at("document"), format!("{document:?} at {lead_minutes} minutes is given twice")));
+                return;
+            }
+            self.out.push(Action::RunCommand { document: document.to_string(), lead_minutes });
+        }
+    }
+
+    /// `scale_nodegroup`: valid EKS names, scaled by one action, sizes that EKS accepts.
+    fn scale_nodegroup(
+        &mut self,
+        i: usize,
+        (cluster, nodegroup): (&str, &str),
+        desired: i64,
+        (min, max): (Option<i64>, Option<i64>),
+        down_lead_minutes: i64,
+    ) {
+        let at = |f: &str| format!("actions[{i}].{f}");
+        let before = self.problems.len();
+        let names_ok = match (check_cluster_name(cluster), check_nodegroup_name(nodegroup)) {
+            (Ok(()), Ok(())) => true,
+            (c, n) => {
+                self.problems.extend(c.err().map(|why| (at("cluster"), why)));
+                self.problems.extend(n.err().map(|why| (at("nodegroup"), why)));
+                false
+            }
+        };
+        if names_ok && !self.seen.insert(format!("nodegroup:{cluster}/{nodegroup}")) {
+            self.problems.push((
+                at("nodegroup"),
+                format!("the node group {nodegroup:?} of cluster {cluster:?} is scaled by two actions"),
+            ));
+        }
+        let desired = match u32::try_from(desired) {
+            Ok(d) if d <= self.limits.max_instances => Some(d),
+            _ => {
+                self.problems.push((
+                    at("desired"),
+                    format!(
+                        "{desired} is not between 0 and {} (the most instances a block of this rule holds)",
+                        self.limits.max_instances
+                    ),
+                ));
+                None
+            }
+        };
+        let sizes = nodegroup_sizes(desired, min, max);
+        self.problems.extend(sizes.iter().filter_map(|s| s.as_ref().err()).map(|(f, why)| (at(f), why.clone())));
+        let lead = self.lead(at("down_lead_minutes"), down_lead_minutes);
+        if let (Some(desired), [Ok(min), Ok(max)], Some(down_lead_minutes), true) =
+            (desired, sizes, lead, self.problems.len() == before)
+        {
+            self.out.push(Action::ScaleNodegroup {
+                cluster: cluster.to_string(),
+                nodegroup: nodegroup.to_string(),
+                desired,
+                min,
+                max,
+                down_lead_minutes,
+            });
+        }
+    }
+
+    /// `reservation_group`: once per rule, in this account, for one instance type.
+    fn reservation_group(&mut self, i: usize, name: &Option<String>) {
+        let at = |f: &str| format!("actions[{i}].{f}");
+        let before = self.problems.len();
+        if !self.seen.insert("reservation_group".to_string()) {
+            self.problems.push((
+                at("kind"),
+                "reservation_group is given twice: a block's reservation goes into one group".into(),
+            ));
+            return;
+        }
+        if let Some(Err(why)) = name.as_deref().map(check_reservation_group_name) {
+            self.problems.push((at("name"), why));
+        }
+        let mut types = self.limits.ultraserver_instance_types.clone();
+        types.sort();
+        types.dedup();
+        if self.limits.in_member_account {
+            // The member stack's hand-off role is not granted Resource Groups.
+            self.problems.push((
+                at("kind"),
+                "reservation_group cannot run in the handoff_account: the member's hand-off role may not make groups; keep the group in this account (drop handoff_account) or target the block by its id (publish_parameter)".into(),
+            ));
+        }
+        // Instance Capacity Blocks join a group too: the EC2 user guide's "Capacity
+        // Reservation Resource Groups" page says a group supports all reservation types,
+        // Capacity Blocks for ML included (an older sentence on the UltraServer page said
+        // otherwise; infra/market-sim/README.md cites both). A rule buys one kind, so its
+        // group holds one reservation type, as a launch must name one.
+        if types.len() > 1 {
+            self.problems.push((
+                at("kind"),
+                format!(
+                    "a capacity reservation group for UltraServer Capacity Blocks holds one instance type, and this rule's UltraServer types name {}: split the rule",
+                    types.join(", ")
+                ),
+            ));
+        }
+        if self.problems.len() == before {
+            self.out.push(Action::ReservationGroup { name: name.clone() });
+        }
+    }
 }
 
 /// A node group's optional `min` and `max` sizes, each judged against `desired` (when it is

@@ -20,6 +20,7 @@ pub mod handoff;
 pub mod health;
 pub mod launch;
 pub mod lifecycle;
+pub mod market_memory;
 pub mod metrics;
 pub mod milestone;
 pub mod money;

@@ -470,30 +470,10 @@ impl RuleSpec {
     /// Checks every field and reports every problem at once; `now` anchors absolute windows.
     pub fn validate(&self, now: DateTime<Utc>) -> Result<Rule, RuleError> {
         let mut p = Problems::default();
-
-        if self.id.is_empty()
-            || self.id.len() > 64
-            || !self.id.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_')
-        {
-            p.add("id", "must be 1-64 characters of a-z, 0-9, '-' or '_'");
-        }
-
-        if self.description.chars().count() > MAX_DESCRIPTION_CHARS {
-            p.add(
-                "description",
-                &format!("is {} characters long; at most {MAX_DESCRIPTION_CHARS}", self.description.chars().count()),
-            );
-        }
-
+        p.id_and_description(self);
         let regions = p.regions(self);
         let (instance_types, instance_counts, ultraserver_types, ultraserver_counts) = p.what_to_buy(self);
-        let durations_days = p.list("durations_days", &self.durations_days, |&d| {
-            if is_sellable_duration_days(d) {
-                Ok(d as u32)
-            } else {
-                Err(format!("{d} days is not a duration EC2 sells (1-14 days, then multiples of 7 up to 182)"))
-            }
-        });
+        let durations_days = p.durations(self);
 
         // Counted over the valid, distinct entries, so the problem is not repeated for a
         // list that is wrong anyway.
@@ -506,55 +486,13 @@ impl RuleSpec {
 
         let start_window = p.start_window(&self.start_window, now);
 
-        let currency = self.currency.parse::<Currency>().unwrap_or_else(|e| {
-            p.add("currency", &e.to_string());
-            Currency::USD
-        });
-        let price_max = Decimal::from(MAX_PRICE_PER_ACCELERATOR_HOUR);
-        let max_price = p.amount("max_price_per_accelerator_hour", &self.max_price_per_accelerator_hour, price_max);
-        let max_total_fee = self.max_total_fee.as_ref().map(|a| p.amount("max_total_fee", a, MAX_AMOUNT.into()));
-        let budget = p.amount("monthly_budget", &self.monthly_budget, MAX_AMOUNT.into());
-        if !self.unlimited && budget > Decimal::from(MAX_MONTHLY_BUDGET) {
-            p.add(
-                "monthly_budget",
-                &format!("{budget} is more than {MAX_MONTHLY_BUDGET}; set unlimited = true if you mean it"),
-            );
-        }
-        if let Some(fee) = max_total_fee
-            && fee > budget
-            && budget > Decimal::ZERO
-        {
-            p.add("max_total_fee", "is larger than monthly_budget, so it can never apply");
-        }
-
-        if !PLATFORMS.contains(&self.instance_platform.as_str()) {
-            p.add("instance_platform", &format!("{:?} is not one of {}", self.instance_platform, PLATFORMS.join(", ")));
-        }
-        p.limit("max_blocks_held", self.max_blocks_held, MAX_BLOCKS_HELD, self.unlimited);
-        p.limit("max_purchases_per_month", self.max_purchases_per_month, MAX_PURCHASES_PER_MONTH, self.unlimited);
-
+        let (currency, max_price, max_total_fee, budget) = p.money(self);
+        p.platform_and_limits(self);
         p.tags(&self.tags);
-
-        let extend = self.extend.as_ref().map(|x| p.extend(x, price_max));
-
-        if !(0..=MAX_IDLE_ALERT_MINUTES).contains(&self.idle_alert_minutes) {
-            p.add(
-                "idle_alert_minutes",
-                &format!("must be between 0 (never alert) and {MAX_IDLE_ALERT_MINUTES} minutes"),
-            );
-        }
-
-        if !(0..24).contains(&self.duration_tolerance_hours) {
-            p.add("duration_tolerance_hours", "must be between 0 and 23 hours");
-        }
-
+        let extend = self.extend.as_ref().map(|x| p.extend(x, Decimal::from(MAX_PRICE_PER_ACCELERATOR_HOUR)));
+        p.alert_and_tolerance(self);
         let actions = p.actions(self, &durations_days, &instance_counts, &ultraserver_types, &ultraserver_counts);
-
-        if let Some(team) = &self.team
-            && !is_team_name(team)
-        {
-            p.add("team", "must be 1-64 characters of a-z, 0-9, '-' or '_', as the stack's TeamBudgets names it");
-        }
+        p.team(self.team.as_deref());
         let share_with = p.share_with(&self.share_with, !ultraserver_types.is_empty());
         p.handoff_account(self.handoff_account.as_deref(), &self.share_with, &share_with);
 
@@ -812,6 +750,95 @@ struct Problems(Vec<RuleProblem>);
 type WhatToBuy = (Vec<InstanceType>, Vec<u32>, Vec<UltraServerType>, Vec<u32>);
 
 impl Problems {
+    /// The rule's `id` and `description`.
+    fn id_and_description(&mut self, spec: &RuleSpec) {
+        let id = &spec.id;
+        if id.is_empty()
+            || id.len() > 64
+            || !id.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_')
+        {
+            self.add("id", "must be 1-64 characters of a-z, 0-9, '-' or '_'");
+        }
+        if spec.description.chars().count() > MAX_DESCRIPTION_CHARS {
+            self.add(
+                "description",
+                &format!("is {} characters long; at most {MAX_DESCRIPTION_CHARS}", spec.description.chars().count()),
+            );
+        }
+    }
+
+    /// `durations_days`: durations EC2 sells.
+    fn durations(&mut self, spec: &RuleSpec) -> Vec<u32> {
+        self.list("durations_days", &spec.durations_days, |&d| {
+            if is_sellable_duration_days(d) {
+                Ok(d as u32)
+            } else {
+                Err(format!("{d} days is not a duration EC2 sells (1-14 days, then multiples of 7 up to 182)"))
+            }
+        })
+    }
+
+    /// The rule's money: its currency, price cap, fee cap and monthly budget (amounts within
+    /// their bounds; a budget over `MAX_MONTHLY_BUDGET` only when `unlimited`; a fee cap the
+    /// budget leaves room for).
+    fn money(&mut self, spec: &RuleSpec) -> (Currency, Decimal, Option<Decimal>, Decimal) {
+        let currency = spec.currency.parse::<Currency>().unwrap_or_else(|e| {
+            self.add("currency", &e.to_string());
+            Currency::USD
+        });
+        let price_max = Decimal::from(MAX_PRICE_PER_ACCELERATOR_HOUR);
+        let max_price = self.amount("max_price_per_accelerator_hour", &spec.max_price_per_accelerator_hour, price_max);
+        let max_total_fee = spec.max_total_fee.as_ref().map(|a| self.amount("max_total_fee", a, MAX_AMOUNT.into()));
+        let budget = self.amount("monthly_budget", &spec.monthly_budget, MAX_AMOUNT.into());
+        if !spec.unlimited && budget > Decimal::from(MAX_MONTHLY_BUDGET) {
+            self.add(
+                "monthly_budget",
+                &format!("{budget} is more than {MAX_MONTHLY_BUDGET}; set unlimited = true if you mean it"),
+            );
+        }
+        if let Some(fee) = max_total_fee
+            && fee > budget
+            && budget > Decimal::ZERO
+        {
+            self.add("max_total_fee", "is larger than monthly_budget, so it can never apply");
+        }
+        (currency, max_price, max_total_fee, budget)
+    }
+
+    /// `instance_platform`, `max_blocks_held` and `max_purchases_per_month`.
+    fn platform_and_limits(&mut self, spec: &RuleSpec) {
+        if !PLATFORMS.contains(&spec.instance_platform.as_str()) {
+            self.add(
+                "instance_platform",
+                &format!("{:?} is not one of {}", spec.instance_platform, PLATFORMS.join(", ")),
+            );
+        }
+        self.limit("max_blocks_held", spec.max_blocks_held, MAX_BLOCKS_HELD, spec.unlimited);
+        self.limit("max_purchases_per_month", spec.max_purchases_per_month, MAX_PURCHASES_PER_MONTH, spec.unlimited);
+    }
+
+    /// `idle_alert_minutes` and `duration_tolerance_hours`.
+    fn alert_and_tolerance(&mut self, spec: &RuleSpec) {
+        if !(0..=MAX_IDLE_ALERT_MINUTES).contains(&spec.idle_alert_minutes) {
+            self.add(
+                "idle_alert_minutes",
+                &format!("must be between 0 (never alert) and {MAX_IDLE_ALERT_MINUTES} minutes"),
+            );
+        }
+        if !(0..24).contains(&spec.duration_tolerance_hours) {
+            self.add("duration_tolerance_hours", "must be between 0 and 23 hours");
+        }
+    }
+
+    /// `team`: a name the stack's TeamBudgets can hold.
+    fn team(&mut self, team: Option<&str>) {
+        if let Some(team) = team
+            && !is_team_name(team)
+        {
+            self.add("team", "must be 1-64 characters of a-z, 0-9, '-' or '_', as the stack's TeamBudgets names it");
+        }
+    }
+
     fn add(&mut self, field: &str, message: &str) {
         self.0.push(RuleProblem { field: field.to_string(), message: message.to_string() });
     }

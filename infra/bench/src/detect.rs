@@ -27,8 +27,9 @@ use std::pin::Pin;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use capblock_shared::app::fan_out::{Answer, Carried, Helper, Pacing, Strikes, ask_spread};
+use capblock_shared::app::fan_out::{Answer, Helper, Pacing, ask_spread};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::market_memory::{Carried, Strikes};
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::names::{InstanceType, Region};
 use capblock_shared::domain::offering::Offering;

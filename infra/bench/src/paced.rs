@@ -6,8 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use capblock_shared::app::fan_out::{Answer, Carried, Pacing, Strikes, ask_all};
+use capblock_shared::app::fan_out::{Answer, Pacing, ask_all};
 use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::domain::market_memory::{Carried, Strikes};
 use capblock_shared::domain::names::Region;
 use capblock_shared::domain::plan::{self, Asked, Candidate, DescribeBudget, RegionMemory};
 use capblock_shared::ports::{InstanceTypeSource, OfferingQuery};

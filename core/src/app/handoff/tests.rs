@@ -10,11 +10,12 @@ use chrono::{Duration, TimeZone};
 use super::*;
 use crate::domain::block::example;
 use crate::domain::handoff::tests::{all, target};
-use crate::domain::handoff::{NodegroupScaling, Point, at_point, due};
+use crate::domain::handoff::{Invocation, NodegroupScaled, NodegroupScaling, Point, ReservationPool, at_point, due};
 use crate::domain::launch::GroupLaunch;
 use crate::domain::lifecycle::BlockState;
+use crate::domain::names::Region;
 use crate::domain::share::{Association, SharePrincipal, ShareView};
-use crate::ports::{ActionResult, MarketError, SentCommand, ShareRequest};
+use crate::ports::{ActionResult, MarketError, Membership, SentCommand, ShareRequest};
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()

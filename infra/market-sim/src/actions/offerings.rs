@@ -45,8 +45,53 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     authorize(w, ctx)?;
     let hours = p.int("CapacityDurationHours")?.ok_or_else(|| ApiError::missing("CapacityDurationHours"))?;
     let duration_days = market::duration_days_from_hours(hours, "CapacityDurationHours")?;
-    let instance_count = positive_u32(p, "InstanceCount", 64)?;
-    let ultraserver_count = positive_u32(p, "UltraserverCount", 64)?;
+    let (instance_count, ultraserver_count) =
+        ultraserver_search_counts(w, p, instance_type.as_deref(), ultraserver_type.as_deref())?;
+    let start_range = p.timestamp("StartDateRange")?;
+    let end_range = p.timestamp("EndDateRange")?;
+    if let (Some(s), Some(e)) = (start_range, end_range)
+        && e <= s
+    {
+        return Err(ApiError::invalid_value("EndDateRange must be later than StartDateRange."));
+    }
+    let size = page_size(p, 1, 1000)?;
+    let all_zones = p.bool("AllAvailabilityZones")?.unwrap_or(false);
+    check_sold(w, ctx, ultraserver_type.as_deref(), instance_type.as_deref())?;
+    dry_run(p)?;
+
+    let q = OfferingQuery {
+        region: ctx.region.to_string(),
+        duration_days,
+        instance_type,
+        instance_count,
+        start_range,
+        end_range,
+        same_day: w.behaviour.same_day_offerings,
+        all_zones,
+        ultraserver_type,
+        ultraserver_count,
+    };
+    let all = market::recommend(market::offerings(&w.scenario, &q, ctx.now), w.behaviour.max_offerings_per_answer);
+    let (mut page, next) = paginate(&all, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
+    ids_for_caller(w, ctx, &account, simulated, &mut page);
+
+    let mut x = Xml::new();
+    x.set("capacityBlockOfferingSet", &page, write_offering);
+    if let Some(t) = next {
+        x.leaf("nextToken", t);
+    }
+    Ok(x.into_string())
+}
+
+/// The call's `InstanceCount` and `UltraserverCount`, and the parameters of an UltraServer
+/// search judged as the simulator's `ultraserver_search` setting reads them (the comment below
+/// says why each is refused).
+fn ultraserver_search_counts(
+    w: &World,
+    p: &Params,
+    instance_type: Option<&str>,
+    ultraserver_type: Option<&str>,
+) -> Result<(Option<u32>, Option<u32>), ApiError> {
     // An UltraServer search: the API model says InstanceType (or InstanceTypePreferences) is
     // required, so with "instance_type_required" one without it is refused and one naming the
     // UltraServer's instance type is answered; with "ultraserver_only" (the earlier reading) the
@@ -54,6 +99,8 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     // does not go with UltraserverType (an UltraServer's size is fixed) and a count of
     // UltraServers without their type means nothing: EC2 documents neither, the simulator
     // refuses both, as EC2 refuses other mixed parameters.
+    let instance_count = positive_u32(p, "InstanceCount", 64)?;
+    let ultraserver_count = positive_u32(p, "UltraserverCount", 64)?;
     let ultra_search = ultraserver_type.is_some() || ultraserver_count.is_some();
     match w.behaviour.ultraserver_search {
         UltraserverSearch::InstanceTypeRequired => {
@@ -79,16 +126,18 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     if ultraserver_count.is_some() && ultraserver_type.is_none() {
         return Err(ApiError::client("InvalidParameterCombination", "UltraserverCount requires UltraserverType."));
     }
-    let start_range = p.timestamp("StartDateRange")?;
-    let end_range = p.timestamp("EndDateRange")?;
-    if let (Some(s), Some(e)) = (start_range, end_range)
-        && e <= s
-    {
-        return Err(ApiError::invalid_value("EndDateRange must be later than StartDateRange."));
-    }
-    let size = page_size(p, 1, 1000)?;
-    let all_zones = p.bool("AllAvailabilityZones")?.unwrap_or(false);
-    match (&ultraserver_type, &instance_type) {
+    Ok((instance_count, ultraserver_count))
+}
+
+/// A named type the region sells: an UltraServer type, its instance type beside it, or an
+/// instance type alone.
+fn check_sold(
+    w: &World,
+    ctx: &Ctx<'_>,
+    ultraserver_type: Option<&str>,
+    instance_type: Option<&str>,
+) -> Result<(), ApiError> {
+    match (ultraserver_type, instance_type) {
         (Some(u), _) if !w.scenario.sells_ultraserver(ctx.region, u) => {
             return Err(ApiError::invalid_value(format!(
                 "The UltraServer type '{u}' is not supported for Capacity Blocks in '{}'. Specify a compatible UltraServer type and try again.",
@@ -99,7 +148,7 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         // reading: EC2 does not document another combination).
         (Some(u), Some(t)) => {
             let of = instance_types::ultraserver(u).map(|i| i.instance_type);
-            if of != Some(t.as_str()) {
+            if of != Some(t) {
                 return Err(ApiError::invalid_value(format!(
                     "The instance type {t} is not the instance type of UltraServer type {u} ({}).",
                     of.unwrap_or("unknown")
@@ -111,44 +160,27 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         }
         _ => {}
     }
-    dry_run(p)?;
+    Ok(())
+}
 
-    let q = OfferingQuery {
-        region: ctx.region.to_string(),
-        duration_days,
-        instance_type,
-        instance_count,
-        start_range,
-        end_range,
-        same_day: w.behaviour.same_day_offerings,
-        all_zones,
-        ultraserver_type,
-        ultraserver_count,
-    };
-    let all = market::recommend(market::offerings(&w.scenario, &q, ctx.now), w.behaviour.max_offerings_per_answer);
-    let (mut page, next) = paginate(&all, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
+/// The offering ids the caller is shown: minted per answer, or the account's own under
+/// "per_account" (see the comment within).
+fn ids_for_caller(w: &mut World, ctx: &Ctx<'_>, account: &str, simulated: bool, page: &mut [Offering]) {
     // Under "per_account" an account other than the simulated one is shown ids of its own (the
     // same offerings, in the same order): derived from the offering and the account, or minted
     // for it under "per_answer". The simulated account cannot buy them.
     let other_account = (!simulated
         && w.behaviour.offering_ids_across_accounts == OfferingIdsAcrossAccounts::PerAccount)
-        .then_some(account.as_str());
+        .then_some(account);
     if w.behaviour.offering_ids == OfferingIds::PerAnswer {
-        for o in &mut page {
+        for o in page.iter_mut() {
             o.id = w.mint_offering_id(ctx.region, &o.id, other_account, ctx.now);
         }
     } else if let Some(account) = other_account {
-        for o in &mut page {
+        for o in page.iter_mut() {
             o.id = w.account_offering_id(account, &o.id);
         }
     }
-
-    let mut x = Xml::new();
-    x.set("capacityBlockOfferingSet", &page, write_offering);
-    if let Some(t) = next {
-        x.leaf("nextToken", t);
-    }
-    Ok(x.into_string())
 }
 
 /// Whose describe limit a call spends: the account the server resolved from the caller's
