@@ -20,5 +20,6 @@ pub mod reconcile;
 pub mod report;
 pub mod scan;
 pub mod settings;
+pub mod team_page;
 pub mod track;
 pub mod usage;

@@ -515,6 +515,10 @@ impl Ledger for MemoryTable {
         Ok(self.items().approvals.get(&(rule_id.to_string(), offering_id.to_string())).cloned())
     }
 
+    async fn approvals_waiting(&self, rule_id: &str) -> Result<Vec<Intent>, StoreError> {
+        Ok(self.items().approvals.iter().filter(|((r, _), _)| r == rule_id).map(|(_, i)| i.clone()).collect())
+    }
+
     async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError> {
         let offering_id = intent_id.strip_prefix(&format!("{rule_id}/")).unwrap_or(intent_id);
         Ok(self.items().intents.get(&(rule_id.to_string(), offering_id.to_string())).map(|r| r.intent.clone()))
