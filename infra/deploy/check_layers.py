@@ -193,7 +193,9 @@ CRATE_DEPS = {
     "core": set(),
     "shared": {"capblock-core"},
     "cli": {"capblock-shared"},
-    "functions/*": {"capblock-shared"},
+    # The tracker publishes the team page: the renderer is pure (core's types in, a string out).
+    "functions/*": {"capblock-shared", "capblock-page"},
+    "page": {"capblock-core"},
     "verify": {"capblock-core"},
     "infra/market-sim": {"capblock-http1"},
 }

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod outbox;
 pub mod permissions;
 pub mod preflight;
+pub mod publish;
 pub mod purchase;
 pub mod reconcile;
 pub mod report;
