@@ -69,6 +69,10 @@ pub const AWS_PORTS: &[&str] = &[
 /// `page_failed` with its cause); the tracker's own work is unaffected.
 pub const PAGE_FAILED_KIND: &str = "capblock.PagePublishFailed";
 
+/// The time a run keeps for the team page (a table scan, a render and one PutObject): with
+/// less left before Lambda's deadline, the run leaves the hour's page to the next one.
+const PAGE_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What this function is configured with (`settings` reads it from the environment).
 pub struct Settings {
     pub edge: EdgeConfig,
@@ -232,7 +236,17 @@ impl Handler for App {
                 report.summary = Some(month.as_str().to_string());
             }
             // After the money work, whose result it shows; its failure is counted, never the run's.
-            let publishing = Publishing { claims: &edge.aws.store, pages: self.pages.as_ref() };
+            // Not in a run's last seconds: a page cut off by Lambda's timeout would fail the
+            // run; unclaimed, the hour's page is the next run's.
+            let time_left = until.map(|u| u.saturating_duration_since(tokio::time::Instant::now()));
+            let pages = self.pages.as_ref().filter(|_| time_left.is_none_or(|left| left >= PAGE_TIME));
+            if pages.is_none() && self.pages.is_some() {
+                tracing::info!(
+                    event = "page_deferred",
+                    "too little time left in this run: the next run publishes the page"
+                );
+            }
+            let publishing = Publishing { claims: &edge.aws.store, pages };
             let page = team_page(&edge.aws.store, at.clock(), capblock_page::render);
             report.page = publishing.hourly(at, page).await;
             let mut metrics = metrics::of_track(&report, &stack.name);
