@@ -192,7 +192,8 @@ def layer_refs(path: Path) -> set[str]:
 CRATE_DEPS = {
     "core": set(),
     "shared": {"capblock-core"},
-    "cli": {"capblock-shared"},
+    "cli": {"capblock-shared", "capblock-page"},
+    "page": {"capblock-core"},
     "functions/*": {"capblock-shared"},
     "verify": {"capblock-core"},
     "infra/market-sim": {"capblock-http1"},
