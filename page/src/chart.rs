@@ -111,6 +111,16 @@ pub fn draw(c: &Chart) -> String {
     finish(svg, &overlay, c)
 }
 
+/// The chart as an SVG file of its own (`capblock history --chart`): the namespace a file needs,
+/// and a white ground, which a page's CSS would otherwise give it.
+pub fn svg_file(c: &Chart) -> String {
+    let svg = draw(c);
+    match svg.strip_prefix("<svg") {
+        Some(rest) => format!("<svg xmlns=\"http://www.w3.org/2000/svg\" style=\"background:#fff\"{rest}\n"),
+        None => svg,
+    }
+}
+
 /// Draws into `svg` with plotters; the tooltipped points go to `overlay`, placed by the chart's
 /// own coordinate mapping.
 fn plot(c: &Chart, x: (f64, f64), y: (f64, f64), svg: &mut String, overlay: &mut String) -> Result<(), String> {
@@ -159,9 +169,11 @@ fn plot(c: &Chart, x: (f64, f64), y: (f64, f64), svg: &mut String, overlay: &mut
     for (i, s) in c.series.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
         let mut first = true;
+        let mut kept: Vec<&Point> = Vec::new();
         for segment in segments(&s.points, c.gap) {
+            let segment = thin(segment);
             let drawn = chart
-                .draw_series(LineSeries::new(steps(segment), colour.stroke_width(2)))
+                .draw_series(LineSeries::new(steps(&segment), colour.stroke_width(2)))
                 .map_err(|e| e.to_string())?;
             if first {
                 drawn
@@ -169,8 +181,9 @@ fn plot(c: &Chart, x: (f64, f64), y: (f64, f64), svg: &mut String, overlay: &mut
                     .legend(move |(a, b)| PathElement::new([(a, b), (a + 16, b)], colour.stroke_width(2)));
                 first = false;
             }
+            kept.extend(segment);
         }
-        for p in &s.points {
+        for p in spaced(&kept, MAX_TIPS) {
             let (px, py) = chart.backend_coord(&(secs(p.at), p.y));
             overlay.push_str(&format!(
                 "<circle cx=\"{px}\" cy=\"{py}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>",
@@ -358,6 +371,32 @@ fn plot_lanes(c: &Lanes, h: u32, svg: &mut String, overlay: &mut String) -> Resu
     Ok(())
 }
 
+/// At most this many tooltipped points per line: more cannot be told apart on a 900-pixel chart,
+/// and each costs the page's size (a year of hourly scans must stay under 1 MB).
+const MAX_TIPS: usize = 160;
+
+/// A step line needs only the points where the value changes, and the run's last point (where
+/// the line ends).
+fn thin(points: &[Point]) -> Vec<&Point> {
+    let mut out: Vec<&Point> = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        let last = i + 1 == points.len();
+        if out.last().is_none_or(|q| q.y != p.y) || last {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// At most `most` of `points`, evenly spread, the first and the last always among them.
+fn spaced<'a>(points: &[&'a Point], most: usize) -> Vec<&'a Point> {
+    if points.len() <= most || most < 2 {
+        return points.to_vec();
+    }
+    let step = (points.len() - 1) as f64 / (most - 1) as f64;
+    (0..most).map(|k| points[((k as f64 * step).round() as usize).min(points.len() - 1)]).collect()
+}
+
 /// The runs of points no further apart than `gap`.
 fn segments(points: &[Point], gap: Duration) -> Vec<&[Point]> {
     let mut out = Vec::new();
@@ -374,7 +413,7 @@ fn segments(points: &[Point], gap: Duration) -> Vec<&[Point]> {
 }
 
 /// A step line through `points`: each value holds until the next point.
-fn steps(points: &[Point]) -> Vec<(f64, f64)> {
+fn steps(points: &[&Point]) -> Vec<(f64, f64)> {
     let mut out = Vec::with_capacity(points.len() * 2);
     for (i, p) in points.iter().enumerate() {
         if i > 0 {
@@ -418,9 +457,13 @@ mod tests {
     #[test]
     fn a_price_holds_until_the_next_point_and_breaks_at_a_gap() {
         let points = [p(1, 0, 3.0), p(1, 1, 4.0), p(3, 0, 5.0)];
+        let flat = [p(1, 0, 3.0), p(1, 1, 3.0), p(1, 2, 3.0), p(1, 3, 4.0)];
+        assert_eq!(thin(&flat).iter().map(|p| p.at).collect::<Vec<_>>(), vec![at(1, 0), at(1, 3)], "no repeats");
+        let flat_end = [p(1, 0, 3.0), p(1, 1, 3.0), p(1, 2, 3.0)];
+        assert_eq!(thin(&flat_end).len(), 2, "the line ends where the run does");
         let segs = segments(&points, Duration::hours(6));
         assert_eq!(segs.len(), 2, "nothing asked for two days: two lines");
-        let s = steps(segs[0]);
+        let s = steps(&thin(segs[0]));
         // Horizontal to the second point's time at the first price, then up.
         assert_eq!(s, vec![(secs(at(1, 0)), 3.0), (secs(at(1, 1)), 3.0), (secs(at(1, 1)), 4.0)]);
     }

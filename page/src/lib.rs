@@ -52,4 +52,6 @@ budget month {}. Times in UTC.</p><nav aria-label=\"Sections\"><a href=\"#calend
 }
 
 #[cfg(test)]
+mod fixture;
+#[cfg(test)]
 mod tests;

@@ -322,8 +322,8 @@ fn budget_card(b: &PageBudget, frac: Decimal) -> String {
 }
 
 /// The cheapest price per accelerator-hour of each scan (observations sharing a `seen_at`), in
-/// time order, keeping only changes (a step line needs no repeats) and the points around gaps.
-fn cheapest_per_scan(obs: &[Observation], gap: Duration) -> Vec<(DateTime<Utc>, Decimal, String)> {
+/// time order (the chart drops repeats once it has split the line at its gaps).
+fn cheapest_per_scan(obs: &[Observation]) -> Vec<(DateTime<Utc>, Decimal, String)> {
     let mut by_scan: BTreeMap<DateTime<Utc>, (Decimal, &Observation)> = BTreeMap::new();
     for o in obs {
         let Some(r) = o.offering.price_per_accelerator_hour(o.accelerators_per_instance) else { continue };
@@ -332,19 +332,7 @@ fn cheapest_per_scan(obs: &[Observation], gap: Duration) -> Vec<(DateTime<Utc>, 
             *e = (r.per_unit, o);
         }
     }
-    let all: Vec<(DateTime<Utc>, Decimal, String)> =
-        by_scan.into_iter().map(|(t, (p, o))| (t, p, o.offering.fee.currency().to_string())).collect();
-    let mut out: Vec<(DateTime<Utc>, Decimal, String)> = Vec::new();
-    for (i, p) in all.iter().enumerate() {
-        let prev = i.checked_sub(1).map(|j| &all[j]);
-        let next = all.get(i + 1);
-        let changed = prev.is_none_or(|q| q.1 != p.1 || p.0 - q.0 > gap);
-        let before_gap = next.is_none_or(|n| n.0 - p.0 > gap);
-        if changed || before_gap {
-            out.push(p.clone());
-        }
-    }
-    out
+    by_scan.into_iter().map(|(t, (p, o))| (t, p, o.offering.fee.currency().to_string())).collect()
 }
 
 /// How far apart two scans may be and still count as one run of asking.
@@ -367,7 +355,7 @@ pub fn prices(d: &TeamData) -> String {
         for p in
             d.prices.iter().filter(|p| r.regions.contains(&p.region) && r.instance_types.contains(&p.instance_type))
         {
-            let pts = cheapest_per_scan(&p.observations, GAP);
+            let pts = cheapest_per_scan(&p.observations);
             if pts.is_empty() {
                 continue;
             }
@@ -403,19 +391,17 @@ pub fn prices(d: &TeamData) -> String {
             if let Some(rate) = bl.fee.and_then(|fee| bl.per_accelerator_hour(fee))
                 && bl.purchased_at >= from
             {
-                {
-                    markers.push(Point {
-                        at: bl.purchased_at,
-                        y: f(rate.per_unit),
-                        text: format!(
-                            "bought {} at {} ({}), {}",
-                            bl.reservation_id,
-                            rate.display(),
-                            bl.fee.map(|m| m.to_string()).unwrap_or_default(),
-                            when(bl.purchased_at)
-                        ),
-                    });
-                }
+                markers.push(Point {
+                    at: bl.purchased_at,
+                    y: f(rate.per_unit),
+                    text: format!(
+                        "bought {} at {} ({}), {}",
+                        bl.reservation_id,
+                        rate.display(),
+                        bl.fee.map(|m| m.to_string()).unwrap_or_default(),
+                        when(bl.purchased_at)
+                    ),
+                });
             }
             for x in b.extensions.iter().filter(|x| x.state == ExtensionState::Paid && x.created_at >= from) {
                 let acc = bl.accelerators_per_instance.unwrap_or(0) * bl.instance_count;

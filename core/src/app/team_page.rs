@@ -155,3 +155,42 @@ where
         reminder_lead_minutes: DEFAULT_REMINDER_LEAD_MINUTES.to_vec(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::fixtures::{offering, rule, sent_intent, t0};
+    use crate::memory::MemoryTable;
+
+    #[tokio::test]
+    async fn only_the_approvals_still_waiting_are_gathered() {
+        let r = rule("p5-weekly", "approval");
+        let now = t0() + Duration::hours(30);
+        let asked =
+            |id: &str, at: DateTime<Utc>| Intent::new(&r.id, offering(id, t0() + Duration::days(5)), 8, vec![], at);
+        let fresh = asked("cb-fresh", now - Duration::hours(1));
+        let expired = asked("cb-expired", now - Duration::hours(25));
+        let bought = asked("cb-bought", now - Duration::hours(2));
+        let store = MemoryTable::default().with_rules([r.clone()]).with_intents([sent_intent(
+            &r,
+            bought.offering.clone(),
+            now - Duration::hours(1),
+        )]);
+        for a in [&fresh, &expired, &bought] {
+            assert!(store.record_approval(a).await.unwrap());
+        }
+        let data = gather(&store, now).await.unwrap();
+        let ids: Vec<&str> = data.approvals.iter().map(|a| a.offering.id.as_str()).collect();
+        assert_eq!(ids, ["cb-fresh"], "an expired approval and a bought one are not waiting");
+        // Budgets: the account's first, then the rule's with its limit.
+        assert_eq!(data.budgets[0].owner, BudgetOwner::Account);
+        assert!(
+            data.budgets
+                .iter()
+                .any(|b| b.owner == BudgetOwner::Rule(r.id.clone()) && b.limit == Some(r.monthly_budget))
+        );
+        // A price series for each region and type the rule asks about.
+        assert_eq!(data.prices.len(), 1);
+        assert_eq!(data.period, Period::of(now));
+    }
+}
