@@ -11,13 +11,14 @@ CARGO_TARGET_DIR ?= $(CAPBLOCK_CACHE)/target-$(CLONE_KEY)
 TEST_STATE ?= $(CAPBLOCK_CACHE)/test-stack-$(CLONE_KEY)
 export CARGO_TARGET_DIR CAPBLOCK_CACHE
 
-.PHONY: demo test verify soak test-future test-py-future test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template package bench mutants audit install help
+.PHONY: test-page demo test verify soak test-future test-py-future test-long check toolchain lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template package bench mutants audit install help
 
 help:
 	@echo "make demo      run the main job locally: simulated market + emulated AWS, end to end"
 	@echo "make test      every check and test (what CI runs), today and with the date 400 days ahead"
 	@echo "make test-future  only the tests with the machine's date 400 days ahead (libfaketime)"
 	@echo "make test-long the integration tests with more fault-injection rounds (CAPBLOCK_LONG=1)"
+	@echo "make test-page the team page in headless Chromium (installs Debian's chromium)"
 	@echo "make check     the quick checks, no local stack: format, clippy, layers, template lint"
 	@echo "make verify    the purchase protocol model-checked deeper than make test does (minutes)"
 	@echo "make install   build and install the operator CLI, capblock (INSTALL_ROOT=DIR: into DIR/bin)"
@@ -36,7 +37,7 @@ demo: toolchain
 
 # Everything CI runs. The local stack is started and stopped by the command itself, in a state
 # folder of its own so it never touches a stack a developer has running.
-test: lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template test-py-future
+test: lint-rust lint-infra test-rust test-sim-boto3 test-resource-groups test-events test-template test-page test-py-future
 	@echo "make test: all checks passed"
 
 # The core crate (domain, ports, workflows) must not reach the AWS SDK or the Lambda runtime,
@@ -99,6 +100,12 @@ test-resource-groups:
 # moto_serial.py on a free port; same venv, no cargo, a few seconds.
 test-events:
 	$(CAPBLOCK_CACHE)/venv/bin/python infra/local/tests/events_check.py
+
+# The team page in headless Chromium (Debian's chromium, installed by the script): the demo
+# story's page loads with no console message and no request, each section holds the story, and a
+# screenshot is saved (infra/page/browser.sh says how each is checked).
+test-page: toolchain
+	bash infra/page/browser.sh $(CAPBLOCK_CACHE)/page-$(CLONE_KEY)
 
 # The SkyPilot recipe's check (infra/handoff/test.sh) is offline once its venv exists: SkyPilot's
 # own schemas and CLI parser, a few seconds.

@@ -52,6 +52,12 @@ DASHBOARD="$CAPBLOCK_CACHE/demo-dashboard.json"
 "$PY" infra/deploy/dashboard.py --stack "${CAPBLOCK_STACK:-capblock}" --region "${AWS_REGION:-us-east-1}" --out "$DASHBOARD"
 echo "  the CloudWatch dashboard body template.yaml would deploy: $DASHBOARD"
 
+TEAM_PAGE="$CAPBLOCK_CACHE/demo-team.html"
+echo
+echo "==> the team page: calendar, budgets, prices with what was bought, approvals, use, market"
+"$CAPBLOCK" page --out "$TEAM_PAGE" || status=$?
+echo "  team page: $TEAM_PAGE (one file, no request: open it in any browser)"
+
 echo
 echo "==> backtest: what p5-weekly would have bought from that history"
 "$CAPBLOCK" backtest --rule infra/examples/rules/p5-weekly.toml

@@ -4,7 +4,7 @@
 //!
 //! Modules: `cmd/` (one file per command) over `context` (store, SDK config, exit codes),
 //! `stack` (which deployed stack, its table, the config file and its profiles), `invoke` (the
-//! functions, for preflight) and the output helpers `output` (`-o`), `table`, `svg` and `progress`; nothing below `cmd/` imports it back.
+//! functions, for preflight) and the output helpers `output` (`-o`), `table` and `progress`; nothing below `cmd/` imports it back.
 
 mod cmd;
 mod context;
@@ -13,7 +13,6 @@ mod money_plan;
 mod output;
 mod progress;
 mod stack;
-mod svg;
 mod table;
 
 use std::process::ExitCode;

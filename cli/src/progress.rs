@@ -84,6 +84,16 @@ impl Ticker {
     }
 }
 
+impl Ticker {
+    /// Starts `what`, whose length nobody knows in advance: the time so far only.
+    pub fn waiting(what: &str, json: bool) -> Ticker {
+        let t = bar(None, WAITING, json);
+        t.set_message(what.to_string());
+        t.enable_steady_tick(Duration::from_millis(250));
+        Ticker(t)
+    }
+}
+
 impl Drop for Ticker {
     fn drop(&mut self) {
         self.0.finish_and_clear();

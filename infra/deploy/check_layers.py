@@ -192,8 +192,10 @@ def layer_refs(path: Path) -> set[str]:
 CRATE_DEPS = {
     "core": set(),
     "shared": {"capblock-core"},
-    "cli": {"capblock-shared"},
-    "functions/*": {"capblock-shared"},
+    "cli": {"capblock-shared", "capblock-page"},
+    "page": {"capblock-core"},
+    # The tracker publishes the team page: the renderer is pure (core's types in, a string out).
+    "functions/*": {"capblock-shared", "capblock-page"},
     "verify": {"capblock-core"},
     "infra/market-sim": {"capblock-http1"},
 }

@@ -312,6 +312,17 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
         self.edit("functions/lookup/src/main.rs", '&["Reader"]', "&[]")
         self.assertFails("builds the store adapter (Store) but declares none of its ports in AWS_PORTS")
 
+    def test_adapters_built_by_the_edge_a_function_stands_behind_count(self):
+        # The function names no adapter: `Edge::with_sdk` (shared/src/lambda.rs) builds them.
+        self.write("shared/src/lambda.rs", "pub struct Adapters { pub store: crate::aws::store::Store }\n"
+                   "pub struct Edge { pub aws: Adapters }\n"
+                   "impl Edge { pub fn with_sdk() -> Edge { todo!() } }\n")
+        self.edit("functions/lookup/src/main.rs", "use capblock_shared::aws::store::Store;\n", "")
+        self.edit("functions/lookup/src/main.rs", "let store = Store::new(todo!(), table);",
+                  "let store = capblock_shared::lambda::Edge::with_sdk().aws.store;")
+        rc, out = self.run_check()
+        self.assertEqual(rc, 0, out)
+
     def test_an_adapter_built_by_a_free_function_that_returns_a_ports_value_counts(self):
         # aws/accounts.rs's `watch_accounts(..) -> Vec<WatchAccount>` builds market clients under
         # member roles: a function that calls it through the module builds the adapter, though it

@@ -33,6 +33,11 @@ Run: infra/deploy/unit.sh (the deploy venv's Python: PyYAML), or
   any other account only inside the Organization (aws:ResourceOrgID); shares only of this
   account's capacity reservations, tagged for this stack, never outside the Organization; the
   events only on the default bus, only in this region. member.yaml's side: test_member.py.
+- team page: with TeamPage=Enabled (the default) a bucket with all four public access blocks,
+  no ACLs, default encryption and no versioning, whose policy (evaluated with and without
+  OrganizationId) lets only this account and the Organization's principals (aws:PrincipalOrgID)
+  read and denies access without TLS; only track-blocks writes, only team.html; Disabled creates
+  none of it and leaves track-blocks without the bucket's variable.
 """
 
 from __future__ import annotations
@@ -875,6 +880,143 @@ class Organization(Template):
         star = {a for s in self.statements_of("TrackBlocksRole") if crosscheck.is_star(s["Resource"])
                 for a in as_list(s["Action"])}
         self.assertEqual(star, {"ram:CreateResourceShare", "ram:GetResourceShares", "ram:GetResourceShareAssociations"})
+
+
+# --------------------------------------------------------------------------- the team page
+
+
+def materialize(expr, tpl: dict, params: dict[str, str]):
+    """`expr` with every Fn::If decided for these parameters and AWS::NoValue dropped, as
+    CloudFormation would deploy it (other functions are left as written)."""
+    if isinstance(expr, list):
+        out = [materialize(e, tpl, params) for e in expr]
+        return [e for e in out if e is not NO_VALUE]
+    if isinstance(expr, dict):
+        if list(expr) == ["Fn::If"]:
+            cond, yes, no = expr["Fn::If"]
+            return materialize(yes if evaluate(tpl["Conditions"][cond], params, tpl["Conditions"]) else no, tpl, params)
+        if expr == {"Ref": "AWS::NoValue"}:
+            return NO_VALUE
+        return {k: materialize(v, tpl, params) for k, v in expr.items()}
+    return expr
+
+
+NO_VALUE = object()
+PAGE_RESOURCES = ("PageBucket", "PageBucketPolicy", "TrackBlocksPagePolicy")
+
+
+def page_bucket_problems(tpl: dict, params: dict[str, str]) -> list[str]:
+    """What breaks the team page bucket's promises for these parameters: private (all four
+    public access blocks, no ACLs), encrypted, unversioned; its policy lets only this account and,
+    with OrganizationId, the Organization's principals read, and nobody use it without TLS."""
+    res = tpl["Resources"]
+    problems = []
+    bucket = res["PageBucket"]["Properties"]
+    block = bucket.get("PublicAccessBlockConfiguration", {})
+    for flag in ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"):
+        if block.get(flag) is not True:
+            problems.append(f"public access block: {flag} is not true")
+    rules = bucket.get("OwnershipControls", {}).get("Rules", [])
+    if [r.get("ObjectOwnership") for r in rules] != ["BucketOwnerEnforced"]:
+        problems.append("object ownership is not BucketOwnerEnforced (ACLs would apply)")
+    sse = [r.get("ServerSideEncryptionByDefault", {}).get("SSEAlgorithm")
+           for r in bucket.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [])]
+    if not sse or sse[0] not in ("AES256", "aws:kms"):
+        problems.append("no default encryption")
+    if bucket.get("VersioningConfiguration", {}).get("Status") == "Enabled":
+        problems.append("versioning is on")
+    policy = res["PageBucketPolicy"]["Properties"]
+    if ref(policy["Bucket"]) != "PageBucket":
+        problems.append("the policy is not the page bucket's")
+    statements = as_list(materialize(policy["PolicyDocument"]["Statement"], tpl, params))
+    account = f"arn:aws:iam::{PSEUDO['AWS::AccountId']}:root"
+    org = params.get("OrganizationId", "")
+    org_reads = 0
+    for st in statements:
+        sid = st.get("Sid", "?")
+        principal = st.get("Principal")
+        if st["Effect"] == "Deny":
+            continue
+        if as_list(st.get("Action")) != ["s3:GetObject"]:
+            problems.append(f"{sid}: allows {st.get('Action')}, not s3:GetObject alone")
+        aws = principal.get("AWS") if isinstance(principal, dict) else principal
+        if aws != "*" and resolve(aws, {}) == account:
+            continue
+        # Anyone else: only the Organization's principals, and only when there is one.
+        cond = st.get("Condition", {})
+        if aws != "*" or list(cond) != ["StringEquals"] or list(cond["StringEquals"]) != ["aws:PrincipalOrgID"]:
+            problems.append(f"{sid}: lets {aws} read without aws:PrincipalOrgID")
+            continue
+        if not org:
+            problems.append(f"{sid}: an Organization's principals read with no OrganizationId")
+        elif cond["StringEquals"]["aws:PrincipalOrgID"] != {"Ref": "OrganizationId"}:
+            problems.append(f"{sid}: aws:PrincipalOrgID is not the OrganizationId parameter")
+        org_reads += 1
+    if org and org_reads != 1:
+        problems.append("OrganizationId is set but the Organization's principals cannot read the page")
+    tls = [st for st in statements if st["Effect"] == "Deny" and st.get("Principal") == "*"
+           and as_list(st.get("Action")) == ["s3:*"]
+           and st.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}]
+    # The bucket (its ARN) and every object in it (`<ARN>/*`), as written.
+    covered = {"bucket" if r == {"Fn::GetAtt": ["PageBucket", "Arn"]} else r.get("Fn::Sub") if isinstance(r, dict) else r
+               for st in tls for r in as_list(st["Resource"])}
+    if covered != {"bucket", "${PageBucket.Arn}/*"}:
+        problems.append(f"access without TLS is not denied on the bucket and its objects ({sorted(covered)})")
+    return problems
+
+
+class TeamPage(Template):
+    """The team page's bucket, its policy with and without OrganizationId, and who may write."""
+
+    def test_the_bucket_keeps_its_promises_with_and_without_an_organization(self):
+        for org in ("", ORG):
+            with self.subTest(OrganizationId=org):
+                self.assertEqual(page_bucket_problems(self.tpl, defaults(self.tpl, OrganizationId=org)), [])
+
+    def test_the_check_fails_on_a_public_or_unguarded_bucket(self):
+        import copy
+
+        def broken(change) -> list[str]:
+            tpl = copy.deepcopy(self.tpl)
+            change(tpl["Resources"])
+            return page_bucket_problems(tpl, defaults(tpl, OrganizationId=ORG))
+
+        statements = lambda r: r["PageBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]  # noqa: E731
+        self.assertIn("public access block: RestrictPublicBuckets is not true", broken(
+            lambda r: r["PageBucket"]["Properties"]["PublicAccessBlockConfiguration"].update(RestrictPublicBuckets=False)))
+        self.assertIn("OrganizationReads: lets * read without aws:PrincipalOrgID", broken(
+            lambda r: statements(r)[2]["Fn::If"][1].pop("Condition")))
+        self.assertTrue(any("TLS" in p for p in broken(lambda r: statements(r).pop(0))))
+        self.assertIn("versioning is on", broken(
+            lambda r: r["PageBucket"]["Properties"].update(VersioningConfiguration={"Status": "Enabled"})))
+        # Without an Organization, a statement for one reads as a hole.
+        tpl = copy.deepcopy(self.tpl)
+        statements(tpl["Resources"])[2] = statements(tpl["Resources"])[2]["Fn::If"][1]
+        self.assertIn("OrganizationReads: an Organization's principals read with no OrganizationId",
+                      page_bucket_problems(tpl, defaults(tpl)))
+
+    def test_teampage_disabled_creates_no_bucket_and_no_permission(self):
+        self.assertEqual(self.tpl["Parameters"]["TeamPage"]["Default"], "Enabled")
+        self.assertEqual(self.tpl["Parameters"]["TeamPage"]["AllowedValues"], ["Enabled", "Disabled"])
+        self.assertTrue(holds(self.tpl, "PublishTeamPage"))
+        self.assertFalse(holds(self.tpl, "PublishTeamPage", TeamPage="Disabled"))
+        for rid in PAGE_RESOURCES:
+            self.assertEqual(self.res[rid].get("Condition"), "PublishTeamPage", rid)
+        self.assertEqual(self.tpl["Outputs"]["TeamPageUri"].get("Condition"), "PublishTeamPage")
+        env = self.res["TrackBlocksFunction"]["Properties"]["Environment"]["Variables"]
+        self.assertEqual(env["CAPBLOCK_PAGE_BUCKET"],
+                         {"Fn::If": ["PublishTeamPage", {"Ref": "PageBucket"}, {"Ref": "AWS::NoValue"}]})
+
+    def test_only_track_blocks_writes_and_only_the_page(self):
+        policy = self.res["TrackBlocksPagePolicy"]["Properties"]
+        self.assertEqual([ref(r) for r in policy["Roles"]], ["TrackBlocksRole"])
+        (st,) = as_list(policy["PolicyDocument"]["Statement"])
+        self.assertEqual((st["Effect"], as_list(st["Action"])), ("Allow", ["s3:PutObject"]))
+        self.assertEqual(st["Resource"], {"Fn::Sub": "${PageBucket.Arn}/team.html"})
+        for role in self.of_type("AWS::IAM::Role"):
+            s3 = [a for s in self.role_statements(role) for a in as_list(s.get("Action"))
+                  if isinstance(a, str) and a.startswith("s3:")]
+            self.assertEqual(s3, ["s3:PutObject"] if role == "TrackBlocksRole" else [], role)
 
 
 if __name__ == "__main__":

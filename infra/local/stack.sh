@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # capblock local stack: moto (DynamoDB, SNS, SQS, EventBridge, Scheduler, SSM, Auto Scaling,
-# Resource Groups) plus the capblock market simulator (EC2 capacity-block API). See --help.
+# Resource Groups, S3) plus the capblock market simulator (EC2 capacity-block API). See --help.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,7 +22,7 @@ Usage: infra/local/stack.sh COMMAND
 
 Local stand-in for the AWS services capblock talks to. Two processes on
 127.0.0.1: a moto server (DynamoDB, SNS, SQS, EventBridge, Scheduler, SSM, Auto
-Scaling, Resource Groups, Service Quotas) and the capblock market simulator (the
+Scaling, Resource Groups, Service Quotas, S3) and the capblock market simulator (the
 EC2 capacity-block / capacity-reservation API).
 
 Commands:
@@ -46,7 +46,8 @@ The env file exports:
   AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
   AWS_DEFAULT_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
   AWS_ENDPOINT_URL_{DYNAMODB,SNS,SQS,SCHEDULER,EVENTBRIDGE,SSM,AUTO_SCALING,RESOURCE_GROUPS,
-                   EKS,SERVICE_QUOTAS,CLOUDFORMATION,STS,ORGANIZATIONS} -> moto
+                   EKS,SERVICE_QUOTAS,CLOUDFORMATION,STS,ORGANIZATIONS,S3} -> moto
+      (S3 path-style: the SDKs address a bucket by path when the endpoint is an IP)
   AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL_RAM, CAPBLOCK_SIM_URL -> simulator
       (the simulator serves RAM for Capacity Blocks: moto refuses to share them)
   CAPBLOCK_MOTO_URL, CAPBLOCK_TABLE, CAPBLOCK_STACK=capblock-local
@@ -394,6 +395,9 @@ stack_up_unlocked() {
 			AWS_ENDPOINT_URL_CLOUDFORMATION "$moto_url"
 			AWS_ENDPOINT_URL_STS "$moto_url"
 			AWS_ENDPOINT_URL_ORGANIZATIONS "$moto_url"
+			# The team page's bucket. An IP endpoint: the SDK's S3 endpoint rules address
+			# buckets by path (http://127.0.0.1:<port>/<bucket>/<key>), which moto serves.
+			AWS_ENDPOINT_URL_S3 "$moto_url"
 			AWS_ENDPOINT_URL_EC2 "$sim_url"
 			AWS_ENDPOINT_URL_RAM "$sim_url"
 			CAPBLOCK_SIM_URL "$sim_url"

@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use crate::context::{CliError, CliResult, Window, bounds, load_rule, store};
 use crate::output::OutputArgs;
-use crate::svg;
 use crate::table::{self, Column, when, when_utc};
+use capblock_page::chart;
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock history --region us-west-2 --type p5.48xlarge\n  \
@@ -137,6 +137,44 @@ fn parse_pairs(regions: &[String], types: &[String]) -> Result<Vec<(Region, Inst
     Ok(regions.iter().flat_map(|r| types.iter().map(move |t| (r.clone(), t.clone()))).collect())
 }
 
+/// The cheapest price per accelerator-hour of each scan, a step line per region and type, with
+/// the rule's threshold: the team page's chart (`capblock_page::chart`), as a file of its own.
+fn price_chart(rows: &[HistoryRow], threshold: Option<&(String, Decimal)>) -> String {
+    let mut series: BTreeMap<String, BTreeMap<DateTime<Utc>, Decimal>> = BTreeMap::new();
+    for r in rows {
+        let Some(v) = r.per_accelerator_hour else { continue };
+        let e = series.entry(format!("{} {}", r.region, r.instance_type)).or_default().entry(r.seen_at()).or_insert(v);
+        *e = (*e).min(v);
+    }
+    let series: Vec<chart::Series> = series
+        .into_iter()
+        .map(|(label, points)| chart::Series {
+            points: points
+                .into_iter()
+                .map(|(at, v)| chart::Point {
+                    at,
+                    y: v.to_f64().unwrap_or(0.0),
+                    text: format!("{label}: {} per accelerator-hour at {}", v.round_dp(4), when_utc(at)),
+                })
+                .collect(),
+            label,
+        })
+        .collect();
+    let summary = format!("{} line(s) of the cheapest price per accelerator-hour per scan", series.len());
+    chart::svg_file(&chart::Chart {
+        title: "Cheapest $ per accelerator-hour seen per scan".into(),
+        summary,
+        y_label: "$ per accelerator-hour".into(),
+        series,
+        threshold: threshold.map(|(id, t)| (format!("rule {id}: {t}"), t.to_f64().unwrap_or(0.0))),
+        markers: vec![],
+        spans: vec![],
+        // Scans are minutes apart; a day without one is a day nothing was asked.
+        gap: chrono::Duration::hours(6),
+        window: None,
+    })
+}
+
 pub async fn run(a: HistoryArgs) -> CliResult {
     let regions = match a.region.is_empty() {
         true => crate::context::regions_or_default(vec![], "--region").await?.iter().map(|r| r.to_string()).collect(),
@@ -171,20 +209,8 @@ pub async fn run(a: HistoryArgs) -> CliResult {
         })
         .collect();
     if let Some(path) = &a.chart {
-        let mut series: BTreeMap<String, BTreeMap<DateTime<Utc>, f64>> = BTreeMap::new();
-        for r in &rows {
-            let Some(v) = r.per_accelerator_hour.and_then(|d| d.to_f64()) else { continue };
-            let e =
-                series.entry(format!("{} {}", r.region, r.instance_type)).or_default().entry(r.seen_at()).or_insert(v);
-            *e = e.min(v);
-        }
-        let threshold = threshold.as_ref().map(|(id, t)| (format!("rule {id}: {t}"), t.to_f64().unwrap_or(0.0)));
-        let doc = svg::chart(
-            "Cheapest $ per accelerator-hour seen per scan",
-            &series.into_iter().map(|(k, v)| (k, v.into_iter().collect())).collect::<Vec<_>>(),
-            threshold.as_ref().map(|(l, v)| (l.as_str(), *v)),
-        );
-        std::fs::write(path, doc).map_err(|e| CliError::Failed(format!("{path}: {e}")))?;
+        std::fs::write(path, price_chart(&rows, threshold.as_ref()))
+            .map_err(|e| CliError::Failed(format!("{path}: {e}")))?;
         eprintln!("chart written to {path}");
     }
     if a.csv {

@@ -10,6 +10,7 @@ mod docs;
 mod history;
 mod intents;
 mod offerings;
+mod page;
 mod preflight;
 mod report;
 mod rules;
@@ -38,7 +39,7 @@ capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
 capblock history --region us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n  \
 capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
 capblock buy cb-0123456789abcdef0 --rule p5-weekly\n  \
-capblock status\n  capblock report --month 2026-12\n  capblock preflight\n  capblock intents list\n  \
+capblock status\n  capblock report --month 2026-12\n  capblock page --out team.html --open\n  capblock preflight\n  capblock intents list\n  \
 capblock --profile prod status -o json\n  capblock completions bash > ~/.local/share/bash-completion/completions/capblock\n  \
 capblock man > ~/.local/share/man/man1/capblock.1"
 )]
@@ -107,6 +108,8 @@ capblock rules delete p5-weekly"
     Status(status::StatusArgs),
     /// A month's spend per rule and team beside its budget, and what the blocks were used for.
     Report(report::ReportArgs),
+    /// Write the team page: one HTML file with the calendar, budgets, prices, approvals, use, market.
+    Page(page::PageArgs),
     /// Check the stack in its account before switching it to live: settings, alerts, market, blocks.
     Preflight(preflight::PreflightArgs),
     /// Purchases whose outcome is open; release one whose answer was lost and that EC2 does not hold.
@@ -136,6 +139,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Command::Buy(a) => buy::run(a).await,
         Command::Status(a) => status::run(a).await,
         Command::Report(a) => report::run(a).await,
+        Command::Page(a) => page::run(a).await,
         Command::Preflight(a) => preflight::run(a).await,
         Command::Intents(c) => intents::run(c).await,
         Command::Completions(a) => docs::completions(&a),

@@ -93,6 +93,9 @@ pub struct TrackReport {
     pub notices: FlushReport,
     /// What is held after this run (the tracker's metrics).
     pub holdings: Holdings,
+    /// The team page, after the run (`app::publish`): `None` when the stack publishes none or
+    /// the run is a replay.
+    pub page: Option<crate::app::publish::PageReport>,
 }
 
 /// The open blocks by state, this month's budgets, and the next deadlines, as of a run.

@@ -7,6 +7,7 @@
 //! - `ec2`: EC2's Capacity Block calls: offerings on sale, purchases that make tagged
 //!   reservations, payment windows that end paid or failed, extensions.
 //! - `notify`: SNS topics and the reminder schedules, recording what was published.
+//! - `page`: the team page's bucket, recording every page written.
 //!
 //! They are faithful, not clever: no fault of their own. Faults (lost answers, crashes,
 //! throttling) are the business of whoever wraps them: the workflows' unit tests script one
@@ -16,8 +17,10 @@
 
 mod ec2;
 mod notify;
+mod page;
 mod table;
 
 pub use ec2::{Holding, MemoryEc2, PaymentOutcome};
 pub use notify::{MemoryNotifier, MemoryReminders};
+pub use page::MemoryPages;
 pub use table::{BudgetRow, MemoryTable};

@@ -80,6 +80,8 @@ struct Items {
     memory: BTreeMap<Region, (RegionMemory, u64)>,
     /// Region -> (run, until): which run asks it now.
     watch: BTreeMap<Region, (String, DateTime<Utc>)>,
+    /// The hour whose team page a run claimed (`STACK` / `PAGE`).
+    page_hour: Option<DateTime<Utc>>,
     /// By (thread, milestone), as `BLOCK#<thread>` / `NOTICE#<milestone>`.
     notices: BTreeMap<(String, OutboxKey), NoticeRow>,
     /// The pending index (gsi1 `NOTICE#PENDING`): creation time, id, key.
@@ -515,6 +517,10 @@ impl Ledger for MemoryTable {
         Ok(self.items().approvals.get(&(rule_id.to_string(), offering_id.to_string())).cloned())
     }
 
+    async fn approvals_waiting(&self, rule_id: &str) -> Result<Vec<Intent>, StoreError> {
+        Ok(self.items().approvals.iter().filter(|((r, _), _)| r == rule_id).map(|(_, i)| i.clone()).collect())
+    }
+
     async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError> {
         let offering_id = intent_id.strip_prefix(&format!("{rule_id}/")).unwrap_or(intent_id);
         Ok(self.items().intents.get(&(rule_id.to_string(), offering_id.to_string())).map(|r| r.intent.clone()))
@@ -755,6 +761,28 @@ impl AlarmStore for MemoryTable {
     }
     async fn alarms(&self) -> Result<Vec<AlarmState>, StoreError> {
         Ok(self.items().alarms.values().cloned().collect())
+    }
+}
+
+#[async_trait]
+impl PageClaims for MemoryTable {
+    async fn claim_page_hour(&self, hour: DateTime<Utc>) -> Result<bool, StoreError> {
+        let mut items = self.items();
+        // As the adapter's condition: no claim yet, or one of an earlier hour.
+        if items.page_hour.is_some_and(|h| h >= hour) {
+            return Ok(false);
+        }
+        items.page_hour = Some(hour);
+        self.wrote(format!("claim_page_hour {}", hour.to_rfc3339()));
+        Ok(true)
+    }
+    async fn release_page_hour(&self, hour: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut items = self.items();
+        if items.page_hour == Some(hour) {
+            items.page_hour = None;
+            self.wrote(format!("release_page_hour {}", hour.to_rfc3339()));
+        }
+        Ok(())
     }
 }
 

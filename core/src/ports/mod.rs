@@ -3,20 +3,24 @@
 //! `app/fan_out/tests.rs`), and every adapter is also tested on the local stack (`tests/`).
 //!
 //! One file per concern, as `aws/` is laid out: `market` (EC2), `store` (DynamoDB), `notify`
-//! (SNS topics, the outbox, reminder schedules), `handoff` (events and workload actions), `probe` (a role's permissions, tried without effect). Every
-//! trait is re-exported here, so callers write `crate::ports::Ledger` whatever file holds it.
+//! (SNS topics, the outbox, reminder schedules), `handoff` (events and workload actions),
+//! `page` (the team page's object and its hourly claim), `probe` (a role's permissions, tried
+//! without effect). Every trait is re-exported here, so callers write `crate::ports::Ledger`
+//! whatever file holds it.
 
 use chrono::{DateTime, Utc};
 
 mod handoff;
 mod market;
 mod notify;
+mod page;
 mod probe;
 mod store;
 
 pub use handoff::*;
 pub use market::*;
 pub use notify::*;
+pub use page::*;
 pub use probe::*;
 pub use store::*;
 

@@ -130,6 +130,12 @@ pub trait Ledger: Send + Sync {
         Ok(None)
     }
 
+    /// Every decision recorded for a person's approval for this rule (expired or bought ones
+    /// too: the caller judges them, `domain::approval`). For the team page.
+    async fn approvals_waiting(&self, rule_id: &str) -> Result<Vec<Intent>, StoreError> {
+        Err(StoreError::Unavailable(format!("this store cannot list the approvals of rule {rule_id}")))
+    }
+
     async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError>;
     async fn open_intents(&self) -> Result<Vec<Intent>, StoreError>;
 

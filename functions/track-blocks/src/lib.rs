@@ -1,11 +1,13 @@
 //! track-blocks: the scheduled tracker. Each run settles unknown purchase outcomes, follows
 //! every open block through payment, start and end (announcing each milestone once and keeping
 //! checkpoint reminders in step), adopts reservations missing from the store, and buys the
-//! extensions rules ask for.
+//! extensions rules ask for. Then, once an hour, it publishes the team page to the stack's
+//! bucket (`app::publish`), when the stack has one.
 
 use capblock_shared::app::handoff::Hands;
 use capblock_shared::app::metrics;
 use capblock_shared::app::outbox::flush;
+use capblock_shared::app::publish::{PageReport, Publishing, team_page};
 use capblock_shared::app::report::{MONTHLY_SUMMARY_SOURCE, enqueue_summary};
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::accounts::AssumedAccounts;
@@ -13,10 +15,12 @@ use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::eks::Eks;
 use capblock_shared::aws::ram::Ram;
 use capblock_shared::aws::resource_groups::ResourceGroups;
+use capblock_shared::aws::s3::S3Pages;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
 use capblock_shared::domain::budget::Period;
+use capblock_shared::domain::metrics::Batch;
 use capblock_shared::lambda::{Edge, EdgeConfig, FunctionError, Handler, Lambda, Payload, invocation_deadline};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -54,7 +58,20 @@ pub const AWS_PORTS: &[&str] = &[
     "Shares",
     // `handoff_account`: the hand-off in a member account, through its role.
     "AccountHands",
+    // The team page (`app::publish`): the hour claimed in the table, the page put in S3, and
+    // the price history it draws (`app::team_page::gather`).
+    "PageClaims",
+    "ObservationStore",
+    "PagePublisher",
 ];
+
+/// The `Errors` kind counting a run whose team page was not published (logged as
+/// `page_failed` with its cause); the tracker's own work is unaffected.
+pub const PAGE_FAILED_KIND: &str = "capblock.PagePublishFailed";
+
+/// The time a run keeps for the team page (a table scan, a render and one PutObject): with
+/// less left before Lambda's deadline, the run leaves the hour's page to the next one.
+const PAGE_TIME: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What this function is configured with (`settings` reads it from the environment).
 pub struct Settings {
@@ -63,6 +80,8 @@ pub struct Settings {
     pub reminders: ReminderSettings,
     /// The EKS clusters whose node groups the role may scale (the template's HandoffClusters).
     pub handoff_clusters: Vec<String>,
+    /// The team page's bucket (the template's TeamPage=Enabled); `None` publishes no page.
+    pub page_bucket: Option<String>,
 }
 
 /// The reminder schedules' settings: track-blocks owns the schedules, so all are required.
@@ -101,6 +120,8 @@ pub fn settings() -> Result<Settings, FunctionError> {
             time: config::time_source()?,
         },
         handoff_clusters: config::list_or("CAPBLOCK_HANDOFF_CLUSTERS", vec![])?,
+        // Unset (TeamPage=Disabled) or empty: no page.
+        page_bucket: config::optional("CAPBLOCK_PAGE_BUCKET"),
         track,
         reminders,
     })
@@ -114,7 +135,7 @@ pub async fn from_env(function: &'static str) -> Result<Lambda<App>, FunctionErr
 
 /// The function on `settings` and an SDK configuration (a test's endpoints).
 pub fn build(function: &'static str, settings: Settings, sdk: aws_config::SdkConfig) -> Lambda<App> {
-    let Settings { edge, track, reminders: r, handoff_clusters } = settings;
+    let Settings { edge, track, reminders: r, handoff_clusters, page_bucket } = settings;
     let edge = Edge::with_sdk(function, AWS_PORTS, edge, sdk);
     let sdk = &edge.aws.sdk;
     let handler = App {
@@ -131,6 +152,7 @@ pub fn build(function: &'static str, settings: Settings, sdk: aws_config::SdkCon
         reservation_groups: ResourceGroups::new(sdk.clone()),
         nodegroups: Eks::new(sdk.clone()),
         shares: Ram::new(sdk.clone()),
+        pages: page_bucket.map(|bucket| S3Pages::new(sdk, bucket)),
         handoff_clusters,
         settings: track,
     };
@@ -147,6 +169,8 @@ pub struct App {
     nodegroups: Eks,
     shares: Ram,
     accounts: AssumedAccounts,
+    /// The team page's bucket, when the stack publishes one.
+    pages: Option<S3Pages>,
     /// The EKS clusters whose node groups the role may scale (the template's HandoffClusters):
     /// preflight tries DescribeNodegroup on one of them.
     handoff_clusters: Vec<String>,
@@ -211,7 +235,25 @@ impl Handler for App {
                 report.notices = flush(&edge.aws.store, &edge.aws.notifier, at.clock()).await?;
                 report.summary = Some(month.as_str().to_string());
             }
-            let metrics = metrics::of_track(&report, &stack.name);
+            // After the money work, whose result it shows; its failure is counted, never the run's.
+            // Not in a run's last seconds: a page cut off by Lambda's timeout would fail the
+            // run; unclaimed, the hour's page is the next run's.
+            let time_left = until.map(|u| u.saturating_duration_since(tokio::time::Instant::now()));
+            let pages = self.pages.as_ref().filter(|_| time_left.is_none_or(|left| left >= PAGE_TIME));
+            if pages.is_none() && self.pages.is_some() {
+                tracing::info!(
+                    event = "page_deferred",
+                    "too little time left in this run: the next run publishes the page"
+                );
+            }
+            let publishing = Publishing { claims: &edge.aws.store, pages };
+            let page = team_page(&edge.aws.store, at.clock(), capblock_page::render);
+            report.page = publishing.hourly(at, page).await;
+            let mut metrics = metrics::of_track(&report, &stack.name);
+            if report.page.as_ref().is_some_and(PageReport::failed) {
+                let batch = metrics.get_or_insert_with(|| Batch::new(&stack.name, at.clock()));
+                batch.error(edge.function(), PAGE_FAILED_KIND);
+            }
             Ok((report, metrics))
         })
         .await

@@ -152,7 +152,8 @@ def function_needs(src: Path, adapters: dict[str, Adapter], sdk: Sdk) -> Needs:
     by_port = port_actions(adapters)
     built = {a.name for a in adapters.values() if a.built_in(code)}
     edge = src.parent.parent.parent / "shared" / "src" / "lambda.rs"
-    if re.search(r"\bAdapters::new\(", code) and edge.is_file():
+    # The shared adapters, built directly or by the edge every function stands behind.
+    if re.search(r"\b(Adapters::(new|with_sdk)|Edge::(new|with_sdk))\(", code) and edge.is_file():
         shared = deployed_code([edge])
         built |= {a.name for a in adapters.values() if a.built_in(shared)}
     required: dict[str, str] = {}

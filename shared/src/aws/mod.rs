@@ -15,6 +15,7 @@ pub mod probe;
 pub mod ram;
 mod regional;
 pub mod resource_groups;
+pub mod s3;
 pub mod scheduler;
 pub mod sns;
 pub mod ssm;

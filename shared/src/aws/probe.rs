@@ -412,6 +412,8 @@ impl AwsProbe {
                 access_existing(self.sns.list_subscriptions_by_topic().topic_arn(&self.alerts_topic).send().await)
             }
             ("events", "PutEvents", _) => effect("putting an event on the bus"),
+            // The role may write the page's one object only, and the Organization reads it.
+            ("s3", "PutObject", _) => effect("replacing the team page"),
             ("iam", "PassRole", _) => effect("creating a schedule (it passes the role)"),
             ("scheduler", "CreateSchedule" | "UpdateSchedule" | "DeleteSchedule", _) => {
                 effect("creating, changing or deleting a schedule")

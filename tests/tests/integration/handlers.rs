@@ -103,6 +103,7 @@ async fn track_blocks_answers_a_tick_and_refuses_a_body_that_is_not_json() {
             leads: vec![chrono::Duration::minutes(120)],
         },
         handoff_clusters: Vec::new(),
+        page_bucket: None,
     };
     let lambda = track_blocks::build("track-blocks", settings, sdk);
     let reply = lambda.handle(tick()).await.unwrap();

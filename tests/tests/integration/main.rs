@@ -11,6 +11,7 @@ mod handlers;
 mod handoff;
 mod health;
 mod metrics;
+mod page;
 mod parts;
 mod readings;
 mod real_market;

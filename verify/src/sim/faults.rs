@@ -360,6 +360,10 @@ impl Ledger for Faulty<MemoryTable> {
         self.store("get_approval").await?;
         self.inner.get_approval(rule_id, offering_id).await
     }
+    async fn approvals_waiting(&self, rule_id: &str) -> Result<Vec<Intent>, StoreError> {
+        self.store("approvals_waiting").await?;
+        self.inner.approvals_waiting(rule_id).await
+    }
     async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError> {
         self.store("get_intent").await?;
         self.inner.get_intent(rule_id, intent_id).await

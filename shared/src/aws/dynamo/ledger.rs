@@ -135,6 +135,18 @@ impl Ledger for DynamoStore {
         self.get(key(rule_pk(rule_id), format!("APPROVAL#{offering_id}"))).await?.map(|i| data(&i)).transpose()
     }
 
+    async fn approvals_waiting(&self, rule_id: &str) -> Result<Vec<Intent>, StoreError> {
+        // `APPROVAL#` and not the markers (`APPROVALBLOCK#`): the '#' tells them apart.
+        let q = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
+            .expression_attribute_values(":pk", s(rule_pk(rule_id)))
+            .expression_attribute_values(":p", s("APPROVAL#"));
+        Ok(self.decode_each(&Self::all_items(q, "approvals of rule").await?, "approvals", data))
+    }
+
     async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError> {
         let offering_id = intent_id.strip_prefix(&format!("{rule_id}/")).unwrap_or(intent_id);
         self.get(intent_key(rule_id, offering_id)).await?.map(|i| data(&i)).transpose()

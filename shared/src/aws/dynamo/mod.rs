@@ -1,6 +1,6 @@
 //! The DynamoDB store: one table, several item kinds, one file each (`rules`, `market`,
 //! `ledger`, `blocks`, `extensions`, `outbox`, `observations`, `alarms`, `settings`, `seen`,
-//! `preflight`; `item` holds the attribute helpers, `table` creates the table). The item kinds
+//! `preflight`, `page`; `item` holds the attribute helpers, `table` creates the table). The item kinds
 //! and their keys are in one table, ARCHITECTURE.md's "The data model"; infra/lint/check_docs.py
 //! checks it against the key strings written here.
 
@@ -36,6 +36,7 @@ mod ledger;
 mod market;
 mod observations;
 mod outbox;
+mod page;
 mod preflight;
 mod rules;
 mod seen;
@@ -68,6 +69,8 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     // The CLI's only: no function declares it.
     ("SeenOfferings", &["dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:Query"]),
     ("FunctionDirectory", &["dynamodb:PutItem", "dynamodb:Query"]),
+    // The team page's hour: claimed with a conditional put, given back after a failed publish.
+    ("PageClaims", &["dynamodb:PutItem", "dynamodb:DeleteItem"]),
     // Not a port: `create_table` sets up the local stack and the tests; no function declares it.
     ("TableSetup", &["dynamodb:CreateTable"]),
 ];

@@ -1,0 +1,196 @@
+//! What the team page shows (`capblock-page` renders it; `capblock page` and the tracker write
+//! it): everything read from the store once, at one instant, so the renderer stays a pure
+//! function of this value. The figures come from the domain's own computations (the month's
+//! report, usage and idle cost, budgets' charges), never recomputed by the page.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::report::{self, Month};
+use crate::domain::approval;
+use crate::domain::block::Block;
+use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
+use crate::domain::checkpoint::DEFAULT_REMINDER_LEAD_MINUTES;
+use crate::domain::extension::ExtensionIntent;
+use crate::domain::money::Money;
+use crate::domain::names::{InstanceType, Region};
+use crate::domain::rule::Rule;
+use crate::ports::{
+    BlockArchive, ExtensionLedger, Ledger, Observation, ObservationStore, RuleStore, SettingsStore, StoreError,
+};
+
+/// How far back the page's price history and market section look.
+pub const HISTORY_DAYS: i64 = 90;
+/// How far ahead the calendar looks.
+pub const CALENDAR_WEEKS: i64 = 8;
+
+/// One block with its extensions, as the calendar and the use section show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageBlock {
+    pub block: Block,
+    pub extensions: Vec<ExtensionIntent>,
+    /// The rule's team (its `team`, else its `team` tag), if any.
+    pub team: Option<String>,
+    /// Who the rule shares its blocks with (RAM principals), as written in the rule.
+    pub shared_with: Vec<String>,
+}
+
+/// One budget's month: what its item counts against its limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageBudget {
+    pub owner: BudgetOwner,
+    /// None: no limit set (an account without `AccountBudget`, an unlimited rule).
+    pub limit: Option<Money>,
+    /// None: nothing charged this month yet.
+    pub usage: Option<BudgetUsage>,
+}
+
+/// Every price seen for one region and instance type over the history window, oldest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriceSeries {
+    pub region: Region,
+    pub instance_type: InstanceType,
+    pub observations: Vec<Observation>,
+}
+
+/// Everything the team page shows, read at `now`.
+#[derive(Debug, Clone)]
+pub struct TeamData {
+    pub now: DateTime<Utc>,
+    /// The stack's name as its functions stored it (None before any function ran).
+    pub stack: Option<String>,
+    /// The budget month `now` falls in.
+    pub period: Period,
+    pub rules: Vec<Rule>,
+    /// Every block the table holds, final ones included (the calendar picks its window).
+    pub blocks: Vec<PageBlock>,
+    /// The account's budget first, then each team's, then each rule's.
+    pub budgets: Vec<PageBudget>,
+    /// Decisions waiting for a person's approval, not yet expired or bought.
+    pub approvals: Vec<Intent>,
+    /// One series per (region, type) some rule asks about, over the last `HISTORY_DAYS`.
+    pub prices: Vec<PriceSeries>,
+    /// The month's report (`capblock report`).
+    pub month: Month,
+    /// Reminders before a block's end, minutes (the stack's default leads).
+    pub reminder_lead_minutes: Vec<u32>,
+}
+
+/// Reads what the page shows from the store at `now`. A table scan of the blocks: for people
+/// and the hourly page, never a run's hot path.
+pub async fn gather<S>(store: &S, now: DateTime<Utc>) -> Result<TeamData, StoreError>
+where
+    S: RuleStore + Ledger + BlockArchive + ExtensionLedger + ObservationStore + SettingsStore + ?Sized,
+{
+    let period = Period::of(now);
+    let settings = store.stored_settings().await?;
+    let stack_budgets = settings.as_ref().map(|s| s.stack.budgets()).unwrap_or_default();
+    let mut rules: Vec<Rule> = store.list_rules().await?.into_iter().map(|r| r.rule).collect();
+    rules.sort_by(|a, b| a.id.cmp(&b.id));
+    let by_id: BTreeMap<&str, &Rule> = rules.iter().map(|r| (r.id.as_str(), r)).collect();
+
+    let mut blocks = Vec::new();
+    for block in store.all_blocks().await? {
+        let extensions = store.extensions_of(&block.reservation_id).await?;
+        let rule = block.rule_id.as_deref().and_then(|id| by_id.get(id));
+        let team = rule.and_then(|r| crate::domain::report::team_of(r)).map(str::to_string);
+        let shared_with = rule.map(|r| r.share_with.iter().cloned().map(String::from).collect()).unwrap_or_default();
+        blocks.push(PageBlock { block, extensions, team, shared_with });
+    }
+    blocks.sort_by(|a, b| (a.block.start, &a.block.reservation_id).cmp(&(b.block.start, &b.block.reservation_id)));
+
+    let mut budgets = vec![PageBudget {
+        owner: BudgetOwner::Account,
+        limit: stack_budgets.account,
+        usage: store.usage(&BudgetOwner::Account, &period).await?,
+    }];
+    for (team, limit) in &stack_budgets.teams {
+        let owner = BudgetOwner::Team(team.clone());
+        let usage = store.usage(&owner, &period).await?;
+        budgets.push(PageBudget { owner, limit: Some(*limit), usage });
+    }
+    for r in &rules {
+        let owner = BudgetOwner::Rule(r.id.clone());
+        let usage = store.usage(&owner, &period).await?;
+        budgets.push(PageBudget { owner, limit: (!r.unlimited).then_some(r.monthly_budget), usage });
+    }
+
+    let mut approvals = Vec::new();
+    for r in &rules {
+        for a in store.approvals_waiting(&r.id).await? {
+            // Bought already (its intent exists) or past its validity: nothing to approve.
+            let bought = store.get_intent(&r.id, &a.id).await?.is_some();
+            if !bought && approval::expires_at(&a) > now {
+                approvals.push(a);
+            }
+        }
+    }
+    approvals.sort_by(|a, b| (approval::expires_at(a), &a.id).cmp(&(approval::expires_at(b), &b.id)));
+
+    let mut pairs: Vec<(Region, InstanceType)> = rules
+        .iter()
+        .flat_map(|r| r.regions.iter().flat_map(move |g| r.instance_types.iter().map(move |t| (g.clone(), t.clone()))))
+        .collect();
+    pairs.sort();
+    pairs.dedup();
+    let mut prices = Vec::new();
+    for (region, instance_type) in pairs {
+        let mut observations = store.history(&region, &instance_type, now - Duration::days(HISTORY_DAYS), now).await?;
+        observations.sort_by(|a, b| (a.seen_at, &a.offering.id).cmp(&(b.seen_at, &b.offering.id)));
+        prices.push(PriceSeries { region, instance_type, observations });
+    }
+
+    let month = report::month(store, &period, &stack_budgets.teams).await?;
+    Ok(TeamData {
+        now,
+        stack: settings.map(|s| s.stack.name),
+        period,
+        rules,
+        blocks,
+        budgets,
+        approvals,
+        prices,
+        month,
+        reminder_lead_minutes: DEFAULT_REMINDER_LEAD_MINUTES.to_vec(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::fixtures::{offering, rule, sent_intent, t0};
+    use crate::memory::MemoryTable;
+
+    #[tokio::test]
+    async fn only_the_approvals_still_waiting_are_gathered() {
+        let r = rule("p5-weekly", "approval");
+        let now = t0() + Duration::hours(30);
+        let asked =
+            |id: &str, at: DateTime<Utc>| Intent::new(&r.id, offering(id, t0() + Duration::days(5)), 8, vec![], at);
+        let fresh = asked("cb-fresh", now - Duration::hours(1));
+        let expired = asked("cb-expired", now - Duration::hours(25));
+        let bought = asked("cb-bought", now - Duration::hours(2));
+        let store = MemoryTable::default().with_rules([r.clone()]).with_intents([sent_intent(
+            &r,
+            bought.offering.clone(),
+            now - Duration::hours(1),
+        )]);
+        for a in [&fresh, &expired, &bought] {
+            assert!(store.record_approval(a).await.unwrap());
+        }
+        let data = gather(&store, now).await.unwrap();
+        let ids: Vec<&str> = data.approvals.iter().map(|a| a.offering.id.as_str()).collect();
+        assert_eq!(ids, ["cb-fresh"], "an expired approval and a bought one are not waiting");
+        // Budgets: the account's first, then the rule's with its limit.
+        assert_eq!(data.budgets[0].owner, BudgetOwner::Account);
+        assert!(
+            data.budgets
+                .iter()
+                .any(|b| b.owner == BudgetOwner::Rule(r.id.clone()) && b.limit == Some(r.monthly_budget))
+        );
+        // A price series for each region and type the rule asks about.
+        assert_eq!(data.prices.len(), 1);
+        assert_eq!(data.period, Period::of(now));
+    }
+}

@@ -1,0 +1,492 @@
+//! The charts, drawn by plotters' SVG backend: step lines over time (a price holds until the next
+//! observation, and a line breaks where nothing was asked for longer than `gap`), a threshold,
+//! markers and spans, and a point's value in its tooltip (an SVG `<title>` per point, which
+//! every browser shows on hover and screen readers read, with no script).
+//!
+//! Coordinates are f64 for placing pixels only: every figure a person reads (tooltips, labels)
+//! is text the caller formatted from the exact value.
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use plotters::prelude::*;
+
+use crate::html::esc;
+
+/// The Okabe-Ito palette (distinguishable with the common colour-vision deficiencies), black left
+/// out: lines take the first colours in turn.
+pub const PALETTE: [RGBColor; 7] = [
+    RGBColor(0x00, 0x72, 0xB2),
+    RGBColor(0xE6, 0x9F, 0x00),
+    RGBColor(0x00, 0x9E, 0x73),
+    RGBColor(0xCC, 0x79, 0xA7),
+    RGBColor(0x56, 0xB4, 0xE9),
+    RGBColor(0xD5, 0x5E, 0x00),
+    RGBColor(0xF0, 0xE4, 0x42),
+];
+/// The threshold's colour (vermillion), and the grid's: the page's CSS restyles both in the dark.
+const THRESHOLD: RGBColor = RGBColor(0xD5, 0x5E, 0x00);
+const GRID: RGBColor = RGBColor(0xDD, 0xDD, 0xDD);
+
+/// One point: where it is drawn and what its tooltip says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub at: DateTime<Utc>,
+    pub y: f64,
+    pub text: String,
+}
+
+/// One line, drawn as steps (each value holds until the next point).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<Point>,
+}
+
+/// What a chart shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chart {
+    /// The chart's title (its SVG `<title>` too).
+    pub title: String,
+    /// What the chart says in words, for a screen reader (its `<desc>`).
+    pub summary: String,
+    pub y_label: String,
+    pub series: Vec<Series>,
+    /// A horizontal line: its label and value.
+    pub threshold: Option<(String, f64)>,
+    /// Marked events (a purchase, an extension): a diamond each, with its tooltip.
+    pub markers: Vec<Point>,
+    /// Shaded spans (a block's): from, to, tooltip.
+    pub spans: Vec<(DateTime<Utc>, DateTime<Utc>, String)>,
+    /// Two points further apart than this are not joined: nothing was asked in between.
+    pub gap: Duration,
+    /// The time axis; None: the points' own range.
+    pub window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+}
+
+const W: u32 = 900;
+const H: u32 = 360;
+
+fn secs(t: DateTime<Utc>) -> f64 {
+    t.timestamp() as f64
+}
+
+fn day_label(x: &f64) -> String {
+    Utc.timestamp_opt(*x as i64, 0).single().map(|t| t.format("%b %d").to_string()).unwrap_or_default()
+}
+
+/// The chart as one `<svg>` element, titled and described for screen readers.
+pub fn draw(c: &Chart) -> String {
+    let times = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.at)).chain(c.markers.iter().map(|m| m.at));
+    let (t0, t1) = match c.window {
+        Some(w) => w,
+        None => {
+            let all: Vec<DateTime<Utc>> = times.collect();
+            match (all.iter().min(), all.iter().max()) {
+                (Some(a), Some(b)) => (*a - Duration::hours(12), *b + Duration::hours(12)),
+                _ => (
+                    Utc.timestamp_opt(0, 0).single().unwrap_or_default(),
+                    Utc.timestamp_opt(86_400, 0).single().unwrap_or_default(),
+                ),
+            }
+        }
+    };
+    let ys = c
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.y))
+        .chain(c.markers.iter().map(|m| m.y))
+        .chain(c.threshold.iter().map(|t| t.1));
+    let (mut lo, mut hi) = ys.fold((f64::MAX, f64::MIN), |(lo, hi), y| (lo.min(y), hi.max(y)));
+    if lo > hi {
+        (lo, hi) = (0.0, 1.0);
+    }
+    let pad = ((hi - lo) * 0.1).max(0.05);
+    let (lo, hi) = ((lo - pad).max(0.0), hi + pad);
+    let mut svg = String::new();
+    let mut overlay = String::new();
+    if plot(c, (secs(t0), secs(t1)), (lo, hi), &mut svg, &mut overlay).is_err() {
+        // Plotters fails only on a backend error, which a String backend never has: show the
+        // words rather than half a chart.
+        return format!("<p>{}</p>", esc(&c.summary));
+    }
+    finish(svg, &overlay, c)
+}
+
+/// The chart as an SVG file of its own (`capblock history --chart`): the namespace a file needs,
+/// and a white ground, which a page's CSS would otherwise give it.
+pub fn svg_file(c: &Chart) -> String {
+    let svg = draw(c);
+    match svg.strip_prefix("<svg") {
+        Some(rest) => format!("<svg xmlns=\"http://www.w3.org/2000/svg\" style=\"background:#fff\"{rest}\n"),
+        None => svg,
+    }
+}
+
+/// Draws into `svg` with plotters; the tooltipped points go to `overlay`, placed by the chart's
+/// own coordinate mapping.
+fn plot(c: &Chart, x: (f64, f64), y: (f64, f64), svg: &mut String, overlay: &mut String) -> Result<(), String> {
+    let root = SVGBackend::with_string(svg, (W, H)).into_drawing_area();
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(28)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x.0..x.1, y.0..y.1)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(GRID)
+        .x_labels(8)
+        .y_labels(6)
+        .x_label_formatter(&day_label)
+        .y_label_formatter(&|v| format!("{v:.2}"))
+        .y_desc(c.y_label.as_str())
+        .label_style(("sans-serif", 12))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (from, to, text) in &c.spans {
+        let (a, b) = (secs(*from).max(x.0), secs(*to).min(x.1));
+        if a < b {
+            let style = PALETTE[2].mix(0.15).filled();
+            chart
+                .draw_series(std::iter::once(Rectangle::new([(a, y.0), (b, y.1)], style)))
+                .map_err(|e| e.to_string())?;
+            let (px, _) = chart.backend_coord(&(a, y.1));
+            let (qx, qy) = chart.backend_coord(&(b, y.0));
+            overlay.push_str(&format!(
+                "<rect class=\"span\" x=\"{px}\" y=\"0\" width=\"{}\" height=\"{qy}\" fill-opacity=\"0\"><title>{}</title></rect>",
+                (qx - px).max(1),
+                esc(text)
+            ));
+        }
+    }
+    if let Some((label, v)) = &c.threshold {
+        chart
+            .draw_series(LineSeries::new([(x.0, *v), (x.1, *v)], THRESHOLD.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(label.as_str())
+            .legend(|(a, b)| PathElement::new([(a, b), (a + 16, b)], THRESHOLD.stroke_width(2)));
+    }
+    for (i, s) in c.series.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let mut first = true;
+        let mut kept: Vec<&Point> = Vec::new();
+        for segment in segments(&s.points, c.gap) {
+            let segment = thin(segment);
+            let drawn = chart
+                .draw_series(LineSeries::new(steps(&segment), colour.stroke_width(2)))
+                .map_err(|e| e.to_string())?;
+            if first {
+                drawn
+                    .label(s.label.as_str())
+                    .legend(move |(a, b)| PathElement::new([(a, b), (a + 16, b)], colour.stroke_width(2)));
+                first = false;
+            }
+            kept.extend(segment);
+        }
+        for p in spaced(&kept, MAX_TIPS) {
+            let (px, py) = chart.backend_coord(&(secs(p.at), p.y));
+            overlay.push_str(&format!(
+                "<circle cx=\"{px}\" cy=\"{py}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>",
+                colour.to_hex(),
+                esc(&p.text)
+            ));
+        }
+    }
+    for m in &c.markers {
+        let (px, py) = chart.backend_coord(&(secs(m.at), m.y));
+        overlay.push_str(&format!(
+            "<path class=\"mark\" d=\"M{px} {} l6 6 l-6 6 l-6 -6 z\" fill=\"#000\" stroke=\"#fff\"><title>{}</title></path>",
+            py - 6,
+            esc(&m.text)
+        ));
+    }
+    if c.threshold.is_some() || !c.series.is_empty() {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(GRID)
+            .label_font(("sans-serif", 12))
+            .draw()
+            .map_err(|e| e.to_string())?;
+    }
+    root.present().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+trait Hex {
+    fn to_hex(&self) -> String;
+}
+
+impl Hex for RGBColor {
+    fn to_hex(&self) -> String {
+        format!("#{:02X}{:02X}{:02X}", self.0, self.1, self.2)
+    }
+}
+
+/// One block on the calendar: its lane, its span, its state's name (its colour) and tooltip.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    pub lane: usize,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub state: String,
+    pub text: String,
+}
+
+/// A moment on a lane: a payment deadline, a termination, a reminder, an extension.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tick {
+    pub lane: usize,
+    pub at: DateTime<Utc>,
+    pub kind: &'static str,
+    pub text: String,
+}
+
+/// The calendar: lanes (team / rule) over a time window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lanes {
+    pub title: String,
+    pub summary: String,
+    pub lanes: Vec<String>,
+    pub bars: Vec<Bar>,
+    pub ticks: Vec<Tick>,
+    pub window: (DateTime<Utc>, DateTime<Utc>),
+    pub now: DateTime<Utc>,
+}
+
+/// A block state's colour (Okabe-Ito), the same as the page's state labels.
+fn state_colour(state: &str) -> RGBColor {
+    match state {
+        "payment-pending" => PALETTE[1],
+        "scheduled" => PALETTE[4],
+        "active" => PALETTE[2],
+        "payment-failed" => PALETTE[5],
+        _ => GRID,
+    }
+}
+
+/// The calendar as one `<svg>`: a lane per team and rule, a bar per block coloured by its
+/// state, a mark per deadline, termination, reminder and extension, each with its tooltip.
+pub fn lanes(c: &Lanes) -> String {
+    let mut svg = String::new();
+    let mut overlay = String::new();
+    let h = 60 + 34 * c.lanes.len().max(1) as u32;
+    if plot_lanes(c, h, &mut svg, &mut overlay).is_err() {
+        return format!("<p>{}</p>", esc(&c.summary));
+    }
+    let chart = Chart {
+        title: c.title.clone(),
+        summary: c.summary.clone(),
+        y_label: String::new(),
+        series: vec![],
+        threshold: None,
+        markers: vec![],
+        spans: vec![],
+        gap: Duration::zero(),
+        window: None,
+    };
+    finish(svg, &overlay, &chart)
+}
+
+fn plot_lanes(c: &Lanes, h: u32, svg: &mut String, overlay: &mut String) -> Result<(), String> {
+    let n = c.lanes.len().max(1) as f64;
+    let (x0, x1) = (secs(c.window.0), secs(c.window.1));
+    let root = SVGBackend::with_string(svg, (W, h)).into_drawing_area();
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(28)
+        .y_label_area_size(170)
+        .build_cartesian_2d(x0..x1, 0.0..n)
+        .map_err(|e| e.to_string())?;
+    let names = c.lanes.clone();
+    let lane_label = move |v: &f64| {
+        let i = v.floor();
+        // Labels sit at lane centres (i + 0.5); other ticks stay blank.
+        if (v - i - 0.5).abs() < 1e-6 {
+            names.get(i as usize).map(|s| s.chars().take(26).collect()).unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(GRID)
+        .x_labels(9)
+        .y_labels(c.lanes.len() * 2 + 1)
+        .x_label_formatter(&day_label)
+        .y_label_formatter(&lane_label)
+        .disable_y_mesh()
+        .label_style(("sans-serif", 12))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let row = |lane: usize| n - 1.0 - lane as f64;
+    for b in &c.bars {
+        let (a, z) = (secs(b.from).max(x0), secs(b.to).min(x1));
+        if a >= z {
+            continue;
+        }
+        let y = row(b.lane);
+        let style = state_colour(&b.state).filled();
+        chart
+            .draw_series(std::iter::once(Rectangle::new([(a, y + 0.2), (z, y + 0.8)], style)))
+            .map_err(|e| e.to_string())?;
+        let (px, py) = chart.backend_coord(&(a, y + 0.8));
+        let (qx, qy) = chart.backend_coord(&(z, y + 0.2));
+        overlay.push_str(&format!(
+            "<rect x=\"{px}\" y=\"{py}\" width=\"{}\" height=\"{}\" fill-opacity=\"0\"><title>{}</title></rect>",
+            (qx - px).max(1),
+            (qy - py).max(1),
+            esc(&b.text)
+        ));
+    }
+    let (nx, _) = chart.backend_coord(&(secs(c.now), n));
+    let (_, bottom) = chart.backend_coord(&(secs(c.now), 0.0));
+    overlay.push_str(&format!(
+        "<line class=\"now\" x1=\"{nx}\" x2=\"{nx}\" y1=\"12\" y2=\"{bottom}\" stroke=\"#000000\" stroke-dasharray=\"4 3\"><title>now</title></line>"
+    ));
+    for t in &c.ticks {
+        let x = secs(t.at);
+        if x < x0 || x > x1 {
+            continue;
+        }
+        let y = row(t.lane);
+        let (px, py) = chart.backend_coord(&(x, y + 0.9));
+        let (_, qy) = chart.backend_coord(&(x, y + 0.1));
+        let shape = match t.kind {
+            "deadline" => format!("<path d=\"M{px} {py} l5 -8 h-10 z\" fill=\"#D55E00\" stroke=\"#000000\"/>"),
+            "termination" => {
+                format!("<line x1=\"{px}\" x2=\"{px}\" y1=\"{py}\" y2=\"{qy}\" stroke=\"#000000\" stroke-width=\"2\"/>")
+            }
+            "extension" => format!(
+                "<path d=\"M{px} {} l6 6 l-6 6 l-6 -6 z\" fill=\"#CC79A7\" stroke=\"#000000\"/>",
+                (py + qy) / 2 - 6
+            ),
+            _ => format!("<circle cx=\"{px}\" cy=\"{qy}\" r=\"3\" fill=\"#0072B2\" stroke=\"#000000\"/>"),
+        };
+        overlay.push_str(&format!("<g class=\"{}\"><title>{}</title>{shape}</g>", t.kind, esc(&t.text)));
+    }
+    root.present().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// At most this many tooltipped points per line: more cannot be told apart on a 900-pixel chart,
+/// and each costs the page's size (a year of hourly scans must stay under 1 MB).
+const MAX_TIPS: usize = 160;
+
+/// A step line needs only the points where the value changes, and the run's last point (where
+/// the line ends).
+fn thin(points: &[Point]) -> Vec<&Point> {
+    let mut out: Vec<&Point> = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        let last = i + 1 == points.len();
+        if out.last().is_none_or(|q| q.y != p.y) || last {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// At most `most` of `points`, evenly spread, the first and the last always among them.
+fn spaced<'a>(points: &[&'a Point], most: usize) -> Vec<&'a Point> {
+    if points.len() <= most || most < 2 {
+        return points.to_vec();
+    }
+    let step = (points.len() - 1) as f64 / (most - 1) as f64;
+    (0..most).map(|k| points[((k as f64 * step).round() as usize).min(points.len() - 1)]).collect()
+}
+
+/// The runs of points no further apart than `gap`.
+fn segments(points: &[Point], gap: Duration) -> Vec<&[Point]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=points.len() {
+        if i == points.len() || points[i].at - points[i - 1].at > gap {
+            if start < i {
+                out.push(&points[start..i]);
+            }
+            start = i;
+        }
+    }
+    out
+}
+
+/// A step line through `points`: each value holds until the next point.
+fn steps(points: &[&Point]) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(points.len() * 2);
+    for (i, p) in points.iter().enumerate() {
+        if i > 0 {
+            out.push((secs(p.at), points[i - 1].y));
+        }
+        out.push((secs(p.at), p.y));
+    }
+    out
+}
+
+/// Plotters' SVG with a title and description for screen readers, the tooltipped overlay on top,
+/// and sized by the page (its width follows the screen's).
+fn finish(svg: String, overlay: &str, c: &Chart) -> String {
+    let Some(open_end) = svg.find("<svg").and_then(|i| svg[i..].find('>').map(|j| i + j)) else {
+        return format!("<p>{}</p>", esc(&c.summary));
+    };
+    // Inline SVG in HTML needs no namespace: without it the page holds no URL at all.
+    let head = svg[..open_end].replace(" xmlns=\"http://www.w3.org/2000/svg\"", "");
+    let head = head.as_str();
+    let rest = &svg[open_end + 1..];
+    let rest = rest.trim_end().strip_suffix("</svg>").unwrap_or(rest);
+    format!(
+        "{head} class=\"chart\" role=\"img\" preserveAspectRatio=\"xMinYMin meet\"><title>{}</title><desc>{}</desc>{rest}<g class=\"tips\">{overlay}</g></svg>",
+        esc(&c.title),
+        esc(&c.summary)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(d: u32, h: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, d, h, 0, 0).unwrap()
+    }
+
+    fn p(d: u32, h: u32, y: f64) -> Point {
+        Point { at: at(d, h), y, text: format!("{y:.2} at {d} {h}h") }
+    }
+
+    #[test]
+    fn a_price_holds_until_the_next_point_and_breaks_at_a_gap() {
+        let points = [p(1, 0, 3.0), p(1, 1, 4.0), p(3, 0, 5.0)];
+        let flat = [p(1, 0, 3.0), p(1, 1, 3.0), p(1, 2, 3.0), p(1, 3, 4.0)];
+        assert_eq!(thin(&flat).iter().map(|p| p.at).collect::<Vec<_>>(), vec![at(1, 0), at(1, 3)], "no repeats");
+        let flat_end = [p(1, 0, 3.0), p(1, 1, 3.0), p(1, 2, 3.0)];
+        assert_eq!(thin(&flat_end).len(), 2, "the line ends where the run does");
+        let segs = segments(&points, Duration::hours(6));
+        assert_eq!(segs.len(), 2, "nothing asked for two days: two lines");
+        let s = steps(&thin(segs[0]));
+        // Horizontal to the second point's time at the first price, then up.
+        assert_eq!(s, vec![(secs(at(1, 0)), 3.0), (secs(at(1, 1)), 3.0), (secs(at(1, 1)), 4.0)]);
+    }
+
+    #[test]
+    fn every_point_has_its_value_as_a_tooltip_and_the_chart_is_described() {
+        let c = Chart {
+            title: "Prices <p5>".into(),
+            summary: "Two prices".into(),
+            y_label: "USD per accelerator-hour".into(),
+            series: vec![Series { label: "us-east-1 p5".into(), points: vec![p(1, 0, 3.0), p(1, 1, 4.0)] }],
+            threshold: Some(("threshold 3.50".into(), 3.5)),
+            markers: vec![Point { at: at(1, 1), y: 4.0, text: "bought".into() }],
+            spans: vec![(at(1, 2), at(2, 2), "block r-1".into())],
+            gap: Duration::hours(6),
+            window: None,
+        };
+        let svg = draw(&c);
+        assert!(svg.starts_with("<svg"), "{svg}");
+        assert!(svg.contains("<title>Prices &lt;p5&gt;</title><desc>Two prices</desc>"));
+        assert!(svg.contains("<title>3.00 at 1 0h</title>") && svg.contains("<title>4.00 at 1 1h</title>"));
+        assert!(svg.contains("<title>bought</title>") && svg.contains("<title>block r-1</title>"));
+        assert!(svg.contains("threshold 3.50"));
+        assert_eq!(svg.matches("</svg>").count(), 1);
+    }
+}

@@ -1,0 +1,137 @@
+//! The renderer against the fixture: each section holds what the table holds, says so when it
+//! holds nothing, escapes what people typed, asks for nothing outside the file, and stays under
+//! 1 MB for a year of data.
+
+use capblock_core::app::report::Month;
+use capblock_core::app::team_page::{PageBlock, PageBudget, PriceSeries};
+use capblock_core::domain::budget::BudgetOwner;
+use capblock_core::domain::lifecycle::BlockState;
+use chrono::Duration;
+
+use super::fixture::{at, block, fixture, observations};
+use super::render;
+
+fn section<'a>(page: &'a str, id: &str) -> &'a str {
+    let start = page.find(&format!("<section id=\"{id}\"")).unwrap_or_else(|| panic!("no section {id}"));
+    let end = page[start..].find("</section>").map(|e| start + e).unwrap();
+    &page[start..end]
+}
+
+#[test]
+fn each_section_holds_the_fixtures_blocks_budgets_prices_and_approval() {
+    let page = render(&fixture());
+    let cal = section(&page, "calendar");
+    assert!(cal.contains("cr-active0001") && cal.contains("cr-pending0002"), "{cal}");
+    assert!(cal.contains("ml-research / p5-weekly") && cal.contains("vision / vision-burst"));
+    assert!(cal.contains("payment deadline") && cal.contains("111122223333") && cal.contains("reminder"));
+    let budgets = section(&page, "budgets");
+    for name in ["Account", "Team ml-research", "Rule p5-weekly", "Rule vision-burst"] {
+        assert!(budgets.contains(name), "{name} missing");
+    }
+    assert!(budgets.contains("49040.00 USD left of 50000.00 USD"), "{budgets}");
+    let prices = section(&page, "prices");
+    assert_eq!(prices.matches("<svg").count(), 2, "a chart per rule");
+    assert!(prices.contains("us-east-1 p5.48xlarge") && prices.contains("threshold 3"));
+    assert!(prices.contains("bought cr-active0001"), "the purchase is marked");
+    let approvals = section(&page, "approvals");
+    assert!(approvals.contains("<code>capblock approve p5-weekly/cb-0123456789abcdef0</code>"));
+    assert!(
+        approvals.contains("432.00 USD") && approvals.contains("2.2500 USD") && approvals.contains("21h"),
+        "{approvals}"
+    );
+    let used = section(&page, "use");
+    assert!(used.contains("1 of 1") && used.contains("cr-active0001"), "{used}");
+    assert!(used.contains("The month per rule"));
+    let market = section(&page, "market");
+    assert!(market.contains("p5.48xlarge us-west-2") && market.contains("Largest count seen per start day"));
+}
+
+#[test]
+fn every_section_says_plainly_when_it_is_empty() {
+    let mut d = fixture();
+    d.rules.clear();
+    d.blocks.clear();
+    d.budgets = vec![PageBudget { owner: BudgetOwner::Account, limit: None, usage: None }];
+    d.approvals.clear();
+    d.prices.clear();
+    d.month = Month { month: d.period.as_str().into(), rules: vec![], teams: vec![], account_spent: None };
+    let page = render(&d);
+    assert!(section(&page, "calendar").contains("No blocks held or starting in the next 8 weeks."));
+    assert!(section(&page, "budgets").contains("No budgets set"));
+    assert!(section(&page, "prices").contains("No rules"));
+    assert!(section(&page, "approvals").contains("No approvals waiting."));
+    assert!(section(&page, "use").contains("No active blocks.") && section(&page, "use").contains("Nothing bought"));
+    assert!(section(&page, "market").contains("No offerings seen"));
+}
+
+#[test]
+fn nothing_in_the_page_points_outside_it() {
+    let page = render(&fixture());
+    let url = page
+        .find("http:")
+        .or(page.find("https:"))
+        .or(page.find("//"))
+        .map(|i| &page[i.saturating_sub(80)..(i + 80).min(page.len())]);
+    assert!(url.is_none(), "a URL in the page: {url:?}");
+    assert!(!page.contains("<script") && !page.contains("<link") && !page.contains("<img") && !page.contains("url("));
+    assert!(page.contains(&format!("content=\"{}\"", super::CSP)));
+}
+
+#[test]
+fn what_people_typed_is_shown_never_run() {
+    let mut d = fixture();
+    d.stack = Some("<script>alert(1)</script>".into());
+    d.blocks[0].team = Some("<img src=x onerror=alert(1)>".into());
+    d.blocks[0].shared_with = vec!["\"><script>".into()];
+    let page = render(&d);
+    assert!(!page.contains("<script") && !page.contains("<img"), "user text became markup");
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+}
+
+#[test]
+fn every_picture_has_a_text_alternative() {
+    let page = render(&fixture());
+    let svgs = page.matches("<svg").count();
+    assert!(svgs >= 6, "{svgs}");
+    for svg in page.split("<svg").skip(1) {
+        let head = &svg[..svg.find("</svg>").unwrap()];
+        assert!(head.contains("role=\"img\""), "an svg without a role");
+        assert!(head.contains("<title>"), "an svg without a title");
+    }
+}
+
+#[test]
+fn a_year_of_data_stays_under_a_megabyte() {
+    let mut d = fixture();
+    // A year of hourly scans in two regions (the page shows the last 90 days of them), a block a
+    // week for each rule, and an approval a day.
+    let year = at(7, 9) - Duration::days(365);
+    d.prices = ["us-east-1", "us-west-2", "eu-north-1", "ap-northeast-1"]
+        .iter()
+        .map(|r| PriceSeries {
+            region: r.parse().unwrap(),
+            instance_type: "p5.48xlarge".parse().unwrap(),
+            observations: observations(r, at(7, 9) - Duration::days(90), 24 * 90, 1),
+        })
+        .collect();
+    let rules = d.rules.clone();
+    for w in 0..52 {
+        for r in &rules {
+            let start = year + Duration::weeks(w);
+            let b = block(
+                r,
+                &format!("cr-{}-{w:02}", r.id),
+                start,
+                if start < d.now { BlockState::Expired } else { BlockState::Scheduled },
+                start - Duration::days(2),
+            );
+            d.blocks.push(PageBlock { block: b, extensions: vec![], team: None, shared_with: vec![] });
+        }
+    }
+    let page = render(&d);
+    let sizes: Vec<(&str, usize)> = ["calendar", "budgets", "prices", "approvals", "use", "market"]
+        .iter()
+        .map(|id| (*id, section(&page, id).len()))
+        .collect();
+    assert!(page.len() < 1_000_000, "{} bytes: {sizes:?}", page.len());
+}
