@@ -10,6 +10,7 @@ mod faults;
 mod handlers;
 mod handoff;
 mod health;
+mod market_move;
 mod metrics;
 mod parts;
 mod readings;
