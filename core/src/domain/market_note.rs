@@ -126,3 +126,59 @@ pub fn drought(rule_id: &str, milestone: &str, d: &Drought) -> SlackMessage {
         related_resources: vec![],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::{NaiveDate, TimeZone};
+    use rust_decimal_macros::dec;
+
+    use super::*;
+    use crate::domain::money::Money;
+    use crate::domain::offering::example;
+
+    fn market() -> Market {
+        Market {
+            region: "eu-north-1".parse().unwrap(),
+            instance_type: "p5.48xlarge".parse().unwrap(),
+            ultraserver_type: None,
+        }
+    }
+
+    #[test]
+    fn a_fall_says_so_and_asks_nothing_of_a_rule_above_the_new_level() {
+        let step = Step { day: NaiveDate::from_ymd_opt(2026, 7, 3).unwrap(), old: dec!(4.5), new: dec!(3.6) };
+        let m = stepped("r1", "market-step-x", &market(), &step, dec!(3.80));
+        assert_eq!(m.title, "Capacity Block prices fell -20.0% for p5.48xlarge in eu-north-1");
+        assert!(
+            m.description.contains("fell from 4.50 to 3.60 per accelerator-hour (-20.0%) on 2026-07-03"),
+            "{}",
+            m.description
+        );
+        assert!(m.description.contains("3.80 per accelerator-hour, is at or above the new level"), "{}", m.description);
+        assert_eq!(m.next_steps.len(), 1);
+        assert_eq!((m.thread_id.as_str(), m.id.as_str()), ("rule-r1", "rule-r1#market-step-x"));
+    }
+
+    #[test]
+    fn a_drought_that_would_still_have_bought_nothing_says_why() {
+        let since = Utc.with_ymd_and_hms(2026, 7, 1, 0, 0, 0).unwrap();
+        let offering = example("cb-1", "us-east-1", since, Money::usd(dec!(691.20)).unwrap());
+        let d = Drought {
+            threshold: dec!(3.2),
+            since,
+            last_under: None,
+            days: 9,
+            seen: 40,
+            cheapest: dec!(3.6),
+            cheapest_offering: offering,
+            tried: dec!(3.6),
+            would_have_bought: vec![],
+        };
+        let m = drought("r1", "drought-3.2-2026-07-01", &d);
+        assert_eq!(m.title, "Rule r1 has bought nothing for 9 days: every offering is over its threshold");
+        assert!(m.description.contains("none at or under its threshold of 3.20"), "{}", m.description);
+        assert!(m.description.contains("would still have bought nothing"), "{}", m.description);
+        assert!(m.next_steps[1].contains("max_price_per_accelerator_hour = \"3.60\""), "{:?}", m.next_steps);
+        assert!(m.next_steps[1].contains("--from 2026-07-01"), "{:?}", m.next_steps);
+    }
+}

@@ -238,7 +238,7 @@ fn no_drought_without_offerings_when_off_or_for_a_disabled_rule() {
     let disabled = rule(&["us-east-1"], &["p5.48xlarge"], "3.00", "enabled = false");
     assert!(notes(&disabled, &h, &[], at(20, 0)).is_empty());
     // Offerings the rule would never take (another count) are no drought of its own.
-    let two = rule(&["us-east-1"], &["p5.48xlarge"], "3.00", "").clone();
+    let two = rule(&["us-east-1"], &["p5.48xlarge"], "3.00", "");
     let two = Rule { instance_counts: vec![2], ..two };
     assert!(droughts(&notes(&two, &h, &[], at(20, 0))).is_empty());
 }
