@@ -11,6 +11,7 @@ pub(crate) mod fixtures;
 pub mod handoff;
 pub mod health;
 pub mod kinds;
+pub mod market_move;
 pub mod metrics;
 pub mod outbox;
 pub mod permissions;

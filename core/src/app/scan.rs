@@ -22,6 +22,7 @@ use crate::domain::budget::{Period, charges_for};
 use crate::domain::catalog::AcceleratorCatalog;
 use crate::domain::decision::{Decision, Headroom, Priced, decide};
 use crate::domain::market_memory::{self, Carried};
+use crate::domain::market_move;
 use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::outbox_key::OutboxKey;
@@ -169,6 +170,8 @@ pub struct ScanReport {
     pub unbudgeted: BTreeMap<String, String>,
     pub settled: Vec<Settled>,
     pub outcomes: Vec<RuleOutcome>,
+    /// Notes of a moved market enqueued this run, `rule#milestone` (`domain::market_move`).
+    pub market_notes: Vec<String>,
     pub notices: FlushReport,
 }
 
@@ -436,6 +439,22 @@ where
         }
         let (observations_written, prices) = self.record_prices(&answered, &findings.history, at).await;
         let outcomes = self.decide_and_act(rules, &plan, &answered, on_sight, at, confirmed).await?;
+        // What this run recorded is in the history it reads back (`domain::market_move`).
+        let market_notes = if at.is_replay() {
+            Vec::new()
+        } else {
+            let due: BTreeSet<Region> = plan
+                .read
+                .iter()
+                .filter(|(_, m)| market_move::due(m.watch.as_ref().map(|w| w.at), now))
+                .map(|(r, _)| r.clone())
+                .collect();
+            // Notes only: a store failure here must not fail a scan that may have bought.
+            super::market_move::check(self.store, rules, &due, now).await.unwrap_or_else(|e| {
+                tracing::warn!(event = "market_check_failed", error = %e, "market moves not checked this run");
+                Vec::new()
+            })
+        };
         let notices =
             if at.is_replay() { FlushReport::default() } else { flush(self.store, self.notifier, now).await? };
         let offerings_seen: BTreeSet<&str> = answered.values().flatten().map(|o| o.id.as_str()).collect();
@@ -460,6 +479,7 @@ where
             unbudgeted,
             settled,
             outcomes,
+            market_notes,
             notices,
         })
     }

@@ -21,6 +21,8 @@ pub mod health;
 pub mod launch;
 pub mod lifecycle;
 pub mod market_memory;
+pub mod market_move;
+pub mod market_note;
 pub mod metrics;
 pub mod milestone;
 pub mod money;

@@ -238,6 +238,10 @@ pub struct RuleSpec {
     /// says so; 0 never says (`domain::usage`).
     #[serde(default = "default_idle_alert", skip_serializing_if = "is_default_idle_alert")]
     pub idle_alert_minutes: i64,
+    /// Days a rule may see offerings, none at or under its threshold, before capblock says so
+    /// once in its thread (`domain::market_move`); 0 never says.
+    #[serde(default = "default_drought_days", skip_serializing_if = "is_default_drought_days")]
+    pub drought_days: i64,
     /// The team whose monthly budget (the stack's `TeamBudgets`) the rule's spend also draws on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team: Option<String>,
@@ -262,6 +266,25 @@ fn is_default_idle_alert(m: &i64) -> bool {
 fn default_idle_alert_u32() -> u32 {
     DEFAULT_IDLE_ALERT_MINUTES
 }
+
+fn default_drought_days() -> i64 {
+    i64::from(DEFAULT_DROUGHT_DAYS)
+}
+
+fn is_default_drought_days(d: &i64) -> bool {
+    *d == default_drought_days()
+}
+
+fn default_drought_days_u32() -> u32 {
+    DEFAULT_DROUGHT_DAYS
+}
+
+/// A week: offerings come and go daily, so a week with none at the threshold is a market that
+/// moved away from the rule rather than a quiet spell.
+pub const DEFAULT_DROUGHT_DAYS: u32 = 7;
+
+/// The longest `drought_days`: the history the check reads back is bounded by it.
+pub const MAX_DROUGHT_DAYS: i64 = 60;
 
 /// The longest `idle_alert_minutes`: a week, longer than most blocks.
 pub const MAX_IDLE_ALERT_MINUTES: i64 = 7 * 24 * 60;
@@ -439,6 +462,9 @@ pub struct Rule {
     /// Stored rules without the key alert after the default hour.
     #[serde(default = "default_idle_alert_u32")]
     pub idle_alert_minutes: u32,
+    /// See `RuleSpec::drought_days`; 0 never says.
+    #[serde(default = "default_drought_days_u32")]
+    pub drought_days: u32,
     /// Stored rules without the key belong to no team.
     #[serde(default)]
     pub team: Option<String>,
@@ -528,6 +554,7 @@ impl RuleSpec {
             unlimited: self.unlimited,
             actions,
             idle_alert_minutes: u32::try_from(self.idle_alert_minutes).unwrap_or(DEFAULT_IDLE_ALERT_MINUTES),
+            drought_days: u32::try_from(self.drought_days).unwrap_or(DEFAULT_DROUGHT_DAYS),
             team: self.team.clone(),
             share_with,
             handoff_account: self.handoff_account.clone(),
@@ -655,6 +682,7 @@ impl Rule {
             unlimited: self.unlimited,
             actions: self.actions.iter().map(ActionSpec::from).collect(),
             idle_alert_minutes: i64::from(self.idle_alert_minutes),
+            drought_days: i64::from(self.drought_days),
             team: self.team.clone(),
             share_with: self.share_with.iter().map(|p| p.as_str().to_string()).collect(),
             handoff_account: self.handoff_account.clone(),
@@ -824,6 +852,9 @@ impl Problems {
                 "idle_alert_minutes",
                 &format!("must be between 0 (never alert) and {MAX_IDLE_ALERT_MINUTES} minutes"),
             );
+        }
+        if !(0..=MAX_DROUGHT_DAYS).contains(&spec.drought_days) {
+            self.add("drought_days", &format!("must be between 0 (never say) and {MAX_DROUGHT_DAYS} days"));
         }
         if !(0..24).contains(&spec.duration_tolerance_hours) {
             self.add("duration_tolerance_hours", "must be between 0 and 23 hours");

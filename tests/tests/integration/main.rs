@@ -10,6 +10,7 @@ mod faults;
 mod handlers;
 mod handoff;
 mod health;
+mod market_move;
 mod metrics;
 mod page;
 mod parts;

@@ -735,3 +735,26 @@ fn a_max_total_fee_no_block_could_cost_is_refused_with_the_figures() {
         Err(e) => assert!(!e.to_string().contains("can never buy"), "{e}"),
     }
 }
+
+#[test]
+fn drought_days_defaults_to_a_week_and_is_bounded() {
+    let rule = Rule::from_toml(GOOD, now()).unwrap();
+    assert_eq!(rule.drought_days, DEFAULT_DROUGHT_DAYS);
+    assert_eq!(Rule::from_toml(&format!("{GOOD}\ndrought_days = 0"), now()).unwrap().drought_days, 0);
+    assert_eq!(Rule::from_toml(&format!("{GOOD}\ndrought_days = 60"), now()).unwrap().drought_days, 60);
+    for bad in ["-1", "61"] {
+        let p = problems(&format!("{GOOD}\ndrought_days = {bad}"));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].0, "drought_days");
+        assert!(p[0].1.contains("between 0 (never say) and 60 days"), "{p:?}");
+    }
+    // A stored rule from before the key still loads, with the default.
+    let mut json = serde_json::to_value(&rule).unwrap();
+    json.as_object_mut().unwrap().remove("drought_days");
+    let old: Rule = serde_json::from_value(json).unwrap();
+    assert_eq!(old.drought_days, DEFAULT_DROUGHT_DAYS);
+    // The spec a person reads back leaves the default out and keeps a set value.
+    assert!(!toml::to_string(&rule.to_spec()).unwrap().contains("drought_days"));
+    let set = Rule::from_toml(&format!("{GOOD}\ndrought_days = 14"), now()).unwrap();
+    assert!(toml::to_string(&set.to_spec()).unwrap().contains("drought_days = 14"));
+}
