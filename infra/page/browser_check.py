@@ -23,7 +23,12 @@ CONSOLE = re.compile(r"CONSOLE|Content Security Policy|Refused to", re.IGNORECAS
 
 # What each section must hold for the demo story (page/examples/demo_page.rs).
 EXPECTED = {
-    "calendar": ["cr-active0001", "cr-pending0002", "ml-research / p5-weekly", "payment deadline"],
+    "calendar": [
+        "cr-active0001",
+        "cr-pending0002",
+        "ml-research / p5-weekly",
+        "payment deadline",
+    ],
     "budgets": ["Account", "Team ml-research", "Rule p5-weekly", "left of"],
     "prices": ["Rule p5-weekly", "us-east-1 p5.48xlarge", "bought cr-active0001"],
     "approvals": ["capblock approve p5-weekly/cb-0123456789abcdef0"],
@@ -58,7 +63,9 @@ def run(browser, page, *extra):
             *extra,
             pathlib.Path(page).resolve().as_uri(),
         ]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        return subprocess.run(
+            cmd, capture_output=True, text=True, timeout=120, check=False
+        )
 
 
 def console_lines(stderr):
@@ -94,16 +101,21 @@ def main():
 
     # The control: the same policy, one request. The detector must see it.
     control = pathlib.Path(shot).with_name("control.html")
-    policy = re.search(r'<meta http-equiv="Content-Security-Policy"[^>]*>', pathlib.Path(page).read_text())
+    policy = re.search(
+        r'<meta http-equiv="Content-Security-Policy"[^>]*>',
+        pathlib.Path(page).read_text(),
+    )
     if not policy:
         problems.append("the page has no Content-Security-Policy meta tag")
     else:
         control.write_text(
-            f'<!doctype html><html><head>{policy.group(0)}</head>'
+            f"<!doctype html><html><head>{policy.group(0)}</head>"
             '<body><img src="https://example.invalid/x.png" alt="x"></body></html>'
         )
         if not console_lines(run(browser, control, "--dump-dom").stderr):
-            problems.append("the control page's request was not reported: the console check is blind")
+            problems.append(
+                "the control page's request was not reported: the console check is blind"
+            )
 
     dom = run(browser, page, "--dump-dom")
     if dom.returncode != 0:
@@ -121,15 +133,28 @@ def main():
                 problems.append(f"section {section}: {needle!r} missing")
 
     pathlib.Path(shot).unlink(missing_ok=True)
-    run(browser, page, f"--screenshot={pathlib.Path(shot).resolve()}", "--window-size=1280,4200", "--hide-scrollbars")
+    run(
+        browser,
+        page,
+        f"--screenshot={pathlib.Path(shot).resolve()}",
+        "--window-size=1280,4200",
+        "--hide-scrollbars",
+    )
     if not pathlib.Path(shot).exists() or pathlib.Path(shot).stat().st_size == 0:
         problems.append("no screenshot written")
 
     if problems:
-        print("browser_check: the page fails in Chromium:", *problems, sep="\n  ", file=sys.stderr)
+        print(
+            "browser_check: the page fails in Chromium:",
+            *problems,
+            sep="\n  ",
+            file=sys.stderr,
+        )
         sys.exit(1)
-    print(f"browser_check: {page} loads in Chromium with no console message and no request; "
-          f"every section holds the story; screenshot {shot}")
+    print(
+        f"browser_check: {page} loads in Chromium with no console message and no request; "
+        f"every section holds the story; screenshot {shot}"
+    )
 
 
 if __name__ == "__main__":

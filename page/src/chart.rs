@@ -60,6 +60,8 @@ pub struct Chart {
     pub gap: Duration,
     /// The time axis; None: the points' own range.
     pub window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// Whether the value axis starts at zero (counts), or hugs the values (prices).
+    pub from_zero: bool,
 }
 
 const W: u32 = 900;
@@ -100,7 +102,7 @@ pub fn draw(c: &Chart) -> String {
         (lo, hi) = (0.0, 1.0);
     }
     let pad = ((hi - lo) * 0.1).max(0.05);
-    let (lo, hi) = ((lo - pad).max(0.0), hi + pad);
+    let (lo, hi) = (if c.from_zero { 0.0 } else { (lo - pad).max(0.0) }, hi + pad);
     let mut svg = String::new();
     let mut overlay = String::new();
     if plot(c, (secs(t0), secs(t1)), (lo, hi), &mut svg, &mut overlay).is_err() {
@@ -285,6 +287,7 @@ pub fn lanes(c: &Lanes) -> String {
         spans: vec![],
         gap: Duration::zero(),
         window: None,
+        from_zero: false,
     };
     finish(svg, &overlay, &chart)
 }
@@ -480,6 +483,7 @@ mod tests {
             spans: vec![(at(1, 2), at(2, 2), "block r-1".into())],
             gap: Duration::hours(6),
             window: None,
+            from_zero: false,
         };
         let svg = draw(&c);
         assert!(svg.starts_with("<svg"), "{svg}");

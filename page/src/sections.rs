@@ -455,6 +455,7 @@ pub fn prices(d: &TeamData) -> String {
             spans,
             gap: GAP,
             window: Some((from, end)),
+            from_zero: false,
         });
         body.push_str(&format!("<h3>{}</h3>{svg}<p class=\"summary\">{}</p>", esc(&title), esc(&summary)));
     }
@@ -604,6 +605,7 @@ pub fn market(d: &TeamData) -> String {
         let mut on_sale: BTreeMap<&str, (DateTime<Utc>, DateTime<Utc>)> = BTreeMap::new();
         let mut largest: BTreeMap<NaiveDate, u32> = BTreeMap::new();
         let mut rates: Vec<Decimal> = Vec::new();
+        let mut recent: Vec<Decimal> = Vec::new();
         for o in &p.observations {
             let e = on_sale.entry(o.offering.id.as_str()).or_insert((o.seen_at, o.seen_at));
             e.0 = e.0.min(o.seen_at);
@@ -612,11 +614,15 @@ pub fn market(d: &TeamData) -> String {
             *c = (*c).max(o.offering.instance_count);
             if let Some(r) = o.offering.price_per_accelerator_hour(o.accelerators_per_instance) {
                 rates.push(r.per_unit);
+                if o.seen_at >= d.now - Duration::days(7) {
+                    recent.push(r.per_unit);
+                }
             }
         }
         let mut stays: Vec<Duration> = on_sale.values().map(|(a, b)| *b - *a).collect();
         stays.sort();
         rates.sort();
+        recent.sort();
         let median = |v: &[Decimal]| v.get(v.len() / 2).copied();
         let currency = p.observations[0].offering.fee.currency();
         let top: Vec<String> = {
@@ -632,6 +638,7 @@ pub fn market(d: &TeamData) -> String {
             esc(&stays.last().map(|d| compact(*d)).unwrap_or_else(|| "-".into())),
             esc(&top.join(", ")),
             esc(&median(&rates).map(|m| format!("{} {currency}", m.round_dp(4))).unwrap_or_else(|| "-".into())),
+            esc(&median(&recent).map(|m| format!("{} {currency}", m.round_dp(4))).unwrap_or_else(|| "-".into())),
         ]);
         // The largest count per start day, as steps over the start days.
         let points: Vec<Point> = largest
@@ -660,6 +667,7 @@ pub fn market(d: &TeamData) -> String {
                 spans: vec![],
                 gap: Duration::days(1),
                 window: None,
+                from_zero: true,
             })
         ));
     }
@@ -672,7 +680,8 @@ pub fn market(d: &TeamData) -> String {
             "median time on sale",
             "longest on sale",
             "largest count per start day",
-            "median price per accelerator-hour",
+            "median price per accelerator-hour, 90 days",
+            "the last 7 days",
         ],
         &rows,
     );

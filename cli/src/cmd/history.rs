@@ -172,6 +172,7 @@ fn price_chart(rows: &[HistoryRow], threshold: Option<&(String, Decimal)>) -> St
         // Scans are minutes apart; a day without one is a day nothing was asked.
         gap: chrono::Duration::hours(6),
         window: None,
+        from_zero: false,
     })
 }
 

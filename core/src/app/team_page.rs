@@ -166,11 +166,13 @@ mod tests {
     async fn only_the_approvals_still_waiting_are_gathered() {
         let r = rule("p5-weekly", "approval");
         let now = t0() + Duration::hours(30);
-        let asked =
-            |id: &str, at: DateTime<Utc>| Intent::new(&r.id, offering(id, t0() + Duration::days(5)), 8, vec![], at);
-        let fresh = asked("cb-fresh", now - Duration::hours(1));
-        let expired = asked("cb-expired", now - Duration::hours(25));
-        let bought = asked("cb-bought", now - Duration::hours(2));
+        // Each a block of its own (another start): a block is asked about once.
+        let asked = |id: &str, at: DateTime<Utc>, day: i64| {
+            Intent::new(&r.id, offering(id, t0() + Duration::days(day)), 8, vec![], at)
+        };
+        let fresh = asked("cb-fresh", now - Duration::hours(1), 5);
+        let expired = asked("cb-expired", now - Duration::hours(25), 6);
+        let bought = asked("cb-bought", now - Duration::hours(2), 7);
         let store = MemoryTable::default().with_rules([r.clone()]).with_intents([sent_intent(
             &r,
             bought.offering.clone(),
