@@ -462,20 +462,11 @@ async fn the_team_page_shows_an_approval_waiting_then_its_block() {
     let c = Cli::new("cli-page").await;
     let intent = ask(&c).await;
     let file = c.dir.join("team.html");
-    let page = |c: &Cli| {
-        let file = file.clone();
-        async move {
-            let out = c.run(&["page", "--out", file.to_str().unwrap()]).await;
-            assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-            assert!(out.stderr.contains("team page written to"), "{}", out.stderr);
-            std::fs::read_to_string(&file).unwrap()
-        }
-    };
     let section = |html: &str, id: &str| {
         let start = html.find(&format!("<section id=\"{id}\"")).unwrap_or_else(|| panic!("no {id}"));
         html[start..start + html[start..].find("</section>").unwrap()].to_string()
     };
-    let before = page(&c).await;
+    let before = team_page(&c, &file).await;
     let waiting = section(&before, "approvals");
     assert!(waiting.contains(&format!("<code>capblock approve {intent}</code>")), "{waiting}");
     assert!(section(&before, "budgets").contains("Rule west"));
@@ -484,13 +475,21 @@ async fn the_team_page_shows_an_approval_waiting_then_its_block() {
 
     let out = c.run(&["approve", &intent, "--time", NOW]).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    let after = page(&c).await;
+    let after = team_page(&c, &file).await;
     assert!(section(&after, "approvals").contains("No approvals waiting."), "a bought approval waits no more");
     let blocks = c.run(&["blocks", "--json", "--time", NOW]).await.json();
     let reservation = blocks[0]["reservation_id"].as_str().expect("the bought block").to_string();
     let calendar = section(&after, "calendar");
     assert!(calendar.contains(&reservation) && calendar.contains("west"), "{reservation}: {calendar}");
     assert!(section(&after, "prices").contains("bought "), "the purchase is marked on the rule's prices");
+}
+
+/// `capblock page --out FILE`, its text.
+async fn team_page(c: &Cli, file: &std::path::Path) -> String {
+    let out = c.run(&["page", "--out", file.to_str().unwrap()]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("team page written to"), "{}", out.stderr);
+    std::fs::read_to_string(file).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
