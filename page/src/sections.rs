@@ -435,6 +435,15 @@ pub fn prices(d: &TeamData) -> String {
         }
         let end =
             spans.iter().map(|s| s.1).max().unwrap_or(d.now).clamp(d.now, d.now + Duration::weeks(CALENDAR_WEEKS));
+        // From the first thing to show (a day before it), not always the window's start: a stack
+        // a week old would otherwise draw its week in the last tenth of the chart.
+        let first = series
+            .iter()
+            .flat_map(|s: &Series| s.points.iter().map(|p| p.at))
+            .chain(markers.iter().map(|m| m.at))
+            .chain(spans.iter().map(|s| s.0))
+            .min()
+            .map_or(from, |t| (t - Duration::days(1)).max(from));
         let summary = format!(
             "{}. Threshold {} {}/accelerator-hour. {} purchase or extension mark(s).",
             if lines.is_empty() { "No prices".to_string() } else { lines.join("; ") },
@@ -454,7 +463,7 @@ pub fn prices(d: &TeamData) -> String {
             markers,
             spans,
             gap: GAP,
-            window: Some((from, end)),
+            window: Some((first, end)),
             from_zero: false,
         });
         body.push_str(&format!("<h3>{}</h3>{svg}<p class=\"summary\">{}</p>", esc(&title), esc(&summary)));
