@@ -1,8 +1,8 @@
 //! The team page's bucket (S3): `PutObject` of the one page the tracker renders.
 //!
 //! Addressing: the SDK resolves S3 endpoints by its own rules, path-style when the endpoint is an
-//! IP address (`http://127.0.0.1/<bucket>/<key>`: aws-sdk-s3's endpoint test "use global endpoint
-//! + IP address endpoint override") and virtual-hosted against AWS. The local stack gives moto as
+//! IP address (`http://127.0.0.1/<bucket>/<key>`: aws-sdk-s3's endpoint test "use global endpoint,
+//! IP address endpoint override") and virtual-hosted against AWS. The local stack gives moto as
 //! `AWS_ENDPOINT_URL_S3=http://127.0.0.1:<port>` (infra/local/stack.sh), so the same client
 //! reaches both, with no setting or code path for tests (no `force_path_style`).
 
