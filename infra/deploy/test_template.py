@@ -981,7 +981,7 @@ class TeamPage(Template):
             change(tpl["Resources"])
             return page_bucket_problems(tpl, defaults(tpl, OrganizationId=ORG))
 
-        statements = lambda r: r["PageBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]  # noqa: E731
+        statements = lambda r: r["PageBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
         self.assertIn("public access block: RestrictPublicBuckets is not true", broken(
             lambda r: r["PageBucket"]["Properties"]["PublicAccessBlockConfiguration"].update(RestrictPublicBuckets=False)))
         self.assertIn("OrganizationReads: lets * read without aws:PrincipalOrgID", broken(
