@@ -59,14 +59,7 @@ pub async fn run(a: BacktestArgs) -> CliResult {
     if observations.is_empty() {
         return Err(CliError::NotFound(format!("no price history for rule {:?}: nothing to replay", rule.id)));
     }
-    let samples: Vec<Sample> = observations
-        .into_iter()
-        .map(|o| Sample {
-            seen_at: o.seen_at,
-            offering: o.offering,
-            accelerators_per_instance: o.accelerators_per_instance,
-        })
-        .collect();
+    let samples: Vec<Sample> = observations.into_iter().map(Sample::from).collect();
     let report = backtest(&rule, &samples);
     if a.output.data(&report)? {
         return Ok(());

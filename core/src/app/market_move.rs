@@ -41,15 +41,7 @@ pub async fn check<S: ObservationStore + Outbox + ?Sized>(
                 }
                 match store.history(&key.0, &key.1, now - back, now).await {
                     Ok(found) => {
-                        let samples = found
-                            .into_iter()
-                            .map(|o| Sample {
-                                seen_at: o.seen_at,
-                                offering: o.offering,
-                                accelerators_per_instance: o.accelerators_per_instance,
-                            })
-                            .collect();
-                        history.insert(key, samples);
+                        history.insert(key, found.into_iter().map(Sample::from).collect());
                     }
                     Err(e) => {
                         tracing::warn!(event = "market_history_unread", region = %key.0, instance_type = %key.1, error = %e,

@@ -211,6 +211,14 @@ pub struct Observation {
     pub seen_at: DateTime<Utc>,
 }
 
+/// A stored price as the backtest replays it (the CLI's `backtest`, the drought's "what it
+/// would have bought").
+impl From<Observation> for crate::domain::backtest::Sample {
+    fn from(o: Observation) -> Self {
+        Self { seen_at: o.seen_at, offering: o.offering, accelerators_per_instance: o.accelerators_per_instance }
+    }
+}
+
 #[async_trait]
 pub trait ObservationStore: Send + Sync {
     /// Stores observations in batches; returns how many were written.
