@@ -90,7 +90,7 @@ mod tests {
     use rust_decimal_macros::dec;
 
     use super::*;
-    use crate::domain::offering::RawOffering;
+    use crate::domain::money::Money;
     use crate::memory::MemoryTable;
     use crate::ports::{Observation, Topic};
 
@@ -101,25 +101,8 @@ mod tests {
     fn observation(d: i64, h: i64, price: rust_decimal::Decimal) -> Observation {
         let seen = at(d) + Duration::hours(h);
         let start = at(d + 2) + Duration::minutes(11 * 60 + 30);
-        let offering = crate::domain::offering::Offering::parse(
-            &"us-east-1".parse::<Region>().unwrap(),
-            RawOffering {
-                offering_id: Some(format!("cb-{d}-{h}")),
-                instance_type: Some("p5.48xlarge".into()),
-                availability_zone: Some("us-east-1a".into()),
-                instance_count: Some(1),
-                start_date: Some(start),
-                end_date: Some(start + Duration::days(1)),
-                duration_hours: Some(24),
-                duration_minutes: Some(0),
-                upfront_fee: Some((price * dec!(192)).to_string()),
-                currency_code: Some("USD".into()),
-                ultraserver_type: None,
-                ultraserver_count: None,
-                zone_type: None,
-            },
-        )
-        .unwrap();
+        let fee = Money::parse(&(price * dec!(192)).to_string(), "USD").unwrap();
+        let offering = crate::domain::offering::example(&format!("cb-{d}-{h}"), "us-east-1", start, fee);
         Observation { offering, accelerators_per_instance: 8, seen_at: seen }
     }
 

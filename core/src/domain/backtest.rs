@@ -124,8 +124,6 @@ pub fn backtest(rule: &Rule, samples: &[Sample]) -> Backtest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::names::Region;
-    use crate::domain::offering::RawOffering;
     use chrono::{Duration, TimeZone};
     use rust_decimal_macros::dec;
 
@@ -157,25 +155,8 @@ start_window = {{ earliest_in_days = 1, latest_in_days = 10 }}
     /// 1 x p5.48xlarge (8 GPUs) for one day from `start_day`, at `price` per GPU-hour, seen on `seen_day`.
     fn seen(id: &str, seen_day: i64, start_day: i64, price: Decimal) -> Sample {
         let start = day(start_day) + Duration::minutes(11 * 60 + 30);
-        let offering = Offering::parse(
-            &"us-east-1".parse::<Region>().unwrap(),
-            RawOffering {
-                offering_id: Some(id.into()),
-                instance_type: Some("p5.48xlarge".into()),
-                availability_zone: Some("us-east-1a".into()),
-                instance_count: Some(1),
-                start_date: Some(start),
-                end_date: Some(start + Duration::days(1)),
-                duration_hours: Some(24),
-                duration_minutes: Some(0),
-                upfront_fee: Some((price * dec!(192)).to_string()),
-                currency_code: Some("USD".into()),
-                ultraserver_type: None,
-                ultraserver_count: None,
-                zone_type: None,
-            },
-        )
-        .unwrap();
+        let fee = Money::parse(&(price * dec!(192)).to_string(), "USD").unwrap();
+        let offering = crate::domain::offering::example(id, "us-east-1", start, fee);
         Sample { seen_at: day(seen_day), offering, accelerators_per_instance: 8 }
     }
 
