@@ -7,6 +7,7 @@
 //! is text the caller formatted from the exact value.
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::html::esc;
@@ -169,30 +170,7 @@ fn plot(c: &Chart, x: (f64, f64), y: (f64, f64), svg: &mut String, overlay: &mut
             .legend(|(a, b)| PathElement::new([(a, b), (a + 16, b)], THRESHOLD.stroke_width(2)));
     }
     for (i, s) in c.series.iter().enumerate() {
-        let colour = PALETTE[i % PALETTE.len()];
-        let mut first = true;
-        let mut kept: Vec<&Point> = Vec::new();
-        for segment in segments(&s.points, c.gap) {
-            let segment = thin(segment);
-            let drawn = chart
-                .draw_series(LineSeries::new(steps(&segment), colour.stroke_width(2)))
-                .map_err(|e| e.to_string())?;
-            if first {
-                drawn
-                    .label(s.label.as_str())
-                    .legend(move |(a, b)| PathElement::new([(a, b), (a + 16, b)], colour.stroke_width(2)));
-                first = false;
-            }
-            kept.extend(segment);
-        }
-        for p in spaced(&kept, MAX_TIPS) {
-            let (px, py) = chart.backend_coord(&(secs(p.at), p.y));
-            overlay.push_str(&format!(
-                "<circle cx=\"{px}\" cy=\"{py}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>",
-                colour.to_hex(),
-                esc(&p.text)
-            ));
-        }
+        line(&mut chart, s, PALETTE[i % PALETTE.len()], c.gap, overlay)?;
     }
     for m in &c.markers {
         let (px, py) = chart.backend_coord(&(secs(m.at), m.y));
@@ -213,6 +191,37 @@ fn plot(c: &Chart, x: (f64, f64), y: (f64, f64), svg: &mut String, overlay: &mut
             .map_err(|e| e.to_string())?;
     }
     root.present().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The chart's coordinates: seconds across, values up.
+type Plot<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// One series as step lines broken at its gaps, labelled once in the legend; its tooltipped
+/// points (at most `MAX_TIPS`) go to `overlay`.
+fn line(chart: &mut Plot, s: &Series, colour: RGBColor, gap: Duration, overlay: &mut String) -> Result<(), String> {
+    let mut first = true;
+    let mut kept: Vec<&Point> = Vec::new();
+    for segment in segments(&s.points, gap) {
+        let segment = thin(segment);
+        let drawn =
+            chart.draw_series(LineSeries::new(steps(&segment), colour.stroke_width(2))).map_err(|e| e.to_string())?;
+        if first {
+            drawn
+                .label(s.label.as_str())
+                .legend(move |(a, b)| PathElement::new([(a, b), (a + 16, b)], colour.stroke_width(2)));
+            first = false;
+        }
+        kept.extend(segment);
+    }
+    for p in spaced(&kept, MAX_TIPS) {
+        let (px, py) = chart.backend_coord(&(secs(p.at), p.y));
+        overlay.push_str(&format!(
+            "<circle cx=\"{px}\" cy=\"{py}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>",
+            colour.to_hex(),
+            esc(&p.text)
+        ));
+    }
     Ok(())
 }
 
@@ -357,21 +366,26 @@ fn plot_lanes(c: &Lanes, h: u32, svg: &mut String, overlay: &mut String) -> Resu
         let y = row(t.lane);
         let (px, py) = chart.backend_coord(&(x, y + 0.9));
         let (_, qy) = chart.backend_coord(&(x, y + 0.1));
-        let shape = match t.kind {
-            "deadline" => format!("<path d=\"M{px} {py} l5 -8 h-10 z\" fill=\"#D55E00\" stroke=\"#000000\"/>"),
-            "termination" => {
-                format!("<line x1=\"{px}\" x2=\"{px}\" y1=\"{py}\" y2=\"{qy}\" stroke=\"#000000\" stroke-width=\"2\"/>")
-            }
-            "extension" => format!(
-                "<path d=\"M{px} {} l6 6 l-6 6 l-6 -6 z\" fill=\"#CC79A7\" stroke=\"#000000\"/>",
-                (py + qy) / 2 - 6
-            ),
-            _ => format!("<circle cx=\"{px}\" cy=\"{qy}\" r=\"3\" fill=\"#0072B2\" stroke=\"#000000\"/>"),
-        };
-        overlay.push_str(&format!("<g class=\"{}\"><title>{}</title>{shape}</g>", t.kind, esc(&t.text)));
+        overlay.push_str(&tick_mark(t, px, py, qy));
     }
     root.present().map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// A tick's mark with its tooltip, its shape by its kind, between `py` (top) and `qy` (bottom)
+/// of its lane at `px`.
+fn tick_mark(t: &Tick, px: i32, py: i32, qy: i32) -> String {
+    let shape = match t.kind {
+        "deadline" => format!("<path d=\"M{px} {py} l5 -8 h-10 z\" fill=\"#D55E00\" stroke=\"#000000\"/>"),
+        "termination" => {
+            format!("<line x1=\"{px}\" x2=\"{px}\" y1=\"{py}\" y2=\"{qy}\" stroke=\"#000000\" stroke-width=\"2\"/>")
+        }
+        "extension" => {
+            format!("<path d=\"M{px} {} l6 6 l-6 6 l-6 -6 z\" fill=\"#CC79A7\" stroke=\"#000000\"/>", (py + qy) / 2 - 6)
+        }
+        _ => format!("<circle cx=\"{px}\" cy=\"{qy}\" r=\"3\" fill=\"#0072B2\" stroke=\"#000000\"/>"),
+    };
+    format!("<g class=\"{}\"><title>{}</title>{shape}</g>", t.kind, esc(&t.text))
 }
 
 /// At most this many tooltipped points per line: more cannot be told apart on a 900-pixel chart,

@@ -1,13 +1,14 @@
 //! `capblock backtest`: replay a rule over a price history.
 
-use capblock_shared::domain::backtest::{Sample, backtest};
+use capblock_shared::domain::backtest::{Backtest, Sample, backtest};
+use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::{Observation, ObservationStore};
 use chrono::{DateTime, Utc};
 use clap::Args;
 
 use crate::context::{CliError, CliResult, Window, bounds, load_rule, store};
 use crate::output::OutputArgs;
-use crate::table::{self, Column, when, when_utc};
+use crate::table::{self, Column, Layout, when, when_utc};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  \
@@ -44,17 +45,7 @@ pub async fn run(a: BacktestArgs) -> CliResult {
     let rule = load_rule(&a.rule, crate::context::clock_now().await?)?;
     let observations: Vec<Observation> = match &a.history {
         Some(path) => read_history(path)?,
-        None => {
-            let (from, to) = bounds(a.window.from, a.window.to);
-            let store = store().await?;
-            let mut all = Vec::new();
-            for r in &rule.regions {
-                for t in &rule.instance_types {
-                    all.extend(store.history(r, t, from, to).await?);
-                }
-            }
-            all
-        }
+        None => stored_history(&rule, &a.window).await?,
     };
     if observations.is_empty() {
         return Err(CliError::NotFound(format!("no price history for rule {:?}: nothing to replay", rule.id)));
@@ -64,6 +55,26 @@ pub async fn run(a: BacktestArgs) -> CliResult {
     if a.output.data(&report)? {
         return Ok(());
     }
+    print(&rule, &report, a.output.layout());
+    Ok(())
+}
+
+/// The stored history of the rule's regions and types within the window.
+async fn stored_history(rule: &Rule, window: &Window) -> Result<Vec<Observation>, CliError> {
+    let (from, to) = bounds(window.from, window.to);
+    let store = store().await?;
+    let mut all = Vec::new();
+    for r in &rule.regions {
+        for t in &rule.instance_types {
+            all.extend(store.history(r, t, from, to).await?);
+        }
+    }
+    Ok(all)
+}
+
+/// The replay for a person: what it replayed, what it would have bought and spent, and why it
+/// held back.
+fn print(rule: &Rule, report: &Backtest, layout: Layout) {
     println!(
         "rule {} (max {} per accelerator-hour, budget {}/month, {} purchase(s)/month, {} block(s) held): \
 {} observation(s) in {} scan(s)",
@@ -78,27 +89,7 @@ pub async fn run(a: BacktestArgs) -> CliResult {
     if report.purchases.is_empty() {
         println!("it would have bought nothing");
     } else {
-        let rows: Vec<Vec<String>> = report
-            .purchases
-            .iter()
-            .map(|b| {
-                vec![
-                    when(b.at),
-                    b.offering.id.clone(),
-                    b.offering.region.to_string(),
-                    format!("{} x {}", b.offering.instance_count, b.offering.instance_type),
-                    when(b.offering.start),
-                    b.offering.length_text(),
-                    table::money(&b.fee),
-                    format!("{:.4}", b.per_accelerator_hour.per_unit.round_dp(4)),
-                ]
-            })
-            .collect();
-        let currency = rule.currency.to_string();
-        let mut columns =
-            vec![Column::text("BOUGHT AT (UTC)"), Column::whole("OFFERING").wide(), Column::whole("REGION").wide()];
-        columns.extend(table::block_columns(&currency));
-        println!("{}", table::render(&columns, &rows, a.output.layout()));
+        println!("{}", purchases_table(rule, report, layout));
         println!("total {:.2} {}", report.total.round_dp(2), rule.currency);
         for (month, spent) in &report.spent_by_month {
             println!("  {month}: {:.2} of {}", spent.round_dp(2), rule.monthly_budget);
@@ -121,5 +112,29 @@ pub async fn run(a: BacktestArgs) -> CliResult {
             if n == 1 { format!("at {}", when_utc(first)) } else { format!("{} to {}", when(first), when_utc(last)) };
         println!("  held back: {reason} ({n} scan{}, {span})", if n == 1 { "" } else { "s" });
     }
-    Ok(())
+}
+
+/// What the rule would have bought, one row a purchase.
+fn purchases_table(rule: &Rule, report: &Backtest, layout: Layout) -> String {
+    let rows: Vec<Vec<String>> = report
+        .purchases
+        .iter()
+        .map(|b| {
+            vec![
+                when(b.at),
+                b.offering.id.clone(),
+                b.offering.region.to_string(),
+                format!("{} x {}", b.offering.instance_count, b.offering.instance_type),
+                when(b.offering.start),
+                b.offering.length_text(),
+                table::money(&b.fee),
+                format!("{:.4}", b.per_accelerator_hour.per_unit.round_dp(4)),
+            ]
+        })
+        .collect();
+    let currency = rule.currency.to_string();
+    let mut columns =
+        vec![Column::text("BOUGHT AT (UTC)"), Column::whole("OFFERING").wide(), Column::whole("REGION").wide()];
+    columns.extend(table::block_columns(&currency));
+    table::render(&columns, &rows, layout)
 }

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::context::{CliError, CliResult, Window, bounds, load_rule, store};
 use crate::output::OutputArgs;
-use crate::table::{self, Column, when, when_utc};
+use crate::table::{self, Column, Layout, when, when_utc};
 use capblock_page::chart;
 
 #[derive(Args)]
@@ -71,6 +71,21 @@ struct HistoryRow<'a> {
 }
 
 impl HistoryRow<'_> {
+    fn new(o: &Observation) -> HistoryRow<'_> {
+        HistoryRow {
+            observation: o,
+            region: &o.offering.region,
+            instance_type: &o.offering.instance_type,
+            offering_id: &o.offering.id,
+            start: o.offering.start,
+            instance_count: o.offering.instance_count,
+            length: o.offering.length_text(),
+            fee: o.offering.fee,
+            per_instance_hour: o.offering.price_per_instance_hour().per_unit,
+            per_accelerator_hour: per_accel(o),
+        }
+    }
+
     fn seen_at(&self) -> DateTime<Utc> {
         self.observation.seen_at
     }
@@ -194,21 +209,7 @@ pub async fn run(a: HistoryArgs) -> CliResult {
     all.sort_by(|x, y| {
         x.seen_at.cmp(&y.seen_at).then(per_accel(x).cmp(&per_accel(y))).then(x.offering.id.cmp(&y.offering.id))
     });
-    let rows: Vec<HistoryRow> = all
-        .iter()
-        .map(|o| HistoryRow {
-            observation: o,
-            region: &o.offering.region,
-            instance_type: &o.offering.instance_type,
-            offering_id: &o.offering.id,
-            start: o.offering.start,
-            instance_count: o.offering.instance_count,
-            length: o.offering.length_text(),
-            fee: o.offering.fee,
-            per_instance_hour: o.offering.price_per_instance_hour().per_unit,
-            per_accelerator_hour: per_accel(o),
-        })
-        .collect();
+    let rows: Vec<HistoryRow> = all.iter().map(HistoryRow::new).collect();
     if let Some(path) = &a.chart {
         std::fs::write(path, price_chart(&rows, threshold.as_ref()))
             .map_err(|e| CliError::Failed(format!("{path}: {e}")))?;
@@ -231,31 +232,35 @@ pub async fn run(a: HistoryArgs) -> CliResult {
         };
         eprintln!("no observations for {} {span}", describe(&pairs));
     } else if a.chart.is_none() || rows.len() <= 200 {
-        let cells: Vec<Vec<String>> = rows
-            .iter()
-            .map(|r| {
-                vec![
-                    when(r.seen_at()),
-                    r.region.to_string(),
-                    r.observation.offering.availability_zone.clone(),
-                    format!("{} x {}", r.instance_count, r.instance_type),
-                    when(r.start),
-                    r.length.clone(),
-                    table::money(&r.fee),
-                    r.per_accelerator_hour.map_or_else(|| "-".into(), |d| format!("{:.4}", d.round_dp(4))),
-                ]
-            })
-            .collect();
-        let currency = table::currency(rows.iter().map(|r| &r.fee));
-        let mut columns =
-            vec![Column::text("SEEN AT (UTC)"), Column::whole("REGION").wide(), Column::whole("AZ").wide()];
-        columns.extend(table::block_columns(&currency));
-        println!("{}", table::render(&columns, &cells, a.output.layout()));
+        println!("{}", observations_table(&rows, a.output.layout()));
         println!("{} observation(s)", rows.len());
     } else {
         println!("{} observation(s) of {}; the chart has them (-o json for every row)", rows.len(), describe(&pairs));
     }
     if rows.is_empty() { Err(CliError::NothingFound) } else { Ok(()) }
+}
+
+/// The observations as a table, one row each.
+fn observations_table(rows: &[HistoryRow], layout: Layout) -> String {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                when(r.seen_at()),
+                r.region.to_string(),
+                r.observation.offering.availability_zone.clone(),
+                format!("{} x {}", r.instance_count, r.instance_type),
+                when(r.start),
+                r.length.clone(),
+                table::money(&r.fee),
+                r.per_accelerator_hour.map_or_else(|| "-".into(), |d| format!("{:.4}", d.round_dp(4))),
+            ]
+        })
+        .collect();
+    let currency = table::currency(rows.iter().map(|r| &r.fee));
+    let mut columns = vec![Column::text("SEEN AT (UTC)"), Column::whole("REGION").wide(), Column::whole("AZ").wide()];
+    columns.extend(table::block_columns(&currency));
+    table::render(&columns, &cells, layout)
 }
 
 fn describe(pairs: &[(Region, InstanceType)]) -> String {

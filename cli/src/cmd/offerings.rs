@@ -5,7 +5,7 @@ use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::catalog::{AcceleratorCatalog, quota_in_words, quota_request};
 use capblock_shared::domain::decision::{Priced, better};
 use capblock_shared::domain::names::{InstanceType, Region};
-use capblock_shared::domain::plan::family;
+use capblock_shared::domain::plan::{DescribeBudget, family};
 use capblock_shared::domain::ultraserver::{UltraServerType, UltraServers};
 use capblock_shared::ports::{DESCRIBE_LIMIT, InstanceTypeSource, OfferingQuery, QuotaSource, SeenOfferings};
 use chrono::{DateTime, Duration, Utc};
@@ -96,45 +96,14 @@ fn parse_days(s: &str) -> Result<Days, String> {
 }
 
 pub async fn run(a: OfferingsArgs) -> CliResult {
-    let regions = crate::context::regions_or_default(a.regions, "--regions").await?;
-    let (types, Days(days)) = (a.types, a.days);
+    let regions = crate::context::regions_or_default(a.regions.clone(), "--regions").await?;
     let from = match a.window.from {
         Some(from) => from,
         None => crate::context::clock_now().await?,
     };
     let to =
         a.window.to.unwrap_or_else(|| from.checked_add_signed(Duration::weeks(8)).unwrap_or(DateTime::<Utc>::MAX_UTC));
-    // (instance type, instance count, UltraServers): instances, or whole UltraServers.
-    let mut asks: Vec<(InstanceType, u32, Option<UltraServers>)> =
-        types.iter().flat_map(|t| a.counts.iter().map(move |&c| (t.clone(), c, None))).collect();
-    for &kind in &a.ultraservers {
-        let instance_type = kind.instance_type().map_err(|e| CliError::Invalid(e.to_string()))?;
-        for &count in &a.ultraserver_counts {
-            let u = UltraServers { kind, count };
-            asks.push((instance_type.clone(), u.instances(), Some(u)));
-        }
-    }
-    let types: Vec<InstanceType> = {
-        let mut v: Vec<InstanceType> = asks.iter().map(|(t, _, _)| t.clone()).collect();
-        v.dedup();
-        v
-    };
-    let mut queries = Vec::new();
-    for r in &regions {
-        for (t, c, u) in &asks {
-            for &d in &days {
-                queries.push(OfferingQuery {
-                    region: r.clone(),
-                    instance_type: t.clone(),
-                    instance_count: *c,
-                    ultraservers: *u,
-                    duration_hours: d * 24,
-                    start_from: from,
-                    start_to: to,
-                });
-            }
-        }
-    }
+    let (queries, types) = questions(&a, &regions, from, to)?;
     let market = Ec2Market::new(sdk().await);
     let mut catalog = AcceleratorCatalog::new();
     if let Some(r) = regions.first()
@@ -148,82 +117,154 @@ pub async fn run(a: OfferingsArgs) -> CliResult {
     // refuses at every rested call is given up after `ONE_SHOT_REFUSALS` of them (they add
     // under a minute at the default pace).
     let budget = a.describe.budget(std::time::Duration::from_secs(3600))?;
-    let per_region = queries.len().div_ceil(regions.len().max(1));
     let data = a.output.is_data();
     if !data {
         // Said before the first call, however few the questions: a person knows at once what
         // the wait is.
-        eprintln!(
-            "asking {} question(s) in {} region(s), one call every {} per region (EC2's describe limit at a {:.0} % share){}",
-            queries.len(),
-            regions.len(),
-            secs(budget.pace()),
-            budget.share * 100.0,
-            if per_region > 1 {
-                format!(": about {}", secs(budget.pace().mul_f64((per_region - 1) as f64)))
-            } else {
-                String::new()
-            }
-        );
+        eprintln!("{}", the_wait(queries.len(), regions.len(), &budget));
     }
     let progress = crate::progress::Progress::new(queries.len(), data);
     // Each refusal is said as it is waited out, whatever the format: stderr is the person's.
     let asked =
         ask_once(&market, &queries, &Pacing::from(&budget), || progress.tick(), |r| progress.say(&retrying(r))).await;
     progress.finish();
-    let mut priced = Vec::new();
-    let mut failures = Vec::new();
-    let mut refused: Vec<RefusedFamily> = Vec::new();
-    for (q, ans) in queries.iter().zip(asked.answers) {
-        let what = format!("{} {} x{} {}d", q.region, q.instance_type, q.instance_count, q.duration_hours / 24);
-        match ans {
-            Answer::Offerings(list) => priced.extend(list.into_iter().filter_map(|o| Priced::new(o, &catalog))),
-            Answer::CarriedOver => {
-                failures.push(format!("{what}: still throttled by EC2's describe limit; try again later"))
-            }
-            // One finding per family and region, whatever its questions.
-            Answer::QuotaZero | Answer::GivenUp => {
-                let fam = family(q.instance_type.as_str());
-                if !refused.iter().any(|r| r.region == q.region.as_str() && r.family == fam) {
-                    let quota = market.capacity_block_quota(&q.region, fam).await;
-                    refused.push(RefusedFamily::new(&q.region, &q.instance_type, quota));
-                }
-            }
-            Answer::NotSold(m) => failures.push(format!("{what}: not sold here: {m}")),
-            Answer::Unsupported => failures.push(format!("{what}: the region does not sell Capacity Blocks")),
-            Answer::Failed(e) => failures.push(format!("{what}: {e}")),
-        }
-    }
-    priced.sort_by(better);
-    priced.dedup_by(|a, b| a.offering.id == b.offering.id);
+    let found = Found::sort(&market, &queries, asked.answers, &catalog).await;
     // Remembered an hour in the stack's table (when a stack or table is named), for `capblock buy`
     // to take one by its id: EC2 may give the same block another id in its next answer.
-    let remembered = remember(&priced).await;
-    let document = serde_json::json!({"offerings": priced, "failures": failures, "refused": refused});
+    let remembered = remember(&found.priced).await;
+    let document = serde_json::json!({"offerings": found.priced, "failures": found.failures, "refused": found.refused});
     if !a.output.data(&document)? {
-        let currency = table::currency(priced.iter().map(|p| &p.offering.fee));
-        let columns = table::offering_columns(&currency);
-        println!("{}", table::render(&columns, &table::offering_rows(&priced), a.output.layout()));
-        println!("{} offering(s) from {} question(s)", priced.len(), queries.len());
-        for f in &failures {
-            eprintln!("warning: {}", crate::context::plain(f));
-        }
-        match remembered {
-            Ok(true) => println!("buy one within the hour: capblock buy OFFERING-ID --rule RULE"),
-            Ok(false) => {}
-            Err(e) => eprintln!("warning: not remembered for `capblock buy`: {e}"),
-        }
+        print(&found, queries.len(), remembered, a.output.layout());
     }
     // The findings, in every format: the offerings that were answered are shown above them.
-    for r in &refused {
+    for r in &found.refused {
         eprintln!("error: {}\n  what to do: {}", safe(&r.finding), safe(&r.todo));
     }
-    if !refused.is_empty() {
-        Err(CliError::SearchRefused(refused.len()))
-    } else if priced.is_empty() {
+    if !found.refused.is_empty() {
+        Err(CliError::SearchRefused(found.refused.len()))
+    } else if found.priced.is_empty() {
         Err(CliError::NothingFound)
     } else {
         Ok(())
+    }
+}
+
+/// Every question the arguments ask, per region, instance type or UltraServers, count and
+/// duration; and the instance types asked, for their accelerator counts.
+fn questions(
+    a: &OfferingsArgs,
+    regions: &[Region],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<(Vec<OfferingQuery>, Vec<InstanceType>), CliError> {
+    // (instance type, instance count, UltraServers): instances, or whole UltraServers.
+    let mut asks: Vec<(InstanceType, u32, Option<UltraServers>)> =
+        a.types.iter().flat_map(|t| a.counts.iter().map(move |&c| (t.clone(), c, None))).collect();
+    for &kind in &a.ultraservers {
+        let instance_type = kind.instance_type().map_err(|e| CliError::Invalid(e.to_string()))?;
+        for &count in &a.ultraserver_counts {
+            let u = UltraServers { kind, count };
+            asks.push((instance_type.clone(), u.instances(), Some(u)));
+        }
+    }
+    let types: Vec<InstanceType> = {
+        let mut v: Vec<InstanceType> = asks.iter().map(|(t, _, _)| t.clone()).collect();
+        v.dedup();
+        v
+    };
+    let mut queries = Vec::new();
+    for r in regions {
+        for (t, c, u) in &asks {
+            for &d in &a.days.0 {
+                queries.push(OfferingQuery {
+                    region: r.clone(),
+                    instance_type: t.clone(),
+                    instance_count: *c,
+                    ultraservers: *u,
+                    duration_hours: d * 24,
+                    start_from: from,
+                    start_to: to,
+                });
+            }
+        }
+    }
+    Ok((queries, types))
+}
+
+/// How many questions, where, and at what pace: the wait a person is in for.
+fn the_wait(questions: usize, regions: usize, budget: &DescribeBudget) -> String {
+    let per_region = questions.div_ceil(regions.max(1));
+    format!(
+        "asking {questions} question(s) in {regions} region(s), one call every {} per region (EC2's describe limit at a {:.0} % share){}",
+        secs(budget.pace()),
+        budget.share * 100.0,
+        if per_region > 1 {
+            format!(": about {}", secs(budget.pace().mul_f64((per_region - 1) as f64)))
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// What the answers held: the offerings, cheapest first, the questions that failed, and the
+/// families EC2 refused.
+struct Found {
+    priced: Vec<Priced>,
+    failures: Vec<String>,
+    refused: Vec<RefusedFamily>,
+}
+
+impl Found {
+    /// Each answer to its place; a refused family's quota is read once per region.
+    async fn sort(
+        market: &Ec2Market,
+        queries: &[OfferingQuery],
+        answers: Vec<Answer>,
+        catalog: &AcceleratorCatalog,
+    ) -> Found {
+        let mut priced = Vec::new();
+        let mut failures = Vec::new();
+        let mut refused: Vec<RefusedFamily> = Vec::new();
+        for (q, ans) in queries.iter().zip(answers) {
+            let what = format!("{} {} x{} {}d", q.region, q.instance_type, q.instance_count, q.duration_hours / 24);
+            match ans {
+                Answer::Offerings(list) => priced.extend(list.into_iter().filter_map(|o| Priced::new(o, catalog))),
+                Answer::CarriedOver => {
+                    failures.push(format!("{what}: still throttled by EC2's describe limit; try again later"))
+                }
+                // One finding per family and region, whatever its questions.
+                Answer::QuotaZero | Answer::GivenUp => {
+                    let fam = family(q.instance_type.as_str());
+                    if !refused.iter().any(|r| r.region == q.region.as_str() && r.family == fam) {
+                        let quota = market.capacity_block_quota(&q.region, fam).await;
+                        refused.push(RefusedFamily::new(&q.region, &q.instance_type, quota));
+                    }
+                }
+                Answer::NotSold(m) => failures.push(format!("{what}: not sold here: {m}")),
+                Answer::Unsupported => failures.push(format!("{what}: the region does not sell Capacity Blocks")),
+                Answer::Failed(e) => failures.push(format!("{what}: {e}")),
+            }
+        }
+        priced.sort_by(better);
+        priced.dedup_by(|a, b| a.offering.id == b.offering.id);
+        Found { priced, failures, refused }
+    }
+}
+
+/// The offerings as a table for a person, the failures as warnings, and how to buy one.
+fn print(found: &Found, questions: usize, remembered: Result<bool, CliError>, layout: table::Layout) {
+    let priced = &found.priced;
+    let currency = table::currency(priced.iter().map(|p| &p.offering.fee));
+    let columns = table::offering_columns(&currency);
+    println!("{}", table::render(&columns, &table::offering_rows(priced), layout));
+    println!("{} offering(s) from {questions} question(s)", priced.len());
+    for f in &found.failures {
+        eprintln!("warning: {}", crate::context::plain(f));
+    }
+    match remembered {
+        Ok(true) => println!("buy one within the hour: capblock buy OFFERING-ID --rule RULE"),
+        Ok(false) => {}
+        Err(e) => eprintln!("warning: not remembered for `capblock buy`: {e}"),
     }
 }
 

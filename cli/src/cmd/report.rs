@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use capblock_shared::app::report::{Month, Row, month};
 use capblock_shared::domain::budget::Period;
-use capblock_shared::domain::money::Money;
+use capblock_shared::domain::money::{Currency, Money};
 use capblock_shared::domain::report::RuleMonth;
 use clap::Args;
 use rust_decimal::Decimal;
@@ -122,6 +122,28 @@ fn print_table(r: &Month, layout: Layout) {
         return;
     }
     let currency = r.rules[0].month.spent.currency();
+    println!("{} (UTC month)", r.month);
+    println!("{}", rules_table(r, currency, layout));
+    println!();
+    let by_tag = teams_by_tag(r);
+    println!("{}", teams_table(r, &by_tag, currency, layout));
+    if !by_tag.is_empty() {
+        println!(
+            "(tag): the rules name the team by their `team` tag only; their purchases are not charged to \
+             the team's budget (give each rule `team = \"<name>\"`)"
+        );
+    }
+    if let Some(a) = r.account_spent {
+        println!("\naccount budget spent in {}: {a}", r.month);
+    }
+    let unsampled: u32 = r.rules.iter().map(|x| x.month.unsampled_blocks).sum();
+    if unsampled > 0 {
+        println!("{unsampled} block(s) never seen running yet: their used hours count 0");
+    }
+}
+
+/// The month per rule.
+fn rules_table(r: &Month, currency: Currency, layout: Layout) -> String {
     let rows: Vec<Vec<String>> = r
         .rules
         .iter()
@@ -142,7 +164,6 @@ fn print_table(r: &Month, layout: Layout) {
             ]
         })
         .collect();
-    println!("{} (UTC month)", r.month);
     // The narrow set: the rule, what it spent of its budget, and how well the blocks were used;
     // `-o wide` adds the team, the fees and extensions apart, and the paid and used hours.
     let columns = [
@@ -158,9 +179,11 @@ fn print_table(r: &Month, layout: Layout) {
         Column::number("USE %"),
         Column::number(format!("{currency}/USED GPU-H")),
     ];
-    println!("{}", table::render(&columns, &rows, layout));
-    println!();
-    let by_tag = teams_by_tag(r);
+    table::render(&columns, &rows, layout)
+}
+
+/// The month per team: a team named by its rules' tag only is marked `(tag)`.
+fn teams_table(r: &Month, by_tag: &BTreeSet<&str>, currency: Currency, layout: Layout) -> String {
     let teams: Vec<Vec<String>> = r
         .teams
         .iter()
@@ -190,20 +213,7 @@ fn print_table(r: &Month, layout: Layout) {
         Column::number("USE %"),
         Column::text(table::in_currency("TEAM BUDGET", currency)),
     ];
-    println!("{}", table::render(&columns, &teams, layout));
-    if !by_tag.is_empty() {
-        println!(
-            "(tag): the rules name the team by their `team` tag only; their purchases are not charged to \
-             the team's budget (give each rule `team = \"<name>\"`)"
-        );
-    }
-    if let Some(a) = r.account_spent {
-        println!("\naccount budget spent in {}: {a}", r.month);
-    }
-    let unsampled: u32 = r.rules.iter().map(|x| x.month.unsampled_blocks).sum();
-    if unsampled > 0 {
-        println!("{unsampled} block(s) never seen running yet: their used hours count 0");
-    }
+    table::render(&columns, &teams, layout)
 }
 
 fn print_csv(r: &Month) -> CliResult {

@@ -4,7 +4,7 @@ use std::sync::Mutex;
 
 use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::reconcile::Settled;
-use capblock_shared::app::scan::{Confirmed, ScanReport, ScanSettings, Scanner};
+use capblock_shared::app::scan::{Confirmed, RuleOutcome, ScanReport, ScanSettings, Scanner};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
@@ -270,54 +270,60 @@ fn show(report: &ScanReport, settings: &ScanSettings, output: &OutputArgs, at: R
         println!("  settled: {}", safe(&settled(s)));
     }
     for o in &report.outcomes {
-        println!(
-            "\nrule {} (mode {}): {} of {} question(s) answered, {} offering(s), {} eligible",
-            o.rule_id,
-            o.mode.as_str(),
-            o.questions_answered,
-            o.questions,
-            o.offerings_seen,
-            o.eligible
-        );
-        match &o.cheapest {
-            Some(p) => println!(
-                "  cheapest seen: {} per accelerator-hour ({} x {} in {}, from {}), threshold {}: {}",
-                p.per_accelerator_hour,
-                p.offering.instance_count,
-                p.offering.instance_type,
-                p.offering.availability_zone,
-                table::when_utc(p.offering.start),
-                o.threshold,
-                if p.per_accelerator_hour.per_unit <= o.threshold { "within it" } else { "above it" }
-            ),
-            None if o.questions_answered > 0 => println!("  cheapest seen: no offering answered its questions"),
-            None => {}
-        }
-        match &o.chosen {
-            None => println!("  decision: {}", undecided(o.questions_answered, o.questions)),
-            Some(p) => {
-                println!(
-                    "  decision: {} ({} per accelerator-hour, {})",
-                    p.offering.id, p.per_accelerator_hour, p.offering.fee
-                );
-                // The decision line names the whole id: the narrow table's short id (`buy`'s,
-                // for what `offerings` showed) is left out, the columns are the offering's.
-                let mut columns = table::offering_columns(&p.offering.fee.currency().to_string());
-                columns.remove(0);
-                let layout = output.layout();
-                // Indented under its rule: four columns narrower.
-                let layout = table::Layout { width: layout.width.map(|w| w.saturating_sub(4)), ..layout };
-                let mut rows = table::offering_rows(std::slice::from_ref(p));
-                rows.iter_mut().for_each(|r| drop(r.remove(0)));
-                println!("{}", indent(&table::render(&columns, &rows, layout)));
-            }
-        }
-        if let Some(action) = &o.action {
-            println!("  action: {}", safe(&said(action)));
-        }
+        print_outcome(o, output);
     }
     println!("\nnotices published: {}", report.notices.published);
     Ok(())
+}
+
+/// One rule's outcome: what it was asked and saw, the cheapest offering, the decision (with the
+/// chosen offering as a table) and what was done.
+fn print_outcome(o: &RuleOutcome, output: &OutputArgs) {
+    println!(
+        "\nrule {} (mode {}): {} of {} question(s) answered, {} offering(s), {} eligible",
+        o.rule_id,
+        o.mode.as_str(),
+        o.questions_answered,
+        o.questions,
+        o.offerings_seen,
+        o.eligible
+    );
+    match &o.cheapest {
+        Some(p) => println!(
+            "  cheapest seen: {} per accelerator-hour ({} x {} in {}, from {}), threshold {}: {}",
+            p.per_accelerator_hour,
+            p.offering.instance_count,
+            p.offering.instance_type,
+            p.offering.availability_zone,
+            table::when_utc(p.offering.start),
+            o.threshold,
+            if p.per_accelerator_hour.per_unit <= o.threshold { "within it" } else { "above it" }
+        ),
+        None if o.questions_answered > 0 => println!("  cheapest seen: no offering answered its questions"),
+        None => {}
+    }
+    match &o.chosen {
+        None => println!("  decision: {}", undecided(o.questions_answered, o.questions)),
+        Some(p) => {
+            println!(
+                "  decision: {} ({} per accelerator-hour, {})",
+                p.offering.id, p.per_accelerator_hour, p.offering.fee
+            );
+            // The decision line names the whole id: the narrow table's short id (`buy`'s,
+            // for what `offerings` showed) is left out, the columns are the offering's.
+            let mut columns = table::offering_columns(&p.offering.fee.currency().to_string());
+            columns.remove(0);
+            let layout = output.layout();
+            // Indented under its rule: four columns narrower.
+            let layout = table::Layout { width: layout.width.map(|w| w.saturating_sub(4)), ..layout };
+            let mut rows = table::offering_rows(std::slice::from_ref(p));
+            rows.iter_mut().for_each(|r| drop(r.remove(0)));
+            println!("{}", indent(&table::render(&columns, &rows, layout)));
+        }
+    }
+    if let Some(action) = &o.action {
+        println!("  action: {}", safe(&said(action)));
+    }
 }
 
 /// Why nothing was chosen, in words: only what was asked this run can have failed the rule.

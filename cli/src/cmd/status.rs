@@ -4,13 +4,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use capblock_shared::app::report::month;
+use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::domain::alarm::{AlarmState, AlarmValue};
 use capblock_shared::domain::budget::{BudgetOwner, BudgetUsage, Period};
 use capblock_shared::domain::money::{Currency, Money};
 use capblock_shared::domain::plan::Watch;
 use capblock_shared::domain::preflight::Verdict;
 use capblock_shared::domain::stack::StoredSettings;
-use capblock_shared::ports::{AlarmStore, BlockStore, Ledger, MarketMemory, PreflightStore, RuleStore};
+use capblock_shared::ports::{AlarmStore, BlockStore, Ledger, MarketMemory, PreflightStore, RuleStore, StoredRule};
 use chrono::{DateTime, Utc};
 use clap::Args;
 use serde::Serialize;
@@ -144,47 +145,9 @@ async fn gather(now: DateTime<Utc>) -> Result<Status, CliError> {
         *by_state.entry(b.state.as_str()).or_default() += 1;
     }
 
-    let mut spend = Vec::new();
-    // The account's usage is counted with or without a cap: shown when capped or used.
-    let u = store.usage(&BudgetOwner::Account, &period).await?;
-    if account.is_some() || u.is_some() {
-        spend.push(Spend::new("account", "", "(account)".into(), u, account));
-    }
-    // Each team the stack budgets, then each rule (with its team, when it names one).
     let teams = stored.as_ref().map(|s| s.stack.team_budgets.clone()).unwrap_or_default();
-    for (team, limit) in &teams {
-        let u = store.usage(&BudgetOwner::Team(team.clone()), &period).await?;
-        spend.push(Spend::new("team", team, format!("(team {team})"), u, Some(*limit)));
-    }
-    for r in &rules {
-        let u = store.usage(&BudgetOwner::Rule(r.rule.id.clone()), &period).await?;
-        let label = match &r.rule.team {
-            Some(t) if teams.contains_key(t) => format!("{} (team {t})", r.rule.id),
-            Some(t) => format!("{} (team {t}: NO BUDGET, buys nothing)", r.rule.id),
-            None => r.rule.id.clone(),
-        };
-        spend.push(Spend::new("rule", &r.rule.id, label, u, Some(r.rule.monthly_budget)));
-    }
-    // A deleted rule's blocks keep their spend in the account's row: its own row stays too, so
-    // the rows still add up to the account's.
-    let listed: BTreeSet<&str> = rules.iter().map(|r| r.rule.id.as_str()).collect();
-    for row in month(&store, &period, &teams).await?.rules {
-        let id = row.month.rule.as_str();
-        if listed.contains(id) {
-            continue;
-        }
-        let u = store.usage(&BudgetOwner::Rule(id.to_string()), &period).await?;
-        spend.push(Spend::new("deleted-rule", id, format!("{id} (deleted rule)"), u, None));
-    }
-
-    let regions: BTreeSet<_> = rules.iter().filter(|r| r.rule.enabled).flat_map(|r| r.rule.regions.iter()).collect();
-    let mut last: Option<DateTime<Utc>> = None;
-    let mut watch = Vec::new();
-    for r in regions {
-        let memory = store.region_memory(r).await?;
-        last = last.max(memory.asked.values().map(|q| q.at).max());
-        watch.push(RegionWatch { region: r.to_string(), watch: memory.watch.clone() });
-    }
+    let spend = spend(&store, account, &teams, &rules, &period).await?;
+    let (last, watch) = watch(&store, &rules).await?;
     let preflight = store.last_preflight().await?.map(|p| PreflightSummary {
         at: p.at,
         passed: p.passed(),
@@ -221,6 +184,66 @@ async fn gather(now: DateTime<Utc>) -> Result<Status, CliError> {
     })
 }
 
+/// Each budget's month: the account's, each team's the stack budgets, each rule's (with its
+/// team, when it names one), and each deleted rule's that still spent in it.
+async fn spend(
+    store: &DynamoStore,
+    account: Option<Money>,
+    teams: &BTreeMap<String, Money>,
+    rules: &[StoredRule],
+    period: &Period,
+) -> Result<Vec<Spend>, CliError> {
+    let mut spend = Vec::new();
+    // The account's usage is counted with or without a cap: shown when capped or used.
+    let u = store.usage(&BudgetOwner::Account, period).await?;
+    if account.is_some() || u.is_some() {
+        spend.push(Spend::new("account", "", "(account)".into(), u, account));
+    }
+    // Each team the stack budgets, then each rule (with its team, when it names one).
+    for (team, limit) in teams {
+        let u = store.usage(&BudgetOwner::Team(team.clone()), period).await?;
+        spend.push(Spend::new("team", team, format!("(team {team})"), u, Some(*limit)));
+    }
+    for r in rules {
+        let u = store.usage(&BudgetOwner::Rule(r.rule.id.clone()), period).await?;
+        let label = match &r.rule.team {
+            Some(t) if teams.contains_key(t) => format!("{} (team {t})", r.rule.id),
+            Some(t) => format!("{} (team {t}: NO BUDGET, buys nothing)", r.rule.id),
+            None => r.rule.id.clone(),
+        };
+        spend.push(Spend::new("rule", &r.rule.id, label, u, Some(r.rule.monthly_budget)));
+    }
+    // A deleted rule's blocks keep their spend in the account's row: its own row stays too, so
+    // the rows still add up to the account's.
+    let listed: BTreeSet<&str> = rules.iter().map(|r| r.rule.id.as_str()).collect();
+    for row in month(store, period, teams).await?.rules {
+        let id = row.month.rule.as_str();
+        if listed.contains(id) {
+            continue;
+        }
+        let u = store.usage(&BudgetOwner::Rule(id.to_string()), period).await?;
+        spend.push(Spend::new("deleted-rule", id, format!("{id} (deleted rule)"), u, None));
+    }
+    Ok(spend)
+}
+
+/// When a question of an enabled rule was last answered, and each region they ask as the last
+/// scan that asked it left it.
+async fn watch(
+    store: &DynamoStore,
+    rules: &[StoredRule],
+) -> Result<(Option<DateTime<Utc>>, Vec<RegionWatch>), CliError> {
+    let regions: BTreeSet<_> = rules.iter().filter(|r| r.rule.enabled).flat_map(|r| r.rule.regions.iter()).collect();
+    let mut last: Option<DateTime<Utc>> = None;
+    let mut watch = Vec::new();
+    for r in regions {
+        let memory = store.region_memory(r).await?;
+        last = last.max(memory.asked.values().map(|q| q.at).max());
+        watch.push(RegionWatch { region: r.to_string(), watch: memory.watch.clone() });
+    }
+    Ok((last, watch))
+}
+
 fn print(s: &Status, verbose: bool, layout: Layout) {
     let now = s.at;
     match &s.settings {
@@ -240,35 +263,8 @@ fn print(s: &Status, verbose: bool, layout: Layout) {
     let states: Vec<String> = s.blocks.iter().map(|(st, n)| format!("{n} {st}")).collect();
     println!("blocks: {}", if states.is_empty() { "none open".to_string() } else { states.join(", ") });
 
-    let rows: Vec<Vec<String>> = s
-        .spend
-        .iter()
-        .map(|x| {
-            vec![
-                x.label.clone(),
-                table::money(&x.spent),
-                table::money(&x.committed),
-                x.purchases.to_string(),
-                match (x.limit, x.kind) {
-                    (Some(l), _) => table::money(&l),
-                    (None, "account") => "none".into(),
-                    (None, _) => "-".into(),
-                },
-            ]
-        })
-        .collect();
-    let currency = table::currency(s.spend.iter().map(|x| &x.spent));
-    let columns = [
-        Column::text("BUDGET"),
-        Column::number(table::in_currency("SPENT", &currency)),
-        Column::number(table::in_currency("COMMITTED", &currency)),
-        Column::number("PURCHASES"),
-        Column::number(table::in_currency("LIMIT", &currency)),
-    ];
     println!("spend in {}:", s.month);
-    // Indented under its title: two columns narrower.
-    let layout = Layout { width: layout.width.map(|w| w.saturating_sub(2)), ..layout };
-    println!("{}", indent(&table::render(&columns, &rows, layout)));
+    println!("{}", spend_table(&s.spend, layout));
 
     println!("last scan answered: {}", s.last_scan_answered.map_or_else(|| "never".to_string(), when_utc));
     if !s.watch.is_empty() && verbose {
@@ -302,6 +298,37 @@ fn print(s: &Status, verbose: bool, layout: Layout) {
     } else {
         println!("alarms in ALARM: {}", firing.join(", "));
     }
+}
+
+/// Each budget's month as a table, indented under its title.
+fn spend_table(spend: &[Spend], layout: Layout) -> String {
+    let rows: Vec<Vec<String>> = spend
+        .iter()
+        .map(|x| {
+            vec![
+                x.label.clone(),
+                table::money(&x.spent),
+                table::money(&x.committed),
+                x.purchases.to_string(),
+                match (x.limit, x.kind) {
+                    (Some(l), _) => table::money(&l),
+                    (None, "account") => "none".into(),
+                    (None, _) => "-".into(),
+                },
+            ]
+        })
+        .collect();
+    let currency = table::currency(spend.iter().map(|x| &x.spent));
+    let columns = [
+        Column::text("BUDGET"),
+        Column::number(table::in_currency("SPENT", &currency)),
+        Column::number(table::in_currency("COMMITTED", &currency)),
+        Column::number("PURCHASES"),
+        Column::number(table::in_currency("LIMIT", &currency)),
+    ];
+    // Indented under its title: two columns narrower.
+    let layout = Layout { width: layout.width.map(|w| w.saturating_sub(2)), ..layout };
+    indent(&table::render(&columns, &rows, layout))
 }
 
 /// "us-east-1: 64 questions, every question asked within 4m 20s (half within 2m 10s),
