@@ -167,6 +167,46 @@ pub struct RunAnswers {
     pub helper_answered: BTreeSet<(Region, String, String)>,
 }
 
+impl RunAnswers {
+    /// A run before any lane ended: no answers yet.
+    fn empty() -> RunAnswers {
+        RunAnswers {
+            answers: Vec::new(),
+            strikes: Strikes::new(),
+            refused: BTreeSet::new(),
+            calls: BTreeMap::new(),
+            paces: BTreeMap::new(),
+            helper_calls: BTreeMap::new(),
+            helper_paces: BTreeMap::new(),
+            helper_failed: BTreeMap::new(),
+            helper_refused: BTreeSet::new(),
+            helper_answered: BTreeSet::new(),
+        }
+    }
+
+    /// Keeps what one region's lanes ended with: the buying account's (`home`) calls, pace and
+    /// families, and each member's (`helper_ends`, in the order of `helpers`).
+    fn keep_lanes(&mut self, region: &Region, home: LaneEnd, helpers: &[Helper<'_>], helper_ends: Vec<LaneEnd>) {
+        self.calls.insert(region.clone(), home.calls);
+        self.paces.insert(region.clone(), home.pace);
+        let families = home.families;
+        self.strikes
+            .extend(families.strikes.into_iter().filter(|(_, n)| *n > 0).map(|(f, n)| ((region.clone(), f), n)));
+        self.refused.extend(families.refused.into_iter().map(|f| (region.clone(), f)));
+        for (&(account, _), end) in helpers.iter().zip(helper_ends) {
+            let key = (region.clone(), account.to_string());
+            self.helper_calls.insert(key.clone(), end.calls);
+            self.helper_paces.insert(key, end.pace);
+            if let Some(e) = end.failed {
+                self.helper_failed.entry(account.to_string()).or_insert_with(|| e.to_string());
+            }
+            let of = |f: String| (region.clone(), account.to_string(), f);
+            self.helper_refused.extend(end.member.gave_up.into_iter().map(of));
+            self.helper_answered.extend(end.member.answered.into_iter().map(of));
+        }
+    }
+}
+
 /// DescribeCapacityBlockOfferings calls one region's lane sent, and how many EC2 throttled.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Calls {
@@ -293,20 +333,7 @@ where
     }
     let seen = &seen;
     let results = join_all(lanes.into_iter().map(|(region, list)| {
-        let of_region = |set: &BTreeSet<(Region, String)>| -> HashSet<String> {
-            set.iter().filter(|(r, _)| r == region).map(|(_, f)| f.clone()).collect()
-        };
-        let families = Families {
-            strikes: carried
-                .strikes
-                .iter()
-                .filter(|((r, _), _)| r == region)
-                .map(|((_, f), n)| (f.clone(), *n))
-                .collect(),
-            conclusive: of_region(&carried.conclusive),
-            probes: of_region(&carried.probes),
-            refused: HashSet::new(),
-        };
+        let families = Families::carried(carried, region);
         let shared = Mutex::new(Shared::new(list, families.probes.clone()));
         let start = |p: Option<&Pace>| p.map_or_else(|| Pace::start(&pacing.bounds), |p| p.within(&pacing.bounds));
         let pace = start(carried.paces.get(region));
@@ -332,38 +359,12 @@ where
     }))
     .await;
     let mut out: Vec<Option<Answer>> = vec![None; queries.len()];
-    let mut run = RunAnswers {
-        answers: Vec::new(),
-        strikes: Strikes::new(),
-        refused: BTreeSet::new(),
-        calls: BTreeMap::new(),
-        paces: BTreeMap::new(),
-        helper_calls: BTreeMap::new(),
-        helper_paces: BTreeMap::new(),
-        helper_failed: BTreeMap::new(),
-        helper_refused: BTreeSet::new(),
-        helper_answered: BTreeSet::new(),
-    };
+    let mut run = RunAnswers::empty();
     for (region, answers, home, helper_ends) in results {
-        run.calls.insert(region.clone(), home.calls);
-        run.paces.insert(region.clone(), home.pace);
         for (i, a) in answers {
             out[i] = Some(a);
         }
-        let families = home.families;
-        run.strikes.extend(families.strikes.into_iter().filter(|(_, n)| *n > 0).map(|(f, n)| ((region.clone(), f), n)));
-        run.refused.extend(families.refused.into_iter().map(|f| (region.clone(), f)));
-        for (&(account, _), end) in helpers.iter().zip(helper_ends) {
-            let key = (region.clone(), account.to_string());
-            run.helper_calls.insert(key.clone(), end.calls);
-            run.helper_paces.insert(key, end.pace);
-            if let Some(e) = end.failed {
-                run.helper_failed.entry(account.to_string()).or_insert_with(|| e.to_string());
-            }
-            let of = |f: String| (region.clone(), account.to_string(), f);
-            run.helper_refused.extend(end.member.gave_up.into_iter().map(of));
-            run.helper_answered.extend(end.member.answered.into_iter().map(of));
-        }
+        run.keep_lanes(region, home, helpers, helper_ends);
     }
     run.answers = out.into_iter().map(|a| a.expect("every question gets an answer")).collect();
     run
@@ -380,6 +381,24 @@ struct Families {
 }
 
 impl Families {
+    /// The buying account's in `region`, as earlier runs left them (`carried`).
+    fn carried(carried: &Carried, region: &Region) -> Families {
+        let of_region = |set: &BTreeSet<(Region, String)>| -> HashSet<String> {
+            set.iter().filter(|(r, _)| r == region).map(|(_, f)| f.clone()).collect()
+        };
+        Families {
+            strikes: carried
+                .strikes
+                .iter()
+                .filter(|((r, _), _)| r == region)
+                .map(|((_, f), n)| (f.clone(), *n))
+                .collect(),
+            conclusive: of_region(&carried.conclusive),
+            probes: of_region(&carried.probes),
+            refused: HashSet::new(),
+        }
+    }
+
     /// A helper's: it concludes nothing of the buying account's families.
     fn none() -> Families {
         Families {

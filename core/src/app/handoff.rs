@@ -535,39 +535,13 @@ impl Hands<'_> {
         now: DateTime<Utc>,
     ) -> Result<Tried, ActionError> {
         let region = p.target.block.region.clone();
-        let (stack, rid) = (p.target.stack.as_str(), p.target.block.reservation_id.as_str());
+        let rid = p.target.block.reservation_id.as_str();
         let attempts = share_attempts(outbox, p).await?;
         let record_fail =
             |e: StoreError| ActionError { operation: "the table", region: region.to_string(), message: e.to_string() };
         let arn = match attempts.arn {
             Some(arn) => arn,
-            None => {
-                let mut arn = match self.shares.find(&region, stack, rid).await? {
-                    Some(found) => found.arn,
-                    None => {
-                        let request = ShareRequest {
-                            name: share::share_name(stack, rid),
-                            reservation_arn: reservation_arn(p, "CreateResourceShare")?,
-                            principals: principals.to_vec(),
-                            tags: share::share_tags(stack, &p.target.rule_id, rid)
-                                .iter()
-                                .map(|(k, v)| (k.to_string(), v.to_string()))
-                                .collect(),
-                            client_token: share::share_client_token(stack, rid, attempts.attempt),
-                        };
-                        self.shares.create(&region, &request).await?
-                    }
-                };
-                let key = share::share_arn_record(&p.key, attempts.attempt);
-                if !outbox.put_record(&record(rid, key, &arn, now)).await.map_err(record_fail)? {
-                    // Another run recorded this attempt's share first: its record is the share.
-                    if let Some(recorded) = share_attempts(outbox, p).await?.arn {
-                        arn = recorded;
-                    }
-                }
-                tracing::info!(event = "share_recorded", reservation = %rid, share = %arn, attempt = attempts.attempt, "read by its ARN from now on");
-                arn
-            }
+            None => self.new_share(outbox, p, principals, attempts.attempt, now).await?,
         };
         let view = self.shares.view(&region, &arn).await?;
         match share::judge(&view) {
@@ -608,6 +582,48 @@ impl Hands<'_> {
                 Ok(Tried::Warned(what, Box::new(handoff::share_refused_warning(p, &refused))))
             }
         }
+    }
+
+    /// The share of this attempt: the one RAM lists for the block (made by a release that
+    /// recorded none), else a new one under the attempt's client token; its ARN recorded at once
+    /// (or the ARN another run recorded first for the attempt).
+    async fn new_share<O: Outbox + ?Sized>(
+        &self,
+        outbox: &O,
+        p: &Planned,
+        principals: &[SharePrincipal],
+        attempt: u32,
+        now: DateTime<Utc>,
+    ) -> Result<String, ActionError> {
+        let region = p.target.block.region.clone();
+        let (stack, rid) = (p.target.stack.as_str(), p.target.block.reservation_id.as_str());
+        let record_fail =
+            |e: StoreError| ActionError { operation: "the table", region: region.to_string(), message: e.to_string() };
+        let mut arn = match self.shares.find(&region, stack, rid).await? {
+            Some(found) => found.arn,
+            None => {
+                let request = ShareRequest {
+                    name: share::share_name(stack, rid),
+                    reservation_arn: reservation_arn(p, "CreateResourceShare")?,
+                    principals: principals.to_vec(),
+                    tags: share::share_tags(stack, &p.target.rule_id, rid)
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                    client_token: share::share_client_token(stack, rid, attempt),
+                };
+                self.shares.create(&region, &request).await?
+            }
+        };
+        let key = share::share_arn_record(&p.key, attempt);
+        if !outbox.put_record(&record(rid, key, &arn, now)).await.map_err(record_fail)? {
+            // Another run recorded this attempt's share first: its record is the share.
+            if let Some(recorded) = share_attempts(outbox, p).await?.arn {
+                arn = recorded;
+            }
+        }
+        tracing::info!(event = "share_recorded", reservation = %rid, share = %arn, attempt, "read by its ARN from now on");
+        Ok(arn)
     }
 }
 

@@ -37,6 +37,33 @@ pub struct Preflighter<'a, M: ?Sized, S: ?Sized, T: ?Sized> {
     pub organization: &'a dyn OrganizationSharing,
 }
 
+/// What preflight asks the functions to try with their roles: each region once, with a type the
+/// rules ask there, and each watch member's question per region and family (`first`).
+fn permissions_ask(first: &BTreeMap<(Region, String), OfferingQuery>, pause: Duration) -> PermissionsAsk {
+    // Each region once, with a type the rules ask there.
+    let mut asks: BTreeMap<Region, RegionAsk> = BTreeMap::new();
+    for ((region, _), q) in first {
+        asks.entry(region.clone())
+            .or_insert_with(|| RegionAsk { region: region.clone(), instance_type: q.instance_type.clone() });
+    }
+    // Each watch member is asked, by scan-offerings through its watch role (which trusts the
+    // stack's roles only), one question per region and family: a member's quota is its own.
+    let mut ask = PermissionsAsk::new(asks.into_values().collect());
+    ask.members = first
+        .values()
+        .map(|q| MemberAsk {
+            region: q.region.clone(),
+            instance_type: q.instance_type.clone(),
+            instance_count: q.instance_count,
+            duration_hours: q.duration_hours,
+            start_from: q.start_from,
+            start_to: q.start_to,
+        })
+        .collect();
+    ask.member_pause_ms = pause.as_millis() as u64;
+    ask
+}
+
 /// The findings so far; each one is told as it is added.
 struct Findings<'t> {
     list: Vec<Finding>,
@@ -89,9 +116,25 @@ where
             }
         }
         let regions: std::collections::BTreeSet<Region> = first.keys().map(|(r, _)| r.clone()).collect();
+        self.markets(&first, &mut findings).await;
+        for region in &regions {
+            self.blocks_in(region, &mut findings).await;
+        }
+        let ask = permissions_ask(&first, self.pause);
+        // The functions' own describe tries come after preflight's questions: a refill's rest first.
+        tokio::time::sleep(self.pause).await;
+        self.roles_of_functions(&ask, &mut findings).await;
+        let report = Preflight { at: now, findings: findings.list };
+        self.store.save_preflight(&report).await?;
+        Ok(report)
+    }
+
+    /// The first question of each region and family (`first`) asked of EC2, and once, on the
+    /// first that holds offerings, asked again after a pause: whether EC2 keeps its offering ids.
+    async fn markets(&self, first: &BTreeMap<(Region, String), OfferingQuery>, findings: &mut Findings<'_>) {
         let mut stability_asked = false;
-        for ((region, _), q) in &first {
-            let answered = self.market_in(region, q, &mut findings).await;
+        for ((region, _), q) in first {
+            let answered = self.market_in(region, q, findings).await;
             if !stability_asked && answered.as_ref().is_some_and(|a| !a.is_empty()) {
                 stability_asked = true;
                 tokio::time::sleep(self.pause).await;
@@ -107,36 +150,6 @@ where
                 }
             }
         }
-        for region in &regions {
-            self.blocks_in(region, &mut findings).await;
-        }
-        // Each region once, with a type the rules ask there. The functions' own describe tries
-        // come after preflight's questions: a refill's rest first.
-        let mut asks: BTreeMap<Region, RegionAsk> = BTreeMap::new();
-        for ((region, _), q) in &first {
-            asks.entry(region.clone())
-                .or_insert_with(|| RegionAsk { region: region.clone(), instance_type: q.instance_type.clone() });
-        }
-        // Each watch member is asked, by scan-offerings through its watch role (which trusts the
-        // stack's roles only), one question per region and family: a member's quota is its own.
-        let mut ask = PermissionsAsk::new(asks.into_values().collect());
-        ask.members = first
-            .values()
-            .map(|q| MemberAsk {
-                region: q.region.clone(),
-                instance_type: q.instance_type.clone(),
-                instance_count: q.instance_count,
-                duration_hours: q.duration_hours,
-                start_from: q.start_from,
-                start_to: q.start_to,
-            })
-            .collect();
-        ask.member_pause_ms = self.pause.as_millis() as u64;
-        tokio::time::sleep(self.pause).await;
-        self.roles_of_functions(&ask, &mut findings).await;
-        let report = Preflight { at: now, findings: findings.list };
-        self.store.save_preflight(&report).await?;
-        Ok(report)
     }
 
     /// Every function checks its own role; a function that cannot be asked is a finding too.

@@ -168,34 +168,13 @@ where
                 Shown::Nothing
             };
             match judge(intent, at, Some(shown)) {
-                Judgement::Adopt => {
-                    // The answer that named the purchase's reservations was lost: which are its
-                    // parts is decided by what an offering's purchase makes (`split_by_tag`).
-                    let split = split_by_tag(&intent.offering, found.reservations);
-                    if !split.duplicates.is_empty() {
-                        let extra: Vec<&str> = split.duplicates.iter().map(|r| r.id.as_str()).collect();
-                        tracing::error!(event = "duplicate_purchase", intent = %id, reservations = ?extra,
-                            "more reservations carry this intent than its purchase makes; the tracker records them uncharged");
-                    }
-                    let more: Vec<String> = split.parts.iter().skip(1).map(|r| r.id.clone()).collect();
-                    let block = record_purchase(ledger, intent, &split.parts[0], &more, now).await?;
-                    Ok(Settled::Adopted { intent: id, reservation_id: block.reservation_id })
-                }
+                Judgement::Adopt => adopt(ledger, intent, found.reservations, now).await,
                 // EC2 holds something with this intent's tag that capblock cannot read: it may
                 // be the purchase, so the fee stays committed until a person looks.
                 Judgement::HoldUnreadable => hold_unreadable(ledger, intent, &found.unreadable, now).await,
-                Judgement::HoldForAPerson => {
-                    // Absence on a timer is not evidence: a reservation EC2 lists late would be
-                    // bought a second time. Held for a person, who looks in EC2.
-                    let sent_at = sent_at(intent);
-                    tracing::error!(event = "purchase_outcome_unknown", intent = %id, sent_at = %sent_at,
-                        "no reservation carries this intent's tag yet; the fee stays committed and the rule blocked until EC2 shows it or a person releases it");
-                    let msg = announce::outcome_unknown(intent, sent_at);
-                    ledger
-                        .enqueue(&alert_notice(&intent.id, &OutboxKey::notice("outcome-unknown")?, &msg, now))
-                        .await?;
-                    still_open(UNKNOWN_HELD.into())
-                }
+                // Absence on a timer is not evidence: a reservation EC2 lists late would be bought
+                // a second time. Held for a person, who looks in EC2.
+                Judgement::HoldForAPerson => hold_for_a_person(ledger, intent, now).await,
                 _ => still_open("outcome unknown; waiting for EC2 to show it".into()),
             }
         }
@@ -205,6 +184,41 @@ where
         | Judgement::Wait
         | Judgement::NotOpen => still_open(format!("state {}", intent.state.as_str())),
     }
+}
+
+/// Records the purchase of a Sent intent whose answer was lost, from the reservations EC2 lists
+/// with its tag: which are its parts is decided by what an offering's purchase makes
+/// (`split_by_tag`); any more are logged, for the tracker to record uncharged.
+async fn adopt<L: Ledger + ?Sized>(
+    ledger: &L,
+    intent: &Intent,
+    tagged: Vec<Reservation>,
+    now: DateTime<Utc>,
+) -> Result<Settled, StoreError> {
+    let split = split_by_tag(&intent.offering, tagged);
+    if !split.duplicates.is_empty() {
+        let extra: Vec<&str> = split.duplicates.iter().map(|r| r.id.as_str()).collect();
+        tracing::error!(event = "duplicate_purchase", intent = %intent.id, reservations = ?extra,
+            "more reservations carry this intent than its purchase makes; the tracker records them uncharged");
+    }
+    let more: Vec<String> = split.parts.iter().skip(1).map(|r| r.id.clone()).collect();
+    let block = record_purchase(ledger, intent, &split.parts[0], &more, now).await?;
+    Ok(Settled::Adopted { intent: intent.id.clone(), reservation_id: block.reservation_id })
+}
+
+/// Keeps a Sent intent open, EC2 showing nothing with its tag past the grace: the fee stays
+/// committed and the rule blocked, the alarm every run, one alert for a person to look in EC2.
+async fn hold_for_a_person<L: Outbox + ?Sized>(
+    ledger: &L,
+    intent: &Intent,
+    now: DateTime<Utc>,
+) -> Result<Settled, StoreError> {
+    let sent_at = sent_at(intent);
+    tracing::error!(event = "purchase_outcome_unknown", intent = %intent.id, sent_at = %sent_at,
+        "no reservation carries this intent's tag yet; the fee stays committed and the rule blocked until EC2 shows it or a person releases it");
+    let msg = announce::outcome_unknown(intent, sent_at);
+    ledger.enqueue(&alert_notice(&intent.id, &OutboxKey::notice("outcome-unknown")?, &msg, now)).await?;
+    Ok(Settled::StillOpen { intent: intent.id.clone(), reason: UNKNOWN_HELD.into() })
 }
 
 /// Keeps a Sent intent open while the only reservations carrying its tag cannot be read: the

@@ -194,42 +194,7 @@ where
             by_region.entry(b.region.clone()).or_default().push(b);
         }
         for (region, blocks) in &by_region {
-            let ids: Vec<String> = blocks.iter().map(|b| b.reservation_id.clone()).collect();
-            let observed: HashMap<String, Observed> = match self.market.observe(region, &ids).await {
-                Ok(o) => o.into_iter().collect(),
-                Err(e) => {
-                    tracing::warn!(event = "region_failed", %region, error = %e, "blocks of this region not observed this run");
-                    report.failed_regions.insert(region.to_string(), e.to_string());
-                    continue;
-                }
-            };
-            for b in blocks {
-                let Some(obs) = observed.get(&b.reservation_id) else {
-                    continue;
-                };
-                if let Observed::Unreadable(why) = obs {
-                    // Logged every run (the alarm stays on) until EC2 describes it readably; the
-                    // block is not "observed": its extensions are not settled on it either.
-                    tracing::error!(event = "reservation_unreadable", reservation = %b.reservation_id, error = %why,
-                        "EC2 describes this block in a way capblock cannot read; it is kept as it is, its money too");
-                    if let Err(e) = self.track_block(b, obs, &rules, now, &mut report).await {
-                        report.errors.push(format!("{}: {e}", b.reservation_id));
-                    }
-                    continue;
-                }
-                let raised = self.raise_count(b, obs).await;
-                let b = raised.as_ref().unwrap_or(b);
-                match self.track_block(b, obs, &rules, now, &mut report).await {
-                    Ok(()) => {
-                        observed_now.insert(b.reservation_id.clone());
-                    }
-                    Err(e) => {
-                        tracing::error!(event = "block_failed", reservation = %b.reservation_id, error = %e, "left as it was; next run retries");
-                        report.errors.push(format!("{}: {e}", b.reservation_id));
-                    }
-                }
-            }
-            self.block_view(region, blocks, &observed, &rules, now, &mut report).await;
+            self.track_region(region, blocks, &rules, now, &mut observed_now, &mut report).await;
         }
 
         // A disabled rule buys nothing, so nothing of it can be missing from the store: its
@@ -259,6 +224,56 @@ where
         report.notices = flush(self.store, self.notifier, now).await?;
         report.holdings = self.holdings(&rules, now).await?;
         Ok(report)
+    }
+
+    /// Observes `region`'s open blocks in EC2 and tracks each (`track_block`): the blocks whose
+    /// stored state and end are EC2's as of this run go into `observed_now`. A region EC2 does
+    /// not answer for is left as it was, its failure in the report.
+    async fn track_region(
+        &self,
+        region: &Region,
+        blocks: &[Block],
+        rules: &HashMap<String, Rule>,
+        now: DateTime<Utc>,
+        observed_now: &mut HashSet<String>,
+        report: &mut TrackReport,
+    ) {
+        let ids: Vec<String> = blocks.iter().map(|b| b.reservation_id.clone()).collect();
+        let observed: HashMap<String, Observed> = match self.market.observe(region, &ids).await {
+            Ok(o) => o.into_iter().collect(),
+            Err(e) => {
+                tracing::warn!(event = "region_failed", %region, error = %e, "blocks of this region not observed this run");
+                report.failed_regions.insert(region.to_string(), e.to_string());
+                return;
+            }
+        };
+        for b in blocks {
+            let Some(obs) = observed.get(&b.reservation_id) else {
+                continue;
+            };
+            if let Observed::Unreadable(why) = obs {
+                // Logged every run (the alarm stays on) until EC2 describes it readably; the
+                // block is not "observed": its extensions are not settled on it either.
+                tracing::error!(event = "reservation_unreadable", reservation = %b.reservation_id, error = %why,
+                    "EC2 describes this block in a way capblock cannot read; it is kept as it is, its money too");
+                if let Err(e) = self.track_block(b, obs, rules, now, report).await {
+                    report.errors.push(format!("{}: {e}", b.reservation_id));
+                }
+                continue;
+            }
+            let raised = self.raise_count(b, obs).await;
+            let b = raised.as_ref().unwrap_or(b);
+            match self.track_block(b, obs, rules, now, report).await {
+                Ok(()) => {
+                    observed_now.insert(b.reservation_id.clone());
+                }
+                Err(e) => {
+                    tracing::error!(event = "block_failed", reservation = %b.reservation_id, error = %e, "left as it was; next run retries");
+                    report.errors.push(format!("{}: {e}", b.reservation_id));
+                }
+            }
+        }
+        self.block_view(region, blocks, &observed, rules, now, report).await;
     }
 
     /// A replay: what is open, and that it was left so. Payment deadlines, the graces of

@@ -50,74 +50,105 @@ pub fn monthly(prices: &Path, d: &Defaults, fns: &[FunctionFigures], load: &Scan
     };
     let gb = d.memory_mb as f64 / 1024.0;
     let gb_s_price = price(&p, "lambda", "arm64_gb_second")?;
-    let (mut gb_s, mut requests, mut wru, mut rru, mut bytes, mut publishes, mut logs, mut sched) =
-        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    let mut u = Usage::default();
     let platform_log = price(&p, "assumptions", "platform_log_bytes_per_invocation")?;
     for f in fns {
         let n = invocations(f.name)?;
         let asking = if f.name == "scan-offerings" { load.ask_secs } else { 0.0 };
         let secs =
             billed_secs(f.median_handler() + Duration::from_secs_f64(asking)) + cold * billed_secs(f.median_init());
-        gb_s += n * secs * gb;
-        requests += n;
-        wru += n * f.per_run(f.counts.dynamo_wru);
-        rru += n * f.per_run(f.counts.dynamo_rru);
-        bytes += n * f.per_run(f.counts.dynamo_write_bytes as f64);
-        publishes += n * f.per_run(f.counts.sns_publishes as f64);
-        logs += n * (f.log_bytes() + platform_log);
-        // Scheduled functions are invoked by Scheduler; each reminder schedule fires once.
-        if f.name != "on-capacity-event" {
-            sched += n;
-        }
-        sched += n * f.per_run(f.counts.schedules_created as f64);
+        u.add(f, n, secs, gb, platform_log);
     }
-    let lines = vec![
-        (
-            "Lambda compute".to_string(),
-            gb_s * gb_s_price,
-            format!(
-                "{gb_s:.0} GB-s ({} MB, arm64, init billed on every run; scan {:.1} s of asking per run)",
-                d.memory_mb, load.ask_secs
-            ),
-        ),
-        (
-            "Lambda requests".to_string(),
-            requests / 1e6 * price(&p, "lambda", "requests_per_million")?,
-            format!("{requests:.0} invocations"),
-        ),
-        (
-            "DynamoDB writes".to_string(),
-            wru / 1e6 * price(&p, "dynamodb", "write_request_units_per_million")?,
-            format!("{wru:.0} WRU (counted at the wire)"),
-        ),
-        (
-            "DynamoDB reads".to_string(),
-            rru / 1e6 * price(&p, "dynamodb", "read_request_units_per_million")?,
-            format!("{rru:.0} RRU (counted at the wire)"),
-        ),
-        (
-            "DynamoDB storage".to_string(),
-            bytes / 1e9 * price(&p, "dynamodb", "storage_gb_month")?,
-            format!("{:.1} MB written a month (upper bound: nothing expires or is overwritten)", bytes / 1e6),
-        ),
-        (
-            "SNS publishes".to_string(),
-            publishes / 1e6 * price(&p, "sns", "publishes_per_million")?,
-            format!("{publishes:.0} publishes"),
-        ),
-        (
-            "Scheduler invocations".to_string(),
-            sched / 1e6 * price(&p, "scheduler", "invocations_per_million")?,
-            format!("{sched:.0} invocations"),
-        ),
-        (
-            "CloudWatch Logs ingestion".to_string(),
-            logs / 1e9 * price(&p, "cloudwatch_logs", "ingestion_per_gb")?,
-            format!("{:.1} MB of logs", logs / 1e6),
-        ),
-    ];
+    let lines = u.lines(&p, gb_s_price, d, load)?;
     let total: f64 = lines.iter().map(|l| l.1).sum();
     Ok(Cost { load: load.clone(), lines, total })
+}
+
+/// What the functions use in a month, summed over them.
+#[derive(Clone, Copy, Default)]
+struct Usage {
+    gb_s: f64,
+    requests: f64,
+    wru: f64,
+    rru: f64,
+    bytes: f64,
+    publishes: f64,
+    logs: f64,
+    sched: f64,
+}
+
+impl Usage {
+    /// Adds function `f`'s month: `n` invocations of `secs` billed seconds at `gb` GB each.
+    fn add(&mut self, f: &FunctionFigures, n: f64, secs: f64, gb: f64, platform_log: f64) {
+        self.gb_s += n * secs * gb;
+        self.requests += n;
+        self.wru += n * f.per_run(f.counts.dynamo_wru);
+        self.rru += n * f.per_run(f.counts.dynamo_rru);
+        self.bytes += n * f.per_run(f.counts.dynamo_write_bytes as f64);
+        self.publishes += n * f.per_run(f.counts.sns_publishes as f64);
+        self.logs += n * (f.log_bytes() + platform_log);
+        // Scheduled functions are invoked by Scheduler; each reminder schedule fires once.
+        if f.name != "on-capacity-event" {
+            self.sched += n;
+        }
+        self.sched += n * f.per_run(f.counts.schedules_created as f64);
+    }
+
+    /// The bill's lines at the prices `p`: what each costs, and how much of it was used.
+    fn lines(
+        &self,
+        p: &toml::Value,
+        gb_s_price: f64,
+        d: &Defaults,
+        load: &ScanLoad,
+    ) -> Result<Vec<(String, f64, String)>, String> {
+        let Usage { gb_s, requests, wru, rru, bytes, publishes, logs, sched } = *self;
+        Ok(vec![
+            (
+                "Lambda compute".to_string(),
+                gb_s * gb_s_price,
+                format!(
+                    "{gb_s:.0} GB-s ({} MB, arm64, init billed on every run; scan {:.1} s of asking per run)",
+                    d.memory_mb, load.ask_secs
+                ),
+            ),
+            (
+                "Lambda requests".to_string(),
+                requests / 1e6 * price(p, "lambda", "requests_per_million")?,
+                format!("{requests:.0} invocations"),
+            ),
+            (
+                "DynamoDB writes".to_string(),
+                wru / 1e6 * price(p, "dynamodb", "write_request_units_per_million")?,
+                format!("{wru:.0} WRU (counted at the wire)"),
+            ),
+            (
+                "DynamoDB reads".to_string(),
+                rru / 1e6 * price(p, "dynamodb", "read_request_units_per_million")?,
+                format!("{rru:.0} RRU (counted at the wire)"),
+            ),
+            (
+                "DynamoDB storage".to_string(),
+                bytes / 1e9 * price(p, "dynamodb", "storage_gb_month")?,
+                format!("{:.1} MB written a month (upper bound: nothing expires or is overwritten)", bytes / 1e6),
+            ),
+            (
+                "SNS publishes".to_string(),
+                publishes / 1e6 * price(p, "sns", "publishes_per_million")?,
+                format!("{publishes:.0} publishes"),
+            ),
+            (
+                "Scheduler invocations".to_string(),
+                sched / 1e6 * price(p, "scheduler", "invocations_per_million")?,
+                format!("{sched:.0} invocations"),
+            ),
+            (
+                "CloudWatch Logs ingestion".to_string(),
+                logs / 1e9 * price(p, "cloudwatch_logs", "ingestion_per_gb")?,
+                format!("{:.1} MB of logs", logs / 1e6),
+            ),
+        ])
+    }
 }
 
 /// The month's cost a stack may reach at its defaults, USD: the market is watched continuously,

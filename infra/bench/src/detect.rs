@@ -213,50 +213,57 @@ pub fn clock() -> DateTime<Utc> {
     CLOCK.parse().expect("constant")
 }
 
-impl World {
-    pub fn new(setup: Setup) -> World {
-        let mut rng = Rng::new(setup.seed);
-        let now = clock();
-        let (from, to) = (now + chrono::Duration::days(1), now + chrono::Duration::days(14));
-        let start = now + chrono::Duration::days(3) + chrono::Duration::minutes(11 * 60 + 30);
-        let catalog = AcceleratorCatalog::new();
-        let mut questions = Vec::new();
-        let mut pairs = Vec::new();
-        for (ri, (region, types, counts, days)) in GRID.iter().enumerate() {
-            for t in *types {
-                let pair = pairs.len();
-                pairs.push((ri, *t));
-                let it: InstanceType = t.parse().expect("type");
-                let acc = catalog.accelerators(&it).expect("a known type");
-                for &c in *counts {
-                    for &d in *days {
-                        let query = OfferingQuery {
-                            region: region.parse().expect("region"),
-                            instance_type: it.clone(),
-                            instance_count: c,
-                            ultraservers: None,
-                            duration_hours: d * 24,
-                            start_from: from,
-                            start_to: to,
-                        };
-                        let factor = 1.0 + 0.2 * rng.unit();
-                        let i = questions.len();
-                        let standing = [CHEAP_LEVEL, DEAR_LEVEL]
-                            .map(|l| offering(format!("cb-standing-{i}-{l}"), &query, acc, l * factor, start));
-                        let qualifying = offering(format!("cb-qualifying-{i}"), &query, acc, APPEARANCE_LEVEL, start);
-                        questions.push(Question {
-                            key: format!("{t}|{c}|{d}d|in24h-336h"),
-                            query,
-                            region: ri,
-                            pair,
-                            factor,
-                            standing,
-                            qualifying,
-                        });
-                    }
+/// The grid's questions, each with its standing offerings and the one that qualifies, and the
+/// (region, type) pairs they belong to.
+fn grid_questions(rng: &mut Rng) -> (Vec<Question>, Vec<(usize, &'static str)>) {
+    let now = clock();
+    let (from, to) = (now + chrono::Duration::days(1), now + chrono::Duration::days(14));
+    let start = now + chrono::Duration::days(3) + chrono::Duration::minutes(11 * 60 + 30);
+    let catalog = AcceleratorCatalog::new();
+    let mut questions = Vec::new();
+    let mut pairs = Vec::new();
+    for (ri, (region, types, counts, days)) in GRID.iter().enumerate() {
+        for t in *types {
+            let pair = pairs.len();
+            pairs.push((ri, *t));
+            let it: InstanceType = t.parse().expect("type");
+            let acc = catalog.accelerators(&it).expect("a known type");
+            for &c in *counts {
+                for &d in *days {
+                    let query = OfferingQuery {
+                        region: region.parse().expect("region"),
+                        instance_type: it.clone(),
+                        instance_count: c,
+                        ultraservers: None,
+                        duration_hours: d * 24,
+                        start_from: from,
+                        start_to: to,
+                    };
+                    let factor = 1.0 + 0.2 * rng.unit();
+                    let i = questions.len();
+                    let standing = [CHEAP_LEVEL, DEAR_LEVEL]
+                        .map(|l| offering(format!("cb-standing-{i}-{l}"), &query, acc, l * factor, start));
+                    let qualifying = offering(format!("cb-qualifying-{i}"), &query, acc, APPEARANCE_LEVEL, start);
+                    questions.push(Question {
+                        key: format!("{t}|{c}|{d}d|in24h-336h"),
+                        query,
+                        region: ri,
+                        pair,
+                        factor,
+                        standing,
+                        qualifying,
+                    });
                 }
             }
         }
+    }
+    (questions, pairs)
+}
+
+impl World {
+    pub fn new(setup: Setup) -> World {
+        let mut rng = Rng::new(setup.seed);
+        let (questions, pairs) = grid_questions(&mut rng);
         let epochs = (setup.horizon.as_secs_f64() / setup.rotate.as_secs_f64()).ceil() as usize + 1;
         let cheap: Vec<Vec<usize>> = (0..epochs)
             .map(|_| {
@@ -283,7 +290,14 @@ impl World {
                 .insert((k.region.to_string(), k.instance_type.to_string(), k.instance_count, k.duration_hours), i);
         }
         w.by_question = vec![Vec::new(); w.questions.len()];
-        // Appearances until one lifetime before the horizon: each has its whole life to be found.
+        w.appear(&mut rng);
+        w
+    }
+
+    /// Draws the appearances until one lifetime before the horizon: each has its whole life to
+    /// be found.
+    fn appear(&mut self, rng: &mut Rng) {
+        let setup = self.setup;
         let mut t = 0.0;
         let last = setup.horizon.saturating_sub(setup.lifetime).as_secs_f64();
         loop {
@@ -293,22 +307,22 @@ impl World {
             }
             let at = Duration::from_secs_f64(t);
             let q = if rng.unit() < setup.clustered {
-                let epoch = w.epoch(at);
-                let cheap: Vec<usize> =
-                    (0..w.questions.len()).filter(|&i| w.cheap[epoch].contains(&w.questions[i].pair)).collect();
-                let weights: Vec<f64> = cheap.iter().map(|&i| 1.0 / (w.ratio(i, at) - 1.0)).collect();
+                let epoch = self.epoch(at);
+                let cheap: Vec<usize> = (0..self.questions.len())
+                    .filter(|&i| self.cheap[epoch].contains(&self.questions[i].pair))
+                    .collect();
+                let weights: Vec<f64> = cheap.iter().map(|&i| 1.0 / (self.ratio(i, at) - 1.0)).collect();
                 cheap[rng.weighted(&weights)]
             } else {
-                rng.below(w.questions.len())
+                rng.below(self.questions.len())
             };
             // One live appearance per question at a time.
-            if w.by_question[q].iter().any(|&a| w.appearances[a].until > at) {
+            if self.by_question[q].iter().any(|&a| self.appearances[a].until > at) {
                 continue;
             }
-            w.by_question[q].push(w.appearances.len());
-            w.appearances.push(Appearance { question: q, at, until: at + setup.lifetime });
+            self.by_question[q].push(self.appearances.len());
+            self.appearances.push(Appearance { question: q, at, until: at + setup.lifetime });
         }
-        w
     }
 
     fn epoch(&self, at: Duration) -> usize {
@@ -646,6 +660,63 @@ async fn ask(world: &World, market: &Market<'_>, end: Instant, asker: Asker) -> 
     }
 }
 
+/// The questions a run asks, region by region as the scan plans them: each account's calls at
+/// its own learned pace, every question askable.
+fn plan_run(
+    world: &World,
+    memories: &BTreeMap<Region, RegionMemory>,
+    helpers: &[Helper<'_>],
+    budget: &DescribeBudget,
+) -> Vec<usize> {
+    let threshold = world.threshold.amount();
+    let mut chosen: Vec<usize> = Vec::new();
+    for (region, memory) in memories {
+        let calls = budget.planned(memory.pace)
+            + helpers.iter().map(|(a, _)| budget.planned(memory.helper_paces.get(*a).copied())).sum::<usize>();
+        let mine: Vec<usize> =
+            (0..world.questions.len()).filter(|&i| &world.questions[i].query.region == region).collect();
+        let candidates: Vec<Candidate> = mine
+            .iter()
+            .map(|&i| Candidate {
+                key: world.questions[i].key.clone(),
+                threshold,
+                closes_in: chrono::Duration::days(14),
+            })
+            .collect();
+        chosen.extend(plan::choose(&candidates, memory, calls).into_iter().map(|j| mine[j]));
+    }
+    chosen
+}
+
+/// Takes a run's answers (to `chosen`, in order) into the regions' memories, as the scan does;
+/// counts the questions carried over or lost.
+fn take_answers(
+    world: &World,
+    memories: &mut BTreeMap<Region, RegionMemory>,
+    chosen: &[usize],
+    answers: Vec<Answer>,
+    catalog: &AcceleratorCatalog,
+    now: DateTime<Utc>,
+    out: &mut Outcome,
+) {
+    for (&i, answer) in chosen.iter().zip(answers) {
+        let q = &world.questions[i];
+        match answer {
+            Answer::Offerings(list) => {
+                let cheapest = list
+                    .iter()
+                    .filter_map(|o| o.price_per_accelerator_hour(catalog.accelerators(&o.instance_type)?))
+                    .map(|r| r.per_unit)
+                    .min();
+                let memory = memories.get_mut(&q.query.region).expect("a region");
+                memory.asked.insert(q.key.clone(), Asked { at: now, cheapest, recorded: None });
+            }
+            Answer::CarriedOver => out.carried_over += 1,
+            _ => out.lost += 1,
+        }
+    }
+}
+
 /// capblock's scan, reduced to its asking: plan, `ask_spread`, remember; one run per tick.
 #[allow(clippy::too_many_arguments)]
 async fn capblock(
@@ -664,29 +735,12 @@ async fn capblock(
     let mut memories: BTreeMap<Region, RegionMemory> =
         regions.iter().map(|r| (r.clone(), Default::default())).collect();
     let mut strikes = Strikes::new();
-    let threshold = world.threshold.amount();
     let mut tick = market.start;
     while tick < end {
         sleep_until(tick).await;
         let now = clock() + chrono::Duration::from_std(tick - market.start).expect("in range");
         // The plan, region by region as the scan makes it (all questions askable).
-        let mut chosen: Vec<usize> = Vec::new();
-        for (region, memory) in &memories {
-            // As the scan plans: each account's calls at its own learned pace.
-            let calls = budget.planned(memory.pace)
-                + helpers.iter().map(|(a, _)| budget.planned(memory.helper_paces.get(*a).copied())).sum::<usize>();
-            let mine: Vec<usize> =
-                (0..world.questions.len()).filter(|&i| &world.questions[i].query.region == region).collect();
-            let candidates: Vec<Candidate> = mine
-                .iter()
-                .map(|&i| Candidate {
-                    key: world.questions[i].key.clone(),
-                    threshold,
-                    closes_in: chrono::Duration::days(14),
-                })
-                .collect();
-            chosen.extend(plan::choose(&candidates, memory, calls).into_iter().map(|j| mine[j]));
-        }
+        let chosen = plan_run(world, &memories, helpers, &budget);
         let queries: Vec<OfferingQuery> = chosen.iter().map(|&i| world.questions[i].query.clone()).collect();
         let paces = memories.iter().filter_map(|(r, m)| Some((r.clone(), m.pace?))).collect();
         let helper_paces = memories
@@ -715,22 +769,7 @@ async fn capblock(
             memories.get_mut(region).expect("a region").helper_paces.insert(account.clone(), *pace);
         }
         strikes = asked.strikes;
-        for (&i, answer) in chosen.iter().zip(asked.answers) {
-            let q = &world.questions[i];
-            match answer {
-                Answer::Offerings(list) => {
-                    let cheapest = list
-                        .iter()
-                        .filter_map(|o| o.price_per_accelerator_hour(catalog.accelerators(&o.instance_type)?))
-                        .map(|r| r.per_unit)
-                        .min();
-                    let memory = memories.get_mut(&q.query.region).expect("a region");
-                    memory.asked.insert(q.key.clone(), Asked { at: now, cheapest, recorded: None });
-                }
-                Answer::CarriedOver => out.carried_over += 1,
-                _ => out.lost += 1,
-            }
-        }
+        take_answers(world, &mut memories, &chosen, asked.answers, &catalog, now, out);
         for m in memories.values_mut() {
             m.prune(now);
         }

@@ -280,7 +280,6 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
     use detect::{A_PERSON, Asker, READINGS};
     let setup = detect::Setup { horizon: Duration::from_secs(a.detect_days * 86400), ..Default::default() };
     let world = detect::World::new(setup);
-    let q = world.questions_per_region() as f64;
     let (on_cheap, on_top3) = world.clustering();
     eprintln!(
         "bench: detection: {} appearances over {} days, {:.0} % on a cheap pair, {:.0} % on one of its 3 cheapest \
@@ -310,49 +309,12 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
     };
     let mut figs = DetectFigures::default();
     for limit in a.readings.iter().filter_map(|&r| READINGS.get(r).copied()) {
-        let refill = limit.refill.as_secs_f64();
-        // The ideal asker spends the whole limit round robin: each question once every Q x refill.
-        let bound = q * refill / 2.0;
         let polite = Asker::RoundRobin { gap: limit.refill * 2 };
         let greedy = Asker::RoundRobin { gap: limit.refill };
         for (scenario, others) in [("quiet account", &[][..]), ("a person and a notebook", &A_PERSON[..])] {
-            let timed = |name: &str, asker: Asker| {
-                let t = Instant::now();
-                let o = detect::run(&world, asker, limit, others);
-                eprintln!(
-                    "bench:   [{}; {scenario}] {name}: {}; others refused {:.1} % ({:.1} s to simulate)",
-                    limit.name,
-                    latency_text(&o),
-                    100.0 * o.others_refused_share(),
-                    t.elapsed().as_secs_f64()
-                );
-                o
-            };
-            let mine = timed("capblock", now);
-            let median = mine.median().unwrap_or(f64::INFINITY);
-            let quiet = others.is_empty();
-            let (factor, head) =
-                if quiet { (1.25, "(b) detection, quiet") } else { (2.0, "(b) detection, a person in the account") };
-            rows.push(row(
-                format!("{head}: capblock defaults [{}]", limit.name),
-                format!("{}; {:.0} calls per region and day", latency_text(&mine), mine.calls_per_region_day()),
-                format!("median <= {factor} x bound {bound:.0} s = {:.0} s", factor * bound),
-                Some(median / (factor * bound)),
-            ));
-            if !quiet {
-                let share = mine.others_refused_share();
-                rows.push(row(
-                    format!("(d) others' calls refused, capblock defaults [{}]", limit.name),
-                    format!(
-                        "{:.1} % ({} of {} calls of the person and the notebook)",
-                        100.0 * share,
-                        mine.others_refused,
-                        mine.others_calls
-                    ),
-                    "<= 10 %",
-                    Some(share / 0.10),
-                ));
-            }
+            let case = Case { world: &world, limit, scenario, others };
+            let mine = case.timed("capblock", now);
+            case.capblock_rows(&mine, rows);
             if figs.schedules.is_empty() {
                 let ask = mine.ask_secs.iter().sum::<f64>() / mine.ask_secs.len().max(1) as f64;
                 figs.schedules.push((
@@ -361,48 +323,135 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
                     ask,
                 ));
             }
-            for (name, asker) in [
-                ("capblock before (every 10 min, fixed half share, buys after asking)", before),
-                ("polite script (half the limit, round robin)", polite),
-                ("greedy script (the whole limit)", greedy),
-            ] {
-                let o = timed(name, asker);
-                rows.push(info(
-                    format!("  {name}"),
-                    format!(
-                        "{}; others refused {:.1} %; {:.0} calls per region and day",
-                        latency_text(&o),
-                        100.0 * o.others_refused_share(),
-                        o.calls_per_region_day()
-                    ),
-                ));
-            }
-            rows.push(info(
-                "  ideal asker (the whole limit, round robin: the bound)",
-                format!("median {bound:.0} s = {} x {refill:.2} s / 2", world.questions_per_region()),
-            ));
+            case.others_rows(
+                [
+                    ("capblock before (every 10 min, fixed half share, buys after asking)", before),
+                    ("polite script (half the limit, round robin)", polite),
+                    ("greedy script (the whole limit)", greedy),
+                ],
+                rows,
+            );
             // The watch over member accounts, on the first reading taken: each member lends
             // its own describe limit, so the bound divides by the accounts.
             if Some(&limit.name) == a.readings.first().and_then(|&r| READINGS.get(r)).map(|l| &l.name) {
                 for accounts in [2usize, 4] {
-                    let asker = Asker::Capblock { every, budget, on_sight: true, accounts };
-                    let o = timed(&format!("capblock with {accounts} accounts"), asker);
-                    let n = accounts as f64;
-                    rows.push(row(
-                        format!(
-                            "(e) detection, {scenario}: {accounts} accounts (1 buying + {}) [{}]",
-                            accounts - 1,
-                            limit.name
-                        ),
-                        format!("{}; {:.0} calls per region and day", latency_text(&o), o.calls_per_region_day()),
-                        format!("median <= {factor} x bound / {accounts} = {:.0} s", factor * bound / n),
-                        Some(o.median().unwrap_or(f64::INFINITY) / (factor * bound / n)),
-                    ));
+                    case.accounts_row(Asker::Capblock { every, budget, on_sight: true, accounts }, accounts, rows);
                 }
             }
         }
     }
     figs
+}
+
+/// One reading of the describe limit with one set of other callers in the account: the askers
+/// run against it in the detection world, and the rows they give.
+struct Case<'w> {
+    world: &'w detect::World,
+    limit: detect::Limit,
+    scenario: &'static str,
+    others: &'w [detect::Caller],
+}
+
+impl Case<'_> {
+    /// Runs `asker`, saying on stderr how it went.
+    fn timed(&self, name: &str, asker: detect::Asker) -> detect::Outcome {
+        let t = Instant::now();
+        let o = detect::run(self.world, asker, self.limit, self.others);
+        eprintln!(
+            "bench:   [{}; {}] {name}: {}; others refused {:.1} % ({:.1} s to simulate)",
+            self.limit.name,
+            self.scenario,
+            latency_text(&o),
+            100.0 * o.others_refused_share(),
+            t.elapsed().as_secs_f64()
+        );
+        o
+    }
+
+    /// The ideal asker's median: the whole limit round robin, each question once every
+    /// Q x refill.
+    fn bound(&self) -> f64 {
+        self.world.questions_per_region() as f64 * self.limit.refill.as_secs_f64() / 2.0
+    }
+
+    /// How far above the bound capblock's median may be, and the rows' heading.
+    fn target(&self) -> (f64, &'static str) {
+        if self.others.is_empty() {
+            (1.25, "(b) detection, quiet")
+        } else {
+            (2.0, "(b) detection, a person in the account")
+        }
+    }
+
+    /// Capblock's own rows: (b) its detection latency, and with others in the account (d) the
+    /// share of their calls refused.
+    fn capblock_rows(&self, mine: &detect::Outcome, rows: &mut Vec<Row>) {
+        let (bound, (factor, head)) = (self.bound(), self.target());
+        let median = mine.median().unwrap_or(f64::INFINITY);
+        rows.push(row(
+            format!("{head}: capblock defaults [{}]", self.limit.name),
+            format!("{}; {:.0} calls per region and day", latency_text(mine), mine.calls_per_region_day()),
+            format!("median <= {factor} x bound {bound:.0} s = {:.0} s", factor * bound),
+            Some(median / (factor * bound)),
+        ));
+        if !self.others.is_empty() {
+            let share = mine.others_refused_share();
+            rows.push(row(
+                format!("(d) others' calls refused, capblock defaults [{}]", self.limit.name),
+                format!(
+                    "{:.1} % ({} of {} calls of the person and the notebook)",
+                    100.0 * share,
+                    mine.others_refused,
+                    mine.others_calls
+                ),
+                "<= 10 %",
+                Some(share / 0.10),
+            ));
+        }
+    }
+
+    /// The other askers' rows, for comparison, and the ideal asker's.
+    fn others_rows(&self, askers: [(&str, detect::Asker); 3], rows: &mut Vec<Row>) {
+        for (name, asker) in askers {
+            let o = self.timed(name, asker);
+            rows.push(info(
+                format!("  {name}"),
+                format!(
+                    "{}; others refused {:.1} %; {:.0} calls per region and day",
+                    latency_text(&o),
+                    100.0 * o.others_refused_share(),
+                    o.calls_per_region_day()
+                ),
+            ));
+        }
+        rows.push(info(
+            "  ideal asker (the whole limit, round robin: the bound)",
+            format!(
+                "median {:.0} s = {} x {:.2} s / 2",
+                self.bound(),
+                self.world.questions_per_region(),
+                self.limit.refill.as_secs_f64()
+            ),
+        ));
+    }
+
+    /// (e) capblock's detection with `accounts` accounts lending their limits (`asker`).
+    fn accounts_row(&self, asker: detect::Asker, accounts: usize, rows: &mut Vec<Row>) {
+        let (bound, (factor, _)) = (self.bound(), self.target());
+        let o = self.timed(&format!("capblock with {accounts} accounts"), asker);
+        let n = accounts as f64;
+        rows.push(row(
+            format!(
+                "(e) detection, {}: {accounts} accounts (1 buying + {}) [{}]",
+                self.scenario,
+                accounts - 1,
+                self.limit.name
+            ),
+            format!("{}; {:.0} calls per region and day", latency_text(&o), o.calls_per_region_day()),
+            format!("median <= {factor} x bound / {accounts} = {:.0} s", factor * bound / n),
+            Some(o.median().unwrap_or(f64::INFINITY) / (factor * bound / n)),
+        ));
+    }
 }
 
 /// Per function: the cold-start runs and the requests each invocation made.
@@ -449,16 +498,19 @@ fn diff(after: &proxy::Counts, before: &proxy::Counts) -> proxy::Counts {
     }
 }
 
-fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec<FunctionFigures>, String> {
-    let need = |k: &str| env0.get(k).cloned().ok_or(format!("{k} is not set: run under infra/local/stack.sh run --"));
-    let (ddb, sns, sched) =
-        (need("AWS_ENDPOINT_URL_DYNAMODB")?, need("AWS_ENDPOINT_URL_SNS")?, need("AWS_ENDPOINT_URL_SCHEDULER")?);
-    need("CAPBLOCK_TABLE")?;
+/// The local stack's setting `k`, which the bench runs under.
+fn need(env0: &BTreeMap<String, String>, k: &str) -> Result<String, String> {
+    env0.get(k).cloned().ok_or(format!("{k} is not set: run under infra/local/stack.sh run --"))
+}
+
+/// The stack as the cold starts find it: the simulator's describe limit off, the example rule
+/// stored.
+fn limit_off_and_rule_put(a: &Args, env0: &BTreeMap<String, String>) -> Result<(), String> {
     // Each of the cold starts below asks one question per region of the example rule. One
     // after another they would find the describe limit's bucket spent by the run before and
     // wait out its refill, which a scan every 10 minutes never does: the limit is off here.
     let (status, body) = capblock_http1::blocking::request(
-        &need("AWS_ENDPOINT_URL_EC2")?,
+        &need(env0, "AWS_ENDPOINT_URL_EC2")?,
         "POST",
         "/_sim/behaviour",
         br#"{"describe_limit": null}"#,
@@ -479,26 +531,13 @@ fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec
     if !out.status.success() {
         return Err(format!("capblock rules put: {}", String::from_utf8_lossy(&out.stderr)));
     }
-    let proxies = [proxy::start("dynamodb", &ddb), proxy::start("sns", &sns), proxy::start("scheduler", &sched)];
-    let [p_ddb, p_sns, p_sched] = proxies.map(|p| p.expect("proxy"));
-    let mut env: BTreeMap<String, String> = env0.clone();
-    env.insert("AWS_ENDPOINT_URL_DYNAMODB".into(), p_ddb.url.clone());
-    env.insert("AWS_ENDPOINT_URL_SNS".into(), p_sns.url.clone());
-    env.insert("AWS_ENDPOINT_URL_SCHEDULER".into(), p_sched.url.clone());
-    env.insert("RUST_LOG".into(), "info".into());
-    env.insert("CAPBLOCK_SCHEDULE_GROUP".into(), "default".into());
-    env.insert(
-        "CAPBLOCK_REMINDER_TARGET_ARN".into(),
-        "arn:aws:lambda:us-east-1:123456789012:function:on-capacity-event".into(),
-    );
-    env.insert("CAPBLOCK_REMINDER_ROLE_ARN".into(), "arn:aws:iam::123456789012:role/capblock-reminder".into());
-    // The functions run on the simulator's clock, as in every simulation: its market is
-    // anchored to the scenario's start, not to the day the bench runs.
-    let sim = need("AWS_ENDPOINT_URL_EC2")?;
-    let clock_url = format!("{}/_sim/clock", sim.trim_end_matches('/'));
-    env.insert("CAPBLOCK_SIMULATED_CLOCK_URL".into(), clock_url);
-    let env: Vec<(String, String)> = env.into_iter().collect();
-    let (status, body) = capblock_http1::blocking::request(&sim, "GET", "/_sim/clock", b"")
+    Ok(())
+}
+
+/// The events the functions are invoked with, at the simulator's time (`sim`): the schedule's
+/// tick and an expiration warning.
+fn events_now(a: &Args, sim: &str) -> Result<(String, String), String> {
+    let (status, body) = capblock_http1::blocking::request(sim, "GET", "/_sim/clock", b"")
         .map_err(|e| format!("GET /_sim/clock: {e}"))?;
     let sim_now = serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
@@ -517,6 +556,37 @@ fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec
         v["time"] = sim_now.clone().into();
         v.to_string()
     };
+    Ok((tick, warning))
+}
+
+fn run_cold(a: &Args, env0: &BTreeMap<String, String>, dir: &Path) -> Result<Vec<FunctionFigures>, String> {
+    let (ddb, sns, sched) = (
+        need(env0, "AWS_ENDPOINT_URL_DYNAMODB")?,
+        need(env0, "AWS_ENDPOINT_URL_SNS")?,
+        need(env0, "AWS_ENDPOINT_URL_SCHEDULER")?,
+    );
+    need(env0, "CAPBLOCK_TABLE")?;
+    limit_off_and_rule_put(a, env0)?;
+    let proxies = [proxy::start("dynamodb", &ddb), proxy::start("sns", &sns), proxy::start("scheduler", &sched)];
+    let [p_ddb, p_sns, p_sched] = proxies.map(|p| p.expect("proxy"));
+    let mut env: BTreeMap<String, String> = env0.clone();
+    env.insert("AWS_ENDPOINT_URL_DYNAMODB".into(), p_ddb.url.clone());
+    env.insert("AWS_ENDPOINT_URL_SNS".into(), p_sns.url.clone());
+    env.insert("AWS_ENDPOINT_URL_SCHEDULER".into(), p_sched.url.clone());
+    env.insert("RUST_LOG".into(), "info".into());
+    env.insert("CAPBLOCK_SCHEDULE_GROUP".into(), "default".into());
+    env.insert(
+        "CAPBLOCK_REMINDER_TARGET_ARN".into(),
+        "arn:aws:lambda:us-east-1:123456789012:function:on-capacity-event".into(),
+    );
+    env.insert("CAPBLOCK_REMINDER_ROLE_ARN".into(), "arn:aws:iam::123456789012:role/capblock-reminder".into());
+    // The functions run on the simulator's clock, as in every simulation: its market is
+    // anchored to the scenario's start, not to the day the bench runs.
+    let sim = need(env0, "AWS_ENDPOINT_URL_EC2")?;
+    let clock_url = format!("{}/_sim/clock", sim.trim_end_matches('/'));
+    env.insert("CAPBLOCK_SIMULATED_CLOCK_URL".into(), clock_url);
+    let env: Vec<(String, String)> = env.into_iter().collect();
+    let (tick, warning) = events_now(a, &sim)?;
     let snapshot = || {
         let mut c = p_ddb.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let s = p_sns.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();

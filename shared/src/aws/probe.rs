@@ -405,31 +405,14 @@ impl AwsProbe {
     }
 
     async fn try_other(&self, service: &str, action: &str, region: Option<&Region>) -> Access {
-        let effect = |what: &str| Access::not_checked(format!("it cannot be tried without {what}"));
+        if let Some(what) = effect_of(service, action) {
+            return Access::not_checked(format!("it cannot be tried without {what}"));
+        }
         match (service, action, region) {
-            ("sns", "Publish", _) => effect("reaching the topic's subscribers"),
             ("sns", "ListSubscriptionsByTopic", _) => {
                 access_existing(self.sns.list_subscriptions_by_topic().topic_arn(&self.alerts_topic).send().await)
             }
-            ("events", "PutEvents", _) => effect("putting an event on the bus"),
-            // The role may write the page's one object only, and the Organization reads it.
-            ("s3", "PutObject", _) => effect("replacing the team page"),
-            ("iam", "PassRole", _) => effect("creating a schedule (it passes the role)"),
-            ("scheduler", "CreateSchedule" | "UpdateSchedule" | "DeleteSchedule", _) => {
-                effect("creating, changing or deleting a schedule")
-            }
-            ("scheduler", "GetSchedule" | "ListSchedules", _) => {
-                let Some(group) = &self.schedule_group else {
-                    return Access::not_checked("the function has no schedule group");
-                };
-                if action == "GetSchedule" {
-                    access(
-                        self.scheduler.get_schedule().name("capblock-preflight-probe").group_name(group).send().await,
-                    )
-                } else {
-                    access(self.scheduler.list_schedules().group_name(group).max_results(1).send().await)
-                }
-            }
+            ("scheduler", "GetSchedule" | "ListSchedules", _) => self.try_schedules(action).await,
             ("servicequotas", "ListAWSDefaultServiceQuotas", Some(r)) => access(
                 self.quotas.get(r).list_aws_default_service_quotas().service_code("ec2").max_results(1).send().await,
             ),
@@ -440,15 +423,8 @@ impl AwsProbe {
             ("autoscaling", "DescribeAutoScalingGroups", Some(r)) => {
                 access(self.groups.get(r).describe_auto_scaling_groups().max_records(1).send().await)
             }
-            ("autoscaling", "SetDesiredCapacity", _) => effect("changing a group's size"),
             ("ssm", "GetParameter", Some(r)) => {
                 access(self.ssm.get(r).get_parameter().name("/capblock/preflight-probe-absent").send().await)
-            }
-            ("ssm", "PutParameter" | "DeleteParameter", _) => effect("writing a parameter a workload may read"),
-            ("ssm", "SendCommand", _) => effect("running a command on instances"),
-            ("resource-groups", "CreateGroup" | "Tag", _) => effect("creating or tagging a group"),
-            ("resource-groups", "GroupResources" | "UngroupResources", _) => {
-                effect("changing what a group holds, which launches that target it use")
             }
             ("eks", "DescribeNodegroup", Some(r)) => match self.handoff_clusters.first() {
                 // The role allows it on the named clusters' node groups only: asked of one of
@@ -466,11 +442,7 @@ impl AwsProbe {
                     "the stack names no cluster in HandoffClusters: its role may read and scale no node group",
                 ),
             },
-            ("eks", "UpdateNodegroupConfig", _) => effect("changing a node group's size"),
             ("sts", "AssumeRole", _) => self.try_member_roles().await,
-            ("ram", "CreateResourceShare" | "TagResource" | "DeleteResourceShare", _) => {
-                effect("sharing a block with other accounts, or taking it back")
-            }
             ("ram", "GetResourceShares", Some(r)) => access(
                 self.ram
                     .get(r)
@@ -502,6 +474,46 @@ impl AwsProbe {
             _ => Access::not_checked(format!("capblock has no way to try {service}:{action}")),
         }
     }
+
+    /// Reads the function's schedule group: a schedule that is not there, or the group's first.
+    async fn try_schedules(&self, action: &str) -> Access {
+        let Some(group) = &self.schedule_group else {
+            return Access::not_checked("the function has no schedule group");
+        };
+        if action == "GetSchedule" {
+            access(self.scheduler.get_schedule().name("capblock-preflight-probe").group_name(group).send().await)
+        } else {
+            access(self.scheduler.list_schedules().group_name(group).max_results(1).send().await)
+        }
+    }
+}
+
+/// What an action would do that keeps preflight from trying it (a message sent, a size or a
+/// share changed), for the actions of `try_other`'s services that have an effect; `None` for
+/// those tried without one.
+fn effect_of(service: &str, action: &str) -> Option<&'static str> {
+    Some(match (service, action) {
+        ("sns", "Publish") => "reaching the topic's subscribers",
+        ("events", "PutEvents") => "putting an event on the bus",
+        // The role may write the page's one object only, and the Organization reads it.
+        ("s3", "PutObject") => "replacing the team page",
+        ("iam", "PassRole") => "creating a schedule (it passes the role)",
+        ("scheduler", "CreateSchedule" | "UpdateSchedule" | "DeleteSchedule") => {
+            "creating, changing or deleting a schedule"
+        }
+        ("autoscaling", "SetDesiredCapacity") => "changing a group's size",
+        ("ssm", "PutParameter" | "DeleteParameter") => "writing a parameter a workload may read",
+        ("ssm", "SendCommand") => "running a command on instances",
+        ("resource-groups", "CreateGroup" | "Tag") => "creating or tagging a group",
+        ("resource-groups", "GroupResources" | "UngroupResources") => {
+            "changing what a group holds, which launches that target it use"
+        }
+        ("eks", "UpdateNodegroupConfig") => "changing a node group's size",
+        ("ram", "CreateResourceShare" | "TagResource" | "DeleteResourceShare") => {
+            "sharing a block with other accounts, or taking it back"
+        }
+        _ => return None,
+    })
 }
 
 impl AwsProbe {

@@ -10,6 +10,10 @@ use crate::domain::handoff::{self, Invocation, Order, Planned};
 use crate::domain::names::Region;
 use crate::ports::{ActionError, Outbox, SentCommand, StoreError};
 
+/// The steps a send is recorded under: its instances before SendCommand, its command id after.
+const SENDING: &str = "sending-";
+const SENT: &str = "sent-";
+
 impl Hands<'_> {
     /// Reports the command's results once no instance is still running it.
     pub(super) async fn command_result(
@@ -55,40 +59,12 @@ impl Hands<'_> {
         if instances.is_empty() {
             return Ok(Tried::Done("No instance runs in the block: nothing to send.".into()));
         }
-        let (sending, sent) = ("sending-", "sent-");
-        let records = outbox.records(thread, &p.key.prefix("sen")).await.map_err(store)?;
-        let read = |step: &str| -> BTreeMap<String, String> {
-            records
-                .iter()
-                .filter_map(|r| Some((r.milestone.after(&p.key, step)?.to_string(), r.message.body.clone())))
-                .collect()
-        };
-        let (marked, recorded) = (read(sending), read(sent));
-        let mut by_instance: BTreeMap<String, String> = BTreeMap::new();
-        for body in recorded.values() {
-            let own: SentCommand = serde_json::from_str(body).map_err(|e| fail("the table", e.to_string()))?;
-            for i in own.instance_ids {
-                by_instance.entry(i).or_insert_with(|| own.command_id.clone());
-            }
-        }
-        for (n, body) in marked.iter().filter(|(n, _)| !recorded.contains_key(*n)) {
-            let to: Vec<String> = serde_json::from_str(body).map_err(|e| fail("the table", e.to_string()))?;
-            let found = self.commands.sent(region, document, comment, &to).await?;
-            let Some(own) = found.into_iter().find(|c| c.instance_ids.iter().all(|i| to.contains(i))) else {
-                // SSM never had it: the instances are sent it below, under a new number.
-                continue;
-            };
-            outbox.put_record(&record(thread, p.key.then(format!("{sent}{n}")), &own, now)).await.map_err(store)?;
-            for i in own.instance_ids {
-                by_instance.entry(i).or_insert_with(|| own.command_id.clone());
-            }
-        }
+        let (mut by_instance, n) = self.sent_before(outbox, p, region, (document, comment), now).await?;
         let rest: Vec<String> = instances.iter().filter(|i| !by_instance.contains_key(*i)).cloned().collect();
         let already = instances.len() - rest.len();
         if !rest.is_empty() {
-            let n = marked.len();
             if !outbox
-                .put_record(&record(thread, p.key.then(format!("{sending}{n}")), &rest, now))
+                .put_record(&record(thread, p.key.then(format!("{SENDING}{n}")), &rest, now))
                 .await
                 .map_err(store)?
             {
@@ -96,7 +72,7 @@ impl Hands<'_> {
             }
             let id = self.commands.send(region, document, &rest, comment).await?;
             let own = SentCommand { command_id: id.clone(), instance_ids: rest.clone() };
-            outbox.put_record(&record(thread, p.key.then(format!("{sent}{n}")), &own, now)).await.map_err(store)?;
+            outbox.put_record(&record(thread, p.key.then(format!("{SENT}{n}")), &own, now)).await.map_err(store)?;
             for i in &rest {
                 by_instance.insert(i.clone(), id.clone());
             }
@@ -117,5 +93,51 @@ impl Hands<'_> {
             dry_run: false,
         };
         Ok(Tried::Then(what, Box::new(next)))
+    }
+
+    /// What capblock sent the block's instances before, as the command each has by instance:
+    /// the sends recorded `sent-<n>`, and each send marked `sending-<n>` but never recorded whose
+    /// command SSM lists by its mark, the document and comment (recorded sent now). With the
+    /// number of sends marked, which numbers the next.
+    async fn sent_before<O: Outbox + ?Sized>(
+        &self,
+        outbox: &O,
+        p: &Planned,
+        region: &Region,
+        (document, comment): (&str, &str),
+        now: DateTime<Utc>,
+    ) -> Result<(BTreeMap<String, String>, usize), ActionError> {
+        let fail =
+            |operation: &'static str, message: String| ActionError { operation, region: region.to_string(), message };
+        let store = |e: StoreError| fail("the table", e.to_string());
+        let thread = &p.target.block.reservation_id;
+        let records = outbox.records(thread, &p.key.prefix("sen")).await.map_err(store)?;
+        let read = |step: &str| -> BTreeMap<String, String> {
+            records
+                .iter()
+                .filter_map(|r| Some((r.milestone.after(&p.key, step)?.to_string(), r.message.body.clone())))
+                .collect()
+        };
+        let (marked, recorded) = (read(SENDING), read(SENT));
+        let mut by_instance: BTreeMap<String, String> = BTreeMap::new();
+        for body in recorded.values() {
+            let own: SentCommand = serde_json::from_str(body).map_err(|e| fail("the table", e.to_string()))?;
+            for i in own.instance_ids {
+                by_instance.entry(i).or_insert_with(|| own.command_id.clone());
+            }
+        }
+        for (n, body) in marked.iter().filter(|(n, _)| !recorded.contains_key(*n)) {
+            let to: Vec<String> = serde_json::from_str(body).map_err(|e| fail("the table", e.to_string()))?;
+            let found = self.commands.sent(region, document, comment, &to).await?;
+            let Some(own) = found.into_iter().find(|c| c.instance_ids.iter().all(|i| to.contains(i))) else {
+                // SSM never had it: `send_command` sends the instances it anew, under a new number.
+                continue;
+            };
+            outbox.put_record(&record(thread, p.key.then(format!("{SENT}{n}")), &own, now)).await.map_err(store)?;
+            for i in own.instance_ids {
+                by_instance.entry(i).or_insert_with(|| own.command_id.clone());
+            }
+        }
+        Ok((by_instance, marked.len()))
     }
 }

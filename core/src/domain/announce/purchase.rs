@@ -1,0 +1,212 @@
+//! A rule's purchases in Slack: bought, would buy (dry run), approval needed, refused, and the
+//! purchases whose outcome EC2 has not shown yet (held open by `app::reconcile`).
+
+use chrono::{DateTime, Utc};
+
+use super::when;
+use crate::domain::approval;
+use crate::domain::budget::Intent;
+use crate::domain::decision::Priced;
+use crate::domain::lifecycle::payment_deadline;
+use crate::domain::offering::Offering;
+use crate::domain::rule::Mode;
+use crate::domain::slack::SlackMessage;
+
+fn what(p: &Priced) -> String {
+    let o = &p.offering;
+    format!(
+        "*{} x {}* in {} ({}), {}\n• Start: {}\n• End: {}\n• Total fee: {}\n• Price: {} per accelerator-hour ({} per instance-hour)",
+        o.instance_count,
+        o.instance_type,
+        o.region,
+        o.availability_zone,
+        o.length_text(),
+        when(o.start),
+        when(o.end),
+        o.fee,
+        p.per_accelerator_hour.display(),
+        p.per_instance_hour.display(),
+    )
+}
+
+fn keywords(p: &Priced, extra: &str) -> Vec<String> {
+    vec!["capblock".into(), extra.into(), p.offering.region.to_string(), p.offering.instance_type.to_string()]
+}
+
+/// "2 x p5.48xlarge", or for UltraServers "2 x u-trn2x64 (8 x trn2u.48xlarge)".
+fn size(o: &Offering) -> String {
+    match &o.ultraservers {
+        Some(u) => format!("{u} ({} x {})", o.instance_count, o.instance_type),
+        None => format!("{} x {}", o.instance_count, o.instance_type),
+    }
+}
+
+/// A block was bought: what, where, when, how much, and the payment deadline.
+pub fn purchased(
+    rule_id: &str,
+    p: &Priced,
+    reservation_id: &str,
+    arn: Option<&str>,
+    bought_at: DateTime<Utc>,
+) -> SlackMessage {
+    let deadline = payment_deadline(bought_at, p.offering.start);
+    SlackMessage {
+        id: format!("{reservation_id}#purchased"),
+        title: format!("Capacity Block bought: {}", size(&p.offering)),
+        description: format!(
+            "Rule `{rule_id}` bought reservation `{reservation_id}`.\n{}\n• Payment deadline: {} (the block is released if payment has not gone through by then)",
+            what(p),
+            when(deadline)
+        ),
+        next_steps: vec![
+            "capblock tracks the payment and posts here when it succeeds or fails.".into(),
+            format!(
+                "Launch into it from the start with MarketType=capacity-block and CapacityReservationId={reservation_id}."
+            ),
+        ],
+        keywords: keywords(p, "purchase"),
+        thread_id: reservation_id.to_string(),
+        summary: format!("Bought {} for {}", size(&p.offering), p.offering.fee),
+        event_type: "purchased".into(),
+        related_resources: arn.map(str::to_string).into_iter().collect(),
+    }
+}
+
+/// A dry-run rule (or a dry-run stack) found an offering it would buy.
+pub fn would_buy(rule_id: &str, p: &Priced, intent: &Intent, stack_mode: Mode, rule_mode: Mode) -> SlackMessage {
+    let why = match (stack_mode, rule_mode) {
+        (Mode::DryRun, _) => "the stack is in dry-run mode (deploy with Mode=live to buy)",
+        _ => "the rule is in dry-run mode (set mode = \"live\" in the rule to buy)",
+    };
+    SlackMessage {
+        id: format!("{}#would-buy", intent.id),
+        title: format!("Would buy (dry run): {} x {}", p.offering.instance_count, p.offering.instance_type),
+        description: format!(
+            "Rule `{rule_id}` found an offering that meets it, but nothing was bought: {why}.\n{}\n• Payment deadline if bought now: {}",
+            what(p),
+            when(payment_deadline(intent.created_at, p.offering.start))
+        ),
+        next_steps: vec![format!("Offering {} was checked with a DryRun purchase request.", p.offering.id)],
+        keywords: keywords(p, "dry-run"),
+        thread_id: intent.id.clone(),
+        summary: format!(
+            "Would buy {} x {} for {}",
+            p.offering.instance_count, p.offering.instance_type, p.offering.fee
+        ),
+        event_type: "would-buy".into(),
+        related_resources: vec![],
+    }
+}
+
+/// An approval-mode rule found an offering it would buy: a person decides.
+pub fn approval_needed(rule_id: &str, p: &Priced, intent: &Intent) -> SlackMessage {
+    SlackMessage {
+        id: format!("{}#approval", intent.id),
+        title: format!("Approval needed: {} x {}", p.offering.instance_count, p.offering.instance_type),
+        description: format!(
+            "Rule `{rule_id}` found an offering that meets it and is in approval mode: nothing is bought until someone approves.\n{}\n• Approval valid until: {}\n• Payment deadline if bought now: {}",
+            what(p),
+            when(approval::expires_at(intent)),
+            when(payment_deadline(intent.created_at, p.offering.start))
+        ),
+        next_steps: vec![
+            format!("approval needed: run `capblock approve {}` before {}", intent.id, when(approval::expires_at(intent))),
+            "capblock re-reads the offering first and refuses if it is gone or its price rose above the rule's threshold.".into(),
+        ],
+        keywords: keywords(p, "approval"),
+        thread_id: intent.id.clone(),
+        summary: format!(
+            "Approval needed: {} x {} for {}",
+            p.offering.instance_count, p.offering.instance_type, p.offering.fee
+        ),
+        event_type: "approval-needed".into(),
+        related_resources: vec![],
+    }
+}
+
+/// EC2 refused a purchase: nothing was bought and the budget was released.
+pub fn purchase_rejected(rule_id: &str, p: &Priced, intent: &Intent, reason: &str) -> SlackMessage {
+    SlackMessage {
+        id: format!("{}#rejected", intent.id),
+        title: format!("Purchase refused: {} x {}", p.offering.instance_count, p.offering.instance_type),
+        description: format!(
+            "Rule `{rule_id}` tried to buy offering `{}` and nothing was bought: {reason}\n{}",
+            p.offering.id,
+            what(p)
+        ),
+        next_steps: vec!["The reserved budget was released; the next scan looks again.".into()],
+        keywords: keywords(p, "purchase-failed"),
+        thread_id: intent.id.clone(),
+        summary: format!("Purchase refused: {reason}"),
+        event_type: "purchase-rejected".into(),
+        related_resources: vec![],
+    }
+}
+
+/// A purchase sent whose answer was lost and which EC2 still does not list by its tag: held,
+/// for a person to look in EC2 (`app::reconcile`).
+pub fn outcome_unknown(intent: &Intent, sent_at: DateTime<Utc>) -> SlackMessage {
+    let o = &intent.offering;
+    SlackMessage {
+        id: format!("{}#outcome-unknown", intent.id),
+        title: format!("Purchase outcome unknown: {} x {}", o.instance_count, o.instance_type),
+        description: format!(
+            "Rule `{}` sent a purchase of offering `{}` ({}) in {} at {} and its answer was lost. EC2 lists no reservation tagged `capblock:intent` = `{}` yet. EC2 may list a new reservation late, so its absence is not taken as proof that nothing was bought.",
+            intent.rule_id,
+            o.id,
+            o.fee,
+            o.region,
+            sent_at.format("%Y-%m-%d %H:%M UTC"),
+            intent.id
+        ),
+        next_steps: vec![
+            "The fee stays committed to its budgets and the rule buys nothing more until this is settled; capblock looks for the reservation on every run and records it as bought when EC2 shows it.".into(),
+            format!(
+                "Look in EC2: `aws ec2 describe-capacity-reservations --region {} --filters Name=tag:capblock:intent,Values={}`.",
+                o.region, intent.id
+            ),
+            format!(
+                "If EC2 holds no such reservation (and bills none), release the fee: `capblock intents release {}`.",
+                intent.id
+            ),
+        ],
+        keywords: vec!["capblock".into(), "outcome-unknown".into(), o.region.to_string(), o.instance_type.to_string()],
+        thread_id: intent.id.clone(),
+        summary: format!("Purchase outcome unknown for intent {}", intent.id),
+        event_type: "outcome-unknown".into(),
+        related_resources: vec![],
+    }
+}
+
+/// EC2 lists a reservation carrying an open intent's tag that capblock cannot read: it may be
+/// the purchase, so the intent stays open with its fee committed until a person looks.
+pub fn unreadable_reservation(intent: &Intent, ids: &[&str], reasons: &[&str]) -> SlackMessage {
+    let o = &intent.offering;
+    SlackMessage {
+        id: format!("{}#unreadable-reservation", intent.id),
+        title: format!("Purchase outcome unclear: {} x {}", o.instance_count, o.instance_type),
+        description: format!(
+            "Rule `{}` sent a purchase of offering `{}` in {} and its answer was lost. EC2 lists reservations carrying its `capblock:intent` tag `{}` that capblock cannot read: {} ({}).",
+            intent.rule_id,
+            o.id,
+            o.region,
+            intent.id,
+            ids.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", "),
+            reasons.join("; ")
+        ),
+        next_steps: vec![
+            "The purchase's fee stays committed to its budgets and the rule buys nothing more while it is open.".into(),
+            format!("In the EC2 console, look up the reservations tagged `capblock:intent` = `{}`.", intent.id),
+        ],
+        keywords: vec![
+            "capblock".into(),
+            "unreadable-reservation".into(),
+            o.region.to_string(),
+            o.instance_type.to_string(),
+        ],
+        thread_id: intent.id.clone(),
+        summary: format!("Unreadable reservations for intent {}", intent.id),
+        event_type: "unreadable-reservation".into(),
+        related_resources: vec![],
+    }
+}
