@@ -5,11 +5,11 @@
 //! (usage, an invalid rule, a refused purchase, failed preflight checks, a search EC2 refused
 //! every time), 3 nothing found where something was asked for.
 
-use capblock_shared::app::settings::StackSettings;
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::domain::rule::{Mode, Rule, RuleSpec};
 use capblock_shared::domain::run_time::RunTime;
+use capblock_shared::domain::stack::StackSettings;
 use capblock_shared::domain::stack::StoredSettings;
 use capblock_shared::ports::{MarketError, SettingsStore, StoreError};
 use chrono::{DateTime, Utc};
@@ -183,9 +183,9 @@ pub async fn sdk() -> aws_config::SdkConfig {
 /// `capblock --profile prod offerings ...` searches prod's region, as every other command acts
 /// there. None at all is bad input, with what to give.
 pub async fn regions_or_default(
-    given: Vec<capblock_shared::domain::names::Region>,
+    given: Vec<capblock_shared::domain::ids::Region>,
     flag: &str,
-) -> Result<Vec<capblock_shared::domain::names::Region>, CliError> {
+) -> Result<Vec<capblock_shared::domain::ids::Region>, CliError> {
     if !given.is_empty() {
         return Ok(given);
     }

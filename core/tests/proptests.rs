@@ -2,9 +2,9 @@
 //! rules and interleavings; and the parsers (events, rules, offerings, money) over arbitrary
 //! input: they never panic, and every rejection is a typed error that names the problem.
 
+use capblock_core::domain::capacity_event;
 use capblock_core::domain::catalog::AcceleratorCatalog;
 use capblock_core::domain::decision::{Headroom, decide, room};
-use capblock_core::domain::events;
 use capblock_core::domain::money::{Money, MoneyError};
 use capblock_core::domain::offering::{Offering, OfferingError, RawOffering};
 use capblock_core::domain::rule::{Rule, RuleError, RuleSpec};
@@ -369,9 +369,9 @@ proptest! {
         nested in prop::sample::select(vec!["capacity-reservation-id", "capacityReservationId", "end-date", "endDate", "instance-id", "reservation_id", "lead_minutes"]),
     ) {
         let fixtures = [
-            include_str!("../src/domain/events/fixtures/capacity-block-delivered.json"),
-            include_str!("../src/domain/events/fixtures/capacity-block-expiration-warning.json"),
-            include_str!("../src/domain/events/fixtures/capacity-reservation-instance-interruption-warning.json"),
+            include_str!("../src/domain/capacity_event/fixtures/capacity-block-delivered.json"),
+            include_str!("../src/domain/capacity_event/fixtures/capacity-block-expiration-warning.json"),
+            include_str!("../src/domain/capacity_event/fixtures/capacity-reservation-instance-interruption-warning.json"),
         ];
         let mut v: Value = serde_json::from_str(fixtures[which]).unwrap();
         v[field] = value.clone();
@@ -409,22 +409,22 @@ fn check_rule_text(text: &str) -> Result<(), TestCaseError> {
 }
 
 fn check_event(v: &Value) -> Result<(), TestCaseError> {
-    if let Err(e) = events::parse(v) {
+    if let Err(e) = capacity_event::parse(v) {
         let msg = e.to_string();
         prop_assert!(!msg.trim().is_empty() && !e.kind().is_empty());
         match &e {
-            events::EventError::MissingField(f) => prop_assert!(msg.contains(f)),
-            events::EventError::BadField { field, problem } => {
+            capacity_event::IncomingError::MissingField(f) => prop_assert!(msg.contains(f)),
+            capacity_event::IncomingError::BadField { field, problem } => {
                 prop_assert!(msg.contains(field) && !problem.trim().is_empty(), "{}", msg)
             }
-            events::EventError::UnknownSource(s) | events::EventError::UnknownDetailType(s) => {
+            capacity_event::IncomingError::UnknownSource(s) | capacity_event::IncomingError::UnknownDetailType(s) => {
                 let named = msg.contains(&format!("{s:?}"));
                 prop_assert!(named, "{}", msg);
             }
             _ => {}
         }
     }
-    let _ = events::event_id_of(v);
+    let _ = capacity_event::event_id_of(v);
     Ok(())
 }
 

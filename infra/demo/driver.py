@@ -28,7 +28,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.join(os.environ["CARGO_TARGET_DIR"], "debug")
 SIM = os.environ["CAPBLOCK_SIM_URL"]
 STATE = os.environ["CAPBLOCK_STATE"]
-FIXTURES = os.path.join(REPO, "core/src/domain/events/fixtures")
+FIXTURES = os.path.join(REPO, "core/src/domain/capacity_event/fixtures")
 GROUP = "capblock-demo-reminders"
 ACCOUNT = "123456789012"
 # moto stores schedules but never fires them: the driver does. So these ARNs are only labels.

@@ -324,7 +324,7 @@ class CrosscheckOnFakeRepo(unittest.TestCase):
         self.assertEqual(rc, 0, out)
 
     def test_an_adapter_built_by_a_free_function_that_returns_a_ports_value_counts(self):
-        # aws/accounts.rs's `watch_accounts(..) -> Vec<WatchAccount>` builds market clients under
+        # aws/accounts.rs's `member_markets(..) -> Vec<MemberMarket>` builds market clients under
         # member roles: a function that calls it through the module builds the adapter, though it
         # never names the adapter's struct. A same-named fn of another module is no such call.
         self.edit("shared/src/aws/mod.rs", "pub mod store;\n", "pub mod store;\npub mod accounts;\n")
@@ -425,15 +425,15 @@ class DeclaredTables(unittest.TestCase):
 
     def test_port_builders(self):
         code = rust.lex_rust(dedent("""
-            use crate::ports::{ActionError, WatchAccount};
-            pub async fn watch_accounts(base: &SdkConfig, accounts: &[String]) -> Vec<WatchAccount> { todo!() }
+            use crate::ports::{ActionError, MemberMarket};
+            pub async fn member_markets(base: &SdkConfig, accounts: &[String]) -> Vec<MemberMarket> { todo!() }
             pub fn role_in(region: Option<&str>) -> String { todo!() }
             pub fn fails(x: u8) -> Result<(), ActionError> { todo!() }
-            fn private() -> Vec<WatchAccount> { todo!() }
-            impl Thing { pub fn make(&self) -> WatchAccount { todo!() } }
-            pub fn generic<T: Into<String>>(t: T) -> Option<WatchAccount> where T: Clone { todo!() }
+            fn private() -> Vec<MemberMarket> { todo!() }
+            impl Thing { pub fn make(&self) -> MemberMarket { todo!() } }
+            pub fn generic<T: Into<String>>(t: T) -> Option<MemberMarket> where T: Clone { todo!() }
         """)).code
-        self.assertEqual(rust.port_builders(code), {"watch_accounts", "generic"})
+        self.assertEqual(rust.port_builders(code), {"member_markets", "generic"})
 
     def test_ports_table(self):
         self.assertEqual(rust.declared_ports('pub const AWS_PORTS: &[&str] = &[\n    "A",\n    "B",\n];'), ["A", "B"])

@@ -279,7 +279,7 @@ class Watch(Member):
         self.assertNotIn("Condition", self.res["WatchRole"])
 
     def test_its_action_is_what_a_members_market_client_calls(self):
-        # WatchAccount.market is an OfferingSource (core/src/ports/market.rs): the ec2 adapter's
+        # MemberMarket.market is an OfferingSource (core/src/ports/market.rs): the ec2 adapter's
         # table says what that port calls.
         table = rust.declared_actions((REPO / "shared/src/aws/ec2/mod.rs").read_text(encoding="utf-8"))
         (s,) = self.role_statements("WatchRole")

@@ -696,7 +696,7 @@ class Organization(Template):
                             ["ml-research", "ml-research=0", "ml-research=-1", "ML=5", "a=01", "a=1.234",
                              "a=1,", "a=1,,b=2", "a=1 ,b=2", "a" * 65 + "=1"]),
             "OrganizationId": (["", "o-a1b2c3d4e5"], ["o-", "a1b2c3d4e5", "o-A1B2C3D4E5", "r-a1b2"]),
-            # Up to 8 account ids (core/src/domain/names.rs's parse_watch_accounts takes no more).
+            # Up to 8 account ids (core/src/domain/ids.rs's parse_watch_accounts takes no more).
             "WatchAccounts": (["", "222222222222", "222222222222,333333333333",
                                ",".join(f"{n:012}" for n in range(1, 9))],
                               ["22222222222", "2222222222222", "222222222222,", ",222222222222",

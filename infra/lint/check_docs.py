@@ -10,9 +10,9 @@ Part of `make test` (infra/lint/check.sh). Three checks:
   case, punctuation dropped, spaces to hyphens).
 - Every path and name ARCHITECTURE.md cites exists (`architecture_problems`): a path (`a/b.rs`,
   `a/b/`, `<x>` standing for any one name) from the repository's root or from a crate's source
-  folder; a backticked Rust name (`Hands`, `RunTime::for_stack`, `ask_spread`, `MAX_WATCH_CLAIM`)
+  folder; a backticked Rust name (`ActionRunner`, `RunTime::for_stack`, `ask_spread`, `MAX_REGION_CLAIM`)
   defined in the Rust sources (an item, an enum variant, a field), a backticked AWS name in a
-  template or an SDK call's string; a Rust name cited with a file (`domain/bus.rs` (`BusStep`))
+  template or an SDK call's string; a Rust name cited with a file (`domain/bus_event.rs` (`BusStep`))
   or with a module of the layer picture's lists is named in that module's code; and the layer
   picture lists every module of its folders, and only modules (`file_list_problems`).
 - ARCHITECTURE.md's table of the DynamoDB items ("The data model") names exactly the keys the
@@ -334,8 +334,8 @@ def closing(text: str, opening: int) -> int:
 
 
 def names_in_their_files(repo: pathlib.Path, text: str, defined: set[str], page: str, lists=None, nested_lists=None) -> list[str]:
-    """A Rust name cited in the parentheses after a file (`domain/bus.rs` (`DetailType`, ..)), or
-    in a listed module's item of the layer picture (`fan_out (.. `ask_spread`)`), is named in that
+    """A Rust name cited in the parentheses after a file (`domain/bus_event.rs` (`DetailType`, ..)), or
+    in a listed module's item of the layer picture (`paced_asker (.. `ask_spread`)`), is named in that
     module's code (its file or its folder, comments left out): defined or used there. `A::B`
     counts by `A`. Names the Rust sources define
     nowhere (an SDK's condition, a template's parameter) are the other check's."""

@@ -5,9 +5,9 @@
 
 use std::str::FromStr;
 
-use crate::app::settings::StackSettings;
 use crate::domain::checkpoint::DEFAULT_REMINDER_LEAD_MINUTES;
 use crate::domain::money::Money;
+use crate::domain::stack::StackSettings;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
@@ -110,11 +110,11 @@ where
 
 /// The member accounts lending the scan their describe limit (`CAPBLOCK_WATCH_ACCOUNTS`, from
 /// the `WatchAccounts` parameter): none when unset.
-pub fn watch_accounts() -> Result<Vec<String>, ConfigError> {
+pub fn member_accounts() -> Result<Vec<String>, ConfigError> {
     let name = "CAPBLOCK_WATCH_ACCOUNTS";
     match optional(name) {
         None => Ok(Vec::new()),
-        Some(v) => crate::domain::names::parse_watch_accounts(&v).map_err(|problem| ConfigError::Invalid {
+        Some(v) => crate::domain::ids::parse_member_accounts(&v).map_err(|problem| ConfigError::Invalid {
             name,
             value: v,
             problem,

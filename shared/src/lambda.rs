@@ -4,12 +4,12 @@
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use crate::app::settings::StackSettings;
 use crate::aws::clock::{ClockError, TimeSource};
 use crate::config::ConfigError;
 use crate::domain::metrics::Batch;
 use crate::domain::rule::Mode;
 use crate::domain::run_time::RunTime;
+use crate::domain::stack::StackSettings;
 use crate::domain::stack::StoredSettings;
 use crate::ports::{Clock, MarketError, NotifyError, SettingsStore, StoreError};
 /// The invocation Lambda hands over (a test builds one with `LambdaEvent::new`).
@@ -153,7 +153,7 @@ impl Adapters {
             function: function.to_string(),
             handoff_clusters: Vec::new(),
             handoff_accounts: Vec::new(),
-            watch_accounts: Vec::new(),
+            member_accounts: Vec::new(),
         }
     }
 }
@@ -217,7 +217,7 @@ pub async fn check_own_role(
     payload: &Payload,
     sdk: &aws_config::SdkConfig,
     targets: crate::aws::probe::ProbeTargets,
-    watch: &[crate::ports::WatchAccount],
+    members: &[crate::ports::MemberMarket],
 ) -> Option<Result<crate::domain::permissions::RoleCheck, FunctionError>> {
     use crate::domain::permissions::PermissionsAsk;
     let Payload::Json(v) = payload else { return None };
@@ -238,9 +238,9 @@ pub async fn check_own_role(
     let probe = crate::aws::probe::AwsProbe::new(sdk, targets);
     let actions = crate::aws::probe::actions_of(ports);
     let mut check = crate::app::permissions::check_role(function, &actions, &ask, &probe).await;
-    if !watch.is_empty() {
+    if !members.is_empty() {
         let pause = std::time::Duration::from_millis(ask.member_pause_ms);
-        let helpers = crate::app::fan_out::helpers(watch);
+        let helpers = crate::app::paced_asker::helpers(members);
         check.members = crate::app::permissions::ask_members(&helpers, &ask.members, pause).await;
     }
     tracing::info!(
@@ -381,7 +381,7 @@ pub trait Handler: Send + Sync {
     async fn probe(&self, _edge: &Edge, _targets: &mut crate::aws::probe::ProbeTargets) {}
 
     /// The member accounts it asks the market through, each asked preflight's member questions.
-    fn watch(&self) -> &[crate::ports::WatchAccount] {
+    fn members(&self) -> &[crate::ports::MemberMarket] {
         &[]
     }
 
@@ -408,9 +408,9 @@ impl<H: Handler> Lambda<H> {
         if is_permissions_ask(&event.payload) {
             let mut targets = edge.aws.probe_targets(&edge.stack, edge.function, edge.schedule_group.clone());
             self.handler.probe(edge, &mut targets).await;
-            let watch = self.handler.watch();
+            let members = self.handler.members();
             if let Some(checked) =
-                check_own_role(edge.function, edge.ports, &event.payload, &edge.aws.sdk, targets, watch).await
+                check_own_role(edge.function, edge.ports, &event.payload, &edge.aws.sdk, targets, members).await
             {
                 return checked.map(Reply::Role).map_err(|e| edge.fail(e));
             }
@@ -479,7 +479,7 @@ pub enum FunctionError {
     Notify(#[from] NotifyError),
     /// An EC2 event or reminder that could not be handled now (all of these are worth a retry).
     #[error("event: {0}")]
-    Event(#[from] crate::app::events::HandleError),
+    Event(#[from] crate::app::on_capacity_event::HandleError),
 }
 
 impl FunctionError {

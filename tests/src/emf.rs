@@ -154,9 +154,9 @@ mod tests {
             &"us-east-1".parse().unwrap(),
             Questions { asked: 2, answered: 1, throttled: 1, carried_over: 1, allowed: 4 },
         );
-        b.watched(
+        b.coverage(
             &"us-east-1".parse().unwrap(),
-            capblock_shared::domain::metrics::Watched {
+            capblock_shared::domain::metrics::CoverageFigures {
                 questions: 64,
                 cycle_secs: 260,
                 median_age_secs: 130,

@@ -6,10 +6,9 @@
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use capblock_shared::app::handoff::Hands;
+use capblock_shared::app::handoff::ActionRunner;
 use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
-use capblock_shared::app::settings::StackSettings;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::accounts::AssumedAccounts;
 use capblock_shared::aws::autoscaling::AutoScaling;
@@ -24,11 +23,12 @@ use capblock_shared::domain::block::{Block, Reservation};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::extension::{ExtensionOffer, ExtensionReceipt};
 use capblock_shared::domain::health::CapacityStatus;
+use capblock_shared::domain::ids::{InstanceType, Region};
 use capblock_shared::domain::lifecycle::{BlockState, Observed};
 use capblock_shared::domain::money::Money;
-use capblock_shared::domain::names::{InstanceType, Region};
 use capblock_shared::domain::offering::{Offering, RawOffering};
 use capblock_shared::domain::rule::{Mode, Rule};
+use capblock_shared::domain::stack::StackSettings;
 use capblock_shared::ports::{
     BlockKinds, BlockStatusSource, BlockStore, CapacityBlockFacts, ExtensionHistory, ExtensionMarket, ExtensionRecord,
     InstanceSource, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest,
@@ -569,21 +569,21 @@ impl Rig {
         notifier: &'a N,
         settings: &'a ScanSettings,
     ) -> Scanner<'a, M, DynamoStore, N> {
-        Scanner { market, store: &self.store, notifier, catalog: &self.catalog, settings, watch: &[] }
+        Scanner { market, store: &self.store, notifier, catalog: &self.catalog, settings, members: &[] }
     }
 
     /// A scan on this rig's own market, store, notifier and settings that asks through `watch`,
     /// member accounts lending their describe limits.
-    pub fn watching<'a>(
+    pub fn with_members<'a>(
         &'a self,
-        watch: &'a [capblock_shared::ports::WatchAccount],
+        members: &'a [capblock_shared::ports::MemberMarket],
     ) -> Scanner<'a, Ec2Market, DynamoStore, Delivery> {
-        Scanner { watch, ..self.scanner(&self.market, &self.notifier, &self.scan) }
+        Scanner { members, ..self.scanner(&self.market, &self.notifier, &self.scan) }
     }
 
     /// The hand-off's actions on moto, the block's instances from the simulator.
-    pub fn hands(&self) -> Hands<'_> {
-        Hands {
+    pub fn action_runner(&self) -> ActionRunner<'_> {
+        ActionRunner {
             parameters: &self.ssm,
             groups: &self.groups,
             commands: &self.ssm,
@@ -596,14 +596,21 @@ impl Rig {
     }
 
     /// A tracker run on this rig's market and store with `notifier` and `reminders`, its
-    /// hand-off actions on [`Rig::hands`].
+    /// hand-off actions on [`Rig::action_runner`].
     pub fn tracker<'a, N: ?Sized, R: ?Sized>(
         &'a self,
         notifier: &'a N,
         reminders: &'a R,
         settings: &'a TrackSettings,
     ) -> Tracker<'a, Ec2Market, DynamoStore, N, R> {
-        Tracker { market: &self.market, store: &self.store, notifier, reminders, settings, hands: Some(self.hands()) }
+        Tracker {
+            market: &self.market,
+            store: &self.store,
+            notifier,
+            reminders,
+            settings,
+            action_runner: Some(self.action_runner()),
+        }
     }
 
     /// One scan now with the rig's own market, notifier and settings; it must succeed.

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use capblock_shared::domain::ids::{InstanceType, Region};
 use capblock_shared::domain::money::Money;
-use capblock_shared::domain::names::{InstanceType, Region};
 use capblock_shared::ports::{Observation, ObservationStore};
 use chrono::{DateTime, Utc};
 use clap::Args;

@@ -1,10 +1,10 @@
 //! `capblock offerings`: search the market now, cheapest per accelerator-hour first.
 
-use capblock_shared::app::fan_out::{Answer, ONE_SHOT_REFUSALS, Pacing, Retrying, ask_once};
+use capblock_shared::app::paced_asker::{Answer, ONE_SHOT_REFUSALS, Pacing, Retrying, ask_once};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::catalog::{AcceleratorCatalog, quota_in_words, quota_request};
 use capblock_shared::domain::decision::{Priced, better};
-use capblock_shared::domain::names::{InstanceType, Region};
+use capblock_shared::domain::ids::{InstanceType, Region};
 use capblock_shared::domain::plan::{DescribeBudget, family};
 use capblock_shared::domain::ultraserver::{UltraServerType, UltraServers};
 use capblock_shared::ports::{DESCRIBE_LIMIT, InstanceTypeSource, OfferingQuery, QuotaSource, SeenOfferings};

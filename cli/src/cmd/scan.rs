@@ -83,7 +83,7 @@ pub async fn run(a: ScanArgs) -> CliResult {
         notifier: &notifier,
         catalog: &catalog,
         settings: &settings,
-        watch: &[],
+        members: &[],
     };
     // A scan that may buy (live, or approval which asks) runs on AWS's clock, refused when this
     // machine's is off; a dry run is a look: it writes, settles and publishes nothing.

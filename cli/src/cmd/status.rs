@@ -8,7 +8,7 @@ use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::domain::alarm::{AlarmState, AlarmValue};
 use capblock_shared::domain::budget::{BudgetOwner, BudgetUsage, Period};
 use capblock_shared::domain::money::{Currency, Money};
-use capblock_shared::domain::plan::Watch;
+use capblock_shared::domain::plan::Coverage;
 use capblock_shared::domain::preflight::Verdict;
 use capblock_shared::domain::stack::StoredSettings;
 use capblock_shared::ports::{AlarmStore, BlockStore, Ledger, MarketMemory, PreflightStore, RuleStore, StoredRule};
@@ -62,7 +62,7 @@ struct Status {
     /// When a question of an enabled rule was last answered.
     last_scan_answered: Option<DateTime<Utc>>,
     /// Each region the enabled rules ask, as the last scan that asked it left it.
-    watch: Vec<RegionWatch>,
+    watch: Vec<RegionCoverage>,
     preflight: Option<PreflightSummary>,
     dashboard: String,
     /// The stack's alarms whose last state-change event said ALARM.
@@ -86,10 +86,10 @@ struct Spend {
 }
 
 #[derive(Serialize)]
-struct RegionWatch {
+struct RegionCoverage {
     region: String,
     /// None: not asked yet.
-    watch: Option<Watch>,
+    watch: Option<Coverage>,
 }
 
 #[derive(Serialize)]
@@ -147,7 +147,7 @@ async fn gather(now: DateTime<Utc>) -> Result<Status, CliError> {
 
     let teams = stored.as_ref().map(|s| s.stack.team_budgets.clone()).unwrap_or_default();
     let spend = spend(&store, account, &teams, &rules, &period).await?;
-    let (last, watch) = watch(&store, &rules).await?;
+    let (last, watch) = coverage(&store, &rules).await?;
     let preflight = store.last_preflight().await?.map(|p| PreflightSummary {
         at: p.at,
         passed: p.passed(),
@@ -229,17 +229,17 @@ async fn spend(
 
 /// When a question of an enabled rule was last answered, and each region they ask as the last
 /// scan that asked it left it.
-async fn watch(
+async fn coverage(
     store: &DynamoStore,
     rules: &[StoredRule],
-) -> Result<(Option<DateTime<Utc>>, Vec<RegionWatch>), CliError> {
+) -> Result<(Option<DateTime<Utc>>, Vec<RegionCoverage>), CliError> {
     let regions: BTreeSet<_> = rules.iter().filter(|r| r.rule.enabled).flat_map(|r| r.rule.regions.iter()).collect();
     let mut last: Option<DateTime<Utc>> = None;
     let mut watch = Vec::new();
     for r in regions {
         let memory = store.region_memory(r).await?;
         last = last.max(memory.asked.values().map(|q| q.at).max());
-        watch.push(RegionWatch { region: r.to_string(), watch: memory.watch.clone() });
+        watch.push(RegionCoverage { region: r.to_string(), watch: memory.watch.clone() });
     }
     Ok((last, watch))
 }
@@ -271,7 +271,7 @@ fn print(s: &Status, verbose: bool, layout: Layout) {
         println!("the watch, per region (as the last scan that asked it left it):");
         for w in &s.watch {
             let line = match &w.watch {
-                Some(x) => watch_line(&w.region, x),
+                Some(x) => coverage_line(&w.region, x),
                 None => format!("{}: not asked yet", w.region),
             };
             println!("  {}", safe(&line));
@@ -333,7 +333,7 @@ fn spend_table(spend: &[Spend], layout: Layout) -> String {
 
 /// "us-east-1: 64 questions, every question asked within 4m 20s (half within 2m 10s),
 /// one call every 4.2s (2026-12-01 10:00 UTC)", and the refusals others likely met too.
-fn watch_line(region: &str, w: &Watch) -> String {
+fn coverage_line(region: &str, w: &Coverage) -> String {
     let answered = w.questions.saturating_sub(w.unanswered);
     let mut line = format!("{region}: {} question{}", w.questions, if w.questions == 1 { "" } else { "s" });
     if answered > 0 {
@@ -374,8 +374,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_watch_line_says_how_soon_every_question_is_asked() {
-        let w = Watch {
+    fn a_coverage_line_says_how_soon_every_question_is_asked() {
+        let w = Coverage {
             at: "2026-12-01T10:00:00Z".parse().unwrap(),
             questions: 64,
             unanswered: 0,
@@ -387,14 +387,14 @@ mod tests {
             gap_ms: 4200,
         };
         assert_eq!(
-            watch_line("us-east-1", &w),
+            coverage_line("us-east-1", &w),
             "us-east-1: 64 questions, every question asked within 4m 20s (half within 2m 10s), \
              one call every 4.2s (2026-12-01 10:00 UTC)"
         );
         assert_eq!((secs(45), secs(7500), secs(90_000)), ("45s".into(), "2h 5m".into(), "1d 1h".into()));
-        let w = Watch { questions: 4, unanswered: 1, gap_ms: 13, ..w };
+        let w = Coverage { questions: 4, unanswered: 1, gap_ms: 13, ..w };
         assert_eq!(
-            watch_line("us-east-1", &w),
+            coverage_line("us-east-1", &w),
             "us-east-1: 4 questions, every one of the 3 answered asked within 4m 20s (half within 2m 10s), \
              1 never answered (not reached yet, not sold there, or a quota of 0), one call every 13ms (2026-12-01 10:00 UTC)"
         );

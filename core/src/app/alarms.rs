@@ -4,9 +4,9 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::events::{Handled, ignored};
+use super::on_capacity_event::{Handled, ignored};
 use crate::domain::alarm::{self, AlarmValue};
-use crate::domain::names::prefix;
+use crate::domain::ids::prefix;
 use crate::ports::{AlarmStore, StoreError};
 
 /// Records the state an alarm event reports; an event that is not one is acknowledged and
@@ -21,7 +21,7 @@ pub async fn record<S: AlarmStore + ?Sized>(
     account: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Handled, StoreError> {
-    let event_id = crate::domain::events::event_id_of(input);
+    let event_id = crate::domain::capacity_event::event_id_of(input);
     let from = input.get("account").and_then(Value::as_str);
     if let Some(own) = account
         && from != Some(own)

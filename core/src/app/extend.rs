@@ -19,8 +19,8 @@ use crate::domain::extension::{
     ExtensionIntent, ExtensionOffer, ExtensionState, PaymentStatus, Settlement, choose, history_disagrees, in_window,
     lengths_to_ask, paid_days, settlement_with_history,
 };
+use crate::domain::ids::Region;
 use crate::domain::money::Rate;
-use crate::domain::names::Region;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::{Extend, Mode, Rule};
 use crate::ports::{

@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::outbox::{LEASE, alert_notice};
 use crate::domain::actions::{Action, reservation_group_name};
 use crate::domain::block::Block;
-use crate::domain::bus::{
+use crate::domain::bus_event::{
     self, ACCOUNT_ATTRIBUTE, BusStep, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Subject, TIME_ATTRIBUTE,
 };
 use crate::domain::handoff::{self, Order, Planned, Point, Target};
@@ -44,7 +44,7 @@ pub fn event_notice(
     now: DateTime<Utc>,
 ) -> Result<Notice, StoreError> {
     let milestone = OutboxKey::events(step_key)?;
-    let detail = bus::detail(subject, step, step_key);
+    let detail = bus_event::detail(subject, step, step_key);
     // When the step happened: the run's time, kept with the notice so a later retry still says it.
     let mut attributes: BTreeMap<String, String> = [
         (DETAIL_TYPE_ATTRIBUTE.to_string(), step.detail_type().as_str().to_string()),
@@ -141,7 +141,7 @@ pub async fn at_move<O: Outbox + ?Sized>(
 ) -> Result<(), StoreError> {
     let to = EventTo::of(rule);
     for m in milestones {
-        if let Some(step) = bus::step_of_milestone(m, before.end) {
+        if let Some(step) = bus_event::step_of_milestone(m, before.end) {
             enqueue_event(outbox, after, to.clone(), &step, &m.name(), now).await?;
         }
     }
@@ -161,7 +161,7 @@ pub async fn at_move<O: Outbox + ?Sized>(
 /// Never an error: a failure is logged and reported, and the block's life goes on.
 pub async fn tracker_pass<S: BlockStore + Outbox + ?Sized>(
     store: &S,
-    hands: &Hands<'_>,
+    action_runner: &ActionRunner<'_>,
     rules: &HashMap<String, Rule>,
     stack: &StackSettings,
     now: DateTime<Utc>,
@@ -191,7 +191,7 @@ pub async fn tracker_pass<S: BlockStore + Outbox + ?Sized>(
             }
         }
     }
-    let mut report = match hands.run(store, now).await {
+    let mut report = match action_runner.run(store, now).await {
         Ok(r) => r,
         Err(e) => ActionReport { errors: vec![e.to_string()], ..Default::default() },
     };
@@ -329,7 +329,7 @@ pub async fn enqueue_actions<O: Outbox + ?Sized>(
 
 /// The AWS sides the actions reach.
 #[derive(Clone, Copy)]
-pub struct Hands<'a> {
+pub struct ActionRunner<'a> {
     pub parameters: &'a dyn Parameters,
     pub groups: &'a dyn Groups,
     pub commands: &'a dyn Commands,
@@ -369,7 +369,7 @@ enum Tried {
     NotYet(String),
 }
 
-impl Hands<'_> {
+impl ActionRunner<'_> {
     /// Runs every pending action this run can lease.
     pub async fn run<O: Outbox + ?Sized>(&self, outbox: &O, now: DateTime<Utc>) -> Result<ActionReport, StoreError> {
         let mut report = ActionReport::default();
@@ -504,7 +504,7 @@ impl Hands<'_> {
             message: format!("this function cannot act in account {account} (no member roles configured)"),
         })?;
         let sides = accounts.sides(account).await?;
-        let there = Hands {
+        let there = ActionRunner {
             parameters: sides.parameters.as_ref(),
             groups: sides.groups.as_ref(),
             commands: sides.commands.as_ref(),
@@ -567,7 +567,7 @@ impl Hands<'_> {
                     not_shared_with: refused.iter().map(|(p, _)| p.clone()).collect(),
                 };
                 let to = EventTo {
-                    tags: bus::event_tags(tags),
+                    tags: bus_event::event_tags(tags),
                     consumers: share::event_consumers(principals, p.target.account.as_deref()),
                 };
                 enqueue_event(outbox, &p.target.block, to, &step, "shared", now).await.map_err(|e| ActionError {
@@ -627,7 +627,7 @@ impl Hands<'_> {
     }
 }
 
-impl Hands<'_> {
+impl ActionRunner<'_> {
     /// Deletes the block's share: the one its share order recorded (read by its ARN, whatever
     /// RAM's listing shows), or one found by its tags (made before shares were recorded).
     async fn unshare<O: Outbox + ?Sized>(&self, outbox: &O, p: &Planned) -> Result<Tried, ActionError> {

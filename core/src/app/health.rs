@@ -15,10 +15,10 @@ use super::handoff::{EventTo, enqueue_event};
 use super::outbox::{alert_notice, workload_notice};
 use crate::domain::announce;
 use crate::domain::block::Block;
-use crate::domain::bus;
+use crate::domain::bus_event;
 use crate::domain::checkpoint::health_notice;
 use crate::domain::health::{self, BlockHealth, HealthChange};
-use crate::domain::names::Region;
+use crate::domain::ids::Region;
 use crate::domain::outbox_key::OutboxKey;
 use crate::ports::{BlockStatusSource, BlockStore, InstanceSource, MarketError, Outbox, StoreError};
 
@@ -80,7 +80,7 @@ pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
     let work_key = OutboxKey::workloads(key.as_str())?;
     let notice = health_notice(b, &work_key, change, now);
     store.enqueue(&workload_notice(&b.reservation_id, &work_key, notice, now)).await?;
-    enqueue_event(store, b, to, &bus::step_of_health(change), &key, now).await?;
+    enqueue_event(store, b, to, &bus_event::step_of_health(change), &key, now).await?;
     // The block as stored now: the tracker may have moved it in this run.
     let Some(current) = store.get_block(&b.reservation_id).await? else {
         return Ok(false);

@@ -10,9 +10,9 @@ use chrono::{DateTime, Utc};
 
 use super::outbox::alert_notice;
 use crate::domain::backtest::Sample;
+use crate::domain::ids::{InstanceType, Region};
 use crate::domain::market_move::{Note, drought_prefix, lookback, notes, types_of};
 use crate::domain::market_note;
-use crate::domain::names::{InstanceType, Region};
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::Rule;
 use crate::ports::{ObservationStore, Outbox, StoreError};

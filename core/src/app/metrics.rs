@@ -4,7 +4,7 @@
 
 use super::scan::ScanReport;
 use super::track::TrackReport;
-use crate::domain::metrics::{Batch, Questions, Watched};
+use crate::domain::metrics::{Batch, CoverageFigures, Questions};
 
 /// Prices seen against each rule's threshold, and how each region's questions went.
 pub fn of_scan(r: &ScanReport, stack: &str) -> Batch {
@@ -32,9 +32,9 @@ pub fn of_scan(r: &ScanReport, stack: &str) -> Batch {
         );
         // Only regions this run asked: an overlapping run's are its own to report.
         if q.asked > 0 {
-            b.watched(
+            b.coverage(
                 &region,
-                Watched {
+                CoverageFigures {
                     questions: q.questions,
                     cycle_secs: q.age_max_secs,
                     median_age_secs: q.age_p50_secs,

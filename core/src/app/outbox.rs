@@ -11,7 +11,7 @@ use crate::ports::{Message, Notice, Notifier, NotifyError, Outbox, StoreError, T
 /// How long one run may hold a notice before another run may publish it instead.
 pub const LEASE: Duration = Duration::seconds(90);
 
-/// How long a consumer's copy of an event (`bus::ACCOUNT_ATTRIBUTE`: for a member account's
+/// How long a consumer's copy of an event (`bus_event::ACCOUNT_ATTRIBUTE`: for a member account's
 /// bus) is retried before it is given up: an account without the member stack in this region,
 /// or one that left the Organization, would otherwise fail every run for ever. The failures of
 /// that day raise the publish alarm; capblock's own events are never given up.
@@ -20,7 +20,7 @@ pub const CONSUMER_COPY_RETRIES_FOR: Duration = Duration::hours(24);
 /// Whether a notice whose publishing just failed is given up rather than retried.
 pub fn gives_up(notice: &Notice, now: DateTime<Utc>) -> bool {
     notice.topic == Topic::Events
-        && notice.message.attributes.contains_key(crate::domain::bus::ACCOUNT_ATTRIBUTE)
+        && notice.message.attributes.contains_key(crate::domain::bus_event::ACCOUNT_ATTRIBUTE)
         && now - notice.created_at >= CONSUMER_COPY_RETRIES_FOR
 }
 
@@ -142,12 +142,12 @@ mod tests {
     #[test]
     fn only_a_consumers_copy_is_given_up_and_only_after_a_day() {
         let t0 = Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap();
-        let copy = notice(&[(crate::domain::bus::ACCOUNT_ATTRIBUTE, "111111111111")], Topic::Events, t0);
+        let copy = notice(&[(crate::domain::bus_event::ACCOUNT_ATTRIBUTE, "111111111111")], Topic::Events, t0);
         assert!(!gives_up(&copy, t0 + Duration::hours(23)));
         assert!(gives_up(&copy, t0 + Duration::hours(24)));
         let own = notice(&[], Topic::Events, t0);
         assert!(!gives_up(&own, t0 + Duration::days(30)), "capblock's own bus: retried for ever");
-        let alert = notice(&[(crate::domain::bus::ACCOUNT_ATTRIBUTE, "111111111111")], Topic::Alerts, t0);
+        let alert = notice(&[(crate::domain::bus_event::ACCOUNT_ATTRIBUTE, "111111111111")], Topic::Alerts, t0);
         assert!(!gives_up(&alert, t0 + Duration::days(30)));
     }
 }

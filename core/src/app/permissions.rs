@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 
-use super::fan_out::Helper;
+use super::paced_asker::Helper;
 use crate::domain::permissions::{MemberAsk, MemberAsked, MemberOutcome, PermissionsAsk, Probed, RoleCheck};
 use crate::ports::{DESCRIBE_LIMIT, MarketError, OfferingQuery, PermissionProbe};
 
@@ -45,8 +45,7 @@ pub async fn check_role(
 pub async fn ask_members(helpers: &[Helper<'_>], asks: &[MemberAsk], pause: Duration) -> Vec<MemberAsked> {
     let mut lanes: Vec<(&str, &dyn crate::ports::OfferingSource, Vec<&MemberAsk>)> = Vec::new();
     for &(account, market) in helpers {
-        let regions: std::collections::BTreeSet<&crate::domain::names::Region> =
-            asks.iter().map(|a| &a.region).collect();
+        let regions: std::collections::BTreeSet<&crate::domain::ids::Region> = asks.iter().map(|a| &a.region).collect();
         for region in regions {
             lanes.push((account, market, asks.iter().filter(|a| &a.region == region).collect()));
         }
@@ -105,7 +104,7 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
-    use crate::domain::names::{InstanceType, Region};
+    use crate::domain::ids::{InstanceType, Region};
     use crate::domain::permissions::{Access, RegionAsk};
 
     /// Records each try; denies the purchase in us-west-2.

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 
 use super::scan::questions_for;
 use crate::domain::catalog::{quota_in_words, quota_request};
-use crate::domain::names::Region;
+use crate::domain::ids::Region;
 use crate::domain::permissions::{MemberAsk, PermissionsAsk, RegionAsk, findings as role_findings, member_findings};
 use crate::domain::plan::family;
 use crate::domain::preflight::{Finding, Preflight, Verdict, id_stability, ram_sharing, scheduled_block};

@@ -20,7 +20,7 @@ use super::outbox::alert_notice;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation, split_by_tag};
 use crate::domain::budget::Intent;
-use crate::domain::bus::{BusStep, Subject, event_tags};
+use crate::domain::bus_event::{BusStep, Subject, event_tags};
 use crate::domain::decision::Priced;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::run_time::RunTime;

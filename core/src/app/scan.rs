@@ -14,22 +14,22 @@ use tokio::time::Instant;
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::purchase::Outcome;
 use super::reconcile::{Settled, settle_open_intents, settling_until};
-use super::settings::StackSettings;
 use crate::domain::announce;
 use crate::domain::budget::{Period, charges_for};
 use crate::domain::catalog::AcceleratorCatalog;
 use crate::domain::decision::Priced;
+use crate::domain::ids::{InstanceType, Region};
 use crate::domain::market_move;
-use crate::domain::names::{InstanceType, Region};
 #[cfg(test)]
 use crate::domain::offering::Offering;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::plan::{Candidate, DescribeBudget, Refusals, RegionMemory};
 use crate::domain::rule::{Mode, Rule, StartWindow};
 use crate::domain::run_time::RunTime;
+use crate::domain::stack::StackSettings;
 use crate::ports::{
-    BlockStore, InstanceTypeSource, Ledger, MarketMemory, Notifier, ObservationStore, OfferingQuery, OfferingSource,
-    Outbox, Purchaser, QuotaSource, ReservationSource, RuleStore, StoreError, WatchAccount,
+    BlockStore, InstanceTypeSource, Ledger, MarketMemory, MemberMarket, Notifier, ObservationStore, OfferingQuery,
+    OfferingSource, Outbox, Purchaser, QuotaSource, ReservationSource, RuleStore, StoreError,
 };
 
 mod acting;
@@ -267,7 +267,7 @@ pub struct Scanner<'a, M: ?Sized, S: ?Sized, N: ?Sized> {
     pub settings: &'a ScanSettings,
     /// Member accounts that lend the watch their own describe limit (none: the buying account
     /// asks alone). Purchases are never theirs.
-    pub watch: &'a [WatchAccount],
+    pub members: &'a [MemberMarket],
 }
 
 /// One distinct question of this run and the rules that ask it.
@@ -290,7 +290,7 @@ struct Plan {
     regions: BTreeMap<String, RegionQuestions>,
     /// Indices into the rules of those left out (see `MAX_QUESTIONS_PER_SCAN`).
     skipped: Vec<usize>,
-    /// The regions this run claimed the asking of (`MarketMemory::claim_watch`), given back
+    /// The regions this run claimed the asking of (`MarketMemory::claim_region`), given back
     /// when its memory is saved.
     claimed: Vec<Region>,
 }
@@ -552,7 +552,7 @@ mod tests {
     use super::*;
 
     fn rule(id: &str, types: &[&str], regions: usize) -> Rule {
-        let regions = crate::domain::names::KNOWN_REGIONS[..regions].iter().map(|r| format!("\"{r}\""));
+        let regions = crate::domain::ids::KNOWN_REGIONS[..regions].iter().map(|r| format!("\"{r}\""));
         let types = types.iter().map(|t| format!("\"{t}\""));
         let text = format!(
             "id = \"{id}\"\nregions = [{}]\ninstance_types = [{}]\ninstance_counts = [1, 2, 4]\ndurations_days = [1, 2, 7]\n\
@@ -599,7 +599,7 @@ mod tests {
     fn rules_that_would_push_the_scan_past_its_regions_are_left_out_whole() {
         // Regions `from..to` of the known ones, one question each.
         let over = |id: &str, from: usize, to: usize| {
-            let regions = crate::domain::names::KNOWN_REGIONS[from..to].iter().map(|r| format!("\"{r}\""));
+            let regions = crate::domain::ids::KNOWN_REGIONS[from..to].iter().map(|r| format!("\"{r}\""));
             let text = format!(
                 "id = \"{id}\"\nregions = [{}]\ninstance_types = [\"p5.48xlarge\"]\ninstance_counts = [1]\n\
                  durations_days = [1]\nstart_window = {{ earliest_in_days = 1, latest_in_days = 14 }}\n\

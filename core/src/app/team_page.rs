@@ -13,8 +13,8 @@ use crate::domain::block::Block;
 use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
 use crate::domain::checkpoint::DEFAULT_REMINDER_LEAD_MINUTES;
 use crate::domain::extension::ExtensionIntent;
+use crate::domain::ids::{InstanceType, Region};
 use crate::domain::money::Money;
-use crate::domain::names::{InstanceType, Region};
 use crate::domain::rule::Rule;
 use crate::ports::{
     BlockArchive, ExtensionLedger, Ledger, Observation, ObservationStore, RuleStore, SettingsStore, StoreError,

@@ -15,27 +15,27 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::time::Instant;
 
+use super::block_kinds::{backfill, ultraserver_reservations};
 use super::extend::{Extender, ExtensionAction};
-use super::handoff::{self, ActionReport, Hands};
+use super::handoff::{self, ActionReport, ActionRunner};
 use super::health;
-use super::kinds::{backfill, ultraserver_reservations};
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::reconcile::{Settled, settle_open_intents, settling_until};
-use super::settings::StackSettings;
 use super::usage;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
 use crate::domain::budget::{BudgetOwner, Intent, IntentState, Period};
+use crate::domain::ids::Region;
 use crate::domain::lifecycle::{BlockState, Observed, Transition};
 use crate::domain::metrics::{ACCOUNT_BUDGET, team_budget};
 use crate::domain::milestone::{Milestone, milestones, warning_due};
 use crate::domain::money::Money;
-use crate::domain::names::Region;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::Rule;
 use crate::domain::run_time::RunTime;
 use crate::domain::settlement::part_failed;
 use crate::domain::slack::SlackMessage;
+use crate::domain::stack::StackSettings;
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::domain::usage::{DEFAULT_IDLE_ALERT_MINUTES, Reading, idle_cost, utilization_so_far};
 use crate::ports::{
@@ -149,7 +149,7 @@ pub struct Tracker<'a, M: ?Sized, S: ?Sized, N: ?Sized, R: ?Sized> {
     pub reminders: &'a R,
     pub settings: &'a TrackSettings,
     /// Where rules' hand-off actions act; `None` runs none (they wait in the outbox).
-    pub hands: Option<Hands<'a>>,
+    pub action_runner: Option<ActionRunner<'a>>,
 }
 
 impl<M, S, N, R> Tracker<'_, M, S, N, R>
@@ -217,8 +217,8 @@ where
         };
         report.extensions = extender.run(&rules, &observed_now, now).await?;
 
-        if let Some(hands) = &self.hands {
-            report.handoff = handoff::tracker_pass(self.store, hands, &rules, &self.settings.stack, now).await;
+        if let Some(action_runner) = &self.action_runner {
+            report.handoff = handoff::tracker_pass(self.store, action_runner, &rules, &self.settings.stack, now).await;
         }
 
         report.notices = flush(self.store, self.notifier, now).await?;

@@ -10,7 +10,7 @@ use super::handoff::{EventTo, enqueue_event};
 use super::outbox::{alert_notice, workload_notice};
 use crate::domain::announce;
 use crate::domain::block::Block;
-use crate::domain::bus;
+use crate::domain::bus_event;
 use crate::domain::checkpoint::idle_notice;
 use crate::domain::extension::ExtensionState;
 use crate::domain::money::Money;
@@ -84,6 +84,6 @@ async fn announce_news<S: Outbox + ?Sized>(
     let work_key = OutboxKey::workloads(key.as_str())?;
     let notice = idle_notice(b, &work_key, n, cost, now);
     store.enqueue(&workload_notice(&b.reservation_id, &work_key, notice, now)).await?;
-    enqueue_event(store, b, to, &bus::step_of_idle(n, cost), &key, now).await?;
+    enqueue_event(store, b, to, &bus_event::step_of_idle(n, cost), &key, now).await?;
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::names::prefix;
+use super::ids::prefix;
 
 /// SSM's limit on a document name (`DocumentName`: `^[a-zA-Z0-9_\-.]{3,128}$`). A name, never
 /// an ARN: SendCommand needs an ARN only for a document shared from another account, and a

@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::events::EventError;
-use super::names::prefix;
+use super::capacity_event::IncomingError;
+use super::ids::prefix;
 
 pub const SOURCE: &str = "aws.cloudwatch";
 pub const STATE_CHANGE: &str = "CloudWatch Alarm State Change";
@@ -48,26 +48,27 @@ pub fn is_cloudwatch_event(v: &Value) -> bool {
 }
 
 /// The alarm state an EventBridge event reports; other CloudWatch events are refused by name.
-pub fn parse(v: &Value) -> Result<AlarmState, EventError> {
-    let detail_type = v.get("detail-type").and_then(Value::as_str).ok_or(EventError::MissingField("detail-type"))?;
+pub fn parse(v: &Value) -> Result<AlarmState, IncomingError> {
+    let detail_type = v.get("detail-type").and_then(Value::as_str).ok_or(IncomingError::MissingField("detail-type"))?;
     if detail_type != STATE_CHANGE {
-        return Err(EventError::UnknownDetailType(prefix(detail_type)));
+        return Err(IncomingError::UnknownDetailType(prefix(detail_type)));
     }
     let at = v
         .get("time")
         .and_then(Value::as_str)
-        .ok_or(EventError::MissingField("time"))?
+        .ok_or(IncomingError::MissingField("time"))?
         .parse::<DateTime<Utc>>()
-        .map_err(|e| EventError::BadField { field: "time", problem: e.to_string() })?;
-    let detail = v.get("detail").ok_or(EventError::MissingField("detail"))?;
-    let alarm = detail.get("alarmName").and_then(Value::as_str).ok_or(EventError::MissingField("detail.alarmName"))?;
+        .map_err(|e| IncomingError::BadField { field: "time", problem: e.to_string() })?;
+    let detail = v.get("detail").ok_or(IncomingError::MissingField("detail"))?;
+    let alarm =
+        detail.get("alarmName").and_then(Value::as_str).ok_or(IncomingError::MissingField("detail.alarmName"))?;
     // CloudWatch's limit on alarm names; anything longer is not one of its events.
     if alarm.is_empty() || alarm.len() > 255 {
-        return Err(EventError::BadField { field: "detail.alarmName", problem: "not 1-255 characters".into() });
+        return Err(IncomingError::BadField { field: "detail.alarmName", problem: "not 1-255 characters".into() });
     }
-    let state = detail.get("state").ok_or(EventError::MissingField("detail.state"))?;
-    let value = state.get("value").ok_or(EventError::MissingField("detail.state.value"))?;
-    let value = AlarmValue::deserialize(value).map_err(|_| EventError::BadField {
+    let state = detail.get("state").ok_or(IncomingError::MissingField("detail.state"))?;
+    let value = state.get("value").ok_or(IncomingError::MissingField("detail.state.value"))?;
+    let value = AlarmValue::deserialize(value).map_err(|_| IncomingError::BadField {
         field: "detail.state.value",
         problem: format!("{value} is not a state"),
     })?;
@@ -112,7 +113,7 @@ mod tests {
         assert_eq!(parse(&v).unwrap_err().kind(), "bad-field");
         let mut v = example();
         v["detail"].as_object_mut().unwrap().remove("alarmName");
-        assert_eq!(parse(&v).unwrap_err(), EventError::MissingField("detail.alarmName"));
+        assert_eq!(parse(&v).unwrap_err(), IncomingError::MissingField("detail.alarmName"));
         let mut v = example();
         v["time"] = json!("yesterday");
         assert_eq!(parse(&v).unwrap_err().kind(), "bad-field");

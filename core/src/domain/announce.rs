@@ -22,7 +22,7 @@ mod states;
 pub use budgets::{month_summary, team_unbudgeted};
 pub use extension::{end_moved_back, extended, extension_decided, extension_released};
 pub use idle::{idle, idle_over};
-pub use market::{member_quota_zero, not_sold, quota_zero, watch_account_failed};
+pub use market::{member_account_failed, member_quota_zero, not_sold, quota_zero};
 pub use moments::checkpoint;
 pub use payment::{fee_kept, payment_failed, payment_succeeded, payment_warning};
 pub use purchase::{approval_needed, outcome_unknown, purchase_rejected, purchased, unreadable_reservation, would_buy};

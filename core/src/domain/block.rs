@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use super::budget::{Intent, Period};
 use super::health::BlockHealth;
+use super::ids::{InstanceType, Region};
 use super::lifecycle::{BlockState, Observed, Transition, payment_deadline, step, termination_time};
 use super::money::{Money, Rate};
-use super::names::{InstanceType, Region};
 use super::offering::Offering;
 use super::tags::RULE_TAG;
 use super::usage::{Span, Usage};

@@ -6,8 +6,8 @@ use chrono::{DateTime, Datelike, Duration, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+use super::ids::is_team_name;
 use super::money::Money;
-use super::names::is_team_name;
 use super::offering::Offering;
 use super::rule::Rule;
 

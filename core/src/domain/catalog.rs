@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::names::InstanceType;
+use super::ids::InstanceType;
 
 /// Where an accelerator count came from, so an operator can tell a live answer from the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

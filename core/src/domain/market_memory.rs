@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 
-use super::names::Region;
+use super::ids::Region;
 use super::pace::Pace;
 use super::plan::{Asked, Refusals, RegionMemory, member_of_key};
 

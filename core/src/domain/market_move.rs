@@ -36,7 +36,7 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 
 use super::backtest::{Bought, Sample, backtest};
-use super::names::{InstanceType, Region};
+use super::ids::{InstanceType, Region};
 use super::offering::Offering;
 use super::rule::Rule;
 

@@ -17,7 +17,7 @@ use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 use serde_json::{Map, Value, json};
 
-use super::names::{InstanceType, Region};
+use super::ids::{InstanceType, Region};
 
 pub const NAMESPACE: &str = "capblock";
 /// The dimension every metric carries first.
@@ -69,7 +69,7 @@ pub const QUESTIONS_ANSWERED: Metric = metric("QuestionsAnswered", Unit::Count, 
 pub const QUESTIONS_THROTTLED: Metric = metric("QuestionsThrottled", Unit::Count, &["Region"]);
 pub const QUESTIONS_CARRIED_OVER: Metric = metric("QuestionsCarriedOver", Unit::Count, &["Region"]);
 pub const DESCRIBE_BUDGET_USED: Metric = metric("DescribeBudgetUsed", Unit::Percent, &["Region"]);
-// The watch of each region, as a scan leaves it (`plan::Watch`).
+// The watch of each region, as a scan leaves it (`plan::Coverage`).
 pub const WATCH_QUESTIONS: Metric = metric("WatchQuestions", Unit::Count, &["Region"]);
 pub const WATCH_CYCLE_SECONDS: Metric = metric("WatchCycleSeconds", Unit::Seconds, &["Region"]);
 pub const WATCH_MEDIAN_AGE_SECONDS: Metric = metric("WatchMedianAgeSeconds", Unit::Seconds, &["Region"]);
@@ -142,7 +142,7 @@ pub struct Questions {
 
 /// How well one region is watched after a scan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Watched {
+pub struct CoverageFigures {
     /// Distinct questions the rules ask of the region.
     pub questions: usize,
     /// The longest and the median time since each question was last answered, seconds.
@@ -225,7 +225,7 @@ impl Batch {
     }
 
     /// How well one region is watched.
-    pub fn watched(&mut self, region: &Region, w: Watched) {
+    pub fn coverage(&mut self, region: &Region, w: CoverageFigures) {
         let r = [region.as_str()];
         self.put(WATCH_QUESTIONS, &r, w.questions as f64);
         self.put(WATCH_CYCLE_SECONDS, &r, w.cycle_secs as f64);

@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+use super::ids::{IdError, InstanceType, Region};
 use super::money::{Money, MoneyError, Rate};
-use super::names::{InstanceType, NameError, Region};
 use super::ultraserver::{UltraServerType, UltraServers};
 
 /// An offering as EC2 describes it, field by field, before any of it is trusted. The EC2
@@ -41,7 +41,7 @@ pub enum OfferingError {
     #[error("offering {id}: fee: {source}")]
     Fee { id: String, source: MoneyError },
     #[error("offering {id}: {source}")]
-    Name { id: String, source: NameError },
+    Name { id: String, source: IdError },
     #[error("offering {id}: end {end} is not after start {start}")]
     EndBeforeStart { id: String, start: DateTime<Utc>, end: DateTime<Utc> },
 }

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::catalog::vcpus_of;
-use super::names::{InstanceType, Region};
+use super::ids::{InstanceType, Region};
 use super::plan::family;
 use super::preflight::{Finding, Verdict};
 

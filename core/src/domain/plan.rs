@@ -133,7 +133,7 @@ pub struct QuotaZero {
     pub since: DateTime<Utc>,
 }
 
-/// Rested describe-limit refusals in a row of one family (see `app::fan_out`), with when the
+/// Rested describe-limit refusals in a row of one family (see `app::paced_asker`), with when the
 /// first came and in how many runs. A quota of 0 is concluded only from refusals spread over
 /// `QUOTA_RUNS` runs and `QUOTA_SPREAD`: one burst by anyone allowed
 /// DescribeCapacityBlockOfferings can empty the account's bucket for one run, not for half an
@@ -186,7 +186,7 @@ pub struct RegionMemory {
     /// Instance family -> its apparent quota of 0.
     #[serde(default)]
     pub quota_zero: BTreeMap<String, QuotaZero>,
-    /// Instance family -> describe-limit refusals in a row after resting (see `app::fan_out`).
+    /// Instance family -> describe-limit refusals in a row after resting (see `app::paced_asker`).
     /// (Memories written before capblock kept their times held `strikes`, a bare count: it is
     /// ignored, so counting starts again.)
     #[serde(default)]
@@ -209,13 +209,13 @@ pub struct RegionMemory {
     pub search_form: Option<SearchForm>,
     /// How the watch of this region went, as of the last run that asked it (for people).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub watch: Option<Watch>,
+    pub watch: Option<Coverage>,
 }
 
 /// How well one region is watched, as the last run that asked it left it: what `capblock
 /// status` and the dashboard show.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Watch {
+pub struct Coverage {
     pub at: DateTime<Utc>,
     /// Distinct questions the rules ask of the region.
     pub questions: u32,
@@ -236,7 +236,7 @@ pub struct Watch {
     pub gap_ms: u64,
 }
 
-impl Watch {
+impl Coverage {
     /// The ages of each question (seconds since last answered) summarised.
     pub fn ages(ages: &mut [u64]) -> (u64, u64) {
         ages.sort_unstable();

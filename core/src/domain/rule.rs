@@ -10,9 +10,9 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::actions::{self, Action, ActionLimits, ActionSpec};
+use super::ids::{InstanceType, Region, is_team_name, prefix};
 use super::lifecycle::termination_lead;
 use super::money::{Currency, Money};
-use super::names::{InstanceType, Region, is_team_name, prefix};
 use super::offering::Offering;
 use super::share::{MAX_SHARE_PRINCIPALS, SharePrincipal};
 use super::ultraserver::{self, UltraServerType, UltraServers};

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::names::{InstanceType, NameError};
+use super::ids::{IdError, InstanceType};
 
 /// One UltraServer type: its instance type and how many instances it joins.
 #[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -69,7 +69,7 @@ impl UltraServerType {
     }
 
     /// The instance type its offerings and reservations name.
-    pub fn instance_type(&self) -> Result<InstanceType, NameError> {
+    pub fn instance_type(&self) -> Result<InstanceType, IdError> {
         self.0.instance_type.parse()
     }
 

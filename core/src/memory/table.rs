@@ -18,8 +18,8 @@ use crate::domain::alarm::AlarmState;
 use crate::domain::block::Block;
 use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, Intent, IntentState, Period};
 use crate::domain::extension::{ExtensionIntent, ExtensionState};
+use crate::domain::ids::{InstanceType, Region};
 use crate::domain::money::{Currency, Money};
-use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::plan::RegionMemory;
@@ -79,7 +79,7 @@ struct Items {
     preflight: Option<Preflight>,
     memory: BTreeMap<Region, (RegionMemory, u64)>,
     /// Region -> (run, until): which run asks it now.
-    watch: BTreeMap<Region, (String, DateTime<Utc>)>,
+    region_claims: BTreeMap<Region, (String, DateTime<Utc>)>,
     /// The hour whose team page a run claimed (`STACK` / `PAGE`).
     page_hour: Option<DateTime<Utc>>,
     /// By (thread, milestone), as `BLOCK#<thread>` / `NOTICE#<milestone>`.
@@ -870,7 +870,7 @@ impl MarketMemory for MemoryTable {
         self.wrote(format!("save_region_memory {region}"));
         Ok(())
     }
-    async fn claim_watch(
+    async fn claim_region(
         &self,
         region: &Region,
         run: &str,
@@ -879,18 +879,19 @@ impl MarketMemory for MemoryTable {
     ) -> Result<bool, StoreError> {
         let mut items = self.items();
         // The adapter's condition: no claim, or one that ran out, or this run's, or one ending
-        // past `MAX_WATCH_CLAIM` from now (no run's).
-        let held = items.watch.get(region).is_some_and(|(r, u)| r != run && *u >= now && *u <= now + MAX_WATCH_CLAIM);
+        // past `MAX_REGION_CLAIM` from now (no run's).
+        let held =
+            items.region_claims.get(region).is_some_and(|(r, u)| r != run && *u >= now && *u <= now + MAX_REGION_CLAIM);
         if held {
             return Ok(false);
         }
-        items.watch.insert(region.clone(), (run.to_string(), until));
+        items.region_claims.insert(region.clone(), (run.to_string(), until));
         Ok(true)
     }
-    async fn release_watch(&self, region: &Region, run: &str) -> Result<(), StoreError> {
+    async fn release_region(&self, region: &Region, run: &str) -> Result<(), StoreError> {
         let mut items = self.items();
-        if items.watch.get(region).is_some_and(|(r, _)| r == run) {
-            items.watch.insert(region.clone(), (run.to_string(), DateTime::<Utc>::UNIX_EPOCH));
+        if items.region_claims.get(region).is_some_and(|(r, _)| r == run) {
+            items.region_claims.insert(region.clone(), (run.to_string(), DateTime::<Utc>::UNIX_EPOCH));
         }
         Ok(())
     }

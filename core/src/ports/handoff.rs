@@ -5,10 +5,10 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::domain::bus::BusEntry;
+use crate::domain::bus_event::BusEntry;
 use crate::domain::handoff::{Invocation, NodegroupScaling, ReservationPool};
+use crate::domain::ids::Region;
 use crate::domain::launch::{GroupLaunch, LaunchTarget, TemplateRef};
-use crate::domain::names::Region;
 use crate::domain::share::{SharePrincipal, ShareView};
 
 use super::{InstanceSource, NotifyError};

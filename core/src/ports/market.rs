@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use crate::domain::block::Reservation;
 use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
 use crate::domain::health::CapacityStatus;
+use crate::domain::ids::{InstanceType, Region};
 use crate::domain::lifecycle::Observed;
-use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::ultraserver::{SearchForm, UltraServers};
 
@@ -106,7 +106,7 @@ pub trait OfferingSource: Send + Sync {
 /// A member account that lends the watch its own describe limit: its id and a market client
 /// signed with its read-only watch role (`member.yaml`: `capblock-watch-<stack>`, which may call
 /// DescribeCapacityBlockOfferings and nothing else). Purchases never go through it.
-pub struct WatchAccount {
+pub struct MemberMarket {
     pub account: String,
     pub market: Box<dyn OfferingSource>,
 }

@@ -33,7 +33,7 @@ pub enum Topic {
     Alerts,
     /// Machines: the training jobs running on the blocks.
     Workloads,
-    /// capblock's own events, for EventBridge (`domain::bus`): anyone routes them with a rule.
+    /// capblock's own events, for EventBridge (`domain::bus_event`): anyone routes them with a rule.
     Events,
     /// Not a message: a hand-off action to run once (`app::handoff`); `flush` leaves these to
     /// the action runner.

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use crate::domain::names::{InstanceType, Region};
+use crate::domain::ids::{InstanceType, Region};
 use crate::domain::permissions::Access;
 
 #[async_trait]

@@ -9,7 +9,7 @@ use crate::domain::alarm::AlarmState;
 use crate::domain::block::Block;
 use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
 use crate::domain::extension::{ExtensionIntent, ExtensionState};
-use crate::domain::names::{InstanceType, Region};
+use crate::domain::ids::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::plan::RegionMemory;
 use crate::domain::preflight::Preflight;
@@ -234,7 +234,7 @@ pub trait ObservationStore: Send + Sync {
 
 /// The last state of each of the stack's CloudWatch alarms, as their state-change events tell it.
 /// The longest a watch claim holds: Lambda runs a function at most 15 minutes.
-pub const MAX_WATCH_CLAIM: chrono::Duration = chrono::Duration::minutes(15);
+pub const MAX_REGION_CLAIM: chrono::Duration = chrono::Duration::minutes(15);
 
 #[async_trait]
 pub trait AlarmStore: Send + Sync {
@@ -305,9 +305,9 @@ pub trait MarketMemory: Send + Sync {
     /// another run's claim is still good at `now`: true when this run may ask the region. Two
     /// overlapping scans (a late invocation, no reserved concurrency) then never ask one region
     /// at once, so no question is asked twice in one slot and the paces do not add up. A claim
-    /// ending more than `MAX_WATCH_CLAIM` after `now` is no run's (a scan lasts at most
+    /// ending more than `MAX_REGION_CLAIM` after `now` is no run's (a scan lasts at most
     /// Lambda's 15 minutes): it does not hold, or a forged one would stop the region's asking.
-    async fn claim_watch(
+    async fn claim_region(
         &self,
         region: &Region,
         run: &str,
@@ -315,5 +315,5 @@ pub trait MarketMemory: Send + Sync {
         until: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
     /// Ends `run`'s claim of `region` (another run's is left alone).
-    async fn release_watch(&self, region: &Region, run: &str) -> Result<(), StoreError>;
+    async fn release_region(&self, region: &Region, run: &str) -> Result<(), StoreError>;
 }

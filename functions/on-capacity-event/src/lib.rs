@@ -3,7 +3,7 @@
 //! checkpoint notice per (block, milestone) out. Unusable input is acknowledged, never retried.
 
 use capblock_shared::app::alarms;
-use capblock_shared::app::events::{EventHandler, Handled};
+use capblock_shared::app::on_capacity_event::{CapacityEventHandler, Handled};
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::config::{self, ConfigError};
 use capblock_shared::domain::alarm;
@@ -133,7 +133,7 @@ impl Handler for App {
             return alarms::record(&edge.aws.store, &payload, account, clock.0).await.map_err(|e| fail(e.into()));
         }
         let reminders = self.reminders(&context.invoked_function_arn);
-        let handler = EventHandler {
+        let handler = CapacityEventHandler {
             store: &edge.aws.store,
             market: &edge.aws.market,
             notifier: &edge.aws.notifier,

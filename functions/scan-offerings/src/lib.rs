@@ -10,7 +10,7 @@ use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::lambda::{Edge, EdgeConfig, FunctionError, Handler, Lambda, Payload, invocation_deadline};
-use capblock_shared::ports::WatchAccount;
+use capblock_shared::ports::MemberMarket;
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
 /// The ports of the AWS adapters this function uses (`ACTIONS` in shared/src/aws): its role in
@@ -40,7 +40,7 @@ pub struct Settings {
     pub edge: EdgeConfig,
     pub scan: ScanSettings,
     /// The member accounts lending the watch their describe limit (`WatchAccounts`).
-    pub watch_accounts: Vec<String>,
+    pub member_accounts: Vec<String>,
 }
 
 /// Reads this function's settings from the environment.
@@ -56,7 +56,7 @@ pub fn settings() -> Result<Settings, FunctionError> {
             schedule_group: None,
             time: config::time_source()?,
         },
-        watch_accounts: config::watch_accounts()?,
+        member_accounts: config::member_accounts()?,
         scan,
     })
 }
@@ -93,13 +93,13 @@ pub async fn from_env(function: &'static str) -> Result<Lambda<App>, FunctionErr
 /// The function on `settings` and an SDK configuration (a test's endpoints).
 pub async fn build(function: &'static str, settings: Settings, sdk: aws_config::SdkConfig) -> Lambda<App> {
     let edge = Edge::with_sdk(function, AWS_PORTS, settings.edge, sdk);
-    let watch = capblock_shared::aws::accounts::watch_accounts(
+    let members = capblock_shared::aws::accounts::member_markets(
         &edge.aws.sdk,
-        &settings.watch_accounts,
+        &settings.member_accounts,
         &settings.scan.stack.name,
     )
     .await;
-    let handler = App { watch, settings: settings.scan, catalog: Mutex::new(AcceleratorCatalog::new()) };
+    let handler = App { members, settings: settings.scan, catalog: Mutex::new(AcceleratorCatalog::new()) };
     Lambda { edge, handler }
 }
 
@@ -110,7 +110,7 @@ pub struct App {
     settings: ScanSettings,
     /// Member accounts lending the watch their describe limit (`WatchAccounts`), each a market
     /// client under its read-only role, built once per container.
-    watch: Vec<WatchAccount>,
+    members: Vec<MemberMarket>,
 }
 
 #[async_trait::async_trait]
@@ -118,11 +118,11 @@ impl Handler for App {
     type Report = ScanReport;
 
     async fn probe(&self, _edge: &Edge, targets: &mut capblock_shared::aws::probe::ProbeTargets) {
-        targets.watch_accounts = self.watch.iter().map(|w| w.account.clone()).collect();
+        targets.member_accounts = self.members.iter().map(|w| w.account.clone()).collect();
     }
 
-    fn watch(&self) -> &[WatchAccount] {
-        &self.watch
+    fn members(&self) -> &[MemberMarket] {
+        &self.members
     }
 
     async fn run(&self, edge: &Edge, event: LambdaEvent<Payload>) -> Result<ScanReport, Diagnostic> {
@@ -135,7 +135,7 @@ impl Handler for App {
                 notifier: &edge.aws.notifier,
                 catalog: &self.catalog,
                 settings: &self.settings,
-                watch: &self.watch,
+                members: &self.members,
             };
             let report = scanner.run_until(at, until).await?;
             let metrics = metrics::of_scan(&report, &stack.name);

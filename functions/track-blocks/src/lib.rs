@@ -4,7 +4,7 @@
 //! extensions rules ask for. Then, once an hour, it publishes the team page to the stack's
 //! bucket (`app::publish`), when the stack has one.
 
-use capblock_shared::app::handoff::Hands;
+use capblock_shared::app::handoff::ActionRunner;
 use capblock_shared::app::metrics;
 use capblock_shared::app::outbox::flush;
 use capblock_shared::app::publish::{PageReport, Publishing, team_page};
@@ -48,7 +48,7 @@ pub const AWS_PORTS: &[&str] = &[
     "Notifier",
     "Reminders",
     "EventBus",
-    // The hand-off actions (`app::handoff::Hands`).
+    // The hand-off actions (`app::handoff::ActionRunner`).
     "Parameters",
     "Groups",
     "Commands",
@@ -208,7 +208,7 @@ impl Handler for App {
         // The monthly schedule's payload: a run as always, then the past month's summary.
         let summary = matches!(&event.payload, Payload::Json(v) if v.get("source").and_then(|s| s.as_str()) == Some(MONTHLY_SUMMARY_SOURCE));
         edge.on_tick(event.payload, stack, |at| async move {
-            let hands = Hands {
+            let action_runner = ActionRunner {
                 parameters: &self.ssm,
                 groups: &self.groups,
                 commands: &self.ssm,
@@ -224,7 +224,7 @@ impl Handler for App {
                 notifier: &edge.aws.notifier,
                 reminders: &self.reminders,
                 settings: &self.settings,
-                hands: Some(hands),
+                action_runner: Some(action_runner),
             };
             let mut report = tracker.run_until(at, until).await?;
             if summary && !at.is_replay() {

@@ -27,11 +27,11 @@ use std::pin::Pin;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use capblock_shared::app::fan_out::{Answer, Helper, Pacing, ask_spread};
+use capblock_shared::app::paced_asker::{Answer, Helper, Pacing, ask_spread};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::ids::{InstanceType, Region};
 use capblock_shared::domain::market_memory::{Carried, Strikes};
 use capblock_shared::domain::money::Money;
-use capblock_shared::domain::names::{InstanceType, Region};
 use capblock_shared::domain::offering::Offering;
 use capblock_shared::domain::plan::{self, Asked, Candidate, DescribeBudget, RegionMemory};
 use capblock_shared::ports::{DESCRIBE_LIMIT, MarketError, OfferingQuery, OfferingSource};

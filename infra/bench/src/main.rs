@@ -236,7 +236,7 @@ fn run_paced(a: &Args, dir: &Path, rows: &mut Vec<Row>) -> Result<(), String> {
                 "{} (most rested refusals in a row for one family: {}; quota 0 is declared at {})",
                 t.quota_zero,
                 s.max_strikes,
-                capblock_shared::app::fan_out::QUOTA_STRIKES
+                capblock_shared::app::paced_asker::QUOTA_STRIKES
             ),
             "= 0",
             Some(t.quota_zero as f64),
@@ -547,9 +547,10 @@ fn events_now(a: &Args, sim: &str) -> Result<(String, String), String> {
     // A tick at the clock's time: one far from it is a replay, which writes nothing, and the
     // cost rows count the writes a real run makes (memory, claims, price history).
     let tick = format!(r#"{{"source": "capblock.schedule", "time": "{sim_now}"}}"#);
-    let warning =
-        std::fs::read_to_string(a.repo.join("core/src/domain/events/fixtures/capacity-block-expiration-warning.json"))
-            .map_err(|e| format!("event fixture: {e}"))?;
+    let warning = std::fs::read_to_string(
+        a.repo.join("core/src/domain/capacity_event/fixtures/capacity-block-expiration-warning.json"),
+    )
+    .map_err(|e| format!("event fixture: {e}"))?;
     // on-capacity-event refuses an input far from its clock: the warning arrives as it would, now.
     let warning = {
         let mut v: serde_json::Value = serde_json::from_str(&warning).map_err(|e| format!("event fixture: {e}"))?;

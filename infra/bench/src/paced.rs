@@ -6,10 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use capblock_shared::app::fan_out::{Answer, Pacing, ask_all};
+use capblock_shared::app::paced_asker::{Answer, Pacing, ask_all};
 use capblock_shared::aws::ec2::Ec2Market;
+use capblock_shared::domain::ids::Region;
 use capblock_shared::domain::market_memory::{Carried, Strikes};
-use capblock_shared::domain::names::Region;
 use capblock_shared::domain::plan::{self, Asked, Candidate, DescribeBudget, RegionMemory};
 use capblock_shared::ports::{InstanceTypeSource, OfferingQuery};
 

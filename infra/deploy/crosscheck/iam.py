@@ -9,7 +9,7 @@
 - Each function crate declares `pub const AWS_PORTS: &[&str]`, the ports it uses; it must build
   an adapter of each declared port's module and declare a port of each adapter it builds. It
   builds an adapter by naming one of its pub structs, or by calling, through the adapter's
-  module, one of its free pub fns that return a port's value (`accounts::watch_accounts(..)`:
+  module, one of its free pub fns that return a port's value (`accounts::member_markets(..)`:
   `rust.port_builders`). A function that builds the shared `Adapters` (shared/src/lambda.rs)
   builds every adapter type named there.
 - `check_function`: its role in template.yaml allows exactly the actions of its ports (no
@@ -64,7 +64,7 @@ class Adapter:
 
     def built_in(self, code: str) -> bool:
         """Whether `code` builds this adapter: names one of its structs, or calls one of its
-        builders through its module (`accounts::watch_accounts`, in a path or a `use`)."""
+        builders through its module (`accounts::member_markets`, in a path or a `use`)."""
         return any(re.search(rf"\b{t}\b", code) for t in self.types) or \
             any(re.search(rf"\b{self.name}::{b}\b", code) for b in self.builders)
 

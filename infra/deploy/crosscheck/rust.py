@@ -162,8 +162,8 @@ def _ports_imported(code: str) -> set[str]:
 
 def port_builders(code: str) -> set[str]:
     """The free `pub fn`s of an adapter's code (comments removed) whose return type names a type
-    the code imports from `crate::ports` (`-> Vec<WatchAccount>`): a function that calls one
-    (`accounts::watch_accounts(..)`) builds the adapter as surely as one that names its struct.
+    the code imports from `crate::ports` (`-> Vec<MemberMarket>`): a function that calls one
+    (`accounts::member_markets(..)`) builds the adapter as surely as one that names its struct.
     Methods are left out (they are reached through a value of the adapter's type, which names
     the type)."""
     ports = _ports_imported(code)

@@ -6,7 +6,7 @@
 //!
 //! The watch over member accounts: each member named in `WatchAccounts` lends the scan its own
 //! DescribeCapacityBlockOfferings limit through its read-only role `capblock-watch-<stack>`
-//! (`watch_accounts`: one market client per member, signed with that role's credentials).
+//! (`member_accounts`: one market client per member, signed with that role's credentials).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,7 +20,7 @@ use super::autoscaling::AutoScaling;
 use super::ec2::Ec2Market;
 use super::eks::Eks;
 use super::ssm::Ssm;
-use crate::ports::{AccountHands, AccountSides, ActionError, ActionResult, WatchAccount};
+use crate::ports::{AccountHands, AccountSides, ActionError, ActionResult, MemberMarket};
 
 /// The IAM actions each port implemented here calls (see `aws::sns::ACTIONS`).
 pub const ACTIONS: &[(&str, &[&str])] =
@@ -38,7 +38,7 @@ pub fn handoff_role_in(region: Option<&str>, account: &str, stack: &str) -> Stri
 
 /// The member stack's read-only watch role in `account` for a stack whose functions run in
 /// `region`: DescribeCapacityBlockOfferings and nothing else.
-pub fn watch_role_in(region: Option<&str>, account: &str, stack: &str) -> String {
+pub fn market_role_in(region: Option<&str>, account: &str, stack: &str) -> String {
     format!("arn:{}:iam::{account}:role/capblock-watch-{stack}", partition(region))
 }
 
@@ -58,13 +58,13 @@ pub async fn as_role(base: &SdkConfig, role: &str, session: &str) -> SdkConfig {
 
 /// A market client for each member account in `accounts`, asking with the member's watch
 /// role. Nothing is called here: a role that cannot be assumed shows as its first question's
-/// error, and the scan's other accounts ask that question (`app::fan_out::ask_spread`).
-pub async fn watch_accounts(base: &SdkConfig, accounts: &[String], stack: &str) -> Vec<WatchAccount> {
+/// error, and the scan's other accounts ask that question (`app::paced_asker::ask_spread`).
+pub async fn member_markets(base: &SdkConfig, accounts: &[String], stack: &str) -> Vec<MemberMarket> {
     let mut out = Vec::with_capacity(accounts.len());
     for account in accounts {
-        let role = watch_role_in(base.region().map(|r| r.as_ref()), account, stack);
+        let role = market_role_in(base.region().map(|r| r.as_ref()), account, stack);
         let there = as_role(base, &role, &format!("capblock-watch-{stack}")).await;
-        out.push(WatchAccount { account: account.clone(), market: Box::new(Ec2Market::new(there)) });
+        out.push(MemberMarket { account: account.clone(), market: Box::new(Ec2Market::new(there)) });
     }
     out
 }
@@ -146,7 +146,7 @@ mod tests {
         assert_eq!(partition(Some("us-gov-west-1")), "aws-us-gov");
         assert_eq!(partition(None), "aws");
         assert_eq!(
-            watch_role_in(Some("us-gov-west-1"), "222222222222", "prod"),
+            market_role_in(Some("us-gov-west-1"), "222222222222", "prod"),
             "arn:aws-us-gov:iam::222222222222:role/capblock-watch-prod"
         );
     }

@@ -9,8 +9,8 @@ use aws_sdk_autoscaling::error::DisplayErrorContext;
 use aws_sdk_autoscaling::types::AutoScalingGroup;
 
 use super::regional::Regional;
+use crate::domain::ids::Region;
 use crate::domain::launch::{GroupLaunch, TemplateRef};
-use crate::domain::names::Region;
 use crate::ports::{ActionError, Groups};
 
 /// The IAM actions each port implemented here calls (see `aws::sns::ACTIONS`).

@@ -9,7 +9,7 @@ use aws_sdk_eks::types::NodegroupScalingConfig;
 
 use super::regional::Regional;
 use crate::domain::handoff::NodegroupScaling;
-use crate::domain::names::Region;
+use crate::domain::ids::Region;
 use crate::ports::{ActionError, ActionResult, Nodegroups};
 
 /// The IAM actions each port implemented here calls (see `aws::sns::ACTIONS`).

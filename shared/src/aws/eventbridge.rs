@@ -7,7 +7,7 @@ use aws_sdk_eventbridge::error::DisplayErrorContext;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 
 use super::sns::SnsNotifier;
-use crate::domain::bus::{
+use crate::domain::bus_event::{
     self, ACCOUNT_ATTRIBUTE, BusEntry, DETAIL_TYPE_ATTRIBUTE, DetailType, RESOURCE_ATTRIBUTE, TIME_ATTRIBUTE,
 };
 use crate::ports::{EventBus, Message, Notifier, NotifyError, Topic};
@@ -44,7 +44,7 @@ impl EventBus for EventBridgeBus {
     async fn put(&self, entries: &[BusEntry]) -> Vec<Result<(), NotifyError>> {
         let mut out = Vec::with_capacity(entries.len());
         let region = self.client.config().region().map(|r| r.as_ref().to_string());
-        for call in bus::calls(entries) {
+        for call in bus_event::calls(entries) {
             // A consumer's copy goes to that account's default bus in this region.
             let buses: Vec<String> = call
                 .iter()
@@ -56,7 +56,7 @@ impl EventBus for EventBridgeBus {
                 .map(|(e, bus)| {
                     PutEventsRequestEntry::builder()
                         .event_bus_name(bus)
-                        .source(bus::SOURCE)
+                        .source(bus_event::SOURCE)
                         .detail_type(e.detail_type().as_str())
                         .detail(e.detail())
                         .set_resources(Some(e.resources().to_vec()))

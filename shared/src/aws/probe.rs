@@ -25,7 +25,7 @@ use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types::{CapacityReservationInstancePlatform, ResourceType, Tag, TagSpecification};
 
 use super::regional::Regional;
-use crate::domain::names::{InstanceType, Region};
+use crate::domain::ids::{InstanceType, Region};
 use crate::domain::permissions::Access;
 use crate::ports::PermissionProbe;
 
@@ -163,7 +163,7 @@ pub struct AwsProbe {
     function: String,
     handoff_clusters: Vec<String>,
     handoff_accounts: Vec<String>,
-    watch_accounts: Vec<String>,
+    member_accounts: Vec<String>,
     sdk: SdkConfig,
     /// Per region: the offering the describe try saw (the purchase is tried on it) ...
     offering: Mutex<HashMap<Region, Option<String>>>,
@@ -187,7 +187,7 @@ pub struct ProbeTargets {
     pub handoff_accounts: Vec<String>,
     /// The member accounts lending the scan their describe limit (`WatchAccounts`): the member
     /// stack's watch role is assumed in each (empty for a function that asks through none).
-    pub watch_accounts: Vec<String>,
+    pub member_accounts: Vec<String>,
 }
 
 impl AwsProbe {
@@ -209,7 +209,7 @@ impl AwsProbe {
             function: t.function,
             handoff_clusters: t.handoff_clusters,
             handoff_accounts: t.handoff_accounts,
-            watch_accounts: t.watch_accounts,
+            member_accounts: t.member_accounts,
             sdk: sdk.clone(),
             offering: Mutex::new(HashMap::new()),
             purchase: Mutex::new(HashMap::new()),
@@ -523,7 +523,7 @@ impl AwsProbe {
     /// denial names the role; anything else is not a verdict on it).
     async fn try_member_roles(&self) -> Access {
         use aws_credential_types::provider::ProvideCredentials;
-        if self.handoff_accounts.is_empty() && self.watch_accounts.is_empty() {
+        if self.handoff_accounts.is_empty() && self.member_accounts.is_empty() {
             return Access::not_checked(
                 "no rule names a handoff_account and WatchAccounts is empty: no member role is assumed",
             );
@@ -533,8 +533,8 @@ impl AwsProbe {
         for account in &self.handoff_accounts {
             roles.push(super::accounts::member_role(&self.sdk, account, &self.stack, "capblock-preflight").await);
         }
-        for account in &self.watch_accounts {
-            let role = super::accounts::watch_role_in(region.as_deref(), account, &self.stack);
+        for account in &self.member_accounts {
+            let role = super::accounts::market_role_in(region.as_deref(), account, &self.stack);
             let provider = super::accounts::assumed(&self.sdk, &role, "capblock-preflight").await;
             roles.push((role, provider));
         }

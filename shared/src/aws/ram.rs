@@ -13,7 +13,7 @@ use aws_sdk_ram::types::{
 };
 
 use super::regional::Regional;
-use crate::domain::names::Region;
+use crate::domain::ids::Region;
 use crate::domain::share::{Associated, Association, RESERVATION_TAG, ShareView};
 use crate::domain::tags::STACK_TAG;
 use crate::ports::{ActionError, ActionResult, ShareRequest, Shares};

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use aws_config::SdkConfig;
 
-use crate::domain::names::Region;
+use crate::domain::ids::Region;
 
 pub struct Regional<C> {
     base: SdkConfig,

@@ -12,7 +12,7 @@ use aws_sdk_resourcegroups::types::{GroupConfigurationItem, GroupConfigurationPa
 
 use super::regional::Regional;
 use crate::domain::handoff::ReservationPool;
-use crate::domain::names::Region;
+use crate::domain::ids::Region;
 use crate::ports::{ActionError, ActionResult, Membership, ReservationGroups};
 
 /// The IAM actions each port implemented here calls (see `aws::sns::ACTIONS`). CreateGroup

@@ -10,8 +10,8 @@ use aws_sdk_scheduler::types::{ActionAfterCompletion, FlexibleTimeWindow, Flexib
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 
 use crate::domain::block::Block;
+use crate::domain::capacity_event::{REMINDER_SOURCE, ReminderPayload};
 use crate::domain::checkpoint::{at_expression, reminder_at, schedule_name, schedule_prefix};
-use crate::domain::events::{REMINDER_SOURCE, ReminderPayload};
 use crate::ports::{ReminderError, Reminders};
 
 /// The IAM actions each port of this adapter needs: a function's role allows exactly those of

@@ -8,7 +8,7 @@ use aws_sdk_ssm::types::{CommandInvocationStatus, ParameterType};
 
 use super::regional::Regional;
 use crate::domain::handoff::Invocation;
-use crate::domain::names::Region;
+use crate::domain::ids::Region;
 use crate::ports::{ActionError, ActionResult, Commands, Parameters, SentCommand};
 
 /// The IAM actions each port implemented here calls (see `aws::sns::ACTIONS`).

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use capblock_shared::app::events::{EventHandler, HandleError, Handled};
+use capblock_shared::app::on_capacity_event::{CapacityEventHandler, HandleError, Handled};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::scheduler::SchedulerReminders;
@@ -17,10 +17,12 @@ use capblock_tests::{Aws, Published, Sim, assert_slack_schema, detail_types, exa
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
-const DELIVERED: &str = include_str!("../../../core/src/domain/events/fixtures/capacity-block-delivered.json");
-const WARNING: &str = include_str!("../../../core/src/domain/events/fixtures/capacity-block-expiration-warning.json");
-const INTERRUPTION: &str =
-    include_str!("../../../core/src/domain/events/fixtures/capacity-reservation-instance-interruption-warning.json");
+const DELIVERED: &str = include_str!("../../../core/src/domain/capacity_event/fixtures/capacity-block-delivered.json");
+const WARNING: &str =
+    include_str!("../../../core/src/domain/capacity_event/fixtures/capacity-block-expiration-warning.json");
+const INTERRUPTION: &str = include_str!(
+    "../../../core/src/domain/capacity_event/fixtures/capacity-reservation-instance-interruption-warning.json"
+);
 
 /// The examples' block: 2 x p5.48xlarge in us-east-2, 2026-12-03 to 2026-12-10 11:30 UTC.
 /// The simulator's clock sits inside it, so its instances are running.
@@ -140,7 +142,7 @@ impl Harness {
         let store = self.aws.store();
         let reminders = self.reminders();
         let clock = FixedClock(t(wall));
-        let handler = EventHandler {
+        let handler = CapacityEventHandler {
             store: &store,
             market: &self.market,
             notifier,

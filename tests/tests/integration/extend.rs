@@ -16,16 +16,16 @@ use async_trait::async_trait;
 use capblock_shared::app::extend::ExtensionAction;
 use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::scan::{ScanSettings, Scanner};
-use capblock_shared::app::settings::StackSettings;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::block::Block;
 use capblock_shared::domain::budget::{BudgetOwner, BudgetUsage, Period};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::extension::{ExtensionIntent, ExtensionReceipt, ExtensionState};
+use capblock_shared::domain::ids::Region;
 use capblock_shared::domain::lifecycle::BlockState;
-use capblock_shared::domain::names::Region;
 use capblock_shared::domain::rule::{Mode, Rule};
+use capblock_shared::domain::stack::StackSettings;
 use capblock_shared::ports::{
     BlockStore, ExtensionLedger, ExtensionMarket, Ledger, MarketError, PurchaseOutcome, PurchaseRequest, Purchaser,
     ReminderError, Reminders, RuleStore,
@@ -169,7 +169,7 @@ impl X {
             notifier: &notifier,
             catalog: &catalog,
             settings: &scan,
-            watch: &[],
+            members: &[],
         }
         .run(x.now())
         .await
@@ -220,7 +220,7 @@ impl X {
             notifier: &notifier,
             reminders: &self.reminders,
             settings: &self.settings,
-            hands: None,
+            action_runner: None,
         };
         t.run(self.now()).await.unwrap()
     }

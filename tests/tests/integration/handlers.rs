@@ -5,12 +5,12 @@
 //! (so nothing depends on the day), on the wall clock as deployed. A normal event is answered
 //! with the function's report; a malformed one is refused as `capblock.BadInput`.
 
-use capblock_shared::app::events::Handled;
-use capblock_shared::app::settings::StackSettings;
+use capblock_shared::app::on_capacity_event::Handled;
 use capblock_shared::aws::clock::TimeSource;
 use capblock_shared::config::Targets;
 use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::domain::rule::Mode;
+use capblock_shared::domain::stack::StackSettings;
 use capblock_shared::lambda::{Context, EdgeConfig, LambdaEvent, Payload, Reply};
 use capblock_shared::ports::SettingsStore;
 use capblock_tests::Aws;
@@ -70,7 +70,7 @@ async fn scan_offerings_answers_a_tick_and_refuses_a_payload_that_is_not_an_obje
             describe: DescribeBudget::default(),
             settles: true,
         },
-        watch_accounts: Vec::new(),
+        member_accounts: Vec::new(),
     };
     let lambda = scan_offerings::build("scan-offerings", settings, sdk).await;
     let reply = lambda.handle(tick()).await.unwrap();

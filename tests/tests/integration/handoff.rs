@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use aws_config::SdkConfig;
-use capblock_shared::app::handoff::{Hands, enqueue_actions, event_notice};
+use capblock_shared::app::handoff::{ActionRunner, enqueue_actions, event_notice};
 use capblock_shared::app::outbox::flush;
 use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::eks::Eks;
@@ -25,10 +25,10 @@ use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::domain::actions::Action;
 use capblock_shared::domain::block::Block;
-use capblock_shared::domain::bus::{BusStep, EndOutcome, Subject};
+use capblock_shared::domain::bus_event::{BusStep, EndOutcome, Subject};
 use capblock_shared::domain::handoff::{Point, Target, at_point, due};
+use capblock_shared::domain::ids::Region;
 use capblock_shared::domain::lifecycle::BlockState;
-use capblock_shared::domain::names::Region;
 use capblock_shared::ports::{InstanceSource, MarketError, Outbox, Parameters};
 use capblock_tests::{
     Aws, Published, Rig, RuleToml, ScenarioToml, T0, auto_scaling_group, auto_scaling_group_in, detail_types,
@@ -202,8 +202,8 @@ impl MotoHands {
         }
     }
 
-    fn hands(&self) -> Hands<'_> {
-        Hands {
+    fn action_runner(&self) -> ActionRunner<'_> {
+        ActionRunner {
             parameters: &self.ssm,
             groups: &self.asg,
             commands: &self.ssm,
@@ -223,7 +223,7 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
     let rule = format!("rule-{}", id());
     let group_name = format!("trainers-{}", id());
     let moto = MotoHands::new(&aws.sdk);
-    let hands = moto.hands();
+    let action_runner = moto.action_runner();
     let actions = vec![
         Action::PublishParameter,
         Action::ScaleGroup { group: group_name.clone(), desired: 2, down_lead_minutes: 45 },
@@ -235,7 +235,7 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
 
     // The group does not exist yet: scale-up fails, is announced, and stays pending.
     enqueue_actions(&store, &at_point(&actions, &target, Point::Active, false), now).await.unwrap();
-    let first = hands.run(&store, now).await.unwrap();
+    let first = action_runner.run(&store, now).await.unwrap();
     assert_eq!(first.done.len(), 1, "the parameter: {first:?}");
     assert_eq!(first.failed.len(), 1, "the group: {first:?}");
     let value = moto.ssm.parameter(&region, &format!("/capblock/{rule}/current")).await.unwrap().unwrap();
@@ -244,7 +244,7 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
     auto_scaling_group(&aws.sdk, "us-east-1", &group_name).await;
     // A duplicate trigger plans nothing new; the retry (past the lease) succeeds.
     assert_eq!(enqueue_actions(&store, &at_point(&actions, &target, Point::Active, false), now).await.unwrap(), 0);
-    let retry = hands.run(&store, now + Duration::minutes(5)).await.unwrap();
+    let retry = action_runner.run(&store, now + Duration::minutes(5)).await.unwrap();
     assert_eq!((retry.done.len(), retry.failed.len()), (1, 0), "{retry:?}");
     assert_eq!(desired(&aws.sdk, &group_name).await, 2);
 
@@ -252,10 +252,10 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
     let late = t(12, 10, 30);
     enqueue_actions(&store, &due(&actions, &target, late, false), late).await.unwrap();
     enqueue_actions(&store, &due(&actions, &target, late, false), late).await.unwrap();
-    let down = hands.run(&store, late).await.unwrap();
+    let down = action_runner.run(&store, late).await.unwrap();
     assert_eq!(down.done.len(), 2, "{down:?}");
     assert_eq!(desired(&aws.sdk, &group_name).await, 0);
-    let results = hands.run(&store, late + Duration::minutes(5)).await.unwrap();
+    let results = action_runner.run(&store, late + Duration::minutes(5)).await.unwrap();
     assert_eq!(results.done.len(), 1, "moto's invocations succeed at once: {results:?}");
 
     let ssm_client = aws_sdk_ssm::Client::new(&aws.sdk);
@@ -273,9 +273,9 @@ async fn actions_run_once_on_moto_and_a_failure_is_retried() {
 
     // The end clears the parameter; nothing runs twice.
     enqueue_actions(&store, &at_point(&actions, &target, Point::Ended, false), late).await.unwrap();
-    hands.run(&store, late + Duration::minutes(10)).await.unwrap();
+    action_runner.run(&store, late + Duration::minutes(10)).await.unwrap();
     assert_eq!(moto.ssm.parameter(&region, &format!("/capblock/{rule}/current")).await.unwrap(), None);
-    let idle = hands.run(&store, late + Duration::minutes(20)).await.unwrap();
+    let idle = action_runner.run(&store, late + Duration::minutes(20)).await.unwrap();
     assert!(idle.done.is_empty() && idle.failed.is_empty(), "{idle:?}");
 
     // Every step announced in the block's thread: done, and the one failure.
@@ -295,7 +295,7 @@ async fn a_group_scaled_up_in_another_zone_than_the_block_is_warned_of_once() {
     let aws = Aws::fresh("handoff-zone").await;
     let store = aws.store();
     let moto = MotoHands::new(&aws.sdk);
-    let hands = moto.hands();
+    let action_runner = moto.action_runner();
     let group_name = format!("trainers-{}", id());
     auto_scaling_group_in(&aws.sdk, "us-east-1", &group_name, "us-east-1b").await;
     let actions = vec![Action::ScaleGroup { group: group_name.clone(), desired: 2, down_lead_minutes: 45 }];
@@ -303,13 +303,13 @@ async fn a_group_scaled_up_in_another_zone_than_the_block_is_warned_of_once() {
     let target = Target::of(&block(&format!("cr-{}0000000000", id()), "zone"), "capblock-test").unwrap();
     let now = t(10, 11, 35);
     enqueue_actions(&store, &at_point(&actions, &target, Point::Active, false), now).await.unwrap();
-    let up = hands.run(&store, now).await.unwrap();
+    let up = action_runner.run(&store, now).await.unwrap();
     assert_eq!((up.done.len(), up.failed.len()), (1, 0), "scaled up all the same: {up:?}");
     assert_eq!(desired(&aws.sdk, &group_name).await, 2);
     // Scaled down at the end: no second look, no second warning.
     let late = t(12, 10, 30);
     enqueue_actions(&store, &due(&actions, &target, late, false), late).await.unwrap();
-    assert_eq!(hands.run(&store, late).await.unwrap().done.len(), 1);
+    assert_eq!(action_runner.run(&store, late).await.unwrap().done.len(), 1);
     assert_eq!(desired(&aws.sdk, &group_name).await, 0);
 
     flush(&store, &aws.notifier(), late + Duration::minutes(5)).await.unwrap();

@@ -194,7 +194,7 @@ async fn the_hand_off_of_a_shared_block_runs_in_the_consumer_account() {
     h.advance_hours(3).await;
     h.track().await;
     assert_eq!(h.block(&id).await.state, BlockState::Scheduled);
-    let region: capblock_shared::domain::names::Region = "us-east-1".parse().unwrap();
+    let region: capblock_shared::domain::ids::Region = "us-east-1".parse().unwrap();
     let name = parameter_name("consumed");
     let there = h.accounts.sides(MEMBER_A).await.unwrap();
     let value = there.parameters.parameter(&region, &name).await.unwrap().expect("published in the member account");

@@ -157,14 +157,17 @@ async fn throttling_is_a_retryable_error_and_unsupported_regions_are_named() {
     let before = calls().await;
     let qs = [query("us-east-1", 1, 1), query("us-east-1", 2, 1)];
     let pacing =
-        capblock_shared::app::fan_out::Pacing::from(&capblock_shared::domain::plan::DescribeBudget::for_refill(
+        capblock_shared::app::paced_asker::Pacing::from(&capblock_shared::domain::plan::DescribeBudget::for_refill(
             std::time::Duration::from_millis(500),
             1.0,
             std::time::Duration::from_secs(30),
         ));
     let answers =
-        capblock_shared::app::fan_out::ask_all(&market, &qs, &pacing, &Default::default(), || {}).await.answers;
-    assert!(answers.iter().all(|a| matches!(a, capblock_shared::app::fan_out::Answer::Offerings(_))), "{answers:?}");
+        capblock_shared::app::paced_asker::ask_all(&market, &qs, &pacing, &Default::default(), || {}).await.answers;
+    assert!(
+        answers.iter().all(|a| matches!(a, capblock_shared::app::paced_asker::Answer::Offerings(_))),
+        "{answers:?}"
+    );
     let attempts = calls().await - before;
     assert!(attempts > 2, "throttled attempts were retried ({attempts} calls for 2 queries)");
     sim.behaviour(r#"{"throttle": null}"#).await;

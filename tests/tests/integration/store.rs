@@ -388,21 +388,24 @@ async fn overlapping_saves_of_the_market_memory_lose_nothing() {
 /// A watch claim ending further ahead than any run lasts (forged, or from a clock far ahead)
 /// holds nothing: another run claims the region. A run's own claim still holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_watch_claim_past_any_runs_length_holds_nothing() {
+async fn a_region_claim_past_any_runs_length_holds_nothing() {
     use capblock_shared::ports::MarketMemory;
     let aws = Aws::fresh("watch-bound").await;
     let store = aws.store();
     let region = "us-east-1".parse().unwrap();
-    assert!(store.claim_watch(&region, "forged", now(), now() + Duration::days(3650)).await.unwrap());
+    assert!(store.claim_region(&region, "forged", now(), now() + Duration::days(3650)).await.unwrap());
     assert!(
-        store.claim_watch(&region, "scan-b", now(), now() + Duration::minutes(2)).await.unwrap(),
+        store.claim_region(&region, "scan-b", now(), now() + Duration::minutes(2)).await.unwrap(),
         "a claim past any run's length stops nothing"
     );
     assert!(
-        !store.claim_watch(&region, "scan-c", now(), now() + Duration::minutes(2)).await.unwrap(),
+        !store.claim_region(&region, "scan-c", now(), now() + Duration::minutes(2)).await.unwrap(),
         "a run's claim holds"
     );
     assert!(
-        store.claim_watch(&region, "scan-c", now() + Duration::minutes(3), now() + Duration::minutes(5)).await.unwrap()
+        store
+            .claim_region(&region, "scan-c", now() + Duration::minutes(3), now() + Duration::minutes(5))
+            .await
+            .unwrap()
     );
 }

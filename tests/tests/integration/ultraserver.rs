@@ -282,7 +282,7 @@ async fn an_event_for_a_hand_bought_ultraserver_block_names_its_60_minute_termin
     // EC2 shows them active only once they start: the market's clock moves there.
     h.advance_minutes(59 * 60 + 31).await;
     let clock = FixedClock(t("2026-12-03T11:31:00Z"));
-    let handler = capblock_shared::app::events::EventHandler {
+    let handler = capblock_shared::app::on_capacity_event::CapacityEventHandler {
         store: &h.store,
         market: &h.market,
         notifier: &h.notifier,
@@ -291,7 +291,7 @@ async fn an_event_for_a_hand_bought_ultraserver_block_names_its_60_minute_termin
         leads: &[chrono::Duration::minutes(1440), chrono::Duration::minutes(120), chrono::Duration::minutes(30)],
         account: None,
     };
-    let fixture = include_str!("../../../core/src/domain/events/fixtures/capacity-block-delivered.json");
+    let fixture = include_str!("../../../core/src/domain/capacity_event/fixtures/capacity-block-delivered.json");
     for (id, termination) in ids.iter().zip(["2026-12-10T10:30:00Z", "2026-12-10T11:00:00Z"]) {
         let mut event: serde_json::Value = serde_json::from_str(fixture).unwrap();
         event["id"] = json!(format!("ev-{id}"));

@@ -154,8 +154,8 @@ async fn overlapping_scans_never_ask_one_region_at_once_and_lose_no_memory() {
     let memory = h.store.region_memory(&east).await.unwrap();
     assert_eq!(memory.asked.len(), ea.answered, "every answer of the first run kept");
     let pace = memory.pace.expect("the learned pace is kept");
-    let watch = memory.watch.expect("the watch is kept");
-    assert_eq!((watch.questions, watch.calls as usize), (16, ea.asked));
+    let coverage = memory.watch.expect("the watch is kept");
+    assert_eq!((coverage.questions, coverage.calls as usize), (16, ea.asked));
     // The claim was given back: the next scan asks the region, from the pace learned.
     let c = h.scan().await;
     assert!(!c.regions["us-east-1"].elsewhere && c.regions["us-east-1"].asked > 0);
@@ -237,8 +237,8 @@ async fn member_accounts_lend_their_describe_limit_and_each_question_is_asked_on
     let mut h = Rig::paced("watch-members", &market(85), CLOCK, STACK).await;
     short(&mut h);
     h.put_rules(&[rule(&h)]).await;
-    let watch = members(&h, &MEMBERS).await;
-    let scanner = h.watching(&watch);
+    let lent = members(&h, &MEMBERS).await;
+    let scanner = h.with_members(&lent);
     let report = scanner.run(h.now()).await.unwrap();
     let east = &report.regions["us-east-1"];
     assert_eq!(east.accounts, 3);
@@ -279,8 +279,8 @@ async fn a_member_without_quota_stops_asking_is_announced_once_and_inflates_noth
     let scenario = format!("{}\n[[accounts]]\nid = \"{ZERO}\"\nzero_quota_families = [\"p5\"]\n", market(87));
     let h = Rig::paced("member-quota", &scenario, CLOCK, STACK).await;
     h.put_rules(&[rule(&h)]).await;
-    let watch = members(&h, &[ZERO, LENDS]).await;
-    let scanner = h.watching(&watch);
+    let lent = members(&h, &[ZERO, LENDS]).await;
+    let scanner = h.with_members(&lent);
     let refused = || async {
         let state = h.sim.state().await;
         state["faults_injected"]["quota_zero_by_account"][ZERO].as_u64().unwrap_or(0)
@@ -311,14 +311,14 @@ async fn a_member_without_quota_stops_asking_is_announced_once_and_inflates_noth
     assert!(h.sim.purchases().await.is_empty(), "nothing is cheap enough before 01:00");
 }
 
-/// What `aws::accounts::watch_accounts` builds for `accounts`, with the EC2 endpoint on this
+/// What `aws::accounts::member_markets` builds for `accounts`, with the EC2 endpoint on this
 /// test's own simulator (the deployed function's env points EC2 there and STS at moto): each
 /// member's watch role assumed on moto's STS.
-async fn members(h: &Rig, accounts: &[&str]) -> Vec<capblock_shared::ports::WatchAccount> {
-    use capblock_shared::aws::accounts::{assumed, watch_role_in};
-    let mut watch = Vec::new();
+async fn members(h: &Rig, accounts: &[&str]) -> Vec<capblock_shared::ports::MemberMarket> {
+    use capblock_shared::aws::accounts::{assumed, market_role_in};
+    let mut lent = Vec::new();
     for account in accounts {
-        let role = watch_role_in(Some("us-east-1"), account, STACK);
+        let role = market_role_in(Some("us-east-1"), account, STACK);
         let provider = assumed(&h.aws.sdk, &role, &format!("capblock-watch-{STACK}")).await;
         let config = h
             .sim
@@ -327,12 +327,12 @@ async fn members(h: &Rig, accounts: &[&str]) -> Vec<capblock_shared::ports::Watc
             .into_builder()
             .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(provider))
             .build();
-        watch.push(capblock_shared::ports::WatchAccount {
+        lent.push(capblock_shared::ports::MemberMarket {
             account: account.to_string(),
             market: Box::new(Ec2Market::new(config)),
         });
     }
-    watch
+    lent
 }
 
 /// Nothing public says whether an offering id one account was shown is another's to buy: the
@@ -360,8 +360,8 @@ async fn a_block_a_member_found_is_bought_once_under_each_reading_of_offering_id
             .max_blocks_held(1)
             .rule(h.now());
         h.put_rules(&[rule]).await;
-        let watch = members(&h, &["111111111111"]).await;
-        let scanner = h.watching(&watch);
+        let lent = members(&h, &["111111111111"]).await;
+        let scanner = h.with_members(&lent);
         let report = scanner.run(h.now()).await.unwrap();
         let Some(Outcome::Bought { .. }) = report.outcomes[0].action.clone() else { panic!("{reading}: {report:#?}") };
         let purchases = h.sim.purchases().await;

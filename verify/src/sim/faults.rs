@@ -16,8 +16,8 @@ use capblock_core::domain::block::{Block, Reservation};
 use capblock_core::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
 use capblock_core::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionReceipt, ExtensionState};
 use capblock_core::domain::health::CapacityStatus;
+use capblock_core::domain::ids::{InstanceType, Region};
 use capblock_core::domain::lifecycle::Observed;
-use capblock_core::domain::names::{InstanceType, Region};
 use capblock_core::domain::offering::Offering;
 use capblock_core::domain::plan::RegionMemory;
 use capblock_core::domain::rule::Rule;
@@ -471,19 +471,19 @@ impl MarketMemory for Faulty<MemoryTable> {
         self.store("save_region_memory").await?;
         self.inner.save_region_memory(region, read, m).await
     }
-    async fn claim_watch(
+    async fn claim_region(
         &self,
         region: &Region,
         run: &str,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.store("claim_watch").await?;
-        self.inner.claim_watch(region, run, now, until).await
+        self.store("claim_region").await?;
+        self.inner.claim_region(region, run, now, until).await
     }
-    async fn release_watch(&self, region: &Region, run: &str) -> Result<(), StoreError> {
-        self.store("release_watch").await?;
-        self.inner.release_watch(region, run).await
+    async fn release_region(&self, region: &Region, run: &str) -> Result<(), StoreError> {
+        self.store("release_region").await?;
+        self.inner.release_region(region, run).await
     }
 }
 

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use capblock_core::domain::ids::{InstanceType, Region};
 use capblock_core::domain::money::Money;
-use capblock_core::domain::names::{InstanceType, Region};
 use capblock_core::domain::offering::Offering;
 use capblock_core::domain::rule::{Mode, Rule};
 use capblock_core::domain::stack::StackSettings;

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use capblock_core::app::events::EventHandler;
+use capblock_core::app::on_capacity_event::CapacityEventHandler;
 use capblock_core::app::purchase::Buyer;
 use capblock_core::app::scan::{ScanSettings, Scanner};
 use capblock_core::app::track::{TrackSettings, Tracker};
@@ -458,7 +458,7 @@ impl Sim {
                     notifier: notifier.as_ref(),
                     catalog: catalog.as_ref(),
                     settings: &settings,
-                    watch: &[],
+                    members: &[],
                 };
                 match scanner.run(at).await {
                     Ok(r) => {
@@ -494,7 +494,7 @@ impl Sim {
                     notifier: notifier.as_ref(),
                     reminders: reminders.as_ref(),
                     settings: &settings,
-                    hands: None,
+                    action_runner: None,
                 };
                 match tracker.run(at).await {
                     Ok(r) => format!("{} block(s), moved {:?}, settled {:?}", r.blocks, r.moved.len(), r.settled),
@@ -605,7 +605,7 @@ impl Sim {
                         let (market, store) =
                             (faults::Faulty::new(&sim.2, &sim.0, run), faults::Faulty::new(&sim.1, &sim.0, run));
                         let clock = ReadClock(now);
-                        let handler = EventHandler {
+                        let handler = CapacityEventHandler {
                             store: &store,
                             market: &market,
                             notifier: notifier.as_ref(),

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use crate::domain::names::Region;
+use crate::domain::ids::Region;
 use crate::domain::pace::{Pace, PaceBounds};
 use crate::domain::plan::DescribeBudget;
 

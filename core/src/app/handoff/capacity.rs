@@ -1,11 +1,11 @@
 //! The Auto Scaling order: a group's desired capacity, with a warning when the group cannot
 //! launch in the block's zone.
 
-use super::{Hands, Tried};
+use super::{ActionRunner, Tried};
 use crate::domain::handoff::{self, Planned};
 use crate::ports::ActionError;
 
-impl Hands<'_> {
+impl ActionRunner<'_> {
     /// Sets the group's desired capacity; on a scale-up, checks (as advice) the zones it launches in.
     pub(super) async fn set_capacity(&self, p: &Planned, group: &str, desired: u32) -> Result<Tried, ActionError> {
         let region = p.target.block.region.clone();

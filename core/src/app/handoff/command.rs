@@ -5,16 +5,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 
-use super::{Hands, Tried, record};
+use super::{ActionRunner, Tried, record};
 use crate::domain::handoff::{self, Invocation, Order, Planned};
-use crate::domain::names::Region;
+use crate::domain::ids::Region;
 use crate::ports::{ActionError, Outbox, SentCommand, StoreError};
 
 /// The steps a send is recorded under: its instances before SendCommand, its command id after.
 const SENDING: &str = "sending-";
 const SENT: &str = "sent-";
 
-impl Hands<'_> {
+impl ActionRunner<'_> {
     /// Reports the command's results once no instance is still running it.
     pub(super) async fn command_result(
         &self,

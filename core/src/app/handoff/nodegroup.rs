@@ -3,11 +3,11 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Hands, Tried, record};
+use super::{ActionRunner, Tried, record};
 use crate::domain::handoff::{self, NodegroupScaled, Planned, nodegroup_record};
 use crate::ports::{ActionError, Outbox};
 
-impl Hands<'_> {
+impl ActionRunner<'_> {
     /// Scales the node group up for the block, recording its scaling before it changes.
     pub(super) async fn scale_nodegroup<O: Outbox + ?Sized>(
         &self,

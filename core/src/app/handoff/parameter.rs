@@ -1,10 +1,10 @@
 //! The parameter orders: publish a block's parameter, and clear it at the block's end.
 
-use super::{Hands, Tried};
+use super::{ActionRunner, Tried};
 use crate::domain::handoff::Planned;
 use crate::ports::ActionError;
 
-impl Hands<'_> {
+impl ActionRunner<'_> {
     /// Sets the parameter to the block's value (set, not added to: a retry sets the same).
     pub(super) async fn publish_parameter(&self, p: &Planned, name: &str, value: &str) -> Result<Tried, ActionError> {
         let region = p.target.block.region.clone();

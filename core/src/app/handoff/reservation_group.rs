@@ -1,12 +1,12 @@
 //! The reservation group orders: the block's reservation put in the rule's capacity
 //! reservation group (created when missing), and taken out at the end.
 
-use super::{Hands, Tried, reservation_arn};
+use super::{ActionRunner, Tried, reservation_arn};
 use crate::domain::handoff::{Planned, ReservationPool};
 use crate::domain::tags::STACK_TAG;
 use crate::ports::{ActionError, Membership};
 
-impl Hands<'_> {
+impl ActionRunner<'_> {
     /// Puts the block's reservation in the group, creating the group when missing.
     pub(super) async fn group_reservation(&self, p: &Planned, group: &str) -> Result<Tried, ActionError> {
         let region = p.target.block.region.clone();

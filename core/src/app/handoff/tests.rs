@@ -11,9 +11,9 @@ use super::*;
 use crate::domain::block::example;
 use crate::domain::handoff::tests::{all, target};
 use crate::domain::handoff::{Invocation, NodegroupScaled, NodegroupScaling, Point, ReservationPool, at_point, due};
+use crate::domain::ids::Region;
 use crate::domain::launch::GroupLaunch;
 use crate::domain::lifecycle::BlockState;
-use crate::domain::names::Region;
 use crate::domain::share::{Association, SharePrincipal, ShareView};
 use crate::ports::{ActionResult, MarketError, Membership, SentCommand, ShareRequest};
 
@@ -407,8 +407,8 @@ impl Shares for Aws {
 /// An account RAM refuses (outside the Organization).
 const OUTSIDER: &str = "999999999999";
 
-fn hands(aws: &Aws) -> Hands<'_> {
-    Hands {
+fn action_runner(aws: &Aws) -> ActionRunner<'_> {
+    ActionRunner {
         parameters: aws,
         groups: aws,
         commands: aws,
@@ -433,9 +433,9 @@ async fn each_action_runs_once_under_duplicate_triggers_and_runs() {
     assert_eq!(enqueue_actions(&outbox, &planned, now).await.unwrap(), 2);
     // The event and the tracker both see the block active; and a retried invocation.
     assert_eq!(enqueue_actions(&outbox, &planned, now).await.unwrap(), 0);
-    let first = hands(&aws).run(&outbox, now).await.unwrap();
+    let first = action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(first.done.len(), 2, "{first:?}");
-    let again = hands(&aws).run(&outbox, now + Duration::minutes(5)).await.unwrap();
+    let again = action_runner(&aws).run(&outbox, now + Duration::minutes(5)).await.unwrap();
     assert_eq!(again, ActionReport::default());
     assert_eq!(enqueue_actions(&outbox, &planned, now).await.unwrap(), 0, "done stays done");
     assert_eq!(*aws.capacity.lock().unwrap(), [("trainers".to_string(), 2)]);
@@ -452,7 +452,7 @@ async fn dry_run_announces_and_touches_nothing() {
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Active, true), now).await.unwrap();
     enqueue_actions(&outbox, &due(&all(), &target(), t(11, 10, 40), true), now).await.unwrap();
-    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.done.len(), 4, "{report:?}");
     assert!(aws.parameters.lock().unwrap().is_empty());
     assert!(aws.capacity.lock().unwrap().is_empty());
@@ -468,14 +468,14 @@ async fn a_failing_action_is_announced_once_and_retried_until_it_succeeds() {
     aws.fail(true);
     for run in 0..3 {
         // Each run past the previous one's lease.
-        let report = hands(&aws).run(&outbox, now + Duration::minutes(5 * run)).await.unwrap();
+        let report = action_runner(&aws).run(&outbox, now + Duration::minutes(5 * run)).await.unwrap();
         assert_eq!(report.failed.len(), 2, "{report:?}");
     }
     let mut alerts = outbox.alerts();
     alerts.sort();
     assert_eq!(alerts, ["action-parameter-end-20261211T1130Z-failed", "action-scale-up-trainers-failed"]);
     aws.fail(false);
-    let report = hands(&aws).run(&outbox, now + Duration::minutes(20)).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now + Duration::minutes(20)).await.unwrap();
     assert_eq!(report.done.len(), 2);
     assert_eq!(*aws.capacity.lock().unwrap(), [("trainers".to_string(), 2)]);
     assert_eq!(outbox.alerts().len(), 4, "failed once and done once, per action");
@@ -487,11 +487,11 @@ async fn an_action_still_failing_a_day_after_the_end_is_dropped_once() {
     let end = target().block.end;
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Ended, false), end).await.unwrap();
     aws.fail(true);
-    let before = hands(&aws).run(&outbox, end + Duration::hours(23)).await.unwrap();
+    let before = action_runner(&aws).run(&outbox, end + Duration::hours(23)).await.unwrap();
     assert_eq!(before.failed.len(), 2, "{before:?}");
-    let last = hands(&aws).run(&outbox, end + Duration::hours(24)).await.unwrap();
+    let last = action_runner(&aws).run(&outbox, end + Duration::hours(24)).await.unwrap();
     assert_eq!(last.failed.len(), 2, "{last:?}");
-    let after = hands(&aws).run(&outbox, end + Duration::hours(25)).await.unwrap();
+    let after = action_runner(&aws).run(&outbox, end + Duration::hours(25)).await.unwrap();
     assert_eq!(after, ActionReport::default(), "dropped: no longer tried");
     let given_up = outbox.alerts().into_iter().filter(|a| a.ends_with("-given-up")).count();
     assert_eq!(given_up, 2);
@@ -505,7 +505,7 @@ async fn a_leased_action_is_left_to_the_run_holding_it() {
     for n in outbox.pending().await.unwrap() {
         assert!(outbox.lease(&n, now, now + LEASE).await.unwrap());
     }
-    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.held_elsewhere, 2);
     assert!(aws.capacity.lock().unwrap().is_empty());
 }
@@ -526,19 +526,19 @@ async fn a_command_goes_once_to_each_instance_and_its_result_comes_back() {
     let marker = record(&run[0].target.block.reservation_id, run[0].key.then("sending-0"), &["i-1"], now);
     outbox.put_record(&marker).await.unwrap();
 
-    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.done.len(), 1, "{report:?}");
     let sent = aws.sent.lock().unwrap().clone();
     assert_eq!(sent.len(), 2);
     assert_eq!(sent[1].1, ["i-2"], "only the instance without it");
 
     *aws.running.lock().unwrap() = true;
-    let report = hands(&aws).run(&outbox, now + Duration::minutes(5)).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now + Duration::minutes(5)).await.unwrap();
     assert_eq!(report.waiting.len(), 1, "the result waits for every instance: {report:?}");
     assert!(!outbox.alerts().iter().any(|a| a.contains("result")), "nothing said while it runs");
 
     *aws.running.lock().unwrap() = false;
-    let report = hands(&aws).run(&outbox, now + Duration::minutes(10)).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now + Duration::minutes(10)).await.unwrap();
     assert_eq!(report.done.len(), 1);
     assert_eq!(aws.sent.lock().unwrap().len(), 2, "nothing sent again");
     let result = outbox
@@ -557,23 +557,23 @@ async fn a_parameter_is_cleared_only_while_it_names_the_block() {
     let (outbox, aws) = (Memory::default(), Aws::default());
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Paid, false), now).await.unwrap();
-    hands(&aws).run(&outbox, now).await.unwrap();
+    action_runner(&aws).run(&outbox, now).await.unwrap();
     // Another block of the rule published over it: the first block's end leaves it alone.
     let mut other = target();
     other.block.reservation_id = "cr-0fedcba9876543210".into();
     enqueue_actions(&outbox, &at_point(&all(), &other, Point::Paid, false), now).await.unwrap();
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Ended, false), now).await.unwrap();
-    hands(&aws).run(&outbox, now).await.unwrap();
+    action_runner(&aws).run(&outbox, now).await.unwrap();
     let value = aws.parameters.lock().unwrap().get("/capblock/p5/current").cloned().unwrap();
     assert!(value.contains("cr-0fedcba9876543210"));
     enqueue_actions(&outbox, &at_point(&all(), &other, Point::Ended, false), now).await.unwrap();
-    hands(&aws).run(&outbox, now).await.unwrap();
+    action_runner(&aws).run(&outbox, now).await.unwrap();
     assert!(aws.parameters.lock().unwrap().is_empty());
 }
 
 #[test]
 fn event_notices_are_keyed_by_block_and_step() {
-    let s = bus::tests::subject();
+    let s = bus_event::tests::subject();
     let n = event_notice(&s, &BusStep::Active, "delivered", Some("arn:x"), t(1, 0, 0)).unwrap();
     assert_eq!(n.id(), "cr-0123456789abcdef0#delivered@events");
     assert_eq!(n.topic, Topic::Events);
@@ -619,7 +619,7 @@ async fn a_group_name_of_any_length_gets_a_key_the_store_takes() {
     let long = "😀".repeat(255);
     let (store, rules) = two_blocks(&long);
     let aws = Aws::default();
-    let report = tracker_pass(&store, &hands(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
+    let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
     assert!(report.errors.is_empty(), "{report:?}");
     assert_eq!(report.done.len(), 2, "{report:?}");
     let mut set = aws.capacity.lock().unwrap().clone();
@@ -634,7 +634,7 @@ async fn one_blocks_store_error_stops_no_other_block() {
     let (store, rules) = two_blocks("first");
     *store.failing_thread.lock().unwrap() = Some("cr-0000000000000000a".into());
     let aws = Aws::default();
-    let report = tracker_pass(&store, &hands(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
+    let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
     assert_eq!(*aws.capacity.lock().unwrap(), [("trainers".to_string(), 2)], "{report:?}");
     assert_eq!(report.done, ["cr-0000000000000000b#action-scale-up-trainers"]);
     assert_eq!(report.errors.len(), 1, "{report:?}");
@@ -654,11 +654,11 @@ async fn one_blocks_store_error_stops_no_other_block() {
     );
     enqueue_actions(&store, &planned, t(10, 11, 59)).await.unwrap();
     *store.failing_thread.lock().unwrap() = Some("cr-0000000000000000a".into());
-    let report = tracker_pass(&store, &hands(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
+    let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
     assert_eq!(report.done, ["cr-0000000000000000b#action-scale-up-trainers"], "{report:?}");
     assert_eq!(report.errors.len(), 2, "planning and running the first block: {report:?}");
     *store.failing_thread.lock().unwrap() = None;
-    let report = tracker_pass(&store, &hands(&aws), &rules, &stack(Mode::Live), t(10, 12, 10)).await;
+    let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::Live), t(10, 12, 10)).await;
     assert_eq!(report.done, ["cr-0000000000000000a#action-scale-up-first"], "{report:?}");
 }
 
@@ -675,7 +675,7 @@ async fn a_command_someone_else_sent_with_capblocks_mark_suppresses_nothing() {
     // Someone allowed to send commands sent one with capblock's comment (the document too)
     // to both instances before capblock did: capblock never marked a send, so it is not its.
     aws.sent.lock().unwrap().push(("capblock-checkpoint".into(), vec!["i-1".into(), "i-2".into()], comment.clone()));
-    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.done.len(), 1, "{report:?}");
     let sent = aws.sent.lock().unwrap().clone();
     assert_eq!(sent.len(), 2);
@@ -702,9 +702,9 @@ async fn the_reservation_goes_into_the_rules_group_once_and_out_at_the_end() {
     for point in [Point::Active, Point::Extended] {
         assert_eq!(enqueue_actions(&outbox, &at_point(&with_group(), &target(), point, false), now).await.unwrap(), 0);
     }
-    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.done, ["cr-0123456789abcdef0#action-reservation-group-add-capblock-prod-p5"]);
-    hands(&aws).run(&outbox, now + Duration::minutes(5)).await.unwrap();
+    action_runner(&aws).run(&outbox, now + Duration::minutes(5)).await.unwrap();
     {
         let groups = aws.reservation_groups.lock().unwrap();
         let g = &groups["capblock-prod-p5"];
@@ -719,7 +719,7 @@ async fn the_reservation_goes_into_the_rules_group_once_and_out_at_the_end() {
     other.block.reservation_id = "cr-0fedcba9876543210".into();
     other.block.arn = Some(ARN.replace("cr-0123456789abcdef0", "cr-0fedcba9876543210"));
     enqueue_actions(&outbox, &at_point(&with_group(), &other, Point::Paid, false), now).await.unwrap();
-    hands(&aws).run(&outbox, now + Duration::minutes(10)).await.unwrap();
+    action_runner(&aws).run(&outbox, now + Duration::minutes(10)).await.unwrap();
     assert_eq!(*aws.created.lock().unwrap(), 1);
     assert_eq!(aws.reservation_groups.lock().unwrap()["capblock-prod-p5"].members.len(), 2);
 
@@ -730,9 +730,9 @@ async fn the_reservation_goes_into_the_rules_group_once_and_out_at_the_end() {
     let out = at_point(&with_group(), &ended, Point::Ended, false);
     enqueue_actions(&outbox, &out, end).await.unwrap();
     enqueue_actions(&outbox, &out, end).await.unwrap();
-    let report = hands(&aws).run(&outbox, end).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, end).await.unwrap();
     assert_eq!(report.done, ["cr-0123456789abcdef0#action-reservation-group-remove-capblock-prod-p5"]);
-    hands(&aws).run(&outbox, end + Duration::minutes(5)).await.unwrap();
+    action_runner(&aws).run(&outbox, end + Duration::minutes(5)).await.unwrap();
     let members = aws.reservation_groups.lock().unwrap()["capblock-prod-p5"].members.clone();
     assert_eq!(members, BTreeSet::from([other.block.arn.clone().unwrap()]));
     assert_eq!(*aws.membership_calls.lock().unwrap(), 3);
@@ -747,7 +747,7 @@ async fn an_ultraserver_block_gets_a_group_for_its_instance_type() {
     ultra.block.ultraserver = true;
     ultra.block.instance_type = "p6e-gb200.36xlarge".parse().unwrap();
     enqueue_actions(&outbox, &at_point(&with_group(), &ultra, Point::Paid, false), t(9, 12, 0)).await.unwrap();
-    hands(&aws).run(&outbox, t(9, 12, 0)).await.unwrap();
+    action_runner(&aws).run(&outbox, t(9, 12, 0)).await.unwrap();
     assert_eq!(
         aws.reservation_groups.lock().unwrap()["capblock-prod-p5"].pool,
         ReservationPool::UltraServerBlocks { instance_type: "p6e-gb200.36xlarge".into() }
@@ -762,7 +762,7 @@ async fn a_group_in_dry_run_is_announced_and_never_made() {
     let mut ended = target();
     ended.block.state = BlockState::Expired;
     enqueue_actions(&outbox, &at_point(&with_group(), &ended, Point::Ended, true), now).await.unwrap();
-    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.done.len(), 2, "{report:?}");
     assert!(aws.reservation_groups.lock().unwrap().is_empty());
     assert_eq!((*aws.created.lock().unwrap(), *aws.membership_calls.lock().unwrap()), (0, 0));
@@ -786,13 +786,13 @@ async fn a_failing_group_is_announced_once_retried_and_holds_nothing_back() {
     aws.fail(true);
     enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Paid, false), now).await.unwrap();
     for run in 0..3 {
-        let report = hands(&aws).run(&outbox, now + Duration::minutes(5 * run)).await.unwrap();
+        let report = action_runner(&aws).run(&outbox, now + Duration::minutes(5 * run)).await.unwrap();
         assert_eq!(report.failed.len(), 2, "{report:?}");
     }
     let failed: Vec<String> = outbox.alerts().into_iter().filter(|a| a.ends_with("-failed")).collect();
     assert_eq!(failed.len(), 2, "announced once each: {failed:?}");
     aws.fail(false);
-    let report = hands(&aws).run(&outbox, now + Duration::minutes(20)).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now + Duration::minutes(20)).await.unwrap();
     assert_eq!(report.done.len(), 2, "{report:?}");
     assert_eq!(aws.reservation_groups.lock().unwrap()["capblock-prod-p5"].members.len(), 1);
 
@@ -801,7 +801,7 @@ async fn a_failing_group_is_announced_once_retried_and_holds_nothing_back() {
     let mut no_arn = target();
     no_arn.block.arn = None;
     enqueue_actions(&outbox, &at_point(&with_group(), &no_arn, Point::Paid, false), now).await.unwrap();
-    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.failed.len(), 1, "{report:?}");
 }
 
@@ -812,7 +812,7 @@ async fn a_group_that_is_gone_at_the_end_has_nothing_to_give_back() {
     ended.block.state = BlockState::Expired;
     let end = ended.block.end;
     enqueue_actions(&outbox, &at_point(&with_group(), &ended, Point::Ended, false), end).await.unwrap();
-    let report = hands(&aws).run(&outbox, end).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, end).await.unwrap();
     assert_eq!(report.done.len(), 1, "{report:?}");
     let said = outbox.notices.lock().unwrap().iter().any(|(n, _, _)| n.message.body.contains("is gone"));
     assert!(said);
@@ -828,7 +828,7 @@ async fn a_group_scaled_up_outside_the_blocks_zone_is_warned_of_once() {
         .filter(|p| matches!(p.order, Order::SetCapacity { .. }))
         .collect();
     enqueue_actions(&outbox, &up, now).await.unwrap();
-    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.done.len(), 1, "scaled up all the same: {report:?}");
     assert_eq!(*aws.capacity.lock().unwrap(), [("trainers".to_string(), 2)]);
     let mut alerts = outbox.alerts();
@@ -852,7 +852,7 @@ async fn a_group_scaled_up_outside_the_blocks_zone_is_warned_of_once() {
         *aws.zones_unreadable.lock().unwrap() = unreadable;
         enqueue_actions(&outbox, &up, now).await.unwrap();
         enqueue_actions(&outbox, &due(&all(), &target(), t(11, 10, 20), false), now).await.unwrap();
-        let report = hands(&aws).run(&outbox, now).await.unwrap();
+        let report = action_runner(&aws).run(&outbox, now).await.unwrap();
         assert_eq!(report.done.len(), 2, "{report:?}");
         assert!(!outbox.alerts().iter().any(|a| a.ends_with("-warning")), "{:?}", outbox.alerts());
     }
@@ -876,11 +876,11 @@ async fn the_tracker_plans_the_group_with_the_stacks_name_once_the_block_is_paid
     };
     let rules: HashMap<String, Rule> = [("a".to_string(), rule_with("a", with_group()))].into();
     let aws = Aws::default();
-    let report = tracker_pass(&store, &hands(&aws), &rules, &stack(Mode::Live), t(9, 12, 0)).await;
+    let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::Live), t(9, 12, 0)).await;
     assert_eq!(report.done, ["cr-0000000000000000b#action-reservation-group-add-capblock-prod-a"], "{report:?}");
     // In a dry-run stack, the same plan only says what it would do.
     let (store, aws) = (Memory { blocks: store.blocks.clone(), ..Memory::default() }, Aws::default());
-    let report = tracker_pass(&store, &hands(&aws), &rules, &stack(Mode::DryRun), t(9, 12, 0)).await;
+    let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::DryRun), t(9, 12, 0)).await;
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert!(aws.reservation_groups.lock().unwrap().is_empty());
 }
@@ -924,26 +924,26 @@ async fn a_node_group_goes_up_once_at_the_start_and_back_to_what_it_was_at_the_e
     let now = t(10, 11, 35);
     let up = at_point(&nodegroup(4, None, None), &target(), Point::Active, false);
     assert_eq!(enqueue_actions(&outbox, &up, now).await.unwrap(), 1);
-    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.done.len(), 1, "{report:?}");
     // The minimum stays, the maximum is raised to the desired size.
     assert_eq!(aws.nodegroup(), sized(1, 4, 4));
     // A duplicate trigger and a second run change nothing.
     assert_eq!(enqueue_actions(&outbox, &up, now).await.unwrap(), 0);
-    assert_eq!(hands(&aws).run(&outbox, now + Duration::minutes(5)).await.unwrap(), ActionReport::default());
+    assert_eq!(action_runner(&aws).run(&outbox, now + Duration::minutes(5)).await.unwrap(), ActionReport::default());
     assert_eq!(aws.updates(), 1);
 
     // 45 minutes before termination: back to min 1, max 2, desired 1, once.
     let late = t(11, 10, 15);
     let down = due(&nodegroup(4, None, None), &target(), late, false);
     assert_eq!(enqueue_actions(&outbox, &down, late).await.unwrap(), 1);
-    let report = hands(&aws).run(&outbox, late).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, late).await.unwrap();
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert_eq!(aws.nodegroup(), sized(1, 2, 1));
     // The end's order has the lead's key: nothing runs twice.
     let ended = at_point(&nodegroup(4, None, None), &target(), Point::Ended, false);
     assert_eq!(enqueue_actions(&outbox, &ended, late).await.unwrap(), 0);
-    assert_eq!(hands(&aws).run(&outbox, late + Duration::minutes(5)).await.unwrap(), ActionReport::default());
+    assert_eq!(action_runner(&aws).run(&outbox, late + Duration::minutes(5)).await.unwrap(), ActionReport::default());
     assert_eq!(aws.updates(), 2);
     let said = outbox
         .notices
@@ -970,11 +970,11 @@ async fn a_retried_scale_up_keeps_what_the_node_group_was_before_the_first_try()
     outbox.put_record(&record(&target().block.reservation_id, record_key, &scaled, now)).await.unwrap();
     aws.nodegroups.lock().unwrap().insert("train/gpu".into(), sized(1, 6, 3));
 
-    hands(&aws).run(&outbox, now).await.unwrap();
+    action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(aws.nodegroup(), sized(1, 6, 3), "the same size again");
     let late = t(11, 10, 15);
     enqueue_actions(&outbox, &due(&actions, &target(), late, false), late).await.unwrap();
-    hands(&aws).run(&outbox, late).await.unwrap();
+    action_runner(&aws).run(&outbox, late).await.unwrap();
     assert_eq!(aws.nodegroup(), sized(0, 2, 0), "what it was before capblock touched it");
 }
 
@@ -984,13 +984,13 @@ async fn a_size_changed_since_the_scale_up_is_left_as_it_is() {
     let now = t(10, 11, 35);
     let actions = nodegroup(4, None, None);
     enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Active, false), now).await.unwrap();
-    hands(&aws).run(&outbox, now).await.unwrap();
+    action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(aws.nodegroup(), sized(0, 4, 4));
     // Someone (the Cluster Autoscaler, a person) took the desired size to 3.
     aws.nodegroups.lock().unwrap().insert("train/gpu".into(), sized(0, 4, 3));
     let late = t(11, 10, 15);
     enqueue_actions(&outbox, &due(&actions, &target(), late, false), late).await.unwrap();
-    hands(&aws).run(&outbox, late).await.unwrap();
+    action_runner(&aws).run(&outbox, late).await.unwrap();
     // The maximum goes back; the desired size stays theirs, within it.
     assert_eq!(aws.nodegroup(), sized(0, 2, 2));
     let said = outbox.notices.lock().unwrap().iter().map(|(n, _, _)| n.message.body.clone()).collect::<Vec<_>>();
@@ -1002,7 +1002,7 @@ async fn a_node_group_never_scaled_up_is_left_as_it_is_at_the_end() {
     let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(0, 2, 1)));
     let end = target().block.end;
     enqueue_actions(&outbox, &at_point(&nodegroup(2, None, None), &target(), Point::Ended, false), end).await.unwrap();
-    let report = hands(&aws).run(&outbox, end).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, end).await.unwrap();
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert_eq!(aws.updates(), 0);
     assert_eq!(aws.nodegroup(), sized(0, 2, 1));
@@ -1014,7 +1014,7 @@ async fn a_missing_node_group_fails_once_and_is_retried() {
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&nodegroup(2, None, None), &target(), Point::Active, false), now).await.unwrap();
     for run in 0..3 {
-        let report = hands(&aws).run(&outbox, now + Duration::minutes(5 * run)).await.unwrap();
+        let report = action_runner(&aws).run(&outbox, now + Duration::minutes(5 * run)).await.unwrap();
         assert_eq!(report.failed.len(), 1, "{report:?}");
     }
     let failed = outbox
@@ -1029,7 +1029,7 @@ async fn a_missing_node_group_fails_once_and_is_retried() {
     assert!(failed[0].contains("no node group") && failed[0].contains("HandoffClusters"), "{failed:#?}");
     // Made by a person: the next run scales it up.
     aws.nodegroups.lock().unwrap().insert("train/gpu".into(), sized(0, 1, 0));
-    let report = hands(&aws).run(&outbox, now + Duration::minutes(20)).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now + Duration::minutes(20)).await.unwrap();
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert_eq!(aws.nodegroup(), sized(0, 2, 2));
 }
@@ -1041,7 +1041,7 @@ async fn a_node_group_in_dry_run_is_announced_and_never_touched() {
     let actions = nodegroup(2, None, None);
     enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Active, true), now).await.unwrap();
     enqueue_actions(&outbox, &due(&actions, &target(), t(11, 10, 15), true), now).await.unwrap();
-    let report = hands(&aws).run(&outbox, now).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.done.len(), 2, "{report:?}");
     assert_eq!(aws.updates(), 0);
     let said = outbox.notices.lock().unwrap().iter().map(|(n, _, _)| n.message.body.clone()).collect::<Vec<_>>();
@@ -1079,17 +1079,17 @@ async fn after_an_extension_the_new_ends_order_finds_the_node_group_back_already
     let actions = nodegroup(2, None, None);
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Active, false), now).await.unwrap();
-    hands(&aws).run(&outbox, now).await.unwrap();
+    action_runner(&aws).run(&outbox, now).await.unwrap();
     let late = t(11, 10, 15);
     enqueue_actions(&outbox, &due(&actions, &target(), late, false), late).await.unwrap();
-    hands(&aws).run(&outbox, late).await.unwrap();
+    action_runner(&aws).run(&outbox, late).await.unwrap();
     assert_eq!((aws.nodegroup(), aws.updates()), (sized(0, 2, 0), 2));
     // Extended by a day: the new end's order runs once more and changes nothing.
     let mut extended = target();
     extended.block.end = t(12, 11, 30);
     let later = t(12, 10, 15);
     assert_eq!(enqueue_actions(&outbox, &due(&actions, &extended, later, false), later).await.unwrap(), 1);
-    let report = hands(&aws).run(&outbox, later).await.unwrap();
+    let report = action_runner(&aws).run(&outbox, later).await.unwrap();
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert_eq!((aws.nodegroup(), aws.updates()), (sized(0, 2, 0), 2));
     let said = outbox.notices.lock().unwrap().iter().map(|(n, _, _)| n.message.body.clone()).collect::<Vec<_>>();
@@ -1116,7 +1116,7 @@ fn block_in(state: BlockState) -> Block {
 
 async fn pass(store: &Memory, aws: &Aws, rule: &Rule, mode: Mode, now: DateTime<Utc>) -> ActionReport {
     let rules: HashMap<String, Rule> = [(rule.id.clone(), rule.clone())].into();
-    tracker_pass(store, &hands(aws), &rules, &stack(mode), now).await
+    tracker_pass(store, &action_runner(aws), &rules, &stack(mode), now).await
 }
 
 /// The block of `rule` ends (the tracker's move to expired) and the unshare order it plans is
@@ -1126,7 +1126,7 @@ async fn end_and_unshare(store: &Memory, aws: &Aws, rule: &Rule) -> DateTime<Utc
     at_move(store, &block_in(BlockState::Active), &ended, &[], Some(rule), &stack(Mode::Live), ended.end)
         .await
         .unwrap();
-    let report = hands(aws).run(store, ended.end).await.unwrap();
+    let report = action_runner(aws).run(store, ended.end).await.unwrap();
     assert_eq!(report.done, ["cr-0123456789abcdef0#action-unshare"], "{report:?}");
     ended.end
 }
@@ -1184,7 +1184,7 @@ async fn a_block_is_shared_once_when_scheduled_never_before_and_unshared_at_its_
     // The block ends: the share is deleted, once.
     let ended = end_and_unshare(&store, &aws, &rule).await;
     assert!(aws.shares.lock().unwrap()[0].deleted);
-    let again = hands(&aws).run(&store, ended + Duration::minutes(5)).await.unwrap();
+    let again = action_runner(&aws).run(&store, ended + Duration::minutes(5)).await.unwrap();
     assert!(again.done.is_empty());
 }
 

@@ -5,8 +5,8 @@ use chrono::Duration;
 use super::*;
 use crate::app::fixtures::{offering, reservation_of, rule, sent_intent, t0};
 use crate::domain::budget::SENT_GRACE;
+use crate::domain::ids::Region;
 use crate::domain::lifecycle::Observed;
-use crate::domain::names::Region;
 use crate::memory::{MemoryEc2, MemoryTable};
 use crate::ports::{MarketError, ReservationSource, Tagged};
 

@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 
 use super::{Findings, Plan, Planned, Scanner};
-use crate::app::fan_out::{Answer, Calls, MEMBER_STRIKES, Pacing, QUOTA_STRIKES, RunAnswers, ask_spread, helpers};
+use crate::app::paced_asker::{Answer, Calls, MEMBER_STRIKES, Pacing, QUOTA_STRIKES, RunAnswers, ask_spread, helpers};
+use crate::domain::ids::Region;
 use crate::domain::market_memory::{self, Carried};
-use crate::domain::names::Region;
 use crate::domain::offering::Offering;
-use crate::domain::plan::{MARKET_NOTE_TTL, Refusals, RegionMemory, Watch, family, member_key, member_of_key};
+use crate::domain::plan::{Coverage, MARKET_NOTE_TTL, Refusals, RegionMemory, family, member_key, member_of_key};
 use crate::ports::{OfferingQuery, OfferingSource, QuotaSource};
 
 impl<M: OfferingSource + QuotaSource + ?Sized, S: ?Sized, N: ?Sized> Scanner<'_, M, S, N> {
@@ -228,10 +228,10 @@ impl<M: OfferingSource + QuotaSource + ?Sized, S: ?Sized, N: ?Sized> Scanner<'_,
                 .collect();
             let questions = mine.len() as u32;
             let unanswered = questions - ages.len() as u32;
-            let (p50, max) = Watch::ages(&mut ages);
+            let (p50, max) = Coverage::ages(&mut ages);
             let counts = plan.regions.entry(region.to_string()).or_default();
             (counts.age_p50_secs, counts.age_max_secs) = (p50, max);
-            memory.watch = Some(Watch {
+            memory.watch = Some(Coverage {
                 at: now,
                 questions,
                 unanswered,

@@ -47,7 +47,7 @@ impl<M: ?Sized, S: MarketMemory + Outbox + ?Sized, N: ?Sized> Scanner<'_, M, S, 
         }
         // Once a day per member account while its watch role fails.
         for (account, error) in &findings.watch_failed {
-            let msg = announce::watch_account_failed(account, error, &self.settings.stack.name);
+            let msg = announce::member_account_failed(account, error, &self.settings.stack.name);
             let milestone = format!("watch-failed-{account}-{}", now.format("%Y-%m-%d"));
             self.store.enqueue(&alert_notice("market-watch", &OutboxKey::notice(milestone)?, &msg, now)).await?;
         }

@@ -30,7 +30,7 @@ async fn a_block_a_member_found_is_bought_under_the_buying_accounts_id() {
     // The same block: the member was shown it as cb-member, the buying account as cb-home.
     let home = MemoryEc2::default().with_offerings([two("cb-home")]);
     let member = MemoryEc2::default().with_offerings([two("cb-member")]);
-    let watch = [WatchAccount { account: "111111111111".into(), market: Box::new(member) }];
+    let members = [MemberMarket { account: "111111111111".into(), market: Box::new(member) }];
     let catalog = Mutex::new(AcceleratorCatalog::new());
     let scanner = Scanner {
         market: &home,
@@ -38,7 +38,7 @@ async fn a_block_a_member_found_is_bought_under_the_buying_accounts_id() {
         notifier: &notifier,
         catalog: &catalog,
         settings: &settings,
-        watch: &watch,
+        members: &members,
     };
     let report = scanner.run(RunTime::asked(t0(), None)).await.unwrap();
     assert_eq!(report.regions["us-east-1"].accounts, 2);

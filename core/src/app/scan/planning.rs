@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use super::{
     MAX_QUESTIONS_PER_SCAN, MAX_REGIONS_PER_SCAN, Plan, Planned, RegionQuestions, SCAN_BOUNDS, Scanner, gather,
 };
-use crate::domain::names::Region;
+use crate::domain::ids::Region;
 use crate::domain::plan::{self, Candidate, RegionMemory, family};
 use crate::domain::rule::Rule;
 use crate::domain::run_time::RunTime;
@@ -56,11 +56,11 @@ impl<M: ?Sized, S: MarketMemory + ?Sized, N: ?Sized> Scanner<'_, M, S, N> {
         let until = (at.clock()
             + chrono::Duration::from_std(self.settings.describe.ask_for).unwrap_or_default()
             + CLAIM_MARGIN)
-            .min(at.clock() + crate::ports::MAX_WATCH_CLAIM);
+            .min(at.clock() + crate::ports::MAX_REGION_CLAIM);
         for region in regions {
             // A replay writes nothing, not even a claim.
             if !at.is_replay() {
-                match self.store.claim_watch(&region, run, at.clock(), until).await {
+                match self.store.claim_region(&region, run, at.clock(), until).await {
                     Ok(true) => claimed.push(region.clone()),
                     Ok(false) => {
                         tracing::info!(event = "watched_elsewhere", %region, "another scan is asking this region; leaving it to that one");
@@ -133,7 +133,7 @@ impl<M: ?Sized, S: MarketMemory + ?Sized, N: ?Sized> Scanner<'_, M, S, N> {
     /// back runs out by itself.
     pub(super) async fn release_claims(&self, claimed: &[Region], run: &str) {
         for region in claimed {
-            if let Err(e) = self.store.release_watch(region, run).await {
+            if let Err(e) = self.store.release_region(region, run).await {
                 tracing::warn!(event = "watch_unreleased", %region, error = %e, "the claim runs out by itself");
             }
         }

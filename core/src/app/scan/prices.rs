@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use rust_decimal::Decimal;
 
 use super::{Scanner, SeenPrice};
-use crate::domain::names::{InstanceType, Region};
+use crate::domain::ids::{InstanceType, Region};
 use crate::domain::offering::Offering;
 use crate::domain::run_time::RunTime;
 use crate::ports::{Observation, ObservationStore};

@@ -44,7 +44,7 @@ async fn a_replayed_scan_writes_nothing() {
         notifier: &notifier,
         catalog: &catalog,
         settings: &settings,
-        watch: &[],
+        members: &[],
     };
     let hour_later = t0() + Duration::hours(1);
     let report = scanner.run(RunTime::asked(t0() + Duration::minutes(1), Some(hour_later))).await.unwrap();
@@ -80,7 +80,7 @@ async fn a_dry_run_stack_settles_open_live_intents_on_the_clock() {
         notifier: &notifier,
         catalog: &catalog,
         settings: &settings,
-        watch: &[],
+        members: &[],
     };
     let clock = t0() + Duration::minutes(20);
     let report = scanner.run(RunTime::asked(clock, Some(clock + Duration::minutes(4)))).await.unwrap();
@@ -122,7 +122,7 @@ async fn a_confirmed_live_scan_buys_only_the_planned_block_at_the_planned_fee() 
         notifier: &notifier,
         catalog: &catalog,
         settings: &settings,
-        watch: &[],
+        members: &[],
     };
     let planned = MemoryEc2::default().with_offerings([at_fee("cb-plan", start, "480")]);
     let look = scanner(&planned).run(RunTime::from(t0()).look()).await.unwrap();

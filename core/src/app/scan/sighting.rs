@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::{Acted, Confirmed, Findings, Plan, Scanner};
 use crate::app::budgets::headroom;
-use crate::app::fan_out::Answer;
+use crate::app::paced_asker::Answer;
 use crate::domain::decision::{Headroom, decide};
 use crate::domain::offering::Offering;
 use crate::domain::rule::Rule;

@@ -62,7 +62,7 @@ async fn a_replayed_tick_on_a_dry_run_stack_moves_nothing() {
         notifier: &notifier,
         reminders: &reminders,
         settings: &settings,
-        hands: None,
+        action_runner: None,
     };
     let days_ahead = t0() + Duration::days(5);
     let report = tracker.run(RunTime::asked(t0() + Duration::minutes(1), Some(days_ahead))).await.unwrap();
@@ -123,7 +123,7 @@ async fn a_failed_part_keeps_the_fee_while_another_may_be_held_and_says_so() {
     async fn run(market: &MemoryEc2, table: &MemoryTable, settings: &TrackSettings) {
         let (notifier, reminders) = (MemoryNotifier::default(), MemoryReminders::default());
         let tracker =
-            Tracker { market, store: table, notifier: &notifier, reminders: &reminders, settings, hands: None };
+            Tracker { market, store: table, notifier: &notifier, reminders: &reminders, settings, action_runner: None };
         tracker.run(t0()).await.unwrap();
     }
     run(&market, &table, &settings).await;

@@ -59,7 +59,7 @@ pub fn not_sold(region: &str, instance_type: &str, ec2_says: &str, rules: &[Stri
 
 /// A member account lending the watch its describe limit did not answer (its watch role
 /// missing or refused): the other accounts asked its questions, more slowly.
-pub fn watch_account_failed(account: &str, error: &str, stack: &str) -> SlackMessage {
+pub fn member_account_failed(account: &str, error: &str, stack: &str) -> SlackMessage {
     SlackMessage {
         id: format!("market-watch#failed-{account}"),
         title: format!("Account {account} is not helping watch the market"),

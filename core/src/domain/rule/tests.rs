@@ -299,7 +299,7 @@ fn a_rule_asks_at_most_256_questions_per_scan() {
     assert!(q[0].1.contains("asks 1800 questions per scan (100 x 2 x 3 x 3); at most 256"), "{}", q[0].1);
     // 14 x 2 x 3 x 3 = 252 passes; 15 regions = 270 does not.
     let known = |n: usize| {
-        crate::domain::names::KNOWN_REGIONS[..n].iter().map(|r| format!("\"{r}\"")).collect::<Vec<_>>().join(", ")
+        crate::domain::ids::KNOWN_REGIONS[..n].iter().map(|r| format!("\"{r}\"")).collect::<Vec<_>>().join(", ")
     };
     assert!(Rule::from_toml(&with(&format!("regions = [{}]", known(14))), now()).is_ok());
     assert_eq!(
@@ -317,7 +317,7 @@ fn a_rule_names_at_most_16_regions() {
             .replace("durations_days = [7, 14, 21]", "durations_days = [7]")
     };
     let known = |n: usize| {
-        crate::domain::names::KNOWN_REGIONS[..n].iter().map(|r| format!("\"{r}\"")).collect::<Vec<_>>().join(", ")
+        crate::domain::ids::KNOWN_REGIONS[..n].iter().map(|r| format!("\"{r}\"")).collect::<Vec<_>>().join(", ")
     };
     assert_eq!(Rule::from_toml(&one_question_each(&known(16)), now()).unwrap().regions.len(), 16);
     let p = problems(&one_question_each(&known(17)));

@@ -45,15 +45,15 @@ impl MarketMemory for DynamoStore {
     }
 
     /// A conditional put: no claim, or one that ran out, or this run's own, or one ending past
-    /// `MAX_WATCH_CLAIM` from now (no run's). Times are the clock's epoch seconds.
-    async fn claim_watch(
+    /// `MAX_REGION_CLAIM` from now (no run's). Times are the clock's epoch seconds.
+    async fn claim_region(
         &self,
         region: &Region,
         run: &str,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.put_watch(
+        self.put_region_claim(
             region,
             run,
             until.timestamp(),
@@ -65,8 +65,8 @@ impl MarketMemory for DynamoStore {
 
     /// A put that ends the claim at once, only if it is still this run's (no DeleteItem: the
     /// scan's role needs no more than it has).
-    async fn release_watch(&self, region: &Region, run: &str) -> Result<(), StoreError> {
-        self.put_watch(region, run, 0, "#run = :run", None).await.map(|_| ())
+    async fn release_region(&self, region: &Region, run: &str) -> Result<(), StoreError> {
+        self.put_region_claim(region, run, 0, "#run = :run", None).await.map(|_| ())
     }
 }
 
@@ -74,7 +74,7 @@ impl DynamoStore {
     /// Writes `run`'s claim of `region` until `until` (epoch seconds) if `condition` holds
     /// (`#run`/`:run` name the run, `#until`/`:now` the claim's end and `now`, when given);
     /// false when it does not.
-    async fn put_watch(
+    async fn put_region_claim(
         &self,
         region: &Region,
         run: &str,
@@ -97,7 +97,7 @@ impl DynamoStore {
             put = put
                 .expression_attribute_names("#until", "until")
                 .expression_attribute_values(":now", n(now.timestamp()))
-                .expression_attribute_values(":latest", n((now + crate::ports::MAX_WATCH_CLAIM).timestamp()));
+                .expression_attribute_values(":latest", n((now + crate::ports::MAX_REGION_CLAIM).timestamp()));
         }
         match put.send().await.map_err(|e| store_err(&format!("watch claim of {region}"), e)) {
             Ok(_) => Ok(true),

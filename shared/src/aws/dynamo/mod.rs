@@ -18,8 +18,8 @@ use rust_decimal::Decimal;
 use crate::domain::block::Block;
 use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, Intent, IntentState, Period};
 use crate::domain::extension::{ExtensionIntent, ExtensionState};
+use crate::domain::ids::{InstanceType, Region};
 use crate::domain::money::Money;
-use crate::domain::names::{InstanceType, Region};
 use crate::domain::plan::RegionMemory;
 use crate::domain::rule::Rule;
 use crate::ports::{

@@ -23,9 +23,9 @@ use chrono::{DateTime, TimeZone, Utc};
 use crate::domain::block::Reservation;
 use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
 use crate::domain::health::{CapacityStatus, Interconnect, StatusCounts};
+use crate::domain::ids::{InstanceType, Region};
 use crate::domain::lifecycle::Observed;
 use crate::domain::money::Money;
-use crate::domain::names::{InstanceType, Region};
 use crate::domain::offering::{Offering, RawOffering};
 use crate::domain::tags::REQUESTED_QUANTITY_TAG;
 use crate::domain::ultraserver::SearchForm;
@@ -85,7 +85,7 @@ struct RegionClients {
     /// Describe calls the SDK may retry (adaptive mode).
     retrying: Client,
     /// One attempt per call, never retried by the SDK: the purchases (no idempotency token) and
-    /// the offerings fan-out (paced and retried by `app::fan_out`). A client of its own rather
+    /// the offerings fan-out (paced and retried by `app::paced_asker`). A client of its own rather
     /// than a per-call override, which rebuilds the call's configuration every time.
     once: Client,
 }
@@ -220,7 +220,7 @@ fn reservation(region: &Region, r: &CapacityReservation) -> Result<Reservation, 
             .instance_type()
             .ok_or_else(|| missing("InstanceType"))?
             .parse()
-            .map_err(|e: crate::domain::names::NameError| e.to_string())?,
+            .map_err(|e: crate::domain::ids::IdError| e.to_string())?,
         instance_count: instance_count(r).ok_or_else(|| missing("TotalInstanceCount"))?,
         start: r.start_date().and_then(to_chrono).ok_or_else(|| missing("StartDate"))?,
         end: r.end_date().and_then(to_chrono).ok_or_else(|| missing("EndDate"))?,

@@ -70,7 +70,7 @@ impl Ec2Market {
         let mut next_token: Option<String> = None;
         loop {
             // One attempt: the scan's fan-out paces and retries this read per region
-            // (app::fan_out), which the SDK's per-call backoff cannot do.
+            // (app::paced_asker), which the SDK's per-call backoff cannot do.
             let page = self
                 .once(&q.region)
                 .describe_capacity_block_offerings()

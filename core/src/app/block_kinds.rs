@@ -5,8 +5,8 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::domain::block::{Block, Reservation};
+use crate::domain::ids::Region;
 use crate::domain::lifecycle::Observed;
-use crate::domain::names::Region;
 use crate::domain::ultraserver::only_in_ultraservers;
 use crate::ports::{BlockKinds, MarketError};
 

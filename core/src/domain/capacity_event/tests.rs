@@ -129,7 +129,7 @@ fn unknown_and_malformed_inputs_are_named() {
 
     let mut v = example(DELIVERED_JSON);
     v["detail"].as_object_mut().unwrap().remove("end-date");
-    assert_eq!(parse(&v).unwrap_err(), EventError::MissingField("end-date"));
+    assert_eq!(parse(&v).unwrap_err(), IncomingError::MissingField("end-date"));
 
     let mut v = example(WARNING_JSON);
     v["detail"]["capacity-reservation-id"] = json!(42);
@@ -141,7 +141,7 @@ fn unknown_and_malformed_inputs_are_named() {
 
     let mut v = example(DELIVERED_JSON);
     v.as_object_mut().unwrap().remove("id");
-    assert_eq!(parse(&v).unwrap_err(), EventError::MissingField("id"));
+    assert_eq!(parse(&v).unwrap_err(), IncomingError::MissingField("id"));
 
     let mut v = example(DELIVERED_JSON);
     v["detail"] = json!("x");

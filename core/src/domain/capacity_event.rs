@@ -12,7 +12,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::names::{Region, is_instance_id, is_reservation_id, prefix};
+use super::ids::{Region, is_instance_id, is_reservation_id, prefix};
 
 /// The `source` of capblock's reminder payload.
 pub const REMINDER_SOURCE: &str = "capblock.reminder";
@@ -27,7 +27,7 @@ const INSTANCE_INTERRUPTION: &str = "EC2 Capacity Reservation Instance Interrupt
 /// Why an input is not something capblock acts on. The function acknowledges all of these
 /// (retrying would not change the input); `kind` names them in the logs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EventError {
+pub enum IncomingError {
     #[error("the input is not a JSON object")]
     NotAnObject,
     #[error("the input is neither an EventBridge event nor a capblock reminder")]
@@ -44,16 +44,16 @@ pub enum EventError {
     BadField { field: &'static str, problem: String },
 }
 
-impl EventError {
+impl IncomingError {
     pub fn kind(&self) -> &'static str {
         match self {
-            EventError::NotAnObject => "not-an-object",
-            EventError::UnknownShape => "unknown-shape",
-            EventError::UnknownSource(_) => "unknown-source",
-            EventError::UnknownDetailType(_) => "unknown-detail-type",
-            EventError::BadEnvelope(_) => "bad-envelope",
-            EventError::MissingField(_) => "missing-field",
-            EventError::BadField { .. } => "bad-field",
+            IncomingError::NotAnObject => "not-an-object",
+            IncomingError::UnknownShape => "unknown-shape",
+            IncomingError::UnknownSource(_) => "unknown-source",
+            IncomingError::UnknownDetailType(_) => "unknown-detail-type",
+            IncomingError::BadEnvelope(_) => "bad-envelope",
+            IncomingError::MissingField(_) => "missing-field",
+            IncomingError::BadField { .. } => "bad-field",
         }
     }
 }
@@ -170,30 +170,30 @@ pub fn event_id_of(v: &Value) -> Option<String> {
 }
 
 /// Parses any input into an `Incoming`.
-pub fn parse(v: &Value) -> Result<Incoming, EventError> {
-    let obj = v.as_object().ok_or(EventError::NotAnObject)?;
+pub fn parse(v: &Value) -> Result<Incoming, IncomingError> {
+    let obj = v.as_object().ok_or(IncomingError::NotAnObject)?;
     if obj.contains_key("detail-type") {
         return parse_eventbridge(v);
     }
     match obj.get("source").and_then(Value::as_str) {
         Some(REMINDER_SOURCE) => parse_reminder(v),
-        Some(other) if !obj.contains_key("reservation_id") => Err(EventError::UnknownSource(prefix(other))),
-        _ => Err(EventError::UnknownShape),
+        Some(other) if !obj.contains_key("reservation_id") => Err(IncomingError::UnknownSource(prefix(other))),
+        _ => Err(IncomingError::UnknownShape),
     }
 }
 
-fn parse_reminder(v: &Value) -> Result<Incoming, EventError> {
+fn parse_reminder(v: &Value) -> Result<Incoming, IncomingError> {
     // Field by field, so the error names the field rather than serde's position.
-    let text = |field: &'static str| -> Result<&str, EventError> {
+    let text = |field: &'static str| -> Result<&str, IncomingError> {
         v.get(field)
-            .ok_or(EventError::MissingField(field))?
+            .ok_or(IncomingError::MissingField(field))?
             .as_str()
-            .ok_or(EventError::BadField { field, problem: "not a string".into() })
+            .ok_or(IncomingError::BadField { field, problem: "not a string".into() })
     };
     let reservation_id = reservation_id(text("reservation_id")?, "reservation_id")?;
     let region = region(text("region")?)?;
-    let lead = v.get("lead_minutes").ok_or(EventError::MissingField("lead_minutes"))?;
-    let lead_minutes = lead.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| EventError::BadField {
+    let lead = v.get("lead_minutes").ok_or(IncomingError::MissingField("lead_minutes"))?;
+    let lead_minutes = lead.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| IncomingError::BadField {
         field: "lead_minutes",
         problem: format!("{lead} is not a whole number of minutes"),
     })?;
@@ -207,39 +207,39 @@ fn parse_reminder(v: &Value) -> Result<Incoming, EventError> {
     })
 }
 
-fn parse_eventbridge(v: &Value) -> Result<Incoming, EventError> {
+fn parse_eventbridge(v: &Value) -> Result<Incoming, IncomingError> {
     let e: EventBridgeEvent<Value> =
-        serde_json::from_value(v.clone()).map_err(|e| EventError::BadEnvelope(e.to_string()))?;
+        serde_json::from_value(v.clone()).map_err(|e| IncomingError::BadEnvelope(e.to_string()))?;
     if e.source != EC2_SOURCE {
-        return Err(EventError::UnknownSource(prefix(&e.source)));
+        return Err(IncomingError::UnknownSource(prefix(&e.source)));
     }
     let dt = e.detail_type.as_str();
     let known = DELIVERED.contains(&dt) || EXPIRATION_WARNING.contains(&dt) || dt == INSTANCE_INTERRUPTION;
     if !known {
-        return Err(EventError::UnknownDetailType(prefix(&e.detail_type)));
+        return Err(IncomingError::UnknownDetailType(prefix(&e.detail_type)));
     }
-    let event_id = e.id.clone().ok_or(EventError::MissingField("id"))?;
+    let event_id = e.id.clone().ok_or(IncomingError::MissingField("id"))?;
     if event_id.len() > MAX_EVENT_ID_LEN || event_id.chars().any(char::is_control) {
-        return Err(EventError::BadField {
+        return Err(IncomingError::BadField {
             field: "id",
             problem: format!("{:?} is not an EventBridge event id", prefix(&event_id)),
         });
     }
-    let region = region(e.region.as_deref().ok_or(EventError::MissingField("region"))?)?;
-    let time = e.time.ok_or(EventError::MissingField("time"))?;
+    let region = region(e.region.as_deref().ok_or(IncomingError::MissingField("region"))?)?;
+    let time = e.time.ok_or(IncomingError::MissingField("time"))?;
     let detail =
-        e.detail.as_object().ok_or(EventError::BadField { field: "detail", problem: "not an object".into() })?;
-    let text = |field: &'static str| -> Result<&str, EventError> {
+        e.detail.as_object().ok_or(IncomingError::BadField { field: "detail", problem: "not an object".into() })?;
+    let text = |field: &'static str| -> Result<&str, IncomingError> {
         detail
             .get(field)
-            .ok_or(EventError::MissingField(field))?
+            .ok_or(IncomingError::MissingField(field))?
             .as_str()
-            .ok_or(EventError::BadField { field, problem: "not a string".into() })
+            .ok_or(IncomingError::BadField { field, problem: "not a string".into() })
     };
     let trigger = if dt == INSTANCE_INTERRUPTION {
         let instance_id = text("instance-id")?;
         if !is_instance_id(instance_id) {
-            return Err(EventError::BadField {
+            return Err(IncomingError::BadField {
                 field: "instance-id",
                 problem: format!("{:?} is not an instance id (i- and 8 or 17 hex digits)", prefix(instance_id)),
             });
@@ -258,7 +258,7 @@ fn parse_eventbridge(v: &Value) -> Result<Incoming, EventError> {
             Trigger::ExpirationWarning { reservation_id, end }
         }
     };
-    let account = Some(e.account.clone().ok_or(EventError::MissingField("account"))?);
+    let account = Some(e.account.clone().ok_or(IncomingError::MissingField("account"))?);
     Ok(Incoming { event_id, region, time, trigger, account })
 }
 
@@ -267,25 +267,25 @@ pub fn reservation_in_arn(arn: &str) -> Option<String> {
     arn.rsplit_once(":capacity-reservation/").map(|(_, id)| id.to_string()).filter(|id| is_reservation_id(id))
 }
 
-fn reservation_id(s: &str, field: &'static str) -> Result<String, EventError> {
+fn reservation_id(s: &str, field: &'static str) -> Result<String, IncomingError> {
     if is_reservation_id(s) {
         Ok(s.to_string())
     } else {
-        Err(EventError::BadField {
+        Err(IncomingError::BadField {
             field,
             problem: format!("{:?} is not a reservation id (cr- and 17 hex digits)", prefix(s)),
         })
     }
 }
 
-fn region(s: &str) -> Result<Region, EventError> {
-    s.parse().map_err(|e: super::names::NameError| EventError::BadField { field: "region", problem: e.to_string() })
+fn region(s: &str) -> Result<Region, IncomingError> {
+    s.parse().map_err(|e: super::ids::IdError| IncomingError::BadField { field: "region", problem: e.to_string() })
 }
 
-fn timestamp(s: &str, field: &'static str) -> Result<DateTime<Utc>, EventError> {
+fn timestamp(s: &str, field: &'static str) -> Result<DateTime<Utc>, IncomingError> {
     DateTime::parse_from_rfc3339(s)
         .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| EventError::BadField { field, problem: format!("{:?}: {e}", prefix(s)) })
+        .map_err(|e| IncomingError::BadField { field, problem: format!("{:?}: {e}", prefix(s)) })
 }
 
 #[cfg(test)]

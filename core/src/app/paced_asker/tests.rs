@@ -506,8 +506,8 @@ impl OfferingSource for Recording {
     }
 }
 
-fn member(account: &str, market: impl OfferingSource + 'static) -> WatchAccount {
-    WatchAccount { account: account.into(), market: Box::new(market) }
+fn member(account: &str, market: impl OfferingSource + 'static) -> MemberMarket {
+    MemberMarket { account: account.into(), market: Box::new(market) }
 }
 
 /// Each account has its own describe limit: with two members lending theirs, a region gets

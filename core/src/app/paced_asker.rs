@@ -1,6 +1,6 @@
 //! Asking the market many questions within EC2's describe limit: one lane per region and
 //! account, all regions at once, one call at a time in each lane. The buying account always has
-//! a lane; member accounts that lend their own limit (`WatchAccount`) add theirs, and the
+//! a lane; member accounts that lend their own limit (`MemberMarket`) add theirs, and the
 //! lanes of a region share its queue of questions (`ask_spread`).
 //!
 //! DescribeCapacityBlockOfferings has a limit of its own per account and region: a burst of
@@ -52,12 +52,12 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::time::{Instant, sleep, sleep_until};
 
+use crate::domain::ids::Region;
 use crate::domain::market_memory::{Carried, Strikes};
-use crate::domain::names::Region;
 use crate::domain::offering::Offering;
 use crate::domain::pace::{Pace, PaceBounds};
 use crate::domain::plan::{DescribeBudget, family};
-use crate::ports::{DESCRIBE_LIMIT, MarketError, OfferingQuery, OfferingSource, WatchAccount};
+use crate::ports::{DESCRIBE_LIMIT, MarketError, MemberMarket, OfferingQuery, OfferingSource};
 
 /// Throttled attempts a question may make in one run before it is carried over.
 pub const MAX_THROTTLED: u32 = 4;
@@ -252,12 +252,12 @@ where
 }
 
 /// A member account lending its describe limit, as the lanes borrow it: its id and its market
-/// (a `ports::WatchAccount`'s, or a bench's stand-in).
+/// (a `ports::MemberMarket`'s, or a bench's stand-in).
 pub type Helper<'a> = (&'a str, &'a dyn OfferingSource);
 
-/// The lanes' view of `WatchAccount`s.
-pub fn helpers(watch: &[WatchAccount]) -> Vec<Helper<'_>> {
-    watch.iter().map(|w| (w.account.as_str(), w.market.as_ref())).collect()
+/// The lanes' view of `MemberMarket`s.
+pub fn helpers(members: &[MemberMarket]) -> Vec<Helper<'_>> {
+    members.iter().map(|w| (w.account.as_str(), w.market.as_ref())).collect()
 }
 
 /// [`ask_all_seeing`] over the buying account (`home`) and the member accounts in `helpers`:

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 macro_rules! text_name {
     ($t:ident) => {
         impl TryFrom<String> for $t {
-            type Error = NameError;
+            type Error = IdError;
             fn try_from(s: String) -> Result<Self, Self::Error> {
                 s.parse()
             }
@@ -44,7 +44,7 @@ pub fn prefix(s: &str) -> String {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NameError {
+pub enum IdError {
     #[error("{0:?} is not an AWS region name (expected e.g. \"us-east-1\", \"ap-southeast-2\", \"us-gov-west-1\")")]
     Region(String),
     #[error("{0:?} is not an EC2 instance type (expected e.g. \"p5.48xlarge\")")]
@@ -111,7 +111,7 @@ pub const KNOWN_REGIONS: &[&str] = &[
 ];
 
 impl FromStr for Region {
-    type Err = NameError;
+    type Err = IdError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let parts: Vec<&str> = s.split('-').collect();
         let lower = |p: &str| !p.is_empty() && p.bytes().all(|c| c.is_ascii_lowercase());
@@ -122,7 +122,7 @@ impl FromStr for Region {
             && lower(parts[0])
             && parts[1..parts.len() - 1].iter().all(|p| lower(p))
             && parts.last().is_some_and(|n| !n.is_empty() && n.len() <= 2 && n.bytes().all(|c| c.is_ascii_digit()));
-        if ok { Ok(Region(s.to_string())) } else { Err(NameError::Region(prefix(s))) }
+        if ok { Ok(Region(s.to_string())) } else { Err(IdError::Region(prefix(s))) }
     }
 }
 
@@ -158,7 +158,7 @@ impl InstanceType {
 }
 
 impl FromStr for InstanceType {
-    type Err = NameError;
+    type Err = IdError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let valid_part =
             |p: &str| !p.is_empty() && p.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
@@ -171,7 +171,7 @@ impl FromStr for InstanceType {
             {
                 Ok(InstanceType(s.to_string()))
             }
-            _ => Err(NameError::InstanceType(prefix(s))),
+            _ => Err(IdError::InstanceType(prefix(s))),
         }
     }
 }
@@ -198,7 +198,7 @@ mod tests {
         for bad in
             ["", "us-east", "US-EAST-1", "useast1", "us-east-1a", "us_east_1", "u-east-1", "us--1", "us-east-123"]
         {
-            assert_eq!(bad.parse::<Region>(), Err(NameError::Region(bad.into())), "{bad}");
+            assert_eq!(bad.parse::<Region>(), Err(IdError::Region(bad.into())), "{bad}");
         }
         // A huge name is refused without being echoed whole.
         let huge = format!("us-{}-1", "e".repeat(1 << 20));
@@ -242,8 +242,8 @@ mod tests {
 }
 
 /// The member accounts that lend the watch their describe limit (`WatchAccounts`): 12-digit
-/// account ids, each once, at most [`MAX_WATCH_ACCOUNTS`]. The error says which entry is wrong.
-pub fn parse_watch_accounts(text: &str) -> Result<Vec<String>, String> {
+/// account ids, each once, at most [`MAX_MEMBER_ACCOUNTS`]. The error says which entry is wrong.
+pub fn parse_member_accounts(text: &str) -> Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::new();
     for entry in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if entry.len() != 12 || !entry.bytes().all(|b| b.is_ascii_digit()) {
@@ -253,9 +253,9 @@ pub fn parse_watch_accounts(text: &str) -> Result<Vec<String>, String> {
             out.push(entry.to_string());
         }
     }
-    if out.len() > MAX_WATCH_ACCOUNTS {
+    if out.len() > MAX_MEMBER_ACCOUNTS {
         return Err(format!(
-            "{} accounts: at most {MAX_WATCH_ACCOUNTS} (each adds a lane per region to every scan)",
+            "{} accounts: at most {MAX_MEMBER_ACCOUNTS} (each adds a lane per region to every scan)",
             out.len()
         ));
     }
@@ -264,22 +264,22 @@ pub fn parse_watch_accounts(text: &str) -> Result<Vec<String>, String> {
 
 /// Member accounts a scan may ask through: 8 lanes per region already ask a region's 64
 /// questions in about a minute, and each lane costs an AssumeRole per container.
-pub const MAX_WATCH_ACCOUNTS: usize = 8;
+pub const MAX_MEMBER_ACCOUNTS: usize = 8;
 
 #[cfg(test)]
-mod watch_account_tests {
+mod member_account_tests {
     use super::*;
 
     #[test]
-    fn watch_accounts_are_account_ids_each_once() {
+    fn member_accounts_are_account_ids_each_once() {
         assert_eq!(
-            parse_watch_accounts(" 111111111111, 222222222222,111111111111,").unwrap(),
+            parse_member_accounts(" 111111111111, 222222222222,111111111111,").unwrap(),
             ["111111111111", "222222222222"]
         );
-        assert_eq!(parse_watch_accounts("").unwrap(), Vec::<String>::new());
-        assert!(parse_watch_accounts("11111111111").unwrap_err().contains("12 digits"));
-        assert!(parse_watch_accounts("arn:aws:iam::111111111111:root").is_err());
+        assert_eq!(parse_member_accounts("").unwrap(), Vec::<String>::new());
+        assert!(parse_member_accounts("11111111111").unwrap_err().contains("12 digits"));
+        assert!(parse_member_accounts("arn:aws:iam::111111111111:root").is_err());
         let nine: Vec<String> = (1..=9).map(|n| format!("{n:012}")).collect();
-        assert!(parse_watch_accounts(&nine.join(",")).unwrap_err().contains("at most 8"));
+        assert!(parse_member_accounts(&nine.join(",")).unwrap_err().contains("at most 8"));
     }
 }

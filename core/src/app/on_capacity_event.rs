@@ -18,10 +18,10 @@ use super::handoff::{EventTo, consumer_copies, event_notice};
 use super::outbox::{FlushReport, alert_notice, flush};
 use crate::domain::announce;
 use crate::domain::block::Block;
-use crate::domain::bus::{self, Subject};
+use crate::domain::bus_event::{self, Subject};
+use crate::domain::capacity_event::{Incoming, Trigger, event_id_of, lead_is_configured, parse, timely};
 use crate::domain::checkpoint::{CheckpointMilestone, WorkloadNotice, reminder_is_current};
-use crate::domain::events::{Incoming, Trigger, event_id_of, lead_is_configured, parse, timely};
-use crate::domain::names::Region;
+use crate::domain::ids::Region;
 use crate::ports::{
     BlockKinds, BlockStore, Clock, InstanceSource, MarketError, Message, Notice, Notifier, Outbox, ReminderError,
     Reminders, ReservationLookup, RuleStore, StoreError, Topic,
@@ -74,12 +74,12 @@ pub enum Handled {
 }
 
 /// The ports one invocation needs. `store` is both the block store and the outbox.
-pub struct EventHandler<'a, S: ?Sized, M: ?Sized, N: ?Sized, R: ?Sized> {
+pub struct CapacityEventHandler<'a, S: ?Sized, M: ?Sized, N: ?Sized, R: ?Sized> {
     pub store: &'a S,
     pub market: &'a M,
     pub notifier: &'a N,
     pub reminders: &'a R,
-    /// The wall clock: an input whose time is far from it is refused (`domain::events::timely`),
+    /// The wall clock: an input whose time is far from it is refused (`domain::capacity_event::timely`),
     /// and the outbox's bookkeeping (leases, `created_at`). What a message *says* is computed
     /// from the event's own time, so a late retry tells the same story.
     pub clock: &'a dyn Clock,
@@ -107,7 +107,7 @@ enum Known {
     Ec2(Block),
 }
 
-impl<S, M, N, R> EventHandler<'_, S, M, N, R>
+impl<S, M, N, R> CapacityEventHandler<'_, S, M, N, R>
 where
     S: BlockStore + RuleStore + Outbox + ?Sized,
     M: ReservationLookup + InstanceSource + BlockKinds + ?Sized,
@@ -228,7 +228,7 @@ where
             // forged, and would stop the workloads and suppress the real one.
             Trigger::ExpirationWarning { .. } => {
                 let clock = self.clock.now();
-                if !crate::domain::events::expiration_is_near(facts.end, clock) {
+                if !crate::domain::capacity_event::expiration_is_near(facts.end, clock) {
                     return Ok(Err((
                         "expiration-not-near",
                         format!(
@@ -316,7 +316,7 @@ where
         let Some(r) = self.market.reservation(region, id).await? else {
             return Ok(None);
         };
-        let ultra = super::kinds::ultraserver_reservations(self.market, region, &[&r]).await?;
+        let ultra = super::block_kinds::ultraserver_reservations(self.market, region, &[&r]).await?;
         Ok(Some(Known::Ec2(Block::adopted(&r, false, self.clock.now()).with_kind(ultra.contains(&r.id)))))
     }
 
@@ -349,9 +349,9 @@ where
         milestone: &CheckpointMilestone,
         created_at: DateTime<Utc>,
     ) -> Result<Option<Notice>, StoreError> {
-        let Some(step) = bus::step_of_checkpoint(milestone) else { return Ok(None) };
+        let Some(step) = bus_event::step_of_checkpoint(milestone) else { return Ok(None) };
         let tags = match self.market.reservation(&facts.region, &facts.reservation_id).await {
-            Ok(r) => r.map(|r| bus::event_tags(&r.tags)).unwrap_or_default(),
+            Ok(r) => r.map(|r| bus_event::event_tags(&r.tags)).unwrap_or_default(),
             Err(e) => {
                 tracing::warn!(event = "event_tags_unavailable", reservation = %facts.reservation_id, error = %e, "event goes out without tags");
                 Default::default()
