@@ -208,7 +208,7 @@ pub enum Reply<R> {
 /// The function's own role, tried action by action (`app::permissions`), when `payload` is
 /// preflight's ask; `None` for any other payload (the function does its work). Only the regions
 /// and instance types to try are read from the payload: it can make the function try its own
-/// actions without effect, nothing else. `ports` are the function's `AWS_PORTS`; `watch` the
+/// actions without effect, nothing else. `ports` are the function's `AWS_PORTS`; `members` the
 /// member accounts it asks the market through (scan-offerings'), each asked the ask's member
 /// questions through its watch role (`app::permissions::ask_members`).
 pub async fn check_own_role(

@@ -572,7 +572,7 @@ impl Rig {
         Scanner { market, store: &self.store, notifier, catalog: &self.catalog, settings, members: &[] }
     }
 
-    /// A scan on this rig's own market, store, notifier and settings that asks through `watch`,
+    /// A scan on this rig's own market, store, notifier and settings that asks through `members`,
     /// member accounts lending their describe limits.
     pub fn with_members<'a>(
         &'a self,

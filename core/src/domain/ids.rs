@@ -1,5 +1,6 @@
-//! Validated names: AWS regions and EC2 instance types. Parsing them once at the edge means the
-//! rest of the code never handles a string that could be a typo.
+//! Validated ids: AWS regions and EC2 instance types, reservation, instance and account ids.
+//! Parsing them once at the edge means the rest of the code never handles a string that could be
+//! a typo.
 
 use std::fmt;
 use std::str::FromStr;

@@ -69,7 +69,8 @@ pub const QUESTIONS_ANSWERED: Metric = metric("QuestionsAnswered", Unit::Count, 
 pub const QUESTIONS_THROTTLED: Metric = metric("QuestionsThrottled", Unit::Count, &["Region"]);
 pub const QUESTIONS_CARRIED_OVER: Metric = metric("QuestionsCarriedOver", Unit::Count, &["Region"]);
 pub const DESCRIBE_BUDGET_USED: Metric = metric("DescribeBudgetUsed", Unit::Percent, &["Region"]);
-// The watch of each region, as a scan leaves it (`plan::Coverage`).
+// How well each region is covered, as a scan leaves it (`plan::Coverage`); the metrics keep
+// the names the dashboard and the alarms know.
 pub const WATCH_QUESTIONS: Metric = metric("WatchQuestions", Unit::Count, &["Region"]);
 pub const WATCH_CYCLE_SECONDS: Metric = metric("WatchCycleSeconds", Unit::Seconds, &["Region"]);
 pub const WATCH_MEDIAN_AGE_SECONDS: Metric = metric("WatchMedianAgeSeconds", Unit::Seconds, &["Region"]);
@@ -140,7 +141,7 @@ pub struct Questions {
     pub allowed: usize,
 }
 
-/// How well one region is watched after a scan.
+/// How well one region is covered after a scan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CoverageFigures {
     /// Distinct questions the rules ask of the region.
@@ -224,7 +225,7 @@ impl Batch {
         }
     }
 
-    /// How well one region is watched.
+    /// How well one region is covered.
     pub fn coverage(&mut self, region: &Region, w: CoverageFigures) {
         let r = [region.as_str()];
         self.put(WATCH_QUESTIONS, &r, w.questions as f64);

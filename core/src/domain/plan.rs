@@ -207,12 +207,13 @@ pub struct RegionMemory {
     /// learn it found (`None`: never learned; the model's form is tried first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search_form: Option<SearchForm>,
-    /// How the watch of this region went, as of the last run that asked it (for people).
+    /// How well this region is covered, as of the last run that asked it (for people); stored
+    /// as `watch`, the attribute's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<Coverage>,
 }
 
-/// How well one region is watched, as the last run that asked it left it: what `capblock
+/// How well one region is covered, as the last run that asked it left it: what `capblock
 /// status` and the dashboard show.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Coverage {

@@ -233,7 +233,7 @@ pub trait ObservationStore: Send + Sync {
 }
 
 /// The last state of each of the stack's CloudWatch alarms, as their state-change events tell it.
-/// The longest a watch claim holds: Lambda runs a function at most 15 minutes.
+/// The longest a region claim holds: Lambda runs a function at most 15 minutes.
 pub const MAX_REGION_CLAIM: chrono::Duration = chrono::Duration::minutes(15);
 
 #[async_trait]

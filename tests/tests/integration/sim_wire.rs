@@ -142,7 +142,7 @@ async fn throttling_is_a_retryable_error_and_unsupported_regions_are_named() {
     assert_eq!(raw.status().as_u16(), 503);
 
     // Through the adapter one query is one attempt (the SDK does not retry it) and comes back
-    // as Throttled, never as a refusal: the scan's fan-out owns the retries and the pace.
+    // as Throttled, never as a refusal: the scan's paced asker owns the retries and the pace.
     let market = sim.market().await;
     let calls = || async { sim.state().await["calls"]["DescribeCapacityBlockOfferings"].as_u64().unwrap() };
     let before = calls().await;
@@ -151,7 +151,7 @@ async fn throttling_is_a_retryable_error_and_unsupported_regions_are_named() {
         other => panic!("expected Throttled, got {other:?}"),
     }
     assert_eq!(calls().await - before, 1, "one attempt");
-    // Through the fan-out the same query is retried at the lane's pace until the bucket lets
+    // Through the paced asker the same query is retried at the lane's pace until the bucket lets
     // it through (one token every 2 s here).
     sim.behaviour(r#"{"throttle": {"rate_per_sec": 0.5, "burst": 1}}"#).await;
     let before = calls().await;

@@ -385,7 +385,7 @@ async fn overlapping_saves_of_the_market_memory_lose_nothing() {
     assert_eq!(stored.asked.len(), 4, "{stored:?}");
 }
 
-/// A watch claim ending further ahead than any run lasts (forged, or from a clock far ahead)
+/// A region claim ending further ahead than any run lasts (forged, or from a clock far ahead)
 /// holds nothing: another run claims the region. A run's own claim still holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_region_claim_past_any_runs_length_holds_nothing() {

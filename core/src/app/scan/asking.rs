@@ -215,7 +215,7 @@ impl<M: OfferingSource + QuotaSource + ?Sized, S: ?Sized, N: ?Sized> Scanner<'_,
         }
     }
 
-    /// How well each region asked this run is watched now: the ages of its questions' last
+    /// How well each region asked this run is covered now: the ages of its questions' last
     /// answers (and how many have none yet), into the report and the region's memory.
     fn watch(&self, plan: &mut Plan, calls: &BTreeMap<Region, Calls>, now: DateTime<Utc>) {
         for (region, c) in calls {

@@ -14,7 +14,7 @@ impl ExtensionMarket for Ec2Market {
         const OP: &str = "DescribeCapacityBlockExtensionOfferings";
         let hours = int_param(OP, region, "CapacityBlockExtensionDurationHours", duration_hours)?;
         // One attempt per call: the tracker paces these questions itself and stops asking the
-        // region at a throttled one (`app::extend`), as the scan's fan-out does.
+        // region at a throttled one (`app::extend`), as the scan's paced asker does.
         let mut pages = self
             .once(region)
             .describe_capacity_block_extension_offerings()

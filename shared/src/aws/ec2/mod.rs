@@ -66,7 +66,7 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("QuotaSource", &["servicequotas:ListAWSDefaultServiceQuotas", "servicequotas:GetServiceQuota"]),
 ];
 
-/// Describe calls other than the offering questions (the scan's fan-out and the tracker's
+/// Describe calls other than the offering questions (the scan's paced asker and the tracker's
 /// extension questions make one attempt per call and pace themselves): the SDK's adaptive
 /// retry, so the tracker slows to what EC2 allows instead of failing.
 const DESCRIBE_MAX_ATTEMPTS: u32 = 8;
@@ -85,7 +85,7 @@ struct RegionClients {
     /// Describe calls the SDK may retry (adaptive mode).
     retrying: Client,
     /// One attempt per call, never retried by the SDK: the purchases (no idempotency token) and
-    /// the offerings fan-out (paced and retried by `app::paced_asker`). A client of its own rather
+    /// the offering questions (paced and retried by `app::paced_asker`). A client of its own rather
     /// than a per-call override, which rebuilds the call's configuration every time.
     once: Client,
 }

@@ -69,8 +69,8 @@ impl Ec2Market {
         let mut out = Vec::new();
         let mut next_token: Option<String> = None;
         loop {
-            // One attempt: the scan's fan-out paces and retries this read per region
-            // (app::paced_asker), which the SDK's per-call backoff cannot do.
+            // One attempt: the scan's paced asker (app::paced_asker) paces and retries this read
+            // per region, which the SDK's per-call backoff cannot do.
             let page = self
                 .once(&q.region)
                 .describe_capacity_block_offerings()
