@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The gates on the scripts under infra/ (part of `make test`): shellcheck on every *.sh, ruff
-# (rules in <repo>/ruff.toml) on every *.py, and the docs check (links and images resolve;
-# ARCHITECTURE.md true to the code). Any finding fails. The tools come pinned from
-# infra/lint/requirements.txt into a cached venv.
+# (rules in <repo>/ruff.toml) on every *.py, the docs check (links and images resolve;
+# ARCHITECTURE.md true to the code) and the function-length gate (fn_lengths.py --check). Any
+# finding fails. The tools come pinned from infra/lint/requirements.txt into a cached venv.
 # Usage: infra/lint/check.sh
 set -euo pipefail
 # shellcheck source=infra/deploy/venv.sh
@@ -24,7 +24,14 @@ echo "== $("$LINT_VENV/bin/ruff" --version): infra/**/*.py"
 # names, file lists and data model table hold) and the checker's self-test.
 python3 -m unittest discover -s infra/lint -p 'test_check_docs.py' -q || status=1
 python3 infra/lint/check_docs.py "$REPO_DIR" || status=1
-# fn_lengths.py's self-test (the report itself is no gate yet: docs/tests.md says why).
+# No production function over 80 lines without a reason in its doc (fn_lengths.py --check),
+# and the checker's self-test.
 python3 -m unittest discover -s infra/lint -p 'test_fn_lengths.py' -q || status=1
+if report=$(python3 infra/lint/fn_lengths.py "$REPO_DIR" --check); then
+  echo "== fn_lengths: ${report%%$'\n'*}"
+else
+  echo "$report"
+  status=1
+fi
 
 exit "$status"
