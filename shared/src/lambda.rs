@@ -9,8 +9,7 @@ use crate::config::ConfigError;
 use crate::domain::metrics::Batch;
 use crate::domain::rule::Mode;
 use crate::domain::run_time::RunTime;
-use crate::domain::stack::StackSettings;
-use crate::domain::stack::StoredSettings;
+use crate::domain::stack::{StackSettings, StoredSettings};
 use crate::ports::{Clock, MarketError, NotifyError, SettingsStore, StoreError};
 /// The invocation Lambda hands over (a test builds one with `LambdaEvent::new`).
 pub use lambda_runtime::{Context, LambdaEvent};
