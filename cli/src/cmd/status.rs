@@ -61,8 +61,10 @@ struct Status {
     spend: Vec<Spend>,
     /// When a question of an enabled rule was last answered.
     last_scan_answered: Option<DateTime<Utc>>,
-    /// Each region the enabled rules ask, as the last scan that asked it left it.
-    watch: Vec<RegionCoverage>,
+    /// Each region the enabled rules ask, as the last scan that asked it left it (`watch` in
+    /// the JSON, its name since `status --json` began).
+    #[serde(rename = "watch")]
+    coverage: Vec<RegionCoverage>,
     preflight: Option<PreflightSummary>,
     dashboard: String,
     /// The stack's alarms whose last state-change event said ALARM.
@@ -88,8 +90,9 @@ struct Spend {
 #[derive(Serialize)]
 struct RegionCoverage {
     region: String,
-    /// None: not asked yet.
-    watch: Option<Coverage>,
+    /// None: not asked yet (`watch` in the JSON).
+    #[serde(rename = "watch")]
+    coverage: Option<Coverage>,
 }
 
 #[derive(Serialize)]
@@ -147,7 +150,7 @@ async fn gather(now: DateTime<Utc>) -> Result<Status, CliError> {
 
     let teams = stored.as_ref().map(|s| s.stack.team_budgets.clone()).unwrap_or_default();
     let spend = spend(&store, account, &teams, &rules, &period).await?;
-    let (last, watch) = coverage(&store, &rules).await?;
+    let (last, coverage) = coverage(&store, &rules).await?;
     let preflight = store.last_preflight().await?.map(|p| PreflightSummary {
         at: p.at,
         passed: p.passed(),
@@ -176,7 +179,7 @@ async fn gather(now: DateTime<Utc>) -> Result<Status, CliError> {
         month: period.as_str().to_string(),
         spend,
         last_scan_answered: last,
-        watch,
+        coverage,
         preflight,
         dashboard: dashboard_url(&name, &region),
         alarms_in_alarm,
@@ -235,13 +238,13 @@ async fn coverage(
 ) -> Result<(Option<DateTime<Utc>>, Vec<RegionCoverage>), CliError> {
     let regions: BTreeSet<_> = rules.iter().filter(|r| r.rule.enabled).flat_map(|r| r.rule.regions.iter()).collect();
     let mut last: Option<DateTime<Utc>> = None;
-    let mut watch = Vec::new();
+    let mut covered = Vec::new();
     for r in regions {
         let memory = store.region_memory(r).await?;
         last = last.max(memory.asked.values().map(|q| q.at).max());
-        watch.push(RegionCoverage { region: r.to_string(), watch: memory.watch.clone() });
+        covered.push(RegionCoverage { region: r.to_string(), coverage: memory.coverage.clone() });
     }
-    Ok((last, watch))
+    Ok((last, covered))
 }
 
 fn print(s: &Status, verbose: bool, layout: Layout) {
@@ -267,17 +270,20 @@ fn print(s: &Status, verbose: bool, layout: Layout) {
     println!("{}", spend_table(&s.spend, layout));
 
     println!("last scan answered: {}", s.last_scan_answered.map_or_else(|| "never".to_string(), when_utc));
-    if !s.watch.is_empty() && verbose {
+    if !s.coverage.is_empty() && verbose {
         println!("the watch, per region (as the last scan that asked it left it):");
-        for w in &s.watch {
-            let line = match &w.watch {
+        for w in &s.coverage {
+            let line = match &w.coverage {
                 Some(x) => coverage_line(&w.region, x),
                 None => format!("{}: not asked yet", w.region),
             };
             println!("  {}", safe(&line));
         }
-    } else if !s.watch.is_empty() {
-        println!("the watch: {} region(s) (`capblock status --verbose` for each one's pace and ages)", s.watch.len());
+    } else if !s.coverage.is_empty() {
+        println!(
+            "the watch: {} region(s) (`capblock status --verbose` for each one's pace and ages)",
+            s.coverage.len()
+        );
     }
     match &s.preflight {
         Some(p) => println!(

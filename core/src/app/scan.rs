@@ -465,7 +465,7 @@ where
         let due: BTreeSet<Region> = plan
             .read
             .iter()
-            .filter(|(_, m)| market_move::due(m.watch.as_ref().map(|w| w.at), now))
+            .filter(|(_, m)| market_move::due(m.coverage.as_ref().map(|w| w.at), now))
             .map(|(r, _)| r.clone())
             .collect();
         // Notes only: a store failure here must not fail a scan that may have bought.

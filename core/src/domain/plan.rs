@@ -208,9 +208,9 @@ pub struct RegionMemory {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search_form: Option<SearchForm>,
     /// How well this region is covered, as of the last run that asked it (for people); stored
-    /// as `watch`, the attribute's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub watch: Option<Coverage>,
+    /// as `watch`, the attribute's name in the items already written.
+    #[serde(default, rename = "watch", skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
 }
 
 /// How well one region is covered, as the last run that asked it left it: what `capblock
@@ -343,7 +343,7 @@ impl RegionMemory {
             }),
             // What this run learned wins; else theirs (which may have learned it meanwhile).
             search_form: if self.search_form != read.search_form { self.search_form } else { theirs.search_form },
-            watch: match (self.watch, theirs.watch) {
+            coverage: match (self.coverage, theirs.coverage) {
                 (Some(m), Some(t)) => Some(if t.at > m.at { t } else { m }),
                 (m, t) => m.or(t),
             },

@@ -154,7 +154,7 @@ async fn overlapping_scans_never_ask_one_region_at_once_and_lose_no_memory() {
     let memory = h.store.region_memory(&east).await.unwrap();
     assert_eq!(memory.asked.len(), ea.answered, "every answer of the first run kept");
     let pace = memory.pace.expect("the learned pace is kept");
-    let coverage = memory.watch.expect("the watch is kept");
+    let coverage = memory.coverage.expect("the coverage is kept");
     assert_eq!((coverage.questions, coverage.calls as usize), (16, ea.asked));
     // The claim was given back: the next scan asks the region, from the pace learned.
     let c = h.scan().await;

@@ -19,7 +19,7 @@ impl<M: OfferingSource + QuotaSource + ?Sized, S: ?Sized, N: ?Sized> Scanner<'_,
     fn start_search_forms(&self, memories: &BTreeMap<Region, RegionMemory>) {
         for (region, form) in memories.iter().filter_map(|(r, m)| Some((r, m.search_form?))) {
             self.market.start_search_form(region, form);
-            for w in self.watch {
+            for w in self.members {
                 w.market.start_search_form(region, form);
             }
         }
@@ -33,7 +33,7 @@ impl<M: OfferingSource + QuotaSource + ?Sized, S: ?Sized, N: ?Sized> Scanner<'_,
         for region in regions {
             let memory = memories.entry(region.clone()).or_default();
             let learned = std::iter::once(self.market.search_form(region))
-                .chain(self.watch.iter().map(|w| w.market.search_form(region)))
+                .chain(self.members.iter().map(|w| w.market.search_form(region)))
                 .flatten()
                 .find(|f| Some(*f) != memory.search_form);
             if let Some(form) = learned {
@@ -58,7 +58,7 @@ impl<M: OfferingSource + QuotaSource + ?Sized, S: ?Sized, N: ?Sized> Scanner<'_,
         self.start_search_forms(&plan.memories);
         let chosen = &plan.chosen;
         let pacing = Pacing::from(&self.settings.describe);
-        let asked = ask_spread(self.market, &helpers(self.watch), &queries, &pacing, &carried, |k, a, by| {
+        let asked = ask_spread(self.market, &helpers(self.members), &queries, &pacing, &carried, |k, a, by| {
             seen(chosen[k], a, by)
         })
         .await;
@@ -73,7 +73,7 @@ impl<M: OfferingSource + QuotaSource + ?Sized, S: ?Sized, N: ?Sized> Scanner<'_,
             (counts.asked, counts.throttled, counts.contended) = (c.sent, c.throttled, c.contended);
         }
         // A member no longer lending its limit is forgotten.
-        let lends = |a: &str| self.watch.iter().any(|w| w.account == a);
+        let lends = |a: &str| self.members.iter().any(|w| w.account == a);
         market_memory::keep_paces(&mut plan.memories, &asked.paces, &asked.helper_paces, lends);
         for (region, pace) in &asked.paces {
             plan.regions.entry(region.to_string()).or_default().pace_ms = pace.gap_ms;
@@ -97,7 +97,7 @@ impl<M: OfferingSource + QuotaSource + ?Sized, S: ?Sized, N: ?Sized> Scanner<'_,
         for region in &findings.unsupported {
             tracing::info!(event = "region_unsupported", %region, "region does not sell Capacity Blocks");
         }
-        self.watch(plan, &calls, now);
+        self.note_coverage(plan, &calls, now);
         for (region, q) in &plan.regions {
             tracing::info!(event = "questions", %region, questions = q.questions, planned = q.planned, answered = q.answered,
                 carried_over = q.carried_over, full_cycle_runs = q.full_cycle_runs, pace_ms = q.pace_ms,
@@ -193,7 +193,7 @@ impl<M: OfferingSource + QuotaSource + ?Sized, S: ?Sized, N: ?Sized> Scanner<'_,
         for memory in plan.memories.values_mut() {
             memory
                 .member_refused
-                .retain(|k, _| member_of_key(k).is_some_and(|(a, _)| self.watch.iter().any(|w| w.account == a)));
+                .retain(|k, _| member_of_key(k).is_some_and(|(a, _)| self.members.iter().any(|w| w.account == a)));
         }
         for (region, account, fam) in &asked.helper_refused {
             findings.watch_refused.insert(format!("{account} {region} {fam}"));
@@ -217,7 +217,7 @@ impl<M: OfferingSource + QuotaSource + ?Sized, S: ?Sized, N: ?Sized> Scanner<'_,
 
     /// How well each region asked this run is covered now: the ages of its questions' last
     /// answers (and how many have none yet), into the report and the region's memory.
-    fn watch(&self, plan: &mut Plan, calls: &BTreeMap<Region, Calls>, now: DateTime<Utc>) {
+    fn note_coverage(&self, plan: &mut Plan, calls: &BTreeMap<Region, Calls>, now: DateTime<Utc>) {
         for (region, c) in calls {
             let Some(memory) = plan.memories.get_mut(region) else { continue };
             let mine: Vec<&Planned> = plan.all.iter().filter(|p| &p.question.query.region == region).collect();
@@ -231,7 +231,7 @@ impl<M: OfferingSource + QuotaSource + ?Sized, S: ?Sized, N: ?Sized> Scanner<'_,
             let (p50, max) = Coverage::ages(&mut ages);
             let counts = plan.regions.entry(region.to_string()).or_default();
             (counts.age_p50_secs, counts.age_max_secs) = (p50, max);
-            memory.watch = Some(Coverage {
+            memory.coverage = Some(Coverage {
                 at: now,
                 questions,
                 unanswered,

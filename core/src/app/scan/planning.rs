@@ -97,7 +97,7 @@ impl<M: ?Sized, S: MarketMemory + ?Sized, N: ?Sized> Scanner<'_, M, S, N> {
         // account's at its own learned pace.
         let calls = self.settings.describe.planned(memory.pace)
             + self
-                .watch
+                .members
                 .iter()
                 .map(|w| self.settings.describe.planned(memory.helper_paces.get(&w.account).copied()))
                 .sum::<usize>();
@@ -123,7 +123,7 @@ impl<M: ?Sized, S: MarketMemory + ?Sized, N: ?Sized> Scanner<'_, M, S, N> {
             planned: picked.len(),
             full_cycle_runs: plan::full_cycle_runs(askable.len(), calls),
             allowed: calls,
-            accounts: 1 + self.watch.len(),
+            accounts: 1 + self.members.len(),
             ..Default::default()
         };
         (picked, line)
