@@ -33,29 +33,25 @@ pub async fn check<S: ObservationStore + Outbox + ?Sized>(
     let mut history: BTreeMap<(Region, InstanceType), Vec<Sample>> = BTreeMap::new();
     let mut unread: BTreeSet<(Region, InstanceType)> = BTreeSet::new();
     for rule in &checked {
-        for region in &rule.regions {
-            for ty in types_of(rule) {
-                let key = (region.clone(), ty);
-                if history.contains_key(&key) || unread.contains(&key) {
-                    continue;
+        for key in markets(rule) {
+            if history.contains_key(&key) || unread.contains(&key) {
+                continue;
+            }
+            match store.history(&key.0, &key.1, now - back, now).await {
+                Ok(found) => {
+                    history.insert(key, found.into_iter().map(Sample::from).collect());
                 }
-                match store.history(&key.0, &key.1, now - back, now).await {
-                    Ok(found) => {
-                        history.insert(key, found.into_iter().map(Sample::from).collect());
-                    }
-                    Err(e) => {
-                        tracing::warn!(event = "market_history_unread", region = %key.0, instance_type = %key.1, error = %e,
-                            "market moves not checked for this market this run");
-                        unread.insert(key);
-                    }
+                Err(e) => {
+                    tracing::warn!(event = "market_history_unread", region = %key.0, instance_type = %key.1, error = %e,
+                        "market moves not checked for this market this run");
+                    unread.insert(key);
                 }
             }
         }
     }
     let mut told_now = Vec::new();
     for rule in checked {
-        let keys: Vec<(Region, InstanceType)> =
-            rule.regions.iter().flat_map(|g| types_of(rule).into_iter().map(move |t| (g.clone(), t))).collect();
+        let keys = markets(rule);
         if keys.iter().any(|k| unread.contains(k)) {
             continue;
         }
@@ -82,6 +78,11 @@ pub async fn check<S: ObservationStore + Outbox + ?Sized>(
         }
     }
     Ok(told_now)
+}
+
+/// The markets a rule buys in: each of its regions with each of its instance types.
+fn markets(rule: &Rule) -> Vec<(Region, InstanceType)> {
+    rule.regions.iter().flat_map(|g| types_of(rule).into_iter().map(move |t| (g.clone(), t))).collect()
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 use super::*;
-use crate::domain::offering::RawOffering;
+use crate::domain::money::Money;
 use chrono::TimeZone;
 use rust_decimal_macros::dec;
 
@@ -35,25 +35,10 @@ start_window = {{ earliest_in_days = 1, latest_in_days = 14 }}
 /// accelerator-hour, seen at `seen`.
 fn seen(region: &str, ty: &str, seen: DateTime<Utc>, price: Decimal, n: usize) -> Sample {
     let start = seen.date_naive().and_hms_opt(11, 30, 0).unwrap().and_utc() + Duration::days(2);
-    let offering = Offering::parse(
-        &region.parse::<Region>().unwrap(),
-        RawOffering {
-            offering_id: Some(format!("cb-{region}-{ty}-{}-{n}", seen.timestamp())),
-            instance_type: Some(ty.into()),
-            availability_zone: Some(format!("{region}a")),
-            instance_count: Some(1),
-            start_date: Some(start),
-            end_date: Some(start + Duration::days(1)),
-            duration_hours: Some(24),
-            duration_minutes: Some(0),
-            upfront_fee: Some((price * dec!(192)).round_dp(2).to_string()),
-            currency_code: Some("USD".into()),
-            ultraserver_type: None,
-            ultraserver_count: None,
-            zone_type: None,
-        },
-    )
-    .unwrap();
+    let fee = Money::parse(&(price * dec!(192)).round_dp(2).to_string(), "USD").unwrap();
+    let id = format!("cb-{region}-{ty}-{}-{n}", seen.timestamp());
+    let example = crate::domain::offering::example(&id, region, start, fee);
+    let offering = Offering { instance_type: ty.parse().expect("a valid type"), ..example };
     Sample { seen_at: seen, offering, accelerators_per_instance: 8 }
 }
 
