@@ -454,7 +454,7 @@ where
         learn_accelerators(self.market, self.catalog, &wanted).await;
     }
 
-    /// The market's moves in the rules' regions whose watch is due, each told once in the rule's
+    /// The market's moves in the rules' regions due for a check, each told once in the rule's
     /// thread (`app::market_move`); none in a replay.
     async fn market_notes(&self, rules: &[Rule], plan: &Plan, at: RunTime) -> Vec<String> {
         if at.is_replay() {
