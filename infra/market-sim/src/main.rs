@@ -47,6 +47,7 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
                  offering questions spend),
                  caller_accounts = { \"AKID\" = \"ACCOUNT\" } (whose describe limit a key spends),
                  hold_actions = [] (tests: held before EC2 receives them; POST /_sim/release),
+                 hold_accounts = [] (with hold_actions: only these callers' calls held),
                  listing_lag_secs = 0 (a purchase's reservation listed that late),
                  ram_refusal = failed_association|error, ram_association_delay_secs = 10,
                  ram_listing_lag_secs = 60 (a new RAM share listed that late),

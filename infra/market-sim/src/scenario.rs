@@ -306,6 +306,10 @@ pub struct Behaviour {
     /// interleaving (the caller killed while its call is in flight) instead of racing a sleep.
     /// Nothing in EC2 corresponds to it; empty by default.
     pub hold_actions: Vec<String>,
+    /// With `hold_actions`: only the calls of these accounts are held (the caller's account as
+    /// the describe limit resolves it; the simulated account's id for its own keys), so a test
+    /// can let one account's lane run while the others wait. Empty: every caller's.
+    pub hold_accounts: Vec<String>,
     /// Seconds of sim time after a purchase before DescribeCapacityReservations (and
     /// DescribeCapacityBlocks) list the reservation it made; 0: at once (the default). The EC2
     /// API is eventually consistent and how long a new reservation takes to be listed is not
@@ -378,6 +382,7 @@ impl Default for Behaviour {
             down_regions: Vec::new(),
             drop_purchase_response: false,
             hold_actions: Vec::new(),
+            hold_accounts: Vec::new(),
             listing_lag_secs: 0,
             drop_extension_purchase_response: false,
             max_offerings_per_answer: 6,

@@ -200,15 +200,37 @@ enum Answer {
     Hang(u64),
 }
 
-/// Whether `call` reaches EC2: at once, or when a test releases it if its action is held.
+/// Whether `call` reaches EC2: at once, or when a test releases it if its action (and, with
+/// `hold_accounts`, its caller's account) is held. The hold is decided and the call queued under
+/// the world's lock, so a test that lifts the hold and then releases never strands a call that
+/// was on its way in.
 async fn in_network(app: &App, call: &Call) -> bool {
-    let holds = app.lock().behaviour.hold_actions.contains(&call.action);
-    if !holds {
-        return true;
-    }
-    let (tx, rx) = oneshot::channel();
-    app.held().push((call.action.clone(), tx));
-    tracing::info!(region = %call.region, action = %call.action, "ec2 call held in the network");
+    let by_account = {
+        let w = app.lock();
+        if !w.behaviour.hold_actions.contains(&call.action) {
+            return true;
+        }
+        !w.behaviour.hold_accounts.is_empty()
+    };
+    // Resolved outside the lock (STS may be asked over the network).
+    let account = match by_account {
+        true => caller_account(app, call.caller.as_deref()).await,
+        false => None,
+    };
+    let rx = {
+        let w = app.lock();
+        let account = account.unwrap_or_else(|| w.scenario.account_id.clone());
+        let b = &w.behaviour;
+        let holds =
+            b.hold_actions.contains(&call.action) && (b.hold_accounts.is_empty() || b.hold_accounts.contains(&account));
+        if !holds {
+            return true;
+        }
+        let (tx, rx) = oneshot::channel();
+        app.held().push((call.action.clone(), tx));
+        tracing::info!(region = %call.region, action = %call.action, %account, "ec2 call held in the network");
+        rx
+    };
     rx.await.unwrap_or(false)
 }
 
@@ -420,6 +442,37 @@ mod tests {
         assert_eq!(crate::control::handle(&mut app.lock(), "POST", "/_sim/behaviour", body.as_bytes()).status, 200);
         assert_eq!(describe(&app, Some("AKIAEXAMPLE1")).await, REFUSED);
         assert_eq!(describe(&app, Some("AKIANOTLISTED")).await, "200");
+    }
+
+    /// `hold_accounts` narrows `hold_actions` to those callers' accounts: the member's call
+    /// waits, the simulated account's goes on; lifting the hold and releasing lets it through.
+    #[tokio::test]
+    async fn an_account_scoped_hold_keeps_only_that_accounts_calls() {
+        let scenario = format!("caller_accounts = {{ AKIAEXAMPLE1 = \"{MEMBER}\" }}");
+        let app = App::new(World::new(Scenario::parse(&format!("[behaviour]\n{scenario}")).unwrap()));
+        let body = format!(r#"{{"hold_actions": ["DescribeCapacityBlockOfferings"], "hold_accounts": ["{MEMBER}"]}}"#);
+        assert_eq!(crate::control::handle(&mut app.lock(), "POST", "/_sim/behaviour", body.as_bytes()).status, 200);
+        let signed = |key: &str| {
+            let auth = format!(
+                "AWS4-HMAC-SHA256 Credential={key}/20261201/us-west-2/ec2/aws4_request, SignedHeaders=host, Signature=x"
+            );
+            Call::parse("GET", DESCRIBE, Some(&auth), b"")
+        };
+        assert!(in_network(&app, &signed("AKIANOTLISTED")).await, "the simulated account's call is not held");
+        let member = tokio::spawn({
+            let app = app.clone();
+            let call = signed("AKIAEXAMPLE1");
+            async move { in_network(&app, &call).await }
+        });
+        while app.held_counts().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(app.held_counts()["DescribeCapacityBlockOfferings"], 1);
+        let lift = br#"{"hold_actions": [], "hold_accounts": []}"#;
+        assert_eq!(crate::control::handle(&mut app.lock(), "POST", "/_sim/behaviour", lift).status, 200);
+        assert_eq!(app.release(true), 1);
+        assert!(member.await.unwrap(), "released: delivered");
+        assert!(in_network(&app, &signed("AKIAEXAMPLE1")).await, "the hold lifted");
     }
 
     /// A moto-like STS on 127.0.0.1. GetCallerIdentity answers, by the key in the request's
