@@ -15,8 +15,9 @@ pub enum Sabotage {
     SettleOnReplayedClock,
     /// A failed payment gives the fee back per part, and whatever the other parts.
     ReleasePerPart,
-    /// An unreadable reservation is read as gone (the old adapter).
-    UnreadableAsGone,
+    /// A pending block EC2 does not list past its payment deadline is booked payment-failed
+    /// (the old vanished-payment rule): a paid block listed late is freed and bought again.
+    GoneAsFailed,
     /// A lost answer is taken as "nothing bought" and its fee given back.
     GiveBackUnknownAnswers,
     /// The scan does not count the rule's held blocks.
@@ -29,7 +30,7 @@ impl Sabotage {
         Sabotage::ChargeAfterPurchase,
         Sabotage::SettleOnReplayedClock,
         Sabotage::ReleasePerPart,
-        Sabotage::UnreadableAsGone,
+        Sabotage::GoneAsFailed,
         Sabotage::GiveBackUnknownAnswers,
         Sabotage::IgnoreHeldBlocks,
     ];
@@ -41,7 +42,7 @@ impl Sabotage {
             Sabotage::ChargeAfterPurchase => "charge-after-purchase",
             Sabotage::SettleOnReplayedClock => "settle-on-replayed-clock",
             Sabotage::ReleasePerPart => "release-per-part",
-            Sabotage::UnreadableAsGone => "unreadable-as-gone",
+            Sabotage::GoneAsFailed => "gone-as-failed",
             Sabotage::GiveBackUnknownAnswers => "give-back-unknown-answers",
             Sabotage::IgnoreHeldBlocks => "ignore-held-blocks",
         }

@@ -49,7 +49,7 @@ fn each_protocol_bug_put_back_is_found() {
     let cases = [
         (Sabotage::ReleaseSentOnTimer, Bounds::bounded(), EC2_WITHIN_COMMITTED),
         (Sabotage::ChargeAfterPurchase, Bounds::bounded(), HELD_WITHIN_RULE),
-        (Sabotage::UnreadableAsGone, Bounds::bounded(), EC2_WITHIN_COMMITTED),
+        (Sabotage::GoneAsFailed, Bounds::bounded(), EC2_WITHIN_COMMITTED),
         (Sabotage::GiveBackUnknownAnswers, Bounds::bounded(), EC2_WITHIN_COMMITTED),
         (Sabotage::IgnoreHeldBlocks, Bounds::bounded(), HELD_WITHIN_RULE),
         (Sabotage::ReleasePerPart, Bounds::ultraservers(), LEDGER_ADDS_UP),

@@ -26,6 +26,7 @@ use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
 use crate::domain::budget::{BudgetOwner, Intent, IntentState, Period};
 use crate::domain::ids::Region;
+use crate::domain::ledger_check::{self, Verdict};
 use crate::domain::lifecycle::{BlockState, Observed, Transition};
 use crate::domain::metrics::{ACCOUNT_BUDGET, team_budget};
 use crate::domain::milestone::{Milestone, milestones, warning_due};
@@ -90,6 +91,12 @@ pub struct TrackReport {
     pub handoff: ActionReport,
     /// Per-block failures: the block is left as it was and looked at again next run.
     pub errors: Vec<String>,
+    /// What the ledger check found this run (`app::track::ledger`): a block EC2 holds that the
+    /// ledger had as final (`reservation#stored->ec2`), a rule over its limit at EC2
+    /// (`rule#held-N-of-M`).
+    pub ledger_mismatches: Vec<String>,
+    /// Blocks whose released fee was committed again because EC2 holds them.
+    pub recommitted_budgets: Vec<String>,
     pub notices: FlushReport,
     /// What is held after this run (the tracker's metrics).
     pub holdings: Holdings,
@@ -203,7 +210,7 @@ where
         regions.extend(rules.values().filter(|r| r.enabled).flat_map(|r| r.regions.iter().cloned()));
         regions.extend(by_region.keys().cloned());
         for region in &regions {
-            if let Err(e) = self.reconcile(region, now, &mut report).await {
+            if let Err(e) = self.reconcile(region, &rules, now, &mut report).await {
                 tracing::warn!(event = "reconcile_failed", %region, error = %e, "reservations not reconciled this run");
                 report.failed_regions.entry(region.to_string()).or_insert_with(|| e.to_string());
             }
@@ -489,6 +496,11 @@ where
                 Ok(())
             }
             Transition::Anomaly(why) => {
+                if *obs == Observed::NotFound {
+                    // Every run it lasts (the alarm's count): the fee stays committed.
+                    tracing::error!(event = "ledger_mismatch", reservation = %b.reservation_id, state = %b.state,
+                        "EC2 does not list a block the ledger holds; its fee stays committed");
+                }
                 tracing::warn!(event = "block_anomaly", reservation = %b.reservation_id, %why, "EC2 disagrees with the store");
                 if self.enqueue(b, "anomaly", &announce::anomaly(b, &why), now).await? {
                     report.anomalies.push(b.reservation_id.clone());
@@ -704,9 +716,20 @@ where
         Ok(None)
     }
 
-    /// Adopts this stack's (or, with adopt_untagged, any) capacity blocks the store lacks.
-    async fn reconcile(&self, region: &Region, now: DateTime<Utc>, report: &mut TrackReport) -> Result<(), TrackError> {
+    /// Adopts this stack's (or, with adopt_untagged, any) capacity blocks the store lacks, and
+    /// checks the ledger against them (`ledger`): a block stored final that EC2 holds is held
+    /// again, a rule over its `max_blocks_held` at EC2 is told. capblock's purchases always
+    /// carry the stack's tag (the purchase's own TagSpecifications), so the tagged listing holds
+    /// every block capblock bought; an untagged one can be in the ledger only when adopted.
+    async fn reconcile(
+        &self,
+        region: &Region,
+        rules: &HashMap<String, Rule>,
+        now: DateTime<Utc>,
+        report: &mut TrackReport,
+    ) -> Result<(), TrackError> {
         let ours = self.market.reservations_tagged(region, STACK_TAG, &self.settings.stack.name).await?;
+        self.check_held_per_rule(&ours.reservations, rules, now, report).await?;
         for u in &ours.unreadable {
             // Logged every run (the alarm stays on) until EC2 describes it readably.
             tracing::error!(event = "reservation_unreadable", %region, reservation = ?u.id, error = %u.reason,
@@ -723,11 +746,17 @@ where
         }
         let mut missing = Vec::new();
         for (r, tagged) in found {
+            let stored = self.store.get_block(&r.id).await?;
+            match (ledger_check::check(stored.as_ref(), &r), &stored) {
+                (Verdict::HeldAgain { to }, Some(b)) => {
+                    self.hold_again(b, &r, to, rules, now, report).await?;
+                    continue;
+                }
+                (_, Some(_)) => continue,
+                _ => {}
+            }
             // Finished reservations are history, not something to track.
             if BlockState::from_ec2(&r.state).is_none_or(BlockState::is_final) {
-                continue;
-            }
-            if self.store.get_block(&r.id).await?.is_some() {
                 continue;
             }
             let of_intent = if tagged { self.settle_by_intent(&r, now, report).await? } else { OfIntent::None };
@@ -827,6 +856,8 @@ enum OfIntent {
 fn rebuys(b: &Block, rules: &HashMap<String, Rule>) -> bool {
     b.rule_id.as_ref().and_then(|r| rules.get(r)).is_some_and(|r| r.rebuy_on_payment_failure)
 }
+
+mod ledger;
 
 #[cfg(test)]
 mod tests;

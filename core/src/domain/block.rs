@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::{Intent, Period};
 use super::health::BlockHealth;
 use super::ids::{InstanceType, Region};
-use super::lifecycle::{BlockState, Observed, Transition, payment_deadline, step, termination_time};
+use super::lifecycle::{BlockState, LISTING_GRACE, Observed, Transition, payment_deadline, step, termination_time};
 use super::money::{Money, Rate};
 use super::offering::Offering;
 use super::tags::RULE_TAG;
@@ -142,18 +142,20 @@ impl Block {
     }
 
     /// What an observation means for this block (`lifecycle::step`), and one case only the
-    /// block's own facts decide: a block still waiting for its payment that EC2 no longer shows
-    /// once its payment deadline has passed failed its payment. EC2 keeps a failed request
-    /// visible only a while (the API model: 60 minutes), so it may be gone before capblock
-    /// sees it fail. Before the deadline it stays an anomaly: a reservation just bought may not
-    /// be listed yet, and its fee is held until it is known.
+    /// block's own facts decide: a block bought less than `LISTING_GRACE` ago that EC2 does not
+    /// list yet stays as it is, quietly (EC2 lists a new reservation when it lists it).
+    ///
+    /// A missing block never moves to payment-failed, whatever its payment deadline: only EC2's
+    /// word `payment-failed` frees a fee. A paid block listed late (same-day blocks' deadline is
+    /// minutes after the purchase) would otherwise be booked failed, its fee freed and bought
+    /// again while EC2 holds both.
     pub fn transition(&self, observed: &Observed, now: DateTime<Utc>) -> Transition {
-        if self.state == BlockState::PaymentPending
-            && *observed == Observed::NotFound
-            && self.payment_deadline.is_some_and(|d| now >= d)
+        if *observed == Observed::NotFound
+            && !self.state.is_final()
             && now < self.end
+            && now - self.purchased_at < LISTING_GRACE
         {
-            return Transition::Move { to: BlockState::PaymentFailed, end: self.end };
+            return Transition::Stay;
         }
         step(self.state, self.end, observed, now)
     }

@@ -16,6 +16,13 @@ pub const TERMINATION_LEAD: Duration = Duration::minutes(30);
 /// ...and this long for UltraServer blocks.
 pub const ULTRASERVER_TERMINATION_LEAD: Duration = Duration::minutes(60);
 
+/// How long a reservation just bought may be missing from EC2's answers before capblock says
+/// so. The EC2 API is eventually consistent and publishes no bound on how late a new
+/// reservation is listed (the simulator plays lags as settings: its README, "A new reservation
+/// listed late"). Past it a missing block is a disagreement between the ledger and EC2 that a
+/// person looks at: never evidence that EC2 does not hold it, so its fee stays committed.
+pub const LISTING_GRACE: Duration = Duration::minutes(60);
+
 /// The states capblock tracks a block through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -153,9 +160,10 @@ pub fn step(current: BlockState, end: DateTime<Utc>, observed: &Observed, now: D
     match observed {
         // Expired reservations drop out of DescribeCapacityReservations after ~60 days.
         Observed::NotFound if now >= end => Transition::Move { to: BlockState::Expired, end },
-        Observed::NotFound => {
-            Transition::Anomaly(format!("EC2 does not know the reservation, yet it ends only at {end}"))
-        }
+        Observed::NotFound => Transition::Anomaly(format!(
+            "EC2 does not list the reservation, yet it ends only at {end}. Its fee stays committed and capblock \
+             keeps tracking it: a reservation missing from EC2's answers is not evidence that EC2 does not hold it"
+        )),
         // Whatever the time: an answer capblock cannot read says nothing of the block.
         Observed::Unreadable(why) => {
             Transition::Anomaly(format!("EC2 describes the reservation in a way capblock cannot read ({why})"))

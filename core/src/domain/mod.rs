@@ -20,6 +20,7 @@ pub mod handoff;
 pub mod health;
 pub mod ids;
 pub mod launch;
+pub mod ledger_check;
 pub mod lifecycle;
 pub mod market_memory;
 pub mod market_move;

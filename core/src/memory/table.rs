@@ -575,6 +575,42 @@ impl Ledger for MemoryTable {
         self.moved(format!("release_failed_block {}", block.reservation_id));
         Ok(true)
     }
+
+    async fn recommit_released_fee(
+        &self,
+        block: &Block,
+        intent: &Intent,
+        count_purchase: bool,
+    ) -> Result<bool, StoreError> {
+        let mut items = self.items();
+        let k = (intent.rule_id.clone(), intent.offering.id.clone());
+        match items.intents.get(&k) {
+            None => return Err(conflict(format!("recommitting the fee of block {}: no intent", block.reservation_id))),
+            Some(r) if r.fee_released_at.is_none() => return Ok(false),
+            Some(_) => {}
+        }
+        if !items.blocks.contains_key(&block.reservation_id) {
+            return Err(conflict(format!("recommitting the fee of block {}: no block", block.reservation_id)));
+        }
+        let fee = intent.offering.fee.amount();
+        for c in &intent.charges {
+            let row = items.budgets.entry((c.owner.key(), c.period.clone())).or_insert_with(|| BudgetRow {
+                committed: Decimal::ZERO,
+                spent: Decimal::ZERO,
+                purchases: 0,
+                currency: intent.offering.fee.currency(),
+            });
+            row.committed += fee;
+            row.spent += fee;
+            if count_purchase {
+                row.purchases += 1;
+            }
+        }
+        items.intents.get_mut(&k).expect("checked above").fee_released_at = None;
+        items.blocks.get_mut(&block.reservation_id).expect("checked above").budget_released_at = None;
+        self.moved(format!("recommit_released_fee {}", block.reservation_id));
+        Ok(true)
+    }
 }
 
 #[async_trait]

@@ -152,6 +152,20 @@ pub trait Ledger: Send + Sync {
         restore_purchase: bool,
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
+
+    /// EC2 holds a block of a purchase whose fee was released (a payment seen failed that EC2
+    /// then took after all): in one transaction, puts the intent's fee back into `committed` and
+    /// `spent` of every budget it charged, with no limit (EC2 took the money: the books must say
+    /// so, over a limit or not), counts the purchase again when `count_purchase`, and clears the
+    /// release marks on the intent and on `block`'s item. Returns false (and changes nothing)
+    /// if the intent's fee is not released: once per release, however many runs and parts see
+    /// the block held.
+    async fn recommit_released_fee(
+        &self,
+        block: &Block,
+        intent: &Intent,
+        count_purchase: bool,
+    ) -> Result<bool, StoreError>;
 }
 
 #[async_trait]

@@ -382,6 +382,16 @@ impl Ledger for Faulty<MemoryTable> {
         self.store("release_failed_block").await?;
         self.inner.release_failed_block(block, intent, restore, at).await
     }
+
+    async fn recommit_released_fee(
+        &self,
+        block: &Block,
+        intent: &Intent,
+        count_purchase: bool,
+    ) -> Result<bool, StoreError> {
+        self.store("recommit_released_fee").await?;
+        self.inner.recommit_released_fee(block, intent, count_purchase).await
+    }
 }
 
 #[async_trait]

@@ -3,8 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use capblock_core::domain::block::Block;
 use capblock_core::domain::budget::{BudgetOwner, Intent, IntentState, Period};
 use capblock_core::domain::extension::ExtensionState;
+use capblock_core::domain::ledger_check::{self, Verdict};
 use capblock_core::domain::rule::Rule;
 use capblock_core::domain::stack::StackSettings;
 use capblock_core::domain::tags::INTENT_TAG;
@@ -141,6 +143,22 @@ pub fn check(table: &MemoryTable, ec2: &MemoryEc2, rules: &[Rule], stack: &Stack
         let n = running.get(&rule.id).copied().unwrap_or(0);
         if n > rule.max_blocks_held as usize {
             return Err(format!("EC2 holds {n} blocks of {} at once; it may hold {}", rule.id, rule.max_blocks_held));
+        }
+    }
+    ledger_agrees(table, ec2)
+}
+
+/// The tracker's own ledger check (`domain::ledger_check`), judged after every step: no block
+/// EC2 holds is one the table has as final. (The tracker mends such a block on its next run; the
+/// simulation's EC2 never holds a block again after failing it, so here it is always a bug.)
+fn ledger_agrees(table: &MemoryTable, ec2: &MemoryEc2) -> Result<(), String> {
+    let blocks: BTreeMap<String, Block> = table.blocks().into_iter().map(|b| (b.reservation_id.clone(), b)).collect();
+    for h in ec2.holdings() {
+        if let Verdict::HeldAgain { .. } = ledger_check::check(blocks.get(&h.reservation.id), &h.reservation) {
+            return Err(format!(
+                "EC2 holds {} ({}) which the table has as final",
+                h.reservation.id, h.reservation.state
+            ));
         }
     }
     Ok(())

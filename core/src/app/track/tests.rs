@@ -139,3 +139,75 @@ async fn a_failed_part_keeps_the_fee_while_another_may_be_held_and_says_so() {
     assert!(writes.iter().any(|w| w.starts_with("release_failed_block")), "{writes:?}");
     assert!(!writes.iter().any(|w| w.contains("fee-kept")), "{writes:?}");
 }
+
+/// The ledger follows what EC2 holds: a block booked payment-failed (its fee released) that EC2
+/// then lists scheduled is held again, its fee committed again once however many runs see it,
+/// and announced; a second purchase of the rule at EC2 puts the rule over its
+/// `max_blocks_held`, which is told once.
+#[tokio::test]
+async fn a_failed_block_ec2_holds_after_all_is_held_again_and_charged_again_once() {
+    let east = rule("east", "live");
+    let start = t0() + Duration::days(1);
+    let mut bought = sent_intent(&east, offering("cb-1", start), t0() - Duration::hours(1));
+    bought.state = crate::domain::budget::IntentState::Bought;
+    let mut r = reservation_of(&bought, "cr-1");
+    r.tags.insert(STACK_TAG.into(), "capblock-test".into());
+    r.tags.insert(RULE_TAG.into(), east.id.clone());
+    let block = Block { state: BlockState::PaymentPending, ..Block::bought(&bought, &r, t0() - Duration::hours(1)) };
+    let table = MemoryTable::default().with_rules([east.clone()]).with_intents([bought.clone()]).with_blocks([block]);
+    let settings = TrackSettings {
+        stack: StackSettings {
+            name: "capblock-test".into(),
+            mode: crate::domain::rule::Mode::Live,
+            account_budget: None,
+            team_budgets: Default::default(),
+        },
+        payment_warning_hours: vec![],
+        adopt_untagged: false,
+        regions: vec![],
+    };
+    let run = |market: MemoryEc2| {
+        let (table, settings) = (&table, &settings);
+        async move {
+            let (notifier, reminders) = (MemoryNotifier::default(), MemoryReminders::default());
+            let tracker = Tracker {
+                market: &market,
+                store: table,
+                notifier: &notifier,
+                reminders: &reminders,
+                settings,
+                action_runner: None,
+            };
+            tracker.run(t0()).await.unwrap()
+        }
+    };
+    let committed = || table.budgets().values().map(|row| row.committed).sum::<rust_decimal::Decimal>();
+    let charged = committed();
+    assert!(charged > rust_decimal::Decimal::ZERO);
+    r.state = "payment-failed".into();
+    let report = run(MemoryEc2::default().with_reservations([r.clone()])).await;
+    assert_eq!(report.released_budgets, ["cr-1"]);
+    assert_eq!(committed(), rust_decimal::Decimal::ZERO, "EC2 said payment-failed: the fee is free");
+
+    r.state = "scheduled".into();
+    let report = run(MemoryEc2::default().with_reservations([r.clone()])).await;
+    assert_eq!(report.recommitted_budgets, ["cr-1"], "{report:?}");
+    assert_eq!(report.ledger_mismatches, ["cr-1#payment-failed->scheduled"]);
+    assert_eq!(table.get_block("cr-1").await.unwrap().unwrap().state, BlockState::Scheduled);
+    assert_eq!(committed(), charged, "the fee EC2 took is committed again");
+    assert!(table.writes().contains(&"enqueue cr-1#held-again-scheduled".to_string()), "{:?}", table.writes());
+
+    // A second purchase of the rule at EC2: over its limit of one block, told once.
+    let mut second = reservation_of(&sent_intent(&east, offering("cb-2", start + Duration::days(1)), t0()), "cr-2");
+    second.tags.insert(STACK_TAG.into(), "capblock-test".into());
+    second.tags.insert(RULE_TAG.into(), east.id.clone());
+    for _ in 0..2 {
+        let report = run(MemoryEc2::default().with_reservations([r.clone(), second.clone()])).await;
+        assert!(report.recommitted_budgets.is_empty(), "once: {report:?}");
+        assert_eq!(report.ledger_mismatches, ["east#held-2-of-1"]);
+    }
+    assert_eq!(committed(), charged, "committed again once");
+    let told: Vec<String> =
+        table.writes().into_iter().filter(|w| w.starts_with("enqueue") && w.contains("over-limit")).collect();
+    assert_eq!(told, ["enqueue cr-2#over-limit-2"]);
+}

@@ -1,5 +1,5 @@
 //! A tracked block's payment (track-blocks): paid, still pending near its deadline, failed, and
-//! a failed part whose purchase's fee stays committed.
+//! a failed part whose purchase's fee stays committed, and what the ledger check finds.
 
 use chrono::{DateTime, Utc};
 
@@ -106,5 +106,42 @@ pub fn fee_kept(b: &Block, part: &str) -> SlackMessage {
         ),
         vec![format!("Look at `{part}` in the EC2 console (Capacity Reservations); capblock keeps looking every run.")],
         "Payment failed; fee kept while a part may be held".into(),
+    )
+}
+
+/// EC2 holds a block the ledger had as final (`from`): a payment EC2 reported failed and then
+/// took after all, or a block released on a person's word. It is tracked again and its fee is
+/// committed again: the books follow what EC2 holds.
+pub fn held_again(b: &Block, from: &str, ec2_state: &str) -> SlackMessage {
+    tracked(
+        b,
+        "ledger-mismatch",
+        format!("EC2 holds `{}`, which capblock had as {from}", b.reservation_id),
+        format!(
+            "EC2 lists the reservation as {ec2_state}. capblock had booked it {from}; it tracks the block again \
+             (reminders, checkpoint notices) and counts its fee in the budgets again.\n{}",
+            tracked_line(b)
+        ),
+        vec!["Check the reservation and the bill in the EC2 console; a second purchase for the same rule may be held too.".into()],
+        "Ledger corrected: block held again".into(),
+    )
+}
+
+/// EC2 holds more of a rule's purchases than its `max_blocks_held` allows (`b`: one of them).
+pub fn over_limit_held(b: &Block, rule: &str, held: usize, limit: u32) -> SlackMessage {
+    tracked(
+        b,
+        "ledger-mismatch",
+        format!("Rule {rule} holds {held} blocks; its limit is {limit}"),
+        format!(
+            "EC2 holds {held} purchases carrying rule {rule}'s tag, more than its max_blocks_held of {limit}. \
+             capblock buys nothing more for the rule while it holds its limit.\n{}",
+            tracked_line(b)
+        ),
+        vec![
+            "Look at the rule's reservations in the EC2 console: a limit lowered after buying, or a second purchase."
+                .into(),
+        ],
+        "Ledger check: over the rule's limit".into(),
     )
 }

@@ -173,24 +173,34 @@ fn a_block_bought_before_ec2_shows_its_count_takes_the_offerings() {
     assert_eq!(fees, dec!(3072), "the parts' fees sum to the fee");
 }
 
-/// A block waiting for its payment that EC2 no longer lists after its payment deadline failed
-/// its payment (EC2 keeps a failed request visible only a while); before the deadline it is an
-/// anomaly, and once the block has ended it expired.
+/// A block EC2 does not list is never booked payment-failed, whatever its payment deadline:
+/// quiet while it may not be listed yet (`LISTING_GRACE` from its purchase), an anomaly after
+/// it (its fee stays committed), and expired once it has ended. Only EC2's `payment-failed`
+/// moves it there.
 #[test]
-fn a_pending_block_gone_after_its_payment_deadline_failed_its_payment() {
+fn a_pending_block_ec2_does_not_list_is_never_booked_failed() {
     let mut intent = Intent::new("p5-weekly", offering(false), 8, Vec::new(), t(1, 8, 0));
     intent.sent_at = Some(t(1, 9, 0));
     let b = Block { state: BlockState::PaymentPending, ..Block::bought(&intent, &reservation(&[]), t(1, 10, 0)) };
     let deadline = b.payment_deadline.unwrap();
-    assert!(matches!(b.transition(&Observed::NotFound, deadline - Duration::minutes(1)), Transition::Anomaly(_)));
-    assert_eq!(
-        b.transition(&Observed::NotFound, deadline),
-        Transition::Move { to: BlockState::PaymentFailed, end: b.end }
-    );
+    let listed_by = b.purchased_at + LISTING_GRACE;
+    assert_eq!(b.transition(&Observed::NotFound, b.purchased_at), Transition::Stay, "not listed yet");
+    assert_eq!(b.transition(&Observed::NotFound, listed_by - Duration::minutes(1)), Transition::Stay);
+    assert!(matches!(b.transition(&Observed::NotFound, listed_by), Transition::Anomaly(_)));
+    assert!(matches!(b.transition(&Observed::NotFound, deadline), Transition::Anomaly(_)), "never payment-failed");
+    assert!(matches!(b.transition(&Observed::NotFound, b.end - Duration::minutes(1)), Transition::Anomaly(_)));
     assert_eq!(b.transition(&Observed::NotFound, b.end), Transition::Move { to: BlockState::Expired, end: b.end });
-    // A scheduled block gone before its end is still only an anomaly.
-    let scheduled = Block { state: BlockState::Scheduled, ..b.clone() };
-    assert!(matches!(scheduled.transition(&Observed::NotFound, deadline), Transition::Anomaly(_)));
+    let failed = Observed::Found {
+        state: "payment-failed".into(),
+        end: b.end,
+        capacity_block_id: None,
+        instance_count: 0,
+        available: None,
+    };
+    assert_eq!(b.transition(&failed, deadline), Transition::Move { to: BlockState::PaymentFailed, end: b.end });
+    // A same-day block: its deadline is minutes after the purchase, inside the grace.
+    let same_day = Block { payment_deadline: Some(b.purchased_at + Duration::minutes(25)), ..b.clone() };
+    assert_eq!(same_day.transition(&Observed::NotFound, b.purchased_at + Duration::minutes(30)), Transition::Stay);
 }
 
 /// A purchase of two UltraServers is one block to the rule's `max_blocks_held`, however many of

@@ -202,4 +202,46 @@ impl Ledger for DynamoStore {
             Err(e) => Err(cancelled(&format!("releasing the budget of block {}", block.reservation_id), e)),
         }
     }
+
+    async fn recommit_released_fee(
+        &self,
+        block: &Block,
+        intent: &Intent,
+        count_purchase: bool,
+    ) -> Result<bool, StoreError> {
+        let fee = n(intent.offering.fee.amount());
+        // Once per release: the intent's mark decides, as it did for the release.
+        let mut items = vec![
+            tx_update(
+                self.update(intent_key(&intent.rule_id, &intent.offering.id), "REMOVE fee_released_at")
+                    .condition_expression("attribute_exists(pk) AND attribute_exists(fee_released_at)"),
+            ),
+            tx_update(
+                self.update(key(block_pk(&block.reservation_id), "BLOCK"), "REMOVE budget_released_at")
+                    .condition_expression("attribute_exists(pk)"),
+            ),
+        ];
+        // No limit in the condition: EC2 took the money, whatever the budget's limit says.
+        let expr = if count_purchase {
+            "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero) + :fee, \
+             purchases = if_not_exists(purchases, :zero) + :one"
+        } else {
+            "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero) + :fee"
+        };
+        for c in &intent.charges {
+            let mut u = self
+                .update(budget_key(&c.owner, &c.period), expr)
+                .expression_attribute_values(":fee", fee.clone())
+                .expression_attribute_values(":zero", n(0));
+            if count_purchase {
+                u = u.expression_attribute_values(":one", n(1));
+            }
+            items.push(tx_update(u));
+        }
+        match self.transact(items).await {
+            Ok(()) => Ok(true),
+            Err(TxError::Cancelled(codes)) if failed_at(&codes, 0) => Ok(false),
+            Err(e) => Err(cancelled(&format!("recommitting the fee of block {}", block.reservation_id), e)),
+        }
+    }
 }
