@@ -374,3 +374,39 @@ async fn every_state_off_the_path_is_announced_once_per_change() {
     assert_eq!(h.track().await.checks.len(), 1);
     assert_eq!(event_types(&h.aws.alerts().await), ["ec2-state"]);
 }
+
+/// Final is not final while EC2 holds the block: a block booked payment-failed (EC2 said so,
+/// its fee released) that EC2 then lists scheduled is held again on the next run: back in the
+/// open blocks, its fee committed again in DynamoDB's budgets (one transaction, once), and a
+/// person told once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_block_ec2_lists_held_again_is_tracked_and_charged_again_once() {
+    let h = rig("held-again", &scenario(T0, 2, "never", None), T0).await;
+    let id = h.buy(&rule(h.now(), 1, "")).await;
+    h.advance_hours(12).await;
+    let failed = h.track().await;
+    assert_eq!(failed.released_budgets, std::slice::from_ref(&id));
+    let committed = || async {
+        let usage = h.store.usage(&BudgetOwner::Rule("p5".into()), &Period::of(T0.parse().unwrap())).await;
+        usage.unwrap().unwrap().committed.amount()
+    };
+    assert_eq!(committed().await, dec!(0));
+    assert_eq!(event_types(&h.aws.alerts().await), ["payment-failed"]);
+
+    let body = format!(r#"{{"reservation_id": "{id}", "state": "scheduled"}}"#);
+    h.sim.control("POST", "/_sim/reservations/state", &body).await;
+    h.advance_minutes(5).await;
+    let again = h.track().await;
+    assert_eq!(again.recommitted_budgets, std::slice::from_ref(&id), "{again:#?}");
+    assert_eq!(again.ledger_mismatches, [format!("{id}#payment-failed->scheduled")]);
+    assert_eq!(h.block(&id).await.state, BlockState::Scheduled);
+    assert_eq!(committed().await, dec!(576), "the fee EC2 took counts again");
+    let open: Vec<String> = h.store.open_blocks(None).await.unwrap().into_iter().map(|b| b.reservation_id).collect();
+    assert_eq!(open, [id.clone()]);
+    assert_eq!(event_types(&h.aws.alerts().await), ["ledger-mismatch"]);
+    h.advance_minutes(5).await;
+    let later = h.track().await;
+    assert!(later.recommitted_budgets.is_empty() && later.ledger_mismatches.is_empty(), "{later:#?}");
+    assert_eq!(committed().await, dec!(576), "once");
+    assert!(h.aws.alerts().await.is_empty());
+}
