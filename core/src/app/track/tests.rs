@@ -78,10 +78,13 @@ async fn a_replayed_tick_on_a_dry_run_stack_moves_nothing() {
     assert!(table.writes().is_empty(), "a replay wrote {:?}", table.writes());
     assert!(market.purchases_by_intent().is_empty());
     assert!(notifier.published().is_empty());
-    // On the clock days later, the same stack settles: the extension's deadline has passed.
+    // On the clock days later, the same stack settles what EC2's word decides: the extension's
+    // deadline has passed but EC2's history has no word on it, so it stays open, its fee
+    // committed, and a person is told.
     let on_clock = tracker.run(days_ahead).await.unwrap();
     assert!(!on_clock.replay);
-    assert!(table.writes().iter().any(|w| w.starts_with("close_extension cr-held/cbx-1")), "{:?}", table.writes());
+    assert!(!table.writes().iter().any(|w| w.starts_with("close_extension")), "{:?}", table.writes());
+    assert!(table.writes().contains(&"enqueue cr-held#extension-overdue-cbx-1".to_string()), "{:?}", table.writes());
     // The purchase EC2 does not show is held for a person, never released on a timer.
     assert!(!table.writes().iter().any(|w| w.starts_with("record_rejected")), "{:?}", table.writes());
     assert!(table.writes().contains(&"enqueue west/cb-late#outcome-unknown".to_string()), "{:?}", table.writes());
