@@ -472,3 +472,6 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
