@@ -142,3 +142,28 @@ async fn a_failed_part_keeps_the_fee_while_another_may_be_held_and_says_so() {
     assert!(writes.iter().any(|w| w.starts_with("release_failed_block")), "{writes:?}");
     assert!(!writes.iter().any(|w| w.contains("fee-kept")), "{writes:?}");
 }
+
+/// Only a block EC2 shows on its path counts as observed for its extensions: one shown
+/// unavailable, not found (before its end) or unreadably keeps a stored end that may be stale.
+#[test]
+fn only_a_block_shown_on_its_path_is_observed() {
+    let east = rule("east", "live");
+    let mut bought = sent_intent(&east, offering("cb-1", t0() + Duration::days(1)), t0());
+    bought.state = crate::domain::budget::IntentState::Bought;
+    let r = reservation_of(&bought, "cr-1");
+    let b = Block::bought(&bought, &r, t0());
+    let found = |state: &str, end| Observed::Found {
+        state: state.into(),
+        end,
+        capacity_block_id: None,
+        instance_count: 1,
+        available: None,
+    };
+    let later = b.end + Duration::days(1);
+    assert!(shown_on_path(&b, &found("scheduled", b.end), t0()));
+    assert!(shown_on_path(&b, &found("active", later), t0()));
+    assert!(!shown_on_path(&b, &found("unavailable", later), t0()));
+    assert!(!shown_on_path(&b, &Observed::NotFound, t0()));
+    assert!(!shown_on_path(&b, &Observed::NotFound, b.end), "gone after the end is absence too");
+    assert!(!shown_on_path(&b, &Observed::Unreadable("no EndDate".into()), t0()));
+}
