@@ -27,8 +27,8 @@ use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::domain::stack::StackSettings;
 use capblock_shared::ports::{
-    BlockStore, ExtensionLedger, ExtensionMarket, ExtensionRecord, Ledger, MarketError, PurchaseOutcome,
-    PurchaseRequest, Purchaser, ReminderError, Reminders, RuleStore,
+    BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, ExtensionRecord, Ledger, MarketError,
+    PurchaseOutcome, PurchaseRequest, Purchaser, ReminderError, Reminders, RuleStore,
 };
 use capblock_tests::{Aws, HookedMarket, Published, PurchaseHook, RuleToml, ScenarioToml, Sim, assert_slack_schema};
 use chrono::{DateTime, Duration, Utc};
