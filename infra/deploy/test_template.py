@@ -65,6 +65,8 @@ MONEY_EVENTS = {
     ("block_adopted", "tagged"): {"TrackBlocksFunction"},  # an adoption without a fee
     ("intent_missing", None): {"TrackBlocksFunction"},
     ("extension_unknown", None): {"TrackBlocksFunction"},
+    ("extension_overdue", None): {"TrackBlocksFunction"},
+    ("ledger_mismatch", None): {"TrackBlocksFunction"},
     ("block_failed", None): {"TrackBlocksFunction"},
     ("notice_publish_failed", None): {"ScanOfferingsFunction", "TrackBlocksFunction"},
 }

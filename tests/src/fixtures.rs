@@ -672,10 +672,22 @@ pub trait PurchaseHook: Send + Sync {
     ) -> Result<ExtensionReceipt, MarketError> {
         real.purchase_extension(region, offering_id, reservation_id).await
     }
+
+    /// DescribeCapacityBlockExtensionHistory; by default the real one. A hook answers it 503,
+    /// or without an extension EC2 holds, to play a history that has no word on it.
+    async fn extension_history(
+        &self,
+        real: &Ec2Market,
+        region: &Region,
+        ids: &[String],
+    ) -> Result<Vec<ExtensionRecord>, MarketError> {
+        real.extension_history(region, ids).await
+    }
 }
 
-/// The real EC2 adapter for every call but the two purchases, which `hook` answers: how a test
-/// makes EC2 refuse a purchase or an extension, or answer 5xx before or after acting.
+/// The real EC2 adapter for every call but the two purchases (and, when a hook says so, the
+/// offerings and the extension history), which `hook` answers: how a test makes EC2 refuse a
+/// purchase or an extension, or answer 5xx before or after acting.
 pub struct HookedMarket<H> {
     pub real: Ec2Market,
     pub hook: H,
@@ -772,9 +784,9 @@ impl<H: Send + Sync> InstanceSource for HookedMarket<H> {
 }
 
 #[async_trait]
-impl<H: Send + Sync> ExtensionHistory for HookedMarket<H> {
+impl<H: PurchaseHook> ExtensionHistory for HookedMarket<H> {
     async fn extension_history(&self, r: &Region, ids: &[String]) -> Result<Vec<ExtensionRecord>, MarketError> {
-        self.real.extension_history(r, ids).await
+        self.hook.extension_history(&self.real, r, ids).await
     }
 }
 

@@ -1,7 +1,8 @@
 //! Extending blocks whose rule asks for it, with the purchase discipline: an extension intent
 //! keyed by (block, extension offering) and the budget reserved in one transaction before
 //! PurchaseCapacityBlockExtension is sent once (no SDK retries); an unknown outcome is settled
-//! by watching the block's end date, never by resending.
+//! by EC2's extension history or the block's end date, never by resending. A sent extension's
+//! fee is released only on EC2's word that its payment failed.
 
 mod asking;
 
@@ -16,8 +17,8 @@ use crate::domain::announce;
 use crate::domain::block::Block;
 use crate::domain::budget::{Period, StackBudgets, charges_for};
 use crate::domain::extension::{
-    ExtensionIntent, ExtensionOffer, ExtensionState, PaymentStatus, Settlement, choose, history_disagrees, in_window,
-    lengths_to_ask, paid_days, settlement_with_history,
+    ExtensionIntent, ExtensionOffer, ExtensionState, PaymentStatus, Settlement, choose, held_after_release,
+    history_disagrees, in_window, lengths_to_ask, paid_days, settlement_with_history,
 };
 use crate::domain::ids::Region;
 use crate::domain::money::Rate;
@@ -31,13 +32,48 @@ use crate::ports::{
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]
 pub enum ExtensionAction {
-    WouldExtend { reservation_id: String, offering_id: String, first_time: bool },
-    Bought { reservation_id: String, offering_id: String },
-    Refused { reservation_id: String, offering_id: String, reason: String },
-    Unknown { reservation_id: String, offering_id: String, reason: String },
-    Skipped { reservation_id: String, reason: String },
-    Paid { reservation_id: String, offering_id: String },
-    Released { reservation_id: String, offering_id: String, reason: String },
+    WouldExtend {
+        reservation_id: String,
+        offering_id: String,
+        first_time: bool,
+    },
+    Bought {
+        reservation_id: String,
+        offering_id: String,
+    },
+    Refused {
+        reservation_id: String,
+        offering_id: String,
+        reason: String,
+    },
+    Unknown {
+        reservation_id: String,
+        offering_id: String,
+        reason: String,
+    },
+    Skipped {
+        reservation_id: String,
+        reason: String,
+    },
+    Paid {
+        reservation_id: String,
+        offering_id: String,
+    },
+    Released {
+        reservation_id: String,
+        offering_id: String,
+        reason: String,
+    },
+    /// Past its payment deadline without EC2's word that it failed: left open, a person told.
+    Overdue {
+        reservation_id: String,
+        offering_id: String,
+    },
+    /// Closed as released, yet EC2's history shows it held: its fee committed again.
+    Recommitted {
+        reservation_id: String,
+        offering_id: String,
+    },
 }
 
 pub struct Extender<'a, M: ?Sized, S: ?Sized> {
@@ -60,11 +96,11 @@ where
         observed: &HashSet<String>,
         now: DateTime<Utc>,
     ) -> Result<Vec<ExtensionAction>, StoreError> {
-        let mut out = self.settle(observed, now).await?;
+        let mut blocks = self.store.open_blocks(None).await?;
+        let mut out = self.settle(&blocks, observed, now).await?;
         let asking = Asking::default();
         // The blocks ending soonest ask first: when a region's questions run out this run, the
         // ones left have the most time.
-        let mut blocks = self.store.open_blocks(None).await?;
         blocks.sort_by_key(|b| b.end);
         for b in blocks {
             let Some(rule) = b.rule_id.as_ref().and_then(|r| rules.get(r)) else {
@@ -89,12 +125,12 @@ where
         Ok(out)
     }
 
-    /// EC2's payment status of each open extension, from one
-    /// DescribeCapacityBlockExtensionHistory per region. A region that fails is left to the
-    /// end date this run.
-    async fn payment_statuses(&self, open: &[(ExtensionIntent, Block)]) -> HashMap<(String, String), PaymentStatus> {
+    /// EC2's payment status of each extension in `asked`, from one
+    /// DescribeCapacityBlockExtensionHistory per region. A region that fails has no status this
+    /// run: its extensions are left as they are (absence is no evidence).
+    async fn payment_statuses(&self, asked: &[(ExtensionIntent, Block)]) -> HashMap<(String, String), PaymentStatus> {
         let mut by_region: HashMap<Region, Vec<String>> = HashMap::new();
-        for (x, b) in open {
+        for (x, b) in asked {
             by_region.entry(b.region.clone()).or_default().push(x.reservation_id.clone());
         }
         let mut out = HashMap::new();
@@ -108,61 +144,154 @@ where
                         .filter_map(|r| Some(((r.reservation_id, r.offering_id), PaymentStatus::from_ec2(&r.status)?))),
                 ),
                 Err(e) => {
-                    tracing::warn!(event = "extension_history_failed", %region, error = %e, "settling by the end date this run")
+                    tracing::warn!(event = "extension_history_failed", %region, error = %e, "no extension is released in the region this run")
                 }
             }
         }
         out
     }
 
-    /// Closes open extension intents whose outcome is now known: from EC2's extension history,
-    /// or from the block's end date when the history does not have it.
-    async fn settle(&self, observed: &HashSet<String>, now: DateTime<Utc>) -> Result<Vec<ExtensionAction>, StoreError> {
+    /// The extensions EC2's history is asked about this run: the open ones, and those closed as
+    /// Released after they were sent, of blocks still open (EC2 may hold them after all).
+    async fn to_ask(
+        &self,
+        blocks: &[Block],
+    ) -> Result<(Vec<(ExtensionIntent, Block)>, Vec<(ExtensionIntent, Block)>), StoreError> {
         let mut open = Vec::new();
         for x in self.store.open_extensions().await? {
             if let Some(b) = self.store.get_block(&x.reservation_id).await? {
                 open.push((x, b));
             }
         }
-        let statuses = if open.is_empty() { HashMap::new() } else { self.payment_statuses(&open).await };
-        let mut out = Vec::new();
-        for (x, b) in open {
-            let (rid, oid) = (x.reservation_id.clone(), x.offer.id.clone());
-            let status = statuses.get(&(rid.clone(), oid.clone())).copied();
-            let seen = observed.contains(&rid);
-            if history_disagrees(&x, &b, seen, status) {
-                tracing::warn!(event = "extension_history_disagrees", reservation = %rid, offering = %oid, end = %b.end,
-                    "EC2's history says paid, the block's end has not moved yet; counted as paid");
-            }
-            let (to, reason): (ExtensionState, Option<&str>) = match settlement_with_history(&x, &b, seen, status, now)
-            {
-                Settlement::Paid => (ExtensionState::Paid, None),
-                Settlement::Release(why) => (ExtensionState::Released, Some(why)),
-                Settlement::Unobserved => {
-                    tracing::info!(event = "extension_unsettled", reservation = %rid, offering = %oid, "block not observed this run; extension left open");
-                    continue;
+        let mut released = Vec::new();
+        for b in blocks {
+            for x in self.store.extensions_of(&b.reservation_id).await? {
+                if x.state == ExtensionState::Released && x.sent_at.is_some() {
+                    released.push((x, b.clone()));
                 }
-                Settlement::Wait => continue,
-            };
-            if let Some(why) = reason
-                && x.state != ExtensionState::Reserved
-            {
-                let msg = announce::extension_released(&b, &oid, why);
-                self.store
-                    .enqueue(&alert_notice(&rid, &OutboxKey::notice(format!("extension-released-{oid}"))?, &msg, now))
-                    .await?;
             }
-            match self.store.close_extension(&x, to, reason).await {
-                Ok(()) | Err(StoreError::Conflict(_)) => {}
-                Err(e) => return Err(e),
+        }
+        Ok((open, released))
+    }
+
+    /// Closes open extension intents whose outcome is now known (EC2's extension history, or an
+    /// end that moved), tells a person of those overdue, and commits again the fee of a released
+    /// one EC2's history shows it holds.
+    async fn settle(
+        &self,
+        blocks: &[Block],
+        observed: &HashSet<String>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ExtensionAction>, StoreError> {
+        let (open, released) = self.to_ask(blocks).await?;
+        if open.is_empty() && released.is_empty() {
+            return Ok(Vec::new());
+        }
+        let asked: Vec<(ExtensionIntent, Block)> = open.iter().chain(&released).cloned().collect();
+        let statuses = self.payment_statuses(&asked).await;
+        let status_of = |x: &ExtensionIntent| statuses.get(&(x.reservation_id.clone(), x.offer.id.clone())).copied();
+        let mut out = Vec::new();
+        for (x, b) in released {
+            if held_after_release(&x, status_of(&x)) {
+                out.extend(self.recommit(&x, &b, status_of(&x), now).await?);
             }
-            tracing::info!(event = "extension_settled", reservation = %rid, offering = %oid, state = to.as_str(), "extension closed");
-            out.push(match reason {
-                None => ExtensionAction::Paid { reservation_id: rid, offering_id: oid },
-                Some(r) => ExtensionAction::Released { reservation_id: rid, offering_id: oid, reason: r.into() },
-            });
+        }
+        for (x, b) in open {
+            let status = status_of(&x);
+            out.extend(self.settle_one(&x, &b, observed.contains(&x.reservation_id), status, now).await?);
         }
         Ok(out)
+    }
+
+    /// One open intent: closed when EC2's word (or an end that moved) decides it, else left open.
+    async fn settle_one(
+        &self,
+        x: &ExtensionIntent,
+        b: &Block,
+        seen: bool,
+        status: Option<PaymentStatus>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ExtensionAction>, StoreError> {
+        let (rid, oid) = (x.reservation_id.clone(), x.offer.id.clone());
+        if history_disagrees(x, b, seen, status) {
+            tracing::warn!(event = "extension_history_disagrees", reservation = %rid, offering = %oid, end = %b.end,
+                "EC2's history says paid, the block's end has not moved yet; counted as paid");
+        }
+        let (to, reason): (ExtensionState, Option<&str>) = match settlement_with_history(x, b, seen, status, now) {
+            Settlement::Paid => (ExtensionState::Paid, None),
+            Settlement::Release(why) => (ExtensionState::Released, Some(why)),
+            Settlement::Overdue => return self.overdue(x, b, status, now).await,
+            Settlement::Unobserved => {
+                tracing::info!(event = "extension_unsettled", reservation = %rid, offering = %oid, "block not observed this run; extension left open");
+                return Ok(None);
+            }
+            Settlement::Wait => return Ok(None),
+        };
+        if let Some(why) = reason
+            && x.state != ExtensionState::Reserved
+        {
+            let msg = announce::extension_released(b, &oid, why);
+            self.store
+                .enqueue(&alert_notice(&rid, &OutboxKey::notice(format!("extension-released-{oid}"))?, &msg, now))
+                .await?;
+        }
+        match self.store.close_extension(x, to, reason).await {
+            Ok(()) | Err(StoreError::Conflict(_)) => {}
+            Err(e) => return Err(e),
+        }
+        tracing::info!(event = "extension_settled", reservation = %rid, offering = %oid, state = to.as_str(), "extension closed");
+        Ok(Some(match reason {
+            None => ExtensionAction::Paid { reservation_id: rid, offering_id: oid },
+            Some(r) => ExtensionAction::Released { reservation_id: rid, offering_id: oid, reason: r.into() },
+        }))
+    }
+
+    /// A sent extension past its payment deadline (or of an ended block) that EC2 has not said
+    /// failed: its fee stays committed and it stays open (so no other extension of the block is
+    /// bought). Logged as an error every run, for the alarm, and told once to a person, who
+    /// decides.
+    async fn overdue(
+        &self,
+        x: &ExtensionIntent,
+        b: &Block,
+        status: Option<PaymentStatus>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ExtensionAction>, StoreError> {
+        let (rid, oid) = (x.reservation_id.clone(), x.offer.id.clone());
+        let word = status.map_or("no word", PaymentStatus::as_ec2);
+        tracing::error!(event = "extension_overdue", reservation = %rid, offering = %oid, ec2_status = word, fee = %x.offer.fee,
+            "past its payment deadline and EC2 has not reported it failed; its fee stays committed until a person decides");
+        let msg = announce::extension_overdue(b, &oid, x.offer.fee, word);
+        self.store
+            .enqueue(&alert_notice(&rid, &OutboxKey::notice(format!("extension-overdue-{oid}"))?, &msg, now))
+            .await?;
+        Ok(Some(ExtensionAction::Overdue { reservation_id: rid, offering_id: oid }))
+    }
+
+    /// A released intent EC2's history shows it holds (pending or paid): its fee is committed
+    /// to the budgets again, once (the store's condition on Released), announced once and
+    /// logged as a ledger mismatch.
+    async fn recommit(
+        &self,
+        x: &ExtensionIntent,
+        b: &Block,
+        status: Option<PaymentStatus>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ExtensionAction>, StoreError> {
+        let (rid, oid) = (x.reservation_id.clone(), x.offer.id.clone());
+        let word = status.map_or("no word", PaymentStatus::as_ec2);
+        tracing::error!(event = "ledger_mismatch", reservation = %rid, offering = %oid, ec2_status = word, fee = %x.offer.fee,
+            "an extension closed as released is held by EC2; its fee is committed to the budgets again");
+        let msg = announce::extension_recommitted(b, &oid, x.offer.fee, word);
+        self.store
+            .enqueue(&alert_notice(&rid, &OutboxKey::notice(format!("extension-recommitted-{oid}"))?, &msg, now))
+            .await?;
+        let reason = format!("re-committed: EC2's extension history says {word}");
+        match self.store.recommit_extension(x, &reason).await {
+            Ok(()) => Ok(Some(ExtensionAction::Recommitted { reservation_id: rid, offering_id: oid })),
+            Err(StoreError::Conflict(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     async fn consider(
@@ -343,3 +472,6 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -268,12 +268,17 @@ where
                 }
                 continue;
             }
+            // Only a block EC2 showed on its path has its stored end made EC2's by this run:
+            // one shown off it (unavailable, ...) or not at all keeps a stored end that may be
+            // stale, and its extensions are not settled on it.
+            let on_path = shown_on_path(b, obs, now);
             let raised = self.raise_count(b, obs).await;
             let b = raised.as_ref().unwrap_or(b);
             match self.track_block(b, obs, rules, now, report).await {
-                Ok(()) => {
+                Ok(()) if on_path => {
                     observed_now.insert(b.reservation_id.clone());
                 }
+                Ok(()) => {}
                 Err(e) => {
                     tracing::error!(event = "block_failed", reservation = %b.reservation_id, error = %e, "left as it was; next run retries");
                     report.errors.push(format!("{}: {e}", b.reservation_id));
@@ -855,6 +860,17 @@ enum OfIntent {
 
 fn rebuys(b: &Block, rules: &HashMap<String, Rule>) -> bool {
     b.rule_id.as_ref().and_then(|r| rules.get(r)).is_some_and(|r| r.rebuy_on_payment_failure)
+}
+
+/// Whether EC2 showed `b` in a state on a block's path, so that tracking it makes its stored
+/// state and end EC2's (`lifecycle::step` stays or moves): not an off-path state, not
+/// NotFound, not an unreadable answer.
+fn shown_on_path(b: &Block, obs: &Observed, now: DateTime<Utc>) -> bool {
+    matches!(obs, Observed::Found { .. })
+        && matches!(
+            crate::domain::lifecycle::step(b.state, b.end, obs, now),
+            Transition::Stay | Transition::Move { .. }
+        )
 }
 
 mod ledger;

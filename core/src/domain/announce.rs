@@ -20,7 +20,9 @@ mod purchase;
 mod states;
 
 pub use budgets::{month_summary, team_unbudgeted};
-pub use extension::{end_moved_back, extended, extension_decided, extension_released};
+pub use extension::{
+    end_moved_back, extended, extension_decided, extension_overdue, extension_recommitted, extension_released,
+};
 pub use idle::{idle, idle_over};
 pub use market::{member_account_failed, member_quota_zero, not_sold, quota_zero};
 pub use moments::checkpoint;
@@ -195,6 +197,8 @@ mod tests {
             extension_decided(&b, "cbe-1", t(5, 11, 30), fee, rate, Mode::Live),
             extension_decided(&b, "cbe-1", t(5, 11, 30), fee, rate, Mode::Approval),
             extension_released(&b, "cbe-1", "refused"),
+            extension_overdue(&b, "cbe-1", fee, "no word"),
+            extension_recommitted(&b, "cbe-1", fee, "payment-succeeded"),
             quota_zero(
                 "us-east-1",
                 "trn2",

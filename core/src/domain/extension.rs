@@ -171,19 +171,24 @@ pub fn paid_days(history: &[ExtensionIntent]) -> u32 {
 pub enum Settlement {
     /// The block's end moved to the extension's end: paid.
     Paid,
-    /// Closed without a charge, for this reason.
+    /// Closed without a charge, for this reason: EC2 said it failed, or it was never sent.
     Release(&'static str),
-    /// EC2 was not asked about the block this run (its region failed): the stored end may be
-    /// stale, and releasing an extension EC2 has charged would hide the charge from the
-    /// budgets. Decided when the end is known.
+    /// EC2 was not asked about the block this run (its region failed, or it showed the block
+    /// off its path or not at all): the stored end may be stale. Decided when the end is known.
     Unobserved,
+    /// Past its payment deadline (or its block ended) and EC2 has not said it failed: the fee
+    /// stays committed, since absence is no evidence that EC2 does not hold it, and a person is
+    /// told.
+    Overdue,
     /// Still within its payment window.
     Wait,
 }
 
-/// Settles `x` from what the block's end says. `observed`: EC2 was asked about the block in
-/// this run, so `b` holds EC2's end. A Sent record is never sent again: an unknown outcome is
-/// settled by the end date alone.
+/// Settles `x` from what the block's end says, when EC2's extension history has no word on it.
+/// `observed`: EC2 showed the block on its path in this run, so `b` holds EC2's end. Only a
+/// record never sent is released here: a sent one may be charged whatever the end says until
+/// EC2 reports its payment failed (`settlement_with_history`), so past its deadline it is
+/// `Overdue`, never released on the timer.
 pub fn settlement(x: &ExtensionIntent, b: &Block, observed: bool, now: DateTime<Utc>) -> Settlement {
     let sent_at = x.sent_at.unwrap_or(x.created_at);
     if b.end >= x.offer.end {
@@ -196,12 +201,10 @@ pub fn settlement(x: &ExtensionIntent, b: &Block, observed: bool, now: DateTime<
         } else {
             Settlement::Wait
         }
-    } else if !b.state.is_final() && !observed {
+    } else if b.state.is_final() || now >= extension_payment_deadline(sent_at, x.offer.start) + SENT_GRACE {
+        Settlement::Overdue
+    } else if !observed {
         Settlement::Unobserved
-    } else if now >= extension_payment_deadline(sent_at, x.offer.start) + SENT_GRACE {
-        Settlement::Release("the end did not move by the payment deadline")
-    } else if b.state.is_final() {
-        Settlement::Release("the block ended")
     } else {
         Settlement::Wait
     }
@@ -225,13 +228,23 @@ impl PaymentStatus {
             _ => None,
         }
     }
+
+    /// The status as EC2 names it.
+    pub fn as_ec2(self) -> &'static str {
+        match self {
+            PaymentStatus::Pending => "payment-pending",
+            PaymentStatus::Failed => "payment-failed",
+            PaymentStatus::Succeeded => "payment-succeeded",
+        }
+    }
 }
 
 /// Settles `x` from EC2's payment status when the history has the extension, with the end date
 /// as a cross-check: an end that moved is a paid extension whatever the history says (the
 /// budget keeps the charge rather than hide one), and a pending payment is waited for even
-/// past the deadline (EC2 says when it failed). Without a status, `settlement` decides by the
-/// end date as before.
+/// past the deadline (EC2 says when it failed). `payment-failed` is the one status that
+/// releases a sent extension's fee. Without a status, `settlement` decides by the end date,
+/// which can say paid but never failed.
 pub fn settlement_with_history(
     x: &ExtensionIntent,
     b: &Block,
@@ -244,9 +257,19 @@ pub fn settlement_with_history(
         Some(PaymentStatus::Succeeded) => Settlement::Paid,
         Some(_) if moved => Settlement::Paid,
         Some(PaymentStatus::Failed) => Settlement::Release("EC2 reports the extension's payment failed"),
-        Some(PaymentStatus::Pending) => Settlement::Wait,
+        // EC2 holds it, pending: waited for, and past the deadline a person is told.
+        Some(PaymentStatus::Pending) => match settlement(x, b, observed, now) {
+            Settlement::Overdue => Settlement::Overdue,
+            _ => Settlement::Wait,
+        },
         None => settlement(x, b, observed, now),
     }
+}
+
+/// Whether EC2's word on an extension capblock closed as Released says EC2 holds it after all
+/// (pending or paid): its fee is then committed again (`ExtensionLedger::recommit_extension`).
+pub fn held_after_release(x: &ExtensionIntent, status: Option<PaymentStatus>) -> bool {
+    x.state == ExtensionState::Released && matches!(status, Some(PaymentStatus::Pending | PaymentStatus::Succeeded))
 }
 
 /// The history says paid but EC2's end has not moved (as observed this run): worth a warning,

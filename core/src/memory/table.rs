@@ -748,6 +748,30 @@ impl ExtensionLedger for MemoryTable {
         Ok(())
     }
 
+    async fn recommit_extension(&self, x: &ExtensionIntent, reason: &str) -> Result<(), StoreError> {
+        let mut items = self.items();
+        let what = |why: &str| conflict(format!("re-committing extension {}: {why}", x.id()));
+        let k = (x.reservation_id.clone(), x.offer.id.clone());
+        if !items.extensions.get(&k).is_some_and(|s| s.state == ExtensionState::Released) {
+            return Err(what("no longer released"));
+        }
+        if x.charges.iter().any(|c| !items.budgets.contains_key(&(c.owner.key(), c.period.clone()))) {
+            return Err(what("a budget it charged is missing"));
+        }
+        let fee = x.offer.fee.amount();
+        for c in &x.charges {
+            let row = items.budgets.get_mut(&(c.owner.key(), c.period.clone())).expect("checked above");
+            row.committed += fee;
+            row.spent += fee;
+        }
+        let mut paid = x.clone();
+        paid.state = ExtensionState::Paid;
+        paid.reason = Some(reason.to_string());
+        items.extensions.insert(k, paid);
+        self.moved(format!("recommit_extension {}", x.id()));
+        Ok(())
+    }
+
     async fn extensions_of(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError> {
         Ok(self.items().extensions.values().filter(|x| x.reservation_id == reservation_id).cloned().collect())
     }

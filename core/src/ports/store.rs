@@ -204,6 +204,12 @@ pub trait ExtensionLedger: Send + Sync {
         to: ExtensionState,
         reason: Option<&str>,
     ) -> Result<(), StoreError>;
+    /// Commits again the fee of an intent closed as Released that EC2's extension history shows
+    /// it holds after all (pending or paid): in one transaction the intent moves Released ->
+    /// Paid, conditional on Released so it happens once, and every budget it charged counts the
+    /// fee as committed and spent again, whatever its limit (EC2 has charged it). `Conflict` if
+    /// it is no longer Released (another run re-committed it first).
+    async fn recommit_extension(&self, intent: &ExtensionIntent, reason: &str) -> Result<(), StoreError>;
     /// Every extension intent of one block, open or closed (strict: paid ones bound `max_days`).
     async fn extensions_of(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError>;
     /// Open extension intents of all blocks.

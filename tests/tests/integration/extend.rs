@@ -27,8 +27,8 @@ use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::domain::stack::StackSettings;
 use capblock_shared::ports::{
-    BlockStore, ExtensionLedger, ExtensionMarket, Ledger, MarketError, PurchaseOutcome, PurchaseRequest, Purchaser,
-    ReminderError, Reminders, RuleStore,
+    BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, ExtensionRecord, Ledger, MarketError,
+    PurchaseOutcome, PurchaseRequest, Purchaser, ReminderError, Reminders, RuleStore,
 };
 use capblock_tests::{Aws, HookedMarket, Published, PurchaseHook, RuleToml, ScenarioToml, Sim, assert_slack_schema};
 use chrono::{DateTime, Duration, Utc};
@@ -79,6 +79,19 @@ impl Reminders for Synced {
 struct ExtensionHook {
     refuse: AtomicBool,
     refused: AtomicU32,
+    history: Mutex<History>,
+}
+
+/// How DescribeCapacityBlockExtensionHistory answers.
+#[derive(Default, Clone, Copy, PartialEq, Eq, Debug)]
+enum History {
+    /// The simulator's answer.
+    #[default]
+    Real,
+    /// 503 Service Unavailable, as the adapter reads a 5xx: an unknown outcome.
+    Unanswered,
+    /// Answered, without the block's extensions (not listed yet).
+    Unlisted,
 }
 
 #[async_trait]
@@ -103,6 +116,24 @@ impl PurchaseHook for ExtensionHook {
             code: "InsufficientCapacity".into(),
             message: "there is not enough capacity to extend this block".into(),
         })
+    }
+
+    async fn extension_history(
+        &self,
+        real: &Ec2Market,
+        region: &Region,
+        ids: &[String],
+    ) -> Result<Vec<ExtensionRecord>, MarketError> {
+        let mode = *self.history.lock().unwrap();
+        match mode {
+            History::Real => real.extension_history(region, ids).await,
+            History::Unlisted => Ok(Vec::new()),
+            History::Unanswered => Err(MarketError::Unknown {
+                operation: "DescribeCapacityBlockExtensionHistory",
+                region: region.to_string(),
+                message: "service error: 503 Service Unavailable".into(),
+            }),
+        }
     }
 }
 
@@ -536,14 +567,17 @@ async fn a_region_outage_at_the_deadline_does_not_release_a_paid_extension() {
     // us-east-1 stops answering before EC2 takes payment (15:00) and until after capblock's
     // deadline for the extension (Thu 00:15): capblock has never seen the end move.
     x.sim.behaviour(r#"{"down_regions": ["us-east-1"], "timeout_secs": 1}"#).await;
+    let mut said = Vec::new();
     for t in ["2026-12-02T16:00:00Z", "2026-12-03T00:15:00Z", "2026-12-03T01:00:00Z"] {
         x.advance_to(t).await;
         let report = x.track_anyway().await;
         assert!(report.failed_regions.contains_key("us-east-1"), "{t}: {report:#?}");
         assert_eq!(x.intent().await.state, ExtensionState::Bought, "{t}: not released on a stale end");
         assert_eq!(x.budget().await, (dec!(1056), dec!(576)), "{t}");
-        assert!(x.alerts().await.is_empty(), "{t}");
+        said.extend(x.events().await);
     }
+    // Past capblock's deadline for it (00:15) without EC2's word: a person is told, once.
+    assert_eq!(said, ["extension-overdue"]);
     x.sim.behaviour(r#"{"down_regions": []}"#).await;
     x.advance_minutes(5).await;
     x.track().await;
@@ -657,4 +691,72 @@ async fn extension_questions_are_few_a_run_and_stop_at_a_throttle_under_each_lim
         assert_eq!(extension_questions(&x).await - before, 3, "{reading}");
         assert_eq!(x.intent().await.offer.duration_hours, 24, "{reading}");
     }
+}
+
+/// Shows the block to DescribeCapacityReservations in `state` (`None`: as EC2 has it).
+async fn show_block(x: &X, state: Option<&str>) {
+    let state = state.map_or("null".to_string(), |s| format!("\"{s}\""));
+    let body = format!(r#"{{"reservation_id": "{}", "state": {state}}}"#, x.id);
+    x.sim.control("POST", "/_sim/reservations/state", &body).await;
+}
+
+/// Every extension fee EC2 charged is committed (and spent) in the rule's budget, with the
+/// block's, and EC2 holds no more extension days than the rule's `max_days` (1).
+async fn every_charge_counted(x: &X) {
+    let ec2 = x.ec2_extensions().await;
+    let paid = ec2.iter().filter(|e| e["status"] == "payment-succeeded").count();
+    assert!(paid <= 1, "EC2 holds {paid} extension days under max_days = 1: {ec2:#?}");
+    let charged = dec!(576) + dec!(480) * Decimal::from(paid);
+    assert_eq!(x.budget().await, (charged, charged), "EC2 charged {charged}: {ec2:#?}");
+}
+
+/// EC2 shows the block `unavailable` from before it takes the extension's payment (15:00, the
+/// end moves) until after capblock's deadline for it (Thu 00:15), while its extension history
+/// has no word on the extension (`history`): the stored end is stale, and the extension stays
+/// open with its fee committed, a person told once. Once EC2 shows the block again its end
+/// says paid; no second extension is bought, and the budget holds what EC2 charged.
+async fn an_extension_ec2_paid_under(name: &str, history: History) {
+    let x = X::at_the_decision(name, Mode::Live).await;
+    assert!(bought(&x.track().await));
+    let offering = x.intent().await.offer.id;
+    x.alerts().await;
+    show_block(&x, Some("unavailable")).await;
+    *x.market.hook.history.lock().unwrap() = history;
+    let mut said = Vec::new();
+    for t in ["2026-12-02T14:00:00Z", "2026-12-02T16:00:00Z", "2026-12-03T00:15:00Z", "2026-12-03T01:00:00Z"] {
+        x.advance_to(t).await;
+        x.track_anyway().await;
+        assert_eq!(x.intent().await.state, ExtensionState::Bought, "{t}: {history:?}: not released on absence");
+        assert_eq!(x.budget().await, (dec!(1056), dec!(576)), "{t}: the fee stays committed");
+        said.extend(x.events().await);
+    }
+    assert_eq!(x.ec2_extensions().await[0]["status"], "payment-succeeded", "EC2 took payment at 15:00");
+    let overdue: Vec<&String> = said.iter().filter(|e| *e == "extension-overdue").collect();
+    assert_eq!(overdue.len(), 1, "a person told once: {said:?}");
+    assert!(!said.iter().any(|e| e == "extension-released"), "{said:?}");
+
+    show_block(&x, None).await;
+    *x.market.hook.history.lock().unwrap() = History::Real;
+    x.advance_minutes(5).await;
+    x.track().await;
+    assert_eq!(x.block().await.end, x.end + Duration::days(1));
+    assert_eq!(x.intent().await.state, ExtensionState::Paid);
+    assert!(x.intents().await.iter().all(|i| i.offer.id == offering));
+    for t in ["2026-12-03T12:00:00Z", "2026-12-04T12:00:00Z", "2026-12-05T09:00:00Z"] {
+        x.advance_to(t).await;
+        x.track_anyway().await;
+        every_charge_counted(&x).await;
+    }
+    assert_eq!(x.extension_calls().await, 1, "one extension purchase reached EC2");
+    every_charge_counted(&x).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_ec2_paid_is_kept_under_a_503_history_and_an_unavailable_block() {
+    an_extension_ec2_paid_under("ext-hist-503", History::Unanswered).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_ec2_paid_is_kept_while_its_history_does_not_list_it_and_the_block_is_unavailable() {
+    an_extension_ec2_paid_under("ext-hist-unlisted", History::Unlisted).await;
 }

@@ -438,6 +438,10 @@ impl ExtensionLedger for Faulty<MemoryTable> {
         self.store("close_extension").await?;
         self.inner.close_extension(x, to, reason).await
     }
+    async fn recommit_extension(&self, x: &ExtensionIntent, reason: &str) -> Result<(), StoreError> {
+        self.store("recommit_extension").await?;
+        self.inner.recommit_extension(x, reason).await
+    }
     async fn extensions_of(&self, id: &str) -> Result<Vec<ExtensionIntent>, StoreError> {
         self.store("extensions_of").await?;
         self.inner.extensions_of(id).await

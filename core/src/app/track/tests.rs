@@ -78,10 +78,13 @@ async fn a_replayed_tick_on_a_dry_run_stack_moves_nothing() {
     assert!(table.writes().is_empty(), "a replay wrote {:?}", table.writes());
     assert!(market.purchases_by_intent().is_empty());
     assert!(notifier.published().is_empty());
-    // On the clock days later, the same stack settles: the extension's deadline has passed.
+    // On the clock days later, the same stack settles what EC2's word decides: the extension's
+    // deadline has passed but EC2's history has no word on it, so it stays open, its fee
+    // committed, and a person is told.
     let on_clock = tracker.run(days_ahead).await.unwrap();
     assert!(!on_clock.replay);
-    assert!(table.writes().iter().any(|w| w.starts_with("close_extension cr-held/cbx-1")), "{:?}", table.writes());
+    assert!(!table.writes().iter().any(|w| w.starts_with("close_extension")), "{:?}", table.writes());
+    assert!(table.writes().contains(&"enqueue cr-held#extension-overdue-cbx-1".to_string()), "{:?}", table.writes());
     // The purchase EC2 does not show is held for a person, never released on a timer.
     assert!(!table.writes().iter().any(|w| w.starts_with("record_rejected")), "{:?}", table.writes());
     assert!(table.writes().contains(&"enqueue west/cb-late#outcome-unknown".to_string()), "{:?}", table.writes());
@@ -210,4 +213,29 @@ async fn a_failed_block_ec2_holds_after_all_is_held_again_and_charged_again_once
     let told: Vec<String> =
         table.writes().into_iter().filter(|w| w.starts_with("enqueue") && w.contains("over-limit")).collect();
     assert_eq!(told, ["enqueue cr-2#over-limit-2"]);
+}
+
+/// Only a block EC2 shows on its path counts as observed for its extensions: one shown
+/// unavailable, not found (before its end) or unreadably keeps a stored end that may be stale.
+#[test]
+fn only_a_block_shown_on_its_path_is_observed() {
+    let east = rule("east", "live");
+    let mut bought = sent_intent(&east, offering("cb-1", t0() + Duration::days(1)), t0());
+    bought.state = crate::domain::budget::IntentState::Bought;
+    let r = reservation_of(&bought, "cr-1");
+    let b = Block::bought(&bought, &r, t0());
+    let found = |state: &str, end| Observed::Found {
+        state: state.into(),
+        end,
+        capacity_block_id: None,
+        instance_count: 1,
+        available: None,
+    };
+    let later = b.end + Duration::days(1);
+    assert!(shown_on_path(&b, &found("scheduled", b.end), t0()));
+    assert!(shown_on_path(&b, &found("active", later), t0()));
+    assert!(!shown_on_path(&b, &found("unavailable", later), t0()));
+    assert!(!shown_on_path(&b, &Observed::NotFound, t0()));
+    assert!(!shown_on_path(&b, &Observed::NotFound, b.end), "gone after the end is absence too");
+    assert!(!shown_on_path(&b, &Observed::Unreadable("no EndDate".into()), t0()));
 }

@@ -109,3 +109,43 @@ pub fn extension_released(b: &Block, offering_id: &str, reason: &str) -> SlackMe
         "Extension not made".into(),
     )
 }
+
+/// An extension past its payment deadline that EC2 has not reported failed (`ec2_status`: the
+/// history's word on it, or "no word"): its fee stays committed until a person decides.
+pub fn extension_overdue(b: &Block, offering_id: &str, fee: Money, ec2_status: &str) -> SlackMessage {
+    tracked(
+        b,
+        "extension-overdue",
+        format!("Check this extension: `{}`", b.reservation_id),
+        format!(
+            "Extension `{offering_id}` ({fee}) is past its payment deadline, and EC2 has not reported its payment \
+             failed (its extension history: {ec2_status}). capblock keeps its fee committed and buys no other \
+             extension of the block. capblock has the block ending at {}.\n{}",
+            when(b.end),
+            tracked_line(b)
+        ),
+        vec![
+            "Look at the extension in the EC2 console (describe-capacity-block-extension-history).".into(),
+            "capblock releases the fee once EC2 reports the payment failed, and counts it paid once the end moves."
+                .into(),
+        ],
+        "Extension overdue".into(),
+    )
+}
+
+/// An extension capblock had closed as not made, which EC2's history shows it holds
+/// (`ec2_status`): its fee is counted in the budgets again.
+pub fn extension_recommitted(b: &Block, offering_id: &str, fee: Money, ec2_status: &str) -> SlackMessage {
+    tracked(
+        b,
+        "extension-recommitted",
+        format!("Extension counted again: `{}`", b.reservation_id),
+        format!(
+            "capblock had released extension `{offering_id}`, but EC2's extension history says {ec2_status}: \
+             EC2 holds it. Its fee, {fee}, is counted in the budgets again, and in the block's extension days.\n{}",
+            tracked_line(b)
+        ),
+        vec!["Look at the extension in the EC2 console (describe-capacity-block-extension-history).".into()],
+        "Extension counted again".into(),
+    )
+}

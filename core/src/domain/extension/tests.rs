@@ -70,7 +70,7 @@ fn a_reserved_record_is_released_after_its_grace() {
 }
 
 #[test]
-fn a_sent_record_waits_for_its_payment_deadline_and_for_ec2() {
+fn a_sent_record_waits_for_its_payment_deadline_and_is_never_released_on_it() {
     // Sent 3 h before the end at at(0): its payment deadline is 35 minutes before the block's
     // scheduled end (the offer's start), not the 5 minutes a block's own payment has.
     let x = record(ExtensionState::Sent, at(-3));
@@ -78,15 +78,15 @@ fn a_sent_record_waits_for_its_payment_deadline_and_for_ec2() {
     let deadline = extension_payment_deadline(at(-3), x.offer.start);
     assert_eq!(deadline, x.offer.start - Duration::minutes(35));
     assert_eq!(settlement(&x, &b, true, deadline), Settlement::Wait);
-    assert_eq!(
-        settlement(&x, &b, true, deadline + SENT_GRACE),
-        Settlement::Release("the end did not move by the payment deadline")
-    );
-    // EC2 not asked this run: the stored end may be stale, so a charge could hide.
-    assert_eq!(settlement(&x, &b, false, deadline + SENT_GRACE), Settlement::Unobserved);
-    // A block that ended releases what it never paid for, observed or not.
+    // EC2 not asked this run: the stored end may be stale.
+    assert_eq!(settlement(&x, &b, false, deadline), Settlement::Unobserved);
+    // Past the deadline and its grace, observed or not: overdue, never released on the timer
+    // (EC2 may hold it whatever the end says; only its word that the payment failed releases).
+    assert_eq!(settlement(&x, &b, true, deadline + SENT_GRACE), Settlement::Overdue);
+    assert_eq!(settlement(&x, &b, false, deadline + SENT_GRACE), Settlement::Overdue);
+    // A block that ended does not release it either.
     let ended = block(BlockState::Expired, at(0));
-    assert_eq!(settlement(&x, &ended, false, at(-2)), Settlement::Release("the block ended"));
+    assert_eq!(settlement(&x, &ended, false, at(-2)), Settlement::Overdue);
 }
 
 #[test]
@@ -98,6 +98,22 @@ fn the_decision_window_closes_an_hour_before_the_end() {
     assert!(in_window(&b, &x, at(0) - LAST_EXTENSION_BEFORE_END));
     assert!(!in_window(&b, &x, at(0) - LAST_EXTENSION_BEFORE_END + Duration::minutes(1)));
     assert!(!in_window(&block(BlockState::PaymentPending, at(0)), &x, at(-2)));
+}
+
+/// A released record EC2's history shows held (pending or paid) is committed again; a failed
+/// or missing word, or an open record, is not.
+#[test]
+fn a_released_record_ec2_holds_is_held_after_release() {
+    let released = record(ExtensionState::Released, at(-3));
+    let st = PaymentStatus::from_ec2;
+    assert!(held_after_release(&released, st("payment-succeeded")));
+    assert!(held_after_release(&released, st("payment-pending")));
+    assert!(!held_after_release(&released, st("payment-failed")));
+    assert!(!held_after_release(&released, None));
+    assert!(!held_after_release(&record(ExtensionState::Bought, at(-3)), st("payment-succeeded")));
+    for s in ["payment-pending", "payment-failed", "payment-succeeded"] {
+        assert_eq!(st(s).map(PaymentStatus::as_ec2), Some(s));
+    }
 }
 
 #[test]
@@ -126,11 +142,13 @@ fn the_history_settles_and_the_end_cross_checks() {
     );
     // The end moved all the same: the charge is kept.
     assert_eq!(s(&new_end, "payment-failed", at(-2)), Settlement::Paid);
-    // Pending: waited for, even past the deadline (the end date alone would release it).
-    assert_eq!(s(&old_end, "payment-pending", at(10)), Settlement::Wait);
-    assert_ne!(settlement(&x, &old_end, true, at(10)), Settlement::Wait);
-    // An unknown status, or none: the end date decides as before.
+    // Pending: waited for, and past the deadline overdue (a person is told), never released.
+    assert_eq!(s(&old_end, "payment-pending", at(-2)), Settlement::Wait);
+    assert_eq!(s(&old_end, "payment-pending", at(10)), Settlement::Overdue);
+    // An unknown status, or none: the end date decides, which never releases a sent one.
     assert_eq!(s(&old_end, "payment-mystery", at(10)), settlement(&x, &old_end, true, at(10)));
+    assert_eq!(s(&old_end, "payment-mystery", at(10)), Settlement::Overdue);
+    assert_eq!(s(&new_end, "payment-mystery", at(10)), Settlement::Paid);
 }
 
 /// Reserved, Sent and Bought hold the budget and stop another extension of the block; Paid

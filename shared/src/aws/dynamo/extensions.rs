@@ -156,6 +156,31 @@ impl DynamoStore {
             .map_err(|e| cancelled(&format!("closing extension {} as {}", x.id(), to.as_str()), e))
     }
 
+    /// Released -> Paid, conditional on Released, with the fee committed and spent again in
+    /// every budget it charged: the memory table's `recommit_extension`, one transaction.
+    pub(super) async fn recommit_extension_tx(&self, x: &ExtensionIntent, reason: &str) -> Result<(), StoreError> {
+        let mut paid = x.clone();
+        paid.state = ExtensionState::Paid;
+        paid.reason = Some(reason.to_string());
+        let mut items = vec![tx_update(
+            self.update(ext_key(&x.reservation_id, &x.offer.id), "SET #s = :to, #d = :data")
+                .condition_expression("#s = :released")
+                .expression_attribute_names("#s", "state")
+                .expression_attribute_names("#d", "data")
+                .expression_attribute_values(":to", s(ExtensionState::Paid.as_str()))
+                .expression_attribute_values(":data", json(&paid))
+                .expression_attribute_values(":released", s(ExtensionState::Released.as_str())),
+        )];
+        for c in &x.charges {
+            items.push(tx_update(
+                self.update(budget_key(&c.owner, &c.period), "SET committed = committed + :fee, spent = spent + :fee")
+                    .condition_expression("attribute_exists(committed)")
+                    .expression_attribute_values(":fee", n(x.offer.fee.amount())),
+            ));
+        }
+        self.transact(items).await.map_err(|e| cancelled(&format!("re-committing extension {}", x.id()), e))
+    }
+
     pub(super) async fn extensions_of_block(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError> {
         let q = self
             .client
@@ -197,6 +222,10 @@ impl ExtensionLedger for DynamoStore {
         reason: Option<&str>,
     ) -> Result<(), StoreError> {
         self.close_extension_tx(intent, to, reason).await
+    }
+
+    async fn recommit_extension(&self, intent: &ExtensionIntent, reason: &str) -> Result<(), StoreError> {
+        self.recommit_extension_tx(intent, reason).await
     }
 
     async fn extensions_of(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError> {
