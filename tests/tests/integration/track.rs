@@ -402,7 +402,7 @@ async fn a_failed_block_ec2_lists_held_again_is_tracked_and_charged_again_once()
     assert_eq!(h.block(&id).await.state, BlockState::Scheduled);
     assert_eq!(committed().await, dec!(576), "the fee EC2 took counts again");
     let open: Vec<String> = h.store.open_blocks(None).await.unwrap().into_iter().map(|b| b.reservation_id).collect();
-    assert_eq!(open, [id.clone()]);
+    assert_eq!(open, std::slice::from_ref(&id));
     assert_eq!(event_types(&h.aws.alerts().await), ["ledger-mismatch"]);
     h.advance_minutes(5).await;
     let later = h.track().await;
