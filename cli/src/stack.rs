@@ -180,15 +180,30 @@ fn config() -> Result<Config, StackError> {
     Ok(read_config(&path)?.unwrap_or_default())
 }
 
+/// The most of a config file read: a few stacks and profiles take a few hundred bytes, so a
+/// larger file is a mistake (a wrong CAPBLOCK_CONFIG, a device) and is refused, never read whole.
+const CONFIG_MAX_BYTES: u64 = 1024 * 1024;
+
 /// The config file at `path`; `None` when there is none.
 fn read_config(path: &std::path::Path) -> Result<Option<Config>, StackError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => toml::from_str(&text)
-            .map(Some)
-            .map_err(|e| StackError::Invalid(format!("{}: {}", path.display(), e.to_string().trim()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(StackError::Failed(format!("{}: {e}", path.display()))),
+    let failed = |e: std::io::Error| StackError::Failed(format!("{}: {e}", path.display()));
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(failed(e)),
+    };
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, CONFIG_MAX_BYTES + 1), &mut text).map_err(failed)?;
+    if text.len() as u64 > CONFIG_MAX_BYTES {
+        return Err(StackError::Invalid(format!(
+            "{}: the config file is larger than 1 MiB; it names a stack and profiles in a few lines (is \
+             CAPBLOCK_CONFIG the right file?)",
+            path.display()
+        )));
     }
+    toml::from_str(&text)
+        .map(Some)
+        .map_err(|e| StackError::Invalid(format!("{}: {}", path.display(), e.to_string().trim())))
 }
 
 /// Where the table comes from, in order of precedence.
@@ -318,6 +333,23 @@ mod tests {
         assert!(forged.contains("TeamBudgets parameter \"\""), "{forged}");
         let uncapped = StackSettings { account_budget: None, team_budgets: Default::default(), ..stored };
         assert_eq!(settings_match(&uncapped, &deployed("live", "0", "")), Ok(()));
+    }
+
+    /// A config file past 1 MiB is refused with a clear error, read no further than the bound.
+    #[test]
+    fn a_config_file_past_the_bound_is_refused() {
+        let dir = std::env::temp_dir().join(format!("capblock-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.toml");
+        let line = "# a comment line of the config file\n";
+        let big = line.repeat((CONFIG_MAX_BYTES as usize).div_ceil(line.len()) + 1);
+        std::fs::write(&path, format!("stack = \"capblock\"\n{big}")).unwrap();
+        let e = read_config(&path).unwrap_err().to_string();
+        assert!(e.contains("larger than 1 MiB"), "{e}");
+        std::fs::write(&path, "stack = \"capblock\"\n").unwrap();
+        assert_eq!(read_config(&path).unwrap().unwrap().stack.as_deref(), Some("capblock"));
+        assert!(read_config(&dir.join("absent.toml")).unwrap().is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -111,7 +111,7 @@ pub fn month(period: &Period, blocks: &[PageBlock], rules: &[Rule]) -> Month {
         })
         .collect();
     let teams = report::by_team(&rows.iter().map(|r| r.month.clone()).collect::<Vec<_>>());
-    Month { month: period.as_str().into(), rules: rows, teams, account_spent: None }
+    Month { month: period.as_str().into(), rules: rows, teams, account_spent: None, skipped: vec![] }
 }
 
 /// The demo's story in small: two teams' rules, an active block with idle instances, a block

@@ -54,7 +54,8 @@ fn every_section_says_plainly_when_it_is_empty() {
     d.budgets = vec![PageBudget { owner: BudgetOwner::Account, limit: None, usage: None }];
     d.approvals.clear();
     d.prices.clear();
-    d.month = Month { month: d.period.as_str().into(), rules: vec![], teams: vec![], account_spent: None };
+    d.month =
+        Month { month: d.period.as_str().into(), rules: vec![], teams: vec![], account_spent: None, skipped: vec![] };
     let page = render(&d);
     assert!(section(&page, "calendar").contains("No blocks held or starting in the next 8 weeks."));
     assert!(section(&page, "budgets").contains("No budgets set"));

@@ -38,6 +38,9 @@ pub async fn run(a: PageArgs) -> CliResult {
             work.await?
         }
     };
+    for note in &data.month.skipped {
+        eprintln!("note: {note}");
+    }
     let html = capblock_page::render(&data);
     std::fs::write(&a.out, &html).map_err(|e| CliError::Failed(format!("{}: {e}", a.out)))?;
     eprintln!("team page written to {} ({} KB)", a.out, html.len().div_ceil(1024));

@@ -59,6 +59,9 @@ pub async fn run(a: ReportArgs) -> CliResult {
     let store = store().await?;
     let teams = stored_settings(&store).await?.map(|s| s.stack.team_budgets).unwrap_or_default();
     let report = month(&store, &period, &teams).await?;
+    for note in &report.skipped {
+        eprintln!("note: {note}");
+    }
     for r in report.rules.iter().filter(|r| !r.agrees()) {
         eprintln!(
             "note: rule {}'s budget counts {} spent in {}, the blocks and extensions {}: a purchase may still \

@@ -219,7 +219,11 @@ async fn spend(
     // A deleted rule's blocks keep their spend in the account's row: its own row stays too, so
     // the rows still add up to the account's.
     let listed: BTreeSet<&str> = rules.iter().map(|r| r.rule.id.as_str()).collect();
-    for row in month(store, period, teams).await?.rules {
+    let month = month(store, period, teams).await?;
+    for note in &month.skipped {
+        eprintln!("note: {note}");
+    }
+    for row in month.rules {
         let id = row.month.rule.as_str();
         if listed.contains(id) {
             continue;

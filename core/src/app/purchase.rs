@@ -664,4 +664,27 @@ mod tests {
         );
         assert!(table.writes().iter().any(|w| w.starts_with("record_given_back")));
     }
+
+    /// The held count is read from the table, not the open-blocks index, which DynamoDB keeps
+    /// eventually consistent: with the index lagging behind a purchase, the next run still
+    /// counts the block bought a moment ago and stays within `max_blocks_held`.
+    #[tokio::test(start_paused = true)]
+    async fn the_held_count_does_not_wait_for_the_index() {
+        let live = Rule { max_blocks_held: 1, ..rule("east", "live") };
+        let catalog = AcceleratorCatalog::new();
+        let first = Priced::new(offering("cb-1", t0() + Duration::days(2)), &catalog).unwrap();
+        let second = Priced::new(offering("cb-2", t0() + Duration::days(3)), &catalog).unwrap();
+        let sells = MemoryEc2::default().with_offerings([first.offering.clone(), second.offering.clone()]);
+        let (market, table) = (Spent(sells, AtomicUsize::new(0)), MemoryTable::default());
+        table.lag_index();
+        let answered = tokio::time::Instant::now();
+        let out = buyer(&market, &table, Some(answered)).live(&live, &first, t0()).await.unwrap();
+        assert!(matches!(out, Outcome::Bought { .. }), "{out:?}");
+        assert!(table.open_blocks(None).await.unwrap().is_empty(), "the index does not show the block yet");
+
+        let out = buyer(&market, &table, Some(answered)).live(&live, &second, t0()).await.unwrap();
+        let Outcome::Skipped { reason } = out else { panic!("{out:?}") };
+        assert!(reason.contains("holds 1 block(s)"), "{reason}");
+        assert_eq!(market.purchases(), 1, "one block bought, within max_blocks_held");
+    }
 }

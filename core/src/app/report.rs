@@ -9,7 +9,9 @@ use serde::Serialize;
 
 use super::outbox::alert_notice;
 use crate::domain::announce;
+use crate::domain::block::Block;
 use crate::domain::budget::{BudgetOwner, Period};
+use crate::domain::extension::ExtensionIntent;
 use crate::domain::money::Money;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::report::{self, RuleMonth, TeamMonth};
@@ -48,6 +50,33 @@ pub struct Month {
     pub rules: Vec<Row>,
     pub teams: Vec<TeamMonth>,
     pub account_spent: Option<Money>,
+    /// What could not be read and is left out, one line each (a corrupt extension item).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+}
+
+/// A block's extensions as the readers for people show them. Their items are read strictly
+/// (`ExtensionLedger::extensions_of`: the extender's `max_days` is bounded by the paid ones), so
+/// one that does not decode fails the read: here the block's extensions are left out instead,
+/// with a warning naming the item and a line in `skipped` for the reader's output, so one
+/// corrupt item does not stop a report, the status or the team page.
+pub async fn extensions_shown<S: ExtensionLedger + ?Sized>(
+    store: &S,
+    block: &Block,
+    skipped: &mut Vec<String>,
+) -> Result<Vec<ExtensionIntent>, StoreError> {
+    match store.extensions_of(&block.reservation_id).await {
+        Err(StoreError::Corrupt { key, message }) => {
+            tracing::warn!(event = "extension_item_corrupt", block = %block.reservation_id, %key, error = %message,
+                "an extension item does not decode; the block's extensions are left out of what people read");
+            skipped.push(format!(
+                "block {}: its extensions are left out, item {key} does not decode ({message})",
+                block.reservation_id
+            ));
+            Ok(Vec::new())
+        }
+        read => read,
+    }
 }
 
 /// The month `period` as the store holds it. Reads every block (a table scan: for people and
@@ -66,9 +95,9 @@ where
         .filter(|r| r.rule.team.is_none() && report::team_of(&r.rule).is_some())
         .map(|r| r.rule.id.as_str())
         .collect();
-    let mut blocks = Vec::new();
+    let (mut blocks, mut skipped) = (Vec::new(), Vec::new());
     for b in store.all_blocks().await? {
-        let extensions = store.extensions_of(&b.reservation_id).await?;
+        let extensions = extensions_shown(store, &b, &mut skipped).await?;
         blocks.push((b, extensions));
     }
     let mut rules = Vec::new();
@@ -104,7 +133,7 @@ where
         }
     }
     let account_spent = store.usage(&BudgetOwner::Account, period).await?.map(|u| u.spent);
-    Ok(Month { month: period.as_str().to_string(), rules, teams, account_spent })
+    Ok(Month { month: period.as_str().to_string(), rules, teams, account_spent, skipped })
 }
 
 /// Enqueues the Slack summary of `period` (thread `report-<period>`, once: a retried schedule

@@ -92,7 +92,8 @@ where
 
     let mut blocks = Vec::new();
     for block in store.all_blocks().await? {
-        let extensions = store.extensions_of(&block.reservation_id).await?;
+        // Left out as the month's report leaves it out, which names it in `month.skipped`.
+        let extensions = report::extensions_shown(store, &block, &mut Vec::new()).await?;
         let rule = block.rule_id.as_deref().and_then(|id| by_id.get(id));
         let team = rule.and_then(|r| crate::domain::report::team_of(r)).map(str::to_string);
         let shared_with = rule.map(|r| r.share_with.iter().cloned().map(String::from).collect()).unwrap_or_default();
@@ -194,5 +195,33 @@ mod tests {
         // A price series for each region and type the rule asks about.
         assert_eq!(data.prices.len(), 1);
         assert_eq!(data.period, Period::of(now));
+    }
+
+    /// One extension item that does not decode stops neither the page (`capblock page`, the
+    /// tracker's hourly one) nor the month's report (`capblock report`, `capblock status`): the
+    /// block's extensions are left out and said to be, while the extender's strict read of
+    /// them (its `max_days`) still fails on it.
+    #[tokio::test]
+    async fn a_corrupt_extension_item_is_named_and_left_out_not_fatal() {
+        let r = rule("p5-weekly", "live");
+        let now = t0() + Duration::hours(30);
+        let intent = sent_intent(&r, offering("cb-1", t0() + Duration::days(2)), t0());
+        let block = Block::bought(&intent, &crate::app::fixtures::reservation_of(&intent, "cr-1"), t0());
+        let store = MemoryTable::default()
+            .with_rules([r.clone()])
+            .with_blocks([block])
+            .with_corrupt_extension("cr-1", "cbx-bad");
+        let data = gather(&store, now).await.unwrap();
+        assert_eq!(data.blocks.len(), 1, "the block is shown");
+        assert!(data.blocks[0].extensions.is_empty());
+        assert_eq!(data.month.skipped.len(), 1, "{:?}", data.month.skipped);
+        assert!(data.month.skipped[0].contains("BLOCK#cr-1/EXT#cbx-bad"), "{}", data.month.skipped[0]);
+        let month = report::month(&store, &Period::of(now), &BTreeMap::new()).await.unwrap();
+        assert_eq!(month.skipped, data.month.skipped);
+        let page = crate::app::publish::team_page(&store, now, |d| d.month.skipped.join("\n")).await.unwrap();
+        assert!(page.contains("does not decode"), "{page}");
+        // The money path stays strict.
+        let strict = store.extensions_of("cr-1").await.unwrap_err();
+        assert!(matches!(strict, StoreError::Corrupt { .. }), "{strict:?}");
     }
 }

@@ -63,6 +63,9 @@ struct NoticeRow {
 struct Items {
     rules: BTreeMap<String, StoredRule>,
     guards: BTreeMap<String, RuleGuard>,
+    /// The guard's `held`: the reservation ids recorded with each rule (bought or adopted),
+    /// written with the block, read strongly: what the rule's count reads besides the index.
+    held: BTreeMap<String, BTreeSet<String>>,
     /// By (rule, offering id), as `RULE#<id>` / `INTENT#<offering>`.
     intents: BTreeMap<(String, String), IntentRow>,
     dry_runs: BTreeSet<(String, String)>,
@@ -71,6 +74,8 @@ struct Items {
     budgets: BTreeMap<(String, Period), BudgetRow>,
     blocks: BTreeMap<String, BlockRow>,
     extensions: BTreeMap<(String, String), ExtensionIntent>,
+    /// Extension items that do not decode, by (block, offering): `BLOCK#<r>` / `EXT#<o>`.
+    corrupt_extensions: BTreeSet<(String, String)>,
     observations: Vec<Observation>,
     alarms: BTreeMap<String, AlarmState>,
     settings: Option<StoredSettings>,
@@ -97,6 +102,10 @@ pub struct MemoryTable {
     quiet: bool,
     /// Writes that move money or a block (the ledger, blocks, extensions), counted.
     money_moves: std::sync::atomic::AtomicU64,
+    /// The open-blocks index (gsi1 `BLOCK#OPEN`) as it lags: while set, reads through the index
+    /// see the blocks as they were when the lag began (`lag_index`), as DynamoDB's eventually
+    /// consistent GSI may; the base table's reads see every write.
+    index_lag: Mutex<Option<BTreeMap<String, Block>>>,
 }
 
 fn conflict(what: impl Into<String>) -> StoreError {
@@ -124,6 +133,37 @@ impl MemoryTable {
     /// A table that keeps no journal and no price history, for long simulations.
     pub fn quiet() -> Self {
         MemoryTable { quiet: true, ..Default::default() }
+    }
+
+    /// From now on the open-blocks index lags: its reads see the blocks as they are now, not
+    /// the writes that follow, until `catch_up_index`.
+    pub fn lag_index(&self) {
+        let now: BTreeMap<String, Block> =
+            self.items().blocks.iter().map(|(id, r)| (id.clone(), r.block.clone())).collect();
+        *self.index_lag.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+    }
+
+    /// The index sees every write again.
+    pub fn catch_up_index(&self) {
+        *self.index_lag.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// The open blocks as the index shows them now (lagging or not).
+    fn indexed_open_blocks(&self) -> Vec<Block> {
+        let lagging = self.index_lag.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let blocks = match lagging {
+            Some(seen) => seen.into_values().collect::<Vec<_>>(),
+            None => self.items().blocks.values().map(|r| r.block.clone()).collect(),
+        };
+        blocks.into_iter().filter(|b| !b.state.is_final()).collect()
+    }
+
+    /// Stores an extension item of `reservation_id` that does not decode: a block's extensions
+    /// read strictly fail on it (`StoreError::Corrupt`), the open ones leave it out, as on
+    /// DynamoDB.
+    pub fn with_corrupt_extension(self, reservation_id: &str, offering_id: &str) -> Self {
+        self.items().corrupt_extensions.insert((reservation_id.to_string(), offering_id.to_string()));
+        self
     }
 
     /// How many writes moved money or a block so far.
@@ -463,6 +503,7 @@ impl Ledger for MemoryTable {
             block.reservation_id.clone(),
             BlockRow { block: block.clone(), open_extension: None, budget_released_at: None },
         );
+        items.held.entry(intent.rule_id.clone()).or_default().insert(block.reservation_id.clone());
         for n in notices {
             items.put_notice(n, true);
         }
@@ -616,14 +657,19 @@ impl Ledger for MemoryTable {
 #[async_trait]
 impl BlockStore for MemoryTable {
     async fn open_blocks(&self, rule_id: Option<&str>) -> Result<Vec<Block>, StoreError> {
-        let of_rule = |b: &&Block| rule_id.is_none_or(|r| b.rule_id.as_deref() == Some(r));
-        Ok(self
-            .items()
-            .blocks
-            .values()
+        let indexed = self.indexed_open_blocks();
+        let Some(rule) = rule_id else { return Ok(indexed) };
+        // As the DynamoDB adapter: the index's ids and the guard's `held`, each block then
+        // read from the base table, so a block recorded a moment ago is counted.
+        let items = self.items();
+        let mut ids: BTreeSet<String> =
+            indexed.into_iter().filter(|b| b.rule_id.as_deref() == Some(rule)).map(|b| b.reservation_id).collect();
+        ids.extend(items.held.get(rule).into_iter().flatten().cloned());
+        Ok(ids
+            .iter()
+            .filter_map(|id| items.blocks.get(id))
             .map(|r| &r.block)
-            .filter(|b| !b.state.is_final())
-            .filter(of_rule)
+            .filter(|b| !b.state.is_final() && b.rule_id.as_deref() == Some(rule))
             .cloned()
             .collect())
     }
@@ -639,6 +685,9 @@ impl BlockStore for MemoryTable {
             block.reservation_id.clone(),
             BlockRow { block: block.clone(), open_extension: None, budget_released_at: None },
         );
+        if let Some(rule) = &block.rule_id {
+            items.held.entry(rule.clone()).or_default().insert(block.reservation_id.clone());
+        }
         self.moved(format!("adopt_block {}", block.reservation_id));
         Ok(true)
     }
@@ -652,6 +701,12 @@ impl BlockStore for MemoryTable {
         }
         row.block = block.clone();
         row.block.version = expected_version + 1;
+        // A final block leaves its rule's `held` (DynamoDB's prune, after the update).
+        if let (true, Some(rule)) = (block.state.is_final(), &block.rule_id)
+            && let Some(held) = items.held.get_mut(rule)
+        {
+            held.remove(&block.reservation_id);
+        }
         self.moved(format!("update_block {}", block.reservation_id));
         Ok(())
     }
@@ -773,7 +828,14 @@ impl ExtensionLedger for MemoryTable {
     }
 
     async fn extensions_of(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError> {
-        Ok(self.items().extensions.values().filter(|x| x.reservation_id == reservation_id).cloned().collect())
+        let items = self.items();
+        if let Some((r, o)) = items.corrupt_extensions.iter().find(|(r, _)| r == reservation_id) {
+            return Err(StoreError::Corrupt {
+                key: format!("BLOCK#{r}/EXT#{o}"),
+                message: "missing field `offer`".into(),
+            });
+        }
+        Ok(items.extensions.values().filter(|x| x.reservation_id == reservation_id).cloned().collect())
     }
 
     async fn open_extensions(&self) -> Result<Vec<ExtensionIntent>, StoreError> {

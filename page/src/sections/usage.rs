@@ -47,6 +47,7 @@ pub fn usage(d: &TeamData) -> String {
         ));
     }
     body.push_str(&format!("<h3>Month {}</h3>", esc(&d.month.month)));
+    body.push_str(&left_out(&d.month.skipped));
     if d.month.rules.is_empty() {
         body.push_str(&empty("Nothing bought or extended this month."));
     } else {
@@ -92,4 +93,10 @@ pub fn usage(d: &TeamData) -> String {
 fn total(b: &PageBlock) -> Option<Money> {
     let paid = b.extensions.iter().filter(|x| x.state == ExtensionState::Paid).map(|x| x.offer.fee);
     paid.fold(b.block.fee, |t, fee| t.and_then(|t| t.checked_add(&fee).ok()))
+}
+
+/// What the store held but could not be read (a corrupt extension item): said, never silently
+/// missing from the month's sums.
+fn left_out(skipped: &[String]) -> String {
+    skipped.iter().map(|note| format!("<p class=\"summary\">Left out: {}</p>", esc(note))).collect()
 }

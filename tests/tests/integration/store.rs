@@ -409,3 +409,62 @@ async fn a_region_claim_past_any_runs_length_holds_nothing() {
             .unwrap()
     );
 }
+
+/// Removes a block's index attributes: the open-blocks index (eventually consistent on
+/// DynamoDB) has not seen it yet.
+async fn unindexed(store: &capblock_shared::aws::dynamo::DynamoStore, reservation_id: &str) {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    store
+        .client()
+        .update_item()
+        .table_name(store.table())
+        .key("pk", AttributeValue::S(format!("BLOCK#{reservation_id}")))
+        .key("sk", AttributeValue::S("BLOCK".into()))
+        .update_expression("REMOVE gsi1pk, gsi1sk")
+        .send()
+        .await
+        .unwrap();
+}
+
+/// A rule's held blocks are counted by strongly consistent reads: a block bought or adopted a
+/// moment ago counts against `max_blocks_held` before the index shows it (its guard's `held`
+/// names it), and a block moved to a final state stops counting and leaves `held`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rules_held_blocks_are_counted_before_the_index_shows_them() {
+    let aws = Aws::fresh("held").await;
+    let store = aws.store();
+    let r = rule("r1", "1000");
+    let it = Intent::new("r1", offering("cb-1", dec!(10)), 8, charges(&r, None), now());
+    store.reserve(&it, 0).await.unwrap();
+    store.mark_sent(&it.id, "r1", now()).await.unwrap();
+    let sent = Intent { state: IntentState::Sent, ..it.clone() };
+    let bought = block_for(&sent, "cr-1");
+    store.record_bought(&sent, &bought, &[notice("cr-1", "purchased")]).await.unwrap();
+    let adopted = Block { reservation_id: "cr-2".into(), intent_id: None, ..bought.clone() };
+    assert!(store.adopt_block(&adopted).await.unwrap());
+    assert!(!store.adopt_block(&adopted).await.unwrap(), "known already");
+    unindexed(&store, "cr-1").await;
+    unindexed(&store, "cr-2").await;
+    assert!(store.open_blocks(None).await.unwrap().is_empty(), "the index shows neither yet");
+    let held: Vec<String> =
+        store.open_blocks(Some("r1")).await.unwrap().into_iter().map(|b| b.reservation_id).collect();
+    assert_eq!(held, ["cr-1", "cr-2"]);
+
+    let done = Block { state: BlockState::Expired, ..store.get_block("cr-1").await.unwrap().unwrap() };
+    store.update_block(&done, done.version).await.unwrap();
+    let held: Vec<String> =
+        store.open_blocks(Some("r1")).await.unwrap().into_iter().map(|b| b.reservation_id).collect();
+    assert_eq!(held, ["cr-2"]);
+    let guard = store
+        .client()
+        .get_item()
+        .table_name(store.table())
+        .key("pk", aws_sdk_dynamodb::types::AttributeValue::S("RULE#r1".into()))
+        .key("sk", aws_sdk_dynamodb::types::AttributeValue::S("GUARD".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap();
+    let names = guard.item.unwrap()["held"].as_ss().unwrap().clone();
+    assert_eq!(names, ["cr-2"], "a final block leaves the guard's held");
+}

@@ -45,6 +45,11 @@ pub fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
     item.get(name).and_then(|v| v.as_s().ok()).map(String::as_str)
 }
 
+/// A string set's members; none when the attribute is absent (DynamoDB stores no empty set).
+pub fn get_ss<'a>(item: &'a Item, name: &str) -> impl Iterator<Item = String> + 'a {
+    item.get(name).and_then(|v| v.as_ss().ok()).into_iter().flatten().cloned()
+}
+
 pub fn get_decimal(item: &Item, name: &str) -> Result<Option<Decimal>, StoreError> {
     match item.get(name).and_then(|v| v.as_n().ok()) {
         None => Ok(None),

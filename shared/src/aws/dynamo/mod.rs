@@ -26,7 +26,7 @@ use crate::ports::{
     AlarmStore, BlockArchive, BlockStore, ExtensionLedger, Ledger, MarketMemory, Notice, Observation, ObservationStore,
     Outbox, ReserveError, RuleGuard, RuleStore, StoreError, StoredRule,
 };
-use item::{Item, data, get_decimal, get_s, get_u64, json, key, n, s};
+use item::{Item, data, get_decimal, get_s, get_ss, get_u64, json, key, n, s};
 
 mod alarms;
 mod blocks;
@@ -343,10 +343,17 @@ impl DynamoStore {
                     .build(),
             ),
         }
+        // A bought block joins the guard's `held` in the same transaction: the rule's count
+        // reads it strongly, never waiting for the open-blocks index to show the block.
+        let bought = closed.as_ref().filter(|c| c.state == IntentState::Bought).and_then(|c| c.reservation_id.clone());
+        let guard = match &bought {
+            Some(id) => self
+                .update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent ADD held :held")
+                .expression_attribute_values(":held", AttributeValue::Ss(vec![id.clone()])),
+            None => self.update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent"),
+        };
         items.push(tx_update(
-            self.update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent")
-                .condition_expression("open_intent = :iid")
-                .expression_attribute_values(":iid", s(&intent.id)),
+            guard.condition_expression("open_intent = :iid").expression_attribute_values(":iid", s(&intent.id)),
         ));
         for c in &intent.charges {
             let mut u = self

@@ -174,37 +174,68 @@ impl Ec2Market {
     }
 }
 
-impl Ec2Market {
-    /// Every page of DescribeCapacityReservations under `filters`, capacity blocks only. The type
-    /// is checked here too, whatever the filters: a reservation of another type is left out
-    /// (PurchaseCapacityBlock makes none); one that cannot be read (its type missing included)
-    /// is returned as unreadable, never dropped.
-    async fn capacity_block_pages(&self, region: &Region, filters: Vec<Filter>) -> Result<Tagged, MarketError> {
-        const OP: &str = "DescribeCapacityReservations";
-        let mut pages = self
-            .client(region)
-            .describe_capacity_reservations()
-            .set_filters((!filters.is_empty()).then_some(filters))
-            .into_paginator()
-            .send();
-        let mut out = Tagged::default();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| classify(OP, region, e))?;
-            for raw in page.capacity_reservations() {
-                let read = reservation(region, raw).and_then(|r| match r.reservation_type {
-                    None => Err(format!("reservation {} has no ReservationType", r.id)),
-                    Some(_) => Ok(r),
-                });
-                match read {
-                    Ok(r) if r.is_capacity_block() => out.reservations.push(r),
-                    Ok(_) => {}
-                    Err(reason) => out
-                        .unreadable
-                        .push(Unreadable { id: raw.capacity_reservation_id().map(str::to_string), reason }),
+/// What a lookup makes of a readable reservation whose type is not `capacity-block`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OtherTypes {
+    /// Left out: the lookup asked for the region's blocks, and PurchaseCapacityBlock makes none
+    /// of another type.
+    Skip,
+    /// Unreadable, with its type named: the lookup is by capblock's tag, and a reservation
+    /// carrying it may be a purchase EC2 types oddly, which must never be invisible.
+    Unreadable,
+}
+
+/// Every page of DescribeCapacityReservations under `filters`. The type is checked here too,
+/// whatever the filters: one that cannot be read (its type missing included) is returned as
+/// unreadable, never dropped; one of another type as `others` says.
+async fn capacity_block_pages(
+    client: &Client,
+    region: &Region,
+    filters: Vec<Filter>,
+    others: OtherTypes,
+) -> Result<Tagged, MarketError> {
+    const OP: &str = "DescribeCapacityReservations";
+    let mut pages = client
+        .describe_capacity_reservations()
+        .set_filters((!filters.is_empty()).then_some(filters))
+        .into_paginator()
+        .send();
+    let mut out = Tagged::default();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| classify(OP, region, e))?;
+        for raw in page.capacity_reservations() {
+            match typed_reservation(region, raw, others) {
+                Ok(Some(r)) => out.reservations.push(r),
+                Ok(None) => {}
+                Err(reason) => {
+                    out.unreadable.push(Unreadable { id: raw.capacity_reservation_id().map(str::to_string), reason })
                 }
             }
         }
-        Ok(out)
+    }
+    Ok(out)
+}
+
+/// One described reservation: a block, `None` for one of another type left out, or why it
+/// cannot be taken as either.
+fn typed_reservation(
+    region: &Region,
+    raw: &CapacityReservation,
+    others: OtherTypes,
+) -> Result<Option<Reservation>, String> {
+    let r = reservation(region, raw)?;
+    match r.reservation_type.as_deref() {
+        None => Err(format!("reservation {} has no ReservationType", r.id)),
+        Some(_) if r.is_capacity_block() => Ok(Some(r)),
+        Some(_) if others == OtherTypes::Skip => Ok(None),
+        Some(other) => {
+            tracing::error!(event = "reservation_not_capacity_block", %region, reservation = %r.id, reservation_type = other,
+                "a reservation carries capblock's tag but EC2 types it as no Capacity Block; held as unreadable");
+            Err(format!(
+                "reservation {} carries capblock's tag but its ReservationType is {other}, not capacity-block",
+                r.id
+            ))
+        }
     }
 }
 

@@ -6,10 +6,7 @@ use super::*;
 #[async_trait]
 impl ReservationSource for Ec2Market {
     async fn reservations_tagged(&self, region: &Region, key: &str, value: &str) -> Result<Tagged, MarketError> {
-        // By tag only: a reservation carrying the tag is seen whatever EC2 says its type is, so
-        // one it cannot type is held (unreadable), never missed.
-        self.capacity_block_pages(region, vec![Filter::builder().name(format!("tag:{key}")).values(value).build()])
-            .await
+        tagged_reservations(&self.client(region), region, key, value).await
     }
 
     async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {
@@ -67,12 +64,21 @@ impl ReservationSource for Ec2Market {
         // The user guide's CLI example filters by `reservation-type`: only the region's
         // Capacity Blocks come back, not every reservation of the account.
         let blocks = Filter::builder().name("reservation-type").values("capacity-block").build();
-        let all = self.capacity_block_pages(region, vec![blocks]).await?;
+        let all = capacity_block_pages(&self.client(region), region, vec![blocks], OtherTypes::Skip).await?;
         for u in &all.unreadable {
             tracing::warn!(%region, reservation = ?u.id, error = %u.reason, "skipping a reservation EC2 described badly");
         }
         Ok(all.reservations)
     }
+}
+
+/// The reservations carrying `key` = `value`. By tag only: a reservation carrying the tag is
+/// seen whatever EC2 says its type is, so one it cannot type, or types as no Capacity Block, is
+/// held (unreadable, its reason named), never missed: a purchase is never invisible to
+/// reconciliation.
+async fn tagged_reservations(client: &Client, region: &Region, key: &str, value: &str) -> Result<Tagged, MarketError> {
+    let by_tag = Filter::builder().name(format!("tag:{key}")).values(value).build();
+    capacity_block_pages(client, region, vec![by_tag], OtherTypes::Unreadable).await
 }
 
 #[async_trait]
@@ -131,5 +137,66 @@ impl crate::ports::ReservationLookup for Ec2Market {
             Err(e) if e.code() == Some("InvalidCapacityReservationId.NotFound") => Ok(None),
             Err(e) => Err(classify(OP, region, e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_ec2::types::{CapacityReservationState, CapacityReservationType};
+
+    use super::*;
+
+    fn described(id: &str, kind: Option<CapacityReservationType>) -> CapacityReservation {
+        let at = |s: i64| aws_smithy_types::DateTime::from_secs(s);
+        CapacityReservation::builder()
+            .capacity_reservation_id(id)
+            .instance_type("p5.48xlarge")
+            .availability_zone("us-east-1a")
+            .total_instance_count(1)
+            .start_date(at(1_800_000_000))
+            .end_date(at(1_800_086_400))
+            .state(CapacityReservationState::Scheduled)
+            .set_reservation_type(kind)
+            .tags(Tag::builder().key("capblock:intent").value("r/cb-1").build())
+            .build()
+    }
+
+    /// What a lookup makes of each reservation DescribeCapacityReservations returns.
+    fn sorted(others: OtherTypes) -> Vec<(&'static str, Result<bool, String>)> {
+        let east: Region = "us-east-1".parse().unwrap();
+        [
+            ("cr-block", Some(CapacityReservationType::CapacityBlock)),
+            ("cr-default", Some(CapacityReservationType::Default)),
+            ("cr-new", Some(CapacityReservationType::from("interruptible"))),
+            ("cr-untyped", None),
+        ]
+        .into_iter()
+        .map(|(id, kind)| (id, typed_reservation(&east, &described(id, kind), others).map(|r| r.is_some())))
+        .collect()
+    }
+
+    /// A reservation carrying capblock's tag is never dropped for its type: one EC2 types as no
+    /// Capacity Block (or does not type) is unreadable with its reason, so reconciliation holds
+    /// the intent rather than read the purchase as absent.
+    #[test]
+    fn a_tagged_reservation_of_another_type_is_unreadable_not_dropped() {
+        let read = sorted(OtherTypes::Unreadable);
+        assert_eq!(read[0], ("cr-block", Ok(true)));
+        let reason = |i: usize| read[i].1.clone().expect_err(read[i].0);
+        assert_eq!(
+            reason(1),
+            "reservation cr-default carries capblock's tag but its ReservationType is default, not capacity-block"
+        );
+        assert!(reason(2).contains("ReservationType is interruptible"), "{}", reason(2));
+        assert_eq!(reason(3), "reservation cr-untyped has no ReservationType");
+    }
+
+    /// The region's blocks (adopting those bought outside capblock) leave other types out; one
+    /// EC2 does not type stays unreadable.
+    #[test]
+    fn the_regions_blocks_leave_other_types_out() {
+        let read = sorted(OtherTypes::Skip);
+        assert_eq!(read[..3], [("cr-block", Ok(true)), ("cr-default", Ok(false)), ("cr-new", Ok(false))]);
+        assert!(read[3].1.is_err());
     }
 }
