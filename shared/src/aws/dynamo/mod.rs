@@ -16,7 +16,9 @@ use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 
 use crate::domain::block::Block;
-use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, Intent, IntentState, Period};
+use crate::domain::budget::{
+    Approved, BudgetCharge, BudgetOwner, BudgetUsage, Intent, IntentState, Period, ReleasedHold,
+};
 use crate::domain::extension::{ExtensionIntent, ExtensionState};
 use crate::domain::ids::{InstanceType, Region};
 use crate::domain::money::Money;
@@ -310,23 +312,30 @@ impl DynamoStore {
         closed: Option<Intent>,
         budget_expr: &str,
         extra: Vec<TransactWriteItem>,
+        hold: Option<&ReleasedHold>,
     ) -> Result<(), StoreError> {
         let fee = n(intent.offering.fee.amount());
         let mut items: Vec<TransactWriteItem> = extra;
         match &closed {
-            Some(closed) => items.push(tx_update(
-                self.update(
-                    intent_key(&intent.rule_id, &intent.offering.id),
-                    "SET #s = :new, #d = :data REMOVE gsi1pk, gsi1sk",
-                )
-                .condition_expression("#s IN (:reserved, :sent)")
-                .expression_attribute_names("#s", "state")
-                .expression_attribute_names("#d", "data")
-                .expression_attribute_values(":new", s(closed.state.as_str()))
-                .expression_attribute_values(":data", json(closed))
-                .expression_attribute_values(":reserved", s(IntentState::Reserved.as_str()))
-                .expression_attribute_values(":sent", s(IntentState::Sent.as_str())),
-            )),
+            Some(closed) => {
+                let u = self
+                    .update(
+                        intent_key(&intent.rule_id, &intent.offering.id),
+                        "SET #s = :new, #d = :data REMOVE gsi1pk, gsi1sk",
+                    )
+                    .expression_attribute_names("#s", "state")
+                    .expression_attribute_names("#d", "data")
+                    .expression_attribute_values(":new", s(closed.state.as_str()))
+                    .expression_attribute_values(":data", json(closed))
+                    .expression_attribute_values(":sent", s(IntentState::Sent.as_str()));
+                // A person releases only a sent intent; the other closings any open one.
+                items.push(tx_update(match hold {
+                    Some(_) => u.condition_expression("#s = :sent"),
+                    None => u
+                        .condition_expression("#s IN (:reserved, :sent)")
+                        .expression_attribute_values(":reserved", s(IntentState::Reserved.as_str())),
+                }));
+            }
             // Given back: the intent goes, so the rule may reserve the same offering again.
             None => items.push(
                 TransactWriteItem::builder()
@@ -343,10 +352,20 @@ impl DynamoStore {
                     .build(),
             ),
         }
+        let guard = match hold {
+            None => self.update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent"),
+            // The released purchase stays on the guard, counted against `max_blocks_held`
+            // until its start (`ReleasedHold`).
+            Some(h) => self
+                .update(
+                    key(rule_pk(&intent.rule_id), "GUARD"),
+                    "REMOVE open_intent SET released = list_append(if_not_exists(released, :none), :hold)",
+                )
+                .expression_attribute_values(":none", AttributeValue::L(vec![]))
+                .expression_attribute_values(":hold", AttributeValue::L(vec![json(h)])),
+        };
         items.push(tx_update(
-            self.update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent")
-                .condition_expression("open_intent = :iid")
-                .expression_attribute_values(":iid", s(&intent.id)),
+            guard.condition_expression("open_intent = :iid").expression_attribute_values(":iid", s(&intent.id)),
         ));
         for c in &intent.charges {
             let mut u = self
@@ -382,10 +401,14 @@ impl DynamoStore {
         charges: &[BudgetCharge],
         fee: Money,
         purchase: bool,
+        approval: Vec<TransactWriteItem>,
     ) -> Result<(), ReserveError> {
         for c in charges {
             items.push(self.charge(c, fee, purchase)?);
         }
+        let approval_at = items.len();
+        let approval_items = approval.len();
+        items.extend(approval);
         let codes = match self.transact(items).await {
             Ok(()) => return Ok(()),
             Err(TxError::Store(e)) => return Err(e.into()),
@@ -393,6 +416,9 @@ impl DynamoStore {
         };
         if let Some(e) = record_or_guard_failed(&codes) {
             return Err(e);
+        }
+        if (approval_at..approval_at + approval_items).any(|i| failed_at(&codes, i)) {
+            return Err(ReserveError::ApprovalUsed);
         }
         let Some(c) = charges.iter().enumerate().find(|(i, _)| failed_at(&codes, i + 2)).map(|(_, c)| c) else {
             return Err(ReserveError::Store(StoreError::Conflict(format!(
