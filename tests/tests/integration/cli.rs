@@ -1770,8 +1770,9 @@ async fn a_release_while_ec2_starts_listing_the_purchase_ends_with_one_block() {
                 break;
             }
             if c.sim.held().await["DescribeCapacityReservations"].as_u64() == Some(1) {
-                if answered == 2 {
-                    // AWS's clock and the check before the prompt are answered: EC2 lists it now.
+                if answered == 3 {
+                    // AWS's clock and the check before the prompt, then AWS's clock after the
+                    // yes are answered: EC2 lists it now, for the check right before the write.
                     c.sim.advance_secs(30 * 60).await;
                 }
                 c.sim.release(true).await;
@@ -1812,7 +1813,8 @@ async fn a_release_of_a_minute_old_intent_is_refused_and_a_released_one_still_co
 }
 
 /// One approval buys once when EC2 names the block anew in every answer: approving it again,
-/// and scanning in between, buys nothing more, and the team page shows it waiting no more.
+/// and scanning in between, buys nothing more, and the team page shows the approved record
+/// waiting no more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_approval_buys_once_under_per_answer_offering_ids() {
     let scenario = ScenarioToml::new(5, T0)
@@ -1835,7 +1837,8 @@ async fn one_approval_buys_once_under_per_answer_offering_ids() {
     }
     assert_eq!(c.sim.purchases().await.len(), 1, "one approval, one block");
     let page = team_page(&c, &c.dir.join("team.html")).await;
-    assert!(page.contains("No approvals waiting."), "a consumed approval waits no more");
+    let approve_line = format!("<code>capblock approve {intent}</code>");
+    assert!(!page.contains(&approve_line), "the consumed approval waits no more");
 }
 
 /// Every line of `text` fits `width` columns.
