@@ -352,21 +352,7 @@ impl DynamoStore {
                     .build(),
             ),
         }
-        let guard = match hold {
-            None => self.update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent"),
-            // The released purchase stays on the guard, counted against `max_blocks_held`
-            // until its start (`ReleasedHold`).
-            Some(h) => self
-                .update(
-                    key(rule_pk(&intent.rule_id), "GUARD"),
-                    "REMOVE open_intent SET released = list_append(if_not_exists(released, :none), :hold)",
-                )
-                .expression_attribute_values(":none", AttributeValue::L(vec![]))
-                .expression_attribute_values(":hold", AttributeValue::L(vec![json(h)])),
-        };
-        items.push(tx_update(
-            guard.condition_expression("open_intent = :iid").expression_attribute_values(":iid", s(&intent.id)),
-        ));
+        items.push(self.free_guard(intent, hold));
         for c in &intent.charges {
             let mut u = self
                 .update(budget_key(&c.owner, &c.period), budget_expr)
@@ -395,6 +381,22 @@ impl DynamoStore {
     /// entry of `charges`, atomically, and names what refused it: the record or guard, a
     /// purchase limit (`purchase` only: an extension counts money, never a purchase) or the
     /// budget of one owner.
+    /// The closing's step that frees the rule's guard; a person's release (`hold`) stays on it,
+    /// counted against `max_blocks_held` until its start (`ReleasedHold`).
+    fn free_guard(&self, intent: &Intent, hold: Option<&ReleasedHold>) -> TransactWriteItem {
+        let guard = match hold {
+            None => self.update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent"),
+            Some(h) => self
+                .update(
+                    key(rule_pk(&intent.rule_id), "GUARD"),
+                    "REMOVE open_intent SET released = list_append(if_not_exists(released, :none), :hold)",
+                )
+                .expression_attribute_values(":none", AttributeValue::L(vec![]))
+                .expression_attribute_values(":hold", AttributeValue::L(vec![json(h)])),
+        };
+        tx_update(guard.condition_expression("open_intent = :iid").expression_attribute_values(":iid", s(&intent.id)))
+    }
+
     async fn reserve_charged(
         &self,
         mut items: Vec<TransactWriteItem>,
