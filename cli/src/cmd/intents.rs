@@ -3,15 +3,19 @@
 //!
 //! capblock never releases a sent purchase's fee on a timer (a reservation EC2 lists late
 //! would be bought twice): past the grace it holds the fee, blocks the rule and tells a person.
-//! This is that person's way out, after looking in EC2: the release is refused while EC2 lists
-//! anything carrying the intent's tag, and it takes no clock's word for anything.
+//! This is that person's way out, after looking in EC2: the release is refused for an intent
+//! sent less than `RELEASE_MIN_AGE` ago (on AWS's clock), and while EC2 lists anything carrying
+//! the intent's tag, asked before the typed `yes` and again right before the write. A released
+//! purchase still counts against its rule's `max_blocks_held` until its start (`ReleasedHold`),
+//! so a block EC2 lists later still is never joined by a second.
 
 use capblock_shared::domain::budget::{Intent, IntentState};
+use capblock_shared::domain::settlement;
 use capblock_shared::domain::tags::INTENT_TAG;
 use capblock_shared::ports::{Ledger, ReservationSource};
 use clap::{Args, Subcommand};
 
-use crate::context::{CliError, CliResult, confirm_typed, sdk, store};
+use crate::context::{CliError, CliResult, confirm_typed, purchase_now, sdk, store};
 use crate::output::OutputArgs;
 use crate::table::{self, Column, safe};
 
@@ -25,11 +29,15 @@ A purchase whose answer was lost stays open, its fee committed and its rule bloc
 reservation carrying its `capblock:intent` tag (then the next scan records it as bought) or a person \
 releases it here. Look in EC2 first:\n  aws ec2 describe-capacity-reservations --region REGION \
 --filters Name=tag:capblock:intent,Values=INTENT\n\
-This command asks EC2 the same and refuses while anything carries the tag. A released fee goes back to \
-every budget it was charged to, and the rule may buy again: if EC2 did buy the block after all, it is \
-tracked (and announced) as a second, uncharged purchase.\n\
-Exit codes: 0 released, 1 AWS or store failure, 2 refused (EC2 lists the tag, the intent is not sent, \
-not confirmed), 3 no such open intent.")]
+This command asks EC2 the same, before it asks you and again right before it writes, and refuses while \
+anything carries the tag (the next scan records the purchase as bought). It refuses an intent sent less \
+than an hour ago (AWS's clock): EC2 lists a purchase late, and the refusal says from when it may be \
+released. A released fee goes back to every budget it was charged to, and the rule may buy again, but \
+the purchase still counts against the rule's max_blocks_held until the block's start: if EC2 did buy \
+it after all, it is tracked (and announced) as an uncharged purchase, and no second block is bought \
+beside it.\n\
+Exit codes: 0 released, 1 AWS or store failure, 2 refused (sent less than an hour ago, EC2 lists the \
+tag, the intent is not sent, not confirmed), 3 no such open intent.")]
     Release(ReleaseArgs),
 }
 
@@ -99,7 +107,37 @@ async fn release(a: ReleaseArgs) -> CliResult {
             intent.state.as_str()
         )));
     }
-    let market = capblock_shared::aws::ec2::Ec2Market::new(sdk().await);
+    // Its age on AWS's clock (refused when this machine's is off), never this machine's own.
+    let sdk = sdk().await;
+    settlement::may_release(&intent, purchase_now(&sdk).await?).map_err(|e| CliError::Refused(e.to_string()))?;
+    let market = capblock_shared::aws::ec2::Ec2Market::new(sdk.clone());
+    let region = &intent.offering.region;
+    ec2_holds_nothing(&market, &intent).await?;
+    confirm_typed(
+        &format!(
+            "EC2 lists no reservation tagged with intent {} in {region} now. Releasing gives its fee of {} back to \
+             the budgets and lets rule {} buy again; the purchase still counts against the rule's max_blocks_held \
+             until its start ({} UTC), in case EC2 lists it after all.",
+            intent.id,
+            intent.offering.fee,
+            intent.rule_id,
+            intent.offering.start.format("%Y-%m-%d %H:%M")
+        ),
+        a.yes,
+    )?;
+    // EC2 may have begun listing the purchase while the prompt waited: asked again, at the
+    // last moment before the write.
+    settlement::may_release(&intent, purchase_now(&sdk).await?).map_err(|e| CliError::Refused(e.to_string()))?;
+    ec2_holds_nothing(&market, &intent).await?;
+    let reason = "released by a person: EC2 listed no reservation tagged with it";
+    store.release_by_person(&intent, reason).await?;
+    println!("released intent {}: {} given back to its budgets", intent.id, intent.offering.fee);
+    Ok(())
+}
+
+/// Refused while EC2 lists anything carrying `intent`'s tag (as settlement asks): the purchase
+/// went through, and the functions settle it as bought.
+async fn ec2_holds_nothing(market: &impl ReservationSource, intent: &Intent) -> Result<(), CliError> {
     let region = &intent.offering.region;
     let tagged = market.reservations_tagged(region, INTENT_TAG, &intent.id).await.map_err(CliError::failed)?;
     let held: Vec<String> = tagged
@@ -108,27 +146,15 @@ async fn release(a: ReleaseArgs) -> CliResult {
         .map(|r| r.id.clone())
         .chain(tagged.unreadable.iter().map(|u| u.id.clone().unwrap_or_else(|| "(no id)".into())))
         .collect();
-    if !held.is_empty() {
-        return Err(CliError::Refused(format!(
-            "EC2 lists reservation(s) {} in {region} tagged with intent {}: the purchase went through, and the next \
-             scan records it as bought",
-            held.join(", "),
-            intent.id
-        )));
+    if held.is_empty() {
+        return Ok(());
     }
-    confirm_typed(
-        &format!(
-            "EC2 lists no reservation tagged with intent {} in {region} now. Releasing gives its fee of {} back to \
-             the budgets and lets rule {} buy again; if EC2 did buy the block after all, it is tracked as a second, \
-             uncharged purchase.",
-            intent.id, intent.offering.fee, intent.rule_id
-        ),
-        a.yes,
-    )?;
-    let reason = "released by a person: EC2 listed no reservation tagged with it";
-    store.record_rejected(&intent, reason, None).await?;
-    println!("released intent {}: {} given back to its budgets", intent.id, intent.offering.fee);
-    Ok(())
+    Err(CliError::Refused(format!(
+        "EC2 lists reservation(s) {} in {region} tagged with intent {}: the purchase went through; nothing was \
+         released, and the next scan or tracker run records it as bought",
+        held.join(", "),
+        intent.id
+    )))
 }
 
 /// The open intent `id` names (`<rule-id>/<offering-id>`), or why not.

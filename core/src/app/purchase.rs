@@ -18,8 +18,8 @@ use super::outbox::alert_notice;
 use super::reconcile::record_purchase;
 use crate::domain::announce;
 use crate::domain::approval;
-use crate::domain::block::purchases_held;
-use crate::domain::budget::{Intent, Period, StackBudgets, charges_for};
+use crate::domain::block::purchases_held_at;
+use crate::domain::budget::{Approved, Intent, Period, StackBudgets, charges_for};
 use crate::domain::decision::{Headroom, PassedOver, Priced, check};
 use crate::domain::money::Money;
 use crate::domain::offering::Offering;
@@ -28,7 +28,7 @@ use crate::domain::rule::{Mode, Rule};
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::ports::{
     BlockStore, Ledger, MarketError, OFFERING_ID_EXPIRED, OfferingQuery, OfferingSource, Outbox, PurchaseOutcome,
-    PurchaseRequest, Purchaser, ReserveError, StoreError,
+    PurchaseRequest, Purchaser, ReserveError, RuleGuard, StoreError,
 };
 
 /// What happened to a decision.
@@ -244,14 +244,9 @@ where
     /// Approval: like a dry run, but the decision is stored for `capblock approve` and the
     /// message asks a person. Nothing is asked while the rule holds its blocks.
     pub async fn ask(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Result<Outcome, StoreError> {
-        let held = match self.held(rule).await? {
-            Ok(n) => n,
-            Err(reason) => return Ok(Outcome::Skipped { reason }),
-        };
-        if held >= rule.max_blocks_held as usize {
-            return Ok(Outcome::Skipped {
-                reason: format!("the rule holds {held} block(s), its limit is {}", rule.max_blocks_held),
-            });
+        let guard = self.store.guard(&rule.id).await?;
+        if let Some(reason) = self.no_room(rule, &guard, now).await? {
+            return Ok(Outcome::Skipped { reason });
         }
         let intent = Intent::new(&rule.id, p.offering.clone(), p.accelerators_per_instance, vec![], now);
         let req = PurchaseRequest {
@@ -272,12 +267,30 @@ where
         Ok(Outcome::AwaitingApproval { offering_id: p.offering.id.clone(), intent: intent.id, first_time })
     }
 
-    /// How many blocks the rule holds, or why it may not buy now: a block of the rule that
-    /// does not decode cannot be counted against `max_blocks_held`, so the rule waits until
-    /// the item is repaired (the other rules go on).
-    async fn held(&self, rule: &Rule) -> Result<Result<usize, String>, StoreError> {
+    /// Why the rule may not buy another block at `now`, if it may not: it holds its
+    /// `max_blocks_held` (or they cannot be counted).
+    async fn no_room(&self, rule: &Rule, guard: &RuleGuard, now: DateTime<Utc>) -> Result<Option<String>, StoreError> {
+        Ok(match self.held(rule, guard, now).await? {
+            Err(reason) => Some(reason),
+            Ok(held) if held >= rule.max_blocks_held as usize => {
+                Some(format!("the rule holds {held} block(s), its limit is {}", rule.max_blocks_held))
+            }
+            Ok(_) => None,
+        })
+    }
+
+    /// How many blocks the rule holds at `now`, or why it may not buy now: a block of the rule
+    /// that does not decode cannot be counted against `max_blocks_held`, so the rule waits
+    /// until the item is repaired (the other rules go on). A purchase a person released counts
+    /// until its start (`guard.released`): EC2 may still list it.
+    async fn held(
+        &self,
+        rule: &Rule,
+        guard: &RuleGuard,
+        now: DateTime<Utc>,
+    ) -> Result<Result<usize, String>, StoreError> {
         match self.store.open_blocks(Some(&rule.id)).await {
-            Ok(blocks) => Ok(Ok(purchases_held(&blocks))),
+            Ok(blocks) => Ok(Ok(purchases_held_at(&blocks, &guard.released, now))),
             Err(e @ StoreError::Corrupt { .. }) => {
                 tracing::error!(event = "rule_blocks_corrupt", rule = %rule.id, error = %e, "the rule's held blocks cannot be counted; not buying");
                 Ok(Err(format!("its held blocks cannot be counted ({e}); repair the item")))
@@ -288,20 +301,28 @@ where
 
     /// Live: the exactly-once path.
     pub async fn live(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Result<Outcome, StoreError> {
+        self.buy(rule, p, None, now).await
+    }
+
+    /// The exactly-once path, for a decision of the rule's own or one a person approved
+    /// (`approved`: consumed by the reservation, so one approval buys once).
+    async fn buy(
+        &self,
+        rule: &Rule,
+        p: &Priced,
+        approved: Option<Approved>,
+        now: DateTime<Utc>,
+    ) -> Result<Outcome, StoreError> {
         let skipped = |reason: String| {
             tracing::info!(event = "purchase_skipped", rule = %rule.id, offering = %p.offering.id, %reason, "not buying");
             Ok(Outcome::Skipped { reason })
         };
         let guard = self.store.guard(&rule.id).await?;
-        if let Some(open) = guard.open_intent {
+        if let Some(open) = &guard.open_intent {
             return skipped(format!("intent {open} of this rule is still open"));
         }
-        let held = match self.held(rule).await? {
-            Ok(n) => n,
-            Err(reason) => return skipped(reason),
-        };
-        if held >= rule.max_blocks_held as usize {
-            return skipped(format!("the rule holds {held} block(s), its limit is {}", rule.max_blocks_held));
+        if let Some(reason) = self.no_room(rule, &guard, now).await? {
+            return skipped(reason);
         }
 
         let period = Period::of(now);
@@ -309,7 +330,10 @@ where
             Ok(c) => c,
             Err(e) => return skipped(e.to_string()),
         };
-        let intent = Intent::new(&rule.id, p.offering.clone(), p.accelerators_per_instance, charges, now);
+        let intent = Intent {
+            approval: approved,
+            ..Intent::new(&rule.id, p.offering.clone(), p.accelerators_per_instance, charges, now)
+        };
         match self.store.reserve(&intent, guard.seq).await {
             Ok(()) => {}
             Err(ReserveError::Store(e)) => return Err(e),
@@ -406,7 +430,7 @@ where
             accelerators_per_instance: acc,
             offering: fresh,
         };
-        let action = self.live(rule, &priced, now).await?;
+        let action = self.buy(rule, &priced, Some(Approved::of(intent)), now).await?;
         Ok(Approval::Decided { priced: Box::new(priced), action })
     }
 

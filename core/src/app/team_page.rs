@@ -120,7 +120,8 @@ where
     let mut approvals = Vec::new();
     for r in &rules {
         for a in store.approvals_waiting(&r.id).await? {
-            // Bought already (its intent exists) or past its validity: nothing to approve.
+            // Bought already (its intent exists; a consumed approval is not listed at all) or
+            // past its validity: nothing to approve.
             let bought = store.get_intent(&r.id, &a.id).await?.is_some();
             if !bought && approval::expires_at(&a) > now {
                 approvals.push(a);
@@ -185,6 +186,16 @@ mod tests {
         let data = gather(&store, now).await.unwrap();
         let ids: Vec<&str> = data.approvals.iter().map(|a| a.offering.id.as_str()).collect();
         assert_eq!(ids, ["cb-fresh"], "an expired approval and a bought one are not waiting");
+        // Bought under the id EC2 gave the block in a later answer: the approval was consumed.
+        let renamed = Intent {
+            approval: Some(crate::domain::budget::Approved::of(&fresh)),
+            ..Intent::new(&r.id, offering("cb-renamed", fresh.offering.start), 8, vec![], now)
+        };
+        let other = MemoryTable::default().with_rules([r.clone()]);
+        other.record_approval(&fresh).await.unwrap();
+        assert_eq!(gather(&other, now).await.unwrap().approvals, [fresh.clone()]);
+        other.reserve(&renamed, 0).await.unwrap();
+        assert!(gather(&other, now).await.unwrap().approvals.is_empty(), "a consumed approval waits no more");
         // Budgets: the account's first, then the rule's with its limit.
         assert_eq!(data.budgets[0].owner, BudgetOwner::Account);
         assert!(

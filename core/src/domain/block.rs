@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use super::budget::{Intent, Period};
+use super::budget::{Intent, Period, ReleasedHold};
 use super::health::BlockHealth;
 use super::ids::{InstanceType, Region};
 use super::lifecycle::{BlockState, LISTING_GRACE, Observed, Transition, payment_deadline, step, termination_time};
@@ -227,7 +227,19 @@ pub struct Split {
 /// one by one), so the held items count once per intent; an item with no intent (adopted
 /// from the account) counts alone.
 pub fn purchases_held<'a>(blocks: impl IntoIterator<Item = &'a Block>) -> usize {
-    let mut intents = std::collections::BTreeSet::new();
+    purchases_held_at(blocks, &[], DateTime::<Utc>::MIN_UTC)
+}
+
+/// `purchases_held`, and the purchases a person released that still count at `now`
+/// (`ReleasedHold`): EC2 may list such a purchase late, and a second block would be bought
+/// while it does. A released purchase EC2 did list (tracked as a block of its intent) counts once.
+pub fn purchases_held_at<'a>(
+    blocks: impl IntoIterator<Item = &'a Block>,
+    released: &'a [ReleasedHold],
+    now: DateTime<Utc>,
+) -> usize {
+    let mut intents: std::collections::BTreeSet<&str> =
+        released.iter().filter(|h| h.counts_at(now)).map(|h| h.intent.as_str()).collect();
     let mut alone = 0;
     for b in blocks.into_iter().filter(|b| b.state.is_held()) {
         match &b.intent_id {

@@ -154,6 +154,28 @@ pub struct Intent {
     pub period: Period,
     /// The budgets the fee was charged to, so closing the intent releases exactly those.
     pub charges: Vec<BudgetCharge>,
+    /// The approval this purchase consumes, when a person approved it: the reservation
+    /// consumes it in the same transaction, so one approval buys once, whatever id EC2 gives
+    /// the block in the answer bought from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approved>,
+}
+
+/// What a person approved, as a purchase consumes it: the approval's record (by the offering
+/// id `capblock approve` named) and the approved block (`Offering::block_key`: rule's region,
+/// zone, type, count, start, end and fee, not the id of the moment, which EC2 may rename in
+/// every answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approved {
+    pub offering_id: String,
+    pub block: String,
+}
+
+impl Approved {
+    /// What approving the decision `approval` (a stored approval record) consumes.
+    pub fn of(approval: &Intent) -> Approved {
+        Approved { offering_id: approval.offering.id.clone(), block: approval.offering.block_key() }
+    }
 }
 
 impl Intent {
@@ -188,6 +210,7 @@ impl Intent {
             reason: None,
             period: Period::of(now),
             charges,
+            approval: None,
         }
     }
 }
@@ -297,6 +320,36 @@ pub const RESERVED_GRACE: Duration = Duration::minutes(5);
 /// A Sent intent with no tagged reservation after this long is put before a person: its fee
 /// stays committed (EC2 may list a reservation late), never released on this timer.
 pub const SENT_GRACE: Duration = Duration::minutes(15);
+/// The youngest a sent intent may be when a person releases its fee (`capblock intents
+/// release`). EC2 lists a purchase's reservation late (its API is eventually consistent, and
+/// how late is not published): capblock's tests play listings up to 16 minutes late, past
+/// `SENT_GRACE`. Nothing listed a minute after sending says nothing, so a release waits an hour,
+/// four times the grace; a purchase EC2 lists later still keeps counting against the rule's
+/// `max_blocks_held` until its start (`ReleasedHold`).
+pub const RELEASE_MIN_AGE: Duration = Duration::hours(1);
+
+/// A purchase a person released (EC2 listed nothing tagged with it) that EC2 may still list:
+/// kept on the rule's guard, it counts against the rule's `max_blocks_held` until the offering's
+/// start, so a later scan cannot buy a second block while the first may yet appear.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleasedHold {
+    /// The released intent's id.
+    pub intent: String,
+    /// The offering's start: past it the block, if EC2 made it, is listed or never was.
+    pub until: DateTime<Utc>,
+}
+
+impl ReleasedHold {
+    /// The hold a person's release of `intent` leaves.
+    pub fn of(intent: &Intent) -> ReleasedHold {
+        ReleasedHold { intent: intent.id.clone(), until: intent.offering.start }
+    }
+
+    /// Whether it still counts at `now` (the clock's).
+    pub fn counts_at(&self, now: DateTime<Utc>) -> bool {
+        now < self.until
+    }
+}
 
 #[cfg(test)]
 mod tests {

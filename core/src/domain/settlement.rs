@@ -14,7 +14,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::budget::{Intent, IntentState, RESERVED_GRACE, SENT_GRACE};
+use super::budget::{Intent, IntentState, RELEASE_MIN_AGE, RESERVED_GRACE, SENT_GRACE};
 use super::lifecycle::{BlockState, Observed};
 use super::run_time::RunTime;
 
@@ -70,6 +70,35 @@ pub fn judge(intent: &Intent, at: RunTime, shown: Option<Shown>) -> Judgement {
         },
         IntentState::Bought | IntentState::Rejected | IntentState::DryRun => Judgement::NotOpen,
     }
+}
+
+/// A person's release of a sent intent asked too early: EC2 may still list the purchase, so
+/// its fee stays committed until `may_release_at`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "intent {intent} was sent at {} UTC, {} ago: EC2 lists a purchase late, so nothing listed yet proves \
+     nothing; it may be released from {} UTC ({} after sending), if EC2 still lists nothing tagged with it",
+    sent.format("%Y-%m-%d %H:%M"),
+    super::duration::compact(*age),
+    may_release_at.format("%Y-%m-%d %H:%M"),
+    super::duration::compact(RELEASE_MIN_AGE)
+)]
+pub struct TooEarlyToRelease {
+    pub intent: String,
+    pub sent: DateTime<Utc>,
+    pub age: chrono::Duration,
+    pub may_release_at: DateTime<Utc>,
+}
+
+/// Whether a person may release `intent`'s fee at `now` (the clock's, never a machine's own):
+/// only once it was sent at least `RELEASE_MIN_AGE` ago.
+pub fn may_release(intent: &Intent, now: DateTime<Utc>) -> Result<(), TooEarlyToRelease> {
+    let sent = sent_at(intent);
+    let may_release_at = sent + RELEASE_MIN_AGE;
+    if now >= may_release_at {
+        return Ok(());
+    }
+    Err(TooEarlyToRelease { intent: intent.id.clone(), sent, age: now - sent, may_release_at })
 }
 
 /// When the purchase was sent (its creation, for intents stored before `sent_at` was kept).

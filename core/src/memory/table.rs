@@ -16,7 +16,9 @@ use rust_decimal::Decimal;
 
 use crate::domain::alarm::AlarmState;
 use crate::domain::block::Block;
-use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, Intent, IntentState, Period};
+use crate::domain::budget::{
+    Approved, BudgetCharge, BudgetOwner, BudgetUsage, Intent, IntentState, Period, ReleasedHold,
+};
 use crate::domain::extension::{ExtensionIntent, ExtensionState};
 use crate::domain::ids::{InstanceType, Region};
 use crate::domain::money::{Currency, Money};
@@ -71,6 +73,10 @@ struct Items {
     dry_runs: BTreeSet<(String, String)>,
     approvals: BTreeMap<(String, String), Intent>,
     approval_blocks: BTreeSet<(String, String)>,
+    /// Consumed approvals, as `consumed_by` on `APPROVAL#<offering>` and on the block's
+    /// `APPROVALBLOCK#<block key>` marker: (rule, offering id) and (rule, block key) -> intent.
+    approvals_used: BTreeMap<(String, String), String>,
+    approval_blocks_used: BTreeMap<(String, String), String>,
     budgets: BTreeMap<(String, Period), BudgetRow>,
     blocks: BTreeMap<String, BlockRow>,
     extensions: BTreeMap<(String, String), ExtensionIntent>,
@@ -392,6 +398,15 @@ impl Items {
         Ok(())
     }
 
+    /// `DynamoDB`'s conditions on consuming approval `a` of rule `rule`: its record exists and
+    /// neither it nor its block's marker was consumed.
+    fn may_consume(&self, rule: &str, a: &Approved) -> bool {
+        let k = |s: &str| (rule.to_string(), s.to_string());
+        self.approvals.contains_key(&k(&a.offering_id))
+            && !self.approvals_used.contains_key(&k(&a.offering_id))
+            && !self.approval_blocks_used.contains_key(&k(&a.block))
+    }
+
     fn put_notice(&mut self, notice: &Notice, pending: bool) -> bool {
         let k = (notice.thread.clone(), notice.milestone.clone());
         if self.notices.contains_key(&k) {
@@ -460,8 +475,18 @@ impl Ledger for MemoryTable {
         if guard.open_intent.is_some() || guard.seq != seen_seq {
             return Err(ReserveError::RuleBusy);
         }
+        if let Some(a) = &intent.approval
+            && !items.may_consume(&intent.rule_id, a)
+        {
+            return Err(ReserveError::ApprovalUsed);
+        }
         for c in &intent.charges {
             may_charge(&items, c, intent.offering.fee, true)?;
+        }
+        if let Some(a) = &intent.approval {
+            let r = intent.rule_id.clone();
+            items.approvals_used.insert((r.clone(), a.offering_id.clone()), intent.id.clone());
+            items.approval_blocks_used.insert((r, a.block.clone()), intent.id.clone());
         }
         charge(&mut items, &intent.charges, intent.offering.fee, true);
         let g = items.guards.entry(intent.rule_id.clone()).or_default();
@@ -529,8 +554,36 @@ impl Ledger for MemoryTable {
         Ok(())
     }
 
+    async fn release_by_person(&self, intent: &Intent, reason: &str) -> Result<(), StoreError> {
+        let mut items = self.items();
+        let k = (intent.rule_id.clone(), intent.offering.id.clone());
+        if items.intents.get(&k).map(|r| r.intent.state) != Some(IntentState::Sent) {
+            return Err(conflict(format!("intent {} is not sent", intent.id)));
+        }
+        let mut closed = intent.clone();
+        closed.state = IntentState::Rejected;
+        closed.reason = Some(reason.to_string());
+        items.close_intent(intent, Some(closed), Close::Release)?;
+        items.guards.entry(intent.rule_id.clone()).or_default().released.push(ReleasedHold::of(intent));
+        self.moved(format!("release_by_person {}", intent.id));
+        Ok(())
+    }
+
     async fn record_given_back(&self, intent: &Intent, _: &str) -> Result<(), StoreError> {
-        self.items().close_intent(intent, None, Close::Release)?;
+        let mut items = self.items();
+        items.close_intent(intent, None, Close::Release)?;
+        // Nothing was bought on the approval: it may be approved again.
+        if let Some(a) = &intent.approval {
+            let r = intent.rule_id.clone();
+            let mine = |m: &mut BTreeMap<(String, String), String>, k: (String, String)| {
+                if m.get(&k) == Some(&intent.id) {
+                    m.remove(&k);
+                }
+            };
+            mine(&mut items.approvals_used, (r.clone(), a.offering_id.clone()));
+            mine(&mut items.approval_blocks_used, (r, a.block.clone()));
+        }
+        drop(items);
         self.moved(format!("record_given_back {}", intent.id));
         Ok(())
     }
@@ -559,7 +612,9 @@ impl Ledger for MemoryTable {
     }
 
     async fn approvals_waiting(&self, rule_id: &str) -> Result<Vec<Intent>, StoreError> {
-        Ok(self.items().approvals.iter().filter(|((r, _), _)| r == rule_id).map(|(_, i)| i.clone()).collect())
+        let items = self.items();
+        let waiting = |k: &(String, String)| k.0 == rule_id && !items.approvals_used.contains_key(k);
+        Ok(items.approvals.iter().filter(|(k, _)| waiting(k)).map(|(_, i)| i.clone()).collect())
     }
 
     async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError> {
@@ -1118,6 +1173,61 @@ mod tests {
         let next = reserved(&wider, "cb-3", t0());
         assert!(matches!(t.reserve(&next, 2).await, Err(ReserveError::OverBudget(owner)) if owner == "RULE#east"));
         assert!(t.open_intents().await.unwrap().is_empty());
+    }
+
+    /// One approval buys once: the reservation consumes it by the approved block, so a second
+    /// purchase of it under another id EC2 gave the block fails in the transaction; a purchase
+    /// given back (nothing reached EC2) gives the approval back; a consumed one waits no more.
+    #[tokio::test]
+    async fn a_reservation_consumes_its_approval_once_whatever_the_blocks_id() {
+        let east = Rule {
+            max_purchases_per_month: 5,
+            monthly_budget: Money::parse("5000", "USD").unwrap(),
+            ..rule("east", "approval")
+        };
+        let t = MemoryTable::default().with_rules([east.clone()]);
+        let asked = Intent::new(&east.id, offering("cb-asked", t0() + Duration::days(2)), 8, vec![], t0());
+        assert!(t.record_approval(&asked).await.unwrap());
+        let on_approval = |id: &str| Intent { approval: Some(Approved::of(&asked)), ..reserved(&east, id, t0()) };
+        let first = on_approval("cb-renamed-1");
+        t.reserve(&first, 0).await.unwrap();
+        assert!(t.approvals_waiting("east").await.unwrap().is_empty(), "consumed: waits no more");
+        t.record_given_back(&first, "throttled").await.unwrap();
+        assert_eq!(t.approvals_waiting("east").await.unwrap(), [asked.clone()], "given back with the fee");
+        t.reserve(&first, 1).await.unwrap();
+        t.mark_sent(&first.id, "east", t0()).await.unwrap();
+        let sent = Intent { state: IntentState::Sent, sent_at: Some(t0()), ..first.clone() };
+        t.record_bought(&sent, &Block::bought(&sent, &reservation_of(&sent, "cr-1"), t0()), &[]).await.unwrap();
+        // The same approval again, the block under yet another id: refused, nothing charged.
+        assert_eq!(t.reserve(&on_approval("cb-renamed-2"), 2).await, Err(ReserveError::ApprovalUsed));
+        let usage = t.usage(&BudgetOwner::Rule("east".into()), &Period::of(t0())).await.unwrap().unwrap();
+        assert_eq!(usage.purchases, 1);
+        // Another record of the same block (a second ask raced the marker) is consumed too.
+        let twin = Intent::new(&east.id, offering("cb-twin", t0() + Duration::days(2)), 8, vec![], t0());
+        t.record_approval(&twin).await.unwrap();
+        let by_twin = Intent { approval: Some(Approved::of(&twin)), ..reserved(&east, "cb-renamed-3", t0()) };
+        assert_eq!(t.reserve(&by_twin, 2).await, Err(ReserveError::ApprovalUsed), "the block was approved once");
+    }
+
+    /// A person's release closes the sent intent and gives its fee back, and the rule's guard
+    /// keeps it until the offering's start, for the held-blocks count.
+    #[tokio::test]
+    async fn a_persons_release_keeps_the_purchase_on_the_guard_until_its_start() {
+        let east = rule("east", "live");
+        let t = MemoryTable::default().with_rules([east.clone()]);
+        let intent = reserved(&east, "cb-1", t0());
+        t.reserve(&intent, 0).await.unwrap();
+        assert!(t.release_by_person(&intent, "by hand").await.is_err(), "only a sent intent");
+        t.mark_sent(&intent.id, "east", t0()).await.unwrap();
+        let sent = Intent { state: IntentState::Sent, sent_at: Some(t0()), ..intent.clone() };
+        t.release_by_person(&sent, "by hand").await.unwrap();
+        let guard = t.guard("east").await.unwrap();
+        assert_eq!((&guard.open_intent, &guard.released), (&None, &vec![ReleasedHold::of(&sent)]));
+        assert_eq!(guard.released[0].until, sent.offering.start);
+        let usage = t.usage(&BudgetOwner::Rule("east".into()), &Period::of(t0())).await.unwrap().unwrap();
+        assert_eq!((usage.committed.amount(), usage.purchases), (Decimal::ZERO, 0), "the fee given back");
+        assert_eq!(t.get_intent("east", &sent.id).await.unwrap().unwrap().state, IntentState::Rejected);
+        assert!(t.release_by_person(&sent, "again").await.is_err(), "once");
     }
 
     /// A failed payment gives the fee back once per purchase, however many block items (parts)

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::alarm::AlarmState;
 use crate::domain::block::Block;
-use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
+use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period, ReleasedHold};
 use crate::domain::extension::{ExtensionIntent, ExtensionState};
 use crate::domain::ids::{InstanceType, Region};
 use crate::domain::offering::Offering;
@@ -75,6 +75,9 @@ pub enum ReserveError {
     OverBudget(String),
     #[error("the rule reached its purchases for this month")]
     PurchaseLimit,
+    /// The approval the intent buys on was consumed by another purchase of the same block.
+    #[error("the approval was used by a purchase already: one approval buys one block")]
+    ApprovalUsed,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -85,6 +88,10 @@ pub enum ReserveError {
 pub struct RuleGuard {
     pub open_intent: Option<String>,
     pub seq: u64,
+    /// The purchases a person released that EC2 may still list: each counts against the
+    /// rule's `max_blocks_held` until its offering's start (`ReleasedHold`).
+    #[serde(default)]
+    pub released: Vec<ReleasedHold>,
 }
 
 /// Purchase bookkeeping: intents, budgets and the rule guard, moved together in transactions.
@@ -95,7 +102,10 @@ pub trait Ledger: Send + Sync {
 
     /// In one transaction: creates the intent (state Reserved), charges its fee to every
     /// budget (each must stay within its limit), and takes the rule guard (no open intent,
-    /// `seq` unchanged since `seen_seq`). All or nothing.
+    /// `seq` unchanged since `seen_seq`); an intent bought on a person's approval
+    /// (`intent.approval`) consumes it: the approval's record and its block's marker
+    /// (`Offering::block_key`) must not be consumed yet (`ReserveError::ApprovalUsed`). All or
+    /// nothing.
     async fn reserve(&self, intent: &Intent, seen_seq: u64) -> Result<(), ReserveError>;
 
     /// Reserved -> Sent, just before PurchaseCapacityBlock. Fails if the intent is not Reserved.
@@ -109,10 +119,16 @@ pub trait Ledger: Send + Sync {
     /// tried: the rule never sends a purchase for it again.
     async fn record_rejected(&self, intent: &Intent, reason: &str, notice: Option<&Notice>) -> Result<(), StoreError>;
 
+    /// A person's release of a Sent intent EC2 lists nothing for (`capblock intents release`):
+    /// as `record_rejected`, and in the same transaction the rule's guard keeps a
+    /// `ReleasedHold` of it, so it counts against `max_blocks_held` until the offering's start.
+    async fn release_by_person(&self, intent: &Intent, reason: &str) -> Result<(), StoreError>;
+
     /// For an intent whose purchase certainly never took effect at EC2 (throttled, stopped
     /// before sending, abandoned while Reserved): in one transaction, removes the intent
     /// (only if it is still in `intent.state`), releases the fee and frees the guard, so a later
-    /// run may try the same offering again.
+    /// run may try the same offering again. An approval it consumed is given back too: nothing
+    /// was bought on it.
     async fn record_given_back(&self, intent: &Intent, reason: &str) -> Result<(), StoreError>;
 
     /// Records a dry-run decision (no money, no guard). Returns false if it was recorded before.
@@ -130,8 +146,9 @@ pub trait Ledger: Send + Sync {
         Ok(None)
     }
 
-    /// Every decision recorded for a person's approval for this rule (expired or bought ones
-    /// too: the caller judges them, `domain::approval`). For the team page.
+    /// Every decision recorded for a person's approval for this rule and not consumed by a
+    /// purchase (expired ones too: the caller judges them, `domain::approval`). For the team
+    /// page.
     async fn approvals_waiting(&self, rule_id: &str) -> Result<Vec<Intent>, StoreError> {
         Err(StoreError::Unavailable(format!("this store cannot list the approvals of rule {rule_id}")))
     }

@@ -1703,6 +1703,8 @@ async fn a_held_purchase_is_released_by_a_person_only_when_ec2_holds_nothing() {
     let list = c.run(&["intents", "list"]).await;
     assert_eq!(list.code, 0, "{}{}", list.stdout, list.stderr);
     assert!(list.stdout.contains(&lost) && list.stdout.contains("sent"), "{}", list.stdout);
+    // An hour on (`RELEASE_MIN_AGE`): EC2 lists a purchase late.
+    c.sim.advance_secs(61 * 60).await;
     let unasked = c.unconfirmed(&["intents", "release", &lost]).await;
     assert_eq!(unasked.code, 2, "no terminal and no --yes: {}{}", unasked.stdout, unasked.stderr);
     assert_eq!(c.run(&["intents", "release", "west/cb-nothing", "--yes"]).await.code, 3);
@@ -1714,11 +1716,129 @@ async fn a_held_purchase_is_released_by_a_person_only_when_ec2_holds_nothing() {
     // Made by EC2, its answer lost: EC2 lists it, so no person may release it.
     bought_answer_lost(&c, "made", true).await;
     let made = intent_of("made").await;
+    c.sim.advance_secs(61 * 60).await;
     let out = c.run(&["intents", "release", &made, "--yes"]).await;
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("the purchase went through"), "{}", out.stderr);
     let open = c.aws.store().open_intents().await.unwrap();
     assert_eq!(open.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), [made.as_str()], "still open");
+}
+
+/// Two p5 blocks on sale in us-west-2 (days +2 and +3), a purchase listed `lag_minutes` after
+/// it was made: a second block a released purchase could be joined by.
+fn two_blocks_listed_late(lag_minutes: i64) -> String {
+    ScenarioToml::new(5, T0)
+        .payment("succeed", None)
+        .behaviour(&format!("listing_lag_secs = {}", lag_minutes * 60))
+        .p5("us-west-2", &[2, 3], "2.75")
+        .build()
+}
+
+/// A live scan from the CLI at the clock's time `minutes` after T0; how many blocks EC2 sold.
+async fn live_scan_at(c: &Cli, minutes: i64) -> usize {
+    let at = (t0() + Duration::minutes(minutes)).to_rfc3339();
+    let out = c.run(&["scan", "--time", &at, "--mode", "live"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    c.sim.purchases().await.len()
+}
+
+/// A person's release while EC2 begins listing the purchase (answer lost, listed 90 minutes
+/// after it was made): EC2 lists nothing when asked before the typed yes, and lists it when
+/// asked again right before the write, so nothing is released and the purchase stays one block.
+/// The simulator holds each DescribeCapacityReservations (AWS's clock is read from one too)
+/// and the test moves the clock only once the check before the prompt was answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_while_ec2_starts_listing_the_purchase_ends_with_one_block() {
+    let c = Cli::on("cli-release-listing", &two_blocks_listed_late(90)).await;
+    c.stack(Mode::Live, Some("100000")).await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    bought_answer_lost(&c, "west", true).await;
+    let intent = c.aws.store().open_intents().await.unwrap()[0].id.clone();
+    c.sim.advance_secs(61 * 60).await;
+    c.sim.behaviour(r#"{"hold_actions": ["DescribeCapacityReservations"]}"#).await;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let release = async {
+        let out = c.run(&["intents", "release", &intent, "--yes"]).await;
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        out
+    };
+    let network = async {
+        let mut answered = 0;
+        // Bounded for a slow machine only; ends with the command.
+        for _ in 0..12000 {
+            if done.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
+            if c.sim.held().await["DescribeCapacityReservations"].as_u64() == Some(1) {
+                if answered == 3 {
+                    // AWS's clock and the check before the prompt, then AWS's clock after the
+                    // yes are answered: EC2 lists it now, for the check right before the write.
+                    c.sim.advance_secs(30 * 60).await;
+                }
+                c.sim.release(true).await;
+                answered += 1;
+                continue;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    let out = tokio::join!(release, network).0;
+    c.sim.behaviour(r#"{"hold_actions": []}"#).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("the purchase went through"), "{}", out.stderr);
+    let open = c.aws.store().open_intents().await.unwrap();
+    assert_eq!(open.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), [intent.as_str()], "not released");
+    assert_eq!(live_scan_at(&c, 91).await, 1, "one block for a one-block rule");
+}
+
+/// A release of an intent sent a minute ago is refused, saying from when it may be released
+/// (EC2 lists purchases late); an hour on it is released, and the released purchase still
+/// counts against the rule's one block until its start: a later scan buys no second block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_of_a_minute_old_intent_is_refused_and_a_released_one_still_counts() {
+    let c = Cli::on("cli-release-young", &two_blocks_listed_late(0)).await;
+    c.stack(Mode::Live, Some("100000")).await;
+    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    bought_answer_lost(&c, "west", false).await;
+    let intent = c.aws.store().open_intents().await.unwrap()[0].id.clone();
+    c.sim.advance_secs(60).await;
+    let out = c.run(&["intents", "release", &intent, "--yes"]).await;
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("it may be released from 2026-12-01 01:00 UTC"), "{}", out.stderr);
+    assert_eq!(c.aws.store().open_intents().await.unwrap().len(), 1, "still open");
+    c.sim.advance_secs(60 * 60).await;
+    let out = c.run(&["intents", "release", &intent, "--yes"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(live_scan_at(&c, 61).await, 0, "the released purchase holds the rule's one block");
+}
+
+/// One approval buys once when EC2 names the block anew in every answer: approving it again,
+/// and scanning in between, buys nothing more, and the team page shows the approved record
+/// waiting no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_approval_buys_once_under_per_answer_offering_ids() {
+    let scenario = ScenarioToml::new(5, T0)
+        .payment("succeed", None)
+        .offering_ids("per_answer")
+        .p5("us-west-2", &[2], "2.75")
+        .build();
+    let c = Cli::on("cli-approve-renamed", &scenario).await;
+    c.stack(Mode::Live, Some("100000")).await;
+    c.put_rule(&rule("west", "approval", "3.00").max_blocks_held(3).toml()).await;
+    let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
+    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    let intent = scan.json()["outcomes"][0]["action"]["intent"].as_str().unwrap().to_string();
+    let out = c.run(&["approve", &intent, "--time", NOW]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    for _ in 0..2 {
+        c.run(&["scan", "--time", NOW, "--mode", "live"]).await;
+        let again = c.run(&["approve", &intent, "--time", NOW]).await;
+        assert_eq!(again.code, 2, "{}{}", again.stdout, again.stderr);
+    }
+    assert_eq!(c.sim.purchases().await.len(), 1, "one approval, one block");
+    let page = team_page(&c, &c.dir.join("team.html")).await;
+    let approve_line = format!("<code>capblock approve {intent}</code>");
+    assert!(!page.contains(&approve_line), "the consumed approval waits no more");
 }
 
 /// Every line of `text` fits `width` columns.

@@ -344,6 +344,10 @@ impl Ledger for Faulty<MemoryTable> {
         self.store("record_rejected").await?;
         self.inner.record_rejected(intent, reason, notice).await
     }
+    async fn release_by_person(&self, intent: &Intent, reason: &str) -> Result<(), StoreError> {
+        self.store("release_by_person").await?;
+        self.inner.release_by_person(intent, reason).await
+    }
     async fn record_given_back(&self, intent: &Intent, reason: &str) -> Result<(), StoreError> {
         self.store("record_given_back").await?;
         self.inner.record_given_back(intent, reason).await

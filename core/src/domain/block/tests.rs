@@ -272,3 +272,21 @@ fn the_first_reservation_is_always_a_part_and_none_after_a_duplicate_is() {
     let split = split_by_tag(&o, vec![sized("cr-a", 4), sized("cr-b", 8), sized("cr-c", 4)]);
     assert_eq!((ids(&split.parts), ids(&split.duplicates)), (vec!["cr-a"], vec!["cr-b", "cr-c"]));
 }
+
+/// A purchase a person released counts until its offering's start, once even when EC2 lists it
+/// after all (its block carries the intent).
+#[test]
+fn a_released_purchase_counts_until_its_start() {
+    let start = Utc.with_ymd_and_hms(2026, 12, 3, 0, 0, 0).unwrap();
+    let released = [crate::domain::budget::ReleasedHold { intent: "p5/cb-1".into(), until: start }];
+    let listed = Block {
+        reservation_id: "cr-1".into(),
+        intent_id: Some("p5/cb-1".into()),
+        state: BlockState::PaymentPending,
+        ..example(start, start + chrono::Duration::days(1))
+    };
+    let before = start - chrono::Duration::minutes(1);
+    assert_eq!(purchases_held_at([], &released, before), 1);
+    assert_eq!(purchases_held_at([&listed], &released, before), 1, "listed after all: once");
+    assert_eq!(purchases_held_at([], &released, start), 0, "past its start");
+}

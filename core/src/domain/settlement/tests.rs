@@ -67,3 +67,16 @@ fn only_a_failed_payment_in_the_store_or_in_ec2_frees_a_part() {
     assert!(!part_failed(None, Some(&Observed::Unreadable("no state".into()))));
     assert!(!part_failed(None, None));
 }
+
+#[test]
+fn a_person_may_release_a_sent_intent_only_an_hour_after_it_was_sent() {
+    let i = intent(IntentState::Sent);
+    for minutes in [1, 16, 59] {
+        let e = may_release(&i, at(minutes).clock()).unwrap_err();
+        assert_eq!(e.may_release_at, t0() + Duration::hours(1), "{minutes}");
+        let said = e.to_string();
+        assert!(said.contains("it may be released from 2026-12-01 13:00 UTC"), "{said}");
+    }
+    assert_eq!(may_release(&i, at(60).clock()), Ok(()));
+    assert_eq!(may_release(&i, at(61).clock()), Ok(()));
+}

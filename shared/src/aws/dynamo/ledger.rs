@@ -15,6 +15,7 @@ impl Ledger for DynamoStore {
             Some(i) => RuleGuard {
                 open_intent: get_s(&i, "open_intent").map(str::to_string),
                 seq: get_u64(&i, "seq")?.unwrap_or(0),
+                released: released_holds(&i, rule_id)?,
             },
         })
     }
@@ -57,7 +58,8 @@ impl Ledger for DynamoStore {
                 .expression_attribute_values(":seen", n(seen_seq)),
             ),
         ];
-        self.reserve_charged(items, charges, fee, true).await
+        let approval = intent.approval.as_ref().map_or_else(Vec::new, |a| self.consume_approval(intent, a));
+        self.reserve_charged(items, charges, fee, true, approval).await
     }
 
     async fn mark_sent(&self, intent_id: &str, rule_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
@@ -95,7 +97,7 @@ impl Ledger for DynamoStore {
         );
         let mut puts = vec![put_block];
         puts.extend(notices.iter().map(|n| self.put_notice(n)));
-        self.close_intent(intent, Some(closed), "SET spent = spent + :fee", puts).await
+        self.close_intent(intent, Some(closed), "SET spent = spent + :fee", puts, None).await
     }
 
     async fn record_rejected(&self, intent: &Intent, reason: &str, notice: Option<&Notice>) -> Result<(), StoreError> {
@@ -103,12 +105,22 @@ impl Ledger for DynamoStore {
         closed.state = IntentState::Rejected;
         closed.reason = Some(reason.to_string());
         let extra = notice.map(|n| self.put_notice(n)).into_iter().collect();
-        self.close_intent(intent, Some(closed), RELEASE_FEE, extra).await
+        self.close_intent(intent, Some(closed), RELEASE_FEE, extra, None).await
+    }
+
+    async fn release_by_person(&self, intent: &Intent, reason: &str) -> Result<(), StoreError> {
+        let mut closed = intent.clone();
+        closed.state = IntentState::Rejected;
+        closed.reason = Some(reason.to_string());
+        let hold = ReleasedHold::of(intent);
+        self.close_intent(intent, Some(closed), RELEASE_FEE, vec![], Some(&hold)).await
     }
 
     async fn record_given_back(&self, intent: &Intent, reason: &str) -> Result<(), StoreError> {
         tracing::info!(event = "intent_given_back", intent = %intent.id, %reason, "nothing reached EC2; the offering may be tried again");
-        self.close_intent(intent, None, RELEASE_FEE, vec![]).await
+        // Nothing was bought on the approval it consumed: it may be approved again.
+        let approval = intent.approval.as_ref().map_or_else(Vec::new, |a| self.give_approval_back(intent, a));
+        self.close_intent(intent, None, RELEASE_FEE, approval, None).await
     }
 
     async fn record_dry_run(&self, intent: &Intent) -> Result<bool, StoreError> {
@@ -136,12 +148,14 @@ impl Ledger for DynamoStore {
     }
 
     async fn approvals_waiting(&self, rule_id: &str) -> Result<Vec<Intent>, StoreError> {
-        // `APPROVAL#` and not the markers (`APPROVALBLOCK#`): the '#' tells them apart.
+        // `APPROVAL#` and not the markers (`APPROVALBLOCK#`): the '#' tells them apart. A
+        // consumed approval (`consumed_by`) waits no more.
         let q = self
             .client
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
+            .filter_expression("attribute_not_exists(consumed_by)")
             .expression_attribute_values(":pk", s(rule_pk(rule_id)))
             .expression_attribute_values(":p", s("APPROVAL#"));
         Ok(self.decode_each(&Self::all_items(q, "approvals of rule").await?, "approvals", data))
@@ -244,4 +258,48 @@ impl Ledger for DynamoStore {
             Err(e) => Err(cancelled(&format!("recommitting the fee of block {}", block.reservation_id), e)),
         }
     }
+}
+
+impl DynamoStore {
+    /// The reservation's steps that consume approval `a`: its record (`APPROVAL#<offering>`,
+    /// which must exist) and its block's marker (`APPROVALBLOCK#<block key>`), each marked
+    /// `consumed_by` the intent unless a purchase consumed it before. By the block, so one
+    /// approval buys once whatever id EC2 gave the block in the answer bought from.
+    fn consume_approval(&self, intent: &Intent, a: &Approved) -> Vec<TransactWriteItem> {
+        let pk = rule_pk(&intent.rule_id);
+        let record = self
+            .update(key(pk.clone(), format!("APPROVAL#{}", a.offering_id)), "SET consumed_by = :iid")
+            .condition_expression("attribute_exists(pk) AND attribute_not_exists(consumed_by)");
+        let marker = self
+            .update(key(pk, format!("APPROVALBLOCK#{}", a.block)), "SET consumed_by = :iid")
+            .condition_expression("attribute_not_exists(consumed_by)");
+        [record, marker].into_iter().map(|u| tx_update(u.expression_attribute_values(":iid", s(&intent.id)))).collect()
+    }
+
+    /// The give-back's steps that un-consume approval `a`, consumed by `intent`'s reservation.
+    fn give_approval_back(&self, intent: &Intent, a: &Approved) -> Vec<TransactWriteItem> {
+        let pk = rule_pk(&intent.rule_id);
+        [format!("APPROVAL#{}", a.offering_id), format!("APPROVALBLOCK#{}", a.block)]
+            .into_iter()
+            .map(|sk| {
+                tx_update(
+                    self.update(key(pk.clone(), sk), "REMOVE consumed_by")
+                        .condition_expression("consumed_by = :iid")
+                        .expression_attribute_values(":iid", s(&intent.id)),
+                )
+            })
+            .collect()
+    }
+}
+
+/// The guard's `released` holds (each a JSON string), strict: each bounds the rule's purchases.
+fn released_holds(item: &Item, rule_id: &str) -> Result<Vec<ReleasedHold>, StoreError> {
+    let Some(AttributeValue::L(list)) = item.get("released") else { return Ok(Vec::new()) };
+    list.iter()
+        .map(|v| {
+            let text = v.as_s().map_err(|_| "not a string".to_string())?;
+            serde_json::from_str(text).map_err(|e| e.to_string())
+        })
+        .collect::<Result<_, String>>()
+        .map_err(|message| StoreError::Corrupt { key: format!("guard of rule {rule_id}"), message })
 }

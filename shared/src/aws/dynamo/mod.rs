@@ -16,7 +16,9 @@ use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 
 use crate::domain::block::Block;
-use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, Intent, IntentState, Period};
+use crate::domain::budget::{
+    Approved, BudgetCharge, BudgetOwner, BudgetUsage, Intent, IntentState, Period, ReleasedHold,
+};
 use crate::domain::extension::{ExtensionIntent, ExtensionState};
 use crate::domain::ids::{InstanceType, Region};
 use crate::domain::money::Money;
@@ -310,23 +312,30 @@ impl DynamoStore {
         closed: Option<Intent>,
         budget_expr: &str,
         extra: Vec<TransactWriteItem>,
+        hold: Option<&ReleasedHold>,
     ) -> Result<(), StoreError> {
         let fee = n(intent.offering.fee.amount());
         let mut items: Vec<TransactWriteItem> = extra;
         match &closed {
-            Some(closed) => items.push(tx_update(
-                self.update(
-                    intent_key(&intent.rule_id, &intent.offering.id),
-                    "SET #s = :new, #d = :data REMOVE gsi1pk, gsi1sk",
-                )
-                .condition_expression("#s IN (:reserved, :sent)")
-                .expression_attribute_names("#s", "state")
-                .expression_attribute_names("#d", "data")
-                .expression_attribute_values(":new", s(closed.state.as_str()))
-                .expression_attribute_values(":data", json(closed))
-                .expression_attribute_values(":reserved", s(IntentState::Reserved.as_str()))
-                .expression_attribute_values(":sent", s(IntentState::Sent.as_str())),
-            )),
+            Some(closed) => {
+                let u = self
+                    .update(
+                        intent_key(&intent.rule_id, &intent.offering.id),
+                        "SET #s = :new, #d = :data REMOVE gsi1pk, gsi1sk",
+                    )
+                    .expression_attribute_names("#s", "state")
+                    .expression_attribute_names("#d", "data")
+                    .expression_attribute_values(":new", s(closed.state.as_str()))
+                    .expression_attribute_values(":data", json(closed))
+                    .expression_attribute_values(":sent", s(IntentState::Sent.as_str()));
+                // A person releases only a sent intent; the other closings any open one.
+                items.push(tx_update(match hold {
+                    Some(_) => u.condition_expression("#s = :sent"),
+                    None => u
+                        .condition_expression("#s IN (:reserved, :sent)")
+                        .expression_attribute_values(":reserved", s(IntentState::Reserved.as_str())),
+                }));
+            }
             // Given back: the intent goes, so the rule may reserve the same offering again.
             None => items.push(
                 TransactWriteItem::builder()
@@ -345,16 +354,8 @@ impl DynamoStore {
         }
         // A bought block joins the guard's `held` in the same transaction: the rule's count
         // reads it strongly, never waiting for the open-blocks index to show the block.
-        let bought = closed.as_ref().filter(|c| c.state == IntentState::Bought).and_then(|c| c.reservation_id.clone());
-        let guard = match &bought {
-            Some(id) => self
-                .update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent ADD held :held")
-                .expression_attribute_values(":held", AttributeValue::Ss(vec![id.clone()])),
-            None => self.update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent"),
-        };
-        items.push(tx_update(
-            guard.condition_expression("open_intent = :iid").expression_attribute_values(":iid", s(&intent.id)),
-        ));
+        let bought = closed.as_ref().filter(|c| c.state == IntentState::Bought).and_then(|c| c.reservation_id.as_deref());
+        items.push(self.free_guard(intent, hold, bought));
         for c in &intent.charges {
             let mut u = self
                 .update(budget_key(&c.owner, &c.period), budget_expr)
@@ -379,6 +380,26 @@ impl DynamoStore {
 }
 
 impl DynamoStore {
+    /// The closing's step that frees the rule's guard; a person's release (`hold`) stays on it,
+    /// counted against `max_blocks_held` until its start (`ReleasedHold`), and a bought block
+    /// (`bought`) joins its `held` set.
+    fn free_guard(&self, intent: &Intent, hold: Option<&ReleasedHold>, bought: Option<&str>) -> TransactWriteItem {
+        let guard = match (hold, bought) {
+            (None, None) => self.update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent"),
+            (None, Some(id)) => self
+                .update(key(rule_pk(&intent.rule_id), "GUARD"), "REMOVE open_intent ADD held :held")
+                .expression_attribute_values(":held", AttributeValue::Ss(vec![id.to_string()])),
+            (Some(h), _) => self
+                .update(
+                    key(rule_pk(&intent.rule_id), "GUARD"),
+                    "REMOVE open_intent SET released = list_append(if_not_exists(released, :none), :hold)",
+                )
+                .expression_attribute_values(":none", AttributeValue::L(vec![]))
+                .expression_attribute_values(":hold", AttributeValue::L(vec![json(h)])),
+        };
+        tx_update(guard.condition_expression("open_intent = :iid").expression_attribute_values(":iid", s(&intent.id)))
+    }
+
     /// Writes `items` (the record and its guard, in that order) with one budget charge per
     /// entry of `charges`, atomically, and names what refused it: the record or guard, a
     /// purchase limit (`purchase` only: an extension counts money, never a purchase) or the
@@ -389,10 +410,14 @@ impl DynamoStore {
         charges: &[BudgetCharge],
         fee: Money,
         purchase: bool,
+        approval: Vec<TransactWriteItem>,
     ) -> Result<(), ReserveError> {
         for c in charges {
             items.push(self.charge(c, fee, purchase)?);
         }
+        let approval_at = items.len();
+        let approval_items = approval.len();
+        items.extend(approval);
         let codes = match self.transact(items).await {
             Ok(()) => return Ok(()),
             Err(TxError::Store(e)) => return Err(e.into()),
@@ -400,6 +425,9 @@ impl DynamoStore {
         };
         if let Some(e) = record_or_guard_failed(&codes) {
             return Err(e);
+        }
+        if (approval_at..approval_at + approval_items).any(|i| failed_at(&codes, i)) {
+            return Err(ReserveError::ApprovalUsed);
         }
         let Some(c) = charges.iter().enumerate().find(|(i, _)| failed_at(&codes, i + 2)).map(|(_, c)| c) else {
             return Err(ReserveError::Store(StoreError::Conflict(format!(
