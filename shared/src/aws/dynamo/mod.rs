@@ -354,7 +354,8 @@ impl DynamoStore {
         }
         // A bought block joins the guard's `held` in the same transaction: the rule's count
         // reads it strongly, never waiting for the open-blocks index to show the block.
-        let bought = closed.as_ref().filter(|c| c.state == IntentState::Bought).and_then(|c| c.reservation_id.as_deref());
+        let bought =
+            closed.as_ref().filter(|c| c.state == IntentState::Bought).and_then(|c| c.reservation_id.as_deref());
         items.push(self.free_guard(intent, hold, bought));
         for c in &intent.charges {
             let mut u = self
