@@ -193,7 +193,7 @@ mod tests {
         };
         let other = MemoryTable::default().with_rules([r.clone()]);
         other.record_approval(&fresh).await.unwrap();
-        assert_eq!(gather(&other, now).await.unwrap().approvals, [fresh.clone()]);
+        assert_eq!(gather(&other, now).await.unwrap().approvals, std::slice::from_ref(&fresh));
         other.reserve(&renamed, 0).await.unwrap();
         assert!(gather(&other, now).await.unwrap().approvals.is_empty(), "a consumed approval waits no more");
         // Budgets: the account's first, then the rule's with its limit.

@@ -1193,7 +1193,7 @@ mod tests {
         t.reserve(&first, 0).await.unwrap();
         assert!(t.approvals_waiting("east").await.unwrap().is_empty(), "consumed: waits no more");
         t.record_given_back(&first, "throttled").await.unwrap();
-        assert_eq!(t.approvals_waiting("east").await.unwrap(), [asked.clone()], "given back with the fee");
+        assert_eq!(t.approvals_waiting("east").await.unwrap(), std::slice::from_ref(&asked), "given back with the fee");
         t.reserve(&first, 1).await.unwrap();
         t.mark_sent(&first.id, "east", t0()).await.unwrap();
         let sent = Intent { state: IntentState::Sent, sent_at: Some(t0()), ..first.clone() };
