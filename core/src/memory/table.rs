@@ -613,8 +613,13 @@ impl Ledger for MemoryTable {
 
     async fn approvals_waiting(&self, rule_id: &str) -> Result<Vec<Intent>, StoreError> {
         let items = self.items();
-        let waiting = |k: &(String, String)| k.0 == rule_id && !items.approvals_used.contains_key(k);
-        Ok(items.approvals.iter().filter(|(k, _)| waiting(k)).map(|(_, i)| i.clone()).collect())
+        // A record consumed, or of a block consumed under another id EC2 gave it, waits no more.
+        let waiting = |k: &(String, String), i: &Intent| {
+            k.0 == rule_id
+                && !items.approvals_used.contains_key(k)
+                && !items.approval_blocks_used.contains_key(&(k.0.clone(), i.offering.block_key()))
+        };
+        Ok(items.approvals.iter().filter(|(k, i)| waiting(k, i)).map(|(_, i)| i.clone()).collect())
     }
 
     async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError> {
@@ -1205,6 +1210,7 @@ mod tests {
         // Another record of the same block (a second ask raced the marker) is consumed too.
         let twin = Intent::new(&east.id, offering("cb-twin", t0() + Duration::days(2)), 8, vec![], t0());
         t.record_approval(&twin).await.unwrap();
+        assert!(t.approvals_waiting("east").await.unwrap().is_empty(), "a record of a consumed block waits no more");
         let by_twin = Intent { approval: Some(Approved::of(&twin)), ..reserved(&east, "cb-renamed-3", t0()) };
         assert_eq!(t.reserve(&by_twin, 2).await, Err(ReserveError::ApprovalUsed), "the block was approved once");
     }

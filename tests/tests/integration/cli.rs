@@ -1839,6 +1839,7 @@ async fn one_approval_buys_once_under_per_answer_offering_ids() {
     let page = team_page(&c, &c.dir.join("team.html")).await;
     let approve_line = format!("<code>capblock approve {intent}</code>");
     assert!(!page.contains(&approve_line), "the consumed approval waits no more");
+    assert!(!page.contains("capblock approve "), "nor any record of its block under another id");
 }
 
 /// Every line of `text` fits `width` columns.

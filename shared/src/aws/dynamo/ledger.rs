@@ -148,17 +148,27 @@ impl Ledger for DynamoStore {
     }
 
     async fn approvals_waiting(&self, rule_id: &str) -> Result<Vec<Intent>, StoreError> {
-        // `APPROVAL#` and not the markers (`APPROVALBLOCK#`): the '#' tells them apart. A
-        // consumed approval (`consumed_by`) waits no more.
+        // The records (`APPROVAL#`) and the blocks' markers (`APPROVALBLOCK#`) in one query: a
+        // record consumed, or of a block consumed under another id EC2 gave it, waits no more.
         let q = self
             .client
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
-            .filter_expression("attribute_not_exists(consumed_by)")
             .expression_attribute_values(":pk", s(rule_pk(rule_id)))
-            .expression_attribute_values(":p", s("APPROVAL#"));
-        Ok(self.decode_each(&Self::all_items(q, "approvals of rule").await?, "approvals", data))
+            .expression_attribute_values(":p", s("APPROVAL"));
+        let items = Self::all_items(q, "approvals of rule").await?;
+        let consumed = |i: &&Item| i.contains_key("consumed_by");
+        let sk = |i: &Item| get_s(i, "sk").unwrap_or_default().to_string();
+        let used_blocks: std::collections::BTreeSet<String> = items
+            .iter()
+            .filter(consumed)
+            .filter_map(|i| sk(i).strip_prefix("APPROVALBLOCK#").map(str::to_string))
+            .collect();
+        let records: Vec<Item> =
+            items.iter().filter(|i| sk(i).starts_with("APPROVAL#") && !consumed(i)).cloned().collect();
+        let waiting = self.decode_each(&records, "approvals", data::<Intent>);
+        Ok(waiting.into_iter().filter(|a| !used_blocks.contains(&a.offering.block_key())).collect())
     }
 
     async fn get_intent(&self, rule_id: &str, intent_id: &str) -> Result<Option<Intent>, StoreError> {
