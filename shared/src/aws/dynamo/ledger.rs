@@ -148,26 +148,26 @@ impl Ledger for DynamoStore {
     }
 
     async fn approvals_waiting(&self, rule_id: &str) -> Result<Vec<Intent>, StoreError> {
-        // The records (`APPROVAL#`) and the blocks' markers (`APPROVALBLOCK#`) in one query: a
-        // record consumed, or of a block consumed under another id EC2 gave it, waits no more.
-        let q = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
-            .expression_attribute_values(":pk", s(rule_pk(rule_id)))
-            .expression_attribute_values(":p", s("APPROVAL"));
-        let items = Self::all_items(q, "approvals of rule").await?;
+        // The records (`APPROVAL#`) and the blocks' markers (`APPROVALBLOCK#`): a record
+        // consumed, or of a block consumed under another id EC2 gave it, waits no more.
+        let of_rule = |prefix: &str| {
+            self.client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
+                .expression_attribute_values(":pk", s(rule_pk(rule_id)))
+                .expression_attribute_values(":p", s(prefix))
+        };
         let consumed = |i: &&Item| i.contains_key("consumed_by");
-        let sk = |i: &Item| get_s(i, "sk").unwrap_or_default().to_string();
-        let used_blocks: std::collections::BTreeSet<String> = items
+        let markers = Self::all_items(of_rule("APPROVALBLOCK#"), "approval markers of rule").await?;
+        let used_blocks: std::collections::BTreeSet<String> = markers
             .iter()
             .filter(consumed)
-            .filter_map(|i| sk(i).strip_prefix("APPROVALBLOCK#").map(str::to_string))
+            .filter_map(|i| get_s(i, "sk")?.strip_prefix("APPROVALBLOCK#").map(str::to_string))
             .collect();
-        let records: Vec<Item> =
-            items.iter().filter(|i| sk(i).starts_with("APPROVAL#") && !consumed(i)).cloned().collect();
-        let waiting = self.decode_each(&records, "approvals", data::<Intent>);
+        let records = Self::all_items(of_rule("APPROVAL#"), "approvals of rule").await?;
+        let waiting: Vec<Item> = records.iter().filter(|i| !consumed(i)).cloned().collect();
+        let waiting = self.decode_each(&waiting, "approvals", data::<Intent>);
         Ok(waiting.into_iter().filter(|a| !used_blocks.contains(&a.offering.block_key())).collect())
     }
 
