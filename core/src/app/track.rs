@@ -26,7 +26,7 @@ use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
 use crate::domain::budget::{BudgetOwner, Intent, IntentState, Period};
 use crate::domain::ids::Region;
-use crate::domain::ledger_check::{self, Verdict};
+use crate::domain::ledger_check::{self, LedgerVerdict};
 use crate::domain::lifecycle::{BlockState, Observed, Transition};
 use crate::domain::metrics::{ACCOUNT_BUDGET, team_budget};
 use crate::domain::milestone::{Milestone, milestones, warning_due};
@@ -753,7 +753,7 @@ where
         for (r, tagged) in found {
             let stored = self.store.get_block(&r.id).await?;
             match (ledger_check::check(stored.as_ref(), &r), &stored) {
-                (Verdict::HeldAgain { to }, Some(b)) => {
+                (LedgerVerdict::HeldAgain { to }, Some(b)) => {
                     self.hold_again(b, &r, to, rules, now, report).await?;
                     continue;
                 }

@@ -21,7 +21,7 @@ use super::tags::{INTENT_TAG, RULE_TAG};
 
 /// What one listed reservation says of the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum LedgerVerdict {
     /// The ledger and EC2 agree, or EC2 lists it in no held state.
     Agrees,
     /// EC2 holds a block the ledger has as final: move it back to `to`, its fee committed again.
@@ -31,14 +31,14 @@ pub enum Verdict {
 }
 
 /// What `r`, as EC2 lists it, says of `stored`, the block the store has for its id.
-pub fn check(stored: Option<&Block>, r: &Reservation) -> Verdict {
+pub fn check(stored: Option<&Block>, r: &Reservation) -> LedgerVerdict {
     let Some(held) = BlockState::from_ec2(&r.state).filter(|s| s.is_held()) else {
-        return Verdict::Agrees;
+        return LedgerVerdict::Agrees;
     };
     match stored {
-        None => Verdict::Unknown,
-        Some(b) if b.state.is_final() => Verdict::HeldAgain { to: held },
-        Some(_) => Verdict::Agrees,
+        None => LedgerVerdict::Unknown,
+        Some(b) if b.state.is_final() => LedgerVerdict::HeldAgain { to: held },
+        Some(_) => LedgerVerdict::Agrees,
     }
 }
 
@@ -96,17 +96,17 @@ mod tests {
         let r = listed("cr-1", "scheduled", &[]);
         let stored = |state| Block { state, ..Block::adopted(&r, true, r.start) };
         for final_state in [BlockState::PaymentFailed, BlockState::Released, BlockState::Expired] {
-            assert_eq!(check(Some(&stored(final_state)), &r), Verdict::HeldAgain { to: BlockState::Scheduled });
+            assert_eq!(check(Some(&stored(final_state)), &r), LedgerVerdict::HeldAgain { to: BlockState::Scheduled });
         }
         for held in [BlockState::PaymentPending, BlockState::Scheduled, BlockState::Active] {
-            assert_eq!(check(Some(&stored(held)), &r), Verdict::Agrees);
+            assert_eq!(check(Some(&stored(held)), &r), LedgerVerdict::Agrees);
         }
-        assert_eq!(check(None, &r), Verdict::Unknown);
+        assert_eq!(check(None, &r), LedgerVerdict::Unknown);
         let failed = listed("cr-1", "payment-failed", &[]);
-        assert_eq!(check(Some(&stored(BlockState::PaymentFailed)), &failed), Verdict::Agrees);
-        assert_eq!(check(None, &failed), Verdict::Agrees, "EC2 holds nothing");
+        assert_eq!(check(Some(&stored(BlockState::PaymentFailed)), &failed), LedgerVerdict::Agrees);
+        assert_eq!(check(None, &failed), LedgerVerdict::Agrees, "EC2 holds nothing");
         let unknown_state = listed("cr-1", "assessing", &[]);
-        assert_eq!(check(Some(&stored(BlockState::Released)), &unknown_state), Verdict::Agrees);
+        assert_eq!(check(Some(&stored(BlockState::Released)), &unknown_state), LedgerVerdict::Agrees);
     }
 
     #[test]

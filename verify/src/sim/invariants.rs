@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use capblock_core::domain::block::Block;
 use capblock_core::domain::budget::{BudgetOwner, Intent, IntentState, Period};
 use capblock_core::domain::extension::ExtensionState;
-use capblock_core::domain::ledger_check::{self, Verdict};
+use capblock_core::domain::ledger_check::{self, LedgerVerdict};
 use capblock_core::domain::rule::Rule;
 use capblock_core::domain::stack::StackSettings;
 use capblock_core::domain::tags::INTENT_TAG;
@@ -154,7 +154,7 @@ pub fn check(table: &MemoryTable, ec2: &MemoryEc2, rules: &[Rule], stack: &Stack
 fn ledger_agrees(table: &MemoryTable, ec2: &MemoryEc2) -> Result<(), String> {
     let blocks: BTreeMap<String, Block> = table.blocks().into_iter().map(|b| (b.reservation_id.clone(), b)).collect();
     for h in ec2.holdings() {
-        if let Verdict::HeldAgain { .. } = ledger_check::check(blocks.get(&h.reservation.id), &h.reservation) {
+        if let LedgerVerdict::HeldAgain { .. } = ledger_check::check(blocks.get(&h.reservation.id), &h.reservation) {
             return Err(format!(
                 "EC2 holds {} ({}) which the table has as final",
                 h.reservation.id, h.reservation.state
