@@ -301,6 +301,18 @@ pub fn lanes(c: &Lanes) -> String {
     finish(svg, &overlay, &chart)
 }
 
+/// The row (counted from the bottom of the plot, which is where the y axis starts) that draws
+/// a lane: lane 0, the first named, on top. Bars, marks and labels all place a lane through this
+/// and its inverse, so a lane's name can never stand beside another lane's blocks.
+fn row_of_lane(lanes: usize, lane: usize) -> usize {
+    lanes.saturating_sub(1).saturating_sub(lane)
+}
+
+/// The lane a row draws, if any (the inverse of `row_of_lane`).
+fn lane_of_row(lanes: usize, row: usize) -> Option<usize> {
+    (row < lanes).then(|| lanes - 1 - row)
+}
+
 fn plot_lanes(c: &Lanes, h: u32, svg: &mut String, overlay: &mut String) -> Result<(), String> {
     let n = c.lanes.len().max(1) as f64;
     let (x0, x1) = (secs(c.window.0), secs(c.window.1));
@@ -312,11 +324,16 @@ fn plot_lanes(c: &Lanes, h: u32, svg: &mut String, overlay: &mut String) -> Resu
         .build_cartesian_2d(x0..x1, 0.0..n)
         .map_err(|e| e.to_string())?;
     let names = c.lanes.clone();
+    let lanes = c.lanes.len().max(1);
     let lane_label = move |v: &f64| {
         let i = v.floor();
-        // Labels sit at lane centres (i + 0.5); other ticks stay blank.
-        if (v - i - 0.5).abs() < 1e-6 {
-            names.get(i as usize).map(|s| s.chars().take(26).collect()).unwrap_or_default()
+        // Labels sit at lane centres (row + 0.5); other ticks stay blank. The row is turned
+        // back into its lane by the same mapping the bars use, so a name stands beside its bars.
+        if (v - i - 0.5).abs() < 1e-6 && i >= 0.0 {
+            lane_of_row(lanes, i as usize)
+                .and_then(|lane| names.get(lane))
+                .map(|s| s.chars().take(26).collect())
+                .unwrap_or_default()
         } else {
             String::new()
         }
@@ -333,7 +350,7 @@ fn plot_lanes(c: &Lanes, h: u32, svg: &mut String, overlay: &mut String) -> Resu
         .label_style(("sans-serif", 12))
         .draw()
         .map_err(|e| e.to_string())?;
-    let row = |lane: usize| n - 1.0 - lane as f64;
+    let row = |lane: usize| row_of_lane(lanes, lane) as f64;
     for b in &c.bars {
         let (a, z) = (secs(b.from).max(x0), secs(b.to).min(x1));
         if a >= z {
@@ -506,5 +523,54 @@ mod tests {
         assert!(svg.contains("<title>bought</title>") && svg.contains("<title>block r-1</title>"));
         assert!(svg.contains("threshold 3.50"));
         assert_eq!(svg.matches("</svg>").count(), 1);
+    }
+
+    /// The `y` attribute of the element that holds `needle` (an SVG `<text>` or an overlay
+    /// `<rect>` before its `<title>`), plus half its height when it has one: its vertical centre.
+    fn centre_of(svg: &str, needle: &str) -> f64 {
+        let at = svg.find(needle).unwrap_or_else(|| panic!("{needle} not drawn: {svg}"));
+        // A label's text follows its `<text ...>` tag; a tooltip's `<title>` sits in its `<rect>`.
+        let tag = if needle.starts_with("<title>") { "<rect" } else { "<text" };
+        let start = svg[..at].rfind(tag).expect("the element's tag");
+        let attr = |name: &str| {
+            let tag = &svg[start..at];
+            let from = tag.find(&format!(" {name}=\"")).map(|i| i + name.len() + 3)?;
+            tag[from..].split('"').next()?.parse::<f64>().ok()
+        };
+        attr("y").expect("a y") + attr("height").unwrap_or(0.0) / 2.0
+    }
+
+    #[test]
+    fn each_lane_is_named_beside_its_own_blocks() {
+        let names = ["ml-a / h100-week", "ml-b / trn2-ultra", "research / p5-day", "infra / p4d"];
+        let bar = |lane: usize| Bar {
+            lane,
+            from: at(2, 0),
+            to: at(4, 0),
+            state: "scheduled".into(),
+            text: format!("block of lane {lane}"),
+        };
+        let c = Lanes {
+            title: "Calendar".into(),
+            summary: "Four lanes".into(),
+            lanes: names.iter().map(|s| s.to_string()).collect(),
+            bars: (0..names.len()).map(bar).collect(),
+            ticks: vec![],
+            window: (at(1, 0), at(8, 0)),
+            now: at(1, 12),
+        };
+        let svg = lanes(&c);
+        let labels: Vec<f64> = names.iter().map(|n| centre_of(&svg, &format!("\n{n}\n</text>"))).collect();
+        for lane in 0..names.len() {
+            let y = centre_of(&svg, &format!("<title>block of lane {lane}</title>"));
+            let nearest =
+                (0..names.len()).min_by(|a, b| (labels[*a] - y).abs().total_cmp(&(labels[*b] - y).abs())).unwrap();
+            assert_eq!(
+                names[nearest], names[lane],
+                "lane {lane}'s bar (y {y}) stands beside {}: {labels:?}",
+                names[nearest]
+            );
+        }
+        assert!(labels[0] < labels[3], "the first lane is drawn on top: {labels:?}");
     }
 }
