@@ -456,12 +456,14 @@ class SdkActions(unittest.TestCase):
             table = {"G": ["resource-groups:CreateGroup", "resource-groups:GroupResources"]}
             problems, _ = check_adapter(Adapter("resource_groups", [path], table), Sdk(None, {}))
             self.assertEqual(problems, [
+                ("undeclared SDK call: implied by group_resources() needs ec2:CreateTags; "
+                 "add it to ACTIONS under the port that calls it"),
                 ("undeclared SDK call: implied by create_group() needs resource-groups:Tag; "
                  "add it to ACTIONS under the port that calls it"),
                 ("undeclared SDK call: implied by group_resources() needs tag:TagResources; "
                  "add it to ACTIONS under the port that calls it"),
             ])
-            table["G"] += ["resource-groups:Tag", "tag:TagResources"]
+            table["G"] += ["resource-groups:Tag", "tag:TagResources", "ec2:CreateTags"]
             ok, _ = check_adapter(Adapter("resource_groups", [path], table), Sdk(None, {}))
             self.assertEqual(ok, [])
 

@@ -71,8 +71,9 @@ CFN_SUFFIX, ROLE_NAME_MAX = 13, 64
 # home: the shared block, as the member account sees it.
 MEMBER_ONLY_ACTIONS = {"ec2:DescribeCapacityReservations"}
 # Reservation groups take UltraServer blocks only, which cannot be shared.
-# Reservation groups stay in the capacity account: grouping and its dependent tagging actions.
-NEVER_SHARED_ACTIONS = ("resource-groups:", "tag:")
+# Reservation groups stay in the capacity account: grouping and its dependent tagging actions
+# (the tagging API's, and EC2's own on the grouped reservation).
+NEVER_SHARED_ACTIONS = ("resource-groups:", "tag:", "ec2:CreateTags", "ec2:DeleteTags")
 
 
 def resolve(expr, params: dict[str, str] | None = None):

@@ -114,9 +114,10 @@ IMPLIED = [
     ("resourcegroups", "create_group", r"\.\s*tags\s*\(", ["resource-groups:Tag"]),
     # Putting a reservation in a group, or taking it out, tags it through the tagging API: the
     # Service Authorization Reference lists these dependent actions for GroupResources and
-    # UngroupResources.
-    ("resourcegroups", "group_resources", None, ["resource-groups:Tag", "tag:TagResources"]),
-    ("resourcegroups", "ungroup_resources", None, ["resource-groups:Untag", "tag:UntagResources"]),
+    # UngroupResources; the tagging API's reference adds that TagResources / UntagResources
+    # also need the owning service's own tagging permission (EC2's, for a reservation).
+    ("resourcegroups", "group_resources", None, ["resource-groups:Tag", "tag:TagResources", "ec2:CreateTags"]),
+    ("resourcegroups", "ungroup_resources", None, ["resource-groups:Untag", "tag:UntagResources", "ec2:DeleteTags"]),
     # A resource share created with tags (capblock:stack, which the role's conditions require)
     # is tagged with ram:TagResource as well.
     ("ram", "create_resource_share", r"\.\s*tags\s*\(", ["ram:TagResource"]),

@@ -62,8 +62,10 @@ async fn find(client: &Client, region: &Region, stack: &str, reservation_id: &st
     let mut arn = None;
     while let Some(page) = pages.next().await {
         let page = page.map_err(|e| failure("GetResourceShares", region, &e))?;
-        // RAM ANDs tag filters across keys; checked here as well, so a share of another stack
-        // or block is never taken for this one's whatever an implementation does with them.
+        // The record does not say that RAM ANDs tag filters across keys (the API model's
+        // TagFilter reads as a match on any of them): with OR, every share of the stack comes
+        // back. Both tags are checked here, so only this block's share is taken under either
+        // reading, and the pages are followed until it is found.
         let tagged = |s: &aws_sdk_ram::types::ResourceShare, k: &str, v: &str| {
             s.tags().iter().any(|t| t.key() == Some(k) && t.value() == Some(v))
         };

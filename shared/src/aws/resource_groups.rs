@@ -19,7 +19,10 @@ use crate::ports::{ActionError, ActionResult, Membership, ReservationGroups};
 /// carries the group's tags, and tags on create are authorized as `resource-groups:Tag` too.
 /// GroupResources and UngroupResources tag the reservation through the tagging API: the Service
 /// Authorization Reference lists `resource-groups:Tag` + `tag:TagResources` and
-/// `resource-groups:Untag` + `tag:UntagResources` as their dependent actions.
+/// `resource-groups:Untag` + `tag:UntagResources` as their dependent actions, and the Tagging
+/// API's reference says TagResources / UntagResources also need the owning service's tagging
+/// permission: `ec2:CreateTags` / `ec2:DeleteTags` on the reservation (template.yaml grants them
+/// on the stack's own reservations only).
 pub const ACTIONS: &[(&str, &[&str])] = &[(
     "ReservationGroups",
     &[
@@ -30,6 +33,8 @@ pub const ACTIONS: &[(&str, &[&str])] = &[(
         "resource-groups:Untag",
         "tag:TagResources",
         "tag:UntagResources",
+        "ec2:CreateTags",
+        "ec2:DeleteTags",
     ],
 )];
 
