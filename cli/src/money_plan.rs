@@ -70,12 +70,23 @@ pub async fn money(
         }
     }
     let rows = carried(&charged, usage);
-    let full: Vec<String> = rows.iter().filter(|h| !h.fits).map(|h| owner(&h.owner)).collect();
+    // A budget refuses for one of two reasons, said apart: its limit (the fees pass it) or, for
+    // a rule's own, its purchases this month (`max_purchases_per_month`) already made.
+    let over = |h: &&BudgetAfter| h.limit.is_some_and(|l| h.after > l);
+    let full: Vec<String> = rows.iter().filter(|h| !h.fits).filter(over).map(|h| owner(&h.owner)).collect();
+    let counted: Vec<String> = rows.iter().filter(|h| !h.fits && !over(h)).map(|h| owner(&h.owner)).collect();
     let currency = table::currency(purchases.iter().map(|(_, p)| &p.offering.fee));
     let mut text = table_of(&rows, &period, currency);
     if !full.is_empty() {
         let what = if purchases.len() == 1 { "this fee" } else { "these fees" };
         text.push_str(&format!("\nNo room for {what} in {}: a purchase past it will be refused.", full.join(", ")));
+    }
+    if !counted.is_empty() {
+        text.push_str(&format!(
+            "\n{} made its purchases for {} (max_purchases_per_month): another will be refused.",
+            counted.join(", "),
+            period.as_str()
+        ));
     }
     Ok(text)
 }

@@ -32,8 +32,9 @@ cannot be cancelled. Then it asks for `yes` typed in full (--yes for scripts; wi
 without --yes nothing is bought). The run that follows buys only the planned blocks at the planned \
 fees: a rule whose block is gone or changed buys nothing. When nothing would be bought, it says so \
 and asks nothing.\n\n\
-Exit codes: 0 scanned, 1 AWS or store failure, 2 bad input or refused (a live scan not confirmed, a \
-stack not live, the market moved since the plan)."
+Exit codes: 0 scanned (a live scan: every planned block bought), 1 AWS or store failure, 2 bad \
+input or refused (a live scan not confirmed, a stack not live, a planned block not bought: the \
+market moved since the plan, a limit or EC2 refused it, or its answer was lost)."
 )]
 pub struct ScanArgs {
     /// The instant to scan as (RFC 3339); default: the clock. A dry-run scan (the default mode)
@@ -128,25 +129,43 @@ pub async fn run(a: ScanArgs) -> CliResult {
     show(&report, &settings, &a.output, at)
 }
 
-/// What a live scan a person confirmed came to: exit 2 naming each rule whose planned block the
-/// run did not find as planned (gone, or another fee, start or zone now), so a script sees the
-/// plan it said yes to was not carried out whole.
+/// What a live scan a person confirmed came to: exit 2 naming each planned rule that did not
+/// buy its planned block (the market moved since the plan, the purchase path skipped or EC2
+/// refused it, or its answer was lost), so a script sees the plan it said yes to was not
+/// carried out whole. Exit 0 only when every planned block was bought.
 fn off_plan(report: &ScanReport, confirmed: &Confirmed) -> CliResult {
-    let moved: Vec<String> = report
-        .outcomes
-        .iter()
-        .filter(|o| confirmed.blocks().contains_key(&o.rule_id))
-        .filter_map(|o| match &o.action {
-            Some(Outcome::OffPlan { reason, .. }) => Some(format!("rule {}: {reason}", o.rule_id)),
-            _ => None,
+    let mut moved = false;
+    let missed: Vec<String> = confirmed
+        .blocks()
+        .keys()
+        .filter_map(|rule| {
+            let action = report.outcomes.iter().find(|o| &o.rule_id == rule).and_then(|o| o.action.as_ref());
+            let why = match action {
+                Some(Outcome::Bought { .. }) => return None,
+                Some(Outcome::OffPlan { reason, .. }) => {
+                    moved = true;
+                    format!("the market moved: {reason}")
+                }
+                Some(Outcome::Skipped { reason }) => reason.clone(),
+                Some(Outcome::Refused { reason, .. }) => format!("EC2 refused the purchase: {reason}"),
+                Some(Outcome::GivenBack { reason, .. }) => format!("not sent, fee given back: {reason}"),
+                Some(Outcome::Unknown { intent, reason }) => {
+                    format!("sent, but the answer was lost ({reason}); the stack settles intent {intent}")
+                }
+                Some(Outcome::AlreadyTried { offering_id }) => format!("offering {offering_id} was tried before"),
+                // A live rule under a plan is never announced, asked or replayed.
+                Some(_) | None => "not bought in this run".to_string(),
+            };
+            Some(format!("rule {rule}: {why}"))
         })
         .collect();
-    if moved.is_empty() {
+    if missed.is_empty() {
         return Ok(());
     }
+    let then = if moved { "; run the scan again to see the new plan" } else { "" };
     Err(CliError::Refused(format!(
-        "the market moved since the plan, so these rules bought nothing ({}); run the scan again to see the new plan",
-        moved.join("; ")
+        "the plan was not carried out whole, these rules bought nothing ({}){then}",
+        missed.join("; ")
     )))
 }
 
@@ -302,9 +321,10 @@ fn print_outcome(o: &RuleOutcome, output: &OutputArgs) {
         None if o.questions_answered > 0 => println!("  cheapest seen: no offering answered its questions"),
         None => {}
     }
-    match &o.chosen {
-        None => println!("  decision: {}", undecided(o.questions_answered, o.questions)),
-        Some(p) => {
+    match (&o.chosen, &o.passed_over) {
+        (None, Some(why)) => println!("  decision: none: the cheapest was passed over: {why}"),
+        (None, None) => println!("  decision: {}", undecided(o.questions_answered, o.questions)),
+        (Some(p), _) => {
             println!(
                 "  decision: {} ({} per accelerator-hour, {})",
                 p.offering.id, p.per_accelerator_hour, p.offering.fee

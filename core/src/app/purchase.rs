@@ -19,7 +19,7 @@ use super::reconcile::record_purchase;
 use crate::domain::announce;
 use crate::domain::approval;
 use crate::domain::block::purchases_held_at;
-use crate::domain::budget::{Approved, Intent, Period, StackBudgets, charges_for};
+use crate::domain::budget::{Approved, BudgetOwner, Intent, Period, StackBudgets, charges_for};
 use crate::domain::decision::{Headroom, PassedOver, Priced, check};
 use crate::domain::money::Money;
 use crate::domain::offering::Offering;
@@ -225,6 +225,11 @@ where
         stack_mode: Mode,
         now: DateTime<Utc>,
     ) -> Result<Outcome, StoreError> {
+        // A dry run says what a live run would do: a rule that may not buy now is not told
+        // "would buy" (it holds its blocks, made its purchases this month, or is mid-purchase).
+        if let Err(reason) = self.may_buy(rule, now).await? {
+            return Ok(Outcome::Skipped { reason });
+        }
         let intent = Intent::new(&rule.id, p.offering.clone(), p.accelerators_per_instance, vec![], now);
         match self.market.purchase(&self.request(rule, p, &intent.id, true)).await {
             Ok(_) => {}
@@ -244,8 +249,7 @@ where
     /// Approval: like a dry run, but the decision is stored for `capblock approve` and the
     /// message asks a person. Nothing is asked while the rule holds its blocks.
     pub async fn ask(&self, rule: &Rule, p: &Priced, now: DateTime<Utc>) -> Result<Outcome, StoreError> {
-        let guard = self.store.guard(&rule.id).await?;
-        if let Some(reason) = self.no_room(rule, &guard, now).await? {
+        if let Err(reason) = self.may_buy(rule, now).await? {
             return Ok(Outcome::Skipped { reason });
         }
         let intent = Intent::new(&rule.id, p.offering.clone(), p.accelerators_per_instance, vec![], now);
@@ -265,6 +269,35 @@ where
             self.store.enqueue(&alert_notice(&intent.id, &OutboxKey::notice("approval")?, &msg, now)).await?;
         }
         Ok(Outcome::AwaitingApproval { offering_id: p.offering.id.clone(), intent: intent.id, first_time })
+    }
+
+    /// The rule's guard if it may buy a block at `now`, else why not, read the way the live path
+    /// reads it before it reserves: no purchase of the rule still open, room under
+    /// `max_blocks_held`, a team with a budget, and a purchase left this month
+    /// (`max_purchases_per_month`). Only reads: a dry run and a person's plan ask it too, so
+    /// what they show is what a live run would do (the reservation's transaction decides again,
+    /// atomically; a fee's room is the decision's, `decide`'s headroom).
+    pub async fn may_buy(&self, rule: &Rule, now: DateTime<Utc>) -> Result<Result<RuleGuard, String>, StoreError> {
+        let guard = self.store.guard(&rule.id).await?;
+        if let Some(open) = &guard.open_intent {
+            return Ok(Err(format!("intent {open} of this rule is still open")));
+        }
+        if let Some(reason) = self.no_room(rule, &guard, now).await? {
+            return Ok(Err(reason));
+        }
+        let period = Period::of(now);
+        if let Err(e) = charges_for(rule, &self.budgets, &period) {
+            return Ok(Err(e.to_string()));
+        }
+        let made = self.store.usage(&BudgetOwner::Rule(rule.id.clone()), &period).await?.map_or(0, |u| u.purchases);
+        if made >= rule.max_purchases_per_month {
+            return Ok(Err(format!(
+                "the rule made {made} purchase(s) in {}, its max_purchases_per_month is {}",
+                period.as_str(),
+                rule.max_purchases_per_month
+            )));
+        }
+        Ok(Ok(guard))
     }
 
     /// Why the rule may not buy another block at `now`, if it may not: it holds its
@@ -317,13 +350,10 @@ where
             tracing::info!(event = "purchase_skipped", rule = %rule.id, offering = %p.offering.id, %reason, "not buying");
             Ok(Outcome::Skipped { reason })
         };
-        let guard = self.store.guard(&rule.id).await?;
-        if let Some(open) = &guard.open_intent {
-            return skipped(format!("intent {open} of this rule is still open"));
-        }
-        if let Some(reason) = self.no_room(rule, &guard, now).await? {
-            return skipped(reason);
-        }
+        let guard = match self.may_buy(rule, now).await? {
+            Ok(guard) => guard,
+            Err(reason) => return skipped(reason),
+        };
 
         let period = Period::of(now);
         let charges = match charges_for(rule, &self.budgets, &period) {

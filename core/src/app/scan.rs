@@ -90,6 +90,10 @@ pub struct RuleOutcome {
     pub cheapest: Option<Priced>,
     pub threshold: Decimal,
     pub chosen: Option<Priced>,
+    /// Nothing chosen while the cheapest offering was within the threshold: why it was passed
+    /// over, in words (`PassedOver::says`: a budget's room, `max_total_fee`, the start window).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passed_over: Option<String>,
     pub action: Option<Outcome>,
 }
 

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use super::{Acted, Confirmed, Plan, RuleOutcome, Scanner};
 use crate::app::budgets::headroom;
 use crate::app::purchase::{Buyer, Outcome};
-use crate::domain::decision::{Decision, Headroom, Priced, decide};
+use crate::domain::decision::{Decision, Headroom, PassedOver, Priced, decide};
 use crate::domain::offering::Offering;
 use crate::domain::rule::{Mode, Rule};
 use crate::domain::run_time::RunTime;
@@ -62,9 +62,14 @@ impl<M: OfferingSource + Purchaser + ?Sized, S: Ledger + BlockStore + Outbox + ?
             // buy; it only reads.
             Some(_) if at.is_replay() && mode == Mode::Live => {
                 match self.first_untried(rule, &decision.ranked).await? {
+                    // The live path's own checks, read only: a rule that would be skipped
+                    // (holding its blocks, its purchases made) is not planned to buy.
                     Some(p) => {
                         chosen = Some(p.clone());
-                        Some(Outcome::Replayed { offering_id: p.offering.id.clone() })
+                        Some(match buyer_for(p).may_buy(rule, now).await? {
+                            Ok(_) => Outcome::Replayed { offering_id: p.offering.id.clone() },
+                            Err(reason) => Outcome::Skipped { reason },
+                        })
                     }
                     None => {
                         decision.ranked.first().map(|p| Outcome::AlreadyTried { offering_id: p.offering.id.clone() })
@@ -138,7 +143,19 @@ impl<M: OfferingSource + Purchaser + ?Sized, S: Ledger + BlockStore + Outbox + ?
             tracing::info!(event = "decision", rule = %rule.id, mode = mode.as_str(), questions = mine.len(), questions_answered,
                 offerings = offerings.len(), eligible = decision.eligible, chosen = ?chosen.as_ref().map(|p| &p.offering.id),
                 action = ?action, "rule evaluated");
+            // Why the cheapest offering within the threshold was not chosen (a budget, the fee
+            // cap, the start window): said, so "within it" is never followed by a bare "nothing
+            // meets the rule".
+            let passed_over = match (&chosen, &decision.cheapest) {
+                (None, Some(c)) => decision
+                    .passed_over
+                    .iter()
+                    .find(|(id, why)| id == &c.offering.id && *why != PassedOver::AboveThreshold)
+                    .map(|(_, why)| why.says().to_string()),
+                _ => None,
+            };
             outcomes.push(RuleOutcome {
+                passed_over,
                 rule_id: rule.id.clone(),
                 mode,
                 questions_answered,

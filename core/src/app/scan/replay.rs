@@ -153,3 +153,58 @@ async fn a_confirmed_live_scan_buys_only_the_planned_block_at_the_planned_fee() 
     );
     assert_eq!(moved.purchases_by_intent().into_keys().collect::<Vec<_>>(), ["east/cb-renamed"]);
 }
+
+/// A person's plan (and a dry run) says what a live run would do: a rule that made its
+/// purchases this month, or holds its `max_blocks_held`, is not planned to buy (the live path
+/// would skip it), and a rule whose budget has no room for the cheapest block says so rather
+/// than "nothing meets the rule".
+#[tokio::test]
+async fn a_plan_leaves_out_what_the_live_run_would_skip_and_says_why() {
+    use crate::domain::block::Block;
+    use crate::domain::money::Money;
+    let start = t0() + Duration::days(2);
+    let roomy = |id: &str| Rule {
+        monthly_budget: Money::parse("5000", "USD").unwrap(),
+        max_blocks_held: 3,
+        ..rule(id, "live")
+    };
+    // "counted" bought once this month (its max_purchases_per_month is 1); "holding" holds a
+    // block at its max_blocks_held of 1; "poor" has 400 a month for a 480 block.
+    let counted = roomy("counted");
+    let mut bought = sent_intent(&counted, offering("cb-earlier", start), t0());
+    bought.state = crate::domain::budget::IntentState::Bought;
+    let holding = Rule { max_blocks_held: 1, max_purchases_per_month: 3, ..roomy("holding") };
+    let held = sent_intent(&holding, offering("cb-held", start), t0());
+    let block = Block::bought(&held, &reservation_of(&held, "cr-held"), t0());
+    let poor = Rule { monthly_budget: Money::parse("400", "USD").unwrap(), ..rule("poor", "live") };
+    let table = MemoryTable::default()
+        .with_rules([counted, holding, poor, roomy("free")])
+        .with_intents([bought])
+        .with_blocks([block]);
+    let market = MemoryEc2::default().with_offerings([offering("cb-next", start + Duration::days(1))]);
+    let notifier = MemoryNotifier::default();
+    let catalog = Mutex::new(AcceleratorCatalog::new());
+    let settings = ScanSettings { settles: false, ..settings(Mode::Live) };
+    let scanner = Scanner {
+        market: &market,
+        store: &table,
+        notifier: &notifier,
+        catalog: &catalog,
+        settings: &settings,
+        members: &[],
+    };
+    let look = scanner.run(RunTime::from(t0()).look()).await.unwrap();
+    let by_rule = |id: &str| look.outcomes.iter().find(|o| o.rule_id == id).unwrap();
+    let skipped = |id: &str| match &by_rule(id).action {
+        Some(Outcome::Skipped { reason }) => reason.clone(),
+        other => panic!("rule {id}: expected skipped, got {other:?}"),
+    };
+    assert_eq!(skipped("counted"), "the rule made 1 purchase(s) in 2026-12, its max_purchases_per_month is 1");
+    assert_eq!(skipped("holding"), "the rule holds 1 block(s), its limit is 1");
+    assert_eq!(by_rule("poor").chosen, None);
+    assert_eq!(by_rule("poor").passed_over.as_deref(), Some("its fee is more than the budgets have room for"));
+    assert_eq!(by_rule("free").passed_over, None);
+    let confirmed = Confirmed::from_report(&look);
+    assert_eq!(confirmed.blocks().keys().collect::<Vec<_>>(), ["free"], "only what a live run would buy is planned");
+    assert!(table.writes().is_empty(), "the plan wrote {:?}", table.writes());
+}

@@ -119,4 +119,35 @@ mod tests {
         assert!(!names_family("Running On-Demand P instances", "p5"));
         assert!(!names_family("Concurrent TRN2 Capacity Blocks per organization", "trn2"), "the organization's twin");
     }
+
+    /// Every family with a Capacity Block quota in the public catalog (capacity-blocks.md,
+    /// "Quota codes") is found from an instance type of it, and from no other family's type:
+    /// the 2026 families' names carry a dash (P6-B200, P6e-GB200), so a family is a whole word.
+    #[test]
+    fn every_catalogued_family_finds_its_own_quota_and_no_other() {
+        use capblock_core::domain::plan::family;
+        let catalog = [
+            ("P4d", "L-2C8F52B3", "p4d.24xlarge"),
+            ("P4de", "L-CFF3E941", "p4de.24xlarge"),
+            ("P5", "L-DA6814F2", "p5.48xlarge"),
+            ("P5e", "L-C45F30BC", "p5e.48xlarge"),
+            ("P5en", "L-4F9BB70B", "p5en.48xlarge"),
+            ("P6-B200", "L-8B23CEF3", "p6-b200.48xlarge"),
+            ("P6-B300", "L-9C38E5AB", "p6-b300.48xlarge"),
+            ("P6e-GB200", "L-FCF0179E", "p6e-gb200.36xlarge"),
+            ("Trn1", "L-2E30FD7D", "trn1.32xlarge"),
+            ("Trn2", "L-64569A79", "trn2.48xlarge"),
+        ];
+        for (name, code, _) in catalog {
+            let quota_name = format!("Concurrent {name} Capacity Blocks per account");
+            for (_, _, instance_type) in catalog {
+                let own = format!("{name}").to_ascii_lowercase() == family(instance_type);
+                assert_eq!(
+                    names_family(&quota_name, family(instance_type)),
+                    own,
+                    "{quota_name} ({code}) for {instance_type}"
+                );
+            }
+        }
+    }
 }
