@@ -33,9 +33,11 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 echo "==> building the market simulator, the capblock CLI, the functions and the local Lambda runtime (first build: several minutes)"
-# The same build as `make test` (the whole workspace's binaries): one feature set, so the two
-# commands share every compiled crate.
-cargo build --quiet --workspace --bins
+# The same build as `make test` (`--all-targets`): `--bins` alone would resolve the AWS SDK
+# crates without the features the test targets' dev-dependencies turn on (aws-smithy-mocks,
+# test-util), a second feature set that `make test` then compiled all over again. One feature
+# set, so either command reuses everything the other built.
+cargo build --quiet --workspace --all-targets
 echo "==> starting the local stack (moto + simulated market)"
 started=$SECONDS
 status=0
