@@ -48,6 +48,7 @@ lint-rust: toolchain
 	@if cargo tree -p capblock-core -e normal,build,dev --prefix none | grep -E '^(aws-|lambda_runtime )'; then \
 	  echo "capblock-core depends on the AWS SDK or the Lambda runtime (the crates above)"; exit 1; fi
 	@echo "capblock-core: no AWS SDK crate in its dependency tree (cargo tree)"
+	bash infra/lint/unused-deps.sh
 
 # The quick checks before a commit, with no local stack and no tests run (make test runs them all).
 check: lint-rust lint-infra test-template

@@ -30,7 +30,7 @@ pub fn render(data: &TeamData) -> String {
 <meta name=\"color-scheme\" content=\"light dark\">\
 <title>{} capacity blocks, {when}</title><style>{STYLE}</style></head><body>\
 <header><h1>{} capacity blocks</h1><p>As the table held it at <time datetime=\"{}\">{when}</time>; \
-budget month {}. Times in UTC.</p><nav aria-label=\"Sections\"><a href=\"#calendar\">Calendar</a> \
+budget month {}. Times in UTC.</p><nav aria-label=\"Sections\"><a href=\"#glance\">At a glance</a> <a href=\"#calendar\">Calendar</a> \
 <a href=\"#budgets\">Budgets</a> <a href=\"#prices\">Prices</a> <a href=\"#approvals\">Approvals</a> \
 <a href=\"#use\">Use</a> <a href=\"#market\">Market</a></nav></header><main>",
         esc(stack),
@@ -38,6 +38,7 @@ budget month {}. Times in UTC.</p><nav aria-label=\"Sections\"><a href=\"#calend
         data.now.to_rfc3339(),
         esc(data.period.as_str()),
     ));
+    s.push_str(&sections::summary(data));
     s.push_str(&sections::calendar(data));
     s.push_str(&sections::budgets(data));
     s.push_str(&sections::prices(data));

@@ -1,4 +1,4 @@
-//! The page's six sections, each a `<section>` with its pictures and their text alternatives
+//! The page's seven sections (a summary, then six), each a `<section>` with its pictures and their text alternatives
 //! (a table or a sentence), and a plain sentence when it has nothing to show: one file per
 //! section, and here the small pieces of text they share.
 
@@ -7,6 +7,7 @@ mod budgets;
 mod calendar;
 mod market;
 mod prices;
+mod summary;
 mod usage;
 
 pub use approvals::approvals;
@@ -14,6 +15,7 @@ pub use budgets::budgets;
 pub use calendar::calendar;
 pub use market::market;
 pub use prices::prices;
+pub use summary::summary;
 pub use usage::usage;
 
 use capblock_core::app::team_page::PageBlock;

@@ -24,6 +24,7 @@ fn each_section_holds_the_fixtures_blocks_budgets_prices_and_approval() {
     assert!(cal.contains("cr-active0001") && cal.contains("cr-pending0002"), "{cal}");
     assert!(cal.contains("ml-research / p5-weekly") && cal.contains("vision / vision-burst"));
     assert!(cal.contains("payment deadline") && cal.contains("111122223333") && cal.contains("reminder"));
+    assert!(cal.contains("<th scope=\"col\">fee</th>") && cal.contains("480.00 USD"), "a fee per block: {cal}");
     let budgets = section(&page, "budgets");
     for name in ["Account", "Team ml-research", "Rule p5-weekly", "Rule vision-burst"] {
         assert!(budgets.contains(name), "{name} missing");
@@ -44,6 +45,35 @@ fn each_section_holds_the_fixtures_blocks_budgets_prices_and_approval() {
     assert!(used.contains("The month per rule"));
     let market = section(&page, "market");
     assert!(market.contains("p5.48xlarge us-west-2") && market.contains("Largest count seen per start day"));
+}
+
+/// The first section answers a lead at a glance, each in a line: what is active until when,
+/// what starts next, which payment is due, the month's spend against the cap, the approvals.
+#[test]
+fn the_summary_answers_a_leads_first_questions() {
+    let page = render(&fixture());
+    let glance = section(&page, "glance");
+    assert!(page.find("id=\"glance\"") < page.find("id=\"calendar\""), "first on the page");
+    let line = |term: &str| {
+        let at = glance.find(&format!("<dt>{term}</dt><dd>")).unwrap_or_else(|| panic!("no {term}: {glance}"));
+        let rest = &glance[at..];
+        rest[..rest.find("</dd>").unwrap()].to_string()
+    };
+    assert!(line("Active now").contains("1 block(s): ml-research / p5-weekly: 1 × p5.48xlarge"), "{glance}");
+    assert!(line("Active now").contains("until <time"), "{glance}");
+    assert!(line("Starts next").contains("vision / vision-burst"), "{glance}");
+    assert!(line("Payment due").contains("vision / vision-burst") && line("Payment due").contains(" by <time"));
+    assert_eq!(
+        line("Spent this month"),
+        "<dt>Spent this month</dt><dd>480.00 USD spent and 480.00 USD in flight of the account&#39;s 50000.00 USD cap (2 % committed)"
+    );
+    assert!(line("Approvals waiting").contains("<a href=\"#approvals\">1 decision(s)</a>"), "{glance}");
+    let mut quiet = fixture();
+    quiet.blocks.clear();
+    quiet.approvals.clear();
+    let page = render(&quiet);
+    let glance = section(&page, "glance");
+    assert!(glance.contains("<dt>Active now</dt><dd>none</dd>") && glance.contains("<dd>nothing scheduled</dd>"));
 }
 
 #[test]

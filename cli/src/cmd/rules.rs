@@ -4,6 +4,7 @@ use capblock_shared::app::handoff::{launch_gaps, unknown_groups, unknown_nodegro
 use capblock_shared::aws::autoscaling::AutoScaling;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::eks::Eks;
+use capblock_shared::domain::list_price;
 use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::RuleStore;
 use clap::Subcommand;
@@ -153,6 +154,11 @@ async fn validate(files: &[String], check_aws: bool) -> CliResult {
             }
             other => other,
         };
+        if let Ok(r) = &loaded {
+            let below = list_price::below_list(r, now);
+            let said = list_price::says(&below, r.max_price_per_accelerator_hour);
+            warnings.extend(said.into_iter().map(|w| ("max_price_per_accelerator_hour".to_string(), w)));
+        }
         match loaded {
             Ok(r) => {
                 println!(

@@ -99,6 +99,17 @@ where
         } else {
             findings.push(Finding::ok("rules", format!("{} enabled", rules.len())));
         }
+        for rule in &rules {
+            let below = crate::domain::list_price::below_list(rule, now);
+            if let Some(said) = crate::domain::list_price::says(&below, rule.max_price_per_accelerator_hour).first() {
+                findings.push(Finding::flagged(
+                    format!("rule {} threshold", rule.id),
+                    Verdict::Warn,
+                    said.clone(),
+                    "raise max_price_per_accelerator_hour to the list, or keep it and expect to wait for a dip",
+                ));
+            }
+        }
         let sharing: Vec<&str> = rules.iter().filter(|r| !r.share_with.is_empty()).map(|r| r.id.as_str()).collect();
         let enabled = if sharing.is_empty() {
             Ok(false)

@@ -22,6 +22,7 @@ pub mod ids;
 pub mod launch;
 pub mod ledger_check;
 pub mod lifecycle;
+pub mod list_price;
 pub mod market_memory;
 pub mod market_move;
 pub mod market_note;

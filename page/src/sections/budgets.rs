@@ -99,12 +99,16 @@ fn budget_card(b: &PageBudget, frac: Decimal) -> String {
         x(even),
         Money::new(even.round_dp(2), limit.currency()).unwrap_or(zero),
     );
-    let over = if committed.amount() > even { "ahead of" } else { "within" };
+    // Said as the lead reads it: over or within pace, with the share of the cap committed, and
+    // a card over pace marked (its class colours it), never "ahead of a line".
+    let pct = (committed.amount() * Decimal::from(100) / l).round_dp(0);
+    let (class, pace) = if committed.amount() > even { ("card over", "over pace") } else { ("card", "within pace") };
     format!(
-        "<div class=\"card\"><h3>{}</h3>{svg}<p>{} left of {limit} ({} spent, {} in flight); {over} the even line.</p></div>",
+        "<div class=\"{class}\"><h3>{} <span class=\"pct\">{pct} %</span></h3>{svg}<p>{} left of {limit} ({} spent, {} in flight); {pace}: an even burn would have committed {} by now.</p></div>",
         esc(&name),
         Money::new(left, limit.currency()).unwrap_or(zero),
         spent,
         Money::new(pending.max(Decimal::ZERO), limit.currency()).unwrap_or(zero),
+        Money::new(even.round_dp(2), limit.currency()).unwrap_or(zero),
     )
 }

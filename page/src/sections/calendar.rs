@@ -14,11 +14,12 @@ use crate::chart::{self, Bar, Tick};
 use crate::html::{empty, esc, table};
 
 /// The calendar table's columns: one row per block, the text of its bar and marks.
-const COLUMNS: [&str; 11] = [
+const COLUMNS: [&str; 12] = [
     "team / rule",
     "block",
     "state",
     "what",
+    "fee",
     "start",
     "end",
     "pay by",
@@ -151,6 +152,8 @@ fn row(d: &TeamData, b: &PageBlock) -> Vec<String> {
         format!("<code>{}</code>", esc(&bl.reservation_id)),
         state(bl.state),
         esc(&format!("{} × {} in {}", bl.instance_count, bl.instance_type, bl.availability_zone)),
+        // Unknown for a block adopted without its purchase (EC2 does not say what was paid).
+        esc(&bl.fee.map_or("-".to_string(), |f| f.to_string())),
         time(bl.start),
         time(bl.end),
         pay_by(bl).map(time).unwrap_or_else(|| "-".into()),

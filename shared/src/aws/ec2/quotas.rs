@@ -141,7 +141,7 @@ mod tests {
         for (name, code, _) in catalog {
             let quota_name = format!("Concurrent {name} Capacity Blocks per account");
             for (_, _, instance_type) in catalog {
-                let own = format!("{name}").to_ascii_lowercase() == family(instance_type);
+                let own = name.to_ascii_lowercase() == family(instance_type);
                 assert_eq!(
                     names_family(&quota_name, family(instance_type)),
                     own,
