@@ -130,7 +130,14 @@ impl Money {
         if amount > Money::MAX_AMOUNT {
             return Err(MoneyError::TooLarge(amount.to_string()));
         }
-        Ok(Money { amount: amount.normalize_keep_scale(), currency })
+        let mut amount = amount.normalize_keep_scale();
+        // Cents at least, however the amount was written: DynamoDB trims a number's trailing
+        // zeros (4608.00 is read back as 4608), and what is shown or exported must not change
+        // with where an amount was read from.
+        if amount.scale() < 2 {
+            amount.rescale(2);
+        }
+        Ok(Money { amount, currency })
     }
 
     pub fn usd(amount: Decimal) -> Result<Self, MoneyError> {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::alarm::AlarmState;
 use crate::domain::block::Block;
-use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period, ReleasedHold};
+use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, ChargeRefusal, Intent, Period, ReleasedHold};
 use crate::domain::extension::{ExtensionIntent, ExtensionState};
 use crate::domain::ids::{InstanceType, Region};
 use crate::domain::offering::Offering;
@@ -80,6 +80,16 @@ pub enum ReserveError {
     ApprovalUsed,
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl ReserveError {
+    /// A budget's refusal of a charge (`BudgetCharge::condition`), naming the budget.
+    pub fn refused(refusal: ChargeRefusal, charge: &BudgetCharge) -> Self {
+        match refusal {
+            ChargeRefusal::PurchaseLimit => ReserveError::PurchaseLimit,
+            ChargeRefusal::OverBudget => ReserveError::OverBudget(charge.owner.key()),
+        }
+    }
 }
 
 /// The per-rule purchase guard: at most one open intent per rule, and a sequence number that
