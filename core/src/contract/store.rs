@@ -3,9 +3,10 @@
 //! its trailing zeros, an index that lags its table, a transaction cancelled for a conflict, an
 //! answer lost after the write committed, an item over the size limit).
 //!
-//! Each case takes a fresh, empty store. To add one: write `async fn the_promise<S:
-//! StoreUnderTest>(s: &S)`, name it in `cases!` below; both runners (the core's unit test and
-//! `tests/tests/integration/store.rs`) check that they run every name in `CASES`.
+//! Each case takes a fresh, empty store and its faults. To add one: write `async fn
+//! the_promise<S: StorePorts, F: StoreFaults>(s: &S, f: &F)`, name it in `cases!` below, and in
+//! both runners (the core's `on_memory!` below and `contract!` in
+//! `tests/tests/integration/store.rs`), which check that they run every name in `CASES`.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, TimeZone, Utc};
@@ -22,12 +23,22 @@ use crate::ports::{
     SettingsStore, StoreError, Topic,
 };
 
-/// An implementation of the store ports under contract, with the departures from a plain map
-/// that DynamoDB makes on its own, played when a case asks.
-#[async_trait]
-pub trait StoreUnderTest:
+/// The store ports every implementation under contract has (any type with them all).
+pub trait StorePorts:
     RuleStore + Ledger + BlockStore + Outbox + ObservationStore + SettingsStore + MarketMemory + Send + Sync
 {
+}
+
+impl<T> StorePorts for T where
+    T: RuleStore + Ledger + BlockStore + Outbox + ObservationStore + SettingsStore + MarketMemory + Send + Sync
+{
+}
+
+/// The departures from a plain map that DynamoDB makes on its own, played on an
+/// implementation under contract when a case asks: the in-memory table by settings of its own,
+/// the DynamoDB adapter by what its client sends and hears and by raw writes to its table.
+#[async_trait]
+pub trait StoreFaults: Send + Sync {
     /// The next write commits and its answer is lost: the caller gets an error although the
     /// table holds the write (on DynamoDB: a timeout or a dropped connection after the write).
     fn lose_next_answer(&self);
@@ -50,10 +61,10 @@ macro_rules! cases {
         /// Every case, by name.
         pub const CASES: &[&str] = &[$(stringify!($name)),*];
 
-        /// Runs case `name` on `store` (a fresh, empty one).
-        pub async fn run<S: StoreUnderTest>(name: &str, store: &S) {
+        /// Runs case `name` on `store` (a fresh, empty one), its departures played by `faults`.
+        pub async fn run<S: StorePorts, F: StoreFaults>(name: &str, store: &S, faults: &F) {
             match name {
-                $(stringify!($name) => $name(store).await,)*
+                $(stringify!($name) => $name(store, faults).await,)*
                 _ => panic!("no store contract case {name}"),
             }
         }
@@ -166,7 +177,7 @@ fn notice(thread: &str, milestone: &str) -> Notice {
 }
 
 /// Reserves, sends and records `intent` bought as block `block_id`; returns the sent intent.
-async fn buy<S: StoreUnderTest>(s: &S, intent: &Intent, block_id: &str) -> Intent {
+async fn buy<S: StorePorts>(s: &S, intent: &Intent, block_id: &str) -> Intent {
     let seq = s.guard(&intent.rule_id).await.unwrap().seq;
     s.reserve(intent, seq).await.unwrap();
     s.mark_sent(&intent.id, &intent.rule_id, now()).await.unwrap();
@@ -175,7 +186,7 @@ async fn buy<S: StoreUnderTest>(s: &S, intent: &Intent, block_id: &str) -> Inten
     sent
 }
 
-async fn used<S: StoreUnderTest>(s: &S, owner: BudgetOwner) -> (Decimal, Decimal, u32) {
+async fn used<S: StorePorts>(s: &S, owner: BudgetOwner) -> (Decimal, Decimal, u32) {
     s.usage(&owner, &Period::of(now()))
         .await
         .unwrap()
@@ -190,7 +201,7 @@ fn d(s: &str) -> Decimal {
     s.parse().expect("a decimal")
 }
 
-async fn rules_use_optimistic_versions<S: StoreUnderTest>(s: &S) {
+async fn rules_use_optimistic_versions<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     let r = rule("r1", "1000");
     assert_eq!(s.put_rule(&r, Some(0)).await.unwrap(), 1);
     // Creating it again, or updating from a stale version, is a conflict.
@@ -208,7 +219,7 @@ async fn rules_use_optimistic_versions<S: StoreUnderTest>(s: &S) {
 
 /// DynamoDB refuses an item over 400 KB: the refusal is no version conflict (a caller that
 /// reads a conflict as "someone else wrote first" would re-read and try again forever).
-async fn an_item_over_the_size_limit_is_refused_not_a_version_change<S: StoreUnderTest>(s: &S) {
+async fn an_item_over_the_size_limit_is_refused_not_a_version_change<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     let r = rule("r1", "1000");
     s.put_rule(&r, Some(0)).await.unwrap();
     let conflict = s.put_rule(&r, Some(0)).await.unwrap_err();
@@ -220,7 +231,7 @@ async fn an_item_over_the_size_limit_is_refused_not_a_version_change<S: StoreUnd
     assert_eq!(s.get_rule("r1").await.unwrap().unwrap().version, 1);
 }
 
-async fn deleting_a_rule_keeps_its_blocks_intents_and_budgets<S: StoreUnderTest>(s: &S) {
+async fn deleting_a_rule_keeps_its_blocks_intents_and_budgets<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     let r = rule("r1", "1000");
     s.put_rule(&r, None).await.unwrap();
     buy(s, &intent(&r, "cb-1", "10", None), "cr-1").await;
@@ -241,7 +252,7 @@ async fn deleting_a_rule_keeps_its_blocks_intents_and_budgets<S: StoreUnderTest>
     assert_eq!(s.put_rule(&r, Some(0)).await.unwrap(), 1);
 }
 
-async fn reserve_is_all_or_nothing<S: StoreUnderTest>(s: &S) {
+async fn reserve_is_all_or_nothing<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     let r = rule("r1", "1000");
     // The account budget (700) cannot take a 800 fee although the rule's (1000) could:
     // the whole transaction fails, so neither the intent, the guard nor the rule budget moved.
@@ -274,7 +285,10 @@ async fn reserve_is_all_or_nothing<S: StoreUnderTest>(s: &S) {
 /// The one budget condition, asked of the ledger directly: with `committed` such that
 /// `limit - fee < committed <= limit`, the fee does not fit (a condition that forgets the fee,
 /// `committed <= limit`, admits it); at `committed + fee == limit` it does.
-async fn a_fee_is_refused_when_it_would_pass_the_limit_from_what_is_committed<S: StoreUnderTest>(s: &S) {
+async fn a_fee_is_refused_when_it_would_pass_the_limit_from_what_is_committed<S: StorePorts, F: StoreFaults>(
+    s: &S,
+    _: &F,
+) {
     let (a, b, c) = (rule("a", "1000"), rule("b", "1000"), rule("c", "1000"));
     // The account: 701 of 1000 committed by rule a's purchase.
     buy(s, &intent(&a, "cb-a", "701", Some("1000")), "cr-a").await;
@@ -294,7 +308,7 @@ async fn a_fee_is_refused_when_it_would_pass_the_limit_from_what_is_committed<S:
     assert_eq!(used(s, rule_owner("a")).await, (d("701"), d("701"), 1));
 }
 
-async fn purchases_per_month_are_capped<S: StoreUnderTest>(s: &S) {
+async fn purchases_per_month_are_capped<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     let r = rule("r1", "100000");
     for (i, id) in ["cb-1", "cb-2"].iter().enumerate() {
         buy(s, &intent(&r, id, "10", None), &format!("cr-{i}")).await;
@@ -309,7 +323,7 @@ async fn purchases_per_month_are_capped<S: StoreUnderTest>(s: &S) {
     assert_eq!(s.pending().await.unwrap().len(), 2, "both purchase notices are in the outbox");
 }
 
-async fn mark_sent_and_bought_need_the_right_state<S: StoreUnderTest>(s: &S) {
+async fn mark_sent_and_bought_need_the_right_state<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     let r = rule("r1", "1000");
     let it = intent(&r, "cb-1", "10", None);
     s.reserve(&it, 0).await.unwrap();
@@ -332,7 +346,7 @@ async fn mark_sent_and_bought_need_the_right_state<S: StoreUnderTest>(s: &S) {
 
 /// A fee goes back only from an intent that holds it: closing or releasing one that was never
 /// reserved (or is gone) is refused and moves no budget.
-async fn closing_an_intent_that_was_never_reserved_is_refused<S: StoreUnderTest>(s: &S) {
+async fn closing_an_intent_that_was_never_reserved_is_refused<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     let r = rule("r1", "1000");
     buy(s, &intent(&r, "cb-1", "100", None), "cr-1").await;
     let ghost = intent(&r, "cb-ghost", "100", None);
@@ -350,7 +364,7 @@ async fn closing_an_intent_that_was_never_reserved_is_refused<S: StoreUnderTest>
 /// Another writer between the decision's read and the reservation: a guard that moved since
 /// the read, or a transaction cancelled for a conflict on one of its items, refuses the
 /// reservation as the rule being busy (decided again on the next run) and writes nothing.
-async fn a_writer_between_the_read_and_the_reservation_makes_it_refused<S: StoreUnderTest>(s: &S) {
+async fn a_writer_between_the_read_and_the_reservation_makes_it_refused<S: StorePorts, F: StoreFaults>(s: &S, f: &F) {
     let r = rule("r1", "1000");
     let seen = s.guard("r1").await.unwrap().seq;
     let other = intent(&r, "cb-other", "100", None);
@@ -359,7 +373,7 @@ async fn a_writer_between_the_read_and_the_reservation_makes_it_refused<S: Store
     let mine = intent(&r, "cb-mine", "100", None);
     assert_eq!(s.reserve(&mine, seen).await, Err(ReserveError::RuleBusy), "the guard moved since the read");
     let seq = s.guard("r1").await.unwrap().seq;
-    s.conflict_next_transaction();
+    f.conflict_next_transaction();
     assert_eq!(s.reserve(&mine, seq).await, Err(ReserveError::RuleBusy), "cancelled for a conflict");
     assert!(s.get_intent("r1", &mine.id).await.unwrap().is_none());
     assert_eq!(used(s, rule_owner("r1")).await, (Decimal::ZERO, Decimal::ZERO, 0));
@@ -369,18 +383,18 @@ async fn a_writer_between_the_read_and_the_reservation_makes_it_refused<S: Store
 
 /// A write that committed and whose answer was lost: the caller saw an error, and a retry of
 /// the same write is refused with the error of a write already made (never applied twice).
-async fn a_write_whose_answer_was_lost_is_refused_when_retried<S: StoreUnderTest>(s: &S) {
+async fn a_write_whose_answer_was_lost_is_refused_when_retried<S: StorePorts, F: StoreFaults>(s: &S, f: &F) {
     let r = rule("r1", "1000");
     let it = intent(&r, "cb-1", "100", None);
-    s.lose_next_answer();
+    f.lose_next_answer();
     assert!(matches!(s.reserve(&it, 0).await, Err(ReserveError::Store(StoreError::Unavailable(_)))));
     assert_eq!(s.reserve(&it, 0).await, Err(ReserveError::AlreadyExists), "the retry");
     assert_eq!(used(s, rule_owner("r1")).await, (d("100"), Decimal::ZERO, 1), "charged once");
-    s.lose_next_answer();
+    f.lose_next_answer();
     assert!(matches!(s.mark_sent(&it.id, "r1", now()).await, Err(StoreError::Unavailable(_))));
     assert!(matches!(s.mark_sent(&it.id, "r1", now()).await, Err(StoreError::Conflict(_))), "sent once");
     let sent = Intent { state: IntentState::Sent, sent_at: Some(now()), ..it.clone() };
-    s.lose_next_answer();
+    f.lose_next_answer();
     let block = block_for(&sent, "cr-1");
     assert!(matches!(s.record_bought(&sent, &block, &[]).await, Err(StoreError::Unavailable(_))));
     assert!(matches!(s.record_bought(&sent, &block, &[]).await, Err(StoreError::Conflict(_))), "recorded once");
@@ -390,11 +404,11 @@ async fn a_write_whose_answer_was_lost_is_refused_when_retried<S: StoreUnderTest
 
 /// DynamoDB trims a number's trailing zeros (a budget that committed 4608.00 reads back 4608):
 /// an amount read back keeps its cents, in what is shown and what is exported.
-async fn amounts_read_back_with_cents_however_the_store_trims_them<S: StoreUnderTest>(s: &S) {
+async fn amounts_read_back_with_cents_however_the_store_trims_them<S: StorePorts, F: StoreFaults>(s: &S, f: &F) {
     let r = rule("r1", "10000");
     s.reserve(&intent(&r, "cb-1", "4608.00", None), 0).await.unwrap();
     let period = Period::of(now());
-    s.store_committed_as(&rule_owner("r1"), &period, "4608").await;
+    f.store_committed_as(&rule_owner("r1"), &period, "4608").await;
     let usage = s.usage(&rule_owner("r1"), &period).await.unwrap().unwrap();
     assert_eq!(usage.committed, usd("4608.00"));
     let json = serde_json::to_value(usage.committed).unwrap();
@@ -403,7 +417,7 @@ async fn amounts_read_back_with_cents_however_the_store_trims_them<S: StoreUnder
     assert_eq!(usage.committed.to_string(), "4608.00 USD");
 }
 
-async fn outbox_leases_and_publishes_once<S: StoreUnderTest>(s: &S) {
+async fn outbox_leases_and_publishes_once<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     let n = notice("cr-9", "scheduled");
     assert!(s.enqueue(&n).await.unwrap());
     assert!(!s.enqueue(&n).await.unwrap(), "the same milestone twice is dropped");
@@ -416,7 +430,7 @@ async fn outbox_leases_and_publishes_once<S: StoreUnderTest>(s: &S) {
     assert!(!s.lease(&n, now() + Duration::days(1), now() + Duration::days(2)).await.unwrap());
 }
 
-async fn observations_are_batched_and_read_back_by_time<S: StoreUnderTest>(s: &S) {
+async fn observations_are_batched_and_read_back_by_time<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     let obs: Vec<Observation> = (0..60)
         .map(|i| Observation {
             offering: offering(&format!("cb-{i:03}"), &(100 + i).to_string()),
@@ -434,7 +448,7 @@ async fn observations_are_batched_and_read_back_by_time<S: StoreUnderTest>(s: &S
 
 /// The stack's settings: one item, written when what it says differs (the time it was written
 /// aside), read back whole.
-async fn the_stacks_settings_are_rewritten_only_when_they_change<S: StoreUnderTest>(s: &S) {
+async fn the_stacks_settings_are_rewritten_only_when_they_change<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     use crate::domain::stack::{StackSettings, StoredSettings};
     assert_eq!(s.stored_settings().await.unwrap(), None);
     let live = StoredSettings {
@@ -458,7 +472,7 @@ async fn the_stacks_settings_are_rewritten_only_when_they_change<S: StoreUnderTe
 
 /// Two scans that read the same market memory and save at once: both answers are kept (the
 /// second save merges into the first), never the last alone.
-async fn overlapping_saves_of_the_market_memory_lose_nothing<S: StoreUnderTest>(s: &S) {
+async fn overlapping_saves_of_the_market_memory_lose_nothing<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     use crate::domain::plan::Asked;
     let region = "us-east-1".parse().unwrap();
     let read = s.region_memory(&region).await.unwrap();
@@ -478,7 +492,7 @@ async fn overlapping_saves_of_the_market_memory_lose_nothing<S: StoreUnderTest>(
 
 /// A region claim ending further ahead than any run lasts (forged, or from a clock far ahead)
 /// holds nothing: another run claims the region. A run's own claim still holds.
-async fn a_region_claim_past_any_runs_length_holds_nothing<S: StoreUnderTest>(s: &S) {
+async fn a_region_claim_past_any_runs_length_holds_nothing<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     let region = "us-east-1".parse().unwrap();
     assert!(s.claim_region(&region, "forged", now(), now() + Duration::days(3650)).await.unwrap());
     let b = s.claim_region(&region, "scan-b", now(), now() + Duration::minutes(2)).await.unwrap();
@@ -492,20 +506,20 @@ async fn a_region_claim_past_any_runs_length_holds_nothing<S: StoreUnderTest>(s:
 /// A rule's held blocks are counted by strongly consistent reads: a block bought or adopted a
 /// moment ago counts against `max_blocks_held` before the open-blocks index shows it, and a
 /// block moved to a final state stops counting. The index alone (all rules) may lag.
-async fn a_rules_held_blocks_are_counted_before_the_index_shows_them<S: StoreUnderTest>(s: &S) {
+async fn a_rules_held_blocks_are_counted_before_the_index_shows_them<S: StorePorts, F: StoreFaults>(s: &S, f: &F) {
     let r = rule("r1", "1000");
-    s.lag_index().await;
+    f.lag_index().await;
     let sent = buy(s, &intent(&r, "cb-1", "10", None), "cr-1").await;
     let adopted = Block { reservation_id: "cr-2".into(), intent_id: None, ..block_for(&sent, "cr-1") };
     assert!(s.adopt_block(&adopted).await.unwrap());
     assert!(!s.adopt_block(&adopted).await.unwrap(), "known already");
-    s.index_lags().await;
+    f.index_lags().await;
     assert!(s.open_blocks(None).await.unwrap().is_empty(), "the index shows neither yet");
     let held: Vec<String> = s.open_blocks(Some("r1")).await.unwrap().into_iter().map(|b| b.reservation_id).collect();
     assert_eq!(held, ["cr-1", "cr-2"]);
     let done = Block { state: BlockState::Expired, ..s.get_block("cr-1").await.unwrap().unwrap() };
     s.update_block(&done, done.version).await.unwrap();
-    s.index_lags().await;
+    f.index_lags().await;
     let held: Vec<String> = s.open_blocks(Some("r1")).await.unwrap().into_iter().map(|b| b.reservation_id).collect();
     assert_eq!(held, ["cr-2"], "a final block stops counting");
 }
@@ -513,7 +527,7 @@ async fn a_rules_held_blocks_are_counted_before_the_index_shows_them<S: StoreUnd
 /// The in-memory table under contract: its faults and its lagging index are settings of its
 /// own (`MemoryTable::lose_next_answer`, `lag_index`, ...).
 #[async_trait]
-impl StoreUnderTest for crate::memory::MemoryTable {
+impl StoreFaults for crate::memory::MemoryTable {
     fn lose_next_answer(&self) {
         crate::memory::MemoryTable::lose_next_answer(self);
     }
@@ -539,7 +553,8 @@ mod tests {
             $(
                 #[tokio::test]
                 async fn $name() {
-                    super::run(stringify!($name), &MemoryTable::default()).await;
+                    let table = MemoryTable::default();
+                    super::run(stringify!($name), &table, &table).await;
                 }
             )*
 

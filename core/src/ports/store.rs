@@ -171,7 +171,8 @@ pub trait Ledger: Send + Sync {
     /// the purchase back to the month's count when `restore_purchase`, and marks the intent
     /// (and `block`'s item) released. Returns false (and changes nothing) if the intent's fee was
     /// released before, so it happens once per purchase, however many runs try and however many
-    /// block items (UltraServers) the purchase made: one fee, given back once.
+    /// block items (UltraServers) the purchase made: one fee, given back once. An intent that
+    /// is not stored held no fee: a conflict, nothing changed.
     async fn release_failed_block(
         &self,
         block: &Block,

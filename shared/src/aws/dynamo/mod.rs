@@ -431,6 +431,12 @@ impl DynamoStore {
             return Err(ReserveError::ApprovalUsed);
         }
         let Some(c) = charges.iter().enumerate().find(|(i, _)| failed_at(&codes, i + 2)).map(|(_, c)| c) else {
+            // No condition failed: another writer's transaction was on one of the items
+            // (`TransactionConflict`) between the decision's read and this write. Nothing was
+            // written; the rule is busy, and the next run decides again on what it reads then.
+            if codes.iter().any(|c| c == "TransactionConflict") {
+                return Err(ReserveError::RuleBusy);
+            }
             return Err(ReserveError::Store(StoreError::Conflict(format!(
                 "transaction cancelled: {}",
                 codes.join(",")
