@@ -477,6 +477,35 @@ mod tests {
         assert!(!admits(&charge(None, Some(0)), None, usd("1")));
     }
 
+    /// The one condition, as bounds a conditional write can state: `committed <= limit - fee`
+    /// (so `limit - fee < committed <= limit` is refused: a condition that forgot the fee would
+    /// admit it) and `purchases < max` for a purchase only; no item could admit a fee past the
+    /// limit alone, one in another currency, or a purchase against a maximum of 0.
+    #[test]
+    fn a_charge_states_its_condition_as_bounds_on_the_budgets_item() {
+        let usd = |a: &str| Money::parse(a, "USD").unwrap();
+        let charge = |limit: Option<&str>, max| BudgetCharge {
+            owner: BudgetOwner::Rule("p5".into()),
+            period: Period::parse("2026-12").unwrap(),
+            limit: limit.map(usd),
+            max_purchases: max,
+        };
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        let cond = charge(Some("1000"), Some(2)).condition(usd("300"), true).unwrap();
+        assert_eq!(cond, ChargeCondition { max_committed: Some(d("700")), max_purchases: Some(2) });
+        assert_eq!(cond.check_held(d("700"), 1), Ok(()));
+        assert_eq!(cond.check_held(d("700.01"), 1), Err(ChargeRefusal::OverBudget), "limit - fee < committed");
+        assert_eq!(cond.check_held(d("1000"), 1), Err(ChargeRefusal::OverBudget), "committed <= limit");
+        assert_eq!(cond.check_held(d("2000"), 2), Err(ChargeRefusal::PurchaseLimit), "the count named first");
+        let extension = charge(Some("1000"), Some(2)).condition(usd("300"), false).unwrap();
+        assert_eq!(extension.max_purchases, None, "an extension is no purchase");
+        assert_eq!(charge(None, None).condition(usd("300"), true).unwrap().max_committed, None);
+        assert_eq!(charge(Some("1000"), None).condition(usd("1000.01"), true), Err(ChargeRefusal::OverBudget));
+        let eur = Money::parse("10", "EUR").unwrap();
+        assert_eq!(charge(Some("1000"), None).condition(eur, true), Err(ChargeRefusal::OverBudget));
+        assert_eq!(charge(None, Some(0)).condition(usd("1"), true), Err(ChargeRefusal::PurchaseLimit));
+    }
+
     /// The name an intent's state is logged and shown by is the one the ledger stores.
     #[test]
     fn an_intents_state_reads_as_it_is_stored() {

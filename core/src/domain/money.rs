@@ -224,6 +224,20 @@ mod tests {
         assert_eq!(Money::parse("-0", "USD").unwrap().amount(), Decimal::ZERO);
     }
 
+    /// An amount keeps its cents however it was written (DynamoDB reads 4608.00 back as 4608):
+    /// what is shown and exported is the same from every source; more places are kept.
+    #[test]
+    fn an_amount_keeps_two_places_at_least() {
+        let json = |m: Money| serde_json::to_value(m).unwrap()["amount"].clone();
+        assert_eq!(json(Money::usd(dec!(4608)).unwrap()), "4608.00");
+        assert_eq!(json(Money::parse("4608.00", "USD").unwrap()), "4608.00");
+        assert_eq!(json(Money::parse("0", "USD").unwrap()), "0.00");
+        assert_eq!(json(Money::parse("99.999", "EUR").unwrap()), "99.999");
+        assert_eq!(Money::usd(dec!(4608)).unwrap(), Money::parse("4608.00", "USD").unwrap());
+        let read: Money = serde_json::from_str(r#"{"amount":"4608","currency":"USD"}"#).unwrap();
+        assert_eq!(json(read), "4608.00");
+    }
+
     #[test]
     fn rejects_bad_fee_strings() {
         for bad in ["", "abc", "1e3", "1,000", "NaN", "1.2.3", "+5", "0x10"] {
