@@ -13,6 +13,7 @@
 //! `capblock-shared`, which depends on this crate and never the other way round.
 
 pub mod app;
+pub mod contract;
 pub mod domain;
 pub mod memory;
 pub mod ports;

@@ -261,17 +261,76 @@ pub fn charges_for(rule: &Rule, stack: &StackBudgets, period: &Period) -> Result
     Ok(charges)
 }
 
-/// Whether the budget `charge` names may commit `fee` more, having committed `usage` (`None`:
-/// nothing yet this period): the limit is never passed, and a rule's purchase count stays
-/// within its monthly maximum. The ledger's transaction states the same conditions for every
-/// charge at once (DynamoDB cannot add: `committed <= limit - fee`); the in-memory ledger and
-/// the protocol model call this.
+/// Why a budget refuses a charge: its purchase count is at its monthly maximum, or the fee
+/// would take its committed amount past its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChargeRefusal {
+    PurchaseLimit,
+    OverBudget,
+}
+
+/// The one budget condition: what a charge of a fee asks of one budget's item before it adds
+/// the fee (and a purchase). Stated as bounds on what the item holds, because that is all a
+/// conditional write can say (DynamoDB's conditions compare, they cannot add): the in-memory
+/// ledger evaluates it (`check`), the DynamoDB adapter renders it as its condition expression
+/// and values, and `admits` (the person's confirmation, the protocol model) asks it too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChargeCondition {
+    /// `committed <= max_committed` before the charge, that is `limit - fee`: after it,
+    /// `committed <= limit`. None: no cap, the fee is only counted.
+    pub max_committed: Option<Decimal>,
+    /// `purchases < max_purchases` before the charge (a purchase against a rule's monthly
+    /// maximum); None: not capped, or not a purchase (an extension spends money only).
+    pub max_purchases: Option<u32>,
+}
+
+impl BudgetCharge {
+    /// The condition charging `fee` (a purchase when `purchase`) puts on this budget; refused
+    /// outright when no item could admit it: a purchase limit of 0, a fee that alone passes the
+    /// limit, or a fee in another currency than the limit.
+    pub fn condition(&self, fee: Money, purchase: bool) -> Result<ChargeCondition, ChargeRefusal> {
+        let max_purchases = self.max_purchases.filter(|_| purchase);
+        if max_purchases == Some(0) {
+            return Err(ChargeRefusal::PurchaseLimit);
+        }
+        let max_committed = match self.limit {
+            None => None,
+            Some(limit) if limit.currency() != fee.currency() => return Err(ChargeRefusal::OverBudget),
+            Some(limit) => match limit.amount().checked_sub(fee.amount()).filter(|h| *h >= Decimal::ZERO) {
+                Some(h) => Some(h),
+                None => return Err(ChargeRefusal::OverBudget),
+            },
+        };
+        Ok(ChargeCondition { max_committed, max_purchases })
+    }
+}
+
+impl ChargeCondition {
+    /// Whether an item holding `usage` (None: not written yet, nothing committed) admits the
+    /// charge; a refusal names the purchase limit first, as the adapter reads it back.
+    pub fn check(&self, usage: Option<&BudgetUsage>) -> Result<(), ChargeRefusal> {
+        let (committed, purchases) = usage.map_or((Decimal::ZERO, 0), |u| (u.committed.amount(), u.purchases));
+        self.check_held(committed, purchases)
+    }
+
+    /// `check` of an item holding `committed` and `purchases`.
+    pub fn check_held(&self, committed: Decimal, purchases: u32) -> Result<(), ChargeRefusal> {
+        if self.max_purchases.is_some_and(|max| purchases >= max) {
+            return Err(ChargeRefusal::PurchaseLimit);
+        }
+        if self.max_committed.is_some_and(|max| committed > max) {
+            return Err(ChargeRefusal::OverBudget);
+        }
+        Ok(())
+    }
+}
+
+/// Whether the budget `charge` names may commit `fee` more as a purchase, having committed
+/// `usage` (`None`: nothing yet this period): the limit is never passed, and a rule's purchase
+/// count stays within its monthly maximum. The condition the ledger's write states, asked of
+/// a usage read (`ChargeCondition`).
 pub fn admits(charge: &BudgetCharge, usage: Option<&BudgetUsage>, fee: Money) -> bool {
-    let (committed, purchases) =
-        usage.map_or((rust_decimal::Decimal::ZERO, 0), |u| (u.committed.amount(), u.purchases));
-    let within_limit = charge.limit.is_none_or(|limit| committed + fee.amount() <= limit.amount());
-    let within_count = charge.max_purchases.is_none_or(|max| purchases < max);
-    within_limit && within_count
+    charge.condition(fee, true).and_then(|c| c.check(usage)).is_ok()
 }
 
 /// One budget a purchase draws on, as the person asked to confirm it reads it: what it holds
@@ -416,6 +475,35 @@ mod tests {
         assert!(admits(&charge(None, Some(2)), Some(&used("0", 1)), usd("1")));
         assert!(!admits(&charge(None, Some(2)), Some(&used("0", 2)), usd("1")));
         assert!(!admits(&charge(None, Some(0)), None, usd("1")));
+    }
+
+    /// The one condition, as bounds a conditional write can state: `committed <= limit - fee`
+    /// (so `limit - fee < committed <= limit` is refused: a condition that forgot the fee would
+    /// admit it) and `purchases < max` for a purchase only; no item could admit a fee past the
+    /// limit alone, one in another currency, or a purchase against a maximum of 0.
+    #[test]
+    fn a_charge_states_its_condition_as_bounds_on_the_budgets_item() {
+        let usd = |a: &str| Money::parse(a, "USD").unwrap();
+        let charge = |limit: Option<&str>, max| BudgetCharge {
+            owner: BudgetOwner::Rule("p5".into()),
+            period: Period::parse("2026-12").unwrap(),
+            limit: limit.map(usd),
+            max_purchases: max,
+        };
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        let cond = charge(Some("1000"), Some(2)).condition(usd("300"), true).unwrap();
+        assert_eq!(cond, ChargeCondition { max_committed: Some(d("700")), max_purchases: Some(2) });
+        assert_eq!(cond.check_held(d("700"), 1), Ok(()));
+        assert_eq!(cond.check_held(d("700.01"), 1), Err(ChargeRefusal::OverBudget), "limit - fee < committed");
+        assert_eq!(cond.check_held(d("1000"), 1), Err(ChargeRefusal::OverBudget), "committed <= limit");
+        assert_eq!(cond.check_held(d("2000"), 2), Err(ChargeRefusal::PurchaseLimit), "the count named first");
+        let extension = charge(Some("1000"), Some(2)).condition(usd("300"), false).unwrap();
+        assert_eq!(extension.max_purchases, None, "an extension is no purchase");
+        assert_eq!(charge(None, None).condition(usd("300"), true).unwrap().max_committed, None);
+        assert_eq!(charge(Some("1000"), None).condition(usd("1000.01"), true), Err(ChargeRefusal::OverBudget));
+        let eur = Money::parse("10", "EUR").unwrap();
+        assert_eq!(charge(Some("1000"), None).condition(eur, true), Err(ChargeRefusal::OverBudget));
+        assert_eq!(charge(None, Some(0)).condition(usd("1"), true), Err(ChargeRefusal::PurchaseLimit));
     }
 
     /// The name an intent's state is logged and shown by is the one the ledger stores.

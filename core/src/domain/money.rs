@@ -130,7 +130,14 @@ impl Money {
         if amount > Money::MAX_AMOUNT {
             return Err(MoneyError::TooLarge(amount.to_string()));
         }
-        Ok(Money { amount: amount.normalize_keep_scale(), currency })
+        let mut amount = amount.normalize_keep_scale();
+        // Cents at least, however the amount was written: DynamoDB trims a number's trailing
+        // zeros (4608.00 is read back as 4608), and what is shown or exported must not change
+        // with where an amount was read from.
+        if amount.scale() < 2 {
+            amount.rescale(2);
+        }
+        Ok(Money { amount, currency })
     }
 
     pub fn usd(amount: Decimal) -> Result<Self, MoneyError> {
@@ -215,6 +222,20 @@ mod tests {
         assert_eq!(eur.currency().as_str(), "EUR");
         assert_eq!(eur.amount(), dec!(99.999));
         assert_eq!(Money::parse("-0", "USD").unwrap().amount(), Decimal::ZERO);
+    }
+
+    /// An amount keeps its cents however it was written (DynamoDB reads 4608.00 back as 4608):
+    /// what is shown and exported is the same from every source; more places are kept.
+    #[test]
+    fn an_amount_keeps_two_places_at_least() {
+        let json = |m: Money| serde_json::to_value(m).unwrap()["amount"].clone();
+        assert_eq!(json(Money::usd(dec!(4608)).unwrap()), "4608.00");
+        assert_eq!(json(Money::parse("4608.00", "USD").unwrap()), "4608.00");
+        assert_eq!(json(Money::parse("0", "USD").unwrap()), "0.00");
+        assert_eq!(json(Money::parse("99.999", "EUR").unwrap()), "99.999");
+        assert_eq!(Money::usd(dec!(4608)).unwrap(), Money::parse("4608.00", "USD").unwrap());
+        let read: Money = serde_json::from_str(r#"{"amount":"4608","currency":"USD"}"#).unwrap();
+        assert_eq!(json(read), "4608.00");
     }
 
     #[test]

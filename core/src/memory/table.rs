@@ -17,7 +17,7 @@ use rust_decimal::Decimal;
 use crate::domain::alarm::AlarmState;
 use crate::domain::block::Block;
 use crate::domain::budget::{
-    Approved, BudgetCharge, BudgetOwner, BudgetUsage, Intent, IntentState, Period, ReleasedHold,
+    Approved, BudgetCharge, BudgetOwner, BudgetUsage, ChargeCondition, Intent, IntentState, Period, ReleasedHold,
 };
 use crate::domain::extension::{ExtensionIntent, ExtensionState};
 use crate::domain::ids::{InstanceType, Region};
@@ -112,7 +112,16 @@ pub struct MemoryTable {
     /// see the blocks as they were when the lag began (`lag_index`), as DynamoDB's eventually
     /// consistent GSI may; the base table's reads see every write.
     index_lag: Mutex<Option<BTreeMap<String, Block>>>,
+    /// The next money-moving write commits and answers an error, as a DynamoDB write whose
+    /// answer was lost (a timeout, a dropped connection) after the table applied it.
+    lose_answer: std::sync::atomic::AtomicBool,
+    /// The next reservation is cancelled for a conflict with another writer's transaction
+    /// (DynamoDB's `TransactionConflict`): nothing of it is written.
+    cancel_transaction: std::sync::atomic::AtomicBool,
 }
+
+/// DynamoDB's largest item: a write of a bigger one is refused (`ValidationException`).
+const MAX_ITEM_BYTES: usize = 400 * 1024;
 
 fn conflict(what: impl Into<String>) -> StoreError {
     StoreError::Conflict(what.into())
@@ -130,10 +139,42 @@ impl MemoryTable {
         }
     }
 
-    /// A write that moves money or a block.
-    fn moved(&self, what: impl Into<String>) {
+    /// A write that moves money or a block, made: its answer, which a fault may lose.
+    fn moved(&self, what: impl Into<String>) -> Result<(), StoreError> {
         self.money_moves.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.wrote(what);
+        let what = what.into();
+        self.wrote(what.clone());
+        if self.lose_answer.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return Err(StoreError::Unavailable(format!("{what}: the answer was lost after the write")));
+        }
+        Ok(())
+    }
+
+    /// The next write that moves money or a block commits and answers an error.
+    pub fn lose_next_answer(&self) {
+        self.lose_answer.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The next reservation is cancelled for a conflict with another writer's transaction.
+    pub fn conflict_next_transaction(&self) {
+        self.cancel_transaction.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A transaction cancelled for a conflict, as the adapter reads DynamoDB's
+    /// `TransactionConflict`: another writer is on the rule's items, decide again.
+    fn cancelled_for_a_conflict(&self) -> Result<(), ReserveError> {
+        match self.cancel_transaction.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            true => Err(ReserveError::RuleBusy),
+            false => Ok(()),
+        }
+    }
+
+    /// Stores what budget `owner` committed in `period` as the number `committed` is written
+    /// (DynamoDB trims trailing zeros; `usage` reads this table's numbers so too).
+    pub fn store_committed_as(&self, owner: &BudgetOwner, period: &Period, committed: Decimal) {
+        if let Some(row) = self.items().budgets.get_mut(&(owner.key(), period.clone())) {
+            row.committed = committed;
+        }
     }
 
     /// A table that keeps no journal and no price history, for long simulations.
@@ -312,28 +353,22 @@ fn budget_row<'a>(items: &'a mut Items, c: &BudgetCharge, currency: Currency) ->
     })
 }
 
-/// Whether one budget may take `fee` (and a purchase, when `purchase`): the conditions of
-/// `DynamoStore::charge`. `Err` names the refusal.
-fn may_charge(items: &Items, c: &BudgetCharge, fee: Money, purchase: bool) -> Result<(), ReserveError> {
-    // A limit the fee alone passes (or in another currency) is refused before the transaction.
-    let headroom = match c.limit {
-        None => None,
-        Some(limit) => match Some(limit.amount() - fee.amount()).filter(|h| *h >= Decimal::ZERO) {
-            Some(h) if limit.currency() == fee.currency() => Some(h),
-            _ => return Err(ReserveError::OverBudget(c.owner.key())),
-        },
-    };
-    let Some(row) = items.budgets.get(&(c.owner.key(), c.period.clone())) else { return Ok(()) };
-    let maxed = purchase && c.max_purchases.is_some_and(|m| row.purchases >= m);
-    let over = headroom.is_some_and(|h| row.committed > h);
-    if !(maxed || over) {
-        return Ok(());
+/// The condition of each of `charges` for `fee` (`BudgetCharge::condition`), refused outright
+/// before anything is read, as `DynamoStore::charge` refuses before its transaction.
+fn conditions(charges: &[BudgetCharge], fee: Money, purchase: bool) -> Result<Vec<ChargeCondition>, ReserveError> {
+    charges.iter().map(|c| c.condition(fee, purchase).map_err(|r| ReserveError::refused(r, c))).collect()
+}
+
+/// Whether every budget's item holds its condition: DynamoDB's transaction, evaluated.
+fn may_charge(items: &Items, charges: &[BudgetCharge], conds: &[ChargeCondition]) -> Result<(), ReserveError> {
+    for (c, cond) in charges.iter().zip(conds) {
+        let (committed, purchases) = items
+            .budgets
+            .get(&(c.owner.key(), c.period.clone()))
+            .map_or((Decimal::ZERO, 0), |r| (r.committed, r.purchases));
+        cond.check_held(committed, purchases).map_err(|r| ReserveError::refused(r, c))?;
     }
-    // The adapter reads the item to tell the two conditions apart, the purchase limit first.
-    if purchase && c.max_purchases.is_some_and(|m| row.purchases >= m) {
-        return Err(ReserveError::PurchaseLimit);
-    }
-    Err(ReserveError::OverBudget(c.owner.key()))
+    Ok(())
 }
 
 fn charge(items: &mut Items, charges: &[BudgetCharge], fee: Money, purchase: bool) {
@@ -423,6 +458,13 @@ impl Items {
 #[async_trait]
 impl RuleStore for MemoryTable {
     async fn put_rule(&self, rule: &Rule, expected_version: Option<u64>) -> Result<u64, StoreError> {
+        let size = serde_json::to_string(rule).map_or(0, |j| j.len());
+        if size > MAX_ITEM_BYTES {
+            return Err(StoreError::Unavailable(format!(
+                "put rule {}: ValidationException: Item size has exceeded the maximum allowed size",
+                rule.id
+            )));
+        }
         let mut items = self.items();
         let stored = items.rules.get(&rule.id).map(|r| r.version);
         match (expected_version, stored) {
@@ -458,8 +500,10 @@ impl Ledger for MemoryTable {
     async fn usage(&self, owner: &BudgetOwner, period: &Period) -> Result<Option<BudgetUsage>, StoreError> {
         let items = self.items();
         let Some(row) = items.budgets.get(&(owner.key(), period.clone())) else { return Ok(None) };
+        // DynamoDB keeps a number without its trailing zeros (4608.00 reads back as 4608):
+        // so does this table, so that nothing shown depends on how an amount was written.
         let money = |d: Decimal| {
-            Money::new(d, row.currency)
+            Money::new(d.normalize(), row.currency)
                 .map_err(|e| StoreError::Corrupt { key: format!("budget {}", owner.key()), message: e.to_string() })
         };
         Ok(Some(BudgetUsage { committed: money(row.committed)?, spent: money(row.spent)?, purchases: row.purchases }))
@@ -467,6 +511,8 @@ impl Ledger for MemoryTable {
 
     async fn reserve(&self, intent: &Intent, seen_seq: u64) -> Result<(), ReserveError> {
         let mut items = self.items();
+        let conds = conditions(&intent.charges, intent.offering.fee, true)?;
+        self.cancelled_for_a_conflict()?;
         let k = (intent.rule_id.clone(), intent.offering.id.clone());
         if items.intents.contains_key(&k) {
             return Err(ReserveError::AlreadyExists);
@@ -480,9 +526,7 @@ impl Ledger for MemoryTable {
         {
             return Err(ReserveError::ApprovalUsed);
         }
-        for c in &intent.charges {
-            may_charge(&items, c, intent.offering.fee, true)?;
-        }
+        may_charge(&items, &intent.charges, &conds)?;
         if let Some(a) = &intent.approval {
             let r = intent.rule_id.clone();
             items.approvals_used.insert((r.clone(), a.offering_id.clone()), intent.id.clone());
@@ -493,7 +537,7 @@ impl Ledger for MemoryTable {
         g.open_intent = Some(intent.id.clone());
         g.seq += 1;
         items.intents.insert(k, IntentRow { intent: intent.clone(), fee_released_at: None });
-        self.moved(format!("reserve {}", intent.id));
+        self.moved(format!("reserve {}", intent.id))?;
         Ok(())
     }
 
@@ -508,7 +552,7 @@ impl Ledger for MemoryTable {
         }
         row.intent.state = IntentState::Sent;
         row.intent.sent_at = Some(at);
-        self.moved(format!("mark_sent {intent_id}"));
+        self.moved(format!("mark_sent {intent_id}"))?;
         Ok(())
     }
 
@@ -532,7 +576,7 @@ impl Ledger for MemoryTable {
         for n in notices {
             items.put_notice(n, true);
         }
-        self.moved(format!("record_bought {}", intent.id));
+        self.moved(format!("record_bought {}", intent.id))?;
         Ok(())
     }
 
@@ -550,7 +594,7 @@ impl Ledger for MemoryTable {
         if let Some(n) = notice {
             items.put_notice(n, true);
         }
-        self.moved(format!("record_rejected {}", intent.id));
+        self.moved(format!("record_rejected {}", intent.id))?;
         Ok(())
     }
 
@@ -565,7 +609,7 @@ impl Ledger for MemoryTable {
         closed.reason = Some(reason.to_string());
         items.close_intent(intent, Some(closed), Close::Release)?;
         items.guards.entry(intent.rule_id.clone()).or_default().released.push(ReleasedHold::of(intent));
-        self.moved(format!("release_by_person {}", intent.id));
+        self.moved(format!("release_by_person {}", intent.id))?;
         Ok(())
     }
 
@@ -584,7 +628,7 @@ impl Ledger for MemoryTable {
             mine(&mut items.approval_blocks_used, (r, a.block.clone()));
         }
         drop(items);
-        self.moved(format!("record_given_back {}", intent.id));
+        self.moved(format!("record_given_back {}", intent.id))?;
         Ok(())
     }
 
@@ -673,7 +717,7 @@ impl Ledger for MemoryTable {
         }
         items.intents.get_mut(&k).expect("checked above").fee_released_at = Some(at);
         items.blocks.get_mut(&block.reservation_id).expect("checked above").budget_released_at = Some(at);
-        self.moved(format!("release_failed_block {}", block.reservation_id));
+        self.moved(format!("release_failed_block {}", block.reservation_id))?;
         Ok(true)
     }
 
@@ -709,7 +753,7 @@ impl Ledger for MemoryTable {
         }
         items.intents.get_mut(&k).expect("checked above").fee_released_at = None;
         items.blocks.get_mut(&block.reservation_id).expect("checked above").budget_released_at = None;
-        self.moved(format!("recommit_released_fee {}", block.reservation_id));
+        self.moved(format!("recommit_released_fee {}", block.reservation_id))?;
         Ok(true)
     }
 }
@@ -748,7 +792,7 @@ impl BlockStore for MemoryTable {
         if let Some(rule) = &block.rule_id {
             items.held.entry(rule.clone()).or_default().insert(block.reservation_id.clone());
         }
-        self.moved(format!("adopt_block {}", block.reservation_id));
+        self.moved(format!("adopt_block {}", block.reservation_id))?;
         Ok(true)
     }
     async fn update_block(&self, block: &Block, expected_version: u64) -> Result<(), StoreError> {
@@ -767,7 +811,7 @@ impl BlockStore for MemoryTable {
         {
             held.remove(&block.reservation_id);
         }
-        self.moved(format!("update_block {}", block.reservation_id));
+        self.moved(format!("update_block {}", block.reservation_id))?;
         Ok(())
     }
 }
@@ -782,6 +826,8 @@ impl BlockArchive for MemoryTable {
 #[async_trait]
 impl ExtensionLedger for MemoryTable {
     async fn reserve_extension(&self, x: &ExtensionIntent) -> Result<(), ReserveError> {
+        let conds = conditions(&x.charges, x.offer.fee, false)?;
+        self.cancelled_for_a_conflict()?;
         let mut items = self.items();
         let k = (x.reservation_id.clone(), x.offer.id.clone());
         if items.extensions.contains_key(&k) {
@@ -791,13 +837,11 @@ impl ExtensionLedger for MemoryTable {
             Some(b) if b.open_extension.is_none() => {}
             _ => return Err(ReserveError::RuleBusy),
         }
-        for c in &x.charges {
-            may_charge(&items, c, x.offer.fee, false)?;
-        }
+        may_charge(&items, &x.charges, &conds)?;
         charge(&mut items, &x.charges, x.offer.fee, false);
         items.blocks.get_mut(&x.reservation_id).expect("checked above").open_extension = Some(x.id());
         items.extensions.insert(k, x.clone());
-        self.moved(format!("reserve_extension {}", x.id()));
+        self.moved(format!("reserve_extension {}", x.id()))?;
         Ok(())
     }
 
@@ -820,7 +864,7 @@ impl ExtensionLedger for MemoryTable {
             next.sent_at = Some(at);
         }
         *stored = next;
-        self.moved(format!("advance_extension {} {}", x.id(), to.as_str()));
+        self.moved(format!("advance_extension {} {}", x.id(), to.as_str()))?;
         Ok(())
     }
 
@@ -859,7 +903,7 @@ impl ExtensionLedger for MemoryTable {
         closed.reason = reason.map(str::to_string);
         items.extensions.insert(k, closed);
         items.blocks.get_mut(&x.reservation_id).expect("checked above").open_extension = None;
-        self.moved(format!("close_extension {} {}", x.id(), to.as_str()));
+        self.moved(format!("close_extension {} {}", x.id(), to.as_str()))?;
         Ok(())
     }
 
@@ -883,7 +927,7 @@ impl ExtensionLedger for MemoryTable {
         paid.state = ExtensionState::Paid;
         paid.reason = Some(reason.to_string());
         items.extensions.insert(k, paid);
-        self.moved(format!("recommit_extension {}", x.id()));
+        self.moved(format!("recommit_extension {}", x.id()))?;
         Ok(())
     }
 

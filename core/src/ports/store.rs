@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::alarm::AlarmState;
 use crate::domain::block::Block;
-use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period, ReleasedHold};
+use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, ChargeRefusal, Intent, Period, ReleasedHold};
 use crate::domain::extension::{ExtensionIntent, ExtensionState};
 use crate::domain::ids::{InstanceType, Region};
 use crate::domain::offering::Offering;
@@ -80,6 +80,16 @@ pub enum ReserveError {
     ApprovalUsed,
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl ReserveError {
+    /// A budget's refusal of a charge (`BudgetCharge::condition`), naming the budget.
+    pub fn refused(refusal: ChargeRefusal, charge: &BudgetCharge) -> Self {
+        match refusal {
+            ChargeRefusal::PurchaseLimit => ReserveError::PurchaseLimit,
+            ChargeRefusal::OverBudget => ReserveError::OverBudget(charge.owner.key()),
+        }
+    }
 }
 
 /// The per-rule purchase guard: at most one open intent per rule, and a sequence number that
@@ -161,7 +171,8 @@ pub trait Ledger: Send + Sync {
     /// the purchase back to the month's count when `restore_purchase`, and marks the intent
     /// (and `block`'s item) released. Returns false (and changes nothing) if the intent's fee was
     /// released before, so it happens once per purchase, however many runs try and however many
-    /// block items (UltraServers) the purchase made: one fee, given back once.
+    /// block items (UltraServers) the purchase made: one fee, given back once. An intent that
+    /// is not stored held no fee: a conflict, nothing changed.
     async fn release_failed_block(
         &self,
         block: &Block,

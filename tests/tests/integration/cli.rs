@@ -789,7 +789,9 @@ async fn rules_validate_warns_of_a_group_that_launches_nothing_into_the_block() 
                 .build(),
         )
     };
-    let moto_ec2 = client(std::env::var("AWS_ENDPOINT_URL_DYNAMODB").expect("the local stack's moto"));
+    // moto's EC2 (the launch template Auto Scaling reads) by the stack's own name for moto:
+    // AWS_ENDPOINT_URL_EC2 is the simulator, and DynamoDB's endpoint is no one's EC2.
+    let moto_ec2 = client(std::env::var("CAPBLOCK_MOTO_URL").expect("the local stack's moto (CAPBLOCK_MOTO_URL)"));
     let sim_ec2 = client(c.sim.url.clone());
     let asg = aws_sdk_autoscaling::Client::from_conf(
         aws_sdk_autoscaling::config::Builder::from(&c.aws.sdk)

@@ -220,10 +220,18 @@ impl Ledger for DynamoStore {
             }
             items.push(tx_update(u));
         }
+        let what = format!("releasing the budget of block {}", block.reservation_id);
         match self.transact(items).await {
             Ok(()) => Ok(true),
-            Err(TxError::Cancelled(codes)) if failed_at(&codes, 0) => Ok(false),
-            Err(e) => Err(cancelled(&format!("releasing the budget of block {}", block.reservation_id), e)),
+            // The intent's condition failed: released before, or no such intent (which never
+            // held the fee: no answer of "released" for it). One read tells them apart.
+            Err(TxError::Cancelled(codes)) if failed_at(&codes, 0) => {
+                match self.get(intent_key(&intent.rule_id, &intent.offering.id)).await? {
+                    Some(_) => Ok(false),
+                    None => Err(StoreError::Conflict(format!("{what}: no intent"))),
+                }
+            }
+            Err(e) => Err(cancelled(&what, e)),
         }
     }
 
@@ -264,7 +272,16 @@ impl Ledger for DynamoStore {
         }
         match self.transact(items).await {
             Ok(()) => Ok(true),
-            Err(TxError::Cancelled(codes)) if failed_at(&codes, 0) => Ok(false),
+            // Not released, or no such intent (as the in-memory ledger answers: a conflict).
+            Err(TxError::Cancelled(codes)) if failed_at(&codes, 0) => {
+                match self.get(intent_key(&intent.rule_id, &intent.offering.id)).await? {
+                    Some(_) => Ok(false),
+                    None => Err(StoreError::Conflict(format!(
+                        "recommitting the fee of block {}: no intent",
+                        block.reservation_id
+                    ))),
+                }
+            }
             Err(e) => Err(cancelled(&format!("recommitting the fee of block {}", block.reservation_id), e)),
         }
     }

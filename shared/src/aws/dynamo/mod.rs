@@ -431,25 +431,32 @@ impl DynamoStore {
             return Err(ReserveError::ApprovalUsed);
         }
         let Some(c) = charges.iter().enumerate().find(|(i, _)| failed_at(&codes, i + 2)).map(|(_, c)| c) else {
+            // No condition failed: another writer's transaction was on one of the items
+            // (`TransactionConflict`) between the decision's read and this write. Nothing was
+            // written; the rule is busy, and the next run decides again on what it reads then.
+            if codes.iter().any(|c| c == "TransactionConflict") {
+                return Err(ReserveError::RuleBusy);
+            }
             return Err(ReserveError::Store(StoreError::Conflict(format!(
                 "transaction cancelled: {}",
                 codes.join(",")
             ))));
         };
-        if purchase {
-            // Tell the two budget conditions apart by reading the item.
-            let usage = self.usage(&c.owner, &c.period).await?;
-            if matches!((c.max_purchases, &usage), (Some(m), Some(u)) if u.purchases >= m) {
-                return Err(ReserveError::PurchaseLimit);
-            }
+        // Tell the two budget conditions apart by reading the item and asking the condition.
+        let usage = self.usage(&c.owner, &c.period).await?;
+        match c.condition(fee, purchase).and_then(|cond| cond.check(usage.as_ref())) {
+            Err(refusal) => Err(ReserveError::refused(refusal, c)),
+            // Admitted by what is there now: a writer moved it between the two reads.
+            Ok(()) => Err(ReserveError::OverBudget(c.owner.key())),
         }
-        Err(ReserveError::OverBudget(c.owner.key()))
     }
 
-    /// The transaction step that charges `fee` to one budget within its limit (if it has one).
-    /// DynamoDB conditions cannot add, so the check is `committed <= limit - fee`. A purchase
-    /// also counts against the budget's purchase limit; an extension spends money only.
+    /// The transaction step that charges `fee` to one budget: `BudgetCharge::condition`
+    /// rendered as a condition expression and its values (a fee no item could admit is refused
+    /// here, before the transaction). A purchase also counts against the budget's purchase
+    /// limit; an extension spends money only.
     fn charge(&self, c: &BudgetCharge, fee: Money, purchase: bool) -> Result<TransactWriteItem, ReserveError> {
+        let cond = c.condition(fee, purchase).map_err(|r| ReserveError::refused(r, c))?;
         let mut conds = Vec::new();
         let mut set = vec![
             "committed = if_not_exists(committed, :zero) + :fee",
@@ -461,23 +468,17 @@ impl DynamoStore {
             },
             "currency = :cur",
         ];
-        // fee <= limit, both non-negative: the headroom cannot overflow; checked all the same.
-        let headroom = match c.limit {
-            None => None,
-            Some(limit) => {
-                let headroom = limit.amount().checked_sub(fee.amount()).filter(|h| *h >= rust_decimal::Decimal::ZERO);
-                match headroom.filter(|_| limit.currency() == fee.currency()) {
-                    Some(h) => Some((limit, h)),
-                    None => return Err(ReserveError::OverBudget(c.owner.key())),
-                }
-            }
-        };
-        if headroom.is_some() {
+        // An item not written yet holds nothing: `condition` admits it (0 <= limit - fee, and
+        // a purchase limit of 0 is refused above).
+        if cond.max_committed.is_some() {
             conds.push("(attribute_not_exists(committed) OR committed <= :headroom)");
-            set.push("#limit = :limit");
         }
-        if purchase && c.max_purchases.is_some() {
+        if cond.max_purchases.is_some() {
             conds.push("(attribute_not_exists(purchases) OR purchases < :maxp)");
+        }
+        // The limit is kept on the item for its readers (`limit` is a reserved word: `#limit`).
+        if c.limit.is_some() {
+            set.push("#limit = :limit");
         }
         let mut expr = format!("SET {}", set.join(", "));
         if c.limit.is_none() {
@@ -492,14 +493,15 @@ impl DynamoStore {
             .expression_attribute_values(":cur", s(fee.currency().as_str()));
         if purchase {
             u = u.expression_attribute_values(":one", n(1));
-            if let Some(max) = c.max_purchases {
-                u = u.expression_attribute_values(":maxp", n(max));
-            }
         }
-        if let Some((limit, headroom)) = headroom {
-            u = u
-                .expression_attribute_values(":headroom", n(headroom))
-                .expression_attribute_values(":limit", n(limit.amount()));
+        if let Some(max) = cond.max_purchases {
+            u = u.expression_attribute_values(":maxp", n(max));
+        }
+        if let Some(headroom) = cond.max_committed {
+            u = u.expression_attribute_values(":headroom", n(headroom));
+        }
+        if let Some(limit) = c.limit {
+            u = u.expression_attribute_values(":limit", n(limit.amount()));
         }
         if !conds.is_empty() {
             u = u.condition_expression(conds.join(" AND "));

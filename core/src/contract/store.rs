@@ -1,0 +1,588 @@
+//! The store and ledger ports' contract: what every implementation promises a workflow, and
+//! the ways DynamoDB departs from a map that a caller must survive (a number read back without
+//! its trailing zeros, an index that lags its table, a transaction cancelled for a conflict, an
+//! answer lost after the write committed, an item over the size limit).
+//!
+//! Each case takes a fresh, empty store and its faults. To add one: write `async fn
+//! the_promise<S: StorePorts, F: StoreFaults>(s: &S, f: &F)`, name it in `cases!` below, and in
+//! both runners (the core's `on_memory!` below and `contract!` in
+//! `tests/tests/integration/store.rs`), which check that they run every name in `CASES`.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use rust_decimal::Decimal;
+
+use crate::domain::block::Block;
+use crate::domain::budget::{BudgetCharge, BudgetOwner, Intent, IntentState, Period, StackBudgets, charges_for};
+use crate::domain::lifecycle::BlockState;
+use crate::domain::money::Money;
+use crate::domain::offering::{Offering, RawOffering};
+use crate::domain::rule::{Mode, Rule};
+use crate::ports::{
+    BlockStore, Ledger, MarketMemory, Message, Notice, Observation, ObservationStore, Outbox, ReserveError, RuleStore,
+    SettingsStore, StoreError, Topic,
+};
+
+/// The store ports every implementation under contract has (any type with them all).
+pub trait StorePorts:
+    RuleStore + Ledger + BlockStore + Outbox + ObservationStore + SettingsStore + MarketMemory + Send + Sync
+{
+}
+
+impl<T> StorePorts for T where
+    T: RuleStore + Ledger + BlockStore + Outbox + ObservationStore + SettingsStore + MarketMemory + Send + Sync
+{
+}
+
+/// The departures from a plain map that DynamoDB makes on its own, played on an
+/// implementation under contract when a case asks: the in-memory table by settings of its own,
+/// the DynamoDB adapter by what its client sends and hears and by raw writes to its table.
+#[async_trait]
+pub trait StoreFaults: Send + Sync {
+    /// The next write commits and its answer is lost: the caller gets an error although the
+    /// table holds the write (on DynamoDB: a timeout or a dropped connection after the write).
+    fn lose_next_answer(&self);
+    /// The next transaction is cancelled for a conflict with another writer's transaction on
+    /// one of its items (DynamoDB's `TransactionConflict`): nothing of it is written.
+    fn conflict_next_transaction(&self);
+    /// From now on the open-blocks index has not seen the writes that follow (DynamoDB keeps a
+    /// global secondary index eventually consistent); `index_lags` before a read shows it so.
+    async fn lag_index(&self);
+    /// Called before a read while the index lags (an implementation that plays the lag as a
+    /// state of its own needs nothing here).
+    async fn index_lags(&self);
+    /// Stores what budget `owner` committed in `period` as the number `committed` is written
+    /// (DynamoDB trims trailing zeros: a fee of 4608.00 is stored as 4608).
+    async fn store_committed_as(&self, owner: &BudgetOwner, period: &Period, committed: &str);
+}
+
+macro_rules! cases {
+    ($($name:ident),* $(,)?) => {
+        /// Every case, by name.
+        pub const CASES: &[&str] = &[$(stringify!($name)),*];
+
+        /// Runs case `name` on `store` (a fresh, empty one), its departures played by `faults`.
+        pub async fn run<S: StorePorts, F: StoreFaults>(name: &str, store: &S, faults: &F) {
+            match name {
+                $(stringify!($name) => $name(store, faults).await,)*
+                _ => panic!("no store contract case {name}"),
+            }
+        }
+    };
+}
+
+cases!(
+    rules_use_optimistic_versions,
+    an_item_over_the_size_limit_is_refused_not_a_version_change,
+    deleting_a_rule_keeps_its_blocks_intents_and_budgets,
+    reserve_is_all_or_nothing,
+    a_fee_is_refused_when_it_would_pass_the_limit_from_what_is_committed,
+    purchases_per_month_are_capped,
+    mark_sent_and_bought_need_the_right_state,
+    closing_an_intent_that_was_never_reserved_is_refused,
+    a_writer_between_the_read_and_the_reservation_makes_it_refused,
+    a_write_whose_answer_was_lost_is_refused_when_retried,
+    amounts_read_back_with_cents_however_the_store_trims_them,
+    outbox_leases_and_publishes_once,
+    observations_are_batched_and_read_back_by_time,
+    the_stacks_settings_are_rewritten_only_when_they_change,
+    overlapping_saves_of_the_market_memory_lose_nothing,
+    a_region_claim_past_any_runs_length_holds_nothing,
+    a_rules_held_blocks_are_counted_before_the_index_shows_them,
+);
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 1, 8, 0, 0).unwrap()
+}
+
+fn usd(amount: &str) -> Money {
+    Money::parse(amount, "USD").expect("an amount")
+}
+
+/// A live rule for one p5.48xlarge for a day in us-east-1: `budget` a month, two purchases.
+fn rule(id: &str, budget: &str) -> Rule {
+    let text = format!(
+        "id = \"{id}\"\nregions = [\"us-east-1\"]\ninstance_types = [\"p5.48xlarge\"]\ninstance_counts = [1]\n\
+         durations_days = [1]\nmax_price_per_accelerator_hour = \"5\"\nmonthly_budget = \"{budget}\"\n\
+         max_purchases_per_month = 2\nstart_window = {{ earliest_in_days = 0, latest_in_days = 14 }}\n"
+    );
+    Rule::from_toml(&text, now()).expect("a valid rule")
+}
+
+fn offering(id: &str, fee: &str) -> Offering {
+    let start = Utc.with_ymd_and_hms(2026, 12, 3, 11, 30, 0).unwrap();
+    let raw = RawOffering {
+        offering_id: Some(id.into()),
+        instance_type: Some("p5.48xlarge".into()),
+        availability_zone: Some("us-east-1a".into()),
+        instance_count: Some(1),
+        start_date: Some(start),
+        end_date: Some(start + Duration::days(1)),
+        duration_hours: Some(24),
+        duration_minutes: Some(0),
+        upfront_fee: Some(fee.into()),
+        currency_code: Some("USD".into()),
+        ultraserver_type: None,
+        ultraserver_count: None,
+        zone_type: None,
+    };
+    Offering::parse(&"us-east-1".parse().expect("a region"), raw).expect("a valid offering")
+}
+
+/// The rule's charges, with the account capped at `account` when given.
+fn charges(rule: &Rule, account: Option<&str>) -> Vec<BudgetCharge> {
+    let budgets = StackBudgets { account: account.map(usd), teams: Default::default() };
+    charges_for(rule, &budgets, &Period::of(now())).expect("no team")
+}
+
+fn intent(rule: &Rule, offering_id: &str, fee: &str, account: Option<&str>) -> Intent {
+    Intent::new(&rule.id, offering(offering_id, fee), 8, charges(rule, account), now())
+}
+
+fn block_for(intent: &Intent, id: &str) -> Block {
+    Block {
+        reservation_id: id.into(),
+        region: intent.offering.region.clone(),
+        availability_zone: "us-east-1a".into(),
+        instance_type: intent.offering.instance_type.clone(),
+        instance_count: 1,
+        start: intent.offering.start,
+        end: intent.offering.end,
+        state: BlockState::PaymentPending,
+        fee: Some(intent.offering.fee),
+        accelerators_per_instance: Some(8),
+        purchased_at: now(),
+        payment_deadline: None,
+        rule_id: Some(intent.rule_id.clone()),
+        intent_id: Some(intent.id.clone()),
+        ultraserver: false,
+        arn: None,
+        period: Some(intent.period.clone()),
+        version: 1,
+        capacity_block_id: None,
+        health: None,
+        health_changes: 0,
+        usage: Default::default(),
+    }
+}
+
+fn notice(thread: &str, milestone: &str) -> Notice {
+    Notice {
+        thread: thread.into(),
+        milestone: crate::domain::outbox_key::OutboxKey::parse(milestone).expect("a key"),
+        topic: Topic::Alerts,
+        message: Message { body: "{}".into(), attributes: Default::default() },
+        created_at: now(),
+    }
+}
+
+/// Reserves, sends and records `intent` bought as block `block_id`; returns the sent intent.
+async fn buy<S: StorePorts>(s: &S, intent: &Intent, block_id: &str) -> Intent {
+    let seq = s.guard(&intent.rule_id).await.unwrap().seq;
+    s.reserve(intent, seq).await.unwrap();
+    s.mark_sent(&intent.id, &intent.rule_id, now()).await.unwrap();
+    let sent = Intent { state: IntentState::Sent, sent_at: Some(now()), ..intent.clone() };
+    s.record_bought(&sent, &block_for(&sent, block_id), &[notice(block_id, "purchased")]).await.unwrap();
+    sent
+}
+
+async fn used<S: StorePorts>(s: &S, owner: BudgetOwner) -> (Decimal, Decimal, u32) {
+    s.usage(&owner, &Period::of(now()))
+        .await
+        .unwrap()
+        .map_or((Decimal::ZERO, Decimal::ZERO, 0), |u| (u.committed.amount(), u.spent.amount(), u.purchases))
+}
+
+fn rule_owner(id: &str) -> BudgetOwner {
+    BudgetOwner::Rule(id.into())
+}
+
+fn d(s: &str) -> Decimal {
+    s.parse().expect("a decimal")
+}
+
+async fn rules_use_optimistic_versions<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = rule("r1", "1000");
+    assert_eq!(s.put_rule(&r, Some(0)).await.unwrap(), 1);
+    // Creating it again, or updating from a stale version, is a conflict.
+    assert!(matches!(s.put_rule(&r, Some(0)).await, Err(StoreError::Conflict(_))));
+    assert_eq!(s.put_rule(&r, Some(1)).await.unwrap(), 2);
+    assert!(matches!(s.put_rule(&r, Some(1)).await, Err(StoreError::Conflict(_))));
+    let got = s.get_rule("r1").await.unwrap().unwrap();
+    assert_eq!((got.rule, got.version), (r, 2));
+    s.put_rule(&rule("r2", "5"), None).await.unwrap();
+    let mut ids: Vec<_> = s.list_rules().await.unwrap().into_iter().map(|s| s.rule.id).collect();
+    ids.sort();
+    assert_eq!(ids, vec!["r1", "r2"]);
+    assert!(s.get_rule("nope").await.unwrap().is_none());
+}
+
+/// DynamoDB refuses an item over 400 KB: the refusal is no version conflict (a caller that
+/// reads a conflict as "someone else wrote first" would re-read and try again forever).
+async fn an_item_over_the_size_limit_is_refused_not_a_version_change<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = rule("r1", "1000");
+    s.put_rule(&r, Some(0)).await.unwrap();
+    let conflict = s.put_rule(&r, Some(0)).await.unwrap_err();
+    assert!(conflict.to_string().ends_with("rule r1 (version changed)"), "{conflict}");
+    let huge = Rule { description: "x".repeat(500 * 1024), ..r.clone() };
+    let refused = s.put_rule(&huge, Some(1)).await.unwrap_err();
+    assert!(!matches!(refused, StoreError::Conflict(_)), "{refused}");
+    assert!(!refused.to_string().contains("version changed"), "{refused}");
+    assert_eq!(s.get_rule("r1").await.unwrap().unwrap().version, 1);
+}
+
+async fn deleting_a_rule_keeps_its_blocks_intents_and_budgets<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = rule("r1", "1000");
+    s.put_rule(&r, None).await.unwrap();
+    buy(s, &intent(&r, "cb-1", "10", None), "cr-1").await;
+    let open = intent(&r, "cb-2", "20", None);
+    s.reserve(&open, s.guard("r1").await.unwrap().seq).await.unwrap();
+
+    assert!(s.delete_rule("r1").await.unwrap());
+    assert!(s.get_rule("r1").await.unwrap().is_none());
+    assert!(s.list_rules().await.unwrap().is_empty());
+    assert!(!s.delete_rule("r1").await.unwrap(), "gone already");
+    // Everything but the rule stays.
+    assert_eq!(s.open_blocks(Some("r1")).await.unwrap().len(), 1);
+    assert_eq!(s.open_intents().await.unwrap().iter().map(|i| &i.id).collect::<Vec<_>>(), [&open.id]);
+    let (committed, _, purchases) = used(s, rule_owner("r1")).await;
+    assert_eq!((committed, purchases), (d("30"), 2));
+    assert_eq!(s.guard("r1").await.unwrap().open_intent.as_deref(), Some(open.id.as_str()));
+    // Put again, it is a new rule (version 1) that finds its month as it was.
+    assert_eq!(s.put_rule(&r, Some(0)).await.unwrap(), 1);
+}
+
+async fn reserve_is_all_or_nothing<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = rule("r1", "1000");
+    // The account budget (700) cannot take a 800 fee although the rule's (1000) could:
+    // the whole transaction fails, so neither the intent, the guard nor the rule budget moved.
+    let big = intent(&r, "cb-big", "800", Some("700"));
+    assert_eq!(s.reserve(&big, 0).await, Err(ReserveError::OverBudget("ACCOUNT".into())));
+    let mut acct = charges(&r, Some("1000"));
+    acct[1].limit = Some(usd("900"));
+    let first = Intent::new("r1", offering("cb-a", "600"), 8, acct.clone(), now());
+    s.reserve(&first, 0).await.unwrap();
+    let second = Intent::new("r1", offering("cb-b", "350"), 8, acct.clone(), now());
+    assert_eq!(s.reserve(&second, 1).await, Err(ReserveError::RuleBusy), "the guard is first's");
+    assert!(s.get_intent("r1", &second.id).await.unwrap().is_none(), "no half-written intent");
+    let (committed, _, purchases) = used(s, rule_owner("r1")).await;
+    assert_eq!((committed, purchases), (d("600"), 1));
+    // Same rule + offering again: the intent key already exists.
+    assert_eq!(s.reserve(&first, 1).await, Err(ReserveError::AlreadyExists));
+    // Rejecting releases budget and guard.
+    s.record_rejected(&first, "refused", Some(&notice("r1/cb-a", "rejected"))).await.unwrap();
+    let (committed, _, purchases) = used(s, BudgetOwner::Account).await;
+    assert_eq!((committed, purchases), (Decimal::ZERO, 0));
+    assert_eq!(s.guard("r1").await.unwrap().open_intent, None);
+    // A stale sequence number (the decision was made before `first`) is refused.
+    assert_eq!(s.reserve(&second, 0).await, Err(ReserveError::RuleBusy));
+    let seq = s.guard("r1").await.unwrap().seq;
+    s.reserve(&second, seq).await.unwrap();
+    let open: Vec<String> = s.open_intents().await.unwrap().into_iter().map(|i| i.id).collect();
+    assert_eq!(open, vec![second.id.clone()]);
+}
+
+/// The one budget condition, asked of the ledger directly: with `committed` such that
+/// `limit - fee < committed <= limit`, the fee does not fit (a condition that forgets the fee,
+/// `committed <= limit`, admits it); at `committed + fee == limit` it does.
+async fn a_fee_is_refused_when_it_would_pass_the_limit_from_what_is_committed<S: StorePorts, F: StoreFaults>(
+    s: &S,
+    _: &F,
+) {
+    let (a, b, c) = (rule("a", "1000"), rule("b", "1000"), rule("c", "1000"));
+    // The account: 701 of 1000 committed by rule a's purchase.
+    buy(s, &intent(&a, "cb-a", "701", Some("1000")), "cr-a").await;
+    assert_eq!(
+        s.reserve(&intent(&b, "cb-b", "300", Some("1000")), 0).await,
+        Err(ReserveError::OverBudget("ACCOUNT".into())),
+        "701 + 300 > 1000"
+    );
+    assert_eq!(used(s, rule_owner("b")).await, (Decimal::ZERO, Decimal::ZERO, 0), "nothing of it written");
+    s.reserve(&intent(&c, "cb-c", "299", Some("1000")), 0).await.unwrap();
+    assert_eq!(used(s, BudgetOwner::Account).await.0, d("1000"), "to the limit exactly");
+    // The same of a rule's own budget: 701 of its 1000 spent.
+    let mut second = intent(&a, "cb-a2", "300", None);
+    second.charges.truncate(1);
+    let seq = s.guard("a").await.unwrap().seq;
+    assert_eq!(s.reserve(&second, seq).await, Err(ReserveError::OverBudget("RULE#a".into())));
+    assert_eq!(used(s, rule_owner("a")).await, (d("701"), d("701"), 1));
+}
+
+async fn purchases_per_month_are_capped<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = rule("r1", "100000");
+    for (i, id) in ["cb-1", "cb-2"].iter().enumerate() {
+        buy(s, &intent(&r, id, "10", None), &format!("cr-{i}")).await;
+    }
+    let third = intent(&r, "cb-3", "10", None);
+    assert_eq!(s.reserve(&third, 2).await, Err(ReserveError::PurchaseLimit));
+    assert_eq!(used(s, rule_owner("r1")).await, (d("20"), d("20"), 2));
+    // No account budget: the account's usage is counted all the same, for a cap set later.
+    assert_eq!(used(s, BudgetOwner::Account).await, (d("20"), d("20"), 2));
+    assert_eq!(s.open_blocks(Some("r1")).await.unwrap().len(), 2);
+    assert!(s.open_blocks(Some("r2")).await.unwrap().is_empty());
+    assert_eq!(s.pending().await.unwrap().len(), 2, "both purchase notices are in the outbox");
+}
+
+async fn mark_sent_and_bought_need_the_right_state<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = rule("r1", "1000");
+    let it = intent(&r, "cb-1", "10", None);
+    s.reserve(&it, 0).await.unwrap();
+    s.mark_sent(&it.id, "r1", now()).await.unwrap();
+    // A second run cannot send it again.
+    assert!(matches!(s.mark_sent(&it.id, "r1", now()).await, Err(StoreError::Conflict(_))));
+    let sent = Intent { state: IntentState::Sent, ..it.clone() };
+    s.record_bought(&sent, &block_for(&sent, "cr-1"), &[notice("cr-1", "purchased")]).await.unwrap();
+    // Recording the same purchase twice fails as a whole (block exists, intent closed).
+    assert!(matches!(
+        s.record_bought(&sent, &block_for(&sent, "cr-1"), &[notice("cr-1", "purchased")]).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let got = s.get_intent("r1", &it.id).await.unwrap().unwrap();
+    assert_eq!((got.state, got.reservation_id.as_deref()), (IntentState::Bought, Some("cr-1")));
+    assert!(s.open_intents().await.unwrap().is_empty());
+    assert_eq!(s.get_block("cr-1").await.unwrap().unwrap().fee.unwrap().amount(), d("10"));
+    assert_eq!(used(s, rule_owner("r1")).await, (d("10"), d("10"), 1), "spent once");
+}
+
+/// A fee goes back only from an intent that holds it: closing or releasing one that was never
+/// reserved (or is gone) is refused and moves no budget.
+async fn closing_an_intent_that_was_never_reserved_is_refused<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = rule("r1", "1000");
+    buy(s, &intent(&r, "cb-1", "100", None), "cr-1").await;
+    let ghost = intent(&r, "cb-ghost", "100", None);
+    assert!(matches!(s.record_given_back(&ghost, "no such").await, Err(StoreError::Conflict(_))));
+    assert!(matches!(s.record_rejected(&ghost, "no such", None).await, Err(StoreError::Conflict(_))));
+    let sent_ghost = Intent { state: IntentState::Sent, sent_at: Some(now()), ..ghost.clone() };
+    assert!(matches!(s.release_by_person(&sent_ghost, "by hand").await, Err(StoreError::Conflict(_))));
+    let bought_ghost = Intent { state: IntentState::Bought, ..ghost.clone() };
+    let block = s.get_block("cr-1").await.unwrap().unwrap();
+    assert!(matches!(s.release_failed_block(&block, &bought_ghost, true, now()).await, Err(StoreError::Conflict(_))));
+    assert!(s.get_intent("r1", &ghost.id).await.unwrap().is_none(), "nothing written for it");
+    assert_eq!(used(s, rule_owner("r1")).await, (d("100"), d("100"), 1), "the real purchase's fee stays");
+}
+
+/// Another writer between the decision's read and the reservation: a guard that moved since
+/// the read, or a transaction cancelled for a conflict on one of its items, refuses the
+/// reservation as the rule being busy (decided again on the next run) and writes nothing.
+async fn a_writer_between_the_read_and_the_reservation_makes_it_refused<S: StorePorts, F: StoreFaults>(s: &S, f: &F) {
+    let r = rule("r1", "1000");
+    let seen = s.guard("r1").await.unwrap().seq;
+    let other = intent(&r, "cb-other", "100", None);
+    s.reserve(&other, seen).await.unwrap();
+    s.record_given_back(&other, "changed").await.unwrap();
+    let mine = intent(&r, "cb-mine", "100", None);
+    assert_eq!(s.reserve(&mine, seen).await, Err(ReserveError::RuleBusy), "the guard moved since the read");
+    let seq = s.guard("r1").await.unwrap().seq;
+    f.conflict_next_transaction();
+    assert_eq!(s.reserve(&mine, seq).await, Err(ReserveError::RuleBusy), "cancelled for a conflict");
+    assert!(s.get_intent("r1", &mine.id).await.unwrap().is_none());
+    assert_eq!(used(s, rule_owner("r1")).await, (Decimal::ZERO, Decimal::ZERO, 0));
+    assert_eq!(s.guard("r1").await.unwrap().seq, seq, "the guard did not move");
+    s.reserve(&mine, seq).await.unwrap();
+}
+
+/// A write that committed and whose answer was lost: the caller saw an error, and a retry of
+/// the same write is refused with the error of a write already made (never applied twice).
+async fn a_write_whose_answer_was_lost_is_refused_when_retried<S: StorePorts, F: StoreFaults>(s: &S, f: &F) {
+    let r = rule("r1", "1000");
+    let it = intent(&r, "cb-1", "100", None);
+    f.lose_next_answer();
+    assert!(matches!(s.reserve(&it, 0).await, Err(ReserveError::Store(StoreError::Unavailable(_)))));
+    assert_eq!(s.reserve(&it, 0).await, Err(ReserveError::AlreadyExists), "the retry");
+    assert_eq!(used(s, rule_owner("r1")).await, (d("100"), Decimal::ZERO, 1), "charged once");
+    f.lose_next_answer();
+    assert!(matches!(s.mark_sent(&it.id, "r1", now()).await, Err(StoreError::Unavailable(_))));
+    assert!(matches!(s.mark_sent(&it.id, "r1", now()).await, Err(StoreError::Conflict(_))), "sent once");
+    let sent = Intent { state: IntentState::Sent, sent_at: Some(now()), ..it.clone() };
+    f.lose_next_answer();
+    let block = block_for(&sent, "cr-1");
+    assert!(matches!(s.record_bought(&sent, &block, &[]).await, Err(StoreError::Unavailable(_))));
+    assert!(matches!(s.record_bought(&sent, &block, &[]).await, Err(StoreError::Conflict(_))), "recorded once");
+    assert_eq!(used(s, rule_owner("r1")).await, (d("100"), d("100"), 1), "spent once");
+    assert_eq!(s.get_intent("r1", &it.id).await.unwrap().unwrap().state, IntentState::Bought);
+}
+
+/// DynamoDB trims a number's trailing zeros (a budget that committed 4608.00 reads back 4608):
+/// an amount read back keeps its cents, in what is shown and what is exported.
+async fn amounts_read_back_with_cents_however_the_store_trims_them<S: StorePorts, F: StoreFaults>(s: &S, f: &F) {
+    let r = rule("r1", "10000");
+    s.reserve(&intent(&r, "cb-1", "4608.00", None), 0).await.unwrap();
+    let period = Period::of(now());
+    f.store_committed_as(&rule_owner("r1"), &period, "4608").await;
+    let usage = s.usage(&rule_owner("r1"), &period).await.unwrap().unwrap();
+    assert_eq!(usage.committed, usd("4608.00"));
+    let json = serde_json::to_value(usage.committed).unwrap();
+    assert_eq!(json["amount"], "4608.00", "{json}");
+    assert_eq!(serde_json::to_value(usage.spent).unwrap()["amount"], "0.00");
+    assert_eq!(usage.committed.to_string(), "4608.00 USD");
+}
+
+async fn outbox_leases_and_publishes_once<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let n = notice("cr-9", "scheduled");
+    assert!(s.enqueue(&n).await.unwrap());
+    assert!(!s.enqueue(&n).await.unwrap(), "the same milestone twice is dropped");
+    assert!(s.lease(&n, now(), now() + Duration::seconds(60)).await.unwrap());
+    assert!(!s.lease(&n, now(), now() + Duration::seconds(60)).await.unwrap(), "held by the first");
+    // After the lease runs out another run may take it (the crash window).
+    assert!(s.lease(&n, now() + Duration::seconds(61), now() + Duration::seconds(120)).await.unwrap());
+    s.mark_published(&n, now()).await.unwrap();
+    assert!(s.pending().await.unwrap().is_empty());
+    assert!(!s.lease(&n, now() + Duration::days(1), now() + Duration::days(2)).await.unwrap());
+}
+
+async fn observations_are_batched_and_read_back_by_time<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let obs: Vec<Observation> = (0..60)
+        .map(|i| Observation {
+            offering: offering(&format!("cb-{i:03}"), &(100 + i).to_string()),
+            accelerators_per_instance: 8,
+            seen_at: now() + Duration::minutes(i),
+        })
+        .collect();
+    assert_eq!(s.record(&obs).await.unwrap(), 60);
+    let region = "us-east-1".parse().unwrap();
+    let t = "p5.48xlarge".parse().unwrap();
+    let window = s.history(&region, &t, now() + Duration::minutes(10), now() + Duration::minutes(19)).await.unwrap();
+    assert_eq!(window.len(), 10);
+    assert_eq!(window[0].offering.fee.amount(), d("110"));
+}
+
+/// The stack's settings: one item, written when what it says differs (the time it was written
+/// aside), read back whole.
+async fn the_stacks_settings_are_rewritten_only_when_they_change<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    use crate::domain::stack::{StackSettings, StoredSettings};
+    assert_eq!(s.stored_settings().await.unwrap(), None);
+    let live = StoredSettings {
+        stack: StackSettings {
+            name: "prod".into(),
+            mode: Mode::Live,
+            account_budget: Some(usd("1000")),
+            team_budgets: Default::default(),
+        },
+        alerts_topic: "arn:aws:sns:us-east-1:123456789012:alerts".into(),
+        written_at: now(),
+    };
+    assert!(s.store_settings(&live).await.unwrap());
+    let later = StoredSettings { written_at: now() + Duration::hours(1), ..live.clone() };
+    assert!(!s.store_settings(&later).await.unwrap(), "the same settings: nothing written");
+    assert_eq!(s.stored_settings().await.unwrap(), Some(live.clone()));
+    let uncapped = StoredSettings { stack: StackSettings { account_budget: None, ..live.stack.clone() }, ..later };
+    assert!(s.store_settings(&uncapped).await.unwrap());
+    assert_eq!(s.stored_settings().await.unwrap(), Some(uncapped));
+}
+
+/// Two scans that read the same market memory and save at once: both answers are kept (the
+/// second save merges into the first), never the last alone.
+async fn overlapping_saves_of_the_market_memory_lose_nothing<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    use crate::domain::plan::Asked;
+    let region = "us-east-1".parse().unwrap();
+    let read = s.region_memory(&region).await.unwrap();
+    let answered = |key: &str| {
+        let mut m = read.clone();
+        m.asked.insert(key.into(), Asked { at: now(), cheapest: None, recorded: None });
+        m
+    };
+    let mine: Vec<_> = (1..=4).map(|i| answered(&format!("q{i}"))).collect();
+    let saves = mine.iter().map(|m| s.save_region_memory(&region, &read, m));
+    for r in futures::future::join_all(saves).await {
+        r.unwrap();
+    }
+    let stored = s.region_memory(&region).await.unwrap();
+    assert_eq!(stored.asked.len(), 4, "{stored:?}");
+}
+
+/// A region claim ending further ahead than any run lasts (forged, or from a clock far ahead)
+/// holds nothing: another run claims the region. A run's own claim still holds.
+async fn a_region_claim_past_any_runs_length_holds_nothing<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let region = "us-east-1".parse().unwrap();
+    assert!(s.claim_region(&region, "forged", now(), now() + Duration::days(3650)).await.unwrap());
+    let b = s.claim_region(&region, "scan-b", now(), now() + Duration::minutes(2)).await.unwrap();
+    assert!(b, "a claim past any run's length stops nothing");
+    let c = s.claim_region(&region, "scan-c", now(), now() + Duration::minutes(2)).await.unwrap();
+    assert!(!c, "a run's claim holds");
+    let later = now() + Duration::minutes(3);
+    assert!(s.claim_region(&region, "scan-c", later, later + Duration::minutes(2)).await.unwrap());
+}
+
+/// A rule's held blocks are counted by strongly consistent reads: a block bought or adopted a
+/// moment ago counts against `max_blocks_held` before the open-blocks index shows it, and a
+/// block moved to a final state stops counting. The index alone (all rules) may lag.
+async fn a_rules_held_blocks_are_counted_before_the_index_shows_them<S: StorePorts, F: StoreFaults>(s: &S, f: &F) {
+    let r = rule("r1", "1000");
+    f.lag_index().await;
+    let sent = buy(s, &intent(&r, "cb-1", "10", None), "cr-1").await;
+    let adopted = Block { reservation_id: "cr-2".into(), intent_id: None, ..block_for(&sent, "cr-1") };
+    assert!(s.adopt_block(&adopted).await.unwrap());
+    assert!(!s.adopt_block(&adopted).await.unwrap(), "known already");
+    f.index_lags().await;
+    assert!(s.open_blocks(None).await.unwrap().is_empty(), "the index shows neither yet");
+    let held: Vec<String> = s.open_blocks(Some("r1")).await.unwrap().into_iter().map(|b| b.reservation_id).collect();
+    assert_eq!(held, ["cr-1", "cr-2"]);
+    let done = Block { state: BlockState::Expired, ..s.get_block("cr-1").await.unwrap().unwrap() };
+    s.update_block(&done, done.version).await.unwrap();
+    f.index_lags().await;
+    let held: Vec<String> = s.open_blocks(Some("r1")).await.unwrap().into_iter().map(|b| b.reservation_id).collect();
+    assert_eq!(held, ["cr-2"], "a final block stops counting");
+}
+
+/// The in-memory table under contract: its faults and its lagging index are settings of its
+/// own (`MemoryTable::lose_next_answer`, `lag_index`, ...).
+#[async_trait]
+impl StoreFaults for crate::memory::MemoryTable {
+    fn lose_next_answer(&self) {
+        crate::memory::MemoryTable::lose_next_answer(self);
+    }
+    fn conflict_next_transaction(&self) {
+        crate::memory::MemoryTable::conflict_next_transaction(self);
+    }
+    async fn lag_index(&self) {
+        crate::memory::MemoryTable::lag_index(self);
+    }
+    async fn index_lags(&self) {}
+    async fn store_committed_as(&self, owner: &BudgetOwner, period: &Period, committed: &str) {
+        let amount = Decimal::from_str_exact(committed).expect("a number");
+        crate::memory::MemoryTable::store_committed_as(self, owner, period, amount);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::memory::MemoryTable;
+
+    macro_rules! on_memory {
+        ($($name:ident),* $(,)?) => {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let table = MemoryTable::default();
+                    super::run(stringify!($name), &table, &table).await;
+                }
+            )*
+
+            /// Every case of the contract runs here.
+            #[test]
+            fn every_case_runs_on_the_in_memory_table() {
+                assert_eq!(super::CASES, [$(stringify!($name)),*]);
+            }
+        };
+    }
+
+    on_memory!(
+        rules_use_optimistic_versions,
+        an_item_over_the_size_limit_is_refused_not_a_version_change,
+        deleting_a_rule_keeps_its_blocks_intents_and_budgets,
+        reserve_is_all_or_nothing,
+        a_fee_is_refused_when_it_would_pass_the_limit_from_what_is_committed,
+        purchases_per_month_are_capped,
+        mark_sent_and_bought_need_the_right_state,
+        closing_an_intent_that_was_never_reserved_is_refused,
+        a_writer_between_the_read_and_the_reservation_makes_it_refused,
+        a_write_whose_answer_was_lost_is_refused_when_retried,
+        amounts_read_back_with_cents_however_the_store_trims_them,
+        outbox_leases_and_publishes_once,
+        observations_are_batched_and_read_back_by_time,
+        the_stacks_settings_are_rewritten_only_when_they_change,
+        overlapping_saves_of_the_market_memory_lose_nothing,
+        a_region_claim_past_any_runs_length_holds_nothing,
+        a_rules_held_blocks_are_counted_before_the_index_shows_them,
+    );
+}
