@@ -8,8 +8,9 @@
 //! reservations late, garbles them, takes or fails payments, and drops failed ones. Time moves
 //! in 5-minute ticks (across the graces) and in 12-hour jumps (across payment deadlines).
 
-use capblock_core::app::purchase::{FailedPurchase, failed_purchase};
-use capblock_core::domain::block::purchases_held;
+use capblock_core::app::purchase::{FailedPurchase, failed_purchase, held_refusal};
+use capblock_core::app::reconcile::{SettleStep, settle_step};
+use capblock_core::domain::block::purchases_held_at;
 use capblock_core::domain::budget::{
     BudgetCharge, BudgetOwner, BudgetUsage, IntentState, Period, StackBudgets, admits, charges_for,
 };
@@ -365,7 +366,10 @@ fn usage_of(u: &Usage) -> BudgetUsage {
 }
 
 impl Protocol {
+    /// The protocol as the code is: every bug switch of the core turned off (the switches are
+    /// process-wide: a process checks one protocol at a time).
     pub fn new(bounds: Bounds) -> Protocol {
+        capblock_core::sabotage::put_back(None);
         Protocol {
             bounds,
             sabotage: None,
@@ -376,7 +380,10 @@ impl Protocol {
         }
     }
 
+    /// With `sabotage` put back: in the core's own code when it is a bug of the core's
+    /// (`Sabotage::bug`, switched on for the whole process), in the model's steps otherwise.
     pub fn with(self, sabotage: Sabotage) -> Protocol {
+        capblock_core::sabotage::put_back(sabotage.bug());
         Protocol { sabotage: Some(sabotage), ..self }
     }
 
@@ -486,8 +493,8 @@ impl Protocol {
             .filter(|r| rule_of(w.ec2.reservations[usize::from(**r)].o) == ri)
             .filter_map(|r| block(&self.rules, &self.stack, w, *r, self.parts()))
             .collect();
-        let held = purchases_held(&blocks);
-        if held >= rule.max_blocks_held as usize && !self.on(Sabotage::IgnoreHeldBlocks) {
+        // The buyer's own refusal (`Buyer::no_room`), on the blocks as the store holds them.
+        if held_refusal(rule, Ok(purchases_held_at(&blocks, &[], at(w.minute)))).is_some() {
             return Some(Step::Done);
         }
         let now = at(w.minute);
@@ -628,9 +635,6 @@ impl Protocol {
         match failed_purchase(&error) {
             FailedPurchase::GiveBack => close(w, o, Close::GiveBack(IntentState::Sent)),
             FailedPurchase::Refused => close(w, o, Close::Reject),
-            FailedPurchase::Unknown if self.on(Sabotage::GiveBackUnknownAnswers) => {
-                close(w, o, Close::GiveBack(IntentState::Sent))
-            }
             FailedPurchase::Unknown => {}
         }
         Some(Step::Done)
@@ -673,7 +677,7 @@ impl Protocol {
         true
     }
 
-    /// What the look means, by the core's `settlement::judge`, written.
+    /// What the look means, by the settlement's own `reconcile::settle_step`, written.
     pub(crate) fn settle(&self, w: &mut World) -> bool {
         let Some(looked) = w.tracker.looked.take() else { return false };
         let o = looked.o;
@@ -687,19 +691,17 @@ impl Protocol {
         } else {
             Shown::Nothing
         };
-        let verdict = match judge(&i, at, None) {
-            Judgement::LookUp => judge(&i, at, Some(shown)),
-            v => v,
+        // The settlement's own step (`reconcile::settle_step`), written as `carry_out` writes it.
+        let step = match settle_step(&i, at, None) {
+            SettleStep::LookUp => settle_step(&i, at, Some(shown)),
+            step => step,
         };
-        match verdict {
-            Judgement::GiveBack => close(w, o, Close::GiveBack(stored.state)),
-            Judgement::Adopt => record_bought(w, o, looked.tagged),
-            Judgement::HoldForAPerson if self.on(Sabotage::ReleaseSentOnTimer) => {
-                close(w, o, Close::GiveBack(IntentState::Sent))
-            }
-            Judgement::HoldForAPerson => enqueue(w, Notice::OutcomeUnknown(o)),
-            Judgement::HoldUnreadable => enqueue(w, Notice::Unreadable(o)),
-            _ => {}
+        match step {
+            SettleStep::GiveBack(_) => close(w, o, Close::GiveBack(stored.state)),
+            SettleStep::Adopt => record_bought(w, o, looked.tagged),
+            SettleStep::HoldForAPerson => enqueue(w, Notice::OutcomeUnknown(o)),
+            SettleStep::HoldUnreadable => enqueue(w, Notice::Unreadable(o)),
+            SettleStep::LookUp | SettleStep::StillOpen(_) => {}
         }
         true
     }

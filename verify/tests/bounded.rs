@@ -3,12 +3,18 @@
 //! is one that cannot fail).
 
 use std::collections::BTreeSet;
+use std::sync::Mutex;
 
 use capblock_verify::properties::{EC2_WITHIN_COMMITTED, HELD_WITHIN_RULE, LEDGER_ADDS_UP};
 use capblock_verify::{Bounds, Protocol, Sabotage};
 use stateright::{Checker, HasDiscoveries, Model};
 
+/// One check at a time: a bug put back in the core is switched on for the whole process
+/// (`capblock_core::sabotage`), so no check may run while another has one on.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 fn check_all(bounds: Bounds) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let model = Protocol::new(bounds);
     let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
     let checker = model.checker().threads(2).spawn_bfs().join();
@@ -54,6 +60,7 @@ fn each_protocol_bug_put_back_is_found() {
         (Sabotage::IgnoreHeldBlocks, Bounds::bounded(), HELD_WITHIN_RULE),
         (Sabotage::ReleasePerPart, Bounds::ultraservers(), LEDGER_ADDS_UP),
     ];
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for (sabotage, bounds, broken) in cases {
         let checker = Protocol::new(bounds)
             .with(sabotage)
@@ -64,4 +71,5 @@ fn each_protocol_bug_put_back_is_found() {
             .join();
         assert!(checker.discovery(broken).is_some(), "{} should break {broken}", sabotage.name());
     }
+    capblock_core::sabotage::put_back(None);
 }
