@@ -10,6 +10,7 @@
 
 use capblock_core::app::purchase::{FailedPurchase, failed_purchase, held_refusal};
 use capblock_core::app::reconcile::{SettleStep, settle_step};
+use capblock_core::app::track::{PartSeen, part_still_held};
 use capblock_core::domain::block::purchases_held_at;
 use capblock_core::domain::budget::{
     BudgetCharge, BudgetOwner, BudgetUsage, IntentState, Period, StackBudgets, admits, charges_for,
@@ -19,14 +20,14 @@ use capblock_core::domain::decision::{Headroom, Priced, check, room};
 use capblock_core::domain::lifecycle::{BlockState, Transition};
 use capblock_core::domain::rule::Rule;
 use capblock_core::domain::run_time::RunTime;
-use capblock_core::domain::settlement::{Judgement, Shown, judge, part_failed};
+use capblock_core::domain::settlement::{Judgement, Shown, judge};
 use capblock_core::ports::{MarketError, REQUEST_LIMIT};
 use stateright::{Model, Property};
 
 use crate::sabotage::Sabotage;
 use crate::world::{
     Actor, Answer, Ec2State, Left, Looked, Minute, Notice, Res, Step, StoredIntent, Usage, Who, World, at, block,
-    intent, key, offering_index, offering_of, rule, rule_id, rule_of, stack, usd,
+    intent, key, offering_index, offering_of, reservation_id, rule, rule_id, rule_of, stack, usd,
 };
 
 /// What must hold in every reachable state: the model's own properties (stateright's
@@ -187,6 +188,11 @@ pub enum Action {
     FailPayment {
         o: u8,
     },
+    /// EC2 fails the payment of reservation `r` alone: one part of an UltraServer purchase,
+    /// while another may still be paid.
+    FailPart {
+        r: u8,
+    },
     Drop {
         r: u8,
     },
@@ -262,6 +268,9 @@ impl Model for Protocol {
                 Action::Mend { r },
                 Action::Drop { r },
             ]);
+            if self.parts() > 1 {
+                out.push(Action::FailPart { r });
+            }
         }
         for o in w.ec2.purchases.keys() {
             out.extend([Action::Pay { o: *o }, Action::FailPayment { o: *o }]);
@@ -293,6 +302,13 @@ impl Model for Protocol {
             Action::FailPayment { o } => {
                 n.left.payment_failures > 0
                     && pay(&mut n, o, Ec2State::PaymentFailed)
+                    && spend(&mut n.left.payment_failures)
+            }
+            Action::FailPart { r } => {
+                let res = &mut n.ec2.reservations[r as usize];
+                n.left.payment_failures > 0
+                    && res.state == Ec2State::PaymentPending
+                    && set(&mut res.state, Ec2State::PaymentFailed)
                     && spend(&mut n.left.payment_failures)
             }
             Action::Drop { r } => {
@@ -432,6 +448,7 @@ impl Protocol {
             Action::Mend { r } => format!("EC2 describes cr-{r} in full again"),
             Action::Pay { o } => format!("EC2 takes the payment for {}", name(*o)),
             Action::FailPayment { o } => format!("EC2 fails the payment for {}", name(*o)),
+            Action::FailPart { r } => format!("EC2 fails the payment of cr-{r} alone"),
             Action::Drop { r } => format!("EC2 stops listing cr-{r} (payment failed)"),
             Action::Tick => format!("{TICK} minutes pass"),
             Action::Jump => "12 hours pass".into(),
@@ -738,11 +755,26 @@ impl Protocol {
         let o = w.ec2.reservations[r as usize].o;
         if to == BlockState::PaymentFailed {
             enqueue(w, Notice::PaymentFailed(r));
-            let parts = w.store.intents.get(&o).map(|i| i.parts.clone()).unwrap_or_default();
-            let others_failed = parts.iter().filter(|p| **p != r).all(|p| {
-                let stored = w.store.blocks.get(p).copied();
-                part_failed(stored, Some(&w.ec2.observe(*p)))
-            });
+            // The tracker's own judgement (`track::part_still_held`) on what it would read of
+            // the other parts: each one's block, and EC2's word on it.
+            let others_failed = match w.store.intents.get(&o) {
+                Some(stored) => {
+                    let i = intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), stored);
+                    let others: Vec<PartSeen> = stored
+                        .parts
+                        .iter()
+                        .filter(|p| **p != r)
+                        .map(|p| PartSeen {
+                            id: reservation_id(*p),
+                            stored: w.store.blocks.get(p).copied(),
+                            instances: w.store.blocks.get(p).map(|_| 1),
+                            seen: Some(w.ec2.observe(*p)),
+                        })
+                        .collect();
+                    part_still_held(&b, &i, &others).is_none()
+                }
+                None => true,
+            };
             if others_failed || self.on(Sabotage::ReleasePerPart) {
                 release_failed(w, o, self.on(Sabotage::ReleasePerPart));
             }

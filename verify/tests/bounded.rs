@@ -59,6 +59,7 @@ fn each_protocol_bug_put_back_is_found() {
         (Sabotage::GiveBackUnknownAnswers, Bounds::bounded(), EC2_WITHIN_COMMITTED),
         (Sabotage::IgnoreHeldBlocks, Bounds::bounded(), HELD_WITHIN_RULE),
         (Sabotage::ReleasePerPart, Bounds::ultraservers(), LEDGER_ADDS_UP),
+        (Sabotage::UnlistedPartFailed, Bounds::ultraservers(), EC2_WITHIN_COMMITTED),
     ];
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for (sabotage, bounds, broken) in cases {

@@ -143,6 +143,27 @@ async fn a_failed_part_keeps_the_fee_while_another_may_be_held_and_says_so() {
     assert!(!writes.iter().any(|w| w.contains("fee-kept")), "{writes:?}");
 }
 
+/// A purchase of two UltraServers recorded by its tag while EC2 listed one of them: when that
+/// one fails its payment, the other (unnamed, perhaps paid) may be held, so the fee is kept;
+/// once the intent names both and both have failed, it goes back.
+#[test]
+fn a_failed_part_keeps_the_fee_while_the_purchase_has_a_part_it_does_not_name() {
+    let east = rule("east", "live");
+    let mut ultra = offering("cb-ultra", t0() + Duration::days(1));
+    ultra.instance_count = 2;
+    let mut bought = sent_intent(&east, ultra, t0() - Duration::hours(1));
+    bought.state = crate::domain::budget::IntentState::Bought;
+    bought.parts = vec!["cr-1".into()];
+    let mut r1 = reservation_of(&bought, "cr-1");
+    r1.instance_count = 1;
+    let failing = Block::bought(&bought, &r1, t0());
+    assert_eq!(part_still_held(&failing, &bought, &[]).as_deref(), Some(UNSHOWN_PART));
+
+    bought.parts.push("cr-2".into());
+    let other = PartSeen { id: "cr-2".into(), stored: Some(BlockState::PaymentFailed), instances: Some(1), seen: None };
+    assert_eq!(part_still_held(&failing, &bought, &[other]), None);
+}
+
 /// The ledger follows what EC2 holds: a block booked payment-failed (its fee released) that EC2
 /// then lists scheduled is held again, its fee committed again once however many runs see it,
 /// and announced; a second purchase of the rule at EC2 puts the rule over its
