@@ -1,12 +1,14 @@
 //! The actors' steps and the faults, as stateright's `Model`.
 //!
 //! Each buyer's run is the live path of `app::purchase::Buyer::live`, one port call a step:
-//! decide (read the guard, the held blocks and the budgets), reserve (one transaction: intent,
-//! guard, every charge), re-check, mark Sent, call PurchaseCapacityBlock, write the answer. The
-//! tracker settles open intents (`app::reconcile`: look up by tag, then write) and moves blocks
-//! (`app::track`: observe, release a failed payment's fee, store the move). EC2 lists new
-//! reservations late, garbles them, takes or fails payments, and drops failed ones. Time moves
-//! in 5-minute ticks (across the graces) and in 12-hour jumps (across payment deadlines).
+//! decide (read the guard, the held blocks and the budgets: `held_refusal`), reserve (one
+//! transaction: intent, guard, every charge), re-check, mark Sent, call PurchaseCapacityBlock,
+//! write the answer (`failed_purchase`). The tracker settles open intents (`app::reconcile`:
+//! look up by tag, then write what `settle_step` says) and moves blocks (`app::track`: observe,
+//! release a failed payment's fee when `part_still_held` finds no part held, store the move).
+//! EC2 lists new reservations late, garbles them, takes or fails payments (of a whole purchase,
+//! or of one UltraServer part while another stays held), and drops failed ones. Time moves in
+//! 5-minute ticks (across the graces) and in 12-hour jumps (across payment deadlines).
 
 use capblock_core::app::purchase::{FailedPurchase, failed_purchase, held_refusal};
 use capblock_core::app::reconcile::{SettleStep, settle_step};

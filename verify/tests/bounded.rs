@@ -1,6 +1,9 @@
 //! The purchase protocol checked within `make test`'s bounds: every money property holds in
 //! every reachable state, and each protocol bug put back on purpose is found (so no property
-//! is one that cannot fail).
+//! is one that cannot fail). The bugs of the core's own code (the settlement giving a fee back
+//! on a timer, the buyer not counting held blocks, the fee release counting an unlisted
+//! UltraServer as failed, a lost answer given back) are put back in its production lines,
+//! behind `capblock_core::sabotage`'s switches.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -13,7 +16,10 @@ use stateright::{Checker, HasDiscoveries, Model};
 /// (`capblock_core::sabotage`), so no check may run while another has one on.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn check_all(bounds: Bounds) {
+/// Checks `bounds` to its end, every property holding, over exactly `distinct` states: the
+/// count is pinned so a change that shrinks (or grows) what the checker walks shows here, to be
+/// explained in docs/how-it-works.md, not passed unnoticed.
+fn check_all(bounds: Bounds, distinct: usize) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let model = Protocol::new(bounds);
     let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
@@ -32,21 +38,22 @@ fn check_all(bounds: Bounds) {
             panic!("{name} is broken:\n  {}", steps.join("\n  "));
         }
     }
+    assert_eq!(checker.unique_state_count(), distinct, "the distinct states of {bounds:?}");
 }
 
 #[test]
 fn two_scans_a_replay_and_every_fault_keep_every_money_property() {
-    check_all(Bounds::bounded());
+    check_all(Bounds::bounded(), 1_315_807);
 }
 
 #[test]
 fn two_rules_sharing_an_account_budget_keep_every_money_property() {
-    check_all(Bounds::budgets());
+    check_all(Bounds::budgets(), 257_111);
 }
 
 #[test]
 fn ultraserver_purchases_keep_every_money_property() {
-    check_all(Bounds::ultraservers());
+    check_all(Bounds::ultraservers(), 75_083);
 }
 
 /// Each bug put back is found, breaking the property it should.
