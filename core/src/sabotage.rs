@@ -23,6 +23,9 @@ pub enum Bug {
     /// `app::purchase`: an answer lost after PurchaseCapacityBlock was sent is taken as "nothing
     /// bought" and its fee given back.
     GiveBackUnknownAnswers,
+    /// `domain::block`: a pending block EC2 does not list past its payment deadline is booked
+    /// payment-failed (the old vanished-payment rule), freeing the fee of a block listed late.
+    GoneAsFailed,
 }
 
 #[cfg(feature = "sabotage")]
@@ -35,8 +38,13 @@ mod switch {
     /// all run the code it is put back in.
     static ON: AtomicU8 = AtomicU8::new(0);
 
-    const ALL: [Bug; 4] =
-        [Bug::ReleaseSentOnTimer, Bug::IgnoreHeldBlocks, Bug::UnlistedPartFailed, Bug::GiveBackUnknownAnswers];
+    const ALL: [Bug; 5] = [
+        Bug::ReleaseSentOnTimer,
+        Bug::IgnoreHeldBlocks,
+        Bug::UnlistedPartFailed,
+        Bug::GiveBackUnknownAnswers,
+        Bug::GoneAsFailed,
+    ];
 
     fn code(bug: Option<Bug>) -> u8 {
         bug.and_then(|b| ALL.iter().position(|x| *x == b)).map_or(0, |i| i as u8 + 1)

@@ -743,13 +743,7 @@ impl Protocol {
         let Some(b) = block(&self.rules, &self.stack, w, r, self.parts()) else { return false };
         let observed = w.ec2.observe(r);
         let now = at(w.minute);
-        let gone_past_deadline = observed == capblock_core::domain::lifecycle::Observed::NotFound
-            && b.state == BlockState::PaymentPending
-            && b.payment_deadline.is_some_and(|d| now >= d);
-        let transition = match gone_past_deadline && self.on(Sabotage::GoneAsFailed) {
-            true => Transition::Move { to: BlockState::PaymentFailed, end: b.end },
-            false => b.transition(&observed, now),
-        };
+        let transition = b.transition(&observed, now);
         let Transition::Move { to, .. } = transition else { return false };
         if crash && !spend(&mut w.left.crashes) {
             return false;

@@ -3,11 +3,11 @@
 //! docs/how-it-works.md ("Buying safely").
 //!
 //! A bug of the code the model runs (`bug`: the buyer's refusal, a purchase error's meaning,
-//! the settlement's write, the fee release's count of parts) is put back in the core's own
-//! production line, behind `capblock_core::sabotage`'s switch: the checker finds it in the code
-//! that moves money, not in a copy. The others are changes at one step of the model, where the
-//! model writes the table itself (the reservation transaction, the replay's clock, the block's
-//! move and the once-per-purchase mark).
+//! the settlement's write, the fee release's count of parts, a block's lifecycle) is put back in
+//! the core's own production line, behind `capblock_core::sabotage`'s switch: the checker finds
+//! it in the code that moves money, not in a copy. The others are changes at one step of the
+//! model, where the model writes the table itself (the reservation transaction and the
+//! once-per-purchase mark) or runs the replay itself.
 
 use capblock_core::sabotage::Bug;
 
@@ -54,10 +54,8 @@ impl Sabotage {
             Sabotage::IgnoreHeldBlocks => Some(Bug::IgnoreHeldBlocks),
             Sabotage::GiveBackUnknownAnswers => Some(Bug::GiveBackUnknownAnswers),
             Sabotage::UnlistedPartFailed => Some(Bug::UnlistedPartFailed),
-            Sabotage::ChargeAfterPurchase
-            | Sabotage::SettleOnReplayedClock
-            | Sabotage::ReleasePerPart
-            | Sabotage::GoneAsFailed => None,
+            Sabotage::GoneAsFailed => Some(Bug::GoneAsFailed),
+            Sabotage::ChargeAfterPurchase | Sabotage::SettleOnReplayedClock | Sabotage::ReleasePerPart => None,
         }
     }
 
