@@ -687,8 +687,8 @@ where
                 "payment failed for this part; the purchase's fee stays committed while EC2 may hold another part");
             // Once per (part, part held): a part EC2 never shows failed keeps the fee for good,
             // and only a person can look at why.
-            let part = if held == UNSHOWN_PART { "an UltraServer EC2 has not listed yet" } else { held.as_str() };
-            self.enqueue(b, &format!("fee-kept-{held}"), &announce::fee_kept(b, part), now).await?;
+            let msg = if held == UNSHOWN_PART { announce::fee_kept_unshown(b) } else { announce::fee_kept(b, &held) };
+            self.enqueue(b, &format!("fee-kept-{held}"), &msg, now).await?;
             return Ok(false);
         }
         // Without rebuy the failed attempt still counts as the month's purchase, so a rule
