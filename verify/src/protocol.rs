@@ -737,8 +737,9 @@ impl Protocol {
     }
 
     /// One block observed and its move stored (`Tracker::track_block` / `apply_move`): a move to
-    /// payment-failed first gives the purchase's fee back when every other part has failed
-    /// too (`part_failed`), once per purchase; then the block's new state is stored.
+    /// payment-failed first gives the purchase's fee back when the tracker's own
+    /// `part_still_held` finds no part held, once per purchase; then the block's new state is
+    /// stored.
     pub(crate) fn track(&self, w: &mut World, r: u8, crash: bool) -> bool {
         let Some(b) = block(&self.rules, &self.stack, w, r, self.parts()) else { return false };
         let observed = w.ec2.observe(r);
