@@ -1,15 +1,19 @@
 //! The actors' steps and the faults, as stateright's `Model`.
 //!
 //! Each buyer's run is the live path of `app::purchase::Buyer::live`, one port call a step:
-//! decide (read the guard, the held blocks and the budgets), reserve (one transaction: intent,
-//! guard, every charge), re-check, mark Sent, call PurchaseCapacityBlock, write the answer. The
-//! tracker settles open intents (`app::reconcile`: look up by tag, then write) and moves blocks
-//! (`app::track`: observe, release a failed payment's fee, store the move). EC2 lists new
-//! reservations late, garbles them, takes or fails payments, and drops failed ones. Time moves
-//! in 5-minute ticks (across the graces) and in 12-hour jumps (across payment deadlines).
+//! decide (read the guard, the held blocks and the budgets: `held_refusal`), reserve (one
+//! transaction: intent, guard, every charge), re-check, mark Sent, call PurchaseCapacityBlock,
+//! write the answer (`failed_purchase`). The tracker settles open intents (`app::reconcile`:
+//! look up by tag, then write what `settle_step` says) and moves blocks (`app::track`: observe,
+//! release a failed payment's fee when `part_still_held` finds no part held, store the move).
+//! EC2 lists new reservations late, garbles them, takes or fails payments (of a whole purchase,
+//! or of one UltraServer part while another stays held), and drops failed ones. Time moves in
+//! 5-minute ticks (across the graces) and in 12-hour jumps (across payment deadlines).
 
-use capblock_core::app::purchase::{FailedPurchase, failed_purchase};
-use capblock_core::domain::block::purchases_held;
+use capblock_core::app::purchase::{FailedPurchase, failed_purchase, held_refusal};
+use capblock_core::app::reconcile::{SettleStep, settle_step};
+use capblock_core::app::track::{PartSeen, part_still_held};
+use capblock_core::domain::block::purchases_held_at;
 use capblock_core::domain::budget::{
     BudgetCharge, BudgetOwner, BudgetUsage, IntentState, Period, StackBudgets, admits, charges_for,
 };
@@ -18,14 +22,14 @@ use capblock_core::domain::decision::{Headroom, Priced, check, room};
 use capblock_core::domain::lifecycle::{BlockState, Transition};
 use capblock_core::domain::rule::Rule;
 use capblock_core::domain::run_time::RunTime;
-use capblock_core::domain::settlement::{Judgement, Shown, judge, part_failed};
+use capblock_core::domain::settlement::{Judgement, Shown, judge};
 use capblock_core::ports::{MarketError, REQUEST_LIMIT};
 use stateright::{Model, Property};
 
 use crate::sabotage::Sabotage;
 use crate::world::{
     Actor, Answer, Ec2State, Left, Looked, Minute, Notice, Res, Step, StoredIntent, Usage, Who, World, at, block,
-    intent, key, offering_index, offering_of, rule, rule_id, rule_of, stack, usd,
+    intent, key, offering_index, offering_of, reservation_id, rule, rule_id, rule_of, stack, usd,
 };
 
 /// What must hold in every reachable state: the model's own properties (stateright's
@@ -186,6 +190,11 @@ pub enum Action {
     FailPayment {
         o: u8,
     },
+    /// EC2 fails the payment of reservation `r` alone: one part of an UltraServer purchase,
+    /// while another may still be paid.
+    FailPart {
+        r: u8,
+    },
     Drop {
         r: u8,
     },
@@ -261,6 +270,9 @@ impl Model for Protocol {
                 Action::Mend { r },
                 Action::Drop { r },
             ]);
+            if self.parts() > 1 {
+                out.push(Action::FailPart { r });
+            }
         }
         for o in w.ec2.purchases.keys() {
             out.extend([Action::Pay { o: *o }, Action::FailPayment { o: *o }]);
@@ -292,6 +304,13 @@ impl Model for Protocol {
             Action::FailPayment { o } => {
                 n.left.payment_failures > 0
                     && pay(&mut n, o, Ec2State::PaymentFailed)
+                    && spend(&mut n.left.payment_failures)
+            }
+            Action::FailPart { r } => {
+                let res = &mut n.ec2.reservations[r as usize];
+                n.left.payment_failures > 0
+                    && res.state == Ec2State::PaymentPending
+                    && set(&mut res.state, Ec2State::PaymentFailed)
                     && spend(&mut n.left.payment_failures)
             }
             Action::Drop { r } => {
@@ -365,7 +384,10 @@ fn usage_of(u: &Usage) -> BudgetUsage {
 }
 
 impl Protocol {
+    /// The protocol as the code is: every bug switch of the core turned off (the switches are
+    /// process-wide: a process checks one protocol at a time).
     pub fn new(bounds: Bounds) -> Protocol {
+        capblock_core::sabotage::put_back(None);
         Protocol {
             bounds,
             sabotage: None,
@@ -376,7 +398,10 @@ impl Protocol {
         }
     }
 
+    /// With `sabotage` put back: in the core's own code when it is a bug of the core's
+    /// (`Sabotage::bug`, switched on for the whole process), in the model's steps otherwise.
     pub fn with(self, sabotage: Sabotage) -> Protocol {
+        capblock_core::sabotage::put_back(sabotage.bug());
         Protocol { sabotage: Some(sabotage), ..self }
     }
 
@@ -425,6 +450,7 @@ impl Protocol {
             Action::Mend { r } => format!("EC2 describes cr-{r} in full again"),
             Action::Pay { o } => format!("EC2 takes the payment for {}", name(*o)),
             Action::FailPayment { o } => format!("EC2 fails the payment for {}", name(*o)),
+            Action::FailPart { r } => format!("EC2 fails the payment of cr-{r} alone"),
             Action::Drop { r } => format!("EC2 stops listing cr-{r} (payment failed)"),
             Action::Tick => format!("{TICK} minutes pass"),
             Action::Jump => "12 hours pass".into(),
@@ -486,8 +512,8 @@ impl Protocol {
             .filter(|r| rule_of(w.ec2.reservations[usize::from(**r)].o) == ri)
             .filter_map(|r| block(&self.rules, &self.stack, w, *r, self.parts()))
             .collect();
-        let held = purchases_held(&blocks);
-        if held >= rule.max_blocks_held as usize && !self.on(Sabotage::IgnoreHeldBlocks) {
+        // The buyer's own refusal (`Buyer::no_room`), on the blocks as the store holds them.
+        if held_refusal(rule, Ok(purchases_held_at(&blocks, &[], at(w.minute)))).is_some() {
             return Some(Step::Done);
         }
         let now = at(w.minute);
@@ -628,9 +654,6 @@ impl Protocol {
         match failed_purchase(&error) {
             FailedPurchase::GiveBack => close(w, o, Close::GiveBack(IntentState::Sent)),
             FailedPurchase::Refused => close(w, o, Close::Reject),
-            FailedPurchase::Unknown if self.on(Sabotage::GiveBackUnknownAnswers) => {
-                close(w, o, Close::GiveBack(IntentState::Sent))
-            }
             FailedPurchase::Unknown => {}
         }
         Some(Step::Done)
@@ -673,7 +696,7 @@ impl Protocol {
         true
     }
 
-    /// What the look means, by the core's `settlement::judge`, written.
+    /// What the look means, by the settlement's own `reconcile::settle_step`, written.
     pub(crate) fn settle(&self, w: &mut World) -> bool {
         let Some(looked) = w.tracker.looked.take() else { return false };
         let o = looked.o;
@@ -687,19 +710,17 @@ impl Protocol {
         } else {
             Shown::Nothing
         };
-        let verdict = match judge(&i, at, None) {
-            Judgement::LookUp => judge(&i, at, Some(shown)),
-            v => v,
+        // The settlement's own step (`reconcile::settle_step`), written as `carry_out` writes it.
+        let step = match settle_step(&i, at, None) {
+            SettleStep::LookUp => settle_step(&i, at, Some(shown)),
+            step => step,
         };
-        match verdict {
-            Judgement::GiveBack => close(w, o, Close::GiveBack(stored.state)),
-            Judgement::Adopt => record_bought(w, o, looked.tagged),
-            Judgement::HoldForAPerson if self.on(Sabotage::ReleaseSentOnTimer) => {
-                close(w, o, Close::GiveBack(IntentState::Sent))
-            }
-            Judgement::HoldForAPerson => enqueue(w, Notice::OutcomeUnknown(o)),
-            Judgement::HoldUnreadable => enqueue(w, Notice::Unreadable(o)),
-            _ => {}
+        match step {
+            SettleStep::GiveBack(_) => close(w, o, Close::GiveBack(stored.state)),
+            SettleStep::Adopt => record_bought(w, o, looked.tagged),
+            SettleStep::HoldForAPerson => enqueue(w, Notice::OutcomeUnknown(o)),
+            SettleStep::HoldUnreadable => enqueue(w, Notice::Unreadable(o)),
+            SettleStep::LookUp | SettleStep::StillOpen(_) => {}
         }
         true
     }
@@ -716,19 +737,14 @@ impl Protocol {
     }
 
     /// One block observed and its move stored (`Tracker::track_block` / `apply_move`): a move to
-    /// payment-failed first gives the purchase's fee back when every other part has failed
-    /// too (`part_failed`), once per purchase; then the block's new state is stored.
+    /// payment-failed first gives the purchase's fee back when the tracker's own
+    /// `part_still_held` finds no part held, once per purchase; then the block's new state is
+    /// stored.
     pub(crate) fn track(&self, w: &mut World, r: u8, crash: bool) -> bool {
         let Some(b) = block(&self.rules, &self.stack, w, r, self.parts()) else { return false };
         let observed = w.ec2.observe(r);
         let now = at(w.minute);
-        let gone_past_deadline = observed == capblock_core::domain::lifecycle::Observed::NotFound
-            && b.state == BlockState::PaymentPending
-            && b.payment_deadline.is_some_and(|d| now >= d);
-        let transition = match gone_past_deadline && self.on(Sabotage::GoneAsFailed) {
-            true => Transition::Move { to: BlockState::PaymentFailed, end: b.end },
-            false => b.transition(&observed, now),
-        };
+        let transition = b.transition(&observed, now);
         let Transition::Move { to, .. } = transition else { return false };
         if crash && !spend(&mut w.left.crashes) {
             return false;
@@ -736,11 +752,26 @@ impl Protocol {
         let o = w.ec2.reservations[r as usize].o;
         if to == BlockState::PaymentFailed {
             enqueue(w, Notice::PaymentFailed(r));
-            let parts = w.store.intents.get(&o).map(|i| i.parts.clone()).unwrap_or_default();
-            let others_failed = parts.iter().filter(|p| **p != r).all(|p| {
-                let stored = w.store.blocks.get(p).copied();
-                part_failed(stored, Some(&w.ec2.observe(*p)))
-            });
+            // The tracker's own judgement (`track::part_still_held`) on what it would read of
+            // the other parts: each one's block, and EC2's word on it.
+            let others_failed = match w.store.intents.get(&o) {
+                Some(stored) => {
+                    let i = intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), stored);
+                    let others: Vec<PartSeen> = stored
+                        .parts
+                        .iter()
+                        .filter(|p| **p != r)
+                        .map(|p| PartSeen {
+                            id: reservation_id(*p),
+                            stored: w.store.blocks.get(p).copied(),
+                            instances: w.store.blocks.get(p).map(|_| 1),
+                            seen: Some(w.ec2.observe(*p)),
+                        })
+                        .collect();
+                    part_still_held(&b, &i, &others).is_none()
+                }
+                None => true,
+            };
             if others_failed || self.on(Sabotage::ReleasePerPart) {
                 release_failed(w, o, self.on(Sabotage::ReleasePerPart));
             }

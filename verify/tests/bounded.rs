@@ -1,14 +1,26 @@
 //! The purchase protocol checked within `make test`'s bounds: every money property holds in
 //! every reachable state, and each protocol bug put back on purpose is found (so no property
-//! is one that cannot fail).
+//! is one that cannot fail). The bugs of the core's own code (the settlement giving a fee back
+//! on a timer, the buyer not counting held blocks, the fee release counting an unlisted
+//! UltraServer as failed, a lost answer given back) are put back in its production lines,
+//! behind `capblock_core::sabotage`'s switches.
 
 use std::collections::BTreeSet;
+use std::sync::Mutex;
 
 use capblock_verify::properties::{EC2_WITHIN_COMMITTED, HELD_WITHIN_RULE, LEDGER_ADDS_UP};
 use capblock_verify::{Bounds, Protocol, Sabotage};
 use stateright::{Checker, HasDiscoveries, Model};
 
-fn check_all(bounds: Bounds) {
+/// One check at a time: a bug put back in the core is switched on for the whole process
+/// (`capblock_core::sabotage`), so no check may run while another has one on.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Checks `bounds` to its end, every property holding, over exactly `distinct` states: the
+/// count is pinned so a change that shrinks (or grows) what the checker walks shows here, to be
+/// explained in docs/how-it-works.md, not passed unnoticed.
+fn check_all(bounds: Bounds, distinct: usize) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let model = Protocol::new(bounds);
     let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
     let checker = model.checker().threads(2).spawn_bfs().join();
@@ -26,21 +38,22 @@ fn check_all(bounds: Bounds) {
             panic!("{name} is broken:\n  {}", steps.join("\n  "));
         }
     }
+    assert_eq!(checker.unique_state_count(), distinct, "the distinct states of {bounds:?}");
 }
 
 #[test]
 fn two_scans_a_replay_and_every_fault_keep_every_money_property() {
-    check_all(Bounds::bounded());
+    check_all(Bounds::bounded(), 1_315_807);
 }
 
 #[test]
 fn two_rules_sharing_an_account_budget_keep_every_money_property() {
-    check_all(Bounds::budgets());
+    check_all(Bounds::budgets(), 257_111);
 }
 
 #[test]
 fn ultraserver_purchases_keep_every_money_property() {
-    check_all(Bounds::ultraservers());
+    check_all(Bounds::ultraservers(), 75_083);
 }
 
 /// Each bug put back is found, breaking the property it should.
@@ -53,7 +66,9 @@ fn each_protocol_bug_put_back_is_found() {
         (Sabotage::GiveBackUnknownAnswers, Bounds::bounded(), EC2_WITHIN_COMMITTED),
         (Sabotage::IgnoreHeldBlocks, Bounds::bounded(), HELD_WITHIN_RULE),
         (Sabotage::ReleasePerPart, Bounds::ultraservers(), LEDGER_ADDS_UP),
+        (Sabotage::UnlistedPartFailed, Bounds::ultraservers(), EC2_WITHIN_COMMITTED),
     ];
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for (sabotage, bounds, broken) in cases {
         let checker = Protocol::new(bounds)
             .with(sabotage)
@@ -64,4 +79,5 @@ fn each_protocol_bug_put_back_is_found() {
             .join();
         assert!(checker.discovery(broken).is_some(), "{} should break {broken}", sabotage.name());
     }
+    capblock_core::sabotage::put_back(None);
 }

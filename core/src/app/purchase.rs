@@ -30,6 +30,7 @@ use crate::ports::{
     BlockStore, Ledger, MarketError, OFFERING_ID_EXPIRED, OfferingQuery, OfferingSource, Outbox, PurchaseOutcome,
     PurchaseRequest, Purchaser, ReserveError, RuleGuard, StoreError,
 };
+use crate::sabotage::{self, Bug};
 
 /// What happened to a decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -143,6 +144,20 @@ fn in_detail(rule: &Rule, seen: &Priced, why: &PassedOver) -> String {
             list(rule.durations_days.iter().map(ToString::to_string).collect())
         ),
         other => other.says().to_string(),
+    }
+}
+
+/// Why the rule may not buy another block, holding `held` purchases (`Err`: why they cannot be
+/// counted): it holds its `max_blocks_held`. The model checker asks it at its scans' decision.
+pub fn held_refusal(rule: &Rule, held: Result<usize, String>) -> Option<String> {
+    match held {
+        Err(reason) => Some(reason),
+        // The bug put back: the held blocks are not counted (`sabotage`).
+        Ok(_) if sabotage::on(Bug::IgnoreHeldBlocks) => None,
+        Ok(held) if held >= rule.max_blocks_held as usize => {
+            Some(format!("the rule holds {held} block(s), its limit is {}", rule.max_blocks_held))
+        }
+        Ok(_) => None,
     }
 }
 
@@ -303,13 +318,7 @@ where
     /// Why the rule may not buy another block at `now`, if it may not: it holds its
     /// `max_blocks_held` (or they cannot be counted).
     async fn no_room(&self, rule: &Rule, guard: &RuleGuard, now: DateTime<Utc>) -> Result<Option<String>, StoreError> {
-        Ok(match self.held(rule, guard, now).await? {
-            Err(reason) => Some(reason),
-            Ok(held) if held >= rule.max_blocks_held as usize => {
-                Some(format!("the rule holds {held} block(s), its limit is {}", rule.max_blocks_held))
-            }
-            Ok(_) => None,
-        })
+        Ok(held_refusal(rule, self.held(rule, guard, now).await?))
     }
 
     /// How many blocks the rule holds at `now`, or why it may not buy now: a block of the rule
@@ -595,6 +604,8 @@ pub fn failed_purchase(e: &MarketError) -> FailedPurchase {
         // offering is asked again by a later run, never refused for good.
         MarketError::Rejected { .. } if e.code() == Some(OFFERING_ID_EXPIRED) => FailedPurchase::GiveBack,
         _ if e.had_no_effect() => FailedPurchase::Refused,
+        // The bug put back: a lost answer read as "nothing bought" (`sabotage`).
+        _ if sabotage::on(Bug::GiveBackUnknownAnswers) => FailedPurchase::GiveBack,
         _ => FailedPurchase::Unknown,
     }
 }

@@ -26,7 +26,8 @@ use crate::domain::outbox_key::OutboxKey;
 use crate::domain::run_time::RunTime;
 use crate::domain::settlement::{Judgement, Shown, judge, sent_at};
 use crate::domain::tags::INTENT_TAG;
-use crate::ports::{Ledger, Outbox, ReservationSource, StoreError, Unreadable};
+use crate::ports::{Ledger, Outbox, ReservationSource, StoreError, Tagged, Unreadable};
+use crate::sabotage::{self, Bug};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
@@ -124,6 +125,61 @@ pub const UNKNOWN_HELD: &str = "EC2 shows no reservation tagged with this intent
 /// Why an intent was left open when the run's time for settling ran out.
 pub const OUT_OF_TIME: &str = "not settled within the run's time; looked at again next run";
 
+/// What the settlement does with an open intent, judged (`settlement::judge`) at `at` on what
+/// EC2 showed by its tag (`shown`; None: not asked yet). The async `settle` only carries it
+/// out, so the model checker, which asks the same function at its tracker's steps, checks the
+/// writes production makes, not a copy of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettleStep {
+    /// Ask EC2 by tag, then decide again on what it shows.
+    LookUp,
+    /// Nothing reached EC2: the fee goes back and the intent is deleted (`record_given_back`).
+    GiveBack(String),
+    /// EC2 shows the purchase: recorded as bought from the tagged reservations.
+    Adopt,
+    /// Only reservations capblock cannot read carry the tag: held, a person told once.
+    HoldUnreadable,
+    /// Nothing tagged past `SENT_GRACE`: held, a person told once (never given back on a timer).
+    HoldForAPerson,
+    /// Nothing to write now.
+    StillOpen(String),
+}
+
+/// The settlement's step for `intent` at `at` (see `SettleStep`).
+pub fn settle_step(intent: &Intent, at: RunTime, shown: Option<Shown>) -> SettleStep {
+    let Some(shown) = shown else {
+        return match judge(intent, at, None) {
+            Judgement::NotOnTheClock => SettleStep::StillOpen(format!(
+                "a replay of {} settles nothing; the next run on the clock does",
+                at.view()
+            )),
+            // Nothing was sent for it, so the offering goes back to the rule for a later run.
+            Judgement::GiveBack => SettleStep::GiveBack("abandoned before PurchaseCapacityBlock was sent".into()),
+            Judgement::AnotherRunIsBuying => SettleStep::StillOpen("another run is buying".into()),
+            Judgement::LookUp => SettleStep::LookUp,
+            Judgement::Adopt
+            | Judgement::HoldUnreadable
+            | Judgement::HoldForAPerson
+            | Judgement::Wait
+            | Judgement::NotOpen => SettleStep::StillOpen(format!("state {}", intent.state.as_str())),
+        };
+    };
+    match judge(intent, at, Some(shown)) {
+        Judgement::Adopt => SettleStep::Adopt,
+        // EC2 holds something with this intent's tag that capblock cannot read: it may be the
+        // purchase, so the fee stays committed until a person looks.
+        Judgement::HoldUnreadable => SettleStep::HoldUnreadable,
+        // The bug put back (`sabotage`): the old 15-minute rule.
+        Judgement::HoldForAPerson if sabotage::on(Bug::ReleaseSentOnTimer) => {
+            SettleStep::GiveBack("nothing tagged past the grace".into())
+        }
+        // Absence on a timer is not evidence: a reservation EC2 lists late would be bought a
+        // second time. Held for a person, who looks in EC2.
+        Judgement::HoldForAPerson => SettleStep::HoldForAPerson,
+        _ => SettleStep::StillOpen("outcome unknown; waiting for EC2 to show it".into()),
+    }
+}
+
 async fn settle<L, R>(
     ledger: &L,
     market: &R,
@@ -135,54 +191,49 @@ where
     L: Ledger + Outbox + ?Sized,
     R: ReservationSource + ?Sized,
 {
+    let step = settle_step(intent, at, None);
+    if step != SettleStep::LookUp {
+        return carry_out(ledger, intent, step, Default::default(), at.clock()).await;
+    }
+    // Only the lookup is bounded: a store write, once started, runs to its end.
+    let lookup = market.reservations_tagged(&intent.offering.region, INTENT_TAG, &intent.id);
+    let answer = match until {
+        Some(until) => tokio::time::timeout_at(until, lookup).await,
+        None => Ok(lookup.await),
+    };
+    let Ok(answer) = answer else {
+        return Ok(Settled::StillOpen { intent: intent.id.clone(), reason: OUT_OF_TIME.into() });
+    };
+    let found = answer.map_err(|e| StoreError::Unavailable(e.to_string()))?;
+    let shown = if !found.reservations.is_empty() {
+        Shown::Tagged
+    } else if !found.unreadable.is_empty() {
+        Shown::Unreadable
+    } else {
+        Shown::Nothing
+    };
+    carry_out(ledger, intent, settle_step(intent, at, Some(shown)), found, at.clock()).await
+}
+
+/// Writes what `step` says, with what EC2 showed by the intent's tag (`found`).
+async fn carry_out<L: Ledger + Outbox + ?Sized>(
+    ledger: &L,
+    intent: &Intent,
+    step: SettleStep,
+    found: Tagged,
+    now: DateTime<Utc>,
+) -> Result<Settled, StoreError> {
     let id = intent.id.clone();
-    let still_open = |reason: String| Ok(Settled::StillOpen { intent: id.clone(), reason });
-    let now = at.clock();
-    match judge(intent, at, None) {
-        Judgement::NotOnTheClock => {
-            still_open(format!("a replay of {} settles nothing; the next run on the clock does", at.view()))
+    match step {
+        SettleStep::GiveBack(reason) => {
+            ledger.record_given_back(intent, &reason).await?;
+            Ok(Settled::GivenBack { intent: id, reason })
         }
-        // Nothing was sent for it, so the offering goes back to the rule for a later run.
-        Judgement::GiveBack => {
-            let reason = "abandoned before PurchaseCapacityBlock was sent";
-            ledger.record_given_back(intent, reason).await?;
-            Ok(Settled::GivenBack { intent: id, reason: reason.into() })
-        }
-        Judgement::AnotherRunIsBuying => still_open("another run is buying".into()),
-        Judgement::LookUp => {
-            // Only the lookup is bounded: a store write, once started, runs to its end.
-            let lookup = market.reservations_tagged(&intent.offering.region, INTENT_TAG, &intent.id);
-            let answer = match until {
-                Some(until) => tokio::time::timeout_at(until, lookup).await,
-                None => Ok(lookup.await),
-            };
-            let Ok(answer) = answer else {
-                return still_open(OUT_OF_TIME.into());
-            };
-            let found = answer.map_err(|e| StoreError::Unavailable(e.to_string()))?;
-            let shown = if !found.reservations.is_empty() {
-                Shown::Tagged
-            } else if !found.unreadable.is_empty() {
-                Shown::Unreadable
-            } else {
-                Shown::Nothing
-            };
-            match judge(intent, at, Some(shown)) {
-                Judgement::Adopt => adopt(ledger, intent, found.reservations, now).await,
-                // EC2 holds something with this intent's tag that capblock cannot read: it may
-                // be the purchase, so the fee stays committed until a person looks.
-                Judgement::HoldUnreadable => hold_unreadable(ledger, intent, &found.unreadable, now).await,
-                // Absence on a timer is not evidence: a reservation EC2 lists late would be bought
-                // a second time. Held for a person, who looks in EC2.
-                Judgement::HoldForAPerson => hold_for_a_person(ledger, intent, now).await,
-                _ => still_open("outcome unknown; waiting for EC2 to show it".into()),
-            }
-        }
-        Judgement::Adopt
-        | Judgement::HoldUnreadable
-        | Judgement::HoldForAPerson
-        | Judgement::Wait
-        | Judgement::NotOpen => still_open(format!("state {}", intent.state.as_str())),
+        SettleStep::Adopt => adopt(ledger, intent, found.reservations, now).await,
+        SettleStep::HoldUnreadable => hold_unreadable(ledger, intent, &found.unreadable, now).await,
+        SettleStep::HoldForAPerson => hold_for_a_person(ledger, intent, now).await,
+        SettleStep::StillOpen(reason) => Ok(Settled::StillOpen { intent: id, reason }),
+        SettleStep::LookUp => Ok(Settled::StillOpen { intent: id, reason: "not looked up".into() }),
     }
 }
 

@@ -26,7 +26,9 @@ pub use extension::{
 pub use idle::{idle, idle_over};
 pub use market::{member_account_failed, member_quota_zero, not_sold, quota_zero};
 pub use moments::checkpoint;
-pub use payment::{fee_kept, held_again, over_limit_held, payment_failed, payment_succeeded, payment_warning};
+pub use payment::{
+    fee_kept, fee_kept_unshown, held_again, over_limit_held, payment_failed, payment_succeeded, payment_warning,
+};
 pub use purchase::{approval_needed, outcome_unknown, purchase_rejected, purchased, unreadable_reservation, would_buy};
 pub use states::{active, anomaly, duplicate_purchase, ec2_state, expired, health, released, scheduled, tracking};
 

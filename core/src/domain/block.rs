@@ -157,6 +157,14 @@ impl Block {
         {
             return Transition::Stay;
         }
+        // The bug put back (`sabotage`): the old vanished-payment rule, a pending block EC2 does
+        // not list past its payment deadline booked payment-failed.
+        let gone_past_deadline = *observed == Observed::NotFound
+            && self.state == BlockState::PaymentPending
+            && self.payment_deadline.is_some_and(|d| now >= d);
+        if gone_past_deadline && crate::sabotage::on(crate::sabotage::Bug::GoneAsFailed) {
+            return Transition::Move { to: BlockState::PaymentFailed, end: self.end };
+        }
         step(self.state, self.end, observed, now)
     }
 

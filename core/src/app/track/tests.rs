@@ -143,6 +143,70 @@ async fn a_failed_part_keeps_the_fee_while_another_may_be_held_and_says_so() {
     assert!(!writes.iter().any(|w| w.contains("fee-kept")), "{writes:?}");
 }
 
+/// A purchase of two UltraServers recorded by its tag while EC2 listed one of them: when that
+/// one fails its payment, the other (unnamed, perhaps paid) may be held, so the fee is kept;
+/// once the intent names both and both have failed, it goes back.
+#[test]
+fn a_failed_part_keeps_the_fee_while_the_purchase_has_a_part_it_does_not_name() {
+    let east = rule("east", "live");
+    let mut ultra = offering("cb-ultra", t0() + Duration::days(1));
+    ultra.instance_count = 2;
+    let mut bought = sent_intent(&east, ultra, t0() - Duration::hours(1));
+    bought.state = crate::domain::budget::IntentState::Bought;
+    bought.parts = vec!["cr-1".into()];
+    let mut r1 = reservation_of(&bought, "cr-1");
+    r1.instance_count = 1;
+    let failing = Block::bought(&bought, &r1, t0());
+    assert_eq!(part_still_held(&failing, &bought, &[]).as_deref(), Some(UNSHOWN_PART));
+
+    bought.parts.push("cr-2".into());
+    let other = PartSeen { id: "cr-2".into(), stored: Some(BlockState::PaymentFailed), instances: Some(1), seen: None };
+    assert_eq!(part_still_held(&failing, &bought, &[other]), None);
+}
+
+/// The same on a tracker run over the in-memory ports: the part EC2 lists failed, the one it
+/// does not list unnamed: no fee released, a person told once.
+#[tokio::test]
+async fn a_tracker_keeps_the_fee_of_a_purchase_with_a_part_it_does_not_name() {
+    let east = rule("east", "live");
+    let mut ultra = offering("cb-ultra", t0() + Duration::days(1));
+    ultra.instance_count = 2;
+    let mut bought = sent_intent(&east, ultra, t0() - Duration::hours(1));
+    bought.state = crate::domain::budget::IntentState::Bought;
+    bought.parts = vec!["cr-1".into()];
+    let mut r1 = reservation_of(&bought, "cr-1");
+    r1.instance_count = 1;
+    let block = Block { state: BlockState::PaymentPending, ..Block::bought(&bought, &r1, t0() - Duration::hours(1)) };
+    r1.state = "payment-failed".into();
+    let settings = TrackSettings {
+        stack: StackSettings {
+            name: "capblock-test".into(),
+            mode: crate::domain::rule::Mode::Live,
+            account_budget: None,
+            team_budgets: Default::default(),
+        },
+        payment_warning_hours: vec![],
+        adopt_untagged: false,
+        regions: vec![],
+    };
+    let table = MemoryTable::default().with_rules([east]).with_intents([bought]).with_blocks([block]);
+    let market = MemoryEc2::default().with_reservations([r1]);
+    let (notifier, reminders) = (MemoryNotifier::default(), MemoryReminders::default());
+    let tracker = Tracker {
+        market: &market,
+        store: &table,
+        notifier: &notifier,
+        reminders: &reminders,
+        settings: &settings,
+        action_runner: None,
+    };
+    let report = tracker.run(t0()).await.unwrap();
+    assert!(report.released_budgets.is_empty(), "{report:?}");
+    let writes = table.writes();
+    assert!(writes.contains(&format!("enqueue cr-1#fee-kept-{UNSHOWN_PART}")), "{writes:?}");
+    assert!(!writes.iter().any(|w| w.starts_with("release_failed_block")), "{writes:?}");
+}
+
 /// The ledger follows what EC2 holds: a block booked payment-failed (its fee released) that EC2
 /// then lists scheduled is held again, its fee committed again once however many runs see it,
 /// and announced; a second purchase of the rule at EC2 puts the rule over its

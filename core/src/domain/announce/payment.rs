@@ -109,6 +109,29 @@ pub fn fee_kept(b: &Block, part: &str) -> SlackMessage {
     )
 }
 
+/// A failed payment's fee kept because the purchase made more UltraServers than its intent
+/// names (recorded by its tag while EC2 listed only some): one EC2 has not listed may be held.
+pub fn fee_kept_unshown(b: &Block) -> SlackMessage {
+    tracked(
+        b,
+        "fee-kept",
+        "Fee kept: a part of the same purchase is not listed yet".to_string(),
+        format!(
+            "EC2 failed the payment for `{}`, but its purchase made more UltraServers than capblock has recorded \
+             (it recorded the purchase by its tag while EC2 listed only some). One EC2 has not listed may be \
+             waiting or paid, so the purchase's one fee stays committed in the budgets.\n{}",
+            b.reservation_id,
+            tracked_line(b)
+        ),
+        vec![
+            "Look for the purchase's other UltraServers in the EC2 console (Capacity Reservations, by the purchase's \
+             intent tag); capblock keeps looking every run."
+                .into(),
+        ],
+        "Payment failed; fee kept while a part may be held".into(),
+    )
+}
+
 /// EC2 holds a block the ledger had as final (`from`): a payment EC2 reported failed and then
 /// took after all, or a block released on a person's word. It is tracked again and its fee is
 /// committed again: the books follow what EC2 holds.
