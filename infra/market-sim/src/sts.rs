@@ -5,9 +5,10 @@
 //! account; for a key it did not issue, its default user. Only an assumed role's answer makes
 //! the caller another account; anything else is the simulated account.
 //!
-//! Asked outside the world's lock (it is network I/O), at most `TIMEOUT`; an answer is kept per
-//! key (a session's keys are its own), a failure is not: it is logged and the call taken as the
-//! simulated account's, and the next call with the key asks again.
+//! Asked outside the world's lock (it is network I/O), at most `TIMEOUT` a try and `ATTEMPTS`
+//! tries when no answer comes; an answer is kept per key (a session's keys are its own), a
+//! failure is not: it is logged and the call taken as the simulated account's, and the next
+//! call with the key asks again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,8 +16,15 @@ use std::time::Duration;
 
 use capblock_http1::{Message, exchange};
 
-/// How long one GetCallerIdentity may take, connection included.
-pub const TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one GetCallerIdentity may take, connection included. Generous: on a loaded machine
+/// (2 cores, a build beside the tests, the date-ahead run under libfaketime) moto answered
+/// after more than 2 s, and a caller taken as the simulated account then spent the wrong bucket
+/// and met the wrong quota, so a test's verdict hung on the machine's speed.
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many times a question that got no answer (a timeout, a refused connection) is asked
+/// before the caller is taken as the simulated account. An answer, even an error, is final.
+pub const ATTEMPTS: u32 = 3;
 
 /// What STS said of a key: the account of the role it assumed, or `None` (not an assumed role).
 type Answer = Option<String>;
@@ -57,7 +65,7 @@ impl Sts {
         if let Some(answer) = slot.as_ref() {
             return answer.clone();
         }
-        match self.ask(key).await {
+        match self.ask_patiently(key).await {
             Ok(answer) => {
                 tracing::info!(
                     key,
@@ -74,7 +82,24 @@ impl Sts {
         }
     }
 
-    async fn ask(&self, key: &str) -> Result<Answer, String> {
+    /// `ask`, again after no answer (up to `ATTEMPTS`): STS slow or not yet listening is the
+    /// local stack's hiccup, not an answer about the key.
+    async fn ask_patiently(&self, key: &str) -> Result<Answer, String> {
+        let mut last = String::new();
+        for attempt in 1..=ATTEMPTS {
+            match self.ask(key).await {
+                Ok(answer) => return Ok(answer),
+                Err(Asked::Answered(e)) => return Err(e),
+                Err(Asked::NoAnswer(e)) => {
+                    tracing::info!(key, attempt, error = %e, "STS GetCallerIdentity got no answer; asking again");
+                    last = e;
+                }
+            }
+        }
+        Err(format!("{last} ({ATTEMPTS} attempts)"))
+    }
+
+    async fn ask(&self, key: &str) -> Result<Answer, Asked> {
         let authorization = format!(
             "AWS4-HMAC-SHA256 Credential={key}/20260101/us-east-1/sts/aws4_request, SignedHeaders=host, Signature=0"
         );
@@ -89,15 +114,22 @@ impl Sts {
         };
         let resp = tokio::time::timeout(self.timeout, exchange(&self.host, &req))
             .await
-            .map_err(|_| format!("no answer from {} within {:?}", self.host, self.timeout))?
-            .map_err(|e| format!("{}: {e}", self.host))?;
+            .map_err(|_| Asked::NoAnswer(format!("no answer from {} within {:?}", self.host, self.timeout)))?
+            .map_err(|e| Asked::NoAnswer(format!("{}: {e}", self.host)))?;
         let body = String::from_utf8_lossy(&resp.body);
         if resp.status() != 200 {
             let head: String = body.chars().take(200).collect();
-            return Err(format!("HTTP {} from {}: {head}", resp.status(), self.host));
+            return Err(Asked::Answered(format!("HTTP {} from {}: {head}", resp.status(), self.host)));
         }
-        parse_identity(&body)
+        parse_identity(&body).map_err(Asked::Answered)
     }
+}
+
+/// Why a question to STS came to nothing: no answer (asked again), or an answer that says
+/// nothing of the key (final).
+enum Asked {
+    NoAnswer(String),
+    Answered(String),
 }
 
 /// GetCallerIdentity's XML answer: `Some(account)` when its `Arn` is an assumed role's, `None`
