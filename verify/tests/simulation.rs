@@ -31,6 +31,18 @@ fn a_seed_replays_exactly() {
     assert_ne!(a.digest, c.digest, "another seed, another run");
 }
 
+/// What each bug put back costs, as the invariant that catches it words it.
+fn caught_by(sabotage: Sabotage) -> &'static str {
+    match sabotage {
+        // The fee goes back while EC2 holds the block: a budget commits less than EC2 holds.
+        Sabotage::LostAnswerAsRefusal => "but it commits only",
+        Sabotage::PendingReadAsFailed => "was released while EC2 holds",
+        // A throttle is EC2's word that nothing was bought: the Sent intent is given back and
+        // forgotten, so the block EC2 bought carries an intent tag the table does not know.
+        Sabotage::LostAnswerAsThrottle => "that the table does not know",
+    }
+}
+
 #[test]
 fn each_bug_put_back_is_caught() {
     for sabotage in Sabotage::CAUGHT {
@@ -39,16 +51,7 @@ fn each_bug_put_back_is_caught() {
         let failure = caught.unwrap_or_else(|| panic!("{sabotage:?} went unnoticed in 5 seeds"));
         let text = failure.to_string();
         assert!(text.contains("replay it exactly") && text.contains("--seed"), "{text}");
-        eprintln!("{sabotage:?}: {}", failure.broken);
-    }
-}
-
-/// A bug another guard makes harmless: the money promise holds through it.
-#[test]
-fn a_bug_another_guard_stops_costs_nothing() {
-    for sabotage in Sabotage::DEFENDED {
-        let summary =
-            sim::run(Config { sabotage: Some(sabotage), ..Config::busy(1, DAYS) }).unwrap_or_else(|f| panic!("{f}"));
-        assert!(summary.faults.lost_after >= 1, "{sabotage:?}: the seed lost no answer: {summary:?}");
+        assert!(failure.broken.contains(caught_by(sabotage)), "{sabotage:?} was caught for another reason: {text}");
+        eprintln!("{sabotage:?}: seed {}, {}: {}", failure.seed, failure.at, failure.broken);
     }
 }
