@@ -243,7 +243,7 @@ fn ec2(seed: u64) -> MemoryEc2 {
         // Decided by the offering's number, so every call asks the same stock of it.
         .with_stock(|o| {
             let n: u32 = o.id.trim_start_matches("cb-").parse().unwrap_or(0);
-            (n % 4 != 0).then_some(n % 4)
+            (!n.is_multiple_of(4)).then_some(n % 4)
         })
 }
 
