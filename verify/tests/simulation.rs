@@ -13,16 +13,19 @@ const DAYS: u32 = 30;
 
 #[test]
 fn fixed_seeds_keep_the_money_promise_through_every_fault() {
-    let mut extensions = 0;
+    let (mut extensions, mut split) = (0, 0);
     for seed in SEEDS {
         let summary = sim::run(Config::busy(seed, DAYS)).unwrap_or_else(|f| panic!("{f}"));
         extensions += summary.extensions;
+        split += summary.split_payments;
+        assert!(summary.ultraserver_purchases >= 1, "seed {seed} bought no UltraServer: {summary:?}");
         // The seed exercised what it is for: purchases, crashes and lost answers.
         assert!(summary.purchases >= 5, "seed {seed}: {summary:?}");
         assert!(summary.faults.crashes >= 20 && summary.faults.lost_after >= 1, "seed {seed}: {summary:?}");
         assert!(summary.runs.get("capblock buy").is_some_and(|n| *n > 0), "seed {seed}: {summary:?}");
     }
     assert!(extensions >= 1, "the seeds extended no block");
+    assert!(split >= 1, "no UltraServer purchase had one part fail while another was held");
 }
 
 #[test]

@@ -88,6 +88,10 @@ pub struct Summary {
     pub purchases: u64,
     /// Extensions EC2 sold.
     pub extensions: u64,
+    /// Purchases of UltraServers (more than one part), and those whose parts' payments ended
+    /// differently (one failed while another was held).
+    pub ultraserver_purchases: u64,
+    pub split_payments: u64,
     /// Invariant checks made.
     pub checks: u64,
     pub faults: Counts,
@@ -297,6 +301,13 @@ impl Sim {
         self.settle().await?;
         self.summary.purchases = self.ec2.purchases_made();
         self.summary.extensions = self.ec2.extensions_sold().len() as u64;
+        let mut parts: BTreeMap<String, Vec<bool>> = BTreeMap::new();
+        for h in self.ec2.holdings() {
+            parts.entry(h.purchase).or_default().push(h.charged);
+        }
+        let ultra: Vec<_> = parts.values().filter(|p| p.len() > 1).collect();
+        self.summary.ultraserver_purchases = ultra.len() as u64;
+        self.summary.split_payments = ultra.iter().filter(|p| p.contains(&true) && p.contains(&false)).count() as u64;
         self.summary.faults = self.inj.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();
         for i in self.table.intents() {
             (i.id, i.state.as_str()).hash(&mut self.hasher);
