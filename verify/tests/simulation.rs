@@ -4,22 +4,28 @@
 
 use capblock_verify::sim::{self, Config, Sabotage};
 
-/// `make test`'s seeds: a simulated month each (`make soak` runs years).
-const SEEDS: [u64; 3] = [1, 2, 3];
+/// `make test`'s seeds: a simulated month each (`make soak` runs years). Chosen so that a Sent
+/// intent's fee released on a timer (the settlement's old 15-minute rule, put back by hand) is
+/// caught by each of the three, not by chance: of 60 seed-months measured with it put back, 16
+/// caught it; these three catch it on their first or second day.
+const SEEDS: [u64; 3] = [31, 34, 35];
 const DAYS: u32 = 30;
 
 #[test]
 fn fixed_seeds_keep_the_money_promise_through_every_fault() {
-    let mut extensions = 0;
+    let (mut extensions, mut split) = (0, 0);
     for seed in SEEDS {
         let summary = sim::run(Config::busy(seed, DAYS)).unwrap_or_else(|f| panic!("{f}"));
         extensions += summary.extensions;
+        split += summary.split_payments;
+        assert!(summary.ultraserver_purchases >= 1, "seed {seed} bought no UltraServer: {summary:?}");
         // The seed exercised what it is for: purchases, crashes and lost answers.
         assert!(summary.purchases >= 5, "seed {seed}: {summary:?}");
         assert!(summary.faults.crashes >= 20 && summary.faults.lost_after >= 1, "seed {seed}: {summary:?}");
         assert!(summary.runs.get("capblock buy").is_some_and(|n| *n > 0), "seed {seed}: {summary:?}");
     }
     assert!(extensions >= 1, "the seeds extended no block");
+    assert!(split >= 1, "no UltraServer purchase had one part fail while another was held");
 }
 
 #[test]
@@ -31,6 +37,18 @@ fn a_seed_replays_exactly() {
     assert_ne!(a.digest, c.digest, "another seed, another run");
 }
 
+/// What each bug put back costs, as the invariant that catches it words it.
+fn caught_by(sabotage: Sabotage) -> &'static str {
+    match sabotage {
+        // The fee goes back while EC2 holds the block: a budget commits less than EC2 holds.
+        Sabotage::LostAnswerAsRefusal => "but it commits only",
+        Sabotage::PendingReadAsFailed => "was released while EC2 holds",
+        // A throttle is EC2's word that nothing was bought: the Sent intent is given back and
+        // forgotten, so the block EC2 bought carries an intent tag the table does not know.
+        Sabotage::LostAnswerAsThrottle => "that the table does not know",
+    }
+}
+
 #[test]
 fn each_bug_put_back_is_caught() {
     for sabotage in Sabotage::CAUGHT {
@@ -39,16 +57,7 @@ fn each_bug_put_back_is_caught() {
         let failure = caught.unwrap_or_else(|| panic!("{sabotage:?} went unnoticed in 5 seeds"));
         let text = failure.to_string();
         assert!(text.contains("replay it exactly") && text.contains("--seed"), "{text}");
-        eprintln!("{sabotage:?}: {}", failure.broken);
-    }
-}
-
-/// A bug another guard makes harmless: the money promise holds through it.
-#[test]
-fn a_bug_another_guard_stops_costs_nothing() {
-    for sabotage in Sabotage::DEFENDED {
-        let summary =
-            sim::run(Config { sabotage: Some(sabotage), ..Config::busy(1, DAYS) }).unwrap_or_else(|f| panic!("{f}"));
-        assert!(summary.faults.lost_after >= 1, "{sabotage:?}: the seed lost no answer: {summary:?}");
+        assert!(failure.broken.contains(caught_by(sabotage)), "{sabotage:?} was caught for another reason: {text}");
+        eprintln!("{sabotage:?}: seed {}, {}: {}", failure.seed, failure.at, failure.broken);
     }
 }

@@ -1,11 +1,15 @@
 //! EC2's Capacity Block calls in memory, on a clock the caller moves (`set_now`).
 //!
 //! What it keeps is what capblock's money depends on, as `infra/market-sim` (the independent
-//! model of EC2 the local stack runs) plays it: an offering sold once, a purchase that makes
-//! one reservation per UltraServer carrying the request's tags, a payment window that ends paid
-//! (`scheduled`, then `active`, then `expired`) or failed (`payment-failed`, then gone), and
-//! extensions that move a block's end. It counts every PurchaseCapacityBlock that bought, per
-//! intent tag: the number the money promise bounds.
+//! model of EC2 the local stack runs) and EC2 play it: an offering sold to every call that asks
+//! (no ClientToken: each call buys) until its stock, if one is set, runs out; a purchase that
+//! makes one reservation per UltraServer carrying the request's tags, each part with a payment
+//! window of its own that ends paid (`scheduled`, then `active`, then `expired`) or failed
+//! (`payment-failed`, then gone), so one part may fail while another is held; extensions whose
+//! payment stays pending, then succeeds (the block's end moves) or fails (it does not); and
+//! listings as stale as EC2's eventual consistency makes them (a reservation listed late,
+//! un-listed for a while after it was listed, or listed twice in one answer). It counts every
+//! PurchaseCapacityBlock that bought, per intent tag: the number the money promise bounds.
 //!
 //! What it leaves out (interconnect status, instances, quotas) answers empty: the workflows
 //! treat those as "not known", which their own unit tests cover.
@@ -42,6 +46,19 @@ pub enum PaymentOutcome {
     Failed,
 }
 
+/// How DescribeCapacityReservations shows one reservation after its purchase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// Listed only this long after the purchase.
+    pub late: Duration,
+    /// Described without a field capblock needs for this long after the purchase.
+    pub unreadable_for: Duration,
+    /// Un-listed again for a while once listed: from this long after the purchase, for this long.
+    pub unlisted: Option<(Duration, Duration)>,
+    /// Listed twice in every answer that lists it.
+    pub twice: bool,
+}
+
 /// One reservation EC2 made.
 #[derive(Debug, Clone)]
 struct Made {
@@ -55,6 +72,10 @@ struct Made {
     listed_from: DateTime<Utc>,
     /// Described without a field capblock needs until then.
     unreadable_until: Option<DateTime<Utc>>,
+    /// Not listed in this window, though listed before it (a stale read).
+    unlisted: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// Listed twice in every answer.
+    twice: bool,
     /// Seeded by a test: its state is the one it was given, whatever the clock says.
     fixed: bool,
 }
@@ -67,23 +88,57 @@ struct Market {
     /// PurchaseCapacityBlock calls that bought, by the intent tag they carried.
     bought_by_intent: BTreeMap<String, u32>,
     extension_offers: BTreeMap<String, Vec<ExtensionOffer>>,
-    extensions: Vec<ExtensionRecord>,
+    extensions: Vec<SoldExtension>,
+    /// How many times each offering was sold.
+    sold: BTreeMap<String, u32>,
     calls: BTreeMap<&'static str, u64>,
     next_id: u64,
 }
 
-/// How long a purchase's payment stays pending, and how it ends.
-type PaymentPlan = Box<dyn Fn(&Offering) -> (Duration, PaymentOutcome) + Send + Sync>;
-/// How long after a purchase its reservations are listed, and are described unreadably.
-type ListingPlan = Box<dyn Fn(&Offering) -> (Duration, Duration) + Send + Sync>;
+/// An extension EC2 sold: its record as EC2 describes it once paid, and when and how its
+/// payment ends.
+#[derive(Debug, Clone)]
+struct SoldExtension {
+    record: ExtensionRecord,
+    settles_at: DateTime<Utc>,
+    outcome: PaymentOutcome,
+}
 
-/// EC2 in memory. `Default` sells nothing and pays every purchase at once.
+impl SoldExtension {
+    fn status(&self, now: DateTime<Utc>) -> &'static str {
+        match (now >= self.settles_at, self.outcome) {
+            (false, _) => "payment-pending",
+            (true, PaymentOutcome::Paid) => "payment-succeeded",
+            (true, PaymentOutcome::Failed) => "payment-failed",
+        }
+    }
+
+    fn as_now(&self, now: DateTime<Utc>) -> ExtensionRecord {
+        ExtensionRecord { status: self.status(now).into(), ..self.record.clone() }
+    }
+}
+
+/// How long one part's payment stays pending, and how it ends (the offering, the part's index).
+type PaymentPlan = Box<dyn Fn(&Offering, u32) -> (Duration, PaymentOutcome) + Send + Sync>;
+/// How each of a purchase's reservations is listed (the offering, the part's index).
+type ListingPlan = Box<dyn Fn(&Offering, u32) -> Listing + Send + Sync>;
+/// How long an extension's payment stays pending, and how it ends.
+type ExtensionPaymentPlan = Box<dyn Fn(&ExtensionOffer) -> (Duration, PaymentOutcome) + Send + Sync>;
+/// How many times an offering sells before it is gone (`None`: to every call).
+type StockPlan = Box<dyn Fn(&Offering) -> Option<u32> + Send + Sync>;
+
+/// EC2 in memory. `Default` sells nothing, sells an offering to every call, and pays every
+/// purchase and extension at once.
 pub struct MemoryEc2 {
     market: Mutex<Market>,
-    /// How long a payment stays pending, and how it ends, for each purchase.
+    /// How long each part's payment stays pending, and how it ends.
     payment: PaymentPlan,
-    /// How long after a purchase its reservations are listed, and described unreadably.
+    /// How each part is listed.
     listing: ListingPlan,
+    /// How long each extension's payment stays pending, and how it ends.
+    extension_payment: ExtensionPaymentPlan,
+    /// How many times each offering sells.
+    stock: StockPlan,
     /// How long a failed payment's reservations stay listed before EC2 drops them.
     failed_visible_for: Duration,
 }
@@ -92,8 +147,11 @@ impl Default for MemoryEc2 {
     fn default() -> Self {
         MemoryEc2 {
             market: Mutex::default(),
-            payment: Box::new(|_| (Duration::zero(), PaymentOutcome::Paid)),
-            listing: Box::new(|_| (Duration::zero(), Duration::zero())),
+            payment: Box::new(|_, _| (Duration::zero(), PaymentOutcome::Paid)),
+            listing: Box::new(|_, _| Listing::default()),
+            extension_payment: Box::new(|_| (Duration::zero(), PaymentOutcome::Paid)),
+            // EC2 takes no ClientToken: every call that finds the offering on sale buys.
+            stock: Box::new(|_| None),
             // The user guide: payment-failed reservations are shown for a while, then gone.
             failed_visible_for: Duration::hours(1),
         }
@@ -114,16 +172,36 @@ impl MemoryEc2 {
         m.now.unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
     }
 
-    /// Each purchase's payment: pending for the duration, then paid or failed.
-    pub fn with_payment(mut self, f: impl Fn(&Offering) -> (Duration, PaymentOutcome) + Send + Sync + 'static) -> Self {
+    /// Each part's payment (the offering, the part's index): pending for the duration, then
+    /// paid or failed. An UltraServer purchase's parts may end differently.
+    pub fn with_payment(
+        mut self,
+        f: impl Fn(&Offering, u32) -> (Duration, PaymentOutcome) + Send + Sync + 'static,
+    ) -> Self {
         self.payment = Box::new(f);
         self
     }
 
-    /// Each purchase's reservations: listed only after the first duration, and described
-    /// unreadably for the second.
-    pub fn with_listing(mut self, f: impl Fn(&Offering) -> (Duration, Duration) + Send + Sync + 'static) -> Self {
+    /// How each part of a purchase is listed (the offering, the part's index).
+    pub fn with_listing(mut self, f: impl Fn(&Offering, u32) -> Listing + Send + Sync + 'static) -> Self {
         self.listing = Box::new(f);
+        self
+    }
+
+    /// Each extension's payment: pending for the duration, then succeeded (the block's end
+    /// moves then) or failed (it never moves).
+    pub fn with_extension_payment(
+        mut self,
+        f: impl Fn(&ExtensionOffer) -> (Duration, PaymentOutcome) + Send + Sync + 'static,
+    ) -> Self {
+        self.extension_payment = Box::new(f);
+        self
+    }
+
+    /// How many times each offering sells before EC2 takes it off sale (`None`: until the
+    /// market takes it off).
+    pub fn with_stock(mut self, f: impl Fn(&Offering) -> Option<u32> + Send + Sync + 'static) -> Self {
+        self.stock = Box::new(f);
         self
     }
 
@@ -147,6 +225,8 @@ impl MemoryEc2 {
                     outcome: if failed { PaymentOutcome::Failed } else { PaymentOutcome::Paid },
                     listed_from: DateTime::<Utc>::UNIX_EPOCH,
                     unreadable_until: None,
+                    unlisted: None,
+                    twice: false,
                     fixed: true,
                     reservation: r,
                 });
@@ -155,9 +235,27 @@ impl MemoryEc2 {
         self
     }
 
-    /// The clock EC2 judges its states by.
+    /// The clock EC2 judges its states by. An extension whose payment succeeded by then has
+    /// moved its block's end.
     pub fn set_now(&self, now: DateTime<Utc>) {
-        self.market().now = Some(now);
+        let mut m = self.market();
+        m.now = Some(now);
+        Self::settle_extensions(&mut m);
+    }
+
+    fn settle_extensions(m: &mut Market) {
+        let now = Self::now(m);
+        let paid: Vec<(String, DateTime<Utc>)> = m
+            .extensions
+            .iter()
+            .filter(|x| x.status(now) == "payment-succeeded")
+            .filter_map(|x| Some((x.record.reservation_id.clone(), x.record.end?)))
+            .collect();
+        for (id, end) in paid {
+            if let Some(x) = m.made.iter_mut().find(|x| x.reservation.id == id && x.reservation.end < end) {
+                x.reservation.end = end;
+            }
+        }
     }
 
     /// Puts `offerings` on sale (more of the market).
@@ -201,9 +299,12 @@ impl MemoryEc2 {
             .collect()
     }
 
-    /// Every extension EC2 sold (PurchaseCapacityBlockExtension calls that bought).
+    /// Every extension EC2 sold (PurchaseCapacityBlockExtension calls that bought), with its
+    /// payment's status at the clock (a failed one EC2 does not charge).
     pub fn extensions_sold(&self) -> Vec<ExtensionRecord> {
-        self.market().extensions.clone()
+        let m = self.market();
+        let now = Self::now(&m);
+        m.extensions.iter().map(|x| x.as_now(now)).collect()
     }
 
     /// How many PurchaseCapacityBlock calls bought (DryRun and refused ones are not counted).
@@ -242,7 +343,13 @@ impl MemoryEc2 {
     }
 
     fn listed(&self, x: &Made, now: DateTime<Utc>) -> bool {
-        self.shown(x, now) && now >= x.listed_from
+        let stale = x.unlisted.is_some_and(|(from, until)| now >= from && now < until);
+        self.shown(x, now) && now >= x.listed_from && !stale
+    }
+
+    /// How many times an answer that lists `x` lists it.
+    fn copies(x: &Made) -> usize {
+        if x.twice { 2 } else { 1 }
     }
 
     fn unreadable(x: &Made, now: DateTime<Utc>) -> bool {
@@ -302,9 +409,15 @@ impl Purchaser for MemoryEc2 {
         if req.dry_run {
             return Ok(PurchaseOutcome::WouldSucceed);
         }
-        let offering = m.on_sale.remove(at);
-        let (pending, outcome) = (self.payment)(&offering);
-        let (listed_after, unreadable_for) = (self.listing)(&offering);
+        let offering = m.on_sale[at].clone();
+        let sold = {
+            let n = m.sold.entry(offering.id.clone()).or_default();
+            *n += 1;
+            *n
+        };
+        if (self.stock)(&offering).is_some_and(|stock| sold >= stock) {
+            m.on_sale.remove(at);
+        }
         let parts = offering.ultraservers.as_ref().map_or(1, |u| u.count.max(1));
         let mut ids = Vec::new();
         for _ in 0..parts {
@@ -312,7 +425,9 @@ impl Purchaser for MemoryEc2 {
             ids.push(format!("cr-{:017x}", m.next_id));
         }
         let per_part = offering.instance_count / parts;
-        for id in &ids {
+        for (part, id) in (0u32..).zip(&ids) {
+            let (pending, outcome) = (self.payment)(&offering, part);
+            let listing = (self.listing)(&offering, part);
             let reservation = Reservation {
                 id: id.clone(),
                 arn: Some(format!("arn:aws:ec2:{region}:123456789012:capacity-reservation/{id}")),
@@ -332,8 +447,10 @@ impl Purchaser for MemoryEc2 {
                 purchase: ids[0].clone(),
                 settles_at: now + pending,
                 outcome,
-                listed_from: now + listed_after,
-                unreadable_until: (unreadable_for > Duration::zero()).then_some(now + unreadable_for),
+                listed_from: now + listing.late,
+                unreadable_until: (listing.unreadable_for > Duration::zero()).then_some(now + listing.unreadable_for),
+                unlisted: listing.unlisted.map(|(after, lasting)| (now + after, now + after + lasting)),
+                twice: listing.twice,
                 fixed: false,
             });
         }
@@ -358,10 +475,12 @@ impl ReservationSource for MemoryEc2 {
             if &r.region != region || r.tags.get(key).is_none_or(|v| v != value) || !self.listed(x, now) {
                 continue;
             }
-            if Self::unreadable(x, now) {
-                tagged.unreadable.push(Unreadable { id: Some(r.id.clone()), reason: "no StartDate".into() });
-            } else {
-                tagged.reservations.push(Self::as_now(x, now));
+            for _ in 0..Self::copies(x) {
+                if Self::unreadable(x, now) {
+                    tagged.unreadable.push(Unreadable { id: Some(r.id.clone()), reason: "no StartDate".into() });
+                } else {
+                    tagged.reservations.push(Self::as_now(x, now));
+                }
             }
         }
         Ok(tagged)
@@ -396,7 +515,11 @@ impl ReservationSource for MemoryEc2 {
         op(&mut m, "DescribeCapacityReservations");
         let now = Self::now(&m);
         let listed = |x: &&Made| &x.reservation.region == region && self.listed(x, now) && !Self::unreadable(x, now);
-        Ok(m.made.iter().filter(listed).map(|x| Self::as_now(x, now)).collect())
+        Ok(m.made
+            .iter()
+            .filter(listed)
+            .flat_map(|x| std::iter::repeat_n(Self::as_now(x, now), Self::copies(x)))
+            .collect())
     }
 }
 
@@ -439,20 +562,28 @@ impl ExtensionMarket for MemoryEc2 {
         else {
             return Err(rejected(OP, region, OFFERING_ID_EXPIRED, "the extension is no longer offered"));
         };
-        let Some(x) = m.made.iter_mut().find(|x| x.reservation.id == reservation_id) else {
+        if !m.made.iter().any(|x| x.reservation.id == reservation_id) {
             return Err(rejected(OP, region, "InvalidCapacityReservationId.NotFound", "no such reservation"));
+        }
+        let (pending, outcome) = (self.extension_payment)(&offer);
+        let now = Self::now(&m);
+        let sold = SoldExtension {
+            record: ExtensionRecord {
+                reservation_id: reservation_id.to_string(),
+                offering_id: offering_id.to_string(),
+                status: String::new(),
+                end: Some(offer.end),
+            },
+            settles_at: now + pending,
+            outcome,
         };
-        x.reservation.end = offer.end;
-        m.extensions.push(ExtensionRecord {
-            reservation_id: reservation_id.to_string(),
-            offering_id: offering_id.to_string(),
-            status: "payment-succeeded".into(),
-            end: Some(offer.end),
-        });
+        let status = sold.status(now).to_string();
+        m.extensions.push(sold);
+        Self::settle_extensions(&mut m);
         Ok(ExtensionReceipt {
             offering_id: offering_id.to_string(),
             reservation_id: reservation_id.to_string(),
-            status: "payment-succeeded".into(),
+            status,
             end: Some(offer.end),
         })
     }
@@ -484,7 +615,8 @@ impl ExtensionHistory for MemoryEc2 {
     async fn extension_history(&self, _: &Region, ids: &[String]) -> Result<Vec<ExtensionRecord>, MarketError> {
         let mut m = self.market();
         op(&mut m, "DescribeCapacityBlockExtensionHistory");
-        Ok(m.extensions.iter().filter(|x| ids.contains(&x.reservation_id)).cloned().collect())
+        let now = Self::now(&m);
+        Ok(m.extensions.iter().filter(|x| ids.contains(&x.record.reservation_id)).map(|x| x.as_now(now)).collect())
     }
 }
 

@@ -20,7 +20,7 @@ mod notify;
 mod page;
 mod table;
 
-pub use ec2::{Holding, MemoryEc2, PaymentOutcome};
+pub use ec2::{Holding, Listing, MemoryEc2, PaymentOutcome};
 pub use notify::{MemoryNotifier, MemoryReminders};
 pub use page::MemoryPages;
 pub use table::{BudgetRow, MemoryTable};

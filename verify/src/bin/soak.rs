@@ -54,8 +54,10 @@ fn main() -> ExitCode {
             Ok(s) => {
                 let secs = t.elapsed().as_secs_f64();
                 println!(
-                    "seed {seed}: {days} days in {secs:.1} s; {} purchases, {} extensions, {} runs, {} crashes, {} lost answers, {} checks",
+                    "seed {seed}: {days} days in {secs:.1} s; {} purchases ({} of UltraServers, {} with parts paid and failed), {} extensions, {} runs, {} crashes, {} lost answers, {} checks",
                     s.purchases,
+                    s.ultraserver_purchases,
+                    s.split_payments,
                     s.extensions,
                     s.runs.values().sum::<u64>(),
                     s.faults.crashes,

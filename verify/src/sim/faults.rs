@@ -91,18 +91,17 @@ pub enum Sabotage {
     /// A reservation whose payment is pending is read as failed: its fee goes back before EC2
     /// has taken it.
     PendingReadAsFailed,
-    /// A purchase whose answer was lost after EC2 bought is reported as throttled. capblock
-    /// would give the intent back as never sent, but the store gives back only an intent still
-    /// Reserved, and this one is Sent: the write fails, the intent stays, the tracker adopts the
-    /// purchase by its tag. Defended twice, so the invariants hold.
+    /// A purchase whose answer was lost after EC2 bought is reported as throttled. A throttle
+    /// is EC2's word that it did nothing, so the buyer gives the Sent intent back and frees its
+    /// fee (the store releases an intent in the state the buyer holds, Sent included): the
+    /// block EC2 bought is then on no budget, and its tag names an intent the table forgot.
     LostAnswerAsThrottle,
 }
 
 impl Sabotage {
     /// The bugs that cost money: the invariants must catch each.
-    pub const CAUGHT: [Sabotage; 2] = [Sabotage::LostAnswerAsRefusal, Sabotage::PendingReadAsFailed];
-    /// The bugs another guard makes harmless: the invariants must hold.
-    pub const DEFENDED: [Sabotage; 1] = [Sabotage::LostAnswerAsThrottle];
+    pub const CAUGHT: [Sabotage; 3] =
+        [Sabotage::LostAnswerAsRefusal, Sabotage::PendingReadAsFailed, Sabotage::LostAnswerAsThrottle];
 }
 
 struct Run {
@@ -268,31 +267,35 @@ fn unknown(operation: &'static str, region: &Region) -> MarketError {
 }
 
 /// A call that may buy (a purchase or an extension): besides the reads' faults, its answer may
-/// be lost after EC2 acted, or before the request reached it.
+/// be lost after EC2 acted, or before the request reached it. A dry run (`live` false) buys
+/// nothing, so it meets only the reads' faults and the lost answers counted are live ones.
 async fn buying<R>(
     f: &Faulty<MemoryEc2>,
     operation: &'static str,
     region: &Region,
+    live: bool,
     call: impl Future<Output = Result<R, MarketError>>,
 ) -> Result<R, MarketError> {
     f.inj.gate(f.run).await;
-    match f.inj.market_fault(true) {
+    match f.inj.market_fault(live) {
         None => call.await,
         Some(MarketFault::Throttled) => {
             Err(MarketError::Throttled { operation, region: region.to_string(), code: REQUEST_LIMIT })
         }
         Some(MarketFault::LostAfter) => {
             let _ = call.await;
-            if f.inj.sabotage == Some(Sabotage::LostAnswerAsRefusal) {
-                let message = "sabotage: a lost answer read as a refusal".to_string();
-                return Err(MarketError::Rejected {
+            match f.inj.sabotage {
+                Some(Sabotage::LostAnswerAsRefusal) => Err(MarketError::Rejected {
                     operation,
                     region: region.to_string(),
                     code: "InternalError".into(),
-                    message,
-                });
+                    message: "sabotage: a lost answer read as a refusal".into(),
+                }),
+                Some(Sabotage::LostAnswerAsThrottle) => {
+                    Err(MarketError::Throttled { operation, region: region.to_string(), code: REQUEST_LIMIT })
+                }
+                _ => Err(unknown(operation, region)),
             }
-            Err(unknown(operation, region))
         }
         Some(MarketFault::LostBefore | MarketFault::Unknown) => Err(unknown(operation, region)),
     }
@@ -563,7 +566,7 @@ impl QuotaSource for Faulty<MemoryEc2> {
 #[async_trait]
 impl Purchaser for Faulty<MemoryEc2> {
     async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
-        buying(self, "PurchaseCapacityBlock", &req.offering.region, self.inner.purchase(req)).await
+        buying(self, "PurchaseCapacityBlock", &req.offering.region, !req.dry_run, self.inner.purchase(req)).await
     }
 }
 
@@ -620,7 +623,7 @@ impl ExtensionMarket for Faulty<MemoryEc2> {
         id: &str,
     ) -> Result<ExtensionReceipt, MarketError> {
         let call = self.inner.purchase_extension(region, offering_id, id);
-        buying(self, "PurchaseCapacityBlockExtension", region, call).await
+        buying(self, "PurchaseCapacityBlockExtension", region, true, call).await
     }
     async fn check_extension(&self, region: &Region, offering_id: &str, id: &str) -> Result<(), MarketError> {
         self.read("PurchaseCapacityBlockExtension", region).await?;

@@ -116,9 +116,9 @@ pub fn check(table: &MemoryTable, ec2: &MemoryEc2, rules: &[Rule], stack: &Stack
         }
     }
     // An extension EC2 sold is charged like a purchase: its intent is open or paid, never
-    // released, and its fee is committed.
+    // released, and its fee is committed; unless its payment failed (EC2 charges nothing).
     let extensions = table.extensions();
-    for sold in ec2.extensions_sold() {
+    for sold in ec2.extensions_sold().into_iter().filter(|x| x.status != "payment-failed") {
         let id = format!("{}/{}", sold.reservation_id, sold.offering_id);
         let Some(x) = extensions.iter().find(|x| x.id() == id) else {
             return Err(format!("EC2 sold extension {id} that the table does not know"));
@@ -182,7 +182,7 @@ pub fn settled(table: &MemoryTable, ec2: &MemoryEc2, pending: &[Notice], now: Da
         }
     }
     let extensions = table.extensions();
-    for sold in ec2.extensions_sold() {
+    for sold in ec2.extensions_sold().into_iter().filter(|x| x.status == "payment-succeeded") {
         let id = format!("{}/{}", sold.reservation_id, sold.offering_id);
         if !extensions.iter().any(|x| x.id() == id && x.state == ExtensionState::Paid) {
             return Err(format!("at {now} EC2 sold extension {id} but the table has not booked it paid"));

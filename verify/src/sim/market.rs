@@ -1,6 +1,7 @@
-//! The stack the simulation runs: ten rules over four regions (live, approval and dry-run;
-//! two teams; an account cap), and a market that puts blocks on sale at seeded prices and
-//! takes them off again.
+//! The stack the simulation runs: twelve rules over four regions (live, approval and dry-run;
+//! ten of instances, two of UltraServers; two teams; team and account caps below what their
+//! rules' budgets add up to, so they bind), and a market that puts blocks on sale at seeded
+//! prices and takes them off again.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +10,7 @@ use capblock_core::domain::money::Money;
 use capblock_core::domain::offering::Offering;
 use capblock_core::domain::rule::{Mode, Rule};
 use capblock_core::domain::stack::StackSettings;
+use capblock_core::domain::ultraserver::{UltraServerType, UltraServers};
 use chrono::{DateTime, Duration, Timelike, Utc};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -16,14 +18,25 @@ use rust_decimal::Decimal;
 
 pub const REGIONS: [&str; 4] = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1"];
 pub const TYPES: [(&str, u32); 3] = [("p5.48xlarge", 8), ("p4d.24xlarge", 8), ("trn1.32xlarge", 16)];
+/// The UltraServer the UltraServer rules buy: 4 x trn2u.48xlarge of 16 Trainium2 chips each.
+pub const ULTRASERVER: &str = "u-trn2x64";
+const ULTRA_ACCELERATORS: u32 = 16;
 
-/// The stack: its settings (live, an account cap, two teams) and its ten rules.
+/// Accelerators per instance of a type the simulation sells.
+pub fn accelerators(instance_type: &str) -> u32 {
+    TYPES.iter().find(|(t, _)| *t == instance_type).map_or(ULTRA_ACCELERATORS, |(_, a)| *a)
+}
+
+/// The stack: its settings (live, an account cap, two teams) and its twelve rules. The rules'
+/// monthly budgets add up to 75,500 USD (research's four to 20,000, inference's three to
+/// 16,500): the caps are below, so a team's or the account's budget refuses some purchases
+/// every rule's own would admit.
 pub fn stack() -> StackSettings {
     StackSettings {
         name: "capblock-sim".into(),
         mode: Mode::Live,
-        account_budget: Some(usd(60_000)),
-        team_budgets: [("research".to_string(), usd(20_000)), ("inference".to_string(), usd(15_000))].into(),
+        account_budget: Some(usd(45_000)),
+        team_budgets: [("research".to_string(), usd(14_000)), ("inference".to_string(), usd(12_000))].into(),
     }
 }
 
@@ -31,10 +44,33 @@ pub fn usd(amount: i64) -> Money {
     Money::usd(Decimal::from(amount)).expect("a whole number of dollars")
 }
 
-/// Ten rules: each asks one or two regions for one type, one or two instances, for one or two
-/// days; seven live, two waiting for approval, one in dry-run; some rebuy after a failed
-/// payment, some belong to a team. The seed never changes them: the market and the faults vary.
+/// Twelve rules. Ten ask one or two regions for one type, one or two instances, for one or two
+/// days; seven of them live, two waiting for approval, one in dry-run; some rebuy after a failed
+/// payment, some belong to a team. Two more, live, ask for one or two UltraServers. The seed
+/// never changes them: the market and the faults vary.
 pub fn rules(now: DateTime<Utc>) -> Vec<Rule> {
+    let mut rules = instance_rules(now);
+    rules.extend((10..12).map(|i| ultraserver_rule(i, now)));
+    rules
+}
+
+/// An UltraServer rule: one or two u-trn2x64 for a day, in two regions; rule 10 is research's.
+fn ultraserver_rule(i: usize, now: DateTime<Utc>) -> Rule {
+    let team = if i == 10 { "team = \"research\"\n" } else { "" };
+    let text = format!(
+        "id = \"rule-{i}\"\nmode = \"live\"\nregions = [\"{}\", \"{}\"]\nultraserver_types = [\"{ULTRASERVER}\"]\n\
+         ultraserver_counts = [1, 2]\ndurations_days = [1]\n\
+         start_window = {{ earliest_in_days = 1, latest_in_days = 14 }}\n\
+         max_price_per_accelerator_hour = \"3\"\nmonthly_budget = \"8000\"\n\
+         max_purchases_per_month = 2\nmax_blocks_held = 1\nrebuy_on_payment_failure = {}\n{team}",
+        REGIONS[i % 4],
+        REGIONS[(i + 1) % 4],
+        i == 11,
+    );
+    Rule::from_toml(&text, now).unwrap_or_else(|e| panic!("the simulation's rule {i} is valid: {e:?}"))
+}
+
+fn instance_rules(now: DateTime<Utc>) -> Vec<Rule> {
     (0..10)
         .map(|i| {
             let mode = match i {
@@ -93,6 +129,10 @@ impl Market {
         }
         let mut new = Vec::new();
         for region in REGIONS {
+            if rng.random_bool(0.03) {
+                self.next += 1;
+                new.push(self.ultraserver_offering(rng, now, region));
+            }
             for (ty, accelerators) in TYPES {
                 if !rng.random_bool(0.04) {
                     continue;
@@ -123,10 +163,42 @@ impl Market {
                     ultraservers: None,
                     local_zone: false,
                 });
-                let on_sale_for = Duration::minutes(rng.random_range(10..=600));
-                self.goes_at.insert(id, (now + on_sale_for).with_second(0).unwrap_or(now + on_sale_for));
+                self.on_sale_for(rng, now, id);
             }
         }
         (new, gone)
+    }
+
+    fn on_sale_for(&mut self, rng: &mut ChaCha8Rng, now: DateTime<Utc>, id: String) {
+        let on_sale_for = Duration::minutes(rng.random_range(10..=600));
+        self.goes_at.insert(id, (now + on_sale_for).with_second(0).unwrap_or(now + on_sale_for));
+    }
+
+    /// One or two u-trn2x64 for a day (EC2 sells them in whole UltraServers: one reservation
+    /// each), at 1.50 to 5 USD per accelerator-hour.
+    fn ultraserver_offering(&mut self, rng: &mut ChaCha8Rng, now: DateTime<Utc>, region: &str) -> Offering {
+        let kind: UltraServerType = ULTRASERVER.parse().expect("a known UltraServer");
+        let u = UltraServers { kind, count: rng.random_range(1..=2) };
+        let day = now.date_naive() + chrono::Days::new(rng.random_range(1..=16));
+        let start = day.and_hms_opt(11, 30, 0).expect("a valid time").and_utc();
+        let cents: i64 = rng.random_range(150..=500);
+        let fee = Decimal::new(cents * 24 * i64::from(ULTRA_ACCELERATORS * u.instances()), 2);
+        let id = format!("cb-{:06}", self.next);
+        self.on_sale_for(rng, now, id.clone());
+        Offering {
+            id,
+            region: region.parse::<Region>().expect("a known region"),
+            availability_zone: format!("{region}a"),
+            instance_type: kind.instance_type().expect("a known type"),
+            instance_count: u.instances(),
+            start,
+            end: start + Duration::days(1),
+            duration_hours: 24,
+            duration_minutes: 0,
+            fee: Money::usd(fee).expect("a valid fee"),
+            ultraserver: true,
+            ultraservers: Some(u),
+            local_zone: false,
+        }
     }
 }

@@ -40,7 +40,7 @@ use capblock_core::domain::rule::{Mode, Rule};
 use capblock_core::domain::run_time::RunTime;
 use capblock_core::domain::stack::StackSettings;
 use capblock_core::domain::tags::STACK_TAG;
-use capblock_core::memory::{MemoryEc2, MemoryNotifier, MemoryReminders, MemoryTable, PaymentOutcome};
+use capblock_core::memory::{Listing, MemoryEc2, MemoryNotifier, MemoryReminders, MemoryTable, PaymentOutcome};
 use capblock_core::ports::{Outbox, ReadClock};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use futures::task::{ArcWake, waker_ref};
@@ -88,6 +88,10 @@ pub struct Summary {
     pub purchases: u64,
     /// Extensions EC2 sold.
     pub extensions: u64,
+    /// Purchases of UltraServers (more than one part), and those whose parts' payments ended
+    /// differently (one failed while another was held).
+    pub ultraserver_purchases: u64,
+    pub split_payments: u64,
     /// Invariant checks made.
     pub checks: u64,
     pub faults: Counts,
@@ -198,31 +202,59 @@ struct Sim {
     hasher: DefaultHasher,
 }
 
+/// EC2 as harsh as the record, drawn from the seed: each part of a purchase pays in minutes or
+/// hours of its 12-hour window, or fails (an UltraServer's parts each on their own, so one may
+/// fail while another is held); some reservations are listed up to 40 minutes late, described
+/// unreadably for up to 90 minutes, un-listed again for up to an hour after they were listed,
+/// or listed twice; an extension's payment stays pending for up to 6 hours, and some fail; an
+/// offering sells to every call, or to one, two or three before it is gone.
+fn ec2(seed: u64) -> MemoryEc2 {
+    let ec2_rng = Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(seed ^ 0xec2)));
+    let (pay, list, extend) = (ec2_rng.clone(), ec2_rng.clone(), ec2_rng);
+    MemoryEc2::default()
+        .with_payment(move |_, _| {
+            let mut r = pay.lock().unwrap_or_else(|p| p.into_inner());
+            // Most payments clear in minutes, some take hours of the 12-hour window, a few fail.
+            let pending = if r.random_bool(0.75) {
+                Duration::minutes(r.random_range(0..=20))
+            } else {
+                Duration::minutes(r.random_range(20..=12 * 60))
+            };
+            let outcome = if r.random_bool(0.08) { PaymentOutcome::Failed } else { PaymentOutcome::Paid };
+            (pending, outcome)
+        })
+        .with_listing(move |_, _| {
+            let mut r = list.lock().unwrap_or_else(|p| p.into_inner());
+            let mut minutes = |p: f64, from: i64, to: i64| {
+                if r.random_bool(p) { Duration::minutes(r.random_range(from..=to)) } else { Duration::zero() }
+            };
+            let (late, unreadable_for) = (minutes(0.15, 1, 40), minutes(0.05, 10, 90));
+            let (after, lasting) = (minutes(0.05, 1, 30), minutes(1.0, 10, 60));
+            let unlisted = (after > Duration::zero()).then_some((late + after, lasting));
+            let twice = r.random_bool(0.05);
+            Listing { late, unreadable_for, unlisted, twice }
+        })
+        .with_extension_payment(move |_| {
+            let mut r = extend.lock().unwrap_or_else(|p| p.into_inner());
+            let pending = if r.random_bool(0.7) {
+                Duration::minutes(r.random_range(0..=5))
+            } else {
+                Duration::minutes(r.random_range(10..=6 * 60))
+            };
+            let outcome = if r.random_bool(0.1) { PaymentOutcome::Failed } else { PaymentOutcome::Paid };
+            (pending, outcome)
+        })
+        // Decided by the offering's number, so every call asks the same stock of it.
+        .with_stock(|o| {
+            let n: u32 = o.id.trim_start_matches("cb-").parse().unwrap_or(0);
+            (!n.is_multiple_of(4)).then_some(n % 4)
+        })
+}
+
 impl Sim {
     fn new(config: Config) -> Sim {
         let now = start();
-        let ec2_rng = Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(config.seed ^ 0xec2)));
-        let (pay, list) = (ec2_rng.clone(), ec2_rng);
-        let ec2 = MemoryEc2::default()
-            .with_payment(move |_| {
-                let mut r = pay.lock().unwrap_or_else(|p| p.into_inner());
-                // Most payments clear in minutes, some take hours of the 12-hour window, a few fail.
-                let pending = if r.random_bool(0.75) {
-                    Duration::minutes(r.random_range(0..=20))
-                } else {
-                    Duration::minutes(r.random_range(20..=12 * 60))
-                };
-                let outcome = if r.random_bool(0.08) { PaymentOutcome::Failed } else { PaymentOutcome::Paid };
-                (pending, outcome)
-            })
-            .with_listing(move |_| {
-                let mut r = list.lock().unwrap_or_else(|p| p.into_inner());
-                let late =
-                    if r.random_bool(0.15) { Duration::minutes(r.random_range(1..=40)) } else { Duration::zero() };
-                let unreadable =
-                    if r.random_bool(0.05) { Duration::minutes(r.random_range(10..=90)) } else { Duration::zero() };
-                (late, unreadable)
-            });
+        let ec2 = ec2(config.seed);
         ec2.set_now(now);
         let rules = market::rules(now);
         let table = MemoryTable::quiet().with_rules(rules.clone());
@@ -269,6 +301,13 @@ impl Sim {
         self.settle().await?;
         self.summary.purchases = self.ec2.purchases_made();
         self.summary.extensions = self.ec2.extensions_sold().len() as u64;
+        let mut parts: BTreeMap<String, Vec<bool>> = BTreeMap::new();
+        for h in self.ec2.holdings() {
+            parts.entry(h.purchase).or_default().push(h.charged);
+        }
+        let ultra: Vec<_> = parts.values().filter(|p| p.len() > 1).collect();
+        self.summary.ultraserver_purchases = ultra.len() as u64;
+        self.summary.split_payments = ultra.iter().filter(|p| p.contains(&true) && p.contains(&false)).count() as u64;
         self.summary.faults = self.inj.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();
         for i in self.table.intents() {
             (i.id, i.state.as_str()).hash(&mut self.hasher);
@@ -291,7 +330,7 @@ impl Sim {
             {
                 continue;
             }
-            let per = market::TYPES.iter().find(|(t, _)| *t == r.instance_type.as_str()).map_or(8, |(_, a)| *a);
+            let per = market::accelerators(r.instance_type.as_str());
             for days in 1..=2u32 {
                 self.next_extension += 1;
                 let cents: i64 = self.rng.random_range(200..=900);
@@ -508,12 +547,8 @@ impl Sim {
     fn hand_purchase(&mut self) -> Option<Actor> {
         let live: Vec<Rule> = self.rules.iter().filter(|r| r.mode == Mode::Live).cloned().collect();
         let rule = live[self.rng.random_range(0..live.len())].clone();
-        let on_sale: Vec<_> = self
-            .ec2
-            .on_sale()
-            .into_iter()
-            .filter(|o| rule.regions.contains(&o.region) && rule.instance_types.contains(&o.instance_type))
-            .collect();
+        let on_sale: Vec<_> =
+            self.ec2.on_sale().into_iter().filter(|o| rule.regions.contains(&o.region) && rule.asks_for(o)).collect();
         if on_sale.is_empty() {
             return None;
         }

@@ -30,7 +30,8 @@ async fn a_block_a_member_found_is_bought_under_the_buying_accounts_id() {
     let settings = super::replay::settings(Mode::Live);
     let (table, notifier) = (MemoryTable::default().with_rules([rule()]), MemoryNotifier::default());
     // The same block: the member was shown it as cb-member, the buying account as cb-home.
-    let home = MemoryEc2::default().with_offerings([two("cb-home")]);
+    // A block of one: bought once, it is off sale (EC2 sells an offering until its stock is gone).
+    let home = MemoryEc2::default().with_offerings([two("cb-home")]).with_stock(|_| Some(1));
     let member = MemoryEc2::default().with_offerings([two("cb-member")]);
     let members = [MemberMarket { account: "111111111111".into(), market: Box::new(member) }];
     let catalog = Mutex::new(AcceleratorCatalog::new());

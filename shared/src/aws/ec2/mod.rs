@@ -302,3 +302,124 @@ pub fn timeouts() -> aws_config::timeout::TimeoutConfig {
 fn tag_map(tags: &[Tag]) -> BTreeMap<String, String> {
     tags.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
 }
+
+/// `classify` over the answers the SDK gives: which mean "nothing bought" (a purchase's fee may
+/// go back) and which leave it unknown. Each shape is built with `SdkError`'s constructors as
+/// the SDK's orchestrator builds it: EC2 models no error of its own, so every service error is
+/// the operation's generic one carrying the code and message parsed from EC2's XML body (none
+/// when the body could not be parsed), beside the raw HTTP response.
+#[cfg(test)]
+mod classify_tests {
+    use aws_sdk_ec2::error::ErrorMetadata;
+    use aws_sdk_ec2::operation::purchase_capacity_block::PurchaseCapacityBlockError;
+    use aws_smithy_runtime_api::client::result::ConnectorError;
+    use aws_smithy_runtime_api::http::{Response, StatusCode};
+    use aws_smithy_types::body::SdkBody;
+
+    use super::*;
+    use crate::app::purchase::{FailedPurchase, failed_purchase};
+    use crate::ports::OFFERING_ID_EXPIRED;
+
+    const OP: &str = "PurchaseCapacityBlock";
+
+    fn east() -> Region {
+        "us-east-1".parse().expect("a region")
+    }
+
+    fn raw(status: u16, body: &str) -> HttpResponse {
+        Response::new(StatusCode::try_from(status).expect("a status"), SdkBody::from(body.to_string()))
+    }
+
+    /// EC2's error body (the Query protocol's XML), as EC2 sends it.
+    fn ec2_error(code: &str, message: &str) -> String {
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>{code}</Code>\
+             <Message>{message}</Message></Error></Errors><RequestID>req-1</RequestID></Response>"
+        )
+    }
+
+    /// What `classify` makes of a PurchaseCapacityBlock answered `status` with EC2's error
+    /// `code` and `message` (`None`: a body the SDK could not parse, so no code).
+    fn answered(status: u16, code: Option<&str>, message: &str) -> MarketError {
+        let mut meta = ErrorMetadata::builder().message(message);
+        if let Some(code) = code {
+            meta = meta.code(code).custom("aws_request_id", "req-1");
+        }
+        let body = code.map_or_else(|| message.to_string(), |c| ec2_error(c, message));
+        let e = SdkError::service_error(PurchaseCapacityBlockError::generic(meta.build()), raw(status, &body));
+        classify(OP, &east(), e)
+    }
+
+    fn built(e: SdkError<PurchaseCapacityBlockError, HttpResponse>) -> MarketError {
+        classify(OP, &east(), e)
+    }
+
+    #[test]
+    fn throttling_codes_mean_nothing_was_bought_and_the_offering_may_be_tried_again() {
+        for code in ["RequestLimitExceeded", "Throttling", "ThrottlingException"] {
+            let e = answered(400, Some(code), "Request limit exceeded.");
+            assert!(matches!(e, MarketError::Throttled { code: REQUEST_LIMIT, .. }), "{code}: {e:?}");
+            assert_eq!(failed_purchase(&e), FailedPurchase::GiveBack, "{code}");
+        }
+        let e = answered(400, Some(DESCRIBE_LIMIT), "Too many offering questions.");
+        assert!(matches!(e, MarketError::Throttled { code: DESCRIBE_LIMIT, .. }), "{e:?}");
+    }
+
+    #[test]
+    fn a_refusal_by_code_means_nothing_was_bought() {
+        let e = answered(400, Some("InsufficientInstanceCapacity"), "There is not enough capacity.");
+        assert!(matches!(&e, MarketError::Rejected { code, .. } if code == "InsufficientInstanceCapacity"), "{e:?}");
+        assert_eq!(failed_purchase(&e), FailedPurchase::Refused);
+        let e = answered(400, Some(OFFERING_ID_EXPIRED), "The offering is no longer available.");
+        assert_eq!(failed_purchase(&e), FailedPurchase::GiveBack, "{e:?}");
+        let e = answered(400, Some("InvalidParameterValue"), "Capacity Blocks are not supported here.");
+        assert!(matches!(e, MarketError::NotSold { .. }), "{e:?}");
+    }
+
+    /// A 5xx is EC2 failing while it may have acted: never "nothing bought", whatever its code,
+    /// and whether or not its body could be parsed.
+    #[test]
+    fn server_errors_leave_the_purchase_unknown() {
+        let cases = [
+            (500, Some("InternalError"), "An internal error has occurred."),
+            (503, Some("Unavailable"), "The service is unavailable."),
+            (500, Some("Unknown"), ""),
+            (500, None, ""),
+            (503, None, "<html>Service Unavailable</html>"),
+        ];
+        for (status, code, message) in cases {
+            let e = answered(status, code, message);
+            assert!(matches!(e, MarketError::Unknown { .. }), "{status} {code:?}: {e:?}");
+            assert!(!e.had_no_effect(), "{status} {code:?}");
+            assert_eq!(failed_purchase(&e), FailedPurchase::Unknown, "{status} {code:?}");
+        }
+    }
+
+    /// A request that was sent and whose answer was lost (a timeout, a broken connection, an
+    /// answer that could not be read) may have bought: never "nothing bought".
+    #[test]
+    fn a_lost_or_unreadable_answer_leaves_the_purchase_unknown() {
+        let lost = [
+            SdkError::timeout_error("operation timed out after 40 s"),
+            SdkError::dispatch_failure(ConnectorError::timeout("read timed out".into())),
+            SdkError::dispatch_failure(ConnectorError::io("connection reset by peer".into())),
+            SdkError::dispatch_failure(ConnectorError::other("the connector failed".into(), None)),
+            SdkError::response_error("the body could not be read", raw(200, "")),
+            SdkError::response_error("the body could not be read", raw(500, "")),
+        ];
+        for e in lost {
+            let shown = format!("{e:?}");
+            let e = built(e);
+            assert!(matches!(e, MarketError::Unknown { .. }), "{shown}: {e:?}");
+            assert_eq!(failed_purchase(&e), FailedPurchase::Unknown, "{shown}");
+        }
+    }
+
+    /// A request the SDK could not build never left the process: nothing was bought.
+    #[test]
+    fn a_request_never_built_bought_nothing() {
+        let e = built(SdkError::construction_failure("missing CapacityBlockOfferingId"));
+        assert!(matches!(&e, MarketError::Rejected { code, .. } if code == "ConstructionFailure"), "{e:?}");
+        assert_eq!(failed_purchase(&e), FailedPurchase::Refused);
+    }
+}
