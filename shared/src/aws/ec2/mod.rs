@@ -125,6 +125,14 @@ where
                 _ if status >= 500 => {
                     MarketError::Unknown { operation, region, message: format!("HTTP {status} {code}: {message}") }
                 }
+                // EC2 names every refusal with a code. An answer without one (a proxy's HTML
+                // page, a truncated body) is not EC2's word that nothing was bought: a purchase
+                // it answers stays unknown, so its fee is never freed on it.
+                "" => MarketError::Unknown {
+                    operation,
+                    region,
+                    message: format!("HTTP {status} with no EC2 error code: {message}"),
+                },
                 _ => MarketError::Rejected { operation, region, code, message },
             }
         }
@@ -377,7 +385,7 @@ mod classify_tests {
     }
 
     /// A 5xx is EC2 failing while it may have acted: never "nothing bought", whatever its code,
-    /// and whether or not its body could be parsed.
+    /// and whether or not its body could be parsed; nor is any answer that carries no EC2 code.
     #[test]
     fn server_errors_leave_the_purchase_unknown() {
         let cases = [
@@ -386,6 +394,9 @@ mod classify_tests {
             (500, Some("Unknown"), ""),
             (500, None, ""),
             (503, None, "<html>Service Unavailable</html>"),
+            // Not EC2's word at all: a 4xx with no code (a proxy's page, a truncated body).
+            (400, None, "<html>Bad Request</html>"),
+            (403, None, ""),
         ];
         for (status, code, message) in cases {
             let e = answered(status, code, message);
