@@ -155,9 +155,7 @@ async fn validate(files: &[String], check_aws: bool) -> CliResult {
             other => other,
         };
         if let Ok(r) = &loaded {
-            let below = list_price::below_list(r, now);
-            let said = list_price::says(&below, r.max_price_per_accelerator_hour);
-            warnings.extend(said.into_iter().map(|w| ("max_price_per_accelerator_hour".to_string(), w)));
+            warnings.extend(below_list(r, now));
         }
         match loaded {
             Ok(r) => {
@@ -178,6 +176,13 @@ async fn validate(files: &[String], check_aws: bool) -> CliResult {
         }
     }
     if bad > 0 { Err(CliError::InvalidFiles(bad)) } else { Ok(()) }
+}
+
+/// A warning per type of `rule` whose published list rate at `now` is above the threshold.
+fn below_list(rule: &Rule, now: chrono::DateTime<chrono::Utc>) -> Vec<(String, String)> {
+    let below = list_price::below_list(rule, now);
+    let said = list_price::says(&below, rule.max_price_per_accelerator_hour);
+    said.into_iter().map(|w| ("max_price_per_accelerator_hour".to_string(), w)).collect()
 }
 
 /// A rule as the TOML file `rules put` takes.
