@@ -178,11 +178,17 @@ async fn validate(files: &[String], check_aws: bool) -> CliResult {
     if bad > 0 { Err(CliError::InvalidFiles(bad)) } else { Ok(()) }
 }
 
-/// A warning per type of `rule` whose published list rate at `now` is above the threshold.
+/// A warning per type of `rule` whose published list rate at `now` is above the threshold, and
+/// one when `max_total_fee` is below the least block it accepts at the list.
 fn below_list(rule: &Rule, now: chrono::DateTime<chrono::Utc>) -> Vec<(String, String)> {
     let below = list_price::below_list(rule, now);
     let said = list_price::says(&below, rule.max_price_per_accelerator_hour);
-    said.into_iter().map(|w| ("max_price_per_accelerator_hour".to_string(), w)).collect()
+    let mut warnings: Vec<(String, String)> =
+        said.into_iter().map(|w| ("max_price_per_accelerator_hour".to_string(), w)).collect();
+    if let Some(w) = list_price::fee_cap_below_list(rule, now) {
+        warnings.push(("max_total_fee".to_string(), w));
+    }
+    warnings
 }
 
 /// A rule as the TOML file `rules put` takes.

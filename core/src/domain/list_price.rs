@@ -74,6 +74,43 @@ pub fn below_list(rule: &Rule, at: DateTime<Utc>) -> Vec<(String, ListRate)> {
         .collect()
 }
 
+/// When `rule`'s `max_total_fee` is below the least block it accepts would cost at the list on
+/// `at`'s day, that in words: its smallest (type, count) for its shortest duration less
+/// `duration_tolerance_hours`, over the types with a known rate and accelerator count. Such a
+/// rule is valid (a dip may come) but buys only below the list.
+pub fn fee_cap_below_list(rule: &Rule, at: DateTime<Utc>) -> Option<String> {
+    let max = rule.max_total_fee?;
+    if rule.currency != crate::domain::money::Currency::USD {
+        return None;
+    }
+    let catalog = crate::domain::catalog::AcceleratorCatalog::new();
+    let days = rule.durations_days.iter().copied().min()?;
+    let hours = (days * 24).saturating_sub(rule.duration_tolerance_hours).max(1);
+    let (fee, ask, accelerators, rate) = rule
+        .asks()
+        .into_iter()
+        .filter_map(|a| {
+            let rate = list_rate(a.instance_type.as_str(), at)?;
+            let accelerators = catalog.accelerators(&a.instance_type)?;
+            let units = Decimal::from(u64::from(hours) * u64::from(a.instance_count) * u64::from(accelerators));
+            Some((units * rate.usd, a, accelerators, rate))
+        })
+        .min_by_key(|(fee, ..)| *fee)?;
+    if max.amount() >= fee {
+        return None;
+    }
+    Some(format!(
+        "{max} is below the least block this rule accepts at today's list: {:.2} USD ({} x {}, {accelerators} \
+         accelerators each, for {} at {} USD per accelerator-hour since {}): it buys only below the list",
+        fee,
+        ask.instance_count,
+        ask.instance_type,
+        crate::domain::duration::compact(chrono::Duration::hours(i64::from(hours))),
+        rate.usd.normalize(),
+        rate.effective,
+    ))
+}
+
 /// What `below_list` found, in words, one line per type.
 pub fn says(found: &[(String, ListRate)], threshold: Decimal) -> Vec<String> {
     found
@@ -126,5 +163,35 @@ mod tests {
               threshold or expect to wait for a dip"]
         );
         assert!(below_list(&rule, day(2026, 9, 1)).is_empty(), "no rate known then");
+    }
+
+    /// A fee cap below one block at the list is said with the figures; one above it is not.
+    #[test]
+    fn a_fee_cap_below_one_block_at_the_list_is_said() {
+        let text = |cap: &str| {
+            format!(
+                "id = \"r\"\nregions = [\"us-east-1\"]\ninstance_types = [\"p5.48xlarge\"]\ninstance_counts = [1]\n\
+                 durations_days = [1]\nstart_window = {{ earliest_in_days = 1, latest_in_days = 14 }}\n\
+                 max_price_per_accelerator_hour = \"6\"\nmax_total_fee = \"{cap}\"\nmonthly_budget = \"5000\"\n"
+            )
+        };
+        let low = Rule::from_toml(&text("700"), day(2026, 12, 7)).unwrap();
+        let hours = (24 - low.duration_tolerance_hours).max(1);
+        let said = fee_cap_below_list(&low, day(2026, 12, 7)).expect("700 is below a day of 8 GPUs at 5.97");
+        let least = Decimal::from(hours * 8) * Decimal::new(5970, 3);
+        assert!(
+            said.starts_with(&format!(
+                "700.00 USD is below the least block this rule accepts at today's list: {least:.2} USD"
+            )),
+            "{said}"
+        );
+        assert!(
+            said.contains("1 x p5.48xlarge, 8 accelerators each")
+                && said.contains("5.97 USD per accelerator-hour since 2026-10-07"),
+            "{said}"
+        );
+        let high = Rule::from_toml(&text("1200"), day(2026, 12, 7)).unwrap();
+        assert_eq!(fee_cap_below_list(&high, day(2026, 12, 7)), None);
+        assert_eq!(fee_cap_below_list(&low, day(2026, 9, 1)), None, "no rate known then");
     }
 }
