@@ -175,9 +175,10 @@ mod tests {
                  max_price_per_accelerator_hour = \"6\"\nmax_total_fee = \"{cap}\"\nmonthly_budget = \"5000\"\n"
             )
         };
-        let low = Rule::from_toml(&text("700"), day(2026, 12, 7)).unwrap();
+        let low = Rule::from_toml(&text("500"), day(2026, 12, 7)).unwrap();
         let hours = (24 - low.duration_tolerance_hours).max(1);
-        let said = fee_cap_below_list(&low, day(2026, 12, 7)).expect("700 is below a day of 8 GPUs at 5.97");
+        let said = fee_cap_below_list(&low, day(2026, 12, 7))
+            .expect("500 is below a day less the tolerance of 8 GPUs at 5.97");
         let least = Decimal::from(hours * 8) * Decimal::new(5970, 3);
         assert!(
             said.starts_with(&format!(
