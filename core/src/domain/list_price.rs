@@ -182,7 +182,7 @@ mod tests {
         let least = Decimal::from(hours * 8) * Decimal::new(5970, 3);
         assert!(
             said.starts_with(&format!(
-                "700.00 USD is below the least block this rule accepts at today's list: {least:.2} USD"
+                "500.00 USD is below the least block this rule accepts at today's list: {least:.2} USD"
             )),
             "{said}"
         );
