@@ -26,6 +26,9 @@ pub enum Bug {
     /// `domain::block`: a pending block EC2 does not list past its payment deadline is booked
     /// payment-failed (the old vanished-payment rule), freeing the fee of a block listed late.
     GoneAsFailed,
+    /// `app::track`: a failed payment's fee kept for a part that may be held leaves no hold on
+    /// the rule's guard, so `max_blocks_held` counts the purchase as nothing held.
+    KeptFeeNotHeld,
 }
 
 #[cfg(feature = "sabotage")]
@@ -38,12 +41,13 @@ mod switch {
     /// all run the code it is put back in.
     static ON: AtomicU8 = AtomicU8::new(0);
 
-    const ALL: [Bug; 5] = [
+    const ALL: [Bug; 6] = [
         Bug::ReleaseSentOnTimer,
         Bug::IgnoreHeldBlocks,
         Bug::UnlistedPartFailed,
         Bug::GiveBackUnknownAnswers,
         Bug::GoneAsFailed,
+        Bug::KeptFeeNotHeld,
     ];
 
     fn code(bug: Option<Bug>) -> u8 {

@@ -19,7 +19,7 @@ usage: capblock-verify [--bound NAME] [--sabotage NAME] [--threads N] [--seconds
   --sabotage   put a known protocol bug back and show the path the checker finds to it:
                release-sent-on-timer, charge-after-purchase, settle-on-replayed-clock,
                release-per-part, gone-as-failed, give-back-unknown-answers, ignore-held-blocks,
-               unlisted-part-failed
+               unlisted-part-failed, kept-fee-not-held
   --threads    checker threads (default 1: the path printed is then a shortest one)
   --seconds    stop after this long (the figures then cover part of the bound only)
 

@@ -12,7 +12,7 @@
 
 use capblock_core::app::purchase::{FailedPurchase, failed_purchase, held_refusal};
 use capblock_core::app::reconcile::{SettleStep, settle_step};
-use capblock_core::app::track::{PartSeen, part_still_held};
+use capblock_core::app::track::{PartSeen, kept_fee_hold, part_still_held};
 use capblock_core::domain::block::purchases_held_at;
 use capblock_core::domain::budget::{
     BudgetCharge, BudgetOwner, BudgetUsage, IntentState, Period, StackBudgets, admits, charges_for,
@@ -513,7 +513,7 @@ impl Protocol {
             .filter_map(|r| block(&self.rules, &self.stack, w, *r, self.parts()))
             .collect();
         // The buyer's own refusal (`Buyer::no_room`), on the blocks as the store holds them.
-        if held_refusal(rule, Ok(purchases_held_at(&blocks, &[], at(w.minute)))).is_some() {
+        if held_refusal(rule, Ok(purchases_held_at(&blocks, &w.store.holds[ri], at(w.minute)))).is_some() {
             return Some(Step::Done);
         }
         let now = at(w.minute);
@@ -754,9 +754,11 @@ impl Protocol {
             enqueue(w, Notice::PaymentFailed(r));
             // The tracker's own judgement (`track::part_still_held`) on what it would read of
             // the other parts: each one's block, and EC2's word on it.
+            let mut kept = None;
             let others_failed = match w.store.intents.get(&o) {
                 Some(stored) => {
                     let i = intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), stored);
+                    kept = kept_fee_hold(&i);
                     let others: Vec<PartSeen> = stored
                         .parts
                         .iter()
@@ -774,6 +776,14 @@ impl Protocol {
             };
             if others_failed || self.on(Sabotage::ReleasePerPart) {
                 release_failed(w, o, self.on(Sabotage::ReleasePerPart));
+            }
+            // The fee kept: the hold the tracker leaves on the rule's guard (`Ledger::add_hold`,
+            // idempotent), written before the move is stored, as production does.
+            if let (false, Some(hold)) = (others_failed, kept) {
+                let holds = &mut w.store.holds[rule_of(o)];
+                if !holds.contains(&hold) {
+                    holds.push(hold);
+                }
             }
         }
         if !crash {

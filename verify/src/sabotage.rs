@@ -33,10 +33,13 @@ pub enum Sabotage {
     /// A failed payment's fee goes back while another part of the purchase, which EC2 does not
     /// list yet, may be held: the unlisted part counted as failed.
     UnlistedPartFailed,
+    /// A failed payment's fee kept for a part that may be held leaves no hold on the rule's
+    /// guard: the purchase counts as nothing held and a second scan buys beside it.
+    KeptFeeNotHeld,
 }
 
 impl Sabotage {
-    pub const ALL: [Sabotage; 8] = [
+    pub const ALL: [Sabotage; 9] = [
         Sabotage::ReleaseSentOnTimer,
         Sabotage::ChargeAfterPurchase,
         Sabotage::SettleOnReplayedClock,
@@ -45,6 +48,7 @@ impl Sabotage {
         Sabotage::GiveBackUnknownAnswers,
         Sabotage::IgnoreHeldBlocks,
         Sabotage::UnlistedPartFailed,
+        Sabotage::KeptFeeNotHeld,
     ];
 
     /// The core's bug switch it is, when the bug is in the core's code the model runs.
@@ -55,6 +59,7 @@ impl Sabotage {
             Sabotage::GiveBackUnknownAnswers => Some(Bug::GiveBackUnknownAnswers),
             Sabotage::UnlistedPartFailed => Some(Bug::UnlistedPartFailed),
             Sabotage::GoneAsFailed => Some(Bug::GoneAsFailed),
+            Sabotage::KeptFeeNotHeld => Some(Bug::KeptFeeNotHeld),
             Sabotage::ChargeAfterPurchase | Sabotage::SettleOnReplayedClock | Sabotage::ReleasePerPart => None,
         }
     }
@@ -70,6 +75,7 @@ impl Sabotage {
             Sabotage::GiveBackUnknownAnswers => "give-back-unknown-answers",
             Sabotage::IgnoreHeldBlocks => "ignore-held-blocks",
             Sabotage::UnlistedPartFailed => "unlisted-part-failed",
+            Sabotage::KeptFeeNotHeld => "kept-fee-not-held",
         }
     }
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use capblock_core::domain::block::{Block, Reservation};
-use capblock_core::domain::budget::{Intent, IntentState, StackBudgets, charges_for};
+use capblock_core::domain::budget::{Intent, IntentState, ReleasedHold, StackBudgets, charges_for};
 use capblock_core::domain::lifecycle::{BlockState, Observed};
 use capblock_core::domain::money::Money;
 use capblock_core::domain::offering::Offering;
@@ -151,6 +151,9 @@ pub struct Store {
     /// Each rule's budget, and the account's, which every rule also draws on.
     pub rules: [Usage; 2],
     pub account: Usage,
+    /// Each rule's guard's holds (`RuleGuard::released`): here, the kept fees' holds the
+    /// tracker writes (`track::kept_fee_hold`).
+    pub holds: [Vec<ReleasedHold>; 2],
     /// Block items by reservation.
     pub blocks: BTreeMap<u8, BlockState>,
     /// The outbox: each notice and how many times a write put it there.

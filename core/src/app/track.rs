@@ -24,7 +24,7 @@ use super::reconcile::{Settled, settle_open_intents, settling_until};
 use super::usage;
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
-use crate::domain::budget::{BudgetOwner, Intent, IntentState, Period};
+use crate::domain::budget::{BudgetOwner, Intent, IntentState, Period, ReleasedHold};
 use crate::domain::ids::Region;
 use crate::domain::ledger_check::{self, LedgerVerdict};
 use crate::domain::lifecycle::{BlockState, Observed, Transition};
@@ -689,6 +689,9 @@ where
             // and only a person can look at why.
             let msg = if held == UNSHOWN_PART { announce::fee_kept_unshown(b) } else { announce::fee_kept(b, &held) };
             self.enqueue(b, &format!("fee-kept-{held}"), &msg, now).await?;
+            if let Some(hold) = kept_fee_hold(&intent) {
+                self.store.add_hold(rule_id, &hold).await?;
+            }
             return Ok(false);
         }
         // Without rebuy the failed attempt still counts as the month's purchase, so a rule
@@ -924,6 +927,19 @@ pub fn part_still_held(b: &Block, intent: &Intent, others: &[PartSeen]) -> Optio
     }
     // The parts named hold fewer instances than the purchase bought: one EC2 made is unnamed.
     (instances < u64::from(intent.offering.instance_count)).then(|| UNSHOWN_PART.to_string())
+}
+
+/// What a failed payment's kept fee leaves on the rule's guard (`Ledger::add_hold`): the part
+/// that may be held has no held block in the table (it failed while another is not shown, or
+/// shown but not adopted yet), so without the hold `max_blocks_held` would count the purchase
+/// as nothing held and a scan would buy a second block beside it. The model checker writes
+/// what it answers when its tracker keeps a fee.
+pub fn kept_fee_hold(intent: &Intent) -> Option<ReleasedHold> {
+    // The bug put back (`sabotage`): a kept fee leaves the rule free to buy.
+    if sabotage::on(Bug::KeptFeeNotHeld) {
+        return None;
+    }
+    Some(ReleasedHold::kept(intent))
 }
 
 /// Whether another part of a failed purchase (an UltraServer of N) may still be held, as the

@@ -4,16 +4,18 @@
 //! answer lost after the write committed, an item over the size limit).
 //!
 //! Each case takes a fresh, empty store and its faults. To add one: write `async fn
-//! the_promise<S: StorePorts, F: StoreFaults>(s: &S, f: &F)`, name it in `cases!` below, and in
-//! both runners (the core's `on_memory!` below and `contract!` in
-//! `tests/tests/integration/store.rs`), which check that they run every name in `CASES`.
+//! the_promise<S: StorePorts, F: StoreFaults>(s: &S, f: &F)` and name it in
+//! `store_contract_cases!` below: both runners (the core's `on_memory!` below and `contract!` in
+//! `tests/tests/integration/store.rs`) expand that one list, one test per case.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use rust_decimal::Decimal;
 
-use crate::domain::block::Block;
-use crate::domain::budget::{BudgetCharge, BudgetOwner, Intent, IntentState, Period, StackBudgets, charges_for};
+use crate::domain::block::{Block, purchases_held_at};
+use crate::domain::budget::{
+    BudgetCharge, BudgetOwner, Intent, IntentState, Period, ReleasedHold, StackBudgets, charges_for,
+};
 use crate::domain::lifecycle::BlockState;
 use crate::domain::money::Money;
 use crate::domain::offering::{Offering, RawOffering};
@@ -71,25 +73,36 @@ macro_rules! cases {
     };
 }
 
-cases!(
-    rules_use_optimistic_versions,
-    an_item_over_the_size_limit_is_refused_not_a_version_change,
-    deleting_a_rule_keeps_its_blocks_intents_and_budgets,
-    reserve_is_all_or_nothing,
-    a_fee_is_refused_when_it_would_pass_the_limit_from_what_is_committed,
-    purchases_per_month_are_capped,
-    mark_sent_and_bought_need_the_right_state,
-    closing_an_intent_that_was_never_reserved_is_refused,
-    a_writer_between_the_read_and_the_reservation_makes_it_refused,
-    a_write_whose_answer_was_lost_is_refused_when_retried,
-    amounts_read_back_with_cents_however_the_store_trims_them,
-    outbox_leases_and_publishes_once,
-    observations_are_batched_and_read_back_by_time,
-    the_stacks_settings_are_rewritten_only_when_they_change,
-    overlapping_saves_of_the_market_memory_lose_nothing,
-    a_region_claim_past_any_runs_length_holds_nothing,
-    a_rules_held_blocks_are_counted_before_the_index_shows_them,
-);
+/// Calls macro `$runner` with the name of every case, in order: the one list of cases, which
+/// `run`/`CASES` here, the in-memory runner below and the DynamoDB runner in
+/// `tests/tests/integration/store.rs` all expand, so a case cannot be left out of one of them.
+#[macro_export]
+macro_rules! store_contract_cases {
+    ($runner:ident) => {
+        $runner!(
+            rules_use_optimistic_versions,
+            an_item_over_the_size_limit_is_refused_not_a_version_change,
+            deleting_a_rule_keeps_its_blocks_intents_and_budgets,
+            reserve_is_all_or_nothing,
+            a_fee_is_refused_when_it_would_pass_the_limit_from_what_is_committed,
+            purchases_per_month_are_capped,
+            mark_sent_and_bought_need_the_right_state,
+            closing_an_intent_that_was_never_reserved_is_refused,
+            a_writer_between_the_read_and_the_reservation_makes_it_refused,
+            a_write_whose_answer_was_lost_is_refused_when_retried,
+            amounts_read_back_with_cents_however_the_store_trims_them,
+            outbox_leases_and_publishes_once,
+            observations_are_batched_and_read_back_by_time,
+            the_stacks_settings_are_rewritten_only_when_they_change,
+            overlapping_saves_of_the_market_memory_lose_nothing,
+            a_region_claim_past_any_runs_length_holds_nothing,
+            a_rules_held_blocks_are_counted_before_the_index_shows_them,
+            a_kept_fee_holds_its_rule_once_until_the_offering_ends,
+        );
+    };
+}
+
+store_contract_cases!(cases);
 
 fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, 1, 8, 0, 0).unwrap()
@@ -344,6 +357,31 @@ async fn mark_sent_and_bought_need_the_right_state<S: StorePorts, F: StoreFaults
     assert_eq!(used(s, rule_owner("r1")).await, (d("10"), d("10"), 1), "spent once");
 }
 
+/// A failed payment's fee kept for a part EC2 may hold (`Ledger::add_hold`): the hold is on the
+/// rule's guard once however often it is written, the purchase counts once against
+/// `max_blocks_held` (beside its own block) until the offering's end, and the intent and the
+/// budgets stay as they were.
+async fn a_kept_fee_holds_its_rule_once_until_the_offering_ends<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = rule("r1", "1000");
+    let it = intent(&r, "cb-1", "100", None);
+    buy(s, &it, "cr-1").await;
+    let hold = ReleasedHold::kept(&it);
+    s.add_hold("r1", &hold).await.unwrap();
+    s.add_hold("r1", &hold).await.unwrap();
+    let guard = s.guard("r1").await.unwrap();
+    assert_eq!(guard.released, vec![hold.clone()], "kept once");
+    assert_eq!(guard.open_intent, None);
+    let mut failed = s.get_block("cr-1").await.unwrap().unwrap();
+    failed.state = BlockState::PaymentFailed;
+    let held = |blocks: &[Block], at| purchases_held_at(blocks, &guard.released, at);
+    assert_eq!(held(&[failed.clone()], now()), 1, "no held block, the hold counts");
+    assert_eq!(held(&[failed], it.offering.end), 0, "past the offering's end");
+    assert_eq!(s.get_intent("r1", &it.id).await.unwrap().unwrap().state, IntentState::Bought);
+    assert_eq!(used(s, rule_owner("r1")).await, (d("100"), d("100"), 1), "the fee stays committed");
+    // The guard still takes the next reservation (the hold moves no sequence).
+    s.reserve(&intent(&r, "cb-2", "100", None), guard.seq).await.unwrap();
+}
+
 /// A fee goes back only from an intent that holds it: closing or releasing one that was never
 /// reserved (or is gone) is refused and moves no budget.
 async fn closing_an_intent_that_was_never_reserved_is_refused<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
@@ -557,32 +595,8 @@ mod tests {
                     super::run(stringify!($name), &table, &table).await;
                 }
             )*
-
-            /// Every case of the contract runs here.
-            #[test]
-            fn every_case_runs_on_the_in_memory_table() {
-                assert_eq!(super::CASES, [$(stringify!($name)),*]);
-            }
         };
     }
 
-    on_memory!(
-        rules_use_optimistic_versions,
-        an_item_over_the_size_limit_is_refused_not_a_version_change,
-        deleting_a_rule_keeps_its_blocks_intents_and_budgets,
-        reserve_is_all_or_nothing,
-        a_fee_is_refused_when_it_would_pass_the_limit_from_what_is_committed,
-        purchases_per_month_are_capped,
-        mark_sent_and_bought_need_the_right_state,
-        closing_an_intent_that_was_never_reserved_is_refused,
-        a_writer_between_the_read_and_the_reservation_makes_it_refused,
-        a_write_whose_answer_was_lost_is_refused_when_retried,
-        amounts_read_back_with_cents_however_the_store_trims_them,
-        outbox_leases_and_publishes_once,
-        observations_are_batched_and_read_back_by_time,
-        the_stacks_settings_are_rewritten_only_when_they_change,
-        overlapping_saves_of_the_market_memory_lose_nothing,
-        a_region_claim_past_any_runs_length_holds_nothing,
-        a_rules_held_blocks_are_counted_before_the_index_shows_them,
-    );
+    crate::store_contract_cases!(on_memory);
 }

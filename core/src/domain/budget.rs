@@ -387,21 +387,35 @@ pub const SENT_GRACE: Duration = Duration::minutes(15);
 /// `max_blocks_held` until its start (`ReleasedHold`).
 pub const RELEASE_MIN_AGE: Duration = Duration::hours(1);
 
-/// A purchase a person released (EC2 listed nothing tagged with it) that EC2 may still list:
-/// kept on the rule's guard, it counts against the rule's `max_blocks_held` until the offering's
-/// start, so a later scan cannot buy a second block while the first may yet appear.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A purchase EC2 may hold although the table has no held block of it, kept on the rule's
+/// guard so it counts against the rule's `max_blocks_held` and a later scan cannot buy a second
+/// block while the first may yet appear. Two kinds:
+/// - a purchase a person released (EC2 listed nothing tagged with it), until the offering's
+///   start (`of`);
+/// - a purchase of several parts (UltraServers) whose fee the tracker kept when one part failed
+///   its payment while another may be held but has no held block yet (EC2 has not shown it, or
+///   shows it before it is adopted), until the offering's end (`kept`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ReleasedHold {
-    /// The released intent's id.
+    /// The purchase's intent id.
     pub intent: String,
-    /// The offering's start: past it the block, if EC2 made it, is listed or never was.
+    /// Past it the purchase no longer counts: see the two kinds above.
     pub until: DateTime<Utc>,
 }
 
 impl ReleasedHold {
-    /// The hold a person's release of `intent` leaves.
+    /// The hold a person's release of `intent` leaves: past the offering's start the block, if
+    /// EC2 made it, is listed or never was.
     pub fn of(intent: &Intent) -> ReleasedHold {
         ReleasedHold { intent: intent.id.clone(), until: intent.offering.start }
+    }
+
+    /// The hold a kept fee leaves (`Tracker`'s failed-payment step): a part of the purchase may
+    /// be held until the offering's end, and only EC2's word on each part ends it sooner (the
+    /// part, once adopted, counts as a block of the same intent, so the purchase counts once).
+    /// It is not a release: the fee stays committed.
+    pub fn kept(intent: &Intent) -> ReleasedHold {
+        ReleasedHold { intent: intent.id.clone(), until: intent.offering.end }
     }
 
     /// Whether it still counts at `now` (the clock's).

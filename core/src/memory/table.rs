@@ -613,6 +613,16 @@ impl Ledger for MemoryTable {
         Ok(())
     }
 
+    async fn add_hold(&self, rule_id: &str, hold: &ReleasedHold) -> Result<(), StoreError> {
+        let mut items = self.items();
+        let released = &mut items.guards.entry(rule_id.to_string()).or_default().released;
+        if !released.contains(hold) {
+            released.push(hold.clone());
+        }
+        self.moved(format!("add_hold {rule_id} {}", hold.intent))?;
+        Ok(())
+    }
+
     async fn record_given_back(&self, intent: &Intent, _: &str) -> Result<(), StoreError> {
         let mut items = self.items();
         items.close_intent(intent, None, Close::Release)?;

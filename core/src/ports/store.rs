@@ -98,8 +98,9 @@ impl ReserveError {
 pub struct RuleGuard {
     pub open_intent: Option<String>,
     pub seq: u64,
-    /// The purchases a person released that EC2 may still list: each counts against the
-    /// rule's `max_blocks_held` until its offering's start (`ReleasedHold`).
+    /// The purchases EC2 may hold with no held block in the table (a person's release, a fee
+    /// kept for a part not yet adopted): each counts against the rule's `max_blocks_held`
+    /// until its `ReleasedHold::until`.
     #[serde(default)]
     pub released: Vec<ReleasedHold>,
 }
@@ -133,6 +134,12 @@ pub trait Ledger: Send + Sync {
     /// as `record_rejected`, and in the same transaction the rule's guard keeps a
     /// `ReleasedHold` of it, so it counts against `max_blocks_held` until the offering's start.
     async fn release_by_person(&self, intent: &Intent, reason: &str) -> Result<(), StoreError>;
+
+    /// Keeps `hold` on rule `rule_id`'s guard (a failed payment's fee kept for a purchase part
+    /// EC2 may hold: `track::kept_fee_hold`), so the purchase counts against `max_blocks_held`
+    /// until `hold.until` even while no block of it is held in the table. Idempotent: a hold
+    /// already there is not added twice. Intents and budgets are untouched.
+    async fn add_hold(&self, rule_id: &str, hold: &ReleasedHold) -> Result<(), StoreError>;
 
     /// For an intent whose purchase certainly never took effect at EC2 (throttled, stopped
     /// before sending, abandoned while Reserved): in one transaction, removes the intent

@@ -190,34 +190,10 @@ macro_rules! contract {
                 contract::run(stringify!($name), &store, &faults).await;
             }
         )*
-
-        /// Every case of the contract runs here.
-        #[test]
-        fn every_contract_case_runs_on_the_dynamodb_adapter() {
-            assert_eq!(contract::CASES, [$(stringify!($name)),*]);
-        }
     };
 }
 
-contract!(
-    rules_use_optimistic_versions,
-    an_item_over_the_size_limit_is_refused_not_a_version_change,
-    deleting_a_rule_keeps_its_blocks_intents_and_budgets,
-    reserve_is_all_or_nothing,
-    a_fee_is_refused_when_it_would_pass_the_limit_from_what_is_committed,
-    purchases_per_month_are_capped,
-    mark_sent_and_bought_need_the_right_state,
-    closing_an_intent_that_was_never_reserved_is_refused,
-    a_writer_between_the_read_and_the_reservation_makes_it_refused,
-    a_write_whose_answer_was_lost_is_refused_when_retried,
-    amounts_read_back_with_cents_however_the_store_trims_them,
-    outbox_leases_and_publishes_once,
-    observations_are_batched_and_read_back_by_time,
-    the_stacks_settings_are_rewritten_only_when_they_change,
-    overlapping_saves_of_the_market_memory_lose_nothing,
-    a_region_claim_past_any_runs_length_holds_nothing,
-    a_rules_held_blocks_are_counted_before_the_index_shows_them,
-);
+capblock_core::store_contract_cases!(contract);
 
 fn now() -> DateTime<Utc> {
     "2026-12-01T08:00:00Z".parse().unwrap()

@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 
 use async_trait::async_trait;
 use capblock_core::domain::block::{Block, Reservation};
-use capblock_core::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
+use capblock_core::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period, ReleasedHold};
 use capblock_core::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionReceipt, ExtensionState};
 use capblock_core::domain::health::CapacityStatus;
 use capblock_core::domain::ids::{InstanceType, Region};
@@ -350,6 +350,10 @@ impl Ledger for Faulty<MemoryTable> {
     async fn release_by_person(&self, intent: &Intent, reason: &str) -> Result<(), StoreError> {
         self.store("release_by_person").await?;
         self.inner.release_by_person(intent, reason).await
+    }
+    async fn add_hold(&self, rule_id: &str, hold: &ReleasedHold) -> Result<(), StoreError> {
+        self.store("add_hold").await?;
+        self.inner.add_hold(rule_id, hold).await
     }
     async fn record_given_back(&self, intent: &Intent, reason: &str) -> Result<(), StoreError> {
         self.store("record_given_back").await?;

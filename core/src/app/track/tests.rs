@@ -189,7 +189,7 @@ async fn a_tracker_keeps_the_fee_of_a_purchase_with_a_part_it_does_not_name() {
         adopt_untagged: false,
         regions: vec![],
     };
-    let table = MemoryTable::default().with_rules([east]).with_intents([bought]).with_blocks([block]);
+    let table = MemoryTable::default().with_rules([east]).with_intents([bought.clone()]).with_blocks([block]);
     let market = MemoryEc2::default().with_reservations([r1]);
     let (notifier, reminders) = (MemoryNotifier::default(), MemoryReminders::default());
     let tracker = Tracker {
@@ -205,6 +205,13 @@ async fn a_tracker_keeps_the_fee_of_a_purchase_with_a_part_it_does_not_name() {
     let writes = table.writes();
     assert!(writes.contains(&format!("enqueue cr-1#fee-kept-{UNSHOWN_PART}")), "{writes:?}");
     assert!(!writes.iter().any(|w| w.starts_with("release_failed_block")), "{writes:?}");
+    // The part that may be held has no block: the guard's hold is what keeps the rule from
+    // buying a second block beside it, until the offering's end.
+    let guard = table.guard("east").await.unwrap();
+    assert_eq!(guard.released, vec![crate::domain::budget::ReleasedHold::kept(&bought)]);
+    let open = table.open_blocks(Some("east")).await.unwrap();
+    let held = |at| crate::domain::block::purchases_held_at(&open, &guard.released, at);
+    assert_eq!((held(t0()), held(bought.offering.end)), (1, 0), "held now, not past the offering's end");
 }
 
 /// The ledger follows what EC2 holds: a block booked payment-failed (its fee released) that EC2

@@ -116,6 +116,28 @@ impl Ledger for DynamoStore {
         self.close_intent(intent, Some(closed), RELEASE_FEE, vec![], Some(&hold)).await
     }
 
+    async fn add_hold(&self, rule_id: &str, hold: &ReleasedHold) -> Result<(), StoreError> {
+        // `contains` on a list compares whole elements: the same hold (same JSON) is not
+        // appended twice, and a refused condition means it is there already.
+        let held = json(hold);
+        let added = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(rule_pk(rule_id), "GUARD")))
+            .update_expression("SET released = list_append(if_not_exists(released, :none), :hold)")
+            .condition_expression("attribute_not_exists(released) OR NOT contains(released, :one)")
+            .expression_attribute_values(":none", AttributeValue::L(vec![]))
+            .expression_attribute_values(":hold", AttributeValue::L(vec![held.clone()]))
+            .expression_attribute_values(":one", held)
+            .send()
+            .await;
+        match added.map_err(|e| store_err(&format!("hold {} on rule {rule_id}", hold.intent), e)) {
+            Ok(_) | Err(StoreError::Conflict(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn record_given_back(&self, intent: &Intent, reason: &str) -> Result<(), StoreError> {
         tracing::info!(event = "intent_given_back", intent = %intent.id, %reason, "nothing reached EC2; the offering may be tried again");
         // Nothing was bought on the approval it consumed: it may be approved again.
