@@ -431,7 +431,8 @@ pub async fn settings_to_buy(store: &DynamoStore, mode: Mode) -> Result<StoredSe
     // only when the deployed stack's parameters say the same.
     let Some(deployed) = crate::stack::deployed() else {
         return Err(CliError::Refused(format!(
-            "a purchase from the CLI checks the settings stored in table {table} against the deployed stack's              CloudFormation parameters, and only a table was named: name the stack with --stack NAME \
+            "a purchase from the CLI checks the settings stored in table {table} against the deployed stack's \
+             CloudFormation parameters, and only a table was named: name the stack with --stack NAME \
              (or CAPBLOCK_STACK_NAME, or `stack = \"NAME\"` in the config file) and try again"
         )));
     };

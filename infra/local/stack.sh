@@ -27,12 +27,20 @@ EC2 capacity-block / capacity-reservation API).
 
 Commands:
   up            Install moto into a cached venv if needed, start both servers,
-                create the table, topics and tap queues, write and print the
+                create the table, topics and tap queues and the CloudFormation
+                stand-in stack capblock-local (dry-run), write and print the
                 env file (shell 'export' lines). A no-op that just prints the
                 env when a healthy stack is already running.
                 Use it as:  eval "\$(infra/local/stack.sh up)"
   down          Stop both servers (TERM, KILL after ${STOP_TIMEOUT}s) and remove pid
                 files and the env file. A no-op when nothing runs.
+  deploy [KEY=VALUE...]
+                The stand-in for 'sam deploy' (infra/local/deploy.py): sets the
+                CloudFormation stack capblock-local's parameters (Mode=dry-run|live,
+                AccountMonthlyBudget=USD, TeamBudgets=team=USD,...; one not given keeps
+                its value) and runs the built scan-offerings once so the stack's
+                settings are stored, as a deployed function's first run does. 'up'
+                creates the stack in dry-run. Then: capblock --stack capblock-local ...
   env           Print the env file; exit 1 if the stack is not up.
   status        One line per service: running/stopped and its URL
                 (exit 0 if both run, 3 otherwise).
@@ -415,6 +423,13 @@ stack_up_unlocked() {
 		done
 	} >"$ENV_FILE.tmp"
 	mv "$ENV_FILE.tmp" "$ENV_FILE"
+	# The stand-in for a deployed stack's CloudFormation stack (its TableName output and
+	# parameters, which the CLI reads): dry-run until `deploy` says otherwise.
+	(
+		# shellcheck disable=SC1090
+		source "$ENV_FILE"
+		"$VENV/bin/python" "$SCRIPT_DIR/deploy.py" --stack-only
+	) || die "the CloudFormation stand-in could not be created (moto log: $(log_file moto))"
 	UP_IN_PROGRESS=""
 	log "stack up: moto $moto_url, simulator $sim_url (env: $ENV_FILE)"
 	cat "$ENV_FILE"
@@ -443,6 +458,18 @@ cmd_env() {
 		log "the stack is not up (start it with: infra/local/stack.sh up)"
 		exit 1
 	fi
+}
+
+cmd_deploy() {
+	if ! { [[ -s $ENV_FILE ]] && service_running moto && service_running sim; }; then
+		log "the stack is not up (start it with: infra/local/stack.sh up)"
+		exit 1
+	fi
+	(
+		# shellcheck disable=SC1090
+		source "$ENV_FILE"
+		exec "$VENV/bin/python" "$SCRIPT_DIR/deploy.py" "$@"
+	)
 }
 
 cmd_status() {
@@ -539,6 +566,7 @@ main() {
 	status) cmd_status ;;
 	logs) cmd_logs "$@" ;;
 	run) cmd_run "$@" ;;
+	deploy) cmd_deploy "$@" ;;
 	-h | --help | help) usage ;;
 	"")
 		usage >&2

@@ -19,6 +19,7 @@ mod real_market;
 mod replay;
 mod scan;
 mod share;
+mod stand_in;
 mod sim_wire;
 mod store;
 mod track;
