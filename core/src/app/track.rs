@@ -34,7 +34,7 @@ use crate::domain::money::Money;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::Rule;
 use crate::domain::run_time::RunTime;
-use crate::domain::settlement::part_failed;
+use crate::domain::settlement::{held_after_close, held_after_close_of, part_failed};
 use crate::domain::slack::SlackMessage;
 use crate::domain::stack::StackSettings;
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
@@ -857,9 +857,55 @@ where
             tracing::info!(event = "reservation_awaits_settlement", reservation = %r.id, intent = %intent_id, "left to the intent's settlement");
             return Ok(OfIntent::Settled);
         }
+        if held_after_close_of(intent.state, &r.state) {
+            return self.hold_after_close(&intent, r, now, report).await;
+        }
         tracing::error!(event = "reservation_after_intent_closed", reservation = %r.id, intent = %intent_id, state = intent.state.as_str(),
             "a reservation appeared for an intent already closed; adopting it without a fee");
         Ok(OfIntent::None)
+    }
+}
+
+impl<M, S, N, R> Tracker<'_, M, S, N, R>
+where
+    M: ReservationSource
+        + ExtensionMarket
+        + BlockKinds
+        + BlockStatusSource
+        + InstanceSource
+        + ExtensionHistory
+        + ?Sized,
+    S: RuleStore + Ledger + BlockStore + Outbox + ExtensionLedger + MarketMemory + ?Sized,
+    N: Notifier + ?Sized,
+    R: Reminders + ?Sized,
+{
+    /// EC2 holds `r`, tagged with `intent`, which was closed unbought (a person released it, or
+    /// EC2 refused the purchase and made it after all): the purchase is recorded as bought and
+    /// its fee committed again, with no limit, once (`Ledger::record_held_after_close`); a
+    /// person is told, and the block is tracked from now on.
+    async fn hold_after_close(
+        &self,
+        intent: &Intent,
+        r: &Reservation,
+        now: DateTime<Utc>,
+        report: &mut TrackReport,
+    ) -> Result<OfIntent, TrackError> {
+        tracing::error!(event = "ledger_mismatch", reservation = %r.id, intent = %intent.id, state = intent.state.as_str(),
+            "EC2 holds a reservation of an intent closed unbought; recorded as bought, its fee committed again");
+        report.ledger_mismatches.push(format!("{}#{}->{}", r.id, intent.state.as_str(), r.state));
+        let block = Block::bought(&held_after_close(intent, &r.id), r, now);
+        let from = format!("{} (its purchase closed unbought)", intent.state.as_str());
+        self.enqueue(&block, "held-after-close", &announce::held_again(&block, &from, &r.state), now).await?;
+        if matches!(block.state, BlockState::Scheduled | BlockState::Active) {
+            self.reminders.sync(&block, now).await?;
+        }
+        if self.store.record_held_after_close(intent, &block).await? {
+            tracing::warn!(event = "budget_recommitted", reservation = %r.id, intent = %intent.id, fee = %intent.offering.fee,
+                "EC2 holds the purchase: its fee counts in the budgets again");
+            report.recommitted_budgets.push(r.id.clone());
+            report.adopted.push(r.id.clone());
+        }
+        Ok(OfIntent::Settled)
     }
 }
 

@@ -98,6 +98,7 @@ macro_rules! store_contract_cases {
             a_region_claim_past_any_runs_length_holds_nothing,
             a_rules_held_blocks_are_counted_before_the_index_shows_them,
             a_kept_fee_holds_its_rule_once_until_the_offering_ends,
+            a_released_purchase_ec2_holds_is_bought_again_once_past_any_limit,
         );
     };
 }
@@ -380,6 +381,40 @@ async fn a_kept_fee_holds_its_rule_once_until_the_offering_ends<S: StorePorts, F
     assert_eq!(used(s, rule_owner("r1")).await, (d("100"), d("100"), 1), "the fee stays committed");
     // The guard still takes the next reservation (the hold moves no sequence).
     s.reserve(&intent(&r, "cb-2", "100", None), guard.seq).await.unwrap();
+}
+
+/// EC2 holds a reservation of an intent a person released (`record_held_after_close`): the
+/// intent is recorded bought with it, the block stored, and the fee committed again in every
+/// budget it charged, past the limit if need be (EC2 took the money), once however often it is
+/// asked; an intent that is not closed unbought is left alone.
+async fn a_released_purchase_ec2_holds_is_bought_again_once_past_any_limit<S: StorePorts, F: StoreFaults>(
+    s: &S,
+    _: &F,
+) {
+    let r = rule("r1", "1000");
+    let it = intent(&r, "cb-1", "100", None);
+    s.reserve(&it, 0).await.unwrap();
+    s.mark_sent(&it.id, "r1", now()).await.unwrap();
+    let sent = Intent { state: IntentState::Sent, sent_at: Some(now()), ..it.clone() };
+    s.release_by_person(&sent, "by hand").await.unwrap();
+    buy(s, &intent(&r, "cb-2", "950", None), "cr-2").await;
+    let before = used(s, rule_owner("r1")).await;
+    assert_eq!(before.0, d("950"), "the released fee is out of the books");
+    let released = s.get_intent("r1", &it.id).await.unwrap().unwrap();
+    assert_eq!(released.state, IntentState::Rejected);
+    let block = block_for(&released, "cr-1");
+    assert!(s.record_held_after_close(&released, &block).await.unwrap());
+    assert!(!s.record_held_after_close(&released, &block).await.unwrap(), "once");
+    let after = used(s, rule_owner("r1")).await;
+    assert_eq!((after.0, after.1, after.2), (d("1050"), before.1 + d("100"), before.2 + 1), "past the limit");
+    let got = s.get_intent("r1", &it.id).await.unwrap().unwrap();
+    assert_eq!((got.state, got.reservation_id.as_deref()), (IntentState::Bought, Some("cr-1")));
+    assert_eq!(got.parts, vec!["cr-1".to_string()]);
+    assert!(s.get_block("cr-1").await.unwrap().is_some(), "the block is tracked");
+    // A bought intent is not closed unbought: nothing moves.
+    let bought = s.get_intent("r1", &intent(&r, "cb-2", "950", None).id).await.unwrap().unwrap();
+    assert!(!s.record_held_after_close(&bought, &block_for(&bought, "cr-9")).await.unwrap());
+    assert_eq!(used(s, rule_owner("r1")).await, after);
 }
 
 /// A fee goes back only from an intent that holds it: closing or releasing one that was never

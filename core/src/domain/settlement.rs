@@ -101,6 +101,30 @@ pub fn may_release(intent: &Intent, now: DateTime<Utc>) -> Result<(), TooEarlyTo
     Err(TooEarlyToRelease { intent: intent.id.clone(), sent, age: now - sent, may_release_at })
 }
 
+/// The intent closed unbought (`Rejected`: a person released it, or EC2 refused it) as it is
+/// recorded once EC2 holds `reservation_id` tagged with it after all (`Ledger::
+/// record_held_after_close`): bought, with that reservation as its purchase. EC2 is the source
+/// of truth for what it holds; the ledger follows it. A purchase of several parts (UltraServers)
+/// is recorded by the first part seen; the others are told apart as duplicates, as for any
+/// purchase recorded by tag.
+pub fn held_after_close(intent: &Intent, reservation_id: &str) -> Intent {
+    Intent {
+        state: IntentState::Bought,
+        reservation_id: Some(reservation_id.to_string()),
+        parts: vec![reservation_id.to_string()],
+        ..intent.clone()
+    }
+}
+
+/// Whether a reservation EC2 lists in state `ec2_state`, tagged with an intent in state
+/// `intent`, is a purchase of a closed intent that EC2 holds after all: the intent was closed
+/// unbought, and EC2 shows the reservation in a held state (payment pending, scheduled,
+/// active). Its fee is committed again (`held_after_close`). The model checker asks it when its
+/// tracker adopts a reservation.
+pub fn held_after_close_of(intent: IntentState, ec2_state: &str) -> bool {
+    intent == IntentState::Rejected && BlockState::from_ec2(ec2_state).is_some_and(BlockState::is_held)
+}
+
 /// When the purchase was sent (its creation, for intents stored before `sent_at` was kept).
 pub fn sent_at(intent: &Intent) -> DateTime<Utc> {
     intent.sent_at.unwrap_or(intent.created_at)

@@ -27,6 +27,7 @@ use crate::domain::outbox_key::OutboxKey;
 use crate::domain::plan::RegionMemory;
 use crate::domain::preflight::Preflight;
 use crate::domain::rule::Rule;
+use crate::domain::settlement::held_after_close;
 use crate::domain::stack::StoredSettings;
 use crate::ports::*;
 
@@ -764,6 +765,40 @@ impl Ledger for MemoryTable {
         items.intents.get_mut(&k).expect("checked above").fee_released_at = None;
         items.blocks.get_mut(&block.reservation_id).expect("checked above").budget_released_at = None;
         self.moved(format!("recommit_released_fee {}", block.reservation_id))?;
+        Ok(true)
+    }
+
+    async fn record_held_after_close(&self, intent: &Intent, block: &Block) -> Result<bool, StoreError> {
+        let mut items = self.items();
+        let k = (intent.rule_id.clone(), intent.offering.id.clone());
+        match items.intents.get(&k) {
+            None => return Err(conflict(format!("recording block {}: no intent", block.reservation_id))),
+            Some(r) if r.intent.state != IntentState::Rejected => return Ok(false),
+            Some(_) => {}
+        }
+        if items.blocks.contains_key(&block.reservation_id) {
+            return Ok(false);
+        }
+        let fee = intent.offering.fee.amount();
+        for c in &intent.charges {
+            let row = items.budgets.entry((c.owner.key(), c.period.clone())).or_insert_with(|| BudgetRow {
+                committed: Decimal::ZERO,
+                spent: Decimal::ZERO,
+                purchases: 0,
+                currency: intent.offering.fee.currency(),
+            });
+            row.committed += fee;
+            row.spent += fee;
+            row.purchases += 1;
+        }
+        let row = items.intents.get_mut(&k).expect("checked above");
+        row.intent = held_after_close(&row.intent, &block.reservation_id);
+        items.blocks.insert(
+            block.reservation_id.clone(),
+            BlockRow { block: block.clone(), open_extension: None, budget_released_at: None },
+        );
+        items.held.entry(intent.rule_id.clone()).or_default().insert(block.reservation_id.clone());
+        self.moved(format!("record_held_after_close {}", block.reservation_id))?;
         Ok(true)
     }
 }

@@ -201,6 +201,15 @@ pub trait Ledger: Send + Sync {
         intent: &Intent,
         count_purchase: bool,
     ) -> Result<bool, StoreError>;
+
+    /// EC2 holds `block`, a reservation tagged with `intent`, which was closed unbought (a
+    /// person released it while EC2 had not listed the purchase yet, or EC2 made a purchase it
+    /// had refused): in one transaction, the intent becomes Bought with `block` as its
+    /// purchase, `block` is written, and the fee goes back into `committed` and `spent` of
+    /// every budget the intent charged, with no limit (EC2 took the money: the books must say
+    /// so), the purchase counted again. Returns false (and changes nothing) when the intent is
+    /// no longer Rejected or the block is stored already: once, however many runs see it.
+    async fn record_held_after_close(&self, intent: &Intent, block: &Block) -> Result<bool, StoreError>;
 }
 
 #[async_trait]

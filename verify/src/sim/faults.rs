@@ -351,6 +351,10 @@ impl Ledger for Faulty<MemoryTable> {
         self.store("release_by_person").await?;
         self.inner.release_by_person(intent, reason).await
     }
+    async fn record_held_after_close(&self, intent: &Intent, block: &Block) -> Result<bool, StoreError> {
+        self.store("record_held_after_close").await?;
+        self.inner.record_held_after_close(intent, block).await
+    }
     async fn add_hold(&self, rule_id: &str, hold: &ReleasedHold) -> Result<(), StoreError> {
         self.store("add_hold").await?;
         self.inner.add_hold(rule_id, hold).await

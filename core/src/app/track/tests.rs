@@ -310,3 +310,56 @@ fn only_a_block_shown_on_its_path_is_observed() {
     assert!(!shown_on_path(&b, &Observed::NotFound, b.end), "gone after the end is absence too");
     assert!(!shown_on_path(&b, &Observed::Unreadable("no EndDate".into()), t0()));
 }
+
+/// A person released a purchase EC2 had not listed; EC2 lists it after all: the tracker records
+/// it as bought with its fee committed again (the books follow what EC2 holds), tells a person
+/// once, and a second run changes nothing.
+#[tokio::test]
+async fn a_released_purchase_ec2_lists_after_all_is_bought_again_once() {
+    let east = rule("east", "live");
+    let sent = sent_intent(&east, offering("cb-late", t0() + Duration::days(2)), t0() - Duration::hours(2));
+    let table = MemoryTable::default().with_rules([east.clone()]);
+    let reserved = Intent { state: IntentState::Reserved, sent_at: None, ..sent.clone() };
+    table.reserve(&reserved, 0).await.unwrap();
+    table.mark_sent(&sent.id, "east", t0() - Duration::hours(2)).await.unwrap();
+    table.release_by_person(&sent, "by hand").await.unwrap();
+    let owner = BudgetOwner::Rule("east".into());
+    let period = sent.charges[0].period.clone();
+    let committed = || async { table.usage(&owner, &period).await.unwrap().unwrap().committed };
+    assert!(committed().await.amount().is_zero(), "released");
+
+    let mut late = reservation_of(&sent, "cr-late");
+    late.tags.insert(STACK_TAG.into(), "capblock-test".into());
+    late.tags.insert(RULE_TAG.into(), "east".into());
+    let market = MemoryEc2::default().with_reservations([late]);
+    let settings = TrackSettings {
+        stack: StackSettings {
+            name: "capblock-test".into(),
+            mode: crate::domain::rule::Mode::Live,
+            account_budget: None,
+            team_budgets: Default::default(),
+        },
+        payment_warning_hours: vec![],
+        adopt_untagged: false,
+        regions: vec![],
+    };
+    let (notifier, reminders) = (MemoryNotifier::default(), MemoryReminders::default());
+    let tracker = Tracker {
+        market: &market,
+        store: &table,
+        notifier: &notifier,
+        reminders: &reminders,
+        settings: &settings,
+        action_runner: None,
+    };
+    let report = tracker.run(t0()).await.unwrap();
+    assert_eq!(report.recommitted_budgets, vec!["cr-late".to_string()], "{report:?}");
+    assert_eq!(committed().await, sent.offering.fee, "committed again");
+    let got = table.get_intent("east", &sent.id).await.unwrap().unwrap();
+    assert_eq!((got.state, got.reservation_id.as_deref()), (IntentState::Bought, Some("cr-late")));
+    assert!(table.writes().contains(&"enqueue cr-late#held-after-close".to_string()), "{:?}", table.writes());
+
+    let again = tracker.run(t0() + Duration::minutes(5)).await.unwrap();
+    assert!(again.recommitted_budgets.is_empty(), "{again:?}");
+    assert_eq!(committed().await, sent.offering.fee, "once");
+}

@@ -5,6 +5,7 @@
 //! many UltraServers (block items) it made.
 
 use super::*;
+use crate::domain::settlement::held_after_close;
 
 #[async_trait]
 impl Ledger for DynamoStore {
@@ -307,9 +308,66 @@ impl Ledger for DynamoStore {
             Err(e) => Err(cancelled(&format!("recommitting the fee of block {}", block.reservation_id), e)),
         }
     }
+
+    async fn record_held_after_close(&self, intent: &Intent, block: &Block) -> Result<bool, StoreError> {
+        self.held_after_close(intent, block).await
+    }
 }
 
 impl DynamoStore {
+    /// `Ledger::record_held_after_close`: the intent Rejected -> Bought (the condition that makes
+    /// it once), the block put (absent), its id in the guard's `held`, the fee back in every
+    /// budget with no limit, the purchase counted.
+    pub(super) async fn held_after_close(&self, intent: &Intent, block: &Block) -> Result<bool, StoreError> {
+        let bought = held_after_close(intent, &block.reservation_id);
+        let fee = n(intent.offering.fee.amount());
+        let mut items = vec![
+            tx_update(
+                self.update(intent_key(&intent.rule_id, &intent.offering.id), "SET #s = :bought, #d = :data")
+                    .condition_expression("#s = :rejected")
+                    .expression_attribute_names("#s", "state")
+                    .expression_attribute_names("#d", "data")
+                    .expression_attribute_values(":bought", s(IntentState::Bought.as_str()))
+                    .expression_attribute_values(":rejected", s(IntentState::Rejected.as_str()))
+                    .expression_attribute_values(":data", json(&bought)),
+            ),
+            tx_put(
+                Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(Self::block_item(block)))
+                    .condition_expression("attribute_not_exists(pk)"),
+            ),
+            tx_update(
+                self.update(key(rule_pk(&intent.rule_id), "GUARD"), "ADD held :held")
+                    .expression_attribute_values(":held", AttributeValue::Ss(vec![block.reservation_id.clone()])),
+            ),
+        ];
+        // No limit in the condition: EC2 took the money, whatever the budget's limit says.
+        for c in &intent.charges {
+            items.push(tx_update(
+                self.update(
+                    budget_key(&c.owner, &c.period),
+                    "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero) + \
+                     :fee, purchases = if_not_exists(purchases, :zero) + :one",
+                )
+                .expression_attribute_values(":fee", fee.clone())
+                .expression_attribute_values(":zero", n(0))
+                .expression_attribute_values(":one", n(1)),
+            ));
+        }
+        match self.transact(items).await {
+            Ok(()) => Ok(true),
+            // No longer rejected, or the block is stored: another run recorded it first.
+            Err(TxError::Cancelled(codes)) if failed_at(&codes, 0) || failed_at(&codes, 1) => {
+                match self.get(intent_key(&intent.rule_id, &intent.offering.id)).await? {
+                    Some(_) => Ok(false),
+                    None => Err(StoreError::Conflict(format!("recording block {}: no intent", block.reservation_id))),
+                }
+            }
+            Err(e) => Err(cancelled(&format!("recording block {} of a closed intent", block.reservation_id), e)),
+        }
+    }
+
     /// The reservation's steps that consume approval `a`: its record (`APPROVAL#<offering>`,
     /// which must exist) and its block's marker (`APPROVALBLOCK#<block key>`), each marked
     /// `consumed_by` the intent unless a purchase consumed it before. By the block, so one
