@@ -47,6 +47,20 @@ fn each_section_holds_the_fixtures_blocks_budgets_prices_and_approval() {
     assert!(market.contains("p5.48xlarge us-west-2") && market.contains("Largest count seen per start day"));
 }
 
+/// The ids of the page's sections, top to bottom.
+fn order(page: &str) -> Vec<&str> {
+    page.split("<section id=\"").skip(1).filter_map(|s| s.split('"').next()).collect()
+}
+
+/// A lead reads the summary, then what waits for a person, before any chart: approvals second.
+#[test]
+fn approvals_waiting_come_right_after_the_summary() {
+    let page = render(&fixture());
+    assert_eq!(order(&page), ["glance", "approvals", "calendar", "budgets", "prices", "use", "market"]);
+    let nav = &page[page.find("<nav").unwrap()..page.find("</nav>").unwrap()];
+    assert!(nav.find("#glance") < nav.find("#approvals") && nav.find("#approvals") < nav.find("#calendar"), "{nav}");
+}
+
 /// The first section answers a lead at a glance, each in a line: what is active until when,
 /// what starts next, which payment is due, the month's spend against the cap, the approvals.
 #[test]

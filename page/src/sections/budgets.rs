@@ -1,4 +1,4 @@
-//! Section 2: each budget's month as a meter against its limit and an even burn.
+//! Section 3: each budget's month as a meter against its limit and an even burn.
 
 use capblock_core::app::team_page::{PageBudget, TeamData};
 use capblock_core::domain::budget::BudgetOwner;
@@ -30,7 +30,7 @@ fn month_fraction(now: DateTime<Utc>) -> Decimal {
     }
 }
 
-/// Section 2: Budgets: each budget's spent and committed against its limit, the straight line a month
+/// Section 3: Budgets: each budget's spent and committed against its limit, the straight line a month
 /// burnt evenly would be at by now, and what is left.
 pub fn budgets(d: &TeamData) -> String {
     let frac = month_fraction(d.now);

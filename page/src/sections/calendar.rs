@@ -1,4 +1,4 @@
-//! Section 1: the calendar of blocks, a lane per team and rule, and its table.
+//! Section 2: the calendar of blocks, a lane per team and rule, and its table.
 
 use std::collections::BTreeSet;
 
@@ -29,7 +29,7 @@ const COLUMNS: [&str; 12] = [
     "shared with",
 ];
 
-/// Section 1: The calendar: the blocks held now or starting within `CALENDAR_WEEKS`, one lane per team
+/// Section 2: The calendar: the blocks held now or starting within `CALENDAR_WEEKS`, one lane per team
 /// and rule, coloured by state; the table below is its text and carries every date.
 pub fn calendar(d: &TeamData) -> String {
     let until = d.now + Duration::weeks(CALENDAR_WEEKS);

@@ -1,4 +1,4 @@
-//! Section 3: the price history per rule, its threshold, and what capblock bought on it.
+//! Section 4: the price history per rule, its threshold, and what capblock bought on it.
 
 use std::collections::BTreeMap;
 
@@ -35,7 +35,7 @@ const GAP: Duration = Duration::hours(6);
 /// A block's span on its rule's chart: from, to, tooltip.
 type Span = (DateTime<Utc>, DateTime<Utc>, String);
 
-/// Section 3: Price history per rule: a step line per region and type, its threshold, where capblock
+/// Section 4: Price history per rule: a step line per region and type, its threshold, where capblock
 /// bought or extended, and its blocks' spans.
 pub fn prices(d: &TeamData) -> String {
     if d.rules.is_empty() {
