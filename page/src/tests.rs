@@ -61,6 +61,60 @@ fn approvals_waiting_come_right_after_the_summary() {
     assert!(nav.find("#glance") < nav.find("#approvals") && nav.find("#approvals") < nav.find("#calendar"), "{nav}");
 }
 
+/// The numeric attribute `name` of an SVG tag's text (`<rect class="bar" x="1" ...`).
+fn attr(tag: &str, name: &str) -> f64 {
+    let from = tag.find(&format!(" {name}=\"")).unwrap_or_else(|| panic!("no {name} in {tag}")) + name.len() + 3;
+    tag[from..].split('"').next().unwrap().parse().unwrap()
+}
+
+/// The tags in `html` that start with `open` (up to their `>`).
+fn tags<'a>(html: &'a str, open: &str) -> Vec<&'a str> {
+    html.match_indices(open).map(|(i, _)| &html[i..i + html[i..].find('>').unwrap()]).collect()
+}
+
+/// The calendar's axis fits its blocks: together its bars span most of the plot's width (a fixed
+/// 8-week window drew the fixture's five days in its first tenth).
+#[test]
+fn the_calendars_bars_fill_its_width() {
+    let page = render(&fixture());
+    let cal = section(&page, "calendar");
+    let plot = tags(cal, "<rect class=\"plot\"");
+    assert_eq!(plot.len(), 1, "{cal}");
+    let (left, width) = (attr(plot[0], "x"), attr(plot[0], "width"));
+    let bars = tags(cal, "<rect class=\"bar\"");
+    assert_eq!(bars.len(), 2, "{cal}");
+    let from = bars.iter().map(|b| attr(b, "x")).fold(f64::MAX, f64::min);
+    let to = bars.iter().map(|b| attr(b, "x") + attr(b, "width")).fold(f64::MIN, f64::max);
+    let share = (to - from) / width;
+    assert!(share > 0.8, "the bars span {:.0} % of the plot ({from}..{to} of {left}+{width})", share * 100.0);
+    assert!(from >= left && to <= left + width + 1.0, "a bar outside the plot: {from}..{to}");
+    // Midnight ticks, each labelled with its day.
+    let ticks = tags(cal, "<text class=\"tick\"");
+    assert!((3..=11).contains(&ticks.len()), "{} ticks", ticks.len());
+    assert!(cal.contains(">Tue Dec 08</text>"), "{cal}");
+}
+
+/// Every mark the calendar draws and every state its bars show has an entry in its legend.
+#[test]
+fn every_calendar_mark_and_colour_has_a_legend_entry() {
+    let page = render(&fixture());
+    let cal = section(&page, "calendar");
+    let svg = &cal[..cal.find("</svg>").unwrap()];
+    let legend = &cal[cal.find("<ul class=\"legend\"").expect("a legend")..];
+    let legend = &legend[..legend.find("</ul>").unwrap()];
+    let mut kinds: Vec<&str> = tags(svg, "<g class=\"").iter().map(|t| t[10..].split('"').next().unwrap()).collect();
+    kinds.retain(|k| *k != "tips");
+    kinds.dedup();
+    assert!(kinds.contains(&"deadline") && kinds.contains(&"reminder"), "{kinds:?}");
+    for k in kinds {
+        assert!(legend.contains(&format!("<li class=\"k-{k}\">")), "the {k} mark has no legend entry: {legend}");
+    }
+    for state in ["active", "payment-pending"] {
+        assert!(legend.contains(&format!("<title>{state}</title>")), "state {state} not in the legend: {legend}");
+    }
+    assert!(legend.contains("payment deadline") && legend.contains(">now</li>"), "{legend}");
+}
+
 /// The first section answers a lead at a glance, each in a line: what is active until when,
 /// what starts next, which payment is due, the month's spend against the cap, the approvals.
 #[test]
