@@ -29,7 +29,7 @@ EXPECTED = {
         "ml-research / p5-weekly",
         "payment deadline",
     ],
-    "budgets": ["Account", "Team ml-research", "Rule p5-weekly", "left of"],
+    "budgets": ["Account", "Team ml-research", "Rule p5-weekly", "Month-end forecast"],
     "prices": ["Rule p5-weekly", "us-east-1 p5.48xlarge", "bought cr-active0001"],
     "approvals": ["capblock approve p5-weekly/cb-0123456789abcdef0"],
     "use": ["cr-active0001", "The month per rule"],

@@ -29,7 +29,7 @@ fn each_section_holds_the_fixtures_blocks_budgets_prices_and_approval() {
     for name in ["Account", "Team ml-research", "Rule p5-weekly", "Rule vision-burst"] {
         assert!(budgets.contains(name), "{name} missing");
     }
-    assert!(budgets.contains("49040.00 USD left of 50000.00 USD"), "{budgets}");
+    assert!(budgets.contains("<dt>Left</dt><dd>49040.00 USD of 50000.00 USD"), "{budgets}");
     let prices = section(&page, "prices");
     assert_eq!(prices.matches("<svg").count(), 2, "a chart per rule");
     assert!(prices.contains("us-east-1 p5.48xlarge") && prices.contains("threshold 3"));
@@ -113,6 +113,31 @@ fn every_calendar_mark_and_colour_has_a_legend_entry() {
         assert!(legend.contains(&format!("<title>{state}</title>")), "state {state} not in the legend: {legend}");
     }
     assert!(legend.contains("payment deadline") && legend.contains(">now</li>"), "{legend}");
+}
+
+/// Each budget card says its share used, the share of the month gone, its pace and where the
+/// month ends at this pace; its scale is words in the page, never SVG text a card would shrink.
+#[test]
+fn each_budget_says_its_use_its_pace_and_its_month_end() {
+    let page = render(&fixture());
+    let budgets = section(&page, "budgets");
+    let card = |name: &str| {
+        let at = budgets.find(&format!("<h3>{name} ")).unwrap_or_else(|| panic!("no card {name}: {budgets}"));
+        let rest = &budgets[at..];
+        &rest[..rest.find("</dl>").unwrap_or(rest.len())]
+    };
+    // December 7th, 09:00: 21 % of the month gone; 960 USD committed extends to 4668.24 USD.
+    let account = card("Account");
+    assert!(account.contains("<span class=\"pct\">2 % used</span>"), "{account}");
+    assert!(account.contains("<dt>Month gone</dt><dd>21 %: <b class=\"pace\">within pace</b>"), "{account}");
+    assert!(account.contains("<dt>Month-end forecast</dt><dd>4668.24 USD (9 % of the limit)</dd>"), "{account}");
+    let rule = card("Rule vision-burst");
+    assert!(rule.contains("<dd>2334.12 USD (39 % of the limit)</dd>"), "{rule}");
+    for meter in budgets.split("<svg class=\"meter\"").skip(1) {
+        let meter = &meter[..meter.find("</svg>").unwrap()];
+        assert!(!meter.contains("<text"), "text inside a meter shrinks with its card: {meter}");
+    }
+    assert!(budgets.contains("<div class=\"scale\"><span>0</span><span>50000.00 USD</span></div>"), "{budgets}");
 }
 
 /// The first section answers a lead at a glance, each in a line: what is active until when,
