@@ -44,7 +44,7 @@ fn each_section_holds_the_fixtures_blocks_budgets_prices_and_approval() {
     assert!(used.contains("1 of 1") && used.contains("cr-active0001"), "{used}");
     assert!(used.contains("The month per rule"));
     let market = section(&page, "market");
-    assert!(market.contains("p5.48xlarge us-west-2") && market.contains("Largest count seen per start day"));
+    assert!(market.contains("p5.48xlarge us-west-2"), "{market}");
 }
 
 /// The ids of the page's sections, top to bottom.
@@ -138,6 +138,66 @@ fn each_budget_says_its_use_its_pace_and_its_month_end() {
         assert!(!meter.contains("<text"), "text inside a meter shrinks with its card: {meter}");
     }
     assert!(budgets.contains("<div class=\"scale\"><span>0</span><span>50000.00 USD</span></div>"), "{budgets}");
+}
+
+/// A count that never changed is a sentence, not a flat chart (three took 900 pixels).
+#[test]
+fn a_count_that_never_changes_is_said_not_charted() {
+    let page = render(&fixture());
+    let market = section(&page, "market");
+    assert_eq!(market.matches("<svg").count(), 0, "a flat chart: {market}");
+    assert!(
+        market.contains("p5.48xlarge us-east-1: at most 4 instance(s) in one offering on every start day seen (6 of them, Dec 03 to Dec 08)."),
+        "{market}"
+    );
+}
+
+/// Each rule's chart carries the published list rate beside what was offered and paid, and a
+/// threshold below it is said in words above the chart.
+#[test]
+fn each_price_chart_shows_the_list_and_a_threshold_below_it_is_said() {
+    let page = render(&fixture());
+    let prices = section(&page, "prices");
+    let charts: Vec<&str> = prices.split("<svg").skip(1).collect();
+    assert_eq!(charts.len(), 2);
+    for c in charts {
+        assert!(c.contains("list p5 5.97 since 2026-10-07\n</text>"), "no list line in the legend: {c}");
+    }
+    assert!(prices.contains("List for p5: 5.97 USD/accelerator-hour since 2026-10-07"), "{prices}");
+    let warn = "<p class=\"warn\">3 USD per accelerator-hour is below today&#39;s list for p5.48xlarge (5.97 USD since 2026-10-07";
+    assert_eq!(prices.matches(warn).count(), 2, "{prices}");
+    let mut d = fixture();
+    d.rules[0].max_price_per_accelerator_hour = "6.5".parse().unwrap();
+    let page = render(&d);
+    assert_eq!(section(&page, "prices").matches("<p class=\"warn\">").count(), 1, "only the rule below the list");
+}
+
+/// An UltraServer rule names no instance type: its chart draws its UltraServers' offerings, per
+/// accelerator-hour, rather than "No prices." above its purchase.
+#[test]
+fn an_ultraserver_rules_prices_are_charted() {
+    let mut d = fixture();
+    let text = "id = \"trn2-ultra\"\nmode = \"live\"\nregions = [\"us-east-1\"]\nultraserver_types = [\"u-trn2x64\"]\n\
+                ultraserver_counts = [1]\ndurations_days = [2]\nstart_window = { earliest_in_days = 2, latest_in_days = 10 }\n\
+                max_price_per_accelerator_hour = \"2.00\"\nmonthly_budget = \"12000\"\n";
+    d.rules.push(capblock_core::domain::rule::Rule::from_toml(text, at(1, 0)).unwrap());
+    let mut observations = observations("us-east-1", at(5, 0), 24, 6);
+    for o in &mut observations {
+        o.offering.instance_type = "trn2u.48xlarge".parse().unwrap();
+        o.offering.instance_count = 4;
+        o.offering.ultraserver = true;
+        o.accelerators_per_instance = 16;
+    }
+    d.prices.push(PriceSeries {
+        region: "us-east-1".parse().unwrap(),
+        instance_type: "trn2u.48xlarge".parse().unwrap(),
+        observations,
+    });
+    let page = render(&d);
+    let prices = section(&page, "prices");
+    let ultra = &prices[prices.find("<h3>Rule trn2-ultra</h3>").expect("its chart")..];
+    assert!(ultra.starts_with("<h3>Rule trn2-ultra</h3><svg"), "{ultra}");
+    assert!(ultra.contains("us-east-1 trn2u.48xlarge: 4 scans shown"), "{ultra}");
 }
 
 /// The first section answers a lead at a glance, each in a line: what is active until when,
