@@ -130,22 +130,30 @@ fn plot(c: &Chart, x: (f64, f64), y: (f64, f64), svg: &mut String, overlay: &mut
     let root = SVGBackend::with_string(svg, (W, H)).into_drawing_area();
     let mut chart = ChartBuilder::on(&root)
         .margin(12)
-        .x_label_area_size(28)
-        .y_label_area_size(64)
+        .x_label_area_size(32)
+        .y_label_area_size(80)
         .build_cartesian_2d(x.0..x.1, y.0..y.1)
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
         .light_line_style(TRANSPARENT)
         .bold_line_style(GRID)
-        .x_labels(8)
+        .x_labels(6)
         .y_labels(6)
         .x_label_formatter(&day_label)
         .y_label_formatter(&|v| format!("{v:.2}"))
-        .y_desc(c.y_label.as_str())
-        .label_style(("sans-serif", 12))
+        .label_style(("sans-serif", PLOTTERS_LABEL))
         .draw()
         .map_err(|e| e.to_string())?;
+    // The unit beside the value axis, drawn here at `LABEL_PX`: plotters shrinks its own axis
+    // description below the labels' size.
+    let (_, top) = chart.backend_coord(&(x.0, y.1));
+    let (_, bottom) = chart.backend_coord(&(x.0, y.0));
+    let mid = (top + bottom) / 2;
+    overlay.push_str(&format!(
+        "<text class=\"unit\" x=\"16\" y=\"{mid}\" font-size=\"{LABEL_PX}\" text-anchor=\"middle\" transform=\"rotate(270, 16, {mid})\">{}</text>",
+        esc(&c.y_label)
+    ),);
     for (from, to, text) in &c.spans {
         let (a, b) = (secs(*from).max(x.0), secs(*to).min(x.1));
         if a < b {
@@ -186,7 +194,7 @@ fn plot(c: &Chart, x: (f64, f64), y: (f64, f64), svg: &mut String, overlay: &mut
             .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.8))
             .border_style(GRID)
-            .label_font(("sans-serif", 12))
+            .label_font(("sans-serif", PLOTTERS_LABEL))
             .draw()
             .map_err(|e| e.to_string())?;
     }
@@ -318,6 +326,11 @@ fn lane_of_row(lanes: usize, row: usize) -> Option<usize> {
 /// sideways on a phone) and their words stay readable.
 pub const LABEL_PX: u32 = 15;
 
+/// The size plotters is asked for to write `LABEL_PX`: its SVG backend writes a font's size
+/// divided by 1.24 (a point-to-pixel factor of its own) after dropping its fraction, so 19 is
+/// asked for 15.3.
+const PLOTTERS_LABEL: f64 = (LABEL_PX * 124).div_ceil(100) as f64;
+
 /// The narrowest a chart is drawn on the page, in CSS pixels: `LABEL_PX` scaled to it is 10 px.
 pub const MIN_CHART_PX: u32 = W * 10 / LABEL_PX;
 
@@ -394,27 +407,10 @@ fn plot_lanes(c: &Lanes, h: u32, svg: &mut String, overlay: &mut String) -> Resu
         .y_labels(c.lanes.len() * 2 + 1)
         .y_label_formatter(&lane_label)
         .disable_y_mesh()
-        .label_style(("sans-serif", LABEL_PX))
+        .label_style(("sans-serif", PLOTTERS_LABEL))
         .draw()
         .map_err(|e| e.to_string())?;
-    let (left, top) = chart.backend_coord(&(x0, n));
-    let (right, bottom) = chart.backend_coord(&(x1, 0.0));
-    overlay.push_str(&format!(
-        "<rect class=\"plot\" x=\"{left}\" y=\"{top}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#DDDDDD\"/>",
-        right - left,
-        bottom - top
-    ));
-    for (t, label) in time_ticks(c.window.0, c.window.1) {
-        let (px, _) = chart.backend_coord(&(secs(t), 0.0));
-        chart
-            .draw_series(LineSeries::new([(secs(t), 0.0), (secs(t), n)], GRID.stroke_width(1)))
-            .map_err(|e| e.to_string())?;
-        overlay.push_str(&format!(
-            "<text class=\"tick\" x=\"{px}\" y=\"{}\" font-size=\"{LABEL_PX}\" text-anchor=\"middle\">{}</text>",
-            bottom + 20,
-            esc(&label)
-        ));
-    }
+    let bottom = time_axis(&mut chart, c.window, n, overlay)?;
     let row = |lane: usize| row_of_lane(lanes, lane) as f64;
     for b in &c.bars {
         let (a, z) = (secs(b.from).max(x0), secs(b.to).min(x1));
@@ -452,6 +448,35 @@ fn plot_lanes(c: &Lanes, h: u32, svg: &mut String, overlay: &mut String) -> Resu
     }
     root.present().map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// The calendar's frame and its time axis (`time_ticks`: a grid line and a label each); the
+/// plot's bottom edge, in pixels.
+fn time_axis(
+    chart: &mut Plot,
+    window: (DateTime<Utc>, DateTime<Utc>),
+    n: f64,
+    overlay: &mut String,
+) -> Result<i32, String> {
+    let (left, top) = chart.backend_coord(&(secs(window.0), n));
+    let (right, bottom) = chart.backend_coord(&(secs(window.1), 0.0));
+    overlay.push_str(&format!(
+        "<rect class=\"plot\" x=\"{left}\" y=\"{top}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#DDDDDD\"/>",
+        right - left,
+        bottom - top
+    ));
+    for (t, label) in time_ticks(window.0, window.1) {
+        let (px, _) = chart.backend_coord(&(secs(t), 0.0));
+        chart
+            .draw_series(LineSeries::new([(secs(t), 0.0), (secs(t), n)], GRID.stroke_width(1)))
+            .map_err(|e| e.to_string())?;
+        overlay.push_str(&format!(
+            "<text class=\"tick\" x=\"{px}\" y=\"{}\" font-size=\"{LABEL_PX}\" text-anchor=\"middle\">{}</text>",
+            bottom + 20,
+            esc(&label)
+        ));
+    }
+    Ok(bottom)
 }
 
 /// The width of the lane names' column, in the chart's pixels: 24 characters at `LABEL_PX`.

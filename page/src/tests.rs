@@ -196,8 +196,23 @@ fn an_ultraserver_rules_prices_are_charted() {
     let page = render(&d);
     let prices = section(&page, "prices");
     let ultra = &prices[prices.find("<h3>Rule trn2-ultra</h3>").expect("its chart")..];
-    assert!(ultra.starts_with("<h3>Rule trn2-ultra</h3><svg"), "{ultra}");
+    assert!(ultra.starts_with("<h3>Rule trn2-ultra</h3><div class=\"scroll chart-box\"><svg"), "{ultra}");
     assert!(ultra.contains("us-east-1 trn2u.48xlarge: 4 scans shown"), "{ultra}");
+}
+
+/// A chart is never drawn narrower than its words stay readable at: its box keeps it at least
+/// `MIN_CHART_PX` wide (scrolling sideways on a phone), where `LABEL_PX` text is 10 CSS pixels.
+#[test]
+fn charts_keep_their_text_readable_on_a_phone() {
+    use crate::chart::{LABEL_PX, MIN_CHART_PX};
+    assert_eq!(MIN_CHART_PX * LABEL_PX, 900 * 10, "{MIN_CHART_PX} px wide");
+    assert!(super::STYLE.contains(&format!(".chart-box svg.chart{{min-width:{MIN_CHART_PX}px}}")));
+    let page = render(&fixture());
+    let charts = page.matches("<svg width=").count();
+    assert_eq!(page.matches("<div class=\"scroll chart-box\"><svg width=").count(), charts, "a chart outside its box");
+    for size in page.split("font-size=\"").skip(1).map(|s| s.split('"').next().unwrap()) {
+        assert!(size.parse::<f64>().unwrap() >= f64::from(LABEL_PX), "chart text of {size} px");
+    }
 }
 
 /// The first section answers a lead at a glance, each in a line: what is active until when,

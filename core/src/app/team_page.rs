@@ -77,6 +77,22 @@ pub struct TeamData {
     pub reminder_lead_minutes: Vec<u32>,
 }
 
+/// Each region and type some rule's offerings are priced by, once. The types are those that
+/// price each rule's offerings: an UltraServer rule names no instance type, but its offerings
+/// are of its UltraServers' type, and their history is kept under it.
+fn priced_pairs(rules: &[Rule]) -> Vec<(Region, InstanceType)> {
+    let mut pairs: Vec<(Region, InstanceType)> = rules
+        .iter()
+        .flat_map(|r| {
+            let types = r.priced_types();
+            r.regions.iter().flat_map(move |g| types.clone().into_iter().map(move |t| (g.clone(), t)))
+        })
+        .collect();
+    pairs.sort();
+    pairs.dedup();
+    pairs
+}
+
 /// Reads what the page shows from the store at `now`. A table scan of the blocks: for people
 /// and the hourly page, never a run's hot path.
 pub async fn gather<S>(store: &S, now: DateTime<Utc>) -> Result<TeamData, StoreError>
@@ -130,19 +146,8 @@ where
     }
     approvals.sort_by(|a, b| (approval::expires_at(a), &a.id).cmp(&(approval::expires_at(b), &b.id)));
 
-    // The types that price each rule's offerings: an UltraServer rule names no instance type, but
-    // its offerings are of its UltraServers' type, and their history is kept under it.
-    let mut pairs: Vec<(Region, InstanceType)> = rules
-        .iter()
-        .flat_map(|r| {
-            let types = r.priced_types();
-            r.regions.iter().flat_map(move |g| types.clone().into_iter().map(move |t| (g.clone(), t)))
-        })
-        .collect();
-    pairs.sort();
-    pairs.dedup();
     let mut prices = Vec::new();
-    for (region, instance_type) in pairs {
+    for (region, instance_type) in priced_pairs(&rules) {
         let mut observations = store.history(&region, &instance_type, now - Duration::days(HISTORY_DAYS), now).await?;
         observations.sort_by(|a, b| (a.seen_at, &a.offering.id).cmp(&(b.seen_at, &b.offering.id)));
         prices.push(PriceSeries { region, instance_type, observations });

@@ -141,7 +141,7 @@ impl<'a> Tally<'a> {
         let title = format!("Largest count seen per start day, {} {}", p.instance_type, p.region);
         let summary = format!("The most instances offered in one offering, per start day: {}.", self.top().join(", "));
         format!(
-            "<h3>{}</h3>{}",
+            "<h3>{}</h3><div class=\"scroll chart-box\">{}</div>",
             esc(&title),
             chart::draw(&Chart {
                 title,

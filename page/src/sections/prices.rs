@@ -110,7 +110,11 @@ fn rule_prices(d: &TeamData, r: &Rule, from: DateTime<Utc>) -> String {
         .iter()
         .map(|w| format!("<p class=\"warn\">{}</p>", esc(w)))
         .collect();
-    format!("<h3>{}</h3>{warnings}{svg}<p class=\"summary\">{}</p>", esc(&title), esc(&summary))
+    format!(
+        "<h3>{}</h3>{warnings}<div class=\"scroll chart-box\">{svg}</div><p class=\"summary\">{}</p>",
+        esc(&title),
+        esc(&summary)
+    )
 }
 
 /// The published list rate of each family the rule prices, as a line over `window` from the day
@@ -120,7 +124,8 @@ fn list_lines(r: &Rule, window: (DateTime<Utc>, DateTime<Utc>), now: DateTime<Ut
     if r.currency != Currency::USD {
         return (vec![], String::new());
     }
-    let mut rates: Vec<ListRate> = r.priced_types().iter().filter_map(|t| list_price::list_rate(t.as_str(), now)).collect();
+    let mut rates: Vec<ListRate> =
+        r.priced_types().iter().filter_map(|t| list_price::list_rate(t.as_str(), now)).collect();
     rates.dedup_by_key(|l| l.family);
     let mut words = String::new();
     let lines = rates
