@@ -198,8 +198,10 @@ FRAME_HEIGHT = 20000
 
 
 def lane_name_matches(label, lane):
-    """A lane's name as drawn: cut to 24 characters."""
-    return label is not None and lane is not None and lane[:24] == label[:24]
+    """A lane's name as drawn: whole, or cut with an ellipsis (page/src/chart.rs, `short`)."""
+    if label is None or lane is None:
+        return False
+    return label == lane or (label.endswith("…") and lane.startswith(label[:-1]))
 
 
 def geometry_problems(g):

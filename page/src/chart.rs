@@ -391,7 +391,7 @@ fn plot_lanes(c: &Lanes, h: u32, svg: &mut String, overlay: &mut String) -> Resu
         if (v - i - 0.5).abs() < 1e-6 && i >= 0.0 {
             lane_of_row(lanes, i as usize)
                 .and_then(|lane| names.get(lane))
-                .map(|s| s.chars().take(24).collect())
+                .map(|s| short(s, LANE_CHARS))
                 .unwrap_or_default()
         } else {
             String::new()
@@ -479,8 +479,21 @@ fn time_axis(
     Ok(bottom)
 }
 
-/// The width of the lane names' column, in the chart's pixels: 24 characters at `LABEL_PX`.
+/// The width of the lane names' column, in the chart's pixels: `LANE_CHARS` at `LABEL_PX`.
 const LANE_LABELS: u32 = 220;
+
+/// The most characters of a lane's name drawn beside it (the table under the chart has them all).
+const LANE_CHARS: usize = 24;
+
+/// `s` cut to `most` characters, an ellipsis saying where it was cut.
+fn short(s: &str, most: usize) -> String {
+    if s.chars().count() <= most {
+        return s.to_string();
+    }
+    let mut cut: String = s.chars().take(most - 1).collect();
+    cut.push('…');
+    cut
+}
 
 /// A tick's mark with its tooltip, its shape by its kind, between `py` (top) and `qy` (bottom)
 /// of its lane at `px`.
@@ -639,6 +652,14 @@ mod tests {
         let s = steps(&thin(segs[0]));
         // Horizontal to the second point's time at the first price, then up.
         assert_eq!(s, vec![(secs(at(1, 0)), 3.0), (secs(at(1, 1)), 3.0), (secs(at(1, 1)), 4.0)]);
+    }
+
+    #[test]
+    fn a_long_lane_name_is_cut_with_an_ellipsis() {
+        assert_eq!(short("ml-research / p5-weekly", LANE_CHARS), "ml-research / p5-weekly");
+        let long = "computer-vision-research / p5-weekly-burst";
+        assert_eq!(short(long, LANE_CHARS), "computer-vision-researc…");
+        assert_eq!(short(long, LANE_CHARS).chars().count(), LANE_CHARS);
     }
 
     #[test]

@@ -215,6 +215,19 @@ fn charts_keep_their_text_readable_on_a_phone() {
     }
 }
 
+/// A budget committed faster than an even month is over pace, said in words and in red.
+#[test]
+fn a_budget_over_pace_is_said_and_marked() {
+    let mut d = fixture();
+    // 2,000 of 6,000 committed with 21 % of the month gone: an even month would be at 1,233.87.
+    d.budgets[3].usage.as_mut().unwrap().committed = capblock_core::domain::money::Money::parse("2000", "USD").unwrap();
+    let page = render(&d);
+    let budgets = section(&page, "budgets");
+    let card = &budgets[budgets.find("<div class=\"card over\"><h3>Rule vision-burst").expect("marked over")..];
+    assert!(card.contains("<b class=\"pace\">over pace</b>"), "{card}");
+    assert!(super::STYLE.contains(".card.over .pace{color:var(--red)}"));
+}
+
 /// The first section answers a lead at a glance, each in a line: what is active until when,
 /// what starts next, which payment is due, the month's spend against the cap, the approvals.
 #[test]
