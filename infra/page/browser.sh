@@ -4,7 +4,10 @@
 # (Debian's `chromium`, installed here as infra/local/future.sh installs faketime) and checks it
 # with infra/page/browser_check.py: no console message (the page's Content-Security-Policy blocks
 # any request and Chromium reports each block on the console), each section holding the story's
-# blocks, budgets and approval, and a screenshot saved.
+# blocks, budgets and approval; its geometry at 1,400 and 390 CSS pixels (the summary first and
+# the approvals second, no chart text under 10 px, wide tables scrolling inside a box with a cue,
+# each calendar bar beside its own lane's name); and screenshots at both widths (team.png,
+# team-390.png; docs/team-page.png is team.png).
 # Usage: infra/page/browser.sh [OUTDIR]   (default: $CAPBLOCK_CACHE/page)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

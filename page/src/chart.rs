@@ -6,7 +6,7 @@
 //! Coordinates are f64 for placing pixels only: every figure a person reads (tooltips, labels)
 //! is text the caller formatted from the exact value.
 
-use chrono::{DateTime, Duration, TimeZone, Utc};
+use chrono::{DateTime, Datelike, Duration, TimeZone, Timelike, Utc};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
@@ -130,22 +130,30 @@ fn plot(c: &Chart, x: (f64, f64), y: (f64, f64), svg: &mut String, overlay: &mut
     let root = SVGBackend::with_string(svg, (W, H)).into_drawing_area();
     let mut chart = ChartBuilder::on(&root)
         .margin(12)
-        .x_label_area_size(28)
-        .y_label_area_size(64)
+        .x_label_area_size(32)
+        .y_label_area_size(80)
         .build_cartesian_2d(x.0..x.1, y.0..y.1)
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
         .light_line_style(TRANSPARENT)
         .bold_line_style(GRID)
-        .x_labels(8)
+        .x_labels(6)
         .y_labels(6)
         .x_label_formatter(&day_label)
         .y_label_formatter(&|v| format!("{v:.2}"))
-        .y_desc(c.y_label.as_str())
-        .label_style(("sans-serif", 12))
+        .label_style(("sans-serif", PLOTTERS_LABEL))
         .draw()
         .map_err(|e| e.to_string())?;
+    // The unit beside the value axis, drawn here at `LABEL_PX`: plotters shrinks its own axis
+    // description below the labels' size.
+    let (_, top) = chart.backend_coord(&(x.0, y.1));
+    let (_, bottom) = chart.backend_coord(&(x.0, y.0));
+    let mid = (top + bottom) / 2;
+    overlay.push_str(&format!(
+        "<text class=\"unit\" x=\"16\" y=\"{mid}\" font-size=\"{LABEL_PX}\" text-anchor=\"middle\" transform=\"rotate(270, 16, {mid})\">{}</text>",
+        esc(&c.y_label)
+    ),);
     for (from, to, text) in &c.spans {
         let (a, b) = (secs(*from).max(x.0), secs(*to).min(x.1));
         if a < b {
@@ -186,7 +194,7 @@ fn plot(c: &Chart, x: (f64, f64), y: (f64, f64), svg: &mut String, overlay: &mut
             .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.8))
             .border_style(GRID)
-            .label_font(("sans-serif", 12))
+            .label_font(("sans-serif", PLOTTERS_LABEL))
             .draw()
             .map_err(|e| e.to_string())?;
     }
@@ -313,14 +321,65 @@ fn lane_of_row(lanes: usize, row: usize) -> Option<usize> {
     (row < lanes).then(|| lanes - 1 - row)
 }
 
+/// The text size of every chart label, in the chart's own pixels: a 900-pixel chart shown
+/// narrower scales it down, so the page keeps charts at least `MIN_CHART_PX` wide (scrolling
+/// sideways on a phone) and their words stay readable.
+pub const LABEL_PX: u32 = 15;
+
+/// The size plotters is asked for to write `LABEL_PX`: its SVG backend writes a font's size
+/// divided by 1.24 (a point-to-pixel factor of its own) after dropping its fraction, so 19 is
+/// asked for 15.3.
+const PLOTTERS_LABEL: f64 = (LABEL_PX * 124).div_ceil(100) as f64;
+
+/// The narrowest a chart is drawn on the page, in CSS pixels: `LABEL_PX` scaled to it is 10 px.
+pub const MIN_CHART_PX: u32 = W * 10 / LABEL_PX;
+
+/// The time axis's marks for a window: midnights (Mondays for weeks) or hours, at most about six
+/// so their labels (a hundred pixels each at `LABEL_PX`) never touch.
+pub fn time_ticks(from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<(DateTime<Utc>, String)> {
+    const STEPS: [i64; 7] = [6, 12, 24, 48, 168, 336, 672];
+    let hours = (to - from).num_hours().max(1);
+    let step = STEPS.iter().copied().find(|s| hours / s <= 6).unwrap_or(672);
+    let day = from.date_naive();
+    let mut t = match step {
+        s if s < 24 => from.duration_trunc_hours(s),
+        s if s >= 168 => {
+            let monday = day - Duration::days(i64::from(day.weekday().num_days_from_monday()));
+            monday.and_hms_opt(0, 0, 0).map(|d| d.and_utc()).unwrap_or(from)
+        }
+        _ => day.and_hms_opt(0, 0, 0).map(|d| d.and_utc()).unwrap_or(from),
+    };
+    let mut out = Vec::new();
+    while t <= to {
+        if t >= from {
+            let label = if step < 24 { t.format("%b %d %H:%M") } else { t.format("%a %b %d") };
+            out.push((t, label.to_string()));
+        }
+        t += Duration::hours(step);
+    }
+    out
+}
+
+/// Truncation to a whole number of hours in the day (0, 6, 12, 18 for six).
+trait TruncHours {
+    fn duration_trunc_hours(self, hours: i64) -> DateTime<Utc>;
+}
+
+impl TruncHours for DateTime<Utc> {
+    fn duration_trunc_hours(self, hours: i64) -> DateTime<Utc> {
+        let h = i64::from(self.hour()) / hours * hours;
+        self.date_naive().and_hms_opt(0, 0, 0).map(|d| d.and_utc() + Duration::hours(h)).unwrap_or(self)
+    }
+}
+
 fn plot_lanes(c: &Lanes, h: u32, svg: &mut String, overlay: &mut String) -> Result<(), String> {
     let n = c.lanes.len().max(1) as f64;
     let (x0, x1) = (secs(c.window.0), secs(c.window.1));
     let root = SVGBackend::with_string(svg, (W, h)).into_drawing_area();
     let mut chart = ChartBuilder::on(&root)
         .margin(12)
-        .x_label_area_size(28)
-        .y_label_area_size(170)
+        .x_label_area_size(30)
+        .y_label_area_size(LANE_LABELS)
         .build_cartesian_2d(x0..x1, 0.0..n)
         .map_err(|e| e.to_string())?;
     let names = c.lanes.clone();
@@ -332,24 +391,26 @@ fn plot_lanes(c: &Lanes, h: u32, svg: &mut String, overlay: &mut String) -> Resu
         if (v - i - 0.5).abs() < 1e-6 && i >= 0.0 {
             lane_of_row(lanes, i as usize)
                 .and_then(|lane| names.get(lane))
-                .map(|s| s.chars().take(26).collect())
+                .map(|s| short(s, LANE_CHARS))
                 .unwrap_or_default()
         } else {
             String::new()
         }
     };
+    // The time axis is drawn below from `time_ticks` (midnights, Mondays), not plotters' round
+    // numbers of seconds, which fall at odd hours.
     chart
         .configure_mesh()
         .light_line_style(TRANSPARENT)
         .bold_line_style(GRID)
-        .x_labels(9)
+        .x_labels(0)
         .y_labels(c.lanes.len() * 2 + 1)
-        .x_label_formatter(&day_label)
         .y_label_formatter(&lane_label)
         .disable_y_mesh()
-        .label_style(("sans-serif", 12))
+        .label_style(("sans-serif", PLOTTERS_LABEL))
         .draw()
         .map_err(|e| e.to_string())?;
+    let bottom = time_axis(&mut chart, c.window, n, overlay)?;
     let row = |lane: usize| row_of_lane(lanes, lane) as f64;
     for b in &c.bars {
         let (a, z) = (secs(b.from).max(x0), secs(b.to).min(x1));
@@ -364,14 +425,14 @@ fn plot_lanes(c: &Lanes, h: u32, svg: &mut String, overlay: &mut String) -> Resu
         let (px, py) = chart.backend_coord(&(a, y + 0.8));
         let (qx, qy) = chart.backend_coord(&(z, y + 0.2));
         overlay.push_str(&format!(
-            "<rect x=\"{px}\" y=\"{py}\" width=\"{}\" height=\"{}\" fill-opacity=\"0\"><title>{}</title></rect>",
+            "<rect class=\"bar\" data-lane=\"{}\" x=\"{px}\" y=\"{py}\" width=\"{}\" height=\"{}\" fill-opacity=\"0\"><title>{}</title></rect>",
+            esc(c.lanes.get(b.lane).map_or("", |s| s.as_str())),
             (qx - px).max(1),
             (qy - py).max(1),
             esc(&b.text)
         ));
     }
     let (nx, _) = chart.backend_coord(&(secs(c.now), n));
-    let (_, bottom) = chart.backend_coord(&(secs(c.now), 0.0));
     overlay.push_str(&format!(
         "<line class=\"now\" x1=\"{nx}\" x2=\"{nx}\" y1=\"12\" y2=\"{bottom}\" stroke=\"#000000\" stroke-dasharray=\"4 3\"><title>now</title></line>"
     ));
@@ -389,10 +450,60 @@ fn plot_lanes(c: &Lanes, h: u32, svg: &mut String, overlay: &mut String) -> Resu
     Ok(())
 }
 
+/// The calendar's frame and its time axis (`time_ticks`: a grid line and a label each); the
+/// plot's bottom edge, in pixels.
+fn time_axis(
+    chart: &mut Plot,
+    window: (DateTime<Utc>, DateTime<Utc>),
+    n: f64,
+    overlay: &mut String,
+) -> Result<i32, String> {
+    let (left, top) = chart.backend_coord(&(secs(window.0), n));
+    let (right, bottom) = chart.backend_coord(&(secs(window.1), 0.0));
+    overlay.push_str(&format!(
+        "<rect class=\"plot\" x=\"{left}\" y=\"{top}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#DDDDDD\"/>",
+        right - left,
+        bottom - top
+    ));
+    for (t, label) in time_ticks(window.0, window.1) {
+        let (px, _) = chart.backend_coord(&(secs(t), 0.0));
+        chart
+            .draw_series(LineSeries::new([(secs(t), 0.0), (secs(t), n)], GRID.stroke_width(1)))
+            .map_err(|e| e.to_string())?;
+        overlay.push_str(&format!(
+            "<text class=\"tick\" x=\"{px}\" y=\"{}\" font-size=\"{LABEL_PX}\" text-anchor=\"middle\">{}</text>",
+            bottom + 20,
+            esc(&label)
+        ));
+    }
+    Ok(bottom)
+}
+
+/// The width of the lane names' column, in the chart's pixels: `LANE_CHARS` at `LABEL_PX`.
+const LANE_LABELS: u32 = 220;
+
+/// The most characters of a lane's name drawn beside it (the table under the chart has them all).
+const LANE_CHARS: usize = 24;
+
+/// `s` cut to `most` characters, an ellipsis saying where it was cut.
+fn short(s: &str, most: usize) -> String {
+    if s.chars().count() <= most {
+        return s.to_string();
+    }
+    let mut cut: String = s.chars().take(most - 1).collect();
+    cut.push('…');
+    cut
+}
+
 /// A tick's mark with its tooltip, its shape by its kind, between `py` (top) and `qy` (bottom)
 /// of its lane at `px`.
 fn tick_mark(t: &Tick, px: i32, py: i32, qy: i32) -> String {
-    let shape = match t.kind {
+    format!("<g class=\"{}\"><title>{}</title>{}</g>", t.kind, esc(&t.text), tick_shape(t.kind, px, py, qy))
+}
+
+/// The shape of a tick kind's mark: the calendar and its legend draw the same.
+fn tick_shape(kind: &str, px: i32, py: i32, qy: i32) -> String {
+    match kind {
         "deadline" => format!("<path d=\"M{px} {py} l5 -8 h-10 z\" fill=\"#D55E00\" stroke=\"#000000\"/>"),
         "termination" => {
             format!("<line x1=\"{px}\" x2=\"{px}\" y1=\"{py}\" y2=\"{qy}\" stroke=\"#000000\" stroke-width=\"2\"/>")
@@ -401,8 +512,49 @@ fn tick_mark(t: &Tick, px: i32, py: i32, qy: i32) -> String {
             format!("<path d=\"M{px} {} l6 6 l-6 6 l-6 -6 z\" fill=\"#CC79A7\" stroke=\"#000000\"/>", (py + qy) / 2 - 6)
         }
         _ => format!("<circle cx=\"{px}\" cy=\"{qy}\" r=\"3\" fill=\"#0072B2\" stroke=\"#000000\"/>"),
-    };
-    format!("<g class=\"{}\"><title>{}</title>{shape}</g>", t.kind, esc(&t.text))
+    }
+}
+
+/// What a tick kind's mark means, in the legend's words.
+fn tick_meaning(kind: &str) -> &'static str {
+    match kind {
+        "deadline" => "payment deadline: EC2 takes the fee by then or releases the block",
+        "termination" => "instances terminated (EC2 stops them before the block ends)",
+        "extension" => "extension",
+        _ => "reminder",
+    }
+}
+
+/// The calendar's legend, as HTML below its chart: a swatch per state its bars show and a mark
+/// per kind its ticks draw (only those drawn), and the dashed line of now.
+pub fn lanes_legend(c: &Lanes) -> String {
+    let mut states: Vec<&str> = c.bars.iter().map(|b| b.state.as_str()).collect();
+    states.sort_unstable();
+    states.dedup();
+    let mut kinds: Vec<&str> = c.ticks.iter().map(|t| t.kind).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let mut items = String::new();
+    for s in states {
+        items.push_str(&format!(
+            "<li><svg class=\"key\" viewBox=\"0 0 24 16\" role=\"img\"><title>{0}</title><rect x=\"0\" y=\"3\" width=\"24\" height=\"10\" fill=\"{1}\"/></svg>{0}</li>",
+            esc(s),
+            state_colour(s).to_hex()
+        ));
+    }
+    for k in kinds {
+        let meaning = tick_meaning(k);
+        // A deadline's triangle hangs above its point; the other marks span the swatch.
+        let (py, qy) = if k == "deadline" { (13, 13) } else { (2, 13) };
+        items.push_str(&format!(
+            "<li class=\"k-{k}\"><svg class=\"key\" viewBox=\"0 0 24 16\" role=\"img\"><title>{meaning}</title>{}</svg>{meaning}</li>",
+            tick_shape(k, 12, py, qy)
+        ));
+    }
+    items.push_str(
+        "<li><svg class=\"key\" viewBox=\"0 0 24 16\" role=\"img\"><title>now</title><line x1=\"12\" x2=\"12\" y1=\"0\" y2=\"16\" stroke=\"#000000\" stroke-dasharray=\"4 3\"/></svg>now</li>",
+    );
+    format!("<ul class=\"legend\" aria-label=\"Legend\">{items}</ul>")
 }
 
 /// At most this many tooltipped points per line: more cannot be told apart on a 900-pixel chart,
@@ -500,6 +652,25 @@ mod tests {
         let s = steps(&thin(segs[0]));
         // Horizontal to the second point's time at the first price, then up.
         assert_eq!(s, vec![(secs(at(1, 0)), 3.0), (secs(at(1, 1)), 3.0), (secs(at(1, 1)), 4.0)]);
+    }
+
+    #[test]
+    fn a_long_lane_name_is_cut_with_an_ellipsis() {
+        assert_eq!(short("ml-research / p5-weekly", LANE_CHARS), "ml-research / p5-weekly");
+        let long = "computer-vision-research / p5-weekly-burst";
+        assert_eq!(short(long, LANE_CHARS), "computer-vision-researc…");
+        assert_eq!(short(long, LANE_CHARS).chars().count(), LANE_CHARS);
+    }
+
+    #[test]
+    fn the_time_axis_marks_days_or_mondays_and_never_crowds() {
+        let days = time_ticks(at(7, 0) - Duration::hours(5), at(11, 16));
+        assert_eq!(days.first().map(|t| t.1.as_str()), Some("Mon Dec 07"), "{days:?}");
+        assert!(days.iter().all(|(t, _)| t.hour() == 0) && days.len() == 5, "{days:?}");
+        let weeks = time_ticks(at(2, 0), at(2, 0) + Duration::weeks(5));
+        assert!(weeks.iter().all(|(t, _)| t.weekday() == chrono::Weekday::Mon) && weeks.len() == 5, "{weeks:?}");
+        let hours = time_ticks(at(7, 1), at(7, 23));
+        assert!(hours.iter().all(|(t, _)| t.hour() % 6 == 0) && hours.len() == 3, "{hours:?}");
     }
 
     #[test]

@@ -29,7 +29,7 @@ fn each_section_holds_the_fixtures_blocks_budgets_prices_and_approval() {
     for name in ["Account", "Team ml-research", "Rule p5-weekly", "Rule vision-burst"] {
         assert!(budgets.contains(name), "{name} missing");
     }
-    assert!(budgets.contains("49040.00 USD left of 50000.00 USD"), "{budgets}");
+    assert!(budgets.contains("<dt>Left</dt><dd>49040.00 USD of 50000.00 USD"), "{budgets}");
     let prices = section(&page, "prices");
     assert_eq!(prices.matches("<svg").count(), 2, "a chart per rule");
     assert!(prices.contains("us-east-1 p5.48xlarge") && prices.contains("threshold 3"));
@@ -44,7 +44,188 @@ fn each_section_holds_the_fixtures_blocks_budgets_prices_and_approval() {
     assert!(used.contains("1 of 1") && used.contains("cr-active0001"), "{used}");
     assert!(used.contains("The month per rule"));
     let market = section(&page, "market");
-    assert!(market.contains("p5.48xlarge us-west-2") && market.contains("Largest count seen per start day"));
+    assert!(market.contains("p5.48xlarge us-west-2"), "{market}");
+}
+
+/// The ids of the page's sections, top to bottom.
+fn order(page: &str) -> Vec<&str> {
+    page.split("<section id=\"").skip(1).filter_map(|s| s.split('"').next()).collect()
+}
+
+/// A lead reads the summary, then what waits for a person, before any chart: approvals second.
+#[test]
+fn approvals_waiting_come_right_after_the_summary() {
+    let page = render(&fixture());
+    assert_eq!(order(&page), ["glance", "approvals", "calendar", "budgets", "prices", "use", "market"]);
+    let nav = &page[page.find("<nav").unwrap()..page.find("</nav>").unwrap()];
+    assert!(nav.find("#glance") < nav.find("#approvals") && nav.find("#approvals") < nav.find("#calendar"), "{nav}");
+}
+
+/// The numeric attribute `name` of an SVG tag's text (`<rect class="bar" x="1" ...`).
+fn attr(tag: &str, name: &str) -> f64 {
+    let from = tag.find(&format!(" {name}=\"")).unwrap_or_else(|| panic!("no {name} in {tag}")) + name.len() + 3;
+    tag[from..].split('"').next().unwrap().parse().unwrap()
+}
+
+/// The tags in `html` that start with `open` (up to their `>`).
+fn tags<'a>(html: &'a str, open: &str) -> Vec<&'a str> {
+    html.match_indices(open).map(|(i, _)| &html[i..i + html[i..].find('>').unwrap()]).collect()
+}
+
+/// The calendar's axis fits its blocks: together its bars span most of the plot's width (a fixed
+/// 8-week window drew the fixture's five days in its first tenth).
+#[test]
+fn the_calendars_bars_fill_its_width() {
+    let page = render(&fixture());
+    let cal = section(&page, "calendar");
+    let plot = tags(cal, "<rect class=\"plot\"");
+    assert_eq!(plot.len(), 1, "{cal}");
+    let (left, width) = (attr(plot[0], "x"), attr(plot[0], "width"));
+    let bars = tags(cal, "<rect class=\"bar\"");
+    assert_eq!(bars.len(), 2, "{cal}");
+    let from = bars.iter().map(|b| attr(b, "x")).fold(f64::MAX, f64::min);
+    let to = bars.iter().map(|b| attr(b, "x") + attr(b, "width")).fold(f64::MIN, f64::max);
+    let share = (to - from) / width;
+    assert!(share > 0.8, "the bars span {:.0} % of the plot ({from}..{to} of {left}+{width})", share * 100.0);
+    assert!(from >= left && to <= left + width + 1.0, "a bar outside the plot: {from}..{to}");
+    // Midnight ticks, each labelled with its day.
+    let ticks = tags(cal, "<text class=\"tick\"");
+    assert!((3..=11).contains(&ticks.len()), "{} ticks", ticks.len());
+    assert!(cal.contains(">Tue Dec 08</text>"), "{cal}");
+}
+
+/// Every mark the calendar draws and every state its bars show has an entry in its legend.
+#[test]
+fn every_calendar_mark_and_colour_has_a_legend_entry() {
+    let page = render(&fixture());
+    let cal = section(&page, "calendar");
+    let svg = &cal[..cal.find("</svg>").unwrap()];
+    let legend = &cal[cal.find("<ul class=\"legend\"").expect("a legend")..];
+    let legend = &legend[..legend.find("</ul>").unwrap()];
+    let mut kinds: Vec<&str> = tags(svg, "<g class=\"").iter().map(|t| t[10..].split('"').next().unwrap()).collect();
+    kinds.retain(|k| *k != "tips");
+    kinds.dedup();
+    assert!(kinds.contains(&"deadline") && kinds.contains(&"reminder"), "{kinds:?}");
+    for k in kinds {
+        assert!(legend.contains(&format!("<li class=\"k-{k}\">")), "the {k} mark has no legend entry: {legend}");
+    }
+    for state in ["active", "payment-pending"] {
+        assert!(legend.contains(&format!("<title>{state}</title>")), "state {state} not in the legend: {legend}");
+    }
+    assert!(legend.contains("payment deadline") && legend.contains(">now</li>"), "{legend}");
+}
+
+/// Each budget card says its share used, the share of the month gone, its pace and where the
+/// month ends at this pace; its scale is words in the page, never SVG text a card would shrink.
+#[test]
+fn each_budget_says_its_use_its_pace_and_its_month_end() {
+    let page = render(&fixture());
+    let budgets = section(&page, "budgets");
+    let card = |name: &str| {
+        let at = budgets.find(&format!("<h3>{name} ")).unwrap_or_else(|| panic!("no card {name}: {budgets}"));
+        let rest = &budgets[at..];
+        &rest[..rest.find("</dl>").unwrap_or(rest.len())]
+    };
+    // December 7th, 09:00: 21 % of the month gone; 960 USD committed extends to 4668.24 USD.
+    let account = card("Account");
+    assert!(account.contains("<span class=\"pct\">2 % used</span>"), "{account}");
+    assert!(account.contains("<dt>Month gone</dt><dd>21 %: <b class=\"pace\">within pace</b>"), "{account}");
+    assert!(account.contains("<dt>Month-end forecast</dt><dd>4668.24 USD (9 % of the limit)</dd>"), "{account}");
+    let rule = card("Rule vision-burst");
+    assert!(rule.contains("<dd>2334.12 USD (39 % of the limit)</dd>"), "{rule}");
+    for meter in budgets.split("<svg class=\"meter\"").skip(1) {
+        let meter = &meter[..meter.find("</svg>").unwrap()];
+        assert!(!meter.contains("<text"), "text inside a meter shrinks with its card: {meter}");
+    }
+    assert!(budgets.contains("<div class=\"scale\"><span>0</span><span>50000.00 USD</span></div>"), "{budgets}");
+}
+
+/// A count that never changed is a sentence, not a flat chart (three took 900 pixels).
+#[test]
+fn a_count_that_never_changes_is_said_not_charted() {
+    let page = render(&fixture());
+    let market = section(&page, "market");
+    assert_eq!(market.matches("<svg").count(), 0, "a flat chart: {market}");
+    assert!(
+        market.contains("p5.48xlarge us-east-1: at most 4 instance(s) in one offering on every start day seen (6 of them, Dec 03 to Dec 08)."),
+        "{market}"
+    );
+}
+
+/// Each rule's chart carries the published list rate beside what was offered and paid, and a
+/// threshold below it is said in words above the chart.
+#[test]
+fn each_price_chart_shows_the_list_and_a_threshold_below_it_is_said() {
+    let page = render(&fixture());
+    let prices = section(&page, "prices");
+    let charts: Vec<&str> = prices.split("<svg").skip(1).collect();
+    assert_eq!(charts.len(), 2);
+    for c in charts {
+        assert!(c.contains("list p5 5.97 since 2026-10-07\n</text>"), "no list line in the legend: {c}");
+    }
+    assert!(prices.contains("List for p5: 5.97 USD/accelerator-hour since 2026-10-07"), "{prices}");
+    let warn = "<p class=\"warn\">3 USD per accelerator-hour is below today&#39;s list for p5.48xlarge (5.97 USD since 2026-10-07";
+    assert_eq!(prices.matches(warn).count(), 2, "{prices}");
+    let mut d = fixture();
+    d.rules[0].max_price_per_accelerator_hour = "6.5".parse().unwrap();
+    let page = render(&d);
+    assert_eq!(section(&page, "prices").matches("<p class=\"warn\">").count(), 1, "only the rule below the list");
+}
+
+/// An UltraServer rule names no instance type: its chart draws its UltraServers' offerings, per
+/// accelerator-hour, rather than "No prices." above its purchase.
+#[test]
+fn an_ultraserver_rules_prices_are_charted() {
+    let mut d = fixture();
+    let text = "id = \"trn2-ultra\"\nmode = \"live\"\nregions = [\"us-east-1\"]\nultraserver_types = [\"u-trn2x64\"]\n\
+                ultraserver_counts = [1]\ndurations_days = [2]\nstart_window = { earliest_in_days = 2, latest_in_days = 10 }\n\
+                max_price_per_accelerator_hour = \"2.00\"\nmonthly_budget = \"12000\"\n";
+    d.rules.push(capblock_core::domain::rule::Rule::from_toml(text, at(1, 0)).unwrap());
+    let mut observations = observations("us-east-1", at(5, 0), 24, 6);
+    for o in &mut observations {
+        o.offering.instance_type = "trn2u.48xlarge".parse().unwrap();
+        o.offering.instance_count = 4;
+        o.offering.ultraserver = true;
+        o.accelerators_per_instance = 16;
+    }
+    d.prices.push(PriceSeries {
+        region: "us-east-1".parse().unwrap(),
+        instance_type: "trn2u.48xlarge".parse().unwrap(),
+        observations,
+    });
+    let page = render(&d);
+    let prices = section(&page, "prices");
+    let ultra = &prices[prices.find("<h3>Rule trn2-ultra</h3>").expect("its chart")..];
+    assert!(ultra.starts_with("<h3>Rule trn2-ultra</h3><div class=\"scroll chart-box\"><svg"), "{ultra}");
+    assert!(ultra.contains("us-east-1 trn2u.48xlarge: 4 scans shown"), "{ultra}");
+}
+
+/// A chart is never drawn narrower than its words stay readable at: its box keeps it at least
+/// `MIN_CHART_PX` wide (scrolling sideways on a phone), where `LABEL_PX` text is 10 CSS pixels.
+#[test]
+fn charts_keep_their_text_readable_on_a_phone() {
+    use crate::chart::{LABEL_PX, MIN_CHART_PX};
+    assert_eq!(MIN_CHART_PX * LABEL_PX, 900 * 10, "{MIN_CHART_PX} px wide");
+    assert!(super::STYLE.contains(&format!(".chart-box svg.chart{{min-width:{MIN_CHART_PX}px}}")));
+    let page = render(&fixture());
+    let charts = page.matches("<svg width=").count();
+    assert_eq!(page.matches("<div class=\"scroll chart-box\"><svg width=").count(), charts, "a chart outside its box");
+    for size in page.split("font-size=\"").skip(1).map(|s| s.split('"').next().unwrap()) {
+        assert!(size.parse::<f64>().unwrap() >= f64::from(LABEL_PX), "chart text of {size} px");
+    }
+}
+
+/// A budget committed faster than an even month is over pace, said in words and in red.
+#[test]
+fn a_budget_over_pace_is_said_and_marked() {
+    let mut d = fixture();
+    // 2,000 of 6,000 committed with 21 % of the month gone: an even month would be at 1,233.87.
+    d.budgets[3].usage.as_mut().unwrap().committed = capblock_core::domain::money::Money::parse("2000", "USD").unwrap();
+    let page = render(&d);
+    let budgets = section(&page, "budgets");
+    let card = &budgets[budgets.find("<div class=\"card over\"><h3>Rule vision-burst").expect("marked over")..];
+    assert!(card.contains("<b class=\"pace\">over pace</b>"), "{card}");
+    assert!(super::STYLE.contains(".card.over .pace{color:var(--red)}"));
 }
 
 /// The first section answers a lead at a glance, each in a line: what is active until when,

@@ -77,6 +77,22 @@ pub struct TeamData {
     pub reminder_lead_minutes: Vec<u32>,
 }
 
+/// Each region and type some rule's offerings are priced by, once. The types are those that
+/// price each rule's offerings: an UltraServer rule names no instance type, but its offerings
+/// are of its UltraServers' type, and their history is kept under it.
+fn priced_pairs(rules: &[Rule]) -> Vec<(Region, InstanceType)> {
+    let mut pairs: Vec<(Region, InstanceType)> = rules
+        .iter()
+        .flat_map(|r| {
+            let types = r.priced_types();
+            r.regions.iter().flat_map(move |g| types.clone().into_iter().map(move |t| (g.clone(), t)))
+        })
+        .collect();
+    pairs.sort();
+    pairs.dedup();
+    pairs
+}
+
 /// Reads what the page shows from the store at `now`. A table scan of the blocks: for people
 /// and the hourly page, never a run's hot path.
 pub async fn gather<S>(store: &S, now: DateTime<Utc>) -> Result<TeamData, StoreError>
@@ -130,14 +146,8 @@ where
     }
     approvals.sort_by(|a, b| (approval::expires_at(a), &a.id).cmp(&(approval::expires_at(b), &b.id)));
 
-    let mut pairs: Vec<(Region, InstanceType)> = rules
-        .iter()
-        .flat_map(|r| r.regions.iter().flat_map(move |g| r.instance_types.iter().map(move |t| (g.clone(), t.clone()))))
-        .collect();
-    pairs.sort();
-    pairs.dedup();
     let mut prices = Vec::new();
-    for (region, instance_type) in pairs {
+    for (region, instance_type) in priced_pairs(&rules) {
         let mut observations = store.history(&region, &instance_type, now - Duration::days(HISTORY_DAYS), now).await?;
         observations.sort_by(|a, b| (a.seen_at, &a.offering.id).cmp(&(b.seen_at, &b.offering.id)));
         prices.push(PriceSeries { region, instance_type, observations });
@@ -206,6 +216,28 @@ mod tests {
         // A price series for each region and type the rule asks about.
         assert_eq!(data.prices.len(), 1);
         assert_eq!(data.period, Period::of(now));
+    }
+
+    /// An UltraServer rule names UltraServer types, not instance types: the history of its
+    /// UltraServers' instance type is gathered for its chart all the same.
+    #[tokio::test]
+    async fn an_ultraserver_rules_prices_are_gathered() {
+        let text = "id = \"trn2-ultra\"\nmode = \"live\"\nregions = [\"us-east-1\"]\nultraserver_types = [\"u-trn2x64\"]\n\
+                    ultraserver_counts = [1]\ndurations_days = [2]\nstart_window = { earliest_in_days = 2, latest_in_days = 10 }\n\
+                    max_price_per_accelerator_hour = \"2.00\"\nmonthly_budget = \"12000\"\n";
+        let r = Rule::from_toml(text, t0()).unwrap();
+        let now = t0() + Duration::hours(30);
+        let mut o = offering("cb-ultra", t0() + Duration::days(3));
+        o.instance_type = "trn2u.48xlarge".parse().unwrap();
+        o.instance_count = 4;
+        o.ultraserver = true;
+        let store = MemoryTable::default().with_rules([r]);
+        let seen = Observation { offering: o, accelerators_per_instance: 16, seen_at: now - Duration::hours(2) };
+        store.record(std::slice::from_ref(&seen)).await.unwrap();
+        let data = gather(&store, now).await.unwrap();
+        let series: Vec<String> = data.prices.iter().map(|p| format!("{} {}", p.region, p.instance_type)).collect();
+        assert_eq!(series, ["us-east-1 trn2u.48xlarge"], "the UltraServers' type is asked for its history");
+        assert_eq!(data.prices[0].observations, [seen]);
     }
 
     /// One extension item that does not decode stops neither the page (`capblock page`, the

@@ -1,4 +1,4 @@
-//! Section 4: the approvals waiting for a person.
+//! Section 1: the approvals waiting for a person.
 
 use capblock_core::app::team_page::TeamData;
 use capblock_core::domain::approval;
@@ -7,7 +7,7 @@ use capblock_core::domain::duration::compact;
 use super::{section, when};
 use crate::html::{empty, esc, table};
 
-/// Section 4: Approvals waiting: what, its price and fee, how long it may still be approved, and the
+/// Section 1: Approvals waiting: what, its price and fee, how long it may still be approved, and the
 /// command to run (no button: buying stays behind the CLI's confirmation and IAM).
 pub fn approvals(d: &TeamData) -> String {
     if d.approvals.is_empty() {

@@ -1,4 +1,4 @@
-//! Section 1: the calendar of blocks, a lane per team and rule, and its table.
+//! Section 2: the calendar of blocks, a lane per team and rule, and its table.
 
 use std::collections::BTreeSet;
 
@@ -29,7 +29,7 @@ const COLUMNS: [&str; 12] = [
     "shared with",
 ];
 
-/// Section 1: The calendar: the blocks held now or starting within `CALENDAR_WEEKS`, one lane per team
+/// Section 2: The calendar: the blocks held now or starting within `CALENDAR_WEEKS`, one lane per team
 /// and rule, coloured by state; the table below is its text and carries every date.
 pub fn calendar(d: &TeamData) -> String {
     let until = d.now + Duration::weeks(CALENDAR_WEEKS);
@@ -39,7 +39,6 @@ pub fn calendar(d: &TeamData) -> String {
         .filter(|b| b.block.start < until && b.block.termination_time() > d.now - Duration::days(1))
         .filter(|b| !matches!(b.block.state, BlockState::Released | BlockState::PaymentFailed) || b.block.end > d.now)
         .collect();
-    let title = format!("Blocks from {} to {}", d.now.format("%b %d"), until.format("%b %d"));
     if shown.is_empty() {
         return section(
             "calendar",
@@ -51,24 +50,30 @@ pub fn calendar(d: &TeamData) -> String {
     let lanes: Vec<String> = lanes.into_iter().collect();
     let lane_of = |b: &PageBlock| lanes.iter().position(|l| *l == lane(b)).unwrap_or(0);
     let bars = shown.iter().map(|b| bar(b, lane_of(b))).collect::<Vec<_>>();
-    let ticks = shown.iter().flat_map(|b| ticks(d, b, lane_of(b))).collect();
+    let ticks: Vec<Tick> = shown.iter().flat_map(|b| ticks(d, b, lane_of(b))).collect();
+    let window = window(&bars, &ticks, d.now);
+    let title = format!("Blocks from {} to {}", window.0.format("%b %d"), window.1.format("%b %d"));
     let summary = format!(
         "{} block(s) in {} lane(s); each row of the table below is one block with its dates.",
         shown.len(),
         lanes.len()
     );
-    let svg = chart::lanes(&chart::Lanes {
-        title: title.clone(),
-        summary,
-        lanes: lanes.clone(),
-        bars,
-        ticks,
-        window: (d.now - Duration::days(1), until),
-        now: d.now,
-    });
+    let lanes = chart::Lanes { title, summary, lanes, bars, ticks, window, now: d.now };
+    let svg = chart::lanes(&lanes);
+    let legend = chart::lanes_legend(&lanes);
     let rows: Vec<Vec<String>> = shown.iter().map(|b| row(d, b)).collect();
     let t = table("Blocks in the calendar", &COLUMNS, &rows);
-    section("calendar", "Calendar", &format!("{svg}{t}"))
+    section("calendar", "Calendar", &format!("<div class=\"scroll chart-box\">{svg}</div>{legend}{t}"))
+}
+
+/// The calendar's time axis: from shortly before the earliest bar or mark (or now, if sooner) to
+/// just after the latest, so the blocks fill the width (a fixed 8 weeks drew a week's blocks in its
+/// first tenth). The margin is a twentieth of the span each side, at least three hours.
+fn window(bars: &[Bar], ticks: &[Tick], now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+    let times = bars.iter().flat_map(|b| [b.from, b.to]).chain(ticks.iter().map(|t| t.at)).chain([now]);
+    let (lo, hi) = times.fold((now, now), |(lo, hi), t| (lo.min(t), hi.max(t)));
+    let margin = ((hi - lo) / 20).max(Duration::hours(3));
+    (lo - margin, hi + margin)
 }
 
 /// The payment deadline a block still has to meet: only a pending payment's.

@@ -110,8 +110,22 @@ impl<'a> Tally<'a> {
         ]
     }
 
-    /// Its chart: the largest count per start day, as steps over the start days.
+    /// Its chart: the largest count per start day, as steps over the start days; a count that
+    /// never changed is one sentence instead (a flat line says nothing a sentence cannot).
     fn chart(&self, p: &PriceSeries) -> String {
+        let counts: BTreeSet<u32> = self.largest.values().copied().collect();
+        if let (Some(c), 1, Some(first), Some(last)) =
+            (counts.first(), counts.len(), self.largest.keys().next(), self.largest.keys().next_back())
+        {
+            return format!(
+                "<p class=\"summary\">{} {}: at most {c} instance(s) in one offering on every start day seen ({} of them, {} to {}).</p>",
+                esc(p.instance_type.as_str()),
+                esc(p.region.as_str()),
+                self.largest.len(),
+                first.format("%b %d"),
+                last.format("%b %d")
+            );
+        }
         let points: Vec<Point> = self
             .largest
             .iter()
@@ -127,7 +141,7 @@ impl<'a> Tally<'a> {
         let title = format!("Largest count seen per start day, {} {}", p.instance_type, p.region);
         let summary = format!("The most instances offered in one offering, per start day: {}.", self.top().join(", "));
         format!(
-            "<h3>{}</h3>{}",
+            "<h3>{}</h3><div class=\"scroll chart-box\">{}</div>",
             esc(&title),
             chart::draw(&Chart {
                 title,

@@ -1,4 +1,4 @@
-//! Section 3: the price history per rule, its threshold, and what capblock bought on it.
+//! Section 4: the price history per rule, its threshold, and what capblock bought on it.
 
 use std::collections::BTreeMap;
 
@@ -6,6 +6,8 @@ use capblock_core::app::team_page::{CALENDAR_WEEKS, HISTORY_DAYS, PageBlock, Pri
 use capblock_core::domain::block::Block;
 use capblock_core::domain::duration::compact;
 use capblock_core::domain::extension::ExtensionState;
+use capblock_core::domain::list_price::{self, ListRate};
+use capblock_core::domain::money::Currency;
 use capblock_core::domain::rule::Rule;
 use capblock_core::ports::Observation;
 use chrono::{DateTime, Duration, Utc};
@@ -35,7 +37,7 @@ const GAP: Duration = Duration::hours(6);
 /// A block's span on its rule's chart: from, to, tooltip.
 type Span = (DateTime<Utc>, DateTime<Utc>, String);
 
-/// Section 3: Price history per rule: a step line per region and type, its threshold, where capblock
+/// Section 4: Price history per rule: a step line per region and type, its threshold, where capblock
 /// bought or extended, and its blocks' spans.
 pub fn prices(d: &TeamData) -> String {
     if d.rules.is_empty() {
@@ -57,7 +59,7 @@ fn rule_prices(d: &TeamData, r: &Rule, from: DateTime<Utc>) -> String {
     let (series, lines): (Vec<Series>, Vec<String>) = d
         .prices
         .iter()
-        .filter(|p| r.regions.contains(&p.region) && r.instance_types.contains(&p.instance_type))
+        .filter(|p| r.regions.contains(&p.region) && r.priced_types().contains(&p.instance_type))
         .filter_map(line)
         .unzip();
     let (markers, spans) = marks(d, r, from);
@@ -79,13 +81,16 @@ fn rule_prices(d: &TeamData, r: &Rule, from: DateTime<Utc>) -> String {
         .chain(spans.iter().map(|s| s.0))
         .min()
         .map_or(from, |t| (t - Duration::days(1)).max(from));
+    let (lists, listed) = list_lines(r, (first, end), d.now);
     let summary = format!(
-        "{}. Threshold {} {}/accelerator-hour. {} purchase or extension mark(s).",
+        "{}. Threshold {} {}/accelerator-hour. {}{} purchase or extension mark(s).",
         if lines.is_empty() { "No prices".to_string() } else { lines.join("; ") },
         r.max_price_per_accelerator_hour,
         r.currency,
+        listed,
         markers.len()
     );
+    let series = series.into_iter().chain(lists).collect();
     let svg = chart::draw(&Chart {
         title: title.clone(),
         summary: summary.clone(),
@@ -101,7 +106,51 @@ fn rule_prices(d: &TeamData, r: &Rule, from: DateTime<Utc>) -> String {
         window: Some((first, end)),
         from_zero: false,
     });
-    format!("<h3>{}</h3>{svg}<p class=\"summary\">{}</p>", esc(&title), esc(&summary))
+    let warnings: String = list_price::says(&list_price::below_list(r, d.now), r.max_price_per_accelerator_hour)
+        .iter()
+        .map(|w| format!("<p class=\"warn\">{}</p>", esc(w)))
+        .collect();
+    format!(
+        "<h3>{}</h3>{warnings}<div class=\"scroll chart-box\">{svg}</div><p class=\"summary\">{}</p>",
+        esc(&title),
+        esc(&summary)
+    )
+}
+
+/// The published list rate of each family the rule prices, as a line over `window` from the day
+/// it took effect, and its words ("List for p5: 5.97 USD since 2026-10-07 (source). "); none for a
+/// family with no published rate or a rule in another currency.
+fn list_lines(r: &Rule, window: (DateTime<Utc>, DateTime<Utc>), now: DateTime<Utc>) -> (Vec<Series>, String) {
+    if r.currency != Currency::USD {
+        return (vec![], String::new());
+    }
+    let mut rates: Vec<ListRate> =
+        r.priced_types().iter().filter_map(|t| list_price::list_rate(t.as_str(), now)).collect();
+    rates.dedup_by_key(|l| l.family);
+    let mut words = String::new();
+    let lines = rates
+        .iter()
+        .map(|l| {
+            let label = format!("list {} {} since {}", l.family, l.usd.normalize(), l.effective);
+            words.push_str(&format!(
+                "List for {}: {} USD/accelerator-hour since {} ({}). ",
+                l.family,
+                l.usd.normalize(),
+                l.effective,
+                l.source
+            ));
+            let since = l.effective.and_hms_opt(0, 0, 0).map_or(window.0, |t| t.and_utc().max(window.0));
+            let text = format!("{label} USD/accelerator-hour ({})", l.source);
+            // A point every half `GAP`, so the chart joins them into one line (it breaks a line
+            // where points are further apart); a step line keeps only the ends.
+            let steps = (window.1 - since).num_minutes().max(0) / (GAP / 2).num_minutes() + 1;
+            let points = (0..=steps)
+                .map(|i| Point { at: (since + GAP / 2 * i as i32).min(window.1), y: f(l.usd), text: text.clone() })
+                .collect();
+            Series { label, points }
+        })
+        .collect();
+    (lines, words)
 }
 
 /// A region and type's step line of the cheapest price per scan, and its words (None: no price
