@@ -29,6 +29,9 @@ pub enum Bug {
     /// `app::track`: a failed payment's fee kept for a part that may be held leaves no hold on
     /// the rule's guard, so `max_blocks_held` counts the purchase as nothing held.
     KeptFeeNotHeld,
+    /// `domain::settlement`: a reservation EC2 holds for an intent closed unbought (a person
+    /// released it) is not taken for its purchase: adopted without its fee.
+    ClosedIntentHeldUncharged,
 }
 
 #[cfg(feature = "sabotage")]
@@ -41,13 +44,14 @@ mod switch {
     /// all run the code it is put back in.
     static ON: AtomicU8 = AtomicU8::new(0);
 
-    const ALL: [Bug; 6] = [
+    const ALL: [Bug; 7] = [
         Bug::ReleaseSentOnTimer,
         Bug::IgnoreHeldBlocks,
         Bug::UnlistedPartFailed,
         Bug::GiveBackUnknownAnswers,
         Bug::GoneAsFailed,
         Bug::KeptFeeNotHeld,
+        Bug::ClosedIntentHeldUncharged,
     ];
 
     fn code(bug: Option<Bug>) -> u8 {

@@ -15,11 +15,13 @@ usage: capblock-verify [--bound NAME] [--sabotage NAME] [--threads N] [--seconds
                one of each fault), ultraservers (make test: purchases of two parts whose
                payment may fail), budgets (make test: two rules whose account has room for
                one purchase), deep (make verify: a scan and capblock buy with every fault)
-               and deep-ultraservers (make verify: two scans of two-part purchases)
+               deep-ultraservers (make verify: two scans of two-part purchases) and release
+               (make test: a person's `capblock intents release` beside two scans)
   --sabotage   put a known protocol bug back and show the path the checker finds to it:
                release-sent-on-timer, charge-after-purchase, settle-on-replayed-clock,
                release-per-part, gone-as-failed, give-back-unknown-answers, ignore-held-blocks,
-               unlisted-part-failed, kept-fee-not-held
+               unlisted-part-failed, kept-fee-not-held, closed-intent-held-uncharged,
+               release-without-hold
   --threads    checker threads (default 1: the path printed is then a shortest one)
   --seconds    stop after this long (the figures then cover part of the bound only)
 
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
                 "budgets" => (bounds, name) = (Bounds::budgets(), "budgets"),
                 "deep" => (bounds, name) = (Bounds::deep(), "deep"),
                 "deep-ultraservers" => (bounds, name) = (Bounds::deep_ultraservers(), "deep-ultraservers"),
+                "release" => (bounds, name) = (Bounds::release(), "release"),
                 other => return usage(&format!("unknown bound {other:?}")),
             },
             "--sabotage" => {

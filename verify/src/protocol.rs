@@ -15,14 +15,14 @@ use capblock_core::app::reconcile::{SettleStep, settle_step};
 use capblock_core::app::track::{PartSeen, kept_fee_hold, part_still_held};
 use capblock_core::domain::block::purchases_held_at;
 use capblock_core::domain::budget::{
-    BudgetCharge, BudgetOwner, BudgetUsage, IntentState, Period, StackBudgets, admits, charges_for,
+    BudgetCharge, BudgetOwner, BudgetUsage, IntentState, Period, ReleasedHold, StackBudgets, admits, charges_for,
 };
 use capblock_core::domain::catalog::AcceleratorCatalog;
 use capblock_core::domain::decision::{Headroom, Priced, check, room};
 use capblock_core::domain::lifecycle::{BlockState, Transition};
 use capblock_core::domain::rule::Rule;
 use capblock_core::domain::run_time::RunTime;
-use capblock_core::domain::settlement::{Judgement, Shown, judge};
+use capblock_core::domain::settlement::{Judgement, Shown, held_after_close_of, judge, may_release};
 use capblock_core::ports::{MarketError, REQUEST_LIMIT};
 use stateright::{Model, Property};
 
@@ -47,6 +47,8 @@ pub struct Bounds {
     pub hands: u8,
     /// A dry-run replay of another moment.
     pub replay: bool,
+    /// People's `capblock intents release` runs.
+    pub releases: u8,
     /// Offerings on sale (the rule may buy any).
     pub offerings: u8,
     /// Reservations one purchase makes (UltraServers).
@@ -68,6 +70,7 @@ impl Bounds {
             scans: 2,
             hands: 0,
             replay: true,
+            releases: 0,
             offerings: 2,
             parts: 1,
             // Room for two purchases: the limit of one block held is what stops a second.
@@ -100,6 +103,7 @@ impl Bounds {
             scans: 2,
             hands: 0,
             replay: false,
+            releases: 0,
             offerings: 2,
             parts: 2,
             limit: 1200,
@@ -118,12 +122,32 @@ impl Bounds {
             scans: 2,
             hands: 0,
             replay: false,
+            releases: 0,
             offerings: 2,
             parts: 1,
             limit: 1200,
             account_limit: 1000,
             max_held: 1,
             left: Left { ticks: 2, jumps: 1, crashes: 1, lost: 1, payment_failures: 1, ..Left::default() },
+        }
+    }
+
+    /// A person's `capblock intents release` beside two scans (in `make test`): a purchase whose
+    /// answer was lost, EC2 not listing it for 12 hours and more; the person releases its fee,
+    /// EC2 lists it after all.
+    pub fn release() -> Bounds {
+        Bounds {
+            rules: 1,
+            scans: 2,
+            hands: 0,
+            replay: false,
+            releases: 1,
+            offerings: 2,
+            parts: 1,
+            limit: 1200,
+            account_limit: 1200,
+            max_held: 1,
+            left: Left { ticks: 1, jumps: 1, crashes: 1, lost: 1, ..Left::default() },
         }
     }
 
@@ -223,6 +247,7 @@ impl Model for Protocol {
         if b.replay {
             actors.push(Actor { who: Who::Replay, rule: 0, step: Step::Start });
         }
+        actors.extend((0..b.releases).map(|_| Actor { who: Who::Release, rule: 0, step: Step::Start }));
         vec![World {
             minute: 0,
             left: b.left,
@@ -414,6 +439,7 @@ impl Protocol {
                 Who::Scan => "scan",
                 Who::Hand => "capblock buy",
                 Who::Replay => "dry-run replay",
+                Who::Release => "capblock intents release",
             };
             format!("{who} #{a}")
         };
@@ -423,6 +449,11 @@ impl Protocol {
                     (Who::Replay, _) => {
                         format!("judges intent {} on its run time", name(key(w.actors[*a as usize].rule, *choice)))
                     }
+                    (Who::Release, Step::Start) => format!(
+                        "finds {} sent an hour ago or more, EC2 listing nothing tagged with it",
+                        name(key(w.actors[*a as usize].rule, *choice))
+                    ),
+                    (Who::Release, Step::Checked { o }) => format!("releases {}'s fee", name(o)),
                     (_, Step::Start) => format!("decides on {}", name(key(w.actors[*a as usize].rule, *choice))),
                     (_, Step::Decided { o, .. }) => format!("reserves the budgets for {}", name(o)),
                     (_, Step::Reserved { o }) if *choice == 0 => format!("re-checks {}: still on sale", name(o)),
@@ -472,7 +503,7 @@ impl Protocol {
         let clock = at(w.minute);
         match who {
             Who::Replay => RunTime::asked(clock, Some(clock + chrono::Duration::minutes(REPLAY_AHEAD))),
-            Who::Scan | Who::Hand => RunTime::from(clock),
+            Who::Scan | Who::Hand | Who::Release => RunTime::from(clock),
         }
     }
 
@@ -480,6 +511,9 @@ impl Protocol {
         let (who, step, rule) = (w.actors[a].who, w.actors[a].step, w.actors[a].rule);
         let next = match (who, step) {
             (Who::Replay, Step::Start) => self.replay(w, key(rule, choice)),
+            (Who::Release, Step::Start) => self.look_before_release(w, key(rule, choice)),
+            (Who::Release, Step::Checked { o }) => self.release(w, o),
+            (Who::Release, _) => None,
             (_, Step::Start) => self.decide(w, key(rule, choice)),
             (_, Step::Decided { o, seq }) => self.reserve(w, o, seq),
             (_, Step::Reserved { o }) => self.recheck(w, o, choice),
@@ -556,6 +590,7 @@ impl Protocol {
             sent: None,
             parts: vec![],
             fee_released: false,
+            released_by_person: false,
         };
         w.store.intents.insert(o, stored);
         Some(Step::Reserved { o })
@@ -628,6 +663,7 @@ impl Protocol {
                         sent: Some(w.minute),
                         parts: vec![],
                         fee_released: false,
+                        released_by_person: false,
                     });
                     charge(w, o, 1);
                 }
@@ -732,8 +768,57 @@ impl Protocol {
         if !res.listed || res.dropped || !res.readable || w.store.blocks.contains_key(&r) {
             return false;
         }
-        let bought = w.store.intents.get(&res.o).is_some_and(|i| i.state == IntentState::Bought);
-        bought && w.store.blocks.insert(r, BlockState::PaymentPending).is_none()
+        let o = res.o;
+        let Some(state) = w.store.intents.get(&o).map(|i| i.state) else { return false };
+        // A purchase whose intent was closed unbought, EC2 holding it after all: recorded
+        // bought with this part, its fee committed again with no limit, a person told
+        // (`Tracker::hold_after_close`, on the core's `held_after_close_of`).
+        if held_after_close_of(state, w.ec2.state_name(r)) {
+            if let Some(i) = w.store.intents.get_mut(&o) {
+                i.state = IntentState::Bought;
+                i.parts = vec![r];
+            }
+            charge(w, o, 1);
+            w.store.rules[rule_of(o)].spent += crate::world::FEE;
+            w.store.account.spent += crate::world::FEE;
+            enqueue(w, Notice::HeldAfterClose(o));
+            return w.store.blocks.insert(r, BlockState::PaymentPending).is_none();
+        }
+        state == IntentState::Bought && w.store.blocks.insert(r, BlockState::PaymentPending).is_none()
+    }
+
+    /// A person's look before `capblock intents release` of intent `o`: it is sent, sent at
+    /// least `RELEASE_MIN_AGE` ago on the clock (`settlement::may_release`), and EC2 lists no
+    /// reservation tagged with it (an unreadable one is listed too).
+    fn look_before_release(&self, w: &World, o: u8) -> Option<Step> {
+        let stored = w.store.intents.get(&o).filter(|i| i.state == IntentState::Sent)?;
+        let i = intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), stored);
+        may_release(&i, at(w.minute)).ok()?;
+        let listed = w.ec2.reservations.iter().any(|r| r.o == o && r.listed && !r.dropped);
+        (!listed).then_some(Step::Checked { o })
+    }
+
+    /// `Ledger::release_by_person`, conditional on the intent still being sent: the fee off
+    /// every budget, the guard freed, and the purchase kept on the guard (`ReleasedHold::of`) so
+    /// it counts against `max_blocks_held` until its start.
+    fn release(&self, w: &mut World, o: u8) -> Option<Step> {
+        let Some(stored) = w.store.intents.get(&o).filter(|i| i.state == IntentState::Sent).cloned() else {
+            return Some(Step::Done);
+        };
+        let hold = ReleasedHold::of(&intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), &stored));
+        if let Some(i) = w.store.intents.get_mut(&o) {
+            i.state = IntentState::Rejected;
+            i.released_by_person = true;
+        }
+        charge(w, o, -1);
+        if w.store.guards[rule_of(o)] == Some(o) {
+            w.store.guards[rule_of(o)] = None;
+        }
+        let holds = &mut w.store.holds[rule_of(o)];
+        if !holds.contains(&hold) && !self.on(Sabotage::ReleaseWithoutHold) {
+            holds.push(hold);
+        }
+        Some(Step::Done)
     }
 
     /// One block observed and its move stored (`Tracker::track_block` / `apply_move`): a move to

@@ -36,10 +36,14 @@ pub enum Sabotage {
     /// A failed payment's fee kept for a part that may be held leaves no hold on the rule's
     /// guard: the purchase counts as nothing held and a second scan buys beside it.
     KeptFeeNotHeld,
+    /// A purchase a person released, which EC2 lists after all, is adopted without its fee.
+    ClosedIntentHeldUncharged,
+    /// A person's release leaves no hold on the rule's guard (the model's ledger write).
+    ReleaseWithoutHold,
 }
 
 impl Sabotage {
-    pub const ALL: [Sabotage; 9] = [
+    pub const ALL: [Sabotage; 11] = [
         Sabotage::ReleaseSentOnTimer,
         Sabotage::ChargeAfterPurchase,
         Sabotage::SettleOnReplayedClock,
@@ -49,6 +53,8 @@ impl Sabotage {
         Sabotage::IgnoreHeldBlocks,
         Sabotage::UnlistedPartFailed,
         Sabotage::KeptFeeNotHeld,
+        Sabotage::ClosedIntentHeldUncharged,
+        Sabotage::ReleaseWithoutHold,
     ];
 
     /// The core's bug switch it is, when the bug is in the core's code the model runs.
@@ -60,7 +66,11 @@ impl Sabotage {
             Sabotage::UnlistedPartFailed => Some(Bug::UnlistedPartFailed),
             Sabotage::GoneAsFailed => Some(Bug::GoneAsFailed),
             Sabotage::KeptFeeNotHeld => Some(Bug::KeptFeeNotHeld),
-            Sabotage::ChargeAfterPurchase | Sabotage::SettleOnReplayedClock | Sabotage::ReleasePerPart => None,
+            Sabotage::ClosedIntentHeldUncharged => Some(Bug::ClosedIntentHeldUncharged),
+            Sabotage::ChargeAfterPurchase
+            | Sabotage::SettleOnReplayedClock
+            | Sabotage::ReleasePerPart
+            | Sabotage::ReleaseWithoutHold => None,
         }
     }
 
@@ -76,6 +86,8 @@ impl Sabotage {
             Sabotage::IgnoreHeldBlocks => "ignore-held-blocks",
             Sabotage::UnlistedPartFailed => "unlisted-part-failed",
             Sabotage::KeptFeeNotHeld => "kept-fee-not-held",
+            Sabotage::ClosedIntentHeldUncharged => "closed-intent-held-uncharged",
+            Sabotage::ReleaseWithoutHold => "release-without-hold",
         }
     }
 

@@ -57,6 +57,9 @@ pub enum Who {
     Hand,
     /// A dry-run replay of another moment (an asked time two hours off the clock).
     Replay,
+    /// A person's `capblock intents release` of a sent intent EC2 lists nothing for: look, then
+    /// write (`Ledger::release_by_person`), on AWS's clock.
+    Release,
 }
 
 /// Where an actor is in its run: the step it takes next.
@@ -120,6 +123,9 @@ pub struct StoredIntent {
     /// The purchase's reservations (indices into `Ec2::reservations`), once recorded.
     pub parts: Vec<u8>,
     pub fee_released: bool,
+    /// A person released it (`capblock intents release`): their judgement against EC2's
+    /// listing, which the tracker corrects when EC2 lists the purchase after all.
+    pub released_by_person: bool,
 }
 
 /// A budget's row for the month.
@@ -138,6 +144,8 @@ pub enum Notice {
     OutcomeUnknown(u8),
     Unreadable(u8),
     PaymentFailed(u8),
+    /// EC2 holds a purchase whose intent was closed unbought: recorded bought, fee back.
+    HeldAfterClose(u8),
 }
 
 /// The DynamoDB table.
@@ -200,6 +208,15 @@ impl Ec2 {
         self.reservations.iter().filter(|r| r.state != Ec2State::PaymentFailed).map(|r| r.o).collect()
     }
 
+    /// Reservation `r`'s state as EC2 names it.
+    pub fn state_name(&self, r: u8) -> &'static str {
+        match self.reservations[r as usize].state {
+            Ec2State::PaymentPending => "payment-pending",
+            Ec2State::Active => "scheduled",
+            Ec2State::PaymentFailed => "payment-failed",
+        }
+    }
+
     /// What DescribeCapacityReservations says of reservation `r`.
     pub fn observe(&self, r: u8) -> Observed {
         let res = &self.reservations[r as usize];
@@ -209,13 +226,8 @@ impl Ec2 {
         if !res.readable {
             return Observed::Unreadable("no State member".into());
         }
-        let state = match res.state {
-            Ec2State::PaymentPending => "payment-pending",
-            Ec2State::Active => "scheduled",
-            Ec2State::PaymentFailed => "payment-failed",
-        };
         Observed::Found {
-            state: state.into(),
+            state: self.state_name(r).into(),
             end: offering(res.o).end,
             capacity_block_id: None,
             instance_count: 1,

@@ -8,7 +8,9 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-use capblock_verify::properties::{EC2_WITHIN_COMMITTED, HELD_WITHIN_RULE, LEDGER_ADDS_UP};
+use capblock_verify::properties::{
+    EC2_WITHIN_COMMITTED, HELD_WITHIN_RULE, LEDGER_ADDS_UP, SETTLED_BY_THE_RUNS_THAT_FOLLOW,
+};
 use capblock_verify::{Bounds, Protocol, Sabotage};
 use stateright::{Checker, HasDiscoveries, Model};
 
@@ -56,6 +58,11 @@ fn ultraserver_purchases_keep_every_money_property() {
     check_all(Bounds::ultraservers(), 76_951);
 }
 
+#[test]
+fn a_persons_release_beside_two_scans_keeps_every_money_property() {
+    check_all(Bounds::release(), 18_210);
+}
+
 /// Each bug put back is found, breaking the property it should.
 #[test]
 fn each_protocol_bug_put_back_is_found() {
@@ -69,6 +76,8 @@ fn each_protocol_bug_put_back_is_found() {
         (Sabotage::UnlistedPartFailed, Bounds::ultraservers(), EC2_WITHIN_COMMITTED),
         // Two scans of UltraServers: the first purchase's fee kept, the second scan buys.
         (Sabotage::KeptFeeNotHeld, Bounds::deep_ultraservers(), HELD_WITHIN_RULE),
+        (Sabotage::ClosedIntentHeldUncharged, Bounds::release(), SETTLED_BY_THE_RUNS_THAT_FOLLOW),
+        (Sabotage::ReleaseWithoutHold, Bounds::release(), HELD_WITHIN_RULE),
     ];
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for (sabotage, bounds, broken) in cases {

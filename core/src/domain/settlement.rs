@@ -122,6 +122,10 @@ pub fn held_after_close(intent: &Intent, reservation_id: &str) -> Intent {
 /// active). Its fee is committed again (`held_after_close`). The model checker asks it when its
 /// tracker adopts a reservation.
 pub fn held_after_close_of(intent: IntentState, ec2_state: &str) -> bool {
+    // The bug put back (`sabotage`): the purchase adopted without its fee, as before.
+    if crate::sabotage::on(crate::sabotage::Bug::ClosedIntentHeldUncharged) {
+        return false;
+    }
     intent == IntentState::Rejected && BlockState::from_ec2(ec2_state).is_some_and(BlockState::is_held)
 }
 

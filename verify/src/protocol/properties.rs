@@ -22,13 +22,21 @@ pub fn all() -> Vec<Property<Protocol>> {
         Property::always(HELD_WITHIN_RULE, |m: &Protocol, w: &World| {
             m.rules.iter().enumerate().all(|(ri, rule)| held_by(w, ri).len() <= rule.max_blocks_held as usize)
         }),
+        // A fee committed again for a purchase a person released (EC2 listed it after all) is
+        // not a decision to spend: EC2 took the money, and the books say so past any limit.
         Property::always(WITHIN_LIMITS, |m: &Protocol, w: &World| {
-            w.store.rules.iter().all(|u| u.committed <= m.bounds.limit)
-                && w.store.account.committed <= m.bounds.account_limit
+            (0..m.rules.len()).all(|ri| w.store.rules[ri].committed - recommitted(w, Some(ri)) <= m.bounds.limit)
+                && w.store.account.committed - recommitted(w, None) <= m.bounds.account_limit
         }),
+        // Except a purchase a person released while EC2 had not listed it: their judgement
+        // against EC2's, which the tracker corrects once EC2 lists it (the runs that follow).
         Property::always(EC2_WITHIN_COMMITTED, |m: &Protocol, w: &World| {
-            let each = (0..m.rules.len()).all(|ri| FEE * held_by(w, ri).len() as i64 <= w.store.rules[ri].committed);
-            each && FEE * w.ec2.held_purchases().len() as i64 <= w.store.account.committed
+            let counted = |k: &u8| !released(w, *k);
+            let each = (0..m.rules.len()).all(|ri| {
+                FEE * held_by(w, ri).iter().filter(|k| counted(k)).count() as i64 <= w.store.rules[ri].committed
+            });
+            each && FEE * w.ec2.held_purchases().iter().filter(|k| counted(k)).count() as i64
+                <= w.store.account.committed
         }),
         Property::always(LEDGER_ADDS_UP, |m: &Protocol, w: &World| {
             let owed = |ri: Option<usize>| {
@@ -44,6 +52,23 @@ pub fn all() -> Vec<Property<Protocol>> {
         Property::always(ANNOUNCED_AT_MOST_ONCE, |_, w: &World| w.store.notices.values().all(|n| *n <= 1)),
         Property::always(SETTLED_BY_THE_RUNS_THAT_FOLLOW, settled_by_the_runs_that_follow),
     ]
+}
+
+/// Whether intent `k` is one a person released that is still closed (`Rejected`).
+fn released(w: &World, k: u8) -> bool {
+    w.store.intents.get(&k).is_some_and(|i| i.released_by_person && i.state == IntentState::Rejected)
+}
+
+/// The fees committed again (rule `ri`'s, or every rule's) for purchases a person released
+/// that EC2 listed after all.
+fn recommitted(w: &World, ri: Option<usize>) -> i64 {
+    let again = |k: &u8, i: &StoredIntent| {
+        ri.is_none_or(|ri| rule_of(*k) == ri)
+            && i.released_by_person
+            && i.state == IntentState::Bought
+            && !i.fee_released
+    };
+    FEE * w.store.intents.iter().filter(|(k, i)| again(k, i)).count() as i64
 }
 
 /// The purchases of rule `ri` EC2 may still hold a block of.
@@ -87,10 +112,16 @@ fn settled(w: &World) -> bool {
             // EC2 failed its payment and no longer lists it before capblock saw it: nothing is
             // held, and the intent stays before a person with its fee committed, or was
             // recorded before.
-            return intent.is_some_and(|i| i.state == IntentState::Bought || i.state == IntentState::Sent);
+            return intent.is_some_and(|i| {
+                i.state == IntentState::Bought || i.state == IntentState::Sent || i.released_by_person
+            });
         }
         let bought = intent.is_some_and(|i| i.state == IntentState::Bought);
         let tracked = parts.iter().all(|r| w.ec2.reservations[*r as usize].dropped || w.store.blocks.contains_key(r));
-        bought && tracked && w.store.notices.get(&Notice::Purchased(*o)) == Some(&1)
+        // Announced once: as bought, or (a person released it first) as held after all.
+        let told = w.store.notices.get(&Notice::Purchased(*o)) == Some(&1)
+            || (intent.is_some_and(|i| i.released_by_person)
+                && w.store.notices.get(&Notice::HeldAfterClose(*o)) == Some(&1));
+        bought && tracked && told
     })
 }
