@@ -501,6 +501,44 @@ def tracked_pages(repo: pathlib.Path) -> list[pathlib.Path]:
     return [repo / n for n in names.stdout.split()]
 
 
+BEHAVIOURS = "infra/market-sim/behaviours.md"
+# A picture's cell: "`path`: `name`" (the name must be in the file), or "not played: why".
+CITED = re.compile(r"`([^`]+)`: `([^`]+)`")
+
+
+def behaviour_problems(repo: pathlib.Path, page: str = BEHAVIOURS) -> list[str]:
+    """The EC2 behaviours table: each picture's cell cites a file and a name in it, or says
+    "not played:" with a reason; a cited file that is gone or no longer holds the name is a
+    problem (a picture lost a behaviour the table says it plays)."""
+    path = repo / page
+    if not path.exists():
+        return [f"{page}: missing"]
+    found = []
+    rows = [line for line in path.read_text().splitlines() if line.startswith("| ") and not line.startswith("| behaviour")]
+    for line in rows:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5:
+            found.append(f"{page}: a row without 5 cells: {line[:60]}")
+            continue
+        for picture, cell in zip(("simulator", "in-memory EC2", "model"), cells[2:]):
+            if cell.startswith("not played:"):
+                if len(cell) < len("not played:") + 10:
+                    found.append(f"{page}: {cells[0][:40]}: {picture} not played, with no reason")
+                continue
+            cited = CITED.findall(cell)
+            if not cited:
+                found.append(f"{page}: {cells[0][:40]}: {picture} cites no `file`: `name`")
+            for file, name in cited:
+                target = repo / file
+                if not target.is_file():
+                    found.append(f"{page}: {cells[0][:40]}: {picture}: no file {file}")
+                elif name not in target.read_text():
+                    found.append(f"{page}: {cells[0][:40]}: {picture}: {file} no longer names {name}")
+    if not rows:
+        found.append(f"{page}: no behaviour rows")
+    return found
+
+
 def main() -> int:
     repo = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".")
     found = problems(repo, tracked_pages(repo))
@@ -515,7 +553,11 @@ def main() -> int:
     for p in keys:
         print(p)
     print(f"== the data model table against the DynamoDB adapter: {len(keys)} problem(s)")
-    return 1 if found or cited or keys else 0
+    pictures = behaviour_problems(repo)
+    for p in pictures:
+        print(p)
+    print(f"== EC2's behaviours in each picture ({BEHAVIOURS}): {len(pictures)} problem(s)")
+    return 1 if found or cited or keys or pictures else 0
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ import pathlib
 import tempfile
 import unittest
 
-from check_docs import anchor, architecture_problems, data_model_problems, problems
+from check_docs import anchor, architecture_problems, behaviour_problems, data_model_problems, problems
 
 
 def write(root: pathlib.Path, files: dict[str, str]) -> pathlib.Path:
@@ -166,6 +166,35 @@ class DataModel(unittest.TestCase):
 
     def test_no_table_fails(self):
         self.assertEqual(len(self.problems("# Architecture\n")), 1)
+
+
+class Behaviours(unittest.TestCase):
+    """The EC2 behaviours table: a picture that no longer names what the table cites, a cited
+    file gone, and a "not played" without a reason are each found; a true table passes."""
+
+    HEAD = "| behaviour | source | simulator | in-memory EC2 | model |\n|---|---|---|---|---|\n"
+    ROW = "| Listed late | README | `sim.rs`: `listing_lag` | `mem.rs`: `listed_from` | not played: the model has no clock of lags |\n"
+
+    def found(self, table: str, files: dict[str, str]) -> list[str]:
+        with tempfile.TemporaryDirectory() as d:
+            repo = write(pathlib.Path(d), {"infra/market-sim/behaviours.md": table, **files})
+            return behaviour_problems(repo)
+
+    def test_a_true_table_passes(self):
+        files = {"sim.rs": "let listing_lag = 1;", "mem.rs": "listed_from: now"}
+        self.assertEqual(self.found(self.HEAD + self.ROW, files), [])
+
+    def test_a_picture_that_lost_its_behaviour_is_found(self):
+        found = self.found(self.HEAD + self.ROW, {"sim.rs": "let lag = 1;", "mem.rs": "listed_from: now"})
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("simulator: sim.rs no longer names listing_lag", found[0])
+
+    def test_a_gone_file_and_a_reasonless_not_played_are_found(self):
+        row = "| Listed late | README | `sim.rs`: `listing_lag` | `gone.rs`: `x` | not played: |\n"
+        found = self.found(self.HEAD + row, {"sim.rs": "listing_lag"})
+        self.assertEqual(len(found), 2, found)
+        self.assertIn("no file gone.rs", found[0])
+        self.assertIn("model not played, with no reason", found[1])
 
 
 if __name__ == "__main__":
