@@ -49,6 +49,8 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
                  hold_actions = [] (tests: held before EC2 receives them; POST /_sim/release),
                  hold_accounts = [] (with hold_actions: only these callers' calls held),
                  listing_lag_secs = 0 (a purchase's reservation listed that late),
+                 stale_listing_secs = 0 (once listed, missing again that long: a stale read),
+                 listed_twice = false (DescribeCapacityReservations lists each one twice),
                  ram_refusal = failed_association|error, ram_association_delay_secs = 10,
                  ram_listing_lag_secs = 60 (a new RAM share listed that late),
                  unavailable_means = in_use|failed (DescribeCapacityBlockStatus)

@@ -315,6 +315,17 @@ pub struct Behaviour {
     /// API is eventually consistent and how long a new reservation takes to be listed is not
     /// published: each reading is a setting.
     pub listing_lag_secs: u64,
+    /// Seconds a purchase's reservation, once listed, is missing again from
+    /// DescribeCapacityReservations (and DescribeCapacityBlocks, and a lookup by its id), from
+    /// `STALE_AFTER_SECS` after it was first listed; 0: never (the default). The EC2 API is
+    /// eventually consistent ("the result of an API command ... might not be immediately visible
+    /// to all subsequent commands"): a later read served by a replica that has not seen the
+    /// purchase yet is a stale read, and how long one can last is not published.
+    pub stale_listing_secs: u64,
+    /// DescribeCapacityReservations lists every reservation twice (a read of a listing changing
+    /// under it); false: once (the default). The record is silent on duplicates in one answer:
+    /// a client that counts reservations must not count one twice.
+    pub listed_twice: bool,
     /// PurchaseCapacityBlockExtension is recorded (the extension exists and settles as usual),
     /// its response never sent: the buyer cannot tell whether it went through.
     pub drop_extension_purchase_response: bool,
@@ -384,6 +395,8 @@ impl Default for Behaviour {
             hold_actions: Vec::new(),
             hold_accounts: Vec::new(),
             listing_lag_secs: 0,
+            stale_listing_secs: 0,
+            listed_twice: false,
             drop_extension_purchase_response: false,
             max_offerings_per_answer: 6,
             same_day_offerings: true,

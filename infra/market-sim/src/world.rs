@@ -466,6 +466,15 @@ impl World {
         if !r.injected && now < r.created + lag {
             return false;
         }
+        // A stale read under `stale_listing_secs`: missing again for a while once listed.
+        if !r.injected && self.behaviour.stale_listing_secs > 0 {
+            let from = r.created + lag + chrono::Duration::seconds(STALE_AFTER_SECS);
+            let stale =
+                chrono::Duration::seconds(i64::try_from(self.behaviour.stale_listing_secs).unwrap_or(i64::MAX / 4));
+            if now >= from && now < from + stale {
+                return false;
+            }
+        }
         let v = Visibility {
             expired_days: self.scenario.expired_visible_days,
             failed_minutes: self.behaviour.failed_payment_visible_minutes,
@@ -473,6 +482,10 @@ impl World {
         r.visible(now, &self.extensions, v)
     }
 }
+
+/// How long after a reservation is first listed a stale read (`stale_listing_secs`) begins:
+/// the simulator's choice, a minute, so a client has seen it listed before it goes missing.
+pub const STALE_AFTER_SECS: i64 = 60;
 
 /// A full describe-limit bucket at `now`, the other callers' schedules starting then. With the
 /// limit off it is never played, and restarted when the limit comes on.

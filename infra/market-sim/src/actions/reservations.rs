@@ -149,6 +149,10 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         })
         .collect();
     items.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
+    // `listed_twice`: each reservation twice, side by side, as a read of a changing listing.
+    if w.behaviour.listed_twice {
+        items = items.into_iter().flat_map(|r| [r, r]).collect();
+    }
     let (page, next) = paginate(&items, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
 
     let mut x = Xml::new();
@@ -208,6 +212,28 @@ mod tests {
             values(body, "availableInstanceCount").remove(0),
             values(body, "key").into_iter().zip(values(body, "value")).map(|(k, v)| format!("{k}={v}")).collect(),
         )
+    }
+
+    /// Under `stale_listing_secs` a listed reservation is missing again from a minute after it
+    /// was first listed, for that long, by id too; under `listed_twice` every answer lists it twice.
+    #[test]
+    fn a_stale_read_misses_a_listed_reservation_and_listed_twice_doubles_it() {
+        let mut w = world("stale_listing_secs = 600\nlisted_twice = true");
+        let id = buy(&mut w);
+        let listed =
+            |w: &mut World| values(&call(w, "DescribeCapacityReservations", &[]).unwrap(), "capacityReservationId");
+        assert_eq!(listed(&mut w), vec![id.clone(), id.clone()], "listed twice at once");
+        w.clock.advance(60);
+        assert!(listed(&mut w).is_empty(), "a stale read from a minute on");
+        assert_eq!(state(&mut w, &id).unwrap_err().code, "InvalidCapacityReservationId.NotFound", "by id too");
+        w.clock.advance(599);
+        assert!(listed(&mut w).is_empty());
+        w.clock.advance(1);
+        assert_eq!(listed(&mut w), vec![id.clone(), id.clone()], "listed again after 600 s");
+        let mut once = world("");
+        let id = buy(&mut once);
+        once.clock.advance(3600);
+        assert_eq!(listed(&mut once), vec![id], "the defaults: listed once, all along");
     }
 
     #[test]
