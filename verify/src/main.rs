@@ -16,7 +16,8 @@ usage: capblock-verify [--bound NAME] [--sabotage NAME] [--threads N] [--seconds
                payment may fail), budgets (make test: two rules whose account has room for
                one purchase), deep (make verify: a scan and capblock buy with every fault)
                deep-ultraservers (make verify: two scans of two-part purchases) and release
-               (make test: a person's `capblock intents release` beside two scans)
+               (make test: a person's `capblock intents release` beside two scans), stale
+               (make test: EC2's answers missing a listed reservation for a while)
   --sabotage   put a known protocol bug back and show the path the checker finds to it:
                release-sent-on-timer, charge-after-purchase, settle-on-replayed-clock,
                release-per-part, gone-as-failed, give-back-unknown-answers, ignore-held-blocks,
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
                 "deep" => (bounds, name) = (Bounds::deep(), "deep"),
                 "deep-ultraservers" => (bounds, name) = (Bounds::deep_ultraservers(), "deep-ultraservers"),
                 "release" => (bounds, name) = (Bounds::release(), "release"),
+                "stale" => (bounds, name) = (Bounds::stale(), "stale"),
                 other => return usage(&format!("unknown bound {other:?}")),
             },
             "--sabotage" => {

@@ -87,6 +87,7 @@ impl Bounds {
                 recheck_failures: 0,
                 unreadable: 1,
                 payment_failures: 1,
+                stale: 0,
             },
         }
     }
@@ -151,6 +152,25 @@ impl Bounds {
         }
     }
 
+    /// Stale reads (in `make test`): two scans and a replay, a lost answer and a failed
+    /// payment, EC2's answers missing a listed reservation for a while, across the graces and
+    /// the 12-hour step.
+    pub fn stale() -> Bounds {
+        Bounds {
+            rules: 1,
+            scans: 2,
+            hands: 0,
+            replay: false,
+            releases: 0,
+            offerings: 2,
+            parts: 1,
+            limit: 1200,
+            account_limit: 1200,
+            max_held: 1,
+            left: Left { ticks: 2, jumps: 1, lost: 1, payment_failures: 1, stale: 1, ..Left::default() },
+        }
+    }
+
     /// `make verify`: a scan and `capblock buy` (which may outlive a tick, as a scheduled run
     /// cannot) at once, with every fault.
     pub fn deep() -> Bounds {
@@ -200,6 +220,10 @@ pub enum Action {
         r: u8,
     },
     List {
+        r: u8,
+    },
+    /// A stale read: EC2's answers miss listed reservation `r` until it is listed again.
+    Unlist {
         r: u8,
     },
     Garble {
@@ -291,6 +315,7 @@ impl Model for Protocol {
             out.extend([
                 Action::Adopt { r },
                 Action::List { r },
+                Action::Unlist { r },
                 Action::Garble { r },
                 Action::Mend { r },
                 Action::Drop { r },
@@ -318,6 +343,12 @@ impl Model for Protocol {
             Action::List { r } => {
                 let res = &mut n.ec2.reservations[r as usize];
                 !res.dropped && set(&mut res.listed, true)
+            }
+            Action::Unlist { r } => {
+                let res = &n.ec2.reservations[r as usize];
+                res.listed && !res.dropped && spend(&mut n.left.stale) && {
+                    set(&mut n.ec2.reservations[r as usize].listed, false)
+                }
             }
             Action::Garble { r } => {
                 n.ec2.reservations[r as usize].listed && spend(&mut n.left.unreadable) && {
@@ -477,6 +508,7 @@ impl Protocol {
             Action::Track { r, crash: true } => format!("tracker observes cr-{r}, releases what it releases, crashes"),
             Action::Adopt { r } => format!("tracker adopts cr-{r}"),
             Action::List { r } => format!("EC2 lists cr-{r}"),
+            Action::Unlist { r } => format!("EC2's answers miss cr-{r} (a stale read)"),
             Action::Garble { r } => format!("EC2 describes cr-{r} without a member capblock needs"),
             Action::Mend { r } => format!("EC2 describes cr-{r} in full again"),
             Action::Pay { o } => format!("EC2 takes the payment for {}", name(*o)),

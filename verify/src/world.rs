@@ -265,6 +265,8 @@ pub struct Left {
     pub recheck_failures: u8,
     pub unreadable: u8,
     pub payment_failures: u8,
+    /// Stale reads: a listed reservation missing again from EC2's answers for a while.
+    pub stale: u8,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -63,6 +63,11 @@ fn a_persons_release_beside_two_scans_keeps_every_money_property() {
     check_all(Bounds::release(), 18_210);
 }
 
+#[test]
+fn stale_reads_of_a_listed_reservation_keep_every_money_property() {
+    check_all(Bounds::stale(), 119_790);
+}
+
 /// Each bug put back is found, breaking the property it should.
 #[test]
 fn each_protocol_bug_put_back_is_found() {
