@@ -1,5 +1,6 @@
-//! What every function shares at its edge: JSON logs, the scheduled-trigger payload, and
-//! typed errors mapped to Lambda's error response.
+//! What every function shares at its edge: the ports it runs on ([`Ports`]: the AWS adapters
+//! when deployed, the in-memory ones in a function's own tests), JSON logs, the
+//! scheduled-trigger payload, and typed errors mapped to Lambda's error response.
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -10,7 +11,12 @@ use crate::domain::metrics::Batch;
 use crate::domain::rule::Mode;
 use crate::domain::run_time::RunTime;
 use crate::domain::stack::{StackSettings, StoredSettings};
-use crate::ports::{Clock, MarketError, NotifyError, SettingsStore, StoreError};
+use crate::ports::{
+    AlarmStore, BlockArchive, BlockKinds, BlockStatusSource, BlockStore, Clock, ExtensionHistory, ExtensionLedger,
+    ExtensionMarket, FunctionDirectory, InstanceSource, InstanceTypeSource, Ledger, MarketError, MarketMemory,
+    Notifier, NotifyError, ObservationStore, OfferingSource, Outbox, PageClaims, Purchaser, QuotaSource,
+    ReservationLookup, ReservationSource, RuleStore, SettingsStore, StoreError,
+};
 /// The invocation Lambda hands over (a test builds one with `LambdaEvent::new`).
 pub use lambda_runtime::{Context, LambdaEvent};
 
@@ -86,13 +92,122 @@ pub const CORRUPT_KIND: &str = "capblock.CorruptItem";
 
 /// Counts the items `store`'s listings left out as corrupt during this invocation in `Errors`
 /// (kind `capblock.CorruptItem`): each one was logged with its key when it was skipped.
-pub fn emit_corrupt_items(function: &str, stack: &str, store: &crate::aws::dynamo::DynamoStore) {
+pub fn emit_corrupt_items(function: &str, stack: &str, store: &dyn EdgeStore) {
     let n = store.take_corrupt_items();
     if n > 0 {
         // The metric's timestamp only: nothing is decided by it.
         let mut errors = Batch::new(stack, Utc::now());
         errors.errors(function, CORRUPT_KIND, n);
         emit(&errors);
+    }
+}
+
+/// Every market port a function's workflows call (scan, track, an event's handling), as one
+/// object the edge holds: EC2 when deployed (`Ec2Market`), EC2 in memory in a function's tests.
+pub trait EdgeMarket:
+    OfferingSource
+    + InstanceTypeSource
+    + Purchaser
+    + ReservationSource
+    + ReservationLookup
+    + QuotaSource
+    + ExtensionMarket
+    + ExtensionHistory
+    + BlockKinds
+    + BlockStatusSource
+    + InstanceSource
+{
+}
+
+impl<T> EdgeMarket for T where
+    T: OfferingSource
+        + InstanceTypeSource
+        + Purchaser
+        + ReservationSource
+        + ReservationLookup
+        + QuotaSource
+        + ExtensionMarket
+        + ExtensionHistory
+        + BlockKinds
+        + BlockStatusSource
+        + InstanceSource
+        + ?Sized
+{
+}
+
+/// Every store port a function's workflows and its edge call, as one object the edge holds:
+/// the DynamoDB table when deployed (`DynamoStore`), the in-memory table in a function's tests.
+pub trait EdgeStore:
+    RuleStore
+    + Ledger
+    + BlockStore
+    + BlockArchive
+    + ExtensionLedger
+    + ObservationStore
+    + AlarmStore
+    + PageClaims
+    + SettingsStore
+    + FunctionDirectory
+    + MarketMemory
+    + Outbox
+{
+    /// The items this store's listings left out as corrupt since the last call, counted by the
+    /// edge after each invocation (`emit_corrupt_items`).
+    fn take_corrupt_items(&self) -> u64;
+}
+
+impl EdgeStore for crate::aws::dynamo::DynamoStore {
+    fn take_corrupt_items(&self) -> u64 {
+        crate::aws::dynamo::DynamoStore::take_corrupt_items(self)
+    }
+}
+
+impl EdgeStore for crate::memory::MemoryTable {
+    /// None: the memory table holds typed items, so none of its listings leaves one out (an
+    /// extension seeded corrupt fails the strict read that needs it, which its caller sees).
+    fn take_corrupt_items(&self) -> u64 {
+        0
+    }
+}
+
+/// The ports a function runs on, held by its [`Edge`]: the market, the table and the notifier
+/// its workflows take, and the wall clock its time source reads. `main` builds them on AWS
+/// (`From<Adapters>`); a function's own tests build them in memory ([`Ports::memory`]) on a
+/// fixed clock, and call the same handler.
+pub struct Ports {
+    pub market: std::sync::Arc<dyn EdgeMarket>,
+    pub store: std::sync::Arc<dyn EdgeStore>,
+    pub notifier: std::sync::Arc<dyn Notifier>,
+    /// What `TimeSource::Wall` reads: the system clock on AWS.
+    pub clock: std::sync::Arc<dyn Clock>,
+    /// The AWS configuration the adapters were built on, for preflight's role probe, which tries
+    /// the function's own IAM role action by action against AWS itself (DryRun, a denied write):
+    /// ports in memory have no role, so on them (`None`) preflight's ask is refused by name.
+    pub aws: Option<aws_config::SdkConfig>,
+}
+
+impl From<Adapters> for Ports {
+    fn from(a: Adapters) -> Ports {
+        Ports {
+            market: std::sync::Arc::new(a.market),
+            store: std::sync::Arc::new(a.store),
+            notifier: std::sync::Arc::new(a.notifier),
+            clock: std::sync::Arc::new(crate::ports::SystemClock),
+            aws: Some(a.sdk),
+        }
+    }
+}
+
+impl Ports {
+    /// The ports in memory (`capblock_core::memory`), read by `clock`: a test keeps its own
+    /// handles to them, to seed them and to see what the function did.
+    pub fn memory(
+        market: std::sync::Arc<crate::memory::MemoryEc2>,
+        store: std::sync::Arc<crate::memory::MemoryTable>,
+        notifier: std::sync::Arc<crate::memory::MemoryNotifier>,
+        clock: std::sync::Arc<dyn Clock>,
+    ) -> Ports {
+        Ports { market, store, notifier, clock, aws: None }
     }
 }
 
@@ -131,28 +246,6 @@ impl Adapters {
                 event_bus,
             ),
             sdk,
-        }
-    }
-}
-
-impl Adapters {
-    /// What `capblock preflight`'s probe of this function's role needs: its table, topic and
-    /// stack (the purchase is tried with the stack's tag), and its schedule group if it has one.
-    pub fn probe_targets(
-        &self,
-        stack: &str,
-        function: &str,
-        schedule_group: Option<String>,
-    ) -> crate::aws::probe::ProbeTargets {
-        crate::aws::probe::ProbeTargets {
-            table: self.store.table().to_string(),
-            alerts_topic: self.alerts_topic.clone(),
-            schedule_group,
-            stack: stack.to_string(),
-            function: function.to_string(),
-            handoff_clusters: Vec::new(),
-            handoff_accounts: Vec::new(),
-            member_accounts: Vec::new(),
         }
     }
 }
@@ -209,12 +302,13 @@ pub enum Reply<R> {
 /// and instance types to try are read from the payload: it can make the function try its own
 /// actions without effect, nothing else. `ports` are the function's `AWS_PORTS`; `members` the
 /// member accounts it asks the market through (scan-offerings'), each asked the ask's member
-/// questions through its watch role (`app::permissions::ask_members`).
+/// questions through its watch role (`app::permissions::ask_members`). `store` is the
+/// function's table, whose rules bound the regions tried.
 pub async fn check_own_role(
     function: &str,
     ports: &[&str],
     payload: &Payload,
-    sdk: &aws_config::SdkConfig,
+    (sdk, store): (&aws_config::SdkConfig, &dyn RuleStore),
     targets: crate::aws::probe::ProbeTargets,
     members: &[crate::ports::MemberMarket],
 ) -> Option<Result<crate::domain::permissions::RoleCheck, FunctionError>> {
@@ -225,8 +319,7 @@ pub async fn check_own_role(
         Err(problem) => return Some(Err(FunctionError::BadInput(problem))),
     };
     // Only the stored rules' regions are tried, each once: the payload's word is not enough.
-    let store = crate::aws::dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(sdk), targets.table.clone());
-    let watched = match crate::ports::RuleStore::list_rules(&store).await {
+    let watched = match store.list_rules().await {
         Ok(rules) => rules.iter().flat_map(|r| r.rule.regions.iter().cloned()).collect(),
         Err(e) => {
             tracing::warn!(event = "role_check_rules_unread", error = %e, "no region tried: the rules could not be read");
@@ -305,17 +398,19 @@ pub struct EdgeConfig {
 }
 
 /// The edge every function stands behind, built once per container: its name, its role's
-/// ports, the adapters, the time source, and the steps each invocation takes around the
-/// function's own work ([`Lambda::handle`]).
+/// ports, the ports it runs on, the time source, and the steps each invocation takes around
+/// the function's own work ([`Lambda::handle`]).
 pub struct Edge {
     function: &'static str,
-    ports: &'static [&'static str],
+    aws_ports: &'static [&'static str],
     stack: String,
-    pub aws: Adapters,
+    pub ports: Ports,
     pub time: TimeSource,
     names: NameKeeper,
     keeper: Option<SettingsKeeper>,
     schedule_group: Option<String>,
+    /// The table and alerts topic as configured: what preflight's role probe tries.
+    targets: crate::config::Targets,
 }
 
 impl Edge {
@@ -332,10 +427,37 @@ impl Edge {
         config: EdgeConfig,
         sdk: aws_config::SdkConfig,
     ) -> Edge {
-        let EdgeConfig { stack, keep_settings, targets, workloads_topic, schedule_group, time } = config;
-        let aws = Adapters::with_sdk(sdk, targets, workloads_topic);
-        let keeper = keep_settings.map(|s| SettingsKeeper::new(s, aws.alerts_topic.clone()));
-        Edge { function, ports, stack, names: NameKeeper::from_env(function), keeper, aws, time, schedule_group }
+        let adapters = Adapters::with_sdk(sdk, config.targets.clone(), config.workloads_topic.clone());
+        Edge::on(function, ports, config, adapters.into())
+    }
+
+    /// The edge on given ports: the AWS adapters (`with_sdk`), or the in-memory ones a
+    /// function's tests run it on. `config`'s targets name what preflight's probe tries.
+    pub fn on(function: &'static str, aws_ports: &'static [&'static str], config: EdgeConfig, ports: Ports) -> Edge {
+        let EdgeConfig { stack, keep_settings, targets, workloads_topic: _, schedule_group, time } = config;
+        let keeper = keep_settings.map(|s| SettingsKeeper::new(s, targets.alerts_topic.clone()));
+        let names = NameKeeper::from_env(function);
+        Edge { function, aws_ports, stack, names, keeper, ports, time, schedule_group, targets }
+    }
+
+    /// `now` by the edge's time source, on its ports' clock.
+    pub async fn now(&self) -> Result<DateTime<Utc>, FunctionError> {
+        Ok(self.time.now(self.ports.clock.as_ref()).await?)
+    }
+
+    /// What `capblock preflight`'s probe of this function's role needs: its table, topic and
+    /// stack (the purchase is tried with the stack's tag), and its schedule group if it has one.
+    fn probe_targets(&self) -> crate::aws::probe::ProbeTargets {
+        crate::aws::probe::ProbeTargets {
+            table: self.targets.table.clone(),
+            alerts_topic: self.targets.alerts_topic.clone(),
+            schedule_group: self.schedule_group.clone(),
+            stack: self.stack.clone(),
+            function: self.function.to_string(),
+            handoff_clusters: Vec::new(),
+            handoff_accounts: Vec::new(),
+            member_accounts: Vec::new(),
+        }
     }
 
     /// The function's name.
@@ -364,7 +486,7 @@ impl Edge {
         F: FnOnce(RunTime) -> Fut,
         Fut: std::future::Future<Output = Result<(R, Option<Batch>), FunctionError>>,
     {
-        on_tick(self.function, payload, &self.time, &crate::ports::SystemClock, stack, run).await
+        on_tick(self.function, payload, &self.time, self.ports.clock.as_ref(), stack, run).await
     }
 }
 
@@ -400,22 +522,29 @@ impl<H: Handler> Lambda<H> {
     /// the role or the function's run; the corrupt items the store left out are counted after.
     pub async fn handle(&self, event: LambdaEvent<Payload>) -> Result<Reply<H::Report>, lambda_runtime::Diagnostic> {
         let edge = &self.edge;
+        let store = edge.ports.store.as_ref();
         if let Some(keeper) = &edge.keeper {
-            keeper.keep(&edge.aws.store, &edge.time, &crate::ports::SystemClock).await.map_err(|e| edge.fail(e))?;
+            keeper.keep(store, &edge.time, edge.ports.clock.as_ref()).await.map_err(|e| edge.fail(e))?;
         }
-        edge.names.keep(&edge.aws.store).await;
+        edge.names.keep(store).await;
         if is_permissions_ask(&event.payload) {
-            let mut targets = edge.aws.probe_targets(&edge.stack, edge.function, edge.schedule_group.clone());
+            // The probe tries the role's actions on AWS itself: ports in memory have no role.
+            let Some(sdk) = &edge.ports.aws else {
+                let why = "preflight's role check tries this function's IAM role on AWS, and these ports are in memory";
+                return Err(edge.fail(FunctionError::BadInput(why.into())));
+            };
+            let mut targets = edge.probe_targets();
             self.handler.probe(edge, &mut targets).await;
             let members = self.handler.members();
+            let on = (sdk, store as &dyn RuleStore);
             if let Some(checked) =
-                check_own_role(edge.function, edge.ports, &event.payload, &edge.aws.sdk, targets, members).await
+                check_own_role(edge.function, edge.aws_ports, &event.payload, on, targets, members).await
             {
                 return checked.map(Reply::Role).map_err(|e| edge.fail(e));
             }
         }
         let out = self.handler.run(edge, event).await;
-        emit_corrupt_items(edge.function, &edge.stack, &edge.aws.store);
+        emit_corrupt_items(edge.function, &edge.stack, store);
         out.map(Reply::Run)
     }
 }

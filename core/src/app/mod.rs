@@ -1,6 +1,7 @@
 //! Application services: the workflows the functions and the CLI run, written against the
 //! ports only, with `now` passed in.
 
+pub mod after_track;
 pub mod alarms;
 pub mod block_kinds;
 pub mod budgets;

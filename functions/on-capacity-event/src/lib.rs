@@ -2,6 +2,8 @@
 //! interruption) and capblock's own reminder schedules in; one Slack alert and one workload
 //! checkpoint notice per (block, milestone) out. Unusable input is acknowledged, never retried.
 
+use std::sync::Arc;
+
 use capblock_shared::app::alarms;
 use capblock_shared::app::on_capacity_event::{CapacityEventHandler, Handled};
 use capblock_shared::aws::scheduler::SchedulerReminders;
@@ -9,7 +11,7 @@ use capblock_shared::config::{self, ConfigError};
 use capblock_shared::domain::alarm;
 use capblock_shared::domain::block::Block;
 use capblock_shared::lambda::{Edge, EdgeConfig, FunctionError, Handler, Lambda, Payload};
-use capblock_shared::ports::{ReadClock, ReminderError, Reminders, SystemClock};
+use capblock_shared::ports::{ReadClock, ReminderError, Reminders};
 use chrono::{DateTime, Utc};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
@@ -70,24 +72,63 @@ pub async fn from_env(function: &'static str) -> Result<Lambda<App>, FunctionErr
     Ok(build(function, settings, capblock_shared::aws::load_config().await))
 }
 
-/// The function on `settings` and an SDK configuration (a test's endpoints).
+/// The function on `settings` and an SDK configuration (a test's endpoints): its edge on the AWS
+/// adapters, and the reminder schedules on EventBridge Scheduler when it may create them.
 pub fn build(function: &'static str, settings: Settings, sdk: aws_config::SdkConfig) -> Lambda<App> {
     let Settings { edge, group, leads, role_arn } = settings;
+    let reminders: Arc<dyn ReminderSchedules> = match role_arn {
+        Some(role_arn) => {
+            Arc::new(Scheduler { client: aws_sdk_scheduler::Client::new(&sdk), group, role_arn, leads: leads.clone() })
+        }
+        None => Arc::new(NoReminders),
+    };
     let edge = Edge::with_sdk(function, AWS_PORTS, edge, sdk);
-    let handler = App { scheduler: aws_sdk_scheduler::Client::new(&edge.aws.sdk), group, leads, role_arn };
-    Lambda { edge, handler }
+    Lambda { edge, handler: App { reminders, leads } }
 }
 
 /// What this function keeps beyond its edge, once per container.
 pub struct App {
-    scheduler: aws_sdk_scheduler::Client,
+    pub reminders: Arc<dyn ReminderSchedules>,
+    /// The reminder leads this stack schedules: a reminder with any other lead is not one of
+    /// capblock's.
+    pub leads: Vec<chrono::Duration>,
+}
+
+/// Where a block's reminder schedules are kept, given the ARN Lambda invoked this function
+/// with: the schedules target this very function, and the template cannot hand a function its
+/// own ARN without a circular reference.
+pub trait ReminderSchedules: Send + Sync {
+    fn targeting(&self, invoked_arn: &str) -> Arc<dyn Reminders>;
+}
+
+/// EventBridge Scheduler, with the role it assumes to invoke this function.
+struct Scheduler {
+    client: aws_sdk_scheduler::Client,
     group: String,
+    role_arn: String,
     leads: Vec<chrono::Duration>,
-    role_arn: Option<String>,
+}
+
+impl ReminderSchedules for Scheduler {
+    fn targeting(&self, invoked_arn: &str) -> Arc<dyn Reminders> {
+        Arc::new(SchedulerReminders::new(
+            self.client.clone(),
+            self.group.clone(),
+            invoked_arn.to_string(),
+            self.role_arn.clone(),
+            self.leads.clone(),
+        ))
+    }
 }
 
 /// Stands in for the scheduler when this function may not create schedules.
 struct NoReminders;
+
+impl ReminderSchedules for NoReminders {
+    fn targeting(&self, _invoked_arn: &str) -> Arc<dyn Reminders> {
+        Arc::new(NoReminders)
+    }
+}
 
 #[async_trait::async_trait]
 impl Reminders for NoReminders {
@@ -100,23 +141,6 @@ impl Reminders for NoReminders {
     }
 }
 
-impl App {
-    /// The reminder schedules target this very function, by the ARN Lambda invoked it with:
-    /// the template cannot hand a function its own ARN without a circular reference.
-    fn reminders(&self, invoked_arn: &str) -> Box<dyn Reminders> {
-        match &self.role_arn {
-            Some(role) => Box::new(SchedulerReminders::new(
-                self.scheduler.clone(),
-                self.group.clone(),
-                invoked_arn.to_string(),
-                role.clone(),
-                self.leads.clone(),
-            )),
-            None => Box::new(NoReminders),
-        }
-    }
-}
-
 #[async_trait::async_trait]
 impl Handler for App {
     type Report = Handled;
@@ -125,18 +149,20 @@ impl Handler for App {
         let fail = |e: FunctionError| edge.fail(e);
         let LambdaEvent { payload, context } = event;
         let payload = payload.into_json().map_err(fail)?;
-        let clock = ReadClock(edge.time.now(&SystemClock).await.map_err(|e| fail(e.into()))?);
+        let clock = ReadClock(edge.now().await.map_err(fail)?);
         // arn:aws:lambda:REGION:ACCOUNT:function:NAME
         let account = context.invoked_function_arn.split(':').nth(4).filter(|a| !a.is_empty());
         // The stack's own alarms (template: AlarmStateRule) only say how they are: kept for status.
         if alarm::is_cloudwatch_event(&payload) {
-            return alarms::record(&edge.aws.store, &payload, account, clock.0).await.map_err(|e| fail(e.into()));
+            return alarms::record(edge.ports.store.as_ref(), &payload, account, clock.0)
+                .await
+                .map_err(|e| fail(e.into()));
         }
-        let reminders = self.reminders(&context.invoked_function_arn);
+        let reminders = self.reminders.targeting(&context.invoked_function_arn);
         let handler = CapacityEventHandler {
-            store: &edge.aws.store,
-            market: &edge.aws.market,
-            notifier: &edge.aws.notifier,
+            store: edge.ports.store.as_ref(),
+            market: edge.ports.market.as_ref(),
+            notifier: edge.ports.notifier.as_ref(),
             reminders: reminders.as_ref(),
             clock: &clock,
             leads: &self.leads,
@@ -145,3 +171,6 @@ impl Handler for App {
         handler.handle(&payload).await.map_err(|e| fail(e.into()))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -90,17 +90,14 @@ pub async fn from_env(function: &'static str) -> Result<Lambda<App>, FunctionErr
     Ok(build(function, settings, capblock_shared::aws::load_config().await).await)
 }
 
-/// The function on `settings` and an SDK configuration (a test's endpoints).
+/// The function on `settings` and an SDK configuration (a test's endpoints): its edge on the AWS
+/// adapters, and a market client per member account through its watch role.
 pub async fn build(function: &'static str, settings: Settings, sdk: aws_config::SdkConfig) -> Lambda<App> {
+    let members =
+        capblock_shared::aws::accounts::member_markets(&sdk, &settings.member_accounts, &settings.scan.stack.name)
+            .await;
     let edge = Edge::with_sdk(function, AWS_PORTS, settings.edge, sdk);
-    let members = capblock_shared::aws::accounts::member_markets(
-        &edge.aws.sdk,
-        &settings.member_accounts,
-        &settings.scan.stack.name,
-    )
-    .await;
-    let handler = App { members, settings: settings.scan, catalog: Mutex::new(AcceleratorCatalog::new()) };
-    Lambda { edge, handler }
+    Lambda { edge, handler: App::new(settings.scan, members) }
 }
 
 /// What this function keeps beyond its edge, once per container.
@@ -111,6 +108,14 @@ pub struct App {
     /// Member accounts lending the watch their describe limit (`WatchAccounts`), each a market
     /// client under its read-only role, built once per container.
     members: Vec<MemberMarket>,
+}
+
+impl App {
+    /// The handler on its scan settings and the member accounts' markets (none: the buying
+    /// account asks alone), whatever ports its edge stands on.
+    pub fn new(settings: ScanSettings, members: Vec<MemberMarket>) -> App {
+        App { members, settings, catalog: Mutex::new(AcceleratorCatalog::new()) }
+    }
 }
 
 #[async_trait::async_trait]
@@ -129,10 +134,11 @@ impl Handler for App {
         let stack = &self.settings.stack;
         let until = invocation_deadline(&event.context);
         edge.on_tick(event.payload, stack, |at| async move {
+            let ports = &edge.ports;
             let scanner = Scanner {
-                market: &edge.aws.market,
-                store: &edge.aws.store,
-                notifier: &edge.aws.notifier,
+                market: ports.market.as_ref(),
+                store: ports.store.as_ref(),
+                notifier: ports.notifier.as_ref(),
                 catalog: &self.catalog,
                 settings: &self.settings,
                 members: &self.members,
@@ -144,3 +150,6 @@ impl Handler for App {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,11 +4,12 @@
 //! extensions rules ask for. Then, once an hour, it publishes the team page to the stack's
 //! bucket (`app::publish`), when the stack has one.
 
+use std::sync::Arc;
+
+use capblock_shared::app::after_track::{AfterTrack, asks_for_summary};
 use capblock_shared::app::handoff::ActionRunner;
 use capblock_shared::app::metrics;
-use capblock_shared::app::outbox::flush;
-use capblock_shared::app::publish::{PageReport, Publishing, team_page};
-use capblock_shared::app::report::{MONTHLY_SUMMARY_SOURCE, enqueue_summary};
+use capblock_shared::app::publish::PageReport;
 use capblock_shared::app::track::{TrackReport, TrackSettings, Tracker};
 use capblock_shared::aws::accounts::AssumedAccounts;
 use capblock_shared::aws::autoscaling::AutoScaling;
@@ -19,9 +20,11 @@ use capblock_shared::aws::s3::S3Pages;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::config;
-use capblock_shared::domain::budget::Period;
 use capblock_shared::domain::metrics::Batch;
 use capblock_shared::lambda::{Edge, EdgeConfig, FunctionError, Handler, Lambda, Payload, invocation_deadline};
+use capblock_shared::ports::{
+    AccountHands, Commands, Groups, Nodegroups, PagePublisher, Parameters, Reminders, ReservationGroups, Shares,
+};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 
 /// The ports of the AWS adapters this function uses (`ACTIONS` in shared/src/aws): its role in
@@ -133,49 +136,82 @@ pub async fn from_env(function: &'static str) -> Result<Lambda<App>, FunctionErr
     Ok(build(function, settings, capblock_shared::aws::load_config().await))
 }
 
-/// The function on `settings` and an SDK configuration (a test's endpoints).
+/// The function on `settings` and an SDK configuration (a test's endpoints): its edge on the AWS
+/// adapters, and its own: the reminder schedules, the hand-off actions' services and the team
+/// page's bucket.
 pub fn build(function: &'static str, settings: Settings, sdk: aws_config::SdkConfig) -> Lambda<App> {
     let Settings { edge, track, reminders: r, handoff_clusters, page_bucket } = settings;
-    let edge = Edge::with_sdk(function, AWS_PORTS, edge, sdk);
-    let sdk = &edge.aws.sdk;
-    let handler = App {
-        accounts: AssumedAccounts::new(sdk.clone(), &track.stack.name),
-        reminders: SchedulerReminders::new(
-            aws_sdk_scheduler::Client::new(sdk),
+    let ssm = Arc::new(Ssm::new(sdk.clone()));
+    let handoff = Handoff {
+        parameters: ssm.clone(),
+        commands: ssm,
+        groups: Arc::new(AutoScaling::new(sdk.clone())),
+        reservation_groups: Arc::new(ResourceGroups::new(sdk.clone())),
+        nodegroups: Arc::new(Eks::new(sdk.clone())),
+        shares: Arc::new(Ram::new(sdk.clone())),
+        accounts: Arc::new(AssumedAccounts::new(sdk.clone(), &track.stack.name)),
+    };
+    let own = OwnPorts {
+        reminders: Arc::new(SchedulerReminders::new(
+            aws_sdk_scheduler::Client::new(&sdk),
             r.group,
             r.target_arn,
             r.role_arn,
             r.leads,
-        ),
-        ssm: Ssm::new(sdk.clone()),
-        groups: AutoScaling::new(sdk.clone()),
-        reservation_groups: ResourceGroups::new(sdk.clone()),
-        nodegroups: Eks::new(sdk.clone()),
-        shares: Ram::new(sdk.clone()),
-        pages: page_bucket.map(|bucket| S3Pages::new(sdk, bucket)),
-        handoff_clusters,
-        settings: track,
+        )),
+        pages: page_bucket.map(|bucket| Arc::new(S3Pages::new(&sdk, bucket)) as Arc<dyn PagePublisher>),
+        handoff: Some(handoff),
     };
-    Lambda { edge, handler }
+    let edge = Edge::with_sdk(function, AWS_PORTS, edge, sdk);
+    Lambda { edge, handler: App { own, handoff_clusters, settings: track } }
+}
+
+/// Where rules' hand-off actions act: parameters and Run Command; Auto Scaling groups; capacity
+/// reservation groups; EKS managed node groups; RAM shares; member accounts' sides.
+pub struct Handoff {
+    pub parameters: Arc<dyn Parameters>,
+    pub commands: Arc<dyn Commands>,
+    pub groups: Arc<dyn Groups>,
+    pub reservation_groups: Arc<dyn ReservationGroups>,
+    pub nodegroups: Arc<dyn Nodegroups>,
+    pub shares: Arc<dyn Shares>,
+    pub accounts: Arc<dyn AccountHands>,
+}
+
+/// The ports this function uses beyond its edge's.
+pub struct OwnPorts {
+    pub reminders: Arc<dyn Reminders>,
+    /// The team page's bucket, when the stack publishes one.
+    pub pages: Option<Arc<dyn PagePublisher>>,
+    /// Where rules' hand-off actions act; `None` runs none (they wait in the outbox, as the
+    /// tracker leaves them without an `ActionRunner`).
+    pub handoff: Option<Handoff>,
 }
 
 /// What this function keeps beyond its edge, once per container.
 pub struct App {
-    /// Where rules' hand-off actions act (parameters and Run Command; Auto Scaling groups;
-    /// capacity reservation groups; EKS managed node groups).
-    ssm: Ssm,
-    groups: AutoScaling,
-    reservation_groups: ResourceGroups,
-    nodegroups: Eks,
-    shares: Ram,
-    accounts: AssumedAccounts,
-    /// The team page's bucket, when the stack publishes one.
-    pages: Option<S3Pages>,
+    pub own: OwnPorts,
     /// The EKS clusters whose node groups the role may scale (the template's HandoffClusters):
     /// preflight tries DescribeNodegroup on one of them.
-    handoff_clusters: Vec<String>,
-    reminders: SchedulerReminders,
-    settings: TrackSettings,
+    pub handoff_clusters: Vec<String>,
+    pub settings: TrackSettings,
+}
+
+impl App {
+    /// The hand-off actions' runner on this function's ports, when it has them.
+    fn action_runner<'a>(&'a self, edge: &'a Edge) -> Option<ActionRunner<'a>> {
+        let h = self.own.handoff.as_ref()?;
+        Some(ActionRunner {
+            parameters: h.parameters.as_ref(),
+            groups: h.groups.as_ref(),
+            commands: h.commands.as_ref(),
+            instances: edge.ports.market.as_ref(),
+            reservation_groups: h.reservation_groups.as_ref(),
+            nodegroups: h.nodegroups.as_ref(),
+            shares: h.shares.as_ref(),
+            accounts: Some(h.accounts.as_ref()),
+        })
+    }
 }
 
 #[async_trait::async_trait]
@@ -186,9 +222,8 @@ impl Handler for App {
     /// (preflight assumes the member role in each); none when the rules cannot be read (logged:
     /// the check says so).
     async fn probe(&self, edge: &Edge, targets: &mut capblock_shared::aws::probe::ProbeTargets) {
-        use capblock_shared::ports::RuleStore;
         targets.handoff_clusters = self.handoff_clusters.clone();
-        targets.handoff_accounts = match edge.aws.store.list_rules().await {
+        targets.handoff_accounts = match edge.ports.store.list_rules().await {
             Ok(rules) => {
                 let mut accounts: Vec<String> = rules.into_iter().filter_map(|r| r.rule.handoff_account).collect();
                 accounts.sort();
@@ -205,50 +240,26 @@ impl Handler for App {
     async fn run(&self, edge: &Edge, event: LambdaEvent<Payload>) -> Result<TrackReport, Diagnostic> {
         let stack = &self.settings.stack;
         let until = invocation_deadline(&event.context);
-        // The monthly schedule's payload: a run as always, then the past month's summary.
-        let summary = matches!(&event.payload, Payload::Json(v) if v.get("source").and_then(|s| s.as_str()) == Some(MONTHLY_SUMMARY_SOURCE));
+        let summary = matches!(&event.payload, Payload::Json(v) if asks_for_summary(v));
         edge.on_tick(event.payload, stack, |at| async move {
-            let action_runner = ActionRunner {
-                parameters: &self.ssm,
-                groups: &self.groups,
-                commands: &self.ssm,
-                instances: &edge.aws.market,
-                reservation_groups: &self.reservation_groups,
-                nodegroups: &self.nodegroups,
-                shares: &self.shares,
-                accounts: Some(&self.accounts),
-            };
+            let ports = &edge.ports;
             let tracker = Tracker {
-                market: &edge.aws.market,
-                store: &edge.aws.store,
-                notifier: &edge.aws.notifier,
-                reminders: &self.reminders,
+                market: ports.market.as_ref(),
+                store: ports.store.as_ref(),
+                notifier: ports.notifier.as_ref(),
+                reminders: self.own.reminders.as_ref(),
                 settings: &self.settings,
-                action_runner: Some(action_runner),
+                action_runner: self.action_runner(edge),
             };
             let mut report = tracker.run_until(at, until).await?;
-            if summary && !at.is_replay() {
-                // The month before the clock's, never a payload's: a late or retried schedule
-                // summarizes the same month, and the outbox sends it once.
-                let month = Period::of(at.clock()).previous();
-                enqueue_summary(&edge.aws.store, &month, &stack.team_budgets, at.clock()).await?;
-                report.notices = flush(&edge.aws.store, &edge.aws.notifier, at.clock()).await?;
-                report.summary = Some(month.as_str().to_string());
-            }
-            // After the money work, whose result it shows; its failure is counted, never the run's.
-            // Not in a run's last seconds: a page cut off by Lambda's timeout would fail the
-            // run; unclaimed, the hour's page is the next run's.
-            let time_left = until.map(|u| u.saturating_duration_since(tokio::time::Instant::now()));
-            let pages = self.pages.as_ref().filter(|_| time_left.is_none_or(|left| left >= PAGE_TIME));
-            if pages.is_none() && self.pages.is_some() {
-                tracing::info!(
-                    event = "page_deferred",
-                    "too little time left in this run: the next run publishes the page"
-                );
-            }
-            let publishing = Publishing { claims: &edge.aws.store, pages };
-            let page = team_page(&edge.aws.store, at.clock(), capblock_page::render);
-            report.page = publishing.hourly(at, page).await;
+            let after = AfterTrack {
+                store: ports.store.as_ref(),
+                notifier: ports.notifier.as_ref(),
+                pages: self.pages_for(until),
+                team_budgets: &stack.team_budgets,
+                render: capblock_page::render,
+            };
+            after.run(at, summary, &mut report).await?;
             let mut metrics = metrics::of_track(&report, &stack.name);
             if report.page.as_ref().is_some_and(PageReport::failed) {
                 let batch = metrics.get_or_insert_with(|| Batch::new(&stack.name, at.clock()));
@@ -259,3 +270,24 @@ impl Handler for App {
         .await
     }
 }
+
+impl App {
+    /// The page's bucket for a run that must be done by `until`: not in a run's last seconds,
+    /// where a page cut off by Lambda's timeout would fail the run; unclaimed, the hour's page
+    /// is the next run's.
+    fn pages_for(&self, until: Option<tokio::time::Instant>) -> Option<&dyn PagePublisher> {
+        let pages = self.own.pages.as_deref()?;
+        let time_left = until.map(|u| u.saturating_duration_since(tokio::time::Instant::now()));
+        if time_left.is_some_and(|left| left < PAGE_TIME) {
+            tracing::info!(
+                event = "page_deferred",
+                "too little time left in this run: the next run publishes the page"
+            );
+            return None;
+        }
+        Some(pages)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,202 @@
+//! The handler called as Lambda calls it (`LambdaEvent::new(payload, Context::default())`, as
+//! lambda_runtime's examples test a handler), through the function's one edge, on ports in
+//! memory and a fixed clock: a bought block EC2 shows active moves to active, one whose payment
+//! failed gives its fee back, the monthly schedule's run sends the past month's summary, the
+//! team page is published, and a body that is not JSON is refused by name.
+
+use std::sync::Arc;
+
+use capblock_shared::app::publish::{PAGE_KEY, PageReport};
+use capblock_shared::app::track::{TrackReport, TrackSettings};
+use capblock_shared::aws::clock::TimeSource;
+use capblock_shared::config::Targets;
+use capblock_shared::domain::block::{Block, Reservation};
+use capblock_shared::domain::budget::{Intent, IntentState, Period, charges_for};
+use capblock_shared::domain::lifecycle::BlockState;
+use capblock_shared::domain::money::Money;
+use capblock_shared::domain::offering::Offering;
+use capblock_shared::domain::rule::{Mode, Rule};
+use capblock_shared::domain::stack::StackSettings;
+use capblock_shared::domain::tags::INTENT_TAG;
+use capblock_shared::lambda::{Context, Edge, EdgeConfig, Lambda, LambdaEvent, Payload, Ports, Reply};
+use capblock_shared::memory::{MemoryEc2, MemoryNotifier, MemoryPages, MemoryReminders, MemoryTable};
+use capblock_shared::ports::{BlockStore, PagePublisher, ReadClock};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use serde_json::{Value, json};
+
+use super::{AWS_PORTS, App, OwnPorts};
+
+/// The run's clock: a fixed instant, never the calendar's (two hours into December 2026).
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 1, 2, 0, 0).unwrap()
+}
+
+fn stack() -> StackSettings {
+    StackSettings {
+        name: "capblock-test".into(),
+        mode: Mode::Live,
+        account_budget: None,
+        team_budgets: Default::default(),
+    }
+}
+
+/// A live rule for 1 x p5.48xlarge for a day in us-east-1, 600 a month.
+fn rule(id: &str) -> Rule {
+    let text = format!(
+        "id = \"{id}\"\nmode = \"live\"\nregions = [\"us-east-1\"]\ninstance_types = [\"p5.48xlarge\"]\n\
+         instance_counts = [1]\ndurations_days = [1]\nstart_window = {{ earliest_in_days = 1, latest_in_days = 14 }}\n\
+         max_price_per_accelerator_hour = \"3\"\nmonthly_budget = \"600\"\nmax_purchases_per_month = 1\n"
+    );
+    Rule::from_toml(&text, now() - Duration::days(1)).unwrap()
+}
+
+/// `rule`'s purchase of a day's block from an hour ago, bought yesterday for 480: the intent,
+/// the block capblock stored (as EC2 listed it then, `then`) and its reservation as EC2 lists
+/// it now (`state`).
+fn bought(rule: &Rule, reservation_id: &str, then: &str, state: &str) -> (Intent, Block, Reservation) {
+    let start = now() - Duration::hours(1);
+    let offering = Offering {
+        id: format!("cb-{}", rule.id),
+        region: "us-east-1".parse().unwrap(),
+        availability_zone: "us-east-1a".into(),
+        instance_type: "p5.48xlarge".parse().unwrap(),
+        instance_count: 1,
+        start,
+        end: start + Duration::days(1),
+        duration_hours: 24,
+        duration_minutes: 0,
+        fee: Money::parse("480", "USD").unwrap(),
+        ultraserver: false,
+        ultraservers: None,
+        local_zone: false,
+    };
+    let sent_at = now() - Duration::days(1);
+    let charges = charges_for(rule, &Default::default(), &Period::of(sent_at)).unwrap();
+    let mut intent = Intent::new(&rule.id, offering.clone(), 8, charges, sent_at);
+    intent.state = IntentState::Bought;
+    intent.sent_at = Some(sent_at);
+    let mut r = Reservation {
+        id: reservation_id.into(),
+        arn: None,
+        region: offering.region.clone(),
+        availability_zone: offering.availability_zone.clone(),
+        instance_type: offering.instance_type.clone(),
+        instance_count: 1,
+        start: offering.start,
+        end: offering.end,
+        state: then.into(),
+        reservation_type: Some("capacity-block".into()),
+        tags: [(INTENT_TAG.to_string(), intent.id.clone())].into(),
+        capacity_block_id: None,
+    };
+    let block = Block::bought(&intent, &r, sent_at);
+    r.state = state.into();
+    (intent, block, r)
+}
+
+/// The function on the memory table, EC2, topics, schedules and bucket, as `build` makes it on
+/// AWS (no hand-off services: the rules here name no actions).
+struct Function {
+    lambda: Lambda<App>,
+    table: Arc<MemoryTable>,
+    notifier: Arc<MemoryNotifier>,
+    pages: Arc<MemoryPages>,
+}
+
+fn function(table: MemoryTable, ec2: MemoryEc2) -> Function {
+    let (table, ec2, notifier) = (Arc::new(table), Arc::new(ec2), Arc::new(MemoryNotifier::default()));
+    ec2.set_now(now());
+    let pages = Arc::new(MemoryPages::default());
+    let ports = Ports::memory(ec2, table.clone(), notifier.clone(), Arc::new(ReadClock(now())));
+    let config = EdgeConfig {
+        stack: stack().name,
+        keep_settings: Some(stack()),
+        targets: Targets { table: "capblock".into(), alerts_topic: "alerts".into(), event_bus: "capblock".into() },
+        workloads_topic: None,
+        schedule_group: Some("capblock".into()),
+        time: TimeSource::Wall,
+    };
+    let settings =
+        TrackSettings { stack: stack(), payment_warning_hours: vec![6, 1], adopt_untagged: false, regions: vec![] };
+    let own = OwnPorts {
+        reminders: Arc::new(MemoryReminders::default()),
+        pages: Some(pages.clone() as Arc<dyn PagePublisher>),
+        handoff: None,
+    };
+    let handler = App { own, handoff_clusters: vec![], settings };
+    Function {
+        lambda: Lambda { edge: Edge::on("track-blocks", AWS_PORTS, config, ports), handler },
+        table,
+        notifier,
+        pages,
+    }
+}
+
+fn event(payload: Payload) -> LambdaEvent<Payload> {
+    LambdaEvent::new(payload, Context::default())
+}
+
+async fn run(f: &Function, payload: Value) -> TrackReport {
+    match f.lambda.handle(event(Payload::Json(payload))).await {
+        Ok(Reply::Run(report)) => report,
+        other => panic!("a tick is a run: {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tick_moves_a_paid_block_to_active_and_releases_a_failed_ones_fee() {
+    let (east, west) = (rule("east"), rule("west"));
+    let (paid, paid_block, paid_now) = bought(&east, "cr-paid", "scheduled", "active");
+    let (failed, failed_block, failed_now) = bought(&west, "cr-failed", "payment-pending", "payment-failed");
+    let table = MemoryTable::default()
+        .with_rules([east, west])
+        .with_intents([paid, failed.clone()])
+        .with_blocks([paid_block, failed_block]);
+    let f = function(table, MemoryEc2::default().with_reservations([paid_now, failed_now]));
+
+    let report = run(&f, json!({"source": "capblock.schedule"})).await;
+    assert!(!report.replay);
+    let mut moved: Vec<(&str, BlockState)> = report.moved.iter().map(|m| (m.reservation_id.as_str(), m.to)).collect();
+    moved.sort_by_key(|(id, _)| *id);
+    assert_eq!(moved, [("cr-failed", BlockState::PaymentFailed), ("cr-paid", BlockState::Active)], "{report:?}");
+    assert_eq!(report.released_budgets.len(), 1, "{report:?}");
+    assert!(f.table.fee_released("west", &failed.offering.id), "the failed payment's fee is given back");
+    let active = f.table.get_block("cr-paid").await.unwrap().unwrap();
+    assert_eq!(active.state, BlockState::Active);
+    assert!(!f.notifier.published().is_empty(), "the milestones were announced");
+    // The team page, once for the clock's hour.
+    assert!(matches!(report.page, Some(PageReport::Published { .. })), "{:?}", report.page);
+    assert_eq!(f.pages.writes(), [PAGE_KEY]);
+
+    // The same tick again: nothing moves, no fee is released twice, the hour's page is written.
+    let again = run(&f, json!({"source": "capblock.schedule"})).await;
+    assert!(again.moved.is_empty() && again.released_budgets.is_empty(), "{again:?}");
+    assert_eq!(again.page, Some(PageReport::AlreadyClaimed { hour: now() }));
+    assert_eq!(f.pages.writes(), [PAGE_KEY]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_monthly_schedules_run_sends_the_past_months_summary() {
+    let f = function(MemoryTable::default(), MemoryEc2::default());
+    let report = run(&f, json!({"source": "capblock.monthly-summary"})).await;
+    assert_eq!(report.summary.as_deref(), Some("2026-11"), "{report:?}");
+    assert_eq!(report.notices.published, 1, "{report:?}");
+    let hourly = run(&f, json!({"source": "capblock.schedule"})).await;
+    assert_eq!(hourly.summary, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_payload_that_is_not_a_tick_is_refused_by_name_and_moves_nothing() {
+    let f = function(MemoryTable::default(), MemoryEc2::default());
+    // As the runtime reads a body: `Payload`'s own parse, JSON or not.
+    let cut = serde_json::from_str::<Payload>("{\"source\": ").unwrap();
+    let e = f.lambda.handle(event(cut)).await.unwrap_err();
+    assert_eq!(e.error_type, "capblock.BadInput", "{e:?}");
+    assert!(e.error_message.contains("the payload is not JSON"), "{e:?}");
+    let e = f.lambda.handle(event(Payload::Json(json!(null)))).await.unwrap_err();
+    assert_eq!(
+        (e.error_type.as_str(), e.error_message.as_str()),
+        ("capblock.BadInput", "bad input: the payload must be a JSON object, not null")
+    );
+    assert!(f.pages.writes().is_empty() && f.notifier.published().is_empty());
+}
