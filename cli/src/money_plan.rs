@@ -69,7 +69,8 @@ pub async fn money(
             e.insert(store.usage(&c.owner, &period).await?);
         }
     }
-    let rows = carried(&charged, usage);
+    let mut rows = carried(&charged, usage);
+    in_reading_order(&mut rows);
     // A budget refuses for one of two reasons, said apart: its limit (the fees pass it) or, for
     // a rule's own, its purchases this month (`max_purchases_per_month`) already made.
     let over = |h: &&BudgetAfter| h.limit.is_some_and(|l| h.after > l);
@@ -121,6 +122,18 @@ fn carried(
     rows
 }
 
+/// The rows as a person reads a plan: the rules' budgets, then the teams', then the account's,
+/// each kind by name (not in the order the purchases first charged them, which interleaved
+/// "rule a, team t, the account, rule b").
+fn in_reading_order(rows: &mut [BudgetAfter]) {
+    let rank = |o: &BudgetOwner| match o {
+        BudgetOwner::Rule(id) => (0, id.clone()),
+        BudgetOwner::Team(t) => (1, t.clone()),
+        BudgetOwner::Account => (2, String::new()),
+    };
+    rows.sort_by_key(|r| rank(&r.owner));
+}
+
 fn owner(o: &BudgetOwner) -> String {
     match o {
         BudgetOwner::Rule(id) => format!("rule {id}"),
@@ -157,4 +170,23 @@ fn table_of(rows: &[BudgetAfter], period: &Period, currency: String) -> String {
     ];
     // On stderr, before the question: wrapped to the terminal like any table.
     table::render(&columns, &cells, table::Layout::detect_on(false, table::Stream::Stderr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plans_budgets_read_rules_then_teams_then_the_account() {
+        let row = |owner| BudgetAfter { owner, before: Decimal::ZERO, after: Decimal::ONE, limit: None, fits: true };
+        let mut rows = vec![
+            row(BudgetOwner::Rule("p5-weekly".into())),
+            row(BudgetOwner::Team("research".into())),
+            row(BudgetOwner::Account),
+            row(BudgetOwner::Rule("a100-daily".into())),
+        ];
+        in_reading_order(&mut rows);
+        let names: Vec<String> = rows.iter().map(|r| owner(&r.owner)).collect();
+        assert_eq!(names, ["rule a100-daily", "rule p5-weekly", "team research", "the account"]);
+    }
 }
