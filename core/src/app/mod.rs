@@ -2,6 +2,7 @@
 //! ports only, with `now` passed in.
 
 pub mod alarms;
+pub mod approvals;
 pub mod block_kinds;
 pub mod budgets;
 pub mod extend;
