@@ -2352,6 +2352,8 @@ fn listed_commands(help: &str) -> Vec<String> {
         .skip_while(|l| l.trim_end() != "Commands:")
         .skip(1)
         .take_while(|l| l.starts_with("  "))
+        // A command's name at column 2; a description's wrapped rest is indented further.
+        .filter(|l| !l[2..].starts_with(' '))
         .filter_map(|l| l.split_whitespace().next())
         .filter(|c| *c != "help")
         .map(str::to_string)
