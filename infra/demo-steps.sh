@@ -16,8 +16,8 @@ echo "    capblock-checkpoint its actions name"
 "$PY" infra/demo/handoff.py
 
 echo
-echo "==> validate the example rules (invalid.toml is wrong on purpose)"
-"$CAPBLOCK" rules validate infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml infra/examples/rules/trn2-ultra.toml infra/examples/rules/invalid.toml || true
+echo "==> validate the example rules (invalid-rule.toml is wrong on purpose)"
+"$CAPBLOCK" rules validate infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml infra/examples/rules/trn2-ultra.toml infra/examples/invalid-rule.toml || true
 
 
 echo

@@ -207,23 +207,28 @@ pub async fn store() -> Result<DynamoStore, CliError> {
     Ok(store)
 }
 
-/// Says once, on stderr, which stack and mode a command acts on, as the stack's functions
-/// stored them (not as the shell says): the operator sees a dry-run stack before reading a
-/// scan's "would buy", and a live one before money moves.
+/// Whether the command moves money (`scan`, `buy`, `approve`, `intents release`): only those say
+/// which stack they act on (`say_stack`).
+static MOVES_MONEY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks the command as one that moves money: it says, once, which stack and mode it acts on.
+pub fn moves_money() {
+    MOVES_MONEY.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Says once, on one line of stderr, which stack and mode a command that moves money acts on, as
+/// the stack's functions stored them (not as the shell says): the operator sees a dry-run stack
+/// before reading a scan's "would buy", and a live one before money moves. The other commands
+/// say nothing of it (`status` shows the stack; stdout stays the data alone either way).
 async fn say_stack(store: &DynamoStore) {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if SAID.swap(true, std::sync::atomic::Ordering::SeqCst) {
+    if !MOVES_MONEY.load(std::sync::atomic::Ordering::SeqCst) || SAID.swap(true, std::sync::atomic::Ordering::SeqCst) {
         return;
     }
     match store.stored_settings().await {
         Ok(Some(s)) => {
             let cap = crate::table::account_cap(s.stack.account_budget);
-            eprintln!(
-                "stack {} in mode {}, {cap} (table {})",
-                safe(&s.stack.name),
-                s.stack.mode.as_str(),
-                safe(store.table())
-            );
+            eprintln!("stack {}: {}, {cap}", safe(&s.stack.name), s.stack.mode.as_str());
         }
         // A store that does not answer is the command's own error to tell.
         Ok(None) => eprintln!(

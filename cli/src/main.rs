@@ -17,8 +17,6 @@ mod table;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
     // Rust ignores SIGPIPE, so a write to a closed pipe (`capblock blocks | head`) is an error that
     // `println!` turns into a panic. A command line tool should end quietly there, as other Unix
@@ -30,7 +28,7 @@ fn main() -> ExitCode {
 
 #[tokio::main]
 async fn run() -> ExitCode {
-    let cli = cmd::Cli::parse();
+    let cli = cmd::parse();
     match cmd::run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

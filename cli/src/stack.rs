@@ -296,7 +296,6 @@ async fn table_of_stack(sdk: &aws_config::SdkConfig, name: &str) -> Result<Strin
         .filter_map(|p| Some((p.parameter_key()?.to_string(), p.parameter_value().unwrap_or_default().to_string())))
         .collect();
     let _ = DEPLOYED.set(Deployed { name: name.to_string(), parameters });
-    eprintln!("stack {name} ({status}) in {region}: table {table}");
     Ok(table)
 }
 

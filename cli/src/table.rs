@@ -126,12 +126,14 @@ pub struct Column {
     wide: bool,
     /// Shown only without `-o wide` (what wide shows in columns of its own, said in one).
     narrow: bool,
+    /// Left out of a narrow table that would not fit its width on a line a row (`render`).
+    spare: bool,
 }
 
 impl Column {
     /// Text, wrapped at word boundaries when the table is wider than the terminal.
     pub fn text(header: impl Into<String>) -> Column {
-        Column { header: header.into(), right: false, whole: false, wide: false, narrow: false }
+        Column { header: header.into(), right: false, whole: false, wide: false, narrow: false, spare: false }
     }
 
     /// Text that is never wrapped: an id, a zone, a state, a time.
@@ -152,6 +154,12 @@ impl Column {
     /// Only in the narrow default: `-o wide` has its content in columns of their own.
     pub fn narrow(self) -> Column {
         Column { narrow: true, ..self }
+    }
+
+    /// Left out of a narrow table too wide for its terminal (`render` names it under the
+    /// table); piped and in `-o wide` it is there.
+    pub fn spare(self) -> Column {
+        Column { spare: true, ..self }
     }
 }
 
@@ -213,51 +221,152 @@ pub fn in_currency(label: &str, currency: impl std::fmt::Display) -> String {
 }
 
 /// The table: `columns` over `rows` (a cell per column, in order), laid out as `layout` says.
-/// Columns marked `wide` are left out unless `layout.wide`.
+/// Columns marked `wide` are left out unless `layout.wide`. Given a width, the narrow table is
+/// fitted to it here, not by comfy-table (whose dynamic arrangement splits a word longer than
+/// the room it gives a column): where the rows would not fit on a line each, the `spare`
+/// columns are left out, the rightmost first, and a last line names them; then each text cell
+/// is wrapped between its words into a column never narrower than its longest word, so an
+/// instance type, a region, an id or a command to copy is never cut in two. Where even that does
+/// not fit, the table is wider than the terminal, which breaks its lines between whole words.
 pub fn render(columns: &[Column], rows: &[Vec<String>], layout: Layout) -> String {
-    use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement};
-    let shown: Vec<usize> =
+    use comfy_table::CellAlignment;
+    let mut shown: Vec<usize> =
         (0..columns.len()).filter(|i| if layout.wide { !columns[*i].narrow } else { !columns[*i].wide }).collect();
+    let mut left_out = Vec::new();
+    if let Some(w) = layout.width {
+        while natural_width(columns, &shown, rows) > usize::from(w) {
+            let Some(at) = shown.iter().rposition(|i| columns[*i].spare) else { break };
+            left_out.push(columns[shown.remove(at)].header.clone());
+        }
+    }
+    let wraps = layout.width.map(|w| text_widths(columns, &shown, rows, usize::from(w)));
     let mut t = comfy_table::Table::new();
     t.load_style(comfy_table::presets::NOTHING);
     t.set_header(shown.iter().map(|i| safe(&columns[*i].header).into_owned()).collect::<Vec<_>>());
     for r in rows {
-        t.add_row(shown.iter().map(|i| r.get(*i).map_or(String::new(), |c| safe(c).into_owned())).collect::<Vec<_>>());
+        t.add_row(
+            shown
+                .iter()
+                .enumerate()
+                .map(|(n, i)| {
+                    let cell = safe(r.get(*i).map_or("", String::as_str)).into_owned();
+                    match wraps.as_ref().and_then(|w| w[n]) {
+                        Some(width) => wrap(&cell, width),
+                        None => cell,
+                    }
+                })
+                .collect::<Vec<_>>(),
+        );
     }
     let last = shown.len().saturating_sub(1);
     for (n, i) in shown.iter().enumerate() {
-        let c = &columns[*i];
         let Some(column) = t.column_mut(n) else { continue };
         column.set_padding((0, if n == last { 0 } else { 2 }));
-        if c.right {
+        if columns[*i].right {
             column.set_cell_alignment(CellAlignment::Right);
         }
-        if c.whole {
-            column.set_constraint(ColumnConstraint::ContentWidth);
+    }
+    let mut text = t.trim_fmt();
+    if let (false, Some(w)) = (left_out.is_empty(), layout.width) {
+        text.push_str(&format!("\nleft out to fit {w} columns: {}; -o wide shows every column", left_out.join(", ")));
+    }
+    text
+}
+
+/// The width of each of the `shown` columns' text, for a table `width` wide: `None` for a column
+/// never wrapped (whole, or wide enough for its longest cell), else the width to wrap its cells
+/// to. A text column gets at least its longest word (and its header: a header is never wrapped,
+/// scripts read it), then the room left is shared out among the columns that want more, evenly,
+/// none getting more than its longest line.
+fn text_widths(columns: &[Column], shown: &[usize], rows: &[Vec<String>], width: usize) -> Vec<Option<usize>> {
+    let cells = |i: usize| rows.iter().map(move |r| r.get(i).map_or("", String::as_str));
+    let longest = |i: usize| cells(i).map(line_width).chain(std::iter::once(line_width(&columns[i].header))).max();
+    let natural: Vec<usize> = shown.iter().map(|i| longest(*i).unwrap_or(0)).collect();
+    let least: Vec<usize> = shown
+        .iter()
+        .zip(&natural)
+        .map(|(i, n)| if columns[*i].whole { *n } else { least_text_width(&columns[*i], cells(*i)) })
+        .collect();
+    let gaps = 2 * shown.len().saturating_sub(1);
+    let mut given = least.clone();
+    let mut room = width.saturating_sub(least.iter().sum::<usize>() + gaps);
+    loop {
+        let wanting: Vec<usize> = (0..shown.len()).filter(|n| given[*n] < natural[*n]).collect();
+        if wanting.is_empty() || room == 0 {
+            break;
+        }
+        let share = (room / wanting.len()).max(1);
+        for n in wanting {
+            let more = share.min(natural[n] - given[n]).min(room);
+            given[n] += more;
+            room -= more;
         }
     }
-    if let Some(w) = layout.width {
-        t.set_width(w).set_content_arrangement(ContentArrangement::Dynamic);
+    (0..shown.len()).map(|n| (given[n] < natural[n]).then_some(given[n])).collect()
+}
+
+/// The widest line of `text` (as `safe` prints it).
+fn line_width(text: &str) -> usize {
+    safe(text).lines().map(|l| l.chars().count()).max().unwrap_or(0)
+}
+
+/// The narrowest a text column `c` holding `cells` may be: its header, and its longest word.
+fn least_text_width<'a>(c: &'a Column, cells: impl Iterator<Item = &'a str>) -> usize {
+    let word = |text: &str| safe(text).split_whitespace().map(|w| w.chars().count()).max().unwrap_or(0);
+    cells.map(word).chain(std::iter::once(line_width(&c.header))).max().unwrap_or(1).max(1)
+}
+
+/// `text` wrapped to `width` between its words (its own line breaks kept): a word is never cut,
+/// a line holds as many words as fit, one space apart.
+pub fn wrap(text: &str, width: usize) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let mut current = String::new();
+        for word in line.split_whitespace() {
+            let len = current.chars().count();
+            if len > 0 && len + 1 + word.chars().count() > width {
+                out.push(std::mem::take(&mut current));
+            }
+            if !current.is_empty() {
+                current.push(' ');
+            }
+            current.push_str(word);
+        }
+        out.push(current);
     }
-    t.trim_fmt()
+    out.join("\n")
+}
+
+/// The width the `shown` columns take with every row on one line: each column as wide as its
+/// widest cell or header, two spaces between columns.
+fn natural_width(columns: &[Column], shown: &[usize], rows: &[Vec<String>]) -> usize {
+    let widest = |i: usize| {
+        rows.iter()
+            .map(|r| r.get(i).map_or(0, |c| line_width(c)))
+            .chain(std::iter::once(line_width(&columns[i].header)))
+            .max()
+    };
+    shown.iter().map(|i| widest(*i).unwrap_or(0)).sum::<usize>() + 2 * shown.len().saturating_sub(1)
 }
 
 /// The columns of `offering_rows`. The id first and whole (what `buy` takes, as kubectl puts
-/// NAME first). The narrow set fits a row in 80 columns: the short id (`short_ids`: `buy` takes
-/// it as it takes the whole one), the block, when it starts, how long, the fee and the price the
-/// list is sorted by; `-o wide` shows the whole id and adds the region, the zone, the end and
-/// the price per instance-hour.
+/// NAME first). The narrow set: the short id (`short_ids`: `buy` takes it as it takes the whole
+/// one), the zone (which names its region: rows from two regions or zones differ), the block,
+/// when it starts, how long, the fee and the price the list is sorted by; at 80 columns the fee
+/// and then the length are left out (`spare`: the price per accelerator-hour, the count and
+/// the start say the choice; the plan `buy` prints says the fee before it asks). `-o wide` shows
+/// the whole id and adds the region, the end and the price per instance-hour.
 pub fn offering_columns(currency: &str) -> Vec<Column> {
     vec![
         Column::whole("OFFERING").narrow(),
         Column::whole("OFFERING").wide(),
         Column::whole("REGION").wide(),
-        Column::whole("AZ").wide(),
+        Column::whole("AZ"),
         Column::text("BLOCK"),
         Column::text("START (UTC)"),
         Column::text("END (UTC)").wide(),
-        Column::whole("LENGTH"),
-        Column::number(in_currency("FEE", currency)),
+        Column::whole("LENGTH").spare(),
+        Column::number(in_currency("FEE", currency)).spare(),
         Column::number(format!("{currency}/INSTANCE-H")).wide(),
         Column::number(format!("{currency}/ACCEL-H")),
     ]
@@ -447,10 +556,41 @@ mod tests {
         assert!(Layout::detect(true).width.is_none(), "-o wide is never wrapped");
     }
 
+    /// At 80 columns a cell wraps between its words, never inside one: every instance type,
+    /// region and command keeps its characters together, however narrow its column gets.
+    #[test]
+    fn a_wrapped_cell_never_splits_a_word() {
+        let types = "p4d.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge";
+        let regions = "us-east-1, us-west-2, eu-north-1, ap-southeast-2";
+        let command = "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-417A185B";
+        let columns = [Column::whole("ID"), Column::text("TYPES"), Column::text("REGIONS"), Column::text("DO")];
+        let rows = [vec!["a-rule-with-a-long-name".to_string(), types.into(), regions.into(), command.into()]];
+        let t = render(&columns, &rows, Layout { wide: false, width: Some(80) });
+        let words: std::collections::BTreeSet<&str> = t.split_whitespace().collect();
+        for word in [types, regions, command].iter().flat_map(|c| c.split_whitespace()) {
+            assert!(words.contains(word), "{word:?} split:\n{t}");
+        }
+    }
+
+    /// A narrow table too wide for the terminal leaves out its spare columns, rightmost first,
+    /// keeping a row a line, and says which; piped, every column is there.
+    #[test]
+    fn a_spare_column_is_left_out_and_named() {
+        let columns =
+            [Column::whole("ID"), Column::whole("LONG").spare(), Column::whole("LONGER").spare(), Column::whole("END")];
+        let rows = [vec!["x".repeat(30), "y".repeat(20), "z".repeat(20), "end".into()]];
+        let t = render(&columns, &rows, Layout { wide: false, width: Some(70) });
+        assert_eq!(t.lines().count(), 3, "{t}");
+        assert!(t.lines().all(|l| l.chars().count() <= 70), "{t}");
+        assert!(t.contains("LONG ") && !t.contains("LONGER "), "{t}");
+        assert!(t.ends_with("left out to fit 70 columns: LONGER; -o wide shows every column"), "{t}");
+        assert!(render(&columns, &rows, Layout::PLAIN).contains("LONGER"));
+    }
+
     #[test]
     fn a_huge_cell_is_printed_whole_when_piped() {
-        // A rule with 10,000 regions: the REGIONS cell is 150,000 characters.
-        let regions = vec!["us-east-1"; 10_000].join(",");
+        // A rule with 10,000 regions: the REGIONS cell is 160,000 characters.
+        let regions = vec!["us-east-1"; 10_000].join(", ");
         let t = plain(&["ID", "REGIONS", "MODE"], &[vec!["r".into(), regions.clone(), "live".into()]]);
         assert_eq!(t.chars().filter(|c| *c == ',').count(), 9_999, "nothing cut");
         assert!(t.contains("live"));

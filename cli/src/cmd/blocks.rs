@@ -2,7 +2,7 @@
 
 use capblock_shared::domain::block::Block;
 use capblock_shared::domain::checkpoint::DEFAULT_REMINDER_LEAD_MINUTES;
-use capblock_shared::domain::lifecycle::termination_time;
+use capblock_shared::domain::lifecycle::{BlockState, termination_time};
 use capblock_shared::ports::{BlockArchive, BlockStore};
 use chrono::{DateTime, Duration, Utc};
 use clap::Args;
@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::context::{CliResult, store};
 use crate::output::OutputArgs;
-use capblock_shared::domain::duration::{brief, compact};
+use capblock_shared::domain::duration::brief;
 
 use crate::table::{self, Column, when};
 
@@ -40,7 +40,12 @@ pub struct BlocksArgs {
 struct BlockView<'a> {
     #[serde(flatten)]
     block: &'a Block,
-    time_left: String,
+    /// Seconds until the block starts (absent once it has): the table says "starts in 2d 4h".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    starts_in_seconds: Option<i64>,
+    /// Seconds until its end, while it is open: the table says "3h 12m left".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seconds_left: Option<i64>,
     termination_time: DateTime<Utc>,
     next_reminder: Option<DateTime<Utc>>,
 }
@@ -53,8 +58,8 @@ fn next_reminder(b: &Block, leads: &[u32], now: DateTime<Utc>) -> Option<DateTim
     leads.iter().map(|m| term - Duration::minutes(i64::from(*m))).filter(|t| *t > now).min()
 }
 
-/// How long until the block starts, or is left of it; `say` prints the duration (the table's
-/// countdown is `brief`, to fit 80 columns; `-o json|yaml` keep it to the minute).
+/// How long until the block starts, or is left of it, for the table (`-o json|yaml` say it in
+/// seconds); `say` prints the duration (`brief`, to fit 80 columns).
 fn time_left(b: &Block, now: DateTime<Utc>, say: fn(Duration) -> String) -> String {
     if b.state.is_final() || now >= b.end {
         "-".into()
@@ -62,6 +67,17 @@ fn time_left(b: &Block, now: DateTime<Utc>, say: fn(Duration) -> String) -> Stri
         format!("starts in {}", say(b.start - now))
     } else {
         format!("{} left", say(b.end - now))
+    }
+}
+
+/// The narrow table's countdown: for a block whose payment EC2 still waits for, the time left to
+/// pay (the narrow set has no PAY BY column: a payment missed loses the block, so it is what a
+/// person must read first); for any other, `time_left`.
+fn narrow_time_left(b: &Block, now: DateTime<Utc>) -> String {
+    match (b.state, b.payment_deadline) {
+        (BlockState::PaymentPending, Some(by)) if now < by => format!("pay within {}", brief(by - now)),
+        (BlockState::PaymentPending, Some(_)) => "payment overdue".into(),
+        _ => time_left(b, now, brief),
     }
 }
 
@@ -77,7 +93,8 @@ pub async fn run(a: BlocksArgs) -> CliResult {
         .iter()
         .map(|b| BlockView {
             block: b,
-            time_left: time_left(b, now, compact),
+            starts_in_seconds: (!b.state.is_final() && now < b.start).then(|| (b.start - now).num_seconds()),
+            seconds_left: (!b.state.is_final() && now < b.end).then(|| (b.end - now).num_seconds()),
             termination_time: termination_time(b.end, b.ultraserver),
             next_reminder: next_reminder(b, &a.reminder_lead_minutes, now),
         })
@@ -102,13 +119,15 @@ pub async fn run(a: BlocksArgs) -> CliResult {
                 b.payment_deadline.map(when).unwrap_or_else(|| "-".into()),
                 when(b.start),
                 when(b.end),
+                narrow_time_left(b, now),
                 time_left(b, now, brief),
                 v.next_reminder.map(when).unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
-    // The narrow set: which block, whose, what, its state and the time left; `-o wide` adds the
-    // region, the payment deadline, the start, the end and the next reminder.
+    // The narrow set: which block, whose, what, its state and the time left (to pay, while EC2
+    // waits for the payment); `-o wide` adds the region, the payment deadline, the start, the end
+    // and the next reminder.
     let columns = [
         Column::whole("RESERVATION"),
         Column::text("RULE"),
@@ -118,7 +137,8 @@ pub async fn run(a: BlocksArgs) -> CliResult {
         Column::text("PAY BY (UTC)").wide(),
         Column::text("START (UTC)").wide(),
         Column::text("END (UTC)").wide(),
-        Column::text("TIME LEFT"),
+        Column::text("TIME LEFT").narrow(),
+        Column::text("TIME LEFT").wide(),
         Column::text("NEXT REMINDER (UTC)").wide(),
     ];
     println!("{}", table::render(&columns, &rows, a.output.layout()));

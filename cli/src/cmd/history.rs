@@ -116,14 +116,16 @@ fn csv_field(s: &str) -> String {
 
 fn csv_line(r: &HistoryRow) -> String {
     let o = &r.observation.offering;
+    // The form JSON and YAML print a time in (`Z`, never `+00:00`): one form in every output.
+    let at = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
     let fields = [
-        r.seen_at().to_rfc3339(),
+        at(r.seen_at()),
         o.region.to_string(),
         o.instance_type.to_string(),
         o.id.clone(),
         o.availability_zone.clone(),
-        o.start.to_rfc3339(),
-        o.end.to_rfc3339(),
+        at(o.start),
+        at(o.end),
         o.instance_count.to_string(),
         o.total_minutes().to_string(),
         o.fee.amount().to_string(),

@@ -22,6 +22,9 @@ use crate::table::{self, Column, safe};
 #[derive(Subcommand)]
 pub enum IntentsCommand {
     /// List the purchases whose outcome is still open (reserved, or sent and not yet seen in EC2).
+    #[command(after_help = "Examples:\n  capblock intents list\n  capblock intents list -o json\n\n\
+An intent open for more than a few minutes is a purchase whose answer was lost: the next scan \
+records it when EC2 lists it; `capblock intents release` gives its fee back when EC2 holds nothing.")]
     List(ListArgs),
     /// Release the fee of a sent purchase EC2 does not hold, after looking in EC2 yourself.
     #[command(after_help = "Examples:\n  capblock intents release p5-weekly/cb-0123456789abcdef0\n\n\
@@ -54,6 +57,13 @@ pub struct ReleaseArgs {
     /// Release without asking (scripts): on a terminal, it asks for a typed `yes` first.
     #[arg(long)]
     yes: bool,
+}
+
+impl IntentsCommand {
+    /// A release gives a fee back to its budgets: it says which stack it acts on.
+    pub fn moves_money(&self) -> bool {
+        matches!(self, IntentsCommand::Release(_))
+    }
 }
 
 pub async fn run(c: IntentsCommand) -> CliResult {

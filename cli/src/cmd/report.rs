@@ -21,10 +21,12 @@ What the columns mean:\n  SPENT        the month's fees plus the extensions paid
 BUDGET       what the rule's budget counts as spent, of its monthly limit (SPENT and the count agree;\n               \
 a note says when not)\n  \
 GPU-H PAID   accelerator-hours of the blocks charged to the month, over their whole life\n  \
+GPU-H ELAPSED of those, the hours gone by: a finished block's all, an open one's up to its last sample\n  \
 GPU-H USED   of those, what the tracker saw running (5-minute samples; a block still open: so far)\n  \
-USE %        used over paid (a block used to its end reaches 97.9% for a day, 99.7% for a week:\n               \
+USE %        used over elapsed (a block used to its end reaches 97.9% for a day, 99.7% for a week:\n               \
 EC2 terminates the instances 30 minutes before the end, and that half hour is paid)\n  \
-$/USED GPU-H the blocks' whole cost (extensions included) over the used accelerator-hours\n\n\
+$/USED GPU-H the cost of the elapsed hours (extensions included; an open block's share of its cost\n               \
+so far) over the used accelerator-hours: a block half-way through is not priced at its whole fee\n\n\
 A rule's team is its `team` (rules written before teams existed: their `team` tag). A team with a\n\
 budget in the stack's TeamBudgets shows what that budget counts as spent, of its limit (TEAM BUDGET).\n\
 A team marked `(tag)` is named by its rules' `team` tag only: their purchases are not charged to\n\
@@ -161,14 +163,17 @@ fn rules_table(r: &Month, currency: Currency, layout: Layout) -> String {
                 table::money(&m.spent),
                 rule_budget(row),
                 hours(m.paid_accelerator_hours),
+                hours(m.elapsed_accelerator_hours),
                 hours(m.used_accelerator_hours),
                 percent(m.utilization_percent),
                 rate(m),
             ]
         })
         .collect();
-    // The narrow set: the rule, what it spent of its budget, and how well the blocks were used;
-    // `-o wide` adds the team, the fees and extensions apart, and the paid and used hours.
+    // The narrow set: the rule, what it spent of its budget, and how well the blocks were used
+    // (USE % and the price per used hour over the hours elapsed: a running block's up to its last
+    // sample, with that share of its cost); `-o wide` adds the team, the fees and extensions
+    // apart, and the paid, elapsed and used hours.
     let columns = [
         Column::text("RULE"),
         Column::text("TEAM").wide(),
@@ -178,6 +183,7 @@ fn rules_table(r: &Month, currency: Currency, layout: Layout) -> String {
         Column::number(table::in_currency("SPENT", currency)),
         Column::text(table::in_currency("BUDGET", currency)),
         Column::number("GPU-H PAID").wide(),
+        Column::number("GPU-H ELAPSED").wide(),
         Column::number("GPU-H USED").wide(),
         Column::number("USE %"),
         Column::number(format!("{currency}/USED GPU-H")),
@@ -197,6 +203,7 @@ fn teams_table(r: &Month, by_tag: &BTreeSet<&str>, currency: Currency, layout: L
                 t.blocks.to_string(),
                 table::money(&t.spent),
                 hours(t.paid_accelerator_hours),
+                hours(t.elapsed_accelerator_hours),
                 hours(t.used_accelerator_hours),
                 percent(t.utilization_percent),
                 t.budget.map_or("-".to_string(), |b| {
@@ -212,6 +219,7 @@ fn teams_table(r: &Month, by_tag: &BTreeSet<&str>, currency: Currency, layout: L
         Column::text("BLOCKS"),
         Column::number(table::in_currency("SPENT", currency)),
         Column::number("GPU-H PAID").wide(),
+        Column::number("GPU-H ELAPSED").wide(),
         Column::number("GPU-H USED").wide(),
         Column::number("USE %"),
         Column::text(table::in_currency("TEAM BUDGET", currency)),
@@ -240,6 +248,7 @@ fn print_csv(r: &Month) -> CliResult {
         "budget_limit",
         "team_by_tag",
         "unpriced_blocks",
+        "elapsed_accelerator_hours",
     ])
     .map_err(failed)?;
     for row in &r.rules {
@@ -262,6 +271,7 @@ fn print_csv(r: &Month) -> CliResult {
             row.budget_limit.map_or(String::new(), |b| table::money(&b)),
             row.team_by_tag.to_string(),
             m.unpriced_blocks.to_string(),
+            m.elapsed_accelerator_hours.normalize().to_string(),
         ])
         .map_err(failed)?;
     }

@@ -19,6 +19,13 @@ pub enum RulesCommand {
     /// Offline: with --check-aws, the Auto Scaling groups `scale_group` actions name and the EKS
     /// node groups `scale_nodegroup` actions name must also exist in each of the rule's regions
     /// (asked of AWS with your credentials).
+    #[command(after_help = "Examples:\n  capblock rules validate infra/examples/rules/*.toml\n  \
+capblock rules validate infra/examples/invalid-rule.toml   # every problem, with its field\n  \
+capblock rules validate --check-aws p5-weekly.toml        # the groups its actions name exist\n  \
+capblock rules show p5-weekly | capblock rules validate -\n\n\
+A valid rule may still be said with warnings: a threshold below today's list price, a max_total_fee \
+below one block at the threshold or the list.\n\
+Exit codes: 0 every file valid, 1 AWS failure (--check-aws), 2 a file invalid.")]
     Validate {
         /// The rule files (TOML); `-` reads one from stdin.
         #[arg(required = true)]
@@ -42,24 +49,38 @@ Exit codes: 0 stored (or unchanged), 1 store failure, 2 an invalid file (none is
         files: Vec<String>,
     },
     /// List stored rules.
+    #[command(
+        after_help = "Examples:\n  capblock rules list\n  capblock rules list -o wide   # enabled, mode and version apart\n  \
+capblock rules list -o json | jq -r '.[].rule.id'"
+    )]
     List {
         #[command(flatten)]
         output: OutputArgs,
     },
     /// Show a stored rule as the TOML file `rules put` takes (edit it and put it back); `-o json`
     /// or `-o yaml` print the same fields.
+    #[command(after_help = "Examples:\n  capblock rules show p5-weekly\n  \
+capblock rules show p5-weekly > p5-weekly.toml   # edit it, then: capblock rules put p5-weekly.toml\n  \
+capblock rules show p5-weekly -o json")]
     Show {
         id: String,
         #[command(flatten)]
         output: OutputArgs,
     },
     /// Enable a stored rule.
+    #[command(after_help = "Examples:\n  capblock rules enable p5-weekly")]
     Enable { id: String },
     /// Disable a stored rule (the scan skips it).
+    #[command(after_help = "Examples:\n  capblock rules disable p5-weekly\n\n\
+Its blocks are still tracked and its budgets kept; `capblock rules enable` starts it again.")]
     Disable { id: String },
     /// Delete a stored rule. Only the rule goes: its blocks are still tracked to their end, its
     /// purchase intents settled and its budgets kept (a rule put again under the same id finds
     /// this month's spending and purchases as they were). To stop it for a while, `disable` it.
+    #[command(
+        after_help = "Examples:\n  capblock rules show p5-weekly > p5-weekly.toml   # keep it, to put it back\n  \
+capblock rules delete p5-weekly"
+    )]
     Delete { id: String },
 }
 
@@ -179,13 +200,15 @@ async fn validate(files: &[String], check_aws: bool) -> CliResult {
 }
 
 /// A warning per type of `rule` whose published list rate at `now` is above the threshold, and
-/// one when `max_total_fee` is below the least block it accepts at the list.
+/// one when `max_total_fee` is below the least block it accepts at its threshold or the list.
 fn below_list(rule: &Rule, now: chrono::DateTime<chrono::Utc>) -> Vec<(String, String)> {
     let below = list_price::below_list(rule, now);
     let said = list_price::says(&below, rule.max_price_per_accelerator_hour);
     let mut warnings: Vec<(String, String)> =
         said.into_iter().map(|w| ("max_price_per_accelerator_hour".to_string(), w)).collect();
-    if let Some(w) = list_price::fee_cap_below_list(rule, now) {
+    // The cap below one block at the rule's own threshold is said first: it, not the threshold,
+    // sets the price the rule buys at; below one at the list only is said otherwise.
+    if let Some(w) = rule.fee_cap_below_threshold().or_else(|| list_price::fee_cap_below_list(rule, now)) {
         warnings.push(("max_total_fee".to_string(), w));
     }
     warnings
@@ -284,8 +307,9 @@ async fn list(output: &OutputArgs) -> CliResult {
                     .map(|t| t.to_string())
                     .chain(r.ultraserver_types.iter().map(|u| u.to_string()))
                     .collect::<Vec<_>>()
-                    .join(","),
-                r.regions.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
+                    .join(", "),
+                // ", " between items: a cell too long for its column wraps between them.
+                r.regions.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
                 format!("{:.4}", r.max_price_per_accelerator_hour.round_dp(4)),
                 table::money(&r.monthly_budget),
                 s.version.to_string(),

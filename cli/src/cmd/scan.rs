@@ -199,7 +199,9 @@ async fn live_plan(
         table::Column::text("RULE"),
         table::Column::text("BLOCK"),
         table::Column::whole("AZ"),
-        table::Column::text("START (UTC)"),
+        // Whole: the start is what a person says yes to, read at a glance (at 80 columns the
+        // block wraps between its words instead).
+        table::Column::whole("START (UTC)"),
         table::Column::text("LENGTH"),
         table::Column::number(table::in_currency("FEE", &currency)),
         table::Column::number(format!("{currency}/ACCEL-H")),

@@ -3,6 +3,7 @@
 
 pub mod after_track;
 pub mod alarms;
+pub mod approvals;
 pub mod block_kinds;
 pub mod budgets;
 pub mod extend;

@@ -118,6 +118,7 @@ where
                 blocks: 0,
                 spent: Money::zero(limit.currency()),
                 paid_accelerator_hours: Default::default(),
+                elapsed_accelerator_hours: Default::default(),
                 used_accelerator_hours: Default::default(),
                 utilization_percent: None,
                 budget: None,

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, Utc};
 
 use super::report::{self, Month};
-use crate::domain::approval;
 use crate::domain::block::Block;
 use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
 use crate::domain::checkpoint::DEFAULT_REMINDER_LEAD_MINUTES;
@@ -133,18 +132,7 @@ where
         budgets.push(PageBudget { owner, limit: (!r.unlimited).then_some(r.monthly_budget), usage });
     }
 
-    let mut approvals = Vec::new();
-    for r in &rules {
-        for a in store.approvals_waiting(&r.id).await? {
-            // Bought already (its intent exists; a consumed approval is not listed at all) or
-            // past its validity: nothing to approve.
-            let bought = store.get_intent(&r.id, &a.id).await?.is_some();
-            if !bought && approval::expires_at(&a) > now {
-                approvals.push(a);
-            }
-        }
-    }
-    approvals.sort_by(|a, b| (approval::expires_at(a), &a.id).cmp(&(approval::expires_at(b), &b.id)));
+    let approvals = super::approvals::waiting(store, &rules, now).await?;
 
     let mut prices = Vec::new();
     for (region, instance_type) in priced_pairs(&rules) {

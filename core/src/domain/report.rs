@@ -6,8 +6,10 @@
 //! payment was charged to it, exactly what the rule's budget item counts as spent. The hours
 //! columns are about the blocks charged to the month, over their whole life (extensions
 //! included, whenever paid): paid accelerator-hours, used ones from the tracker's samples
-//! (`domain::usage`), and the price per used accelerator-hour, their whole cost over what was
-//! used. A block still running counts what was used so far.
+//! (`domain::usage`), and the use and the price per used accelerator-hour over the same hours:
+//! a block still running (or not started) counts the hours elapsed up to its last sample and
+//! that share of its cost, so a block half-way through is not priced at its whole fee over half
+//! its use.
 //!
 //! Pure: the caller passes every block and its extensions.
 
@@ -48,10 +50,14 @@ pub struct RuleMonth {
     /// fees + extensions: the rule's budget's `spent` for the month.
     pub spent: Money,
     pub paid_accelerator_hours: Decimal,
+    /// Of the paid hours, those elapsed: a finished block's all, an open one's up to its last
+    /// sample (none before it). What the use and the price per used hour are counted over.
+    pub elapsed_accelerator_hours: Decimal,
     pub used_accelerator_hours: Decimal,
-    /// Used over paid, percent; None when nothing was paid for in hours.
+    /// Used over elapsed, percent; None when no paid hour has elapsed.
     pub utilization_percent: Option<Decimal>,
-    /// The month's blocks' whole cost over their used accelerator-hours; None when none were used.
+    /// The cost of the elapsed hours (a finished block's whole cost, an open one's elapsed share)
+    /// over the used accelerator-hours; None when none were used.
     pub per_used_accelerator_hour: Option<Rate>,
     /// Blocks never sampled running (adopted before usage was tracked, or never active).
     pub unsampled_blocks: u32,
@@ -92,22 +98,7 @@ pub fn month(
         if !b.state.is_final() {
             acc.open_blocks += 1;
         }
-        match b.fee {
-            Some(fee) => {
-                acc.fees.push(fee);
-                acc.cost.push(fee);
-                acc.cost.extend(extensions.iter().filter(|x| x.state == ExtensionState::Paid).map(|x| x.offer.fee));
-            }
-            None => acc.unpriced += 1,
-        }
-        let x = usage::utilization(&b.span(), &b.usage, None);
-        if let (Some(paid), Some(used)) = (x.paid_accelerator_hours, x.used_accelerator_hours) {
-            acc.paid += paid;
-            acc.used += used;
-            if b.fee.is_some() {
-                acc.priced_used += used;
-            }
-        }
+        acc.count(b, extensions);
         if !b.usage.is_known() {
             acc.unsampled += 1;
         }
@@ -129,9 +120,10 @@ pub fn month(
                 fees,
                 extensions,
                 paid_accelerator_hours: acc.paid,
+                elapsed_accelerator_hours: acc.elapsed,
                 used_accelerator_hours: acc.used,
-                utilization_percent: (!acc.paid.is_zero())
-                    .then(|| (acc.used * Decimal::from(100) / acc.paid).round_dp(2)),
+                utilization_percent: (!acc.elapsed.is_zero())
+                    .then(|| (acc.used * Decimal::from(100) / acc.elapsed).round_dp(2)),
                 per_used_accelerator_hour: if acc.priced_used.is_zero() { None } else { cost.per(acc.priced_used) },
                 unsampled_blocks: acc.unsampled,
                 unpriced_blocks: acc.unpriced,
@@ -148,6 +140,8 @@ pub struct TeamMonth {
     pub blocks: u32,
     pub spent: Money,
     pub paid_accelerator_hours: Decimal,
+    /// As `RuleMonth::elapsed_accelerator_hours`: what the use is counted over.
+    pub elapsed_accelerator_hours: Decimal,
     pub used_accelerator_hours: Decimal,
     pub utilization_percent: Option<Decimal>,
     /// The team's monthly budget and what its budget counts as spent, when the stack gives the
@@ -166,6 +160,7 @@ pub fn by_team(rows: &[RuleMonth]) -> Vec<TeamMonth> {
             blocks: 0,
             spent: Money::zero(r.spent.currency()),
             paid_accelerator_hours: Decimal::ZERO,
+            elapsed_accelerator_hours: Decimal::ZERO,
             used_accelerator_hours: Decimal::ZERO,
             utilization_percent: None,
             budget: None,
@@ -175,18 +170,74 @@ pub fn by_team(rows: &[RuleMonth]) -> Vec<TeamMonth> {
         t.blocks += r.blocks;
         t.spent = t.spent.checked_add(&r.spent).unwrap_or(t.spent);
         t.paid_accelerator_hours += r.paid_accelerator_hours;
+        t.elapsed_accelerator_hours += r.elapsed_accelerator_hours;
         t.used_accelerator_hours += r.used_accelerator_hours;
     }
     teams
         .into_values()
         .map(|mut t| {
-            if !t.paid_accelerator_hours.is_zero() {
+            if !t.elapsed_accelerator_hours.is_zero() {
                 t.utilization_percent =
-                    Some((t.used_accelerator_hours * Decimal::from(100) / t.paid_accelerator_hours).round_dp(2));
+                    Some((t.used_accelerator_hours * Decimal::from(100) / t.elapsed_accelerator_hours).round_dp(2));
             }
             t
         })
         .collect()
+}
+
+/// Block `b`'s span as far as it has elapsed: whole once it is over (a final state), else up to
+/// its last sample (the hours the used ones were counted over), empty before one.
+fn elapsed_span(b: &Block) -> usage::Span {
+    let whole = b.span();
+    if b.state.is_final() {
+        return whole;
+    }
+    let end = b.usage.sampled_at.map_or(whole.start, |at| at.clamp(whole.start, whole.end));
+    usage::Span { end, ..whole }
+}
+
+fn minutes_of(s: &usage::Span) -> i64 {
+    (s.end - s.start).num_minutes().max(0)
+}
+
+/// `part` of `whole` minutes of `m`, to the cent (all of it when `whole` is empty).
+fn share_of(m: Money, part: i64, whole: i64) -> Money {
+    if whole <= 0 || part >= whole {
+        return m;
+    }
+    let amount = (m.amount() * Decimal::from(part) / Decimal::from(whole)).round_dp(2);
+    Money::new(amount, m.currency()).unwrap_or(m)
+}
+
+impl Acc {
+    /// Block `b` of the month (with its extensions): its fee, and its hours and cost over the
+    /// same hours elapsed (`elapsed_span`).
+    fn count(&mut self, b: &Block, extensions: &[ExtensionIntent]) {
+        let whole = b.span();
+        let elapsed = elapsed_span(b);
+        let share = |m: &Money| share_of(*m, minutes_of(&elapsed), minutes_of(&whole));
+        match b.fee {
+            Some(fee) => {
+                self.fees.push(fee);
+                self.cost.push(share(&fee));
+                self.cost
+                    .extend(extensions.iter().filter(|x| x.state == ExtensionState::Paid).map(|x| share(&x.offer.fee)));
+            }
+            None => self.unpriced += 1,
+        }
+        let x = usage::utilization(&whole, &b.usage, None);
+        let so_far = usage::utilization(&elapsed, &b.usage, None);
+        if let (Some(paid), Some(elapsed), Some(used)) =
+            (x.paid_accelerator_hours, so_far.paid_accelerator_hours, x.used_accelerator_hours)
+        {
+            self.paid += paid;
+            self.elapsed += elapsed;
+            self.used += used;
+            if b.fee.is_some() {
+                self.priced_used += used;
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -195,9 +246,11 @@ struct Acc {
     open_blocks: u32,
     fees: Vec<Money>,
     extensions: Vec<Money>,
-    /// The month's blocks' whole cost (fees and every paid extension of theirs).
+    /// The cost of the month's blocks' elapsed hours (fees and every paid extension of theirs,
+    /// an open block's in the share of its life elapsed).
     cost: Vec<Money>,
     paid: Decimal,
+    elapsed: Decimal,
     used: Decimal,
     /// Used hours of the blocks whose fee is known: the price per used hour's denominator.
     priced_used: Decimal,

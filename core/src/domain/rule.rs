@@ -607,6 +607,38 @@ impl Rule {
     }
 }
 
+impl Rule {
+    /// When `max_total_fee` is below what the least block this rule accepts costs at its own
+    /// threshold, that in words: the cap, not the threshold, then sets the price it buys at (a
+    /// valid rule, but one that waits for a price its threshold does not say). `None` when the
+    /// cap is above, absent, or the accelerators are not known (`least_fee`).
+    pub fn fee_cap_below_threshold(&self) -> Option<String> {
+        let max = self.max_total_fee?;
+        let least = self.least_fee()?;
+        let units =
+            Decimal::from(u64::from(least.hours) * u64::from(least.instance_count) * u64::from(least.accelerators));
+        let at_threshold = units * self.max_price_per_accelerator_hour;
+        if max.amount() >= at_threshold {
+            return None;
+        }
+        let cur = self.currency;
+        let round = |d: Decimal| d.round_dp_with_strategy(2, rust_decimal::RoundingStrategy::ToZero);
+        Some(format!(
+            "{max} is below one block at the threshold: the least block this rule accepts ({} x {}, {} \
+             accelerators each, for {}) costs {:.2} {cur} at {} {cur} per accelerator-hour, so it buys only at \
+             {:.2} {cur} per accelerator-hour or less; raise max_total_fee to at least {:.2} or lower the threshold",
+            least.instance_count,
+            least.instance_type,
+            least.accelerators,
+            super::duration::compact(Duration::hours(i64::from(least.hours))),
+            at_threshold.round_dp_with_strategy(2, rust_decimal::RoundingStrategy::AwayFromZero),
+            self.max_price_per_accelerator_hour.normalize(),
+            round(max.amount() / units),
+            at_threshold.round_dp_with_strategy(2, rust_decimal::RoundingStrategy::AwayFromZero),
+        ))
+    }
+}
+
 /// `max_total_fee` below what any block the rule accepts could cost (`Rule::least_fee`): the
 /// rule can never buy anything. Said with the figures and what would work.
 fn never_buys(rule: &Rule) -> Option<RuleProblem> {

@@ -125,7 +125,8 @@ async fn three_of_eight_idle_for_two_hours_is_said_once_with_its_cost_and_once_o
     );
     assert_eq!(
         lines[1],
-        "2026-12,idle8,llm,1,0,USD,4608.00,0.00,4608.00,4608.00,1536,1456,94.79,3.1648,10000.00,true,0"
+        // ..., unpriced blocks, then the hours elapsed: the block has ended, all of its 1536.
+        "2026-12,idle8,llm,1,0,USD,4608.00,0.00,4608.00,4608.00,1536,1456,94.79,3.1648,10000.00,true,0,1536"
     );
     let table = capblock(&h, &["report", "--month", "2026-12"]).await;
     assert!(table.contains("account budget spent in 2026-12: 4608.00 USD"), "{table}");

@@ -38,7 +38,8 @@ pub fn month_summary(
                     r.fees,
                     r.extensions,
                     r.used_accelerator_hours.round_dp(1),
-                    r.paid_accelerator_hours.round_dp(1),
+                    // Of the hours elapsed, which the use is counted over (a past month's are all paid).
+                    r.elapsed_accelerator_hours.round_dp(1),
                     pct(r.utilization_percent)
                 )
             })

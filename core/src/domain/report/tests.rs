@@ -143,3 +143,23 @@ fn months_parse_as_people_write_them() {
     assert_eq!(Period::parse("2026-01").unwrap().previous().as_str(), "2025-12");
     assert_eq!(Period::parse("2026-12").unwrap().previous().as_str(), "2026-11");
 }
+
+/// A block half-way through (active, sampled 12 h into its day, every instance running so far)
+/// is counted over the same hours for its use and its price: its elapsed half and that half of
+/// its fee, not its whole fee over half its use. Its paid hours stay the whole block's.
+#[test]
+fn a_block_half_way_through_is_priced_over_the_hours_elapsed() {
+    let dec_ = "2026-12";
+    let mut half = block("cr-h", "p5", dec_, "4608.00", BlockState::Active, 8 * 12 * 60);
+    half.usage.sampled_at = Some(half.start + Duration::hours(12));
+    let rows = month(&Period::parse(dec_).unwrap(), &[(half, vec![])], &Default::default());
+    let p5 = &rows[0];
+    // 8 instances x 8 accelerators: 1,536 paid over the day, 768 elapsed, 768 used.
+    assert_eq!((p5.paid_accelerator_hours, p5.elapsed_accelerator_hours), (dec("1536"), dec("768")));
+    assert_eq!(p5.used_accelerator_hours, dec("768"));
+    assert_eq!(p5.utilization_percent, Some(dec("100")));
+    // 2,304 (half of 4,608) over 768 used: 3.00, as a block used to its end is priced.
+    assert_eq!(p5.per_used_accelerator_hour.unwrap().display(), "3.0000 USD");
+    // Spent is what the budget counts: the whole fee.
+    assert_eq!(p5.spent, usd("4608.00"));
+}

@@ -758,3 +758,23 @@ fn drought_days_defaults_to_a_week_and_is_bounded() {
     let set = Rule::from_toml(&format!("{GOOD}\ndrought_days = 14"), now()).unwrap();
     assert!(toml::to_string(&set.to_spec()).unwrap().contains("drought_days = 14"));
 }
+
+/// A `max_total_fee` below one block at the rule's own threshold is valid but said: the least
+/// block here (1 x p5.48xlarge, 8 GPUs, 156 h) costs 3,868.80 USD at 3.10, so a cap of 1,000
+/// buys only at 0.80 USD per accelerator-hour or less. At or above one block, nothing is said.
+#[test]
+fn a_fee_cap_below_one_block_at_the_threshold_is_said_with_the_price_it_buys_at() {
+    let rule = Rule::from_toml(&with("max_total_fee = 1000"), now()).unwrap();
+    let said = rule.fee_cap_below_threshold().expect("a cap far below one block");
+    for figure in [
+        "1000.00 USD is below one block at the threshold",
+        "1 x p5.48xlarge, 8 accelerators each, for 6d 12h",
+        "costs 3868.80 USD at 3.1 USD per accelerator-hour",
+        "buys only at 0.80 USD per accelerator-hour or less",
+        "at least 3868.80",
+    ] {
+        assert!(said.contains(figure), "{figure:?}: {said}");
+    }
+    assert_eq!(Rule::from_toml(&with("max_total_fee = \"3868.80\""), now()).unwrap().fee_cap_below_threshold(), None);
+    assert_eq!(Rule::from_toml(GOOD, now()).unwrap().fee_cap_below_threshold(), None);
+}
