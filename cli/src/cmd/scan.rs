@@ -102,6 +102,10 @@ pub async fn run(a: ScanArgs) -> CliResult {
             scanner.run(at.look()).await.map_err(CliError::failed)?
         };
         let confirmed = Confirmed::from_report(&planned);
+        // What the plan leaves out, and why, before anything is asked.
+        for (rule, why) in confirmed.left_out() {
+            eprintln!("Rule {} is left out of the plan: {}.", safe(rule), why.trim_end_matches('.'));
+        }
         if confirmed.is_empty() {
             // Under an empty plan no rule buys (a live rule buys only its planned block), so
             // there is nothing to say yes to; the run still does the rest of a scan: approval

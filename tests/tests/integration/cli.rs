@@ -1564,6 +1564,9 @@ async fn a_live_scan_shows_its_plan_before_it_asks() {
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("would buy nothing now"), "{}", out.stderr);
     assert!(!out.stderr.contains("Type `yes`") && !out.stderr.contains("pass --yes"), "{}", out.stderr);
+    // And why: the check that holds the rule back, in words.
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(said.contains("holds 1 block(s), its limit is 1"), "the reason is said: {said}");
     assert_eq!(c.sim.purchases().await.len(), 1);
 }
 

@@ -60,22 +60,21 @@ impl<M: OfferingSource + Purchaser + ?Sized, S: Ledger + BlockStore + Outbox + ?
             // A live rule's look (a person's plan before a live scan) passes over what the rule
             // tried before, as the live path below does, so the plan names what the run would
             // buy; it only reads.
-            Some(_) if at.is_replay() && mode == Mode::Live => {
-                match self.first_untried(rule, &decision.ranked).await? {
-                    // The live path's own checks, read only: a rule that would be skipped
-                    // (holding its blocks, its purchases made) is not planned to buy.
+            // The live path's own checks first, read only: a rule that would be skipped (holding
+            // its blocks, its purchases made) is not planned to buy, and the plan says why, even
+            // when every offering on sale is one it tried before.
+            Some(first) if at.is_replay() && mode == Mode::Live => match buyer_for(first).may_buy(rule, now).await? {
+                Err(reason) => Some(Outcome::Skipped { reason }),
+                Ok(_) => match self.first_untried(rule, &decision.ranked).await? {
                     Some(p) => {
                         chosen = Some(p.clone());
-                        Some(match buyer_for(p).may_buy(rule, now).await? {
-                            Ok(_) => Outcome::Replayed { offering_id: p.offering.id.clone() },
-                            Err(reason) => Outcome::Skipped { reason },
-                        })
+                        Some(Outcome::Replayed { offering_id: p.offering.id.clone() })
                     }
                     None => {
                         decision.ranked.first().map(|p| Outcome::AlreadyTried { offering_id: p.offering.id.clone() })
                     }
-                }
-            }
+                },
+            },
             // A replay only says what the rule would choose: nothing is asked or stored.
             Some(p) if at.is_replay() => Some(Outcome::Replayed { offering_id: p.offering.id.clone() }),
             Some(_) if mode == Mode::Live => {

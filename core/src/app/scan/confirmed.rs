@@ -20,6 +20,10 @@ use crate::domain::rule::Mode;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Confirmed {
     blocks: BTreeMap<String, Offering>,
+    /// The live rules the plan left out, each with why (`Outcome::Skipped`: the rule holds its
+    /// `max_blocks_held`, made its purchases this month, has a purchase open, a budget has no
+    /// room): what the plan says of them, and what the run says if it is asked to buy for one.
+    left_out: BTreeMap<String, String>,
 }
 
 impl Confirmed {
@@ -32,7 +36,21 @@ impl Confirmed {
             .filter(|o| o.mode == Mode::Live && matches!(o.action, Some(Outcome::Replayed { .. })))
             .filter_map(|o| Some((o.rule_id.clone(), o.chosen.as_ref()?.offering.clone())))
             .collect();
-        Confirmed { blocks }
+        let left_out = report
+            .outcomes
+            .iter()
+            .filter(|o| o.mode == Mode::Live)
+            .filter_map(|o| match &o.action {
+                Some(Outcome::Skipped { reason }) => Some((o.rule_id.clone(), reason.clone())),
+                _ => None,
+            })
+            .collect();
+        Confirmed { blocks, left_out }
+    }
+
+    /// The live rules the plan left out, and why, by rule id.
+    pub fn left_out(&self) -> &BTreeMap<String, String> {
+        &self.left_out
     }
 
     /// The planned blocks, by rule id.
@@ -49,7 +67,10 @@ impl Confirmed {
     /// name a block anew in each answer).
     pub fn admits(&self, rule_id: &str, o: &Offering) -> Result<(), String> {
         let Some(planned) = self.blocks.get(rule_id) else {
-            return Err(format!("the plan had nothing to buy for rule {rule_id}"));
+            return Err(match self.left_out.get(rule_id) {
+                Some(why) => format!("the plan left rule {rule_id} out: {why}"),
+                None => format!("the plan had nothing to buy for rule {rule_id}"),
+            });
         };
         let at = |t: DateTime<Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
         let us = |u: Option<crate::domain::ultraserver::UltraServers>| u.map_or("none".to_string(), |u| u.to_string());
