@@ -51,6 +51,13 @@ impl BlockStore for Memory {
 }
 
 impl Memory {
+    /// The body of the notice whose key ends with `suffix` (the test knows there is one).
+    fn body_ending(&self, suffix: &str) -> String {
+        let n = self.notices.lock().unwrap();
+        let found = n.iter().find(|(n, _, _)| n.milestone.ends_with(suffix));
+        found.map(|(n, _, _)| n.message.body.clone()).unwrap_or_else(|| panic!("no notice ending {suffix:?}"))
+    }
+
     fn alerts(&self) -> Vec<String> {
         let n = self.notices.lock().unwrap();
         n.iter().filter(|(n, _, _)| n.topic == Topic::Alerts).map(|(n, _, _)| n.milestone.to_string()).collect()
@@ -541,14 +548,7 @@ async fn a_command_goes_once_to_each_instance_and_its_result_comes_back() {
     let report = action_runner(&aws).run(&outbox, now + Duration::minutes(10)).await.unwrap();
     assert_eq!(report.done.len(), 1);
     assert_eq!(aws.sent.lock().unwrap().len(), 2, "nothing sent again");
-    let result = outbox
-        .notices
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|(n, _, _)| n.milestone.ends_with("-result-done"))
-        .map(|(n, _, _)| n.message.body.clone())
-        .unwrap();
+    let result = outbox.body_ending("-result-done");
     assert!(result.contains("Ran on: i-1") && result.contains("Failed on: i-2 (Failed)"), "{result}");
 }
 
@@ -834,14 +834,7 @@ async fn a_group_scaled_up_outside_the_blocks_zone_is_warned_of_once() {
     let mut alerts = outbox.alerts();
     alerts.sort();
     assert_eq!(alerts, ["action-scale-up-trainers-done", "action-scale-up-trainers-warning"]);
-    let warning = outbox
-        .notices
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|(n, _, _)| n.milestone.ends_with("-warning"))
-        .map(|(n, _, _)| n.message.body.clone())
-        .unwrap();
+    let warning = outbox.body_ending("-warning");
     assert!(warning.contains("is in us-east-1b, the block is in us-east-1a"), "{warning}");
 
     // The scale-down is not checked; a group in the block's zone earns no warning, and one
