@@ -177,7 +177,7 @@ pub fn fixture() -> TeamData {
             observations: observations("us-west-2", at(2, 0), 24 * 5, 2),
         },
     ];
-    let period = Period::of(now());
+    let period = Period::budget_month(now());
     TeamData {
         now: now(),
         stack: Some("capblock-demo".into()),

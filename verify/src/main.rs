@@ -38,16 +38,13 @@ fn main() -> ExitCode {
     while let Some(arg) = args.next() {
         let value = |args: &mut dyn Iterator<Item = String>| args.next().unwrap_or_default();
         match arg.as_str() {
-            "--bound" => match value(&mut args).as_str() {
-                "bounded" => (bounds, name) = (Bounds::bounded(), "bounded"),
-                "ultraservers" => (bounds, name) = (Bounds::ultraservers(), "ultraservers"),
-                "budgets" => (bounds, name) = (Bounds::budgets(), "budgets"),
-                "deep" => (bounds, name) = (Bounds::deep(), "deep"),
-                "deep-ultraservers" => (bounds, name) = (Bounds::deep_ultraservers(), "deep-ultraservers"),
-                "release" => (bounds, name) = (Bounds::release(), "release"),
-                "stale" => (bounds, name) = (Bounds::stale(), "stale"),
-                other => return usage(&format!("unknown bound {other:?}")),
-            },
+            "--bound" => {
+                let v = value(&mut args);
+                match bound(&v) {
+                    Some(b) => (bounds, name) = b,
+                    None => return usage(&format!("unknown bound {v:?}")),
+                }
+            }
             "--sabotage" => {
                 let v = value(&mut args);
                 match Sabotage::parse(&v) {
@@ -110,6 +107,20 @@ fn main() -> ExitCode {
         }
     }
     if broken { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+/// The bound `--bound` names, with its name as printed.
+fn bound(name: &str) -> Option<(Bounds, &'static str)> {
+    Some(match name {
+        "bounded" => (Bounds::bounded(), "bounded"),
+        "ultraservers" => (Bounds::ultraservers(), "ultraservers"),
+        "budgets" => (Bounds::budgets(), "budgets"),
+        "deep" => (Bounds::deep(), "deep"),
+        "deep-ultraservers" => (Bounds::deep_ultraservers(), "deep-ultraservers"),
+        "release" => (Bounds::release(), "release"),
+        "stale" => (Bounds::stale(), "stale"),
+        _ => return None,
+    })
 }
 
 fn usage(problem: &str) -> ExitCode {

@@ -19,7 +19,7 @@ pub async fn headroom<L: Ledger + ?Sized>(
     budgets: &StackBudgets,
     now: DateTime<Utc>,
 ) -> Result<Money, StoreError> {
-    match charges_for(rule, budgets, &Period::of(now)) {
+    match charges_for(rule, budgets, &Period::budget_month(now)) {
         Ok(charges) => least_room(ledger, &charges).await,
         Err(_) => Ok(Money::zero(rule.currency)),
     }

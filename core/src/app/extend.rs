@@ -24,6 +24,7 @@ use crate::domain::ids::Region;
 use crate::domain::money::Rate;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::{Extend, Mode, Rule};
+use crate::domain::slack::SlackMessage;
 use crate::ports::{
     BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, Ledger, MarketError, MarketMemory, Outbox,
     ReserveError, StoreError,
@@ -261,11 +262,21 @@ where
         let word = status.map_or("no word", PaymentStatus::as_ec2);
         tracing::error!(event = "extension_overdue", reservation = %rid, offering = %oid, ec2_status = word, fee = %x.offer.fee,
             "past its payment deadline and EC2 has not reported it failed; its fee stays committed until a person decides");
-        let msg = announce::extension_overdue(b, &oid, x.offer.fee, word);
-        self.store
-            .enqueue(&alert_notice(&rid, &OutboxKey::notice(format!("extension-overdue-{oid}"))?, &msg, now))
-            .await?;
+        self.tell_once(x, "extension-overdue", &announce::extension_overdue(b, &oid, x.offer.fee, word), now).await?;
         Ok(Some(ExtensionAction::Overdue { reservation_id: rid, offering_id: oid }))
+    }
+
+    /// Tells a person `msg` in the block's thread, once per extension offer: the outbox key
+    /// `<kind>-<offer id>` dedups it across runs.
+    async fn tell_once(
+        &self,
+        x: &ExtensionIntent,
+        kind: &str,
+        msg: &SlackMessage,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let key = OutboxKey::notice(format!("{kind}-{}", x.offer.id))?;
+        self.store.enqueue(&alert_notice(&x.reservation_id, &key, msg, now)).await.map(drop)
     }
 
     /// A released intent EC2's history shows it holds (pending or paid): its fee is committed
@@ -282,9 +293,7 @@ where
         let word = status.map_or("no word", PaymentStatus::as_ec2);
         tracing::error!(event = "ledger_mismatch", reservation = %rid, offering = %oid, ec2_status = word, fee = %x.offer.fee,
             "an extension closed as released is held by EC2; its fee is committed to the budgets again");
-        let msg = announce::extension_recommitted(b, &oid, x.offer.fee, word);
-        self.store
-            .enqueue(&alert_notice(&rid, &OutboxKey::notice(format!("extension-recommitted-{oid}"))?, &msg, now))
+        self.tell_once(x, "extension-recommitted", &announce::extension_recommitted(b, &oid, x.offer.fee, word), now)
             .await?;
         let reason = format!("re-committed: EC2's extension history says {word}");
         match self.store.recommit_extension(x, &reason).await {
@@ -409,7 +418,7 @@ where
         now: DateTime<Utc>,
     ) -> Result<Option<ExtensionAction>, StoreError> {
         let rid = b.reservation_id.clone();
-        let charges = match charges_for(rule, &self.budgets, &Period::of(now)) {
+        let charges = match charges_for(rule, &self.budgets, &Period::budget_month(now)) {
             Ok(c) => c,
             Err(e) => return Ok(Some(ExtensionAction::Skipped { reservation_id: rid, reason: e.to_string() })),
         };

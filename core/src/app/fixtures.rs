@@ -3,14 +3,22 @@
 //! (`crate::memory`); the local-stack tests in `tests/` run the same workflows on moto and the
 //! simulator.
 
+use std::sync::Mutex;
+
 use chrono::{DateTime, TimeZone, Utc};
 
+use crate::app::scan::{ScanSettings, Scanner};
+use crate::app::track::{TrackSettings, Tracker};
 use crate::domain::block::Reservation;
 use crate::domain::budget::{Intent, IntentState, Period};
+use crate::domain::catalog::AcceleratorCatalog;
 use crate::domain::money::Money;
 use crate::domain::offering::Offering;
-use crate::domain::rule::Rule;
+use crate::domain::plan::DescribeBudget;
+use crate::domain::rule::{Mode, Rule};
+use crate::domain::stack::StackSettings;
 use crate::domain::tags::INTENT_TAG;
+use crate::memory::{MemoryNotifier, MemoryReminders};
 
 pub fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap()
@@ -33,7 +41,7 @@ pub fn offering(id: &str, start: DateTime<Utc>) -> Offering {
 
 /// `rule`'s intent for `offering`, sent to EC2 at `sent_at` (its answer lost).
 pub fn sent_intent(rule: &Rule, offering: Offering, sent_at: DateTime<Utc>) -> Intent {
-    let charges = crate::domain::budget::charges_for(rule, &Default::default(), &Period::of(sent_at))
+    let charges = crate::domain::budget::charges_for(rule, &Default::default(), &Period::budget_month(sent_at))
         .expect("a fake rule names no team");
     let mut i = Intent::new(&rule.id, offering, 8, charges, sent_at);
     i.state = IntentState::Sent;
@@ -58,4 +66,63 @@ pub fn reservation_of(intent: &Intent, id: &str) -> Reservation {
         tags: [(INTENT_TAG.to_string(), intent.id.clone())].into(),
         capacity_block_id: None,
     }
+}
+
+/// The tracker's settings of a stack `capblock-test` in `mode`: no payment warnings, no
+/// adoption of untagged reservations, every region of the rules.
+pub fn track_settings(mode: Mode) -> TrackSettings {
+    TrackSettings { stack: stack_settings(mode), payment_warning_hours: vec![], adopt_untagged: false, regions: vec![] }
+}
+
+/// The notices and reminders a test's tracker writes to, read back by the test.
+#[derive(Default)]
+pub struct Outputs {
+    pub notifier: MemoryNotifier,
+    pub reminders: MemoryReminders,
+}
+
+/// A tracker over `market` and `store` writing to `out`, running no hand-off actions.
+pub fn tracker<'a, M: ?Sized, S: ?Sized>(
+    market: &'a M,
+    store: &'a S,
+    out: &'a Outputs,
+    settings: &'a TrackSettings,
+) -> Tracker<'a, M, S, MemoryNotifier, MemoryReminders> {
+    Tracker { market, store, notifier: &out.notifier, reminders: &out.reminders, settings, action_runner: None }
+}
+
+/// A stack `capblock-test` in `mode` with no account or team budget.
+pub fn stack_settings(mode: Mode) -> StackSettings {
+    StackSettings { name: "capblock-test".into(), mode, account_budget: None, team_budgets: Default::default() }
+}
+
+/// The scanner's settings of a stack `capblock-test` in `mode`: EC2 asked at a 1 ms pace, and
+/// the scan settles open purchases.
+pub fn scan_settings(mode: Mode) -> ScanSettings {
+    ScanSettings {
+        stack: stack_settings(mode),
+        describe: DescribeBudget::for_refill(
+            std::time::Duration::from_millis(1),
+            1.0,
+            std::time::Duration::from_secs(1),
+        ),
+        settles: true,
+    }
+}
+
+/// What a test's scanner writes to beside the store: its notices and its accelerator catalog.
+#[derive(Default)]
+pub struct ScanOutputs {
+    pub notifier: MemoryNotifier,
+    pub catalog: Mutex<AcceleratorCatalog>,
+}
+
+/// A scanner over `market` and `store` writing to `out`, asking with no member account.
+pub fn scanner<'a, M: ?Sized, S: ?Sized>(
+    market: &'a M,
+    store: &'a S,
+    out: &'a ScanOutputs,
+    settings: &'a ScanSettings,
+) -> Scanner<'a, M, S, MemoryNotifier> {
+    Scanner { market, store, notifier: &out.notifier, catalog: &out.catalog, settings, members: &[] }
 }

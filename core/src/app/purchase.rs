@@ -21,9 +21,9 @@ use crate::domain::approval;
 use crate::domain::block::purchases_held_at;
 use crate::domain::budget::{Approved, BudgetOwner, Intent, Period, StackBudgets, charges_for};
 use crate::domain::decision::{Headroom, PassedOver, Priced, check};
+use crate::domain::message_kind::MessageKind;
 use crate::domain::money::Money;
 use crate::domain::offering::Offering;
-use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::{Mode, Rule};
 use crate::domain::tags::{INTENT_TAG, RULE_TAG, STACK_TAG};
 use crate::ports::{
@@ -256,7 +256,7 @@ where
         let first_time = self.store.record_dry_run(&intent).await?;
         if first_time {
             let msg = announce::would_buy(&rule.id, p, &intent, stack_mode, rule.mode);
-            self.store.enqueue(&alert_notice(&intent.id, &OutboxKey::notice("would-buy")?, &msg, now)).await?;
+            self.store.enqueue(&alert_notice(&intent.id, &MessageKind::WouldBuy.outbox_key(None)?, &msg, now)).await?;
         }
         Ok(Outcome::WouldBuy { offering_id: p.offering.id.clone(), first_time })
     }
@@ -281,7 +281,9 @@ where
         let first_time = self.store.record_approval(&intent).await?;
         if first_time {
             let msg = announce::approval_needed(&rule.id, p, &intent);
-            self.store.enqueue(&alert_notice(&intent.id, &OutboxKey::notice("approval")?, &msg, now)).await?;
+            self.store
+                .enqueue(&alert_notice(&intent.id, &MessageKind::ApprovalNeeded.outbox_key(None)?, &msg, now))
+                .await?;
         }
         Ok(Outcome::AwaitingApproval { offering_id: p.offering.id.clone(), intent: intent.id, first_time })
     }
@@ -300,7 +302,7 @@ where
         if let Some(reason) = self.no_room(rule, &guard, now).await? {
             return Ok(Err(reason));
         }
-        let period = Period::of(now);
+        let period = Period::budget_month(now);
         if let Err(e) = charges_for(rule, &self.budgets, &period) {
             return Ok(Err(e.to_string()));
         }
@@ -364,7 +366,7 @@ where
             Err(reason) => return skipped(reason),
         };
 
-        let period = Period::of(now);
+        let period = Period::budget_month(now);
         let charges = match charges_for(rule, &self.budgets, &period) {
             Ok(c) => c,
             Err(e) => return skipped(e.to_string()),
@@ -575,7 +577,7 @@ where
     ) -> Result<Outcome, StoreError> {
         tracing::warn!(event = "purchase_failed", outcome = "refused", rule = %rule.id, intent = %intent.id, %reason, "nothing bought; budget released");
         let msg = announce::purchase_rejected(&rule.id, p, intent, reason);
-        let notice = alert_notice(&intent.id, &OutboxKey::notice("rejected")?, &msg, now);
+        let notice = alert_notice(&intent.id, &MessageKind::PurchaseRejected.outbox_key(None)?, &msg, now);
         self.store.record_rejected(intent, reason, Some(&notice)).await?;
         Ok(Outcome::Refused { offering_id: p.offering.id.clone(), reason: reason.to_string() })
     }

@@ -22,7 +22,7 @@ use crate::domain::block::{Block, Reservation, split_by_tag};
 use crate::domain::budget::Intent;
 use crate::domain::bus_event::{BusStep, Subject, event_tags};
 use crate::domain::decision::Priced;
-use crate::domain::outbox_key::OutboxKey;
+use crate::domain::message_kind::MessageKind;
 use crate::domain::run_time::RunTime;
 use crate::domain::settlement::{Judgement, Shown, judge, sent_at};
 use crate::domain::tags::INTENT_TAG;
@@ -76,7 +76,7 @@ pub async fn record_purchase<L: Ledger + ?Sized>(
         offering: intent.offering.clone(),
     };
     let msg = announce::purchased(&intent.rule_id, &priced, &r.id, r.arn.as_deref(), block.purchased_at);
-    let notice = alert_notice(&r.id, &OutboxKey::notice("purchased")?, &msg, now);
+    let notice = alert_notice(&r.id, &MessageKind::Purchased.outbox_key(None)?, &msg, now);
     let subject = Subject::of(&block, event_tags(&r.tags));
     let event = event_notice(&subject, &BusStep::Purchased, "purchased", r.arn.as_deref(), now)?;
     ledger.record_bought(intent, &block, &[notice, event]).await?;
@@ -268,7 +268,7 @@ async fn hold_for_a_person<L: Outbox + ?Sized>(
     tracing::error!(event = "purchase_outcome_unknown", intent = %intent.id, sent_at = %sent_at,
         "no reservation carries this intent's tag yet; the fee stays committed and the rule blocked until EC2 shows it or a person releases it");
     let msg = announce::outcome_unknown(intent, sent_at);
-    ledger.enqueue(&alert_notice(&intent.id, &OutboxKey::notice("outcome-unknown")?, &msg, now)).await?;
+    ledger.enqueue(&alert_notice(&intent.id, &MessageKind::OutcomeUnknown.outbox_key(None)?, &msg, now)).await?;
     Ok(Settled::StillOpen { intent: intent.id.clone(), reason: UNKNOWN_HELD.into() })
 }
 
@@ -285,7 +285,7 @@ async fn hold_unreadable<L: Outbox + ?Sized>(
     tracing::error!(event = "reservation_unreadable", intent = %intent.id, reservations = ?ids, reasons = ?reasons,
         "a reservation carries this intent's tag but cannot be read; the intent stays open, its fee committed");
     let msg = announce::unreadable_reservation(intent, &ids, &reasons);
-    ledger.enqueue(&alert_notice(&intent.id, &OutboxKey::notice("unreadable-reservation")?, &msg, now)).await?;
+    ledger.enqueue(&alert_notice(&intent.id, &MessageKind::UnreadableReservation.outbox_key(None)?, &msg, now)).await?;
     Ok(Settled::StillOpen {
         intent: intent.id.clone(),
         reason: format!("reservations {} carry this intent but cannot be read", ids.join(", ")),

@@ -12,8 +12,8 @@ use crate::domain::announce;
 use crate::domain::block::Block;
 use crate::domain::budget::{BudgetOwner, Period};
 use crate::domain::extension::ExtensionIntent;
+use crate::domain::message_kind::MessageKind;
 use crate::domain::money::Money;
-use crate::domain::outbox_key::OutboxKey;
 use crate::domain::report::{self, RuleMonth, TeamMonth};
 use crate::ports::{BlockArchive, ExtensionLedger, Ledger, Outbox, RuleStore, StoreError};
 
@@ -153,6 +153,11 @@ where
     let rows: Vec<RuleMonth> = m.rules.iter().map(|r| r.month.clone()).collect();
     let msg = announce::month_summary(period.as_str(), &rows, &m.teams, m.account_spent);
     store
-        .enqueue(&alert_notice(&format!("report-{}", period.as_str()), &OutboxKey::notice("summary")?, &msg, now))
+        .enqueue(&alert_notice(
+            &format!("report-{}", period.as_str()),
+            &MessageKind::MonthSummary.outbox_key(None)?,
+            &msg,
+            now,
+        ))
         .await
 }

@@ -20,9 +20,9 @@ use crate::domain::catalog::AcceleratorCatalog;
 use crate::domain::decision::Priced;
 use crate::domain::ids::{InstanceType, Region};
 use crate::domain::market_move;
+use crate::domain::message_kind::MessageKind;
 #[cfg(test)]
 use crate::domain::offering::Offering;
-use crate::domain::outbox_key::OutboxKey;
 use crate::domain::plan::{Candidate, DescribeBudget, Refusals, RegionMemory};
 use crate::domain::rule::{Mode, Rule, StartWindow};
 use crate::domain::run_time::RunTime;
@@ -491,21 +491,16 @@ where
         let mut kept = Vec::with_capacity(rules.len());
         let mut refused = BTreeMap::new();
         for rule in rules {
-            match charges_for(rule, &budgets, &Period::of(now)) {
+            match charges_for(rule, &budgets, &Period::budget_month(now)) {
                 Ok(_) => kept.push(rule.clone()),
                 Err(e) => {
                     tracing::warn!(event = "team_unbudgeted", rule = %rule.id, team = %e.team, "{e}");
                     if !at.is_replay() {
-                        let milestone = format!("team-unbudgeted-{}-{}", e.team, Period::of(now).as_str());
+                        let month = Period::budget_month(now);
+                        let milestone =
+                            MessageKind::TeamUnbudgeted.outbox_key(Some(&format!("{}-{}", e.team, month.as_str())))?;
                         let msg = announce::team_unbudgeted(&e.rule, &e.team, &budgets);
-                        self.store
-                            .enqueue(&alert_notice(
-                                &format!("rule-{}", rule.id),
-                                &OutboxKey::notice(milestone)?,
-                                &msg,
-                                now,
-                            ))
-                            .await?;
+                        self.store.enqueue(&alert_notice(&format!("rule-{}", rule.id), &milestone, &msg, now)).await?;
                     }
                     refused.insert(e.rule, e.team);
                 }
@@ -544,16 +539,13 @@ struct Findings {
 }
 
 #[cfg(test)]
-mod members;
-
-#[cfg(test)]
-mod replay;
-
-#[cfg(test)]
 mod tests {
     use chrono::TimeZone;
 
     use super::*;
+
+    mod members;
+    mod replay;
 
     fn rule(id: &str, types: &[&str], regions: usize) -> Rule {
         let regions = crate::domain::ids::KNOWN_REGIONS[..regions].iter().map(|r| format!("\"{r}\""));

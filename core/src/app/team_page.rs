@@ -98,7 +98,7 @@ pub async fn gather<S>(store: &S, now: DateTime<Utc>) -> Result<TeamData, StoreE
 where
     S: RuleStore + Ledger + BlockArchive + ExtensionLedger + ObservationStore + SettingsStore + ?Sized,
 {
-    let period = Period::of(now);
+    let period = Period::budget_month(now);
     let settings = store.stored_settings().await?;
     let stack_budgets = settings.as_ref().map(|s| s.stack.budgets()).unwrap_or_default();
     let mut rules: Vec<Rule> = store.list_rules().await?.into_iter().map(|r| r.rule).collect();
@@ -203,7 +203,7 @@ mod tests {
         );
         // A price series for each region and type the rule asks about.
         assert_eq!(data.prices.len(), 1);
-        assert_eq!(data.period, Period::of(now));
+        assert_eq!(data.period, Period::budget_month(now));
     }
 
     /// An UltraServer rule names UltraServer types, not instance types: the history of its
@@ -247,7 +247,7 @@ mod tests {
         assert!(data.blocks[0].extensions.is_empty());
         assert_eq!(data.month.skipped.len(), 1, "{:?}", data.month.skipped);
         assert!(data.month.skipped[0].contains("BLOCK#cr-1/EXT#cbx-bad"), "{}", data.month.skipped[0]);
-        let month = report::month(&store, &Period::of(now), &BTreeMap::new()).await.unwrap();
+        let month = report::month(&store, &Period::budget_month(now), &BTreeMap::new()).await.unwrap();
         assert_eq!(month.skipped, data.month.skipped);
         let page = crate::app::publish::team_page(&store, now, |d| d.month.skipped.join("\n")).await.unwrap();
         assert!(page.contains("does not decode"), "{page}");

@@ -150,6 +150,30 @@ pub enum TrackError {
     Market(#[from] MarketError),
 }
 
+/// The EC2 side a [`Tracker`] reads and acts on, named once so each of its `impl` blocks says
+/// `M: TrackerMarket` rather than the six ports again.
+pub trait TrackerMarket:
+    ReservationSource + ExtensionMarket + BlockKinds + BlockStatusSource + InstanceSource + ExtensionHistory
+{
+}
+
+impl<T> TrackerMarket for T where
+    T: ReservationSource
+        + ExtensionMarket
+        + BlockKinds
+        + BlockStatusSource
+        + InstanceSource
+        + ExtensionHistory
+        + ?Sized
+{
+}
+
+/// The store side of a [`Tracker`]: every table it reads and writes, named once (see
+/// [`TrackerMarket`]).
+pub trait TrackerStore: RuleStore + Ledger + BlockStore + Outbox + ExtensionLedger + MarketMemory {}
+
+impl<T> TrackerStore for T where T: RuleStore + Ledger + BlockStore + Outbox + ExtensionLedger + MarketMemory + ?Sized {}
+
 pub struct Tracker<'a, M: ?Sized, S: ?Sized, N: ?Sized, R: ?Sized> {
     pub market: &'a M,
     pub store: &'a S,
@@ -160,18 +184,8 @@ pub struct Tracker<'a, M: ?Sized, S: ?Sized, N: ?Sized, R: ?Sized> {
     pub action_runner: Option<ActionRunner<'a>>,
 }
 
-impl<M, S, N, R> Tracker<'_, M, S, N, R>
-where
-    M: ReservationSource
-        + ExtensionMarket
-        + BlockKinds
-        + BlockStatusSource
-        + InstanceSource
-        + ExtensionHistory
-        + ?Sized,
-    S: RuleStore + Ledger + BlockStore + Outbox + ExtensionLedger + MarketMemory + ?Sized,
-    N: Notifier + ?Sized,
-    R: Reminders + ?Sized,
+impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, R: Reminders + ?Sized>
+    Tracker<'_, M, S, N, R>
 {
     pub async fn run(&self, at: impl Into<RunTime>) -> Result<TrackReport, StoreError> {
         self.run_until(at.into(), None).await
@@ -423,7 +437,7 @@ where
                 });
             }
         }
-        let period = Period::of(now);
+        let period = Period::budget_month(now);
         let mut owners: Vec<(BudgetOwner, Money)> =
             self.settings.stack.account_budget.map(|limit| (BudgetOwner::Account, limit)).into_iter().collect();
         owners.extend(self.settings.stack.team_budgets.iter().map(|(t, limit)| (BudgetOwner::Team(t.clone()), *limit)));
@@ -866,18 +880,8 @@ where
     }
 }
 
-impl<M, S, N, R> Tracker<'_, M, S, N, R>
-where
-    M: ReservationSource
-        + ExtensionMarket
-        + BlockKinds
-        + BlockStatusSource
-        + InstanceSource
-        + ExtensionHistory
-        + ?Sized,
-    S: RuleStore + Ledger + BlockStore + Outbox + ExtensionLedger + MarketMemory + ?Sized,
-    N: Notifier + ?Sized,
-    R: Reminders + ?Sized,
+impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, R: Reminders + ?Sized>
+    Tracker<'_, M, S, N, R>
 {
     /// EC2 holds `r`, tagged with `intent`, which was closed unbought (a person released it, or
     /// EC2 refused the purchase and made it after all): the purchase is recorded as bought and

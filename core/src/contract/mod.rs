@@ -4,6 +4,8 @@
 //! integration tests in `tests/` run each on the DynamoDB adapter over moto. A case that only
 //! one implementation can pass is a difference between the proof's picture of AWS and AWS.
 //!
+//! - `fixtures`: the items the cases write, shared with the adapters' own tests.
 //! - `store`: the store and ledger ports (`StoreUnderTest`, `store::CASES`, `store::run`).
 
+pub mod fixtures;
 pub mod store;

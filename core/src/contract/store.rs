@@ -9,20 +9,17 @@
 //! `tests/tests/integration/store.rs`) expand that one list, one test per case.
 
 use async_trait::async_trait;
-use chrono::{DateTime, Duration, TimeZone, Utc};
+use chrono::Duration;
 use rust_decimal::Decimal;
 
+use super::fixtures::{block_for, charges, intent, notice, now, offering, rule, usd};
 use crate::domain::block::{Block, purchases_held_at};
-use crate::domain::budget::{
-    BudgetCharge, BudgetOwner, Intent, IntentState, Period, ReleasedHold, StackBudgets, charges_for,
-};
+use crate::domain::budget::{BudgetOwner, Intent, IntentState, Period, ReleasedHold};
 use crate::domain::lifecycle::BlockState;
-use crate::domain::money::Money;
-use crate::domain::offering::{Offering, RawOffering};
 use crate::domain::rule::{Mode, Rule};
 use crate::ports::{
-    BlockStore, Ledger, MarketMemory, Message, Notice, Observation, ObservationStore, Outbox, ReserveError, RuleStore,
-    SettingsStore, StoreError, Topic,
+    BlockStore, Ledger, MarketMemory, Observation, ObservationStore, Outbox, ReserveError, RuleStore, SettingsStore,
+    StoreError,
 };
 
 /// The store ports every implementation under contract has (any type with them all).
@@ -105,91 +102,6 @@ macro_rules! store_contract_cases {
 
 store_contract_cases!(cases);
 
-fn now() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 12, 1, 8, 0, 0).unwrap()
-}
-
-fn usd(amount: &str) -> Money {
-    Money::parse(amount, "USD").expect("an amount")
-}
-
-/// A live rule for one p5.48xlarge for a day in us-east-1: `budget` a month, two purchases.
-fn rule(id: &str, budget: &str) -> Rule {
-    let text = format!(
-        "id = \"{id}\"\nregions = [\"us-east-1\"]\ninstance_types = [\"p5.48xlarge\"]\ninstance_counts = [1]\n\
-         durations_days = [1]\nmax_price_per_accelerator_hour = \"5\"\nmonthly_budget = \"{budget}\"\n\
-         max_purchases_per_month = 2\nstart_window = {{ earliest_in_days = 0, latest_in_days = 14 }}\n"
-    );
-    Rule::from_toml(&text, now()).expect("a valid rule")
-}
-
-fn offering(id: &str, fee: &str) -> Offering {
-    let start = Utc.with_ymd_and_hms(2026, 12, 3, 11, 30, 0).unwrap();
-    let raw = RawOffering {
-        offering_id: Some(id.into()),
-        instance_type: Some("p5.48xlarge".into()),
-        availability_zone: Some("us-east-1a".into()),
-        instance_count: Some(1),
-        start_date: Some(start),
-        end_date: Some(start + Duration::days(1)),
-        duration_hours: Some(24),
-        duration_minutes: Some(0),
-        upfront_fee: Some(fee.into()),
-        currency_code: Some("USD".into()),
-        ultraserver_type: None,
-        ultraserver_count: None,
-        zone_type: None,
-    };
-    Offering::parse(&"us-east-1".parse().expect("a region"), raw).expect("a valid offering")
-}
-
-/// The rule's charges, with the account capped at `account` when given.
-fn charges(rule: &Rule, account: Option<&str>) -> Vec<BudgetCharge> {
-    let budgets = StackBudgets { account: account.map(usd), teams: Default::default() };
-    charges_for(rule, &budgets, &Period::of(now())).expect("no team")
-}
-
-fn intent(rule: &Rule, offering_id: &str, fee: &str, account: Option<&str>) -> Intent {
-    Intent::new(&rule.id, offering(offering_id, fee), 8, charges(rule, account), now())
-}
-
-fn block_for(intent: &Intent, id: &str) -> Block {
-    Block {
-        reservation_id: id.into(),
-        region: intent.offering.region.clone(),
-        availability_zone: "us-east-1a".into(),
-        instance_type: intent.offering.instance_type.clone(),
-        instance_count: 1,
-        start: intent.offering.start,
-        end: intent.offering.end,
-        state: BlockState::PaymentPending,
-        fee: Some(intent.offering.fee),
-        accelerators_per_instance: Some(8),
-        purchased_at: now(),
-        payment_deadline: None,
-        rule_id: Some(intent.rule_id.clone()),
-        intent_id: Some(intent.id.clone()),
-        ultraserver: false,
-        arn: None,
-        period: Some(intent.period.clone()),
-        version: 1,
-        capacity_block_id: None,
-        health: None,
-        health_changes: 0,
-        usage: Default::default(),
-    }
-}
-
-fn notice(thread: &str, milestone: &str) -> Notice {
-    Notice {
-        thread: thread.into(),
-        milestone: crate::domain::outbox_key::OutboxKey::parse(milestone).expect("a key"),
-        topic: Topic::Alerts,
-        message: Message { body: "{}".into(), attributes: Default::default() },
-        created_at: now(),
-    }
-}
-
 /// Reserves, sends and records `intent` bought as block `block_id`; returns the sent intent.
 async fn buy<S: StorePorts>(s: &S, intent: &Intent, block_id: &str) -> Intent {
     let seq = s.guard(&intent.rule_id).await.unwrap().seq;
@@ -201,7 +113,7 @@ async fn buy<S: StorePorts>(s: &S, intent: &Intent, block_id: &str) -> Intent {
 }
 
 async fn used<S: StorePorts>(s: &S, owner: BudgetOwner) -> (Decimal, Decimal, u32) {
-    s.usage(&owner, &Period::of(now()))
+    s.usage(&owner, &Period::budget_month(now()))
         .await
         .unwrap()
         .map_or((Decimal::ZERO, Decimal::ZERO, 0), |u| (u.committed.amount(), u.spent.amount(), u.purchases))
@@ -480,7 +392,7 @@ async fn a_write_whose_answer_was_lost_is_refused_when_retried<S: StorePorts, F:
 async fn amounts_read_back_with_cents_however_the_store_trims_them<S: StorePorts, F: StoreFaults>(s: &S, f: &F) {
     let r = rule("r1", "10000");
     s.reserve(&intent(&r, "cb-1", "4608.00", None), 0).await.unwrap();
-    let period = Period::of(now());
+    let period = Period::budget_month(now());
     f.store_committed_as(&rule_owner("r1"), &period, "4608").await;
     let usage = s.usage(&rule_owner("r1"), &period).await.unwrap().unwrap();
     assert_eq!(usage.committed, usd("4608.00"));

@@ -71,7 +71,7 @@ pub fn backtest(rule: &Rule, samples: &[Sample]) -> Backtest {
     for (t, offerings) in &by_time {
         let t = *t;
         let held = purchases.iter().filter(|b| b.at <= t && t < b.offering.end).count();
-        let period = Period::of(t);
+        let period = Period::budget_month(t);
         let (used, count) = spent.get(&period).copied().unwrap_or((Decimal::ZERO, 0));
         // Purchases stay within the budget, itself a `Money`: `used` is too (clamped all the same).
         let committed = Money::new(used.min(Money::MAX_AMOUNT), rule.currency).expect("spent is non-negative");

@@ -16,6 +16,16 @@ use super::rule::Rule;
 pub struct Period(String);
 
 impl Period {
+    /// The budget month a run's money falls in: the UTC month of `clock`, the functions' clock
+    /// (`RunTime::clock`: the Lambda's time, or the moment a person's `--time` replays). Every
+    /// charge, limit and report of "this month" is counted in it; never the month of EC2's
+    /// clock or of a block's dates, so two runs at one moment always charge one month.
+    pub fn budget_month(clock: DateTime<Utc>) -> Period {
+        Period::of(clock)
+    }
+
+    /// The calendar month (UTC) `t` falls in, for any moment: a block's start, a month to
+    /// report. The month a run charges is [`Period::budget_month`].
     pub fn of(t: DateTime<Utc>) -> Period {
         Period(format!("{:04}-{:02}", t.year(), t.month()))
     }
@@ -208,7 +218,7 @@ impl Intent {
             reservation_id: None,
             parts: Vec::new(),
             reason: None,
-            period: Period::of(now),
+            period: Period::budget_month(now),
             charges,
             approval: None,
         }
@@ -462,6 +472,19 @@ mod tests {
     fn periods_are_utc_months() {
         assert_eq!(Period::of(Utc.with_ymd_and_hms(2026, 12, 31, 23, 59, 59).unwrap()).as_str(), "2026-12");
         assert_eq!(Period::of(Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap()).as_str(), "2027-01");
+    }
+
+    /// A purchase asked for in the last second of December, of a block starting in January, is
+    /// December's money: the month comes from the run's clock, not from the block.
+    #[test]
+    fn a_run_charges_the_budget_month_of_its_clock() {
+        let clock = Utc.with_ymd_and_hms(2026, 12, 31, 23, 59, 59).unwrap();
+        let start = Utc.with_ymd_and_hms(2027, 1, 2, 0, 0, 0).unwrap();
+        let o = crate::domain::offering::example("cb-jan", "us-east-1", start, Money::parse("480", "USD").unwrap());
+        let i = Intent::new("east", o, 8, vec![], clock);
+        assert_eq!(i.period, Period::budget_month(clock));
+        assert_eq!(i.period.as_str(), "2026-12");
+        assert_eq!(Period::budget_month(clock + Duration::seconds(1)).as_str(), "2027-01");
     }
 
     #[test]

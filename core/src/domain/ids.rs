@@ -187,6 +187,31 @@ pub fn is_team_name(s: &str) -> bool {
         && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_')
 }
 
+/// The member accounts that lend the watch their describe limit (`WatchAccounts`): 12-digit
+/// account ids, each once, at most [`MAX_MEMBER_ACCOUNTS`]. The error says which entry is wrong.
+pub fn parse_member_accounts(text: &str) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if entry.len() != 12 || !entry.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("{entry:?} is not an account id (12 digits)"));
+        }
+        if !out.iter().any(|a| a == entry) {
+            out.push(entry.to_string());
+        }
+    }
+    if out.len() > MAX_MEMBER_ACCOUNTS {
+        return Err(format!(
+            "{} accounts: at most {MAX_MEMBER_ACCOUNTS} (each adds a lane per region to every scan)",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// Member accounts a scan may ask through: 8 lanes per region already ask a region's 64
+/// questions in about a minute, and each lane costs an AssumeRole per container.
+pub const MAX_MEMBER_ACCOUNTS: usize = 8;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,36 +265,6 @@ mod tests {
             assert!(bad.parse::<InstanceType>().is_err(), "{bad}");
         }
     }
-}
-
-/// The member accounts that lend the watch their describe limit (`WatchAccounts`): 12-digit
-/// account ids, each once, at most [`MAX_MEMBER_ACCOUNTS`]. The error says which entry is wrong.
-pub fn parse_member_accounts(text: &str) -> Result<Vec<String>, String> {
-    let mut out: Vec<String> = Vec::new();
-    for entry in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        if entry.len() != 12 || !entry.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(format!("{entry:?} is not an account id (12 digits)"));
-        }
-        if !out.iter().any(|a| a == entry) {
-            out.push(entry.to_string());
-        }
-    }
-    if out.len() > MAX_MEMBER_ACCOUNTS {
-        return Err(format!(
-            "{} accounts: at most {MAX_MEMBER_ACCOUNTS} (each adds a lane per region to every scan)",
-            out.len()
-        ));
-    }
-    Ok(out)
-}
-
-/// Member accounts a scan may ask through: 8 lanes per region already ask a region's 64
-/// questions in about a minute, and each lane costs an AssumeRole per container.
-pub const MAX_MEMBER_ACCOUNTS: usize = 8;
-
-#[cfg(test)]
-mod member_account_tests {
-    use super::*;
 
     #[test]
     fn member_accounts_are_account_ids_each_once() {

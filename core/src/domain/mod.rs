@@ -26,6 +26,7 @@ pub mod list_price;
 pub mod market_memory;
 pub mod market_move;
 pub mod market_note;
+pub mod message_kind;
 pub mod metrics;
 pub mod milestone;
 pub mod money;

@@ -325,20 +325,3 @@ pub fn event_consumers(share_with: &[SharePrincipal], handoff_account: Option<&s
     }
     out
 }
-
-#[cfg(test)]
-mod consumer_tests {
-    use super::*;
-
-    #[test]
-    fn events_go_to_the_named_accounts_once_not_to_units() {
-        let with = vec![
-            SharePrincipal::Account("111111111111".into()),
-            SharePrincipal::Unit("arn:aws:organizations::999999999999:ou/o-abc1234567/ou-ab12-cdefgh12".into()),
-            SharePrincipal::Account("222222222222".into()),
-        ];
-        assert_eq!(event_consumers(&with, Some("111111111111")), ["111111111111", "222222222222"]);
-        assert!(event_consumers(&[], None).is_empty());
-        assert_eq!(event_consumers(&[], Some("333333333333")), ["333333333333"]);
-    }
-}

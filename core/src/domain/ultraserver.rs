@@ -175,11 +175,6 @@ mod tests {
         assert!(only_in_ultraservers("trn2.48xlarge").is_none());
         assert!(serde_json::from_str::<UltraServerType>("\"u-nope\"").is_err());
     }
-}
-
-#[cfg(test)]
-mod count_tests {
-    use super::*;
 
     #[test]
     fn counts_ec2_takes() {

@@ -392,6 +392,19 @@ enum Close {
 }
 
 impl Items {
+    /// A fee EC2 took after all: committed and spent again on each charge's budget (its row
+    /// made at zero if missing), and counted as a purchase when `purchase`.
+    fn recommit(&mut self, charges: &[BudgetCharge], fee: Money, purchase: bool) {
+        for c in charges {
+            let row = budget_row(self, c, fee.currency());
+            row.committed += fee.amount();
+            row.spent += fee.amount();
+            if purchase {
+                row.purchases += 1;
+            }
+        }
+    }
+
     /// `DynamoStore::close_intent`: the intent must be open (given back: still in its state),
     /// the guard must be the intent's, every budget must exist.
     fn close_intent(&mut self, intent: &Intent, closed: Option<Intent>, how: Close) -> Result<(), StoreError> {
@@ -748,20 +761,7 @@ impl Ledger for MemoryTable {
         if !items.blocks.contains_key(&block.reservation_id) {
             return Err(conflict(format!("recommitting the fee of block {}: no block", block.reservation_id)));
         }
-        let fee = intent.offering.fee.amount();
-        for c in &intent.charges {
-            let row = items.budgets.entry((c.owner.key(), c.period.clone())).or_insert_with(|| BudgetRow {
-                committed: Decimal::ZERO,
-                spent: Decimal::ZERO,
-                purchases: 0,
-                currency: intent.offering.fee.currency(),
-            });
-            row.committed += fee;
-            row.spent += fee;
-            if count_purchase {
-                row.purchases += 1;
-            }
-        }
+        items.recommit(&intent.charges, intent.offering.fee, count_purchase);
         items.intents.get_mut(&k).expect("checked above").fee_released_at = None;
         items.blocks.get_mut(&block.reservation_id).expect("checked above").budget_released_at = None;
         self.moved(format!("recommit_released_fee {}", block.reservation_id))?;
@@ -779,18 +779,7 @@ impl Ledger for MemoryTable {
         if items.blocks.contains_key(&block.reservation_id) {
             return Ok(false);
         }
-        let fee = intent.offering.fee.amount();
-        for c in &intent.charges {
-            let row = items.budgets.entry((c.owner.key(), c.period.clone())).or_insert_with(|| BudgetRow {
-                committed: Decimal::ZERO,
-                spent: Decimal::ZERO,
-                purchases: 0,
-                currency: intent.offering.fee.currency(),
-            });
-            row.committed += fee;
-            row.spent += fee;
-            row.purchases += 1;
-        }
+        items.recommit(&intent.charges, intent.offering.fee, true);
         let row = items.intents.get_mut(&k).expect("checked above");
         row.intent = held_after_close(&row.intent, &block.reservation_id);
         items.blocks.insert(
@@ -962,12 +951,7 @@ impl ExtensionLedger for MemoryTable {
         if x.charges.iter().any(|c| !items.budgets.contains_key(&(c.owner.key(), c.period.clone()))) {
             return Err(what("a budget it charged is missing"));
         }
-        let fee = x.offer.fee.amount();
-        for c in &x.charges {
-            let row = items.budgets.get_mut(&(c.owner.key(), c.period.clone())).expect("checked above");
-            row.committed += fee;
-            row.spent += fee;
-        }
+        items.recommit(&x.charges, x.offer.fee, false);
         let mut paid = x.clone();
         paid.state = ExtensionState::Paid;
         paid.reason = Some(reason.to_string());
@@ -1236,7 +1220,7 @@ mod tests {
     use crate::domain::budget::charges_for;
 
     fn reserved(rule: &Rule, id: &str, at: DateTime<Utc>) -> Intent {
-        let charges = charges_for(rule, &Default::default(), &Period::of(at)).unwrap();
+        let charges = charges_for(rule, &Default::default(), &Period::budget_month(at)).unwrap();
         Intent::new(&rule.id, offering(id, at + Duration::days(2)), 8, charges, at)
     }
 
@@ -1252,7 +1236,7 @@ mod tests {
         assert_eq!(t.reserve(&first, 1).await, Err(ReserveError::AlreadyExists));
         assert_eq!(t.reserve(&reserved(&east, "cb-2", t0()), 1).await, Err(ReserveError::RuleBusy));
         t.record_given_back(&first, "throttled").await.unwrap();
-        let usage = t.usage(&BudgetOwner::Rule("east".into()), &Period::of(t0())).await.unwrap().unwrap();
+        let usage = t.usage(&BudgetOwner::Rule("east".into()), &Period::budget_month(t0())).await.unwrap().unwrap();
         assert_eq!((usage.committed.amount(), usage.purchases), (Decimal::ZERO, 0));
         t.reserve(&first, 1).await.unwrap();
         t.mark_sent(&first.id, "east", t0()).await.unwrap();
@@ -1294,7 +1278,7 @@ mod tests {
         t.record_bought(&sent, &Block::bought(&sent, &reservation_of(&sent, "cr-1"), t0()), &[]).await.unwrap();
         // The same approval again, the block under yet another id: refused, nothing charged.
         assert_eq!(t.reserve(&on_approval("cb-renamed-2"), 2).await, Err(ReserveError::ApprovalUsed));
-        let usage = t.usage(&BudgetOwner::Rule("east".into()), &Period::of(t0())).await.unwrap().unwrap();
+        let usage = t.usage(&BudgetOwner::Rule("east".into()), &Period::budget_month(t0())).await.unwrap().unwrap();
         assert_eq!(usage.purchases, 1);
         // Another record of the same block (a second ask raced the marker) is consumed too.
         let twin = Intent::new(&east.id, offering("cb-twin", t0() + Duration::days(2)), 8, vec![], t0());
@@ -1319,7 +1303,7 @@ mod tests {
         let guard = t.guard("east").await.unwrap();
         assert_eq!((&guard.open_intent, &guard.released), (&None, &vec![ReleasedHold::of(&sent)]));
         assert_eq!(guard.released[0].until, sent.offering.start);
-        let usage = t.usage(&BudgetOwner::Rule("east".into()), &Period::of(t0())).await.unwrap().unwrap();
+        let usage = t.usage(&BudgetOwner::Rule("east".into()), &Period::budget_month(t0())).await.unwrap().unwrap();
         assert_eq!((usage.committed.amount(), usage.purchases), (Decimal::ZERO, 0), "the fee given back");
         assert_eq!(t.get_intent("east", &sent.id).await.unwrap().unwrap().state, IntentState::Rejected);
         assert!(t.release_by_person(&sent, "again").await.is_err(), "once");
@@ -1339,7 +1323,7 @@ mod tests {
         let t = MemoryTable::default().with_rules([east]).with_intents([bought.clone()]).with_blocks(parts.clone());
         assert!(t.release_failed_block(&parts[0], &bought, true, t0()).await.unwrap());
         assert!(!t.release_failed_block(&parts[1], &bought, true, t0()).await.unwrap());
-        let usage = t.usage(&BudgetOwner::Rule("east".into()), &Period::of(t0())).await.unwrap().unwrap();
+        let usage = t.usage(&BudgetOwner::Rule("east".into()), &Period::budget_month(t0())).await.unwrap().unwrap();
         assert_eq!(
             (usage.committed.amount(), usage.spent.amount(), usage.purchases),
             (Decimal::ZERO, Decimal::ZERO, 0)

@@ -18,17 +18,7 @@ fn scenario(reading: &str) -> String {
     ScenarioToml::new(7, T0)
         .payment("succeed", Some(3))
         .behaviour(&format!("unavailable_means = \"{reading}\""))
-        .raw(
-            r#"[[market]]
-region = "us-east-1"
-instance_type = "p5.48xlarge"
-azs = ["us-east-1a"]
-counts = [8]
-durations_days = [1]
-start_days = [2]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
-"#,
-        )
+        .p5_counts("us-east-1", &[8], &[2], "3.00")
         .build()
 }
 

@@ -12,18 +12,14 @@ use aws_sdk_dynamodb::config::interceptors::{
 };
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::types::AttributeValue;
+use capblock_core::contract::fixtures::{block_for, intent, notice, now, rule};
 use capblock_core::contract::store::{self as contract, StoreFaults};
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::domain::block::Block;
-use capblock_shared::domain::budget::{BudgetCharge, BudgetOwner, Intent, IntentState, Period};
+use capblock_shared::domain::budget::{BudgetOwner, Intent, IntentState, Period};
 use capblock_shared::domain::lifecycle::BlockState;
-use capblock_shared::domain::offering::Offering;
-use capblock_shared::domain::rule::Rule;
 use capblock_shared::ports::{BlockStore, Ledger, Outbox, RuleStore, StoreError};
-use capblock_tests::{Aws, RuleToml, p5_offering};
-use chrono::{DateTime, Utc};
-use rust_decimal::Decimal;
-use rust_decimal_macros::dec;
+use capblock_tests::Aws;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -195,61 +191,6 @@ macro_rules! contract {
 
 capblock_core::store_contract_cases!(contract);
 
-fn now() -> DateTime<Utc> {
-    "2026-12-01T08:00:00Z".parse().unwrap()
-}
-
-fn rule(id: &str, budget: &str) -> Rule {
-    RuleToml::p5(id).max_price("5").budget(budget).max_purchases_per_month(2).window(0, 14).rule(now())
-}
-
-fn offering(id: &str, fee: Decimal) -> Offering {
-    p5_offering("us-east-1", id, "2026-12-03T11:30:00Z".parse().unwrap(), fee)
-}
-
-fn charges(rule: &Rule) -> Vec<BudgetCharge> {
-    let budgets = capblock_shared::domain::budget::StackBudgets { account: None, teams: Default::default() };
-    capblock_shared::domain::budget::charges_for(rule, &budgets, &Period::of(now())).expect("no team")
-}
-
-fn block_for(intent: &Intent, id: &str) -> Block {
-    Block {
-        reservation_id: id.into(),
-        region: intent.offering.region.clone(),
-        availability_zone: "us-east-1a".into(),
-        instance_type: intent.offering.instance_type.clone(),
-        instance_count: 1,
-        start: intent.offering.start,
-        end: intent.offering.end,
-        state: BlockState::PaymentPending,
-        fee: Some(intent.offering.fee),
-        accelerators_per_instance: Some(8),
-        purchased_at: now(),
-        payment_deadline: None,
-        rule_id: Some(intent.rule_id.clone()),
-        intent_id: Some(intent.id.clone()),
-        ultraserver: false,
-        arn: None,
-        period: Some(intent.period.clone()),
-        version: 1,
-        capacity_block_id: None,
-        health: None,
-        health_changes: 0,
-        usage: Default::default(),
-    }
-}
-
-fn notice(thread: &str, milestone: &str) -> capblock_shared::ports::Notice {
-    use capblock_shared::ports::{Message, Notice, Topic};
-    Notice {
-        thread: thread.into(),
-        milestone: capblock_shared::domain::outbox_key::OutboxKey::parse(milestone).unwrap(),
-        topic: Topic::Alerts,
-        message: Message { body: "{}".into(), attributes: Default::default() },
-        created_at: now(),
-    }
-}
-
 /// Adapter-only: items written by hand that do not decode (the in-memory table stores only
 /// typed values, so it has no such item to leave out).
 /// Writes an item whose `data` does not decode, with the keys and index entries of its kind.
@@ -271,8 +212,7 @@ async fn a_corrupt_item_is_left_out_of_listings_and_named_when_asked_for() {
     let store = aws.store();
     store.put_rule(&rule("good", "1000"), None).await.unwrap();
     put_corrupt(&store, &[("pk", "RULE#bad"), ("sk", "RULE"), ("gsi1pk", "RULES"), ("gsi1sk", "bad")]).await;
-    let r = rule("r1", "1000");
-    let it = Intent::new("r1", offering("cb-1", dec!(10)), 8, charges(&r), now());
+    let it = intent(&rule("r1", "1000"), "cb-1", "10", None);
     store.reserve(&it, 0).await.unwrap();
     put_corrupt(&store, &[("pk", "RULE#r2"), ("sk", "INTENT#cb-2"), ("gsi1pk", "INTENT#OPEN"), ("gsi1sk", "r2/cb-2")])
         .await;
@@ -324,8 +264,7 @@ async fn a_corrupt_item_is_left_out_of_listings_and_named_when_asked_for() {
 async fn a_final_block_leaves_the_guards_held_attribute() {
     let aws = Aws::fresh("held").await;
     let store = aws.store();
-    let r = rule("r1", "1000");
-    let it = Intent::new("r1", offering("cb-1", dec!(10)), 8, charges(&r), now());
+    let it = intent(&rule("r1", "1000"), "cb-1", "10", None);
     store.reserve(&it, 0).await.unwrap();
     store.mark_sent(&it.id, "r1", now()).await.unwrap();
     let sent = Intent { state: IntentState::Sent, ..it.clone() };

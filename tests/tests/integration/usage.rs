@@ -12,18 +12,9 @@ use chrono::{DateTime, Utc};
 fn scenario() -> String {
     ScenarioToml::new(5, T0)
         .payment("succeed", Some(3))
-        .raw(
-            r#"[[market]]
-region = "us-east-1"
-instance_type = "p5.48xlarge"
-azs = ["us-east-1a"]
-counts = [8]
-durations_days = [1]
-start_days = [2]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "3.00" } ]
-usage = [ { after_start_hours = 1.0, running = 5 }, { after_start_hours = 3.0, running = 8 } ]
-"#,
-        )
+        .p5_counts("us-east-1", &[8], &[2], "3.00")
+        // The market line's own `usage` key: what runs on its blocks, hours after their start.
+        .raw("usage = [ { after_start_hours = 1.0, running = 5 }, { after_start_hours = 3.0, running = 8 } ]")
         .build()
 }
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use capblock_core::domain::block::Block;
-use capblock_core::domain::budget::{BudgetOwner, Intent, IntentState, Period};
+use capblock_core::domain::budget::{BudgetCharge, BudgetOwner, Intent, IntentState, Period};
 use capblock_core::domain::extension::ExtensionState;
 use capblock_core::domain::ledger_check::{self, LedgerVerdict};
 use capblock_core::domain::rule::Rule;
@@ -48,37 +48,42 @@ pub fn check(table: &MemoryTable, ec2: &MemoryEc2, rules: &[Rule], stack: &Stack
         return Err(format!("intent {intent} was bought {n} times"));
     }
     let intents: BTreeMap<String, Intent> = table.intents().into_iter().map(|i| (i.id.clone(), i)).collect();
-    let budgets = table.budgets();
-    // What the ledger says each budget commits: open and bought purchases, open and paid
-    // extensions, less failed payments given back.
+    ledger_adds_up(table, &intents, rules, stack)?;
+    ec2_is_committed(table, ec2, &intents, rules)?;
+    ledger_agrees(table, ec2)
+}
+
+/// Each budget row commits and spends what its intents and extensions add up to (open and
+/// bought purchases, open and paid extensions, less failed payments given back), within its
+/// limit, and no intent charges a budget the ledger does not hold.
+fn ledger_adds_up(
+    table: &MemoryTable,
+    intents: &BTreeMap<String, Intent>,
+    rules: &[Rule],
+    stack: &StackSettings,
+) -> Result<(), String> {
     let mut owed: BTreeMap<(String, Period), (Decimal, Decimal)> = BTreeMap::new();
+    let mut owe = |charges: &[BudgetCharge], fee: Decimal, paid: bool| {
+        for c in charges {
+            let e = owed.entry((c.owner.key(), c.period.clone())).or_default();
+            e.0 += fee;
+            if paid {
+                e.1 += fee;
+            }
+        }
+    };
     for i in intents.values() {
         let released = table.fee_released(&i.rule_id, &i.offering.id);
-        let counts = i.state.is_open() || (i.state == IntentState::Bought && !released);
-        if !counts {
-            continue;
-        }
-        for c in &i.charges {
-            let e = owed.entry((c.owner.key(), c.period.clone())).or_default();
-            e.0 += i.offering.fee.amount();
-            if i.state == IntentState::Bought {
-                e.1 += i.offering.fee.amount();
-            }
+        if i.state.is_open() || (i.state == IntentState::Bought && !released) {
+            owe(&i.charges, i.offering.fee.amount(), i.state == IntentState::Bought);
         }
     }
     for x in table.extensions() {
-        if !(x.state.is_open() || x.state == ExtensionState::Paid) {
-            continue;
-        }
-        for c in &x.charges {
-            let e = owed.entry((c.owner.key(), c.period.clone())).or_default();
-            e.0 += x.offer.fee.amount();
-            if x.state == ExtensionState::Paid {
-                e.1 += x.offer.fee.amount();
-            }
+        if x.state.is_open() || x.state == ExtensionState::Paid {
+            owe(&x.charges, x.offer.fee.amount(), x.state == ExtensionState::Paid);
         }
     }
-    for ((owner, period), row) in &budgets {
+    for ((owner, period), row) in &table.budgets() {
         let (committed, spent) = owed.remove(&(owner.clone(), period.clone())).unwrap_or_default();
         if row.committed != committed || row.spent != spent {
             return Err(format!(
@@ -97,8 +102,19 @@ pub fn check(table: &MemoryTable, ec2: &MemoryEc2, rules: &[Rule], stack: &Stack
     if let Some(((owner, period), _)) = owed.into_iter().find(|(_, (c, _))| !c.is_zero()) {
         return Err(format!("intents charge budget {owner} {} that the ledger does not hold", period.as_str()));
     }
-    // What EC2 holds is committed in every budget it was charged to, and each rule holds no
-    // more blocks at once than it may.
+    Ok(())
+}
+
+/// What EC2 holds is committed in every budget it was charged to, and each rule holds no more
+/// blocks at once than it may. An extension EC2 sold is charged like a purchase: its intent is
+/// open or paid, never released, and its fee is committed; unless its payment failed (EC2
+/// charges nothing).
+fn ec2_is_committed(
+    table: &MemoryTable,
+    ec2: &MemoryEc2,
+    intents: &BTreeMap<String, Intent>,
+    rules: &[Rule],
+) -> Result<(), String> {
     let mut held: BTreeMap<(String, Period), Decimal> = BTreeMap::new();
     let mut running: BTreeMap<String, usize> = BTreeMap::new();
     for (purchase, (intent_id, is_running)) in held_purchases(ec2) {
@@ -115,8 +131,6 @@ pub fn check(table: &MemoryTable, ec2: &MemoryEc2, rules: &[Rule], stack: &Stack
             *running.entry(intent.rule_id.clone()).or_default() += 1;
         }
     }
-    // An extension EC2 sold is charged like a purchase: its intent is open or paid, never
-    // released, and its fee is committed; unless its payment failed (EC2 charges nothing).
     let extensions = table.extensions();
     for sold in ec2.extensions_sold().into_iter().filter(|x| x.status != "payment-failed") {
         let id = format!("{}/{}", sold.reservation_id, sold.offering_id);
@@ -130,6 +144,7 @@ pub fn check(table: &MemoryTable, ec2: &MemoryEc2, rules: &[Rule], stack: &Stack
             *held.entry((c.owner.key(), c.period.clone())).or_default() += x.offer.fee.amount();
         }
     }
+    let budgets = table.budgets();
     for ((owner, period), amount) in held {
         let committed = budgets.get(&(owner.clone(), period.clone())).map_or(Decimal::ZERO, |r| r.committed);
         if amount > committed {
@@ -145,7 +160,7 @@ pub fn check(table: &MemoryTable, ec2: &MemoryEc2, rules: &[Rule], stack: &Stack
             return Err(format!("EC2 holds {n} blocks of {} at once; it may hold {}", rule.id, rule.max_blocks_held));
         }
     }
-    ledger_agrees(table, ec2)
+    Ok(())
 }
 
 /// The tracker's own ledger check (`domain::ledger_check`), judged after every step: no block

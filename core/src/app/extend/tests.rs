@@ -8,15 +8,13 @@ use async_trait::async_trait;
 use chrono::Duration;
 
 use super::*;
-use crate::app::fixtures::{offering, reservation_of, rule, sent_intent, t0};
-use crate::app::track::{TrackSettings, Tracker};
+use crate::app::fixtures::{Outputs, offering, reservation_of, rule, sent_intent, t0, track_settings, tracker};
 use crate::domain::block::Reservation;
 use crate::domain::budget::{BudgetOwner, IntentState};
 use crate::domain::extension::ExtensionReceipt;
 use crate::domain::lifecycle::extension_payment_deadline;
 use crate::domain::money::Money;
-use crate::domain::stack::StackSettings;
-use crate::memory::{MemoryEc2, MemoryNotifier, MemoryReminders, MemoryTable};
+use crate::memory::{MemoryEc2, MemoryTable};
 use crate::ports::ExtensionRecord;
 
 /// EC2 with a history of extensions told by the test: `None` answers 503.
@@ -156,26 +154,9 @@ async fn a_block_off_its_path_or_not_found_settles_nothing_on_its_stale_end() {
         r.end = x.offer.end;
         let market =
             if shown == "unavailable" { MemoryEc2::default().with_reservations([r]) } else { MemoryEc2::default() };
-        let settings = TrackSettings {
-            stack: StackSettings {
-                name: "capblock-test".into(),
-                mode: Mode::Live,
-                account_budget: None,
-                team_budgets: Default::default(),
-            },
-            payment_warning_hours: vec![],
-            adopt_untagged: false,
-            regions: vec![],
-        };
-        let (notifier, reminders) = (MemoryNotifier::default(), MemoryReminders::default());
-        let tracker = Tracker {
-            market: &market,
-            store: &table,
-            notifier: &notifier,
-            reminders: &reminders,
-            settings: &settings,
-            action_runner: None,
-        };
+        let settings = track_settings(Mode::Live);
+        let out = Outputs::default();
+        let tracker = tracker(&market, &table, &out, &settings);
         let deadline = extension_payment_deadline(b.end - Duration::hours(3), b.end);
         tracker.run(deadline + Duration::minutes(16)).await.unwrap();
         assert_eq!(table.extensions()[0].state, ExtensionState::Sent, "{shown}: still open");

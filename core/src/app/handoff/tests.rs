@@ -51,9 +51,21 @@ impl BlockStore for Memory {
 }
 
 impl Memory {
-    fn alerts(&self) -> Vec<String> {
+    /// Every notice enqueued for `topic`, in order.
+    fn on(&self, topic: Topic) -> Vec<Notice> {
         let n = self.notices.lock().unwrap();
-        n.iter().filter(|(n, _, _)| n.topic == Topic::Alerts).map(|(n, _, _)| n.milestone.to_string()).collect()
+        n.iter().filter(|(n, _, _)| n.topic == topic).map(|(n, _, _)| n.clone()).collect()
+    }
+
+    /// The body of the notice whose key ends with `suffix` (the test knows there is one).
+    fn body_ending(&self, suffix: &str) -> String {
+        let n = self.notices.lock().unwrap();
+        let found = n.iter().find(|(n, _, _)| n.milestone.ends_with(suffix));
+        found.map(|(n, _, _)| n.message.body.clone()).unwrap_or_else(|| panic!("no notice ending {suffix:?}"))
+    }
+
+    fn alerts(&self) -> Vec<String> {
+        self.on(Topic::Alerts).into_iter().map(|n| n.milestone.to_string()).collect()
     }
 }
 
@@ -541,14 +553,7 @@ async fn a_command_goes_once_to_each_instance_and_its_result_comes_back() {
     let report = action_runner(&aws).run(&outbox, now + Duration::minutes(10)).await.unwrap();
     assert_eq!(report.done.len(), 1);
     assert_eq!(aws.sent.lock().unwrap().len(), 2, "nothing sent again");
-    let result = outbox
-        .notices
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|(n, _, _)| n.milestone.ends_with("-result-done"))
-        .map(|(n, _, _)| n.message.body.clone())
-        .unwrap();
+    let result = outbox.body_ending("-result-done");
     assert!(result.contains("Ran on: i-1") && result.contains("Failed on: i-2 (Failed)"), "{result}");
 }
 
@@ -766,14 +771,7 @@ async fn a_group_in_dry_run_is_announced_and_never_made() {
     assert_eq!(report.done.len(), 2, "{report:?}");
     assert!(aws.reservation_groups.lock().unwrap().is_empty());
     assert_eq!((*aws.created.lock().unwrap(), *aws.membership_calls.lock().unwrap()), (0, 0));
-    let bodies: Vec<String> = outbox
-        .notices
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(n, _, _)| n.topic == Topic::Alerts)
-        .map(|(n, _, _)| n.message.body.clone())
-        .collect();
+    let bodies: Vec<String> = outbox.on(Topic::Alerts).into_iter().map(|n| n.message.body).collect();
     assert!(bodies.iter().all(|b| b.contains("Would ")), "{bodies:?}");
 }
 
@@ -834,14 +832,7 @@ async fn a_group_scaled_up_outside_the_blocks_zone_is_warned_of_once() {
     let mut alerts = outbox.alerts();
     alerts.sort();
     assert_eq!(alerts, ["action-scale-up-trainers-done", "action-scale-up-trainers-warning"]);
-    let warning = outbox
-        .notices
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|(n, _, _)| n.milestone.ends_with("-warning"))
-        .map(|(n, _, _)| n.message.body.clone())
-        .unwrap();
+    let warning = outbox.body_ending("-warning");
     assert!(warning.contains("is in us-east-1b, the block is in us-east-1a"), "{warning}");
 
     // The scale-down is not checked; a group in the block's zone earns no warning, and one
@@ -945,14 +936,7 @@ async fn a_node_group_goes_up_once_at_the_start_and_back_to_what_it_was_at_the_e
     assert_eq!(enqueue_actions(&outbox, &ended, late).await.unwrap(), 0);
     assert_eq!(action_runner(&aws).run(&outbox, late + Duration::minutes(5)).await.unwrap(), ActionReport::default());
     assert_eq!(aws.updates(), 2);
-    let said = outbox
-        .notices
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(n, _, _)| n.topic == Topic::Alerts)
-        .map(|(n, _, _)| n.message.body.clone())
-        .collect::<Vec<_>>();
+    let said: Vec<String> = outbox.on(Topic::Alerts).into_iter().map(|n| n.message.body).collect();
     assert!(said.iter().any(|b| b.contains("min 1, max 4, desired 4 (was min 1, max 2, desired 1)")), "{said:#?}");
     assert!(said.iter().any(|b| b.contains("min 1, max 2, desired 1 (was min 1, max 4, desired 4)")), "{said:#?}");
 }
@@ -1158,14 +1142,7 @@ async fn a_block_is_shared_once_when_scheduled_never_before_and_unshared_at_its_
     // Announced once, and one Block Shared event carrying the rule's tags and the owner.
     let alerts = store.alerts();
     assert_eq!(alerts.iter().filter(|a| a.starts_with("action-share")).count(), 1, "{alerts:?}");
-    let events: Vec<Notice> = store
-        .notices
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(n, _, _)| n.topic == Topic::Events)
-        .map(|(n, _, _)| n.clone())
-        .collect();
+    let events: Vec<Notice> = store.on(Topic::Events);
     // One on capblock's bus, and a copy for the one account share_with names (not the OU).
     let (copies, own): (Vec<&Notice>, Vec<&Notice>) =
         events.iter().partition(|n| n.message.attributes.contains_key(ACCOUNT_ATTRIBUTE));

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use super::{Findings, Plan, Scanner};
 use crate::app::outbox::alert_notice;
 use crate::domain::announce;
-use crate::domain::outbox_key::OutboxKey;
+use crate::domain::message_kind::MessageKind;
 use crate::domain::rule::Rule;
 use crate::ports::{MarketMemory, Outbox, StoreError};
 
@@ -32,24 +32,22 @@ impl<M: ?Sized, S: MarketMemory + Outbox + ?Sized, N: ?Sized> Scanner<'_, M, S, 
         }
         for ((region, fam), (since, refused)) in &findings.quota_zero {
             let msg = announce::quota_zero(region, fam, refused, now);
-            let milestone = format!("quota-zero-{fam}-{}", since.timestamp());
-            self.store
-                .enqueue(&alert_notice(&format!("market-{region}"), &OutboxKey::notice(milestone)?, &msg, now))
-                .await?;
+            let milestone = MessageKind::QuotaZero.outbox_key(Some(&format!("{fam}-{}", since.timestamp())))?;
+            self.store.enqueue(&alert_notice(&format!("market-{region}"), &milestone, &msg, now)).await?;
         }
         // Once per note: a member refused on every call of a family (cleared by an answer).
         for ((account, region, fam), refused) in &findings.member_refused {
             let msg = announce::member_quota_zero(account, region, fam, *refused);
-            let milestone = format!("member-quota-{account}-{fam}-{}", now.timestamp());
-            self.store
-                .enqueue(&alert_notice(&format!("market-{region}"), &OutboxKey::notice(milestone)?, &msg, now))
-                .await?;
+            let milestone =
+                MessageKind::MemberQuotaZero.outbox_key(Some(&format!("{account}-{fam}-{}", now.timestamp())))?;
+            self.store.enqueue(&alert_notice(&format!("market-{region}"), &milestone, &msg, now)).await?;
         }
         // Once a day per member account while its watch role fails.
         for (account, error) in &findings.watch_failed {
             let msg = announce::member_account_failed(account, error, &self.settings.stack.name);
-            let milestone = format!("watch-failed-{account}-{}", now.format("%Y-%m-%d"));
-            self.store.enqueue(&alert_notice("market-watch", &OutboxKey::notice(milestone)?, &msg, now)).await?;
+            let milestone =
+                MessageKind::WatchAccountFailed.outbox_key(Some(&format!("{account}-{}", now.format("%Y-%m-%d"))))?;
+            self.store.enqueue(&alert_notice("market-watch", &milestone, &msg, now)).await?;
         }
         for ((region, ty), message) in &findings.not_sold {
             let names: BTreeSet<String> =
@@ -58,7 +56,7 @@ impl<M: ?Sized, S: MarketMemory + Outbox + ?Sized, N: ?Sized> Scanner<'_, M, S, 
             self.store
                 .enqueue(&alert_notice(
                     &format!("market-{region}"),
-                    &OutboxKey::notice(format!("not-sold-{ty}"))?,
+                    &MessageKind::NotSold.outbox_key(Some(ty))?,
                     &msg,
                     now,
                 ))

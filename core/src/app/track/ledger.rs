@@ -7,30 +7,17 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::{Moved, TrackError, TrackReport, Tracker, rebuys};
+use super::{Moved, TrackError, TrackReport, Tracker, TrackerMarket, TrackerStore, rebuys};
 use crate::domain::announce;
 use crate::domain::block::{Block, Reservation};
 use crate::domain::ledger_check::held_per_rule;
 use crate::domain::lifecycle::BlockState;
 use crate::domain::rule::Rule;
 use crate::domain::tags::RULE_TAG;
-use crate::ports::{
-    BlockKinds, BlockStatusSource, BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, InstanceSource,
-    Ledger, MarketMemory, Notifier, Outbox, Reminders, ReservationSource, RuleStore, StoreError,
-};
+use crate::ports::{Notifier, Reminders, StoreError};
 
-impl<M, S, N, R> Tracker<'_, M, S, N, R>
-where
-    M: ReservationSource
-        + ExtensionMarket
-        + BlockKinds
-        + BlockStatusSource
-        + InstanceSource
-        + ExtensionHistory
-        + ?Sized,
-    S: RuleStore + Ledger + BlockStore + Outbox + ExtensionLedger + MarketMemory + ?Sized,
-    N: Notifier + ?Sized,
-    R: Reminders + ?Sized,
+impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, R: Reminders + ?Sized>
+    Tracker<'_, M, S, N, R>
 {
     /// `b`, stored final, is listed by EC2 as `r` in held state `to`: its fee committed again
     /// (once: the intent's release mark decides), announced once, its reminders synced, and

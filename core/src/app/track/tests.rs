@@ -3,10 +3,11 @@
 use chrono::Duration;
 
 use super::*;
-use crate::app::fixtures::{offering, reservation_of, rule, sent_intent, t0};
+use crate::app::fixtures::{Outputs, offering, reservation_of, rule, sent_intent, t0, track_settings, tracker};
 use crate::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionState};
 use crate::domain::money::Money;
-use crate::memory::{MemoryEc2, MemoryNotifier, MemoryReminders, MemoryTable};
+use crate::domain::rule::Mode;
+use crate::memory::{MemoryEc2, MemoryTable};
 
 /// A dry-run stack holding what its live days left: a bought block with an extension whose
 /// payment is still open, and a purchase whose answer is late. A tick replaying a moment days
@@ -44,26 +45,9 @@ async fn a_replayed_tick_on_a_dry_run_stack_moves_nothing() {
         .with_blocks([block])
         .with_extensions([extension]);
     let market = MemoryEc2::default().with_reservations([r]);
-    let (notifier, reminders) = (MemoryNotifier::default(), MemoryReminders::default());
-    let settings = TrackSettings {
-        stack: StackSettings {
-            name: "capblock-test".into(),
-            mode: crate::domain::rule::Mode::DryRun,
-            account_budget: None,
-            team_budgets: Default::default(),
-        },
-        payment_warning_hours: vec![6, 1],
-        adopt_untagged: false,
-        regions: vec![],
-    };
-    let tracker = Tracker {
-        market: &market,
-        store: &table,
-        notifier: &notifier,
-        reminders: &reminders,
-        settings: &settings,
-        action_runner: None,
-    };
+    let out = Outputs::default();
+    let settings = TrackSettings { payment_warning_hours: vec![6, 1], ..track_settings(Mode::DryRun) };
+    let tracker = tracker(&market, &table, &out, &settings);
     let days_ahead = t0() + Duration::days(5);
     let report = tracker.run(RunTime::asked(t0() + Duration::minutes(1), Some(days_ahead))).await.unwrap();
     assert!(report.replay);
@@ -77,7 +61,7 @@ async fn a_replayed_tick_on_a_dry_run_stack_moves_nothing() {
     assert_eq!(report.blocks, 1);
     assert!(table.writes().is_empty(), "a replay wrote {:?}", table.writes());
     assert!(market.purchases_by_intent().is_empty());
-    assert!(notifier.published().is_empty());
+    assert!(out.notifier.published().is_empty());
     // On the clock days later, the same stack settles what EC2's word decides: the extension's
     // deadline has passed but EC2's history has no word on it, so it stays open, its fee
     // committed, and a person is told.
@@ -109,24 +93,13 @@ async fn a_failed_part_keeps_the_fee_while_another_may_be_held_and_says_so() {
     let blocks = vec![block(&r1), block(&r2)];
     r1.state = "payment-failed".into();
     r2.state = "payment-pending".into();
-    let settings = TrackSettings {
-        stack: StackSettings {
-            name: "capblock-test".into(),
-            mode: crate::domain::rule::Mode::Live,
-            account_budget: None,
-            team_budgets: Default::default(),
-        },
-        payment_warning_hours: vec![],
-        adopt_untagged: false,
-        regions: vec![],
-    };
+    let settings = track_settings(Mode::Live);
     let table =
         MemoryTable::default().with_rules([east.clone()]).with_intents([bought.clone()]).with_blocks(blocks.clone());
     let market = MemoryEc2::default().with_reservations([r1.clone(), r2.clone()]);
     async fn run(market: &MemoryEc2, table: &MemoryTable, settings: &TrackSettings) {
-        let (notifier, reminders) = (MemoryNotifier::default(), MemoryReminders::default());
-        let tracker =
-            Tracker { market, store: table, notifier: &notifier, reminders: &reminders, settings, action_runner: None };
+        let out = Outputs::default();
+        let tracker = tracker(market, table, &out, settings);
         tracker.run(t0()).await.unwrap();
     }
     run(&market, &table, &settings).await;
@@ -143,11 +116,9 @@ async fn a_failed_part_keeps_the_fee_while_another_may_be_held_and_says_so() {
     assert!(!writes.iter().any(|w| w.contains("fee-kept")), "{writes:?}");
 }
 
-/// A purchase of two UltraServers recorded by its tag while EC2 listed one of them: when that
-/// one fails its payment, the other (unnamed, perhaps paid) may be held, so the fee is kept;
-/// once the intent names both and both have failed, it goes back.
-#[test]
-fn a_failed_part_keeps_the_fee_while_the_purchase_has_a_part_it_does_not_name() {
+/// Rule `east`'s purchase of two UltraServers, bought an hour ago and recorded by its tag while
+/// EC2 listed one of them: its intent names the part `cr-1` alone, of one instance.
+fn half_recorded_ultra() -> (Rule, Intent, Reservation) {
     let east = rule("east", "live");
     let mut ultra = offering("cb-ultra", t0() + Duration::days(1));
     ultra.instance_count = 2;
@@ -156,6 +127,15 @@ fn a_failed_part_keeps_the_fee_while_the_purchase_has_a_part_it_does_not_name() 
     bought.parts = vec!["cr-1".into()];
     let mut r1 = reservation_of(&bought, "cr-1");
     r1.instance_count = 1;
+    (east, bought, r1)
+}
+
+/// A purchase of two UltraServers recorded by its tag while EC2 listed one of them: when that
+/// one fails its payment, the other (unnamed, perhaps paid) may be held, so the fee is kept;
+/// once the intent names both and both have failed, it goes back.
+#[test]
+fn a_failed_part_keeps_the_fee_while_the_purchase_has_a_part_it_does_not_name() {
+    let (_, mut bought, r1) = half_recorded_ultra();
     let failing = Block::bought(&bought, &r1, t0());
     assert_eq!(part_still_held(&failing, &bought, &[]).as_deref(), Some(UNSHOWN_PART));
 
@@ -168,38 +148,14 @@ fn a_failed_part_keeps_the_fee_while_the_purchase_has_a_part_it_does_not_name() 
 /// does not list unnamed: no fee released, a person told once.
 #[tokio::test]
 async fn a_tracker_keeps_the_fee_of_a_purchase_with_a_part_it_does_not_name() {
-    let east = rule("east", "live");
-    let mut ultra = offering("cb-ultra", t0() + Duration::days(1));
-    ultra.instance_count = 2;
-    let mut bought = sent_intent(&east, ultra, t0() - Duration::hours(1));
-    bought.state = crate::domain::budget::IntentState::Bought;
-    bought.parts = vec!["cr-1".into()];
-    let mut r1 = reservation_of(&bought, "cr-1");
-    r1.instance_count = 1;
+    let (east, bought, mut r1) = half_recorded_ultra();
     let block = Block { state: BlockState::PaymentPending, ..Block::bought(&bought, &r1, t0() - Duration::hours(1)) };
     r1.state = "payment-failed".into();
-    let settings = TrackSettings {
-        stack: StackSettings {
-            name: "capblock-test".into(),
-            mode: crate::domain::rule::Mode::Live,
-            account_budget: None,
-            team_budgets: Default::default(),
-        },
-        payment_warning_hours: vec![],
-        adopt_untagged: false,
-        regions: vec![],
-    };
+    let settings = track_settings(Mode::Live);
     let table = MemoryTable::default().with_rules([east]).with_intents([bought.clone()]).with_blocks([block]);
     let market = MemoryEc2::default().with_reservations([r1]);
-    let (notifier, reminders) = (MemoryNotifier::default(), MemoryReminders::default());
-    let tracker = Tracker {
-        market: &market,
-        store: &table,
-        notifier: &notifier,
-        reminders: &reminders,
-        settings: &settings,
-        action_runner: None,
-    };
+    let out = Outputs::default();
+    let tracker = tracker(&market, &table, &out, &settings);
     let report = tracker.run(t0()).await.unwrap();
     assert!(report.released_budgets.is_empty(), "{report:?}");
     let writes = table.writes();
@@ -229,29 +185,12 @@ async fn a_failed_block_ec2_holds_after_all_is_held_again_and_charged_again_once
     r.tags.insert(RULE_TAG.into(), east.id.clone());
     let block = Block { state: BlockState::PaymentPending, ..Block::bought(&bought, &r, t0() - Duration::hours(1)) };
     let table = MemoryTable::default().with_rules([east.clone()]).with_intents([bought.clone()]).with_blocks([block]);
-    let settings = TrackSettings {
-        stack: StackSettings {
-            name: "capblock-test".into(),
-            mode: crate::domain::rule::Mode::Live,
-            account_budget: None,
-            team_budgets: Default::default(),
-        },
-        payment_warning_hours: vec![],
-        adopt_untagged: false,
-        regions: vec![],
-    };
+    let settings = track_settings(Mode::Live);
     let run = |market: MemoryEc2| {
         let (table, settings) = (&table, &settings);
         async move {
-            let (notifier, reminders) = (MemoryNotifier::default(), MemoryReminders::default());
-            let tracker = Tracker {
-                market: &market,
-                store: table,
-                notifier: &notifier,
-                reminders: &reminders,
-                settings,
-                action_runner: None,
-            };
+            let out = Outputs::default();
+            let tracker = tracker(&market, table, &out, settings);
             tracker.run(t0()).await.unwrap()
         }
     };
@@ -332,26 +271,9 @@ async fn a_released_purchase_ec2_lists_after_all_is_bought_again_once() {
     late.tags.insert(STACK_TAG.into(), "capblock-test".into());
     late.tags.insert(RULE_TAG.into(), "east".into());
     let market = MemoryEc2::default().with_reservations([late]);
-    let settings = TrackSettings {
-        stack: StackSettings {
-            name: "capblock-test".into(),
-            mode: crate::domain::rule::Mode::Live,
-            account_budget: None,
-            team_budgets: Default::default(),
-        },
-        payment_warning_hours: vec![],
-        adopt_untagged: false,
-        regions: vec![],
-    };
-    let (notifier, reminders) = (MemoryNotifier::default(), MemoryReminders::default());
-    let tracker = Tracker {
-        market: &market,
-        store: &table,
-        notifier: &notifier,
-        reminders: &reminders,
-        settings: &settings,
-        action_runner: None,
-    };
+    let settings = track_settings(Mode::Live);
+    let out = Outputs::default();
+    let tracker = tracker(&market, &table, &out, &settings);
     let report = tracker.run(t0()).await.unwrap();
     assert_eq!(report.recommitted_budgets, vec!["cr-late".to_string()], "{report:?}");
     assert_eq!(committed().await, sent.offering.fee, "committed again");

@@ -1,6 +1,7 @@
 //! What the budgets say: a rule whose team has none, and the month's summary of spend and use.
 
 use crate::domain::budget::StackBudgets;
+use crate::domain::message_kind::MessageKind;
 use crate::domain::money::Money;
 use crate::domain::report::{RuleMonth, TeamMonth};
 use crate::domain::slack::SlackMessage;
@@ -60,14 +61,14 @@ pub fn month_summary(
         )
     };
     SlackMessage {
-        id: format!("report-{month}#summary"),
+        id: MessageKind::MonthSummary.message_id(&format!("report-{month}"), None),
         title,
         description,
         next_steps: vec![format!("`capblock report --month {month} --csv` for a spreadsheet or a FinOps tool.")],
         keywords: vec!["capblock".into(), "report".into(), month.to_string()],
         thread_id: format!("report-{month}"),
         summary: format!("capblock's month {month}"),
-        event_type: "month-summary".into(),
+        event_type: MessageKind::MonthSummary.event_type().into(),
         related_resources: vec![],
     }
 }
@@ -83,7 +84,7 @@ pub fn team_unbudgeted(rule_id: &str, team: &str, budgets: &StackBudgets) -> Sla
         )
     };
     SlackMessage {
-        id: format!("rule-{rule_id}#team-unbudgeted-{team}"),
+        id: MessageKind::TeamUnbudgeted.message_id(&format!("rule-{rule_id}"), Some(team)),
         title: format!("Rule {rule_id} buys nothing: team {team} has no budget"),
         description: format!(
             "Rule `{rule_id}` names team `{team}`, and this stack's TeamBudgets give it none, so the rule is left out of every scan (a team's rules are capped together; spending outside that cap is what a typo in `team` would do). {known}"
@@ -94,7 +95,7 @@ pub fn team_unbudgeted(rule_id: &str, team: &str, budgets: &StackBudgets) -> Sla
         keywords: vec!["capblock".into(), "team-unbudgeted".into(), rule_id.to_string(), team.to_string()],
         thread_id: format!("rule-{rule_id}"),
         summary: format!("rule {rule_id}: team {team} has no budget"),
-        event_type: "team-unbudgeted".into(),
+        event_type: MessageKind::TeamUnbudgeted.event_type().into(),
         related_resources: vec![],
     }
 }

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use super::when;
+use crate::domain::message_kind::MessageKind;
 use crate::domain::plan::Refusals;
 use crate::domain::slack::SlackMessage;
 
@@ -12,7 +13,7 @@ use crate::domain::slack::SlackMessage;
 pub fn quota_zero(region: &str, family: &str, refused: &Refusals, now: DateTime<Utc>) -> SlackMessage {
     let upper = family.to_ascii_uppercase();
     SlackMessage {
-        id: format!("market-{region}#quota-zero-{family}"),
+        id: MessageKind::QuotaZero.message_id(&format!("market-{region}"), Some(family)),
         title: format!("No Capacity Block quota for {family} in {region}?"),
         description: format!(
             "Between {} and {}, over {} scans, EC2 refused {} searches in a row for `{family}` Capacity Blocks in {region} with `CapacityBlockDescribeLimitExceeded`, each sent after waiting for EC2's limit to refill, and none succeeded. That is what EC2 answers on every call when the account's Capacity Block quota for the family is 0. It is also what anyone in the account calling DescribeCapacityBlockOfferings often enough would cause: capblock has not confirmed the quota itself.",
@@ -32,7 +33,7 @@ pub fn quota_zero(region: &str, family: &str, refused: &Refusals, now: DateTime<
         keywords: vec!["capblock".into(), "quota".into(), region.to_string(), family.to_string()],
         thread_id: format!("market-{region}"),
         summary: format!("Capacity Block quota for {family} in {region} looks like 0"),
-        event_type: "quota-zero".into(),
+        event_type: MessageKind::QuotaZero.event_type().into(),
         related_resources: vec![],
     }
 }
@@ -40,7 +41,7 @@ pub fn quota_zero(region: &str, family: &str, refused: &Refusals, now: DateTime<
 /// A region does not sell an instance type as Capacity Blocks (InvalidParameterValue).
 pub fn not_sold(region: &str, instance_type: &str, ec2_says: &str, rules: &[String]) -> SlackMessage {
     SlackMessage {
-        id: format!("market-{region}#not-sold-{instance_type}"),
+        id: MessageKind::NotSold.message_id(&format!("market-{region}"), Some(instance_type)),
         title: format!("{instance_type} is not sold as Capacity Blocks in {region}"),
         description: format!(
             "EC2 answered a search for `{instance_type}` in {region}: {ec2_says}\nRules asking for it there: {}.",
@@ -52,7 +53,7 @@ pub fn not_sold(region: &str, instance_type: &str, ec2_says: &str, rules: &[Stri
         keywords: vec!["capblock".into(), "not-sold".into(), region.to_string(), instance_type.to_string()],
         thread_id: format!("market-{region}"),
         summary: format!("{instance_type} not sold as Capacity Blocks in {region}"),
-        event_type: "not-sold".into(),
+        event_type: MessageKind::NotSold.event_type().into(),
         related_resources: vec![],
     }
 }
@@ -61,7 +62,7 @@ pub fn not_sold(region: &str, instance_type: &str, ec2_says: &str, rules: &[Stri
 /// missing or refused): the other accounts asked its questions, more slowly.
 pub fn member_account_failed(account: &str, error: &str, stack: &str) -> SlackMessage {
     SlackMessage {
-        id: format!("market-watch#failed-{account}"),
+        id: MessageKind::WatchAccountFailed.message_id("market-watch", Some(account)),
         title: format!("Account {account} is not helping watch the market"),
         description: format!(
             "capblock asks part of its market questions from member account {account}, through its \
@@ -78,7 +79,7 @@ pub fn member_account_failed(account: &str, error: &str, stack: &str) -> SlackMe
         keywords: vec!["capblock".into(), "watch".into(), account.to_string()],
         thread_id: "market-watch".into(),
         summary: format!("member account {account} is not helping watch the market"),
-        event_type: "watch-account-failed".into(),
+        event_type: MessageKind::WatchAccountFailed.event_type().into(),
         related_resources: vec![],
     }
 }
@@ -89,7 +90,7 @@ pub fn member_account_failed(account: &str, error: &str, stack: &str) -> SlackMe
 pub fn member_quota_zero(account: &str, region: &str, family: &str, refused: u32) -> SlackMessage {
     let upper = family.to_ascii_uppercase();
     SlackMessage {
-        id: format!("market-{region}#member-quota-{account}-{family}"),
+        id: MessageKind::MemberQuotaZero.message_id(&format!("market-{region}"), Some(&format!("{account}-{family}"))),
         title: format!("Account {account} lends no {family} searches in {region}"),
         description: format!(
             "capblock asks part of its market questions from member account {account} (`WatchAccounts`). \
@@ -110,7 +111,7 @@ pub fn member_quota_zero(account: &str, region: &str, family: &str, refused: u32
         keywords: vec!["capblock".into(), "watch".into(), "quota".into(), account.to_string(), family.to_string()],
         thread_id: format!("market-{region}"),
         summary: format!("member account {account}: {family} quota 0 or busy in {region}"),
-        event_type: "member-quota-zero".into(),
+        event_type: MessageKind::MemberQuotaZero.event_type().into(),
         related_resources: vec![],
     }
 }

@@ -8,6 +8,7 @@ use crate::domain::approval;
 use crate::domain::budget::Intent;
 use crate::domain::decision::Priced;
 use crate::domain::lifecycle::payment_deadline;
+use crate::domain::message_kind::MessageKind;
 use crate::domain::offering::Offering;
 use crate::domain::rule::Mode;
 use crate::domain::slack::SlackMessage;
@@ -51,7 +52,7 @@ pub fn purchased(
 ) -> SlackMessage {
     let deadline = payment_deadline(bought_at, p.offering.start);
     SlackMessage {
-        id: format!("{reservation_id}#purchased"),
+        id: MessageKind::Purchased.message_id(reservation_id, None),
         title: format!("Capacity Block bought: {}", size(&p.offering)),
         description: format!(
             "Rule `{rule_id}` bought reservation `{reservation_id}`.\n{}\n• Payment deadline: {} (the block is released if payment has not gone through by then)",
@@ -67,7 +68,7 @@ pub fn purchased(
         keywords: keywords(p, "purchase"),
         thread_id: reservation_id.to_string(),
         summary: format!("Bought {} for {}", size(&p.offering), p.offering.fee),
-        event_type: "purchased".into(),
+        event_type: MessageKind::Purchased.event_type().into(),
         related_resources: arn.map(str::to_string).into_iter().collect(),
     }
 }
@@ -79,7 +80,7 @@ pub fn would_buy(rule_id: &str, p: &Priced, intent: &Intent, stack_mode: Mode, r
         _ => "the rule is in dry-run mode (set mode = \"live\" in the rule to buy)",
     };
     SlackMessage {
-        id: format!("{}#would-buy", intent.id),
+        id: MessageKind::WouldBuy.message_id(&intent.id, None),
         title: format!("Would buy (dry run): {} x {}", p.offering.instance_count, p.offering.instance_type),
         description: format!(
             "Rule `{rule_id}` found an offering that meets it, but nothing was bought: {why}.\n{}\n• Payment deadline if bought now: {}",
@@ -93,7 +94,7 @@ pub fn would_buy(rule_id: &str, p: &Priced, intent: &Intent, stack_mode: Mode, r
             "Would buy {} x {} for {}",
             p.offering.instance_count, p.offering.instance_type, p.offering.fee
         ),
-        event_type: "would-buy".into(),
+        event_type: MessageKind::WouldBuy.event_type().into(),
         related_resources: vec![],
     }
 }
@@ -101,7 +102,7 @@ pub fn would_buy(rule_id: &str, p: &Priced, intent: &Intent, stack_mode: Mode, r
 /// An approval-mode rule found an offering it would buy: a person decides.
 pub fn approval_needed(rule_id: &str, p: &Priced, intent: &Intent) -> SlackMessage {
     SlackMessage {
-        id: format!("{}#approval", intent.id),
+        id: MessageKind::ApprovalNeeded.message_id(&intent.id, None),
         title: format!("Approval needed: {} x {}", p.offering.instance_count, p.offering.instance_type),
         description: format!(
             "Rule `{rule_id}` found an offering that meets it and is in approval mode: nothing is bought until someone approves.\n{}\n• Approval valid until: {}\n• Payment deadline if bought now: {}",
@@ -119,7 +120,7 @@ pub fn approval_needed(rule_id: &str, p: &Priced, intent: &Intent) -> SlackMessa
             "Approval needed: {} x {} for {}",
             p.offering.instance_count, p.offering.instance_type, p.offering.fee
         ),
-        event_type: "approval-needed".into(),
+        event_type: MessageKind::ApprovalNeeded.event_type().into(),
         related_resources: vec![],
     }
 }
@@ -127,7 +128,7 @@ pub fn approval_needed(rule_id: &str, p: &Priced, intent: &Intent) -> SlackMessa
 /// EC2 refused a purchase: nothing was bought and the budget was released.
 pub fn purchase_rejected(rule_id: &str, p: &Priced, intent: &Intent, reason: &str) -> SlackMessage {
     SlackMessage {
-        id: format!("{}#rejected", intent.id),
+        id: MessageKind::PurchaseRejected.message_id(&intent.id, None),
         title: format!("Purchase refused: {} x {}", p.offering.instance_count, p.offering.instance_type),
         description: format!(
             "Rule `{rule_id}` tried to buy offering `{}` and nothing was bought: {reason}\n{}",
@@ -138,7 +139,27 @@ pub fn purchase_rejected(rule_id: &str, p: &Priced, intent: &Intent, reason: &st
         keywords: keywords(p, "purchase-failed"),
         thread_id: intent.id.clone(),
         summary: format!("Purchase refused: {reason}"),
-        event_type: "purchase-rejected".into(),
+        event_type: MessageKind::PurchaseRejected.event_type().into(),
+        related_resources: vec![],
+    }
+}
+
+/// A message about a purchase sent whose answer was lost and is not settled yet, in the
+/// intent's thread: `title` names what is unknown, `lost` what EC2 shows since.
+fn unsettled(kind: MessageKind, intent: &Intent, title: &str, lost: String, next_steps: Vec<String>) -> SlackMessage {
+    let o = &intent.offering;
+    SlackMessage {
+        id: kind.message_id(&intent.id, None),
+        title: format!("{title}: {} x {}", o.instance_count, o.instance_type),
+        description: format!(
+            "Rule `{}` sent a purchase of offering `{}` ({}) in {} and its answer was lost. {lost}",
+            intent.rule_id, o.id, o.fee, o.region
+        ),
+        next_steps,
+        keywords: vec!["capblock".into(), kind.key().into(), o.region.to_string(), o.instance_type.to_string()],
+        thread_id: intent.id.clone(),
+        summary: format!("{title} for intent {}", intent.id),
+        event_type: kind.event_type().into(),
         related_resources: vec![],
     }
 }
@@ -146,67 +167,38 @@ pub fn purchase_rejected(rule_id: &str, p: &Priced, intent: &Intent, reason: &st
 /// A purchase sent whose answer was lost and which EC2 still does not list by its tag: held,
 /// for a person to look in EC2 (`app::reconcile`).
 pub fn outcome_unknown(intent: &Intent, sent_at: DateTime<Utc>) -> SlackMessage {
-    let o = &intent.offering;
-    SlackMessage {
-        id: format!("{}#outcome-unknown", intent.id),
-        title: format!("Purchase outcome unknown: {} x {}", o.instance_count, o.instance_type),
-        description: format!(
-            "Rule `{}` sent a purchase of offering `{}` ({}) in {} at {} and its answer was lost. EC2 lists no reservation tagged `capblock:intent` = `{}` yet. EC2 may list a new reservation late, so its absence is not taken as proof that nothing was bought.",
-            intent.rule_id,
-            o.id,
-            o.fee,
-            o.region,
-            sent_at.format("%Y-%m-%d %H:%M UTC"),
+    let region = &intent.offering.region;
+    let lost = format!(
+        "It was sent at {}. EC2 lists no reservation tagged `capblock:intent` = `{}` yet. EC2 may list a new reservation late, so its absence is not taken as proof that nothing was bought.",
+        sent_at.format("%Y-%m-%d %H:%M UTC"),
+        intent.id
+    );
+    let next_steps = vec![
+        "The fee stays committed to its budgets and the rule buys nothing more until this is settled; capblock looks for the reservation on every run and records it as bought when EC2 shows it.".into(),
+        format!(
+            "Look in EC2: `aws ec2 describe-capacity-reservations --region {region} --filters Name=tag:capblock:intent,Values={}`.",
             intent.id
         ),
-        next_steps: vec![
-            "The fee stays committed to its budgets and the rule buys nothing more until this is settled; capblock looks for the reservation on every run and records it as bought when EC2 shows it.".into(),
-            format!(
-                "Look in EC2: `aws ec2 describe-capacity-reservations --region {} --filters Name=tag:capblock:intent,Values={}`.",
-                o.region, intent.id
-            ),
-            format!(
-                "If EC2 holds no such reservation (and bills none), release the fee: `capblock intents release {}`.",
-                intent.id
-            ),
-        ],
-        keywords: vec!["capblock".into(), "outcome-unknown".into(), o.region.to_string(), o.instance_type.to_string()],
-        thread_id: intent.id.clone(),
-        summary: format!("Purchase outcome unknown for intent {}", intent.id),
-        event_type: "outcome-unknown".into(),
-        related_resources: vec![],
-    }
+        format!(
+            "If EC2 holds no such reservation (and bills none), release the fee: `capblock intents release {}`.",
+            intent.id
+        ),
+    ];
+    unsettled(MessageKind::OutcomeUnknown, intent, "Purchase outcome unknown", lost, next_steps)
 }
 
 /// EC2 lists a reservation carrying an open intent's tag that capblock cannot read: it may be
 /// the purchase, so the intent stays open with its fee committed until a person looks.
 pub fn unreadable_reservation(intent: &Intent, ids: &[&str], reasons: &[&str]) -> SlackMessage {
-    let o = &intent.offering;
-    SlackMessage {
-        id: format!("{}#unreadable-reservation", intent.id),
-        title: format!("Purchase outcome unclear: {} x {}", o.instance_count, o.instance_type),
-        description: format!(
-            "Rule `{}` sent a purchase of offering `{}` in {} and its answer was lost. EC2 lists reservations carrying its `capblock:intent` tag `{}` that capblock cannot read: {} ({}).",
-            intent.rule_id,
-            o.id,
-            o.region,
-            intent.id,
-            ids.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", "),
-            reasons.join("; ")
-        ),
-        next_steps: vec![
-            "The purchase's fee stays committed to its budgets and the rule buys nothing more while it is open.".into(),
-            format!("In the EC2 console, look up the reservations tagged `capblock:intent` = `{}`.", intent.id),
-        ],
-        keywords: vec![
-            "capblock".into(),
-            "unreadable-reservation".into(),
-            o.region.to_string(),
-            o.instance_type.to_string(),
-        ],
-        thread_id: intent.id.clone(),
-        summary: format!("Unreadable reservations for intent {}", intent.id),
-        event_type: "unreadable-reservation".into(),
-        related_resources: vec![],
-    }
+    let lost = format!(
+        "EC2 lists reservations carrying its `capblock:intent` tag `{}` that capblock cannot read: {} ({}).",
+        intent.id,
+        ids.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", "),
+        reasons.join("; ")
+    );
+    let next_steps = vec![
+        "The purchase's fee stays committed to its budgets and the rule buys nothing more while it is open.".into(),
+        format!("In the EC2 console, look up the reservations tagged `capblock:intent` = `{}`.", intent.id),
+    ];
+    unsettled(MessageKind::UnreadableReservation, intent, "Purchase outcome unclear", lost, next_steps)
 }

@@ -108,3 +108,15 @@ fn share_attempts_are_read_from_their_records() {
     let read = ShareAttempts::read(key, records.iter().map(|(m, b)| (m, b.as_str())));
     assert_eq!((read.attempt, read.arn, read.kept.len()), (1, None, 0));
 }
+
+#[test]
+fn events_go_to_the_named_accounts_once_not_to_units() {
+    let with = vec![
+        SharePrincipal::Account("111111111111".into()),
+        SharePrincipal::Unit("arn:aws:organizations::999999999999:ou/o-abc1234567/ou-ab12-cdefgh12".into()),
+        SharePrincipal::Account("222222222222".into()),
+    ];
+    assert_eq!(event_consumers(&with, Some("111111111111")), ["111111111111", "222222222222"]);
+    assert!(event_consumers(&[], None).is_empty());
+    assert_eq!(event_consumers(&[], Some("333333333333")), ["333333333333"]);
+}

@@ -317,7 +317,7 @@ fn tag_map(tags: &[Tag]) -> BTreeMap<String, String> {
 /// the operation's generic one carrying the code and message parsed from EC2's XML body (none
 /// when the body could not be parsed), beside the raw HTTP response.
 #[cfg(test)]
-mod classify_tests {
+mod tests {
     use aws_sdk_ec2::error::ErrorMetadata;
     use aws_sdk_ec2::operation::purchase_capacity_block::PurchaseCapacityBlockError;
     use aws_smithy_runtime_api::client::result::ConnectorError;

@@ -4,25 +4,10 @@
 use chrono::Duration;
 
 use super::*;
-use crate::app::fixtures::{offering, reservation_of, rule, sent_intent, t0};
-use crate::memory::{MemoryEc2, MemoryNotifier, MemoryTable};
-
-pub(super) fn settings(mode: Mode) -> ScanSettings {
-    ScanSettings {
-        stack: StackSettings {
-            name: "capblock-test".into(),
-            mode,
-            account_budget: None,
-            team_budgets: Default::default(),
-        },
-        describe: DescribeBudget::for_refill(
-            std::time::Duration::from_millis(1),
-            1.0,
-            std::time::Duration::from_secs(1),
-        ),
-        settles: true,
-    }
-}
+use crate::app::fixtures::{
+    ScanOutputs, offering, reservation_of, rule, scan_settings as settings, scanner, sent_intent, t0,
+};
+use crate::memory::{MemoryEc2, MemoryTable};
 
 /// The reproduction: a live rule (1 purchase, 600 a month) whose purchase answer is late (the
 /// intent Sent at the clock's 00:00, its 480 held), another rule, and an offering on sale. A
@@ -36,16 +21,8 @@ async fn a_replayed_scan_writes_nothing() {
     let late = sent_intent(&east, offering("cb-late", start), t0());
     let table = MemoryTable::default().with_rules([east, rule("west", "dry-run")]).with_intents([late]);
     let market = MemoryEc2::default().with_offerings([offering("cb-next", start + Duration::days(1))]);
-    let notifier = MemoryNotifier::default();
-    let (catalog, settings) = (Mutex::new(AcceleratorCatalog::new()), settings(Mode::DryRun));
-    let scanner = Scanner {
-        market: &market,
-        store: &table,
-        notifier: &notifier,
-        catalog: &catalog,
-        settings: &settings,
-        members: &[],
-    };
+    let (out, settings) = (ScanOutputs::default(), settings(Mode::DryRun));
+    let scanner = scanner(&market, &table, &out, &settings);
     let hour_later = t0() + Duration::hours(1);
     let report = scanner.run(RunTime::asked(t0() + Duration::minutes(1), Some(hour_later))).await.unwrap();
     assert!(report.replay);
@@ -57,7 +34,7 @@ async fn a_replayed_scan_writes_nothing() {
     assert_eq!(actions, [("east", None), ("west", Some(Outcome::Replayed { offering_id: "cb-next".into() }))]);
     assert!(table.writes().is_empty(), "a replay wrote {:?}", table.writes());
     assert!(!market.calls().contains_key("PurchaseCapacityBlock"), "{:?}", market.calls());
-    assert!(notifier.published().is_empty());
+    assert!(out.notifier.published().is_empty());
 }
 
 /// A stack switched back to dry-run while its live intents are open still settles them, on the
@@ -72,16 +49,8 @@ async fn a_dry_run_stack_settles_open_live_intents_on_the_clock() {
     let lost = sent_intent(&west, offering("cb-lost", start), t0());
     let market = MemoryEc2::default().with_reservations([reservation_of(&made, "cr-made")]);
     let table = MemoryTable::default().with_rules([east, west]).with_intents([made, lost]);
-    let notifier = MemoryNotifier::default();
-    let (catalog, settings) = (Mutex::new(AcceleratorCatalog::new()), settings(Mode::DryRun));
-    let scanner = Scanner {
-        market: &market,
-        store: &table,
-        notifier: &notifier,
-        catalog: &catalog,
-        settings: &settings,
-        members: &[],
-    };
+    let (out, settings) = (ScanOutputs::default(), settings(Mode::DryRun));
+    let scanner = scanner(&market, &table, &out, &settings);
     let clock = t0() + Duration::minutes(20);
     let report = scanner.run(RunTime::asked(clock, Some(clock + Duration::minutes(4)))).await.unwrap();
     assert!(!report.replay);
@@ -113,17 +82,9 @@ async fn a_confirmed_live_scan_buys_only_the_planned_block_at_the_planned_fee() 
         )
     };
     let table = MemoryTable::default().with_rules([rule("east", "live")]);
-    let notifier = MemoryNotifier::default();
-    let catalog = Mutex::new(AcceleratorCatalog::new());
+    let out = ScanOutputs::default();
     let settings = ScanSettings { settles: false, ..settings(Mode::Live) };
-    let scanner = |market| Scanner {
-        market,
-        store: &table,
-        notifier: &notifier,
-        catalog: &catalog,
-        settings: &settings,
-        members: &[],
-    };
+    let scanner = |market| scanner(market, &table, &out, &settings);
     let planned = MemoryEc2::default().with_offerings([at_fee("cb-plan", start, "480")]);
     let look = scanner(&planned).run(RunTime::from(t0()).look()).await.unwrap();
     let confirmed = Confirmed::from_report(&look);
@@ -182,17 +143,9 @@ async fn a_plan_leaves_out_what_the_live_run_would_skip_and_says_why() {
         .with_intents([bought])
         .with_blocks([block]);
     let market = MemoryEc2::default().with_offerings([offering("cb-next", start + Duration::days(1))]);
-    let notifier = MemoryNotifier::default();
-    let catalog = Mutex::new(AcceleratorCatalog::new());
+    let out = ScanOutputs::default();
     let settings = ScanSettings { settles: false, ..settings(Mode::Live) };
-    let scanner = Scanner {
-        market: &market,
-        store: &table,
-        notifier: &notifier,
-        catalog: &catalog,
-        settings: &settings,
-        members: &[],
-    };
+    let scanner = scanner(&market, &table, &out, &settings);
     let look = scanner.run(RunTime::from(t0()).look()).await.unwrap();
     let by_rule = |id: &str| look.outcomes.iter().find(|o| o.rule_id == id).unwrap();
     let skipped = |id: &str| match &by_rule(id).action {

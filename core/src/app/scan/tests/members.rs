@@ -27,7 +27,7 @@ fn two(id: &str) -> Offering {
 // question is the test's, not the machine's (on the real clock a loaded machine swapped them).
 #[tokio::test(start_paused = true)]
 async fn a_block_a_member_found_is_bought_under_the_buying_accounts_id() {
-    let settings = super::replay::settings(Mode::Live);
+    let settings = crate::app::fixtures::scan_settings(Mode::Live);
     let (table, notifier) = (MemoryTable::default().with_rules([rule()]), MemoryNotifier::default());
     // The same block: the member was shown it as cb-member, the buying account as cb-home.
     // A block of one: bought once, it is off sale (EC2 sells an offering until its stock is gone).
