@@ -5,7 +5,13 @@ import pathlib
 import tempfile
 import unittest
 
-from check_docs import anchor, architecture_problems, behaviour_problems, data_model_problems, problems
+from check_docs import (
+    anchor,
+    architecture_problems,
+    behaviour_problems,
+    data_model_problems,
+    problems,
+)
 
 
 def write(root: pathlib.Path, files: dict[str, str]) -> pathlib.Path:
