@@ -57,11 +57,15 @@ def overrides(args):
     for arg in args:
         key, sep, value = arg.partition("=")
         if not sep or key not in PARAMETERS:
-            raise DeployError(f"{arg!r}: give KEY=VALUE with KEY one of {', '.join(PARAMETERS)}")
+            raise DeployError(
+                f"{arg!r}: give KEY=VALUE with KEY one of {', '.join(PARAMETERS)}"
+            )
         if key == "Mode" and value not in MODES:
             raise DeployError(f"Mode={value}: the mode is dry-run or live")
         if key == "AccountMonthlyBudget" and not value.replace(".", "", 1).isdigit():
-            raise DeployError(f"AccountMonthlyBudget={value}: a number of USD (0: no account cap)")
+            raise DeployError(
+                f"AccountMonthlyBudget={value}: a number of USD (0: no account cap)"
+            )
         out[key] = value
     return out
 
@@ -102,7 +106,10 @@ def current(cfn, name):
         if "does not exist" in str(e):
             return None
         raise
-    return {p["ParameterKey"]: p.get("ParameterValue", "") for p in stacks[0].get("Parameters", [])}
+    return {
+        p["ParameterKey"]: p.get("ParameterValue", "")
+        for p in stacks[0].get("Parameters", [])
+    }
 
 
 def deploy_stack(cfn, name, env, given):
@@ -126,8 +133,15 @@ def run_function(bin_dir, params):
         env[var] = params[key]
     env.setdefault("RUST_LOG", "warn")
     lam = subprocess.Popen(
-        [os.path.join(bin_dir, "capblock-local-lambda"), "--port", "0", "--name", "scan-offerings", "--",
-         os.path.join(bin_dir, "scan-offerings")],
+        [
+            os.path.join(bin_dir, "capblock-local-lambda"),
+            "--port",
+            "0",
+            "--name",
+            "scan-offerings",
+            "--",
+            os.path.join(bin_dir, "scan-offerings"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
@@ -142,13 +156,19 @@ def run_function(bin_dir, params):
             with urllib.request.urlopen(req, timeout=ANSWER_SECONDS) as r:
                 r.read()
         except urllib.error.HTTPError as e:
-            raise DeployError(f"scan-offerings failed its first run: {e.read().decode(errors='replace')[:400]}") from e
+            raise DeployError(
+                f"scan-offerings failed its first run: {e.read().decode(errors='replace')[:400]}"
+            ) from e
     finally:
-        lam.terminate()
-        try:
-            lam.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            lam.kill()
+        stop(lam)
+
+
+def stop(lam):
+    """Stops capblock-local-lambda, which takes its function down on SIGTERM. A plain blocking
+    wait, no timeout: under libfaketime (the date-ahead test run) Python's timed waits and
+    sleeps fail with EINVAL (infra/local/future.sh)."""
+    lam.terminate()
+    lam.wait()
 
 
 def listening_url(lam):
@@ -160,7 +180,9 @@ def listening_url(lam):
             return line.split()[-1]
         if not line and lam.poll() is not None:
             break
-    raise DeployError("capblock-local-lambda did not start (is the workspace built? cargo build --workspace)")
+    raise DeployError(
+        "capblock-local-lambda did not start (is the workspace built? cargo build --workspace)"
+    )
 
 
 def main():
@@ -169,35 +191,67 @@ def main():
         "stack the CLI reads and the settings the functions store).",
         epilog="Example: infra/local/stack.sh deploy Mode=live AccountMonthlyBudget=20000",
     )
-    ap.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                    help="Mode=dry-run|live, AccountMonthlyBudget=USD (0: none), TeamBudgets=team=USD,...")
-    ap.add_argument("--stack-only", action="store_true",
-                    help="create or update the CloudFormation stack only, silently (stack.sh up does)")
-    ap.add_argument("--bin-dir", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "debug"),
-                    help="where the built capblock-local-lambda and scan-offerings are")
+    ap.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="Mode=dry-run|live, AccountMonthlyBudget=USD (0: none), TeamBudgets=team=USD,...",
+    )
+    ap.add_argument(
+        "--stack-only",
+        action="store_true",
+        help="create or update the CloudFormation stack only, silently (stack.sh up does)",
+    )
+    ap.add_argument(
+        "--bin-dir",
+        default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "debug"),
+        help="where the built capblock-local-lambda and scan-offerings are",
+    )
     args = ap.parse_args()
     given = overrides(args.overrides)
     env = os.environ
-    missing = [v for v in ("CAPBLOCK_MOTO_URL", "CAPBLOCK_STACK", "CAPBLOCK_TABLE", "CAPBLOCK_ALERTS_TOPIC_ARN",
-                           "CAPBLOCK_WORKLOADS_TOPIC_ARN") if not env.get(v)]
+    missing = [
+        v
+        for v in (
+            "CAPBLOCK_MOTO_URL",
+            "CAPBLOCK_STACK",
+            "CAPBLOCK_TABLE",
+            "CAPBLOCK_ALERTS_TOPIC_ARN",
+            "CAPBLOCK_WORKLOADS_TOPIC_ARN",
+        )
+        if not env.get(v)
+    ]
     if missing:
-        raise DeployError(f"{', '.join(missing)} not set: load the local stack's env (infra/local/stack.sh up)")
-    cfn = boto3.client("cloudformation", endpoint_url=env["CAPBLOCK_MOTO_URL"],
-                       region_name=env.get("AWS_REGION", "us-east-1"))
+        raise DeployError(
+            f"{', '.join(missing)} not set: load the local stack's env (infra/local/stack.sh up)"
+        )
+    cfn = boto3.client(
+        "cloudformation",
+        endpoint_url=env["CAPBLOCK_MOTO_URL"],
+        region_name=env.get("AWS_REGION", "us-east-1"),
+    )
     name = env["CAPBLOCK_STACK"]
     params = deploy_stack(cfn, name, env, given)
     if args.stack_only:
         return
     said = ", ".join(f"{k}={v or '(none)'}" for k, v in params.items())
     print(f"stack {name}: {said}; table {env['CAPBLOCK_TABLE']}", file=sys.stderr)
-    binaries = [os.path.join(args.bin_dir, b) for b in ("capblock-local-lambda", "scan-offerings")]
+    binaries = [
+        os.path.join(args.bin_dir, b)
+        for b in ("capblock-local-lambda", "scan-offerings")
+    ]
     if not all(os.access(b, os.X_OK) for b in binaries):
-        print(f"  the functions are not built in {args.bin_dir}, so the stack's settings are not stored yet: "
-              "build them (cargo build --workspace) and deploy again before a purchase from the CLI", file=sys.stderr)
+        print(
+            f"  the functions are not built in {args.bin_dir}, so the stack's settings are not stored yet: "
+            "build them (cargo build --workspace) and deploy again before a purchase from the CLI",
+            file=sys.stderr,
+        )
         return
     run_function(args.bin_dir, params)
-    print(f"  scan-offerings ran once and stored the stack's settings; the CLI acts on it with --stack {name}",
-          file=sys.stderr)
+    print(
+        f"  scan-offerings ran once and stored the stack's settings; the CLI acts on it with --stack {name}",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":
