@@ -54,7 +54,7 @@ pub async fn money(
     budgets: &StackBudgets,
     now: DateTime<Utc>,
 ) -> Result<String, CliError> {
-    let period = Period::of(now);
+    let period = Period::budget_month(now);
     let mut charged: Vec<(&Rule, &Priced, Vec<BudgetCharge>)> = Vec::new();
     for (rule, priced) in purchases {
         match charges_for(rule, budgets, &period) {

@@ -603,7 +603,7 @@ impl Protocol {
         }
         let ri = rule_of(o);
         let now = at(w.minute);
-        let charges = charges_for(&self.rules[ri], &self.stack, &Period::of(now)).ok()?;
+        let charges = charges_for(&self.rules[ri], &self.stack, &Period::budget_month(now)).ok()?;
         let fits = charges.iter().all(|c| self.admits(w, ri, c));
         if w.store.intents.contains_key(&o) || w.store.guards[ri].is_some() || w.store.seqs[ri] != seq || !fits {
             return Some(Step::Done);

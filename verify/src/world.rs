@@ -344,8 +344,8 @@ fn offering(o: u8) -> Offering {
 /// The core's `Intent` for a stored one.
 pub fn intent(rule: &Rule, stack: &StackBudgets, o: u8, parts: u8, stored: &StoredIntent) -> Intent {
     let created = at(stored.created);
-    let charges =
-        charges_for(rule, stack, &capblock_core::domain::budget::Period::of(created)).unwrap_or_else(|e| panic!("{e}"));
+    let charges = charges_for(rule, stack, &capblock_core::domain::budget::Period::budget_month(created))
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut i = Intent::new(&rule.id, offering_of(o, parts), 8, charges, created);
     i.state = stored.state;
     i.sent_at = stored.sent.map(at);

@@ -56,7 +56,7 @@ pub async fn run(a: ReportArgs) -> CliResult {
     let period = match &a.month {
         Some(m) => Period::parse(m)
             .ok_or_else(|| CliError::Invalid(format!("--month {m:?}: write a month as YYYY-MM, e.g. 2026-12")))?,
-        None => Period::of(run_now(None, false).await?.clock()),
+        None => Period::budget_month(run_now(None, false).await?.clock()),
     };
     let store = store().await?;
     let teams = stored_settings(&store).await?.map(|s| s.stack.team_budgets).unwrap_or_default();

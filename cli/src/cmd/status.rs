@@ -141,7 +141,7 @@ async fn gather(now: DateTime<Utc>) -> Result<Status, CliError> {
     let account = stored.as_ref().and_then(|s| s.stack.account_budget);
     let rules = store.list_rules().await?;
     let blocks = store.open_blocks(None).await?;
-    let period = Period::of(now);
+    let period = Period::budget_month(now);
 
     let mut by_state: BTreeMap<&'static str, usize> = BTreeMap::new();
     for b in &blocks {
