@@ -138,36 +138,21 @@ impl Bounds {
     /// EC2 lists it after all.
     pub fn release() -> Bounds {
         Bounds {
-            rules: 1,
-            scans: 2,
-            hands: 0,
             replay: false,
             releases: 1,
-            offerings: 2,
-            parts: 1,
-            limit: 1200,
-            account_limit: 1200,
-            max_held: 1,
             left: Left { ticks: 1, jumps: 1, crashes: 1, lost: 1, ..Left::default() },
+            ..Bounds::bounded()
         }
     }
 
-    /// Stale reads (in `make test`): two scans and a replay, a lost answer and a failed
+    /// Stale reads (in `make test`): two scans, a lost answer and a failed
     /// payment, EC2's answers missing a listed reservation for a while, across the graces and
     /// the 12-hour step.
     pub fn stale() -> Bounds {
         Bounds {
-            rules: 1,
-            scans: 2,
-            hands: 0,
             replay: false,
-            releases: 0,
-            offerings: 2,
-            parts: 1,
-            limit: 1200,
-            account_limit: 1200,
-            max_held: 1,
             left: Left { ticks: 2, jumps: 1, lost: 1, payment_failures: 1, stale: 1, ..Left::default() },
+            ..Bounds::bounded()
         }
     }
 
@@ -846,9 +831,8 @@ impl Protocol {
         if w.store.guards[rule_of(o)] == Some(o) {
             w.store.guards[rule_of(o)] = None;
         }
-        let holds = &mut w.store.holds[rule_of(o)];
-        if !holds.contains(&hold) && !self.on(Sabotage::ReleaseWithoutHold) {
-            holds.push(hold);
+        if !self.on(Sabotage::ReleaseWithoutHold) {
+            add_hold(w, o, hold);
         }
         Some(Step::Done)
     }
@@ -897,10 +881,7 @@ impl Protocol {
             // The fee kept: the hold the tracker leaves on the rule's guard (`Ledger::add_hold`,
             // idempotent), written before the move is stored, as production does.
             if let (false, Some(hold)) = (others_failed, kept) {
-                let holds = &mut w.store.holds[rule_of(o)];
-                if !holds.contains(&hold) {
-                    holds.push(hold);
-                }
+                add_hold(w, o, hold);
             }
         }
         if !crash {
@@ -985,6 +966,15 @@ fn release_failed(w: &mut World, o: u8, per_part: bool) {
     charge(w, o, -1);
     w.store.rules[rule_of(o)].spent -= crate::world::FEE;
     w.store.account.spent -= crate::world::FEE;
+}
+
+/// `Ledger::add_hold` (and a person's release's own hold): `hold` on intent `o`'s rule's guard,
+/// once however often it is written.
+fn add_hold(w: &mut World, o: u8, hold: ReleasedHold) {
+    let holds = &mut w.store.holds[rule_of(o)];
+    if !holds.contains(&hold) {
+        holds.push(hold);
+    }
 }
 
 /// A conditional put of a notice alone (the outbox's `enqueue`): written once, whoever

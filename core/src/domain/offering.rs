@@ -218,9 +218,9 @@ impl Offering {
 }
 
 /// 1 x p5.48xlarge (8 GPUs) in `{region}a` for the day from `start` at `fee`, for the unit tests
-/// of the modules that read offerings.
-#[cfg(test)]
-pub(crate) fn example(id: &str, region: &str, start: DateTime<Utc>, fee: Money) -> Offering {
+/// of the modules that read offerings and the function crates' handler tests (public for them,
+/// as `contract::fixtures` is; nothing in production builds an offering but `Offering::parse`).
+pub fn example(id: &str, region: &str, start: DateTime<Utc>, fee: Money) -> Offering {
     Offering {
         id: id.into(),
         region: region.parse().expect("a valid region"),

@@ -10,7 +10,7 @@ use capblock_shared::app::scan::{ScanReport, ScanSettings};
 use capblock_shared::aws::clock::TimeSource;
 use capblock_shared::config::Targets;
 use capblock_shared::domain::money::Money;
-use capblock_shared::domain::offering::Offering;
+use capblock_shared::domain::offering::{self, Offering};
 use capblock_shared::domain::plan::DescribeBudget;
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::domain::stack::StackSettings;
@@ -47,22 +47,7 @@ fn rule() -> Rule {
 
 /// 1 x p5.48xlarge (8 GPUs) in us-east-1a for the day two days ahead, 480 USD (2.50 per GPU-hour).
 fn offering() -> Offering {
-    let start = t0() + Duration::days(2);
-    Offering {
-        id: "cb-east".into(),
-        region: "us-east-1".parse().unwrap(),
-        availability_zone: "us-east-1a".into(),
-        instance_type: "p5.48xlarge".parse().unwrap(),
-        instance_count: 1,
-        start,
-        end: start + Duration::days(1),
-        duration_hours: 24,
-        duration_minutes: 0,
-        fee: Money::parse("480", "USD").unwrap(),
-        ultraserver: false,
-        ultraservers: None,
-        local_zone: false,
-    }
+    offering::example("cb-east", "us-east-1", t0() + Duration::days(2), Money::parse("480", "USD").unwrap())
 }
 
 /// The function on the memory table, EC2 and topics, as `build` makes it on AWS.

@@ -14,7 +14,7 @@ use capblock_shared::domain::block::{Block, Reservation};
 use capblock_shared::domain::budget::{Intent, IntentState, Period, charges_for};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::money::Money;
-use capblock_shared::domain::offering::Offering;
+use capblock_shared::domain::offering;
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::domain::stack::StackSettings;
 use capblock_shared::domain::tags::INTENT_TAG;
@@ -55,21 +55,8 @@ fn rule(id: &str) -> Rule {
 /// it now (`state`).
 fn bought(rule: &Rule, reservation_id: &str, then: &str, state: &str) -> (Intent, Block, Reservation) {
     let start = now() - Duration::hours(1);
-    let offering = Offering {
-        id: format!("cb-{}", rule.id),
-        region: "us-east-1".parse().unwrap(),
-        availability_zone: "us-east-1a".into(),
-        instance_type: "p5.48xlarge".parse().unwrap(),
-        instance_count: 1,
-        start,
-        end: start + Duration::days(1),
-        duration_hours: 24,
-        duration_minutes: 0,
-        fee: Money::parse("480", "USD").unwrap(),
-        ultraserver: false,
-        ultraservers: None,
-        local_zone: false,
-    };
+    let offering =
+        offering::example(&format!("cb-{}", rule.id), "us-east-1", start, Money::parse("480", "USD").unwrap());
     let sent_at = now() - Duration::days(1);
     let charges = charges_for(rule, &Default::default(), &Period::of(sent_at)).unwrap();
     let mut intent = Intent::new(&rule.id, offering.clone(), 8, charges, sent_at);

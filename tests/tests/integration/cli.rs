@@ -31,14 +31,15 @@ fn rule_toml(id: &str, mode: &str, threshold: &str) -> String {
     rule(id, mode, threshold).toml()
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
+/// What a command printed and how it ended (also the stand-in's tests', `stand_in.rs`).
+pub(crate) struct Out {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Out {
-    fn of(out: std::process::Output) -> Out {
+    pub(crate) fn of(out: std::process::Output) -> Out {
         Out {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -46,7 +47,7 @@ impl Out {
         }
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
     }

@@ -8,30 +8,17 @@ use std::path::{Path, PathBuf};
 use capblock_tests::runtime;
 use capblock_tests::{Aws, RuleToml, ScenarioToml, Sim, T0, binary_env};
 
+use super::cli::Out;
+
 /// One region, p5 at 2.75/GPU-hour, one start day (+2), one zone: one offering per question.
 fn market() -> String {
     ScenarioToml::new(5, T0).payment("succeed", None).p5("us-west-2", &[2], "2.75").build()
 }
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn of(out: std::process::Output) -> Run {
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    fn ok(self, what: &str) -> Run {
-        assert_eq!(self.code, 0, "{what}: {}{}", self.stdout, self.stderr);
-        self
-    }
+/// `out`, checked to have ended with exit 0.
+fn ok(out: Out, what: &str) -> Out {
+    assert_eq!(out.code, 0, "{what}: {}{}", out.stdout, out.stderr);
+    out
 }
 
 /// One test's local stack: its own simulator, table and CloudFormation stack name, with the
@@ -51,7 +38,7 @@ impl Local {
 
     /// `infra/local/deploy.py args` in the local stack's Python, the functions built beside
     /// the test binaries.
-    async fn deploy(&self, args: &[&str]) -> Run {
+    async fn deploy(&self, args: &[&str]) -> Out {
         let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let cache = std::env::var("CAPBLOCK_CACHE")
             .unwrap_or_else(|_| format!("{}/.cache/capblock", std::env::var("HOME").unwrap_or_default()));
@@ -65,11 +52,11 @@ impl Local {
             .output()
             .await
             .expect("the local stack's venv python");
-        Run::of(out)
+        Out::of(out)
     }
 
     /// `capblock args` against the stand-in, named as an operator names a stack.
-    async fn capblock(&self, args: &[&str]) -> Run {
+    async fn capblock(&self, args: &[&str]) -> Out {
         let out = tokio::process::Command::new(runtime::binary("capblock"))
             .envs(self.env())
             .env_remove("CAPBLOCK_TABLE")
@@ -81,7 +68,7 @@ impl Local {
             .output()
             .await
             .expect("run capblock");
-        Run::of(out)
+        Out::of(out)
     }
 }
 
@@ -95,19 +82,17 @@ async fn the_local_stand_in_deploys_like_sam_and_the_cli_buys_through_it() {
         aws: Aws::fresh("stand-in").await,
         stack: format!("capblock-local-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]),
     };
-    let said = local.deploy(&[]).await.ok("deploy with the defaults");
+    let said = ok(local.deploy(&[]).await, "deploy with the defaults");
     assert!(said.stderr.contains("Mode=dry-run, AccountMonthlyBudget=0"), "{}", said.stderr);
     assert!(said.stderr.contains("stored the stack's settings"), "{}", said.stderr);
     let rule = RuleToml::p5("west").mode("live").regions(&["us-west-2"]).max_price("3.00").budget("10000").toml();
     let file = std::env::temp_dir().join(format!("{}-rule.toml", local.stack));
     std::fs::write(&file, rule).unwrap();
-    local.capblock(&["rules", "put", &file.to_string_lossy()]).await.ok("rules put");
+    ok(local.capblock(&["rules", "put", &file.to_string_lossy()]).await, "rules put");
 
-    let shown = local
-        .capblock(&["offerings", "--type", "p5.48xlarge", "--region", "us-west-2", "--days", "1", "--json"])
-        .await
-        .ok("offerings");
-    let answer: serde_json::Value = serde_json::from_str(&shown.stdout).expect("offerings as JSON");
+    let shown =
+        local.capblock(&["offerings", "--type", "p5.48xlarge", "--region", "us-west-2", "--days", "1", "--json"]).await;
+    let answer = ok(shown, "offerings").json();
     let id = answer["offerings"][0]["offering"]["id"].as_str().expect("an offering").to_string();
     let dry = local.capblock(&["buy", &id, "--rule", "west", "--yes"]).await;
     assert_eq!(dry.code, 2, "a dry-run stand-in buys nothing: {}{}", dry.stdout, dry.stderr);
@@ -116,8 +101,8 @@ async fn the_local_stand_in_deploys_like_sam_and_the_cli_buys_through_it() {
     let refused = local.deploy(&["Mode=yes"]).await;
     assert_eq!(refused.code, 2, "{}", refused.stderr);
     assert!(refused.stderr.contains("Mode=yes: the mode is dry-run or live"), "{}", refused.stderr);
-    local.deploy(&["Mode=live", "AccountMonthlyBudget=1000"]).await.ok("deploy live");
-    let kept = local.deploy(&["TeamBudgets="]).await.ok("deploy again");
+    ok(local.deploy(&["Mode=live", "AccountMonthlyBudget=1000"]).await, "deploy live");
+    let kept = ok(local.deploy(&["TeamBudgets="]).await, "deploy again");
     assert!(kept.stderr.contains("Mode=live, AccountMonthlyBudget=1000"), "kept: {}", kept.stderr);
 
     // A table named without its stack: refused, in one readable sentence.
@@ -129,7 +114,7 @@ async fn the_local_stand_in_deploys_like_sam_and_the_cli_buys_through_it() {
         .output()
         .await
         .expect("run capblock");
-    let table_only = Run::of(table_only);
+    let table_only = Out::of(table_only);
     assert_eq!(table_only.code, 2, "{}", table_only.stderr);
     let said = table_only.stderr.lines().find(|l| l.contains("only a table was named")).unwrap_or_default();
     assert!(
@@ -139,7 +124,7 @@ async fn the_local_stand_in_deploys_like_sam_and_the_cli_buys_through_it() {
         table_only.stderr
     );
 
-    local.capblock(&["buy", &id, "--rule", "west", "--yes"]).await.ok("buy");
+    ok(local.capblock(&["buy", &id, "--rule", "west", "--yes"]).await, "buy");
     assert_eq!(local.sim.purchases().await.len(), 1);
     let again = local.capblock(&["buy", &id, "--rule", "west", "--yes"]).await;
     assert_ne!(again.code, 0, "bought once: {}{}", again.stdout, again.stderr);

@@ -264,7 +264,6 @@ impl Ledger for DynamoStore {
         intent: &Intent,
         count_purchase: bool,
     ) -> Result<bool, StoreError> {
-        let fee = n(intent.offering.fee.amount());
         // Once per release: the intent's mark decides, as it did for the release.
         let mut items = vec![
             tx_update(
@@ -276,23 +275,7 @@ impl Ledger for DynamoStore {
                     .condition_expression("attribute_exists(pk)"),
             ),
         ];
-        // No limit in the condition: EC2 took the money, whatever the budget's limit says.
-        let expr = if count_purchase {
-            "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero) + :fee, \
-             purchases = if_not_exists(purchases, :zero) + :one"
-        } else {
-            "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero) + :fee"
-        };
-        for c in &intent.charges {
-            let mut u = self
-                .update(budget_key(&c.owner, &c.period), expr)
-                .expression_attribute_values(":fee", fee.clone())
-                .expression_attribute_values(":zero", n(0));
-            if count_purchase {
-                u = u.expression_attribute_values(":one", n(1));
-            }
-            items.push(tx_update(u));
-        }
+        items.extend(self.commit_again(intent, count_purchase));
         match self.transact(items).await {
             Ok(()) => Ok(true),
             // Not released, or no such intent (as the in-memory ledger answers: a conflict).
@@ -315,12 +298,38 @@ impl Ledger for DynamoStore {
 }
 
 impl DynamoStore {
+    /// The transaction steps that put `intent`'s fee back into `committed` and `spent` of every
+    /// budget it charged, and count the purchase again when `count_purchase`. No limit in the
+    /// condition: EC2 took the money, whatever the budget's limit says.
+    fn commit_again(&self, intent: &Intent, count_purchase: bool) -> Vec<TransactWriteItem> {
+        let fee = n(intent.offering.fee.amount());
+        let expr = if count_purchase {
+            "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero) + :fee, \
+             purchases = if_not_exists(purchases, :zero) + :one"
+        } else {
+            "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero) + :fee"
+        };
+        intent
+            .charges
+            .iter()
+            .map(|c| {
+                let mut u = self
+                    .update(budget_key(&c.owner, &c.period), expr)
+                    .expression_attribute_values(":fee", fee.clone())
+                    .expression_attribute_values(":zero", n(0));
+                if count_purchase {
+                    u = u.expression_attribute_values(":one", n(1));
+                }
+                tx_update(u)
+            })
+            .collect()
+    }
+
     /// `Ledger::record_held_after_close`: the intent Rejected -> Bought (the condition that makes
     /// it once), the block put (absent), its id in the guard's `held`, the fee back in every
     /// budget with no limit, the purchase counted.
     pub(super) async fn held_after_close(&self, intent: &Intent, block: &Block) -> Result<bool, StoreError> {
         let bought = held_after_close(intent, &block.reservation_id);
-        let fee = n(intent.offering.fee.amount());
         let mut items = vec![
             tx_update(
                 self.update(intent_key(&intent.rule_id, &intent.offering.id), "SET #s = :bought, #d = :data")
@@ -342,19 +351,7 @@ impl DynamoStore {
                     .expression_attribute_values(":held", AttributeValue::Ss(vec![block.reservation_id.clone()])),
             ),
         ];
-        // No limit in the condition: EC2 took the money, whatever the budget's limit says.
-        for c in &intent.charges {
-            items.push(tx_update(
-                self.update(
-                    budget_key(&c.owner, &c.period),
-                    "SET committed = if_not_exists(committed, :zero) + :fee, spent = if_not_exists(spent, :zero) + \
-                     :fee, purchases = if_not_exists(purchases, :zero) + :one",
-                )
-                .expression_attribute_values(":fee", fee.clone())
-                .expression_attribute_values(":zero", n(0))
-                .expression_attribute_values(":one", n(1)),
-            ));
-        }
+        items.extend(self.commit_again(intent, true));
         match self.transact(items).await {
             Ok(()) => Ok(true),
             // No longer rejected, or the block is stored: another run recorded it first.
