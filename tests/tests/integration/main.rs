@@ -4,6 +4,7 @@
 mod alarms;
 mod cli;
 mod crash;
+mod ec2_contract;
 mod events;
 mod extend;
 mod faults;
