@@ -23,6 +23,7 @@ mod share;
 mod sim_wire;
 mod stand_in;
 mod store;
+mod topics;
 mod track;
 mod ultraserver;
 mod ultraserver_wire;
