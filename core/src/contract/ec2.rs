@@ -30,23 +30,9 @@ use crate::ports::{
     OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser, ReservationLookup, ReservationSource,
 };
 
-/// The market ports every implementation under contract has.
-pub trait Ec2Ports:
-    OfferingSource
-    + Purchaser
-    + ReservationSource
-    + ReservationLookup
-    + ExtensionMarket
-    + ExtensionHistory
-    + BlockKinds
-    + BlockStatusSource
-    + Send
-    + Sync
-{
-}
-
-impl<T> Ec2Ports for T where
-    T: OfferingSource
+port_bundle!(
+    /// The market ports every implementation under contract has.
+    pub trait Ec2Ports: OfferingSource
         + Purchaser
         + ReservationSource
         + ReservationLookup
@@ -54,10 +40,7 @@ impl<T> Ec2Ports for T where
         + ExtensionHistory
         + BlockKinds
         + BlockStatusSource
-        + Send
-        + Sync
-{
-}
+);
 
 /// What a case does to EC2 besides calling it: the simulator's control API, the in-memory EC2's
 /// settings.
@@ -527,6 +510,7 @@ mod tests {
     use rust_decimal::Decimal;
 
     use super::{Ec2Control, OnSale, Setup, t0};
+    use crate::contract::fixtures::day_offering;
     use crate::domain::block::Reservation;
     use crate::domain::money::Money;
     use crate::domain::offering::{Offering, RawOffering};
@@ -554,21 +538,12 @@ mod tests {
     }
 
     fn offering(n: u32, days: u32, instance_type: &str, count: i32, fee: Decimal, ultra: bool) -> Offering {
-        let start = OnSale::start(days);
+        let id = format!("cb-{n:017x}");
+        let raw = day_offering(&id, instance_type, count, OnSale::ZONE, OnSale::start(days), &fee.to_string());
         let raw = RawOffering {
-            offering_id: Some(format!("cb-{n:017x}")),
-            instance_type: Some(instance_type.into()),
-            availability_zone: Some(OnSale::ZONE.into()),
-            instance_count: Some(count),
-            start_date: Some(start),
-            end_date: Some(start + Duration::days(1)),
-            duration_hours: Some(24),
-            duration_minutes: Some(0),
-            upfront_fee: Some(fee.to_string()),
-            currency_code: Some("USD".into()),
             ultraserver_type: ultra.then(|| "u-trn2x64".into()),
             ultraserver_count: ultra.then_some(OnSale::ULTRA_COUNT as i32),
-            zone_type: None,
+            ..raw
         };
         Offering::parse(&OnSale::region(), raw).expect("a valid offering")
     }

@@ -12,6 +12,17 @@
 //!   on S3), each run on its in-memory double and on its adapter over moto.
 //! - `store`: the store and ledger ports (`StoreUnderTest`, `store::CASES`, `store::run`).
 
+/// Declares trait `$name`, the ports an implementation under contract has, implemented for any
+/// type that has them all (the bounds written once).
+macro_rules! port_bundle {
+    ($(#[$doc:meta])* pub trait $name:ident: $first:ident $(+ $port:ident)*) => {
+        $(#[$doc])*
+        pub trait $name: $first $(+ $port)* + Send + Sync {}
+
+        impl<T> $name for T where T: $first $(+ $port)* + Send + Sync {}
+    };
+}
+
 pub mod ec2;
 pub mod fixtures;
 pub mod notify;

@@ -22,14 +22,9 @@ use crate::ports::{
     SettingsStore, StoreError,
 };
 
-/// The store ports every implementation under contract has (any type with them all).
-pub trait StorePorts:
-    RuleStore + Ledger + BlockStore + Outbox + ObservationStore + SettingsStore + MarketMemory + PageClaims + Send + Sync
-{
-}
-
-impl<T> StorePorts for T where
-    T: RuleStore
+port_bundle!(
+    /// The store ports every implementation under contract has (any type with them all).
+    pub trait StorePorts: RuleStore
         + Ledger
         + BlockStore
         + Outbox
@@ -37,10 +32,7 @@ impl<T> StorePorts for T where
         + SettingsStore
         + MarketMemory
         + PageClaims
-        + Send
-        + Sync
-{
-}
+);
 
 /// The departures from a plain map that DynamoDB makes on its own, played on an
 /// implementation under contract when a case asks: the in-memory table by settings of its own,
