@@ -35,11 +35,25 @@ pub fn rule(id: &str, budget: &str) -> Rule {
 /// One p5.48xlarge in us-east-1a for the day from 2026-12-03 11:30 UTC, at `fee` USD.
 pub fn offering(id: &str, fee: &str) -> Offering {
     let start = Utc.with_ymd_and_hms(2026, 12, 3, 11, 30, 0).unwrap();
-    let raw = RawOffering {
+    let raw = day_offering(id, "p5.48xlarge", 1, "us-east-1a", start, fee);
+    Offering::parse(&"us-east-1".parse().expect("a region"), raw).expect("a valid offering")
+}
+
+/// EC2's description of an offering of `count` x `instance_type` in `zone` for the day from
+/// `start`, at `fee` USD in all (no UltraServers: set them on the answer).
+pub fn day_offering(
+    id: &str,
+    instance_type: &str,
+    count: i32,
+    zone: &str,
+    start: DateTime<Utc>,
+    fee: &str,
+) -> RawOffering {
+    RawOffering {
         offering_id: Some(id.into()),
-        instance_type: Some("p5.48xlarge".into()),
-        availability_zone: Some("us-east-1a".into()),
-        instance_count: Some(1),
+        instance_type: Some(instance_type.into()),
+        availability_zone: Some(zone.into()),
+        instance_count: Some(count),
         start_date: Some(start),
         end_date: Some(start + Duration::days(1)),
         duration_hours: Some(24),
@@ -49,8 +63,7 @@ pub fn offering(id: &str, fee: &str) -> Offering {
         ultraserver_type: None,
         ultraserver_count: None,
         zone_type: None,
-    };
-    Offering::parse(&"us-east-1".parse().expect("a region"), raw).expect("a valid offering")
+    }
 }
 
 /// The rule's charges, with the account capped at `account` when given.

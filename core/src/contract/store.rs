@@ -18,20 +18,21 @@ use crate::domain::budget::{BudgetOwner, Intent, IntentState, Period, ReleasedHo
 use crate::domain::lifecycle::BlockState;
 use crate::domain::rule::{Mode, Rule};
 use crate::ports::{
-    BlockStore, Ledger, MarketMemory, Observation, ObservationStore, Outbox, ReserveError, RuleStore, SettingsStore,
-    StoreError,
+    BlockStore, Ledger, MarketMemory, Observation, ObservationStore, Outbox, PageClaims, ReserveError, RuleStore,
+    SettingsStore, StoreError,
 };
 
-/// The store ports every implementation under contract has (any type with them all).
-pub trait StorePorts:
-    RuleStore + Ledger + BlockStore + Outbox + ObservationStore + SettingsStore + MarketMemory + Send + Sync
-{
-}
-
-impl<T> StorePorts for T where
-    T: RuleStore + Ledger + BlockStore + Outbox + ObservationStore + SettingsStore + MarketMemory + Send + Sync
-{
-}
+port_bundle!(
+    /// The store ports every implementation under contract has (any type with them all).
+    pub trait StorePorts: RuleStore
+        + Ledger
+        + BlockStore
+        + Outbox
+        + ObservationStore
+        + SettingsStore
+        + MarketMemory
+        + PageClaims
+);
 
 /// The departures from a plain map that DynamoDB makes on its own, played on an
 /// implementation under contract when a case asks: the in-memory table by settings of its own,
@@ -96,6 +97,7 @@ macro_rules! store_contract_cases {
             a_rules_held_blocks_are_counted_before_the_index_shows_them,
             a_kept_fee_holds_its_rule_once_until_the_offering_ends,
             a_released_purchase_ec2_holds_is_bought_again_once_past_any_limit,
+            the_page_hour_is_claimed_once_and_given_back_only_by_its_hour,
         );
     };
 }
@@ -527,6 +529,21 @@ impl StoreFaults for crate::memory::MemoryTable {
         let amount = Decimal::from_str_exact(committed).expect("a number");
         crate::memory::MemoryTable::store_committed_as(self, owner, period, amount);
     }
+}
+
+async fn the_page_hour_is_claimed_once_and_given_back_only_by_its_hour<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let hour = now() + Duration::hours(3);
+    // Four trackers of the same hour at once: one publishes.
+    let claims = futures::future::join_all((0..4).map(|_| s.claim_page_hour(hour))).await;
+    let won: Vec<bool> = claims.into_iter().map(Result::unwrap).collect();
+    assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+    assert!(!s.claim_page_hour(hour - Duration::hours(1)).await.unwrap(), "an earlier hour after a later one");
+    // Another hour's release leaves the claim; its own gives it back.
+    s.release_page_hour(hour - Duration::hours(1)).await.unwrap();
+    assert!(!s.claim_page_hour(hour).await.unwrap());
+    s.release_page_hour(hour).await.unwrap();
+    assert!(s.claim_page_hour(hour).await.unwrap(), "claimed again after its release");
+    assert!(s.claim_page_hour(hour + Duration::hours(1)).await.unwrap(), "the next hour");
 }
 
 #[cfg(test)]

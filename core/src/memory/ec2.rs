@@ -10,6 +10,7 @@
 //! listings as stale as EC2's eventual consistency makes them (a reservation listed late,
 //! un-listed for a while after it was listed, or listed twice in one answer). It counts every
 //! PurchaseCapacityBlock that bought, per intent tag: the number the money promise bounds.
+//! `crate::contract::ec2` holds it to the simulator: the same cases run on both.
 //!
 //! What it leaves out (interconnect status, instances, quotas) answers empty: the workflows
 //! treat those as "not known", which their own unit tests cover.
@@ -25,6 +26,7 @@ use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
 use crate::domain::health::CapacityStatus;
 use crate::domain::ids::{InstanceType, Region};
 use crate::domain::lifecycle::Observed;
+use crate::domain::money::Money;
 use crate::domain::offering::Offering;
 use crate::domain::tags::INTENT_TAG;
 use crate::ports::*;
@@ -78,6 +80,8 @@ struct Made {
     twice: bool,
     /// Seeded by a test: its state is the one it was given, whatever the clock says.
     fixed: bool,
+    /// The UltraServer type it is one UltraServer of (EC2 makes a block per UltraServer).
+    ultraserver_type: Option<String>,
 }
 
 #[derive(Default)]
@@ -124,6 +128,8 @@ type PaymentPlan = Box<dyn Fn(&Offering, u32) -> (Duration, PaymentOutcome) + Se
 type ListingPlan = Box<dyn Fn(&Offering, u32) -> Listing + Send + Sync>;
 /// How long an extension's payment stays pending, and how it ends.
 type ExtensionPaymentPlan = Box<dyn Fn(&ExtensionOffer) -> (Duration, PaymentOutcome) + Send + Sync>;
+/// The fee of an extension of a reservation by so many hours (`None`: not offered).
+type ExtensionFeePlan = Box<dyn Fn(&Reservation, u32) -> Option<Money> + Send + Sync>;
 /// How many times an offering sells before it is gone (`None`: to every call).
 type StockPlan = Box<dyn Fn(&Offering) -> Option<u32> + Send + Sync>;
 
@@ -139,6 +145,9 @@ pub struct MemoryEc2 {
     extension_payment: ExtensionPaymentPlan,
     /// How many times each offering sells.
     stock: StockPlan,
+    /// Extensions EC2 offers of its own accord, as the simulator does (`None`: only those a test
+    /// offers with `offer_extension`).
+    extension_fee: Option<ExtensionFeePlan>,
     /// How long a failed payment's reservations stay listed before EC2 drops them.
     failed_visible_for: Duration,
 }
@@ -152,6 +161,7 @@ impl Default for MemoryEc2 {
             extension_payment: Box::new(|_| (Duration::zero(), PaymentOutcome::Paid)),
             // EC2 takes no ClientToken: every call that finds the offering on sale buys.
             stock: Box::new(|_| None),
+            extension_fee: None,
             // The user guide: payment-failed reservations are shown for a while, then gone.
             failed_visible_for: Duration::hours(1),
         }
@@ -205,6 +215,17 @@ impl MemoryEc2 {
         self
     }
 
+    /// EC2 offers extensions itself, as the simulator plays the API reference: one of each
+    /// length asked, for a block scheduled or active with no extension awaiting payment, from 56
+    /// days to an hour before its end, at the fee `fee` gives (the reservation, the hours).
+    pub fn with_extension_fees(
+        mut self,
+        fee: impl Fn(&Reservation, u32) -> Option<Money> + Send + Sync + 'static,
+    ) -> Self {
+        self.extension_fee = Some(Box::new(fee));
+        self
+    }
+
     /// Offers `offerings` for sale.
     pub fn with_offerings(self, offerings: impl IntoIterator<Item = Offering>) -> Self {
         self.market().on_sale.extend(offerings);
@@ -228,6 +249,7 @@ impl MemoryEc2 {
                     unlisted: None,
                     twice: false,
                     fixed: true,
+                    ultraserver_type: None,
                     reservation: r,
                 });
             }
@@ -266,6 +288,14 @@ impl MemoryEc2 {
     /// Takes off sale every offering `keep` refuses (the market moving on).
     pub fn retain_offerings(&self, keep: impl Fn(&Offering) -> bool) {
         self.market().on_sale.retain(|o| keep(o));
+    }
+
+    /// The payment of reservation `id` fails when it would have been taken (a part of an
+    /// UltraServer purchase failing alone, as the simulator's `POST /_sim/payment` fails it).
+    pub fn fail_payment(&self, id: &str) {
+        if let Some(x) = self.market().made.iter_mut().find(|x| x.reservation.id == id && !x.fixed) {
+            x.outcome = PaymentOutcome::Failed;
+        }
     }
 
     /// Offers an extension of `reservation_id`.
@@ -355,6 +385,32 @@ impl MemoryEc2 {
     fn unreadable(x: &Made, now: DateTime<Utc>) -> bool {
         x.unreadable_until.is_some_and(|u| now < u)
     }
+
+    /// The extension EC2 offers of its own accord now, when it prices them (`with_extension_fees`).
+    fn priced_extension(&self, m: &Market, reservation_id: &str, hours: u32) -> Option<ExtensionOffer> {
+        let fee = self.extension_fee.as_ref()?;
+        let now = Self::now(m);
+        let x = m.made.iter().find(|x| x.reservation.id == reservation_id && self.listed(x, now))?;
+        let r = Self::as_now(x, now);
+        let awaiting = m
+            .extensions
+            .iter()
+            .any(|e| e.record.reservation_id == reservation_id && e.status(now) == "payment-pending");
+        let window = now >= r.end - Duration::days(56) && now <= r.end - Duration::hours(1);
+        if !matches!(r.state.as_str(), "scheduled" | "active") || awaiting || !window {
+            return None;
+        }
+        // One id per block, length and end: asked again, the same offering.
+        let id = format!("cbe-{}-{hours}h-{}", reservation_id.trim_start_matches("cr-"), r.end.timestamp());
+        Some(ExtensionOffer {
+            id,
+            reservation_id: reservation_id.to_string(),
+            duration_hours: hours,
+            start: r.end,
+            end: r.end + Duration::hours(i64::from(hours)),
+            fee: fee(&r, hours)?,
+        })
+    }
 }
 
 fn rejected(operation: &'static str, region: &Region, code: &str, message: &str) -> MarketError {
@@ -425,6 +481,11 @@ impl Purchaser for MemoryEc2 {
             ids.push(format!("cr-{:017x}", m.next_id));
         }
         let per_part = offering.instance_count / parts;
+        // EC2 names the UltraServer type on each of its blocks (an unknown one by its instances).
+        let ultraserver_type = match &offering.ultraservers {
+            Some(u) => Some(u.kind.to_string()),
+            None => offering.ultraserver.then(|| offering.instance_type.to_string()),
+        };
         for (part, id) in (0u32..).zip(&ids) {
             let (pending, outcome) = (self.payment)(&offering, part);
             let listing = (self.listing)(&offering, part);
@@ -452,6 +513,7 @@ impl Purchaser for MemoryEc2 {
                 unlisted: listing.unlisted.map(|(after, lasting)| (now + after, now + after + lasting)),
                 twice: listing.twice,
                 fixed: false,
+                ultraserver_type: ultraserver_type.clone(),
             });
         }
         if let Some(tag) = req.tags.get(INTENT_TAG) {
@@ -544,6 +606,11 @@ impl ExtensionMarket for MemoryEc2 {
     ) -> Result<Vec<ExtensionOffer>, MarketError> {
         let mut m = self.market();
         op(&mut m, "DescribeCapacityBlockExtensionOfferings");
+        if let Some(offer) = self.priced_extension(&m, reservation_id, duration_hours) {
+            let offers = m.extension_offers.entry(reservation_id.to_string()).or_default();
+            offers.retain(|o| o.duration_hours != duration_hours);
+            offers.push(offer);
+        }
         let offers = m.extension_offers.get(reservation_id).cloned().unwrap_or_default();
         Ok(offers.into_iter().filter(|o| o.duration_hours == duration_hours).collect())
     }
@@ -632,10 +699,9 @@ impl BlockKinds for MemoryEc2 {
             if !ids.contains(id) {
                 continue;
             }
-            let ultra = m.made.iter().filter(|y| y.purchase == x.purchase).count() > 1;
             let f = facts.entry(id.clone()).or_insert(CapacityBlockFacts {
                 capacity_block_id: id.clone(),
-                ultraserver_type: ultra.then(|| x.reservation.instance_type.to_string()),
+                ultraserver_type: x.ultraserver_type.clone(),
                 state: Self::state(x, now),
                 reservation_ids: vec![],
                 tags: x.reservation.tags.clone(),

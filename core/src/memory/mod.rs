@@ -8,6 +8,11 @@
 //!   reservations, payment windows that end paid or failed, extensions.
 //! - `notify`: SNS topics and the reminder schedules, recording what was published.
 //! - `page`: the team page's bucket, recording every page written.
+//! - `handoff`: the hand-off's sides (SSM, Auto Scaling, Run Command, Resource Groups, EKS node
+//!   groups, RAM shares), as the action runner drives them.
+//!
+//! `crate::contract` holds the table, EC2, the topics and the bucket to their AWS adapters: the
+//! same cases run on both.
 //!
 //! They are faithful, not clever: no fault of their own. Faults (lost answers, crashes,
 //! throttling) are the business of whoever wraps them: the workflows' unit tests script one
@@ -16,11 +21,13 @@
 //! shows there.
 
 mod ec2;
+mod handoff;
 mod notify;
 mod page;
 mod table;
 
 pub use ec2::{Holding, Listing, MemoryEc2, PaymentOutcome};
+pub use handoff::{MemoryHandoff, MemoryShare, ReservationGroup};
 pub use notify::{MemoryNotifier, MemoryReminders};
 pub use page::MemoryPages;
 pub use table::{BudgetRow, MemoryTable};

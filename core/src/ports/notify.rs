@@ -40,6 +40,9 @@ pub enum Topic {
     Actions,
 }
 
+/// The largest message SNS publishes, in bytes (Publish: "up to 256 KB"; larger is refused).
+pub const MAX_MESSAGE_BYTES: usize = 262_144;
+
 /// A message ready to publish: a body and string attributes for subscription filters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {

@@ -4,6 +4,7 @@
 mod alarms;
 mod cli;
 mod crash;
+mod ec2_contract;
 mod events;
 mod extend;
 mod faults;
@@ -22,6 +23,7 @@ mod share;
 mod sim_wire;
 mod stand_in;
 mod store;
+mod topics;
 mod track;
 mod ultraserver;
 mod ultraserver_wire;

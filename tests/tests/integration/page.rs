@@ -1,4 +1,5 @@
-//! The team page on the local stack: the S3 adapter and the hour's claim on moto, and the
+//! The team page on the local stack: the S3 adapter on moto (the hour's claim is the store
+//! contract's, `store.rs`; what any bucket promises, the page contract's, `topics.rs`), and the
 //! `track-blocks` binary publishing the page of a block the `scan-offerings` binary bought, read
 //! back from moto's S3 (path-style, as the SDK addresses an IP endpoint: `aws::s3`).
 
@@ -6,7 +7,7 @@ use std::time::Duration as StdDuration;
 
 use capblock_shared::app::publish::PAGE_KEY;
 use capblock_shared::aws::s3::{CACHE_CONTROL, CONTENT_TYPE, S3Pages};
-use capblock_shared::ports::{PageClaims, PagePublisher, RuleStore};
+use capblock_shared::ports::{PagePublisher, RuleStore};
 use capblock_tests::runtime::{self, Outcome, binary};
 use capblock_tests::{Aws, RuleToml, ScenarioToml, Sim, T0, binary_env, emf, t0};
 use chrono::{DateTime, Duration, Utc};
@@ -51,22 +52,6 @@ async fn s3_pages_writes_html_that_browsers_revalidate_and_names_a_missing_bucke
     assert_eq!(e.operation, "PutObject");
     assert_eq!(e.key, format!("s3://{bucket}-missing/{PAGE_KEY}"));
     assert!(e.message.contains("NoSuchBucket"), "{e}");
-}
-
-#[tokio::test]
-async fn the_hours_claim_on_dynamodb_is_taken_once_and_given_back_only_by_its_hour() {
-    let aws = Aws::fresh("page-claim").await;
-    let store = aws.store();
-    let hour = t0() + Duration::hours(3);
-    assert!(store.claim_page_hour(hour).await.unwrap());
-    assert!(!store.claim_page_hour(hour).await.unwrap(), "the same hour twice");
-    assert!(!store.claim_page_hour(hour - Duration::hours(1)).await.unwrap(), "an earlier hour after a later one");
-    // Another hour's release leaves the claim; its own gives it back.
-    store.release_page_hour(hour - Duration::hours(1)).await.unwrap();
-    assert!(!store.claim_page_hour(hour).await.unwrap());
-    store.release_page_hour(hour).await.unwrap();
-    assert!(store.claim_page_hour(hour).await.unwrap(), "claimed again after its release");
-    assert!(store.claim_page_hour(hour + Duration::hours(1)).await.unwrap(), "the next hour");
 }
 
 fn tick(t: DateTime<Utc>) -> Value {

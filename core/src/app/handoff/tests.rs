@@ -1,7 +1,7 @@
 //! The action runner against in-memory sides (the local-stack tests in `tests/` run the same
 //! workflow on moto's SSM, Auto Scaling, Resource Groups and EKS).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -10,12 +10,11 @@ use chrono::{Duration, TimeZone};
 use super::*;
 use crate::domain::block::example;
 use crate::domain::handoff::tests::{all, target};
-use crate::domain::handoff::{Invocation, NodegroupScaled, NodegroupScaling, Point, ReservationPool, at_point, due};
-use crate::domain::ids::Region;
-use crate::domain::launch::GroupLaunch;
+use crate::domain::handoff::{NodegroupScaled, NodegroupScaling, Point, ReservationPool, at_point, due};
 use crate::domain::lifecycle::BlockState;
-use crate::domain::share::{Association, SharePrincipal, ShareView};
-use crate::ports::{ActionResult, MarketError, Membership, SentCommand, ShareRequest};
+use crate::domain::share::{Association, SharePrincipal};
+use crate::memory::MemoryHandoff;
+use crate::ports::ShareRequest;
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()
@@ -122,302 +121,16 @@ impl Outbox for Memory {
     }
 }
 
-/// A capacity reservation group in memory: what it was made to hold, its tags, its members.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct ReservationGroup {
-    pool: ReservationPool,
-    tags: Vec<(String, String)>,
-    members: BTreeSet<String>,
-}
-
-/// Every AWS side in memory, with a switch that makes every call fail.
-#[derive(Default)]
-struct Aws {
-    failing: Mutex<bool>,
-    parameters: Mutex<BTreeMap<String, String>>,
-    capacity: Mutex<Vec<(String, u32)>>,
-    sent: Mutex<Vec<(String, Vec<String>, String)>>,
-    running: Mutex<bool>,
-    /// The zones every Auto Scaling group launches in (none set: the group is not found).
-    zones: Mutex<Vec<String>>,
-    /// DescribeAutoScalingGroups fails (the rest does not).
-    zones_unreadable: Mutex<bool>,
-    reservation_groups: Mutex<BTreeMap<String, ReservationGroup>>,
-    /// CreateGroup calls that created a group.
-    created: Mutex<u32>,
-    /// GroupResources and UngroupResources calls.
-    membership_calls: Mutex<u32>,
-    /// EKS node groups by `cluster/nodegroup`, and every UpdateNodegroupConfig's new size.
-    nodegroups: Mutex<BTreeMap<String, NodegroupScaling>>,
-    nodegroup_updates: Mutex<Vec<(String, NodegroupScaling)>>,
-    /// RAM resource shares: each with its request, whether deleted, and what RAM says of it.
-    shares: Mutex<Vec<FakeShare>>,
-    /// What RAM makes of the next shares created: their resource association's state.
-    share_outcome: Mutex<Option<Association>>,
-    /// RAM's listing (GetResourceShares) does not show the shares made so far yet.
-    listing_lags: Mutex<bool>,
-}
-
-#[derive(Debug, Clone)]
-struct FakeShare {
-    arn: String,
-    request: ShareRequest,
-    deleted: bool,
-    resource: Association,
-    /// Not in RAM's listing (yet).
-    unlisted: bool,
-}
-
-impl FakeShare {
-    fn view(&self) -> ShareView {
-        ShareView {
-            arn: self.arn.clone(),
-            resource: Some(share::Associated {
-                entity: self.request.reservation_arn.clone(),
-                status: if self.deleted { Association::Disassociated } else { self.resource },
-                message: (self.resource == Association::Failed).then(|| "not scheduled or active".to_string()),
-            }),
-            principals: self
-                .request
-                .principals
-                .iter()
-                .map(|p| share::Associated {
-                    entity: p.as_str().to_string(),
-                    status: if p.as_str() == OUTSIDER { Association::Failed } else { Association::Associated },
-                    message: Some("outside the organization".into()),
-                })
-                .collect(),
-        }
-    }
-}
-
-impl Aws {
-    fn check(&self, operation: &'static str) -> Result<(), ActionError> {
-        if *self.failing.lock().unwrap() {
-            return Err(ActionError { operation, region: "us-east-1".into(), message: "AccessDenied".into() });
-        }
-        Ok(())
-    }
-    fn fail(&self, on: bool) {
-        *self.failing.lock().unwrap() = on;
-    }
-}
-
-#[async_trait]
-impl Parameters for Aws {
-    async fn put_parameter(&self, _r: &Region, name: &str, value: &str) -> Result<(), ActionError> {
-        self.check("PutParameter")?;
-        self.parameters.lock().unwrap().insert(name.into(), value.into());
-        Ok(())
-    }
-    async fn parameter(&self, _r: &Region, name: &str) -> Result<Option<String>, ActionError> {
-        self.check("GetParameter")?;
-        Ok(self.parameters.lock().unwrap().get(name).cloned())
-    }
-    async fn delete_parameter(&self, _r: &Region, name: &str) -> Result<(), ActionError> {
-        self.check("DeleteParameter")?;
-        self.parameters.lock().unwrap().remove(name);
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl Groups for Aws {
-    async fn set_desired(&self, _r: &Region, group: &str, desired: u32) -> Result<(), ActionError> {
-        self.check("SetDesiredCapacity")?;
-        self.capacity.lock().unwrap().push((group.into(), desired));
-        Ok(())
-    }
-    async fn existing(&self, _r: &Region, groups: &[String]) -> Result<Vec<String>, ActionError> {
-        Ok(groups.to_vec())
-    }
-    async fn zones(&self, _r: &Region, _group: &str) -> Result<Option<Vec<String>>, ActionError> {
-        if *self.zones_unreadable.lock().unwrap() {
-            return Err(ActionError {
-                operation: "DescribeAutoScalingGroups",
-                region: "us-east-1".into(),
-                message: "Throttling".into(),
-            });
-        }
-        let zones = self.zones.lock().unwrap().clone();
-        Ok((!zones.is_empty()).then_some(zones))
-    }
-    async fn launch(&self, _r: &Region, _group: &str) -> Result<Option<GroupLaunch>, ActionError> {
-        Ok(Some(GroupLaunch::Unknown))
-    }
-}
-
-#[async_trait]
-impl ReservationGroups for Aws {
-    async fn ensure_group(
-        &self,
-        _r: &Region,
-        group: &str,
-        pool: &ReservationPool,
-        tags: &[(&str, &str)],
-    ) -> Result<bool, ActionError> {
-        self.check("CreateGroup")?;
-        let mut groups = self.reservation_groups.lock().unwrap();
-        if groups.contains_key(group) {
-            return Ok(false);
-        }
-        let tags = tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        groups.insert(group.into(), ReservationGroup { pool: pool.clone(), tags, members: BTreeSet::new() });
-        *self.created.lock().unwrap() += 1;
-        Ok(true)
-    }
-    async fn add(&self, _r: &Region, group: &str, arn: &str) -> Result<Membership, ActionError> {
-        self.check("GroupResources")?;
-        *self.membership_calls.lock().unwrap() += 1;
-        let mut groups = self.reservation_groups.lock().unwrap();
-        let g = groups.get_mut(group).ok_or_else(|| ActionError {
-            operation: "GroupResources",
-            region: "us-east-1".into(),
-            message: "NotFoundException".into(),
-        })?;
-        g.members.insert(arn.into());
-        Ok(Membership::Changed)
-    }
-    async fn remove(&self, _r: &Region, group: &str, arn: &str) -> Result<Membership, ActionError> {
-        self.check("UngroupResources")?;
-        *self.membership_calls.lock().unwrap() += 1;
-        Ok(match self.reservation_groups.lock().unwrap().get_mut(group) {
-            None => Membership::NoGroup,
-            Some(g) => {
-                g.members.remove(arn);
-                Membership::Changed
-            }
-        })
-    }
-}
-
-#[async_trait]
-impl Nodegroups for Aws {
-    async fn scaling(&self, _r: &Region, cluster: &str, nodegroup: &str) -> ActionResult<Option<NodegroupScaling>> {
-        self.check("DescribeNodegroup")?;
-        Ok(self.nodegroups.lock().unwrap().get(&format!("{cluster}/{nodegroup}")).copied())
-    }
-    async fn set_scaling(
-        &self,
-        _r: &Region,
-        cluster: &str,
-        nodegroup: &str,
-        to: &NodegroupScaling,
-    ) -> ActionResult<String> {
-        self.check("UpdateNodegroupConfig")?;
-        let name = format!("{cluster}/{nodegroup}");
-        let mut groups = self.nodegroups.lock().unwrap();
-        let g = groups.get_mut(&name).ok_or_else(|| ActionError {
-            operation: "UpdateNodegroupConfig",
-            region: "us-east-1".into(),
-            message: "ResourceNotFoundException".into(),
-        })?;
-        *g = *to;
-        let mut updates = self.nodegroup_updates.lock().unwrap();
-        updates.push((name, *to));
-        Ok(format!("update-{}", updates.len()))
-    }
-}
-
-#[async_trait]
-impl Commands for Aws {
-    async fn send(&self, _r: &Region, document: &str, ids: &[String], comment: &str) -> Result<String, ActionError> {
-        self.check("SendCommand")?;
-        let mut sent = self.sent.lock().unwrap();
-        sent.push((document.into(), ids.to_vec(), comment.into()));
-        Ok(format!("cmd-{}", sent.len()))
-    }
-    async fn sent(
-        &self,
-        _r: &Region,
-        document: &str,
-        comment: &str,
-        ids: &[String],
-    ) -> Result<Vec<SentCommand>, ActionError> {
-        self.check("ListCommands")?;
-        let sent = self.sent.lock().unwrap();
-        Ok(sent
-            .iter()
-            .enumerate()
-            .filter(|(_, (d, to, c))| d == document && c == comment && to.iter().any(|i| ids.contains(i)))
-            .map(|(n, (_, to, _))| SentCommand { command_id: format!("cmd-{}", n + 1), instance_ids: to.clone() })
-            .collect())
-    }
-    async fn invocation(&self, _r: &Region, _c: &str, instance: &str) -> Result<Invocation, ActionError> {
-        self.check("GetCommandInvocation")?;
-        Ok(if *self.running.lock().unwrap() {
-            Invocation::Running
-        } else if instance.ends_with('2') {
-            Invocation::Failed("Failed".into())
-        } else {
-            Invocation::Succeeded
-        })
-    }
-}
-
-#[async_trait]
-impl InstanceSource for Aws {
-    async fn instances_in(&self, _r: &Region, _id: &str) -> Result<Vec<String>, MarketError> {
-        Ok(vec!["i-1".into(), "i-2".into()])
-    }
-    async fn reservation_of(&self, _r: &Region, _i: &str) -> Result<Option<String>, MarketError> {
-        Ok(None)
-    }
-}
-
-#[async_trait]
-impl Shares for Aws {
-    async fn find(&self, _r: &Region, stack: &str, reservation_id: &str) -> ActionResult<Option<ShareView>> {
-        self.check("GetResourceShares")?;
-        let tagged = |s: &FakeShare, k: &str, v: &str| s.request.tags.iter().any(|(a, b)| a == k && b == v);
-        Ok(self
-            .shares
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|s| {
-                !s.deleted
-                    && !s.unlisted
-                    && tagged(s, "capblock:stack", stack)
-                    && tagged(s, "capblock:reservation", reservation_id)
-            })
-            .map(FakeShare::view))
-    }
-    async fn view(&self, _r: &Region, share_arn: &str) -> ActionResult<ShareView> {
-        self.check("GetResourceShareAssociations")?;
-        let shares = self.shares.lock().unwrap();
-        let s = shares.iter().find(|s| s.arn == share_arn).ok_or_else(|| ActionError {
-            operation: "GetResourceShareAssociations",
-            region: "us-east-1".into(),
-            message: format!("UnknownResourceException: {share_arn}"),
-        })?;
-        Ok(s.view())
-    }
-    async fn create(&self, _r: &Region, request: &ShareRequest) -> ActionResult<String> {
-        self.check("CreateResourceShare")?;
-        let mut shares = self.shares.lock().unwrap();
-        // RAM's client tokens: the same token and parameters answer the same share.
-        if let Some(made) = shares.iter().find(|s| s.request.client_token == request.client_token) {
-            assert_eq!(&made.request, request, "IdempotentParameterMismatch");
-            return Ok(made.arn.clone());
-        }
-        let arn = format!("arn:aws:ram:us-east-1:123456789012:resource-share/s-{}", shares.len());
-        let resource = self.share_outcome.lock().unwrap().unwrap_or(Association::Associated);
-        let unlisted = *self.listing_lags.lock().unwrap();
-        shares.push(FakeShare { arn: arn.clone(), request: request.clone(), deleted: false, resource, unlisted });
-        Ok(arn)
-    }
-    async fn delete(&self, _r: &Region, share_arn: &str) -> ActionResult<()> {
-        self.check("DeleteResourceShare")?;
-        for s in self.shares.lock().unwrap().iter_mut().filter(|s| s.arn == share_arn) {
-            s.deleted = true;
-        }
-        Ok(())
-    }
-}
-
 /// An account RAM refuses (outside the Organization).
 const OUTSIDER: &str = "999999999999";
+
+/// The hand-off's sides in memory, as these tests meet them: instances i-1 and i-2 in every
+/// block, i-2's commands failing, [`OUTSIDER`] outside the Organization.
+type Aws = MemoryHandoff;
+
+fn sides() -> Aws {
+    MemoryHandoff::default().with_instances(["i-1", "i-2"]).with_failing_commands_on("i-2").with_outsider(OUTSIDER)
+}
 
 fn action_runner(aws: &Aws) -> ActionRunner<'_> {
     ActionRunner {
@@ -439,7 +152,7 @@ fn stack(mode: Mode) -> StackSettings {
 
 #[tokio::test]
 async fn each_action_runs_once_under_duplicate_triggers_and_runs() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let now = t(10, 11, 35);
     let planned = at_point(&all(), &target(), Point::Active, false);
     assert_eq!(enqueue_actions(&outbox, &planned, now).await.unwrap(), 2);
@@ -460,7 +173,7 @@ async fn each_action_runs_once_under_duplicate_triggers_and_runs() {
 
 #[tokio::test]
 async fn dry_run_announces_and_touches_nothing() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Active, true), now).await.unwrap();
     enqueue_actions(&outbox, &due(&all(), &target(), t(11, 10, 40), true), now).await.unwrap();
@@ -474,7 +187,7 @@ async fn dry_run_announces_and_touches_nothing() {
 
 #[tokio::test]
 async fn a_failing_action_is_announced_once_and_retried_until_it_succeeds() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Active, false), now).await.unwrap();
     aws.fail(true);
@@ -495,7 +208,7 @@ async fn a_failing_action_is_announced_once_and_retried_until_it_succeeds() {
 
 #[tokio::test]
 async fn an_action_still_failing_a_day_after_the_end_is_dropped_once() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let end = target().block.end;
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Ended, false), end).await.unwrap();
     aws.fail(true);
@@ -511,7 +224,7 @@ async fn an_action_still_failing_a_day_after_the_end_is_dropped_once() {
 
 #[tokio::test]
 async fn a_leased_action_is_left_to_the_run_holding_it() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Active, false), now).await.unwrap();
     for n in outbox.pending().await.unwrap() {
@@ -524,7 +237,7 @@ async fn a_leased_action_is_left_to_the_run_holding_it() {
 
 #[tokio::test]
 async fn a_command_goes_once_to_each_instance_and_its_result_comes_back() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let now = t(11, 10, 30);
     let run = due(&all(), &target(), now, false)
         .into_iter()
@@ -559,7 +272,7 @@ async fn a_command_goes_once_to_each_instance_and_its_result_comes_back() {
 
 #[tokio::test]
 async fn a_parameter_is_cleared_only_while_it_names_the_block() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Paid, false), now).await.unwrap();
     action_runner(&aws).run(&outbox, now).await.unwrap();
@@ -623,7 +336,7 @@ async fn a_group_name_of_any_length_gets_a_key_the_store_takes() {
     // 255 emoji: 1,020 bytes, accepted before names were judged by bytes.
     let long = "😀".repeat(255);
     let (store, rules) = two_blocks(&long);
-    let aws = Aws::default();
+    let aws = sides();
     let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
     assert!(report.errors.is_empty(), "{report:?}");
     assert_eq!(report.done.len(), 2, "{report:?}");
@@ -638,7 +351,7 @@ async fn a_group_name_of_any_length_gets_a_key_the_store_takes() {
 async fn one_blocks_store_error_stops_no_other_block() {
     let (store, rules) = two_blocks("first");
     *store.failing_thread.lock().unwrap() = Some("cr-0000000000000000a".into());
-    let aws = Aws::default();
+    let aws = sides();
     let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
     assert_eq!(*aws.capacity.lock().unwrap(), [("trainers".to_string(), 2)], "{report:?}");
     assert_eq!(report.done, ["cr-0000000000000000b#action-scale-up-trainers"]);
@@ -648,7 +361,7 @@ async fn one_blocks_store_error_stops_no_other_block() {
     // Both planned; the first block's action runs but its record cannot be written: the
     // second still runs, and the first is retried by the next run.
     let (store, rules) = two_blocks("first");
-    let aws = Aws::default();
+    let aws = sides();
     let first = rules["a"].clone();
     let planned = handoff::current(
         &first.actions,
@@ -669,7 +382,7 @@ async fn one_blocks_store_error_stops_no_other_block() {
 
 #[tokio::test]
 async fn a_command_someone_else_sent_with_capblocks_mark_suppresses_nothing() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let now = t(11, 10, 30);
     let run: Vec<Planned> = due(&all(), &target(), now, false)
         .into_iter()
@@ -699,7 +412,7 @@ const ARN: &str = "arn:aws:ec2:us-east-1:123456789012:capacity-reservation/cr-01
 
 #[tokio::test]
 async fn the_reservation_goes_into_the_rules_group_once_and_out_at_the_end() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let now = t(9, 12, 0);
     let add = at_point(&with_group(), &target(), Point::Paid, false);
     enqueue_actions(&outbox, &add, now).await.unwrap();
@@ -747,7 +460,7 @@ async fn the_reservation_goes_into_the_rules_group_once_and_out_at_the_end() {
 
 #[tokio::test]
 async fn an_ultraserver_block_gets_a_group_for_its_instance_type() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let mut ultra = target();
     ultra.block.ultraserver = true;
     ultra.block.instance_type = "p6e-gb200.36xlarge".parse().unwrap();
@@ -761,7 +474,7 @@ async fn an_ultraserver_block_gets_a_group_for_its_instance_type() {
 
 #[tokio::test]
 async fn a_group_in_dry_run_is_announced_and_never_made() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let now = t(9, 12, 0);
     enqueue_actions(&outbox, &at_point(&with_group(), &target(), Point::Paid, true), now).await.unwrap();
     let mut ended = target();
@@ -777,7 +490,7 @@ async fn a_group_in_dry_run_is_announced_and_never_made() {
 
 #[tokio::test]
 async fn a_failing_group_is_announced_once_retried_and_holds_nothing_back() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let now = t(9, 12, 0);
     let mut actions = with_group();
     actions.push(Action::PublishParameter);
@@ -805,7 +518,7 @@ async fn a_failing_group_is_announced_once_retried_and_holds_nothing_back() {
 
 #[tokio::test]
 async fn a_group_that_is_gone_at_the_end_has_nothing_to_give_back() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let mut ended = target();
     ended.block.state = BlockState::Expired;
     let end = ended.block.end;
@@ -818,7 +531,7 @@ async fn a_group_that_is_gone_at_the_end_has_nothing_to_give_back() {
 
 #[tokio::test]
 async fn a_group_scaled_up_outside_the_blocks_zone_is_warned_of_once() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let now = t(10, 11, 35);
     *aws.zones.lock().unwrap() = vec!["us-east-1b".into()];
     let up: Vec<Planned> = at_point(&all(), &target(), Point::Active, false)
@@ -838,7 +551,7 @@ async fn a_group_scaled_up_outside_the_blocks_zone_is_warned_of_once() {
     // The scale-down is not checked; a group in the block's zone earns no warning, and one
     // whose zones cannot be read is scaled all the same.
     for (zones, unreadable) in [(vec!["us-east-1a".to_string()], false), (vec!["us-east-1b".to_string()], true)] {
-        let (outbox, aws) = (Memory::default(), Aws::default());
+        let (outbox, aws) = (Memory::default(), sides());
         *aws.zones.lock().unwrap() = zones;
         *aws.zones_unreadable.lock().unwrap() = unreadable;
         enqueue_actions(&outbox, &up, now).await.unwrap();
@@ -866,11 +579,11 @@ async fn the_tracker_plans_the_group_with_the_stacks_name_once_the_block_is_paid
         ..Memory::default()
     };
     let rules: HashMap<String, Rule> = [("a".to_string(), rule_with("a", with_group()))].into();
-    let aws = Aws::default();
+    let aws = sides();
     let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::Live), t(9, 12, 0)).await;
     assert_eq!(report.done, ["cr-0000000000000000b#action-reservation-group-add-capblock-prod-a"], "{report:?}");
     // In a dry-run stack, the same plan only says what it would do.
-    let (store, aws) = (Memory { blocks: store.blocks.clone(), ..Memory::default() }, Aws::default());
+    let (store, aws) = (Memory { blocks: store.blocks.clone(), ..Memory::default() }, sides());
     let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::DryRun), t(9, 12, 0)).await;
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert!(aws.reservation_groups.lock().unwrap().is_empty());
@@ -897,7 +610,7 @@ fn sized(min: u32, max: u32, desired: u32) -> NodegroupScaling {
 
 impl Aws {
     fn with_nodegroup(at: NodegroupScaling) -> Aws {
-        let aws = Aws::default();
+        let aws = sides();
         aws.nodegroups.lock().unwrap().insert("train/gpu".into(), at);
         aws
     }
@@ -994,7 +707,7 @@ async fn a_node_group_never_scaled_up_is_left_as_it_is_at_the_end() {
 
 #[tokio::test]
 async fn a_missing_node_group_fails_once_and_is_retried() {
-    let (outbox, aws) = (Memory::default(), Aws::default());
+    let (outbox, aws) = (Memory::default(), sides());
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&nodegroup(2, None, None), &target(), Point::Active, false), now).await.unwrap();
     for run in 0..3 {
@@ -1118,7 +831,7 @@ async fn end_and_unshare(store: &Memory, aws: &Aws, rule: &Rule) -> DateTime<Utc
 #[tokio::test]
 async fn a_block_is_shared_once_when_scheduled_never_before_and_unshared_at_its_end() {
     let rule = sharing(&["111111111111", "arn:aws:organizations::111111111111:ou/o-abcdef1234/ou-ab12-cdef5678"]);
-    let aws = Aws::default();
+    let aws = sides();
     let now = t(9, 12, 0);
     // Payment pending: nothing is shared (EC2 shares scheduled or active blocks only).
     let pending = Memory { blocks: vec![block_in(BlockState::PaymentPending)], ..Memory::default() };
@@ -1170,7 +883,7 @@ async fn a_block_is_shared_once_when_scheduled_never_before_and_unshared_at_its_
 #[tokio::test]
 async fn a_share_made_by_a_run_that_died_is_found_not_made_again() {
     let rule = sharing(&["111111111111"]);
-    let aws = Aws::default();
+    let aws = sides();
     let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
     // The share exists, as the dead run left it.
     let stack_tags = share::share_tags("prod", "p5", "cr-0123456789abcdef0");
@@ -1197,7 +910,7 @@ async fn a_share_made_by_a_run_that_died_is_found_not_made_again() {
 async fn ram_pending_failed_or_partial_is_waited_for_retried_or_warned_of() {
     let rule = sharing(&["111111111111"]);
     let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
-    let aws = Aws::default();
+    let aws = sides();
     *aws.share_outcome.lock().unwrap() = Some(Association::Associating);
     let report = pass(&store, &aws, &rule, Mode::Live, t(9, 12, 0)).await;
     assert_eq!(report.waiting.len(), 1, "{report:?}");
@@ -1207,7 +920,7 @@ async fn ram_pending_failed_or_partial_is_waited_for_retried_or_warned_of() {
     assert_eq!(aws.shares.lock().unwrap().len(), 1);
 
     let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
-    let aws = Aws::default();
+    let aws = sides();
     *aws.share_outcome.lock().unwrap() = Some(Association::Failed);
     for minutes in [0, 5] {
         let report = pass(&store, &aws, &rule, Mode::Live, t(9, 12, minutes)).await;
@@ -1225,7 +938,7 @@ async fn ram_pending_failed_or_partial_is_waited_for_retried_or_warned_of() {
 
     let rule = sharing(&["111111111111", OUTSIDER]);
     let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
-    let report = pass(&store, &Aws::default(), &rule, Mode::Live, t(9, 12, 0)).await;
+    let report = pass(&store, &sides(), &rule, Mode::Live, t(9, 12, 0)).await;
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert!(store.alerts().iter().any(|a| a == "action-share-warning"), "{:?}", store.alerts());
 }
@@ -1237,7 +950,7 @@ async fn ram_pending_failed_or_partial_is_waited_for_retried_or_warned_of() {
 async fn a_share_is_made_once_and_deleted_while_rams_listing_lags() {
     let rule = sharing(&["111111111111"]);
     let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
-    let aws = Aws::default();
+    let aws = sides();
     *aws.listing_lags.lock().unwrap() = true;
     *aws.share_outcome.lock().unwrap() = Some(Association::Associating);
     for minutes in [0, 5, 10] {
@@ -1261,7 +974,7 @@ async fn a_share_is_made_once_and_deleted_while_rams_listing_lags() {
 async fn a_retry_after_a_crash_sends_the_same_token_and_gets_the_same_share() {
     let rule = sharing(&["111111111111"]);
     let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
-    let aws = Aws::default();
+    let aws = sides();
     *aws.listing_lags.lock().unwrap() = true;
     let rid = "cr-0123456789abcdef0";
     let tags = share::share_tags("prod", "p5", rid);
@@ -1285,7 +998,7 @@ async fn a_retry_after_a_crash_sends_the_same_token_and_gets_the_same_share() {
 #[tokio::test]
 async fn a_share_in_dry_run_is_announced_and_never_made() {
     let rule = sharing(&["111111111111"]);
-    let (store, aws) = (Memory { blocks: vec![block_in(BlockState::Active)], ..Memory::default() }, Aws::default());
+    let (store, aws) = (Memory { blocks: vec![block_in(BlockState::Active)], ..Memory::default() }, sides());
     let report = pass(&store, &aws, &rule, Mode::DryRun, t(10, 12, 0)).await;
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert!(aws.shares.lock().unwrap().is_empty());

@@ -1,0 +1,57 @@
+//! The EC2 contract (`capblock_core::contract::ec2`) on the EC2 adapters (`Ec2Market`) against
+//! the market simulator: each case on a simulator of its own, opened on the contract's market
+//! under the reading the case names (the same cases run on the in-memory EC2 in the core's unit
+//! tests).
+
+use async_trait::async_trait;
+use capblock_core::contract::ec2::{self as contract, Ec2Control, OnSale, Payment, Setup};
+use capblock_tests::{ScenarioToml, Sim};
+use chrono::Duration;
+
+/// The simulator's control API as the contract's control.
+struct Control<'a>(&'a Sim);
+
+#[async_trait]
+impl Ec2Control for Control<'_> {
+    async fn advance(&self, by: Duration) {
+        self.0.advance_secs(by.num_seconds()).await;
+    }
+    async fn fail_payment(&self, id: &str) {
+        let body = format!("{{\"reservation_id\": \"{id}\", \"outcome\": \"fail\"}}");
+        self.0.control("POST", "/_sim/payment", &body).await;
+    }
+}
+
+/// The contract's market as a scenario, under `setup`'s reading.
+fn scenario(setup: &Setup) -> String {
+    let payment = match setup.payment {
+        Payment::Succeed => "succeed",
+        Payment::Fail => "fail",
+    };
+    ScenarioToml::new(71, contract::T0)
+        .behaviour(&format!("payment = \"{payment}\""))
+        .payment_delay_minutes(u32::try_from(setup.payment_delay.num_minutes()).expect("minutes"))
+        .failed_payment_visible_minutes(u32::try_from(setup.failed_visible.num_minutes()).expect("minutes"))
+        .behaviour(&format!("listing_lag_secs = {}", setup.listing_lag.num_seconds()))
+        .behaviour(&format!("stale_listing_secs = {}", setup.stale_listing.num_seconds()))
+        .behaviour(&format!("listed_twice = {}", setup.listed_twice))
+        .p5(OnSale::REGION, &OnSale::P5_START_DAYS, OnSale::P5_PRICE)
+        .extension_price(Some(OnSale::P5_PRICE))
+        .trn2_ultra(OnSale::REGION, &[OnSale::ULTRA_COUNT], &[1], OnSale::ULTRA_PRICE)
+        .build()
+}
+
+macro_rules! contract {
+    ($($name:ident: $setup:expr),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let name = stringify!($name);
+                let sim = Sim::start(&scenario(&contract::setup(name))).await;
+                contract::run(name, &sim.market().await, &Control(&sim)).await;
+            }
+        )*
+    };
+}
+
+capblock_core::ec2_contract_cases!(contract);
