@@ -17,17 +17,18 @@ echo "    capblock-checkpoint its actions name"
 
 echo
 echo "==> validate the example rules (invalid-rule.toml is wrong on purpose)"
-"$CAPBLOCK" rules validate infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml infra/examples/rules/trn2-ultra.toml infra/examples/invalid-rule.toml || true
+"$CAPBLOCK" rules validate infra/examples/rules/starter.toml infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml infra/examples/rules/trn2-ultra.toml infra/examples/invalid-rule.toml || true
 
 
 echo
-echo "==> store p5-weekly (2 x p5.48xlarge for 7 days at <= 2.95/GPU-h), a100-daily (1 x p4d.24xlarge for 1 day at <= 2.10)"
+echo "==> store starter (the README's first rule: 1 x p5.48xlarge for a day at today's list, 5.97/GPU-h),"
+echo "    p5-weekly (2 x p5.48xlarge for 7 days at <= 5.80), a100-daily (1 x p4d.24xlarge for 1 day at <= 1.70)"
 echo "    trn2-weekly (dry-run; this account's Trainium2 quota is 0) and trn2-ultra (one u-trn2x64"
 echo "    UltraServer for 2 days at <= 2.00/chip-h)"
-"$CAPBLOCK" rules put infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml infra/examples/rules/trn2-ultra.toml
+"$CAPBLOCK" rules put infra/examples/rules/starter.toml infra/examples/rules/p5-weekly.toml infra/examples/rules/a100-daily.toml infra/examples/rules/trn2-weekly.toml infra/examples/rules/trn2-ultra.toml
 echo
-echo "    The market (infra/examples/market.toml): p5 is 4.10-4.35 until day 3, when us-west-2 drops"
-echo "    to 2.89; p4d is 2.05 all along. Payments clear 3 h after purchase, except that the demo"
+echo "    The market (infra/examples/market.toml), at 2026's published rates: p5 is 6.20-6.55 until"
+echo "    day 3, when us-west-2 dips to 5.74 for three days; p4d is 1.64-1.69 until day 9. Payments clear 3 h after purchase, except that the demo"
 echo "    tells the market (POST /_sim/payment) to fail the first A100 purchase, so a100-daily"
 echo "    (rebuy_on_payment_failure = true) buys a replacement. EC2's describe limit is on (80 times"
 echo "    faster, and the scan's pace with it); the account's quota for trn2 Capacity Blocks is 0."

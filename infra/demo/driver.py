@@ -20,6 +20,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from decimal import Decimal
 
 import boto3
 from handoff import HandOff
@@ -555,6 +556,7 @@ def summary(story, state):
         f"workload notices: {story.workload_notices}, function errors: {len(story.errors)}"
     )
     p5 = by_rule.get("p5-weekly", [])
+    starter = by_rule.get("starter", [])
     a100 = by_rule.get("a100-daily", [])
     failed = [p for p in a100 if final.get(p["reservation_id"]) == "payment-failed"]
     rebought = failed and any(p["purchased_at"] > failed[0]["purchased_at"] for p in a100)
@@ -583,6 +585,7 @@ def summary(story, state):
         got = [rid for kind, rid in consumed.get(team, []) if kind == "Block Shared"]
         return bool(blocks) and sorted(got) == sorted(blocks)
     checks = [
+        ("the starter rule bought at today's list or below", bool(starter) and all(at_list_or_below(p) for p in starter)),
         ("p5-weekly bought exactly once", len(p5) == 1),
         ("p5-weekly's block ran and expired", len(p5) == 1 and final.get(p5[0]["reservation_id"]) == "expired"),
         ("a100-daily's first payment failed", bool(failed) and failed[0]["reservation_id"] == story.failed_on_purpose),
@@ -612,6 +615,17 @@ def summary(story, state):
         print(f"  {'ok  ' if ok else 'FAIL'}  {what}")
     return 0 if all(ok for _, ok in checks) else 1
 
+
+
+# The p5 rate published from 2026-10-07 (core/src/domain/list_price.rs), per GPU-hour; a
+# p5.48xlarge has 8 GPUs.
+P5_LIST = Decimal("5.97")
+
+
+def at_list_or_below(purchase):
+    """A p5 purchase whose fee is at most the published list over its GPU-hours."""
+    hours = Decimal(int((parse(purchase["end"]) - parse(purchase["start"])).total_seconds())) / 3600
+    return Decimal(purchase["upfront_fee"]) <= P5_LIST * 8 * purchase["instance_count"] * hours
 
 
 def metric_lines():
