@@ -69,6 +69,7 @@ impl RuleSpec {
             team: self.team.clone(),
             share_with,
             handoff_account: self.handoff_account.clone(),
+            request: None,
         };
         // Judged on the valid rule: what it could buy is known only once every field is.
         match never_buys(&rule) {
