@@ -14,6 +14,8 @@ mod offerings;
 mod page;
 mod preflight;
 mod report;
+mod request;
+mod requests;
 mod rules;
 mod scan;
 mod status;
@@ -118,6 +120,16 @@ capblock rules delete p5-weekly"
     /// Purchases whose outcome is open; release one whose answer was lost and that EC2 does not hold.
     #[command(subcommand)]
     Intents(intents::IntentsCommand),
+    /// Ask for capacity: file a request under your AWS identity; says what it would cost first.
+    Request(request::RequestArgs),
+    /// People's requests: list, show, approve (typed yes), reject, cancel.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  capblock requests list\n  capblock requests show rq-7f3a2c9b01de\n  \
+capblock requests approve rq-7f3a2c9b01de\n  capblock requests reject rq-7f3a2c9b01de --reason \"over the quarter's plan\"\n  \
+capblock requests cancel rq-7f3a2c9b01de"
+    )]
+    Requests(requests::RequestsCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(docs::CompletionsArgs),
     /// Print capblock's manual page (roff) to stdout.
@@ -284,6 +296,7 @@ pub async fn run(cli: Cli) -> CliResult {
     let money = match &cli.command {
         Command::Scan(_) | Command::Buy(_) | Command::Approve(_) => true,
         Command::Intents(c) => c.moves_money(),
+        Command::Requests(requests::RequestsCommand::Approve(_)) => true,
         _ => false,
     };
     if money {
@@ -304,6 +317,8 @@ pub async fn run(cli: Cli) -> CliResult {
         Command::Page(a) => page::run(a).await,
         Command::Preflight(a) => preflight::run(a).await,
         Command::Intents(c) => intents::run(c).await,
+        Command::Request(a) => request::run(a).await,
+        Command::Requests(c) => requests::run(c).await,
         Command::Completions(a) => docs::completions(&a),
         Command::Man(a) => docs::man(&a),
     }
