@@ -546,10 +546,8 @@ impl StoreFaults for crate::memory::MemoryTable {
 /// A request's one-shot rule's charges: its own budget, its team's (research, 10,000) and the
 /// account's, as the scan charges them.
 fn team_charges(rule: &Rule) -> Vec<crate::domain::budget::BudgetCharge> {
-    let budgets = crate::domain::budget::StackBudgets {
-        account: None,
-        teams: [("research".to_string(), usd("10000"))].into(),
-    };
+    let budgets =
+        crate::domain::budget::StackBudgets { account: None, teams: [("research".to_string(), usd("10000"))].into() };
     crate::domain::budget::charges_for(rule, &budgets, &Period::budget_month(now())).expect("research has a budget")
 }
 
