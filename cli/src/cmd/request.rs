@@ -208,7 +208,7 @@ async fn quota<Q: QuotaSource>(market: &Q, r: &Request) -> String {
     for region in &r.terms.regions {
         for ty in &r.terms.instance_types {
             let fam = family(ty.as_str());
-            lines.push(match market.capacity_block_quota(region, &fam).await {
+            lines.push(match market.capacity_block_quota(region, fam).await {
                 Some(0) => format!("Quota: 0 concurrent {fam} Capacity Blocks in {region}: none can be bought there until it is raised."),
                 Some(n) => format!("Quota: {n} concurrent {fam} Capacity Block(s) in {region}."),
                 None => format!("Quota: Service Quotas does not say for {fam} in {region} (EC2's refusals will)."),

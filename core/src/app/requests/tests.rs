@@ -191,7 +191,7 @@ async fn an_expired_request_says_the_cheapest_offering_seen() {
         .table
         .notices()
         .into_iter()
-        .find(|(n, _)| n.thread == "rq-ada1" && n.milestone.to_string() == "request-expired")
+        .find(|(n, _)| n.thread == "rq-ada1" && n.milestone.as_str() == "request-expired")
         .expect("told");
     assert!(expired.0.message.body.contains("2.5000 USD per accelerator-hour"), "{}", expired.0.message.body);
 }
