@@ -30,7 +30,7 @@ from pathlib import Path
 sys.dont_write_bytecode = True
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from crosscheck import cfn  # noqa: E402
+from crosscheck import cfn
 
 TEMPLATE = HERE.parent.parent / "template.yaml"
 TABLE = "arn:aws:dynamodb:us-east-1:111122223333:table/capblock-Table"

@@ -11,7 +11,9 @@ use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::identity::caller;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::money::Money;
-use capblock_shared::domain::request::{Decision, RequestState, TeamApproval, Verdict, parse_team_approvals};
+use capblock_shared::domain::request::{
+    RequestDecision, RequestState, RequestVerdict, TeamApproval, parse_team_approvals,
+};
 use capblock_shared::ports::{Ledger, RequestStore};
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
@@ -77,8 +79,8 @@ pub async fn run(c: RequestsCommand) -> CliResult {
     match c {
         RequestsCommand::List(a) => list(a).await,
         RequestsCommand::Show(a) => show(&a.id).await,
-        RequestsCommand::Approve(a) => decide(&a.id, Verdict::Approved, a.yes).await,
-        RequestsCommand::Reject(a) => decide(&a.id, Verdict::Rejected { reason: a.reason }, false).await,
+        RequestsCommand::Approve(a) => decide(&a.id, RequestVerdict::Approved, a.yes).await,
+        RequestsCommand::Reject(a) => decide(&a.id, RequestVerdict::Rejected { reason: a.reason }, false).await,
         RequestsCommand::Cancel(a) => cancel(&a.id).await,
     }
 }
@@ -98,7 +100,7 @@ struct View<'a> {
     /// Why the scan refuses its item, when it does.
     refused: Option<String>,
     request: &'a capblock_shared::domain::request::Request,
-    decision: Option<&'a Decision>,
+    decision: Option<&'a RequestDecision>,
 }
 
 fn view(c: &Checked) -> View<'_> {
@@ -261,7 +263,7 @@ fn fee_range(c: &Checked, now: DateTime<Utc>) -> String {
     }
 }
 
-async fn decide(id: &str, verdict: Verdict, yes: bool) -> CliResult {
+async fn decide(id: &str, verdict: RequestVerdict, yes: bool) -> CliResult {
     let sdk = sdk().await;
     let now = clock_now().await?;
     let me = caller(&sdk).await.map_err(CliError::Failed)?;
@@ -280,14 +282,14 @@ async fn decide(id: &str, verdict: Verdict, yes: bool) -> CliResult {
             me.arn
         )));
     }
-    if verdict == Verdict::Approved {
+    if verdict == RequestVerdict::Approved {
         eprintln!("{}\n\n{}\n{}\n", describe(&c), fee_range(&c, now), budgets(&store, &c, now).await?);
         eprintln!(
             "Approving lets capblock buy one block in the window under the cap; a purchase cannot be cancelled or refunded."
         );
         confirm_typed("", yes)?;
     }
-    let decision = Decision {
+    let decision = RequestDecision {
         request_id: c.request.id.clone(),
         requester: c.request.requester.clone(),
         terms: c.request.terms.clone(),
@@ -303,11 +305,11 @@ async fn decide(id: &str, verdict: Verdict, yes: bool) -> CliResult {
         other => other.into(),
     })?;
     match verdict {
-        Verdict::Approved => println!(
+        RequestVerdict::Approved => println!(
             "Approved request {id} as {}: the scan buys it when a block in its window is under its cap.",
             me.arn
         ),
-        Verdict::Rejected { .. } => println!("Rejected request {id} as {}.", me.arn),
+        RequestVerdict::Rejected { .. } => println!("Rejected request {id} as {}.", me.arn),
     }
     Ok(())
 }

@@ -14,8 +14,8 @@ use super::outbox::alert_notice;
 use crate::domain::announce::request_step;
 use crate::domain::message_kind::MessageKind;
 use crate::domain::request::{
-    AUTO_APPROVER, Decision, Request, RequestError, RequestState, TeamApproval, Verdict, check_item, decision_allowed,
-    state_of,
+    AUTO_APPROVER, Request, RequestDecision, RequestError, RequestState, RequestVerdict, TeamApproval, check_item,
+    decision_allowed, state_of,
 };
 use crate::domain::rule::Rule;
 use crate::ports::{ObservationStore, Outbox, RequestStore, StoreError};
@@ -34,7 +34,7 @@ pub struct RequestsReport {
 /// A request item and its decision, checked: the request's own state, or why it is refused.
 pub struct Checked {
     pub request: Request,
-    pub decision: Option<Decision>,
+    pub decision: Option<RequestDecision>,
     pub state: Result<RequestState, RequestError>,
 }
 
@@ -59,7 +59,7 @@ pub async fn read_requests<S: RequestStore + ?Sized>(
 /// one the team's settings do not allow or is not for these terms (changed since).
 pub fn check_request(
     request: &Request,
-    decision: Option<&Decision>,
+    decision: Option<&RequestDecision>,
     teams: &BTreeMap<String, TeamApproval>,
     now: DateTime<Utc>,
 ) -> Result<RequestState, RequestError> {
@@ -67,7 +67,7 @@ pub fn check_request(
         if d.request_id != request.id || d.requester != request.requester || d.terms != request.terms {
             return Err(RequestError::ChangedSinceApproval(request.id.clone()));
         }
-        if d.verdict == Verdict::Approved && d.consumed_by.is_none() {
+        if d.verdict == RequestVerdict::Approved && d.consumed_by.is_none() {
             decision_allowed(d, teams)?;
         }
     }
@@ -155,13 +155,13 @@ async fn approve_on_its_own<S: RequestStore + ?Sized>(
     r: &Request,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let decision = Decision {
+    let decision = RequestDecision {
         request_id: r.id.clone(),
         requester: r.requester.clone(),
         terms: r.terms.clone(),
         by: AUTO_APPROVER.into(),
         at: now,
-        verdict: Verdict::Approved,
+        verdict: RequestVerdict::Approved,
         consumed_by: None,
     };
     match store.decide_request(&decision).await {

@@ -16,7 +16,7 @@ use super::fixtures::{block_for, charges, intent, notice, now, offering, request
 use crate::domain::block::{Block, purchases_held_at};
 use crate::domain::budget::{BudgetOwner, Intent, IntentState, Period, ReleasedHold};
 use crate::domain::lifecycle::BlockState;
-use crate::domain::request::{AUTO_APPROVER, Decision, Request, Verdict};
+use crate::domain::request::{AUTO_APPROVER, Request, RequestDecision, RequestVerdict};
 use crate::domain::rule::{Mode, Rule};
 use crate::ports::{
     BlockStore, Ledger, MarketMemory, Observation, ObservationStore, Outbox, RequestStore, ReserveError, RuleStore,
@@ -551,8 +551,8 @@ fn team_charges(rule: &Rule) -> Vec<crate::domain::budget::BudgetCharge> {
     crate::domain::budget::charges_for(rule, &budgets, &Period::budget_month(now())).expect("research has a budget")
 }
 
-fn decision(r: &Request, verdict: Verdict) -> Decision {
-    Decision {
+fn decision(r: &Request, verdict: RequestVerdict) -> RequestDecision {
+    RequestDecision {
         request_id: r.id.clone(),
         requester: r.requester.clone(),
         terms: r.terms.clone(),
@@ -585,8 +585,8 @@ async fn a_request_is_filed_once_and_cancelled_once_by_its_requester<S: StorePor
 async fn a_requests_approval_is_consumed_by_one_purchase<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     let r = request("rq-approved1", "AROAADA:ada");
     let rule = r.as_rule();
-    s.decide_request(&decision(&r, Verdict::Approved)).await.unwrap();
-    let again = s.decide_request(&decision(&r, Verdict::Rejected { reason: "late".into() })).await;
+    s.decide_request(&decision(&r, RequestVerdict::Approved)).await.unwrap();
+    let again = s.decide_request(&decision(&r, RequestVerdict::Rejected { reason: "late".into() })).await;
     assert!(matches!(again, Err(StoreError::Conflict(_))), "decided once: {again:?}");
     let on = |o: &str| Intent {
         request: Some(r.id.clone()),
@@ -610,7 +610,7 @@ async fn a_requests_approval_is_consumed_by_one_purchase<S: StorePorts, F: Store
     assert_eq!(s.decision(&r.id).await.unwrap().unwrap().consumed_by, Some(second.id.clone()));
     // A rejected request, or one never decided, buys nothing.
     let no = request("rq-rejected1", "AROAADA:ada");
-    s.decide_request(&decision(&no, Verdict::Rejected { reason: "no".into() })).await.unwrap();
+    s.decide_request(&decision(&no, RequestVerdict::Rejected { reason: "no".into() })).await.unwrap();
     let no_rule = no.as_rule();
     let refused = Intent {
         request: Some(no.id.clone()),

@@ -5,7 +5,7 @@
 //! own partition key (`REQUEST#<aws:userid>`), which their IAM policy lets them write and no
 //! other's, so `Request::requester` is checked against the key it was read from
 //! ([`check_item`]). The requester may rewrite their own item, so it never carries a decision:
-//! an approval (or a rejection) is a [`Decision`] under a key only approvers and the functions
+//! an approval (or a rejection) is a [`RequestDecision`] under a key only approvers and the functions
 //! write, holding a copy of the terms approved. A request whose terms differ from the copy is
 //! refused (`RequestError::ChangedSinceApproval`), and the decision is consumed by the one
 //! purchase it makes (`consumed_by`, in the reservation's transaction): a replayed request item
@@ -300,7 +300,7 @@ pub fn check_item(request: &Request, keyed_requester: &str, keyed_id: &str) -> R
 /// What an approver (or the team's automatic limit) decided of a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "verdict")]
-pub enum Verdict {
+pub enum RequestVerdict {
     Approved,
     Rejected { reason: String },
 }
@@ -308,7 +308,7 @@ pub enum Verdict {
 /// The decision on a request, stored apart from it (`REQUESTDECISION#<id>`), where only approvers
 /// and the functions write.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Decision {
+pub struct RequestDecision {
     pub request_id: String,
     pub requester: String,
     /// The terms decided on: a request whose terms differ is not approved.
@@ -317,7 +317,7 @@ pub struct Decision {
     pub by: String,
     pub at: DateTime<Utc>,
     #[serde(flatten)]
-    pub verdict: Verdict,
+    pub verdict: RequestVerdict,
     /// The purchase intent that consumed the approval: one approval buys once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumed_by: Option<String>,
@@ -362,14 +362,14 @@ impl RequestState {
 /// The state of `request` at `now` given its decision, if any. A consumed approval is final
 /// (EC2 took or may take the money); then the requester's cancel and the decision; a request
 /// still open past the last instant its block could start is expired.
-pub fn state_of(request: &Request, decision: Option<&Decision>, now: DateTime<Utc>) -> RequestState {
+pub fn state_of(request: &Request, decision: Option<&RequestDecision>, now: DateTime<Utc>) -> RequestState {
     if let Some(intent) = decision.and_then(|d| d.consumed_by.clone()) {
         return RequestState::Bought { intent };
     }
     if request.cancelled_at.is_some() {
         return RequestState::Cancelled;
     }
-    if let Some(Decision { verdict: Verdict::Rejected { reason }, .. }) = decision {
+    if let Some(RequestDecision { verdict: RequestVerdict::Rejected { reason }, .. }) = decision {
         return RequestState::Rejected { reason: reason.clone() };
     }
     if now > request.terms.latest_start() {
@@ -415,7 +415,10 @@ fn role_of_session(arn: &str) -> Option<String> {
 
 /// Whether `decision` is one the team's settings allow: automatic within the limit, or by a
 /// named approver. The functions ask it of every decision they buy on.
-pub fn decision_allowed(decision: &Decision, teams: &BTreeMap<String, TeamApproval>) -> Result<(), RequestError> {
+pub fn decision_allowed(
+    decision: &RequestDecision,
+    teams: &BTreeMap<String, TeamApproval>,
+) -> Result<(), RequestError> {
     let allowed = teams.get(&decision.terms.team).is_some_and(|team| {
         if decision.by == AUTO_APPROVER {
             team.approves_on_its_own(&decision.terms)

@@ -26,7 +26,7 @@ use crate::domain::offering::Offering;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::plan::RegionMemory;
 use crate::domain::preflight::Preflight;
-use crate::domain::request::{Decision, Request, Verdict};
+use crate::domain::request::{Request, RequestDecision, RequestVerdict};
 use crate::domain::rule::Rule;
 use crate::domain::settlement::held_after_close;
 use crate::domain::stack::StoredSettings;
@@ -82,7 +82,7 @@ struct Items {
     /// People's requests by (keyed requester, id), as `REQUEST#<requester>` / `REQUEST#<id>`.
     requests: BTreeMap<(String, String), Request>,
     /// The decisions on them by request id (`REQUESTDECISION#<id>`), `consumed_by` included.
-    decisions: BTreeMap<String, Decision>,
+    decisions: BTreeMap<String, RequestDecision>,
     budgets: BTreeMap<(String, Period), BudgetRow>,
     blocks: BTreeMap<String, BlockRow>,
     extensions: BTreeMap<(String, String), ExtensionIntent>,
@@ -455,7 +455,7 @@ impl Items {
     /// `DynamoDB`'s conditions on consuming approval `a` of rule `rule`: its record exists and
     /// neither it nor its block's marker was consumed.
     fn may_consume_request(&self, id: &str) -> bool {
-        self.decisions.get(id).is_some_and(|d| d.verdict == Verdict::Approved && d.consumed_by.is_none())
+        self.decisions.get(id).is_some_and(|d| d.verdict == RequestVerdict::Approved && d.consumed_by.is_none())
     }
 
     fn may_consume(&self, rule: &str, a: &Approved) -> bool {
@@ -913,19 +913,19 @@ impl RequestStore for MemoryTable {
             .collect())
     }
 
-    async fn decide_request(&self, decision: &Decision) -> Result<(), StoreError> {
+    async fn decide_request(&self, decision: &RequestDecision) -> Result<(), StoreError> {
         let mut items = self.items();
         if items.decisions.contains_key(&decision.request_id) {
             return Err(conflict(format!("request {} is decided already", decision.request_id)));
         }
         // A decision is written fresh: only a purchase consumes it.
-        items.decisions.insert(decision.request_id.clone(), Decision { consumed_by: None, ..decision.clone() });
+        items.decisions.insert(decision.request_id.clone(), RequestDecision { consumed_by: None, ..decision.clone() });
         drop(items);
         self.wrote(format!("decide_request {}", decision.request_id));
         Ok(())
     }
 
-    async fn decision(&self, id: &str) -> Result<Option<Decision>, StoreError> {
+    async fn decision(&self, id: &str) -> Result<Option<RequestDecision>, StoreError> {
         Ok(self.items().decisions.get(id).cloned())
     }
 }

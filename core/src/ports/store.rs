@@ -405,7 +405,7 @@ pub trait RequestStore: Send + Sync {
     /// item that does not decode is left out and counted, as in every listing.
     async fn requests(&self) -> Result<Vec<StoredRequest>, StoreError>;
     /// Records the decision on a request, once: `Conflict` if it has one.
-    async fn decide_request(&self, decision: &crate::domain::request::Decision) -> Result<(), StoreError>;
+    async fn decide_request(&self, decision: &crate::domain::request::RequestDecision) -> Result<(), StoreError>;
     /// The decision on request `id`, read strongly, with the intent that consumed it if any.
-    async fn decision(&self, id: &str) -> Result<Option<crate::domain::request::Decision>, StoreError>;
+    async fn decision(&self, id: &str) -> Result<Option<crate::domain::request::RequestDecision>, StoreError>;
 }

@@ -126,13 +126,13 @@ async fn a_request_over_the_limit_waits_for_an_approver_the_team_names() {
     let report = stack.scan(&teams("100"), t0()).await;
     assert!(report.requests.unwrap().asked.is_empty(), "576 is over research's 100");
     assert!(stack.table.decision("rq-ada1").await.unwrap().is_none(), "no decision written");
-    let by_intern = Decision {
+    let by_intern = RequestDecision {
         request_id: "rq-ada1".into(),
         requester: ADA.into(),
         terms: request().terms,
         by: "arn:aws:iam::111122223333:role/Intern".into(),
         at: t0(),
-        verdict: Verdict::Approved,
+        verdict: RequestVerdict::Approved,
         consumed_by: None,
     };
     stack.table.decide_request(&by_intern).await.unwrap();
@@ -158,13 +158,13 @@ async fn a_forged_or_changed_request_is_refused_by_name_and_buys_nothing() {
 
     let stack = Stack::new();
     stack.table.file_request(&request()).await.unwrap();
-    let lead = Decision {
+    let lead = RequestDecision {
         request_id: "rq-ada1".into(),
         requester: ADA.into(),
         terms: request().terms,
         by: LEAD.into(),
         at: t0(),
-        verdict: Verdict::Approved,
+        verdict: RequestVerdict::Approved,
         consumed_by: None,
     };
     stack.table.decide_request(&lead).await.unwrap();

@@ -103,8 +103,8 @@ fn an_item_is_checked_against_the_key_it_was_read_from() {
     assert_eq!(check_item(&malformed, "AROAEXAMPLE:ada", "rq-7f3a2c9b"), Err(RequestError::Count(500)));
 }
 
-fn decision(by: &str, verdict: Verdict) -> Decision {
-    Decision {
+fn decision(by: &str, verdict: RequestVerdict) -> RequestDecision {
+    RequestDecision {
         request_id: "rq-7f3a2c9b".into(),
         requester: "AROAEXAMPLE:ada".into(),
         terms: terms(),
@@ -118,10 +118,10 @@ fn decision(by: &str, verdict: Verdict) -> Decision {
 #[test]
 fn the_state_follows_the_decision_the_cancel_and_the_window() {
     let r = request();
-    let approved = decision(AUTO_APPROVER, Verdict::Approved);
+    let approved = decision(AUTO_APPROVER, RequestVerdict::Approved);
     assert_eq!(state_of(&r, None, t0()), RequestState::Filed);
     assert_eq!(state_of(&r, Some(&approved), t0()), RequestState::Approved);
-    let rejected = decision("arn:aws:iam::1:role/Lead", Verdict::Rejected { reason: "no budget".into() });
+    let rejected = decision("arn:aws:iam::1:role/Lead", RequestVerdict::Rejected { reason: "no budget".into() });
     assert_eq!(state_of(&r, Some(&rejected), t0()), RequestState::Rejected { reason: "no budget".into() });
     let cancelled = Request { cancelled_at: Some(t0()), ..request() };
     assert_eq!(state_of(&cancelled, Some(&approved), t0()), RequestState::Cancelled);
@@ -129,7 +129,7 @@ fn the_state_follows_the_decision_the_cancel_and_the_window() {
     assert_eq!(state_of(&r, Some(&approved), t0() + Duration::days(9)), RequestState::Approved);
     assert_eq!(state_of(&r, Some(&approved), t0() + Duration::days(9) + Duration::seconds(1)), RequestState::Expired);
     // A consumed approval is final, whatever the requester wrote since.
-    let consumed = Decision { consumed_by: Some("request-7f3a2c9b/cb-1".into()), ..approved };
+    let consumed = RequestDecision { consumed_by: Some("request-7f3a2c9b/cb-1".into()), ..approved };
     assert_eq!(
         state_of(&cancelled, Some(&consumed), t0() + Duration::days(30)),
         RequestState::Bought { intent: "request-7f3a2c9b/cb-1".into() }
@@ -157,13 +157,19 @@ fn team_approvals_are_parsed_and_judge_decisions() {
     )
     .unwrap();
     assert_eq!(teams["research"].auto_up_to, usd("5000"));
-    assert!(decision_allowed(&decision(AUTO_APPROVER, Verdict::Approved), &teams).is_ok());
+    assert!(decision_allowed(&decision(AUTO_APPROVER, RequestVerdict::Approved), &teams).is_ok());
     let lead = "arn:aws:sts::111122223333:assumed-role/ResearchLead/ada-session";
-    assert!(decision_allowed(&decision(lead, Verdict::Approved), &teams).is_ok(), "a session of the role approves");
-    let stranger = decision("arn:aws:iam::111122223333:role/Intern", Verdict::Approved);
+    assert!(
+        decision_allowed(&decision(lead, RequestVerdict::Approved), &teams).is_ok(),
+        "a session of the role approves"
+    );
+    let stranger = decision("arn:aws:iam::111122223333:role/Intern", RequestVerdict::Approved);
     assert!(matches!(decision_allowed(&stranger, &teams), Err(RequestError::ApproverNotAllowed { .. })));
     let low = parse_team_approvals("research=100").unwrap();
-    assert!(decision_allowed(&decision(AUTO_APPROVER, Verdict::Approved), &low).is_err(), "over the automatic limit");
+    assert!(
+        decision_allowed(&decision(AUTO_APPROVER, RequestVerdict::Approved), &low).is_err(),
+        "over the automatic limit"
+    );
     for bad in ["research", "Research=1", "research=1 role/x", "research=1; research=2"] {
         assert!(parse_team_approvals(bad).is_err(), "{bad}");
     }

@@ -14,7 +14,7 @@
 //! that consumes it (`Ledger::reserve`, `consume_request`).
 
 use super::*;
-use crate::domain::request::{Decision, Request, Verdict};
+use crate::domain::request::{Request, RequestDecision, RequestVerdict};
 use crate::ports::{RequestStore, StoredRequest};
 
 const REQUESTS: &str = "REQUESTS";
@@ -100,12 +100,12 @@ impl RequestStore for DynamoStore {
         Ok(self.decode_each(&items, "requests", stored_request))
     }
 
-    async fn decide_request(&self, decision: &Decision) -> Result<(), StoreError> {
+    async fn decide_request(&self, decision: &RequestDecision) -> Result<(), StoreError> {
         let mut item = decision_key(&decision.request_id);
-        item.insert("data".into(), json(&Decision { consumed_by: None, ..decision.clone() }));
+        item.insert("data".into(), json(&RequestDecision { consumed_by: None, ..decision.clone() }));
         let verdict = match decision.verdict {
-            Verdict::Approved => "approved",
-            Verdict::Rejected { .. } => "rejected",
+            RequestVerdict::Approved => "approved",
+            RequestVerdict::Rejected { .. } => "rejected",
         };
         item.insert("verdict".into(), s(verdict));
         match self.put_new(item, &format!("decision on request {}", decision.request_id)).await? {
@@ -114,12 +114,12 @@ impl RequestStore for DynamoStore {
         }
     }
 
-    async fn decision(&self, id: &str) -> Result<Option<Decision>, StoreError> {
+    async fn decision(&self, id: &str) -> Result<Option<RequestDecision>, StoreError> {
         let Some(item) = self.get(decision_key(id)).await? else { return Ok(None) };
-        let mut d: Decision = data(&item)?;
+        let mut d: RequestDecision = data(&item)?;
         d.consumed_by = get_s(&item, "consumed_by").map(str::to_string);
         // The verdict a purchase's condition reads must be the one the data says.
-        let said = matches!(d.verdict, Verdict::Approved);
+        let said = matches!(d.verdict, RequestVerdict::Approved);
         if said != (get_s(&item, "verdict") == Some("approved")) || d.request_id != id {
             return Err(StoreError::Corrupt {
                 key: format!("decision on request {id}"),
