@@ -41,6 +41,8 @@ capblock rules delete p5-weekly\n  \
 capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
 capblock history --region us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n  \
 capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approvals\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
+capblock request --type p5.48xlarge --count 2 --days 3 --region us-east-2 --from 2026-12-10 --until 2026-12-20 \
+--max-price 4.10 --team research --reason \"paper deadline\"\n  capblock requests approve rq-7f3a2c9b01de\n  \
 capblock buy cb-0123456789abcdef0 --rule p5-weekly\n  \
 capblock status\n  capblock report --month 2026-12\n  capblock page --out team.html --open\n  capblock preflight\n  capblock intents list\n  \
 capblock --profile prod status -o json\n  capblock completions bash > ~/.local/share/bash-completion/completions/capblock\n  \
