@@ -28,7 +28,8 @@ const RECENT: Duration = Duration::days(30);
 --from 2026-12-10 --until 2026-12-20 --max-price 4.10 --team research \\\n    \
 --reason \"fine-tune before the paper deadline\" --slack @ada\n  \
 capblock request --type p5.48xlarge --type p5e.48xlarge --count 1 --days 7 --region us-east-1 \\\n    \
---region us-west-2 --from 2026-12-14T00:00:00Z --until 2027-01-10 --max-price 5 --team infra --reason \"eval\"\n\n\
+--region us-west-2 --from 2026-12-14T00:00:00Z --until 2027-01-10 --max-price 5 \\\n    \
+--team infra --reason \"eval\"\n\n\
 Files a request under your AWS identity (STS GetCallerIdentity: the user id your credentials \
 carry, never a flag), and says at once what it would cost at the list price and at the cheapest \
 price seen in the last 30 days, whether the team's budget has room for its most fee, and whether \
@@ -63,7 +64,7 @@ pub struct RequestArgs {
     /// The team whose budget pays.
     #[arg(long)]
     team: String,
-    /// Why: shown to the approver, in Slack and on the team page.
+    /// Why: shown to the approver and in the request's Slack thread.
     #[arg(long)]
     reason: String,
     /// Your Slack handle (@name), named in the request's Slack thread.
