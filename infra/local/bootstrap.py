@@ -4,8 +4,8 @@
 Usage: bootstrap.py --endpoint http://127.0.0.1:PORT [--table NAME]
 
 Creates:
-  * DynamoDB table (PAY_PER_REQUEST; pk/sk keys; GSI "gsi1" on gsi1pk/gsi1sk,
-    projection ALL; TTL on attribute "ttl")
+  * DynamoDB table (PAY_PER_REQUEST; pk/sk keys; GSI "gsi1" on gsi1pk/gsi1sk and
+    "gsi2" on gsi2pk/gsi2sk (people's requests), projection ALL; TTL on attribute "ttl")
   * SNS topics capblock-alerts and capblock-workloads
   * SQS "tap" queues capblock-alerts-tap and capblock-workloads-tap, subscribed
     to those topics with raw delivery OFF (the full SNS envelope, including
@@ -61,6 +61,8 @@ def ensure_table(ddb, name):
                 {"AttributeName": "sk", "AttributeType": "S"},
                 {"AttributeName": "gsi1pk", "AttributeType": "S"},
                 {"AttributeName": "gsi1sk", "AttributeType": "S"},
+                {"AttributeName": "gsi2pk", "AttributeType": "S"},
+                {"AttributeName": "gsi2sk", "AttributeType": "S"},
             ],
             KeySchema=[
                 {"AttributeName": "pk", "KeyType": "HASH"},
@@ -74,7 +76,15 @@ def ensure_table(ddb, name):
                         {"AttributeName": "gsi1sk", "KeyType": "RANGE"},
                     ],
                     "Projection": {"ProjectionType": "ALL"},
-                }
+                },
+                {
+                    "IndexName": "gsi2",
+                    "KeySchema": [
+                        {"AttributeName": "gsi2pk", "KeyType": "HASH"},
+                        {"AttributeName": "gsi2sk", "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                },
             ],
         )
     except ClientError as e:

@@ -14,7 +14,7 @@ use crate::domain::stack::{StackSettings, StoredSettings};
 use crate::ports::{
     AlarmStore, BlockArchive, BlockKinds, BlockStatusSource, BlockStore, Clock, ExtensionHistory, ExtensionLedger,
     ExtensionMarket, FunctionDirectory, InstanceSource, InstanceTypeSource, Ledger, MarketError, MarketMemory,
-    Notifier, NotifyError, ObservationStore, OfferingSource, Outbox, PageClaims, Purchaser, QuotaSource,
+    Notifier, NotifyError, ObservationStore, OfferingSource, Outbox, PageClaims, Purchaser, QuotaSource, RequestStore,
     ReservationLookup, ReservationSource, RuleStore, SettingsStore, StoreError,
 };
 /// The invocation Lambda hands over (a test builds one with `LambdaEvent::new`).
@@ -149,6 +149,7 @@ pub trait EdgeStore:
     + SettingsStore
     + FunctionDirectory
     + MarketMemory
+    + RequestStore
     + Outbox
 {
     /// The items this store's listings left out as corrupt since the last call, counted by the

@@ -14,6 +14,8 @@ mod offerings;
 mod page;
 mod preflight;
 mod report;
+mod request;
+mod requests;
 mod rules;
 mod scan;
 mod status;
@@ -39,6 +41,8 @@ capblock rules delete p5-weekly\n  \
 capblock scan --time 2026-12-03T00:00:00Z\n  capblock blocks --all\n  \
 capblock history --region us-west-2 --type p5.48xlarge --chart prices.svg --rule infra/examples/rules/p5-weekly.toml\n  \
 capblock backtest --rule infra/examples/rules/p5-weekly.toml\n  capblock approvals\n  capblock approve p5-weekly/cb-0123456789abcdef0\n  \
+capblock request --type p5.48xlarge --count 2 --days 3 --region us-east-2 --from 2026-12-10 --until 2026-12-20 \
+--max-price 4.10 --team research --reason \"paper deadline\"\n  capblock requests approve rq-7f3a2c9b01de\n  \
 capblock buy cb-0123456789abcdef0 --rule p5-weekly\n  \
 capblock status\n  capblock report --month 2026-12\n  capblock page --out team.html --open\n  capblock preflight\n  capblock intents list\n  \
 capblock --profile prod status -o json\n  capblock completions bash > ~/.local/share/bash-completion/completions/capblock\n  \
@@ -118,6 +122,16 @@ capblock rules delete p5-weekly"
     /// Purchases whose outcome is open; release one whose answer was lost and that EC2 does not hold.
     #[command(subcommand)]
     Intents(intents::IntentsCommand),
+    /// Ask for capacity: file a request under your AWS identity; says what it would cost first.
+    Request(request::RequestArgs),
+    /// People's requests: list, show, approve (typed yes), reject, cancel.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  capblock requests list\n  capblock requests show rq-7f3a2c9b01de\n  \
+capblock requests approve rq-7f3a2c9b01de\n  capblock requests reject rq-7f3a2c9b01de --reason \"over the quarter's plan\"\n  \
+capblock requests cancel rq-7f3a2c9b01de"
+    )]
+    Requests(requests::RequestsCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(docs::CompletionsArgs),
     /// Print capblock's manual page (roff) to stdout.
@@ -284,6 +298,7 @@ pub async fn run(cli: Cli) -> CliResult {
     let money = match &cli.command {
         Command::Scan(_) | Command::Buy(_) | Command::Approve(_) => true,
         Command::Intents(c) => c.moves_money(),
+        Command::Requests(requests::RequestsCommand::Approve(_)) => true,
         _ => false,
     };
     if money {
@@ -304,6 +319,8 @@ pub async fn run(cli: Cli) -> CliResult {
         Command::Page(a) => page::run(a).await,
         Command::Preflight(a) => preflight::run(a).await,
         Command::Intents(c) => intents::run(c).await,
+        Command::Request(a) => request::run(a).await,
+        Command::Requests(c) => requests::run(c).await,
         Command::Completions(a) => docs::completions(&a),
         Command::Man(a) => docs::man(&a),
     }

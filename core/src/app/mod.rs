@@ -22,6 +22,7 @@ pub mod publish;
 pub mod purchase;
 pub mod reconcile;
 pub mod report;
+pub mod requests;
 pub mod scan;
 pub mod team_page;
 pub mod track;

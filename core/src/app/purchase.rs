@@ -373,6 +373,8 @@ where
         };
         let intent = Intent {
             approval: approved,
+            // A request's one-shot rule consumes the request's approval in the reservation.
+            request: rule.request.clone(),
             ..Intent::new(&rule.id, p.offering.clone(), p.accelerators_per_instance, charges, now)
         };
         match self.store.reserve(&intent, guard.seq).await {

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use super::outbox::{FlushReport, alert_notice, flush};
 use super::purchase::Outcome;
 use super::reconcile::{Settled, settle_open_intents, settling_until};
+use super::requests::request_rules;
 use crate::domain::announce;
 use crate::domain::budget::{Period, charges_for};
 use crate::domain::catalog::AcceleratorCatalog;
@@ -24,12 +25,13 @@ use crate::domain::message_kind::MessageKind;
 #[cfg(test)]
 use crate::domain::offering::Offering;
 use crate::domain::plan::{Candidate, DescribeBudget, Refusals, RegionMemory};
+use crate::domain::request::TeamApproval;
 use crate::domain::rule::{Mode, Rule, StartWindow};
 use crate::domain::run_time::RunTime;
 use crate::domain::stack::StackSettings;
 use crate::ports::{
     BlockStore, InstanceTypeSource, Ledger, MarketMemory, MemberMarket, Notifier, ObservationStore, OfferingQuery,
-    OfferingSource, Outbox, Purchaser, QuotaSource, ReservationSource, RuleStore, StoreError,
+    OfferingSource, Outbox, Purchaser, QuotaSource, RequestStore, ReservationSource, RuleStore, StoreError,
 };
 
 mod acting;
@@ -180,6 +182,10 @@ pub struct ScanReport {
     /// Notes of a moved market enqueued this run, `rule#milestone` (`domain::market_move`).
     pub market_notes: Vec<String>,
     pub notices: FlushReport,
+    /// People's requests this run (`Scanner::run_with_requests`): asked, approved on their own,
+    /// refused by name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<super::requests::RequestsReport>,
 }
 
 /// One question a rule asks, with the planner's key for it: the same key run after run while
@@ -382,6 +388,28 @@ where
         self.scan(&rules, at, None, Some(confirmed)).await
     }
 
+    /// [`Scanner::run_until`] with people's requests beside the rules (`app::requests`): the
+    /// approved ones are asked and bought as one-shot rules, after every rule, so within the
+    /// scan's bounds a rule's questions come first; `teams` are the teams' approval settings.
+    /// A replay reads them and writes nothing.
+    pub async fn run_with_requests(
+        &self,
+        at: RunTime,
+        until: Option<Instant>,
+        teams: &BTreeMap<String, TeamApproval>,
+    ) -> Result<ScanReport, StoreError>
+    where
+        S: RequestStore,
+    {
+        let mut rules: Vec<Rule> =
+            self.store.list_rules().await?.into_iter().map(|s| s.rule).filter(|r| r.enabled).collect();
+        let (asked, requests) = request_rules(self.store, teams, at.clock(), !at.is_replay()).await?;
+        rules.extend(asked);
+        let mut report = self.scan(&rules, at, until, None).await?;
+        report.requests = Some(requests);
+        Ok(report)
+    }
+
     /// A replay (`at` looks at another moment than the clock's) asks EC2 and decides as of that
     /// moment, and writes nothing: no settlement, market memory, prices, decisions or notices.
     async fn scan(
@@ -444,6 +472,7 @@ where
             outcomes,
             market_notes,
             notices,
+            requests: None,
         })
     }
 

@@ -9,6 +9,7 @@ use crate::domain::budget::{BudgetCharge, Intent, Period, StackBudgets, charges_
 use crate::domain::lifecycle::BlockState;
 use crate::domain::money::Money;
 use crate::domain::offering::{Offering, RawOffering};
+use crate::domain::request::{Request, RequestTerms};
 use crate::domain::rule::Rule;
 use crate::ports::{Message, Notice, Topic};
 
@@ -113,5 +114,27 @@ pub fn notice(thread: &str, milestone: &str) -> Notice {
         topic: Topic::Alerts,
         message: Message { body: "{}".into(), attributes: Default::default() },
         created_at: now(),
+    }
+}
+
+/// A request by `requester` for one p5.48xlarge for a day in us-east-1, the week ahead.
+pub fn request(id: &str, requester: &str) -> Request {
+    Request {
+        id: id.into(),
+        requester: requester.into(),
+        filed_at: now(),
+        terms: RequestTerms {
+            instance_types: vec!["p5.48xlarge".parse().expect("a type")],
+            instance_count: 1,
+            days: 1,
+            regions: vec!["us-east-1".parse().expect("a region")],
+            earliest_start: now(),
+            latest_end: now() + Duration::days(7),
+            max_price_per_accelerator_hour: usd("5"),
+            team: "research".into(),
+            reason: "a contract case".into(),
+            slack: None,
+        },
+        cancelled_at: None,
     }
 }

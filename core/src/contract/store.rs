@@ -12,14 +12,15 @@ use async_trait::async_trait;
 use chrono::Duration;
 use rust_decimal::Decimal;
 
-use super::fixtures::{block_for, charges, intent, notice, now, offering, rule, usd};
+use super::fixtures::{block_for, charges, intent, notice, now, offering, request, rule, usd};
 use crate::domain::block::{Block, purchases_held_at};
 use crate::domain::budget::{BudgetOwner, Intent, IntentState, Period, ReleasedHold};
 use crate::domain::lifecycle::BlockState;
+use crate::domain::request::{AUTO_APPROVER, Request, RequestDecision, RequestVerdict};
 use crate::domain::rule::{Mode, Rule};
 use crate::ports::{
-    BlockStore, Ledger, MarketMemory, Observation, ObservationStore, Outbox, PageClaims, ReserveError, RuleStore,
-    SettingsStore, StoreError,
+    BlockStore, Ledger, MarketMemory, Observation, ObservationStore, Outbox, PageClaims, RequestStore, ReserveError,
+    RuleStore, SettingsStore, StoreError,
 };
 
 port_bundle!(
@@ -32,6 +33,7 @@ port_bundle!(
         + SettingsStore
         + MarketMemory
         + PageClaims
+        + RequestStore
 );
 
 /// The departures from a plain map that DynamoDB makes on its own, played on an
@@ -98,6 +100,8 @@ macro_rules! store_contract_cases {
             a_kept_fee_holds_its_rule_once_until_the_offering_ends,
             a_released_purchase_ec2_holds_is_bought_again_once_past_any_limit,
             the_page_hour_is_claimed_once_and_given_back_only_by_its_hour,
+            a_request_is_filed_once_and_cancelled_once_by_its_requester,
+            a_requests_approval_is_consumed_by_one_purchase,
         );
     };
 }
@@ -544,6 +548,87 @@ async fn the_page_hour_is_claimed_once_and_given_back_only_by_its_hour<S: StoreP
     s.release_page_hour(hour).await.unwrap();
     assert!(s.claim_page_hour(hour).await.unwrap(), "claimed again after its release");
     assert!(s.claim_page_hour(hour + Duration::hours(1)).await.unwrap(), "the next hour");
+}
+
+// People's requests: the request store, and a reservation consuming a request's approval.
+
+/// A request's one-shot rule's charges: its own budget, its team's (research, 10,000) and the
+/// account's, as the scan charges them.
+fn team_charges(rule: &Rule) -> Vec<crate::domain::budget::BudgetCharge> {
+    let budgets =
+        crate::domain::budget::StackBudgets { account: None, teams: [("research".to_string(), usd("10000"))].into() };
+    crate::domain::budget::charges_for(rule, &budgets, &Period::budget_month(now())).expect("research has a budget")
+}
+
+fn decision(r: &Request, verdict: RequestVerdict) -> RequestDecision {
+    RequestDecision {
+        request_id: r.id.clone(),
+        requester: r.requester.clone(),
+        terms: r.terms.clone(),
+        by: AUTO_APPROVER.into(),
+        at: now(),
+        verdict,
+        consumed_by: None,
+    }
+}
+
+/// A request is filed once under its requester's key, read back with that key, and cancelled
+/// once by that requester only.
+async fn a_request_is_filed_once_and_cancelled_once_by_its_requester<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = request("rq-filed1", "AROAADA:ada");
+    s.file_request(&r).await.unwrap();
+    assert!(matches!(s.file_request(&r).await, Err(StoreError::Conflict(_))), "an id is filed once");
+    let listed = s.requests().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0].keyed_requester.as_str(), listed[0].keyed_id.as_str()), ("AROAADA:ada", "rq-filed1"));
+    assert_eq!(listed[0].request, r);
+    let other = s.cancel_request("AROABOB:bob", "rq-filed1", now()).await;
+    assert!(matches!(other, Err(StoreError::NotFound { .. })), "only under the requester's key: {other:?}");
+    s.cancel_request("AROAADA:ada", "rq-filed1", now()).await.unwrap();
+    assert!(matches!(s.cancel_request("AROAADA:ada", "rq-filed1", now()).await, Err(StoreError::Conflict(_))));
+    assert_eq!(s.requests().await.unwrap()[0].request.cancelled_at, Some(now()));
+}
+
+/// A decision is written once; its approval is consumed by one reservation, in its
+/// transaction, and given back with a purchase that never reached EC2; a rejection buys nothing.
+async fn a_requests_approval_is_consumed_by_one_purchase<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = request("rq-approved1", "AROAADA:ada");
+    let rule = r.as_rule();
+    s.decide_request(&decision(&r, RequestVerdict::Approved)).await.unwrap();
+    let again = s.decide_request(&decision(&r, RequestVerdict::Rejected { reason: "late".into() })).await;
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "decided once: {again:?}");
+    let on = |o: &str| Intent {
+        request: Some(r.id.clone()),
+        ..Intent::new(&rule.id, offering(o, "100"), 8, team_charges(&rule), now())
+    };
+    let first = on("cb-req-1");
+    s.reserve(&first, 0).await.unwrap();
+    assert_eq!(s.decision(&r.id).await.unwrap().unwrap().consumed_by, Some(first.id.clone()));
+    s.record_given_back(&first, "never sent").await.unwrap();
+    assert_eq!(s.decision(&r.id).await.unwrap().unwrap().consumed_by, None, "given back with the fee");
+    let seq = s.guard(&rule.id).await.unwrap().seq;
+    let second = on("cb-req-2");
+    s.reserve(&second, seq).await.unwrap();
+    let sent = Intent { state: IntentState::Sent, sent_at: Some(now()), ..second.clone() };
+    s.mark_sent(&second.id, &rule.id, now()).await.unwrap();
+    s.record_bought(&sent, &block_for(&sent, "cr-req-2"), &[]).await.unwrap();
+    // A replay of the purchase on another offering (a second run, a replayed request item) is
+    // refused by the consumed approval, whatever the guard says.
+    let seq = s.guard(&rule.id).await.unwrap().seq;
+    assert_eq!(s.reserve(&on("cb-req-3"), seq).await, Err(ReserveError::ApprovalUsed));
+    assert_eq!(s.decision(&r.id).await.unwrap().unwrap().consumed_by, Some(second.id.clone()));
+    // A rejected request, or one never decided, buys nothing.
+    let no = request("rq-rejected1", "AROAADA:ada");
+    s.decide_request(&decision(&no, RequestVerdict::Rejected { reason: "no".into() })).await.unwrap();
+    let no_rule = no.as_rule();
+    let refused = Intent {
+        request: Some(no.id.clone()),
+        ..Intent::new(&no_rule.id, offering("cb-req-4", "100"), 8, team_charges(&no_rule), now())
+    };
+    assert_eq!(s.reserve(&refused, 0).await, Err(ReserveError::ApprovalUsed));
+    let undecided = Intent { request: Some("rq-never".into()), ..refused.clone() };
+    assert_eq!(s.reserve(&undecided, 0).await, Err(ReserveError::ApprovalUsed));
+    assert!(s.get_intent(&no_rule.id, &refused.id).await.unwrap().is_none(), "nothing written");
 }
 
 #[cfg(test)]

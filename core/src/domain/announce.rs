@@ -17,6 +17,7 @@ mod market;
 mod moments;
 mod payment;
 mod purchase;
+mod requests;
 mod states;
 
 pub use budgets::{month_summary, team_unbudgeted};
@@ -30,6 +31,7 @@ pub use payment::{
     fee_kept, fee_kept_unshown, held_again, over_limit_held, payment_failed, payment_succeeded, payment_warning,
 };
 pub use purchase::{approval_needed, outcome_unknown, purchase_rejected, purchased, unreadable_reservation, would_buy};
+pub use requests::request_step;
 pub use states::{active, anomaly, duplicate_purchase, ec2_state, expired, health, released, scheduled, tracking};
 
 /// An instant as every message prints it.

@@ -169,6 +169,10 @@ pub struct Intent {
     /// the block in the answer bought from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<Approved>,
+    /// The request whose approval this purchase consumes (`domain::request::Decision`), in the
+    /// reservation's transaction: one approved request buys once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 /// What a person approved, as a purchase consumes it: the approval's record (by the offering
@@ -221,6 +225,7 @@ impl Intent {
             period: Period::budget_month(now),
             charges,
             approval: None,
+            request: None,
         }
     }
 }

@@ -38,11 +38,25 @@ pub enum MessageKind {
     TeamUnbudgeted,
     /// The monthly summary.
     MonthSummary,
+    /// A person's request for capacity, first seen by the scan (`domain::request`).
+    RequestFiled,
+    /// A request approved, by an approver or within its team's automatic limit.
+    RequestApproved,
+    /// A request an approver rejected.
+    RequestRejected,
+    /// A request its requester cancelled.
+    RequestCancelled,
+    /// A request's block bought (its approval consumed by the purchase).
+    RequestBought,
+    /// A request whose window closed unbought.
+    RequestExpired,
+    /// A request item refused: malformed, forged, changed since its approval.
+    RequestRefused,
 }
 
 impl MessageKind {
     /// Every kind, in the order docs/notifications.md lists them.
-    pub const ALL: [MessageKind; 12] = [
+    pub const ALL: [MessageKind; 19] = [
         MessageKind::Purchased,
         MessageKind::WouldBuy,
         MessageKind::ApprovalNeeded,
@@ -55,6 +69,13 @@ impl MessageKind {
         MessageKind::NotSold,
         MessageKind::TeamUnbudgeted,
         MessageKind::MonthSummary,
+        MessageKind::RequestFiled,
+        MessageKind::RequestApproved,
+        MessageKind::RequestRejected,
+        MessageKind::RequestCancelled,
+        MessageKind::RequestBought,
+        MessageKind::RequestExpired,
+        MessageKind::RequestRefused,
     ];
 
     /// The outbox key (or its start, before a `-<detail>`) and the message id's suffix. Stored:
@@ -73,6 +94,13 @@ impl MessageKind {
             MessageKind::NotSold => "not-sold",
             MessageKind::TeamUnbudgeted => "team-unbudgeted",
             MessageKind::MonthSummary => "summary",
+            MessageKind::RequestFiled => "request-filed",
+            MessageKind::RequestApproved => "request-approved",
+            MessageKind::RequestRejected => "request-rejected",
+            MessageKind::RequestCancelled => "request-cancelled",
+            MessageKind::RequestBought => "request-bought",
+            MessageKind::RequestExpired => "request-expired",
+            MessageKind::RequestRefused => "request-refused",
         }
     }
 

@@ -37,6 +37,7 @@ pub mod permissions;
 pub mod plan;
 pub mod preflight;
 pub mod report;
+pub mod request;
 pub mod rule;
 pub mod run_time;
 pub mod settlement;

@@ -174,6 +174,10 @@ pub struct Rule {
     /// Stored rules without the key act in this account.
     #[serde(default)]
     pub handoff_account: Option<String>,
+    /// The request (`domain::request`) this one-shot rule buys for: its purchase consumes the
+    /// request's approval. Rules people write have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 fn default_tolerance_u32() -> u32 {

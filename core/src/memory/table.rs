@@ -26,6 +26,7 @@ use crate::domain::offering::Offering;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::plan::RegionMemory;
 use crate::domain::preflight::Preflight;
+use crate::domain::request::{Request, RequestDecision, RequestVerdict};
 use crate::domain::rule::Rule;
 use crate::domain::settlement::held_after_close;
 use crate::domain::stack::StoredSettings;
@@ -78,6 +79,10 @@ struct Items {
     /// `APPROVALBLOCK#<block key>` marker: (rule, offering id) and (rule, block key) -> intent.
     approvals_used: BTreeMap<(String, String), String>,
     approval_blocks_used: BTreeMap<(String, String), String>,
+    /// People's requests by (keyed requester, id), as `REQUEST#<requester>` / `REQUEST#<id>`.
+    requests: BTreeMap<(String, String), Request>,
+    /// The decisions on them by request id (`REQUESTDECISION#<id>`), `consumed_by` included.
+    decisions: BTreeMap<String, RequestDecision>,
     budgets: BTreeMap<(String, Period), BudgetRow>,
     blocks: BTreeMap<String, BlockRow>,
     extensions: BTreeMap<(String, String), ExtensionIntent>,
@@ -449,6 +454,10 @@ impl Items {
 
     /// `DynamoDB`'s conditions on consuming approval `a` of rule `rule`: its record exists and
     /// neither it nor its block's marker was consumed.
+    fn may_consume_request(&self, id: &str) -> bool {
+        self.decisions.get(id).is_some_and(|d| d.verdict == RequestVerdict::Approved && d.consumed_by.is_none())
+    }
+
     fn may_consume(&self, rule: &str, a: &Approved) -> bool {
         let k = |s: &str| (rule.to_string(), s.to_string());
         self.approvals.contains_key(&k(&a.offering_id))
@@ -540,7 +549,15 @@ impl Ledger for MemoryTable {
         {
             return Err(ReserveError::ApprovalUsed);
         }
+        if let Some(id) = &intent.request
+            && !items.may_consume_request(id)
+        {
+            return Err(ReserveError::ApprovalUsed);
+        }
         may_charge(&items, &intent.charges, &conds)?;
+        if let Some(d) = intent.request.as_ref().and_then(|id| items.decisions.get_mut(id)) {
+            d.consumed_by = Some(intent.id.clone());
+        }
         if let Some(a) = &intent.approval {
             let r = intent.rule_id.clone();
             items.approvals_used.insert((r.clone(), a.offering_id.clone()), intent.id.clone());
@@ -650,6 +667,11 @@ impl Ledger for MemoryTable {
             };
             mine(&mut items.approvals_used, (r.clone(), a.offering_id.clone()));
             mine(&mut items.approval_blocks_used, (r, a.block.clone()));
+        }
+        if let Some(d) = intent.request.as_ref().and_then(|id| items.decisions.get_mut(id))
+            && d.consumed_by.as_ref() == Some(&intent.id)
+        {
+            d.consumed_by = None;
         }
         drop(items);
         self.moved(format!("record_given_back {}", intent.id))?;
@@ -847,6 +869,73 @@ impl BlockStore for MemoryTable {
         }
         self.moved(format!("update_block {}", block.reservation_id))?;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl RequestStore for MemoryTable {
+    async fn file_request(&self, request: &Request) -> Result<(), StoreError> {
+        let mut items = self.items();
+        let k = (request.requester.clone(), request.id.clone());
+        if items.requests.contains_key(&k) {
+            return Err(conflict(format!("request {}", request.id)));
+        }
+        items.requests.insert(k, request.clone());
+        drop(items);
+        self.wrote(format!("file_request {}", request.id));
+        Ok(())
+    }
+
+    async fn cancel_request(&self, requester: &str, id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut items = self.items();
+        let Some(r) = items.requests.get_mut(&(requester.to_string(), id.to_string())) else {
+            return Err(StoreError::NotFound { what: format!("request {id} of {requester}") });
+        };
+        if r.cancelled_at.is_some() {
+            return Err(conflict(format!("request {id} is cancelled already")));
+        }
+        r.cancelled_at = Some(at);
+        drop(items);
+        self.wrote(format!("cancel_request {id}"));
+        Ok(())
+    }
+
+    async fn requests(&self) -> Result<Vec<StoredRequest>, StoreError> {
+        let items = self.items();
+        Ok(items
+            .requests
+            .iter()
+            .map(|((requester, id), r)| StoredRequest {
+                request: r.clone(),
+                keyed_requester: requester.clone(),
+                keyed_id: id.clone(),
+            })
+            .collect())
+    }
+
+    async fn decide_request(&self, decision: &RequestDecision) -> Result<(), StoreError> {
+        let mut items = self.items();
+        if items.decisions.contains_key(&decision.request_id) {
+            return Err(conflict(format!("request {} is decided already", decision.request_id)));
+        }
+        // A decision is written fresh: only a purchase consumes it.
+        items.decisions.insert(decision.request_id.clone(), RequestDecision { consumed_by: None, ..decision.clone() });
+        drop(items);
+        self.wrote(format!("decide_request {}", decision.request_id));
+        Ok(())
+    }
+
+    async fn decision(&self, id: &str) -> Result<Option<RequestDecision>, StoreError> {
+        Ok(self.items().decisions.get(id).cloned())
+    }
+}
+
+impl MemoryTable {
+    /// Writes a request item under `keyed_requester`'s key as it is, whatever it names: what a
+    /// person with the table's write access (not the requester's policy) could put there.
+    pub fn put_request_item(&self, keyed_requester: &str, request: &Request) {
+        self.items().requests.insert((keyed_requester.to_string(), request.id.clone()), request.clone());
+        self.wrote(format!("put_request_item {}", request.id));
     }
 }
 

@@ -381,3 +381,31 @@ pub trait MarketMemory: Send + Sync {
     /// Ends `run`'s claim of `region` (another run's is left alone).
     async fn release_region(&self, region: &Region, run: &str) -> Result<(), StoreError>;
 }
+
+/// A request item as read back, with the key it was read under: the requester and id of the
+/// key, which `domain::request::check_item` holds the item's own fields to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRequest {
+    pub request: crate::domain::request::Request,
+    pub keyed_requester: String,
+    pub keyed_id: String,
+}
+
+/// People's capacity requests (`domain::request`): the request items, each under its
+/// requester's own key, and the decisions on them, under keys of their own. A decision's
+/// approval is consumed by the purchase it makes, in `Ledger::reserve`'s transaction.
+#[async_trait]
+pub trait RequestStore: Send + Sync {
+    /// Files `request` under its requester's key; `Conflict` if a request of that id is there.
+    async fn file_request(&self, request: &crate::domain::request::Request) -> Result<(), StoreError>;
+    /// The requester's cancel: marks their request cancelled at `at`, conditional on its not
+    /// being cancelled yet (`Conflict`), `NotFound` if they have no such request.
+    async fn cancel_request(&self, requester: &str, id: &str, at: DateTime<Utc>) -> Result<(), StoreError>;
+    /// Every request item (through the index: eventually consistent), each with its key. An
+    /// item that does not decode is left out and counted, as in every listing.
+    async fn requests(&self) -> Result<Vec<StoredRequest>, StoreError>;
+    /// Records the decision on a request, once: `Conflict` if it has one.
+    async fn decide_request(&self, decision: &crate::domain::request::RequestDecision) -> Result<(), StoreError>;
+    /// The decision on request `id`, read strongly, with the intent that consumed it if any.
+    async fn decision(&self, id: &str) -> Result<Option<crate::domain::request::RequestDecision>, StoreError>;
+}

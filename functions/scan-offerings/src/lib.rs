@@ -2,6 +2,7 @@
 //! searches the market for every enabled rule, stores the prices seen, and buys (or, in
 //! dry-run, announces) the cheapest offering that meets each rule.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use capblock_shared::app::metrics;
@@ -9,6 +10,7 @@ use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
+use capblock_shared::domain::request::{TeamApproval, parse_team_approvals};
 use capblock_shared::lambda::{Edge, EdgeConfig, FunctionError, Handler, Lambda, Payload, invocation_deadline};
 use capblock_shared::ports::MemberMarket;
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -31,6 +33,7 @@ pub const AWS_PORTS: &[&str] = &[
     "BlockStore",
     "Outbox",
     "ObservationStore",
+    "RequestStore",
     "Notifier",
     "EventBus",
 ];
@@ -84,10 +87,23 @@ pub fn describe_budget() -> Result<DescribeBudget, FunctionError> {
     Ok(budget)
 }
 
+/// Each team's approval settings for people's requests (`TeamApprovals`: `team=amount
+/// principal-arn ...; ...`, `domain::request::parse_team_approvals`); unset: no team's request
+/// is approved, on its own or by anyone.
+pub fn team_approvals() -> Result<BTreeMap<String, TeamApproval>, FunctionError> {
+    let text = config::optional("CAPBLOCK_TEAM_APPROVALS").unwrap_or_default();
+    parse_team_approvals(&text).map_err(|problem| {
+        FunctionError::Config(config::ConfigError::Invalid { name: "CAPBLOCK_TEAM_APPROVALS", value: text, problem })
+    })
+}
+
 /// The function as Lambda runs it, from the environment (`main`).
 pub async fn from_env(function: &'static str) -> Result<Lambda<App>, FunctionError> {
     let settings = settings()?;
-    Ok(build(function, settings, capblock_shared::aws::load_config().await).await)
+    let teams = team_approvals()?;
+    let mut lambda = build(function, settings, capblock_shared::aws::load_config().await).await;
+    lambda.handler.team_approvals = teams;
+    Ok(lambda)
 }
 
 /// The function on `settings` and an SDK configuration (a test's endpoints): its edge on the AWS
@@ -108,13 +124,15 @@ pub struct App {
     /// Member accounts lending the watch their describe limit (`WatchAccounts`), each a market
     /// client under its read-only role, built once per container.
     members: Vec<MemberMarket>,
+    /// The teams' approval settings for people's requests (`team_approvals`); none by default.
+    pub team_approvals: BTreeMap<String, TeamApproval>,
 }
 
 impl App {
     /// The handler on its scan settings and the member accounts' markets (none: the buying
     /// account asks alone), whatever ports its edge stands on.
     pub fn new(settings: ScanSettings, members: Vec<MemberMarket>) -> App {
-        App { members, settings, catalog: Mutex::new(AcceleratorCatalog::new()) }
+        App { members, settings, catalog: Mutex::new(AcceleratorCatalog::new()), team_approvals: BTreeMap::new() }
     }
 }
 
@@ -143,7 +161,7 @@ impl Handler for App {
                 settings: &self.settings,
                 members: &self.members,
             };
-            let report = scanner.run_until(at, until).await?;
+            let report = scanner.run_with_requests(at, until, &self.team_approvals).await?;
             let metrics = metrics::of_scan(&report, &stack.name);
             Ok((report, Some(metrics)))
         })

@@ -10,6 +10,7 @@ pub mod dynamo;
 pub mod ec2;
 pub mod eks;
 pub mod eventbridge;
+pub mod identity;
 pub mod organizations;
 pub mod probe;
 pub mod ram;

@@ -18,6 +18,7 @@ mod parts;
 mod readings;
 mod real_market;
 mod replay;
+mod requests;
 mod scan;
 mod share;
 mod sim_wire;

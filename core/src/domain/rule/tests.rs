@@ -778,3 +778,9 @@ fn a_fee_cap_below_one_block_at_the_threshold_is_said_with_the_price_it_buys_at(
     assert_eq!(Rule::from_toml(&with("max_total_fee = \"3868.80\""), now()).unwrap().fee_cap_below_threshold(), None);
     assert_eq!(Rule::from_toml(GOOD, now()).unwrap().fee_cap_below_threshold(), None);
 }
+
+#[test]
+fn a_rule_file_may_not_take_a_requests_name() {
+    let p = problems(&with("id = \"request-7\""));
+    assert!(p.iter().any(|(f, m)| f == "id" && m.contains("reserved for people's requests")), "{p:?}");
+}

@@ -69,6 +69,7 @@ impl RuleSpec {
             team: self.team.clone(),
             share_with,
             handoff_account: self.handoff_account.clone(),
+            request: None,
         };
         // Judged on the valid rule: what it could buy is known only once every field is.
         match never_buys(&rule) {
@@ -128,6 +129,12 @@ impl Problems {
             || !id.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_')
         {
             self.add("id", "must be 1-64 characters of a-z, 0-9, '-' or '_'");
+        }
+        // A request's one-shot rule is named after it: a rule file of that name would share the
+        // request's guard, budget row and purchase count.
+        if id.starts_with(crate::domain::request::REQUEST_RULE_PREFIX) {
+            let prefix = crate::domain::request::REQUEST_RULE_PREFIX;
+            self.add("id", &format!("ids starting with {prefix:?} are reserved for people's requests"));
         }
         if spec.description.chars().count() > MAX_DESCRIPTION_CHARS {
             self.add(

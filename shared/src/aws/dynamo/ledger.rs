@@ -59,7 +59,8 @@ impl Ledger for DynamoStore {
                 .expression_attribute_values(":seen", n(seen_seq)),
             ),
         ];
-        let approval = intent.approval.as_ref().map_or_else(Vec::new, |a| self.consume_approval(intent, a));
+        let mut approval = intent.approval.as_ref().map_or_else(Vec::new, |a| self.consume_approval(intent, a));
+        approval.extend(intent.request.as_deref().map(|id| self.consume_request(intent, id)));
         self.reserve_charged(items, charges, fee, true, approval).await
     }
 
@@ -142,7 +143,8 @@ impl Ledger for DynamoStore {
     async fn record_given_back(&self, intent: &Intent, reason: &str) -> Result<(), StoreError> {
         tracing::info!(event = "intent_given_back", intent = %intent.id, %reason, "nothing reached EC2; the offering may be tried again");
         // Nothing was bought on the approval it consumed: it may be approved again.
-        let approval = intent.approval.as_ref().map_or_else(Vec::new, |a| self.give_approval_back(intent, a));
+        let mut approval = intent.approval.as_ref().map_or_else(Vec::new, |a| self.give_approval_back(intent, a));
+        approval.extend(intent.request.as_deref().map(|id| self.give_request_back(intent, id)));
         self.close_intent(intent, None, RELEASE_FEE, approval, None).await
     }
 

@@ -40,6 +40,7 @@ mod observations;
 mod outbox;
 mod page;
 mod preflight;
+mod requests;
 mod rules;
 mod seen;
 mod settings;
@@ -68,6 +69,8 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("AlarmStore", &["dynamodb:PutItem", "dynamodb:Query"]),
     ("SettingsStore", &["dynamodb:GetItem", "dynamodb:PutItem"]),
     ("PreflightStore", &["dynamodb:GetItem", "dynamodb:PutItem"]),
+    // People's requests and their decisions; the scan consumes an approval in `Ledger::reserve`.
+    ("RequestStore", &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
     // The CLI's only: no function declares it.
     ("SeenOfferings", &["dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:Query"]),
     ("FunctionDirectory", &["dynamodb:PutItem", "dynamodb:Query"]),

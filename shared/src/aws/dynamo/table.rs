@@ -20,6 +20,8 @@ pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError
         .attribute_definitions(attr("sk"))
         .attribute_definitions(attr("gsi1pk"))
         .attribute_definitions(attr("gsi1sk"))
+        .attribute_definitions(attr("gsi2pk"))
+        .attribute_definitions(attr("gsi2sk"))
         .key_schema(k("pk", KeyType::Hash))
         .key_schema(k("sk", KeyType::Range))
         .global_secondary_indexes(
@@ -27,6 +29,16 @@ pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError
                 .index_name(GSI)
                 .key_schema(k("gsi1pk", KeyType::Hash))
                 .key_schema(k("gsi1sk", KeyType::Range))
+                .projection(Projection::builder().projection_type(ProjectionType::All).build())
+                .build()
+                .expect("set"),
+        )
+        // People's requests only (`requests.rs`): their writers may not touch gsi1.
+        .global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(super::requests::REQUEST_INDEX)
+                .key_schema(k("gsi2pk", KeyType::Hash))
+                .key_schema(k("gsi2sk", KeyType::Range))
                 .projection(Projection::builder().projection_type(ProjectionType::All).build())
                 .build()
                 .expect("set"),

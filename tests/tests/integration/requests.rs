@@ -1,0 +1,259 @@
+//! People's requests on the local stack: a requester files one with the CLI (under moto's STS
+//! identity), a lead approves it with a typed `yes` on a terminal, the scan finds an offering
+//! in the window and buys it once; each step is published in the request's own Slack thread; a
+//! second approval or a replayed request item buys nothing, and an item stored under another
+//! requester's key is refused by name.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use capblock_shared::app::purchase::Outcome;
+use capblock_shared::domain::request::{TeamApproval, parse_team_approvals};
+use capblock_shared::domain::rule::Mode;
+use capblock_shared::domain::stack::{StackSettings, StoredSettings};
+use capblock_shared::ports::{RequestStore, SettingsStore};
+use capblock_tests::{Rig, ScenarioToml, T0, binary_env, usd};
+
+const STACK: &str = "capblock-requests-test";
+
+/// us-west-2 sells p5 at 2.75 per GPU-hour for the day from T0 + 2 days.
+fn market() -> String {
+    ScenarioToml::new(7, T0).payment("succeed", None).p5("us-west-2", &[2], "2.75").build()
+}
+
+struct Stack {
+    rig: Rig,
+    /// The CloudFormation stack the CLI reads its TeamApprovals from.
+    deployed: String,
+    teams: BTreeMap<String, TeamApproval>,
+}
+
+impl Stack {
+    /// A live stack whose team research has 20,000 a month and whose approver is the caller
+    /// moto's STS names (the lead, here the same credentials as the requester).
+    async fn new(name: &str) -> Stack {
+        let mut rig = Rig::paced(name, &market(), T0, STACK).await;
+        rig.scan.stack.team_budgets = [("research".to_string(), usd("20000"))].into();
+        let settings = StoredSettings {
+            stack: StackSettings {
+                name: STACK.into(),
+                mode: Mode::Live,
+                account_budget: Some(usd("100000")),
+                team_budgets: rig.scan.stack.team_budgets.clone(),
+            },
+            alerts_topic: rig.aws.alerts_topic.clone(),
+            written_at: capblock_tests::t0(),
+        };
+        rig.store.store_settings(&settings).await.unwrap();
+        let lead = capblock_shared::aws::identity::caller(&rig.aws.sdk).await.unwrap().arn;
+        let approvals = format!("research=0 {lead}");
+        let deployed = deploy(&rig, &approvals).await;
+        Stack { teams: parse_team_approvals(&approvals).unwrap(), rig, deployed }
+    }
+
+    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.envs(binary_env(&self.rig.sim, &self.rig.aws, STACK))
+            .env("CAPBLOCK_STACK_NAME", &self.deployed)
+            .env("CAPBLOCK_CONFIG", "/nonexistent/capblock-config.toml")
+            .env_remove("CAPBLOCK_PROFILE")
+            .env_remove("COLUMNS");
+        cmd
+    }
+
+    async fn capblock(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.command(capblock_tests::runtime::binary("capblock")).args(args).output().await.unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into(),
+            String::from_utf8_lossy(&out.stderr).into(),
+        )
+    }
+
+    /// `capblock args` on a terminal (util-linux `script` gives it one), `typed` on its input.
+    async fn on_a_terminal(&self, args: &[&str], typed: &str) -> (i32, String) {
+        use tokio::io::AsyncWriteExt;
+        let line = std::iter::once(capblock_tests::runtime::binary("capblock").display().to_string())
+            .chain(args.iter().map(|a| a.to_string()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut child = self
+            .command("script")
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(typed.as_bytes()).await.unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().await.unwrap();
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into())
+    }
+
+    async fn scan(&self) -> capblock_shared::app::scan::ScanReport {
+        let s = self.rig.scanner(&self.rig.market, &self.rig.notifier, &self.rig.scan);
+        s.run_with_requests(self.rig.now().into(), None, &self.teams).await.unwrap()
+    }
+}
+
+/// A CloudFormation stack standing for the deployment: its table and its TeamApprovals.
+async fn deploy(rig: &Rig, approvals: &str) -> String {
+    let name = format!("capblock-rq-{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+    let template = serde_json::json!({
+        "Parameters": {
+            "Mode": {"Type": "String", "Default": "live"},
+            "AccountMonthlyBudget": {"Type": "String", "Default": "100000"},
+            "TeamBudgets": {"Type": "String", "Default": "research=20000"},
+            "TeamApprovals": {"Type": "String", "Default": ""},
+        },
+        "Resources": {"Alerts": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {"TableName": {"Value": rig.aws.table.as_str()}},
+    });
+    let param = |k: &str, v: &str| {
+        aws_sdk_cloudformation::types::Parameter::builder().parameter_key(k).parameter_value(v).build()
+    };
+    aws_sdk_cloudformation::Client::new(&rig.aws.sdk)
+        .create_stack()
+        .stack_name(&name)
+        .template_body(template.to_string())
+        .parameters(param("TeamApprovals", approvals))
+        .send()
+        .await
+        .expect("a CloudFormation stack on moto");
+    name
+}
+
+/// The request's thread as Slack got it: each message's milestone, in order.
+async fn thread(rig: &Rig, id: &str) -> Vec<String> {
+    rig.aws
+        .alerts()
+        .await
+        .into_iter()
+        .filter(|m| m.attributes.get("capblock_thread").map(String::as_str) == Some(id))
+        .map(|m| m.body["content"]["title"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_filed_approved_with_a_typed_yes_is_bought_once() {
+    let s = Stack::new("requests-flow").await;
+    let (code, out, err) = s
+        .capblock(&[
+            "request",
+            "--type",
+            "p5.48xlarge",
+            "--count",
+            "1",
+            "--days",
+            "1",
+            "--region",
+            "us-west-2",
+            "--from",
+            "2026-12-02",
+            "--until",
+            "2026-12-06",
+            "--max-price",
+            "3",
+            "--team",
+            "research",
+            "--reason",
+            "the ablation the reviewers asked for",
+            "--slack",
+            "@ada",
+        ])
+        .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let id = out.split_whitespace().find(|w| w.starts_with("rq-")).expect("the id").to_string();
+    assert!(out.contains("At the list price (5.970 USD per accelerator-hour"), "{out}");
+    assert!(out.contains("Team research's budget") && out.contains("room for the most it may cost"), "{out}");
+
+    // Without a terminal and without --yes, approving is refused; on one, `no` approves nothing.
+    let (code, _, err) = s.capblock(&["requests", "approve", &id]).await;
+    assert_eq!(code, 2, "{err}");
+    let (code, said) = s.on_a_terminal(&["requests", "approve", &id], "no\n").await;
+    assert_ne!(code, 0, "{said}");
+    assert!(s.rig.store.decision(&id).await.unwrap().is_none());
+    let (code, said) = s.on_a_terminal(&["requests", "approve", &id], "yes\n").await;
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains("Fee: from about") && said.contains("TEAM#research"), "{said}");
+    assert!(said.contains("Type `yes` to go on"), "{said}");
+
+    let report = s.scan().await;
+    let bought = report.outcomes.iter().find(|o| o.rule_id.starts_with("request-")).expect("asked");
+    assert!(matches!(bought.action, Some(Outcome::Bought { .. })), "{:?}", bought.action);
+    assert_eq!(s.rig.sim.purchases().await.len(), 1);
+
+    // A second approval is refused; a replayed request item (written back as filed) buys nothing.
+    let (code, said) = s.on_a_terminal(&["requests", "approve", &id], "yes\n").await;
+    assert_ne!(code, 0, "{said}");
+    let item = s.rig.store.requests().await.unwrap().into_iter().find(|r| r.keyed_id == id).unwrap();
+    s.rig.store.cancel_request(&item.keyed_requester, &id, s.rig.now()).await.unwrap();
+    s.rig.advance_minutes(10).await;
+    s.scan().await;
+    assert_eq!(s.rig.sim.purchases().await.len(), 1, "one approval buys once");
+    let titles = thread(&s.rig, &id).await;
+    for step in ["asks for capacity", "is approved", "is bought"] {
+        assert!(titles.iter().any(|t| t.contains(step)), "{step}: {titles:?}");
+    }
+    assert!(titles.iter().all(|t| t.starts_with("@ada") || t.contains(&id)), "{titles:?}");
+}
+
+/// An item written under another requester's key (what a writer without the requesters'
+/// policy could put there) is refused by name, and nothing is decided or bought for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_item_under_another_requesters_key_is_refused_by_name() {
+    let s = Stack::new("requests-forged").await;
+    let (code, out, err) = s
+        .capblock(&[
+            "request",
+            "--type",
+            "p5.48xlarge",
+            "--count",
+            "1",
+            "--days",
+            "1",
+            "--region",
+            "us-west-2",
+            "--from",
+            "2026-12-02",
+            "--until",
+            "2026-12-06",
+            "--max-price",
+            "3",
+            "--team",
+            "research",
+            "--reason",
+            "forged below",
+        ])
+        .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let id = out.split_whitespace().find(|w| w.starts_with("rq-")).unwrap().to_string();
+    let ddb = aws_sdk_dynamodb::Client::new(&s.rig.aws.sdk);
+    let mut item = ddb
+        .get_item()
+        .table_name(&s.rig.aws.table)
+        .key("pk", AttributeValue::S(format!("REQUEST#{}", s.rig.store.requests().await.unwrap()[0].keyed_requester)))
+        .key("sk", AttributeValue::S(format!("REQUEST#{id}")))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    // Moved under Eve's key, still naming the filer: the index shows both.
+    item.insert("pk".into(), AttributeValue::S("REQUEST#AROAEVE:eve".into()));
+    ddb.delete_item()
+        .table_name(&s.rig.aws.table)
+        .key("pk", AttributeValue::S(format!("REQUEST#{}", s.rig.store.requests().await.unwrap()[0].keyed_requester)))
+        .key("sk", AttributeValue::S(format!("REQUEST#{id}")))
+        .send()
+        .await
+        .unwrap();
+    ddb.put_item().table_name(&s.rig.aws.table).set_item(Some(item)).send().await.unwrap();
+    let report = s.scan().await.requests.unwrap();
+    let refused = &report.refused[&id];
+    assert!(refused.contains("is stored under \"AROAEVE:eve\": forged"), "{refused}");
+    assert!(s.rig.store.decision(&id).await.unwrap().is_none());
+    assert!(s.rig.sim.purchases().await.is_empty());
+}
