@@ -21,8 +21,8 @@ use crate::domain::extension::{
     history_disagrees, in_window, lengths_to_ask, paid_days, settlement_with_history,
 };
 use crate::domain::ids::Region;
+use crate::domain::message_kind::MessageKind;
 use crate::domain::money::Rate;
-use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::{Extend, Mode, Rule};
 use crate::domain::slack::SlackMessage;
 use crate::ports::{
@@ -233,7 +233,7 @@ where
         {
             let msg = announce::extension_released(b, &oid, why);
             self.store
-                .enqueue(&alert_notice(&rid, &OutboxKey::notice(format!("extension-released-{oid}"))?, &msg, now))
+                .enqueue(&alert_notice(&rid, &MessageKind::ExtensionReleased.outbox_key(Some(&oid))?, &msg, now))
                 .await?;
         }
         match self.store.close_extension(x, to, reason).await {
@@ -262,7 +262,8 @@ where
         let word = status.map_or("no word", PaymentStatus::as_ec2);
         tracing::error!(event = "extension_overdue", reservation = %rid, offering = %oid, ec2_status = word, fee = %x.offer.fee,
             "past its payment deadline and EC2 has not reported it failed; its fee stays committed until a person decides");
-        self.tell_once(x, "extension-overdue", &announce::extension_overdue(b, &oid, x.offer.fee, word), now).await?;
+        self.tell_once(x, MessageKind::ExtensionOverdue, &announce::extension_overdue(b, &oid, x.offer.fee, word), now)
+            .await?;
         Ok(Some(ExtensionAction::Overdue { reservation_id: rid, offering_id: oid }))
     }
 
@@ -271,11 +272,11 @@ where
     async fn tell_once(
         &self,
         x: &ExtensionIntent,
-        kind: &str,
+        kind: MessageKind,
         msg: &SlackMessage,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let key = OutboxKey::notice(format!("{kind}-{}", x.offer.id))?;
+        let key = kind.outbox_key(Some(&x.offer.id))?;
         self.store.enqueue(&alert_notice(&x.reservation_id, &key, msg, now)).await.map(drop)
     }
 
@@ -293,8 +294,13 @@ where
         let word = status.map_or("no word", PaymentStatus::as_ec2);
         tracing::error!(event = "ledger_mismatch", reservation = %rid, offering = %oid, ec2_status = word, fee = %x.offer.fee,
             "an extension closed as released is held by EC2; its fee is committed to the budgets again");
-        self.tell_once(x, "extension-recommitted", &announce::extension_recommitted(b, &oid, x.offer.fee, word), now)
-            .await?;
+        self.tell_once(
+            x,
+            MessageKind::ExtensionRecommitted,
+            &announce::extension_recommitted(b, &oid, x.offer.fee, word),
+            now,
+        )
+        .await?;
         let reason = format!("re-committed: EC2's extension history says {word}");
         match self.store.recommit_extension(x, &reason).await {
             Ok(()) => Ok(Some(ExtensionAction::Recommitted { reservation_id: rid, offering_id: oid })),
@@ -340,7 +346,7 @@ where
         if mode != Mode::Live {
             let msg = announce::extension_decided(b, &offer.id, offer.end, offer.fee, rate, mode);
             let first_time =
-                self.store.enqueue(&alert_notice(&rid, &OutboxKey::notice("would-extend")?, &msg, now)).await?;
+                self.store.enqueue(&alert_notice(&rid, &MessageKind::WouldExtend.outbox_key(None)?, &msg, now)).await?;
             // Checked with DryRun=true, once per decision, so a permission problem shows now
             // rather than in the first live run.
             if first_time && let Err(e) = self.market.check_extension(&b.region, &offer.id, &rid).await {
@@ -349,7 +355,7 @@ where
                 self.store
                     .enqueue(&alert_notice(
                         &rid,
-                        &OutboxKey::notice("would-extend-refused")?,
+                        &MessageKind::WouldExtend.outbox_key(Some("refused"))?,
                         &announce::anomaly(b, &why),
                         now,
                     ))
@@ -448,12 +454,7 @@ where
                 }
                 let msg = announce::extension_decided(b, &offer.id, offer.end, offer.fee, rate, Mode::Live);
                 self.store
-                    .enqueue(&alert_notice(
-                        &rid,
-                        &OutboxKey::notice(format!("extension-bought-{}", offer.id))?,
-                        &msg,
-                        now,
-                    ))
+                    .enqueue(&alert_notice(&rid, &MessageKind::ExtensionBought.outbox_key(Some(&offer.id))?, &msg, now))
                     .await?;
                 Ok(Some(ExtensionAction::Bought { reservation_id: rid, offering_id: offer.id }))
             }
@@ -466,7 +467,7 @@ where
                 self.store
                     .enqueue(&alert_notice(
                         &rid,
-                        &OutboxKey::notice(format!("extension-released-{}", offer.id))?,
+                        &MessageKind::ExtensionReleased.outbox_key(Some(&offer.id))?,
                         &msg,
                         now,
                     ))

@@ -23,6 +23,7 @@ use crate::domain::bus_event::{
 };
 use crate::domain::handoff::{self, Order, Planned, Point, Target};
 use crate::domain::launch::{self, GroupLaunch};
+use crate::domain::message_kind::MessageKind;
 use crate::domain::milestone::Milestone;
 use crate::domain::outbox_key::OutboxKey;
 use crate::domain::rule::{Mode, Rule};
@@ -429,7 +430,7 @@ impl ActionRunner<'_> {
             }
             Err(e) if handoff::gives_up(&p, now) => {
                 let msg = handoff::announce_given_up(&p, &e.to_string());
-                outbox.enqueue(&alert_notice(thread, &p.key.then("given-up"), &msg, now)).await?;
+                outbox.enqueue(&alert_notice(thread, &p.key.then(MessageKind::ActionGivenUp.key()), &msg, now)).await?;
                 outbox.mark_published(notice, now).await?;
                 tracing::warn!(event = "action_given_up", reservation = %thread, action = %p.key, error = %e, "dropped a day after the block's end");
                 report.failed.push(notice.id());
@@ -438,7 +439,7 @@ impl ActionRunner<'_> {
             Err(e) => {
                 let msg = handoff::announce_failed(&p, &e.to_string());
                 // Announced once per action, however many runs it fails.
-                outbox.enqueue(&alert_notice(thread, &p.key.then("failed"), &msg, now)).await?;
+                outbox.enqueue(&alert_notice(thread, &p.key.then(MessageKind::ActionFailed.key()), &msg, now)).await?;
                 tracing::warn!(event = "action_failed", reservation = %thread, action = %p.key, error = %e, "retried next run");
                 report.failed.push(notice.id());
                 return Ok(());
@@ -450,9 +451,9 @@ impl ActionRunner<'_> {
             enqueue_actions(outbox, std::slice::from_ref(next.as_ref()), now).await?;
         }
         if let Some(w) = warning {
-            outbox.enqueue(&alert_notice(thread, &p.key.then("warning"), &w, now)).await?;
+            outbox.enqueue(&alert_notice(thread, &p.key.then(MessageKind::ActionWarning.key()), &w, now)).await?;
         }
-        outbox.enqueue(&alert_notice(thread, &p.key.then("done"), &message, now)).await?;
+        outbox.enqueue(&alert_notice(thread, &p.key.then(MessageKind::ActionDone.key()), &message, now)).await?;
         outbox.mark_published(notice, now).await?;
         tracing::info!(event = "action_done", reservation = %thread, action = %p.key, dry_run = p.dry_run, "{}", message.description);
         report.done.push(notice.id());

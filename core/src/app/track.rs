@@ -28,6 +28,7 @@ use crate::domain::budget::{BudgetOwner, Intent, IntentState, Period, ReleasedHo
 use crate::domain::ids::Region;
 use crate::domain::ledger_check::{self, LedgerVerdict};
 use crate::domain::lifecycle::{BlockState, Observed, Transition};
+use crate::domain::message_kind::MessageKind;
 use crate::domain::metrics::{ACCOUNT_BUDGET, team_budget};
 use crate::domain::milestone::{Milestone, milestones, warning_due};
 use crate::domain::money::Money;
@@ -522,7 +523,7 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
                         "EC2 does not list a block the ledger holds; its fee stays committed");
                 }
                 tracing::warn!(event = "block_anomaly", reservation = %b.reservation_id, %why, "EC2 disagrees with the store");
-                if self.enqueue(b, "anomaly", &announce::anomaly(b, &why), now).await? {
+                if self.enqueue(b, MessageKind::Anomaly.key(), &announce::anomaly(b, &why), now).await? {
                     report.anomalies.push(b.reservation_id.clone());
                 }
                 Ok(())
@@ -531,7 +532,7 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
                 // Once per (state, capblock's state): a block that goes unavailable while
                 // scheduled and again once active is announced twice, a state seen on every
                 // run once.
-                let milestone = format!("ec2-state-{ec2_state}-while-{}", b.state);
+                let milestone = MessageKind::Ec2State.key_with(Some(&format!("{ec2_state}-while-{}", b.state)));
                 if self.enqueue(b, &milestone, &announce::ec2_state(b, &ec2_state), now).await? {
                     tracing::warn!(event = "block_state_check", reservation = %b.reservation_id, state = %ec2_state, "EC2 reports a state off the block's path");
                     report.checks.push(format!("{}#{ec2_state}", b.reservation_id));
@@ -702,7 +703,7 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
             // Once per (part, part held): a part EC2 never shows failed keeps the fee for good,
             // and only a person can look at why.
             let msg = if held == UNSHOWN_PART { announce::fee_kept_unshown(b) } else { announce::fee_kept(b, &held) };
-            self.enqueue(b, &format!("fee-kept-{held}"), &msg, now).await?;
+            self.enqueue(b, &MessageKind::FeeKept.key_with(Some(&held)), &msg, now).await?;
             if let Some(hold) = kept_fee_hold(&intent) {
                 self.store.add_hold(rule_id, &hold).await?;
             }
@@ -817,7 +818,7 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
                 }
                 None => announce::tracking(&block, &r.state, tagged),
             };
-            self.enqueue(&block, "tracking", &msg, now).await?;
+            self.enqueue(&block, MessageKind::Tracking.key(), &msg, now).await?;
             if matches!(block.state, BlockState::Scheduled | BlockState::Active) {
                 self.reminders.sync(&block, now).await?;
             }
@@ -851,7 +852,7 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
             // Another reservation of the same purchase (one per UltraServer): its part of the
             // fee, no money moved again (the intent's purchase was recorded once).
             let block = Block::bought(&intent, r, now);
-            self.enqueue(&block, "tracking", &announce::tracking(&block, &r.state, true), now).await?;
+            self.enqueue(&block, MessageKind::Tracking.key(), &announce::tracking(&block, &r.state, true), now).await?;
             if matches!(block.state, BlockState::Scheduled | BlockState::Active) {
                 self.reminders.sync(&block, now).await?;
             }

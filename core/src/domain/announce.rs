@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use super::block::Block;
+use super::message_kind::MessageKind;
 use super::slack::SlackMessage;
 // The tests' names beside the messages' own: what the messages are built from.
 #[cfg(test)]
@@ -54,24 +55,24 @@ fn tracked_line(b: &Block) -> String {
     )
 }
 
-/// A message in a tracked block's thread, keyed and tagged by its `event`.
+/// A message in a tracked block's thread, keyed and tagged by its kind.
 fn tracked(
     b: &Block,
-    event: &str,
+    kind: MessageKind,
     title: String,
     description: String,
     next_steps: Vec<String>,
     summary: String,
 ) -> SlackMessage {
     SlackMessage {
-        id: format!("{}#{event}", b.reservation_id),
+        id: kind.message_id(&b.reservation_id, None),
         title,
         description,
         next_steps,
-        keywords: vec!["capblock".into(), event.into(), b.region.to_string(), b.instance_type.to_string()],
+        keywords: vec!["capblock".into(), kind.event_type().into(), b.region.to_string(), b.instance_type.to_string()],
         thread_id: b.reservation_id.clone(),
         summary,
-        event_type: event.into(),
+        event_type: kind.event_type().into(),
         related_resources: b.arn.iter().cloned().collect(),
     }
 }

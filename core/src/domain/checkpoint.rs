@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::block::Block;
 use super::health::HealthChange;
 use super::lifecycle::termination_time;
-use super::milestone::DELIVERED;
+use super::message_kind::MessageKind;
 use super::money::Money;
 use super::outbox_key::{OutboxKey, OutboxKeyError};
 use super::usage::IdleNews;
@@ -39,12 +39,14 @@ impl CheckpointMilestone {
     /// The outbox milestone for the alerts topic.
     pub fn key(&self) -> String {
         match self {
-            CheckpointMilestone::Delivered => DELIVERED.into(),
+            // The tracker's `Milestone::Active` writes the same key: whichever sees the block
+            // active first announces it, and the other finds it taken.
+            CheckpointMilestone::Delivered => MessageKind::Delivered.key_with(None),
             CheckpointMilestone::Reminder { lead_minutes, end } => {
-                format!("reminder-{lead_minutes}m-end-{}", end.format("%Y%m%dT%H%MZ"))
+                MessageKind::Reminder.key_with(Some(&format!("{lead_minutes}m-end-{}", end.format("%Y%m%dT%H%MZ"))))
             }
-            CheckpointMilestone::AwsExpirationWarning => "aws-expiration-warning".into(),
-            CheckpointMilestone::Interruption { instance_id } => format!("interruption-{instance_id}"),
+            CheckpointMilestone::AwsExpirationWarning => MessageKind::AwsExpirationWarning.key_with(None),
+            CheckpointMilestone::Interruption { instance_id } => MessageKind::Interruption.key_with(Some(instance_id)),
         }
     }
 
@@ -61,10 +63,12 @@ impl CheckpointMilestone {
     /// The `kind` workloads see (and may filter on).
     pub fn kind(&self) -> String {
         match self {
-            CheckpointMilestone::Delivered => "delivered".into(),
-            CheckpointMilestone::Reminder { lead_minutes, .. } => format!("reminder-{lead_minutes}m"),
-            CheckpointMilestone::AwsExpirationWarning => "aws-expiration-warning".into(),
-            CheckpointMilestone::Interruption { .. } => "instance-interruption".into(),
+            CheckpointMilestone::Delivered => MessageKind::Delivered.event_type().into(),
+            CheckpointMilestone::Reminder { lead_minutes, .. } => {
+                format!("{}-{lead_minutes}m", MessageKind::Reminder.event_type())
+            }
+            CheckpointMilestone::AwsExpirationWarning => MessageKind::AwsExpirationWarning.event_type().into(),
+            CheckpointMilestone::Interruption { .. } => MessageKind::Interruption.event_type().into(),
         }
     }
 }

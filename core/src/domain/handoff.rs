@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use super::actions::{Action, reservation_group_name};
 use super::block::Block;
 use super::lifecycle::BlockState;
+use super::message_kind::MessageKind;
 use super::outbox_key::OutboxKey;
 use super::rule::Rule;
 use super::share::SharePrincipal;
@@ -588,7 +589,7 @@ pub fn share_refused_warning(p: &Planned, refused: &[(String, String)]) -> Slack
     let lines: Vec<String> = refused.iter().map(|(who, why)| format!("• {who}: {why}")).collect();
     message(
         p,
-        "warning",
+        MessageKind::ActionWarning,
         "Hand-off warning: not shared with everyone the rule names".into(),
         format!(
             "AWS RAM did not share the block with:\n{}\nEC2 shares Capacity Blocks only inside the Organization: check `share_with`.",
@@ -612,7 +613,7 @@ pub fn zone_warning(p: &Planned, group: &str, zones: &[String]) -> Option<SlackM
     };
     let mut m = message(
         p,
-        "warning",
+        MessageKind::ActionWarning,
         "Hand-off warning: the group launches outside the block".into(),
         format!("Group `{group}` is {where_}, the block is in {az}: nothing it launches lands in the block."),
     );
@@ -623,16 +624,16 @@ pub fn zone_warning(p: &Planned, group: &str, zones: &[String]) -> Option<SlackM
     Some(m)
 }
 
-fn message(p: &Planned, suffix: &str, title: String, description: String) -> SlackMessage {
+fn message(p: &Planned, kind: MessageKind, title: String, description: String) -> SlackMessage {
     SlackMessage {
-        id: format!("{}#{}-{suffix}", p.target.block.reservation_id, p.key),
+        id: kind.message_id(&p.target.block.reservation_id, Some(&p.key)),
         title,
         description,
         next_steps: Vec::new(),
         keywords: vec![p.target.rule_id.clone(), p.target.block.instance_type.to_string()],
         thread_id: p.target.block.reservation_id.clone(),
         summary: format!("{} ({})", describe(&p.order), p.target.block.reservation_id),
-        event_type: format!("action-{suffix}"),
+        event_type: kind.event_type().into(),
         related_resources: vec![p.target.block.reservation_id.clone()],
     }
 }
@@ -655,7 +656,7 @@ pub fn announce_done(p: &Planned, what: &str) -> SlackMessage {
     let (title, verb) =
         if p.dry_run { ("Dry run: hand-off action not run", "Would") } else { ("Hand-off action done", "Done:") };
     let there = runs_in(p).map_or(String::new(), |a| format!(" in account {a}"));
-    message(p, "done", title.into(), format!("{verb} {}{there}.\n{what}", describe(&p.order)))
+    message(p, MessageKind::ActionDone, title.into(), format!("{verb} {}{there}.\n{what}", describe(&p.order)))
 }
 
 /// How long after a block's end a failing order is still retried: past it, the group, document
@@ -672,7 +673,7 @@ pub fn gives_up(p: &Planned, now: DateTime<Utc>) -> bool {
 pub fn announce_given_up(p: &Planned, error: &str) -> SlackMessage {
     message(
         p,
-        "given-up",
+        MessageKind::ActionGivenUp,
         "Hand-off action dropped".into(),
         format!(
             "Could not {}: {error}\nThe block ended more than a day ago; capblock stops retrying it.",
@@ -685,7 +686,7 @@ pub fn announce_given_up(p: &Planned, error: &str) -> SlackMessage {
 pub fn announce_failed(p: &Planned, error: &str) -> SlackMessage {
     let mut m = message(
         p,
-        "failed",
+        MessageKind::ActionFailed,
         "Hand-off action failed: retrying".into(),
         format!(
             "Could not {}: {error}\ncapblock retries it every tracker run; the block's life goes on.",
@@ -707,7 +708,7 @@ pub fn announce_command_result(p: &Planned, ran: &[String], failed: &[(String, S
     let title = if failed.is_empty() { "Run Command finished" } else { "Run Command finished with failures" };
     let ran_text = if ran.is_empty() { "none".to_string() } else { ran.join(", ") };
     let failed_line = if failed.is_empty() { "none".to_string() } else { failed_text.join(", ") };
-    message(p, "result", title.into(), format!("Ran on: {ran_text}\nFailed on: {failed_line}"))
+    message(p, MessageKind::ActionResult, title.into(), format!("Ran on: {ran_text}\nFailed on: {failed_line}"))
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ use serde::Serialize;
 
 use super::backtest::{Bought, Sample, backtest};
 use super::ids::{InstanceType, Region};
+use super::message_kind::MessageKind;
 use super::offering::Offering;
 use super::rule::Rule;
 
@@ -204,7 +205,7 @@ impl Drought {
 
 /// The key prefix of the drought notes of a threshold (what `told` is read under).
 pub fn drought_prefix(threshold: Decimal) -> String {
-    format!("drought-{}-", threshold.normalize())
+    format!("{}-", MessageKind::Drought.key_with(Some(&threshold.normalize().to_string())))
 }
 
 /// What a rule's thread is told.
@@ -220,7 +221,9 @@ impl Note {
         match self {
             Note::Stepped { market, step, .. } => {
                 let kind = market.ultraserver_type.as_ref().map_or(String::new(), |u| format!("-{u}"));
-                format!("market-step-{}-{}{kind}-{}", market.region, market.instance_type, step.day.format("%Y-%m-%d"))
+                let detail =
+                    format!("{}-{}{kind}-{}", market.region, market.instance_type, step.day.format("%Y-%m-%d"));
+                MessageKind::MarketStep.key_with(Some(&detail))
             }
             Note::Drought(d) => d.milestone(),
         }

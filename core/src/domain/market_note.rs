@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
 use super::market_move::{Drought, Market, Step};
+use super::message_kind::MessageKind;
 use super::slack::SlackMessage;
 
 fn when(t: DateTime<Utc>) -> String {
@@ -60,13 +61,13 @@ pub fn stepped(rule_id: &str, milestone: &str, market: &Market, step: &Step, thr
         next_steps,
         keywords: vec![
             "capblock".into(),
-            "market-stepped".into(),
+            MessageKind::MarketStep.event_type().into(),
             market.region.to_string(),
             market.instance_type.to_string(),
         ],
         thread_id: thread(rule_id),
         summary: format!("{} {dir} {sign}{pct}% on {day}", market.describe()),
-        event_type: "market-stepped".into(),
+        event_type: MessageKind::MarketStep.event_type().into(),
         related_resources: vec![],
     }
 }
@@ -119,10 +120,10 @@ pub fn drought(rule_id: &str, milestone: &str, d: &Drought) -> SlackMessage {
             try_threshold(rule_id, &rate(d.tried), &d.since.format("%Y-%m-%d").to_string()),
             "Or leave it: capblock says this once, and again only after the rule has seen an offering at its threshold and gone dry again.".into(),
         ],
-        keywords: vec!["capblock".into(), "drought".into(), rule_id.to_string()],
+        keywords: vec!["capblock".into(), MessageKind::Drought.event_type().into(), rule_id.to_string()],
         thread_id: thread(rule_id),
         summary: format!("rule {rule_id}: nothing at its threshold for {} days", d.days),
-        event_type: "drought".into(),
+        event_type: MessageKind::Drought.event_type().into(),
         related_resources: vec![],
     }
 }

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Duration, Utc};
 
 use super::lifecycle::BlockState;
+use super::message_kind::MessageKind;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Milestone {
@@ -23,26 +24,23 @@ pub enum Milestone {
     EndMovedBack(DateTime<Utc>),
 }
 
-/// The outbox key of a block's activation. The tracker (`Milestone::Active`) and on-capacity-event
-/// (`CheckpointMilestone::Delivered`) both write it: whichever sees the block active first
-/// announces it, and the other finds it taken.
-pub const DELIVERED: &str = "delivered";
-
 impl Milestone {
+    /// The outbox key: the kind's, with the detail that makes each instance its own.
     pub fn name(&self) -> String {
+        let end = |e: &DateTime<Utc>| e.format("%Y%m%dT%H%M").to_string();
         match self {
-            Milestone::PaymentSucceeded => "payment-succeeded".into(),
-            Milestone::PaymentWarning(h) => format!("payment-warning-{h}h"),
-            Milestone::PaymentFailed => "payment-failed".into(),
-            Milestone::Scheduled => "scheduled".into(),
+            Milestone::PaymentSucceeded => MessageKind::PaymentSucceeded.key_with(None),
+            Milestone::PaymentWarning(h) => MessageKind::PaymentWarning.key_with(Some(&format!("{h}h"))),
+            Milestone::PaymentFailed => MessageKind::PaymentFailed.key_with(None),
+            Milestone::Scheduled => MessageKind::Scheduled.key_with(None),
             // The same outbox key as on-capacity-event's "block delivered" announcement: whichever
             // of the event and the tracker sees the block active first announces it, once.
-            Milestone::Active => DELIVERED.into(),
-            Milestone::Expired => "expired".into(),
-            Milestone::Released => "released".into(),
+            Milestone::Active => MessageKind::Delivered.key_with(None),
+            Milestone::Expired => MessageKind::Expired.key_with(None),
+            Milestone::Released => MessageKind::Released.key_with(None),
             // Keyed by the new end so a second extension is announced too.
-            Milestone::Extended(end) => format!("extended-{}", end.format("%Y%m%dT%H%M")),
-            Milestone::EndMovedBack(end) => format!("end-moved-back-{}", end.format("%Y%m%dT%H%M")),
+            Milestone::Extended(e) => MessageKind::Extended.key_with(Some(&end(e))),
+            Milestone::EndMovedBack(e) => MessageKind::EndMovedBack.key_with(Some(&end(e))),
         }
     }
 }

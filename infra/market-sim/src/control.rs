@@ -384,6 +384,18 @@ fn reservation_mut<'w>(w: &'w mut World, id: &str) -> Result<&'w mut crate::rese
     w.reservations.iter_mut().find(|r| r.id == id).ok_or_else(|| format!("no reservation {id}"))
 }
 
+/// The reservation a control request names by its reservation id or its capacity block id.
+fn block_named<'w>(
+    w: &'w mut World,
+    reservation_id: Option<&str>,
+    capacity_block_id: Option<&str>,
+) -> Result<&'w mut crate::reservations::Reservation, String> {
+    w.reservations
+        .iter_mut()
+        .find(|r| reservation_id == Some(r.id.as_str()) || capacity_block_id == Some(r.capacity_block_id.as_str()))
+        .ok_or_else(|| "name an existing reservation_id or capacity_block_id".to_string())
+}
+
 /// Puts a reservation in a state EC2 may set on its own (unavailable, cancelling, delayed,
 /// assessing, ...), or back to the one the clock gives it.
 fn set_state(w: &mut World, text: &str) -> Result<Value, String> {
@@ -464,14 +476,7 @@ fn set_health(w: &mut World, text: &str) -> Result<Value, String> {
         return Err(format!("interconnect must be one of {:?}", crate::scenario::INTERCONNECT_STATUSES));
     }
     let now = w.now();
-    let r = w
-        .reservations
-        .iter_mut()
-        .find(|r| {
-            req.reservation_id.as_ref().is_some_and(|id| *id == r.id)
-                || req.capacity_block_id.as_ref().is_some_and(|id| *id == r.capacity_block_id)
-        })
-        .ok_or("name an existing reservation_id or capacity_block_id")?;
+    let r = block_named(w, req.reservation_id.as_deref(), req.capacity_block_id.as_deref())?;
     if req.clear {
         r.health_override = None;
     } else {
@@ -517,14 +522,7 @@ fn set_usage(w: &mut World, text: &str) -> Result<Value, String> {
         (n, _) => n,
     };
     let now = w.now();
-    let r = w
-        .reservations
-        .iter_mut()
-        .find(|r| {
-            req.reservation_id.as_ref().is_some_and(|id| *id == r.id)
-                || req.capacity_block_id.as_ref().is_some_and(|id| *id == r.capacity_block_id)
-        })
-        .ok_or("name an existing reservation_id or capacity_block_id")?;
+    let r = block_named(w, req.reservation_id.as_deref(), req.capacity_block_id.as_deref())?;
     if let Some(n) = running
         && n > r.instance_count
     {

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use super::{ActionRunner, Tried, record};
 use crate::domain::handoff::{self, Invocation, Order, Planned};
 use crate::domain::ids::Region;
+use crate::domain::message_kind::MessageKind;
 use crate::ports::{ActionError, Outbox, SentCommand, StoreError};
 
 /// The steps a send is recorded under: its instances before SendCommand, its command id after.
@@ -87,7 +88,7 @@ impl ActionRunner<'_> {
             ids.into_iter().map(String::as_str).collect::<Vec<_>>().join(", ")
         );
         let next = Planned {
-            key: p.key.then("result"),
+            key: p.key.then(MessageKind::ActionResult.key()),
             target: p.target.clone(),
             order: Order::CommandResult { document: document.to_string(), commands },
             dry_run: false,

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 
 use super::{tracked, tracked_line, when};
 use crate::domain::block::Block;
+use crate::domain::message_kind::MessageKind;
 use crate::domain::money::{Money, Rate};
 use crate::domain::rule::Mode;
 use crate::domain::slack::SlackMessage;
@@ -12,7 +13,7 @@ use crate::domain::slack::SlackMessage;
 pub fn extended(b: &Block, old_end: DateTime<Utc>, fee: Option<Money>) -> SlackMessage {
     tracked(
         b,
-        "extended",
+        MessageKind::Extended,
         format!("Capacity Block extended to {}", when(b.end)),
         format!(
             "Reservation `{}` now ends at {} (was {}){}.\n{}",
@@ -32,7 +33,7 @@ pub fn extended(b: &Block, old_end: DateTime<Utc>, fee: Option<Money>) -> SlackM
 pub fn end_moved_back(b: &Block, old_end: DateTime<Utc>) -> SlackMessage {
     tracked(
         b,
-        "end-moved-back",
+        MessageKind::EndMovedBack,
         format!("Check this block: `{}` now ends earlier, at {}", b.reservation_id, when(b.end)),
         format!(
             "EC2 reports that reservation `{}` ends at {}, not at {} as it did before: the extension is not in force.\n{}",
@@ -60,19 +61,19 @@ pub fn extension_decided(
 ) -> SlackMessage {
     let (event, title, step) = match mode {
         Mode::Live => (
-            "extension-bought",
+            MessageKind::ExtensionBought,
             format!("Extension bought: `{}`", b.reservation_id),
             "The end moves once EC2 takes payment; capblock posts here when it does.".to_string(),
         ),
         Mode::DryRun => (
-            "would-extend",
+            MessageKind::WouldExtend,
             format!("Would extend (dry run): `{}`", b.reservation_id),
             "Nothing was bought: the stack or the rule is in dry-run mode.".to_string(),
         ),
         // Approval is asked for purchases only: an extension is decided near the block's end,
         // when nobody may be there to approve it in time.
         Mode::Approval => (
-            "would-extend",
+            MessageKind::WouldExtend,
             format!("Would extend (approval mode): `{}`", b.reservation_id),
             "Nothing was bought: capblock does not extend blocks of rules in approval mode. \
              Extend it in the EC2 console, or set the rule's mode to \"live\" to let capblock extend."
@@ -98,7 +99,7 @@ pub fn extension_decided(
 pub fn extension_released(b: &Block, offering_id: &str, reason: &str) -> SlackMessage {
     tracked(
         b,
-        "extension-released",
+        MessageKind::ExtensionReleased,
         format!("Extension not made: `{}`", b.reservation_id),
         format!(
             "Extension `{offering_id}` did not go through: {reason}. The block still ends at {}.\n{}",
@@ -115,7 +116,7 @@ pub fn extension_released(b: &Block, offering_id: &str, reason: &str) -> SlackMe
 pub fn extension_overdue(b: &Block, offering_id: &str, fee: Money, ec2_status: &str) -> SlackMessage {
     tracked(
         b,
-        "extension-overdue",
+        MessageKind::ExtensionOverdue,
         format!("Check this extension: `{}`", b.reservation_id),
         format!(
             "Extension `{offering_id}` ({fee}) is past its payment deadline, and EC2 has not reported its payment \
@@ -138,7 +139,7 @@ pub fn extension_overdue(b: &Block, offering_id: &str, fee: Money, ec2_status: &
 pub fn extension_recommitted(b: &Block, offering_id: &str, fee: Money, ec2_status: &str) -> SlackMessage {
     tracked(
         b,
-        "extension-recommitted",
+        MessageKind::ExtensionRecommitted,
         format!("Extension counted again: `{}`", b.reservation_id),
         format!(
             "capblock had released extension `{offering_id}`, but EC2's extension history says {ec2_status}: \

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use super::{tracked, tracked_line, when};
 use crate::domain::block::Block;
 use crate::domain::duration;
+use crate::domain::message_kind::MessageKind;
 use crate::domain::money::Money;
 use crate::domain::slack::SlackMessage;
 
@@ -32,7 +33,7 @@ pub fn idle(
     };
     tracked(
         b,
-        "idle",
+        MessageKind::Idle,
         format!("Paid but idle: {idle} of {} instances for {}", b.instance_count, duration::minutes(minutes)),
         format!(
             "{idle} of the block's {} instances have run nothing since {} ({}).\n{cost_line}\n{}",
@@ -63,7 +64,7 @@ pub fn idle_over(
     };
     tracked(
         b,
-        "idle",
+        MessageKind::Idle,
         "Every instance of the block runs again".to_string(),
         format!(
             "Idle from {} to {} ({}): {} instance-hours paid and unused{cost_line}.\n{}",

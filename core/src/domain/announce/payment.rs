@@ -6,13 +6,14 @@ use chrono::{DateTime, Utc};
 use super::{tracked, tracked_line, when};
 use crate::domain::block::Block;
 use crate::domain::duration;
+use crate::domain::message_kind::MessageKind;
 use crate::domain::slack::SlackMessage;
 
 /// Payment went through: the block is scheduled (or already running).
 pub fn payment_succeeded(b: &Block) -> SlackMessage {
     tracked(
         b,
-        "payment-succeeded",
+        MessageKind::PaymentSucceeded,
         format!("Payment succeeded: {} x {}", b.instance_count, b.instance_type),
         format!("The fee for `{}` is paid; the block is scheduled.\n{}", b.reservation_id, tracked_line(b)),
         vec![
@@ -38,7 +39,7 @@ pub fn payment_warning(
 ) -> SlackMessage {
     tracked(
         b,
-        "payment-warning",
+        MessageKind::PaymentWarning,
         format!("Payment still pending: {} left for `{}`", left(now, deadline), b.reservation_id),
         format!(
             "EC2 has not taken payment for this block yet (warning point: {} before the deadline).\n{}\n• Payment deadline: {} ({} from now)",
@@ -82,7 +83,7 @@ pub fn payment_failed(b: &Block, rebuy: bool, seen_at: DateTime<Utc>) -> SlackMe
     };
     tracked(
         b,
-        "payment-failed",
+        MessageKind::PaymentFailed,
         format!("Payment failed: {} x {} released", b.instance_count, b.instance_type),
         format!("{what}; reservation `{}` is released and nothing was charged.\n{}", b.reservation_id, tracked_line(b)),
         vec![next, "Check the account's payment method (Billing console).".into()],
@@ -95,7 +96,7 @@ pub fn payment_failed(b: &Block, rebuy: bool, seen_at: DateTime<Utc>) -> SlackMe
 pub fn fee_kept(b: &Block, part: &str) -> SlackMessage {
     tracked(
         b,
-        "fee-kept",
+        MessageKind::FeeKept,
         format!("Fee kept: `{part}` of the same purchase is not shown failed"),
         format!(
             "EC2 failed the payment for `{}`, but does not show `{part}`, another UltraServer of the same purchase, \
@@ -114,7 +115,7 @@ pub fn fee_kept(b: &Block, part: &str) -> SlackMessage {
 pub fn fee_kept_unshown(b: &Block) -> SlackMessage {
     tracked(
         b,
-        "fee-kept",
+        MessageKind::FeeKept,
         "Fee kept: a part of the same purchase is not listed yet".to_string(),
         format!(
             "EC2 failed the payment for `{}`, but its purchase made more UltraServers than capblock has recorded \
@@ -138,7 +139,7 @@ pub fn fee_kept_unshown(b: &Block) -> SlackMessage {
 pub fn held_again(b: &Block, from: &str, ec2_state: &str) -> SlackMessage {
     tracked(
         b,
-        "ledger-mismatch",
+        MessageKind::LedgerMismatch,
         format!("EC2 holds `{}`, which capblock had as {from}", b.reservation_id),
         format!(
             "EC2 lists the reservation as {ec2_state}. capblock had booked it {from}; it tracks the block again \
@@ -154,7 +155,7 @@ pub fn held_again(b: &Block, from: &str, ec2_state: &str) -> SlackMessage {
 pub fn over_limit_held(b: &Block, rule: &str, held: usize, limit: u32) -> SlackMessage {
     tracked(
         b,
-        "ledger-mismatch",
+        MessageKind::LedgerMismatch,
         format!("Rule {rule} holds {held} blocks; its limit is {limit}"),
         format!(
             "EC2 holds {held} purchases carrying rule {rule}'s tag, more than its max_blocks_held of {limit}. \

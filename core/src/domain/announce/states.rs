@@ -4,7 +4,7 @@
 use super::{tracked, tracked_line, when};
 use crate::domain::block::Block;
 use crate::domain::health::HealthChange;
-use crate::domain::milestone;
+use crate::domain::message_kind::MessageKind;
 use crate::domain::money::{Money, Rate};
 use crate::domain::slack::SlackMessage;
 use crate::domain::usage;
@@ -13,7 +13,7 @@ use crate::domain::usage;
 pub fn scheduled(b: &Block) -> SlackMessage {
     tracked(
         b,
-        "scheduled",
+        MessageKind::Scheduled,
         format!("Capacity Block scheduled: {} x {}", b.instance_count, b.instance_type),
         format!("Reservation `{}` is scheduled.\n{}", b.reservation_id, tracked_line(b)),
         vec![format!("Instances can launch into it from {}.", when(b.start))],
@@ -38,7 +38,7 @@ fn launch_hints(b: &Block) -> Vec<String> {
 pub fn active(b: &Block) -> SlackMessage {
     tracked(
         b,
-        milestone::DELIVERED,
+        MessageKind::Delivered,
         format!("Capacity Block active: {} x {}", b.instance_count, b.instance_type),
         format!("Reservation `{}` is active: its instances can run now.\n{}", b.reservation_id, tracked_line(b)),
         launch_hints(b),
@@ -57,7 +57,7 @@ pub fn expired(b: &Block, total_fee: Option<Money>, per_accelerator_hour: Option
     let used = used_line(b, total_fee);
     tracked(
         b,
-        "expired",
+        MessageKind::Expired,
         format!("Capacity Block ended: {} x {}", b.instance_count, b.instance_type),
         format!("Reservation `{}` has expired.\n{}\n{cost}{used}", b.reservation_id, tracked_line(b)),
         vec!["Nothing to do: capblock stops tracking this block.".into()],
@@ -89,7 +89,7 @@ fn used_line(b: &Block, total_fee: Option<Money>) -> String {
 pub fn released(b: &Block, ec2_state: &str) -> SlackMessage {
     tracked(
         b,
-        "released",
+        MessageKind::Released,
         format!("Capacity Block released: {} x {}", b.instance_count, b.instance_type),
         format!(
             "EC2 reports reservation `{}` as {ec2_state}: it will not be delivered.\n{}",
@@ -105,7 +105,7 @@ pub fn released(b: &Block, ec2_state: &str) -> SlackMessage {
 pub fn anomaly(b: &Block, what: &str) -> SlackMessage {
     tracked(
         b,
-        "anomaly",
+        MessageKind::Anomaly,
         format!("Check this block: `{}`", b.reservation_id),
         format!("{what}\n{}", tracked_line(b)),
         vec!["capblock keeps tracking it; look at the reservation in the EC2 console.".into()],
@@ -124,7 +124,7 @@ pub fn ec2_state(b: &Block, state: &str) -> SlackMessage {
     };
     tracked(
         b,
-        "ec2-state",
+        MessageKind::Ec2State,
         format!("Check this block: EC2 reports it `{state}`"),
         format!("{meaning}\n{}", tracked_line(b)),
         vec![
@@ -154,7 +154,7 @@ pub fn health(b: &Block, change: &HealthChange) -> SlackMessage {
     let available = h.total.saturating_sub(h.unavailable);
     tracked(
         b,
-        "health",
+        MessageKind::Health,
         title,
         format!(
             "EC2 reports interconnect `{}`, {available} of {} instances available.\n{}",
@@ -176,7 +176,7 @@ pub fn tracking(b: &Block, state: &str, tagged: bool) -> SlackMessage {
     };
     tracked(
         b,
-        "tracking",
+        MessageKind::Tracking,
         format!("Now tracking: {} x {}", b.instance_count, b.instance_type),
         format!("{why} State: {state}.\n{}", tracked_line(b)),
         vec!["capblock posts its state changes and reminders in this thread.".into()],
@@ -190,7 +190,7 @@ pub fn tracking(b: &Block, state: &str, tagged: bool) -> SlackMessage {
 pub fn duplicate_purchase(b: &Block, state: &str, intent_id: &str) -> SlackMessage {
     tracked(
         b,
-        "duplicate-purchase",
+        MessageKind::DuplicatePurchase,
         format!("Second purchase for one decision: {} x {}", b.instance_count, b.instance_type),
         format!(
             "Reservation `{}` carries the `capblock:intent` tag `{intent_id}`, whose purchase is already recorded, but is not one of that purchase's reservations. EC2 may have sold two blocks for one decision. State: {state}.\n{}",
