@@ -513,6 +513,7 @@ where
             duration_hours: days * 24,
             start_from: o.start - Duration::minutes(1),
             start_to: o.start + Duration::minutes(1),
+            also_types: Vec::new(),
         };
         let mut attempt = 1;
         let answer = loop {

@@ -226,6 +226,7 @@ pub fn questions_for(rule: &Rule, now: DateTime<Utc>) -> Vec<Question> {
                         duration_hours: days * 24,
                         start_from,
                         start_to,
+                        also_types: Vec::new(),
                     },
                 });
             }

@@ -49,6 +49,7 @@ pub fn offering(id: &str, fee: &str) -> Offering {
         ultraserver_type: None,
         ultraserver_count: None,
         zone_type: None,
+        segments: Vec::new(),
     };
     Offering::parse(&"us-east-1".parse().expect("a region"), raw).expect("a valid offering")
 }

@@ -83,6 +83,17 @@ pub struct OfferingQuery {
     pub duration_hours: u32,
     pub start_from: DateTime<Utc>,
     pub start_to: DateTime<Utc>,
+    /// Other instance types asked in the same question (EC2's `InstanceTypePreferences`, up to
+    /// 10 types in all with `instance_type`; empty for a question of one type): offerings of
+    /// any of them, and segmented offerings of them together.
+    pub also_types: Vec<InstanceType>,
+}
+
+impl OfferingQuery {
+    /// Every instance type the question asks for: `instance_type`, then `also_types`.
+    pub fn types(&self) -> Vec<&InstanceType> {
+        std::iter::once(&self.instance_type).chain(&self.also_types).collect()
+    }
 }
 
 #[async_trait]

@@ -206,6 +206,7 @@ fn offering(id: String, q: &OfferingQuery, acc: u32, ratio: f64, start: DateTime
         ultraserver: false,
         ultraservers: None,
         local_zone: false,
+        segments: Vec::new(),
     }
 }
 
@@ -238,6 +239,7 @@ fn grid_questions(rng: &mut Rng) -> (Vec<Question>, Vec<(usize, &'static str)>) 
                         duration_hours: d * 24,
                         start_from: from,
                         start_to: to,
+                        also_types: Vec::new(),
                     };
                     let factor = 1.0 + 0.2 * rng.unit();
                     let i = questions.len();
