@@ -18,6 +18,7 @@ mod readings;
 mod real_market;
 mod replay;
 mod scan;
+mod segments;
 mod share;
 mod sim_wire;
 mod stand_in;
