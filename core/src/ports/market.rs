@@ -141,13 +141,14 @@ pub struct PurchaseRequest {
 }
 
 /// What one PurchaseCapacityBlock created. A purchase may make several reservations: one per
-/// UltraServer today, one per segment once the SDK has `CapacityBlockOfferingSegments`.
+/// UltraServer, one per segment of a segmented offering.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Purchase {
     /// The reservation the answer describes in full (CapacityReservation).
     pub reservation: Reservation,
-    /// The other reservations the answer names (by id only, in its CapacityBlocks): tagged like
-    /// the first, they are adopted by the tracker as parts of the same purchase.
+    /// The other reservations the answer names (by id only, in its CapacityBlocks and its
+    /// CapacityReservations): tagged like the first, they are adopted by the tracker as parts
+    /// of the same purchase.
     pub more: Vec<String>,
 }
 

@@ -251,7 +251,13 @@ mod tests {
         let mut cat = AcceleratorCatalog::new();
         cat.learn("p5en.48xlarge".parse().unwrap(), 16);
         let o = parse(raw(two())).unwrap();
-        let d = decide(&rule("[\"p5.48xlarge\", \"p5en.48xlarge\"]", "[3]"), &[o.clone()], &cat, headroom(), now());
+        let d = decide(
+            &rule("[\"p5.48xlarge\", \"p5en.48xlarge\"]", "[3]"),
+            std::slice::from_ref(&o),
+            &cat,
+            headroom(),
+            now(),
+        );
         assert_eq!(d.passed_over, vec![(o.id, PassedOver::UnknownAccelerators)]);
     }
 }

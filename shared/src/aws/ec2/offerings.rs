@@ -3,6 +3,7 @@
 
 use super::ahead_of_sdk::{self, AheadOfSdk};
 use super::*;
+use crate::domain::offering::RawSegment;
 
 const OP: &str = "DescribeCapacityBlockOfferings";
 
@@ -136,22 +137,8 @@ impl Ec2Market {
                 .map_err(|e| classify(OP, &q.region, e))?;
             let mut segments = ahead.body().map(|b| ahead_of_sdk::offering_segments(&b)).unwrap_or_default();
             for o in page.capacity_block_offerings() {
-                let raw = RawOffering {
-                    offering_id: o.capacity_block_offering_id().map(str::to_string),
-                    instance_type: o.instance_type().map(str::to_string),
-                    availability_zone: o.availability_zone().map(str::to_string),
-                    instance_count: o.instance_count(),
-                    start_date: o.start_date().and_then(to_chrono),
-                    end_date: o.end_date().and_then(to_chrono),
-                    duration_hours: o.capacity_block_duration_hours(),
-                    duration_minutes: o.capacity_block_duration_minutes(),
-                    zone_type: o.zone_type().map(str::to_string),
-                    upfront_fee: o.upfront_fee().map(str::to_string),
-                    currency_code: o.currency_code().map(str::to_string),
-                    ultraserver_type: o.ultraserver_type().map(str::to_string),
-                    ultraserver_count: o.ultraserver_count(),
-                    segments: o.capacity_block_offering_id().and_then(|id| segments.remove(id)).unwrap_or_default(),
-                };
+                let of_it = o.capacity_block_offering_id().and_then(|id| segments.remove(id)).unwrap_or_default();
+                let raw = raw_offering(o, of_it);
                 match Offering::parse(&q.region, raw) {
                     Ok(offering) => out.push(offering),
                     Err(e) => {
@@ -164,6 +151,26 @@ impl Ec2Market {
                 _ => return Ok(out),
             }
         }
+    }
+}
+
+/// The SDK's offering field by field, with the segments the raw answer gave it.
+fn raw_offering(o: &aws_sdk_ec2::types::CapacityBlockOffering, segments: Vec<RawSegment>) -> RawOffering {
+    RawOffering {
+        offering_id: o.capacity_block_offering_id().map(str::to_string),
+        instance_type: o.instance_type().map(str::to_string),
+        availability_zone: o.availability_zone().map(str::to_string),
+        instance_count: o.instance_count(),
+        start_date: o.start_date().and_then(to_chrono),
+        end_date: o.end_date().and_then(to_chrono),
+        duration_hours: o.capacity_block_duration_hours(),
+        duration_minutes: o.capacity_block_duration_minutes(),
+        zone_type: o.zone_type().map(str::to_string),
+        upfront_fee: o.upfront_fee().map(str::to_string),
+        currency_code: o.currency_code().map(str::to_string),
+        ultraserver_type: o.ultraserver_type().map(str::to_string),
+        ultraserver_count: o.ultraserver_count(),
+        segments,
     }
 }
 
