@@ -23,7 +23,7 @@ use crate::domain::market_move;
 use crate::domain::message_kind::MessageKind;
 #[cfg(test)]
 use crate::domain::offering::Offering;
-use crate::domain::plan::{Candidate, DescribeBudget, Refusals, RegionMemory};
+use crate::domain::plan::{Candidate, DescribeBudget, Refusals, RegionMemory, family};
 use crate::domain::rule::{Ask, Mode, Rule, StartWindow};
 use crate::domain::run_time::RunTime;
 use crate::domain::stack::StackSettings;
@@ -197,11 +197,11 @@ fn window_key(w: &StartWindow) -> String {
     }
 }
 
-/// The questions a rule asks at `now`: one per region x count x duration, each over the rule's
-/// whole start window (EC2 answers with its best offerings for the range), its instance types
-/// asked together, up to `TYPES_PER_QUESTION` a question (EC2's `InstanceTypePreferences`,
-/// which also finds the offerings in segments of several of them; where EC2 does not take it,
-/// the adapter asks them one per call); one per UltraServer type and count.
+/// The questions a rule asks at `now`: one per region x family x count x duration, each over
+/// the rule's whole start window (EC2 answers with its best offerings for the range), its
+/// instance types of a family asked together, up to `TYPES_PER_QUESTION` a question (EC2's
+/// `InstanceTypePreferences`, which also finds the offerings in segments of them; where EC2
+/// does not take it, the adapter asks them one per call); one per UltraServer type and count.
 pub fn questions_for(rule: &Rule, now: DateTime<Utc>) -> Vec<Question> {
     let (start_from, start_to) = rule.start_window.resolve(now);
     let mut out = Vec::new();
@@ -245,8 +245,12 @@ pub fn questions_for(rule: &Rule, now: DateTime<Utc>) -> Vec<Question> {
 /// Instance types one question asks at most: EC2's limit on `InstanceTypePreferences`.
 pub const TYPES_PER_QUESTION: usize = 10;
 
-/// A rule's asks with the instance types of one count grouped, `TYPES_PER_QUESTION` at most a
-/// group: each group's first ask and the other types asked with it. UltraServer asks alone.
+/// A rule's asks with the instance types of one count and one family grouped,
+/// `TYPES_PER_QUESTION` at most a group: each group's first ask and the other types asked with
+/// it. UltraServer asks alone. Only one family a question: EC2 refuses a family whose quota is
+/// 0 on every call and says a type is not sold by refusing the question, and the scan learns
+/// both per question (its first type's family); a question of several families would lose the
+/// other families' answers to one family's refusals.
 fn grouped_asks(rule: &Rule) -> Vec<(Ask, Vec<InstanceType>)> {
     let mut out: Vec<(Ask, Vec<InstanceType>)> = Vec::new();
     for ask in rule.asks() {
@@ -254,6 +258,7 @@ fn grouped_asks(rule: &Rule) -> Vec<(Ask, Vec<InstanceType>)> {
             ask.ultraservers.is_none()
                 && first.ultraservers.is_none()
                 && first.instance_count == ask.instance_count
+                && family(first.instance_type.as_str()) == family(ask.instance_type.as_str())
                 && also.len() + 1 < TYPES_PER_QUESTION
         });
         match group {
@@ -627,36 +632,28 @@ mod tests {
         assert_eq!(all.len(), 1008);
     }
 
-    /// A rule's types of one count are one question, ten at most: 12 types and 2 counts over one
-    /// region and duration make 4 questions, not 24.
+    /// A rule's types of one family and count are one question: 2 p5 sizes and p4d with 2
+    /// counts over one region and duration make 4 questions, not 6; ten types at most a question.
     #[test]
-    fn a_rules_types_are_asked_ten_a_question() {
-        let types = [
-            "p5.48xlarge",
-            "p4d.24xlarge",
-            "p4de.24xlarge",
-            "trn1.32xlarge",
-            "trn2.48xlarge",
-            "p5en.48xlarge",
-            "p6-b200.48xlarge",
-            "p5e.48xlarge",
-            "g6.48xlarge",
-            "g6e.48xlarge",
-            "p3.16xlarge",
-            "p6-b300.48xlarge",
-        ];
-        let text = format!(
-            "id = \"wide\"\nregions = [\"us-east-1\"]\ninstance_types = [{}]\ninstance_counts = [1, 2]\n\
-             durations_days = [1]\nstart_window = {{ earliest_in_days = 1, latest_in_days = 14 }}\n\
-             max_price_per_accelerator_hour = \"3\"\nmonthly_budget = \"1000\"\n",
-            types.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(", ")
-        );
-        let qs = questions_for(&Rule::from_toml(&text, now()).unwrap(), now());
-        let sizes: Vec<(u32, usize)> = qs.iter().map(|q| (q.query.instance_count, q.query.types().len())).collect();
-        assert_eq!(sizes, [(1, 10), (2, 10), (1, 2), (2, 2)]);
-        let all: Vec<String> = qs[0].query.types().iter().chain(&qs[2].query.types()).map(|t| t.to_string()).collect();
-        assert_eq!(all, types, "every type once a count, in the rule's order");
-        assert!(qs[0].key.starts_with("p5.48xlarge+p4d.24xlarge+"), "{}", qs[0].key);
+    fn a_rules_types_of_a_family_are_asked_together() {
+        let text = "id = \"wide\"\nregions = [\"us-east-1\"]\n\
+             instance_types = [\"p5.48xlarge\", \"p4d.24xlarge\", \"p5.4xlarge\"]\ninstance_counts = [1, 2]\n\
+             durations_days = [1]\nstart_window = { earliest_in_days = 1, latest_in_days = 14 }\n\
+             max_price_per_accelerator_hour = \"3\"\nmonthly_budget = \"1000\"\n";
+        let qs = questions_for(&Rule::from_toml(text, now()).unwrap(), now());
+        let asked: Vec<(String, u32)> = qs
+            .iter()
+            .map(|q| {
+                let types: Vec<&str> = q.query.types().iter().map(|t| t.as_str()).collect();
+                (types.join("+"), q.query.instance_count)
+            })
+            .collect();
+        let want =
+            [("p5.48xlarge+p5.4xlarge", 1), ("p5.48xlarge+p5.4xlarge", 2), ("p4d.24xlarge", 1), ("p4d.24xlarge", 2)];
+        assert_eq!(asked, want.map(|(t, n)| (t.to_string(), n)));
+        assert!(qs[0].key.starts_with("p5.48xlarge+p5.4xlarge|1|"), "{}", qs[0].key);
+        assert_eq!(qs[2].key, "p4d.24xlarge|1|1d|in24h-336h", "a question of one type keeps its key");
+        assert_eq!(TYPES_PER_QUESTION, 10);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Segmented offerings end to end (EC2 since 2026-11-17: an offering of up to 10 blocks, each
 //! its own zone, type and count, bought as one reservation per segment), under each reading of
 //! the record the simulator plays: a one-type question never answered one (found by a question
-//! naming every segment's type, `InstanceTypePreferences`), or answered one when it names the
-//! first segment's type (in a region that does not take the preferences: one type per call).
+//! naming every segment's type, `InstanceTypePreferences`: here segments across zones), or
+//! answered one when it names the first segment's type (segments across zones and types, in a
+//! region that does not take the preferences: one type per call).
 //! Either way a rule buys the offering once, EC2 holds exactly what the rule allows, every
 //! reservation is tracked, shared and announced once, and the fee is committed once.
 
@@ -18,29 +19,39 @@ use serde_json::Value;
 /// A member account of the simulated Organization.
 const MEMBER: &str = "111111111111";
 
+/// Segments across zones and types: 2 x p5 in us-east-1a and 1 x p5en in us-east-1b.
+const ACROSS_TYPES: &str = "p5en.48xlarge";
+/// Segments across zones: 2 x p5 in us-east-1a and 1 x p5 in us-east-1b.
+const ACROSS_ZONES: &str = "p5.48xlarge";
+
 /// One segmented offering a day from 12-03 11:30 in us-east-1 at 2.50 per GPU-hour: 2 x p5 in
-/// us-east-1a (960.00) and 1 x p5en in us-east-1b (480.00), 1440.00 in all.
-fn scenario(behaviour: &[&str]) -> String {
-    let mut s = ScenarioToml::new(11, T0).payment("succeed", Some(3)).raw(
+/// us-east-1a (960.00) and 1 x `second` in us-east-1b (480.00), 1440.00 in all.
+fn scenario(second: &str, behaviour: &[&str]) -> String {
+    let mut s = ScenarioToml::new(11, T0).payment("succeed", Some(3)).raw(&format!(
         r#"[[market]]
 region = "us-east-1"
 instance_type = "p5.48xlarge"
 durations_days = [1]
 start_days = [2]
-segments = [ { instance_type = "p5.48xlarge", az = "us-east-1a", count = 2 },
-             { instance_type = "p5en.48xlarge", az = "us-east-1b", count = 1 } ]
-price = [ { from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.50" } ]"#,
-    );
+segments = [ {{ instance_type = "p5.48xlarge", az = "us-east-1a", count = 2 }},
+             {{ instance_type = "{second}", az = "us-east-1b", count = 1 }} ]
+price = [ {{ from = "2026-11-01T00:00:00Z", usd_per_accelerator_hour = "2.50" }} ]"#
+    ));
     for b in behaviour {
         s = s.behaviour(b);
     }
     s.build()
 }
 
-async fn rig(name: &str, behaviour: &[&str]) -> Rig {
-    let mut h =
-        Rig::start(name, &scenario(behaviour), capblock_tests::quick_timeouts(), T0.parse().unwrap(), "capblock-test")
-            .await;
+async fn rig(name: &str, second: &str, behaviour: &[&str]) -> Rig {
+    let mut h = Rig::start(
+        name,
+        &scenario(second, behaviour),
+        capblock_tests::quick_timeouts(),
+        T0.parse().unwrap(),
+        "capblock-test",
+    )
+    .await;
     h.track.regions = vec!["us-east-1".parse().unwrap()];
     h
 }
@@ -91,9 +102,12 @@ async fn held(h: &Rig) -> Vec<(String, String, u64, String, String)> {
     v
 }
 
-/// The whole life of the purchase under one reading, from the scan to the shares.
-async fn bought_once_tracked_and_shared(h: &Rig) {
-    let rule = rule(&["p5.48xlarge", "p5en.48xlarge"]);
+/// The whole life of the purchase of 2 x p5 and 1 x `second` under one reading, from the scan
+/// to the shares.
+async fn bought_once_tracked_and_shared(h: &Rig, second: &str) {
+    let mut types = vec!["p5.48xlarge", second];
+    types.dedup();
+    let rule = rule(&types);
     h.put_rules(std::slice::from_ref(&rule)).await;
     let report = h.scan().await;
     let Some(Outcome::Bought { reservation_id: first, more, .. }) = report.outcomes[0].action.clone() else {
@@ -106,14 +120,10 @@ async fn bought_once_tracked_and_shared(h: &Rig) {
     // EC2 holds the two segments of one purchase, both with its tag, and nothing else.
     let ec2 = held(h).await;
     assert_eq!(ec2.len(), 2, "{ec2:#?}");
-    assert_eq!(
-        (ec2[0].0.as_str(), ec2[0].1.as_str(), ec2[0].2, ec2[0].3.as_str()),
-        ("p5.48xlarge", "us-east-1a", 2, "960.00")
-    );
-    assert_eq!(
-        (ec2[1].0.as_str(), ec2[1].1.as_str(), ec2[1].2, ec2[1].3.as_str()),
-        ("p5en.48xlarge", "us-east-1b", 1, "480.00")
-    );
+    let mut want = [("p5.48xlarge", "us-east-1a", 2, "960.00"), (second, "us-east-1b", 1, "480.00")];
+    want.sort();
+    let got: Vec<_> = ec2.iter().map(|r| (r.0.as_str(), r.1.as_str(), r.2, r.3.as_str())).collect();
+    assert_eq!(got, want);
     assert!(!ec2[0].4.is_empty() && ec2[0].4 == ec2[1].4, "one intent: {ec2:#?}");
     assert_eq!(event_types(&h.aws.alerts().await), ["purchased"]);
     // The rule holds one block (max_blocks_held = 1): a second scan buys nothing.
@@ -152,23 +162,24 @@ async fn bought_once_tracked_and_shared(h: &Rig) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_segmented_offering_found_by_a_ten_type_question_is_bought_once() {
-    let h = rig("segments-never", &["segmented_for_one_type = \"never\""]).await;
-    bought_once_tracked_and_shared(&h).await;
-    // One question named both types.
+async fn a_segmented_offering_found_by_a_preference_question_is_bought_once() {
+    let h = rig("segments-never", ACROSS_ZONES, &["segmented_for_one_type = \"never\""]).await;
+    bought_once_tracked_and_shared(&h, ACROSS_ZONES).await;
+    // The question named its type as a preference.
     let asked = h.sim.control("GET", "/_sim/describe/calls", "").await;
     let first = &asked["calls"][0];
-    assert_eq!(first["instance_types"], serde_json::json!(["p5.48xlarge", "p5en.48xlarge"]), "{asked:#}");
+    assert_eq!(first["instance_types"], serde_json::json!(["p5.48xlarge"]), "{asked:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_segmented_offering_answered_to_a_one_type_question_is_bought_once() {
     let h = rig(
         "segments-first",
+        ACROSS_TYPES,
         &["segmented_for_one_type = \"first_segment\"", "instance_type_preferences = \"unknown\""],
     )
     .await;
-    bought_once_tracked_and_shared(&h).await;
+    bought_once_tracked_and_shared(&h, ACROSS_TYPES).await;
     let asked = h.sim.control("GET", "/_sim/describe/calls", "").await;
     let types: Vec<String> = asked["calls"]
         .as_array()
@@ -186,6 +197,7 @@ async fn a_segment_outside_the_rules_types_keeps_the_offering_unbought() {
     // A one-type question that is answered the offering, so the judgement is capblock's.
     let h = rig(
         "segments-outside",
+        ACROSS_TYPES,
         &["segmented_for_one_type = \"first_segment\"", "instance_type_preferences = \"unknown\""],
     )
     .await;
