@@ -63,6 +63,7 @@ fn offering(i: usize, r: &MarketRow) -> Offering {
         ultraserver: false,
         ultraservers: None,
         local_zone: false,
+        segments: Vec::new(),
     }
 }
 
@@ -303,6 +304,7 @@ proptest! {
             ultraserver_type: ultra,
             ultraserver_count: None,
             zone_type: None,
+            segments: Vec::new(),
         };
         match Offering::parse(&"us-east-1".parse().unwrap(), raw) {
             Ok(o) => {
@@ -319,6 +321,7 @@ proptest! {
                     OfferingError::Fee { source, .. } => prop_assert!(msg.contains(&source.to_string())),
                     OfferingError::Name { source, .. } => prop_assert!(!source.to_string().is_empty()),
                     OfferingError::EndBeforeStart { .. } => prop_assert!(msg.contains("not after start")),
+                    OfferingError::Segment { problem, .. } => prop_assert!(msg.contains(problem.as_str())),
                 }
             }
         }

@@ -48,6 +48,7 @@ pub fn offering(id: &str, region: &str, start: DateTime<Utc>, fee: &str, count: 
         ultraserver: false,
         ultraservers: None,
         local_zone: false,
+        segments: Vec::new(),
     }
 }
 

@@ -386,6 +386,7 @@ pub fn p5_offering(region: &str, id: &str, start: DateTime<Utc>, fee: Decimal) -
             ultraserver_type: None,
             ultraserver_count: None,
             zone_type: None,
+            segments: Vec::new(),
         },
     )
     .unwrap()

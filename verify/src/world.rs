@@ -334,6 +334,7 @@ fn build_offering(o: u8, parts: u8) -> Offering {
         ultraserver: false,
         ultraservers: None,
         local_zone: false,
+        segments: Vec::new(),
     }
 }
 

@@ -184,6 +184,7 @@ fn questions(
                     duration_hours: d * 24,
                     start_from: from,
                     start_to: to,
+                    also_types: Vec::new(),
                 });
             }
         }
@@ -407,6 +408,7 @@ mod tests {
             duration_hours: 24,
             start_from: from,
             start_to: from,
+            also_types: Vec::new(),
         };
         let told = |code, in_a_row, gap_ms| {
             retrying(&Retrying {

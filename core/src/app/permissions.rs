@@ -80,6 +80,7 @@ async fn ask_member(market: &dyn crate::ports::OfferingSource, a: &MemberAsk, pa
         duration_hours: a.duration_hours,
         start_from: a.start_from,
         start_to: a.start_to,
+        also_types: Vec::new(),
     };
     let mut calls = 0;
     loop {

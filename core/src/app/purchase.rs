@@ -21,6 +21,7 @@ use crate::domain::approval;
 use crate::domain::block::purchases_held_at;
 use crate::domain::budget::{Approved, BudgetOwner, Intent, Period, StackBudgets, charges_for};
 use crate::domain::decision::{Headroom, PassedOver, Priced, check};
+use crate::domain::ids::InstanceType;
 use crate::domain::message_kind::MessageKind;
 use crate::domain::money::Money;
 use crate::domain::offering::Offering;
@@ -501,12 +502,19 @@ where
 
     /// Asks EC2 for `o` again with the question that found it (the rule's duration, not the
     /// block's own length: a same-day closest match is 6 h 35 min for a one-day question),
-    /// over a start window of one minute either side. A throttled question is asked again
-    /// after `recheck_pause`, a few times.
+    /// over a start window of one minute either side; a segmented offering with every type of
+    /// its segments, as the question that found it named them. A throttled question is asked
+    /// again after `recheck_pause`, a few times.
     async fn look_again(&self, rule: &Rule, o: &Offering) -> Looked {
         let Some(days) = rule.matching_days(o.total_minutes()) else {
             return Looked::Unaskable("the offering's length no longer matches the rule".into());
         };
+        let mut also_types: Vec<InstanceType> = Vec::new();
+        for s in o.segments.iter().filter(|s| s.instance_type != o.instance_type) {
+            if !also_types.contains(&s.instance_type) {
+                also_types.push(s.instance_type.clone());
+            }
+        }
         let q = OfferingQuery {
             region: o.region.clone(),
             instance_type: o.instance_type.clone(),
@@ -515,6 +523,7 @@ where
             duration_hours: days * 24,
             start_from: o.start - Duration::minutes(1),
             start_to: o.start + Duration::minutes(1),
+            also_types,
         };
         let mut attempt = 1;
         let answer = loop {

@@ -24,9 +24,9 @@ use crate::domain::market_move;
 use crate::domain::message_kind::MessageKind;
 #[cfg(test)]
 use crate::domain::offering::Offering;
-use crate::domain::plan::{Candidate, DescribeBudget, Refusals, RegionMemory};
+use crate::domain::plan::{Candidate, DescribeBudget, Refusals, RegionMemory, family};
 use crate::domain::request::TeamApproval;
-use crate::domain::rule::{Mode, Rule, StartWindow};
+use crate::domain::rule::{Ask, Mode, Rule, StartWindow};
 use crate::domain::run_time::RunTime;
 use crate::domain::stack::StackSettings;
 use crate::ports::{
@@ -203,8 +203,11 @@ fn window_key(w: &StartWindow) -> String {
     }
 }
 
-/// The questions a rule asks at `now`: one per region x type x count x duration, each over the
-/// rule's whole start window (EC2 answers with its best offerings for the range).
+/// The questions a rule asks at `now`: one per region x family x count x duration, each over
+/// the rule's whole start window (EC2 answers with its best offerings for the range), its
+/// instance types of a family asked together, up to `TYPES_PER_QUESTION` a question (EC2's
+/// `InstanceTypePreferences`, which also finds the offerings in segments of them; where EC2
+/// does not take it, the adapter asks them one per call); one per UltraServer type and count.
 pub fn questions_for(rule: &Rule, now: DateTime<Utc>) -> Vec<Question> {
     let (start_from, start_to) = rule.start_window.resolve(now);
     let mut out = Vec::new();
@@ -212,15 +215,19 @@ pub fn questions_for(rule: &Rule, now: DateTime<Utc>) -> Vec<Question> {
         return out;
     }
     let window = window_key(&rule.start_window);
-    let asks = rule.asks();
+    let asks = grouped_asks(rule);
     for region in &rule.regions {
-        for ask in &asks {
+        for (ask, also_types) in &asks {
             for &days in &rule.durations_days {
                 // An UltraServer question has a key of its own: the same instances asked as
                 // instances are another question (and EC2 answers it differently).
                 let what = match &ask.ultraservers {
                     Some(u) => format!("{}|{}u", u.kind, u.count),
-                    None => format!("{}|{}", ask.instance_type, ask.instance_count),
+                    None => {
+                        let types: Vec<&str> =
+                            std::iter::once(&ask.instance_type).chain(also_types).map(|t| t.as_str()).collect();
+                        format!("{}|{}", types.join("+"), ask.instance_count)
+                    }
                 };
                 out.push(Question {
                     key: format!("{what}|{days}d|{window}"),
@@ -232,9 +239,37 @@ pub fn questions_for(rule: &Rule, now: DateTime<Utc>) -> Vec<Question> {
                         duration_hours: days * 24,
                         start_from,
                         start_to,
+                        also_types: also_types.clone(),
                     },
                 });
             }
+        }
+    }
+    out
+}
+
+/// Instance types one question asks at most: EC2's limit on `InstanceTypePreferences`.
+pub const TYPES_PER_QUESTION: usize = 10;
+
+/// A rule's asks with the instance types of one count and one family grouped,
+/// `TYPES_PER_QUESTION` at most a group: each group's first ask and the other types asked with
+/// it. UltraServer asks alone. Only one family a question: EC2 refuses a family whose quota is
+/// 0 on every call and says a type is not sold by refusing the question, and the scan learns
+/// both per question (its first type's family); a question of several families would lose the
+/// other families' answers to one family's refusals.
+fn grouped_asks(rule: &Rule) -> Vec<(Ask, Vec<InstanceType>)> {
+    let mut out: Vec<(Ask, Vec<InstanceType>)> = Vec::new();
+    for ask in rule.asks() {
+        let group = out.iter_mut().find(|(first, also)| {
+            ask.ultraservers.is_none()
+                && first.ultraservers.is_none()
+                && first.instance_count == ask.instance_count
+                && family(first.instance_type.as_str()) == family(ask.instance_type.as_str())
+                && also.len() + 1 < TYPES_PER_QUESTION
+        });
+        match group {
+            Some((_, also)) => also.push(ask.instance_type),
+            None => out.push((ask, Vec::new())),
         }
     }
     out
@@ -595,29 +630,59 @@ mod tests {
 
     #[test]
     fn rules_that_would_push_the_scan_past_its_questions_are_left_out_whole() {
-        // 14 regions x 2 types x 3 counts x 3 durations = 252 questions each.
-        let rules = [
-            rule("a", &["p5.48xlarge", "p5e.48xlarge"], 14),
-            rule("b", &["p4d.24xlarge", "p4de.24xlarge"], 14),
-            rule("c", &["trn1.32xlarge", "trn2.48xlarge"], 14),
-            rule("d", &["p5en.48xlarge", "p6-b200.48xlarge"], 14),
-            // 1008 so far: 252 more would pass 1024.
-            rule("e", &["g6.48xlarge", "g6e.48xlarge"], 14),
-            // Asks only what "a" asks: nothing new, so it stays.
-            rule("same-as-a", &["p5.48xlarge"], 3),
-            // 1 type x 1 region x 9 = 9 new: 1017, still within.
-            rule("small", &["p3.16xlarge"], 1),
+        // 14 regions x 3 counts x 3 durations = 126 questions each (a rule's types are asked
+        // together).
+        let types = [
+            "p5.48xlarge",
+            "p4d.24xlarge",
+            "p4de.24xlarge",
+            "trn1.32xlarge",
+            "trn2.48xlarge",
+            "p5en.48xlarge",
+            "p6-b200.48xlarge",
+            "p5e.48xlarge",
         ];
+        let mut rules: Vec<Rule> = types.iter().enumerate().map(|(i, t)| rule(&format!("r{i}"), &[t], 14)).collect();
+        // 1008 so far: 126 more would pass 1024.
+        rules.push(rule("e", &["g6.48xlarge", "g6e.48xlarge"], 14));
+        // Asks only what the first asks: nothing new, so it stays.
+        rules.push(rule("same-as-a", &["p5.48xlarge"], 3));
+        // 1 type x 1 region x 9 = 9 new: 1017, still within.
+        rules.push(rule("small", &["p3.16xlarge"], 1));
         let (all, skipped) = gather(&rules, now(), SCAN_BOUNDS);
-        assert_eq!(skipped, vec![4], "only the rule that passes the bound is left out");
-        assert_eq!(all.len(), 4 * 252 + 9);
-        assert!(all.iter().all(|p| !p.rules.contains(&4)));
-        let shared = all.iter().filter(|p| p.rules == vec![0, 5]).count();
+        assert_eq!(skipped, vec![8], "only the rule that passes the bound is left out");
+        assert_eq!(all.len(), 8 * 126 + 9);
+        assert!(all.iter().all(|p| !p.rules.contains(&8)));
+        let shared = all.iter().filter(|p| p.rules == vec![0, 9]).count();
         assert_eq!(shared, 3 * 9, "the shared questions are asked once for both rules");
         // Under the bound nothing is left out.
-        let (all, skipped) = gather(&rules[..4], now(), SCAN_BOUNDS);
+        let (all, skipped) = gather(&rules[..8], now(), SCAN_BOUNDS);
         assert!(skipped.is_empty());
         assert_eq!(all.len(), 1008);
+    }
+
+    /// A rule's types of one family and count are one question: 2 p5 sizes and p4d with 2
+    /// counts over one region and duration make 4 questions, not 6; ten types at most a question.
+    #[test]
+    fn a_rules_types_of_a_family_are_asked_together() {
+        let text = "id = \"wide\"\nregions = [\"us-east-1\"]\n\
+             instance_types = [\"p5.48xlarge\", \"p4d.24xlarge\", \"p5.4xlarge\"]\ninstance_counts = [1, 2]\n\
+             durations_days = [1]\nstart_window = { earliest_in_days = 1, latest_in_days = 14 }\n\
+             max_price_per_accelerator_hour = \"3\"\nmonthly_budget = \"1000\"\n";
+        let qs = questions_for(&Rule::from_toml(text, now()).unwrap(), now());
+        let asked: Vec<(String, u32)> = qs
+            .iter()
+            .map(|q| {
+                let types: Vec<&str> = q.query.types().iter().map(|t| t.as_str()).collect();
+                (types.join("+"), q.query.instance_count)
+            })
+            .collect();
+        let want =
+            [("p5.48xlarge+p5.4xlarge", 1), ("p5.48xlarge+p5.4xlarge", 2), ("p4d.24xlarge", 1), ("p4d.24xlarge", 2)];
+        assert_eq!(asked, want.map(|(t, n)| (t.to_string(), n)));
+        assert!(qs[0].key.starts_with("p5.48xlarge+p5.4xlarge|1|"), "{}", qs[0].key);
+        assert_eq!(qs[2].key, "p4d.24xlarge|1|1d|in24h-336h", "a question of one type keeps its key");
+        assert_eq!(TYPES_PER_QUESTION, 10);
     }
 
     #[test]

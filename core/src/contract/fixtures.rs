@@ -64,6 +64,7 @@ pub fn day_offering(
         ultraserver_type: None,
         ultraserver_count: None,
         zone_type: None,
+        segments: Vec::new(),
     }
 }
 

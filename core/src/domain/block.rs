@@ -118,7 +118,7 @@ impl Block {
         let instance_count = bought_count(intent, r);
         Block {
             instance_count,
-            fee: Some(share_of_fee(intent, instance_count)),
+            fee: Some(share_of_fee(intent, r, instance_count)),
             accelerators_per_instance: Some(intent.accelerators_per_instance),
             purchased_at,
             payment_deadline: Some(payment_deadline(purchased_at, r.start)),
@@ -208,7 +208,11 @@ fn bought_count(intent: &Intent, r: &Reservation) -> u32 {
 /// The part of the intent's fee one reservation of its purchase carries: all of it when the
 /// purchase made one reservation; when it made several (one per UltraServer), each its share
 /// by instances, so a block's price per accelerator-hour stays true.
-fn share_of_fee(intent: &Intent, mine: u32) -> Money {
+fn share_of_fee(intent: &Intent, r: &Reservation, mine: u32) -> Money {
+    // A segment's reservation carries its segment's own fee (segments differ in price).
+    if let Some(s) = intent.offering.segment_of(&r.instance_type, &r.availability_zone, mine) {
+        return s.fee;
+    }
     let all = intent.offering.instance_count;
     if mine == 0 || mine >= all {
         return intent.offering.fee;
@@ -272,9 +276,9 @@ pub fn purchases_held_at<'a>(
 /// that do not, then by id, so every run picks the same ones. Either way the fee is charged
 /// once and every extra reservation is alarmed.
 pub fn split_by_tag(offering: &Offering, mut found: Vec<Reservation>) -> Split {
+    // A segmented purchase's reservations are its segments (each a type and zone of its own).
     let matches = |r: &Reservation| {
-        r.instance_type == offering.instance_type
-            && r.availability_zone == offering.availability_zone
+        offering.blocks().iter().any(|(t, z, _)| r.instance_type == **t && r.availability_zone == *z)
             && r.start == offering.start
     };
     found.sort_by(|a, b| (!matches(a), &a.id).cmp(&(!matches(b), &b.id)));

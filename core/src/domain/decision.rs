@@ -21,8 +21,16 @@ pub struct Priced {
 }
 
 impl Priced {
+    /// A segmented offering is priced over all its segments, which must carry the same
+    /// accelerators per instance (the intent keeps one count for the purchase); one that mixes
+    /// counts is not priced, so never bought.
     pub fn new(offering: Offering, catalog: &AcceleratorCatalog) -> Option<Priced> {
         let accelerators = catalog.accelerators(&offering.instance_type)?;
+        for s in &offering.segments {
+            if catalog.accelerators(&s.instance_type)? != accelerators {
+                return None;
+            }
+        }
         Some(Priced {
             per_accelerator_hour: offering.price_per_accelerator_hour(accelerators)?,
             per_instance_hour: offering.price_per_instance_hour(),

@@ -8,6 +8,9 @@ use super::ids::{IdError, InstanceType, Region};
 use super::money::{Money, MoneyError, Rate};
 use super::ultraserver::{UltraServerType, UltraServers};
 
+mod segment;
+pub use segment::{OfferingSegment, RawSegment};
+
 /// An offering as EC2 describes it, field by field, before any of it is trusted. The EC2
 /// adapter fills this from the SDK's `CapacityBlockOffering`; `Offering::parse` checks it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -30,6 +33,10 @@ pub struct RawOffering {
     pub ultraserver_count: Option<i32>,
     /// "availability-zone" or "local-zone".
     pub zone_type: Option<String>,
+    /// CapacityBlockOfferingSegments (the API model since 2026-11-17; read ahead of the SDK):
+    /// empty for an offering of one block.
+    #[serde(default)]
+    pub segments: Vec<RawSegment>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -44,6 +51,8 @@ pub enum OfferingError {
     Name { id: String, source: IdError },
     #[error("offering {id}: end {end} is not after start {start}")]
     EndBeforeStart { id: String, start: DateTime<Utc>, end: DateTime<Utc> },
+    #[error("offering {id}: segment {index}: {problem}")]
+    Segment { id: String, index: usize, problem: String },
 }
 
 /// A validated offering: everything the decision needs, in domain types.
@@ -73,6 +82,12 @@ pub struct Offering {
     /// launch there, so only rules that allow Local Zones buy these.
     #[serde(default)]
     pub local_zone: bool,
+    /// A segmented offering's blocks, each bought as a reservation of its own (one purchase,
+    /// one fee: the sum of theirs). Empty for one block. For a segmented offering
+    /// `instance_count` is the total of the segments' and `fee` the sum of their fees;
+    /// `instance_type` and `availability_zone` are the first segment's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<OfferingSegment>,
 }
 
 impl Offering {
@@ -81,7 +96,11 @@ impl Offering {
     /// must hold once per block whatever id EC2 gives it (a dry run's "would buy", an approval
     /// request) are keyed by it, and `same_block` is its equality.
     pub fn block_key(&self) -> String {
-        let ultra = self.ultraservers.map_or_else(|| "-".to_string(), |u| u.to_string());
+        let mut ultra = self.ultraservers.map_or_else(|| "-".to_string(), |u| u.to_string());
+        // A segmented offering is its segments: two with the same first segment differ.
+        for s in &self.segments {
+            ultra.push_str(&format!("+{}x{}@{}", s.instance_count, s.instance_type, s.availability_zone));
+        }
         let at = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
         format!(
             "{}|{}|{}x{}|{ultra}|{}|{}|{} {}",
@@ -160,7 +179,7 @@ impl Offering {
             let count = raw.ultraserver_count.and_then(|c| u32::try_from(c).ok()).unwrap_or(from_instances);
             UltraServers { kind, count }
         });
-        Ok(Offering {
+        let offering = Offering {
             id,
             region: region.clone(),
             availability_zone,
@@ -174,7 +193,9 @@ impl Offering {
             ultraserver: ultraserver_type.is_some(),
             ultraservers,
             local_zone: raw.zone_type.as_deref() == Some("local-zone"),
-        })
+            segments: Vec::new(),
+        };
+        segment::with_segments(offering, raw.segments)
     }
 
     /// The block's length in minutes: what EC2 charges for, hours and minutes together.
@@ -235,6 +256,7 @@ pub fn example(id: &str, region: &str, start: DateTime<Utc>, fee: Money) -> Offe
         ultraserver: false,
         ultraservers: None,
         local_zone: false,
+        segments: Vec::new(),
     }
 }
 
@@ -259,6 +281,7 @@ pub(crate) mod tests {
             ultraserver_type: None,
             ultraserver_count: None,
             zone_type: None,
+            segments: Vec::new(),
         }
     }
 

@@ -299,8 +299,15 @@ impl Rule {
     }
 
     /// Whether the offering is of a kind and size the rule asks for: an UltraServer offering
-    /// for an UltraServer rule (type and count), an instance offering for an instance rule.
+    /// for an UltraServer rule (type and count), an instance offering for an instance rule. A
+    /// segmented offering is asked for when every segment is of one of the rule's types and
+    /// its instances in all are one of the rule's counts: one segment of another type and the
+    /// purchase would hold a block the rule never asked for.
     pub fn asks_for(&self, o: &Offering) -> bool {
+        if !o.segments.is_empty() {
+            return o.segments.iter().all(|s| self.instance_types.contains(&s.instance_type))
+                && self.instance_counts.contains(&o.instance_count);
+        }
         match (&o.ultraservers, o.ultraserver) {
             (Some(u), _) => self.ultraserver_types.contains(&u.kind) && self.ultraserver_counts.contains(&u.count),
             // An UltraServer of a type capblock does not know: no rule can name it.

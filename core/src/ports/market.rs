@@ -83,6 +83,17 @@ pub struct OfferingQuery {
     pub duration_hours: u32,
     pub start_from: DateTime<Utc>,
     pub start_to: DateTime<Utc>,
+    /// Other instance types asked in the same question (EC2's `InstanceTypePreferences`, up to
+    /// 10 types in all with `instance_type`; empty for a question of one type): offerings of
+    /// any of them, and segmented offerings of them together.
+    pub also_types: Vec<InstanceType>,
+}
+
+impl OfferingQuery {
+    /// Every instance type the question asks for: `instance_type`, then `also_types`.
+    pub fn types(&self) -> Vec<&InstanceType> {
+        std::iter::once(&self.instance_type).chain(&self.also_types).collect()
+    }
 }
 
 #[async_trait]
@@ -130,13 +141,14 @@ pub struct PurchaseRequest {
 }
 
 /// What one PurchaseCapacityBlock created. A purchase may make several reservations: one per
-/// UltraServer today, one per segment once the SDK has `CapacityBlockOfferingSegments`.
+/// UltraServer, one per segment of a segmented offering.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Purchase {
     /// The reservation the answer describes in full (CapacityReservation).
     pub reservation: Reservation,
-    /// The other reservations the answer names (by id only, in its CapacityBlocks): tagged like
-    /// the first, they are adopted by the tracker as parts of the same purchase.
+    /// The other reservations the answer names (by id only, in its CapacityBlocks and its
+    /// CapacityReservations): tagged like the first, they are adopted by the tracker as parts
+    /// of the same purchase.
     pub more: Vec<String>,
 }
 

@@ -169,6 +169,13 @@ struct Question {
     qualifying: Offering,
 }
 
+/// One call's question: one grid question, or several types of one count and duration.
+struct Group {
+    key: String,
+    query: OfferingQuery,
+    members: Vec<usize>,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Appearance {
     question: usize,
@@ -206,6 +213,7 @@ fn offering(id: String, q: &OfferingQuery, acc: u32, ratio: f64, start: DateTime
         ultraserver: false,
         ultraservers: None,
         local_zone: false,
+        segments: Vec::new(),
     }
 }
 
@@ -238,6 +246,7 @@ fn grid_questions(rng: &mut Rng) -> (Vec<Question>, Vec<(usize, &'static str)>) 
                         duration_hours: d * 24,
                         start_from: from,
                         start_to: to,
+                        also_types: Vec::new(),
                     };
                     let factor = 1.0 + 0.2 * rng.unit();
                     let i = questions.len();
@@ -345,6 +354,31 @@ impl World {
 
     pub fn questions_per_region(&self) -> usize {
         self.questions.len() / GRID.len()
+    }
+
+    /// The questions an asker of `per_question` types a call asks: a region's types of one
+    /// count and duration together, `per_question` at most a call, each with its planner key
+    /// and the grid questions it answers.
+    fn groups(&self, per_question: usize) -> Vec<Group> {
+        let mut out: Vec<Group> = Vec::new();
+        for (i, q) in self.questions.iter().enumerate() {
+            let k = &q.query;
+            let open = out.iter_mut().find(|g| {
+                g.query.region == k.region
+                    && g.query.instance_count == k.instance_count
+                    && g.query.duration_hours == k.duration_hours
+                    && g.members.len() < per_question.max(1)
+            });
+            match open {
+                Some(g) => {
+                    g.query.also_types.push(k.instance_type.clone());
+                    g.key = format!("{}+{}", k.instance_type, g.key);
+                    g.members.push(i);
+                }
+                None => out.push(Group { key: q.key.clone(), query: k.clone(), members: vec![i] }),
+            }
+        }
+        out
     }
 
     /// Every question, in the market's order (region by region).
@@ -455,10 +489,17 @@ impl<'w> Market<'w> {
 
     async fn answer(&self, query: &OfferingQuery, account: usize) -> Result<Vec<Offering>, MarketError> {
         let w = self.world;
-        let key =
-            (query.region.to_string(), query.instance_type.to_string(), query.instance_count, query.duration_hours);
-        let qi = *w.by_query.get(&key).expect("a question of the market");
-        let q = &w.questions[qi];
+        // A question of several types (InstanceTypePreferences) answers each of them, for one
+        // call of the describe limit.
+        let asked: Vec<usize> = query
+            .types()
+            .into_iter()
+            .map(|t| {
+                let key = (query.region.to_string(), t.to_string(), query.instance_count, query.duration_hours);
+                *w.by_query.get(&key).expect("a question of the market")
+            })
+            .collect();
+        let region = w.questions[asked[0]].region;
         let latency = {
             let mut s = self.state();
             let (lo, hi) = LATENCY_MS;
@@ -471,7 +512,7 @@ impl<'w> Market<'w> {
         let answer = {
             let mut s = self.state();
             s.calls += 1;
-            if !self.take(&mut s, account, q.region, now) {
+            if !self.take(&mut s, account, region, now) {
                 s.refused += 1;
                 Err(MarketError::Throttled {
                     operation: "DescribeCapacityBlockOfferings",
@@ -479,16 +520,19 @@ impl<'w> Market<'w> {
                     code: DESCRIBE_LIMIT,
                 })
             } else {
-                let mut list = Vec::with_capacity(2);
-                for &a in &w.by_question[qi] {
-                    let ap = w.appearances[a];
-                    if ap.at <= at && at < ap.until && s.found[a].is_none() {
-                        // Bought in this run: gone for everyone after it.
-                        s.found[a] = Some(at + latency / 2 - ap.at);
-                        list.push(q.qualifying.clone());
+                let mut list = Vec::with_capacity(2 * asked.len());
+                for &qi in &asked {
+                    let q = &w.questions[qi];
+                    for &a in &w.by_question[qi] {
+                        let ap = w.appearances[a];
+                        if ap.at <= at && at < ap.until && s.found[a].is_none() {
+                            // Bought in this run: gone for everyone after it.
+                            s.found[a] = Some(at + latency / 2 - ap.at);
+                            list.push(q.qualifying.clone());
+                        }
                     }
+                    list.push(q.standing[usize::from(!w.is_cheap(qi, at))].clone());
                 }
-                list.push(q.standing[usize::from(!w.is_cheap(qi, at))].clone());
                 Ok(list)
             }
         };
@@ -532,7 +576,9 @@ pub enum Asker {
     /// to run. `on_sight`: a qualifying answer is bought at once (capblock now); otherwise after
     /// the run's asking (capblock before), which detection then counts to. `accounts`: the
     /// buying account and `accounts - 1` member accounts lending their describe limits.
-    Capblock { every: Duration, budget: DescribeBudget, on_sight: bool, accounts: usize },
+    /// `types_per_question`: a region's types of one count and duration asked together, up to
+    /// this many a call (EC2's `InstanceTypePreferences`, 10 at most); 1: one type a call.
+    Capblock { every: Duration, budget: DescribeBudget, on_sight: bool, accounts: usize, types_per_question: usize },
     /// Every question of a region in turn, one call per `gap` per region, forever.
     RoundRobin { gap: Duration },
 }
@@ -623,12 +669,13 @@ async fn ask(world: &World, market: &Market<'_>, end: Instant, asker: Asker) -> 
             others_refused: 0,
         };
         match asker {
-            Asker::Capblock { every, budget, on_sight, accounts } => {
+            Asker::Capblock { every, budget, on_sight, accounts, types_per_question } => {
                 let members: Vec<(String, Member)> =
                     (1..accounts).map(|a| (format!("{a:012}"), Member { market, account: a })).collect();
                 let helpers: Vec<Helper> =
                     members.iter().map(|(id, m)| (id.as_str(), m as &dyn OfferingSource)).collect();
-                capblock(world, market, &helpers, end, every, budget, on_sight, &mut out).await
+                let groups = world.groups(types_per_question);
+                capblock(world, &groups, market, &helpers, end, (every, budget, on_sight), &mut out).await
             }
             Asker::RoundRobin { gap } => {
                 let all = world.queries();
@@ -664,6 +711,7 @@ async fn ask(world: &World, market: &Market<'_>, end: Instant, asker: Asker) -> 
 /// its own learned pace, every question askable.
 fn plan_run(
     world: &World,
+    groups: &[Group],
     memories: &BTreeMap<Region, RegionMemory>,
     helpers: &[Helper<'_>],
     budget: &DescribeBudget,
@@ -673,15 +721,10 @@ fn plan_run(
     for (region, memory) in memories {
         let calls = budget.planned(memory.pace)
             + helpers.iter().map(|(a, _)| budget.planned(memory.helper_paces.get(*a).copied())).sum::<usize>();
-        let mine: Vec<usize> =
-            (0..world.questions.len()).filter(|&i| &world.questions[i].query.region == region).collect();
+        let mine: Vec<usize> = (0..groups.len()).filter(|&i| &groups[i].query.region == region).collect();
         let candidates: Vec<Candidate> = mine
             .iter()
-            .map(|&i| Candidate {
-                key: world.questions[i].key.clone(),
-                threshold,
-                closes_in: chrono::Duration::days(14),
-            })
+            .map(|&i| Candidate { key: groups[i].key.clone(), threshold, closes_in: chrono::Duration::days(14) })
             .collect();
         chosen.extend(plan::choose(&candidates, memory, calls).into_iter().map(|j| mine[j]));
     }
@@ -691,7 +734,7 @@ fn plan_run(
 /// Takes a run's answers (to `chosen`, in order) into the regions' memories, as the scan does;
 /// counts the questions carried over or lost.
 fn take_answers(
-    world: &World,
+    groups: &[Group],
     memories: &mut BTreeMap<Region, RegionMemory>,
     chosen: &[usize],
     answers: Vec<Answer>,
@@ -700,7 +743,7 @@ fn take_answers(
     out: &mut Outcome,
 ) {
     for (&i, answer) in chosen.iter().zip(answers) {
-        let q = &world.questions[i];
+        let q = &groups[i];
         match answer {
             Answer::Offerings(list) => {
                 let cheapest = list
@@ -717,16 +760,15 @@ fn take_answers(
     }
 }
 
-/// capblock's scan, reduced to its asking: plan, `ask_spread`, remember; one run per tick.
-#[allow(clippy::too_many_arguments)]
+/// capblock's scan, reduced to its asking: plan, `ask_spread`, remember; one run per tick,
+/// `(every, budget, on_sight)`, over `groups` (its questions).
 async fn capblock(
     world: &World,
+    groups: &[Group],
     market: &Market<'_>,
     helpers: &[Helper<'_>],
     end: Instant,
-    every: Duration,
-    budget: DescribeBudget,
-    on_sight: bool,
+    (every, budget, on_sight): (Duration, DescribeBudget, bool),
     out: &mut Outcome,
 ) {
     let catalog = AcceleratorCatalog::new();
@@ -740,8 +782,8 @@ async fn capblock(
         sleep_until(tick).await;
         let now = clock() + chrono::Duration::from_std(tick - market.start).expect("in range");
         // The plan, region by region as the scan makes it (all questions askable).
-        let chosen = plan_run(world, &memories, helpers, &budget);
-        let queries: Vec<OfferingQuery> = chosen.iter().map(|&i| world.questions[i].query.clone()).collect();
+        let chosen = plan_run(world, groups, &memories, helpers, &budget);
+        let queries: Vec<OfferingQuery> = chosen.iter().map(|&i| groups[i].query.clone()).collect();
         let paces = memories.iter().filter_map(|(r, m)| Some((r.clone(), m.pace?))).collect();
         let helper_paces = memories
             .iter()
@@ -769,7 +811,7 @@ async fn capblock(
             memories.get_mut(region).expect("a region").helper_paces.insert(account.clone(), *pace);
         }
         strikes = asked.strikes;
-        take_answers(world, &mut memories, &chosen, asked.answers, &catalog, now, out);
+        take_answers(groups, &mut memories, &chosen, asked.answers, &catalog, now, out);
         for m in memories.values_mut() {
             m.prune(now);
         }

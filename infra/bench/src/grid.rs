@@ -80,6 +80,7 @@ pub fn queries(g: Grid) -> Vec<OfferingQuery> {
                         duration_hours: d * 24,
                         start_from,
                         start_to,
+                        also_types: Vec::new(),
                     });
                 }
             }

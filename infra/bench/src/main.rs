@@ -292,7 +292,7 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
     // capblock now: the template's schedule and asking time, the learned pace, buying on sight.
     let budget = DescribeBudget { ask_for: Duration::from_secs(d.ask_secs), ..DescribeBudget::default() };
     let every = Duration::from_secs_f64(d.scan_minutes * 60.0);
-    let now = Asker::Capblock { every, budget, on_sight: true, accounts: 1 };
+    let now = Asker::Capblock { every, budget, on_sight: true, accounts: 1, types_per_question: 1 };
     // capblock before: every 10 minutes, 40 s of asking at a fixed half share (one call per
     // 8 s), the purchase after the run's asking.
     let fixed = Duration::from_secs(8);
@@ -306,6 +306,7 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
         },
         on_sight: false,
         accounts: 1,
+        types_per_question: 1,
     };
     let mut figs = DetectFigures::default();
     for limit in a.readings.iter().filter_map(|&r| READINGS.get(r).copied()) {
@@ -335,7 +336,11 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
             // its own describe limit, so the bound divides by the accounts.
             if Some(&limit.name) == a.readings.first().and_then(|&r| READINGS.get(r)).map(|l| &l.name) {
                 for accounts in [2usize, 4] {
-                    case.accounts_row(Asker::Capblock { every, budget, on_sight: true, accounts }, accounts, rows);
+                    case.accounts_row(
+                        Asker::Capblock { every, budget, on_sight: true, accounts, types_per_question: 1 },
+                        accounts,
+                        rows,
+                    );
                 }
             }
         }

@@ -44,6 +44,9 @@ pub struct DescribeCall {
     pub account: String,
     pub region: String,
     pub instance_type: Option<String>,
+    /// `InstanceTypePreferences.N`, in order (left out when the call named none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub instance_types: Vec<String>,
     pub ultraserver_type: Option<String>,
     /// `InstanceCount`, else `UltraserverCount`; `None` when absent or not a whole number.
     pub count: Option<u64>,

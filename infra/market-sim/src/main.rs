@@ -43,6 +43,8 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
                  offering_id_ttl_secs = 300,
                  offering_ids_across_accounts = shared|per_account,
                  ultraserver_search = instance_type_required|ultraserver_only,
+                 instance_type_preferences = accepted|unknown,
+                 segmented_for_one_type = never|first_segment,
                  extension_offerings_limit = shared|own|none (which limit extension
                  offering questions spend),
                  caller_accounts = { \"AKID\" = \"ACCOUNT\" } (whose describe limit a key spends),

@@ -84,6 +84,18 @@ pub struct Offering {
     pub health: Vec<HealthStep>,
     /// The line's usage steps (instances running), carried likewise.
     pub usage: Vec<UsageStep>,
+    /// A segmented offering's blocks (empty for one block): the top-level fields are the first
+    /// segment's, except `instance_count`, also the first's, and `upfront_fee`, the total.
+    pub segments: Vec<Segment>,
+}
+
+/// One block of a segmented offering, bought as a reservation of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    pub instance_type: String,
+    pub availability_zone: String,
+    pub instance_count: u32,
+    pub upfront_fee: Decimal,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +142,12 @@ pub struct OfferingQuery {
     /// UltraserverType / UltraserverCount: only that UltraServer type's offerings.
     pub ultraserver_type: Option<String>,
     pub ultraserver_count: Option<u32>,
+    /// InstanceTypePreferences: offerings of any of these types, and segmented offerings whose
+    /// every segment is of one of them.
+    pub instance_types: Vec<String>,
+    /// A one-type question (`instance_type`) is also answered the segmented offerings whose
+    /// first segment is of that type (`segmented_for_one_type = "first_segment"`).
+    pub segmented_for_one_type: bool,
 }
 
 /// (instance count, UltraServers) pairs a line offers for a query: an instance line its
@@ -137,8 +155,15 @@ pub struct OfferingQuery {
 /// the query names its type (with or without its instance type) or names no type at all
 /// (InstanceCount then compares with the total of instances).
 fn line_counts(line: &MarketLine, q: &OfferingQuery) -> Vec<(u32, Option<UltraServers>)> {
+    if !line.segments.is_empty() {
+        return segmented_counts(line, q);
+    }
+    let asked_type = |t: &str| {
+        q.instance_type.as_deref().is_none_or(|a| a == t)
+            && (q.instance_types.is_empty() || q.instance_types.iter().any(|a| a == t))
+    };
     match (&line.ultraserver_type, &q.ultraserver_type) {
-        (None, None) if q.instance_type.as_deref().is_none_or(|t| t == line.instance_type) => {
+        (None, None) if asked_type(&line.instance_type) => {
             line.counts.iter().filter(|&&c| q.instance_count.is_none_or(|qc| qc == c)).map(|&c| (c, None)).collect()
         }
         (Some(u), asked)
@@ -155,6 +180,24 @@ fn line_counts(line: &MarketLine, q: &OfferingQuery) -> Vec<(u32, Option<UltraSe
                 .collect()
         }
         _ => Vec::new(),
+    }
+}
+
+/// A segmented line's one count (the total of its instances) when the question takes it: a
+/// preference list naming every segment's type, a one-type question under
+/// `segmented_for_one_type` naming the first segment's, or a question naming no type; never an
+/// UltraServer search. InstanceCount compares with the total.
+fn segmented_counts(line: &MarketLine, q: &OfferingQuery) -> Vec<(u32, Option<UltraServers>)> {
+    let total: u32 = line.segments.iter().map(|s| s.count).sum();
+    let typed = match (&q.instance_type, q.instance_types.is_empty()) {
+        (Some(t), _) => q.segmented_for_one_type && *t == line.instance_type,
+        (None, false) => line.segments.iter().all(|s| q.instance_types.contains(&s.instance_type)),
+        (None, true) => true,
+    };
+    if typed && q.ultraserver_type.is_none() && q.instance_count.is_none_or(|c| c == total) {
+        vec![(total, None)]
+    } else {
+        Vec::new()
     }
 }
 
@@ -245,6 +288,10 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
                 continue;
             }
             let minutes = (end - start).num_minutes();
+            if !line.segments.is_empty() {
+                out.extend(segmented_offering(line, step, price, (start, end, &duration)));
+                continue;
+            }
             for az in &line.azs {
                 if line.zone_type == ZoneType::LocalZone && !q.all_zones && !scenario.opted_in(&q.region, az) {
                     continue;
@@ -277,6 +324,7 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
                         ultraserver: ultra.clone(),
                         health: line.health.clone(),
                         usage: line.usage.clone(),
+                        segments: Vec::new(),
                     });
                 }
             }
@@ -286,6 +334,53 @@ pub fn offerings(scenario: &Scenario, q: &OfferingQuery, now: DateTime<Utc>) -> 
     let mut seen = HashSet::new();
     out.retain(|o| seen.insert(o.id.clone()));
     out
+}
+
+/// The one offering a segmented line makes for a window: each segment priced at the line's
+/// price on its own type, the offering's fee their sum, its top-level fields the first
+/// segment's (README, "Segmented offerings").
+fn segmented_offering(
+    line: &MarketLine,
+    step: usize,
+    price: Decimal,
+    (start, end, duration): (DateTime<Utc>, DateTime<Utc>, &str),
+) -> Option<Offering> {
+    let minutes = (end - start).num_minutes();
+    let mut segments = Vec::new();
+    for s in &line.segments {
+        let accel = instance_types::accelerators(&s.instance_type)?;
+        segments.push(Segment {
+            instance_type: s.instance_type.clone(),
+            availability_zone: s.az.clone(),
+            instance_count: s.count,
+            upfront_fee: upfront_fee_minutes(price, accel, s.count, minutes),
+        });
+    }
+    let product: Vec<String> =
+        segments.iter().map(|s| format!("{}x{}@{}", s.instance_count, s.instance_type, s.availability_zone)).collect();
+    let first = segments.first()?.clone();
+    let mut fee: Decimal = segments.iter().map(|s| s.upfront_fee).sum();
+    fee.rescale(2);
+    Some(Offering {
+        id: offering_id(&line.region, &product.join("+"), 0, duration, &first.availability_zone, start, step),
+        region: line.region.clone(),
+        instance_type: first.instance_type,
+        availability_zone: first.availability_zone,
+        zone_type: line.zone_type,
+        instance_count: first.instance_count,
+        start,
+        end,
+        duration_hours: minutes / 60,
+        duration_minutes: minutes % 60,
+        usd_per_accelerator_hour: price,
+        upfront_fee: fee,
+        currency: line.currency.clone(),
+        payment: line.payment,
+        ultraserver: None,
+        health: line.health.clone(),
+        usage: line.usage.clone(),
+        segments,
+    })
 }
 
 /// The offering with this id if it is on offer right now (same price step) in `region`;

@@ -212,6 +212,30 @@ pub enum UltraserverSearch {
     UltraserverOnly,
 }
 
+/// Whether DescribeCapacityBlockOfferings takes `InstanceTypePreferences`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceTypePreferences {
+    /// Up to 10 types a question, as the API model says since 2026-11-17.
+    #[default]
+    Accepted,
+    /// The parameter is refused with UnknownParameter, as EC2 refuses a parameter it does not
+    /// know: a region (or an endpoint) the new model has not reached yet.
+    Unknown,
+}
+
+/// Which one-type questions (the legacy `InstanceType`) a segmented offering answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SegmentedForOneType {
+    /// None: segmented offerings answer `InstanceTypePreferences` questions only.
+    #[default]
+    Never,
+    /// Those naming the type of its first segment (its top-level `instanceType`): the answer
+    /// a client that knows no segments reads as one block.
+    FirstSegment,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Throttle {
@@ -357,6 +381,12 @@ pub struct Behaviour {
     pub offering_ids_across_accounts: OfferingIdsAcrossAccounts,
     /// UltraServer searches: "instance_type_required" or "ultraserver_only".
     pub ultraserver_search: UltraserverSearch,
+    /// `InstanceTypePreferences` (up to 10 types a question): "accepted" (the API model since
+    /// 2026-11-17) or "unknown" (a region not yet serving it: UnknownParameter).
+    pub instance_type_preferences: InstanceTypePreferences,
+    /// Whether a one-type question (the legacy `InstanceType`) is answered segmented
+    /// offerings: "never" or "first_segment" (when the type is the first segment's).
+    pub segmented_for_one_type: SegmentedForOneType,
     /// Which limit extension offering questions count against: "shared", "own" or "none".
     pub extension_offerings_limit: ExtensionOfferingsLimit,
     /// Actions refused to a caller (UnauthorizedOperation), as its IAM policies would.
@@ -408,6 +438,8 @@ impl Default for Behaviour {
             offering_id_ttl_secs: 300,
             offering_ids_across_accounts: OfferingIdsAcrossAccounts::Shared,
             ultraserver_search: UltraserverSearch::InstanceTypeRequired,
+            instance_type_preferences: InstanceTypePreferences::Accepted,
+            segmented_for_one_type: SegmentedForOneType::Never,
             extension_offerings_limit: ExtensionOfferingsLimit::Shared,
             iam_denials: Vec::new(),
             caller_accounts: BTreeMap::new(),
@@ -509,6 +541,32 @@ impl Behaviour {
 }
 
 /// Each entry maps a non-empty access key id to an account id of 12 digits.
+/// A segmented line: 2 to 10 segments of known types with counts of 1 to 64, the first
+/// naming the line's `instance_type`, and no UltraServers.
+fn validate_segments(l: &MarketLine, at: &str) -> Result<(), String> {
+    if l.segments.is_empty() {
+        return Ok(());
+    }
+    if !(2..=MAX_SEGMENTS).contains(&l.segments.len()) {
+        return Err(format!("{at}: segments must be 2 to {MAX_SEGMENTS}"));
+    }
+    if l.ultraserver_type.is_some() {
+        return Err(format!("{at}: segments do not go with ultraserver_type"));
+    }
+    if l.segments[0].instance_type != l.instance_type {
+        return Err(format!("{at}: instance_type must be the first segment's"));
+    }
+    for seg in &l.segments {
+        if instance_types::lookup(&seg.instance_type).is_none() {
+            return Err(format!("{at}: segment type {:?} is unknown", seg.instance_type));
+        }
+        if seg.count == 0 || seg.count > 64 || seg.az.trim().is_empty() {
+            return Err(format!("{at}: a segment needs a zone and a count within 1..=64"));
+        }
+    }
+    Ok(())
+}
+
 fn validate_caller_accounts(accounts: &BTreeMap<String, String>) -> Result<(), String> {
     for (key, account) in accounts {
         if key.trim().is_empty() {
@@ -657,7 +715,25 @@ pub struct MarketLine {
     /// README, "Instances running in a block"). None: every available instance runs.
     #[serde(default)]
     pub usage: Vec<UsageStep>,
+    /// A segmented line (2 to 10 segments): one offering per start, made of these blocks, each
+    /// with its own zone, type and count, bought as one reservation per segment (README,
+    /// "Segmented offerings"). `instance_type` must be the first segment's; `azs`, `counts` and
+    /// `ultraserver_type` are not used.
+    #[serde(default)]
+    pub segments: Vec<SegmentSpec>,
 }
+
+/// One segment of a segmented line: `count` instances of `instance_type` in `az`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentSpec {
+    pub instance_type: String,
+    pub az: String,
+    pub count: u32,
+}
+
+/// At most 10 segments an offering (the API model's `CapacityBlockOfferingSegments`).
+pub const MAX_SEGMENTS: usize = 10;
 
 /// From `after_start_hours` after a block's start on, its interconnect status and how many of
 /// its instances are unavailable (until the next step).
@@ -788,6 +864,7 @@ impl Scenario {
                 }
                 None => {}
             }
+            validate_segments(l, &at)?;
             for h in &l.health {
                 if !(h.after_start_hours >= 0.0 && h.after_start_hours.is_finite()) {
                     return Err(format!("{at}: health after_start_hours must be >= 0"));
@@ -836,7 +913,10 @@ impl Scenario {
     /// missing from the built-in table.
     pub fn sells(&self, region: &str, instance_type: &str) -> bool {
         instance_types::lookup(instance_type).is_some()
-            && self.sold(region, instance_type, |l| l.instance_type == instance_type && l.ultraserver_type.is_none())
+            && self.sold(region, instance_type, |l| {
+                (l.instance_type == instance_type && l.ultraserver_type.is_none())
+                    || l.segments.iter().any(|s| s.instance_type == instance_type)
+            })
     }
 
     /// Whether `region` sells the UltraServer type `ultraserver_type` as Capacity Blocks: the

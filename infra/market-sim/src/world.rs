@@ -669,6 +669,7 @@ mod tests {
             account: SIM.into(),
             region: "us-east-1".into(),
             instance_type: None,
+            instance_types: Vec::new(),
             ultraserver_type: None,
             count: None,
             duration_hours: Some(hours as i64),

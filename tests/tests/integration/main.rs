@@ -20,6 +20,7 @@ mod real_market;
 mod replay;
 mod requests;
 mod scan;
+mod segments;
 mod share;
 mod sim_wire;
 mod stand_in;

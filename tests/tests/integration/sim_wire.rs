@@ -47,6 +47,7 @@ fn query(region: &str, count: u32, days: u32) -> OfferingQuery {
         duration_hours: days * 24,
         start_from: t0(),
         start_to: t0() + Duration::days(14),
+        also_types: Vec::new(),
     }
 }
 

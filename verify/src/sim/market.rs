@@ -162,6 +162,7 @@ impl Market {
                     ultraserver: false,
                     ultraservers: None,
                     local_zone: false,
+                    segments: Vec::new(),
                 });
                 self.on_sale_for(rng, now, id);
             }
@@ -199,6 +200,7 @@ impl Market {
             ultraserver: true,
             ultraservers: Some(u),
             local_zone: false,
+            segments: Vec::new(),
         }
     }
 }

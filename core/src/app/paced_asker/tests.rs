@@ -135,6 +135,7 @@ fn query(region: &str, ty: &str, count: u32) -> OfferingQuery {
         duration_hours: 24,
         start_from: from,
         start_to: from + chrono::Duration::days(7),
+        also_types: Vec::new(),
     }
 }
 

@@ -39,6 +39,7 @@ fn offering(ultraserver: bool) -> Offering {
         ultraserver,
         ultraservers: None,
         local_zone: false,
+        segments: Vec::new(),
         region: r.region,
         availability_zone: r.availability_zone,
         instance_type: r.instance_type,

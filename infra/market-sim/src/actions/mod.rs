@@ -11,6 +11,8 @@ mod offerings;
 mod purchase;
 mod reservations;
 #[cfg(test)]
+mod segment_tests;
+#[cfg(test)]
 mod test_support;
 
 use chrono::{DateTime, Utc};

@@ -5,7 +5,9 @@ use crate::describe_limit::DescribeCall;
 use crate::instance_types;
 use crate::market::{self, Offering, OfferingQuery};
 use crate::pagination::{fingerprint, page_size, paginate};
-use crate::scenario::{OfferingIds, OfferingIdsAcrossAccounts, UltraserverSearch};
+use crate::scenario::{
+    InstanceTypePreferences, OfferingIds, OfferingIdsAcrossAccounts, SegmentedForOneType, UltraserverSearch,
+};
 use crate::wire::error::ApiError;
 use crate::wire::query::Params;
 use crate::wire::xml::Xml;
@@ -19,16 +21,17 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     let simulated = account == w.scenario.account_id;
     let instance_type = p.get("InstanceType").filter(|s| !s.is_empty()).map(str::to_string);
     let ultraserver_type = p.get("UltraserverType").filter(|s| !s.is_empty()).map(str::to_string);
+    let preferences = p.list("InstanceTypePreferences");
     // A family whose Capacity Block quota is 0 gets the describe limit's code on every call,
     // however slowly it asks; it spends no token. An UltraServer search counts against the
     // family of the UltraServer's instances. The quotas are the caller's account's: the
     // simulated account's by region, another account's by its `[[accounts]]` entry.
+    // A preference list is refused if any of its families is (the harsher reading: the record
+    // does not say how a list meets a quota of 0).
     let family_of = instance_type
         .clone()
         .or_else(|| ultraserver_type.as_deref().and_then(instance_types::ultraserver).map(|u| u.instance_type.into()));
-    if let Some(t) = &family_of
-        && w.scenario.zero_quota_of(&account, ctx.region, t)
-    {
+    if family_of.iter().chain(&preferences).any(|t| w.scenario.zero_quota_of(&account, ctx.region, t)) {
         w.faults.quota_zero += 1;
         *w.faults.quota_zero_by_account.entry(account.clone()).or_default() += 1;
         return Err(ApiError::describe_limit());
@@ -43,10 +46,12 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     // Only then the caller's permission: a call refused by the limit stays refused by it, and a
     // denied call was answered, so it spent its token.
     authorize(w, ctx)?;
+    check_preferences(w, &preferences, instance_type.as_deref(), ultraserver_type.as_deref())?;
+    // For an UltraServer search a one-type list names the type as InstanceType would.
+    let named_type = instance_type.as_deref().or(preferences.first().map(String::as_str));
     let hours = p.int("CapacityDurationHours")?.ok_or_else(|| ApiError::missing("CapacityDurationHours"))?;
     let duration_days = market::duration_days_from_hours(hours, "CapacityDurationHours")?;
-    let (instance_count, ultraserver_count) =
-        ultraserver_search_counts(w, p, instance_type.as_deref(), ultraserver_type.as_deref())?;
+    let (instance_count, ultraserver_count) = ultraserver_search_counts(w, p, named_type, ultraserver_type.as_deref())?;
     let start_range = p.timestamp("StartDateRange")?;
     let end_range = p.timestamp("EndDateRange")?;
     if let (Some(s), Some(e)) = (start_range, end_range)
@@ -56,7 +61,7 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
     }
     let size = page_size(p, 1, 1000)?;
     let all_zones = p.bool("AllAvailabilityZones")?.unwrap_or(false);
-    check_sold(w, ctx, ultraserver_type.as_deref(), instance_type.as_deref())?;
+    check_sold(w, ctx, ultraserver_type.as_deref(), named_type.filter(|_| preferences.len() <= 1))?;
     dry_run(p)?;
 
     let q = OfferingQuery {
@@ -70,6 +75,8 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         all_zones,
         ultraserver_type,
         ultraserver_count,
+        instance_types: preferences,
+        segmented_for_one_type: w.behaviour.segmented_for_one_type == SegmentedForOneType::FirstSegment,
     };
     let all = market::recommend(market::offerings(&w.scenario, &q, ctx.now), w.behaviour.max_offerings_per_answer);
     let (mut page, next) = paginate(&all, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
@@ -81,6 +88,52 @@ pub fn describe(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiE
         x.leaf("nextToken", t);
     }
     Ok(x.into_string())
+}
+
+/// The API model's limit on `InstanceTypePreferences`: up to 10 instance types a question.
+pub const MAX_PREFERENCES: usize = 10;
+
+/// `InstanceTypePreferences.N` as the API model gives it (since 2026-11-17): up to 10 instance
+/// types, instead of the legacy `InstanceType`; a region under `instance_type_preferences =
+/// "unknown"` refuses it as EC2 refuses a parameter it does not know.
+fn check_preferences(
+    w: &World,
+    preferences: &[String],
+    instance_type: Option<&str>,
+    ultraserver_type: Option<&str>,
+) -> Result<(), ApiError> {
+    if preferences.is_empty() {
+        return Ok(());
+    }
+    if w.behaviour.instance_type_preferences == InstanceTypePreferences::Unknown {
+        return Err(ApiError::client("UnknownParameter", "The parameter InstanceTypePreferences is not recognized"));
+    }
+    // The model says "either this or the legacy InstanceType": both at once is refused, as EC2
+    // refuses other mixed parameters; an UltraServer has one instance type.
+    if instance_type.is_some() {
+        return Err(ApiError::client(
+            "InvalidParameterCombination",
+            "InstanceTypePreferences cannot be combined with InstanceType.",
+        ));
+    }
+    if ultraserver_type.is_some() && preferences.len() > 1 {
+        return Err(ApiError::client(
+            "InvalidParameterCombination",
+            "UltraserverType takes one instance type in InstanceTypePreferences.",
+        ));
+    }
+    if preferences.len() > MAX_PREFERENCES {
+        return Err(ApiError::invalid_value(format!(
+            "InstanceTypePreferences takes at most {MAX_PREFERENCES} instance types, got {}.",
+            preferences.len()
+        )));
+    }
+    if let Some(t) = preferences.iter().find(|t| instance_types::lookup(t).is_none()) {
+        return Err(ApiError::invalid_value(format!(
+            "The instance type '{t}' in InstanceTypePreferences is not valid."
+        )));
+    }
+    Ok(())
 }
 
 /// The call's `InstanceCount` and `UltraserverCount`, and the parameters of an UltraServer
@@ -201,6 +254,7 @@ fn logged_call(account: String, region: &str, p: &Params, served: bool) -> Descr
         account,
         region: region.to_string(),
         instance_type: text("InstanceType"),
+        instance_types: p.list("InstanceTypePreferences"),
         ultraserver_type: text("UltraserverType"),
         count: text("InstanceCount").or_else(|| text("UltraserverCount")).and_then(|s| s.trim().parse().ok()),
         duration_hours: p.get("CapacityDurationHours").and_then(|s| s.trim().parse().ok()),
@@ -233,6 +287,24 @@ fn write_offering(x: &mut Xml, o: &Offering) {
         x.leaf("ultraserverType", &u.ultraserver_type).num("ultraserverCount", u.count);
     }
     x.num("capacityBlockDurationMinutes", o.duration_minutes).leaf("zoneType", o.zone_type.as_str());
+    if !o.segments.is_empty() {
+        x.set("capacityBlockOfferingSegmentSet", &o.segments, |x, s| write_segment(x, o, s));
+    }
+}
+
+/// A segment as the API model's `CapacityBlockOfferingSegment`: every segment of the
+/// simulator's offerings shares the offering's schedule and zone type.
+fn write_segment(x: &mut Xml, o: &Offering, s: &market::Segment) {
+    x.leaf("instanceType", &s.instance_type)
+        .leaf("availabilityZone", &s.availability_zone)
+        .num("instanceCount", s.instance_count)
+        .time("startDate", o.start)
+        .time("endDate", o.end)
+        .num("capacityBlockDurationHours", o.duration_hours)
+        .num("capacityBlockDurationMinutes", o.duration_minutes)
+        .leaf("upfrontFee", s.upfront_fee.to_string())
+        .leaf("currencyCode", &o.currency)
+        .leaf("zoneType", o.zone_type.as_str());
 }
 
 #[cfg(test)]

@@ -143,52 +143,7 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
     let offering = offering_named(w, ctx, &offering_id)?;
     dry_run(p)?;
 
-    // One capacity block (and reservation) per purchase, except UltraServers: EC2 documents that
-    // "for Trn2u instances, a capacity block ID refers to an EC2 UltraServer", so a purchase of
-    // N UltraServers makes N blocks, each one reservation of one UltraServer's instances (the
-    // harsher reading: a client must read every block of the answer). The fee is split
-    // evenly, the cents left over go to the first.
-    let (parts, each) = match &offering.ultraserver {
-        Some(u) => (u.count, u.instances_each),
-        None => (1, offering.instance_count),
-    };
-    let share = (offering.upfront_fee / Decimal::from(parts)).round_dp_with_strategy(2, RoundingStrategy::ToZero);
-    let mut bought = Vec::new();
-    for part in 0..parts {
-        let id = w.new_id("cr-");
-        let mut fee = if part == 0 { offering.upfront_fee - share * Decimal::from(parts - 1) } else { share };
-        fee.rescale(2);
-        bought.push(Reservation {
-            capacity_block_id: block_id(&id),
-            id,
-            region: ctx.region.to_string(),
-            availability_zone: offering.availability_zone.clone(),
-            instance_type: offering.instance_type.clone(),
-            instance_platform: platform.clone(),
-            instance_count: each,
-            start: offering.start,
-            original_end: offering.end,
-            created: ctx.now,
-            tags: tags.clone(),
-            upfront_fee: fee,
-            currency: offering.currency.clone(),
-            // The id the buyer named (a minted one under "per_answer").
-            offering_id: Some(offering_id.clone()),
-            payment: Payment {
-                outcome: offering.payment.unwrap_or(w.behaviour.payment),
-                delay_hours: w.behaviour.payment_delay(),
-                explicit: false,
-            },
-            injected: false,
-            state_override: None,
-            omitted: Vec::new(),
-            ultraserver_type: offering.ultraserver.as_ref().map(|u| u.ultraserver_type.clone()),
-            health_steps: offering.health.clone(),
-            health_override: None,
-            usage_steps: offering.usage.clone(),
-            usage_override: None,
-        });
-    }
+    let bought = reservations_of(w, ctx, &offering, &offering_id, &platform, &tags);
     for res in &bought {
         tracing::info!(reservation = %res.id, offering = %offering.id, fee = %res.upfront_fee, "capacity block purchased");
     }
@@ -198,6 +153,9 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
     write_reservation(&mut x, &bought[0], w, ctx.now);
     x.close("capacityReservation");
     x.set("capacityBlockSet", &bought, |x, r| write_block(x, r, w, ctx.now));
+    // Every reservation in full (the API model's `CapacityReservations`, since 2026-11-17): one
+    // per segment of a segmented offering, one per UltraServer, else the one.
+    x.set("capacityReservationSet", &bought, |x, r| write_reservation(x, r, w, ctx.now));
     w.reservations.extend(bought);
 
     let drop_response = w.behaviour.drop_purchase_response;
@@ -205,6 +163,80 @@ pub fn purchase(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<Output, ApiE
         w.faults.dropped_purchase_responses += 1;
     }
     Ok(Output { body: x.into_string(), drop_response })
+}
+
+/// The reservations a purchase makes, each tagged with the purchase's tags. One capacity block
+/// (and reservation) per purchase, except UltraServers: EC2 documents that "for Trn2u
+/// instances, a capacity block ID refers to an EC2 UltraServer", so a purchase of N
+/// UltraServers makes N blocks, each one reservation of one UltraServer's instances (the
+/// harsher reading: a client must read every block of the answer), the fee split evenly, the
+/// cents left over to the first. A segmented offering makes one per segment ("a separate
+/// Capacity Reservation is created for each segment", the API model), each with its segment's
+/// zone, type, count and fee.
+fn reservations_of(
+    w: &mut World,
+    ctx: &Ctx<'_>,
+    offering: &market::Offering,
+    offering_id: &str,
+    platform: &str,
+    tags: &[(String, String)],
+) -> Vec<Reservation> {
+    let parts: Vec<(String, String, u32, Decimal)> = if offering.segments.is_empty() {
+        let (n, each) = match &offering.ultraserver {
+            Some(u) => (u.count, u.instances_each),
+            None => (1, offering.instance_count),
+        };
+        let share = (offering.upfront_fee / Decimal::from(n)).round_dp_with_strategy(2, RoundingStrategy::ToZero);
+        (0..n)
+            .map(|part| {
+                let mut fee = if part == 0 { offering.upfront_fee - share * Decimal::from(n - 1) } else { share };
+                fee.rescale(2);
+                (offering.availability_zone.clone(), offering.instance_type.clone(), each, fee)
+            })
+            .collect()
+    } else {
+        offering
+            .segments
+            .iter()
+            .map(|s| (s.availability_zone.clone(), s.instance_type.clone(), s.instance_count, s.upfront_fee))
+            .collect()
+    };
+    parts
+        .into_iter()
+        .map(|(availability_zone, instance_type, instance_count, upfront_fee)| {
+            let id = w.new_id("cr-");
+            Reservation {
+                capacity_block_id: block_id(&id),
+                id,
+                region: ctx.region.to_string(),
+                availability_zone,
+                instance_type,
+                instance_platform: platform.to_string(),
+                instance_count,
+                start: offering.start,
+                original_end: offering.end,
+                created: ctx.now,
+                tags: tags.to_vec(),
+                upfront_fee,
+                currency: offering.currency.clone(),
+                // The id the buyer named (a minted one under "per_answer").
+                offering_id: Some(offering_id.to_string()),
+                payment: Payment {
+                    outcome: offering.payment.unwrap_or(w.behaviour.payment),
+                    delay_hours: w.behaviour.payment_delay(),
+                    explicit: false,
+                },
+                injected: false,
+                state_override: None,
+                omitted: Vec::new(),
+                ultraserver_type: offering.ultraserver.as_ref().map(|u| u.ultraserver_type.clone()),
+                health_steps: offering.health.clone(),
+                health_override: None,
+                usage_steps: offering.usage.clone(),
+                usage_override: None,
+            }
+        })
+        .collect()
 }
 
 /// The block id of a reservation (distinct from the `cb-` offering id it was bought from).

@@ -3,7 +3,7 @@
 //!
 //! This file holds the client, the error classification and the `ACTIONS` table; each port's
 //! calls are in a file of their own: `offerings`, `purchase`, `reservations`, `extensions`,
-//! `blocks`.
+//! `blocks`; `ahead_of_sdk` the fields EC2 has and the SDK does not yet.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -35,6 +35,7 @@ use crate::ports::{
     PurchaseRequest, Purchaser, QuotaSource, REQUEST_LIMIT, ReservationSource, Tagged, Unreadable,
 };
 
+mod ahead_of_sdk;
 pub mod aws_clock;
 mod blocks;
 mod extensions;
@@ -77,6 +78,9 @@ pub struct Ec2Market {
     /// The UltraServer search form each region's EC2 took last (`SearchForm`), started from
     /// the market memory by each scan.
     search_forms: Mutex<HashMap<Region, SearchForm>>,
+    /// The regions whose EC2 refused `InstanceTypePreferences` (UnknownParameter): asked one
+    /// type per call from then on, for this client's life.
+    legacy_regions: Mutex<std::collections::HashSet<Region>>,
 }
 
 /// One region's clients, built once and shared by every call.
@@ -151,7 +155,12 @@ where
 impl Ec2Market {
     /// `base` is the shared SDK configuration (credentials, endpoint overrides, timeouts).
     pub fn new(base: SdkConfig) -> Self {
-        Ec2Market { base, clients: Mutex::new(HashMap::new()), search_forms: Mutex::new(HashMap::new()) }
+        Ec2Market {
+            base,
+            clients: Mutex::new(HashMap::new()),
+            search_forms: Mutex::new(HashMap::new()),
+            legacy_regions: Mutex::default(),
+        }
     }
 
     fn clients(&self, region: &Region) -> RegionClients {

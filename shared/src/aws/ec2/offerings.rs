@@ -1,7 +1,9 @@
 //! DescribeCapacityBlockOfferings (the market's answers, priced) and DescribeInstanceTypes
 //! (what a type carries).
 
+use super::ahead_of_sdk::{self, AheadOfSdk};
 use super::*;
+use crate::domain::offering::RawSegment;
 
 const OP: &str = "DescribeCapacityBlockOfferings";
 
@@ -18,11 +20,11 @@ fn refuses_the_form(e: &MarketError) -> bool {
 impl OfferingSource for Ec2Market {
     async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
         if q.ultraservers.is_none() {
-            return self.ask_offerings(q, SearchForm::WithInstanceType).await;
+            return self.ask_instances(q).await;
         }
         let form = self.search_form(&q.region).unwrap_or_default();
-        match self.ask_offerings(q, form).await {
-            Err(e) if refuses_the_form(&e) => match self.ask_offerings(q, form.other()).await {
+        match self.ask_offerings(q, form, false).await {
+            Err(e) if refuses_the_form(&e) => match self.ask_offerings(q, form.other(), false).await {
                 // Refused in both forms: the parameters themselves are wrong; the first
                 // refusal says so, and the region keeps its form.
                 Err(again) if refuses_the_form(&again) => Err(e),
@@ -48,7 +50,38 @@ impl OfferingSource for Ec2Market {
 }
 
 impl Ec2Market {
-    async fn ask_offerings(&self, q: &OfferingQuery, form: SearchForm) -> Result<Vec<Offering>, MarketError> {
+    /// An instance question: its types in one call (`InstanceTypePreferences`, up to 10) where
+    /// EC2 takes them, which also answers the segmented offerings made of them; where EC2
+    /// refuses the parameter as unknown (a region the 2026-11-17 model has not reached), one
+    /// call per type with the legacy `InstanceType`, then and for the rest of this client's life.
+    async fn ask_instances(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+        let legacy = self.legacy_regions.lock().unwrap_or_else(|p| p.into_inner()).contains(&q.region);
+        if !legacy {
+            match self.ask_offerings(q, SearchForm::WithInstanceType, true).await {
+                Err(e) if e.code() == Some("UnknownParameter") => {
+                    tracing::info!(region = %q.region, error = %e, "EC2 does not take InstanceTypePreferences here: one type per call");
+                    self.legacy_regions.lock().unwrap_or_else(|p| p.into_inner()).insert(q.region.clone());
+                }
+                answer => return answer,
+            }
+        }
+        let mut out = Vec::new();
+        for t in q.types() {
+            let one = OfferingQuery { instance_type: t.clone(), also_types: Vec::new(), ..q.clone() };
+            out.extend(self.ask_offerings(&one, SearchForm::WithInstanceType, false).await?);
+        }
+        Ok(out)
+    }
+
+    /// One question, every page followed; with `preferences` its types are sent as
+    /// `InstanceTypePreferences` instead of `InstanceType`. Either way the raw answer is read
+    /// for the offerings' segments (`ahead_of_sdk`).
+    async fn ask_offerings(
+        &self,
+        q: &OfferingQuery,
+        form: SearchForm,
+        preferences: bool,
+    ) -> Result<Vec<Offering>, MarketError> {
         let hours = int_param(OP, &q.region, "CapacityDurationHours", q.duration_hours)?;
         // An UltraServer search never names InstanceCount; InstanceType only in the form EC2
         // takes (`SearchForm`).
@@ -60,15 +93,18 @@ impl Ec2Market {
                 Some(int_param(OP, &q.region, "UltraserverCount", u.count)?),
             ),
             None => (
-                Some(q.instance_type.as_str()),
+                (!preferences).then_some(q.instance_type.as_str()),
                 Some(int_param(OP, &q.region, "InstanceCount", q.instance_count)?),
                 None,
                 None,
             ),
         };
+        let types: Vec<&str> =
+            if preferences { q.types().into_iter().map(|t| t.as_str()).collect() } else { Vec::new() };
         let mut out = Vec::new();
         let mut next_token: Option<String> = None;
         loop {
+            let ahead = AheadOfSdk::with_preferences(&types);
             // One attempt: the scan's paced asker (app::paced_asker) paces and retries this read
             // per region, which the SDK's per-call backoff cannot do.
             let page = self
@@ -94,25 +130,15 @@ impl Ec2Market {
                 .all_availability_zones(true)
                 .max_results(100)
                 .set_next_token(next_token.take())
+                .customize()
+                .interceptor(ahead.clone())
                 .send()
                 .await
                 .map_err(|e| classify(OP, &q.region, e))?;
+            let mut segments = ahead.body().map(|b| ahead_of_sdk::offering_segments(&b)).unwrap_or_default();
             for o in page.capacity_block_offerings() {
-                let raw = RawOffering {
-                    offering_id: o.capacity_block_offering_id().map(str::to_string),
-                    instance_type: o.instance_type().map(str::to_string),
-                    availability_zone: o.availability_zone().map(str::to_string),
-                    instance_count: o.instance_count(),
-                    start_date: o.start_date().and_then(to_chrono),
-                    end_date: o.end_date().and_then(to_chrono),
-                    duration_hours: o.capacity_block_duration_hours(),
-                    duration_minutes: o.capacity_block_duration_minutes(),
-                    zone_type: o.zone_type().map(str::to_string),
-                    upfront_fee: o.upfront_fee().map(str::to_string),
-                    currency_code: o.currency_code().map(str::to_string),
-                    ultraserver_type: o.ultraserver_type().map(str::to_string),
-                    ultraserver_count: o.ultraserver_count(),
-                };
+                let of_it = o.capacity_block_offering_id().and_then(|id| segments.remove(id)).unwrap_or_default();
+                let raw = raw_offering(o, of_it);
                 match Offering::parse(&q.region, raw) {
                     Ok(offering) => out.push(offering),
                     Err(e) => {
@@ -125,6 +151,26 @@ impl Ec2Market {
                 _ => return Ok(out),
             }
         }
+    }
+}
+
+/// The SDK's offering field by field, with the segments the raw answer gave it.
+fn raw_offering(o: &aws_sdk_ec2::types::CapacityBlockOffering, segments: Vec<RawSegment>) -> RawOffering {
+    RawOffering {
+        offering_id: o.capacity_block_offering_id().map(str::to_string),
+        instance_type: o.instance_type().map(str::to_string),
+        availability_zone: o.availability_zone().map(str::to_string),
+        instance_count: o.instance_count(),
+        start_date: o.start_date().and_then(to_chrono),
+        end_date: o.end_date().and_then(to_chrono),
+        duration_hours: o.capacity_block_duration_hours(),
+        duration_minutes: o.capacity_block_duration_minutes(),
+        zone_type: o.zone_type().map(str::to_string),
+        upfront_fee: o.upfront_fee().map(str::to_string),
+        currency_code: o.currency_code().map(str::to_string),
+        ultraserver_type: o.ultraserver_type().map(str::to_string),
+        ultraserver_count: o.ultraserver_count(),
+        segments,
     }
 }
 

@@ -1,5 +1,6 @@
 //! PurchaseCapacityBlock: sent once, with SDK retries off (it has no idempotency token).
 
+use super::ahead_of_sdk::{self, AheadOfSdk};
 use super::*;
 
 #[async_trait]
@@ -13,6 +14,8 @@ impl Purchaser for Ec2Market {
             .build();
         // No ClientToken exists for this call: a retry could buy a second block. One attempt;
         // an unknown outcome is settled by reconciliation (tag lookup), never by resending.
+        // The raw answer is kept for its reservation list, which the SDK does not read yet.
+        let ahead = AheadOfSdk::default();
         let result = self
             .once(region)
             .purchase_capacity_block()
@@ -20,6 +23,8 @@ impl Purchaser for Ec2Market {
             .instance_platform(CapacityReservationInstancePlatform::from(req.instance_platform.as_str()))
             .tag_specifications(tags)
             .dry_run(req.dry_run)
+            .customize()
+            .interceptor(ahead.clone())
             .send()
             .await;
         match result {
@@ -30,14 +35,15 @@ impl Purchaser for Ec2Market {
                     message: "EC2 answered without a CapacityReservation".into(),
                 })?;
                 // Every reservation the answer names: the first in full, the others (one per
-                // UltraServer) by id in its CapacityBlocks.
-                let more: Vec<String> = out
-                    .capacity_blocks()
-                    .iter()
-                    .flat_map(|b| b.capacity_reservation_ids())
-                    .filter(|id| Some(id.as_str()) != r.capacity_reservation_id())
-                    .cloned()
-                    .collect();
+                // UltraServer, one per segment) by id in its CapacityBlocks and in its
+                // CapacityReservations (read ahead of the SDK), each once.
+                let listed = ahead.body().map(|b| ahead_of_sdk::reservation_ids(&b)).unwrap_or_default();
+                let mut more: Vec<String> = Vec::new();
+                for id in out.capacity_blocks().iter().flat_map(|b| b.capacity_reservation_ids()).chain(&listed) {
+                    if Some(id.as_str()) != r.capacity_reservation_id() && !more.contains(id) {
+                        more.push(id.clone());
+                    }
+                }
                 reservation(region, r)
                     .map(|reservation| PurchaseOutcome::Bought(Box::new(Purchase { reservation, more })))
                     // It was bought; we just cannot read it: reconciliation will find it by tag.
