@@ -228,6 +228,7 @@ fn p5_query() -> OfferingQuery {
         duration_hours: 24,
         start_from: t0(),
         start_to: t0() + Duration::days(3),
+        also_types: Vec::new(),
     }
 }
 

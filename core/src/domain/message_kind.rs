@@ -390,6 +390,13 @@ mod tests {
             (MessageKind::Interruption, "interruption", "instance-interruption"),
             (MessageKind::MarketStep, "market-step", "market-stepped"),
             (MessageKind::Drought, "drought", "drought"),
+            (MessageKind::RequestFiled, "request-filed", "request-filed"),
+            (MessageKind::RequestApproved, "request-approved", "request-approved"),
+            (MessageKind::RequestRejected, "request-rejected", "request-rejected"),
+            (MessageKind::RequestCancelled, "request-cancelled", "request-cancelled"),
+            (MessageKind::RequestBought, "request-bought", "request-bought"),
+            (MessageKind::RequestExpired, "request-expired", "request-expired"),
+            (MessageKind::RequestRefused, "request-refused", "request-refused"),
         ];
         assert_eq!(pinned.len(), MessageKind::ALL.len(), "every kind is pinned");
         for (kind, key, event_type) in pinned {
