@@ -32,9 +32,7 @@ pub const MAX_REQUEST_TYPES: usize = 4;
 pub const MAX_REQUEST_REGIONS: usize = 4;
 /// The longest reason kept: it is shown in Slack and on the page, not an essay.
 pub const MAX_REASON_CHARS: usize = 500;
-/// The prefix of the rule id a request buys under (`Request::as_rule`), so its guard and budget
-/// items are apart from every rule a person writes.
-pub const REQUEST_RULE_PREFIX: &str = "request-";
+use crate::domain::rule::REQUEST_RULE_PREFIX;
 
 /// What a request asks for, as the requester filed it and as an approver approved it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

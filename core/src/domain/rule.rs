@@ -115,6 +115,10 @@ pub struct Extend {
     pub decide_hours_before_end: u32,
 }
 
+/// The prefix of the rule id a person's request buys under (`domain::request::Request::as_rule`),
+/// reserved so its guard and budget items are apart from every rule a person writes.
+pub const REQUEST_RULE_PREFIX: &str = "request-";
+
 /// A validated rule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rule {

@@ -132,8 +132,8 @@ impl Problems {
         }
         // A request's one-shot rule is named after it: a rule file of that name would share the
         // request's guard, budget row and purchase count.
-        if id.starts_with(crate::domain::request::REQUEST_RULE_PREFIX) {
-            let prefix = crate::domain::request::REQUEST_RULE_PREFIX;
+        if id.starts_with(super::REQUEST_RULE_PREFIX) {
+            let prefix = super::REQUEST_RULE_PREFIX;
             self.add("id", &format!("ids starting with {prefix:?} are reserved for people's requests"));
         }
         if spec.description.chars().count() > MAX_DESCRIPTION_CHARS {
