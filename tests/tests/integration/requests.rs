@@ -61,6 +61,52 @@ impl Stack {
         cmd
     }
 
+    /// Files a request for a day of one p5.48xlarge in us-west-2 under 3 USD for team research
+    /// through the CLI; its id and what the CLI said.
+    async fn file(&self, reason: &str, more: &[&str]) -> (String, String) {
+        let mut args = vec![
+            "request",
+            "--type",
+            "p5.48xlarge",
+            "--count",
+            "1",
+            "--days",
+            "1",
+            "--region",
+            "us-west-2",
+            "--from",
+            "2026-12-02",
+            "--until",
+            "2026-12-06",
+            "--max-price",
+            "3",
+            "--team",
+            "research",
+            "--reason",
+            reason,
+        ];
+        args.extend_from_slice(more);
+        let (code, out, err) = self.capblock(&args).await;
+        assert_eq!(code, 0, "{out}{err}");
+        let id = out.split_whitespace().find(|w| w.starts_with("rq-")).expect("the id").to_string();
+        (id, out)
+    }
+
+    /// The request's item as DynamoDB holds it, every attribute.
+    async fn raw_item(&self, id: &str) -> std::collections::HashMap<String, AttributeValue> {
+        let requester = self.rig.store.requests().await.unwrap()[0].keyed_requester.clone();
+        aws_sdk_dynamodb::Client::new(&self.rig.aws.sdk)
+            .get_item()
+            .table_name(&self.rig.aws.table)
+            .key("pk", AttributeValue::S(format!("REQUEST#{requester}")))
+            .key("sk", AttributeValue::S(format!("REQUEST#{id}")))
+            .send()
+            .await
+            .unwrap()
+            .item
+            .expect("the request's item")
+    }
+
     async fn capblock(&self, args: &[&str]) -> (i32, String, String) {
         let out = self.command(capblock_tests::runtime::binary("capblock")).args(args).output().await.unwrap();
         (
@@ -139,33 +185,8 @@ async fn thread(rig: &Rig, id: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_filed_approved_with_a_typed_yes_is_bought_once() {
     let s = Stack::new("requests-flow").await;
-    let (code, out, err) = s
-        .capblock(&[
-            "request",
-            "--type",
-            "p5.48xlarge",
-            "--count",
-            "1",
-            "--days",
-            "1",
-            "--region",
-            "us-west-2",
-            "--from",
-            "2026-12-02",
-            "--until",
-            "2026-12-06",
-            "--max-price",
-            "3",
-            "--team",
-            "research",
-            "--reason",
-            "the ablation the reviewers asked for",
-            "--slack",
-            "@ada",
-        ])
-        .await;
-    assert_eq!(code, 0, "{out}{err}");
-    let id = out.split_whitespace().find(|w| w.starts_with("rq-")).expect("the id").to_string();
+    let (id, out) = s.file("the ablation the reviewers asked for", &["--slack", "@ada"]).await;
+    let filed = s.raw_item(&id).await;
     assert!(out.contains("At the list price (5.970 USD per accelerator-hour"), "{out}");
     assert!(out.contains("Team research's budget") && out.contains("room for the most it may cost"), "{out}");
 
@@ -185,11 +206,17 @@ async fn a_request_filed_approved_with_a_typed_yes_is_bought_once() {
     assert!(matches!(bought.action, Some(Outcome::Bought { .. })), "{:?}", bought.action);
     assert_eq!(s.rig.sim.purchases().await.len(), 1);
 
-    // A second approval is refused; a replayed request item (written back as filed) buys nothing.
+    // A second approval is refused; the request's item replayed (written back as it was filed)
+    // buys nothing: its approval was consumed by the purchase.
     let (code, said) = s.on_a_terminal(&["requests", "approve", &id], "yes\n").await;
     assert_ne!(code, 0, "{said}");
-    let item = s.rig.store.requests().await.unwrap().into_iter().find(|r| r.keyed_id == id).unwrap();
-    s.rig.store.cancel_request(&item.keyed_requester, &id, s.rig.now()).await.unwrap();
+    aws_sdk_dynamodb::Client::new(&s.rig.aws.sdk)
+        .put_item()
+        .table_name(&s.rig.aws.table)
+        .set_item(Some(filed))
+        .send()
+        .await
+        .unwrap();
     s.rig.advance_minutes(10).await;
     s.scan().await;
     assert_eq!(s.rig.sim.purchases().await.len(), 1, "one approval buys once");
@@ -205,42 +232,9 @@ async fn a_request_filed_approved_with_a_typed_yes_is_bought_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_item_under_another_requesters_key_is_refused_by_name() {
     let s = Stack::new("requests-forged").await;
-    let (code, out, err) = s
-        .capblock(&[
-            "request",
-            "--type",
-            "p5.48xlarge",
-            "--count",
-            "1",
-            "--days",
-            "1",
-            "--region",
-            "us-west-2",
-            "--from",
-            "2026-12-02",
-            "--until",
-            "2026-12-06",
-            "--max-price",
-            "3",
-            "--team",
-            "research",
-            "--reason",
-            "forged below",
-        ])
-        .await;
-    assert_eq!(code, 0, "{out}{err}");
-    let id = out.split_whitespace().find(|w| w.starts_with("rq-")).unwrap().to_string();
+    let (id, _) = s.file("forged below", &[]).await;
     let ddb = aws_sdk_dynamodb::Client::new(&s.rig.aws.sdk);
-    let mut item = ddb
-        .get_item()
-        .table_name(&s.rig.aws.table)
-        .key("pk", AttributeValue::S(format!("REQUEST#{}", s.rig.store.requests().await.unwrap()[0].keyed_requester)))
-        .key("sk", AttributeValue::S(format!("REQUEST#{id}")))
-        .send()
-        .await
-        .unwrap()
-        .item
-        .unwrap();
+    let mut item = s.raw_item(&id).await;
     // Moved under Eve's key, still naming the filer: the index shows both.
     item.insert("pk".into(), AttributeValue::S("REQUEST#AROAEVE:eve".into()));
     ddb.delete_item()
