@@ -24,11 +24,15 @@ const RECENT: Duration = Duration::days(30);
 
 #[derive(Args)]
 #[command(
+    // clap's own usage line names every required option on one line, past 80 columns.
+    override_usage = "capblock request --type <TYPE> --count <COUNT> --days <DAYS>\n         \
+--region <REGION> --from <FROM> --until <UNTIL> --max-price <USD>\n         \
+--team <TEAM> --reason <REASON> [OPTIONS]",
     after_help = "Examples:\n  capblock request --type p5.48xlarge --count 2 --days 3 --region us-east-2 \\\n    \
---from 2026-12-10 --until 2026-12-20 --max-price 4.10 --team research \\\n    \
+--from 2026-12-10 --until 2026-12-20 --max-price 6.20 --team research \\\n    \
 --reason \"fine-tune before the paper deadline\" --slack @ada\n  \
 capblock request --type p5.48xlarge --type p5e.48xlarge --count 1 --days 7 --region us-east-1 \\\n    \
---region us-west-2 --from 2026-12-14T00:00:00Z --until 2027-01-10 --max-price 5 \\\n    \
+--region us-west-2 --from 2026-12-14T00:00:00Z --until 2027-01-10 --max-price 6.50 \\\n    \
 --team infra --reason \"eval\"\n\n\
 Files a request under your AWS identity (STS GetCallerIdentity: the user id your credentials \
 carry, never a flag), and says at once what it would cost at the list price and at the cheapest \

@@ -27,14 +27,25 @@ use crate::table::{self, Column};
 #[derive(Subcommand)]
 pub enum RequestsCommand {
     /// Every request: its state, who asked, for what and why.
+    #[command(after_help = "Examples:\n  capblock requests list\n  capblock requests list -o json\n\n\
+A request is filed, then approved (by an approver of its team, or by the scan within the team's \
+automatic limit), then bought, or rejected, cancelled or expired at its window's end.")]
     List(ListArgs),
     /// One request whole: its terms, its state, its decision.
+    #[command(after_help = "Examples:\n  capblock requests show rq-7f3a2c9b01de")]
     Show(IdArgs),
     /// Approve a request (an approver of its team): shows the plan, then asks for `yes`.
     Approve(ApproveArgs),
     /// Reject a request (an approver of its team), with a reason.
+    #[command(
+        after_help = "Examples:\n  capblock requests reject rq-7f3a2c9b01de --reason \"no budget left this month\"\n\n\
+The reason is told to the requester in the request's Slack thread."
+    )]
     Reject(RejectArgs),
     /// Cancel your own request before it is bought.
+    #[command(after_help = "Examples:\n  capblock requests cancel rq-7f3a2c9b01de\n\n\
+Only the identity that filed the request may cancel it; a request already bought is not undone \
+(a Capacity Block purchase cannot be cancelled).")]
     Cancel(IdArgs),
 }
 

@@ -316,6 +316,13 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
             let case = Case { world: &world, limit, scenario, others };
             let mine = case.timed("capblock", now);
             case.capblock_rows(&mine, rows);
+            // Ten types a question (InstanceTypePreferences), where EC2 answers a region's types
+            // of one count and duration together. capblock groups only types of one family (a
+            // refusal for one family would cost the answer for all): in this market every type
+            // of a region is a family of its own, so this row is what asking across families
+            // would bring, beside the defaults' one type a question.
+            let ten = Asker::Capblock { every, budget, on_sight: true, accounts: 1, types_per_question: 10 };
+            case.types_row(&mine, ten, rows);
             if figs.schedules.is_empty() {
                 let ask = mine.ask_secs.iter().sum::<f64>() / mine.ask_secs.len().max(1) as f64;
                 figs.schedules.push((
@@ -441,6 +448,20 @@ impl Case<'_> {
     }
 
     /// (e) capblock's detection with `accounts` accounts lending their limits (`asker`).
+    fn types_row(&self, one: &detect::Outcome, asker: detect::Asker, rows: &mut Vec<Row>) {
+        let o = self.timed("capblock, ten types a question", asker);
+        rows.push(info(
+            format!("(f) detection, {}: up to 10 types a question [{}]", self.scenario, self.limit.name),
+            format!(
+                "{}; {:.0} calls per region and day (one type a question: median {}, {:.0} calls)",
+                latency_text(&o),
+                o.calls_per_region_day(),
+                one.median().map_or("not found".to_string(), minutes),
+                one.calls_per_region_day()
+            ),
+        ));
+    }
+
     fn accounts_row(&self, asker: detect::Asker, accounts: usize, rows: &mut Vec<Row>) {
         let (bound, (factor, _)) = (self.bound(), self.target());
         let o = self.timed(&format!("capblock with {accounts} accounts"), asker);
