@@ -404,6 +404,13 @@ fn when(s: &str, end_of_day: bool) -> Result<DateTime<Utc>, String> {
     }
 }
 
+/// The list rates rules are judged by: the published table and the ones announced in the
+/// stack's table (`capblock rates`).
+pub async fn rate_book(store: &DynamoStore) -> Result<capblock_shared::domain::list_price::RateBook, StoreError> {
+    use capblock_shared::ports::RateStore;
+    Ok(capblock_shared::domain::list_price::RateBook::with_announced(store.announced_rates().await?))
+}
+
 /// The stack's settings as its functions stored them in the table (`None`: no function has run
 /// against it yet). The CLI never takes the stack's mode or account budget from a variable of
 /// the operator's shell, which may be missing or stale.

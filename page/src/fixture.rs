@@ -190,5 +190,6 @@ pub fn fixture() -> TeamData {
         approvals: vec![approval],
         prices,
         reminder_lead_minutes: vec![1440, 120, 30],
+        rates: Default::default(),
     }
 }

@@ -172,6 +172,31 @@ fn each_price_chart_shows_the_list_and_a_threshold_below_it_is_said() {
     assert_eq!(section(&page, "prices").matches("<p class=\"warn\">").count(), 1, "only the rule below the list");
 }
 
+/// A rate the operator announced for a later day is told, above the chart, to the rule it will
+/// put below; from its day on it is the list the chart draws.
+#[test]
+fn an_announced_rate_is_told_before_its_day_and_drawn_from_it() {
+    use capblock_core::domain::list_price::{ListRate, RateBook};
+    let mut d = fixture();
+    d.rules[0].max_price_per_accelerator_hour = "6.2".parse().unwrap();
+    let day = chrono::NaiveDate::from_ymd_opt(2027, 1, 1).unwrap();
+    let rise = ListRate::announcement("p5", "6.50".parse().unwrap(), day, "AWS email of 2026-12-01").unwrap();
+    d.rates = RateBook::with_announced(vec![rise]);
+    let page = render(&d);
+    let prices = section(&page, "prices");
+    let ahead = "<p class=\"warn\">from 2027-01-01 the list for p5.48xlarge will be 6.5 USD per accelerator-hour \
+                 (announced: AWS email of 2026-12-01): 6.2 will be below it";
+    assert_eq!(prices.matches(ahead).count(), 1, "told once, to the rule at 6.2: {prices}");
+    d.now = at(7, 9) + Duration::days(26);
+    let page = render(&d);
+    let prices = section(&page, "prices");
+    assert!(
+        prices.contains("List for p5: 6.5 USD/accelerator-hour since 2027-01-01 (AWS email of 2026-12-01)"),
+        "{prices}"
+    );
+    assert!(!prices.contains("will be 6.5"), "in effect: told as the list, not ahead");
+}
+
 /// An UltraServer rule names no instance type: its chart draws its UltraServers' offerings, per
 /// accelerator-hour, rather than "No prices." above its purchase.
 #[test]

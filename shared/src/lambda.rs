@@ -14,8 +14,8 @@ use crate::domain::stack::{StackSettings, StoredSettings};
 use crate::ports::{
     AlarmStore, BlockArchive, BlockKinds, BlockStatusSource, BlockStore, Clock, ExtensionHistory, ExtensionLedger,
     ExtensionMarket, FunctionDirectory, InstanceSource, InstanceTypeSource, Ledger, MarketError, MarketMemory,
-    Notifier, NotifyError, ObservationStore, OfferingSource, Outbox, PageClaims, Purchaser, QuotaSource, RequestStore,
-    ReservationLookup, ReservationSource, RuleStore, SettingsStore, StoreError,
+    Notifier, NotifyError, ObservationStore, OfferingSource, Outbox, PageClaims, Purchaser, QuotaSource, RateStore,
+    RequestStore, ReservationLookup, ReservationSource, RuleStore, SettingsStore, StoreError,
 };
 /// The invocation Lambda hands over (a test builds one with `LambdaEvent::new`).
 pub use lambda_runtime::{Context, LambdaEvent};
@@ -150,6 +150,7 @@ pub trait EdgeStore:
     + FunctionDirectory
     + MarketMemory
     + RequestStore
+    + RateStore
     + Outbox
 {
     /// The items this store's listings left out as corrupt since the last call, counted by the

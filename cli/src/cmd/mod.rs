@@ -13,6 +13,7 @@ mod intents;
 mod offerings;
 mod page;
 mod preflight;
+mod rates;
 mod report;
 mod request;
 mod requests;
@@ -132,6 +133,9 @@ capblock requests approve rq-7f3a2c9b01de\n  capblock requests reject rq-7f3a2c9
 capblock requests cancel rq-7f3a2c9b01de"
     )]
     Requests(requests::RequestsCommand),
+    /// The list rates rules are judged by: published, and those AWS announced ahead.
+    #[command(subcommand)]
+    Rates(rates::RatesCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(docs::CompletionsArgs),
     /// Print capblock's manual page (roff) to stdout.
@@ -321,6 +325,7 @@ pub async fn run(cli: Cli) -> CliResult {
         Command::Intents(c) => intents::run(c).await,
         Command::Request(a) => request::run(a).await,
         Command::Requests(c) => requests::run(c).await,
+        Command::Rates(c) => rates::run(c).await,
         Command::Completions(a) => docs::completions(&a),
         Command::Man(a) => docs::man(&a),
     }

@@ -24,7 +24,8 @@ capblock rules validate infra/examples/invalid-rule.toml   # every problem, with
 capblock rules validate --check-aws p5-weekly.toml        # the groups its actions name exist\n  \
 capblock rules show p5-weekly | capblock rules validate -\n\n\
 A valid rule may still be said with warnings: a threshold below today's list price, a max_total_fee \
-below one block at the threshold or the list.\n\
+below one block at the threshold or the list. Offline, the list is the published table; `rules put` \
+and preflight also read the rates announced in the stack (`capblock rates`).\n\
 Exit codes: 0 every file valid, 1 AWS failure (--check-aws), 2 a file invalid.")]
     Validate {
         /// The rule files (TOML); `-` reads one from stdin.
@@ -245,6 +246,7 @@ async fn put(files: &[String]) -> CliResult {
     let store = store().await?;
     // The teams the stack budgets, as its functions stored them (None: not stored yet).
     let teams = crate::context::stored_settings(&store).await?.map(|s| s.stack.team_budgets);
+    let book = crate::context::rate_book(&store).await?;
     for r in rules {
         let current = store.get_rule(&r.id).await?;
         if let Some(c) = &current
@@ -271,6 +273,10 @@ async fn put(files: &[String]) -> CliResult {
                 "  warning: team {team:?} has no budget in this stack's TeamBudgets: the rule buys nothing until it has \
                  one (or correct `team`)"
             );
+        }
+        // What the stack's list rates (published and announced) say of the rule stored.
+        for w in book.warnings(&r, now) {
+            eprintln!("  warning: max_price_per_accelerator_hour: {}", crate::table::safe(&w));
         }
     }
     Ok(())

@@ -19,8 +19,8 @@ use crate::domain::budget::Period;
 use crate::domain::money::Money;
 use crate::domain::run_time::RunTime;
 use crate::ports::{
-    BlockArchive, ExtensionLedger, Ledger, Notifier, ObservationStore, Outbox, PageClaims, PagePublisher, RuleStore,
-    SettingsStore, StoreError,
+    BlockArchive, ExtensionLedger, Ledger, Notifier, ObservationStore, Outbox, PageClaims, PagePublisher, RateStore,
+    RuleStore, SettingsStore, StoreError,
 };
 
 /// Whether a tracker payload is the monthly schedule's (`{"source": "capblock.monthly-summary"}`):
@@ -52,6 +52,7 @@ where
         + ExtensionLedger
         + ObservationStore
         + SettingsStore
+        + RateStore
         + Outbox
         + PageClaims
         + ?Sized,

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use super::scan::questions_for;
 use crate::domain::catalog::{quota_in_words, quota_request};
 use crate::domain::ids::Region;
+use crate::domain::list_price::RateBook;
 use crate::domain::permissions::{MemberAsk, PermissionsAsk, RegionAsk, findings as role_findings, member_findings};
 use crate::domain::plan::family;
 use crate::domain::preflight::{Finding, Preflight, Verdict, id_stability, ram_sharing, scheduled_block};
@@ -19,7 +20,7 @@ use crate::domain::rule::Rule;
 use crate::domain::tags::REQUESTED_QUANTITY_TAG;
 use crate::ports::{
     DESCRIBE_LIMIT, MarketError, OfferingQuery, OfferingSource, OrganizationSharing, PreflightStore, QuotaSource,
-    ReservationSource, RoleChecks, RuleStore, SettingsStore, StoreError, Subscriptions,
+    RateStore, ReservationSource, RoleChecks, RuleStore, SettingsStore, StoreError, Subscriptions,
 };
 
 /// The ports preflight reads, and how long it waits between two questions to one region.
@@ -80,7 +81,7 @@ impl Findings<'_> {
 impl<M, S, T> Preflighter<'_, M, S, T>
 where
     M: OfferingSource + ReservationSource + QuotaSource + ?Sized,
-    S: SettingsStore + RuleStore + PreflightStore + ?Sized,
+    S: SettingsStore + RuleStore + PreflightStore + RateStore + ?Sized,
     T: Subscriptions + ?Sized,
 {
     /// Every check, stored as the stack's last preflight.
@@ -99,16 +100,9 @@ where
         } else {
             findings.push(Finding::ok("rules", format!("{} enabled", rules.len())));
         }
+        let book = RateBook::with_announced(self.store.announced_rates().await?);
         for rule in &rules {
-            let below = crate::domain::list_price::below_list(rule, now);
-            if let Some(said) = crate::domain::list_price::says(&below, rule.max_price_per_accelerator_hour).first() {
-                findings.push(Finding::flagged(
-                    format!("rule {} threshold", rule.id),
-                    Verdict::Warn,
-                    said.clone(),
-                    "raise max_price_per_accelerator_hour to the list, or keep it and expect to wait for a dip",
-                ));
-            }
+            list_rate_findings(&mut findings, &book, rule, now);
         }
         let sharing: Vec<&str> = rules.iter().filter(|r| !r.share_with.is_empty()).map(|r| r.id.as_str()).collect();
         let enabled = if sharing.is_empty() {
@@ -312,5 +306,28 @@ where
                 "the tracker lists a region's blocks this way: check the role and the region",
             )),
         }
+    }
+}
+
+/// A rule whose threshold is below today's list (published or announced in effect), or will be
+/// below a rate announced for a later day: a warning each, the first type said.
+fn list_rate_findings(findings: &mut Findings, book: &RateBook, rule: &Rule, now: DateTime<Utc>) {
+    use crate::domain::list_price::{says, says_ahead};
+    let threshold = rule.max_price_per_accelerator_hour;
+    if let Some(said) = says(&book.below(rule, now), threshold).first() {
+        findings.push(Finding::flagged(
+            format!("rule {} threshold", rule.id),
+            Verdict::Warn,
+            said.clone(),
+            "raise max_price_per_accelerator_hour to the list, or keep it and expect to wait for a dip",
+        ));
+    }
+    if let Some(said) = says_ahead(&book.ahead(rule, now), threshold).first() {
+        findings.push(Finding::flagged(
+            format!("rule {} threshold ahead", rule.id),
+            Verdict::Warn,
+            said.clone(),
+            "raise max_price_per_accelerator_hour before the announced day (capblock rates list shows it)",
+        ));
     }
 }

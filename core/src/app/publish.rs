@@ -15,8 +15,8 @@ use serde::Serialize;
 use super::team_page::{TeamData, gather};
 use crate::domain::run_time::RunTime;
 use crate::ports::{
-    BlockArchive, ExtensionLedger, Ledger, ObservationStore, PageClaims, PagePublisher, PublishError, RuleStore,
-    SettingsStore, StoreError,
+    BlockArchive, ExtensionLedger, Ledger, ObservationStore, PageClaims, PagePublisher, PublishError, RateStore,
+    RuleStore, SettingsStore, StoreError,
 };
 
 /// The page's object key in the bucket (the template grants `s3:PutObject` on it alone).
@@ -62,7 +62,7 @@ pub fn hour_of(t: DateTime<Utc>) -> DateTime<Utc> {
 /// `render`, the pure renderer (`capblock_page::render`, a crate above this one).
 pub async fn team_page<S>(store: &S, now: DateTime<Utc>, render: fn(&TeamData) -> String) -> Result<String, StoreError>
 where
-    S: RuleStore + Ledger + BlockArchive + ExtensionLedger + ObservationStore + SettingsStore + ?Sized,
+    S: RuleStore + Ledger + BlockArchive + ExtensionLedger + ObservationStore + SettingsStore + RateStore + ?Sized,
 {
     Ok(render(&gather(store, now).await?))
 }

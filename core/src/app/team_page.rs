@@ -13,10 +13,12 @@ use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
 use crate::domain::checkpoint::DEFAULT_REMINDER_LEAD_MINUTES;
 use crate::domain::extension::ExtensionIntent;
 use crate::domain::ids::{InstanceType, Region};
+use crate::domain::list_price::RateBook;
 use crate::domain::money::Money;
 use crate::domain::rule::Rule;
 use crate::ports::{
-    BlockArchive, ExtensionLedger, Ledger, Observation, ObservationStore, RuleStore, SettingsStore, StoreError,
+    BlockArchive, ExtensionLedger, Ledger, Observation, ObservationStore, RateStore, RuleStore, SettingsStore,
+    StoreError,
 };
 
 /// How far back the page's price history and market section look.
@@ -74,6 +76,8 @@ pub struct TeamData {
     pub month: Month,
     /// Reminders before a block's end, minutes (the stack's default leads).
     pub reminder_lead_minutes: Vec<u32>,
+    /// The list rates: the published table and the operator's announced ones.
+    pub rates: RateBook,
 }
 
 /// Each region and type some rule's offerings are priced by, once. The types are those that
@@ -96,7 +100,7 @@ fn priced_pairs(rules: &[Rule]) -> Vec<(Region, InstanceType)> {
 /// and the hourly page, never a run's hot path.
 pub async fn gather<S>(store: &S, now: DateTime<Utc>) -> Result<TeamData, StoreError>
 where
-    S: RuleStore + Ledger + BlockArchive + ExtensionLedger + ObservationStore + SettingsStore + ?Sized,
+    S: RuleStore + Ledger + BlockArchive + ExtensionLedger + ObservationStore + SettingsStore + RateStore + ?Sized,
 {
     let period = Period::budget_month(now);
     let settings = store.stored_settings().await?;
@@ -153,6 +157,7 @@ where
         prices,
         month,
         reminder_lead_minutes: DEFAULT_REMINDER_LEAD_MINUTES.to_vec(),
+        rates: RateBook::with_announced(store.announced_rates().await?),
     })
 }
 

@@ -19,8 +19,8 @@ use crate::domain::lifecycle::BlockState;
 use crate::domain::request::{AUTO_APPROVER, Request, RequestDecision, RequestVerdict};
 use crate::domain::rule::{Mode, Rule};
 use crate::ports::{
-    BlockStore, Ledger, MarketMemory, Observation, ObservationStore, Outbox, PageClaims, RequestStore, ReserveError,
-    RuleStore, SettingsStore, StoreError,
+    BlockStore, Ledger, MarketMemory, Observation, ObservationStore, Outbox, PageClaims, RateStore, RequestStore,
+    ReserveError, RuleStore, SettingsStore, StoreError,
 };
 
 port_bundle!(
@@ -34,6 +34,7 @@ port_bundle!(
         + MarketMemory
         + PageClaims
         + RequestStore
+        + RateStore
 );
 
 /// The departures from a plain map that DynamoDB makes on its own, played on an
@@ -102,6 +103,7 @@ macro_rules! store_contract_cases {
             the_page_hour_is_claimed_once_and_given_back_only_by_its_hour,
             a_request_is_filed_once_and_cancelled_once_by_its_requester,
             a_requests_approval_is_consumed_by_one_purchase,
+            an_announced_rate_is_kept_per_family_and_day_and_withdrawn_once,
         );
     };
 }
@@ -459,6 +461,29 @@ async fn the_stacks_settings_are_rewritten_only_when_they_change<S: StorePorts, 
     let uncapped = StoredSettings { stack: StackSettings { account_budget: None, ..live.stack.clone() }, ..later };
     assert!(s.store_settings(&uncapped).await.unwrap());
     assert_eq!(s.stored_settings().await.unwrap(), Some(uncapped));
+}
+
+/// An announced rate: one per family and day (announcing it again replaces it), read back whole
+/// with its source, withdrawn once.
+async fn an_announced_rate_is_kept_per_family_and_day_and_withdrawn_once<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    use crate::domain::list_price::ListRate;
+    let day = |m: u32| chrono::NaiveDate::from_ymd_opt(2027, m, 1).unwrap();
+    let rate = |family: &str, usd: &str, m: u32| {
+        ListRate::announcement(family, usd.parse().unwrap(), day(m), "AWS email of 2026-12-01").unwrap()
+    };
+    assert!(s.announced_rates().await.unwrap().is_empty());
+    s.announce_rate(&rate("p5", "6.50", 1)).await.unwrap();
+    s.announce_rate(&rate("p5", "6.90", 1)).await.unwrap();
+    s.announce_rate(&rate("p5", "7.00", 3)).await.unwrap();
+    s.announce_rate(&rate("p5e", "9.10", 1)).await.unwrap();
+    let mut read = s.announced_rates().await.unwrap();
+    read.sort_by(|a, b| (&a.family, a.effective).cmp(&(&b.family, b.effective)));
+    assert_eq!(read, [rate("p5", "6.90", 1), rate("p5", "7.00", 3), rate("p5e", "9.10", 1)], "6.90 replaced 6.50");
+    assert_eq!(read[0].usd.to_string(), "6.90", "cents kept however the store writes the number");
+    assert!(s.withdraw_rate("p5", day(1)).await.unwrap());
+    assert!(!s.withdraw_rate("p5", day(1)).await.unwrap(), "withdrawn once");
+    assert!(!s.withdraw_rate("p4d", day(1)).await.unwrap(), "never announced");
+    assert_eq!(s.announced_rates().await.unwrap().len(), 2);
 }
 
 /// Two scans that read the same market memory and save at once: both answers are kept (the

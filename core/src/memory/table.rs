@@ -21,6 +21,7 @@ use crate::domain::budget::{
 };
 use crate::domain::extension::{ExtensionIntent, ExtensionState};
 use crate::domain::ids::{InstanceType, Region};
+use crate::domain::list_price::ListRate;
 use crate::domain::money::{Currency, Money};
 use crate::domain::offering::Offering;
 use crate::domain::outbox_key::OutboxKey;
@@ -99,6 +100,8 @@ struct Items {
     region_claims: BTreeMap<Region, (String, DateTime<Utc>)>,
     /// The hour whose team page a run claimed (`STACK` / `PAGE`).
     page_hour: Option<DateTime<Utc>>,
+    /// The operator's announced list rates, by family and day.
+    rates: BTreeMap<(String, chrono::NaiveDate), ListRate>,
     /// By (thread, milestone), as `BLOCK#<thread>` / `NOTICE#<milestone>`.
     notices: BTreeMap<(String, OutboxKey), NoticeRow>,
     /// The pending index (gsi1 `NOTICE#PENDING`): creation time, id, key.
@@ -1127,6 +1130,25 @@ impl PageClaims for MemoryTable {
             self.wrote(format!("release_page_hour {}", hour.to_rfc3339()));
         }
         Ok(())
+    }
+}
+
+#[async_trait]
+impl RateStore for MemoryTable {
+    async fn announce_rate(&self, rate: &ListRate) -> Result<(), StoreError> {
+        self.items().rates.insert((rate.family.clone(), rate.effective), rate.clone());
+        self.wrote(format!("announce_rate {} {}", rate.family, rate.effective));
+        Ok(())
+    }
+    async fn withdraw_rate(&self, family: &str, effective: chrono::NaiveDate) -> Result<bool, StoreError> {
+        let gone = self.items().rates.remove(&(family.to_string(), effective)).is_some();
+        if gone {
+            self.wrote(format!("withdraw_rate {family} {effective}"));
+        }
+        Ok(gone)
+    }
+    async fn announced_rates(&self) -> Result<Vec<ListRate>, StoreError> {
+        Ok(self.items().rates.values().cloned().collect())
     }
 }
 

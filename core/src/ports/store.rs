@@ -1,5 +1,5 @@
 //! The store: DynamoDB's items (rules, the ledger of intents and budgets, blocks, extensions,
-//! observations, alarms, the stack's settings, market memory).
+//! observations, alarms, the stack's settings, market memory, announced list rates).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -10,6 +10,7 @@ use crate::domain::block::Block;
 use crate::domain::budget::{BudgetCharge, BudgetOwner, BudgetUsage, ChargeRefusal, Intent, Period, ReleasedHold};
 use crate::domain::extension::{ExtensionIntent, ExtensionState};
 use crate::domain::ids::{InstanceType, Region};
+use crate::domain::list_price::ListRate;
 use crate::domain::offering::Offering;
 use crate::domain::plan::RegionMemory;
 use crate::domain::preflight::Preflight;
@@ -318,6 +319,19 @@ pub trait SettingsStore: Send + Sync {
     async fn store_settings(&self, settings: &StoredSettings) -> Result<bool, StoreError>;
     /// The stored settings; `None` when no function has stored any yet.
     async fn stored_settings(&self) -> Result<Option<StoredSettings>, StoreError>;
+}
+
+/// The list rates the operator recorded from AWS's announcements (`capblock rates announce`),
+/// read beside the published table (`domain::list_price::RateBook`) by preflight, `rules put` and
+/// the team page.
+#[async_trait]
+pub trait RateStore: Send + Sync {
+    /// Records `rate` (announced), replacing one recorded for the same family and day.
+    async fn announce_rate(&self, rate: &ListRate) -> Result<(), StoreError>;
+    /// Forgets the rate recorded for `family` from `effective`; returns whether one was.
+    async fn withdraw_rate(&self, family: &str, effective: chrono::NaiveDate) -> Result<bool, StoreError>;
+    /// Every recorded rate, in any order.
+    async fn announced_rates(&self) -> Result<Vec<ListRate>, StoreError>;
 }
 
 /// The names Lambda runs the stack's functions under, as each function recorded its own: how

@@ -6,7 +6,7 @@ use capblock_core::app::team_page::{CALENDAR_WEEKS, HISTORY_DAYS, PageBlock, Pri
 use capblock_core::domain::block::Block;
 use capblock_core::domain::duration::compact;
 use capblock_core::domain::extension::ExtensionState;
-use capblock_core::domain::list_price::{self, ListRate};
+use capblock_core::domain::list_price::{ListRate, RateBook};
 use capblock_core::domain::money::Currency;
 use capblock_core::domain::rule::Rule;
 use capblock_core::ports::Observation;
@@ -81,7 +81,7 @@ fn rule_prices(d: &TeamData, r: &Rule, from: DateTime<Utc>) -> String {
         .chain(spans.iter().map(|s| s.0))
         .min()
         .map_or(from, |t| (t - Duration::days(1)).max(from));
-    let (lists, listed) = list_lines(r, (first, end), d.now);
+    let (lists, listed) = list_lines(r, &d.rates, (first, end), d.now);
     let summary = format!(
         "{}. Threshold {} {}/accelerator-hour. {}{} purchase or extension mark(s).",
         if lines.is_empty() { "No prices".to_string() } else { lines.join("; ") },
@@ -106,10 +106,8 @@ fn rule_prices(d: &TeamData, r: &Rule, from: DateTime<Utc>) -> String {
         window: Some((first, end)),
         from_zero: false,
     });
-    let warnings: String = list_price::says(&list_price::below_list(r, d.now), r.max_price_per_accelerator_hour)
-        .iter()
-        .map(|w| format!("<p class=\"warn\">{}</p>", esc(w)))
-        .collect();
+    let warnings: String =
+        d.rates.warnings(r, d.now).iter().map(|w| format!("<p class=\"warn\">{}</p>", esc(w))).collect();
     format!(
         "<h3>{}</h3>{warnings}<div class=\"scroll chart-box\">{svg}</div><p class=\"summary\">{}</p>",
         esc(&title),
@@ -117,16 +115,20 @@ fn rule_prices(d: &TeamData, r: &Rule, from: DateTime<Utc>) -> String {
     )
 }
 
-/// The published list rate of each family the rule prices, as a line over `window` from the day
+/// The list rate of each family the rule prices (published, or announced and in effect), as a line over `window` from the day
 /// it took effect, and its words ("List for p5: 5.97 USD since 2026-10-07 (source). "); none for a
 /// family with no published rate or a rule in another currency.
-fn list_lines(r: &Rule, window: (DateTime<Utc>, DateTime<Utc>), now: DateTime<Utc>) -> (Vec<Series>, String) {
+fn list_lines(
+    r: &Rule,
+    book: &RateBook,
+    window: (DateTime<Utc>, DateTime<Utc>),
+    now: DateTime<Utc>,
+) -> (Vec<Series>, String) {
     if r.currency != Currency::USD {
         return (vec![], String::new());
     }
-    let mut rates: Vec<ListRate> =
-        r.priced_types().iter().filter_map(|t| list_price::list_rate(t.as_str(), now)).collect();
-    rates.dedup_by_key(|l| l.family);
+    let mut rates: Vec<ListRate> = r.priced_types().iter().filter_map(|t| book.rate(t.as_str(), now)).collect();
+    rates.dedup_by_key(|l| l.family.clone());
     let mut words = String::new();
     let lines = rates
         .iter()

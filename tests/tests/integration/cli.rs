@@ -2468,3 +2468,49 @@ async fn stack_said_once_where_money_moves() {
     assert_eq!(said, [format!("stack {STACK}: dry-run, account cap 1000.00 USD a month")], "{}", scan.stderr);
     scan.json();
 }
+
+/// A rate the operator records from AWS's announcement: `rates announce` names the stored rule it
+/// will put below, `rates list` shows it beside the published table, `rules put` and preflight
+/// tell the rule before the day; withdrawn once, then it is not found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_announced_rate_is_told_to_the_rules_it_will_put_below() {
+    let c = Cli::new("cli-rates").await;
+    c.stack(Mode::Live, Some("100000")).await;
+    c.put_rule(&rule_toml("west", "live", "6.20")).await;
+    // Thirty days after the simulator's clock: ahead, whatever day the machine thinks it is.
+    let day = (t0() + Duration::days(30)).date_naive().to_string();
+    let out = c.run(&["rates", "announce", "p5.48xlarge", "6.50", "--from", &day, "--source", "AWS email"]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let ahead =
+        format!("from {day} the list for p5.48xlarge will be 6.5 USD per accelerator-hour (announced: AWS email)");
+    assert!(
+        out.stdout.contains(&format!("Recorded: p5 at 6.5 USD per accelerator-hour from {day} (AWS email).")),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains(&format!("rule west: {ahead}: 6.20 will be below it")), "{}", out.stdout);
+
+    let list = c.run(&["rates", "list"]).await;
+    assert_eq!(list.code, 0, "{}{}", list.stdout, list.stderr);
+    assert!(list.stdout.contains("announced, ahead") && list.stdout.contains("published"), "{}", list.stdout);
+    let json = c.run(&["rates", "list", "-o", "json"]).await.json();
+    let announced: Vec<&Value> = json.as_array().unwrap().iter().filter(|r| r["announced"] == true).collect();
+    assert_eq!(announced.len(), 1, "{json}");
+    assert_eq!((announced[0]["family"].as_str(), announced[0]["usd"].as_str()), (Some("p5"), Some("6.50")));
+
+    let file = c.file("west.toml", &rule_toml("west", "live", "6.25"));
+    let put = c.run(&["rules", "put", &file]).await;
+    assert_eq!(put.code, 0, "{}{}", put.stdout, put.stderr);
+    assert!(put.stderr.contains(&format!("warning: max_price_per_accelerator_hour: {ahead}: 6.25")), "{}", put.stderr);
+    let preflight = c.run(&["preflight", "--pause-seconds", "0.05"]).await;
+    assert!(preflight.stdout.contains("rule west threshold ahead"), "{}", preflight.stdout);
+
+    let bad = c.run(&["rates", "announce", "p5", "0", "--from", &day, "--source", "x"]).await;
+    assert_eq!(bad.code, 2, "a rate of 0 is refused: {}{}", bad.stdout, bad.stderr);
+    let gone = c.run(&["rates", "withdraw", "p5", "--from", &day]).await;
+    assert_eq!(gone.code, 0, "{}{}", gone.stdout, gone.stderr);
+    let again = c.run(&["rates", "withdraw", "p5", "--from", &day]).await;
+    assert_eq!(again.code, 3, "withdrawn once: {}{}", again.stdout, again.stderr);
+    let put = c.run(&["rules", "put", &c.file("west2.toml", &rule_toml("west", "live", "6.30"))]).await;
+    assert!(!put.stderr.contains("will be"), "nothing ahead once withdrawn: {}", put.stderr);
+}

@@ -40,6 +40,7 @@ mod observations;
 mod outbox;
 mod page;
 mod preflight;
+mod rates;
 mod requests;
 mod rules;
 mod seen;
