@@ -17,12 +17,13 @@ usage: capblock-verify [--bound NAME] [--sabotage NAME] [--threads N] [--seconds
                one purchase), deep (make verify: a scan and capblock buy with every fault)
                deep-ultraservers (make verify: two scans of two-part purchases) and release
                (make test: a person's `capblock intents release` beside two scans), stale
-               (make test: EC2's answers missing a listed reservation for a while)
+               (make test: EC2's answers missing a listed reservation for a while), requests
+               (make test: a person's request beside a rule, approved twice, cancelled)
   --sabotage   put a known protocol bug back and show the path the checker finds to it:
                release-sent-on-timer, charge-after-purchase, settle-on-replayed-clock,
                release-per-part, gone-as-failed, give-back-unknown-answers, ignore-held-blocks,
                unlisted-part-failed, kept-fee-not-held, closed-intent-held-uncharged,
-               release-without-hold
+               release-without-hold, request-state-unchecked, approval-not-consumed
   --threads    checker threads (default 1: the path printed is then a shortest one)
   --seconds    stop after this long (the figures then cover part of the bound only)
 
@@ -119,6 +120,7 @@ fn bound(name: &str) -> Option<(Bounds, &'static str)> {
         "deep-ultraservers" => (Bounds::deep_ultraservers(), "deep-ultraservers"),
         "release" => (Bounds::release(), "release"),
         "stale" => (Bounds::stale(), "stale"),
+        "requests" => (Bounds::requests(), "requests"),
         _ => return None,
     })
 }
