@@ -18,7 +18,8 @@ usage: capblock-verify [--bound NAME] [--sabotage NAME] [--threads N] [--seconds
                deep-ultraservers (make verify: two scans of two-part purchases) and release
                (make test: a person's `capblock intents release` beside two scans), stale
                (make test: EC2's answers missing a listed reservation for a while), requests
-               (make test: a person's request beside a rule, approved twice, cancelled)
+               (make test: a person's request beside a rule, approved twice, cancelled) and
+               deep-requests (make verify: with a 12-hour step and a failed payment)
   --sabotage   put a known protocol bug back and show the path the checker finds to it:
                release-sent-on-timer, charge-after-purchase, settle-on-replayed-clock,
                release-per-part, gone-as-failed, give-back-unknown-answers, ignore-held-blocks,
@@ -121,6 +122,7 @@ fn bound(name: &str) -> Option<(Bounds, &'static str)> {
         "release" => (Bounds::release(), "release"),
         "stale" => (Bounds::stale(), "stale"),
         "requests" => (Bounds::requests(), "requests"),
+        "deep-requests" => (Bounds::deep_requests(), "deep-requests"),
         _ => return None,
     })
 }

@@ -200,6 +200,13 @@ impl Bounds {
         }
     }
 
+    /// `make verify`'s requests: the 12-hour step and a failed payment besides (a request's
+    /// purchase whose payment fails is not bought again: its approval stays consumed).
+    pub fn deep_requests() -> Bounds {
+        let requests = Bounds::requests();
+        Bounds { left: Left { jumps: 1, payment_failures: 1, ..requests.left }, ..requests }
+    }
+
     /// `make verify`: a scan and `capblock buy` (which may outlive a tick, as a scheduled run
     /// cannot) at once, with every fault.
     pub fn deep() -> Bounds {
