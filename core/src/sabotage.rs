@@ -32,6 +32,9 @@ pub enum Bug {
     /// `domain::settlement`: a reservation EC2 holds for an intent closed unbought (a person
     /// released it) is not taken for its purchase: adopted without its fee.
     ClosedIntentHeldUncharged,
+    /// `app::requests`: a request's own state is not checked before the scan asks it: any
+    /// approval is asked, the request cancelled, bought or expired since.
+    RequestStateUnchecked,
 }
 
 #[cfg(feature = "sabotage")]
@@ -44,7 +47,7 @@ mod switch {
     /// all run the code it is put back in.
     static ON: AtomicU8 = AtomicU8::new(0);
 
-    const ALL: [Bug; 7] = [
+    const ALL: [Bug; 8] = [
         Bug::ReleaseSentOnTimer,
         Bug::IgnoreHeldBlocks,
         Bug::UnlistedPartFailed,
@@ -52,6 +55,7 @@ mod switch {
         Bug::GoneAsFailed,
         Bug::KeptFeeNotHeld,
         Bug::ClosedIntentHeldUncharged,
+        Bug::RequestStateUnchecked,
     ];
 
     fn code(bug: Option<Bug>) -> u8 {

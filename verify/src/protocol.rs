@@ -10,6 +10,8 @@
 //! or of one UltraServer part while another stays held), and drops failed ones. Time moves in
 //! 5-minute ticks (across the graces) and in 12-hour jumps (across payment deadlines).
 
+use std::collections::BTreeMap;
+
 use capblock_core::app::purchase::{FailedPurchase, failed_purchase, held_refusal};
 use capblock_core::app::reconcile::{SettleStep, settle_step};
 use capblock_core::app::track::{PartSeen, kept_fee_hold, part_still_held};
@@ -20,6 +22,7 @@ use capblock_core::domain::budget::{
 use capblock_core::domain::catalog::AcceleratorCatalog;
 use capblock_core::domain::decision::{Headroom, Priced, check, room};
 use capblock_core::domain::lifecycle::{BlockState, Transition};
+use capblock_core::domain::request::{Request, TeamApproval};
 use capblock_core::domain::rule::Rule;
 use capblock_core::domain::run_time::RunTime;
 use capblock_core::domain::settlement::{Judgement, Shown, held_after_close_of, judge, may_release};
@@ -35,6 +38,8 @@ use crate::world::{
 /// What must hold in every reachable state: the model's own properties (stateright's
 /// `Model::properties`), so they live inside it.
 pub mod properties;
+/// A person's request: the scan's reading of it, the lead's decision, the requester's cancel.
+mod requests;
 
 /// How far the checker looks: the actors and the faults it may combine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +64,15 @@ pub struct Bounds {
     pub account_limit: i64,
     /// The rule's limit of blocks held at once (it counts a purchase's parts).
     pub max_held: u32,
+    /// Scans asking for a person's request (rule 1 is then the request's one-shot rule,
+    /// `Request::as_rule`, and rule 0 shares the team's budget with it); 0: no request.
+    pub request_scans: u8,
+    /// The lead's decisions on the request (two: approved twice, or approved and rejected).
+    pub leads: u8,
+    /// The requester's cancels.
+    pub cancels: u8,
+    /// The team's monthly budget, in USD (with a request).
+    pub team_limit: i64,
     pub left: Left,
 }
 
@@ -77,6 +91,10 @@ impl Bounds {
             limit: 1200,
             account_limit: 1200,
             max_held: 1,
+            request_scans: 0,
+            leads: 0,
+            cancels: 0,
+            team_limit: 0,
             left: Left {
                 ticks: 4,
                 jumps: 1,
@@ -110,6 +128,10 @@ impl Bounds {
             limit: 1200,
             account_limit: 1200,
             max_held: 1,
+            request_scans: 0,
+            leads: 0,
+            cancels: 0,
+            team_limit: 0,
             left: Left { ticks: 1, jumps: 1, crashes: 1, lost: 1, payment_failures: 1, ..Left::default() },
         }
     }
@@ -129,6 +151,10 @@ impl Bounds {
             limit: 1200,
             account_limit: 1000,
             max_held: 1,
+            request_scans: 0,
+            leads: 0,
+            cancels: 0,
+            team_limit: 0,
             left: Left { ticks: 2, jumps: 1, crashes: 1, lost: 1, payment_failures: 1, ..Left::default() },
         }
     }
@@ -156,6 +182,31 @@ impl Bounds {
         }
     }
 
+    /// A person's request beside a rule (in `make test`): a scan for the rule and two for the
+    /// request, the lead deciding twice, the requester cancelling; the team's budget, which
+    /// the rule and the request share, has room for one purchase, the account's for three.
+    pub fn requests() -> Bounds {
+        Bounds {
+            rules: 2,
+            scans: 1,
+            replay: false,
+            account_limit: 1800,
+            request_scans: 2,
+            leads: 2,
+            cancels: 1,
+            team_limit: 1000,
+            left: Left { ticks: 1, jumps: 0, crashes: 1, lost: 1, ..Left::default() },
+            ..Bounds::bounded()
+        }
+    }
+
+    /// `make verify`'s requests: the 12-hour step and a failed payment besides (a request's
+    /// purchase whose payment fails is not bought again: its approval stays consumed).
+    pub fn deep_requests() -> Bounds {
+        let requests = Bounds::requests();
+        Bounds { left: Left { jumps: 1, payment_failures: 1, ..requests.left }, ..requests }
+    }
+
     /// `make verify`: a scan and `capblock buy` (which may outlive a tick, as a scheduled run
     /// cannot) at once, with every fault.
     pub fn deep() -> Bounds {
@@ -172,6 +223,10 @@ pub struct Protocol {
     /// The rules, parsed once (`world::rule`), and the stack's budgets.
     pub rules: Vec<Rule>,
     pub stack: StackBudgets,
+    /// The person's request whose one-shot rule is rule 1 (`Bounds::request_scans`), and the
+    /// teams' approval settings it is judged by.
+    pub request: Option<Request>,
+    pub teams: BTreeMap<String, TeamApproval>,
 }
 
 /// One move of one actor, of EC2 or of time.
@@ -251,13 +306,19 @@ impl Model for Protocol {
         let b = &self.bounds;
         let mut actors = Vec::new();
         let rules = b.rules.clamp(1, 2);
-        actors.extend((0..b.scans).map(|i| Actor { who: Who::Scan, rule: i % rules, step: Step::Start }));
+        let scans_rules = if self.request.is_some() { 1 } else { rules };
+        actors.extend((0..b.scans).map(|i| Actor { who: Who::Scan, rule: i % scans_rules, step: Step::Start }));
+        actors.extend((0..b.request_scans).map(|_| Actor { who: Who::Scan, rule: 1, step: Step::Start }));
+        actors.extend((0..b.leads).map(|_| Actor { who: Who::Lead, rule: 1, step: Step::Start }));
+        actors.extend((0..b.cancels).map(|_| Actor { who: Who::Requester, rule: 1, step: Step::Start }));
         actors.extend((0..b.hands).map(|_| Actor { who: Who::Hand, rule: 0, step: Step::Start }));
         if b.replay {
             actors.push(Actor { who: Who::Replay, rule: 0, step: Step::Start });
         }
         actors.extend((0..b.releases).map(|_| Actor { who: Who::Release, rule: 0, step: Step::Start }));
+        let teamed = [0, 1].map(|i| self.rules.get(i).is_some_and(|r| r.team.is_some()));
         vec![World {
+            teamed,
             minute: 0,
             left: b.left,
             actors,
@@ -272,6 +333,8 @@ impl Model for Protocol {
             let a = a as u8;
             match actor.step {
                 Step::Done => continue,
+                Step::Start if actor.who == Who::Lead => (0..2).for_each(|choice| out.push(Action::Act { a, choice })),
+                Step::Start if actor.who == Who::Requester => out.push(Action::Act { a, choice: 0 }),
                 Step::Start => (0..self.bounds.offerings.max(1)).for_each(|choice| out.push(Action::Act { a, choice })),
                 Step::Reserved { .. } => (0..2).for_each(|choice| out.push(Action::Act { a, choice })),
                 Step::Sent { .. } => (0..5).for_each(|choice| out.push(Action::Act { a, choice })),
@@ -429,13 +492,23 @@ impl Protocol {
     /// process-wide: a process checks one protocol at a time).
     pub fn new(bounds: Bounds) -> Protocol {
         capblock_core::sabotage::put_back(None);
+        let mut rules: Vec<Rule> = (0..usize::from(bounds.rules.clamp(1, 2)))
+            .map(|i| rule(i, bounds.parts.max(1), bounds.limit, bounds.max_held))
+            .collect();
+        let request = (bounds.request_scans > 0).then(crate::world::request);
+        if let Some(r) = &request {
+            // Rule 0 shares the request's team; rule 1 is the request's own one-shot rule.
+            rules[0].team = Some(crate::world::TEAM.into());
+            rules.truncate(1);
+            rules.push(r.as_rule());
+        }
         Protocol {
             bounds,
             sabotage: None,
-            rules: (0..usize::from(bounds.rules.clamp(1, 2)))
-                .map(|i| rule(i, bounds.parts.max(1), bounds.limit, bounds.max_held))
-                .collect(),
-            stack: stack(bounds.account_limit),
+            rules,
+            stack: stack(bounds.account_limit, bounds.team_limit),
+            request,
+            teams: crate::world::team_approvals(),
         }
     }
 
@@ -456,6 +529,8 @@ impl Protocol {
                 Who::Hand => "capblock buy",
                 Who::Replay => "dry-run replay",
                 Who::Release => "capblock intents release",
+                Who::Lead => "the lead",
+                Who::Requester => "the requester",
             };
             format!("{who} #{a}")
         };
@@ -470,6 +545,9 @@ impl Protocol {
                         name(key(w.actors[*a as usize].rule, *choice))
                     ),
                     (Who::Release, Step::Checked { o }) => format!("releases {}'s fee", name(o)),
+                    (Who::Lead, _) if *choice == 0 => "approves the request".into(),
+                    (Who::Lead, _) => "rejects the request".into(),
+                    (Who::Requester, _) => "cancels the request".into(),
                     (_, Step::Start) => format!("decides on {}", name(key(w.actors[*a as usize].rule, *choice))),
                     (_, Step::Decided { o, .. }) => format!("reserves the budgets for {}", name(o)),
                     (_, Step::Reserved { o }) if *choice == 0 => format!("re-checks {}: still on sale", name(o)),
@@ -520,7 +598,7 @@ impl Protocol {
         let clock = at(w.minute);
         match who {
             Who::Replay => RunTime::asked(clock, Some(clock + chrono::Duration::minutes(REPLAY_AHEAD))),
-            Who::Scan | Who::Hand | Who::Release => RunTime::from(clock),
+            Who::Scan | Who::Hand | Who::Release | Who::Lead | Who::Requester => RunTime::from(clock),
         }
     }
 
@@ -531,8 +609,11 @@ impl Protocol {
             (Who::Release, Step::Start) => self.look_before_release(w, key(rule, choice)),
             (Who::Release, Step::Checked { o }) => self.release(w, o),
             (Who::Release, _) => None,
+            (Who::Lead, Step::Start) => self.lead_decides(w, choice == 0),
+            (Who::Requester, Step::Start) => self.requester_cancels(w),
+            (Who::Lead | Who::Requester, _) => None,
             (_, Step::Start) => self.decide(w, key(rule, choice)),
-            (_, Step::Decided { o, seq }) => self.reserve(w, o, seq),
+            (_, Step::Decided { o, seq, closed }) => self.reserve(w, o, seq, closed),
             (_, Step::Reserved { o }) => self.recheck(w, o, choice),
             (_, Step::Checked { o }) => self.mark_sent(w, o),
             (_, Step::Sent { o }) => self.call(w, o, choice),
@@ -553,6 +634,15 @@ impl Protocol {
     fn decide(&self, w: &World, o: u8) -> Option<Step> {
         let ri = rule_of(o);
         let rule = &self.rules[ri];
+        // A request's one-shot rule is asked only when the scan's reading of the request says
+        // so (`requests::check_request`); `closed` is the model's own word on the request then.
+        let closed = match (ri, &self.request) {
+            (1, Some(_)) => match self.read_request(w) {
+                Some(closed) => closed,
+                None => return Some(Step::Done),
+            },
+            _ => false,
+        };
         if w.store.guards[ri].is_some() || w.store.intents.contains_key(&o) {
             return Some(Step::Done);
         }
@@ -569,19 +659,26 @@ impl Protocol {
         }
         let now = at(w.minute);
         let account = self.stack.account.unwrap_or(rule.monthly_budget);
+        let team = match &rule.team {
+            Some(t) => {
+                self.stack.teams.get(t).map_or(rule.monthly_budget, |limit| room(*limit, usd(w.store.team.committed)))
+            }
+            None => rule.monthly_budget,
+        };
         let headroom = room(rule.monthly_budget, usd(w.store.rules[ri].committed))
             .amount()
-            .min(room(account, usd(w.store.account.committed)).amount());
+            .min(room(account, usd(w.store.account.committed)).amount())
+            .min(team.amount());
         let priced = Priced::new(offering_of(o, self.parts()), &AcceleratorCatalog::new())?;
         match check(rule, &priced, Headroom(usd(headroom.try_into().unwrap_or(0))), now) {
-            None => Some(Step::Decided { o, seq: w.store.seqs[ri] }),
+            None => Some(Step::Decided { o, seq: w.store.seqs[ri], closed }),
             Some(_) => Some(Step::Done),
         }
     }
 
     /// The one reservation transaction: the intent (new), the guard (no open intent, the
     /// sequence read), and every charge the core's `charges_for` names, each `admits`-ed.
-    fn reserve(&self, w: &mut World, o: u8, seq: u8) -> Option<Step> {
+    fn reserve(&self, w: &mut World, o: u8, seq: u8, closed: bool) -> Option<Step> {
         if self.on(Sabotage::ChargeAfterPurchase) {
             // The bug: straight to EC2, the budgets charged when the answer is written.
             return Some(Step::Sent { o });
@@ -593,10 +690,19 @@ impl Protocol {
         if w.store.intents.contains_key(&o) || w.store.guards[ri].is_some() || w.store.seqs[ri] != seq || !fits {
             return Some(Step::Done);
         }
+        // A request's purchase consumes its approval in the same transaction, conditional on
+        // an approval not consumed yet (`Ledger::reserve`'s `ApprovalUsed`).
+        if self.rules[ri].request.is_some() && !self.consume_approval(w, o) {
+            return Some(Step::Done);
+        }
         let owners: Vec<&BudgetOwner> = charges.iter().map(|c| &c.owner).collect();
         assert!(
-            matches!(owners.as_slice(), [BudgetOwner::Rule(_), BudgetOwner::Account]),
-            "the model keeps a rule's budget and the account's, not {owners:?}"
+            matches!(
+                owners.as_slice(),
+                [BudgetOwner::Rule(_), BudgetOwner::Account]
+                    | [BudgetOwner::Rule(_), BudgetOwner::Team(_), BudgetOwner::Account]
+            ),
+            "the model keeps a rule's budget, its team's and the account's, not {owners:?}"
         );
         charge(w, o, 1);
         w.store.guards[ri] = Some(o);
@@ -608,6 +714,7 @@ impl Protocol {
             parts: vec![],
             fee_released: false,
             released_by_person: false,
+            read_closed: closed,
         };
         w.store.intents.insert(o, stored);
         Some(Step::Reserved { o })
@@ -616,6 +723,7 @@ impl Protocol {
     fn admits(&self, w: &World, ri: usize, c: &BudgetCharge) -> bool {
         let usage = match c.owner {
             BudgetOwner::Account => usage_of(&w.store.account),
+            BudgetOwner::Team(_) => usage_of(&w.store.team),
             _ => usage_of(&w.store.rules[ri]),
         };
         admits(c, Some(&usage), usd(crate::world::FEE))
@@ -681,6 +789,7 @@ impl Protocol {
                         parts: vec![],
                         fee_released: false,
                         released_by_person: false,
+                        read_closed: false,
                     });
                     charge(w, o, 1);
                 }
@@ -899,6 +1008,9 @@ fn charge(w: &mut World, o: u8, sign: i64) {
     rule.committed += sign * crate::world::FEE;
     rule.purchases = rule.purchases.saturating_add_signed(sign as i32);
     w.store.account.committed += sign * crate::world::FEE;
+    if w.teamed[rule_of(o)] {
+        w.store.team.committed += sign * crate::world::FEE;
+    }
 }
 
 /// How an open intent closes.
@@ -924,6 +1036,11 @@ fn close(w: &mut World, o: u8, how: Close) {
     match how {
         Close::GiveBack(_) => {
             w.store.intents.remove(&o);
+            // Nothing was bought on the request's approval: it may buy again
+            // (`Ledger::record_given_back`).
+            if w.store.request.consumed_by == Some(o) {
+                w.store.request.consumed_by = None;
+            }
         }
         Close::Reject => {
             if let Some(i) = w.store.intents.get_mut(&o) {

@@ -40,10 +40,16 @@ pub enum Sabotage {
     ClosedIntentHeldUncharged,
     /// A person's release leaves no hold on the rule's guard (the model's ledger write).
     ReleaseWithoutHold,
+    /// The scan asks a request whatever its state, so long as it was approved once: cancelled,
+    /// or its approval consumed.
+    RequestStateUnchecked,
+    /// A request's purchase is reserved without consuming its approval (the model's ledger
+    /// write).
+    ApprovalNotConsumed,
 }
 
 impl Sabotage {
-    pub const ALL: [Sabotage; 11] = [
+    pub const ALL: [Sabotage; 13] = [
         Sabotage::ReleaseSentOnTimer,
         Sabotage::ChargeAfterPurchase,
         Sabotage::SettleOnReplayedClock,
@@ -55,6 +61,8 @@ impl Sabotage {
         Sabotage::KeptFeeNotHeld,
         Sabotage::ClosedIntentHeldUncharged,
         Sabotage::ReleaseWithoutHold,
+        Sabotage::RequestStateUnchecked,
+        Sabotage::ApprovalNotConsumed,
     ];
 
     /// The core's bug switch it is, when the bug is in the core's code the model runs.
@@ -67,10 +75,12 @@ impl Sabotage {
             Sabotage::GoneAsFailed => Some(Bug::GoneAsFailed),
             Sabotage::KeptFeeNotHeld => Some(Bug::KeptFeeNotHeld),
             Sabotage::ClosedIntentHeldUncharged => Some(Bug::ClosedIntentHeldUncharged),
+            Sabotage::RequestStateUnchecked => Some(Bug::RequestStateUnchecked),
             Sabotage::ChargeAfterPurchase
             | Sabotage::SettleOnReplayedClock
             | Sabotage::ReleasePerPart
-            | Sabotage::ReleaseWithoutHold => None,
+            | Sabotage::ReleaseWithoutHold
+            | Sabotage::ApprovalNotConsumed => None,
         }
     }
 
@@ -88,6 +98,8 @@ impl Sabotage {
             Sabotage::KeptFeeNotHeld => "kept-fee-not-held",
             Sabotage::ClosedIntentHeldUncharged => "closed-intent-held-uncharged",
             Sabotage::ReleaseWithoutHold => "release-without-hold",
+            Sabotage::RequestStateUnchecked => "request-state-unchecked",
+            Sabotage::ApprovalNotConsumed => "approval-not-consumed",
         }
     }
 

@@ -8,6 +8,7 @@ use capblock_core::domain::budget::{Intent, IntentState, ReleasedHold, StackBudg
 use capblock_core::domain::lifecycle::{BlockState, Observed};
 use capblock_core::domain::money::Money;
 use capblock_core::domain::offering::Offering;
+use capblock_core::domain::request::{Request, RequestTerms, TeamApproval};
 use capblock_core::domain::rule::Rule;
 use capblock_core::domain::tags::INTENT_TAG;
 use chrono::{DateTime, Duration, TimeZone, Utc};
@@ -60,16 +61,24 @@ pub enum Who {
     /// A person's `capblock intents release` of a sent intent EC2 lists nothing for: look, then
     /// write (`Ledger::release_by_person`), on AWS's clock.
     Release,
+    /// A team's lead deciding the person's request (`capblock requests approve|reject`): the
+    /// decision written once (`RequestStore::decide_request`); a second one is refused.
+    Lead,
+    /// The requester cancelling their request (`capblock requests cancel`).
+    Requester,
 }
 
 /// Where an actor is in its run: the step it takes next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Step {
     Start,
-    /// Decided to buy offering `o`, having read the rule's guard at `seq`.
+    /// Decided to buy offering `o`, having read the rule's guard at `seq`; for a request's
+    /// one-shot rule, `closed` says the request was not open to buying when the scan read it
+    /// (cancelled, not approved, or its approval consumed), as the model sees it.
     Decided {
         o: u8,
         seq: u8,
+        closed: bool,
     },
     /// The intent is reserved (budgets charged, guard taken); the offering is re-checked next.
     Reserved {
@@ -126,6 +135,8 @@ pub struct StoredIntent {
     /// A person released it (`capblock intents release`): their judgement against EC2's
     /// listing, which the tracker corrects when EC2 lists the purchase after all.
     pub released_by_person: bool,
+    /// Reserved by a scan that read its request closed to buying (`Step::Decided`'s `closed`).
+    pub read_closed: bool,
 }
 
 /// A budget's row for the month.
@@ -166,6 +177,21 @@ pub struct Store {
     pub blocks: BTreeMap<u8, BlockState>,
     /// The outbox: each notice and how many times a write put it there.
     pub notices: BTreeMap<Notice, u8>,
+    /// The team's budget, which the rules of `World::teamed` draw on.
+    pub team: Usage,
+    /// The person's request (rule 1's, when the bound has one): its item and its decision.
+    pub request: RequestRow,
+}
+
+/// A request's item and decision as the table holds them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RequestRow {
+    /// The requester cancelled it (the item's `cancelled_at`).
+    pub cancelled: bool,
+    /// The decision: approved (true) or rejected, once.
+    pub approved: Option<bool>,
+    /// The intent (its key) whose reservation consumed the approval.
+    pub consumed_by: Option<u8>,
 }
 
 /// A reservation's state in EC2.
@@ -271,6 +297,8 @@ pub struct Left {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct World {
+    /// Which rules draw on the team's budget (fixed for a model: no state of its own).
+    pub teamed: [bool; 2],
     pub minute: Minute,
     pub left: Left,
     pub actors: Vec<Actor>,
@@ -298,9 +326,44 @@ pub fn usd(amount: i64) -> Money {
     Money::usd(amount.into()).unwrap_or_else(|e| panic!("the model's amount {amount} is invalid: {e}"))
 }
 
-/// The stack's budgets: the account capped at `limit`.
-pub fn stack(limit: i64) -> StackBudgets {
-    StackBudgets { account: Some(usd(limit)), teams: BTreeMap::new() }
+/// The stack's budgets: the account capped at `limit`, and the team's at `team` (0: no team).
+pub fn stack(limit: i64, team: i64) -> StackBudgets {
+    let teams = if team > 0 { BTreeMap::from([(TEAM.to_string(), usd(team))]) } else { BTreeMap::new() };
+    StackBudgets { account: Some(usd(limit)), teams }
+}
+
+/// The team the model's request, and the rule beside it, belong to.
+pub const TEAM: &str = "research";
+/// The lead who approves the team's requests (the team's `TeamApproval`).
+pub const LEAD: &str = "arn:aws:iam::123456789012:role/research-lead";
+
+/// The model's person's request: a day of one p5.48xlarge in the offerings' window, at most 5
+/// USD per accelerator-hour (a most fee of 960 USD: one offering's `FEE` fits), for the team.
+pub fn request() -> Request {
+    let terms = RequestTerms {
+        instance_types: vec!["p5.48xlarge".parse().unwrap_or_else(|e| panic!("{e}"))],
+        instance_count: 1,
+        days: 1,
+        regions: vec![REGION.parse().unwrap_or_else(|e| panic!("{e}"))],
+        earliest_start: t0() + Duration::days(1),
+        latest_end: t0() + Duration::days(11),
+        max_price_per_accelerator_hour: usd(5),
+        team: TEAM.into(),
+        reason: "the model's request".into(),
+        slack: None,
+    };
+    let r = Request { id: "rq-1".into(), requester: "AIDAALICE".into(), filed_at: t0(), terms, cancelled_at: None };
+    // The request is the model's own constant: one the core refuses is a model bug.
+    if let Some(problem) = r.problems().first() {
+        panic!("the model's request is invalid: {problem}");
+    }
+    r
+}
+
+/// The team's approval settings: nothing approved on its own (the automatic limit is below the
+/// request's most fee), `LEAD` approves.
+pub fn team_approvals() -> BTreeMap<String, TeamApproval> {
+    BTreeMap::from([(TEAM.to_string(), TeamApproval { auto_up_to: usd(500), approvers: vec![LEAD.into()] })])
 }
 
 /// Offering `o` (or intent key `o`'s offering): a day of `parts` x p5.48xlarge starting `o + 2`

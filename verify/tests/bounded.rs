@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use capblock_verify::properties::{
-    EC2_WITHIN_COMMITTED, HELD_WITHIN_RULE, LEDGER_ADDS_UP, SETTLED_BY_THE_RUNS_THAT_FOLLOW,
+    APPROVAL_CONSUMED_ONCE, CLOSED_REQUEST_NOT_BOUGHT, EC2_WITHIN_COMMITTED, HELD_WITHIN_RULE, LEDGER_ADDS_UP,
+    SETTLED_BY_THE_RUNS_THAT_FOLLOW,
 };
 use capblock_verify::{Bounds, Protocol, Sabotage};
 use stateright::{Checker, HasDiscoveries, Model};
@@ -68,6 +69,11 @@ fn stale_reads_of_a_listed_reservation_keep_every_money_property() {
     check_all(Bounds::stale(), 119_790);
 }
 
+#[test]
+fn a_persons_request_beside_a_rule_keeps_every_money_property() {
+    check_all(Bounds::requests(), 218_316);
+}
+
 /// Each bug put back is found, breaking the property it should.
 #[test]
 fn each_protocol_bug_put_back_is_found() {
@@ -83,6 +89,9 @@ fn each_protocol_bug_put_back_is_found() {
         (Sabotage::KeptFeeNotHeld, Bounds::deep_ultraservers(), HELD_WITHIN_RULE),
         (Sabotage::ClosedIntentHeldUncharged, Bounds::release(), SETTLED_BY_THE_RUNS_THAT_FOLLOW),
         (Sabotage::ReleaseWithoutHold, Bounds::release(), HELD_WITHIN_RULE),
+        // The lead approves, the requester cancels, the scan reads the request and buys.
+        (Sabotage::RequestStateUnchecked, Bounds::requests(), CLOSED_REQUEST_NOT_BOUGHT),
+        (Sabotage::ApprovalNotConsumed, Bounds::requests(), APPROVAL_CONSUMED_ONCE),
     ];
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for (sabotage, bounds, broken) in cases {

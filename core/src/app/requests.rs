@@ -70,6 +70,9 @@ pub fn check_request(
         if d.verdict == RequestVerdict::Approved && d.consumed_by.is_none() {
             decision_allowed(d, teams)?;
         }
+        if crate::sabotage::on(crate::sabotage::Bug::RequestStateUnchecked) && d.verdict == RequestVerdict::Approved {
+            return Ok(RequestState::Approved);
+        }
     }
     Ok(state_of(request, decision, now))
 }

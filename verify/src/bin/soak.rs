@@ -64,6 +64,7 @@ fn main() -> ExitCode {
                     s.faults.lost_after + s.faults.lost_before,
                     s.checks
                 );
+                print_requests(&s);
                 if std::env::var_os("CAPBLOCK_SOAK_PROFILE").is_some() {
                     println!("  time: {:?}\n  EC2 calls: {:?}", s.busy, s.ec2_calls);
                 }
@@ -87,6 +88,20 @@ fn main() -> ExitCode {
         simulated_days as f64 / 365.0 / minutes_used.max(1e-9)
     );
     ExitCode::SUCCESS
+}
+
+/// What became of the seed's people's requests.
+fn print_requests(s: &sim::Summary) {
+    let requests = |what: &str| s.requests.get(what).copied().unwrap_or(0);
+    println!(
+        "  requests: {} filed, {} bought, {} expired, {} cancelled, {} rejected, {} forged items refused",
+        requests("filed"),
+        requests("bought"),
+        requests("expired"),
+        requests("cancelled"),
+        requests("rejected"),
+        requests("forged items")
+    );
 }
 
 /// Whether the soak is over: its time is spent.

@@ -3,8 +3,10 @@
 use capblock_core::domain::budget::IntentState;
 use stateright::Property;
 
+use rust_decimal::Decimal;
+
 use crate::protocol::Protocol;
-use crate::world::{FEE, Notice, StoredIntent, World, rule_of};
+use crate::world::{FEE, Notice, StoredIntent, TEAM, World, rule_of};
 
 pub const ONE_PURCHASE_PER_INTENT: &str = "at most one PurchaseCapacityBlock that bought, per intent";
 pub const HELD_WITHIN_RULE: &str = "EC2 never holds more of the rule's purchases than it may hold";
@@ -14,6 +16,9 @@ pub const LEDGER_ADDS_UP: &str = "each budget commits exactly the fees of open a
 pub const ANNOUNCED_AT_MOST_ONCE: &str = "every announcement at most once";
 pub const SETTLED_BY_THE_RUNS_THAT_FOLLOW: &str =
     "every purchase is on the books and announced once the runs that follow have run";
+pub const REQUEST_BOUGHT_ONCE: &str = "a person's request is bought at most once";
+pub const APPROVAL_CONSUMED_ONCE: &str = "a request's approval is consumed once, by the one purchase it makes";
+pub const CLOSED_REQUEST_NOT_BOUGHT: &str = "a request read cancelled, unapproved or already bought is never reserved";
 
 pub fn all() -> Vec<Property<Protocol>> {
     vec![
@@ -24,9 +29,16 @@ pub fn all() -> Vec<Property<Protocol>> {
         }),
         // A fee committed again for a purchase a person released (EC2 listed it after all) is
         // not a decision to spend: EC2 took the money, and the books say so past any limit.
+        // Each rule's own limit (a request's: the most fee its approval allows), the team's
+        // (which rules and requests share) and the account's.
         Property::always(WITHIN_LIMITS, |m: &Protocol, w: &World| {
-            (0..m.rules.len()).all(|ri| w.store.rules[ri].committed - recommitted(w, Some(ri)) <= m.bounds.limit)
-                && w.store.account.committed - recommitted(w, None) <= m.bounds.account_limit
+            let within = |committed: i64, limit: Decimal| Decimal::from(committed) <= limit;
+            (0..m.rules.len()).all(|ri| {
+                within(w.store.rules[ri].committed - recommitted(w, |r| r == ri), m.rules[ri].monthly_budget.amount())
+            }) && w.store.account.committed - recommitted(w, |_| true) <= m.bounds.account_limit
+                && m.stack.teams.get(TEAM).is_none_or(|limit| {
+                    within(w.store.team.committed - recommitted(w, |r| w.teamed[r]), limit.amount())
+                })
         }),
         // Except a purchase a person released while EC2 had not listed it: their judgement
         // against EC2's, which the tracker corrects once EC2 lists it (the runs that follow).
@@ -35,8 +47,10 @@ pub fn all() -> Vec<Property<Protocol>> {
             let each = (0..m.rules.len()).all(|ri| {
                 FEE * held_by(w, ri).iter().filter(|k| counted(k)).count() as i64 <= w.store.rules[ri].committed
             });
+            let team = w.ec2.held_purchases().iter().filter(|k| w.teamed[rule_of(**k)] && counted(k)).count() as i64;
             each && FEE * w.ec2.held_purchases().iter().filter(|k| counted(k)).count() as i64
                 <= w.store.account.committed
+                && FEE * team <= w.store.team.committed
         }),
         Property::always(LEDGER_ADDS_UP, |m: &Protocol, w: &World| {
             let owed = |ri: Option<usize>| {
@@ -46,11 +60,37 @@ pub fn all() -> Vec<Property<Protocol>> {
                 };
                 FEE * w.store.intents.iter().filter(|(k, i)| counted(k, i)).count() as i64
             };
+            let team = FEE
+                * w.store
+                    .intents
+                    .iter()
+                    .filter(|(k, i)| {
+                        w.teamed[rule_of(**k)]
+                            && (i.state.is_open() || (i.state == IntentState::Bought && !i.fee_released))
+                    })
+                    .count() as i64;
             (0..m.rules.len()).all(|ri| w.store.rules[ri].committed == owed(Some(ri)))
                 && w.store.account.committed == owed(None)
+                && w.store.team.committed == team
         }),
         Property::always(ANNOUNCED_AT_MOST_ONCE, |_, w: &World| w.store.notices.values().all(|n| *n <= 1)),
         Property::always(SETTLED_BY_THE_RUNS_THAT_FOLLOW, settled_by_the_runs_that_follow),
+        // A person's request (rule 1's, when the bound has one).
+        Property::always(REQUEST_BOUGHT_ONCE, |m: &Protocol, w: &World| {
+            m.request.is_none()
+                || w.ec2.purchases.iter().filter(|(k, _)| rule_of(**k) == 1).map(|(_, n)| *n).sum::<u8>() <= 1
+        }),
+        Property::always(APPROVAL_CONSUMED_ONCE, |m: &Protocol, w: &World| {
+            let of_request: Vec<u8> = w.store.intents.keys().copied().filter(|k| rule_of(*k) == 1).collect();
+            let consumed = w.store.request.consumed_by;
+            m.request.is_none()
+                || match of_request.as_slice() {
+                    [] => consumed.is_none(),
+                    [k] => consumed == Some(*k),
+                    _ => false,
+                }
+        }),
+        Property::always(CLOSED_REQUEST_NOT_BOUGHT, |_, w: &World| w.store.intents.values().all(|i| !i.read_closed)),
     ]
 }
 
@@ -59,14 +99,11 @@ fn released(w: &World, k: u8) -> bool {
     w.store.intents.get(&k).is_some_and(|i| i.released_by_person && i.state == IntentState::Rejected)
 }
 
-/// The fees committed again (rule `ri`'s, or every rule's) for purchases a person released
-/// that EC2 listed after all.
-fn recommitted(w: &World, ri: Option<usize>) -> i64 {
+/// The fees committed again (the rules' `of` says) for purchases a person released that EC2
+/// listed after all.
+fn recommitted(w: &World, of: impl Fn(usize) -> bool) -> i64 {
     let again = |k: &u8, i: &StoredIntent| {
-        ri.is_none_or(|ri| rule_of(*k) == ri)
-            && i.released_by_person
-            && i.state == IntentState::Bought
-            && !i.fee_released
+        of(rule_of(*k)) && i.released_by_person && i.state == IntentState::Bought && !i.fee_released
     };
     FEE * w.store.intents.iter().filter(|(k, i)| again(k, i)).count() as i64
 }

@@ -20,6 +20,7 @@ use capblock_core::domain::ids::{InstanceType, Region};
 use capblock_core::domain::lifecycle::Observed;
 use capblock_core::domain::offering::Offering;
 use capblock_core::domain::plan::RegionMemory;
+use capblock_core::domain::request::{Request, RequestDecision};
 use capblock_core::domain::rule::Rule;
 use capblock_core::memory::{MemoryEc2, MemoryTable};
 use capblock_core::ports::*;
@@ -96,12 +97,20 @@ pub enum Sabotage {
     /// fee (the store releases an intent in the state the buyer holds, Sent included): the
     /// block EC2 bought is then on no budget, and its tag names an intent the table forgot.
     LostAnswerAsThrottle,
+    /// The ledger's reservation for a person's request does not consume the request's approval
+    /// (DynamoDB's transaction without the decision's update and condition): the approval
+    /// stays open after the purchase it made.
+    ApprovalNotConsumed,
 }
 
 impl Sabotage {
     /// The bugs that cost money: the invariants must catch each.
-    pub const CAUGHT: [Sabotage; 3] =
-        [Sabotage::LostAnswerAsRefusal, Sabotage::PendingReadAsFailed, Sabotage::LostAnswerAsThrottle];
+    pub const CAUGHT: [Sabotage; 4] = [
+        Sabotage::LostAnswerAsRefusal,
+        Sabotage::PendingReadAsFailed,
+        Sabotage::LostAnswerAsThrottle,
+        Sabotage::ApprovalNotConsumed,
+    ];
 }
 
 struct Run {
@@ -333,6 +342,9 @@ impl Ledger for Faulty<MemoryTable> {
     }
     async fn reserve(&self, intent: &Intent, seen_seq: u64) -> Result<(), ReserveError> {
         self.store("reserve").await?;
+        if self.inj.sabotage == Some(Sabotage::ApprovalNotConsumed) && intent.request.is_some() {
+            return self.inner.reserve(&Intent { request: None, ..intent.clone() }, seen_seq).await;
+        }
         self.inner.reserve(intent, seen_seq).await
     }
     async fn mark_sent(&self, intent_id: &str, rule_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
@@ -406,6 +418,30 @@ impl Ledger for Faulty<MemoryTable> {
     ) -> Result<bool, StoreError> {
         self.store("recommit_released_fee").await?;
         self.inner.recommit_released_fee(block, intent, count_purchase).await
+    }
+}
+
+#[async_trait]
+impl RequestStore for Faulty<MemoryTable> {
+    async fn file_request(&self, request: &Request) -> Result<(), StoreError> {
+        self.store("file_request").await?;
+        self.inner.file_request(request).await
+    }
+    async fn cancel_request(&self, requester: &str, id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.store("cancel_request").await?;
+        self.inner.cancel_request(requester, id, at).await
+    }
+    async fn requests(&self) -> Result<Vec<StoredRequest>, StoreError> {
+        self.store("requests").await?;
+        self.inner.requests().await
+    }
+    async fn decide_request(&self, decision: &RequestDecision) -> Result<(), StoreError> {
+        self.store("decide_request").await?;
+        self.inner.decide_request(decision).await
+    }
+    async fn decision(&self, id: &str) -> Result<Option<RequestDecision>, StoreError> {
+        self.store("decision").await?;
+        self.inner.decision(id).await
     }
 }
 

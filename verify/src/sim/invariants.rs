@@ -7,13 +7,17 @@ use capblock_core::domain::block::Block;
 use capblock_core::domain::budget::{BudgetCharge, BudgetOwner, Intent, IntentState, Period};
 use capblock_core::domain::extension::ExtensionState;
 use capblock_core::domain::ledger_check::{self, LedgerVerdict};
-use capblock_core::domain::rule::Rule;
+use capblock_core::domain::request::{Request, RequestDecision, RequestVerdict};
+use capblock_core::domain::rule::{REQUEST_RULE_PREFIX, Rule};
 use capblock_core::domain::stack::StackSettings;
 use capblock_core::domain::tags::INTENT_TAG;
 use capblock_core::memory::{MemoryEc2, MemoryTable};
-use capblock_core::ports::Notice;
+use capblock_core::ports::{Notice, RequestStore};
 use chrono::{DateTime, Utc};
+use futures::FutureExt;
 use rust_decimal::Decimal;
+
+use super::requests::Watch;
 
 /// The limit each budget item may commit, by its owner's key.
 fn limit(owner: &str, rules: &[Rule], stack: &StackSettings) -> Option<Decimal> {
@@ -218,4 +222,95 @@ pub fn settled(table: &MemoryTable, ec2: &MemoryEc2, pending: &[Notice], now: Da
         return Err(format!("notice {} was never published", n.id()));
     }
     Ok(())
+}
+
+/// People's requests, judged from the table's intents, decisions and budgets and from what EC2
+/// bought: a request is bought at most once and its approval consumed by that one purchase; a
+/// forged item, or an approval no team allows, buys nothing and is never approved; a request
+/// closed (cancelled, rejected, expired, changed after its approval) gets no purchase after.
+pub fn requests(table: &MemoryTable, ec2: &MemoryEc2, watch: &Watch) -> Result<(), String> {
+    let mut bought: BTreeMap<String, u32> = BTreeMap::new();
+    for (intent, n) in ec2.purchases_by_intent() {
+        let rule = intent.split_once('/').map_or(intent.as_str(), |(r, _)| r);
+        if rule.starts_with(REQUEST_RULE_PREFIX) {
+            *bought.entry(rule.to_string()).or_default() += n;
+        }
+    }
+    if let Some((rule, n)) = bought.iter().find(|(_, n)| **n > 1) {
+        return Err(format!("EC2 bought {n} blocks for request rule {rule}: a request buys once"));
+    }
+    let mut of_rule: BTreeMap<String, Vec<Intent>> = BTreeMap::new();
+    for i in table.intents().into_iter().filter(|i| i.rule_id.starts_with(REQUEST_RULE_PREFIX)) {
+        of_rule.entry(i.rule_id.clone()).or_default().push(i);
+    }
+    for (rule, list) in &of_rule {
+        approval_consumed_once(table, rule, list)?;
+    }
+    let budgets = table.budgets();
+    for (id, (rule, what)) in &watch.forged {
+        let touched = if let Some(i) = of_rule.get(rule).and_then(|l| l.first()) {
+            Some(format!("purchase intent {}", i.id))
+        } else if bought.contains_key(rule) {
+            Some("a block EC2 sold".to_string())
+        } else if let Some(((owner, _), _)) =
+            budgets.iter().find(|((o, _), _)| *o == BudgetOwner::Rule(rule.clone()).key())
+        {
+            Some(format!("budget {owner}"))
+        } else if what.starts_with("an item") && decision(table, id).is_some() {
+            Some("a decision on it".to_string())
+        } else {
+            None
+        };
+        if let Some(touched) = touched {
+            return Err(format!("forged request {id} ({what}) has {touched}: a forged request buys nothing"));
+        }
+    }
+    for (id, c) in &watch.closed {
+        let later = of_rule.get(&c.rule).into_iter().flatten().find(|i| !c.intents.contains(&i.id));
+        if let Some(i) = later {
+            return Err(format!("request {id} was {} at {}, and purchase intent {} came after", c.why, c.at, i.id));
+        }
+    }
+    Ok(())
+}
+
+/// Request rule `rule`'s purchase intents (given-back ones are deleted): one at most, naming
+/// its request, whose approval it consumed.
+fn approval_consumed_once(table: &MemoryTable, rule: &str, list: &[Intent]) -> Result<(), String> {
+    let ids: Vec<&str> = list.iter().map(|i| i.id.as_str()).collect();
+    let [i] = list else {
+        return Err(format!("request rule {rule} has purchase intents {ids:?}: one approval bought twice"));
+    };
+    let Some(id) = &i.request else {
+        return Err(format!(
+            "purchase intent {} of request rule {rule} names no request: it consumed no approval",
+            i.id
+        ));
+    };
+    match decision(table, id) {
+        Some(d) if d.verdict == RequestVerdict::Approved && d.consumed_by.as_deref() == Some(i.id.as_str()) => Ok(()),
+        d => Err(format!(
+            "purchase intent {} bought for request {id} did not consume its approval (consumed by {:?})",
+            i.id,
+            d.and_then(|d| d.consumed_by)
+        )),
+    }
+}
+
+/// The decision on request `id` as stored (the in-memory table answers at once).
+fn decision(table: &MemoryTable, id: &str) -> Option<RequestDecision> {
+    table.decision(id).now_or_never().and_then(Result::ok).flatten()
+}
+
+/// The one-shot rules of the approved requests, on the terms approved (the decision's, not the
+/// item's, which its requester may rewrite): their budgets' limits and held blocks.
+pub fn request_rules(table: &MemoryTable, watch: &Watch) -> Vec<Rule> {
+    watch
+        .filed
+        .values()
+        .filter_map(|r| {
+            let d = decision(table, &r.id)?;
+            (d.verdict == RequestVerdict::Approved).then(|| Request { terms: d.terms, ..r.clone() }.as_rule())
+        })
+        .collect()
 }

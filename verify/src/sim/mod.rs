@@ -16,6 +16,7 @@
 mod faults;
 mod invariants;
 mod market;
+mod requests;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
@@ -36,6 +37,7 @@ use capblock_core::domain::decision::Priced;
 use capblock_core::domain::extension::ExtensionOffer;
 use capblock_core::domain::money::Money;
 use capblock_core::domain::plan::DescribeBudget;
+use capblock_core::domain::request::TeamApproval;
 use capblock_core::domain::rule::{Mode, Rule};
 use capblock_core::domain::run_time::RunTime;
 use capblock_core::domain::stack::StackSettings;
@@ -101,6 +103,9 @@ pub struct Summary {
     pub busy: BTreeMap<&'static str, std::time::Duration>,
     /// EC2 calls made, by operation.
     pub ec2_calls: BTreeMap<&'static str, u64>,
+    /// People's requests: what the people did (filed, approvals, cancels, forged items) and
+    /// how the requests ended (cancelled, rejected, expired, bought).
+    pub requests: BTreeMap<&'static str, u64>,
 }
 
 /// A broken invariant, where, and how to replay it.
@@ -191,6 +196,8 @@ struct Sim {
     rules: Vec<Rule>,
     stack: StackSettings,
     market: market::Market,
+    people: requests::People,
+    teams: BTreeMap<String, TeamApproval>,
     now: DateTime<Utc>,
     approved: BTreeSet<String>,
     extension_offered: BTreeSet<(String, DateTime<Utc>)>,
@@ -270,6 +277,8 @@ impl Sim {
             rules,
             stack: market::stack(),
             market: market::Market::new(),
+            people: requests::People::new(config.seed),
+            teams: requests::teams(),
             now,
             approved: BTreeSet::new(),
             extension_offered: BTreeSet::new(),
@@ -296,6 +305,8 @@ impl Sim {
             let actors = self.actors();
             *self.summary.busy.entry("drawing actors").or_default() += started.elapsed();
             self.drive(actors).await?;
+            self.people.after_step(self.now, &self.table);
+            invariants::requests(&self.table, &self.ec2, &self.people.watch).map_err(|broken| self.failure(broken))?;
             self.summary.steps += 1;
         }
         self.settle().await?;
@@ -314,6 +325,9 @@ impl Sim {
         }
         self.summary.digest = self.hasher.finish();
         self.summary.ec2_calls = self.ec2.calls();
+        self.summary.requests = self.people.counts.clone();
+        let bought = self.ec2.purchases_by_intent().into_keys().filter(|i| i.starts_with("request-")).count();
+        self.summary.requests.insert("bought", bought as u64);
         Ok(self.summary)
     }
 
@@ -438,7 +452,10 @@ impl Sim {
         self.last_moves = moves;
         moves.hash(&mut self.hasher);
         self.summary.checks += 1;
-        invariants::check(&self.table, &self.ec2, &self.rules, &self.stack)
+        let mut rules = self.rules.clone();
+        rules.extend(invariants::request_rules(&self.table, &self.people.watch));
+        invariants::check(&self.table, &self.ec2, &rules, &self.stack)?;
+        invariants::requests(&self.table, &self.ec2, &self.people.watch)
     }
 
     fn actor(&mut self, kind: &'static str, make: impl FnOnce(usize) -> Run) -> Actor {
@@ -471,13 +488,31 @@ impl Sim {
             out.push(a);
         }
         out.extend(self.approvals());
+        out.extend(self.people());
         out.extend(self.events());
         out
+    }
+
+    /// People's requests: this step's filings, decisions and cancels, each an actor behind the
+    /// fault gate (the forged items are written straight into the table, by no actor).
+    fn people(&mut self) -> Vec<Actor> {
+        let hourly = (self.now - start()).num_minutes() % 60 == 0;
+        let calls = self.people.step(self.now, &self.table, hourly);
+        calls
+            .into_iter()
+            .map(|call| {
+                let (inj, table) = (self.inj.clone(), self.table.clone());
+                self.actor(call.kind(), move |run| {
+                    Box::pin(async move { call.run(&faults::Faulty::new(&table, &inj, run)).await })
+                })
+            })
+            .collect()
     }
 
     fn scan(&mut self, at: RunTime, mode: Mode, kind: &'static str) -> Actor {
         let (inj, table, ec2, notifier, catalog) =
             (self.inj.clone(), self.table.clone(), self.ec2.clone(), self.notifier.clone(), self.catalog.clone());
+        let teams = self.teams.clone();
         let settings = ScanSettings {
             stack: StackSettings { mode, ..self.stack.clone() },
             describe: DescribeBudget::for_refill(
@@ -499,14 +534,15 @@ impl Sim {
                     settings: &settings,
                     members: &[],
                 };
-                match scanner.run(at).await {
+                match scanner.run_with_requests(at, None, &teams).await {
                     Ok(r) => {
                         let acts: Vec<String> = r
                             .outcomes
                             .iter()
                             .filter_map(|o| o.action.as_ref().map(|a| format!("{} {a:?}", o.rule_id)))
                             .collect();
-                        format!("{} question(s), {}", r.answered, acts.join("; "))
+                        let refused = r.requests.map(|q| q.refused.len()).unwrap_or_default();
+                        format!("{} question(s), {refused} request(s) refused, {}", r.answered, acts.join("; "))
                     }
                     Err(e) => format!("failed: {e}"),
                 }
