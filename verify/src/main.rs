@@ -24,7 +24,8 @@ usage: capblock-verify [--bound NAME] [--sabotage NAME] [--threads N] [--seconds
                release-sent-on-timer, charge-after-purchase, settle-on-replayed-clock,
                release-per-part, gone-as-failed, give-back-unknown-answers, ignore-held-blocks,
                unlisted-part-failed, kept-fee-not-held, closed-intent-held-uncharged,
-               release-without-hold, request-state-unchecked, approval-not-consumed
+               release-without-hold, request-state-unchecked, approval-not-consumed,
+               cancel-unchecked-at-reserve
   --threads    checker threads (default 1: the path printed is then a shortest one)
   --seconds    stop after this long (the figures then cover part of the bound only)
 

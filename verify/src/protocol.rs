@@ -220,6 +220,9 @@ impl Bounds {
 pub struct Protocol {
     pub bounds: Bounds,
     pub sabotage: Option<Sabotage>,
+    /// A second bug put back beside `sabotage`, one in the model's own ledger writes (`and`):
+    /// where two guards stand in line, each is shown by taking both away.
+    pub also: Option<Sabotage>,
     /// The rules, parsed once (`world::rule`), and the stack's budgets.
     pub rules: Vec<Rule>,
     pub stack: StackBudgets,
@@ -505,6 +508,7 @@ impl Protocol {
         Protocol {
             bounds,
             sabotage: None,
+            also: None,
             rules,
             stack: stack(bounds.account_limit, bounds.team_limit),
             request,
@@ -517,6 +521,13 @@ impl Protocol {
     pub fn with(self, sabotage: Sabotage) -> Protocol {
         capblock_core::sabotage::put_back(sabotage.bug());
         Protocol { sabotage: Some(sabotage), ..self }
+    }
+
+    /// `sabotage` put back beside the one `with` put back: a bug in the model's own ledger
+    /// writes (no core switch), for a bug another guard stands behind.
+    pub fn and(self, sabotage: Sabotage) -> Protocol {
+        assert!(sabotage.bug().is_none(), "{} is the core's: put it back with `with`", sabotage.name());
+        Protocol { also: Some(sabotage), ..self }
     }
 
     /// One step of a path, in words, from the state it was taken in.
@@ -589,7 +600,7 @@ impl Protocol {
     }
 
     fn on(&self, s: Sabotage) -> bool {
-        self.sabotage == Some(s)
+        self.sabotage == Some(s) || self.also == Some(s)
     }
 
     /// The run time an actor's step runs at: the functions' clock; a replay's view is two hours
@@ -690,9 +701,10 @@ impl Protocol {
         if w.store.intents.contains_key(&o) || w.store.guards[ri].is_some() || w.store.seqs[ri] != seq || !fits {
             return Some(Step::Done);
         }
-        // A request's purchase consumes its approval in the same transaction, conditional on
-        // an approval not consumed yet (`Ledger::reserve`'s `ApprovalUsed`).
-        if self.rules[ri].request.is_some() && !self.consume_approval(w, o) {
+        // A request's purchase checks the request item, filed and not cancelled, and consumes
+        // its approval, in the same transaction (`Ledger::reserve`'s `RequestClosed` and
+        // `ApprovalUsed`).
+        if self.rules[ri].request.is_some() && !self.reserve_request(w, o) {
             return Some(Step::Done);
         }
         let owners: Vec<&BudgetOwner> = charges.iter().map(|c| &c.owner).collect();
@@ -715,6 +727,7 @@ impl Protocol {
             fee_released: false,
             released_by_person: false,
             read_closed: closed,
+            reserved_cancelled: self.rules[ri].request.is_some() && w.store.request.cancelled,
         };
         w.store.intents.insert(o, stored);
         Some(Step::Reserved { o })
@@ -790,6 +803,7 @@ impl Protocol {
                         fee_released: false,
                         released_by_person: false,
                         read_closed: false,
+                        reserved_cancelled: false,
                     });
                     charge(w, o, 1);
                 }

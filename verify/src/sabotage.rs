@@ -46,10 +46,13 @@ pub enum Sabotage {
     /// A request's purchase is reserved without consuming its approval (the model's ledger
     /// write).
     ApprovalNotConsumed,
+    /// A request's reservation does not check the request item: a cancel that lands after the
+    /// scan read the request approved is bought anyway (the model's ledger condition).
+    CancelUncheckedAtReserve,
 }
 
 impl Sabotage {
-    pub const ALL: [Sabotage; 13] = [
+    pub const ALL: [Sabotage; 14] = [
         Sabotage::ReleaseSentOnTimer,
         Sabotage::ChargeAfterPurchase,
         Sabotage::SettleOnReplayedClock,
@@ -63,6 +66,7 @@ impl Sabotage {
         Sabotage::ReleaseWithoutHold,
         Sabotage::RequestStateUnchecked,
         Sabotage::ApprovalNotConsumed,
+        Sabotage::CancelUncheckedAtReserve,
     ];
 
     /// The core's bug switch it is, when the bug is in the core's code the model runs.
@@ -80,7 +84,8 @@ impl Sabotage {
             | Sabotage::SettleOnReplayedClock
             | Sabotage::ReleasePerPart
             | Sabotage::ReleaseWithoutHold
-            | Sabotage::ApprovalNotConsumed => None,
+            | Sabotage::ApprovalNotConsumed
+            | Sabotage::CancelUncheckedAtReserve => None,
         }
     }
 
@@ -100,6 +105,7 @@ impl Sabotage {
             Sabotage::ReleaseWithoutHold => "release-without-hold",
             Sabotage::RequestStateUnchecked => "request-state-unchecked",
             Sabotage::ApprovalNotConsumed => "approval-not-consumed",
+            Sabotage::CancelUncheckedAtReserve => "cancel-unchecked-at-reserve",
         }
     }
 

@@ -137,6 +137,8 @@ pub struct StoredIntent {
     pub released_by_person: bool,
     /// Reserved by a scan that read its request closed to buying (`Step::Decided`'s `closed`).
     pub read_closed: bool,
+    /// Reserved while its request's item was cancelled (whatever the scan had read).
+    pub reserved_cancelled: bool,
 }
 
 /// A budget's row for the month.

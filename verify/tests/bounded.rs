@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use capblock_verify::properties::{
-    APPROVAL_CONSUMED_ONCE, CLOSED_REQUEST_NOT_BOUGHT, EC2_WITHIN_COMMITTED, HELD_WITHIN_RULE, LEDGER_ADDS_UP,
-    SETTLED_BY_THE_RUNS_THAT_FOLLOW,
+    APPROVAL_CONSUMED_ONCE, CANCELLED_REQUEST_NOT_RESERVED, CLOSED_REQUEST_NOT_BOUGHT, EC2_WITHIN_COMMITTED,
+    HELD_WITHIN_RULE, LEDGER_ADDS_UP, SETTLED_BY_THE_RUNS_THAT_FOLLOW,
 };
 use capblock_verify::{Bounds, Protocol, Sabotage};
 use stateright::{Checker, HasDiscoveries, Model};
@@ -89,19 +89,21 @@ fn each_protocol_bug_put_back_is_found() {
         (Sabotage::KeptFeeNotHeld, Bounds::deep_ultraservers(), HELD_WITHIN_RULE),
         (Sabotage::ClosedIntentHeldUncharged, Bounds::release(), SETTLED_BY_THE_RUNS_THAT_FOLLOW),
         (Sabotage::ReleaseWithoutHold, Bounds::release(), HELD_WITHIN_RULE),
-        // The lead approves, the requester cancels, the scan reads the request and buys.
+        // The lead approves, the requester cancels, the scan reads the request and buys: the
+        // reservation's own check of the request item stands behind the scan's, so both go.
         (Sabotage::RequestStateUnchecked, Bounds::requests(), CLOSED_REQUEST_NOT_BOUGHT),
         (Sabotage::ApprovalNotConsumed, Bounds::requests(), APPROVAL_CONSUMED_ONCE),
+        // The lead approves, the scan reads it approved, the requester cancels, the scan reserves.
+        (Sabotage::CancelUncheckedAtReserve, Bounds::requests(), CANCELLED_REQUEST_NOT_RESERVED),
     ];
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for (sabotage, bounds, broken) in cases {
-        let checker = Protocol::new(bounds)
-            .with(sabotage)
-            .checker()
-            .threads(2)
-            .finish_when(HasDiscoveries::AnyOf(BTreeSet::from([broken])))
-            .spawn_bfs()
-            .join();
+        let mut model = Protocol::new(bounds).with(sabotage);
+        if sabotage == Sabotage::RequestStateUnchecked {
+            model = model.and(Sabotage::CancelUncheckedAtReserve);
+        }
+        let checker =
+            model.checker().threads(2).finish_when(HasDiscoveries::AnyOf(BTreeSet::from([broken]))).spawn_bfs().join();
         assert!(checker.discovery(broken).is_some(), "{} should break {broken}", sabotage.name());
     }
     capblock_core::sabotage::put_back(None);

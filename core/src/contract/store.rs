@@ -103,6 +103,7 @@ macro_rules! store_contract_cases {
             the_page_hour_is_claimed_once_and_given_back_only_by_its_hour,
             a_request_is_filed_once_and_cancelled_once_by_its_requester,
             a_requests_approval_is_consumed_by_one_purchase,
+            a_request_cancelled_after_the_scans_read_is_not_reserved,
             an_announced_rate_is_kept_per_family_and_day_and_withdrawn_once,
         );
     };
@@ -618,12 +619,13 @@ async fn a_request_is_filed_once_and_cancelled_once_by_its_requester<S: StorePor
 /// transaction, and given back with a purchase that never reached EC2; a rejection buys nothing.
 async fn a_requests_approval_is_consumed_by_one_purchase<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
     let r = request("rq-approved1", "AROAADA:ada");
+    s.file_request(&r).await.unwrap();
     let rule = r.as_rule();
     s.decide_request(&decision(&r, RequestVerdict::Approved)).await.unwrap();
     let again = s.decide_request(&decision(&r, RequestVerdict::Rejected { reason: "late".into() })).await;
     assert!(matches!(again, Err(StoreError::Conflict(_))), "decided once: {again:?}");
     let on = |o: &str| Intent {
-        request: Some(r.id.clone()),
+        request: Some(r.key()),
         ..Intent::new(&rule.id, offering(o, "100"), 8, team_charges(&rule), now())
     };
     let first = on("cb-req-1");
@@ -644,16 +646,43 @@ async fn a_requests_approval_is_consumed_by_one_purchase<S: StorePorts, F: Store
     assert_eq!(s.decision(&r.id).await.unwrap().unwrap().consumed_by, Some(second.id.clone()));
     // A rejected request, or one never decided, buys nothing.
     let no = request("rq-rejected1", "AROAADA:ada");
+    s.file_request(&no).await.unwrap();
     s.decide_request(&decision(&no, RequestVerdict::Rejected { reason: "no".into() })).await.unwrap();
     let no_rule = no.as_rule();
     let refused = Intent {
-        request: Some(no.id.clone()),
+        request: Some(no.key()),
         ..Intent::new(&no_rule.id, offering("cb-req-4", "100"), 8, team_charges(&no_rule), now())
     };
     assert_eq!(s.reserve(&refused, 0).await, Err(ReserveError::ApprovalUsed));
-    let undecided = Intent { request: Some("rq-never".into()), ..refused.clone() };
+    let never = request("rq-never", "AROAADA:ada");
+    s.file_request(&never).await.unwrap();
+    let undecided = Intent { request: Some(never.key()), ..refused.clone() };
     assert_eq!(s.reserve(&undecided, 0).await, Err(ReserveError::ApprovalUsed));
     assert!(s.get_intent(&no_rule.id, &refused.id).await.unwrap().is_none(), "nothing written");
+}
+
+/// A requester's cancel that lands after the scan read the approved request and before its
+/// reservation stops the purchase: the reservation checks the request item itself, in its
+/// transaction, and writes nothing. A request that is not under the key the intent names (never
+/// filed, or another identity's) is not bought on either.
+async fn a_request_cancelled_after_the_scans_read_is_not_reserved<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = request("rq-cancelled1", "AROAADA:ada");
+    s.file_request(&r).await.unwrap();
+    s.decide_request(&decision(&r, RequestVerdict::Approved)).await.unwrap();
+    let rule = r.as_rule();
+    // The scan has read the request approved and open, and decided on an offering; then:
+    s.cancel_request("AROAADA:ada", &r.id, now()).await.unwrap();
+    let intent = Intent {
+        request: Some(r.key()),
+        ..Intent::new(&rule.id, offering("cb-req-c1", "100"), 8, team_charges(&rule), now())
+    };
+    assert_eq!(s.reserve(&intent, 0).await, Err(ReserveError::RequestClosed(r.id.clone())));
+    assert!(s.get_intent(&rule.id, &intent.id).await.unwrap().is_none(), "nothing written");
+    assert_eq!(s.decision(&r.id).await.unwrap().unwrap().consumed_by, None, "the approval stays unconsumed");
+    assert_eq!(used(s, BudgetOwner::Team("research".into())).await.0, Decimal::ZERO, "no fee committed");
+    let forged = crate::domain::ids::RequestKey { requester: "AROABOB:bob".into(), id: r.id.clone() };
+    let elsewhere = Intent { request: Some(forged), ..intent.clone() };
+    assert_eq!(s.reserve(&elsewhere, 0).await, Err(ReserveError::RequestClosed(r.id.clone())));
 }
 
 #[cfg(test)]

@@ -172,7 +172,7 @@ pub struct Intent {
     /// The request whose approval this purchase consumes (`domain::request::Decision`), in the
     /// reservation's transaction: one approved request buys once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<String>,
+    pub request: Option<crate::domain::ids::RequestKey>,
 }
 
 /// What a person approved, as a purchase consumes it: the approval's record (by the offering

@@ -181,6 +181,22 @@ text_name!(InstanceType);
 
 /// Whether `s` can name a team: 1-64 characters of a-z, 0-9, '-' or '_' (as rule ids, so a
 /// team reads the same in a rule, the stack's parameter, the table's keys and metrics).
+/// A person's request (`domain::request`) by the key it is stored under: its id and the identity
+/// (`aws:userid`) of its requester. A purchase for it names both, so that its reservation can
+/// check the request item itself in the same transaction (a cancel that lands between the scan's
+/// read and the reservation stops the purchase).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RequestKey {
+    pub requester: String,
+    pub id: String,
+}
+
+impl fmt::Display for RequestKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.id)
+    }
+}
+
 pub fn is_team_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64

@@ -236,6 +236,11 @@ impl Request {
         format!("{REQUEST_RULE_PREFIX}{}", self.id.trim_start_matches("rq-"))
     }
 
+    /// The key this request is stored under (`RequestKey`): what a purchase for it names.
+    pub fn key(&self) -> crate::domain::ids::RequestKey {
+        crate::domain::ids::RequestKey { requester: self.requester.clone(), id: self.id.clone() }
+    }
+
     /// The one-shot rule the scan asks and buys for an approved request: live (the stack's mode
     /// still applies), one block at most, within the window, under the cap, its budget the
     /// request's most fee, charged to the team's budget and the account's as every rule is.
@@ -274,7 +279,7 @@ impl Request {
             team: Some(t.team.clone()),
             share_with: Vec::new(),
             handoff_account: None,
-            request: Some(self.id.clone()),
+            request: Some(self.key()),
         }
     }
 }

@@ -181,7 +181,7 @@ pub struct Rule {
     /// The request (`domain::request`) this one-shot rule buys for: its purchase consumes the
     /// request's approval. Rules people write have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<String>,
+    pub request: Option<crate::domain::ids::RequestKey>,
 }
 
 fn default_tolerance_u32() -> u32 {

@@ -552,13 +552,19 @@ impl Ledger for MemoryTable {
         {
             return Err(ReserveError::ApprovalUsed);
         }
-        if let Some(id) = &intent.request
-            && !items.may_consume_request(id)
-        {
-            return Err(ReserveError::ApprovalUsed);
+        if let Some(key) = &intent.request {
+            // As the adapter's condition check on the request item: filed and not cancelled.
+            let open =
+                items.requests.get(&(key.requester.clone(), key.id.clone())).is_some_and(|r| r.cancelled_at.is_none());
+            if !open {
+                return Err(ReserveError::RequestClosed(key.id.clone()));
+            }
+            if !items.may_consume_request(&key.id) {
+                return Err(ReserveError::ApprovalUsed);
+            }
         }
         may_charge(&items, &intent.charges, &conds)?;
-        if let Some(d) = intent.request.as_ref().and_then(|id| items.decisions.get_mut(id)) {
+        if let Some(d) = intent.request.as_ref().and_then(|k| items.decisions.get_mut(&k.id)) {
             d.consumed_by = Some(intent.id.clone());
         }
         if let Some(a) = &intent.approval {
@@ -671,7 +677,7 @@ impl Ledger for MemoryTable {
             mine(&mut items.approvals_used, (r.clone(), a.offering_id.clone()));
             mine(&mut items.approval_blocks_used, (r, a.block.clone()));
         }
-        if let Some(d) = intent.request.as_ref().and_then(|id| items.decisions.get_mut(id))
+        if let Some(d) = intent.request.as_ref().and_then(|k| items.decisions.get_mut(&k.id))
             && d.consumed_by.as_ref() == Some(&intent.id)
         {
             d.consumed_by = None;

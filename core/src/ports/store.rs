@@ -79,6 +79,10 @@ pub enum ReserveError {
     /// The approval the intent buys on was consumed by another purchase of the same block.
     #[error("the approval was used by a purchase already: one approval buys one block")]
     ApprovalUsed,
+    /// The request the intent buys for was cancelled, or is gone, since the scan read it: the
+    /// reservation checks the request item itself, so a cancel that lands first stops it.
+    #[error("request {0} was cancelled before its purchase was reserved")]
+    RequestClosed(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

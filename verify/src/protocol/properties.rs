@@ -19,6 +19,7 @@ pub const SETTLED_BY_THE_RUNS_THAT_FOLLOW: &str =
 pub const REQUEST_BOUGHT_ONCE: &str = "a person's request is bought at most once";
 pub const APPROVAL_CONSUMED_ONCE: &str = "a request's approval is consumed once, by the one purchase it makes";
 pub const CLOSED_REQUEST_NOT_BOUGHT: &str = "a request read cancelled, unapproved or already bought is never reserved";
+pub const CANCELLED_REQUEST_NOT_RESERVED: &str = "a request cancelled before its reservation is never reserved";
 
 pub fn all() -> Vec<Property<Protocol>> {
     vec![
@@ -91,6 +92,9 @@ pub fn all() -> Vec<Property<Protocol>> {
                 }
         }),
         Property::always(CLOSED_REQUEST_NOT_BOUGHT, |_, w: &World| w.store.intents.values().all(|i| !i.read_closed)),
+        Property::always(CANCELLED_REQUEST_NOT_RESERVED, |_, w: &World| {
+            w.store.intents.values().all(|i| !i.reserved_cancelled)
+        }),
     ]
 }
 

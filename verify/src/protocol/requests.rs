@@ -38,10 +38,14 @@ impl Protocol {
             .then_some(row.cancelled || row.approved != Some(true) || row.consumed_by.is_some())
     }
 
-    /// `Ledger::reserve`'s condition and write for a request's purchase `o`: an approval not
-    /// consumed yet, consumed by `o`; false (`ApprovalUsed`) otherwise.
-    pub(super) fn consume_approval(&self, w: &mut World, o: u8) -> bool {
+    /// `Ledger::reserve`'s conditions and write for a request's purchase `o`: the request item
+    /// not cancelled (else `RequestClosed`), an approval not consumed yet (else `ApprovalUsed`),
+    /// consumed by `o`; false when refused.
+    pub(super) fn reserve_request(&self, w: &mut World, o: u8) -> bool {
         let row = &mut w.store.request;
+        if row.cancelled && !self.on(Sabotage::CancelUncheckedAtReserve) {
+            return false;
+        }
         if row.approved != Some(true) || row.consumed_by.is_some() {
             return false;
         }

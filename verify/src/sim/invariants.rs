@@ -287,7 +287,7 @@ fn approval_consumed_once(table: &MemoryTable, rule: &str, list: &[Intent]) -> R
             i.id
         ));
     };
-    match decision(table, id) {
+    match decision(table, &id.id) {
         Some(d) if d.verdict == RequestVerdict::Approved && d.consumed_by.as_deref() == Some(i.id.as_str()) => Ok(()),
         d => Err(format!(
             "purchase intent {} bought for request {id} did not consume its approval (consumed by {:?})",

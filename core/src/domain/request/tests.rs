@@ -140,7 +140,7 @@ fn the_state_follows_the_decision_the_cancel_and_the_window() {
 fn the_one_shot_rule_buys_one_block_in_the_window_under_the_cap() {
     let rule = request().as_rule();
     assert_eq!(rule.id, "request-7f3a2c9b");
-    assert_eq!(rule.request.as_deref(), Some("rq-7f3a2c9b"));
+    assert_eq!(rule.request.as_ref().map(|k| k.id.as_str()), Some("rq-7f3a2c9b"));
     assert_eq!((rule.max_blocks_held, rule.max_purchases_per_month), (1, 1));
     assert_eq!(rule.monthly_budget, usd("4723.20"));
     assert_eq!(

@@ -79,7 +79,7 @@ impl DynamoStore {
             ),
         ];
         // Money only: an extension is not a purchase, so the purchase count stays.
-        self.reserve_charged(items, &x.charges, fee, false, vec![]).await
+        self.reserve_charged(items, &x.charges, fee, false, vec![], None).await
     }
 
     pub(super) async fn advance_extension_item(

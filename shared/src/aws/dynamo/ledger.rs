@@ -60,8 +60,12 @@ impl Ledger for DynamoStore {
             ),
         ];
         let mut approval = intent.approval.as_ref().map_or_else(Vec::new, |a| self.consume_approval(intent, a));
-        approval.extend(intent.request.as_deref().map(|id| self.consume_request(intent, id)));
-        self.reserve_charged(items, charges, fee, true, approval).await
+        let mut request = None;
+        if let Some(key) = &intent.request {
+            approval.push(self.consume_request(intent, &key.id));
+            request = Some((key.id.clone(), self.request_still_open(key)));
+        }
+        self.reserve_charged(items, charges, fee, true, approval, request).await
     }
 
     async fn mark_sent(&self, intent_id: &str, rule_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
@@ -144,7 +148,7 @@ impl Ledger for DynamoStore {
         tracing::info!(event = "intent_given_back", intent = %intent.id, %reason, "nothing reached EC2; the offering may be tried again");
         // Nothing was bought on the approval it consumed: it may be approved again.
         let mut approval = intent.approval.as_ref().map_or_else(Vec::new, |a| self.give_approval_back(intent, a));
-        approval.extend(intent.request.as_deref().map(|id| self.give_request_back(intent, id)));
+        approval.extend(intent.request.as_ref().map(|k| self.give_request_back(intent, &k.id)));
         self.close_intent(intent, None, RELEASE_FEE, approval, None).await
     }
 

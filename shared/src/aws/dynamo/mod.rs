@@ -416,6 +416,7 @@ impl DynamoStore {
         fee: Money,
         purchase: bool,
         approval: Vec<TransactWriteItem>,
+        request: Option<(String, TransactWriteItem)>,
     ) -> Result<(), ReserveError> {
         for c in charges {
             items.push(self.charge(c, fee, purchase)?);
@@ -423,6 +424,9 @@ impl DynamoStore {
         let approval_at = items.len();
         let approval_items = approval.len();
         items.extend(approval);
+        let request_at = items.len();
+        let request_id = request.as_ref().map(|(id, _)| id.clone());
+        items.extend(request.map(|(_, check)| check));
         let codes = match self.transact(items).await {
             Ok(()) => return Ok(()),
             Err(TxError::Store(e)) => return Err(e.into()),
@@ -430,6 +434,11 @@ impl DynamoStore {
         };
         if let Some(e) = record_or_guard_failed(&codes) {
             return Err(e);
+        }
+        if let Some(id) = request_id
+            && failed_at(&codes, request_at)
+        {
+            return Err(ReserveError::RequestClosed(id));
         }
         if (approval_at..approval_at + approval_items).any(|i| failed_at(&codes, i)) {
             return Err(ReserveError::ApprovalUsed);

@@ -14,6 +14,7 @@
 //! that consumes it (`Ledger::reserve`, `consume_request`).
 
 use super::*;
+use crate::domain::ids::RequestKey;
 use crate::domain::request::{Request, RequestDecision, RequestVerdict};
 use crate::ports::{RequestStore, StoredRequest};
 
@@ -142,6 +143,22 @@ impl DynamoStore {
                 .expression_attribute_values(":iid", s(&intent.id))
                 .expression_attribute_values(":approved", s("approved")),
         )
+    }
+
+    /// The reservation's check that the request it buys for is still filed and not cancelled:
+    /// the request item itself, read in the same transaction, so a requester's cancel that
+    /// lands between the scan's read and the reservation stops the purchase.
+    pub(super) fn request_still_open(&self, k: &RequestKey) -> TransactWriteItem {
+        TransactWriteItem::builder()
+            .condition_check(
+                aws_sdk_dynamodb::types::ConditionCheck::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(key(request_pk(&k.requester), format!("REQUEST#{}", k.id))))
+                    .condition_expression("attribute_exists(pk) AND attribute_not_exists(cancelled_at)")
+                    .build()
+                    .expect("table, key and condition are set"),
+            )
+            .build()
     }
 
     /// The give-back's step that un-consumes request `id`'s approval, consumed by `intent`.
