@@ -4,7 +4,7 @@
 use capblock_shared::app::team_page::gather;
 use clap::Args;
 
-use crate::context::{CliError, CliResult, clock_now, store};
+use crate::context::{CliError, CliResult, clock_now, store, team_approvals};
 use crate::progress::Ticker;
 
 #[derive(Args)]
@@ -29,7 +29,8 @@ pub async fn run(a: PageArgs) -> CliResult {
     let store = store().await?;
     // The blocks are a table scan and every rule's prices a query: on a big table this takes a
     // few seconds, said on stderr once it has taken two.
-    let work = gather(&store, now);
+    let teams = team_approvals()?;
+    let work = gather(&store, now, &teams);
     tokio::pin!(work);
     let data = tokio::select! {
         r = &mut work => r?,

@@ -4,23 +4,19 @@
 //! fee) and asks for `yes` typed in full; the approval names the approver's own ARN (STS), and
 //! the scan buys on it only if the team's settings name that approver.
 
-use std::collections::BTreeMap;
-
 use capblock_shared::app::requests::{Checked, read_requests};
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::aws::identity::caller;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::money::Money;
-use capblock_shared::domain::request::{
-    RequestDecision, RequestState, RequestVerdict, TeamApproval, parse_team_approvals,
-};
+use capblock_shared::domain::request::{RequestDecision, RequestState, RequestVerdict};
 use capblock_shared::ports::{Ledger, RequestStore};
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use rust_decimal::Decimal;
 use serde::Serialize;
 
-use crate::context::{CliError, CliResult, clock_now, confirm_typed, sdk, store, stored_settings};
+use crate::context::{CliError, CliResult, clock_now, confirm_typed, sdk, store, stored_settings, team_approvals};
 use crate::output::OutputArgs;
 use crate::table::{self, Column};
 
@@ -96,13 +92,6 @@ pub async fn run(c: RequestsCommand) -> CliResult {
     }
 }
 
-/// The teams' approval settings as the deployed stack's TeamApprovals parameter says them (what
-/// the scan judges every approval by); none when the stack was named by its table only.
-fn teams() -> Result<BTreeMap<String, TeamApproval>, CliError> {
-    let text = crate::stack::deployed().and_then(|d| d.parameters.get("TeamApprovals")).cloned().unwrap_or_default();
-    parse_team_approvals(&text).map_err(|e| CliError::Failed(format!("the stack's TeamApprovals parameter: {e}")))
-}
-
 /// A request as `-o json|yaml` print it.
 #[derive(Serialize)]
 struct View<'a> {
@@ -125,7 +114,7 @@ fn view(c: &Checked) -> View<'_> {
 async fn list(a: ListArgs) -> CliResult {
     let now = clock_now().await?;
     let store = store().await?;
-    let all = read_requests(&store, &teams()?, now).await?;
+    let all = read_requests(&store, &team_approvals()?, now).await?;
     let views: Vec<View> = all.iter().map(view).collect();
     if a.output.data(&views)? {
         return Ok(());
@@ -166,7 +155,7 @@ async fn list(a: ListArgs) -> CliResult {
 }
 
 async fn find(store: &DynamoStore, id: &str, now: DateTime<Utc>) -> Result<Checked, CliError> {
-    read_requests(store, &teams()?, now)
+    read_requests(store, &team_approvals()?, now)
         .await?
         .into_iter()
         .find(|c| c.request.id == id)
@@ -285,7 +274,7 @@ async fn decide(id: &str, verdict: RequestVerdict, yes: bool) -> CliResult {
         Ok(s) => return Err(CliError::Refused(format!("request {id} is {}, not waiting for a decision", s.as_str()))),
         Err(e) => return Err(CliError::Refused(format!("request {id}'s item is refused: {e}"))),
     }
-    let teams = teams()?;
+    let teams = team_approvals()?;
     let team = &c.request.terms.team;
     if !teams.get(team).is_some_and(|t| t.may_approve(&me.arn)) {
         return Err(CliError::Refused(format!(

@@ -110,7 +110,7 @@ fn function(table: MemoryTable, ec2: MemoryEc2) -> Function {
         pages: Some(pages.clone() as Arc<dyn PagePublisher>),
         handoff: None,
     };
-    let handler = App { own, handoff_clusters: vec![], settings };
+    let handler = App { own, handoff_clusters: vec![], settings, team_approvals: Default::default() };
     Function {
         lambda: Lambda { edge: Edge::on("track-blocks", AWS_PORTS, config, ports), handler },
         table,
