@@ -1,8 +1,8 @@
 //! People's requests on the local stack: a requester files one with the CLI (under moto's STS
-//! identity), a lead approves it with a typed `yes` on a terminal, the scan finds an offering
-//! in the window and buys it once; each step is published in the request's own Slack thread; a
-//! second approval or a replayed request item buys nothing, and an item stored under another
-//! requester's key is refused by name.
+//! identity), a lead approves it with a typed `yes` on a terminal, the scan finds an offering in
+//! the window and buys it once; each step is published in the request's own Slack thread and shown
+//! on the team page (`capblock page`, the request's row and state); a second approval or a replayed
+//! request item buys nothing, and an item stored under another requester's key is refused by name.
 
 use std::collections::BTreeMap;
 
@@ -138,6 +138,24 @@ impl Stack {
         (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into())
     }
 
+    /// The team page as `capblock page` writes it now (the deployed stack's TeamApprovals judging
+    /// each request, as the scan does): request `id`'s row in its Requests section, and the
+    /// summary's line on requests.
+    async fn page_row(&self, id: &str) -> (String, String) {
+        let file = std::env::temp_dir().join(format!("{}-{id}.html", self.deployed));
+        let (code, out, err) = self.capblock(&["page", "--out", file.to_str().unwrap()]).await;
+        assert_eq!(code, 0, "{out}{err}");
+        let page = std::fs::read_to_string(&file).unwrap();
+        std::fs::remove_file(&file).ok();
+        let requests = &page[page.find("<section id=\"requests\"").expect("a Requests section")..];
+        let requests = &requests[..requests.find("</section>").unwrap()];
+        let at = requests.find(&format!("<td>{id}</td>")).unwrap_or_else(|| panic!("no row of {id}: {requests}"));
+        let row = &requests[requests[..at].rfind("<tr>").unwrap()..];
+        let row = row[..row.find("</tr>").unwrap()].to_string();
+        let glance = &page[page.find("<dt>Requests</dt>").expect("the summary's line")..];
+        (row, glance[..glance.find("</dd>").unwrap()].to_string())
+    }
+
     async fn scan(&self) -> capblock_shared::app::scan::ScanReport {
         let s = self.rig.scanner(&self.rig.market, &self.rig.notifier, &self.rig.scan);
         s.run_with_requests(self.rig.now().into(), None, &self.teams).await.unwrap()
@@ -189,6 +207,15 @@ async fn a_request_filed_approved_with_a_typed_yes_is_bought_once() {
     let filed = s.raw_item(&id).await;
     assert!(out.contains("At the list price (5.970 USD per accelerator-hour"), "{out}");
     assert!(out.contains("Team research's budget") && out.contains("room for the most it may cost"), "{out}");
+    let requester = s.rig.store.requests().await.unwrap()[0].keyed_requester.clone();
+    let lead = s.teams["research"].approvers[0].clone();
+    // The page: filed, by Ada under her identity, for her reason, waiting for the team's lead.
+    let (row, glance) = s.page_row(&id).await;
+    assert!(row.contains(&format!("<td>@ada ({requester})</td>")), "{row}");
+    assert!(row.contains("<td>the ablation the reviewers asked for</td>"), "{row}");
+    assert!(row.contains("<span class=\"state r-filed\">filed</span>"), "{row}");
+    assert!(row.contains(&format!("Waits for an approver of team research: {lead}.")), "{row}");
+    assert!(glance.ends_with("1 open</a>: 1 waiting for approval, 0 approved and looked for; 0 closed: 0 bought, 0 expired, 0 rejected or cancelled"), "{glance}");
 
     // Without a terminal and without --yes, approving is refused; on one, `no` approves nothing.
     let (code, _, err) = s.capblock(&["requests", "approve", &id]).await;
@@ -200,11 +227,19 @@ async fn a_request_filed_approved_with_a_typed_yes_is_bought_once() {
     assert_eq!(code, 0, "{said}");
     assert!(said.contains("Fee: from about") && said.contains("TEAM#research"), "{said}");
     assert!(said.contains("Type `yes` to go on"), "{said}");
+    let (row, _) = s.page_row(&id).await;
+    assert!(row.contains("<span class=\"state r-approved\">approved</span>"), "{row}");
+    assert!(row.contains(&format!("Approved by {lead}; the scan buys the first block")), "{row}");
 
     let report = s.scan().await;
     let bought = report.outcomes.iter().find(|o| o.rule_id.starts_with("request-")).expect("asked");
     assert!(matches!(bought.action, Some(Outcome::Bought { .. })), "{:?}", bought.action);
     assert_eq!(s.rig.sim.purchases().await.len(), 1);
+    let reservation = s.rig.sim.purchases().await[0]["reservation_id"].as_str().unwrap().to_string();
+    let (row, glance) = s.page_row(&id).await;
+    assert!(row.contains("<span class=\"state r-bought\">bought</span>"), "{row}");
+    assert!(row.contains(&format!("Bought {reservation} (1 × p5.48xlarge in us-west-2, 528.00 USD)")), "{row}");
+    assert!(glance.ends_with("0 open</a>: 0 waiting for approval, 0 approved and looked for; 1 closed: 1 bought, 0 expired, 0 rejected or cancelled"), "{glance}");
 
     // A second approval is refused; the request's item replayed (written back as it was filed)
     // buys nothing: its approval was consumed by the purchase.
@@ -220,6 +255,7 @@ async fn a_request_filed_approved_with_a_typed_yes_is_bought_once() {
     s.rig.advance_minutes(10).await;
     s.scan().await;
     assert_eq!(s.rig.sim.purchases().await.len(), 1, "one approval buys once");
+    assert!(s.page_row(&id).await.0.contains("r-bought"), "still bought once");
     let titles = thread(&s.rig, &id).await;
     for step in ["asks for capacity", "is approved", "is bought"] {
         assert!(titles.iter().any(|t| t.contains(step)), "{step}: {titles:?}");
@@ -250,4 +286,10 @@ async fn a_request_item_under_another_requesters_key_is_refused_by_name() {
     assert!(refused.contains("is stored under \"AROAEVE:eve\": forged"), "{refused}");
     assert!(s.rig.store.decision(&id).await.unwrap().is_none());
     assert!(s.rig.sim.purchases().await.is_empty());
+    // The page shows it refused, and why, as the scan read it.
+    let (row, glance) = s.page_row(&id).await;
+    assert!(row.contains("<span class=\"state r-refused\">refused</span>"), "{row}");
+    assert!(row.contains("The scan refuses its item and buys nothing for it: request"), "{row}");
+    assert!(row.contains("is stored under &quot;AROAEVE:eve&quot;: forged"), "{row}");
+    assert!(glance.ends_with("1 closed: 0 bought, 0 expired, 0 rejected or cancelled, 1 refused"), "{glance}");
 }
