@@ -45,8 +45,29 @@ pub async fn read_requests<S: RequestStore + ?Sized>(
     teams: &BTreeMap<String, TeamApproval>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Checked>, StoreError> {
+    checked(store, store.requests().await?, teams, now).await
+}
+
+/// Reads `requester`'s own requests and their decisions, each checked as `read_requests` checks
+/// every one: what a requester lists, whose policy reads their own key and no listing.
+pub async fn read_own_requests<S: RequestStore + ?Sized>(
+    store: &S,
+    requester: &str,
+    teams: &BTreeMap<String, TeamApproval>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Checked>, StoreError> {
+    checked(store, store.requests_of(requester).await?, teams, now).await
+}
+
+/// Each stored request with its decision, checked against its key and `teams`.
+async fn checked<S: RequestStore + ?Sized>(
+    store: &S,
+    items: Vec<crate::ports::StoredRequest>,
+    teams: &BTreeMap<String, TeamApproval>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Checked>, StoreError> {
     let mut out = Vec::new();
-    for stored in store.requests().await? {
+    for stored in items {
         let decision = store.decision(&stored.keyed_id).await?;
         let state = check_item(&stored.request, &stored.keyed_requester, &stored.keyed_id)
             .and_then(|()| check_request(&stored.request, decision.as_ref(), teams, now));

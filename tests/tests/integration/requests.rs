@@ -32,6 +32,11 @@ impl Stack {
     /// A live stack whose team research has 20,000 a month and whose approver is the caller
     /// moto's STS names (the lead, here the same credentials as the requester).
     async fn new(name: &str) -> Stack {
+        Stack::led_by(name, None).await
+    }
+
+    /// The same stack whose research lead is `lead` (None: the caller moto's STS names).
+    async fn led_by(name: &str, lead: Option<&str>) -> Stack {
         let mut rig = Rig::paced(name, &market(), T0, STACK).await;
         rig.scan.stack.team_budgets = [("research".to_string(), usd("20000"))].into();
         let settings = StoredSettings {
@@ -45,7 +50,8 @@ impl Stack {
             written_at: capblock_tests::t0(),
         };
         rig.store.store_settings(&settings).await.unwrap();
-        let lead = capblock_shared::aws::identity::caller(&rig.aws.sdk).await.unwrap().arn;
+        let caller = capblock_shared::aws::identity::caller(&rig.aws.sdk).await.unwrap().arn;
+        let lead = lead.map_or(caller, str::to_string);
         let approvals = format!("research=0 {lead}");
         let deployed = deploy(&rig, &approvals).await;
         Stack { teams: parse_team_approvals(&approvals).unwrap(), rig, deployed }
@@ -292,4 +298,48 @@ async fn a_request_item_under_another_requesters_key_is_refused_by_name() {
     assert!(row.contains("The scan refuses its item and buys nothing for it: request"), "{row}");
     assert!(row.contains("is stored under &quot;AROAEVE:eve&quot;: forged"), "{row}");
     assert!(glance.ends_with("1 closed: 0 bought, 0 expired, 0 rejected or cancelled, 1 refused"), "{glance}");
+}
+
+/// A requester whom TeamApprovals does not name lists and shows her own requests only (read by
+/// her own key, which is all the requesters' policy lets her read; infra/deploy/
+/// test_requests_policy.py shows what it allows and refuses), and cannot approve; `--all` lists
+/// everyone's for an operator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requester_lists_and_shows_her_own_requests_only() {
+    let s = Stack::led_by("requests-own", Some("arn:aws:iam::123456789012:role/ResearchLead")).await;
+    let (mine, _) = s.file("my own ablation", &[]).await;
+    let me = s.rig.store.requests().await.unwrap()[0].keyed_requester.clone();
+    let (theirs, _) = s.file("Bob's sweep", &[]).await;
+    // Bob's, moved under his own key (as he would have filed it).
+    let mut bob = s.rig.store.requests().await.unwrap().into_iter().find(|r| r.request.id == theirs).unwrap().request;
+    let ddb = aws_sdk_dynamodb::Client::new(&s.rig.aws.sdk);
+    ddb.delete_item()
+        .table_name(&s.rig.aws.table)
+        .key("pk", AttributeValue::S(format!("REQUEST#{me}")))
+        .key("sk", AttributeValue::S(format!("REQUEST#{theirs}")))
+        .send()
+        .await
+        .unwrap();
+    bob.requester = "AROABOB:bob".into();
+    s.rig.store.file_request(&bob).await.unwrap();
+
+    let (code, out, err) = s.capblock(&["requests", "list"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains(&format!("Your requests (filed as {me}): you approve for no team")), "{err}");
+    assert!(out.contains(&mine) && !out.contains(&theirs), "{out}");
+    assert!(out.contains("1 request(s) of yours; withdraw one with: capblock requests cancel ID"), "{out}");
+    let (code, out, _) = s.capblock(&["requests", "show", &mine]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&format!("Request {mine} (filed)")), "{out}");
+    let (code, out, err) = s.capblock(&["requests", "show", &theirs]).await;
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(err.contains(&format!("you ({me}) have no request \"{theirs}\"")), "{err}");
+    let (code, _, err) = s.capblock(&["requests", "approve", &mine, "--yes"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("approves for no team"), "{err}");
+    assert!(s.rig.store.decision(&mine).await.unwrap().is_none());
+
+    let (code, out, err) = s.capblock(&["requests", "list", "--all"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&mine) && out.contains(&theirs) && out.contains("2 request(s); approve one"), "{out}");
 }
