@@ -246,6 +246,10 @@ async fn a_request_filed_approved_with_a_typed_yes_is_bought_once() {
     assert!(row.contains("<span class=\"state r-bought\">bought</span>"), "{row}");
     assert!(row.contains(&format!("Bought {reservation} (1 × p5.48xlarge in us-west-2, 528.00 USD)")), "{row}");
     assert!(glance.ends_with("0 open</a>: 0 waiting for approval, 0 approved and looked for; 1 closed: 1 bought, 0 expired, 0 rejected or cancelled"), "{glance}");
+    // The next request's quota line counts the block bought as held in us-west-2's p5 quota
+    // (moto's Service Quotas names no Capacity Block quota: the line says so, and what is held).
+    let (_, next) = s.file("the next one", &[]).await;
+    assert!(next.contains("Quota: Service Quotas does not say for p5 in us-west-2 (EC2's refusals will); 192 vCPUs held (1 block(s) held or being bought) there; this request needs 192 vCPUs"), "{next}");
 
     // A second approval is refused; the request's item replayed (written back as it was filed)
     // buys nothing: its approval was consumed by the purchase.
