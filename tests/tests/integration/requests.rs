@@ -237,6 +237,13 @@ async fn a_request_filed_approved_with_a_typed_yes_is_bought_once() {
     assert!(row.contains("<span class=\"state r-approved\">approved</span>"), "{row}");
     assert!(row.contains(&format!("Approved by {lead}; the scan buys the first block")), "{row}");
 
+    // A person's live scan leaves the request to the scheduled scan, and says so: one scan
+    // buys requests, so a person's and the schedule's never both act on one approval.
+    let (code, out, err) = s.capblock(&["scan", "--mode", "live", "--yes"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("1 approved request(s) are not in this scan: people's requests are bought only by the stack's scheduled scan"), "{err}");
+    assert!(s.rig.sim.purchases().await.is_empty(), "a person's scan buys no request");
+
     let report = s.scan().await;
     let bought = report.outcomes.iter().find(|o| o.rule_id.starts_with("request-")).expect("asked");
     assert!(matches!(bought.action, Some(Outcome::Bought { .. })), "{:?}", bought.action);
