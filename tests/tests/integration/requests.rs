@@ -215,6 +215,16 @@ async fn a_request_filed_approved_with_a_typed_yes_is_bought_once() {
     assert!(out.contains("Team research's budget") && out.contains("room for the most it may cost"), "{out}");
     let requester = s.rig.store.requests().await.unwrap()[0].keyed_requester.clone();
     let lead = s.teams["research"].approvers[0].clone();
+    // `capblock status` says who approves the team's requests, from the deployed TeamApprovals.
+    let (code, out, err) = s.capblock(&["status"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "requests (TeamApprovals):\n  team research: approved on its own up to 0.00 USD; beyond it by {lead}\n"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("WARNING"), "{out}");
     // The page: filed, by Ada under her identity, for her reason, waiting for the team's lead.
     let (row, glance) = s.page_row(&id).await;
     assert!(row.contains(&format!("<td>@ada ({requester})</td>")), "{row}");
