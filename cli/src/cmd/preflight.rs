@@ -58,9 +58,24 @@ fn function_name(s: &str) -> Result<(String, String), String> {
 }
 
 /// The teams' approval settings (TeamApprovals) against their budgets: a warning per problem,
-/// or one finding that they hold.
-fn approval_findings(teams: &BTreeMap<String, TeamApproval>, budgets: &BTreeMap<String, Money>) -> Vec<Finding> {
-    let problems = team_approval_problems(teams, budgets);
+/// or one finding that they hold; a parameter that does not parse fails (the scan approves no
+/// request on it: a failed check, not a crash of preflight).
+fn approval_findings(
+    teams: Result<BTreeMap<String, TeamApproval>, String>,
+    budgets: &BTreeMap<String, Money>,
+) -> Vec<Finding> {
+    let teams = match teams {
+        Ok(t) => t,
+        Err(e) => {
+            return vec![Finding::flagged(
+                "team approvals",
+                Verdict::Fail,
+                e,
+                "fix the stack's TeamApprovals parameter (docs/requests.md) and deploy again",
+            )];
+        }
+    };
+    let problems = team_approval_problems(&teams, budgets);
     if problems.is_empty() {
         let seen = match teams.len() {
             0 => "no team takes people's requests (TeamApprovals is empty)".to_string(),
@@ -105,7 +120,7 @@ pub async fn run(a: PreflightArgs) -> CliResult {
     // their findings join the report, stored again with them for `capblock status`.
     let stored = store.stored_settings().await?;
     let budgets = stored.map(|s| s.stack.team_budgets).unwrap_or_default();
-    for f in approval_findings(&team_approvals()?, &budgets) {
+    for f in approval_findings(team_approvals().map_err(|e| e.to_string()), &budgets) {
         tell(&f);
         report.findings.push(f);
     }
@@ -158,18 +173,19 @@ mod tests {
     use super::*;
 
     /// Teams that take requests each with a budget and a way to approve pass; each problem is a
-    /// warning saying what to do; no team taking requests is said, not warned of.
+    /// warning saying what to do; no team taking requests is said, not warned of; a parameter
+    /// that does not parse fails.
     #[test]
     fn the_teams_approval_settings_are_checked_against_their_budgets() {
         let budgets: BTreeMap<String, Money> = [("research".to_string(), Money::parse("20000", "USD").unwrap())].into();
         let teams = parse_team_approvals("research=500 arn:aws:iam::111122223333:role/ResearchLead").unwrap();
-        let ok = approval_findings(&teams, &budgets);
+        let ok = approval_findings(Ok(teams), &budgets);
         assert_eq!(ok.len(), 1);
         assert_eq!(
             (ok[0].verdict, ok[0].seen.as_str()),
             (Verdict::Ok, "1 team(s) take people's requests, each with a budget and a way to approve")
         );
-        let bad = approval_findings(&parse_team_approvals("research=30000; vision=0").unwrap(), &budgets);
+        let bad = approval_findings(parse_team_approvals("research=30000; vision=0"), &budgets);
         let said: Vec<(Verdict, &str, Option<&str>)> =
             bad.iter().map(|f| (f.verdict, f.seen.as_str(), f.todo.as_deref())).collect();
         assert_eq!(
@@ -192,10 +208,13 @@ mod tests {
                 ),
             ]
         );
-        let none = approval_findings(&BTreeMap::new(), &budgets);
+        let none = approval_findings(Ok(BTreeMap::new()), &budgets);
         assert_eq!(
             (none[0].verdict, none[0].seen.as_str()),
             (Verdict::Ok, "no team takes people's requests (TeamApprovals is empty)")
         );
+        let broken = approval_findings(parse_team_approvals("research=500; research=9"), &budgets);
+        assert_eq!((broken.len(), broken[0].verdict), (1, Verdict::Fail));
+        assert_eq!(broken[0].seen, "team research is named twice");
     }
 }
