@@ -5,8 +5,11 @@
 //! (usage, an invalid rule, a refused purchase, failed preflight checks, a search EC2 refused
 //! every time), 3 nothing found where something was asked for.
 
+use std::collections::BTreeMap;
+
 use capblock_shared::aws::dynamo::DynamoStore;
 use capblock_shared::domain::plan::DescribeBudget;
+use capblock_shared::domain::request::{TeamApproval, parse_team_approvals};
 use capblock_shared::domain::rule::{Mode, Rule, RuleSpec};
 use capblock_shared::domain::run_time::RunTime;
 use capblock_shared::domain::stack::{StackSettings, StoredSettings};
@@ -409,6 +412,14 @@ fn when(s: &str, end_of_day: bool) -> Result<DateTime<Utc>, String> {
 pub async fn rate_book(store: &DynamoStore) -> Result<capblock_shared::domain::list_price::RateBook, StoreError> {
     use capblock_shared::ports::RateStore;
     Ok(capblock_shared::domain::list_price::RateBook::with_announced(store.announced_rates().await?))
+}
+
+/// The teams' approval settings as the deployed stack's TeamApprovals parameter says them (what
+/// the scan judges every request's approval by); none when the stack was named by its table
+/// only. Read after `store`, which looks the stack up.
+pub fn team_approvals() -> Result<BTreeMap<String, TeamApproval>, CliError> {
+    let text = crate::stack::deployed().and_then(|d| d.parameters.get("TeamApprovals")).cloned().unwrap_or_default();
+    parse_team_approvals(&text).map_err(|e| CliError::Failed(format!("the stack's TeamApprovals parameter: {e}")))
 }
 
 /// The stack's settings as its functions stored them in the table (`None`: no function has run

@@ -111,6 +111,19 @@ class RequesterPolicy(unittest.TestCase):
         self.assertFalse(allows("RequesterPolicy", "dynamodb:UpdateItem", TABLE, item(f"REQUEST#{ADA}", "consumed_by")))
         self.assertFalse(allows("RequesterPolicy", "dynamodb:Query", TABLE + "/index/gsi2", {}))
 
+    def test_she_lists_her_own_requests_and_reads_their_decisions_only(self):
+        # `capblock requests list` of a requester: a Query of her own partition, projecting the
+        # request's attributes, and a GetItem of each decision.
+        own = item(f"REQUEST#{ADA}", "data", "cancelled_at")
+        self.assertTrue(allows("RequesterPolicy", "dynamodb:Query", TABLE, own))
+        self.assertTrue(allows("RequesterPolicy", "dynamodb:GetItem", TABLE, {"dynamodb:LeadingKeys": ["REQUESTDECISION#rq-1"]}))
+        # Another's partition, everyone's listing (gsi2), or the decisions queried or written: refused.
+        self.assertFalse(allows("RequesterPolicy", "dynamodb:Query", TABLE, item("REQUEST#AROAOTHER:eve", "data")))
+        self.assertFalse(allows("RequesterPolicy", "dynamodb:Query", TABLE + "/index/gsi2", {"dynamodb:LeadingKeys": ["REQUESTS"]}))
+        self.assertFalse(allows("RequesterPolicy", "dynamodb:Query", TABLE, {"dynamodb:LeadingKeys": ["REQUESTDECISION#rq-1"]}))
+        for action in ["dynamodb:PutItem", "dynamodb:UpdateItem"]:
+            self.assertFalse(allows("RequesterPolicy", action, TABLE, item("REQUESTDECISION#rq-1", "data", "verdict")), action)
+
     def test_what_filing_tells_her_is_read_only(self):
         for pk in ["STACK", "BUDGET#TEAM#research", "OBS#us-east-1#p5.48xlarge"]:
             self.assertTrue(allows("RequesterPolicy", "dynamodb:GetItem", TABLE, {"dynamodb:LeadingKeys": [pk]}), pk)

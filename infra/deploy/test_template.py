@@ -849,8 +849,12 @@ class Organization(Template):
             env = f["Properties"]["Environment"]["Variables"]
             if fid == "OnCapacityEventFunction":
                 self.assertNotIn("CAPBLOCK_TEAM_BUDGETS", env)
+                self.assertNotIn("CAPBLOCK_TEAM_APPROVALS", env)
             else:
                 self.assertEqual(env["CAPBLOCK_TEAM_BUDGETS"], {"Ref": "TeamBudgets"}, fid)
+                # The scan buys by people's requests' approvals; the tracker's team page shows
+                # them judged the same way.
+                self.assertEqual(env.get("CAPBLOCK_TEAM_APPROVALS"), {"Ref": "TeamApprovals"}, fid)
             self.assertEqual(env["CAPBLOCK_STACK"], {"Ref": "AWS::StackName"}, fid)
             accounts = {k for k in env if any(w in k for w in ("ORGANIZATION", "ROLE_PREFIX", "MEMBER", "ACCOUNTS"))}
             if fid == "ScanOfferingsFunction":

@@ -46,6 +46,12 @@ EXPECTED = {
     "budgets": ["Account", "Team ml-research", "Rule p5-weekly", "Month-end forecast"],
     "prices": ["Rule p5-weekly", "us-east-1 p5.48xlarge", "bought cr-active0001"],
     "approvals": ["capblock approve p5-weekly/cb-0123456789abcdef0"],
+    "requests": [
+        "rq-waiting1",
+        "@ada (AROAEXAMPLE:ada)",
+        "capblock requests approve rq-waiting1",
+        "Bought cr-request0003",
+    ],
     "use": ["cr-active0001", "The month per rule"],
     "market": ["p5.48xlarge us-west-2"],
 }

@@ -4,13 +4,16 @@
 use std::collections::BTreeMap;
 
 use capblock_core::app::report::{Month, Row};
-use capblock_core::app::team_page::{PageBlock, PageBudget, PriceSeries, TeamData};
+use capblock_core::app::team_page::{PageBlock, PageBudget, PageRequest, PageRequests, PriceSeries, TeamData};
 use capblock_core::domain::block::{Block, Reservation};
 use capblock_core::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
 use capblock_core::domain::lifecycle::BlockState;
 use capblock_core::domain::money::Money;
 use capblock_core::domain::offering::Offering;
 use capblock_core::domain::report;
+use capblock_core::domain::request::{
+    Request, RequestDecision, RequestState, RequestTerms, RequestVerdict, parse_team_approvals,
+};
 use capblock_core::domain::rule::Rule;
 use capblock_core::domain::usage::Usage;
 use capblock_core::ports::Observation;
@@ -115,8 +118,103 @@ pub fn month(period: &Period, blocks: &[PageBlock], rules: &[Rule]) -> Month {
     Month { month: period.as_str().into(), rules: rows, teams, account_spent: None, skipped: vec![] }
 }
 
+/// A request for `count` p5.48xlarge for a day in us-west-2, filed at `filed` by `who`.
+pub fn request(id: &str, who: &str, slack: Option<&str>, filed: DateTime<Utc>, count: u32, reason: &str) -> Request {
+    Request {
+        id: id.into(),
+        requester: who.into(),
+        filed_at: filed,
+        terms: RequestTerms {
+            instance_types: vec!["p5.48xlarge".parse().unwrap()],
+            instance_count: count,
+            days: 1,
+            regions: vec!["us-west-2".parse().unwrap()],
+            earliest_start: filed + Duration::days(1),
+            latest_end: filed + Duration::days(6),
+            max_price_per_accelerator_hour: Money::parse("3", "USD").unwrap(),
+            team: "ml-research".into(),
+            reason: reason.into(),
+            slack: slack.map(str::to_string),
+        },
+        cancelled_at: None,
+    }
+}
+
+/// The lead's decision on `r`.
+pub fn decided(r: &Request, verdict: RequestVerdict, consumed_by: Option<&str>) -> RequestDecision {
+    RequestDecision {
+        request_id: r.id.clone(),
+        requester: r.requester.clone(),
+        terms: r.terms.clone(),
+        by: "arn:aws:iam::111122223333:role/ResearchLead".into(),
+        at: r.filed_at + Duration::hours(1),
+        verdict,
+        consumed_by: consumed_by.map(str::to_string),
+    }
+}
+
+/// People's requests: one waiting for the lead, one approved, one bought, one expired, one
+/// rejected and one cancelled, newest first.
+pub fn requests(rule: &Rule) -> PageRequests {
+    let shown = |request: Request, decision: Option<RequestDecision>, state: RequestState| PageRequest {
+        request,
+        decision,
+        state: Ok(state),
+        blocks: vec![],
+        cheapest: None,
+    };
+    let waiting =
+        request("rq-waiting1", "AROAEXAMPLE:ada", Some("@ada"), at(7, 8), 2, "the ablation the reviewers asked for");
+    let approved = request("rq-approved1", "AROAEXAMPLE:kim", None, at(6, 12), 1, "eval sweep");
+    let bought = request("rq-bought1", "AROAEXAMPLE:ada", Some("@ada"), at(3, 10), 1, "fine-tune before the deadline");
+    let expired = request("rq-expired1", "AROAEXAMPLE:lin", Some("@lin"), at(1, 9), 1, "<b>urgent</b> & large");
+    let rejected = request("rq-rejected1", "AROAEXAMPLE:kim", None, at(1, 8), 4, "a bigger sweep");
+    let mut cancelled = request("rq-cancelled1", "AROAEXAMPLE:lin", None, at(1, 7), 1, "a retry");
+    cancelled.cancelled_at = Some(at(1, 20));
+    let mut block = block(rule, "cr-request0003", at(4, 11), BlockState::Scheduled, at(3, 12));
+    block.rule_id = Some("request-bought1".into());
+    block.region = "us-west-2".parse().unwrap();
+    block.availability_zone = "us-west-2a".into();
+    block.intent_id = Some("int-bought1".into());
+    let cheapest = observations("us-west-2", at(2, 0), 6, 2).into_iter().next();
+    PageRequests {
+        open: vec![
+            shown(waiting, None, RequestState::Filed),
+            shown(approved.clone(), Some(decided(&approved, RequestVerdict::Approved, None)), RequestState::Approved),
+        ],
+        closed: vec![
+            PageRequest {
+                blocks: vec![block],
+                ..shown(
+                    bought.clone(),
+                    Some(decided(&bought, RequestVerdict::Approved, Some("int-bought1"))),
+                    RequestState::Bought { intent: "int-bought1".into() },
+                )
+            },
+            PageRequest { cheapest, ..shown(expired, None, RequestState::Expired) },
+            shown(
+                rejected.clone(),
+                Some(decided(&rejected, RequestVerdict::Rejected { reason: "over the quarter's plan".into() }, None)),
+                RequestState::Rejected { reason: "over the quarter's plan".into() },
+            ),
+            shown(cancelled, None, RequestState::Cancelled),
+        ],
+        counts: capblock_core::app::team_page::RequestCounts {
+            filed: 1,
+            approved: 1,
+            bought: 1,
+            expired: 1,
+            rejected: 1,
+            cancelled: 1,
+            refused: 0,
+        },
+        teams: parse_team_approvals("ml-research=500 arn:aws:iam::111122223333:role/ResearchLead").unwrap(),
+    }
+}
+
 /// The demo's story in small: two teams' rules, an active block with idle instances, a block
-/// waiting for its payment, one approval waiting, budgets, a week of prices in two regions.
+/// waiting for its payment, one approval waiting, people's requests, budgets, a week of prices
+/// in two regions.
 pub fn fixture() -> TeamData {
     let rules = vec![rule("p5-weekly", "ml-research"), rule("vision-burst", "vision")];
     let mut active = block(&rules[0], "cr-active0001", at(7, 0), BlockState::Active, at(3, 0));
@@ -179,6 +277,7 @@ pub fn fixture() -> TeamData {
         },
     ];
     let period = Period::budget_month(now());
+    let requests = requests(&rules[0]);
     TeamData {
         now: now(),
         stack: Some("capblock-demo".into()),
@@ -191,5 +290,6 @@ pub fn fixture() -> TeamData {
         prices,
         reminder_lead_minutes: vec![1440, 120, 30],
         rates: Default::default(),
+        requests,
     }
 }

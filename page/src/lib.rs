@@ -31,16 +31,18 @@ pub fn render(data: &TeamData) -> String {
 <title>{} capacity blocks, {when}</title><style>{STYLE}</style></head><body>\
 <header><h1>{} capacity blocks</h1><p>As the table held it at <time datetime=\"{}\">{when}</time>; \
 budget month {}. Times in UTC.</p><nav aria-label=\"Sections\"><a href=\"#glance\">At a glance</a> <a href=\"#approvals\">Approvals</a> \
-<a href=\"#calendar\">Calendar</a> <a href=\"#budgets\">Budgets</a> <a href=\"#prices\">Prices</a> \
+<a href=\"#requests\">Requests</a> <a href=\"#calendar\">Calendar</a> <a href=\"#budgets\">Budgets</a> <a href=\"#prices\">Prices</a> \
 <a href=\"#use\">Use</a> <a href=\"#market\">Market</a></nav></header><main>",
         esc(stack),
         esc(stack),
         data.now.to_rfc3339(),
         esc(data.period.as_str()),
     ));
-    // What a lead asks first, then what waits for a person: both before any chart.
+    // What a lead asks first, then what waits for a person (decisions, people's requests): all
+    // before any chart.
     s.push_str(&sections::summary(data));
     s.push_str(&sections::approvals(data));
+    s.push_str(&sections::requests(data));
     s.push_str(&sections::calendar(data));
     s.push_str(&sections::budgets(data));
     s.push_str(&sections::prices(data));

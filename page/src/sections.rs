@@ -1,4 +1,4 @@
-//! The page's seven sections (a summary, then six), each a `<section>` with its pictures and their text alternatives
+//! The page's eight sections (a summary, then seven), each a `<section>` with its pictures and their text alternatives
 //! (a table or a sentence), and a plain sentence when it has nothing to show: one file per
 //! section, and here the small pieces of text they share.
 
@@ -7,6 +7,7 @@ mod budgets;
 mod calendar;
 mod market;
 mod prices;
+mod requests;
 mod summary;
 mod usage;
 
@@ -15,6 +16,7 @@ pub use budgets::budgets;
 pub use calendar::calendar;
 pub use market::market;
 pub use prices::prices;
+pub use requests::requests;
 pub use summary::summary;
 pub use usage::usage;
 

@@ -3,9 +3,10 @@
 //! 1 MB for a year of data.
 
 use capblock_core::app::report::Month;
-use capblock_core::app::team_page::{PageBlock, PageBudget, PriceSeries};
+use capblock_core::app::team_page::{PageBlock, PageBudget, PageRequest, PriceSeries};
 use capblock_core::domain::budget::BudgetOwner;
 use capblock_core::domain::lifecycle::BlockState;
+use capblock_core::domain::request::RequestState;
 use chrono::Duration;
 
 use super::fixture::{at, block, fixture, observations};
@@ -52,13 +53,104 @@ fn order(page: &str) -> Vec<&str> {
     page.split("<section id=\"").skip(1).filter_map(|s| s.split('"').next()).collect()
 }
 
-/// A lead reads the summary, then what waits for a person, before any chart: approvals second.
+/// A lead reads the summary, then what waits for a person, before any chart: approvals second,
+/// people's requests third.
 #[test]
 fn approvals_waiting_come_right_after_the_summary() {
     let page = render(&fixture());
-    assert_eq!(order(&page), ["glance", "approvals", "calendar", "budgets", "prices", "use", "market"]);
+    assert_eq!(order(&page), ["glance", "approvals", "requests", "calendar", "budgets", "prices", "use", "market"]);
     let nav = &page[page.find("<nav").unwrap()..page.find("</nav>").unwrap()];
-    assert!(nav.find("#glance") < nav.find("#approvals") && nav.find("#approvals") < nav.find("#calendar"), "{nav}");
+    assert!(nav.find("#glance") < nav.find("#approvals") && nav.find("#approvals") < nav.find("#requests"), "{nav}");
+    assert!(nav.find("#requests") < nav.find("#calendar"), "{nav}");
+}
+
+/// The rows of the table captioned `caption` in `html`, each a list of its cells' markup.
+fn rows<'a>(html: &'a str, caption: &str) -> Vec<Vec<&'a str>> {
+    let at =
+        html.find(&format!("<caption>{caption}</caption>")).unwrap_or_else(|| panic!("no table {caption}: {html}"));
+    let body = &html[at..];
+    let body = &body[body.find("<tbody>").unwrap() + 7..body.find("</tbody>").unwrap()];
+    body.split("<tr>")
+        .skip(1)
+        .map(|r| r.split("<td>").skip(1).map(|c| c.trim_end_matches("</tr>").trim_end_matches("</td>")).collect())
+        .collect()
+}
+
+/// People's requests: the open ones with whose approval they wait for, the closed ones with how
+/// each ended, each with who filed it and why, newest first; their counts in the summary.
+#[test]
+fn each_request_says_who_why_and_where_it_stands() {
+    let page = render(&fixture());
+    let req = section(&page, "requests");
+    assert!(
+        req.contains(
+            "2 open (1 waiting for approval, 1 approved and looked for); 1 bought, 1 expired, 1 rejected, 1 cancelled."
+        ),
+        "{req}"
+    );
+    let open = rows(req, "Open requests, newest first");
+    let ids: Vec<&str> = open.iter().map(|r| r[1]).collect();
+    assert_eq!(ids, ["rq-waiting1", "rq-approved1"], "newest first");
+    let waiting = &open[0];
+    assert_eq!(waiting[2], "@ada (AROAEXAMPLE:ada)", "the Slack handle and the identity it is filed under");
+    assert_eq!(waiting[5], "the ablation the reviewers asked for");
+    assert!(waiting[3].starts_with("2 × p5.48xlarge for 1 day(s) in us-west-2, team ml-research; at most 3.00 USD per accelerator-hour (1152.00 USD in all)"), "{waiting:?}");
+    assert_eq!(waiting[6], "<span class=\"state r-filed\">filed</span>");
+    assert_eq!(
+        waiting[7],
+        "Waits for an approver of team ml-research: arn:aws:iam::111122223333:role/ResearchLead. <code>capblock requests approve rq-waiting1</code>"
+    );
+    assert!(open[1][7].starts_with("Approved by arn:aws:iam::111122223333:role/ResearchLead; the scan buys the first block under the cap that starts by <time"), "{:?}", open[1]);
+    let closed = rows(req, "Closed requests, newest first");
+    let states: Vec<&str> = closed.iter().map(|r| r[5].split('>').nth(1).unwrap().trim_end_matches("</span")).collect();
+    assert_eq!(states, ["bought", "expired", "rejected", "cancelled"]);
+    assert!(
+        closed[0][6].starts_with("Bought cr-request0003 (1 × p5.48xlarge in us-west-2, 480.00 USD) from <time"),
+        "{:?}",
+        closed[0]
+    );
+    assert!(closed[1][6].starts_with("Its window closed unbought. The cheapest offering seen: 2.3958 USD per accelerator-hour, 1 × p5.48xlarge in us-west-2 at <time datetime=\"2026-12-02T00:00:00+00:00\">"), "{:?}", closed[1]);
+    assert_eq!(closed[1][4], "&lt;b&gt;urgent&lt;/b&gt; &amp; large", "a reason is shown, never run");
+    assert_eq!(closed[2][6], "Rejected by arn:aws:iam::111122223333:role/ResearchLead: over the quarter&#39;s plan");
+    assert!(closed[3][6].starts_with("Cancelled by its requester at <time"), "{:?}", closed[3]);
+    assert!(!req.contains("are listed"), "all listed: no count of more");
+    let glance = section(&page, "glance");
+    assert!(glance.contains("<dt>Requests</dt><dd><a href=\"#requests\">2 open</a>: 1 waiting for approval, 1 approved and looked for; 4 closed: 1 bought, 1 expired, 2 rejected or cancelled</dd>"), "{glance}");
+}
+
+/// A waiting request within its team's automatic limit, of a team TeamApprovals does not name,
+/// or refused by the scan, says so; a list cut short says how many there are.
+#[test]
+fn a_request_says_why_it_waits_and_a_long_list_how_many_more() {
+    let mut d = fixture();
+    d.requests.teams = capblock_core::domain::request::parse_team_approvals("ml-research=5000").unwrap();
+    let page = render(&d);
+    let open = rows(section(&page, "requests"), "Open requests, newest first");
+    assert_eq!(open[0][7], "Within the team&#39;s automatic limit (5000.00 USD): the next scan approves it.");
+    d.requests.teams.clear();
+    let page = render(&d);
+    let open = rows(section(&page, "requests"), "Open requests, newest first");
+    assert_eq!(open[0][7], "Team ml-research takes no requests: the stack&#39;s TeamApprovals names no such team.");
+    d.requests.closed[3].state =
+        Err("request rq-cancelled1 names requester \"AROAEXAMPLE:lin\" but is stored under \"AROAEVE:eve\": forged"
+            .into());
+    d.requests.counts.cancelled = 0;
+    d.requests.counts.refused = 1;
+    d.requests.counts.bought = 30;
+    let page = render(&d);
+    let req = section(&page, "requests");
+    let closed = rows(req, "Closed requests, newest first");
+    assert_eq!(closed[3][5], "<span class=\"state r-refused\">refused</span>");
+    assert!(
+        closed[3][6].starts_with("The scan refuses its item and buys nothing for it: request rq-cancelled1 names"),
+        "{:?}",
+        closed[3]
+    );
+    assert!(
+        req.contains("The newest 4 of 33 are listed; <code>capblock requests list</code> lists them all."),
+        "{req}"
+    );
+    assert!(section(&page, "glance").contains("33 closed: 30 bought, 1 expired, 1 rejected or cancelled, 1 refused"));
 }
 
 /// The numeric attribute `name` of an SVG tag's text (`<rect class="bar" x="1" ...`).
@@ -299,6 +391,16 @@ fn every_section_says_plainly_when_it_is_empty() {
     assert!(section(&page, "approvals").contains("No approvals waiting."));
     assert!(section(&page, "use").contains("No active blocks.") && section(&page, "use").contains("Nothing bought"));
     assert!(section(&page, "market").contains("No offerings seen"));
+    d.requests = Default::default();
+    let page = render(&d);
+    assert!(section(&page, "requests").contains("No requests. Researchers file them with"));
+    assert!(section(&page, "glance").contains("<dt>Requests</dt><dd>none</dd>"));
+    d.requests = super::fixture::requests(&fixture().rules[0]);
+    d.requests.open.clear();
+    d.requests.counts.filed = 0;
+    d.requests.counts.approved = 0;
+    let page = render(&d);
+    assert!(section(&page, "requests").contains("No request waits for a decision or a block."));
 }
 
 #[test]
@@ -366,7 +468,15 @@ fn a_year_of_data_stays_under_a_megabyte() {
         }
     }
     let page = render(&d);
-    let sizes: Vec<(&str, usize)> = ["calendar", "budgets", "prices", "approvals", "use", "market"]
+    // Two hundred requests a month for a year: the page lists the newest of each kind.
+    let filed = super::fixture::request("rq-year", "AROAEXAMPLE:ada", Some("@ada"), at(7, 8), 1, &"why ".repeat(100));
+    d.requests.counts.expired = 2400;
+    d.requests.closed = (0..2400)
+        .map(|_| PageRequest { state: Ok(RequestState::Expired), ..d.requests.open[0].clone() })
+        .take(capblock_core::app::team_page::SHOWN_REQUESTS)
+        .collect();
+    d.requests.open[0].request = filed;
+    let sizes: Vec<(&str, usize)> = ["calendar", "budgets", "prices", "approvals", "requests", "use", "market"]
         .iter()
         .map(|id| (*id, section(&page, id).len()))
         .collect();

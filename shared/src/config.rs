@@ -133,6 +133,21 @@ pub fn stack_settings() -> Result<StackSettings, ConfigError> {
     })
 }
 
+/// Each team's approval settings for people's requests (`CAPBLOCK_TEAM_APPROVALS`, from the
+/// `TeamApprovals` parameter: `team=amount principal-arn ...; ...`,
+/// `domain::request::parse_team_approvals`); unset: no team's request is approved, on its own or
+/// by anyone. The scan buys by them and the tracker's team page shows them.
+pub fn team_approvals() -> Result<std::collections::BTreeMap<String, crate::domain::request::TeamApproval>, ConfigError>
+{
+    let name = "CAPBLOCK_TEAM_APPROVALS";
+    let text = optional(name).unwrap_or_default();
+    crate::domain::request::parse_team_approvals(&text).map_err(|problem| ConfigError::Invalid {
+        name,
+        value: text,
+        problem,
+    })
+}
+
 /// `team=amount,...` in USD a month (`domain::budget::parse_team_budgets`); unset: no teams.
 fn team_budgets_in(
     name: &'static str,

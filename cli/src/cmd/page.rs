@@ -4,7 +4,7 @@
 use capblock_shared::app::team_page::gather;
 use clap::Args;
 
-use crate::context::{CliError, CliResult, clock_now, store};
+use crate::context::{CliError, CliResult, clock_now, store, team_approvals};
 use crate::progress::Ticker;
 
 #[derive(Args)]
@@ -12,7 +12,8 @@ use crate::progress::Ticker;
 capblock page --out /tmp/team.html --open\n  capblock --profile prod page --out prod-team.html\n\n\
 One self-contained HTML file: the calendar of blocks 8 weeks ahead, budgets burning down, price \
 history per rule with what capblock bought, approvals waiting (with the `capblock approve` line to \
-copy), use and the month's report, and the market over the last 90 days. It makes no request: \
+copy), people's requests (open and closed, who filed each and why), use and the month's report, and \
+the market over the last 90 days. It makes no request: \
 open it from disk, mail it, or put it in a bucket. It is read-only: nothing is bought from it.\n\
 Exit codes: 0 written, 1 store failure or the file could not be written.")]
 pub struct PageArgs {
@@ -29,7 +30,8 @@ pub async fn run(a: PageArgs) -> CliResult {
     let store = store().await?;
     // The blocks are a table scan and every rule's prices a query: on a big table this takes a
     // few seconds, said on stderr once it has taken two.
-    let work = gather(&store, now);
+    let teams = team_approvals()?;
+    let work = gather(&store, now, &teams);
     tokio::pin!(work);
     let data = tokio::select! {
         r = &mut work => r?,

@@ -1,13 +1,17 @@
 //! `capblock preflight`: checks a stack in its real account before it is switched to live.
 
+use std::collections::BTreeMap;
+
 use capblock_shared::app::preflight::Preflighter;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
+use capblock_shared::domain::money::Money;
 use capblock_shared::domain::preflight::{Finding, Verdict};
-use capblock_shared::ports::{FunctionDirectory, SettingsStore};
+use capblock_shared::domain::request::{TeamApproval, team_approval_problems};
+use capblock_shared::ports::{FunctionDirectory, PreflightStore, SettingsStore};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, sdk, store};
+use crate::context::{CliError, CliResult, sdk, store, team_approvals};
 use crate::invoke::LambdaRoles;
 use crate::output::OutputArgs;
 use crate::table::{self, Column, safe};
@@ -24,7 +28,9 @@ invokes each of the stack's functions (Lambda Invoke, which needs lambda:InvokeF
 preflight payload: the function tries every action its own role needs without effect (DryRun calls, \
 reads, a probe item of its own in the table) and answers what IAM said. What cannot be tried without \
 effect (publishing, putting events, scaling a group, creating a schedule) is reported as not checked, \
-never as passed. The findings are stored in the table; `capblock status` shows the last one.\n\
+never as passed. It checks the teams' approval settings for people's requests (TeamApprovals) \
+against their budgets (TeamBudgets). The findings are stored in the table; `capblock status` shows \
+the last one.\n\
 Exit codes: 0 nothing failed, 1 AWS or store failure, 2 a check failed (each says what to do)."
 )]
 pub struct PreflightArgs {
@@ -49,6 +55,35 @@ fn function_name(s: &str) -> Result<(String, String), String> {
         return Err(format!("{kind}=: the name is empty"));
     }
     Ok((kind.to_string(), name.to_string()))
+}
+
+/// The teams' approval settings (TeamApprovals) against their budgets: a warning per problem,
+/// or one finding that they hold; a parameter that does not parse fails (the scan approves no
+/// request on it: a failed check, not a crash of preflight).
+fn approval_findings(
+    teams: Result<BTreeMap<String, TeamApproval>, String>,
+    budgets: &BTreeMap<String, Money>,
+) -> Vec<Finding> {
+    let teams = match teams {
+        Ok(t) => t,
+        Err(e) => {
+            return vec![Finding::flagged(
+                "team approvals",
+                Verdict::Fail,
+                e,
+                "fix the stack's TeamApprovals parameter (docs/requests.md) and deploy again",
+            )];
+        }
+    };
+    let problems = team_approval_problems(&teams, budgets);
+    if problems.is_empty() {
+        let seen = match teams.len() {
+            0 => "no team takes people's requests (TeamApprovals is empty)".to_string(),
+            n => format!("{n} team(s) take people's requests, each with a budget and a way to approve"),
+        };
+        return vec![Finding::ok("team approvals", seen)];
+    }
+    problems.into_iter().map(|(seen, todo)| Finding::flagged("team approvals", Verdict::Warn, seen, todo)).collect()
 }
 
 pub async fn run(a: PreflightArgs) -> CliResult {
@@ -80,6 +115,16 @@ pub async fn run(a: PreflightArgs) -> CliResult {
     }
     .run(crate::context::clock_now().await?)
     .await?;
+    let mut report = report;
+    // The teams' approval settings are the deployed stack's parameter, which only the CLI reads:
+    // their findings join the report, stored again with them for `capblock status`.
+    let stored = store.stored_settings().await?;
+    let budgets = stored.map(|s| s.stack.team_budgets).unwrap_or_default();
+    for f in approval_findings(team_approvals().map_err(|e| e.to_string()), &budgets) {
+        tell(&f);
+        report.findings.push(f);
+    }
+    store.save_preflight(&report).await?;
     if !a.output.data(&report)? {
         let rows: Vec<Vec<String>> = report
             .findings
@@ -119,4 +164,57 @@ pub async fn run(a: PreflightArgs) -> CliResult {
         );
     }
     if report.passed() { Ok(()) } else { Err(CliError::ChecksFailed(report.count(Verdict::Fail))) }
+}
+
+#[cfg(test)]
+mod tests {
+    use capblock_shared::domain::request::parse_team_approvals;
+
+    use super::*;
+
+    /// Teams that take requests each with a budget and a way to approve pass; each problem is a
+    /// warning saying what to do; no team taking requests is said, not warned of; a parameter
+    /// that does not parse fails.
+    #[test]
+    fn the_teams_approval_settings_are_checked_against_their_budgets() {
+        let budgets: BTreeMap<String, Money> = [("research".to_string(), Money::parse("20000", "USD").unwrap())].into();
+        let teams = parse_team_approvals("research=500 arn:aws:iam::111122223333:role/ResearchLead").unwrap();
+        let ok = approval_findings(Ok(teams), &budgets);
+        assert_eq!(ok.len(), 1);
+        assert_eq!(
+            (ok[0].verdict, ok[0].seen.as_str()),
+            (Verdict::Ok, "1 team(s) take people's requests, each with a budget and a way to approve")
+        );
+        let bad = approval_findings(parse_team_approvals("research=30000; vision=0"), &budgets);
+        let said: Vec<(Verdict, &str, Option<&str>)> =
+            bad.iter().map(|f| (f.verdict, f.seen.as_str(), f.todo.as_deref())).collect();
+        assert_eq!(
+            said,
+            [
+                (
+                    Verdict::Warn,
+                    "team research approves requests on its own up to 30000.00 USD, more than its monthly budget of 20000.00 USD",
+                    Some("lower its automatic limit in TeamApprovals")
+                ),
+                (
+                    Verdict::Warn,
+                    "team vision takes requests but has no TeamBudgets entry: its requests buy nothing",
+                    Some("give it a budget in TeamBudgets")
+                ),
+                (
+                    Verdict::Warn,
+                    "team vision: no request is ever approved (an automatic limit of 0 and no approver)",
+                    Some("name an approver in TeamApprovals")
+                ),
+            ]
+        );
+        let none = approval_findings(Ok(BTreeMap::new()), &budgets);
+        assert_eq!(
+            (none[0].verdict, none[0].seen.as_str()),
+            (Verdict::Ok, "no team takes people's requests (TeamApprovals is empty)")
+        );
+        let broken = approval_findings(parse_team_approvals("research=500; research=9"), &budgets);
+        assert_eq!((broken.len(), broken[0].verdict), (1, Verdict::Fail));
+        assert_eq!(broken[0].seen, "team research is named twice");
+    }
 }

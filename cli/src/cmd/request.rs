@@ -5,14 +5,15 @@
 
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::identity::caller;
+use capblock_shared::domain::block::{QuotaHeld, quota_held};
 use capblock_shared::domain::budget::{BudgetOwner, Period};
-use capblock_shared::domain::catalog::AcceleratorCatalog;
+use capblock_shared::domain::catalog::{AcceleratorCatalog, quota_request, vcpus_of};
 use capblock_shared::domain::ids::{InstanceType, Region};
 use capblock_shared::domain::list_price::list_rate;
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::plan::family;
 use capblock_shared::domain::request::{Request, RequestTerms};
-use capblock_shared::ports::{Ledger, ObservationStore, QuotaSource, RequestStore};
+use capblock_shared::ports::{BlockStore, Ledger, ObservationStore, QuotaSource, RequestStore};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use clap::Args;
 use rust_decimal::Decimal;
@@ -117,7 +118,7 @@ pub async fn run(a: RequestArgs) -> CliResult {
     let store = store().await?;
     let limit = stored_settings(&store).await?.and_then(|s| s.stack.team_budgets.get(&request.terms.team).copied());
     let estimate = estimate(&store, &request, limit, now).await?;
-    let quota = quota(&Ec2Market::new(sdk.clone()), &request).await;
+    let quota = quota(&Ec2Market::new(sdk.clone()), &store, &request).await;
     store.file_request(&request).await?;
     println!("Filed request {} as {} ({}).", request.id, me.user_id, me.arn);
     println!("{estimate}\n{quota}");
@@ -207,25 +208,125 @@ async fn team_room<S: Ledger>(
     ))
 }
 
-/// The account's Capacity Block quota for each family in each region, as Service Quotas says.
-async fn quota<Q: QuotaSource>(market: &Q, r: &Request) -> String {
+/// The account's Capacity Block quota for each family in each region, as Service Quotas says,
+/// less what the store says is held there (`quota_held`: blocks held and purchases in flight),
+/// against what the request needs. What is held is read best-effort: a requester's policy may
+/// not read the blocks, and the line then says the whole quota.
+async fn quota<Q: QuotaSource, S: Ledger + BlockStore>(market: &Q, store: &S, r: &Request) -> String {
+    let held = match (store.open_blocks(None).await, store.open_intents().await) {
+        (Ok(blocks), Ok(intents)) => Ok((blocks, intents)),
+        (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
+    };
     let mut lines = Vec::new();
     for region in &r.terms.regions {
-        for ty in &r.terms.instance_types {
-            let fam = family(ty.as_str());
-            lines.push(match market.capacity_block_quota(region, fam).await {
-                Some(0) => format!("Quota: 0 concurrent {fam} Capacity Blocks in {region}: none can be bought there until it is raised."),
-                Some(n) => format!("Quota: {n} concurrent {fam} Capacity Block(s) in {region}."),
-                None => format!("Quota: Service Quotas does not say for {fam} in {region} (EC2's refusals will)."),
-            });
+        let mut families: Vec<&str> = r.terms.instance_types.iter().map(|t| family(t.as_str())).collect();
+        families.dedup();
+        for fam in families {
+            // The largest of the request's types in the family: the scan may buy any of them.
+            let ty = r
+                .terms
+                .instance_types
+                .iter()
+                .filter(|t| family(t.as_str()) == fam)
+                .max_by_key(|t| vcpus_of(t.as_str()).unwrap_or(0))
+                .expect("a family of the request's types");
+            let taken = held.as_ref().map(|(b, i)| quota_held(b, i, region, fam)).map_err(String::clone);
+            let said = market.capacity_block_quota(region, fam).await;
+            lines.push(quota_line(region, fam, said, taken, r.terms.instance_count, ty));
         }
     }
     lines.join("\n")
 }
 
+/// One family's quota line: the quota in vCPUs, what is held, what is free, what the request
+/// needs (`count` of `ty`), and whether it fits.
+fn quota_line(
+    region: &Region,
+    fam: &str,
+    quota: Option<u32>,
+    held: Result<QuotaHeld, String>,
+    count: u32,
+    ty: &InstanceType,
+) -> String {
+    let need = vcpus_of(ty.as_str()).map(|per| (per.saturating_mul(count), per));
+    let needs = match need {
+        Some((n, per)) => format!("this request needs {n} vCPUs ({count} x {ty} of {per} vCPUs)"),
+        None => format!("this request needs {count} x {ty} (its vCPUs are not known here)"),
+    };
+    let ask = quota_request(fam, region.as_str(), ty.as_str());
+    if quota == Some(0) {
+        return format!(
+            "Quota: 0 vCPUs of {fam} Capacity Blocks in {region}: none can be bought there until it is raised: {ask}."
+        );
+    }
+    let held = match held {
+        Ok(h) => h,
+        Err(e) => {
+            let quota = quota.map_or("Service Quotas does not say".to_string(), |q| format!("{q} vCPUs"));
+            return format!(
+                "Quota: {quota} of {fam} in {region}; what is held there is not readable with your access ({e}); {needs}."
+            );
+        }
+    };
+    let unknown = if held.unknown > 0 {
+        format!(", {} of them of a type whose vCPUs are not known here and not counted", held.unknown)
+    } else {
+        String::new()
+    };
+    let held_text = format!("{} vCPUs held ({} block(s) held or being bought{unknown})", held.vcpus, held.blocks);
+    let Some(quota) = quota else {
+        return format!(
+            "Quota: Service Quotas does not say for {fam} in {region} (EC2's refusals will); {held_text} there; {needs}."
+        );
+    };
+    let free = quota.saturating_sub(held.vcpus);
+    let verdict = match need {
+        Some((n, _)) if n <= free => "it fits".to_string(),
+        Some(_) => format!("NOT enough free: the purchase would be refused until blocks end or you {ask}"),
+        None => "whether it fits is not known".to_string(),
+    };
+    format!("Quota: {quota} vCPUs of {fam} in {region}, {held_text}, {free} free: {needs}: {verdict}.")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The quota line subtracts what is held: "quota 1536 vCPUs of p5, 576 held, 960 free: this
+    /// request needs 384" fits; more than is free does not, and says what to ask for; a store
+    /// the caller may not read says the whole quota; a quota Service Quotas does not say still
+    /// says what is held.
+    #[test]
+    fn the_quota_line_subtracts_what_is_held() {
+        let east: Region = "us-east-2".parse().unwrap();
+        let p5: InstanceType = "p5.48xlarge".parse().unwrap();
+        let held = QuotaHeld { vcpus: 576, blocks: 2, unknown: 0 };
+        assert_eq!(
+            quota_line(&east, "p5", Some(1536), Ok(held), 2, &p5),
+            "Quota: 1536 vCPUs of p5 in us-east-2, 576 vCPUs held (2 block(s) held or being bought), 960 free: \
+this request needs 384 vCPUs (2 x p5.48xlarge of 192 vCPUs): it fits."
+        );
+        let over = quota_line(&east, "p5", Some(1536), Ok(held), 6, &p5);
+        assert!(
+            over.contains("960 free: this request needs 1152 vCPUs (6 x p5.48xlarge of 192 vCPUs): NOT enough free"),
+            "{over}"
+        );
+        assert!(over.contains("request \"Concurrent P5 Capacity Blocks per account\" in us-east-2"), "{over}");
+        let odd = quota_line(&east, "p5", Some(1536), Ok(QuotaHeld { unknown: 1, ..held }), 2, &p5);
+        assert!(
+            odd.contains("(2 block(s) held or being bought, 1 of them of a type whose vCPUs are not known here"),
+            "{odd}"
+        );
+        let unread = quota_line(&east, "p5", Some(1536), Err("AccessDeniedException".into()), 2, &p5);
+        assert!(unread.contains("Quota: 1536 vCPUs of p5 in us-east-2; what is held there is not readable with your access (AccessDeniedException); this request needs 384 vCPUs"), "{unread}");
+        assert!(
+            quota_line(&east, "p5", Some(0), Ok(held), 2, &p5)
+                .contains("0 vCPUs of p5 Capacity Blocks in us-east-2: none can be bought")
+        );
+        assert!(
+            quota_line(&east, "p5", None, Ok(held), 2, &p5).contains("Service Quotas does not say for p5 in us-east-2")
+        );
+    }
 
     #[test]
     fn a_date_or_a_time_is_an_instant() {

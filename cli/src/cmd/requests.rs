@@ -6,32 +6,35 @@
 
 use std::collections::BTreeMap;
 
-use capblock_shared::app::requests::{Checked, read_requests};
+use capblock_shared::app::requests::{Checked, read_own_requests, read_requests};
 use capblock_shared::aws::dynamo::DynamoStore;
-use capblock_shared::aws::identity::caller;
+use capblock_shared::aws::identity::{Caller, caller};
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::money::Money;
-use capblock_shared::domain::request::{
-    RequestDecision, RequestState, RequestVerdict, TeamApproval, parse_team_approvals,
-};
+use capblock_shared::domain::request::{RequestDecision, RequestState, RequestVerdict, TeamApproval};
 use capblock_shared::ports::{Ledger, RequestStore};
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use rust_decimal::Decimal;
 use serde::Serialize;
 
-use crate::context::{CliError, CliResult, clock_now, confirm_typed, sdk, store, stored_settings};
+use crate::context::{CliError, CliResult, clock_now, confirm_typed, sdk, store, stored_settings, team_approvals};
 use crate::output::OutputArgs;
 use crate::table::{self, Column};
 
 #[derive(Subcommand)]
 pub enum RequestsCommand {
-    /// Every request: its state, who asked, for what and why.
-    #[command(after_help = "Examples:\n  capblock requests list\n  capblock requests list -o json\n\n\
+    /// The requests: its state, who asked, for what and why (an approver: everyone's; anyone
+    /// else: their own).
+    #[command(after_help = "Examples:\n  capblock requests list\n  capblock requests list -o json\n  \
+capblock requests list --all\n\n\
+An approver (the stack's TeamApprovals names you, or your role, for a team) sees every request. \
+Anyone else sees their own, the ones filed under their AWS identity, which is all the \
+requesters' policy lets them read; --all asks for everyone's anyway (an operator's access). \
 A request is filed, then approved (by an approver of its team, or by the scan within the team's \
 automatic limit), then bought, or rejected, cancelled or expired at its window's end.")]
     List(ListArgs),
-    /// One request whole: its terms, its state, its decision.
+    /// One request whole: its terms, its state, its decision (a requester: one of their own).
     #[command(after_help = "Examples:\n  capblock requests show rq-7f3a2c9b01de")]
     Show(IdArgs),
     /// Approve a request (an approver of its team): shows the plan, then asks for `yes`.
@@ -51,6 +54,10 @@ Only the identity that filed the request may cancel it; a request already bought
 
 #[derive(Args)]
 pub struct ListArgs {
+    /// Everyone's requests, though you approve for no team (an operator with the table's read
+    /// access, or the approvers' policy).
+    #[arg(long)]
+    all: bool,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -96,13 +103,6 @@ pub async fn run(c: RequestsCommand) -> CliResult {
     }
 }
 
-/// The teams' approval settings as the deployed stack's TeamApprovals parameter says them (what
-/// the scan judges every approval by); none when the stack was named by its table only.
-fn teams() -> Result<BTreeMap<String, TeamApproval>, CliError> {
-    let text = crate::stack::deployed().and_then(|d| d.parameters.get("TeamApprovals")).cloned().unwrap_or_default();
-    parse_team_approvals(&text).map_err(|e| CliError::Failed(format!("the stack's TeamApprovals parameter: {e}")))
-}
-
 /// A request as `-o json|yaml` print it.
 #[derive(Serialize)]
 struct View<'a> {
@@ -122,16 +122,51 @@ fn view(c: &Checked) -> View<'_> {
     View { id: &c.request.id, state, refused, request: &c.request, decision: c.decision.as_ref() }
 }
 
+/// Whose requests the caller lists: everyone's for an approver of some team (or on `--all`),
+/// else their own, the only ones the requesters' policy lets them read.
+enum Whose {
+    Everyone,
+    Own(Caller),
+}
+
+/// Whose requests the caller sees, by the teams' approvers; said on stderr when their own.
+async fn whose(teams: &BTreeMap<String, TeamApproval>, all: bool) -> Result<Whose, CliError> {
+    if all {
+        return Ok(Whose::Everyone);
+    }
+    let me = caller(&sdk().await).await.map_err(CliError::Failed)?;
+    if teams.values().any(|t| t.may_approve(&me.arn)) {
+        return Ok(Whose::Everyone);
+    }
+    eprintln!(
+        "Your requests (filed as {}): you approve for no team in the stack's TeamApprovals, so you see your own.",
+        me.user_id
+    );
+    Ok(Whose::Own(me))
+}
+
+/// The requests the caller sees, each checked as the scan checks it.
+async fn seen(store: &DynamoStore, all: bool, now: DateTime<Utc>) -> Result<(Vec<Checked>, Whose), CliError> {
+    let teams = team_approvals()?;
+    let whose = whose(&teams, all).await?;
+    let checked = match &whose {
+        Whose::Everyone => read_requests(store, &teams, now).await?,
+        Whose::Own(me) => read_own_requests(store, &me.user_id, &teams, now).await?,
+    };
+    Ok((checked, whose))
+}
+
 async fn list(a: ListArgs) -> CliResult {
     let now = clock_now().await?;
     let store = store().await?;
-    let all = read_requests(&store, &teams()?, now).await?;
+    let (all, whose) = seen(&store, a.all, now).await?;
     let views: Vec<View> = all.iter().map(view).collect();
     if a.output.data(&views)? {
         return Ok(());
     }
+    let own = matches!(whose, Whose::Own(_));
     if views.is_empty() {
-        println!("no requests");
+        println!("{}", if own { "you have filed no requests (capblock request files one)" } else { "no requests" });
         return Ok(());
     }
     let columns = [
@@ -161,16 +196,26 @@ async fn list(a: ListArgs) -> CliResult {
         })
         .collect();
     println!("{}", table::render(&columns, &rows, a.output.layout()));
-    println!("{} request(s); approve one with: capblock requests approve ID", views.len());
+    if own {
+        println!("{} request(s) of yours; withdraw one with: capblock requests cancel ID", views.len());
+    } else {
+        println!("{} request(s); approve one with: capblock requests approve ID", views.len());
+    }
     Ok(())
 }
 
+/// Request `id` among those the caller sees (`seen`).
 async fn find(store: &DynamoStore, id: &str, now: DateTime<Utc>) -> Result<Checked, CliError> {
-    read_requests(store, &teams()?, now)
-        .await?
-        .into_iter()
-        .find(|c| c.request.id == id)
-        .ok_or_else(|| CliError::NotFound(format!("no request {id:?} (`capblock requests list` lists them)")))
+    let (seen, whose) = seen(store, false, now).await?;
+    seen.into_iter().find(|c| c.request.id == id).ok_or_else(|| {
+        CliError::NotFound(match whose {
+            Whose::Everyone => format!("no request {id:?} (`capblock requests list` lists them)"),
+            Whose::Own(me) => format!(
+                "you ({}) have no request {id:?} (`capblock requests list` lists yours; an approver sees everyone's)",
+                me.user_id
+            ),
+        })
+    })
 }
 
 /// The request in words: its terms, its state, its decision.
@@ -279,13 +324,20 @@ async fn decide(id: &str, verdict: RequestVerdict, yes: bool) -> CliResult {
     let now = clock_now().await?;
     let me = caller(&sdk).await.map_err(CliError::Failed)?;
     let store = store().await?;
+    // Refused before any read: a requester's policy reads no other's request.
+    if !team_approvals()?.values().any(|t| t.may_approve(&me.arn)) {
+        return Err(CliError::Refused(format!(
+            "{} approves for no team (the stack's TeamApprovals parameter names each team's approvers)",
+            me.arn
+        )));
+    }
     let c = find(&store, id, now).await?;
     match &c.state {
         Ok(RequestState::Filed) => {}
         Ok(s) => return Err(CliError::Refused(format!("request {id} is {}, not waiting for a decision", s.as_str()))),
         Err(e) => return Err(CliError::Refused(format!("request {id}'s item is refused: {e}"))),
     }
-    let teams = teams()?;
+    let teams = team_approvals()?;
     let team = &c.request.terms.team;
     if !teams.get(team).is_some_and(|t| t.may_approve(&me.arn)) {
         return Err(CliError::Refused(format!(

@@ -1,21 +1,26 @@
-//! `capblock scan`: one scan-and-buy pass exactly as the scan-offerings function runs it.
+//! `capblock scan`: one scan-and-buy pass over the rules, as the scan-offerings function runs it;
+//! people's requests are left to the function (`requests_left_out` says how many wait).
 
 use std::sync::Mutex;
 
 use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::reconcile::Settled;
+use capblock_shared::app::requests::read_requests;
 use capblock_shared::app::scan::{Confirmed, RuleOutcome, ScanReport, ScanSettings, Scanner};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::sns::SnsNotifier;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::decision::Priced;
 use capblock_shared::domain::plan::DescribeBudget;
+use capblock_shared::domain::request::RequestState;
 use capblock_shared::domain::rule::Mode;
 use capblock_shared::domain::run_time::RunTime;
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use crate::context::{CliError, CliResult, DescribeArgs, StackArgs, confirm_typed, purchase_now, run_now, sdk, store};
+use crate::context::{
+    CliError, CliResult, DescribeArgs, StackArgs, confirm_typed, purchase_now, run_now, sdk, store, team_approvals,
+};
 use crate::output::OutputArgs;
 use crate::table::{self, safe};
 
@@ -32,6 +37,9 @@ cannot be cancelled. Then it asks for `yes` typed in full (--yes for scripts; wi
 without --yes nothing is bought). The run that follows buys only the planned blocks at the planned \
 fees: a rule whose block is gone or changed buys nothing. When nothing would be bought, it says so \
 and asks nothing.\n\n\
+People's requests (`capblock request`) are not in this scan, live or not: the stack's scheduled \
+scan buys an approved one, once (its purchase consumes its approval). This scan says how many \
+approved requests wait for it (`capblock requests list` lists them).\n\n\
 Exit codes: 0 scanned (a live scan: every planned block bought), 1 AWS or store failure, 2 bad \
 input or refused (a live scan not confirmed, a stack not live, a planned block not bought: the \
 market moved since the plan, a limit or EC2 refused it, or its answer was lost)."
@@ -125,12 +133,36 @@ pub async fn run(a: ScanArgs) -> CliResult {
             scanner.run_confirmed(at, &confirmed).await.map_err(CliError::failed)?
         };
         show(&report, &settings, &a.output, at)?;
+        requests_left_out(&store, at.clock()).await;
         return off_plan(&report, &confirmed);
     } else {
         let _ticker = crate::progress::Ticker::start("scanning", most, a.output.is_data());
         scanner.run(at).await.map_err(CliError::failed)?
     };
-    show(&report, &settings, &a.output, at)
+    show(&report, &settings, &a.output, at)?;
+    requests_left_out(&store, at.clock()).await;
+    Ok(())
+}
+
+/// Says on stderr how many approved requests this scan leaves to the stack's scheduled scan. A
+/// person's scan never buys a request: the scheduled one does, once, so a person's live scan and
+/// the schedule cannot both act on one approval (the ledger would refuse the second purchase
+/// anyway: the purchase consumes the approval in its reservation). Best-effort: the scan's
+/// report stands whether or not the requests could be read.
+async fn requests_left_out(store: &capblock_shared::aws::dynamo::DynamoStore, now: DateTime<Utc>) {
+    let teams = team_approvals().unwrap_or_default();
+    match read_requests(store, &teams, now).await {
+        Ok(all) => {
+            let approved = all.iter().filter(|c| c.state == Ok(RequestState::Approved)).count();
+            if approved > 0 {
+                eprintln!(
+                    "{approved} approved request(s) are not in this scan: people's requests are bought only by the \
+stack's scheduled scan (capblock requests list lists them)."
+                );
+            }
+        }
+        Err(e) => eprintln!("note: people's requests were not read ({e}); the stack's scheduled scan buys them."),
+    }
 }
 
 /// What a live scan a person confirmed came to: exit 2 naming each planned rule that did not

@@ -1,5 +1,6 @@
-//! `capblock status`: one screen for the operator: the stack's mode, its rules, its blocks,
-//! this month's spend against the budgets, the last scan, and where the dashboard is.
+//! `capblock status`: one screen for the operator: the stack's mode, its rules, who approves
+//! people's requests, its blocks, this month's spend against the budgets, the last scan, and
+//! where the dashboard is.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,13 +11,14 @@ use capblock_shared::domain::budget::{BudgetOwner, BudgetUsage, Period};
 use capblock_shared::domain::money::{Currency, Money};
 use capblock_shared::domain::plan::Coverage;
 use capblock_shared::domain::preflight::Verdict;
+use capblock_shared::domain::request::{TeamApproval, team_approval_problems};
 use capblock_shared::domain::stack::StoredSettings;
 use capblock_shared::ports::{AlarmStore, BlockStore, Ledger, MarketMemory, PreflightStore, RuleStore, StoredRule};
 use chrono::{DateTime, Utc};
 use clap::Args;
 use serde::Serialize;
 
-use crate::context::{CliError, CliResult, sdk, store, stored_settings};
+use crate::context::{CliError, CliResult, sdk, store, stored_settings, team_approvals};
 use crate::output::OutputArgs;
 use crate::table::{self, Column, Layout, safe, when_utc};
 
@@ -52,6 +54,8 @@ struct Status {
     at: DateTime<Utc>,
     /// The stack's settings as its functions stored them; none: no function has run yet.
     settings: Option<StoredSettings>,
+    /// Each team's approval settings for people's requests (the deployed stack's TeamApprovals).
+    team_approvals: BTreeMap<String, TeamApproval>,
     rules: usize,
     rules_enabled: usize,
     /// Open blocks by state.
@@ -184,6 +188,7 @@ async fn gather(now: DateTime<Utc>) -> Result<Status, CliError> {
         dashboard: dashboard_url(&name, &region),
         alarms_in_alarm,
         settings: stored,
+        team_approvals: team_approvals()?,
     })
 }
 
@@ -267,6 +272,7 @@ fn print(s: &Status, verbose: bool, layout: Layout) {
         ),
     }
     println!("rules: {} ({} enabled)", s.rules, s.rules_enabled);
+    println!("{}", requests_lines(s));
     let states: Vec<String> = s.blocks.iter().map(|(st, n)| format!("{n} {st}")).collect();
     println!("blocks: {}", if states.is_empty() { "none open".to_string() } else { states.join(", ") });
 
@@ -308,6 +314,24 @@ fn print(s: &Status, verbose: bool, layout: Layout) {
     } else {
         println!("alarms in ALARM: {}", firing.join(", "));
     }
+}
+
+/// Who approves people's requests, per team (TeamApprovals), and what is wrong with it against
+/// the teams' budgets, each a warning line.
+fn requests_lines(s: &Status) -> String {
+    if s.team_approvals.is_empty() {
+        return "requests: no team takes them (the stack's TeamApprovals is empty, or unknown: the stack was named by its table)"
+            .to_string();
+    }
+    let mut lines = vec!["requests (TeamApprovals):".to_string()];
+    for (team, a) in &s.team_approvals {
+        lines.push(format!("  team {}: {}", safe(team), safe(&a.describe())));
+    }
+    let budgets = s.settings.as_ref().map(|st| st.stack.team_budgets.clone()).unwrap_or_default();
+    for (seen, todo) in team_approval_problems(&s.team_approvals, &budgets) {
+        lines.push(format!("  WARNING: {}: {}", safe(&seen), safe(&todo)));
+    }
+    lines.join("\n")
 }
 
 /// Each budget's month as a table, indented under its title.

@@ -17,10 +17,11 @@ use super::team_page::TeamData;
 use super::track::TrackReport;
 use crate::domain::budget::Period;
 use crate::domain::money::Money;
+use crate::domain::request::TeamApproval;
 use crate::domain::run_time::RunTime;
 use crate::ports::{
     BlockArchive, ExtensionLedger, Ledger, Notifier, ObservationStore, Outbox, PageClaims, PagePublisher, RateStore,
-    RuleStore, SettingsStore, StoreError,
+    RequestStore, RuleStore, SettingsStore, StoreError,
 };
 
 /// Whether a tracker payload is the monthly schedule's (`{"source": "capblock.monthly-summary"}`):
@@ -40,6 +41,8 @@ pub struct AfterTrack<'a, S: ?Sized, N: ?Sized, P: ?Sized> {
     pub pages: Option<&'a P>,
     /// The stack's team budgets, which the summary reports against.
     pub team_budgets: &'a BTreeMap<String, Money>,
+    /// The stack's `TeamApprovals`, which the page judges people's requests by, as the scan does.
+    pub team_approvals: &'a BTreeMap<String, TeamApproval>,
     /// The page's pure renderer (`capblock_page::render`, a crate above this one).
     pub render: fn(&TeamData) -> String,
 }
@@ -55,6 +58,7 @@ where
         + RateStore
         + Outbox
         + PageClaims
+        + RequestStore
         + ?Sized,
     N: Notifier + ?Sized,
     P: PagePublisher + ?Sized,
@@ -71,7 +75,7 @@ where
             report.summary = Some(month.as_str().to_string());
         }
         let publishing = Publishing { claims: self.store, pages: self.pages };
-        let page = team_page(self.store, at.clock(), self.render);
+        let page = team_page(self.store, at.clock(), self.team_approvals, self.render);
         report.page = publishing.hourly(at, page).await;
         Ok(())
     }

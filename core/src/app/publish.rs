@@ -7,16 +7,18 @@
 //! hour tries again; either is logged and counted by the caller, never the tracker's failure:
 //! the page is a view of the money work, which has already been done when it is published.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 
 use chrono::{DateTime, TimeZone, Utc};
 use serde::Serialize;
 
 use super::team_page::{TeamData, gather};
+use crate::domain::request::TeamApproval;
 use crate::domain::run_time::RunTime;
 use crate::ports::{
     BlockArchive, ExtensionLedger, Ledger, ObservationStore, PageClaims, PagePublisher, PublishError, RateStore,
-    RuleStore, SettingsStore, StoreError,
+    RequestStore, RuleStore, SettingsStore, StoreError,
 };
 
 /// The page's object key in the bucket (the template grants `s3:PutObject` on it alone).
@@ -58,13 +60,27 @@ pub fn hour_of(t: DateTime<Utc>) -> DateTime<Utc> {
     Utc.timestamp_opt(s - s.rem_euclid(3600), 0).single().unwrap_or(t)
 }
 
-/// The team page as `store` holds it at `now`: read once (`team_page::gather`), then made by
-/// `render`, the pure renderer (`capblock_page::render`, a crate above this one).
-pub async fn team_page<S>(store: &S, now: DateTime<Utc>, render: fn(&TeamData) -> String) -> Result<String, StoreError>
+/// The team page as `store` holds it at `now` (people's requests judged by `teams`, the stack's
+/// `TeamApprovals`): read once (`team_page::gather`), then made by `render`, the pure renderer
+/// (`capblock_page::render`, a crate above this one).
+pub async fn team_page<S>(
+    store: &S,
+    now: DateTime<Utc>,
+    teams: &BTreeMap<String, TeamApproval>,
+    render: fn(&TeamData) -> String,
+) -> Result<String, StoreError>
 where
-    S: RuleStore + Ledger + BlockArchive + ExtensionLedger + ObservationStore + SettingsStore + RateStore + ?Sized,
+    S: RuleStore
+        + Ledger
+        + BlockArchive
+        + ExtensionLedger
+        + ObservationStore
+        + SettingsStore
+        + RateStore
+        + RequestStore
+        + ?Sized,
 {
-    Ok(render(&gather(store, now).await?))
+    Ok(render(&gather(store, now, teams).await?))
 }
 
 /// The tracker's page publishing: the claims in the store and, when the stack publishes a page

@@ -18,7 +18,7 @@ use crate::domain::request::{
     decision_allowed, state_of,
 };
 use crate::domain::rule::Rule;
-use crate::ports::{ObservationStore, Outbox, RequestStore, StoreError};
+use crate::ports::{Observation, ObservationStore, Outbox, RequestStore, StoreError};
 
 /// What a scan made of the requests.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -45,8 +45,29 @@ pub async fn read_requests<S: RequestStore + ?Sized>(
     teams: &BTreeMap<String, TeamApproval>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Checked>, StoreError> {
+    checked(store, store.requests().await?, teams, now).await
+}
+
+/// Reads `requester`'s own requests and their decisions, each checked as `read_requests` checks
+/// every one: what a requester lists, whose policy reads their own key and no listing.
+pub async fn read_own_requests<S: RequestStore + ?Sized>(
+    store: &S,
+    requester: &str,
+    teams: &BTreeMap<String, TeamApproval>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Checked>, StoreError> {
+    checked(store, store.requests_of(requester).await?, teams, now).await
+}
+
+/// Each stored request with its decision, checked against its key and `teams`.
+async fn checked<S: RequestStore + ?Sized>(
+    store: &S,
+    items: Vec<crate::ports::StoredRequest>,
+    teams: &BTreeMap<String, TeamApproval>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Checked>, StoreError> {
     let mut out = Vec::new();
-    for stored in store.requests().await? {
+    for stored in items {
         let decision = store.decision(&stored.keyed_id).await?;
         let state = check_item(&stored.request, &stored.keyed_requester, &stored.keyed_id)
             .and_then(|()| check_request(&stored.request, decision.as_ref(), teams, now));
@@ -194,27 +215,42 @@ async fn cheapest_seen<S: ObservationStore + ?Sized>(
     r: &Request,
     now: DateTime<Utc>,
 ) -> Result<String, StoreError> {
+    Ok(cheapest_observed(store, r, now).await?.map_or_else(
+        || "No offering was seen for it.".to_string(),
+        |o| {
+            let rate = o.offering.price_per_accelerator_hour(o.accelerators_per_instance).map(|r| r.display());
+            format!(
+                "The cheapest offering seen: {} per accelerator-hour, {} x {} in {} at {}.",
+                rate.unwrap_or_default(),
+                o.offering.instance_count,
+                o.offering.instance_type,
+                o.offering.region,
+                o.seen_at.format("%Y-%m-%d %H:%M UTC")
+            )
+        },
+    ))
+}
+
+/// The cheapest offering per accelerator-hour seen for the request's types and regions since
+/// it was filed (the price history): what its expiry message and the team page say.
+pub async fn cheapest_observed<S: ObservationStore + ?Sized>(
+    store: &S,
+    r: &Request,
+    now: DateTime<Utc>,
+) -> Result<Option<Observation>, StoreError> {
     let t = &r.terms;
-    let mut best: Option<(rust_decimal::Decimal, String)> = None;
+    let mut best: Option<(rust_decimal::Decimal, Observation)> = None;
     for region in &t.regions {
         for ty in &t.instance_types {
             for o in store.history(region, ty, r.filed_at, now).await? {
                 let Some(rate) = o.offering.price_per_accelerator_hour(o.accelerators_per_instance) else { continue };
                 if best.as_ref().is_none_or(|(b, _)| rate.per_unit < *b) {
-                    let said = format!(
-                        "The cheapest offering seen: {} per accelerator-hour, {} x {} in {} at {}.",
-                        rate.display(),
-                        o.offering.instance_count,
-                        o.offering.instance_type,
-                        o.offering.region,
-                        o.seen_at.format("%Y-%m-%d %H:%M UTC")
-                    );
-                    best = Some((rate.per_unit, said));
+                    best = Some((rate.per_unit, o));
                 }
             }
         }
     }
-    Ok(best.map_or_else(|| "No offering was seen for it.".to_string(), |(_, s)| s))
+    Ok(best.map(|(_, o)| o))
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, Utc};
 
 use super::report::{self, Month};
+use super::requests::{cheapest_observed, read_requests};
 use crate::domain::block::Block;
 use crate::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period};
 use crate::domain::checkpoint::DEFAULT_REMINDER_LEAD_MINUTES;
@@ -15,16 +16,20 @@ use crate::domain::extension::ExtensionIntent;
 use crate::domain::ids::{InstanceType, Region};
 use crate::domain::list_price::RateBook;
 use crate::domain::money::Money;
+use crate::domain::request::{Request, RequestDecision, RequestState, TeamApproval};
 use crate::domain::rule::Rule;
 use crate::ports::{
-    BlockArchive, ExtensionLedger, Ledger, Observation, ObservationStore, RateStore, RuleStore, SettingsStore,
-    StoreError,
+    BlockArchive, ExtensionLedger, Ledger, Observation, ObservationStore, RateStore, RequestStore, RuleStore,
+    SettingsStore, StoreError,
 };
 
 /// How far back the page's price history and market section look.
 pub const HISTORY_DAYS: i64 = 90;
 /// How far ahead the calendar looks.
 pub const CALENDAR_WEEKS: i64 = 8;
+/// The most requests the page lists open, and the most closed: the newest; the rest are counted
+/// (`capblock requests list` lists them all).
+pub const SHOWN_REQUESTS: usize = 20;
 
 /// One block with its extensions, as the calendar and the use section show it.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +60,76 @@ pub struct PriceSeries {
     pub observations: Vec<Observation>,
 }
 
+/// One person's request as the page shows it: the item as the scan reads and checks it
+/// (`app::requests::read_requests`), and what its state points at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageRequest {
+    pub request: Request,
+    pub decision: Option<RequestDecision>,
+    /// Where it stands, or why the scan refuses its item (a `RequestError`, in words).
+    pub state: Result<RequestState, String>,
+    /// A bought one's blocks (the purchase that consumed its approval), once tracked.
+    pub blocks: Vec<Block>,
+    /// An expired one's cheapest offering seen since it was filed, if any was.
+    pub cheapest: Option<Observation>,
+}
+
+impl PageRequest {
+    /// Filed or approved: still to be decided or bought.
+    pub fn is_open(&self) -> bool {
+        matches!(self.state, Ok(RequestState::Filed | RequestState::Approved))
+    }
+}
+
+/// How many requests stand where, all of them (the page lists the newest).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    pub filed: usize,
+    pub approved: usize,
+    pub bought: usize,
+    pub expired: usize,
+    pub rejected: usize,
+    pub cancelled: usize,
+    /// Items the scan refuses (forged, changed since approved, an approver not allowed).
+    pub refused: usize,
+}
+
+impl RequestCounts {
+    pub fn open(&self) -> usize {
+        self.filed + self.approved
+    }
+
+    pub fn closed(&self) -> usize {
+        self.bought + self.expired + self.rejected + self.cancelled + self.refused
+    }
+
+    fn count(&mut self, state: &Result<RequestState, String>) {
+        let n = match state {
+            Ok(RequestState::Filed) => &mut self.filed,
+            Ok(RequestState::Approved) => &mut self.approved,
+            Ok(RequestState::Bought { .. }) => &mut self.bought,
+            Ok(RequestState::Expired) => &mut self.expired,
+            Ok(RequestState::Rejected { .. }) => &mut self.rejected,
+            Ok(RequestState::Cancelled) => &mut self.cancelled,
+            Err(_) => &mut self.refused,
+        };
+        *n += 1;
+    }
+}
+
+/// The requests the page shows: the newest open ones and the newest closed ones, each at most
+/// `SHOWN_REQUESTS`, and how many there are in all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PageRequests {
+    /// Filed or approved, newest first.
+    pub open: Vec<PageRequest>,
+    /// Bought, expired, rejected, cancelled or refused, newest first.
+    pub closed: Vec<PageRequest>,
+    pub counts: RequestCounts,
+    /// Each team's approval settings (`TeamApprovals`): who may approve a waiting request.
+    pub teams: BTreeMap<String, TeamApproval>,
+}
+
 /// Everything the team page shows, read at `now`.
 #[derive(Debug, Clone)]
 pub struct TeamData {
@@ -78,6 +153,8 @@ pub struct TeamData {
     pub reminder_lead_minutes: Vec<u32>,
     /// The list rates: the published table and the operator's announced ones.
     pub rates: RateBook,
+    /// People's requests (`capblock request`), the newest of each kind.
+    pub requests: PageRequests,
 }
 
 /// Each region and type some rule's offerings are priced by, once. The types are those that
@@ -96,11 +173,63 @@ fn priced_pairs(rules: &[Rule]) -> Vec<(Region, InstanceType)> {
     pairs
 }
 
-/// Reads what the page shows from the store at `now`. A table scan of the blocks: for people
-/// and the hourly page, never a run's hot path.
-pub async fn gather<S>(store: &S, now: DateTime<Utc>) -> Result<TeamData, StoreError>
+/// Every request, checked as the scan checks it against `teams` (the stack's `TeamApprovals`),
+/// counted; the newest `SHOWN_REQUESTS` open and closed kept, each with its bought blocks (from
+/// `blocks`) or, expired, its cheapest offering seen.
+async fn page_requests<S>(
+    store: &S,
+    teams: &BTreeMap<String, TeamApproval>,
+    blocks: &[PageBlock],
+    now: DateTime<Utc>,
+) -> Result<PageRequests, StoreError>
 where
-    S: RuleStore + Ledger + BlockArchive + ExtensionLedger + ObservationStore + SettingsStore + RateStore + ?Sized,
+    S: RequestStore + ObservationStore + ?Sized,
+{
+    let mut all = read_requests(store, teams, now).await?;
+    all.sort_by(|a, b| (b.request.filed_at, &b.request.id).cmp(&(a.request.filed_at, &a.request.id)));
+    let mut shown = PageRequests { teams: teams.clone(), ..Default::default() };
+    for c in all {
+        let state = c.state.map_err(|e| e.to_string());
+        shown.counts.count(&state);
+        let mut r = PageRequest { request: c.request, decision: c.decision, state, blocks: vec![], cheapest: None };
+        let list = if r.is_open() { &mut shown.open } else { &mut shown.closed };
+        if list.len() >= SHOWN_REQUESTS {
+            continue;
+        }
+        match &r.state {
+            Ok(RequestState::Bought { intent }) => {
+                r.blocks = blocks
+                    .iter()
+                    .filter(|b| b.block.intent_id.as_deref() == Some(intent.as_str()))
+                    .map(|b| b.block.clone())
+                    .collect();
+            }
+            Ok(RequestState::Expired) => r.cheapest = cheapest_observed(store, &r.request, now).await?,
+            _ => {}
+        }
+        list.push(r);
+    }
+    Ok(shown)
+}
+
+/// Reads what the page shows from the store at `now`, people's requests judged by `teams` (the
+/// stack's `TeamApprovals`, as the scan judges them). A table scan of the blocks: for people
+/// and the hourly page, never a run's hot path.
+pub async fn gather<S>(
+    store: &S,
+    now: DateTime<Utc>,
+    teams: &BTreeMap<String, TeamApproval>,
+) -> Result<TeamData, StoreError>
+where
+    S: RuleStore
+        + Ledger
+        + BlockArchive
+        + ExtensionLedger
+        + ObservationStore
+        + SettingsStore
+        + RequestStore
+        + RateStore
+        + ?Sized,
 {
     let period = Period::budget_month(now);
     let settings = store.stored_settings().await?;
@@ -146,6 +275,7 @@ where
     }
 
     let month = report::month(store, &period, &stack_budgets.teams).await?;
+    let requests = page_requests(store, teams, &blocks, now).await?;
     Ok(TeamData {
         now,
         stack: settings.map(|s| s.stack.name),
@@ -158,6 +288,7 @@ where
         month,
         reminder_lead_minutes: DEFAULT_REMINDER_LEAD_MINUTES.to_vec(),
         rates: RateBook::with_announced(store.announced_rates().await?),
+        requests,
     })
 }
 
@@ -186,7 +317,7 @@ mod tests {
         for a in [&fresh, &expired, &bought] {
             assert!(store.record_approval(a).await.unwrap());
         }
-        let data = gather(&store, now).await.unwrap();
+        let data = gather(&store, now, &BTreeMap::new()).await.unwrap();
         let ids: Vec<&str> = data.approvals.iter().map(|a| a.offering.id.as_str()).collect();
         assert_eq!(ids, ["cb-fresh"], "an expired approval and a bought one are not waiting");
         // Bought under the id EC2 gave the block in a later answer: the approval was consumed.
@@ -196,9 +327,12 @@ mod tests {
         };
         let other = MemoryTable::default().with_rules([r.clone()]);
         other.record_approval(&fresh).await.unwrap();
-        assert_eq!(gather(&other, now).await.unwrap().approvals, std::slice::from_ref(&fresh));
+        assert_eq!(gather(&other, now, &BTreeMap::new()).await.unwrap().approvals, std::slice::from_ref(&fresh));
         other.reserve(&renamed, 0).await.unwrap();
-        assert!(gather(&other, now).await.unwrap().approvals.is_empty(), "a consumed approval waits no more");
+        assert!(
+            gather(&other, now, &BTreeMap::new()).await.unwrap().approvals.is_empty(),
+            "a consumed approval waits no more"
+        );
         // Budgets: the account's first, then the rule's with its limit.
         assert_eq!(data.budgets[0].owner, BudgetOwner::Account);
         assert!(
@@ -209,6 +343,118 @@ mod tests {
         // A price series for each region and type the rule asks about.
         assert_eq!(data.prices.len(), 1);
         assert_eq!(data.period, Period::budget_month(now));
+    }
+
+    const LEAD: &str = "arn:aws:iam::111122223333:role/ResearchLead";
+
+    /// `who`'s request `id` filed at `filed` for a day of one p5.48xlarge in us-east-1 between
+    /// `from` and `until` (after t0), at most 3 USD per GPU-hour, for team research.
+    fn request(id: &str, who: &str, filed: DateTime<Utc>, from: Duration, until: Duration) -> Request {
+        Request {
+            id: id.into(),
+            requester: who.into(),
+            filed_at: filed,
+            terms: crate::domain::request::RequestTerms {
+                instance_types: vec!["p5.48xlarge".parse().unwrap()],
+                instance_count: 1,
+                days: 1,
+                regions: vec!["us-east-1".parse().unwrap()],
+                earliest_start: t0() + from,
+                latest_end: t0() + until,
+                max_price_per_accelerator_hour: Money::parse("3", "USD").unwrap(),
+                team: "research".into(),
+                reason: format!("why {id}"),
+                slack: None,
+            },
+            cancelled_at: None,
+        }
+    }
+
+    fn approved_by(r: &Request, by: &str) -> RequestDecision {
+        RequestDecision {
+            request_id: r.id.clone(),
+            requester: r.requester.clone(),
+            terms: r.terms.clone(),
+            by: by.into(),
+            at: r.filed_at + Duration::hours(1),
+            verdict: crate::domain::request::RequestVerdict::Approved,
+            consumed_by: None,
+        }
+    }
+
+    /// The page's requests as the scan reads them: each state judged by the stack's
+    /// TeamApprovals (an approval by someone it does not name is refused), newest first, a bought
+    /// one with its block, an expired one with the cheapest offering seen; counted all.
+    #[tokio::test]
+    async fn requests_are_gathered_as_the_scan_judges_them_newest_first() {
+        let now = t0() + Duration::hours(30);
+        let teams = crate::domain::request::parse_team_approvals(&format!("research=0 {LEAD}")).unwrap();
+        let open = |id: &str, who: &str, h: i64| {
+            request(id, who, t0() + Duration::hours(h), Duration::days(1), Duration::days(5))
+        };
+        let bought = open("rq-bought", "AROAEXAMPLE:ada", 1);
+        let intent = Intent {
+            request: Some(bought.key()),
+            ..Intent::new(
+                &bought.rule_id(),
+                offering("cb-b", t0() + Duration::days(2)),
+                8,
+                vec![],
+                t0() + Duration::hours(2),
+            )
+        };
+        let block =
+            Block::bought(&intent, &crate::app::fixtures::reservation_of(&intent, "cr-req"), t0() + Duration::hours(3));
+        let store = MemoryTable::default().with_blocks([block]);
+        let expired = request("rq-expired", "AROAEXAMPLE:lin", t0(), Duration::hours(2), Duration::hours(28));
+        let seen = Observation {
+            offering: offering("cb-seen", t0() + Duration::hours(3)),
+            accelerators_per_instance: 8,
+            seen_at: t0() + Duration::hours(1),
+        };
+        store.record(std::slice::from_ref(&seen)).await.unwrap();
+        let filed = open("rq-filed", "AROAEXAMPLE:ada", 5);
+        let approved = open("rq-approved", "AROAEXAMPLE:kim", 4);
+        let forged = open("rq-forged", "AROAEXAMPLE:eve", 3);
+        for r in [&bought, &expired, &filed, &approved, &forged] {
+            store.file_request(r).await.unwrap();
+        }
+        store.decide_request(&approved_by(&approved, LEAD)).await.unwrap();
+        store.decide_request(&approved_by(&forged, "arn:aws:iam::111122223333:user/eve")).await.unwrap();
+        store.decide_request(&approved_by(&bought, LEAD)).await.unwrap();
+        store.reserve(&intent, 0).await.unwrap();
+
+        let data = gather(&store, now, &teams).await.unwrap();
+        let q = &data.requests;
+        let ids = |l: &[PageRequest]| l.iter().map(|r| r.request.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&q.open), ["rq-filed", "rq-approved"], "newest first");
+        assert_eq!(ids(&q.closed), ["rq-forged", "rq-bought", "rq-expired"]);
+        assert_eq!(q.open[0].state, Ok(RequestState::Filed));
+        assert_eq!(q.open[1].state, Ok(RequestState::Approved));
+        let refused = q.closed[0].state.as_ref().unwrap_err();
+        assert!(
+            refused.contains("approval by \"arn:aws:iam::111122223333:user/eve\" is not one the team's settings allow"),
+            "{refused}"
+        );
+        assert_eq!(q.closed[1].state, Ok(RequestState::Bought { intent: intent.id.clone() }));
+        assert_eq!(q.closed[1].blocks.iter().map(|b| b.reservation_id.as_str()).collect::<Vec<_>>(), ["cr-req"]);
+        assert_eq!(q.closed[2].state, Ok(RequestState::Expired));
+        assert_eq!(q.closed[2].cheapest, Some(seen));
+        assert_eq!(
+            q.counts,
+            RequestCounts { filed: 1, approved: 1, bought: 1, expired: 1, refused: 1, ..Default::default() }
+        );
+        assert_eq!(q.teams, teams);
+
+        // More than the page lists: the newest are kept, all are counted.
+        for i in 0..SHOWN_REQUESTS {
+            store.file_request(&open(&format!("rq-more{i:02}"), "AROAEXAMPLE:ada", 6 + i as i64)).await.unwrap();
+        }
+        let data = gather(&store, now, &teams).await.unwrap();
+        assert_eq!(data.requests.open.len(), SHOWN_REQUESTS);
+        assert_eq!(data.requests.open[0].request.id, format!("rq-more{:02}", SHOWN_REQUESTS - 1));
+        assert_eq!(data.requests.counts.filed, SHOWN_REQUESTS + 1);
+        assert_eq!(data.requests.closed.len(), 3);
     }
 
     /// An UltraServer rule names UltraServer types, not instance types: the history of its
@@ -227,7 +473,7 @@ mod tests {
         let store = MemoryTable::default().with_rules([r]);
         let seen = Observation { offering: o, accelerators_per_instance: 16, seen_at: now - Duration::hours(2) };
         store.record(std::slice::from_ref(&seen)).await.unwrap();
-        let data = gather(&store, now).await.unwrap();
+        let data = gather(&store, now, &BTreeMap::new()).await.unwrap();
         let series: Vec<String> = data.prices.iter().map(|p| format!("{} {}", p.region, p.instance_type)).collect();
         assert_eq!(series, ["us-east-1 trn2u.48xlarge"], "the UltraServers' type is asked for its history");
         assert_eq!(data.prices[0].observations, [seen]);
@@ -247,14 +493,16 @@ mod tests {
             .with_rules([r.clone()])
             .with_blocks([block])
             .with_corrupt_extension("cr-1", "cbx-bad");
-        let data = gather(&store, now).await.unwrap();
+        let data = gather(&store, now, &BTreeMap::new()).await.unwrap();
         assert_eq!(data.blocks.len(), 1, "the block is shown");
         assert!(data.blocks[0].extensions.is_empty());
         assert_eq!(data.month.skipped.len(), 1, "{:?}", data.month.skipped);
         assert!(data.month.skipped[0].contains("BLOCK#cr-1/EXT#cbx-bad"), "{}", data.month.skipped[0]);
         let month = report::month(&store, &Period::budget_month(now), &BTreeMap::new()).await.unwrap();
         assert_eq!(month.skipped, data.month.skipped);
-        let page = crate::app::publish::team_page(&store, now, |d| d.month.skipped.join("\n")).await.unwrap();
+        let page = crate::app::publish::team_page(&store, now, &BTreeMap::new(), |d| d.month.skipped.join("\n"))
+            .await
+            .unwrap();
         assert!(page.contains("does not decode"), "{page}");
         // The money path stays strict.
         let strict = store.extensions_of("cr-1").await.unwrap_err();

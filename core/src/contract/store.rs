@@ -102,6 +102,7 @@ macro_rules! store_contract_cases {
             a_released_purchase_ec2_holds_is_bought_again_once_past_any_limit,
             the_page_hour_is_claimed_once_and_given_back_only_by_its_hour,
             a_request_is_filed_once_and_cancelled_once_by_its_requester,
+            a_requester_lists_her_own_requests_only,
             a_requests_approval_is_consumed_by_one_purchase,
             a_request_cancelled_after_the_scans_read_is_not_reserved,
             an_announced_rate_is_kept_per_family_and_day_and_withdrawn_once,
@@ -613,6 +614,24 @@ async fn a_request_is_filed_once_and_cancelled_once_by_its_requester<S: StorePor
     s.cancel_request("AROAADA:ada", "rq-filed1", now()).await.unwrap();
     assert!(matches!(s.cancel_request("AROAADA:ada", "rq-filed1", now()).await, Err(StoreError::Conflict(_))));
     assert_eq!(s.requests().await.unwrap()[0].request.cancelled_at, Some(now()));
+}
+
+/// A requester's own listing holds her requests, each with its key and cancel, and no other's
+/// (another id that starts with hers is another key).
+async fn a_requester_lists_her_own_requests_only<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let ada = [request("rq-ada1", "AROAADA:ada"), request("rq-ada2", "AROAADA:ada")];
+    for r in ada.iter().chain([&request("rq-bob1", "AROABOB:bob"), &request("rq-adax1", "AROAADA:adax")]) {
+        s.file_request(r).await.unwrap();
+    }
+    s.cancel_request("AROAADA:ada", "rq-ada2", now()).await.unwrap();
+    let mut own = s.requests_of("AROAADA:ada").await.unwrap();
+    own.sort_by(|a, b| a.keyed_id.cmp(&b.keyed_id));
+    let keys: Vec<(&str, &str)> = own.iter().map(|r| (r.keyed_requester.as_str(), r.keyed_id.as_str())).collect();
+    assert_eq!(keys, [("AROAADA:ada", "rq-ada1"), ("AROAADA:ada", "rq-ada2")]);
+    assert_eq!(own[0].request, ada[0]);
+    assert_eq!(own[1].request.cancelled_at, Some(now()), "her cancel is read with it");
+    assert!(s.requests_of("AROAEVE:eve").await.unwrap().is_empty());
+    assert_eq!(s.requests().await.unwrap().len(), 4);
 }
 
 /// A decision is written once; its approval is consumed by one reservation, in its

@@ -264,6 +264,50 @@ pub fn purchases_held_at<'a>(
     intents.len() + alone
 }
 
+/// What a family's Capacity Block quota in a region counts as taken, as the store says it
+/// (`quota_held`): the quota is in vCPUs ("Concurrent P5 Capacity Blocks per account").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QuotaHeld {
+    /// The vCPUs of the blocks held and the purchases in flight whose type's vCPUs are known.
+    pub vcpus: u32,
+    /// How many blocks and purchases in flight count.
+    pub blocks: usize,
+    /// How many of them are of a type whose vCPUs are not known here (not in `vcpus`).
+    pub unknown: usize,
+}
+
+/// The vCPUs `family`'s quota in `region` counts as taken: every block held there (payment
+/// pending, scheduled or active: EC2 holds it whether or not it has started) and every purchase
+/// in flight (an open intent, whose block may not be tracked yet; one tracked as a block counts
+/// once), each its instances times its type's published vCPUs (`catalog::vcpus_of`).
+pub fn quota_held<'a>(
+    blocks: impl IntoIterator<Item = &'a Block>,
+    intents: impl IntoIterator<Item = &'a Intent>,
+    region: &Region,
+    family: &str,
+) -> QuotaHeld {
+    let mut held = QuotaHeld::default();
+    let mut tracked = std::collections::BTreeSet::new();
+    let mut count = |ty: &InstanceType, instances: u32| {
+        held.blocks += 1;
+        match super::catalog::vcpus_of(ty.as_str()) {
+            Some(per) => held.vcpus = held.vcpus.saturating_add(per.saturating_mul(instances)),
+            None => held.unknown += 1,
+        }
+    };
+    let ours = |r: &Region, ty: &InstanceType| r == region && super::plan::family(ty.as_str()) == family;
+    for b in blocks.into_iter().filter(|b| b.state.is_held() && ours(&b.region, &b.instance_type)) {
+        tracked.extend(b.intent_id.as_deref());
+        count(&b.instance_type, b.instance_count);
+    }
+    for i in intents.into_iter().filter(|i| i.state.is_open() && !tracked.contains(i.id.as_str())) {
+        if ours(&i.offering.region, &i.offering.instance_type) {
+            count(&i.offering.instance_type, i.offering.instance_count);
+        }
+    }
+    held
+}
+
 /// Which reservations carrying an intent's tag are its purchase's parts when the purchase's
 /// answer (which names them) was lost and EC2 is asked by tag.
 ///

@@ -405,6 +405,17 @@ impl TeamApproval {
         let role = role_of_session(caller);
         self.approvers.iter().any(|a| a == caller || role.as_deref() == Some(a.as_str()))
     }
+
+    /// The team's settings in words: "approved on its own up to 500.00 USD; beyond it by
+    /// arn:...".
+    pub fn describe(&self) -> String {
+        let beyond = if self.approvers.is_empty() {
+            "no one approves beyond it".to_string()
+        } else {
+            format!("beyond it by {}", self.approvers.join(", "))
+        };
+        format!("approved on its own up to {}; {beyond}", self.auto_up_to)
+    }
 }
 
 /// `arn:aws:sts::<account>:assumed-role/<role>/<session>` -> `arn:aws:iam::<account>:role/<role>`.
@@ -459,6 +470,39 @@ pub fn parse_team_approvals(text: &str) -> Result<BTreeMap<String, TeamApproval>
         }
     }
     Ok(out)
+}
+
+/// What is wrong with the teams' approval settings against the teams' budgets (`TeamBudgets`),
+/// each what is seen and what to do: a team that takes requests without a budget buys nothing,
+/// one that approves on its own past its month's budget, and one whose requests no one approves.
+pub fn team_approval_problems(
+    teams: &BTreeMap<String, TeamApproval>,
+    budgets: &BTreeMap<String, Money>,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (team, a) in teams {
+        match budgets.get(team) {
+            None => out.push((
+                format!("team {team} takes requests but has no TeamBudgets entry: its requests buy nothing"),
+                "give it a budget in TeamBudgets".to_string(),
+            )),
+            Some(b) if a.auto_up_to.currency() == b.currency() && a.auto_up_to.amount() > b.amount() => out.push((
+                format!(
+                    "team {team} approves requests on its own up to {}, more than its monthly budget of {b}",
+                    a.auto_up_to
+                ),
+                "lower its automatic limit in TeamApprovals".to_string(),
+            )),
+            Some(_) => {}
+        }
+        if a.approvers.is_empty() && a.auto_up_to.amount().is_zero() {
+            out.push((
+                format!("team {team}: no request is ever approved (an automatic limit of 0 and no approver)"),
+                "name an approver in TeamApprovals".to_string(),
+            ));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -422,6 +422,12 @@ pub trait RequestStore: Send + Sync {
     /// Every request item (through the index: eventually consistent), each with its key. An
     /// item that does not decode is left out and counted, as in every listing.
     async fn requests(&self) -> Result<Vec<StoredRequest>, StoreError>;
+    /// The request items under `requester`'s own key: what a requester, whose policy lets them
+    /// read no listing, may list (`capblock requests list` of a non-approver). The adapters that
+    /// can read the key directly do; otherwise the listing, filtered by key.
+    async fn requests_of(&self, requester: &str) -> Result<Vec<StoredRequest>, StoreError> {
+        Ok(self.requests().await?.into_iter().filter(|r| r.keyed_requester == requester).collect())
+    }
     /// Records the decision on a request, once: `Conflict` if it has one.
     async fn decide_request(&self, decision: &crate::domain::request::RequestDecision) -> Result<(), StoreError>;
     /// The decision on request `id`, read strongly, with the intent that consumed it if any.

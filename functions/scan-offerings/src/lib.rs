@@ -10,7 +10,7 @@ use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
 use capblock_shared::config;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::plan::DescribeBudget;
-use capblock_shared::domain::request::{TeamApproval, parse_team_approvals};
+use capblock_shared::domain::request::TeamApproval;
 use capblock_shared::lambda::{Edge, EdgeConfig, FunctionError, Handler, Lambda, Payload, invocation_deadline};
 use capblock_shared::ports::MemberMarket;
 use lambda_runtime::{Diagnostic, LambdaEvent};
@@ -87,20 +87,10 @@ pub fn describe_budget() -> Result<DescribeBudget, FunctionError> {
     Ok(budget)
 }
 
-/// Each team's approval settings for people's requests (`TeamApprovals`: `team=amount
-/// principal-arn ...; ...`, `domain::request::parse_team_approvals`); unset: no team's request
-/// is approved, on its own or by anyone.
-pub fn team_approvals() -> Result<BTreeMap<String, TeamApproval>, FunctionError> {
-    let text = config::optional("CAPBLOCK_TEAM_APPROVALS").unwrap_or_default();
-    parse_team_approvals(&text).map_err(|problem| {
-        FunctionError::Config(config::ConfigError::Invalid { name: "CAPBLOCK_TEAM_APPROVALS", value: text, problem })
-    })
-}
-
 /// The function as Lambda runs it, from the environment (`main`).
 pub async fn from_env(function: &'static str) -> Result<Lambda<App>, FunctionError> {
     let settings = settings()?;
-    let teams = team_approvals()?;
+    let teams = config::team_approvals()?;
     let mut lambda = build(function, settings, capblock_shared::aws::load_config().await).await;
     lambda.handler.team_approvals = teams;
     Ok(lambda)

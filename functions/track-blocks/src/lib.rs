@@ -62,8 +62,9 @@ pub const AWS_PORTS: &[&str] = &[
     // `handoff_account`: the hand-off in a member account, through its role.
     "AccountHands",
     // The team page (`app::publish`): the hour claimed in the table, the page put in S3, and
-    // the price history it draws (`app::team_page::gather`).
+    // the price history it draws and people's requests it lists (`app::team_page::gather`).
     "PageClaims",
+    "RequestStore",
     "ObservationStore",
     "PagePublisher",
 ];
@@ -133,7 +134,10 @@ pub fn settings() -> Result<Settings, FunctionError> {
 /// The function as Lambda runs it, from the environment (`main`).
 pub async fn from_env(function: &'static str) -> Result<Lambda<App>, FunctionError> {
     let settings = settings()?;
-    Ok(build(function, settings, capblock_shared::aws::load_config().await))
+    let teams = config::team_approvals()?;
+    let mut lambda = build(function, settings, capblock_shared::aws::load_config().await);
+    lambda.handler.team_approvals = teams;
+    Ok(lambda)
 }
 
 /// The function on `settings` and an SDK configuration (a test's endpoints): its edge on the AWS
@@ -163,7 +167,7 @@ pub fn build(function: &'static str, settings: Settings, sdk: aws_config::SdkCon
         handoff: Some(handoff),
     };
     let edge = Edge::with_sdk(function, AWS_PORTS, edge, sdk);
-    Lambda { edge, handler: App { own, handoff_clusters, settings: track } }
+    Lambda { edge, handler: App { own, handoff_clusters, settings: track, team_approvals: Default::default() } }
 }
 
 /// Where rules' hand-off actions act: parameters and Run Command; Auto Scaling groups; capacity
@@ -195,6 +199,9 @@ pub struct App {
     /// preflight tries DescribeNodegroup on one of them.
     pub handoff_clusters: Vec<String>,
     pub settings: TrackSettings,
+    /// The teams' approval settings (`config::team_approvals`), which the team page judges
+    /// people's requests by, as the scan does; none by default.
+    pub team_approvals: std::collections::BTreeMap<String, capblock_shared::domain::request::TeamApproval>,
 }
 
 impl App {
@@ -257,6 +264,7 @@ impl Handler for App {
                 notifier: ports.notifier.as_ref(),
                 pages: self.pages_for(until),
                 team_budgets: &stack.team_budgets,
+                team_approvals: &self.team_approvals,
                 render: capblock_page::render,
             };
             after.run(at, summary, &mut report).await?;

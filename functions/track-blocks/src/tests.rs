@@ -2,7 +2,8 @@
 //! lambda_runtime's examples test a handler), through the function's one edge, on ports in
 //! memory and a fixed clock: a bought block EC2 shows active moves to active, one whose payment
 //! failed gives its fee back, the monthly schedule's run sends the past month's summary, the
-//! team page is published, and a body that is not JSON is refused by name.
+//! team page is published (people's requests on it judged by the stack's TeamApprovals), and a
+//! body that is not JSON is refused by name.
 
 use std::sync::Arc;
 
@@ -110,7 +111,7 @@ fn function(table: MemoryTable, ec2: MemoryEc2) -> Function {
         pages: Some(pages.clone() as Arc<dyn PagePublisher>),
         handoff: None,
     };
-    let handler = App { own, handoff_clusters: vec![], settings };
+    let handler = App { own, handoff_clusters: vec![], settings, team_approvals: Default::default() };
     Function {
         lambda: Lambda { edge: Edge::on("track-blocks", AWS_PORTS, config, ports), handler },
         table,
@@ -186,4 +187,59 @@ async fn a_payload_that_is_not_a_tick_is_refused_by_name_and_moves_nothing() {
         ("capblock.BadInput", "bad input: the payload must be a JSON object, not null")
     );
     assert!(f.pages.writes().is_empty() && f.notifier.published().is_empty());
+}
+
+/// The tracker's page judges people's requests by the stack's TeamApprovals, as the scan does: a
+/// lead's approval shows as approved by them; without the settings, as refused.
+#[tokio::test(start_paused = true)]
+async fn the_pages_requests_are_judged_by_the_stacks_team_approvals() {
+    use capblock_shared::domain::request::{
+        Request, RequestDecision, RequestTerms, RequestVerdict, parse_team_approvals,
+    };
+    use capblock_shared::ports::RequestStore;
+    const LEAD: &str = "arn:aws:iam::111122223333:role/ResearchLead";
+    let request = Request {
+        id: "rq-ada1".into(),
+        requester: "AROAEXAMPLE:ada".into(),
+        filed_at: now() - Duration::hours(1),
+        terms: RequestTerms {
+            instance_types: vec!["p5.48xlarge".parse().unwrap()],
+            instance_count: 1,
+            days: 1,
+            regions: vec!["us-east-1".parse().unwrap()],
+            earliest_start: now() + Duration::days(1),
+            latest_end: now() + Duration::days(5),
+            max_price_per_accelerator_hour: Money::parse("3", "USD").unwrap(),
+            team: "research".into(),
+            reason: "the ablation".into(),
+            slack: None,
+        },
+        cancelled_at: None,
+    };
+    let page = |teams: &str| {
+        let request = request.clone();
+        let teams = parse_team_approvals(teams).unwrap();
+        async move {
+            let table = MemoryTable::default();
+            table.file_request(&request).await.unwrap();
+            let decision = RequestDecision {
+                request_id: request.id.clone(),
+                requester: request.requester.clone(),
+                terms: request.terms.clone(),
+                by: LEAD.into(),
+                at: now(),
+                verdict: RequestVerdict::Approved,
+                consumed_by: None,
+            };
+            table.decide_request(&decision).await.unwrap();
+            let mut f = function(table, MemoryEc2::default());
+            f.lambda.handler.team_approvals = teams;
+            run(&f, json!({"source": "capblock.schedule"})).await;
+            f.pages.object(PAGE_KEY).expect("the page")
+        }
+    };
+    let judged = page(&format!("research=0 {LEAD}")).await;
+    assert!(judged.contains(&format!("Approved by {LEAD}; the scan buys the first block")), "{judged}");
+    let unjudged = page("").await;
+    assert!(unjudged.contains("<span class=\"state r-refused\">refused</span>"), "{unjudged}");
 }

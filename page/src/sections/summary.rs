@@ -1,6 +1,6 @@
 //! The page's first answer, above every chart: what a lead asks first, each in one line. What is
 //! active and until when, what starts next, which payment is due by when, the month's spend
-//! against the account's cap, and how many decisions wait for a person.
+//! against the account's cap, how many decisions wait for a person, and people's requests.
 
 use capblock_core::app::team_page::{PageBlock, TeamData};
 use capblock_core::domain::budget::BudgetOwner;
@@ -53,12 +53,27 @@ fn lines(d: &TeamData) -> Vec<(&'static str, String)> {
         0 => "none".to_string(),
         n => format!("<a href=\"#approvals\">{n} decision(s)</a> wait for a person"),
     };
+    let c = &d.requests.counts;
+    let requests = match (c.open(), c.closed()) {
+        (0, 0) => "none".to_string(),
+        (open, closed) => format!(
+            "<a href=\"#requests\">{open} open</a>: {} waiting for approval, {} approved and looked for; \
+{closed} closed: {} bought, {} expired, {} rejected or cancelled{}",
+            c.filed,
+            c.approved,
+            c.bought,
+            c.expired,
+            c.rejected + c.cancelled,
+            if c.refused > 0 { format!(", {} refused", c.refused) } else { String::new() }
+        ),
+    };
     vec![
         ("Active now", active),
         ("Starts next", next),
         ("Payment due", due),
         ("Spent this month", spend(d)),
         ("Approvals waiting", waiting),
+        ("Requests", requests),
     ]
 }
 

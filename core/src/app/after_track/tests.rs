@@ -33,7 +33,14 @@ fn summaries(notifier: &MemoryNotifier) -> Vec<String> {
 async fn the_monthly_run_sends_the_past_months_summary_once() {
     let (table, notifier, pages) = (MemoryTable::default(), MemoryNotifier::default(), MemoryPages::default());
     let budgets = BTreeMap::new();
-    let after = AfterTrack { store: &table, notifier: &notifier, pages: Some(&pages), team_budgets: &budgets, render };
+    let after = AfterTrack {
+        store: &table,
+        notifier: &notifier,
+        pages: Some(&pages),
+        team_budgets: &budgets,
+        team_approvals: &BTreeMap::new(),
+        render,
+    };
     // t0 is 2026-12-01: the monthly schedule's run summarizes November.
     let mut first = TrackReport::default();
     after.run(at(t0() + Duration::minutes(5)), true, &mut first).await.unwrap();
@@ -56,7 +63,14 @@ async fn the_monthly_run_sends_the_past_months_summary_once() {
 async fn the_page_is_published_once_per_hour_claim() {
     let (table, notifier, pages) = (MemoryTable::default(), MemoryNotifier::default(), MemoryPages::default());
     let budgets = BTreeMap::new();
-    let after = AfterTrack { store: &table, notifier: &notifier, pages: Some(&pages), team_budgets: &budgets, render };
+    let after = AfterTrack {
+        store: &table,
+        notifier: &notifier,
+        pages: Some(&pages),
+        team_budgets: &budgets,
+        team_approvals: &BTreeMap::new(),
+        render,
+    };
     let hour = t0() + Duration::hours(3);
     let mut reports = Vec::new();
     for minutes in [1, 10, 59, 61] {
@@ -87,8 +101,14 @@ impl PagePublisher for Refusing {
 async fn a_page_that_cannot_be_written_is_reported_and_the_run_still_succeeds() {
     let (table, notifier) = (MemoryTable::default(), MemoryNotifier::default());
     let budgets = BTreeMap::new();
-    let after =
-        AfterTrack { store: &table, notifier: &notifier, pages: Some(&Refusing), team_budgets: &budgets, render };
+    let after = AfterTrack {
+        store: &table,
+        notifier: &notifier,
+        pages: Some(&Refusing),
+        team_budgets: &budgets,
+        team_approvals: &BTreeMap::new(),
+        render,
+    };
     let mut report = TrackReport::default();
     after.run(at(t0() + Duration::minutes(5)), true, &mut report).await.expect("the page's failure is not the run's");
     let page = report.page.expect("a page was tried");
@@ -104,13 +124,26 @@ async fn a_page_that_cannot_be_written_is_reported_and_the_run_still_succeeds() 
 async fn a_stack_without_a_page_and_a_replay_write_nothing() {
     let (table, notifier) = (MemoryTable::default(), MemoryNotifier::default());
     let budgets = BTreeMap::new();
-    let off: AfterTrack<'_, MemoryTable, MemoryNotifier, MemoryPages> =
-        AfterTrack { store: &table, notifier: &notifier, pages: None, team_budgets: &budgets, render };
+    let off: AfterTrack<'_, MemoryTable, MemoryNotifier, MemoryPages> = AfterTrack {
+        store: &table,
+        notifier: &notifier,
+        pages: None,
+        team_budgets: &budgets,
+        team_approvals: &BTreeMap::new(),
+        render,
+    };
     let mut report = TrackReport::default();
     off.run(at(t0()), false, &mut report).await.unwrap();
     assert_eq!(report.page, None);
     let pages = MemoryPages::default();
-    let on = AfterTrack { store: &table, notifier: &notifier, pages: Some(&pages), team_budgets: &budgets, render };
+    let on = AfterTrack {
+        store: &table,
+        notifier: &notifier,
+        pages: Some(&pages),
+        team_budgets: &budgets,
+        team_approvals: &BTreeMap::new(),
+        render,
+    };
     let replay = RunTime::asked(t0(), Some(t0() - Duration::days(40)));
     on.run(replay, true, &mut report).await.unwrap();
     assert_eq!((report.page, report.summary), (None, None));

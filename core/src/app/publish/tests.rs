@@ -174,7 +174,7 @@ async fn the_published_page_is_rendered_from_what_the_table_holds() {
         format!("{} {}", d.now.to_rfc3339(), ids.join(","))
     }
     let now = t0() + Duration::hours(1);
-    let report = p.hourly(at(now), team_page(&table, now, render)).await.unwrap();
+    let report = p.hourly(at(now), team_page(&table, now, &Default::default(), render)).await.unwrap();
     assert!(matches!(report, PageReport::Published { .. }), "{report:?}");
     assert_eq!(pages.object(PAGE_KEY).unwrap(), format!("{} cr-0123456789abcdef0", now.to_rfc3339()));
 }

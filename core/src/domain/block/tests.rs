@@ -291,3 +291,44 @@ fn a_released_purchase_counts_until_its_start() {
     assert_eq!(purchases_held_at([&listed], &released, before), 1, "listed after all: once");
     assert_eq!(purchases_held_at([], &released, start), 0, "past its start");
 }
+
+/// A family's quota counts the blocks held in its region and the purchases in flight, in vCPUs:
+/// not a final block, another region or family, a closed intent, or an intent counted twice
+/// once its block is tracked; a type of unknown vCPUs is counted apart.
+#[test]
+fn the_quota_held_counts_held_blocks_and_purchases_in_flight_once() {
+    let east: Region = "us-east-1".parse().unwrap();
+    let o = |id: &str, region: &str, ty: &str, count: u32| {
+        let mut o = crate::domain::offering::example(id, region, t(3, 0, 0), Money::usd(dec!(100)).unwrap());
+        o.instance_type = ty.parse().unwrap();
+        o.instance_count = count;
+        o
+    };
+    let intent = |o: Offering| {
+        let mut i = Intent::new("r", o, 8, vec![], t(1, 0, 0));
+        i.state = crate::domain::budget::IntentState::Sent;
+        i
+    };
+    let bought = intent(o("cb-bought", "us-east-1", "p5.48xlarge", 2));
+    let r = Reservation { instance_count: 2, ..reservation(&[]) };
+    let mut held = Block::bought(&bought, &Reservation { region: east.clone(), ..r.clone() }, t(1, 1, 0));
+    held.instance_type = "p5.48xlarge".parse().unwrap();
+    let mut ended = held.clone();
+    ended.intent_id = None;
+    ended.state = BlockState::Expired;
+    let mut west = held.clone();
+    west.intent_id = None;
+    west.region = "us-west-2".parse().unwrap();
+    let in_flight = intent(o("cb-flight", "us-east-1", "p5.48xlarge", 1));
+    let p5e = intent(o("cb-p5e", "us-east-1", "p5e.48xlarge", 1));
+    let mut closed = intent(o("cb-closed", "us-east-1", "p5.48xlarge", 4));
+    closed.state = crate::domain::budget::IntentState::Rejected;
+    let blocks = [held, ended, west];
+    let intents = [bought, in_flight, p5e, closed];
+    // 2 x 192 held and 1 x 192 in flight; the bought intent is its block, counted once.
+    assert_eq!(quota_held(&blocks, &intents, &east, "p5"), QuotaHeld { vcpus: 576, blocks: 2, unknown: 0 });
+    assert_eq!(quota_held(&blocks, &intents, &"us-west-2".parse().unwrap(), "p5").blocks, 1);
+    let mut odd = intents[1].clone();
+    odd.offering.instance_type = "p5.24xlarge".parse().unwrap();
+    assert_eq!(quota_held([], [&odd], &east, "p5"), QuotaHeld { vcpus: 0, blocks: 1, unknown: 1 });
+}

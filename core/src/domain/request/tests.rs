@@ -175,3 +175,33 @@ fn team_approvals_are_parsed_and_judge_decisions() {
     }
     assert!(parse_team_approvals("").unwrap().is_empty());
 }
+
+/// The teams' settings in words, and what is wrong with them against the teams' budgets: no
+/// budget, an automatic limit past the month's budget, no way to approve.
+#[test]
+fn team_approvals_are_described_and_checked_against_the_budgets() {
+    let teams = parse_team_approvals(
+        "research=500 arn:aws:iam::111122223333:role/ResearchLead; vision=9000 arn:aws:iam::1:user/kim; idle=0; lone=100",
+    )
+    .unwrap();
+    assert_eq!(
+        teams["research"].describe(),
+        "approved on its own up to 500.00 USD; beyond it by arn:aws:iam::111122223333:role/ResearchLead"
+    );
+    assert_eq!(teams["idle"].describe(), "approved on its own up to 0.00 USD; no one approves beyond it");
+    let usd = |s: &str| Money::parse(s, "USD").unwrap();
+    let budgets: BTreeMap<String, Money> =
+        [("research", "20000"), ("vision", "5000"), ("idle", "100")].map(|(t, m)| (t.to_string(), usd(m))).into();
+    let said: Vec<String> =
+        team_approval_problems(&teams, &budgets).into_iter().map(|(s, t)| format!("{s}: {t}")).collect();
+    assert_eq!(
+        said,
+        [
+            "team idle: no request is ever approved (an automatic limit of 0 and no approver): name an approver in TeamApprovals",
+            "team lone takes requests but has no TeamBudgets entry: its requests buy nothing: give it a budget in TeamBudgets",
+            "team vision approves requests on its own up to 9000.00 USD, more than its monthly budget of 5000.00 USD: \
+lower its automatic limit in TeamApprovals",
+        ]
+    );
+    assert!(team_approval_problems(&BTreeMap::new(), &budgets).is_empty());
+}

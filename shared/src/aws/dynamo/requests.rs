@@ -101,6 +101,23 @@ impl RequestStore for DynamoStore {
         Ok(self.decode_each(&items, "requests", stored_request))
     }
 
+    /// Her own partition, strongly read, asking only for the attributes her policy names (its
+    /// `dynamodb:Attributes` condition holds for a projection of them).
+    async fn requests_of(&self, requester: &str) -> Result<Vec<StoredRequest>, StoreError> {
+        let q = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :sk)")
+            .projection_expression("pk, sk, #data, cancelled_at")
+            .expression_attribute_names("#data", "data")
+            .expression_attribute_values(":pk", s(request_pk(requester)))
+            .expression_attribute_values(":sk", s("REQUEST#"));
+        let items = Self::all_items(q, "requests").await?;
+        Ok(self.decode_each(&items, "requests", stored_request))
+    }
+
     async fn decide_request(&self, decision: &RequestDecision) -> Result<(), StoreError> {
         let mut item = decision_key(&decision.request_id);
         item.insert("data".into(), json(&RequestDecision { consumed_by: None, ..decision.clone() }));
