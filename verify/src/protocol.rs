@@ -1060,6 +1060,10 @@ fn close(w: &mut World, o: u8, how: Close) {
             if let Some(i) = w.store.intents.get_mut(&o) {
                 i.state = IntentState::Rejected;
             }
+            // EC2 bought nothing on the request's approval (`Ledger::record_rejected`).
+            if w.store.request.consumed_by == Some(o) {
+                w.store.request.consumed_by = None;
+            }
             enqueue(w, Notice::Rejected(o));
         }
     }

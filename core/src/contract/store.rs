@@ -652,6 +652,14 @@ async fn a_requests_approval_is_consumed_by_one_purchase<S: StorePorts, F: Store
     assert_eq!(s.decision(&r.id).await.unwrap().unwrap().consumed_by, Some(first.id.clone()));
     s.record_given_back(&first, "never sent").await.unwrap();
     assert_eq!(s.decision(&r.id).await.unwrap().unwrap().consumed_by, None, "given back with the fee");
+    // EC2 refused a purchase (another buyer took the offering): nothing bought on the approval.
+    let seq = s.guard(&rule.id).await.unwrap().seq;
+    let taken = on("cb-req-taken");
+    s.reserve(&taken, seq).await.unwrap();
+    s.mark_sent(&taken.id, &rule.id, now()).await.unwrap();
+    let sent_taken = Intent { state: IntentState::Sent, sent_at: Some(now()), ..taken.clone() };
+    s.record_rejected(&sent_taken, "InsufficientInstanceCapacity", None).await.unwrap();
+    assert_eq!(s.decision(&r.id).await.unwrap().unwrap().consumed_by, None, "given back with the fee, EC2 said no");
     let seq = s.guard(&rule.id).await.unwrap().seq;
     let second = on("cb-req-2");
     s.reserve(&second, seq).await.unwrap();

@@ -634,6 +634,12 @@ impl Ledger for MemoryTable {
         if let Some(n) = notice {
             items.put_notice(n, true);
         }
+        // As the adapter: a request's approval is given back with the fee.
+        if let Some(d) = intent.request.as_ref().and_then(|k| items.decisions.get_mut(&k.id))
+            && d.consumed_by.as_ref() == Some(&intent.id)
+        {
+            d.consumed_by = None;
+        }
         self.moved(format!("record_rejected {}", intent.id))?;
         Ok(())
     }

@@ -132,7 +132,8 @@ pub trait Ledger: Send + Sync {
     async fn record_bought(&self, intent: &Intent, block: &Block, notices: &[Notice]) -> Result<(), StoreError>;
 
     /// Reserved/Sent -> Rejected: releases the fee and frees the guard. The offering stays
-    /// tried: the rule never sends a purchase for it again.
+    /// tried: the rule never sends a purchase for it again. A request's approval it consumed is
+    /// given back in the same write: EC2 bought nothing on it, and another offering may.
     async fn record_rejected(&self, intent: &Intent, reason: &str, notice: Option<&Notice>) -> Result<(), StoreError>;
 
     /// A person's release of a Sent intent EC2 lists nothing for (`capblock intents release`):

@@ -82,7 +82,14 @@ pub fn all() -> Vec<Property<Protocol>> {
                 || w.ec2.purchases.iter().filter(|(k, _)| rule_of(**k) == 1).map(|(_, n)| *n).sum::<u8>() <= 1
         }),
         Property::always(APPROVAL_CONSUMED_ONCE, |m: &Protocol, w: &World| {
-            let of_request: Vec<u8> = w.store.intents.keys().copied().filter(|k| rule_of(*k) == 1).collect();
+            // A purchase EC2 refused bought nothing and gave the approval back.
+            let of_request: Vec<u8> = w
+                .store
+                .intents
+                .iter()
+                .filter(|(k, i)| rule_of(**k) == 1 && i.state != IntentState::Rejected)
+                .map(|(k, _)| *k)
+                .collect();
             let consumed = w.store.request.consumed_by;
             m.request.is_none()
                 || match of_request.as_slice() {

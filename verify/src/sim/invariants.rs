@@ -277,8 +277,10 @@ pub fn requests(table: &MemoryTable, ec2: &MemoryEc2, watch: &Watch) -> Result<(
 /// Request rule `rule`'s purchase intents (given-back ones are deleted): one at most, naming
 /// its request, whose approval it consumed.
 fn approval_consumed_once(table: &MemoryTable, rule: &str, list: &[Intent]) -> Result<(), String> {
+    // A purchase EC2 refused bought nothing and gave the approval back (`record_rejected`).
+    let list: Vec<&Intent> = list.iter().filter(|i| i.state != IntentState::Rejected).collect();
     let ids: Vec<&str> = list.iter().map(|i| i.id.as_str()).collect();
-    let [i] = list else {
+    let [i] = list.as_slice() else {
         return Err(format!("request rule {rule} has purchase intents {ids:?}: one approval bought twice"));
     };
     let Some(id) = &i.request else {

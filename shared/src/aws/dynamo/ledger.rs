@@ -110,7 +110,10 @@ impl Ledger for DynamoStore {
         let mut closed = intent.clone();
         closed.state = IntentState::Rejected;
         closed.reason = Some(reason.to_string());
-        let extra = notice.map(|n| self.put_notice(n)).into_iter().collect();
+        let mut extra: Vec<TransactWriteItem> = notice.map(|n| self.put_notice(n)).into_iter().collect();
+        // EC2 said no: nothing was bought on a request's approval, which may buy another
+        // offering (a rule's approval names this offering, which stays tried).
+        extra.extend(intent.request.as_ref().map(|k| self.give_request_back(intent, &k.id)));
         self.close_intent(intent, Some(closed), RELEASE_FEE, extra, None).await
     }
 
