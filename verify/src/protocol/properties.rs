@@ -81,28 +81,31 @@ pub fn all() -> Vec<Property<Protocol>> {
             m.request.is_none()
                 || w.ec2.purchases.iter().filter(|(k, _)| rule_of(**k) == 1).map(|(_, n)| *n).sum::<u8>() <= 1
         }),
-        Property::always(APPROVAL_CONSUMED_ONCE, |m: &Protocol, w: &World| {
-            // A purchase EC2 refused bought nothing and gave the approval back.
-            let of_request: Vec<u8> = w
-                .store
-                .intents
-                .iter()
-                .filter(|(k, i)| rule_of(**k) == 1 && i.state != IntentState::Rejected)
-                .map(|(k, _)| *k)
-                .collect();
-            let consumed = w.store.request.consumed_by;
-            m.request.is_none()
-                || match of_request.as_slice() {
-                    [] => consumed.is_none(),
-                    [k] => consumed == Some(*k),
-                    _ => false,
-                }
-        }),
+        Property::always(APPROVAL_CONSUMED_ONCE, approval_consumed_once),
         Property::always(CLOSED_REQUEST_NOT_BOUGHT, |_, w: &World| w.store.intents.values().all(|i| !i.read_closed)),
         Property::always(CANCELLED_REQUEST_NOT_RESERVED, |_, w: &World| {
             w.store.intents.values().all(|i| !i.reserved_cancelled)
         }),
     ]
+}
+
+/// The request's approval names its one live purchase intent, or none is live and it is open.
+fn approval_consumed_once(m: &Protocol, w: &World) -> bool {
+    // A purchase EC2 refused bought nothing and gave the approval back.
+    let of_request: Vec<u8> = w
+        .store
+        .intents
+        .iter()
+        .filter(|(k, i)| rule_of(**k) == 1 && i.state != IntentState::Rejected)
+        .map(|(k, _)| *k)
+        .collect();
+    let consumed = w.store.request.consumed_by;
+    m.request.is_none()
+        || match of_request.as_slice() {
+            [] => consumed.is_none(),
+            [k] => consumed == Some(*k),
+            _ => false,
+        }
 }
 
 /// Whether intent `k` is one a person released that is still closed (`Rejected`).
