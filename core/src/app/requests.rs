@@ -164,14 +164,22 @@ pub async fn request_rules<S: RequestStore + Outbox + ObservationStore + ?Sized>
             RequestState::Cancelled => {
                 tell(store, MessageKind::RequestCancelled, &c.request, "", now).await?;
             }
-            RequestState::Expired => {
+            // Told on the first scans after it expired; past `EXPIRY_TOLD_WITHIN` the price
+            // history is not read again (every scan would, for every request ever expired).
+            RequestState::Expired if now <= c.request.terms.latest_start() + EXPIRY_TOLD_WITHIN => {
                 let seen = cheapest_seen(store, &c.request, now).await?;
                 tell(store, MessageKind::RequestExpired, &c.request, &seen, now).await?;
             }
+            RequestState::Expired => {}
         }
     }
     Ok((rules, report))
 }
+
+/// How long after a request expired the scans still tell it (its message enqueued once, by the
+/// outbox's key): a week of scans, so a stack stopped for days still tells it when it runs
+/// again, while one expired long ago costs no price-history read per scan.
+pub const EXPIRY_TOLD_WITHIN: chrono::Duration = chrono::Duration::days(7);
 
 /// Writes the automatic approval of a filed request; false if another run decided it first.
 async fn approve_on_its_own<S: RequestStore + ?Sized>(
@@ -242,7 +250,9 @@ pub async fn cheapest_observed<S: ObservationStore + ?Sized>(
     let mut best: Option<(rust_decimal::Decimal, Observation)> = None;
     for region in &t.regions {
         for ty in &t.instance_types {
-            for o in store.history(region, ty, r.filed_at, now).await? {
+            // Nothing after the last instant its block could start is of use to it.
+            let to = now.min(t.latest_start());
+            for o in store.history(region, ty, r.filed_at, to).await? {
                 let Some(rate) = o.offering.price_per_accelerator_hour(o.accelerators_per_instance) else { continue };
                 if best.as_ref().is_none_or(|(b, _)| rate.per_unit < *b) {
                     best = Some((rate.per_unit, o));

@@ -195,3 +195,20 @@ async fn an_expired_request_says_the_cheapest_offering_seen() {
         .expect("told");
     assert!(expired.0.message.body.contains("2.5000 USD per accelerator-hour"), "{}", expired.0.message.body);
 }
+
+/// A request that expired more than `EXPIRY_TOLD_WITHIN` before a scan is not read against
+/// the price history again: its expiry was told by the scans of that week, or the stack did
+/// not run for a week.
+#[tokio::test]
+async fn a_request_expired_long_ago_costs_no_history_read() {
+    let stack = Stack::new();
+    let dear =
+        Request { terms: RequestTerms { max_price_per_accelerator_hour: usd("1"), ..request().terms }, ..request() };
+    stack.table.file_request(&dear).await.unwrap();
+    let long_after = dear.terms.latest_start() + super::EXPIRY_TOLD_WITHIN + Duration::minutes(1);
+    stack.scan(&teams("1000"), long_after).await;
+    let told = stack.table.notices().into_iter().any(|(n, _)| n.milestone.as_str() == "request-expired");
+    assert!(!told, "not told past the week");
+    let (_, report) = super::request_rules(&stack.table, &teams("1000"), long_after, true).await.unwrap();
+    assert!(report.asked.is_empty(), "and not asked");
+}
