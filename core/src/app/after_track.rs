@@ -13,16 +13,13 @@ use std::collections::BTreeMap;
 use super::outbox::flush;
 use super::publish::{Publishing, team_page};
 use super::report::{MONTHLY_SUMMARY_SOURCE, enqueue_summary};
-use super::team_page::TeamData;
+use super::team_page::{PageStore, TeamData};
 use super::track::TrackReport;
 use crate::domain::budget::Period;
 use crate::domain::money::Money;
 use crate::domain::request::TeamApproval;
 use crate::domain::run_time::RunTime;
-use crate::ports::{
-    BlockArchive, ExtensionLedger, Ledger, Notifier, ObservationStore, Outbox, PageClaims, PagePublisher, RateStore,
-    RequestStore, RuleStore, SettingsStore, StoreError,
-};
+use crate::ports::{Notifier, Outbox, PageClaims, PagePublisher, StoreError};
 
 /// Whether a tracker payload is the monthly schedule's (`{"source": "capblock.monthly-summary"}`):
 /// a run as always, then the past month's summary.
@@ -49,17 +46,7 @@ pub struct AfterTrack<'a, S: ?Sized, N: ?Sized, P: ?Sized> {
 
 impl<S, N, P> AfterTrack<'_, S, N, P>
 where
-    S: RuleStore
-        + Ledger
-        + BlockArchive
-        + ExtensionLedger
-        + ObservationStore
-        + SettingsStore
-        + RateStore
-        + Outbox
-        + PageClaims
-        + RequestStore
-        + ?Sized,
+    S: PageStore + Outbox + PageClaims + ?Sized,
     N: Notifier + ?Sized,
     P: PagePublisher + ?Sized,
 {

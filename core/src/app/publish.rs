@@ -13,13 +13,10 @@ use std::future::Future;
 use chrono::{DateTime, TimeZone, Utc};
 use serde::Serialize;
 
-use super::team_page::{TeamData, gather};
+use super::team_page::{PageStore, TeamData, gather};
 use crate::domain::request::TeamApproval;
 use crate::domain::run_time::RunTime;
-use crate::ports::{
-    BlockArchive, ExtensionLedger, Ledger, ObservationStore, PageClaims, PagePublisher, PublishError, RateStore,
-    RequestStore, RuleStore, SettingsStore, StoreError,
-};
+use crate::ports::{PageClaims, PagePublisher, PublishError, StoreError};
 
 /// The page's object key in the bucket (the template grants `s3:PutObject` on it alone).
 pub const PAGE_KEY: &str = "team.html";
@@ -70,15 +67,7 @@ pub async fn team_page<S>(
     render: fn(&TeamData) -> String,
 ) -> Result<String, StoreError>
 where
-    S: RuleStore
-        + Ledger
-        + BlockArchive
-        + ExtensionLedger
-        + ObservationStore
-        + SettingsStore
-        + RateStore
-        + RequestStore
-        + ?Sized,
+    S: PageStore + ?Sized,
 {
     Ok(render(&gather(store, now, teams).await?))
 }

@@ -212,6 +212,25 @@ where
     Ok(shown)
 }
 
+/// The store ports the team page is read from (`gather`), named once for every caller.
+pub trait PageStore:
+    RuleStore + Ledger + BlockArchive + ExtensionLedger + ObservationStore + SettingsStore + RequestStore + RateStore
+{
+}
+
+impl<T> PageStore for T where
+    T: RuleStore
+        + Ledger
+        + BlockArchive
+        + ExtensionLedger
+        + ObservationStore
+        + SettingsStore
+        + RequestStore
+        + RateStore
+        + ?Sized
+{
+}
+
 /// Reads what the page shows from the store at `now`, people's requests judged by `teams` (the
 /// stack's `TeamApprovals`, as the scan judges them). A table scan of the blocks: for people
 /// and the hourly page, never a run's hot path.
@@ -221,15 +240,7 @@ pub async fn gather<S>(
     teams: &BTreeMap<String, TeamApproval>,
 ) -> Result<TeamData, StoreError>
 where
-    S: RuleStore
-        + Ledger
-        + BlockArchive
-        + ExtensionLedger
-        + ObservationStore
-        + SettingsStore
-        + RequestStore
-        + RateStore
-        + ?Sized,
+    S: PageStore + ?Sized,
 {
     let period = Period::budget_month(now);
     let settings = store.stored_settings().await?;

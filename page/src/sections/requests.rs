@@ -158,22 +158,7 @@ asks before it approves.</p>",
     if q.open.is_empty() {
         body.push_str(&empty("No request waits for a decision or a block."));
     } else {
-        let rows: Vec<Vec<String>> = q
-            .open
-            .iter()
-            .map(|r| {
-                vec![
-                    time(r.request.filed_at),
-                    esc(&r.request.id),
-                    who(r),
-                    what(r),
-                    window(r),
-                    esc(&r.request.terms.reason),
-                    state(r),
-                    next(r, q),
-                ]
-            })
-            .collect();
+        let rows: Vec<Vec<String>> = q.open.iter().map(|r| row(r, Some(window(r)), next(r, q))).collect();
         let headers = ["filed", "request", "who", "what", "window", "why", "state", "waits for"];
         body.push_str(&table("Open requests, newest first", &headers, &rows));
         body.push_str(&more(q.open.len().min(SHOWN_REQUESTS), c.open()));
@@ -182,24 +167,19 @@ asks before it approves.</p>",
     if q.closed.is_empty() {
         body.push_str(&empty("No request bought, expired, rejected or cancelled yet."));
     } else {
-        let rows: Vec<Vec<String>> = q
-            .closed
-            .iter()
-            .map(|r| {
-                vec![
-                    time(r.request.filed_at),
-                    esc(&r.request.id),
-                    who(r),
-                    what(r),
-                    esc(&r.request.terms.reason),
-                    state(r),
-                    outcome(r),
-                ]
-            })
-            .collect();
+        let rows: Vec<Vec<String>> = q.closed.iter().map(|r| row(r, None, outcome(r))).collect();
         let headers = ["filed", "request", "who", "what", "why", "state", "outcome"];
         body.push_str(&table("Closed requests, newest first", &headers, &rows));
         body.push_str(&more(q.closed.len().min(SHOWN_REQUESTS), c.closed()));
     }
     section("requests", "Requests", &body)
+}
+
+/// A request's cells: when, which, who, what, its window (open ones), why, its state, and
+/// `last` (what an open one waits for, how a closed one ended).
+fn row(r: &PageRequest, window: Option<String>, last: String) -> Vec<String> {
+    let mut cells = vec![time(r.request.filed_at), esc(&r.request.id), who(r), what(r)];
+    cells.extend(window);
+    cells.extend([esc(&r.request.terms.reason), state(r), last]);
+    cells
 }

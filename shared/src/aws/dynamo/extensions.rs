@@ -182,16 +182,8 @@ impl DynamoStore {
     }
 
     pub(super) async fn extensions_of_block(&self, reservation_id: &str) -> Result<Vec<ExtensionIntent>, StoreError> {
-        let q = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
-            .expression_attribute_values(":pk", s(block_pk(reservation_id)))
-            .expression_attribute_values(":p", s("EXT#"))
-            .consistent_read(true);
         // Strict: paid extensions bound a block's extension days (`max_days`).
-        Self::all_items(q, "extensions of block").await?.iter().map(data).collect()
+        self.query_prefix(&block_pk(reservation_id), "EXT#", "extensions of block").await?.iter().map(data).collect()
     }
 
     pub(super) async fn open_extension_intents(&self) -> Result<Vec<ExtensionIntent>, StoreError> {

@@ -252,6 +252,20 @@ impl DynamoStore {
         Self::all_items(q, "query").await
     }
 
+    /// Every item of partition `pk` whose sort key starts with `prefix`, read strongly
+    /// consistent, all pages (`what` names them in an error).
+    async fn query_prefix(&self, pk: &str, prefix: &str, what: &str) -> Result<Vec<Item>, StoreError> {
+        let q = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
+            .expression_attribute_values(":pk", s(pk))
+            .expression_attribute_values(":p", s(prefix))
+            .consistent_read(true);
+        Self::all_items(q, what).await
+    }
+
     /// Every item a query matches, all pages.
     async fn all_items(q: QueryFluentBuilder, what: &str) -> Result<Vec<Item>, StoreError> {
         q.into_paginator().items().send().collect::<Result<Vec<_>, _>>().await.map_err(|e| store_err(what, e))

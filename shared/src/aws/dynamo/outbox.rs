@@ -74,15 +74,11 @@ impl Outbox for DynamoStore {
     }
 
     async fn records(&self, thread: &str, prefix: &str) -> Result<Vec<Notice>, StoreError> {
-        let q = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
-            .expression_attribute_values(":pk", s(format!("BLOCK#{thread}")))
-            .expression_attribute_values(":p", s(format!("NOTICE#{prefix}")))
-            .consistent_read(true);
-        Self::all_items(q, "records").await?.iter().map(data).collect()
+        self.query_prefix(&format!("BLOCK#{thread}"), &format!("NOTICE#{prefix}"), "records")
+            .await?
+            .iter()
+            .map(data)
+            .collect()
     }
 
     async fn mark_published(&self, notice: &Notice, at: DateTime<Utc>) -> Result<(), StoreError> {

@@ -34,15 +34,7 @@ impl RateStore for DynamoStore {
     }
 
     async fn announced_rates(&self) -> Result<Vec<ListRate>, StoreError> {
-        let q = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
-            .expression_attribute_values(":pk", s(PK))
-            .expression_attribute_values(":p", s(ANNOUNCED))
-            .consistent_read(true);
-        let items = Self::all_items(q, "the announced rates").await?;
+        let items = self.query_prefix(PK, ANNOUNCED, "the announced rates").await?;
         Ok(self.decode_each(&items, "announced rates", data))
     }
 }

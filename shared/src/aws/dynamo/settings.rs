@@ -50,15 +50,7 @@ impl FunctionDirectory for DynamoStore {
     }
 
     async fn functions(&self) -> Result<std::collections::BTreeMap<String, String>, StoreError> {
-        let q = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
-            .expression_attribute_values(":pk", s(PK))
-            .expression_attribute_values(":p", s(FUNCTION))
-            .consistent_read(true);
-        let items = Self::all_items(q, "the functions' names").await?;
+        let items = self.query_prefix(PK, FUNCTION, "the functions' names").await?;
         Ok(items
             .iter()
             .filter_map(|i| {
