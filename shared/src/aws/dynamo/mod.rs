@@ -58,9 +58,17 @@ pub use table::create_table;
 pub const ACTIONS: &[(&str, &[&str])] = &[
     ("RuleStore", &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"]),
     ("MarketMemory", &["dynamodb:GetItem", "dynamodb:PutItem"]),
+    // A request's reservation checks the request item in its transaction (`ConditionCheck`).
     (
         "Ledger",
-        &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"],
+        &[
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:Query",
+            "dynamodb:ConditionCheckItem",
+        ],
     ),
     ("BlockArchive", &["dynamodb:Scan"]),
     ("BlockStore", &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
@@ -75,6 +83,8 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     // The CLI's only: no function declares it.
     ("SeenOfferings", &["dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:Query"]),
     ("FunctionDirectory", &["dynamodb:PutItem", "dynamodb:Query"]),
+    // The operator's announced list rates: written by the CLI, read by the page and preflight.
+    ("RateStore", &["dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"]),
     // The team page's hour: claimed with a conditional put, given back after a failed publish.
     ("PageClaims", &["dynamodb:PutItem", "dynamodb:DeleteItem"]),
     // Not a port: `create_table` sets up the local stack and the tests; no function declares it.
