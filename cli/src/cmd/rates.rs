@@ -129,7 +129,7 @@ async fn announce(a: AnnounceArgs) -> CliResult {
 }
 
 async fn withdraw(a: WithdrawArgs) -> CliResult {
-    let family = capblock_shared::domain::plan::family(a.family.trim()).to_ascii_lowercase();
+    let family = capblock_shared::domain::list_price::family_key(&a.family);
     let store = store().await?;
     if !store.withdraw_rate(&family, a.from).await? {
         return Err(CliError::NotFound(format!(

@@ -76,6 +76,12 @@ pub enum AnnouncementError {
     Source,
 }
 
+/// The family a rate is recorded under, as the operator typed it: a family or any of its types,
+/// in any case ("P5.48xlarge" is "p5").
+pub fn family_key(family_or_type: &str) -> String {
+    family(family_or_type.trim()).to_ascii_lowercase()
+}
+
 impl ListRate {
     /// A rate the operator read in an announcement: `family` may be a family or an instance
     /// type ("p5.48xlarge" records "p5": rates are per family), the amount per accelerator-hour.
@@ -85,7 +91,7 @@ impl ListRate {
         effective: NaiveDate,
         source: &str,
     ) -> Result<ListRate, AnnouncementError> {
-        let fam = family(family_or_type.trim()).to_ascii_lowercase();
+        let fam = family_key(family_or_type);
         let well_formed = fam.len() >= 2
             && fam.starts_with(|c: char| c.is_ascii_lowercase())
             && fam.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
@@ -118,13 +124,6 @@ impl RateBook {
     /// The published table and `announced` (as the table holds them).
     pub fn with_announced(announced: Vec<ListRate>) -> RateBook {
         RateBook { announced }
-    }
-
-    /// The operator's announced rates, oldest first.
-    pub fn announced(&self) -> Vec<ListRate> {
-        let mut all = self.announced.clone();
-        all.sort_by(|a, b| (a.effective, &a.family).cmp(&(b.effective, &b.family)));
-        all
     }
 
     /// Every rate, published and announced, by family and day.

@@ -455,6 +455,16 @@ impl Items {
         Ok(())
     }
 
+    /// Un-consumes the approval of `intent`'s request, if `intent` consumed it: nothing was
+    /// bought on it (`record_given_back`, `record_rejected`).
+    fn give_request_back(&mut self, intent: &Intent) {
+        if let Some(d) = intent.request.as_ref().and_then(|k| self.decisions.get_mut(&k.id))
+            && d.consumed_by.as_ref() == Some(&intent.id)
+        {
+            d.consumed_by = None;
+        }
+    }
+
     /// `DynamoDB`'s conditions on consuming approval `a` of rule `rule`: its record exists and
     /// neither it nor its block's marker was consumed.
     fn may_consume_request(&self, id: &str) -> bool {
@@ -635,11 +645,7 @@ impl Ledger for MemoryTable {
             items.put_notice(n, true);
         }
         // As the adapter: a request's approval is given back with the fee.
-        if let Some(d) = intent.request.as_ref().and_then(|k| items.decisions.get_mut(&k.id))
-            && d.consumed_by.as_ref() == Some(&intent.id)
-        {
-            d.consumed_by = None;
-        }
+        items.give_request_back(intent);
         self.moved(format!("record_rejected {}", intent.id))?;
         Ok(())
     }
@@ -683,11 +689,7 @@ impl Ledger for MemoryTable {
             mine(&mut items.approvals_used, (r.clone(), a.offering_id.clone()));
             mine(&mut items.approval_blocks_used, (r, a.block.clone()));
         }
-        if let Some(d) = intent.request.as_ref().and_then(|k| items.decisions.get_mut(&k.id))
-            && d.consumed_by.as_ref() == Some(&intent.id)
-        {
-            d.consumed_by = None;
-        }
+        items.give_request_back(intent);
         drop(items);
         self.moved(format!("record_given_back {}", intent.id))?;
         Ok(())
