@@ -7,11 +7,12 @@ every transaction atomic, and capblock's exactly-once purchases and budgets rest
 one request at a time, moto keeps the same promise. (The fault-injection suite found it: five
 overlapping runs lost an increment on the shared account-budget item.)
 
-In front of moto sit two layers, under the same lock: moto_resource_groups.py, which answers
+In front of moto sit three layers, under the same lock: moto_resource_groups.py, which answers
 Resource Groups' GroupResources, UngroupResources and ListGroupResources (moto 5.2.5 has none of
-them) on moto's own groups, and moto_events.py, which delivers EventBridge PutEvents entries
+them) on moto's own groups; moto_events.py, which delivers EventBridge PutEvents entries
 meant for another account's bus to that account, as that bus's policy allows (moto puts them on
-the caller's own bus).
+the caller's own bus); and moto_autoscaling.py, which keeps the CapacityReservationSpecification
+an Auto Scaling group is created or updated with (moto drops it).
 
 Same options as moto_server: -H HOST -p PORT.
 """
@@ -27,6 +28,7 @@ from moto.moto_server.werkzeug_app import (
     MotoRequestHandler,
     create_backend_app,
 )
+from moto_autoscaling import with_group_capacity_reservations
 from moto_events import with_cross_account_events
 from moto_resource_groups import with_group_membership
 from werkzeug.serving import run_simple
@@ -40,7 +42,9 @@ def main() -> None:
     os.environ.setdefault("MOTO_PORT", str(args.port))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
-    app = with_cross_account_events(with_group_membership(DomainDispatcherApplication(create_backend_app)))
+    app = with_group_capacity_reservations(
+        with_cross_account_events(with_group_membership(DomainDispatcherApplication(create_backend_app)))
+    )
     lock = threading.Lock()
 
     def serial(environ, start_response):

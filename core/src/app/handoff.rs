@@ -254,7 +254,7 @@ pub async fn launch_gaps(
         let Action::ScaleGroup { group, .. } = action else { continue };
         for region in &rule.regions {
             let Some(how) = groups.launch(region, group).await? else { continue };
-            let target = match &how {
+            let target = match &how.launch {
                 GroupLaunch::Template(t) => templates.target(region, t).await?,
                 _ => None,
             };

@@ -5,6 +5,15 @@
 //! reservation group (`CapacityReservationTarget.CapacityReservationResourceGroupArn`). A launch
 //! configuration can do neither. `capblock rules validate --check-aws` warns of each gap.
 //!
+//! Since 2026 the group itself can say it too (Auto Scaling user guide, "Target Capacity
+//! Reservations from your Auto Scaling group" and "Use distribution segments"): its own
+//! `CapacityReservationSpecification` may name the target (reservation ids or resource group
+//! ARNs), which then stands for the template's, and "to consume Capacity Blocks", a market type
+//! on the template, or "a Capacity Reservation Resource Group as a target on your Auto Scaling
+//! group, together with distribution segments" (`MixedInstancesPolicy.InstancesDistribution.
+//! DistributionSegments`, whose `TargetCapacityTypes` include `capacity-block`). So a group of
+//! the second kind lands in the rule's blocks with a template of no market type.
+//!
 //! Pure: the caller passes what Auto Scaling and EC2 said.
 
 /// How an Auto Scaling group launches its instances (DescribeAutoScalingGroups).
@@ -16,6 +25,46 @@ pub enum GroupLaunch {
     Configuration(String),
     /// Neither (a group whose launch settings Auto Scaling did not show).
     Unknown,
+}
+
+/// What DescribeAutoScalingGroups says of a group's launches: its template or configuration,
+/// and its own Capacity Reservation settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSetup {
+    pub launch: GroupLaunch,
+    pub capacity: GroupCapacity,
+}
+
+impl From<GroupLaunch> for GroupSetup {
+    /// A group with no Capacity Reservation settings of its own.
+    fn from(launch: GroupLaunch) -> Self {
+        GroupSetup { launch, capacity: GroupCapacity::default() }
+    }
+}
+
+/// A group's own `CapacityReservationSpecification` and distribution segments (empty: none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupCapacity {
+    /// `capacity-reservations-only`, `capacity-reservations-first`, `none` or `default`.
+    pub preference: Option<String>,
+    pub reservation_ids: Vec<String>,
+    pub group_arns: Vec<String>,
+    /// Every distribution segment's `TargetCapacityTypes`, in order (`capacity-block`,
+    /// `on-demand-capacity-reservation`, `interruptible-capacity-reservation`, `on-demand`).
+    pub segment_types: Vec<String>,
+}
+
+impl GroupCapacity {
+    /// The group names its own target, which Auto Scaling launches into instead of the
+    /// template's.
+    fn names_target(&self) -> bool {
+        !self.reservation_ids.is_empty() || !self.group_arns.is_empty()
+    }
+
+    /// Its distribution segments ask for Capacity Blocks.
+    fn segments_take_blocks(&self) -> bool {
+        self.segment_types.iter().any(|t| t == "capacity-block")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +98,7 @@ pub struct LaunchTarget {
 /// id (kept current per block); a rule of UltraServers needs its group.
 pub fn gap(
     group: &str,
-    launch: &GroupLaunch,
+    setup: &GroupSetup,
     target: Option<&LaunchTarget>,
     expected_group: Option<&str>,
     ultraserver: bool,
@@ -61,7 +110,7 @@ pub fn gap(
             .to_string(),
         (true, None) => "target the rule's capacity reservation group (add a `reservation_group` action)".to_string(),
     };
-    let template = match launch {
+    let template = match &setup.launch {
         GroupLaunch::Configuration(name) => {
             return Some(format!(
                 "group {group:?} launches from launch configuration {name:?}, which cannot launch into a Capacity \
@@ -78,23 +127,62 @@ pub fn gap(
     let Some(target) = target else {
         return Some(format!("EC2 does not know launch template {} of group {group:?}", template.label()));
     };
+    let capacity = &setup.capacity;
     let mut wrong = Vec::new();
-    if target.market_type.as_deref() != Some("capacity-block") {
+    if capacity.preference.as_deref() == Some("none") {
+        wrong.push("the group's CapacityReservationPreference is none".to_string());
+    }
+    let market = target.market_type.as_deref() == Some("capacity-block");
+    if !market && !capacity.segments_take_blocks() {
+        let segments = if capacity.segment_types.is_empty() {
+            String::new()
+        } else {
+            format!(" and the group's distribution segments target {} only", capacity.segment_types.join(", "))
+        };
         wrong.push(format!(
-            "its InstanceMarketOptions MarketType is {}, not capacity-block",
+            "its InstanceMarketOptions MarketType is {}, not capacity-block{segments}",
             target.market_type.as_deref().map_or("not set".to_string(), |m| format!("{m:?}"))
         ));
     }
-    match (&target.reservation_group_arn, &target.reservation_id, expected_group) {
-        (Some(arn), _, Some(g)) if arn.rsplit('/').next().is_some_and(|name| names_match(g, name)) => {}
-        (Some(arn), _, _) => wrong.push(format!("it targets the group {arn}; it should {aim}")),
-        // A rule of instances without a group: the block's id (kept current per block).
-        (None, Some(_), None) if !ultraserver => {}
-        (None, Some(id), _) => wrong
-            .push(format!("it targets reservation {id} only, so the rule's next block goes unused; it should {aim}")),
-        (None, None, _) => wrong.push(format!("it targets no capacity reservation; it should {aim}")),
-    }
+    wrong.extend(target_gap(capacity, target, market, expected_group, ultraserver, &aim));
     (!wrong.is_empty()).then(|| format!("group {group:?}'s launch template {}: {}", template.label(), wrong.join("; ")))
+}
+
+/// What is wrong with the reservation the group's launches target: the group's own target when
+/// it names one, else its template's. Distribution segments without the template's market
+/// type reach Capacity Blocks only through a resource group the group itself targets.
+fn target_gap(
+    capacity: &GroupCapacity,
+    template: &LaunchTarget,
+    market: bool,
+    expected_group: Option<&str>,
+    ultraserver: bool,
+    aim: &str,
+) -> Option<String> {
+    let (arns, ids, whose) = if capacity.names_target() {
+        (capacity.group_arns.clone(), capacity.reservation_ids.clone(), "the group's CapacityReservationTarget")
+    } else {
+        let arns = template.reservation_group_arn.iter().cloned().collect();
+        (arns, template.reservation_id.iter().cloned().collect(), "it")
+    };
+    if !market && capacity.segments_take_blocks() && capacity.group_arns.is_empty() {
+        return Some(format!(
+            "its distribution segments reach Capacity Blocks only through a resource group the Auto Scaling group \
+             itself targets (CapacityReservationSpecification); it should {aim}"
+        ));
+    }
+    let arn_is_rules =
+        |arn: &String| expected_group.is_some_and(|g| arn.rsplit('/').next().is_some_and(|name| names_match(g, name)));
+    match (arns.first(), ids.first(), expected_group) {
+        (Some(_), _, Some(_)) if arns.iter().any(arn_is_rules) => None,
+        (Some(arn), _, _) => Some(format!("{whose} targets the group {arn}; it should {aim}")),
+        // A rule of instances without a group: the block's id (kept current per block).
+        (None, Some(_), None) if !ultraserver => None,
+        (None, Some(id), _) => Some(format!(
+            "{whose} targets reservation {id} only, so the rule's next block goes unused; it should {aim}"
+        )),
+        (None, None, _) => Some(format!("{whose} targets no capacity reservation; it should {aim}")),
+    }
 }
 
 /// Whether group name `name` is `expected`, where `expected` may hold one `*` (the stack's name

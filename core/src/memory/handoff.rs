@@ -10,7 +10,7 @@ use async_trait::async_trait;
 
 use crate::domain::handoff::{Invocation, NodegroupScaling, ReservationPool};
 use crate::domain::ids::Region;
-use crate::domain::launch::GroupLaunch;
+use crate::domain::launch::{GroupLaunch, GroupSetup};
 use crate::domain::share::{self, Association, ShareView};
 use crate::ports::{
     ActionError, ActionResult, Commands, Groups, InstanceSource, MarketError, Membership, Nodegroups, Parameters,
@@ -175,8 +175,8 @@ impl Groups for MemoryHandoff {
         let zones = self.zones.lock().unwrap().clone();
         Ok((!zones.is_empty()).then_some(zones))
     }
-    async fn launch(&self, _r: &Region, _group: &str) -> Result<Option<GroupLaunch>, ActionError> {
-        Ok(Some(GroupLaunch::Unknown))
+    async fn launch(&self, _r: &Region, _group: &str) -> Result<Option<GroupSetup>, ActionError> {
+        Ok(Some(GroupLaunch::Unknown.into()))
     }
 }
 

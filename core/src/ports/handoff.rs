@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::bus_event::BusEntry;
 use crate::domain::handoff::{Invocation, NodegroupScaling, ReservationPool};
 use crate::domain::ids::Region;
-use crate::domain::launch::{GroupLaunch, LaunchTarget, TemplateRef};
+use crate::domain::launch::{GroupSetup, LaunchTarget, TemplateRef};
 use crate::domain::share::{SharePrincipal, ShareView};
 
 use super::{InstanceSource, NotifyError};
@@ -59,9 +59,10 @@ pub trait Groups: Send + Sync {
     /// The Availability Zones the group launches in (its subnets' zones for a group in a VPC);
     /// `None` when there is no such group.
     async fn zones(&self, region: &Region, group: &str) -> Result<Option<Vec<String>>, ActionError>;
-    /// How the group launches its instances (its launch template, or a launch configuration);
-    /// `None` when there is no such group. For `rules validate --check-aws`.
-    async fn launch(&self, region: &Region, group: &str) -> Result<Option<GroupLaunch>, ActionError>;
+    /// How the group launches its instances (its launch template, or a launch configuration,
+    /// and its own Capacity Reservation settings); `None` when there is no such group. For
+    /// `rules validate --check-aws`.
+    async fn launch(&self, region: &Region, group: &str) -> Result<Option<GroupSetup>, ActionError>;
 }
 
 /// Launch templates (EC2): what one version asks for, to tell whether a group lands in a block.

@@ -10,7 +10,7 @@ use aws_sdk_autoscaling::types::AutoScalingGroup;
 
 use super::regional::Regional;
 use crate::domain::ids::Region;
-use crate::domain::launch::{GroupLaunch, TemplateRef};
+use crate::domain::launch::{GroupCapacity, GroupLaunch, GroupSetup, TemplateRef};
 use crate::ports::{ActionError, Groups};
 
 /// The IAM actions each port implemented here calls (see `aws::sns::ACTIONS`).
@@ -93,7 +93,7 @@ impl Groups for AutoScaling {
         Ok(self.group(region, group).await?.map(|g| g.availability_zones().to_vec()))
     }
 
-    async fn launch(&self, region: &Region, group: &str) -> Result<Option<GroupLaunch>, ActionError> {
+    async fn launch(&self, region: &Region, group: &str) -> Result<Option<GroupSetup>, ActionError> {
         let Some(g) = self.group(region, group).await? else {
             return Ok(None);
         };
@@ -101,7 +101,7 @@ impl Groups for AutoScaling {
         let spec = g
             .launch_template()
             .or_else(|| g.mixed_instances_policy()?.launch_template()?.launch_template_specification());
-        Ok(Some(match (spec, g.launch_configuration_name()) {
+        let launch = match (spec, g.launch_configuration_name()) {
             (Some(t), _) => GroupLaunch::Template(TemplateRef {
                 id: t.launch_template_id().map(str::to_string),
                 name: t.launch_template_name().map(str::to_string),
@@ -109,6 +109,29 @@ impl Groups for AutoScaling {
             }),
             (None, Some(c)) => GroupLaunch::Configuration(c.to_string()),
             (None, None) => GroupLaunch::Unknown,
-        }))
+        };
+        Ok(Some(GroupSetup { launch, capacity: capacity_of(&g) }))
+    }
+}
+
+/// The group's own Capacity Reservation settings: its CapacityReservationSpecification and
+/// its mixed instances policy's distribution segments.
+fn capacity_of(g: &AutoScalingGroup) -> GroupCapacity {
+    let spec = g.capacity_reservation_specification();
+    let target = spec.and_then(|s| s.capacity_reservation_target());
+    let segments = g
+        .mixed_instances_policy()
+        .and_then(|p| p.instances_distribution())
+        .map(|d| d.distribution_segments())
+        .unwrap_or_default();
+    GroupCapacity {
+        preference: spec.and_then(|s| s.capacity_reservation_preference()).map(|p| p.as_str().to_string()),
+        reservation_ids: target.map(|t| t.capacity_reservation_ids().to_vec()).unwrap_or_default(),
+        group_arns: target.map(|t| t.capacity_reservation_resource_group_arns().to_vec()).unwrap_or_default(),
+        segment_types: segments
+            .iter()
+            .flat_map(|s| s.target_capacity_types.iter().flatten())
+            .map(|t| t.as_str().to_string())
+            .collect(),
     }
 }

@@ -902,6 +902,59 @@ async fn rules_validate_warns_of_a_group_that_launches_nothing_into_the_block() 
     auto_scaling_group(&c.aws.sdk, region, &old).await;
     let out = validate(old.clone()).await;
     assert!(out.contains(&format!("launches from launch configuration \"{old}\"")), "{out}");
+
+    // A group that targets blocks itself: the rule's reservation group as its own Capacity
+    // Reservation target and distribution segments that take Capacity Blocks, over a template
+    // with no market type (and another group as its own target, which the group's replaces).
+    let plain = group_on(format!("plain-{suffix}"), None, "someone-else".into()).await;
+    let segmented = |name: String, types: &'static [&'static str]| {
+        let (asg, plain) = (asg.clone(), plain.clone());
+        let arn = format!("arn:aws:resource-groups:{region}:123456789012:group/{rule_group}");
+        async move {
+            use aws_sdk_autoscaling::types::{
+                CapacityReservationPreference, CapacityReservationSpecification, CapacityReservationTarget,
+                DistributionSegment, InstancesDistribution, LaunchTemplate, LaunchTemplateSpecification,
+                MixedInstancesPolicy, TargetCapacityType,
+            };
+            let segment = types
+                .iter()
+                .fold(DistributionSegment::builder(), |b, t| b.target_capacity_types(TargetCapacityType::from(*t)));
+            let template = LaunchTemplateSpecification::builder().launch_template_name(plain).version("$Latest");
+            asg.create_auto_scaling_group()
+                .auto_scaling_group_name(&name)
+                .mixed_instances_policy(
+                    MixedInstancesPolicy::builder()
+                        .launch_template(
+                            LaunchTemplate::builder().launch_template_specification(template.build()).build(),
+                        )
+                        .instances_distribution(
+                            InstancesDistribution::builder().distribution_segments(segment.build()).build(),
+                        )
+                        .build(),
+                )
+                .capacity_reservation_specification(
+                    CapacityReservationSpecification::builder()
+                        .capacity_reservation_preference(CapacityReservationPreference::CapacityReservationsOnly)
+                        .capacity_reservation_target(
+                            CapacityReservationTarget::builder().capacity_reservation_resource_group_arns(arn).build(),
+                        )
+                        .build(),
+                )
+                .min_size(0)
+                .max_size(4)
+                .availability_zones(format!("{region}a"))
+                .send()
+                .await
+                .unwrap();
+            name
+        }
+    };
+    let blocks = segmented(format!("segments-{suffix}"), &["capacity-block", "on-demand"]).await;
+    let out = validate(blocks).await;
+    assert!(!out.contains("warning"), "{out}");
+    let odcr = segmented(format!("odcr-{suffix}"), &["on-demand-capacity-reservation"]).await;
+    let out = validate(odcr).await;
+    assert!(out.contains("distribution segments target on-demand-capacity-reservation only"), "{out}");
 }
 
 /// `rules validate --check-aws` asks EKS (moto, in the rule's region) for the node groups
