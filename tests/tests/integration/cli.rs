@@ -47,6 +47,12 @@ impl Out {
         }
     }
 
+    /// Asserts the command ended with `code`, showing what it printed otherwise.
+    #[track_caller]
+    pub(crate) fn exits(&self, code: i32) {
+        assert_eq!(self.code, code, "{}{}", self.stdout, self.stderr);
+    }
+
     pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
@@ -191,7 +197,7 @@ impl Cli {
     async fn put_rule(&self, toml: &str) {
         let f = self.file("rule.toml", toml);
         let out = self.run(&["rules", "put", &f]).await;
-        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        out.exits(0);
     }
 }
 
@@ -216,7 +222,7 @@ async fn a_rules_problems_print_one_per_line() {
     }
     // Nothing to put is a usage error, not a success.
     let none = c.run(&["rules", "put"]).await;
-    assert_eq!(none.code, 2, "{}{}", none.stdout, none.stderr);
+    none.exits(2);
 }
 
 /// Bad pacing or budget arguments are bad input (exit 2, the flag named), and nothing is asked.
@@ -245,16 +251,16 @@ async fn a_live_scan_or_approval_refuses_a_time_off_the_clock() {
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let month_back = "2026-11-01T00:00:00Z";
     let scan = c.run(&["scan", "--time", month_back, "--mode", "live"]).await;
-    assert_eq!(scan.code, 2, "{}{}", scan.stdout, scan.stderr);
+    scan.exits(2);
     assert!(scan.stderr.contains("a live stack runs on its clock"), "{}", scan.stderr);
     assert!(c.sim.purchases().await.is_empty(), "nothing bought");
     let approve = c.run(&["approve", "west/cb-00000000000000000", "--time", month_back]).await;
-    assert_eq!(approve.code, 2, "{}{}", approve.stdout, approve.stderr);
+    approve.exits(2);
     // A dry-run scan may replay another time: nothing to spend.
     assert_eq!(c.run(&["scan", "--time", month_back]).await.code, 0);
     // Live at the clock's time (the simulator's, as a deployed stack's is the wall clock): buys.
     let live = c.run(&["scan", "--mode", "live", "--json"]).await;
-    assert_eq!(live.code, 0, "{}{}", live.stdout, live.stderr);
+    live.exits(0);
     assert_eq!(live.json()["now"], "2026-12-01T00:00:00Z");
     assert_eq!(c.sim.purchases().await.len(), 1);
 }
@@ -272,7 +278,7 @@ async fn blocks_and_history_show_what_the_scan_bought_and_saw() {
 
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
-    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    scan.exits(0);
     assert_eq!(scan.json()["outcomes"][0]["action"]["action"], "bought");
     assert_eq!(c.sim.purchases().await.len(), 1);
 
@@ -381,7 +387,7 @@ async fn backtest_on_a_fixed_history_has_a_known_answer() {
     let file = c.file("history.json", &serde_json::to_string(&history).unwrap());
     let rule = c.file("rule.toml", &rule_toml("west", "live", "3.00"));
     let out = c.run(&["backtest", "--rule", &rule, "--history", &file, "--json"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     let r = out.json();
     let bought: Vec<(&str, &str)> = r["purchases"]
         .as_array()
@@ -418,7 +424,7 @@ async fn ask(c: &Cli) -> String {
     c.stack(Mode::Live, Some("100000")).await;
     c.put_rule(&rule_toml("west", "approval", "3.00")).await;
     let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
-    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    scan.exits(0);
     let action = &scan.json()["outcomes"][0]["action"];
     assert_eq!(action["action"], "awaiting-approval", "{action}");
     assert!(c.sim.purchases().await.is_empty(), "approval mode buys nothing by itself");
@@ -442,7 +448,7 @@ async fn approval_buys_exactly_once_through_the_purchase_path() {
     let c = Cli::new("cli-approve").await;
     let intent = ask(&c).await;
     let out = c.run(&["approve", &intent, "--time", NOW]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert!(out.stdout.contains("bought 1 x p5.48xlarge"), "{}", out.stdout);
     // What was asked: the price per accelerator-hour and that a purchase cannot be undone.
     assert!(
@@ -458,7 +464,7 @@ async fn approval_buys_exactly_once_through_the_purchase_path() {
     assert!(alerts.iter().any(|a| a.body["metadata"]["eventType"] == "purchased"), "{alerts:?}");
     // Approving again buys nothing more.
     let again = c.run(&["approve", &intent, "--time", NOW]).await;
-    assert_eq!(again.code, 2, "{}{}", again.stdout, again.stderr);
+    again.exits(2);
     assert_eq!(c.sim.purchases().await.len(), 1);
 }
 
@@ -481,7 +487,7 @@ async fn the_team_page_shows_an_approval_waiting_then_its_block() {
     assert!(!before.contains("http:") && !before.contains("https:"));
 
     let out = c.run(&["approve", &intent, "--time", NOW]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     let after = team_page(&c, &file).await;
     assert!(section(&after, "approvals").contains("No approvals waiting."), "a bought approval waits no more");
     let blocks = c.run(&["blocks", "--json", "--time", NOW]).await.json();
@@ -494,7 +500,7 @@ async fn the_team_page_shows_an_approval_waiting_then_its_block() {
 /// `capblock page --out FILE`, its text.
 async fn team_page(c: &Cli, file: &std::path::Path) -> String {
     let out = c.run(&["page", "--out", file.to_str().unwrap()]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert!(out.stderr.contains("team page written to"), "{}", out.stderr);
     std::fs::read_to_string(file).unwrap()
 }
@@ -512,7 +518,7 @@ async fn approval_of_a_vanished_offering_is_refused() {
     let intent = ask(&c).await;
     c.sim.advance_hours(13).await;
     let out = c.run(&["approve", &intent, "--time", "2026-12-01T13:00:00Z"]).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     assert!(out.stderr.contains("no longer on sale") && out.stderr.contains("nothing bought"), "{}", out.stderr);
     assert!(c.sim.purchases().await.is_empty());
     assert_eq!(c.sim.state().await["calls"]["PurchaseCapacityBlock"], 2, "only the two DryRun checks");
@@ -525,7 +531,7 @@ async fn approval_is_refused_when_the_price_rose_above_the_threshold() {
     // The operator lowered the threshold since: the same price is now above it.
     c.put_rule(&rule_toml("west", "approval", "2.50")).await;
     let out = c.run(&["approve", &intent, "--time", NOW]).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     assert!(out.stderr.contains("above rule west's threshold 2.50"), "{}", out.stderr);
     assert!(c.sim.purchases().await.is_empty());
 }
@@ -599,7 +605,7 @@ async fn the_cli_buys_only_when_the_stored_settings_match_the_stacks_parameters(
     assert!(c.sim.purchases().await.is_empty());
 
     let out = c.run(&["approve", &intent, "--time", NOW]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert_eq!(c.sim.purchases().await.len(), 1);
 }
 
@@ -611,7 +617,7 @@ async fn a_live_purchase_from_the_cli_needs_the_stacks_stored_live_settings() {
     let c = Cli::new("cli-no-settings").await;
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let live = c.run(&["scan", "--mode", "live"]).await;
-    assert_eq!(live.code, 2, "{}{}", live.stdout, live.stderr);
+    live.exits(2);
     assert!(
         live.stderr.contains("the stack's settings are not in table")
             && live.stderr.contains("invoke the stack's scan-offerings function once"),
@@ -619,24 +625,24 @@ async fn a_live_purchase_from_the_cli_needs_the_stacks_stored_live_settings() {
         live.stderr
     );
     let dry = c.run(&["scan", "--json"]).await;
-    assert_eq!(dry.code, 0, "{}{}", dry.stdout, dry.stderr);
+    dry.exits(0);
     // A person's dry run writes nothing: what the rule would choose, as a replay shows it.
     assert_eq!(dry.json()["outcomes"][0]["action"]["action"], "replayed");
     assert!(dry.stderr.contains("a dry run as stack"), "{}", dry.stderr);
 
     c.deploy("dry-run", "0").await;
     let live = c.run(&["scan", "--mode", "live"]).await;
-    assert_eq!(live.code, 2, "{}{}", live.stdout, live.stderr);
+    live.exits(2);
     assert!(live.stderr.contains(&format!("stack {STACK} is in mode dry-run")), "{}", live.stderr);
 
     // A live stack stored without an account cap: the functions run it as deployed, the CLI
     // still buys nothing by hand (scan, buy or approve), saying how to set one.
     c.stack(Mode::Live, None).await;
     let live = c.run(&["scan", "--mode", "live"]).await;
-    assert_eq!(live.code, 2, "{}{}", live.stdout, live.stderr);
+    live.exits(2);
     assert!(live.stderr.contains("has no account-wide monthly cap"), "{}", live.stderr);
     let buy = c.run(&["buy", "cb-00000000000000000", "--rule", "west", "--yes"]).await;
-    assert_eq!(buy.code, 2, "{}{}", buy.stdout, buy.stderr);
+    buy.exits(2);
     assert!(buy.stderr.contains("AccountMonthlyBudget"), "{}", buy.stderr);
     assert!(c.sim.purchases().await.is_empty(), "nothing bought");
 }
@@ -658,7 +664,7 @@ async fn cli_purchases_stop_at_the_stacks_account_budget() {
     c.put_rule(&rule("ask", "approval", "3.00").regions(&["us-east-1"]).toml()).await;
 
     let scan = c.run(&["scan", "--mode", "live", "--json"]).await;
-    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    scan.exits(0);
     let report = scan.json();
     let action = |rule: &str| {
         report["outcomes"].as_array().unwrap().iter().find(|o| o["rule_id"] == rule).unwrap()["action"].clone()
@@ -667,11 +673,11 @@ async fn cli_purchases_stop_at_the_stacks_account_budget() {
     assert_eq!(action("ask")["action"], "awaiting-approval", "{}", scan.stdout);
     let intent = action("ask")["intent"].as_str().unwrap().to_string();
     let out = c.run(&["approve", &intent]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert_eq!(c.sim.purchases().await.len(), 2);
 
     let again = c.run(&["scan", "--mode", "live", "--json"]).await;
-    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    again.exits(0);
     assert_eq!(c.sim.purchases().await.len(), 2, "a third block would pass the $1,000 cap: {}", again.stdout);
     let usage = c.aws.store().usage(&BudgetOwner::Account, &Period::of(t0())).await.unwrap().unwrap();
     assert_eq!((usage.committed, usage.purchases), (usd("960"), 2));
@@ -680,7 +686,7 @@ async fn cli_purchases_stop_at_the_stacks_account_budget() {
     // account's; the watch's per-region lines wait for --verbose.
     assert_eq!(c.run(&["rules", "delete", "west"]).await.code, 0);
     let status = c.run(&["status", "--time", NOW]).await;
-    assert_eq!(status.code, 0, "{}{}", status.stdout, status.stderr);
+    status.exits(0);
     let row = status
         .stdout
         .lines()
@@ -703,14 +709,14 @@ async fn a_shown_rule_is_a_rule_file_that_puts_back_the_same_rule() {
     let c = Cli::new("cli-show").await;
     c.put_rule(&rule("west", "live", "3.00").extra("tags = { team = \"llm\" }").toml()).await;
     let shown = c.run(&["rules", "show", "west"]).await;
-    assert_eq!(shown.code, 0, "{}{}", shown.stdout, shown.stderr);
+    shown.exits(0);
     assert!(shown.stdout.starts_with("# rule west, stored version 1"), "{}", shown.stdout);
     assert!(shown.stdout.contains("max_price_per_accelerator_hour = \"3.00\""), "{}", shown.stdout);
     assert!(!shown.stdout.contains("Currency(") && !shown.stdout.contains("TimeDelta"), "{}", shown.stdout);
     let before = c.aws.store().get_rule("west").await.unwrap().unwrap();
     // Put back unchanged: said so, and not written again.
     let again = c.run(&["rules", "put", &c.file("shown.toml", &shown.stdout)]).await;
-    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    again.exits(0);
     assert_eq!(again.stdout.trim(), "rule \"west\" unchanged (version 1): nothing stored", "{}", again.stdout);
     let after = c.aws.store().get_rule("west").await.unwrap().unwrap();
     assert_eq!((after.rule, after.version), (before.rule, 1));
@@ -725,7 +731,7 @@ async fn rules_delete_removes_the_rule_only() {
     let c = Cli::new("cli-delete").await;
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let out = c.run(&["rules", "delete", "west"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert!(out.stdout.contains("deleted rule \"west\"; its blocks, intents and budgets are kept"), "{}", out.stdout);
     assert_eq!(c.run(&["rules", "show", "west"]).await.code, 3);
     assert_eq!(c.run(&["rules", "delete", "west"]).await.code, 3, "nothing to delete");
@@ -753,7 +759,7 @@ async fn rules_validate_names_unknown_groups_empty_documents_and_leads_past_the_
     };
     let missing = c.file("missing.toml", &actions(&group, "AWS-RunShellScript", 30));
     let out = c.run(&["rules", "validate", "--check-aws", &missing]).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     let want = format!("actions[0].group: no Auto Scaling group \"{group}\" in us-west-2");
     assert!(out.stdout.contains(&want), "{}", out.stdout);
     // Offline by default (and with the older --offline): the group is not asked about.
@@ -765,7 +771,7 @@ async fn rules_validate_names_unknown_groups_empty_documents_and_leads_past_the_
     // A 1-day block has 23.5 hours before termination: 1440 minutes is longer.
     let bad = c.file("bad.toml", &actions(&group, "", 1440));
     let out = c.run(&["rules", "validate", &bad]).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     for needle in [
         "actions[1].document: the document name is empty",
         "actions[1].lead_minutes: 1440 minutes is longer than the block",
@@ -775,7 +781,7 @@ async fn rules_validate_names_unknown_groups_empty_documents_and_leads_past_the_
 
     auto_scaling_group(&c.aws.sdk, "us-west-2", &group).await;
     let out = c.run(&["rules", "validate", "--check-aws", &missing]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
 }
 
 /// `rules validate --check-aws` warns of a group the rule scales that would launch nothing into
@@ -973,19 +979,19 @@ async fn rules_validate_names_a_node_group_eks_does_not_know_and_sizes_out_of_or
     };
     let missing = c.file("missing.toml", &action(1, 0));
     let out = c.run(&["rules", "validate", "--check-aws", &missing]).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     let want = format!("actions[0].nodegroup: no node group \"p5-nodes\" in EKS cluster \"{cluster}\" in us-west-2");
     assert!(out.stdout.contains(&want), "{}", out.stdout);
     assert_eq!(c.run(&["rules", "validate", &missing]).await.code, 0, "offline: not asked");
 
     let bad = c.file("bad.toml", &action(1, 2));
     let out = c.run(&["rules", "validate", &bad]).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     assert!(out.stdout.contains("actions[0].min: 2 is above desired = 1"), "{}", out.stdout);
 
     eks_nodegroup(&c.aws.sdk, "us-west-2", &cluster, "p5-nodes", (0, 1, 0)).await;
     let out = c.run(&["rules", "validate", "--check-aws", &missing]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
 }
 
 /// `offerings --ultraservers` asks EC2 for whole UltraServers and prices them over all their
@@ -996,19 +1002,19 @@ async fn offerings_search_ultraservers_and_validate_names_what_ec2_refuses() {
     let c = Cli::on("cli-ultra", &scenario).await;
     let args = ["offerings", "--ultraservers", "u-trn2x64", "--ultraserver-counts", "2", "--days", "1"];
     let out = c.run(&[&args[..], &["--regions", "us-east-1", "--from", NOW]].concat()).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert!(out.stdout.contains("2 x u-trn2x64 (trn2u.48xlarge)"), "{}", out.stdout);
     assert!(out.stdout.contains("FEE (USD)") && out.stdout.contains("6144.00"), "{}", out.stdout);
     assert!(out.stdout.contains("USD/ACCEL-H") && out.stdout.contains("2.0000"), "{}", out.stdout);
     assert!(!out.stdout.contains("1 x u-trn2x64"), "only the count asked for: {}", out.stdout);
     // A date is a window's bound too: the day's first minute, the same offerings.
     let dated = c.run(&[&args[..], &["--regions", "us-east-1", "--from", &NOW[..10]]].concat()).await;
-    assert_eq!(dated.code, 0, "{}{}", dated.stdout, dated.stderr);
+    dated.exits(0);
     assert!(dated.stdout.contains("2 x u-trn2x64 (trn2u.48xlarge)"), "{}", dated.stdout);
     // Instance types and UltraServers in one search: a usage error.
     let out =
         c.run(&["offerings", "--types", "p5.48xlarge", "--ultraservers", "u-trn2x64", "--regions", "us-east-1"]).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     let both = c.file(
         "both.toml",
         &rule("both", "live", "2.00").extra("ultraserver_types = [\"u-trn2x64\"]\nultraserver_counts = [1]").toml(),
@@ -1037,7 +1043,7 @@ async fn preflight_passes_on_a_live_local_stack_and_status_shows_it() {
     c.stack(Mode::Live, Some("1000")).await;
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let out = c.run(&["preflight", "--pause-seconds", "0.05"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert!(out.stdout.contains("preflight passed"), "{}", out.stdout);
     assert!(out.stdout.contains("market us-west-2 p5.48xlarge") && out.stdout.contains("answered"), "{}", out.stdout);
     assert!(out.stdout.contains("offering ids (us-west-2)"), "{}", out.stdout);
@@ -1075,7 +1081,7 @@ async fn preflight_names_a_quota_of_0_and_an_unheard_alerts_topic() {
     c.aws.store().store_settings(&settings).await.unwrap();
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let out = c.run(&["preflight", "--pause-seconds", "0.05", "--json"]).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     let findings = out.json()["findings"].as_array().unwrap().clone();
     let failed: Vec<&str> =
         findings.iter().filter(|f| f["verdict"] == "fail").map(|f| f["check"].as_str().unwrap()).collect();
@@ -1107,7 +1113,7 @@ async fn a_one_shot_search_of_a_quota_0_family_ends_with_the_finding() {
         }
     };
     let out = search("p5.48xlarge,trn2.48xlarge", false).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     assert!(out.stdout.contains("1 offering(s) from 2 question(s)"), "the p5 offering is shown: {}", out.stdout);
     let said: Vec<&str> = out.stderr.lines().collect();
     assert!(said[0].starts_with("asking 2 question(s) in 1 region(s), one call every 100ms"), "{}", out.stderr);
@@ -1128,7 +1134,7 @@ async fn a_one_shot_search_of_a_quota_0_family_ends_with_the_finding() {
     assert!(said[finding + 1].contains("192 per trn2.48xlarge"), "{}", out.stderr);
 
     let json = search("p5.48xlarge,trn2.48xlarge", true).await;
-    assert_eq!(json.code, 2, "{}{}", json.stdout, json.stderr);
+    json.exits(2);
     let doc = json.json();
     assert_eq!(doc["offerings"].as_array().unwrap().len(), 1, "{doc:#}");
     assert_eq!((&doc["refused"][0]["region"], &doc["refused"][0]["family"]), (&"us-west-2".into(), &"trn2".into()));
@@ -1137,7 +1143,7 @@ async fn a_one_shot_search_of_a_quota_0_family_ends_with_the_finding() {
 
     // A single question: said from the start, and the same end.
     let one = search("trn2.48xlarge", false).await;
-    assert_eq!(one.code, 2, "{}{}", one.stdout, one.stderr);
+    one.exits(2);
     assert!(one.stderr.starts_with("asking 1 question(s) in 1 region(s)"), "{}", one.stderr);
     assert!(one.stderr.contains("error: us-west-2 trn2: EC2 refused every search"), "{}", one.stderr);
 }
@@ -1305,7 +1311,7 @@ async fn preflight_has_each_function_check_its_own_role() {
         };
         let purchase = finding("role of scan-offerings: ec2:PurchaseCapacityBlock");
         if denied {
-            assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+            out.exits(2);
             assert_eq!(purchase["verdict"], "fail", "{purchase:#}");
             assert!(purchase["seen"].as_str().unwrap().contains("us-west-2"), "{purchase:#}");
             assert!(purchase["seen"].as_str().unwrap().contains("not authorized"), "{purchase:#}");
@@ -1322,7 +1328,7 @@ async fn preflight_has_each_function_check_its_own_role() {
             let ram = finding("RAM sharing with the Organization");
             assert_eq!(ram["verdict"], "ok", "{ram:#}");
             assert!(ram["seen"].as_str().unwrap().contains("consumer"), "{ram:#}");
-            assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+            out.exits(0);
             assert_eq!(purchase["verdict"], "ok", "{purchase:#}");
             assert_eq!(finding("role of scan-offerings: ec2:CreateTags")["verdict"], "ok");
         }
@@ -1447,7 +1453,7 @@ async fn buy_once_under(ids: &str) {
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     c.put_rule(&rule_toml("cheap", "live", "2.00")).await;
     let shown = c.run(&["offerings", "--type", "p5.48xlarge", "--region", "us-west-2", "--days", "1", "--json"]).await;
-    assert_eq!(shown.code, 0, "{}{}", shown.stdout, shown.stderr);
+    shown.exits(0);
     let id = shown.json()["offerings"][0]["offering"]["id"].as_str().unwrap().to_string();
     let table = c.run(&["offerings", "--types", "p5.48xlarge", "--regions", "us-west-2", "--days", "1"]).await;
     assert!(table.stdout.contains("capblock buy OFFERING-ID --rule RULE"), "{}", table.stdout);
@@ -1463,7 +1469,7 @@ async fn buy_once_under(ids: &str) {
     // The plan is said first: the block, its price against the threshold, each budget before
     // and after the fee, and that a purchase cannot be cancelled.
     let unasked = c.run(&["buy", &id, "--rule", "west"]).await;
-    assert_eq!(unasked.code, 2, "{}{}", unasked.stdout, unasked.stderr);
+    unasked.exits(2);
     let plan = &unasked.stderr;
     assert!(
         plan.contains("Buy 1 x p5.48xlarge in us-west-2")
@@ -1488,7 +1494,7 @@ async fn buy_once_under(ids: &str) {
     assert!(first.len() == 11 && first.starts_with("cb-"), "the table's short id: {}", table.stdout);
     assert_eq!(c.run(&["buy", &id[..8], "--rule", "west", "--yes"]).await.code, 3);
     let out = c.run(&["buy", &id[..11], "--rule", "west", "--yes"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert!(out.stdout.contains("bought 1 x p5.48xlarge"), "{}", out.stdout);
     let purchases = c.sim.purchases().await;
     assert_eq!(purchases.len(), 1);
@@ -1520,7 +1526,7 @@ async fn the_cli_finds_its_table_in_the_stacks_outputs() {
         .await
         .unwrap();
     let out = c.command(&["--stack", &name, "status"], &[], &["CAPBLOCK_TABLE"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert!(out.stdout.contains("in mode live"), "the stack's stored mode: {}", out.stdout);
     // A command that only reads says nothing of the stack on stderr (status shows it); one that
     // moves money says it once, on one line: `stack_said_once_where_money_moves`.
@@ -1537,14 +1543,14 @@ async fn the_cli_finds_its_table_in_the_stacks_outputs() {
     assert_eq!(out.code, 0, "the config file's stack: {}{}", out.stdout, out.stderr);
 
     let missing = c.command(&["--stack", "no-such-stack", "status"], &[], &["CAPBLOCK_TABLE"]).await;
-    assert_eq!(missing.code, 3, "{}{}", missing.stdout, missing.stderr);
+    missing.exits(3);
     assert!(missing.stderr.contains("no stack \"no-such-stack\""), "{}", missing.stderr);
     let none = c.command(&["status"], &[], &["CAPBLOCK_TABLE", "CAPBLOCK_STACK_NAME"]).await;
-    assert_eq!(none.code, 1, "{}{}", none.stdout, none.stderr);
+    none.exits(1);
     assert!(none.stderr.contains("--stack NAME"), "{}", none.stderr);
     // A table that is not there is named as such, without the SDK's debug dump.
     let gone = c.command(&["status"], &[("CAPBLOCK_TABLE", "no-such-table")], &["CAPBLOCK_STACK_NAME"]).await;
-    assert_eq!(gone.code, 1, "{}{}", gone.stdout, gone.stderr);
+    gone.exits(1);
     assert!(gone.stderr.contains("the stack's table does not exist here"), "{}", gone.stderr);
     assert!(!gone.stderr.contains("ServiceError("), "{}", gone.stderr);
 }
@@ -1557,14 +1563,14 @@ async fn a_live_scan_or_an_approval_without_a_yes_buys_nothing() {
     c.stack(Mode::Live, Some("100000")).await;
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let out = c.unconfirmed(&["scan", "--mode", "live"]).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     assert!(out.stderr.contains("pass --yes") && out.stderr.contains("nothing bought"), "{}", out.stderr);
     let out = c.unconfirmed(&["approve", "west/cb-00000000000000000"]).await;
     assert_ne!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(c.sim.purchases().await.is_empty());
     // Said yes to: bought.
     let out = c.run(&["scan", "--mode", "live"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert_eq!(c.sim.purchases().await.len(), 1);
 }
 
@@ -1580,7 +1586,7 @@ async fn a_live_scan_shows_its_plan_before_it_asks() {
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let narrow = [("COLUMNS", "80")];
     let out = c.unconfirmed_with(&["scan", "--mode", "live"], &narrow).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     let plan = &out.stderr;
     for needle in [
         "buys 1 block(s) now",
@@ -1609,13 +1615,13 @@ async fn a_live_scan_shows_its_plan_before_it_asks() {
     assert!(c.aws.store().open_intents().await.unwrap().is_empty(), "the plan reserved nothing");
 
     let out = c.run(&["scan", "--mode", "live"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert!(out.stderr.contains("buys 1 block(s) now") && out.stderr.contains("528.00"), "{}", out.stderr);
     assert_eq!(c.sim.purchases().await.len(), 1);
 
     // Nothing left to buy (the rule holds its one block): said, not asked, even without --yes.
     let out = c.unconfirmed(&["scan", "--mode", "live"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert!(out.stderr.contains("would buy nothing now"), "{}", out.stderr);
     assert!(!out.stderr.contains("Type `yes`") && !out.stderr.contains("pass --yes"), "{}", out.stderr);
     // And why: the check that holds the rule back, in words.
@@ -1632,20 +1638,20 @@ async fn rules_validate_refuses_a_max_total_fee_that_can_never_buy() {
     let c = Cli::new("cli-never-buys").await;
     let never = c.file("never.toml", &rule("west", "live", "3.00").extra("max_total_fee = \"0.5\"").toml());
     let out = c.run(&["rules", "validate", &never]).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     for needle in ["max_total_fee", "0.50 USD can never buy anything", "0.96 USD", "at least 0.96"] {
         assert!(out.stdout.contains(needle), "{needle:?} missing from {}", out.stdout);
     }
     let enough = c.file("enough.toml", &rule("west", "live", "3.00").extra("max_total_fee = \"0.96\"").toml());
     let out = c.run(&["rules", "validate", &enough]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
 }
 
 /// The id of the first offering `capblock offerings` shows for one p5.48xlarge for a day in
 /// us-west-2 (remembered for `capblock buy`).
 async fn shown_offering(c: &Cli) -> String {
     let shown = c.run(&["offerings", "--type", "p5.48xlarge", "--region", "us-west-2", "--days", "1", "--json"]).await;
-    assert_eq!(shown.code, 0, "{}{}", shown.stdout, shown.stderr);
+    shown.exits(0);
     shown.json()["offerings"][0]["offering"]["id"].as_str().unwrap().to_string()
 }
 
@@ -1708,7 +1714,7 @@ async fn a_dry_run_scan_from_the_cli_settles_stores_and_announces_nothing() {
     c.aws.alerts().await;
     let (_ahead, clock) = machine_clock(60).await;
     let out = c.unconfirmed_with(&["scan", "--ask-seconds", "2"], &[("CAPBLOCK_SIMULATED_CLOCK_URL", &clock)]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert!(out.stdout.contains("nothing settled, stored or announced"), "{}", out.stdout);
     assert!(!out.stdout.contains("settled:"), "{}", out.stdout);
     let store = c.aws.store();
@@ -1735,17 +1741,17 @@ async fn a_hand_purchase_is_refused_on_a_machine_whose_clock_is_off() {
         let (_clock_sim, clock) = machine_clock(minutes).await;
         let env = [("CAPBLOCK_SIMULATED_CLOCK_URL", clock.as_str())];
         let out = c.unconfirmed_with(&["buy", &id, "--rule", "west", "--yes"], &env).await;
-        assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+        out.exits(2);
         let want = format!("{said} {side} AWS's");
         assert!(out.stderr.contains(&want) && out.stderr.contains("NTP"), "{}", out.stderr);
         let live = c.unconfirmed_with(&["scan", "--mode", "live", "--yes"], &env).await;
-        assert_eq!(live.code, 2, "{}{}", live.stdout, live.stderr);
+        live.exits(2);
         assert!(live.stderr.contains(&want), "{}", live.stderr);
     }
     assert!(c.aws.store().open_intents().await.unwrap().is_empty(), "nothing reserved");
     assert!(c.sim.purchases().await.is_empty());
     let out = c.run(&["buy", &id, "--rule", "west", "--yes"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert_eq!(c.sim.purchases().await.len(), 1);
 }
 
@@ -1766,7 +1772,7 @@ async fn a_held_purchase_is_released_by_a_person_only_when_ec2_holds_nothing() {
     bought_answer_lost(&c, "west", false).await;
     let lost = intent_of("west").await;
     let list = c.run(&["intents", "list"]).await;
-    assert_eq!(list.code, 0, "{}{}", list.stdout, list.stderr);
+    list.exits(0);
     assert!(list.stdout.contains(&lost) && list.stdout.contains("sent"), "{}", list.stdout);
     // An hour on (`RELEASE_MIN_AGE`): EC2 lists a purchase late.
     c.sim.advance_secs(61 * 60).await;
@@ -1774,7 +1780,7 @@ async fn a_held_purchase_is_released_by_a_person_only_when_ec2_holds_nothing() {
     assert_eq!(unasked.code, 2, "no terminal and no --yes: {}{}", unasked.stdout, unasked.stderr);
     assert_eq!(c.run(&["intents", "release", "west/cb-nothing", "--yes"]).await.code, 3);
     let out = c.run(&["intents", "release", &lost, "--yes"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert!(out.stdout.contains("released intent"), "{}", out.stdout);
     let usage = c.aws.store().usage(&BudgetOwner::Rule("west".into()), &Period::of(t0())).await.unwrap().unwrap();
     assert_eq!(usage.committed.amount(), rust_decimal::Decimal::ZERO, "the fee given back");
@@ -1783,7 +1789,7 @@ async fn a_held_purchase_is_released_by_a_person_only_when_ec2_holds_nothing() {
     let made = intent_of("made").await;
     c.sim.advance_secs(61 * 60).await;
     let out = c.run(&["intents", "release", &made, "--yes"]).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     assert!(out.stderr.contains("the purchase went through"), "{}", out.stderr);
     let open = c.aws.store().open_intents().await.unwrap();
     assert_eq!(open.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), [made.as_str()], "still open");
@@ -1803,7 +1809,7 @@ fn two_blocks_listed_late(lag_minutes: i64) -> String {
 async fn live_scan_at(c: &Cli, minutes: i64) -> usize {
     let at = (t0() + Duration::minutes(minutes)).to_rfc3339();
     let out = c.run(&["scan", "--time", &at, "--mode", "live"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     c.sim.purchases().await.len()
 }
 
@@ -1849,7 +1855,7 @@ async fn a_release_while_ec2_starts_listing_the_purchase_ends_with_one_block() {
     };
     let out = tokio::join!(release, network).0;
     c.sim.behaviour(r#"{"hold_actions": []}"#).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     assert!(out.stderr.contains("the purchase went through"), "{}", out.stderr);
     let open = c.aws.store().open_intents().await.unwrap();
     assert_eq!(open.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), [intent.as_str()], "not released");
@@ -1868,12 +1874,12 @@ async fn a_release_of_a_minute_old_intent_is_refused_and_a_released_one_still_co
     let intent = c.aws.store().open_intents().await.unwrap()[0].id.clone();
     c.sim.advance_secs(60).await;
     let out = c.run(&["intents", "release", &intent, "--yes"]).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     assert!(out.stderr.contains("it may be released from 2026-12-01 01:00 UTC"), "{}", out.stderr);
     assert_eq!(c.aws.store().open_intents().await.unwrap().len(), 1, "still open");
     c.sim.advance_secs(60 * 60).await;
     let out = c.run(&["intents", "release", &intent, "--yes"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert_eq!(live_scan_at(&c, 61).await, 0, "the released purchase holds the rule's one block");
 }
 
@@ -1891,14 +1897,14 @@ async fn one_approval_buys_once_under_per_answer_offering_ids() {
     c.stack(Mode::Live, Some("100000")).await;
     c.put_rule(&rule("west", "approval", "3.00").max_blocks_held(3).toml()).await;
     let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
-    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    scan.exits(0);
     let intent = scan.json()["outcomes"][0]["action"]["intent"].as_str().unwrap().to_string();
     let out = c.run(&["approve", &intent, "--time", NOW]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     for _ in 0..2 {
         c.run(&["scan", "--time", NOW, "--mode", "live"]).await;
         let again = c.run(&["approve", &intent, "--time", NOW]).await;
-        assert_eq!(again.code, 2, "{}{}", again.stdout, again.stderr);
+        again.exits(2);
     }
     assert_eq!(c.sim.purchases().await.len(), 1, "one approval, one block");
     let page = team_page(&c, &c.dir.join("team.html")).await;
@@ -1921,12 +1927,12 @@ async fn offerings_fit_80_columns_and_wide_shows_every_column() {
     let c = Cli::new("cli-80-offerings").await;
     let args = ["offerings", "--types", "p5.48xlarge", "--regions", "us-west-2", "--days", "1", "--from", NOW];
     let json = c.run(&[&args[..], &["-o", "json"]].concat()).await;
-    assert_eq!(json.code, 0, "{}{}", json.stdout, json.stderr);
+    json.exits(0);
     let id = json.json()["offerings"][0]["offering"]["id"].as_str().unwrap().to_string();
     assert_eq!(c.run(&[&args[..], &["--json"]].concat()).await.json(), json.json(), "--json is -o json");
 
     let narrow = c.unconfirmed_with(&args, &[("COLUMNS", "80")]).await;
-    assert_eq!(narrow.code, 0, "{}{}", narrow.stdout, narrow.stderr);
+    narrow.exits(0);
     assert!(fits(&narrow.stdout, 80), "wider than 80:\n{}", narrow.stdout);
     let header = narrow.stdout.lines().next().unwrap();
     for column in ["OFFERING", "AZ", "BLOCK", "START", "LENGTH", "USD/ACCEL-H"] {
@@ -1963,7 +1969,7 @@ async fn offerings_fit_80_columns_and_wide_shows_every_column() {
     }
 
     let wide = c.unconfirmed_with(&[&args[..], &["-o", "wide"]].concat(), &[("COLUMNS", "80")]).await;
-    assert_eq!(wide.code, 0, "{}{}", wide.stdout, wide.stderr);
+    wide.exits(0);
     let header = wide.stdout.lines().next().unwrap();
     for column in ["REGION", "AZ", "END (UTC)", "USD/INSTANCE-H"] {
         assert!(header.contains(column), "{column} missing from -o wide: {}", wide.stdout);
@@ -1973,7 +1979,7 @@ async fn offerings_fit_80_columns_and_wide_shows_every_column() {
     assert!(row.contains("us-west-2 ") && row.contains("2026-12-04 11:30"), "-o wide is not wrapped: {row}");
 
     let yaml = c.run(&[&args[..], &["-o", "yaml"]].concat()).await;
-    assert_eq!(yaml.code, 0, "{}{}", yaml.stdout, yaml.stderr);
+    yaml.exits(0);
     assert!(
         yaml.stdout.lines().any(|l| l == "offerings:") && yaml.stdout.contains(&format!("id: {id}")),
         "{}",
@@ -1992,7 +1998,7 @@ async fn every_table_fits_80_columns_a_row_a_line() {
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     c.put_rule(&rule_toml("west-approval", "approval", "3.00")).await;
     let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
-    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    scan.exits(0);
     let rule = c.file("backtest.toml", &rule_toml("west", "live", "3.00"));
     let commands: [&[&str]; 9] = [
         &["offerings", "--types", "p5.48xlarge", "--regions", "us-west-2", "--days", "1", "--from", NOW],
@@ -2040,7 +2046,7 @@ async fn a_time_zone_reaches_the_scan_and_the_purchase_plan() {
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let tokyo = [("TZ", "Asia/Tokyo")];
     let scan = c.unconfirmed_with(&["--tz", "scan", "--time", NOW], &tokyo).await;
-    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    scan.exits(0);
     assert!(scan.stdout.contains("scan at 2026-12-01 00:00 UTC (09:00 +09:00):"), "{}", scan.stdout);
     assert!(scan.stdout.contains("from 2026-12-03 11:30 UTC (20:30 +09:00)), threshold"), "{}", scan.stdout);
     let id = shown_offering(&c).await;
@@ -2062,10 +2068,10 @@ async fn preflight_at_80_columns_wraps_the_advice_and_cuts_nothing() {
     c.stack(Mode::Live, Some("1000")).await;
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let json = c.run(&["preflight", "--pause-seconds", "0.05", "-o", "json"]).await;
-    assert_eq!(json.code, 2, "{}{}", json.stdout, json.stderr);
+    json.exits(2);
     let findings = json.json()["findings"].as_array().unwrap().clone();
     let out = c.unconfirmed_with(&["preflight", "--pause-seconds", "0.05"], &[("COLUMNS", "80")]).await;
-    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    out.exits(2);
     assert!(fits(&out.stdout, 80), "wider than 80:\n{}", out.stdout);
     assert!(!out.stdout.contains('…'), "{}", out.stdout);
     let words: Vec<&str> = out.stdout.split_whitespace().collect();
@@ -2099,9 +2105,9 @@ async fn status_prints_json_and_yaml_and_money_with_its_currency() {
     c.stack(Mode::Live, Some("100000")).await;
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
-    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    scan.exits(0);
     let out = c.run(&["status", "--time", NOW, "-o", "json"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     let s = out.json();
     assert_eq!(s["settings"]["stack"]["mode"], "live", "{s:#}");
     assert_eq!((s["rules"].as_u64(), s["rules_enabled"].as_u64()), (Some(1), Some(1)), "{s:#}");
@@ -2113,7 +2119,7 @@ async fn status_prints_json_and_yaml_and_money_with_its_currency() {
     assert!(s["dashboard"].as_str().unwrap().starts_with("https://"), "{s:#}");
     assert_eq!(c.run(&["status", "--time", NOW, "--json"]).await.json(), s, "--json is -o json");
     let yaml = c.run(&["status", "--time", NOW, "-o", "yaml"]).await;
-    assert_eq!(yaml.code, 0, "{}{}", yaml.stdout, yaml.stderr);
+    yaml.exits(0);
     assert!(yaml.stdout.contains("\nspend:\n") && yaml.stdout.contains("kind: rule"), "{}", yaml.stdout);
     let table = c.run(&["status", "--time", NOW]).await;
     assert!(table.stdout.contains("SPENT (USD)") && table.stdout.contains("LIMIT (USD)"), "{}", table.stdout);
@@ -2132,12 +2138,12 @@ async fn rules_put_reads_stdin_and_says_what_changed() {
     let c = Cli::new("cli-put-stdin").await;
     let text = rule_toml("west", "live", "3.00");
     let created = c.piped(&["rules", "put", "-"], &text).await;
-    assert_eq!(created.code, 0, "{}{}", created.stdout, created.stderr);
+    created.exits(0);
     assert!(created.stdout.starts_with("created rule \"west\" (version 1"), "{}", created.stdout);
     let same = c.piped(&["rules", "put", "-"], &text).await;
     assert_eq!(same.stdout.trim(), "rule \"west\" unchanged (version 1): nothing stored", "{}", same.stdout);
     let changed = c.piped(&["rules", "put", "-"], &rule_toml("west", "live", "2.50")).await;
-    assert_eq!(changed.code, 0, "{}{}", changed.stdout, changed.stderr);
+    changed.exits(0);
     let diff = &changed.stdout;
     assert!(diff.contains("--- rule west (stored)") && diff.contains("+++ rule file"), "{diff}");
     assert!(
@@ -2149,7 +2155,7 @@ async fn rules_put_reads_stdin_and_says_what_changed() {
     assert_eq!(c.aws.store().get_rule("west").await.unwrap().unwrap().version, 2);
     // A bad rule on stdin is named as such, and nothing is stored.
     let bad = c.piped(&["rules", "put", "-"], "id = \"x\"\n").await;
-    assert_eq!(bad.code, 2, "{}{}", bad.stdout, bad.stderr);
+    bad.exits(2);
     assert!(bad.stdout.contains("(stdin)"), "{}{}", bad.stdout, bad.stderr);
     assert!(c.aws.store().get_rule("x").await.unwrap().is_none());
 }
@@ -2171,16 +2177,16 @@ async fn a_profile_of_the_config_file_names_the_stack_and_the_region() {
     // Neither the stack's name nor its table in the environment: the profile names the stack.
     let unnamed = ["CAPBLOCK_STACK_NAME", "CAPBLOCK_TABLE"];
     let out = c.command(&["--profile", "local", "status", "--time", NOW], &env, &unnamed).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     assert!(out.stdout.contains("in mode live"), "{}", out.stdout);
     let by_env = c.command(&["status", "--time", NOW], &[env[0], ("CAPBLOCK_PROFILE", "local")], &unnamed).await;
-    assert_eq!(by_env.code, 0, "{}{}", by_env.stdout, by_env.stderr);
+    by_env.exits(0);
     // The profile's region is the one asked: the stack is not there.
     let away = c.command(&["--profile", "elsewhere", "status"], &env, &unnamed).await;
-    assert_eq!(away.code, 3, "{}{}", away.stdout, away.stderr);
+    away.exits(3);
     assert!(away.stderr.contains(&format!("no stack \"{stack}\" in eu-west-1")), "{}", away.stderr);
     let missing = c.command(&["--profile", "prod", "status"], &env, &unnamed).await;
-    assert_eq!(missing.code, 2, "{}{}", missing.stdout, missing.stderr);
+    missing.exits(2);
     assert!(
         missing.stderr.contains(&format!("profile \"prod\" is not in {config}: its profiles are elsewhere, local")),
         "{}",
@@ -2200,7 +2206,7 @@ async fn a_profiles_region_is_the_one_searched_when_none_is_given() {
     let unnamed = ["CAPBLOCK_STACK_NAME", "CAPBLOCK_TABLE"];
     let search = ["offerings", "--types", "p5.48xlarge", "--days", "1", "--from", NOW, "-o", "json"];
     let out = c.command(&[&["--profile", "west"], &search[..]].concat(), &env, &unnamed).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     let offerings = out.json()["offerings"].as_array().unwrap().clone();
     assert!(
         !offerings.is_empty() && offerings.iter().all(|o| o["offering"]["region"] == "us-west-2"),
@@ -2208,15 +2214,15 @@ async fn a_profiles_region_is_the_one_searched_when_none_is_given() {
     );
     // Without the profile: AWS_REGION's, where nothing is sold.
     let east = c.command(&search, &env, &unnamed).await;
-    assert_eq!(east.code, 3, "{}{}", east.stdout, east.stderr);
+    east.exits(3);
     // Named, the regions given win over the profile's.
     let given =
         c.command(&[&["--profile", "west"], &search[..], &["--regions", "us-east-1"]].concat(), &env, &unnamed).await;
-    assert_eq!(given.code, 3, "{}{}", given.stdout, given.stderr);
+    given.exits(3);
     // No region anywhere: bad input, saying what to give.
     let nowhere =
         c.command(&search, &env, &["CAPBLOCK_STACK_NAME", "CAPBLOCK_TABLE", "AWS_REGION", "AWS_DEFAULT_REGION"]).await;
-    assert_eq!(nowhere.code, 2, "{}{}", nowhere.stdout, nowhere.stderr);
+    nowhere.exits(2);
     assert!(nowhere.stderr.contains("--regions"), "{}", nowhere.stderr);
 }
 
@@ -2277,7 +2283,7 @@ async fn offerings_at_80_columns_and_piped_tell_zones_and_regions_apart() {
     let narrow = c.unconfirmed_with(&THREE_ZONES, &[("COLUMNS", "80")]).await;
     assert!(fits(&narrow.stdout, 80), "wider than 80:\n{}", narrow.stdout);
     for out in [narrow, c.run(&THREE_ZONES).await] {
-        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        out.exits(0);
         let rows: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with("cb-")).collect();
         assert_eq!(rows.len(), 3, "{}", out.stdout);
         for zone in ["us-east-1a", "us-west-2a", "us-west-2b"] {
@@ -2313,7 +2319,7 @@ async fn no_list_at_80_columns_breaks_a_word() {
     c.put_rule(&wide.toml()).await;
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
-    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    scan.exits(0);
     let commands: [&[&str]; 9] = [
         &THREE_ZONES,
         &["blocks", "--all", "--time", NOW],
@@ -2346,14 +2352,14 @@ async fn narrow_blocks_say_the_time_left_to_pay_a_pending_block() {
     c.stack(Mode::Live, Some("100000")).await;
     c.put_rule(&rule_toml("west", "live", "3.00")).await;
     let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
-    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    scan.exits(0);
     let json = c.run(&["blocks", "--json", "--time", NOW]).await.json();
     assert_eq!(json[0]["state"], "payment-pending");
     let deadline: DateTime<Utc> = json[0]["payment_deadline"].as_str().expect("a payment deadline").parse().unwrap();
     let at = (deadline - Duration::minutes(90)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let args = ["blocks", "--time", &at];
     for out in [c.unconfirmed_with(&args, &[("COLUMNS", "80")]).await, c.run(&args).await] {
-        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        out.exits(0);
         let row =
             out.stdout.lines().find(|l| l.contains("payment-pending")).unwrap_or_else(|| panic!("{}", out.stdout));
         assert!(row.contains("pay within 1h 30m"), "the time left to pay, in {row:?}:\n{}", out.stdout);
@@ -2379,7 +2385,7 @@ async fn approvals_lists_what_waits_with_the_intent_to_approve() {
     let narrow = c.unconfirmed_with(&["approvals", "--time", NOW], &[("COLUMNS", "80")]).await;
     let piped = c.run(&["approvals", "--time", NOW]).await;
     for out in [&narrow, &piped] {
-        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        out.exits(0);
         let header = out.stdout.lines().next().unwrap();
         for column in ["INTENT", "BLOCK", "START (UTC)", "EXPIRES IN"] {
             assert!(header.contains(column), "{column}: {}", out.stdout);
@@ -2398,7 +2404,7 @@ async fn approvals_lists_what_waits_with_the_intent_to_approve() {
     assert_eq!(json[0]["expires_in_seconds"], 86_400);
     assert_eq!(json[0]["decision"]["offering"]["fee"]["amount"], "528.00");
     let out = c.run(&["approve", &intent, "--time", NOW]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     let after = c.run(&["approvals", "--time", NOW]).await;
     assert_eq!(after.stdout.trim(), "no approvals waiting", "{}", after.stdout);
 }
@@ -2474,10 +2480,10 @@ async fn the_example_rules_glob_is_all_valid() {
     assert!(files.len() >= 5, "{files:?}");
     let args: Vec<&str> = ["rules", "validate"].into_iter().chain(files.iter().map(String::as_str)).collect();
     let out = c.run(&args).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     let args: Vec<&str> = ["rules", "put"].into_iter().chain(files.iter().map(String::as_str)).collect();
     let out = c.run(&args).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
 }
 
 /// `rules validate` says when `max_total_fee` is far below one block at the rule's threshold:
@@ -2488,7 +2494,7 @@ async fn rules_validate_warns_of_a_fee_cap_below_one_block_at_the_threshold() {
     let c = Cli::new("cli-cap-threshold").await;
     let low = c.file("low.toml", &rule("west", "live", "3.00").extra("max_total_fee = \"100\"").toml());
     let out = c.run(&["rules", "validate", &low]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     for needle in [
         "warning: max_total_fee: 100.00 USD is below one block at the threshold",
         "288.00 USD",
@@ -2516,7 +2522,7 @@ async fn stack_said_once_where_money_moves() {
         assert!(!out.stdout.contains(STACK), "{args:?}: {}", out.stdout);
     }
     let scan = c.run(&["scan", "--time", NOW, "--json"]).await;
-    assert_eq!(scan.code, 0, "{}{}", scan.stdout, scan.stderr);
+    scan.exits(0);
     let said: Vec<&str> = scan.stderr.lines().filter(|l| l.contains(STACK)).collect();
     assert_eq!(said, [format!("stack {STACK}: dry-run, account cap 1000.00 USD a month")], "{}", scan.stderr);
     scan.json();
@@ -2533,7 +2539,7 @@ async fn an_announced_rate_is_told_to_the_rules_it_will_put_below() {
     // Thirty days after the simulator's clock: ahead, whatever day the machine thinks it is.
     let day = (t0() + Duration::days(30)).date_naive().to_string();
     let out = c.run(&["rates", "announce", "p5.48xlarge", "6.50", "--from", &day, "--source", "AWS email"]).await;
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    out.exits(0);
     let ahead =
         format!("from {day} the list for p5.48xlarge will be 6.5 USD per accelerator-hour (announced: AWS email)");
     assert!(
@@ -2544,7 +2550,7 @@ async fn an_announced_rate_is_told_to_the_rules_it_will_put_below() {
     assert!(out.stdout.contains(&format!("rule west: {ahead}: 6.20 will be below it")), "{}", out.stdout);
 
     let list = c.run(&["rates", "list"]).await;
-    assert_eq!(list.code, 0, "{}{}", list.stdout, list.stderr);
+    list.exits(0);
     assert!(list.stdout.contains("announced, ahead") && list.stdout.contains("published"), "{}", list.stdout);
     let json = c.run(&["rates", "list", "-o", "json"]).await.json();
     let announced: Vec<&Value> = json.as_array().unwrap().iter().filter(|r| r["announced"] == true).collect();
@@ -2553,7 +2559,7 @@ async fn an_announced_rate_is_told_to_the_rules_it_will_put_below() {
 
     let file = c.file("west.toml", &rule_toml("west", "live", "6.25"));
     let put = c.run(&["rules", "put", &file]).await;
-    assert_eq!(put.code, 0, "{}{}", put.stdout, put.stderr);
+    put.exits(0);
     assert!(put.stderr.contains(&format!("warning: max_price_per_accelerator_hour: {ahead}: 6.25")), "{}", put.stderr);
     let preflight = c.run(&["preflight", "--pause-seconds", "0.05"]).await;
     assert!(preflight.stdout.contains("rule west threshold ahead"), "{}", preflight.stdout);
@@ -2561,7 +2567,7 @@ async fn an_announced_rate_is_told_to_the_rules_it_will_put_below() {
     let bad = c.run(&["rates", "announce", "p5", "0", "--from", &day, "--source", "x"]).await;
     assert_eq!(bad.code, 2, "a rate of 0 is refused: {}{}", bad.stdout, bad.stderr);
     let gone = c.run(&["rates", "withdraw", "p5", "--from", &day]).await;
-    assert_eq!(gone.code, 0, "{}{}", gone.stdout, gone.stderr);
+    gone.exits(0);
     let again = c.run(&["rates", "withdraw", "p5", "--from", &day]).await;
     assert_eq!(again.code, 3, "withdrawn once: {}{}", again.stdout, again.stderr);
     let put = c.run(&["rules", "put", &c.file("west2.toml", &rule_toml("west", "live", "6.30"))]).await;
