@@ -4,7 +4,7 @@
 //! workflow on moto's and the simulator's.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
@@ -13,8 +13,8 @@ use crate::domain::ids::Region;
 use crate::domain::launch::{GroupLaunch, GroupSetup};
 use crate::domain::share::{self, Association, ShareView};
 use crate::ports::{
-    ActionError, ActionResult, Commands, Groups, InstanceSource, MarketError, Membership, Nodegroups, Parameters,
-    ReservationGroups, SentCommand, ShareRequest, Shares,
+    AccountHands, AccountSides, ActionError, ActionResult, Commands, Groups, InstanceSource, MarketError, Membership,
+    Nodegroups, Parameters, ReservationGroups, SentCommand, ShareRequest, Shares,
 };
 
 /// A capacity reservation group in memory: what it was made to hold, its tags, its members.
@@ -133,6 +133,43 @@ impl MemoryHandoff {
     /// Every SetDesiredCapacity: the group and its new desired count, in order.
     pub fn desired(&self) -> Vec<(String, u32)> {
         self.capacity.lock().unwrap().clone()
+    }
+}
+
+/// Member accounts' hand-off sides in memory (`AccountHands`, which `AssumedAccounts` is on
+/// AWS): each member's a `MemoryHandoff` of its own, kept by the test to read what the actions
+/// did there. An account no member was added for is refused as AssumeRole refuses a role the
+/// member's stack never made, naming the account.
+#[derive(Default)]
+pub struct MemoryAccounts {
+    members: Mutex<BTreeMap<String, Arc<MemoryHandoff>>>,
+}
+
+impl MemoryAccounts {
+    /// `account`'s sides are `sides`.
+    pub fn with_member(self, account: &str, sides: Arc<MemoryHandoff>) -> Self {
+        self.members.lock().unwrap().insert(account.to_string(), sides);
+        self
+    }
+}
+
+#[async_trait]
+impl AccountHands for MemoryAccounts {
+    async fn sides(&self, account: &str) -> ActionResult<Arc<AccountSides>> {
+        let Some(m) = self.members.lock().unwrap().get(account).cloned() else {
+            return Err(ActionError {
+                operation: "AssumeRole",
+                region: "us-east-1".into(),
+                message: format!("AccessDenied: no hand-off role to assume in account {account}"),
+            });
+        };
+        Ok(Arc::new(AccountSides {
+            parameters: m.clone(),
+            groups: m.clone(),
+            commands: m.clone(),
+            instances: m.clone(),
+            nodegroups: m,
+        }))
     }
 }
 

@@ -9,7 +9,8 @@
 //! - `notify`: SNS topics and the reminder schedules, recording what was published.
 //! - `page`: the team page's bucket, recording every page written.
 //! - `handoff`: the hand-off's sides (SSM, Auto Scaling, Run Command, Resource Groups, EKS node
-//!   groups, RAM shares), as the action runner drives them.
+//!   groups, RAM shares), as the action runner drives them, and member accounts' sides
+//!   (`MemoryAccounts`, each member's its own).
 //!
 //! `crate::contract` holds the table, EC2, the topics and the bucket to their AWS adapters: the
 //! same cases run on both.
@@ -27,7 +28,7 @@ mod page;
 mod table;
 
 pub use ec2::{Holding, Listing, MemoryEc2, PaymentOutcome};
-pub use handoff::{MemoryHandoff, MemoryShare, ReservationGroup};
+pub use handoff::{MemoryAccounts, MemoryHandoff, MemoryShare, ReservationGroup};
 pub use notify::{MemoryNotifier, MemoryReminders};
 pub use page::MemoryPages;
 pub use table::{BudgetRow, MemoryTable};

@@ -123,11 +123,11 @@ pub trait ReservationGroups: Send + Sync {
 /// The hand-off's sides in another account (a consumer of a shared block), reached through that
 /// account's hand-off role.
 pub struct AccountSides {
-    pub parameters: Box<dyn Parameters>,
-    pub groups: Box<dyn Groups>,
-    pub commands: Box<dyn Commands>,
-    pub instances: Box<dyn InstanceSource>,
-    pub nodegroups: Box<dyn Nodegroups>,
+    pub parameters: std::sync::Arc<dyn Parameters>,
+    pub groups: std::sync::Arc<dyn Groups>,
+    pub commands: std::sync::Arc<dyn Commands>,
+    pub instances: std::sync::Arc<dyn InstanceSource>,
+    pub nodegroups: std::sync::Arc<dyn Nodegroups>,
 }
 
 /// Where a rule's `handoff_account` is reached from.

@@ -2,8 +2,9 @@
 //! lambda_runtime's examples test a handler), through the function's one edge, on ports in
 //! memory and a fixed clock: a bought block EC2 shows active moves to active, one whose payment
 //! failed gives its fee back, the monthly schedule's run sends the past month's summary, the
-//! team page is published (people's requests on it judged by the stack's TeamApprovals), and a
-//! body that is not JSON is refused by name.
+//! team page is published (people's requests on it judged by the stack's TeamApprovals), the
+//! hand-off actions run in the account each rule names, and a body that is not JSON is refused
+//! by name.
 
 use std::sync::Arc;
 
@@ -25,7 +26,7 @@ use capblock_shared::ports::{BlockStore, PagePublisher, ReadClock};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 
-use super::{AWS_PORTS, App, OwnPorts};
+use super::{AWS_PORTS, App, Handoff, OwnPorts};
 
 /// The run's clock: a fixed instant, never the calendar's (two hours into December 2026).
 fn now() -> DateTime<Utc> {
@@ -43,10 +44,15 @@ fn stack() -> StackSettings {
 
 /// A live rule for 1 x p5.48xlarge for a day in us-east-1, 600 a month.
 fn rule(id: &str) -> Rule {
+    rule_with(id, "")
+}
+
+/// `rule` with more of the rule file after it (`extra`: actions, a member account).
+fn rule_with(id: &str, extra: &str) -> Rule {
     let text = format!(
         "id = \"{id}\"\nmode = \"live\"\nregions = [\"us-east-1\"]\ninstance_types = [\"p5.48xlarge\"]\n\
          instance_counts = [1]\ndurations_days = [1]\nstart_window = {{ earliest_in_days = 1, latest_in_days = 14 }}\n\
-         max_price_per_accelerator_hour = \"3\"\nmonthly_budget = \"600\"\nmax_purchases_per_month = 1\n"
+         max_price_per_accelerator_hour = \"3\"\nmonthly_budget = \"600\"\nmax_purchases_per_month = 1\n{extra}"
     );
     Rule::from_toml(&text, now() - Duration::days(1)).unwrap()
 }
@@ -65,7 +71,7 @@ fn bought(rule: &Rule, reservation_id: &str, then: &str, state: &str) -> (Intent
     intent.sent_at = Some(sent_at);
     let mut r = Reservation {
         id: reservation_id.into(),
-        arn: None,
+        arn: Some(format!("arn:aws:ec2:us-east-1:123456789012:capacity-reservation/{reservation_id}")),
         region: offering.region.clone(),
         availability_zone: offering.availability_zone.clone(),
         instance_type: offering.instance_type.clone(),
@@ -242,4 +248,47 @@ async fn the_pages_requests_are_judged_by_the_stacks_team_approvals() {
     assert!(judged.contains(&format!("Approved by {LEAD}; the scan buys the first block")), "{judged}");
     let unjudged = page("").await;
     assert!(unjudged.contains("<span class=\"state r-refused\">refused</span>"), "{unjudged}");
+}
+
+/// A member account one rule hands its blocks to (`handoff_account`).
+const MEMBER: &str = "222222222222";
+
+/// The tick runs the hand-off actions of the blocks it moves: a rule's in this account's sides,
+/// and those of a rule with a `handoff_account` in that member's, reached through the member's
+/// role (`AccountHands`, in memory here), never in this account's. The block's RAM share, which
+/// only its owner can make, stays in this account.
+#[tokio::test(start_paused = true)]
+async fn a_tick_runs_each_rules_hand_off_actions_in_its_own_account() {
+    use capblock_shared::memory::{MemoryAccounts, MemoryHandoff};
+    let actions = "[[actions]]\nkind = \"publish_parameter\"\n\
+                   [[actions]]\nkind = \"scale_group\"\ngroup = \"trainers\"\ndesired = 1\ndown_lead_minutes = 45\n";
+    let (east, west) = (
+        rule_with("east", actions),
+        rule_with("west", &format!("share_with = [\"{MEMBER}\"]\nhandoff_account = \"{MEMBER}\"\n{actions}")),
+    );
+    let (east_intent, east_block, east_now) = bought(&east, "cr-east", "scheduled", "active");
+    let (west_intent, west_block, west_now) = bought(&west, "cr-west", "scheduled", "active");
+    let table = MemoryTable::default()
+        .with_rules([east, west])
+        .with_intents([east_intent, west_intent])
+        .with_blocks([east_block, west_block]);
+    let mut f = function(table, MemoryEc2::default().with_reservations([east_now, west_now]));
+    let (own, member) = (Arc::new(MemoryHandoff::default()), Arc::new(MemoryHandoff::default()));
+    f.lambda.handler.own.handoff = Some(Handoff {
+        parameters: own.clone(),
+        commands: own.clone(),
+        groups: own.clone(),
+        reservation_groups: own.clone(),
+        nodegroups: own.clone(),
+        shares: own.clone(),
+        accounts: Arc::new(MemoryAccounts::default().with_member(MEMBER, member.clone())),
+    });
+
+    let report = run(&f, json!({"source": "capblock.schedule"})).await;
+    assert!(report.handoff.failed.is_empty() && !report.handoff.done.is_empty(), "{report:?}");
+    assert_eq!(own.desired(), [("trainers".to_string(), 1)], "east's group, here");
+    assert_eq!(member.desired(), [("trainers".to_string(), 1)], "west's group, in the member");
+    assert!(own.parameters().keys().any(|k| k.contains("east")), "{:?}", own.parameters());
+    assert!(member.parameters().keys().any(|k| k.contains("west")), "{:?}", member.parameters());
+    assert!(!own.parameters().keys().any(|k| k.contains("west")), "nothing of west's here");
 }

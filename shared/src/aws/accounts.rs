@@ -120,11 +120,11 @@ impl AccountHands for AssumedAccounts {
         let role = handoff_role_in(self.base.region().map(|r| r.as_ref()), account, &self.stack);
         let there = as_role(&self.base, &role, &format!("capblock-{}", self.stack)).await;
         let s = Arc::new(AccountSides {
-            parameters: Box::new(Ssm::new(there.clone())),
-            groups: Box::new(AutoScaling::new(there.clone())),
-            commands: Box::new(Ssm::new(there.clone())),
-            instances: Box::new(Ec2Market::new(there.clone())),
-            nodegroups: Box::new(Eks::new(there)),
+            parameters: Arc::new(Ssm::new(there.clone())),
+            groups: Arc::new(AutoScaling::new(there.clone())),
+            commands: Arc::new(Ssm::new(there.clone())),
+            instances: Arc::new(Ec2Market::new(there.clone())),
+            nodegroups: Arc::new(Eks::new(there)),
         });
         // Two runs racing here each build one; the first kept serves the rest.
         let mut sides = self.sides.lock().unwrap_or_else(|p| p.into_inner());

@@ -13,7 +13,7 @@ use crate::domain::handoff::tests::{all, target};
 use crate::domain::handoff::{NodegroupScaled, NodegroupScaling, Point, ReservationPool, at_point, due};
 use crate::domain::lifecycle::BlockState;
 use crate::domain::share::{Association, SharePrincipal};
-use crate::memory::MemoryHandoff;
+use crate::memory::{MemoryAccounts, MemoryHandoff};
 use crate::ports::ShareRequest;
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
@@ -1002,4 +1002,37 @@ async fn a_share_in_dry_run_is_announced_and_never_made() {
     let report = pass(&store, &aws, &rule, Mode::DryRun, t(10, 12, 0)).await;
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert!(aws.shares.lock().unwrap().is_empty());
+}
+
+/// A member account the rule hands its blocks to (`handoff_account`).
+const MEMBER: &str = "222222222222";
+
+/// A rule with a `handoff_account` runs its workload actions in that account's sides, reached
+/// through `AccountHands`, and never in this account's; an account whose role cannot be assumed
+/// fails the action by name, and it is retried.
+#[tokio::test]
+async fn a_members_actions_run_in_its_own_account() {
+    let (outbox, own) = (Memory::default(), sides());
+    let member = std::sync::Arc::new(MemoryHandoff::default());
+    let accounts = MemoryAccounts::default().with_member(MEMBER, member.clone());
+    let now = t(10, 11, 35);
+    let there = Target { account: Some(MEMBER.into()), ..target() };
+    enqueue_actions(&outbox, &at_point(&all(), &there, Point::Active, false), now).await.unwrap();
+    let runner = ActionRunner { accounts: Some(&accounts), ..action_runner(&own) };
+    let report = runner.run(&outbox, now).await.unwrap();
+    assert_eq!(report.done.len(), 2, "{report:?}");
+    assert_eq!(member.desired(), [("trainers".to_string(), 2)]);
+    assert!(member.parameters()["/capblock/p5/current"].contains("cr-0123456789abcdef0"));
+    assert!(own.desired().is_empty() && own.parameters().is_empty(), "nothing in this account");
+
+    // Another member, whose role this stack cannot assume.
+    let (outbox, own) = (Memory::default(), sides());
+    let stranger = Target { account: Some("333333333333".into()), ..target() };
+    enqueue_actions(&outbox, &at_point(&all(), &stranger, Point::Active, false), now).await.unwrap();
+    let runner = ActionRunner { accounts: Some(&accounts), ..action_runner(&own) };
+    let report = runner.run(&outbox, now).await.unwrap();
+    assert_eq!(report.failed.len(), 2, "{report:?}");
+    let told: Vec<String> = outbox.on(Topic::Alerts).into_iter().map(|n| n.message.body).collect();
+    assert!(told.iter().any(|b| b.contains("333333333333")), "{told:?}");
+    assert!(own.desired().is_empty() && member.desired().len() == 1, "nothing anywhere else");
 }
