@@ -298,21 +298,7 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
     let budget = DescribeBudget { ask_for: Duration::from_secs(d.ask_secs), ..DescribeBudget::default() };
     let every = Duration::from_secs_f64(d.scan_minutes * 60.0);
     let now = Asker::Capblock { every, budget, on_sight: true, accounts: 1, types_per_question: 1 };
-    // capblock before: every 10 minutes, 40 s of asking at a fixed half share (one call per
-    // 8 s), the purchase after the run's asking.
-    let fixed = Duration::from_secs(8);
-    let before = Asker::Capblock {
-        every: Duration::from_secs(600),
-        budget: DescribeBudget {
-            ask_for: Duration::from_secs(40),
-            fastest: fixed,
-            slowest: fixed,
-            ..DescribeBudget::default()
-        },
-        on_sight: false,
-        accounts: 1,
-        types_per_question: 1,
-    };
+    let before = capblock_before();
     let mut figs = DetectFigures::default();
     for limit in a.readings.iter().filter_map(|&r| READINGS.get(r).copied()) {
         let polite = Asker::RoundRobin { gap: limit.refill * 2 };
@@ -361,6 +347,25 @@ fn run_detect(a: &Args, d: &Defaults, rows: &mut Vec<Row>) -> DetectFigures {
         }
     }
     figs
+}
+
+/// capblock before: every 10 minutes, 40 s of asking at a fixed half share (one call per 8 s),
+/// the purchase after the run's asking.
+fn capblock_before() -> detect::Asker {
+    use capblock_shared::domain::plan::DescribeBudget;
+    let fixed = Duration::from_secs(8);
+    detect::Asker::Capblock {
+        every: Duration::from_secs(600),
+        budget: DescribeBudget {
+            ask_for: Duration::from_secs(40),
+            fastest: fixed,
+            slowest: fixed,
+            ..DescribeBudget::default()
+        },
+        on_sight: false,
+        accounts: 1,
+        types_per_question: 1,
+    }
 }
 
 /// One reading of the describe limit with one set of other callers in the account: the askers
