@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use rust_decimal::Decimal;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::reservations::{Extension, Payment, Reservation};
+use crate::reservations::{Extension, Payment, Reservation, Stopping};
+use crate::resource_shares::AssociationType;
 use crate::scenario::{Behaviour, PaymentOutcome, Scenario};
 use crate::wire::query::parse_timestamp;
 use crate::world::World;
@@ -125,6 +126,8 @@ fn reservation_json(w: &World, r: &Reservation) -> Value {
         "unavailable": r.health(now).unavailable,
         "running": r.running(&state, now),
         "available": r.available_instance_count(&state, now),
+        "stopping": r.stopping_count(now),
+        "accounts": usage_json(r, &w.scenario.account_id, &state, now),
     })
 }
 
@@ -364,6 +367,8 @@ fn inject(w: &mut World, text: &str) -> Result<Value, String> {
         health_override: None,
         usage_steps: Vec::new(),
         usage_override: None,
+        consumers: Default::default(),
+        stopping: vec![],
     };
     w.reservations.push(r);
     let state = w.reservation(&id).map(|r| r.state(w.now(), &w.extensions));
@@ -506,14 +511,20 @@ fn set_health(w: &mut World, text: &str) -> Result<Value, String> {
 struct UsageReq {
     reservation_id: Option<String>,
     capacity_block_id: Option<String>,
+    /// Another account that runs instances in the block through a RAM share (absent: the
+    /// owner's instances).
+    account_id: Option<String>,
     running: Option<u32>,
-    /// true: back to the market line's usage steps.
+    /// true: the owner's back to the market line's usage steps; another account's to none.
     #[serde(default)]
     clear: bool,
 }
 
-/// Sets how many of a block's instances run (DescribeInstances and availableInstanceCount
-/// follow while it is active), or with `clear` returns it to its line's usage steps.
+/// Sets how many of a block's instances run, the owner's (DescribeInstances lists them) or,
+/// with `account_id`, another account's through the block's RAM share (DescribeInstances does
+/// not); availableInstanceCount, the status's counts and GetCapacityReservationUsage follow
+/// while it is active. With `clear` the owner's return to the line's usage steps, another
+/// account's to none. Instances that stop keep their places for `stopping_minutes`.
 fn set_usage(w: &mut World, text: &str) -> Result<Value, String> {
     let req: UsageReq = parse_json(text)?;
     let running = match (req.running, req.clear) {
@@ -522,23 +533,71 @@ fn set_usage(w: &mut World, text: &str) -> Result<Value, String> {
         (n, _) => n,
     };
     let now = w.now();
+    let owner = w.scenario.account_id.clone();
+    let account = req.account_id.clone().filter(|a| *a != owner);
+    if let Some(a) = &account {
+        if !crate::organization::is_account(a) {
+            return Err(format!("account_id {a} is not 12 digits"));
+        }
+    }
+    let shared = {
+        let r = block_named(w, req.reservation_id.as_deref(), req.capacity_block_id.as_deref())?;
+        let id = r.id.clone();
+        w.resource_shares.iter().filter(|s| s.status(now) == "ACTIVE").any(|s| {
+            s.in_force(AssociationType::Resource, now).any(|a| a.reservation_id.as_deref() == Some(id.as_str()))
+        })
+    };
+    if let Some(a) = &account
+        && !shared
+    {
+        return Err(format!("account {a} cannot run instances in a block that is not shared through RAM"));
+    }
+    let stop_for = Duration::minutes(i64::from(w.behaviour.stopping_minutes));
+    let exts = w.extensions.clone();
     let r = block_named(w, req.reservation_id.as_deref(), req.capacity_block_id.as_deref())?;
     if let Some(n) = running
         && n > r.instance_count
     {
         return Err(format!("running {n} > the block's {} instances", r.instance_count));
     }
-    r.usage_override = running;
+    let state = r.state(now, &exts);
+    let of = |r: &Reservation| match &account {
+        None => r.running(&state, now),
+        Some(a) => r.consumers_running(&state, now).into_iter().find(|(x, _)| x == a).map_or(0, |(_, n)| n),
+    };
+    let before = of(r);
+    match (&account, running) {
+        (None, n) => r.usage_override = n,
+        (Some(a), Some(n)) if n > 0 => {
+            r.consumers.insert(a.clone(), n);
+        }
+        (Some(a), _) => {
+            r.consumers.remove(a);
+        }
+    }
+    let after = of(r);
+    if after < before && stop_for > Duration::zero() {
+        let who = account.clone().unwrap_or(owner);
+        r.stopping.push(Stopping { account: who, count: before - after, until: now + stop_for });
+    }
     let r = r.clone();
-    let state = r.state(now, &w.extensions);
     Ok(json!({
         "reservation_id": r.id,
         "capacity_block_id": r.capacity_block_id,
+        "account_id": account,
         "state": state,
         "usage": r.usage(now),
         "running": r.running(&state, now),
         "available": r.available_instance_count(&state, now),
+        "stopping": r.stopping_count(now),
+        "accounts": usage_json(&r, &w.scenario.account_id, &state, now),
     }))
+}
+
+/// GetCapacityReservationUsage's accounts of a reservation, as a map.
+fn usage_json(r: &Reservation, owner: &str, state: &str, now: DateTime<Utc>) -> Value {
+    let m: BTreeMap<String, u32> = r.usage_by_account(owner, state, now).into_iter().collect();
+    json!(m)
 }
 
 #[cfg(test)]

@@ -297,6 +297,11 @@ impl IamDenial {
 }
 
 /// At most this many calls in one period of one caller...
+/// `stopping_minutes` when the scenario names none: the user guide's "several minutes" of
+/// stopping or shutting-down, read as five (a reading: the record gives no number).
+pub const DEFAULT_STOPPING_MINUTES: u32 = 5;
+/// ...and at most an hour: past that a "few minutes" would be something else.
+pub const MAX_STOPPING_MINUTES: u32 = 60;
 pub const MAX_OTHER_CALLS_PER_PERIOD: u32 = 10_000;
 /// ...and this many calls a second from all of them together, on average: every call is played
 /// one by one (in every region with a bucket), and the people of an account call far slower.
@@ -399,6 +404,9 @@ pub struct Behaviour {
     pub ram_refusal: RamRefusal,
     /// DescribeCapacityBlockStatus's unavailable count: "failed" or "in_use".
     pub unavailable_means: UnavailableMeans,
+    /// Minutes an instance stopped through `POST /_sim/blocks/usage` keeps its place (EC2's
+    /// stopping or shutting-down: "several minutes") before it counts as available again.
+    pub stopping_minutes: u32,
     /// RAM: seconds of sim time an association stays ASSOCIATING (and a disassociation
     /// DISASSOCIATING) before it is done.
     pub ram_association_delay_secs: u64,
@@ -445,6 +453,7 @@ impl Default for Behaviour {
             caller_accounts: BTreeMap::new(),
             ram_refusal: RamRefusal::FailedAssociation,
             unavailable_means: UnavailableMeans::InUse,
+            stopping_minutes: DEFAULT_STOPPING_MINUTES,
             ram_association_delay_secs: 10,
             ram_listing_lag_secs: DEFAULT_RAM_LISTING_LAG_SECS,
         }
@@ -521,6 +530,9 @@ impl Behaviour {
         let others = self.describe_limit_other_callers_per_min;
         if !(others >= 0.0 && others.is_finite()) {
             return Err(format!("describe_limit_other_callers_per_min must be >= 0, got {others}"));
+        }
+        if self.stopping_minutes > MAX_STOPPING_MINUTES {
+            return Err(format!("stopping_minutes must be within 0..={MAX_STOPPING_MINUTES}, got {}", self.stopping_minutes));
         }
         if self.ram_association_delay_secs > MAX_RAM_ASSOCIATION_DELAY_SECS {
             return Err(format!(

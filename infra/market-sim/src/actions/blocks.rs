@@ -144,12 +144,12 @@ fn has_status(r: &Reservation, w: &World, now: DateTime<Utc>) -> bool {
 
 /// `totalUnavailableCapacity` under the setting's reading of the record (block and reservation
 /// alike: the simulator's blocks have one reservation each): the instances taken out, or those
-/// plus the running ones.
+/// plus every place an instance holds (every account's running ones, and the stopping ones).
 fn unavailable_count(r: &Reservation, state: &str, now: DateTime<Utc>, means: UnavailableMeans) -> u32 {
     let failed = r.health(now).unavailable;
     match means {
         UnavailableMeans::Failed => failed,
-        UnavailableMeans::InUse => (failed + r.running(state, now)).min(r.instance_count),
+        UnavailableMeans::InUse => (failed + r.in_use(state, now)).min(r.instance_count),
     }
 }
 
