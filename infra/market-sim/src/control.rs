@@ -926,6 +926,8 @@ mod tests {
     fn usage_through_the_control_endpoint_and_its_clear() {
         use crate::scenario::UsageStep;
         let mut w = world();
+        // Stopped instances free their places at once here (the stopping time has its own test).
+        w.behaviour.stopping_minutes = 0;
         let (s, v) = call(
             &mut w,
             "POST",
@@ -968,6 +970,136 @@ mod tests {
         }
         assert_eq!(w.reservations[0].usage_override, None, "a refused change changes nothing");
         assert_eq!(call(&mut w, "GET", "/_sim/blocks/usage", "").0, 405);
+    }
+
+    /// An active 8-instance block injected, shared through RAM when `shared`; its id.
+    fn active_block(w: &mut World, shared: bool) -> String {
+        use crate::resource_shares::{Association, ResourceShare};
+        let (_, v) = call(
+            w,
+            "POST",
+            "/_sim/reservations",
+            r#"{"instance_type":"p5.48xlarge","instance_count":8,"start":"2026-11-30T11:30:00Z","end":"2026-12-02T11:30:00Z"}"#,
+        );
+        let id = v["reservation_id"].as_str().unwrap().to_string();
+        let now = w.now();
+        if shared {
+            let association = |kind, entity: &str, reservation_id: Option<String>| Association {
+                kind,
+                entity: entity.to_string(),
+                created: now,
+                refusal: None,
+                external: false,
+                removed: None,
+                reservation_id,
+            };
+            w.resource_shares.push(ResourceShare {
+                arn: "arn:aws:ram:us-east-1:111122223333:resource-share/s".into(),
+                name: "s".into(),
+                region: "us-east-1".into(),
+                owner: SIM.into(),
+                allow_external_principals: false,
+                tags: vec![],
+                created: now,
+                updated: now,
+                deleted: None,
+                associations: vec![
+                    association(
+                        AssociationType::Resource,
+                        &format!("arn:aws:ec2:us-east-1:{SIM}:capacity-reservation/{id}"),
+                        Some(id.clone()),
+                    ),
+                    association(AssociationType::Principal, "111111111111", None),
+                ],
+            });
+        }
+        id
+    }
+
+    /// GetCapacityReservationUsage's (available, [(account, used)]) of `id`, and the status's
+    /// unavailable count, and the instances DescribeInstances lists.
+    fn seen(w: &mut World, id: &str) -> (u32, Vec<(String, u32)>, u32, usize) {
+        use crate::actions::dispatch;
+        use crate::wire::query::Params;
+        let tags = |body: &str, tag: &str| -> Vec<String> {
+            let open = format!("<{tag}>");
+            body.split(&open).skip(1).filter_map(|r| r.split_once("</").map(|(v, _)| v.to_string())).collect()
+        };
+        let body = dispatch(
+            w,
+            "us-east-1",
+            "GetCapacityReservationUsage",
+            &Params::from_pairs(&[("CapacityReservationId", id)]),
+        )
+        .unwrap()
+        .body;
+        let available = tags(&body, "availableInstanceCount")[0].parse().unwrap();
+        let used = tags(&body, "accountId")
+            .into_iter()
+            .zip(tags(&body, "usedInstanceCount").iter().map(|n| n.parse().unwrap()))
+            .collect();
+        let block = w.reservations[0].capacity_block_id.clone();
+        let status = dispatch(
+            w,
+            "us-east-1",
+            "DescribeCapacityBlockStatus",
+            &Params::from_pairs(&[("CapacityBlockId.1", &block)]),
+        )
+        .unwrap()
+        .body;
+        let unavailable = tags(&status, "totalUnavailableCapacity")[0].parse().unwrap();
+        let instances = dispatch(w, "us-east-1", "DescribeInstances", &Params::from_pairs(&[])).unwrap().body;
+        (available, used, unavailable, tags(&instances, "instanceId").len())
+    }
+
+    #[test]
+    fn another_account_s_instances_take_places_the_owner_does_not_see() {
+        let mut w = world();
+        let unshared = active_block(&mut w, false);
+        let body =
+            |id: &str, a: &str, n: u32| format!(r#"{{"reservation_id":"{id}","account_id":"{a}","running":{n}}}"#);
+        let (s, v) = call(&mut w, "POST", "/_sim/blocks/usage", &body(&unshared, "111111111111", 3));
+        assert_eq!(s, 400, "{v}");
+        assert!(v["error"].as_str().unwrap().contains("not shared through RAM"), "{v}");
+        assert!(w.reservations[0].consumers.is_empty(), "refused: nothing changed");
+        w.reservations.clear();
+        let id = active_block(&mut w, true);
+        let (s, v) = call(&mut w, "POST", "/_sim/blocks/usage", &body(&id, "1111", 3));
+        assert_eq!(s, 400, "{v}");
+        // The owner runs 2 (before the other account came, every instance ran: stopped at once
+        // here), the member 3 through the share: 3 places left.
+        w.behaviour.stopping_minutes = 0;
+        call(&mut w, "POST", "/_sim/blocks/usage", &format!(r#"{{"reservation_id":"{id}","running":2}}"#));
+        let (s, v) = call(&mut w, "POST", "/_sim/blocks/usage", &body(&id, "111111111111", 3));
+        assert_eq!((s, &v["running"], &v["available"]), (200, &json!(2), &json!(3)), "{v}");
+        assert_eq!(v["accounts"], json!({SIM: 2, "111111111111": 3}));
+        let owner_and_member = vec![(SIM.to_string(), 2), ("111111111111".to_string(), 3)];
+        // Under in_use (the default) the status counts all 5 unavailable; the owner lists 2.
+        assert_eq!(seen(&mut w, &id), (3, owner_and_member.clone(), 5, 2));
+        w.behaviour.unavailable_means = crate::scenario::UnavailableMeans::Failed;
+        assert_eq!(seen(&mut w, &id), (3, owner_and_member, 0, 2));
+        w.behaviour.unavailable_means = crate::scenario::UnavailableMeans::InUse;
+        // The member stops 2 of its 3: their places stay taken for stopping_minutes, then free.
+        w.behaviour.stopping_minutes = 5;
+        let (_, v) = call(&mut w, "POST", "/_sim/blocks/usage", &body(&id, "111111111111", 1));
+        assert_eq!((&v["available"], &v["stopping"]), (&json!(3), &json!(2)), "{v}");
+        let stopping = vec![(SIM.to_string(), 2), ("111111111111".to_string(), 3)];
+        assert_eq!(seen(&mut w, &id), (3, stopping, 5, 2), "1 running and 2 stopping");
+        call(&mut w, "POST", "/_sim/clock", r#"{"advance_secs": 299}"#);
+        assert_eq!(seen(&mut w, &id).0, 3, "still stopping a second before");
+        call(&mut w, "POST", "/_sim/clock", r#"{"advance_secs": 1}"#);
+        let stopped = vec![(SIM.to_string(), 2), ("111111111111".to_string(), 1)];
+        assert_eq!(seen(&mut w, &id), (5, stopped, 3, 2));
+        // Cleared: the member uses nothing (listed no more once its stopping ones are gone).
+        let (s, v) = call(
+            &mut w,
+            "POST",
+            "/_sim/blocks/usage",
+            &format!(r#"{{"reservation_id":"{id}","account_id":"111111111111","clear":true}}"#),
+        );
+        assert_eq!((s, &v["stopping"]), (200, &json!(1)), "{v}");
+        call(&mut w, "POST", "/_sim/clock", r#"{"advance_secs": 300}"#);
+        assert_eq!(seen(&mut w, &id), (6, vec![(SIM.to_string(), 2)], 2, 2));
     }
 
     #[test]

@@ -532,7 +532,10 @@ impl Behaviour {
             return Err(format!("describe_limit_other_callers_per_min must be >= 0, got {others}"));
         }
         if self.stopping_minutes > MAX_STOPPING_MINUTES {
-            return Err(format!("stopping_minutes must be within 0..={MAX_STOPPING_MINUTES}, got {}", self.stopping_minutes));
+            return Err(format!(
+                "stopping_minutes must be within 0..={MAX_STOPPING_MINUTES}, got {}",
+                self.stopping_minutes
+            ));
         }
         if self.ram_association_delay_secs > MAX_RAM_ASSOCIATION_DELAY_SECS {
             return Err(format!(
