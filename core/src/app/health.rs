@@ -5,9 +5,15 @@
 //! calls active (or unavailable) in this run.
 //!
 //! The failures are judged by `domain::health` from EC2's counts and, where the unavailable
-//! count may hold running instances, the instances running in the reservation
-//! (DescribeInstances filtered by its id): one more call per such block and run, none for a
-//! block with nothing unavailable.
+//! count may hold running instances, the instances in the reservation of every account
+//! (GetCapacityReservationUsage): one more call per such block and run, none for a block with
+//! nothing unavailable. Asked of every block, shared or not, in place of the owner's
+//! DescribeInstances it replaced: the same one call, and it counts what DescribeInstances
+//! cannot see, the instances of the accounts a block is shared with (the owner's
+//! DescribeInstances lists only its own, so under the reading where running instances count as
+//! unavailable a consumer's work read as failed capacity) and the ones still stopping, which
+//! hold their places for minutes after they stop running. A block whose usage cannot be read
+//! is left as it was this run (a named error and a log line): no alert on a guess.
 
 use chrono::{DateTime, Utc};
 
@@ -20,45 +26,59 @@ use crate::domain::checkpoint::health_notice;
 use crate::domain::health::{self, BlockHealth, HealthChange};
 use crate::domain::ids::Region;
 use crate::domain::outbox_key::OutboxKey;
-use crate::ports::{BlockStatusSource, BlockStore, InstanceSource, MarketError, Outbox, StoreError};
+use crate::ports::{BlockStatusSource, BlockStore, MarketError, Outbox, StoreError};
 
 /// A change of one block's health, to announce: the block, the change, the status seen.
 pub type Found<'b> = (&'b Block, HealthChange, BlockHealth);
 
+/// What one health check found: the changes to announce, and the blocks whose instances in use
+/// could not be read (their health is not judged this run).
+#[derive(Debug, Default)]
+pub struct Checked<'b> {
+    pub found: Vec<Found<'b>>,
+    pub unread: Vec<(&'b Block, MarketError)>,
+}
+
 /// Asks EC2 about the health of `blocks` (those of one region EC2 reports active or
 /// unavailable), in one batched DescribeCapacityBlockStatus, and returns the changes since
 /// what was announced last. A block whose failures its status cannot tell (EC2 listed its
-/// block but not its reservation) is left as it was.
-pub async fn changes<'b, M: BlockStatusSource + InstanceSource + ?Sized>(
+/// block but not its reservation) is left as it was, and so is one whose usage EC2 did not
+/// give (in `unread`).
+pub async fn changes<'b, M: BlockStatusSource + ?Sized>(
     market: &M,
     region: &Region,
     blocks: &[&'b Block],
-) -> Result<Vec<Found<'b>>, MarketError> {
+) -> Result<Checked<'b>, MarketError> {
     let ids: Vec<String> = blocks.iter().filter_map(|b| b.capacity_block_id.clone()).collect();
+    let mut checked = Checked::default();
     if ids.is_empty() {
-        return Ok(Vec::new());
+        return Ok(checked);
     }
-    let mut found = Vec::new();
     for status in market.block_status(region, &ids).await? {
         for &b in blocks.iter().filter(|b| b.capacity_block_id.as_deref() == Some(status.capacity_block_id.as_str())) {
             let Some(counts) = status.counts_of(&b.reservation_id) else {
                 continue;
             };
-            let running = if counts.may_count_work() {
-                let seen = market.instances_in(region, &b.reservation_id).await?;
-                Some(u32::try_from(seen.len()).unwrap_or(u32::MAX))
+            let in_use = if counts.may_count_work() {
+                match market.reservation_usage(region, &b.reservation_id).await {
+                    Ok(usage) => Some(usage.in_use()),
+                    Err(e) => {
+                        checked.unread.push((b, e));
+                        continue;
+                    }
+                }
             } else {
                 None
             };
-            let Some(seen) = status.health_of(&b.reservation_id, running) else {
+            let Some(seen) = status.health_of(&b.reservation_id, in_use) else {
                 continue;
             };
             if let Some(change) = health::change(b.health.as_ref(), &seen) {
-                found.push((b, change, seen));
+                checked.found.push((b, change, seen));
             }
         }
     }
-    Ok(found)
+    Ok(checked)
 }
 
 /// Enqueues the Slack and the workload notice of the change, and capblock's Health Changed

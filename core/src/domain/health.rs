@@ -122,6 +122,30 @@ impl CapacityStatus {
     }
 }
 
+/// GetCapacityReservationUsage: a reservation's counts and the instances each account has in
+/// it, the owner's and those of every account using the block through a share (which the
+/// owner's DescribeInstances does not list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservationUsage {
+    pub reservation_id: String,
+    /// TotalInstanceCount.
+    pub total: u32,
+    /// AvailableInstanceCount: what can still be launched.
+    pub available: u32,
+    /// The reservation's state, as EC2 names it.
+    pub state: String,
+    /// InstanceUsages: each account and its UsedInstanceCount, as EC2 listed them.
+    pub accounts: Vec<(String, u32)>,
+}
+
+impl ReservationUsage {
+    /// The instances of every account in the reservation: the ones to take off an unavailable
+    /// count that may hold work ([`StatusCounts::failed`]).
+    pub fn in_use(&self) -> u32 {
+        self.accounts.iter().fold(0u32, |n, (_, used)| n.saturating_add(*used))
+    }
+}
+
 /// A block's health as capblock judged it from DescribeCapacityBlockStatus (and the instances
 /// running in it), stored with the block and carried in its health notices and events.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

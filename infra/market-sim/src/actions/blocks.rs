@@ -473,6 +473,8 @@ mod tests {
     fn failing_block(means: UnavailableMeans, running: u32) -> (World, String) {
         let mut w = world();
         w.behaviour.unavailable_means = means;
+        // The instances stopped to leave `running` free their places at once here.
+        w.behaviour.stopping_minutes = 0;
         let body = r#"{"region": "us-east-1", "instance_type": "p5.48xlarge", "instance_count": 16,
             "start": "2026-11-30T11:30:00Z", "end": "2026-12-02T11:30:00Z"}"#;
         let r = handle(&mut w, "POST", "/_sim/reservations", body.as_bytes());
