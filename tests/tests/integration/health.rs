@@ -194,3 +194,20 @@ async fn a_consumer_s_instances_in_a_shared_block_are_work_when_unavailable_mean
 async fn a_consumer_s_instances_in_a_shared_block_are_work_when_unavailable_means_in_use() {
     a_consumer_s_instances_are_work("in_use").await;
 }
+
+/// The owner stops 5 of its 8 instances; they take minutes to stop (the simulator's
+/// `stopping_minutes`, here 10 so that two tracker runs fall inside), holding their places
+/// meanwhile: counted unavailable under `in_use`, yet no longer running. Never a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_instances_are_not_failures_when_unavailable_means_in_use() {
+    let (h, id) = active_block("stopping-in_use", "in_use").await;
+    h.sim.behaviour(r#"{"stopping_minutes": 10}"#).await;
+    let v = h.sim.control("POST", "/_sim/blocks/usage", &json!({"reservation_id": id, "running": 3}).to_string()).await;
+    assert_eq!((&v["running"], &v["stopping"], &v["available"]), (&json!(3), &json!(5), &json!(0)), "{v}");
+    let health = track_every(&h, 5, "2026-12-03T12:00:00Z").await;
+    assert!(health.is_empty(), "{health:?}");
+    assert_eq!(health_news(&h).await, (0, 0), "no health alert, no Health Changed event");
+    let b = h.block(&id).await;
+    assert!(b.health.as_ref().is_none_or(|x| x.unavailable == 0), "{:?}", b.health);
+    assert_eq!((b.usage.running, b.usage.idle), (3, 5), "stopped: idle once their places are free");
+}
