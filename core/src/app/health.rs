@@ -116,3 +116,67 @@ pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
         Err(e) => Err(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::contract::fixtures::{block_for, intent, rule};
+    use crate::domain::health::{CapacityStatus, Interconnect, ReservationUsage, StatusCounts};
+
+    /// EC2 with one block of 8: 1 failed, the owner's 3 and a member's 4 at work, counted
+    /// unavailable (the `in_use` reading); its usage given, or refused.
+    struct Shared {
+        usage: Result<u32, MarketError>,
+    }
+
+    #[async_trait]
+    impl BlockStatusSource for Shared {
+        async fn block_status(&self, _: &Region, _: &[String]) -> Result<Vec<CapacityStatus>, MarketError> {
+            let counts = StatusCounts { total: 8, available: 0, unavailable: 8 };
+            let reservations = vec![("cr-a".to_string(), counts)];
+            Ok(vec![CapacityStatus {
+                capacity_block_id: "cb-a".into(),
+                interconnect: Interconnect::Ok,
+                block: counts,
+                reservations,
+            }])
+        }
+        async fn reservation_usage(&self, _: &Region, id: &str) -> Result<ReservationUsage, MarketError> {
+            let member = self.usage.clone()?;
+            let accounts = vec![("111122223333".to_string(), 3), ("111111111111".to_string(), member)];
+            Ok(ReservationUsage { reservation_id: id.into(), total: 8, available: 0, state: "active".into(), accounts })
+        }
+    }
+
+    fn block() -> Block {
+        let b = block_for(&intent(&rule("r", "1000"), "cb-x", "100", None), "cr-a");
+        Block { capacity_block_id: Some("cb-a".into()), instance_count: 8, ..b }
+    }
+
+    #[tokio::test]
+    async fn every_account_s_instances_are_work_and_an_unread_usage_is_no_alert() {
+        let region: Region = "us-east-1".parse().unwrap();
+        let b = block();
+        // 8 unavailable, 7 of them at work in two accounts: 1 failed, announced.
+        let checked = changes(&Shared { usage: Ok(4) }, &region, &[&b]).await.unwrap();
+        assert!(checked.unread.is_empty());
+        let [(_, change, seen)] = checked.found.as_slice() else { panic!("{:?}", checked.found) };
+        assert_eq!((seen.total, seen.unavailable), (8, 1));
+        assert_eq!(change.summary(), "1 of 8 instances unavailable");
+        // The usage refused: the block is named, nothing is judged (no alert on a guess).
+        let refused = MarketError::Rejected {
+            operation: "GetCapacityReservationUsage",
+            region: region.to_string(),
+            code: "UnauthorizedOperation".into(),
+            message: "not allowed".into(),
+        };
+        let checked = changes(&Shared { usage: Err(refused.clone()) }, &region, &[&b]).await.unwrap();
+        assert!(checked.found.is_empty(), "{:?}", checked.found);
+        assert_eq!(
+            checked.unread.iter().map(|(b, e)| (b.reservation_id.as_str(), e)).collect::<Vec<_>>(),
+            [("cr-a", &refused)]
+        );
+    }
+}

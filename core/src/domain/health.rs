@@ -308,6 +308,28 @@ mod tests {
     }
 
     #[test]
+    fn every_account_s_instances_are_work_under_each_reading() {
+        let usage = ReservationUsage {
+            reservation_id: "cr-a".into(),
+            total: 16,
+            available: 5,
+            state: "active".into(),
+            accounts: vec![("111122223333".into(), 3), ("111111111111".into(), 6)],
+        };
+        assert_eq!(usage.in_use(), 9, "the owner's 3 and the member's 6");
+        // in_use: 2 failed and the 9 at work in two accounts are unavailable.
+        let in_use = counts(16, 5, 11);
+        assert_eq!(in_use.failed(Some(usage.in_use())), Some(2));
+        assert_eq!(in_use.failed(Some(3)), Some(8), "the owner's own alone takes the member's 6 for failures");
+        // failed: only the 2; what runs is in neither count.
+        assert!(!counts(16, 5, 2).may_count_work());
+        assert_eq!(counts(16, 5, 2).failed(Some(usage.in_use())), Some(2));
+        // Never overflows, whatever EC2 sums to.
+        let huge = ReservationUsage { accounts: vec![("a".into(), u32::MAX), ("b".into(), 1)], ..usage };
+        assert_eq!(huge.in_use(), u32::MAX);
+    }
+
+    #[test]
     fn the_reservation_s_counts_are_judged() {
         let status = CapacityStatus {
             capacity_block_id: "cb-1".into(),
