@@ -14,7 +14,13 @@
 //! So failures are judged by [`StatusCounts::failed`] under both: an answer whose available and
 //! unavailable add up to less than the total counts the running instances in neither, and its
 //! unavailable ones are failures; otherwise the running ones may be among them, and only what
-//! exceeds the instances seen running counts as failed. Work is never taken for a failure.
+//! exceeds the instances in use counts as failed. Work is never taken for a failure.
+//!
+//! The instances in use are every account's ([`ReservationUsage`], GetCapacityReservationUsage),
+//! not the ones the owner's DescribeInstances lists: a block shared through AWS RAM runs the
+//! instances of the accounts it is shared with, which the owner does not see, and an instance
+//! that stops holds its place for minutes after it stopped running. Either, left out, would
+//! read as failed capacity.
 
 use serde::{Deserialize, Serialize};
 
@@ -79,8 +85,8 @@ impl StatusCounts {
         self.unavailable > 0 && self.available.saturating_add(self.unavailable) >= self.total
     }
 
-    /// The instances out of use through failure, given `running`, those seen running (or
-    /// starting) in the reservation. `None` when the answer may count work and `running` is
+    /// The instances out of use through failure, given `running`, those in use in the
+    /// reservation by every account ([`ReservationUsage::in_use`]). `None` when the answer may count work and `running` is
     /// unknown: nothing can be concluded then. Never more than the unavailable count, never
     /// negative, and never a running instance.
     pub fn failed(&self, running: Option<u32>) -> Option<u32> {
