@@ -34,7 +34,7 @@ pub type Found<'b> = (&'b Block, HealthChange, BlockHealth);
 /// What one health check found: the changes to announce, and the blocks whose instances in use
 /// could not be read (their health is not judged this run).
 #[derive(Debug, Default)]
-pub struct Checked<'b> {
+pub struct HealthCheck<'b> {
     pub found: Vec<Found<'b>>,
     pub unread: Vec<(&'b Block, MarketError)>,
 }
@@ -48,9 +48,9 @@ pub async fn changes<'b, M: BlockStatusSource + ?Sized>(
     market: &M,
     region: &Region,
     blocks: &[&'b Block],
-) -> Result<Checked<'b>, MarketError> {
+) -> Result<HealthCheck<'b>, MarketError> {
     let ids: Vec<String> = blocks.iter().filter_map(|b| b.capacity_block_id.clone()).collect();
-    let mut checked = Checked::default();
+    let mut checked = HealthCheck::default();
     if ids.is_empty() {
         return Ok(checked);
     }

@@ -638,6 +638,11 @@ mod tests {
     crate::ec2_contract_cases!(on_memory);
 
     #[test]
+    fn the_in_memory_ec2_owns_its_blocks_as_the_simulator_s_account() {
+        assert_eq!(MemoryEc2::OWNER, OnSale::ACCOUNT);
+    }
+
+    #[test]
     fn every_case_has_a_setup() {
         for name in super::CASES {
             let _ = super::setup(name);

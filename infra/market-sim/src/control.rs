@@ -535,10 +535,10 @@ fn set_usage(w: &mut World, text: &str) -> Result<Value, String> {
     let now = w.now();
     let owner = w.scenario.account_id.clone();
     let account = req.account_id.clone().filter(|a| *a != owner);
-    if let Some(a) = &account {
-        if !crate::organization::is_account(a) {
-            return Err(format!("account_id {a} is not 12 digits"));
-        }
+    if let Some(a) = &account
+        && !crate::organization::is_account(a)
+    {
+        return Err(format!("account_id {a} is not 12 digits"));
     }
     let shared = {
         let r = block_named(w, req.reservation_id.as_deref(), req.capacity_block_id.as_deref())?;
