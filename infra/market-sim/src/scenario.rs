@@ -1240,6 +1240,18 @@ mod tests {
     }
 
     #[test]
+    fn stopping_minutes_default_and_bounds() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        assert_eq!(b("").unwrap().stopping_minutes, DEFAULT_STOPPING_MINUTES);
+        assert_eq!(b("stopping_minutes = 0").unwrap().stopping_minutes, 0);
+        assert_eq!(b("stopping_minutes = 60").unwrap().stopping_minutes, 60);
+        assert!(b("stopping_minutes = 61").unwrap_err().contains("stopping_minutes must be within 0..=60"));
+        for bad in ["stopping_minutes = -1", "stopping_minutes = 2.5", "stopping_minutes = \"5\""] {
+            assert!(b(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn unavailable_means_readings() {
         let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
         assert_eq!(b("").unwrap().unavailable_means, UnavailableMeans::InUse);
