@@ -156,10 +156,20 @@ impl BlockStatusSource for Ec2Market {
                 .send()
                 .await
                 .map_err(|e| classify(OP, region, e))?;
+            // An account listed without its count is unreadable, not 0: taken as 0, its
+            // instances would read as failed capacity.
             let accounts = page
                 .instance_usages()
                 .iter()
-                .filter_map(|u| Some((u.account_id()?.to_string(), count(u.used_instance_count()))));
+                .map(|u| match (u.account_id(), u.used_instance_count().and_then(|n| u32::try_from(n).ok())) {
+                    (Some(a), Some(n)) => Ok((a.to_string(), n)),
+                    _ => Err(MarketError::BadResponse {
+                        operation: OP,
+                        region: region.to_string(),
+                        message: format!("an InstanceUsage of {id} without its account or count"),
+                    }),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             match usage.as_mut() {
                 Some(u) => u.accounts.extend(accounts),
                 None => {
@@ -168,7 +178,7 @@ impl BlockStatusSource for Ec2Market {
                         total: count(page.total_instance_count()),
                         available: count(page.available_instance_count()),
                         state: page.state().map(|s| s.as_str().to_string()).unwrap_or_default(),
-                        accounts: accounts.collect(),
+                        accounts,
                     })
                 }
             }
