@@ -22,7 +22,7 @@ use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::domain::block::{Block, Reservation};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
 use capblock_shared::domain::extension::{ExtensionOffer, ExtensionReceipt};
-use capblock_shared::domain::health::CapacityStatus;
+use capblock_shared::domain::health::{CapacityStatus, ReservationUsage};
 use capblock_shared::domain::ids::{InstanceType, Region};
 use capblock_shared::domain::lifecycle::{BlockState, Observed};
 use capblock_shared::domain::money::Money;
@@ -771,6 +771,9 @@ impl<H: Send + Sync> BlockKinds for HookedMarket<H> {
 impl<H: Send + Sync> BlockStatusSource for HookedMarket<H> {
     async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<CapacityStatus>, MarketError> {
         self.real.block_status(region, ids).await
+    }
+    async fn reservation_usage(&self, region: &Region, id: &str) -> Result<ReservationUsage, MarketError> {
+        self.real.reservation_usage(region, id).await
     }
 }
 

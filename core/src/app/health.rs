@@ -5,9 +5,15 @@
 //! calls active (or unavailable) in this run.
 //!
 //! The failures are judged by `domain::health` from EC2's counts and, where the unavailable
-//! count may hold running instances, the instances running in the reservation
-//! (DescribeInstances filtered by its id): one more call per such block and run, none for a
-//! block with nothing unavailable.
+//! count may hold running instances, the instances in the reservation of every account
+//! (GetCapacityReservationUsage): one more call per such block and run, none for a block with
+//! nothing unavailable. Asked of every block, shared or not, in place of the owner's
+//! DescribeInstances it replaced: the same one call, and it counts what DescribeInstances
+//! cannot see, the instances of the accounts a block is shared with (the owner's
+//! DescribeInstances lists only its own, so under the reading where running instances count as
+//! unavailable a consumer's work read as failed capacity) and the ones still stopping, which
+//! hold their places for minutes after they stop running. A block whose usage cannot be read
+//! is left as it was this run (a named error and a log line): no alert on a guess.
 
 use chrono::{DateTime, Utc};
 
@@ -20,45 +26,59 @@ use crate::domain::checkpoint::health_notice;
 use crate::domain::health::{self, BlockHealth, HealthChange};
 use crate::domain::ids::Region;
 use crate::domain::outbox_key::OutboxKey;
-use crate::ports::{BlockStatusSource, BlockStore, InstanceSource, MarketError, Outbox, StoreError};
+use crate::ports::{BlockStatusSource, BlockStore, MarketError, Outbox, StoreError};
 
 /// A change of one block's health, to announce: the block, the change, the status seen.
 pub type Found<'b> = (&'b Block, HealthChange, BlockHealth);
 
+/// What one health check found: the changes to announce, and the blocks whose instances in use
+/// could not be read (their health is not judged this run).
+#[derive(Debug, Default)]
+pub struct HealthCheck<'b> {
+    pub found: Vec<Found<'b>>,
+    pub unread: Vec<(&'b Block, MarketError)>,
+}
+
 /// Asks EC2 about the health of `blocks` (those of one region EC2 reports active or
 /// unavailable), in one batched DescribeCapacityBlockStatus, and returns the changes since
 /// what was announced last. A block whose failures its status cannot tell (EC2 listed its
-/// block but not its reservation) is left as it was.
-pub async fn changes<'b, M: BlockStatusSource + InstanceSource + ?Sized>(
+/// block but not its reservation) is left as it was, and so is one whose usage EC2 did not
+/// give (in `unread`).
+pub async fn changes<'b, M: BlockStatusSource + ?Sized>(
     market: &M,
     region: &Region,
     blocks: &[&'b Block],
-) -> Result<Vec<Found<'b>>, MarketError> {
+) -> Result<HealthCheck<'b>, MarketError> {
     let ids: Vec<String> = blocks.iter().filter_map(|b| b.capacity_block_id.clone()).collect();
+    let mut checked = HealthCheck::default();
     if ids.is_empty() {
-        return Ok(Vec::new());
+        return Ok(checked);
     }
-    let mut found = Vec::new();
     for status in market.block_status(region, &ids).await? {
         for &b in blocks.iter().filter(|b| b.capacity_block_id.as_deref() == Some(status.capacity_block_id.as_str())) {
             let Some(counts) = status.counts_of(&b.reservation_id) else {
                 continue;
             };
-            let running = if counts.may_count_work() {
-                let seen = market.instances_in(region, &b.reservation_id).await?;
-                Some(u32::try_from(seen.len()).unwrap_or(u32::MAX))
+            let in_use = if counts.may_count_work() {
+                match market.reservation_usage(region, &b.reservation_id).await {
+                    Ok(usage) => Some(usage.in_use()),
+                    Err(e) => {
+                        checked.unread.push((b, e));
+                        continue;
+                    }
+                }
             } else {
                 None
             };
-            let Some(seen) = status.health_of(&b.reservation_id, running) else {
+            let Some(seen) = status.health_of(&b.reservation_id, in_use) else {
                 continue;
             };
             if let Some(change) = health::change(b.health.as_ref(), &seen) {
-                found.push((b, change, seen));
+                checked.found.push((b, change, seen));
             }
         }
     }
-    Ok(found)
+    Ok(checked)
 }
 
 /// Enqueues the Slack and the workload notice of the change, and capblock's Health Changed
@@ -94,5 +114,69 @@ pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
         // Another run stored a newer block first: it saw the same status and did the same.
         Err(StoreError::Conflict(_)) => Ok(false),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::contract::fixtures::{block_for, intent, rule};
+    use crate::domain::health::{CapacityStatus, Interconnect, ReservationUsage, StatusCounts};
+
+    /// EC2 with one block of 8: 1 failed, the owner's 3 and a member's 4 at work, counted
+    /// unavailable (the `in_use` reading); its usage given, or refused.
+    struct Shared {
+        usage: Result<u32, MarketError>,
+    }
+
+    #[async_trait]
+    impl BlockStatusSource for Shared {
+        async fn block_status(&self, _: &Region, _: &[String]) -> Result<Vec<CapacityStatus>, MarketError> {
+            let counts = StatusCounts { total: 8, available: 0, unavailable: 8 };
+            let reservations = vec![("cr-a".to_string(), counts)];
+            Ok(vec![CapacityStatus {
+                capacity_block_id: "cb-a".into(),
+                interconnect: Interconnect::Ok,
+                block: counts,
+                reservations,
+            }])
+        }
+        async fn reservation_usage(&self, _: &Region, id: &str) -> Result<ReservationUsage, MarketError> {
+            let member = self.usage.clone()?;
+            let accounts = vec![("111122223333".to_string(), 3), ("111111111111".to_string(), member)];
+            Ok(ReservationUsage { reservation_id: id.into(), total: 8, available: 0, state: "active".into(), accounts })
+        }
+    }
+
+    fn block() -> Block {
+        let b = block_for(&intent(&rule("r", "1000"), "cb-x", "100", None), "cr-a");
+        Block { capacity_block_id: Some("cb-a".into()), instance_count: 8, ..b }
+    }
+
+    #[tokio::test]
+    async fn every_account_s_instances_are_work_and_an_unread_usage_is_no_alert() {
+        let region: Region = "us-east-1".parse().unwrap();
+        let b = block();
+        // 8 unavailable, 7 of them at work in two accounts: 1 failed, announced.
+        let checked = changes(&Shared { usage: Ok(4) }, &region, &[&b]).await.unwrap();
+        assert!(checked.unread.is_empty());
+        let [(_, change, seen)] = checked.found.as_slice() else { panic!("{:?}", checked.found) };
+        assert_eq!((seen.total, seen.unavailable), (8, 1));
+        assert_eq!(change.summary(), "1 of 8 instances unavailable");
+        // The usage refused: the block is named, nothing is judged (no alert on a guess).
+        let refused = MarketError::Rejected {
+            operation: "GetCapacityReservationUsage",
+            region: region.to_string(),
+            code: "UnauthorizedOperation".into(),
+            message: "not allowed".into(),
+        };
+        let checked = changes(&Shared { usage: Err(refused.clone()) }, &region, &[&b]).await.unwrap();
+        assert!(checked.found.is_empty(), "{:?}", checked.found);
+        assert_eq!(
+            checked.unread.iter().map(|(b, e)| (b.reservation_id.as_str(), e)).collect::<Vec<_>>(),
+            [("cr-a", &refused)]
+        );
     }
 }

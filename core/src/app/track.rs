@@ -356,15 +356,19 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
                 matches!(observed.get(&b.reservation_id), Some(Observed::Found { state, .. }) if state == "active" || state == "unavailable")
             })
             .collect();
-        let found = match health::changes(self.market, region, &with_status).await {
-            Ok(found) => found,
+        let checked = match health::changes(self.market, region, &with_status).await {
+            Ok(checked) => checked,
             Err(e) => {
                 tracing::warn!(event = "health_failed", %region, error = %e, "block health not checked this run");
                 report.errors.push(format!("health in {region}: {e}"));
                 return;
             }
         };
-        for (b, change, seen) in found {
+        for (b, e) in checked.unread {
+            tracing::warn!(event = "usage_failed", reservation = %b.reservation_id, error = %e, "instances in use not read: health not judged this run");
+            report.errors.push(format!("usage of {}: {e}", b.reservation_id));
+        }
+        for (b, change, seen) in checked.found {
             let to = handoff::EventTo::of(b.rule_id.as_ref().and_then(|r| rules.get(r)));
             match health::announce_change(self.store, b, &change, &seen, to, now).await {
                 Ok(true) => {

@@ -51,6 +51,10 @@ pub trait Ec2Control: Send + Sync {
     /// The payment of reservation `id` fails when it would have been taken (the simulator's
     /// `POST /_sim/payment` with `outcome = "fail"`).
     async fn fail_payment(&self, id: &str);
+    /// `n` instances of `account` run in reservation `id` from now on: the owner's
+    /// ([`OnSale::ACCOUNT`]), or another account's, the block shared with it first where EC2
+    /// requires that (the simulator's `POST /_sim/blocks/usage`, with `account_id`).
+    async fn run_instances(&self, id: &str, account: &str, n: u32);
 }
 
 /// The instant every case starts at: EC2's clock when the market opens.
@@ -67,6 +71,10 @@ pub struct OnSale;
 
 impl OnSale {
     pub const REGION: &'static str = "us-east-1";
+    /// The account that buys (the simulator's default `account_id`), and one the blocks are
+    /// shared with (a member of the simulator's default Organization).
+    pub const ACCOUNT: &'static str = "111122223333";
+    pub const MEMBER: &'static str = "111111111111";
     pub const ZONE: &'static str = "us-east-1a";
     /// One p5.48xlarge (8 GPUs) for a day, starting at 11:30 UTC this many days after T0.
     pub const P5_START_DAYS: [u32; 2] = [1, 2];
@@ -213,6 +221,7 @@ macro_rules! ec2_contract_cases {
             an_ultraserver_purchase_makes_a_block_per_ultraserver: Setup::default(),
             each_ultraserver_pays_on_its_own: Setup::default(),
             an_extension_is_pending_then_moves_the_end: Setup::default(),
+            a_reservation_s_usage_counts_every_account_in_it: Setup::default(),
         );
     };
 }
@@ -495,6 +504,31 @@ async fn an_extension_is_pending_then_moves_the_end<M: Ec2Ports, C: Ec2Control>(
 }
 
 /// Reservation `id`'s end as EC2 describes it now.
+async fn a_reservation_s_usage_counts_every_account_in_it<M: Ec2Ports, C: Ec2Control>(m: &M, c: &C) {
+    // A p5 block (UltraServer blocks cannot be shared): its one instance is a member account's,
+    // run through the block's share; the owner's stopped one held its place for a few minutes.
+    let r = buy(m, "i-used").await;
+    let region = OnSale::region();
+    c.advance(r.start - t0() + Duration::minutes(1)).await;
+    assert_eq!(state(m, &r.id).await, "active");
+    c.run_instances(&r.id, OnSale::ACCOUNT, 0).await;
+    c.run_instances(&r.id, OnSale::MEMBER, 1).await;
+    c.advance(Duration::minutes(10)).await;
+    let u = m.reservation_usage(&region, &r.id).await.expect("its usage");
+    assert_eq!((u.reservation_id.as_str(), u.state.as_str(), u.total, u.available), (r.id.as_str(), "active", 1, 0));
+    let accounts = vec![(OnSale::ACCOUNT.to_string(), 0), (OnSale::MEMBER.to_string(), 1)];
+    assert_eq!(u.accounts, accounts, "the owner's, then the member's");
+    assert_eq!(u.in_use(), 1);
+    // The member stops it: after a few minutes its place is available and it uses nothing.
+    c.run_instances(&r.id, OnSale::MEMBER, 0).await;
+    c.advance(Duration::minutes(10)).await;
+    let u = m.reservation_usage(&region, &r.id).await.expect("its usage");
+    assert_eq!((u.available, u.accounts.clone()), (1, vec![(OnSale::ACCOUNT.to_string(), 0)]));
+    // A reservation EC2 does not know: refused by name.
+    let e = m.reservation_usage(&region, "cr-0123456789abcdef0").await.expect_err("unknown");
+    assert_eq!(e.code(), Some("InvalidCapacityReservationId.NotFound"), "{e}");
+}
+
 async fn end_of<M: Ec2Ports>(m: &M, id: &str) -> DateTime<Utc> {
     match &m.observe(&OnSale::region(), &[id.to_string()]).await.unwrap()[..] {
         [(_, Observed::Found { end, .. })] => *end,
@@ -535,6 +569,9 @@ mod tests {
         }
         async fn fail_payment(&self, id: &str) {
             self.ec2.fail_payment(id);
+        }
+        async fn run_instances(&self, id: &str, account: &str, n: u32) {
+            self.ec2.run_instances(id, account, n);
         }
     }
 
@@ -599,6 +636,11 @@ mod tests {
     }
 
     crate::ec2_contract_cases!(on_memory);
+
+    #[test]
+    fn the_in_memory_ec2_owns_its_blocks_as_the_simulator_s_account() {
+        assert_eq!(MemoryEc2::OWNER, OnSale::ACCOUNT);
+    }
 
     #[test]
     fn every_case_has_a_setup() {

@@ -14,7 +14,13 @@
 //! So failures are judged by [`StatusCounts::failed`] under both: an answer whose available and
 //! unavailable add up to less than the total counts the running instances in neither, and its
 //! unavailable ones are failures; otherwise the running ones may be among them, and only what
-//! exceeds the instances seen running counts as failed. Work is never taken for a failure.
+//! exceeds the instances in use counts as failed. Work is never taken for a failure.
+//!
+//! The instances in use are every account's ([`ReservationUsage`], GetCapacityReservationUsage),
+//! not the ones the owner's DescribeInstances lists: a block shared through AWS RAM runs the
+//! instances of the accounts it is shared with, which the owner does not see, and an instance
+//! that stops holds its place for minutes after it stopped running. Either, left out, would
+//! read as failed capacity.
 
 use serde::{Deserialize, Serialize};
 
@@ -79,8 +85,8 @@ impl StatusCounts {
         self.unavailable > 0 && self.available.saturating_add(self.unavailable) >= self.total
     }
 
-    /// The instances out of use through failure, given `running`, those seen running (or
-    /// starting) in the reservation. `None` when the answer may count work and `running` is
+    /// The instances out of use through failure, given `running`, those in use in the
+    /// reservation by every account ([`ReservationUsage::in_use`]). `None` when the answer may count work and `running` is
     /// unknown: nothing can be concluded then. Never more than the unavailable count, never
     /// negative, and never a running instance.
     pub fn failed(&self, running: Option<u32>) -> Option<u32> {
@@ -119,6 +125,30 @@ impl CapacityStatus {
     pub fn health_of(&self, id: &str, running: Option<u32>) -> Option<BlockHealth> {
         let c = self.counts_of(id)?;
         Some(BlockHealth { interconnect: self.interconnect.clone(), total: c.total, unavailable: c.failed(running)? })
+    }
+}
+
+/// GetCapacityReservationUsage: a reservation's counts and the instances each account has in
+/// it, the owner's and those of every account using the block through a share (which the
+/// owner's DescribeInstances does not list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservationUsage {
+    pub reservation_id: String,
+    /// TotalInstanceCount.
+    pub total: u32,
+    /// AvailableInstanceCount: what can still be launched.
+    pub available: u32,
+    /// The reservation's state, as EC2 names it.
+    pub state: String,
+    /// InstanceUsages: each account and its UsedInstanceCount, as EC2 listed them.
+    pub accounts: Vec<(String, u32)>,
+}
+
+impl ReservationUsage {
+    /// The instances of every account in the reservation: the ones to take off an unavailable
+    /// count that may hold work ([`StatusCounts::failed`]).
+    pub fn in_use(&self) -> u32 {
+        self.accounts.iter().fold(0u32, |n, (_, used)| n.saturating_add(*used))
     }
 }
 
@@ -281,6 +311,28 @@ mod tests {
         assert_eq!(busy.failed(None), None, "without the running count nothing is concluded");
         // Never negative: more seen running than counted (an instance started between calls).
         assert_eq!(counts(16, 6, 10).failed(Some(12)), Some(0));
+    }
+
+    #[test]
+    fn every_account_s_instances_are_work_under_each_reading() {
+        let usage = ReservationUsage {
+            reservation_id: "cr-a".into(),
+            total: 16,
+            available: 5,
+            state: "active".into(),
+            accounts: vec![("111122223333".into(), 3), ("111111111111".into(), 6)],
+        };
+        assert_eq!(usage.in_use(), 9, "the owner's 3 and the member's 6");
+        // in_use: 2 failed and the 9 at work in two accounts are unavailable.
+        let in_use = counts(16, 5, 11);
+        assert_eq!(in_use.failed(Some(usage.in_use())), Some(2));
+        assert_eq!(in_use.failed(Some(3)), Some(8), "the owner's own alone takes the member's 6 for failures");
+        // failed: only the 2; what runs is in neither count.
+        assert!(!counts(16, 5, 2).may_count_work());
+        assert_eq!(counts(16, 5, 2).failed(Some(usage.in_use())), Some(2));
+        // Never overflows, whatever EC2 sums to.
+        let huge = ReservationUsage { accounts: vec![("a".into(), u32::MAX), ("b".into(), 1)], ..usage };
+        assert_eq!(huge.in_use(), u32::MAX);
     }
 
     #[test]

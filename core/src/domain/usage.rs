@@ -10,9 +10,15 @@
 //! instances that failed, as the health check judged them (`domain::health`, never a running
 //! instance); never DescribeCapacityBlockStatus' raw unavailable count, which may count every
 //! running instance too. It counts the instances of every account the block is shared with,
-//! which DescribeInstances in the owner's account would not see. GetCapacityReservationUsage
-//! would name the accounts using it, one call per block per run, for nothing a single account
-//! needs.
+//! which DescribeInstances in the owner's account would not see, so the samples need no
+//! GetCapacityReservationUsage of their own. They lean on the health check's failed count,
+//! though, and that one does need it: under the reading where running instances count as
+//! unavailable, a shared block's other accounts' instances (and ones still stopping) would
+//! otherwise read as failed, and the samples would count them neither used nor idle. The
+//! health check takes every account's instances from GetCapacityReservationUsage
+//! (`app::health`), so they count here as used. An instance still stopping holds its place for
+//! a few minutes and is counted as running until it frees it: at most that long late, like the
+//! samples' own interval.
 //!
 //! Samples are coarse: each sample's running count stands for the time since the previous
 //! sample (the first, for the time since the start), so a change in what runs is placed up to one

@@ -23,7 +23,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use crate::domain::block::Reservation;
 use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
-use crate::domain::health::CapacityStatus;
+use crate::domain::health::{CapacityStatus, ReservationUsage};
 use crate::domain::ids::{InstanceType, Region};
 use crate::domain::lifecycle::Observed;
 use crate::domain::money::Money;
@@ -97,6 +97,8 @@ struct Market {
     sold: BTreeMap<String, u32>,
     calls: BTreeMap<&'static str, u64>,
     next_id: u64,
+    /// Instances running in each reservation, by account (`run_instances`).
+    running: BTreeMap<String, BTreeMap<String, u32>>,
 }
 
 /// An extension EC2 sold: its record as EC2 describes it once paid, and when and how its
@@ -174,6 +176,17 @@ fn op<'a>(m: &'a mut Market, name: &'static str) -> &'a mut Market {
 }
 
 impl MemoryEc2 {
+    /// The account that buys and owns the blocks (the simulator's default account).
+    pub const OWNER: &'static str = "111122223333";
+
+    /// `n` instances of `account` run in reservation `id` from now on (the owner's, or another
+    /// account's through a share): GetCapacityReservationUsage counts them, and they are no
+    /// longer available. Stopped instances free their places at once here.
+    pub fn run_instances(&self, id: &str, account: &str, n: u32) {
+        let mut m = self.market();
+        m.running.entry(id.to_string()).or_default().insert(account.to_string(), n);
+    }
+
     fn market(&self) -> MutexGuard<'_, Market> {
         self.market.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -716,6 +729,31 @@ impl BlockKinds for MemoryEc2 {
 impl BlockStatusSource for MemoryEc2 {
     async fn block_status(&self, _: &Region, _: &[String]) -> Result<Vec<CapacityStatus>, MarketError> {
         Ok(vec![])
+    }
+
+    async fn reservation_usage(&self, region: &Region, id: &str) -> Result<ReservationUsage, MarketError> {
+        const OP: &str = "GetCapacityReservationUsage";
+        let mut m = self.market();
+        op(&mut m, OP);
+        let now = Self::now(&m);
+        let Some(x) = m.made.iter().find(|x| x.reservation.id == id && self.listed(x, now)) else {
+            return Err(rejected(OP, region, "InvalidCapacityReservationId.NotFound", "no such reservation"));
+        };
+        let state = Self::state(x, now);
+        let total = x.reservation.instance_count;
+        let running = m.running.get(id).cloned().unwrap_or_default();
+        // Only an active block runs instances; before its start every instance can be launched.
+        let active = state == "active";
+        let used = |a: &str| if active { running.get(a).copied().unwrap_or(0) } else { 0 };
+        let mut accounts = vec![(Self::OWNER.to_string(), used(Self::OWNER))];
+        accounts.extend(running.keys().filter(|a| *a != Self::OWNER && used(a) > 0).map(|a| (a.clone(), used(a))));
+        let in_use: u32 = accounts.iter().map(|(_, n)| n).sum();
+        let available = match state.as_str() {
+            "active" => total.saturating_sub(in_use),
+            "payment-pending" | "scheduled" => total,
+            _ => 0,
+        };
+        Ok(ReservationUsage { reservation_id: id.to_string(), total, available, state, accounts })
     }
 }
 

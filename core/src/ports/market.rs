@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::block::Reservation;
 use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
-use crate::domain::health::CapacityStatus;
+use crate::domain::health::{CapacityStatus, ReservationUsage};
 use crate::domain::ids::{InstanceType, Region};
 use crate::domain::lifecycle::Observed;
 use crate::domain::offering::Offering;
@@ -255,6 +255,10 @@ pub trait BlockStatusSource: Send + Sync {
     /// unavailable count means is `domain::health`'s to judge). A block without a status yet
     /// (scheduled) or any more is left out rather than failing the others.
     async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<CapacityStatus>, MarketError>;
+
+    /// GetCapacityReservationUsage: reservation `id`'s counts and the instances each account has
+    /// in it, the owner's and those of every account the block is shared with (all pages).
+    async fn reservation_usage(&self, region: &Region, id: &str) -> Result<ReservationUsage, MarketError>;
 }
 
 /// One entry of DescribeCapacityBlockExtensionHistory.

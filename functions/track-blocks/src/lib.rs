@@ -35,8 +35,8 @@ pub const AWS_PORTS: &[&str] = &[
     "ExtensionMarket",
     "BlockKinds",
     "BlockStatusSource",
-    // The instances running in a block, which its health check takes off EC2's unavailable
-    // count (`app::health`), and the hand-off actions' instances.
+    // The hand-off actions' instances (a block's health counts every account's instances through
+    // `BlockStatusSource`'s GetCapacityReservationUsage, `app::health`).
     "InstanceSource",
     "ExtensionHistory",
     "RuleStore",

@@ -10,6 +10,7 @@ pub const ACTIONS: &[&str] = &[
     "PurchaseCapacityBlockExtension",
     "DescribeInstanceTypes",
     "DescribeInstances",
+    "GetCapacityReservationUsage",
     "DescribeCapacityBlocks",
     "DescribeCapacityBlockStatus",
     "DescribeCapacityBlockExtensionHistory",

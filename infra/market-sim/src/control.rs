@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use rust_decimal::Decimal;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::reservations::{Extension, Payment, Reservation};
+use crate::reservations::{Extension, Payment, Reservation, Stopping};
+use crate::resource_shares::AssociationType;
 use crate::scenario::{Behaviour, PaymentOutcome, Scenario};
 use crate::wire::query::parse_timestamp;
 use crate::world::World;
@@ -125,6 +126,8 @@ fn reservation_json(w: &World, r: &Reservation) -> Value {
         "unavailable": r.health(now).unavailable,
         "running": r.running(&state, now),
         "available": r.available_instance_count(&state, now),
+        "stopping": r.stopping_count(now),
+        "accounts": usage_json(r, &w.scenario.account_id, &state, now),
     })
 }
 
@@ -364,6 +367,8 @@ fn inject(w: &mut World, text: &str) -> Result<Value, String> {
         health_override: None,
         usage_steps: Vec::new(),
         usage_override: None,
+        consumers: Default::default(),
+        stopping: vec![],
     };
     w.reservations.push(r);
     let state = w.reservation(&id).map(|r| r.state(w.now(), &w.extensions));
@@ -506,14 +511,20 @@ fn set_health(w: &mut World, text: &str) -> Result<Value, String> {
 struct UsageReq {
     reservation_id: Option<String>,
     capacity_block_id: Option<String>,
+    /// Another account that runs instances in the block through a RAM share (absent: the
+    /// owner's instances).
+    account_id: Option<String>,
     running: Option<u32>,
-    /// true: back to the market line's usage steps.
+    /// true: the owner's back to the market line's usage steps; another account's to none.
     #[serde(default)]
     clear: bool,
 }
 
-/// Sets how many of a block's instances run (DescribeInstances and availableInstanceCount
-/// follow while it is active), or with `clear` returns it to its line's usage steps.
+/// Sets how many of a block's instances run, the owner's (DescribeInstances lists them) or,
+/// with `account_id`, another account's through the block's RAM share (DescribeInstances does
+/// not); availableInstanceCount, the status's counts and GetCapacityReservationUsage follow
+/// while it is active. With `clear` the owner's return to the line's usage steps, another
+/// account's to none. Instances that stop keep their places for `stopping_minutes`.
 fn set_usage(w: &mut World, text: &str) -> Result<Value, String> {
     let req: UsageReq = parse_json(text)?;
     let running = match (req.running, req.clear) {
@@ -522,23 +533,71 @@ fn set_usage(w: &mut World, text: &str) -> Result<Value, String> {
         (n, _) => n,
     };
     let now = w.now();
+    let owner = w.scenario.account_id.clone();
+    let account = req.account_id.clone().filter(|a| *a != owner);
+    if let Some(a) = &account
+        && !crate::organization::is_account(a)
+    {
+        return Err(format!("account_id {a} is not 12 digits"));
+    }
+    let shared = {
+        let r = block_named(w, req.reservation_id.as_deref(), req.capacity_block_id.as_deref())?;
+        let id = r.id.clone();
+        w.resource_shares.iter().filter(|s| s.status(now) == "ACTIVE").any(|s| {
+            s.in_force(AssociationType::Resource, now).any(|a| a.reservation_id.as_deref() == Some(id.as_str()))
+        })
+    };
+    if let Some(a) = &account
+        && !shared
+    {
+        return Err(format!("account {a} cannot run instances in a block that is not shared through RAM"));
+    }
+    let stop_for = Duration::minutes(i64::from(w.behaviour.stopping_minutes));
+    let exts = w.extensions.clone();
     let r = block_named(w, req.reservation_id.as_deref(), req.capacity_block_id.as_deref())?;
     if let Some(n) = running
         && n > r.instance_count
     {
         return Err(format!("running {n} > the block's {} instances", r.instance_count));
     }
-    r.usage_override = running;
+    let state = r.state(now, &exts);
+    let of = |r: &Reservation| match &account {
+        None => r.running(&state, now),
+        Some(a) => r.consumers_running(&state, now).into_iter().find(|(x, _)| x == a).map_or(0, |(_, n)| n),
+    };
+    let before = of(r);
+    match (&account, running) {
+        (None, n) => r.usage_override = n,
+        (Some(a), Some(n)) if n > 0 => {
+            r.consumers.insert(a.clone(), n);
+        }
+        (Some(a), _) => {
+            r.consumers.remove(a);
+        }
+    }
+    let after = of(r);
+    if after < before && stop_for > Duration::zero() {
+        let who = account.clone().unwrap_or(owner);
+        r.stopping.push(Stopping { account: who, count: before - after, until: now + stop_for });
+    }
     let r = r.clone();
-    let state = r.state(now, &w.extensions);
     Ok(json!({
         "reservation_id": r.id,
         "capacity_block_id": r.capacity_block_id,
+        "account_id": account,
         "state": state,
         "usage": r.usage(now),
         "running": r.running(&state, now),
         "available": r.available_instance_count(&state, now),
+        "stopping": r.stopping_count(now),
+        "accounts": usage_json(&r, &w.scenario.account_id, &state, now),
     }))
+}
+
+/// GetCapacityReservationUsage's accounts of a reservation, as a map.
+fn usage_json(r: &Reservation, owner: &str, state: &str, now: DateTime<Utc>) -> Value {
+    let m: BTreeMap<String, u32> = r.usage_by_account(owner, state, now).into_iter().collect();
+    json!(m)
 }
 
 #[cfg(test)]
@@ -867,6 +926,8 @@ mod tests {
     fn usage_through_the_control_endpoint_and_its_clear() {
         use crate::scenario::UsageStep;
         let mut w = world();
+        // Stopped instances free their places at once here (the stopping time has its own test).
+        w.behaviour.stopping_minutes = 0;
         let (s, v) = call(
             &mut w,
             "POST",
@@ -909,6 +970,136 @@ mod tests {
         }
         assert_eq!(w.reservations[0].usage_override, None, "a refused change changes nothing");
         assert_eq!(call(&mut w, "GET", "/_sim/blocks/usage", "").0, 405);
+    }
+
+    /// An active 8-instance block injected, shared through RAM when `shared`; its id.
+    fn active_block(w: &mut World, shared: bool) -> String {
+        use crate::resource_shares::{Association, ResourceShare};
+        let (_, v) = call(
+            w,
+            "POST",
+            "/_sim/reservations",
+            r#"{"instance_type":"p5.48xlarge","instance_count":8,"start":"2026-11-30T11:30:00Z","end":"2026-12-02T11:30:00Z"}"#,
+        );
+        let id = v["reservation_id"].as_str().unwrap().to_string();
+        let now = w.now();
+        if shared {
+            let association = |kind, entity: &str, reservation_id: Option<String>| Association {
+                kind,
+                entity: entity.to_string(),
+                created: now,
+                refusal: None,
+                external: false,
+                removed: None,
+                reservation_id,
+            };
+            w.resource_shares.push(ResourceShare {
+                arn: "arn:aws:ram:us-east-1:111122223333:resource-share/s".into(),
+                name: "s".into(),
+                region: "us-east-1".into(),
+                owner: SIM.into(),
+                allow_external_principals: false,
+                tags: vec![],
+                created: now,
+                updated: now,
+                deleted: None,
+                associations: vec![
+                    association(
+                        AssociationType::Resource,
+                        &format!("arn:aws:ec2:us-east-1:{SIM}:capacity-reservation/{id}"),
+                        Some(id.clone()),
+                    ),
+                    association(AssociationType::Principal, "111111111111", None),
+                ],
+            });
+        }
+        id
+    }
+
+    /// GetCapacityReservationUsage's (available, [(account, used)]) of `id`, and the status's
+    /// unavailable count, and the instances DescribeInstances lists.
+    fn seen(w: &mut World, id: &str) -> (u32, Vec<(String, u32)>, u32, usize) {
+        use crate::actions::dispatch;
+        use crate::wire::query::Params;
+        let tags = |body: &str, tag: &str| -> Vec<String> {
+            let open = format!("<{tag}>");
+            body.split(&open).skip(1).filter_map(|r| r.split_once("</").map(|(v, _)| v.to_string())).collect()
+        };
+        let body = dispatch(
+            w,
+            "us-east-1",
+            "GetCapacityReservationUsage",
+            &Params::from_pairs(&[("CapacityReservationId", id)]),
+        )
+        .unwrap()
+        .body;
+        let available = tags(&body, "availableInstanceCount")[0].parse().unwrap();
+        let used = tags(&body, "accountId")
+            .into_iter()
+            .zip(tags(&body, "usedInstanceCount").iter().map(|n| n.parse().unwrap()))
+            .collect();
+        let block = w.reservations[0].capacity_block_id.clone();
+        let status = dispatch(
+            w,
+            "us-east-1",
+            "DescribeCapacityBlockStatus",
+            &Params::from_pairs(&[("CapacityBlockId.1", &block)]),
+        )
+        .unwrap()
+        .body;
+        let unavailable = tags(&status, "totalUnavailableCapacity")[0].parse().unwrap();
+        let instances = dispatch(w, "us-east-1", "DescribeInstances", &Params::from_pairs(&[])).unwrap().body;
+        (available, used, unavailable, tags(&instances, "instanceId").len())
+    }
+
+    #[test]
+    fn another_account_s_instances_take_places_the_owner_does_not_see() {
+        let mut w = world();
+        let unshared = active_block(&mut w, false);
+        let body =
+            |id: &str, a: &str, n: u32| format!(r#"{{"reservation_id":"{id}","account_id":"{a}","running":{n}}}"#);
+        let (s, v) = call(&mut w, "POST", "/_sim/blocks/usage", &body(&unshared, "111111111111", 3));
+        assert_eq!(s, 400, "{v}");
+        assert!(v["error"].as_str().unwrap().contains("not shared through RAM"), "{v}");
+        assert!(w.reservations[0].consumers.is_empty(), "refused: nothing changed");
+        w.reservations.clear();
+        let id = active_block(&mut w, true);
+        let (s, v) = call(&mut w, "POST", "/_sim/blocks/usage", &body(&id, "1111", 3));
+        assert_eq!(s, 400, "{v}");
+        // The owner runs 2 (before the other account came, every instance ran: stopped at once
+        // here), the member 3 through the share: 3 places left.
+        w.behaviour.stopping_minutes = 0;
+        call(&mut w, "POST", "/_sim/blocks/usage", &format!(r#"{{"reservation_id":"{id}","running":2}}"#));
+        let (s, v) = call(&mut w, "POST", "/_sim/blocks/usage", &body(&id, "111111111111", 3));
+        assert_eq!((s, &v["running"], &v["available"]), (200, &json!(2), &json!(3)), "{v}");
+        assert_eq!(v["accounts"], json!({SIM: 2, "111111111111": 3}));
+        let owner_and_member = vec![(SIM.to_string(), 2), ("111111111111".to_string(), 3)];
+        // Under in_use (the default) the status counts all 5 unavailable; the owner lists 2.
+        assert_eq!(seen(&mut w, &id), (3, owner_and_member.clone(), 5, 2));
+        w.behaviour.unavailable_means = crate::scenario::UnavailableMeans::Failed;
+        assert_eq!(seen(&mut w, &id), (3, owner_and_member, 0, 2));
+        w.behaviour.unavailable_means = crate::scenario::UnavailableMeans::InUse;
+        // The member stops 2 of its 3: their places stay taken for stopping_minutes, then free.
+        w.behaviour.stopping_minutes = 5;
+        let (_, v) = call(&mut w, "POST", "/_sim/blocks/usage", &body(&id, "111111111111", 1));
+        assert_eq!((&v["available"], &v["stopping"]), (&json!(3), &json!(2)), "{v}");
+        let stopping = vec![(SIM.to_string(), 2), ("111111111111".to_string(), 3)];
+        assert_eq!(seen(&mut w, &id), (3, stopping, 5, 2), "1 running and 2 stopping");
+        call(&mut w, "POST", "/_sim/clock", r#"{"advance_secs": 299}"#);
+        assert_eq!(seen(&mut w, &id).0, 3, "still stopping a second before");
+        call(&mut w, "POST", "/_sim/clock", r#"{"advance_secs": 1}"#);
+        let stopped = vec![(SIM.to_string(), 2), ("111111111111".to_string(), 1)];
+        assert_eq!(seen(&mut w, &id), (5, stopped, 3, 2));
+        // Cleared: the member uses nothing (listed no more once its stopping ones are gone).
+        let (s, v) = call(
+            &mut w,
+            "POST",
+            "/_sim/blocks/usage",
+            &format!(r#"{{"reservation_id":"{id}","account_id":"111111111111","clear":true}}"#),
+        );
+        assert_eq!((s, &v["stopping"]), (200, &json!(1)), "{v}");
+        call(&mut w, "POST", "/_sim/clock", r#"{"advance_secs": 300}"#);
+        assert_eq!(seen(&mut w, &id), (6, vec![(SIM.to_string(), 2)], 2, 2));
     }
 
     #[test]

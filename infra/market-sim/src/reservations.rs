@@ -1,6 +1,8 @@
 //! Bought blocks and their extensions, with states computed lazily from the sim clock
 //! (nothing is stored per tick, so moving the clock backwards or forwards is always consistent).
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 
@@ -109,6 +111,21 @@ pub struct Reservation {
     pub usage_steps: Vec<UsageStep>,
     /// ...unless POST /_sim/blocks/usage set it explicitly.
     pub usage_override: Option<u32>,
+    /// Instances other accounts run in the block through a RAM share, by account
+    /// (POST /_sim/blocks/usage with `account_id`): not the owner's to list, but they take
+    /// their places like the owner's.
+    pub consumers: BTreeMap<String, u32>,
+    /// Instances stopped through POST /_sim/blocks/usage that still hold their places while
+    /// EC2 stops them (stopping, shutting-down): see `stopping_minutes`.
+    pub stopping: Vec<Stopping>,
+}
+
+/// `count` instances of `account` that stopped running and hold their places until `until`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopping {
+    pub account: String,
+    pub count: u32,
+    pub until: DateTime<Utc>,
 }
 
 /// What DescribeCapacityBlockStatus reports beyond the counts.
@@ -188,12 +205,12 @@ impl Reservation {
 
     /// The remaining capacity ("the number of instances that can be launched"): before the start
     /// every instance not unavailable; in an active block the idle ones (neither unavailable nor
-    /// running); otherwise none.
+    /// held by an instance of any account, running or stopping); otherwise none.
     pub fn available_instance_count(&self, state: &str, now: DateTime<Utc>) -> u32 {
         let present = self.instance_count.saturating_sub(self.health(now).unavailable);
         match state {
             "payment-pending" | "scheduled" => present,
-            "active" => present.saturating_sub(self.running(state, now)),
+            "active" => present.saturating_sub(self.in_use(state, now)),
             _ => 0,
         }
     }
@@ -227,14 +244,79 @@ impl Reservation {
         })
     }
 
-    /// The running instances of an active block: its usage, capped at the instances not
-    /// unavailable (all of those without usage); none in any other state.
+    /// The owner's running instances of an active block: its usage, capped at the instances
+    /// neither unavailable nor held by another account or a stopping instance (all of those
+    /// without usage); none in any other state.
     pub fn running(&self, state: &str, now: DateTime<Utc>) -> u32 {
         if state != "active" {
             return 0;
         }
-        let present = self.instance_count.saturating_sub(self.health(now).unavailable);
-        self.usage(now).map_or(present, |n| n.min(present))
+        let held = self.stopping_count(now) + self.consumers_running(state, now).iter().map(|(_, n)| n).sum::<u32>();
+        let free = self.present(now).saturating_sub(held);
+        self.usage(now).map_or(free, |n| n.min(free))
+    }
+
+    /// Instances neither unavailable nor gone: the places instances may take.
+    fn present(&self, now: DateTime<Utc>) -> u32 {
+        self.instance_count.saturating_sub(self.health(now).unavailable)
+    }
+
+    /// The places still held by instances that stopped running, at `now` (capped at the
+    /// instances there).
+    pub fn stopping_count(&self, now: DateTime<Utc>) -> u32 {
+        let n: u32 = self.stopping.iter().filter(|s| now < s.until).map(|s| s.count).sum();
+        n.min(self.present(now))
+    }
+
+    /// The other accounts' running instances of an active block, by account: each as set,
+    /// capped in account order at the places left by the stopping ones; none in any other state.
+    pub fn consumers_running(&self, state: &str, now: DateTime<Utc>) -> Vec<(String, u32)> {
+        if state != "active" {
+            return Vec::new();
+        }
+        let mut free = self.present(now).saturating_sub(self.stopping_count(now));
+        self.consumers
+            .iter()
+            .map(|(a, n)| {
+                let n = (*n).min(free);
+                free -= n;
+                (a.clone(), n)
+            })
+            .collect()
+    }
+
+    /// Every place held by an instance of an active block: the owner's and the other accounts'
+    /// running ones, and the stopping ones.
+    pub fn in_use(&self, state: &str, now: DateTime<Utc>) -> u32 {
+        if state != "active" {
+            return 0;
+        }
+        let others: u32 = self.consumers_running(state, now).iter().map(|(_, n)| n).sum();
+        (self.running(state, now) + others + self.stopping_count(now)).min(self.present(now))
+    }
+
+    /// GetCapacityReservationUsage's `instanceUsageSet`: the owner's instances, then each other
+    /// account's that has some, each counting its running and its stopping ones (they hold
+    /// their places: a reading).
+    pub fn usage_by_account(&self, owner: &str, state: &str, now: DateTime<Utc>) -> Vec<(String, u32)> {
+        let stopping_of = |account: &str| -> u32 {
+            if state != "active" {
+                return 0;
+            }
+            self.stopping.iter().filter(|s| now < s.until && s.account == account).map(|s| s.count).sum()
+        };
+        let mut out = vec![(owner.to_string(), self.running(state, now) + stopping_of(owner))];
+        let mut others: BTreeMap<String, u32> = self.consumers_running(state, now).into_iter().collect();
+        for s in self.stopping.iter().filter(|s| s.account != owner) {
+            others.entry(s.account.clone()).or_default();
+        }
+        for (a, n) in others {
+            let used = n + stopping_of(&a);
+            if used > 0 {
+                out.push((a, used));
+            }
+        }
+        out
     }
 
     /// The state of the Capacity Block (CapacityBlockResourceState has fewer values than
@@ -292,6 +374,8 @@ mod tests {
             health_override: None,
             usage_steps: vec![],
             usage_override: None,
+            consumers: BTreeMap::new(),
+            stopping: vec![],
         }
     }
 

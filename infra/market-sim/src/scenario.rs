@@ -297,6 +297,11 @@ impl IamDenial {
 }
 
 /// At most this many calls in one period of one caller...
+/// `stopping_minutes` when the scenario names none: the user guide's "several minutes" of
+/// stopping or shutting-down, read as five (a reading: the record gives no number).
+pub const DEFAULT_STOPPING_MINUTES: u32 = 5;
+/// ...and at most an hour: past that a "few minutes" would be something else.
+pub const MAX_STOPPING_MINUTES: u32 = 60;
 pub const MAX_OTHER_CALLS_PER_PERIOD: u32 = 10_000;
 /// ...and this many calls a second from all of them together, on average: every call is played
 /// one by one (in every region with a bucket), and the people of an account call far slower.
@@ -399,6 +404,9 @@ pub struct Behaviour {
     pub ram_refusal: RamRefusal,
     /// DescribeCapacityBlockStatus's unavailable count: "failed" or "in_use".
     pub unavailable_means: UnavailableMeans,
+    /// Minutes an instance stopped through `POST /_sim/blocks/usage` keeps its place (EC2's
+    /// stopping or shutting-down: "several minutes") before it counts as available again.
+    pub stopping_minutes: u32,
     /// RAM: seconds of sim time an association stays ASSOCIATING (and a disassociation
     /// DISASSOCIATING) before it is done.
     pub ram_association_delay_secs: u64,
@@ -445,6 +453,7 @@ impl Default for Behaviour {
             caller_accounts: BTreeMap::new(),
             ram_refusal: RamRefusal::FailedAssociation,
             unavailable_means: UnavailableMeans::InUse,
+            stopping_minutes: DEFAULT_STOPPING_MINUTES,
             ram_association_delay_secs: 10,
             ram_listing_lag_secs: DEFAULT_RAM_LISTING_LAG_SECS,
         }
@@ -521,6 +530,12 @@ impl Behaviour {
         let others = self.describe_limit_other_callers_per_min;
         if !(others >= 0.0 && others.is_finite()) {
             return Err(format!("describe_limit_other_callers_per_min must be >= 0, got {others}"));
+        }
+        if self.stopping_minutes > MAX_STOPPING_MINUTES {
+            return Err(format!(
+                "stopping_minutes must be within 0..={MAX_STOPPING_MINUTES}, got {}",
+                self.stopping_minutes
+            ));
         }
         if self.ram_association_delay_secs > MAX_RAM_ASSOCIATION_DELAY_SECS {
             return Err(format!(
@@ -1222,6 +1237,18 @@ mod tests {
         }
         let json = serde_json::to_value(b("counts_before_start = \"full\"").unwrap()).unwrap();
         assert_eq!(json["counts_before_start"], "full");
+    }
+
+    #[test]
+    fn stopping_minutes_default_and_bounds() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        assert_eq!(b("").unwrap().stopping_minutes, DEFAULT_STOPPING_MINUTES);
+        assert_eq!(b("stopping_minutes = 0").unwrap().stopping_minutes, 0);
+        assert_eq!(b("stopping_minutes = 60").unwrap().stopping_minutes, 60);
+        assert!(b("stopping_minutes = 61").unwrap_err().contains("stopping_minutes must be within 0..=60"));
+        for bad in ["stopping_minutes = -1", "stopping_minutes = 2.5", "stopping_minutes = \"5\""] {
+            assert!(b(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

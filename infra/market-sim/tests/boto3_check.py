@@ -1214,7 +1214,9 @@ def check_usage(test: unittest.TestCase, sim, ep):
     sim.behaviour(unavailable_means="in_use")
     with test.subTest("usage: the state agrees"):
         test.assertEqual([(x["running"], x["available"]) for x in sim.state()["reservations"]], [(5, 3)])
-    # The control endpoint: by block id, capped by unavailable instances, then cleared.
+    # The control endpoint: by block id, capped by unavailable instances, then cleared. Stopped
+    # instances free their places at once here (the stopping time is checked below).
+    sim.behaviour(stopping_minutes=0)
     u = sim._req("POST", "/_sim/blocks/usage", {"capacity_block_id": r["CapacityBlockId"], "running": 0})
     with test.subTest("usage control: answer"):
         test.assertEqual((u["reservation_id"], u["running"], u["available"]), (rid, 0, 8))
@@ -1228,6 +1230,18 @@ def check_usage(test: unittest.TestCase, sim, ep):
     u = sim._req("POST", "/_sim/blocks/usage", {"reservation_id": rid, "clear": True})
     with test.subTest("usage control: clear goes back to the step"):
         test.assertEqual((u["running"], u["available"]), (5, 3))
+    def usage():
+        u = ec2.get_capacity_reservation_usage(CapacityReservationId=rid)
+        return (u["CapacityReservationId"], u["InstanceType"], u["TotalInstanceCount"], u["AvailableInstanceCount"],
+                u["State"], [(x["AccountId"], x["UsedInstanceCount"]) for x in u["InstanceUsages"]])
+
+    with test.subTest("usage: GetCapacityReservationUsage, the owner's 5"):
+        test.assertEqual(usage(), (rid, "p5.48xlarge", 8, 3, "active", [("111122223333", 5)]))
+    sim.behaviour(stopping_minutes=5)
+    sim._req("POST", "/_sim/blocks/usage", {"reservation_id": rid, "running": 2})
+    with test.subTest("usage: 3 stopping keep their places, counted as the owner's"):
+        test.assertEqual((usage()[3:], running()), ((3, "active", [("111122223333", 5)]), 2))
+    sim._req("POST", "/_sim/blocks/usage", {"reservation_id": rid, "clear": True})
     try:
         sim._req("POST", "/_sim/blocks/usage", {"reservation_id": rid, "running": 9})
         with test.subTest("usage control: more than the block refused"):

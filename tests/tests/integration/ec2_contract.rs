@@ -5,6 +5,9 @@
 
 use async_trait::async_trait;
 use capblock_core::contract::ec2::{self as contract, Ec2Control, OnSale, Payment, Setup};
+use capblock_shared::aws::ram::Ram;
+use capblock_shared::domain::share::SharePrincipal;
+use capblock_shared::ports::{ShareRequest, Shares};
 use capblock_tests::{ScenarioToml, Sim};
 use chrono::Duration;
 
@@ -19,6 +22,26 @@ impl Ec2Control for Control<'_> {
     async fn fail_payment(&self, id: &str) {
         let body = format!("{{\"reservation_id\": \"{id}\", \"outcome\": \"fail\"}}");
         self.0.control("POST", "/_sim/payment", &body).await;
+    }
+    async fn run_instances(&self, id: &str, account: &str, n: u32) {
+        if account != OnSale::ACCOUNT {
+            // EC2 lets another account launch into a block only through a share.
+            let share = ShareRequest {
+                name: format!("contract-{id}"),
+                reservation_arn: format!(
+                    "arn:aws:ec2:{}:{}:capacity-reservation/{id}",
+                    OnSale::REGION,
+                    OnSale::ACCOUNT
+                ),
+                principals: vec![SharePrincipal::Account(account.to_string())],
+                tags: vec![],
+                client_token: format!("contract-{id}-{account}"),
+            };
+            let ram = Ram::new(self.0.sdk(capblock_tests::quick_timeouts()).await);
+            ram.create(&OnSale::region(), &share).await.expect("the block shared");
+        }
+        let body = serde_json::json!({"reservation_id": id, "account_id": account, "running": n});
+        self.0.control("POST", "/_sim/blocks/usage", &body.to_string()).await;
     }
 }
 

@@ -4,12 +4,17 @@
 //! running instance. Under each, a block whose workload runs every instance is healthy and fully
 //! used, and failed instances are one health alert naming only them.
 //!
+//! A block shared with another account of the Organization has that account's instances
+//! running beside the owner's, which the owner's DescribeInstances does not list: under each
+//! reading they are work, not failed capacity (no health alert, no Health Changed event), and a
+//! real failure beside them is still announced once.
+//!
 //! An 8 x p5.48xlarge block for a day from 12-03 11:30, bought by a rule; the tracker every 5
 //! minutes once it is active.
 
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::usage::utilization_so_far;
-use capblock_tests::{Rig, RuleToml, ScenarioToml, T0, event_types};
+use capblock_tests::{Rig, RuleToml, ScenarioToml, T0, detail_types, event_types};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde_json::json;
@@ -22,14 +27,22 @@ fn scenario(reading: &str) -> String {
         .build()
 }
 
+/// A member account of the simulated Organization, which a shared block's rule shares it with.
+const MEMBER: &str = "111111111111";
+
 /// A rig under `reading` with the rule's block bought and active (12-03 11:35), nothing left
 /// in the topics; the block's reservation id.
 async fn active_block(name: &str, reading: &str) -> (Rig, String) {
+    active_block_of(name, reading, "").await
+}
+
+/// [`active_block`] with `extra` lines in the rule (e.g. its `share_with`).
+async fn active_block_of(name: &str, reading: &str, extra: &str) -> (Rig, String) {
     let mut h =
         Rig::start(name, &scenario(reading), capblock_tests::quick_timeouts(), T0.parse().unwrap(), "capblock-test")
             .await;
     h.track.regions = vec!["us-east-1".parse().unwrap()];
-    let id = h.buy(&RuleToml::p5("busy8").instance_counts(&[8]).budget("10000").rule(h.now())).await;
+    let id = h.buy(&RuleToml::p5("busy8").instance_counts(&[8]).budget("10000").extra(extra).rule(h.now())).await;
     track_every(&h, 7 * 60, "2026-12-03T11:35:00Z").await;
     assert_eq!(h.block(&id).await.state, BlockState::Active);
     let alerts = h.aws.alerts().await;
@@ -129,4 +142,72 @@ async fn failed_instances_are_one_health_alert_when_unavailable_means_failed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_instances_are_one_health_alert_when_unavailable_means_in_use() {
     failed_instances_alerted("in_use").await;
+}
+
+/// The health alerts among the alerts published since the last look, and the Health Changed
+/// events on the stack's bus.
+async fn health_news(h: &Rig) -> (usize, usize) {
+    let alerts = event_types(&h.aws.alerts().await).iter().filter(|t| *t == "health").count();
+    let events = detail_types(&h.aws.events().await).iter().filter(|t| *t == "Health Changed").count();
+    (alerts, events)
+}
+
+async fn a_consumer_s_instances_are_work(reading: &str) {
+    let (h, id) =
+        active_block_of(&format!("consumer-{reading}"), reading, &format!("share_with = [\"{MEMBER}\"]")).await;
+    let set = |mut body: serde_json::Value| {
+        body["reservation_id"] = json!(id);
+        let sim = &h.sim;
+        async move { sim.control("POST", "/_sim/blocks/usage", &body.to_string()).await }
+    };
+    // The owner runs 3 (its other 5 take minutes to stop), the member 4 through the share: 7
+    // at work, none of them failed, and the owner lists only its own 3.
+    set(json!({"running": 3})).await;
+    let v = set(json!({"account_id": MEMBER, "running": 4})).await;
+    assert_eq!(v["stopping"], 5, "{reading}: {v}");
+    let health = track_every(&h, 5, "2026-12-03T12:35:00Z").await;
+    assert!(health.is_empty(), "{reading}: {health:?}");
+    assert_eq!(health_news(&h).await, (0, 0), "{reading}: no health alert, no Health Changed event");
+    assert!(h.aws.workload_notices().await.is_empty(), "{reading}");
+    let b = h.block(&id).await;
+    assert!(b.health.as_ref().is_none_or(|x| x.unavailable == 0), "{reading}: {:?}", b.health);
+    assert_eq!((b.usage.running, b.usage.idle), (7, 1), "{reading}: the member's instances are used, not idle");
+    // 1 of the 8 fails beside them (the owner's runs on 2): announced once, as 1 failed.
+    set(json!({"running": 2})).await;
+    h.sim.control("POST", "/_sim/blocks/health", &json!({"reservation_id": id, "unavailable": 1}).to_string()).await;
+    let health = track_every(&h, 5, "2026-12-03T13:05:00Z").await;
+    assert_eq!(health.len(), 1, "{reading}: {health:?}");
+    let b = h.block(&id).await;
+    assert_eq!(b.health.as_ref().map(|x| x.unavailable), Some(1), "{reading}: {:?}", b.health);
+    assert_eq!(health_news(&h).await, (1, 1), "{reading}: one alert, one Health Changed event");
+    let work = h.aws.workload_notices().await;
+    assert_eq!(work.len(), 1, "{reading}");
+    assert_eq!(work[0].body["health"]["health"]["unavailable"], 1, "{reading}: {}", work[0].body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_s_instances_in_a_shared_block_are_work_when_unavailable_means_failed() {
+    a_consumer_s_instances_are_work("failed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_s_instances_in_a_shared_block_are_work_when_unavailable_means_in_use() {
+    a_consumer_s_instances_are_work("in_use").await;
+}
+
+/// The owner stops 5 of its 8 instances; they take minutes to stop (the simulator's
+/// `stopping_minutes`, here 10 so that two tracker runs fall inside), holding their places
+/// meanwhile: counted unavailable under `in_use`, yet no longer running. Never a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_instances_are_not_failures_when_unavailable_means_in_use() {
+    let (h, id) = active_block("stopping-in_use", "in_use").await;
+    h.sim.behaviour(r#"{"stopping_minutes": 10}"#).await;
+    let v = h.sim.control("POST", "/_sim/blocks/usage", &json!({"reservation_id": id, "running": 3}).to_string()).await;
+    assert_eq!((&v["running"], &v["stopping"], &v["available"]), (&json!(3), &json!(5), &json!(0)), "{v}");
+    let health = track_every(&h, 5, "2026-12-03T12:00:00Z").await;
+    assert!(health.is_empty(), "{health:?}");
+    assert_eq!(health_news(&h).await, (0, 0), "no health alert, no Health Changed event");
+    let b = h.block(&id).await;
+    assert!(b.health.as_ref().is_none_or(|x| x.unavailable == 0), "{:?}", b.health);
+    assert_eq!((b.usage.running, b.usage.idle), (3, 5), "stopped: idle once their places are free");
 }

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use capblock_core::domain::block::{Block, Reservation};
 use capblock_core::domain::budget::{BudgetOwner, BudgetUsage, Intent, Period, ReleasedHold};
 use capblock_core::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionReceipt, ExtensionState};
-use capblock_core::domain::health::CapacityStatus;
+use capblock_core::domain::health::{CapacityStatus, ReservationUsage};
 use capblock_core::domain::ids::{InstanceType, Region};
 use capblock_core::domain::lifecycle::Observed;
 use capblock_core::domain::offering::Offering;
@@ -700,6 +700,10 @@ impl BlockStatusSource for Faulty<MemoryEc2> {
     async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<CapacityStatus>, MarketError> {
         self.read("DescribeCapacityBlockStatus", region).await?;
         self.inner.block_status(region, ids).await
+    }
+    async fn reservation_usage(&self, region: &Region, id: &str) -> Result<ReservationUsage, MarketError> {
+        self.read("GetCapacityReservationUsage", region).await?;
+        self.inner.reservation_usage(region, id).await
     }
 }
 

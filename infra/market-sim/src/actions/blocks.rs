@@ -144,12 +144,12 @@ fn has_status(r: &Reservation, w: &World, now: DateTime<Utc>) -> bool {
 
 /// `totalUnavailableCapacity` under the setting's reading of the record (block and reservation
 /// alike: the simulator's blocks have one reservation each): the instances taken out, or those
-/// plus the running ones.
+/// plus every place an instance holds (every account's running ones, and the stopping ones).
 fn unavailable_count(r: &Reservation, state: &str, now: DateTime<Utc>, means: UnavailableMeans) -> u32 {
     let failed = r.health(now).unavailable;
     match means {
         UnavailableMeans::Failed => failed,
-        UnavailableMeans::InUse => (failed + r.running(state, now)).min(r.instance_count),
+        UnavailableMeans::InUse => (failed + r.in_use(state, now)).min(r.instance_count),
     }
 }
 
@@ -473,6 +473,8 @@ mod tests {
     fn failing_block(means: UnavailableMeans, running: u32) -> (World, String) {
         let mut w = world();
         w.behaviour.unavailable_means = means;
+        // The instances stopped to leave `running` free their places at once here.
+        w.behaviour.stopping_minutes = 0;
         let body = r#"{"region": "us-east-1", "instance_type": "p5.48xlarge", "instance_count": 16,
             "start": "2026-11-30T11:30:00Z", "end": "2026-12-02T11:30:00Z"}"#;
         let r = handle(&mut w, "POST", "/_sim/reservations", body.as_bytes());

@@ -14,6 +14,7 @@ mod reservations;
 mod segment_tests;
 #[cfg(test)]
 mod test_support;
+mod usage;
 
 use chrono::{DateTime, Utc};
 
@@ -87,6 +88,7 @@ pub fn dispatch_for(
         "PurchaseCapacityBlockExtension" => extensions::purchase(w, &ctx, p),
         "DescribeInstanceTypes" => instances::describe_instance_types(w, &ctx, p).map(Output::from),
         "DescribeInstances" => instances::describe_instances(w, &ctx, p).map(Output::from),
+        "GetCapacityReservationUsage" => usage::get(w, &ctx, p).map(Output::from),
         "DescribeCapacityBlocks" => guarded(w, &ctx, p, blocks::describe_blocks),
         "DescribeCapacityBlockStatus" => guarded(w, &ctx, p, blocks::describe_status),
         "DescribeCapacityBlockExtensionHistory" => guarded(w, &ctx, p, blocks::describe_extension_history),

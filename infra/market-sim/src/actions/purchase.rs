@@ -234,6 +234,8 @@ fn reservations_of(
                 health_override: None,
                 usage_steps: offering.usage.clone(),
                 usage_override: None,
+                consumers: Default::default(),
+                stopping: vec![],
             }
         })
         .collect()

@@ -300,8 +300,9 @@ mod tests {
 
     #[test]
     fn an_active_block_with_3_of_8_idle_shows_them_available_and_runs_5() {
+        // Stopped instances free their places at once here (the control's tests play the wait).
         let mut w = world_of(
-            "describe_limit = false\nsame_day_offerings = false\npayment_delay_minutes = 0",
+            "describe_limit = false\nsame_day_offerings = false\npayment_delay_minutes = 0\nstopping_minutes = 0",
             r#"
                 [[market]]
                 region = "us-east-1"

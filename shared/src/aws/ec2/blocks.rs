@@ -139,6 +139,60 @@ impl BlockStatusSource for Ec2Market {
         })
         .await
     }
+
+    async fn reservation_usage(&self, region: &Region, id: &str) -> Result<ReservationUsage, MarketError> {
+        const OP: &str = "GetCapacityReservationUsage";
+        let count = |n: Option<i32>| n.and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
+        let mut usage: Option<ReservationUsage> = None;
+        let mut token: Option<String> = None;
+        // The SDK has no paginator for this call: follow NextToken, keeping the first page's
+        // counts and every page's accounts.
+        loop {
+            let page = self
+                .client(region)
+                .get_capacity_reservation_usage()
+                .capacity_reservation_id(id)
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| classify(OP, region, e))?;
+            // An account listed without its count is unreadable, not 0: taken as 0, its
+            // instances would read as failed capacity.
+            let accounts = page
+                .instance_usages()
+                .iter()
+                .map(|u| match (u.account_id(), u.used_instance_count().and_then(|n| u32::try_from(n).ok())) {
+                    (Some(a), Some(n)) => Ok((a.to_string(), n)),
+                    _ => Err(MarketError::BadResponse {
+                        operation: OP,
+                        region: region.to_string(),
+                        message: format!("an InstanceUsage of {id} without its account or count"),
+                    }),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            match usage.as_mut() {
+                Some(u) => u.accounts.extend(accounts),
+                None => {
+                    usage = Some(ReservationUsage {
+                        reservation_id: page.capacity_reservation_id().unwrap_or(id).to_string(),
+                        total: count(page.total_instance_count()),
+                        available: count(page.available_instance_count()),
+                        state: page.state().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                        accounts,
+                    })
+                }
+            }
+            match page.next_token() {
+                Some(t) if !t.is_empty() => token = Some(t.to_string()),
+                _ => break,
+            }
+        }
+        usage.ok_or_else(|| MarketError::BadResponse {
+            operation: OP,
+            region: region.to_string(),
+            message: "no answer".into(),
+        })
+    }
 }
 
 #[async_trait]

@@ -22,7 +22,7 @@ use chrono::{DateTime, TimeZone, Utc};
 
 use crate::domain::block::Reservation;
 use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
-use crate::domain::health::{CapacityStatus, Interconnect, StatusCounts};
+use crate::domain::health::{CapacityStatus, Interconnect, ReservationUsage, StatusCounts};
 use crate::domain::ids::{InstanceType, Region};
 use crate::domain::lifecycle::Observed;
 use crate::domain::money::Money;
@@ -59,7 +59,8 @@ pub const ACTIONS: &[(&str, &[&str])] = &[
     ("ExtensionMarket", &["ec2:DescribeCapacityBlockExtensionOfferings", "ec2:PurchaseCapacityBlockExtension"]),
     ("InstanceSource", &["ec2:DescribeInstances"]),
     ("BlockKinds", &["ec2:DescribeCapacityBlocks"]),
-    ("BlockStatusSource", &["ec2:DescribeCapacityBlockStatus"]),
+    // The block's status, and the instances each account has in it (its health check).
+    ("BlockStatusSource", &["ec2:DescribeCapacityBlockStatus", "ec2:GetCapacityReservationUsage"]),
     ("ExtensionHistory", &["ec2:DescribeCapacityBlockExtensionHistory"]),
     // `rules validate --check-aws` (the operator's credentials; no function has this port).
     ("LaunchTemplates", &["ec2:DescribeLaunchTemplateVersions"]),
