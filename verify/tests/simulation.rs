@@ -34,7 +34,7 @@ fn fixed_seeds_keep_the_money_promise_through_every_fault() {
             requests_seen.insert(what, requests_seen.get(what).copied().unwrap_or(0) + requests(what));
         }
     }
-    eprintln!("requests over the seeds: {requests_seen:?}");
+    eprintln!("requests over the seeds: {requests_seen:?}; segmented purchases: {segmented}");
     assert!(requests_seen.values().all(|n| *n >= 1), "the seeds left a request's path unwalked: {requests_seen:?}");
     assert!(extensions >= 1, "the seeds extended no block");
     assert!(split >= 1, "no UltraServer purchase had one part fail while another was held");
@@ -64,8 +64,9 @@ fn caught_by(sabotage: Sabotage) -> &'static [&'static str] {
         Sabotage::LostAnswerAsThrottle => &["that the table does not know"],
         // The request's purchase is reserved with its approval left open.
         Sabotage::ApprovalNotConsumed => &["consumed no approval"],
-        // A segmented purchase's budget holds one segment's fee: EC2 holds all of them.
-        Sabotage::FirstSegmentFee => &["but it commits only"],
+        // A segmented purchase's budget holds one segment's fee: EC2 holds all of them, and the
+        // purchase's intent, once written bought, says so (a budget commits less than either).
+        Sabotage::FirstSegmentFee => &["but it commits only", "its intents add up to"],
     }
 }
 

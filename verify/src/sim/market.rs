@@ -116,14 +116,17 @@ pub struct Market {
     next: u64,
     segmented: u64,
     goes_at: BTreeMap<String, DateTime<Utc>>,
-    /// The segmented offerings' own draws, apart from the seed's stream: adding them left every
-    /// other draw of a seed as it was.
-    segments_rng: ChaCha8Rng,
+    /// The segmented offerings' own draws, apart from the seed's stream (None: none on sale).
+    segments_rng: Option<ChaCha8Rng>,
 }
 
 impl Market {
+    /// The market of `seed`. An odd seed's sells segmented offerings too; an even seed's does
+    /// not, so the runs an even seed was chosen for (its faults, its purchases) stay as they
+    /// were before segmented offerings were sold.
     pub fn new(seed: u64) -> Market {
-        Market { next: 0, segmented: 0, goes_at: BTreeMap::new(), segments_rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5e9_3e47) }
+        let segments_rng = (seed % 2 == 1).then(|| ChaCha8Rng::seed_from_u64(seed ^ 0x5e9_3e47));
+        Market { next: 0, segmented: 0, goes_at: BTreeMap::new(), segments_rng }
     }
 
     /// One step of the market: a few new blocks (some under the rules' thresholds, most
@@ -189,8 +192,8 @@ impl Market {
     /// USD per accelerator-hour, each segment at its own price. One in four breaks a rule's
     /// limit on one segment: its second segment of another type, or in a Local Zone.
     fn segmented_offering(&mut self, now: DateTime<Utc>, region: &str) -> Option<Offering> {
-        let rng = &mut self.segments_rng;
-        if !rng.random_bool(0.01) {
+        let rng = self.segments_rng.as_mut()?;
+        if !rng.random_bool(0.004) {
             return None;
         }
         let ty = TYPES[rng.random_range(0..TYPES.len())].0;
@@ -241,7 +244,8 @@ impl Market {
     }
 
     fn on_sale_for_segmented(&mut self, now: DateTime<Utc>, id: String) {
-        let on_sale_for = Duration::minutes(self.segments_rng.random_range(10..=600));
+        let minutes = self.segments_rng.as_mut().map_or(600, |rng| rng.random_range(10..=600));
+        let on_sale_for = Duration::minutes(minutes);
         self.goes_at.insert(id, (now + on_sale_for).with_second(0).unwrap_or(now + on_sale_for));
     }
 
