@@ -31,8 +31,8 @@ use stateright::{Model, Property};
 
 use crate::sabotage::Sabotage;
 use crate::world::{
-    Actor, Answer, Ec2State, Left, Looked, Minute, Notice, Res, Shape, Step, StoredIntent, Usage, Who, World, at, block,
-    intent, key, offering_index, offering_of, reservation_id, rule, rule_id, rule_of, stack, usd,
+    Actor, Answer, Ec2State, Left, Looked, Minute, Notice, Res, Shape, Step, StoredIntent, Usage, Who, World, at,
+    block, intent, key, offering_index, offering_of, reservation_id, rule, rule_id, rule_of, stack, usd,
 };
 
 /// What must hold in every reachable state: the model's own properties (stateright's
@@ -124,6 +124,11 @@ impl Bounds {
     /// apart; one scan, one rule, as `ultraservers`.
     pub fn segments() -> Bounds {
         Bounds { segments: true, ..Bounds::ultraservers() }
+    }
+
+    /// `make verify`'s segments: two scans at once.
+    pub fn deep_segments() -> Bounds {
+        Bounds { segments: true, ..Bounds::deep_ultraservers() }
     }
 
     /// `make verify`'s UltraServers: two scans at once.
@@ -509,7 +514,9 @@ impl Protocol {
     pub fn new(bounds: Bounds) -> Protocol {
         capblock_core::sabotage::put_back(None);
         let mut rules: Vec<Rule> = (0..usize::from(bounds.rules.clamp(1, 2)))
-            .map(|i| rule(i, Shape { parts: bounds.parts.max(1), segmented: bounds.segments }, bounds.limit, bounds.max_held))
+            .map(|i| {
+                rule(i, Shape { parts: bounds.parts.max(1), segmented: bounds.segments }, bounds.limit, bounds.max_held)
+            })
             .collect();
         let request = (bounds.request_scans > 0).then(crate::world::request);
         if let Some(r) = &request {

@@ -423,11 +423,7 @@ fn build_segmented(o: u8) -> Offering {
         })
         .collect();
     debug_assert_eq!(SEGMENT_FEES.iter().sum::<i64>(), FEE);
-    Offering {
-        instance_count: segments.len() as u32,
-        segments,
-        ..build_offering(o, SEGMENT_TYPES.len() as u8)
-    }
+    Offering { instance_count: segments.len() as u32, segments, ..build_offering(o, SEGMENT_TYPES.len() as u8) }
 }
 
 fn build_offering(o: u8, parts: u8) -> Offering {

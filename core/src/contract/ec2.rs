@@ -25,9 +25,9 @@ use crate::domain::block::Reservation;
 use crate::domain::ids::Region;
 use crate::domain::lifecycle::Observed;
 use crate::domain::offering::Offering;
-pub use crate::memory::TypeQuestions;
 use crate::domain::tags::{INTENT_TAG, STACK_TAG};
 use crate::domain::ultraserver::UltraServers;
+pub use crate::memory::TypeQuestions;
 use crate::ports::{
     BlockKinds, BlockStatusSource, ExtensionHistory, ExtensionMarket, MarketError, OFFERING_ID_EXPIRED, OfferingQuery,
     OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser, ReservationLookup, ReservationSource,
@@ -592,7 +592,10 @@ async fn a_segmented_purchase_makes_a_reservation_per_segment<M: Ec2Ports, C: Ec
         assert!(tags("i-segments").iter().all(|(k, v)| r.tags.get(k) == Some(v)), "{:?}", r.tags);
         assert_eq!((r.start, r.end, r.state.as_str()), (offering.start, offering.end, "payment-pending"));
         let found = m.reservation(&OnSale::region(), &r.id).await.unwrap().expect("found by id");
-        assert_eq!((found.instance_type, found.availability_zone), (r.instance_type.clone(), r.availability_zone.clone()));
+        assert_eq!(
+            (found.instance_type, found.availability_zone),
+            (r.instance_type.clone(), r.availability_zone.clone())
+        );
     }
     assert_eq!(fees, offering.fee.amount());
     // A Capacity Block per segment, none an UltraServer's.
@@ -625,10 +628,7 @@ async fn a_one_type_question_never_finds_a_segmented_offering<M: Ec2Ports, C: Ec
 /// Where EC2 does not take `InstanceTypePreferences`, under `"first_segment"`: a question naming
 /// the first segment's type finds the segmented offering, segments and all, and buys it whole;
 /// one naming only another segment's type does not.
-async fn a_one_type_question_finds_a_segmented_offering_by_its_first_segment<M: Ec2Ports, C: Ec2Control>(
-    m: &M,
-    _: &C,
-) {
+async fn a_one_type_question_finds_a_segmented_offering_by_its_first_segment<M: Ec2Ports, C: Ec2Control>(m: &M, _: &C) {
     let offering = segmented(m, &segment_types()[..1]).await;
     assert_eq!(m.offerings(&segmented_query(&[OnSale::SEGMENTS[1].0])).await.unwrap(), vec![]);
     let ids = buy_all(m, offering, "i-first-segment").await;

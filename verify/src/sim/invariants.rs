@@ -260,7 +260,10 @@ fn every_reservation_tracked(
     for h in ec2.holdings().into_iter().filter(|h| h.charged && h.fee.is_some()) {
         let id = &h.reservation.id;
         let Some(block) = blocks.get(id) else {
-            return Err(format!("at {now} EC2 holds {id} of purchase {} and the table tracks no block of it", h.purchase));
+            return Err(format!(
+                "at {now} EC2 holds {id} of purchase {} and the table tracks no block of it",
+                h.purchase
+            ));
         };
         let intent = h.reservation.tags.get(INTENT_TAG).and_then(|i| intents.get(i));
         let segmented = intent.is_some_and(|i| !i.offering.segments.is_empty());
