@@ -7,6 +7,7 @@ use capblock_core::domain::block::Block;
 use capblock_core::domain::budget::{BudgetCharge, BudgetOwner, Intent, IntentState, Period};
 use capblock_core::domain::extension::ExtensionState;
 use capblock_core::domain::ledger_check::{self, LedgerVerdict};
+use capblock_core::domain::money::Money;
 use capblock_core::domain::request::{Request, RequestDecision, RequestVerdict};
 use capblock_core::domain::rule::{REQUEST_RULE_PREFIX, Rule};
 use capblock_core::domain::stack::StackSettings;
@@ -268,9 +269,11 @@ fn every_reservation_tracked(
         let intent = h.reservation.tags.get(INTENT_TAG).and_then(|i| intents.get(i));
         let segmented = intent.is_some_and(|i| !i.offering.segments.is_empty());
         if segmented && block.fee != h.fee {
+            let text = |m: Option<Money>| m.map_or_else(|| "no fee".to_string(), |m| m.to_string());
             return Err(format!(
-                "at {now} the block of segment {id} is booked at {:?}; EC2 charges {:?} for it",
-                block.fee, h.fee
+                "at {now} the block of segment {id} is booked at {}; EC2 charges {} for it",
+                text(block.fee),
+                text(h.fee)
             ));
         }
     }
