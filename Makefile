@@ -123,7 +123,7 @@ test-template:
 # directory. Prints each bound's states and any property broken, with its shortest path.
 verify: toolchain
 	CARGO_TARGET_DIR=$(BENCH_TARGET_DIR) cargo build --release -p capblock-verify
-	for bound in bounded budgets ultraservers deep deep-ultraservers deep-requests; do \
+	for bound in bounded budgets ultraservers deep deep-ultraservers deep-segments deep-requests; do \
 	  $(BENCH_TARGET_DIR)/release/capblock-verify --bound $$bound || exit 1; done
 
 # The seeded simulation of every actor (not part of `make test`, which runs fixed seeds): new

@@ -35,6 +35,9 @@ pub enum Bug {
     /// `app::requests`: a request's own state is not checked before the scan asks it: any
     /// approval is asked, the request cancelled, bought or expired since.
     RequestStateUnchecked,
+    /// `app::track`: a segment's failed payment is judged alone, as if each segment were a
+    /// purchase of its own: the fee goes back while another segment may be held.
+    SegmentPaidAlone,
 }
 
 #[cfg(feature = "sabotage")]
@@ -47,7 +50,7 @@ mod switch {
     /// all run the code it is put back in.
     static ON: AtomicU8 = AtomicU8::new(0);
 
-    const ALL: [Bug; 8] = [
+    const ALL: [Bug; 9] = [
         Bug::ReleaseSentOnTimer,
         Bug::IgnoreHeldBlocks,
         Bug::UnlistedPartFailed,
@@ -56,6 +59,7 @@ mod switch {
         Bug::KeptFeeNotHeld,
         Bug::ClosedIntentHeldUncharged,
         Bug::RequestStateUnchecked,
+        Bug::SegmentPaidAlone,
     ];
 
     fn code(bug: Option<Bug>) -> u8 {

@@ -18,14 +18,16 @@ usage: capblock-verify [--bound NAME] [--sabotage NAME] [--threads N] [--seconds
                deep-ultraservers (make verify: two scans of two-part purchases) and release
                (make test: a person's `capblock intents release` beside two scans), stale
                (make test: EC2's answers missing a listed reservation for a while), requests
-               (make test: a person's request beside a rule, approved twice, cancelled) and
-               deep-requests (make verify: with a 12-hour step and a failed payment)
+               (make test: a person's request beside a rule, approved twice, cancelled),
+               deep-requests (make verify: with a 12-hour step and a failed payment),
+               segments (make test: purchases of a segmented offering's two segments) and
+               deep-segments (make verify: two scans of them)
   --sabotage   put a known protocol bug back and show the path the checker finds to it:
                release-sent-on-timer, charge-after-purchase, settle-on-replayed-clock,
                release-per-part, gone-as-failed, give-back-unknown-answers, ignore-held-blocks,
                unlisted-part-failed, kept-fee-not-held, closed-intent-held-uncharged,
                release-without-hold, request-state-unchecked, approval-not-consumed,
-               cancel-unchecked-at-reserve
+               cancel-unchecked-at-reserve, segment-paid-alone
   --threads    checker threads (default 1: the path printed is then a shortest one)
   --seconds    stop after this long (the figures then cover part of the bound only)
 
@@ -120,6 +122,8 @@ fn bound(name: &str) -> Option<(Bounds, &'static str)> {
         "budgets" => (Bounds::budgets(), "budgets"),
         "deep" => (Bounds::deep(), "deep"),
         "deep-ultraservers" => (Bounds::deep_ultraservers(), "deep-ultraservers"),
+        "segments" => (Bounds::segments(), "segments"),
+        "deep-segments" => (Bounds::deep_segments(), "deep-segments"),
         "release" => (Bounds::release(), "release"),
         "stale" => (Bounds::stale(), "stale"),
         "requests" => (Bounds::requests(), "requests"),

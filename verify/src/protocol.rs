@@ -31,8 +31,8 @@ use stateright::{Model, Property};
 
 use crate::sabotage::Sabotage;
 use crate::world::{
-    Actor, Answer, Ec2State, Left, Looked, Minute, Notice, Res, Step, StoredIntent, Usage, Who, World, at, block,
-    intent, key, offering_index, offering_of, reservation_id, rule, rule_id, rule_of, stack, usd,
+    Actor, Answer, Ec2State, Left, Looked, Minute, Notice, Res, Shape, Step, StoredIntent, Usage, Who, World, at,
+    block, intent, key, offering_index, offering_of, reservation_id, rule, rule_id, rule_of, stack, usd,
 };
 
 /// What must hold in every reachable state: the model's own properties (stateright's
@@ -58,6 +58,9 @@ pub struct Bounds {
     pub offerings: u8,
     /// Reservations one purchase makes (UltraServers).
     pub parts: u8,
+    /// The purchase is of a segmented offering: its `parts` (two) are its segments, each of its
+    /// own type, zone and fee, the fee their sum.
+    pub segments: bool,
     /// Each rule's monthly budget, in USD (each fee is `world::FEE`).
     pub limit: i64,
     /// The account's monthly budget, in USD.
@@ -87,6 +90,7 @@ impl Bounds {
             releases: 0,
             offerings: 2,
             parts: 1,
+            segments: false,
             // Room for two purchases: the limit of one block held is what stops a second.
             limit: 1200,
             account_limit: 1200,
@@ -115,6 +119,18 @@ impl Bounds {
         Bounds { scans: 1, ..Bounds::deep_ultraservers() }
     }
 
+    /// A segmented purchase (in `make test`): its two segments, of two types in two zones at
+    /// fees of their own, bought as two reservations of one purchase whose payments may end
+    /// apart; one scan, one rule, as `ultraservers`.
+    pub fn segments() -> Bounds {
+        Bounds { segments: true, ..Bounds::ultraservers() }
+    }
+
+    /// `make verify`'s segments: two scans at once.
+    pub fn deep_segments() -> Bounds {
+        Bounds { segments: true, ..Bounds::deep_ultraservers() }
+    }
+
     /// `make verify`'s UltraServers: two scans at once.
     pub fn deep_ultraservers() -> Bounds {
         Bounds {
@@ -125,6 +141,7 @@ impl Bounds {
             releases: 0,
             offerings: 2,
             parts: 2,
+            segments: false,
             limit: 1200,
             account_limit: 1200,
             max_held: 1,
@@ -148,6 +165,7 @@ impl Bounds {
             releases: 0,
             offerings: 2,
             parts: 1,
+            segments: false,
             limit: 1200,
             account_limit: 1000,
             max_held: 1,
@@ -496,7 +514,9 @@ impl Protocol {
     pub fn new(bounds: Bounds) -> Protocol {
         capblock_core::sabotage::put_back(None);
         let mut rules: Vec<Rule> = (0..usize::from(bounds.rules.clamp(1, 2)))
-            .map(|i| rule(i, bounds.parts.max(1), bounds.limit, bounds.max_held))
+            .map(|i| {
+                rule(i, Shape { parts: bounds.parts.max(1), segmented: bounds.segments }, bounds.limit, bounds.max_held)
+            })
             .collect();
         let request = (bounds.request_scans > 0).then(crate::world::request);
         if let Some(r) = &request {
@@ -599,6 +619,11 @@ impl Protocol {
         self.bounds.parts.max(1)
     }
 
+    /// What one purchase makes.
+    fn shape(&self) -> Shape {
+        Shape { parts: self.parts(), segmented: self.bounds.segments }
+    }
+
     fn on(&self, s: Sabotage) -> bool {
         self.sabotage == Some(s) || self.also == Some(s)
     }
@@ -662,7 +687,7 @@ impl Protocol {
             .blocks
             .keys()
             .filter(|r| rule_of(w.ec2.reservations[usize::from(**r)].o) == ri)
-            .filter_map(|r| block(&self.rules, &self.stack, w, *r, self.parts()))
+            .filter_map(|r| block(&self.rules, &self.stack, w, *r, self.shape()))
             .collect();
         // The buyer's own refusal (`Buyer::no_room`), on the blocks as the store holds them.
         if held_refusal(rule, Ok(purchases_held_at(&blocks, &w.store.holds[ri], at(w.minute)))).is_some() {
@@ -680,7 +705,7 @@ impl Protocol {
             .amount()
             .min(room(account, usd(w.store.account.committed)).amount())
             .min(team.amount());
-        let priced = Priced::new(offering_of(o, self.parts()), &AcceleratorCatalog::new())?;
+        let priced = Priced::new(offering_of(o, self.shape()), &AcceleratorCatalog::new())?;
         match check(rule, &priced, Headroom(usd(headroom.try_into().unwrap_or(0))), now) {
             None => Some(Step::Decided { o, seq: w.store.seqs[ri], closed }),
             Some(_) => Some(Step::Done),
@@ -842,7 +867,7 @@ impl Protocol {
             at = RunTime::from(at.view());
         }
         let stored = w.store.intents.get(&o)?.clone();
-        match judge(&intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), &stored), at, None) {
+        match judge(&intent(&self.rules[rule_of(o)], &self.stack, o, self.shape(), &stored), at, None) {
             Judgement::GiveBack => close(w, o, Close::GiveBack(stored.state)),
             Judgement::NotOnTheClock => return None,
             _ => {}
@@ -878,7 +903,7 @@ impl Protocol {
         let o = looked.o;
         let Some(stored) = w.store.intents.get(&o).cloned() else { return true };
         let at = RunTime::from(crate::world::at(looked.minute));
-        let i = intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), &stored);
+        let i = intent(&self.rules[rule_of(o)], &self.stack, o, self.shape(), &stored);
         let shown = if !looked.tagged.is_empty() {
             Shown::Tagged
         } else if looked.unreadable {
@@ -932,7 +957,7 @@ impl Protocol {
     /// reservation tagged with it (an unreadable one is listed too).
     fn look_before_release(&self, w: &World, o: u8) -> Option<Step> {
         let stored = w.store.intents.get(&o).filter(|i| i.state == IntentState::Sent)?;
-        let i = intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), stored);
+        let i = intent(&self.rules[rule_of(o)], &self.stack, o, self.shape(), stored);
         may_release(&i, at(w.minute)).ok()?;
         let listed = w.ec2.reservations.iter().any(|r| r.o == o && r.listed && !r.dropped);
         (!listed).then_some(Step::Checked { o })
@@ -945,7 +970,7 @@ impl Protocol {
         let Some(stored) = w.store.intents.get(&o).filter(|i| i.state == IntentState::Sent).cloned() else {
             return Some(Step::Done);
         };
-        let hold = ReleasedHold::of(&intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), &stored));
+        let hold = ReleasedHold::of(&intent(&self.rules[rule_of(o)], &self.stack, o, self.shape(), &stored));
         if let Some(i) = w.store.intents.get_mut(&o) {
             i.state = IntentState::Rejected;
             i.released_by_person = true;
@@ -965,7 +990,7 @@ impl Protocol {
     /// `part_still_held` finds no part held, once per purchase; then the block's new state is
     /// stored.
     pub(crate) fn track(&self, w: &mut World, r: u8, crash: bool) -> bool {
-        let Some(b) = block(&self.rules, &self.stack, w, r, self.parts()) else { return false };
+        let Some(b) = block(&self.rules, &self.stack, w, r, self.shape()) else { return false };
         let observed = w.ec2.observe(r);
         let now = at(w.minute);
         let transition = b.transition(&observed, now);
@@ -981,7 +1006,7 @@ impl Protocol {
             let mut kept = None;
             let others_failed = match w.store.intents.get(&o) {
                 Some(stored) => {
-                    let i = intent(&self.rules[rule_of(o)], &self.stack, o, self.parts(), stored);
+                    let i = intent(&self.rules[rule_of(o)], &self.stack, o, self.shape(), stored);
                     kept = kept_fee_hold(&i);
                     let others: Vec<PartSeen> = stored
                         .parts

@@ -49,10 +49,13 @@ pub enum Sabotage {
     /// A request's reservation does not check the request item: a cancel that lands after the
     /// scan read the request approved is bought anyway (the model's ledger condition).
     CancelUncheckedAtReserve,
+    /// A segment's failed payment gives the purchase's fee back whatever its other segments (each
+    /// segment taken for a purchase of its own).
+    SegmentPaidAlone,
 }
 
 impl Sabotage {
-    pub const ALL: [Sabotage; 14] = [
+    pub const ALL: [Sabotage; 15] = [
         Sabotage::ReleaseSentOnTimer,
         Sabotage::ChargeAfterPurchase,
         Sabotage::SettleOnReplayedClock,
@@ -67,6 +70,7 @@ impl Sabotage {
         Sabotage::RequestStateUnchecked,
         Sabotage::ApprovalNotConsumed,
         Sabotage::CancelUncheckedAtReserve,
+        Sabotage::SegmentPaidAlone,
     ];
 
     /// The core's bug switch it is, when the bug is in the core's code the model runs.
@@ -80,6 +84,7 @@ impl Sabotage {
             Sabotage::KeptFeeNotHeld => Some(Bug::KeptFeeNotHeld),
             Sabotage::ClosedIntentHeldUncharged => Some(Bug::ClosedIntentHeldUncharged),
             Sabotage::RequestStateUnchecked => Some(Bug::RequestStateUnchecked),
+            Sabotage::SegmentPaidAlone => Some(Bug::SegmentPaidAlone),
             Sabotage::ChargeAfterPurchase
             | Sabotage::SettleOnReplayedClock
             | Sabotage::ReleasePerPart
@@ -106,6 +111,7 @@ impl Sabotage {
             Sabotage::RequestStateUnchecked => "request-state-unchecked",
             Sabotage::ApprovalNotConsumed => "approval-not-consumed",
             Sabotage::CancelUncheckedAtReserve => "cancel-unchecked-at-reserve",
+            Sabotage::SegmentPaidAlone => "segment-paid-alone",
         }
     }
 

@@ -7,7 +7,7 @@ use capblock_core::domain::block::{Block, Reservation};
 use capblock_core::domain::budget::{Intent, IntentState, ReleasedHold, StackBudgets, charges_for};
 use capblock_core::domain::lifecycle::{BlockState, Observed};
 use capblock_core::domain::money::Money;
-use capblock_core::domain::offering::Offering;
+use capblock_core::domain::offering::{Offering, OfferingSegment};
 use capblock_core::domain::request::{Request, RequestTerms, TeamApproval};
 use capblock_core::domain::rule::Rule;
 use capblock_core::domain::tags::INTENT_TAG;
@@ -309,13 +309,35 @@ pub struct World {
     pub ec2: Ec2,
 }
 
-/// Rule `i` of the model: one block of 1 x p5.48xlarge per UltraServer part, `limit` USD a
-/// month, at most `max_held` blocks held, two purchases a month, bought again after a failed
-/// payment.
-pub fn rule(i: usize, parts: u8, limit: i64, max_held: u32) -> Rule {
+/// What one purchase of the model makes: `parts` reservations of one instance each, the
+/// parts of an UltraServer purchase or, `segmented`, the segments of a segmented offering (each
+/// its own type, zone and fee).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Shape {
+    pub parts: u8,
+    pub segmented: bool,
+}
+
+impl Shape {
+    /// One block.
+    pub const ONE: Shape = Shape { parts: 1, segmented: false };
+}
+
+/// The types of a segmented offering's segments in turn, and their zones.
+const SEGMENT_TYPES: [&str; 2] = ["p5.48xlarge", "p5en.48xlarge"];
+const SEGMENT_ZONES: [&str; 2] = ["a", "b"];
+/// The segments' fees in turn: they differ, and add up to `FEE`.
+const SEGMENT_FEES: [i64; 2] = [360, 240];
+
+/// Rule `i` of the model: one block of 1 x p5.48xlarge per UltraServer part (of p5.48xlarge
+/// or p5en.48xlarge for segments), `limit` USD a month, at most `max_held` blocks held, two
+/// purchases a month, bought again after a failed payment.
+pub fn rule(i: usize, shape: Shape, limit: i64, max_held: u32) -> Rule {
     let id = rule_id(i);
+    let parts = shape.parts;
+    let types = if shape.segmented { "\"p5.48xlarge\", \"p5en.48xlarge\"" } else { "\"p5.48xlarge\"" };
     let text = format!(
-        "id = \"{id}\"\nmode = \"live\"\nregions = [\"{REGION}\"]\ninstance_types = [\"p5.48xlarge\"]\n\
+        "id = \"{id}\"\nmode = \"live\"\nregions = [\"{REGION}\"]\ninstance_types = [{types}]\n\
          instance_counts = [{parts}]\ndurations_days = [1]\nmax_price_per_accelerator_hour = \"5.00\"\n\
          monthly_budget = \"{limit}\"\nmax_blocks_held = {max_held}\nmax_purchases_per_month = 2\n\
          rebuy_on_payment_failure = true\nstart_window = {{ earliest_in_days = 1, latest_in_days = 10 }}\n"
@@ -369,16 +391,39 @@ pub fn team_approvals() -> BTreeMap<String, TeamApproval> {
 }
 
 /// Offering `o` (or intent key `o`'s offering): a day of `parts` x p5.48xlarge starting `o + 2`
-/// days after `t0`, for `FEE`. Built once per (o, parts): the checker asks for it at nearly
-/// every step.
-pub fn offering_of(o: u8, parts: u8) -> Offering {
+/// days after `t0`, for `FEE`; segmented, its two segments. Built once per (o, shape): the
+/// checker asks for it at nearly every step.
+pub fn offering_of(o: u8, shape: Shape) -> Offering {
     let o = offering_index(o);
+    let parts = shape.parts;
+    if shape.segmented {
+        static SEGMENTED: std::sync::OnceLock<Vec<Offering>> = std::sync::OnceLock::new();
+        let built = SEGMENTED.get_or_init(|| (0..8u8).map(build_segmented).collect());
+        return built.get(usize::from(o)).cloned().unwrap_or_else(|| build_segmented(o));
+    }
     static BUILT: std::sync::OnceLock<Vec<Offering>> = std::sync::OnceLock::new();
     let built = BUILT.get_or_init(|| (0..8u8).flat_map(|o| (1..=4u8).map(move |p| build_offering(o, p))).collect());
     match built.get(usize::from(o) * 4 + usize::from(parts.max(1)) - 1) {
         Some(offering) if parts <= 4 => offering.clone(),
         _ => build_offering(o, parts),
     }
+}
+
+/// Offering `o` in segments: 1 x p5.48xlarge in zone a and 1 x p5en.48xlarge in zone b (as
+/// many accelerators each), at fees of their own that add up to `FEE`; its top level the first
+/// segment's, its instances theirs together (as the core reads one).
+fn build_segmented(o: u8) -> Offering {
+    let segments: Vec<OfferingSegment> = (0..SEGMENT_TYPES.len())
+        .map(|k| OfferingSegment {
+            availability_zone: format!("{REGION}{}", SEGMENT_ZONES[k]),
+            instance_type: SEGMENT_TYPES[k].parse().unwrap_or_else(|e| panic!("{e}")),
+            instance_count: 1,
+            fee: usd(SEGMENT_FEES[k]),
+            local_zone: false,
+        })
+        .collect();
+    debug_assert_eq!(SEGMENT_FEES.iter().sum::<i64>(), FEE);
+    Offering { instance_count: segments.len() as u32, segments, ..build_offering(o, SEGMENT_TYPES.len() as u8) }
 }
 
 fn build_offering(o: u8, parts: u8) -> Offering {
@@ -404,15 +449,15 @@ fn build_offering(o: u8, parts: u8) -> Offering {
 }
 
 fn offering(o: u8) -> Offering {
-    offering_of(o, 1)
+    offering_of(o, Shape::ONE)
 }
 
 /// The core's `Intent` for a stored one.
-pub fn intent(rule: &Rule, stack: &StackBudgets, o: u8, parts: u8, stored: &StoredIntent) -> Intent {
+pub fn intent(rule: &Rule, stack: &StackBudgets, o: u8, shape: Shape, stored: &StoredIntent) -> Intent {
     let created = at(stored.created);
     let charges = charges_for(rule, stack, &capblock_core::domain::budget::Period::budget_month(created))
         .unwrap_or_else(|e| panic!("{e}"));
-    let mut i = Intent::new(&rule.id, offering_of(o, parts), 8, charges, created);
+    let mut i = Intent::new(&rule.id, offering_of(o, shape), 8, charges, created);
     i.state = stored.state;
     i.sent_at = stored.sent.map(at);
     i.parts = stored.parts.iter().map(|r| reservation_id(*r)).collect();
@@ -424,16 +469,24 @@ pub fn reservation_id(r: u8) -> String {
     format!("cr-{r}")
 }
 
-/// The core's `Reservation` for EC2's reservation `r`, bought for `rule`.
-pub fn reservation(rule: &Rule, ec2: &Ec2, r: u8, parts: u8) -> Reservation {
+/// The core's `Reservation` for EC2's reservation `r`, bought for `rule`: of a segmented
+/// offering, the segment it is (its purchase's reservations are its segments in turn).
+pub fn reservation(rule: &Rule, ec2: &Ec2, r: u8, shape: Shape) -> Reservation {
     let res = &ec2.reservations[r as usize];
-    let o = offering_of(res.o, parts);
+    let o = offering_of(res.o, shape);
+    let (zone, instance_type) = match o.segments.as_slice() {
+        [] => (o.availability_zone.clone(), o.instance_type.clone()),
+        segments => {
+            let nth = ec2.parts_of(res.o).iter().position(|p| *p == r).unwrap_or(0) % segments.len();
+            (segments[nth].availability_zone.clone(), segments[nth].instance_type.clone())
+        }
+    };
     Reservation {
         id: reservation_id(r),
         arn: None,
         region: o.region.clone(),
-        availability_zone: o.availability_zone.clone(),
-        instance_type: o.instance_type.clone(),
+        availability_zone: zone,
+        instance_type,
         instance_count: 1,
         start: o.start,
         end: o.end,
@@ -445,12 +498,12 @@ pub fn reservation(rule: &Rule, ec2: &Ec2, r: u8, parts: u8) -> Reservation {
 }
 
 /// The core's `Block` for the block item of reservation `r`, bought by intent `o`.
-pub fn block(rules: &[Rule], stack: &StackBudgets, w: &World, r: u8, parts: u8) -> Option<Block> {
+pub fn block(rules: &[Rule], stack: &StackBudgets, w: &World, r: u8, shape: Shape) -> Option<Block> {
     let o = w.ec2.reservations[r as usize].o;
     let stored = w.store.intents.get(&o)?;
     let rule = rules.get(rule_of(o))?;
     let mut b =
-        Block::bought(&intent(rule, stack, o, parts, stored), &reservation(rule, &w.ec2, r, parts), at(w.minute));
+        Block::bought(&intent(rule, stack, o, shape, stored), &reservation(rule, &w.ec2, r, shape), at(w.minute));
     b.state = *w.store.blocks.get(&r)?;
     Some(b)
 }

@@ -60,6 +60,11 @@ fn ultraserver_purchases_keep_every_money_property() {
 }
 
 #[test]
+fn segmented_purchases_keep_every_money_property() {
+    check_all(Bounds::segments(), 76_951);
+}
+
+#[test]
 fn a_persons_release_beside_two_scans_keeps_every_money_property() {
     check_all(Bounds::release(), 18_210);
 }
@@ -85,6 +90,8 @@ fn each_protocol_bug_put_back_is_found() {
         (Sabotage::IgnoreHeldBlocks, Bounds::bounded(), HELD_WITHIN_RULE),
         (Sabotage::ReleasePerPart, Bounds::ultraservers(), LEDGER_ADDS_UP),
         (Sabotage::UnlistedPartFailed, Bounds::ultraservers(), EC2_WITHIN_COMMITTED),
+        // One segment fails while the other is held: the fee goes back beside it.
+        (Sabotage::SegmentPaidAlone, Bounds::segments(), EC2_WITHIN_COMMITTED),
         // Two scans of UltraServers: the first purchase's fee kept, the second scan buys.
         (Sabotage::KeptFeeNotHeld, Bounds::deep_ultraservers(), HELD_WITHIN_RULE),
         (Sabotage::ClosedIntentHeldUncharged, Bounds::release(), SETTLED_BY_THE_RUNS_THAT_FOLLOW),

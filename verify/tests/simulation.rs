@@ -14,12 +14,13 @@ const DAYS: u32 = 30;
 
 #[test]
 fn fixed_seeds_keep_the_money_promise_through_every_fault() {
-    let (mut extensions, mut split) = (0, 0);
+    let (mut extensions, mut split, mut segmented) = (0, 0, 0);
     let mut requests_seen = std::collections::BTreeMap::new();
     for seed in SEEDS {
         let summary = sim::run(Config::busy(seed, DAYS)).unwrap_or_else(|f| panic!("{f}"));
         extensions += summary.extensions;
         split += summary.split_payments;
+        segmented += summary.segmented_purchases;
         assert!(summary.ultraserver_purchases >= 1, "seed {seed} bought no UltraServer: {summary:?}");
         // The seed exercised what it is for: purchases, crashes and lost answers.
         assert!(summary.purchases >= 5, "seed {seed}: {summary:?}");
@@ -33,10 +34,11 @@ fn fixed_seeds_keep_the_money_promise_through_every_fault() {
             requests_seen.insert(what, requests_seen.get(what).copied().unwrap_or(0) + requests(what));
         }
     }
-    eprintln!("requests over the seeds: {requests_seen:?}");
+    eprintln!("requests over the seeds: {requests_seen:?}; segmented purchases: {segmented}");
     assert!(requests_seen.values().all(|n| *n >= 1), "the seeds left a request's path unwalked: {requests_seen:?}");
     assert!(extensions >= 1, "the seeds extended no block");
     assert!(split >= 1, "no UltraServer purchase had one part fail while another was held");
+    assert!(segmented >= 1, "the seeds bought no segmented offering");
 }
 
 #[test]
@@ -62,6 +64,9 @@ fn caught_by(sabotage: Sabotage) -> &'static [&'static str] {
         Sabotage::LostAnswerAsThrottle => &["that the table does not know"],
         // The request's purchase is reserved with its approval left open.
         Sabotage::ApprovalNotConsumed => &["consumed no approval"],
+        // A segmented purchase's budget holds one segment's fee: EC2 holds all of them, and the
+        // purchase's intent, once written bought, says so (a budget commits less than either).
+        Sabotage::FirstSegmentFee => &["but it commits only", "its intents add up to"],
     }
 }
 

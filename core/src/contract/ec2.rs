@@ -4,7 +4,9 @@
 //! answer the question asked, a purchase that buys at every call, payments that stay pending and
 //! then are taken or fail (each UltraServer's on its own), a failed payment listed for a while and
 //! then gone, listings as late, stale or doubled as the simulator's readings make them, a block
-//! per UltraServer and extensions whose payment moves the end once taken.
+//! per UltraServer, a segmented offering bought as a reservation per segment and found by the
+//! questions each reading of the record answers it, and extensions whose payment moves the end
+//! once taken.
 //!
 //! Each case starts from one market ([`OnSale`]), at [`T0`], under the reading its
 //! [`Setup`] names; the runner builds it (the in-memory EC2 with its settings, or a simulator on a
@@ -25,6 +27,7 @@ use crate::domain::lifecycle::Observed;
 use crate::domain::offering::Offering;
 use crate::domain::tags::{INTENT_TAG, STACK_TAG};
 use crate::domain::ultraserver::UltraServers;
+pub use crate::memory::TypeQuestions;
 use crate::ports::{
     BlockKinds, BlockStatusSource, ExtensionHistory, ExtensionMarket, MarketError, OFFERING_ID_EXPIRED, OfferingQuery,
     OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser, ReservationLookup, ReservationSource,
@@ -95,6 +98,24 @@ impl OnSale {
         Decimal::from(6144)
     }
 
+    /// A segmented offering for a day from 11:30 UTC the day after T0, at 2.50 per
+    /// accelerator-hour: (type, zone, instances, fee) per segment, the first segment's type the
+    /// offering's. 2 x p5 (8 GPUs) is 960, 1 x p5en (8 GPUs) 480: 1440 in all.
+    pub const SEGMENTS: [(&'static str, &'static str, u32, u32); 2] =
+        [("p5.48xlarge", "us-east-1a", 2, 960), ("p5en.48xlarge", "us-east-1b", 1, 480)];
+    pub const SEGMENTED_PRICE: &'static str = "2.50";
+    pub const SEGMENTED_START_DAYS: u32 = 1;
+
+    /// The segmented offering's fee: its segments' together.
+    pub fn segmented_fee() -> Decimal {
+        Self::SEGMENTS.iter().map(|s| Decimal::from(s.3)).sum()
+    }
+
+    /// Its instances in all (what a question's count is compared with).
+    pub fn segmented_count() -> u32 {
+        Self::SEGMENTS.iter().map(|s| s.2).sum()
+    }
+
     /// The start of a block sold `days` after T0.
     pub fn start(days: u32) -> DateTime<Utc> {
         let day = t0() + Duration::days(i64::from(days));
@@ -137,6 +158,9 @@ pub struct Setup {
     pub stale_listing: Duration,
     /// `listed_twice`: every reservation listed twice in one answer.
     pub listed_twice: bool,
+    /// `instance_type_preferences` and `segmented_for_one_type`: which questions a segmented
+    /// offering answers.
+    pub questions: TypeQuestions,
 }
 
 impl Default for Setup {
@@ -150,6 +174,7 @@ impl Default for Setup {
             listing_lag: Duration::zero(),
             stale_listing: Duration::zero(),
             listed_twice: false,
+            questions: TypeQuestions::Preferences,
         }
     }
 }
@@ -166,6 +191,9 @@ impl Setup {
     }
     fn twice() -> Self {
         Setup { listed_twice: true, ..Setup::default() }
+    }
+    fn one_type(segmented: TypeQuestions) -> Self {
+        Setup { questions: segmented, ..Setup::default() }
     }
 
     /// When a payment made at `bought` for a block starting at `start` ends, under this setup.
@@ -222,6 +250,11 @@ macro_rules! ec2_contract_cases {
             each_ultraserver_pays_on_its_own: Setup::default(),
             an_extension_is_pending_then_moves_the_end: Setup::default(),
             a_reservation_s_usage_counts_every_account_in_it: Setup::default(),
+            a_segmented_purchase_makes_a_reservation_per_segment: Setup::default(),
+            each_segment_pays_on_its_own: Setup::default(),
+            a_one_type_question_never_finds_a_segmented_offering: Setup::one_type(TypeQuestions::OneTypeNever),
+            a_one_type_question_finds_a_segmented_offering_by_its_first_segment:
+                Setup::one_type(TypeQuestions::OneTypeFirstSegment),
         );
     };
 }
@@ -503,6 +536,119 @@ async fn an_extension_is_pending_then_moves_the_end<M: Ec2Ports, C: Ec2Control>(
     assert_eq!(end_of(m, &r.id).await, offer.end);
 }
 
+/// A question for the segmented offering's instances of `types`.
+fn segmented_query(types: &[&str]) -> OfferingQuery {
+    let mut types = types.iter().map(|t| t.parse().expect("a type"));
+    OfferingQuery {
+        instance_type: types.next().expect("a type"),
+        also_types: types.collect(),
+        instance_count: OnSale::segmented_count(),
+        ..p5_query()
+    }
+}
+
+/// Every segment's type, the first's first: the question that finds the offering wherever
+/// EC2 takes `InstanceTypePreferences`.
+fn segment_types() -> Vec<&'static str> {
+    OnSale::SEGMENTS.iter().map(|s| s.0).collect()
+}
+
+/// The segmented offering as a question of `types` finds it: its segments as EC2 sells them,
+/// its fee their sum.
+async fn segmented<M: Ec2Ports>(m: &M, types: &[&str]) -> Offering {
+    let o = earliest(m, &segmented_query(types)).await;
+    let segments: Vec<_> = o
+        .segments
+        .iter()
+        .map(|s| (s.instance_type.as_str(), s.availability_zone.as_str(), s.instance_count, s.fee.amount()))
+        .collect();
+    let sold: Vec<_> = OnSale::SEGMENTS.iter().map(|s| (s.0, s.1, s.2, Decimal::from(s.3))).collect();
+    assert_eq!(segments, sold, "{o:#?}");
+    assert_eq!((o.fee.amount(), o.instance_count), (OnSale::segmented_fee(), OnSale::segmented_count()), "{o:?}");
+    assert_eq!((o.instance_type.as_str(), o.availability_zone.as_str()), (sold[0].0, sold[0].1), "the first's");
+    assert_eq!(o.start, OnSale::start(OnSale::SEGMENTED_START_DAYS));
+    o
+}
+
+/// Buys `offering` for `intent`; returns every reservation the purchase made, as the answer
+/// names them (the first, then the others).
+async fn buy_all<M: Ec2Ports>(m: &M, offering: Offering, intent: &str) -> Vec<String> {
+    match m.purchase(&request(offering, intent)).await.expect("bought") {
+        PurchaseOutcome::Bought(p) => std::iter::once(p.reservation.id).chain(p.more).collect(),
+        other => panic!("not a purchase: {other:?}"),
+    }
+}
+
+async fn a_segmented_purchase_makes_a_reservation_per_segment<M: Ec2Ports, C: Ec2Control>(m: &M, _: &C) {
+    // Found by a question naming every segment's type, not by one naming only some of them.
+    let offering = segmented(m, &segment_types()).await;
+    assert_eq!(m.offerings(&segmented_query(&segment_types()[..1])).await.unwrap(), vec![]);
+    let mut ids = buy_all(m, offering.clone(), "i-segments").await;
+    assert_eq!(ids.len(), OnSale::SEGMENTS.len(), "one reservation per segment: {ids:?}");
+    ids.sort();
+    let mut listed = m.reservations_tagged(&OnSale::region(), INTENT_TAG, "i-segments").await.unwrap().reservations;
+    listed.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(listed.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), ids, "every one carries the tags");
+    // Each reservation is one segment (its own zone, type and count), each segment once; the
+    // fees of the segments they are add up to the offering's, charged once.
+    let mut fees = Decimal::ZERO;
+    let mut seen = Vec::new();
+    for r in &listed {
+        let s = offering.segment_of(&r.instance_type, &r.availability_zone, r.instance_count).expect("a segment");
+        assert!(!seen.contains(&s), "{s:?} twice");
+        seen.push(s);
+        fees += s.fee.amount();
+        assert!(tags("i-segments").iter().all(|(k, v)| r.tags.get(k) == Some(v)), "{:?}", r.tags);
+        assert_eq!((r.start, r.end, r.state.as_str()), (offering.start, offering.end, "payment-pending"));
+        let found = m.reservation(&OnSale::region(), &r.id).await.unwrap().expect("found by id");
+        assert_eq!(
+            (found.instance_type, found.availability_zone),
+            (r.instance_type.clone(), r.availability_zone.clone())
+        );
+    }
+    assert_eq!(fees, offering.fee.amount());
+    // A Capacity Block per segment, none an UltraServer's.
+    let blocks: Vec<String> = listed.iter().map(|r| r.capacity_block_id.clone().expect("a block id")).collect();
+    let facts = m.capacity_blocks_by_id(&OnSale::region(), &blocks).await.unwrap();
+    assert_eq!(facts.len(), blocks.len(), "{facts:#?}");
+    assert!(facts.iter().all(|f| f.ultraserver_type.is_none() && f.reservation_ids.len() == 1), "{facts:#?}");
+}
+
+async fn each_segment_pays_on_its_own<M: Ec2Ports, C: Ec2Control>(m: &M, c: &C) {
+    let ids = buy_all(m, segmented(m, &segment_types()).await, "i-segment-parts").await;
+    c.fail_payment(&ids[1]).await;
+    c.advance(Duration::minutes(5) + Duration::seconds(1)).await;
+    assert_eq!(state(m, &ids[0]).await, "scheduled", "the first segment is held");
+    assert_eq!(state(m, &ids[1]).await, "payment-failed", "the other failed alone");
+    c.advance(Duration::minutes(60)).await;
+    assert_eq!(state(m, &ids[1]).await, "not found");
+    assert_eq!(tagged(m, "i-segment-parts").await, vec![ids[0].clone()]);
+}
+
+/// Where EC2 does not take `InstanceTypePreferences`, under `segmented_for_one_type = "never"`:
+/// no question finds the segmented offering, whatever types it names.
+async fn a_one_type_question_never_finds_a_segmented_offering<M: Ec2Ports, C: Ec2Control>(m: &M, _: &C) {
+    for types in [segment_types(), segment_types()[..1].to_vec(), vec![OnSale::SEGMENTS[1].0]] {
+        assert_eq!(m.offerings(&segmented_query(&types)).await.unwrap(), vec![], "{types:?}");
+    }
+    assert_eq!(m.offerings(&p5_query()).await.unwrap().len(), OnSale::P5_START_DAYS.len(), "the others are found");
+}
+
+/// Where EC2 does not take `InstanceTypePreferences`, under `"first_segment"`: a question naming
+/// the first segment's type finds the segmented offering, segments and all, and buys it whole;
+/// one naming only another segment's type does not.
+async fn a_one_type_question_finds_a_segmented_offering_by_its_first_segment<M: Ec2Ports, C: Ec2Control>(m: &M, _: &C) {
+    let offering = segmented(m, &segment_types()[..1]).await;
+    assert_eq!(m.offerings(&segmented_query(&[OnSale::SEGMENTS[1].0])).await.unwrap(), vec![]);
+    let ids = buy_all(m, offering, "i-first-segment").await;
+    assert_eq!(ids.len(), OnSale::SEGMENTS.len(), "one reservation per segment: {ids:?}");
+    let mut listed = tagged(m, "i-first-segment").await;
+    listed.sort();
+    let mut ids = ids;
+    ids.sort();
+    assert_eq!(listed, ids);
+}
+
 /// Reservation `id`'s end as EC2 describes it now.
 async fn a_reservation_s_usage_counts_every_account_in_it<M: Ec2Ports, C: Ec2Control>(m: &M, c: &C) {
     // A p5 block (UltraServer blocks cannot be shared): its one instance is a member account's,
@@ -548,7 +694,7 @@ mod tests {
     use crate::contract::fixtures::day_offering;
     use crate::domain::block::Reservation;
     use crate::domain::money::Money;
-    use crate::domain::offering::{Offering, RawOffering};
+    use crate::domain::offering::{Offering, RawOffering, RawSegment};
     use crate::memory::{Listing, MemoryEc2, PaymentOutcome};
 
     /// The in-memory EC2 opened under a setup, and its clock.
@@ -575,6 +721,35 @@ mod tests {
         }
     }
 
+    /// The contract's segmented offering, as EC2 describes it (the top level its first
+    /// segment's, the fee the total).
+    fn segmented() -> Offering {
+        let start = OnSale::start(OnSale::SEGMENTED_START_DAYS);
+        let (first_type, first_zone, first_count, _) = OnSale::SEGMENTS[0];
+        let mut raw = day_offering(
+            "cb-0000000000000000a",
+            first_type,
+            first_count as i32,
+            first_zone,
+            start,
+            &OnSale::segmented_fee().to_string(),
+        );
+        raw.segments = OnSale::SEGMENTS
+            .iter()
+            .map(|(t, z, n, fee)| RawSegment {
+                instance_type: Some((*t).into()),
+                availability_zone: Some((*z).into()),
+                instance_count: Some(*n as i32),
+                start_date: Some(start),
+                end_date: Some(start + Duration::days(1)),
+                upfront_fee: Some(format!("{fee}.00")),
+                currency_code: Some("USD".into()),
+                zone_type: Some("availability-zone".into()),
+            })
+            .collect();
+        Offering::parse(&OnSale::region(), raw).expect("a valid segmented offering")
+    }
+
     fn offering(n: u32, days: u32, instance_type: &str, count: i32, fee: Decimal, ultra: bool) -> Offering {
         let id = format!("cb-{n:017x}");
         let raw = day_offering(&id, instance_type, count, OnSale::ZONE, OnSale::start(days), &fee.to_string());
@@ -595,11 +770,13 @@ mod tests {
             .map(|(days, n)| offering(n, *days, "p5.48xlarge", 1, OnSale::p5_fee(), false))
             .collect();
         market.push(offering(9, 1, "trn2u.48xlarge", 8, OnSale::ultra_fee(), true));
+        market.push(segmented());
         let clock = now.clone();
         let payment = setup.clone();
         let extension = setup.clone();
         let ec2 = MemoryEc2::default()
             .with_offerings(market)
+            .with_type_questions(setup.questions)
             .with_payment(move |o, _| {
                 let bought = *clock.lock().unwrap();
                 let outcome =

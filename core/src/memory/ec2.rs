@@ -5,7 +5,10 @@
 //! (no ClientToken: each call buys) until its stock, if one is set, runs out; a purchase that
 //! makes one reservation per UltraServer carrying the request's tags, each part with a payment
 //! window of its own that ends paid (`scheduled`, then `active`, then `expired`) or failed
-//! (`payment-failed`, then gone), so one part may fail while another is held; extensions whose
+//! (`payment-failed`, then gone), so one part may fail while another is held; a segmented
+//! offering (EC2 since 2026-11-17) bought the same way, one reservation per segment with its
+//! segment's zone, type, count and fee, and found by a question as the simulator's readings of
+//! the record answer it (`TypeQuestions`); extensions whose
 //! payment stays pending, then succeeds (the block's end moves) or fails (it does not); and
 //! listings as stale as EC2's eventual consistency makes them (a reservation listed late,
 //! un-listed for a while after it was listed, or listed twice in one answer). It counts every
@@ -20,6 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
+use rust_decimal::{Decimal, RoundingStrategy};
 
 use crate::domain::block::Reservation;
 use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
@@ -39,6 +43,39 @@ pub struct Holding {
     pub purchase: String,
     /// Whether EC2 may charge for it: its payment has not failed.
     pub charged: bool,
+    /// What EC2 charges for it: a segment's own fee, an UltraServer's share of the purchase's,
+    /// or the whole (None: a reservation a test seeded).
+    pub fee: Option<Money>,
+}
+
+/// Which questions a segmented offering answers: the readings of the record the simulator
+/// plays (its README, "Segmented offerings and ten-type questions"). A question here is its
+/// types (`OfferingQuery::types`), as the EC2 adapter asks them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TypeQuestions {
+    /// EC2 takes `InstanceTypePreferences` (the simulator's default): the types in one call,
+    /// answered a segmented offering when they name every segment's type.
+    #[default]
+    Preferences,
+    /// EC2 refuses the list as unknown (`instance_type_preferences = "unknown"`), so the types
+    /// are asked one per call, and a one-type question never answers a segmented offering
+    /// (`segmented_for_one_type = "never"`).
+    OneTypeNever,
+    /// One type per call as above, a one-type question answering a segmented offering when it
+    /// names the first segment's type (`segmented_for_one_type = "first_segment"`).
+    OneTypeFirstSegment,
+}
+
+impl TypeQuestions {
+    /// Whether a question of `types` finds `segmented` (an offering of segments).
+    fn finds(self, segmented: &Offering, types: &[&InstanceType]) -> bool {
+        match self {
+            TypeQuestions::Preferences => segmented.segments.iter().all(|s| types.contains(&&s.instance_type)),
+            TypeQuestions::OneTypeNever => false,
+            // Its top-level type is its first segment's.
+            TypeQuestions::OneTypeFirstSegment => types.contains(&&segmented.instance_type),
+        }
+    }
 }
 
 /// How a purchase's payment ends.
@@ -82,6 +119,8 @@ struct Made {
     fixed: bool,
     /// The UltraServer type it is one UltraServer of (EC2 makes a block per UltraServer).
     ultraserver_type: Option<String>,
+    /// What EC2 charges for it (None: seeded by a test).
+    fee: Option<Money>,
 }
 
 #[derive(Default)]
@@ -152,6 +191,8 @@ pub struct MemoryEc2 {
     extension_fee: Option<ExtensionFeePlan>,
     /// How long a failed payment's reservations stay listed before EC2 drops them.
     failed_visible_for: Duration,
+    /// Which questions a segmented offering answers.
+    questions: TypeQuestions,
 }
 
 impl Default for MemoryEc2 {
@@ -166,6 +207,7 @@ impl Default for MemoryEc2 {
             extension_fee: None,
             // The user guide: payment-failed reservations are shown for a while, then gone.
             failed_visible_for: Duration::hours(1),
+            questions: TypeQuestions::default(),
         }
     }
 }
@@ -239,6 +281,12 @@ impl MemoryEc2 {
         self
     }
 
+    /// Which questions a segmented offering answers (the simulator's readings).
+    pub fn with_type_questions(mut self, questions: TypeQuestions) -> Self {
+        self.questions = questions;
+        self
+    }
+
     /// Offers `offerings` for sale.
     pub fn with_offerings(self, offerings: impl IntoIterator<Item = Offering>) -> Self {
         self.market().on_sale.extend(offerings);
@@ -263,6 +311,7 @@ impl MemoryEc2 {
                     twice: false,
                     fixed: true,
                     ultraserver_type: None,
+                    fee: None,
                     reservation: r,
                 });
             }
@@ -338,6 +387,7 @@ impl MemoryEc2 {
                 reservation: Self::as_now(x, now),
                 purchase: x.purchase.clone(),
                 charged: !(x.outcome == PaymentOutcome::Failed && now >= x.settles_at),
+                fee: x.fee,
             })
             .collect()
     }
@@ -435,9 +485,18 @@ impl OfferingSource for MemoryEc2 {
     async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
         let mut m = self.market();
         op(&mut m, "DescribeCapacityBlockOfferings");
+        let types = q.types();
+        // Offerings of any of the question's types, as EC2 answers `InstanceTypePreferences` (or
+        // the adapter's one call per type); a segmented one as `questions` reads the record.
+        let asked = |o: &Offering| match (o.segments.is_empty(), &q.ultraservers) {
+            (true, Some(_)) => o.instance_type == q.instance_type,
+            (true, None) => types.contains(&&o.instance_type),
+            (false, Some(_)) => false,
+            (false, None) => self.questions.finds(o, &types),
+        };
         let fits = |o: &&Offering| {
             o.region == q.region
-                && o.instance_type == q.instance_type
+                && asked(o)
                 && o.instance_count == q.instance_count
                 && o.duration_hours == q.duration_hours
                 && o.start >= q.start_from
@@ -464,6 +523,53 @@ impl QuotaSource for MemoryEc2 {
     }
 }
 
+/// One reservation a purchase makes.
+struct Part {
+    availability_zone: String,
+    instance_type: InstanceType,
+    instance_count: u32,
+    fee: Money,
+    ultraserver_type: Option<String>,
+}
+
+/// The reservations a purchase of `offering` makes, as the simulator makes them
+/// (`reservations_of`): one per segment of a segmented offering, each its segment's zone, type,
+/// count and fee; one per UltraServer, the fee shared evenly, the cents left over to the first;
+/// else the one, at the whole fee.
+fn parts_of(offering: &Offering) -> Vec<Part> {
+    if !offering.segments.is_empty() {
+        let part = |s: &crate::domain::offering::OfferingSegment| Part {
+            availability_zone: s.availability_zone.clone(),
+            instance_type: s.instance_type.clone(),
+            instance_count: s.instance_count,
+            fee: s.fee,
+            ultraserver_type: None,
+        };
+        return offering.segments.iter().map(part).collect();
+    }
+    let n = offering.ultraservers.as_ref().map_or(1, |u| u.count.max(1));
+    // EC2 names the UltraServer type on each of its blocks (an unknown one by its instances).
+    let ultraserver_type = match &offering.ultraservers {
+        Some(u) => Some(u.kind.to_string()),
+        None => offering.ultraserver.then(|| offering.instance_type.to_string()),
+    };
+    let fee = offering.fee;
+    let share = (fee.amount() / Decimal::from(n)).round_dp_with_strategy(2, RoundingStrategy::ToZero);
+    (0..n)
+        .map(|index| {
+            let amount = if index == 0 { fee.amount() - share * Decimal::from(n - 1) } else { share };
+            Part {
+                availability_zone: offering.availability_zone.clone(),
+                instance_type: offering.instance_type.clone(),
+                instance_count: offering.instance_count / n,
+                // A share of a valid fee is a valid amount in its currency.
+                fee: Money::new(amount, fee.currency()).unwrap_or(fee),
+                ultraserver_type: ultraserver_type.clone(),
+            }
+        })
+        .collect()
+}
+
 #[async_trait]
 impl Purchaser for MemoryEc2 {
     async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
@@ -487,28 +593,22 @@ impl Purchaser for MemoryEc2 {
         if (self.stock)(&offering).is_some_and(|stock| sold >= stock) {
             m.on_sale.remove(at);
         }
-        let parts = offering.ultraservers.as_ref().map_or(1, |u| u.count.max(1));
+        let parts = parts_of(&offering);
         let mut ids = Vec::new();
-        for _ in 0..parts {
+        for _ in &parts {
             m.next_id += 1;
             ids.push(format!("cr-{:017x}", m.next_id));
         }
-        let per_part = offering.instance_count / parts;
-        // EC2 names the UltraServer type on each of its blocks (an unknown one by its instances).
-        let ultraserver_type = match &offering.ultraservers {
-            Some(u) => Some(u.kind.to_string()),
-            None => offering.ultraserver.then(|| offering.instance_type.to_string()),
-        };
-        for (part, id) in (0u32..).zip(&ids) {
-            let (pending, outcome) = (self.payment)(&offering, part);
-            let listing = (self.listing)(&offering, part);
+        for ((index, part), id) in (0u32..).zip(parts).zip(&ids) {
+            let (pending, outcome) = (self.payment)(&offering, index);
+            let listing = (self.listing)(&offering, index);
             let reservation = Reservation {
                 id: id.clone(),
                 arn: Some(format!("arn:aws:ec2:{region}:123456789012:capacity-reservation/{id}")),
                 region: region.clone(),
-                availability_zone: offering.availability_zone.clone(),
-                instance_type: offering.instance_type.clone(),
-                instance_count: per_part,
+                availability_zone: part.availability_zone,
+                instance_type: part.instance_type,
+                instance_count: part.instance_count,
                 start: offering.start,
                 end: offering.end,
                 state: "payment-pending".into(),
@@ -526,7 +626,8 @@ impl Purchaser for MemoryEc2 {
                 unlisted: listing.unlisted.map(|(after, lasting)| (now + after, now + after + lasting)),
                 twice: listing.twice,
                 fixed: false,
-                ultraserver_type: ultraserver_type.clone(),
+                ultraserver_type: part.ultraserver_type,
+                fee: Some(part.fee),
             });
         }
         if let Some(tag) = req.tags.get(INTENT_TAG) {

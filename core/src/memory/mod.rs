@@ -27,7 +27,7 @@ mod notify;
 mod page;
 mod table;
 
-pub use ec2::{Holding, Listing, MemoryEc2, PaymentOutcome};
+pub use ec2::{Holding, Listing, MemoryEc2, PaymentOutcome, TypeQuestions};
 pub use handoff::{MemoryAccounts, MemoryHandoff, MemoryShare, ReservationGroup};
 pub use notify::{MemoryNotifier, MemoryReminders};
 pub use page::MemoryPages;

@@ -4,7 +4,7 @@
 //! tests).
 
 use async_trait::async_trait;
-use capblock_core::contract::ec2::{self as contract, Ec2Control, OnSale, Payment, Setup};
+use capblock_core::contract::ec2::{self as contract, Ec2Control, OnSale, Payment, Setup, TypeQuestions};
 use capblock_shared::aws::ram::Ram;
 use capblock_shared::domain::share::SharePrincipal;
 use capblock_shared::ports::{ShareRequest, Shares};
@@ -51,8 +51,17 @@ fn scenario(setup: &Setup) -> String {
         Payment::Succeed => "succeed",
         Payment::Fail => "fail",
     };
+    // Where EC2 takes the question's types in one call, or refuses the list as unknown (and the
+    // adapter asks one type per call) under a reading of one-type questions.
+    let (preferences, one_type) = match setup.questions {
+        TypeQuestions::Preferences => ("accepted", "never"),
+        TypeQuestions::OneTypeNever => ("unknown", "never"),
+        TypeQuestions::OneTypeFirstSegment => ("unknown", "first_segment"),
+    };
     ScenarioToml::new(71, contract::T0)
         .behaviour(&format!("payment = \"{payment}\""))
+        .behaviour(&format!("instance_type_preferences = \"{preferences}\""))
+        .behaviour(&format!("segmented_for_one_type = \"{one_type}\""))
         .payment_delay_minutes(u32::try_from(setup.payment_delay.num_minutes()).expect("minutes"))
         .failed_payment_visible_minutes(u32::try_from(setup.failed_visible.num_minutes()).expect("minutes"))
         .behaviour(&format!("listing_lag_secs = {}", setup.listing_lag.num_seconds()))
@@ -61,7 +70,25 @@ fn scenario(setup: &Setup) -> String {
         .p5(OnSale::REGION, &OnSale::P5_START_DAYS, OnSale::P5_PRICE)
         .extension_price(Some(OnSale::P5_PRICE))
         .trn2_ultra(OnSale::REGION, &[OnSale::ULTRA_COUNT], &[1], OnSale::ULTRA_PRICE)
+        .raw(&segmented_line())
         .build()
+}
+
+/// The contract's segmented offering as a `[[market]]` line (`OnSale::SEGMENTS`).
+fn segmented_line() -> String {
+    let segments: Vec<String> = OnSale::SEGMENTS
+        .iter()
+        .map(|(t, z, n, _)| format!("{{ instance_type = \"{t}\", az = \"{z}\", count = {n} }}"))
+        .collect();
+    format!(
+        "[[market]]\nregion = \"{}\"\ninstance_type = \"{}\"\ndurations_days = [1]\nstart_days = [{}]\n\
+         segments = [{}]\nprice = [{{ from = \"2026-11-01T00:00:00Z\", usd_per_accelerator_hour = \"{}\" }}]",
+        OnSale::REGION,
+        OnSale::SEGMENTS[0].0,
+        OnSale::SEGMENTED_START_DAYS,
+        segments.join(", "),
+        OnSale::SEGMENTED_PRICE
+    )
 }
 
 macro_rules! contract {

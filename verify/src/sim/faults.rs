@@ -101,15 +101,20 @@ pub enum Sabotage {
     /// (DynamoDB's transaction without the decision's update and condition): the approval
     /// stays open after the purchase it made.
     ApprovalNotConsumed,
+    /// The ledger's reservation of a segmented purchase charges its first segment's fee, not
+    /// all of theirs (the offering read as its first block): EC2 charges every segment, the
+    /// budget holds one.
+    FirstSegmentFee,
 }
 
 impl Sabotage {
     /// The bugs that cost money: the invariants must catch each.
-    pub const CAUGHT: [Sabotage; 4] = [
+    pub const CAUGHT: [Sabotage; 5] = [
         Sabotage::LostAnswerAsRefusal,
         Sabotage::PendingReadAsFailed,
         Sabotage::LostAnswerAsThrottle,
         Sabotage::ApprovalNotConsumed,
+        Sabotage::FirstSegmentFee,
     ];
 }
 
@@ -344,6 +349,11 @@ impl Ledger for Faulty<MemoryTable> {
         self.store("reserve").await?;
         if self.inj.sabotage == Some(Sabotage::ApprovalNotConsumed) && intent.request.is_some() {
             return self.inner.reserve(&Intent { request: None, ..intent.clone() }, seen_seq).await;
+        }
+        if let (Some(Sabotage::FirstSegmentFee), Some(first)) = (self.inj.sabotage, intent.offering.segments.first()) {
+            let mut first_only = intent.clone();
+            first_only.offering.fee = first.fee;
+            return self.inner.reserve(&first_only, seen_seq).await;
         }
         self.inner.reserve(intent, seen_seq).await
     }

@@ -7,6 +7,7 @@ use capblock_core::domain::block::Block;
 use capblock_core::domain::budget::{BudgetCharge, BudgetOwner, Intent, IntentState, Period};
 use capblock_core::domain::extension::ExtensionState;
 use capblock_core::domain::ledger_check::{self, LedgerVerdict};
+use capblock_core::domain::money::Money;
 use capblock_core::domain::request::{Request, RequestDecision, RequestVerdict};
 use capblock_core::domain::rule::{REQUEST_RULE_PREFIX, Rule};
 use capblock_core::domain::stack::StackSettings;
@@ -30,17 +31,35 @@ fn limit(owner: &str, rules: &[Rule], stack: &StackSettings) -> Option<Decimal> 
     stack.team_budgets.iter().find(|(t, _)| BudgetOwner::Team((*t).clone()).key() == owner).map(|(_, m)| m.amount())
 }
 
-/// The purchases EC2 may charge for (payment not failed), each once, with their intent ids.
-fn held_purchases(ec2: &MemoryEc2) -> BTreeMap<String, (String, bool)> {
-    let mut out = BTreeMap::new();
-    for h in ec2.holdings() {
-        if !h.charged {
-            continue;
-        }
-        let (r, purchase) = (h.reservation, h.purchase);
-        let intent = r.tags.get(INTENT_TAG).cloned().unwrap_or_default();
+/// A purchase EC2 may charge for, as EC2 holds it.
+struct HeldPurchase {
+    intent: String,
+    /// One of its reservations is not over yet.
+    running: bool,
+    /// What EC2 charges for the purchase: every reservation's fee together (a segmented
+    /// purchase's segments each at its own; the fee stays committed while one part may be held).
+    fee: Decimal,
+}
+
+/// The purchases EC2 may charge for (a part's payment not failed), each once (however many
+/// reservations it made: a purchase of UltraServers or of segments is one), by their first
+/// reservation's id.
+fn held_purchases(ec2: &MemoryEc2) -> BTreeMap<String, HeldPurchase> {
+    let holdings = ec2.holdings();
+    let mut fees: BTreeMap<&str, Decimal> = BTreeMap::new();
+    for h in &holdings {
+        *fees.entry(h.purchase.as_str()).or_default() += h.fee.map_or(Decimal::ZERO, |f| f.amount());
+    }
+    let mut out: BTreeMap<String, HeldPurchase> = BTreeMap::new();
+    for h in holdings.iter().filter(|h| h.charged) {
+        let r = &h.reservation;
         let running = !matches!(r.state.as_str(), "expired" | "payment-failed");
-        out.insert(purchase, (intent, running));
+        let held = out.entry(h.purchase.clone()).or_insert(HeldPurchase {
+            intent: r.tags.get(INTENT_TAG).cloned().unwrap_or_default(),
+            running: false,
+            fee: fees.get(h.purchase.as_str()).copied().unwrap_or_default(),
+        });
+        held.running |= running;
     }
     out
 }
@@ -121,17 +140,20 @@ fn ec2_is_committed(
 ) -> Result<(), String> {
     let mut held: BTreeMap<(String, Period), Decimal> = BTreeMap::new();
     let mut running: BTreeMap<String, usize> = BTreeMap::new();
-    for (purchase, (intent_id, is_running)) in held_purchases(ec2) {
+    for (purchase, p) in held_purchases(ec2) {
+        let intent_id = p.intent;
         let Some(intent) = intents.get(&intent_id) else {
             return Err(format!("EC2 holds purchase {purchase} (intent {intent_id:?}) that the table does not know"));
         };
         if table.fee_released(&intent.rule_id, &intent.offering.id) {
             return Err(format!("the fee of {intent_id} was released while EC2 holds {purchase}"));
         }
+        // EC2's own fee, not the table's word on it: a segmented purchase costs all its
+        // segments, once.
         for c in &intent.charges {
-            *held.entry((c.owner.key(), c.period.clone())).or_default() += intent.offering.fee.amount();
+            *held.entry((c.owner.key(), c.period.clone())).or_default() += p.fee;
         }
-        if is_running {
+        if p.running {
             *running.entry(intent.rule_id.clone()).or_default() += 1;
         }
     }
@@ -189,7 +211,9 @@ fn ledger_agrees(table: &MemoryTable, ec2: &MemoryEc2) -> Result<(), String> {
 pub fn settled(table: &MemoryTable, ec2: &MemoryEc2, pending: &[Notice], now: DateTime<Utc>) -> Result<(), String> {
     let intents: BTreeMap<String, Intent> = table.intents().into_iter().map(|i| (i.id.clone(), i)).collect();
     let bought: BTreeSet<String> = ec2.purchases_by_intent().into_keys().collect();
-    for (purchase, (intent_id, _)) in held_purchases(ec2) {
+    every_reservation_tracked(table, ec2, &intents, now)?;
+    for (purchase, p) in held_purchases(ec2) {
+        let intent_id = p.intent;
         match intents.get(&intent_id) {
             Some(i) if i.state == IntentState::Bought => {}
             other => {
@@ -220,6 +244,38 @@ pub fn settled(table: &MemoryTable, ec2: &MemoryEc2, pending: &[Notice], now: Da
     }
     if let Some(n) = pending.first() {
         return Err(format!("notice {} was never published", n.id()));
+    }
+    Ok(())
+}
+
+/// Every reservation EC2 holds of a purchase is tracked, each UltraServer and each segment a
+/// block of its own; a segment's block at its segment's fee, what EC2 charges for it.
+fn every_reservation_tracked(
+    table: &MemoryTable,
+    ec2: &MemoryEc2,
+    intents: &BTreeMap<String, Intent>,
+    now: DateTime<Utc>,
+) -> Result<(), String> {
+    let blocks: BTreeMap<String, Block> = table.blocks().into_iter().map(|b| (b.reservation_id.clone(), b)).collect();
+    // Reservations a test seeded carry no fee: the simulation seeds none.
+    for h in ec2.holdings().into_iter().filter(|h| h.charged && h.fee.is_some()) {
+        let id = &h.reservation.id;
+        let Some(block) = blocks.get(id) else {
+            return Err(format!(
+                "at {now} EC2 holds {id} of purchase {} and the table tracks no block of it",
+                h.purchase
+            ));
+        };
+        let intent = h.reservation.tags.get(INTENT_TAG).and_then(|i| intents.get(i));
+        let segmented = intent.is_some_and(|i| !i.offering.segments.is_empty());
+        if segmented && block.fee != h.fee {
+            let text = |m: Option<Money>| m.map_or_else(|| "no fee".to_string(), |m| m.to_string());
+            return Err(format!(
+                "at {now} the block of segment {id} is booked at {}; EC2 charges {} for it",
+                text(block.fee),
+                text(h.fee)
+            ));
+        }
     }
     Ok(())
 }

@@ -1,18 +1,20 @@
 //! The stack the simulation runs: twelve rules over four regions (live, approval and dry-run;
 //! ten of instances, two of UltraServers; two teams; team and account caps below what their
 //! rules' budgets add up to, so they bind), and a market that puts blocks on sale at seeded
-//! prices and takes them off again.
+//! prices and takes them off again: single blocks, UltraServers, and segmented offerings (one
+//! purchase of a block per segment, EC2 since 2026-11-17), most within what a rule allows, some
+//! with one segment of another type or in a Local Zone.
 
 use std::collections::BTreeMap;
 
 use capblock_core::domain::ids::{InstanceType, Region};
 use capblock_core::domain::money::Money;
-use capblock_core::domain::offering::Offering;
+use capblock_core::domain::offering::{Offering, OfferingSegment};
 use capblock_core::domain::rule::{Mode, Rule};
 use capblock_core::domain::stack::StackSettings;
 use capblock_core::domain::ultraserver::{UltraServerType, UltraServers};
 use chrono::{DateTime, Duration, Timelike, Utc};
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rust_decimal::Decimal;
 
@@ -112,12 +114,19 @@ fn instance_rules(now: DateTime<Utc>) -> Vec<Rule> {
 /// The market: what is on sale and when each offering goes.
 pub struct Market {
     next: u64,
+    segmented: u64,
     goes_at: BTreeMap<String, DateTime<Utc>>,
+    /// The segmented offerings' own draws, apart from the seed's stream (None: none on sale).
+    segments_rng: Option<ChaCha8Rng>,
 }
 
 impl Market {
-    pub fn new() -> Market {
-        Market { next: 0, goes_at: BTreeMap::new() }
+    /// The market of `seed`. An odd seed's sells segmented offerings too; an even seed's does
+    /// not, so the runs an even seed was chosen for (its faults, its purchases) stay as they
+    /// were before segmented offerings were sold.
+    pub fn new(seed: u64) -> Market {
+        let segments_rng = (seed % 2 == 1).then(|| ChaCha8Rng::seed_from_u64(seed ^ 0x5e9_3e47));
+        Market { next: 0, segmented: 0, goes_at: BTreeMap::new(), segments_rng }
     }
 
     /// One step of the market: a few new blocks (some under the rules' thresholds, most
@@ -129,6 +138,9 @@ impl Market {
         }
         let mut new = Vec::new();
         for region in REGIONS {
+            if let Some(o) = self.segmented_offering(now, region) {
+                new.push(o);
+            }
             if rng.random_bool(0.03) {
                 self.next += 1;
                 new.push(self.ultraserver_offering(rng, now, region));
@@ -172,6 +184,68 @@ impl Market {
 
     fn on_sale_for(&mut self, rng: &mut ChaCha8Rng, now: DateTime<Utc>, id: String) {
         let on_sale_for = Duration::minutes(rng.random_range(10..=600));
+        self.goes_at.insert(id, (now + on_sale_for).with_second(0).unwrap_or(now + on_sale_for));
+    }
+
+    /// Now and then a segmented offering in `region`: two segments of one instance of a type,
+    /// in two zones (what an instance rule of that type and two instances allows), at 1.50 to 6
+    /// USD per accelerator-hour, each segment at its own price. One in four breaks a rule's
+    /// limit on one segment: its second segment of another type, or in a Local Zone.
+    fn segmented_offering(&mut self, now: DateTime<Utc>, region: &str) -> Option<Offering> {
+        let rng = self.segments_rng.as_mut()?;
+        if !rng.random_bool(0.004) {
+            return None;
+        }
+        let ty = TYPES[rng.random_range(0..TYPES.len())].0;
+        let day = now.date_naive() + chrono::Days::new(rng.random_range(1..=16));
+        let start = day.and_hms_opt(11, 30, 0).expect("a valid time").and_utc();
+        let mut segments = Vec::new();
+        for zone in ["a", "b"] {
+            let cents: i64 = rng.random_range(150..=600);
+            let fee = Decimal::new(cents * 24 * i64::from(accelerators(ty)), 2);
+            segments.push(OfferingSegment {
+                availability_zone: format!("{region}{zone}"),
+                instance_type: ty.parse::<InstanceType>().expect("a known type"),
+                instance_count: 1,
+                fee: Money::usd(fee).expect("a valid fee"),
+                local_zone: false,
+            });
+        }
+        match rng.random_range(0..8) {
+            // Another type: no rule names two.
+            0 => segments[1].instance_type = TYPES[(TYPES.iter().position(|t| t.0 == ty)? + 1) % 2].0.parse().ok()?,
+            1 => {
+                segments[1].availability_zone = format!("{region}-lax-1a");
+                segments[1].local_zone = true;
+            }
+            _ => {}
+        }
+        // Ids of their own: the other offerings keep theirs.
+        self.segmented += 1;
+        let id = format!("cb-seg{:05}", self.segmented);
+        self.on_sale_for_segmented(now, id.clone());
+        let fee = segments.iter().map(|s| s.fee.amount()).sum();
+        Some(Offering {
+            id,
+            region: region.parse::<Region>().expect("a known region"),
+            availability_zone: segments[0].availability_zone.clone(),
+            instance_type: segments[0].instance_type.clone(),
+            instance_count: segments.iter().map(|s| s.instance_count).sum(),
+            start,
+            end: start + Duration::days(1),
+            duration_hours: 24,
+            duration_minutes: 0,
+            fee: Money::usd(fee).expect("a valid fee"),
+            ultraserver: false,
+            ultraservers: None,
+            local_zone: segments.iter().any(|s| s.local_zone),
+            segments,
+        })
+    }
+
+    fn on_sale_for_segmented(&mut self, now: DateTime<Utc>, id: String) {
+        let minutes = self.segments_rng.as_mut().map_or(600, |rng| rng.random_range(10..=600));
+        let on_sale_for = Duration::minutes(minutes);
         self.goes_at.insert(id, (now + on_sale_for).with_second(0).unwrap_or(now + on_sale_for));
     }
 

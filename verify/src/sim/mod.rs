@@ -94,6 +94,8 @@ pub struct Summary {
     /// differently (one failed while another was held).
     pub ultraserver_purchases: u64,
     pub split_payments: u64,
+    /// Purchases of segmented offerings (a reservation per segment).
+    pub segmented_purchases: u64,
     /// Invariant checks made.
     pub checks: u64,
     pub faults: Counts,
@@ -276,7 +278,7 @@ impl Sim {
             catalog: Arc::new(Mutex::new(AcceleratorCatalog::new())),
             rules,
             stack: market::stack(),
-            market: market::Market::new(),
+            market: market::Market::new(config.seed),
             people: requests::People::new(config.seed),
             teams: requests::teams(),
             now,
@@ -313,9 +315,23 @@ impl Sim {
         self.summary.purchases = self.ec2.purchases_made();
         self.summary.extensions = self.ec2.extensions_sold().len() as u64;
         let mut parts: BTreeMap<String, Vec<bool>> = BTreeMap::new();
-        for h in self.ec2.holdings() {
-            parts.entry(h.purchase).or_default().push(h.charged);
+        let holdings = self.ec2.holdings();
+        // A segmented purchase's parts lie in zones of their own (the simulation's segments
+        // do); an UltraServer's share its first part's.
+        let first_zone: BTreeMap<&str, &str> = holdings
+            .iter()
+            .filter(|h| h.reservation.id == h.purchase)
+            .map(|h| (h.purchase.as_str(), h.reservation.availability_zone.as_str()))
+            .collect();
+        let mut segmented = BTreeSet::new();
+        for h in &holdings {
+            if first_zone.get(h.purchase.as_str()).is_some_and(|z| *z != h.reservation.availability_zone) {
+                segmented.insert(h.purchase.clone());
+            }
+            parts.entry(h.purchase.clone()).or_default().push(h.charged);
         }
+        self.summary.segmented_purchases = segmented.len() as u64;
+        parts.retain(|purchase, _| !segmented.contains(purchase));
         let ultra: Vec<_> = parts.values().filter(|p| p.len() > 1).collect();
         self.summary.ultraserver_purchases = ultra.len() as u64;
         self.summary.split_payments = ultra.iter().filter(|p| p.contains(&true) && p.contains(&false)).count() as u64;
