@@ -159,22 +159,21 @@ fn target_gap(
     ultraserver: bool,
     aim: &str,
 ) -> Option<String> {
-    let (arns, ids, whose) = if capacity.names_target() {
-        (capacity.group_arns.clone(), capacity.reservation_ids.clone(), "the group's CapacityReservationTarget")
-    } else {
-        let arns = template.reservation_group_arn.iter().cloned().collect();
-        (arns, template.reservation_id.iter().cloned().collect(), "it")
-    };
     if !market && capacity.segments_take_blocks() && capacity.group_arns.is_empty() {
         return Some(format!(
             "its distribution segments reach Capacity Blocks only through a resource group the Auto Scaling group \
              itself targets (CapacityReservationSpecification); it should {aim}"
         ));
     }
+    let (arns, ids, whose) = if capacity.names_target() {
+        (capacity.group_arns.as_slice(), capacity.reservation_ids.as_slice(), "the group's CapacityReservationTarget")
+    } else {
+        (template.reservation_group_arn.as_slice(), template.reservation_id.as_slice(), "it")
+    };
     let arn_is_rules =
         |arn: &String| expected_group.is_some_and(|g| arn.rsplit('/').next().is_some_and(|name| names_match(g, name)));
     match (arns.first(), ids.first(), expected_group) {
-        (Some(_), _, Some(_)) if arns.iter().any(arn_is_rules) => None,
+        _ if arns.iter().any(arn_is_rules) => None,
         (Some(arn), _, _) => Some(format!("{whose} targets the group {arn}; it should {aim}")),
         // A rule of instances without a group: the block's id (kept current per block).
         (None, Some(_), None) if !ultraserver => None,
