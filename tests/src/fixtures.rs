@@ -836,6 +836,7 @@ pub fn example_block(reservation_id: &str) -> Block {
         capacity_block_id: None,
         health: None,
         health_changes: 0,
+        health_watch: None,
         usage: Default::default(),
     }
 }

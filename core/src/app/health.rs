@@ -23,31 +23,36 @@ use crate::domain::announce;
 use crate::domain::block::Block;
 use crate::domain::bus_event;
 use crate::domain::checkpoint::health_notice;
-use crate::domain::health::{self, BlockHealth, HealthChange};
+use crate::domain::health::{self, HealthChange, HealthWatch, Settled};
 use crate::domain::ids::Region;
 use crate::domain::outbox_key::OutboxKey;
 use crate::ports::{BlockStatusSource, BlockStore, MarketError, Outbox, StoreError};
 
-/// A change of one block's health, to announce: the block, the change, the status seen.
-pub type Found<'b> = (&'b Block, HealthChange, BlockHealth);
+/// A change of one block's health, to announce: the block, the change, the health judged and
+/// the watch to keep with it (`domain::health::settle`).
+pub type Found<'b> = (&'b Block, HealthChange, Settled);
 
-/// What one health check found: the changes to announce, and the blocks whose instances in use
-/// could not be read (their health is not judged this run).
+/// What one health check found: the changes to announce, the blocks whose watch on a rise in
+/// failures starts or ends with no news (to store), and the blocks whose instances in use could
+/// not be read (their health is not judged this run).
 #[derive(Debug, Default)]
 pub struct HealthCheck<'b> {
     pub found: Vec<Found<'b>>,
+    pub watched: Vec<(&'b Block, Option<HealthWatch>)>,
     pub unread: Vec<(&'b Block, MarketError)>,
 }
 
 /// Asks EC2 about the health of `blocks` (those of one region EC2 reports active or
 /// unavailable), in one batched DescribeCapacityBlockStatus, and returns the changes since
-/// what was announced last. A block whose failures its status cannot tell (EC2 listed its
-/// block but not its reservation) is left as it was, and so is one whose usage EC2 did not
-/// give (in `unread`).
+/// what was announced last, a rise in failures that instances still stopping could explain held
+/// back until it has lasted (`domain::health::settle`, by `now`, the tracker's clock). A block
+/// whose failures its status cannot tell (EC2 listed its block but not its reservation) is left
+/// as it was, and so is one whose usage EC2 did not give (in `unread`).
 pub async fn changes<'b, M: BlockStatusSource + ?Sized>(
     market: &M,
     region: &Region,
     blocks: &[&'b Block],
+    now: DateTime<Utc>,
 ) -> Result<HealthCheck<'b>, MarketError> {
     let ids: Vec<String> = blocks.iter().filter_map(|b| b.capacity_block_id.clone()).collect();
     let mut checked = HealthCheck::default();
@@ -73,8 +78,11 @@ pub async fn changes<'b, M: BlockStatusSource + ?Sized>(
             let Some(seen) = status.health_of(&b.reservation_id, in_use) else {
                 continue;
             };
-            if let Some(change) = health::change(b.health.as_ref(), &seen) {
-                checked.found.push((b, change, seen));
+            let settled = health::settle(b.health.as_ref(), b.health_watch.as_ref(), &seen, in_use.is_some(), now);
+            if let Some(change) = health::change(b.health.as_ref(), &settled.health) {
+                checked.found.push((b, change, settled));
+            } else if settled.watch != b.health_watch {
+                checked.watched.push((b, settled.watch));
             }
         }
     }
@@ -82,13 +90,14 @@ pub async fn changes<'b, M: BlockStatusSource + ?Sized>(
 }
 
 /// Enqueues the Slack and the workload notice of the change, and capblock's Health Changed
-/// event (with `tags`, the rule's), then stores the health it announced (so the same status is no news next run). Enqueue first: a run that dies before
-/// the store write repeats the enqueue, which the outbox drops. Returns whether it stored.
+/// event (with `tags`, the rule's), then stores the health it announced and the watch (so the
+/// same status is no news next run). Enqueue first: a run that dies before the store write
+/// repeats the enqueue, which the outbox drops. Returns whether it stored.
 pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
     store: &S,
     b: &Block,
     change: &HealthChange,
-    seen: &BlockHealth,
+    settled: &Settled,
     to: EventTo,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
@@ -101,15 +110,41 @@ pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
     let notice = health_notice(b, &work_key, change, now);
     store.enqueue(&workload_notice(&b.reservation_id, &work_key, notice, now)).await?;
     enqueue_event(store, b, to, &bus_event::step_of_health(change), &key, now).await?;
-    // The block as stored now: the tracker may have moved it in this run.
+    store_health(store, b, |current| Block {
+        health: Some(settled.health.clone()),
+        health_changes: n,
+        health_watch: settled.watch,
+        ..current
+    })
+    .await
+}
+
+/// Stores the watch on a rise in failures that starts or ends with no news. Returns whether it
+/// stored.
+pub async fn store_watch<S: BlockStore + ?Sized>(
+    store: &S,
+    b: &Block,
+    watch: Option<HealthWatch>,
+) -> Result<bool, StoreError> {
+    store_health(store, b, |current| Block { health_watch: watch, ..current }).await
+}
+
+/// Writes `edit` of the block as stored now (the tracker may have moved it in this run), unless
+/// another run announced a health change since `b` was read: it judged the same or a newer
+/// status. Returns whether it stored.
+async fn store_health<S: BlockStore + ?Sized>(
+    store: &S,
+    b: &Block,
+    edit: impl FnOnce(Block) -> Block,
+) -> Result<bool, StoreError> {
     let Some(current) = store.get_block(&b.reservation_id).await? else {
         return Ok(false);
     };
-    if current.health_changes >= n {
+    if current.health_changes > b.health_changes {
         return Ok(false);
     }
-    let next = Block { health: Some(seen.clone()), health_changes: n, ..current.clone() };
-    match store.update_block(&next, current.version).await {
+    let version = current.version;
+    match store.update_block(&edit(current), version).await {
         Ok(()) => Ok(true),
         // Another run stored a newer block first: it saw the same status and did the same.
         Err(StoreError::Conflict(_)) => Ok(false),
@@ -150,6 +185,10 @@ mod tests {
         }
     }
 
+    fn now() -> DateTime<Utc> {
+        "2026-12-03T12:00:00Z".parse().unwrap()
+    }
+
     fn block() -> Block {
         let b = block_for(&intent(&rule("r", "1000"), "cb-x", "100", None), "cr-a");
         Block { capacity_block_id: Some("cb-a".into()), instance_count: 8, ..b }
@@ -160,10 +199,15 @@ mod tests {
         let region: Region = "us-east-1".parse().unwrap();
         let b = block();
         // 8 unavailable, 7 of them at work in two accounts: 1 failed, announced.
-        let checked = changes(&Shared { usage: Ok(4) }, &region, &[&b]).await.unwrap();
-        assert!(checked.unread.is_empty());
-        let [(_, change, seen)] = checked.found.as_slice() else { panic!("{:?}", checked.found) };
-        assert_eq!((seen.total, seen.unavailable), (8, 1));
+        let first = changes(&Shared { usage: Ok(4) }, &region, &[&b], now()).await.unwrap();
+        assert!(first.unread.is_empty() && first.found.is_empty(), "{first:?}");
+        // First held back (instances still stopping would look the same), and watched.
+        let [(_, Some(watch))] = first.watched.as_slice() else { panic!("{:?}", first.watched) };
+        let b = Block { health_watch: Some(*watch), ..b.clone() };
+        let later = now() + health::STOPPING_SETTLE;
+        let checked = changes(&Shared { usage: Ok(4) }, &region, &[&b], later).await.unwrap();
+        let [(_, change, settled)] = checked.found.as_slice() else { panic!("{:?}", checked.found) };
+        assert_eq!((settled.health.total, settled.health.unavailable, settled.watch), (8, 1, None));
         assert_eq!(change.summary(), "1 of 8 instances unavailable");
         // The usage refused: the block is named, nothing is judged (no alert on a guess).
         let refused = MarketError::Rejected {
@@ -172,7 +216,7 @@ mod tests {
             code: "UnauthorizedOperation".into(),
             message: "not allowed".into(),
         };
-        let checked = changes(&Shared { usage: Err(refused.clone()) }, &region, &[&b]).await.unwrap();
+        let checked = changes(&Shared { usage: Err(refused.clone()) }, &region, &[&b], later).await.unwrap();
         assert!(checked.found.is_empty(), "{:?}", checked.found);
         assert_eq!(
             checked.unread.iter().map(|(b, e)| (b.reservation_id.as_str(), e)).collect::<Vec<_>>(),

@@ -356,7 +356,7 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
                 matches!(observed.get(&b.reservation_id), Some(Observed::Found { state, .. }) if state == "active" || state == "unavailable")
             })
             .collect();
-        let checked = match health::changes(self.market, region, &with_status).await {
+        let checked = match health::changes(self.market, region, &with_status, now).await {
             Ok(checked) => checked,
             Err(e) => {
                 tracing::warn!(event = "health_failed", %region, error = %e, "block health not checked this run");
@@ -368,9 +368,17 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
             tracing::warn!(event = "usage_failed", reservation = %b.reservation_id, error = %e, "instances in use not read: health not judged this run");
             report.errors.push(format!("usage of {}: {e}", b.reservation_id));
         }
-        for (b, change, seen) in checked.found {
+        for (b, watch) in checked.watched {
+            if let Some(w) = watch {
+                tracing::info!(event = "health_held", reservation = %b.reservation_id, since = %w.since, "a rise in failures waits: instances still stopping look the same");
+            }
+            if let Err(e) = health::store_watch(self.store, b, watch).await {
+                report.errors.push(format!("{}: {e}", b.reservation_id));
+            }
+        }
+        for (b, change, settled) in checked.found {
             let to = handoff::EventTo::of(b.rule_id.as_ref().and_then(|r| rules.get(r)));
-            match health::announce_change(self.store, b, &change, &seen, to, now).await {
+            match health::announce_change(self.store, b, &change, &settled, to, now).await {
                 Ok(true) => {
                     tracing::warn!(event = "block_health_changed", reservation = %b.reservation_id, change = %change.summary(), "announced");
                     report.health.push(format!("{}#{}", b.reservation_id, change.summary()));

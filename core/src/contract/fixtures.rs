@@ -103,6 +103,7 @@ pub fn block_for(intent: &Intent, id: &str) -> Block {
         capacity_block_id: None,
         health: None,
         health_changes: 0,
+        health_watch: None,
         usage: Default::default(),
     }
 }

@@ -9,7 +9,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::budget::{Intent, Period, ReleasedHold};
-use super::health::BlockHealth;
+use super::health::{BlockHealth, HealthWatch};
 use super::ids::{InstanceType, Region};
 use super::lifecycle::{BlockState, LISTING_GRACE, Observed, Transition, payment_deadline, step, termination_time};
 use super::money::{Money, Rate};
@@ -75,6 +75,10 @@ pub struct Block {
     pub health: Option<BlockHealth>,
     #[serde(default)]
     pub health_changes: u32,
+    /// A rise in failures held back because instances still stopping could explain it
+    /// (`domain::health::settle`): when it was first seen.
+    #[serde(default)]
+    pub health_watch: Option<HealthWatch>,
     /// What the tracker's samples say its instances were used for (`domain::usage`).
     #[serde(default)]
     pub usage: Usage,
@@ -107,6 +111,7 @@ impl Block {
             capacity_block_id: r.capacity_block_id.clone(),
             health: None,
             health_changes: 0,
+            health_watch: None,
             usage: Usage::default(),
         }
     }
@@ -369,6 +374,7 @@ pub(crate) fn example(start: DateTime<Utc>, end: DateTime<Utc>) -> Block {
         capacity_block_id: None,
         health: None,
         health_changes: 0,
+        health_watch: None,
         usage: Usage::default(),
     }
 }

@@ -21,7 +21,20 @@
 //! instances of the accounts it is shared with, which the owner does not see, and an instance
 //! that stops holds its place for minutes after it stopped running. Either, left out, would
 //! read as failed capacity.
+//!
+//! Whether GetCapacityReservationUsage counts an instance that is still stopping is not settled
+//! either (the simulator's `stopping_in_usage` plays both). If it does not, the stopping
+//! instance's place is, for those minutes, in neither the available count nor any account's use:
+//! exactly what a failure under a running instance looks like. The counts cannot tell the two
+//! apart; only time can, as a stopping instance's place comes back and a failed one's does not.
+//! So a rise in failures read from an answer that counts work ([`settle`]) is announced once it
+//! has lasted [`STOPPING_SETTLE`], longer than stopping takes; a fall (a recovery) and the
+//! interconnect are announced at once, and so is every failure under the reading where the
+//! unavailable count is failures alone. The price is a failure under that one reading announced
+//! up to a quarter of an hour late, against an alert to every workload each time an instance
+//! stops.
 
+use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 /// CapacityBlockInterconnectStatus, plus whatever EC2 may add later (kept as its text, and
@@ -179,6 +192,50 @@ impl BlockHealth {
     pub fn is_healthy(&self) -> bool {
         self.problems().is_empty()
     }
+}
+
+/// How long a rise in failures read from an answer that counts work must last before it is
+/// announced: longer than an instance takes to stop (the user guide's "several minutes"; the
+/// simulator plays 5 by default), three runs of the tracker at its default 5-minute rate.
+pub const STOPPING_SETTLE: Duration = Duration::minutes(15);
+
+/// A rise in failures not announced yet, because instances that stop could explain it: when it
+/// was first seen. Kept with the block, so that the tracker's next runs (other invocations) know
+/// how long it has lasted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthWatch {
+    pub since: DateTime<Utc>,
+}
+
+/// What a health check acts on ([`settle`]): the health to judge against the last one announced
+/// ([`change`]), and the watch to keep with the block (None: nothing is being waited for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    pub health: BlockHealth,
+    pub watch: Option<HealthWatch>,
+}
+
+/// Holds back a rise in failures that instances still stopping could explain (see the module):
+/// `seen` was read from an answer that counts work (`counts_work`, [`StatusCounts::may_count_work`])
+/// and has more failed instances than `announced`. Such a rise is judged as the announced count
+/// until it has lasted [`STOPPING_SETTLE`] since `watch` first saw it; anything else is judged as
+/// seen, and ends the watch.
+pub fn settle(
+    announced: Option<&BlockHealth>,
+    watch: Option<&HealthWatch>,
+    seen: &BlockHealth,
+    counts_work: bool,
+    now: DateTime<Utc>,
+) -> Settled {
+    let before = announced.map_or(0, |h| h.unavailable);
+    if !counts_work || seen.unavailable <= before {
+        return Settled { health: seen.clone(), watch: None };
+    }
+    let since = watch.map_or(now, |w| w.since.min(now));
+    if now - since >= STOPPING_SETTLE {
+        return Settled { health: seen.clone(), watch: None };
+    }
+    Settled { health: BlockHealth { unavailable: before, ..seen.clone() }, watch: Some(HealthWatch { since }) }
 }
 
 /// A change worth announcing, the domain type workloads (and capblock's own events) consume.
@@ -352,6 +409,50 @@ mod tests {
         let one = CapacityStatus { reservations: vec![], ..status.clone() };
         assert_eq!(one.health_of("cr-a", Some(8)).unwrap().unavailable, 0);
         assert_eq!(one.health_of("cr-a", None), None);
+    }
+
+    fn at(minute: i64) -> DateTime<Utc> {
+        "2026-12-03T12:00:00Z".parse::<DateTime<Utc>>().unwrap() + Duration::minutes(minute)
+    }
+
+    #[test]
+    fn a_rise_that_stopping_could_explain_waits_for_the_settle() {
+        let ok = h("ok", 0);
+        // First seen at 12:00 from an answer that counts work: judged as nothing failed yet.
+        let s = settle(Some(&ok), None, &h("ok", 2), true, at(0));
+        assert_eq!((s.health.unavailable, s.watch), (0, Some(HealthWatch { since: at(0) })));
+        assert_eq!(change(Some(&ok), &s.health), None, "no news while it may be instances stopping");
+        // Still there at 12:10: still held, since 12:00.
+        let s = settle(Some(&ok), s.watch.as_ref(), &h("ok", 2), true, at(10));
+        assert_eq!((s.health.unavailable, s.watch), (0, Some(HealthWatch { since: at(0) })));
+        // At 12:15 it has lasted the settle: announced, the watch ends.
+        let s = settle(Some(&ok), s.watch.as_ref(), &h("ok", 2), true, at(15));
+        assert_eq!((s.health.unavailable, s.watch), (2, None));
+        assert_eq!(change(Some(&ok), &s.health).unwrap().summary(), "2 of 16 instances unavailable");
+    }
+
+    #[test]
+    fn places_that_come_back_end_the_watch_and_the_rest_is_at_once() {
+        let ok = h("ok", 0);
+        let watch = HealthWatch { since: at(0) };
+        // Gone by 12:05 (the instances stopped): judged as seen, the watch ends, no news.
+        let s = settle(Some(&ok), Some(&watch), &h("ok", 0), true, at(5));
+        assert_eq!((s.health.clone(), s.watch), (ok.clone(), None));
+        assert_eq!(change(Some(&ok), &s.health), None);
+        // Under the reading where unavailable is failures alone: announced at once.
+        let s = settle(Some(&ok), None, &h("ok", 2), false, at(0));
+        assert_eq!((s.health.unavailable, s.watch), (2, None));
+        // A recovery is at once, and so is the interconnect beside a held rise.
+        let two = h("ok", 2);
+        assert_eq!(settle(Some(&two), None, &h("ok", 1), true, at(0)).health.unavailable, 1);
+        let s = settle(Some(&two), None, &h("impaired", 3), true, at(0));
+        assert_eq!((s.health.unavailable, s.watch.is_some()), (2, true));
+        assert_eq!(
+            change(Some(&two), &s.health).unwrap().summary(),
+            "interconnect impaired; 2 of 16 instances unavailable"
+        );
+        // Nothing announced yet: the rise is from zero.
+        assert_eq!(settle(None, None, &h("ok", 1), true, at(0)).health.unavailable, 0);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::reservations::{Extension, Payment, Reservation, Stopping};
 use crate::resource_shares::AssociationType;
-use crate::scenario::{Behaviour, PaymentOutcome, Scenario};
+use crate::scenario::{Behaviour, PaymentOutcome, Scenario, StoppingInUsage};
 use crate::wire::query::parse_timestamp;
 use crate::world::World;
 
@@ -127,7 +127,7 @@ fn reservation_json(w: &World, r: &Reservation) -> Value {
         "running": r.running(&state, now),
         "available": r.available_instance_count(&state, now),
         "stopping": r.stopping_count(now),
-        "accounts": usage_json(r, &w.scenario.account_id, &state, now),
+        "accounts": usage_json(r, &w.scenario.account_id, &state, w.behaviour.stopping_in_usage, now),
     })
 }
 
@@ -590,13 +590,13 @@ fn set_usage(w: &mut World, text: &str) -> Result<Value, String> {
         "running": r.running(&state, now),
         "available": r.available_instance_count(&state, now),
         "stopping": r.stopping_count(now),
-        "accounts": usage_json(&r, &w.scenario.account_id, &state, now),
+        "accounts": usage_json(&r, &w.scenario.account_id, &state, w.behaviour.stopping_in_usage, now),
     }))
 }
 
 /// GetCapacityReservationUsage's accounts of a reservation, as a map.
-fn usage_json(r: &Reservation, owner: &str, state: &str, now: DateTime<Utc>) -> Value {
-    let m: BTreeMap<String, u32> = r.usage_by_account(owner, state, now).into_iter().collect();
+fn usage_json(r: &Reservation, owner: &str, state: &str, stopping: StoppingInUsage, now: DateTime<Utc>) -> Value {
+    let m: BTreeMap<String, u32> = r.usage_by_account(owner, state, stopping, now).into_iter().collect();
     json!(m)
 }
 
@@ -1085,6 +1085,11 @@ mod tests {
         assert_eq!((&v["available"], &v["stopping"]), (&json!(3), &json!(2)), "{v}");
         let stopping = vec![(SIM.to_string(), 2), ("111111111111".to_string(), 3)];
         assert_eq!(seen(&mut w, &id), (3, stopping, 5, 2), "1 running and 2 stopping");
+        // The other reading: the 2 stopping still hold their places, but no account counts them.
+        w.behaviour.stopping_in_usage = StoppingInUsage::NotCounted;
+        let running_only = vec![(SIM.to_string(), 2), ("111111111111".to_string(), 1)];
+        assert_eq!(seen(&mut w, &id), (3, running_only, 5, 2), "not_counted: 2 places in no account's use");
+        w.behaviour.stopping_in_usage = StoppingInUsage::Counted;
         call(&mut w, "POST", "/_sim/clock", r#"{"advance_secs": 299}"#);
         assert_eq!(seen(&mut w, &id).0, 3, "still stopping a second before");
         call(&mut w, "POST", "/_sim/clock", r#"{"advance_secs": 1}"#);

@@ -56,7 +56,8 @@ SCENARIO (TOML, every key optional; see infra/market-sim/README.md):
                  ram_refusal = failed_association|error, ram_association_delay_secs = 10,
                  ram_listing_lag_secs = 60 (a new RAM share listed that late),
                  unavailable_means = in_use|failed (DescribeCapacityBlockStatus),
-                 stopping_minutes = 5 (a stopped instance keeps its place that long)
+                 stopping_minutes = 5 (a stopped instance keeps its place that long),
+                 stopping_in_usage = counted|not_counted (GetCapacityReservationUsage)
     [[regions]]  name, supported = true, down = false, zero_quota_families = [],
                  sells = [types] (default: the region's market lines), opted_in_zones = []
     [[market]]   region, instance_type, azs, counts, durations_days, start_days,

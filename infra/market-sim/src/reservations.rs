@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 
-use crate::scenario::{HealthStep, PaymentOutcome, UsageStep};
+use crate::scenario::{HealthStep, PaymentOutcome, StoppingInUsage, UsageStep};
 
 /// Payment must go through within 12 h of purchase...
 pub const PAYMENT_WINDOW_HOURS: i64 = 12;
@@ -296,11 +296,17 @@ impl Reservation {
     }
 
     /// GetCapacityReservationUsage's `instanceUsageSet`: the owner's instances, then each other
-    /// account's that has some, each counting its running and its stopping ones (they hold
-    /// their places: a reading).
-    pub fn usage_by_account(&self, owner: &str, state: &str, now: DateTime<Utc>) -> Vec<(String, u32)> {
+    /// account's that has some, each counting its running ones and, under
+    /// `StoppingInUsage::Counted`, its stopping ones (they hold their places: a reading).
+    pub fn usage_by_account(
+        &self,
+        owner: &str,
+        state: &str,
+        stopping: StoppingInUsage,
+        now: DateTime<Utc>,
+    ) -> Vec<(String, u32)> {
         let stopping_of = |account: &str| -> u32 {
-            if state != "active" {
+            if state != "active" || stopping == StoppingInUsage::NotCounted {
                 return 0;
             }
             self.stopping.iter().filter(|s| now < s.until && s.account == account).map(|s| s.count).sum()

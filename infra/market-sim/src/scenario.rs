@@ -184,6 +184,21 @@ pub enum UnavailableMeans {
     InUse,
 }
 
+/// Whether GetCapacityReservationUsage's `usedInstanceCount` counts an instance that is still
+/// stopping (or shutting down) and so still holds its place: the record is silent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoppingInUsage {
+    /// Counted in its account's use until its place is free: total = available + used + failed
+    /// throughout.
+    #[default]
+    Counted,
+    /// Left out as soon as it stops running, while its place stays taken: for those minutes the
+    /// place is neither available nor used, as a failed one is (the harsher reading for a client
+    /// that tells failures by what is not in use).
+    NotCounted,
+}
+
 /// Which limit DescribeCapacityBlockExtensionOfferings counts against: the record is silent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -407,6 +422,9 @@ pub struct Behaviour {
     /// Minutes an instance stopped through `POST /_sim/blocks/usage` keeps its place (EC2's
     /// stopping or shutting-down: "several minutes") before it counts as available again.
     pub stopping_minutes: u32,
+    /// Whether GetCapacityReservationUsage counts a stopping instance: "counted" or
+    /// "not_counted".
+    pub stopping_in_usage: StoppingInUsage,
     /// RAM: seconds of sim time an association stays ASSOCIATING (and a disassociation
     /// DISASSOCIATING) before it is done.
     pub ram_association_delay_secs: u64,
@@ -454,6 +472,7 @@ impl Default for Behaviour {
             ram_refusal: RamRefusal::FailedAssociation,
             unavailable_means: UnavailableMeans::InUse,
             stopping_minutes: DEFAULT_STOPPING_MINUTES,
+            stopping_in_usage: StoppingInUsage::Counted,
             ram_association_delay_secs: 10,
             ram_listing_lag_secs: DEFAULT_RAM_LISTING_LAG_SECS,
         }
@@ -1247,6 +1266,17 @@ mod tests {
         assert_eq!(b("stopping_minutes = 60").unwrap().stopping_minutes, 60);
         assert!(b("stopping_minutes = 61").unwrap_err().contains("stopping_minutes must be within 0..=60"));
         for bad in ["stopping_minutes = -1", "stopping_minutes = 2.5", "stopping_minutes = \"5\""] {
+            assert!(b(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn stopping_in_usage_readings() {
+        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
+        assert_eq!(b("").unwrap().stopping_in_usage, StoppingInUsage::Counted);
+        assert_eq!(b("stopping_in_usage = \"not_counted\"").unwrap().stopping_in_usage, StoppingInUsage::NotCounted);
+        assert_eq!(b("stopping_in_usage = \"counted\"").unwrap().stopping_in_usage, StoppingInUsage::Counted);
+        for bad in ["stopping_in_usage = \"not-counted\"", "stopping_in_usage = true"] {
             assert!(b(bad).is_err(), "{bad}");
         }
     }

@@ -9,6 +9,11 @@
 //! reading they are work, not failed capacity (no health alert, no Health Changed event), and a
 //! real failure beside them is still announced once.
 //!
+//! An instance that stops holds its place for minutes: under each reading of whether
+//! GetCapacityReservationUsage counts it meanwhile (`stopping_in_usage`), it is never a failure.
+//! Under `in_use` a rise in failures is announced once it has lasted the settle (15 minutes),
+//! since instances still stopping look the same; under `failed` at once.
+//!
 //! An 8 x p5.48xlarge block for a day from 12-03 11:30, bought by a rule; the tracker every 5
 //! minutes once it is active.
 
@@ -93,8 +98,17 @@ async fn failed_instances_alerted(reading: &str) {
     };
     // 2 of the 8 fail; the workload runs on the other 6.
     set("/_sim/blocks/health", json!({"unavailable": 2})).await;
-    let health = track_every(&h, 5, "2026-12-03T11:40:00Z").await;
+    if reading == "in_use" {
+        // 2 fewer at work and 2 more out of use: instances still stopping would look the same
+        // (under `stopping_in_usage = "not_counted"`), so the rise first seen at 11:40 waits
+        // until it has lasted the settle (15 minutes).
+        assert!(track_every(&h, 5, "2026-12-03T11:50:00Z").await.is_empty(), "held while stopping could explain it");
+        assert_eq!(health_news(&h).await, (0, 0));
+        assert!(h.block(&id).await.health_watch.is_some());
+    }
+    let health = track_every(&h, 5, "2026-12-03T11:55:00Z").await;
     assert_eq!(health.len(), 1, "{reading}: {health:?}");
+    assert_eq!(h.block(&id).await.health_watch, None, "{reading}");
     let alerts = h.aws.alerts().await;
     assert_eq!(event_types(&alerts), ["health"], "{reading}");
     assert_eq!(alerts[0].body["content"]["title"], "Check this block: 2 of 8 instances unavailable", "{reading}");
@@ -103,12 +117,12 @@ async fn failed_instances_alerted(reading: &str) {
     assert_eq!(work[0].body["health"]["health"]["unavailable"], 2, "{reading}: {}", work[0].body);
     h.aws.events().await;
     // The next runs: the same 2 are no news; 6 run, none idle.
-    assert!(track_every(&h, 5, "2026-12-03T11:50:00Z").await.is_empty(), "{reading}");
+    assert!(track_every(&h, 5, "2026-12-03T12:05:00Z").await.is_empty(), "{reading}");
     let b = h.block(&id).await;
     assert_eq!((b.usage.running, b.usage.idle), (6, 0), "{reading}");
     // The workload shrinks to 3 of the 6: still the same 2 failed, 3 run and 3 are idle.
     set("/_sim/blocks/usage", json!({"running": 3})).await;
-    assert!(track_every(&h, 5, "2026-12-03T12:00:00Z").await.is_empty(), "{reading}");
+    assert!(track_every(&h, 5, "2026-12-03T12:15:00Z").await.is_empty(), "{reading}");
     let b = h.block(&id).await;
     assert_eq!((b.usage.running, b.usage.idle), (3, 3), "{reading}");
     assert_eq!(b.health.as_ref().map(|x| x.unavailable), Some(2), "{reading}");
@@ -116,7 +130,7 @@ async fn failed_instances_alerted(reading: &str) {
     // Replaced and all 8 at work again: healthy again, once.
     set("/_sim/blocks/health", json!({"unavailable": 0})).await;
     set("/_sim/blocks/usage", json!({"clear": true})).await;
-    assert_eq!(track_every(&h, 5, "2026-12-03T12:10:00Z").await.len(), 1, "{reading}");
+    assert_eq!(track_every(&h, 5, "2026-12-03T12:25:00Z").await.len(), 1, "{reading}");
     let alerts = h.aws.alerts().await;
     assert_eq!(event_types(&alerts), ["health"], "{reading}");
     assert_eq!(alerts[0].body["content"]["title"], "Block healthy again", "{reading}");
@@ -196,18 +210,38 @@ async fn a_consumer_s_instances_in_a_shared_block_are_work_when_unavailable_mean
 }
 
 /// The owner stops 5 of its 8 instances; they take minutes to stop (the simulator's
-/// `stopping_minutes`, here 10 so that two tracker runs fall inside), holding their places
-/// meanwhile: counted unavailable under `in_use`, yet no longer running. Never a failure.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stopping_instances_are_not_failures_when_unavailable_means_in_use() {
-    let (h, id) = active_block("stopping-in_use", "in_use").await;
-    h.sim.behaviour(r#"{"stopping_minutes": 10}"#).await;
+/// `stopping_minutes`, here 12 so that two tracker runs fall inside), holding their places
+/// meanwhile: counted unavailable under `in_use`, yet no longer running, and counted in the
+/// owner's use or in no one's (`stopping_in_usage`, `usage`). Never a failure; a real one after
+/// them is announced once, when it has lasted the settle.
+async fn stopping_instances_are_not_failures(usage: &str) {
+    let (h, id) = active_block(&format!("stopping-{usage}"), "in_use").await;
+    h.sim.behaviour(&json!({"stopping_minutes": 12, "stopping_in_usage": usage}).to_string()).await;
     let v = h.sim.control("POST", "/_sim/blocks/usage", &json!({"reservation_id": id, "running": 3}).to_string()).await;
     assert_eq!((&v["running"], &v["stopping"], &v["available"]), (&json!(3), &json!(5), &json!(0)), "{v}");
+    let owner_uses = if usage == "counted" { 8 } else { 3 };
+    assert_eq!(v["accounts"].as_object().unwrap().values().next(), Some(&json!(owner_uses)), "{usage}: {v}");
     let health = track_every(&h, 5, "2026-12-03T12:00:00Z").await;
-    assert!(health.is_empty(), "{health:?}");
-    assert_eq!(health_news(&h).await, (0, 0), "no health alert, no Health Changed event");
+    assert!(health.is_empty(), "{usage}: {health:?}");
+    assert_eq!(health_news(&h).await, (0, 0), "{usage}: no health alert, no Health Changed event");
     let b = h.block(&id).await;
-    assert!(b.health.as_ref().is_none_or(|x| x.unavailable == 0), "{:?}", b.health);
-    assert_eq!((b.usage.running, b.usage.idle), (3, 5), "stopped: idle once their places are free");
+    assert!(b.health.as_ref().is_none_or(|x| x.unavailable == 0), "{usage}: {:?}", b.health);
+    assert_eq!(b.health_watch, None, "{usage}: the places came back, nothing is waited for");
+    assert_eq!((b.usage.running, b.usage.idle), (3, 5), "{usage}: stopped: idle once their places are free");
+    // 1 idle place fails at 12:00: announced once, when it has lasted the settle.
+    h.sim.control("POST", "/_sim/blocks/health", &json!({"reservation_id": id, "unavailable": 1}).to_string()).await;
+    assert!(track_every(&h, 5, "2026-12-03T12:10:00Z").await.is_empty(), "{usage}");
+    assert_eq!(track_every(&h, 5, "2026-12-03T12:30:00Z").await.len(), 1, "{usage}");
+    assert_eq!(health_news(&h).await, (1, 1), "{usage}: one alert, one Health Changed event");
+    assert_eq!(h.block(&id).await.health.map(|x| x.unavailable), Some(1), "{usage}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_instances_are_not_failures_when_usage_counts_them() {
+    stopping_instances_are_not_failures("counted").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_instances_are_not_failures_when_usage_leaves_them_out() {
+    stopping_instances_are_not_failures("not_counted").await;
 }

@@ -21,7 +21,7 @@ pub fn get(w: &mut World, ctx: &Ctx<'_>, p: &Params) -> Result<String, ApiError>
     let r = visible(w, ctx.region, &id, now)?;
     let state = r.state(now, &w.extensions);
     let (total, available) = shown_counts(r, &state, &w.behaviour, now);
-    let accounts = r.usage_by_account(&w.scenario.account_id, &state, now);
+    let accounts = r.usage_by_account(&w.scenario.account_id, &state, w.behaviour.stopping_in_usage, now);
     let (page, next) = paginate(&accounts, size, p.get("NextToken"), fingerprint(ctx.action, ctx.region, p))?;
     let mut x = Xml::new();
     if let Some(t) = next {
