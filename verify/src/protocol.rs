@@ -134,22 +134,10 @@ impl Bounds {
     /// `make verify`'s UltraServers: two scans at once.
     pub fn deep_ultraservers() -> Bounds {
         Bounds {
-            rules: 1,
-            scans: 2,
-            hands: 0,
             replay: false,
-            releases: 0,
-            offerings: 2,
             parts: 2,
-            segments: false,
-            limit: 1200,
-            account_limit: 1200,
-            max_held: 1,
-            request_scans: 0,
-            leads: 0,
-            cancels: 0,
-            team_limit: 0,
             left: Left { ticks: 1, jumps: 1, crashes: 1, lost: 1, payment_failures: 1, ..Left::default() },
+            ..Bounds::bounded()
         }
     }
 
@@ -159,21 +147,10 @@ impl Bounds {
     pub fn budgets() -> Bounds {
         Bounds {
             rules: 2,
-            scans: 2,
-            hands: 0,
             replay: false,
-            releases: 0,
-            offerings: 2,
-            parts: 1,
-            segments: false,
-            limit: 1200,
             account_limit: 1000,
-            max_held: 1,
-            request_scans: 0,
-            leads: 0,
-            cancels: 0,
-            team_limit: 0,
             left: Left { ticks: 2, jumps: 1, crashes: 1, lost: 1, payment_failures: 1, ..Left::default() },
+            ..Bounds::bounded()
         }
     }
 
