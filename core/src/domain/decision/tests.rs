@@ -185,3 +185,31 @@ fn the_cheapest_priced_is_kept_eligible_or_not() {
     let d = decide(&rule(), &[above, twin], &cat, budget(dec!(10000)), now());
     assert_eq!(d.cheapest.as_ref().map(|p| p.offering.id.as_str()), Some("cb-above"));
 }
+
+#[test]
+fn a_fee_equal_to_the_cap_buys_and_one_cent_over_does_not() {
+    let cat = AcceleratorCatalog::new();
+    // 3.00 a GPU-hour for 8 GPUs over a day: 576.00, at the threshold.
+    let at_cap = Rule { max_total_fee: Some(Money::usd(dec!(576)).unwrap()), ..rule() };
+    let d = decide(&at_cap, &[offer("cb-576", "us-east-1", dec!(3.00), 2)], &cat, budget(dec!(10000)), now());
+    assert_eq!(chosen(&d), Some("cb-576"));
+    let below = Rule { max_total_fee: Some(Money::usd(dec!(575.99)).unwrap()), ..rule() };
+    let d = decide(&below, &[offer("cb-576", "us-east-1", dec!(3.00), 2)], &cat, budget(dec!(10000)), now());
+    assert_eq!(d.passed_over, vec![("cb-576".into(), PassedOver::AboveMaxTotalFee)]);
+}
+
+#[test]
+fn starts_on_the_window_s_edges_buy_and_a_minute_outside_does_not() {
+    let cat = AcceleratorCatalog::new();
+    let (earliest, latest) = rule().start_window.resolve(now());
+    let fee = Money::usd(dec!(576)).unwrap();
+    let at = |id: &str, start: DateTime<Utc>| crate::domain::offering::example(id, "us-east-1", start, fee);
+    for (id, start) in [("cb-first", earliest), ("cb-last", latest)] {
+        let d = decide(&rule(), &[at(id, start)], &cat, budget(dec!(10000)), now());
+        assert_eq!(chosen(&d), Some(id), "{start}: {:?}", d.passed_over);
+    }
+    for (id, start) in [("cb-early", earliest - Duration::minutes(1)), ("cb-late", latest + Duration::minutes(1))] {
+        let d = decide(&rule(), &[at(id, start)], &cat, budget(dec!(10000)), now());
+        assert_eq!(d.passed_over, vec![(id.into(), PassedOver::OutsideStartWindow)], "{start}");
+    }
+}
