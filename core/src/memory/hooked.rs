@@ -33,6 +33,7 @@ use crate::domain::offering::Offering;
 use crate::domain::plan::RegionMemory;
 use crate::domain::request::{Request, RequestDecision};
 use crate::domain::rule::Rule;
+use crate::domain::stack::StoredSettings;
 use crate::domain::ultraserver::SearchForm;
 use crate::ports::*;
 
@@ -418,6 +419,12 @@ hooked!(RateStore {
     fn withdraw_rate(family: &str, effective: chrono::NaiveDate) -> Result<bool, StoreError> =
         Call::store("withdraw_rate");
     fn announced_rates() -> Result<Vec<ListRate>, StoreError> = Call::store("announced_rates");
+});
+
+hooked!(SettingsStore {
+    fn store_settings(settings: &StoredSettings) -> Result<bool, StoreError> =
+        Call::store("store_settings"), arg settings;
+    fn stored_settings() -> Result<Option<StoredSettings>, StoreError> = Call::store("stored_settings");
 });
 
 const RESERVATIONS: &str = "DescribeCapacityReservations";

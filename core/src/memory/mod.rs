@@ -15,6 +15,7 @@
 //! `crate::contract` holds the table, EC2, the topics and the bucket to their AWS adapters: the
 //! same cases run on both.
 //!
+//! - `clock`: the wall clock, set by the test.
 //! - `probe`: a function's role, every action allowed but those denied, each try recorded.
 //! - `hooked`: the one fault and hook wrapper, `Hooked`, which puts a per-call hook before any
 //!   of them (or any other port).
@@ -26,6 +27,7 @@
 //! adapter here, not a port of the test's own. The real adapters are tested on the local stack
 //! (`tests/`), so a difference between the two shows there.
 
+mod clock;
 mod ec2;
 mod handoff;
 mod hooked;
@@ -34,6 +36,7 @@ mod page;
 mod probe;
 mod table;
 
+pub use clock::MemoryClock;
 pub use ec2::{Holding, Listing, MemoryEc2, PaymentOutcome, TypeQuestions};
 pub use handoff::{MemoryAccounts, MemoryHandoff, MemoryShare, ReservationGroup};
 pub use hooked::{Call, Failure, Gate, Hook, Hooked, Injected, Kind, Outcome, Script, Verdict};
