@@ -60,7 +60,7 @@ pub struct Call<'a> {
     pub operation: &'static str,
     pub region: Option<&'a Region>,
     pub kind: Kind,
-    /// The call's first argument, where a hook may read it (an offering query, an intent).
+    /// The argument a hook may read (an offering query, an intent, a notice's topic).
     pub arg: Option<&'a (dyn Any + Send + Sync)>,
 }
 
@@ -284,7 +284,7 @@ impl<T: ?Sized + Sync, H: Hook> Hooked<T, H> {
 /// and `arg` shows the hook the first argument. `{ ... }` after the methods: the port's methods
 /// written by hand (its sync ones, one that takes another argument).
 macro_rules! hooked {
-    ($port:ident { $( fn $m:ident ( $($a:ident : $t:ty),* ) -> $r:ty = $call:expr $(, arg $x:ident)? ; )* } $({ $($extra:tt)* })?) => {
+    ($port:ident { $( fn $m:ident ( $($a:ident : $t:ty),* ) -> $r:ty = $call:expr $(, arg $x:expr)? ; )* } $({ $($extra:tt)* })?) => {
         #[async_trait]
         impl<T: $port + ?Sized, H: Hook> $port for Hooked<T, H> {
             $(
@@ -505,7 +505,7 @@ hooked!(InstanceSource {
 
 hooked!(Notifier {
     fn publish(topic: Topic, message: &Message) -> Result<(), NotifyError> =
-        Call::other("publish", "Publish"), arg message;
+        Call::other("publish", "Publish"), arg &topic;
 });
 
 hooked!(Reminders {
