@@ -770,39 +770,11 @@ pub fn parse_event<T: serde::de::DeserializeOwned>(payload: serde_json::Value) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::{Hooked, MemoryTable, Script, Verdict};
+    use crate::ports::ReadClock;
 
     fn at(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
-    }
-
-    /// Counts the writes asked of it; fails the first `fail` of them.
-    #[derive(Default)]
-    struct Settings {
-        asked: std::sync::Mutex<Vec<StoredSettings>>,
-        fail: std::sync::atomic::AtomicU32,
-    }
-
-    #[async_trait::async_trait]
-    impl SettingsStore for Settings {
-        async fn store_settings(&self, s: &StoredSettings) -> Result<bool, StoreError> {
-            use std::sync::atomic::Ordering;
-            if self.fail.load(Ordering::SeqCst) > 0 {
-                self.fail.fetch_sub(1, Ordering::SeqCst);
-                return Err(StoreError::Unavailable("throttled".into()));
-            }
-            self.asked.lock().unwrap().push(s.clone());
-            Ok(true)
-        }
-        async fn stored_settings(&self) -> Result<Option<StoredSettings>, StoreError> {
-            Ok(self.asked.lock().unwrap().last().cloned())
-        }
-    }
-
-    struct Fixed(DateTime<Utc>);
-    impl Clock for Fixed {
-        fn now(&self) -> DateTime<Utc> {
-            self.0
-        }
     }
 
     /// The settings are stored at a container's first invocation, from its configuration and
@@ -817,16 +789,21 @@ mod tests {
             team_budgets: Default::default(),
         };
         let keeper = SettingsKeeper::new(stack.clone(), "arn:aws:sns:us-east-1:1:alerts".into());
-        let store = Settings { fail: 1.into(), ..Default::default() };
-        let clock = Fixed(at("2026-12-20T10:00:00Z"));
+        // The table, its first write of the settings throttled.
+        let throttled = StoreError::Unavailable("throttled".into());
+        let store = Hooked::new(
+            MemoryTable::default(),
+            Script::new().first(1, "store_settings", move |_| Verdict::error(throttled.clone())),
+        );
+        let clock = ReadClock(at("2026-12-20T10:00:00Z"));
         let e = keeper.keep(&store, &TimeSource::Wall, &clock).await.unwrap_err();
         assert!(e.retryable(), "{e}");
         keeper.keep(&store, &TimeSource::Wall, &clock).await.unwrap();
-        keeper.keep(&store, &TimeSource::Wall, &Fixed(at("2026-12-20T11:00:00Z"))).await.unwrap();
-        let asked = store.asked.lock().unwrap().clone();
+        keeper.keep(&store, &TimeSource::Wall, &ReadClock(at("2026-12-20T11:00:00Z"))).await.unwrap();
+        assert_eq!(store.hook.count("store_settings"), 2, "asked again after the failure, then not while it lives");
         assert_eq!(
-            asked,
-            vec![StoredSettings { stack, alerts_topic: "arn:aws:sns:us-east-1:1:alerts".into(), written_at: clock.0 }]
+            store.inner.stored_settings().await.unwrap(),
+            Some(StoredSettings { stack, alerts_topic: "arn:aws:sns:us-east-1:1:alerts".into(), written_at: clock.0 })
         );
     }
 

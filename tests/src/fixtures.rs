@@ -29,10 +29,11 @@ use capblock_shared::domain::money::Money;
 use capblock_shared::domain::offering::{Offering, RawOffering};
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::domain::stack::StackSettings;
+use capblock_shared::memory::MemoryReminders;
 use capblock_shared::ports::{
     BlockKinds, BlockStatusSource, BlockStore, CapacityBlockFacts, ExtensionHistory, ExtensionMarket, ExtensionRecord,
     InstanceSource, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest,
-    Purchaser, QuotaSource, ReminderError, Reminders, ReservationSource, RuleStore, Tagged,
+    Purchaser, QuotaSource, ReservationSource, RuleStore, Tagged,
 };
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
@@ -410,30 +411,6 @@ pub fn binary_env(sim: &Sim, aws: &Aws, stack: &str) -> Vec<(String, String)> {
     .collect()
 }
 
-/// Records what the tracker asked of the reminders: ("sync" or "clear", reservation id, end).
-#[derive(Default)]
-pub struct RecordingReminders {
-    calls: Mutex<Vec<(String, String, DateTime<Utc>)>>,
-}
-
-impl RecordingReminders {
-    pub fn calls(&self) -> Vec<(String, String, DateTime<Utc>)> {
-        self.calls.lock().unwrap().clone()
-    }
-}
-
-#[async_trait]
-impl Reminders for RecordingReminders {
-    async fn sync(&self, block: &Block, _now: DateTime<Utc>) -> Result<(), ReminderError> {
-        self.calls.lock().unwrap().push(("sync".into(), block.reservation_id.clone(), block.end));
-        Ok(())
-    }
-    async fn clear(&self, block: &Block) -> Result<(), ReminderError> {
-        self.calls.lock().unwrap().push(("clear".into(), block.reservation_id.clone(), block.end));
-        Ok(())
-    }
-}
-
 /// Each alert's `eventType`, in order, after checking every alert against the Slack schema.
 pub fn event_types(alerts: &[Published]) -> Vec<String> {
     alerts
@@ -465,7 +442,7 @@ pub struct Rig {
     pub accounts: AssumedAccounts,
     pub nodegroups: Eks,
     pub catalog: Mutex<AcceleratorCatalog>,
-    pub reminders: RecordingReminders,
+    pub reminders: MemoryReminders,
     pub scan: ScanSettings,
     pub track: TrackSettings,
     clock: Mutex<DateTime<Utc>>,
@@ -501,7 +478,7 @@ impl Rig {
             aws,
             market,
             catalog: Mutex::new(AcceleratorCatalog::new()),
-            reminders: RecordingReminders::default(),
+            reminders: MemoryReminders::default(),
             scan: ScanSettings {
                 stack: StackSettings {
                     name: stack.into(),

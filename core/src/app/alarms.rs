@@ -46,32 +46,10 @@ pub async fn record<S: AlarmStore + ?Sized>(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
-    use async_trait::async_trait;
     use serde_json::json;
 
     use super::*;
-    use crate::domain::alarm::AlarmState;
-
-    #[derive(Default)]
-    struct Kept(Mutex<Vec<AlarmState>>);
-
-    #[async_trait]
-    impl AlarmStore for Kept {
-        async fn record_alarm(&self, state: &AlarmState) -> Result<bool, StoreError> {
-            let mut kept = self.0.lock().unwrap();
-            if kept.iter().any(|k| k.alarm == state.alarm && k.at >= state.at) {
-                return Ok(false);
-            }
-            kept.retain(|k| k.alarm != state.alarm);
-            kept.push(state.clone());
-            Ok(true)
-        }
-        async fn alarms(&self) -> Result<Vec<AlarmState>, StoreError> {
-            Ok(self.0.lock().unwrap().clone())
-        }
-    }
+    use crate::memory::MemoryTable;
 
     fn change(value: &str, time: &str, account: &str) -> Value {
         let mut v: Value = serde_json::from_str(include_str!("../domain/alarm/state-change.json")).unwrap();
@@ -85,7 +63,7 @@ mod tests {
 
     #[tokio::test]
     async fn another_accounts_alarm_event_changes_nothing() {
-        let store = Kept::default();
+        let store = MemoryTable::default();
         let now = "2026-12-02T18:00:00Z".parse().unwrap();
         let forged = change("ALARM", "2026-12-02T17:00:00Z", "999999999999");
         let handled = record(&store, &forged, Some(OWN), now).await.unwrap();
@@ -97,7 +75,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_far_future_time_pins_no_state() {
-        let store = Kept::default();
+        let store = MemoryTable::default();
         let now: DateTime<Utc> = "2026-12-02T18:00:00Z".parse().unwrap();
         // An OK "from 2099" would otherwise outrank every later genuine event.
         record(&store, &change("OK", "2099-01-01T00:00:00Z", OWN), Some(OWN), now).await.unwrap();

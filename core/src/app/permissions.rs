@@ -100,30 +100,9 @@ async fn ask_member(market: &dyn crate::ports::OfferingSource, a: &MemberAsk, pa
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
-    use async_trait::async_trait;
-
     use super::*;
-    use crate::domain::ids::{InstanceType, Region};
     use crate::domain::permissions::{Access, RegionAsk};
-
-    /// Records each try; denies the purchase in us-west-2.
-    struct Recorder(Mutex<Vec<(String, Option<String>)>>);
-
-    #[async_trait]
-    impl PermissionProbe for Recorder {
-        async fn try_action(&self, action: &str, region: Option<&Region>, _: Option<&InstanceType>) -> Access {
-            self.0.lock().unwrap().push((action.to_string(), region.map(|r| r.to_string())));
-            match (action, region.map(|r| r.as_str())) {
-                ("ec2:PurchaseCapacityBlock", Some("us-west-2")) => Access::Denied { message: "no".into() },
-                _ => Access::Allowed,
-            }
-        }
-        fn regional(&self, action: &str) -> bool {
-            action.starts_with("ec2:")
-        }
-    }
+    use crate::memory::{Call, Failure, Hooked, MemoryEc2, MemoryProbe, Script, Verdict};
 
     #[tokio::test]
     async fn regional_actions_are_tried_in_every_asked_region_the_others_once() {
@@ -133,10 +112,10 @@ mod tests {
                 .map(|r| RegionAsk { region: r.parse().unwrap(), instance_type: "p5.48xlarge".parse().unwrap() })
                 .collect(),
         );
-        let probe = Recorder(Mutex::new(Vec::new()));
+        let probe = MemoryProbe::default().denying("ec2:PurchaseCapacityBlock", Some("us-west-2"));
         let check =
             check_role("scan-offerings", &["ec2:PurchaseCapacityBlock", "dynamodb:GetItem"], &ask, &probe).await;
-        let tried = probe.0.lock().unwrap().clone();
+        let tried = probe.tried();
         assert_eq!(
             tried,
             vec![
@@ -150,24 +129,15 @@ mod tests {
     }
 
     /// A member market with a quota of 0 for trn2 (every call refused), answering p5; the
-    /// calls it got.
-    struct Member {
-        calls: Mutex<Vec<String>>,
-    }
-
-    #[async_trait]
-    impl crate::ports::OfferingSource for Member {
-        async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<crate::domain::offering::Offering>, MarketError> {
-            self.calls.lock().unwrap().push(format!("{} {}", q.region, q.instance_type));
-            if q.instance_type.as_str().starts_with("trn2") {
-                return Err(MarketError::Throttled {
-                    operation: "DescribeCapacityBlockOfferings",
-                    region: q.region.to_string(),
-                    code: DESCRIBE_LIMIT,
-                });
+    /// script counts the calls it got.
+    fn member() -> Hooked<MemoryEc2, Script> {
+        let trn2_refused = |call: &Call<'_>| match call.arg::<OfferingQuery>() {
+            Some(q) if q.instance_type.as_str().starts_with("trn2") => {
+                Verdict::Fail(Failure::Throttled(DESCRIBE_LIMIT))
             }
-            Ok(Vec::new())
-        }
+            _ => Verdict::Proceed,
+        };
+        Hooked::new(MemoryEc2::default(), Script::new().on("offerings", trn2_refused))
     }
 
     #[tokio::test(start_paused = true)]
@@ -175,7 +145,7 @@ mod tests {
         let ask = crate::domain::permissions::member_ask;
         let asks =
             [ask("us-east-1", "trn2.48xlarge"), ask("us-east-1", "p5.48xlarge"), ask("us-west-2", "p5.48xlarge")];
-        let (a, b) = (Member { calls: Mutex::default() }, Member { calls: Mutex::default() });
+        let (a, b) = (member(), member());
         let helpers: [Helper<'_>; 2] = [("111111111111", &a), ("222222222222", &b)];
         let started = tokio::time::Instant::now();
         let asked = ask_members(&helpers, &asks, Duration::from_secs(4)).await;
@@ -190,7 +160,7 @@ mod tests {
         };
         assert_eq!(of("111111111111", "trn2.48xlarge", "us-east-1"), MemberOutcome::Refused { calls: MEMBER_TRIES });
         assert_eq!(of("222222222222", "p5.48xlarge", "us-west-2"), MemberOutcome::Answered { offerings: 0 });
-        assert_eq!(a.calls.lock().unwrap().len(), MEMBER_TRIES as usize + 2, "refusals asked again, the rest once");
+        assert_eq!(a.hook.count("offerings"), MEMBER_TRIES as usize + 2, "refusals asked again, the rest once");
         // Rested between calls in one member's region; members and regions at once.
         assert_eq!(started.elapsed(), Duration::from_secs(4 * MEMBER_TRIES as u64));
     }

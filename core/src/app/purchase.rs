@@ -630,47 +630,31 @@ pub fn is_unsupported(e: &MarketError) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use async_trait::async_trait;
     use chrono::Duration;
 
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use crate::app::fixtures::{offering, rule, t0};
     use crate::domain::catalog::AcceleratorCatalog;
-    use crate::memory::{MemoryEc2, MemoryTable};
-    use crate::ports::{DESCRIBE_LIMIT, OfferingQuery, PurchaseOutcome, PurchaseRequest};
+    use crate::memory::{Failure, Hooked, MemoryEc2, MemoryTable, Script, Verdict};
+    use crate::ports::DESCRIBE_LIMIT;
 
-    /// EC2 whose describe limit is spent (every DescribeCapacityBlockOfferings throttled, and
-    /// counted); its purchases are the in-memory EC2's.
-    struct Spent(MemoryEc2, AtomicUsize);
+    /// EC2 whose describe limit is spent: every DescribeCapacityBlockOfferings throttled (the
+    /// script counts them); its purchases are the in-memory EC2's.
+    type Spent = Hooked<MemoryEc2, Script>;
 
-    impl Spent {
-        fn selling(o: &Offering) -> Spent {
-            Spent(MemoryEc2::default().with_offerings([o.clone()]), AtomicUsize::new(0))
-        }
-        fn purchases(&self) -> u64 {
-            self.0.calls().get("PurchaseCapacityBlock").copied().unwrap_or(0)
-        }
+    fn spent(sells: MemoryEc2) -> Spent {
+        Hooked::new(sells, Script::new().on("offerings", |_| Verdict::Fail(Failure::Throttled(DESCRIBE_LIMIT))))
     }
 
-    #[async_trait]
-    impl OfferingSource for Spent {
-        async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
-            self.1.fetch_add(1, Ordering::SeqCst);
-            Err(MarketError::Throttled {
-                operation: "DescribeCapacityBlockOfferings",
-                region: q.region.to_string(),
-                code: DESCRIBE_LIMIT,
-            })
-        }
+    fn selling(o: &Offering) -> Spent {
+        spent(MemoryEc2::default().with_offerings([o.clone()]))
     }
 
-    #[async_trait]
-    impl Purchaser for Spent {
-        async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
-            self.0.purchase(req).await
-        }
+    /// The purchases EC2 got, and the offerings asked.
+    fn asked(market: &Spent) -> (u64, usize) {
+        let purchases = market.inner.calls().get("PurchaseCapacityBlock").copied().unwrap_or(0);
+        (purchases, market.hook.count("offerings"))
     }
 
     fn buyer<'a>(
@@ -722,24 +706,20 @@ mod tests {
     async fn a_seconds_old_answer_stands_in_for_the_recheck_an_older_one_does_not() {
         let live = rule("east", "live");
         let p = Priced::new(offering("cb-1", t0() + Duration::days(2)), &AcceleratorCatalog::new()).unwrap();
-        let (market, table) = (Spent::selling(&p.offering), MemoryTable::default());
+        let (market, table) = (selling(&p.offering), MemoryTable::default());
         let answered = tokio::time::Instant::now();
         tokio::time::advance(StdDuration::from_secs(5)).await;
         let out = buyer(&market, &table, Some(answered)).live(&live, &p, t0()).await.unwrap();
         assert!(matches!(out, Outcome::Bought { .. }), "{out:?}");
-        assert_eq!((market.purchases(), market.1.load(Ordering::SeqCst)), (1, 0), "bought with no re-check");
+        assert_eq!(asked(&market), (1, 0), "bought with no re-check");
 
-        let (market, table) = (Spent::selling(&p.offering), MemoryTable::default());
+        let (market, table) = (selling(&p.offering), MemoryTable::default());
         let answered = tokio::time::Instant::now();
         tokio::time::advance(FRESH_ANSWER + StdDuration::from_secs(1)).await;
         let out = buyer(&market, &table, Some(answered)).live(&live, &p, t0()).await.unwrap();
         let Outcome::GivenBack { reason, .. } = out else { panic!("{out:?}") };
         assert!(reason.contains(DESCRIBE_LIMIT), "{reason}");
-        assert_eq!(
-            (market.purchases(), market.1.load(Ordering::SeqCst)),
-            (0, RECHECK_ATTEMPTS as usize),
-            "three looks, no purchase"
-        );
+        assert_eq!(asked(&market), (0, RECHECK_ATTEMPTS as usize), "three looks, no purchase");
         assert!(table.writes().iter().any(|w| w.starts_with("record_given_back")));
     }
 
@@ -753,7 +733,7 @@ mod tests {
         let first = Priced::new(offering("cb-1", t0() + Duration::days(2)), &catalog).unwrap();
         let second = Priced::new(offering("cb-2", t0() + Duration::days(3)), &catalog).unwrap();
         let sells = MemoryEc2::default().with_offerings([first.offering.clone(), second.offering.clone()]);
-        let (market, table) = (Spent(sells, AtomicUsize::new(0)), MemoryTable::default());
+        let (market, table) = (spent(sells), MemoryTable::default());
         table.lag_index();
         let answered = tokio::time::Instant::now();
         let out = buyer(&market, &table, Some(answered)).live(&live, &first, t0()).await.unwrap();
@@ -763,6 +743,6 @@ mod tests {
         let out = buyer(&market, &table, Some(answered)).live(&live, &second, t0()).await.unwrap();
         let Outcome::Skipped { reason } = out else { panic!("{out:?}") };
         assert!(reason.contains("holds 1 block(s)"), "{reason}");
-        assert_eq!(market.purchases(), 1, "one block bought, within max_blocks_held");
+        assert_eq!(asked(&market).0, 1, "one block bought, within max_blocks_held");
     }
 }

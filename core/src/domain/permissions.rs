@@ -156,6 +156,15 @@ impl Access {
     }
 }
 
+/// Whether `action` is tried once per region the rules watch (EC2 and the other regional
+/// services a function calls in the block's region) or once in the function's own region.
+pub fn is_regional(action: &str) -> bool {
+    matches!(
+        action.split_once(':').map(|(s, _)| s),
+        Some("ec2" | "servicequotas" | "autoscaling" | "ssm" | "resource-groups" | "eks" | "ram")
+    )
+}
+
 /// The error codes AWS services answer a call the caller's policies do not allow with (EC2's
 /// `UnauthorizedOperation`, the JSON services' `AccessDeniedException`, the Query services'
 /// `AccessDenied`/`AuthorizationError`).

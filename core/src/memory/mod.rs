@@ -15,20 +15,32 @@
 //! `crate::contract` holds the table, EC2, the topics and the bucket to their AWS adapters: the
 //! same cases run on both.
 //!
+//! - `clock`: the wall clock, set by the test.
+//! - `probe`: a function's role, every action allowed but those denied, each try recorded.
+//! - `hooked`: the one fault and hook wrapper, `Hooked`, which puts a per-call hook before any
+//!   of them (or any other port).
+//!
 //! They are faithful, not clever: no fault of their own. Faults (lost answers, crashes,
-//! throttling) are the business of whoever wraps them: the workflows' unit tests script one
-//! answer, the seeded simulation (`capblock-verify`'s `sim`) injects them by the seed. The
-//! real adapters are tested on the local stack (`tests/`), so a difference between the two
-//! shows there.
+//! throttling) are the business of the hook in front of them (`Hooked`): the workflows' unit
+//! tests script one answer (`Script`), the seeded simulation (`capblock-verify`'s `sim`) injects
+//! them by the seed. A behaviour a test needs that EC2 or DynamoDB has is a setting of the
+//! adapter here, not a port of the test's own. The real adapters are tested on the local stack
+//! (`tests/`), so a difference between the two shows there.
 
+mod clock;
 mod ec2;
 mod handoff;
+mod hooked;
 mod notify;
 mod page;
+mod probe;
 mod table;
 
+pub use clock::MemoryClock;
 pub use ec2::{Holding, Listing, MemoryEc2, PaymentOutcome, TypeQuestions};
 pub use handoff::{MemoryAccounts, MemoryHandoff, MemoryShare, ReservationGroup};
+pub use hooked::{Call, Failure, Gate, Hook, Hooked, Injected, Kind, Outcome, Script, Verdict};
 pub use notify::{MemoryNotifier, MemoryReminders};
 pub use page::MemoryPages;
+pub use probe::MemoryProbe;
 pub use table::{BudgetRow, MemoryTable};

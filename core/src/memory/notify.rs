@@ -53,25 +53,42 @@ impl Notifier for MemoryNotifier {
     }
 }
 
-/// The blocks that have reminder schedules now.
+/// What the tracker asked of the reminders: ("sync" or "clear", reservation id, the block's
+/// end then).
+pub type Asked = (String, String, DateTime<Utc>);
+
+/// The blocks that have reminder schedules now, and every sync and clear asked, in order.
 #[derive(Default)]
 pub struct MemoryReminders {
     scheduled: Mutex<BTreeSet<String>>,
+    asked: Mutex<Vec<Asked>>,
 }
 
 impl MemoryReminders {
     pub fn scheduled(&self) -> BTreeSet<String> {
         self.scheduled.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
+
+    /// Every sync and clear asked, in order.
+    pub fn calls(&self) -> Vec<Asked> {
+        self.asked.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn ask(&self, what: &str, block: &Block) {
+        let asked = (what.to_string(), block.reservation_id.clone(), block.end);
+        self.asked.lock().unwrap_or_else(|p| p.into_inner()).push(asked);
+    }
 }
 
 #[async_trait]
 impl Reminders for MemoryReminders {
     async fn sync(&self, block: &Block, _: DateTime<Utc>) -> Result<(), ReminderError> {
+        self.ask("sync", block);
         self.scheduled.lock().unwrap_or_else(|p| p.into_inner()).insert(block.reservation_id.clone());
         Ok(())
     }
     async fn clear(&self, block: &Block) -> Result<(), ReminderError> {
+        self.ask("clear", block);
         self.scheduled.lock().unwrap_or_else(|p| p.into_inner()).remove(&block.reservation_id);
         Ok(())
     }

@@ -1113,7 +1113,8 @@ impl ObservationStore for MemoryTable {
 impl AlarmStore for MemoryTable {
     async fn record_alarm(&self, state: &AlarmState) -> Result<bool, StoreError> {
         let mut items = self.items();
-        if items.alarms.get(&state.alarm).is_some_and(|a| a.at > state.at) {
+        // DynamoDB's condition: `attribute_not_exists(pk) OR at_ms < :at`.
+        if items.alarms.get(&state.alarm).is_some_and(|a| a.at >= state.at) {
             return Ok(false);
         }
         items.alarms.insert(state.alarm.clone(), state.clone());
@@ -1277,9 +1278,21 @@ impl MarketMemory for MemoryTable {
     }
 }
 
+/// DynamoDB's limit on a sort key (`NOTICE#<milestone>`), in bytes.
+const SORT_KEY_BYTES: usize = 1024;
+
+/// A notice's sort key within DynamoDB's limit, which refuses a longer one.
+fn fits(notice: &Notice) -> Result<(), StoreError> {
+    if format!("NOTICE#{}", notice.milestone).len() > SORT_KEY_BYTES {
+        return Err(StoreError::Unavailable("ValidationException: the sort key is over 1024 bytes".into()));
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl Outbox for MemoryTable {
     async fn enqueue(&self, notice: &Notice) -> Result<bool, StoreError> {
+        fits(notice)?;
         let fresh = self.items().put_notice(notice, true);
         if fresh {
             self.wrote(format!("enqueue {}", notice.id()));
@@ -1322,6 +1335,7 @@ impl Outbox for MemoryTable {
         Ok(())
     }
     async fn put_record(&self, notice: &Notice) -> Result<bool, StoreError> {
+        fits(notice)?;
         let fresh = self.items().put_notice(notice, false);
         if fresh {
             self.wrote(format!("put_record {}", notice.id()));

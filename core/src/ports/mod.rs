@@ -1,6 +1,7 @@
 //! The narrow traits the application code depends on. The AWS adapters (`crate::aws`)
-//! implement them for real; unit tests implement the few they need in memory (see
-//! `app/paced_asker/tests.rs`), and every adapter is also tested on the local stack (`tests/`).
+//! implement them for real; `crate::memory` in memory, for the tests (with `Hooked` before one
+//! where a test wants a call to fail, hang or answer otherwise), and every adapter is also
+//! tested on the local stack (`tests/`).
 //!
 //! One file per concern, as `aws/` is laid out: `market` (EC2), `store` (DynamoDB), `notify`
 //! (SNS topics, the outbox, reminder schedules), `handoff` (events and workload actions),

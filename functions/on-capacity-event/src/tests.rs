@@ -4,15 +4,15 @@
 //! capblock's reminder are handled, a stack alarm's state is kept, and an input capblock does
 //! not act on is acknowledged by name (never retried) with nothing written, no panic.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use capblock_shared::app::on_capacity_event::Handled;
 use capblock_shared::aws::clock::TimeSource;
 use capblock_shared::config::Targets;
 use capblock_shared::domain::block::{Block, Reservation};
 use capblock_shared::lambda::{Context, Edge, EdgeConfig, Lambda, LambdaEvent, Payload, Ports, Reply};
-use capblock_shared::memory::{MemoryEc2, MemoryNotifier, MemoryReminders, MemoryTable};
-use capblock_shared::ports::{Clock, Reminders, Topic};
+use capblock_shared::memory::{MemoryClock, MemoryEc2, MemoryNotifier, MemoryReminders, MemoryTable};
+use capblock_shared::ports::{Reminders, Topic};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
@@ -29,15 +29,6 @@ const ALARM: &str = include_str!("../../../core/src/domain/alarm/state-change.js
 
 fn t(s: &str) -> DateTime<Utc> {
     s.parse().unwrap()
-}
-
-/// The wall clock as the test sets it: each input arrives on time, at its own time.
-struct Wall(Mutex<DateTime<Utc>>);
-
-impl Clock for Wall {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap()
-    }
 }
 
 /// The schedules in memory, whatever ARN the function was invoked with.
@@ -71,7 +62,7 @@ struct Function {
     table: Arc<MemoryTable>,
     notifier: Arc<MemoryNotifier>,
     reminders: Arc<MemoryReminders>,
-    wall: Arc<Wall>,
+    wall: Arc<MemoryClock>,
 }
 
 fn function() -> Function {
@@ -79,7 +70,7 @@ fn function() -> Function {
     let table = Arc::new(MemoryTable::default().with_blocks([Block::adopted(&reservation(), false, bought)]));
     let ec2 = Arc::new(MemoryEc2::default().with_reservations([reservation()]));
     let notifier = Arc::new(MemoryNotifier::default());
-    let wall = Arc::new(Wall(Mutex::new(bought)));
+    let wall = Arc::new(MemoryClock::at(bought));
     let ports = Ports::memory(ec2, table.clone(), notifier.clone(), wall.clone());
     let config = EdgeConfig {
         stack: "capblock-test".into(),
@@ -98,7 +89,7 @@ fn function() -> Function {
 impl Function {
     /// One invocation, the wall clock at `at`.
     async fn send(&self, at: &str, payload: Payload) -> Result<Reply<Handled>, lambda_runtime::Diagnostic> {
-        *self.wall.0.lock().unwrap() = t(at);
+        self.wall.set(t(at));
         self.lambda.handle(LambdaEvent::new(payload, Context::default())).await
     }
 

@@ -566,10 +566,7 @@ impl PermissionProbe for AwsProbe {
     }
 
     fn regional(&self, action: &str) -> bool {
-        matches!(
-            action.split_once(':').map(|(s, _)| s),
-            Some("ec2" | "servicequotas" | "autoscaling" | "ssm" | "resource-groups" | "eks" | "ram")
-        )
+        crate::domain::permissions::is_regional(action)
     }
 }
 

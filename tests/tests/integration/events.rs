@@ -2,17 +2,15 @@
 //! through the real adapters — the simulator for EC2, moto for DynamoDB, SNS, SQS and
 //! EventBridge Scheduler — read back from the topics' SQS taps.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use async_trait::async_trait;
 use capblock_shared::app::on_capacity_event::{CapacityEventHandler, HandleError, Handled};
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::domain::block::Block;
-use capblock_shared::ports::{
-    BlockStore, Clock, InstanceSource, Message, Notifier, NotifyError, Outbox, Reminders, Topic,
-};
+use capblock_shared::memory::{Call, Hooked, Script, Verdict};
+use capblock_shared::ports::{BlockStore, InstanceSource, Notifier, NotifyError, Outbox, ReadClock, Reminders, Topic};
 use capblock_tests::{Aws, Published, Sim, assert_slack_schema, detail_types, example_block};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
@@ -39,30 +37,18 @@ fn t(s: &str) -> DateTime<Utc> {
     s.parse().unwrap()
 }
 
-struct FixedClock(DateTime<Utc>);
-
-impl Clock for FixedClock {
-    fn now(&self) -> DateTime<Utc> {
-        self.0
-    }
-}
-
 /// A notifier that fails the first `fail_workloads` publishes to the workloads topic.
-struct Flaky {
-    inner: Delivery,
-    fail_workloads: AtomicUsize,
-}
-
-#[async_trait]
-impl Notifier for Flaky {
-    async fn publish(&self, topic: Topic, message: &Message) -> Result<(), NotifyError> {
-        if topic == Topic::Workloads
-            && self.fail_workloads.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
-        {
-            return Err(NotifyError::Failed { topic: "workloads".into(), message: "injected".into() });
+fn flaky(inner: Delivery, fail_workloads: u32) -> Hooked<Delivery, Script> {
+    let left = AtomicU32::new(fail_workloads);
+    let to_workloads = move |call: &Call<'_>| {
+        let fails = call.arg::<Topic>() == Some(&Topic::Workloads)
+            && left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+        if !fails {
+            return Verdict::Proceed;
         }
-        self.inner.publish(topic, message).await
-    }
+        Verdict::error(NotifyError::Failed { topic: "workloads".into(), message: "injected".into() })
+    };
+    Hooked::new(inner, Script::new().on("publish", to_workloads))
 }
 
 struct Harness {
@@ -141,7 +127,7 @@ impl Harness {
     async fn invoke<N: Notifier>(&self, notifier: &N, event: &Value, wall: &str) -> Result<Handled, HandleError> {
         let store = self.aws.store();
         let reminders = self.reminders();
-        let clock = FixedClock(t(wall));
+        let clock = ReadClock(t(wall));
         let handler = CapacityEventHandler {
             store: &store,
             market: &self.market,
@@ -362,7 +348,7 @@ async fn a_retry_after_a_failed_publish_sends_the_missing_notice_once() {
     let h = Harness::new("ev-retry").await;
     let rid = h.inject(2).await;
     h.adopt(&rid).await;
-    let flaky = Flaky { inner: h.aws.notifier(), fail_workloads: AtomicUsize::new(1) };
+    let flaky = flaky(h.aws.notifier(), 1);
     let event = reminder(&rid, 120, "2026-12-10T09:00:00Z");
     // The workload publish fails: the invocation fails so Lambda retries it.
     let err = h.invoke(&flaky, &event, "2026-12-10T09:00:01Z").await.unwrap_err();

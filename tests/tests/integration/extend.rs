@@ -26,9 +26,10 @@ use capblock_shared::domain::ids::Region;
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::domain::stack::StackSettings;
+use capblock_shared::memory::MemoryReminders;
 use capblock_shared::ports::{
     BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, ExtensionRecord, Ledger, MarketError,
-    PurchaseOutcome, PurchaseRequest, Purchaser, ReminderError, Reminders, RuleStore,
+    PurchaseOutcome, PurchaseRequest, Purchaser, RuleStore,
 };
 use capblock_tests::{Aws, HookedMarket, Published, PurchaseHook, RuleToml, ScenarioToml, Sim, assert_slack_schema};
 use chrono::{DateTime, Duration, Utc};
@@ -56,21 +57,6 @@ fn rule(mode: Mode, max_days: u32) -> Rule {
             "[extend]\nmax_price_per_accelerator_hour = \"3.00\"\nmax_days = {max_days}\ndecide_hours_before_end = 48"
         ))
         .rule(T0.parse().unwrap())
-}
-
-/// The end of each reminder sync the tracker asked for.
-#[derive(Default)]
-struct Synced(Mutex<Vec<DateTime<Utc>>>);
-
-#[async_trait]
-impl Reminders for Synced {
-    async fn sync(&self, block: &Block, _now: DateTime<Utc>) -> Result<(), ReminderError> {
-        self.0.lock().unwrap().push(block.end);
-        Ok(())
-    }
-    async fn clear(&self, _block: &Block) -> Result<(), ReminderError> {
-        Ok(())
-    }
 }
 
 /// Lets every purchase through to the simulator, unless told to refuse extensions (as EC2 does
@@ -142,7 +128,7 @@ struct X {
     sim: Sim,
     aws: Aws,
     market: HookedMarket<ExtensionHook>,
-    reminders: Synced,
+    reminders: MemoryReminders,
     now: Mutex<DateTime<Utc>>,
     settings: TrackSettings,
     id: String,
@@ -157,6 +143,11 @@ impl X {
         X::at_the_decision_with(name, stack_mode, 1).await
     }
 
+    /// The end of each reminder sync the tracker asked for.
+    fn reminders_synced(&self) -> Vec<DateTime<Utc>> {
+        self.reminders.calls().into_iter().filter(|(what, _, _)| what == "sync").map(|(_, _, end)| end).collect()
+    }
+
     /// [`X::at_the_decision`] with a rule that may extend by `max_days` days in all.
     async fn at_the_decision_with(name: &str, stack_mode: Mode, max_days: u32) -> X {
         let sim = Sim::start(&scenario()).await;
@@ -165,7 +156,7 @@ impl X {
             aws: Aws::fresh(name).await,
             market,
             sim,
-            reminders: Synced::default(),
+            reminders: MemoryReminders::default(),
             now: Mutex::new(T0.parse().unwrap()),
             settings: TrackSettings {
                 stack: StackSettings {
@@ -387,7 +378,7 @@ async fn a_lost_extension_answer_is_never_resent_and_adopted_once_the_end_moves(
     assert_eq!(x.block().await.end, new_end);
     assert_eq!(x.intent().await.state, ExtensionState::Paid);
     assert_eq!(x.budget().await, (dec!(1056), dec!(1056)), "the fee is spent, once");
-    assert_eq!(x.reminders.0.lock().unwrap().last(), Some(&new_end), "reminders follow the new end");
+    assert_eq!(x.reminders_synced().last(), Some(&new_end), "reminders follow the new end");
     let alerts = x.alerts().await;
     assert_eq!(alerts.iter().map(event).collect::<Vec<_>>(), ["extended"], "one message about the extension");
     let t = text(&alerts[0]);
@@ -495,7 +486,7 @@ async fn a_failed_extension_payment_keeps_the_end_and_releases_the_fee_once() {
     let alerts = x.alerts().await;
     assert_eq!(events_of(&alerts), ["expired"]);
     assert!(text(&alerts[0]).contains("Total fee: 576.00 USD"), "{}", text(&alerts[0]));
-    assert!(x.reminders.0.lock().unwrap().iter().all(|e| *e == x.end), "reminders never left the end");
+    assert!(x.reminders_synced().iter().all(|e| *e == x.end), "reminders never left the end");
     assert_eq!(x.extension_calls().await, 1);
     assert_eq!(x.budget().await, (dec!(576), dec!(576)));
 }
@@ -549,7 +540,7 @@ async fn an_end_that_ec2_moves_back_is_followed_and_not_announced_as_an_extensio
     x.track().await;
     let b = x.block().await;
     assert_eq!((b.state, b.end), (BlockState::Scheduled, x.end), "the stored end follows EC2 back");
-    assert_eq!(x.reminders.0.lock().unwrap().last(), Some(&x.end), "and the reminders with it");
+    assert_eq!(x.reminders_synced().last(), Some(&x.end), "and the reminders with it");
     let alerts = x.alerts().await;
     assert_eq!(events_of(&alerts), ["end-moved-back"], "not an 'extended' message");
     let t = text(&alerts[0]);

@@ -31,9 +31,9 @@ use capblock_shared::domain::budget::{BudgetOwner, Intent, IntentState, Period};
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::rule::Rule;
 use capblock_shared::domain::tags::INTENT_TAG;
+use capblock_shared::memory::{Call, Hooked, Script, Verdict};
 use capblock_shared::ports::{
-    BlockStore, Ledger, MarketError, Message, Notifier, NotifyError, Outbox, PurchaseOutcome, PurchaseRequest,
-    Purchaser, Topic,
+    BlockStore, Ledger, MarketError, NotifyError, Outbox, PurchaseOutcome, PurchaseRequest, Purchaser, Topic,
 };
 use capblock_tests::{HookedMarket, Published, PurchaseHook, Rig, RuleToml, ScenarioToml, T0, t0, usd};
 use rust_decimal::Decimal;
@@ -67,10 +67,9 @@ fn rule(id: &str, regions: &[&str], budget: &str, held: u32, purchases: u32) -> 
         .rule(t0())
 }
 
-/// A notifier that fails the first `fail_first` publishes and then every `fail_every`-th while
-/// `on`: SNS refusing (the message never reached the topic).
-pub struct FlakyNotifier {
-    inner: Delivery,
+/// When the flaky notifier fails: the first `fail_first` publishes and then every
+/// `fail_every`-th while `on`: SNS refusing (the message never reached the topic).
+pub struct Flakiness {
     fail_first: AtomicUsize,
     fail_every: usize,
     calls: AtomicUsize,
@@ -78,34 +77,36 @@ pub struct FlakyNotifier {
     pub on: std::sync::atomic::AtomicBool,
 }
 
-impl FlakyNotifier {
-    fn new(inner: Delivery, fail_first: usize, fail_every: usize) -> Self {
-        FlakyNotifier {
-            inner,
+impl Flakiness {
+    fn new(fail_first: usize, fail_every: usize) -> Arc<Flakiness> {
+        Arc::new(Flakiness {
             fail_first: AtomicUsize::new(fail_first),
             fail_every,
             calls: AtomicUsize::new(0),
             failed: AtomicUsize::new(0),
             on: std::sync::atomic::AtomicBool::new(true),
-        }
+        })
     }
-}
 
-#[async_trait]
-impl Notifier for FlakyNotifier {
-    async fn publish(&self, topic: Topic, message: &Message) -> Result<(), NotifyError> {
+    /// SNS's answer to one publish.
+    fn verdict(&self, call: &Call<'_>) -> Verdict {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
-        if self.on.load(Ordering::SeqCst) {
-            let first = self.fail_first.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
-            if first || (self.fail_every > 0 && n.is_multiple_of(self.fail_every)) {
-                self.failed.fetch_add(1, Ordering::SeqCst);
-                return Err(NotifyError::Failed {
-                    topic: format!("{topic:?}"),
-                    message: "injected SNS failure".into(),
-                });
-            }
+        if !self.on.load(Ordering::SeqCst) {
+            return Verdict::Proceed;
         }
-        self.inner.publish(topic, message).await
+        let first = self.fail_first.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+        if !(first || (self.fail_every > 0 && n.is_multiple_of(self.fail_every))) {
+            return Verdict::Proceed;
+        }
+        self.failed.fetch_add(1, Ordering::SeqCst);
+        let topic = call.arg::<Topic>().map(|t| format!("{t:?}")).unwrap_or_default();
+        Verdict::error(NotifyError::Failed { topic, message: "injected SNS failure".into() })
+    }
+
+    /// `inner` behind this flakiness.
+    fn notifier(self: &Arc<Flakiness>, inner: Delivery) -> Hooked<Delivery, Script> {
+        let flaky = self.clone();
+        Hooked::new(inner, Script::new().on("publish", move |call| flaky.verdict(call)))
     }
 }
 
@@ -144,7 +145,8 @@ impl PurchaseHook for Ambiguous {
 /// The rig with a flaky notifier, scanning and tracking within an account budget.
 struct H {
     rig: Rig,
-    notifier: FlakyNotifier,
+    notifier: Hooked<Delivery, Script>,
+    flaky: Arc<Flakiness>,
     account_budget: Money,
 }
 
@@ -161,7 +163,8 @@ impl H {
         let account_budget = usd(account_budget);
         rig.scan.stack.account_budget = Some(account_budget);
         rig.track.stack.account_budget = Some(account_budget);
-        H { notifier: FlakyNotifier::new(rig.aws.notifier(), fail_first, fail_every), rig, account_budget }
+        let flaky = Flakiness::new(fail_first, fail_every);
+        H { notifier: flaky.notifier(rig.aws.notifier()), flaky, rig, account_budget }
     }
 
     /// One scan with the flaky notifier (in place of the rig's own, which must succeed); a run
@@ -327,7 +330,7 @@ async fn throttling_5xx_timeouts_a_dead_region_overlapping_runs_and_sns_failures
     let state = h.sim.state().await;
     // Faults off; one more scan and one more track converge.
     h.sim.behaviour(r#"{"throttle_rate": 0.0, "error_5xx_rate": 0.0, "timeout_rate": 0.0, "down_regions": []}"#).await;
-    h.notifier.on.store(false, Ordering::SeqCst);
+    h.flaky.on.store(false, Ordering::SeqCst);
     h.advance_minutes(20).await;
     h.scan().await.expect("a scan without faults succeeds");
     h.track().await.expect("a track without faults succeeds");
@@ -341,13 +344,13 @@ async fn throttling_5xx_timeouts_a_dead_region_overlapping_runs_and_sns_failures
          overlapping-run skips {conflicts}; purchases {purchases}, alerts {}",
         started.elapsed().as_secs_f64(),
         state["faults_injected"],
-        h.notifier.failed.load(Ordering::SeqCst),
+        h.flaky.failed.load(Ordering::SeqCst),
         alerts.len(),
     );
     let f = &state["faults_injected"];
     assert!(f["throttled"].as_u64().unwrap() > 0, "throttling happened: {f}");
     assert!(f["region_down"].as_u64().unwrap() > 0, "the region was down: {f}");
-    assert!(h.notifier.failed.load(Ordering::SeqCst) >= 3, "SNS failed");
+    assert!(h.flaky.failed.load(Ordering::SeqCst) >= 3, "SNS failed");
     // Bought, or held for a person when every answer to the rules' purchases was lost.
     assert!(purchases + held.len() >= 1, "something was decided despite the faults");
 }

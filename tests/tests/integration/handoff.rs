@@ -29,7 +29,8 @@ use capblock_shared::domain::bus_event::{BusStep, EndOutcome, Subject};
 use capblock_shared::domain::handoff::{Point, Target, at_point, due};
 use capblock_shared::domain::ids::Region;
 use capblock_shared::domain::lifecycle::BlockState;
-use capblock_shared::ports::{InstanceSource, MarketError, Outbox, Parameters};
+use capblock_shared::memory::MemoryHandoff;
+use capblock_shared::ports::{InstanceSource, Outbox, Parameters};
 use capblock_tests::{
     Aws, Published, Rig, RuleToml, ScenarioToml, T0, auto_scaling_group, auto_scaling_group_in, detail_types,
     eks_nodegroup, event_types, example_block, nodegroup_size,
@@ -163,19 +164,6 @@ async fn an_event_the_bus_refuses_stays_pending_and_goes_out_later() {
     assert_eq!(aws.events().await.len(), 1);
 }
 
-/// The block's instances: the market simulator's, as the tracker sees them.
-struct TwoInstances;
-
-#[async_trait::async_trait]
-impl InstanceSource for TwoInstances {
-    async fn instances_in(&self, _r: &Region, _id: &str) -> Result<Vec<String>, MarketError> {
-        Ok(vec!["i-0aaaaaaaaaaaaaaa1".into(), "i-0aaaaaaaaaaaaaaa2".into()])
-    }
-    async fn reservation_of(&self, _r: &Region, _i: &str) -> Result<Option<String>, MarketError> {
-        Ok(None)
-    }
-}
-
 async fn desired(sdk: &SdkConfig, name: &str) -> i32 {
     let asg = aws_sdk_autoscaling::Client::new(sdk);
     let out = asg.describe_auto_scaling_groups().auto_scaling_group_names(name).send().await.unwrap();
@@ -189,6 +177,8 @@ struct MotoHands {
     rg: ResourceGroups,
     eks: Eks,
     ram: Ram,
+    /// The block's instances: the market simulator's, as the tracker sees them.
+    instances: MemoryHandoff,
 }
 
 impl MotoHands {
@@ -199,6 +189,7 @@ impl MotoHands {
             rg: ResourceGroups::new(sdk.clone()),
             eks: Eks::new(sdk.clone()),
             ram: Ram::new(sdk.clone()),
+            instances: MemoryHandoff::default().with_instances(["i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2"]),
         }
     }
 
@@ -207,7 +198,7 @@ impl MotoHands {
             parameters: &self.ssm,
             groups: &self.asg,
             commands: &self.ssm,
-            instances: &TwoInstances,
+            instances: &self.instances,
             reservation_groups: &self.rg,
             nodegroups: &self.eks,
             shares: &self.ram,

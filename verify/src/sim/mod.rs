@@ -519,7 +519,7 @@ impl Sim {
             .map(|call| {
                 let (inj, table) = (self.inj.clone(), self.table.clone());
                 self.actor(call.kind(), move |run| {
-                    Box::pin(async move { call.run(&faults::Faulty::new(&table, &inj, run)).await })
+                    Box::pin(async move { call.run(&faults::faulty(&table, &inj, run)).await })
                 })
             })
             .collect()
@@ -541,7 +541,7 @@ impl Sim {
         };
         self.actor(kind, move |run| {
             Box::pin(async move {
-                let (market, store) = (faults::Faulty::new(&ec2, &inj, run), faults::Faulty::new(&table, &inj, run));
+                let (market, store) = (faults::faulty(&ec2, &inj, run), faults::faulty(&table, &inj, run));
                 let scanner = Scanner {
                     market: &market,
                     store: &store,
@@ -578,7 +578,7 @@ impl Sim {
         let kind = if at.is_replay() { "replayed tracker" } else { "tracker" };
         self.actor(kind, move |run| {
             Box::pin(async move {
-                let (market, store) = (faults::Faulty::new(&ec2, &inj, run), faults::Faulty::new(&table, &inj, run));
+                let (market, store) = (faults::faulty(&ec2, &inj, run), faults::faulty(&table, &inj, run));
                 let tracker = Tracker {
                     market: &market,
                     store: &store,
@@ -610,8 +610,7 @@ impl Sim {
         let sim = (self.inj.clone(), self.table.clone(), self.ec2.clone());
         Some(self.actor("capblock buy", move |run| {
             Box::pin(async move {
-                let (market, store) =
-                    (faults::Faulty::new(&sim.2, &sim.0, run), faults::Faulty::new(&sim.1, &sim.0, run));
+                let (market, store) = (faults::faulty(&sim.2, &sim.0, run), faults::faulty(&sim.1, &sim.0, run));
                 match person(&market, &store, &name, budgets).buy_by_hand(&rule, priced, Mode::Live, now).await {
                     Ok(a) => format!("{} {a:?}", rule.id),
                     Err(e) => format!("failed: {e}"),
@@ -639,8 +638,7 @@ impl Sim {
             let sim = (self.inj.clone(), self.table.clone(), self.ec2.clone());
             out.push(self.actor("capblock approve", move |run| {
                 Box::pin(async move {
-                    let (market, store) =
-                        (faults::Faulty::new(&sim.2, &sim.0, run), faults::Faulty::new(&sim.1, &sim.0, run));
+                    let (market, store) = (faults::faulty(&sim.2, &sim.0, run), faults::faulty(&sim.1, &sim.0, run));
                     match person(&market, &store, &name, budgets).approve(&rule, &intent, Mode::Live, now).await {
                         Ok(a) => format!("{} {a:?}", intent.id),
                         Err(e) => format!("failed: {e}"),
@@ -690,7 +688,7 @@ impl Sim {
                 out.push(self.actor("event", move |run| {
                     Box::pin(async move {
                         let (market, store) =
-                            (faults::Faulty::new(&sim.2, &sim.0, run), faults::Faulty::new(&sim.1, &sim.0, run));
+                            (faults::faulty(&sim.2, &sim.0, run), faults::faulty(&sim.1, &sim.0, run));
                         let clock = ReadClock(now);
                         let handler = CapacityEventHandler {
                             store: &store,

@@ -8,7 +8,7 @@ use chrono::Duration;
 use super::*;
 use crate::app::fixtures::t0;
 use crate::app::publish::{PAGE_KEY, PageReport};
-use crate::memory::{MemoryNotifier, MemoryPages, MemoryTable};
+use crate::memory::{Hooked, MemoryNotifier, MemoryPages, MemoryTable, Script};
 use crate::ports::{PublishError, Topic};
 
 fn render(d: &TeamData) -> String {
@@ -87,24 +87,17 @@ async fn the_page_is_published_once_per_hour_claim() {
     assert_eq!(pages.object(PAGE_KEY).unwrap(), format!("<p>{}</p>", (next + Duration::minutes(1)).to_rfc3339()));
 }
 
-/// A bucket that refuses every write.
-struct Refusing;
-
-#[async_trait::async_trait]
-impl PagePublisher for Refusing {
-    async fn publish(&self, key: &str, _html: &str) -> Result<(), PublishError> {
-        Err(PublishError { operation: "PutObject", key: key.into(), message: "AccessDenied".into() })
-    }
-}
-
 #[tokio::test]
 async fn a_page_that_cannot_be_written_is_reported_and_the_run_still_succeeds() {
     let (table, notifier) = (MemoryTable::default(), MemoryNotifier::default());
     let budgets = BTreeMap::new();
+    // A bucket that refuses every write.
+    let denied = PublishError { operation: "PutObject", key: PAGE_KEY.into(), message: "AccessDenied".into() };
+    let refusing = Hooked::new(MemoryPages::default(), Script::new().fail("PutObject", denied));
     let after = AfterTrack {
         store: &table,
         notifier: &notifier,
-        pages: Some(&Refusing),
+        pages: Some(&refusing),
         team_budgets: &budgets,
         team_approvals: &BTreeMap::new(),
         render,

@@ -2,49 +2,32 @@
 //! that its payment failed, never on an unanswered history, a block shown off its path or not
 //! at all, or a timer; and a released one EC2 shows held is committed again, once.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use chrono::Duration;
 
 use super::*;
 use crate::app::fixtures::{Outputs, offering, reservation_of, rule, sent_intent, t0, track_settings, tracker};
 use crate::domain::block::Reservation;
 use crate::domain::budget::{BudgetOwner, IntentState};
-use crate::domain::extension::ExtensionReceipt;
 use crate::domain::lifecycle::extension_payment_deadline;
 use crate::domain::money::Money;
-use crate::memory::{MemoryEc2, MemoryTable};
+use crate::memory::{Failure, Hooked, MemoryEc2, MemoryTable, Script, Verdict};
 use crate::ports::ExtensionRecord;
 
-/// EC2 with a history of extensions told by the test: `None` answers 503.
-struct Ec2 {
-    inner: MemoryEc2,
-    history: Mutex<Option<Vec<ExtensionRecord>>>,
-}
+/// EC2 with a history of extensions told by the test (`None` answers 503); the rest is the
+/// in-memory EC2's.
+type Ec2 = Hooked<MemoryEc2, Script>;
+type Told = Arc<Mutex<Option<Vec<ExtensionRecord>>>>;
 
-#[async_trait]
-impl ExtensionMarket for Ec2 {
-    async fn extension_offerings(&self, r: &Region, id: &str, hours: u32) -> Result<Vec<ExtensionOffer>, MarketError> {
-        self.inner.extension_offerings(r, id, hours).await
-    }
-    async fn purchase_extension(&self, r: &Region, o: &str, id: &str) -> Result<ExtensionReceipt, MarketError> {
-        self.inner.purchase_extension(r, o, id).await
-    }
-    async fn check_extension(&self, r: &Region, o: &str, id: &str) -> Result<(), MarketError> {
-        self.inner.check_extension(r, o, id).await
-    }
-}
-
-#[async_trait]
-impl ExtensionHistory for Ec2 {
-    async fn extension_history(&self, r: &Region, _: &[String]) -> Result<Vec<ExtensionRecord>, MarketError> {
-        self.history.lock().unwrap().clone().ok_or_else(|| MarketError::Unknown {
-            operation: "DescribeCapacityBlockExtensionHistory",
-            region: r.to_string(),
-            message: "503 Service Unavailable".into(),
-        })
-    }
+fn ec2(history: Option<Vec<ExtensionRecord>>) -> (Ec2, Told) {
+    let told: Told = Arc::new(Mutex::new(history));
+    let history = told.clone();
+    let script = Script::new().on("extension_history", move |_| match history.lock().unwrap().clone() {
+        Some(records) => Verdict::answer(Ok::<_, MarketError>(records)),
+        None => Verdict::Fail(Failure::Unknown("503 Service Unavailable".into())),
+    });
+    (Hooked::new(MemoryEc2::default(), script), told)
 }
 
 /// The p5 rule's block (2026-12-02 00:00 to 12-03 00:00) as EC2 made it, and as stored.
@@ -114,7 +97,7 @@ async fn an_unanswered_history_past_the_deadline_releases_nothing() {
     let (b, _) = held_block();
     let x = one_day(&b);
     let table = table_with(&b, &x).await;
-    let market = Ec2 { inner: MemoryEc2::default(), history: Mutex::new(None) };
+    let (market, history) = ec2(None);
     let deadline = extension_payment_deadline(b.end - Duration::hours(3), b.end);
     let observed: HashSet<String> = [b.reservation_id.clone()].into();
     for minutes in [15, 16, 30] {
@@ -135,7 +118,7 @@ async fn an_unanswered_history_past_the_deadline_releases_nothing() {
         status: "payment-failed".into(),
         end: None,
     };
-    *market.history.lock().unwrap() = Some(vec![failed]);
+    *history.lock().unwrap() = Some(vec![failed]);
     extender(&market, &table).run(&HashMap::new(), &observed, deadline + Duration::hours(1)).await.unwrap();
     assert_eq!(table.extensions()[0].state, ExtensionState::Released);
     assert_eq!(budget(&table, &x).await, (dec!(0), dec!(0)));
@@ -182,7 +165,7 @@ async fn a_released_extension_ec2_shows_paid_is_committed_again_once() {
             status: status.into(),
             end: Some(x.offer.end),
         };
-        let market = Ec2 { inner: MemoryEc2::default(), history: Mutex::new(Some(vec![held])) };
+        let (market, _) = ec2(Some(vec![held]));
         for run in 0..3 {
             let now = b.end - Duration::minutes(10) + Duration::minutes(run);
             extender(&market, &table).run(&HashMap::new(), &HashSet::new(), now).await.unwrap();

@@ -2,9 +2,8 @@
 //! workflow on moto's SSM, Auto Scaling, Resource Groups and EKS).
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use chrono::{Duration, TimeZone};
 
 use super::*;
@@ -13,54 +12,49 @@ use crate::domain::handoff::tests::{all, target};
 use crate::domain::handoff::{NodegroupScaled, NodegroupScaling, Point, ReservationPool, at_point, due};
 use crate::domain::lifecycle::BlockState;
 use crate::domain::share::{Association, SharePrincipal};
-use crate::memory::{MemoryAccounts, MemoryHandoff};
+use crate::memory::{Call, Failure, Hooked, MemoryAccounts, MemoryHandoff, MemoryTable, Script, Verdict};
 use crate::ports::ShareRequest;
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, d, h, m, 0).unwrap()
 }
 
-/// An outbox in memory: the same contract as the DynamoDB one (enqueue once, lease, publish,
-/// a sort key of at most 1,024 bytes), with the open blocks of `BlockStore`, and a thread whose
-/// writes fail (a store error that concerns one block).
-#[derive(Default)]
-struct Memory {
-    notices: Mutex<Vec<(Notice, bool, DateTime<Utc>)>>,
-    blocks: Vec<Block>,
-    failing_thread: Mutex<Option<String>>,
+/// The table in memory, its open blocks given; before it, a thread whose notices cannot be
+/// written while `failing` names it (a store error that concerns one block).
+type Memory = Hooked<MemoryTable, Script>;
+type Failing = Arc<Mutex<Option<String>>>;
+
+fn memory_failing(blocks: Vec<Block>, failing: &Failing) -> Memory {
+    let fails = |failing: Failing| {
+        move |call: &Call<'_>| match call.arg::<Notice>() {
+            Some(n) if failing.lock().unwrap().as_deref() == Some(n.thread.as_str()) => {
+                Verdict::Fail(Failure::Unavailable("InternalServerError".into()))
+            }
+            _ => Verdict::Proceed,
+        }
+    };
+    let script = Script::new().on("enqueue", fails(failing.clone())).on("put_record", fails(failing.clone()));
+    Hooked::new(MemoryTable::default().with_blocks(blocks), script)
 }
 
-/// DynamoDB's limit on a sort key (`NOTICE#<milestone>`), in bytes.
-const SORT_KEY_BYTES: usize = 1024;
-
-#[async_trait]
-impl BlockStore for Memory {
-    async fn open_blocks(&self, _rule_id: Option<&str>) -> Result<Vec<Block>, StoreError> {
-        Ok(self.blocks.clone())
-    }
-    async fn get_block(&self, id: &str) -> Result<Option<Block>, StoreError> {
-        Ok(self.blocks.iter().find(|b| b.reservation_id == id).cloned())
-    }
-    async fn adopt_block(&self, _block: &Block) -> Result<bool, StoreError> {
-        unreachable!("the hand-off adopts nothing")
-    }
-    async fn update_block(&self, _block: &Block, _expected_version: u64) -> Result<(), StoreError> {
-        unreachable!("the hand-off moves no block")
-    }
+fn memory(blocks: Vec<Block>) -> Memory {
+    memory_failing(blocks, &Failing::default())
 }
 
-impl Memory {
-    /// Every notice enqueued for `topic`, in order.
+/// What the hand-off said, as the table holds it.
+trait Said {
+    /// Every notice, in the order written.
+    fn said(&self) -> Vec<Notice>;
+
+    /// Every notice for `topic`, in order.
     fn on(&self, topic: Topic) -> Vec<Notice> {
-        let n = self.notices.lock().unwrap();
-        n.iter().filter(|(n, _, _)| n.topic == topic).map(|(n, _, _)| n.clone()).collect()
+        self.said().into_iter().filter(|n| n.topic == topic).collect()
     }
 
     /// The body of the notice whose key ends with `suffix` (the test knows there is one).
     fn body_ending(&self, suffix: &str) -> String {
-        let n = self.notices.lock().unwrap();
-        let found = n.iter().find(|(n, _, _)| n.milestone.ends_with(suffix));
-        found.map(|(n, _, _)| n.message.body.clone()).unwrap_or_else(|| panic!("no notice ending {suffix:?}"))
+        let found = self.said().into_iter().find(|n| n.milestone.ends_with(suffix));
+        found.map(|n| n.message.body).unwrap_or_else(|| panic!("no notice ending {suffix:?}"))
     }
 
     fn alerts(&self) -> Vec<String> {
@@ -68,56 +62,16 @@ impl Memory {
     }
 }
 
-#[async_trait]
-impl Outbox for Memory {
-    async fn enqueue(&self, notice: &Notice) -> Result<bool, StoreError> {
-        if format!("NOTICE#{}", notice.milestone).len() > SORT_KEY_BYTES {
-            return Err(StoreError::Unavailable("ValidationException: the sort key is over 1024 bytes".into()));
-        }
-        if self.failing_thread.lock().unwrap().as_deref() == Some(notice.thread.as_str()) {
-            return Err(StoreError::Unavailable("InternalServerError".into()));
-        }
-        let mut n = self.notices.lock().unwrap();
-        if n.iter().any(|(x, _, _)| x.id() == notice.id()) {
-            return Ok(false);
-        }
-        n.push((notice.clone(), false, DateTime::<Utc>::MIN_UTC));
-        Ok(true)
-    }
-    async fn pending(&self) -> Result<Vec<Notice>, StoreError> {
-        Ok(self.notices.lock().unwrap().iter().filter(|(_, p, _)| !p).map(|(n, _, _)| n.clone()).collect())
-    }
-    async fn lease(&self, notice: &Notice, now: DateTime<Utc>, until: DateTime<Utc>) -> Result<bool, StoreError> {
-        let mut n = self.notices.lock().unwrap();
-        let Some(e) = n.iter_mut().find(|(x, _, _)| x.id() == notice.id()) else {
-            return Ok(false);
+impl Said for Memory {
+    fn said(&self) -> Vec<Notice> {
+        let writes = self.inner.writes();
+        let written = |n: &Notice| {
+            let (queued, recorded) = (format!("enqueue {}", n.id()), format!("put_record {}", n.id()));
+            writes.iter().position(|w| *w == queued || *w == recorded)
         };
-        if e.1 || e.2 > now {
-            return Ok(false);
-        }
-        e.2 = until;
-        Ok(true)
-    }
-    async fn put_record(&self, notice: &Notice) -> Result<bool, StoreError> {
-        let added = self.enqueue(notice).await?;
-        if added {
-            self.mark_published(notice, notice.created_at).await?;
-        }
-        Ok(added)
-    }
-    async fn records(&self, thread: &str, prefix: &str) -> Result<Vec<Notice>, StoreError> {
-        let n = self.notices.lock().unwrap();
-        Ok(n.iter()
-            .filter(|(x, _, _)| x.thread == thread && x.milestone.starts_with(prefix))
-            .map(|(x, _, _)| x.clone())
-            .collect())
-    }
-    async fn mark_published(&self, notice: &Notice, _at: DateTime<Utc>) -> Result<(), StoreError> {
-        let mut n = self.notices.lock().unwrap();
-        if let Some(e) = n.iter_mut().find(|(x, _, _)| x.id() == notice.id()) {
-            e.1 = true;
-        }
-        Ok(())
+        let mut said: Vec<Notice> = self.inner.notices().into_iter().map(|(n, _)| n).collect();
+        said.sort_by_key(written);
+        said
     }
 }
 
@@ -152,7 +106,7 @@ fn stack(mode: Mode) -> StackSettings {
 
 #[tokio::test]
 async fn each_action_runs_once_under_duplicate_triggers_and_runs() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let now = t(10, 11, 35);
     let planned = at_point(&all(), &target(), Point::Active, false);
     assert_eq!(enqueue_actions(&outbox, &planned, now).await.unwrap(), 2);
@@ -173,7 +127,7 @@ async fn each_action_runs_once_under_duplicate_triggers_and_runs() {
 
 #[tokio::test]
 async fn dry_run_announces_and_touches_nothing() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Active, true), now).await.unwrap();
     enqueue_actions(&outbox, &due(&all(), &target(), t(11, 10, 40), true), now).await.unwrap();
@@ -187,7 +141,7 @@ async fn dry_run_announces_and_touches_nothing() {
 
 #[tokio::test]
 async fn a_failing_action_is_announced_once_and_retried_until_it_succeeds() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Active, false), now).await.unwrap();
     aws.fail(true);
@@ -208,7 +162,7 @@ async fn a_failing_action_is_announced_once_and_retried_until_it_succeeds() {
 
 #[tokio::test]
 async fn an_action_still_failing_a_day_after_the_end_is_dropped_once() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let end = target().block.end;
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Ended, false), end).await.unwrap();
     aws.fail(true);
@@ -224,7 +178,7 @@ async fn an_action_still_failing_a_day_after_the_end_is_dropped_once() {
 
 #[tokio::test]
 async fn a_leased_action_is_left_to_the_run_holding_it() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Active, false), now).await.unwrap();
     for n in outbox.pending().await.unwrap() {
@@ -237,7 +191,7 @@ async fn a_leased_action_is_left_to_the_run_holding_it() {
 
 #[tokio::test]
 async fn a_command_goes_once_to_each_instance_and_its_result_comes_back() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let now = t(11, 10, 30);
     let run = due(&all(), &target(), now, false)
         .into_iter()
@@ -272,7 +226,7 @@ async fn a_command_goes_once_to_each_instance_and_its_result_comes_back() {
 
 #[tokio::test]
 async fn a_parameter_is_cleared_only_while_it_names_the_block() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&all(), &target(), Point::Paid, false), now).await.unwrap();
     action_runner(&aws).run(&outbox, now).await.unwrap();
@@ -315,7 +269,7 @@ fn rule_with(id: &str, actions: Vec<Action>) -> Rule {
 }
 
 /// Two active blocks: `cr-...0` of rule `a`, `cr-...1` of rule `b`, each scaling its group.
-fn two_blocks(group_a: &str) -> (Memory, HashMap<String, Rule>) {
+fn two_blocks(group_a: &str, failing: &Failing) -> (Memory, HashMap<String, Rule>) {
     let block = |id: &str, rule: &str| Block {
         reservation_id: id.into(),
         rule_id: Some(rule.into()),
@@ -324,10 +278,7 @@ fn two_blocks(group_a: &str) -> (Memory, HashMap<String, Rule>) {
     };
     let scale = |g: &str| vec![Action::ScaleGroup { group: g.into(), desired: 2, down_lead_minutes: 45 }];
     let rules = [rule_with("a", scale(group_a)), rule_with("b", scale("trainers"))];
-    let store = Memory {
-        blocks: vec![block("cr-0000000000000000a", "a"), block("cr-0000000000000000b", "b")],
-        ..Memory::default()
-    };
+    let store = memory_failing(vec![block("cr-0000000000000000a", "a"), block("cr-0000000000000000b", "b")], failing);
     (store, rules.into_iter().map(|r| (r.id.clone(), r)).collect())
 }
 
@@ -335,7 +286,7 @@ fn two_blocks(group_a: &str) -> (Memory, HashMap<String, Rule>) {
 async fn a_group_name_of_any_length_gets_a_key_the_store_takes() {
     // 255 emoji: 1,020 bytes, accepted before names were judged by bytes.
     let long = "😀".repeat(255);
-    let (store, rules) = two_blocks(&long);
+    let (store, rules) = two_blocks(&long, &Failing::default());
     let aws = sides();
     let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
     assert!(report.errors.is_empty(), "{report:?}");
@@ -344,13 +295,13 @@ async fn a_group_name_of_any_length_gets_a_key_the_store_takes() {
     set.sort();
     assert_eq!(set, [("trainers".to_string(), 2), (long, 2)]);
     // The key of a name that fits is the one stored before: those records are still found.
-    assert!(store.notices.lock().unwrap().iter().any(|(n, _, _)| n.milestone == "action-scale-up-trainers"));
+    assert!(store.said().iter().any(|n| n.milestone == "action-scale-up-trainers"));
 }
 
 #[tokio::test]
 async fn one_blocks_store_error_stops_no_other_block() {
-    let (store, rules) = two_blocks("first");
-    *store.failing_thread.lock().unwrap() = Some("cr-0000000000000000a".into());
+    let failing = Failing::new(Mutex::new(Some("cr-0000000000000000a".into())));
+    let (store, rules) = two_blocks("first", &failing);
     let aws = sides();
     let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
     assert_eq!(*aws.capacity.lock().unwrap(), [("trainers".to_string(), 2)], "{report:?}");
@@ -360,29 +311,30 @@ async fn one_blocks_store_error_stops_no_other_block() {
 
     // Both planned; the first block's action runs but its record cannot be written: the
     // second still runs, and the first is retried by the next run.
-    let (store, rules) = two_blocks("first");
+    let failing = Failing::default();
+    let (store, rules) = two_blocks("first", &failing);
     let aws = sides();
     let first = rules["a"].clone();
     let planned = handoff::current(
         &first.actions,
-        &Target::of(&store.blocks[0], "prod").unwrap(),
+        &Target::of(&store.inner.blocks()[0], "prod").unwrap(),
         BlockState::Active,
         t(10, 12, 0),
         false,
     );
     enqueue_actions(&store, &planned, t(10, 11, 59)).await.unwrap();
-    *store.failing_thread.lock().unwrap() = Some("cr-0000000000000000a".into());
+    *failing.lock().unwrap() = Some("cr-0000000000000000a".into());
     let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::Live), t(10, 12, 0)).await;
     assert_eq!(report.done, ["cr-0000000000000000b#action-scale-up-trainers"], "{report:?}");
     assert_eq!(report.errors.len(), 2, "planning and running the first block: {report:?}");
-    *store.failing_thread.lock().unwrap() = None;
+    *failing.lock().unwrap() = None;
     let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::Live), t(10, 12, 10)).await;
     assert_eq!(report.done, ["cr-0000000000000000a#action-scale-up-first"], "{report:?}");
 }
 
 #[tokio::test]
 async fn a_command_someone_else_sent_with_capblocks_mark_suppresses_nothing() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let now = t(11, 10, 30);
     let run: Vec<Planned> = due(&all(), &target(), now, false)
         .into_iter()
@@ -412,7 +364,7 @@ const ARN: &str = "arn:aws:ec2:us-east-1:123456789012:capacity-reservation/cr-01
 
 #[tokio::test]
 async fn the_reservation_goes_into_the_rules_group_once_and_out_at_the_end() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let now = t(9, 12, 0);
     let add = at_point(&with_group(), &target(), Point::Paid, false);
     enqueue_actions(&outbox, &add, now).await.unwrap();
@@ -460,7 +412,7 @@ async fn the_reservation_goes_into_the_rules_group_once_and_out_at_the_end() {
 
 #[tokio::test]
 async fn an_ultraserver_block_gets_a_group_for_its_instance_type() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let mut ultra = target();
     ultra.block.ultraserver = true;
     ultra.block.instance_type = "p6e-gb200.36xlarge".parse().unwrap();
@@ -474,7 +426,7 @@ async fn an_ultraserver_block_gets_a_group_for_its_instance_type() {
 
 #[tokio::test]
 async fn a_group_in_dry_run_is_announced_and_never_made() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let now = t(9, 12, 0);
     enqueue_actions(&outbox, &at_point(&with_group(), &target(), Point::Paid, true), now).await.unwrap();
     let mut ended = target();
@@ -490,7 +442,7 @@ async fn a_group_in_dry_run_is_announced_and_never_made() {
 
 #[tokio::test]
 async fn a_failing_group_is_announced_once_retried_and_holds_nothing_back() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let now = t(9, 12, 0);
     let mut actions = with_group();
     actions.push(Action::PublishParameter);
@@ -508,7 +460,7 @@ async fn a_failing_group_is_announced_once_retried_and_holds_nothing_back() {
     assert_eq!(aws.reservation_groups.lock().unwrap()["capblock-prod-p5"].members.len(), 1);
 
     // A block recorded without an ARN cannot be grouped: said, not guessed.
-    let outbox = Memory::default();
+    let outbox = memory(vec![]);
     let mut no_arn = target();
     no_arn.block.arn = None;
     enqueue_actions(&outbox, &at_point(&with_group(), &no_arn, Point::Paid, false), now).await.unwrap();
@@ -518,20 +470,20 @@ async fn a_failing_group_is_announced_once_retried_and_holds_nothing_back() {
 
 #[tokio::test]
 async fn a_group_that_is_gone_at_the_end_has_nothing_to_give_back() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let mut ended = target();
     ended.block.state = BlockState::Expired;
     let end = ended.block.end;
     enqueue_actions(&outbox, &at_point(&with_group(), &ended, Point::Ended, false), end).await.unwrap();
     let report = action_runner(&aws).run(&outbox, end).await.unwrap();
     assert_eq!(report.done.len(), 1, "{report:?}");
-    let said = outbox.notices.lock().unwrap().iter().any(|(n, _, _)| n.message.body.contains("is gone"));
+    let said = outbox.said().iter().any(|n| n.message.body.contains("is gone"));
     assert!(said);
 }
 
 #[tokio::test]
 async fn a_group_scaled_up_outside_the_blocks_zone_is_warned_of_once() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let now = t(10, 11, 35);
     *aws.zones.lock().unwrap() = vec!["us-east-1b".into()];
     let up: Vec<Planned> = at_point(&all(), &target(), Point::Active, false)
@@ -551,7 +503,7 @@ async fn a_group_scaled_up_outside_the_blocks_zone_is_warned_of_once() {
     // The scale-down is not checked; a group in the block's zone earns no warning, and one
     // whose zones cannot be read is scaled all the same.
     for (zones, unreadable) in [(vec!["us-east-1a".to_string()], false), (vec!["us-east-1b".to_string()], true)] {
-        let (outbox, aws) = (Memory::default(), sides());
+        let (outbox, aws) = (memory(vec![]), sides());
         *aws.zones.lock().unwrap() = zones;
         *aws.zones_unreadable.lock().unwrap() = unreadable;
         enqueue_actions(&outbox, &up, now).await.unwrap();
@@ -571,19 +523,16 @@ async fn the_tracker_plans_the_group_with_the_stacks_name_once_the_block_is_paid
         arn: Some(format!("arn:aws:ec2:us-east-1:123456789012:capacity-reservation/{id}")),
         ..example(t(10, 11, 30), t(11, 11, 30))
     };
-    let store = Memory {
-        blocks: vec![
-            block("cr-0000000000000000a", BlockState::PaymentPending),
-            block("cr-0000000000000000b", BlockState::Scheduled),
-        ],
-        ..Memory::default()
-    };
+    let store = memory(vec![
+        block("cr-0000000000000000a", BlockState::PaymentPending),
+        block("cr-0000000000000000b", BlockState::Scheduled),
+    ]);
     let rules: HashMap<String, Rule> = [("a".to_string(), rule_with("a", with_group()))].into();
     let aws = sides();
     let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::Live), t(9, 12, 0)).await;
     assert_eq!(report.done, ["cr-0000000000000000b#action-reservation-group-add-capblock-prod-a"], "{report:?}");
     // In a dry-run stack, the same plan only says what it would do.
-    let (store, aws) = (Memory { blocks: store.blocks.clone(), ..Memory::default() }, sides());
+    let (store, aws) = (memory(store.inner.blocks()), sides());
     let report = tracker_pass(&store, &action_runner(&aws), &rules, &stack(Mode::DryRun), t(9, 12, 0)).await;
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert!(aws.reservation_groups.lock().unwrap().is_empty());
@@ -624,7 +573,7 @@ impl Aws {
 
 #[tokio::test]
 async fn a_node_group_goes_up_once_at_the_start_and_back_to_what_it_was_at_the_end() {
-    let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(1, 2, 1)));
+    let (outbox, aws) = (memory(vec![]), Aws::with_nodegroup(sized(1, 2, 1)));
     let now = t(10, 11, 35);
     let up = at_point(&nodegroup(4, None, None), &target(), Point::Active, false);
     assert_eq!(enqueue_actions(&outbox, &up, now).await.unwrap(), 1);
@@ -656,7 +605,7 @@ async fn a_node_group_goes_up_once_at_the_start_and_back_to_what_it_was_at_the_e
 
 #[tokio::test]
 async fn a_retried_scale_up_keeps_what_the_node_group_was_before_the_first_try() {
-    let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(0, 2, 0)));
+    let (outbox, aws) = (memory(vec![]), Aws::with_nodegroup(sized(0, 2, 0)));
     let now = t(10, 11, 35);
     let actions = nodegroup(3, Some(1), Some(6));
     enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Active, false), now).await.unwrap();
@@ -677,7 +626,7 @@ async fn a_retried_scale_up_keeps_what_the_node_group_was_before_the_first_try()
 
 #[tokio::test]
 async fn a_size_changed_since_the_scale_up_is_left_as_it_is() {
-    let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(0, 2, 0)));
+    let (outbox, aws) = (memory(vec![]), Aws::with_nodegroup(sized(0, 2, 0)));
     let now = t(10, 11, 35);
     let actions = nodegroup(4, None, None);
     enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Active, false), now).await.unwrap();
@@ -690,13 +639,13 @@ async fn a_size_changed_since_the_scale_up_is_left_as_it_is() {
     action_runner(&aws).run(&outbox, late).await.unwrap();
     // The maximum goes back; the desired size stays theirs, within it.
     assert_eq!(aws.nodegroup(), sized(0, 2, 2));
-    let said = outbox.notices.lock().unwrap().iter().map(|(n, _, _)| n.message.body.clone()).collect::<Vec<_>>();
+    let said = outbox.said().iter().map(|n| n.message.body.clone()).collect::<Vec<_>>();
     assert!(said.iter().any(|b| b.contains("left as it is: desired is 3 (capblock set 4)")), "{said:#?}");
 }
 
 #[tokio::test]
 async fn a_node_group_never_scaled_up_is_left_as_it_is_at_the_end() {
-    let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(0, 2, 1)));
+    let (outbox, aws) = (memory(vec![]), Aws::with_nodegroup(sized(0, 2, 1)));
     let end = target().block.end;
     enqueue_actions(&outbox, &at_point(&nodegroup(2, None, None), &target(), Point::Ended, false), end).await.unwrap();
     let report = action_runner(&aws).run(&outbox, end).await.unwrap();
@@ -707,7 +656,7 @@ async fn a_node_group_never_scaled_up_is_left_as_it_is_at_the_end() {
 
 #[tokio::test]
 async fn a_missing_node_group_fails_once_and_is_retried() {
-    let (outbox, aws) = (Memory::default(), sides());
+    let (outbox, aws) = (memory(vec![]), sides());
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&nodegroup(2, None, None), &target(), Point::Active, false), now).await.unwrap();
     for run in 0..3 {
@@ -715,12 +664,10 @@ async fn a_missing_node_group_fails_once_and_is_retried() {
         assert_eq!(report.failed.len(), 1, "{report:?}");
     }
     let failed = outbox
-        .notices
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(n, _, _)| n.milestone.ends_with("-failed"))
-        .map(|(n, _, _)| n.message.body.clone())
+        .said()
+        .into_iter()
+        .filter(|n| n.milestone.ends_with("-failed"))
+        .map(|n| n.message.body)
         .collect::<Vec<_>>();
     assert_eq!(failed.len(), 1, "announced once");
     assert!(failed[0].contains("no node group") && failed[0].contains("HandoffClusters"), "{failed:#?}");
@@ -733,7 +680,7 @@ async fn a_missing_node_group_fails_once_and_is_retried() {
 
 #[tokio::test]
 async fn a_node_group_in_dry_run_is_announced_and_never_touched() {
-    let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(0, 2, 0)));
+    let (outbox, aws) = (memory(vec![]), Aws::with_nodegroup(sized(0, 2, 0)));
     let now = t(10, 11, 35);
     let actions = nodegroup(2, None, None);
     enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Active, true), now).await.unwrap();
@@ -741,7 +688,7 @@ async fn a_node_group_in_dry_run_is_announced_and_never_touched() {
     let report = action_runner(&aws).run(&outbox, now).await.unwrap();
     assert_eq!(report.done.len(), 2, "{report:?}");
     assert_eq!(aws.updates(), 0);
-    let said = outbox.notices.lock().unwrap().iter().map(|(n, _, _)| n.message.body.clone()).collect::<Vec<_>>();
+    let said = outbox.said().iter().map(|n| n.message.body.clone()).collect::<Vec<_>>();
     assert!(said.iter().any(|b| b.contains("Would scale node group `gpu` of cluster `train` to 2.")), "{said:#?}");
     assert!(said.iter().any(|b| b.contains("Would put node group `gpu` of cluster `train` back")), "{said:#?}");
 }
@@ -772,7 +719,7 @@ async fn a_node_group_eks_does_not_know_is_named_in_each_of_the_rules_regions() 
 
 #[tokio::test]
 async fn after_an_extension_the_new_ends_order_finds_the_node_group_back_already() {
-    let (outbox, aws) = (Memory::default(), Aws::with_nodegroup(sized(0, 2, 0)));
+    let (outbox, aws) = (memory(vec![]), Aws::with_nodegroup(sized(0, 2, 0)));
     let actions = nodegroup(2, None, None);
     let now = t(10, 11, 35);
     enqueue_actions(&outbox, &at_point(&actions, &target(), Point::Active, false), now).await.unwrap();
@@ -789,7 +736,7 @@ async fn after_an_extension_the_new_ends_order_finds_the_node_group_back_already
     let report = action_runner(&aws).run(&outbox, later).await.unwrap();
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert_eq!((aws.nodegroup(), aws.updates()), (sized(0, 2, 0), 2));
-    let said = outbox.notices.lock().unwrap().iter().map(|(n, _, _)| n.message.body.clone()).collect::<Vec<_>>();
+    let said = outbox.said().iter().map(|n| n.message.body.clone()).collect::<Vec<_>>();
     assert!(said.iter().any(|b| b.contains("already: nothing to put back")), "{said:#?}");
 }
 
@@ -834,12 +781,12 @@ async fn a_block_is_shared_once_when_scheduled_never_before_and_unshared_at_its_
     let aws = sides();
     let now = t(9, 12, 0);
     // Payment pending: nothing is shared (EC2 shares scheduled or active blocks only).
-    let pending = Memory { blocks: vec![block_in(BlockState::PaymentPending)], ..Memory::default() };
+    let pending = memory(vec![block_in(BlockState::PaymentPending)]);
     let report = pass(&pending, &aws, &rule, Mode::Live, now).await;
     assert!(report.done.is_empty() && aws.shares.lock().unwrap().is_empty(), "{report:?}");
 
     // Scheduled: one share, tagged, with both principals; the next runs add nothing.
-    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    let store = memory(vec![block_in(BlockState::Scheduled)]);
     let report = pass(&store, &aws, &rule, Mode::Live, now).await;
     assert_eq!(report.done, ["cr-0123456789abcdef0#action-share"], "{report:?}");
     for later in 1..4 {
@@ -884,7 +831,7 @@ async fn a_block_is_shared_once_when_scheduled_never_before_and_unshared_at_its_
 async fn a_share_made_by_a_run_that_died_is_found_not_made_again() {
     let rule = sharing(&["111111111111"]);
     let aws = sides();
-    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    let store = memory(vec![block_in(BlockState::Scheduled)]);
     // The share exists, as the dead run left it.
     let stack_tags = share::share_tags("prod", "p5", "cr-0123456789abcdef0");
     aws.create(
@@ -909,7 +856,7 @@ async fn a_share_made_by_a_run_that_died_is_found_not_made_again() {
 #[tokio::test]
 async fn ram_pending_failed_or_partial_is_waited_for_retried_or_warned_of() {
     let rule = sharing(&["111111111111"]);
-    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    let store = memory(vec![block_in(BlockState::Scheduled)]);
     let aws = sides();
     *aws.share_outcome.lock().unwrap() = Some(Association::Associating);
     let report = pass(&store, &aws, &rule, Mode::Live, t(9, 12, 0)).await;
@@ -919,7 +866,7 @@ async fn ram_pending_failed_or_partial_is_waited_for_retried_or_warned_of() {
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert_eq!(aws.shares.lock().unwrap().len(), 1);
 
-    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    let store = memory(vec![block_in(BlockState::Scheduled)]);
     let aws = sides();
     *aws.share_outcome.lock().unwrap() = Some(Association::Failed);
     for minutes in [0, 5] {
@@ -937,7 +884,7 @@ async fn ram_pending_failed_or_partial_is_waited_for_retried_or_warned_of() {
     assert_eq!(report.done.len(), 1, "{report:?}");
 
     let rule = sharing(&["111111111111", OUTSIDER]);
-    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    let store = memory(vec![block_in(BlockState::Scheduled)]);
     let report = pass(&store, &sides(), &rule, Mode::Live, t(9, 12, 0)).await;
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert!(store.alerts().iter().any(|a| a == "action-share-warning"), "{:?}", store.alerts());
@@ -949,7 +896,7 @@ async fn ram_pending_failed_or_partial_is_waited_for_retried_or_warned_of() {
 #[tokio::test]
 async fn a_share_is_made_once_and_deleted_while_rams_listing_lags() {
     let rule = sharing(&["111111111111"]);
-    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    let store = memory(vec![block_in(BlockState::Scheduled)]);
     let aws = sides();
     *aws.listing_lags.lock().unwrap() = true;
     *aws.share_outcome.lock().unwrap() = Some(Association::Associating);
@@ -973,7 +920,7 @@ async fn a_share_is_made_once_and_deleted_while_rams_listing_lags() {
 #[tokio::test]
 async fn a_retry_after_a_crash_sends_the_same_token_and_gets_the_same_share() {
     let rule = sharing(&["111111111111"]);
-    let store = Memory { blocks: vec![block_in(BlockState::Scheduled)], ..Memory::default() };
+    let store = memory(vec![block_in(BlockState::Scheduled)]);
     let aws = sides();
     *aws.listing_lags.lock().unwrap() = true;
     let rid = "cr-0123456789abcdef0";
@@ -998,7 +945,7 @@ async fn a_retry_after_a_crash_sends_the_same_token_and_gets_the_same_share() {
 #[tokio::test]
 async fn a_share_in_dry_run_is_announced_and_never_made() {
     let rule = sharing(&["111111111111"]);
-    let (store, aws) = (Memory { blocks: vec![block_in(BlockState::Active)], ..Memory::default() }, sides());
+    let (store, aws) = (memory(vec![block_in(BlockState::Active)]), sides());
     let report = pass(&store, &aws, &rule, Mode::DryRun, t(10, 12, 0)).await;
     assert_eq!(report.done.len(), 1, "{report:?}");
     assert!(aws.shares.lock().unwrap().is_empty());
@@ -1012,7 +959,7 @@ const MEMBER: &str = "222222222222";
 /// fails the action by name, and it is retried.
 #[tokio::test]
 async fn a_members_actions_run_in_its_own_account() {
-    let (outbox, own) = (Memory::default(), sides());
+    let (outbox, own) = (memory(vec![]), sides());
     let member = std::sync::Arc::new(MemoryHandoff::default());
     let accounts = MemoryAccounts::default().with_member(MEMBER, member.clone());
     let now = t(10, 11, 35);
@@ -1026,7 +973,7 @@ async fn a_members_actions_run_in_its_own_account() {
     assert!(own.desired().is_empty() && own.parameters().is_empty(), "nothing in this account");
 
     // Another member, whose role this stack cannot assume.
-    let (outbox, own) = (Memory::default(), sides());
+    let (outbox, own) = (memory(vec![]), sides());
     let stranger = Target { account: Some("333333333333".into()), ..target() };
     enqueue_actions(&outbox, &at_point(&all(), &stranger, Point::Active, false), now).await.unwrap();
     let runner = ActionRunner { accounts: Some(&accounts), ..action_runner(&own) };

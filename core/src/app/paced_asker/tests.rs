@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use chrono::{TimeZone, Utc};
 
 use super::*;
+use crate::memory::{Call, Failure, Hooked, MemoryEc2, Script, Verdict};
 use crate::ports::REQUEST_LIMIT;
 
 struct Bucket {
@@ -476,35 +477,29 @@ async fn progress_is_counted_once_per_question_not_per_call() {
 }
 
 /// A member account's market whose every answer is a refusal (its watch role missing).
-struct Refusing {
-    calls: AtomicU32,
-}
-
-#[async_trait]
-impl OfferingSource for Refusing {
-    async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        Err(MarketError::Rejected {
-            operation: OP,
-            region: q.region.to_string(),
+fn refusing() -> Hooked<MemoryEc2, Script> {
+    let denied = |_: &Call<'_>| {
+        Verdict::Fail(Failure::Rejected {
             code: "AccessDenied".into(),
             message: "not authorized to perform sts:AssumeRole".into(),
         })
-    }
+    };
+    Hooked::new(MemoryEc2::default(), Script::new().on(OP, denied))
 }
 
 /// The questions a market was asked, by instance type, shared with the test.
-struct Recording {
-    inner: FakeMarket,
-    types: std::sync::Arc<Mutex<Vec<String>>>,
-}
+type Types = std::sync::Arc<Mutex<Vec<String>>>;
 
-#[async_trait]
-impl OfferingSource for Recording {
-    async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
-        self.types.lock().unwrap().push(q.instance_type.to_string());
-        self.inner.offerings(q).await
-    }
+/// `inner`, recording in `types` the questions it is asked.
+fn recording(inner: FakeMarket, types: &Types) -> Hooked<FakeMarket, Script> {
+    let types = types.clone();
+    let record = move |call: &Call<'_>| {
+        if let Some(q) = call.arg::<OfferingQuery>() {
+            types.lock().unwrap().push(q.instance_type.to_string());
+        }
+        Verdict::Proceed
+    };
+    Hooked::new(inner, Script::new().on(OP, record))
 }
 
 fn member(account: &str, market: impl OfferingSource + 'static) -> MemberMarket {
@@ -525,8 +520,8 @@ async fn member_accounts_each_bring_their_own_limit_and_no_question_is_asked_twi
     let home = FakeMarket::ec2();
     let (a, b) = (std::sync::Arc::new(Mutex::new(Vec::new())), std::sync::Arc::new(Mutex::new(Vec::new())));
     let helpers = [
-        member("111111111111", Recording { inner: FakeMarket::ec2(), types: a.clone() }),
-        member("222222222222", Recording { inner: FakeMarket::ec2(), types: b.clone() }),
+        member("111111111111", recording(FakeMarket::ec2(), &a)),
+        member("222222222222", recording(FakeMarket::ec2(), &b)),
     ];
     let three =
         ask_spread(&home, &super::helpers(&helpers), &queries, &pacing(), &Carried::default(), |_, _, _| {}).await;
@@ -552,7 +547,7 @@ async fn member_accounts_each_bring_their_own_limit_and_no_question_is_asked_twi
 async fn a_refused_member_gives_its_question_back_and_stops() {
     let home = FakeMarket::ec2();
     let queries: Vec<OfferingQuery> = (1..=4).map(|n| query("us-east-1", "p5.48xlarge", n)).collect();
-    let helpers = [member("111111111111", Refusing { calls: AtomicU32::new(0) })];
+    let helpers = [member("111111111111", refusing())];
     let asked =
         ask_spread(&home, &super::helpers(&helpers), &queries, &pacing(), &Carried::default(), |_, _, _| {}).await;
     assert!(asked.answers.iter().all(|a| matches!(a, Answer::Offerings(_))), "{:?}", asked.answers);
@@ -569,7 +564,7 @@ async fn a_quota_probe_is_asked_by_the_buying_account_only() {
     let mut home = FakeMarket::ec2();
     home.quota_zero = vec!["trn2"];
     let types = std::sync::Arc::new(Mutex::new(Vec::new()));
-    let helpers = [member("111111111111", Recording { inner: FakeMarket::ec2(), types: types.clone() })];
+    let helpers = [member("111111111111", recording(FakeMarket::ec2(), &types))];
     let queries: Vec<OfferingQuery> = std::iter::once(query("us-east-1", "trn2.48xlarge", 1))
         .chain((1..=5).map(|n| query("us-east-1", "p5.48xlarge", n)))
         .collect();
@@ -690,7 +685,7 @@ async fn a_member_refused_on_every_call_of_a_family_stops_asking_it_and_is_not_c
     let mut zero = FakeMarket::ec2();
     zero.quota_zero = vec!["trn2"];
     let types = std::sync::Arc::new(Mutex::new(Vec::new()));
-    let helpers = [member(&account, Recording { inner: zero, types: types.clone() })];
+    let helpers = [member(&account, recording(zero, &types))];
     // Enough trn2 questions ahead that the member meets the family on each of its first calls
     // (each refusal slows its lane).
     let queries: Vec<OfferingQuery> = (1..=16)

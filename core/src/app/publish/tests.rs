@@ -2,13 +2,11 @@
 //! hour, never when the stack publishes none or a run is a replay, and a failed write tried
 //! again within the hour without failing the run.
 
-use std::sync::Mutex;
-
 use chrono::Duration;
 
 use super::*;
 use crate::app::fixtures::t0;
-use crate::memory::{MemoryPages, MemoryTable};
+use crate::memory::{Hooked, MemoryPages, MemoryTable, Script, Verdict};
 
 fn at(t: DateTime<Utc>) -> RunTime {
     RunTime::asked(t, None)
@@ -88,30 +86,19 @@ async fn a_replay_claims_nothing_and_writes_nothing() {
     assert!(pages.writes().is_empty());
 }
 
-/// A bucket that refuses the first `refusals` writes.
-struct Refusing {
-    refusals: Mutex<u32>,
-    inner: MemoryPages,
-}
-
-#[async_trait::async_trait]
-impl PagePublisher for Refusing {
-    async fn publish(&self, key: &str, html: &str) -> Result<(), PublishError> {
-        {
-            let mut left = self.refusals.lock().unwrap();
-            if *left > 0 {
-                *left -= 1;
-                return Err(PublishError { operation: "PutObject", key: key.into(), message: "AccessDenied".into() });
-            }
-        }
-        self.inner.publish(key, html).await
-    }
+/// The page's bucket, refusing the first `refusals` writes.
+fn refusing(refusals: u32) -> Hooked<MemoryPages, Script> {
+    let denied = PublishError { operation: "PutObject", key: PAGE_KEY.into(), message: "AccessDenied".into() };
+    Hooked::new(
+        MemoryPages::default(),
+        Script::new().first(refusals, "PutObject", move |_| Verdict::error(denied.clone())),
+    )
 }
 
 #[tokio::test]
 async fn a_refused_write_is_reported_and_tried_again_in_the_same_hour() {
     let table = MemoryTable::default();
-    let pages = Refusing { refusals: Mutex::new(1), inner: MemoryPages::default() };
+    let pages = refusing(1);
     let p = Publishing { claims: &table, pages: Some(&pages) };
     let hour = t0() + Duration::hours(2);
     let failed = p.hourly(at(hour + Duration::minutes(1)), page("one")).await.unwrap();

@@ -5,10 +5,7 @@ use chrono::Duration;
 use super::*;
 use crate::app::fixtures::{offering, reservation_of, rule, sent_intent, t0};
 use crate::domain::budget::SENT_GRACE;
-use crate::domain::ids::Region;
-use crate::domain::lifecycle::Observed;
-use crate::memory::{MemoryEc2, MemoryTable};
-use crate::ports::{MarketError, ReservationSource, Tagged};
+use crate::memory::{Hooked, MemoryEc2, MemoryTable, Script};
 
 /// Two purchases whose answers were lost, sent at the clock's 10:00: one EC2 made, one not.
 fn two_unknown() -> (MemoryTable, MemoryEc2) {
@@ -60,29 +57,14 @@ async fn on_the_clock_a_made_purchase_is_adopted_and_an_unseen_one_held() {
     assert!(writes.iter().any(|w| w.starts_with("enqueue") && w.contains("outcome-unknown")), "{writes:?}");
 }
 
-/// EC2 whose tag lookups never answer.
-struct Hung(MemoryEc2);
-
-#[async_trait::async_trait]
-impl ReservationSource for Hung {
-    async fn reservations_tagged(&self, _: &Region, _: &str, _: &str) -> Result<Tagged, MarketError> {
-        std::future::pending().await
-    }
-    async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {
-        self.0.observe(region, ids).await
-    }
-    async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError> {
-        self.0.capacity_blocks(region).await
-    }
-}
-
 /// EC2 that never answers (a throttle storm the SDK keeps retrying): every lookup stops at the
 /// run's time and its intent stays open, reported so, instead of each waiting the operation
 /// timeout and the run dying at its own.
 #[tokio::test(start_paused = true)]
 async fn lookups_stop_at_the_runs_time() {
     let (table, market) = two_unknown();
-    let market = Hung(market);
+    // Its tag lookups never answer.
+    let market = Hooked::new(market, Script::new().hang("reservations_tagged"));
     let until = Instant::now() + std::time::Duration::from_secs(10);
     let at = RunTime::from(t0() + SENT_GRACE);
     let settling = settle_open_intents(&table, &market, at, Some(until));
