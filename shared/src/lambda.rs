@@ -770,7 +770,7 @@ pub fn parse_event<T: serde::de::DeserializeOwned>(payload: serde_json::Value) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::{Hooked, MemoryTable, Script, Verdict};
+    use crate::memory::{HookVerdict, Hooked, MemoryTable, Script};
     use crate::ports::ReadClock;
 
     fn at(s: &str) -> DateTime<Utc> {
@@ -793,7 +793,7 @@ mod tests {
         let throttled = StoreError::Unavailable("throttled".into());
         let store = Hooked::new(
             MemoryTable::default(),
-            Script::new().first(1, "store_settings", move |_| Verdict::error(throttled.clone())),
+            Script::new().first(1, "store_settings", move |_| HookVerdict::error(throttled.clone())),
         );
         let clock = ReadClock(at("2026-12-20T10:00:00Z"));
         let e = keeper.keep(&store, &TimeSource::Wall, &clock).await.unwrap_err();

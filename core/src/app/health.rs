@@ -23,14 +23,14 @@ use crate::domain::announce;
 use crate::domain::block::Block;
 use crate::domain::bus_event;
 use crate::domain::checkpoint::health_notice;
-use crate::domain::health::{self, HealthChange, HealthWatch, Settled};
+use crate::domain::health::{self, HealthChange, HealthWatch, WatchedHealth};
 use crate::domain::ids::Region;
 use crate::domain::outbox_key::OutboxKey;
 use crate::ports::{BlockStatusSource, BlockStore, MarketError, Outbox, StoreError};
 
 /// A change of one block's health, to announce: the block, the change, the health judged and
 /// the watch to keep with it (`domain::health::settle`).
-pub type Found<'b> = (&'b Block, HealthChange, Settled);
+pub type Found<'b> = (&'b Block, HealthChange, WatchedHealth);
 
 /// What one health check found: the changes to announce, the blocks whose watch on a rise in
 /// failures starts or ends with no news (to store), and the blocks whose instances in use could
@@ -97,7 +97,7 @@ pub async fn announce_change<S: BlockStore + Outbox + ?Sized>(
     store: &S,
     b: &Block,
     change: &HealthChange,
-    settled: &Settled,
+    settled: &WatchedHealth,
     to: EventTo,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {

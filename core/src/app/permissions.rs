@@ -102,7 +102,7 @@ async fn ask_member(market: &dyn crate::ports::OfferingSource, a: &MemberAsk, pa
 mod tests {
     use super::*;
     use crate::domain::permissions::{Access, RegionAsk};
-    use crate::memory::{Call, Failure, Hooked, MemoryEc2, MemoryProbe, Script, Verdict};
+    use crate::memory::{Call, Failure, HookVerdict, Hooked, MemoryEc2, MemoryProbe, Script};
 
     #[tokio::test]
     async fn regional_actions_are_tried_in_every_asked_region_the_others_once() {
@@ -133,9 +133,9 @@ mod tests {
     fn member() -> Hooked<MemoryEc2, Script> {
         let trn2_refused = |call: &Call<'_>| match call.arg::<OfferingQuery>() {
             Some(q) if q.instance_type.as_str().starts_with("trn2") => {
-                Verdict::Fail(Failure::Throttled(DESCRIBE_LIMIT))
+                HookVerdict::Fail(Failure::Throttled(DESCRIBE_LIMIT))
             }
-            _ => Verdict::Proceed,
+            _ => HookVerdict::Proceed,
         };
         Hooked::new(MemoryEc2::default(), Script::new().on("offerings", trn2_refused))
     }

@@ -636,7 +636,7 @@ mod tests {
 
     use crate::app::fixtures::{offering, rule, t0};
     use crate::domain::catalog::AcceleratorCatalog;
-    use crate::memory::{Failure, Hooked, MemoryEc2, MemoryTable, Script, Verdict};
+    use crate::memory::{Failure, HookVerdict, Hooked, MemoryEc2, MemoryTable, Script};
     use crate::ports::DESCRIBE_LIMIT;
 
     /// EC2 whose describe limit is spent: every DescribeCapacityBlockOfferings throttled (the
@@ -644,7 +644,7 @@ mod tests {
     type Spent = Hooked<MemoryEc2, Script>;
 
     fn spent(sells: MemoryEc2) -> Spent {
-        Hooked::new(sells, Script::new().on("offerings", |_| Verdict::Fail(Failure::Throttled(DESCRIBE_LIMIT))))
+        Hooked::new(sells, Script::new().on("offerings", |_| HookVerdict::Fail(Failure::Throttled(DESCRIBE_LIMIT))))
     }
 
     fn selling(o: &Offering) -> Spent {

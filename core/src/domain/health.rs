@@ -210,7 +210,7 @@ pub struct HealthWatch {
 /// What a health check acts on ([`settle`]): the health to judge against the last one announced
 /// ([`change`]), and the watch to keep with the block (None: nothing is being waited for).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settled {
+pub struct WatchedHealth {
     pub health: BlockHealth,
     pub watch: Option<HealthWatch>,
 }
@@ -226,16 +226,16 @@ pub fn settle(
     seen: &BlockHealth,
     counts_work: bool,
     now: DateTime<Utc>,
-) -> Settled {
+) -> WatchedHealth {
     let before = announced.map_or(0, |h| h.unavailable);
     if !counts_work || seen.unavailable <= before {
-        return Settled { health: seen.clone(), watch: None };
+        return WatchedHealth { health: seen.clone(), watch: None };
     }
     let since = watch.map_or(now, |w| w.since.min(now));
     if now - since >= STOPPING_SETTLE {
-        return Settled { health: seen.clone(), watch: None };
+        return WatchedHealth { health: seen.clone(), watch: None };
     }
-    Settled { health: BlockHealth { unavailable: before, ..seen.clone() }, watch: Some(HealthWatch { since }) }
+    WatchedHealth { health: BlockHealth { unavailable: before, ..seen.clone() }, watch: Some(HealthWatch { since }) }
 }
 
 /// A change worth announcing, the domain type workloads (and capblock's own events) consume.

@@ -5,7 +5,7 @@
 //!
 //! Before each call the hook is told which call it is ([`Call`]: the port's method, the AWS
 //! operation it stands for, the region, whether it reads, buys or writes the table) and gives
-//! a [`Verdict`]: let it through, fail it with an error, make it and lose its answer, answer
+//! a [`HookVerdict`]: let it through, fail it with an error, make it and lose its answer, answer
 //! in its place, or make it with another first argument. The hook is async, so it may also
 //! hold the call (until a test releases it, or for ever) or let another task run first. After
 //! a call made, the hook may look at its answer and change it.
@@ -120,7 +120,7 @@ impl Failure {
 }
 
 /// What a call does, as its hook decides.
-pub enum Verdict {
+pub enum HookVerdict {
     /// It is made.
     Proceed,
     /// It fails before it is made.
@@ -134,14 +134,14 @@ pub enum Verdict {
     Instead(Box<dyn Any + Send>),
 }
 
-impl Verdict {
+impl HookVerdict {
     /// Fails the call with `error`, of its own error type.
-    pub fn error<E: Send + 'static>(error: E) -> Verdict {
-        Verdict::Fail(Failure::Error(Box::new(error)))
+    pub fn error<E: Send + 'static>(error: E) -> HookVerdict {
+        HookVerdict::Fail(Failure::Error(Box::new(error)))
     }
     /// Answers the call with `answer`, of its method's return type.
-    pub fn answer<R: Send + 'static>(answer: R) -> Verdict {
-        Verdict::Answer(Box::new(answer))
+    pub fn answer<R: Send + 'static>(answer: R) -> HookVerdict {
+        HookVerdict::Answer(Box::new(answer))
     }
 }
 
@@ -213,17 +213,17 @@ impl Injected for PublishError {
 }
 
 /// A method's return type, as a verdict makes one.
-pub trait Outcome: Send + 'static {
+pub trait HookedAnswer: Send + 'static {
     fn failed(failure: Failure, call: &Call<'_>) -> Self;
 }
 
-impl<T: Send + 'static, E: Injected + Send> Outcome for Result<T, E> {
+impl<T: Send + 'static, E: Injected + Send> HookedAnswer for Result<T, E> {
     fn failed(failure: Failure, call: &Call<'_>) -> Self {
         Err(E::injected(failure, call))
     }
 }
 
-impl<T: Send + 'static> Outcome for Option<T> {
+impl<T: Send + 'static> HookedAnswer for Option<T> {
     fn failed(_: Failure, call: &Call<'_>) -> Self {
         panic!("{} cannot fail: answer it instead", call.method)
     }
@@ -233,7 +233,7 @@ impl<T: Send + 'static> Outcome for Option<T> {
 #[async_trait]
 pub trait Hook: Send + Sync {
     /// Before the call: what it does.
-    async fn before(&self, call: &Call<'_>) -> Verdict;
+    async fn before(&self, call: &Call<'_>) -> HookVerdict;
     /// After a call made (not one failed, lost or answered): its answer, of the method's
     /// return type, to look at or change.
     fn after(&self, _call: &Call<'_>, _answer: &mut (dyn Any + Send)) {}
@@ -259,23 +259,23 @@ impl<T: ?Sized, H> Hooked<T, H> {
 }
 
 impl<T: ?Sized + Sync, H: Hook> Hooked<T, H> {
-    async fn around<R: Outcome>(&self, call: &Call<'_>, verdict: Verdict, made: impl Future<Output = R>) -> R {
+    async fn around<R: HookedAnswer>(&self, call: &Call<'_>, verdict: HookVerdict, made: impl Future<Output = R>) -> R {
         match verdict {
-            Verdict::Proceed => {
+            HookVerdict::Proceed => {
                 let mut answer = made.await;
                 self.hook.after(call, &mut answer);
                 answer
             }
-            Verdict::Fail(f) => R::failed(f, call),
-            Verdict::Lose(f) => {
+            HookVerdict::Fail(f) => R::failed(f, call),
+            HookVerdict::Lose(f) => {
                 drop(made.await);
                 R::failed(f, call)
             }
-            Verdict::Answer(a) => match a.downcast::<R>() {
+            HookVerdict::Answer(a) => match a.downcast::<R>() {
                 Ok(a) => *a,
                 Err(_) => panic!("the answer given for {} is not a {}", call.method, std::any::type_name::<R>()),
             },
-            Verdict::Instead(_) => panic!("{} takes no other argument", call.method),
+            HookVerdict::Instead(_) => panic!("{} takes no other argument", call.method),
         }
     }
 }
@@ -338,7 +338,7 @@ hooked!(Ledger {
     async fn reserve(&self, intent: &Intent, seen_seq: u64) -> Result<(), ReserveError> {
         let call = Call::store("reserve").with_arg(intent);
         match self.hook.before(&call).await {
-            Verdict::Instead(other) => match other.downcast::<Intent>() {
+            HookVerdict::Instead(other) => match other.downcast::<Intent>() {
                 Ok(other) => self.inner.reserve(&other, seen_seq).await,
                 Err(_) => panic!("reserve takes an intent"),
             },
@@ -535,7 +535,7 @@ impl Gate {
     }
 }
 
-type Then = Arc<dyn Fn(&Call<'_>) -> Verdict + Send + Sync>;
+type Then = Arc<dyn Fn(&Call<'_>) -> HookVerdict + Send + Sync>;
 
 struct Step {
     name: &'static str,
@@ -569,7 +569,7 @@ impl Script {
     }
 
     /// Every call named `name` gets `then`'s verdict.
-    pub fn on(self, name: &'static str, then: impl Fn(&Call<'_>) -> Verdict + Send + Sync + 'static) -> Script {
+    pub fn on(self, name: &'static str, then: impl Fn(&Call<'_>) -> HookVerdict + Send + Sync + 'static) -> Script {
         self.step(name, None, None, Arc::new(then))
     }
 
@@ -578,24 +578,24 @@ impl Script {
         self,
         n: u32,
         name: &'static str,
-        then: impl Fn(&Call<'_>) -> Verdict + Send + Sync + 'static,
+        then: impl Fn(&Call<'_>) -> HookVerdict + Send + Sync + 'static,
     ) -> Script {
         self.step(name, Some(n), None, Arc::new(then))
     }
 
     /// Every call named `name` fails with `error`, of the call's error type.
     pub fn fail<E: Clone + Send + Sync + 'static>(self, name: &'static str, error: E) -> Script {
-        self.on(name, move |_| Verdict::error(error.clone()))
+        self.on(name, move |_| HookVerdict::error(error.clone()))
     }
 
     /// Every call named `name` is answered `answer`, of the method's return type.
     pub fn answer<R: Clone + Send + Sync + 'static>(self, name: &'static str, answer: R) -> Script {
-        self.on(name, move |_| Verdict::answer(answer.clone()))
+        self.on(name, move |_| HookVerdict::answer(answer.clone()))
     }
 
     /// Every call named `name` waits at `gate`, then is made.
     pub fn hold(self, name: &'static str, gate: &Gate) -> Script {
-        self.step(name, None, Some(gate.clone()), Arc::new(|_| Verdict::Proceed))
+        self.step(name, None, Some(gate.clone()), Arc::new(|_| HookVerdict::Proceed))
     }
 
     /// Every call named `name` waits for ever (EC2 that never answers).
@@ -625,9 +625,9 @@ impl Script {
 
 #[async_trait]
 impl Hook for Script {
-    async fn before(&self, call: &Call<'_>) -> Verdict {
+    async fn before(&self, call: &Call<'_>) -> HookVerdict {
         lock(&self.calls).push((call.method, call.operation));
-        let Some((hold, then)) = self.next(call) else { return Verdict::Proceed };
+        let Some((hold, then)) = self.next(call) else { return HookVerdict::Proceed };
         if let Some(gate) = hold {
             gate.pass().await;
         }

@@ -39,7 +39,7 @@ mod table;
 pub use clock::MemoryClock;
 pub use ec2::{Holding, Listing, MemoryEc2, PaymentOutcome, TypeQuestions};
 pub use handoff::{MemoryAccounts, MemoryHandoff, MemoryShare, ReservationGroup};
-pub use hooked::{Call, Failure, Gate, Hook, Hooked, Injected, Kind, Outcome, Script, Verdict};
+pub use hooked::{Call, Failure, Gate, Hook, HookVerdict, Hooked, HookedAnswer, Injected, Kind, Script};
 pub use notify::{MemoryNotifier, MemoryReminders};
 pub use page::MemoryPages;
 pub use probe::MemoryProbe;

@@ -55,13 +55,13 @@ impl Notifier for MemoryNotifier {
 
 /// What the tracker asked of the reminders: ("sync" or "clear", reservation id, the block's
 /// end then).
-pub type Asked = (String, String, DateTime<Utc>);
+pub type ReminderCall = (String, String, DateTime<Utc>);
 
 /// The blocks that have reminder schedules now, and every sync and clear asked, in order.
 #[derive(Default)]
 pub struct MemoryReminders {
     scheduled: Mutex<BTreeSet<String>>,
-    asked: Mutex<Vec<Asked>>,
+    asked: Mutex<Vec<ReminderCall>>,
 }
 
 impl MemoryReminders {
@@ -70,7 +70,7 @@ impl MemoryReminders {
     }
 
     /// Every sync and clear asked, in order.
-    pub fn calls(&self) -> Vec<Asked> {
+    pub fn calls(&self) -> Vec<ReminderCall> {
         self.asked.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 

@@ -9,7 +9,7 @@ use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::scheduler::SchedulerReminders;
 use capblock_shared::domain::block::Block;
-use capblock_shared::memory::{Call, Hooked, Script, Verdict};
+use capblock_shared::memory::{Call, HookVerdict, Hooked, Script};
 use capblock_shared::ports::{BlockStore, InstanceSource, Notifier, NotifyError, Outbox, ReadClock, Reminders, Topic};
 use capblock_tests::{Aws, Published, Sim, assert_slack_schema, detail_types, example_block};
 use chrono::{DateTime, Duration, Utc};
@@ -44,9 +44,9 @@ fn flaky(inner: Delivery, fail_workloads: u32) -> Hooked<Delivery, Script> {
         let fails = call.arg::<Topic>() == Some(&Topic::Workloads)
             && left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
         if !fails {
-            return Verdict::Proceed;
+            return HookVerdict::Proceed;
         }
-        Verdict::error(NotifyError::Failed { topic: "workloads".into(), message: "injected".into() })
+        HookVerdict::error(NotifyError::Failed { topic: "workloads".into(), message: "injected".into() })
     };
     Hooked::new(inner, Script::new().on("publish", to_workloads))
 }

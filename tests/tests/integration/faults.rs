@@ -31,7 +31,7 @@ use capblock_shared::domain::budget::{BudgetOwner, Intent, IntentState, Period};
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::rule::Rule;
 use capblock_shared::domain::tags::INTENT_TAG;
-use capblock_shared::memory::{Call, Hooked, Script, Verdict};
+use capblock_shared::memory::{Call, HookVerdict, Hooked, Script};
 use capblock_shared::ports::{
     BlockStore, Ledger, MarketError, NotifyError, Outbox, PurchaseOutcome, PurchaseRequest, Purchaser, Topic,
 };
@@ -89,18 +89,18 @@ impl Flakiness {
     }
 
     /// SNS's answer to one publish.
-    fn verdict(&self, call: &Call<'_>) -> Verdict {
+    fn verdict(&self, call: &Call<'_>) -> HookVerdict {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
         if !self.on.load(Ordering::SeqCst) {
-            return Verdict::Proceed;
+            return HookVerdict::Proceed;
         }
         let first = self.fail_first.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
         if !(first || (self.fail_every > 0 && n.is_multiple_of(self.fail_every))) {
-            return Verdict::Proceed;
+            return HookVerdict::Proceed;
         }
         self.failed.fetch_add(1, Ordering::SeqCst);
         let topic = call.arg::<Topic>().map(|t| format!("{t:?}")).unwrap_or_default();
-        Verdict::error(NotifyError::Failed { topic, message: "injected SNS failure".into() })
+        HookVerdict::error(NotifyError::Failed { topic, message: "injected SNS failure".into() })
     }
 
     /// `inner` behind this flakiness.

@@ -16,7 +16,7 @@ use std::task::{Context, Poll};
 use async_trait::async_trait;
 use capblock_core::domain::budget::Intent;
 use capblock_core::domain::lifecycle::Observed;
-use capblock_core::memory::{Call, Failure, Hook, Hooked, Kind, Verdict};
+use capblock_core::memory::{Call, Failure, Hook, HookVerdict, Hooked, Kind};
 use capblock_core::ports::{MarketError, REQUEST_LIMIT, StoreError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -258,11 +258,11 @@ impl Seeded {
     /// may be lost after EC2 acted, or before the request reached it. A dry run (`live` false)
     /// buys nothing, so it meets only the reads' faults and the lost answers counted are live
     /// ones.
-    fn market(&self, live: bool) -> Verdict {
+    fn market(&self, live: bool) -> HookVerdict {
         match self.inj.market_fault(live) {
-            None => Verdict::Proceed,
-            Some(MarketFault::Throttled) => Verdict::Fail(Failure::Throttled(REQUEST_LIMIT)),
-            Some(MarketFault::LostAfter) => Verdict::Lose(match self.inj.sabotage {
+            None => HookVerdict::Proceed,
+            Some(MarketFault::Throttled) => HookVerdict::Fail(Failure::Throttled(REQUEST_LIMIT)),
+            Some(MarketFault::LostAfter) => HookVerdict::Lose(match self.inj.sabotage {
                 Some(Sabotage::LostAnswerAsRefusal) => Failure::Rejected {
                     code: "InternalError".into(),
                     message: "sabotage: a lost answer read as a refusal".into(),
@@ -270,22 +270,22 @@ impl Seeded {
                 Some(Sabotage::LostAnswerAsThrottle) => Failure::Throttled(REQUEST_LIMIT),
                 _ => lost(),
             }),
-            Some(MarketFault::LostBefore | MarketFault::Unknown) => Verdict::Fail(lost()),
+            Some(MarketFault::LostBefore | MarketFault::Unknown) => HookVerdict::Fail(lost()),
         }
     }
 
     /// The ledger's reservation as a sabotage puts it back: without the request's approval, or
     /// charging the first segment's fee only.
-    fn reserve(&self, intent: &Intent) -> Verdict {
+    fn reserve(&self, intent: &Intent) -> HookVerdict {
         if self.inj.sabotage == Some(Sabotage::ApprovalNotConsumed) && intent.request.is_some() {
-            return Verdict::Instead(Box::new(Intent { request: None, ..intent.clone() }));
+            return HookVerdict::Instead(Box::new(Intent { request: None, ..intent.clone() }));
         }
         if let (Some(Sabotage::FirstSegmentFee), Some(first)) = (self.inj.sabotage, intent.offering.segments.first()) {
             let mut first_only = intent.clone();
             first_only.offering.fee = first.fee;
-            return Verdict::Instead(Box::new(first_only));
+            return HookVerdict::Instead(Box::new(first_only));
         }
-        Verdict::Proceed
+        HookVerdict::Proceed
     }
 }
 
@@ -295,22 +295,22 @@ fn lost() -> Failure {
 
 #[async_trait]
 impl Hook for Seeded {
-    async fn before(&self, call: &Call<'_>) -> Verdict {
+    async fn before(&self, call: &Call<'_>) -> HookVerdict {
         if call.kind == Kind::Other {
-            return Verdict::Proceed;
+            return HookVerdict::Proceed;
         }
         self.inj.gate(self.run).await;
         match call.kind {
             Kind::Store => match self.inj.store_fault(call.method) {
-                Err(e) => Verdict::error(e),
+                Err(e) => HookVerdict::error(e),
                 Ok(()) => call
                     .arg::<Intent>()
                     .filter(|_| call.method == "reserve")
-                    .map_or(Verdict::Proceed, |i| self.reserve(i)),
+                    .map_or(HookVerdict::Proceed, |i| self.reserve(i)),
             },
             Kind::Read => self.market(false),
             Kind::Buy { live } => self.market(live),
-            Kind::Other => Verdict::Proceed,
+            Kind::Other => HookVerdict::Proceed,
         }
     }
 

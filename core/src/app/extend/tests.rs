@@ -12,7 +12,7 @@ use crate::domain::block::Reservation;
 use crate::domain::budget::{BudgetOwner, IntentState};
 use crate::domain::lifecycle::extension_payment_deadline;
 use crate::domain::money::Money;
-use crate::memory::{Failure, Hooked, MemoryEc2, MemoryTable, Script, Verdict};
+use crate::memory::{Failure, HookVerdict, Hooked, MemoryEc2, MemoryTable, Script};
 use crate::ports::ExtensionRecord;
 
 /// EC2 with a history of extensions told by the test (`None` answers 503); the rest is the
@@ -24,8 +24,8 @@ fn ec2(history: Option<Vec<ExtensionRecord>>) -> (Ec2, Told) {
     let told: Told = Arc::new(Mutex::new(history));
     let history = told.clone();
     let script = Script::new().on("extension_history", move |_| match history.lock().unwrap().clone() {
-        Some(records) => Verdict::answer(Ok::<_, MarketError>(records)),
-        None => Verdict::Fail(Failure::Unknown("503 Service Unavailable".into())),
+        Some(records) => HookVerdict::answer(Ok::<_, MarketError>(records)),
+        None => HookVerdict::Fail(Failure::Unknown("503 Service Unavailable".into())),
     });
     (Hooked::new(MemoryEc2::default(), script), told)
 }

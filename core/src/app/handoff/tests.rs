@@ -12,7 +12,7 @@ use crate::domain::handoff::tests::{all, target};
 use crate::domain::handoff::{NodegroupScaled, NodegroupScaling, Point, ReservationPool, at_point, due};
 use crate::domain::lifecycle::BlockState;
 use crate::domain::share::{Association, SharePrincipal};
-use crate::memory::{Call, Failure, Hooked, MemoryAccounts, MemoryHandoff, MemoryTable, Script, Verdict};
+use crate::memory::{Call, Failure, HookVerdict, Hooked, MemoryAccounts, MemoryHandoff, MemoryTable, Script};
 use crate::ports::ShareRequest;
 
 fn t(d: u32, h: u32, m: u32) -> DateTime<Utc> {
@@ -28,9 +28,9 @@ fn memory_failing(blocks: Vec<Block>, failing: &Failing) -> Memory {
     let fails = |failing: Failing| {
         move |call: &Call<'_>| match call.arg::<Notice>() {
             Some(n) if failing.lock().unwrap().as_deref() == Some(n.thread.as_str()) => {
-                Verdict::Fail(Failure::Unavailable("InternalServerError".into()))
+                HookVerdict::Fail(Failure::Unavailable("InternalServerError".into()))
             }
-            _ => Verdict::Proceed,
+            _ => HookVerdict::Proceed,
         }
     };
     let script = Script::new().on("enqueue", fails(failing.clone())).on("put_record", fails(failing.clone()));

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use chrono::{TimeZone, Utc};
 
 use super::*;
-use crate::memory::{Call, Failure, Hooked, MemoryEc2, Script, Verdict};
+use crate::memory::{Call, Failure, HookVerdict, Hooked, MemoryEc2, Script};
 use crate::ports::REQUEST_LIMIT;
 
 struct Bucket {
@@ -479,7 +479,7 @@ async fn progress_is_counted_once_per_question_not_per_call() {
 /// A member account's market whose every answer is a refusal (its watch role missing).
 fn refusing() -> Hooked<MemoryEc2, Script> {
     let denied = |_: &Call<'_>| {
-        Verdict::Fail(Failure::Rejected {
+        HookVerdict::Fail(Failure::Rejected {
             code: "AccessDenied".into(),
             message: "not authorized to perform sts:AssumeRole".into(),
         })
@@ -497,7 +497,7 @@ fn recording(inner: FakeMarket, types: &Types) -> Hooked<FakeMarket, Script> {
         if let Some(q) = call.arg::<OfferingQuery>() {
             types.lock().unwrap().push(q.instance_type.to_string());
         }
-        Verdict::Proceed
+        HookVerdict::Proceed
     };
     Hooked::new(inner, Script::new().on(OP, record))
 }

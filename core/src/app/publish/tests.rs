@@ -6,7 +6,7 @@ use chrono::Duration;
 
 use super::*;
 use crate::app::fixtures::t0;
-use crate::memory::{Hooked, MemoryPages, MemoryTable, Script, Verdict};
+use crate::memory::{HookVerdict, Hooked, MemoryPages, MemoryTable, Script};
 
 fn at(t: DateTime<Utc>) -> RunTime {
     RunTime::asked(t, None)
@@ -91,7 +91,7 @@ fn refusing(refusals: u32) -> Hooked<MemoryPages, Script> {
     let denied = PublishError { operation: "PutObject", key: PAGE_KEY.into(), message: "AccessDenied".into() };
     Hooked::new(
         MemoryPages::default(),
-        Script::new().first(refusals, "PutObject", move |_| Verdict::error(denied.clone())),
+        Script::new().first(refusals, "PutObject", move |_| HookVerdict::error(denied.clone())),
     )
 }
 
