@@ -88,3 +88,15 @@ async fn lookups_stop_at_the_runs_time() {
     assert_eq!(settling_until(Some(now - std::time::Duration::from_secs(1))), Some(now));
     assert_eq!(settling_until(None), None);
 }
+
+/// Only reservations capblock cannot read carry the intent's tag: its step is to hold the fee
+/// and tell a person (`hold_unreadable`), never to adopt, give back or wait in silence.
+#[test]
+fn an_intent_whose_tagged_reservation_cannot_be_read_is_held_for_a_person() {
+    let east = rule("east", "live");
+    let x = sent_intent(&east, offering("cb-x", t0() + Duration::days(2)), t0());
+    for later in [Duration::hours(1), Duration::hours(16), Duration::days(60)] {
+        let step = settle_step(&x, RunTime::from(t0() + later), Some(Shown::Unreadable));
+        assert_eq!(step, SettleStep::HoldUnreadable, "{later}");
+    }
+}
