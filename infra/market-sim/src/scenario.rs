@@ -1067,6 +1067,11 @@ fn de_opt_decimal<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Decimal>, D:
 mod tests {
     use super::*;
 
+    /// The behaviour a scenario of `text` under `[behaviour]` parses to.
+    fn b(text: &str) -> Result<Behaviour, String> {
+        Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour)
+    }
+
     #[test]
     fn parses_the_example() {
         let s = Scenario::parse(include_str!("../examples/basic.toml")).unwrap();
@@ -1225,7 +1230,6 @@ mod tests {
 
     #[test]
     fn payment_delay_in_minutes_by_default_and_hours_when_given() {
-        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
         let d = b("").unwrap();
         assert_eq!((d.payment_delay_minutes, d.payment_delay_hours), (5.0, None));
         assert_eq!(d.payment_delay(), 5.0 / 60.0, "5 minutes");
@@ -1247,7 +1251,6 @@ mod tests {
 
     #[test]
     fn counts_before_start_readings() {
-        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
         assert_eq!(b("").unwrap().counts_before_start, CountsBeforeStart::Zero);
         assert_eq!(b("counts_before_start = \"zero\"").unwrap().counts_before_start, CountsBeforeStart::Zero);
         assert_eq!(b("counts_before_start = \"full\"").unwrap().counts_before_start, CountsBeforeStart::Full);
@@ -1260,7 +1263,6 @@ mod tests {
 
     #[test]
     fn stopping_minutes_default_and_bounds() {
-        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
         assert_eq!(b("").unwrap().stopping_minutes, DEFAULT_STOPPING_MINUTES);
         assert_eq!(b("stopping_minutes = 0").unwrap().stopping_minutes, 0);
         assert_eq!(b("stopping_minutes = 60").unwrap().stopping_minutes, 60);
@@ -1272,7 +1274,6 @@ mod tests {
 
     #[test]
     fn stopping_in_usage_readings() {
-        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
         assert_eq!(b("").unwrap().stopping_in_usage, StoppingInUsage::Counted);
         assert_eq!(b("stopping_in_usage = \"not_counted\"").unwrap().stopping_in_usage, StoppingInUsage::NotCounted);
         assert_eq!(b("stopping_in_usage = \"counted\"").unwrap().stopping_in_usage, StoppingInUsage::Counted);
@@ -1283,7 +1284,6 @@ mod tests {
 
     #[test]
     fn unavailable_means_readings() {
-        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
         assert_eq!(b("").unwrap().unavailable_means, UnavailableMeans::InUse);
         assert_eq!(b("unavailable_means = \"failed\"").unwrap().unavailable_means, UnavailableMeans::Failed);
         assert_eq!(b("unavailable_means = \"in_use\"").unwrap().unavailable_means, UnavailableMeans::InUse);
@@ -1296,7 +1296,6 @@ mod tests {
 
     #[test]
     fn offering_id_readings() {
-        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
         let d = b("").unwrap();
         assert_eq!((d.offering_ids, d.offering_id_ttl_secs), (OfferingIds::Stable, 300));
         let p = b("offering_ids = \"per_answer\"\noffering_id_ttl_secs = 60").unwrap();
@@ -1315,7 +1314,6 @@ mod tests {
 
     #[test]
     fn offering_ids_across_accounts_readings() {
-        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
         assert_eq!(b("").unwrap().offering_ids_across_accounts, OfferingIdsAcrossAccounts::Shared);
         let shared = b("offering_ids_across_accounts = \"shared\"").unwrap();
         assert_eq!(shared.offering_ids_across_accounts, OfferingIdsAcrossAccounts::Shared);
@@ -1344,7 +1342,6 @@ mod tests {
 
     #[test]
     fn ultraserver_search_readings() {
-        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
         assert_eq!(b("").unwrap().ultraserver_search, UltraserverSearch::InstanceTypeRequired);
         let only = b("ultraserver_search = \"ultraserver_only\"").unwrap();
         assert_eq!(only.ultraserver_search, UltraserverSearch::UltraserverOnly);
@@ -1357,7 +1354,6 @@ mod tests {
 
     #[test]
     fn failed_payments_stay_visible_an_hour_by_default() {
-        let b = |text: &str| Scenario::parse(&format!("[behaviour]\n{text}")).map(|s| s.behaviour);
         assert_eq!(b("").unwrap().failed_payment_visible_minutes, 60);
         assert_eq!(b("failed_payment_visible_minutes = 0").unwrap().failed_payment_visible_minutes, 0);
         assert_eq!(b("failed_payment_visible_minutes = 86400").unwrap().failed_payment_visible_minutes, 86400);
