@@ -1,7 +1,8 @@
 //! The one fault and hook wrapper: `Hooked<T, H>` puts a per-call hook in front of any port
-//! (an in-memory one here, usually), and every test that needs a port to misbehave uses it:
-//! the workflows' unit tests, `capblock-verify`'s seeded simulation (its fault gate is a
-//! hook), the local-stack tests and the bench.
+//! (an in-memory one here, usually): the workflows' unit tests, `capblock-verify`'s seeded
+//! simulation (its fault gate is a hook) and the integration tests' in-memory cases use it.
+//! Not yet the bench's market and paced_asker's `FakeMarket` (they play a describe limit the
+//! in-memory EC2 does not have), nor `tests/`'s `HookedMarket` over the EC2 adapter.
 //!
 //! Before each call the hook is told which call it is ([`Call`]: the port's method, the AWS
 //! operation it stands for, the region, whether it reads, buys or writes the table) and gives
