@@ -3,7 +3,8 @@
 //! (`crate::memory`); the local-stack tests in `tests/` run the same workflows on moto and the
 //! simulator.
 
-use std::sync::Mutex;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, TimeZone, Utc};
 
@@ -125,4 +126,45 @@ pub fn scanner<'a, M: ?Sized, S: ?Sized>(
     settings: &'a ScanSettings,
 ) -> Scanner<'a, M, S, MemoryNotifier> {
     Scanner { market, store, notifier: &out.notifier, catalog: &out.catalog, settings, members: &[] }
+}
+
+/// The `event` of every log line written while `work` runs, in order, with its output: how a
+/// test asserts a line an alarm's metric filter counts (`duplicate_purchase`, say). The lines
+/// are caught on this thread, so `work` runs on a current-thread runtime (`#[tokio::test]`).
+pub async fn logged_events<F: Future>(work: F) -> (F::Output, Vec<String>) {
+    use tracing::field::{Field, Visit};
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+
+    struct Events(Arc<Mutex<Vec<String>>>);
+    struct EventField(Option<String>);
+    impl Visit for EventField {
+        fn record_str(&mut self, field: &Field, value: &str) {
+            if field.name() == "event" {
+                self.0 = Some(value.to_string());
+            }
+        }
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "event" && self.0.is_none() {
+                self.0 = Some(format!("{value:?}"));
+            }
+        }
+    }
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Events {
+        fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+            let mut field = EventField(None);
+            event.record(&mut field);
+            if let Some(name) = field.0 {
+                self.0.lock().unwrap_or_else(|p| p.into_inner()).push(name);
+            }
+        }
+    }
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let subscriber = tracing_subscriber::registry().with(Events(seen.clone()));
+    let output = {
+        let _on_this_thread = tracing::subscriber::set_default(subscriber);
+        work.await
+    };
+    let events = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    (output, events)
 }

@@ -154,36 +154,12 @@ async fn store_health<S: BlockStore + ?Sized>(
 
 #[cfg(test)]
 mod tests {
-    use async_trait::async_trait;
-
     use super::*;
+    use crate::app::fixtures::reservation_of;
     use crate::contract::fixtures::{block_for, intent, rule};
-    use crate::domain::health::{CapacityStatus, Interconnect, ReservationUsage, StatusCounts};
-
-    /// EC2 with one block of 8: 1 failed, the owner's 3 and a member's 4 at work, counted
-    /// unavailable (the `in_use` reading); its usage given, or refused.
-    struct Shared {
-        usage: Result<u32, MarketError>,
-    }
-
-    #[async_trait]
-    impl BlockStatusSource for Shared {
-        async fn block_status(&self, _: &Region, _: &[String]) -> Result<Vec<CapacityStatus>, MarketError> {
-            let counts = StatusCounts { total: 8, available: 0, unavailable: 8 };
-            let reservations = vec![("cr-a".to_string(), counts)];
-            Ok(vec![CapacityStatus {
-                capacity_block_id: "cb-a".into(),
-                interconnect: Interconnect::Ok,
-                block: counts,
-                reservations,
-            }])
-        }
-        async fn reservation_usage(&self, _: &Region, id: &str) -> Result<ReservationUsage, MarketError> {
-            let member = self.usage.clone()?;
-            let accounts = vec![("111122223333".to_string(), 3), ("111111111111".to_string(), member)];
-            Ok(ReservationUsage { reservation_id: id.into(), total: 8, available: 0, state: "active".into(), accounts })
-        }
-    }
+    use crate::domain::block::Reservation;
+    use crate::domain::health::Interconnect;
+    use crate::memory::{Hooked, MemoryEc2, Script};
 
     fn now() -> DateTime<Utc> {
         "2026-12-03T12:00:00Z".parse().unwrap()
@@ -194,18 +170,39 @@ mod tests {
         Block { capacity_block_id: Some("cb-a".into()), instance_count: 8, ..b }
     }
 
+    /// EC2 with the block active, 8 instances: 1 taken out, the owner's 3 and a member's 4 at
+    /// work, all counted unavailable (the `in_use` reading, the in-memory EC2's default).
+    fn shared(b: &Block) -> MemoryEc2 {
+        let r = reservation_of(&intent(&rule("r", "1000"), "cb-x", "100", None), &b.reservation_id);
+        let r = Reservation {
+            state: "active".into(),
+            instance_count: 8,
+            capacity_block_id: b.capacity_block_id.clone(),
+            ..r
+        };
+        let ec2 = MemoryEc2::default().with_reservations([r]);
+        ec2.run_instances(&b.reservation_id, MemoryEc2::OWNER, 3);
+        ec2.run_instances(&b.reservation_id, "111111111111", 4);
+        ec2.set_health(&b.reservation_id, Interconnect::Ok, 1);
+        ec2
+    }
+
     #[tokio::test]
     async fn every_account_s_instances_are_work_and_an_unread_usage_is_no_alert() {
         let region: Region = "us-east-1".parse().unwrap();
         let b = block();
-        // 8 unavailable, 7 of them at work in two accounts: 1 failed, announced.
-        let first = changes(&Shared { usage: Ok(4) }, &region, &[&b], now()).await.unwrap();
+        let ec2 = shared(&b);
+        let status = ec2.block_status(&region, &["cb-a".into()]).await.unwrap();
+        let counts = status[0].counts_of("cr-a").unwrap();
+        assert_eq!((counts.total, counts.available, counts.unavailable), (8, 0, 8), "every place unavailable");
+        // 8 unavailable, 7 of them at work in two accounts: 1 failed.
+        let first = changes(&ec2, &region, &[&b], now()).await.unwrap();
         assert!(first.unread.is_empty() && first.found.is_empty(), "{first:?}");
         // First held back (instances still stopping would look the same), and watched.
         let [(_, Some(watch))] = first.watched.as_slice() else { panic!("{:?}", first.watched) };
         let b = Block { health_watch: Some(*watch), ..b.clone() };
         let later = now() + health::STOPPING_SETTLE;
-        let checked = changes(&Shared { usage: Ok(4) }, &region, &[&b], later).await.unwrap();
+        let checked = changes(&ec2, &region, &[&b], later).await.unwrap();
         let [(_, change, settled)] = checked.found.as_slice() else { panic!("{:?}", checked.found) };
         assert_eq!((settled.health.total, settled.health.unavailable, settled.watch), (8, 1, None));
         assert_eq!(change.summary(), "1 of 8 instances unavailable");
@@ -216,7 +213,8 @@ mod tests {
             code: "UnauthorizedOperation".into(),
             message: "not allowed".into(),
         };
-        let checked = changes(&Shared { usage: Err(refused.clone()) }, &region, &[&b], later).await.unwrap();
+        let refusing = Hooked::new(shared(&b), Script::new().fail("reservation_usage", refused.clone()));
+        let checked = changes(&refusing, &region, &[&b], later).await.unwrap();
         assert!(checked.found.is_empty(), "{:?}", checked.found);
         assert_eq!(
             checked.unread.iter().map(|(b, e)| (b.reservation_id.as_str(), e)).collect::<Vec<_>>(),

@@ -5,8 +5,9 @@
 //! then are taken or fail (each UltraServer's on its own), a failed payment listed for a while and
 //! then gone, listings as late, stale or doubled as the simulator's readings make them, a block
 //! per UltraServer, a segmented offering bought as a reservation per segment and found by the
-//! questions each reading of the record answers it, and extensions whose payment moves the end
-//! once taken.
+//! questions each reading of the record answers it, extensions whose payment moves the end
+//! once taken, and an active block's status whose unavailable count holds what each reading
+//! says (the instances taken out, or those and every one in use).
 //!
 //! Each case starts from one market ([`OnSale`]), at [`T0`], under the reading its
 //! [`Setup`] names; the runner builds it (the in-memory EC2 with its settings, or a simulator on a
@@ -22,12 +23,13 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use rust_decimal::Decimal;
 
 use crate::domain::block::Reservation;
+use crate::domain::health::{Interconnect, StatusCounts};
 use crate::domain::ids::Region;
 use crate::domain::lifecycle::Observed;
 use crate::domain::offering::Offering;
 use crate::domain::tags::{INTENT_TAG, STACK_TAG};
 use crate::domain::ultraserver::UltraServers;
-pub use crate::memory::TypeQuestions;
+pub use crate::memory::{TypeQuestions, UnavailableCounts};
 use crate::ports::{
     BlockKinds, BlockStatusSource, ExtensionHistory, ExtensionMarket, MarketError, OFFERING_ID_EXPIRED, OfferingQuery,
     OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser, ReservationLookup, ReservationSource,
@@ -58,6 +60,10 @@ pub trait Ec2Control: Send + Sync {
     /// ([`OnSale::ACCOUNT`]), or another account's, the block shared with it first where EC2
     /// requires that (the simulator's `POST /_sim/blocks/usage`, with `account_id`).
     async fn run_instances(&self, id: &str, account: &str, n: u32);
+    /// Reservation `id`'s interconnect reads `interconnect` (EC2's word: `ok`, `impaired`) and
+    /// `unavailable` of its instances are taken out from now on (the simulator's
+    /// `POST /_sim/blocks/health`).
+    async fn set_health(&self, id: &str, interconnect: &str, unavailable: u32);
 }
 
 /// The instant every case starts at: EC2's clock when the market opens.
@@ -161,6 +167,8 @@ pub struct Setup {
     /// `instance_type_preferences` and `segmented_for_one_type`: which questions a segmented
     /// offering answers.
     pub questions: TypeQuestions,
+    /// `unavailable_means`: what DescribeCapacityBlockStatus's unavailable count holds.
+    pub unavailable: UnavailableCounts,
 }
 
 impl Default for Setup {
@@ -175,6 +183,7 @@ impl Default for Setup {
             stale_listing: Duration::zero(),
             listed_twice: false,
             questions: TypeQuestions::Preferences,
+            unavailable: UnavailableCounts::InUse,
         }
     }
 }
@@ -194,6 +203,9 @@ impl Setup {
     }
     fn one_type(segmented: TypeQuestions) -> Self {
         Setup { questions: segmented, ..Setup::default() }
+    }
+    fn unavailable(reading: UnavailableCounts) -> Self {
+        Setup { unavailable: reading, ..Setup::default() }
     }
 
     /// When a payment made at `bought` for a block starting at `start` ends, under this setup.
@@ -250,6 +262,10 @@ macro_rules! ec2_contract_cases {
             each_ultraserver_pays_on_its_own: Setup::default(),
             an_extension_is_pending_then_moves_the_end: Setup::default(),
             a_reservation_s_usage_counts_every_account_in_it: Setup::default(),
+            a_block_s_status_counts_instances_in_use_unavailable_where_the_reading_does:
+                Setup::unavailable(UnavailableCounts::InUse),
+            a_block_s_status_counts_only_failures_unavailable_where_the_reading_does:
+                Setup::unavailable(UnavailableCounts::Failed),
             a_segmented_purchase_makes_a_reservation_per_segment: Setup::default(),
             each_segment_pays_on_its_own: Setup::default(),
             a_one_type_question_never_finds_a_segmented_offering: Setup::one_type(TypeQuestions::OneTypeNever),
@@ -649,7 +665,6 @@ async fn a_one_type_question_finds_a_segmented_offering_by_its_first_segment<M: 
     assert_eq!(listed, ids);
 }
 
-/// Reservation `id`'s end as EC2 describes it now.
 async fn a_reservation_s_usage_counts_every_account_in_it<M: Ec2Ports, C: Ec2Control>(m: &M, c: &C) {
     // A p5 block (UltraServer blocks cannot be shared): its one instance is a member account's,
     // run through the block's share; the owner's stopped one held its place for a few minutes.
@@ -675,6 +690,51 @@ async fn a_reservation_s_usage_counts_every_account_in_it<M: Ec2Ports, C: Ec2Con
     assert_eq!(e.code(), Some("InvalidCapacityReservationId.NotFound"), "{e}");
 }
 
+async fn a_block_s_status_counts_instances_in_use_unavailable_where_the_reading_does<M: Ec2Ports, C: Ec2Control>(
+    m: &M,
+    c: &C,
+) {
+    block_status_under(m, c, UnavailableCounts::InUse).await;
+}
+
+async fn a_block_s_status_counts_only_failures_unavailable_where_the_reading_does<M: Ec2Ports, C: Ec2Control>(
+    m: &M,
+    c: &C,
+) {
+    block_status_under(m, c, UnavailableCounts::Failed).await;
+}
+
+/// One UltraServer's block of 4: no status before its start (left out), then, with the
+/// owner's 2 instances running and 1 taken out, its interconnect and counts, the unavailable
+/// count as `reading` has it, and capblock's judgement from them (one failure) the same under
+/// both readings.
+async fn block_status_under<M: Ec2Ports, C: Ec2Control>(m: &M, c: &C, reading: UnavailableCounts) {
+    let (r, _) = buy_ultra(m, "i-status").await;
+    let region = OnSale::region();
+    let block = r.capacity_block_id.clone().expect("a block id");
+    let scheduled = m.block_status(&region, std::slice::from_ref(&block)).await.expect("no status, no error");
+    assert_eq!(scheduled, vec![], "not active yet: left out");
+    c.advance(r.start - t0() + Duration::minutes(1)).await;
+    c.run_instances(&r.id, OnSale::ACCOUNT, 2).await;
+    c.set_health(&r.id, "impaired", 1).await;
+    // Past the minutes the instances stopped here hold their places (the in-memory EC2 frees
+    // them at once).
+    c.advance(Duration::minutes(10)).await;
+    let status = m.block_status(&region, std::slice::from_ref(&block)).await.expect("its status");
+    let [s] = status.as_slice() else { panic!("one block asked, one answered: {status:?}") };
+    assert_eq!((s.capacity_block_id.as_str(), &s.interconnect), (block.as_str(), &Interconnect::Impaired));
+    let unavailable = match reading {
+        UnavailableCounts::InUse => 3,
+        UnavailableCounts::Failed => 1,
+    };
+    assert_eq!(s.counts_of(&r.id), Some(StatusCounts { total: 4, available: 1, unavailable }), "{s:?}");
+    let usage = m.reservation_usage(&region, &r.id).await.expect("its usage");
+    assert_eq!((usage.in_use(), usage.available), (2, 1), "{usage:?}");
+    let health = s.health_of(&r.id, Some(usage.in_use())).expect("judged");
+    assert_eq!((health.total, health.unavailable, health.interconnect), (4, 1, Interconnect::Impaired));
+}
+
+/// Reservation `id`'s end as EC2 describes it now.
 async fn end_of<M: Ec2Ports>(m: &M, id: &str) -> DateTime<Utc> {
     match &m.observe(&OnSale::region(), &[id.to_string()]).await.unwrap()[..] {
         [(_, Observed::Found { end, .. })] => *end,
@@ -693,6 +753,7 @@ mod tests {
     use super::{Ec2Control, OnSale, Setup, t0};
     use crate::contract::fixtures::day_offering;
     use crate::domain::block::Reservation;
+    use crate::domain::health::Interconnect;
     use crate::domain::money::Money;
     use crate::domain::offering::{Offering, RawOffering, RawSegment};
     use crate::memory::{Listing, MemoryEc2, PaymentOutcome};
@@ -718,6 +779,9 @@ mod tests {
         }
         async fn run_instances(&self, id: &str, account: &str, n: u32) {
             self.ec2.run_instances(id, account, n);
+        }
+        async fn set_health(&self, id: &str, interconnect: &str, unavailable: u32) {
+            self.ec2.set_health(id, Interconnect::from_ec2(interconnect), unavailable);
         }
     }
 
@@ -777,6 +841,7 @@ mod tests {
         let ec2 = MemoryEc2::default()
             .with_offerings(market)
             .with_type_questions(setup.questions)
+            .with_unavailable_counts(setup.unavailable)
             .with_payment(move |o, _| {
                 let bought = *clock.lock().unwrap();
                 let outcome =

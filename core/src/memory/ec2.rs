@@ -15,8 +15,13 @@
 //! PurchaseCapacityBlock that bought, per intent tag: the number the money promise bounds.
 //! `crate::contract::ec2` holds it to the simulator: the same cases run on both.
 //!
-//! What it leaves out (interconnect status, instances, quotas) answers empty: the workflows
-//! treat those as "not known", which their own unit tests cover.
+//! A block's health is played as the simulator plays it: an active block's interconnect and the
+//! instances taken out of it (`set_health`), the instances each account runs in it
+//! (`run_instances`), and DescribeCapacityBlockStatus's unavailable count under either reading
+//! of the record (`UnavailableCounts`).
+//!
+//! What it leaves out (the owner's instances by id, quotas) answers empty: the workflows treat
+//! those as "not known", which their own unit tests cover.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
@@ -27,7 +32,7 @@ use rust_decimal::{Decimal, RoundingStrategy};
 
 use crate::domain::block::Reservation;
 use crate::domain::extension::{ExtensionOffer, ExtensionReceipt};
-use crate::domain::health::{CapacityStatus, ReservationUsage};
+use crate::domain::health::{CapacityStatus, Interconnect, ReservationUsage, StatusCounts};
 use crate::domain::ids::{InstanceType, Region};
 use crate::domain::lifecycle::Observed;
 use crate::domain::money::Money;
@@ -76,6 +81,18 @@ impl TypeQuestions {
             TypeQuestions::OneTypeFirstSegment => types.contains(&&segmented.instance_type),
         }
     }
+}
+
+/// What DescribeCapacityBlockStatus's unavailable count holds: the readings of the record the
+/// simulator plays (`unavailable_means`, its README's "Block health").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum UnavailableCounts {
+    /// The instances taken out and every instance in use, so available and unavailable make the
+    /// total (the simulator's default, `"in_use"`).
+    #[default]
+    InUse,
+    /// Only the instances taken out (`"failed"`).
+    Failed,
 }
 
 /// How a purchase's payment ends.
@@ -138,6 +155,8 @@ struct Market {
     next_id: u64,
     /// Instances running in each reservation, by account (`run_instances`).
     running: BTreeMap<String, BTreeMap<String, u32>>,
+    /// Each reservation's interconnect status and instances taken out (`set_health`).
+    health: BTreeMap<String, (Interconnect, u32)>,
 }
 
 /// An extension EC2 sold: its record as EC2 describes it once paid, and when and how its
@@ -193,6 +212,8 @@ pub struct MemoryEc2 {
     failed_visible_for: Duration,
     /// Which questions a segmented offering answers.
     questions: TypeQuestions,
+    /// What the block status's unavailable count holds.
+    unavailable: UnavailableCounts,
 }
 
 impl Default for MemoryEc2 {
@@ -208,6 +229,7 @@ impl Default for MemoryEc2 {
             // The user guide: payment-failed reservations are shown for a while, then gone.
             failed_visible_for: Duration::hours(1),
             questions: TypeQuestions::default(),
+            unavailable: UnavailableCounts::default(),
         }
     }
 }
@@ -227,6 +249,13 @@ impl MemoryEc2 {
     pub fn run_instances(&self, id: &str, account: &str, n: u32) {
         let mut m = self.market();
         m.running.entry(id.to_string()).or_default().insert(account.to_string(), n);
+    }
+
+    /// Reservation `id`'s interconnect is `interconnect` and `unavailable` of its instances are
+    /// taken out from now on (the simulator's `POST /_sim/blocks/health`): they cannot be
+    /// launched, and DescribeCapacityBlockStatus counts them unavailable under either reading.
+    pub fn set_health(&self, id: &str, interconnect: Interconnect, unavailable: u32) {
+        self.market().health.insert(id.to_string(), (interconnect, unavailable));
     }
 
     fn market(&self) -> MutexGuard<'_, Market> {
@@ -284,6 +313,12 @@ impl MemoryEc2 {
     /// Which questions a segmented offering answers (the simulator's readings).
     pub fn with_type_questions(mut self, questions: TypeQuestions) -> Self {
         self.questions = questions;
+        self
+    }
+
+    /// What DescribeCapacityBlockStatus's unavailable count holds (the simulator's readings).
+    pub fn with_unavailable_counts(mut self, reading: UnavailableCounts) -> Self {
+        self.unavailable = reading;
         self
     }
 
@@ -826,10 +861,75 @@ impl BlockKinds for MemoryEc2 {
     }
 }
 
+/// A reservation's places now, as the simulator counts them.
+struct Places {
+    state: String,
+    total: u32,
+    /// Taken out (`set_health`).
+    failed: u32,
+    /// The instances each account runs in it, the owner's first (none before it is active).
+    accounts: Vec<(String, u32)>,
+    /// The places those hold, never more than the instances not taken out.
+    in_use: u32,
+    /// What can still be launched.
+    available: u32,
+}
+
+impl MemoryEc2 {
+    fn places(m: &Market, x: &Made, now: DateTime<Utc>) -> Places {
+        let id = &x.reservation.id;
+        let state = Self::state(x, now);
+        let total = x.reservation.instance_count;
+        let failed = m.health.get(id).map_or(0, |(_, n)| (*n).min(total));
+        let present = total - failed;
+        let running = m.running.get(id).cloned().unwrap_or_default();
+        // Only an active block runs instances; before its start every instance can be launched.
+        let active = state == "active";
+        let used = |a: &str| if active { running.get(a).copied().unwrap_or(0) } else { 0 };
+        let mut accounts = vec![(Self::OWNER.to_string(), used(Self::OWNER))];
+        accounts.extend(running.keys().filter(|a| *a != Self::OWNER && used(a) > 0).map(|a| (a.clone(), used(a))));
+        let in_use = accounts.iter().map(|(_, n)| n).sum::<u32>().min(present);
+        let available = match state.as_str() {
+            "active" => present - in_use,
+            "payment-pending" | "scheduled" => present,
+            _ => 0,
+        };
+        Places { state, total, failed, accounts, in_use, available }
+    }
+
+    /// DescribeCapacityBlockStatus's entry for block `x`: its interconnect, and its counts with
+    /// the unavailable one under this EC2's reading.
+    fn status_of(&self, m: &Market, x: &Made, block_id: &str, now: DateTime<Utc>) -> CapacityStatus {
+        let p = Self::places(m, x, now);
+        let unavailable = match self.unavailable {
+            UnavailableCounts::Failed => p.failed,
+            UnavailableCounts::InUse => (p.failed + p.in_use).min(p.total),
+        };
+        let counts = StatusCounts { total: p.total, available: p.available, unavailable };
+        let interconnect = m.health.get(&x.reservation.id).map_or(Interconnect::Ok, |(i, _)| i.clone());
+        let reservations = vec![(x.reservation.id.clone(), counts)];
+        CapacityStatus { capacity_block_id: block_id.to_string(), interconnect, block: counts, reservations }
+    }
+}
+
 #[async_trait]
 impl BlockStatusSource for MemoryEc2 {
-    async fn block_status(&self, _: &Region, _: &[String]) -> Result<Vec<CapacityStatus>, MarketError> {
-        Ok(vec![])
+    /// The status of each block asked for that has one (an active block's); as the EC2 adapter
+    /// answers the port, a block without one (not active yet, over, unknown) is left out, never
+    /// the whole answer's error (EC2 refuses such an id, and the adapter asks again without it).
+    /// Each block here is one reservation.
+    async fn block_status(&self, _: &Region, ids: &[String]) -> Result<Vec<CapacityStatus>, MarketError> {
+        let mut m = self.market();
+        op(&mut m, "DescribeCapacityBlockStatus");
+        let now = Self::now(&m);
+        let mut found = Vec::new();
+        for x in m.made.iter().filter(|x| self.shown(x, now)) {
+            let Some(id) = &x.reservation.capacity_block_id else { continue };
+            if ids.contains(id) && matches!(Self::state(x, now).as_str(), "active" | "unavailable") {
+                found.push(self.status_of(&m, x, id, now));
+            }
+        }
+        Ok(found)
     }
 
     async fn reservation_usage(&self, region: &Region, id: &str) -> Result<ReservationUsage, MarketError> {
@@ -840,20 +940,7 @@ impl BlockStatusSource for MemoryEc2 {
         let Some(x) = m.made.iter().find(|x| x.reservation.id == id && self.listed(x, now)) else {
             return Err(rejected(OP, region, "InvalidCapacityReservationId.NotFound", "no such reservation"));
         };
-        let state = Self::state(x, now);
-        let total = x.reservation.instance_count;
-        let running = m.running.get(id).cloned().unwrap_or_default();
-        // Only an active block runs instances; before its start every instance can be launched.
-        let active = state == "active";
-        let used = |a: &str| if active { running.get(a).copied().unwrap_or(0) } else { 0 };
-        let mut accounts = vec![(Self::OWNER.to_string(), used(Self::OWNER))];
-        accounts.extend(running.keys().filter(|a| *a != Self::OWNER && used(a) > 0).map(|a| (a.clone(), used(a))));
-        let in_use: u32 = accounts.iter().map(|(_, n)| n).sum();
-        let available = match state.as_str() {
-            "active" => total.saturating_sub(in_use),
-            "payment-pending" | "scheduled" => total,
-            _ => 0,
-        };
+        let Places { state, total, available, accounts, .. } = Self::places(&m, x, now);
         Ok(ReservationUsage { reservation_id: id.to_string(), total, available, state, accounts })
     }
 }

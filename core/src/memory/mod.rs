@@ -37,7 +37,7 @@ mod probe;
 mod table;
 
 pub use clock::MemoryClock;
-pub use ec2::{Holding, Listing, MemoryEc2, PaymentOutcome, TypeQuestions};
+pub use ec2::{Holding, Listing, MemoryEc2, PaymentOutcome, TypeQuestions, UnavailableCounts};
 pub use handoff::{MemoryAccounts, MemoryHandoff, MemoryShare, ReservationGroup};
 pub use hooked::{Call, Failure, Gate, Hook, HookVerdict, Hooked, HookedAnswer, Injected, Kind, Script};
 pub use notify::{MemoryNotifier, MemoryReminders};

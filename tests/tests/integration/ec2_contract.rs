@@ -4,7 +4,9 @@
 //! tests).
 
 use async_trait::async_trait;
-use capblock_core::contract::ec2::{self as contract, Ec2Control, OnSale, Payment, Setup, TypeQuestions};
+use capblock_core::contract::ec2::{
+    self as contract, Ec2Control, OnSale, Payment, Setup, TypeQuestions, UnavailableCounts,
+};
 use capblock_shared::aws::ram::Ram;
 use capblock_shared::domain::share::SharePrincipal;
 use capblock_shared::ports::{ShareRequest, Shares};
@@ -43,6 +45,10 @@ impl Ec2Control for Control<'_> {
         let body = serde_json::json!({"reservation_id": id, "account_id": account, "running": n});
         self.0.control("POST", "/_sim/blocks/usage", &body.to_string()).await;
     }
+    async fn set_health(&self, id: &str, interconnect: &str, unavailable: u32) {
+        let body = serde_json::json!({"reservation_id": id, "interconnect": interconnect, "unavailable": unavailable});
+        self.0.control("POST", "/_sim/blocks/health", &body.to_string()).await;
+    }
 }
 
 /// The contract's market as a scenario, under `setup`'s reading.
@@ -58,7 +64,12 @@ fn scenario(setup: &Setup) -> String {
         TypeQuestions::OneTypeNever => ("unknown", "never"),
         TypeQuestions::OneTypeFirstSegment => ("unknown", "first_segment"),
     };
+    let unavailable = match setup.unavailable {
+        UnavailableCounts::InUse => "in_use",
+        UnavailableCounts::Failed => "failed",
+    };
     ScenarioToml::new(71, contract::T0)
+        .behaviour(&format!("unavailable_means = \"{unavailable}\""))
         .behaviour(&format!("payment = \"{payment}\""))
         .behaviour(&format!("instance_type_preferences = \"{preferences}\""))
         .behaviour(&format!("segmented_for_one_type = \"{one_type}\""))

@@ -265,14 +265,6 @@ async fn purchase_calls(h: &Rig) -> u64 {
     h.sim.state().await["calls"]["PurchaseCapacityBlock"].as_u64().unwrap_or(0)
 }
 
-struct FixedClock(DateTime<Utc>);
-
-impl capblock_shared::ports::Clock for FixedClock {
-    fn now(&self) -> DateTime<Utc> {
-        self.0
-    }
-}
-
 /// on-capacity-event for a hand-bought UltraServer block capblock does not track: the kind is
 /// looked up in EC2, so the workload is told its instances go 60 minutes before the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,7 +281,7 @@ async fn an_event_for_a_hand_bought_ultraserver_block_names_its_60_minute_termin
     }
     // EC2 shows them active only once they start: the market's clock moves there.
     h.advance_minutes(59 * 60 + 31).await;
-    let clock = FixedClock(t("2026-12-03T11:31:00Z"));
+    let clock = capblock_shared::memory::MemoryClock::at(t("2026-12-03T11:31:00Z"));
     let handler = capblock_shared::app::on_capacity_event::CapacityEventHandler {
         store: &h.store,
         market: &h.market,

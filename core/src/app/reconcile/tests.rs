@@ -3,7 +3,7 @@
 use chrono::Duration;
 
 use super::*;
-use crate::app::fixtures::{offering, reservation_of, rule, sent_intent, t0};
+use crate::app::fixtures::{logged_events, offering, reservation_of, rule, sent_intent, t0};
 use crate::domain::budget::SENT_GRACE;
 use crate::memory::{Hooked, MemoryEc2, MemoryTable, Script};
 
@@ -99,4 +99,30 @@ fn an_intent_whose_tagged_reservation_cannot_be_read_is_held_for_a_person() {
         let step = settle_step(&x, RunTime::from(t0() + later), Some(Shown::Unreadable));
         assert_eq!(step, SettleStep::HoldUnreadable, "{later}");
     }
+}
+
+/// A lost answer EC2 made once is adopted quietly; one EC2 made twice (two reservations carry
+/// the intent's tag, where its purchase makes one) is adopted once and logs the
+/// `duplicate_purchase` line the duplicate-purchase alarm counts, naming the extra reservation.
+#[tokio::test]
+async fn a_second_reservation_with_the_tag_is_the_duplicate_purchase_alarm_and_one_is_not() {
+    let (table, market) = two_unknown();
+    let at = RunTime::from(t0() + Duration::minutes(10));
+    let (settled, events) = logged_events(settle_open_intents(&table, &market, at, None)).await;
+    assert!(matches!(&settled.unwrap()[..], [Settled::Adopted { .. }, Settled::StillOpen { .. }]));
+    assert!(!events.iter().any(|e| e == "duplicate_purchase"), "{events:?}");
+
+    let east = rule("east", "live");
+    let start = t0() + Duration::days(2);
+    let twice = sent_intent(&east, offering("cb-twice", start), t0());
+    let table = MemoryTable::default().with_rules([east]).with_intents([twice.clone()]);
+    let market = MemoryEc2::default()
+        .with_reservations([reservation_of(&twice, "cr-first"), reservation_of(&twice, "cr-second")]);
+    let (settled, events) = logged_events(settle_open_intents(&table, &market, at, None)).await;
+    let settled = settled.unwrap();
+    assert!(
+        matches!(&settled[..], [Settled::Adopted { reservation_id, .. }] if reservation_id == "cr-first"),
+        "{settled:?}"
+    );
+    assert_eq!(events.iter().filter(|e| *e == "duplicate_purchase").count(), 1, "{events:?}");
 }
