@@ -1,8 +1,8 @@
 //! The one fault and hook wrapper: `Hooked<T, H>` puts a per-call hook in front of any port
 //! (an in-memory one here, usually): the workflows' unit tests, `capblock-verify`'s seeded
 //! simulation (its fault gate is a hook) and the integration tests' in-memory cases use it.
-//! Not yet the bench's market and paced_asker's `FakeMarket` (they play a describe limit the
-//! in-memory EC2 does not have), nor `tests/`'s `HookedMarket` over the EC2 adapter.
+//! Not yet the bench's market and members (a generated market of offerings that come and go,
+//! each found-time measured), nor `tests/`'s `HookedMarket` over the EC2 adapter.
 //!
 //! Before each call the hook is told which call it is ([`Call`]: the port's method, the AWS
 //! operation it stands for, the region, whether it reads, buys or writes the table) and gives
@@ -12,7 +12,8 @@
 //! a call made, the hook may look at its answer and change it.
 //!
 //! [`Script`] is the hook tests write by hand: fail, answer or hold the calls named, and count
-//! every call.
+//! every call. paced_asker's tests write a hook of their own over the in-memory EC2: it plays
+//! EC2's describe limit with a [`MemoryDescribeLimit`](super::MemoryDescribeLimit).
 
 use std::any::Any;
 use std::future::Future;

@@ -15,6 +15,9 @@
 //! `crate::contract` holds the table, EC2, the topics and the bucket to their AWS adapters: the
 //! same cases run on both.
 //!
+//! - `describe_limit`: EC2's describe limit on offerings as the market simulator plays it
+//!   (`MemoryDescribeLimit`: a token bucket per region on tokio's clock), for a hook in front of
+//!   `ec2` to refuse calls by.
 //! - `clock`: the wall clock, set by the test.
 //! - `probe`: a function's role, every action allowed but those denied, each try recorded.
 //! - `hooked`: the one fault and hook wrapper, `Hooked`, which puts a per-call hook before any
@@ -23,11 +26,13 @@
 //! They are faithful, not clever: no fault of their own. Faults (lost answers, crashes,
 //! throttling) are the business of the hook in front of them (`Hooked`): the workflows' unit
 //! tests script one answer (`Script`), the seeded simulation (`capblock-verify`'s `sim`) injects
-//! them by the seed. A behaviour a test needs that EC2 or DynamoDB has is a setting of the
+//! them by the seed, paced_asker's tests refuse calls by EC2's describe limit
+//! (`describe_limit`). A behaviour a test needs that EC2 or DynamoDB has is a setting of the
 //! adapter here, not a port of the test's own. The real adapters are tested on the local stack
 //! (`tests/`), so a difference between the two shows there.
 
 mod clock;
+mod describe_limit;
 mod ec2;
 mod handoff;
 mod hooked;
@@ -37,6 +42,7 @@ mod probe;
 mod table;
 
 pub use clock::MemoryClock;
+pub use describe_limit::MemoryDescribeLimit;
 pub use ec2::{Holding, Listing, MemoryEc2, PaymentOutcome, TypeQuestions, UnavailableCounts};
 pub use handoff::{MemoryAccounts, MemoryHandoff, MemoryShare, ReservationGroup};
 pub use hooked::{Call, Failure, Gate, Hook, HookVerdict, Hooked, HookedAnswer, Injected, Kind, Script};
