@@ -177,3 +177,169 @@ async fn a_released_extension_ec2_shows_paid_is_committed_again_once() {
         assert_eq!(notices_of(&table, "extension-recommitted"), 1, "{status}: told once");
     }
 }
+
+/// The p5 rule, extending its blocks by up to a day at up to 3.00 per GPU-hour, decided from 6
+/// hours before the end.
+fn extending(enabled: bool) -> Rule {
+    let extend = Extend { max_price_per_accelerator_hour: dec!(3.00), max_days: 1, decide_hours_before_end: 6 };
+    Rule { enabled, extend: Some(extend), ..rule("p5", "live") }
+}
+
+/// EC2 holding the held block and selling extensions of it at 2.50 per GPU-hour (a day of its
+/// 8 GPUs: 480), its clock at `now`; the purchase of an extension answered as `script` says.
+fn selling(r: &Reservation, now: DateTime<Utc>, script: Script) -> Ec2 {
+    let ec2 = MemoryEc2::default().with_reservations([r.clone()]).with_extension_fees(|r, hours| {
+        Money::usd(dec!(2.50) * Decimal::from(8 * r.instance_count) * Decimal::from(hours)).ok()
+    });
+    ec2.set_now(now);
+    Hooked::new(ec2, script)
+}
+
+/// One run of the extender over the held block under `rule`, at `now`.
+async fn extend_run(market: &Ec2, table: &MemoryTable, rule: &Rule, now: DateTime<Utc>) -> Vec<ExtensionAction> {
+    let rules = HashMap::from([(rule.id.clone(), rule.clone())]);
+    extender(market, table).run(&rules, &HashSet::new(), now).await.unwrap()
+}
+
+/// Three hours before the end, in the rule's window: the one-day extension is bought once, its
+/// fee reserved and its record marked Sent before the purchase, then Bought; the next runs buy
+/// nothing more (max_days is spent).
+#[tokio::test]
+async fn an_extension_in_the_window_is_bought_once_at_its_fee() {
+    let (b, r) = held_block();
+    let rule = extending(true);
+    let table = MemoryTable::default().with_rules([rule.clone()]).with_blocks([b.clone()]);
+    let now = b.end - Duration::hours(3);
+    let market = selling(&r, now, Script::new());
+    let actions = extend_run(&market, &table, &rule, now).await;
+    assert!(
+        matches!(&actions[..], [ExtensionAction::Bought { reservation_id, .. }] if reservation_id == "cr-1"),
+        "{actions:?}"
+    );
+    let [x] = &table.extensions()[..] else { panic!("{:?}", table.extensions()) };
+    assert_eq!((x.state, x.sent_at, x.offer.duration_hours), (ExtensionState::Bought, Some(now), 24), "{x:?}");
+    assert_eq!(x.offer.fee, Money::usd(dec!(480)).unwrap());
+    assert_eq!(budget(&table, x).await.0, dec!(480), "its fee committed");
+    let writes: Vec<String> = table.writes().into_iter().filter(|w| w.contains("extension")).collect();
+    let order: Vec<&str> = writes.iter().map(|w| w.split(' ').next().unwrap_or_default()).collect();
+    assert_eq!(
+        order[..2],
+        ["reserve_extension", "advance_extension"],
+        "reserved and Sent before the purchase: {writes:?}"
+    );
+    assert_eq!(notices_of(&table, "extension-bought"), 1);
+    for later in 1..4 {
+        let at = now + Duration::minutes(5 * later);
+        market.inner.set_now(at);
+        extend_run(&market, &table, &rule, at).await;
+    }
+    assert_eq!(market.inner.extensions_sold().len(), 1, "bought once");
+    assert_eq!(market.hook.calls().iter().filter(|c| **c == "purchase_extension").count(), 1);
+}
+
+/// A disabled rule's block, and a block outside the rule's window (too early, or less than the
+/// last hour EC2 sells in), are not extended, nor asked about.
+#[tokio::test]
+async fn a_disabled_rule_or_a_block_outside_the_window_is_not_extended() {
+    let (b, r) = held_block();
+    for (rule, before_end) in [
+        (extending(false), Duration::hours(3)),
+        (extending(true), Duration::hours(7)),
+        (extending(true), Duration::minutes(30)),
+    ] {
+        let table = MemoryTable::default().with_rules([rule.clone()]).with_blocks([b.clone()]);
+        let now = b.end - before_end;
+        let market = selling(&r, now, Script::new());
+        let actions = extend_run(&market, &table, &rule, now).await;
+        assert!(actions.is_empty(), "enabled {}, {before_end} before the end: {actions:?}", rule.enabled);
+        assert!(market.hook.calls().is_empty(), "nothing asked: {:?}", market.hook.calls());
+        assert!(table.extensions().is_empty());
+    }
+}
+
+/// EC2 refuses the purchase (a 4xx: nothing bought): the fee is released and a person told.
+/// EC2's answer is lost (a 5xx: it may have bought): the fee stays committed, the record Sent,
+/// for the end date to settle.
+#[tokio::test]
+async fn a_refused_purchase_releases_its_fee_and_a_lost_answer_keeps_it() {
+    let (b, r) = held_block();
+    let rule = extending(true);
+    let now = b.end - Duration::hours(3);
+    let refused = MarketError::Rejected {
+        operation: "PurchaseCapacityBlockExtension",
+        region: "us-east-1".into(),
+        code: "InvalidParameterValue".into(),
+        message: "no".into(),
+    };
+    let table = MemoryTable::default().with_rules([rule.clone()]).with_blocks([b.clone()]);
+    let market = selling(&r, now, Script::new().fail("purchase_extension", refused));
+    let actions = extend_run(&market, &table, &rule, now).await;
+    assert!(matches!(&actions[..], [ExtensionAction::Refused { .. }]), "{actions:?}");
+    let [x] = &table.extensions()[..] else { panic!("{:?}", table.extensions()) };
+    assert_eq!(x.state, ExtensionState::Released);
+    assert_eq!(budget(&table, x).await, (dec!(0), dec!(0)), "released");
+    assert_eq!(notices_of(&table, "extension-released"), 1);
+
+    let table = MemoryTable::default().with_rules([rule.clone()]).with_blocks([b.clone()]);
+    let lost = Script::new().on("purchase_extension", |_| HookVerdict::Lose(Failure::Unknown("HTTP 503".into())));
+    let market = selling(&r, now, lost);
+    let actions = extend_run(&market, &table, &rule, now).await;
+    assert!(matches!(&actions[..], [ExtensionAction::Unknown { .. }]), "{actions:?}");
+    let [x] = &table.extensions()[..] else { panic!("{:?}", table.extensions()) };
+    assert_eq!((x.state, x.sent_at), (ExtensionState::Sent, Some(now)));
+    assert_eq!(budget(&table, x).await.0, dec!(480), "kept: EC2 may hold it");
+    assert_eq!(notices_of(&table, "extension-released"), 0);
+}
+
+/// The first extension question throttled: the block is skipped for the run as throttled, and
+/// a second block of the region is not asked this run (the region's asking is over).
+#[tokio::test]
+async fn a_throttled_question_ends_the_region_s_extension_asking_for_the_run() {
+    let (b, r) = held_block();
+    let second = Block { reservation_id: "cr-2".into(), end: b.end + Duration::hours(1), ..b.clone() };
+    let r2 = Reservation { id: "cr-2".into(), end: second.end, ..r.clone() };
+    let rule = extending(true);
+    let now = b.end - Duration::hours(3);
+    let table = MemoryTable::default().with_rules([rule.clone()]).with_blocks([b.clone(), second]);
+    let throttled =
+        Script::new().on("extension_offerings", |_| HookVerdict::Fail(Failure::Throttled("RequestLimitExceeded")));
+    let ec2 = MemoryEc2::default().with_reservations([r, r2]);
+    ec2.set_now(now);
+    let market = Hooked::new(ec2, throttled);
+    let actions = extend_run(&market, &table, &rule, now).await;
+    let reasons: Vec<(&str, &str)> = actions
+        .iter()
+        .map(|a| match a {
+            ExtensionAction::Skipped { reservation_id, reason } => (reservation_id.as_str(), reason.as_str()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(reasons, [("cr-1", NotAsked::Throttled.reason()), ("cr-2", NotAsked::Throttled.reason())]);
+    assert_eq!(market.hook.calls().iter().filter(|c| **c == "extension_offerings").count(), 1, "asked once");
+}
+
+/// A sent extension EC2's history says failed is released with one notice; one reserved and
+/// never sent is released without a word (EC2 never saw it).
+#[tokio::test]
+async fn a_failed_sent_extension_is_announced_and_a_never_sent_one_is_not() {
+    let (b, _) = held_block();
+    let x = one_day(&b);
+    let failed = ExtensionRecord {
+        reservation_id: b.reservation_id.clone(),
+        offering_id: x.offer.id.clone(),
+        status: "payment-failed".into(),
+        end: Some(x.offer.end),
+    };
+    let table = table_with(&b, &x).await;
+    let (market, _) = ec2(Some(vec![failed]));
+    extender(&market, &table).run(&HashMap::new(), &HashSet::new(), x.created_at + Duration::minutes(5)).await.unwrap();
+    assert_eq!(table.extensions()[0].state, ExtensionState::Released);
+    assert_eq!(notices_of(&table, "extension-released"), 1, "a sent one is told");
+
+    let table = MemoryTable::default().with_rules([rule("p5", "live")]).with_blocks([b.clone()]);
+    table.reserve_extension(&x).await.unwrap();
+    let (market, _) = ec2(Some(vec![]));
+    extender(&market, &table).run(&HashMap::new(), &HashSet::new(), x.created_at + Duration::minutes(5)).await.unwrap();
+    assert_eq!(table.extensions()[0].state, ExtensionState::Released, "never sent: released");
+    assert_eq!(notices_of(&table, "extension-released"), 0, "and not told");
+}
