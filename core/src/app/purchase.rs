@@ -745,4 +745,102 @@ mod tests {
         assert!(reason.contains("holds 1 block(s)"), "{reason}");
         assert_eq!(asked(&market).0, 1, "one block bought, within max_blocks_held");
     }
+
+    /// Which purchase errors free the fee: only answers that say EC2 did nothing. A throttle and
+    /// an expired offering id give the offering back for a later run; another refusal (4xx,
+    /// a type not sold, a region without Capacity Blocks) frees the fee and keeps it tried; a
+    /// lost or 5xx answer keeps the fee committed until reconciliation.
+    #[test]
+    fn only_an_answer_that_says_nothing_was_bought_frees_the_fee() {
+        let region = "us-east-1".to_string();
+        let rejected = |code: &str| MarketError::Rejected {
+            operation: "PurchaseCapacityBlock",
+            region: region.clone(),
+            code: code.into(),
+            message: "no".into(),
+        };
+        let cases = [
+            (
+                MarketError::Throttled {
+                    operation: "PurchaseCapacityBlock",
+                    region: region.clone(),
+                    code: "RequestLimitExceeded",
+                },
+                FailedPurchase::GiveBack,
+            ),
+            (rejected(OFFERING_ID_EXPIRED), FailedPurchase::GiveBack),
+            (rejected("InsufficientCapacity"), FailedPurchase::Refused),
+            (
+                MarketError::NotSold {
+                    operation: "PurchaseCapacityBlock",
+                    region: region.clone(),
+                    message: "not sold".into(),
+                },
+                FailedPurchase::Refused,
+            ),
+            (
+                MarketError::Unknown {
+                    operation: "PurchaseCapacityBlock",
+                    region: region.clone(),
+                    message: "HTTP 503".into(),
+                },
+                FailedPurchase::Unknown,
+            ),
+        ];
+        for (error, meant) in cases {
+            assert_eq!(failed_purchase(&error), meant, "{error:?}");
+        }
+    }
+
+    /// Re-checked before the purchase: at the fee decided it is bought; at another fee it is
+    /// given back, nothing sent; and another block in the answer (another zone, the same start)
+    /// is never bought in its place.
+    #[tokio::test(start_paused = true)]
+    async fn the_recheck_buys_the_offering_decided_at_its_fee_or_nothing() {
+        let live = rule("east", "live");
+        let p = Priced::new(offering("cb-1", t0() + Duration::days(2)), &AcceleratorCatalog::new()).unwrap();
+        let market = |on_sale: Vec<Offering>| Hooked::new(MemoryEc2::default().with_offerings(on_sale), Script::new());
+        let pricier = Offering { fee: Money::parse("500", "USD").unwrap(), ..p.offering.clone() };
+        let (m, table) = (market(vec![pricier]), MemoryTable::default());
+        let out = buyer(&m, &table, None).live(&live, &p, t0()).await.unwrap();
+        let Outcome::GivenBack { reason, .. } = out else { panic!("{out:?}") };
+        assert!(reason.contains("the price changed from"), "{reason}");
+        assert_eq!(asked(&m).0, 0, "nothing sent");
+
+        let elsewhere = Offering { id: "cb-2".into(), availability_zone: "us-east-1b".into(), ..p.offering.clone() };
+        let (m, table) = (market(vec![elsewhere, p.offering.clone()]), MemoryTable::default());
+        let out = buyer(&m, &table, None).live(&live, &p, t0()).await.unwrap();
+        assert!(matches!(&out, Outcome::Bought { .. }), "{out:?}");
+        let bought: Vec<String> = m.inner.holdings().iter().map(|h| h.reservation.availability_zone.clone()).collect();
+        assert_eq!(bought, std::slice::from_ref(&p.offering.availability_zone), "the block decided, not its neighbour");
+    }
+
+    /// An approval buys at a price up to the rule's threshold now, its own included, and is
+    /// refused, nothing reserved, a cent above it.
+    #[tokio::test(start_paused = true)]
+    async fn an_approval_buys_at_the_threshold_and_not_above_it() {
+        let p = Priced::new(offering("cb-1", t0() + Duration::days(2)), &AcceleratorCatalog::new()).unwrap();
+        let price = p.per_accelerator_hour.per_unit;
+        for (threshold, buys) in [(price, true), (price - rust_decimal::Decimal::new(1, 2), false)] {
+            let rule = Rule { max_price_per_accelerator_hour: threshold, ..rule("east", "approval") };
+            let charges = charges_for(&rule, &StackBudgets::default(), &Period::budget_month(t0())).unwrap();
+            let asked = Intent::new(&rule.id, p.offering.clone(), 8, charges, t0());
+            let (m, table) = (
+                Hooked::new(MemoryEc2::default().with_offerings([p.offering.clone()]), Script::new()),
+                MemoryTable::default(),
+            );
+            assert!(table.record_approval(&asked).await.unwrap(), "asked");
+            let out = buyer(&m, &table, None).approve(&rule, &asked, Mode::Live, t0()).await.unwrap();
+            match out {
+                Approval::Decided { action: Outcome::Bought { .. }, .. } => assert!(buys, "{threshold}: bought"),
+                Approval::Refused(why) => {
+                    assert!(!buys && why.contains("above rule east's threshold"), "{threshold}: {why}");
+                    let writes = table.writes();
+                    assert!(!writes.iter().any(|w| w.starts_with("reserve")), "nothing reserved: {writes:?}");
+                }
+                other => panic!("{threshold}: {other:?}"),
+            }
+            assert_eq!(m.inner.purchases_made(), u64::from(buys));
+        }
+    }
 }
