@@ -623,11 +623,6 @@ pub fn failed_purchase(e: &MarketError) -> FailedPurchase {
     }
 }
 
-/// Whether the market error means the region simply does not sell Capacity Blocks.
-pub fn is_unsupported(e: &MarketError) -> bool {
-    matches!(e, MarketError::Unsupported { .. })
-}
-
 #[cfg(test)]
 mod tests {
     use chrono::Duration;
