@@ -5,9 +5,10 @@ use chrono::Duration;
 use super::*;
 use crate::app::fixtures::{Outputs, offering, reservation_of, rule, sent_intent, t0, track_settings, tracker};
 use crate::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionState};
+use crate::domain::health::Interconnect;
 use crate::domain::money::Money;
 use crate::domain::rule::Mode;
-use crate::memory::{MemoryEc2, MemoryTable};
+use crate::memory::{MemoryEc2, MemoryTable, UnavailableCounts};
 
 /// A dry-run stack holding what its live days left: a bought block with an extension whose
 /// payment is still open, and a purchase whose answer is late. A tick replaying a moment days
@@ -284,4 +285,37 @@ async fn a_released_purchase_ec2_lists_after_all_is_bought_again_once() {
     let again = tracker.run(t0() + Duration::minutes(5)).await.unwrap();
     assert!(again.recommitted_budgets.is_empty(), "{again:?}");
     assert_eq!(committed().await, sent.offering.fee, "once");
+}
+
+/// An active block whose Capacity Block id the table does not hold yet: the run learns and
+/// stores it, asks its status, and announces its failed instance and impaired interconnect
+/// once (under the reading where unavailable means failures, with instances running, the
+/// counts tell failures from work and nothing waits for a settle).
+#[tokio::test]
+async fn a_run_learns_an_active_block_s_id_and_announces_its_health_once() {
+    let east = rule("east", "live");
+    let mut bought = sent_intent(&east, offering("cb-held", t0() - Duration::hours(1)), t0() - Duration::hours(2));
+    bought.state = crate::domain::budget::IntentState::Bought;
+    let r = reservation_of(&bought, "cr-held");
+    let r = Reservation { instance_count: 4, ..r };
+    let block = Block { state: BlockState::Active, ..Block::bought(&bought, &r, t0() - Duration::hours(2)) };
+    assert_eq!(block.capacity_block_id, None, "not known to the table yet");
+    let r = Reservation { state: "active".into(), capacity_block_id: Some("cb-0held".into()), ..r };
+    let market = MemoryEc2::default().with_reservations([r]).with_unavailable_counts(UnavailableCounts::Failed);
+    market.set_health("cr-held", Interconnect::Impaired, 1);
+    market.run_instances("cr-held", MemoryEc2::OWNER, 2);
+    let table = MemoryTable::default().with_rules([east]).with_intents([bought]).with_blocks([block]);
+    let settings = track_settings(Mode::Live);
+    let out = Outputs::default();
+    for run in 0..2 {
+        let report = tracker(&market, &table, &out, &settings).run(t0() + Duration::minutes(5 * run)).await.unwrap();
+        assert!(report.errors.is_empty(), "run {run}: {:?}", report.errors);
+        let told: &[&str] =
+            if run == 0 { &["cr-held#interconnect impaired; 1 of 4 instances unavailable"] } else { &[] };
+        assert_eq!(report.health, told, "run {run}");
+    }
+    let stored = table.get_block("cr-held").await.unwrap().unwrap();
+    assert_eq!(stored.capacity_block_id.as_deref(), Some("cb-0held"));
+    let health = stored.health.expect("stored");
+    assert_eq!((health.interconnect, health.total, health.unavailable), (Interconnect::Impaired, 4, 1));
 }
