@@ -1,11 +1,11 @@
 //! Builders the integration tests share: simulator scenarios, rules, offerings, the environment
-//! of a capblock binary, a test rig (simulator + moto + scanner and tracker settings + a clock
-//! that moves with the simulator's) and a market whose PurchaseCapacityBlock a test answers
-//! itself. Each test still states its own numbers; these only spell them out.
+//! of a capblock binary and a test rig (simulator + moto + scanner and tracker settings + a
+//! clock that moves with the simulator's). A test that answers EC2's calls itself puts the
+//! rig's adapter behind `capblock_shared::memory::Hooked`. Each test still states its own
+//! numbers; these only spell them out.
 
 use std::sync::Mutex;
 
-use async_trait::async_trait;
 use capblock_shared::app::handoff::ActionRunner;
 use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::scan::{ScanReport, ScanSettings, Scanner};
@@ -19,22 +19,16 @@ use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::ram::Ram;
 use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::ssm::Ssm;
-use capblock_shared::domain::block::{Block, Reservation};
+use capblock_shared::domain::block::Block;
 use capblock_shared::domain::catalog::AcceleratorCatalog;
-use capblock_shared::domain::extension::{ExtensionOffer, ExtensionReceipt};
-use capblock_shared::domain::health::{CapacityStatus, ReservationUsage};
-use capblock_shared::domain::ids::{InstanceType, Region};
-use capblock_shared::domain::lifecycle::{BlockState, Observed};
+use capblock_shared::domain::ids::Region;
+use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::offering::{Offering, RawOffering};
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::domain::stack::StackSettings;
 use capblock_shared::memory::MemoryReminders;
-use capblock_shared::ports::{
-    BlockKinds, BlockStatusSource, BlockStore, CapacityBlockFacts, ExtensionHistory, ExtensionMarket, ExtensionRecord,
-    InstanceSource, InstanceTypeSource, MarketError, OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest,
-    Purchaser, QuotaSource, ReservationSource, RuleStore, Tagged,
-};
+use capblock_shared::ports::{BlockStore, RuleStore};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 
@@ -625,156 +619,6 @@ impl Rig {
     /// The stored block `id`, which must exist.
     pub async fn block(&self, id: &str) -> Block {
         self.store.get_block(id).await.unwrap().unwrap()
-    }
-}
-
-/// How a [`HookedMarket`] answers PurchaseCapacityBlock; `real` is the adapter on the test's
-/// simulator, for a hook that lets the purchase through.
-#[async_trait]
-pub trait PurchaseHook: Send + Sync {
-    async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError>;
-
-    /// DescribeCapacityBlockOfferings; by default the real one. A hook that changes the market
-    /// after the n-th answer decides the interleaving by the calls, not by a sleep.
-    async fn offerings(&self, real: &Ec2Market, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
-        real.offerings(q).await
-    }
-
-    /// PurchaseCapacityBlockExtension; by default the real one.
-    async fn purchase_extension(
-        &self,
-        real: &Ec2Market,
-        region: &Region,
-        offering_id: &str,
-        reservation_id: &str,
-    ) -> Result<ExtensionReceipt, MarketError> {
-        real.purchase_extension(region, offering_id, reservation_id).await
-    }
-
-    /// DescribeCapacityBlockExtensionHistory; by default the real one. A hook answers it 503,
-    /// or without an extension EC2 holds, to play a history that has no word on it.
-    async fn extension_history(
-        &self,
-        real: &Ec2Market,
-        region: &Region,
-        ids: &[String],
-    ) -> Result<Vec<ExtensionRecord>, MarketError> {
-        real.extension_history(region, ids).await
-    }
-}
-
-/// The real EC2 adapter for every call but the two purchases (and, when a hook says so, the
-/// offerings and the extension history), which `hook` answers: how a test makes EC2 refuse a
-/// purchase or an extension, or answer 5xx before or after acting.
-pub struct HookedMarket<H> {
-    pub real: Ec2Market,
-    pub hook: H,
-}
-
-#[async_trait]
-impl<H: PurchaseHook> OfferingSource for HookedMarket<H> {
-    async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
-        self.hook.offerings(&self.real, q).await
-    }
-}
-
-#[async_trait]
-impl<H: Send + Sync> QuotaSource for HookedMarket<H> {
-    async fn capacity_block_quota(&self, region: &Region, family: &str) -> Option<u32> {
-        self.real.capacity_block_quota(region, family).await
-    }
-}
-
-#[async_trait]
-impl<H: Send + Sync> InstanceTypeSource for HookedMarket<H> {
-    async fn accelerators(
-        &self,
-        region: &Region,
-        types: &[InstanceType],
-    ) -> Result<Vec<(InstanceType, u32)>, MarketError> {
-        self.real.accelerators(region, types).await
-    }
-}
-
-#[async_trait]
-impl<H: Send + Sync> ReservationSource for HookedMarket<H> {
-    async fn reservations_tagged(&self, region: &Region, key: &str, value: &str) -> Result<Tagged, MarketError> {
-        self.real.reservations_tagged(region, key, value).await
-    }
-    async fn observe(&self, region: &Region, ids: &[String]) -> Result<Vec<(String, Observed)>, MarketError> {
-        self.real.observe(region, ids).await
-    }
-    async fn capacity_blocks(&self, region: &Region) -> Result<Vec<Reservation>, MarketError> {
-        self.real.capacity_blocks(region).await
-    }
-}
-
-#[async_trait]
-impl<H: PurchaseHook> ExtensionMarket for HookedMarket<H> {
-    async fn extension_offerings(
-        &self,
-        region: &Region,
-        reservation_id: &str,
-        duration_hours: u32,
-    ) -> Result<Vec<ExtensionOffer>, MarketError> {
-        self.real.extension_offerings(region, reservation_id, duration_hours).await
-    }
-    async fn purchase_extension(
-        &self,
-        region: &Region,
-        offering_id: &str,
-        reservation_id: &str,
-    ) -> Result<ExtensionReceipt, MarketError> {
-        self.hook.purchase_extension(&self.real, region, offering_id, reservation_id).await
-    }
-    async fn check_extension(
-        &self,
-        region: &Region,
-        offering_id: &str,
-        reservation_id: &str,
-    ) -> Result<(), MarketError> {
-        self.real.check_extension(region, offering_id, reservation_id).await
-    }
-}
-
-#[async_trait]
-impl<H: Send + Sync> BlockKinds for HookedMarket<H> {
-    async fn capacity_blocks_by_id(&self, r: &Region, ids: &[String]) -> Result<Vec<CapacityBlockFacts>, MarketError> {
-        self.real.capacity_blocks_by_id(r, ids).await
-    }
-}
-
-#[async_trait]
-impl<H: Send + Sync> BlockStatusSource for HookedMarket<H> {
-    async fn block_status(&self, region: &Region, ids: &[String]) -> Result<Vec<CapacityStatus>, MarketError> {
-        self.real.block_status(region, ids).await
-    }
-    async fn reservation_usage(&self, region: &Region, id: &str) -> Result<ReservationUsage, MarketError> {
-        self.real.reservation_usage(region, id).await
-    }
-}
-
-#[async_trait]
-impl<H: Send + Sync> InstanceSource for HookedMarket<H> {
-    async fn instances_in(&self, region: &Region, reservation_id: &str) -> Result<Vec<String>, MarketError> {
-        self.real.instances_in(region, reservation_id).await
-    }
-    async fn reservation_of(&self, region: &Region, instance_id: &str) -> Result<Option<String>, MarketError> {
-        self.real.reservation_of(region, instance_id).await
-    }
-}
-
-#[async_trait]
-impl<H: PurchaseHook> ExtensionHistory for HookedMarket<H> {
-    async fn extension_history(&self, r: &Region, ids: &[String]) -> Result<Vec<ExtensionRecord>, MarketError> {
-        self.hook.extension_history(&self.real, r, ids).await
-    }
-}
-
-#[async_trait]
-impl<H: PurchaseHook> Purchaser for HookedMarket<H> {
-    async fn purchase(&self, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
-        self.hook.purchase(&self.real, req).await
     }
 }
 

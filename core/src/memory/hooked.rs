@@ -1,15 +1,18 @@
 //! The one fault and hook wrapper: `Hooked<T, H>` puts a per-call hook in front of any port
 //! (an in-memory one here, usually): the workflows' unit tests, `capblock-verify`'s seeded
-//! simulation (its fault gate is a hook) and the integration tests' in-memory cases use it.
-//! Not yet the bench's market and members (a generated market of offerings that come and go,
-//! each found-time measured), nor `tests/`'s `HookedMarket` over the EC2 adapter.
+//! simulation (its fault gate is a hook) and the integration tests use it, on the in-memory
+//! ports and on the real EC2 adapter alike (`Hooked<Ec2Market, _>` on the simulator: a
+//! purchase refused, throttled or its answer lost). Not yet the bench's market and members (a
+//! generated market of offerings that come and go, each found-time measured).
 //!
 //! Before each call the hook is told which call it is ([`Call`]: the port's method, the AWS
 //! operation it stands for, the region, whether it reads, buys or writes the table) and gives
 //! a [`HookVerdict`]: let it through, fail it with an error, make it and lose its answer, answer
 //! in its place, or make it with another first argument. The hook is async, so it may also
 //! hold the call (until a test releases it, or for ever) or let another task run first. After
-//! a call made, the hook may look at its answer and change it.
+//! a call made, the hook may look at its answer and change it. A hook that must do async work
+//! after the call too makes the call itself, on the port it shares with its wrapper
+//! ([`Hooked::sharing`]), and answers it.
 //!
 //! [`Script`] is the hook tests write by hand: fail, answer or hold the calls named, and count
 //! every call. paced_asker's tests write a hook of their own over the in-memory EC2: it plays

@@ -21,17 +21,16 @@ use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::block::Block;
 use capblock_shared::domain::budget::{BudgetOwner, BudgetUsage, Period};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
-use capblock_shared::domain::extension::{ExtensionIntent, ExtensionReceipt, ExtensionState};
+use capblock_shared::domain::extension::{ExtensionIntent, ExtensionState};
 use capblock_shared::domain::ids::Region;
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::domain::stack::StackSettings;
-use capblock_shared::memory::MemoryReminders;
+use capblock_shared::memory::{Call, Failure, Hook, HookVerdict, Hooked, MemoryReminders};
 use capblock_shared::ports::{
-    BlockStore, ExtensionHistory, ExtensionLedger, ExtensionMarket, ExtensionRecord, Ledger, MarketError,
-    PurchaseOutcome, PurchaseRequest, Purchaser, RuleStore,
+    BlockStore, ExtensionLedger, ExtensionMarket, ExtensionRecord, Ledger, MarketError, RuleStore,
 };
-use capblock_tests::{Aws, HookedMarket, Published, PurchaseHook, RuleToml, ScenarioToml, Sim, assert_slack_schema};
+use capblock_tests::{Aws, Published, RuleToml, ScenarioToml, Sim, assert_slack_schema};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use rust_decimal_macros::dec;
@@ -81,44 +80,23 @@ enum History {
 }
 
 #[async_trait]
-impl PurchaseHook for ExtensionHook {
-    async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
-        real.purchase(req).await
-    }
-    async fn purchase_extension(
-        &self,
-        real: &Ec2Market,
-        region: &Region,
-        offering_id: &str,
-        reservation_id: &str,
-    ) -> Result<ExtensionReceipt, MarketError> {
-        if !self.refuse.load(Ordering::SeqCst) {
-            return real.purchase_extension(region, offering_id, reservation_id).await;
+impl Hook for ExtensionHook {
+    async fn before(&self, call: &Call<'_>) -> HookVerdict {
+        if call.is("purchase_extension") && self.refuse.load(Ordering::SeqCst) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return HookVerdict::Fail(Failure::Rejected {
+                code: "InsufficientCapacity".into(),
+                message: "there is not enough capacity to extend this block".into(),
+            });
         }
-        self.refused.fetch_add(1, Ordering::SeqCst);
-        Err(MarketError::Rejected {
-            operation: "PurchaseCapacityBlockExtension",
-            region: region.to_string(),
-            code: "InsufficientCapacity".into(),
-            message: "there is not enough capacity to extend this block".into(),
-        })
-    }
-
-    async fn extension_history(
-        &self,
-        real: &Ec2Market,
-        region: &Region,
-        ids: &[String],
-    ) -> Result<Vec<ExtensionRecord>, MarketError> {
+        if !call.is("extension_history") {
+            return HookVerdict::Proceed;
+        }
         let mode = *self.history.lock().unwrap();
         match mode {
-            History::Real => real.extension_history(region, ids).await,
-            History::Unlisted => Ok(Vec::new()),
-            History::Unanswered => Err(MarketError::Unknown {
-                operation: "DescribeCapacityBlockExtensionHistory",
-                region: region.to_string(),
-                message: "service error: 503 Service Unavailable".into(),
-            }),
+            History::Real => HookVerdict::Proceed,
+            History::Unlisted => HookVerdict::answer(Ok::<Vec<ExtensionRecord>, MarketError>(Vec::new())),
+            History::Unanswered => HookVerdict::Fail(Failure::Unknown("service error: 503 Service Unavailable".into())),
         }
     }
 }
@@ -127,7 +105,7 @@ impl PurchaseHook for ExtensionHook {
 struct X {
     sim: Sim,
     aws: Aws,
-    market: HookedMarket<ExtensionHook>,
+    market: Hooked<Ec2Market, ExtensionHook>,
     reminders: MemoryReminders,
     now: Mutex<DateTime<Utc>>,
     settings: TrackSettings,
@@ -151,7 +129,7 @@ impl X {
     /// [`X::at_the_decision`] with a rule that may extend by `max_days` days in all.
     async fn at_the_decision_with(name: &str, stack_mode: Mode, max_days: u32) -> X {
         let sim = Sim::start(&scenario()).await;
-        let market = HookedMarket { real: sim.market().await, hook: ExtensionHook::default() };
+        let market = Hooked::new(sim.market().await, ExtensionHook::default());
         let mut x = X {
             aws: Aws::fresh(name).await,
             market,
@@ -654,7 +632,7 @@ async fn extension_questions_are_few_a_run_and_stop_at_a_throttle_under_each_lim
         // Someone else in the account asks twice: under "shared" and "own" the bucket is empty.
         let region: Region = "us-east-1".parse().unwrap();
         for _ in 0..2 {
-            x.market.real.extension_offerings(&region, &x.id, 24).await.unwrap();
+            x.market.inner.extension_offerings(&region, &x.id, 24).await.unwrap();
         }
         let before = extension_questions(&x).await;
         let report = x.track().await;

@@ -13,6 +13,7 @@
 //!
 //! `CAPBLOCK_LONG=1` (`make test-long`) runs the same tests with more rounds.
 
+use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Deref;
 use std::sync::Arc;
@@ -31,11 +32,11 @@ use capblock_shared::domain::budget::{BudgetOwner, Intent, IntentState, Period};
 use capblock_shared::domain::money::Money;
 use capblock_shared::domain::rule::Rule;
 use capblock_shared::domain::tags::INTENT_TAG;
-use capblock_shared::memory::{Call, HookVerdict, Hooked, Script};
+use capblock_shared::memory::{Call, Failure, Hook, HookVerdict, Hooked, Injected, Kind, Script};
 use capblock_shared::ports::{
     BlockStore, Ledger, MarketError, NotifyError, Outbox, PurchaseOutcome, PurchaseRequest, Purchaser, Topic,
 };
-use capblock_tests::{HookedMarket, Published, PurchaseHook, Rig, RuleToml, ScenarioToml, T0, t0, usd};
+use capblock_tests::{Published, Rig, RuleToml, ScenarioToml, T0, t0, usd};
 use rust_decimal::Decimal;
 use serde_json::Value;
 
@@ -117,28 +118,37 @@ pub struct Ambiguous {
     /// When set, the next live purchase goes to this simulator with its 5xx rate at 100%: the
     /// real 500, answered before EC2 acts (taken once).
     pub sim_500: Mutex<Option<String>>,
+    /// The adapter the hook stands before, shared with its `Hooked`: the hook makes the
+    /// purchase itself while the simulator's 5xx rate is up.
+    real: Arc<Ec2Market>,
 }
 
 #[async_trait]
-impl PurchaseHook for Ambiguous {
-    async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
+impl Hook for Ambiguous {
+    async fn before(&self, call: &Call<'_>) -> HookVerdict {
+        let Some(req) = call.arg::<PurchaseRequest>().filter(|_| call.is("purchase")) else {
+            return HookVerdict::Proceed;
+        };
         let sim_500 = if req.dry_run { None } else { self.sim_500.lock().unwrap().take() };
         if let Some(url) = sim_500 {
             capblock_tests::http("POST", &format!("{url}/_sim/behaviour"), r#"{"error_5xx_rate": 1.0}"#).await;
-            let out = real.purchase(req).await;
+            let out = self.real.purchase(req).await;
             capblock_tests::http("POST", &format!("{url}/_sim/behaviour"), r#"{"error_5xx_rate": 0.0}"#).await;
-            return out;
+            return HookVerdict::answer(out);
         }
-        let out = real.purchase(req).await?;
-        if !req.dry_run && self.ambiguous.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+        HookVerdict::Proceed
+    }
+
+    /// A live purchase EC2 made: its answer lost while `ambiguous` lasts.
+    fn after(&self, call: &Call<'_>, answer: &mut (dyn Any + Send)) {
+        let Some(out) = answer.downcast_mut::<Result<PurchaseOutcome, MarketError>>() else { return };
+        if out.is_ok()
+            && matches!(call.kind, Kind::Buy { live: true })
+            && self.ambiguous.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
         {
-            return Err(MarketError::Unknown {
-                operation: "PurchaseCapacityBlock",
-                region: req.offering.region.to_string(),
-                message: "HTTP 500 InternalError: injected after the purchase was made".into(),
-            });
+            let lost = Failure::Unknown("HTTP 500 InternalError: injected after the purchase was made".into());
+            *out = Err(MarketError::injected(lost, call));
         }
-        Ok(out)
     }
 }
 
@@ -181,13 +191,15 @@ impl H {
     }
 
     /// The simulator's market behind an [`Ambiguous`] purchase hook.
-    async fn ambiguous_market(&self, ambiguous: usize, sim_500: Option<String>) -> HookedMarket<Ambiguous> {
-        let hook = Ambiguous { ambiguous: AtomicUsize::new(ambiguous), sim_500: Mutex::new(sim_500) };
-        HookedMarket { real: self.sim.market().await, hook }
+    async fn ambiguous_market(&self, ambiguous: usize, sim_500: Option<String>) -> Hooked<Ec2Market, Ambiguous> {
+        let real = Arc::new(self.sim.market().await);
+        let hook =
+            Ambiguous { ambiguous: AtomicUsize::new(ambiguous), sim_500: Mutex::new(sim_500), real: real.clone() };
+        Hooked::sharing(&real, hook)
     }
 
     /// One scan on `market` at the current time, which must succeed.
-    async fn scan_on(&self, market: &HookedMarket<Ambiguous>) -> ScanReport {
+    async fn scan_on(&self, market: &Hooked<Ec2Market, Ambiguous>) -> ScanReport {
         self.scanner(market, &self.notifier, &self.scan).run(self.now()).await.unwrap()
     }
 

@@ -3,13 +3,12 @@
 //! is a second purchase, recorded uncharged and announced; one EC2 lists but capblock cannot
 //! read keeps its intent open. Through the real scan and tracker on the simulator and moto.
 
-use async_trait::async_trait;
 use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::reconcile::Settled;
-use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, IntentState, Period};
-use capblock_shared::ports::{BlockStore, Ledger, MarketError, PurchaseOutcome, PurchaseRequest, Purchaser};
-use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml, T0, event_types};
+use capblock_shared::memory::{Failure, HookVerdict, Hooked, Kind, Script};
+use capblock_shared::ports::{BlockStore, Ledger};
+use capblock_tests::{Rig, RuleToml, ScenarioToml, T0, event_types};
 use rust_decimal_macros::dec;
 
 const STACK: &str = "capblock-test";
@@ -42,32 +41,22 @@ async fn usage(h: &Rig) -> (rust_decimal::Decimal, rust_decimal::Decimal, u32) {
 }
 
 /// PurchaseCapacityBlock whose answer is lost: after EC2 bought (`buys`), or without anything
-/// reaching EC2.
-struct LostAnswer {
-    buys: bool,
-}
-
-#[async_trait]
-impl PurchaseHook for LostAnswer {
-    async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
-        if req.dry_run {
-            return real.purchase(req).await;
+/// reaching EC2. A dry run goes through.
+fn lost_answer(buys: bool) -> Script {
+    Script::new().on("purchase", move |call| {
+        let lost = Failure::Unknown("the answer was lost".into());
+        match call.kind {
+            Kind::Buy { live: false } => HookVerdict::Proceed,
+            _ if buys => HookVerdict::Lose(lost),
+            _ => HookVerdict::Fail(lost),
         }
-        if self.buys {
-            real.purchase(req).await?;
-        }
-        Err(MarketError::Unknown {
-            operation: "PurchaseCapacityBlock",
-            region: req.offering.region.to_string(),
-            message: "the answer was lost".into(),
-        })
-    }
+    })
 }
 
 /// A scan on the rig whose purchase answer is lost; the intent left open.
 async fn scan_losing_the_answer(h: &Rig, buys: bool) -> String {
     h.put_rules(&[rule(h)]).await;
-    let market = HookedMarket { real: h.sim.market().await, hook: LostAnswer { buys } };
+    let market = Hooked::new(h.sim.market().await, lost_answer(buys));
     let report = h.scanner(&market, &h.notifier, &h.scan).run(h.now()).await.unwrap();
     let Some(Outcome::Unknown { intent, .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
     intent

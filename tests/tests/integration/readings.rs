@@ -9,10 +9,9 @@ use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::tags::STACK_TAG;
-use capblock_shared::ports::{
-    BlockStore, Ledger, MarketError, PurchaseOutcome, PurchaseRequest, Purchaser, ReservationSource,
-};
-use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml, event_types, quick_timeouts};
+use capblock_shared::memory::{Call, Hook, HookVerdict, Hooked, Kind};
+use capblock_shared::ports::{BlockStore, Ledger, ReservationSource};
+use capblock_tests::{Rig, RuleToml, ScenarioToml, event_types, quick_timeouts};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use rust_decimal_macros::dec;
@@ -67,13 +66,13 @@ struct Late {
 }
 
 #[async_trait::async_trait]
-impl PurchaseHook for Late {
-    async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
-        if !req.dry_run {
+impl Hook for Late {
+    async fn before(&self, call: &Call<'_>) -> HookVerdict {
+        if call.is("purchase") && matches!(call.kind, Kind::Buy { live: true }) {
             let body = format!("{{\"advance_secs\": {}}}", self.delay_secs);
             capblock_tests::http("POST", &format!("{}/_sim/clock", self.sim_url), &body).await;
         }
-        real.purchase(req).await
+        HookVerdict::Proceed
     }
 }
 
@@ -91,7 +90,7 @@ async fn an_expired_offering_id_is_asked_again_never_refused_for_good() {
         .build();
     let h = rig("ids-expired", &scenario).await;
     h.put_rules(&[RuleToml::p5("east").mode("live").max_price("3.00").budget("5000").rule(h.now())]).await;
-    let late = HookedMarket { real: h.sim.market().await, hook: Late { sim_url: h.sim.url.clone(), delay_secs: 120 } };
+    let late = Hooked::new(h.sim.market().await, Late { sim_url: h.sim.url.clone(), delay_secs: 120 });
     let report = h.scanner(&late, &h.notifier, &h.scan).run(h.now()).await.unwrap();
     let Some(Outcome::GivenBack { reason, .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
     assert!(reason.contains("InvalidCapacityBlockOfferingIdExpired"), "{reason}");

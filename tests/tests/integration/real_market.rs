@@ -4,14 +4,13 @@
 //! describe limit is sped up (one call per 100-200 ms instead of 4 s) and so is the scan's pace;
 //! what is checked is behaviour, not time.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::scan::ScanReport;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
-use capblock_shared::ports::{Ledger, MarketError, MarketMemory, PurchaseOutcome, PurchaseRequest, Purchaser};
-use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml, assert_slack_schema, event_types};
+use capblock_shared::memory::{Failure, HookVerdict, Hooked, Script};
+use capblock_shared::ports::{Ledger, MarketMemory};
+use capblock_tests::{Rig, RuleToml, ScenarioToml, assert_slack_schema, event_types};
 use chrono::{DateTime, Utc};
 use rust_decimal_macros::dec;
 
@@ -181,28 +180,14 @@ async fn a_seconds_old_answer_is_bought_without_a_recheck_on_a_spent_limit() {
 }
 
 /// PurchaseCapacityBlock answered RequestLimitExceeded `throttles` times, then the real one.
-struct ThrottledFirst {
-    throttles: AtomicU32,
-}
-
-#[async_trait::async_trait]
-impl PurchaseHook for ThrottledFirst {
-    async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
-        if self.throttles.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
-            return Err(MarketError::Throttled {
-                operation: "PurchaseCapacityBlock",
-                region: req.offering.region.to_string(),
-                code: "RequestLimitExceeded",
-            });
-        }
-        real.purchase(req).await
-    }
+fn throttled_first(throttles: u32) -> Script {
+    Script::new().first(throttles, "purchase", |_| HookVerdict::Fail(Failure::Throttled("RequestLimitExceeded")))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_purchase_is_given_back_but_an_unknown_one_is_never_resent() {
     let h = east_at_three("throttled-buy", 45, None).await;
-    let market = HookedMarket { real: h.sim.market().await, hook: ThrottledFirst { throttles: AtomicU32::new(1) } };
+    let market = Hooked::new(h.sim.market().await, throttled_first(1));
     let scanner = h.scanner(&market, &h.notifier, &h.scan);
     // EC2 answered RequestLimitExceeded: certainly nothing bought, so the offering goes back.
     let first = scanner.run(h.now()).await.unwrap();

@@ -2,11 +2,11 @@
 
 use capblock_shared::app::purchase::Outcome;
 use capblock_shared::app::scan::ScanReport;
-use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::budget::{BudgetOwner, Period};
 use capblock_shared::domain::rule::{Mode, Rule};
-use capblock_shared::ports::{BlockStore, Ledger, MarketError, MarketMemory, PurchaseOutcome, PurchaseRequest};
-use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml, T0, assert_slack_schema, t0, usd};
+use capblock_shared::memory::{Failure, HookVerdict, Hooked, Script};
+use capblock_shared::ports::{BlockStore, Ledger, MarketMemory};
+use capblock_tests::{Rig, RuleToml, ScenarioToml, T0, assert_slack_schema, t0, usd};
 use std::time::Duration;
 
 use capblock_shared::domain::plan::DescribeBudget;
@@ -385,25 +385,20 @@ async fn a_run_that_loses_the_purchase_answer_is_followed_by_one_that_adopts_the
 
 /// EC2 refusing every purchase, as it does for a quota, an offering just sold out, or a price
 /// that moved.
-struct Refuse;
-
-#[async_trait::async_trait]
-impl PurchaseHook for Refuse {
-    async fn purchase(&self, _: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
-        Err(MarketError::Rejected {
-            operation: "PurchaseCapacityBlock",
-            region: req.offering.region.to_string(),
+fn refuse() -> Script {
+    Script::new().on("purchase", |_| {
+        HookVerdict::Fail(Failure::Rejected {
             code: "InsufficientCapacityBlockQuota".into(),
             message: "the account has reached its capacity-block quota".into(),
         })
-    }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_purchase_releases_the_budget_and_is_reported() {
     let h = harness("refused", &two_regions(), Mode::Live, Some("5000")).await;
     h.put_rules(&[rule("east", &["us-east-1"], "3.00", "10000", "live")]).await;
-    let market = HookedMarket { real: h.sim.market().await, hook: Refuse };
+    let market = Hooked::new(h.sim.market().await, refuse());
     let scanner = h.scanner(&market, &h.notifier, &h.scan);
     let store = &h.store;
     let report = scanner.run(t0()).await.unwrap();
@@ -431,7 +426,7 @@ async fn a_refused_purchase_releases_the_budget_and_is_reported() {
 async fn after_a_refusal_the_next_scan_tries_the_next_cheapest_offering() {
     let h = harness("runner-up", &two_regions(), Mode::Live, None).await;
     h.put_rules(&[rule("both", &["us-east-1", "us-west-2"], "3.00", "10000", "live")]).await;
-    let market = HookedMarket { real: h.sim.market().await, hook: Refuse };
+    let market = Hooked::new(h.sim.market().await, refuse());
     let scanner = h.scanner(&market, &h.notifier, &h.scan);
     let first = scanner.run(t0()).await.unwrap();
     assert_eq!(first.outcomes[0].chosen.as_ref().unwrap().offering.region.as_str(), "us-west-2");

@@ -2,15 +2,14 @@
 //! asks is bought in that scan, on sight; overlapping scans never ask one region at once and
 //! lose none of each other's memory; the learned pace is kept between scans.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use capblock_shared::app::purchase::Outcome;
 use capblock_shared::aws::ec2::Ec2Market;
 use capblock_shared::domain::offering::Offering;
-use capblock_shared::ports::{
-    MarketError, MarketMemory, OfferingQuery, OfferingSource, PurchaseOutcome, PurchaseRequest, Purchaser,
-};
-use capblock_tests::{HookedMarket, PurchaseHook, Rig, RuleToml, ScenarioToml};
+use capblock_shared::memory::{Call, Hook, HookVerdict, Hooked, Kind};
+use capblock_shared::ports::{MarketError, MarketMemory, OfferingQuery, OfferingSource};
+use capblock_tests::{Rig, RuleToml, ScenarioToml, Sim};
 
 const STACK: &str = "capblock-test";
 const CLOCK: &str = "2026-12-01T00:00:00Z";
@@ -59,6 +58,9 @@ fn rule(h: &Rig) -> capblock_shared::domain::rule::Rule {
 /// never sends it: the hold then gives up once, after 30 s, and the test fails as it should.
 struct CountAtPurchase {
     sim_url: String,
+    /// The adapter the hook stands before, shared with its `Hooked`: the hook makes the
+    /// offerings call itself, to move the market on after its answer.
+    real: Arc<Ec2Market>,
     describes: Mutex<Option<u64>>,
     answers: std::sync::atomic::AtomicU32,
     sent: tokio::sync::watch::Sender<bool>,
@@ -66,14 +68,35 @@ struct CountAtPurchase {
 }
 
 impl CountAtPurchase {
-    fn new(sim_url: String) -> CountAtPurchase {
-        CountAtPurchase {
-            sim_url,
+    /// The simulator's adapter behind this hook.
+    async fn market(sim: &Sim) -> Hooked<Ec2Market, CountAtPurchase> {
+        let real = Arc::new(sim.market().await);
+        let hook = CountAtPurchase {
+            sim_url: sim.url.clone(),
+            real: real.clone(),
             describes: Mutex::new(None),
             answers: Default::default(),
             sent: tokio::sync::watch::channel(false).0,
             gave_up: Default::default(),
+        };
+        Hooked::sharing(&real, hook)
+    }
+
+    async fn offerings(&self, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        // The third answer is the first cheap one; a question after it waits for the purchase.
+        if self.answers.load(SeqCst) >= 3 && !self.gave_up.load(SeqCst) {
+            let mut sent = self.sent.subscribe();
+            let waited = tokio::time::timeout(std::time::Duration::from_secs(30), sent.wait_for(|s| *s)).await;
+            if waited.is_err() {
+                self.gave_up.store(true, SeqCst);
+            }
         }
+        let answer = self.real.offerings(q).await;
+        if self.answers.fetch_add(1, SeqCst) + 1 == 2 {
+            capblock_tests::http("POST", &format!("{}/_sim/clock", self.sim_url), r#"{"advance_secs": 3600}"#).await;
+        }
+        answer
     }
 }
 
@@ -84,30 +107,16 @@ async fn describes(sim_url: &str) -> u64 {
 }
 
 #[async_trait::async_trait]
-impl PurchaseHook for CountAtPurchase {
-    async fn purchase(&self, real: &Ec2Market, req: &PurchaseRequest) -> Result<PurchaseOutcome, MarketError> {
-        if !req.dry_run {
+impl Hook for CountAtPurchase {
+    async fn before(&self, call: &Call<'_>) -> HookVerdict {
+        if call.is("purchase") && matches!(call.kind, Kind::Buy { live: true }) {
             *self.describes.lock().unwrap() = Some(describes(&self.sim_url).await);
             self.sent.send_replace(true);
         }
-        real.purchase(req).await
-    }
-
-    async fn offerings(&self, real: &Ec2Market, q: &OfferingQuery) -> Result<Vec<Offering>, MarketError> {
-        use std::sync::atomic::Ordering::SeqCst;
-        // The third answer is the first cheap one; a question after it waits for the purchase.
-        if self.answers.load(SeqCst) >= 3 && !self.gave_up.load(SeqCst) {
-            let mut sent = self.sent.subscribe();
-            let waited = tokio::time::timeout(std::time::Duration::from_secs(30), sent.wait_for(|s| *s)).await;
-            if waited.is_err() {
-                self.gave_up.store(true, SeqCst);
-            }
+        match call.arg::<OfferingQuery>() {
+            Some(q) if call.is("offerings") => HookVerdict::answer(self.offerings(q).await),
+            _ => HookVerdict::Proceed,
         }
-        let answer = real.offerings(q).await;
-        if self.answers.fetch_add(1, SeqCst) + 1 == 2 {
-            capblock_tests::http("POST", &format!("{}/_sim/clock", self.sim_url), r#"{"advance_secs": 3600}"#).await;
-        }
-        answer
     }
 }
 
@@ -119,7 +128,7 @@ impl PurchaseHook for CountAtPurchase {
 async fn an_offering_that_appears_mid_run_is_bought_in_that_run_on_sight() {
     let h = Rig::paced("on-sight", &market(81), CLOCK, STACK).await;
     h.put_rules(&[rule(&h)]).await;
-    let hooked = HookedMarket { real: h.sim.market().await, hook: CountAtPurchase::new(h.sim.url.clone()) };
+    let hooked = CountAtPurchase::market(&h.sim).await;
     let report = h.scanner(&hooked, &h.notifier, &h.scan).run(h.now()).await.unwrap();
     let Some(Outcome::Bought { .. }) = report.outcomes[0].action.clone() else { panic!("{report:#?}") };
     assert_eq!(h.sim.purchases().await.len(), 1);
