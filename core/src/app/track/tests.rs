@@ -319,3 +319,49 @@ async fn a_run_learns_an_active_block_s_id_and_announces_its_health_once() {
     let health = stored.health.expect("stored");
     assert_eq!((health.interconnect, health.total, health.unavailable), (Interconnect::Impaired, 4, 1));
 }
+
+/// A sent extension is paid when the run takes its block's end, moved to the extension's, from
+/// a block EC2 shows on its path (scheduled; the history has no word on it). The same end
+/// shown on a block off its path (EC2 says `unavailable`) is not taken, so the extension stays
+/// open, its fee committed.
+#[tokio::test]
+async fn an_extension_is_paid_on_an_end_read_on_the_block_s_path_and_not_off_it() {
+    for (shown, paid) in [("scheduled", true), ("unavailable", false)] {
+        let east = rule("east", "live");
+        let mut bought = sent_intent(&east, offering("cb-held", t0() + Duration::days(1)), t0() - Duration::hours(1));
+        bought.state = crate::domain::budget::IntentState::Bought;
+        let r = reservation_of(&bought, "cr-held");
+        let block = Block::bought(&bought, &r, t0() - Duration::hours(1));
+        let extension = ExtensionIntent {
+            reservation_id: r.id.clone(),
+            rule_id: east.id.clone(),
+            offer: ExtensionOffer {
+                id: "cbx-1".into(),
+                reservation_id: r.id.clone(),
+                duration_hours: 24,
+                start: block.end,
+                end: block.end + Duration::days(1),
+                fee: Money::parse("480", "USD").unwrap(),
+            },
+            state: ExtensionState::Sent,
+            created_at: t0(),
+            sent_at: Some(t0()),
+            reason: None,
+            charges: vec![],
+        };
+        let moved = Reservation { state: shown.into(), end: extension.offer.end, ..r };
+        let table = MemoryTable::default()
+            .with_rules([east])
+            .with_intents([bought])
+            .with_blocks([block])
+            .with_extensions([extension]);
+        let market = MemoryEc2::default().with_reservations([moved]);
+        let (out, settings) = (Outputs::default(), track_settings(Mode::Live));
+        let report = tracker(&market, &table, &out, &settings).run(t0() + Duration::minutes(5)).await.unwrap();
+        let state = table.extensions()[0].state;
+        assert_eq!(state == ExtensionState::Paid, paid, "{shown}: {state:?}, {:?}", report.extensions);
+        if !paid {
+            assert_eq!(state, ExtensionState::Sent, "{shown}: left open");
+        }
+    }
+}
