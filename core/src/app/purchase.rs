@@ -692,6 +692,16 @@ mod tests {
         );
         let elsewhere = Rule { regions: vec!["eu-west-1".parse().unwrap()], ..live.clone() };
         assert!(refused(&elsewhere, &p, Mode::Live).contains("is not in the rule's regions (eu-west-1)"));
+        // Not what the rule asks for: the type and count, or the length, each named.
+        let a100 = Offering { instance_type: "p4d.24xlarge".parse().unwrap(), ..p.offering.clone() };
+        let a100 = Priced::new(a100, &AcceleratorCatalog::new()).unwrap();
+        let other_type = refused(&live, &a100, Mode::Live);
+        assert!(other_type.contains("1 x p4d.24xlarge is not what the rule asks for"), "{other_type}");
+        let o = &p.offering;
+        let two_days = Offering { end: o.start + Duration::days(2), duration_hours: 48, ..o.clone() };
+        let two_days = Priced::new(two_days, &AcceleratorCatalog::new()).unwrap();
+        let longer = refused(&live, &two_days, Mode::Live);
+        assert!(longer.contains("is none of the rule's durations_days (1)"), "{longer}");
     }
 
     /// An answer seconds old is sent to EC2 as answered, with no re-check call; one older than
