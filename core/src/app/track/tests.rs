@@ -365,3 +365,72 @@ async fn an_extension_is_paid_on_an_end_read_on_the_block_s_path_and_not_off_it(
         }
     }
 }
+
+/// Rule `east`'s block `id`, bought an hour before `start`, as EC2 shows it (`state`) and as
+/// stored (`stored`).
+fn east_block(id: &str, start: DateTime<Utc>, state: &str, stored: BlockState) -> (Intent, Reservation, Block) {
+    let mut bought =
+        sent_intent(&rule("east", "live"), offering(&format!("cb-{id}"), start), start - Duration::hours(1));
+    bought.state = crate::domain::budget::IntentState::Bought;
+    let r = Reservation { state: state.into(), ..reservation_of(&bought, id) };
+    let b = Block { state: stored, ..Block::bought(&bought, &r, start - Duration::hours(1)) };
+    (bought, r, b)
+}
+
+/// What a run reports the stack holds, on the clock and in a replay alike: every open state
+/// counted (0 included), the next payment deadline of a block still paying, the next
+/// termination still ahead (one at the run's instant is not ahead), each active block's use and
+/// failed instances, and each rule's budget line.
+#[tokio::test]
+async fn a_run_reports_what_is_held_the_next_deadline_and_termination_and_each_budget() {
+    let (i1, r1, mut paying) =
+        east_block("cr-paying", t0() + Duration::days(1), "payment-pending", BlockState::PaymentPending);
+    paying.payment_deadline = Some(t0() + Duration::hours(6));
+    let (i2, r2, mut running) = east_block("cr-running", t0() - Duration::hours(1), "active", BlockState::Active);
+    running.payment_deadline = Some(t0() + Duration::hours(1));
+    running.health =
+        Some(crate::domain::health::BlockHealth { interconnect: Interconnect::Ok, total: 1, unavailable: 1 });
+    let (i3, r3, mut ending) = east_block("cr-ending", t0() - Duration::hours(2), "active", BlockState::Active);
+    // It terminates at the run's instant: no longer ahead.
+    ending.end += t0() - ending.termination_time();
+    let r3 = Reservation { end: ending.end, ..r3 };
+    let table = MemoryTable::default().with_rules([rule("east", "live")]).with_intents([i1, i2, i3]).with_blocks([
+        paying,
+        running.clone(),
+        ending,
+    ]);
+    let market = MemoryEc2::default().with_reservations([r1, r2, r3]);
+    let (out, settings) = (Outputs::default(), track_settings(Mode::Live));
+    let tracker = tracker(&market, &table, &out, &settings);
+    let replayed = tracker.run(RunTime::asked(t0(), Some(t0() + Duration::days(5)))).await.unwrap();
+    assert!(replayed.replay);
+    for (report, kind) in [(tracker.run(t0()).await.unwrap(), "on the clock"), (replayed, "a replay")] {
+        let h = &report.holdings;
+        assert_eq!(h.now, Some(t0()), "{kind}");
+        let by_state: Vec<(&str, usize)> = h.by_state.iter().map(|(s, n)| (s.as_str(), *n)).collect();
+        assert_eq!(by_state, [("active", 2), ("payment-pending", 1), ("scheduled", 0)], "{kind}");
+        assert_eq!(h.next_payment_deadline, Some(t0() + Duration::hours(6)), "{kind}: the paying block's");
+        assert_eq!(h.next_termination, Some(running.termination_time()), "{kind}");
+        let in_use: Vec<(&str, u32)> = h.in_use.iter().map(|u| (u.reservation_id.as_str(), u.unavailable)).collect();
+        assert_eq!(in_use, [("cr-ending", 0), ("cr-running", 1)], "{kind}");
+        let lines: Vec<(&str, Money)> = h.budgets.iter().map(|l| (l.owner.as_str(), l.limit)).collect();
+        assert_eq!(lines, [("east", rule("east", "live").monthly_budget)], "{kind}");
+    }
+}
+
+/// EC2 shows more instances than stored (a block adopted before its start, when EC2 showed 0):
+/// the count is raised and the block moves on in the same run; fewer never lower it.
+#[tokio::test]
+async fn a_higher_count_is_stored_and_the_block_moves_on_and_a_lower_one_is_not() {
+    for (shown, kept) in [(3, 3), (1, 2)] {
+        let (i, r, b) = east_block("cr-grown", t0() - Duration::hours(1), "active", BlockState::Scheduled);
+        let b = Block { instance_count: 2, ..b };
+        let table = MemoryTable::default().with_rules([rule("east", "live")]).with_intents([i]).with_blocks([b]);
+        let market = MemoryEc2::default().with_reservations([Reservation { instance_count: shown, ..r }]);
+        let (out, settings) = (Outputs::default(), track_settings(Mode::Live));
+        let report = tracker(&market, &table, &out, &settings).run(t0()).await.unwrap();
+        assert!(report.errors.is_empty(), "shown {shown}: {:?}", report.errors);
+        let stored = table.get_block("cr-grown").await.unwrap().unwrap();
+        assert_eq!((stored.instance_count, stored.state), (kept, BlockState::Active), "shown {shown}");
+    }
+}
