@@ -848,4 +848,25 @@ mod tests {
             assert_eq!(m.inner.purchases_made(), u64::from(buys));
         }
     }
+
+    /// One approval buys one block: the purchase uses it up (no longer waiting), and approved
+    /// again (a double click, a retried request) the same intent buys nothing more, though the
+    /// offering is still on sale.
+    #[tokio::test(start_paused = true)]
+    async fn an_approval_given_twice_buys_once() {
+        let p = Priced::new(offering("cb-1", t0() + Duration::days(2)), &AcceleratorCatalog::new()).unwrap();
+        let rule = Rule { max_blocks_held: 5, ..rule("east", "approval") };
+        let charges = charges_for(&rule, &StackBudgets::default(), &Period::budget_month(t0())).unwrap();
+        let asked = Intent::new(&rule.id, p.offering.clone(), 8, charges, t0());
+        let market = Hooked::new(MemoryEc2::default().with_offerings([p.offering.clone()]), Script::new());
+        let table = MemoryTable::default();
+        assert!(table.record_approval(&asked).await.unwrap());
+        let first = buyer(&market, &table, None).approve(&rule, &asked, Mode::Live, t0()).await.unwrap();
+        assert!(matches!(first, Approval::Decided { action: Outcome::Bought { .. }, .. }), "{first:?}");
+        let waiting = table.approvals_waiting(&rule.id).await.unwrap();
+        assert!(waiting.is_empty(), "the approval is used up by the purchase: {waiting:?}");
+        let again = buyer(&market, &table, None).approve(&rule, &asked, Mode::Live, t0() + Duration::minutes(1)).await;
+        assert!(!matches!(again, Ok(Approval::Decided { action: Outcome::Bought { .. }, .. })), "{again:?}");
+        assert_eq!(market.inner.purchases_made(), 1, "one approval, one block");
+    }
 }
