@@ -10,6 +10,28 @@ use crate::domain::money::Money;
 use crate::domain::rule::Mode;
 use crate::memory::{MemoryEc2, MemoryTable, UnavailableCounts};
 
+/// A one-day extension (`cbx-1`, 480 USD) of `block`, sent at T0 for rule `rule_id`, its
+/// payment not settled yet.
+fn sent_extension(rule_id: &str, block: &Block) -> ExtensionIntent {
+    ExtensionIntent {
+        reservation_id: block.reservation_id.clone(),
+        rule_id: rule_id.to_string(),
+        offer: ExtensionOffer {
+            id: "cbx-1".into(),
+            reservation_id: block.reservation_id.clone(),
+            duration_hours: 24,
+            start: block.end,
+            end: block.end + Duration::days(1),
+            fee: Money::parse("480", "USD").unwrap(),
+        },
+        state: ExtensionState::Sent,
+        created_at: t0(),
+        sent_at: Some(t0()),
+        reason: None,
+        charges: vec![],
+    }
+}
+
 /// A dry-run stack holding what its live days left: a bought block with an extension whose
 /// payment is still open, and a purchase whose answer is late. A tick replaying a moment days
 /// ahead (past the block's end, the extension's payment deadline and every grace) releases no
@@ -22,23 +44,7 @@ async fn a_replayed_tick_on_a_dry_run_stack_moves_nothing() {
     bought.state = crate::domain::budget::IntentState::Bought;
     let r = reservation_of(&bought, "cr-held");
     let block = Block::bought(&bought, &r, t0() - Duration::hours(1));
-    let extension = ExtensionIntent {
-        reservation_id: r.id.clone(),
-        rule_id: east.id.clone(),
-        offer: ExtensionOffer {
-            id: "cbx-1".into(),
-            reservation_id: r.id.clone(),
-            duration_hours: 24,
-            start: block.end,
-            end: block.end + Duration::days(1),
-            fee: Money::parse("480", "USD").unwrap(),
-        },
-        state: ExtensionState::Sent,
-        created_at: t0(),
-        sent_at: Some(t0()),
-        reason: None,
-        charges: vec![],
-    };
+    let extension = sent_extension(&east.id, &block);
     let late = sent_intent(&rule("west", "live"), offering("cb-late", start), t0());
     let table = MemoryTable::default()
         .with_rules([east, rule("west", "live")])
@@ -332,23 +338,7 @@ async fn an_extension_is_paid_on_an_end_read_on_the_block_s_path_and_not_off_it(
         bought.state = crate::domain::budget::IntentState::Bought;
         let r = reservation_of(&bought, "cr-held");
         let block = Block::bought(&bought, &r, t0() - Duration::hours(1));
-        let extension = ExtensionIntent {
-            reservation_id: r.id.clone(),
-            rule_id: east.id.clone(),
-            offer: ExtensionOffer {
-                id: "cbx-1".into(),
-                reservation_id: r.id.clone(),
-                duration_hours: 24,
-                start: block.end,
-                end: block.end + Duration::days(1),
-                fee: Money::parse("480", "USD").unwrap(),
-            },
-            state: ExtensionState::Sent,
-            created_at: t0(),
-            sent_at: Some(t0()),
-            reason: None,
-            charges: vec![],
-        };
+        let extension = sent_extension(&east.id, &block);
         let moved = Reservation { state: shown.into(), end: extension.offer.end, ..r };
         let table = MemoryTable::default()
             .with_rules([east])
