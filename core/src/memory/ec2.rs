@@ -84,7 +84,7 @@ impl TypeQuestions {
 }
 
 /// What DescribeCapacityBlockStatus's unavailable count holds: the readings of the record the
-/// simulator plays (`unavailable_means`, its README's "Block health").
+/// simulator plays (`unavailable_means`; its README, "What unavailable counts").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum UnavailableCounts {
     /// The instances taken out and every instance in use, so available and unavailable make the
