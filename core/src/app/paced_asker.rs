@@ -232,23 +232,7 @@ where
     M: OfferingSource + ?Sized,
     F: Fn() + Sync,
 {
-    ask_all_seeing(market, queries, pacing, carried, |_, _| answered()).await
-}
-
-/// [`ask_all`], handing each final answer to `seen` (with its index into `queries`) the moment
-/// it is final: a scan buys what qualifies while the other questions are still being asked.
-pub async fn ask_all_seeing<M, F>(
-    market: &M,
-    queries: &[OfferingQuery],
-    pacing: &Pacing,
-    carried: &Carried,
-    seen: F,
-) -> RunAnswers
-where
-    M: OfferingSource + ?Sized,
-    F: Fn(usize, &Answer) + Sync,
-{
-    ask_spread(market, &[], queries, pacing, carried, |i, a, _| seen(i, a)).await
+    ask_spread(market, &[], queries, pacing, carried, |_, _, _| answered()).await
 }
 
 /// A member account lending its describe limit, as the lanes borrow it: its id and its market
@@ -260,10 +244,11 @@ pub fn helpers(members: &[MemberMarket]) -> Vec<Helper<'_>> {
     members.iter().map(|w| (w.account.as_str(), w.market.as_ref())).collect()
 }
 
-/// [`ask_all_seeing`] over the buying account (`home`) and the member accounts in `helpers`:
-/// each account has its own describe limit per region (EC2 User Guide), so a region gets one
-/// lane per account, each at its own learned pace, all taking the region's next question from
-/// one queue. Each question is asked by one account at a time and answered once; a faster
+/// [`ask_all`] over the buying account (`home`) and the member accounts in `helpers`, handing
+/// each final answer to `seen` (with its index into `queries`) the moment it is final: a scan
+/// buys what qualifies while the other questions are still being asked. Each account has its
+/// own describe limit per region (EC2 User Guide), so a region gets one lane per account, each
+/// at its own learned pace, all taking the region's next question from one queue. Each question is asked by one account at a time and answered once; a faster
 /// account simply takes more. What only the buying account can tell stays its own: the
 /// refusals that may mean a quota of 0 are counted on its calls alone, and a family with a
 /// quota of 0 noted is probed by it alone (another account's quota says nothing of the buyer's).
