@@ -541,23 +541,21 @@ def behaviour_problems(repo: pathlib.Path, page: str = BEHAVIOURS) -> list[str]:
 
 def main() -> int:
     repo = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".")
-    found = problems(repo, tracked_pages(repo))
-    for p in found:
-        print(p)
-    print(f"== doc links: {len(found)} broken")
-    cited = architecture_problems(repo)
-    for p in cited:
-        print(p)
-    print(f"== ARCHITECTURE.md's paths and names: {len(cited)} missing")
-    keys = data_model_problems(repo)
-    for p in keys:
-        print(p)
-    print(f"== the data model table against the DynamoDB adapter: {len(keys)} problem(s)")
-    pictures = behaviour_problems(repo)
-    for p in pictures:
-        print(p)
-    print(f"== EC2's behaviours in each picture ({BEHAVIOURS}): {len(pictures)} problem(s)")
-    return 1 if found or cited or keys or pictures else 0
+    # Each check's problems, one a line, then its summary line; any problem fails the run.
+    checks = [
+        (lambda: problems(repo, tracked_pages(repo)), "doc links: {} broken"),
+        (lambda: architecture_problems(repo), "ARCHITECTURE.md's paths and names: {} missing"),
+        (lambda: data_model_problems(repo), "the data model table against the DynamoDB adapter: {} problem(s)"),
+        (lambda: behaviour_problems(repo), f"EC2's behaviours in each picture ({BEHAVIOURS}): {{}} problem(s)"),
+    ]
+    failed = False
+    for check, summary in checks:
+        found = check()
+        for p in found:
+            print(p)
+        print("== " + summary.format(len(found)))
+        failed = failed or bool(found)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
