@@ -19,6 +19,18 @@ fn at(t: chrono::DateTime<chrono::Utc>) -> RunTime {
     RunTime::asked(t, None)
 }
 
+/// The steps after a run of a stack with no team budgets or approvals (the summary and the
+/// page these tests check do not depend on them), publishing to `pages`.
+fn steps_after<'a, P: ?Sized>(
+    table: &'a MemoryTable,
+    notifier: &'a MemoryNotifier,
+    pages: Option<&'a P>,
+) -> AfterTrack<'a, MemoryTable, MemoryNotifier, P> {
+    static NO_BUDGETS: BTreeMap<String, Money> = BTreeMap::new();
+    static NO_APPROVALS: BTreeMap<String, TeamApproval> = BTreeMap::new();
+    AfterTrack { store: table, notifier, pages, team_budgets: &NO_BUDGETS, team_approvals: &NO_APPROVALS, render }
+}
+
 /// November's summaries sent on the alerts topic so far (an empty month says so in its title).
 fn summaries(notifier: &MemoryNotifier) -> Vec<String> {
     notifier
@@ -32,15 +44,7 @@ fn summaries(notifier: &MemoryNotifier) -> Vec<String> {
 #[tokio::test]
 async fn the_monthly_run_sends_the_past_months_summary_once() {
     let (table, notifier, pages) = (MemoryTable::default(), MemoryNotifier::default(), MemoryPages::default());
-    let budgets = BTreeMap::new();
-    let after = AfterTrack {
-        store: &table,
-        notifier: &notifier,
-        pages: Some(&pages),
-        team_budgets: &budgets,
-        team_approvals: &BTreeMap::new(),
-        render,
-    };
+    let after = steps_after(&table, &notifier, Some(&pages));
     // t0 is 2026-12-01: the monthly schedule's run summarizes November.
     let mut first = TrackReport::default();
     after.run(at(t0() + Duration::minutes(5)), true, &mut first).await.unwrap();
@@ -62,15 +66,7 @@ async fn the_monthly_run_sends_the_past_months_summary_once() {
 #[tokio::test]
 async fn the_page_is_published_once_per_hour_claim() {
     let (table, notifier, pages) = (MemoryTable::default(), MemoryNotifier::default(), MemoryPages::default());
-    let budgets = BTreeMap::new();
-    let after = AfterTrack {
-        store: &table,
-        notifier: &notifier,
-        pages: Some(&pages),
-        team_budgets: &budgets,
-        team_approvals: &BTreeMap::new(),
-        render,
-    };
+    let after = steps_after(&table, &notifier, Some(&pages));
     let hour = t0() + Duration::hours(3);
     let mut reports = Vec::new();
     for minutes in [1, 10, 59, 61] {
@@ -90,18 +86,10 @@ async fn the_page_is_published_once_per_hour_claim() {
 #[tokio::test]
 async fn a_page_that_cannot_be_written_is_reported_and_the_run_still_succeeds() {
     let (table, notifier) = (MemoryTable::default(), MemoryNotifier::default());
-    let budgets = BTreeMap::new();
     // A bucket that refuses every write.
     let denied = PublishError { operation: "PutObject", key: PAGE_KEY.into(), message: "AccessDenied".into() };
     let refusing = Hooked::new(MemoryPages::default(), Script::new().fail("PutObject", denied));
-    let after = AfterTrack {
-        store: &table,
-        notifier: &notifier,
-        pages: Some(&refusing),
-        team_budgets: &budgets,
-        team_approvals: &BTreeMap::new(),
-        render,
-    };
+    let after = steps_after(&table, &notifier, Some(&refusing));
     let mut report = TrackReport::default();
     after.run(at(t0() + Duration::minutes(5)), true, &mut report).await.expect("the page's failure is not the run's");
     let page = report.page.expect("a page was tried");
@@ -116,27 +104,12 @@ async fn a_page_that_cannot_be_written_is_reported_and_the_run_still_succeeds() 
 #[tokio::test]
 async fn a_stack_without_a_page_and_a_replay_write_nothing() {
     let (table, notifier) = (MemoryTable::default(), MemoryNotifier::default());
-    let budgets = BTreeMap::new();
-    let off: AfterTrack<'_, MemoryTable, MemoryNotifier, MemoryPages> = AfterTrack {
-        store: &table,
-        notifier: &notifier,
-        pages: None,
-        team_budgets: &budgets,
-        team_approvals: &BTreeMap::new(),
-        render,
-    };
+    let off = steps_after::<MemoryPages>(&table, &notifier, None);
     let mut report = TrackReport::default();
     off.run(at(t0()), false, &mut report).await.unwrap();
     assert_eq!(report.page, None);
     let pages = MemoryPages::default();
-    let on = AfterTrack {
-        store: &table,
-        notifier: &notifier,
-        pages: Some(&pages),
-        team_budgets: &budgets,
-        team_approvals: &BTreeMap::new(),
-        render,
-    };
+    let on = steps_after(&table, &notifier, Some(&pages));
     let replay = RunTime::asked(t0(), Some(t0() - Duration::days(40)));
     on.run(replay, true, &mut report).await.unwrap();
     assert_eq!((report.page, report.summary), (None, None));
