@@ -73,6 +73,23 @@ pub fn purchased(
     }
 }
 
+/// A message in an intent's thread about the offering it was made for: `kind`'s id and event
+/// type, `title` before the offering's size, `keyword` among the usual keywords. What it says
+/// (description, next steps, summary) is the caller's.
+fn on_intent(kind: MessageKind, p: &Priced, intent: &Intent, title: &str, keyword: &str) -> SlackMessage {
+    SlackMessage {
+        id: kind.message_id(&intent.id, None),
+        title: format!("{title}: {} x {}", p.offering.instance_count, p.offering.instance_type),
+        description: String::new(),
+        next_steps: vec![],
+        keywords: keywords(p, keyword),
+        thread_id: intent.id.clone(),
+        summary: String::new(),
+        event_type: kind.event_type().into(),
+        related_resources: vec![],
+    }
+}
+
 /// A dry-run rule (or a dry-run stack) found an offering it would buy.
 pub fn would_buy(rule_id: &str, p: &Priced, intent: &Intent, stack_mode: Mode, rule_mode: Mode) -> SlackMessage {
     let why = match (stack_mode, rule_mode) {
@@ -80,30 +97,23 @@ pub fn would_buy(rule_id: &str, p: &Priced, intent: &Intent, stack_mode: Mode, r
         _ => "the rule is in dry-run mode (set mode = \"live\" in the rule to buy)",
     };
     SlackMessage {
-        id: MessageKind::WouldBuy.message_id(&intent.id, None),
-        title: format!("Would buy (dry run): {} x {}", p.offering.instance_count, p.offering.instance_type),
         description: format!(
             "Rule `{rule_id}` found an offering that meets it, but nothing was bought: {why}.\n{}\n• Payment deadline if bought now: {}",
             what(p),
             when(payment_deadline(intent.created_at, p.offering.start))
         ),
         next_steps: vec![format!("Offering {} was checked with a DryRun purchase request.", p.offering.id)],
-        keywords: keywords(p, "dry-run"),
-        thread_id: intent.id.clone(),
         summary: format!(
             "Would buy {} x {} for {}",
             p.offering.instance_count, p.offering.instance_type, p.offering.fee
         ),
-        event_type: MessageKind::WouldBuy.event_type().into(),
-        related_resources: vec![],
+        ..on_intent(MessageKind::WouldBuy, p, intent, "Would buy (dry run)", "dry-run")
     }
 }
 
 /// An approval-mode rule found an offering it would buy: a person decides.
 pub fn approval_needed(rule_id: &str, p: &Priced, intent: &Intent) -> SlackMessage {
     SlackMessage {
-        id: MessageKind::ApprovalNeeded.message_id(&intent.id, None),
-        title: format!("Approval needed: {} x {}", p.offering.instance_count, p.offering.instance_type),
         description: format!(
             "Rule `{rule_id}` found an offering that meets it and is in approval mode: nothing is bought until someone approves.\n{}\n• Approval valid until: {}\n• Payment deadline if bought now: {}",
             what(p),
@@ -114,33 +124,25 @@ pub fn approval_needed(rule_id: &str, p: &Priced, intent: &Intent) -> SlackMessa
             format!("approval needed: run `capblock approve {}` before {}", intent.id, when(approval::expires_at(intent))),
             "capblock re-reads the offering first and refuses if it is gone or its price rose above the rule's threshold.".into(),
         ],
-        keywords: keywords(p, "approval"),
-        thread_id: intent.id.clone(),
         summary: format!(
             "Approval needed: {} x {} for {}",
             p.offering.instance_count, p.offering.instance_type, p.offering.fee
         ),
-        event_type: MessageKind::ApprovalNeeded.event_type().into(),
-        related_resources: vec![],
+        ..on_intent(MessageKind::ApprovalNeeded, p, intent, "Approval needed", "approval")
     }
 }
 
 /// EC2 refused a purchase: nothing was bought and the budget was released.
 pub fn purchase_rejected(rule_id: &str, p: &Priced, intent: &Intent, reason: &str) -> SlackMessage {
     SlackMessage {
-        id: MessageKind::PurchaseRejected.message_id(&intent.id, None),
-        title: format!("Purchase refused: {} x {}", p.offering.instance_count, p.offering.instance_type),
         description: format!(
             "Rule `{rule_id}` tried to buy offering `{}` and nothing was bought: {reason}\n{}",
             p.offering.id,
             what(p)
         ),
         next_steps: vec!["The reserved budget was released; the next scan looks again.".into()],
-        keywords: keywords(p, "purchase-failed"),
-        thread_id: intent.id.clone(),
         summary: format!("Purchase refused: {reason}"),
-        event_type: MessageKind::PurchaseRejected.event_type().into(),
-        related_resources: vec![],
+        ..on_intent(MessageKind::PurchaseRejected, p, intent, "Purchase refused", "purchase-failed")
     }
 }
 
