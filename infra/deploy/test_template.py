@@ -558,12 +558,15 @@ class Guards(Template):
             def may(arn: str, stmts: list = stmts) -> bool:
                 return allowed(stmts, "ssm:SendCommand", arn, params)
 
-            self.assertTrue(may(f"{ssm}:111122223333:document/capblock-checkpoint"), rid)
-            self.assertTrue(may(f"{ssm}::document/AWS-RunShellScript"), rid)
+            for document in ("111122223333:document/capblock-checkpoint", "::document/AWS-RunShellScript"):
+                self.assertTrue(may(f"{ssm}:{document}"), f"{rid} {document}")
             # Another account's document of a listed name, and a name not listed.
-            self.assertFalse(may(f"{ssm}:999999999999:document/capblock-checkpoint"), rid)
-            self.assertFalse(may(f"{ssm}:999999999999:document/AWS-RunShellScript"), rid)
-            self.assertFalse(may(f"{ssm}:111122223333:document/other"), rid)
+            for document in (
+                "999999999999:document/capblock-checkpoint",
+                "999999999999:document/AWS-RunShellScript",
+                "111122223333:document/other",
+            ):
+                self.assertFalse(may(f"{ssm}:{document}"), f"{rid} {document}")
         # The parameter takes names only: an ARN names another account's document.
         pattern = self.tpl["Parameters"]["HandoffDocuments"]["AllowedPattern"]
         self.assertIsNotNone(re.fullmatch(pattern, params["HandoffDocuments"]))
