@@ -399,34 +399,30 @@ def run(test: unittest.TestCase, ep: str, scenario: str):
     expect_error(test, "describe: other region's id", "InvalidCapacityReservationId.NotFound", 400, ec2.describe_capacity_reservations, CapacityReservationIds=[b_id])
     expect_error(test, "describe: bad filter", "InvalidParameterValue", 400, ec2.describe_capacity_reservations, Filters=[{"Name": "bogus", "Values": ["x"]}])
 
+    def state_at(when, rid, state, name, client=ec2):
+        """Moves the simulator's clock to `when`, then checks `rid`'s state there (subtest `name`)."""
+        sim.set_clock(when)
+        with test.subTest(name):
+            test.assertEqual(describe_one(client, rid)["State"], state)
+
     # --- payment over sim time -------------------------------------------------------------
     sim.payment(reservation_id=c_id, outcome="fail", after_hours=1)
-    sim.set_clock("2026-12-01T00:59:00Z")
-    with test.subTest("C pending before its override"):
-        test.assertEqual(describe_one(ec2, c_id)["State"], "payment-pending")
-    sim.set_clock("2026-12-01T01:00:00Z")
-    with test.subTest("C payment-failed at +1 h"):
-        test.assertEqual(describe_one(ec2, c_id)["State"], "payment-failed")
+    state_at("2026-12-01T00:59:00Z", c_id, "payment-pending", "C pending before its override")
+    state_at("2026-12-01T01:00:00Z", c_id, "payment-failed", "C payment-failed at +1 h")
     # A failed block stays visible failed_payment_visible_minutes (60), then is gone.
-    sim.set_clock("2026-12-01T01:59:00Z")
-    with test.subTest("C still visible 59 min after failing"):
-        test.assertEqual(describe_one(ec2, c_id)["State"], "payment-failed")
+    state_at("2026-12-01T01:59:00Z", c_id, "payment-failed", "C still visible 59 min after failing")
     sim.set_clock("2026-12-01T02:00:00Z")
     expect_error(test, "C NotFound 60 min after failing", "InvalidCapacityReservationId.NotFound", 400, ec2.describe_capacity_reservations, CapacityReservationIds=[c_id])
     with test.subTest("C gone from listings"):
         test.assertTrue(c_id not in [r["CapacityReservationId"] for r in ec2.describe_capacity_reservations()["CapacityReservations"]])
     with test.subTest("A still pending at +1 h"):
         test.assertEqual(describe_one(ec2, a_id)["State"], "payment-pending")
-    sim.set_clock("2026-12-01T03:00:00Z")
-    with test.subTest("A scheduled at +3 h"):
-        test.assertEqual(describe_one(ec2, a_id)["State"], "scheduled")
+    state_at("2026-12-01T03:00:00Z", a_id, "scheduled", "A scheduled at +3 h")
     with test.subTest("A: no instances shown while scheduled"):
         test.assertEqual((describe_one(ec2, a_id)["TotalInstanceCount"], describe_one(ec2, a_id)["AvailableInstanceCount"]), (0, 0))
     with test.subTest("B (line payment=fail) pending at +3 h"):
         test.assertEqual(describe_one(west, b_id)["State"], "payment-pending")
-    sim.set_clock("2026-12-01T12:00:00Z")
-    with test.subTest("B payment-failed at +12 h"):
-        test.assertEqual(describe_one(west, b_id)["State"], "payment-failed")
+    state_at("2026-12-01T12:00:00Z", b_id, "payment-failed", "B payment-failed at +12 h", west)
     with test.subTest("extension offerings: none for failed block"):
         test.assertEqual(west.describe_capacity_block_extension_offerings(CapacityReservationId=b_id, CapacityBlockExtensionDurationHours=24)["CapacityBlockExtensionOfferings"], [])
     with test.subTest("instances: none while scheduled"):
@@ -511,17 +507,11 @@ def run(test: unittest.TestCase, ep: str, scenario: str):
         test.assertEqual(sim.state()["extensions"][0]["status"], "payment-succeeded")
 
     # --- expiry and disappearance ----------------------------------------------------------
-    sim.set_clock("2026-12-05T11:29:00Z")
-    with test.subTest("A active before extended end"):
-        test.assertEqual(describe_one(ec2, a_id)["State"], "active")
-    sim.set_clock("2026-12-05T11:30:00Z")
-    with test.subTest("A expired at extended end"):
-        test.assertEqual(describe_one(ec2, a_id)["State"], "expired")
+    state_at("2026-12-05T11:29:00Z", a_id, "active", "A active before extended end")
+    state_at("2026-12-05T11:30:00Z", a_id, "expired", "A expired at extended end")
     with test.subTest("instances: none once expired"):
         test.assertEqual(ec2.describe_instances(Filters=[{"Name": "capacity-reservation-id", "Values": [a_id]}])["Reservations"], [])
-    sim.set_clock("2027-02-03T11:29:00Z")
-    with test.subTest("A visible 59 days after expiry"):
-        test.assertEqual(describe_one(ec2, a_id)["State"], "expired")
+    state_at("2027-02-03T11:29:00Z", a_id, "expired", "A visible 59 days after expiry")
     sim.set_clock("2027-02-03T11:30:00Z")
     expect_error(test, "A NotFound 60 days after expiry", "InvalidCapacityReservationId.NotFound", 400, ec2.describe_capacity_reservations, CapacityReservationIds=[a_id])
     with test.subTest("A gone from listings"):
@@ -1192,15 +1182,15 @@ def check_usage(test: unittest.TestCase, sim, ep):
         res = ec2.describe_instances(Filters=[{"Name": "capacity-reservation-id", "Values": [rid]}])["Reservations"]
         return sum(len(x["Instances"]) for x in res)
 
-    at(-1)
-    with test.subTest("usage: before the start as before (counts zero)"):
-        test.assertEqual((counts(), running()), (("scheduled", 0, 0), 0))
-    at(0)
-    with test.subTest("usage: active, every instance running before the first step"):
-        test.assertEqual((counts(), running()), (("active", 8, 0), 8))
-    at(1)
-    with test.subTest("usage: 5 of 8 running, 3 idle available"):
-        test.assertEqual((counts(), running()), (("active", 8, 3), 5))
+    def usage_at(hours, want, name):
+        """Moves the clock to `hours` from the start, then checks (counts(), running()) (subtest `name`)."""
+        at(hours)
+        with test.subTest(name):
+            test.assertEqual((counts(), running()), want)
+
+    usage_at(-1, (("scheduled", 0, 0), 0), "usage: before the start as before (counts zero)")
+    usage_at(0, (("active", 8, 0), 8), "usage: active, every instance running before the first step")
+    usage_at(1, (("active", 8, 3), 5), "usage: 5 of 8 running, 3 idle available")
     st = ec2.describe_capacity_block_status(CapacityBlockIds=[r["CapacityBlockId"]])["CapacityBlockStatuses"][0]
     with test.subTest("usage: block status agrees (in_use: the 5 running are unavailable)"):
         test.assertEqual((st["TotalCapacity"], st["TotalAvailableCapacity"], st["TotalUnavailableCapacity"]), (8, 3, 5))
@@ -1249,12 +1239,8 @@ def check_usage(test: unittest.TestCase, sim, ep):
     except urllib.error.HTTPError as e:
         with test.subTest("usage control: more than the block refused"):
             test.assertEqual(e.code, 400)
-    at(3)
-    with test.subTest("usage: the next step, all running again"):
-        test.assertEqual((counts(), running()), (("active", 8, 0), 8))
-    at(24)
-    with test.subTest("usage: after the end as before"):
-        test.assertEqual((counts(), running()), (("expired", 8, 0), 0))
+    usage_at(3, (("active", 8, 0), 8), "usage: the next step, all running again")
+    usage_at(24, (("expired", 8, 0), 0), "usage: after the end as before")
 
 
 GROUP_ARN = "arn:aws:resource-groups:us-east-1:111122223333:group/capblock-x"
