@@ -37,27 +37,29 @@ fn fields(problems: &[(String, String)]) -> Vec<&str> {
     problems.iter().map(|(f, _)| f.as_str()).collect()
 }
 
+/// The `[[actions]]` of a rule file's `text`, read as the rule's spec reads them.
+fn specs_of(text: &str) -> Vec<ActionSpec> {
+    toml::from_str::<toml::Table>(text).unwrap()["actions"].clone().try_into().unwrap()
+}
+
+/// [`all`]'s actions as a rule file writes them (the rule tests' file with every part has them).
+pub(crate) const ALL_TOML: &str = r#"
+[[actions]]
+kind = "publish_parameter"
+[[actions]]
+kind = "scale_group"
+group = "trainers"
+desired = 2
+down_lead_minutes = 45
+[[actions]]
+kind = "run_command"
+document = "capblock-checkpoint"
+lead_minutes = 30
+"#;
+
 #[test]
 fn good_actions_validate() {
-    let specs: Vec<ActionSpec> = toml::from_str::<toml::Table>(
-        r#"
-        [[actions]]
-        kind = "publish_parameter"
-        [[actions]]
-        kind = "scale_group"
-        group = "trainers"
-        desired = 2
-        down_lead_minutes = 45
-        [[actions]]
-        kind = "run_command"
-        document = "capblock-checkpoint"
-        lead_minutes = 30
-        "#,
-    )
-    .unwrap()["actions"]
-        .clone()
-        .try_into()
-        .unwrap();
+    let specs = specs_of(ALL_TOML);
     let (actions, problems) = validate(&specs, &limits());
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(actions, all());
@@ -314,13 +316,7 @@ fn group_spec(name: Option<&str>) -> ActionSpec {
 
 #[test]
 fn a_reservation_group_is_named_within_resource_groups_and_capblocks_limits() {
-    let specs: Vec<ActionSpec> = toml::from_str::<toml::Table>(
-        "[[actions]]\nkind = \"reservation_group\"\n[[actions]]\nkind = \"publish_parameter\"",
-    )
-    .unwrap()["actions"]
-        .clone()
-        .try_into()
-        .unwrap();
+    let specs = specs_of("[[actions]]\nkind = \"reservation_group\"\n[[actions]]\nkind = \"publish_parameter\"");
     let (actions, problems) = validate(&specs, &ultra_limits());
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(actions[0], Action::ReservationGroup { name: None });
@@ -387,16 +383,21 @@ fn the_reservation_goes_into_the_group_once_paid_and_out_at_the_end() {
     // Before the start (scheduled), so a launch at the start lands in it; not before payment.
     let mut actions = all();
     actions.push(Action::ReservationGroup { name: None });
-    let keys_at = |state, now| keys(&current(&actions, &tg, state, now, false)).join(" ");
-    assert_eq!(keys_at(BlockState::PaymentPending, t(9, 12, 0)), "");
-    assert_eq!(
-        keys_at(BlockState::Scheduled, t(9, 12, 0)),
-        "action-parameter-end-20261211T1130Z action-reservation-group-add-capblock-prod-p5"
-    );
-    assert_eq!(
-        keys_at(BlockState::Active, t(10, 12, 0)),
-        "action-parameter-end-20261211T1130Z action-reservation-group-add-capblock-prod-p5 action-scale-up-trainers"
-    );
+    for (state, now, want) in [
+        (BlockState::PaymentPending, t(9, 12, 0), ""),
+        (
+            BlockState::Scheduled,
+            t(9, 12, 0),
+            "action-parameter-end-20261211T1130Z action-reservation-group-add-capblock-prod-p5",
+        ),
+        (
+            BlockState::Active,
+            t(10, 12, 0),
+            "action-parameter-end-20261211T1130Z action-reservation-group-add-capblock-prod-p5 action-scale-up-trainers",
+        ),
+    ] {
+        assert_eq!(keys(&current(&actions, &tg, state, now, false)).join(" "), want, "{state:?} at {now}");
+    }
     let p = &current(&actions, &tg, BlockState::Scheduled, t(9, 12, 0), true)[1];
     assert!(
         announce_done(p, "")
@@ -463,7 +464,7 @@ fn sized(min: u32, max: u32, desired: u32) -> NodegroupScaling {
 
 #[test]
 fn a_node_group_action_reads_from_toml_and_shows_back_the_same() {
-    let specs: Vec<ActionSpec> = toml::from_str::<toml::Table>(
+    let specs = specs_of(
         r#"
         [[actions]]
         kind = "scale_nodegroup"
@@ -480,11 +481,7 @@ fn a_node_group_action_reads_from_toml_and_shows_back_the_same() {
         max = 8
         down_lead_minutes = 30
         "#,
-    )
-    .unwrap()["actions"]
-        .clone()
-        .try_into()
-        .unwrap();
+    );
     let (actions, problems) = validate(&specs, &limits());
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(actions[0], nodegroup_action(4));

@@ -593,19 +593,9 @@ tags = { team = "llm", "cost-center" = "42" }
 extend = { max_price_per_accelerator_hour = 3.5, max_days = 2, decide_hours_before_end = 24 }
 duration_tolerance_hours = 6
 local_zones = true
-[[actions]]
-kind = "publish_parameter"
-[[actions]]
-kind = "scale_group"
-group = "trainers"
-desired = 2
-down_lead_minutes = 30
-[[actions]]
-kind = "run_command"
-document = "capblock-checkpoint"
-lead_minutes = 60
 "#
-        .to_string(),
+        .to_string()
+            + crate::domain::handoff::tests::ALL_TOML,
     );
     let mut checked = 0;
     for text in texts {
