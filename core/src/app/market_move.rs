@@ -107,21 +107,9 @@ mod tests {
         Observation { offering, accelerators_per_instance: 8, seen_at: seen }
     }
 
+    /// 1 x p5.48xlarge for a day in us-east-1, up to 2.50 per accelerator-hour.
     fn rule() -> Rule {
-        Rule::from_toml(
-            r#"
-id = "mm"
-regions = ["us-east-1"]
-instance_types = ["p5.48xlarge"]
-instance_counts = [1]
-durations_days = [1]
-max_price_per_accelerator_hour = "2.50"
-monthly_budget = "100000"
-start_window = { earliest_in_days = 1, latest_in_days = 14 }
-"#,
-            at(0),
-        )
-        .unwrap()
+        crate::domain::market_move::tests::rule(&["us-east-1"], &["p5.48xlarge"], "2.50", "")
     }
 
     /// 2.40 (under the threshold) for 10 days, then +20 % (2.88): a step, then a drought.

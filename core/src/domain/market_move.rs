@@ -325,4 +325,4 @@ fn drought(rule: &Rule, samples: &[&Sample], told: &[DateTime<Utc>], now: DateTi
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

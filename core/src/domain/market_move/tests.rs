@@ -8,7 +8,10 @@ fn at(d: i64, h: i64) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + Duration::days(d) + Duration::hours(h)
 }
 
-fn rule(regions: &[&str], types: &[&str], threshold: &str, extra: &str) -> Rule {
+/// A rule for 1 x each of `types` for a day in `regions`, up to `threshold` per
+/// accelerator-hour, 100000 a month, `extra` (more of the rule file) after it. Also the
+/// market-move workflow's tests' rule.
+pub(crate) fn rule(regions: &[&str], types: &[&str], threshold: &str, extra: &str) -> Rule {
     let list = |v: &[&str]| v.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ");
     Rule::from_toml(
         &format!(
