@@ -119,21 +119,11 @@ pub trait EdgeMarket:
 {
 }
 
-impl<T> EdgeMarket for T where
-    T: OfferingSource
-        + InstanceTypeSource
-        + Purchaser
-        + ReservationSource
-        + ReservationLookup
-        + QuotaSource
-        + ExtensionMarket
-        + ExtensionHistory
-        + BlockKinds
-        + BlockStatusSource
-        + InstanceSource
-        + ?Sized
-{
-}
+// The two markets a function runs on, named as `EdgeStore`'s two tables are: each implements
+// every port above.
+impl EdgeMarket for crate::aws::ec2::Ec2Market {}
+
+impl EdgeMarket for crate::memory::MemoryEc2 {}
 
 /// Every store port a function's workflows and its edge call, as one object the edge holds:
 /// the DynamoDB table when deployed (`DynamoStore`), the in-memory table in a function's tests.
@@ -477,7 +467,9 @@ impl Edge {
         report(self.function, &self.stack, e)
     }
 
-    /// A scheduled run of this function (`on_tick`) on the edge's time source.
+    /// The body of a scheduled function: parse the tick, take `now` from the edge's time source
+    /// (see `run_time`: a live stack never runs on a payload's time), run, and emit the run's
+    /// metrics.
     pub async fn on_tick<R, F, Fut>(
         &self,
         payload: Payload,
@@ -488,7 +480,29 @@ impl Edge {
         F: FnOnce(RunTime) -> Fut,
         Fut: std::future::Future<Output = Result<(R, Option<Batch>), FunctionError>>,
     {
-        on_tick(self.function, payload, &self.time, self.ports.clock.as_ref(), stack, run).await
+        let result = async {
+            let tick: Tick = parse_event(payload.into_json()?)?;
+            let at = RunTime::for_stack(self.now().await?, tick.time, stack.mode == Mode::Live)
+                .map_err(|e| FunctionError::BadInput(e.to_string()))?;
+            let (report, metrics) = run(at).await?;
+            // A replay's figures are of another moment: on the stack's dashboard they would read
+            // as what the stack holds and spends now.
+            if at.is_replay() {
+                tracing::info!(event = "replay", function = self.function, view = %at.view(), clock = %at.clock(), "a replay: nothing written, no metrics");
+                return Ok((report, None));
+            }
+            Ok((report, metrics))
+        }
+        .await;
+        match result {
+            Ok((report, metrics)) => {
+                if let Some(m) = metrics {
+                    emit(&m);
+                }
+                Ok(report)
+            }
+            Err(e) => Err(report(self.function, &stack.name, e)),
+        }
     }
 }
 
@@ -661,45 +675,6 @@ pub fn emit(batch: &Batch) {
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         tracing::warn!(event = "metrics_not_written", error = %e, "metrics lost for this run");
-    }
-}
-
-/// The body of a scheduled function: parse the tick, take `now` from the time source (see
-/// `run_time`: a live stack never runs on a payload's time), run, and emit the run's metrics.
-pub async fn on_tick<R, F, Fut>(
-    function: &str,
-    payload: Payload,
-    source: &TimeSource,
-    clock: &dyn Clock,
-    stack: &StackSettings,
-    run: F,
-) -> Result<R, lambda_runtime::Diagnostic>
-where
-    F: FnOnce(RunTime) -> Fut,
-    Fut: std::future::Future<Output = Result<(R, Option<Batch>), FunctionError>>,
-{
-    let result = async {
-        let tick: Tick = parse_event(payload.into_json()?)?;
-        let at = RunTime::for_stack(source.now(clock).await?, tick.time, stack.mode == Mode::Live)
-            .map_err(|e| FunctionError::BadInput(e.to_string()))?;
-        let (report, metrics) = run(at).await?;
-        // A replay's figures are of another moment: on the stack's dashboard they would read
-        // as what the stack holds and spends now.
-        if at.is_replay() {
-            tracing::info!(event = "replay", function, view = %at.view(), clock = %at.clock(), "a replay: nothing written, no metrics");
-            return Ok((report, None));
-        }
-        Ok((report, metrics))
-    }
-    .await;
-    match result {
-        Ok((report, metrics)) => {
-            if let Some(m) = metrics {
-                emit(&m);
-            }
-            Ok(report)
-        }
-        Err(e) => Err(report(function, &stack.name, e)),
     }
 }
 
