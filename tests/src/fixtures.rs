@@ -19,14 +19,13 @@ use capblock_shared::aws::eventbridge::Delivery;
 use capblock_shared::aws::ram::Ram;
 use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::ssm::Ssm;
-use capblock_shared::domain::block::Block;
+use capblock_shared::domain::block::{Block, Reservation};
 use capblock_shared::domain::catalog::AcceleratorCatalog;
-use capblock_shared::domain::ids::Region;
-use capblock_shared::domain::lifecycle::BlockState;
 use capblock_shared::domain::money::Money;
-use capblock_shared::domain::offering::{Offering, RawOffering};
+use capblock_shared::domain::offering::{self, Offering};
 use capblock_shared::domain::rule::{Mode, Rule};
 use capblock_shared::domain::stack::StackSettings;
+use capblock_shared::domain::tags::RULE_TAG;
 use capblock_shared::memory::MemoryReminders;
 use capblock_shared::ports::{BlockStore, RuleStore};
 use chrono::{DateTime, Duration, Utc};
@@ -365,26 +364,7 @@ impl RuleToml {
 /// An offering of 1 x p5.48xlarge (8 GPUs) in `region` (AZ `{region}a`) for the day from
 /// `start`, for `fee` USD in all.
 pub fn p5_offering(region: &str, id: &str, start: DateTime<Utc>, fee: Decimal) -> Offering {
-    Offering::parse(
-        &region.parse::<Region>().unwrap(),
-        RawOffering {
-            offering_id: Some(id.into()),
-            instance_type: Some("p5.48xlarge".into()),
-            availability_zone: Some(format!("{region}a")),
-            instance_count: Some(1),
-            start_date: Some(start),
-            end_date: Some(start + Duration::days(1)),
-            duration_hours: Some(24),
-            duration_minutes: Some(0),
-            upfront_fee: Some(fee.to_string()),
-            currency_code: Some("USD".into()),
-            ultraserver_type: None,
-            ultraserver_count: None,
-            zone_type: None,
-            segments: Vec::new(),
-        },
-    )
-    .unwrap()
+    offering::example(id, region, start, Money::parse(&fee.to_string(), "USD").unwrap())
 }
 
 /// The environment a capblock binary (a function or the CLI) needs to run as stack `stack`
@@ -633,31 +613,23 @@ pub fn fast_describe() -> capblock_shared::domain::plan::DescribeBudget {
 }
 
 /// capblock's record of an example block: 2 x p5.48xlarge in us-east-2, 12-03 to 12-10 11:30,
-/// scheduled, bought by rule `train`.
+/// scheduled, bought by rule `train`. Built as the tracker adopts EC2's reservation of it (the
+/// rule from its tag), with the 8 accelerators a p5.48xlarge has.
 pub fn example_block(reservation_id: &str) -> Block {
-    Block {
-        reservation_id: reservation_id.to_string(),
+    let reservation = Reservation {
+        id: reservation_id.to_string(),
+        arn: Some(format!("arn:aws:ec2:us-east-2:111122223333:capacity-reservation/{reservation_id}")),
         region: "us-east-2".parse().unwrap(),
         availability_zone: "us-east-2a".into(),
         instance_type: "p5.48xlarge".parse().unwrap(),
         instance_count: 2,
         start: "2026-12-03T11:30:00Z".parse().unwrap(),
         end: "2026-12-10T11:30:00Z".parse().unwrap(),
-        state: BlockState::Scheduled,
-        fee: None,
-        accelerators_per_instance: Some(8),
-        purchased_at: "2026-12-01T09:00:00Z".parse().unwrap(),
-        payment_deadline: None,
-        rule_id: Some("train".into()),
-        intent_id: None,
-        ultraserver: false,
-        arn: Some(format!("arn:aws:ec2:us-east-2:111122223333:capacity-reservation/{reservation_id}")),
-        period: None,
-        version: 1,
+        state: "scheduled".into(),
+        reservation_type: Some("capacity-block".into()),
+        tags: [(RULE_TAG.to_string(), "train".to_string())].into(),
         capacity_block_id: None,
-        health: None,
-        health_changes: 0,
-        health_watch: None,
-        usage: Default::default(),
-    }
+    };
+    let purchased_at = "2026-12-01T09:00:00Z".parse().unwrap();
+    Block { accelerators_per_instance: Some(8), ..Block::adopted(&reservation, true, purchased_at) }
 }
