@@ -53,6 +53,14 @@ impl Out {
         assert_eq!(self.code, code, "{}{}", self.stdout, self.stderr);
     }
 
+    /// Asserts stdout says each of `needles`, showing it otherwise.
+    #[track_caller]
+    pub(crate) fn says(&self, needles: &[&str]) {
+        for needle in needles {
+            assert!(self.stdout.contains(needle), "{needle:?} missing from {}", self.stdout);
+        }
+    }
+
     pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
@@ -194,6 +202,19 @@ impl Cli {
         self.deployed_as(mode, cap, "").await;
     }
 
+    /// This CLI beside a stack in `mode` with an account budget of `cap` USD (as [`Cli::stack`]),
+    /// holding rule `west` (live, up to 3.00 per GPU-hour): where the tests that buy start.
+    async fn with_west(self, mode: Mode, cap: &str) -> Cli {
+        self.stack(mode, Some(cap)).await;
+        self.with_rule(&rule_toml("west", "live", "3.00")).await
+    }
+
+    /// This CLI once the rule file `toml` is put.
+    async fn with_rule(self, toml: &str) -> Cli {
+        self.put_rule(toml).await;
+        self
+    }
+
     async fn put_rule(&self, toml: &str) {
         let f = self.file("rule.toml", toml);
         let out = self.run(&["rules", "put", &f]).await;
@@ -246,9 +267,7 @@ async fn bad_scan_arguments_exit_2_naming_the_flag() {
 /// the wrong one (issue 15: a month back bought a second block for a one-a-month rule).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_scan_or_approval_refuses_a_time_off_the_clock() {
-    let c = Cli::new("cli-forged-time").await;
-    c.stack(Mode::Live, Some("100000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-forged-time").await.with_west(Mode::Live, "100000").await;
     let month_back = "2026-11-01T00:00:00Z";
     let scan = c.run(&["scan", "--time", month_back, "--mode", "live"]).await;
     scan.exits(2);
@@ -445,8 +464,7 @@ async fn ask(c: &Cli) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_buys_exactly_once_through_the_purchase_path() {
-    let c = Cli::new("cli-approve").await;
-    let intent = ask(&c).await;
+    let (c, intent) = asked(Cli::new("cli-approve").await).await;
     let out = c.run(&["approve", &intent, "--time", NOW]).await;
     out.exits(0);
     assert!(out.stdout.contains("bought 1 x p5.48xlarge"), "{}", out.stdout);
@@ -472,8 +490,7 @@ async fn approval_buys_exactly_once_through_the_purchase_path() {
 /// approval records) with the line to copy, and once it is bought, the block instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_team_page_shows_an_approval_waiting_then_its_block() {
-    let c = Cli::new("cli-page").await;
-    let intent = ask(&c).await;
+    let (c, intent) = asked(Cli::new("cli-page").await).await;
     let file = c.dir.join("team.html");
     let section = |html: &str, id: &str| {
         let start = html.find(&format!("<section id=\"{id}\"")).unwrap_or_else(|| panic!("no {id}"));
@@ -497,6 +514,12 @@ async fn the_team_page_shows_an_approval_waiting_then_its_block() {
     assert!(section(&after, "prices").contains("bought "), "the purchase is marked on the rule's prices");
 }
 
+/// A CLI whose scan stored an approval waiting ([`ask`]), and the intent to approve.
+async fn asked(c: Cli) -> (Cli, String) {
+    let intent = ask(&c).await;
+    (c, intent)
+}
+
 /// `capblock page --out FILE`, its text.
 async fn team_page(c: &Cli, file: &std::path::Path) -> String {
     let out = c.run(&["page", "--out", file.to_str().unwrap()]).await;
@@ -514,8 +537,7 @@ async fn approval_of_a_vanished_offering_is_refused() {
         .payment("succeed", None)
         .p5_priced("us-west-2", &[2], &[("2026-11-01T00:00:00Z", "2.75"), ("2026-12-01T12:00:00Z", "2.70")])
         .build();
-    let c = Cli::on("cli-vanished", &scenario).await;
-    let intent = ask(&c).await;
+    let (c, intent) = asked(Cli::on("cli-vanished", &scenario).await).await;
     c.sim.advance_hours(13).await;
     let out = c.run(&["approve", &intent, "--time", "2026-12-01T13:00:00Z"]).await;
     out.exits(2);
@@ -526,8 +548,7 @@ async fn approval_of_a_vanished_offering_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_is_refused_when_the_price_rose_above_the_threshold() {
-    let c = Cli::new("cli-dearer").await;
-    let intent = ask(&c).await;
+    let (c, intent) = asked(Cli::new("cli-dearer").await).await;
     // The operator lowered the threshold since: the same price is now above it.
     c.put_rule(&rule_toml("west", "approval", "2.50")).await;
     let out = c.run(&["approve", &intent, "--time", NOW]).await;
@@ -541,8 +562,7 @@ async fn approval_is_refused_when_the_price_rose_above_the_threshold() {
 /// nothing bought; and once all hold again, it buys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_is_refused_unless_live_enabled_in_approval_mode_and_fresh() {
-    let c = Cli::new("cli-approve-refused").await;
-    let intent = ask(&c).await;
+    let (c, intent) = asked(Cli::new("cli-approve-refused").await).await;
     let refused = |out: &Out, why: &str| {
         assert_eq!(out.code, 2, "{why}: {}{}", out.stdout, out.stderr);
         assert!(out.stderr.contains(why) && out.stderr.contains("nothing bought"), "{why}: {}", out.stderr);
@@ -574,8 +594,7 @@ async fn approval_is_refused_unless_live_enabled_in_approval_mode_and_fresh() {
 /// approval buys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_buys_only_when_the_stored_settings_match_the_stacks_parameters() {
-    let c = Cli::new("cli-forged-settings").await;
-    let intent = ask(&c).await;
+    let (c, intent) = asked(Cli::new("cli-forged-settings").await).await;
     c.deployed_as("dry-run", "1000", "").await;
     // The forged item: live, with a cap of 50,000.
     c.stored_settings(Mode::Live, Some("50000")).await;
@@ -614,8 +633,7 @@ async fn the_cli_buys_only_when_the_stored_settings_match_the_stacks_parameters(
 /// in a live stack stored without an account cap; a dry-run scan still runs without them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_purchase_from_the_cli_needs_the_stacks_stored_live_settings() {
-    let c = Cli::new("cli-no-settings").await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-no-settings").await.with_rule(&rule_toml("west", "live", "3.00")).await;
     let live = c.run(&["scan", "--mode", "live"]).await;
     live.exits(2);
     assert!(
@@ -695,11 +713,7 @@ async fn cli_purchases_stop_at_the_stacks_account_budget() {
     assert!(row.contains("480.00"), "{}", status.stdout);
     assert!(!status.stdout.contains("the watch, per region"), "{}", status.stdout);
     let verbose = c.run(&["status", "--time", NOW, "--verbose"]).await;
-    assert!(
-        verbose.stdout.contains("the watch, per region") && verbose.stdout.contains("us-east-1:"),
-        "{}",
-        verbose.stdout
-    );
+    verbose.says(&["the watch, per region", "us-east-1:"]);
 }
 
 /// `rules show` prints the rule as the file `rules put` takes: put back unchanged, it is the same
@@ -728,19 +742,22 @@ async fn a_shown_rule_is_a_rule_file_that_puts_back_the_same_rule() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rules_delete_removes_the_rule_only() {
-    let c = Cli::new("cli-delete").await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-delete").await.with_rule(&rule_toml("west", "live", "3.00")).await;
     let out = c.run(&["rules", "delete", "west"]).await;
     out.exits(0);
     assert!(out.stdout.contains("deleted rule \"west\"; its blocks, intents and budgets are kept"), "{}", out.stdout);
     assert_eq!(c.run(&["rules", "show", "west"]).await.code, 3);
     assert_eq!(c.run(&["rules", "delete", "west"]).await.code, 3, "nothing to delete");
     let help = c.run(&["rules", "delete", "--help"]).await;
-    assert!(
-        help.stdout.contains("blocks are still tracked") && help.stdout.contains("budgets kept"),
-        "{}",
-        help.stdout
-    );
+    help.says(&["blocks are still tracked", "budgets kept"]);
+}
+
+/// `group` sized as every group the launch tests make: 0 to 4 instances, in `region`'s first zone.
+fn zero_to_four(
+    group: aws_sdk_autoscaling::operation::create_auto_scaling_group::builders::CreateAutoScalingGroupFluentBuilder,
+    region: &str,
+) -> aws_sdk_autoscaling::operation::create_auto_scaling_group::builders::CreateAutoScalingGroupFluentBuilder {
+    group.min_size(0).max_size(4).availability_zones(format!("{region}a"))
 }
 
 /// `rules validate` names bad hand-off actions: a group Auto Scaling does not know (asked of
@@ -819,13 +836,11 @@ async fn rules_validate_warns_of_a_group_that_launches_nothing_into_the_block() 
             let basic = aws_sdk_ec2::types::RequestLaunchTemplateData::builder()
                 .image_id("ami-12c6146b")
                 .instance_type(aws_sdk_ec2::types::InstanceType::P548xlarge);
-            moto_ec2
-                .create_launch_template()
-                .launch_template_name(&template)
-                .launch_template_data(basic.clone().build())
-                .send()
-                .await
-                .unwrap();
+            // The same template on both: moto's for Auto Scaling, the simulator's for EC2.
+            let put_template = |ec2: &aws_sdk_ec2::Client, data: aws_sdk_ec2::types::RequestLaunchTemplateData| {
+                ec2.create_launch_template().launch_template_name(&template).launch_template_data(data).send()
+            };
+            put_template(&moto_ec2, basic.clone().build()).await.unwrap();
             let mut data = basic.capacity_reservation_specification(
                 aws_sdk_ec2::types::LaunchTemplateCapacityReservationSpecificationRequest::builder()
                     .capacity_reservation_target(
@@ -844,27 +859,14 @@ async fn rules_validate_warns_of_a_group_that_launches_nothing_into_the_block() 
                         .build(),
                 );
             }
-            sim_ec2
-                .create_launch_template()
-                .launch_template_name(&template)
-                .launch_template_data(data.build())
-                .send()
-                .await
-                .unwrap();
-            asg.create_auto_scaling_group()
-                .auto_scaling_group_name(&template)
-                .launch_template(
-                    aws_sdk_autoscaling::types::LaunchTemplateSpecification::builder()
-                        .launch_template_name(&template)
-                        .version("$Latest")
-                        .build(),
-                )
-                .min_size(0)
-                .max_size(4)
-                .availability_zones(format!("{region}a"))
-                .send()
-                .await
-                .unwrap();
+            put_template(&sim_ec2, data.build()).await.unwrap();
+            let group = asg.create_auto_scaling_group().auto_scaling_group_name(&template).launch_template(
+                aws_sdk_autoscaling::types::LaunchTemplateSpecification::builder()
+                    .launch_template_name(&template)
+                    .version("$Latest")
+                    .build(),
+            );
+            zero_to_four(group, region).send().await.unwrap();
             template
         }
     };
@@ -926,7 +928,8 @@ async fn rules_validate_warns_of_a_group_that_launches_nothing_into_the_block() 
                 .iter()
                 .fold(DistributionSegment::builder(), |b, t| b.target_capacity_types(TargetCapacityType::from(*t)));
             let template = LaunchTemplateSpecification::builder().launch_template_name(plain).version("$Latest");
-            asg.create_auto_scaling_group()
+            let group = asg
+                .create_auto_scaling_group()
                 .auto_scaling_group_name(&name)
                 .mixed_instances_policy(
                     MixedInstancesPolicy::builder()
@@ -945,13 +948,8 @@ async fn rules_validate_warns_of_a_group_that_launches_nothing_into_the_block() 
                             CapacityReservationTarget::builder().capacity_reservation_resource_group_arns(arn).build(),
                         )
                         .build(),
-                )
-                .min_size(0)
-                .max_size(4)
-                .availability_zones(format!("{region}a"))
-                .send()
-                .await
-                .unwrap();
+                );
+            zero_to_four(group, region).send().await.unwrap();
             name
         }
     };
@@ -1039,9 +1037,7 @@ async fn offerings_search_ultraservers_and_validate_names_what_ec2_refuses() {
 /// permissions reported as not checked), the findings are stored, and `status` shows them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflight_passes_on_a_live_local_stack_and_status_shows_it() {
-    let c = Cli::new("cli-preflight-ok").await;
-    c.stack(Mode::Live, Some("1000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-preflight-ok").await.with_west(Mode::Live, "1000").await;
     let out = c.run(&["preflight", "--pause-seconds", "0.05"]).await;
     out.exits(0);
     assert!(out.stdout.contains("preflight passed"), "{}", out.stdout);
@@ -1448,9 +1444,7 @@ async fn buy_takes_one_shown_offering_once_within_the_rules_limits() {
 async fn buy_once_under(ids: &str) {
     let scenario =
         ScenarioToml::new(5, T0).payment("succeed", None).offering_ids(ids).p5("us-west-2", &[2], "2.75").build();
-    let c = Cli::on(&format!("cli-buy-{ids}"), &scenario).await;
-    c.stack(Mode::DryRun, Some("1000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::on(&format!("cli-buy-{ids}"), &scenario).await.with_west(Mode::DryRun, "1000").await;
     c.put_rule(&rule_toml("cheap", "live", "2.00")).await;
     let shown = c.run(&["offerings", "--type", "p5.48xlarge", "--region", "us-west-2", "--days", "1", "--json"]).await;
     shown.exits(0);
@@ -1559,9 +1553,7 @@ async fn the_cli_finds_its_table_in_the_stacks_outputs() {
 /// buy nothing unless the script says `--yes`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_scan_or_an_approval_without_a_yes_buys_nothing() {
-    let c = Cli::new("cli-confirm").await;
-    c.stack(Mode::Live, Some("100000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-confirm").await.with_west(Mode::Live, "100000").await;
     let out = c.unconfirmed(&["scan", "--mode", "live"]).await;
     out.exits(2);
     assert!(out.stderr.contains("pass --yes") && out.stderr.contains("nothing bought"), "{}", out.stderr);
@@ -1581,9 +1573,7 @@ async fn a_live_scan_or_an_approval_without_a_yes_buys_nothing() {
 /// With nothing to buy it says so and asks nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_scan_shows_its_plan_before_it_asks() {
-    let c = Cli::new("cli-scan-plan").await;
-    c.stack(Mode::Live, Some("100000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-scan-plan").await.with_west(Mode::Live, "100000").await;
     let narrow = [("COLUMNS", "80")];
     let out = c.unconfirmed_with(&["scan", "--mode", "live"], &narrow).await;
     out.exits(2);
@@ -1630,20 +1620,24 @@ async fn a_live_scan_shows_its_plan_before_it_asks() {
     assert_eq!(c.sim.purchases().await.len(), 1);
 }
 
+/// `capblock rules validate` of a file holding rule `west` (live, up to 3.00) with a
+/// `max_total_fee` of `fee`.
+async fn validate_fee_cap(c: &Cli, fee: &str) -> Out {
+    let text = rule("west", "live", "3.00").extra(&format!("max_total_fee = \"{fee}\"")).toml();
+    let file = c.file(&format!("max-total-fee-{fee}.toml"), &text);
+    c.run(&["rules", "validate", &file]).await
+}
+
 /// A `max_total_fee` no block of the rule could cost is a validation error naming the field, the
 /// figures and what would work: 1 x p5.48xlarge for a day less the 12 h tolerance is 12 h x 8
 /// GPUs, 0.96 USD at a cent a GPU-hour.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rules_validate_refuses_a_max_total_fee_that_can_never_buy() {
     let c = Cli::new("cli-never-buys").await;
-    let never = c.file("never.toml", &rule("west", "live", "3.00").extra("max_total_fee = \"0.5\"").toml());
-    let out = c.run(&["rules", "validate", &never]).await;
+    let out = validate_fee_cap(&c, "0.5").await;
     out.exits(2);
-    for needle in ["max_total_fee", "0.50 USD can never buy anything", "0.96 USD", "at least 0.96"] {
-        assert!(out.stdout.contains(needle), "{needle:?} missing from {}", out.stdout);
-    }
-    let enough = c.file("enough.toml", &rule("west", "live", "3.00").extra("max_total_fee = \"0.96\"").toml());
-    let out = c.run(&["rules", "validate", &enough]).await;
+    out.says(&["max_total_fee", "0.50 USD can never buy anything", "0.96 USD", "at least 0.96"]);
+    let out = validate_fee_cap(&c, "0.96").await;
     out.exits(0);
 }
 
@@ -1707,9 +1701,7 @@ async fn machine_clock(offset_minutes: i64) -> (Sim, String) {
 /// price or decision is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_scan_from_the_cli_settles_stores_and_announces_nothing() {
-    let c = Cli::new("cli-scan-look").await;
-    c.stack(Mode::Live, Some("1000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-scan-look").await.with_west(Mode::Live, "1000").await;
     bought_answer_lost(&c, "west", true).await;
     c.aws.alerts().await;
     let (_ahead, clock) = machine_clock(60).await;
@@ -1733,9 +1725,7 @@ async fn a_dry_run_scan_from_the_cli_settles_stores_and_announces_nothing() {
 /// buys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_purchase_is_refused_on_a_machine_whose_clock_is_off() {
-    let c = Cli::new("cli-skew").await;
-    c.stack(Mode::Live, Some("1000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-skew").await.with_west(Mode::Live, "1000").await;
     let id = shown_offering(&c).await;
     for (minutes, side, said) in [(-20, "behind", "20m"), (60, "ahead of", "1h")] {
         let (_clock_sim, clock) = machine_clock(minutes).await;
@@ -1760,9 +1750,7 @@ async fn a_hand_purchase_is_refused_on_a_machine_whose_clock_is_off() {
 /// confirmed, when EC2 holds nothing tagged with it: its fee goes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_purchase_is_released_by_a_person_only_when_ec2_holds_nothing() {
-    let c = Cli::new("cli-intents").await;
-    c.stack(Mode::Live, Some("10000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-intents").await.with_west(Mode::Live, "10000").await;
     c.put_rule(&rule_toml("made", "live", "3.00")).await;
     let intent_of = |rule: &'static str| {
         let store = c.aws.store();
@@ -1820,9 +1808,7 @@ async fn live_scan_at(c: &Cli, minutes: i64) -> usize {
 /// and the test moves the clock only once the check before the prompt was answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_while_ec2_starts_listing_the_purchase_ends_with_one_block() {
-    let c = Cli::on("cli-release-listing", &two_blocks_listed_late(90)).await;
-    c.stack(Mode::Live, Some("100000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::on("cli-release-listing", &two_blocks_listed_late(90)).await.with_west(Mode::Live, "100000").await;
     bought_answer_lost(&c, "west", true).await;
     let intent = c.aws.store().open_intents().await.unwrap()[0].id.clone();
     c.sim.advance_secs(61 * 60).await;
@@ -1867,9 +1853,7 @@ async fn a_release_while_ec2_starts_listing_the_purchase_ends_with_one_block() {
 /// counts against the rule's one block until its start: a later scan buys no second block.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_of_a_minute_old_intent_is_refused_and_a_released_one_still_counts() {
-    let c = Cli::on("cli-release-young", &two_blocks_listed_late(0)).await;
-    c.stack(Mode::Live, Some("100000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::on("cli-release-young", &two_blocks_listed_late(0)).await.with_west(Mode::Live, "100000").await;
     bought_answer_lost(&c, "west", false).await;
     let intent = c.aws.store().open_intents().await.unwrap()[0].id.clone();
     c.sim.advance_secs(60).await;
@@ -1993,9 +1977,7 @@ async fn offerings_fit_80_columns_and_wide_shows_every_column() {
 /// ids, states, times and money, which fit): the same lines as piped without a width.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_table_fits_80_columns_a_row_a_line() {
-    let c = Cli::new("cli-80-tables").await;
-    c.stack(Mode::Live, Some("100000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-80-tables").await.with_west(Mode::Live, "100000").await;
     c.put_rule(&rule_toml("west-approval", "approval", "3.00")).await;
     let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
     scan.exits(0);
@@ -2041,9 +2023,7 @@ async fn every_table_fits_80_columns_a_row_a_line() {
 /// prints before it asks, as in the tables.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_time_zone_reaches_the_scan_and_the_purchase_plan() {
-    let c = Cli::new("cli-tz").await;
-    c.stack(Mode::Live, Some("1000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-tz").await.with_west(Mode::Live, "1000").await;
     let tokyo = [("TZ", "Asia/Tokyo")];
     let scan = c.unconfirmed_with(&["--tz", "scan", "--time", NOW], &tokyo).await;
     scan.exits(0);
@@ -2064,9 +2044,7 @@ async fn a_time_zone_reaches_the_scan_and_the_purchase_plan() {
 /// to do" (as `--json` has it) is in the table, in order, and no line passes 80.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflight_at_80_columns_wraps_the_advice_and_cuts_nothing() {
-    let c = Cli::on("cli-80-preflight", &quota_zero_market("p5")).await;
-    c.stack(Mode::Live, Some("1000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::on("cli-80-preflight", &quota_zero_market("p5")).await.with_west(Mode::Live, "1000").await;
     let json = c.run(&["preflight", "--pause-seconds", "0.05", "-o", "json"]).await;
     json.exits(2);
     let findings = json.json()["findings"].as_array().unwrap().clone();
@@ -2101,9 +2079,7 @@ async fn preflight_at_80_columns_wraps_the_advice_and_cuts_nothing() {
 /// the currency.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_prints_json_and_yaml_and_money_with_its_currency() {
-    let c = Cli::new("cli-status-json").await;
-    c.stack(Mode::Live, Some("100000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-status-json").await.with_west(Mode::Live, "100000").await;
     let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
     scan.exits(0);
     let out = c.run(&["status", "--time", NOW, "-o", "json"]).await;
@@ -2348,9 +2324,7 @@ async fn no_list_at_80_columns_breaks_a_word() {
 /// the time left to pay; `-o wide` has the deadline in PAY BY.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn narrow_blocks_say_the_time_left_to_pay_a_pending_block() {
-    let c = Cli::new("cli-pay-by").await;
-    c.stack(Mode::Live, Some("100000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-pay-by").await.with_west(Mode::Live, "100000").await;
     let scan = c.run(&["scan", "--time", NOW, "--mode", "live", "--json"]).await;
     scan.exits(0);
     let json = c.run(&["blocks", "--json", "--time", NOW]).await.json();
@@ -2492,18 +2466,14 @@ async fn the_example_rules_glob_is_all_valid() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rules_validate_warns_of_a_fee_cap_below_one_block_at_the_threshold() {
     let c = Cli::new("cli-cap-threshold").await;
-    let low = c.file("low.toml", &rule("west", "live", "3.00").extra("max_total_fee = \"100\"").toml());
-    let out = c.run(&["rules", "validate", &low]).await;
+    let out = validate_fee_cap(&c, "100").await;
     out.exits(0);
-    for needle in [
+    out.says(&[
         "warning: max_total_fee: 100.00 USD is below one block at the threshold",
         "288.00 USD",
         "1.04 USD per accelerator-hour or less",
-    ] {
-        assert!(out.stdout.contains(needle), "{needle:?} missing from {}", out.stdout);
-    }
-    let enough = c.file("enough.toml", &rule("west", "live", "3.00").extra("max_total_fee = \"288\"").toml());
-    let out = c.run(&["rules", "validate", &enough]).await;
+    ]);
+    let out = validate_fee_cap(&c, "288").await;
     assert!(!out.stdout.contains("below one block at the threshold"), "{}", out.stdout);
 }
 
@@ -2512,9 +2482,7 @@ async fn rules_validate_warns_of_a_fee_cap_below_one_block_at_the_threshold() {
 /// (status shows it on stdout); stdout stays the data alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stack_said_once_where_money_moves() {
-    let c = Cli::new("cli-stack-line").await;
-    c.stack(Mode::DryRun, Some("1000")).await;
-    c.put_rule(&rule_toml("west", "live", "3.00")).await;
+    let c = Cli::new("cli-stack-line").await.with_west(Mode::DryRun, "1000").await;
     for args in [&["blocks"][..], &["rules", "list"], &["intents", "list"], &["approvals"], &["report"]] {
         let out = c.run(args).await;
         assert_eq!(out.code, 0, "{args:?}: {}{}", out.stdout, out.stderr);
