@@ -25,15 +25,16 @@ use capblock_shared::aws::resource_groups::ResourceGroups;
 use capblock_shared::aws::ssm::Ssm;
 use capblock_shared::domain::actions::Action;
 use capblock_shared::domain::block::Block;
-use capblock_shared::domain::bus_event::{BusStep, EndOutcome, Subject};
+use capblock_shared::domain::bus_event::{BusStep, EndOutcome, Subject, step_of_idle};
 use capblock_shared::domain::handoff::{Point, Target, at_point, due};
 use capblock_shared::domain::ids::Region;
 use capblock_shared::domain::lifecycle::BlockState;
+use capblock_shared::domain::usage::IdleNews;
 use capblock_shared::memory::MemoryHandoff;
 use capblock_shared::ports::{InstanceSource, Outbox, Parameters};
 use capblock_tests::{
     Aws, Published, Rig, RuleToml, ScenarioToml, T0, auto_scaling_group, auto_scaling_group_in, detail_types,
-    eks_nodegroup, event_types, example_block, nodegroup_size,
+    eks_nodegroup, event_types, example_block, nodegroup_size, usd,
 };
 use chrono::{DateTime, Duration, TimeZone, Utc};
 
@@ -71,14 +72,13 @@ fn every_step() -> Vec<(BusStep, &'static str)> {
         (BusStep::Extended { previous_end: t(11, 11, 30) }, "extended-20261212T1130"),
         (BusStep::Ended { outcome: EndOutcome::Expired }, "expired"),
         (BusStep::HealthChanged { status: "impaired".into(), summary: "a node degraded".into() }, "health-1"),
+        // An idle episode's first alert (3 idle since 12:30, 288.00 at the block's price), as
+        // the tracker turns it into its step.
         (
-            BusStep::Idle {
-                status: "idle".into(),
-                idle_instances: 3,
-                idle_since: t(10, 12, 30),
-                idle_instance_minutes: 180,
-                idle_cost: Some("288.00 USD".into()),
-            },
+            step_of_idle(
+                &IdleNews::Idle { number: 1, idle: 3, since: t(10, 12, 30), idle_instance_minutes: 180 },
+                Some(usd("288")),
+            ),
             "idle-1",
         ),
     ]
