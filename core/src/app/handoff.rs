@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::outbox::{LEASE, alert_notice};
-use crate::domain::actions::{Action, reservation_group_name};
+use crate::domain::actions::{Action, NodegroupTarget, reservation_group_name};
 use crate::domain::block::Block;
 use crate::domain::bus_event::{
     self, ACCOUNT_ATTRIBUTE, BusStep, DETAIL_TYPE_ATTRIBUTE, RESOURCE_ATTRIBUTE, Subject, TIME_ATTRIBUTE,
@@ -276,7 +276,9 @@ pub async fn unknown_nodegroups(
 ) -> Result<Vec<(String, String)>, ActionError> {
     let mut problems = Vec::new();
     for (i, action) in rule.actions.iter().enumerate() {
-        let Action::ScaleNodegroup { cluster, nodegroup, .. } = action else { continue };
+        let Action::ScaleNodegroup { target: NodegroupTarget { cluster, nodegroup, .. }, .. } = action else {
+            continue;
+        };
         for region in &rule.regions {
             if nodegroups.scaling(region, cluster, nodegroup).await?.is_none() {
                 problems.push((
@@ -476,7 +478,7 @@ impl ActionRunner<'_> {
             Order::UngroupReservation { group } => self.ungroup_reservation(p, group).await,
             Order::ShareReservation { principals, tags } => self.share(outbox, p, principals, tags, now).await,
             Order::UnshareReservation => self.unshare(outbox, p).await,
-            Order::ScaleNodegroup { cluster, nodegroup, desired, min, max } => {
+            Order::ScaleNodegroup(NodegroupTarget { cluster, nodegroup, desired, min, max }) => {
                 self.scale_nodegroup(outbox, p, (cluster, nodegroup), (*desired, *min, *max), now).await
             }
             Order::RestoreNodegroup { cluster, nodegroup } => {

@@ -69,6 +69,21 @@ pub enum ActionSpec {
     },
 }
 
+/// A node group and the size a block's start scales it to: the rule's `scale_nodegroup` action
+/// holds it, and the order the action plans carries it (`handoff::Order::ScaleNodegroup`). `min`,
+/// `max`: None when the rule leaves them to the node group (its minimum stays, its maximum is
+/// raised to at least `desired`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodegroupTarget {
+    pub cluster: String,
+    pub nodegroup: String,
+    pub desired: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u32>,
+}
+
 /// A validated action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -83,16 +98,11 @@ pub enum Action {
         document: String,
         lead_minutes: u32,
     },
-    /// `min`, `max`: None when the rule leaves them to the node group (its minimum stays, its
-    /// maximum is raised to at least `desired`).
+    /// The node group scaled up at the block's start and back `down_lead_minutes` before its
+    /// termination; the target's fields are stored flat, beside the lead.
     ScaleNodegroup {
-        cluster: String,
-        nodegroup: String,
-        desired: u32,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        min: Option<u32>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        max: Option<u32>,
+        #[serde(flatten)]
+        target: NodegroupTarget,
         down_lead_minutes: u32,
     },
     /// `name`: None for the default name, which only the stack's name completes
@@ -116,16 +126,17 @@ impl From<&Action> for ActionSpec {
             Action::RunCommand { document, lead_minutes } => {
                 ActionSpec::RunCommand { document: document.clone(), lead_minutes: i64::from(*lead_minutes) }
             }
-            Action::ScaleNodegroup { cluster, nodegroup, desired, min, max, down_lead_minutes } => {
-                ActionSpec::ScaleNodegroup {
-                    cluster: cluster.clone(),
-                    nodegroup: nodegroup.clone(),
-                    desired: i64::from(*desired),
-                    min: min.map(i64::from),
-                    max: max.map(i64::from),
-                    down_lead_minutes: i64::from(*down_lead_minutes),
-                }
-            }
+            Action::ScaleNodegroup {
+                target: NodegroupTarget { cluster, nodegroup, desired, min, max },
+                down_lead_minutes,
+            } => ActionSpec::ScaleNodegroup {
+                cluster: cluster.clone(),
+                nodegroup: nodegroup.clone(),
+                desired: i64::from(*desired),
+                min: min.map(i64::from),
+                max: max.map(i64::from),
+                down_lead_minutes: i64::from(*down_lead_minutes),
+            },
             Action::ReservationGroup { name } => ActionSpec::ReservationGroup { name: name.clone() },
         }
     }
@@ -333,14 +344,9 @@ impl Checker<'_> {
         if let (Some(desired), [Ok(min), Ok(max)], Some(down_lead_minutes), true) =
             (desired, sizes, lead, self.problems.len() == before)
         {
-            self.out.push(Action::ScaleNodegroup {
-                cluster: cluster.to_string(),
-                nodegroup: nodegroup.to_string(),
-                desired,
-                min,
-                max,
-                down_lead_minutes,
-            });
+            let target =
+                NodegroupTarget { cluster: cluster.to_string(), nodegroup: nodegroup.to_string(), desired, min, max };
+            self.out.push(Action::ScaleNodegroup { target, down_lead_minutes });
         }
     }
 

@@ -9,7 +9,7 @@ use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::actions::{Action, reservation_group_name};
+use super::actions::{Action, NodegroupTarget, reservation_group_name};
 use super::block::Block;
 use super::lifecycle::BlockState;
 use super::message_kind::MessageKind;
@@ -105,15 +105,7 @@ pub enum Order {
     /// ([`nodegroup_record`]: once, so a retry keeps what it was before capblock touched it),
     /// then sets it to `desired` nodes (UpdateNodegroupConfig): `min` and `max` as given, or
     /// its minimum kept and its maximum raised to at least `desired` ([`scaled_up`]).
-    ScaleNodegroup {
-        cluster: String,
-        nodegroup: String,
-        desired: u32,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        min: Option<u32>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        max: Option<u32>,
-    },
+    ScaleNodegroup(NodegroupTarget),
     /// Puts the node group back to what the record of its scale-up says it was
     /// ([`restored`]); nothing when capblock never scaled it up for this block.
     RestoreNodegroup {
@@ -356,22 +348,13 @@ pub fn at_point(actions: &[Action], t: &Target, point: Point, dry_run: bool) -> 
             // A group that missed its scale-down (the tracker did not run in the window) goes
             // to 0 at the end anyway: same key, so never twice.
             (Action::ScaleGroup { group, .. }, Point::Ended) => out.push(scale_down(t, group, dry_run)),
-            (Action::ScaleNodegroup { cluster, nodegroup, desired, min, max, .. }, Point::Active) => out.push(plan(
-                nodegroup_up(cluster, nodegroup),
-                Order::ScaleNodegroup {
-                    cluster: cluster.clone(),
-                    nodegroup: nodegroup.clone(),
-                    desired: *desired,
-                    min: *min,
-                    max: *max,
-                },
-            )),
+            (Action::ScaleNodegroup { target, .. }, Point::Active) => {
+                out.push(plan(nodegroup_up(&target.cluster, &target.nodegroup), Order::ScaleNodegroup(target.clone())))
+            }
             // As a group's: one that missed its lead goes back at the end anyway (same key). A
             // block whose payment failed was never active, so never scaled up.
-            (Action::ScaleNodegroup { cluster, nodegroup, .. }, Point::Ended)
-                if t.block.state != BlockState::PaymentFailed =>
-            {
-                out.push(restore_nodegroup(t, cluster, nodegroup, dry_run))
+            (Action::ScaleNodegroup { target, .. }, Point::Ended) if t.block.state != BlockState::PaymentFailed => {
+                out.push(restore_nodegroup(t, &target.cluster, &target.nodegroup, dry_run))
             }
             // Once per block: the reservation keeps its id when the block is extended.
             (Action::ReservationGroup { name }, Point::Paid | Point::Active | Point::Extended) => {
@@ -465,9 +448,8 @@ pub fn current(actions: &[Action], t: &Target, state: BlockState, now: DateTime<
 fn scaled(order: &Order) -> Option<String> {
     match order {
         Order::SetCapacity { group, .. } => Some(format!("group:{group}")),
-        Order::ScaleNodegroup { cluster, nodegroup, .. } | Order::RestoreNodegroup { cluster, nodegroup } => {
-            Some(format!("nodegroup:{cluster}/{nodegroup}"))
-        }
+        Order::ScaleNodegroup(NodegroupTarget { cluster, nodegroup, .. })
+        | Order::RestoreNodegroup { cluster, nodegroup } => Some(format!("nodegroup:{cluster}/{nodegroup}")),
         _ => None,
     }
 }
@@ -483,8 +465,8 @@ pub fn due(actions: &[Action], t: &Target, now: DateTime<Utc>, dry_run: bool) ->
             Action::ScaleGroup { group, down_lead_minutes, .. } if reached(*down_lead_minutes) => {
                 out.push(scale_down(t, group, dry_run));
             }
-            Action::ScaleNodegroup { cluster, nodegroup, down_lead_minutes, .. } if reached(*down_lead_minutes) => {
-                out.push(restore_nodegroup(t, cluster, nodegroup, dry_run));
+            Action::ScaleNodegroup { target, down_lead_minutes } if reached(*down_lead_minutes) => {
+                out.push(restore_nodegroup(t, &target.cluster, &target.nodegroup, dry_run));
             }
             Action::RunCommand { document, lead_minutes } if reached(*lead_minutes) && now < term => {
                 let comment = command_comment(&t.block.reservation_id, *lead_minutes, t.block.end);
@@ -563,7 +545,7 @@ pub fn describe(order: &Order) -> String {
         Order::UngroupReservation { group } => {
             format!("take the block's reservation out of the capacity reservation group `{group}`")
         }
-        Order::ScaleNodegroup { cluster, nodegroup, desired, min, max } => {
+        Order::ScaleNodegroup(NodegroupTarget { cluster, nodegroup, desired, min, max }) => {
             let bounds = match (min, max) {
                 (None, None) => String::new(),
                 (Some(m), None) => format!(" (min {m})"),
@@ -694,7 +676,7 @@ pub fn announce_failed(p: &Planned, error: &str) -> SlackMessage {
         ),
     );
     m.next_steps = vec![match &p.order {
-        Order::ScaleNodegroup { cluster, .. } | Order::RestoreNodegroup { cluster, .. } => format!(
+        Order::ScaleNodegroup(NodegroupTarget { cluster, .. }) | Order::RestoreNodegroup { cluster, .. } => format!(
             "Check the node group the rule names, and that the stack's HandoffClusters names `{cluster}` (its role may scale node groups of those clusters only)."
         ),
         _ => "Check the IAM policy and the group, document or parameter the rule names.".into(),

@@ -543,14 +543,8 @@ async fn the_tracker_plans_the_group_with_the_stacks_name_once_the_block_is_paid
 // ---------------------------------------------------------------------------------------------
 
 fn nodegroup(desired: u32, min: Option<u32>, max: Option<u32>) -> Vec<Action> {
-    vec![Action::ScaleNodegroup {
-        cluster: "train".into(),
-        nodegroup: "gpu".into(),
-        desired,
-        min,
-        max,
-        down_lead_minutes: 45,
-    }]
+    let target = NodegroupTarget { cluster: "train".into(), nodegroup: "gpu".into(), desired, min, max };
+    vec![Action::ScaleNodegroup { target, down_lead_minutes: 45 }]
 }
 
 fn sized(min: u32, max: u32, desired: u32) -> NodegroupScaling {
@@ -703,11 +697,13 @@ async fn a_node_group_eks_does_not_know_is_named_in_each_of_the_rules_regions() 
     let rule = rule_with(
         "p5",
         vec![Action::ScaleNodegroup {
-            cluster: "train".into(),
-            nodegroup: "cpu".into(),
-            desired: 1,
-            min: None,
-            max: None,
+            target: NodegroupTarget {
+                cluster: "train".into(),
+                nodegroup: "cpu".into(),
+                desired: 1,
+                min: None,
+                max: None,
+            },
             down_lead_minutes: 30,
         }],
     );

@@ -448,14 +448,8 @@ fn nodegroup_spec(cluster: &str, nodegroup: &str, desired: i64, min: Option<i64>
 }
 
 fn nodegroup_action(desired: u32) -> Action {
-    Action::ScaleNodegroup {
-        cluster: "train".into(),
-        nodegroup: "gpu".into(),
-        desired,
-        min: None,
-        max: None,
-        down_lead_minutes: 45,
-    }
+    let target = NodegroupTarget { cluster: "train".into(), nodegroup: "gpu".into(), desired, min: None, max: None };
+    Action::ScaleNodegroup { target, down_lead_minutes: 45 }
 }
 
 fn sized(min: u32, max: u32, desired: u32) -> NodegroupScaling {
@@ -488,11 +482,13 @@ fn a_node_group_action_reads_from_toml_and_shows_back_the_same() {
     assert_eq!(
         actions[1],
         Action::ScaleNodegroup {
-            cluster: "train".into(),
-            nodegroup: "gpu-2".into(),
-            desired: 2,
-            min: Some(1),
-            max: Some(8),
+            target: NodegroupTarget {
+                cluster: "train".into(),
+                nodegroup: "gpu-2".into(),
+                desired: 2,
+                min: Some(1),
+                max: Some(8)
+            },
             down_lead_minutes: 30
         }
     );
@@ -580,7 +576,13 @@ fn a_node_group_goes_up_when_active_and_back_at_its_lead_or_the_end() {
     assert_eq!(keys(&up), ["action-nodegroup-up-train/gpu"]);
     assert_eq!(
         up[0].order,
-        Order::ScaleNodegroup { cluster: "train".into(), nodegroup: "gpu".into(), desired: 4, min: None, max: None }
+        Order::ScaleNodegroup(NodegroupTarget {
+            cluster: "train".into(),
+            nodegroup: "gpu".into(),
+            desired: 4,
+            min: None,
+            max: None
+        })
     );
     let back = "action-nodegroup-back-train/gpu-end-20261211T1130Z";
     assert_eq!(keys(&at_point(&actions, &tg, Point::Ended, false)), [back]);
@@ -653,4 +655,33 @@ fn workload_orders_run_in_the_hand_off_account_the_owners_stay_home() {
         assert_eq!(runs_in(&plan(home)), None);
     }
     assert_eq!(runs_in(&Planned { target: target(), ..there }), None, "no account: the stack's own");
+}
+
+/// A node group's target is stored flat beside the action's kind or the order's name (rules and
+/// outbox records written before it was one type read the same).
+#[test]
+fn a_node_group_target_is_stored_flat() {
+    let action = Action::ScaleNodegroup {
+        target: NodegroupTarget { cluster: "c".into(), nodegroup: "n".into(), desired: 2, min: None, max: Some(8) },
+        down_lead_minutes: 30,
+    };
+    let stored = serde_json::to_value(&action).unwrap();
+    assert_eq!(
+        stored,
+        serde_json::json!({"kind": "scale_nodegroup", "cluster": "c", "nodegroup": "n", "desired": 2, "max": 8, "down_lead_minutes": 30})
+    );
+    assert_eq!(serde_json::from_value::<Action>(stored).unwrap(), action);
+    let order = Order::ScaleNodegroup(NodegroupTarget {
+        cluster: "c".into(),
+        nodegroup: "n".into(),
+        desired: 2,
+        min: Some(1),
+        max: None,
+    });
+    let stored = serde_json::to_value(&order).unwrap();
+    assert_eq!(
+        stored,
+        serde_json::json!({"order": "scale_nodegroup", "cluster": "c", "nodegroup": "n", "desired": 2, "min": 1})
+    );
+    assert_eq!(serde_json::from_value::<Order>(stored).unwrap(), order);
 }
