@@ -22,7 +22,7 @@ use crate::domain::extension::{
 };
 use crate::domain::ids::Region;
 use crate::domain::message_kind::MessageKind;
-use crate::domain::money::{Money, Rate};
+use crate::domain::money::Rate;
 use crate::domain::rule::{Extend, Mode, Rule};
 use crate::domain::slack::SlackMessage;
 use crate::ports::{
@@ -76,33 +76,6 @@ pub enum ExtensionAction {
         offering_id: String,
     },
 }
-
-/// How an extension's record and EC2's word on its payment are at odds, as
-/// [`Extender::dispute`] logs and tells it.
-struct Dispute {
-    /// The log's event and words.
-    event: &'static str,
-    what: &'static str,
-    /// The message told once, and its wording.
-    kind: MessageKind,
-    message: fn(&Block, &str, Money, &str) -> SlackMessage,
-}
-
-/// Sent, past its payment deadline (or its block ended), and EC2 has not said it failed.
-const OVERDUE: Dispute = Dispute {
-    event: "extension_overdue",
-    what: "past its payment deadline and EC2 has not reported it failed; its fee stays committed until a person decides",
-    kind: MessageKind::ExtensionOverdue,
-    message: announce::extension_overdue,
-};
-
-/// Closed as released, and EC2's history shows it held.
-const RECOMMITTED: Dispute = Dispute {
-    event: "ledger_mismatch",
-    what: "an extension closed as released is held by EC2; its fee is committed to the budgets again",
-    kind: MessageKind::ExtensionRecommitted,
-    message: announce::extension_recommitted,
-};
 
 pub struct Extender<'a, M: ?Sized, S: ?Sized> {
     pub market: &'a M,
@@ -220,20 +193,8 @@ where
         let status_of = |x: &ExtensionIntent| statuses.get(&(x.reservation_id.clone(), x.offer.id.clone())).copied();
         let mut out = Vec::new();
         for (x, b) in released {
-            let status = status_of(&x);
-            if !held_after_release(&x, status) {
-                continue;
-            }
-            // EC2's history shows it holds (pending or paid) a released intent: its fee is
-            // committed to the budgets again, once (the store's condition on Released).
-            let word = self.dispute(&x, &b, status, now, &RECOMMITTED).await?;
-            let reason = format!("re-committed: EC2's extension history says {word}");
-            match self.store.recommit_extension(&x, &reason).await {
-                Ok(()) => {
-                    out.push(ExtensionAction::Recommitted { reservation_id: x.reservation_id, offering_id: x.offer.id })
-                }
-                Err(StoreError::Conflict(_)) => {}
-                Err(e) => return Err(e),
+            if held_after_release(&x, status_of(&x)) {
+                out.extend(self.recommit(&x, &b, status_of(&x), now).await?);
             }
         }
         for (x, b) in open {
@@ -260,12 +221,7 @@ where
         let (to, reason): (ExtensionState, Option<&str>) = match settlement_with_history(x, b, seen, status, now) {
             Settlement::Paid => (ExtensionState::Paid, None),
             Settlement::Release(why) => (ExtensionState::Released, Some(why)),
-            Settlement::Overdue => {
-                // Its fee stays committed and it stays open (so no other extension of the block
-                // is bought) until a person decides.
-                self.dispute(x, b, status, now, &OVERDUE).await?;
-                return Ok(Some(ExtensionAction::Overdue { reservation_id: rid, offering_id: oid }));
-            }
+            Settlement::Overdue => return self.overdue(x, b, status, now).await,
             Settlement::Unobserved => {
                 tracing::info!(event = "extension_unsettled", reservation = %rid, offering = %oid, "block not observed this run; extension left open");
                 return Ok(None);
@@ -291,21 +247,24 @@ where
         }))
     }
 
-    /// An extension whose record EC2's word (`status`) is at odds with: logged as an error
-    /// every run, for the alarm, and told once to a person in the block's thread. Returns EC2's
-    /// word, as both quote it.
-    async fn dispute(
+    /// A sent extension past its payment deadline (or of an ended block) that EC2 has not said
+    /// failed: its fee stays committed and it stays open (so no other extension of the block is
+    /// bought). Logged as an error every run, for the alarm, and told once to a person, who
+    /// decides.
+    async fn overdue(
         &self,
         x: &ExtensionIntent,
         b: &Block,
         status: Option<PaymentStatus>,
         now: DateTime<Utc>,
-        d: &Dispute,
-    ) -> Result<&'static str, StoreError> {
+    ) -> Result<Option<ExtensionAction>, StoreError> {
+        let (rid, oid) = (x.reservation_id.clone(), x.offer.id.clone());
         let word = status.map_or("no word", PaymentStatus::as_ec2);
-        tracing::error!(event = d.event, reservation = %x.reservation_id, offering = %x.offer.id, ec2_status = word, fee = %x.offer.fee, "{}", d.what);
-        self.tell_once(x, d.kind, &(d.message)(b, &x.offer.id, x.offer.fee, word), now).await?;
-        Ok(word)
+        tracing::error!(event = "extension_overdue", reservation = %rid, offering = %oid, ec2_status = word, fee = %x.offer.fee,
+            "past its payment deadline and EC2 has not reported it failed; its fee stays committed until a person decides");
+        self.tell_once(x, MessageKind::ExtensionOverdue, &announce::extension_overdue(b, &oid, x.offer.fee, word), now)
+            .await?;
+        Ok(Some(ExtensionAction::Overdue { reservation_id: rid, offering_id: oid }))
     }
 
     /// Tells a person `msg` in the block's thread, once per extension offer: the outbox key
@@ -319,6 +278,35 @@ where
     ) -> Result<(), StoreError> {
         let key = kind.outbox_key(Some(&x.offer.id))?;
         self.store.enqueue(&alert_notice(&x.reservation_id, &key, msg, now)).await.map(drop)
+    }
+
+    /// A released intent EC2's history shows it holds (pending or paid): its fee is committed
+    /// to the budgets again, once (the store's condition on Released), announced once and
+    /// logged as a ledger mismatch.
+    async fn recommit(
+        &self,
+        x: &ExtensionIntent,
+        b: &Block,
+        status: Option<PaymentStatus>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ExtensionAction>, StoreError> {
+        let (rid, oid) = (x.reservation_id.clone(), x.offer.id.clone());
+        let word = status.map_or("no word", PaymentStatus::as_ec2);
+        tracing::error!(event = "ledger_mismatch", reservation = %rid, offering = %oid, ec2_status = word, fee = %x.offer.fee,
+            "an extension closed as released is held by EC2; its fee is committed to the budgets again");
+        self.tell_once(
+            x,
+            MessageKind::ExtensionRecommitted,
+            &announce::extension_recommitted(b, &oid, x.offer.fee, word),
+            now,
+        )
+        .await?;
+        let reason = format!("re-committed: EC2's extension history says {word}");
+        match self.store.recommit_extension(x, &reason).await {
+            Ok(()) => Ok(Some(ExtensionAction::Recommitted { reservation_id: rid, offering_id: oid })),
+            Err(StoreError::Conflict(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     async fn consider(
