@@ -23,7 +23,7 @@ use super::outbox::{FlushReport, alert_notice, flush};
 use super::reconcile::{Settled, settle_open_intents, settling_until};
 use super::usage;
 use crate::domain::announce;
-use crate::domain::block::{Block, Reservation};
+use crate::domain::block::{Block, NamedPart, Reservation, late_part};
 use crate::domain::budget::{BudgetOwner, Intent, IntentState, Period, ReleasedHold};
 use crate::domain::ids::Region;
 use crate::domain::ledger_check::{self, LedgerVerdict};
@@ -782,6 +782,7 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
             tracing::error!(event = "reservation_unreadable", %region, reservation = ?u.id, error = %u.reason,
                 "a reservation carries this stack's tag but cannot be read; it is not tracked");
         }
+        let listed = ours.reservations.clone();
         let mut found: Vec<(Reservation, bool)> = ours.reservations.into_iter().map(|r| (r, true)).collect();
         if self.settings.adopt_untagged {
             let known: BTreeSet<String> = found.iter().map(|(r, _)| r.id.clone()).collect();
@@ -806,7 +807,8 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
             if BlockState::from_ec2(&r.state).is_none_or(BlockState::is_final) {
                 continue;
             }
-            let of_intent = if tagged { self.settle_by_intent(&r, now, report).await? } else { OfIntent::None };
+            let of_intent =
+                if tagged { self.settle_by_intent(&r, &listed, now, report).await? } else { OfIntent::None };
             match of_intent {
                 OfIntent::Settled => continue,
                 OfIntent::None => missing.push((r, tagged, None)),
@@ -842,11 +844,13 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
         Ok(())
     }
 
-    /// A reservation carrying an intent of ours: one of a recorded purchase's parts is adopted
-    /// with its part of the fee (no money moves again); one that is not is a second purchase.
+    /// A reservation carrying an intent of ours: one of a recorded purchase's parts (named by
+    /// it, or listed late, `listed` being what EC2 lists with the stack's tag) is adopted with
+    /// its part of the fee (no money moves again); one that is not is a second purchase.
     async fn settle_by_intent(
         &self,
         r: &Reservation,
+        listed: &[Reservation],
         now: DateTime<Utc>,
         report: &mut TrackReport,
     ) -> Result<OfIntent, TrackError> {
@@ -860,7 +864,9 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
         let Some(intent) = self.store.get_intent(&rule_id, intent_id).await? else {
             return Ok(OfIntent::None);
         };
-        if intent.state == IntentState::Bought && intent.is_part(&r.id) {
+        if intent.state == IntentState::Bought
+            && (intent.is_part(&r.id) || self.listed_late(&intent, r, listed).await?)
+        {
             // Another reservation of the same purchase (one per UltraServer): its part of the
             // fee, no money moved again (the intent's purchase was recorded once).
             let block = Block::bought(&intent, r, now);
@@ -923,6 +929,35 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
             report.adopted.push(r.id.clone());
         }
         Ok(OfIntent::Settled)
+    }
+}
+
+impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, R: Reminders + ?Sized>
+    Tracker<'_, M, S, N, R>
+{
+    /// Whether `r`, carrying recorded `intent`'s tag but not named by it, is a part of its
+    /// purchase EC2 listed late (`late_part`), judged by the named parts as EC2 lists them this
+    /// run (`listed`) or as stored. A named part neither listed nor stored cannot be measured:
+    /// `r` is then taken for a second purchase, tracked uncharged and alarmed, never a part
+    /// that would hide one.
+    async fn listed_late(&self, intent: &Intent, r: &Reservation, listed: &[Reservation]) -> Result<bool, StoreError> {
+        let named: BTreeSet<&String> =
+            intent.parts.iter().chain(&intent.reservation_id).filter(|id| **id != r.id).collect();
+        let mut stored = Vec::new();
+        for id in named.iter().filter(|id| !listed.iter().any(|l| l.id == ***id)) {
+            match self.store.get_block(id).await? {
+                Some(b) => stored.push(b),
+                None => return Ok(false),
+            }
+        }
+        let shown = listed.iter().filter(|l| named.contains(&l.id)).map(NamedPart::from);
+        let parts: Vec<NamedPart<'_>> = shown.chain(stored.iter().map(NamedPart::from)).collect();
+        let late = late_part(&intent.offering, &parts, r);
+        if late {
+            tracing::info!(event = "purchase_part_listed_late", reservation = %r.id, intent = %intent.id,
+                "a reservation of a recorded purchase EC2 listed after it was recorded");
+        }
+        Ok(late)
     }
 }
 

@@ -680,11 +680,13 @@ async fn a_reservation_s_usage_counts_every_account_in_it<M: Ec2Ports, C: Ec2Con
     let accounts = vec![(OnSale::ACCOUNT.to_string(), 0), (OnSale::MEMBER.to_string(), 1)];
     assert_eq!(u.accounts, accounts, "the owner's, then the member's");
     assert_eq!(u.in_use(), 1);
+    assert_eq!(available(m, &r.id).await, Some(0), "DescribeCapacityReservations' count agrees");
     // The member stops it: after a few minutes its place is available and it uses nothing.
     c.run_instances(&r.id, OnSale::MEMBER, 0).await;
     c.advance(Duration::minutes(10)).await;
     let u = m.reservation_usage(&region, &r.id).await.expect("its usage");
     assert_eq!((u.available, u.accounts.clone()), (1, vec![(OnSale::ACCOUNT.to_string(), 0)]));
+    assert_eq!(available(m, &r.id).await, Some(1), "what the tracker samples an idle block by");
     // A reservation EC2 does not know: refused by name.
     let e = m.reservation_usage(&region, "cr-0123456789abcdef0").await.expect_err("unknown");
     assert_eq!(e.code(), Some("InvalidCapacityReservationId.NotFound"), "{e}");
@@ -734,10 +736,22 @@ async fn block_status_under<M: Ec2Ports, C: Ec2Control>(m: &M, c: &C, reading: U
     assert_eq!((health.total, health.unavailable, health.interconnect), (4, 1, Interconnect::Impaired));
 }
 
+/// Reservation `id`'s `AvailableInstanceCount` as EC2 describes it now.
+async fn available<M: Ec2Ports>(m: &M, id: &str) -> Option<u32> {
+    let Observed::Found { available, .. } = described(m, id).await else { unreachable!() };
+    available
+}
+
 /// Reservation `id`'s end as EC2 describes it now.
 async fn end_of<M: Ec2Ports>(m: &M, id: &str) -> DateTime<Utc> {
+    let Observed::Found { end, .. } = described(m, id).await else { unreachable!() };
+    end
+}
+
+/// Reservation `id` as EC2 describes it now, found and readable.
+async fn described<M: Ec2Ports>(m: &M, id: &str) -> Observed {
     match &m.observe(&OnSale::region(), &[id.to_string()]).await.unwrap()[..] {
-        [(_, Observed::Found { end, .. })] => *end,
+        [(_, found @ Observed::Found { .. })] => found.clone(),
         other => panic!("{id}: {other:?}"),
     }
 }

@@ -325,17 +325,12 @@ pub fn quota_held<'a>(
 /// that do not, then by id, so every run picks the same ones. Either way the fee is charged
 /// once and every extra reservation is alarmed.
 pub fn split_by_tag(offering: &Offering, mut found: Vec<Reservation>) -> Split {
-    // A segmented purchase's reservations are its segments (each a type and zone of its own).
-    let matches = |r: &Reservation| {
-        offering.blocks().iter().any(|(t, z, _)| r.instance_type == **t && r.availability_zone == *z)
-            && r.start == offering.start
-    };
+    let matches = |r: &Reservation| made_by(offering, r);
     found.sort_by(|a, b| (!matches(a), &a.id).cmp(&(!matches(b), &b.id)));
     let mut held: u64 = 0;
     let mut split = Split { parts: Vec::new(), duplicates: Vec::new() };
     for r in found {
-        // A reservation of no instances still takes a place: it cannot make room for more.
-        let instances = u64::from(r.instance_count.max(1));
+        let instances = places(r.instance_count);
         let fits = held + instances <= u64::from(offering.instance_count);
         // The first is always the purchase: EC2 shows it, so something was bought.
         if split.duplicates.is_empty() && (split.parts.is_empty() || fits) {
@@ -346,6 +341,61 @@ pub fn split_by_tag(offering: &Offering, mut found: Vec<Reservation>) -> Split {
         }
     }
     split
+}
+
+/// A part a purchase's record names, as EC2 lists it or as the store has its block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamedPart<'a> {
+    pub instance_type: &'a InstanceType,
+    pub availability_zone: &'a str,
+    pub instance_count: u32,
+}
+
+impl<'a> From<&'a Reservation> for NamedPart<'a> {
+    fn from(r: &'a Reservation) -> Self {
+        NamedPart {
+            instance_type: &r.instance_type,
+            availability_zone: &r.availability_zone,
+            instance_count: r.instance_count,
+        }
+    }
+}
+
+impl<'a> From<&'a Block> for NamedPart<'a> {
+    fn from(b: &'a Block) -> Self {
+        NamedPart {
+            instance_type: &b.instance_type,
+            availability_zone: &b.availability_zone,
+            instance_count: b.instance_count,
+        }
+    }
+}
+
+/// Whether `r`, carrying the tag of a purchase recorded with the parts `named` but not named
+/// itself, is a part EC2 listed only after the purchase was recorded (listings are eventually
+/// consistent, each reservation on its own): it is what the offering's purchase makes, a
+/// segment no named part is, and its instances fit beside theirs in the offering's. Anything
+/// else carrying the tag is a second purchase.
+pub fn late_part(offering: &Offering, named: &[NamedPart<'_>], r: &Reservation) -> bool {
+    let held: u64 = named.iter().map(|n| places(n.instance_count)).sum();
+    let same_segment =
+        |n: &NamedPart<'_>| *n.instance_type == r.instance_type && n.availability_zone == r.availability_zone;
+    made_by(offering, r)
+        && (offering.segments.is_empty() || !named.iter().any(same_segment))
+        && held + places(r.instance_count) <= u64::from(offering.instance_count)
+}
+
+/// Whether `r` is what `offering`'s purchase makes: one of its types in its zone (a segmented
+/// purchase's reservations are its segments, each a type and zone of its own), from its start.
+fn made_by(offering: &Offering, r: &Reservation) -> bool {
+    offering.blocks().iter().any(|(t, z, _)| r.instance_type == **t && r.availability_zone == *z)
+        && r.start == offering.start
+}
+
+/// The places a reservation of `instances` takes in its purchase: a reservation of no instances
+/// (one described before its start) still takes one, so it cannot make room for more.
+fn places(instances: u32) -> u64 {
+    u64::from(instances.max(1))
 }
 
 /// A scheduled 2 x p5.48xlarge block in us-east-1 from `start` to `end`, bought through rule

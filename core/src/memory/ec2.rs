@@ -708,13 +708,20 @@ impl ReservationSource for MemoryEc2 {
                 let o = match seen {
                     None => Observed::NotFound,
                     Some(x) if Self::unreadable(x, now) => Observed::Unreadable("no EndDate".into()),
-                    Some(x) => Observed::Found {
-                        state: Self::state(x, now),
-                        end: x.reservation.end,
-                        capacity_block_id: x.reservation.capacity_block_id.clone(),
-                        instance_count: x.reservation.instance_count,
-                        available: None,
-                    },
+                    Some(x) => {
+                        let places = Self::places(&m, x, now);
+                        // AvailableInstanceCount: an active block's places not in use (nor
+                        // taken out), and 0 before the start (the simulator's default
+                        // reading of the counts before it) and after the end.
+                        let available = if places.state == "active" { places.available } else { 0 };
+                        Observed::Found {
+                            state: places.state,
+                            end: x.reservation.end,
+                            capacity_block_id: x.reservation.capacity_block_id.clone(),
+                            instance_count: x.reservation.instance_count,
+                            available: Some(available),
+                        }
+                    }
                 };
                 (id.clone(), o)
             })

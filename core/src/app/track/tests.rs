@@ -3,7 +3,9 @@
 use chrono::Duration;
 
 use super::*;
-use crate::app::fixtures::{Outputs, offering, reservation_of, rule, sent_intent, t0, track_settings, tracker};
+use crate::app::fixtures::{
+    Outputs, logged_events, offering, reservation_of, rule, sent_intent, t0, track_settings, tracker,
+};
 use crate::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionState};
 use crate::domain::health::Interconnect;
 use crate::domain::money::Money;
@@ -112,6 +114,7 @@ async fn a_failed_part_keeps_the_fee_while_another_may_be_held_and_says_so() {
     run(&market, &table, &settings).await;
     let writes = table.writes();
     assert!(writes.contains(&"enqueue cr-1#fee-kept-cr-2".to_string()), "{writes:?}");
+    assert!(notice_body(&table, "cr-1#fee-kept-cr-2").contains("does not show `cr-2`"), "the part to look at");
     assert!(!writes.iter().any(|w| w.starts_with("release_failed_block")), "{writes:?}");
 
     r2.state = "payment-failed".into();
@@ -167,6 +170,7 @@ async fn a_tracker_keeps_the_fee_of_a_purchase_with_a_part_it_does_not_name() {
     assert!(report.released_budgets.is_empty(), "{report:?}");
     let writes = table.writes();
     assert!(writes.contains(&format!("enqueue cr-1#fee-kept-{UNSHOWN_PART}")), "{writes:?}");
+    assert!(notice_body(&table, &format!("cr-1#fee-kept-{UNSHOWN_PART}")).contains("not listed yet"));
     assert!(!writes.iter().any(|w| w.starts_with("release_failed_block")), "{writes:?}");
     // The part that may be held has no block: the guard's hold is what keeps the rule from
     // buying a second block beside it, until the offering's end.
@@ -423,4 +427,232 @@ async fn a_higher_count_is_stored_and_the_block_moves_on_and_a_lower_one_is_not(
         let stored = table.get_block("cr-grown").await.unwrap().unwrap();
         assert_eq!((stored.instance_count, stored.state), (kept, BlockState::Active), "shown {shown}");
     }
+}
+
+/// Rule `east` (`rebuy_on_payment_failure` as `rebuy`) and its block `cr-paying`, bought eleven
+/// hours ago for tomorrow and stored payment-pending, its deadline an hour from T0; EC2 shows
+/// it `state`.
+fn paying(rebuy: bool, state: &str) -> (MemoryTable, MemoryEc2) {
+    let mut east = rule("east", "live");
+    east.rebuy_on_payment_failure = rebuy;
+    let (i, r, mut b) = east_block("cr-paying", t0() + Duration::days(1), state, BlockState::PaymentPending);
+    b.purchased_at = t0() - Duration::hours(11);
+    b.payment_deadline = Some(t0() + Duration::hours(1));
+    let table = MemoryTable::default().with_rules([east]).with_intents([i]).with_blocks([b]);
+    (table, MemoryEc2::default().with_reservations([r]))
+}
+
+/// The body of the notice `id` (`<thread>#<milestone>`) the run enqueued.
+fn notice_body(table: &MemoryTable, id: &str) -> String {
+    let notices = table.notices();
+    let found = notices.iter().find(|(n, _)| n.id() == id);
+    found.unwrap_or_else(|| panic!("no notice {id}")).0.message.body.clone()
+}
+
+/// A block EC2 still shows paying is warned at the most urgent point due (1 hour, with the
+/// 6-hour point passed too), once; the warning says whether the rule buys a replacement.
+#[tokio::test]
+async fn a_block_still_paying_is_warned_once_at_the_most_urgent_point_due() {
+    for rebuy in [true, false] {
+        let (table, market) = paying(rebuy, "payment-pending");
+        let settings = TrackSettings { payment_warning_hours: vec![6, 1], ..track_settings(Mode::Live) };
+        let out = Outputs::default();
+        let tracker = tracker(&market, &table, &out, &settings);
+        assert_eq!(tracker.run(t0()).await.unwrap().warnings, ["cr-paying#1h"]);
+        let again = tracker.run(t0() + Duration::minutes(5)).await.unwrap();
+        assert!(again.warnings.is_empty(), "once: {:?}", again.warnings);
+        let body = notice_body(&table, "cr-paying#payment-warning-1h");
+        assert_eq!(body.contains("the rule then buys a replacement"), rebuy, "{body}");
+    }
+}
+
+/// EC2 failed the payment: the fee goes back either way, the month's purchase only for a rule
+/// that rebuys (so one limited to a purchase a month does not buy again), and the message says
+/// which.
+#[tokio::test]
+async fn a_failed_payment_frees_the_fee_and_the_month_s_purchase_only_for_a_rule_that_rebuys() {
+    for rebuy in [true, false] {
+        let (table, market) = paying(rebuy, "payment-failed");
+        let (out, settings) = (Outputs::default(), track_settings(Mode::Live));
+        let report = tracker(&market, &table, &out, &settings).run(t0()).await.unwrap();
+        assert_eq!(report.released_budgets, ["cr-paying"], "rebuy {rebuy}");
+        let row = table.budgets().into_values().next().expect("east's month");
+        assert_eq!((row.committed, row.purchases), (rust_decimal::Decimal::ZERO, u32::from(!rebuy)), "rebuy {rebuy}");
+        let body = notice_body(&table, "cr-paying#payment-failed");
+        let said = if rebuy { "may buy a replacement" } else { "does not rebuy" };
+        assert!(body.contains(said), "rebuy {rebuy}: {body}");
+    }
+}
+
+/// EC2 took the payment: the block moves on with its fee committed (no release on any move but
+/// a failed payment) and its reminders set; an end EC2 moves later sets them again.
+#[tokio::test]
+async fn a_paid_block_keeps_its_fee_and_its_reminders_follow_its_end() {
+    let (table, market) = paying(true, "scheduled");
+    let charged = table.budgets().into_values().next().expect("east's month");
+    let (out, settings) = (Outputs::default(), track_settings(Mode::Live));
+    let report = tracker(&market, &table, &out, &settings).run(t0()).await.unwrap();
+    assert!(report.released_budgets.is_empty(), "{report:?}");
+    assert_eq!(table.budgets().into_values().next(), Some(charged), "still charged");
+    assert!(!table.writes().iter().any(|w| w.starts_with("release_failed_block")), "{:?}", table.writes());
+    let stored = table.get_block("cr-paying").await.unwrap().unwrap();
+    assert_eq!(stored.state, BlockState::Scheduled);
+    assert_eq!(out.reminders.calls(), [("sync".to_string(), "cr-paying".to_string(), stored.end)]);
+
+    let later = stored.end + Duration::days(1);
+    let r = market.holdings().into_iter().next().expect("held").reservation;
+    let market = MemoryEc2::default().with_reservations([Reservation { end: later, ..r }]);
+    tracker(&market, &table, &out, &settings).run(t0() + Duration::minutes(5)).await.unwrap();
+    assert_eq!(out.reminders.calls().last(), Some(&("sync".to_string(), "cr-paying".to_string(), later)));
+}
+
+/// A block that stays active has its use sampled on every run (what an idle alert counts
+/// from); one that only becomes active this run is sampled from the next.
+#[tokio::test]
+async fn an_active_block_s_use_is_sampled_while_it_stays_active() {
+    for (stored, sampled) in [(BlockState::Active, true), (BlockState::Scheduled, false)] {
+        let (i, r, b) = east_block("cr-running", t0() - Duration::hours(1), "active", stored);
+        let table = MemoryTable::default().with_rules([rule("east", "live")]).with_intents([i]).with_blocks([b]);
+        let market = MemoryEc2::default().with_reservations([r]);
+        let (out, settings) = (Outputs::default(), track_settings(Mode::Live));
+        let report = tracker(&market, &table, &out, &settings).run(t0()).await.unwrap();
+        assert!(report.errors.is_empty(), "{stored}: {:?}", report.errors);
+        let usage = table.get_block("cr-running").await.unwrap().unwrap().usage;
+        assert_eq!(usage.sampled_at, sampled.then_some(t0()), "stored {stored}");
+        if sampled {
+            assert_eq!((usage.running, usage.idle), (0, 1), "its one instance idle");
+        }
+    }
+}
+
+/// EC2 does not list a block the ledger holds: the anomaly is announced and the
+/// `ledger_mismatch` line the alarm counts is logged, its fee kept; a block EC2 shows going
+/// backwards (active, then scheduled) is an anomaly but no mismatch of the ledger.
+#[tokio::test]
+async fn a_block_ec2_does_not_list_is_the_ledger_mismatch_alarm_and_one_seen_backwards_is_not() {
+    for (shown, mismatch) in [(None, true), (Some("scheduled"), false)] {
+        let (i, r, b) = east_block("cr-held", t0() - Duration::hours(1), "active", BlockState::Active);
+        let table = MemoryTable::default().with_rules([rule("east", "live")]).with_intents([i]).with_blocks([b]);
+        let listed = shown.map(|state| Reservation { state: state.into(), ..r });
+        let market = MemoryEc2::default().with_reservations(listed);
+        let (out, settings) = (Outputs::default(), track_settings(Mode::Live));
+        let (report, events) = logged_events(tracker(&market, &table, &out, &settings).run(t0())).await;
+        let report = report.unwrap();
+        assert_eq!(report.anomalies, ["cr-held"], "{shown:?}");
+        assert_eq!(events.contains(&"ledger_mismatch".to_string()), mismatch, "{shown:?}: {events:?}");
+        assert!(report.released_budgets.is_empty() && report.moved.is_empty(), "{shown:?}: {report:?}");
+    }
+}
+
+/// A failed purchase's other part may be held while EC2 shows it anything but failed, a
+/// missing listing included (absence is no word); a segmented purchase is judged like one of
+/// UltraServers; a part the store lacks counts the instances EC2 shows it with.
+#[test]
+fn a_failed_purchase_s_other_part_is_judged_by_ec2_s_word_only() {
+    assert!(part_may_be_held(Some(BlockState::PaymentPending), Some(&Observed::NotFound)));
+    assert!(part_may_be_held(None, Some(&Observed::NotFound)));
+    assert!(part_may_be_held(None, None), "not asked, or not answered");
+    assert!(!part_may_be_held(Some(BlockState::PaymentFailed), None));
+
+    let (_, mut bought, r1) = half_recorded_ultra();
+    bought.parts.push("cr-2".into());
+    let failing = Block::bought(&bought, &r1, t0());
+    let failed = Observed::Found {
+        state: "payment-failed".into(),
+        end: bought.offering.end,
+        capacity_block_id: None,
+        instance_count: 1,
+        available: None,
+    };
+    let other = PartSeen { id: "cr-2".into(), stored: None, instances: None, seen: Some(failed) };
+    assert_eq!(part_still_held(&failing, &bought, &[other]), None, "both failed, both counted");
+
+    let waiting =
+        PartSeen { id: "cr-2".into(), stored: Some(BlockState::PaymentPending), instances: Some(1), seen: None };
+    let segment = |zone: &str| crate::domain::offering::OfferingSegment {
+        availability_zone: zone.into(),
+        instance_type: bought.offering.instance_type.clone(),
+        instance_count: 1,
+        fee: Money::parse("240", "USD").unwrap(),
+        local_zone: false,
+    };
+    bought.offering.segments = vec![segment("us-east-1a"), segment("us-east-1b")];
+    assert_eq!(part_still_held(&failing, &bought, &[waiting]).as_deref(), Some("cr-2"));
+}
+
+/// What EC2 lists with the stack's tag and the store lacks: another part of a recorded purchase
+/// is adopted as that purchase's (its share of the fee); a reservation carrying the purchase's
+/// intent that it does not name is a second purchase, tracked uncharged and announced as one; a
+/// block already stored is not announced again; with `adopt_untagged`, an untagged block is
+/// adopted too.
+#[tokio::test]
+async fn what_ec2_lists_and_the_store_lacks_is_adopted_as_its_purchase_has_it() {
+    let east = rule("east", "live");
+    let mut ultra = offering("cb-ultra", t0() + Duration::days(1));
+    ultra.instance_count = 2;
+    let mut bought = sent_intent(&east, ultra, t0() - Duration::hours(1));
+    bought.state = IntentState::Bought;
+    bought.parts = vec!["cr-1".into(), "cr-2".into()];
+    let tagged = |id: &str| {
+        let mut r = Reservation { instance_count: 1, ..reservation_of(&bought, id) };
+        r.tags.insert(STACK_TAG.into(), "capblock-test".into());
+        r.tags.insert(RULE_TAG.into(), east.id.clone());
+        r
+    };
+    let stored = Block::bought(&bought, &tagged("cr-1"), t0() - Duration::hours(1));
+    let untagged = Reservation { tags: Default::default(), ..reservation_of(&bought, "cr-other") };
+    let table = MemoryTable::default().with_rules([east.clone()]).with_intents([bought.clone()]).with_blocks([stored]);
+    let market = MemoryEc2::default().with_reservations([tagged("cr-1"), tagged("cr-2"), tagged("cr-3"), untagged]);
+    let out = Outputs::default();
+    let settings = TrackSettings { adopt_untagged: true, ..track_settings(Mode::Live) };
+    let mut report = tracker(&market, &table, &out, &settings).run(t0()).await.unwrap();
+    report.adopted.sort();
+    assert_eq!(report.adopted, ["cr-2", "cr-3", "cr-other"], "{report:?}");
+    let intent_of = |b: Option<Block>| b.expect("adopted").intent_id;
+    assert_eq!(intent_of(table.get_block("cr-2").await.unwrap()), Some(bought.id.clone()), "a part of it");
+    assert_eq!(intent_of(table.get_block("cr-3").await.unwrap()), None, "uncharged");
+    assert!(notice_body(&table, "cr-3#tracking").contains(&bought.id), "announced as a second purchase");
+    assert!(!table.writes().contains(&"enqueue cr-1#tracking".to_string()), "{:?}", table.writes());
+}
+
+/// A segmented purchase recorded by its tag while EC2 listed one of its two segments: the other,
+/// listed later, is adopted as the purchase's (at its segment's fee, no alarm); a third
+/// reservation with the tag in a segment already held is a second purchase, alarmed.
+#[tokio::test]
+async fn a_segment_listed_after_its_purchase_was_recorded_is_adopted_as_its_part() {
+    let east = rule("east", "live");
+    let mut seg = offering("cb-seg", t0() + Duration::days(1));
+    let segment = |zone: &str| crate::domain::offering::OfferingSegment {
+        availability_zone: zone.into(),
+        instance_type: seg.instance_type.clone(),
+        instance_count: 1,
+        fee: Money::parse("240", "USD").unwrap(),
+        local_zone: false,
+    };
+    seg.segments = vec![segment("us-east-1a"), segment("us-east-1b")];
+    seg.instance_count = 2;
+    let mut bought = sent_intent(&east, seg, t0() - Duration::hours(1));
+    bought.state = IntentState::Bought;
+    bought.parts = vec!["cr-1".into()];
+    let tagged = |id: &str, zone: &str| {
+        let mut r = Reservation { instance_count: 1, availability_zone: zone.into(), ..reservation_of(&bought, id) };
+        r.tags.insert(STACK_TAG.into(), "capblock-test".into());
+        r.tags.insert(RULE_TAG.into(), east.id.clone());
+        r
+    };
+    let stored = Block::bought(&bought, &tagged("cr-1", "us-east-1a"), t0() - Duration::hours(1));
+    let table = MemoryTable::default().with_rules([east.clone()]).with_intents([bought.clone()]).with_blocks([stored]);
+    let listed = [tagged("cr-1", "us-east-1a"), tagged("cr-2", "us-east-1b"), tagged("cr-3", "us-east-1a")];
+    let market = MemoryEc2::default().with_reservations(listed);
+    let (out, settings) = (Outputs::default(), track_settings(Mode::Live));
+    let (report, events) = logged_events(tracker(&market, &table, &out, &settings).run(t0())).await;
+    let mut adopted = report.unwrap().adopted;
+    adopted.sort();
+    assert_eq!(adopted, ["cr-2", "cr-3"]);
+    let late = table.get_block("cr-2").await.unwrap().expect("adopted");
+    assert_eq!((late.intent_id, late.fee), (Some(bought.id.clone()), Some(Money::parse("240", "USD").unwrap())));
+    assert_eq!(table.get_block("cr-3").await.unwrap().expect("adopted").intent_id, None, "uncharged");
+    let alarms: Vec<&String> = events.iter().filter(|e| *e == "duplicate_purchase").collect();
+    assert_eq!(alarms.len(), 1, "cr-3 alone: {events:?}");
+    assert!(events.contains(&"purchase_part_listed_late".to_string()), "{events:?}");
 }

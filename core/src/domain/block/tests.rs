@@ -332,3 +332,37 @@ fn the_quota_held_counts_held_blocks_and_purchases_in_flight_once() {
     odd.offering.instance_type = "p5.24xlarge".parse().unwrap();
     assert_eq!(quota_held([], [&odd], &east, "p5"), QuotaHeld { vcpus: 0, blocks: 1, unknown: 1 });
 }
+
+/// A reservation carrying a recorded purchase's tag that the record does not name: a part EC2
+/// listed late when it fits beside the named parts (an UltraServer of the two bought, a segment
+/// not named yet), a second purchase when it does not (a third UltraServer, a segment already
+/// named, an instance purchase already whole, a reservation unlike the offering).
+#[test]
+fn a_part_listed_after_its_purchase_was_recorded_is_told_from_a_second_purchase() {
+    let two = Offering { instance_count: 8, ..offering(true) };
+    let server = |id: &str| Reservation { instance_count: 4, ..with_id(id, reservation(&[])) };
+    let (a, b) = (server("cr-a"), server("cr-b"));
+    assert!(late_part(&two, &[NamedPart::from(&a)], &b), "the second UltraServer");
+    assert!(!late_part(&two, &[NamedPart::from(&a), NamedPart::from(&b)], &server("cr-c")), "a third");
+    assert!(late_part(&two, &[], &b), "nothing named: it fits");
+
+    let whole = reservation(&[]);
+    assert!(!late_part(&offering(false), &[NamedPart::from(&whole)], &with_id("cr-2", reservation(&[]))));
+    let elsewhere = Reservation { availability_zone: "us-east-1b".into(), ..server("cr-b") };
+    assert!(!late_part(&two, &[NamedPart::from(&a)], &elsewhere), "not what the offering makes");
+    let later = Reservation { start: a.start + Duration::hours(1), ..server("cr-b") };
+    assert!(!late_part(&two, &[NamedPart::from(&a)], &later), "another start");
+
+    let segment = |zone: &str| crate::domain::offering::OfferingSegment {
+        availability_zone: zone.into(),
+        instance_type: a.instance_type.clone(),
+        instance_count: 4,
+        fee: Money::usd(dec!(1536)).unwrap(),
+        local_zone: false,
+    };
+    let segmented = Offering { segments: vec![segment("us-east-1a"), segment("us-east-1b")], ..two };
+    assert!(late_part(&segmented, &[NamedPart::from(&a)], &elsewhere), "the other segment");
+    assert!(!late_part(&segmented, &[NamedPart::from(&a)], &server("cr-b")), "the named segment again");
+    let block = Block::adopted(&a, true, t(1, 0, 0));
+    assert!(late_part(&segmented, &[NamedPart::from(&block)], &elsewhere), "a named part as stored");
+}
