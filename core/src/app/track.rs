@@ -518,12 +518,13 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
                 match b.state {
                     BlockState::PaymentPending => self.warn_payment(b, rules, now, report).await?,
                     // A failed sample is the next run's to take: the block itself was tracked.
-                    BlockState::Active => {
-                        if let Err(e) = self.sample_usage(b, obs, rules, now, report).await {
+                    BlockState::Active => match self.sample_usage(b, obs, rules, now).await {
+                        Ok(idle) => report.idle.extend(idle),
+                        Err(e) => {
                             tracing::warn!(event = "usage_not_sampled", reservation = %b.reservation_id, error = %e, "next run samples again");
                             report.errors.push(format!("{}: {e}", b.reservation_id));
                         }
-                    }
+                    },
                     _ => {}
                 }
                 Ok(())
@@ -564,20 +565,19 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
 
     /// Samples what an active block's instances are doing, for a block that stays active this
     /// run (one that moved was stored anew, and its next run samples it), and announces an idle
-    /// episode once (`app::usage`).
+    /// episode once (`app::usage`): the episode's `<reservation>#<milestone>` when one is.
     async fn sample_usage(
         &self,
         b: &Block,
         obs: &Observed,
         rules: &HashMap<String, Rule>,
         now: DateTime<Utc>,
-        report: &mut TrackReport,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<String>, StoreError> {
         let Observed::Found { state, available: Some(available), .. } = obs else {
-            return Ok(());
+            return Ok(None);
         };
         if state != "active" {
-            return Ok(());
+            return Ok(None);
         }
         let rule = b.rule_id.as_ref().and_then(|r| rules.get(r));
         // The failures as the health check judged them last (never running instances).
@@ -589,11 +589,11 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
         };
         let alert_after = rule.map_or(DEFAULT_IDLE_ALERT_MINUTES, |r| r.idle_alert_minutes);
         let to = handoff::EventTo::of(rule);
-        if let Some(news) = usage::sample(self.store, b, &sample, alert_after, to, now).await? {
+        let news = usage::sample(self.store, b, &sample, alert_after, to, now).await?;
+        Ok(news.map(|news| {
             tracing::warn!(event = "block_idle_news", reservation = %b.reservation_id, milestone = %news.milestone(), "announced");
-            report.idle.push(format!("{}#{}", b.reservation_id, news.milestone()));
-        }
-        Ok(())
+            format!("{}#{}", b.reservation_id, news.milestone())
+        }))
     }
 
     async fn warn_payment(
