@@ -258,6 +258,15 @@ impl MemoryEc2 {
         self.market().health.insert(id.to_string(), (interconnect, unavailable));
     }
 
+    /// Reservation `id`, seeded with `with_reservations`, is an UltraServer of `ultraserver_type`
+    /// in DescribeCapacityBlocks' answer (as one bought from an UltraServer offering is).
+    pub fn with_ultraserver(self, id: &str, ultraserver_type: &str) -> Self {
+        for x in self.market().made.iter_mut().filter(|x| x.reservation.id == id) {
+            x.ultraserver_type = Some(ultraserver_type.to_string());
+        }
+        self
+    }
+
     fn market(&self) -> MutexGuard<'_, Market> {
         self.market.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -656,3 +656,28 @@ async fn a_segment_listed_after_its_purchase_was_recorded_is_adopted_as_its_part
     assert_eq!(alarms.len(), 1, "cr-3 alone: {events:?}");
     assert!(events.contains(&"purchase_part_listed_late".to_string()), "{events:?}");
 }
+
+/// Blocks stored before capblock kept their Capacity Block id: the run learns each id and kind
+/// from EC2. One that turns out an UltraServer has its reminders set again (an UltraServer's
+/// instances end 60 minutes before its end, not 30); one whose kind is what was stored does not.
+#[tokio::test]
+async fn a_block_learned_an_ultraserver_has_its_reminders_set_again_and_one_learned_as_stored_not() {
+    let start = t0() + Duration::days(1);
+    let (i1, r1, b1) = east_block("cr-ultra", start, "scheduled", BlockState::Scheduled);
+    let (i2, r2, b2) = east_block("cr-plain", start + Duration::days(1), "scheduled", BlockState::Scheduled);
+    let with_id = |r: Reservation, id: &str| Reservation { capacity_block_id: Some(id.into()), ..r };
+    let table = MemoryTable::default().with_rules([rule("east", "live")]).with_intents([i1, i2]).with_blocks([b1, b2]);
+    let market = MemoryEc2::default()
+        .with_reservations([with_id(r1, "cb-0ultra"), with_id(r2, "cb-0plain")])
+        .with_ultraserver("cr-ultra", "u-p6e-gb200x72");
+    let (out, settings) = (Outputs::default(), track_settings(Mode::Live));
+    let report = tracker(&market, &table, &out, &settings).run(t0()).await.unwrap();
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    let blocks = table.blocks();
+    let stored = |id: &str| blocks.iter().find(|b| b.reservation_id == id).expect("stored");
+    let (ultra, plain) = (stored("cr-ultra"), stored("cr-plain"));
+    assert_eq!((ultra.capacity_block_id.as_deref(), ultra.ultraserver), (Some("cb-0ultra"), true));
+    assert_eq!((plain.capacity_block_id.as_deref(), plain.ultraserver), (Some("cb-0plain"), false));
+    let synced: Vec<String> = out.reminders.calls().into_iter().map(|(what, id, _)| format!("{what} {id}")).collect();
+    assert_eq!(synced, ["sync cr-ultra"]);
+}
