@@ -356,6 +356,10 @@ async fn an_extension_is_paid_on_an_end_read_on_the_block_s_path_and_not_off_it(
         assert_eq!(state == ExtensionState::Paid, paid, "{shown}: {state:?}, {:?}", report.extensions);
         if !paid {
             assert_eq!(state, ExtensionState::Sent, "{shown}: left open");
+        } else {
+            let told = table.notices().into_iter().find(|(n, _)| n.milestone.to_string().starts_with("extended"));
+            let body = told.expect("the extension announced").0.message.body;
+            assert!(body.contains("extension fee 480.00 USD"), "the fee of the extension that moved the end: {body}");
         }
     }
 }
