@@ -89,6 +89,7 @@ macro_rules! store_contract_cases {
             purchases_per_month_are_capped,
             mark_sent_and_bought_need_the_right_state,
             closing_an_intent_that_was_never_reserved_is_refused,
+            a_purchase_sent_since_it_was_read_is_not_given_back,
             a_writer_between_the_read_and_the_reservation_makes_it_refused,
             a_write_whose_answer_was_lost_is_refused_when_retried,
             amounts_read_back_with_cents_however_the_store_trims_them,
@@ -354,6 +355,19 @@ async fn closing_an_intent_that_was_never_reserved_is_refused<S: StorePorts, F: 
     assert!(matches!(s.release_failed_block(&block, &bought_ghost, true, now()).await, Err(StoreError::Conflict(_))));
     assert!(s.get_intent("r1", &ghost.id).await.unwrap().is_none(), "nothing written for it");
     assert_eq!(used(s, rule_owner("r1")).await, (d("100"), d("100"), 1), "the real purchase's fee stays");
+}
+
+/// A reserved purchase another run has since sent to EC2 is not given back on the reserved
+/// copy's word: the give-back is refused as a whole, the intent stays sent and its fee
+/// committed (PurchaseCapacityBlock may have bought).
+async fn a_purchase_sent_since_it_was_read_is_not_given_back<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = rule("r1", "1000");
+    let reserved = intent(&r, "cb-1", "100", None);
+    s.reserve(&reserved, 0).await.unwrap();
+    s.mark_sent(&reserved.id, "r1", now()).await.unwrap();
+    assert!(matches!(s.record_given_back(&reserved, "not sent").await, Err(StoreError::Conflict(_))));
+    assert_eq!(s.get_intent("r1", &reserved.id).await.unwrap().unwrap().state, IntentState::Sent);
+    assert_eq!(used(s, rule_owner("r1")).await, (d("100"), d("0"), 1), "committed, not spent");
 }
 
 /// Another writer between the decision's read and the reservation: a guard that moved since
