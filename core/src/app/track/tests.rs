@@ -685,3 +685,39 @@ async fn a_block_learned_an_ultraserver_has_its_reminders_set_again_and_one_lear
     let synced: Vec<String> = out.reminders.calls().into_iter().map(|(what, id, _)| format!("{what} {id}")).collect();
     assert_eq!(synced, ["sync cr-ultra"]);
 }
+
+/// A purchase of two UltraServers (one instance each) whose record names both: a third
+/// reservation with its tag is a second purchase even while EC2's answer misses a named part
+/// (a stale read: it is measured as stored), and while a named part is known nowhere (it
+/// cannot be measured, so nothing is taken for a part that could hide a second purchase).
+#[tokio::test]
+async fn a_reservation_beside_every_named_part_is_a_second_purchase_whatever_ec2_lists_now() {
+    for stored_first in [true, false] {
+        let east = rule("east", "live");
+        let mut ultra = offering("cb-ultra", t0() + Duration::days(1));
+        ultra.instance_count = 2;
+        let mut bought = sent_intent(&east, ultra, t0() - Duration::hours(1));
+        bought.state = IntentState::Bought;
+        bought.parts = vec!["cr-1".into(), "cr-2".into()];
+        let tagged = |id: &str| {
+            let mut r = Reservation { instance_count: 1, ..reservation_of(&bought, id) };
+            r.tags.insert(STACK_TAG.into(), "capblock-test".into());
+            r.tags.insert(RULE_TAG.into(), east.id.clone());
+            r
+        };
+        // cr-1 is not in EC2's answer this run: stored, or (the second pass) known nowhere.
+        let blocks: Vec<Block> = stored_first
+            .then(|| Block::bought(&bought, &tagged("cr-1"), t0() - Duration::hours(1)))
+            .into_iter()
+            .collect();
+        let table =
+            MemoryTable::default().with_rules([east.clone()]).with_intents([bought.clone()]).with_blocks(blocks);
+        let market = MemoryEc2::default().with_reservations([tagged("cr-2"), tagged("cr-3")]);
+        let (out, settings) = (Outputs::default(), track_settings(Mode::Live));
+        tracker(&market, &table, &out, &settings).run(t0()).await.unwrap();
+        let third = table.get_block("cr-3").await.unwrap().expect("tracked");
+        assert_eq!(third.intent_id, None, "cr-1 stored: {stored_first}: a second purchase, uncharged");
+        let second = table.get_block("cr-2").await.unwrap().expect("tracked");
+        assert_eq!(second.intent_id, Some(bought.id.clone()), "a named part");
+    }
+}
