@@ -90,6 +90,7 @@ macro_rules! store_contract_cases {
             mark_sent_and_bought_need_the_right_state,
             closing_an_intent_that_was_never_reserved_is_refused,
             a_purchase_sent_since_it_was_read_is_not_given_back,
+            a_failed_payment_never_drives_a_budget_below_zero,
             a_writer_between_the_read_and_the_reservation_makes_it_refused,
             a_write_whose_answer_was_lost_is_refused_when_retried,
             amounts_read_back_with_cents_however_the_store_trims_them,
@@ -368,6 +369,20 @@ async fn a_purchase_sent_since_it_was_read_is_not_given_back<S: StorePorts, F: S
     assert!(matches!(s.record_given_back(&reserved, "not sent").await, Err(StoreError::Conflict(_))));
     assert_eq!(s.get_intent("r1", &reserved.id).await.unwrap().unwrap().state, IntentState::Sent);
     assert_eq!(used(s, rule_owner("r1")).await, (d("100"), d("0"), 1), "committed, not spent");
+}
+
+/// A failed payment's fee goes back only from budgets that hold it both committed and spent:
+/// one whose committed amount is below the fee (however it got there) refuses the release as
+/// a whole, so no budget goes below zero.
+async fn a_failed_payment_never_drives_a_budget_below_zero<S: StorePorts, F: StoreFaults>(s: &S, f: &F) {
+    let r = rule("r1", "1000");
+    buy(s, &intent(&r, "cb-1", "100", None), "cr-1").await;
+    f.store_committed_as(&rule_owner("r1"), &Period::budget_month(now()), "50").await;
+    let bought = s.open_blocks(Some("r1")).await.unwrap().pop().expect("its block");
+    let intent = s.get_intent("r1", bought.intent_id.as_deref().expect("bought")).await.unwrap().unwrap();
+    let released = s.release_failed_block(&bought, &intent, true, now()).await;
+    assert!(matches!(released, Err(StoreError::Conflict(_))), "{released:?}");
+    assert_eq!(used(s, rule_owner("r1")).await, (d("50"), d("100"), 1), "nothing released");
 }
 
 /// Another writer between the decision's read and the reservation: a guard that moved since
