@@ -15,12 +15,14 @@ use rust_decimal::Decimal;
 use super::fixtures::{block_for, charges, intent, notice, now, offering, request, rule, usd};
 use crate::domain::block::{Block, purchases_held_at};
 use crate::domain::budget::{BudgetOwner, Intent, IntentState, Period, ReleasedHold};
+use crate::domain::extension::{ExtensionIntent, ExtensionOffer, ExtensionState};
 use crate::domain::lifecycle::BlockState;
+use crate::domain::money::Money;
 use crate::domain::request::{AUTO_APPROVER, Request, RequestDecision, RequestVerdict};
 use crate::domain::rule::{Mode, Rule};
 use crate::ports::{
-    BlockStore, Ledger, MarketMemory, Observation, ObservationStore, Outbox, PageClaims, RateStore, RequestStore,
-    ReserveError, RuleStore, SettingsStore, StoreError,
+    BlockStore, ExtensionLedger, Ledger, MarketMemory, Observation, ObservationStore, Outbox, PageClaims, RateStore,
+    RequestStore, ReserveError, RuleStore, SettingsStore, StoreError,
 };
 
 port_bundle!(
@@ -35,6 +37,7 @@ port_bundle!(
         + PageClaims
         + RequestStore
         + RateStore
+        + ExtensionLedger
 );
 
 /// The departures from a plain map that DynamoDB makes on its own, played on an
@@ -91,6 +94,8 @@ macro_rules! store_contract_cases {
             closing_an_intent_that_was_never_reserved_is_refused,
             a_purchase_sent_since_it_was_read_is_not_given_back,
             a_failed_payment_never_drives_a_budget_below_zero,
+            a_fee_never_released_is_not_committed_again,
+            a_block_has_one_open_extension_at_a_time,
             a_writer_between_the_read_and_the_reservation_makes_it_refused,
             a_write_whose_answer_was_lost_is_refused_when_retried,
             amounts_read_back_with_cents_however_the_store_trims_them,
@@ -383,6 +388,47 @@ async fn a_failed_payment_never_drives_a_budget_below_zero<S: StorePorts, F: Sto
     let released = s.release_failed_block(&bought, &intent, true, now()).await;
     assert!(matches!(released, Err(StoreError::Conflict(_))), "{released:?}");
     assert_eq!(used(s, rule_owner("r1")).await, (d("50"), d("100"), 1), "nothing released");
+}
+
+/// Committing a failed payment's fee again (EC2 holds the block after all) is for a fee that
+/// was released: one still committed is left as it is, never counted twice.
+async fn a_fee_never_released_is_not_committed_again<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = rule("r1", "1000");
+    buy(s, &intent(&r, "cb-1", "100", None), "cr-1").await;
+    let bought = s.get_block("cr-1").await.unwrap().expect("its block");
+    let intent = s.get_intent("r1", bought.intent_id.as_deref().expect("bought")).await.unwrap().unwrap();
+    assert!(!s.recommit_released_fee(&bought, &intent, true).await.unwrap(), "nothing to commit again");
+    assert_eq!(used(s, rule_owner("r1")).await, (d("100"), d("100"), 1), "counted once");
+}
+
+/// An extension is reserved only on a block with none open: a second offer for the same block
+/// is refused as busy (decided again next run), and only the first one's fee is committed.
+async fn a_block_has_one_open_extension_at_a_time<S: StorePorts, F: StoreFaults>(s: &S, _: &F) {
+    let r = rule("r1", "1000");
+    buy(s, &intent(&r, "cb-1", "100", None), "cr-1").await;
+    let block = s.get_block("cr-1").await.unwrap().expect("its block");
+    let extension = |offer: &str| ExtensionIntent {
+        reservation_id: block.reservation_id.clone(),
+        rule_id: "r1".into(),
+        offer: ExtensionOffer {
+            id: offer.into(),
+            reservation_id: block.reservation_id.clone(),
+            duration_hours: 24,
+            start: block.end,
+            end: block.end + chrono::Duration::days(1),
+            fee: Money::parse("10", "USD").expect("a fee"),
+        },
+        state: ExtensionState::Reserved,
+        created_at: now(),
+        sent_at: None,
+        reason: None,
+        charges: intent(&r, "cb-1", "10", None).charges,
+    };
+    s.reserve_extension(&extension("cbx-1")).await.unwrap();
+    let second = s.reserve_extension(&extension("cbx-2")).await;
+    assert!(matches!(second, Err(ReserveError::RuleBusy)), "{second:?}");
+    assert_eq!(used(s, rule_owner("r1")).await.0, d("110"), "the first extension's fee alone");
+    assert_eq!(s.open_extensions().await.unwrap().len(), 1);
 }
 
 /// Another writer between the decision's read and the reservation: a guard that moved since
