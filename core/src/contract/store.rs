@@ -429,6 +429,13 @@ async fn a_block_has_one_open_extension_at_a_time<S: StorePorts, F: StoreFaults>
     assert!(matches!(second, Err(ReserveError::RuleBusy)), "{second:?}");
     assert_eq!(used(s, rule_owner("r1")).await.0, d("110"), "the first extension's fee alone");
     assert_eq!(s.open_extensions().await.unwrap().len(), 1);
+    // Paid, it is spent and frees the block for the next one.
+    let first = extension("cbx-1");
+    s.advance_extension(&first, ExtensionState::Sent, now()).await.unwrap();
+    let sent = ExtensionIntent { state: ExtensionState::Sent, sent_at: Some(now()), ..first };
+    s.close_extension(&sent, ExtensionState::Paid, None).await.unwrap();
+    assert_eq!(used(s, rule_owner("r1")).await, (d("110"), d("110"), 1), "spent once");
+    s.reserve_extension(&extension("cbx-2")).await.unwrap();
 }
 
 /// Another writer between the decision's read and the reservation: a guard that moved since
