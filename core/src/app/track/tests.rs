@@ -584,6 +584,26 @@ fn a_failed_purchase_s_other_part_is_judged_by_ec2_s_word_only() {
     assert_eq!(part_still_held(&failing, &bought, &[waiting]).as_deref(), Some("cr-2"));
 }
 
+/// Rule `east`'s purchase of two UltraServers of one instance each, bought an hour ago and
+/// recorded with both parts named (`cr-1`, `cr-2`).
+fn two_ultraservers_named() -> (Rule, Intent) {
+    let east = rule("east", "live");
+    let mut ultra = offering("cb-ultra", t0() + Duration::days(1));
+    ultra.instance_count = 2;
+    let mut bought = sent_intent(&east, ultra, t0() - Duration::hours(1));
+    bought.state = IntentState::Bought;
+    bought.parts = vec!["cr-1".into(), "cr-2".into()];
+    (east, bought)
+}
+
+/// Reservation `id` of one instance carrying `bought`'s intent, the stack's and the rule's tags.
+fn tagged_part(bought: &Intent, id: &str) -> Reservation {
+    let mut r = Reservation { instance_count: 1, ..reservation_of(bought, id) };
+    r.tags.insert(STACK_TAG.into(), "capblock-test".into());
+    r.tags.insert(RULE_TAG.into(), bought.rule_id.clone());
+    r
+}
+
 /// What EC2 lists with the stack's tag and the store lacks: another part of a recorded purchase
 /// is adopted as that purchase's (its share of the fee); a reservation carrying the purchase's
 /// intent that it does not name is a second purchase, tracked uncharged and announced as one; a
@@ -591,18 +611,8 @@ fn a_failed_purchase_s_other_part_is_judged_by_ec2_s_word_only() {
 /// adopted too.
 #[tokio::test]
 async fn what_ec2_lists_and_the_store_lacks_is_adopted_as_its_purchase_has_it() {
-    let east = rule("east", "live");
-    let mut ultra = offering("cb-ultra", t0() + Duration::days(1));
-    ultra.instance_count = 2;
-    let mut bought = sent_intent(&east, ultra, t0() - Duration::hours(1));
-    bought.state = IntentState::Bought;
-    bought.parts = vec!["cr-1".into(), "cr-2".into()];
-    let tagged = |id: &str| {
-        let mut r = Reservation { instance_count: 1, ..reservation_of(&bought, id) };
-        r.tags.insert(STACK_TAG.into(), "capblock-test".into());
-        r.tags.insert(RULE_TAG.into(), east.id.clone());
-        r
-    };
+    let (east, bought) = two_ultraservers_named();
+    let tagged = |id: &str| tagged_part(&bought, id);
     let stored = Block::bought(&bought, &tagged("cr-1"), t0() - Duration::hours(1));
     let untagged = Reservation { tags: Default::default(), ..reservation_of(&bought, "cr-other") };
     let table = MemoryTable::default().with_rules([east.clone()]).with_intents([bought.clone()]).with_blocks([stored]);
@@ -693,18 +703,8 @@ async fn a_block_learned_an_ultraserver_has_its_reminders_set_again_and_one_lear
 #[tokio::test]
 async fn a_reservation_beside_every_named_part_is_a_second_purchase_whatever_ec2_lists_now() {
     for stored_first in [true, false] {
-        let east = rule("east", "live");
-        let mut ultra = offering("cb-ultra", t0() + Duration::days(1));
-        ultra.instance_count = 2;
-        let mut bought = sent_intent(&east, ultra, t0() - Duration::hours(1));
-        bought.state = IntentState::Bought;
-        bought.parts = vec!["cr-1".into(), "cr-2".into()];
-        let tagged = |id: &str| {
-            let mut r = Reservation { instance_count: 1, ..reservation_of(&bought, id) };
-            r.tags.insert(STACK_TAG.into(), "capblock-test".into());
-            r.tags.insert(RULE_TAG.into(), east.id.clone());
-            r
-        };
+        let (east, bought) = two_ultraservers_named();
+        let tagged = |id: &str| tagged_part(&bought, id);
         // cr-1 is not in EC2's answer this run: stored, or (the second pass) known nowhere.
         let blocks: Vec<Block> = stored_first
             .then(|| Block::bought(&bought, &tagged("cr-1"), t0() - Duration::hours(1)))
