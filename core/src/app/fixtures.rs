@@ -163,6 +163,11 @@ pub async fn logged_events<F: Future>(work: F) -> (F::Output, Vec<String>) {
     let subscriber = tracing_subscriber::registry().with(Events(seen.clone()));
     let output = {
         let _on_this_thread = tracing::subscriber::set_default(subscriber);
+        // A log line's callsite caches whether any subscriber wants it; one first reached by
+        // another test's thread while no subscriber was set can still hold "never" here (a race
+        // in tracing's cache between threads). Asking every callsite again with this one set
+        // makes each line reach it.
+        tracing::callsite::rebuild_interest_cache();
         work.await
     };
     let events = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
