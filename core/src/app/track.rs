@@ -930,11 +930,7 @@ impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, 
         }
         Ok(OfIntent::Settled)
     }
-}
 
-impl<M: TrackerMarket + ?Sized, S: TrackerStore + ?Sized, N: Notifier + ?Sized, R: Reminders + ?Sized>
-    Tracker<'_, M, S, N, R>
-{
     /// Whether `r`, carrying recorded `intent`'s tag but not named by it, is a part of its
     /// purchase EC2 listed late (`late_part`), judged by the named parts as EC2 lists them this
     /// run (`listed`) or as stored. A named part neither listed nor stored cannot be measured:

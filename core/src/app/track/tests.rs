@@ -357,8 +357,8 @@ async fn an_extension_is_paid_on_an_end_read_on_the_block_s_path_and_not_off_it(
         if !paid {
             assert_eq!(state, ExtensionState::Sent, "{shown}: left open");
         } else {
-            let told = table.notices().into_iter().find(|(n, _)| n.milestone.to_string().starts_with("extended"));
-            let body = told.expect("the extension announced").0.message.body;
+            let extended = Milestone::Extended(table.extensions()[0].offer.end).name();
+            let body = notice_body(&table, &format!("cr-held#{extended}"));
             assert!(body.contains("extension fee 480.00 USD"), "the fee of the extension that moved the end: {body}");
         }
     }
